@@ -1,0 +1,265 @@
+//! A host IOMMU: per-device translation domains mapping I/O virtual pages to physical pages.
+//!
+//! When the IOMMU is on, every DMA from an endpoint is translated at the root complex through
+//! the domain the endpoint is attached to; an address without a mapping (or a write to a
+//! read-only mapping) is a fault and the access does not happen. Pages are 4 KiB.
+
+use crate::ids::EndpointId;
+use smartio_platform::{BusAddr, PhysAddr};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// The IOMMU page size.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// A translation domain of one IOMMU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct DomainId(pub u32);
+
+/// One mapped I/O page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PageMapping {
+    phys_page: u64,
+    writable: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Domain {
+    pages: BTreeMap<u64, PageMapping>,
+}
+
+/// Errors from managing or using IOMMU mappings.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IommuError {
+    /// The IOMMU is disabled on this host.
+    #[error("the IOMMU is disabled on this host")]
+    Disabled,
+    /// The domain id is not one of this IOMMU's.
+    #[error("unknown IOMMU domain {0:?}")]
+    UnknownDomain(DomainId),
+    /// Addresses and lengths must be page-aligned.
+    #[error("mapping {iova} -> {phys} of {len} bytes is not 4 KiB-aligned")]
+    Misaligned { iova: BusAddr, phys: PhysAddr, len: u64 },
+    /// The I/O virtual page is already mapped.
+    #[error("I/O virtual address {0} is already mapped")]
+    AlreadyMapped(BusAddr),
+    /// The I/O virtual page is not mapped.
+    #[error("I/O virtual address {0} is not mapped")]
+    NotMapped(BusAddr),
+}
+
+/// Why a DMA could not be translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultReason {
+    /// The endpoint is not attached to any domain.
+    NoDomain,
+    /// No mapping for the page.
+    NotMapped,
+    /// A write to a read-only page.
+    ReadOnly,
+}
+
+/// A host's IOMMU.
+#[derive(Debug, Clone)]
+pub struct Iommu {
+    enabled: bool,
+    domains: Vec<Domain>,
+    attached: BTreeMap<EndpointId, DomainId>,
+}
+
+impl Iommu {
+    /// An IOMMU, on or off.
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            enabled,
+            domains: Vec::new(),
+            attached: BTreeMap::new(),
+        }
+    }
+
+    /// Whether DMA is translated.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Creates an empty domain.
+    pub fn create_domain(&mut self) -> Result<DomainId, IommuError> {
+        if !self.enabled {
+            return Err(IommuError::Disabled);
+        }
+        self.domains.push(Domain::default());
+        Ok(DomainId(self.domains.len() as u32 - 1))
+    }
+
+    /// Attaches an endpoint to a domain (replacing an earlier attachment).
+    pub fn attach(&mut self, endpoint: EndpointId, domain: DomainId) -> Result<(), IommuError> {
+        self.domain(domain)?;
+        self.attached.insert(endpoint, domain);
+        Ok(())
+    }
+
+    /// The domain an endpoint is attached to.
+    pub fn domain_of(&self, endpoint: EndpointId) -> Option<DomainId> {
+        self.attached.get(&endpoint).copied()
+    }
+
+    fn domain(&self, id: DomainId) -> Result<&Domain, IommuError> {
+        self.domains.get(id.0 as usize).ok_or(IommuError::UnknownDomain(id))
+    }
+
+    /// Maps `len` bytes at `iova` to `phys`. All three must be page-aligned; nothing is mapped
+    /// if any page is already mapped.
+    pub fn map(
+        &mut self,
+        domain: DomainId,
+        iova: BusAddr,
+        phys: PhysAddr,
+        len: u64,
+        writable: bool,
+    ) -> Result<(), IommuError> {
+        if iova.get() % PAGE_SIZE != 0 || phys.get() % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 || len == 0 {
+            return Err(IommuError::Misaligned { iova, phys, len });
+        }
+        self.domain(domain)?;
+        let d = &mut self.domains[domain.0 as usize];
+        let first = iova.get() / PAGE_SIZE;
+        let count = len / PAGE_SIZE;
+        if let Some((&page, _)) = d.pages.range(first..first + count).next() {
+            return Err(IommuError::AlreadyMapped(BusAddr(page * PAGE_SIZE)));
+        }
+        for i in 0..count {
+            d.pages.insert(
+                first + i,
+                PageMapping {
+                    phys_page: phys.get() / PAGE_SIZE + i,
+                    writable,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Removes the mapping of `len` bytes at `iova`; every page must be mapped.
+    pub fn unmap(&mut self, domain: DomainId, iova: BusAddr, len: u64) -> Result<(), IommuError> {
+        if iova.get() % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
+            return Err(IommuError::Misaligned { iova, phys: PhysAddr(0), len });
+        }
+        self.domain(domain)?;
+        let d = &mut self.domains[domain.0 as usize];
+        let first = iova.get() / PAGE_SIZE;
+        let count = len / PAGE_SIZE;
+        if let Some(missing) = (first..first + count).find(|p| !d.pages.contains_key(p)) {
+            return Err(IommuError::NotMapped(BusAddr(missing * PAGE_SIZE)));
+        }
+        for p in first..first + count {
+            d.pages.remove(&p);
+        }
+        Ok(())
+    }
+
+    /// Number of mapped pages in a domain.
+    pub fn mapped_pages(&self, domain: DomainId) -> Result<usize, IommuError> {
+        Ok(self.domain(domain)?.pages.len())
+    }
+
+    /// Translates a DMA of up to `len` bytes. Returns the physical address and how many bytes
+    /// from it are physically contiguous (at most `len`).
+    pub fn translate(
+        &self,
+        endpoint: EndpointId,
+        iova: BusAddr,
+        len: u64,
+        write: bool,
+    ) -> Result<(PhysAddr, u64), FaultReason> {
+        let domain = self.attached.get(&endpoint).ok_or(FaultReason::NoDomain)?;
+        let pages = &self.domains[domain.0 as usize].pages;
+        let page = iova.get() / PAGE_SIZE;
+        let offset = iova.get() % PAGE_SIZE;
+        let first = pages.get(&page).ok_or(FaultReason::NotMapped)?;
+        if write && !first.writable {
+            return Err(FaultReason::ReadOnly);
+        }
+        let mut contiguous = PAGE_SIZE - offset;
+        let mut next = page + 1;
+        while contiguous < len {
+            match pages.get(&next) {
+                Some(m) if m.phys_page == first.phys_page + (next - page) && (m.writable || !write) => {
+                    contiguous += PAGE_SIZE;
+                    next += 1;
+                }
+                _ => break,
+            }
+        }
+        Ok((PhysAddr(first.phys_page * PAGE_SIZE + offset), contiguous.min(len)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn iommu_with_domain() -> (Iommu, DomainId) {
+        let mut iommu = Iommu::new(true);
+        let d = iommu.create_domain().expect("enabled");
+        iommu.attach(EndpointId(0), d).expect("domain exists");
+        (iommu, d)
+    }
+
+    #[test]
+    fn a_disabled_iommu_has_no_domains() {
+        assert_eq!(Iommu::new(false).create_domain(), Err(IommuError::Disabled));
+    }
+
+    #[test]
+    fn translation_follows_the_page_table_and_stops_at_discontinuities() {
+        let (mut iommu, d) = iommu_with_domain();
+        iommu.map(d, BusAddr(0x10_0000), PhysAddr(0x5000), 2 * PAGE_SIZE, true).expect("map");
+        iommu.map(d, BusAddr(0x10_2000), PhysAddr(0x9000), PAGE_SIZE, true).expect("map");
+        let (pa, run) = iommu.translate(EndpointId(0), BusAddr(0x10_0010), 3 * PAGE_SIZE, false).expect("mapped");
+        assert_eq!(pa, PhysAddr(0x5010));
+        assert_eq!(run, 2 * PAGE_SIZE - 0x10);
+        assert_eq!(iommu.translate(EndpointId(0), BusAddr(0x10_3000), 4, false), Err(FaultReason::NotMapped));
+        assert_eq!(iommu.translate(EndpointId(1), BusAddr(0x10_0000), 4, false), Err(FaultReason::NoDomain));
+    }
+
+    #[test]
+    fn writes_to_read_only_pages_fault() {
+        let (mut iommu, d) = iommu_with_domain();
+        iommu.map(d, BusAddr(0), PhysAddr(0x1000), PAGE_SIZE, false).expect("map");
+        assert!(iommu.translate(EndpointId(0), BusAddr(8), 8, false).is_ok());
+        assert_eq!(iommu.translate(EndpointId(0), BusAddr(8), 8, true), Err(FaultReason::ReadOnly));
+    }
+
+    #[test]
+    fn double_mapping_and_unmapping_unmapped_pages_are_errors() {
+        let (mut iommu, d) = iommu_with_domain();
+        iommu.map(d, BusAddr(0x2000), PhysAddr(0), PAGE_SIZE, true).expect("map");
+        assert_eq!(
+            iommu.map(d, BusAddr(0x1000), PhysAddr(0), 2 * PAGE_SIZE, true),
+            Err(IommuError::AlreadyMapped(BusAddr(0x2000)))
+        );
+        assert_eq!(iommu.unmap(d, BusAddr(0x3000), PAGE_SIZE), Err(IommuError::NotMapped(BusAddr(0x3000))));
+        iommu.unmap(d, BusAddr(0x2000), PAGE_SIZE).expect("unmap");
+        assert_eq!(iommu.mapped_pages(d), Ok(0));
+    }
+
+    proptest! {
+        #[test]
+        fn every_mapped_byte_translates_and_unmapped_never_does(
+            pages in proptest::collection::btree_set(0u64..64, 1..16),
+            probe in 0u64..(64 * PAGE_SIZE),
+        ) {
+            let (mut iommu, d) = iommu_with_domain();
+            for &p in &pages {
+                iommu.map(d, BusAddr(p * PAGE_SIZE), PhysAddr((p + 100) * PAGE_SIZE), PAGE_SIZE, true).expect("map");
+            }
+            let result = iommu.translate(EndpointId(0), BusAddr(probe), 1, true);
+            if pages.contains(&(probe / PAGE_SIZE)) {
+                prop_assert_eq!(result, Ok((PhysAddr(probe + 100 * PAGE_SIZE), 1)));
+            } else {
+                prop_assert_eq!(result, Err(FaultReason::NotMapped));
+            }
+        }
+    }
+}

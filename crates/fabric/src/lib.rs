@@ -1,0 +1,25 @@
+//! The pure model of a PCIe cluster: topology, per-host enumeration, address routing, IOMMU.
+//!
+//! Given "requester R issues an access of n bytes at address A", the fabric answers where it
+//! lands (RAM, a BAR, an interrupt, or an error) and which links and chips it crosses. It knows
+//! nothing about time, device behaviour or SmartIO.
+
+#![forbid(unsafe_code)]
+
+pub mod enumerate;
+pub mod ids;
+pub mod iommu;
+pub mod layout;
+pub mod report;
+pub mod route;
+pub mod spec;
+pub mod topology;
+pub mod units;
+
+pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
+pub use iommu::{DomainId, Iommu, IommuError};
+pub use layout::{BarKind, BarSpec, EndpointLayout};
+pub use route::{Access, Hop, Route, RouteError, Target};
+pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
+pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
+pub use units::LinkSpec;

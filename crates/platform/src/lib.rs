@@ -1,0 +1,17 @@
+//! The contract between code that runs *on* the emulated cluster (device models, drivers,
+//! workloads) and an engine that runs it.
+//!
+//! Device models and drivers are written once, against the traits here; the timed engine
+//! (virtual time, discrete events) implements them now and a live engine (processes, shared
+//! memory, wall-clock time) can implement them later. Nothing in this crate knows about
+//! topology, timing parameters or any particular device.
+
+#![forbid(unsafe_code)]
+
+pub mod addr;
+pub mod port;
+pub mod time;
+
+pub use addr::{BusAddr, PhysAddr};
+pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
+pub use time::{SimDuration, SimTime};

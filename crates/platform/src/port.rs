@@ -1,0 +1,103 @@
+//! The traits that device models and drivers use to touch the world.
+//!
+//! - [`Port`]: a requester's loads and stores (CPU) or DMA (device) into its host's PCIe
+//!   domain. Reads are non-posted and complete when all data has arrived; writes are posted and
+//!   complete when the last TLP has left the requester. PCIe ordering holds: a write issued
+//!   after another on the same path never arrives before it.
+//! - [`Clock`]: the current time and a way to let time pass (software cost, timers).
+//! - [`MemoryWatch`]: wait until something writes a range of memory (polling a completion word,
+//!   a doorbell page).
+//! - [`BarHandler`]: how a device model answers the loads and stores that reach its BARs.
+//!
+//! The futures returned here are driven by the engine's executor; they are not `Send`.
+
+use crate::addr::{BusAddr, PhysAddr};
+use crate::time::{SimDuration, SimTime};
+use std::future::Future;
+use thiserror::Error;
+
+/// Why a fabric access failed, as the requester observes it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AccessError {
+    /// No one claims the address: the fabric answered Unsupported Request.
+    #[error("unsupported request: no target claims address {addr} in host {host}")]
+    UnsupportedRequest { host: String, addr: BusAddr },
+    /// The target claimed the address but refused the access.
+    #[error("completer abort from {target} at offset {offset:#x}: {reason}")]
+    CompleterAbort {
+        target: String,
+        offset: u64,
+        reason: CompleterError,
+    },
+    /// The host IOMMU has no mapping for the requester and address.
+    #[error("IOMMU fault in host {host}: requester {requester} accessed {addr} ({access}) without a mapping")]
+    IommuFault {
+        host: String,
+        requester: String,
+        addr: BusAddr,
+        access: &'static str,
+    },
+    /// A link on the path is down; writes are dropped and reads return all-ones.
+    #[error("link {link} is down")]
+    LinkDown { link: String },
+    /// The access crosses from one target into another (e.g. past the end of a BAR).
+    #[error("access of {len} bytes at {addr} crosses the end of {target}")]
+    CrossesBoundary {
+        addr: BusAddr,
+        len: u64,
+        target: String,
+    },
+}
+
+/// Why a device refused an access to one of its BARs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum CompleterError {
+    /// The offset is not backed by a register or memory.
+    #[error("offset outside any register or memory")]
+    OutOfRange,
+    /// A register was accessed with a width it does not support.
+    #[error("unsupported access width {0}")]
+    BadWidth(usize),
+    /// The register is read-only.
+    #[error("register is read-only")]
+    ReadOnly,
+}
+
+/// Loads and stores (CPU) or DMA (device) into the requester's host PCIe domain.
+pub trait Port {
+    /// Non-posted read of `buf.len()` bytes at `addr`. Completes when all completions arrived.
+    fn read(&self, addr: BusAddr, buf: &mut [u8]) -> impl Future<Output = Result<(), AccessError>>;
+
+    /// Posted write of `data` at `addr`. Completes when the last TLP has left the requester;
+    /// later writes on the same path arrive after it.
+    fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>>;
+}
+
+/// Time as the running code sees it.
+pub trait Clock {
+    /// The current time.
+    fn now(&self) -> SimTime;
+
+    /// Let `duration` pass (a software step's cost, a timer).
+    fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()>;
+}
+
+/// Waiting for memory to be written, the way a CPU polls a completion word.
+pub trait MemoryWatch {
+    /// Resolves after the next write that overlaps `[addr, addr + len)` of host memory has
+    /// landed. The caller re-checks the memory afterwards; a write that happened before this
+    /// call is not reported.
+    fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()>;
+}
+
+/// How a device model answers accesses that reach its BARs.
+///
+/// Handlers run inside the engine when a TLP arrives; they must not block or wait. A handler
+/// that needs to start work (a doorbell) records it and wakes the device's own task.
+pub trait BarHandler {
+    /// A memory read of `buf.len()` bytes at `offset` into BAR `bar`.
+    fn mmio_read(&self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), CompleterError>;
+
+    /// A memory write of `data` at `offset` into BAR `bar`.
+    fn mmio_write(&self, bar: u8, offset: u64, data: &[u8]) -> Result<(), CompleterError>;
+}
