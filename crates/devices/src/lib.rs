@@ -1,1 +1,10 @@
-//! placeholder
+//! Device models. Each device owns its configuration identity, BAR layout and registers, and
+//! runs its own agent (a DMA engine, a controller) through the [`smartio_platform`] traits. No
+//! device knows about hosts' software, SmartIO, or which engine runs it.
+
+#![forbid(unsafe_code)]
+
+pub mod dma;
+pub mod kinds;
+
+pub use kinds::{layout_for, DeviceKind};

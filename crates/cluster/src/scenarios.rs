@@ -1,0 +1,83 @@
+//! The scenarios shipped with smartio (embedded in the binary) and loading of scenario files.
+//!
+//! A scenario argument is either a shipped name (`local-chassis`) or a path to a TOML file.
+
+use smartio_fabric::{parse_scenario, ClusterSpec, Fabric, ScenarioError};
+use std::path::Path;
+
+/// A scenario that ships with smartio.
+#[derive(Debug, Clone, Copy)]
+pub struct ShippedScenario {
+    /// Its name, which is part of the command-line interface.
+    pub name: &'static str,
+    /// The TOML text.
+    pub text: &'static str,
+}
+
+/// All shipped scenarios.
+pub const SHIPPED: &[ShippedScenario] = &[
+    ShippedScenario { name: "local-chassis", text: include_str!("../../../scenarios/local-chassis.toml") },
+    ShippedScenario {
+        name: "local-chassis-extra-hop",
+        text: include_str!("../../../scenarios/local-chassis-extra-hop.toml"),
+    },
+    ShippedScenario { name: "back-to-back", text: include_str!("../../../scenarios/back-to-back.toml") },
+    ShippedScenario { name: "cluster-switch", text: include_str!("../../../scenarios/cluster-switch.toml") },
+    ShippedScenario { name: "cascade-60", text: include_str!("../../../scenarios/cascade-60.toml") },
+];
+
+/// Parses a shipped scenario by name, or a scenario file by path.
+pub fn load_spec(name_or_path: &str) -> Result<ClusterSpec, ScenarioError> {
+    if let Some(s) = SHIPPED.iter().find(|s| s.name == name_or_path) {
+        return parse_scenario(&format!("{}.toml", s.name), s.text);
+    }
+    let path = Path::new(name_or_path);
+    if path.extension().is_some_and(|e| e == "toml") || path.exists() {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: name_or_path.to_string(),
+            line: None,
+            message: format!("cannot read the scenario file: {e}"),
+        })?;
+        return parse_scenario(name_or_path, &text);
+    }
+    let known: Vec<&str> = SHIPPED.iter().map(|s| s.name).collect();
+    Err(ScenarioError {
+        file: name_or_path.to_string(),
+        line: None,
+        message: format!(
+            "no shipped scenario of that name and no such file (shipped: {})",
+            known.join(", ")
+        ),
+    })
+}
+
+/// Parses and enumerates a scenario with the device layer's endpoint layouts.
+pub fn load_fabric(name_or_path: &str) -> Result<Fabric, ScenarioError> {
+    let spec = load_spec(name_or_path)?;
+    Fabric::build(&spec, &smartio_devices::layout_for)
+}
+
+/// The one-line description of a shipped scenario.
+pub fn description(s: &ShippedScenario) -> String {
+    parse_scenario(s.name, s.text).map(|c| c.description).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_builds() {
+        for s in SHIPPED {
+            let fabric = load_fabric(s.name).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            assert_eq!(fabric.name, s.name);
+            assert!(!description(s).is_empty(), "{} has no description", s.name);
+        }
+    }
+
+    #[test]
+    fn an_unknown_scenario_lists_the_shipped_ones() {
+        let err = load_spec("no-such-scenario").expect_err("unknown");
+        assert!(err.message.contains("local-chassis"), "{err}");
+    }
+}
