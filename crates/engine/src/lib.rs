@@ -1,1 +1,22 @@
-//! placeholder
+//! The timed engine: a deterministic discrete-event simulation in virtual time (picoseconds).
+//!
+//! It costs every access on its fabric path — TLP splitting by MPS / MRRS / RCB, per-TLP
+//! overhead bytes, per-link per-direction FIFO occupancy, per-chip latency, root-complex and
+//! memory latency, a limit on outstanding non-posted requests per requester — and keeps
+//! byte-exact sparse memory for every host. Agents (drivers, workloads, device engines) are
+//! `async` tasks that use the [`smartio_platform`] traits through an [`Agent`].
+//!
+//! Same scenario, same calibration, same inputs ⇒ bit-identical results.
+
+#![forbid(unsafe_code)]
+
+pub mod calibration;
+mod core;
+pub mod sim;
+pub mod timing;
+pub mod txn;
+
+pub use crate::core::{Counters, FaultRecord};
+pub use calibration::{Calibration, CalibrationError};
+pub use sim::{Agent, RunSummary, Sim};
+pub use timing::{LinkState, Timing, TimingError};

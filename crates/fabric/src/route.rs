@@ -5,7 +5,8 @@
 //!   claims the address (peer-to-peer through the lowest common switch), else to the root
 //!   complex.
 //! - With the host IOMMU on, ACS redirects every device request to the root complex, where the
-//!   IOMMU translates it; the translated address is then routed like a CPU access.
+//!   IOMMU translates it (except in the MSI range, which x86 IOMMUs leave to interrupt
+//!   remapping); the translated address is then routed like a CPU access.
 //! - At the root complex an address is RAM, the MSI range, claimed by a root port, or nobody's
 //!   (Unsupported Request).
 //! - Going downstream, a switch with no port claiming the address answers Unsupported Request;
@@ -46,7 +47,7 @@ pub enum Target {
 }
 
 /// One step of a path: cross `link` in `dir`, arriving at `node`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Hop {
     /// The link crossed.
     pub link: LinkId,
@@ -188,9 +189,10 @@ impl Fabric {
             }
         }
 
-        // At the root complex: translate, then RAM / MSI / a root port.
+        // At the root complex: translate, then RAM / MSI / a root port. As on x86 (VT-d,
+        // AMD-Vi), the MSI range is not remapped: a device write there is an interrupt.
         if node == h.root {
-            if let (Some(e), true) = (device, h.iommu.enabled()) {
+            if let (Some(e), true) = (device, h.iommu.enabled() && !h.msi.contains(&a)) {
                 let (pa, run) = h
                     .iommu
                     .translate(e, BusAddr(a), len, access == Access::Write)

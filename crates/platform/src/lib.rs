@@ -9,9 +9,11 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod memory;
 pub mod port;
 pub mod time;
 
 pub use addr::{BusAddr, PhysAddr};
+pub use memory::SparseMemory;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
 pub use time::{SimDuration, SimTime};

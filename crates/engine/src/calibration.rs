@@ -1,0 +1,194 @@
+//! The calibration file: every timing parameter with its source.
+//!
+//! The default (`calibration/default.toml`) is embedded; a user may pass another file. Each
+//! entry is `{ value = N, source = "..." }`; an entry without a source is rejected, so every
+//! number in the model can be traced to a datasheet, a paper figure, or an admitted estimate.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// The embedded default calibration.
+pub const DEFAULT_CALIBRATION: &str = include_str!("../../../calibration/default.toml");
+
+/// A calibration that failed to parse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{file}:{}: {message}", line.map_or_else(|| "?".to_string(), |l| l.to_string()))]
+pub struct CalibrationError {
+    /// File name.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// One calibrated number and where it comes from.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// The value, in the unit the key names.
+    pub value: f64,
+    /// Datasheet, paper figure, or "estimate: ...".
+    pub source: String,
+}
+
+/// PCIe link and transaction-layer parameters.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieParams {
+    pub gen1_gt_per_s: Param,
+    pub gen2_gt_per_s: Param,
+    pub gen3_gt_per_s: Param,
+    pub gen4_gt_per_s: Param,
+    pub gen5_gt_per_s: Param,
+    pub tlp_overhead_bytes_gen12: Param,
+    pub tlp_overhead_bytes_gen3: Param,
+    pub dllp_overhead_fraction: Param,
+    pub max_payload_size: Param,
+    pub max_read_request_size: Param,
+    pub read_completion_boundary: Param,
+    pub completion_max_payload: Param,
+    pub posted_credits_tlps: Param,
+    pub link_propagation_ns: Param,
+    pub cable_propagation_ns: Param,
+}
+
+/// A switch chip.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChipParams {
+    /// Cut-through latency.
+    pub latency_ns: Param,
+}
+
+/// The root complex and memory.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootComplexParams {
+    pub latency_ns: Param,
+    pub memory_read_ns: Param,
+}
+
+/// Software and CPU costs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuParams {
+    pub memory_read_ns: Param,
+    pub memory_write_ns: Param,
+    pub mmio_issue_ns: Param,
+    pub poll_interval_ns: Param,
+    pub interrupt_delivery_ns: Param,
+    pub syscall_ns: Param,
+    pub max_outstanding_reads: Param,
+}
+
+/// A device kind's parameters (`default` applies to kinds without their own table).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DeviceParams {
+    pub max_outstanding_reads: Param,
+    pub mmio_read_ns: Param,
+    /// Kind-specific extras (e.g. `setup_ns` of the DMA engine).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Param>,
+}
+
+/// The whole calibration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    pub pcie: PcieParams,
+    pub chips: BTreeMap<String, ChipParams>,
+    pub root_complex: RootComplexParams,
+    pub cpu: CpuParams,
+    pub devices: BTreeMap<String, DeviceParams>,
+}
+
+impl Calibration {
+    /// The embedded default.
+    pub fn default_embedded() -> Calibration {
+        match Self::parse("calibration/default.toml", DEFAULT_CALIBRATION) {
+            Ok(c) => c,
+            Err(e) => panic!("the embedded calibration is invalid: {e}"),
+        }
+    }
+
+    /// Parses a calibration file's text.
+    pub fn parse(file: &str, text: &str) -> Result<Calibration, CalibrationError> {
+        let cal: Calibration = toml::from_str(text).map_err(|e| CalibrationError {
+            file: file.to_string(),
+            line: e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            message: e.message().trim().to_string(),
+        })?;
+        if !cal.devices.contains_key("default") {
+            return Err(CalibrationError {
+                file: file.to_string(),
+                line: None,
+                message: "missing [devices.default]".to_string(),
+            });
+        }
+        Ok(cal)
+    }
+
+    /// Parameters for a device kind, falling back to `default`.
+    pub fn device(&self, kind: &str) -> &DeviceParams {
+        match self.devices.get(kind) {
+            Some(p) => p,
+            None => &self.devices["default"],
+        }
+    }
+
+    /// A kind-specific extra parameter, falling back to `default`'s.
+    pub fn device_extra(&self, kind: &str, key: &str) -> Option<&Param> {
+        self.device(kind)
+            .extra
+            .get(key)
+            .or_else(|| self.devices["default"].extra.get(key))
+    }
+
+    /// Raw signalling rate per lane (GT/s) and encoding efficiency for a generation.
+    pub fn lane_rate(&self, gen: u8) -> (f64, f64) {
+        let p = &self.pcie;
+        match gen {
+            1 => (p.gen1_gt_per_s.value, 8.0 / 10.0),
+            2 => (p.gen2_gt_per_s.value, 8.0 / 10.0),
+            3 => (p.gen3_gt_per_s.value, 128.0 / 130.0),
+            4 => (p.gen4_gt_per_s.value, 128.0 / 130.0),
+            _ => (p.gen5_gt_per_s.value, 128.0 / 130.0),
+        }
+    }
+
+    /// Bytes of framing, header and CRC per TLP on a link of this generation.
+    pub fn tlp_overhead(&self, gen: u8) -> u32 {
+        if gen <= 2 {
+            self.pcie.tlp_overhead_bytes_gen12.value as u32
+        } else {
+            self.pcie.tlp_overhead_bytes_gen3.value as u32
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_calibration_parses_and_every_value_has_a_source() {
+        let cal = Calibration::default_embedded();
+        assert_eq!(cal.chips["PEX8733"].latency_ns.value, 132.0);
+        assert!(cal.chips.values().all(|c| !c.latency_ns.source.is_empty()));
+        assert_eq!(cal.device("unknown-kind").max_outstanding_reads.value, 32.0);
+        assert!(cal.device_extra("dma", "setup_ns").is_some());
+    }
+
+    #[test]
+    fn a_value_without_source_is_rejected_with_its_line() {
+        let text = DEFAULT_CALIBRATION.replace(
+            "latency_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733 (PXH830 / HIB68 adapters) adds up to 132 ns per transaction\" }",
+            "latency_ns = { value = 132 }",
+        );
+        let err = Calibration::parse("c.toml", &text).expect_err("no source");
+        assert!(err.message.contains("source"), "{err}");
+        assert!(err.line.is_some());
+    }
+}

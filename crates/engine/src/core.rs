@@ -1,0 +1,528 @@
+//! The engine's state and event processing: the clock, the event queue, memory backing,
+//! link occupancy, transactions, timers, memory watches and interrupts.
+//!
+//! Events are ordered by `(time, sequence)`, so ties resolve first-in-first-out and a run is
+//! deterministic. Device BAR handlers are called while the core is borrowed: they must only
+//! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
+
+use crate::timing::{traverse, LinkState, Timing};
+use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
+use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
+use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::rc::Rc;
+use std::task::Waker;
+
+/// A scheduled event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Event {
+    /// A transaction has something to do.
+    Txn(u32),
+    /// A timer fires.
+    Timer(u32),
+    /// An interrupt reaches its handler.
+    Interrupt { host: u32, vector: u32 },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct TimerState {
+    pub fired: bool,
+    pub waker: Option<Waker>,
+}
+
+#[derive(Debug)]
+struct Watch {
+    host: HostId,
+    start: u64,
+    end: u64,
+    waker: Waker,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct IrqLine {
+    pub pending: u32,
+    pub waker: Option<Waker>,
+}
+
+#[derive(Debug)]
+struct TagPool {
+    free: u32,
+    waiting: VecDeque<u32>,
+}
+
+/// A fault seen in the fabric (an IOMMU fault, an unsupported request from a posted write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultRecord {
+    /// When.
+    pub at: SimTime,
+    /// What.
+    pub error: AccessError,
+}
+
+/// Engine counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// TLPs delivered to their destination (writes, read requests, completions).
+    pub tlp_arrivals: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+pub(crate) struct Core {
+    pub now: SimTime,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    pub fabric: Fabric,
+    pub timing: Timing,
+    pub links: Vec<LinkState>,
+    pub memory: Vec<SparseMemory>,
+    pub bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
+    txns: Vec<Option<Txn>>,
+    free_txns: Vec<u32>,
+    pub timers: Vec<TimerState>,
+    watches: Vec<Watch>,
+    pub irqs: Vec<BTreeMap<u32, IrqLine>>,
+    tags: HashMap<Requester, TagPool>,
+    path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>), Rc<CostedPath>>,
+    pub faults: Vec<FaultRecord>,
+    pub counters: Counters,
+    /// Set whenever something may have made a task ready; the fast path then stops so that
+    /// tasks run before time advances.
+    pub woke: bool,
+}
+
+impl Core {
+    pub fn new(fabric: Fabric, timing: Timing) -> Core {
+        let hosts = fabric.hosts().len();
+        let endpoints = fabric.endpoints().len();
+        Core {
+            now: SimTime::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            links: vec![LinkState::default(); fabric.links().len()],
+            memory: (0..hosts).map(|_| SparseMemory::new()).collect(),
+            bar_handlers: (0..endpoints).map(|_| None).collect(),
+            irqs: (0..hosts).map(|_| BTreeMap::new()).collect(),
+            fabric,
+            timing,
+            txns: Vec::new(),
+            free_txns: Vec::new(),
+            timers: Vec::new(),
+            watches: Vec::new(),
+            tags: HashMap::new(),
+            path_cache: HashMap::new(),
+            faults: Vec::new(),
+            counters: Counters::default(),
+            woke: false,
+        }
+    }
+
+    pub fn schedule(&mut self, at: SimTime, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.now), self.seq, event)));
+    }
+
+    pub fn peek_time(&self) -> Option<SimTime> {
+        self.queue.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    pub fn pop(&mut self) -> Option<(SimTime, Event)> {
+        self.queue.pop().map(|Reverse((t, _, e))| (t, e))
+    }
+
+    pub fn add_timer(&mut self, at: SimTime) -> u32 {
+        self.timers.push(TimerState::default());
+        let id = self.timers.len() as u32 - 1;
+        self.schedule(at, Event::Timer(id));
+        id
+    }
+
+    pub fn fire_timer(&mut self, id: u32) {
+        let t = &mut self.timers[id as usize];
+        t.fired = true;
+        if let Some(w) = t.waker.take() {
+            w.wake();
+            self.woke = true;
+        }
+    }
+
+    pub fn watch(&mut self, host: HostId, addr: PhysAddr, len: u64, waker: Waker) {
+        self.watches.push(Watch { host, start: addr.get(), end: addr.get() + len.max(1), waker });
+    }
+
+    /// Writes host memory and wakes the watchers of the range.
+    pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        self.memory[host.index()].write(addr.get(), data);
+        if !self.watches.is_empty() {
+            let (s, e) = (addr.get(), addr.get() + data.len() as u64);
+            let mut i = 0;
+            while i < self.watches.len() {
+                let w = &self.watches[i];
+                if w.host == host && w.start < e && s < w.end {
+                    self.watches.swap_remove(i).waker.wake();
+                    self.woke = true;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    pub fn txn(&self, id: u32) -> Option<&Txn> {
+        self.txns.get(id as usize).and_then(|t| t.as_ref())
+    }
+
+    pub fn txn_mut(&mut self, id: u32) -> Option<&mut Txn> {
+        self.txns.get_mut(id as usize).and_then(|t| t.as_mut())
+    }
+
+    /// Removes a finished transaction, returning its data.
+    pub fn take_txn(&mut self, id: u32) -> Option<Txn> {
+        let t = self.txns.get_mut(id as usize)?.take();
+        if t.is_some() {
+            self.free_txns.push(id);
+        }
+        t
+    }
+
+    fn tag_pool(&mut self, requester: Requester) -> &mut TagPool {
+        let limit = match requester {
+            Requester::Cpu(h) => self.timing.cpu_tags[h.index()],
+            Requester::Device(e) => self.timing.endpoint_tags[e.index()],
+        };
+        self.tags
+            .entry(requester)
+            .or_insert_with(|| TagPool { free: limit, waiting: VecDeque::new() })
+    }
+
+    fn costed_path(&mut self, requester: Requester, route: &smartio_fabric::Route) -> Rc<CostedPath> {
+        let key = (requester, route.hops.clone());
+        if let Some(p) = self.path_cache.get(&key) {
+            return p.clone();
+        }
+        let forward = self.timing.costed(&route.hops);
+        // The way back: the same links in reverse, ending at the requester.
+        let start_node = match requester {
+            Requester::Cpu(h) => self.fabric.host(h).root,
+            Requester::Device(e) => self.fabric.endpoint(e).node,
+        };
+        let mut back_hops = Vec::with_capacity(route.hops.len());
+        for (i, h) in route.hops.iter().enumerate().rev() {
+            let node = if i == 0 { start_node } else { route.hops[i - 1].node };
+            back_hops.push(smartio_fabric::Hop { link: h.link, dir: h.dir.reverse(), node });
+        }
+        let backward = self.timing.costed(&back_hops);
+        let rc = self.timing.root_complex_ps;
+        let (arrive_ps, read_ps) = match route.target {
+            Target::Memory { .. } | Target::Interrupt { .. } => (rc, self.timing.memory_read_ps),
+            Target::Bar { endpoint, .. } => (0, self.timing.endpoint_read_ps[endpoint.index()]),
+        };
+        let return_ps = if matches!(requester, Requester::Cpu(_)) { rc } else { 0 };
+        let path = Rc::new(CostedPath { forward, backward, arrive_ps, read_ps, return_ps });
+        self.path_cache.insert(key, path.clone());
+        path
+    }
+
+    /// Routes every byte of an access into segments, or fails without side effects.
+    fn segments(&mut self, requester: Requester, addr: BusAddr, len: u64, access: Access) -> Result<Vec<Segment>, AccessError> {
+        let mut segments = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let at = addr.get() + done;
+            let route = self.fabric.route(requester, BusAddr(at), len - done, access).map_err(|e| {
+                let err: AccessError = e.into();
+                self.faults.push(FaultRecord { at: self.now, error: err.clone() });
+                err
+            })?;
+            let path = self.costed_path(requester, &route);
+            segments.push(Segment { offset: done, len: route.len, bus_addr: at, target: route.target, path });
+            done += route.len;
+        }
+        Ok(segments)
+    }
+
+    /// Starts a posted write; returns the transaction id.
+    pub fn start_write(&mut self, requester: Requester, addr: BusAddr, data: Vec<u8>, start: SimTime) -> Result<u32, AccessError> {
+        let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
+        Ok(self.insert_txn(TxnKind::Write, requester, segments, data, start))
+    }
+
+    /// Starts a non-posted read of `len` bytes.
+    pub fn start_read(&mut self, requester: Requester, addr: BusAddr, len: u64, start: SimTime) -> Result<u32, AccessError> {
+        let segments = self.segments(requester, addr, len, Access::Read)?;
+        Ok(self.insert_txn(TxnKind::Read, requester, segments, vec![0u8; len as usize], start))
+    }
+
+    /// Resolves an access that lands in the requester's own host RAM without crossing a link
+    /// (a CPU touching local memory): `Some(phys)` if so.
+    pub fn local_memory(&self, requester: Requester, addr: BusAddr, len: u64) -> Option<PhysAddr> {
+        let Requester::Cpu(h) = requester else { return None };
+        let route = self.fabric.route(requester, addr, len, Access::Read).ok()?;
+        match route.target {
+            Target::Memory { host, addr } if host == h && route.hops.is_empty() && route.len == len => Some(addr),
+            _ => None,
+        }
+    }
+
+    fn insert_txn(&mut self, kind: TxnKind, requester: Requester, segments: Vec<Segment>, data: Vec<u8>, start: SimTime) -> u32 {
+        let txn = Txn {
+            kind,
+            requester,
+            segments,
+            data,
+            issue_segment: 0,
+            issue_offset: 0,
+            next_issue: start,
+            requests: VecDeque::new(),
+            completions: VecDeque::new(),
+            done_bytes: 0,
+            waiting_for_tag: false,
+            waker: None,
+            result: None,
+            scheduled: None,
+            detached: false,
+            window: match kind {
+                TxnKind::Write => self.timing.posted_credits,
+                TxnKind::Read => usize::MAX,
+            },
+        };
+        let id = match self.free_txns.pop() {
+            Some(id) => {
+                self.txns[id as usize] = Some(txn);
+                id
+            }
+            None => {
+                self.txns.push(Some(txn));
+                self.txns.len() as u32 - 1
+            }
+        };
+        self.reschedule(id);
+        id
+    }
+
+    /// Makes sure the queue holds an entry at the transaction's next time.
+    pub fn reschedule(&mut self, id: u32) {
+        let Some(t) = self.txn_mut(id) else { return };
+        let next = t.next_time();
+        if next.is_some() && (t.scheduled.is_none() || next < t.scheduled) {
+            t.scheduled = next;
+            if let Some(at) = next {
+                self.schedule(at, Event::Txn(id));
+            }
+        }
+    }
+
+    /// Handles a queue entry for a transaction; stale entries are ignored.
+    pub fn on_txn_event(&mut self, id: u32, at: SimTime) {
+        self.woke = false;
+        match self.txn_mut(id) {
+            Some(t) if t.scheduled == Some(at) => t.scheduled = None,
+            _ => return,
+        }
+        loop {
+            self.step_txn(id);
+            // Keep going without the queue while nothing else can come first.
+            let Some(t) = self.txn(id) else { return };
+            let Some(next) = t.next_time() else { return };
+            if self.woke || self.peek_time().is_some_and(|q| q <= next) {
+                break;
+            }
+            self.now = next;
+            self.counters.events += 1;
+        }
+        self.reschedule(id);
+    }
+
+    /// Does everything the transaction has due at `now`.
+    fn step_txn(&mut self, id: u32) {
+        let now = self.now;
+        let Some(mut txn) = self.txns[id as usize].take() else { return };
+        loop {
+            if txn.completions.front().is_some_and(|c| c.at <= now) {
+                if let Some(c) = txn.completions.pop_front() {
+                    self.counters.tlp_arrivals += 1;
+                    txn.done_bytes += c.len as u64;
+                    if c.last {
+                        self.free_tag(txn.requester, id, &mut txn);
+                    }
+                }
+                continue;
+            }
+            if txn.requests.front().is_some_and(|r| r.at <= now) {
+                if let Some(r) = txn.requests.pop_front() {
+                    self.counters.tlp_arrivals += 1;
+                    match txn.kind {
+                        TxnKind::Write => {
+                            self.deliver_write(&txn, r);
+                            txn.done_bytes += r.len as u64;
+                            // A credit came back: the next TLP may go now.
+                            txn.next_issue = txn.next_issue.max(now);
+                        }
+                        TxnKind::Read => self.answer_read(&mut txn, r),
+                    }
+                }
+                continue;
+            }
+            if txn.can_issue() && txn.next_issue <= now {
+                self.issue(id, &mut txn);
+                continue;
+            }
+            break;
+        }
+        let complete = match txn.kind {
+            TxnKind::Write => txn.issued_all(),
+            TxnKind::Read => txn.finished(),
+        };
+        if complete && txn.result.is_none() {
+            txn.result = Some(Ok(()));
+            if let Some(w) = txn.waker.take() {
+                w.wake();
+                self.woke = true;
+            }
+        }
+        if txn.detached && txn.finished() {
+            self.free_txns.push(id);
+        } else {
+            self.txns[id as usize] = Some(txn);
+        }
+    }
+
+    fn issue(&mut self, id: u32, txn: &mut Txn) {
+        let seg = &txn.segments[txn.issue_segment];
+        let path = seg.path.clone();
+        let addr = seg.bus_addr + txn.issue_offset;
+        let remaining = seg.len - txn.issue_offset;
+        let offset = seg.offset + txn.issue_offset;
+        let segment = txn.issue_segment as u32;
+        let (len, payload) = match txn.kind {
+            TxnKind::Write => {
+                let n = next_chunk(addr, remaining, self.timing.sizes.mps);
+                (n, n)
+            }
+            TxnKind::Read => {
+                let pool = self.tag_pool(txn.requester);
+                if pool.free == 0 {
+                    pool.waiting.push_back(id);
+                    txn.waiting_for_tag = true;
+                    return;
+                }
+                pool.free -= 1;
+                (next_chunk(addr, remaining, self.timing.sizes.mrrs), 0)
+            }
+        };
+        let start = txn.next_issue;
+        let end = traverse(&mut self.links, &path.forward, start, payload);
+        let at = end + SimDuration(path.arrive_ps);
+        insert_ordered(&mut txn.requests, InFlight { at, segment, offset, len: len as u32, last: false });
+        // The next TLP may leave once this one has left the requester's link.
+        txn.next_issue = match path.forward.first() {
+            Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]).max(start),
+            None => start,
+        };
+        txn.issue_offset += len;
+        if txn.issue_offset >= txn.segments[txn.issue_segment].len {
+            txn.issue_segment += 1;
+            txn.issue_offset = 0;
+        }
+    }
+
+    fn free_tag(&mut self, requester: Requester, _own: u32, txn: &mut Txn) {
+        let now = self.now;
+        let pool = self.tag_pool(requester);
+        pool.free += 1;
+        // Wake one waiting transaction (possibly this one).
+        if let Some(waiter) = pool.waiting.pop_front() {
+            if waiter == _own {
+                txn.waiting_for_tag = false;
+                txn.next_issue = txn.next_issue.max(now);
+            } else if let Some(t) = self.txn_mut(waiter) {
+                t.waiting_for_tag = false;
+                t.next_issue = t.next_issue.max(now);
+                self.reschedule(waiter);
+            }
+        }
+    }
+
+    fn deliver_write(&mut self, txn: &Txn, r: InFlight) {
+        let seg = &txn.segments[r.segment as usize];
+        let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
+        match seg.target_at(r.offset - seg.offset) {
+            Target::Memory { host, addr } => self.write_memory(host, addr, data),
+            Target::Bar { endpoint, bar, offset } => {
+                // A device may wake its own task from the handler.
+                self.woke = true;
+                if let Err(e) = self.bar_write(endpoint, bar, offset, data) {
+                    self.faults.push(FaultRecord { at: self.now, error: e });
+                }
+            }
+            Target::Interrupt { host, .. } => {
+                let mut v = [0u8; 4];
+                let n = data.len().min(4);
+                v[..n].copy_from_slice(&data[..n]);
+                let at = self.now + self.timing.cpu.interrupt_delivery;
+                self.schedule(at, Event::Interrupt { host: host.0, vector: u32::from_le_bytes(v) });
+            }
+        }
+    }
+
+    fn bar_write(&mut self, endpoint: EndpointId, bar: u8, offset: u64, data: &[u8]) -> Result<(), AccessError> {
+        let name = || self.fabric.endpoint(endpoint).name.clone();
+        match &self.bar_handlers[endpoint.index()] {
+            Some(h) => h.mmio_write(bar, offset, data).map_err(|reason| AccessError::CompleterAbort {
+                target: format!("{} BAR{bar}", name()),
+                offset,
+                reason,
+            }),
+            None => Err(AccessError::CompleterAbort {
+                target: format!("{} BAR{bar}", name()),
+                offset,
+                reason: smartio_platform::CompleterError::OutOfRange,
+            }),
+        }
+    }
+
+    fn answer_read(&mut self, txn: &mut Txn, r: InFlight) {
+        let seg = &txn.segments[r.segment as usize];
+        let path = seg.path.clone();
+        let range = r.offset as usize..r.offset as usize + r.len as usize;
+        match seg.target_at(r.offset - seg.offset) {
+            Target::Memory { host, addr } => self.memory[host.index()].read(addr.get(), &mut txn.data[range]),
+            Target::Bar { endpoint, bar, offset } => {
+                let result = match &self.bar_handlers[endpoint.index()] {
+                    Some(h) => h.mmio_read(bar, offset, &mut txn.data[range.clone()]),
+                    None => Err(smartio_platform::CompleterError::OutOfRange),
+                };
+                if let Err(reason) = result {
+                    txn.data[range].fill(0xff);
+                    let err = AccessError::CompleterAbort {
+                        target: format!("{} BAR{bar}", self.fabric.endpoint(endpoint).name),
+                        offset,
+                        reason,
+                    };
+                    self.faults.push(FaultRecord { at: self.now, error: err.clone() });
+                    txn.result.get_or_insert(Err(err));
+                }
+            }
+            Target::Interrupt { .. } => txn.data[range].fill(0xff),
+        }
+        // Completions: split at RCB boundaries, at most `completion_max` each.
+        let sizes = self.timing.sizes;
+        let mut start = self.now + SimDuration(path.read_ps);
+        let mut done = 0u64;
+        let bus = seg.bus_addr + (r.offset - seg.offset);
+        while done < r.len as u64 {
+            let at_addr = bus + done;
+            let n = next_chunk(at_addr, r.len as u64 - done, sizes.completion_max.max(sizes.rcb));
+            let end = traverse(&mut self.links, &path.backward, start, n) + SimDuration(path.return_ps);
+            let last = done + n >= r.len as u64;
+            insert_ordered(
+                &mut txn.completions,
+                InFlight { at: end, segment: r.segment, offset: r.offset + done, len: n as u32, last },
+            );
+            start = self.now + SimDuration(path.read_ps);
+            done += n;
+        }
+    }
+
+}

@@ -1,0 +1,378 @@
+//! The timed engine's handle: spawn agents, run, and give agents their ports.
+//!
+//! Agents are `async` tasks (drivers, workloads, device engines) polled by a small
+//! single-threaded executor. The run loop alternates: poll every ready task at the current
+//! time, then advance to the next event. Nothing reads the wall clock.
+
+use crate::calibration::Calibration;
+use crate::core::{Core, Counters, Event, FaultRecord};
+use crate::timing::{LinkState, Timing, TimingError};
+use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
+use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
+use std::cell::{Ref, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+struct TaskWaker {
+    id: usize,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(mut q) = self.ready.lock() {
+            q.push_back(self.id);
+        }
+    }
+}
+
+struct Inner {
+    core: RefCell<Core>,
+    tasks: RefCell<Vec<Option<Task>>>,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+}
+
+/// A handle to one timed simulation. Cheap to clone; not `Send`.
+#[derive(Clone)]
+pub struct Sim {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim").field("now", &self.now()).finish()
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Virtual time at the end.
+    pub end: SimTime,
+    /// Counters at the end.
+    pub counters: Counters,
+    /// Tasks that never finished (waiting on something that will not happen).
+    pub blocked_tasks: usize,
+}
+
+impl Sim {
+    /// A simulation of `fabric` timed by `calibration`.
+    pub fn new(fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
+        let timing = Timing::resolve(&fabric, calibration)?;
+        Ok(Sim {
+            inner: Rc::new(Inner {
+                core: RefCell::new(Core::new(fabric, timing)),
+                tasks: RefCell::new(Vec::new()),
+                ready: Arc::new(Mutex::new(VecDeque::new())),
+            }),
+        })
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> SimTime {
+        self.inner.core.borrow().now
+    }
+
+    /// The fabric (read-only view).
+    pub fn fabric(&self) -> Ref<'_, Fabric> {
+        Ref::map(self.inner.core.borrow(), |c| &c.fabric)
+    }
+
+    /// Changes the fabric (IOMMU mappings), e.g. from a driver's DMA API.
+    pub fn with_fabric_mut<R>(&self, f: impl FnOnce(&mut Fabric) -> R) -> R {
+        f(&mut self.inner.core.borrow_mut().fabric)
+    }
+
+    /// The resolved timing.
+    pub fn timing(&self) -> Ref<'_, Timing> {
+        Ref::map(self.inner.core.borrow(), |c| &c.timing)
+    }
+
+    /// Starts an agent. It first runs at the current time.
+    pub fn spawn(&self, future: impl Future<Output = ()> + 'static) {
+        let mut tasks = self.inner.tasks.borrow_mut();
+        tasks.push(Some(Box::pin(future)));
+        let id = tasks.len() - 1;
+        if let Ok(mut q) = self.inner.ready.lock() {
+            q.push_back(id);
+        }
+    }
+
+    /// Makes `handler` answer accesses to the endpoint's BARs.
+    pub fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>) {
+        self.inner.core.borrow_mut().bar_handlers[endpoint.index()] = Some(handler);
+    }
+
+    /// Runs until no task is ready and no event is pending.
+    pub fn run(&self) -> RunSummary {
+        self.run_until(SimTime(u64::MAX))
+    }
+
+    /// Runs until `deadline` (events after it stay pending).
+    pub fn run_until(&self, deadline: SimTime) -> RunSummary {
+        loop {
+            self.poll_ready();
+            let mut core = self.inner.core.borrow_mut();
+            match core.peek_time() {
+                Some(t) if t <= deadline => {}
+                _ => break,
+            }
+            let Some((at, event)) = core.pop() else { break };
+            core.now = at;
+            core.counters.events += 1;
+            match event {
+                Event::Txn(id) => core.on_txn_event(id, at),
+                Event::Timer(id) => core.fire_timer(id),
+                Event::Interrupt { host, vector } => {
+                    let line = core.irqs[host as usize].entry(vector).or_default();
+                    line.pending += 1;
+                    if let Some(w) = line.waker.take() {
+                        w.wake();
+                    }
+                }
+            }
+        }
+        let core = self.inner.core.borrow();
+        let blocked = self.inner.tasks.borrow().iter().filter(|t| t.is_some()).count();
+        RunSummary { end: core.now, counters: core.counters, blocked_tasks: blocked }
+    }
+
+    fn poll_ready(&self) {
+        loop {
+            let next = self.inner.ready.lock().ok().and_then(|mut q| q.pop_front());
+            let Some(id) = next else { return };
+            let task = self.inner.tasks.borrow_mut().get_mut(id).and_then(|t| t.take());
+            let Some(mut task) = task else { continue };
+            let waker = Waker::from(Arc::new(TaskWaker { id, ready: self.inner.ready.clone() }));
+            let mut cx = Context::from_waker(&waker);
+            if task.as_mut().poll(&mut cx).is_pending() {
+                self.inner.tasks.borrow_mut()[id] = Some(task);
+            }
+        }
+    }
+
+    /// Engine counters so far.
+    pub fn counters(&self) -> Counters {
+        self.inner.core.borrow().counters
+    }
+
+    /// Per-link occupancy and statistics.
+    pub fn link_states(&self) -> Vec<LinkState> {
+        self.inner.core.borrow().links.clone()
+    }
+
+    /// Faults recorded so far (IOMMU faults, unsupported requests, completer aborts).
+    pub fn faults(&self) -> Vec<FaultRecord> {
+        self.inner.core.borrow().faults.clone()
+    }
+
+    /// Reads host memory directly, taking no time (for set-up and verification).
+    pub fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
+        self.inner.core.borrow().memory[host.index()].read(addr.get(), buf);
+    }
+
+    /// Writes host memory directly, taking no time (for set-up).
+    pub fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        self.inner.core.borrow_mut().write_memory(host, addr, data);
+    }
+
+    /// A CPU agent's port on `host`.
+    pub fn cpu(&self, host: HostId) -> Agent {
+        Agent { sim: self.clone(), requester: Requester::Cpu(host) }
+    }
+
+    /// A device's DMA port.
+    pub fn device(&self, endpoint: EndpointId) -> Agent {
+        Agent { sim: self.clone(), requester: Requester::Device(endpoint) }
+    }
+
+    fn start(&self, requester: Requester, write: Option<Vec<u8>>, addr: BusAddr, len: u64) -> Result<Started, AccessError> {
+        let mut core = self.inner.core.borrow_mut();
+        let cpu = core.timing.cpu;
+        if let Some(pa) = core.local_memory(requester, addr, len) {
+            let Requester::Cpu(host) = requester else { unreachable!("local memory is a CPU path") };
+            return Ok(match write {
+                Some(data) => {
+                    core.write_memory(host, pa, &data);
+                    let at = core.now + cpu.memory_write;
+                    Started::Local { timer: core.add_timer(at), data: Vec::new() }
+                }
+                None => {
+                    let mut data = vec![0u8; len as usize];
+                    core.memory[host.index()].read(pa.get(), &mut data);
+                    let at = core.now + cpu.memory_read;
+                    Started::Local { timer: core.add_timer(at), data }
+                }
+            });
+        }
+        let mut start = core.now;
+        if matches!(requester, Requester::Cpu(_)) {
+            start += cpu.mmio_issue + SimDuration(core.timing.root_complex_ps);
+        }
+        let id = match write {
+            Some(data) => core.start_write(requester, addr, data, start)?,
+            None => core.start_read(requester, addr, len, start)?,
+        };
+        Ok(Started::Txn(id))
+    }
+}
+
+enum Started {
+    Txn(u32),
+    Local { timer: u32, data: Vec<u8> },
+}
+
+/// Waits for a transaction (or a local memory access) and returns its data.
+struct Completion {
+    sim: Sim,
+    started: Started,
+}
+
+impl Future for Completion {
+    type Output = Result<Vec<u8>, AccessError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let sim = self.sim.clone();
+        let mut core = sim.inner.core.borrow_mut();
+        match &mut self.started {
+            Started::Local { timer, data } => {
+                let t = &mut core.timers[*timer as usize];
+                if t.fired {
+                    Poll::Ready(Ok(std::mem::take(data)))
+                } else {
+                    t.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+            Started::Txn(id) => {
+                let id = *id;
+                let done = core.txn(id).is_some_and(|t| t.result.is_some());
+                if !done {
+                    if let Some(t) = core.txn_mut(id) {
+                        t.waker = Some(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
+                let finished = core.txn(id).is_some_and(|t| t.finished());
+                let result = if finished {
+                    core.take_txn(id).and_then(|t| t.result.map(|r| r.map(|()| t.data)))
+                } else {
+                    // A posted write: the requester is done; the TLPs still travel.
+                    core.txn_mut(id).and_then(|t| {
+                        t.detached = true;
+                        t.result.clone().map(|r| r.map(|()| Vec::new()))
+                    })
+                };
+                Poll::Ready(result.unwrap_or(Ok(Vec::new())))
+            }
+        }
+    }
+}
+
+/// A requester's view of the simulation: a CPU of a host, or a device's DMA engine.
+/// Implements [`smartio_platform::Port`], [`smartio_platform::Clock`] and
+/// [`smartio_platform::MemoryWatch`].
+#[derive(Clone, Debug)]
+pub struct Agent {
+    sim: Sim,
+    requester: Requester,
+}
+
+impl Agent {
+    /// Who this agent is.
+    pub fn requester(&self) -> Requester {
+        self.requester
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    /// Waits for interrupt `vector` on this agent's host (CPU agents), consuming one.
+    pub async fn interrupt(&self, vector: u32) {
+        let host = match self.requester {
+            Requester::Cpu(h) => h,
+            Requester::Device(e) => self.sim.fabric().endpoint(e).host,
+        };
+        std::future::poll_fn(|cx| {
+            let mut core = self.sim.inner.core.borrow_mut();
+            let line = core.irqs[host.index()].entry(vector).or_default();
+            if line.pending > 0 {
+                line.pending -= 1;
+                Poll::Ready(())
+            } else {
+                line.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+impl smartio_platform::Port for Agent {
+    async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
+        let started = self.sim.start(self.requester, None, addr, buf.len() as u64)?;
+        let data = Completion { sim: self.sim.clone(), started }.await?;
+        buf.copy_from_slice(&data);
+        Ok(())
+    }
+
+    async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
+        let started = self.sim.start(self.requester, Some(data.to_vec()), addr, data.len() as u64)?;
+        Completion { sim: self.sim.clone(), started }.await.map(|_| ())
+    }
+}
+
+impl smartio_platform::Clock for Agent {
+    fn now(&self) -> SimTime {
+        self.sim.now()
+    }
+
+    async fn sleep(&self, duration: SimDuration) {
+        let timer = {
+            let mut core = self.sim.inner.core.borrow_mut();
+            let at = core.now + duration;
+            core.add_timer(at)
+        };
+        std::future::poll_fn(|cx| {
+            let mut core = self.sim.inner.core.borrow_mut();
+            let t = &mut core.timers[timer as usize];
+            if t.fired {
+                Poll::Ready(())
+            } else {
+                t.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+impl smartio_platform::MemoryWatch for Agent {
+    async fn written(&self, addr: PhysAddr, len: u64) {
+        let host = match self.requester {
+            Requester::Cpu(h) => h,
+            Requester::Device(e) => self.sim.fabric().endpoint(e).host,
+        };
+        let mut registered = false;
+        std::future::poll_fn(|cx| {
+            if registered {
+                return Poll::Ready(());
+            }
+            registered = true;
+            self.sim.inner.core.borrow_mut().watch(host, addr, len, cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+}

@@ -1,0 +1,179 @@
+//! Transactions in flight: a posted write stream or a non-posted read, split into TLPs.
+//!
+//! A transaction keeps two queues of TLPs on their way (requests towards the completer,
+//! completions back), each in arrival order, and an issue cursor. The engine asks it for its
+//! next event time and steps it; between steps nothing about it changes.
+
+use crate::timing::HopCost;
+use smartio_fabric::{Requester, Target};
+use smartio_platform::{AccessError, SimTime};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::Waker;
+
+/// A costed forward and backward path to one target.
+#[derive(Debug)]
+pub struct CostedPath {
+    /// Requester to target.
+    pub forward: Vec<HopCost>,
+    /// Target back to requester (completions).
+    pub backward: Vec<HopCost>,
+    /// Added when a write lands or a read request reaches the target (root complex).
+    pub arrive_ps: u64,
+    /// Added before a read is answered (DRAM access, device register read).
+    pub read_ps: u64,
+    /// Added when a completion reaches the requester (root complex back to the core).
+    pub return_ps: u64,
+}
+
+/// A contiguous piece of a transaction that lands in one target.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Offset of the piece within the transaction.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Bus address of the first byte (decides TLP boundaries).
+    pub bus_addr: u64,
+    /// Where the first byte lands.
+    pub target: Target,
+    /// The path.
+    pub path: Rc<CostedPath>,
+}
+
+impl Segment {
+    /// The target address `delta` bytes into this segment.
+    pub fn target_at(&self, delta: u64) -> Target {
+        match self.target {
+            Target::Memory { host, addr } => Target::Memory { host, addr: addr.offset(delta) },
+            Target::Bar { endpoint, bar, offset } => Target::Bar { endpoint, bar, offset: offset + delta },
+            Target::Interrupt { host, addr } => Target::Interrupt { host, addr: addr.offset(delta) },
+        }
+    }
+}
+
+/// A TLP on its way.
+#[derive(Debug, Clone, Copy)]
+pub struct InFlight {
+    /// When it is fully received.
+    pub at: SimTime,
+    /// Segment index.
+    pub segment: u32,
+    /// Offset within the transaction.
+    pub offset: u64,
+    /// Payload length (for read requests: the length asked).
+    pub len: u32,
+    /// For completions: the last one of its request frees a tag.
+    pub last: bool,
+}
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnKind {
+    /// Posted memory write.
+    Write,
+    /// Non-posted memory read.
+    Read,
+}
+
+/// One transaction.
+#[derive(Debug)]
+pub struct Txn {
+    /// Read or write.
+    pub kind: TxnKind,
+    /// Who issued it.
+    pub requester: Requester,
+    /// Where it lands, in order.
+    pub segments: Vec<Segment>,
+    /// Write data, or the read buffer being filled.
+    pub data: Vec<u8>,
+    /// Next segment to issue from.
+    pub issue_segment: usize,
+    /// Bytes of that segment already issued.
+    pub issue_offset: u64,
+    /// Earliest time the next TLP may leave the requester.
+    pub next_issue: SimTime,
+    /// Writes and read requests on their way to the target.
+    pub requests: VecDeque<InFlight>,
+    /// Completions on their way back.
+    pub completions: VecDeque<InFlight>,
+    /// Bytes delivered (writes) or received (reads).
+    pub done_bytes: u64,
+    /// Read requests waiting for a free tag.
+    pub waiting_for_tag: bool,
+    /// The task waiting on it.
+    pub waker: Option<Waker>,
+    /// Set when the requester's side is finished.
+    pub result: Option<Result<(), AccessError>>,
+    /// Whether the event queue holds an entry for it.
+    pub scheduled: Option<SimTime>,
+    /// The requester no longer waits (a posted write still travelling); drop it when done.
+    pub detached: bool,
+    /// Posted TLPs that may be on their way at once (flow-control credits); reads use tags.
+    pub window: usize,
+}
+
+impl Txn {
+    /// Whether all of it has been issued.
+    pub fn issued_all(&self) -> bool {
+        self.issue_segment >= self.segments.len()
+    }
+
+    /// Whether another TLP may be issued once its time comes.
+    pub fn can_issue(&self) -> bool {
+        !self.issued_all() && !self.waiting_for_tag && self.requests.len() < self.window
+    }
+
+    /// Total length.
+    pub fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    /// Whether it has nothing left to do.
+    pub fn finished(&self) -> bool {
+        self.issued_all() && self.requests.is_empty() && self.completions.is_empty()
+    }
+
+    /// The next time it has something to do, if any.
+    pub fn next_time(&self) -> Option<SimTime> {
+        let mut t = None::<SimTime>;
+        let mut consider = |x: SimTime| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(r) = self.requests.front() {
+            consider(r.at);
+        }
+        if let Some(c) = self.completions.front() {
+            consider(c.at);
+        }
+        if self.can_issue() {
+            consider(self.next_issue);
+        }
+        t
+    }
+}
+
+/// Inserts keeping arrival order (nearly always an append).
+pub fn insert_ordered(queue: &mut VecDeque<InFlight>, item: InFlight) {
+    let pos = queue.iter().rposition(|q| q.at <= item.at).map_or(0, |p| p + 1);
+    queue.insert(pos, item);
+}
+
+/// Length of the next TLP from `addr` given `remaining` bytes, a size limit and 4 KiB
+/// boundaries (a TLP never crosses one).
+pub fn next_chunk(addr: u64, remaining: u64, limit: u64) -> u64 {
+    let to_boundary = 4096 - (addr % 4096);
+    let to_limit = limit - (addr % limit);
+    remaining.min(to_boundary).min(to_limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tlps_never_cross_4k_or_the_size_limit() {
+        assert_eq!(next_chunk(0, 10_000, 256), 256);
+        assert_eq!(next_chunk(4000, 10_000, 256), 96);
+        assert_eq!(next_chunk(4096 - 8, 100, 512), 8);
+        assert_eq!(next_chunk(100, 50, 256), 50);
+    }
+}
