@@ -1,1 +1,285 @@
-fn main() {}
+//! `smartio`: run and inspect emulated SmartIO clusters.
+
+#![forbid(unsafe_code)]
+
+mod render;
+
+// Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
+// fresh zeroed pages from the kernel each time (which cost more than the simulation).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use smartio_cluster::{Cluster, SHIPPED};
+use smartio_engine::Calibration;
+use smartio_workloads::{bench_dma, bench_engine, DmaBenchConfig, DmaDirection};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "smartio",
+    version,
+    about = "Emulated PCIe/NTB clusters running SmartIO"
+)]
+struct Cli {
+    /// Calibration file (default: the embedded calibration/default.toml).
+    #[arg(long, global = true)]
+    calibration: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the shipped scenarios.
+    Scenarios,
+    /// Print each host's PCI tree and address map.
+    Topo {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+    /// A short tour on a shipped scenario.
+    Demo,
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest).
+    Dma {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU drives the device (default: the host that has the device).
+        #[arg(long)]
+        host: Option<String>,
+        /// The DMA test device.
+        #[arg(long, default_value = "dma0")]
+        device: String,
+        /// write: device memory to host RAM; read: host RAM to device memory.
+        #[arg(long, value_enum, default_value = "write")]
+        direction: Direction,
+        /// Transfer sizes, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
+        )]
+        sizes: Vec<String>,
+        /// Copies per size.
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Simulated TLP arrivals per wall-clock second.
+    Engine {
+        /// Bytes to stream (half written, half read).
+        #[arg(long, default_value = "2G")]
+        bytes: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Direction {
+    Write,
+    Read,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("smartio: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
+    match path {
+        None => Ok(Calibration::default_embedded()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{p}: cannot read the calibration: {e}"))?;
+            Calibration::parse(p, &text).map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let calibration = load_calibration(cli.calibration.as_deref())?;
+    match cli.command {
+        Command::Scenarios => {
+            for s in SHIPPED {
+                println!(
+                    "{:<26} {}",
+                    s.name,
+                    smartio_cluster::scenarios::description(s)
+                );
+            }
+            Ok(())
+        }
+        Command::Topo { scenario, json } => {
+            let fabric = smartio_cluster::load_fabric(&scenario).map_err(|e| e.to_string())?;
+            let report = fabric.report();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+                );
+            } else {
+                print!("{}", render::topology(&report));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::Dma {
+                    scenario,
+                    host,
+                    device,
+                    direction,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let sizes = sizes
+                .iter()
+                .map(|s| smartio_fabric::units::parse_size(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => host_of_device(&cluster, &device)?,
+            };
+            let direction = match direction {
+                Direction::Write => DmaDirection::Write,
+                Direction::Read => DmaDirection::Read,
+            };
+            let config = DmaBenchConfig {
+                host,
+                device,
+                direction,
+                sizes,
+                repeat,
+            };
+            let samples = bench_dma(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&samples).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "DMA {} on {} ({}:{}), {} repeats per size",
+                    if matches!(direction, DmaDirection::Write) {
+                        "writes (device -> host RAM)"
+                    } else {
+                        "reads (host RAM -> device)"
+                    },
+                    scenario,
+                    config.host,
+                    config.device,
+                    repeat.max(1)
+                );
+                println!("{}", render::dma_table(&samples));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench: Bench::Engine { bytes, json },
+        } => {
+            let bytes = smartio_fabric::units::parse_size(&bytes)?;
+            let result = bench_engine(&calibration, bytes).map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
+                    result.tlp_arrivals,
+                    result.wall_seconds,
+                    result.simulated_seconds * 1e3,
+                    result.tlp_arrivals_per_s / 1e6
+                );
+            }
+            Ok(())
+        }
+        Command::Demo => demo(&calibration),
+    }
+}
+
+fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
+    let fabric = cluster.sim.fabric();
+    let owners: Vec<&str> = fabric
+        .endpoints()
+        .iter()
+        .filter(|e| e.name == device)
+        .map(|e| fabric.host(e.host).name.as_str())
+        .collect();
+    match owners.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(format!("no host has a device {device:?}")),
+        many => Err(format!(
+            "several hosts have {device:?} ({}); choose one with --host",
+            many.join(", ")
+        )),
+    }
+}
+
+fn demo(calibration: &Calibration) -> Result<(), String> {
+    println!("smartio demo — scenario local-chassis\n");
+    let fabric = smartio_cluster::load_fabric("local-chassis").map_err(|e| e.to_string())?;
+    print!("{}", render::topology(&fabric.report()));
+    println!();
+    for direction in [DmaDirection::Write, DmaDirection::Read] {
+        let cluster = Cluster::new("local-chassis", calibration).map_err(|e| e.to_string())?;
+        let config = DmaBenchConfig {
+            host: "local".into(),
+            device: "dma0".into(),
+            direction,
+            sizes: vec![4 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20],
+            repeat: 3,
+        };
+        let samples = bench_dma(&cluster, &config).map_err(|e| e.to_string())?;
+        println!(
+            "dma0 DMA {} through PEX8796 + 2 x PEX8733 (Gen3 x16):",
+            if matches!(direction, DmaDirection::Write) {
+                "writes to host RAM"
+            } else {
+                "reads from host RAM"
+            }
+        );
+        println!("{}\n", render::dma_table(&samples));
+    }
+    let timing =
+        smartio_engine::Timing::resolve(&fabric, calibration).map_err(|e| e.to_string())?;
+    let mps = timing.sizes.mps;
+    if let Some(link) = timing.links.first() {
+        println!(
+            "Model: Gen3 x16 with MPS {mps} B carries {:.2} GB/s of payload ({} B overhead per TLP, DLLP share {:.0}%).",
+            link.payload_bandwidth(mps) / 1e9,
+            link.overhead,
+            calibration.pcie.dllp_overhead_fraction.value * 100.0
+        );
+    }
+    println!("Next: `smartio topo --scenario back-to-back`, `smartio bench dma --scenario local-chassis-extra-hop`.");
+    Ok(())
+}

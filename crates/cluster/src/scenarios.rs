@@ -16,14 +16,26 @@ pub struct ShippedScenario {
 
 /// All shipped scenarios.
 pub const SHIPPED: &[ShippedScenario] = &[
-    ShippedScenario { name: "local-chassis", text: include_str!("../../../scenarios/local-chassis.toml") },
+    ShippedScenario {
+        name: "local-chassis",
+        text: include_str!("../../../scenarios/local-chassis.toml"),
+    },
     ShippedScenario {
         name: "local-chassis-extra-hop",
         text: include_str!("../../../scenarios/local-chassis-extra-hop.toml"),
     },
-    ShippedScenario { name: "back-to-back", text: include_str!("../../../scenarios/back-to-back.toml") },
-    ShippedScenario { name: "cluster-switch", text: include_str!("../../../scenarios/cluster-switch.toml") },
-    ShippedScenario { name: "cascade-60", text: include_str!("../../../scenarios/cascade-60.toml") },
+    ShippedScenario {
+        name: "back-to-back",
+        text: include_str!("../../../scenarios/back-to-back.toml"),
+    },
+    ShippedScenario {
+        name: "cluster-switch",
+        text: include_str!("../../../scenarios/cluster-switch.toml"),
+    },
+    ShippedScenario {
+        name: "cascade-60",
+        text: include_str!("../../../scenarios/cascade-60.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.
@@ -59,7 +71,9 @@ pub fn load_fabric(name_or_path: &str) -> Result<Fabric, ScenarioError> {
 
 /// The one-line description of a shipped scenario.
 pub fn description(s: &ShippedScenario) -> String {
-    parse_scenario(s.name, s.text).map(|c| c.description).unwrap_or_default()
+    parse_scenario(s.name, s.text)
+        .map(|c| c.description)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

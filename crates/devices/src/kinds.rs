@@ -20,7 +20,9 @@ impl DeviceKind {
             "nvme" => Ok(DeviceKind::Nvme),
             "gpu" => Ok(DeviceKind::Gpu),
             "dma" => Ok(DeviceKind::Dma),
-            other => Err(format!("unknown device kind {other:?} (known: nvme, gpu, dma)")),
+            other => Err(format!(
+                "unknown device kind {other:?} (known: nvme, gpu, dma)"
+            )),
         }
     }
 }
@@ -32,20 +34,27 @@ fn memory_param(params: &toml::Table) -> Result<u64, String> {
         None => Ok(DEFAULT_DEVICE_MEMORY),
         Some(toml::Value::Integer(n)) if *n > 0 => Ok(*n as u64),
         Some(toml::Value::String(s)) => smartio_fabric::units::parse_size(s),
-        Some(other) => Err(format!("memory = {other}: expected a size such as \"256M\"")),
+        Some(other) => Err(format!(
+            "memory = {other}: expected a size such as \"256M\""
+        )),
     }
     .and_then(|m| {
         if m.is_power_of_two() && m >= (1 << 20) {
             Ok(m)
         } else {
-            Err(format!("memory = {m}: must be a power of two of at least 1 MiB"))
+            Err(format!(
+                "memory = {m}: must be a power of two of at least 1 MiB"
+            ))
         }
     })
 }
 
 fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), String> {
     match params.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!("unknown parameter {k:?} (known: {})", known.join(", "))),
+        Some(k) => Err(format!(
+            "unknown parameter {k:?} (known: {})",
+            known.join(", ")
+        )),
         None => Ok(()),
     }
 }
@@ -54,13 +63,20 @@ fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), String> {
 pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
     match DeviceKind::parse(kind)? {
         DeviceKind::Nvme => {
-            check_params(params, &["profile", "backing", "queues", "namespaces", "cmb"])?;
+            check_params(
+                params,
+                &["profile", "backing", "queues", "namespaces", "cmb"],
+            )?;
             Ok(EndpointLayout {
                 vendor_id: 0x8086,
                 device_id: 0x2701,
                 class_code: 0x01_08_02,
                 description: "Non-Volatile memory controller: NVMe".to_string(),
-                bars: vec![BarSpec { index: 0, size: 16 << 10, kind: BarKind::Mem64 }],
+                bars: vec![BarSpec {
+                    index: 0,
+                    size: 16 << 10,
+                    kind: BarKind::Mem64,
+                }],
             })
         }
         DeviceKind::Gpu => {
@@ -71,9 +87,21 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, St
                 class_code: 0x03_00_00,
                 description: "VGA compatible controller: GPU".to_string(),
                 bars: vec![
-                    BarSpec { index: 0, size: 16 << 20, kind: BarKind::Mem32 },
-                    BarSpec { index: 1, size: memory_param(params)?, kind: BarKind::Mem64Prefetch },
-                    BarSpec { index: 3, size: 32 << 20, kind: BarKind::Mem64Prefetch },
+                    BarSpec {
+                        index: 0,
+                        size: 16 << 20,
+                        kind: BarKind::Mem32,
+                    },
+                    BarSpec {
+                        index: 1,
+                        size: memory_param(params)?,
+                        kind: BarKind::Mem64Prefetch,
+                    },
+                    BarSpec {
+                        index: 3,
+                        size: 32 << 20,
+                        kind: BarKind::Mem64Prefetch,
+                    },
                 ],
             })
         }
@@ -85,8 +113,16 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, St
                 class_code: 0x08_80_00,
                 description: "System peripheral: DMA test engine".to_string(),
                 bars: vec![
-                    BarSpec { index: 0, size: crate::dma::REGISTER_BAR_SIZE, kind: BarKind::Mem64 },
-                    BarSpec { index: 2, size: memory_param(params)?, kind: BarKind::Mem64Prefetch },
+                    BarSpec {
+                        index: 0,
+                        size: crate::dma::REGISTER_BAR_SIZE,
+                        kind: BarKind::Mem64,
+                    },
+                    BarSpec {
+                        index: 2,
+                        size: memory_param(params)?,
+                        kind: BarKind::Mem64Prefetch,
+                    },
                 ],
             })
         }

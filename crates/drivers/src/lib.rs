@@ -1,1 +1,9 @@
-//! placeholder
+//! Drivers. Each is written against the [`smartio_platform`] traits only, the way a native
+//! driver is written against its kernel's API: it cannot tell which engine runs it, nor
+//! whether its device is local or borrowed.
+
+#![forbid(unsafe_code)]
+
+pub mod dma;
+
+pub use dma::{DmaTestDriver, DriverError, Location};

@@ -117,7 +117,9 @@ impl Calibration {
     pub fn parse(file: &str, text: &str) -> Result<Calibration, CalibrationError> {
         let cal: Calibration = toml::from_str(text).map_err(|e| CalibrationError {
             file: file.to_string(),
-            line: e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            line: e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
             message: e.message().trim().to_string(),
         })?;
         if !cal.devices.contains_key("default") {

@@ -8,7 +8,9 @@
 use crate::timing::{traverse, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
-use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory};
+use smartio_platform::{
+    AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
@@ -78,12 +80,13 @@ pub(crate) struct Core {
     pub links: Vec<LinkState>,
     pub memory: Vec<SparseMemory>,
     pub bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
-    txns: Vec<Option<Txn>>,
+    txns: Vec<Option<Box<Txn>>>,
     free_txns: Vec<u32>,
     pub timers: Vec<TimerState>,
     watches: Vec<Watch>,
     pub irqs: Vec<BTreeMap<u32, IrqLine>>,
-    tags: HashMap<Requester, TagPool>,
+    /// Tag pools: hosts' CPUs first, then endpoints.
+    tags: Vec<Option<TagPool>>,
     path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>), Rc<CostedPath>>,
     pub faults: Vec<FaultRecord>,
     pub counters: Counters,
@@ -110,7 +113,7 @@ impl Core {
             free_txns: Vec::new(),
             timers: Vec::new(),
             watches: Vec::new(),
-            tags: HashMap::new(),
+            tags: (0..hosts + endpoints).map(|_| None).collect(),
             path_cache: HashMap::new(),
             faults: Vec::new(),
             counters: Counters::default(),
@@ -120,7 +123,8 @@ impl Core {
 
     pub fn schedule(&mut self, at: SimTime, event: Event) {
         self.seq += 1;
-        self.queue.push(Reverse((at.max(self.now), self.seq, event)));
+        self.queue
+            .push(Reverse((at.max(self.now), self.seq, event)));
     }
 
     pub fn peek_time(&self) -> Option<SimTime> {
@@ -148,7 +152,12 @@ impl Core {
     }
 
     pub fn watch(&mut self, host: HostId, addr: PhysAddr, len: u64, waker: Waker) {
-        self.watches.push(Watch { host, start: addr.get(), end: addr.get() + len.max(1), waker });
+        self.watches.push(Watch {
+            host,
+            start: addr.get(),
+            end: addr.get() + len.max(1),
+            waker,
+        });
     }
 
     /// Writes host memory and wakes the watchers of the range.
@@ -170,15 +179,17 @@ impl Core {
     }
 
     pub fn txn(&self, id: u32) -> Option<&Txn> {
-        self.txns.get(id as usize).and_then(|t| t.as_ref())
+        self.txns.get(id as usize).and_then(|t| t.as_deref())
     }
 
     pub fn txn_mut(&mut self, id: u32) -> Option<&mut Txn> {
-        self.txns.get_mut(id as usize).and_then(|t| t.as_mut())
+        self.txns
+            .get_mut(id as usize)
+            .and_then(|t| t.as_deref_mut())
     }
 
     /// Removes a finished transaction, returning its data.
-    pub fn take_txn(&mut self, id: u32) -> Option<Txn> {
+    pub fn take_txn(&mut self, id: u32) -> Option<Box<Txn>> {
         let t = self.txns.get_mut(id as usize)?.take();
         if t.is_some() {
             self.free_txns.push(id);
@@ -187,16 +198,24 @@ impl Core {
     }
 
     fn tag_pool(&mut self, requester: Requester) -> &mut TagPool {
-        let limit = match requester {
-            Requester::Cpu(h) => self.timing.cpu_tags[h.index()],
-            Requester::Device(e) => self.timing.endpoint_tags[e.index()],
+        let (slot, limit) = match requester {
+            Requester::Cpu(h) => (h.index(), self.timing.cpu_tags[h.index()]),
+            Requester::Device(e) => (
+                self.timing.cpu_tags.len() + e.index(),
+                self.timing.endpoint_tags[e.index()],
+            ),
         };
-        self.tags
-            .entry(requester)
-            .or_insert_with(|| TagPool { free: limit, waiting: VecDeque::new() })
+        self.tags[slot].get_or_insert_with(|| TagPool {
+            free: limit,
+            waiting: VecDeque::new(),
+        })
     }
 
-    fn costed_path(&mut self, requester: Requester, route: &smartio_fabric::Route) -> Rc<CostedPath> {
+    fn costed_path(
+        &mut self,
+        requester: Requester,
+        route: &smartio_fabric::Route,
+    ) -> Rc<CostedPath> {
         let key = (requester, route.hops.clone());
         if let Some(p) = self.path_cache.get(&key) {
             return p.clone();
@@ -209,8 +228,16 @@ impl Core {
         };
         let mut back_hops = Vec::with_capacity(route.hops.len());
         for (i, h) in route.hops.iter().enumerate().rev() {
-            let node = if i == 0 { start_node } else { route.hops[i - 1].node };
-            back_hops.push(smartio_fabric::Hop { link: h.link, dir: h.dir.reverse(), node });
+            let node = if i == 0 {
+                start_node
+            } else {
+                route.hops[i - 1].node
+            };
+            back_hops.push(smartio_fabric::Hop {
+                link: h.link,
+                dir: h.dir.reverse(),
+                node,
+            });
         }
         let backward = self.timing.costed(&back_hops);
         let rc = self.timing.root_complex_ps;
@@ -218,55 +245,114 @@ impl Core {
             Target::Memory { .. } | Target::Interrupt { .. } => (rc, self.timing.memory_read_ps),
             Target::Bar { endpoint, .. } => (0, self.timing.endpoint_read_ps[endpoint.index()]),
         };
-        let return_ps = if matches!(requester, Requester::Cpu(_)) { rc } else { 0 };
-        let path = Rc::new(CostedPath { forward, backward, arrive_ps, read_ps, return_ps });
+        let return_ps = if matches!(requester, Requester::Cpu(_)) {
+            rc
+        } else {
+            0
+        };
+        let path = Rc::new(CostedPath {
+            forward,
+            backward,
+            arrive_ps,
+            read_ps,
+            return_ps,
+        });
         self.path_cache.insert(key, path.clone());
         path
     }
 
     /// Routes every byte of an access into segments, or fails without side effects.
-    fn segments(&mut self, requester: Requester, addr: BusAddr, len: u64, access: Access) -> Result<Vec<Segment>, AccessError> {
+    fn segments(
+        &mut self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+        access: Access,
+    ) -> Result<Vec<Segment>, AccessError> {
         let mut segments = Vec::new();
         let mut done = 0;
         while done < len {
             let at = addr.get() + done;
-            let route = self.fabric.route(requester, BusAddr(at), len - done, access).map_err(|e| {
-                let err: AccessError = e.into();
-                self.faults.push(FaultRecord { at: self.now, error: err.clone() });
-                err
-            })?;
+            let route = self
+                .fabric
+                .route(requester, BusAddr(at), len - done, access)
+                .map_err(|e| {
+                    let err: AccessError = e.into();
+                    self.faults.push(FaultRecord {
+                        at: self.now,
+                        error: err.clone(),
+                    });
+                    err
+                })?;
             let path = self.costed_path(requester, &route);
-            segments.push(Segment { offset: done, len: route.len, bus_addr: at, target: route.target, path });
+            segments.push(Segment {
+                offset: done,
+                len: route.len,
+                bus_addr: at,
+                target: route.target,
+                path,
+            });
             done += route.len;
         }
         Ok(segments)
     }
 
     /// Starts a posted write; returns the transaction id.
-    pub fn start_write(&mut self, requester: Requester, addr: BusAddr, data: Vec<u8>, start: SimTime) -> Result<u32, AccessError> {
+    pub fn start_write(
+        &mut self,
+        requester: Requester,
+        addr: BusAddr,
+        data: Vec<u8>,
+        start: SimTime,
+    ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
         Ok(self.insert_txn(TxnKind::Write, requester, segments, data, start))
     }
 
     /// Starts a non-posted read of `len` bytes.
-    pub fn start_read(&mut self, requester: Requester, addr: BusAddr, len: u64, start: SimTime) -> Result<u32, AccessError> {
+    pub fn start_read(
+        &mut self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+        start: SimTime,
+    ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, len, Access::Read)?;
-        Ok(self.insert_txn(TxnKind::Read, requester, segments, vec![0u8; len as usize], start))
+        Ok(self.insert_txn(
+            TxnKind::Read,
+            requester,
+            segments,
+            vec![0u8; len as usize],
+            start,
+        ))
     }
 
     /// Resolves an access that lands in the requester's own host RAM without crossing a link
     /// (a CPU touching local memory): `Some(phys)` if so.
     pub fn local_memory(&self, requester: Requester, addr: BusAddr, len: u64) -> Option<PhysAddr> {
-        let Requester::Cpu(h) = requester else { return None };
+        let Requester::Cpu(h) = requester else {
+            return None;
+        };
         let route = self.fabric.route(requester, addr, len, Access::Read).ok()?;
         match route.target {
-            Target::Memory { host, addr } if host == h && route.hops.is_empty() && route.len == len => Some(addr),
+            Target::Memory { host, addr }
+                if host == h && route.hops.is_empty() && route.len == len =>
+            {
+                Some(addr)
+            }
             _ => None,
         }
     }
 
-    fn insert_txn(&mut self, kind: TxnKind, requester: Requester, segments: Vec<Segment>, data: Vec<u8>, start: SimTime) -> u32 {
-        let txn = Txn {
+    fn insert_txn(
+        &mut self,
+        kind: TxnKind,
+        requester: Requester,
+        segments: Vec<Segment>,
+        data: Vec<u8>,
+        start: SimTime,
+    ) -> u32 {
+        let txn = Box::new(Txn {
             kind,
             requester,
             segments,
@@ -286,7 +372,7 @@ impl Core {
                 TxnKind::Write => self.timing.posted_credits,
                 TxnKind::Read => usize::MAX,
             },
-        };
+        });
         let id = match self.free_txns.pop() {
             Some(id) => {
                 self.txns[id as usize] = Some(txn);
@@ -337,7 +423,9 @@ impl Core {
     /// Does everything the transaction has due at `now`.
     fn step_txn(&mut self, id: u32) {
         let now = self.now;
-        let Some(mut txn) = self.txns[id as usize].take() else { return };
+        let Some(mut txn) = self.txns[id as usize].take() else {
+            return;
+        };
         loop {
             if txn.completions.front().is_some_and(|c| c.at <= now) {
                 if let Some(c) = txn.completions.pop_front() {
@@ -414,7 +502,16 @@ impl Core {
         let start = txn.next_issue;
         let end = traverse(&mut self.links, &path.forward, start, payload);
         let at = end + SimDuration(path.arrive_ps);
-        insert_ordered(&mut txn.requests, InFlight { at, segment, offset, len: len as u32, last: false });
+        insert_ordered(
+            &mut txn.requests,
+            InFlight {
+                at,
+                segment,
+                offset,
+                len: len as u32,
+                last: false,
+            },
+        );
         // The next TLP may leave once this one has left the requester's link.
         txn.next_issue = match path.forward.first() {
             Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]).max(start),
@@ -449,11 +546,18 @@ impl Core {
         let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
         match seg.target_at(r.offset - seg.offset) {
             Target::Memory { host, addr } => self.write_memory(host, addr, data),
-            Target::Bar { endpoint, bar, offset } => {
+            Target::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => {
                 // A device may wake its own task from the handler.
                 self.woke = true;
                 if let Err(e) = self.bar_write(endpoint, bar, offset, data) {
-                    self.faults.push(FaultRecord { at: self.now, error: e });
+                    self.faults.push(FaultRecord {
+                        at: self.now,
+                        error: e,
+                    });
                 }
             }
             Target::Interrupt { host, .. } => {
@@ -461,19 +565,34 @@ impl Core {
                 let n = data.len().min(4);
                 v[..n].copy_from_slice(&data[..n]);
                 let at = self.now + self.timing.cpu.interrupt_delivery;
-                self.schedule(at, Event::Interrupt { host: host.0, vector: u32::from_le_bytes(v) });
+                self.schedule(
+                    at,
+                    Event::Interrupt {
+                        host: host.0,
+                        vector: u32::from_le_bytes(v),
+                    },
+                );
             }
         }
     }
 
-    fn bar_write(&mut self, endpoint: EndpointId, bar: u8, offset: u64, data: &[u8]) -> Result<(), AccessError> {
+    fn bar_write(
+        &mut self,
+        endpoint: EndpointId,
+        bar: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
         let name = || self.fabric.endpoint(endpoint).name.clone();
         match &self.bar_handlers[endpoint.index()] {
-            Some(h) => h.mmio_write(bar, offset, data).map_err(|reason| AccessError::CompleterAbort {
-                target: format!("{} BAR{bar}", name()),
-                offset,
-                reason,
-            }),
+            Some(h) => {
+                h.mmio_write(bar, offset, data)
+                    .map_err(|reason| AccessError::CompleterAbort {
+                        target: format!("{} BAR{bar}", name()),
+                        offset,
+                        reason,
+                    })
+            }
             None => Err(AccessError::CompleterAbort {
                 target: format!("{} BAR{bar}", name()),
                 offset,
@@ -487,8 +606,14 @@ impl Core {
         let path = seg.path.clone();
         let range = r.offset as usize..r.offset as usize + r.len as usize;
         match seg.target_at(r.offset - seg.offset) {
-            Target::Memory { host, addr } => self.memory[host.index()].read(addr.get(), &mut txn.data[range]),
-            Target::Bar { endpoint, bar, offset } => {
+            Target::Memory { host, addr } => {
+                self.memory[host.index()].read(addr.get(), &mut txn.data[range])
+            }
+            Target::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => {
                 let result = match &self.bar_handlers[endpoint.index()] {
                     Some(h) => h.mmio_read(bar, offset, &mut txn.data[range.clone()]),
                     None => Err(smartio_platform::CompleterError::OutOfRange),
@@ -500,7 +625,10 @@ impl Core {
                         offset,
                         reason,
                     };
-                    self.faults.push(FaultRecord { at: self.now, error: err.clone() });
+                    self.faults.push(FaultRecord {
+                        at: self.now,
+                        error: err.clone(),
+                    });
                     txn.result.get_or_insert(Err(err));
                 }
             }
@@ -513,16 +641,26 @@ impl Core {
         let bus = seg.bus_addr + (r.offset - seg.offset);
         while done < r.len as u64 {
             let at_addr = bus + done;
-            let n = next_chunk(at_addr, r.len as u64 - done, sizes.completion_max.max(sizes.rcb));
-            let end = traverse(&mut self.links, &path.backward, start, n) + SimDuration(path.return_ps);
+            let n = next_chunk(
+                at_addr,
+                r.len as u64 - done,
+                sizes.completion_max.max(sizes.rcb),
+            );
+            let end =
+                traverse(&mut self.links, &path.backward, start, n) + SimDuration(path.return_ps);
             let last = done + n >= r.len as u64;
             insert_ordered(
                 &mut txn.completions,
-                InFlight { at: end, segment: r.segment, offset: r.offset + done, len: n as u32, last },
+                InFlight {
+                    at: end,
+                    segment: r.segment,
+                    offset: r.offset + done,
+                    len: n as u32,
+                    last,
+                },
             );
             start = self.now + SimDuration(path.read_ps);
             done += n;
         }
     }
-
 }

@@ -142,17 +142,35 @@ impl Sim {
             }
         }
         let core = self.inner.core.borrow();
-        let blocked = self.inner.tasks.borrow().iter().filter(|t| t.is_some()).count();
-        RunSummary { end: core.now, counters: core.counters, blocked_tasks: blocked }
+        let blocked = self
+            .inner
+            .tasks
+            .borrow()
+            .iter()
+            .filter(|t| t.is_some())
+            .count();
+        RunSummary {
+            end: core.now,
+            counters: core.counters,
+            blocked_tasks: blocked,
+        }
     }
 
     fn poll_ready(&self) {
         loop {
             let next = self.inner.ready.lock().ok().and_then(|mut q| q.pop_front());
             let Some(id) = next else { return };
-            let task = self.inner.tasks.borrow_mut().get_mut(id).and_then(|t| t.take());
+            let task = self
+                .inner
+                .tasks
+                .borrow_mut()
+                .get_mut(id)
+                .and_then(|t| t.take());
             let Some(mut task) = task else { continue };
-            let waker = Waker::from(Arc::new(TaskWaker { id, ready: self.inner.ready.clone() }));
+            let waker = Waker::from(Arc::new(TaskWaker {
+                id,
+                ready: self.inner.ready.clone(),
+            }));
             let mut cx = Context::from_waker(&waker);
             if task.as_mut().poll(&mut cx).is_pending() {
                 self.inner.tasks.borrow_mut()[id] = Some(task);
@@ -187,30 +205,50 @@ impl Sim {
 
     /// A CPU agent's port on `host`.
     pub fn cpu(&self, host: HostId) -> Agent {
-        Agent { sim: self.clone(), requester: Requester::Cpu(host) }
+        Agent {
+            sim: self.clone(),
+            requester: Requester::Cpu(host),
+        }
     }
 
     /// A device's DMA port.
     pub fn device(&self, endpoint: EndpointId) -> Agent {
-        Agent { sim: self.clone(), requester: Requester::Device(endpoint) }
+        Agent {
+            sim: self.clone(),
+            requester: Requester::Device(endpoint),
+        }
     }
 
-    fn start(&self, requester: Requester, write: Option<Vec<u8>>, addr: BusAddr, len: u64) -> Result<Started, AccessError> {
+    fn start(
+        &self,
+        requester: Requester,
+        write: Option<Vec<u8>>,
+        addr: BusAddr,
+        len: u64,
+    ) -> Result<Started, AccessError> {
         let mut core = self.inner.core.borrow_mut();
         let cpu = core.timing.cpu;
         if let Some(pa) = core.local_memory(requester, addr, len) {
-            let Requester::Cpu(host) = requester else { unreachable!("local memory is a CPU path") };
+            let Requester::Cpu(host) = requester else {
+                unreachable!("local memory is a CPU path")
+            };
             return Ok(match write {
                 Some(data) => {
                     core.write_memory(host, pa, &data);
                     let at = core.now + cpu.memory_write;
-                    Started::Local { timer: core.add_timer(at), data: Vec::new() }
+                    Started::Local {
+                        timer: core.add_timer(at),
+                        data: Vec::new(),
+                    }
                 }
                 None => {
                     let mut data = vec![0u8; len as usize];
                     core.memory[host.index()].read(pa.get(), &mut data);
                     let at = core.now + cpu.memory_read;
-                    Started::Local { timer: core.add_timer(at), data }
+                    Started::Local {
+                        timer: core.add_timer(at),
+                        data,
+                    }
                 }
             });
         }
@@ -264,7 +302,10 @@ impl Future for Completion {
                 }
                 let finished = core.txn(id).is_some_and(|t| t.finished());
                 let result = if finished {
-                    core.take_txn(id).and_then(|t| t.result.map(|r| r.map(|()| t.data)))
+                    core.take_txn(id).and_then(|t| {
+                        let t = *t;
+                        t.result.map(|r| r.map(|()| t.data))
+                    })
                 } else {
                     // A posted write: the requester is done; the TLPs still travel.
                     core.txn_mut(id).and_then(|t| {
@@ -321,15 +362,40 @@ impl Agent {
 
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
-        let started = self.sim.start(self.requester, None, addr, buf.len() as u64)?;
-        let data = Completion { sim: self.sim.clone(), started }.await?;
+        let started = self
+            .sim
+            .start(self.requester, None, addr, buf.len() as u64)?;
+        let data = Completion {
+            sim: self.sim.clone(),
+            started,
+        }
+        .await?;
         buf.copy_from_slice(&data);
         Ok(())
     }
 
     async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
-        let started = self.sim.start(self.requester, Some(data.to_vec()), addr, data.len() as u64)?;
-        Completion { sim: self.sim.clone(), started }.await.map(|_| ())
+        self.write_owned(addr, data.to_vec()).await
+    }
+
+    async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
+        let len = data.len() as u64;
+        let started = self.sim.start(self.requester, Some(data), addr, len)?;
+        Completion {
+            sim: self.sim.clone(),
+            started,
+        }
+        .await
+        .map(|_| ())
+    }
+
+    async fn read_owned(&self, addr: BusAddr, len: usize) -> Result<Vec<u8>, AccessError> {
+        let started = self.sim.start(self.requester, None, addr, len as u64)?;
+        Completion {
+            sim: self.sim.clone(),
+            started,
+        }
+        .await
     }
 }
 
@@ -370,7 +436,11 @@ impl smartio_platform::MemoryWatch for Agent {
                 return Poll::Ready(());
             }
             registered = true;
-            self.sim.inner.core.borrow_mut().watch(host, addr, len, cx.waker().clone());
+            self.sim
+                .inner
+                .core
+                .borrow_mut()
+                .watch(host, addr, len, cx.waker().clone());
             Poll::Pending
         })
         .await

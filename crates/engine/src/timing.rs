@@ -143,12 +143,17 @@ impl Timing {
                 NodeKind::RootComplex => root_complex_ps,
                 NodeKind::Device { .. } => 0,
                 _ => {
-                    let chip = fabric.chip_of(smartio_fabric::NodeId(i as u32)).unwrap_or_default();
-                    let params = cal.chips.get(chip).ok_or_else(|| TimingError::UnknownChip {
-                        node: n.name.clone(),
-                        chip: chip.to_string(),
-                        known: cal.chips.keys().cloned().collect::<Vec<_>>().join(", "),
-                    })?;
+                    let chip = fabric
+                        .chip_of(smartio_fabric::NodeId(i as u32))
+                        .unwrap_or_default();
+                    let params = cal
+                        .chips
+                        .get(chip)
+                        .ok_or_else(|| TimingError::UnknownChip {
+                            node: n.name.clone(),
+                            chip: chip.to_string(),
+                            known: cal.chips.keys().cloned().collect::<Vec<_>>().join(", "),
+                        })?;
                     ns(&params.latency_ns)
                 }
             };
@@ -205,7 +210,11 @@ impl Timing {
                 dir: h.dir as u8,
                 timing: self.links[h.link.index()],
                 // The last node is the target; its cost is the transaction's business.
-                node_latency_ps: if i + 1 == hops.len() { 0 } else { self.node_latency_ps[h.node.index()] },
+                node_latency_ps: if i + 1 == hops.len() {
+                    0
+                } else {
+                    self.node_latency_ps[h.node.index()]
+                },
             })
             .collect()
     }
@@ -241,7 +250,12 @@ pub struct LinkState {
 
 /// Sends one TLP of `payload` bytes along `path` starting at `start`; returns the time its
 /// last byte is received at the final node.
-pub fn traverse(links: &mut [LinkState], path: &[HopCost], start: SimTime, payload: u64) -> SimTime {
+pub fn traverse(
+    links: &mut [LinkState],
+    path: &[HopCost],
+    start: SimTime,
+    payload: u64,
+) -> SimTime {
     let mut head = start.as_ps();
     let mut ser = match path.first() {
         Some(h) => h.timing.serialization_ps(payload),
@@ -260,7 +274,8 @@ pub fn traverse(links: &mut [LinkState], path: &[HopCost], start: SimTime, paylo
             None => return SimTime(begin + ser + hop.timing.prop_ps),
             Some(next) => {
                 let next_ser = next.timing.serialization_ps(payload);
-                head = begin + hop.timing.prop_ps + hop.node_latency_ps + ser.saturating_sub(next_ser);
+                head =
+                    begin + hop.timing.prop_ps + hop.node_latency_ps + ser.saturating_sub(next_ser);
                 ser = next_ser;
             }
         }
@@ -273,14 +288,28 @@ mod tests {
     use super::*;
 
     fn link(fs_per_byte: u64) -> LinkTiming {
-        LinkTiming { fs_per_byte, overhead: 26, prop_ps: 2_000 }
+        LinkTiming {
+            fs_per_byte,
+            overhead: 26,
+            prop_ps: 2_000,
+        }
     }
 
     #[test]
     fn a_single_tlp_pays_serialization_once_plus_each_hops_latency() {
         let path = [
-            HopCost { link: 0, dir: 1, timing: link(1000), node_latency_ps: 150_000 },
-            HopCost { link: 1, dir: 1, timing: link(1000), node_latency_ps: 0 },
+            HopCost {
+                link: 0,
+                dir: 1,
+                timing: link(1000),
+                node_latency_ps: 150_000,
+            },
+            HopCost {
+                link: 1,
+                dir: 1,
+                timing: link(1000),
+                node_latency_ps: 0,
+            },
         ];
         let mut links = vec![LinkState::default(); 2];
         let end = traverse(&mut links, &path, SimTime(0), 64);
@@ -292,7 +321,12 @@ mod tests {
 
     #[test]
     fn back_to_back_tlps_queue_behind_each_other() {
-        let path = [HopCost { link: 0, dir: 0, timing: link(1000), node_latency_ps: 0 }];
+        let path = [HopCost {
+            link: 0,
+            dir: 0,
+            timing: link(1000),
+            node_latency_ps: 0,
+        }];
         let mut links = vec![LinkState::default(); 1];
         let a = traverse(&mut links, &path, SimTime(0), 100);
         let b = traverse(&mut links, &path, SimTime(0), 100);
@@ -302,8 +336,18 @@ mod tests {
     #[test]
     fn a_slow_link_before_a_fast_one_delays_the_head_by_the_difference() {
         let path = [
-            HopCost { link: 0, dir: 0, timing: link(4000), node_latency_ps: 0 },
-            HopCost { link: 1, dir: 0, timing: link(1000), node_latency_ps: 0 },
+            HopCost {
+                link: 0,
+                dir: 0,
+                timing: link(4000),
+                node_latency_ps: 0,
+            },
+            HopCost {
+                link: 1,
+                dir: 0,
+                timing: link(1000),
+                node_latency_ps: 0,
+            },
         ];
         let mut links = vec![LinkState::default(); 2];
         let end = traverse(&mut links, &path, SimTime(0), 74);

@@ -45,9 +45,23 @@ impl Segment {
     /// The target address `delta` bytes into this segment.
     pub fn target_at(&self, delta: u64) -> Target {
         match self.target {
-            Target::Memory { host, addr } => Target::Memory { host, addr: addr.offset(delta) },
-            Target::Bar { endpoint, bar, offset } => Target::Bar { endpoint, bar, offset: offset + delta },
-            Target::Interrupt { host, addr } => Target::Interrupt { host, addr: addr.offset(delta) },
+            Target::Memory { host, addr } => Target::Memory {
+                host,
+                addr: addr.offset(delta),
+            },
+            Target::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => Target::Bar {
+                endpoint,
+                bar,
+                offset: offset + delta,
+            },
+            Target::Interrupt { host, addr } => Target::Interrupt {
+                host,
+                addr: addr.offset(delta),
+            },
         }
     }
 }
@@ -124,11 +138,6 @@ impl Txn {
         !self.issued_all() && !self.waiting_for_tag && self.requests.len() < self.window
     }
 
-    /// Total length.
-    pub fn len(&self) -> u64 {
-        self.data.len() as u64
-    }
-
     /// Whether it has nothing left to do.
     pub fn finished(&self) -> bool {
         self.issued_all() && self.requests.is_empty() && self.completions.is_empty()
@@ -153,7 +162,10 @@ impl Txn {
 
 /// Inserts keeping arrival order (nearly always an append).
 pub fn insert_ordered(queue: &mut VecDeque<InFlight>, item: InFlight) {
-    let pos = queue.iter().rposition(|q| q.at <= item.at).map_or(0, |p| p + 1);
+    let pos = queue
+        .iter()
+        .rposition(|q| q.at <= item.at)
+        .map_or(0, |p| p + 1);
     queue.insert(pos, item);
 }
 

@@ -41,7 +41,11 @@ fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
         device_id: 1,
         class_code: 0,
         description: "test".into(),
-        bars: vec![BarSpec { index: 0, size: 4096, kind: BarKind::Mem64 }],
+        bars: vec![BarSpec {
+            index: 0,
+            size: 4096,
+            kind: BarKind::Mem64,
+        }],
     })
 }
 
@@ -63,7 +67,10 @@ impl Gen3x16 {
         // 8 GT/s x 16 lanes x 128/130 / 8 bits = 15.754 GB/s, plus the DLLP share.
         let bytes_per_s = 8e9 * 16.0 * 128.0 / 130.0 / 8.0;
         let fs = 1e15 / bytes_per_s * (1.0 + cal.pcie.dllp_overhead_fraction.value);
-        Gen3x16 { fs_per_byte: fs.round() as u64, overhead: cal.pcie.tlp_overhead_bytes_gen3.value as u64 }
+        Gen3x16 {
+            fs_per_byte: fs.round() as u64,
+            overhead: cal.pcie.tlp_overhead_bytes_gen3.value as u64,
+        }
     }
 
     fn ser(&self, payload: u64) -> u64 {
@@ -78,7 +85,10 @@ fn ps(ns: f64) -> u64 {
 #[test]
 fn a_64_byte_write_costs_serialization_once_plus_every_hop() {
     let (sim, cal) = sim();
-    let dev = sim.fabric().endpoint_by_name(HostId(0), "dev0").expect("dev0");
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
     let landed = Rc::new(Cell::new(None));
     let cpu = sim.cpu(HostId(0));
     let l = landed.clone();
@@ -88,7 +98,9 @@ fn a_64_byte_write_costs_serialization_once_plus_every_hop() {
     });
     let port = sim.device(dev);
     sim.spawn(async move {
-        port.write(BusAddr(0x1000), &[0xab; 64]).await.expect("write lands in RAM");
+        port.write(BusAddr(0x1000), &[0xab; 64])
+            .await
+            .expect("write lands in RAM");
     });
     sim.run();
 
@@ -109,7 +121,10 @@ fn a_64_byte_write_costs_serialization_once_plus_every_hop() {
 #[test]
 fn a_4k_read_on_a_two_switch_path_is_request_latency_plus_link_bound_completions() {
     let (sim, cal) = sim();
-    let dev = sim.fabric().endpoint_by_name(HostId(0), "dev0").expect("dev0");
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
     sim.poke_memory(HostId(0), PhysAddr(0x10_0000), &pattern);
     let done = Rc::new(Cell::new(None));
@@ -118,7 +133,9 @@ fn a_4k_read_on_a_two_switch_path_is_request_latency_plus_link_bound_completions
     let expect_data = pattern.clone();
     sim.spawn(async move {
         let mut buf = vec![0u8; 4096];
-        port.read(BusAddr(0x10_0000), &mut buf).await.expect("RAM answers");
+        port.read(BusAddr(0x10_0000), &mut buf)
+            .await
+            .expect("RAM answers");
         assert_eq!(buf, expect_data);
         d.set(Some(port.now()));
     });
@@ -129,7 +146,8 @@ fn a_4k_read_on_a_two_switch_path_is_request_latency_plus_link_bound_completions
     // and the 16 completions of 256 B then stream back limited by the link.
     let link = Gen3x16::new(&cal);
     let prop = ps(cal.pcie.link_propagation_ns.value);
-    let chips = ps(cal.chips["PEX8733"].latency_ns.value) + ps(cal.chips["PEX8796"].latency_ns.value);
+    let chips =
+        ps(cal.chips["PEX8733"].latency_ns.value) + ps(cal.chips["PEX8796"].latency_ns.value);
     let request_arrives = 3 * prop + chips + link.ser(0) + ps(cal.root_complex.latency_ns.value);
     let answer_starts = request_arrives + ps(cal.root_complex.memory_read_ns.value);
     let first_completion = answer_starts + 3 * prop + chips + link.ser(256);
@@ -145,11 +163,16 @@ fn two_writers_sharing_an_upstream_link_take_twice_as_long() {
         let (sim, _) = sim();
         let ends = Rc::new(Cell::new(SimTime::ZERO));
         for (i, name) in ["dev0", "dev1"].iter().take(writers).enumerate() {
-            let dev = sim.fabric().endpoint_by_name(HostId(0), name).expect("device");
+            let dev = sim
+                .fabric()
+                .endpoint_by_name(HostId(0), name)
+                .expect("device");
             let port = sim.device(dev);
             let e = ends.clone();
             sim.spawn(async move {
-                port.write(BusAddr(0x100_0000 * (i as u64 + 1)), &vec![i as u8; size]).await.expect("write");
+                port.write(BusAddr(0x100_0000 * (i as u64 + 1)), &vec![i as u8; size])
+                    .await
+                    .expect("write");
                 e.set(e.get().max(port.now()));
             });
         }
@@ -165,13 +188,25 @@ fn two_writers_sharing_an_upstream_link_take_twice_as_long() {
 #[test]
 fn an_unclaimed_address_is_an_unsupported_request_and_is_recorded() {
     let (sim, _) = sim();
-    let dev = sim.fabric().endpoint_by_name(HostId(0), "dev0").expect("dev0");
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
     let port = sim.device(dev);
     let seen = Rc::new(Cell::new(false));
     let s = seen.clone();
     sim.spawn(async move {
-        let err = port.write(BusAddr(0xF000_0000), &[1; 8]).await.expect_err("nobody claims it");
-        assert!(matches!(err, smartio_platform::AccessError::UnsupportedRequest { .. }), "{err}");
+        let err = port
+            .write(BusAddr(0xF000_0000), &[1; 8])
+            .await
+            .expect_err("nobody claims it");
+        assert!(
+            matches!(
+                err,
+                smartio_platform::AccessError::UnsupportedRequest { .. }
+            ),
+            "{err}"
+        );
         s.set(true);
     });
     sim.run();
@@ -184,7 +219,10 @@ fn the_same_run_twice_gives_identical_times_and_link_statistics() {
     let run = || {
         let (sim, _) = sim();
         for name in ["dev0", "dev1"] {
-            let dev = sim.fabric().endpoint_by_name(HostId(0), name).expect("device");
+            let dev = sim
+                .fabric()
+                .endpoint_by_name(HostId(0), name)
+                .expect("device");
             let port = sim.device(dev);
             sim.spawn(async move {
                 let mut buf = vec![0u8; 300_000];

@@ -46,7 +46,8 @@ pub struct AddressMap {
 impl AddressMap {
     /// The map for a host with `ram` bytes of memory.
     pub fn for_ram(ram: u64) -> AddressMap {
-        let mut ranges = vec![0..ram.min(LOW_RAM_LIMIT)];
+        let low: Range<u64> = 0..ram.min(LOW_RAM_LIMIT);
+        let mut ranges = Vec::from([low]);
         let mut top = ram.min(LOW_RAM_LIMIT);
         if ram > LOW_RAM_LIMIT {
             top = HIGH_RAM_BASE + (ram - LOW_RAM_LIMIT);
@@ -119,13 +120,24 @@ pub(crate) fn enumerate_host(fabric: &mut Fabric, host: HostId) -> Result<(), Sc
     };
     let children = e.fabric.nodes[root.index()].down.clone();
     if children.len() > 31 {
-        return Err(e.host_error(format!("{} root ports needed, a root complex has at most 31", children.len())));
+        return Err(e.host_error(format!(
+            "{} root ports needed, a root complex has at most 31",
+            children.len()
+        )));
     }
     let mut root_ports = Vec::new();
     for (i, &link) in children.iter().enumerate() {
-        let bridge = e.add_bridge(root, BridgeRole::RootPort, Bdf::new(0, i as u8 + 1, 0), Some(link))?;
+        let bridge = e.add_bridge(
+            root,
+            BridgeRole::RootPort,
+            Bdf::new(0, i as u8 + 1, 0),
+            Some(link),
+        )?;
         let child = e.fabric.links[link.index()].b;
-        let (mem, pref) = e.visit(child, e.fabric.hosts[host.index()].bridges[bridge].secondary)?;
+        let (mem, pref) = e.visit(
+            child,
+            e.fabric.hosts[host.index()].bridges[bridge].secondary,
+        )?;
         e.finish_bridge(bridge, mem, pref);
         root_ports.push(bridge);
     }
@@ -133,7 +145,10 @@ pub(crate) fn enumerate_host(fabric: &mut Fabric, host: HostId) -> Result<(), Sc
         let h = &e.fabric.hosts[host.index()];
         (h.mmio32.clone(), h.mmio64.clone())
     };
-    for (class, region, name) in [(Class::Mem, map.0, "32-bit MMIO"), (Class::Pref, map.1, "64-bit MMIO")] {
+    for (class, region, name) in [
+        (Class::Mem, map.0, "32-bit MMIO"),
+        (Class::Pref, map.1, "64-bit MMIO"),
+    ] {
         let items: Vec<Item> = root_ports
             .iter()
             .filter_map(|&b| e.window_item(b, class))
@@ -210,22 +225,34 @@ impl Enumerator<'_> {
                         align: bar.size,
                         resource: Resource::Bar { endpoint, slot },
                     };
-                    if bar.kind.is_prefetchable() { pref.push(item) } else { mem.push(item) }
+                    if bar.kind.is_prefetchable() {
+                        pref.push(item)
+                    } else {
+                        mem.push(item)
+                    }
                 }
                 Ok((mem, pref))
             }
             NodeKind::Switch { .. } => {
-                let up = self.add_bridge(node, BridgeRole::SwitchUpstream, Bdf::new(bus, 0, 0), None)?;
+                let up =
+                    self.add_bridge(node, BridgeRole::SwitchUpstream, Bdf::new(bus, 0, 0), None)?;
                 let internal = self.fabric.hosts[self.host.index()].bridges[up].secondary;
                 let children = self.fabric.nodes[node.index()].down.clone();
                 if children.len() > 32 {
                     let name = self.fabric.nodes[node.index()].name.clone();
-                    return Err(self.host_error(format!("switch {name} has {} downstream ports, at most 32", children.len())));
+                    return Err(self.host_error(format!(
+                        "switch {name} has {} downstream ports, at most 32",
+                        children.len()
+                    )));
                 }
                 let (mut mem, mut pref) = (Vec::new(), Vec::new());
                 for (d, &link) in children.iter().enumerate() {
-                    let down =
-                        self.add_bridge(node, BridgeRole::SwitchDownstream, Bdf::new(internal, d as u8, 0), Some(link))?;
+                    let down = self.add_bridge(
+                        node,
+                        BridgeRole::SwitchDownstream,
+                        Bdf::new(internal, d as u8, 0),
+                        Some(link),
+                    )?;
                     let secondary = self.fabric.hosts[self.host.index()].bridges[down].secondary;
                     let child = self.fabric.links[link.index()].b;
                     let (m, p) = self.visit(child, secondary)?;
@@ -333,8 +360,14 @@ mod tests {
     #[test]
     fn large_hosts_continue_ram_above_4_gib() {
         let map = AddressMap::for_ram(64 << 30);
-        assert_eq!(map.ram, vec![0..LOW_RAM_LIMIT, HIGH_RAM_BASE..HIGH_RAM_BASE + (62 << 30)]);
+        assert_eq!(
+            map.ram,
+            vec![0..LOW_RAM_LIMIT, HIGH_RAM_BASE..HIGH_RAM_BASE + (62 << 30)]
+        );
         assert!(map.ram.iter().all(|r| r.end <= map.mmio64.start));
-        assert!(map.ram.iter().all(|r| r.end <= MMIO32.start || r.start >= MMIO32.end));
+        assert!(map
+            .ram
+            .iter()
+            .all(|r| r.end <= MMIO32.start || r.start >= MMIO32.end));
     }
 }

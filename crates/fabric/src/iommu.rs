@@ -39,7 +39,11 @@ pub enum IommuError {
     UnknownDomain(DomainId),
     /// Addresses and lengths must be page-aligned.
     #[error("mapping {iova} -> {phys} of {len} bytes is not 4 KiB-aligned")]
-    Misaligned { iova: BusAddr, phys: PhysAddr, len: u64 },
+    Misaligned {
+        iova: BusAddr,
+        phys: PhysAddr,
+        len: u64,
+    },
     /// The I/O virtual page is already mapped.
     #[error("I/O virtual address {0} is already mapped")]
     AlreadyMapped(BusAddr),
@@ -104,7 +108,9 @@ impl Iommu {
     }
 
     fn domain(&self, id: DomainId) -> Result<&Domain, IommuError> {
-        self.domains.get(id.0 as usize).ok_or(IommuError::UnknownDomain(id))
+        self.domains
+            .get(id.0 as usize)
+            .ok_or(IommuError::UnknownDomain(id))
     }
 
     /// Maps `len` bytes at `iova` to `phys`. All three must be page-aligned; nothing is mapped
@@ -117,7 +123,11 @@ impl Iommu {
         len: u64,
         writable: bool,
     ) -> Result<(), IommuError> {
-        if iova.get() % PAGE_SIZE != 0 || phys.get() % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 || len == 0 {
+        if !iova.get().is_multiple_of(PAGE_SIZE)
+            || !phys.get().is_multiple_of(PAGE_SIZE)
+            || !len.is_multiple_of(PAGE_SIZE)
+            || len == 0
+        {
             return Err(IommuError::Misaligned { iova, phys, len });
         }
         self.domain(domain)?;
@@ -141,8 +151,12 @@ impl Iommu {
 
     /// Removes the mapping of `len` bytes at `iova`; every page must be mapped.
     pub fn unmap(&mut self, domain: DomainId, iova: BusAddr, len: u64) -> Result<(), IommuError> {
-        if iova.get() % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
-            return Err(IommuError::Misaligned { iova, phys: PhysAddr(0), len });
+        if !iova.get().is_multiple_of(PAGE_SIZE) || !len.is_multiple_of(PAGE_SIZE) {
+            return Err(IommuError::Misaligned {
+                iova,
+                phys: PhysAddr(0),
+                len,
+            });
         }
         self.domain(domain)?;
         let d = &mut self.domains[domain.0 as usize];
@@ -183,14 +197,19 @@ impl Iommu {
         let mut next = page + 1;
         while contiguous < len {
             match pages.get(&next) {
-                Some(m) if m.phys_page == first.phys_page + (next - page) && (m.writable || !write) => {
+                Some(m)
+                    if m.phys_page == first.phys_page + (next - page) && (m.writable || !write) =>
+                {
                     contiguous += PAGE_SIZE;
                     next += 1;
                 }
                 _ => break,
             }
         }
-        Ok((PhysAddr(first.phys_page * PAGE_SIZE + offset), contiguous.min(len)))
+        Ok((
+            PhysAddr(first.phys_page * PAGE_SIZE + offset),
+            contiguous.min(len),
+        ))
     }
 }
 
@@ -214,32 +233,54 @@ mod tests {
     #[test]
     fn translation_follows_the_page_table_and_stops_at_discontinuities() {
         let (mut iommu, d) = iommu_with_domain();
-        iommu.map(d, BusAddr(0x10_0000), PhysAddr(0x5000), 2 * PAGE_SIZE, true).expect("map");
-        iommu.map(d, BusAddr(0x10_2000), PhysAddr(0x9000), PAGE_SIZE, true).expect("map");
-        let (pa, run) = iommu.translate(EndpointId(0), BusAddr(0x10_0010), 3 * PAGE_SIZE, false).expect("mapped");
+        iommu
+            .map(d, BusAddr(0x10_0000), PhysAddr(0x5000), 2 * PAGE_SIZE, true)
+            .expect("map");
+        iommu
+            .map(d, BusAddr(0x10_2000), PhysAddr(0x9000), PAGE_SIZE, true)
+            .expect("map");
+        let (pa, run) = iommu
+            .translate(EndpointId(0), BusAddr(0x10_0010), 3 * PAGE_SIZE, false)
+            .expect("mapped");
         assert_eq!(pa, PhysAddr(0x5010));
         assert_eq!(run, 2 * PAGE_SIZE - 0x10);
-        assert_eq!(iommu.translate(EndpointId(0), BusAddr(0x10_3000), 4, false), Err(FaultReason::NotMapped));
-        assert_eq!(iommu.translate(EndpointId(1), BusAddr(0x10_0000), 4, false), Err(FaultReason::NoDomain));
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(0x10_3000), 4, false),
+            Err(FaultReason::NotMapped)
+        );
+        assert_eq!(
+            iommu.translate(EndpointId(1), BusAddr(0x10_0000), 4, false),
+            Err(FaultReason::NoDomain)
+        );
     }
 
     #[test]
     fn writes_to_read_only_pages_fault() {
         let (mut iommu, d) = iommu_with_domain();
-        iommu.map(d, BusAddr(0), PhysAddr(0x1000), PAGE_SIZE, false).expect("map");
+        iommu
+            .map(d, BusAddr(0), PhysAddr(0x1000), PAGE_SIZE, false)
+            .expect("map");
         assert!(iommu.translate(EndpointId(0), BusAddr(8), 8, false).is_ok());
-        assert_eq!(iommu.translate(EndpointId(0), BusAddr(8), 8, true), Err(FaultReason::ReadOnly));
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(8), 8, true),
+            Err(FaultReason::ReadOnly)
+        );
     }
 
     #[test]
     fn double_mapping_and_unmapping_unmapped_pages_are_errors() {
         let (mut iommu, d) = iommu_with_domain();
-        iommu.map(d, BusAddr(0x2000), PhysAddr(0), PAGE_SIZE, true).expect("map");
+        iommu
+            .map(d, BusAddr(0x2000), PhysAddr(0), PAGE_SIZE, true)
+            .expect("map");
         assert_eq!(
             iommu.map(d, BusAddr(0x1000), PhysAddr(0), 2 * PAGE_SIZE, true),
             Err(IommuError::AlreadyMapped(BusAddr(0x2000)))
         );
-        assert_eq!(iommu.unmap(d, BusAddr(0x3000), PAGE_SIZE), Err(IommuError::NotMapped(BusAddr(0x3000))));
+        assert_eq!(
+            iommu.unmap(d, BusAddr(0x3000), PAGE_SIZE),
+            Err(IommuError::NotMapped(BusAddr(0x3000)))
+        );
         iommu.unmap(d, BusAddr(0x2000), PAGE_SIZE).expect("unmap");
         assert_eq!(iommu.mapped_pages(d), Ok(0));
     }

@@ -55,12 +55,22 @@ impl EndpointLayout {
         let mut used = [false; 6];
         for bar in &self.bars {
             if !bar.size.is_power_of_two() || bar.size < 16 {
-                return Err(format!("BAR{} size {} is not a power of two >= 16", bar.index, bar.size));
+                return Err(format!(
+                    "BAR{} size {} is not a power of two >= 16",
+                    bar.index, bar.size
+                ));
             }
-            let slots = if matches!(bar.kind, BarKind::Mem32) { 1 } else { 2 };
+            let slots = if matches!(bar.kind, BarKind::Mem32) {
+                1
+            } else {
+                2
+            };
             let first = bar.index as usize;
             if first + slots > 6 {
-                return Err(format!("BAR{} does not fit in the six BAR slots", bar.index));
+                return Err(format!(
+                    "BAR{} does not fit in the six BAR slots",
+                    bar.index
+                ));
             }
             for slot in &mut used[first..first + slots] {
                 if *slot {
@@ -69,7 +79,10 @@ impl EndpointLayout {
                 *slot = true;
             }
             if matches!(bar.kind, BarKind::Mem32 | BarKind::Mem64) && bar.size > (1 << 30) {
-                return Err(format!("BAR{} is non-prefetchable and larger than 1 GiB", bar.index));
+                return Err(format!(
+                    "BAR{} is non-prefetchable and larger than 1 GiB",
+                    bar.index
+                ));
             }
         }
         Ok(())

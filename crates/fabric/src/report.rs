@@ -95,7 +95,9 @@ impl Fabric {
         TopologyReport {
             scenario: self.name.clone(),
             description: self.description.clone(),
-            hosts: (0..self.hosts.len()).map(|i| self.host_report(HostId(i as u32))).collect(),
+            hosts: (0..self.hosts.len())
+                .map(|i| self.host_report(HostId(i as u32)))
+                .collect(),
             cluster_switches: self
                 .nodes
                 .iter()
@@ -124,18 +126,48 @@ impl Fabric {
         let h = &self.hosts[id.index()];
         let mut map = Vec::new();
         for r in &h.ram {
-            map.push(MapEntry { start: r.start, end: r.end, kind: "ram".into(), owner: h.name.clone() });
+            map.push(MapEntry {
+                start: r.start,
+                end: r.end,
+                kind: "ram".into(),
+                owner: h.name.clone(),
+            });
         }
-        map.push(MapEntry { start: h.mmio32.start, end: h.mmio32.end, kind: "mmio32".into(), owner: h.name.clone() });
-        map.push(MapEntry { start: h.msi.start, end: h.msi.end, kind: "msi".into(), owner: h.name.clone() });
-        map.push(MapEntry { start: h.mmio64.start, end: h.mmio64.end, kind: "mmio64".into(), owner: h.name.clone() });
+        map.push(MapEntry {
+            start: h.mmio32.start,
+            end: h.mmio32.end,
+            kind: "mmio32".into(),
+            owner: h.name.clone(),
+        });
+        map.push(MapEntry {
+            start: h.msi.start,
+            end: h.msi.end,
+            kind: "msi".into(),
+            owner: h.name.clone(),
+        });
+        map.push(MapEntry {
+            start: h.mmio64.start,
+            end: h.mmio64.end,
+            kind: "mmio64".into(),
+            owner: h.name.clone(),
+        });
         for b in &h.bridges {
             let owner = format!("{} {}", b.bdf, self.nodes[b.node.index()].name);
             if let Some(r) = &b.mem {
-                map.push(MapEntry { start: r.start, end: r.end, kind: "bridge-mem".into(), owner: owner.clone() });
+                map.push(MapEntry {
+                    start: r.start,
+                    end: r.end,
+                    kind: "bridge-mem".into(),
+                    owner: owner.clone(),
+                });
             }
             if let Some(r) = &b.pref {
-                map.push(MapEntry { start: r.start, end: r.end, kind: "bridge-pref".into(), owner });
+                map.push(MapEntry {
+                    start: r.start,
+                    end: r.end,
+                    kind: "bridge-pref".into(),
+                    owner,
+                });
             }
         }
         for &e in &h.endpoints {
@@ -145,7 +177,13 @@ impl Fabric {
                     start: bar.base.get(),
                     end: bar.base.get() + bar.size,
                     kind: "bar".into(),
-                    owner: format!("{} {} BAR{} ({})", ep.bdf, ep.name, bar.index, format_size(bar.size)),
+                    owner: format!(
+                        "{} {} BAR{} ({})",
+                        ep.bdf,
+                        ep.name,
+                        bar.index,
+                        format_size(bar.size)
+                    ),
                 });
             }
         }
@@ -165,9 +203,9 @@ impl Fabric {
         let n = &self.nodes[node.index()];
         let h = &self.hosts[host.index()];
         let bridge_of = |role: BridgeRole, child: Option<crate::ids::LinkId>| {
-            h.bridges
-                .iter()
-                .find(|b| b.node == node && b.role == role && (child.is_none() || b.child_link == child))
+            h.bridges.iter().find(|b| {
+                b.node == node && b.role == role && (child.is_none() || b.child_link == child)
+            })
         };
         let child_nodes = |this: &Self| -> Vec<TreeNode> {
             n.down
@@ -175,14 +213,23 @@ impl Fabric {
                 .map(|&l| {
                     let link = &this.links[l.index()];
                     let port = bridge_of(
-                        if n.kind == NodeKind::RootComplex { BridgeRole::RootPort } else { BridgeRole::SwitchDownstream },
+                        if n.kind == NodeKind::RootComplex {
+                            BridgeRole::RootPort
+                        } else {
+                            BridgeRole::SwitchDownstream
+                        },
                         Some(l),
                     );
                     let child = this.tree_node(host, link.b, Some(link.spec.to_string()));
                     match port {
                         Some(p) => TreeNode {
                             name: format!("{} port {}", n.name, p.bdf),
-                            kind: if n.kind == NodeKind::RootComplex { "root-port" } else { "downstream-port" }.into(),
+                            kind: if n.kind == NodeKind::RootComplex {
+                                "root-port"
+                            } else {
+                                "downstream-port"
+                            }
+                            .into(),
                             bdf: Some(p.bdf.to_string()),
                             model: String::new(),
                             link: None,
@@ -220,7 +267,12 @@ impl Fabric {
                 let ep = &self.endpoints[endpoint.index()];
                 TreeNode {
                     name: n.name.clone(),
-                    kind: if matches!(n.kind, NodeKind::Ntb { .. }) { "ntb" } else { "device" }.into(),
+                    kind: if matches!(n.kind, NodeKind::Ntb { .. }) {
+                        "ntb"
+                    } else {
+                        "device"
+                    }
+                    .into(),
                     bdf: Some(ep.bdf.to_string()),
                     model: ep.layout.description.clone(),
                     link,

@@ -128,7 +128,9 @@ pub enum RouteError {
 impl From<RouteError> for AccessError {
     fn from(e: RouteError) -> Self {
         match e {
-            RouteError::UnsupportedRequest { host, addr } => AccessError::UnsupportedRequest { host, addr },
+            RouteError::UnsupportedRequest { host, addr } => {
+                AccessError::UnsupportedRequest { host, addr }
+            }
             RouteError::IommuFault {
                 host,
                 requester,
@@ -151,7 +153,13 @@ impl From<RouteError> for AccessError {
 
 impl Fabric {
     /// Routes an access of up to `len` bytes by `requester` at `addr` in its host's domain.
-    pub fn route(&self, requester: Requester, addr: BusAddr, len: u64, access: Access) -> Result<Route, RouteError> {
+    pub fn route(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+        access: Access,
+    ) -> Result<Route, RouteError> {
         if len == 0 {
             return Err(RouteError::Empty);
         }
@@ -176,10 +184,13 @@ impl Fabric {
         // Upstream phase (devices only).
         if device.is_some() {
             let acs_redirect = h.iommu.enabled();
-            loop {
-                let Some(up) = self.nodes[node.index()].up else { break };
+            while let Some(up) = self.nodes[node.index()].up {
                 node = self.links[up.index()].a;
-                hops.push(Hop { link: up, dir: Dir::Up, node });
+                hops.push(Hop {
+                    link: up,
+                    dir: Dir::Up,
+                    node,
+                });
                 if node == h.root {
                     break;
                 }
@@ -209,7 +220,10 @@ impl Fabric {
             }
             if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
                 return Ok(Route {
-                    target: Target::Memory { host, addr: PhysAddr(a) },
+                    target: Target::Memory {
+                        host,
+                        addr: PhysAddr(a),
+                    },
                     len: limit.min(r.end - a),
                     hops,
                     translated,
@@ -217,7 +231,10 @@ impl Fabric {
             }
             if h.msi.contains(&a) {
                 return Ok(Route {
-                    target: Target::Interrupt { host, addr: PhysAddr(a) },
+                    target: Target::Interrupt {
+                        host,
+                        addr: PhysAddr(a),
+                    },
                     len: limit.min(h.msi.end - a),
                     hops,
                     translated,
@@ -230,7 +247,11 @@ impl Fabric {
             match &self.nodes[node.index()].kind {
                 NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
                     let ep = &self.endpoints[endpoint.index()];
-                    let bar = ep.bars.iter().find(|b| b.range().contains(&a)).ok_or_else(|| unsupported(a))?;
+                    let bar = ep
+                        .bars
+                        .iter()
+                        .find(|b| b.range().contains(&a))
+                        .ok_or_else(|| unsupported(a))?;
                     return Ok(Route {
                         target: Target::Bar {
                             endpoint: *endpoint,
@@ -245,7 +266,11 @@ impl Fabric {
                 NodeKind::RootComplex | NodeKind::Switch { .. } => {
                     let link = self.claim(node, a).ok_or_else(|| unsupported(a))?;
                     node = self.links[link.index()].b;
-                    hops.push(Hop { link, dir: Dir::Down, node });
+                    hops.push(Hop {
+                        link,
+                        dir: Dir::Down,
+                        node,
+                    });
                 }
                 NodeKind::ClusterSwitch { .. } => return Err(unsupported(a)),
             }

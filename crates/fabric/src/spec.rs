@@ -334,7 +334,9 @@ impl Builder<'_> {
                 Some(r) => {
                     let [from, to] = *r.get_ref();
                     if from > to {
-                        return Err(self.loc(r).error(format!("repeat [{from}, {to}]: the first index is larger than the last")));
+                        return Err(self.loc(r).error(format!(
+                            "repeat [{from}, {to}]: the first index is larger than the last"
+                        )));
                     }
                     (from..=to).map(Some).collect()
                 }
@@ -342,7 +344,9 @@ impl Builder<'_> {
             for index in indices {
                 let host = self.host(raw_host, index, hosts.len(), &mut pending)?;
                 if !names.insert(host.name.clone()) {
-                    return Err(host.loc.error(format!("host {:?} is declared twice", host.name)));
+                    return Err(host
+                        .loc
+                        .error(format!("host {:?} is declared twice", host.name)));
                 }
                 hosts.push(host);
             }
@@ -358,7 +362,11 @@ impl Builder<'_> {
         for sw in &raw.cluster_switch {
             let loc = self.loc(&sw.name);
             let name = sw.name.get_ref().clone();
-            if names.contains(&name) || cluster_switches.iter().any(|c: &ClusterSwitchSpec| c.name == name) {
+            if names.contains(&name)
+                || cluster_switches
+                    .iter()
+                    .any(|c: &ClusterSwitchSpec| c.name == name)
+            {
                 return Err(loc.error(format!("cluster switch {name:?}: the name is already used")));
             }
             if sw.ports == 0 {
@@ -409,11 +417,15 @@ impl Builder<'_> {
         };
         let name = expand(&raw.name)?;
         if name.is_empty() || name.contains([':', ' ', '.']) {
-            return Err(loc.error(format!("host name {name:?} must be non-empty, without ':', '.' or spaces")));
+            return Err(loc.error(format!(
+                "host name {name:?} must be non-empty, without ':', '.' or spaces"
+            )));
         }
         let ram = self.size(&raw.ram)?;
         if ram < (64 << 20) {
-            return Err(self.loc(&raw.ram).error(format!("host {name:?}: ram must be at least 64 MiB")));
+            return Err(self
+                .loc(&raw.ram)
+                .error(format!("host {name:?}: ram must be at least 64 MiB")));
         }
         let cores = raw.cores.unwrap_or(DEFAULT_CORES);
         if cores == 0 {
@@ -435,7 +447,9 @@ impl Builder<'_> {
                 name: s.name.get_ref().clone(),
                 parent: s.parent.clone(),
                 link: self.link(&s.link)?,
-                kind: ComponentKind::Switch { chip: s.chip.clone() },
+                kind: ComponentKind::Switch {
+                    chip: s.chip.clone(),
+                },
                 loc: self.loc(&s.name),
                 connect: None,
             });
@@ -489,10 +503,16 @@ impl Builder<'_> {
         let mut by_name = BTreeMap::new();
         for (i, e) in entries.iter().enumerate() {
             if e.name == "root" || e.name.is_empty() || e.name.contains([':', ' ']) {
-                return Err(e.loc.error(format!("component name {:?} is reserved or contains ':' or spaces", e.name)));
+                return Err(e.loc.error(format!(
+                    "component name {:?} is reserved or contains ':' or spaces",
+                    e.name
+                )));
             }
             if by_name.insert(e.name.clone(), i).is_some() {
-                return Err(e.loc.error(format!("host {name:?}: component {:?} is declared twice", e.name)));
+                return Err(e.loc.error(format!(
+                    "host {name:?}: component {:?} is declared twice",
+                    e.name
+                )));
             }
         }
         // Resolve parents and check that each one is a switch.
@@ -519,10 +539,17 @@ impl Builder<'_> {
         }
         // Order parents before children (depth-first from the root ports, file order kept).
         let mut order = Vec::with_capacity(entries.len());
-        let mut stack: Vec<usize> = (0..entries.len()).rev().filter(|&i| parent_of[i].is_none()).collect();
+        let mut stack: Vec<usize> = (0..entries.len())
+            .rev()
+            .filter(|&i| parent_of[i].is_none())
+            .collect();
         while let Some(i) = stack.pop() {
             order.push(i);
-            stack.extend((0..entries.len()).rev().filter(|&c| parent_of[c] == Some(i)));
+            stack.extend(
+                (0..entries.len())
+                    .rev()
+                    .filter(|&c| parent_of[c] == Some(i)),
+            );
         }
         if order.len() != entries.len() {
             let stuck = (0..entries.len())
@@ -669,7 +696,11 @@ pub fn expand_template(template: &str, i: u32) -> Result<String, String> {
                     .ok_or_else(|| format!("{template:?}: bad divisor {d:?}"))?;
                 i / d
             }
-            _ => return Err(format!("{template:?}: unknown placeholder {{{field}}} (use {{i}}, {{i:02}} or {{i/10}})")),
+            _ => {
+                return Err(format!(
+                "{template:?}: unknown placeholder {{{field}}} (use {{i}}, {{i:02}} or {{i/10}})"
+            ))
+            }
         };
         out.push_str(&format!("{value:0width$}"));
         rest = &after[end + 1..];
@@ -730,7 +761,8 @@ link = "gen3 x16"
 
     #[test]
     fn syntax_errors_carry_a_line() {
-        let err = parse_scenario("bad.toml", "[[host]]\nname = \"a\"\nram = \n").expect_err("must fail");
+        let err =
+            parse_scenario("bad.toml", "[[host]]\nname = \"a\"\nram = \n").expect_err("must fail");
         assert_eq!(err.file, "bad.toml");
         assert_eq!(err.line, Some(3));
     }
@@ -745,7 +777,10 @@ link = "gen3 x16"
 
     #[test]
     fn a_bad_link_is_reported_at_its_line() {
-        let text = MINIMAL.replace("link = \"gen3 x16\"\n\n[[host.device]]", "link = \"gen3 x7\"\n\n[[host.device]]");
+        let text = MINIMAL.replace(
+            "link = \"gen3 x16\"\n\n[[host.device]]",
+            "link = \"gen3 x7\"\n\n[[host.device]]",
+        );
         let err = parse_scenario("t.toml", &text).expect_err("must fail");
         assert_eq!(err.line, Some(11));
         assert!(err.message.contains("width"), "{err}");
@@ -833,7 +868,10 @@ connect = "a.n"
 
     #[test]
     fn templates_expand_index_width_and_division() {
-        assert_eq!(expand_template("n{i:03}-s{i/10}", 42).as_deref(), Ok("n042-s4"));
+        assert_eq!(
+            expand_template("n{i:03}-s{i/10}", 42).as_deref(),
+            Ok("n042-s4")
+        );
         assert!(expand_template("n{j}", 1).is_err());
         assert!(expand_template("n{i/0}", 1).is_err());
     }

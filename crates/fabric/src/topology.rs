@@ -14,7 +14,9 @@
 use crate::ids::{Bdf, EndpointId, HostId, LinkId, NodeId};
 use crate::iommu::Iommu;
 use crate::layout::{BarKind, EndpointLayout};
-use crate::spec::{CableEnd, ClusterSpec, ComponentKind, NtbSpec, Parent, ScenarioError, SourceLoc};
+use crate::spec::{
+    CableEnd, ClusterSpec, ComponentKind, NtbSpec, Parent, ScenarioError, SourceLoc,
+};
 use crate::units::LinkSpec;
 use smartio_platform::BusAddr;
 use std::ops::Range;
@@ -240,8 +242,16 @@ pub fn ntb_layout(spec: &NtbSpec) -> EndpointLayout {
         class_code: 0x06_80_00,
         description: format!("Non-Transparent Bridge ({})", spec.chip),
         bars: vec![
-            crate::layout::BarSpec { index: 0, size: 256 << 10, kind: BarKind::Mem64 },
-            crate::layout::BarSpec { index: 2, size: spec.window, kind: BarKind::Mem64Prefetch },
+            crate::layout::BarSpec {
+                index: 0,
+                size: 256 << 10,
+                kind: BarKind::Mem64,
+            },
+            crate::layout::BarSpec {
+                index: 2,
+                size: spec.window,
+                kind: BarKind::Mem64Prefetch,
+            },
         ],
     }
 }
@@ -284,19 +294,40 @@ impl Fabric {
                     ComponentKind::Device { kind, params } => {
                         let layout = layouts(kind, params)
                             .and_then(|l| l.validate().map(|()| l))
-                            .map_err(|m| c.loc.error(format!("device {:?} (kind {kind:?}): {m}", c.name)))?;
-                        let endpoint = fabric.add_endpoint(host, &c.name, kind, params.clone(), layout, &c.loc);
+                            .map_err(|m| {
+                                c.loc
+                                    .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
+                            })?;
+                        let endpoint = fabric.add_endpoint(
+                            host,
+                            &c.name,
+                            kind,
+                            params.clone(),
+                            layout,
+                            &c.loc,
+                        );
                         NodeKind::Device { endpoint }
                     }
                     ComponentKind::Ntb(ntb) => {
                         let layout = ntb_layout(ntb);
-                        let endpoint =
-                            fabric.add_endpoint(host, &c.name, "ntb", toml::Table::new(), layout, &c.loc);
-                        NodeKind::Ntb { endpoint, spec: ntb.clone() }
+                        let endpoint = fabric.add_endpoint(
+                            host,
+                            &c.name,
+                            "ntb",
+                            toml::Table::new(),
+                            layout,
+                            &c.loc,
+                        );
+                        NodeKind::Ntb {
+                            endpoint,
+                            spec: ntb.clone(),
+                        }
                     }
                 };
                 let node = fabric.add_node(name, Some(host), kind);
-                if let NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } = fabric.nodes[node.index()].kind {
+                if let NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } =
+                    fabric.nodes[node.index()].kind
+                {
                     fabric.endpoints[endpoint.index()].node = node;
                 }
                 let parent = match c.parent {
@@ -313,7 +344,15 @@ impl Fabric {
         let switch_nodes: Vec<NodeId> = spec
             .cluster_switches
             .iter()
-            .map(|s| fabric.add_node(s.name.clone(), None, NodeKind::ClusterSwitch { chip: s.chip.clone() }))
+            .map(|s| {
+                fabric.add_node(
+                    s.name.clone(),
+                    None,
+                    NodeKind::ClusterSwitch {
+                        chip: s.chip.clone(),
+                    },
+                )
+            })
             .collect();
         for cable in &spec.cables {
             let end = |e: CableEnd| match e {
@@ -347,8 +386,18 @@ impl Fabric {
 
     fn add_link(&mut self, a: NodeId, b: NodeId, spec: LinkSpec, kind: LinkKind) -> LinkId {
         let id = LinkId(self.links.len() as u32);
-        let name = format!("{} -> {}", self.nodes[a.index()].name, self.nodes[b.index()].name);
-        self.links.push(Link { a, b, spec, kind, name });
+        let name = format!(
+            "{} -> {}",
+            self.nodes[a.index()].name,
+            self.nodes[b.index()].name
+        );
+        self.links.push(Link {
+            a,
+            b,
+            spec,
+            kind,
+            name,
+        });
         id
     }
 
@@ -394,7 +443,10 @@ impl Fabric {
 
     /// Looks a host up by name.
     pub fn host_by_name(&self, name: &str) -> Option<HostId> {
-        self.hosts.iter().position(|h| h.name == name).map(|i| HostId(i as u32))
+        self.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .map(|i| HostId(i as u32))
     }
 
     /// All nodes.

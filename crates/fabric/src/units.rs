@@ -17,7 +17,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("size {text:?}: unknown unit {unit:?} (use K, M, G or T)")),
+        _ => {
+            return Err(format!(
+                "size {text:?}: unknown unit {unit:?} (use K, M, G or T)"
+            ))
+        }
     };
     if num.is_empty() {
         return Err(format!("size {text:?}: no number"));
@@ -34,9 +38,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// Formats a byte count with the largest binary unit that divides it evenly.
 pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
     for (scale, name) in UNITS {
-        if bytes >= scale && bytes % scale == 0 {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{}{name}", bytes / scale);
         }
     }
@@ -59,7 +68,9 @@ impl LinkSpec {
         let rest = lower
             .strip_prefix("gen")
             .ok_or_else(|| format!("link {text:?}: expected the form \"gen3 x16\""))?;
-        let gen_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let gen_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let gen: u8 = rest[..gen_end]
             .parse()
             .map_err(|_| format!("link {text:?}: missing generation number"))?;
@@ -71,7 +82,9 @@ impl LinkSpec {
             return Err(format!("link {text:?}: generation must be 1 to 5"));
         }
         if ![1, 2, 4, 8, 16, 32].contains(&width) {
-            return Err(format!("link {text:?}: width must be x1, x2, x4, x8, x16 or x32"));
+            return Err(format!(
+                "link {text:?}: width must be x1, x2, x4, x8, x16 or x32"
+            ));
         }
         Ok(LinkSpec { gen, width })
     }
@@ -107,7 +120,10 @@ mod tests {
 
     #[test]
     fn links_parse_generation_and_width() {
-        assert_eq!(LinkSpec::parse("gen3 x16"), Ok(LinkSpec { gen: 3, width: 16 }));
+        assert_eq!(
+            LinkSpec::parse("gen3 x16"),
+            Ok(LinkSpec { gen: 3, width: 16 })
+        );
         assert_eq!(LinkSpec::parse("Gen4x4"), Ok(LinkSpec { gen: 4, width: 4 }));
         assert!(LinkSpec::parse("gen3 x3").is_err());
         assert!(LinkSpec::parse("gen9 x16").is_err());

@@ -10,10 +10,12 @@
 
 pub mod addr;
 pub mod memory;
+pub mod notify;
 pub mod port;
 pub mod time;
 
 pub use addr::{BusAddr, PhysAddr};
 pub use memory::SparseMemory;
+pub use notify::Notify;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
 pub use time::{SimDuration, SimTime};

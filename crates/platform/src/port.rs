@@ -71,6 +71,27 @@ pub trait Port {
     /// Posted write of `data` at `addr`. Completes when the last TLP has left the requester;
     /// later writes on the same path arrive after it.
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>>;
+
+    /// [`Port::write`] of a buffer the caller gives away (saves a copy of large DMA data).
+    fn write_owned(
+        &self,
+        addr: BusAddr,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        async move { self.write(addr, &data).await }
+    }
+
+    /// [`Port::read`] into a new buffer of `len` bytes (saves a copy of large DMA data).
+    fn read_owned(
+        &self,
+        addr: BusAddr,
+        len: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, AccessError>> {
+        async move {
+            let mut buf = vec![0u8; len];
+            self.read(addr, &mut buf).await.map(|()| buf)
+        }
+    }
 }
 
 /// Time as the running code sees it.

@@ -1,0 +1,104 @@
+//! Text rendering of reports: trees like `lspci -tv`, address maps, result tables.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use smartio_fabric::report::{TopologyReport, TreeNode};
+use smartio_fabric::units::format_size;
+use smartio_workloads::DmaSample;
+use std::fmt::Write;
+
+/// Each host's tree and address map.
+pub fn topology(report: &TopologyReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "scenario {}: {}", report.scenario, report.description);
+    for h in &report.hosts {
+        let _ = writeln!(
+            out,
+            "\nhost {} — RAM {}, IOMMU {}, {} cores",
+            h.name,
+            format_size(h.ram_bytes),
+            if h.iommu { "on" } else { "off" },
+            h.cores
+        );
+        tree(&mut out, &h.tree, "", true, true);
+        let _ = writeln!(out, "  address map:");
+        for e in &h.address_map {
+            let _ = writeln!(
+                out,
+                "    {:#014x}-{:#014x}  {:<11} {}",
+                e.start,
+                e.end - 1,
+                e.kind,
+                e.owner
+            );
+        }
+    }
+    if !report.cluster_switches.is_empty() {
+        let _ = writeln!(out, "\ncluster switches:");
+        for s in &report.cluster_switches {
+            let _ = writeln!(out, "  {} ({})", s.name, s.chip);
+        }
+    }
+    if !report.cables.is_empty() {
+        let _ = writeln!(out, "\nNTB cables:");
+        for c in &report.cables {
+            let _ = writeln!(out, "  {} <=> {} ({})", c.a, c.b, c.link);
+        }
+    }
+    out
+}
+
+fn tree(out: &mut String, node: &TreeNode, prefix: &str, last: bool, root: bool) {
+    let branch = if root {
+        ""
+    } else if last {
+        "└─ "
+    } else {
+        "├─ "
+    };
+    let mut label = String::new();
+    if let Some(bdf) = &node.bdf {
+        let _ = write!(label, "[{bdf}] ");
+    }
+    let _ = write!(label, "{}", node.name);
+    if !node.model.is_empty() {
+        let _ = write!(label, " ({})", node.model);
+    }
+    if let Some(b) = &node.buses {
+        let _ = write!(label, " buses {b}");
+    }
+    if let Some(l) = &node.link {
+        let _ = write!(label, " — {l}");
+    }
+    let _ = writeln!(out, "  {prefix}{branch}{label}");
+    let child_prefix = if root {
+        prefix.to_string()
+    } else {
+        format!("{prefix}{}", if last { "   " } else { "│  " })
+    };
+    for (i, c) in node.children.iter().enumerate() {
+        tree(out, c, &child_prefix, i + 1 == node.children.len(), false);
+    }
+}
+
+/// A throughput table.
+pub fn dma_table(samples: &[DmaSample]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "size",
+        "median GB/s",
+        "min GB/s",
+        "max GB/s",
+        "median time",
+    ]);
+    for s in samples {
+        t.add_row(vec![
+            format_size(s.size_bytes),
+            format!("{:.3}", s.median_bytes_per_s / 1e9),
+            format!("{:.3}", s.min_bytes_per_s / 1e9),
+            format!("{:.3}", s.max_bytes_per_s / 1e9),
+            format!("{:.2} us", s.median_ns / 1e3),
+        ]);
+    }
+    t
+}
