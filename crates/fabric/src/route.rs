@@ -71,7 +71,7 @@ pub struct Route {
 }
 
 impl Route {
-    /// Whether the path passes through the root complex `root` on the way (not as target).
+    /// Whether the path reaches `node` at any hop, the final one (the target's node) included.
     pub fn crosses(&self, node: NodeId) -> bool {
         self.hops.iter().any(|h| h.node == node)
     }
