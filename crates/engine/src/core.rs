@@ -524,13 +524,13 @@ impl Core {
         }
     }
 
-    fn free_tag(&mut self, requester: Requester, _own: u32, txn: &mut Txn) {
+    fn free_tag(&mut self, requester: Requester, own: u32, txn: &mut Txn) {
         let now = self.now;
         let pool = self.tag_pool(requester);
         pool.free += 1;
         // Wake one waiting transaction (possibly this one).
         if let Some(waiter) = pool.waiting.pop_front() {
-            if waiter == _own {
+            if waiter == own {
                 txn.waiting_for_tag = false;
                 txn.next_issue = txn.next_issue.max(now);
             } else if let Some(t) = self.txn_mut(waiter) {
@@ -636,7 +636,8 @@ impl Core {
         }
         // Completions: split at RCB boundaries, at most `completion_max` each.
         let sizes = self.timing.sizes;
-        let mut start = self.now + SimDuration(path.read_ps);
+        // The completer answers after its read latency; completions then queue on its link.
+        let start = self.now + SimDuration(path.read_ps);
         let mut done = 0u64;
         let bus = seg.bus_addr + (r.offset - seg.offset);
         while done < r.len as u64 {
@@ -659,7 +660,6 @@ impl Core {
                     last,
                 },
             );
-            start = self.now + SimDuration(path.read_ps);
             done += n;
         }
     }
