@@ -6,8 +6,8 @@ use smartio_cluster::{load_fabric, SHIPPED};
 use smartio_fabric::iommu::{FaultReason, PAGE_SIZE};
 use smartio_fabric::topology::{Bridge, BridgeRole};
 use smartio_fabric::{
-    parse_scenario, Access, Bdf, Dir, EndpointId, Fabric, HostId, NodeId, NodeKind, Requester,
-    Route, RouteError, Target,
+    parse_scenario, Access, Bdf, Dir, EndpointId, Fabric, HostId, LutTarget, NodeId, NodeKind,
+    Requester, Route, RouteError, Target,
 };
 use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::{BTreeMap, BTreeSet};
@@ -793,7 +793,14 @@ fn every_boundary_of_the_address_map_routes_where_the_map_says() {
                     }
                     let got = fabric.route(requester, BusAddr(addr), LEN, Access::Write);
                     let what = format!("{}: {requester:?} write at {addr:#x}", fabric.name);
+                    let ntb_window = matches!(expected, Some((Target::Bar { endpoint, bar: 2, .. }, _))
+                        if fabric.endpoint(endpoint).kind == "ntb");
                     match expected {
+                        // Nothing is mapped yet: every window entry is invalid.
+                        Some(_) if ntb_window => assert!(
+                            matches!(got, Err(RouteError::NtbNoTranslation { .. })),
+                            "{what}: {got:?}"
+                        ),
                         Some((target, end)) => {
                             let route = got.unwrap_or_else(|e| panic!("{what}: {e}"));
                             assert_eq!(route.target, target, "{what}");
@@ -902,32 +909,55 @@ fn a_route_is_clipped_at_the_end_of_ram() {
 }
 
 #[test]
-fn a_borrower_cpu_access_to_its_ntb_window_ends_at_the_ntb_bar() {
-    let fabric = load_fabric("back-to-back").expect("builds");
-    let borrower = host(&fabric, "borrower");
+fn a_borrower_cpu_access_to_its_ntb_window_crosses_to_the_lender_once_mapped() {
+    let mut fabric = load_fabric("back-to-back").expect("builds");
+    let (borrower, lender) = (host(&fabric, "borrower"), host(&fabric, "lender"));
     let ntb0 = endpoint(&fabric, borrower, "ntb0");
     let window = bar(&fabric, ntb0, 2);
+    let addr = BusAddr(window.start + (1 << 30));
 
+    let unmapped = fabric.route(Requester::Cpu(borrower), addr, 64, Access::Write);
+    assert_eq!(
+        unmapped,
+        Err(RouteError::NtbNoTranslation {
+            adapter: "borrower.ntb0".to_string(),
+            addr
+        })
+    );
+
+    let (local, far) = (
+        fabric.host_adapter(borrower, 0).expect("adapter 0"),
+        fabric.host_adapter(lender, 0).expect("adapter 0"),
+    );
+    let map = fabric
+        .ntb_map(local, LutTarget::Adapter(far), 0x1234_5000, 4096)
+        .expect("mapped");
     let route = fabric
         .route(
             Requester::Cpu(borrower),
-            BusAddr(window.start + (1 << 30)),
+            BusAddr(map.bus_addr),
             64,
             Access::Write,
         )
-        .expect("NTB window");
-
+        .expect("routed");
     assert_eq!(
         route.target,
-        Target::Bar {
-            endpoint: ntb0,
-            bar: 2,
-            offset: 1 << 30
+        Target::Memory {
+            host: lender,
+            addr: PhysAddr(0x1234_5000)
         }
     );
     assert_eq!(
         path(&fabric, &route),
-        [(Dir::Down, "borrower.ntb0".to_string())]
+        [
+            (Dir::Down, "borrower.ntb0".to_string()),
+            // The cable was declared on the lender's side, so it runs lender -> borrower.
+            (Dir::Up, "lender.ntb0".to_string()),
+            (Dir::Up, "lender.chassis".to_string()),
+            (Dir::Up, "lender.hib68-target".to_string()),
+            (Dir::Up, "lender.hib68-host".to_string()),
+            (Dir::Up, "lender".to_string()),
+        ]
     );
 }
 

@@ -60,6 +60,15 @@ pub struct PcieParams {
 pub struct ChipParams {
     /// Cut-through latency.
     pub latency_ns: Param,
+    /// NTB chips: look-up-table entries the window is split into.
+    #[serde(default)]
+    pub lut_entries: Option<Param>,
+    /// NTB chips: requester-id table entries.
+    #[serde(default)]
+    pub requester_ids: Option<Param>,
+    /// Switch chips with multicast: how many groups they support.
+    #[serde(default)]
+    pub multicast_groups: Option<Param>,
 }
 
 /// The root complex and memory.
@@ -81,6 +90,7 @@ pub struct CpuParams {
     pub interrupt_delivery_ns: Param,
     pub syscall_ns: Param,
     pub max_outstanding_reads: Param,
+    pub max_store_bytes: Param,
 }
 
 /// A device kind's parameters (`default` applies to kinds without their own table).
@@ -105,6 +115,40 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// Sets the resources the fabric model leaves to the calibration: NTB table sizes (where
+    /// the scenario gives none) and the number of multicast groups (the smallest of the
+    /// cluster switches' chips, or of the NTB chips when there is no cluster switch).
+    pub fn configure_fabric(&self, fabric: &mut smartio_fabric::Fabric) {
+        let defaults = smartio_fabric::ntb::DEFAULT_TABLE_SIZES;
+        let get = |chip: &str, f: fn(&ChipParams) -> Option<&Param>| {
+            self.chips.get(chip).and_then(f).map(|p| p.value as u32)
+        };
+        fabric.configure_ntb_tables(|chip| smartio_fabric::NtbTableSizes {
+            lut_entries: get(chip, |c| c.lut_entries.as_ref()).unwrap_or(defaults.lut_entries),
+            requester_ids: get(chip, |c| c.requester_ids.as_ref())
+                .unwrap_or(defaults.requester_ids),
+        });
+        let switches: Vec<String> = fabric
+            .nodes()
+            .iter()
+            .filter_map(|n| match &n.kind {
+                smartio_fabric::NodeKind::ClusterSwitch { chip } => Some(chip.clone()),
+                _ => None,
+            })
+            .collect();
+        let chips = if switches.is_empty() {
+            fabric.adapters().iter().map(|a| a.chip.clone()).collect()
+        } else {
+            switches
+        };
+        let groups = chips
+            .iter()
+            .filter_map(|c| get(c, |c| c.multicast_groups.as_ref()))
+            .min()
+            .unwrap_or(smartio_fabric::multicast::DEFAULT_GROUPS);
+        fabric.set_multicast_groups(groups);
+    }
+
     /// The embedded default.
     pub fn default_embedded() -> Calibration {
         match Self::parse("calibration/default.toml", DEFAULT_CALIBRATION) {

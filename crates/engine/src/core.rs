@@ -5,7 +5,7 @@
 //! deterministic. Device BAR handlers are called while the core is borrowed: they must only
 //! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
 
-use crate::timing::{traverse, LinkState, Timing};
+use crate::timing::{traverse, traverse_tree, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 use smartio_platform::{
@@ -25,6 +25,19 @@ pub(crate) enum Event {
     Timer(u32),
     /// An interrupt reaches its handler.
     Interrupt { host: u32, vector: u32 },
+    /// A link goes down or comes up.
+    LinkState { link: u32, up: bool },
+}
+
+/// A link going down or coming up, as recorded by the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// When.
+    pub at: SimTime,
+    /// Which link.
+    pub link: smartio_fabric::LinkId,
+    /// Its new state.
+    pub up: bool,
 }
 
 #[derive(Debug, Default)]
@@ -89,6 +102,10 @@ pub(crate) struct Core {
     tags: Vec<Option<TagPool>>,
     path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>), Rc<CostedPath>>,
     pub faults: Vec<FaultRecord>,
+    /// Link state changes so far, in order.
+    pub link_log: Vec<LinkEvent>,
+    /// Tasks waiting for the next link state change.
+    pub link_waiters: Vec<Waker>,
     pub counters: Counters,
     /// Set whenever something may have made a task ready; the fast path then stops so that
     /// tasks run before time advances.
@@ -116,6 +133,8 @@ impl Core {
             tags: (0..hosts + endpoints).map(|_| None).collect(),
             path_cache: HashMap::new(),
             faults: Vec::new(),
+            link_log: Vec::new(),
+            link_waiters: Vec::new(),
             counters: Counters::default(),
             woke: false,
         }
@@ -146,6 +165,20 @@ impl Core {
         let t = &mut self.timers[id as usize];
         t.fired = true;
         if let Some(w) = t.waker.take() {
+            w.wake();
+            self.woke = true;
+        }
+    }
+
+    /// Applies a link state change and tells the waiting tasks.
+    pub fn set_link(&mut self, link: smartio_fabric::LinkId, up: bool) {
+        self.fabric.set_link_up(link, up);
+        self.link_log.push(LinkEvent {
+            at: self.now,
+            link,
+            up,
+        });
+        for w in self.link_waiters.drain(..) {
             w.wake();
             self.woke = true;
         }
@@ -214,25 +247,22 @@ impl Core {
     fn costed_path(
         &mut self,
         requester: Requester,
-        route: &smartio_fabric::Route,
+        hops: &[smartio_fabric::Hop],
+        target: Target,
     ) -> Rc<CostedPath> {
-        let key = (requester, route.hops.clone());
+        let key = (requester, hops.to_vec());
         if let Some(p) = self.path_cache.get(&key) {
             return p.clone();
         }
-        let forward = self.timing.costed(&route.hops);
+        let forward = self.timing.costed(hops);
         // The way back: the same links in reverse, ending at the requester.
         let start_node = match requester {
             Requester::Cpu(h) => self.fabric.host(h).root,
             Requester::Device(e) => self.fabric.endpoint(e).node,
         };
-        let mut back_hops = Vec::with_capacity(route.hops.len());
-        for (i, h) in route.hops.iter().enumerate().rev() {
-            let node = if i == 0 {
-                start_node
-            } else {
-                route.hops[i - 1].node
-            };
+        let mut back_hops = Vec::with_capacity(hops.len());
+        for (i, h) in hops.iter().enumerate().rev() {
+            let node = if i == 0 { start_node } else { hops[i - 1].node };
             back_hops.push(smartio_fabric::Hop {
                 link: h.link,
                 dir: h.dir.reverse(),
@@ -241,9 +271,10 @@ impl Core {
         }
         let backward = self.timing.costed(&back_hops);
         let rc = self.timing.root_complex_ps;
-        let (arrive_ps, read_ps) = match route.target {
+        let (arrive_ps, read_ps) = match target {
             Target::Memory { .. } | Target::Interrupt { .. } => (rc, self.timing.memory_read_ps),
             Target::Bar { endpoint, .. } => (0, self.timing.endpoint_read_ps[endpoint.index()]),
+            Target::Multicast { .. } => (0, 0),
         };
         let return_ps = if matches!(requester, Requester::Cpu(_)) {
             rc
@@ -284,13 +315,19 @@ impl Core {
                     });
                     err
                 })?;
-            let path = self.costed_path(requester, &route);
+            let path = self.costed_path(requester, &route.hops, route.target);
+            let fanout: Vec<_> = route
+                .branches
+                .iter()
+                .map(|b| (b.target, self.costed_path(requester, &b.hops, b.target)))
+                .collect();
             segments.push(Segment {
                 offset: done,
                 len: route.len,
                 bus_addr: at,
                 target: route.target,
                 path,
+                fanout: fanout.into(),
             });
             done += route.len;
         }
@@ -485,7 +522,11 @@ impl Core {
         let segment = txn.issue_segment as u32;
         let (len, payload) = match txn.kind {
             TxnKind::Write => {
-                let n = next_chunk(addr, remaining, self.timing.sizes.mps);
+                let limit = match txn.requester {
+                    Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
+                    Requester::Device(_) => self.timing.sizes.mps,
+                };
+                let n = next_chunk(addr, remaining, limit);
                 (n, n)
             }
             TxnKind::Read => {
@@ -500,18 +541,40 @@ impl Core {
             }
         };
         let start = txn.next_issue;
-        let end = traverse(&mut self.links, &path.forward, start, payload);
-        let at = end + SimDuration(path.arrive_ps);
-        insert_ordered(
-            &mut txn.requests,
-            InFlight {
-                at,
-                segment,
-                offset,
-                len: len as u32,
-                last: false,
-            },
-        );
+        if seg.fanout.is_empty() {
+            let end = traverse(&mut self.links, &path.forward, start, payload);
+            let at = end + SimDuration(path.arrive_ps);
+            insert_ordered(
+                &mut txn.requests,
+                InFlight {
+                    at,
+                    segment,
+                    offset,
+                    len: len as u32,
+                    last: false,
+                    copy: 0,
+                },
+            );
+        } else {
+            // A multicast write: the switches replicate it; shared links carry it once.
+            let fanout = seg.fanout.clone();
+            let paths: Vec<&[crate::timing::HopCost]> =
+                fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
+            let ends = traverse_tree(&mut self.links, &paths, start, payload);
+            for (copy, (end, (_, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
+                insert_ordered(
+                    &mut txn.requests,
+                    InFlight {
+                        at: end + SimDuration(p.arrive_ps),
+                        segment,
+                        offset,
+                        len: len as u32,
+                        last: false,
+                        copy: copy as u32,
+                    },
+                );
+            }
+        }
         // The next TLP may leave once this one has left the requester's link.
         txn.next_issue = match path.forward.first() {
             Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]).max(start),
@@ -544,7 +607,9 @@ impl Core {
     fn deliver_write(&mut self, txn: &Txn, r: InFlight) {
         let seg = &txn.segments[r.segment as usize];
         let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
-        match seg.target_at(r.offset - seg.offset) {
+        match seg.copy_target_at(r.copy, r.offset - seg.offset) {
+            // A multicast write with no member left to receive it.
+            Target::Multicast { .. } => {}
             Target::Memory { host, addr } => self.write_memory(host, addr, data),
             Target::Bar {
                 endpoint,
@@ -632,7 +697,7 @@ impl Core {
                     txn.result.get_or_insert(Err(err));
                 }
             }
-            Target::Interrupt { .. } => txn.data[range].fill(0xff),
+            Target::Interrupt { .. } | Target::Multicast { .. } => txn.data[range].fill(0xff),
         }
         // Completions: split at RCB boundaries, at most `completion_max` each.
         let sizes = self.timing.sizes;
@@ -658,6 +723,7 @@ impl Core {
                     offset: r.offset + done,
                     len: n as u32,
                     last,
+                    copy: 0,
                 },
             );
             done += n;

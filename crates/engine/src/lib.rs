@@ -16,7 +16,7 @@ pub mod sim;
 pub mod timing;
 pub mod txn;
 
-pub use crate::core::{Counters, FaultRecord};
+pub use crate::core::{Counters, FaultRecord, LinkEvent};
 pub use calibration::{Calibration, CalibrationError};
 pub use sim::{Agent, RunSummary, Sim};
 pub use timing::{LinkState, Timing, TimingError};

@@ -5,7 +5,7 @@
 //! time, then advance to the next event. Nothing reads the wall clock.
 
 use crate::calibration::Calibration;
-use crate::core::{Core, Counters, Event, FaultRecord};
+use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
 use crate::timing::{LinkState, Timing, TimingError};
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
 use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
@@ -66,7 +66,8 @@ pub struct RunSummary {
 
 impl Sim {
     /// A simulation of `fabric` timed by `calibration`.
-    pub fn new(fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
+    pub fn new(mut fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
+        calibration.configure_fabric(&mut fabric);
         let timing = Timing::resolve(&fabric, calibration)?;
         Ok(Sim {
             inner: Rc::new(Inner {
@@ -132,6 +133,7 @@ impl Sim {
             match event {
                 Event::Txn(id) => core.on_txn_event(id, at),
                 Event::Timer(id) => core.fire_timer(id),
+                Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
                 Event::Interrupt { host, vector } => {
                     let line = core.irqs[host as usize].entry(vector).or_default();
                     line.pending += 1;
@@ -176,6 +178,36 @@ impl Sim {
                 self.inner.tasks.borrow_mut()[id] = Some(task);
             }
         }
+    }
+
+    /// Takes a link down (`up = false`) or brings it up at virtual time `at`. Until it comes
+    /// back, posted writes over it are dropped and reads over it fail (the requester sees
+    /// all-ones).
+    pub fn schedule_link_state(&self, link: smartio_fabric::LinkId, up: bool, at: SimTime) {
+        self.inner
+            .core
+            .borrow_mut()
+            .schedule(at, Event::LinkState { link: link.0, up });
+    }
+
+    /// Link state changes so far, in order.
+    pub fn link_events(&self) -> Vec<LinkEvent> {
+        self.inner.core.borrow().link_log.clone()
+    }
+
+    /// Waits until more than `seen` link state changes have happened; returns the next one.
+    pub async fn next_link_event(&self, seen: usize) -> LinkEvent {
+        std::future::poll_fn(|cx| {
+            let mut core = self.inner.core.borrow_mut();
+            match core.link_log.get(seen) {
+                Some(e) => Poll::Ready(e.clone()),
+                None => {
+                    core.link_waiters.push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
     }
 
     /// Engine counters so far.
@@ -353,6 +385,39 @@ impl Agent {
                 Poll::Ready(())
             } else {
                 line.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+impl Agent {
+    /// Waits for interrupt `vector` for at most `timeout`; `true` if it came (and was
+    /// consumed), `false` on timeout.
+    pub async fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> bool {
+        let host = match self.requester {
+            Requester::Cpu(h) => h,
+            Requester::Device(e) => self.sim.fabric().endpoint(e).host,
+        };
+        let timer = {
+            let mut core = self.sim.inner.core.borrow_mut();
+            let at = core.now + timeout;
+            core.add_timer(at)
+        };
+        std::future::poll_fn(|cx| {
+            let mut core = self.sim.inner.core.borrow_mut();
+            let line = core.irqs[host.index()].entry(vector).or_default();
+            if line.pending > 0 {
+                line.pending -= 1;
+                return Poll::Ready(true);
+            }
+            line.waker = Some(cx.waker().clone());
+            let t = &mut core.timers[timer as usize];
+            if t.fired {
+                Poll::Ready(false)
+            } else {
+                t.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         })

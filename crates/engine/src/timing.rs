@@ -110,6 +110,8 @@ pub struct CpuTiming {
     pub interrupt_delivery: SimDuration,
     /// System call entry and exit.
     pub syscall: SimDuration,
+    /// Largest TLP a CPU store stream produces (write-combining buffer size).
+    pub max_store_bytes: u64,
 }
 
 fn ns(p: &crate::calibration::Param) -> u64 {
@@ -197,6 +199,7 @@ impl Timing {
                 poll_interval: d(&cal.cpu.poll_interval_ns),
                 interrupt_delivery: d(&cal.cpu.interrupt_delivery_ns),
                 syscall: d(&cal.cpu.syscall_ns),
+                max_store_bytes: cal.cpu.max_store_bytes.value.max(4.0) as u64,
             },
         })
     }
@@ -256,22 +259,100 @@ pub fn traverse(
     start: SimTime,
     payload: u64,
 ) -> SimTime {
-    let mut head = start.as_ps();
-    let mut ser = match path.first() {
-        Some(h) => h.timing.serialization_ps(payload),
-        None => return start,
-    };
-    for (i, hop) in path.iter().enumerate() {
+    match path.first() {
+        Some(h) => SimTime(run_hops(
+            links,
+            path,
+            0,
+            start.as_ps(),
+            h.timing.serialization_ps(payload),
+            payload,
+            None,
+        )),
+        None => start,
+    }
+}
+
+/// Sends one TLP along several paths that share prefixes (a multicast write replicated by
+/// the switches): a shared link carries the TLP once, and each path continues from the time
+/// the head reached the point where it branches off. Returns each path's arrival time.
+pub fn traverse_tree(
+    links: &mut [LinkState],
+    paths: &[&[HopCost]],
+    start: SimTime,
+    payload: u64,
+) -> Vec<SimTime> {
+    let mut begins: Vec<Vec<u64>> = Vec::with_capacity(paths.len());
+    let mut out: Vec<SimTime> = Vec::with_capacity(paths.len());
+    for (i, path) in paths.iter().enumerate() {
+        let mut shared = (0, 0);
+        for (j, earlier) in paths[..i].iter().enumerate() {
+            let k = path
+                .iter()
+                .zip(earlier.iter())
+                .take_while(|(a, b)| a.link == b.link && a.dir == b.dir)
+                .count();
+            if k > shared.0 {
+                shared = (k, j);
+            }
+        }
+        let (k, j) = shared;
+        if path.is_empty() || k == path.len() {
+            // Nothing new to cross: it arrives with the earlier copy.
+            out.push(if path.is_empty() { start } else { out[j] });
+            begins.push(if path.is_empty() {
+                Vec::new()
+            } else {
+                begins[j].clone()
+            });
+            continue;
+        }
+        let mut b = Vec::with_capacity(path.len());
+        let ser = path[k].timing.serialization_ps(payload);
+        let head = if k == 0 {
+            start.as_ps()
+        } else {
+            b.extend_from_slice(&begins[j][..k]);
+            let prev = &path[k - 1];
+            let prev_ser = prev.timing.serialization_ps(payload);
+            begins[j][k - 1]
+                + prev.timing.prop_ps
+                + prev.node_latency_ps
+                + prev_ser.saturating_sub(ser)
+        };
+        let end = run_hops(links, path, k, head, ser, payload, Some(&mut b));
+        out.push(SimTime(end));
+        begins.push(b);
+    }
+    out
+}
+
+/// Crosses `path[from..]` with the head at `head` and serialization `ser` on the first of
+/// those links; records each hop's start time in `begins` if given.
+fn run_hops(
+    links: &mut [LinkState],
+    path: &[HopCost],
+    from: usize,
+    mut head: u64,
+    mut ser: u64,
+    payload: u64,
+    mut begins: Option<&mut Vec<u64>>,
+) -> u64 {
+    for i in from..path.len() {
+        let hop = &path[i];
         let state = &mut links[hop.link as usize];
         let d = hop.dir as usize;
         let begin = head.max(state.busy_until[d]);
+        if let Some(b) = begins.as_deref_mut() {
+            b.push(begin);
+        }
         state.busy_until[d] = begin + ser;
         state.tlps[d] += 1;
         state.wire_bytes[d] += payload + hop.timing.overhead as u64;
         state.payload_bytes[d] += payload;
         state.busy_ps[d] += ser;
         match path.get(i + 1) {
-            None => return SimTime(begin + ser + hop.timing.prop_ps),
+            None => return begin + ser + hop.timing.prop_ps,
             Some(next) => {
                 let next_ser = next.timing.serialization_ps(payload);
                 head =
@@ -280,7 +361,7 @@ pub fn traverse(
             }
         }
     }
-    SimTime(head)
+    head
 }
 
 #[cfg(test)]

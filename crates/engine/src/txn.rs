@@ -39,12 +39,30 @@ pub struct Segment {
     pub target: Target,
     /// The path.
     pub path: Rc<CostedPath>,
+    /// A multicast write's copies: where each lands and its path (empty for unicast).
+    pub fanout: Rc<[(Target, Rc<CostedPath>)]>,
 }
 
 impl Segment {
     /// The target address `delta` bytes into this segment.
     pub fn target_at(&self, delta: u64) -> Target {
-        match self.target {
+        shift(self.target, delta)
+    }
+
+    /// Where copy `copy` lands `delta` bytes into the segment (the segment's own target for a
+    /// unicast segment).
+    pub fn copy_target_at(&self, copy: u32, delta: u64) -> Target {
+        match self.fanout.get(copy as usize) {
+            Some((t, _)) => shift(*t, delta),
+            None => self.target_at(delta),
+        }
+    }
+}
+
+/// `target` moved `delta` bytes on.
+fn shift(target: Target, delta: u64) -> Target {
+    {
+        match target {
             Target::Memory { host, addr } => Target::Memory {
                 host,
                 addr: addr.offset(delta),
@@ -61,6 +79,10 @@ impl Segment {
             Target::Interrupt { host, addr } => Target::Interrupt {
                 host,
                 addr: addr.offset(delta),
+            },
+            Target::Multicast { group, offset } => Target::Multicast {
+                group,
+                offset: offset + delta,
             },
         }
     }
@@ -79,6 +101,8 @@ pub struct InFlight {
     pub len: u32,
     /// For completions: the last one of its request frees a tag.
     pub last: bool,
+    /// For multicast writes: which copy (index into the segment's fanout).
+    pub copy: u32,
 }
 
 /// Read or write.

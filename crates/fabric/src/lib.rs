@@ -10,6 +10,8 @@ pub mod enumerate;
 pub mod ids;
 pub mod iommu;
 pub mod layout;
+pub mod multicast;
+pub mod ntb;
 pub mod report;
 pub mod route;
 pub mod spec;
@@ -19,7 +21,11 @@ pub mod units;
 pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
 pub use iommu::{DomainId, Iommu, IommuError};
 pub use layout::{BarKind, BarSpec, EndpointLayout};
-pub use route::{Access, Hop, Route, RouteError, Target};
+pub use multicast::{GroupId, MulticastError};
+pub use ntb::{
+    AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
+};
+pub use route::{Access, Branch, Hop, Route, RouteError, Target};
 pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
 pub use units::LinkSpec;

@@ -14,6 +14,8 @@
 
 use crate::ids::{EndpointId, HostId, LinkId, NodeId, Requester};
 use crate::iommu::FaultReason;
+use crate::multicast::GroupId;
+use crate::ntb::{AdapterId, LutTarget, WINDOW_BAR};
 use crate::topology::{Dir, Fabric, NodeKind};
 use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use thiserror::Error;
@@ -44,6 +46,25 @@ pub enum Target {
         /// The MSI address written.
         addr: PhysAddr,
     },
+    /// A multicast group: the write is replicated to the route's branches.
+    Multicast {
+        /// The group.
+        group: GroupId,
+        /// Offset into the group.
+        offset: u64,
+    },
+}
+
+/// How many NTBs one access may cross before routing gives up (a mapping loop).
+pub const MAX_NTB_CROSSINGS: usize = 8;
+
+/// One copy of a multicast write: where it lands and its whole path from the requester.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Branch {
+    /// Where this copy lands.
+    pub target: Target,
+    /// Links and chips from the requester to `target`; branches share their common prefix.
+    pub hops: Vec<Hop>,
 }
 
 /// One step of a path: cross `link` in `dir`, arriving at `node`.
@@ -68,6 +89,9 @@ pub struct Route {
     pub hops: Vec<Hop>,
     /// Whether the host IOMMU translated the address.
     pub translated: bool,
+    /// For a multicast write, one branch per receiving member (`hops` then ends at the
+    /// sending adapter); empty otherwise.
+    pub branches: Vec<Branch>,
 }
 
 impl Route {
@@ -123,6 +147,38 @@ pub enum RouteError {
     /// A zero-length access.
     #[error("zero-length access")]
     Empty,
+    /// The NTB window's look-up-table entry for the address is not valid.
+    #[error("NTB adapter {adapter}: no look-up-table entry translates {addr}")]
+    NtbNoTranslation {
+        /// Adapter name.
+        adapter: String,
+        /// The local bus address.
+        addr: BusAddr,
+    },
+    /// A read through an NTB by a requester without a requester-id entry.
+    #[error(
+        "NTB adapter {adapter}: {requester} has no requester-id entry, so its read cannot complete"
+    )]
+    NtbNoRequesterId {
+        /// Adapter name.
+        adapter: String,
+        /// The requester.
+        requester: String,
+    },
+    /// A link on the path is down.
+    #[error("link {link} is down")]
+    LinkDown {
+        /// Link name.
+        link: String,
+    },
+    /// The access crossed NTBs more than [`MAX_NTB_CROSSINGS`] times (mappings form a loop).
+    #[error(
+        "access at {addr} crosses more than {MAX_NTB_CROSSINGS} NTBs; the mappings form a loop"
+    )]
+    TooManyCrossings {
+        /// The address.
+        addr: BusAddr,
+    },
 }
 
 impl From<RouteError> for AccessError {
@@ -147,12 +203,27 @@ impl From<RouteError> for AccessError {
                 host: String::new(),
                 addr: BusAddr(0),
             },
+            RouteError::NtbNoTranslation { adapter, addr } => {
+                AccessError::NtbNoTranslation { adapter, addr }
+            }
+            RouteError::NtbNoRequesterId { adapter, requester } => {
+                AccessError::NtbNoRequesterId { adapter, requester }
+            }
+            RouteError::LinkDown { link } => AccessError::LinkDown { link },
+            RouteError::TooManyCrossings { addr } => AccessError::UnsupportedRequest {
+                host: "(NTB mapping loop)".to_string(),
+                addr,
+            },
         }
     }
 }
 
 impl Fabric {
     /// Routes an access of up to `len` bytes by `requester` at `addr` in its host's domain.
+    ///
+    /// Crossing an NTB window translates the address through the adapter's look-up table and
+    /// continues in the far host's domain from the far adapter, as if that adapter had issued
+    /// the request. A path over a link that is down fails with [`RouteError::LinkDown`].
     pub fn route(
         &self,
         requester: Requester,
@@ -163,116 +234,258 @@ impl Fabric {
         if len == 0 {
             return Err(RouteError::Empty);
         }
-        let (host, start, device) = match requester {
+        let route = self.route_unchecked(requester, addr.get(), len, access)?;
+        if let Some(h) = route.hops.iter().find(|h| !self.link_is_up(h.link)) {
+            return Err(RouteError::LinkDown {
+                link: self.links[h.link.index()].name.clone(),
+            });
+        }
+        Ok(route)
+    }
+
+    fn route_unchecked(
+        &self,
+        requester: Requester,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Route, RouteError> {
+        let (mut host, mut node, mut device) = match requester {
             Requester::Cpu(h) => (h, self.hosts[h.index()].root, None),
             Requester::Device(e) => {
                 let ep = &self.endpoints[e.index()];
                 (ep.host, ep.node, Some(e))
             }
         };
-        let h = &self.hosts[host.index()];
-        let unsupported = |a: u64| RouteError::UnsupportedRequest {
-            host: h.name.clone(),
-            addr: BusAddr(a),
-        };
         let mut hops = Vec::new();
-        let mut node = start;
-        let mut a = addr.get();
+        let mut a = addr;
         let mut limit = len;
         let mut translated = false;
+        // Each pass routes in one host's domain; an NTB window hands over to the next.
+        'domains: for _ in 0..=MAX_NTB_CROSSINGS {
+            let h = &self.hosts[host.index()];
+            let unsupported = |a: u64| RouteError::UnsupportedRequest {
+                host: h.name.clone(),
+                addr: BusAddr(a),
+            };
 
-        // Upstream phase (devices only).
-        if device.is_some() {
-            let acs_redirect = h.iommu.enabled();
-            while let Some(up) = self.nodes[node.index()].up {
-                node = self.links[up.index()].a;
-                hops.push(Hop {
-                    link: up,
-                    dir: Dir::Up,
-                    node,
-                });
-                if node == h.root {
-                    break;
-                }
-                if !acs_redirect && self.claim(node, a).is_some() {
-                    break;
-                }
-            }
-        }
-
-        // At the root complex: translate, then RAM / MSI / a root port. As on x86 (VT-d,
-        // AMD-Vi), the MSI range is not remapped: a device write there is an interrupt.
-        if node == h.root {
-            if let (Some(e), true) = (device, h.iommu.enabled() && !h.msi.contains(&a)) {
-                let (pa, run) = h
-                    .iommu
-                    .translate(e, BusAddr(a), len, access == Access::Write)
-                    .map_err(|reason| RouteError::IommuFault {
-                        host: h.name.clone(),
-                        requester: self.endpoints[e.index()].name.clone(),
-                        addr: BusAddr(a),
-                        access: access.name(),
-                        reason,
-                    })?;
-                a = pa.get();
-                limit = run;
-                translated = true;
-            }
-            if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
-                return Ok(Route {
-                    target: Target::Memory {
-                        host,
-                        addr: PhysAddr(a),
-                    },
-                    len: limit.min(r.end - a),
-                    hops,
-                    translated,
-                });
-            }
-            if h.msi.contains(&a) {
-                return Ok(Route {
-                    target: Target::Interrupt {
-                        host,
-                        addr: PhysAddr(a),
-                    },
-                    len: limit.min(h.msi.end - a),
-                    hops,
-                    translated,
-                });
-            }
-        }
-
-        // Downstream phase.
-        loop {
-            match &self.nodes[node.index()].kind {
-                NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
-                    let ep = &self.endpoints[endpoint.index()];
-                    let bar = ep
-                        .bars
-                        .iter()
-                        .find(|b| b.range().contains(&a))
-                        .ok_or_else(|| unsupported(a))?;
-                    return Ok(Route {
-                        target: Target::Bar {
-                            endpoint: *endpoint,
-                            bar: bar.index,
-                            offset: a - bar.base.get(),
-                        },
-                        len: limit.min(bar.range().end - a),
-                        hops,
-                        translated,
-                    });
-                }
-                NodeKind::RootComplex | NodeKind::Switch { .. } => {
-                    let link = self.claim(node, a).ok_or_else(|| unsupported(a))?;
-                    node = self.links[link.index()].b;
+            // Upstream phase (devices only).
+            if device.is_some() {
+                let acs_redirect = h.iommu.enabled();
+                while let Some(up) = self.nodes[node.index()].up {
+                    node = self.links[up.index()].a;
                     hops.push(Hop {
-                        link,
-                        dir: Dir::Down,
+                        link: up,
+                        dir: Dir::Up,
                         node,
                     });
+                    if node == h.root {
+                        break;
+                    }
+                    if !acs_redirect && self.claim(node, a).is_some() {
+                        break;
+                    }
                 }
-                NodeKind::ClusterSwitch { .. } => return Err(unsupported(a)),
+            }
+
+            // At the root complex: translate, then RAM / MSI / a root port. As on x86 (VT-d,
+            // AMD-Vi), the MSI range is not remapped: a device write there is an interrupt.
+            if node == h.root {
+                if let (Some(e), true) = (device, h.iommu.enabled() && !h.msi.contains(&a)) {
+                    let (pa, run) = h
+                        .iommu
+                        .translate(e, BusAddr(a), limit, access == Access::Write)
+                        .map_err(|reason| RouteError::IommuFault {
+                            host: h.name.clone(),
+                            requester: self.endpoints[e.index()].name.clone(),
+                            addr: BusAddr(a),
+                            access: access.name(),
+                            reason,
+                        })?;
+                    a = pa.get();
+                    limit = limit.min(run);
+                    translated = true;
+                }
+                if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
+                    return Ok(Route {
+                        target: Target::Memory {
+                            host,
+                            addr: PhysAddr(a),
+                        },
+                        len: limit.min(r.end - a),
+                        hops,
+                        translated,
+                        branches: Vec::new(),
+                    });
+                }
+                if h.msi.contains(&a) {
+                    return Ok(Route {
+                        target: Target::Interrupt {
+                            host,
+                            addr: PhysAddr(a),
+                        },
+                        len: limit.min(h.msi.end - a),
+                        hops,
+                        translated,
+                        branches: Vec::new(),
+                    });
+                }
+            }
+
+            // Downstream phase.
+            loop {
+                match &self.nodes[node.index()].kind {
+                    NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
+                        let ep = &self.endpoints[endpoint.index()];
+                        let bar = ep
+                            .bars
+                            .iter()
+                            .find(|b| b.range().contains(&a))
+                            .ok_or_else(|| unsupported(a))?;
+                        let adapter = match self.nodes[node.index()].kind {
+                            NodeKind::Ntb { .. } if bar.index == WINDOW_BAR => {
+                                self.adapter_of(*endpoint)
+                            }
+                            _ => None,
+                        };
+                        let Some(aid) = adapter else {
+                            return Ok(Route {
+                                target: Target::Bar {
+                                    endpoint: *endpoint,
+                                    bar: bar.index,
+                                    offset: a - bar.base.get(),
+                                },
+                                len: limit.min(bar.range().end - a),
+                                hops,
+                                translated,
+                                branches: Vec::new(),
+                            });
+                        };
+                        // Through the NTB: the look-up table decides where it goes.
+                        let ad = &self.adapters[aid.index()];
+                        let (_, target, remote) =
+                            ad.translate(a)
+                                .ok_or_else(|| RouteError::NtbNoTranslation {
+                                    adapter: self.adapter_name(aid),
+                                    addr: BusAddr(a),
+                                })?;
+                        if access == Access::Read && !ad.has_requester(requester) {
+                            return Err(RouteError::NtbNoRequesterId {
+                                adapter: self.adapter_name(aid),
+                                requester: self.requester_name(requester),
+                            });
+                        }
+                        limit = limit.min(ad.entry_size - (a - ad.window.start) % ad.entry_size);
+                        match target {
+                            LutTarget::Adapter(far) => {
+                                let cable = self.cable_path(aid, far).ok_or_else(|| {
+                                    RouteError::UnsupportedRequest {
+                                        host: h.name.clone(),
+                                        addr: BusAddr(a),
+                                    }
+                                })?;
+                                hops.extend(cable);
+                                let f = &self.adapters[far.index()];
+                                (host, node, device) = (f.host, f.node, Some(f.endpoint));
+                                a = remote;
+                                continue 'domains;
+                            }
+                            LutTarget::Multicast(group) => {
+                                return self.multicast_route(
+                                    aid,
+                                    group,
+                                    remote,
+                                    limit,
+                                    access,
+                                    hops,
+                                    translated,
+                                    unsupported(a),
+                                );
+                            }
+                        }
+                    }
+                    NodeKind::RootComplex | NodeKind::Switch { .. } => {
+                        let link = self.claim(node, a).ok_or_else(|| unsupported(a))?;
+                        node = self.links[link.index()].b;
+                        hops.push(Hop {
+                            link,
+                            dir: Dir::Down,
+                            node,
+                        });
+                    }
+                    NodeKind::ClusterSwitch { .. } => return Err(unsupported(a)),
+                }
+            }
+        }
+        Err(RouteError::TooManyCrossings {
+            addr: BusAddr(addr),
+        })
+    }
+
+    /// A write into a multicast group: one branch per member other than the sending adapter,
+    /// each through the member's overlay into its host.
+    #[allow(clippy::too_many_arguments)]
+    fn multicast_route(
+        &self,
+        from: AdapterId,
+        group: GroupId,
+        offset: u64,
+        mut limit: u64,
+        access: Access,
+        hops: Vec<Hop>,
+        translated: bool,
+        unsupported: RouteError,
+    ) -> Result<Route, RouteError> {
+        let g = match self.multicast.group(group) {
+            Some(g) if access == Access::Write && offset < g.size => g,
+            _ => return Err(unsupported),
+        };
+        limit = limit.min(g.size - offset);
+        let mut branches = Vec::new();
+        for m in g
+            .members
+            .iter()
+            .filter(|m| m.adapter != from && offset < m.len)
+        {
+            let Some(cable) = self.cable_path(from, m.adapter) else {
+                continue;
+            };
+            let endpoint = self.adapters[m.adapter.index()].endpoint;
+            let run = limit.min(m.len - offset);
+            // A member that cannot take the write (fault, link down) simply misses it.
+            let Ok(inner) = self.route(
+                Requester::Device(endpoint),
+                BusAddr(m.overlay_base + offset),
+                run,
+                Access::Write,
+            ) else {
+                continue;
+            };
+            limit = limit.min(inner.len);
+            let mut path = hops.clone();
+            path.extend(cable);
+            path.extend(inner.hops);
+            branches.push(Branch {
+                target: inner.target,
+                hops: path,
+            });
+        }
+        Ok(Route {
+            target: Target::Multicast { group, offset },
+            len: limit,
+            hops,
+            translated,
+            branches,
+        })
+    }
+
+    /// A readable name for a requester.
+    pub fn requester_name(&self, requester: Requester) -> String {
+        match requester {
+            Requester::Cpu(h) => format!("{} CPU", self.hosts[h.index()].name),
+            Requester::Device(e) => {
+                let ep = &self.endpoints[e.index()];
+                format!("{}.{}", self.hosts[ep.host.index()].name, ep.name)
             }
         }
     }

@@ -229,6 +229,12 @@ pub struct Fabric {
     pub(crate) nodes: Vec<Node>,
     pub(crate) links: Vec<Link>,
     pub(crate) endpoints: Vec<Endpoint>,
+    /// NTB adapters with their tables, in node-id order.
+    pub(crate) adapters: Vec<crate::ntb::NtbAdapter>,
+    /// Link state, indexed like `links`.
+    pub(crate) link_up: Vec<bool>,
+    /// Multicast groups of the cluster switches.
+    pub(crate) multicast: crate::multicast::Multicast,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters.
@@ -266,6 +272,9 @@ impl Fabric {
             nodes: Vec::new(),
             links: Vec::new(),
             endpoints: Vec::new(),
+            adapters: Vec::new(),
+            link_up: Vec::new(),
+            multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
@@ -367,6 +376,7 @@ impl Fabric {
         for hi in 0..fabric.hosts.len() {
             crate::enumerate::enumerate_host(&mut fabric, HostId(hi as u32))?;
         }
+        fabric.collect_adapters();
         Ok(fabric)
     }
 

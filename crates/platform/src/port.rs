@@ -37,6 +37,14 @@ pub enum AccessError {
         addr: BusAddr,
         access: &'static str,
     },
+    /// An NTB window address whose look-up-table entry is not valid (Unsupported Request).
+    #[error("NTB adapter {adapter}: no look-up-table entry translates {addr}")]
+    NtbNoTranslation { adapter: String, addr: BusAddr },
+    /// A read crossing an NTB by a requester the adapter's requester-id table does not know.
+    #[error(
+        "NTB adapter {adapter}: {requester} has no requester-id entry, so its read cannot complete"
+    )]
+    NtbNoRequesterId { adapter: String, requester: String },
     /// A link on the path is down; writes are dropped and reads return all-ones.
     #[error("link {link} is down")]
     LinkDown { link: String },
