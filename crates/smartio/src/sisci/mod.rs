@@ -1,0 +1,587 @@
+//! SISCI-shaped shared memory over NTBs (Paper V §3.3).
+//!
+//! A host creates a *local segment* in its RAM, *prepares* it on one of its NTB adapters and
+//! makes it *available*. Another host *connects* to it by the owner adapter's node id and the
+//! segment id, then *maps* it: the map takes look-up-table entries on the connecting host's
+//! adapter, and CPU loads and stores through it are timed transactions across the fabric.
+//!
+//! ```text
+//!   owner:      create_segment ─► prepare_segment(adapter) ─► set_available(adapter)
+//!   user:       connect_segment(adapter, node id, segment id) ─► map_remote ─► store / load
+//!   teardown:   unmap ─► disconnect_segment ─► (owner) remove_segment
+//! ```
+//!
+//! Every object is torn down explicitly, in that order: removing a segment that is still
+//! connected or mapped, or disconnecting one that is still mapped, is [`SciError::Busy`].
+//!
+//! One [`Sisci`] value stands for the SISCI drivers of all hosts (they would keep each other
+//! informed over the fabric); control operations take no virtual time, data operations do.
+
+mod error;
+mod interrupt;
+mod map;
+mod multicast;
+
+pub use error::SciError;
+pub use interrupt::{LocalDataInterrupt, RemoteDataInterrupt, MAX_PAYLOAD};
+pub use map::{LocalMap, RemoteMap, Sequence, SequenceStatus};
+
+use smartio_engine::Sim;
+use smartio_fabric::{AdapterId, ClusterNodeId, GroupId, HostId, LinkId, LutTarget, NtbMapping};
+use smartio_host::RamAllocator;
+use smartio_platform::{BusAddr, PhysAddr};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+/// Segment ids chosen automatically start here (explicit ids are usually small).
+pub const AUTO_ID_BASE: u32 = 0x8000_0000;
+
+/// Alignment of segment memory.
+pub const SEGMENT_ALIGN: u64 = 64 << 10;
+
+/// A segment in the creating host's RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalSegment {
+    /// Owning host.
+    pub host: HostId,
+    /// Segment id, unique per host.
+    pub id: u32,
+    /// Physical address of its memory.
+    pub phys: PhysAddr,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A connection to a segment of another host (or to a multicast group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteSegment {
+    /// Connection id.
+    pub id: u32,
+    /// The connecting host.
+    pub host: HostId,
+    /// The connecting host's adapter.
+    pub adapter: AdapterId,
+    /// What the connection reaches.
+    pub target: LutTarget,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// A change on the path of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentEvent {
+    /// A link on the path went down: the segment is unreachable.
+    ConnectionLost {
+        /// The link.
+        link: LinkId,
+    },
+    /// The path is whole again.
+    Operational,
+}
+
+#[derive(Debug)]
+struct SegmentState {
+    seg: LocalSegment,
+    prepared: BTreeSet<u32>,
+    available: BTreeSet<u32>,
+    connections: u32,
+    local_maps: u32,
+    groups: BTreeSet<(GroupId, AdapterId)>,
+}
+
+#[derive(Debug)]
+struct Connection {
+    /// The owner's segment (host, id) for a segment connection.
+    segment: Option<(HostId, u32)>,
+    /// Far-side bus address of byte 0 (the owner's memory as the owner adapter sees it).
+    remote_base: u64,
+    maps: u32,
+}
+
+#[derive(Debug)]
+struct MapState {
+    connection: u32,
+    mapping: NtbMapping,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    ram: Vec<RamAllocator>,
+    segments: BTreeMap<(HostId, u32), SegmentState>,
+    connections: BTreeMap<u32, Connection>,
+    maps: BTreeMap<u32, MapState>,
+    next_id: u32,
+    /// Transfer errors seen through each adapter (what sequences compare).
+    pub(crate) adapter_errors: Vec<u64>,
+    pub(crate) interrupts: interrupt::Interrupts,
+}
+
+/// The SISCI drivers of the cluster.
+#[derive(Debug, Clone)]
+pub struct Sisci {
+    sim: Sim,
+    state: Rc<RefCell<State>>,
+}
+
+impl Sisci {
+    /// The shared-memory service of the cluster simulated by `sim`.
+    pub fn new(sim: &Sim) -> Sisci {
+        let (ram, adapters) = {
+            let f = sim.fabric();
+            (
+                f.hosts()
+                    .iter()
+                    .map(|h| RamAllocator::new(&h.ram))
+                    .collect(),
+                f.adapters().len(),
+            )
+        };
+        Sisci {
+            sim: sim.clone(),
+            state: Rc::new(RefCell::new(State {
+                ram,
+                segments: BTreeMap::new(),
+                connections: BTreeMap::new(),
+                maps: BTreeMap::new(),
+                next_id: 1,
+                adapter_errors: vec![0; adapters],
+                interrupts: interrupt::Interrupts::default(),
+            })),
+        }
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    fn host_name(&self, host: HostId) -> String {
+        self.sim.fabric().host(host).name.clone()
+    }
+
+    /// Adapter `number` of `host`.
+    pub fn adapter(&self, host: HostId, number: u32) -> Result<AdapterId, SciError> {
+        self.sim
+            .fabric()
+            .host_adapter(host, number)
+            .ok_or_else(|| SciError::UnknownAdapter {
+                host: self.host_name(host),
+                number,
+            })
+    }
+
+    /// The node id of adapter `number` of `host` (what other hosts connect to).
+    pub fn node_id(&self, host: HostId, number: u32) -> Result<ClusterNodeId, SciError> {
+        let a = self.adapter(host, number)?;
+        Ok(self.sim.fabric().adapter(a).node_id)
+    }
+
+    fn next_id(&self) -> u32 {
+        let mut st = self.state.borrow_mut();
+        st.next_id += 1;
+        st.next_id
+    }
+
+    /// Creates a segment of `size` bytes in `host`'s RAM, with id `id` or the lowest free
+    /// automatic id. The memory reads as zeroes.
+    pub fn create_segment(
+        &self,
+        host: HostId,
+        id: Option<u32>,
+        size: u64,
+    ) -> Result<LocalSegment, SciError> {
+        let mut st = self.state.borrow_mut();
+        let id = match id {
+            Some(id) if st.segments.contains_key(&(host, id)) => {
+                return Err(SciError::SegmentIdInUse {
+                    host: self.host_name(host),
+                    id,
+                })
+            }
+            Some(id) => id,
+            None => (AUTO_ID_BASE..)
+                .find(|i| !st.segments.contains_key(&(host, *i)))
+                .unwrap_or(AUTO_ID_BASE),
+        };
+        let phys = st.ram[host.index()]
+            .alloc(size, SEGMENT_ALIGN)
+            .map_err(|source| SciError::Memory {
+                host: self.host_name(host),
+                source,
+            })?;
+        let seg = LocalSegment {
+            host,
+            id,
+            phys: PhysAddr(phys),
+            size,
+        };
+        // Fresh memory reads as zeroes even if an earlier segment used it.
+        self.sim
+            .poke_memory(host, seg.phys, &vec![0u8; size as usize]);
+        st.segments.insert(
+            (host, id),
+            SegmentState {
+                seg,
+                prepared: BTreeSet::new(),
+                available: BTreeSet::new(),
+                connections: 0,
+                local_maps: 0,
+                groups: BTreeSet::new(),
+            },
+        );
+        Ok(seg)
+    }
+
+    fn with_segment<R>(
+        &self,
+        seg: &LocalSegment,
+        f: impl FnOnce(&mut SegmentState) -> Result<R, SciError>,
+    ) -> Result<R, SciError> {
+        let mut st = self.state.borrow_mut();
+        let s = st
+            .segments
+            .get_mut(&(seg.host, seg.id))
+            .filter(|s| s.seg == *seg)
+            .ok_or_else(|| SciError::Stale(format!("segment {}", seg.id)))?;
+        f(s)
+    }
+
+    /// Makes the segment reachable through adapter `adapter` of its host (with the host IOMMU
+    /// on, maps it for the adapter).
+    pub fn prepare_segment(&self, seg: &LocalSegment, adapter: u32) -> Result<(), SciError> {
+        let aid = self.adapter(seg.host, adapter)?;
+        if self.with_segment(seg, |s| Ok(s.prepared.contains(&adapter)))? {
+            return Ok(());
+        }
+        self.iommu_expose(seg, aid, true)?;
+        self.with_segment(seg, |s| {
+            s.prepared.insert(adapter);
+            Ok(())
+        })
+    }
+
+    /// With the owner's IOMMU on, the far adapter's requests are translated in its domain:
+    /// give (or take away) the segment's pages there, at their physical addresses.
+    fn iommu_expose(&self, seg: &LocalSegment, aid: AdapterId, map: bool) -> Result<(), SciError> {
+        let host = self.host_name(seg.host);
+        self.sim.with_fabric_mut(|f| {
+            let ep = f.adapter(aid).endpoint;
+            let iommu = f.iommu_mut(seg.host);
+            if !iommu.enabled() {
+                return Ok(());
+            }
+            let err = |e: smartio_fabric::IommuError| SciError::Iommu {
+                host: host.clone(),
+                message: e.to_string(),
+            };
+            let domain = match iommu.domain_of(ep) {
+                Some(d) => d,
+                None => {
+                    let d = iommu.create_domain().map_err(err)?;
+                    iommu.attach(ep, d).map_err(err)?;
+                    d
+                }
+            };
+            let len = seg.size.next_multiple_of(4096);
+            let iova = BusAddr(seg.phys.get());
+            if map {
+                iommu.map(domain, iova, seg.phys, len, true).map_err(err)
+            } else {
+                iommu.unmap(domain, iova, len).map_err(err)
+            }
+        })
+    }
+
+    /// Lets other hosts connect through adapter `adapter` (it must be prepared there).
+    pub fn set_available(&self, seg: &LocalSegment, adapter: u32) -> Result<(), SciError> {
+        let host = self.host_name(seg.host);
+        self.with_segment(seg, |s| {
+            if !s.prepared.contains(&adapter) {
+                return Err(SciError::NotPrepared {
+                    host,
+                    id: s.seg.id,
+                    adapter,
+                });
+            }
+            s.available.insert(adapter);
+            Ok(())
+        })
+    }
+
+    /// Refuses new connections through `adapter`; existing ones keep working.
+    pub fn set_unavailable(&self, seg: &LocalSegment, adapter: u32) -> Result<(), SciError> {
+        self.with_segment(seg, |s| {
+            s.available.remove(&adapter);
+            Ok(())
+        })
+    }
+
+    /// Frees the segment. Fails with [`SciError::Busy`] while it is connected, mapped locally
+    /// or receiving a multicast group.
+    pub fn remove_segment(&self, seg: &LocalSegment) -> Result<(), SciError> {
+        let prepared = self.with_segment(seg, |s| {
+            if s.connections > 0 || s.local_maps > 0 || !s.groups.is_empty() {
+                return Err(SciError::Busy {
+                    what: format!("segment {}", s.seg.id),
+                    users: format!(
+                        "{} connections, {} local maps, {} multicast groups",
+                        s.connections,
+                        s.local_maps,
+                        s.groups.len()
+                    ),
+                });
+            }
+            Ok(s.prepared.clone())
+        })?;
+        for adapter in prepared {
+            let aid = self.adapter(seg.host, adapter)?;
+            self.iommu_expose(seg, aid, false)?;
+        }
+        let mut st = self.state.borrow_mut();
+        st.segments.remove(&(seg.host, seg.id));
+        st.ram[seg.host.index()]
+            .free(seg.phys.get())
+            .map_err(|source| SciError::Memory {
+                host: self.host_name(seg.host),
+                source,
+            })
+    }
+
+    /// Connects `host`, through its adapter `adapter`, to segment `segment_id` of the host
+    /// behind node id `node_id`.
+    pub fn connect_segment(
+        &self,
+        host: HostId,
+        adapter: u32,
+        node_id: ClusterNodeId,
+        segment_id: u32,
+    ) -> Result<RemoteSegment, SciError> {
+        let local = self.adapter(host, adapter)?;
+        let (far, far_host, far_number, path) = {
+            let f = self.sim.fabric();
+            let far = f
+                .adapter_by_node_id(node_id)
+                .ok_or(SciError::UnknownNodeId(node_id))?;
+            let a = f.adapter(far);
+            (far, a.host, a.number, f.cable_path(local, far))
+        };
+        if path.is_none() {
+            let f = self.sim.fabric();
+            return Err(smartio_fabric::NtbError::NoPath {
+                from: f.adapter_name(local),
+                to: f.adapter_name(far),
+            }
+            .into());
+        }
+        let id = self.next_id();
+        let mut st = self.state.borrow_mut();
+        let s = st
+            .segments
+            .get_mut(&(far_host, segment_id))
+            .ok_or_else(|| SciError::NoSuchSegment {
+                node_id,
+                host: self.host_name(far_host),
+                id: segment_id,
+            })?;
+        if !s.available.contains(&far_number) {
+            return Err(SciError::NotAvailable {
+                node_id,
+                host: self.host_name(far_host),
+                id: segment_id,
+            });
+        }
+        s.connections += 1;
+        let remote = RemoteSegment {
+            id,
+            host,
+            adapter: local,
+            target: LutTarget::Adapter(far),
+            size: s.seg.size,
+        };
+        let remote_base = s.seg.phys.get();
+        st.connections.insert(
+            id,
+            Connection {
+                segment: Some((far_host, segment_id)),
+                remote_base,
+                maps: 0,
+            },
+        );
+        Ok(remote)
+    }
+
+    /// Ends a connection. Fails with [`SciError::Busy`] while it is mapped.
+    pub fn disconnect_segment(&self, remote: &RemoteSegment) -> Result<(), SciError> {
+        let mut st = self.state.borrow_mut();
+        let c = st
+            .connections
+            .get(&remote.id)
+            .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
+        if c.maps > 0 {
+            return Err(SciError::Busy {
+                what: format!("connection {}", remote.id),
+                users: format!("{} maps", c.maps),
+            });
+        }
+        let segment = c.segment;
+        st.connections.remove(&remote.id);
+        if let Some(key) = segment {
+            if let Some(s) = st.segments.get_mut(&key) {
+                s.connections -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps `size` bytes of a connected segment from `offset` for the connecting host's CPU.
+    /// Takes look-up-table entries on the host's adapter; fails when the table is full.
+    pub fn map_remote(
+        &self,
+        remote: &RemoteSegment,
+        offset: u64,
+        size: u64,
+    ) -> Result<RemoteMap, SciError> {
+        let base = {
+            let st = self.state.borrow();
+            let c = st
+                .connections
+                .get(&remote.id)
+                .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
+            c.remote_base
+        };
+        if offset.checked_add(size).is_none_or(|end| end > remote.size) || size == 0 {
+            return Err(SciError::OutOfRange {
+                what: "segment",
+                offset,
+                len: size,
+                size: remote.size,
+            });
+        }
+        let mapping = self
+            .sim
+            .with_fabric_mut(|f| f.ntb_map(remote.adapter, remote.target, base + offset, size))?;
+        let id = self.next_id();
+        let mut st = self.state.borrow_mut();
+        if let Some(c) = st.connections.get_mut(&remote.id) {
+            c.maps += 1;
+        }
+        st.maps.insert(
+            id,
+            MapState {
+                connection: remote.id,
+                mapping,
+            },
+        );
+        Ok(RemoteMap::new(self.clone(), id, *remote, mapping))
+    }
+
+    /// Removes a map and frees its look-up-table entries.
+    pub fn unmap(&self, map: &RemoteMap) -> Result<(), SciError> {
+        let m = self
+            .state
+            .borrow_mut()
+            .maps
+            .remove(&map.id())
+            .ok_or_else(|| SciError::Stale(format!("map {}", map.id())))?;
+        self.sim.with_fabric_mut(|f| f.ntb_unmap(&m.mapping))?;
+        if let Some(c) = self.state.borrow_mut().connections.get_mut(&m.connection) {
+            c.maps -= 1;
+        }
+        Ok(())
+    }
+
+    /// Maps a local segment for its own host's CPU.
+    pub fn map_local(&self, seg: &LocalSegment) -> Result<LocalMap, SciError> {
+        self.with_segment(seg, |s| {
+            s.local_maps += 1;
+            Ok(())
+        })?;
+        Ok(LocalMap::new(self.clone(), *seg))
+    }
+
+    /// Removes a local map.
+    pub fn unmap_local(&self, map: &LocalMap) -> Result<(), SciError> {
+        self.with_segment(&map.segment(), |s| {
+            s.local_maps = s.local_maps.saturating_sub(1);
+            Ok(())
+        })
+    }
+
+    pub(crate) fn is_mapped(&self, map_id: u32) -> bool {
+        self.state.borrow().maps.contains_key(&map_id)
+    }
+
+    pub(crate) fn count_error(&self, adapter: AdapterId) {
+        if let Some(e) = self
+            .state
+            .borrow_mut()
+            .adapter_errors
+            .get_mut(adapter.index())
+        {
+            *e += 1;
+        }
+    }
+
+    pub(crate) fn errors(&self, adapter: AdapterId) -> u64 {
+        self.state
+            .borrow()
+            .adapter_errors
+            .get(adapter.index())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The links between a connection's adapter and what it reaches.
+    fn path_links(&self, remote: &RemoteSegment) -> Vec<LinkId> {
+        let f = self.sim.fabric();
+        match remote.target {
+            LutTarget::Adapter(far) => f
+                .cable_path(remote.adapter, far)
+                .map(|h| h.iter().map(|h| h.link).collect())
+                .unwrap_or_default(),
+            LutTarget::Multicast(_) => f.adapter(remote.adapter).cable.into_iter().collect(),
+        }
+    }
+
+    /// Whether every link between the connection's adapter and its target is up.
+    pub fn path_up(&self, remote: &RemoteSegment) -> bool {
+        let links = self.path_links(remote);
+        let f = self.sim.fabric();
+        links.iter().all(|&l| f.link_is_up(l))
+    }
+
+    /// Waits for the next change on the connection's path after the first `seen` link events
+    /// of the cluster; returns the event and how many link events have now been seen.
+    pub async fn next_event(
+        &self,
+        remote: &RemoteSegment,
+        mut seen: usize,
+    ) -> (SegmentEvent, usize) {
+        let links = self.path_links(remote);
+        loop {
+            let e = self.sim.next_link_event(seen).await;
+            seen += 1;
+            if !links.contains(&e.link) {
+                continue;
+            }
+            let event = if e.up {
+                if self.path_up(remote) {
+                    SegmentEvent::Operational
+                } else {
+                    continue;
+                }
+            } else {
+                SegmentEvent::ConnectionLost { link: e.link }
+            };
+            return (event, seen);
+        }
+    }
+
+    /// Look-up-table entries in use on an adapter, and its size.
+    pub fn lut_usage(&self, adapter: AdapterId) -> (usize, usize) {
+        let f = self.sim.fabric();
+        let a = f.adapter(adapter);
+        (a.lut_used(), a.lut().len())
+    }
+}
