@@ -389,6 +389,9 @@ impl Core {
         data: Vec<u8>,
         start: SimTime,
     ) -> u32 {
+        let path_links = segments
+            .first()
+            .map_or(1, |s| s.path.forward.len().max(1));
         let txn = Box::new(Txn {
             kind,
             requester,
@@ -405,8 +408,10 @@ impl Core {
             result: None,
             scheduled: None,
             detached: false,
+            // Flow control is per link: every link on the path buffers its own share of
+            // posted TLPs, so a longer path holds more of them in flight.
             window: match kind {
-                TxnKind::Write => self.timing.posted_credits,
+                TxnKind::Write => self.timing.posted_credits * path_links,
                 TxnKind::Read => usize::MAX,
             },
         });

@@ -1,11 +1,19 @@
 //! Workloads that run on an emulated cluster and measure it: the DMA bandwidth test (the
-//! papers' `bandwidthTest`) and the engine's own speed.
+//! papers' `bandwidthTest`), ping-pong and remote-store throughput over NTB-mapped segments,
+//! and the engine's own speed.
 
 #![forbid(unsafe_code)]
 
 pub mod dma_bench;
 pub mod engine_bench;
+pub mod pingpong;
+pub mod pio_bench;
+mod shm;
 mod stats;
 
 pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
+pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
+pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
+pub use shm::ShmError;
+pub use stats::LatencySummary;

@@ -1,0 +1,78 @@
+//! Ping-pong between two hosts' CPUs through NTB-mapped segments, like the papers' ping-pong
+//! and Linux `ntb_pingpong`: host A stores a counter into B's segment; B polls its own memory,
+//! sees it and stores it back into A's segment; A polls and sees the echo. The round trip is
+//! timed at A from its store to the load that sees the echo.
+
+use crate::shm::{find_host, pair, ShmError};
+use crate::stats::LatencySummary;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_platform::Clock;
+use smartio_smartio::sisci::Sisci;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct PingPongConfig {
+    /// The host that pings.
+    pub from: String,
+    /// The host that echoes.
+    pub to: String,
+    /// Round trips.
+    pub iterations: u32,
+}
+
+/// Round-trip times.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PingPongResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Pinging host.
+    pub from: String,
+    /// Echoing host.
+    pub to: String,
+    /// Round trips measured.
+    pub iterations: u32,
+    /// Round-trip time in nanoseconds.
+    pub rtt_ns: LatencySummary,
+}
+
+/// Runs the ping-pong on `cluster`.
+pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongResult, ShmError> {
+    let a = find_host(cluster, &config.from)?;
+    let b = find_host(cluster, &config.to)?;
+    if a == b {
+        return Err(ShmError::SameHost(config.from.clone()));
+    }
+    let sci = Sisci::new(&cluster.sim);
+    let (ping, pong) = pair(&sci, a, b, 4096)?;
+    let n = config.iterations.max(1) as u64;
+    let samples = Rc::new(RefCell::new(Vec::with_capacity(n as usize)));
+
+    let out = samples.clone();
+    let cpu = cluster.sim.cpu(a);
+    cluster.sim.spawn(async move {
+        for i in 1..=n {
+            let t0 = cpu.now();
+            let _ = ping.remote.store(0, &i.to_le_bytes()).await;
+            let _ = ping.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;
+            out.borrow_mut().push(cpu.now().since(t0).as_ps());
+        }
+    });
+    cluster.sim.spawn(async move {
+        for i in 1..=n {
+            let _ = pong.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;
+            let _ = pong.remote.store(0, &i.to_le_bytes()).await;
+        }
+    });
+    cluster.sim.run();
+    let samples = samples.borrow();
+    Ok(PingPongResult {
+        scenario: cluster.sim.fabric().name.clone(),
+        from: config.from.clone(),
+        to: config.to.clone(),
+        iterations: samples.len() as u32,
+        rtt_ns: LatencySummary::from_ps(&samples),
+    })
+}
