@@ -134,7 +134,10 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Topo { scenario, json } => {
-            let fabric = smartio_cluster::load_fabric(&scenario).map_err(|e| e.to_string())?;
+            let mut fabric = smartio_cluster::load_fabric(&scenario).map_err(|e| e.to_string())?;
+            // Table sizes as the simulations see them (calibration fills what the scenario
+            // leaves out).
+            calibration.configure_fabric(&mut fabric);
             let report = fabric.report();
             if json {
                 println!(

@@ -1,7 +1,7 @@
 //! Text rendering of reports: trees like `lspci -tv`, address maps, result tables.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use smartio_fabric::report::{TopologyReport, TreeNode};
+use smartio_fabric::report::{AdapterReport, TopologyReport, TreeNode};
 use smartio_fabric::units::format_size;
 use smartio_workloads::DmaSample;
 use std::fmt::Write;
@@ -44,7 +44,65 @@ pub fn topology(report: &TopologyReport) -> String {
             let _ = writeln!(out, "  {} <=> {} ({})", c.a, c.b, c.link);
         }
     }
+    if !report.adapters.is_empty() {
+        let _ = writeln!(out, "\nNTB adapters:\n{}", adapter_table(&report.adapters));
+        let _ = writeln!(
+            out,
+            "multicast groups: {}/{} used",
+            report.multicast_groups.used, report.multicast_groups.limit
+        );
+    }
     out
+}
+
+/// Every NTB adapter with its node id, window, table usage and cable.
+pub fn adapter_table(adapters: &[AdapterReport]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "node id",
+        "adapter",
+        "chip",
+        "window",
+        "LUT",
+        "requester ids",
+        "cable",
+    ]);
+    for a in adapters {
+        let window = if a.window_size == 0 {
+            "none".to_string()
+        } else {
+            format!("{} @ {:#x}", format_size(a.window_size), a.window_base)
+        };
+        let cable = match &a.cable {
+            None => "not connected".to_string(),
+            Some(c) => format!(
+                "{}{}, {}",
+                c.peer,
+                if c.peer_kind == "cluster-switch" {
+                    " (switch)"
+                } else {
+                    ""
+                },
+                if c.up { "up" } else { "down" }
+            ),
+        };
+        t.add_row(vec![
+            a.node_id.to_string(),
+            format!("{} #{}", a.name, a.adapter),
+            a.chip.clone(),
+            window,
+            format!(
+                "{}/{} × {}",
+                a.lut_used,
+                a.lut_entries,
+                format_size(a.entry_size)
+            ),
+            format!("{}/{}", a.requester_ids_used, a.requester_ids),
+            cable,
+        ]);
+    }
+    t
 }
 
 fn tree(out: &mut String, node: &TreeNode, prefix: &str, last: bool, root: bool) {

@@ -130,3 +130,110 @@ fn bench_engine_reports_tlp_arrivals_per_second() {
     assert!(v["tlp_arrivals_per_s"].as_f64().is_some_and(|x| x > 0.0));
     assert!(v["tlp_arrivals"].as_u64().is_some_and(|x| x > 100_000));
 }
+
+#[test]
+fn topo_lists_back_to_back_adapters_with_node_ids_and_empty_look_up_tables() {
+    let (ok, text, err) = smartio(&["topo", "--scenario", "back-to-back"]);
+    assert!(ok, "{err}");
+    let table = text
+        .split("NTB adapters:")
+        .nth(1)
+        .expect("an NTB adapters table");
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{table}"))
+            .to_string()
+    };
+    let borrower = row("borrower.ntb0 #0");
+    let lender = row("lender.ntb0 #0");
+    assert!(
+        borrower.contains(" 4 ") && lender.contains(" 8 "),
+        "{table}"
+    );
+    for r in [&borrower, &lender] {
+        assert!(
+            r.contains("0/64") && r.contains("2/32") && r.contains("up"),
+            "{r}"
+        );
+    }
+    assert!(borrower.contains("lender.ntb0"), "{borrower}");
+    assert!(text.contains("multicast groups: 0/64"), "{text}");
+}
+
+#[test]
+fn topo_json_lists_every_cascade_adapter_once_with_unique_node_ids() {
+    let args = ["topo", "--scenario", "cascade-60", "--json"];
+    let (ok, first, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let (_, second, _) = smartio(&args);
+    assert_eq!(first, second);
+    let v: serde_json::Value = serde_json::from_str(&first).expect("valid JSON");
+    let adapters = v["adapters"].as_array().expect("adapters");
+    assert_eq!(adapters.len(), 60);
+    let mut ids: Vec<u64> = adapters
+        .iter()
+        .map(|a| a["node_id"].as_u64().expect("node_id"))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 60);
+    assert!(ids.iter().all(|id| id % 4 == 0 && *id > 0), "{ids:?}");
+    for a in adapters {
+        for key in [
+            "adapter",
+            "window_base",
+            "window_size",
+            "entry_size",
+            "lut_used",
+            "lut_entries",
+            "requester_ids_used",
+            "requester_ids",
+        ] {
+            assert!(a[key].is_number(), "missing {key} in {a}");
+        }
+        for key in ["host", "name", "chip"] {
+            assert!(a[key].is_string(), "missing {key} in {a}");
+        }
+        assert_eq!(a["lut_entries"], 64);
+        assert_eq!(a["requester_ids_used"], 2);
+        let cable = &a["cable"];
+        assert_eq!(cable["peer_kind"], "cluster-switch", "{a}");
+        assert!(cable["peer"].as_str().is_some_and(|p| p.starts_with("sub")));
+        assert_eq!(cable["up"], true);
+    }
+    assert_eq!(v["multicast_groups"]["used"], 0);
+    assert!(v["multicast_groups"]["limit"]
+        .as_u64()
+        .is_some_and(|l| l > 0));
+}
+
+#[test]
+fn topo_takes_table_sizes_from_the_calibration() {
+    let default = include_str!("../../../calibration/default.toml");
+    let line = default
+        .lines()
+        .find(|l| l.starts_with("lut_entries = { value = 64"))
+        .expect("PEX8733 lut_entries in the default calibration");
+    let changed = default.replace(line, &line.replace("value = 64", "value = 16"));
+    let dir = std::env::temp_dir().join(format!("smartio-cli-cal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("cal.toml");
+    std::fs::write(&path, changed).expect("write");
+    let p = path.to_string_lossy().into_owned();
+    let (ok, json, err) = smartio(&[
+        "--calibration",
+        &p,
+        "topo",
+        "--scenario",
+        "back-to-back",
+        "--json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    for a in v["adapters"].as_array().expect("adapters") {
+        assert_eq!(a["lut_entries"], 16, "{a}");
+    }
+}

@@ -389,9 +389,7 @@ impl Core {
         data: Vec<u8>,
         start: SimTime,
     ) -> u32 {
-        let path_links = segments
-            .first()
-            .map_or(1, |s| s.path.forward.len().max(1));
+        let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
         let txn = Box::new(Txn {
             kind,
             requester,

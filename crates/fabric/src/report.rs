@@ -1,6 +1,7 @@
 //! A serializable picture of an enumerated fabric: what `smartio topo` prints.
 
 use crate::ids::HostId;
+use crate::ntb::{AdapterId, ClusterNodeId, NtbAdapter};
 use crate::topology::{BridgeRole, Fabric, LinkKind, NodeKind};
 use crate::units::format_size;
 use serde::Serialize;
@@ -18,6 +19,10 @@ pub struct TopologyReport {
     pub cluster_switches: Vec<ClusterSwitchReport>,
     /// NTB cables.
     pub cables: Vec<CableReport>,
+    /// Every NTB adapter in the cluster, in node-id order.
+    pub adapters: Vec<AdapterReport>,
+    /// Multicast groups of the cluster switches.
+    pub multicast_groups: MulticastReport,
 }
 
 /// One host's tree and address map.
@@ -89,6 +94,61 @@ pub struct CableReport {
     pub link: String,
 }
 
+/// One NTB adapter: where it sits, its window and how full its tables are.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterReport {
+    /// Cluster-wide node id (4, 8, 12, ...).
+    pub node_id: ClusterNodeId,
+    /// Its host.
+    pub host: String,
+    /// Adapter number within the host.
+    pub adapter: u32,
+    /// Qualified name (`host.component`).
+    pub name: String,
+    /// Chip model.
+    pub chip: String,
+    /// Bus address of the window BAR in the host.
+    pub window_base: u64,
+    /// Window size in bytes.
+    pub window_size: u64,
+    /// Bytes each look-up-table entry translates.
+    pub entry_size: u64,
+    /// Valid look-up-table entries.
+    pub lut_used: usize,
+    /// Look-up-table size.
+    pub lut_entries: usize,
+    /// Requester-id entries in use (the CPU's reserved ones included).
+    pub requester_ids_used: usize,
+    /// Requester-id table size.
+    pub requester_ids: usize,
+    /// The adapter's cable, `None` when it is not connected.
+    pub cable: Option<AdapterCableReport>,
+}
+
+/// Where an adapter's cable leads.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterCableReport {
+    /// The cable's name (`a -> b`).
+    pub name: String,
+    /// Generation and width.
+    pub link: String,
+    /// Whether the cable is up.
+    pub up: bool,
+    /// The node at the far end: an adapter (`host.component`) or a cluster switch.
+    pub peer: String,
+    /// `ntb` or `cluster-switch`.
+    pub peer_kind: String,
+}
+
+/// Multicast group usage.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MulticastReport {
+    /// Groups in use.
+    pub used: usize,
+    /// Groups the switches support.
+    pub limit: u32,
+}
+
 impl Fabric {
     /// A snapshot of the topology for printing.
     pub fn report(&self) -> TopologyReport {
@@ -119,6 +179,51 @@ impl Fabric {
                     link: l.spec.to_string(),
                 })
                 .collect(),
+            adapters: self
+                .adapters()
+                .iter()
+                .enumerate()
+                .map(|(i, a)| self.adapter_report(AdapterId(i as u32), a))
+                .collect(),
+            multicast_groups: MulticastReport {
+                used: self.multicast().used(),
+                limit: self.multicast().limit(),
+            },
+        }
+    }
+
+    fn adapter_report(&self, id: AdapterId, a: &NtbAdapter) -> AdapterReport {
+        let cable = a.cable.map(|link| {
+            let l = &self.links[link.index()];
+            let far = if l.a == a.node { l.b } else { l.a };
+            let peer = &self.nodes[far.index()];
+            AdapterCableReport {
+                name: l.name.clone(),
+                link: l.spec.to_string(),
+                up: self.link_is_up(link),
+                peer: peer.name.clone(),
+                peer_kind: match peer.kind {
+                    NodeKind::ClusterSwitch { .. } => "cluster-switch",
+                    NodeKind::Ntb { .. } => "ntb",
+                    _ => "other",
+                }
+                .into(),
+            }
+        });
+        AdapterReport {
+            node_id: a.node_id,
+            host: self.hosts[a.host.index()].name.clone(),
+            adapter: a.number,
+            name: self.adapter_name(id),
+            chip: a.chip.clone(),
+            window_base: a.window.start,
+            window_size: a.window.end - a.window.start,
+            entry_size: a.entry_size,
+            lut_used: a.lut_used(),
+            lut_entries: a.lut().len(),
+            requester_ids_used: a.requester_ids_used(),
+            requester_ids: a.requester_ids(),
+            cable,
         }
     }
 

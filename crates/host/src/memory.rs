@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn exhaustion_is_an_error_and_freeing_merges_back() {
-        let mut ram = RamAllocator::new(&[0..RESERVED_LOW + (1 << 20)]);
+        let mut ram = RamAllocator::new(std::slice::from_ref(&(0..RESERVED_LOW + (1 << 20))));
         let total = ram.free_bytes();
         let a = ram.alloc(1 << 19, PAGE).expect("half");
         let b = ram.alloc(1 << 19, PAGE).expect("other half");
@@ -166,7 +166,7 @@ mod tests {
         fn random_alloc_free_keeps_ranges_disjoint_and_accounted(
             ops in proptest::collection::vec((1u64..200_000, 0u32..6, any::<bool>()), 1..60)
         ) {
-            let mut ram = RamAllocator::new(&[0..RESERVED_LOW + (16 << 20)]);
+            let mut ram = RamAllocator::new(std::slice::from_ref(&(0..RESERVED_LOW + (16 << 20))));
             let total = ram.free_bytes();
             let mut live: Vec<(u64, u64)> = Vec::new();
             for (size, align_log, free_one) in ops {

@@ -9,6 +9,7 @@ pub mod engine_bench;
 pub mod pingpong;
 pub mod pio_bench;
 mod shm;
+pub mod shm_demo;
 mod stats;
 
 pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
@@ -16,4 +17,5 @@ pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use shm::ShmError;
+pub use shm_demo::{shm_demo, ShmDemoReport};
 pub use stats::LatencySummary;

@@ -90,3 +90,19 @@ fn remote_stores_approach_the_link_rate_for_large_blocks() {
         bw[2]
     );
 }
+
+#[test]
+fn the_demo_walk_shows_the_message_arriving_and_one_entry_taken() {
+    let cal = Calibration::default_embedded();
+    let cluster = Cluster::new("back-to-back", &cal).expect("loads");
+    let r = smartio_workloads::shm_demo(&cluster, "borrower", "lender").expect("runs");
+    assert_eq!(r.read_by_owner, r.message);
+    assert_eq!((r.lut_before, r.lut_after, r.lut_entries), (0, 1, 64));
+    assert_eq!(r.owner_node_id, 8);
+    assert!(
+        (r.window_base..r.window_base + r.window_bytes).contains(&r.mapped_bus_addr),
+        "{r:?}"
+    );
+    assert_eq!(r.entry_bytes, r.window_bytes / 64);
+    assert!(r.store_to_seen_ns > 500.0, "{r:?}");
+}
