@@ -12,7 +12,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Parser, Subcommand, ValueEnum};
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_engine::Calibration;
-use smartio_workloads::{bench_dma, bench_engine, DmaBenchConfig, DmaDirection};
+use smartio_workloads::{
+    bench_dma, bench_engine, bench_pio, pingpong, shm_demo, DmaBenchConfig, DmaDirection,
+    PingPongConfig, PioBenchConfig,
+};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -47,6 +50,24 @@ enum Command {
         #[command(subcommand)]
         bench: Bench,
     },
+    /// Round-trip latency between two hosts' CPUs through NTB-mapped segments.
+    Pingpong {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// The host that pings.
+        #[arg(long)]
+        from: String,
+        /// The host that echoes.
+        #[arg(long)]
+        to: String,
+        /// Round trips.
+        #[arg(long, default_value_t = 1000)]
+        iterations: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// A short tour on a shipped scenario.
     Demo,
 }
@@ -75,6 +96,31 @@ enum Bench {
         )]
         sizes: Vec<String>,
         /// Copies per size.
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remote-store (PIO) throughput: one host's CPU stores into another's segment.
+    Pio {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// The storing host.
+        #[arg(long)]
+        from: String,
+        /// The host owning the segment.
+        #[arg(long)]
+        to: String,
+        /// Block sizes, e.g. 64,4K,1M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "64,256,1K,4K,16K,64K,256K,1M,4M"
+        )]
+        sizes: Vec<String>,
+        /// Blocks per size.
         #[arg(long, default_value_t = 5)]
         repeat: u32,
         /// Print JSON.
@@ -225,6 +271,78 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Pingpong {
+            scenario,
+            from,
+            to,
+            iterations,
+            json,
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let config = PingPongConfig {
+                from,
+                to,
+                iterations,
+            };
+            let result = pingpong(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
+                    result.scenario, result.from, result.to, result.from, result.iterations
+                );
+                println!("{}", render::latency_table("round trip", &result.rtt_ns));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::Pio {
+                    scenario,
+                    from,
+                    to,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let sizes = sizes
+                .iter()
+                .map(|s| smartio_fabric::units::parse_size(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(bad) = sizes.iter().find(|&&s| s == 0) {
+                return Err(format!(
+                    "block size {bad} is not allowed; give sizes of 1 byte or more"
+                ));
+            }
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let config = PioBenchConfig {
+                from,
+                to,
+                sizes,
+                repeat,
+            };
+            let samples = bench_pio(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&samples).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "remote stores on {scenario}: {} CPU -> {} segment, {} repeats per size",
+                    config.from,
+                    config.to,
+                    repeat.max(1)
+                );
+                println!("{}", render::pio_table(&samples));
+            }
+            Ok(())
+        }
         Command::Demo => demo(&calibration),
     }
 }
@@ -283,6 +401,47 @@ fn demo(calibration: &Calibration) -> Result<(), String> {
             calibration.pcie.dllp_overhead_fraction.value * 100.0
         );
     }
-    println!("Next: `smartio topo --scenario back-to-back`, `smartio bench dma --scenario local-chassis-extra-hop`.");
+    println!();
+    shared_memory_demo(calibration)?;
+    println!("Next: `smartio topo --scenario back-to-back`, `smartio pingpong --scenario cluster-switch --from borrower --to lender`, `smartio bench dma --scenario local-chassis-extra-hop`.");
+    Ok(())
+}
+
+fn shared_memory_demo(calibration: &Calibration) -> Result<(), String> {
+    println!("Shared memory through an NTB — scenario back-to-back\n");
+    let cluster = Cluster::new("back-to-back", calibration).map_err(|e| e.to_string())?;
+    let r = shm_demo(&cluster, "borrower", "lender").map_err(|e| e.to_string())?;
+    let size = smartio_fabric::units::format_size;
+    println!(
+        "1. {} creates segment {} ({}) in its RAM at {:#x}, prepares it on adapter 0 (node id {}) and makes it available.",
+        r.owner, r.segment_id, size(r.segment_bytes), r.segment_phys, r.owner_node_id
+    );
+    println!(
+        "2. {} connects to node {} segment {} and maps it: its adapter's window is {} at {:#x}, split into {} look-up-table entries of {}.",
+        r.user, r.owner_node_id, r.segment_id, size(r.window_bytes), r.window_base, r.lut_entries, size(r.entry_bytes)
+    );
+    println!(
+        "   Look-up-table entries in use: {} before, {} after (of {}); requester ids in use: {} of {} (the CPU's reserved pair).",
+        r.lut_before, r.lut_after, r.lut_entries, r.requester_ids_used, r.requester_ids
+    );
+    println!(
+        "3. {}'s CPU stores {:?} at bus address {:#x} (inside its NTB window).",
+        r.user, r.message, r.mapped_bus_addr
+    );
+    println!(
+        "4. {} polls its own RAM and reads {:?}, {:.0} ns after the store.\n",
+        r.owner, r.read_by_owner, r.store_to_seen_ns
+    );
+    let pp = pingpong(
+        &Cluster::new("back-to-back", calibration).map_err(|e| e.to_string())?,
+        &PingPongConfig {
+            from: "borrower".into(),
+            to: "lender".into(),
+            iterations: 100,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    println!("Ping-pong borrower -> lender -> borrower, 100 round trips:");
+    println!("{}\n", render::latency_table("round trip", &pp.rtt_ns));
     Ok(())
 }

@@ -160,3 +160,36 @@ pub fn dma_table(samples: &[DmaSample]) -> Table {
     }
     t
 }
+
+/// A latency summary as a one-row table (nanoseconds).
+pub fn latency_table(what: &str, s: &smartio_workloads::LatencySummary) -> Table {
+    let mut t = Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
+    let ns = |v: f64| format!("{:.2} us", v / 1000.0);
+    t.add_row(vec![
+        what.to_string(),
+        ns(s.min),
+        ns(s.p50),
+        ns(s.p99),
+        ns(s.max),
+        ns(s.mean),
+    ]);
+    t
+}
+
+/// Remote-store throughput per block size.
+pub fn pio_table(samples: &[smartio_workloads::PioSample]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["block", "GB/s", "MiB/s", "time to owner"]);
+    for s in samples {
+        t.add_row(vec![
+            smartio_fabric::units::format_size(s.size_bytes),
+            format!("{:.3}", s.median_bytes_per_s / 1e9),
+            format!("{:.0}", s.median_bytes_per_s / (1 << 20) as f64),
+            format!("{:.2} us", s.median_ns / 1000.0),
+        ]);
+    }
+    t
+}

@@ -237,3 +237,92 @@ fn topo_takes_table_sizes_from_the_calibration() {
         assert_eq!(a["lut_entries"], 16, "{a}");
     }
 }
+
+#[test]
+fn pingpong_json_has_rtt_percentiles_and_is_byte_identical_across_runs() {
+    let args = [
+        "pingpong",
+        "--scenario",
+        "cluster-switch",
+        "--from",
+        "borrower",
+        "--to",
+        "lender2",
+        "--iterations",
+        "20",
+        "--json",
+    ];
+    let (ok, first, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let (_, second, _) = smartio(&args);
+    assert_eq!(first, second);
+    let v: serde_json::Value = serde_json::from_str(&first).expect("JSON");
+    assert_eq!(v["iterations"], 20);
+    for key in ["min", "p50", "p99", "max"] {
+        let ns = v["rtt_ns"][key].as_f64().expect("number");
+        assert!(ns > 1000.0 && ns < 20_000.0, "{key}: {ns}");
+    }
+    let (ok, _, err) = smartio(&[
+        "pingpong",
+        "--scenario",
+        "local-chassis",
+        "--from",
+        "local",
+        "--to",
+        "local",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("same host"), "{err}");
+}
+
+#[test]
+fn bench_pio_reports_throughput_per_block_size() {
+    let (ok, out, err) = smartio(&[
+        "bench",
+        "pio",
+        "--scenario",
+        "back-to-back",
+        "--from",
+        "borrower",
+        "--to",
+        "lender",
+        "--sizes",
+        "64,64K",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["size_bytes"], 65536);
+    assert!(rows[0]["median_bytes_per_s"].as_f64() < rows[1]["median_bytes_per_s"].as_f64());
+    let (ok, _, err) = smartio(&[
+        "bench",
+        "pio",
+        "--scenario",
+        "back-to-back",
+        "--from",
+        "borrower",
+        "--to",
+        "lender",
+        "--sizes",
+        "0",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("block size 0"), "{err}");
+}
+
+#[test]
+fn demo_shows_two_hosts_sharing_memory_through_the_ntb_window() {
+    let (ok, out, err) = smartio(&["demo"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Shared memory through an NTB"), "{out}");
+    assert!(out.contains("split into 64 look-up-table entries"), "{out}");
+    assert!(out.contains("0 before, 1 after (of 64)"), "{out}");
+    assert!(
+        out.contains("lender polls its own RAM and reads \"hello from borrower through the NTB\""),
+        "{out}"
+    );
+}
