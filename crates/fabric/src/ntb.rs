@@ -87,11 +87,15 @@ pub struct LutEntry {
     pub target: LutTarget,
     /// Far-side base address, aligned to the entry size.
     pub remote_base: u64,
+    /// The mapping that owns the entry (see [`NtbMapping::id`]).
+    pub mapping: u64,
 }
 
 /// A run of consecutive entries set up by one [`Fabric::ntb_map`] call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct NtbMapping {
+    /// Identity, unique within the fabric: a stale handle cannot remove newer entries.
+    pub id: u64,
     /// The adapter whose table holds it.
     pub adapter: AdapterId,
     /// First entry.
@@ -382,6 +386,7 @@ impl Fabric {
         if len == 0 {
             return Err(NtbError::Empty);
         }
+        self.adapter_checked(adapter)?;
         if let LutTarget::Adapter(far) = target {
             if far.index() >= self.adapters.len() {
                 return Err(NtbError::UnknownAdapter(far));
@@ -394,6 +399,8 @@ impl Fabric {
             }
         }
         let name = self.adapter_name(adapter);
+        self.next_mapping += 1;
+        let id = self.next_mapping;
         let a = self.adapter_checked(adapter)?;
         let size = a.entry_size;
         let base = remote - remote % size;
@@ -418,9 +425,11 @@ impl Fabric {
             a.lut[(first + k) as usize] = Some(LutEntry {
                 target,
                 remote_base: base + k as u64 * size,
+                mapping: id,
             });
         }
         Ok(NtbMapping {
+            id,
             adapter,
             first_entry: first,
             entries: needed,
@@ -437,7 +446,7 @@ impl Fabric {
         let valid = a
             .lut
             .get(range.clone())
-            .is_some_and(|r| r.iter().all(Option::is_some));
+            .is_some_and(|r| r.iter().all(|e| e.is_some_and(|e| e.mapping == mapping.id)));
         if !valid {
             return Err(NtbError::NotMapped {
                 adapter: name,

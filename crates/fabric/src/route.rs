@@ -441,13 +441,25 @@ impl Fabric {
             _ => return Err(unsupported),
         };
         limit = limit.min(g.size - offset);
+        // The sender's own cable carries every copy.
+        if let Some(cable) = self.adapters[from.index()].cable {
+            if !self.link_is_up(cable) {
+                return Err(RouteError::LinkDown {
+                    link: self.links[cable.index()].name.clone(),
+                });
+            }
+        }
         let mut branches = Vec::new();
         for m in g
             .members
             .iter()
             .filter(|m| m.adapter != from && offset < m.len)
         {
-            let Some(cable) = self.cable_path(from, m.adapter) else {
+            // A member behind a link that is down misses the write.
+            let Some(cable) = self
+                .cable_path(from, m.adapter)
+                .filter(|hops| hops.iter().all(|h| self.link_is_up(h.link)))
+            else {
                 continue;
             };
             let endpoint = self.adapters[m.adapter.index()].endpoint;

@@ -235,6 +235,8 @@ pub struct Fabric {
     pub(crate) link_up: Vec<bool>,
     /// Multicast groups of the cluster switches.
     pub(crate) multicast: crate::multicast::Multicast,
+    /// The last NTB mapping id handed out.
+    pub(crate) next_mapping: u64,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters.
@@ -275,6 +277,7 @@ impl Fabric {
             adapters: Vec::new(),
             link_up: Vec::new(),
             multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
+            next_mapping: 0,
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
