@@ -186,10 +186,7 @@ fn run(cli: Cli) -> Result<(), String> {
             calibration.configure_fabric(&mut fabric);
             let report = fabric.report();
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-                );
+                print_json(&report)?;
             } else {
                 print!("{}", render::topology(&report));
             }
@@ -207,10 +204,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     json,
                 },
         } => {
-            let sizes = sizes
-                .iter()
-                .map(|s| smartio_fabric::units::parse_size(s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let sizes = parse_sizes(&sizes)?;
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
             let host = match host {
                 Some(h) => h,
@@ -229,10 +223,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let samples = bench_dma(&cluster, &config).map_err(|e| e.to_string())?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&samples).map_err(|e| e.to_string())?
-                );
+                print_json(&samples)?;
             } else {
                 println!(
                     "DMA {} on {} ({}:{}), {} repeats per size",
@@ -256,10 +247,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let bytes = smartio_fabric::units::parse_size(&bytes)?;
             let result = bench_engine(&calibration, bytes).map_err(|e| e.to_string())?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
-                );
+                print_json(&result)?;
             } else {
                 println!(
                     "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
@@ -286,10 +274,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let result = pingpong(&cluster, &config).map_err(|e| e.to_string())?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
-                );
+                print_json(&result)?;
             } else {
                 println!(
                     "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
@@ -310,10 +295,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     json,
                 },
         } => {
-            let sizes = sizes
-                .iter()
-                .map(|s| smartio_fabric::units::parse_size(s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let sizes = parse_sizes(&sizes)?;
             if let Some(bad) = sizes.iter().find(|&&s| s == 0) {
                 return Err(format!(
                     "block size {bad} is not allowed; give sizes of 1 byte or more"
@@ -328,10 +310,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let samples = bench_pio(&cluster, &config).map_err(|e| e.to_string())?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&samples).map_err(|e| e.to_string())?
-                );
+                print_json(&samples)?;
             } else {
                 println!(
                     "remote stores on {scenario}: {} CPU -> {} segment, {} repeats per size",
@@ -345,6 +324,23 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Demo => demo(&calibration),
     }
+}
+
+/// Prints a result as pretty JSON.
+fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// Parses sizes like `4K,1M` given on the command line.
+fn parse_sizes(sizes: &[String]) -> Result<Vec<u64>, String> {
+    sizes
+        .iter()
+        .map(|s| smartio_fabric::units::parse_size(s))
+        .collect()
 }
 
 fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
