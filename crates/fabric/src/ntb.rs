@@ -305,6 +305,16 @@ impl Fabric {
         }
         self.adapters = adapters;
         self.link_up = vec![true; self.links.len()];
+        let n = self.adapters.len() as u32;
+        let mut paths = BTreeMap::new();
+        for from in (0..n).map(AdapterId) {
+            for to in (0..n).map(AdapterId).filter(|&t| t != from) {
+                if let Some(p) = self.search_cable_path(from, to) {
+                    paths.insert((from, to), p);
+                }
+            }
+        }
+        self.cable_paths = paths;
     }
 
     /// Sets table sizes from the calibration for every adapter whose scenario entry left them
@@ -523,8 +533,16 @@ impl Fabric {
 
     /// The hops from adapter `from` over cables (and cluster switches) to adapter `to`,
     /// shortest first; `None` if they are not connected. Adapters do not forward between
-    /// cables; cluster switches do.
+    /// cables; cluster switches do. (Computed once when the fabric is built.)
     pub fn cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
+        if from == to {
+            return self.adapters.get(from.index()).map(|_| Vec::new());
+        }
+        self.cable_paths.get(&(from, to)).cloned()
+    }
+
+    /// Breadth-first search for [`Fabric::cable_path`].
+    fn search_cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
         let start = self.adapters.get(from.index())?.node;
         let goal = self.adapters.get(to.index())?.node;
         if start == goal {

@@ -237,6 +237,11 @@ pub struct Fabric {
     pub(crate) multicast: crate::multicast::Multicast,
     /// The last NTB mapping id handed out.
     pub(crate) next_mapping: u64,
+    /// Cable paths between every connected pair of adapters.
+    pub(crate) cable_paths: std::collections::BTreeMap<
+        (crate::ntb::AdapterId, crate::ntb::AdapterId),
+        Vec<crate::route::Hop>,
+    >,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters.
@@ -278,6 +283,7 @@ impl Fabric {
             link_up: Vec::new(),
             multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
             next_mapping: 0,
+            cable_paths: std::collections::BTreeMap::new(),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
