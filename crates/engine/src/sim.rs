@@ -371,12 +371,17 @@ impl Agent {
         &self.sim
     }
 
-    /// Waits for interrupt `vector` on this agent's host (CPU agents), consuming one.
-    pub async fn interrupt(&self, vector: u32) {
-        let host = match self.requester {
+    /// The host this agent's requests start in.
+    fn host(&self) -> HostId {
+        match self.requester {
             Requester::Cpu(h) => h,
             Requester::Device(e) => self.sim.fabric().endpoint(e).host,
-        };
+        }
+    }
+
+    /// Waits for interrupt `vector` on this agent's host (CPU agents), consuming one.
+    pub async fn interrupt(&self, vector: u32) {
+        let host = self.host();
         std::future::poll_fn(|cx| {
             let mut core = self.sim.inner.core.borrow_mut();
             let line = core.irqs[host.index()].entry(vector).or_default();
@@ -390,16 +395,11 @@ impl Agent {
         })
         .await
     }
-}
 
-impl Agent {
     /// Waits for interrupt `vector` for at most `timeout`; `true` if it came (and was
     /// consumed), `false` on timeout.
     pub async fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> bool {
-        let host = match self.requester {
-            Requester::Cpu(h) => h,
-            Requester::Device(e) => self.sim.fabric().endpoint(e).host,
-        };
+        let host = self.host();
         let timer = {
             let mut core = self.sim.inner.core.borrow_mut();
             let at = core.now + timeout;
@@ -491,10 +491,7 @@ impl smartio_platform::Clock for Agent {
 
 impl smartio_platform::MemoryWatch for Agent {
     async fn written(&self, addr: PhysAddr, len: u64) {
-        let host = match self.requester {
-            Requester::Cpu(h) => h,
-            Requester::Device(e) => self.sim.fabric().endpoint(e).host,
-        };
+        let host = self.host();
         let mut registered = false;
         std::future::poll_fn(|cx| {
             if registered {

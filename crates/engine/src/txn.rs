@@ -61,30 +61,28 @@ impl Segment {
 
 /// `target` moved `delta` bytes on.
 fn shift(target: Target, delta: u64) -> Target {
-    {
-        match target {
-            Target::Memory { host, addr } => Target::Memory {
-                host,
-                addr: addr.offset(delta),
-            },
-            Target::Bar {
-                endpoint,
-                bar,
-                offset,
-            } => Target::Bar {
-                endpoint,
-                bar,
-                offset: offset + delta,
-            },
-            Target::Interrupt { host, addr } => Target::Interrupt {
-                host,
-                addr: addr.offset(delta),
-            },
-            Target::Multicast { group, offset } => Target::Multicast {
-                group,
-                offset: offset + delta,
-            },
-        }
+    match target {
+        Target::Memory { host, addr } => Target::Memory {
+            host,
+            addr: addr.offset(delta),
+        },
+        Target::Bar {
+            endpoint,
+            bar,
+            offset,
+        } => Target::Bar {
+            endpoint,
+            bar,
+            offset: offset + delta,
+        },
+        Target::Interrupt { host, addr } => Target::Interrupt {
+            host,
+            addr: addr.offset(delta),
+        },
+        Target::Multicast { group, offset } => Target::Multicast {
+            group,
+            offset: offset + delta,
+        },
     }
 }
 

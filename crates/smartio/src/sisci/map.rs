@@ -4,6 +4,7 @@
 //! store over a dead link is lost and a load returns all-ones; the adapter counts the error,
 //! and a [`Sequence`] started before the accesses reports it when checked.
 
+use super::error::check_range;
 use super::{LocalSegment, RemoteSegment, SciError, Sisci};
 use smartio_fabric::{AdapterId, NtbMapping};
 use smartio_platform::{BusAddr, MemoryWatch, Port};
@@ -76,17 +77,7 @@ impl RemoteMap {
         if !self.sci.is_mapped(self.id) {
             return Err(SciError::Stale(format!("map {}", self.id)));
         }
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > self.mapping.len)
-        {
-            return Err(SciError::OutOfRange {
-                what: "map",
-                offset,
-                len: len as u64,
-                size: self.mapping.len,
-            });
-        }
+        check_range("map", offset, len as u64, self.mapping.len)?;
         Ok(BusAddr(self.mapping.bus_addr + offset))
     }
 
@@ -157,17 +148,7 @@ impl LocalMap {
     }
 
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, SciError> {
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > self.seg.size)
-        {
-            return Err(SciError::OutOfRange {
-                what: "segment",
-                offset,
-                len: len as u64,
-                size: self.seg.size,
-            });
-        }
+        check_range("segment", offset, len as u64, self.seg.size)?;
         Ok(BusAddr(self.seg.phys.get() + offset))
     }
 

@@ -450,14 +450,16 @@ impl Sisci {
                 .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
             c.remote_base
         };
-        if offset.checked_add(size).is_none_or(|end| end > remote.size) || size == 0 {
+        if size == 0 {
+            // A map covers at least one byte.
             return Err(SciError::OutOfRange {
                 what: "segment",
                 offset,
-                len: size,
+                len: 0,
                 size: remote.size,
             });
         }
+        error::check_range("segment", offset, size, remote.size)?;
         let mapping = self
             .sim
             .with_fabric_mut(|f| f.ntb_map(remote.adapter, remote.target, base + offset, size))?;
