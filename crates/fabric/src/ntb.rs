@@ -303,6 +303,10 @@ impl Fabric {
             *number += 1;
             adapters.push(a);
         }
+        self.adapter_by_endpoint = vec![None; self.endpoints.len()];
+        for (i, a) in adapters.iter().enumerate() {
+            self.adapter_by_endpoint[a.endpoint.index()] = Some(AdapterId(i as u32));
+        }
         self.adapters = adapters;
         self.link_up = vec![true; self.links.len()];
         let n = self.adapters.len() as u32;
@@ -348,10 +352,10 @@ impl Fabric {
 
     /// The adapter of an NTB endpoint.
     pub fn adapter_of(&self, endpoint: EndpointId) -> Option<AdapterId> {
-        self.adapters
-            .iter()
-            .position(|a| a.endpoint == endpoint)
-            .map(|i| AdapterId(i as u32))
+        self.adapter_by_endpoint
+            .get(endpoint.index())
+            .copied()
+            .flatten()
     }
 
     /// The adapter with a cluster-wide node id.

@@ -237,6 +237,8 @@ pub struct Fabric {
     pub(crate) multicast: crate::multicast::Multicast,
     /// The last NTB mapping id handed out.
     pub(crate) next_mapping: u64,
+    /// The adapter of each endpoint (routing looks it up on every NTB crossing).
+    pub(crate) adapter_by_endpoint: Vec<Option<crate::ntb::AdapterId>>,
     /// Cable paths between every connected pair of adapters.
     pub(crate) cable_paths: std::collections::BTreeMap<
         (crate::ntb::AdapterId, crate::ntb::AdapterId),
@@ -283,6 +285,7 @@ impl Fabric {
             link_up: Vec::new(),
             multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
             next_mapping: 0,
+            adapter_by_endpoint: Vec::new(),
             cable_paths: std::collections::BTreeMap::new(),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
