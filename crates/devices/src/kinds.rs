@@ -63,20 +63,25 @@ fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), String> {
 pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
     match DeviceKind::parse(kind)? {
         DeviceKind::Nvme => {
-            check_params(
-                params,
-                &["profile", "backing", "queues", "namespaces", "cmb"],
-            )?;
+            let p = crate::nvme::NvmeParams::parse(params)?;
+            let mut bars = vec![BarSpec {
+                index: 0,
+                size: crate::nvme::controller::BAR0_SIZE,
+                kind: BarKind::Mem64,
+            }];
+            if p.cmb > 0 {
+                bars.push(BarSpec {
+                    index: crate::nvme::controller::CMB_BAR,
+                    size: p.cmb,
+                    kind: BarKind::Mem64Prefetch,
+                });
+            }
             Ok(EndpointLayout {
                 vendor_id: 0x8086,
                 device_id: 0x2701,
                 class_code: 0x01_08_02,
                 description: "Non-Volatile memory controller: NVMe".to_string(),
-                bars: vec![BarSpec {
-                    index: 0,
-                    size: 16 << 10,
-                    kind: BarKind::Mem64,
-                }],
+                bars,
             })
         }
         DeviceKind::Gpu => {

@@ -4,7 +4,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod dma;
 pub mod kinds;
+pub mod msix;
+pub mod nvme;
 
 pub use kinds::{layout_for, DeviceKind};

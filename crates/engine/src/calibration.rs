@@ -91,6 +91,40 @@ pub struct CpuParams {
     pub syscall_ns: Param,
     pub max_outstanding_reads: Param,
     pub max_store_bytes: Param,
+    /// A configuration read or write (ECAM access through the root complex and back).
+    pub config_access_ns: Param,
+    /// The OS block layer and a driver's submission path, per request.
+    pub block_submit_ns: Param,
+    /// The OS block layer and a driver's completion path, per request.
+    pub block_complete_ns: Param,
+}
+
+/// An NVMe controller profile: the controller and its media, as one device model sees them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeProfileParams {
+    /// Media + controller time of one read, from command start to data ready.
+    pub read_latency_ns: Param,
+    /// Media + controller time of one write, from data received to durable.
+    pub write_latency_ns: Param,
+    /// Time a Flush takes.
+    pub flush_latency_ns: Param,
+    /// Random-read commands per second the controller can start.
+    pub max_read_iops: Param,
+    /// Random-write commands per second the controller can start.
+    pub max_write_iops: Param,
+    /// Internal read bandwidth in bytes per second.
+    pub read_bandwidth: Param,
+    /// Internal write bandwidth in bytes per second.
+    pub write_bandwidth: Param,
+    /// Independent media units (channels, dies) working in parallel.
+    pub parallel_units: Param,
+    /// Time from CC.EN changing to CSTS.RDY following.
+    pub ready_delay_ns: Param,
+    /// Queue pairs including the admin pair.
+    pub queue_pairs: Param,
+    /// Namespace capacity in bytes (each namespace).
+    pub capacity: Param,
 }
 
 /// A device kind's parameters (`default` applies to kinds without their own table).
@@ -112,6 +146,8 @@ pub struct Calibration {
     pub root_complex: RootComplexParams,
     pub cpu: CpuParams,
     pub devices: BTreeMap<String, DeviceParams>,
+    /// NVMe controller profiles by name (`optane-p4800x`, `ramdisk`, `nand`).
+    pub nvme: BTreeMap<String, NvmeProfileParams>,
 }
 
 impl Calibration {
@@ -174,6 +210,17 @@ impl Calibration {
             });
         }
         Ok(cal)
+    }
+
+    /// An NVMe profile by name; the error lists the known ones.
+    pub fn nvme_profile(&self, name: &str) -> Result<&NvmeProfileParams, String> {
+        self.nvme.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.nvme.keys().map(String::as_str).collect();
+            format!(
+                "unknown NVMe profile {name:?} (known: {})",
+                known.join(", ")
+            )
+        })
     }
 
     /// Parameters for a device kind, falling back to `default`.

@@ -113,6 +113,15 @@ impl Sim {
         self.inner.core.borrow_mut().bar_handlers[endpoint.index()] = Some(handler);
     }
 
+    /// Makes `handler` answer configuration requests to the endpoint.
+    pub fn attach_config_handler(
+        &self,
+        endpoint: EndpointId,
+        handler: Rc<dyn smartio_platform::ConfigHandler>,
+    ) {
+        self.inner.core.borrow_mut().config_handlers[endpoint.index()] = Some(handler);
+    }
+
     /// Runs until no task is ready and no event is pending.
     pub fn run(&self) -> RunSummary {
         self.run_until(SimTime(u64::MAX))
@@ -379,6 +388,63 @@ impl Agent {
         }
     }
 
+    /// A configuration read of `buf.len()` bytes at `offset` of `endpoint`'s configuration
+    /// space. Only a CPU of the endpoint's own host can issue one (configuration requests are
+    /// routed by bus number inside one PCIe domain); a function without a configuration
+    /// handler reads as all-ones, as an absent function does.
+    pub async fn config_read(
+        &self,
+        endpoint: EndpointId,
+        offset: u16,
+        buf: &mut [u8],
+    ) -> Result<(), AccessError> {
+        let handler = self.config_target(endpoint)?;
+        let cost = self.sim.timing().cpu.config_access;
+        smartio_platform::Clock::sleep(self, cost).await;
+        match handler {
+            Some(h) => h.config_read(offset, buf),
+            None => buf.fill(0xff),
+        }
+        Ok(())
+    }
+
+    /// A configuration write of `data` at `offset` of `endpoint`'s configuration space.
+    pub async fn config_write(
+        &self,
+        endpoint: EndpointId,
+        offset: u16,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
+        let handler = self.config_target(endpoint)?;
+        let cost = self.sim.timing().cpu.config_access;
+        smartio_platform::Clock::sleep(self, cost).await;
+        if let Some(h) = handler {
+            h.config_write(offset, data);
+            // The function may react (MSI-X enabled): let its task run before time moves.
+            self.sim.inner.core.borrow_mut().woke = true;
+        }
+        Ok(())
+    }
+
+    fn config_target(
+        &self,
+        endpoint: EndpointId,
+    ) -> Result<Option<Rc<dyn smartio_platform::ConfigHandler>>, AccessError> {
+        let fabric = self.sim.fabric();
+        let ep = fabric.endpoint(endpoint);
+        match self.requester {
+            Requester::Cpu(h) if h == ep.host => {}
+            _ => {
+                return Err(AccessError::UnsupportedRequest {
+                    host: fabric.host(self.host()).name.clone(),
+                    addr: BusAddr(u64::from(ep.bdf.requester_id())),
+                })
+            }
+        }
+        drop(fabric);
+        Ok(self.sim.inner.core.borrow().config_handlers[endpoint.index()].clone())
+    }
+
     /// Waits for interrupt `vector` on this agent's host (CPU agents), consuming one.
     pub async fn interrupt(&self, vector: u32) {
         let host = self.host();
@@ -461,6 +527,12 @@ impl smartio_platform::Port for Agent {
             started,
         }
         .await
+    }
+}
+
+impl smartio_platform::Spawner for Agent {
+    fn spawn_task(&self, task: smartio_platform::LocalTask) {
+        self.sim.spawn(task);
     }
 }
 

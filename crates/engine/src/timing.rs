@@ -112,6 +112,12 @@ pub struct CpuTiming {
     pub syscall: SimDuration,
     /// Largest TLP a CPU store stream produces (write-combining buffer size).
     pub max_store_bytes: u64,
+    /// A configuration read or write.
+    pub config_access: SimDuration,
+    /// Block layer + driver submission path per request.
+    pub block_submit: SimDuration,
+    /// Block layer + driver completion path per request.
+    pub block_complete: SimDuration,
 }
 
 fn ns(p: &crate::calibration::Param) -> u64 {
@@ -200,6 +206,9 @@ impl Timing {
                 interrupt_delivery: d(&cal.cpu.interrupt_delivery_ns),
                 syscall: d(&cal.cpu.syscall_ns),
                 max_store_bytes: cal.cpu.max_store_bytes.value.max(4.0) as u64,
+                config_access: d(&cal.cpu.config_access_ns),
+                block_submit: d(&cal.cpu.block_submit_ns),
+                block_complete: d(&cal.cpu.block_complete_ns),
             },
         })
     }

@@ -9,13 +9,18 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod config;
 pub mod memory;
 pub mod notify;
+pub mod pci;
 pub mod port;
+pub mod spawn;
 pub mod time;
 
 pub use addr::{BusAddr, PhysAddr};
+pub use config::ConfigHandler;
 pub use memory::SparseMemory;
 pub use notify::Notify;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
+pub use spawn::{LocalTask, Spawner};
 pub use time::{SimDuration, SimTime};

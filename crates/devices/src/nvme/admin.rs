@@ -1,0 +1,403 @@
+//! Admin commands: Identify, queue creation and deletion, features, log pages, Abort.
+
+use super::controller::{
+    CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_QUEUE_ENTRIES, MDTS,
+};
+use super::spec::{self, admin, cns, feature, id_ctrl, id_ns, log, Command, Status, SQE_SIZE};
+use smartio_platform::{BusAddr, Clock, Port};
+
+const PAGE: u64 = 4096;
+
+impl NvmeController {
+    /// Executes an admin command; returns its status and completion dword 0.
+    pub(super) async fn admin<P: Port + Clock>(&self, port: &P, cmd: &Command) -> (Status, u32) {
+        let r = match cmd.opcode {
+            admin::IDENTIFY => self.identify(port, cmd).await,
+            admin::CREATE_IO_CQ => self.create_cq(cmd),
+            admin::CREATE_IO_SQ => self.create_sq(cmd),
+            admin::DELETE_IO_SQ => self.delete_sq(port, cmd).await,
+            admin::DELETE_IO_CQ => self.delete_cq(cmd),
+            admin::SET_FEATURES => self.set_features(cmd),
+            admin::GET_FEATURES => self.get_features(cmd),
+            admin::GET_LOG_PAGE => self.get_log_page(port, cmd).await,
+            admin::ABORT => self.abort(port, cmd).await,
+            _ => Err(Status::INVALID_OPCODE),
+        };
+        match r {
+            Ok(dw0) => (Status::SUCCESS, dw0),
+            Err(s) => (s, 0),
+        }
+    }
+
+    /// Copies `data` to the host buffer the command's PRPs describe.
+    pub(super) async fn to_host<P: Port>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        data: Vec<u8>,
+    ) -> Result<(), Status> {
+        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE).await?;
+        if segs.len() == 1 {
+            return port
+                .write_owned(BusAddr(segs[0].addr), data)
+                .await
+                .map_err(|_| Status::DATA_TRANSFER_ERROR);
+        }
+        let mut at = 0usize;
+        for s in segs {
+            let chunk = data[at..at + s.len as usize].to_vec();
+            at += s.len as usize;
+            port.write_owned(BusAddr(s.addr), chunk)
+                .await
+                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes from the host buffer the command's PRPs describe.
+    pub(super) async fn from_host<P: Port>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        len: u64,
+    ) -> Result<Vec<u8>, Status> {
+        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE).await?;
+        if segs.len() == 1 {
+            return port
+                .read_owned(BusAddr(segs[0].addr), len as usize)
+                .await
+                .map_err(|_| Status::DATA_TRANSFER_ERROR);
+        }
+        let mut out = Vec::with_capacity(len as usize);
+        for s in segs {
+            let chunk = port
+                .read_owned(BusAddr(s.addr), s.len as usize)
+                .await
+                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Logical blocks per namespace.
+    pub(super) fn blocks(&self) -> u64 {
+        self.config.capacity / u64::from(self.config.lba_size)
+    }
+
+    async fn identify<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
+        let mut d = vec![0u8; 4096];
+        match (cmd.cdw(10) & 0xff) as u8 {
+            cns::CONTROLLER => self.identify_controller(&mut d),
+            cns::NAMESPACE => {
+                if cmd.nsid == 0 || cmd.nsid > self.store.count() {
+                    return Err(Status::INVALID_NAMESPACE);
+                }
+                let blocks = self.blocks();
+                for at in [id_ns::NSZE, id_ns::NCAP, id_ns::NUSE] {
+                    d[at..at + 8].copy_from_slice(&blocks.to_le_bytes());
+                }
+                d[id_ns::NLBAF] = 0;
+                d[id_ns::FLBAS] = 0;
+                let lbads = self.config.lba_size.trailing_zeros();
+                d[id_ns::LBAF0..id_ns::LBAF0 + 4].copy_from_slice(&(lbads << 16).to_le_bytes());
+            }
+            cns::ACTIVE_NAMESPACES => {
+                if cmd.nsid >= 0xffff_fffe {
+                    return Err(Status::INVALID_NAMESPACE);
+                }
+                let ids = (cmd.nsid + 1..=self.store.count()).take(1024);
+                for (i, id) in ids.enumerate() {
+                    d[4 * i..4 * i + 4].copy_from_slice(&id.to_le_bytes());
+                }
+            }
+            _ => return Err(Status::INVALID_FIELD),
+        }
+        // The controller reads its tables like a small media read.
+        port.sleep(self.config.profile.read_latency).await;
+        self.to_host(port, cmd, d).await.map(|()| 0)
+    }
+
+    fn identify_controller(&self, d: &mut [u8]) {
+        let c = &self.config;
+        d[id_ctrl::VID..id_ctrl::VID + 2].copy_from_slice(&c.vendor_id.to_le_bytes());
+        d[2..4].copy_from_slice(&c.vendor_id.to_le_bytes());
+        ascii(&mut d[id_ctrl::SN..id_ctrl::SN + 20], &c.serial);
+        let model = format!("smartio emulated NVMe ({})", c.profile.name);
+        ascii(&mut d[id_ctrl::MN..id_ctrl::MN + 40], &model);
+        ascii(&mut d[id_ctrl::FR..id_ctrl::FR + 8], "1.0");
+        d[id_ctrl::MDTS] = MDTS;
+        d[id_ctrl::CNTLID..id_ctrl::CNTLID + 2].copy_from_slice(&1u16.to_le_bytes());
+        d[id_ctrl::VER..id_ctrl::VER + 4].copy_from_slice(&0x0001_0400u32.to_le_bytes());
+        d[id_ctrl::ACL] = 3;
+        d[id_ctrl::ELPE] = (ERROR_LOG_ENTRIES - 1) as u8;
+        d[id_ctrl::SQES] = 0x66;
+        d[id_ctrl::CQES] = 0x44;
+        d[514..516].copy_from_slice(&(MAX_QUEUE_ENTRIES as u16).to_le_bytes());
+        d[id_ctrl::NN..id_ctrl::NN + 4].copy_from_slice(&self.store.count().to_le_bytes());
+        d[id_ctrl::ONCS..id_ctrl::ONCS + 2].copy_from_slice(&(1u16 << 3).to_le_bytes());
+        d[id_ctrl::VWC] = 0;
+    }
+
+    fn check_new_queue(&self, cmd: &Command, io_limit: u16) -> Result<(u16, u16), Status> {
+        let qid = (cmd.cdw(10) & 0xffff) as u16;
+        let size = (cmd.cdw(10) >> 16) as u16;
+        if qid == 0 || qid > io_limit {
+            return Err(Status::INVALID_QUEUE_ID);
+        }
+        if size == 0 || u32::from(size) >= MAX_QUEUE_ENTRIES {
+            return Err(Status::INVALID_QUEUE_SIZE);
+        }
+        if cmd.cdw(11) & 1 == 0 || cmd.prp1 & (PAGE - 1) != 0 {
+            // CAP.CQR: queues must be physically contiguous and page aligned.
+            return Err(Status::INVALID_FIELD);
+        }
+        Ok((qid, size + 1))
+    }
+
+    fn create_cq(&self, cmd: &Command) -> Result<u32, Status> {
+        let mut s = self.state.borrow_mut();
+        let (qid, entries) = self.check_new_queue(cmd, s.granted.1)?;
+        if s.cqs[qid as usize].is_some() {
+            return Err(Status::INVALID_QUEUE_ID);
+        }
+        if spec::cc::iocqes(s.cc) != 4 {
+            return Err(Status::INVALID_QUEUE_SIZE);
+        }
+        let interrupts = cmd.cdw(11) & 2 != 0;
+        let vector = (cmd.cdw(11) >> 16) as u16;
+        if interrupts && usize::from(vector) >= self.msix.len() {
+            return Err(Status::INVALID_INTERRUPT_VECTOR);
+        }
+        s.cqs[qid as usize] = Some(CompQueue {
+            base: cmd.prp1,
+            entries,
+            head: 0,
+            tail: 0,
+            phase: true,
+            interrupts,
+            vector,
+        });
+        s.io_queue_created = true;
+        Ok(0)
+    }
+
+    fn create_sq(&self, cmd: &Command) -> Result<u32, Status> {
+        let mut s = self.state.borrow_mut();
+        let (qid, entries) = self.check_new_queue(cmd, s.granted.0)?;
+        if s.sqs[qid as usize].is_some() {
+            return Err(Status::INVALID_QUEUE_ID);
+        }
+        if spec::cc::iosqes(s.cc) != 6 {
+            return Err(Status::INVALID_QUEUE_SIZE);
+        }
+        let cqid = (cmd.cdw(11) >> 16) as u16;
+        if cqid == 0 || s.cqs.get(cqid as usize).is_none_or(Option::is_none) {
+            return Err(Status::COMPLETION_QUEUE_INVALID);
+        }
+        s.sqs[qid as usize] = Some(SubQueue {
+            base: cmd.prp1,
+            entries,
+            head: 0,
+            tail: 0,
+            cqid,
+            fetching: false,
+            aborted: Vec::new(),
+        });
+        s.io_queue_created = true;
+        Ok(0)
+    }
+
+    /// Deletes an I/O submission queue; commands still in it complete as aborted.
+    async fn delete_sq<P: Port>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
+        let qid = (cmd.cdw(10) & 0xffff) as u16;
+        let (q, generation) = {
+            let mut s = self.state.borrow_mut();
+            let generation = s.generation;
+            match s.sqs.get_mut(qid as usize) {
+                Some(slot) if qid != 0 && slot.is_some() => (slot.take(), generation),
+                _ => return Err(Status::INVALID_QUEUE_ID),
+            }
+        };
+        let Some(q) = q else {
+            return Err(Status::INVALID_QUEUE_ID);
+        };
+        let mut head = q.head;
+        while head != q.tail {
+            let addr = q.base + u64::from(head) * SQE_SIZE as u64;
+            head = (head + 1) % q.entries;
+            if let Ok(raw) = port.read_owned(BusAddr(addr), SQE_SIZE).await {
+                let (c, _) = Command::from_bytes(&raw);
+                self.complete(
+                    port,
+                    generation,
+                    q.cqid,
+                    qid,
+                    head,
+                    c.cid,
+                    Status::ABORTED_SQ_DELETION,
+                    0,
+                )
+                .await;
+            }
+        }
+        Ok(0)
+    }
+
+    fn delete_cq(&self, cmd: &Command) -> Result<u32, Status> {
+        let qid = (cmd.cdw(10) & 0xffff) as u16;
+        let mut s = self.state.borrow_mut();
+        if qid == 0 || s.cqs.get(qid as usize).is_none_or(Option::is_none) {
+            return Err(Status::INVALID_QUEUE_ID);
+        }
+        if s.sqs.iter().flatten().any(|q| q.cqid == qid) {
+            return Err(Status::INVALID_QUEUE_DELETION);
+        }
+        s.cqs[qid as usize] = None;
+        Ok(0)
+    }
+
+    fn set_features(&self, cmd: &Command) -> Result<u32, Status> {
+        let mut s = self.state.borrow_mut();
+        let v = cmd.cdw(11);
+        match (cmd.cdw(10) & 0xff) as u8 {
+            feature::NUMBER_OF_QUEUES => {
+                let (nsqr, ncqr) = ((v & 0xffff) as u16, (v >> 16) as u16);
+                if nsqr == 0xffff || ncqr == 0xffff {
+                    return Err(Status::INVALID_FIELD);
+                }
+                if s.io_queue_created {
+                    return Err(Status::COMMAND_SEQUENCE_ERROR);
+                }
+                let max = self.config.queue_pairs - 1;
+                s.granted = ((nsqr + 1).min(max), (ncqr + 1).min(max));
+                Ok(queues_result(s.granted))
+            }
+            feature::ARBITRATION => {
+                let ab = v & 7;
+                s.burst = if ab == 7 { u16::MAX } else { 1 << ab };
+                Ok(0)
+            }
+            feature::INTERRUPT_COALESCING => {
+                s.coalescing = v & 0xffff;
+                Ok(0)
+            }
+            _ => Err(Status::INVALID_FIELD),
+        }
+    }
+
+    fn get_features(&self, cmd: &Command) -> Result<u32, Status> {
+        let s = self.state.borrow();
+        match (cmd.cdw(10) & 0xff) as u8 {
+            feature::NUMBER_OF_QUEUES => Ok(queues_result(s.granted)),
+            feature::ARBITRATION => Ok(if s.burst == u16::MAX {
+                7
+            } else {
+                u32::from(s.burst.trailing_zeros())
+            }),
+            feature::INTERRUPT_COALESCING => Ok(s.coalescing),
+            _ => Err(Status::INVALID_FIELD),
+        }
+    }
+
+    async fn get_log_page<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
+        let lid = (cmd.cdw(10) & 0xff) as u8;
+        let dwords = ((cmd.cdw(10) >> 16) | ((cmd.cdw(11) & 0xffff) << 16)) as u64 + 1;
+        let offset = u64::from(cmd.cdw(12)) | (u64::from(cmd.cdw(13)) << 32);
+        let len = dwords * 4;
+        if len > PAGE << MDTS {
+            return Err(Status::INVALID_FIELD);
+        }
+        let page = match lid {
+            log::ERROR_INFORMATION => self.error_log(),
+            log::SMART_HEALTH => self.health_log(),
+            _ => return Err(Status::INVALID_LOG_PAGE),
+        };
+        if offset & 3 != 0 || offset >= page.len() as u64 {
+            return Err(Status::INVALID_FIELD);
+        }
+        let mut data = vec![0u8; len as usize];
+        let avail = &page[offset as usize..];
+        let n = avail.len().min(data.len());
+        data[..n].copy_from_slice(&avail[..n]);
+        port.sleep(self.config.profile.read_latency).await;
+        self.to_host(port, cmd, data).await.map(|()| 0)
+    }
+
+    fn error_log(&self) -> Vec<u8> {
+        let s = self.state.borrow();
+        let mut page = vec![0u8; ERROR_LOG_ENTRIES * log::ERROR_ENTRY_SIZE];
+        for (i, e) in s.errors.iter().enumerate() {
+            let b = &mut page[i * log::ERROR_ENTRY_SIZE..(i + 1) * log::ERROR_ENTRY_SIZE];
+            b[0..8].copy_from_slice(&e.count.to_le_bytes());
+            b[8..10].copy_from_slice(&e.sqid.to_le_bytes());
+            b[10..12].copy_from_slice(&e.cid.to_le_bytes());
+            b[12..14].copy_from_slice(&(e.status.field() << 1).to_le_bytes());
+            b[14..16].copy_from_slice(&0xffffu16.to_le_bytes());
+            b[16..24].copy_from_slice(&e.lba.to_le_bytes());
+            b[24..28].copy_from_slice(&e.nsid.to_le_bytes());
+        }
+        page
+    }
+
+    fn health_log(&self) -> Vec<u8> {
+        let s = self.state.borrow();
+        let h = s.health;
+        let mut b = vec![0u8; log::SMART_SIZE];
+        b[1..3].copy_from_slice(&313u16.to_le_bytes()); // 40 °C in kelvin
+        b[3] = 100; // available spare
+        b[4] = 10; // spare threshold
+        let units = |bytes: u64| (bytes / 512).div_ceil(1000) as u128;
+        b[32..48].copy_from_slice(&units(h.bytes_read).to_le_bytes());
+        b[48..64].copy_from_slice(&units(h.bytes_written).to_le_bytes());
+        b[64..80].copy_from_slice(&u128::from(h.read_commands).to_le_bytes());
+        b[80..96].copy_from_slice(&u128::from(h.write_commands).to_le_bytes());
+        b[112..128].copy_from_slice(&1u128.to_le_bytes()); // power cycles
+        b[160..176].copy_from_slice(&u128::from(h.media_errors).to_le_bytes());
+        b[176..192].copy_from_slice(&u128::from(s.error_count).to_le_bytes());
+        b
+    }
+
+    /// Abort: a command still waiting in its submission queue is completed as aborted when
+    /// it is fetched (dword 0 bit 0 clear); one already fetched is not (bit 0 set).
+    async fn abort<P: Port>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
+        let sqid = (cmd.cdw(10) & 0xffff) as u16;
+        let cid = (cmd.cdw(10) >> 16) as u16;
+        let q = self
+            .state
+            .borrow()
+            .sqs
+            .get(sqid as usize)
+            .cloned()
+            .flatten()
+            .ok_or(Status::INVALID_FIELD)?;
+        let mut at = q.head;
+        while at != q.tail {
+            let addr = q.base + u64::from(at) * SQE_SIZE as u64;
+            let raw = match self.cmb_offset(addr, SQE_SIZE as u64) {
+                Some(_) => None,
+                None => port.read_owned(BusAddr(addr), SQE_SIZE).await.ok(),
+            };
+            if let Some(raw) = raw {
+                if Command::from_bytes(&raw).0.cid == cid {
+                    let mut s = self.state.borrow_mut();
+                    if let Some(q) = s.sqs[sqid as usize].as_mut() {
+                        q.aborted.push(cid);
+                        return Ok(0);
+                    }
+                }
+            }
+            at = (at + 1) % q.entries;
+        }
+        Ok(1)
+    }
+}
+
+fn queues_result((nsq, ncq): (u16, u16)) -> u32 {
+    u32::from(nsq - 1) | (u32::from(ncq - 1) << 16)
+}
+
+fn ascii(field: &mut [u8], text: &str) {
+    field.fill(b' ');
+    let n = text.len().min(field.len());
+    field[..n].copy_from_slice(&text.as_bytes()[..n]);
+}

@@ -1,0 +1,670 @@
+//! The NVMe controller: BAR0 registers and doorbells, the MSI-X table, controller
+//! enable/reset, submission-queue arbitration and fetching, and posting completions.
+//!
+//! The controller runs as a task of its own (fetch and arbitration) and one task per command
+//! it executes, so commands from many queues are in flight at once and complete in the order
+//! the media finishes them.
+//!
+//! Invariants:
+//! - A submission queue's head only advances when its entries have been fetched; an entry
+//!   between head and tail is owned by the host until then.
+//! - A completion is posted only into a free slot (`tail + 1 != head`); a poster waits for
+//!   the host to move the head otherwise.
+//! - Everything a command does after a reset is discarded: tasks compare the controller
+//!   generation they started in with the current one.
+
+use super::media::{Media, MediaProfile};
+use super::namespace::NamespaceStore;
+use super::spec::{self, cc, csts, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE};
+use crate::config::{ConfigSpace, MsixLayout};
+use crate::msix::MsixTable;
+use smartio_platform::{
+    BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration, SparseMemory, Spawner,
+};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+/// BAR0 size: registers, doorbells, MSI-X table (0x2000) and PBA (0x3000).
+pub const BAR0_SIZE: u64 = 16 << 10;
+/// BAR holding the controller memory buffer, when there is one.
+pub const CMB_BAR: u8 = 2;
+const MSIX_TABLE: u64 = 0x2000;
+const MSIX_PBA: u64 = 0x3000;
+/// Maximum queue entries supported (0-based in CAP.MQES).
+pub const MAX_QUEUE_ENTRIES: u32 = 4096;
+/// Maximum data transfer size exponent (of 4 KiB pages): 2^5 × 4 KiB = 128 KiB.
+pub const MDTS: u8 = 5;
+/// Error log entries kept.
+pub const ERROR_LOG_ENTRIES: usize = 64;
+const PAGE: u64 = 4096;
+
+/// How one controller is built.
+#[derive(Debug, Clone)]
+pub struct NvmeConfig {
+    /// Media timing.
+    pub profile: MediaProfile,
+    /// Queue pairs including the admin pair (2..=256).
+    pub queue_pairs: u16,
+    /// Number of namespaces (ids 1..=n).
+    pub namespaces: u32,
+    /// Bytes per namespace.
+    pub capacity: u64,
+    /// Logical block size (512 or 4096).
+    pub lba_size: u32,
+    /// Controller memory buffer size in BAR2 (0 = none).
+    pub cmb_size: u64,
+    /// CC.EN to CSTS.RDY delay.
+    pub ready_delay: SimDuration,
+    /// Serial number reported by Identify.
+    pub serial: String,
+    /// PCI vendor id reported by Identify.
+    pub vendor_id: u16,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct SubQueue {
+    pub base: u64,
+    pub entries: u16,
+    pub head: u16,
+    pub tail: u16,
+    pub cqid: u16,
+    pub fetching: bool,
+    /// Command ids an Abort asked to cancel before they are fetched.
+    pub aborted: Vec<u16>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct CompQueue {
+    pub base: u64,
+    pub entries: u16,
+    pub head: u16,
+    pub tail: u16,
+    pub phase: bool,
+    pub interrupts: bool,
+    pub vector: u16,
+}
+
+/// One error-log entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ErrorEntry {
+    pub count: u64,
+    pub sqid: u16,
+    pub cid: u16,
+    pub status: Status,
+    pub lba: u64,
+    pub nsid: u32,
+}
+
+/// SMART / health counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Health {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub read_commands: u64,
+    pub write_commands: u64,
+    pub media_errors: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub cc: u32,
+    pub csts: u32,
+    pub aqa: u32,
+    pub asq: u64,
+    pub acq: u64,
+    pub intms: u32,
+    pub enabled: bool,
+    pub generation: u64,
+    pub sqs: Vec<Option<SubQueue>>,
+    pub cqs: Vec<Option<CompQueue>>,
+    /// Granted I/O submission and completion queues (Set Features, Number of Queues).
+    pub granted: (u16, u16),
+    pub io_queue_created: bool,
+    pub burst: u16,
+    pub coalescing: u32,
+    pub rr_next: usize,
+    pub errors: VecDeque<ErrorEntry>,
+    pub error_count: u64,
+    pub health: Health,
+}
+
+/// An emulated NVMe controller.
+pub struct NvmeController {
+    pub(super) config: NvmeConfig,
+    pub(super) pci: Rc<ConfigSpace>,
+    pub(super) msix: MsixTable,
+    pub(super) media: Media,
+    pub(super) store: NamespaceStore,
+    cmb: RefCell<SparseMemory>,
+    pub(super) state: RefCell<State>,
+    wake: Notify,
+    cq_space: RefCell<Vec<Waker>>,
+}
+
+impl std::fmt::Debug for NvmeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmeController")
+            .field("profile", &self.config.profile.name)
+            .field("queue_pairs", &self.config.queue_pairs)
+            .finish()
+    }
+}
+
+impl NvmeController {
+    /// A controller with `config` whose namespaces live in `store`, answering configuration
+    /// requests through `pci` (built with [`NvmeController::msix_layout`]).
+    pub fn new(config: NvmeConfig, store: NamespaceStore, pci: Rc<ConfigSpace>) -> Self {
+        let pairs = config.queue_pairs as usize;
+        let io = config.queue_pairs.saturating_sub(1);
+        Self {
+            msix: MsixTable::new(config.queue_pairs),
+            media: Media::new(config.profile.clone()),
+            store,
+            cmb: RefCell::new(SparseMemory::new()),
+            state: RefCell::new(State {
+                cc: 0,
+                csts: 0,
+                aqa: 0,
+                asq: 0,
+                acq: 0,
+                intms: 0,
+                enabled: false,
+                generation: 0,
+                sqs: vec![None; pairs],
+                cqs: vec![None; pairs],
+                granted: (io, io),
+                io_queue_created: false,
+                burst: 8,
+                coalescing: 0,
+                rr_next: 0,
+                errors: VecDeque::new(),
+                error_count: 0,
+                health: Health::default(),
+            }),
+            wake: Notify::new(),
+            cq_space: RefCell::new(Vec::new()),
+            config,
+            pci,
+        }
+    }
+
+    /// Where the MSI-X table lives: BAR0, one vector per queue pair.
+    pub fn msix_layout(queue_pairs: u16) -> MsixLayout {
+        MsixLayout {
+            vectors: queue_pairs,
+            table_bar: 0,
+            table_offset: MSIX_TABLE as u32,
+            pba_bar: 0,
+            pba_offset: MSIX_PBA as u32,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NvmeConfig {
+        &self.config
+    }
+
+    /// The CAP register.
+    pub fn cap(&self) -> u64 {
+        let to = (self.config.ready_delay.as_ps() / 500_000_000_000 + 1).min(255);
+        let mut cap = u64::from(MAX_QUEUE_ENTRIES - 1) | 1 << 16 | to << 24 | 1 << 37;
+        if self.config.cmb_size > 0 {
+            cap |= 1 << 57;
+        }
+        cap
+    }
+
+    fn register(&self, offset: u64) -> Option<u64> {
+        let s = self.state.borrow();
+        Some(match offset {
+            reg::CAP => self.cap(),
+            0x04 => self.cap() >> 32,
+            reg::VS => 0x0001_0400,
+            reg::INTMS | reg::INTMC => u64::from(s.intms),
+            reg::CC => u64::from(s.cc),
+            reg::CSTS => u64::from(s.csts),
+            reg::AQA => u64::from(s.aqa),
+            reg::ASQ => s.asq,
+            0x2c => s.asq >> 32,
+            reg::ACQ => s.acq,
+            0x34 => s.acq >> 32,
+            reg::CMBLOC if self.config.cmb_size > 0 => u64::from(CMB_BAR),
+            reg::CMBSZ if self.config.cmb_size > 0 => {
+                // Submission queues only; size in 4 KiB units.
+                1 | ((self.config.cmb_size / PAGE) << 12)
+            }
+            o if o < reg::DOORBELLS => 0,
+            _ => return None,
+        })
+    }
+
+    fn write_register(&self, offset: u64, value: u64, width: usize) -> Result<(), CompleterError> {
+        let mut s = self.state.borrow_mut();
+        let lo32 = |old: u64| (old & !0xffff_ffff) | (value & 0xffff_ffff);
+        let hi32 = |old: u64| (old & 0xffff_ffff) | (value << 32);
+        match offset {
+            reg::INTMS => s.intms |= value as u32,
+            reg::INTMC => s.intms &= !(value as u32),
+            reg::CC => {
+                let old = s.cc;
+                let new = value as u32;
+                // While enabled, only EN and SHN may change.
+                s.cc = if s.enabled && new & cc::EN != 0 {
+                    (old & !(3 << 14)) | (new & (3 << 14))
+                } else {
+                    new
+                };
+                if new & (3 << 14) != 0 {
+                    s.csts = (s.csts & !(3 << 2)) | (2 << 2); // shutdown complete
+                }
+                drop(s);
+                self.wake.notify();
+            }
+            reg::AQA => s.aqa = value as u32 & 0x0fff_0fff,
+            reg::ASQ if width == 8 => s.asq = value,
+            reg::ASQ => s.asq = lo32(s.asq),
+            0x2c => s.asq = hi32(s.asq),
+            reg::ACQ if width == 8 => s.acq = value,
+            reg::ACQ => s.acq = lo32(s.acq),
+            0x34 => s.acq = hi32(s.acq),
+            o if o >= reg::DOORBELLS => {
+                drop(s);
+                self.doorbell(o, value as u32);
+            }
+            _ => return Err(CompleterError::ReadOnly),
+        }
+        Ok(())
+    }
+
+    /// A doorbell write. A value beyond the queue is an invalid doorbell write: ignored and
+    /// logged (a real controller raises an asynchronous event).
+    fn doorbell(&self, offset: u64, value: u32) {
+        let index = (offset - reg::DOORBELLS) / 4;
+        let qid = (index / 2) as usize;
+        let mut s = self.state.borrow_mut();
+        let valid = if index % 2 == 0 {
+            match s.sqs.get_mut(qid).and_then(Option::as_mut) {
+                Some(q) if value < u32::from(q.entries) => {
+                    q.tail = value as u16;
+                    true
+                }
+                _ => false,
+            }
+        } else {
+            match s.cqs.get_mut(qid).and_then(Option::as_mut) {
+                Some(q) if value < u32::from(q.entries) => {
+                    q.head = value as u16;
+                    for w in self.cq_space.borrow_mut().drain(..) {
+                        w.wake();
+                    }
+                    true
+                }
+                _ => false,
+            }
+        };
+        if !valid {
+            s.log_error(qid as u16, 0xffff, Status::INVALID_QUEUE_ID, 0, 0);
+        }
+        drop(s);
+        self.wake.notify();
+    }
+
+    /// The controller's main task: follows CC.EN, sends MSI-X messages software unmasked, and
+    /// arbitrates between submission queues. Runs forever.
+    pub async fn run<P>(self: Rc<Self>, port: P)
+    where
+        P: Port + Clock + Spawner + Clone + 'static,
+    {
+        loop {
+            self.wake.notified().await;
+            self.follow_enable(&port).await;
+            for m in self.msix.take_unmasked_pending() {
+                let _ = port.write(BusAddr(m.address), &m.data.to_le_bytes()).await;
+            }
+            self.arbitrate(&port);
+        }
+    }
+
+    async fn follow_enable<P: Port + Clock>(&self, port: &P) {
+        let (want, enabled) = {
+            let s = self.state.borrow();
+            (s.cc & cc::EN != 0, s.enabled)
+        };
+        if want == enabled {
+            return;
+        }
+        if want {
+            port.sleep(self.config.ready_delay).await;
+            let mut s = self.state.borrow_mut();
+            let acqs = ((s.aqa >> 16) & 0xfff) + 1;
+            let asqs = (s.aqa & 0xfff) + 1;
+            let bad = cc::css(s.cc) != 0
+                || cc::mps(s.cc) != 0
+                || acqs < 2
+                || asqs < 2
+                || s.asq & (PAGE - 1) != 0
+                || s.acq & (PAGE - 1) != 0;
+            if bad {
+                s.csts |= csts::CFS;
+                return;
+            }
+            s.sqs[0] = Some(SubQueue {
+                base: s.asq,
+                entries: asqs as u16,
+                head: 0,
+                tail: 0,
+                cqid: 0,
+                fetching: false,
+                aborted: Vec::new(),
+            });
+            s.cqs[0] = Some(CompQueue {
+                base: s.acq,
+                entries: acqs as u16,
+                head: 0,
+                tail: 0,
+                phase: true,
+                interrupts: true,
+                vector: 0,
+            });
+            s.enabled = true;
+            s.csts = (s.csts & !csts::CFS) | csts::RDY;
+        } else {
+            {
+                let mut s = self.state.borrow_mut();
+                s.enabled = false;
+                s.generation += 1;
+                s.sqs.iter_mut().for_each(|q| *q = None);
+                s.cqs.iter_mut().for_each(|q| *q = None);
+                let io = self.config.queue_pairs.saturating_sub(1);
+                s.granted = (io, io);
+                s.io_queue_created = false;
+                s.burst = 8;
+            }
+            self.media.reset(port.now());
+            port.sleep(self.config.ready_delay).await;
+            let mut s = self.state.borrow_mut();
+            s.csts &= !(csts::RDY | csts::CFS);
+        }
+    }
+
+    /// Round-robin over submission queues, starting one fetch of up to a burst of entries
+    /// from each queue that has some and no fetch in flight.
+    fn arbitrate<P>(self: &Rc<Self>, port: &P)
+    where
+        P: Port + Clock + Spawner + Clone + 'static,
+    {
+        if !self.pci.bus_master() {
+            return; // a function without bus mastering cannot fetch
+        }
+        let mut s = self.state.borrow_mut();
+        if !s.enabled {
+            return;
+        }
+        let n = s.sqs.len();
+        let start = s.rr_next;
+        let burst = s.burst;
+        let generation = s.generation;
+        for i in 0..n {
+            let qid = (start + i) % n;
+            let Some(q) = s.sqs[qid].as_mut() else {
+                continue;
+            };
+            if q.fetching || q.head == q.tail {
+                continue;
+            }
+            let available = if q.tail > q.head {
+                q.tail - q.head
+            } else {
+                q.entries - q.head
+            };
+            let count = available.min(burst);
+            q.fetching = true;
+            let (base, head) = (q.base, q.head);
+            s.rr_next = (qid + 1) % n;
+            let me = self.clone();
+            let p = port.clone();
+            port.spawn_task(Box::pin(async move {
+                me.fetch(p, qid as u16, base, head, count, generation).await;
+            }));
+        }
+    }
+
+    /// Whether `addr..addr+len` lies in this controller's memory buffer; its offset if so.
+    pub(super) fn cmb_offset(&self, addr: u64, len: u64) -> Option<u64> {
+        if self.config.cmb_size == 0 {
+            return None;
+        }
+        let base = self.pci.bar_base(CMB_BAR)?;
+        (addr >= base && addr + len <= base + self.config.cmb_size).then(|| addr - base)
+    }
+
+    async fn fetch<P>(
+        self: Rc<Self>,
+        port: P,
+        qid: u16,
+        base: u64,
+        head: u16,
+        count: u16,
+        generation: u64,
+    ) where
+        P: Port + Clock + Spawner + Clone + 'static,
+    {
+        let addr = base + u64::from(head) * SQE_SIZE as u64;
+        let len = u64::from(count) * SQE_SIZE as u64;
+        let bytes = match self.cmb_offset(addr, len) {
+            Some(off) => {
+                let mut b = vec![0u8; len as usize];
+                self.cmb.borrow().read(off, &mut b);
+                Ok(b)
+            }
+            None => port.read_owned(BusAddr(addr), len as usize).await,
+        };
+        let mut commands = Vec::with_capacity(count as usize);
+        {
+            let mut s = self.state.borrow_mut();
+            if s.generation != generation {
+                return;
+            }
+            let Some(q) = s.sqs[qid as usize].as_mut() else {
+                return;
+            };
+            q.fetching = false;
+            let Ok(bytes) = bytes else {
+                // The queue is unreachable: nothing sensible can continue.
+                s.csts |= csts::CFS;
+                return;
+            };
+            for (i, raw) in bytes.chunks_exact(SQE_SIZE).enumerate() {
+                let (cmd, flags) = Command::from_bytes(raw);
+                let after = (head + i as u16 + 1) % q.entries;
+                let aborted = match q.aborted.iter().position(|&c| c == cmd.cid) {
+                    Some(p) => {
+                        q.aborted.swap_remove(p);
+                        true
+                    }
+                    None => false,
+                };
+                commands.push((cmd, flags, after, aborted, q.cqid));
+            }
+            q.head = (head + count) % q.entries;
+        }
+        for (cmd, flags, sq_head, aborted, cqid) in commands {
+            let me = self.clone();
+            let p = port.clone();
+            port.spawn_task(Box::pin(async move {
+                let (status, result) = if aborted {
+                    (Status::ABORT_REQUESTED, 0)
+                } else if flags & 0xc3 != 0 {
+                    // Fused operations and SGLs are not supported.
+                    (Status::INVALID_FIELD, 0)
+                } else if qid == 0 {
+                    me.admin(&p, &cmd).await
+                } else {
+                    me.io(&p, &cmd).await
+                };
+                if !status.is_success() {
+                    let lba = u64::from(cmd.cdw(10)) | (u64::from(cmd.cdw(11)) << 32);
+                    me.state
+                        .borrow_mut()
+                        .log_error(qid, cmd.cid, status, lba, cmd.nsid);
+                }
+                me.complete(&p, generation, cqid, qid, sq_head, cmd.cid, status, result)
+                    .await;
+            }));
+        }
+        self.wake.notify();
+    }
+
+    /// Posts a completion (waiting for a free slot) and signals the queue's vector.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn complete<P: Port>(
+        &self,
+        port: &P,
+        generation: u64,
+        cqid: u16,
+        sqid: u16,
+        sq_head: u16,
+        cid: u16,
+        status: Status,
+        result: u32,
+    ) {
+        let slot = std::future::poll_fn(|cx| {
+            let mut s = self.state.borrow_mut();
+            if s.generation != generation {
+                return Poll::Ready(None);
+            }
+            let Some(q) = s.cqs[cqid as usize].as_mut() else {
+                return Poll::Ready(None);
+            };
+            if (q.tail + 1) % q.entries == q.head {
+                self.cq_space.borrow_mut().push(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let slot = (q.base + u64::from(q.tail) * CQE_SIZE as u64, q.phase);
+            q.tail += 1;
+            if q.tail == q.entries {
+                q.tail = 0;
+                q.phase = !q.phase;
+            }
+            let vector = q.interrupts.then_some(q.vector);
+            Poll::Ready(Some((slot, vector)))
+        })
+        .await;
+        let Some(((addr, phase), vector)) = slot else {
+            return;
+        };
+        let entry = Completion {
+            result,
+            sq_head,
+            sq_id: sqid,
+            cid,
+            phase,
+            status,
+        };
+        if port.write(BusAddr(addr), &entry.to_bytes()).await.is_err() {
+            self.state.borrow_mut().csts |= csts::CFS;
+            return;
+        }
+        if let Some(v) = vector {
+            if self.pci.msix_active() {
+                if let Some(m) = self.msix.signal(v) {
+                    let _ = port.write(BusAddr(m.address), &m.data.to_le_bytes()).await;
+                }
+            }
+        }
+    }
+}
+
+impl State {
+    pub(super) fn log_error(&mut self, sqid: u16, cid: u16, status: Status, lba: u64, nsid: u32) {
+        self.error_count += 1;
+        if self.errors.len() == ERROR_LOG_ENTRIES {
+            self.errors.pop_back();
+        }
+        self.errors.push_front(ErrorEntry {
+            count: self.error_count,
+            sqid,
+            cid,
+            status,
+            lba,
+            nsid,
+        });
+    }
+}
+
+impl BarHandler for NvmeController {
+    fn mmio_read(&self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), CompleterError> {
+        match bar {
+            0 if (MSIX_TABLE..MSIX_PBA).contains(&offset) => {
+                self.msix.read_table(offset - MSIX_TABLE, buf)
+            }
+            0 if offset >= MSIX_PBA => self.msix.read_pba(offset - MSIX_PBA, buf),
+            0 => {
+                if buf.len() != 4 && buf.len() != 8 {
+                    return Err(CompleterError::BadWidth(buf.len()));
+                }
+                let v = self.register(offset).ok_or(CompleterError::OutOfRange)?;
+                let bytes = v.to_le_bytes();
+                buf.copy_from_slice(&bytes[..buf.len()]);
+                Ok(())
+            }
+            CMB_BAR if self.config.cmb_size > 0 => {
+                if offset + buf.len() as u64 > self.config.cmb_size {
+                    return Err(CompleterError::OutOfRange);
+                }
+                self.cmb.borrow().read(offset, buf);
+                Ok(())
+            }
+            _ => Err(CompleterError::OutOfRange),
+        }
+    }
+
+    fn mmio_write(&self, bar: u8, offset: u64, data: &[u8]) -> Result<(), CompleterError> {
+        match bar {
+            0 if (MSIX_TABLE..MSIX_PBA).contains(&offset) => {
+                if self.msix.write_table(offset - MSIX_TABLE, data)? {
+                    self.wake.notify();
+                }
+                Ok(())
+            }
+            0 if offset >= MSIX_PBA => Err(CompleterError::ReadOnly),
+            0 => {
+                if offset >= reg::DOORBELLS {
+                    // Doorbells are 4 bytes; a wider store rings consecutive ones.
+                    if !data.len().is_multiple_of(4) {
+                        return Err(CompleterError::BadWidth(data.len()));
+                    }
+                    for (i, d) in data.chunks_exact(4).enumerate() {
+                        let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                        self.write_register(offset + 4 * i as u64, u64::from(v), 4)?;
+                    }
+                    return Ok(());
+                }
+                let mut b = [0u8; 8];
+                match data.len() {
+                    4 | 8 => b[..data.len()].copy_from_slice(data),
+                    n => return Err(CompleterError::BadWidth(n)),
+                }
+                self.write_register(offset, u64::from_le_bytes(b), data.len())
+            }
+            CMB_BAR if self.config.cmb_size > 0 => {
+                if offset + data.len() as u64 > self.config.cmb_size {
+                    return Err(CompleterError::OutOfRange);
+                }
+                self.cmb.borrow_mut().write(offset, data);
+                Ok(())
+            }
+            _ => Err(CompleterError::OutOfRange),
+        }
+    }
+}
+
+/// The doorbell stride the controller uses (CAP.DSTRD = 0: 4 bytes).
+pub const DOORBELL_STRIDE: u32 = 0;
+
+/// Offset of a doorbell in BAR0.
+pub fn doorbell(qid: u16, completion: bool) -> u64 {
+    spec::doorbell_offset(qid, completion, DOORBELL_STRIDE)
+}

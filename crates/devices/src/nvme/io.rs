@@ -1,0 +1,102 @@
+//! NVM command set I/O: Read, Write, Flush, Write Zeroes.
+
+use super::controller::{NvmeController, MDTS};
+use super::media::MediaOp;
+use super::spec::{io, Command, Status};
+use smartio_platform::{Clock, Port};
+
+const PAGE: u64 = 4096;
+
+impl NvmeController {
+    /// Executes an I/O command; returns its status and completion dword 0.
+    pub(super) async fn io<P: Port + Clock>(&self, port: &P, cmd: &Command) -> (Status, u32) {
+        let r = match cmd.opcode {
+            io::READ => self.read(port, cmd).await,
+            io::WRITE => self.write(port, cmd).await,
+            io::FLUSH => self.flush(port, cmd).await,
+            io::WRITE_ZEROES => self.write_zeroes(port, cmd).await,
+            _ => Err(Status::INVALID_OPCODE),
+        };
+        match r {
+            Ok(()) => (Status::SUCCESS, 0),
+            Err(s) => (s, 0),
+        }
+    }
+
+    /// Checks namespace and range; returns (byte offset, byte length).
+    fn range(&self, cmd: &Command, with_data: bool) -> Result<(u64, u64), Status> {
+        if cmd.nsid == 0 || cmd.nsid > self.store.count() {
+            return Err(Status::INVALID_NAMESPACE);
+        }
+        let slba = u64::from(cmd.cdw(10)) | (u64::from(cmd.cdw(11)) << 32);
+        let blocks = u64::from(cmd.cdw(12) & 0xffff) + 1;
+        let lba = u64::from(self.config.lba_size);
+        if with_data && blocks * lba > PAGE << MDTS {
+            return Err(Status::INVALID_FIELD);
+        }
+        match slba.checked_add(blocks) {
+            Some(end) if end <= self.blocks() => Ok((slba * lba, blocks * lba)),
+            _ => Err(Status::LBA_OUT_OF_RANGE),
+        }
+    }
+
+    async fn read<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
+        let (offset, len) = self.range(cmd, true)?;
+        let done = self.media.schedule(MediaOp::Read(len), port.now());
+        port.sleep(done.since(port.now())).await;
+        let mut data = vec![0u8; len as usize];
+        self.store
+            .read(cmd.nsid, offset, &mut data)
+            .map_err(|_| self.media_error())?;
+        self.to_host(port, cmd, data).await?;
+        let mut s = self.state.borrow_mut();
+        s.health.read_commands += 1;
+        s.health.bytes_read += len;
+        Ok(())
+    }
+
+    async fn write<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
+        let (offset, len) = self.range(cmd, true)?;
+        let data = self.from_host(port, cmd, len).await?;
+        let done = self.media.schedule(MediaOp::Write(len), port.now());
+        port.sleep(done.since(port.now())).await;
+        self.store
+            .write(cmd.nsid, offset, &data)
+            .map_err(|_| self.media_error())?;
+        let mut s = self.state.borrow_mut();
+        s.health.write_commands += 1;
+        s.health.bytes_written += len;
+        Ok(())
+    }
+
+    async fn write_zeroes<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
+        let (offset, len) = self.range(cmd, false)?;
+        let done = self.media.schedule(MediaOp::Write(len), port.now());
+        port.sleep(done.since(port.now())).await;
+        let zeroes = vec![0u8; len.min(1 << 20) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(zeroes.len() as u64);
+            self.store
+                .write(cmd.nsid, offset + at, &zeroes[..n as usize])
+                .map_err(|_| self.media_error())?;
+            at += n;
+        }
+        self.state.borrow_mut().health.write_commands += 1;
+        Ok(())
+    }
+
+    async fn flush<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
+        if cmd.nsid != 0xffff_ffff && (cmd.nsid == 0 || cmd.nsid > self.store.count()) {
+            return Err(Status::INVALID_NAMESPACE);
+        }
+        let done = self.media.schedule(MediaOp::Flush, port.now());
+        port.sleep(done.since(port.now())).await;
+        self.store.flush().map_err(|_| self.media_error())
+    }
+
+    fn media_error(&self) -> Status {
+        self.state.borrow_mut().health.media_errors += 1;
+        Status::INTERNAL_ERROR
+    }
+}

@@ -1,0 +1,23 @@
+//! An NVMe controller (NVMe base specification 1.4 subset) with real commands, real data and
+//! the status codes a real controller returns.
+//!
+//! - [`spec`]: registers, opcodes, status codes and entry formats, shared with drivers.
+//! - [`controller`]: registers, doorbells, MSI-X, enable/reset, arbitration, completions.
+//! - [`admin`] and [`io`]: the commands.
+//! - [`prp`]: PRP entries and lists.
+//! - [`media`]: the time a command takes, by profile; [`namespace`]: where blocks live.
+
+mod admin;
+pub mod controller;
+mod io;
+pub mod media;
+pub mod namespace;
+pub mod params;
+pub mod prp;
+pub mod spec;
+
+pub use controller::{NvmeConfig, NvmeController};
+pub use media::{Media, MediaOp, MediaProfile};
+pub use namespace::{BackingError, NamespaceStore};
+pub use params::NvmeParams;
+pub use spec::{Command, Completion, Status};

@@ -1,0 +1,180 @@
+//! Namespace storage: where the blocks of a controller's namespaces live.
+//!
+//! Sparse memory by default (unwritten blocks read as zero); or one file holding every
+//! namespace back to back, so data persists between runs.
+
+use smartio_platform::SparseMemory;
+use std::cell::RefCell;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Why a backing file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("namespace backing file {path}: {source}")]
+pub struct BackingError {
+    /// The file.
+    pub path: PathBuf,
+    /// What the OS said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+#[derive(Debug)]
+enum Store {
+    Sparse(SparseMemory),
+    File { file: File, path: PathBuf },
+}
+
+/// The blocks of every namespace of one controller.
+#[derive(Debug)]
+pub struct NamespaceStore {
+    store: RefCell<Store>,
+    /// Bytes per namespace.
+    capacity: u64,
+    count: u32,
+    /// The first I/O error of a file-backed store, for the error log.
+    io_error: RefCell<Option<String>>,
+}
+
+impl NamespaceStore {
+    /// `count` namespaces of `capacity` bytes in sparse memory.
+    pub fn sparse(count: u32, capacity: u64) -> Self {
+        Self {
+            store: RefCell::new(Store::Sparse(SparseMemory::new())),
+            capacity,
+            count,
+            io_error: RefCell::new(None),
+        }
+    }
+
+    /// `count` namespaces of `capacity` bytes in the file at `path` (created if missing,
+    /// sized sparsely to hold them all; existing contents are kept).
+    pub fn file(path: &Path, count: u32, capacity: u64) -> Result<Self, BackingError> {
+        let err = |source| BackingError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(err)?;
+        let need = capacity * u64::from(count);
+        if file.metadata().map_err(err)?.len() < need {
+            file.set_len(need).map_err(err)?;
+        }
+        Ok(Self {
+            store: RefCell::new(Store::File {
+                file,
+                path: path.to_path_buf(),
+            }),
+            capacity,
+            count,
+            io_error: RefCell::new(None),
+        })
+    }
+
+    /// Bytes per namespace.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Number of namespaces (ids 1..=count).
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn base(&self, nsid: u32) -> u64 {
+        u64::from(nsid.saturating_sub(1)) * self.capacity
+    }
+
+    /// Reads `buf.len()` bytes at byte `offset` of namespace `nsid`. Caller checks bounds.
+    pub fn read(&self, nsid: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        let at = self.base(nsid) + offset;
+        match &*self.store.borrow() {
+            Store::Sparse(m) => {
+                m.read(at, buf);
+                Ok(())
+            }
+            Store::File { file, path } => read_at(file, at, buf).map_err(|e| self.io(path, e)),
+        }
+    }
+
+    /// Writes `data` at byte `offset` of namespace `nsid`. Caller checks bounds.
+    pub fn write(&self, nsid: u32, offset: u64, data: &[u8]) -> Result<(), String> {
+        let at = self.base(nsid) + offset;
+        match &mut *self.store.borrow_mut() {
+            Store::Sparse(m) => {
+                m.write(at, data);
+                Ok(())
+            }
+            Store::File { file, path } => write_at(file, at, data).map_err(|e| self.io(path, e)),
+        }
+    }
+
+    /// Makes written data durable (a file-backed store syncs).
+    pub fn flush(&self) -> Result<(), String> {
+        match &*self.store.borrow() {
+            Store::Sparse(_) => Ok(()),
+            Store::File { file, path } => file.sync_data().map_err(|e| self.io(path, e)),
+        }
+    }
+
+    fn io(&self, path: &Path, e: std::io::Error) -> String {
+        let msg = format!("{}: {e}", path.display());
+        self.io_error.borrow_mut().get_or_insert(msg.clone());
+        msg
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+#[cfg(unix)]
+fn write_at(file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, data, at)
+}
+
+#[cfg(not(unix))]
+fn read_at(mut file: &File, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(at))?;
+    file.read_exact(buf)
+}
+
+#[cfg(not(unix))]
+fn write_at(mut file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    file.seek(SeekFrom::Start(at))?;
+    file.write_all(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_separate_and_a_file_keeps_its_data() {
+        let dir = std::env::temp_dir().join(format!("smartio-ns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("ns.img");
+        let _ = std::fs::remove_file(&path);
+        {
+            let s = NamespaceStore::file(&path, 2, 1 << 20).expect("create");
+            s.write(1, 512, b"first").expect("write");
+            s.write(2, 512, b"second").expect("write");
+            s.flush().expect("flush");
+        }
+        let s = NamespaceStore::file(&path, 2, 1 << 20).expect("reopen");
+        let mut b = [0u8; 6];
+        s.read(2, 512, &mut b).expect("read");
+        assert_eq!(&b, b"second");
+        s.read(1, 512, &mut b[..5]).expect("read");
+        assert_eq!(&b[..5], b"first");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+}
