@@ -8,10 +8,13 @@ pub mod scenarios;
 
 pub use scenarios::{load_fabric, load_spec, ShippedScenario, SHIPPED};
 
+use smartio_devices::config::ConfigSpace;
 use smartio_devices::dma::DmaDevice;
+use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
 use smartio_engine::{Calibration, Sim, TimingError};
 use smartio_fabric::{EndpointId, ScenarioError};
 use smartio_platform::SimDuration;
+use std::path::PathBuf;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -24,6 +27,21 @@ pub enum ClusterError {
     /// The scenario uses something the calibration does not cover.
     #[error("{0}")]
     Timing(#[from] TimingError),
+    /// A device could not be built (unknown profile, unusable backing file).
+    #[error("device {device}: {message}")]
+    Device {
+        /// `host.device`.
+        device: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Choices made on the command line rather than in the scenario file.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// NVMe namespace backing files by `host.device` (overriding the scenario's `backing`).
+    pub nvme_backing: Vec<(String, PathBuf)>,
 }
 
 /// A runnable cluster: the simulation with every modelled device attached and running.
@@ -35,11 +53,22 @@ pub struct Cluster {
     pub calibration: Calibration,
     /// DMA test devices by endpoint.
     pub dma_devices: Vec<(EndpointId, Rc<DmaDevice>)>,
+    /// NVMe controllers by endpoint.
+    pub nvme_controllers: Vec<(EndpointId, Rc<NvmeController>)>,
 }
 
 impl Cluster {
     /// Loads `scenario` (a shipped name or a file) and starts its devices.
     pub fn new(scenario: &str, calibration: &Calibration) -> Result<Cluster, ClusterError> {
+        Self::with_options(scenario, calibration, &ClusterOptions::default())
+    }
+
+    /// [`Cluster::new`] with command-line choices.
+    pub fn with_options(
+        scenario: &str,
+        calibration: &Calibration,
+        options: &ClusterOptions,
+    ) -> Result<Cluster, ClusterError> {
         let fabric = load_fabric(scenario)?;
         let sim = Sim::new(fabric, calibration)?;
         let mut dma_devices = Vec::new();
@@ -67,10 +96,113 @@ impl Cluster {
             sim.spawn(async move { engine.run(port).await });
             dma_devices.push((endpoint, device));
         }
+        let nvme_controllers = start_nvme(&sim, calibration, options)?;
+        attach_config_spaces(&sim, &nvme_controllers);
         Ok(Cluster {
             sim,
             calibration: calibration.clone(),
             dma_devices,
+            nvme_controllers,
         })
+    }
+}
+
+/// The media profile of calibration profile `name`.
+pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfile, String> {
+    let p = calibration.nvme_profile(name)?;
+    let ns = |p: &smartio_engine::calibration::Param| SimDuration::from_ns_f64(p.value);
+    Ok(MediaProfile {
+        name: name.to_string(),
+        read_latency: ns(&p.read_latency_ns),
+        write_latency: ns(&p.write_latency_ns),
+        flush_latency: ns(&p.flush_latency_ns),
+        max_read_iops: p.max_read_iops.value,
+        max_write_iops: p.max_write_iops.value,
+        read_bandwidth: p.read_bandwidth.value,
+        write_bandwidth: p.write_bandwidth.value,
+        parallel_units: p.parallel_units.value.max(1.0) as u32,
+    })
+}
+
+fn start_nvme(
+    sim: &Sim,
+    calibration: &Calibration,
+    options: &ClusterOptions,
+) -> Result<Vec<(EndpointId, Rc<NvmeController>)>, ClusterError> {
+    let endpoints: Vec<_> = {
+        let fabric = sim.fabric();
+        fabric
+            .endpoints()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == "nvme")
+            .map(|(i, e)| {
+                let name = format!("{}.{}", fabric.host(e.host).name, e.name);
+                (EndpointId(i as u32), name, e.clone())
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (id, name, ep) in endpoints {
+        let err = |message: String| ClusterError::Device {
+            device: name.clone(),
+            message,
+        };
+        let params = NvmeParams::parse(&ep.params).map_err(err)?;
+        let profile = media_profile(calibration, &params.profile).map_err(err)?;
+        let cal = calibration.nvme_profile(&params.profile).map_err(err)?;
+        let queue_pairs = params
+            .queues
+            .unwrap_or(cal.queue_pairs.value.clamp(2.0, 256.0) as u16);
+        let lba = u64::from(params.lba_size);
+        let capacity = params
+            .capacity
+            .unwrap_or((cal.capacity.value as u64) / lba * lba);
+        let backing = options
+            .nvme_backing
+            .iter()
+            .find(|(d, _)| *d == name)
+            .map(|(_, p)| p.clone())
+            .or(params.backing.clone());
+        let store = match backing {
+            Some(path) => NamespaceStore::file(&path, params.namespaces, capacity)
+                .map_err(|e| err(e.to_string()))?,
+            None => NamespaceStore::sparse(params.namespaces, capacity),
+        };
+        let pci = Rc::new(ConfigSpace::new(
+            &ep.layout,
+            &ep.bars,
+            Some(NvmeController::msix_layout(queue_pairs)),
+        ));
+        let config = NvmeConfig {
+            profile,
+            queue_pairs,
+            namespaces: params.namespaces,
+            capacity,
+            lba_size: params.lba_size,
+            cmb_size: params.cmb,
+            ready_delay: SimDuration::from_ns_f64(cal.ready_delay_ns.value),
+            serial: format!("SMARTIO{:04}", id.0),
+            vendor_id: ep.layout.vendor_id,
+        };
+        let controller = Rc::new(NvmeController::new(config, store, pci.clone()));
+        sim.attach_bar_handler(id, controller.clone());
+        sim.attach_config_handler(id, pci);
+        let port = sim.device(id);
+        sim.spawn(controller.clone().run(port));
+        out.push((id, controller));
+    }
+    Ok(out)
+}
+
+/// Every endpoint without a richer model answers configuration requests from its layout.
+fn attach_config_spaces(sim: &Sim, nvme: &[(EndpointId, Rc<NvmeController>)]) {
+    let endpoints: Vec<_> = sim.fabric().endpoints().to_vec();
+    for (i, ep) in endpoints.iter().enumerate() {
+        let id = EndpointId(i as u32);
+        if nvme.iter().any(|(e, _)| *e == id) {
+            continue;
+        }
+        sim.attach_config_handler(id, Rc::new(ConfigSpace::new(&ep.layout, &ep.bars, None)));
     }
 }

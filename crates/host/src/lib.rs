@@ -1,11 +1,25 @@
 //! The host OS model: what an operating system on one emulated host owns.
 //!
-//! Today: the allocator of the host's physical RAM, which shared-memory segments, DMA buffers
-//! and queues come from. The PCI device tree, driver binding and the device handle follow with
-//! issue 4.
+//! - [`memory`]: the allocator of the host's physical RAM.
+//! - [`os`]: a host's kernel — its PCI device tree (from firmware enumeration), driver
+//!   binding by vendor/device/class, hot-add and hot-remove.
+//! - [`device`]: the Linux-like device handle a driver gets: configuration access, BAR
+//!   mapping, the DMA API, MSI-X. A driver sees only this handle, so it cannot tell a local
+//!   function from one SmartIO lends it.
+//! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
+//!   host IOMMU).
+//! - [`driver`]: what a driver implements to be bound.
 
 #![forbid(unsafe_code)]
 
+pub mod device;
+pub mod dma;
+pub mod driver;
 pub mod memory;
+pub mod os;
 
+pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId};
+pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma};
+pub use driver::{BoxFuture, Driver};
 pub use memory::{RamAllocator, RamError};
+pub use os::{HostError, HostOs};

@@ -1,0 +1,403 @@
+//! The device handle a driver is given: configuration access, BAR mapping, the DMA API and
+//! MSI-X — shaped after Linux's `struct pci_dev` helpers.
+//!
+//! Everything that differs between a local function and a borrowed one sits behind
+//! [`DeviceBackend`] and [`DmaMapper`]: where configuration requests go, what address an MSI
+//! must be written to, and how memory becomes a device address. BAR windows are simply the
+//! addresses at which this host's CPU reaches the BARs. A driver cannot tell which it has.
+
+use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper};
+use crate::driver::BoxFuture;
+use crate::os::{HostError, OsShared};
+use smartio_engine::Agent;
+use smartio_fabric::EndpointId;
+use smartio_platform::pci::{self, command, msix};
+use smartio_platform::{AccessError, BusAddr, PhysAddr, Port, Spawner};
+use std::future::Future;
+use std::rc::Rc;
+
+/// Identity of a function, for driver matching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciId {
+    /// Vendor id.
+    pub vendor: u16,
+    /// Device id.
+    pub device: u16,
+    /// 24-bit class code.
+    pub class: u32,
+}
+
+/// A BAR as this host's CPU reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BarWindow {
+    /// BAR index.
+    pub index: u8,
+    /// CPU-visible base address.
+    pub base: BusAddr,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// What differs between a local function and a lent one.
+pub trait DeviceBackend {
+    /// A configuration read.
+    fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>>;
+    /// A configuration write.
+    fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
+    /// The MSI address the device must write so that `vector` of this host fires.
+    fn msi_address(&self, vector: u32) -> Result<u64, HostError>;
+}
+
+/// The backend of a function in this host: configuration requests from this host's CPU,
+/// MSIs to this host's interrupt controller.
+#[derive(Debug, Clone)]
+pub struct LocalFunction {
+    pub(crate) cpu: Agent,
+    pub(crate) endpoint: EndpointId,
+    pub(crate) msi_base: u64,
+}
+
+impl DeviceBackend for LocalFunction {
+    fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>> {
+        let me = self.clone();
+        Box::pin(async move {
+            let mut buf = vec![0u8; len];
+            me.cpu.config_read(me.endpoint, offset, &mut buf).await?;
+            Ok(buf)
+        })
+    }
+
+    fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>> {
+        let me = self.clone();
+        Box::pin(async move { me.cpu.config_write(me.endpoint, offset, &data).await })
+    }
+
+    fn msi_address(&self, _vector: u32) -> Result<u64, HostError> {
+        Ok(self.msi_base)
+    }
+}
+
+/// A mapped BAR: loads and stores from this host's CPU.
+#[derive(Debug, Clone)]
+pub struct Mmio {
+    cpu: Agent,
+    window: BarWindow,
+    device: String,
+}
+
+impl Mmio {
+    fn check(&self, offset: u64, len: usize) -> Result<BusAddr, AccessError> {
+        if offset + len as u64 > self.window.size {
+            return Err(AccessError::CrossesBoundary {
+                addr: self.window.base.offset(offset),
+                len: len as u64,
+                target: format!("{} BAR{}", self.device, self.window.index),
+            });
+        }
+        Ok(self.window.base.offset(offset))
+    }
+
+    /// The window.
+    pub fn window(&self) -> BarWindow {
+        self.window
+    }
+
+    /// A 32-bit load.
+    pub async fn read32(&self, offset: u64) -> Result<u32, AccessError> {
+        let mut b = [0u8; 4];
+        self.cpu.read(self.check(offset, 4)?, &mut b).await?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// A 64-bit load.
+    pub async fn read64(&self, offset: u64) -> Result<u64, AccessError> {
+        let mut b = [0u8; 8];
+        self.cpu.read(self.check(offset, 8)?, &mut b).await?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// A 32-bit store.
+    pub async fn write32(&self, offset: u64, value: u32) -> Result<(), AccessError> {
+        self.cpu
+            .write(self.check(offset, 4)?, &value.to_le_bytes())
+            .await
+    }
+
+    /// A 64-bit store.
+    pub async fn write64(&self, offset: u64, value: u64) -> Result<(), AccessError> {
+        self.cpu
+            .write(self.check(offset, 8)?, &value.to_le_bytes())
+            .await
+    }
+
+    /// A store of `data` (write-combined into TLPs of the CPU's store size).
+    pub async fn write(&self, offset: u64, data: &[u8]) -> Result<(), AccessError> {
+        self.cpu.write(self.check(offset, data.len())?, data).await
+    }
+
+    /// A load of `buf.len()` bytes.
+    pub async fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), AccessError> {
+        self.cpu.read(self.check(offset, buf.len())?, buf).await
+    }
+}
+
+/// An interrupt vector allocated to a device.
+#[derive(Debug, Clone)]
+pub struct IrqVector {
+    /// The device's MSI-X table index.
+    pub index: u16,
+    /// The host's vector number.
+    pub vector: u32,
+    cpu: Agent,
+}
+
+impl IrqVector {
+    /// Waits for the next interrupt on this vector (the handler's entry).
+    pub async fn wait(&self) {
+        self.cpu.interrupt(self.vector).await
+    }
+}
+
+pub(crate) struct HandleInner {
+    pub name: String,
+    pub id: PciId,
+    pub cpu: Agent,
+    pub bars: Vec<BarWindow>,
+    pub backend: Rc<dyn DeviceBackend>,
+    pub dma: Rc<dyn DmaMapper>,
+    pub os: Rc<OsShared>,
+}
+
+/// A device as a driver sees it. Cheap to clone.
+#[derive(Clone)]
+pub struct DeviceHandle {
+    pub(crate) inner: Rc<HandleInner>,
+}
+
+impl std::fmt::Debug for DeviceHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceHandle")
+            .field("name", &self.inner.name)
+            .field("id", &self.inner.id)
+            .finish()
+    }
+}
+
+impl DeviceHandle {
+    /// A handle for a function reached through `backend` and `dma`, with BARs at `bars` as
+    /// this host's CPU sees them. SmartIO builds shadow devices with this.
+    pub fn new(
+        os: &crate::HostOs,
+        name: &str,
+        id: PciId,
+        bars: Vec<BarWindow>,
+        backend: Rc<dyn DeviceBackend>,
+        dma: Rc<dyn DmaMapper>,
+    ) -> DeviceHandle {
+        DeviceHandle {
+            inner: Rc::new(HandleInner {
+                name: name.to_string(),
+                id,
+                cpu: os.cpu(),
+                bars,
+                backend,
+                dma,
+                os: os.shared(),
+            }),
+        }
+    }
+
+    /// The name in the host's device tree.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Vendor, device and class.
+    pub fn id(&self) -> PciId {
+        self.inner.id
+    }
+
+    /// This host's CPU (for the driver's loads and stores to its own memory).
+    pub fn cpu(&self) -> &Agent {
+        &self.inner.cpu
+    }
+
+    /// Starts a kernel task (an interrupt handler thread, a completion poller).
+    pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        self.inner.cpu.spawn_task(Box::pin(task));
+    }
+
+    /// A configuration read of `len` bytes.
+    pub async fn config_read(&self, offset: u16, len: usize) -> Result<Vec<u8>, AccessError> {
+        self.inner.backend.config_read(offset, len).await
+    }
+
+    /// A configuration write.
+    pub async fn config_write(&self, offset: u16, data: &[u8]) -> Result<(), AccessError> {
+        self.inner.backend.config_write(offset, data.to_vec()).await
+    }
+
+    async fn config16(&self, offset: u16) -> Result<u16, AccessError> {
+        let b = self.config_read(offset, 2).await?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    async fn config32(&self, offset: u16) -> Result<u32, AccessError> {
+        let b = self.config_read(offset, 4).await?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Turns on memory decoding and bus mastering (`pci_enable_device` + `pci_set_master`).
+    pub async fn enable(&self) -> Result<(), AccessError> {
+        let cmd = self.config16(pci::COMMAND).await?;
+        let cmd = cmd | command::MEMORY_SPACE | command::BUS_MASTER | command::INTX_DISABLE;
+        self.config_write(pci::COMMAND, &cmd.to_le_bytes()).await
+    }
+
+    /// Turns off bus mastering and memory decoding.
+    pub async fn disable(&self) -> Result<(), AccessError> {
+        let cmd = self.config16(pci::COMMAND).await?;
+        let cmd = cmd & !(command::MEMORY_SPACE | command::BUS_MASTER);
+        self.config_write(pci::COMMAND, &cmd.to_le_bytes()).await
+    }
+
+    /// The BARs.
+    pub fn bars(&self) -> &[BarWindow] {
+        &self.inner.bars
+    }
+
+    /// Maps BAR `index` for loads and stores.
+    pub fn map_bar(&self, index: u8) -> Result<Mmio, HostError> {
+        let window = self
+            .inner
+            .bars
+            .iter()
+            .find(|b| b.index == index)
+            .copied()
+            .ok_or_else(|| HostError::NoSuchBar {
+                device: self.inner.name.clone(),
+                bar: index,
+            })?;
+        Ok(Mmio {
+            cpu: self.inner.cpu.clone(),
+            window,
+            device: self.inner.name.clone(),
+        })
+    }
+
+    /// Maps `len` bytes at `phys` for the device (`dma_map_single`).
+    pub fn dma_map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError> {
+        self.inner.dma.map(phys, len, dir)
+    }
+
+    /// Undoes [`DeviceHandle::dma_map`].
+    pub fn dma_unmap(&self, bus: BusAddr) -> Result<(), DmaError> {
+        self.inner.dma.unmap(bus)
+    }
+
+    /// Allocates `len` bytes of zeroed host RAM mapped for the device
+    /// (`dma_alloc_coherent`). Page-aligned.
+    pub fn dma_alloc_coherent(&self, len: u64) -> Result<DmaBuffer, DmaError> {
+        let len = len.max(1).next_multiple_of(4096);
+        let cpu = self
+            .inner
+            .os
+            .alloc(len)
+            .map_err(|e| DmaError::OutOfMemory {
+                device: self.inner.name.clone(),
+                message: e.to_string(),
+            })?;
+        self.inner.os.zero(cpu, len);
+        match self.inner.dma.map(cpu, len, DmaDirection::Bidirectional) {
+            Ok(bus) => Ok(DmaBuffer { cpu, bus, len }),
+            Err(e) => {
+                self.inner.os.free(cpu);
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees a [`DeviceHandle::dma_alloc_coherent`] buffer.
+    pub fn dma_free_coherent(&self, buf: DmaBuffer) -> Result<(), DmaError> {
+        self.inner.dma.unmap(buf.bus)?;
+        self.inner.os.free(buf.cpu);
+        Ok(())
+    }
+
+    /// Finds the MSI-X capability: (capability offset, table size).
+    async fn msix_capability(&self) -> Result<(u16, u16), HostError> {
+        let access = |e: AccessError| HostError::Access {
+            device: self.inner.name.clone(),
+            source: e,
+        };
+        let mut at = u16::from(self.config_read(pci::CAPABILITIES, 1).await.map_err(access)?[0]);
+        let mut hops = 0;
+        while at != 0 && hops < 48 {
+            let b = self.config_read(at, 2).await.map_err(access)?;
+            if b[0] == pci::cap::MSIX {
+                let ctl = self.config16(at + msix::CONTROL).await.map_err(access)?;
+                return Ok((at, (ctl & 0x7ff) + 1));
+            }
+            at = u16::from(b[1]);
+            hops += 1;
+        }
+        Err(HostError::NoMsix {
+            device: self.inner.name.clone(),
+        })
+    }
+
+    /// Enables MSI-X with `count` vectors (`pci_alloc_irq_vectors`): allocates host vectors,
+    /// programs and unmasks the table entries, and sets the enable bit.
+    pub async fn enable_msix(&self, count: u16) -> Result<Vec<IrqVector>, HostError> {
+        let name = &self.inner.name;
+        let access = |e: AccessError| HostError::Access {
+            device: name.clone(),
+            source: e,
+        };
+        let (cap, size) = self.msix_capability().await?;
+        if count == 0 || count > size {
+            return Err(HostError::TooManyVectors {
+                device: name.clone(),
+                wanted: count,
+                available: size,
+            });
+        }
+        let table = self.config32(cap + msix::TABLE).await.map_err(access)?;
+        let bar = self.map_bar((table & 7) as u8)?;
+        let table_offset = u64::from(table & !7);
+        let first = self.inner.os.allocate_vectors(u32::from(count));
+        let mut out = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let vector = first + u32::from(index);
+            let address = self.inner.backend.msi_address(vector)?;
+            let mut entry = [0u8; 16];
+            entry[0..8].copy_from_slice(&address.to_le_bytes());
+            entry[8..12].copy_from_slice(&vector.to_le_bytes());
+            let at = table_offset + u64::from(index) * msix::ENTRY_SIZE;
+            bar.write(at, &entry).await.map_err(access)?;
+            out.push(IrqVector {
+                index,
+                vector,
+                cpu: self.inner.cpu.clone(),
+            });
+        }
+        let ctl = self.config16(cap + msix::CONTROL).await.map_err(access)?;
+        self.config_write(cap + msix::CONTROL, &((ctl | msix::ENABLE) & !msix::FUNCTION_MASK).to_le_bytes())
+            .await
+            .map_err(access)?;
+        Ok(out)
+    }
+
+    /// Disables MSI-X.
+    pub async fn disable_msix(&self) -> Result<(), HostError> {
+        let access = |e: AccessError| HostError::Access {
+            device: self.inner.name.clone(),
+            source: e,
+        };
+        let (cap, _) = self.msix_capability().await?;
+        let ctl = self.config16(cap + msix::CONTROL).await.map_err(access)?;
+        self.config_write(cap + msix::CONTROL, &(ctl & !msix::ENABLE).to_le_bytes())
+            .await
+            .map_err(access)
+    }
+}

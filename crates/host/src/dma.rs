@@ -1,0 +1,199 @@
+//! Turning host memory into addresses a device can use.
+//!
+//! With the host IOMMU off a device uses physical addresses (identity). With it on, each
+//! function has its own domain and the DMA API hands out I/O virtual addresses mapped to the
+//! buffer's pages, so a device reaching anywhere else faults.
+
+use crate::memory::RamAllocator;
+use smartio_engine::Sim;
+use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
+use smartio_platform::{BusAddr, PhysAddr};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+const PAGE: u64 = 4096;
+/// I/O virtual addresses handed out start here (above the 32-bit hole, like Linux's IOVA
+/// allocator would for a 64-bit-capable device).
+const IOVA_BASE: u64 = 1 << 32;
+const IOVA_SPACE: u64 = 1 << 40;
+
+/// Which way data moves (as Linux's `dma_data_direction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaDirection {
+    /// The device reads the buffer.
+    ToDevice,
+    /// The device writes the buffer.
+    FromDevice,
+    /// Both.
+    Bidirectional,
+}
+
+/// A DMA API failure.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DmaError {
+    /// No I/O virtual address range is left.
+    #[error("{device}: I/O virtual address space exhausted mapping {len} bytes")]
+    NoIova {
+        /// The device.
+        device: String,
+        /// Requested bytes.
+        len: u64,
+    },
+    /// The IOMMU refused the mapping.
+    #[error("{device}: {source}")]
+    Iommu {
+        /// The device.
+        device: String,
+        /// What the IOMMU said.
+        source: IommuError,
+    },
+    /// An unmap of an address that was not mapped by this handle.
+    #[error("{device}: {addr} was not mapped by the DMA API")]
+    NotMapped {
+        /// The device.
+        device: String,
+        /// The address.
+        addr: BusAddr,
+    },
+    /// Host RAM is exhausted (coherent allocations).
+    #[error("{device}: {message}")]
+    OutOfMemory {
+        /// The device.
+        device: String,
+        /// The allocator's message.
+        message: String,
+    },
+    /// Anything a SmartIO-provided mapper reports (window exhausted, ...).
+    #[error("{device}: {message}")]
+    Window {
+        /// The device.
+        device: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A coherent DMA buffer: CPU and device addresses of the same memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaBuffer {
+    /// Where the CPU reaches it (host physical).
+    pub cpu: PhysAddr,
+    /// Where the device reaches it.
+    pub bus: BusAddr,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// Maps host memory for one device. Implementations: [`LocalDma`] for a local function;
+/// SmartIO supplies one for a shadow device.
+pub trait DmaMapper {
+    /// Makes `len` bytes at `phys` reachable by the device; returns the device's address.
+    fn map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError>;
+
+    /// Undoes a [`DmaMapper::map`] that returned `bus`.
+    fn unmap(&self, bus: BusAddr) -> Result<(), DmaError>;
+}
+
+/// The DMA mapper of a function in its own host.
+#[derive(Debug)]
+pub struct LocalDma {
+    sim: Sim,
+    host: HostId,
+    name: String,
+    domain: Option<DomainId>,
+    iova: RefCell<RamAllocator>,
+    /// bus page address → (iova start, page-rounded length)
+    mapped: RefCell<BTreeMap<u64, (u64, u64)>>,
+}
+
+impl LocalDma {
+    /// A mapper for `endpoint` of `host`; when the host IOMMU is on, the function gets a
+    /// domain of its own (attached now).
+    pub fn new(sim: &Sim, host: HostId, endpoint: EndpointId, name: &str) -> Result<Self, DmaError> {
+        let domain = sim.with_fabric_mut(|f| {
+            let iommu = f.iommu_mut(host);
+            if !iommu.enabled() {
+                return Ok(None);
+            }
+            let d = iommu.create_domain()?;
+            iommu.attach(endpoint, d)?;
+            Ok(Some(d))
+        });
+        let domain = domain.map_err(|source| DmaError::Iommu {
+            device: name.to_string(),
+            source,
+        })?;
+        Ok(Self {
+            sim: sim.clone(),
+            host,
+            name: name.to_string(),
+            domain,
+            iova: RefCell::new(RamAllocator::new(&[IOVA_BASE..IOVA_BASE + IOVA_SPACE])),
+            mapped: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    /// The function's IOMMU domain, when the IOMMU is on.
+    pub fn domain(&self) -> Option<DomainId> {
+        self.domain
+    }
+}
+
+impl DmaMapper for LocalDma {
+    fn map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError> {
+        let Some(domain) = self.domain else {
+            return Ok(BusAddr(phys.get()));
+        };
+        let first = phys.get() & !(PAGE - 1);
+        let span = (phys.get() + len.max(1)).next_multiple_of(PAGE) - first;
+        let iova = self
+            .iova
+            .borrow_mut()
+            .alloc(span, PAGE)
+            .map_err(|_| DmaError::NoIova {
+                device: self.name.clone(),
+                len,
+            })?;
+        let writable = dir != DmaDirection::ToDevice;
+        let host = self.host;
+        self.sim
+            .with_fabric_mut(|f| {
+                f.iommu_mut(host)
+                    .map(domain, BusAddr(iova), PhysAddr(first), span, writable)
+            })
+            .map_err(|source| {
+                let _ = self.iova.borrow_mut().free(iova);
+                DmaError::Iommu {
+                    device: self.name.clone(),
+                    source,
+                }
+            })?;
+        self.mapped.borrow_mut().insert(iova, (iova, span));
+        Ok(BusAddr(iova + (phys.get() - first)))
+    }
+
+    fn unmap(&self, bus: BusAddr) -> Result<(), DmaError> {
+        let Some(domain) = self.domain else {
+            return Ok(());
+        };
+        let page = bus.get() & !(PAGE - 1);
+        let not_mapped = || DmaError::NotMapped {
+            device: self.name.clone(),
+            addr: bus,
+        };
+        let (iova, span) = self
+            .mapped
+            .borrow_mut()
+            .remove(&page)
+            .ok_or_else(not_mapped)?;
+        let host = self.host;
+        self.sim
+            .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), span))
+            .map_err(|source| DmaError::Iommu {
+                device: self.name.clone(),
+                source,
+            })?;
+        self.iova.borrow_mut().free(iova).map_err(|_| not_mapped())
+    }
+}

@@ -1,0 +1,26 @@
+//! What a driver implements to be bound to devices by a host's kernel.
+
+use crate::device::{DeviceHandle, PciId};
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// A boxed future of the engine's single-threaded executor.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// A driver: which functions it takes, and how it takes and releases one.
+pub trait Driver {
+    /// The driver's name (`nvme`, ...).
+    fn name(&self) -> &str;
+
+    /// Whether the driver handles functions with `id` (by class, or vendor and device).
+    fn matches(&self, id: &PciId) -> bool;
+
+    /// Binds to `device`; returns the driver's per-device state (what `driver_data` gives
+    /// back) or why it could not bind.
+    fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, String>>;
+
+    /// Unbinds from a device before it goes away: stop I/O, release queues, disable it.
+    fn remove(&self, state: Rc<dyn Any>) -> BoxFuture<()>;
+}

@@ -1,0 +1,429 @@
+//! A host's kernel: its RAM, its PCI device tree, and the drivers bound to the devices.
+//!
+//! The tree starts as the firmware enumerated it (the fabric's endpoints of this host) and
+//! changes by hot-add and hot-remove. Binding follows Linux: when a device appears, the first
+//! registered driver whose match accepts it probes it; on removal the driver is unbound first.
+
+use crate::device::{BarWindow, DeviceHandle, LocalFunction, PciId};
+use crate::dma::{DmaError, LocalDma};
+use crate::driver::Driver;
+use crate::memory::{RamAllocator, RamError};
+use smartio_engine::{Agent, Sim};
+use smartio_fabric::{EndpointId, HostId};
+use smartio_platform::{AccessError, PhysAddr};
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use thiserror::Error;
+
+/// A host OS failure.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HostError {
+    /// No device of that name in the host's tree.
+    #[error("host {host} has no device {device:?} (devices: {known})")]
+    UnknownDevice {
+        /// The host.
+        host: String,
+        /// The name asked for.
+        device: String,
+        /// The names it has.
+        known: String,
+    },
+    /// A device of that name is already in the tree.
+    #[error("host {host} already has a device {device:?}")]
+    DuplicateDevice {
+        /// The host.
+        host: String,
+        /// The name.
+        device: String,
+    },
+    /// The device has no such BAR.
+    #[error("{device} has no BAR{bar}")]
+    NoSuchBar {
+        /// The device.
+        device: String,
+        /// The BAR index.
+        bar: u8,
+    },
+    /// The device has no MSI-X capability.
+    #[error("{device} has no MSI-X capability")]
+    NoMsix {
+        /// The device.
+        device: String,
+    },
+    /// More vectors asked for than the table has.
+    #[error("{device}: {wanted} MSI-X vectors asked for, the table has {available}")]
+    TooManyVectors {
+        /// The device.
+        device: String,
+        /// Asked.
+        wanted: u16,
+        /// In the table.
+        available: u16,
+    },
+    /// A configuration or MMIO access failed.
+    #[error("{device}: {source}")]
+    Access {
+        /// The device.
+        device: String,
+        /// The access error.
+        source: AccessError,
+    },
+    /// The DMA API failed.
+    #[error("{0}")]
+    Dma(#[from] DmaError),
+    /// No registered driver matches the device.
+    #[error("no driver for {device} (vendor {vendor:#06x}, device {id:#06x}, class {class:#08x})")]
+    NoDriver {
+        /// The device.
+        device: String,
+        /// Vendor id.
+        vendor: u16,
+        /// Device id.
+        id: u16,
+        /// Class code.
+        class: u32,
+    },
+    /// The driver's probe failed.
+    #[error("driver {driver} failed to bind {device}: {message}")]
+    ProbeFailed {
+        /// The driver.
+        driver: String,
+        /// The device.
+        device: String,
+        /// The driver's reason.
+        message: String,
+    },
+    /// Something else a mapper or SmartIO reports.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// State shared by a kernel and the handles of its devices.
+#[derive(Debug)]
+pub(crate) struct OsShared {
+    sim: Sim,
+    host: HostId,
+    ram: RefCell<RamAllocator>,
+    next_vector: Cell<u32>,
+}
+
+impl OsShared {
+    pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
+        self.ram.borrow_mut().alloc(len, 4096).map(PhysAddr)
+    }
+
+    pub fn free(&self, addr: PhysAddr) {
+        let _ = self.ram.borrow_mut().free(addr.get());
+    }
+
+    /// Clears freshly allocated memory (as the kernel hands out zeroed pages).
+    pub fn zero(&self, addr: PhysAddr, len: u64) {
+        let zeros = vec![0u8; len.min(1 << 20) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(zeros.len() as u64);
+            self.sim
+                .poke_memory(self.host, PhysAddr(addr.get() + at), &zeros[..n as usize]);
+            at += n;
+        }
+    }
+
+    /// `count` consecutive interrupt vectors of this host.
+    pub fn allocate_vectors(&self, count: u32) -> u32 {
+        let first = self.next_vector.get();
+        self.next_vector.set(first + count);
+        first
+    }
+}
+
+struct Entry {
+    handle: DeviceHandle,
+    endpoint: Option<EndpointId>,
+    bound: Option<(Rc<dyn Driver>, Rc<dyn Any>)>,
+}
+
+struct OsInner {
+    name: String,
+    shared: Rc<OsShared>,
+    devices: RefCell<Vec<Entry>>,
+    drivers: RefCell<Vec<Rc<dyn Driver>>>,
+}
+
+/// One host's kernel. Cheap to clone.
+#[derive(Clone)]
+pub struct HostOs {
+    inner: Rc<OsInner>,
+}
+
+impl std::fmt::Debug for HostOs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostOs").field("name", &self.inner.name).finish()
+    }
+}
+
+/// First MSI vector number handed to devices (lower ones belong to the platform).
+const FIRST_DEVICE_VECTOR: u32 = 0x100;
+
+impl HostOs {
+    /// Boots `host`: its RAM allocator and a device tree of the functions the firmware
+    /// enumerated in it (NTB adapters included). No driver is bound yet.
+    pub fn boot(sim: &Sim, host: HostId) -> Result<HostOs, HostError> {
+        let (name, ram, msi, endpoints) = {
+            let f = sim.fabric();
+            let h = f.host(host);
+            let eps: Vec<_> = f
+                .endpoints()
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.host == host)
+                .map(|(i, e)| (EndpointId(i as u32), e.clone()))
+                .collect();
+            (h.name.clone(), RamAllocator::new(&h.ram), h.msi.start, eps)
+        };
+        let shared = Rc::new(OsShared {
+            sim: sim.clone(),
+            host,
+            ram: RefCell::new(ram),
+            next_vector: Cell::new(FIRST_DEVICE_VECTOR),
+        });
+        let os = HostOs {
+            inner: Rc::new(OsInner {
+                name,
+                shared,
+                devices: RefCell::new(Vec::new()),
+                drivers: RefCell::new(Vec::new()),
+            }),
+        };
+        for (id, ep) in endpoints {
+            let backend = Rc::new(LocalFunction {
+                cpu: sim.cpu(host),
+                endpoint: id,
+                msi_base: msi,
+            });
+            let dma = Rc::new(LocalDma::new(sim, host, id, &ep.name)?);
+            let bars = ep
+                .bars
+                .iter()
+                .map(|b| BarWindow {
+                    index: b.index,
+                    base: b.base,
+                    size: b.size,
+                })
+                .collect();
+            let pci = PciId {
+                vendor: ep.layout.vendor_id,
+                device: ep.layout.device_id,
+                class: ep.layout.class_code,
+            };
+            let handle = DeviceHandle::new(&os, &ep.name, pci, bars, backend, dma);
+            os.inner.devices.borrow_mut().push(Entry {
+                handle,
+                endpoint: Some(id),
+                bound: None,
+            });
+        }
+        Ok(os)
+    }
+
+    /// Boots every host of the simulation, in host order.
+    pub fn boot_all(sim: &Sim) -> Result<Vec<HostOs>, HostError> {
+        let n = sim.fabric().hosts().len();
+        (0..n).map(|i| HostOs::boot(sim, HostId(i as u32))).collect()
+    }
+
+    pub(crate) fn shared(&self) -> Rc<OsShared> {
+        self.inner.shared.clone()
+    }
+
+    /// The host's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The host's id.
+    pub fn id(&self) -> HostId {
+        self.inner.shared.host
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Sim {
+        &self.inner.shared.sim
+    }
+
+    /// A CPU of this host.
+    pub fn cpu(&self) -> Agent {
+        self.inner.shared.sim.cpu(self.inner.shared.host)
+    }
+
+    /// Allocates `len` bytes of RAM (page-aligned, zeroed) for the kernel or a program.
+    pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
+        let len = len.max(1).next_multiple_of(4096);
+        let a = self.inner.shared.alloc(len)?;
+        self.inner.shared.zero(a, len);
+        Ok(a)
+    }
+
+    /// Frees an [`HostOs::alloc`] allocation.
+    pub fn free(&self, addr: PhysAddr) {
+        self.inner.shared.free(addr);
+    }
+
+    /// The devices in the tree, in order.
+    pub fn devices(&self) -> Vec<DeviceHandle> {
+        self.inner
+            .devices
+            .borrow()
+            .iter()
+            .map(|e| e.handle.clone())
+            .collect()
+    }
+
+    /// The fabric endpoint behind a device of this host's own tree (`None` for added ones).
+    pub fn endpoint_of(&self, name: &str) -> Option<EndpointId> {
+        self.inner
+            .devices
+            .borrow()
+            .iter()
+            .find(|e| e.handle.name() == name)
+            .and_then(|e| e.endpoint)
+    }
+
+    /// The device called `name`.
+    pub fn device(&self, name: &str) -> Result<DeviceHandle, HostError> {
+        let devices = self.inner.devices.borrow();
+        devices
+            .iter()
+            .find(|e| e.handle.name() == name)
+            .map(|e| e.handle.clone())
+            .ok_or_else(|| HostError::UnknownDevice {
+                host: self.inner.name.clone(),
+                device: name.to_string(),
+                known: devices
+                    .iter()
+                    .map(|e| e.handle.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Makes `driver` available for binding (already present devices are not probed; call
+    /// [`HostOs::probe`]).
+    pub fn register_driver(&self, driver: Rc<dyn Driver>) {
+        self.inner.drivers.borrow_mut().push(driver);
+    }
+
+    /// The name of the driver bound to `device`, if any.
+    pub fn bound_driver(&self, device: &str) -> Option<String> {
+        self.inner
+            .devices
+            .borrow()
+            .iter()
+            .find(|e| e.handle.name() == device)
+            .and_then(|e| e.bound.as_ref().map(|(d, _)| d.name().to_string()))
+    }
+
+    /// The state the bound driver keeps for `device`, if it is of type `T`.
+    pub fn driver_data<T: 'static>(&self, device: &str) -> Option<Rc<T>> {
+        let state = self
+            .inner
+            .devices
+            .borrow()
+            .iter()
+            .find(|e| e.handle.name() == device)
+            .and_then(|e| e.bound.as_ref().map(|(_, s)| s.clone()))?;
+        state.downcast::<T>().ok()
+    }
+
+    /// Binds the first matching driver to `device` (if not bound already).
+    pub async fn probe(&self, device: &str) -> Result<(), HostError> {
+        let handle = self.device(device)?;
+        if self.bound_driver(device).is_some() {
+            return Ok(());
+        }
+        let id = handle.id();
+        let driver = self
+            .inner
+            .drivers
+            .borrow()
+            .iter()
+            .find(|d| d.matches(&id))
+            .cloned()
+            .ok_or_else(|| HostError::NoDriver {
+                device: device.to_string(),
+                vendor: id.vendor,
+                id: id.device,
+                class: id.class,
+            })?;
+        let state = driver
+            .probe(handle)
+            .await
+            .map_err(|message| HostError::ProbeFailed {
+                driver: driver.name().to_string(),
+                device: device.to_string(),
+                message,
+            })?;
+        if let Some(e) = self
+            .inner
+            .devices
+            .borrow_mut()
+            .iter_mut()
+            .find(|e| e.handle.name() == device)
+        {
+            e.bound = Some((driver, state));
+        }
+        Ok(())
+    }
+
+    /// Unbinds the driver of `device`, if any (the driver's remove runs first).
+    pub async fn unbind(&self, device: &str) -> Result<(), HostError> {
+        self.device(device)?;
+        let bound = self
+            .inner
+            .devices
+            .borrow_mut()
+            .iter_mut()
+            .find(|e| e.handle.name() == device)
+            .and_then(|e| e.bound.take());
+        if let Some((driver, state)) = bound {
+            driver.remove(state).await;
+        }
+        Ok(())
+    }
+
+    /// Hot-adds `handle` to the tree and binds a driver if one matches (a device no driver
+    /// wants stays in the tree unbound, as on Linux).
+    pub async fn hot_add(&self, handle: DeviceHandle) -> Result<(), HostError> {
+        let name = handle.name().to_string();
+        if self.device(&name).is_ok() {
+            return Err(HostError::DuplicateDevice {
+                host: self.inner.name.clone(),
+                device: name,
+            });
+        }
+        self.inner.devices.borrow_mut().push(Entry {
+            handle,
+            endpoint: None,
+            bound: None,
+        });
+        match self.probe(&name).await {
+            Ok(()) | Err(HostError::NoDriver { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Hot-removes `device`: unbinds its driver, then takes it out of the tree.
+    pub async fn hot_remove(&self, device: &str) -> Result<DeviceHandle, HostError> {
+        self.unbind(device).await?;
+        let mut devices = self.inner.devices.borrow_mut();
+        let at = devices
+            .iter()
+            .position(|e| e.handle.name() == device)
+            .ok_or_else(|| HostError::UnknownDevice {
+                host: self.inner.name.clone(),
+                device: device.to_string(),
+                known: String::new(),
+            })?;
+        Ok(devices.remove(at).handle)
+    }
+}
