@@ -5,5 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dma;
+pub mod nvme;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
+pub use nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};

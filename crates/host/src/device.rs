@@ -27,6 +27,17 @@ pub struct PciId {
     pub class: u32,
 }
 
+/// The time the host's software steps take (from the calibration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SoftwareCosts {
+    /// Block layer + driver submission path.
+    pub block_submit: smartio_platform::SimDuration,
+    /// Block layer + driver completion path.
+    pub block_complete: smartio_platform::SimDuration,
+    /// One check of a completion entry in local memory.
+    pub poll_check: smartio_platform::SimDuration,
+}
+
 /// A BAR as this host's CPU reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BarWindow {
@@ -222,6 +233,16 @@ impl DeviceHandle {
         &self.inner.cpu
     }
 
+    /// What the host's software steps cost (block layer, polling).
+    pub fn costs(&self) -> SoftwareCosts {
+        let t = self.inner.cpu.sim().timing();
+        SoftwareCosts {
+            block_submit: t.cpu.block_submit,
+            block_complete: t.cpu.block_complete,
+            poll_check: t.cpu.memory_read,
+        }
+    }
+
     /// Starts a kernel task (an interrupt handler thread, a completion poller).
     pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
         self.inner.cpu.spawn_task(Box::pin(task));
@@ -286,7 +307,12 @@ impl DeviceHandle {
     }
 
     /// Maps `len` bytes at `phys` for the device (`dma_map_single`).
-    pub fn dma_map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError> {
+    pub fn dma_map(
+        &self,
+        phys: PhysAddr,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<BusAddr, DmaError> {
         self.inner.dma.map(phys, len, dir)
     }
 
@@ -330,7 +356,11 @@ impl DeviceHandle {
             device: self.inner.name.clone(),
             source: e,
         };
-        let mut at = u16::from(self.config_read(pci::CAPABILITIES, 1).await.map_err(access)?[0]);
+        let mut at = u16::from(
+            self.config_read(pci::CAPABILITIES, 1)
+                .await
+                .map_err(access)?[0],
+        );
         let mut hops = 0;
         while at != 0 && hops < 48 {
             let b = self.config_read(at, 2).await.map_err(access)?;
@@ -382,9 +412,12 @@ impl DeviceHandle {
             });
         }
         let ctl = self.config16(cap + msix::CONTROL).await.map_err(access)?;
-        self.config_write(cap + msix::CONTROL, &((ctl | msix::ENABLE) & !msix::FUNCTION_MASK).to_le_bytes())
-            .await
-            .map_err(access)?;
+        self.config_write(
+            cap + msix::CONTROL,
+            &((ctl | msix::ENABLE) & !msix::FUNCTION_MASK).to_le_bytes(),
+        )
+        .await
+        .map_err(access)?;
         Ok(out)
     }
 

@@ -110,7 +110,12 @@ pub struct LocalDma {
 impl LocalDma {
     /// A mapper for `endpoint` of `host`; when the host IOMMU is on, the function gets a
     /// domain of its own (attached now).
-    pub fn new(sim: &Sim, host: HostId, endpoint: EndpointId, name: &str) -> Result<Self, DmaError> {
+    pub fn new(
+        sim: &Sim,
+        host: HostId,
+        endpoint: EndpointId,
+        name: &str,
+    ) -> Result<Self, DmaError> {
         let domain = sim.with_fabric_mut(|f| {
             let iommu = f.iommu_mut(host);
             if !iommu.enabled() {

@@ -18,7 +18,7 @@ pub mod driver;
 pub mod memory;
 pub mod os;
 
-pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId};
+pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma};
 pub use driver::{BoxFuture, Driver};
 pub use memory::{RamAllocator, RamError};

@@ -158,7 +158,9 @@ pub struct HostOs {
 
 impl std::fmt::Debug for HostOs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostOs").field("name", &self.inner.name).finish()
+        f.debug_struct("HostOs")
+            .field("name", &self.inner.name)
+            .finish()
     }
 }
 
@@ -229,7 +231,9 @@ impl HostOs {
     /// Boots every host of the simulation, in host order.
     pub fn boot_all(sim: &Sim) -> Result<Vec<HostOs>, HostError> {
         let n = sim.fabric().hosts().len();
-        (0..n).map(|i| HostOs::boot(sim, HostId(i as u32))).collect()
+        (0..n)
+            .map(|i| HostOs::boot(sim, HostId(i as u32)))
+            .collect()
     }
 
     pub(crate) fn shared(&self) -> Rc<OsShared> {

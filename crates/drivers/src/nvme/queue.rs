@@ -1,0 +1,221 @@
+//! One submission/completion queue pair as the driver keeps it: entries in host memory,
+//! command ids as tags, phase tracking, and doorbells.
+//!
+//! Invariant: at most `entries - 1` commands are outstanding (one tag each), so the
+//! submission queue can never overflow and every completion finds its tag.
+
+use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
+use smartio_engine::Agent;
+use smartio_host::{DmaBuffer, IrqVector, Mmio};
+use smartio_platform::{AccessError, BusAddr, MemoryWatch, Port};
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::task::{Poll, Waker};
+
+#[derive(Debug, Default)]
+struct Tag {
+    done: Option<Completion>,
+    waker: Option<Waker>,
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct QueuePair {
+    /// Queue id (0 = admin).
+    pub qid: u16,
+    /// Entries per queue.
+    pub entries: u16,
+    /// The submission queue memory.
+    pub sq: DmaBuffer,
+    /// The completion queue memory.
+    pub cq: DmaBuffer,
+    /// The interrupt vector of the completion queue (interrupt mode).
+    pub irq: Option<IrqVector>,
+    cpu: Agent,
+    bar: Mmio,
+    sq_doorbell: u64,
+    cq_doorbell: u64,
+    sq_tail: Cell<u16>,
+    cq_head: Cell<u16>,
+    phase: Cell<bool>,
+    tags: RefCell<Vec<Tag>>,
+    free: RefCell<Vec<u16>>,
+    tag_waiters: RefCell<Vec<Waker>>,
+    /// Per-tag PRP list pages, allocated on first use.
+    pub(super) prp_lists: RefCell<Vec<Option<DmaBuffer>>>,
+}
+
+impl QueuePair {
+    /// A pair over `sq`/`cq` memory of `entries` entries each.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        qid: u16,
+        entries: u16,
+        sq: DmaBuffer,
+        cq: DmaBuffer,
+        irq: Option<IrqVector>,
+        cpu: Agent,
+        bar: Mmio,
+        doorbells: (u64, u64),
+    ) -> QueuePair {
+        let tags = entries - 1;
+        QueuePair {
+            qid,
+            entries,
+            sq,
+            cq,
+            irq,
+            cpu,
+            bar,
+            sq_doorbell: doorbells.0,
+            cq_doorbell: doorbells.1,
+            sq_tail: Cell::new(0),
+            cq_head: Cell::new(0),
+            phase: Cell::new(true),
+            tags: RefCell::new((0..tags).map(|_| Tag::default()).collect()),
+            free: RefCell::new((0..tags).rev().collect()),
+            tag_waiters: RefCell::new(Vec::new()),
+            prp_lists: RefCell::new(vec![None; tags as usize]),
+        }
+    }
+
+    /// Takes a free tag, waiting for one if all are in use.
+    pub async fn acquire(&self) -> u16 {
+        poll_fn(|cx| match self.free.borrow_mut().pop() {
+            Some(t) => Poll::Ready(t),
+            None => {
+                self.tag_waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Returns a tag.
+    pub fn release(&self, tag: u16) {
+        self.tags.borrow_mut()[tag as usize] = Tag::default();
+        self.free.borrow_mut().push(tag);
+        if let Some(w) = self.tag_waiters.borrow_mut().pop() {
+            w.wake();
+        }
+    }
+
+    /// Writes `cmd` (its `cid` set to `tag`) into the next slot and rings the doorbell.
+    pub async fn submit(&self, tag: u16, mut cmd: Command) -> Result<(), AccessError> {
+        cmd.cid = tag;
+        let slot = self.sq_tail.get();
+        let next = (slot + 1) % self.entries;
+        self.sq_tail.set(next);
+        let at = BusAddr(self.sq.cpu.get() + u64::from(slot) * SQE_SIZE as u64);
+        self.cpu.write(at, &cmd.to_bytes()).await?;
+        self.bar
+            .write32(self.sq_doorbell, u32::from(self.sq_tail.get()))
+            .await
+    }
+
+    /// Consumes every new completion entry, hands each to its tag, and moves the CQ head
+    /// doorbell. Returns how many were consumed.
+    pub async fn reap(&self) -> Result<usize, AccessError> {
+        let mut n = 0;
+        loop {
+            let head = self.cq_head.get();
+            let at = BusAddr(self.cq.cpu.get() + u64::from(head) * CQE_SIZE as u64);
+            let mut raw = [0u8; CQE_SIZE];
+            self.cpu.read(at, &mut raw).await?;
+            let e = Completion::from_bytes(&raw);
+            if e.phase != self.phase.get() || self.cq_head.get() != head {
+                break;
+            }
+            let next = (head + 1) % self.entries;
+            self.cq_head.set(next);
+            if next == 0 {
+                self.phase.set(!self.phase.get());
+            }
+            if let Some(t) = self.tags.borrow_mut().get_mut(e.cid as usize) {
+                t.done = Some(e);
+                if let Some(w) = t.waker.take() {
+                    w.wake();
+                }
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.bar
+                .write32(self.cq_doorbell, u32::from(self.cq_head.get()))
+                .await?;
+        }
+        Ok(n)
+    }
+
+    /// The completion of `tag`, if it has arrived.
+    fn take_done(&self, tag: u16) -> Option<Completion> {
+        self.tags.borrow_mut()[tag as usize].done.take()
+    }
+
+    /// Waits for `tag`'s completion delivered by the interrupt handler.
+    pub async fn wait_interrupt(&self, tag: u16) -> Completion {
+        poll_fn(|cx| {
+            let mut tags = self.tags.borrow_mut();
+            let t = &mut tags[tag as usize];
+            match t.done.take() {
+                Some(c) => Poll::Ready(c),
+                None => {
+                    t.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Polls the completion queue until `tag` completes.
+    pub async fn wait_polled(&self, tag: u16) -> Result<Completion, AccessError> {
+        loop {
+            self.reap().await?;
+            if let Some(c) = self.take_done(tag) {
+                return Ok(c);
+            }
+            // Someone else may have reaped ours while we read.
+            let head = self.cq_head.get();
+            let at =
+                smartio_platform::PhysAddr(self.cq.cpu.get() + u64::from(head) * CQE_SIZE as u64);
+            let woken = poll_fn(|cx| {
+                if self.tags.borrow()[tag as usize].done.is_some() {
+                    return Poll::Ready(true);
+                }
+                self.tags.borrow_mut()[tag as usize].waker = Some(cx.waker().clone());
+                Poll::Ready(false)
+            })
+            .await;
+            if woken {
+                continue;
+            }
+            let watch = self.cpu.written(at, CQE_SIZE as u64);
+            let mine = poll_fn(|_| {
+                if self.tags.borrow()[tag as usize].done.is_some() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            });
+            first_of(watch, mine).await;
+        }
+    }
+}
+
+/// Runs two futures and resolves when either does.
+async fn first_of<A: std::future::Future<Output = ()>, B: std::future::Future<Output = ()>>(
+    a: A,
+    b: B,
+) {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    poll_fn(|cx| {
+        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
