@@ -10,11 +10,14 @@ mod render;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
+use smartio_drivers::CompletionMode;
 use smartio_engine::Calibration;
+use smartio_platform::SimDuration;
 use smartio_workloads::{
-    bench_dma, bench_engine, bench_pio, pingpong, shm_demo, DmaBenchConfig, DmaDirection,
-    PingPongConfig, PioBenchConfig,
+    bench_dma, bench_engine, bench_pio, pingpong, run_fio, shm_demo, Amount, DmaBenchConfig,
+    DmaDirection, FioConfig, PingPongConfig, PioBenchConfig, RwMode,
 };
 use std::process::ExitCode;
 
@@ -68,8 +71,65 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A fio-like block workload on an NVMe through the native driver.
+    Fio(FioArgs),
     /// A short tour on a shipped scenario.
     Demo,
+}
+
+#[derive(clap::Args, Debug)]
+struct FioArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    scenario: String,
+    /// Host whose CPUs run the workload.
+    #[arg(long)]
+    host: String,
+    /// NVMe device in that host's tree.
+    #[arg(long)]
+    device: String,
+    /// read, write, randread, randwrite or randrw.
+    #[arg(long, default_value = "randread")]
+    rw: String,
+    /// Block size (a multiple of the namespace's LBA size), e.g. 4k.
+    #[arg(long, default_value = "4k")]
+    bs: String,
+    /// I/Os in flight per job.
+    #[arg(long, default_value_t = 1)]
+    iodepth: u32,
+    /// Total I/Os over all jobs.
+    #[arg(long, conflicts_with = "runtime")]
+    ops: Option<u64>,
+    /// Virtual run time, e.g. 10ms, 1s.
+    #[arg(long)]
+    runtime: Option<String>,
+    /// Jobs, each on its own CPU and queue pair.
+    #[arg(long, default_value_t = 1)]
+    jobs: u32,
+    /// Check every byte read against what was written.
+    #[arg(long)]
+    verify: bool,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Bytes of the namespace to use (default: the namespace, at most 1G).
+    #[arg(long)]
+    size: Option<String>,
+    /// Namespace id.
+    #[arg(long, default_value_t = 1)]
+    nsid: u32,
+    /// Percentage of reads for randrw.
+    #[arg(long, default_value_t = 50)]
+    rwmixread: u32,
+    /// Driver completion mode: interrupt or poll.
+    #[arg(long, default_value = "interrupt")]
+    mode: String,
+    /// Keep the namespaces in this file (overrides the scenario's `backing`).
+    #[arg(long)]
+    backing: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -322,11 +382,83 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Fio(args) => fio(&calibration, args),
         Command::Demo => demo(&calibration),
     }
 }
 
 /// Prints a result as pretty JSON.
+fn parse_duration(text: &str) -> Result<SimDuration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 500us, 10ms or 2s"))?;
+    let ns = match unit.trim() {
+        "ns" => value,
+        "us" => value * 1e3,
+        "ms" => value * 1e6,
+        "s" | "" => value * 1e9,
+        u => return Err(format!("{text:?}: unknown unit {u:?} (ns, us, ms, s)")),
+    };
+    if ns <= 0.0 {
+        return Err(format!("{text:?}: must be positive"));
+    }
+    Ok(SimDuration::from_ns_f64(ns))
+}
+
+fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
+    let rw: RwMode = a.rw.parse()?;
+    let mode: CompletionMode = a.mode.parse()?;
+    let bs = smartio_fabric::units::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
+    let size = a
+        .size
+        .as_deref()
+        .map(smartio_fabric::units::parse_size)
+        .transpose()
+        .map_err(|e| format!("--size: {e}"))?;
+    let amount = match (a.ops, a.runtime.as_deref()) {
+        (Some(n), _) => Amount::Ops(n),
+        (None, Some(t)) => {
+            Amount::Runtime(parse_duration(t).map_err(|e| format!("--runtime {e}"))?)
+        }
+        (None, None) => Amount::Ops(10_000),
+    };
+    let mut options = ClusterOptions::default();
+    if let Some(path) = &a.backing {
+        options
+            .nvme_backing
+            .push((format!("{}.{}", a.host, a.device), path.into()));
+    }
+    let cluster =
+        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    let config = FioConfig {
+        host: a.host,
+        device: a.device,
+        rw,
+        bs,
+        iodepth: a.iodepth,
+        amount,
+        jobs: a.jobs,
+        verify: a.verify,
+        seed: a.seed,
+        size,
+        nsid: a.nsid,
+        rwmixread: a.rwmixread.min(100),
+        mode,
+    };
+    let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;
+    if a.json {
+        print_json(&result)
+    } else {
+        print!("{}", render::fio_summary(&a.scenario, &result));
+        Ok(())
+    }
+}
+
 fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     println!(
         "{}",

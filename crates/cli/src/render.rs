@@ -193,3 +193,47 @@ pub fn pio_table(samples: &[smartio_workloads::PioSample]) -> Table {
     }
     t
 }
+
+/// A fio-style summary of a block workload.
+pub fn fio_summary(scenario: &str, r: &smartio_workloads::FioResult) -> String {
+    let mut out = String::new();
+    let rw = serde_json::to_value(r.rw)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "{scenario} {}:{} ({}): rw={rw}, bs={}, iodepth={}, jobs={}, {} I/O queue(s), {} completions\n",
+        r.host, r.device, r.model, r.bs, r.iodepth, r.jobs, r.queues, r.mode
+    ));
+    let mib = r.bw_bytes_per_s / (1024.0 * 1024.0);
+    out.push_str(&format!(
+        "  IOPS={:.0}, BW={mib:.1}MiB/s ({:.1}MB/s) ({} reads, {} writes in {:.3} ms simulated)\n",
+        r.iops,
+        r.bw_bytes_per_s / 1e6,
+        r.reads,
+        r.writes,
+        r.runtime_ns / 1e6
+    ));
+    let us = |ns: f64| ns / 1000.0;
+    let l = &r.lat_ns;
+    out.push_str(&format!(
+        "  lat (usec): min={:.2}, avg={:.2}, max={:.2}\n",
+        us(l.min),
+        us(l.mean),
+        us(l.max)
+    ));
+    out.push_str(&format!(
+        "  lat percentiles (usec): 50.00th=[{:.2}], 90.00th=[{:.2}], 99.00th=[{:.2}], 99.90th=[{:.2}]\n",
+        us(l.p50),
+        us(l.p90),
+        us(l.p99),
+        us(l.p999)
+    ));
+    if r.verified_bytes > 0 {
+        out.push_str(&format!(
+            "  verify: {} bytes read back equal to what was written\n",
+            r.verified_bytes
+        ));
+    }
+    out
+}

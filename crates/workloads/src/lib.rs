@@ -6,6 +6,7 @@
 
 pub mod dma_bench;
 pub mod engine_bench;
+pub mod fio;
 pub mod pingpong;
 pub mod pio_bench;
 mod shm;
@@ -14,6 +15,7 @@ mod stats;
 
 pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
+pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use shm::ShmError;

@@ -1,0 +1,603 @@
+//! A fio-like block workload on an NVMe namespace through the native driver: sequential or
+//! random reads, writes or a mix, at a queue depth per job, with latency percentiles from an
+//! HdrHistogram and optional verification of every byte read.
+//!
+//! Verification: every `bs`-sized block in the range has a version; a write stores the
+//! block's pattern for its next version, a read compares against the current one. While a
+//! block has an I/O in flight no other I/O picks it (fio's `serialize_overlap`), so the
+//! expected content is always defined. A workload that reads first writes version 0 over the
+//! whole range (not timed).
+
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_host::{HostError, HostOs};
+use smartio_platform::{Clock, PhysAddr, SimDuration, SimTime};
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// The I/O pattern (fio's `--rw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwMode {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    RandRead,
+    /// Random writes.
+    RandWrite,
+    /// Random reads and writes (`rwmixread` percent reads).
+    RandRw,
+}
+
+impl std::str::FromStr for RwMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "randrw" => RwMode::RandRw,
+            _ => {
+                return Err(format!(
+                    "unknown --rw {s:?} (read, write, randread, randwrite, randrw)"
+                ))
+            }
+        })
+    }
+}
+
+impl RwMode {
+    fn reads(self) -> bool {
+        matches!(self, RwMode::Read | RwMode::RandRead | RwMode::RandRw)
+    }
+    fn random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+}
+
+/// When a job stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// After this many I/Os in total (over all jobs).
+    Ops(u64),
+    /// After this much virtual time.
+    Runtime(SimDuration),
+}
+
+/// A workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioConfig {
+    /// Host to run on.
+    pub host: String,
+    /// Device in that host's tree.
+    pub device: String,
+    /// Pattern.
+    pub rw: RwMode,
+    /// Block size in bytes.
+    pub bs: u64,
+    /// I/Os in flight per job.
+    pub iodepth: u32,
+    /// When to stop.
+    pub amount: Amount,
+    /// Jobs (each on its own CPU and so its own queue pair).
+    pub jobs: u32,
+    /// Check every byte read.
+    pub verify: bool,
+    /// Seed of the random offsets.
+    pub seed: u64,
+    /// Bytes of the namespace the workload touches (from offset 0); `None` = the smaller of
+    /// the namespace and 1 GiB.
+    pub size: Option<u64>,
+    /// Namespace id.
+    pub nsid: u32,
+    /// Percentage of reads in `randrw`.
+    pub rwmixread: u32,
+    /// Driver completion mode.
+    pub mode: CompletionMode,
+}
+
+impl FioConfig {
+    /// A QD1 4 KiB random-read workload of `ops` I/Os on `host`'s `device`.
+    pub fn new(host: &str, device: &str) -> FioConfig {
+        FioConfig {
+            host: host.to_string(),
+            device: device.to_string(),
+            rw: RwMode::RandRead,
+            bs: 4096,
+            iodepth: 1,
+            amount: Amount::Ops(10_000),
+            jobs: 1,
+            verify: false,
+            seed: 1,
+            size: None,
+            nsid: 1,
+            rwmixread: 50,
+            mode: CompletionMode::Interrupt,
+        }
+    }
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LatencyNs {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FioResult {
+    /// Host.
+    pub host: String,
+    /// Device.
+    pub device: String,
+    /// Controller model (Identify).
+    pub model: String,
+    /// Completion mode.
+    pub mode: String,
+    /// Pattern.
+    pub rw: RwMode,
+    /// Block size.
+    pub bs: u64,
+    /// Queue depth per job.
+    pub iodepth: u32,
+    /// Jobs.
+    pub jobs: u32,
+    /// I/O queue pairs the driver got.
+    pub queues: usize,
+    /// Reads done.
+    pub reads: u64,
+    /// Writes done.
+    pub writes: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Virtual time from the first submission to the last completion, in ns.
+    pub runtime_ns: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes_per_s: f64,
+    /// Latency (submission to completion, as an application sees it).
+    pub lat_ns: LatencyNs,
+    /// Bytes read that were checked against what was written.
+    pub verified_bytes: u64,
+}
+
+/// Why a workload could not run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FioError {
+    /// No host of that name.
+    #[error("unknown host {host:?} (hosts: {known})")]
+    UnknownHost {
+        /// Asked for.
+        host: String,
+        /// Present.
+        known: String,
+    },
+    /// The host OS refused (unknown device, no driver, probe failure).
+    #[error("{0}")]
+    Host(#[from] HostError),
+    /// The device is not an NVMe controller.
+    #[error("{device} on {host} is not an NVMe controller (class {class:#08x})")]
+    NotNvme {
+        /// Host.
+        host: String,
+        /// Device.
+        device: String,
+        /// Its class code.
+        class: u32,
+    },
+    /// A parameter makes no sense for this device.
+    #[error("{0}")]
+    BadParameter(String),
+    /// An I/O failed.
+    #[error("{0}")]
+    Io(String),
+    /// Data read back differs from what was written.
+    #[error("verify failed: block {block} (byte offset {offset}) of namespace {nsid}: first difference at byte {at}")]
+    VerifyFailed {
+        /// Block index (of `bs` bytes).
+        block: u64,
+        /// Byte offset of the block in the namespace.
+        offset: u64,
+        /// Namespace.
+        nsid: u32,
+        /// First differing byte within the block.
+        at: usize,
+    },
+    /// The simulation stopped before the workload finished.
+    #[error("the workload did not finish (a task is stuck)")]
+    DidNotFinish,
+}
+
+/// Fills `buf` with the pattern of `block` at `version`.
+pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
+    let mut x = seed ^ block.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(version) << 48);
+    for chunk in buf.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+struct Job {
+    rng: ChaCha8Rng,
+    cursor: u64,
+    issued: u64,
+    quota: u64,
+}
+
+struct Shared {
+    cfg: FioConfig,
+    blocks: u64,
+    lba_size: u64,
+    versions: RefCell<Vec<u32>>,
+    in_flight: RefCell<HashSet<u64>>,
+    hist: RefCell<Histogram<u64>>,
+    sum_ns: Cell<f64>,
+    reads: Cell<u64>,
+    writes: Cell<u64>,
+    verified: Cell<u64>,
+    deadline: Cell<Option<SimTime>>,
+    last: Cell<SimTime>,
+    error: RefCell<Option<FioError>>,
+}
+
+/// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
+/// device, and the workload run to its end.
+pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
+    let sim = &cluster.sim;
+    let hosts = HostOs::boot_all(sim)?;
+    let os = hosts
+        .iter()
+        .find(|h| h.name() == cfg.host)
+        .cloned()
+        .ok_or_else(|| FioError::UnknownHost {
+            host: cfg.host.clone(),
+            known: hosts
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let handle = os.device(&cfg.device)?;
+    if handle.id().class != 0x01_08_02 {
+        return Err(FioError::NotNvme {
+            host: cfg.host.clone(),
+            device: cfg.device.clone(),
+            class: handle.id().class,
+        });
+    }
+    if cfg.bs == 0 || cfg.iodepth == 0 || cfg.jobs == 0 {
+        return Err(FioError::BadParameter(
+            "--bs, --iodepth and --jobs must be positive".into(),
+        ));
+    }
+    os.register_driver(Rc::new(NvmeDriver {
+        config: NvmeDriverConfig {
+            mode: cfg.mode,
+            io_queues: cfg.jobs.clamp(1, 64) as u16,
+            queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
+        },
+    }));
+    let outcome: Rc<RefCell<Option<Result<FioResult, FioError>>>> = Rc::new(RefCell::new(None));
+    let out = outcome.clone();
+    let cfg = cfg.clone();
+    let task_os = os.clone();
+    sim.spawn(async move {
+        let r = run_on(task_os, cfg).await;
+        *out.borrow_mut() = Some(r);
+    });
+    sim.run();
+    let r = outcome.borrow_mut().take();
+    r.unwrap_or(Err(FioError::DidNotFinish))
+}
+
+async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
+    os.probe(&cfg.device).await?;
+    let dev = os
+        .driver_data::<NvmeDevice>(&cfg.device)
+        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+    let ns = dev
+        .namespace(cfg.nsid)
+        .map_err(|e| FioError::BadParameter(e.to_string()))?;
+    let lba = u64::from(ns.lba_size);
+    if cfg.bs % lba != 0 {
+        return Err(FioError::BadParameter(format!(
+            "--bs {} is not a multiple of the namespace's LBA size {lba}",
+            cfg.bs
+        )));
+    }
+    if cfg.bs > dev.info().max_transfer {
+        return Err(FioError::BadParameter(format!(
+            "--bs {} exceeds the controller's maximum transfer {} (MDTS)",
+            cfg.bs,
+            dev.info().max_transfer
+        )));
+    }
+    let capacity = ns.blocks * lba;
+    let size = cfg.size.unwrap_or(capacity.min(1 << 30));
+    if size > capacity || size < cfg.bs {
+        return Err(FioError::BadParameter(format!(
+            "--size {size} must be at least --bs {} and at most the namespace ({capacity} bytes)",
+            cfg.bs
+        )));
+    }
+    let blocks = size / cfg.bs;
+    let cpu = os.cpu();
+    let shared = Rc::new(Shared {
+        blocks,
+        lba_size: lba,
+        versions: RefCell::new(if cfg.verify {
+            vec![0; blocks as usize]
+        } else {
+            Vec::new()
+        }),
+        in_flight: RefCell::new(HashSet::new()),
+        hist: RefCell::new(
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .map_err(|e| FioError::Io(format!("histogram: {e}")))?,
+        ),
+        sum_ns: Cell::new(0.0),
+        reads: Cell::new(0),
+        writes: Cell::new(0),
+        verified: Cell::new(0),
+        deadline: Cell::new(None),
+        last: Cell::new(cpu.now()),
+        error: RefCell::new(None),
+        cfg: cfg.clone(),
+    });
+    if cfg.verify && cfg.rw.reads() {
+        prefill(&os, &dev, &shared).await?;
+    }
+    let start = cpu.now();
+    let deadline = match cfg.amount {
+        Amount::Runtime(d) => Some(start + d),
+        Amount::Ops(_) => None,
+    };
+    shared.deadline.set(deadline);
+    shared.last.set(start);
+    let done = Rc::new(Cell::new(0u32));
+    let workers = cfg.jobs * cfg.iodepth;
+    for j in 0..cfg.jobs {
+        let quota = match cfg.amount {
+            Amount::Ops(n) => {
+                n / u64::from(cfg.jobs) + u64::from(u64::from(j) < n % u64::from(cfg.jobs))
+            }
+            Amount::Runtime(_) => u64::MAX,
+        };
+        let job = Rc::new(RefCell::new(Job {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed.wrapping_add(u64::from(j))),
+            cursor: 0,
+            issued: 0,
+            quota,
+        }));
+        for _ in 0..cfg.iodepth {
+            let buffer = os
+                .alloc(cfg.bs)
+                .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
+            let (dev, shared, job, done, os) = (
+                dev.clone(),
+                shared.clone(),
+                job.clone(),
+                done.clone(),
+                os.clone(),
+            );
+            os.cpu().sim().clone().spawn(async move {
+                worker(&os, &dev, &shared, &job, j as usize, buffer).await;
+                done.set(done.get() + 1);
+            });
+        }
+    }
+    // Wait for every worker.
+    while done.get() < workers {
+        cpu.sleep(SimDuration::from_us(50)).await;
+    }
+    if let Some(e) = shared.error.borrow_mut().take() {
+        return Err(e);
+    }
+    let hist = shared.hist.borrow();
+    let ops = shared.reads.get() + shared.writes.get();
+    let runtime = shared.last.get().since(start).as_ps() as f64 / 1000.0;
+    let q = |p: f64| hist.value_at_quantile(p) as f64;
+    let secs = runtime / 1e9;
+    Ok(FioResult {
+        host: cfg.host.clone(),
+        device: cfg.device.clone(),
+        model: dev.info().model.clone(),
+        mode: match cfg.mode {
+            CompletionMode::Interrupt => "interrupt".into(),
+            CompletionMode::Poll => "poll".into(),
+        },
+        rw: cfg.rw,
+        bs: cfg.bs,
+        iodepth: cfg.iodepth,
+        jobs: cfg.jobs,
+        queues: dev.io_queue_count(),
+        reads: shared.reads.get(),
+        writes: shared.writes.get(),
+        bytes: ops * cfg.bs,
+        runtime_ns: runtime,
+        iops: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
+        bw_bytes_per_s: if secs > 0.0 {
+            (ops * cfg.bs) as f64 / secs
+        } else {
+            0.0
+        },
+        lat_ns: LatencyNs {
+            min: hist.min() as f64,
+            mean: if ops > 0 {
+                shared.sum_ns.get() / ops as f64
+            } else {
+                0.0
+            },
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: hist.max() as f64,
+        },
+        verified_bytes: shared.verified.get(),
+    })
+}
+
+/// Writes version 0 of every block in the range, in transfers of up to the controller's
+/// maximum, before a verifying workload reads.
+async fn prefill(os: &HostOs, dev: &NvmeDevice, s: &Shared) -> Result<(), FioError> {
+    let bs = s.cfg.bs;
+    let per = (dev.info().max_transfer / bs).max(1);
+    let buffer = os
+        .alloc(per * bs)
+        .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
+    let mut block = 0;
+    let mut data = vec![0u8; (per * bs) as usize];
+    while block < s.blocks {
+        let n = per.min(s.blocks - block);
+        for i in 0..n {
+            let at = (i * bs) as usize;
+            pattern(s.cfg.seed, block + i, 0, &mut data[at..at + bs as usize]);
+        }
+        os.sim()
+            .poke_memory(os.id(), buffer, &data[..(n * bs) as usize]);
+        let lba = block * bs / s.lba_size;
+        let count = (n * bs / s.lba_size) as u32;
+        dev.submit(0, BlockOp::Write, s.cfg.nsid, lba, count, buffer)
+            .await
+            .map_err(|e| FioError::Io(e.to_string()))?;
+        block += n;
+    }
+    os.free(buffer);
+    Ok(())
+}
+
+/// Picks the next block and direction for a job, or `None` when the job is done.
+fn next_op(s: &Shared, job: &RefCell<Job>, now: SimTime) -> Option<(u64, bool)> {
+    let mut j = job.borrow_mut();
+    if j.issued >= j.quota
+        || s.deadline.get().is_some_and(|d| now >= d)
+        || s.error.borrow().is_some()
+    {
+        return None;
+    }
+    let cfg = &s.cfg;
+    let read = match cfg.rw {
+        RwMode::Read | RwMode::RandRead => true,
+        RwMode::Write | RwMode::RandWrite => false,
+        RwMode::RandRw => j.rng.random_range(0..100) < cfg.rwmixread,
+    };
+    let mut in_flight = s.in_flight.borrow_mut();
+    let mut block;
+    let mut tries = 0;
+    loop {
+        block = if cfg.rw.random() {
+            j.rng.random_range(0..s.blocks)
+        } else {
+            let b = j.cursor % s.blocks;
+            j.cursor += 1;
+            b
+        };
+        tries += 1;
+        if !cfg.verify || !in_flight.contains(&block) || tries > 64 {
+            break;
+        }
+    }
+    if cfg.verify && in_flight.contains(&block) {
+        return None; // more workers than blocks: this one rests
+    }
+    in_flight.insert(block);
+    j.issued += 1;
+    Some((block, read))
+}
+
+async fn worker(
+    os: &HostOs,
+    dev: &NvmeDevice,
+    s: &Shared,
+    job: &RefCell<Job>,
+    cpu_index: usize,
+    buffer: PhysAddr,
+) {
+    let cpu = os.cpu();
+    let bs = s.cfg.bs;
+    let mut data = if s.cfg.verify {
+        vec![0u8; bs as usize]
+    } else {
+        Vec::new()
+    };
+    let mut expect = data.clone();
+    while let Some((block, read)) = next_op(s, job, cpu.now()) {
+        if !read && s.cfg.verify {
+            let v = s.versions.borrow()[block as usize] + 1;
+            pattern(s.cfg.seed, block, v, &mut data);
+            os.sim().poke_memory(os.id(), buffer, &data);
+        }
+        let lba = block * bs / s.lba_size;
+        let count = (bs / s.lba_size) as u32;
+        let op = if read { BlockOp::Read } else { BlockOp::Write };
+        let t0 = cpu.now();
+        let r = dev
+            .submit(cpu_index, op, s.cfg.nsid, lba, count, buffer)
+            .await;
+        let t1 = cpu.now();
+        if let Err(e) = r {
+            s.error
+                .borrow_mut()
+                .get_or_insert(FioError::Io(e.to_string()));
+            s.in_flight.borrow_mut().remove(&block);
+            return;
+        }
+        let ns = t1.since(t0).as_ps() / 1000;
+        let _ = s.hist.borrow_mut().record(ns.max(1));
+        s.sum_ns.set(s.sum_ns.get() + ns as f64);
+        if t1 > s.last.get() {
+            s.last.set(t1);
+        }
+        if read {
+            s.reads.set(s.reads.get() + 1);
+            if s.cfg.verify {
+                os.sim().peek_memory(os.id(), buffer, &mut data);
+                let v = s.versions.borrow()[block as usize];
+                pattern(s.cfg.seed, block, v, &mut expect);
+                if let Some(at) = data.iter().zip(&expect).position(|(a, b)| a != b) {
+                    s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
+                        block,
+                        offset: block * bs,
+                        nsid: s.cfg.nsid,
+                        at,
+                    });
+                }
+                s.verified.set(s.verified.get() + bs);
+            }
+        } else {
+            s.writes.set(s.writes.get() + 1);
+            if s.cfg.verify {
+                s.versions.borrow_mut()[block as usize] += 1;
+            }
+        }
+        s.in_flight.borrow_mut().remove(&block);
+    }
+}
