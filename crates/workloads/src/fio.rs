@@ -550,8 +550,14 @@ async fn worker(
     };
     let mut expect = data.clone();
     while let Some((block, read)) = next_op(s, job, cpu.now()) {
-        if !read && s.cfg.verify {
-            let v = s.versions.borrow()[block as usize] + 1;
+        if !read {
+            // Writes carry the block's next pattern (fio writes non-zero buffers too).
+            let v = if s.cfg.verify {
+                s.versions.borrow()[block as usize] + 1
+            } else {
+                1
+            };
+            data.resize(bs as usize, 0);
             pattern(s.cfg.seed, block, v, &mut data);
             os.sim().poke_memory(os.id(), buffer, &data);
         }
@@ -600,4 +606,79 @@ async fn worker(
         }
         s.in_flight.borrow_mut().remove(&block);
     }
+}
+
+/// Reads `len` bytes at byte `offset` of namespace `nsid` through the native driver (in
+/// transfers of the controller's maximum) — to look at what a namespace holds.
+pub fn read_back(
+    cluster: &Cluster,
+    host: &str,
+    device: &str,
+    nsid: u32,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>, FioError> {
+    let hosts = HostOs::boot_all(&cluster.sim)?;
+    let os = hosts
+        .iter()
+        .find(|h| h.name() == host)
+        .cloned()
+        .ok_or_else(|| FioError::UnknownHost {
+            host: host.to_string(),
+            known: hosts
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    os.register_driver(Rc::new(NvmeDriver::default()));
+    let outcome: Rc<RefCell<Option<Result<Vec<u8>, FioError>>>> = Rc::new(RefCell::new(None));
+    let out = outcome.clone();
+    let device = device.to_string();
+    cluster.sim.spawn(async move {
+        let r = async {
+            os.probe(&device).await?;
+            let dev = os
+                .driver_data::<NvmeDevice>(&device)
+                .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+            let lba = u64::from(
+                dev.namespace(nsid)
+                    .map_err(|e| FioError::Io(e.to_string()))?
+                    .lba_size,
+            );
+            if offset % lba != 0 || len % lba != 0 {
+                return Err(FioError::BadParameter(format!(
+                    "offset {offset} and length {len} must be multiples of the LBA size {lba}"
+                )));
+            }
+            let chunk = dev.info().max_transfer;
+            let buffer = os.alloc(chunk).map_err(|e| FioError::Io(e.to_string()))?;
+            let mut data = Vec::with_capacity(len as usize);
+            let mut at = 0;
+            while at < len {
+                let n = chunk.min(len - at);
+                dev.submit(
+                    0,
+                    BlockOp::Read,
+                    nsid,
+                    (offset + at) / lba,
+                    (n / lba) as u32,
+                    buffer,
+                )
+                .await
+                .map_err(|e| FioError::Io(e.to_string()))?;
+                let mut part = vec![0u8; n as usize];
+                os.sim().peek_memory(os.id(), buffer, &mut part);
+                data.extend_from_slice(&part);
+                at += n;
+            }
+            os.free(buffer);
+            Ok(data)
+        }
+        .await;
+        *out.borrow_mut() = Some(r);
+    });
+    cluster.sim.run();
+    let r = outcome.borrow_mut().take();
+    r.unwrap_or(Err(FioError::DidNotFinish))
 }
