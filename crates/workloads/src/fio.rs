@@ -326,7 +326,7 @@ async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
         .namespace(cfg.nsid)
         .map_err(|e| FioError::BadParameter(e.to_string()))?;
     let lba = u64::from(ns.lba_size);
-    if cfg.bs % lba != 0 {
+    if !cfg.bs.is_multiple_of(lba) {
         return Err(FioError::BadParameter(format!(
             "--bs {} is not a multiple of the namespace's LBA size {lba}",
             cfg.bs
@@ -608,6 +608,8 @@ async fn worker(
     }
 }
 
+type ReadBack = Result<Vec<u8>, FioError>;
+
 /// Reads `len` bytes at byte `offset` of namespace `nsid` through the native driver (in
 /// transfers of the controller's maximum) — to look at what a namespace holds.
 pub fn read_back(
@@ -632,7 +634,7 @@ pub fn read_back(
                 .join(", "),
         })?;
     os.register_driver(Rc::new(NvmeDriver::default()));
-    let outcome: Rc<RefCell<Option<Result<Vec<u8>, FioError>>>> = Rc::new(RefCell::new(None));
+    let outcome: Rc<RefCell<Option<ReadBack>>> = Rc::new(RefCell::new(None));
     let out = outcome.clone();
     let device = device.to_string();
     cluster.sim.spawn(async move {
@@ -646,7 +648,7 @@ pub fn read_back(
                     .map_err(|e| FioError::Io(e.to_string()))?
                     .lba_size,
             );
-            if offset % lba != 0 || len % lba != 0 {
+            if !offset.is_multiple_of(lba) || !len.is_multiple_of(lba) {
                 return Err(FioError::BadParameter(format!(
                     "offset {offset} and length {len} must be multiples of the LBA size {lba}"
                 )));

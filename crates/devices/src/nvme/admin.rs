@@ -55,7 +55,7 @@ impl NvmeController {
     }
 
     /// Reads `len` bytes from the host buffer the command's PRPs describe.
-    pub(super) async fn from_host<P: Port>(
+    pub(super) async fn fetch_from_host<P: Port>(
         &self,
         port: &P,
         cmd: &Command,
@@ -292,7 +292,7 @@ impl NvmeController {
             feature::ARBITRATION => Ok(if s.burst == u16::MAX {
                 7
             } else {
-                u32::from(s.burst.trailing_zeros())
+                s.burst.trailing_zeros()
             }),
             feature::INTERRUPT_COALESCING => Ok(s.coalescing),
             _ => Err(Status::INVALID_FIELD),

@@ -284,7 +284,7 @@ impl NvmeController {
         let index = (offset - reg::DOORBELLS) / 4;
         let qid = (index / 2) as usize;
         let mut s = self.state.borrow_mut();
-        let valid = if index % 2 == 0 {
+        let valid = if index.is_multiple_of(2) {
             match s.sqs.get_mut(qid).and_then(Option::as_mut) {
                 Some(q) if value < u32::from(q.entries) => {
                     q.tail = value as u16;

@@ -57,7 +57,7 @@ impl NvmeController {
 
     async fn write<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
         let (offset, len) = self.range(cmd, true)?;
-        let data = self.from_host(port, cmd, len).await?;
+        let data = self.fetch_from_host(port, cmd, len).await?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.sleep(done.since(port.now())).await;
         self.store
