@@ -326,3 +326,248 @@ fn demo_shows_two_hosts_sharing_memory_through_the_ntb_window() {
         "{out}"
     );
 }
+
+/// `smartio fio` on the local chassis's nvme0 with `extra` arguments.
+fn fio(extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "fio",
+        "--scenario",
+        "local-chassis",
+        "--host",
+        "local",
+        "--device",
+        "nvme0",
+    ];
+    args.extend_from_slice(extra);
+    smartio(&args)
+}
+
+/// A file under the system temp directory, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str) -> TempFile {
+        let path = std::env::temp_dir().join(format!(
+            "smartio-cli-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        TempFile(path)
+    }
+
+    fn arg(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn fio_json_has_iops_bandwidth_and_latency_percentiles_and_is_byte_identical_across_runs() {
+    let args = [
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "1",
+        "--ops",
+        "2000",
+        "--json",
+    ];
+    let (ok, first, err) = fio(&args);
+    assert!(ok, "{err}");
+    let (ok, second, err) = fio(&args);
+    assert!(ok, "{err}");
+    assert_eq!(first, second);
+    let v: serde_json::Value = serde_json::from_str(&first).expect("valid JSON");
+    for key in ["iops", "bw_bytes_per_s"] {
+        let x = v[key].as_f64().unwrap_or_else(|| panic!("missing {key}"));
+        assert!(x > 0.0, "{key}: {x}");
+    }
+    let lat = &v["lat_ns"];
+    for key in ["min", "mean", "p50", "p90", "p99", "p999", "max"] {
+        let ns = lat[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("missing lat_ns.{key} in {lat}"));
+        assert!(ns > 0.0, "lat_ns.{key}: {ns}");
+    }
+    let p50 = lat["p50"].as_f64().expect("p50");
+    // optane-p4800x at QD1, 4 KiB random reads: ~10 us end to end (Intel: <10 us).
+    assert!((9000.0..=13000.0).contains(&p50), "p50 {p50} ns");
+    assert!(lat["min"].as_f64() <= lat["p50"].as_f64());
+    assert!(lat["p50"].as_f64() <= lat["max"].as_f64());
+    assert_eq!(v["reads"], 2000);
+    assert_eq!(v["writes"], 0);
+}
+
+#[test]
+fn fio_bad_input_fails_with_a_specific_message() {
+    // `smartio fio --scenario local-chassis --host HOST --device DEVICE EXTRA...` must fail
+    // and say every one of `wanted` on stderr.
+    let fails = |host: &str, device: &str, extra: &[&str], wanted: &[&str]| {
+        let mut args = vec![
+            "fio",
+            "--scenario",
+            "local-chassis",
+            "--host",
+            host,
+            "--device",
+            device,
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = smartio(&args);
+        assert!(!ok, "{args:?} succeeded:\n{out}");
+        for w in wanted {
+            assert!(err.contains(w), "{args:?}: {w:?} not in {err}");
+        }
+    };
+    let ops = ["--ops", "10"];
+    // Unknown host: named, and the known hosts listed.
+    fails("nowhere", "nvme0", &ops, &["\"nowhere\"", "hosts: local"]);
+    // Unknown device: named, and the host's devices listed.
+    fails(
+        "local",
+        "nvme9",
+        &ops,
+        &["\"nvme9\"", "devices: nvme0, gpu0, gpu1, dma0"],
+    );
+    // A device that is not an NVMe controller.
+    fails("local", "dma0", &ops, &["dma0", "not an NVMe controller"]);
+    // A block size that is not a multiple of the 512 B LBA.
+    fails(
+        "local",
+        "nvme0",
+        &["--bs", "1000", "--ops", "10"],
+        &["--bs 1000", "LBA size 512"],
+    );
+    fails(
+        "local",
+        "nvme0",
+        &["--rw", "sideways"],
+        &["unknown --rw \"sideways\"", "randrw"],
+    );
+    fails(
+        "local",
+        "nvme0",
+        &["--mode", "psychic"],
+        &["unknown completion mode \"psychic\"", "interrupt", "poll"],
+    );
+    fails(
+        "local",
+        "nvme0",
+        &["--runtime", "5xs"],
+        &["--runtime", "unknown unit \"xs\""],
+    );
+}
+
+#[test]
+fn fio_verify_checks_every_byte_read_in_a_mixed_workload() {
+    let (ok, out, err) = fio(&[
+        "--rw",
+        "randrw",
+        "--iodepth",
+        "4",
+        "--size",
+        "16M",
+        "--ops",
+        "3000",
+        "--verify",
+    ]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("verify:"))
+        .unwrap_or_else(|| panic!("no verify line:\n{out}"));
+    let bytes: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {line:?}"));
+    assert!(
+        bytes > 0 && bytes.is_multiple_of(4096) && line.contains("read back equal"),
+        "{line}"
+    );
+}
+
+#[test]
+fn fio_backing_file_keeps_what_was_written_across_processes() {
+    let file = TempFile::new("backing");
+    let path = file.arg();
+    let (ok, _, err) = fio(&[
+        "--rw",
+        "write",
+        "--bs",
+        "4k",
+        "--ops",
+        "256",
+        "--size",
+        "1M",
+        "--backing",
+        &path,
+    ]);
+    assert!(ok, "{err}");
+    let len = std::fs::metadata(&file.0)
+        .expect("backing file exists")
+        .len();
+    // One namespace of the optane-p4800x profile: 375 GB (calibration/default.toml), sparse.
+    assert!(len >= 375_000_000_000, "backing file is {len} bytes");
+    let first_mib = |path: &std::path::Path| {
+        use std::io::Read;
+        let mut head = vec![0u8; 1 << 20];
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .expect("read the backing file");
+        head
+    };
+    let written = first_mib(&file.0);
+    assert!(
+        written.iter().any(|&b| b != 0),
+        "the first MiB is all zeros"
+    );
+    // A second process opens the same file, reads the same range and leaves it as it was.
+    let (ok, out, err) = fio(&[
+        "--rw",
+        "read",
+        "--bs",
+        "4k",
+        "--ops",
+        "256",
+        "--size",
+        "1M",
+        "--backing",
+        &path,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("256 reads"), "{out}");
+    assert!(first_mib(&file.0) == written, "a read changed the file");
+}
+
+#[test]
+fn demo_binds_the_nvme_driver_and_reads_back_what_it_wrote() {
+    let (ok, out, err) = smartio(&["demo"]);
+    assert!(ok, "{err}");
+    let step = out
+        .split("Native NVMe driver")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no NVMe step:\n{out}"));
+    for wanted in [
+        "binds driver nvme to nvme0",
+        "model \"smartio emulated NVMe (optane-p4800x)\"",
+        "serial SMARTIO",
+        "Identify Namespace 1: 375.0 GB (732421875 blocks of 512 B)",
+        "maximum transfer 128K",
+        "I/O queue pairs: 8 granted",
+        "PRP list of 15 entries",
+        "64 KiB written and read back identical",
+        "4 KiB randread",
+        "p50",
+    ] {
+        assert!(step.contains(wanted), "{wanted:?} missing:\n{step}");
+    }
+}

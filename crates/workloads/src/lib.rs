@@ -7,6 +7,7 @@
 pub mod dma_bench;
 pub mod engine_bench;
 pub mod fio;
+pub mod nvme_demo;
 pub mod pingpong;
 pub mod pio_bench;
 mod shm;
@@ -16,6 +17,7 @@ mod stats;
 pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
+pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use shm::ShmError;
