@@ -412,8 +412,17 @@ fn parse_duration(text: &str) -> Result<SimDuration, String> {
 }
 
 fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
-    let rw: RwMode = a.rw.parse()?;
-    let mode: CompletionMode = a.mode.parse()?;
+    let rw: RwMode = a.rw.parse().map_err(|e| format!("--rw: {e}"))?;
+    let mode: CompletionMode = a.mode.parse().map_err(|e| format!("--mode: {e}"))?;
+    if a.rwmixread > 100 {
+        return Err(format!(
+            "--rwmixread {}: a percentage, 0..=100",
+            a.rwmixread
+        ));
+    }
+    if a.ops == Some(0) {
+        return Err("--ops 0: at least one I/O".into());
+    }
     let bs = smartio_fabric::units::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
     let size = a
         .size
@@ -448,7 +457,7 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         seed: a.seed,
         size,
         nsid: a.nsid,
-        rwmixread: a.rwmixread.min(100),
+        rwmixread: a.rwmixread,
         mode,
     };
     let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;

@@ -1,7 +1,9 @@
 //! The time a controller and its media take for a command, by profile.
 //!
-//! Two limits shape it: an admission stage that starts at most one command per `1 / IOPS`
-//! (or per `bytes / bandwidth` for large transfers, whichever is longer), and a set of
+//! Two limits shape it: an admission stage per direction that starts at most one command per
+//! `1 / IOPS` (or per `bytes / bandwidth` for large transfers, whichever is longer) — reads
+//! and writes have separate pipelines, so a read is not held back by the write before it —
+//! and a set of
 //! parallel units (channels) each busy for the media latency. At queue depth 1 a command
 //! takes exactly the media latency; under load, throughput is capped by whichever limit
 //! binds first. The PCIe link is not part of this model: the engine costs it.
@@ -45,7 +47,8 @@ pub enum MediaOp {
 
 #[derive(Debug)]
 struct State {
-    admit_free: SimTime,
+    /// When the read and the write pipeline can admit their next command.
+    admit_free: [SimTime; 2],
     units: Vec<SimTime>,
 }
 
@@ -63,7 +66,7 @@ impl Media {
         Self {
             profile,
             state: RefCell::new(State {
-                admit_free: SimTime::ZERO,
+                admit_free: [SimTime::ZERO; 2],
                 units,
             }),
         }
@@ -78,20 +81,22 @@ impl Media {
     /// unit (lowest index on ties) takes it.
     pub fn schedule(&self, op: MediaOp, now: SimTime) -> SimTime {
         let p = &self.profile;
-        let (latency, gap) = match op {
+        let (latency, gap, pipe) = match op {
             MediaOp::Read(bytes) => (
                 p.read_latency,
                 gap(p.max_read_iops, bytes as f64 / p.read_bandwidth),
+                0,
             ),
             MediaOp::Write(bytes) => (
                 p.write_latency,
                 gap(p.max_write_iops, bytes as f64 / p.write_bandwidth),
+                1,
             ),
-            MediaOp::Flush => (p.flush_latency, SimDuration::ZERO),
+            MediaOp::Flush => (p.flush_latency, SimDuration::ZERO, 1),
         };
         let mut s = self.state.borrow_mut();
-        let admitted = now.max(s.admit_free);
-        s.admit_free = admitted + gap;
+        let admitted = now.max(s.admit_free[pipe]);
+        s.admit_free[pipe] = admitted + gap;
         let (unit, free) = s
             .units
             .iter()
@@ -109,7 +114,7 @@ impl Media {
     /// Forgets queued work (controller reset).
     pub fn reset(&self, now: SimTime) {
         let mut s = self.state.borrow_mut();
-        s.admit_free = now;
+        s.admit_free = [now; 2];
         s.units.fill(now);
     }
 }
@@ -166,6 +171,27 @@ mod tests {
             c,
             a + SimDuration::from_us(10),
             "third waits for the first unit"
+        );
+    }
+
+    #[test]
+    fn a_read_is_not_held_back_by_the_write_pipeline() {
+        let m = Media::new(MediaProfile {
+            parallel_units: 8,
+            ..profile()
+        });
+        let t0 = SimTime::ZERO;
+        // 1 MiB at 4096 MB/s keeps the write pipeline busy for 256 us.
+        m.schedule(MediaOp::Write(1 << 20), t0);
+        let t1 = t0 + SimDuration::from_us(1);
+        assert_eq!(
+            m.schedule(MediaOp::Read(4096), t1),
+            t1 + SimDuration::from_us(10)
+        );
+        let w = m.schedule(MediaOp::Write(4096), t1);
+        assert!(
+            w > t1 + SimDuration::from_us(250),
+            "the second write waits its turn"
         );
     }
 }
