@@ -207,7 +207,8 @@ impl NvmeController {
         Ok(0)
     }
 
-    /// Deletes an I/O submission queue; commands still in it complete as aborted.
+    /// Deletes an I/O submission queue; commands still in it complete as aborted, and the
+    /// deletion completes only after the commands already fetched from it have completed.
     async fn delete_sq<P: Port>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
         let qid = (cmd.cdw(10) & 0xffff) as u16;
         let (q, generation) = {
@@ -240,6 +241,7 @@ impl NvmeController {
                 .await;
             }
         }
+        self.drain(qid, generation).await;
         Ok(0)
     }
 

@@ -128,6 +128,8 @@ pub(super) struct State {
     pub errors: VecDeque<ErrorEntry>,
     pub error_count: u64,
     pub health: Health,
+    /// Commands fetched from each submission queue whose completion is not yet posted.
+    pub inflight: Vec<u32>,
 }
 
 /// An emulated NVMe controller.
@@ -141,6 +143,8 @@ pub struct NvmeController {
     pub(super) state: RefCell<State>,
     wake: Notify,
     cq_space: RefCell<Vec<Waker>>,
+    /// Waiting for a submission queue's in-flight commands to finish (Delete I/O SQ).
+    drained: RefCell<Vec<Waker>>,
 }
 
 impl std::fmt::Debug for NvmeController {
@@ -182,9 +186,11 @@ impl NvmeController {
                 errors: VecDeque::new(),
                 error_count: 0,
                 health: Health::default(),
+                inflight: vec![0; pairs],
             }),
             wake: Notify::new(),
             cq_space: RefCell::new(Vec::new()),
+            drained: RefCell::new(Vec::new()),
             config,
             pci,
         }
@@ -381,6 +387,10 @@ impl NvmeController {
                 s.granted = (io, io);
                 s.io_queue_created = false;
                 s.burst = 8;
+                s.inflight.fill(0);
+            }
+            for w in self.drained.borrow_mut().drain(..) {
+                w.wake();
             }
             self.media.reset(port.now());
             port.sleep(self.config.ready_delay).await;
@@ -489,6 +499,7 @@ impl NvmeController {
                 commands.push((cmd, flags, after, aborted, q.cqid));
             }
             q.head = (head + count) % q.entries;
+            s.inflight[qid as usize] += u32::from(count);
         }
         for (cmd, flags, sq_head, aborted, cqid) in commands {
             let me = self.clone();
@@ -512,9 +523,38 @@ impl NvmeController {
                 }
                 me.complete(&p, generation, cqid, qid, sq_head, cmd.cid, status, result)
                     .await;
+                me.retire(qid, generation);
             }));
         }
         self.wake.notify();
+    }
+
+    /// A command fetched from `sqid` has finished (its completion is posted or discarded).
+    fn retire(&self, sqid: u16, generation: u64) {
+        {
+            let mut s = self.state.borrow_mut();
+            if s.generation != generation {
+                return;
+            }
+            let n = &mut s.inflight[sqid as usize];
+            *n = n.saturating_sub(1);
+        }
+        for w in self.drained.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Waits until every command fetched from `sqid` has finished (or the controller reset).
+    pub(super) async fn drain(&self, sqid: u16, generation: u64) {
+        std::future::poll_fn(|cx| {
+            let s = self.state.borrow();
+            if s.generation != generation || s.inflight[sqid as usize] == 0 {
+                return Poll::Ready(());
+            }
+            self.drained.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
     }
 
     /// Posts a completion (waiting for a free slot) and signals the queue's vector.

@@ -527,8 +527,15 @@ impl NvmeDevice {
         data
     }
 
-    /// Reads log page `lid` (`len` bytes, a multiple of 4).
+    /// Reads log page `lid` (`len` bytes, a multiple of 4, at most two pages: PRP1 and PRP2
+    /// without a list).
     pub async fn log_page(&self, lid: u8, len: u32) -> Result<Vec<u8>, NvmeError> {
+        if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE {
+            return Err(NvmeError::BadRequest {
+                device: self.handle.name().to_string(),
+                message: format!("log page length {len}: a multiple of 4 up to {}", 2 * PAGE),
+            });
+        }
         let buf = self.handle.dma_alloc_coherent(u64::from(len))?;
         let numd = len / 4 - 1;
         let r = self

@@ -1,0 +1,1849 @@
+//! NVMe 1.4 conformance of the emulated controller, driven from the host through the native
+//! driver's passthrough paths (`admin_raw`, `io_raw`) and through queues these tests build
+//! and ring themselves. Every case asserts the exact completion status, and the data where
+//! data moves.
+
+use smartio_cluster::Cluster;
+use smartio_devices::nvme::spec::{
+    self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, log, reg, Command, Completion,
+    Status, CQE_SIZE, SQE_SIZE,
+};
+use smartio_devices::nvme::NvmeController;
+use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_engine::{Agent, Calibration};
+use smartio_host::{DmaBuffer, HostOs, Mmio};
+use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+
+const PAGE: u64 = 4096;
+/// 64 MiB namespaces of 512-byte blocks.
+const BLOCKS_64M: u64 = (64 << 20) / 512;
+/// An address no one in the local host claims.
+const UNCLAIMED: u64 = 0x7000_0000_0000;
+
+// ---------------------------------------------------------------------------------------
+// Set-up
+// ---------------------------------------------------------------------------------------
+
+/// How a test's cluster and driver are built.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    /// The nvme device's `params` inline table contents.
+    params: &'static str,
+    /// Whether the host IOMMU is on.
+    iommu: bool,
+    mode: CompletionMode,
+    /// I/O queue pairs the driver creates (qids 1..=n; the controller grants exactly n).
+    io_queues: u16,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            params: r#"profile = "ramdisk", capacity = "64M""#,
+            iommu: false,
+            mode: CompletionMode::Poll,
+            io_queues: 2,
+        }
+    }
+}
+
+/// What a test body gets: the probed driver and ways to reach the controller directly.
+struct Ctx {
+    os: HostOs,
+    dev: Rc<NvmeDevice>,
+    bar: Mmio,
+    cpu: Agent,
+    ctrl: Rc<NvmeController>,
+}
+
+/// The shipped local-chassis scenario with the nvme params (and host IOMMU) replaced,
+/// written to a temporary directory of its own (removed once the cluster is built).
+fn scenario_file(tag: &str, setup: &Setup) -> std::path::PathBuf {
+    let base = include_str!("../../../scenarios/local-chassis.toml");
+    let nvme = r#"params = { profile = "optane-p4800x" }"#;
+    assert!(
+        base.contains(nvme),
+        "local-chassis.toml changed its nvme0 params line"
+    );
+    assert!(
+        base.contains("iommu = false"),
+        "local-chassis.toml changed its iommu line"
+    );
+    let text = base.replace(nvme, &format!("params = {{ {} }}", setup.params));
+    let text = if setup.iommu {
+        text.replace("iommu = false", "iommu = true")
+    } else {
+        text
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "smartio-nvme-conformance-{}-{tag}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create the scenario temp dir");
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).expect("write the scenario file");
+    path
+}
+
+/// Boots the scenario, probes `nvme0` with the native driver, runs `body` and checks that it
+/// ran to the end. Returns the cluster for checks after the run.
+fn run<F, Fut>(tag: &str, setup: Setup, body: F) -> Cluster
+where
+    F: FnOnce(Ctx) -> Fut + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let path = scenario_file(tag, &setup);
+    let cluster = Cluster::new(
+        path.to_str().expect("utf-8 temp path"),
+        &Calibration::default_embedded(),
+    )
+    .expect("cluster from the scenario copy");
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let os = HostOs::boot_all(&cluster.sim).expect("boot").remove(0);
+    os.register_driver(Rc::new(NvmeDriver {
+        config: NvmeDriverConfig {
+            mode: setup.mode,
+            io_queues: setup.io_queues,
+            ..NvmeDriverConfig::default()
+        },
+    }));
+    let ctrl = cluster
+        .nvme_controllers
+        .first()
+        .expect("an nvme controller")
+        .1
+        .clone();
+    let done = Rc::new(Cell::new(false));
+    let flag = done.clone();
+    cluster.sim.spawn(async move {
+        os.probe("nvme0").await.expect("probe nvme0");
+        let dev = os.driver_data::<NvmeDevice>("nvme0").expect("nvme0 bound");
+        let bar = dev.handle().map_bar(0).expect("map BAR0");
+        let cpu = os.cpu();
+        body(Ctx {
+            os,
+            dev,
+            bar,
+            cpu,
+            ctrl,
+        })
+        .await;
+        flag.set(true);
+    });
+    cluster.sim.run();
+    assert!(done.get(), "{tag}: the test task did not run to the end");
+    cluster
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    if let Some(i) = actual.iter().zip(expected).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at byte {i}: {:#04x} != expected {:#04x}",
+            actual[i], expected[i]
+        );
+    }
+}
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn le128(b: &[u8], at: usize) -> u128 {
+    u128::from_le_bytes(b[at..at + 16].try_into().expect("16 bytes"))
+}
+
+/// An I/O command with an LBA range (Read, Write, Write Zeroes).
+fn rw(opcode: u8, nsid: u32, slba: u64, blocks: u32, prp1: u64, prp2: u64) -> Command {
+    Command {
+        opcode,
+        nsid,
+        prp1,
+        prp2,
+        cdw: [slba as u32, (slba >> 32) as u32, blocks - 1, 0, 0, 0],
+        ..Command::default()
+    }
+}
+
+/// Create I/O Completion Queue: `qsize` is the 0-based size field; `iv` enables interrupts.
+fn create_cq(qid: u16, qsize: u16, prp1: u64, iv: Option<u16>) -> Command {
+    let (ien, iv) = match iv {
+        Some(v) => (2u32, u32::from(v)),
+        None => (0, 0),
+    };
+    Command {
+        opcode: admin::CREATE_IO_CQ,
+        prp1,
+        cdw: [
+            u32::from(qid) | (u32::from(qsize) << 16),
+            1 | ien | (iv << 16),
+            0,
+            0,
+            0,
+            0,
+        ],
+        ..Command::default()
+    }
+}
+
+/// Create I/O Submission Queue on completion queue `cqid`.
+fn create_sq(qid: u16, qsize: u16, prp1: u64, cqid: u16) -> Command {
+    Command {
+        opcode: admin::CREATE_IO_SQ,
+        prp1,
+        cdw: [
+            u32::from(qid) | (u32::from(qsize) << 16),
+            1 | (u32::from(cqid) << 16),
+            0,
+            0,
+            0,
+            0,
+        ],
+        ..Command::default()
+    }
+}
+
+fn delete(opcode: u8, qid: u16) -> Command {
+    Command {
+        opcode,
+        cdw: [u32::from(qid), 0, 0, 0, 0, 0],
+        ..Command::default()
+    }
+}
+
+fn features(opcode: u8, fid: u8, value: u32) -> Command {
+    Command {
+        opcode,
+        cdw: [u32::from(fid), value, 0, 0, 0, 0],
+        ..Command::default()
+    }
+}
+
+fn get_log(lid: u8, len: u32, prp1: u64) -> Command {
+    let numd = len / 4 - 1;
+    Command {
+        opcode: admin::GET_LOG_PAGE,
+        nsid: 0xffff_ffff,
+        prp1,
+        cdw: [
+            u32::from(lid) | ((numd & 0xffff) << 16),
+            numd >> 16,
+            0,
+            0,
+            0,
+            0,
+        ],
+        ..Command::default()
+    }
+}
+
+fn identify(cns: u8, nsid: u32, prp1: u64) -> Command {
+    Command {
+        opcode: admin::IDENTIFY,
+        nsid,
+        prp1,
+        cdw: [u32::from(cns), 0, 0, 0, 0, 0],
+        ..Command::default()
+    }
+}
+
+impl Ctx {
+    /// Sends an admin command through the driver's admin queue; any status.
+    async fn admin(&self, cmd: Command) -> Completion {
+        self.dev
+            .admin_raw(cmd)
+            .await
+            .expect("admin command delivered")
+    }
+
+    /// Sends an I/O command on the driver's first I/O queue (qid 1); any status.
+    async fn io(&self, cmd: Command) -> Completion {
+        self.dev
+            .io_raw(0, cmd)
+            .await
+            .expect("I/O command delivered")
+    }
+
+    /// Zeroed host memory mapped for the device (page aligned).
+    fn dma(&self, len: u64) -> DmaBuffer {
+        self.dev
+            .handle()
+            .dma_alloc_coherent(len)
+            .expect("dma_alloc_coherent")
+    }
+
+    async fn fill(&self, buf: &DmaBuffer, offset: u64, data: &[u8]) {
+        self.cpu
+            .write(BusAddr(buf.cpu.get() + offset), data)
+            .await
+            .expect("CPU write to host memory");
+    }
+
+    async fn fetch(&self, buf: &DmaBuffer, offset: u64, len: usize) -> Vec<u8> {
+        self.cpu
+            .read_owned(BusAddr(buf.cpu.get() + offset), len)
+            .await
+            .expect("CPU read of host memory")
+    }
+
+    async fn reg32(&self, offset: u64) -> u32 {
+        self.bar.read32(offset).await.expect("BAR0 read32")
+    }
+
+    async fn reg64(&self, offset: u64) -> u64 {
+        self.bar.read64(offset).await.expect("BAR0 read64")
+    }
+
+    /// Deletes the driver's I/O queue pair `qid` so a test can create its own there.
+    async fn free_pair(&self, qid: u16) {
+        let c = self.admin(delete(admin::DELETE_IO_SQ, qid)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete SQ {qid}");
+        let c = self.admin(delete(admin::DELETE_IO_CQ, qid)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete CQ {qid}");
+    }
+
+    /// Polls CSTS.RDY until it equals `ready`; returns how long that took.
+    async fn wait_ready(&self, ready: bool) -> SimDuration {
+        let start = self.cpu.now();
+        for _ in 0..100_000 {
+            if (self.reg32(reg::CSTS).await & csts::RDY != 0) == ready {
+                return self.cpu.now().since(start);
+            }
+            self.cpu.sleep(SimDuration::from_us(1)).await;
+        }
+        panic!("CSTS.RDY never became {ready}");
+    }
+}
+
+/// Runs futures concurrently on the current task; outputs in input order.
+async fn join_all<'a, T>(futs: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
+    let mut futs: Vec<_> = futs.into_iter().map(Some).collect();
+    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, f) in out.iter_mut().zip(futs.iter_mut()) {
+            if let Some(fut) = f {
+                match fut.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        *slot = Some(v);
+                        *f = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
+
+/// Where a hand-built submission queue lives.
+enum SqMemory {
+    Host(DmaBuffer),
+    /// BAR2 (controller memory buffer) at this offset.
+    Cmb(Mmio, u64),
+}
+
+/// A submission queue the test writes and rings itself.
+struct RawSq {
+    qid: u16,
+    entries: u16,
+    memory: SqMemory,
+    tail: Cell<u16>,
+}
+
+impl RawSq {
+    fn host(ctx: &Ctx, qid: u16, entries: u16) -> RawSq {
+        RawSq {
+            qid,
+            entries,
+            memory: SqMemory::Host(ctx.dma(u64::from(entries) * SQE_SIZE as u64)),
+            tail: Cell::new(0),
+        }
+    }
+
+    /// The address the controller fetches from.
+    fn bus(&self) -> u64 {
+        match &self.memory {
+            SqMemory::Host(b) => b.bus.get(),
+            SqMemory::Cmb(m, off) => m.window().base.get() + off,
+        }
+    }
+
+    /// Writes an entry at the tail without ringing the doorbell; returns its slot.
+    async fn push_bytes(&self, ctx: &Ctx, entry: [u8; SQE_SIZE]) -> u16 {
+        let slot = self.tail.get();
+        let at = u64::from(slot) * SQE_SIZE as u64;
+        match &self.memory {
+            SqMemory::Host(b) => ctx.fill(b, at, &entry).await,
+            SqMemory::Cmb(m, off) => m.write(off + at, &entry).await.expect("CMB store"),
+        }
+        self.tail.set((slot + 1) % self.entries);
+        slot
+    }
+
+    async fn push(&self, ctx: &Ctx, cmd: Command) -> u16 {
+        self.push_bytes(ctx, cmd.to_bytes()).await
+    }
+
+    async fn ring(&self, ctx: &Ctx) {
+        ctx.bar
+            .write32(
+                spec::doorbell_offset(self.qid, false, 0),
+                u32::from(self.tail.get()),
+            )
+            .await
+            .expect("SQ tail doorbell");
+    }
+}
+
+/// A completion queue the test polls itself.
+struct RawCq {
+    qid: u16,
+    entries: u16,
+    buf: DmaBuffer,
+    head: Cell<u16>,
+    phase: Cell<bool>,
+}
+
+impl RawCq {
+    fn new(ctx: &Ctx, qid: u16, entries: u16) -> RawCq {
+        RawCq {
+            qid,
+            entries,
+            buf: ctx.dma(u64::from(entries) * CQE_SIZE as u64),
+            head: Cell::new(0),
+            phase: Cell::new(true),
+        }
+    }
+
+    /// Waits for the next entry (by its phase tag), consumes it and rings the head doorbell.
+    async fn next(&self, ctx: &Ctx) -> Completion {
+        let head = self.head.get();
+        let at = u64::from(head) * CQE_SIZE as u64;
+        for _ in 0..100_000 {
+            let e = Completion::from_bytes(&ctx.fetch(&self.buf, at, CQE_SIZE).await);
+            if e.phase == self.phase.get() {
+                let next = (head + 1) % self.entries;
+                self.head.set(next);
+                if next == 0 {
+                    self.phase.set(!self.phase.get());
+                }
+                ctx.bar
+                    .write32(spec::doorbell_offset(self.qid, true, 0), u32::from(next))
+                    .await
+                    .expect("CQ head doorbell");
+                return e;
+            }
+            ctx.cpu.sleep(SimDuration::from_us(1)).await;
+        }
+        panic!("CQ {}: no completion at slot {head}", self.qid);
+    }
+}
+
+/// Creates CQ `qid` and SQ `qid` on it (host memory) through the driver's admin queue.
+async fn raw_pair(ctx: &Ctx, qid: u16, entries: u16) -> (RawSq, RawCq) {
+    let cq = RawCq::new(ctx, qid, entries);
+    let c = ctx
+        .admin(create_cq(qid, entries - 1, cq.buf.bus.get(), None))
+        .await;
+    assert_eq!(c.status, Status::SUCCESS, "create CQ {qid}");
+    let sq = RawSq::host(ctx, qid, entries);
+    let c = ctx.admin(create_sq(qid, entries - 1, sq.bus(), qid)).await;
+    assert_eq!(c.status, Status::SUCCESS, "create SQ {qid}");
+    (sq, cq)
+}
+
+// ---------------------------------------------------------------------------------------
+// Identify
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn identify_controller_reports_the_controller() {
+    run("id-ctrl", Setup::default(), |ctx| async move {
+        let d = ctx
+            .dev
+            .identify(cns::CONTROLLER, 0)
+            .await
+            .expect("identify controller");
+        assert_eq!(le16(&d, id_ctrl::VID), 0x8086, "VID");
+        assert_eq!(d[id_ctrl::MDTS], 5, "MDTS");
+        assert_eq!(le32(&d, id_ctrl::NN), 1, "NN");
+        assert_eq!(d[id_ctrl::SQES], 0x66, "SQES");
+        assert_eq!(d[id_ctrl::CQES], 0x44, "CQES");
+        assert_eq!(le32(&d, id_ctrl::VER), 0x0001_0400, "VER");
+        let mut model = [b' '; 40];
+        let text = b"smartio emulated NVMe (ramdisk)";
+        model[..text.len()].copy_from_slice(text);
+        assert_bytes(&d[id_ctrl::MN..id_ctrl::MN + 40], &model, "MN");
+        let serial = String::from_utf8_lossy(&d[id_ctrl::SN..id_ctrl::SN + 20]);
+        assert!(serial.starts_with("SMARTIO"), "SN {serial:?}");
+        assert_eq!(
+            le16(&d, id_ctrl::ONCS) & (1 << 3),
+            1 << 3,
+            "ONCS Write Zeroes"
+        );
+        assert_eq!(ctx.dev.info().max_transfer, 128 << 10);
+    });
+}
+
+#[test]
+fn identify_namespace_reports_size_and_lba_format() {
+    run("id-ns", Setup::default(), |ctx| async move {
+        let d = ctx
+            .dev
+            .identify(cns::NAMESPACE, 1)
+            .await
+            .expect("identify namespace 1");
+        assert_eq!(le64(&d, id_ns::NSZE), BLOCKS_64M, "NSZE");
+        assert_eq!(le64(&d, id_ns::NCAP), BLOCKS_64M, "NCAP");
+        assert_eq!(d[id_ns::NLBAF], 0, "NLBAF");
+        assert_eq!(d[id_ns::FLBAS] & 0xf, 0, "FLBAS");
+        assert_eq!((le32(&d, id_ns::LBAF0) >> 16) & 0xff, 9, "LBAF0.LBADS");
+    });
+}
+
+#[test]
+fn identify_namespace_with_4k_blocks() {
+    let setup = Setup {
+        params: r#"profile = "ramdisk", capacity = "64M", lba_size = 4096"#,
+        ..Setup::default()
+    };
+    run("id-ns-4k", setup, |ctx| async move {
+        let d = ctx
+            .dev
+            .identify(cns::NAMESPACE, 1)
+            .await
+            .expect("identify namespace 1");
+        assert_eq!(le64(&d, id_ns::NSZE), (64 << 20) / 4096, "NSZE");
+        assert_eq!((le32(&d, id_ns::LBAF0) >> 16) & 0xff, 12, "LBAF0.LBADS");
+        // MDTS is 128 KiB: 32 blocks of 4 KiB fit, 33 do not.
+        let buf = ctx.dma(33 * PAGE);
+        let list = ctx.dma(PAGE);
+        let pages: Vec<u8> = (1..33)
+            .flat_map(|i| (buf.bus.get() + i * PAGE).to_le_bytes())
+            .collect();
+        ctx.fill(&list, 0, &pages).await;
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 32, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "32 x 4 KiB read");
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 33, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "33 x 4 KiB read > MDTS");
+    });
+}
+
+#[test]
+fn identify_active_namespace_list() {
+    let setup = Setup {
+        params: r#"profile = "ramdisk", namespaces = 3, capacity = "64M""#,
+        ..Setup::default()
+    };
+    run("id-active", setup, |ctx| async move {
+        let ids = |d: &[u8]| -> Vec<u32> { (0..8).map(|i| le32(d, 4 * i)).collect() };
+        let d = ctx
+            .dev
+            .identify(cns::ACTIVE_NAMESPACES, 0)
+            .await
+            .expect("active list from 0");
+        assert_eq!(ids(&d), [1, 2, 3, 0, 0, 0, 0, 0]);
+        let d = ctx
+            .dev
+            .identify(cns::ACTIVE_NAMESPACES, 2)
+            .await
+            .expect("active list from 2");
+        assert_eq!(ids(&d), [3, 0, 0, 0, 0, 0, 0, 0]);
+        let d = ctx
+            .dev
+            .identify(cns::ACTIVE_NAMESPACES, 3)
+            .await
+            .expect("active list from 3");
+        assert!(d.iter().all(|&b| b == 0), "nothing above the last id");
+        let c = ctx
+            .dev
+            .identify(cns::CONTROLLER, 0)
+            .await
+            .expect("identify controller");
+        assert_eq!(le32(&c, id_ctrl::NN), 3, "NN");
+        let buf = ctx.dma(PAGE);
+        let c = ctx
+            .admin(identify(cns::ACTIVE_NAMESPACES, 0xffff_fffe, buf.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::INVALID_NAMESPACE, "list above FFFFFFFEh");
+    });
+}
+
+#[test]
+fn identify_data_through_prp1_with_offset_and_prp2() {
+    run("id-prp2", Setup::default(), |ctx| async move {
+        let whole = ctx
+            .dev
+            .identify(cns::CONTROLLER, 0)
+            .await
+            .expect("identify controller");
+        let a = ctx.dma(PAGE);
+        let b = ctx.dma(PAGE);
+        let mut cmd = identify(cns::CONTROLLER, 0, a.bus.get() + 512);
+        cmd.prp2 = b.bus.get();
+        let c = ctx.admin(cmd).await;
+        assert_eq!(c.status, Status::SUCCESS);
+        let mut got = ctx.fetch(&a, 512, 4096 - 512).await;
+        got.extend(ctx.fetch(&b, 0, 512).await);
+        assert_bytes(&got, &whole, "identify split over PRP1+512 and PRP2");
+        // PRP2 must be page aligned.
+        cmd.prp2 = b.bus.get() + 8;
+        let c = ctx.admin(cmd).await;
+        assert_eq!(c.status, Status::PRP_OFFSET_INVALID, "PRP2 with an offset");
+        // PRP1 must be dword aligned.
+        let c = ctx
+            .admin(identify(cns::CONTROLLER, 0, a.bus.get() + 2))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::PRP_OFFSET_INVALID,
+            "PRP1 not dword aligned"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Queues
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn create_and_delete_io_queues_and_submit_through_them() {
+    run("queues", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, cq) = raw_pair(&ctx, 2, 8).await;
+        // Write a block through the new queue, then read it back through it.
+        let data = pattern(7, 4096);
+        let src = ctx.dma(PAGE);
+        let dst = ctx.dma(PAGE);
+        ctx.fill(&src, 0, &data).await;
+        let mut w = rw(io::WRITE, 1, 40, 8, src.bus.get(), 0);
+        w.cid = 0x1111;
+        let mut r = rw(io::READ, 1, 40, 8, dst.bus.get(), 0);
+        r.cid = 0x2222;
+        assert_eq!(sq.push(&ctx, w).await, 0);
+        sq.ring(&ctx).await;
+        let c = cq.next(&ctx).await;
+        assert_eq!(c.status, Status::SUCCESS, "write");
+        assert!(c.phase, "phase tag 1 on the first pass");
+        assert_eq!((c.cid, c.sq_id, c.sq_head), (0x1111, 2, 1));
+        assert_eq!(sq.push(&ctx, r).await, 1);
+        sq.ring(&ctx).await;
+        let c = cq.next(&ctx).await;
+        assert_eq!(c.status, Status::SUCCESS, "read");
+        assert!(c.phase, "phase tag 1 on the first pass");
+        assert_eq!((c.cid, c.sq_id, c.sq_head), (0x2222, 2, 2));
+        assert_bytes(&ctx.fetch(&dst, 0, 4096).await, &data, "read back");
+        // Both CQ entries of the first pass were written with phase 1; the rest untouched.
+        let raw = ctx.fetch(&cq.buf, 2 * CQE_SIZE as u64, CQE_SIZE).await;
+        assert!(raw.iter().all(|&b| b == 0), "slot 2 not yet written");
+        // The queues go away in order.
+        let c = ctx.admin(delete(admin::DELETE_IO_SQ, 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete SQ 2");
+        let c = ctx.admin(delete(admin::DELETE_IO_CQ, 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete CQ 2");
+        // The driver's queue 1 is unaffected.
+        let c = ctx.io(rw(io::READ, 1, 40, 8, dst.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "queue 1 still works");
+    });
+}
+
+#[test]
+fn delete_sq_completes_after_the_commands_it_already_fetched() {
+    // NAND reads take 80 us: long enough to delete the queue while one is in flight.
+    let setup = Setup {
+        params: r#"profile = "nand", capacity = "64M""#,
+        ..Setup::default()
+    };
+    run("delete-inflight", setup, |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, cq) = raw_pair(&ctx, 2, 8).await;
+        let data = pattern(21, 4096);
+        let src = ctx.dma(PAGE);
+        let dst = ctx.dma(PAGE);
+        ctx.fill(&src, 0, &data).await;
+        sq.push(&ctx, rw(io::WRITE, 1, 8, 8, src.bus.get(), 0))
+            .await;
+        sq.ring(&ctx).await;
+        assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS, "write");
+        let mut r = rw(io::READ, 1, 8, 8, dst.bus.get(), 0);
+        r.cid = 0x77;
+        sq.push(&ctx, r).await;
+        sq.ring(&ctx).await;
+        // Let the controller fetch it; the media is still busy afterwards.
+        ctx.cpu.sleep(SimDuration::from_us(10)).await;
+        let slot1 = || ctx.fetch(&cq.buf, CQE_SIZE as u64, CQE_SIZE);
+        assert!(
+            slot1().await.iter().all(|&b| b == 0),
+            "the read is still in flight"
+        );
+        let c = ctx.admin(delete(admin::DELETE_IO_SQ, 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete SQ 2");
+        // NVMe 1.4 5.6: the deletion completes after the queue's commands completed (or
+        // were aborted); this one was already fetched, so it completes normally.
+        let e = Completion::from_bytes(&slot1().await);
+        assert!(
+            e.phase,
+            "the read's completion was posted before the deletion's"
+        );
+        assert_eq!(
+            (e.cid, e.sq_id, e.sq_head, e.status),
+            (0x77, 2, 2, Status::SUCCESS)
+        );
+        assert_bytes(&ctx.fetch(&dst, 0, 4096).await, &data, "read data");
+        let c = ctx.admin(delete(admin::DELETE_IO_CQ, 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "delete CQ 2");
+    });
+}
+
+#[test]
+fn completion_queue_wraps_and_flips_the_phase_tag() {
+    run("cq-wrap", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, cq) = raw_pair(&ctx, 2, 4).await;
+        let buf = ctx.dma(PAGE);
+        // 4 entries hold 3 outstanding commands; 11 commands wrap the CQ twice and more.
+        for i in 0..11u16 {
+            let mut cmd = rw(io::READ, 1, u64::from(i), 1, buf.bus.get(), 0);
+            cmd.cid = 0x100 + i;
+            sq.push(&ctx, cmd).await;
+            sq.ring(&ctx).await;
+            let c = cq.next(&ctx).await;
+            assert_eq!(c.status, Status::SUCCESS, "command {i}");
+            assert_eq!(c.cid, 0x100 + i);
+            assert_eq!(c.sq_head, (i + 1) % 4, "SQ head after command {i}");
+            assert_eq!(c.phase, (i / 4) % 2 == 0, "phase tag of command {i}");
+        }
+    });
+}
+
+#[test]
+fn admin_queue_wraps_more_than_its_32_entries() {
+    run("admin-wrap", Setup::default(), |ctx| async move {
+        let nq = features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0);
+        // Sequential: the phase flips exactly when the CQ (and SQ) wrap to slot 0.
+        let first = ctx.admin(nq).await;
+        let mut expected = first.phase;
+        let mut flips = 0;
+        for i in 0..70 {
+            let c = ctx.admin(nq).await;
+            assert_eq!(c.status, Status::SUCCESS, "command {i}");
+            assert_eq!(c.result, 0x0001_0001, "command {i}: granted queues");
+            if c.sq_head == 1 {
+                expected = !expected;
+                flips += 1;
+            }
+            assert_eq!(c.phase, expected, "command {i} (SQ head {})", c.sq_head);
+        }
+        assert!(flips >= 2, "70 commands wrap a 32-entry queue twice");
+        // Concurrent: more commands than entries, the driver waits for tags.
+        let futs: Vec<Pin<Box<dyn Future<Output = Completion> + '_>>> =
+            (0..40).map(|_| Box::pin(ctx.admin(nq)) as _).collect();
+        let all = join_all(futs).await;
+        assert_eq!(all.len(), 40);
+        for c in all {
+            assert_eq!((c.status, c.result), (Status::SUCCESS, 0x0001_0001));
+        }
+    });
+}
+
+#[test]
+fn round_robin_arbitration_interleaves_two_loaded_queues() {
+    let setup = Setup {
+        io_queues: 3,
+        ..Setup::default()
+    };
+    run("arbitration", setup, |ctx| async move {
+        ctx.free_pair(2).await;
+        ctx.free_pair(3).await;
+        // Burst of one command per queue per round.
+        let c = ctx
+            .admin(features(admin::SET_FEATURES, feature::ARBITRATION, 0))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "set arbitration");
+        let c = ctx
+            .admin(features(admin::GET_FEATURES, feature::ARBITRATION, 0))
+            .await;
+        assert_eq!((c.status, c.result & 7), (Status::SUCCESS, 0), "AB");
+        // Two SQs sharing one CQ, so the CQ order is the completion order.
+        let cq = RawCq::new(&ctx, 2, 64);
+        let c = ctx.admin(create_cq(2, 63, cq.buf.bus.get(), None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
+        let sqs = [RawSq::host(&ctx, 2, 32), RawSq::host(&ctx, 3, 32)];
+        for sq in &sqs {
+            let c = ctx.admin(create_sq(sq.qid, 31, sq.bus(), 2)).await;
+            assert_eq!(c.status, Status::SUCCESS, "create SQ {}", sq.qid);
+        }
+        let buf = ctx.dma(PAGE);
+        const PER_QUEUE: u16 = 16;
+        for sq in &sqs {
+            for i in 0..PER_QUEUE {
+                let mut cmd = rw(io::READ, 1, u64::from(i) * 8, 8, buf.bus.get(), 0);
+                cmd.cid = sq.qid * 100 + i;
+                sq.push(&ctx, cmd).await;
+            }
+        }
+        for sq in &sqs {
+            sq.ring(&ctx).await;
+        }
+        let mut order = Vec::new();
+        for _ in 0..2 * PER_QUEUE {
+            let c = cq.next(&ctx).await;
+            assert_eq!(c.status, Status::SUCCESS, "cid {}", c.cid);
+            assert_eq!(c.cid / 100, c.sq_id, "cid belongs to its SQ");
+            order.push(c.sq_id);
+        }
+        let last = |q: u16| {
+            order
+                .iter()
+                .rposition(|&s| s == q)
+                .expect("queue completed")
+        };
+        let first = |q: u16| order.iter().position(|&s| s == q).expect("queue completed");
+        assert_eq!(
+            order.iter().filter(|&&s| s == 2).count(),
+            PER_QUEUE as usize
+        );
+        assert_eq!(
+            order.iter().filter(|&&s| s == 3).count(),
+            PER_QUEUE as usize
+        );
+        let finished = last(2).min(last(3));
+        assert!(
+            first(2) < finished && first(3) < finished,
+            "both queues progress before either finishes: {order:?}"
+        );
+        let longest_run = order
+            .chunk_by(|a, b| a == b)
+            .map(<[u16]>::len)
+            .max()
+            .expect("non-empty");
+        assert!(longest_run <= 4, "one queue ran ahead: {order:?}");
+    });
+}
+
+#[test]
+fn queue_creation_errors() {
+    run("queue-errors", Setup::default(), |ctx| async move {
+        let cqm = ctx.dma(64 << 10).bus.get();
+        let sqm = ctx.dma(PAGE).bus.get();
+        let cases = [
+            (
+                create_cq(0, 7, cqm, None),
+                Status::INVALID_QUEUE_ID,
+                "CQ qid 0",
+            ),
+            (
+                create_cq(3, 7, cqm, None),
+                Status::INVALID_QUEUE_ID,
+                "CQ qid beyond granted",
+            ),
+            (
+                create_cq(1, 7, cqm, None),
+                Status::INVALID_QUEUE_ID,
+                "CQ qid exists",
+            ),
+            (
+                create_sq(0, 7, sqm, 1),
+                Status::INVALID_QUEUE_ID,
+                "SQ qid 0",
+            ),
+            (
+                create_sq(3, 7, sqm, 1),
+                Status::INVALID_QUEUE_ID,
+                "SQ qid beyond granted",
+            ),
+            (
+                create_sq(1, 7, sqm, 1),
+                Status::INVALID_QUEUE_ID,
+                "SQ qid exists",
+            ),
+            (
+                delete(admin::DELETE_IO_SQ, 0),
+                Status::INVALID_QUEUE_ID,
+                "delete SQ 0",
+            ),
+            (
+                delete(admin::DELETE_IO_CQ, 0),
+                Status::INVALID_QUEUE_ID,
+                "delete CQ 0",
+            ),
+            (
+                delete(admin::DELETE_IO_SQ, 9),
+                Status::INVALID_QUEUE_ID,
+                "delete SQ 9",
+            ),
+            (
+                delete(admin::DELETE_IO_CQ, 1),
+                Status::INVALID_QUEUE_DELETION,
+                "CQ 1 has SQ 1",
+            ),
+        ];
+        for (cmd, status, what) in cases {
+            assert_eq!(ctx.admin(cmd).await.status, status, "{what}");
+        }
+        ctx.free_pair(2).await;
+        let c = ctx.admin(delete(admin::DELETE_IO_SQ, 2)).await;
+        assert_eq!(c.status, Status::INVALID_QUEUE_ID, "delete SQ 2 twice");
+        let c = ctx.admin(delete(admin::DELETE_IO_CQ, 2)).await;
+        assert_eq!(c.status, Status::INVALID_QUEUE_ID, "delete CQ 2 twice");
+        let cases = [
+            (
+                create_cq(2, 0, cqm, None),
+                Status::INVALID_QUEUE_SIZE,
+                "CQ qsize 0",
+            ),
+            (
+                create_cq(2, 4096, cqm, None),
+                Status::INVALID_QUEUE_SIZE,
+                "CQ qsize 4096",
+            ),
+            (
+                create_cq(2, 7, cqm, Some(999)),
+                Status::INVALID_INTERRUPT_VECTOR,
+                "IV 999",
+            ),
+            (
+                create_sq(2, 7, sqm, 0),
+                Status::COMPLETION_QUEUE_INVALID,
+                "SQ on CQ 0",
+            ),
+            (
+                create_sq(2, 7, sqm, 2),
+                Status::COMPLETION_QUEUE_INVALID,
+                "SQ on missing CQ",
+            ),
+            (
+                create_sq(2, 7, sqm, 99),
+                Status::COMPLETION_QUEUE_INVALID,
+                "SQ on CQ 99",
+            ),
+        ];
+        for (cmd, status, what) in cases {
+            assert_eq!(ctx.admin(cmd).await.status, status, "{what}");
+        }
+        // CAP.CQR: a queue that is not physically contiguous is an invalid field.
+        let mut cmd = create_cq(2, 7, cqm, None);
+        cmd.cdw[1] &= !1;
+        assert_eq!(ctx.admin(cmd).await.status, Status::INVALID_FIELD, "PC = 0");
+        // CAP.MQES = 4095 (0's based): a 4096-entry queue is allowed.
+        let c = ctx.admin(create_cq(2, 4095, cqm, None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "CQ of MQES + 1 = 4096 entries");
+        let c = ctx.admin(create_sq(2, 0, sqm, 2)).await;
+        assert_eq!(c.status, Status::INVALID_QUEUE_SIZE, "SQ qsize 0");
+        let c = ctx.admin(create_sq(2, 4096, sqm, 2)).await;
+        assert_eq!(c.status, Status::INVALID_QUEUE_SIZE, "SQ qsize 4096");
+        let c = ctx.admin(create_sq(2, 7, sqm, 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "SQ 2 on the 4096-entry CQ 2");
+    });
+}
+
+#[test]
+fn number_of_queues_feature() {
+    run("nq", Setup::default(), |ctx| async move {
+        let c = ctx
+            .admin(features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS);
+        // The driver asked for and got 2 SQs and 2 CQs (0's based counts).
+        assert_eq!(c.result, 0x0001_0001, "NSQA | NCQA << 16");
+        // I/O queues exist after probe: changing the count is out of sequence.
+        let c = ctx
+            .admin(features(
+                admin::SET_FEATURES,
+                feature::NUMBER_OF_QUEUES,
+                0x0003_0003,
+            ))
+            .await;
+        assert_eq!(c.status, Status::COMMAND_SEQUENCE_ERROR);
+        let c = ctx
+            .admin(features(
+                admin::SET_FEATURES,
+                feature::NUMBER_OF_QUEUES,
+                0xffff_0000,
+            ))
+            .await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "NCQR = 65535");
+        let c = ctx.admin(features(admin::GET_FEATURES, 0x7e, 0)).await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "unknown feature");
+    });
+}
+
+#[test]
+fn abort_of_a_command_not_outstanding() {
+    run("abort", Setup::default(), |ctx| async move {
+        let c = ctx
+            .admin(Command {
+                opcode: admin::ABORT,
+                cdw: [1 | (0x1234 << 16), 0, 0, 0, 0, 0],
+                ..Command::default()
+            })
+            .await;
+        assert_eq!(c.status, Status::SUCCESS);
+        assert_eq!(c.result & 1, 1, "dword 0 bit 0: command not aborted");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Log pages
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn error_information_log_records_failed_commands() {
+    run("error-log", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        let io_fail = ctx
+            .io(rw(io::READ, 1, BLOCKS_64M - 1, 2, buf.bus.get(), 0))
+            .await;
+        assert_eq!(io_fail.status, Status::LBA_OUT_OF_RANGE);
+        let admin_fail = ctx
+            .admin(Command {
+                opcode: 0x03,
+                ..Command::default()
+            })
+            .await;
+        assert_eq!(admin_fail.status, Status::INVALID_OPCODE);
+        let page = ctx
+            .dev
+            .log_page(log::ERROR_INFORMATION, 2 * log::ERROR_ENTRY_SIZE as u32)
+            .await
+            .expect("error information log");
+        let entry = |i: usize| &page[i * 64..(i + 1) * 64];
+        let status = |e: &[u8]| Status::from_field(le16(e, 12) >> 1);
+        // Newest first.
+        let e0 = entry(0);
+        assert_eq!(le16(e0, 8), 0, "entry 0 SQID");
+        assert_eq!(le16(e0, 10), admin_fail.cid, "entry 0 CID");
+        assert_eq!(status(e0), Status::INVALID_OPCODE, "entry 0 status");
+        let e1 = entry(1);
+        assert_eq!(le16(e1, 8), 1, "entry 1 SQID");
+        assert_eq!(le16(e1, 10), io_fail.cid, "entry 1 CID");
+        assert_eq!(status(e1), Status::LBA_OUT_OF_RANGE, "entry 1 status");
+        assert_eq!(le64(e1, 16), BLOCKS_64M - 1, "entry 1 LBA");
+        assert_eq!(le32(e1, 24), 1, "entry 1 NSID");
+        assert!(le64(e1, 0) >= 1, "error count");
+        assert_eq!(le64(e0, 0), le64(e1, 0) + 1, "error counts increase");
+    });
+}
+
+#[test]
+fn smart_log_counts_host_commands() {
+    run("smart", Setup::default(), |ctx| async move {
+        let counters = |p: &[u8]| (le128(p, 32), le128(p, 48), le128(p, 64), le128(p, 80));
+        let before = ctx
+            .dev
+            .log_page(log::SMART_HEALTH, log::SMART_SIZE as u32)
+            .await
+            .expect("SMART log");
+        assert_eq!(counters(&before), (0, 0, 0, 0), "no I/O before");
+        let buf = ctx.os.alloc(PAGE).expect("alloc");
+        for lba in [0, 8, 16] {
+            ctx.dev
+                .submit(0, BlockOp::Write, 1, lba, 8, buf)
+                .await
+                .expect("write");
+        }
+        for lba in [0, 8] {
+            ctx.dev
+                .submit(0, BlockOp::Read, 1, lba, 8, buf)
+                .await
+                .expect("read");
+        }
+        let after = ctx
+            .dev
+            .log_page(log::SMART_HEALTH, log::SMART_SIZE as u32)
+            .await
+            .expect("SMART log");
+        // Data units are thousands of 512-byte units, rounded up.
+        assert_eq!(
+            counters(&after),
+            (1, 1, 2, 3),
+            "units read/written, commands"
+        );
+        assert_eq!(le16(&after, 1), 313, "composite temperature in kelvin");
+    });
+}
+
+#[test]
+fn get_log_page_errors() {
+    run("log-errors", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        let c = ctx.admin(get_log(0x7f, 512, buf.bus.get())).await;
+        assert_eq!(c.status, Status::INVALID_LOG_PAGE, "LID 0x7f");
+        let mut cmd = get_log(log::SMART_HEALTH, 512, buf.bus.get());
+        cmd.cdw[2] = 2; // offset not dword aligned
+        assert_eq!(ctx.admin(cmd).await.status, Status::INVALID_FIELD, "LPOL 2");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// I/O
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn read_write_128k_through_prp_lists() {
+    run("prp-lists", Setup::default(), |ctx| async move {
+        let len = 128usize << 10;
+        let data = pattern(1, len);
+        let first = PAGE as usize - 512;
+        // Write: PRP1 at offset 512 of a contiguous buffer, the rest in a PRP list.
+        let src = ctx.dma(33 * PAGE);
+        ctx.fill(&src, 512, &data).await;
+        let list = ctx.dma(PAGE);
+        let entries: Vec<u8> = (1..33)
+            .flat_map(|i| (src.bus.get() + i * PAGE).to_le_bytes())
+            .collect();
+        ctx.fill(&list, 0, &entries).await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                1000,
+                256,
+                src.bus.get() + 512,
+                list.bus.get(),
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "128 KiB write");
+        // Read: the same layout but pages in reverse order (nothing adjacent).
+        let dst = ctx.dma(33 * PAGE);
+        let pages: Vec<u64> = (1..33).rev().map(|i| dst.bus.get() + i * PAGE).collect();
+        let entries: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
+        ctx.fill(&list, 0, &entries).await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                1000,
+                256,
+                dst.bus.get() + 512,
+                list.bus.get(),
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "128 KiB read");
+        let mut got = ctx.fetch(&dst, 512, first).await;
+        for p in &pages {
+            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE as usize).await);
+        }
+        assert_bytes(&got[..len], &data, "scattered read");
+        // Read again through a chained list: 3 entries and a pointer at the end of a page.
+        let dst2 = ctx.dma(33 * PAGE);
+        let lists = ctx.dma(2 * PAGE);
+        let at = PAGE - 32;
+        let mut head: Vec<u8> = (1..4)
+            .flat_map(|i| (dst2.bus.get() + i * PAGE).to_le_bytes())
+            .collect();
+        head.extend((lists.bus.get() + PAGE).to_le_bytes());
+        ctx.fill(&lists, at, &head).await;
+        let rest: Vec<u8> = (4..33)
+            .flat_map(|i| (dst2.bus.get() + i * PAGE).to_le_bytes())
+            .collect();
+        ctx.fill(&lists, PAGE, &rest).await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                1000,
+                256,
+                dst2.bus.get() + 512,
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "read through a chained PRP list");
+        assert_bytes(&ctx.fetch(&dst2, 512, len).await, &data, "chained read");
+    });
+}
+
+#[test]
+fn write_zeroes_reads_back_zero_and_spares_neighbours() {
+    run("write-zeroes", Setup::default(), |ctx| async move {
+        let data = pattern(3, 16 * 512);
+        let buf = ctx.dma(2 * PAGE);
+        ctx.fill(&buf, 0, &data).await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                64,
+                16,
+                buf.bus.get(),
+                buf.bus.get() + PAGE,
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "write");
+        let c = ctx.io(rw(io::WRITE_ZEROES, 1, 68, 4, 0, 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "write zeroes");
+        let out = ctx.dma(4 * PAGE);
+        let c = ctx
+            .io(rw(io::READ, 1, 64, 16, out.bus.get(), out.bus.get() + PAGE))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "read");
+        let mut expected = data.clone();
+        expected[4 * 512..8 * 512].fill(0);
+        assert_bytes(
+            &ctx.fetch(&out, 0, 16 * 512).await,
+            &expected,
+            "after write zeroes",
+        );
+        // No data moves, so MDTS does not limit Write Zeroes.
+        let c = ctx.io(rw(io::WRITE_ZEROES, 1, 0, 65536, 0, 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "32 MiB write zeroes");
+        let c = ctx
+            .io(rw(io::WRITE_ZEROES, 1, BLOCKS_64M - 1, 2, 0, 0))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::LBA_OUT_OF_RANGE,
+            "write zeroes past the end"
+        );
+    });
+}
+
+#[test]
+fn flush() {
+    run("flush", Setup::default(), |ctx| async move {
+        let mut cmd = Command {
+            opcode: io::FLUSH,
+            nsid: 1,
+            ..Command::default()
+        };
+        assert_eq!(
+            ctx.io(cmd).await.status,
+            Status::SUCCESS,
+            "flush namespace 1"
+        );
+        cmd.nsid = 0xffff_ffff;
+        assert_eq!(ctx.io(cmd).await.status, Status::SUCCESS, "flush all");
+        cmd.nsid = 0;
+        assert_eq!(
+            ctx.io(cmd).await.status,
+            Status::INVALID_NAMESPACE,
+            "flush 0"
+        );
+        cmd.nsid = 2;
+        assert_eq!(
+            ctx.io(cmd).await.status,
+            Status::INVALID_NAMESPACE,
+            "flush 2"
+        );
+        ctx.dev
+            .submit(
+                0,
+                BlockOp::Flush,
+                1,
+                0,
+                0,
+                ctx.os.alloc(PAGE).expect("alloc"),
+            )
+            .await
+            .expect("block layer flush");
+    });
+}
+
+#[test]
+fn namespaces_keep_their_data_separate() {
+    let setup = Setup {
+        params: r#"profile = "ramdisk", namespaces = 3, capacity = "64M""#,
+        ..Setup::default()
+    };
+    run("namespaces", setup, |ctx| async move {
+        assert_eq!(ctx.dev.namespaces().len(), 3);
+        let buf = ctx.dma(PAGE);
+        for nsid in 1..=3u32 {
+            ctx.fill(&buf, 0, &pattern(u64::from(nsid), 4096)).await;
+            let c = ctx.io(rw(io::WRITE, nsid, 0, 8, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::SUCCESS, "write namespace {nsid}");
+        }
+        for nsid in 1..=3u32 {
+            let c = ctx.io(rw(io::READ, nsid, 0, 8, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::SUCCESS, "read namespace {nsid}");
+            assert_bytes(
+                &ctx.fetch(&buf, 0, 4096).await,
+                &pattern(u64::from(nsid), 4096),
+                &format!("namespace {nsid}"),
+            );
+        }
+        // The last block of namespace 1 and the first of namespace 2 do not overlap.
+        ctx.fill(&buf, 0, &[0xaa; 512]).await;
+        let c = ctx
+            .io(rw(io::WRITE, 1, BLOCKS_64M - 1, 1, buf.bus.get(), 0))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "write the last block of namespace 1"
+        );
+        let c = ctx.io(rw(io::READ, 2, 0, 8, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS);
+        assert_bytes(
+            &ctx.fetch(&buf, 0, 4096).await,
+            &pattern(2, 4096),
+            "namespace 2",
+        );
+        let c = ctx.io(rw(io::READ, 4, 0, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::INVALID_NAMESPACE, "namespace 4 of 3");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Error statuses
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn invalid_opcodes() {
+    run("opcodes", Setup::default(), |ctx| async move {
+        for opcode in [0x03u8, 0x7f, 0xc5] {
+            let c = ctx
+                .admin(Command {
+                    opcode,
+                    ..Command::default()
+                })
+                .await;
+            assert_eq!(c.status, Status::INVALID_OPCODE, "admin opcode {opcode:#x}");
+        }
+        for opcode in [0x05u8, 0x7f, 0xc5] {
+            let c = ctx
+                .io(Command {
+                    opcode,
+                    nsid: 1,
+                    ..Command::default()
+                })
+                .await;
+            assert_eq!(c.status, Status::INVALID_OPCODE, "I/O opcode {opcode:#x}");
+        }
+    });
+}
+
+#[test]
+fn invalid_fields() {
+    run("fields", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(33 * PAGE);
+        let c = ctx.admin(identify(0x55, 0, buf.bus.get())).await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "Identify CNS 0x55");
+        let list = ctx.dma(PAGE);
+        let entries: Vec<u8> = (1..33)
+            .flat_map(|i| (buf.bus.get() + i * PAGE).to_le_bytes())
+            .collect();
+        ctx.fill(&list, 0, &entries).await;
+        // 257 blocks of 512 B = 128.5 KiB > MDTS.
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 257, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "read > MDTS");
+        let c = ctx
+            .io(rw(io::WRITE, 1, 0, 257, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::INVALID_FIELD, "write > MDTS");
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 256, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "read = MDTS");
+    });
+}
+
+#[test]
+fn sgl_and_fused_commands_are_invalid_fields() {
+    run("psdt-fuse", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, cq) = raw_pair(&ctx, 2, 8).await;
+        let buf = ctx.dma(PAGE);
+        for (flags, what) in [(0x40u8, "PSDT = 01 (SGL)"), (0x01, "FUSE = 01")] {
+            let mut e = rw(io::READ, 1, 0, 1, buf.bus.get(), 0).to_bytes();
+            e[1] = flags;
+            sq.push_bytes(&ctx, e).await;
+            sq.ring(&ctx).await;
+            let c = cq.next(&ctx).await;
+            assert_eq!(c.status, Status::INVALID_FIELD, "{what}");
+        }
+        sq.push(&ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+        sq.ring(&ctx).await;
+        assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS, "plain read");
+    });
+}
+
+#[test]
+fn invalid_namespaces() {
+    run("namespace-errors", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        for nsid in [0, 2, 0xffff_ffff] {
+            let c = ctx.io(rw(io::READ, nsid, 0, 1, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::INVALID_NAMESPACE, "read nsid {nsid:#x}");
+            let c = ctx.io(rw(io::WRITE, nsid, 0, 1, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::INVALID_NAMESPACE, "write nsid {nsid:#x}");
+            let c = ctx
+                .admin(identify(cns::NAMESPACE, nsid, buf.bus.get()))
+                .await;
+            assert_eq!(
+                c.status,
+                Status::INVALID_NAMESPACE,
+                "identify nsid {nsid:#x}"
+            );
+        }
+    });
+}
+
+#[test]
+fn lba_out_of_range() {
+    run("lba-range", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        let last = BLOCKS_64M - 1;
+        let c = ctx.io(rw(io::READ, 1, last, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "the last block");
+        let c = ctx.io(rw(io::READ, 1, last, 2, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::LBA_OUT_OF_RANGE, "read last + 1");
+        let c = ctx.io(rw(io::WRITE, 1, last, 2, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::LBA_OUT_OF_RANGE, "write last + 1");
+        let c = ctx
+            .io(rw(io::READ, 1, BLOCKS_64M, 1, buf.bus.get(), 0))
+            .await;
+        assert_eq!(c.status, Status::LBA_OUT_OF_RANGE, "read NSZE");
+        let c = ctx.io(rw(io::READ, 1, u64::MAX, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::LBA_OUT_OF_RANGE, "SLBA that overflows");
+    });
+}
+
+#[test]
+fn data_transfer_errors_on_unclaimed_addresses() {
+    let cluster = run("dte", Setup::default(), |ctx| async move {
+        let c = ctx.io(rw(io::READ, 1, 0, 1, UNCLAIMED, 0)).await;
+        assert_eq!(c.status, Status::DATA_TRANSFER_ERROR, "read into nowhere");
+        let c = ctx.io(rw(io::WRITE, 1, 0, 1, UNCLAIMED, 0)).await;
+        assert_eq!(c.status, Status::DATA_TRANSFER_ERROR, "write from nowhere");
+        // A PRP list the controller cannot fetch.
+        let buf = ctx.dma(4 * PAGE);
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 24, buf.bus.get(), UNCLAIMED))
+            .await;
+        assert_eq!(c.status, Status::DATA_TRANSFER_ERROR, "PRP list in nowhere");
+        let c = ctx.admin(identify(cns::CONTROLLER, 0, UNCLAIMED)).await;
+        assert_eq!(
+            c.status,
+            Status::DATA_TRANSFER_ERROR,
+            "identify into nowhere"
+        );
+        // The controller is still healthy.
+        assert_eq!(ctx.reg32(reg::CSTS).await & csts::CFS, 0, "CSTS.CFS");
+        let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "a good read afterwards");
+    });
+    let faults = cluster.sim.faults();
+    assert!(
+        faults.iter().any(|f| matches!(
+            f.error,
+            AccessError::UnsupportedRequest { addr, .. } if addr.get() == UNCLAIMED
+        )),
+        "an unsupported request is recorded: {faults:?}"
+    );
+}
+
+#[test]
+fn data_transfer_error_on_an_iommu_fault() {
+    const IOVA: u64 = 1 << 39;
+    let setup = Setup {
+        iommu: true,
+        ..Setup::default()
+    };
+    let cluster = run("iommu", setup, |ctx| async move {
+        // Mapped memory works.
+        let buf = ctx.dma(PAGE);
+        assert_ne!(buf.bus.get(), buf.cpu.get(), "the IOMMU translates");
+        ctx.fill(&buf, 0, &pattern(9, 512)).await;
+        let c = ctx.io(rw(io::WRITE, 1, 5, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "write from mapped memory");
+        // An IOVA nothing is mapped at.
+        let c = ctx.io(rw(io::READ, 1, 5, 1, IOVA, 0)).await;
+        assert_eq!(
+            c.status,
+            Status::DATA_TRANSFER_ERROR,
+            "read into unmapped IOVA"
+        );
+        // The physical address of mapped memory is not a device address.
+        let c = ctx.io(rw(io::READ, 1, 5, 1, buf.cpu.get(), 0)).await;
+        assert_eq!(c.status, Status::DATA_TRANSFER_ERROR, "read into a raw PA");
+        let c = ctx.io(rw(io::READ, 1, 5, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "read into mapped memory");
+        assert_bytes(
+            &ctx.fetch(&buf, 0, 512).await,
+            &pattern(9, 512),
+            "read back",
+        );
+    });
+    let faults = cluster.sim.faults();
+    assert!(
+        faults.iter().any(|f| matches!(
+            f.error,
+            AccessError::IommuFault { addr, access: "write", .. } if addr.get() == IOVA
+        )),
+        "an IOMMU fault on the IOVA is recorded: {faults:?}"
+    );
+}
+
+#[test]
+fn prp_list_entry_with_an_offset() {
+    run("prp-offset", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(4 * PAGE);
+        let list = ctx.dma(PAGE);
+        let entries: Vec<u8> = [PAGE, 2 * PAGE + 512, 3 * PAGE]
+            .iter()
+            .flat_map(|o| (buf.bus.get() + o).to_le_bytes())
+            .collect();
+        ctx.fill(&list, 0, &entries).await;
+        let c = ctx
+            .io(rw(io::READ, 1, 0, 32, buf.bus.get(), list.bus.get()))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::PRP_OFFSET_INVALID,
+            "list entry 2 has an offset"
+        );
+        // Two pages: PRP2 is the second page itself and must not have an offset.
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                0,
+                16,
+                buf.bus.get(),
+                buf.bus.get() + PAGE + 8,
+            ))
+            .await;
+        assert_eq!(c.status, Status::PRP_OFFSET_INVALID, "PRP2 with an offset");
+        let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get() + 2, 0)).await;
+        assert_eq!(
+            c.status,
+            Status::PRP_OFFSET_INVALID,
+            "PRP1 not dword aligned"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Registers
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn capability_and_version_registers() {
+    run("cap", Setup::default(), |ctx| async move {
+        let c = ctx.reg64(reg::CAP).await;
+        assert_eq!(cap::mqes(c), 4095, "MQES");
+        assert!(cap::cqr(c), "CQR");
+        assert_eq!(cap::dstrd(c), 0, "DSTRD");
+        assert_eq!(cap::css(c) & 1, 1, "CSS: NVM command set");
+        assert!(cap::to(c) >= 1, "TO");
+        assert_eq!(cap::mpsmin(c), 0, "MPSMIN: 4 KiB");
+        assert!(!cap::cmbs(c), "CMBS without a CMB");
+        let lo = u64::from(ctx.reg32(reg::CAP).await);
+        let hi = u64::from(ctx.reg32(reg::CAP + 4).await);
+        assert_eq!(lo | hi << 32, c, "CAP as two dwords");
+        assert_eq!(ctx.reg32(reg::VS).await, 0x0001_0400, "VS 1.4.0");
+        assert_eq!(ctx.reg32(reg::CMBSZ).await, 0, "CMBSZ without a CMB");
+        let cc = ctx.reg32(reg::CC).await;
+        assert_eq!(cc & cc::EN, cc::EN, "CC.EN after probe");
+        assert_eq!((cc::iosqes(cc), cc::iocqes(cc)), (6, 4), "IOSQES, IOCQES");
+        assert_eq!(ctx.reg32(reg::CSTS).await, csts::RDY, "CSTS");
+        assert_eq!(ctx.reg32(reg::AQA).await, 31 | (31 << 16), "AQA");
+        // CAP is read-only: a (posted) store to it changes nothing.
+        let _ = ctx.bar.write32(reg::CAP, 0).await;
+        assert_eq!(ctx.reg64(reg::CAP).await, c, "CAP unchanged");
+    });
+}
+
+#[test]
+fn reset_follows_cc_en_after_a_delay_and_drops_io_queues() {
+    run("reset", Setup::default(), |ctx| async move {
+        let delay = ctx.ctrl.config().ready_delay;
+        let buf = ctx.dma(PAGE);
+        ctx.fill(&buf, 0, &pattern(5, 512)).await;
+        let c = ctx.io(rw(io::WRITE, 1, 77, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "write before reset");
+
+        let cc0 = ctx.reg32(reg::CC).await;
+        ctx.bar
+            .write32(reg::CC, cc0 & !cc::EN)
+            .await
+            .expect("CC.EN = 0");
+        assert_eq!(
+            ctx.reg32(reg::CSTS).await & csts::RDY,
+            csts::RDY,
+            "RDY still set right after CC.EN = 0"
+        );
+        let took = ctx.wait_ready(false).await;
+        assert!(
+            took.as_ps() >= delay.as_ps() / 2,
+            "RDY dropped after {took:?}, delay {delay:?}"
+        );
+
+        // A fresh admin queue pair, as a driver re-initialising would.
+        let asq = RawSq::host(&ctx, 0, 8);
+        let acq = RawCq::new(&ctx, 0, 8);
+        ctx.bar.write32(reg::AQA, 7 | (7 << 16)).await.expect("AQA");
+        ctx.bar.write64(reg::ASQ, asq.bus()).await.expect("ASQ");
+        ctx.bar
+            .write64(reg::ACQ, acq.buf.bus.get())
+            .await
+            .expect("ACQ");
+        ctx.bar
+            .write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
+            .await
+            .expect("CC.EN = 1");
+        assert_eq!(ctx.reg32(reg::CSTS).await & csts::RDY, 0, "RDY not yet set");
+        let took = ctx.wait_ready(true).await;
+        assert!(
+            took.as_ps() >= delay.as_ps() / 2,
+            "RDY set after {took:?}, delay {delay:?}"
+        );
+        assert_eq!(ctx.reg32(reg::CSTS).await & csts::CFS, 0, "no fatal status");
+
+        let admin = |cmd: Command| {
+            let (asq, acq, ctx) = (&asq, &acq, &ctx);
+            async move {
+                asq.push(ctx, cmd).await;
+                asq.ring(ctx).await;
+                acq.next(ctx).await
+            }
+        };
+        // The old I/O queues are gone: SQ 1 cannot be created on the old CQ 1.
+        let c = admin(create_sq(1, 255, buf.bus.get(), 1)).await;
+        assert_eq!(
+            c.status,
+            Status::COMPLETION_QUEUE_INVALID,
+            "old CQ 1 is gone"
+        );
+        assert!(c.phase, "first pass of the new admin CQ");
+        assert_eq!((c.sq_id, c.sq_head), (0, 1));
+        let c = admin(delete(admin::DELETE_IO_SQ, 1)).await;
+        assert_eq!(c.status, Status::INVALID_QUEUE_ID, "old SQ 1 is gone");
+        // With no I/O queue, Number of Queues may be set again; grants are capped.
+        let c = admin(features(
+            admin::SET_FEATURES,
+            feature::NUMBER_OF_QUEUES,
+            99 | (99 << 16),
+        ))
+        .await;
+        let max = u32::from(ctx.ctrl.config().queue_pairs - 2);
+        assert_eq!((c.status, c.result), (Status::SUCCESS, max | (max << 16)));
+        // New I/O queues work, and the namespace kept its data across the reset.
+        let cq = RawCq::new(&ctx, 1, 4);
+        let c = admin(create_cq(1, 3, cq.buf.bus.get(), None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create CQ 1");
+        let sq = RawSq::host(&ctx, 1, 4);
+        let c = admin(create_sq(1, 3, sq.bus(), 1)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create SQ 1");
+        let out = ctx.dma(PAGE);
+        sq.push(&ctx, rw(io::READ, 1, 77, 1, out.bus.get(), 0))
+            .await;
+        sq.ring(&ctx).await;
+        assert_eq!(
+            cq.next(&ctx).await.status,
+            Status::SUCCESS,
+            "read after reset"
+        );
+        assert_bytes(
+            &ctx.fetch(&out, 0, 512).await,
+            &pattern(5, 512),
+            "data survives",
+        );
+    });
+}
+
+#[test]
+fn invalid_doorbell_writes_are_ignored() {
+    run("doorbells", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        // Queue 1 has 256 entries.
+        for (offset, value, what) in [
+            (
+                spec::doorbell_offset(1, false, 0),
+                5000,
+                "SQ 1 tail beyond the queue",
+            ),
+            (
+                spec::doorbell_offset(1, false, 0),
+                256,
+                "SQ 1 tail = entries",
+            ),
+            (
+                spec::doorbell_offset(1, true, 0),
+                4000,
+                "CQ 1 head beyond the queue",
+            ),
+            (
+                spec::doorbell_offset(20, false, 0),
+                1,
+                "SQ 20 does not exist",
+            ),
+        ] {
+            ctx.bar.write32(offset, value).await.expect(what);
+            assert_eq!(ctx.reg32(reg::CSTS).await, csts::RDY, "{what}: CSTS");
+            let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::SUCCESS, "{what}: queue 1 keeps working");
+        }
+        let c = ctx
+            .admin(features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "admin queue keeps working");
+    });
+}
+
+#[test]
+fn interrupt_mode_completes_through_msix() {
+    let setup = Setup {
+        mode: CompletionMode::Interrupt,
+        ..Setup::default()
+    };
+    run("msix", setup, |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        // The driver only learns of completions from its MSI-X handlers here.
+        let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+        assert_eq!(c.status, Status::SUCCESS, "I/O in interrupt mode");
+        let c = ctx
+            .admin(features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "admin in interrupt mode");
+        // Table entries 0..=2 are programmed and unmasked (vector control bit 0 clear).
+        for v in 0..3u64 {
+            let addr = ctx.reg64(0x2000 + 16 * v).await;
+            let ctl = ctx.reg32(0x2000 + 16 * v + 12).await;
+            assert_ne!(addr, 0, "vector {v} address");
+            assert_eq!(ctl & 1, 0, "vector {v} unmasked");
+        }
+        assert_eq!(ctx.reg32(0x3000).await & 0b111, 0, "nothing pending");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Controller memory buffer
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn submission_queue_in_the_controller_memory_buffer() {
+    let setup = Setup {
+        params: r#"profile = "ramdisk", capacity = "64M", cmb = "1M""#,
+        ..Setup::default()
+    };
+    run("cmb", setup, |ctx| async move {
+        let c = ctx.reg64(reg::CAP).await;
+        assert!(cap::cmbs(c), "CAP.CMBS");
+        let sz = ctx.reg32(reg::CMBSZ).await;
+        assert_eq!(sz & 1, 1, "CMBSZ.SQS");
+        assert_eq!(
+            sz & 0b1_1110,
+            0,
+            "CMBSZ: no CQ, PRP lists, read or write data"
+        );
+        assert_eq!((sz >> 8) & 0xf, 0, "CMBSZ.SZU: 4 KiB");
+        assert_eq!(sz >> 12, 256, "CMBSZ.SZ: 1 MiB");
+        let loc = ctx.reg32(reg::CMBLOC).await;
+        assert_eq!((loc & 7, loc >> 12), (2, 0), "CMBLOC: BAR2, offset 0");
+
+        let handle = ctx.os.device("nvme0").expect("nvme0 device");
+        let bar2 = handle.map_bar(2).expect("map BAR2");
+        let base = handle
+            .bars()
+            .iter()
+            .find(|b| b.index == 2)
+            .expect("BAR2")
+            .base;
+        assert_eq!(bar2.window().size, 1 << 20);
+
+        ctx.free_pair(2).await;
+        let cq = RawCq::new(&ctx, 2, 8);
+        let c = ctx.admin(create_cq(2, 7, cq.buf.bus.get(), None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create CQ 2 in host memory");
+        let sq = RawSq {
+            qid: 2,
+            entries: 8,
+            memory: SqMemory::Cmb(bar2, 0x1000),
+            tail: Cell::new(0),
+        };
+        assert_eq!(sq.bus(), base.get() + 0x1000);
+        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create SQ 2 in the CMB");
+
+        let data = pattern(11, 8192);
+        let src = ctx.dma(2 * PAGE);
+        let dst = ctx.dma(2 * PAGE);
+        ctx.fill(&src, 0, &data).await;
+        sq.push(
+            &ctx,
+            rw(io::WRITE, 1, 300, 16, src.bus.get(), src.bus.get() + PAGE),
+        )
+        .await;
+        sq.push(
+            &ctx,
+            rw(io::READ, 1, 300, 16, dst.bus.get(), dst.bus.get() + PAGE),
+        )
+        .await;
+        // Ring once for both; they may complete in either order.
+        sq.ring(&ctx).await;
+        let a = cq.next(&ctx).await;
+        let b = cq.next(&ctx).await;
+        assert_eq!((a.status, b.status), (Status::SUCCESS, Status::SUCCESS));
+        assert_eq!((a.sq_id, b.sq_id), (2, 2));
+        // The read ran after the write only if fetched after it: check data with a second read.
+        sq.push(
+            &ctx,
+            rw(io::READ, 1, 300, 16, dst.bus.get(), dst.bus.get() + PAGE),
+        )
+        .await;
+        sq.ring(&ctx).await;
+        let c = cq.next(&ctx).await;
+        assert_eq!((c.status, c.sq_head), (Status::SUCCESS, 3));
+        assert_bytes(
+            &ctx.fetch(&dst, 0, 8192).await,
+            &data,
+            "data via a CMB queue",
+        );
+        // The host can read back what it stored in the CMB.
+        let mut raw = [0u8; SQE_SIZE];
+        match &sq.memory {
+            SqMemory::Cmb(m, off) => m.read(*off, &mut raw).await.expect("CMB load"),
+            SqMemory::Host(_) => unreachable!("the SQ is in the CMB"),
+        }
+        assert_eq!(Command::from_bytes(&raw).0.opcode, io::WRITE);
+    });
+}
