@@ -542,7 +542,7 @@ fn demo(calibration: &Calibration) -> Result<(), String> {
     println!();
     shared_memory_demo(calibration)?;
     nvme_demo_step(calibration)?;
-    println!("Next: `smartio topo --scenario back-to-back`, `smartio pingpong --scenario cluster-switch --from borrower --to lender`, `smartio bench dma --scenario local-chassis-extra-hop`, `smartio fio --scenario local-chassis --host local --device nvme0 --rw randrw --iodepth 8 --verify`.");
+    println!("Next: `smartio topo --scenario back-to-back`, `smartio pingpong --scenario cluster-switch --from borrower --to lender`, `smartio bench dma --scenario local-chassis-extra-hop`, `smartio fio --scenario local-chassis --host local --device nvme0 --rw randrw --iodepth 8 --size 64M --verify`.");
     Ok(())
 }
 
