@@ -230,6 +230,23 @@ pub enum FioError {
     DidNotFinish,
 }
 
+/// Boots the cluster's hosts and returns the one called `name`.
+pub(crate) fn boot_host(sim: &smartio_engine::Sim, name: &str) -> Result<HostOs, FioError> {
+    let hosts = HostOs::boot_all(sim)?;
+    hosts
+        .iter()
+        .find(|h| h.name() == name)
+        .cloned()
+        .ok_or_else(|| FioError::UnknownHost {
+            host: name.to_string(),
+            known: hosts
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
 /// Fills `buf` with the pattern of `block` at `version`.
 pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
     let mut x = seed ^ block.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (u64::from(version) << 48);
@@ -271,19 +288,7 @@ struct Shared {
 /// device, and the workload run to its end.
 pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
     let sim = &cluster.sim;
-    let hosts = HostOs::boot_all(sim)?;
-    let os = hosts
-        .iter()
-        .find(|h| h.name() == cfg.host)
-        .cloned()
-        .ok_or_else(|| FioError::UnknownHost {
-            host: cfg.host.clone(),
-            known: hosts
-                .iter()
-                .map(|h| h.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    let os = boot_host(sim, &cfg.host)?;
     let handle = os.device(&cfg.device)?;
     if handle.id().class != 0x01_08_02 {
         return Err(FioError::NotNvme {
@@ -620,19 +625,7 @@ pub fn read_back(
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>, FioError> {
-    let hosts = HostOs::boot_all(&cluster.sim)?;
-    let os = hosts
-        .iter()
-        .find(|h| h.name() == host)
-        .cloned()
-        .ok_or_else(|| FioError::UnknownHost {
-            host: host.to_string(),
-            known: hosts
-                .iter()
-                .map(|h| h.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    let os = boot_host(&cluster.sim, host)?;
     os.register_driver(Rc::new(NvmeDriver::default()));
     let outcome: Rc<RefCell<Option<ReadBack>>> = Rc::new(RefCell::new(None));
     let out = outcome.clone();

@@ -96,19 +96,7 @@ pub fn nvme_demo(
     device: &str,
     mode: CompletionMode,
 ) -> Result<NvmeDemoReport, FioError> {
-    let hosts = HostOs::boot_all(&cluster.sim)?;
-    let os = hosts
-        .iter()
-        .find(|h| h.name() == host)
-        .cloned()
-        .ok_or_else(|| FioError::UnknownHost {
-            host: host.to_string(),
-            known: hosts
-                .iter()
-                .map(|h| h.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    let os = crate::fio::boot_host(&cluster.sim, host)?;
     let handle = os.device(device)?;
     if handle.id().class != 0x01_08_02 {
         return Err(FioError::NotNvme {
