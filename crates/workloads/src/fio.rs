@@ -13,10 +13,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_engine::Sim;
 use smartio_host::{HostError, HostOs};
-use smartio_platform::{Clock, PhysAddr, SimDuration, SimTime};
+use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -287,34 +289,58 @@ struct Shared {
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
 /// device, and the workload run to its end.
 pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
-    let sim = &cluster.sim;
-    let os = boot_host(sim, &cfg.host)?;
-    let handle = os.device(&cfg.device)?;
-    if handle.id().class != 0x01_08_02 {
-        return Err(FioError::NotNvme {
-            host: cfg.host.clone(),
-            device: cfg.device.clone(),
-            class: handle.id().class,
-        });
-    }
     if cfg.bs == 0 || cfg.iodepth == 0 || cfg.jobs == 0 {
         return Err(FioError::BadParameter(
             "--bs, --iodepth and --jobs must be positive".into(),
         ));
     }
-    os.register_driver(Rc::new(NvmeDriver {
-        config: NvmeDriverConfig {
-            mode: cfg.mode,
-            io_queues: cfg.jobs.clamp(1, 64) as u16,
-            queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
-        },
-    }));
-    let outcome: Rc<RefCell<Option<Result<FioResult, FioError>>>> = Rc::new(RefCell::new(None));
+    let driver = NvmeDriverConfig {
+        mode: cfg.mode,
+        io_queues: cfg.jobs.clamp(1, 64) as u16,
+        queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
+    };
+    let os = nvme_host(&cluster.sim, &cfg.host, &cfg.device, driver)?;
+    run_to_end(&cluster.sim, run_on(os, cfg.clone()))
+}
+
+/// Boots the cluster's hosts, finds `host`, checks that its `device` is an NVMe controller,
+/// and registers the native NVMe driver with `config` (binding happens in [`bind_nvme`]).
+pub(crate) fn nvme_host(
+    sim: &Sim,
+    host: &str,
+    device: &str,
+    config: NvmeDriverConfig,
+) -> Result<HostOs, FioError> {
+    let os = boot_host(sim, host)?;
+    let class = os.device(device)?.id().class;
+    if class != 0x01_08_02 {
+        return Err(FioError::NotNvme {
+            host: host.to_string(),
+            device: device.to_string(),
+            class,
+        });
+    }
+    os.register_driver(Rc::new(NvmeDriver { config }));
+    Ok(os)
+}
+
+/// Binds the registered NVMe driver to `device` and returns the bound controller.
+pub(crate) async fn bind_nvme(os: &HostOs, device: &str) -> Result<Rc<NvmeDevice>, FioError> {
+    os.probe(device).await?;
+    os.driver_data::<NvmeDevice>(device)
+        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))
+}
+
+/// Runs `task` as an agent and the simulation to its end; a task that never finishes is
+/// [`FioError::DidNotFinish`].
+pub(crate) fn run_to_end<T: 'static>(
+    sim: &Sim,
+    task: impl Future<Output = Result<T, FioError>> + 'static,
+) -> Result<T, FioError> {
+    let outcome = Rc::new(RefCell::new(None));
     let out = outcome.clone();
-    let cfg = cfg.clone();
-    let task_os = os.clone();
     sim.spawn(async move {
-        let r = run_on(task_os, cfg).await;
+        let r = task.await;
         *out.borrow_mut() = Some(r);
     });
     sim.run();
@@ -323,10 +349,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
 }
 
 async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
-    os.probe(&cfg.device).await?;
-    let dev = os
-        .driver_data::<NvmeDevice>(&cfg.device)
-        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+    let dev = bind_nvme(&os, &cfg.device).await?;
     let ns = dev
         .namespace(cfg.nsid)
         .map_err(|e| FioError::BadParameter(e.to_string()))?;
@@ -386,8 +409,8 @@ async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
     };
     shared.deadline.set(deadline);
     shared.last.set(start);
-    let done = Rc::new(Cell::new(0u32));
-    let workers = cfg.jobs * cfg.iodepth;
+    let running = Rc::new(Cell::new(cfg.jobs * cfg.iodepth));
+    let finished = Rc::new(Notify::new());
     for j in 0..cfg.jobs {
         let quota = match cfg.amount {
             Amount::Ops(n) => {
@@ -405,23 +428,25 @@ async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
             let buffer = os
                 .alloc(cfg.bs)
                 .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
-            let (dev, shared, job, done, os) = (
+            let (dev, shared, job, running, finished, os) = (
                 dev.clone(),
                 shared.clone(),
                 job.clone(),
-                done.clone(),
+                running.clone(),
+                finished.clone(),
                 os.clone(),
             );
             os.cpu().sim().clone().spawn(async move {
                 worker(&os, &dev, &shared, &job, j as usize, buffer).await;
-                done.set(done.get() + 1);
+                running.set(running.get() - 1);
+                if running.get() == 0 {
+                    finished.notify();
+                }
             });
         }
     }
     // Wait for every worker.
-    while done.get() < workers {
-        cpu.sleep(SimDuration::from_us(50)).await;
-    }
+    finished.notified().await;
     if let Some(e) = shared.error.borrow_mut().take() {
         return Err(e);
     }
@@ -434,10 +459,7 @@ async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
         host: cfg.host.clone(),
         device: cfg.device.clone(),
         model: dev.info().model.clone(),
-        mode: match cfg.mode {
-            CompletionMode::Interrupt => "interrupt".into(),
-            CompletionMode::Poll => "poll".into(),
-        },
+        mode: cfg.mode.name().into(),
         rw: cfg.rw,
         bs: cfg.bs,
         iodepth: cfg.iodepth,
@@ -613,8 +635,6 @@ async fn worker(
     }
 }
 
-type ReadBack = Result<Vec<u8>, FioError>;
-
 /// Reads `len` bytes at byte `offset` of namespace `nsid` through the native driver (in
 /// transfers of the controller's maximum) — to look at what a namespace holds.
 pub fn read_back(
@@ -625,55 +645,42 @@ pub fn read_back(
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>, FioError> {
-    let os = boot_host(&cluster.sim, host)?;
-    os.register_driver(Rc::new(NvmeDriver::default()));
-    let outcome: Rc<RefCell<Option<ReadBack>>> = Rc::new(RefCell::new(None));
-    let out = outcome.clone();
+    let os = nvme_host(&cluster.sim, host, device, NvmeDriverConfig::default())?;
     let device = device.to_string();
-    cluster.sim.spawn(async move {
-        let r = async {
-            os.probe(&device).await?;
-            let dev = os
-                .driver_data::<NvmeDevice>(&device)
-                .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
-            let lba = u64::from(
-                dev.namespace(nsid)
-                    .map_err(|e| FioError::Io(e.to_string()))?
-                    .lba_size,
-            );
-            if !offset.is_multiple_of(lba) || !len.is_multiple_of(lba) {
-                return Err(FioError::BadParameter(format!(
-                    "offset {offset} and length {len} must be multiples of the LBA size {lba}"
-                )));
-            }
-            let chunk = dev.info().max_transfer;
-            let buffer = os.alloc(chunk).map_err(|e| FioError::Io(e.to_string()))?;
-            let mut data = Vec::with_capacity(len as usize);
-            let mut at = 0;
-            while at < len {
-                let n = chunk.min(len - at);
-                dev.submit(
-                    0,
-                    BlockOp::Read,
-                    nsid,
-                    (offset + at) / lba,
-                    (n / lba) as u32,
-                    buffer,
-                )
-                .await
-                .map_err(|e| FioError::Io(e.to_string()))?;
-                let mut part = vec![0u8; n as usize];
-                os.sim().peek_memory(os.id(), buffer, &mut part);
-                data.extend_from_slice(&part);
-                at += n;
-            }
-            os.free(buffer);
-            Ok(data)
+    run_to_end(&cluster.sim, async move {
+        let dev = bind_nvme(&os, &device).await?;
+        let lba = u64::from(
+            dev.namespace(nsid)
+                .map_err(|e| FioError::Io(e.to_string()))?
+                .lba_size,
+        );
+        if !offset.is_multiple_of(lba) || !len.is_multiple_of(lba) {
+            return Err(FioError::BadParameter(format!(
+                "offset {offset} and length {len} must be multiples of the LBA size {lba}"
+            )));
         }
-        .await;
-        *out.borrow_mut() = Some(r);
-    });
-    cluster.sim.run();
-    let r = outcome.borrow_mut().take();
-    r.unwrap_or(Err(FioError::DidNotFinish))
+        let chunk = dev.info().max_transfer;
+        let buffer = os.alloc(chunk).map_err(|e| FioError::Io(e.to_string()))?;
+        let mut data = Vec::with_capacity(len as usize);
+        let mut at = 0;
+        while at < len {
+            let n = chunk.min(len - at);
+            dev.submit(
+                0,
+                BlockOp::Read,
+                nsid,
+                (offset + at) / lba,
+                (n / lba) as u32,
+                buffer,
+            )
+            .await
+            .map_err(|e| FioError::Io(e.to_string()))?;
+            let mut part = vec![0u8; n as usize];
+            os.sim().peek_memory(os.id(), buffer, &mut part);
+            data.extend_from_slice(&part);
+            at += n;
+        }
+        os.free(buffer);
+        Ok(data)
+    })
 }

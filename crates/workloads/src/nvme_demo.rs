@@ -8,11 +8,9 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDriverConfig};
 use smartio_host::HostOs;
 use smartio_platform::Clock;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Bytes the walk writes and reads back: 16 pages, so PRP1 plus a PRP list of 15 entries.
 pub const NVME_DEMO_BYTES: u64 = 64 << 10;
@@ -96,31 +94,16 @@ pub fn nvme_demo(
     device: &str,
     mode: CompletionMode,
 ) -> Result<NvmeDemoReport, FioError> {
-    let os = crate::fio::boot_host(&cluster.sim, host)?;
-    let handle = os.device(device)?;
-    if handle.id().class != 0x01_08_02 {
-        return Err(FioError::NotNvme {
-            host: host.to_string(),
-            device: device.to_string(),
-            class: handle.id().class,
-        });
-    }
     let config = NvmeDriverConfig {
         mode,
         ..NvmeDriverConfig::default()
     };
-    os.register_driver(Rc::new(NvmeDriver { config }));
-    let outcome: Rc<RefCell<Option<Result<NvmeDemoReport, FioError>>>> =
-        Rc::new(RefCell::new(None));
-    let out = outcome.clone();
+    let os = crate::fio::nvme_host(&cluster.sim, host, device, config)?;
     let device = device.to_string();
-    cluster.sim.spawn(async move {
-        let r = walk(&os, &device, config).await;
-        *out.borrow_mut() = Some(r);
-    });
-    cluster.sim.run();
-    let r = outcome.borrow_mut().take();
-    r.unwrap_or(Err(FioError::DidNotFinish))
+    crate::fio::run_to_end(
+        &cluster.sim,
+        async move { walk(&os, &device, config).await },
+    )
 }
 
 async fn walk(
@@ -128,10 +111,7 @@ async fn walk(
     device: &str,
     config: NvmeDriverConfig,
 ) -> Result<NvmeDemoReport, FioError> {
-    os.probe(device).await?;
-    let dev = os
-        .driver_data::<NvmeDevice>(device)
-        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+    let dev = crate::fio::bind_nvme(os, device).await?;
     let info = dev.info().clone();
     let nsid = 1;
     let ns = dev
@@ -189,10 +169,7 @@ async fn walk(
         host: os.name().to_string(),
         device: device.to_string(),
         driver: os.bound_driver(device).unwrap_or_default(),
-        mode: match dev.mode() {
-            CompletionMode::Interrupt => "interrupt".into(),
-            CompletionMode::Poll => "poll".into(),
-        },
+        mode: dev.mode().name().into(),
         vendor: info.vendor,
         model: info.model.clone(),
         serial: info.serial.clone(),

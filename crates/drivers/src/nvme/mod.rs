@@ -28,6 +28,16 @@ pub enum CompletionMode {
     Poll,
 }
 
+impl CompletionMode {
+    /// The name `FromStr` accepts: `interrupt` or `poll`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompletionMode::Interrupt => "interrupt",
+            CompletionMode::Poll => "poll",
+        }
+    }
+}
+
 impl std::str::FromStr for CompletionMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
