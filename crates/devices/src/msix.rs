@@ -6,7 +6,7 @@
 
 use smartio_platform::pci::msix;
 use smartio_platform::CompleterError;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
@@ -20,6 +20,8 @@ struct Entry {
 pub struct MsixTable {
     entries: RefCell<Vec<Entry>>,
     pending: RefCell<Vec<bool>>,
+    /// Whether any pending bit may be set (spares the scan on every doorbell).
+    any_pending: Cell<bool>,
 }
 
 /// A message to send: write `data` (4 bytes) to `address`.
@@ -41,6 +43,7 @@ impl MsixTable {
         Self {
             entries: RefCell::new(vec![entry; vectors as usize]),
             pending: RefCell::new(vec![false; vectors as usize]),
+            any_pending: Cell::new(false),
         }
     }
 
@@ -63,6 +66,7 @@ impl MsixTable {
             };
         }
         self.pending.borrow_mut().fill(false);
+        self.any_pending.set(false);
     }
 
     /// The function wants to signal `vector`: the message to send, or `None` when the vector
@@ -72,6 +76,7 @@ impl MsixTable {
         let e = entries.get(vector as usize)?;
         if e.control & msix::VECTOR_MASKED != 0 {
             self.pending.borrow_mut()[vector as usize] = true;
+            self.any_pending.set(true);
             return None;
         }
         Some(MsiMessage {
@@ -82,6 +87,9 @@ impl MsixTable {
 
     /// Messages that became sendable since the last call (vectors unmasked while pending).
     pub fn take_unmasked_pending(&self) -> Vec<MsiMessage> {
+        if !self.any_pending.get() {
+            return Vec::new();
+        }
         let entries = self.entries.borrow();
         let mut pending = self.pending.borrow_mut();
         let mut out = Vec::new();
@@ -94,6 +102,7 @@ impl MsixTable {
                 });
             }
         }
+        self.any_pending.set(pending.iter().any(|&p| p));
         out
     }
 

@@ -3,6 +3,9 @@
 //! and ring themselves. Every case asserts the exact completion status, and the data where
 //! data moves.
 
+mod common;
+use common::pattern;
+
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::{
     self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, log, reg, Command, Completion,
@@ -145,18 +148,6 @@ where
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[track_caller]
 fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {

@@ -1,6 +1,9 @@
 //! The native NVMe driver on the emulated controller: probe, data integrity through PRP
 //! lists, both completion modes, unbind.
 
+mod common;
+use common::pattern;
+
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
 use smartio_engine::Calibration;
@@ -19,18 +22,6 @@ fn boot(mode: CompletionMode) -> (Cluster, HostOs) {
         },
     }));
     (cluster, os)
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn write_read_round_trip(mode: CompletionMode) -> Vec<u64> {

@@ -516,20 +516,26 @@ impl NvmeDevice {
 
     /// Identify with `cns` for `nsid`; returns the 4 KiB data structure.
     pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, NvmeError> {
-        let buf = self.handle.dma_alloc_coherent(PAGE)?;
-        let r = self
-            .admin_command(Command {
-                opcode: admin::IDENTIFY,
-                nsid,
-                prp1: buf.bus.get(),
-                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-                ..Command::default()
-            })
-            .await;
+        let cmd = Command {
+            opcode: admin::IDENTIFY,
+            nsid,
+            cdw: [u32::from(cns), 0, 0, 0, 0, 0],
+            ..Command::default()
+        };
+        self.admin_read(cmd, PAGE).await
+    }
+
+    /// Runs an admin command that returns `len` bytes (at most two pages) into a coherent
+    /// buffer, and returns them.
+    async fn admin_read(&self, mut cmd: Command, len: u64) -> Result<Vec<u8>, NvmeError> {
+        let buf = self.handle.dma_alloc_coherent(len)?;
+        cmd.prp1 = buf.bus.get();
+        cmd.prp2 = if len > PAGE { buf.bus.get() + PAGE } else { 0 };
+        let r = self.admin_command(cmd).await;
         let data = self
             .handle
             .cpu()
-            .read_owned(BusAddr(buf.cpu.get()), PAGE as usize)
+            .read_owned(BusAddr(buf.cpu.get()), len as usize)
             .await
             .map_err(self.access());
         self.handle.dma_free_coherent(buf)?;
@@ -546,38 +552,21 @@ impl NvmeDevice {
                 message: format!("log page length {len}: a multiple of 4 up to {}", 2 * PAGE),
             });
         }
-        let buf = self.handle.dma_alloc_coherent(u64::from(len))?;
         let numd = len / 4 - 1;
-        let r = self
-            .admin_command(Command {
-                opcode: admin::GET_LOG_PAGE,
-                nsid: 0xffff_ffff,
-                prp1: buf.bus.get(),
-                prp2: if u64::from(len) > PAGE {
-                    buf.bus.get() + PAGE
-                } else {
-                    0
-                },
-                cdw: [
-                    u32::from(lid) | ((numd & 0xffff) << 16),
-                    numd >> 16,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-                ..Command::default()
-            })
-            .await;
-        let data = self
-            .handle
-            .cpu()
-            .read_owned(BusAddr(buf.cpu.get()), len as usize)
-            .await
-            .map_err(self.access());
-        self.handle.dma_free_coherent(buf)?;
-        r?;
-        data
+        let cmd = Command {
+            opcode: admin::GET_LOG_PAGE,
+            nsid: 0xffff_ffff,
+            cdw: [
+                u32::from(lid) | ((numd & 0xffff) << 16),
+                numd >> 16,
+                0,
+                0,
+                0,
+                0,
+            ],
+            ..Command::default()
+        };
+        self.admin_read(cmd, u64::from(len)).await
     }
 
     /// Performs one block request on the queue of `cpu` and waits for it. `buffer` is host

@@ -175,30 +175,21 @@ impl QueuePair {
             if let Some(c) = self.take_done(tag) {
                 return Ok(c);
             }
-            // Someone else may have reaped ours while we read.
+            // Wait for the next entry to land, or for another poller to reap ours.
             let head = self.cq_head.get();
             let at =
                 smartio_platform::PhysAddr(self.cq.cpu.get() + u64::from(head) * CQE_SIZE as u64);
-            let woken = poll_fn(|cx| {
-                if self.tags.borrow()[tag as usize].done.is_some() {
-                    return Poll::Ready(true);
-                }
-                self.tags.borrow_mut()[tag as usize].waker = Some(cx.waker().clone());
-                Poll::Ready(false)
-            })
-            .await;
-            if woken {
-                continue;
-            }
-            let watch = self.cpu.written(at, CQE_SIZE as u64);
-            let mine = poll_fn(|_| {
-                if self.tags.borrow()[tag as usize].done.is_some() {
+            let handed_over = poll_fn(|cx| {
+                let mut tags = self.tags.borrow_mut();
+                let t = &mut tags[tag as usize];
+                if t.done.is_some() {
                     Poll::Ready(())
                 } else {
+                    t.waker = Some(cx.waker().clone());
                     Poll::Pending
                 }
             });
-            first_of(watch, mine).await;
+            first_of(self.cpu.written(at, CQE_SIZE as u64), handed_over).await;
         }
     }
 }
