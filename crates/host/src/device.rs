@@ -34,8 +34,6 @@ pub struct SoftwareCosts {
     pub block_submit: smartio_platform::SimDuration,
     /// Block layer + driver completion path.
     pub block_complete: smartio_platform::SimDuration,
-    /// One check of a completion entry in local memory.
-    pub poll_check: smartio_platform::SimDuration,
 }
 
 /// A BAR as this host's CPU reaches it.
@@ -239,7 +237,6 @@ impl DeviceHandle {
         SoftwareCosts {
             block_submit: t.cpu.block_submit,
             block_complete: t.cpu.block_complete,
-            poll_check: t.cpu.memory_read,
         }
     }
 
