@@ -16,16 +16,52 @@ pub const PAGE_SIZE: u64 = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct DomainId(pub u32);
 
-/// One mapped I/O page.
+/// A run of consecutive I/O pages mapped to consecutive physical pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PageMapping {
+struct Run {
+    pages: u64,
     phys_page: u64,
     writable: bool,
 }
 
+/// A domain's page table, kept as runs so that a window of many GiB is one entry.
+///
+/// Invariant: runs never overlap; `pages` is the sum of their lengths.
 #[derive(Debug, Clone, Default)]
 struct Domain {
-    pages: BTreeMap<u64, PageMapping>,
+    runs: BTreeMap<u64, Run>,
+    pages: u64,
+}
+
+impl Domain {
+    /// The run containing I/O page `page`: its first page and the run.
+    fn run_at(&self, page: u64) -> Option<(u64, Run)> {
+        self.runs
+            .range(..=page)
+            .next_back()
+            .filter(|(&start, r)| page < start + r.pages)
+            .map(|(&start, &r)| (start, r))
+    }
+
+    /// The first mapped page in `first..first + count`, if any.
+    fn first_mapped(&self, first: u64, count: u64) -> Option<u64> {
+        if self.run_at(first).is_some() {
+            return Some(first);
+        }
+        self.runs.range(first..first + count).next().map(|(&p, _)| p)
+    }
+
+    /// The first unmapped page in `first..first + count`, if any.
+    fn first_unmapped(&self, first: u64, count: u64) -> Option<u64> {
+        let mut at = first;
+        while at < first + count {
+            match self.run_at(at) {
+                Some((start, run)) => at = start + run.pages,
+                None => return Some(at),
+            }
+        }
+        None
+    }
 }
 
 /// Errors from managing or using IOMMU mappings.
@@ -134,18 +170,18 @@ impl Iommu {
         let d = &mut self.domains[domain.0 as usize];
         let first = iova.get() / PAGE_SIZE;
         let count = len / PAGE_SIZE;
-        if let Some((&page, _)) = d.pages.range(first..first + count).next() {
+        if let Some(page) = d.first_mapped(first, count) {
             return Err(IommuError::AlreadyMapped(BusAddr(page * PAGE_SIZE)));
         }
-        for i in 0..count {
-            d.pages.insert(
-                first + i,
-                PageMapping {
-                    phys_page: phys.get() / PAGE_SIZE + i,
-                    writable,
-                },
-            );
-        }
+        d.runs.insert(
+            first,
+            Run {
+                pages: count,
+                phys_page: phys.get() / PAGE_SIZE,
+                writable,
+            },
+        );
+        d.pages += count;
         Ok(())
     }
 
@@ -162,18 +198,46 @@ impl Iommu {
         let d = &mut self.domains[domain.0 as usize];
         let first = iova.get() / PAGE_SIZE;
         let count = len / PAGE_SIZE;
-        if let Some(missing) = (first..first + count).find(|p| !d.pages.contains_key(p)) {
+        if let Some(missing) = d.first_unmapped(first, count) {
             return Err(IommuError::NotMapped(BusAddr(missing * PAGE_SIZE)));
         }
-        for p in first..first + count {
-            d.pages.remove(&p);
+        // Cut the runs at both ends, then drop everything in between.
+        let end = first + count;
+        let mut at = first;
+        while at < end {
+            let Some((start, run)) = d.run_at(at) else {
+                break;
+            };
+            d.runs.remove(&start);
+            if start < first {
+                d.runs.insert(
+                    start,
+                    Run {
+                        pages: first - start,
+                        ..run
+                    },
+                );
+            }
+            let run_end = start + run.pages;
+            if run_end > end {
+                d.runs.insert(
+                    end,
+                    Run {
+                        pages: run_end - end,
+                        phys_page: run.phys_page + (end - start),
+                        writable: run.writable,
+                    },
+                );
+            }
+            at = run_end;
         }
+        d.pages -= count;
         Ok(())
     }
 
     /// Number of mapped pages in a domain.
     pub fn mapped_pages(&self, domain: DomainId) -> Result<usize, IommuError> {
-        Ok(self.domain(domain)?.pages.len())
+        Ok(self.domain(domain)?.pages as usize)
     }
 
     /// Translates a DMA of up to `len` bytes. Returns the physical address and how many bytes
@@ -186,28 +250,30 @@ impl Iommu {
         write: bool,
     ) -> Result<(PhysAddr, u64), FaultReason> {
         let domain = self.attached.get(&endpoint).ok_or(FaultReason::NoDomain)?;
-        let pages = &self.domains[domain.0 as usize].pages;
+        let d = &self.domains[domain.0 as usize];
         let page = iova.get() / PAGE_SIZE;
         let offset = iova.get() % PAGE_SIZE;
-        let first = pages.get(&page).ok_or(FaultReason::NotMapped)?;
-        if write && !first.writable {
+        let (start, run) = d.run_at(page).ok_or(FaultReason::NotMapped)?;
+        if write && !run.writable {
             return Err(FaultReason::ReadOnly);
         }
-        let mut contiguous = PAGE_SIZE - offset;
-        let mut next = page + 1;
+        let phys_page = run.phys_page + (page - start);
+        // Contiguous to the end of this run, and on through runs that continue it.
+        let mut contiguous = (start + run.pages - page) * PAGE_SIZE - offset;
+        let mut next = start + run.pages;
         while contiguous < len {
-            match pages.get(&next) {
-                Some(m)
-                    if m.phys_page == first.phys_page + (next - page) && (m.writable || !write) =>
+            match d.runs.get(&next) {
+                Some(r)
+                    if r.phys_page == phys_page + (next - page) && (r.writable || !write) =>
                 {
-                    contiguous += PAGE_SIZE;
-                    next += 1;
+                    contiguous += r.pages * PAGE_SIZE;
+                    next += r.pages;
                 }
                 _ => break,
             }
         }
         Ok((
-            PhysAddr(first.phys_page * PAGE_SIZE + offset),
+            PhysAddr(phys_page * PAGE_SIZE + offset),
             contiguous.min(len),
         ))
     }
@@ -282,6 +348,37 @@ mod tests {
             Err(IommuError::NotMapped(BusAddr(0x3000)))
         );
         iommu.unmap(d, BusAddr(0x2000), PAGE_SIZE).expect("unmap");
+        assert_eq!(iommu.mapped_pages(d), Ok(0));
+    }
+
+    #[test]
+    fn unmapping_the_middle_of_a_run_keeps_both_ends() {
+        let (mut iommu, d) = iommu_with_domain();
+        iommu
+            .map(d, BusAddr(0), PhysAddr(0x10_0000), 8 * PAGE_SIZE, true)
+            .expect("map");
+        iommu
+            .unmap(d, BusAddr(2 * PAGE_SIZE), 3 * PAGE_SIZE)
+            .expect("unmap the middle");
+        assert_eq!(iommu.mapped_pages(d), Ok(5));
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(0x1ff0), 64, false),
+            Ok((PhysAddr(0x10_1ff0), 16))
+        );
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(3 * PAGE_SIZE), 4, false),
+            Err(FaultReason::NotMapped)
+        );
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(5 * PAGE_SIZE + 8), 4, false),
+            Ok((PhysAddr(0x10_5008), 4))
+        );
+        assert_eq!(
+            iommu.unmap(d, BusAddr(PAGE_SIZE), 2 * PAGE_SIZE),
+            Err(IommuError::NotMapped(BusAddr(2 * PAGE_SIZE)))
+        );
+        iommu.unmap(d, BusAddr(0), 2 * PAGE_SIZE).expect("head");
+        iommu.unmap(d, BusAddr(5 * PAGE_SIZE), 3 * PAGE_SIZE).expect("tail");
         assert_eq!(iommu.mapped_pages(d), Ok(0));
     }
 
