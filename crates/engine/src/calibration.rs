@@ -77,6 +77,19 @@ pub struct ChipParams {
 pub struct RootComplexParams {
     pub latency_ns: Param,
     pub memory_read_ns: Param,
+    /// Size of the read requests a root complex emits when it forwards a device's read
+    /// towards another port (peer-to-peer through the root, e.g. after IOMMU translation);
+    /// 0 forwards requests unchanged.
+    pub forwarded_read_request_bytes: Param,
+}
+
+/// Costs of the SmartIO software itself (control path only; the data path is hardware).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmartioParams {
+    /// One control message from one host's SmartIO driver to another's (over the NTB
+    /// mailbox, interrupt included).
+    pub control_message_ns: Param,
 }
 
 /// Software and CPU costs.
@@ -148,6 +161,8 @@ pub struct Calibration {
     pub devices: BTreeMap<String, DeviceParams>,
     /// NVMe controller profiles by name (`optane-p4800x`, `ramdisk`, `nand`).
     pub nvme: BTreeMap<String, NvmeProfileParams>,
+    /// SmartIO software costs.
+    pub smartio: SmartioParams,
 }
 
 impl Calibration {

@@ -283,12 +283,29 @@ impl Core {
         } else {
             0
         };
+        // A root complex in the middle of the path forwards the request to another port and
+        // may cut it into smaller ones on the way (Xeon root complexes do, Paper V §7.3.1).
+        let sizes = self.timing.sizes;
+        let through_root = hops.split_last().is_some_and(|(_, before)| {
+            before.iter().any(|h| {
+                matches!(
+                    self.fabric.node(h.node).kind,
+                    smartio_fabric::NodeKind::RootComplex
+                )
+            })
+        });
+        let max_read_request = if through_root && sizes.forwarded_read_request > 0 {
+            sizes.mrrs.min(sizes.forwarded_read_request)
+        } else {
+            sizes.mrrs
+        };
         let path = Rc::new(CostedPath {
             forward,
             backward,
             arrive_ps,
             read_ps,
             return_ps,
+            max_read_request,
         });
         self.path_cache.insert(key, path.clone());
         path
@@ -542,7 +559,7 @@ impl Core {
                     return;
                 }
                 pool.free -= 1;
-                (next_chunk(addr, remaining, self.timing.sizes.mrrs), 0)
+                (next_chunk(addr, remaining, path.max_read_request), 0)
             }
         };
         let start = txn.next_issue;

@@ -24,6 +24,9 @@ pub struct CostedPath {
     pub read_ps: u64,
     /// Added when a completion reaches the requester (root complex back to the core).
     pub return_ps: u64,
+    /// Largest read request on this path: the MRRS, or what a root complex forwarding the
+    /// request to another port cuts it into.
+    pub max_read_request: u64,
 }
 
 /// A contiguous piece of a transaction that lands in one target.
