@@ -6,11 +6,11 @@
 //! must be written to, and how memory becomes a device address. BAR windows are simply the
 //! addresses at which this host's CPU reaches the BARs. A driver cannot tell which it has.
 
-use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper};
+use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, PeerBar};
 use crate::driver::BoxFuture;
 use crate::os::{HostError, OsShared};
 use smartio_engine::Agent;
-use smartio_fabric::EndpointId;
+use smartio_fabric::{EndpointId, HostId};
 use smartio_platform::pci::{self, command, msix};
 use smartio_platform::{AccessError, BusAddr, PhysAddr, Port, Spawner};
 use std::future::Future;
@@ -55,6 +55,8 @@ pub trait DeviceBackend {
     fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
     /// The MSI address the device must write so that `vector` of this host fires.
     fn msi_address(&self, vector: u32) -> Result<u64, HostError>;
+    /// The physical function behind the handle: its host and endpoint in the fabric.
+    fn function(&self) -> (HostId, EndpointId);
 }
 
 /// The backend of a function in this host: configuration requests from this host's CPU,
@@ -62,6 +64,7 @@ pub trait DeviceBackend {
 #[derive(Debug, Clone)]
 pub struct LocalFunction {
     pub(crate) cpu: Agent,
+    pub(crate) host: HostId,
     pub(crate) endpoint: EndpointId,
     pub(crate) msi_base: u64,
 }
@@ -83,6 +86,10 @@ impl DeviceBackend for LocalFunction {
 
     fn msi_address(&self, _vector: u32) -> Result<u64, HostError> {
         Ok(self.msi_base)
+    }
+
+    fn function(&self) -> (HostId, EndpointId) {
+        (self.host, self.endpoint)
     }
 }
 
@@ -313,9 +320,30 @@ impl DeviceHandle {
         self.inner.dma.map(phys, len, dir)
     }
 
-    /// Undoes [`DeviceHandle::dma_map`].
+    /// Undoes [`DeviceHandle::dma_map`] or [`DeviceHandle::dma_map_peer`].
     pub fn dma_unmap(&self, bus: BusAddr) -> Result<(), DmaError> {
         self.inner.dma.unmap(bus)
+    }
+
+    /// Maps BAR `bar` of `target` for this device (`dma_map_resource`): returns the address
+    /// at which this device reaches the BAR's first byte, for peer-to-peer DMA.
+    pub fn dma_map_peer(&self, target: &DeviceHandle, bar: u8) -> Result<BusAddr, DmaError> {
+        let window = target.map_bar(bar).map_err(|e| DmaError::Window {
+            device: self.inner.name.clone(),
+            message: e.to_string(),
+        })?;
+        let (host, endpoint) = target.function();
+        self.inner.dma.map_peer(&PeerBar {
+            host,
+            endpoint,
+            index: bar,
+            window: window.window(),
+        })
+    }
+
+    /// The physical function behind this handle (its host and fabric endpoint).
+    pub fn function(&self) -> (HostId, EndpointId) {
+        self.inner.backend.function()
     }
 
     /// Allocates `len` bytes of zeroed host RAM mapped for the device

@@ -85,14 +85,31 @@ pub struct DmaBuffer {
     pub len: u64,
 }
 
+/// A BAR of another function, to be mapped for a device (peer-to-peer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerBar {
+    /// The host the function is installed in.
+    pub host: HostId,
+    /// Its endpoint in the fabric.
+    pub endpoint: EndpointId,
+    /// BAR index.
+    pub index: u8,
+    /// The BAR as this host's CPU reaches it.
+    pub window: crate::device::BarWindow,
+}
+
 /// Maps host memory for one device. Implementations: [`LocalDma`] for a local function;
 /// SmartIO supplies one for a shadow device.
 pub trait DmaMapper {
     /// Makes `len` bytes at `phys` reachable by the device; returns the device's address.
     fn map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError>;
 
-    /// Undoes a [`DmaMapper::map`] that returned `bus`.
+    /// Undoes a [`DmaMapper::map`] (or [`DmaMapper::map_peer`]) that returned `bus`.
     fn unmap(&self, bus: BusAddr) -> Result<(), DmaError>;
+
+    /// Makes another function's BAR reachable by the device; returns the address of the
+    /// BAR's first byte as the device sees it.
+    fn map_peer(&self, bar: &PeerBar) -> Result<BusAddr, DmaError>;
 }
 
 /// The DMA mapper of a function in its own host.
@@ -105,6 +122,8 @@ pub struct LocalDma {
     iova: RefCell<RamAllocator>,
     /// bus page address → (iova start, page-rounded length)
     mapped: RefCell<BTreeMap<u64, (u64, u64)>>,
+    /// Peer BARs mapped at their own addresses: page address → length.
+    peers: RefCell<BTreeMap<u64, u64>>,
 }
 
 impl LocalDma {
@@ -138,6 +157,7 @@ impl LocalDma {
                 &(IOVA_BASE..IOVA_BASE + IOVA_SPACE),
             ))),
             mapped: RefCell::new(BTreeMap::new()),
+            peers: RefCell::new(BTreeMap::new()),
         })
     }
 
@@ -180,10 +200,48 @@ impl DmaMapper for LocalDma {
         Ok(BusAddr(iova + (phys.get() - first)))
     }
 
+    /// A local function reaches a BAR at the address this host's CPU uses (its host's bus
+    /// address: a local device, or a window of this host's NTB); with the IOMMU on the BAR
+    /// is mapped into the function's domain at that same address, so the request is
+    /// translated at the root complex and routed on from there.
+    fn map_peer(&self, bar: &PeerBar) -> Result<BusAddr, DmaError> {
+        let Some(domain) = self.domain else {
+            return Ok(bar.window.base);
+        };
+        let base = bar.window.base.get();
+        let first = base & !(PAGE - 1);
+        let span = (base + bar.window.size.max(1)).next_multiple_of(PAGE) - first;
+        let host = self.host;
+        self.sim
+            .with_fabric_mut(|f| {
+                f.iommu_mut(host)
+                    .map(domain, BusAddr(first), PhysAddr(first), span, true)
+            })
+            .map_err(|source| DmaError::Iommu {
+                device: self.name.clone(),
+                source,
+            })?;
+        self.peers.borrow_mut().insert(first, span);
+        Ok(bar.window.base)
+    }
+
     fn unmap(&self, bus: BusAddr) -> Result<(), DmaError> {
         let Some(domain) = self.domain else {
             return Ok(());
         };
+        if let Some(span) = self.peers.borrow_mut().remove(&(bus.get() & !(PAGE - 1))) {
+            let host = self.host;
+            return self
+                .sim
+                .with_fabric_mut(|f| {
+                    f.iommu_mut(host)
+                        .unmap(domain, BusAddr(bus.get() & !(PAGE - 1)), span)
+                })
+                .map_err(|source| DmaError::Iommu {
+                    device: self.name.clone(),
+                    source,
+                });
+        }
         let page = bus.get() & !(PAGE - 1);
         let not_mapped = || DmaError::NotMapped {
             device: self.name.clone(),

@@ -19,7 +19,7 @@ pub mod memory;
 pub mod os;
 
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
-pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma};
+pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver};
 pub use memory::{RamAllocator, RamError};
 pub use os::{HostError, HostOs};

@@ -200,6 +200,7 @@ impl HostOs {
         for (id, ep) in endpoints {
             let backend = Rc::new(LocalFunction {
                 cpu: sim.cpu(host),
+                host,
                 endpoint: id,
                 msi_base: msi,
             });
