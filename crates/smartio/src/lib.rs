@@ -6,4 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod lending;
 pub mod sisci;
+
+pub use lending::{BorrowOptions, DeviceInfo, Fdid, Lent, SmartIo, SmartIoError};

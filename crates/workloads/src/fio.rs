@@ -8,6 +8,7 @@
 //! expected content is always defined. A workload that reads first writes version 0 over the
 //! whole range (not timed).
 
+use crate::attach::{AttachError, Workbench};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -16,6 +17,7 @@ use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, Nvm
 use smartio_engine::Sim;
 use smartio_host::{HostError, HostOs};
 use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
+use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::future::Future;
@@ -230,23 +232,19 @@ pub enum FioError {
     /// The simulation stopped before the workload finished.
     #[error("the workload did not finish (a task is stuck)")]
     DidNotFinish,
+    /// SmartIO could not lend the device.
+    #[error("{0}")]
+    SmartIo(#[from] SmartIoError),
 }
 
-/// Boots the cluster's hosts and returns the one called `name`.
-pub(crate) fn boot_host(sim: &smartio_engine::Sim, name: &str) -> Result<HostOs, FioError> {
-    let hosts = HostOs::boot_all(sim)?;
-    hosts
-        .iter()
-        .find(|h| h.name() == name)
-        .cloned()
-        .ok_or_else(|| FioError::UnknownHost {
-            host: name.to_string(),
-            known: hosts
-                .iter()
-                .map(|h| h.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
+impl From<AttachError> for FioError {
+    fn from(e: AttachError) -> Self {
+        match e {
+            AttachError::UnknownHost { host, known } => FioError::UnknownHost { host, known },
+            AttachError::Host(e) => FioError::Host(e),
+            AttachError::SmartIo(e) => FioError::SmartIo(e),
+        }
+    }
 }
 
 /// Fills `buf` with the pattern of `block` at `version`.
@@ -299,36 +297,41 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
         io_queues: cfg.jobs.clamp(1, 64) as u16,
         queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
     };
-    let os = nvme_host(&cluster.sim, &cfg.host, &cfg.device, driver)?;
-    run_to_end(&cluster.sim, run_on(os, cfg.clone()))
+    let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
+    run_to_end(&cluster.sim, run_on(bench, cfg.clone()))
 }
 
-/// Boots the cluster's hosts, finds `host`, checks that its `device` is an NVMe controller,
-/// and registers the native NVMe driver with `config` (binding happens in [`bind_nvme`]).
+/// Boots the cluster's hosts, resolves `device` for `host` (local, or `lender:device` to
+/// borrow), checks that it is an NVMe controller, and registers the native NVMe driver with
+/// `config` (binding happens in [`bind_nvme`]).
 pub(crate) fn nvme_host(
-    sim: &Sim,
+    cluster: &Cluster,
     host: &str,
     device: &str,
     config: NvmeDriverConfig,
-) -> Result<HostOs, FioError> {
-    let os = boot_host(sim, host)?;
-    let class = os.device(device)?.id().class;
-    if class != 0x01_08_02 {
+) -> Result<Workbench, FioError> {
+    let bench = Workbench::new(cluster, host, device)?;
+    if bench.class() != 0x01_08_02 {
         return Err(FioError::NotNvme {
             host: host.to_string(),
             device: device.to_string(),
-            class,
+            class: bench.class(),
         });
     }
-    os.register_driver(Rc::new(NvmeDriver { config }));
-    Ok(os)
+    bench.os.register_driver(Rc::new(NvmeDriver { config }));
+    Ok(bench)
 }
 
-/// Binds the registered NVMe driver to `device` and returns the bound controller.
-pub(crate) async fn bind_nvme(os: &HostOs, device: &str) -> Result<Rc<NvmeDevice>, FioError> {
-    os.probe(device).await?;
-    os.driver_data::<NvmeDevice>(device)
-        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))
+/// Attaches the bench's device (borrowing it if remote) and binds the registered NVMe
+/// driver to it; returns the bound controller and its name in the host's tree.
+pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, String), FioError> {
+    let device = bench.attach().await?;
+    bench.os.probe(&device).await?;
+    let dev = bench
+        .os
+        .driver_data::<NvmeDevice>(&device)
+        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+    Ok((dev, device))
 }
 
 /// Runs `task` as an agent and the simulation to its end; a task that never finishes is
@@ -348,8 +351,9 @@ pub(crate) fn run_to_end<T: 'static>(
     r.unwrap_or(Err(FioError::DidNotFinish))
 }
 
-async fn run_on(os: HostOs, cfg: FioConfig) -> Result<FioResult, FioError> {
-    let dev = bind_nvme(&os, &cfg.device).await?;
+async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError> {
+    let (dev, _) = bind_nvme(&bench).await?;
+    let os = bench.os.clone();
     let ns = dev
         .namespace(cfg.nsid)
         .map_err(|e| FioError::BadParameter(e.to_string()))?;
@@ -645,10 +649,10 @@ pub fn read_back(
     offset: u64,
     len: u64,
 ) -> Result<Vec<u8>, FioError> {
-    let os = nvme_host(&cluster.sim, host, device, NvmeDriverConfig::default())?;
-    let device = device.to_string();
+    let bench = nvme_host(cluster, host, device, NvmeDriverConfig::default())?;
     run_to_end(&cluster.sim, async move {
-        let dev = bind_nvme(&os, &device).await?;
+        let (dev, _) = bind_nvme(&bench).await?;
+        let os = &bench.os;
         let lba = u64::from(
             dev.namespace(nsid)
                 .map_err(|e| FioError::Io(e.to_string()))?

@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod attach;
 pub mod dma_bench;
 pub mod engine_bench;
 pub mod fio;
@@ -14,6 +15,7 @@ mod shm;
 pub mod shm_demo;
 mod stats;
 
+pub use attach::{AttachError, Workbench};
 pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};

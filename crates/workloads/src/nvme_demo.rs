@@ -3,13 +3,13 @@
 //! data large enough to need a PRP list and read it back into another buffer, comparing the
 //! two.
 
+use crate::attach::Workbench;
 use crate::fio::FioError;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDriverConfig};
-use smartio_host::HostOs;
 use smartio_platform::Clock;
 
 /// Bytes the walk writes and reads back: 16 pages, so PRP1 plus a PRP list of 15 entries.
@@ -98,20 +98,14 @@ pub fn nvme_demo(
         mode,
         ..NvmeDriverConfig::default()
     };
-    let os = crate::fio::nvme_host(&cluster.sim, host, device, config)?;
-    let device = device.to_string();
-    crate::fio::run_to_end(
-        &cluster.sim,
-        async move { walk(&os, &device, config).await },
-    )
+    let bench = crate::fio::nvme_host(cluster, host, device, config)?;
+    crate::fio::run_to_end(&cluster.sim, async move { walk(&bench, config).await })
 }
 
-async fn walk(
-    os: &HostOs,
-    device: &str,
-    config: NvmeDriverConfig,
-) -> Result<NvmeDemoReport, FioError> {
-    let dev = crate::fio::bind_nvme(os, device).await?;
+async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoReport, FioError> {
+    let (dev, device) = crate::fio::bind_nvme(bench).await?;
+    let device = device.as_str();
+    let os = &bench.os;
     let info = dev.info().clone();
     let nsid = 1;
     let ns = dev

@@ -1,0 +1,373 @@
+//! The hardware resources a borrow takes — look-up-table entries, requester-id entries,
+//! IOMMU mappings, window address space — recorded as [`Grant`]s so that a return (or a
+//! borrow failing half-way) gives back exactly what was taken, in reverse order.
+//!
+//! Windows that every device lent from one lender adapter to one borrower can share (the
+//! mapping of the borrower's whole RAM, the MSI window, identity mappings of a BAR in an
+//! adapter's domain) are reference counted: the first borrow maps them, the last return
+//! unmaps them.
+
+use super::{Fdid, SmartIoError};
+use smartio_engine::Sim;
+use smartio_fabric::{AdapterId, DomainId, HostId, LutTarget, NtbMapping, Requester};
+use smartio_host::RamAllocator;
+use smartio_platform::{BusAddr, PhysAddr};
+use std::collections::BTreeMap;
+
+/// IOMMU page size.
+pub(crate) const PAGE: u64 = 4096;
+
+/// Where DMA windows live in a borrower adapter's IOMMU domain: far above any RAM, so they
+/// never meet the identity mappings of shared-memory segments in the same domain.
+const WINDOW_SPACE: std::ops::Range<u64> = (1 << 44)..(1 << 45);
+
+/// Where remapped-low windows live in a lender device's domain (below 4 GiB, above the
+/// first 256 MiB, short of the MSI range).
+pub(crate) const LOW_SPACE: std::ops::Range<u64> = 0x1000_0000..0xf000_0000;
+
+/// Something shared between borrows and reference counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum SharedKey {
+    /// A look-up-table mapping on `adapter` of `len` bytes at `remote` behind `far`.
+    Lut {
+        adapter: AdapterId,
+        far: AdapterId,
+        remote: u64,
+        len: u64,
+    },
+    /// An identity mapping of `len` bytes at `base` in an IOMMU domain.
+    Identity {
+        host: HostId,
+        domain: DomainId,
+        base: u64,
+        len: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Shared {
+    mapping: Option<NtbMapping>,
+    refs: u32,
+}
+
+/// One resource taken for a borrow.
+#[derive(Debug, Clone)]
+pub(crate) enum Grant {
+    /// Look-up-table entries of one mapping.
+    Lut(NtbMapping),
+    /// One reference to a shared window.
+    Shared(SharedKey),
+    /// A requester-id entry (reference counted by the adapter itself).
+    Requester(AdapterId, Requester),
+    /// An IOMMU mapping owned by this borrow alone.
+    Iommu {
+        host: HostId,
+        domain: DomainId,
+        iova: u64,
+        len: u64,
+    },
+    /// A range of a borrower adapter's DMA-window address space.
+    WindowSpace { adapter: AdapterId, iova: u64 },
+    /// A range of a lent device's low remap space.
+    LowSpace { fdid: Fdid, iova: u64 },
+}
+
+/// The bookkeeping behind grants, kept by the service.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    shared: BTreeMap<SharedKey, Shared>,
+    window_space: BTreeMap<AdapterId, RamAllocator>,
+    low_space: BTreeMap<Fdid, RamAllocator>,
+}
+
+/// Takes resources for one borrow of one device and records them.
+pub(crate) struct Taker<'a> {
+    pub sim: &'a Sim,
+    pub ledger: &'a mut Ledger,
+    pub grants: &'a mut Vec<Grant>,
+    /// `lender:device`, for errors.
+    pub device: &'a str,
+}
+
+fn pages(base: u64, len: u64) -> (u64, u64) {
+    let first = base & !(PAGE - 1);
+    (first, (base + len.max(1)).next_multiple_of(PAGE) - first)
+}
+
+impl Taker<'_> {
+    fn ntb_error(&self, source: smartio_fabric::NtbError) -> SmartIoError {
+        SmartIoError::Ntb {
+            device: self.device.to_string(),
+            source,
+        }
+    }
+
+    fn iommu_error(&self, host: HostId, message: String) -> SmartIoError {
+        SmartIoError::Iommu {
+            device: self.device.to_string(),
+            host: self.sim.fabric().host(host).name.clone(),
+            message,
+        }
+    }
+
+    /// Maps `len` bytes at `remote` behind adapter `far` through `adapter`, for this borrow.
+    pub fn lut(
+        &mut self,
+        adapter: AdapterId,
+        far: AdapterId,
+        remote: u64,
+        len: u64,
+    ) -> Result<NtbMapping, SmartIoError> {
+        let m = self
+            .sim
+            .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
+            .map_err(|e| self.ntb_error(e))?;
+        self.grants.push(Grant::Lut(m));
+        Ok(m)
+    }
+
+    /// Like [`Taker::lut`], shared with every other borrow that maps the same range.
+    pub fn shared_lut(
+        &mut self,
+        adapter: AdapterId,
+        far: AdapterId,
+        remote: u64,
+        len: u64,
+    ) -> Result<NtbMapping, SmartIoError> {
+        let key = SharedKey::Lut {
+            adapter,
+            far,
+            remote,
+            len,
+        };
+        if let Some(s) = self.ledger.shared.get_mut(&key) {
+            s.refs += 1;
+            self.grants.push(Grant::Shared(key));
+            return s
+                .mapping
+                .ok_or_else(|| self.ntb_error(smartio_fabric::NtbError::Empty));
+        }
+        let m = self
+            .sim
+            .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
+            .map_err(|e| self.ntb_error(e))?;
+        self.ledger.shared.insert(
+            key,
+            Shared {
+                mapping: Some(m),
+                refs: 1,
+            },
+        );
+        self.grants.push(Grant::Shared(key));
+        Ok(m)
+    }
+
+    /// Lets `requester` send reads through `adapter`.
+    pub fn requester(
+        &mut self,
+        adapter: AdapterId,
+        requester: Requester,
+    ) -> Result<(), SmartIoError> {
+        self.sim
+            .with_fabric_mut(|f| f.ntb_add_requester(adapter, requester))
+            .map_err(|e| self.ntb_error(e))?;
+        self.grants.push(Grant::Requester(adapter, requester));
+        Ok(())
+    }
+
+    /// Maps `len` bytes at `iova` to `target` in a domain, for this borrow alone.
+    pub fn iommu(
+        &mut self,
+        host: HostId,
+        domain: DomainId,
+        iova: u64,
+        target: u64,
+        len: u64,
+    ) -> Result<(), SmartIoError> {
+        let (iova, len) = pages(iova, len);
+        let target = target & !(PAGE - 1);
+        self.sim
+            .with_fabric_mut(|f| {
+                f.iommu_mut(host)
+                    .map(domain, BusAddr(iova), PhysAddr(target), len, true)
+            })
+            .map_err(|e| self.iommu_error(host, e.to_string()))?;
+        self.grants.push(Grant::Iommu {
+            host,
+            domain,
+            iova,
+            len,
+        });
+        Ok(())
+    }
+
+    /// Maps `len` bytes at `base` to themselves in a domain, shared with other borrows.
+    pub fn identity(
+        &mut self,
+        host: HostId,
+        domain: DomainId,
+        base: u64,
+        len: u64,
+    ) -> Result<(), SmartIoError> {
+        let (base, len) = pages(base, len);
+        let key = SharedKey::Identity {
+            host,
+            domain,
+            base,
+            len,
+        };
+        if let Some(s) = self.ledger.shared.get_mut(&key) {
+            s.refs += 1;
+        } else {
+            self.sim
+                .with_fabric_mut(|f| {
+                    f.iommu_mut(host)
+                        .map(domain, BusAddr(base), PhysAddr(base), len, true)
+                })
+                .map_err(|e| self.iommu_error(host, e.to_string()))?;
+            self.ledger.shared.insert(
+                key,
+                Shared {
+                    mapping: None,
+                    refs: 1,
+                },
+            );
+        }
+        self.grants.push(Grant::Shared(key));
+        Ok(())
+    }
+
+    /// The domain `endpoint` of `host` is translated in, created and attached if the host's
+    /// IOMMU is on and it has none; `None` when the IOMMU is off.
+    pub fn domain_of(
+        &mut self,
+        host: HostId,
+        endpoint: smartio_fabric::EndpointId,
+    ) -> Result<Option<DomainId>, SmartIoError> {
+        self.sim
+            .with_fabric_mut(|f| {
+                let iommu = f.iommu_mut(host);
+                if !iommu.enabled() {
+                    return Ok(None);
+                }
+                if let Some(d) = iommu.domain_of(endpoint) {
+                    return Ok(Some(d));
+                }
+                let d = iommu.create_domain()?;
+                iommu.attach(endpoint, d)?;
+                Ok(Some(d))
+            })
+            .map_err(|e: smartio_fabric::IommuError| self.iommu_error(host, e.to_string()))
+    }
+
+    /// A range of `len` bytes (aligned to `align`) of the DMA-window space of borrower
+    /// adapter `adapter`.
+    pub fn window_space(
+        &mut self,
+        adapter: AdapterId,
+        len: u64,
+        align: u64,
+    ) -> Result<u64, SmartIoError> {
+        let space = self
+            .ledger
+            .window_space
+            .entry(adapter)
+            .or_insert_with(|| RamAllocator::new(std::slice::from_ref(&WINDOW_SPACE)));
+        let iova = space
+            .alloc(len, align.max(PAGE))
+            .map_err(|e| SmartIoError::Iommu {
+                device: self.device.to_string(),
+                host: "borrower".to_string(),
+                message: format!("DMA-window address space exhausted: {e}"),
+            })?;
+        self.grants.push(Grant::WindowSpace { adapter, iova });
+        Ok(iova)
+    }
+
+    /// A range of `len` bytes of the low remap space of device `fdid`, or `None` if full.
+    pub fn low_space(&mut self, fdid: Fdid, len: u64) -> Option<u64> {
+        let space = self
+            .ledger
+            .low_space
+            .entry(fdid)
+            .or_insert_with(|| RamAllocator::new(std::slice::from_ref(&LOW_SPACE)));
+        let iova = space.alloc(len.next_multiple_of(PAGE), PAGE).ok()?;
+        self.grants.push(Grant::LowSpace { fdid, iova });
+        Some(iova)
+    }
+}
+
+/// Gives back `grants` in reverse order. Keeps going past a failure (so that as much as
+/// possible is released) and reports the first one.
+pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Result<(), String> {
+    let mut first_error = None;
+    let mut note = |r: Result<(), String>| {
+        if let Err(e) = r {
+            first_error.get_or_insert(e);
+        }
+    };
+    for g in grants.into_iter().rev() {
+        match g {
+            Grant::Lut(m) => note(
+                sim.with_fabric_mut(|f| f.ntb_unmap(&m))
+                    .map_err(|e| e.to_string()),
+            ),
+            Grant::Shared(key) => {
+                let Some(s) = ledger.shared.get_mut(&key) else {
+                    note(Err(format!("{key:?} is not held")));
+                    continue;
+                };
+                s.refs -= 1;
+                if s.refs > 0 {
+                    continue;
+                }
+                let s = ledger.shared.remove(&key);
+                note(match (key, s.and_then(|s| s.mapping)) {
+                    (SharedKey::Lut { .. }, Some(m)) => sim
+                        .with_fabric_mut(|f| f.ntb_unmap(&m))
+                        .map_err(|e| e.to_string()),
+                    (
+                        SharedKey::Identity {
+                            host,
+                            domain,
+                            base,
+                            len,
+                        },
+                        _,
+                    ) => sim
+                        .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(base), len))
+                        .map_err(|e| e.to_string()),
+                    (SharedKey::Lut { .. }, None) => Err(format!("{key:?} has no mapping")),
+                });
+            }
+            Grant::Requester(adapter, requester) => note(
+                sim.with_fabric_mut(|f| f.ntb_remove_requester(adapter, requester))
+                    .map_err(|e| e.to_string()),
+            ),
+            Grant::Iommu {
+                host,
+                domain,
+                iova,
+                len,
+            } => note(
+                sim.with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), len))
+                    .map_err(|e| e.to_string()),
+            ),
+            Grant::WindowSpace { adapter, iova } => note(
+                ledger
+                    .window_space
+                    .get_mut(&adapter)
+                    .ok_or_else(|| "no window space".to_string())
+                    .and_then(|s| s.free(iova).map_err(|e| e.to_string())),
+            ),
+            Grant::LowSpace { fdid, iova } => note(
+                ledger
+                    .low_space
+                    .get_mut(&fdid)
+                    .ok_or_else(|| "no low space".to_string())
+                    .and_then(|s| s.free(iova).map_err(|e| e.to_string())),
+            ),
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
