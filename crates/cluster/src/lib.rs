@@ -1,6 +1,12 @@
 //! Assembles a runnable cluster from a scenario: the shipped scenarios, the fabric built with
 //! the device layer's layouts, the timed engine with a calibration, and the device models
 //! attached to their endpoints.
+//!
+//! Device models by kind: `nvme` is an NVMe controller; `dma` is the DMA test device (copy
+//! engine registers in BAR0, memory in BAR2); `gpu` is modelled as the same copy engine with
+//! its memory in BAR1 (BAR3 answers nothing). GPU kernels are device-side tasks: they use the
+//! device's own port (`sim.device(endpoint)`) and [`DmaDevice::wait_word`] on its memory.
+//! Every endpoint answers configuration requests from its layout.
 
 #![forbid(unsafe_code)]
 
@@ -9,7 +15,7 @@ pub mod scenarios;
 pub use scenarios::{load_fabric, load_spec, ShippedScenario, SHIPPED};
 
 use smartio_devices::config::ConfigSpace;
-use smartio_devices::dma::DmaDevice;
+use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
 use smartio_engine::{Calibration, Sim, TimingError};
 use smartio_fabric::{EndpointId, ScenarioError};
@@ -53,6 +59,8 @@ pub struct Cluster {
     pub calibration: Calibration,
     /// DMA test devices by endpoint.
     pub dma_devices: Vec<(EndpointId, Rc<DmaDevice>)>,
+    /// GPUs (a copy engine with its memory in BAR1) by endpoint.
+    pub gpus: Vec<(EndpointId, Rc<DmaDevice>)>,
     /// NVMe controllers by endpoint.
     pub nvme_controllers: Vec<(EndpointId, Rc<NvmeController>)>,
 }
@@ -71,40 +79,72 @@ impl Cluster {
     ) -> Result<Cluster, ClusterError> {
         let fabric = load_fabric(scenario)?;
         let sim = Sim::new(fabric, calibration)?;
-        let mut dma_devices = Vec::new();
-        let endpoints: Vec<_> = sim
-            .fabric()
-            .endpoints()
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.kind == "dma")
-            .map(|(i, e)| {
-                (
-                    EndpointId(i as u32),
-                    e.bars.iter().find(|b| b.index == 2).map_or(0, |b| b.size),
-                )
-            })
-            .collect();
-        let setup = calibration
-            .device_extra("dma", "setup_ns")
-            .map_or(SimDuration::ZERO, |p| SimDuration::from_ns_f64(p.value));
-        for (endpoint, memory) in endpoints {
-            let device = Rc::new(DmaDevice::new(memory, setup));
-            sim.attach_bar_handler(endpoint, device.clone());
-            let port = sim.device(endpoint);
-            let engine = device.clone();
-            sim.spawn(async move { engine.run(port).await });
-            dma_devices.push((endpoint, device));
-        }
+        let dma_devices = start_copy_engines(&sim, calibration, "dma", dma::MEMORY_BAR);
+        let gpus = start_copy_engines(&sim, calibration, "gpu", dma::GPU_MEMORY_BAR);
         let nvme_controllers = start_nvme(&sim, calibration, options)?;
         attach_config_spaces(&sim, &nvme_controllers);
         Ok(Cluster {
             sim,
             calibration: calibration.clone(),
             dma_devices,
+            gpus,
             nvme_controllers,
         })
     }
+
+    /// The copy engine (DMA test device or GPU) at `endpoint`.
+    pub fn copy_engine(&self, endpoint: EndpointId) -> Option<Rc<DmaDevice>> {
+        self.dma_devices
+            .iter()
+            .chain(&self.gpus)
+            .find(|(e, _)| *e == endpoint)
+            .map(|(_, d)| d.clone())
+    }
+}
+
+/// Starts a copy engine on every endpoint of `kind`: registers in BAR0, memory of the size of
+/// BAR `memory_bar`, the engine running on the endpoint's own port. The per-copy start-up cost
+/// is the calibration's `setup_ns` for `kind`, else the DMA test device's.
+fn start_copy_engines(
+    sim: &Sim,
+    calibration: &Calibration,
+    kind: &str,
+    memory_bar: u8,
+) -> Vec<(EndpointId, Rc<DmaDevice>)> {
+    let endpoints: Vec<_> = sim
+        .fabric()
+        .endpoints()
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == kind)
+        .map(|(i, e)| {
+            let memory = e
+                .bars
+                .iter()
+                .find(|b| b.index == memory_bar)
+                .map_or(0, |b| b.size);
+            (EndpointId(i as u32), memory)
+        })
+        .collect();
+    let setup = calibration
+        .device_extra(kind, "setup_ns")
+        .or_else(|| calibration.device_extra("dma", "setup_ns"))
+        .map_or(SimDuration::ZERO, |p| SimDuration::from_ns_f64(p.value));
+    let mut out = Vec::new();
+    for (endpoint, memory) in endpoints {
+        let device = Rc::new(DmaDevice::with_bars(
+            memory,
+            setup,
+            dma::REGISTER_BAR,
+            memory_bar,
+        ));
+        sim.attach_bar_handler(endpoint, device.clone());
+        let port = sim.device(endpoint);
+        let engine = device.clone();
+        sim.spawn(async move { engine.run(port).await });
+        out.push((endpoint, device));
+    }
+    out
 }
 
 /// The media profile of calibration profile `name`.

@@ -1,18 +1,24 @@
 //! The DMA test device: a copy engine with registers in BAR0 and device memory in BAR2, like
 //! the GPU copy engine of the papers' bandwidth tests (CUDA `bandwidthTest`).
 //!
-//! Registers (BAR0, 64-bit little-endian):
+//! The same model stands for a GPU ([`DmaDevice::gpu`]): the copy engine's registers in BAR0
+//! and the GPU memory in BAR1 (the prefetchable BAR that GPUDirect exposes). Its other BARs
+//! (BAR3) answer nothing. A GPU *kernel* is a device-side task, not part of this model: it
+//! uses the device's own port for its memory accesses to peers and [`DmaDevice::wait_word`]
+//! to poll its own memory, as a CUDA kernel spinning on a flag in device memory would.
 //!
-//! | offset | name            | meaning                                                   |
-//! |--------|-----------------|-----------------------------------------------------------|
-//! | 0x00   | SRC             | source: a bus address, or a BAR2 offset (FLAGS.SRC_LOCAL) |
-//! | 0x08   | DST             | destination, likewise (FLAGS.DST_LOCAL)                   |
-//! | 0x10   | LEN             | bytes to copy                                             |
-//! | 0x18   | FLAGS           | bit 0 SRC_LOCAL, bit 1 DST_LOCAL                          |
-//! | 0x20   | COMPLETION_ADDR | bus address the device writes the completion word to      |
-//! | 0x28   | DOORBELL        | write a sequence number to start a copy                   |
-//! | 0x30   | STATUS          | 0 idle, 1 busy, 2 error (read-only)                       |
-//! | 0x38   | ID              | `DEVICE_MAGIC` (read-only)                                |
+//! Registers (BAR0, 64-bit little-endian; the rest of BAR0 is out of range):
+//!
+//! | offset | name            | meaning                                                     |
+//! |--------|-----------------|-------------------------------------------------------------|
+//! | 0x00   | SRC             | source: a bus address, or a memory-BAR offset (SRC_LOCAL)   |
+//! | 0x08   | DST             | destination, likewise (FLAGS.DST_LOCAL)                     |
+//! | 0x10   | LEN             | bytes to copy                                               |
+//! | 0x18   | FLAGS           | bit 0 SRC_LOCAL, bit 1 DST_LOCAL                            |
+//! | 0x20   | COMPLETION_ADDR | bus address the device writes the completion word to        |
+//! | 0x28   | DOORBELL        | write a sequence number to start a copy                     |
+//! | 0x30   | STATUS          | 0 idle, 1 busy, 2 error (read-only)                         |
+//! | 0x38   | ID              | `DEVICE_MAGIC` (read-only)                                  |
 //!
 //! After the copy, the device writes the sequence number to COMPLETION_ADDR (with bit 63 set
 //! if the copy failed). PCIe ordering makes the data visible before the completion word.
@@ -73,8 +79,12 @@ pub mod status {
 pub const COMPLETION_ERROR: u64 = 1 << 63;
 
 const REGISTER_COUNT: usize = 8;
-const REGISTER_BAR: u8 = 0;
-const MEMORY_BAR: u8 = 2;
+/// The BAR holding the registers (DMA test device and GPU).
+pub const REGISTER_BAR: u8 = 0;
+/// The BAR holding the DMA test device's memory.
+pub const MEMORY_BAR: u8 = 2;
+/// The BAR holding a GPU's memory.
+pub const GPU_MEMORY_BAR: u8 = 1;
 
 /// The DMA test device's state.
 #[derive(Debug)]
@@ -82,22 +92,126 @@ pub struct DmaDevice {
     regs: RefCell<[u64; REGISTER_COUNT]>,
     memory: RefCell<SparseMemory>,
     memory_size: u64,
+    register_bar: u8,
+    memory_bar: u8,
     doorbell: Notify,
     rung: Cell<Option<u64>>,
+    /// Fires on every write to device memory, through the BAR or by the engine's local copy.
+    memory_written: Notify,
+    /// A task is in [`DmaDevice::wait_word`] (the notify has room for one waker).
+    waiting: Cell<bool>,
     setup: SimDuration,
 }
 
 impl DmaDevice {
-    /// A device with `memory_size` bytes of device memory and a start-up cost per copy.
+    /// A DMA test device (registers in BAR0, memory in BAR2) with `memory_size` bytes of
+    /// device memory and a start-up cost per copy.
     pub fn new(memory_size: u64, setup: SimDuration) -> Self {
+        Self::with_bars(memory_size, setup, REGISTER_BAR, MEMORY_BAR)
+    }
+
+    /// A GPU: the copy engine with its registers in BAR0 and `memory_size` bytes of GPU memory
+    /// in BAR1.
+    pub fn gpu(memory_size: u64, setup: SimDuration) -> Self {
+        Self::with_bars(memory_size, setup, REGISTER_BAR, GPU_MEMORY_BAR)
+    }
+
+    /// The copy engine with its registers in `register_bar` and memory in `memory_bar`.
+    ///
+    /// # Panics
+    ///
+    /// If both are the same BAR (an emulator bug).
+    pub fn with_bars(
+        memory_size: u64,
+        setup: SimDuration,
+        register_bar: u8,
+        memory_bar: u8,
+    ) -> Self {
+        assert_ne!(
+            register_bar, memory_bar,
+            "registers and memory need BARs of their own"
+        );
         Self {
             regs: RefCell::new([0; REGISTER_COUNT]),
             memory: RefCell::new(SparseMemory::new()),
             memory_size,
+            register_bar,
+            memory_bar,
             doorbell: Notify::new(),
             rung: Cell::new(None),
+            memory_written: Notify::new(),
+            waiting: Cell::new(false),
             setup,
         }
+    }
+
+    /// The BAR holding the registers.
+    pub fn register_bar(&self) -> u8 {
+        self.register_bar
+    }
+
+    /// The BAR holding the device memory.
+    pub fn memory_bar(&self) -> u8 {
+        self.memory_bar
+    }
+
+    /// Bytes of device memory.
+    pub fn memory_size(&self) -> u64 {
+        self.memory_size
+    }
+
+    /// Whether `[offset, offset + len)` lies inside the device memory.
+    fn in_memory(&self, offset: u64, len: u64) -> bool {
+        offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.memory_size)
+    }
+
+    /// Reads device memory as a task running on the device (a kernel) sees it: no bus
+    /// transaction, no virtual time.
+    ///
+    /// # Panics
+    ///
+    /// If the range leaves the device memory (a bug in the kernel, which is emulator code).
+    pub fn read_memory(&self, offset: u64, buf: &mut [u8]) {
+        assert!(
+            self.in_memory(offset, buf.len() as u64),
+            "kernel read of {} bytes at {offset:#x} leaves the {} bytes of device memory",
+            buf.len(),
+            self.memory_size
+        );
+        self.memory.borrow().read(offset, buf);
+    }
+
+    /// Waits, as a kernel spinning on a flag would, until the little-endian u64 at `offset`
+    /// of device memory equals `value`. Costs no virtual time: the task sleeps until someone
+    /// writes the memory (through the BAR or by a local copy), then checks again.
+    ///
+    /// # Panics
+    ///
+    /// If the word leaves the device memory, or if another task is already waiting on this
+    /// device (one kernel per device; a second waiter would make the first one hang).
+    pub async fn wait_word(&self, offset: u64, value: u64) {
+        assert!(
+            !self.waiting.replace(true),
+            "only one task may wait on a device's memory at a time"
+        );
+        let _waiting = WaitingGuard(&self.waiting);
+        loop {
+            let mut word = [0u8; 8];
+            self.read_memory(offset, &mut word);
+            if u64::from_le_bytes(word) == value {
+                return;
+            }
+            // A write between the check above and this wait leaves the notify pending, so the
+            // wait returns at once and the loop checks again: no write is lost.
+            self.memory_written.notified().await;
+        }
+    }
+
+    fn write_memory(&self, offset: u64, data: &[u8]) {
+        self.memory.borrow_mut().write(offset, data);
+        self.memory_written.notify();
     }
 
     fn reg(&self, offset: u64) -> u64 {
@@ -134,10 +248,7 @@ impl DmaDevice {
             self.reg(reg::LEN),
             self.reg(reg::FLAGS),
         );
-        let local_ok = |off: u64| {
-            off.checked_add(len)
-                .is_some_and(|end| end <= self.memory_size)
-        };
+        let local_ok = |off: u64| self.in_memory(off, len);
         let data = if fl & flags::SRC_LOCAL != 0 {
             if !local_ok(src) {
                 return Err(());
@@ -154,7 +265,7 @@ impl DmaDevice {
             if !local_ok(dst) {
                 return Err(());
             }
-            self.memory.borrow_mut().write(dst, &data);
+            self.write_memory(dst, &data);
         } else {
             port.write_owned(BusAddr(dst), data).await.map_err(|_| ())?;
         }
@@ -162,10 +273,19 @@ impl DmaDevice {
     }
 }
 
+/// Clears [`DmaDevice::wait_word`]'s waiter mark however the wait ends (returned or dropped).
+struct WaitingGuard<'a>(&'a Cell<bool>);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 impl BarHandler for DmaDevice {
     fn mmio_read(&self, bar: u8, offset: u64, buf: &mut [u8]) -> Result<(), CompleterError> {
         match bar {
-            REGISTER_BAR => {
+            b if b == self.register_bar => {
                 if buf.len() != 8 || !offset.is_multiple_of(8) {
                     return Err(CompleterError::BadWidth(buf.len()));
                 }
@@ -177,7 +297,7 @@ impl BarHandler for DmaDevice {
                 buf.copy_from_slice(&value.to_le_bytes());
                 Ok(())
             }
-            MEMORY_BAR if offset + buf.len() as u64 <= self.memory_size => {
+            b if b == self.memory_bar && self.in_memory(offset, buf.len() as u64) => {
                 self.memory.borrow().read(offset, buf);
                 Ok(())
             }
@@ -187,7 +307,7 @@ impl BarHandler for DmaDevice {
 
     fn mmio_write(&self, bar: u8, offset: u64, data: &[u8]) -> Result<(), CompleterError> {
         match bar {
-            REGISTER_BAR => {
+            b if b == self.register_bar => {
                 if !data.len().is_multiple_of(8) || !offset.is_multiple_of(8) {
                     return Err(CompleterError::BadWidth(data.len()));
                 }
@@ -210,8 +330,8 @@ impl BarHandler for DmaDevice {
                 }
                 Ok(())
             }
-            MEMORY_BAR if offset + data.len() as u64 <= self.memory_size => {
-                self.memory.borrow_mut().write(offset, data);
+            b if b == self.memory_bar && self.in_memory(offset, data.len() as u64) => {
+                self.write_memory(offset, data);
                 Ok(())
             }
             _ => Err(CompleterError::OutOfRange),
@@ -222,6 +342,27 @@ impl BarHandler for DmaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// A waker that counts its wake-ups, to poll a future by hand.
+    #[derive(Default)]
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl CountingWaker {
+        fn wakes(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
 
     #[test]
     fn registers_read_back_and_read_only_ones_refuse_writes() {
@@ -258,5 +399,128 @@ mod tests {
             dev.mmio_write(2, (1 << 20) - 2, b"abc"),
             Err(CompleterError::OutOfRange)
         );
+    }
+
+    #[test]
+    fn gpu_memory_is_reachable_through_bar1_and_no_other_bar() {
+        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        assert_eq!((gpu.register_bar(), gpu.memory_bar()), (0, 1));
+        gpu.mmio_write(1, 100, b"hello").expect("in range");
+        let mut buf = [0u8; 5];
+        gpu.mmio_read(1, 100, &mut buf).expect("in range");
+        assert_eq!(&buf, b"hello");
+        let mut word = [0u8; 8];
+        gpu.mmio_read(0, reg::ID, &mut word)
+            .expect("registers in BAR0");
+        assert_eq!(u64::from_le_bytes(word), DEVICE_MAGIC);
+        assert_eq!(
+            gpu.mmio_read(0, 8 << 20, &mut word),
+            Err(CompleterError::OutOfRange),
+            "BAR0 beyond the register file"
+        );
+        for bar in [2, 3] {
+            assert_eq!(
+                gpu.mmio_read(bar, 0, &mut buf),
+                Err(CompleterError::OutOfRange)
+            );
+            assert_eq!(
+                gpu.mmio_write(bar, 0, b"x"),
+                Err(CompleterError::OutOfRange)
+            );
+        }
+        assert_eq!(
+            gpu.mmio_write(1, u64::MAX - 1, b"abc"),
+            Err(CompleterError::OutOfRange),
+            "an offset that overflows is out of range, not a panic"
+        );
+    }
+
+    #[test]
+    fn the_dma_test_device_keeps_its_memory_in_bar2_only() {
+        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
+        assert_eq!(dev.mmio_write(1, 0, b"x"), Err(CompleterError::OutOfRange));
+        dev.mmio_write(2, 0, b"x").expect("in range");
+    }
+
+    #[test]
+    #[should_panic(expected = "BARs of their own")]
+    fn registers_and_memory_cannot_share_a_bar() {
+        let _ = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, 1, 1);
+    }
+
+    #[test]
+    fn wait_word_returns_after_a_bar_write_of_the_value_and_not_before() {
+        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wait = pin!(gpu.wait_word(64, 7));
+        assert!(wait.as_mut().poll(&mut cx).is_pending(), "memory reads 0");
+
+        gpu.mmio_write(1, 64, &6u64.to_le_bytes())
+            .expect("in range");
+        assert_eq!(counter.wakes(), 1, "a write wakes the waiter");
+        assert!(wait.as_mut().poll(&mut cx).is_pending(), "6 is not 7");
+
+        gpu.mmio_write(1, 0, &7u64.to_le_bytes()).expect("in range");
+        assert!(
+            wait.as_mut().poll(&mut cx).is_pending(),
+            "7 at another word"
+        );
+
+        gpu.mmio_write(1, 64, &7u64.to_le_bytes())
+            .expect("in range");
+        assert_eq!(counter.wakes(), 3);
+        assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(()));
+    }
+
+    #[test]
+    fn wait_word_does_not_lose_a_write_made_before_it_first_waits() {
+        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        gpu.mmio_write(1, 8, &42u64.to_le_bytes())
+            .expect("in range");
+        let mut done = pin!(gpu.wait_word(8, 42));
+        assert_eq!(
+            done.as_mut().poll(&mut cx),
+            Poll::Ready(()),
+            "already there"
+        );
+
+        // A stale notification only costs one more check.
+        let mut wait = pin!(gpu.wait_word(8, 43));
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        gpu.mmio_write(1, 8, &43u64.to_le_bytes())
+            .expect("in range");
+        assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(()));
+        let mut word = [0u8; 8];
+        gpu.read_memory(8, &mut word);
+        assert_eq!(u64::from_le_bytes(word), 43);
+    }
+
+    #[test]
+    #[should_panic(expected = "one task may wait")]
+    fn two_waiters_on_one_device_are_refused_rather_than_left_hanging() {
+        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        let mut first = pin!(gpu.wait_word(0, 1));
+        assert!(first.as_mut().poll(&mut cx).is_pending());
+        let mut second = pin!(gpu.wait_word(8, 1));
+        let _ = second.as_mut().poll(&mut cx);
+    }
+
+    #[test]
+    fn a_finished_or_dropped_wait_lets_the_next_one_in() {
+        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        {
+            let mut dropped = pin!(gpu.wait_word(0, 1));
+            assert!(dropped.as_mut().poll(&mut cx).is_pending());
+        }
+        let mut next = pin!(gpu.wait_word(0, 0));
+        assert_eq!(next.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 }
