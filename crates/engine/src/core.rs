@@ -521,8 +521,9 @@ impl Core {
             TxnKind::Write => txn.issued_all(),
             TxnKind::Read => txn.finished(),
         };
-        if complete && txn.result.is_none() {
-            txn.result = Some(Ok(()));
+        if complete {
+            // A completer abort has already set the result; the reader must still wake.
+            txn.result.get_or_insert(Ok(()));
             if let Some(w) = txn.waker.take() {
                 w.wake();
                 self.woke = true;
