@@ -7,8 +7,9 @@ use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
-use smartio_fabric::{EndpointId, HostId};
-use smartio_platform::{BusAddr, Clock, PhysAddr};
+use crate::attach::{AttachError, Workbench};
+use smartio_host::{DmaDirection as HostDmaDirection, HostError};
+use smartio_platform::{Clock, PhysAddr};
 use std::cell::RefCell;
 use std::rc::Rc;
 use thiserror::Error;
@@ -95,132 +96,116 @@ pub enum DmaBenchError {
     Driver(String),
 }
 
-/// Where the benchmark puts its buffers in host RAM.
-const COMPLETION_WORD: u64 = 0x0010_0000;
-const BUFFER_BASE: u64 = 0x0100_0000;
+/// Class code of the DMA test device.
+const DMA_CLASS: u32 = 0x08_80_00;
 
-/// Resolves host and device names.
-pub fn find_dma_device(
-    cluster: &Cluster,
-    host: &str,
-    device: &str,
-) -> Result<(HostId, EndpointId), DmaBenchError> {
-    let fabric = cluster.sim.fabric();
-    let host_id = fabric
-        .host_by_name(host)
-        .ok_or_else(|| DmaBenchError::UnknownHost {
-            host: host.to_string(),
-            known: fabric
-                .hosts()
-                .iter()
-                .map(|h| h.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-    let endpoint =
-        fabric
-            .endpoint_by_name(host_id, device)
-            .ok_or_else(|| DmaBenchError::UnknownDevice {
-                host: host.to_string(),
-                device: device.to_string(),
-                known: fabric
-                    .host(host_id)
-                    .endpoints
-                    .iter()
-                    .map(|&e| fabric.endpoint(e).name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-    let kind = &fabric.endpoint(endpoint).kind;
-    if kind != "dma" {
-        return Err(DmaBenchError::NotDma {
-            device: device.to_string(),
-            kind: kind.clone(),
-        });
+impl From<AttachError> for DmaBenchError {
+    fn from(e: AttachError) -> Self {
+        match e {
+            AttachError::UnknownHost { host, known } => DmaBenchError::UnknownHost { host, known },
+            AttachError::Host(HostError::UnknownDevice {
+                host,
+                device,
+                known,
+            }) => DmaBenchError::UnknownDevice {
+                host,
+                device,
+                known,
+            },
+            other => DmaBenchError::Driver(other.to_string()),
+        }
     }
-    Ok((host_id, endpoint))
 }
 
-/// Runs the benchmark on `cluster` (which it leaves at a later virtual time).
+/// The bytes a read-direction run puts in the host buffer before the device reads it.
+pub fn host_pattern(len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(0x9e37_79b9) >> 11) as u8)
+        .collect()
+}
+
+/// A benchmark run: the samples and where the host buffer was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DmaBenchRun {
+    /// Throughput per size.
+    pub samples: Vec<DmaSample>,
+    /// The host buffer the device copied to or from (freed after the run; the data stays).
+    pub buffer: PhysAddr,
+}
+
+/// Runs the benchmark on `cluster` (which it leaves at a later virtual time); see
+/// [`bench_dma_run`].
 pub fn bench_dma(
     cluster: &Cluster,
     config: &DmaBenchConfig,
 ) -> Result<Vec<DmaSample>, DmaBenchError> {
-    let (host, endpoint) = find_dma_device(cluster, &config.host, &config.device)?;
-    let (registers, device_memory, low_ram_end, iommu) = {
-        let fabric = cluster.sim.fabric();
-        let ep = fabric.endpoint(endpoint);
-        let bar = |i: u8| ep.bars.iter().find(|b| b.index == i).copied();
-        let (Some(regs), Some(mem)) = (bar(0), bar(2)) else {
-            return Err(DmaBenchError::Driver(
-                "the device lacks BAR0 or BAR2".into(),
-            ));
-        };
-        let h = fabric.host(host);
-        (regs.base, mem.size, h.ram[0].end, h.iommu.enabled())
-    };
-    let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    for &size in &config.sizes {
-        if size == 0 || size > device_memory {
-            return Err(DmaBenchError::BadSize {
-                size,
-                why: format!("the device has {device_memory} bytes of memory"),
-            });
-        }
-        if BUFFER_BASE + size > low_ram_end {
-            return Err(DmaBenchError::BadSize {
-                size,
-                why: format!("host RAM below 2 GiB ends at {low_ram_end:#x}"),
-            });
-        }
-    }
-    if iommu {
-        // Identity-map the buffer and the completion word for the device.
-        cluster.sim.with_fabric_mut(|f| {
-            let iommu = f.iommu_mut(host);
-            let domain = iommu
-                .create_domain()
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
-            iommu
-                .attach(endpoint, domain)
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
-            let span = (largest.div_ceil(4096) * 4096).max(4096);
-            iommu
-                .map(
-                    domain,
-                    BusAddr(COMPLETION_WORD),
-                    PhysAddr(COMPLETION_WORD),
-                    4096,
-                    true,
-                )
-                .and_then(|()| {
-                    iommu.map(
-                        domain,
-                        BusAddr(BUFFER_BASE),
-                        PhysAddr(BUFFER_BASE),
-                        span,
-                        true,
-                    )
-                })
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))
-        })?;
-    }
+    bench_dma_run(cluster, config).map(|r| r.samples)
+}
 
-    let results: Rc<RefCell<Result<Vec<DmaSample>, DmaBenchError>>> =
-        Rc::new(RefCell::new(Ok(Vec::new())));
+/// Runs the benchmark on `cluster` (which it leaves at a later virtual time). The device is
+/// the host's own, or `lender:device` borrowed by Device Lending; either way the test driver
+/// reaches it through its device handle: registers through the BAR mapping, buffers through
+/// the DMA API.
+pub fn bench_dma_run(
+    cluster: &Cluster,
+    config: &DmaBenchConfig,
+) -> Result<DmaBenchRun, DmaBenchError> {
+    let bench = Workbench::new(cluster, &config.host, &config.device)?;
+    if bench.class() != DMA_CLASS {
+        return Err(DmaBenchError::NotDma {
+            device: config.device.clone(),
+            kind: format!("class {:#08x}", bench.class()),
+        });
+    }
+    let largest = config.sizes.iter().copied().max().unwrap_or(0);
+    let ram = cluster.sim.fabric().host(bench.os.id()).ram.clone();
+    let ram_bytes: u64 = ram.iter().map(|r| r.end - r.start).sum();
+    if largest > ram_bytes / 2 {
+        return Err(DmaBenchError::BadSize {
+            size: largest,
+            why: format!("host {} has {ram_bytes} bytes of RAM", config.host),
+        });
+    }
+    let results: Rc<RefCell<Option<Result<DmaBenchRun, DmaBenchError>>>> =
+        Rc::new(RefCell::new(None));
     let out = results.clone();
-    let cpu = cluster.sim.cpu(host);
     let config = config.clone();
     cluster.sim.spawn(async move {
         let run = async {
-            let driver = DmaTestDriver::probe(
-                cpu.clone(),
-                registers,
-                PhysAddr(COMPLETION_WORD),
-                BusAddr(COMPLETION_WORD),
-            )
-            .await
-            .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+            let name = bench.attach().await?;
+            let handle = bench.os.device(&name).map_err(AttachError::Host)?;
+            let registers = handle.map_bar(0).map_err(AttachError::Host)?.window().base;
+            let device_memory = handle
+                .map_bar(2)
+                .map_err(AttachError::Host)?
+                .window()
+                .size;
+            if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > device_memory) {
+                return Err(DmaBenchError::BadSize {
+                    size,
+                    why: format!("the device has {device_memory} bytes of memory"),
+                });
+            }
+            let driver_error = |e: smartio_host::DmaError| DmaBenchError::Driver(e.to_string());
+            let completion = handle.dma_alloc_coherent(4096).map_err(driver_error)?;
+            let buffer = bench
+                .os
+                .alloc(largest)
+                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+            let buffer_bus = handle
+                .dma_map(buffer, largest, HostDmaDirection::Bidirectional)
+                .map_err(driver_error)?;
+            if config.direction == DmaDirection::Read {
+                // What the device will read (set up untimed, as bandwidthTest does).
+                bench
+                    .os
+                    .sim()
+                    .poke_memory(bench.os.id(), buffer, &host_pattern(largest));
+            }
+            let cpu = handle.cpu().clone();
+            let driver = DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
+                .await
+                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             let mut samples = Vec::new();
             for &size in &config.sizes {
                 let mut rates = Vec::new();
@@ -229,10 +214,10 @@ pub fn bench_dma(
                     let (src, dst) = match config.direction {
                         DmaDirection::Write => (
                             Location::DeviceMemory(0),
-                            Location::Bus(BusAddr(BUFFER_BASE)),
+                            Location::Bus(buffer_bus),
                         ),
                         DmaDirection::Read => (
-                            Location::Bus(BusAddr(BUFFER_BASE)),
+                            Location::Bus(buffer_bus),
                             Location::DeviceMemory(0),
                         ),
                     };
@@ -255,10 +240,18 @@ pub fn bench_dma(
                     median_ns: median(&mut times),
                 });
             }
-            Ok(samples)
+            handle.dma_unmap(buffer_bus).map_err(driver_error)?;
+            handle.dma_free_coherent(completion).map_err(driver_error)?;
+            bench.os.free(buffer);
+            bench.detach().await?;
+            Ok(DmaBenchRun { samples, buffer })
         };
-        *out.borrow_mut() = run.await;
+        *out.borrow_mut() = Some(run.await);
     });
     cluster.sim.run();
-    results.replace(Ok(Vec::new()))
+    results.take().unwrap_or_else(|| {
+        Err(DmaBenchError::Driver(
+            "the benchmark did not finish (a task is stuck)".into(),
+        ))
+    })
 }

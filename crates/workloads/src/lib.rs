@@ -16,7 +16,7 @@ pub mod shm_demo;
 mod stats;
 
 pub use attach::{AttachError, Workbench};
-pub use dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
+pub use dma_bench::{bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchRun, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};

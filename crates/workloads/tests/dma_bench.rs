@@ -4,8 +4,7 @@
 use smartio_cluster::Cluster;
 use smartio_engine::{Calibration, Timing};
 use smartio_fabric::HostId;
-use smartio_platform::PhysAddr;
-use smartio_workloads::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
+use smartio_workloads::{bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
 
 fn run(scenario: &str, direction: DmaDirection, sizes: &[u64]) -> Vec<DmaSample> {
     let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads");
@@ -85,22 +84,17 @@ fn copied_bytes_arrive_exactly_in_both_directions() {
         sizes: vec![pattern.len() as u64],
         repeat: 1,
     };
-    bench_dma(&cluster, &config(DmaDirection::Write)).expect("write");
+    let run = bench_dma_run(&cluster, &config(DmaDirection::Write)).expect("write");
     let mut host_copy = vec![0u8; pattern.len()];
-    cluster
-        .sim
-        .peek_memory(HostId(0), PhysAddr(0x0100_0000), &mut host_copy);
+    cluster.sim.peek_memory(HostId(0), run.buffer, &mut host_copy);
     assert_eq!(host_copy, pattern, "device memory landed in host RAM");
 
-    let reversed: Vec<u8> = pattern.iter().rev().copied().collect();
-    cluster
-        .sim
-        .poke_memory(HostId(0), PhysAddr(0x0100_0000), &reversed);
     bench_dma(&cluster, &config(DmaDirection::Read)).expect("read");
     let mut device_copy = vec![0u8; pattern.len()];
     smartio_platform::BarHandler::mmio_read(device.as_ref(), 2, 0, &mut device_copy)
         .expect("device memory");
-    assert_eq!(device_copy, reversed, "host RAM landed in device memory");
+    let expected = host_pattern(pattern.len() as u64);
+    assert_eq!(device_copy, expected, "host RAM landed in device memory");
 }
 
 #[test]
