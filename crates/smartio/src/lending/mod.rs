@@ -511,6 +511,24 @@ impl SmartIo {
     }
 }
 
+/// The BARs grouped into runs that a look-up table maps together: BARs whose entry-aligned
+/// ranges overlap or touch share a group (one mapping, no extra entries).
+fn bar_groups(
+    bars: &[smartio_fabric::topology::AssignedBar],
+    entry: u64,
+) -> Vec<std::ops::Range<u64>> {
+    let mut ranges: Vec<_> = bars.iter().map(|b| b.range()).collect();
+    ranges.sort_by_key(|r| r.start);
+    let mut groups: Vec<std::ops::Range<u64>> = Vec::new();
+    for r in ranges {
+        match groups.last_mut() {
+            Some(g) if r.start / entry <= g.end.div_ceil(entry) => g.end = g.end.max(r.end),
+            _ => groups.push(r),
+        }
+    }
+    groups
+}
+
 /// A pair of adapters, one in each host, with a working cable path between them.
 fn ntb_pair(sim: &Sim, from: HostId, to: HostId) -> Result<(AdapterId, AdapterId), SmartIoError> {
     let f = sim.fabric();
@@ -652,7 +670,7 @@ impl Service {
         (b, l): (AdapterId, AdapterId),
         options: &BorrowOptions,
     ) -> Result<(Vec<BarWindow>, ShadowDma, u64, Option<DomainId>), SmartIoError> {
-        let (lender, bars, ram_end, msi, borrower_iommu, lender_window, entry, b_ep, l_ep) = {
+        let (lender, bars, ram_end, msi, borrower_iommu, lender_window, entry, b_entry, b_ep, l_ep) = {
             let f = self.sim.fabric();
             let ep = f.endpoint(endpoint);
             let h = f.host(borrower);
@@ -665,33 +683,36 @@ impl Service {
                 h.iommu.enabled(),
                 la.window.end - la.window.start,
                 la.entry_size,
+                f.adapter(b).entry_size,
                 f.adapter(b).endpoint,
                 la.endpoint,
             )
         };
         let qualified = taker.device.to_string();
 
-        // BARs: one mapping on the borrower's adapter covering all of them.
+        // BARs: mappings on the borrower's adapter; BARs that share look-up-table entries
+        // (or sit in neighbouring ones) share one mapping.
         let mut windows = Vec::new();
-        if let (Some(start), Some(end)) = (
-            bars.iter().map(|b| b.base.get()).min(),
-            bars.iter().map(|b| b.range().end).max(),
-        ) {
+        let lender_domain = taker.domain_of(lender, l_ep)?;
+        for group in bar_groups(&bars, b_entry) {
+            let (start, end) = (group.start, group.end);
             let m = taker.lut(b, l, start, end - start)?;
-            windows = bars
-                .iter()
-                .map(|bar| BarWindow {
-                    index: bar.index,
-                    base: smartio_platform::BusAddr(m.bus_addr + (bar.base.get() - start)),
-                    size: bar.size,
-                })
-                .collect();
+            windows.extend(
+                bars.iter()
+                    .filter(|bar| group.contains(&bar.base.get()))
+                    .map(|bar| BarWindow {
+                        index: bar.index,
+                        base: smartio_platform::BusAddr(m.bus_addr + (bar.base.get() - start)),
+                        size: bar.size,
+                    }),
+            );
             // With the lender's IOMMU on, requests arriving through its adapter are
             // translated in the adapter's domain: the BARs must be mapped there.
-            if let Some(d) = taker.domain_of(lender, l_ep)? {
+            if let Some(d) = lender_domain {
                 taker.identity(lender, d, start, end - start)?;
             }
         }
+        windows.sort_by_key(|w| w.index);
 
         let side = DeviceSide {
             lender,
