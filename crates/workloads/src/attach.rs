@@ -5,6 +5,8 @@
 use smartio_cluster::Cluster;
 use smartio_host::{HostError, HostOs};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
+use std::cell::RefCell;
+use std::rc::Rc;
 use thiserror::Error;
 
 /// Why a device could not be attached.
@@ -26,7 +28,15 @@ pub enum AttachError {
     SmartIo(#[from] SmartIoError),
 }
 
-/// A workload's host and device, ready to attach inside the simulation.
+/// One device a workload uses, as named on the command line.
+#[derive(Debug, Clone)]
+struct Wanted {
+    name: String,
+    remote: Option<Fdid>,
+    class: u32,
+}
+
+/// A workload's host and devices, ready to attach inside the simulation.
 #[derive(Debug, Clone)]
 pub struct Workbench {
     /// The host the workload runs on.
@@ -35,15 +45,25 @@ pub struct Workbench {
     pub hosts: Vec<HostOs>,
     /// The SmartIO service (every function registered).
     pub smartio: SmartIo,
-    device: String,
-    remote: Option<Fdid>,
-    class: u32,
+    devices: Vec<Wanted>,
+    /// Devices borrowed so far, in order.
+    borrowed: Rc<RefCell<Vec<Fdid>>>,
 }
 
 impl Workbench {
     /// Boots every host of `cluster`, starts SmartIO with every function registered, and
     /// resolves `device` for `host`: a name in the host's own tree, or `lender:device`.
     pub fn new(cluster: &Cluster, host: &str, device: &str) -> Result<Workbench, AttachError> {
+        Self::with_devices(cluster, host, &[device])
+    }
+
+    /// [`Workbench::new`] for several devices (device `i` is attached with
+    /// [`Workbench::attach_nth`]).
+    pub fn with_devices(
+        cluster: &Cluster,
+        host: &str,
+        devices: &[&str],
+    ) -> Result<Workbench, AttachError> {
         let hosts = HostOs::boot_all(&cluster.sim)?;
         let os = hosts
             .iter()
@@ -59,57 +79,80 @@ impl Workbench {
             })?;
         let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
         smartio.register_all()?;
-        let (remote, class) = if device.contains(':') {
-            let fdid = smartio.find(device)?;
-            let info = smartio
-                .devices()
-                .into_iter()
-                .find(|d| d.fdid == fdid)
-                .ok_or(SmartIoError::UnknownFdid(fdid))?;
-            (Some(fdid), info.class_code)
-        } else {
-            (None, os.device(device)?.id().class)
-        };
+        let mut wanted = Vec::new();
+        for &device in devices {
+            let (remote, class) = if device.contains(':') {
+                let fdid = smartio.find(device)?;
+                let info = smartio
+                    .devices()
+                    .into_iter()
+                    .find(|d| d.fdid == fdid)
+                    .ok_or(SmartIoError::UnknownFdid(fdid))?;
+                (Some(fdid), info.class_code)
+            } else {
+                (None, os.device(device)?.id().class)
+            };
+            wanted.push(Wanted {
+                name: device.to_string(),
+                remote,
+                class,
+            });
+        }
         Ok(Workbench {
             os,
             hosts,
             smartio,
-            device: device.to_string(),
-            remote,
-            class,
+            devices: wanted,
+            borrowed: Rc::default(),
         })
     }
 
-    /// The device's 24-bit class code (known before anything is borrowed).
+    /// The first device's 24-bit class code (known before anything is borrowed).
     pub fn class(&self) -> u32 {
-        self.class
+        self.class_of(0)
     }
 
-    /// Whether the device is borrowed from another host.
+    /// Device `i`'s class code (0 if there is no such device).
+    pub fn class_of(&self, i: usize) -> u32 {
+        self.devices.get(i).map_or(0, |d| d.class)
+    }
+
+    /// Whether the first device is borrowed from another host.
     pub fn is_remote(&self) -> bool {
-        self.remote.is_some()
+        self.devices.first().is_some_and(|d| d.remote.is_some())
     }
 
-    /// Makes the device appear in the host's tree (borrowing it if remote, which binds the
-    /// host's registered drivers to it) and returns its name there.
+    /// Makes the first device appear in the host's tree; see [`Workbench::attach_nth`].
     pub async fn attach(&self) -> Result<String, AttachError> {
-        match self.remote {
-            None => Ok(self.device.clone()),
+        self.attach_nth(0).await
+    }
+
+    /// Makes device `i` appear in the host's tree (borrowing it if remote, which binds the
+    /// host's registered drivers to it) and returns its name there.
+    pub async fn attach_nth(&self, i: usize) -> Result<String, AttachError> {
+        let d = self.devices.get(i).ok_or_else(|| {
+            AttachError::Host(HostError::Other(format!("no device {i} in the workbench")))
+        })?;
+        match d.remote {
+            None => Ok(d.name.clone()),
             Some(fdid) => {
                 let lent = self
                     .smartio
                     .borrow(self.os.id(), fdid, &BorrowOptions::default())
                     .await?;
+                self.borrowed.borrow_mut().push(fdid);
                 Ok(lent.device)
             }
         }
     }
 
-    /// Gives a borrowed device back (nothing for a local one).
+    /// Gives every device borrowed so far back, last first (nothing for local ones).
     pub async fn detach(&self) -> Result<(), AttachError> {
-        if let Some(fdid) = self.remote {
+        loop {
+            let Some(fdid) = self.borrowed.borrow_mut().pop() else {
+                return Ok(());
+            };
             self.smartio.give_back(self.os.id(), fdid).await?;
         }
-        Ok(())
     }
 }
