@@ -63,6 +63,8 @@ impl ConfigSpace {
                 put32(&mut b, at + 4, (value >> 32) as u32);
             }
         }
+        // Legacy INTx: every function has pin INTA (read-only); drivers here use MSI-X.
+        b[pci::INTERRUPT_PIN as usize] = 1;
         b[pci::CAPABILITIES as usize] = PCIE_CAP as u8;
         // PCI Express capability v2, endpoint; next capability MSI-X (if any).
         b[PCIE_CAP as usize] = cap::PCIE;

@@ -78,7 +78,7 @@ pub enum SmartIoError {
         to: String,
     },
     /// Without a borrower IOMMU the lender must map all borrower RAM, and cannot.
-    #[error("{device}: {borrower} has no IOMMU, so its whole RAM ({needed}) must be mapped through {adapter}, whose NTB window is only {window}")]
+    #[error("{device}: {borrower} has no IOMMU, so all its RAM ({ram}, addresses up to {needed}) must be mapped through {adapter}, whose NTB window is only {window}")]
     WindowTooSmall {
         /// `lender:device`.
         device: String,
@@ -88,8 +88,10 @@ pub enum SmartIoError {
         adapter: String,
         /// Its window size, formatted.
         window: String,
-        /// Bytes the window must cover, formatted.
+        /// Bytes the window must cover (the end of the highest RAM range), formatted.
         needed: String,
+        /// The borrower's RAM, formatted.
+        ram: String,
     },
     /// A window the device must reach lies beyond the device's addressing limit.
     #[error("{device} can address only up to {limit:#x}, but its {what} is at {addr:#x}; turn on the lender's IOMMU so SmartIO can remap it low")]

@@ -670,7 +670,19 @@ impl Service {
         (b, l): (AdapterId, AdapterId),
         options: &BorrowOptions,
     ) -> Result<(Vec<BarWindow>, ShadowDma, u64, Option<DomainId>), SmartIoError> {
-        let (lender, bars, ram_end, msi, borrower_iommu, lender_window, entry, b_entry, b_ep, l_ep) = {
+        let (
+            lender,
+            bars,
+            ram_end,
+            ram_bytes,
+            msi,
+            borrower_iommu,
+            lender_window,
+            entry,
+            b_entry,
+            b_ep,
+            l_ep,
+        ) = {
             let f = self.sim.fabric();
             let ep = f.endpoint(endpoint);
             let h = f.host(borrower);
@@ -679,6 +691,7 @@ impl Service {
                 ep.host,
                 ep.bars.clone(),
                 h.ram.iter().map(|r| r.end).max().unwrap_or(0),
+                h.ram.iter().map(|r| r.end - r.start).sum::<u64>(),
                 h.msi.clone(),
                 h.iommu.enabled(),
                 la.window.end - la.window.start,
@@ -754,6 +767,7 @@ impl Service {
                     adapter: self.sim.fabric().adapter_name(l),
                     window: format_size(lender_window),
                     needed: format_size(ram_end),
+                    ram: format_size(ram_bytes),
                 });
             }
             let m = taker.shared_lut(l, b, 0, ram_end)?;

@@ -21,9 +21,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Weak;
 
-/// Offset of the Interrupt Pin register in a type-0 header.
-const INTERRUPT_PIN: u16 = 0x3d;
-
 /// Configuration access to a lent function, performed by its lender.
 #[derive(Debug, Clone)]
 pub(crate) struct ShadowFunction {
@@ -64,7 +61,7 @@ impl DeviceBackend for ShadowFunction {
                 .await?;
             me.borrower_cpu.sleep(me.message).await;
             // Legacy interrupts cannot be routed over the NTB: the device has no INTx pin.
-            let pin = usize::from(INTERRUPT_PIN);
+            let pin = usize::from(pci::INTERRUPT_PIN);
             let at = usize::from(offset);
             if (at..at + len).contains(&pin) {
                 buf[pin - at] = 0;

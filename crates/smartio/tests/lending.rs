@@ -1,0 +1,546 @@
+//! Device Lending end to end: registry, exclusive borrow and return, the shadow device under
+//! the native drivers, the DMA and MSI windows, the lender's IOMMU, and resource accounting.
+
+use smartio_cluster::{Cluster, SHIPPED};
+use smartio_drivers::{BlockOp, DmaTestDriver, Location, NvmeDevice, NvmeDriver};
+use smartio_engine::{Calibration, Sim};
+use smartio_fabric::DomainId;
+use smartio_host::{DmaDirection, HostOs};
+use smartio_platform::pci;
+use smartio_platform::{AccessError, BusAddr, PhysAddr, Port};
+use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// A shipped scenario with the `nth` occurrence (0-based) of `from` replaced by `to`, written
+/// to a file of its own.
+fn variant(name: &str, edits: &[(usize, &str, &str)]) -> PathBuf {
+    let mut text = SHIPPED
+        .iter()
+        .find(|s| s.name == name)
+        .expect("shipped")
+        .text
+        .to_string();
+    for &(nth, from, to) in edits {
+        let at = text
+            .match_indices(from)
+            .nth(nth)
+            .map(|(i, _)| i)
+            .expect("the text to edit is there");
+        text.replace_range(at..at + from.len(), to);
+    }
+    let tag: String = edits
+        .iter()
+        .map(|(n, _, to)| format!("{n}{}", to.len()))
+        .collect();
+    let path = std::env::temp_dir().join(format!(
+        "smartio-lending-{}-{name}-{tag}-{}.toml",
+        std::process::id(),
+        text.len()
+    ));
+    std::fs::write(&path, text).expect("temp file");
+    path
+}
+
+struct Setup {
+    cluster: Cluster,
+    hosts: Vec<HostOs>,
+    smartio: SmartIo,
+}
+
+fn setup(scenario: &str) -> Setup {
+    let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("loads");
+    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().expect("registers");
+    Setup {
+        cluster,
+        hosts,
+        smartio,
+    }
+}
+
+impl Setup {
+    fn host(&self, name: &str) -> HostOs {
+        self.hosts
+            .iter()
+            .find(|h| h.name() == name)
+            .cloned()
+            .expect("host")
+    }
+
+    fn fdid(&self, spec: &str) -> Fdid {
+        self.smartio.find(spec).expect("registered")
+    }
+
+    /// Runs `task` to the end of the simulation and returns its output.
+    fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
+        let out = Rc::new(RefCell::new(None));
+        let slot = out.clone();
+        self.cluster.sim.spawn(async move {
+            *slot.borrow_mut() = Some(task.await);
+        });
+        self.cluster.sim.run();
+        let r = out.borrow_mut().take();
+        r.expect("the task finished")
+    }
+}
+
+/// Every hardware table SmartIO touches: per adapter (LUT entries, requester ids), per host
+/// and domain the IOMMU pages mapped.
+fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
+    let f = sim.fabric();
+    let adapters = f
+        .adapters()
+        .iter()
+        .map(|a| (a.lut_used(), a.requester_ids_used()))
+        .collect();
+    let iommu = f
+        .hosts()
+        .iter()
+        .map(|h| {
+            (0..)
+                .map_while(|d| h.iommu.mapped_pages(DomainId(d)).ok())
+                .collect()
+        })
+        .collect();
+    (adapters, iommu)
+}
+
+fn borrow(s: &Setup, borrower: &str, spec: &str) -> Result<String, SmartIoError> {
+    let (smartio, host, fdid) = (s.smartio.clone(), s.host(borrower).id(), s.fdid(spec));
+    s.run(async move {
+        smartio
+            .borrow(host, fdid, &BorrowOptions::default())
+            .await
+            .map(|l| l.device)
+    })
+}
+
+fn give_back(s: &Setup, borrower: &str, spec: &str) -> Result<(), SmartIoError> {
+    let (smartio, host, fdid) = (s.smartio.clone(), s.host(borrower).id(), s.fdid(spec));
+    s.run(async move { smartio.give_back(host, fdid).await })
+}
+
+#[test]
+fn every_function_but_the_ntb_adapters_is_listed_with_an_fdid() {
+    let s = setup("cluster-switch");
+    let listed: Vec<String> = s.smartio.devices().iter().map(|d| d.qualified()).collect();
+    assert_eq!(
+        listed,
+        [
+            "lender:nvme0",
+            "lender:gpu0",
+            "lender:gpu1",
+            "lender:dma0",
+            "lender2:gpu2"
+        ]
+    );
+    let fdids: Vec<u32> = s.smartio.devices().iter().map(|d| d.fdid.0).collect();
+    assert_eq!(fdids, [1, 2, 3, 4, 5], "cluster-wide ids");
+    assert!(s.smartio.devices().iter().all(|d| d.borrowers.is_empty()));
+    let nvme = &s.smartio.devices()[0];
+    assert_eq!((nvme.kind.as_str(), nvme.class_code), ("nvme", 0x01_08_02));
+    assert!(matches!(
+        s.smartio.register(s.host("lender").id(), "nvme0"),
+        Err(SmartIoError::AlreadyRegistered { fdid: Fdid(1), .. })
+    ));
+    let err = s.smartio.find("lender:nvme9").expect_err("no nvme9");
+    assert!(err.to_string().contains("nvme0, gpu0"), "{err}");
+}
+
+#[test]
+fn a_second_exclusive_borrow_names_the_holder_and_return_frees_the_device_and_its_tables() {
+    let s = setup("cluster-switch");
+    let before = tables(&s.cluster.sim);
+    let name = borrow(&s, "borrower", "lender:dma0").expect("first borrow");
+    assert_eq!(name, "dma0", "the shadow takes the device's name");
+    assert!(s.host("borrower").device("dma0").is_ok(), "hot-added");
+    let during = tables(&s.cluster.sim);
+    assert_ne!(before, during, "the borrow took table entries");
+    let listed = &s.smartio.devices()[3];
+    assert_eq!(listed.borrowers.len(), 1);
+    assert_eq!(listed.borrowers[0].host, "borrower");
+
+    match borrow(&s, "lender2", "lender:dma0") {
+        Err(SmartIoError::Busy { borrower, .. }) => assert_eq!(borrower, "borrower"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert_eq!(
+        during,
+        tables(&s.cluster.sim),
+        "a refused borrow takes nothing"
+    );
+    assert!(matches!(
+        give_back(&s, "lender2", "lender:dma0"),
+        Err(SmartIoError::NotBorrowed { .. })
+    ));
+
+    give_back(&s, "borrower", "lender:dma0").expect("return");
+    assert!(s.host("borrower").device("dma0").is_err(), "hot-removed");
+    assert_eq!(before, tables(&s.cluster.sim), "every entry given back");
+
+    borrow(&s, "lender2", "lender:dma0").expect("another host borrows it now");
+    assert_eq!(s.smartio.devices()[3].borrowers[0].host, "lender2");
+    give_back(&s, "lender2", "lender:dma0").expect("return");
+    assert_eq!(before, tables(&s.cluster.sim));
+}
+
+#[test]
+fn a_host_cannot_borrow_its_own_device_nor_one_its_lender_drives() {
+    let s = setup("back-to-back");
+    assert!(matches!(
+        borrow(&s, "lender", "lender:nvme0"),
+        Err(SmartIoError::OwnDevice { .. })
+    ));
+    let lender = s.host("lender");
+    lender.register_driver(Rc::new(NvmeDriver {
+        config: Default::default(),
+    }));
+    let os = lender.clone();
+    s.run(async move { os.probe("nvme0").await })
+        .expect("the lender binds its own driver");
+    match borrow(&s, "borrower", "lender:nvme0") {
+        Err(SmartIoError::InUseByLender { driver, .. }) => assert_eq!(driver, "nvme"),
+        other => panic!("expected InUseByLender, got {other:?}"),
+    }
+}
+
+/// Writes `data` at `lba` and reads it back through the NVMe driver bound to `device`.
+async fn round_trip(os: HostOs, device: String, lba: u64, data: Vec<u8>) -> Vec<u8> {
+    let dev = os.driver_data::<NvmeDevice>(&device).expect("bound");
+    let buf = os.alloc(data.len() as u64).expect("ram");
+    os.sim().poke_memory(os.id(), buf, &data);
+    let blocks = (data.len() / 512) as u32;
+    dev.submit(0, BlockOp::Write, 1, lba, blocks, buf)
+        .await
+        .expect("write");
+    os.sim().poke_memory(os.id(), buf, &vec![0u8; data.len()]);
+    dev.submit(0, BlockOp::Read, 1, lba, blocks, buf)
+        .await
+        .expect("read");
+    let mut back = vec![0u8; data.len()];
+    os.sim().peek_memory(os.id(), buf, &mut back);
+    os.free(buf);
+    back
+}
+
+#[test]
+fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
+    let s = setup("back-to-back");
+    let before = tables(&s.cluster.sim);
+    let borrower = s.host("borrower");
+    borrower.register_driver(Rc::new(NvmeDriver {
+        config: Default::default(),
+    }));
+    let name = borrow(&s, "borrower", "lender:nvme0").expect("borrow");
+    assert_eq!(borrower.bound_driver(&name).as_deref(), Some("nvme"));
+    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 + 3) as u8).collect();
+    let back = s.run(round_trip(borrower.clone(), name.clone(), 8, data.clone()));
+    assert_eq!(
+        back, data,
+        "bytes read back through the borrowed controller"
+    );
+
+    // The MSI-X table of the real controller holds the lender-side MSI window address,
+    // not the borrower's own interrupt address.
+    let (lender_cpu, endpoint) = {
+        let lender = s.host("lender");
+        (lender.cpu(), lender.endpoint_of("nvme0").expect("real"))
+    };
+    let bar0 = s.cluster.sim.fabric().endpoint(endpoint).bars[0].base;
+    let borrower_msi = s.cluster.sim.fabric().host(borrower.id()).msi.clone();
+    let entry = s.run(async move {
+        let mut e = [0u8; 8];
+        lender_cpu
+            .read(bar0.offset(0x2000), &mut e)
+            .await
+            .expect("table");
+        u64::from_le_bytes(e)
+    });
+    assert!(!borrower_msi.contains(&entry), "{entry:#x} was intercepted");
+    let lender_window = s.cluster.sim.fabric().adapters()[1].window.clone();
+    assert!(
+        lender_window.contains(&entry),
+        "{entry:#x} is in the lender's NTB window"
+    );
+
+    // Return while bound: the driver goes first, then the device and every entry.
+    give_back(&s, "borrower", "lender:nvme0").expect("return while bound");
+    assert!(borrower.device(&name).is_err());
+    assert_eq!(before, tables(&s.cluster.sim));
+
+    // Borrowed again, the driver resets and drives it again; the data is still there.
+    let name = borrow(&s, "borrower", "lender:nvme0").expect("borrow again");
+    let dev = borrower
+        .driver_data::<NvmeDevice>(&name)
+        .expect("bound again");
+    let os = borrower.clone();
+    let back = s.run(async move {
+        let buf = os.alloc(4096).expect("ram");
+        dev.submit(0, BlockOp::Read, 1, 8, 8, buf)
+            .await
+            .expect("read");
+        let mut b = vec![0u8; 4096];
+        os.sim().peek_memory(os.id(), buf, &mut b);
+        b
+    });
+    assert_eq!(back, data[..4096], "the namespace kept the data");
+}
+
+#[test]
+fn legacy_interrupts_are_masked_for_the_borrower() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let local = s.host("lender").device("dma0").expect("real");
+    let (pin_shadow, pin_real, cmd_real) = s.run(async move {
+        let pin_shadow = handle
+            .config_read(pci::INTERRUPT_PIN, 1)
+            .await
+            .expect("cfg")[0];
+        let pin_real = local.config_read(pci::INTERRUPT_PIN, 1).await.expect("cfg")[0];
+        // The borrower's driver asks for INTx to be enabled; the lender keeps it off.
+        handle
+            .config_write(pci::COMMAND, &pci::command::MEMORY_SPACE.to_le_bytes())
+            .await
+            .expect("cfg");
+        let cmd = local.config_read(pci::COMMAND, 2).await.expect("cfg");
+        (pin_shadow, pin_real, u16::from_le_bytes([cmd[0], cmd[1]]))
+    });
+    assert_eq!(pin_real, 1, "the function has INTA");
+    assert_eq!(pin_shadow, 0, "the borrower sees no INTx pin");
+    assert_ne!(
+        cmd_real & pci::command::INTX_DISABLE,
+        0,
+        "INTx stays disabled"
+    );
+    assert_ne!(
+        cmd_real & pci::command::MEMORY_SPACE,
+        0,
+        "the write itself went through"
+    );
+}
+
+/// Copies `data` from host RAM into dma `device`'s memory and back out to a second buffer
+/// through the DMA API of `handle_name` in `os`; returns what came back.
+async fn dma_round_trip(os: HostOs, handle_name: String, data: Vec<u8>) -> Result<Vec<u8>, String> {
+    let handle = os.device(&handle_name).map_err(|e| e.to_string())?;
+    let regs = handle.map_bar(0).map_err(|e| e.to_string())?.window().base;
+    let completion = handle.dma_alloc_coherent(4096).map_err(|e| e.to_string())?;
+    let len = data.len() as u64;
+    let (src, dst) = (os.alloc(len).expect("ram"), os.alloc(len).expect("ram"));
+    os.sim().poke_memory(os.id(), src, &data);
+    let src_bus = handle
+        .dma_map(src, len, DmaDirection::ToDevice)
+        .map_err(|e| e.to_string())?;
+    let dst_bus = handle
+        .dma_map(dst, len, DmaDirection::FromDevice)
+        .map_err(|e| e.to_string())?;
+    let driver = DmaTestDriver::probe(handle.cpu().clone(), regs, completion.cpu, completion.bus)
+        .await
+        .map_err(|e| e.to_string())?;
+    driver
+        .copy(Location::Bus(src_bus), Location::DeviceMemory(0), len)
+        .await
+        .map_err(|e| e.to_string())?;
+    driver
+        .copy(Location::DeviceMemory(0), Location::Bus(dst_bus), len)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut back = vec![0u8; data.len()];
+    os.sim().peek_memory(os.id(), dst, &mut back);
+    handle.dma_unmap(src_bus).map_err(|e| e.to_string())?;
+    handle.dma_unmap(dst_bus).map_err(|e| e.to_string())?;
+    handle
+        .dma_free_coherent(completion)
+        .map_err(|e| e.to_string())?;
+    Ok(back)
+}
+
+#[test]
+fn with_a_borrower_iommu_the_dma_api_only_adds_borrower_entries_and_never_asks_the_lender() {
+    let path = variant("back-to-back", &[(0, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let borrower = s.host("borrower");
+    let handle = borrower.device(&name).expect("shadow");
+    let before = s.smartio.lender_interactions();
+    let pages = |s: &Setup| tables(&s.cluster.sim).1[0].iter().sum::<usize>();
+    let idle = pages(&s);
+    let buf = borrower.alloc(16 << 10).expect("ram");
+    let mut maps = Vec::new();
+    for i in 0..100u64 {
+        let bus = handle
+            .dma_map(
+                PhysAddr(buf.get() + 64 * i),
+                4096,
+                DmaDirection::Bidirectional,
+            )
+            .expect("map");
+        maps.push(bus);
+    }
+    // A 4 KiB buffer at a 64-byte offset spans two pages unless it starts on a page.
+    let spanned: usize = (0..100u64)
+        .map(|i| if (64 * i) % 4096 == 0 { 1 } else { 2 })
+        .sum();
+    assert_eq!(
+        pages(&s),
+        idle + spanned,
+        "each map added borrower IOMMU entries"
+    );
+    let window = s.cluster.sim.fabric().adapters()[1].window.clone();
+    assert!(
+        maps.iter().all(|b| window.contains(&b.get())),
+        "every address is inside the lender's DMA window"
+    );
+    for bus in maps {
+        handle.dma_unmap(bus).expect("unmap");
+    }
+    assert_eq!(pages(&s), idle, "unmaps removed them");
+    assert_eq!(
+        s.smartio.lender_interactions(),
+        before,
+        "no message to the lender in the data path"
+    );
+    // And the device really reaches the borrower's memory through it.
+    let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i ^ (i >> 9)) as u8).collect();
+    let back = s
+        .run(dma_round_trip(borrower.clone(), name, data.clone()))
+        .expect("copies");
+    assert_eq!(back, data);
+    assert_eq!(
+        s.smartio.lender_interactions(),
+        before,
+        "the copies did not involve the lender either"
+    );
+}
+
+#[test]
+fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_sizes() {
+    let path = variant(
+        "back-to-back",
+        &[(1, "window = \"128 GiB\"", "window = \"32 GiB\"")],
+    );
+    let s = setup(path.to_str().expect("utf-8"));
+    let before = tables(&s.cluster.sim);
+    let err = borrow(&s, "borrower", "lender:dma0").expect_err("window too small");
+    assert!(
+        matches!(err, SmartIoError::WindowTooSmall { .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("RAM (64G, addresses up to 66G)") && msg.contains("window is only 32G"),
+        "{msg}"
+    );
+    assert_eq!(before, tables(&s.cluster.sim), "nothing left taken");
+    assert!(
+        s.host("borrower").device("dma0").is_err(),
+        "nothing hot-added"
+    );
+}
+
+#[test]
+fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_untouched() {
+    let path = variant("back-to-back", &[(1, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let before = tables(&s.cluster.sim);
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let borrower = s.host("borrower");
+    // Legitimate DMA still works through the windows.
+    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 13) as u8).collect();
+    let back = s
+        .run(dma_round_trip(borrower.clone(), name.clone(), data.clone()))
+        .expect("copies");
+    assert_eq!(back, data);
+    let fdid = s.fdid("lender:dma0");
+    assert!(s.smartio.device_faults(fdid).expect("known").is_empty());
+
+    // A stray copy aimed at lender RAM (an address outside every window).
+    let target = PhysAddr(0x4000_0000);
+    let lender_id = s.host("lender").id();
+    s.cluster.sim.poke_memory(lender_id, target, &[0x5a; 4096]);
+    let handle = borrower.device(&name).expect("shadow");
+    let result = s.run(async move {
+        let regs = handle.map_bar(0).expect("bar").window().base;
+        let completion = handle.dma_alloc_coherent(4096).expect("coherent");
+        let driver =
+            DmaTestDriver::probe(handle.cpu().clone(), regs, completion.cpu, completion.bus)
+                .await
+                .expect("probe");
+        driver
+            .copy(
+                Location::DeviceMemory(0),
+                Location::Bus(BusAddr(target.get())),
+                4096,
+            )
+            .await
+    });
+    assert!(result.is_err(), "the copy failed: {result:?}");
+    let faults = s.smartio.device_faults(fdid).expect("known");
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(matches!(
+        &faults[0].error,
+        AccessError::IommuFault { host, addr, .. } if host == "lender" && *addr == BusAddr(0x4000_0000)
+    ));
+    let mut after = [0u8; 4096];
+    s.cluster.sim.peek_memory(lender_id, target, &mut after);
+    assert_eq!(after, [0x5a; 4096], "lender memory untouched");
+    give_back(&s, "borrower", "lender:dma0").expect("return");
+    assert_eq!(before, tables(&s.cluster.sim));
+}
+
+#[test]
+fn a_32_bit_device_gets_low_windows_through_the_lender_iommu_and_fails_clearly_without() {
+    let options = BorrowOptions {
+        dma_limit: u64::from(u32::MAX),
+        ..BorrowOptions::default()
+    };
+    let s = setup("back-to-back");
+    let (smartio, host, fdid) = (
+        s.smartio.clone(),
+        s.host("borrower").id(),
+        s.fdid("lender:dma0"),
+    );
+    let err = s
+        .run(async move { smartio.borrow(host, fdid, &options).await })
+        .expect_err("the window is above 4 GiB");
+    assert!(matches!(err, SmartIoError::AddressLimit { .. }), "{err:?}");
+
+    // Lender and borrower IOMMUs on: the DMA window is small and can be remapped low.
+    let path = variant(
+        "back-to-back",
+        &[
+            (0, "iommu = false", "iommu = true"),
+            (0, "iommu = false", "iommu = true"),
+        ],
+    );
+    let s = setup(path.to_str().expect("utf-8"));
+    let (smartio, host, fdid) = (
+        s.smartio.clone(),
+        s.host("borrower").id(),
+        s.fdid("lender:dma0"),
+    );
+    let name = s
+        .run(async move { smartio.borrow(host, fdid, &options).await })
+        .expect("remapped low")
+        .device;
+    let borrower = s.host("borrower");
+    let handle = borrower.device(&name).expect("shadow");
+    let bus = handle
+        .dma_map(
+            borrower.alloc(4096).expect("ram"),
+            4096,
+            DmaDirection::Bidirectional,
+        )
+        .expect("map");
+    assert!(bus.get() < 1 << 32, "{bus} is below 4 GiB");
+    let data: Vec<u8> = (0..32 * 1024u32).map(|i| (i * 5) as u8).collect();
+    let back = s
+        .run(dma_round_trip(borrower.clone(), name, data.clone()))
+        .expect("copies");
+    assert_eq!(back, data, "DMA through the remapped window");
+}
