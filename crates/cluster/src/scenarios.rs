@@ -29,6 +29,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/back-to-back.toml"),
     },
     ShippedScenario {
+        name: "back-to-back-lender-iommu",
+        text: include_str!("../../../scenarios/back-to-back-lender-iommu.toml"),
+    },
+    ShippedScenario {
         name: "cluster-switch",
         text: include_str!("../../../scenarios/cluster-switch.toml"),
     },
