@@ -1,6 +1,7 @@
 //! What can go wrong registering, borrowing and returning devices.
 
 use super::Fdid;
+use smartio_fabric::units::format_size;
 use smartio_fabric::NtbError;
 use smartio_host::HostError;
 use thiserror::Error;
@@ -78,7 +79,12 @@ pub enum SmartIoError {
         to: String,
     },
     /// Without a borrower IOMMU the lender must map all borrower RAM, and cannot.
-    #[error("{device}: {borrower} has no IOMMU, so all its RAM ({ram}, addresses up to {needed}) must be mapped through {adapter}, whose NTB window is only {window}")]
+    #[error(
+        "{device}: {borrower} has no IOMMU, so all its RAM ({}, addresses up to {}) must be mapped through {adapter}, whose NTB window is only {}",
+        format_size(*ram),
+        format_size(*needed),
+        format_size(*window)
+    )]
     WindowTooSmall {
         /// `lender:device`.
         device: String,
@@ -86,12 +92,12 @@ pub enum SmartIoError {
         borrower: String,
         /// The lender's adapter.
         adapter: String,
-        /// Its window size, formatted.
-        window: String,
-        /// Bytes the window must cover (the end of the highest RAM range), formatted.
-        needed: String,
-        /// The borrower's RAM, formatted.
-        ram: String,
+        /// Its window size in bytes.
+        window: u64,
+        /// Bytes the window must cover (the end of the highest RAM range).
+        needed: u64,
+        /// The borrower's RAM in bytes.
+        ram: u64,
     },
     /// A window the device must reach lies beyond the device's addressing limit.
     #[error("{device} can address only up to {limit:#x}, but its {what} is at {addr:#x}; turn on the lender's IOMMU so SmartIO can remap it low")]

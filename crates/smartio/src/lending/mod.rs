@@ -39,7 +39,6 @@ use grants::{release, Grant, Ledger, Taker};
 use serde::Serialize;
 use shadow::{ShadowDma, ShadowFunction, WindowKind};
 use smartio_engine::{Calibration, FaultRecord, Sim};
-use smartio_fabric::units::format_size;
 use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::{BarWindow, DeviceHandle, DmaMapper, HostOs, PciId, PeerBar, RamAllocator};
 use smartio_platform::pci::{self, command};
@@ -192,6 +191,15 @@ pub(crate) struct Service {
 #[derive(Debug, Clone)]
 pub struct SmartIo {
     inner: Rc<Service>,
+}
+
+/// What a borrow set up: where the borrower's CPU reaches the BARs, the DMA window, the
+/// device's MSI address, and the device's lender IOMMU domain.
+struct Windows {
+    bars: Vec<BarWindow>,
+    dma: ShadowDma,
+    msi_address: u64,
+    domain: Option<DomainId>,
 }
 
 /// Where a lent device reaches a window: the lender side of a borrow.
@@ -606,7 +614,12 @@ impl Service {
             };
             self.take_windows(&mut taker, borrower, fdid, endpoint, (b, l), options)
         };
-        let (bars, dma, msi_address, domain) = match taken {
+        let Windows {
+            bars,
+            dma,
+            msi_address,
+            domain,
+        } = match taken {
             Ok(t) => t,
             Err(e) => {
                 let mut st = self.state.borrow_mut();
@@ -660,7 +673,6 @@ impl Service {
 
     /// Takes the BAR, DMA and MSI windows of one borrow through borrower adapter `b` and
     /// lender adapter `l`.
-    #[allow(clippy::type_complexity)]
     fn take_windows(
         &self,
         taker: &mut Taker<'_>,
@@ -669,7 +681,7 @@ impl Service {
         endpoint: EndpointId,
         (b, l): (AdapterId, AdapterId),
         options: &BorrowOptions,
-    ) -> Result<(Vec<BarWindow>, ShadowDma, u64, Option<DomainId>), SmartIoError> {
+    ) -> Result<Windows, SmartIoError> {
         let (
             lender,
             bars,
@@ -765,9 +777,9 @@ impl Service {
                     device: qualified,
                     borrower: self.hosts[borrower.index()].name().to_string(),
                     adapter: self.sim.fabric().adapter_name(l),
-                    window: format_size(lender_window),
-                    needed: format_size(ram_end),
-                    ram: format_size(ram_bytes),
+                    window: lender_window,
+                    needed: ram_end,
+                    ram: ram_bytes,
                 });
             }
             let m = taker.shared_lut(l, b, 0, ram_end)?;
@@ -788,7 +800,12 @@ impl Service {
             service: std::rc::Weak::new(),
             fdid,
         };
-        Ok((windows, dma, msi_address, side.domain))
+        Ok(Windows {
+            bars: windows,
+            dma,
+            msi_address,
+            domain: side.domain,
+        })
     }
 
     /// Undoes a borrow's bookkeeping and gives its resources back (DMA mappings a driver
