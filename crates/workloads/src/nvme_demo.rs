@@ -36,6 +36,17 @@ pub struct NvmeDemoNamespace {
     pub bytes: u64,
 }
 
+/// A device in the host's tree, as the walk found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TreeEntry {
+    /// Name in the tree.
+    pub name: String,
+    /// 24-bit class code.
+    pub class: u32,
+    /// The host it is installed in, when that is another host (a shadow device).
+    pub lender: Option<String>,
+}
+
 /// What the walk saw.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NvmeDemoReport {
@@ -45,6 +56,10 @@ pub struct NvmeDemoReport {
     pub device: String,
     /// The driver the host bound to the device.
     pub driver: String,
+    /// The host the controller is installed in, when it was borrowed.
+    pub lender: Option<String>,
+    /// The host's device tree while the walk ran (a borrowed device shows hot-added).
+    pub tree: Vec<TreeEntry>,
     /// Completion mode (`interrupt` or `poll`).
     pub mode: String,
     /// PCI vendor id from Identify Controller.
@@ -159,10 +174,29 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     let ns_ps = |a: smartio_platform::SimTime, b: smartio_platform::SimTime| {
         b.since(a).as_ps() as f64 / 1000.0
     };
+    let host_of =
+        |h: smartio_fabric::HostId| (h != os.id()).then(|| os.sim().fabric().host(h).name.clone());
+    let tree = os
+        .devices()
+        .iter()
+        .map(|d| TreeEntry {
+            name: d.name().to_string(),
+            class: d.id().class,
+            lender: host_of(d.function().0),
+        })
+        .collect::<Vec<_>>();
+    let lender = tree
+        .iter()
+        .find(|t| t.name == device)
+        .and_then(|t| t.lender.clone());
+    let driver = os.bound_driver(device).unwrap_or_default();
+    bench.detach().await?;
     Ok(NvmeDemoReport {
         host: os.name().to_string(),
         device: device.to_string(),
-        driver: os.bound_driver(device).unwrap_or_default(),
+        driver,
+        lender,
+        tree,
         mode: dev.mode().name().into(),
         vendor: info.vendor,
         model: info.model.clone(),
@@ -203,6 +237,29 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
 mod tests {
     use super::*;
     use smartio_engine::Calibration;
+
+    #[test]
+    fn a_borrowed_controller_shows_hot_added_and_is_walked_like_a_local_one() {
+        let cluster =
+            Cluster::new("back-to-back", &Calibration::default_embedded()).expect("cluster");
+        let r = nvme_demo(
+            &cluster,
+            "borrower",
+            "lender:nvme0",
+            CompletionMode::Interrupt,
+        )
+        .expect("walk");
+        assert_eq!(r.driver, "nvme");
+        assert_eq!(r.lender.as_deref(), Some("lender"));
+        let names: Vec<_> = r.tree.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["ntb0", "nvme0"],
+            "the shadow joined the borrower's tree"
+        );
+        assert_eq!(r.tree[0].lender, None);
+        assert!(r.identical);
+    }
 
     #[test]
     fn the_walk_identifies_the_controller_and_reads_back_what_it_wrote() {
