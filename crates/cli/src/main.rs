@@ -16,9 +16,9 @@ use smartio_drivers::CompletionMode;
 use smartio_engine::Calibration;
 use smartio_platform::SimDuration;
 use smartio_workloads::{
-    bench_dma, bench_engine, bench_pio, nvme_demo, pingpong, run_fio, shm_demo, Amount,
-    DmaBenchConfig, DmaDirection, FioConfig, LatencySummary, PingPongConfig, PioBenchConfig,
-    RwMode,
+    bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, nvme_demo, pingpong, run_fio,
+    shm_demo, Amount, DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig,
+    LatencySummary, P2pConfig, P2pDirection, PingPongConfig, PioBenchConfig, RwMode, Workbench,
 };
 use std::process::ExitCode;
 
@@ -49,22 +49,47 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List every device SmartIO can lend: its cluster-wide id, lender and who uses it.
+    Devices {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
         bench: Bench,
     },
-    /// Round-trip latency between two hosts' CPUs through NTB-mapped segments.
+    /// Round-trip latency between two hosts' CPUs through NTB-mapped segments (--from,
+    /// --to), or between two devices' kernels by peer-to-peer stores (--device-a,
+    /// --device-b).
     Pingpong {
         /// A shipped scenario name or a scenario file.
         #[arg(long)]
         scenario: String,
         /// The host that pings.
-        #[arg(long)]
-        from: String,
+        #[arg(
+            long,
+            required_unless_present = "device_a",
+            conflicts_with_all = ["device_a", "device_b"]
+        )]
+        from: Option<String>,
         /// The host that echoes.
-        #[arg(long)]
-        to: String,
+        #[arg(long, required_unless_present = "device_a", conflicts_with_all = ["device_a", "device_b"])]
+        to: Option<String>,
+        /// The pinging device (a GPU or DMA test device): `gpu0`, or `lender:gpu0` to
+        /// borrow it.
+        #[arg(long, requires = "device_b")]
+        device_a: Option<String>,
+        /// The echoing device.
+        #[arg(long, requires = "device_a")]
+        device_b: Option<String>,
+        /// Host the devices are attached to (default: the scenario's first host).
+        #[arg(long, requires = "device_a")]
+        host: Option<String>,
         /// Round trips.
         #[arg(long, default_value_t = 1000)]
         iterations: u32,
@@ -154,6 +179,38 @@ enum Bench {
             long,
             value_delimiter = ',',
             default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
+        )]
+        sizes: Vec<String>,
+        /// Copies per size.
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Peer-to-peer DMA throughput between two devices' memories per transfer size (the
+    /// GPU-to-GPU bandwidth test).
+    P2p {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU drives the source (default: the scenario's first host).
+        #[arg(long)]
+        host: Option<String>,
+        /// The device whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
+        #[arg(long)]
+        source: String,
+        /// The device whose memory is written or read: `gpu1` or `lender2:gpu2`.
+        #[arg(long)]
+        target: String,
+        /// write: source memory to target memory; read: target memory to source memory.
+        #[arg(long, value_enum, default_value = "write")]
+        direction: Direction,
+        /// Transfer sizes, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
         )]
         sizes: Vec<String>,
         /// Copies per size.
@@ -320,13 +377,117 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Devices { scenario, json } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])
+                .map_err(|e| e.to_string())?;
+            let devices = bench.smartio.devices();
+            if json {
+                print_json(&devices)?;
+            } else {
+                println!(
+                    "devices registered with SmartIO on {scenario} ({} devices)",
+                    devices.len()
+                );
+                println!("{}", render::device_table(&devices));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::P2p {
+                    scenario,
+                    host,
+                    source,
+                    target,
+                    direction,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let sizes = parse_sizes(&sizes)?;
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => first_host(&cluster)?,
+            };
+            let direction = match direction {
+                Direction::Write => P2pDirection::Write,
+                Direction::Read => P2pDirection::Read,
+            };
+            let config = P2pConfig {
+                host,
+                source,
+                target,
+                direction,
+                sizes,
+                repeat,
+            };
+            let samples = bench_p2p(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&samples)?;
+            } else {
+                let (from, to) = match direction {
+                    P2pDirection::Write => (&config.source, &config.target),
+                    P2pDirection::Read => (&config.target, &config.source),
+                };
+                println!(
+                    "peer-to-peer DMA {} on {scenario}: {from} memory -> {to} memory, driven by {}'s CPU through {}'s copy engine, {} repeats per size",
+                    if matches!(direction, P2pDirection::Write) {
+                        "writes"
+                    } else {
+                        "reads"
+                    },
+                    config.host,
+                    config.source,
+                    repeat.max(1)
+                );
+                println!("{}", render::dma_table(&samples));
+            }
+            Ok(())
+        }
+        Command::Pingpong {
+            scenario,
+            device_a: Some(a),
+            device_b: Some(b),
+            host,
+            iterations,
+            json,
+            ..
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => first_host(&cluster)?,
+            };
+            let config = DevicePingPongConfig {
+                host,
+                a,
+                b,
+                iterations,
+            };
+            let result = device_pingpong(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&result)?;
+            } else {
+                print!("{}", render::device_pingpong(&result));
+            }
+            Ok(())
+        }
         Command::Pingpong {
             scenario,
             from,
             to,
             iterations,
             json,
+            ..
         } => {
+            let (Some(from), Some(to)) = (from, to) else {
+                return Err(
+                    "pingpong needs --from and --to (hosts), or --device-a and --device-b".into(),
+                );
+            };
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
             let config = PingPongConfig {
                 from,
@@ -483,6 +644,17 @@ fn parse_sizes(sizes: &[String]) -> Result<Vec<u64>, String> {
         .iter()
         .map(|s| smartio_fabric::units::parse_size(s))
         .collect()
+}
+
+/// The scenario's first host (where commands run when no host is named).
+fn first_host(cluster: &Cluster) -> Result<String, String> {
+    cluster
+        .sim
+        .fabric()
+        .hosts()
+        .first()
+        .map(|h| h.name.clone())
+        .ok_or_else(|| "the scenario has no host".to_string())
 }
 
 fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {

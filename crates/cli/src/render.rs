@@ -3,7 +3,7 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use smartio_fabric::report::{AdapterReport, TopologyReport, TreeNode};
 use smartio_fabric::units::format_size;
-use smartio_workloads::DmaSample;
+use smartio_workloads::{DeviceInfo, DevicePingPongResult, DmaSample};
 use std::fmt::Write;
 
 /// Each host's tree and address map.
@@ -176,6 +176,85 @@ pub fn latency_table(what: &str, s: &smartio_workloads::LatencySummary) -> Table
         ns(s.mean),
     ]);
     t
+}
+
+/// Every registered device: id, lender, kind and who borrows it.
+pub fn device_table(devices: &[DeviceInfo]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "fdid",
+        "lender",
+        "device",
+        "kind",
+        "class",
+        "borrowers",
+        "mode",
+    ]);
+    for d in devices {
+        let (borrowers, mode) = if d.borrowers.is_empty() {
+            ("available".to_string(), "-".to_string())
+        } else {
+            let hosts: Vec<String> = d
+                .borrowers
+                .iter()
+                .map(|b| format!("{} ({})", b.host, b.shadow))
+                .collect();
+            let mut modes: Vec<&str> = d.borrowers.iter().map(|b| b.method.name()).collect();
+            modes.dedup();
+            (hosts.join(", "), modes.join(", "))
+        };
+        t.add_row(vec![
+            d.fdid.to_string(),
+            d.lender.clone(),
+            d.device.clone(),
+            d.kind.clone(),
+            format!("{} ({:06x})", d.class, d.class_code),
+            borrowers,
+            mode,
+        ]);
+    }
+    t
+}
+
+/// A device-to-device ping-pong: latencies and the path each way.
+pub fn device_pingpong(r: &DevicePingPongResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "device ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte peer-to-peer stores by device kernels, attached to {})",
+        r.scenario, r.a, r.b, r.a, r.iterations, r.host
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
+    let ns = |v: f64| format!("{v:.1} ns");
+    for (what, l) in [("one way", &r.one_way_ns), ("round trip", &r.rtt_ns)] {
+        t.add_row(vec![
+            what.to_string(),
+            ns(l.min),
+            ns(l.p50),
+            ns(l.p99),
+            ns(l.max),
+            ns(l.mean),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    let _ = writeln!(
+        out,
+        "path {} -> {}: {}",
+        r.a,
+        r.b,
+        r.path_a_to_b.join(" -> ")
+    );
+    let _ = writeln!(
+        out,
+        "path {} -> {}: {}",
+        r.b,
+        r.a,
+        r.path_b_to_a.join(" -> ")
+    );
+    out
 }
 
 /// Remote-store throughput per block size.

@@ -571,3 +571,151 @@ fn demo_binds_the_nvme_driver_and_reads_back_what_it_wrote() {
         assert!(step.contains(wanted), "{wanted:?} missing:\n{step}");
     }
 }
+
+/// Like [`smartio`], with the exit code.
+fn smartio_code(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn devices_lists_gpu2_of_lender2_with_an_fdid_as_available() {
+    let (ok, text, err) = smartio(&["devices", "--scenario", "cluster-switch"]);
+    assert!(ok, "{err}");
+    let row: Vec<&str> = text
+        .lines()
+        .map(|l| l.split(['│', '┆']).map(str::trim).collect::<Vec<_>>())
+        .find(|cells| cells.contains(&"lender2") && cells.contains(&"gpu2"))
+        .unwrap_or_else(|| panic!("no row for lender2 gpu2:\n{text}"))
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert!(row[0].parse::<u32>().is_ok(), "fdid first: {row:?}");
+    assert_eq!(&row[1..4], ["lender2", "gpu2", "gpu"], "{row:?}");
+    assert_eq!(&row[row.len() - 2..], ["available", "-"], "{row:?}");
+
+    let (ok, json, err) = smartio(&["devices", "--scenario", "cluster-switch", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let devices = v.as_array().expect("a list");
+    let gpu2 = devices
+        .iter()
+        .find(|d| d["lender"] == "lender2" && d["device"] == "gpu2")
+        .expect("gpu2 listed");
+    assert!(gpu2["fdid"].is_u64(), "{gpu2}");
+    assert_eq!(gpu2["class_code"], 0x03_00_00);
+    assert_eq!(gpu2["borrowers"].as_array().map(Vec::len), Some(0));
+    let mut fdids: Vec<u64> = devices.iter().filter_map(|d| d["fdid"].as_u64()).collect();
+    fdids.sort_unstable();
+    fdids.dedup();
+    assert_eq!(fdids.len(), devices.len(), "fdids are unique");
+    assert!(
+        devices.iter().all(|d| d["kind"] != "ntb"),
+        "NTB adapters are not lent"
+    );
+}
+
+#[test]
+fn bench_p2p_json_is_byte_identical_across_runs() {
+    let args = [
+        "bench",
+        "p2p",
+        "--scenario",
+        "cluster-switch",
+        "--host",
+        "borrower",
+        "--source",
+        "lender:gpu0",
+        "--target",
+        "lender2:gpu2",
+        "--direction",
+        "read",
+        "--sizes",
+        "4K,1M",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    let (ok, first, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let (_, second, _) = smartio(&args);
+    assert_eq!(first, second);
+    let v: serde_json::Value = serde_json::from_str(&first).expect("JSON");
+    assert_eq!(v[1]["size_bytes"], 1 << 20);
+    let rate = v[1]["median_bytes_per_s"].as_f64().expect("number");
+    assert!(rate > 1e9 && rate < 16e9, "{rate} B/s over Gen3 x16");
+
+    let (ok, text, err) = smartio(&args[..args.len() - 1]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("lender2:gpu2 memory -> lender:gpu0 memory") && text.contains("1M"),
+        "{text}"
+    );
+}
+
+#[test]
+fn pingpong_between_devices_prints_the_one_way_latency_and_both_paths() {
+    let (ok, text, err) = smartio(&[
+        "pingpong",
+        "--scenario",
+        "cluster-switch",
+        "--device-a",
+        "lender:gpu0",
+        "--device-b",
+        "lender2:gpu2",
+        "--iterations",
+        "20",
+    ]);
+    assert!(ok, "{err}");
+    let one_way = text
+        .lines()
+        .find(|l| l.contains("one way"))
+        .unwrap_or_else(|| panic!("no one-way row:\n{text}"));
+    assert!(one_way.contains(" ns"), "{one_way}");
+    let to_b = text
+        .lines()
+        .find(|l| l.starts_with("path lender:gpu0 -> lender2:gpu2:"))
+        .unwrap_or_else(|| panic!("no path A -> B:\n{text}"));
+    assert!(
+        to_b.contains("mxs824") && to_b.ends_with("lender2.gpu2"),
+        "{to_b}"
+    );
+    assert!(text.contains("path lender2:gpu2 -> lender:gpu0:"), "{text}");
+}
+
+#[test]
+fn a_bad_device_is_a_clear_error_with_exit_code_1() {
+    let (code, _, err) = smartio_code(&[
+        "pingpong",
+        "--scenario",
+        "cluster-switch",
+        "--device-a",
+        "lender:gpu0",
+        "--device-b",
+        "lender2:gpu9",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("lender2:gpu9") && err.contains("gpu2"),
+        "{err}"
+    );
+    let (code, _, err) = smartio_code(&[
+        "bench",
+        "p2p",
+        "--scenario",
+        "cluster-switch",
+        "--source",
+        "lender:gpu0",
+        "--target",
+        "lender:nvme0",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not a copy engine"), "{err}");
+}

@@ -1,14 +1,17 @@
 //! Workloads that run on an emulated cluster and measure it: the DMA bandwidth test (the
-//! papers' `bandwidthTest`), ping-pong and remote-store throughput over NTB-mapped segments,
-//! and the engine's own speed.
+//! papers' `bandwidthTest`), peer-to-peer bandwidth and ping-pong between devices (GPU to
+//! GPU), ping-pong and remote-store throughput over NTB-mapped segments, and the engine's
+//! own speed.
 
 #![forbid(unsafe_code)]
 
 pub mod attach;
+pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;
 pub mod fio;
 pub mod nvme_demo;
+pub mod p2p;
 pub mod pingpong;
 pub mod pio_bench;
 mod shm;
@@ -16,12 +19,15 @@ pub mod shm_demo;
 mod stats;
 
 pub use attach::{AttachError, Workbench};
+pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
 pub use dma_bench::{bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchRun, DmaBenchError, DmaDirection, DmaSample};
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
+pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};
+pub use smartio_smartio::DeviceInfo;
 pub use stats::LatencySummary;

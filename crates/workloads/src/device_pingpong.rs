@@ -1,0 +1,227 @@
+//! Ping-pong between two devices' kernels, the model of the papers' CUDA ping-pong between
+//! GPUs (Paper V §7.2, Figs. 26–27): no CPU and no host RAM on the data path.
+//!
+//! ```text
+//!   kernel A (on device A)                         kernel B (on device B)
+//!   store i ──► B memory[0]  (A's peer address)    wait B memory[0] == i
+//!   wait A memory[0] == i                     ◄──  store i ──► A memory[0] (B's peer address)
+//! ```
+//!
+//! Both devices are attached to one host (borrowed by Device Lending when written
+//! `lender:device`), and each one's memory BAR is mapped for the other with
+//! `dma_map_peer`, so SmartIO picks the shortest path (Paper V §4.4): inside the lender's
+//! switch for two devices of the same lender, through the NTBs and the cluster switch for
+//! devices of different lenders. A kernel is a device-side task: it stores with the
+//! device's own requester id ([`smartio_engine::Sim::device`]) and spins on a word of its
+//! own memory ([`DmaDevice::wait_word`]). Kernel A times each round trip with its clock;
+//! the one-way latency is half of it.
+
+use crate::attach::{AttachError, Workbench};
+use crate::p2p::{copy_engine_pair, P2pError};
+use crate::stats::LatencySummary;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_devices::dma::DmaDevice;
+use smartio_fabric::{Access, Requester};
+use smartio_platform::{BarHandler, BusAddr, Clock, Port};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The word of device memory each kernel polls (and the other one stores to).
+const FLAG_OFFSET: u64 = 0;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct DevicePingPongConfig {
+    /// Host the devices are attached to (it sets the kernels up; its CPU takes no part).
+    pub host: String,
+    /// The pinging device (`gpu0` or `lender:gpu0`); a GPU or DMA test device.
+    pub a: String,
+    /// The echoing device.
+    pub b: String,
+    /// Round trips.
+    pub iterations: u32,
+}
+
+/// Device-to-device latency and the paths the stores take.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DevicePingPongResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Host the devices were attached to.
+    pub host: String,
+    /// The pinging device, as given.
+    pub a: String,
+    /// The echoing device, as given.
+    pub b: String,
+    /// Round trips measured.
+    pub iterations: u32,
+    /// Half the round-trip time, in nanoseconds.
+    pub one_way_ns: LatencySummary,
+    /// Round-trip time measured by kernel A, in nanoseconds.
+    pub rtt_ns: LatencySummary,
+    /// Nodes (chips, adapters, switches, the target) an 8-byte store from A to B reaches,
+    /// in order.
+    pub path_a_to_b: Vec<String>,
+    /// Likewise from B to A.
+    pub path_b_to_a: Vec<String>,
+}
+
+/// Runs the ping-pong on `cluster` (which it leaves at a later virtual time) and gives
+/// borrowed devices back at the end.
+pub fn device_pingpong(
+    cluster: &Cluster,
+    config: &DevicePingPongConfig,
+) -> Result<DevicePingPongResult, P2pError> {
+    let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
+    let (a, b) = copy_engine_pair(cluster, &bench, &config.a, &config.b)?;
+    let n = u64::from(config.iterations.max(1));
+    let sim = cluster.sim.clone();
+    let results = Rc::new(RefCell::new(None::<Result<Measured, P2pError>>));
+    let echo_failed = Rc::new(RefCell::new(None::<P2pError>));
+    let out = results.clone();
+    let echo_out = echo_failed.clone();
+    cluster.sim.spawn(async move {
+        let run = async {
+            let name_a = bench.attach_nth(0).await?;
+            let name_b = bench.attach_nth(1).await?;
+            let handle_a = bench.os.device(&name_a).map_err(AttachError::Host)?;
+            let handle_b = bench.os.device(&name_b).map_err(AttachError::Host)?;
+            let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            // Where each device reaches the other's memory.
+            let a_to_b = handle_a
+                .dma_map_peer(&handle_b, b.model.memory_bar())
+                .map_err(dma_error)?;
+            let b_to_a = handle_b
+                .dma_map_peer(&handle_a, a.model.memory_bar())
+                .map_err(dma_error)?;
+            let (_, endpoint_a) = handle_a.function();
+            let (_, endpoint_b) = handle_b.function();
+            let path_a_to_b = path(&sim, Requester::Device(endpoint_a), a_to_b)?;
+            let path_b_to_a = path(&sim, Requester::Device(endpoint_b), b_to_a)?;
+            // Untimed set-up, as a cudaMemset before the kernels start: clear both flags so
+            // a word left by an earlier run cannot echo early.
+            clear_flag(&a.model)?;
+            clear_flag(&b.model)?;
+
+            let kernel_b = sim.device(endpoint_b);
+            let model_b = b.model.clone();
+            sim.spawn(async move {
+                for i in 1..=n {
+                    model_b.wait_word(FLAG_OFFSET, i).await;
+                    if let Err(e) = kernel_b
+                        .write(b_to_a.offset(FLAG_OFFSET), &i.to_le_bytes())
+                        .await
+                    {
+                        *echo_out.borrow_mut() = Some(P2pError::Driver(e.to_string()));
+                        return;
+                    }
+                }
+            });
+            let kernel_a = sim.device(endpoint_a);
+            let mut rtt_ps = Vec::with_capacity(n as usize);
+            for i in 1..=n {
+                let t0 = kernel_a.now();
+                kernel_a
+                    .write(a_to_b.offset(FLAG_OFFSET), &i.to_le_bytes())
+                    .await
+                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+                a.model.wait_word(FLAG_OFFSET, i).await;
+                rtt_ps.push(kernel_a.now().since(t0).as_ps());
+            }
+            handle_a.dma_unmap(a_to_b).map_err(dma_error)?;
+            handle_b.dma_unmap(b_to_a).map_err(dma_error)?;
+            Ok(Measured {
+                rtt_ps,
+                path_a_to_b,
+                path_b_to_a,
+            })
+        };
+        let result = run.await;
+        // Give back what was borrowed even when the run failed half-way.
+        let returned = bench.detach().await.map_err(P2pError::from);
+        *out.borrow_mut() = Some(result.and_then(|m| returned.map(|()| m)));
+    });
+    let faults_before = cluster.sim.faults().len();
+    cluster.sim.run();
+    let measured = match results.take() {
+        Some(r) => r?,
+        // A kernel waits forever for a store that could not be sent or was lost on the way.
+        None => {
+            return Err(echo_failed
+                .take()
+                .unwrap_or_else(|| lost(cluster, faults_before)))
+        }
+    };
+    let rtt_ns = LatencySummary::from_ps(&measured.rtt_ps);
+    Ok(DevicePingPongResult {
+        scenario: cluster.sim.fabric().name.clone(),
+        host: config.host.clone(),
+        a: config.a.clone(),
+        b: config.b.clone(),
+        iterations: measured.rtt_ps.len() as u32,
+        one_way_ns: halved(&rtt_ns),
+        rtt_ns,
+        path_a_to_b: measured.path_a_to_b,
+        path_b_to_a: measured.path_b_to_a,
+    })
+}
+
+/// What the kernels measured.
+struct Measured {
+    rtt_ps: Vec<u64>,
+    path_a_to_b: Vec<String>,
+    path_b_to_a: Vec<String>,
+}
+
+/// The names of the nodes an 8-byte write from `requester` to `addr` reaches.
+fn path(
+    sim: &smartio_engine::Sim,
+    requester: Requester,
+    addr: BusAddr,
+) -> Result<Vec<String>, P2pError> {
+    let fabric = sim.fabric();
+    let route = fabric
+        .route(requester, addr, 8, Access::Write)
+        .map_err(|e| P2pError::Driver(format!("no path to {addr}: {e}")))?;
+    Ok(route
+        .hops
+        .iter()
+        .map(|h| fabric.node(h.node).name.clone())
+        .collect())
+}
+
+/// Why a kernel never saw the other's store: what the fabric recorded since fault number
+/// `seen` (a posted write that faults is not reported to the kernel that issued it).
+fn lost(cluster: &Cluster, seen: usize) -> P2pError {
+    let faults: Vec<String> = cluster
+        .sim
+        .faults()
+        .iter()
+        .skip(seen)
+        .map(|f| f.error.to_string())
+        .collect();
+    if faults.is_empty() {
+        P2pError::Stuck
+    } else {
+        P2pError::Driver(format!("a store never arrived: {}", faults.join("; ")))
+    }
+}
+
+/// Zeroes the polled word of a device's memory (no bus transaction, no virtual time).
+fn clear_flag(model: &DmaDevice) -> Result<(), P2pError> {
+    model
+        .mmio_write(model.memory_bar(), FLAG_OFFSET, &0u64.to_le_bytes())
+        .map_err(|e| P2pError::Driver(format!("clearing the flag word: {e}")))
+}
+
+/// A summary of half of each value (the one-way latency of a symmetric round trip).
+fn halved(s: &LatencySummary) -> LatencySummary {
+    LatencySummary {
+        min: s.min / 2.0,
+        p50: s.p50 / 2.0,
+        p99: s.p99 / 2.0,
+        max: s.max / 2.0,
+        mean: s.mean / 2.0,
+    }
+}

@@ -1,0 +1,257 @@
+//! The GPU-to-GPU bandwidth test of Paper V §7.2 (like CUDA's `p2pBandwidthLatencyTest`):
+//! one device's copy engine moves data between its own memory and another device's memory
+//! BAR, with no host RAM on the data path.
+//!
+//! ```text
+//!   host CPU ── registers (BAR0) ──► source copy engine
+//!                                      │  write: source memory ──► target memory BAR
+//!                                      │  read:  target memory BAR ──► source memory
+//!                                      ▼
+//!                      address from source.dma_map_peer(target, memory BAR)
+//! ```
+//!
+//! Either device may be the host's own (`gpu0`) or borrowed by Device Lending
+//! (`lender:gpu0`). The peer address is whatever SmartIO resolves for the pair (Paper V
+//! §4.4): for two devices of the same lender it is the target's own bus address, so the
+//! copy never leaves the lender's switch; for devices of different hosts it is a window of
+//! the source's NTB. Timing is as in [`crate::dma_bench`]: from the first register write to
+//! the moment the CPU sees the completion word; the median over the repeats is reported.
+
+use crate::attach::{AttachError, Workbench};
+use crate::dma_bench::DmaSample;
+use crate::stats::median;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_devices::dma::DmaDevice;
+use smartio_drivers::{DmaTestDriver, DriverError, Location};
+use smartio_engine::Sim;
+use smartio_fabric::EndpointId;
+use smartio_platform::Clock;
+use std::cell::RefCell;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// Which way the data moves, seen from the source's copy engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum P2pDirection {
+    /// Source memory to the target's memory BAR (posted writes across the fabric).
+    Write,
+    /// The target's memory BAR to source memory (reads with completions).
+    Read,
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct P2pConfig {
+    /// Host whose CPU drives the source's copy engine.
+    pub host: String,
+    /// The device whose copy engine moves the data (`gpu0` or `lender:gpu0`).
+    pub source: String,
+    /// The device whose memory BAR is read or written (`gpu1` or `lender2:gpu2`).
+    pub target: String,
+    /// Direction.
+    pub direction: P2pDirection,
+    /// Transfer sizes in bytes.
+    pub sizes: Vec<u64>,
+    /// Copies per size.
+    pub repeat: u32,
+}
+
+/// Why a peer-to-peer workload (this bandwidth test or
+/// [`crate::device_pingpong::device_pingpong`]) could not run. None is fatal to the
+/// emulator: each is a bad request or a refusal of the emulated software.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum P2pError {
+    /// Unknown host or device, or SmartIO / the host OS refused to attach it.
+    #[error("{0}")]
+    Attach(#[from] AttachError),
+    /// The device has no copy engine (only GPUs and DMA test devices do).
+    #[error("{device:?} is a {kind:?} device, not a copy engine (a GPU or a DMA test device)")]
+    NotCopyEngine {
+        /// Device as given.
+        device: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// Both ends name the same function.
+    #[error("{a:?} and {b:?} are the same device; give two different devices")]
+    SameDevice {
+        /// First as given.
+        a: String,
+        /// Second as given.
+        b: String,
+    },
+    /// A size is zero or does not fit a device memory.
+    #[error("transfer size {size} does not fit: {why}")]
+    BadSize {
+        /// The size.
+        size: u64,
+        /// Why.
+        why: String,
+    },
+    /// The DMA API, the driver or the fabric failed.
+    #[error("driver error: {0}")]
+    Driver(String),
+    /// The simulation ended with the workload still waiting (an emulator bug).
+    #[error("the workload did not finish (a task is stuck)")]
+    Stuck,
+}
+
+/// A copy engine a peer-to-peer workload uses: the model behind a name given by the user.
+#[derive(Debug, Clone)]
+pub(crate) struct CopyEngine {
+    /// The fabric endpoint (in its own host).
+    pub endpoint: EndpointId,
+    /// The device model.
+    pub model: Rc<DmaDevice>,
+}
+
+/// Resolves `spec` (a name in `bench.os`'s tree or `lender:device`) to its copy engine.
+pub(crate) fn copy_engine(
+    cluster: &Cluster,
+    bench: &Workbench,
+    spec: &str,
+) -> Result<CopyEngine, P2pError> {
+    let (host, device) = spec.split_once(':').unwrap_or((bench.os.name(), spec));
+    let os = bench
+        .hosts
+        .iter()
+        .find(|h| h.name() == host)
+        .ok_or_else(|| AttachError::UnknownHost {
+            host: host.to_string(),
+            known: bench
+                .hosts
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
+    let model = cluster
+        .copy_engine(endpoint)
+        .ok_or_else(|| P2pError::NotCopyEngine {
+            device: spec.to_string(),
+            kind: cluster.sim.fabric().endpoint(endpoint).kind.clone(),
+        })?;
+    Ok(CopyEngine { endpoint, model })
+}
+
+/// Resolves two different copy engines.
+pub(crate) fn copy_engine_pair(
+    cluster: &Cluster,
+    bench: &Workbench,
+    a: &str,
+    b: &str,
+) -> Result<(CopyEngine, CopyEngine), P2pError> {
+    let first = copy_engine(cluster, bench, a)?;
+    let second = copy_engine(cluster, bench, b)?;
+    if first.endpoint == second.endpoint {
+        return Err(P2pError::SameDevice {
+            a: a.to_string(),
+            b: b.to_string(),
+        });
+    }
+    Ok((first, second))
+}
+
+/// Runs the benchmark on `cluster` (which it leaves at a later virtual time): attaches both
+/// devices to `config.host` (borrowing what is remote), maps the target's memory BAR for the
+/// source, and times copies of each size. Borrowed devices are given back at the end.
+pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>, P2pError> {
+    let bench = Workbench::with_devices(
+        cluster,
+        &config.host,
+        &[config.source.as_str(), config.target.as_str()],
+    )?;
+    let (source, target) = copy_engine_pair(cluster, &bench, &config.source, &config.target)?;
+    let room = source.model.memory_size().min(target.model.memory_size());
+    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > room) {
+        return Err(P2pError::BadSize {
+            size,
+            why: format!(
+                "{} has {} bytes of memory and {} has {}",
+                config.source,
+                source.model.memory_size(),
+                config.target,
+                target.model.memory_size()
+            ),
+        });
+    }
+    let target_bar = target.model.memory_bar();
+    let results = Rc::new(RefCell::new(None::<Result<Vec<DmaSample>, P2pError>>));
+    let out = results.clone();
+    let config = config.clone();
+    let sim = cluster.sim.clone();
+    cluster.sim.spawn(async move {
+        let run = async {
+            let source_name = bench.attach_nth(0).await?;
+            let target_name = bench.attach_nth(1).await?;
+            let src = bench.os.device(&source_name).map_err(AttachError::Host)?;
+            let dst = bench.os.device(&target_name).map_err(AttachError::Host)?;
+            let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            let peer = src.dma_map_peer(&dst, target_bar).map_err(dma_error)?;
+            let registers = src.map_bar(0).map_err(AttachError::Host)?.window().base;
+            let completion = src.dma_alloc_coherent(4096).map_err(dma_error)?;
+            let cpu = src.cpu().clone();
+            let driver =
+                DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
+                    .await
+                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+            let (from, to) = match config.direction {
+                P2pDirection::Write => (Location::DeviceMemory(0), Location::Bus(peer)),
+                P2pDirection::Read => (Location::Bus(peer), Location::DeviceMemory(0)),
+            };
+            let mut samples = Vec::with_capacity(config.sizes.len());
+            for &size in &config.sizes {
+                let mut rates = Vec::new();
+                let mut times = Vec::new();
+                for _ in 0..config.repeat.max(1) {
+                    let faults = sim.faults().len();
+                    let start = cpu.now();
+                    driver
+                        .copy(from, to, size)
+                        .await
+                        .map_err(|e| copy_failed(&sim, faults, &e))?;
+                    let elapsed = cpu.now().since(start).as_secs_f64();
+                    rates.push(size as f64 / elapsed);
+                    times.push(elapsed * 1e9);
+                }
+                let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = rates.iter().copied().fold(0.0, f64::max);
+                samples.push(DmaSample {
+                    size_bytes: size,
+                    median_bytes_per_s: median(&mut rates),
+                    min_bytes_per_s: min,
+                    max_bytes_per_s: max,
+                    median_ns: median(&mut times),
+                });
+            }
+            src.dma_free_coherent(completion).map_err(dma_error)?;
+            src.dma_unmap(peer).map_err(dma_error)?;
+            Ok(samples)
+        };
+        let result = run.await;
+        // Give back what was borrowed even when the run failed half-way.
+        let returned = bench.detach().await.map_err(P2pError::from);
+        *out.borrow_mut() = Some(result.and_then(|s| returned.map(|()| s)));
+    });
+    cluster.sim.run();
+    results.take().unwrap_or(Err(P2pError::Stuck))
+}
+
+/// A failed copy, with what the fabric recorded since fault number `seen` (the device
+/// itself only reports that the copy failed).
+fn copy_failed(sim: &Sim, seen: usize, e: &DriverError) -> P2pError {
+    let faults: Vec<String> = sim
+        .faults()
+        .iter()
+        .skip(seen)
+        .map(|f| f.error.to_string())
+        .collect();
+    if faults.is_empty() {
+        P2pError::Driver(e.to_string())
+    } else {
+        P2pError::Driver(format!("{e}: {}", faults.join("; ")))
+    }
+}
