@@ -163,18 +163,25 @@ pub fn dma_table(samples: &[DmaSample]) -> Table {
 
 /// A latency summary as a one-row table (nanoseconds).
 pub fn latency_table(what: &str, s: &smartio_workloads::LatencySummary) -> Table {
+    latency_rows(&[(what.to_string(), *s)])
+}
+
+/// Several latency summaries, one row each (for side-by-side comparisons).
+pub fn latency_rows(rows: &[(String, smartio_workloads::LatencySummary)]) -> Table {
     let mut t = Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
-    let ns = |v: f64| format!("{:.2} us", v / 1000.0);
-    t.add_row(vec![
-        what.to_string(),
-        ns(s.min),
-        ns(s.p50),
-        ns(s.p99),
-        ns(s.max),
-        ns(s.mean),
-    ]);
+    let ns = |v: f64| format!("{:.3} us", v / 1000.0);
+    for (what, s) in rows {
+        t.add_row(vec![
+            what.clone(),
+            ns(s.min),
+            ns(s.p50),
+            ns(s.p99),
+            ns(s.max),
+            ns(s.mean),
+        ]);
+    }
     t
 }
 

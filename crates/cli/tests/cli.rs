@@ -570,6 +570,20 @@ fn demo_binds_the_nvme_driver_and_reads_back_what_it_wrote() {
     ] {
         assert!(step.contains(wanted), "{wanted:?} missing:\n{step}");
     }
+    let lending = out
+        .split("Device Lending — scenario back-to-back")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Device Lending step:\n{out}"));
+    for wanted in [
+        "nvme0    class 010802  hot-added, borrowed from lender",
+        "The unchanged native driver nvme bound to nvme0",
+        "64 KiB written and read back identical",
+        "local-chassis local:nvme0",
+        "back-to-back borrower:lender:nvme0",
+        "medians differ by +0.",
+    ] {
+        assert!(lending.contains(wanted), "{wanted:?} missing:\n{lending}");
+    }
 }
 
 /// Like [`smartio`], with the exit code.
