@@ -194,8 +194,7 @@ impl Timing {
                 mrrs: cal.pcie.max_read_request_size.value as u64,
                 rcb: cal.pcie.read_completion_boundary.value as u64,
                 completion_max: cal.pcie.completion_max_payload.value as u64,
-                forwarded_read_request: cal.root_complex.forwarded_read_request_bytes.value
-                    as u64,
+                forwarded_read_request: cal.root_complex.forwarded_read_request_bytes.value as u64,
             },
             root_complex_ps,
             memory_read_ps: ns(&cal.root_complex.memory_read_ns),

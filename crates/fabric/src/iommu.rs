@@ -48,7 +48,10 @@ impl Domain {
         if self.run_at(first).is_some() {
             return Some(first);
         }
-        self.runs.range(first..first + count).next().map(|(&p, _)| p)
+        self.runs
+            .range(first..first + count)
+            .next()
+            .map(|(&p, _)| p)
     }
 
     /// The first unmapped page in `first..first + count`, if any.
@@ -263,9 +266,7 @@ impl Iommu {
         let mut next = start + run.pages;
         while contiguous < len {
             match d.runs.get(&next) {
-                Some(r)
-                    if r.phys_page == phys_page + (next - page) && (r.writable || !write) =>
-                {
+                Some(r) if r.phys_page == phys_page + (next - page) && (r.writable || !write) => {
                     contiguous += r.pages * PAGE_SIZE;
                     next += r.pages;
                 }
@@ -378,7 +379,9 @@ mod tests {
             Err(IommuError::NotMapped(BusAddr(2 * PAGE_SIZE)))
         );
         iommu.unmap(d, BusAddr(0), 2 * PAGE_SIZE).expect("head");
-        iommu.unmap(d, BusAddr(5 * PAGE_SIZE), 3 * PAGE_SIZE).expect("tail");
+        iommu
+            .unmap(d, BusAddr(5 * PAGE_SIZE), 3 * PAGE_SIZE)
+            .expect("tail");
         assert_eq!(iommu.mapped_pages(d), Ok(0));
     }
 

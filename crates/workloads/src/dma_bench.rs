@@ -3,11 +3,11 @@
 //! (Paper V §7.1.2). Each copy is timed from the first register write to the moment the CPU
 //! sees the completion word; throughput = bytes / that time.
 
+use crate::attach::{AttachError, Workbench};
 use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
-use crate::attach::{AttachError, Workbench};
 use smartio_host::{DmaDirection as HostDmaDirection, HostError};
 use smartio_platform::{Clock, PhysAddr};
 use std::cell::RefCell;
@@ -175,11 +175,7 @@ pub fn bench_dma_run(
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
             let registers = handle.map_bar(0).map_err(AttachError::Host)?.window().base;
-            let device_memory = handle
-                .map_bar(2)
-                .map_err(AttachError::Host)?
-                .window()
-                .size;
+            let device_memory = handle.map_bar(2).map_err(AttachError::Host)?.window().size;
             if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > device_memory) {
                 return Err(DmaBenchError::BadSize {
                     size,
@@ -203,23 +199,22 @@ pub fn bench_dma_run(
                     .poke_memory(bench.os.id(), buffer, &host_pattern(largest));
             }
             let cpu = handle.cpu().clone();
-            let driver = DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
-                .await
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+            let driver =
+                DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
+                    .await
+                    .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             let mut samples = Vec::new();
             for &size in &config.sizes {
                 let mut rates = Vec::new();
                 let mut times = Vec::new();
                 for _ in 0..config.repeat.max(1) {
                     let (src, dst) = match config.direction {
-                        DmaDirection::Write => (
-                            Location::DeviceMemory(0),
-                            Location::Bus(buffer_bus),
-                        ),
-                        DmaDirection::Read => (
-                            Location::Bus(buffer_bus),
-                            Location::DeviceMemory(0),
-                        ),
+                        DmaDirection::Write => {
+                            (Location::DeviceMemory(0), Location::Bus(buffer_bus))
+                        }
+                        DmaDirection::Read => {
+                            (Location::Bus(buffer_bus), Location::DeviceMemory(0))
+                        }
                     };
                     let start = cpu.now();
                     driver

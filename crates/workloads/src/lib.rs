@@ -20,7 +20,10 @@ mod stats;
 
 pub use attach::{AttachError, Workbench};
 pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
-pub use dma_bench::{bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchRun, DmaBenchError, DmaDirection, DmaSample};
+pub use dma_bench::{
+    bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaBenchRun,
+    DmaDirection, DmaSample,
+};
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};

@@ -4,7 +4,9 @@
 use smartio_cluster::Cluster;
 use smartio_engine::{Calibration, Timing};
 use smartio_fabric::HostId;
-use smartio_workloads::{bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample};
+use smartio_workloads::{
+    bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample,
+};
 
 fn run(scenario: &str, direction: DmaDirection, sizes: &[u64]) -> Vec<DmaSample> {
     let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads");
@@ -86,7 +88,9 @@ fn copied_bytes_arrive_exactly_in_both_directions() {
     };
     let run = bench_dma_run(&cluster, &config(DmaDirection::Write)).expect("write");
     let mut host_copy = vec![0u8; pattern.len()];
-    cluster.sim.peek_memory(HostId(0), run.buffer, &mut host_copy);
+    cluster
+        .sim
+        .peek_memory(HostId(0), run.buffer, &mut host_copy);
     assert_eq!(host_copy, pattern, "device memory landed in host RAM");
 
     bench_dma(&cluster, &config(DmaDirection::Read)).expect("read");
