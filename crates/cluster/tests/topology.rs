@@ -767,13 +767,15 @@ fn every_boundary_of_the_address_map_routes_where_the_map_says() {
     for fabric in shipped_fabrics() {
         for id in host_ids(&fabric) {
             let h = fabric.host(id);
-            assert!(
-                !h.iommu.enabled(),
-                "{}: this test assumes shipped hosts run without an IOMMU",
-                fabric.name
-            );
+            // With the IOMMU on, a device's request is translated first (and, with nothing
+            // mapped yet, faults); only the CPU's requests follow the address map directly.
+            let devices = if h.iommu.enabled() {
+                &[][..]
+            } else {
+                &h.endpoints[..]
+            };
             let requesters = std::iter::once(Requester::Cpu(id))
-                .chain(h.endpoints.iter().map(|&e| Requester::Device(e)));
+                .chain(devices.iter().map(|&e| Requester::Device(e)));
             let addresses: BTreeSet<u64> = boundaries(&fabric, id)
                 .into_iter()
                 .flat_map(|b| [b.saturating_sub(LEN), b.saturating_sub(1), b, b + 1])
