@@ -54,6 +54,21 @@ pub struct DmaSample {
     pub median_ns: f64,
 }
 
+impl DmaSample {
+    /// The sample of `size`-byte copies that took `seconds` each.
+    pub fn from_seconds(size: u64, seconds: &[f64]) -> DmaSample {
+        let mut rates: Vec<f64> = seconds.iter().map(|&t| size as f64 / t).collect();
+        let mut ns: Vec<f64> = seconds.iter().map(|&t| t * 1e9).collect();
+        DmaSample {
+            size_bytes: size,
+            min_bytes_per_s: rates.iter().copied().fold(f64::INFINITY, f64::min),
+            max_bytes_per_s: rates.iter().copied().fold(0.0, f64::max),
+            median_bytes_per_s: median(&mut rates),
+            median_ns: median(&mut ns),
+        }
+    }
+}
+
 /// Why the benchmark could not run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DmaBenchError {
@@ -205,7 +220,6 @@ pub fn bench_dma_run(
                     .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             let mut samples = Vec::new();
             for &size in &config.sizes {
-                let mut rates = Vec::new();
                 let mut times = Vec::new();
                 for _ in 0..config.repeat.max(1) {
                     let (src, dst) = match config.direction {
@@ -221,19 +235,9 @@ pub fn bench_dma_run(
                         .copy(src, dst, size)
                         .await
                         .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
-                    let elapsed = cpu.now().since(start).as_secs_f64();
-                    rates.push(size as f64 / elapsed);
-                    times.push(elapsed * 1e9);
+                    times.push(cpu.now().since(start).as_secs_f64());
                 }
-                let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
-                let max = rates.iter().copied().fold(0.0, f64::max);
-                samples.push(DmaSample {
-                    size_bytes: size,
-                    median_bytes_per_s: median(&mut rates),
-                    min_bytes_per_s: min,
-                    max_bytes_per_s: max,
-                    median_ns: median(&mut times),
-                });
+                samples.push(DmaSample::from_seconds(size, &times));
             }
             handle.dma_unmap(buffer_bus).map_err(driver_error)?;
             handle.dma_free_coherent(completion).map_err(driver_error)?;

@@ -19,7 +19,6 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::dma_bench::DmaSample;
-use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
@@ -204,7 +203,6 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             };
             let mut samples = Vec::with_capacity(config.sizes.len());
             for &size in &config.sizes {
-                let mut rates = Vec::new();
                 let mut times = Vec::new();
                 for _ in 0..config.repeat.max(1) {
                     let faults = sim.faults().len();
@@ -213,19 +211,9 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
                         .copy(from, to, size)
                         .await
                         .map_err(|e| copy_failed(&sim, faults, &e))?;
-                    let elapsed = cpu.now().since(start).as_secs_f64();
-                    rates.push(size as f64 / elapsed);
-                    times.push(elapsed * 1e9);
+                    times.push(cpu.now().since(start).as_secs_f64());
                 }
-                let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
-                let max = rates.iter().copied().fold(0.0, f64::max);
-                samples.push(DmaSample {
-                    size_bytes: size,
-                    median_bytes_per_s: median(&mut rates),
-                    min_bytes_per_s: min,
-                    max_bytes_per_s: max,
-                    median_ns: median(&mut times),
-                });
+                samples.push(DmaSample::from_seconds(size, &times));
             }
             src.dma_free_coherent(completion).map_err(dma_error)?;
             src.dma_unmap(peer).map_err(dma_error)?;
