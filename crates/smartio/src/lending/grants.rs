@@ -126,6 +126,28 @@ impl Taker<'_> {
         Ok(m)
     }
 
+    /// Takes one reference to the shared resource `key`, making it with `make` if nobody
+    /// holds it yet; returns its look-up-table mapping, if it is one.
+    fn share(
+        &mut self,
+        key: SharedKey,
+        make: impl FnOnce(&mut Self) -> Result<Option<NtbMapping>, SmartIoError>,
+    ) -> Result<Option<NtbMapping>, SmartIoError> {
+        let mapping = match self.ledger.shared.get_mut(&key) {
+            Some(s) => {
+                s.refs += 1;
+                s.mapping
+            }
+            None => {
+                let mapping = make(self)?;
+                self.ledger.shared.insert(key, Shared { mapping, refs: 1 });
+                mapping
+            }
+        };
+        self.grants.push(Grant::Shared(key));
+        Ok(mapping)
+    }
+
     /// Like [`Taker::lut`], shared with every other borrow that maps the same range.
     pub fn shared_lut(
         &mut self,
@@ -140,26 +162,13 @@ impl Taker<'_> {
             remote,
             len,
         };
-        if let Some(s) = self.ledger.shared.get_mut(&key) {
-            s.refs += 1;
-            self.grants.push(Grant::Shared(key));
-            return s
-                .mapping
-                .ok_or_else(|| self.ntb_error(smartio_fabric::NtbError::Empty));
-        }
-        let m = self
-            .sim
-            .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
-            .map_err(|e| self.ntb_error(e))?;
-        self.ledger.shared.insert(
-            key,
-            Shared {
-                mapping: Some(m),
-                refs: 1,
-            },
-        );
-        self.grants.push(Grant::Shared(key));
-        Ok(m)
+        let mapping = self.share(key, |t| {
+            t.sim
+                .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
+                .map(Some)
+                .map_err(|e| t.ntb_error(e))
+        })?;
+        mapping.ok_or_else(|| self.ntb_error(smartio_fabric::NtbError::Empty))
     }
 
     /// Lets `requester` send reads through `adapter`.
@@ -216,24 +225,15 @@ impl Taker<'_> {
             base,
             len,
         };
-        if let Some(s) = self.ledger.shared.get_mut(&key) {
-            s.refs += 1;
-        } else {
-            self.sim
+        self.share(key, |t| {
+            t.sim
                 .with_fabric_mut(|f| {
                     f.iommu_mut(host)
                         .map(domain, BusAddr(base), PhysAddr(base), len, true)
                 })
-                .map_err(|e| self.iommu_error(host, e.to_string()))?;
-            self.ledger.shared.insert(
-                key,
-                Shared {
-                    mapping: None,
-                    refs: 1,
-                },
-            );
-        }
-        self.grants.push(Grant::Shared(key));
+                .map(|()| None)
+                .map_err(|e| t.iommu_error(host, e.to_string()))
+        })?;
         Ok(())
     }
 
