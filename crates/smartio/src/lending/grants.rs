@@ -273,13 +273,17 @@ impl Taker<'_> {
             .window_space
             .entry(adapter)
             .or_insert_with(|| RamAllocator::new(std::slice::from_ref(&WINDOW_SPACE)));
-        let iova = space
-            .alloc(len, align.max(PAGE))
-            .map_err(|e| SmartIoError::Iommu {
+        let iova = space.alloc(len, align.max(PAGE)).map_err(|e| {
+            let f = self.sim.fabric();
+            SmartIoError::Iommu {
                 device: self.device.to_string(),
-                host: "borrower".to_string(),
-                message: format!("DMA-window address space exhausted: {e}"),
-            })?;
+                host: f.host(f.adapter(adapter).host).name.clone(),
+                message: format!(
+                    "DMA-window space of {} exhausted: {e}",
+                    f.adapter_name(adapter)
+                ),
+            }
+        })?;
         self.grants.push(Grant::WindowSpace { adapter, iova });
         Ok(iova)
     }
