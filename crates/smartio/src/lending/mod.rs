@@ -212,6 +212,36 @@ struct DeviceSide {
 }
 
 impl DeviceSide {
+    /// Makes `len` bytes at address `addr` of host `host` (RAM or a BAR there) reachable by
+    /// the lent function `endpoint` over the shortest path, and returns the device's address
+    /// for them (Paper V §4.4): in the lender itself, the address as it is; in another host
+    /// (the borrower or another lender), a window on the lender's NTB towards that host, with
+    /// the device in the adapter's requester-id table for reads and the range mapped in the
+    /// far adapter's IOMMU domain when that host's IOMMU is on.
+    fn reach(
+        &self,
+        taker: &mut Taker<'_>,
+        endpoint: EndpointId,
+        host: HostId,
+        addr: u64,
+        len: u64,
+        what: &str,
+    ) -> Result<u64, SmartIoError> {
+        let lender_bus = if host == self.lender {
+            addr
+        } else {
+            let (la, far) = ntb_pair(taker.sim, self.lender, host)?;
+            let m = taker.shared_lut(la, far, addr, len)?;
+            taker.requester(la, Requester::Device(endpoint))?;
+            let far_ep = taker.sim.fabric().adapter(far).endpoint;
+            if let Some(fd) = taker.domain_of(host, far_ep)? {
+                taker.identity(host, fd, addr, len)?;
+            }
+            m.bus_addr
+        };
+        self.expose(taker, lender_bus, len, what)
+    }
+
     /// Makes `len` bytes at lender bus address `bus` reachable by the device and returns the
     /// device's address for them: the same address, mapped one to one in its IOMMU domain
     /// when the lender's IOMMU is on, or remapped low when it lies beyond the device's reach.
@@ -889,22 +919,14 @@ impl Service {
             grants: &mut b.grants,
             device: &qualified,
         };
-        let lender_bus = if bar.host == lender {
-            // (1) Same lender: the target's own bus address.
-            target_base
-        } else {
-            // (2) Target in the borrower, (3) in another lender: a window on the lender's
-            // NTB towards the target's host.
-            let (la, far) = ntb_pair(&self.sim, lender, bar.host)?;
-            let m = taker.shared_lut(la, far, target_base, target_size)?;
-            taker.requester(la, Requester::Device(endpoint))?;
-            let far_ep = self.sim.fabric().adapter(far).endpoint;
-            if let Some(fd) = taker.domain_of(bar.host, far_ep)? {
-                taker.identity(bar.host, fd, target_base, target_size)?;
-            }
-            m.bus_addr
-        };
-        let addr = side.expose(&mut taker, lender_bus, target_size, "peer BAR")?;
+        let addr = side.reach(
+            &mut taker,
+            endpoint,
+            bar.host,
+            target_base,
+            target_size,
+            "peer BAR",
+        )?;
         b.peers.insert(key, addr);
         Ok(addr)
     }
