@@ -153,9 +153,7 @@ impl LocalDma {
             host,
             name: name.to_string(),
             domain,
-            iova: RefCell::new(RamAllocator::new(std::slice::from_ref(
-                &(IOVA_BASE..IOVA_BASE + IOVA_SPACE),
-            ))),
+            iova: RefCell::new(RamAllocator::space(IOVA_BASE..IOVA_BASE + IOVA_SPACE)),
             mapped: RefCell::new(BTreeMap::new()),
             peers: RefCell::new(BTreeMap::new()),
         })

@@ -69,6 +69,21 @@ impl RamAllocator {
         }
     }
 
+    /// An allocator over the whole of `range`, nothing reserved: for address spaces that are
+    /// not RAM (I/O virtual address ranges, device memory).
+    pub fn space(range: Range<u64>) -> RamAllocator {
+        let mut free = BTreeMap::new();
+        let start = range.start.next_multiple_of(PAGE);
+        let end = range.end - range.end % PAGE;
+        if start < end {
+            free.insert(start, end - start);
+        }
+        RamAllocator {
+            free,
+            allocated: BTreeMap::new(),
+        }
+    }
+
     /// Allocates `size` bytes (rounded up to pages) aligned to `align`; returns the address.
     pub fn alloc(&mut self, size: u64, align: u64) -> Result<u64, RamError> {
         if size == 0 || !align.is_power_of_two() {
@@ -142,6 +157,13 @@ mod tests {
         assert_eq!(a, RESERVED_LOW);
         assert_eq!(b % (1 << 20), 0);
         assert!(b >= a + 8192);
+    }
+
+    #[test]
+    fn an_address_space_allocator_reserves_nothing() {
+        let mut a = RamAllocator::space(0..1 << 20);
+        assert_eq!(a.alloc(4096, 4096), Ok(0));
+        assert_eq!(a.free_bytes(), (1 << 20) - 4096);
     }
 
     #[test]

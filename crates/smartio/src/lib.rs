@@ -9,4 +9,7 @@
 pub mod lending;
 pub mod sisci;
 
-pub use lending::{BorrowOptions, DeviceInfo, Fdid, Lent, SmartIo, SmartIoError};
+pub use lending::{
+    BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, Segment, SegmentLocation,
+    SmartIo, SmartIoError,
+};

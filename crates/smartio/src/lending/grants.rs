@@ -272,7 +272,7 @@ impl Taker<'_> {
             .ledger
             .window_space
             .entry(adapter)
-            .or_insert_with(|| RamAllocator::new(std::slice::from_ref(&WINDOW_SPACE)));
+            .or_insert_with(|| RamAllocator::space(WINDOW_SPACE));
         let iova = space.alloc(len, align.max(PAGE)).map_err(|e| {
             let f = self.sim.fabric();
             SmartIoError::Iommu {
@@ -294,7 +294,7 @@ impl Taker<'_> {
             .ledger
             .low_space
             .entry(fdid)
-            .or_insert_with(|| RamAllocator::new(std::slice::from_ref(&LOW_SPACE)));
+            .or_insert_with(|| RamAllocator::space(LOW_SPACE));
         let iova = space.alloc(len.next_multiple_of(PAGE), PAGE).ok()?;
         self.grants.push(Grant::LowSpace { fdid, iova });
         Some(iova)

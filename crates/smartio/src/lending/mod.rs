@@ -29,10 +29,12 @@
 //! different lender — a look-up-table mapping on the lender's NTB towards the target's host.
 //! Either way the transaction takes the shortest path.
 
+mod api;
 mod error;
 mod grants;
 mod shadow;
 
+pub use api::{CpuMap, DeviceBorrow, Hints, Segment, SegmentLocation};
 pub use error::SmartIoError;
 
 use grants::{release, Grant, Ledger, Taker};
@@ -65,6 +67,8 @@ impl fmt::Display for Fdid {
 pub enum SharingMethod {
     /// Hot-added into the borrower as a shadow device (exclusive).
     DeviceLending,
+    /// Held by a program through the device API (exclusive or shared).
+    Api,
 }
 
 impl SharingMethod {
@@ -72,6 +76,7 @@ impl SharingMethod {
     pub fn name(self) -> &'static str {
         match self {
             SharingMethod::DeviceLending => "device-lending",
+            SharingMethod::Api => "api",
         }
     }
 }
@@ -175,6 +180,7 @@ struct State {
     devices: BTreeMap<Fdid, Registered>,
     next: u32,
     ledger: Ledger,
+    api: api::ApiState,
 }
 
 /// The SmartIO drivers of all hosts, as one service.
@@ -412,6 +418,12 @@ impl SmartIo {
                         exclusive: true,
                         shadow: b.shadow.clone(),
                     })
+                    .chain(st.api.holders(fdid).map(|h| BorrowerInfo {
+                        host: self.host(h.host).name().to_string(),
+                        method: SharingMethod::Api,
+                        exclusive: h.exclusive,
+                        shadow: String::new(),
+                    }))
                     .collect(),
             })
             .collect()
@@ -605,11 +617,16 @@ impl Service {
                 .devices
                 .get(&fdid)
                 .ok_or(SmartIoError::UnknownFdid(fdid))?;
-            if let Some(b) = &d.borrow {
+            let holder = d
+                .borrow
+                .as_ref()
+                .map(|b| b.borrower)
+                .or_else(|| st.api.holders(fdid).next().map(|h| h.host));
+            if let Some(holder) = holder {
                 return Err(SmartIoError::Busy {
                     device: d.qualified.clone(),
                     fdid,
-                    borrower: self.hosts[b.borrower.index()].name().to_string(),
+                    borrower: self.hosts[holder.index()].name().to_string(),
                 });
             }
             (
@@ -795,9 +812,7 @@ impl Service {
                 host: borrower,
                 domain,
                 iova_base: iova,
-                space: RefCell::new(RamAllocator::new(std::slice::from_ref(
-                    &(iova..iova + size),
-                ))),
+                space: RefCell::new(RamAllocator::space(iova..iova + size)),
                 mapped: RefCell::new(BTreeMap::new()),
             };
             (kind, m.bus_addr, size)

@@ -1,0 +1,523 @@
+//! The device-oriented API (Paper V §6.1, the SISCI SmartIO extension): programs on any host
+//! borrow devices — exclusively or shared — without a shadow device, and drive them
+//! themselves through segments.
+//!
+//! - A device's BARs are exported as segments ([`SmartIo::bar_segment`]).
+//! - [`SmartIo::create_segment`] allocates a segment *for a device* where its access-pattern
+//!   hints say it is best placed (see [`Hints`] for the policy).
+//! - [`SmartIo::map_for_device`] returns a segment's address *as the device sees it*,
+//!   setting up the shortest path (the lender's NTB when the memory is elsewhere).
+//! - [`SmartIo::map_for_cpu`] returns where a host's CPU reaches a segment (its own RAM, or a
+//!   window of its NTB).
+//!
+//! Control operations take no virtual time (like [`crate::sisci`]); each one that involves
+//! the lender counts as a lender interaction.
+
+use super::grants::{release, Grant, Taker};
+use super::{DeviceSide, Fdid, SmartIo, SmartIoError};
+use smartio_fabric::{AdapterId, EndpointId, HostId};
+use smartio_host::RamAllocator;
+use smartio_platform::{BusAddr, PhysAddr};
+use std::collections::BTreeMap;
+
+/// Alignment of segment memory.
+const SEGMENT_ALIGN: u64 = 4096;
+
+/// A hold on a device through the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceBorrow {
+    /// Identity of this hold.
+    pub id: u32,
+    /// The device.
+    pub fdid: Fdid,
+    /// The host whose program holds it.
+    pub host: HostId,
+}
+
+/// How a segment will be used; SmartIO places it accordingly.
+///
+/// Placement policy, first match wins:
+/// 1. `device_reads` without `host_reads`, and the device has device memory (an NVMe
+///    controller memory buffer, GPU memory) with room: **device memory** — the device reads
+///    it without crossing a link (an SQ written by one host and fetched by the device).
+/// 2. `host_reads` and not `multi_host`: **the calling host's RAM** — CPU loads are local, and
+///    the device's writes are posted, so their distance costs little (a CQ the host polls).
+/// 3. Otherwise: **the lender's RAM**, the memory closest to the device that every host can
+///    reach (shared buffers, `multi_host`, `peer_to_peer`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// The device reads the segment.
+    pub device_reads: bool,
+    /// The device writes the segment.
+    pub device_writes: bool,
+    /// A host CPU reads it.
+    pub host_reads: bool,
+    /// A host CPU writes it.
+    pub host_writes: bool,
+    /// Several hosts use it.
+    pub multi_host: bool,
+    /// Other devices reach it peer to peer.
+    pub peer_to_peer: bool,
+}
+
+/// Where a segment's memory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentLocation {
+    /// RAM of a host.
+    Ram {
+        /// The host.
+        host: HostId,
+        /// Physical address.
+        phys: PhysAddr,
+    },
+    /// A BAR of a registered device.
+    Device {
+        /// The device.
+        fdid: Fdid,
+        /// The BAR.
+        bar: u8,
+        /// Offset of the segment in the BAR.
+        offset: u64,
+    },
+}
+
+/// A segment of the device API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Identity.
+    pub id: u32,
+    /// Bytes.
+    pub size: u64,
+    /// Where its memory is.
+    pub location: SegmentLocation,
+}
+
+/// A segment as a host's CPU reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuMap {
+    /// Identity.
+    pub id: u32,
+    /// The host.
+    pub host: HostId,
+    /// The address of the segment's first byte for that CPU.
+    pub addr: BusAddr,
+    /// Bytes.
+    pub size: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct Hold {
+    pub fdid: Fdid,
+    pub host: HostId,
+    pub exclusive: bool,
+    grants: Vec<Grant>,
+    /// Segments mapped for the device: segment id → device address.
+    mapped: BTreeMap<u32, u64>,
+}
+
+#[derive(Debug)]
+pub(super) struct ApiState {
+    pub holds: BTreeMap<u32, Hold>,
+    segments: BTreeMap<u32, (Segment, bool)>,
+    device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
+    cpu_maps: BTreeMap<u32, Vec<Grant>>,
+    next: u32,
+}
+
+impl Default for ApiState {
+    fn default() -> Self {
+        Self {
+            holds: BTreeMap::new(),
+            segments: BTreeMap::new(),
+            device_memory: BTreeMap::new(),
+            cpu_maps: BTreeMap::new(),
+            next: 1,
+        }
+    }
+}
+
+impl ApiState {
+    fn id(&mut self) -> u32 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Hosts holding `fdid` through the API, and whether one holds it exclusively.
+    pub fn holders(&self, fdid: Fdid) -> impl Iterator<Item = &Hold> {
+        self.holds.values().filter(move |h| h.fdid == fdid)
+    }
+}
+
+/// The BAR of a device kind that holds device memory, if any.
+fn memory_bar(kind: &str, bars: &[u8]) -> Option<u8> {
+    let bar = match kind {
+        "gpu" => 1,
+        "dma" | "nvme" => 2,
+        _ => return None,
+    };
+    bars.contains(&bar).then_some(bar)
+}
+
+impl SmartIo {
+    fn stale(&self, what: String) -> SmartIoError {
+        SmartIoError::UnknownDevice {
+            spec: what,
+            why: "it was returned or removed".into(),
+        }
+    }
+
+    /// Borrows `fdid` for a program on `host`: `exclusive` (nobody else, e.g. to reset and
+    /// set the device up) or shared with other API borrowers.
+    pub fn borrow_device(
+        &self,
+        host: HostId,
+        fdid: Fdid,
+        exclusive: bool,
+    ) -> Result<DeviceBorrow, SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let d = st
+            .devices
+            .get(&fdid)
+            .ok_or(SmartIoError::UnknownFdid(fdid))?;
+        let busy = |holder: HostId| SmartIoError::Busy {
+            device: d.qualified.clone(),
+            fdid,
+            borrower: svc.hosts[holder.index()].name().to_string(),
+        };
+        if let Some(b) = &d.borrow {
+            return Err(busy(b.borrower));
+        }
+        if let Some(h) = st.api.holders(fdid).find(|h| exclusive || h.exclusive) {
+            return Err(busy(h.host));
+        }
+        if let Some(driver) = svc.hosts[d.lender.index()].bound_driver(&d.name) {
+            return Err(SmartIoError::InUseByLender {
+                device: d.qualified.clone(),
+                driver,
+            });
+        }
+        svc.count_lender_interaction();
+        let id = st.api.id();
+        st.api.holds.insert(
+            id,
+            Hold {
+                fdid,
+                host,
+                exclusive,
+                grants: Vec::new(),
+                mapped: BTreeMap::new(),
+            },
+        );
+        Ok(DeviceBorrow { id, fdid, host })
+    }
+
+    /// Turns an exclusive hold into a shared one, letting others borrow the device too.
+    pub fn downgrade(&self, borrow: &DeviceBorrow) -> Result<(), SmartIoError> {
+        let mut st = self.inner.state.borrow_mut();
+        let h = st
+            .api
+            .holds
+            .get_mut(&borrow.id)
+            .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
+        h.exclusive = false;
+        Ok(())
+    }
+
+    /// Returns a device borrowed through the API; every mapping made for it goes.
+    pub fn return_device(&self, borrow: DeviceBorrow) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let h = st
+            .api
+            .holds
+            .remove(&borrow.id)
+            .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
+        svc.count_lender_interaction();
+        release(&svc.sim, &mut st.ledger, h.grants).map_err(|message| SmartIoError::Iommu {
+            device: format!("fdid {}", borrow.fdid),
+            host: svc.hosts[borrow.host.index()].name().to_string(),
+            message,
+        })
+    }
+
+    /// BAR `bar` of the borrowed device as a segment.
+    pub fn bar_segment(&self, borrow: &DeviceBorrow, bar: u8) -> Result<Segment, SmartIoError> {
+        let svc = &self.inner;
+        let (endpoint, qualified) = self.held(borrow)?;
+        let size = svc
+            .sim
+            .fabric()
+            .endpoint(endpoint)
+            .bars
+            .iter()
+            .find(|b| b.index == bar)
+            .map(|b| b.size)
+            .ok_or_else(|| SmartIoError::UnknownDevice {
+                spec: format!("{qualified} BAR{bar}"),
+                why: "the function has no such BAR".into(),
+            })?;
+        let mut st = svc.state.borrow_mut();
+        let id = st.api.id();
+        let seg = Segment {
+            id,
+            size,
+            location: SegmentLocation::Device {
+                fdid: borrow.fdid,
+                bar,
+                offset: 0,
+            },
+        };
+        st.api.segments.insert(id, (seg, false));
+        Ok(seg)
+    }
+
+    /// The endpoint and name of a held device.
+    fn held(&self, borrow: &DeviceBorrow) -> Result<(EndpointId, String), SmartIoError> {
+        let st = self.inner.state.borrow();
+        if !st.api.holds.contains_key(&borrow.id) {
+            return Err(self.stale(format!("borrow {}", borrow.id)));
+        }
+        let d = st
+            .devices
+            .get(&borrow.fdid)
+            .ok_or(SmartIoError::UnknownFdid(borrow.fdid))?;
+        Ok((d.endpoint, d.qualified.clone()))
+    }
+
+    /// Allocates a segment of `size` bytes for the borrowed device, placed by `hints` (see
+    /// [`Hints`]). Its memory reads as zeroes.
+    pub fn create_segment(
+        &self,
+        borrow: &DeviceBorrow,
+        size: u64,
+        hints: Hints,
+    ) -> Result<Segment, SmartIoError> {
+        let svc = &self.inner;
+        let (endpoint, qualified) = self.held(borrow)?;
+        let size = size.max(1).next_multiple_of(SEGMENT_ALIGN);
+        let (lender, kind, bars) = {
+            let f = svc.sim.fabric();
+            let ep = f.endpoint(endpoint);
+            (
+                ep.host,
+                ep.kind.clone(),
+                ep.bars
+                    .iter()
+                    .map(|b| (b.index, b.size))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let mut st = svc.state.borrow_mut();
+        let id = st.api.id();
+        // 1. Device memory, when the device mostly reads it.
+        if hints.device_reads && !hints.host_reads {
+            let indices: Vec<u8> = bars.iter().map(|b| b.0).collect();
+            if let Some(bar) = memory_bar(&kind, &indices) {
+                let bar_size = bars.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
+                let space = st
+                    .api
+                    .device_memory
+                    .entry((borrow.fdid, bar))
+                    .or_insert_with(|| RamAllocator::space(0..bar_size));
+                if let Ok(offset) = space.alloc(size, SEGMENT_ALIGN) {
+                    let seg = Segment {
+                        id,
+                        size,
+                        location: SegmentLocation::Device {
+                            fdid: borrow.fdid,
+                            bar,
+                            offset,
+                        },
+                    };
+                    st.api.segments.insert(id, (seg, true));
+                    return Ok(seg);
+                }
+            }
+        }
+        // 2. The caller's RAM when its CPU reads it; 3. otherwise the lender's.
+        let host = if hints.host_reads && !hints.multi_host {
+            borrow.host
+        } else {
+            lender
+        };
+        let phys = svc.hosts[host.index()]
+            .alloc(size)
+            .map_err(|e| SmartIoError::Iommu {
+                device: qualified,
+                host: svc.hosts[host.index()].name().to_string(),
+                message: format!("no RAM for a segment: {e}"),
+            })?;
+        let seg = Segment {
+            id,
+            size,
+            location: SegmentLocation::Ram { host, phys },
+        };
+        st.api.segments.insert(id, (seg, true));
+        Ok(seg)
+    }
+
+    /// Frees a segment made by [`SmartIo::create_segment`] (or forgets a BAR segment).
+    /// Mappings of it must be gone first (returning the device removes device mappings).
+    pub fn remove_segment(&self, seg: Segment) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        if st
+            .api
+            .holds
+            .values()
+            .any(|h| h.mapped.contains_key(&seg.id))
+        {
+            return Err(SmartIoError::UnknownDevice {
+                spec: format!("segment {}", seg.id),
+                why: "it is still mapped for a device".into(),
+            });
+        }
+        let (_, allocated) = st
+            .api
+            .segments
+            .remove(&seg.id)
+            .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
+        if allocated {
+            match seg.location {
+                SegmentLocation::Ram { host, phys } => svc.hosts[host.index()].free(phys),
+                SegmentLocation::Device { fdid, bar, offset } => {
+                    if let Some(space) = st.api.device_memory.get_mut(&(fdid, bar)) {
+                        let _ = space.free(offset);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where segment memory lives: (host, address in that host).
+    fn place(&self, seg: &Segment) -> Result<(HostId, u64), SmartIoError> {
+        match seg.location {
+            SegmentLocation::Ram { host, phys } => Ok((host, phys.get())),
+            SegmentLocation::Device { fdid, bar, offset } => {
+                let st = self.inner.state.borrow();
+                let d = st
+                    .devices
+                    .get(&fdid)
+                    .ok_or(SmartIoError::UnknownFdid(fdid))?;
+                let f = self.inner.sim.fabric();
+                let base = f
+                    .endpoint(d.endpoint)
+                    .bars
+                    .iter()
+                    .find(|b| b.index == bar)
+                    .map(|b| b.base.get())
+                    .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
+                Ok((d.lender, base + offset))
+            }
+        }
+    }
+
+    /// Maps `seg` for the borrowed device and returns its address as the device sees it;
+    /// the path is the shortest one (Paper V §4.4). Undone when the device is returned.
+    pub fn map_for_device(
+        &self,
+        borrow: &DeviceBorrow,
+        seg: &Segment,
+    ) -> Result<BusAddr, SmartIoError> {
+        let svc = &self.inner;
+        let (endpoint, qualified) = self.held(borrow)?;
+        let (host, addr) = self.place(seg)?;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let lender = st
+            .devices
+            .get(&borrow.fdid)
+            .map(|d| d.lender)
+            .ok_or(SmartIoError::UnknownFdid(borrow.fdid))?;
+        let h = st
+            .api
+            .holds
+            .get_mut(&borrow.id)
+            .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
+        if let Some(&a) = h.mapped.get(&seg.id) {
+            return Ok(BusAddr(a));
+        }
+        svc.count_lender_interaction();
+        let mut taker = Taker {
+            sim: &svc.sim,
+            ledger: &mut st.ledger,
+            grants: &mut h.grants,
+            device: &qualified,
+        };
+        let side = DeviceSide {
+            lender,
+            fdid: borrow.fdid,
+            domain: taker.domain_of(lender, endpoint)?,
+            limit: u64::MAX,
+            qualified: qualified.clone(),
+        };
+        let a = side.reach(&mut taker, endpoint, host, addr, seg.size, "segment")?;
+        h.mapped.insert(seg.id, a);
+        Ok(BusAddr(a))
+    }
+
+    /// Where `host`'s CPU reaches `seg`: its own memory directly, anything else through a
+    /// window of its NTB.
+    pub fn map_for_cpu(&self, host: HostId, seg: &Segment) -> Result<CpuMap, SmartIoError> {
+        let svc = &self.inner;
+        let (at, addr) = self.place(seg)?;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let id = st.api.id();
+        let mut grants = Vec::new();
+        let cpu_addr = if at == host {
+            addr
+        } else {
+            let name = format!("segment {}", seg.id);
+            let mut taker = Taker {
+                sim: &svc.sim,
+                ledger: &mut st.ledger,
+                grants: &mut grants,
+                device: &name,
+            };
+            let reached = (|| {
+                let (a, far): (AdapterId, AdapterId) = super::ntb_pair(&svc.sim, host, at)?;
+                let m = taker.lut(a, far, addr, seg.size)?;
+                let far_ep = svc.sim.fabric().adapter(far).endpoint;
+                if let Some(d) = taker.domain_of(at, far_ep)? {
+                    taker.identity(at, d, addr, seg.size)?;
+                }
+                Ok(m.bus_addr)
+            })();
+            match reached {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = release(&svc.sim, &mut st.ledger, grants);
+                    return Err(e);
+                }
+            }
+        };
+        st.api.cpu_maps.insert(id, grants);
+        Ok(CpuMap {
+            id,
+            host,
+            addr: BusAddr(cpu_addr),
+            size: seg.size,
+        })
+    }
+
+    /// Undoes a [`SmartIo::map_for_cpu`].
+    pub fn unmap_cpu(&self, map: CpuMap) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let grants = st
+            .api
+            .cpu_maps
+            .remove(&map.id)
+            .ok_or_else(|| self.stale(format!("map {}", map.id)))?;
+        release(&svc.sim, &mut st.ledger, grants).map_err(|message| SmartIoError::Iommu {
+            device: format!("map {}", map.id),
+            host: svc.hosts[map.host.index()].name().to_string(),
+            message,
+        })
+    }
+}

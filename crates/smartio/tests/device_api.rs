@@ -1,0 +1,263 @@
+//! The device-oriented API (Paper V §6.1): shared and exclusive holds, BARs as segments,
+//! segments placed by access hints, mapped for a device and for CPUs — and a device driven
+//! by programs on two hosts at once through nothing else.
+
+use smartio_cluster::Cluster;
+use smartio_drivers::{DmaTestDriver, Location};
+use smartio_engine::{Calibration, Sim};
+use smartio_fabric::DomainId;
+use smartio_host::HostOs;
+use smartio_platform::{BusAddr, Clock, SimDuration};
+use smartio_smartio::{BorrowOptions, Hints, SegmentLocation, SmartIo, SmartIoError};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn setup(scenario: &str) -> (Cluster, Vec<HostOs>, SmartIo) {
+    let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("loads");
+    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().expect("registers");
+    (cluster, hosts, smartio)
+}
+
+fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
+    let f = sim.fabric();
+    (
+        f.adapters()
+            .iter()
+            .map(|a| (a.lut_used(), a.requester_ids_used()))
+            .collect(),
+        f.hosts()
+            .iter()
+            .map(|h| {
+                (0..)
+                    .map_while(|d| h.iommu.mapped_pages(DomainId(d)).ok())
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let (borrower, lender2) = (hosts[0].id(), hosts[2].id());
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let before = tables(&cluster.sim);
+
+    let manager = smartio
+        .borrow_device(borrower, dma, true)
+        .expect("exclusive");
+    match smartio.borrow_device(lender2, dma, false) {
+        Err(SmartIoError::Busy { borrower, .. }) => assert_eq!(borrower, "borrower"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    smartio.downgrade(&manager).expect("downgrade");
+    let client = smartio
+        .borrow_device(lender2, dma, false)
+        .expect("shared now");
+    assert!(matches!(
+        smartio.borrow_device(lender2, dma, true),
+        Err(SmartIoError::Busy { .. })
+    ));
+    // Device Lending needs the device to itself.
+    let (svc, host) = (smartio.clone(), lender2);
+    let lent = Rc::new(RefCell::new(None));
+    let out = lent.clone();
+    cluster.sim.spawn(async move {
+        *out.borrow_mut() = Some(svc.borrow(host, dma, &BorrowOptions::default()).await);
+    });
+    cluster.sim.run();
+    assert!(matches!(
+        lent.borrow_mut().take(),
+        Some(Err(SmartIoError::Busy { .. }))
+    ));
+    let listed = smartio
+        .devices()
+        .into_iter()
+        .find(|d| d.fdid == dma)
+        .expect("listed");
+    let holders: Vec<_> = listed
+        .borrowers
+        .iter()
+        .map(|b| (b.host.as_str(), b.method.name(), b.exclusive))
+        .collect();
+    assert_eq!(
+        holders,
+        [("borrower", "api", false), ("lender2", "api", false)]
+    );
+
+    smartio.return_device(client).expect("return");
+    smartio.return_device(manager).expect("return");
+    assert!(
+        smartio.return_device(manager).is_err(),
+        "a hold returns once"
+    );
+    assert_eq!(before, tables(&cluster.sim));
+}
+
+#[test]
+fn hints_place_segments_in_device_memory_the_callers_ram_or_the_lenders() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let gpu = smartio.find("lender:gpu0").expect("registered");
+    let hold = smartio
+        .borrow_device(hosts[0].id(), gpu, false)
+        .expect("shared");
+    let sq_like = Hints {
+        device_reads: true,
+        host_writes: true,
+        ..Hints::default()
+    };
+    let cq_like = Hints {
+        device_writes: true,
+        host_reads: true,
+        ..Hints::default()
+    };
+    let shared = Hints {
+        device_writes: true,
+        host_reads: true,
+        multi_host: true,
+        ..Hints::default()
+    };
+    let a = smartio
+        .create_segment(&hold, 64 << 10, sq_like)
+        .expect("sq");
+    let b = smartio
+        .create_segment(&hold, 64 << 10, cq_like)
+        .expect("cq");
+    let c = smartio
+        .create_segment(&hold, 64 << 10, shared)
+        .expect("shared");
+    assert!(
+        matches!(a.location, SegmentLocation::Device { fdid, bar: 1, .. } if fdid == gpu),
+        "{a:?}"
+    );
+    assert!(
+        matches!(b.location, SegmentLocation::Ram { host, .. } if host == hosts[0].id()),
+        "{b:?}"
+    );
+    assert!(
+        matches!(c.location, SegmentLocation::Ram { host, .. } if host == hosts[1].id()),
+        "{c:?}"
+    );
+    // A DMA engine without room in device memory falls back to RAM, near the device.
+    let second = smartio
+        .create_segment(&hold, 64 << 10, sq_like)
+        .expect("sq 2");
+    assert_ne!(second.location, a.location, "separate device memory");
+    // Mapped for the device: its own memory at its BAR address, lender RAM as it is.
+    let bar1 = {
+        let f = cluster.sim.fabric();
+        let ep = f.endpoint_by_name(hosts[1].id(), "gpu0").expect("gpu0");
+        f.endpoint(ep).bars[1].base
+    };
+    let SegmentLocation::Device { offset, .. } = a.location else {
+        unreachable!()
+    };
+    assert_eq!(
+        smartio.map_for_device(&hold, &a).expect("map"),
+        bar1.offset(offset)
+    );
+    let SegmentLocation::Ram { phys, .. } = c.location else {
+        unreachable!()
+    };
+    assert_eq!(
+        smartio.map_for_device(&hold, &c).expect("map"),
+        BusAddr(phys.get())
+    );
+    assert!(
+        smartio.remove_segment(c).is_err(),
+        "still mapped for the device"
+    );
+    smartio.return_device(hold).expect("return");
+    smartio.remove_segment(c).expect("free after return");
+}
+
+/// One host's program: maps dma0's registers and two segments of its own RAM, copies the
+/// device's memory into one of them and returns what arrived.
+///
+/// The DMA test engine runs one copy at a time (it has one register set), so the programs
+/// take turns: each starts its copy `delay` after taking its hold.
+async fn program(
+    smartio: SmartIo,
+    host: HostOs,
+    fdid: smartio_smartio::Fdid,
+    at: u64,
+    delay: SimDuration,
+) -> Vec<u8> {
+    let hold = smartio
+        .borrow_device(host.id(), fdid, false)
+        .expect("shared hold");
+    let regs = smartio.bar_segment(&hold, 0).expect("BAR0");
+    let regs = smartio.map_for_cpu(host.id(), &regs).expect("registers");
+    let hints = Hints {
+        device_writes: true,
+        host_reads: true,
+        ..Hints::default()
+    };
+    let data = smartio.create_segment(&hold, 8192, hints).expect("data");
+    let done = smartio
+        .create_segment(&hold, 4096, hints)
+        .expect("completion");
+    let (
+        SegmentLocation::Ram {
+            phys: data_phys, ..
+        },
+        SegmentLocation::Ram {
+            phys: done_phys, ..
+        },
+    ) = (data.location, done.location)
+    else {
+        panic!("RAM segments expected");
+    };
+    let data_dev = smartio.map_for_device(&hold, &data).expect("map data");
+    let done_dev = smartio
+        .map_for_device(&hold, &done)
+        .expect("map completion");
+    host.cpu().sleep(delay).await;
+    let driver = DmaTestDriver::probe(host.cpu(), regs.addr, done_phys, done_dev)
+        .await
+        .expect("probe");
+    driver
+        .copy(Location::DeviceMemory(at), Location::Bus(data_dev), 8192)
+        .await
+        .expect("copy");
+    let mut got = vec![0u8; 8192];
+    host.sim().peek_memory(host.id(), data_phys, &mut got);
+    smartio.unmap_cpu(regs).expect("unmap");
+    smartio.return_device(hold).expect("return");
+    got
+}
+
+#[test]
+fn two_hosts_drive_one_device_through_the_api_and_each_gets_its_own_data() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let before = tables(&cluster.sim);
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let ep = hosts[1].endpoint_of("dma0").expect("dma0");
+    let device = cluster.copy_engine(ep).expect("model");
+    let pattern = |seed: u8| -> Vec<u8> { (0..8192u32).map(|i| (i as u8) ^ seed).collect() };
+    for (at, seed) in [(0u64, 0x11u8), (65536, 0x77)] {
+        smartio_platform::BarHandler::mmio_write(device.as_ref(), 2, at, &pattern(seed))
+            .expect("device memory");
+    }
+    let results = Rc::new(RefCell::new(Vec::new()));
+    let turns = [
+        (hosts[0].clone(), 0u64, SimDuration::ZERO),
+        (hosts[2].clone(), 65536, SimDuration::from_ns_f64(100_000.0)),
+    ];
+    for (host, at, delay) in turns {
+        let (svc, out) = (smartio.clone(), results.clone());
+        cluster.sim.spawn(async move {
+            let got = program(svc, host.clone(), dma, at, delay).await;
+            out.borrow_mut().push((host.name().to_string(), got));
+        });
+    }
+    cluster.sim.run();
+    let mut results = results.borrow_mut().clone();
+    results.sort();
+    assert_eq!(results.len(), 2, "both programs finished");
+    assert_eq!(results[0], ("borrower".to_string(), pattern(0x11)));
+    assert_eq!(results[1], ("lender2".to_string(), pattern(0x77)));
+    assert_eq!(before, tables(&cluster.sim), "every window given back");
+}
