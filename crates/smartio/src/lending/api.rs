@@ -235,11 +235,12 @@ impl SmartIo {
             .remove(&borrow.id)
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         svc.count_lender_interaction();
-        release(&svc.sim, &mut st.ledger, h.grants).map_err(|message| SmartIoError::Iommu {
-            device: format!("fdid {}", borrow.fdid),
-            host: svc.hosts[borrow.host.index()].name().to_string(),
-            message,
-        })
+        svc.release_for(
+            &mut st.ledger,
+            h.grants,
+            format!("fdid {}", borrow.fdid),
+            borrow.host,
+        )
     }
 
     /// BAR `bar` of the borrowed device as a segment.
@@ -514,10 +515,6 @@ impl SmartIo {
             .cpu_maps
             .remove(&map.id)
             .ok_or_else(|| self.stale(format!("map {}", map.id)))?;
-        release(&svc.sim, &mut st.ledger, grants).map_err(|message| SmartIoError::Iommu {
-            device: format!("map {}", map.id),
-            host: svc.hosts[map.host.index()].name().to_string(),
-            message,
-        })
+        svc.release_for(&mut st.ledger, grants, format!("map {}", map.id), map.host)
     }
 }

@@ -874,10 +874,21 @@ impl Service {
                 len,
             });
         }
-        release(&self.sim, &mut st.ledger, grants).map_err(|message| SmartIoError::Iommu {
-            device: qualified,
-            host: self.hosts[d.lender.index()].name().to_string(),
-            message: format!("releasing the borrow: {message}"),
+        self.release_for(&mut st.ledger, grants, qualified, d.lender)
+    }
+
+    /// Gives `grants` back; a failure names `what` and `host`.
+    fn release_for(
+        &self,
+        ledger: &mut Ledger,
+        grants: Vec<Grant>,
+        what: String,
+        host: HostId,
+    ) -> Result<(), SmartIoError> {
+        release(&self.sim, ledger, grants).map_err(|message| SmartIoError::Iommu {
+            device: what,
+            host: self.hosts[host.index()].name().to_string(),
+            message: format!("giving resources back: {message}"),
         })
     }
 
