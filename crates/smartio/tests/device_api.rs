@@ -2,10 +2,12 @@
 //! segments placed by access hints, mapped for a device and for CPUs — and a device driven
 //! by programs on two hosts at once through nothing else.
 
+mod common;
+
+use common::tables;
 use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
-use smartio_engine::{Calibration, Sim};
-use smartio_fabric::DomainId;
+use smartio_engine::Calibration;
 use smartio_host::HostOs;
 use smartio_platform::{BusAddr, Clock, SimDuration};
 use smartio_smartio::{BorrowOptions, Hints, SegmentLocation, SmartIo, SmartIoError};
@@ -18,24 +20,6 @@ fn setup(scenario: &str) -> (Cluster, Vec<HostOs>, SmartIo) {
     let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
     (cluster, hosts, smartio)
-}
-
-fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
-    let f = sim.fabric();
-    (
-        f.adapters()
-            .iter()
-            .map(|a| (a.lut_used(), a.requester_ids_used()))
-            .collect(),
-        f.hosts()
-            .iter()
-            .map(|h| {
-                (0..)
-                    .map_while(|d| h.iommu.mapped_pages(DomainId(d)).ok())
-                    .collect()
-            })
-            .collect(),
-    )
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! Device Lending end to end: registry, exclusive borrow and return, the shadow device under
 //! the native drivers, the DMA and MSI windows, the lender's IOMMU, and resource accounting.
 
+mod common;
+
+use common::tables;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::{BlockOp, DmaTestDriver, Location, NvmeDevice, NvmeDriver};
-use smartio_engine::{Calibration, Sim};
-use smartio_fabric::DomainId;
+use smartio_engine::Calibration;
 use smartio_host::{DmaDirection, HostOs};
 use smartio_platform::pci;
 use smartio_platform::{AccessError, BusAddr, PhysAddr, Port};
@@ -86,27 +88,6 @@ impl Setup {
         let r = out.borrow_mut().take();
         r.expect("the task finished")
     }
-}
-
-/// Every hardware table SmartIO touches: per adapter (LUT entries, requester ids), per host
-/// and domain the IOMMU pages mapped.
-fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
-    let f = sim.fabric();
-    let adapters = f
-        .adapters()
-        .iter()
-        .map(|a| (a.lut_used(), a.requester_ids_used()))
-        .collect();
-    let iommu = f
-        .hosts()
-        .iter()
-        .map(|h| {
-            (0..)
-                .map_while(|d| h.iommu.mapped_pages(DomainId(d)).ok())
-                .collect()
-        })
-        .collect();
-    (adapters, iommu)
 }
 
 fn borrow(s: &Setup, borrower: &str, spec: &str) -> Result<String, SmartIoError> {
