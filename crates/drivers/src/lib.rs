@@ -6,6 +6,7 @@
 
 pub mod dma;
 pub mod nvme;
+pub mod nvme_dist;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
 pub use nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};

@@ -102,6 +102,16 @@ pub struct Mmio {
 }
 
 impl Mmio {
+    /// Loads and stores from `cpu` to a BAR reached at `window` (for programs that map a BAR
+    /// themselves, as the device-oriented API does; drivers use [`DeviceHandle::map_bar`]).
+    pub fn new(cpu: Agent, window: BarWindow, device: &str) -> Mmio {
+        Mmio {
+            cpu,
+            window,
+            device: device.to_string(),
+        }
+    }
+
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, AccessError> {
         if offset + len as u64 > self.window.size {
             return Err(AccessError::CrossesBoundary {

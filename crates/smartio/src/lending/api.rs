@@ -17,7 +17,8 @@ use super::grants::{release, Grant, Taker};
 use super::{DeviceSide, Fdid, SmartIo, SmartIoError};
 use smartio_fabric::{AdapterId, EndpointId, HostId};
 use smartio_host::RamAllocator;
-use smartio_platform::{BusAddr, PhysAddr};
+use smartio_platform::pci::{self, command};
+use smartio_platform::{BusAddr, Clock, PhysAddr};
 use std::collections::BTreeMap;
 
 /// Alignment of segment memory.
@@ -121,6 +122,7 @@ pub(super) struct ApiState {
     segments: BTreeMap<u32, (Segment, bool)>,
     device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
     cpu_maps: BTreeMap<u32, Vec<Grant>>,
+    published: BTreeMap<(Fdid, String), Segment>,
     next: u32,
 }
 
@@ -131,6 +133,7 @@ impl Default for ApiState {
             segments: BTreeMap::new(),
             device_memory: BTreeMap::new(),
             cpu_maps: BTreeMap::new(),
+            published: BTreeMap::new(),
             next: 1,
         }
     }
@@ -241,6 +244,74 @@ impl SmartIo {
             format!("fdid {}", borrow.fdid),
             borrow.host,
         )
+    }
+
+    /// Turns on memory decoding and bus mastering of the held device (its lender performs
+    /// the configuration write); the program that sets a device up does this once.
+    pub async fn enable_device(&self, borrow: &DeviceBorrow) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let (endpoint, qualified) = self.held(borrow)?;
+        let lender = svc.sim.fabric().endpoint(endpoint).host;
+        let (cpu, lender_cpu) = (
+            svc.hosts[borrow.host.index()].cpu(),
+            svc.hosts[lender.index()].cpu(),
+        );
+        svc.count_lender_interaction();
+        cpu.sleep(svc.message).await;
+        let mut cmd = [0u8; 2];
+        let result = async {
+            lender_cpu
+                .config_read(endpoint, pci::COMMAND, &mut cmd)
+                .await?;
+            let on = u16::from_le_bytes(cmd)
+                | command::MEMORY_SPACE
+                | command::BUS_MASTER
+                | command::INTX_DISABLE;
+            lender_cpu
+                .config_write(endpoint, pci::COMMAND, &on.to_le_bytes())
+                .await
+        }
+        .await;
+        cpu.sleep(svc.message).await;
+        result.map_err(|source| {
+            SmartIoError::Host(smartio_host::HostError::Access {
+                device: qualified,
+                source,
+            })
+        })
+    }
+
+    /// Whether `borrow` is still held (a driver manager checks its clients with this).
+    pub fn is_held(&self, borrow: &DeviceBorrow) -> bool {
+        self.inner.state.borrow().api.holds.contains_key(&borrow.id)
+    }
+
+    /// The time one control message between two hosts' SmartIO software takes (what a
+    /// program relaying requests over a message channel pays per message).
+    pub fn control_message(&self) -> smartio_platform::SimDuration {
+        self.inner.message
+    }
+
+    /// Publishes `seg` under `name` for the device, so other programs can find it (a driver
+    /// manager publishes where it runs).
+    pub fn publish(&self, fdid: Fdid, name: &str, seg: Segment) {
+        self.inner
+            .state
+            .borrow_mut()
+            .api
+            .published
+            .insert((fdid, name.to_string()), seg);
+    }
+
+    /// The segment published under `name` for the device, if any.
+    pub fn published(&self, fdid: Fdid, name: &str) -> Option<Segment> {
+        self.inner
+            .state
+            .borrow()
+            .api
+            .published
+            .get(&(fdid, name.to_string()))
+            .copied()
     }
 
     /// BAR `bar` of the borrowed device as a segment.
@@ -380,6 +451,7 @@ impl SmartIo {
             .segments
             .remove(&seg.id)
             .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
+        st.api.published.retain(|_, s| s.id != seg.id);
         if allocated {
             match seg.location {
                 SegmentLocation::Ram { host, phys } => svc.hosts[host.index()].free(phys),

@@ -148,7 +148,10 @@ impl Taker<'_> {
         Ok(mapping)
     }
 
-    /// Like [`Taker::lut`], shared with every other borrow that maps the same range.
+    /// Like [`Taker::lut`], shared with every other use of the same look-up-table entries:
+    /// the range is widened to whole entries (they translate whole entries anyway), so
+    /// everything one entry covers — many small segments of one host — takes it once.
+    /// The returned mapping's address is that of `remote`.
     pub fn shared_lut(
         &mut self,
         adapter: AdapterId,
@@ -156,19 +159,27 @@ impl Taker<'_> {
         remote: u64,
         len: u64,
     ) -> Result<NtbMapping, SmartIoError> {
+        let entry = self.sim.fabric().adapter(adapter).entry_size.max(1);
+        let base = remote - remote % entry;
+        let span = (remote + len.max(1)).next_multiple_of(entry) - base;
         let key = SharedKey::Lut {
             adapter,
             far,
-            remote,
-            len,
+            remote: base,
+            len: span,
         };
         let mapping = self.share(key, |t| {
             t.sim
-                .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
+                .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), base, span))
                 .map(Some)
                 .map_err(|e| t.ntb_error(e))
         })?;
-        mapping.ok_or_else(|| self.ntb_error(smartio_fabric::NtbError::Empty))
+        let m = mapping.ok_or_else(|| self.ntb_error(smartio_fabric::NtbError::Empty))?;
+        Ok(NtbMapping {
+            bus_addr: m.bus_addr + (remote - base),
+            len,
+            ..m
+        })
     }
 
     /// Lets `requester` send reads through `adapter`.

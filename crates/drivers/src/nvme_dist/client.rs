@@ -1,0 +1,353 @@
+//! A client of the distributed NVMe driver: its own queue pairs, doorbells rung through its
+//! mapping of the controller's BAR, completions polled in its own RAM, data by DMA straight
+//! into its data segment.
+
+use super::manager::{mapped_segment, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT};
+use super::{access, DistError};
+use crate::nvme::{BlockOp, QueuePair};
+use smartio_devices::nvme::spec::{io, Command, Status};
+use smartio_host::{BarWindow, HostOs, Mmio};
+use smartio_platform::{BusAddr, PhysAddr, Port};
+use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, SmartIo};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+const PAGE: u64 = 4096;
+
+/// Where a client puts a submission queue (the `sq-placement` experiment compares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqPlacement {
+    /// Wherever SmartIO's hints place a queue the device reads and the client writes.
+    Hints,
+    /// The client's own RAM.
+    ClientRam,
+    /// The lender's RAM, next to the device.
+    LenderRam,
+    /// Device memory (an NVMe controller memory buffer), falling back as the hints do.
+    DeviceMemory,
+}
+
+impl SqPlacement {
+    fn hints(self) -> Hints {
+        let base = Hints {
+            device_reads: true,
+            host_writes: true,
+            ..Hints::default()
+        };
+        match self {
+            SqPlacement::Hints | SqPlacement::DeviceMemory => base,
+            SqPlacement::ClientRam => Hints {
+                host_reads: true,
+                ..base
+            },
+            SqPlacement::LenderRam => Hints {
+                host_reads: true,
+                multi_host: true,
+                ..base
+            },
+        }
+    }
+}
+
+/// One of a client's queue pairs.
+#[derive(Debug)]
+pub struct ClientQueue {
+    /// The queue pair (its id is `pair.qid`).
+    pub pair: QueuePair,
+    /// Where the SQ is (segment and addresses).
+    sq: Mapped,
+    cq: Mapped,
+    /// One PRP-list page per tag.
+    prp: Mapped,
+}
+
+impl ClientQueue {
+    /// Queue id.
+    pub fn qid(&self) -> u16 {
+        self.pair.qid
+    }
+
+    /// Where the SQ lives.
+    pub fn sq_location(&self) -> smartio_smartio::SegmentLocation {
+        self.sq.seg.location
+    }
+}
+
+/// A client: a program using the shared controller through its own queue pairs.
+#[derive(Debug)]
+pub struct Client {
+    smartio: SmartIo,
+    os: HostOs,
+    hold: DeviceBorrow,
+    manager: Rc<Manager>,
+    bar: Mmio,
+    regs: CpuMap,
+    data: Mapped,
+    queues: RefCell<Vec<Rc<ClientQueue>>>,
+}
+
+impl Client {
+    /// Joins the controller `fdid` from `os`'s host: a shared hold, the published manager
+    /// checked, the doorbells mapped, and a data segment of `data_size` bytes in this host's
+    /// RAM mapped for the device.
+    pub async fn connect(
+        smartio: &SmartIo,
+        os: &HostOs,
+        fdid: Fdid,
+        manager: &Rc<Manager>,
+        data_size: u64,
+    ) -> Result<Client, DistError> {
+        let device = || format!("fdid {fdid}");
+        let published =
+            smartio
+                .published(fdid, MANAGER_SEGMENT)
+                .ok_or_else(|| DistError::NoManager {
+                    device: device(),
+                    why: "nothing is published".into(),
+                })?;
+        let hold = smartio.borrow_device(os.id(), fdid, false)?;
+        // Read where the manager runs (through the NTB if it is elsewhere).
+        let map = smartio.map_for_cpu(os.id(), &published)?;
+        let mut words = [0u8; 24];
+        let read = os.cpu().read(map.addr, &mut words).await;
+        smartio.unmap_cpu(map)?;
+        read.map_err(access("read the manager segment"))?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&words[8 * i..8 * i + 8]);
+            u64::from_le_bytes(w)
+        };
+        if word(0) != MANAGER_MAGIC || word(1) != u64::from(manager.host().0) {
+            smartio.return_device(hold)?;
+            return Err(DistError::NoManager {
+                device: device(),
+                why: format!(
+                    "the published segment says magic {:#x}, host {}",
+                    word(0),
+                    word(1)
+                ),
+            });
+        }
+        let regs_seg = smartio.bar_segment(&hold, 0)?;
+        let regs = smartio.map_for_cpu(os.id(), &regs_seg)?;
+        let bar = Mmio::new(
+            os.cpu(),
+            BarWindow {
+                index: 0,
+                base: regs.addr,
+                size: regs_seg.size,
+            },
+            "nvme client BAR0",
+        );
+        let data = mapped_segment(
+            smartio,
+            os,
+            &hold,
+            data_size,
+            Hints {
+                device_reads: true,
+                device_writes: true,
+                host_reads: true,
+                host_writes: true,
+                ..Hints::default()
+            },
+        )?;
+        Ok(Client {
+            smartio: smartio.clone(),
+            os: os.clone(),
+            hold,
+            manager: manager.clone(),
+            bar,
+            regs,
+            data,
+            queues: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Where the data segment is in this host's RAM (for the program's own loads/stores).
+    pub fn data(&self) -> (PhysAddr, u64) {
+        (self.data.buf.cpu, self.data.buf.len)
+    }
+
+    /// The client's hold on the device (SmartIO drops it if the program dies).
+    pub fn hold(&self) -> DeviceBorrow {
+        self.hold
+    }
+
+    /// The host.
+    pub fn os(&self) -> &HostOs {
+        &self.os
+    }
+
+    /// Asks the manager for a queue pair of `entries` entries, with the SQ placed by
+    /// `placement` and the CQ in this host's RAM.
+    pub async fn create_queue(
+        &self,
+        entries: u16,
+        placement: SqPlacement,
+    ) -> Result<Rc<ClientQueue>, DistError> {
+        let s = &self.smartio;
+        let sq = mapped_segment(
+            s,
+            &self.os,
+            &self.hold,
+            u64::from(entries) * 64,
+            placement.hints(),
+        )?;
+        let cq = mapped_segment(
+            s,
+            &self.os,
+            &self.hold,
+            u64::from(entries) * 16,
+            Hints {
+                device_writes: true,
+                host_reads: true,
+                ..Hints::default()
+            },
+        )?;
+        let prp = mapped_segment(
+            s,
+            &self.os,
+            &self.hold,
+            u64::from(entries) * PAGE,
+            Hints {
+                device_reads: true,
+                host_reads: true,
+                host_writes: true,
+                ..Hints::default()
+            },
+        )?;
+        let qid = self
+            .manager
+            .create_pair(&self.hold, &self.os.cpu(), sq.buf.bus, cq.buf.bus, entries)
+            .await?;
+        let pair = QueuePair::new(
+            qid,
+            entries,
+            sq.buf,
+            cq.buf,
+            None,
+            self.os.cpu(),
+            self.bar.clone(),
+            self.manager.doorbells(qid),
+        );
+        let q = Rc::new(ClientQueue { pair, sq, cq, prp });
+        self.queues.borrow_mut().push(q.clone());
+        Ok(q)
+    }
+
+    /// Reads or writes `blocks` blocks at `lba` of `nsid` to or from the data segment at
+    /// `offset`, on queue `q`; polls for the completion.
+    pub async fn io(
+        &self,
+        q: &ClientQueue,
+        op: BlockOp,
+        nsid: u32,
+        lba: u64,
+        blocks: u32,
+        offset: u64,
+    ) -> Result<(), DistError> {
+        let lba_size = self
+            .manager
+            .namespaces()
+            .iter()
+            .find(|n| n.nsid == nsid)
+            .map_or(512, |n| u64::from(n.lba_size));
+        let len = u64::from(blocks) * lba_size;
+        if blocks == 0 || len > self.manager.max_transfer() || offset + len > self.data.buf.len {
+            return Err(DistError::BadRequest(format!(
+                "{blocks} blocks at data offset {offset}: the transfer must be 1..={} bytes inside the {}-byte data segment",
+                self.manager.max_transfer(),
+                self.data.buf.len
+            )));
+        }
+        let opcode = match op {
+            BlockOp::Read => io::READ,
+            BlockOp::Write => io::WRITE,
+            BlockOp::Flush => io::FLUSH,
+            BlockOp::WriteZeroes => io::WRITE_ZEROES,
+        };
+        let tag = q.pair.acquire().await;
+        let result = async {
+            let (prp1, prp2) = self
+                .prps(q, tag, self.data.buf.bus.get() + offset, len)
+                .await?;
+            let cmd = Command {
+                opcode,
+                nsid,
+                prp1,
+                prp2,
+                cdw: [lba as u32, (lba >> 32) as u32, blocks - 1, 0, 0, 0],
+                ..Command::default()
+            };
+            q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
+            q.pair.wait_polled(tag).await.map_err(access("poll"))
+        }
+        .await;
+        q.pair.release(tag);
+        let c = result?;
+        if c.status != Status::SUCCESS {
+            return Err(DistError::Command {
+                what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
+                status: u16::from(c.status.sct) << 8 | u16::from(c.status.sc),
+            });
+        }
+        Ok(())
+    }
+
+    /// PRP1/PRP2 for `len` bytes at device address `bus`; a list in the tag's page when the
+    /// transfer spans more than two pages.
+    async fn prps(
+        &self,
+        q: &ClientQueue,
+        tag: u16,
+        bus: u64,
+        len: u64,
+    ) -> Result<(u64, u64), DistError> {
+        let first_page_end = (bus & !(PAGE - 1)) + PAGE;
+        let end = bus + len;
+        if end <= first_page_end {
+            return Ok((bus, 0));
+        }
+        if end <= first_page_end + PAGE {
+            return Ok((bus, first_page_end));
+        }
+        let mut list = Vec::new();
+        let mut page = first_page_end;
+        while page < end {
+            list.extend_from_slice(&page.to_le_bytes());
+            page += PAGE;
+        }
+        let at = u64::from(tag) * PAGE;
+        self.os
+            .cpu()
+            .write(BusAddr(q.prp.buf.cpu.get() + at), &list)
+            .await
+            .map_err(access("write a PRP list"))?;
+        Ok((bus, q.prp.buf.bus.get() + at))
+    }
+
+    /// Leaves: every queue pair is deleted through the manager, and the hold, the maps and
+    /// the segments are given back.
+    pub async fn leave(self) -> Result<(), DistError> {
+        let queues = self.queues.take();
+        for q in &queues {
+            self.manager
+                .delete_pair(&self.hold, &self.os.cpu(), q.qid())
+                .await?;
+        }
+        self.smartio.unmap_cpu(self.regs)?;
+        let mut segments = vec![self.data];
+        for q in &queues {
+            segments.extend([q.sq, q.cq, q.prp]);
+        }
+        for m in &segments {
+            self.smartio.unmap_cpu(m.cpu_map)?;
+        }
+        self.smartio.return_device(self.hold)?;
+        for m in segments {
+            self.smartio.remove_segment(m.seg)?;
+        }
+        Ok(())
+    }
+}

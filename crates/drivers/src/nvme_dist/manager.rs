@@ -1,0 +1,492 @@
+//! The manager of the distributed NVMe driver: controller set-up, the admin queues, and the
+//! table of which client owns which I/O queue pair.
+
+use super::{access, DistError};
+use crate::nvme::QueuePair;
+use smartio_devices::nvme::spec::{
+    self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, Status,
+};
+use smartio_fabric::HostId;
+use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, Segment, SmartIo};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Name under which the manager publishes where it runs.
+pub const MANAGER_SEGMENT: &str = "nvme-manager";
+
+/// First word of the published segment.
+pub(crate) const MANAGER_MAGIC: u64 = 0x4e56_4d45_4d47_5231;
+
+const ADMIN_ENTRIES: u16 = 32;
+const PAGE: u64 = 4096;
+
+/// A namespace as Identify described it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespace {
+    /// Namespace id.
+    pub nsid: u32,
+    /// Logical blocks.
+    pub blocks: u64,
+    /// Bytes per block.
+    pub lba_size: u32,
+}
+
+/// Who owns a queue pair.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    client: DeviceBorrow,
+}
+
+/// A segment mapped for the device and for this host's CPU.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mapped {
+    pub seg: Segment,
+    pub buf: DmaBuffer,
+    pub cpu_map: CpuMap,
+}
+
+/// Allocates a segment by `hints`, maps it for the device and for `os`'s CPU.
+pub(crate) fn mapped_segment(
+    smartio: &SmartIo,
+    os: &HostOs,
+    hold: &DeviceBorrow,
+    len: u64,
+    hints: Hints,
+) -> Result<Mapped, DistError> {
+    let seg = smartio.create_segment(hold, len, hints)?;
+    let bus = smartio.map_for_device(hold, &seg)?;
+    let cpu_map = smartio.map_for_cpu(os.id(), &seg)?;
+    Ok(Mapped {
+        seg,
+        buf: DmaBuffer {
+            cpu: PhysAddr(cpu_map.addr.get()),
+            bus,
+            len: seg.size,
+        },
+        cpu_map,
+    })
+}
+
+/// The manager: holds the admin queues and hands out I/O queue pairs.
+#[derive(Debug)]
+pub struct Manager {
+    smartio: SmartIo,
+    os: HostOs,
+    hold: DeviceBorrow,
+    stride: u32,
+    /// Entries a queue may have (CAP.MQES + 1).
+    pub max_entries: u32,
+    admin: QueuePair,
+    scratch: Mapped,
+    granted: u16,
+    owners: RefCell<BTreeMap<u16, Owner>>,
+    namespaces: Vec<Namespace>,
+    max_transfer: u64,
+    model: String,
+}
+
+impl Manager {
+    /// Takes `fdid` for `os`'s host, resets and enables the controller with admin queues in
+    /// segments, identifies it, asks for every I/O queue pair, then shares the device and
+    /// publishes itself.
+    pub async fn start(
+        smartio: &SmartIo,
+        os: &HostOs,
+        fdid: Fdid,
+    ) -> Result<Rc<Manager>, DistError> {
+        let hold = smartio.borrow_device(os.id(), fdid, true)?;
+        smartio.enable_device(&hold).await?;
+        let regs = smartio.bar_segment(&hold, 0)?;
+        let regs_map = smartio.map_for_cpu(os.id(), &regs)?;
+        let bar = Mmio::new(
+            os.cpu(),
+            BarWindow {
+                index: 0,
+                base: regs_map.addr,
+                size: regs.size,
+            },
+            "nvme manager BAR0",
+        );
+        let capr = bar.read64(reg::CAP).await.map_err(access("read CAP"))?;
+        let timeout_ms = u64::from(cap::to(capr).max(1)) * 500;
+        let stride = cap::dstrd(capr);
+        bar.write32(reg::CC, 0).await.map_err(access("reset"))?;
+        wait_ready(os, &bar, false, timeout_ms).await?;
+
+        // Admin queues: the SQ where the device reads it best, the CQ in this host's RAM.
+        let sq_hints = Hints {
+            device_reads: true,
+            host_writes: true,
+            ..Hints::default()
+        };
+        let cq_hints = Hints {
+            device_writes: true,
+            host_reads: true,
+            ..Hints::default()
+        };
+        let asq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 64, sq_hints)?;
+        let acq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 16, cq_hints)?;
+        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE, cq_hints)?;
+        let aqa = u32::from(ADMIN_ENTRIES - 1) | (u32::from(ADMIN_ENTRIES - 1) << 16);
+        let setup = async {
+            bar.write32(reg::AQA, aqa).await?;
+            bar.write64(reg::ASQ, asq.buf.bus.get()).await?;
+            bar.write64(reg::ACQ, acq.buf.bus.get()).await?;
+            bar.write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
+                .await
+        };
+        setup.await.map_err(access("admin queue set-up"))?;
+        wait_ready(os, &bar, true, timeout_ms).await?;
+        let admin = QueuePair::new(
+            0,
+            ADMIN_ENTRIES,
+            asq.buf,
+            acq.buf,
+            None,
+            os.cpu(),
+            bar,
+            doorbells(0, stride),
+        );
+        let mut m = Manager {
+            smartio: smartio.clone(),
+            os: os.clone(),
+            hold,
+            stride,
+            max_entries: cap::mqes(capr) + 1,
+            admin,
+            scratch,
+            granted: 0,
+            owners: RefCell::new(BTreeMap::new()),
+            namespaces: Vec::new(),
+            max_transfer: 0,
+            model: String::new(),
+        };
+        let page = m.identify(cns::CONTROLLER, 0).await?;
+        let mdts = page[id_ctrl::MDTS];
+        m.max_transfer = if mdts == 0 { 1 << 20 } else { PAGE << mdts };
+        m.model = String::from_utf8_lossy(&page[id_ctrl::MN..id_ctrl::MN + 40])
+            .trim()
+            .to_string();
+        let list = m.identify(cns::ACTIVE_NAMESPACES, 0).await?;
+        for chunk in list.chunks_exact(4) {
+            let nsid = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            if nsid == 0 {
+                break;
+            }
+            let ns = m.identify(cns::NAMESPACE, nsid).await?;
+            let format = (ns[id_ns::FLBAS] & 0xf) as usize;
+            let at = id_ns::LBAF0 + 4 * format;
+            let lbaf = u32::from_le_bytes([ns[at], ns[at + 1], ns[at + 2], ns[at + 3]]);
+            let mut blocks = [0u8; 8];
+            blocks.copy_from_slice(&ns[0..8]);
+            m.namespaces.push(Namespace {
+                nsid,
+                blocks: u64::from_le_bytes(blocks),
+                lba_size: 1 << ((lbaf >> 16) & 0xff),
+            });
+        }
+        // Every I/O queue pair the controller will give.
+        let all = 0xfffe_u32 | (0xfffe << 16);
+        let c = m
+            .admin_command(
+                Command {
+                    opcode: admin::SET_FEATURES,
+                    cdw: [u32::from(feature::NUMBER_OF_QUEUES), all, 0, 0, 0, 0],
+                    ..Command::default()
+                },
+                "Set Features (Number of Queues)",
+            )
+            .await?;
+        m.granted = ((c.result & 0xffff).min(c.result >> 16) + 1) as u16;
+
+        // Share the device and say where the manager runs.
+        smartio.downgrade(&m.hold)?;
+        let published = smartio.create_segment(
+            &m.hold,
+            PAGE,
+            Hints {
+                host_reads: true,
+                multi_host: true,
+                ..Hints::default()
+            },
+        )?;
+        let map = smartio.map_for_cpu(os.id(), &published)?;
+        let mut words = Vec::new();
+        for w in [MANAGER_MAGIC, u64::from(os.id().0), u64::from(m.granted)] {
+            words.extend_from_slice(&w.to_le_bytes());
+        }
+        os.cpu()
+            .write(map.addr, &words)
+            .await
+            .map_err(access("publish the manager"))?;
+        smartio.unmap_cpu(map)?;
+        smartio.publish(fdid, MANAGER_SEGMENT, published);
+        Ok(Rc::new(m))
+    }
+
+    /// The host the manager runs on.
+    pub fn host(&self) -> HostId {
+        self.os.id()
+    }
+
+    /// The device.
+    pub fn fdid(&self) -> Fdid {
+        self.hold.fdid
+    }
+
+    /// I/O queue pairs the controller granted.
+    pub fn granted(&self) -> u16 {
+        self.granted
+    }
+
+    /// Queue pairs in use, by queue id: the owning host.
+    pub fn owners(&self) -> Vec<(u16, HostId)> {
+        self.owners
+            .borrow()
+            .iter()
+            .map(|(&q, o)| (q, o.client.host))
+            .collect()
+    }
+
+    /// Active namespaces.
+    pub fn namespaces(&self) -> &[Namespace] {
+        &self.namespaces
+    }
+
+    /// Largest transfer (MDTS).
+    pub fn max_transfer(&self) -> u64 {
+        self.max_transfer
+    }
+
+    /// Model number from Identify.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The doorbell register offsets of queue `qid`.
+    pub fn doorbells(&self, qid: u16) -> (u64, u64) {
+        doorbells(qid, self.stride)
+    }
+
+    async fn admin_command(&self, cmd: Command, what: &str) -> Result<Completion, DistError> {
+        let tag = self.admin.acquire().await;
+        let result = async {
+            self.admin.submit(tag, cmd).await.map_err(access(what))?;
+            self.admin.wait_polled(tag).await.map_err(access(what))
+        }
+        .await;
+        self.admin.release(tag);
+        let c = result?;
+        if c.status != Status::SUCCESS {
+            return Err(DistError::Command {
+                what: what.to_string(),
+                status: u16::from(c.status.sct) << 8 | u16::from(c.status.sc),
+            });
+        }
+        Ok(c)
+    }
+
+    async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
+        self.admin_command(
+            Command {
+                opcode: admin::IDENTIFY,
+                nsid,
+                prp1: self.scratch.buf.bus.get(),
+                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
+                ..Command::default()
+            },
+            "Identify",
+        )
+        .await?;
+        let mut page = vec![0u8; PAGE as usize];
+        self.os
+            .cpu()
+            .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
+            .await
+            .map_err(access("read Identify data"))?;
+        Ok(page)
+    }
+
+    /// A control message between the client's host and the manager's, paid by `cpu`.
+    async fn message(&self, cpu: &smartio_engine::Agent) {
+        cpu.sleep(self.smartio.control_message()).await;
+    }
+
+    /// Relays a client's request for a queue pair whose CQ the device reaches at `cq` and SQ
+    /// at `sq`, `entries` each: picks a free queue id, creates the CQ and the SQ, and records
+    /// the owner. A request message and an answer cross between the hosts.
+    pub async fn create_pair(
+        &self,
+        client: &DeviceBorrow,
+        cpu: &smartio_engine::Agent,
+        sq: BusAddr,
+        cq: BusAddr,
+        entries: u16,
+    ) -> Result<u16, DistError> {
+        self.message(cpu).await;
+        let result = self.create_pair_here(client, sq, cq, entries).await;
+        self.message(cpu).await;
+        result
+    }
+
+    async fn create_pair_here(
+        &self,
+        client: &DeviceBorrow,
+        sq: BusAddr,
+        cq: BusAddr,
+        entries: u16,
+    ) -> Result<u16, DistError> {
+        if entries < 2 || u32::from(entries) > self.max_entries {
+            return Err(DistError::BadRequest(format!(
+                "a queue needs 2..={} entries, not {entries}",
+                self.max_entries
+            )));
+        }
+        let qid = {
+            let mut owners = self.owners.borrow_mut();
+            let Some(qid) = (1..=self.granted).find(|q| !owners.contains_key(q)) else {
+                let mut count: BTreeMap<String, u32> = BTreeMap::new();
+                for o in owners.values() {
+                    *count
+                        .entry(self.os.sim().fabric().host(o.client.host).name.clone())
+                        .or_default() += 1;
+                }
+                return Err(DistError::NoQueues {
+                    granted: self.granted,
+                    owners: count
+                        .iter()
+                        .map(|(h, n)| format!("{h} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            };
+            owners.insert(qid, Owner { client: *client });
+            qid
+        };
+        let size = u32::from(entries - 1) << 16;
+        let created = async {
+            self.admin_command(
+                Command {
+                    opcode: admin::CREATE_IO_CQ,
+                    prp1: cq.get(),
+                    cdw: [u32::from(qid) | size, 1, 0, 0, 0, 0],
+                    ..Command::default()
+                },
+                "Create I/O CQ",
+            )
+            .await?;
+            self.admin_command(
+                Command {
+                    opcode: admin::CREATE_IO_SQ,
+                    prp1: sq.get(),
+                    cdw: [
+                        u32::from(qid) | size,
+                        1 | (u32::from(qid) << 16),
+                        0,
+                        0,
+                        0,
+                        0,
+                    ],
+                    ..Command::default()
+                },
+                "Create I/O SQ",
+            )
+            .await
+        }
+        .await;
+        if let Err(e) = created {
+            self.owners.borrow_mut().remove(&qid);
+            return Err(e);
+        }
+        Ok(qid)
+    }
+
+    /// Deletes queue pair `qid` of `client` (SQ first, then its CQ) and frees the id.
+    pub async fn delete_pair(
+        &self,
+        client: &DeviceBorrow,
+        cpu: &smartio_engine::Agent,
+        qid: u16,
+    ) -> Result<(), DistError> {
+        self.message(cpu).await;
+        let owned = self
+            .owners
+            .borrow()
+            .get(&qid)
+            .is_some_and(|o| o.client == *client);
+        let result = if owned {
+            self.delete_here(qid).await
+        } else {
+            Err(DistError::NotOwner { qid })
+        };
+        self.message(cpu).await;
+        result
+    }
+
+    async fn delete_here(&self, qid: u16) -> Result<(), DistError> {
+        for (opcode, what) in [
+            (admin::DELETE_IO_SQ, "Delete I/O SQ"),
+            (admin::DELETE_IO_CQ, "Delete I/O CQ"),
+        ] {
+            self.admin_command(
+                Command {
+                    opcode,
+                    cdw: [u32::from(qid), 0, 0, 0, 0, 0],
+                    ..Command::default()
+                },
+                what,
+            )
+            .await?;
+        }
+        self.owners.borrow_mut().remove(&qid);
+        Ok(())
+    }
+
+    /// Deletes the queue pairs of clients whose hold on the device is gone (a client that
+    /// vanished without leaving); returns the queue ids freed.
+    pub async fn sweep(&self) -> Result<Vec<u16>, DistError> {
+        let gone: Vec<u16> = self
+            .owners
+            .borrow()
+            .iter()
+            .filter(|(_, o)| !self.smartio.is_held(&o.client))
+            .map(|(&q, _)| q)
+            .collect();
+        for &qid in &gone {
+            self.delete_here(qid).await?;
+        }
+        Ok(gone)
+    }
+}
+
+/// Doorbell offsets (SQ tail, CQ head) of `qid` with doorbell stride `stride`.
+fn doorbells(qid: u16, stride: u32) -> (u64, u64) {
+    (
+        spec::doorbell_offset(qid, false, stride),
+        spec::doorbell_offset(qid, true, stride),
+    )
+}
+
+/// Polls CSTS until RDY equals `ready`, within CAP.TO.
+async fn wait_ready(
+    os: &HostOs,
+    bar: &Mmio,
+    ready: bool,
+    timeout_ms: u64,
+) -> Result<(), DistError> {
+    let cpu = os.cpu();
+    let start = cpu.now();
+    loop {
+        let s = bar.read32(reg::CSTS).await.map_err(access("read CSTS"))?;
+        if (s & csts::RDY != 0) == ready {
+            return Ok(());
+        }
+        if cpu.now().since(start) > SimDuration::from_us(timeout_ms * 1000) {
+            return Err(DistError::Timeout { ready, timeout_ms });
+        }
+        cpu.sleep(SimDuration::from_us(10)).await;
+    }
+}

@@ -1,0 +1,194 @@
+//! The distributed NVMe driver: one controller, a manager on one host, clients on others,
+//! each driving its own queue pairs.
+
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::BlockOp;
+use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
+use smartio_engine::Calibration;
+use smartio_host::HostOs;
+use smartio_smartio::{Fdid, SmartIo};
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+struct Setup {
+    cluster: Cluster,
+    hosts: Vec<HostOs>,
+    smartio: SmartIo,
+    nvme: Fdid,
+}
+
+fn setup() -> Setup {
+    let cluster = Cluster::new("cluster-switch", &Calibration::default_embedded()).expect("loads");
+    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().expect("registers");
+    let nvme = smartio.find("lender:nvme0").expect("registered");
+    Setup {
+        cluster,
+        hosts,
+        smartio,
+        nvme,
+    }
+}
+
+impl Setup {
+    fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
+        let out = Rc::new(RefCell::new(None));
+        let slot = out.clone();
+        self.cluster.sim.spawn(async move {
+            *slot.borrow_mut() = Some(task.await);
+        });
+        self.cluster.sim.run();
+        let r = out.borrow_mut().take();
+        r.expect("the task finished")
+    }
+
+    fn manager(&self, host: usize) -> Rc<Manager> {
+        let (s, os, nvme) = (self.smartio.clone(), self.hosts[host].clone(), self.nvme);
+        self.run(async move { Manager::start(&s, &os, nvme).await })
+            .expect("manager starts")
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 9) as u8)
+        .collect()
+}
+
+#[test]
+fn clients_on_two_hosts_write_disjoint_ranges_and_read_each_others_data() {
+    let s = setup();
+    let manager = s.manager(0);
+    assert_eq!(manager.granted(), 31, "the P4800X profile has 31 I/O pairs");
+    // borrower writes LBAs 0..128, lender2 writes 1024..1152, at the same time.
+    let results = Rc::new(RefCell::new(Vec::new()));
+    let len = 64 * 1024usize;
+    for (host, seed, mine, theirs) in [(0usize, 0x21u8, 0u64, 1024u64), (2, 0x85, 1024, 0)] {
+        let (svc, os, nvme, m, out) = (
+            s.smartio.clone(),
+            s.hosts[host].clone(),
+            s.nvme,
+            manager.clone(),
+            results.clone(),
+        );
+        s.cluster.sim.spawn(async move {
+            let client = Client::connect(&svc, &os, nvme, &m, 2 * len as u64)
+                .await
+                .expect("connects");
+            let q = client
+                .create_queue(16, SqPlacement::Hints)
+                .await
+                .expect("queue");
+            let (data, _) = client.data();
+            os.sim().poke_memory(os.id(), data, &pattern(seed, len));
+            client
+                .io(&q, BlockOp::Write, 1, mine, 128, 0)
+                .await
+                .expect("write");
+            // Wait until the other client has surely written, then read its range.
+            smartio_platform::Clock::sleep(&os.cpu(), smartio_platform::SimDuration::from_us(500))
+                .await;
+            client
+                .io(&q, BlockOp::Read, 1, theirs, 128, len as u64)
+                .await
+                .expect("read");
+            let mut got = vec![0u8; len];
+            os.sim().peek_memory(
+                os.id(),
+                smartio_platform::PhysAddr(data.get() + len as u64),
+                &mut got,
+            );
+            out.borrow_mut().push((os.name().to_string(), got));
+            client.leave().await.expect("leaves");
+        });
+    }
+    s.cluster.sim.run();
+    let mut got = results.borrow().clone();
+    got.sort();
+    assert_eq!(got.len(), 2, "both clients finished");
+    assert_eq!(got[0].0, "borrower");
+    assert_eq!(
+        got[0].1,
+        pattern(0x85, len),
+        "borrower reads lender2's data"
+    );
+    assert_eq!(got[1].0, "lender2");
+    assert_eq!(
+        got[1].1,
+        pattern(0x21, len),
+        "lender2 reads borrower's data"
+    );
+    assert!(manager.owners().is_empty(), "leaving freed every queue");
+}
+
+#[test]
+fn the_32nd_queue_pair_is_refused_and_leaving_or_vanishing_frees_queues() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (err, hold) = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 20)
+            .await
+            .expect("connects");
+        for _ in 0..31 {
+            client
+                .create_queue(4, SqPlacement::ClientRam)
+                .await
+                .expect("granted");
+        }
+        let err = client
+            .create_queue(4, SqPlacement::ClientRam)
+            .await
+            .expect_err("the 32nd is refused");
+        // The program dies: SmartIO drops its hold, its queues stay behind.
+        let hold = client.hold();
+        svc.return_device(hold).expect("drop the hold");
+        (err, hold)
+    });
+    match &err {
+        DistError::NoQueues { granted, owners } => {
+            assert_eq!(*granted, 31);
+            assert_eq!(owners, "borrower 31");
+        }
+        other => panic!("expected NoQueues, got {other:?}"),
+    }
+    assert!(err.to_string().contains("all 31"), "{err}");
+    assert_eq!(manager.owners().len(), 31);
+    assert!(!s.smartio.is_held(&hold));
+    let m = manager.clone();
+    let freed = s.run(async move { m.sweep().await }).expect("sweeps");
+    assert_eq!(freed, (1..=31).collect::<Vec<u16>>());
+    assert!(manager.owners().is_empty());
+
+    // Afterwards a new client on another host gets queue 1 again and can do I/O.
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[2].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let qid = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 20)
+            .await
+            .expect("connects");
+        let q = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("queue");
+        client
+            .io(&q, BlockOp::Write, 1, 0, 8, 0)
+            .await
+            .expect("write");
+        let qid = q.qid();
+        client.leave().await.expect("leaves");
+        qid
+    });
+    assert_eq!(qid, 1);
+}
