@@ -1,0 +1,76 @@
+//! The distributed driver's SQ placement (Paper V Fig. 34): the farther the device has to go
+//! for each command it fetches, the longer a QD1 read takes.
+
+use smartio_cluster::{Cluster, SHIPPED};
+use smartio_drivers::nvme_dist::SqPlacement;
+use smartio_engine::Calibration;
+use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
+
+/// cluster-switch with a 1 MiB controller memory buffer on the lender's NVMe.
+fn cluster_with_cmb() -> Cluster {
+    let text = SHIPPED
+        .iter()
+        .find(|s| s.name == "cluster-switch")
+        .expect("shipped")
+        .text
+        .replacen(
+            "params = { profile = \"optane-p4800x\" }",
+            "params = { profile = \"optane-p4800x\", cmb = \"1M\" }",
+            1,
+        );
+    let path = std::env::temp_dir().join(format!(
+        "smartio-nvme-client-{}-cluster-switch-cmb.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, text).expect("temp file");
+    Cluster::new(
+        path.to_str().expect("utf-8"),
+        &Calibration::default_embedded(),
+    )
+    .expect("loads")
+}
+
+fn run(placement: SqPlacement) -> ClientQd1Result {
+    let config = ClientQd1Config {
+        manager: "lender2".into(),
+        client: "borrower".into(),
+        device: "lender:nvme0".into(),
+        placement,
+        ops: 200,
+        bs: 4096,
+        seed: 7,
+    };
+    client_qd1(&cluster_with_cmb(), &config).expect("runs")
+}
+
+#[test]
+fn qd1_latency_follows_where_the_sq_is() {
+    let borrower = run(SqPlacement::ClientRam);
+    let lender = run(SqPlacement::LenderRam);
+    let device = run(SqPlacement::DeviceMemory);
+    assert_eq!(borrower.sq_in, "borrower RAM");
+    assert_eq!(lender.sq_in, "lender RAM");
+    assert_eq!(device.sq_in, "controller memory");
+    let (b, l, d) = (borrower.lat_ns.p50, lender.lat_ns.p50, device.lat_ns.p50);
+    assert!(
+        b > l && l > d,
+        "borrower RAM {b} > lender RAM {l} > device memory {d}"
+    );
+    // The fetch from borrower RAM crosses the cluster switch (PM8536, 170 ns) both ways on
+    // top of the lender-RAM path's chip count; the fetch from lender RAM crosses three chips
+    // (PEX8796, PEX8733, PEX8733: 414 ns) both ways that a fetch from device memory does not.
+    assert!(b - l > 170.0, "borrower − lender {} (b {b}, l {l})", b - l);
+    assert!(
+        l - d > 2.0 * 414.0,
+        "lender − device {} (l {l}, d {d})",
+        l - d
+    );
+    assert_eq!(client_qd1_twice(), (b, l), "deterministic");
+}
+
+fn client_qd1_twice() -> (f64, f64) {
+    (
+        run(SqPlacement::ClientRam).lat_ns.p50,
+        run(SqPlacement::LenderRam).lat_ns.p50,
+    )
+}
