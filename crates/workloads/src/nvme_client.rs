@@ -85,7 +85,7 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 .first()
                 .ok_or_else(|| "the controller has no namespace".to_string())?;
             let blocks_per_io = (cfg.bs / u64::from(ns.lba_size)).max(1);
-            let span = (ns.blocks / blocks_per_io).min(1 << 20).max(1);
+            let span = (ns.blocks / blocks_per_io).clamp(1, 1 << 20);
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             let cpu = cos.cpu();
             let mut samples = Vec::with_capacity(cfg.ops as usize);
