@@ -56,9 +56,11 @@ fn qd1_latency_follows_where_the_sq_is() {
         b > l && l > d,
         "borrower RAM {b} > lender RAM {l} > device memory {d}"
     );
-    // The fetch from borrower RAM crosses the cluster switch (PM8536, 170 ns) both ways on
-    // top of the lender-RAM path's chip count; the fetch from lender RAM crosses three chips
-    // (PEX8796, PEX8733, PEX8733: 414 ns) both ways that a fetch from device memory does not.
+    // Model: a 64-byte fetch from borrower RAM crosses the PM8536 both ways on top of the
+    // lender-RAM path (+2 x 170 ns, +2 x 18 ns of cable) = +376 ns, while the client's SQE
+    // store into lender RAM costs its CPU 145 ns more than a local store: 231 ns in all.
+    // The fetch from lender RAM crosses three chips (PEX8796, PEX8733, PEX8733: 414 ns)
+    // both ways that a fetch from device memory does not.
     assert!(b - l > 170.0, "borrower − lender {} (b {b}, l {l})", b - l);
     assert!(
         l - d > 2.0 * 414.0,
