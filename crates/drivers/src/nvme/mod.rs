@@ -165,6 +165,20 @@ pub struct NamespaceInfo {
     pub lba_size: u32,
 }
 
+impl NamespaceInfo {
+    /// The namespace `nsid` as its Identify Namespace page describes it (size, and the LBA
+    /// format in use).
+    pub fn from_identify(nsid: u32, page: &[u8]) -> NamespaceInfo {
+        let format = (page[id_ns::FLBAS] & 0xf) as usize;
+        let lbaf = le32(page, id_ns::LBAF0 + 4 * format);
+        NamespaceInfo {
+            nsid,
+            blocks: u64::from_le_bytes(page[0..8].try_into().unwrap_or([0; 8])),
+            lba_size: 1 << ((lbaf >> 16) & 0xff),
+        }
+    }
+}
+
 /// A block request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockOp {
@@ -351,13 +365,7 @@ impl NvmeDevice {
                 break;
             }
             let ns = dev.identify(cns::NAMESPACE, nsid).await?;
-            let format = (ns[id_ns::FLBAS] & 0xf) as usize;
-            let lbaf = le32(&ns, id_ns::LBAF0 + 4 * format);
-            dev.namespaces.push(NamespaceInfo {
-                nsid,
-                blocks: u64::from_le_bytes(ns[0..8].try_into().unwrap_or([0; 8])),
-                lba_size: 1 << ((lbaf >> 16) & 0xff),
-            });
+            dev.namespaces.push(NamespaceInfo::from_identify(nsid, &ns));
         }
 
         // Queues: one pair per CPU, as many as granted and as vectors allow.

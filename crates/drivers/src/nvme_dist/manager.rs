@@ -4,7 +4,7 @@
 use super::{access, DistError};
 use crate::nvme::QueuePair;
 use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, Status,
+    self, admin, cap, cc, cns, csts, feature, id_ctrl, reg, Command, Completion, Status,
 };
 use smartio_fabric::HostId;
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
@@ -23,16 +23,8 @@ pub(crate) const MANAGER_MAGIC: u64 = 0x4e56_4d45_4d47_5231;
 const ADMIN_ENTRIES: u16 = 32;
 const PAGE: u64 = 4096;
 
-/// A namespace as Identify described it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Namespace {
-    /// Namespace id.
-    pub nsid: u32,
-    /// Logical blocks.
-    pub blocks: u64,
-    /// Bytes per block.
-    pub lba_size: u32,
-}
+/// A namespace as Identify described it (the native driver's description).
+pub use crate::nvme::NamespaceInfo as Namespace;
 
 /// Who owns a queue pair.
 #[derive(Debug, Clone, Copy)]
@@ -177,16 +169,7 @@ impl Manager {
                 break;
             }
             let ns = m.identify(cns::NAMESPACE, nsid).await?;
-            let format = (ns[id_ns::FLBAS] & 0xf) as usize;
-            let at = id_ns::LBAF0 + 4 * format;
-            let lbaf = u32::from_le_bytes([ns[at], ns[at + 1], ns[at + 2], ns[at + 3]]);
-            let mut blocks = [0u8; 8];
-            blocks.copy_from_slice(&ns[0..8]);
-            m.namespaces.push(Namespace {
-                nsid,
-                blocks: u64::from_le_bytes(blocks),
-                lba_size: 1 << ((lbaf >> 16) & 0xff),
-            });
+            m.namespaces.push(Namespace::from_identify(nsid, &ns));
         }
         // Every I/O queue pair the controller will give.
         let all = 0xfffe_u32 | (0xfffe << 16);
