@@ -10,9 +10,11 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
+use smartio_fabric::{Access, NodeKind, Requester};
 use smartio_host::HostOs;
+use smartio_platform::BusAddr;
 use smartio_platform::Clock;
-use smartio_smartio::{SegmentLocation, SmartIo};
+use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,6 +29,10 @@ pub struct ClientQd1Config {
     pub device: String,
     /// Where the client's SQ goes.
     pub placement: SqPlacement,
+    /// A device (`lender:device`, e.g. a GPU next to the controller) whose memory takes the
+    /// SQ instead: the client borrows it shared and places the SQ there
+    /// ([`SqPlacement::Peer`]); `placement` is then ignored.
+    pub sq_device: Option<String>,
     /// Reads.
     pub ops: u64,
     /// Block size in bytes.
@@ -38,8 +44,15 @@ pub struct ClientQd1Config {
 /// What a run measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClientQd1Result {
-    /// Where the SQ ended up: a host's RAM or the controller's memory.
+    /// Where the SQ ended up: a host's RAM, the controller's memory or another device's.
     pub sq_in: String,
+    /// What the controller's 64-byte SQE fetch passes on its way to the SQ: every chip
+    /// (switches, NTBs, root complexes) as `name (chip)`, the node holding the SQ excluded
+    /// (for RAM that is its host's root complex); empty for the controller's own memory.
+    pub sq_fetch_chips: Vec<String>,
+    /// The timing model's round trip for that fetch over idle links, path only: link
+    /// propagation and chip latency both ways (no serialization, no completer time).
+    pub sq_fetch_path_ns: f64,
     /// Reads done.
     pub ops: u64,
     /// Latency in nanoseconds.
@@ -72,13 +85,35 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
             let client = Client::connect(&smartio, &cos, fdid, &manager, cfg.bs)
                 .await
                 .map_err(|e| e.to_string())?;
+            let peer = match &cfg.sq_device {
+                Some(spec) => {
+                    let peer = smartio.find(spec).map_err(|e| e.to_string())?;
+                    Some(
+                        smartio
+                            .borrow_device(cos.id(), peer, false)
+                            .map_err(|e| e.to_string())?,
+                    )
+                }
+                None => None,
+            };
+            let placement = peer.map_or(cfg.placement, SqPlacement::Peer);
             let q = client
-                .create_queue(4, cfg.placement)
+                .create_queue(4, placement)
                 .await
                 .map_err(|e| e.to_string())?;
             let sq_in = match q.sq_location() {
                 SegmentLocation::Ram { host, .. } => format!("{} RAM", names[host.index()]),
-                SegmentLocation::Device { .. } => "controller memory".to_string(),
+                SegmentLocation::Device { fdid, .. } if fdid == client.hold().fdid => {
+                    "controller memory".to_string()
+                }
+                SegmentLocation::Device { .. } => {
+                    format!("{} memory", cfg.sq_device.as_deref().unwrap_or("device"))
+                }
+            };
+            let (sq_fetch_chips, sq_fetch_path_ns) = match q.sq_location() {
+                // The controller reads its own memory buffer internally.
+                SegmentLocation::Device { fdid: at, .. } if at == fdid => (Vec::new(), 0.0),
+                _ => fetch_path(&smartio, fdid, q.sq_device_addr())?,
             };
             let ns = *manager
                 .namespaces()
@@ -99,8 +134,13 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 samples.push(cpu.now().since(t0).as_ps());
             }
             client.leave().await.map_err(|e| e.to_string())?;
+            if let Some(peer) = peer {
+                smartio.return_device(peer).map_err(|e| e.to_string())?;
+            }
             Ok(ClientQd1Result {
                 sq_in,
+                sq_fetch_chips,
+                sq_fetch_path_ns,
                 ops: samples.len() as u64,
                 lat_ns: LatencySummary::from_ps(&samples),
             })
@@ -110,4 +150,44 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
     cluster.sim.run();
     let r = out.borrow_mut().take();
     r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+}
+
+/// The chips a 64-byte read by the controller `fdid` at `addr` (its SQ) passes, and the
+/// timing model's idle round trip over that path (see [`ClientQd1Result::sq_fetch_path_ns`]).
+fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<(Vec<String>, f64), String> {
+    let info = smartio
+        .devices()
+        .into_iter()
+        .find(|d| d.fdid == fdid)
+        .ok_or_else(|| format!("fdid {fdid} is not registered"))?;
+    let sim = smartio.sim();
+    let fabric = sim.fabric();
+    let lender = smartio
+        .host_by_name(&info.lender)
+        .map_err(|e| e.to_string())?;
+    let endpoint = fabric
+        .endpoint_by_name(lender, &info.device)
+        .ok_or_else(|| format!("{} is not in the fabric", info.qualified()))?;
+    let route = fabric
+        .route(Requester::Device(endpoint), addr, 64, Access::Read)
+        .map_err(|e| format!("the SQ fetch does not route: {e}"))?;
+    let timing = sim.timing();
+    let mut chips = Vec::new();
+    let mut one_way_ps = 0;
+    for (i, hop) in route.hops.iter().enumerate() {
+        one_way_ps += timing.links[hop.link.index()].prop_ps;
+        if i + 1 == route.hops.len() {
+            break;
+        }
+        one_way_ps += timing.node_latency_ps[hop.node.index()];
+        let node = fabric.node(hop.node);
+        let chip = match &node.kind {
+            NodeKind::Switch { chip } | NodeKind::ClusterSwitch { chip } => chip.clone(),
+            NodeKind::Ntb { spec, .. } => spec.chip.clone(),
+            NodeKind::RootComplex => "root complex".to_string(),
+            NodeKind::Device { .. } => continue,
+        };
+        chips.push(format!("{} ({chip})", node.name));
+    }
+    Ok((chips, 2.0 * one_way_ps as f64 / 1000.0))
 }

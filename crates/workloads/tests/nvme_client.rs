@@ -5,6 +5,7 @@ use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::nvme_dist::SqPlacement;
 use smartio_engine::Calibration;
 use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// cluster-switch with a 1 MiB controller memory buffer on the lender's NVMe.
 fn cluster_with_cmb() -> Cluster {
@@ -18,9 +19,12 @@ fn cluster_with_cmb() -> Cluster {
             "params = { profile = \"optane-p4800x\", cmb = \"1M\" }",
             1,
         );
+    // Tests run in parallel: each load gets its own file.
+    static LOADS: AtomicU32 = AtomicU32::new(0);
     let path = std::env::temp_dir().join(format!(
-        "smartio-nvme-client-{}-cluster-switch-cmb.toml",
-        std::process::id()
+        "smartio-nvme-client-{}-{}-cluster-switch-cmb.toml",
+        std::process::id(),
+        LOADS.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, text).expect("temp file");
     Cluster::new(
@@ -30,17 +34,51 @@ fn cluster_with_cmb() -> Cluster {
     .expect("loads")
 }
 
-fn run(placement: SqPlacement) -> ClientQd1Result {
-    let config = ClientQd1Config {
+fn config(placement: SqPlacement) -> ClientQd1Config {
+    ClientQd1Config {
         manager: "lender2".into(),
         client: "borrower".into(),
         device: "lender:nvme0".into(),
         placement,
+        sq_device: None,
         ops: 200,
         bs: 4096,
         seed: 7,
-    };
-    client_qd1(&cluster_with_cmb(), &config).expect("runs")
+    }
+}
+
+fn run(placement: SqPlacement) -> ClientQd1Result {
+    client_qd1(&cluster_with_cmb(), &config(placement)).expect("runs")
+}
+
+#[test]
+fn an_sq_in_the_memory_of_a_gpu_next_to_the_controller_is_fetched_through_one_switch() {
+    let gpu = client_qd1(
+        &cluster_with_cmb(),
+        &ClientQd1Config {
+            sq_device: Some("lender:gpu0".into()),
+            ..config(SqPlacement::ClientRam)
+        },
+    )
+    .expect("runs");
+    let lender = run(SqPlacement::LenderRam);
+    let cmb = run(SqPlacement::DeviceMemory);
+    assert_eq!(gpu.sq_in, "lender:gpu0 memory");
+    assert_eq!(gpu.sq_fetch_chips, ["lender.chassis (PEX8796)"]);
+    assert!(cmb.sq_fetch_chips.is_empty(), "{:?}", cmb.sq_fetch_chips);
+    assert_eq!(
+        lender.sq_fetch_chips,
+        [
+            "lender.chassis (PEX8796)",
+            "lender.hib68-target (PEX8733)",
+            "lender.hib68-host (PEX8733)",
+        ]
+    );
+    let (l, g, d) = (lender.lat_ns.p50, gpu.lat_ns.p50, cmb.lat_ns.p50);
+    assert!(
+        l > g && g > d,
+        "lender RAM {l} > GPU {g} > controller memory {d}"
+    );
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! mapping of the controller's BAR, completions polled in its own RAM, data by DMA straight
 //! into its data segment.
 
-use super::manager::{mapped_segment, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT};
+use super::manager::{
+    mapped_segment, mapped_segment_of, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT,
+};
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::spec::{io, Command, Status};
@@ -25,6 +27,9 @@ pub enum SqPlacement {
     LenderRam,
     /// Device memory (an NVMe controller memory buffer), falling back as the hints do.
     DeviceMemory,
+    /// The memory of another device the client holds through the API, such as a GPU next to
+    /// the controller (placed by that device's hints, so in its memory BAR when it has one).
+    Peer(DeviceBorrow),
 }
 
 impl SqPlacement {
@@ -35,7 +40,7 @@ impl SqPlacement {
             ..Hints::default()
         };
         match self {
-            SqPlacement::Hints | SqPlacement::DeviceMemory => base,
+            SqPlacement::Hints | SqPlacement::DeviceMemory | SqPlacement::Peer(_) => base,
             SqPlacement::ClientRam => Hints {
                 host_reads: true,
                 ..base
@@ -70,6 +75,11 @@ impl ClientQueue {
     /// Where the SQ lives.
     pub fn sq_location(&self) -> smartio_smartio::SegmentLocation {
         self.sq.seg.location
+    }
+
+    /// The SQ's address as the controller sees it (where it fetches commands from).
+    pub fn sq_device_addr(&self) -> BusAddr {
+        self.sq.buf.bus
     }
 }
 
@@ -187,9 +197,14 @@ impl Client {
         placement: SqPlacement,
     ) -> Result<Rc<ClientQueue>, DistError> {
         let s = &self.smartio;
-        let sq = mapped_segment(
+        let owner = match placement {
+            SqPlacement::Peer(peer) => peer,
+            _ => self.hold,
+        };
+        let sq = mapped_segment_of(
             s,
             &self.os,
+            &owner,
             &self.hold,
             u64::from(entries) * 64,
             placement.hints(),

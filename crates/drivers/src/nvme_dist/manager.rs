@@ -48,7 +48,20 @@ pub(crate) fn mapped_segment(
     len: u64,
     hints: Hints,
 ) -> Result<Mapped, DistError> {
-    let seg = smartio.create_segment(hold, len, hints)?;
+    mapped_segment_of(smartio, os, hold, hold, len, hints)
+}
+
+/// Allocates a segment for the device `owner` by `hints` (its memory may be that device's),
+/// maps it for the device `hold` and for `os`'s CPU.
+pub(crate) fn mapped_segment_of(
+    smartio: &SmartIo,
+    os: &HostOs,
+    owner: &DeviceBorrow,
+    hold: &DeviceBorrow,
+    len: u64,
+    hints: Hints,
+) -> Result<Mapped, DistError> {
+    let seg = smartio.create_segment(owner, len, hints)?;
     let bus = smartio.map_for_device(hold, &seg)?;
     let cpu_map = smartio.map_for_cpu(os.id(), &seg)?;
     Ok(Mapped {
