@@ -110,7 +110,11 @@ pub(crate) struct OsShared {
 
 impl OsShared {
     pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
-        self.ram.borrow_mut().alloc(len, 4096).map(PhysAddr)
+        self.alloc_aligned(len, 4096)
+    }
+
+    pub fn alloc_aligned(&self, len: u64, align: u64) -> Result<PhysAddr, RamError> {
+        self.ram.borrow_mut().alloc(len, align).map(PhysAddr)
     }
 
     pub fn free(&self, addr: PhysAddr) {
@@ -263,8 +267,13 @@ impl HostOs {
 
     /// Allocates `len` bytes of RAM (page-aligned, zeroed) for the kernel or a program.
     pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
+        self.alloc_aligned(len, 4096)
+    }
+
+    /// Like [`HostOs::alloc`], aligned to `align` bytes (a power of two, at least a page).
+    pub fn alloc_aligned(&self, len: u64, align: u64) -> Result<PhysAddr, RamError> {
         let len = len.max(1).next_multiple_of(4096);
-        let a = self.inner.shared.alloc(len)?;
+        let a = self.inner.shared.alloc_aligned(len, align.max(4096))?;
         self.inner.shared.zero(a, len);
         Ok(a)
     }

@@ -28,7 +28,7 @@ pub use map::{LocalMap, RemoteMap, Sequence, SequenceStatus};
 
 use smartio_engine::Sim;
 use smartio_fabric::{AdapterId, ClusterNodeId, GroupId, HostId, LinkId, LutTarget, NtbMapping};
-use smartio_host::RamAllocator;
+use smartio_host::{HostOs, RamAllocator, RamError};
 use smartio_platform::{BusAddr, PhysAddr};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -105,9 +105,39 @@ struct MapState {
     mapping: NtbMapping,
 }
 
+/// Where segment memory comes from.
+#[derive(Debug)]
+enum Ram {
+    /// The driver's own allocators over each host's RAM (a cluster without host kernels).
+    Own(Vec<RamAllocator>),
+    /// Each host kernel's allocator, shared with its drivers and programs.
+    Os(Vec<HostOs>),
+}
+
+impl Ram {
+    fn alloc(&mut self, host: HostId, size: u64) -> Result<u64, RamError> {
+        match self {
+            Ram::Own(ram) => ram[host.index()].alloc(size, SEGMENT_ALIGN),
+            Ram::Os(hosts) => hosts[host.index()]
+                .alloc_aligned(size, SEGMENT_ALIGN)
+                .map(|a| a.get()),
+        }
+    }
+
+    fn free(&mut self, host: HostId, addr: u64) -> Result<(), RamError> {
+        match self {
+            Ram::Own(ram) => ram[host.index()].free(addr),
+            Ram::Os(hosts) => {
+                hosts[host.index()].free(PhysAddr(addr));
+                Ok(())
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
-    ram: Vec<RamAllocator>,
+    ram: Ram,
     segments: BTreeMap<(HostId, u32), SegmentState>,
     connections: BTreeMap<u32, Connection>,
     maps: BTreeMap<u32, MapState>,
@@ -125,18 +155,28 @@ pub struct Sisci {
 }
 
 impl Sisci {
-    /// The shared-memory service of the cluster simulated by `sim`.
+    /// The shared-memory service of the cluster simulated by `sim`, on hosts without
+    /// kernels: it allocates segment memory from each host's RAM itself.
     pub fn new(sim: &Sim) -> Sisci {
-        let (ram, adapters) = {
-            let f = sim.fabric();
-            (
-                f.hosts()
-                    .iter()
-                    .map(|h| RamAllocator::new(&h.ram))
-                    .collect(),
-                f.adapters().len(),
-            )
-        };
+        let ram = Ram::Own(
+            sim.fabric()
+                .hosts()
+                .iter()
+                .map(|h| RamAllocator::new(&h.ram))
+                .collect(),
+        );
+        Self::with_ram(sim, ram)
+    }
+
+    /// The shared-memory service on booted hosts (`hosts` in host order, as
+    /// [`HostOs::boot_all`] returns them): segment memory comes from each kernel's allocator,
+    /// so it never overlaps what drivers, SmartIO and programs allocate there.
+    pub fn on_hosts(sim: &Sim, hosts: &[HostOs]) -> Sisci {
+        Self::with_ram(sim, Ram::Os(hosts.to_vec()))
+    }
+
+    fn with_ram(sim: &Sim, ram: Ram) -> Sisci {
+        let adapters = sim.fabric().adapters().len();
         Sisci {
             sim: sim.clone(),
             state: Rc::new(RefCell::new(State {
@@ -204,8 +244,9 @@ impl Sisci {
                 .find(|i| !st.segments.contains_key(&(host, *i)))
                 .unwrap_or(AUTO_ID_BASE),
         };
-        let phys = st.ram[host.index()]
-            .alloc(size, SEGMENT_ALIGN)
+        let phys = st
+            .ram
+            .alloc(host, size)
             .map_err(|source| SciError::Memory {
                 host: self.host_name(host),
                 source,
@@ -340,8 +381,8 @@ impl Sisci {
         }
         let mut st = self.state.borrow_mut();
         st.segments.remove(&(seg.host, seg.id));
-        st.ram[seg.host.index()]
-            .free(seg.phys.get())
+        st.ram
+            .free(seg.host, seg.phys.get())
             .map_err(|source| SciError::Memory {
                 host: self.host_name(seg.host),
                 source,
