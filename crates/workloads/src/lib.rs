@@ -10,6 +10,7 @@ pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;
 pub mod fio;
+pub mod multicast_identify;
 pub mod nvme_client;
 pub mod nvme_demo;
 pub mod p2p;
@@ -27,6 +28,9 @@ pub use dma_bench::{
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
+pub use multicast_identify::{
+    multicast_identify, MulticastIdentifyConfig, MulticastIdentifyResult, Receiver,
+};
 pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};

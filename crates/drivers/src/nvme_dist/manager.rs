@@ -285,18 +285,34 @@ impl Manager {
         Ok(c)
     }
 
-    async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
-        self.admin_command(
-            Command {
-                opcode: admin::IDENTIFY,
-                nsid,
-                prp1: self.scratch.buf.bus.get(),
-                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-                ..Command::default()
-            },
-            "Identify",
-        )
-        .await?;
+    /// Relays an Identify (`cns`, `nsid`) for a client: the controller writes the 4 KiB page
+    /// to `data` as the device addresses it — a client's segment mapped for the device, or a
+    /// multicast group mapped for it, which puts the page in every member at once. A request
+    /// message and an answer cross between the hosts.
+    pub async fn identify_to(
+        &self,
+        client: &DeviceBorrow,
+        cpu: &smartio_engine::Agent,
+        cns: u8,
+        nsid: u32,
+        data: BusAddr,
+    ) -> Result<(), DistError> {
+        self.message(cpu).await;
+        let result = if self.smartio.is_held(client) {
+            self.identify_command(cns, nsid, data).await
+        } else {
+            Err(DistError::BadRequest(format!(
+                "Identify for borrow {}, which no longer holds the device",
+                client.id
+            )))
+        };
+        self.message(cpu).await;
+        result
+    }
+
+    /// Identify (`cns`, `nsid`) into the manager's own page, read back.
+    pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
+        self.identify_command(cns, nsid, self.scratch.buf.bus).await?;
         let mut page = vec![0u8; PAGE as usize];
         self.os
             .cpu()
@@ -304,6 +320,26 @@ impl Manager {
             .await
             .map_err(access("read Identify data"))?;
         Ok(page)
+    }
+
+    async fn identify_command(&self, cns: u8, nsid: u32, data: BusAddr) -> Result<(), DistError> {
+        if data.get() % PAGE != 0 {
+            return Err(DistError::BadRequest(format!(
+                "Identify data must be page-aligned, not at {data}"
+            )));
+        }
+        self.admin_command(
+            Command {
+                opcode: admin::IDENTIFY,
+                nsid,
+                prp1: data.get(),
+                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
+                ..Command::default()
+            },
+            "Identify",
+        )
+        .await
+        .map(|_| ())
     }
 
     /// A control message between the client's host and the manager's, paid by `cpu`.

@@ -15,7 +15,7 @@
 
 use super::grants::{release, Grant, Taker};
 use super::{DeviceSide, Fdid, SmartIo, SmartIoError};
-use smartio_fabric::{AdapterId, EndpointId, HostId};
+use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
 use smartio_platform::pci::{self, command};
 use smartio_platform::{BusAddr, Clock, PhysAddr};
@@ -530,6 +530,57 @@ impl SmartIo {
         let a = side.reach(&mut taker, endpoint, host, addr, seg.size, "segment")?;
         h.mapped.insert(seg.id, a);
         Ok(BusAddr(a))
+    }
+
+    /// Maps the first `size` bytes of the SISCI multicast group `group` for the borrowed
+    /// device and returns the address the device writes to: a look-up-table entry of its
+    /// lender's NTB pointing at the group, so one write by the device is replicated by the
+    /// cluster switches into every member's segment (Paper V §6.5). Only writes are
+    /// replicated; a read of the address is an error. Undone when the device is returned.
+    pub fn map_multicast_for_device(
+        &self,
+        borrow: &DeviceBorrow,
+        group: GroupId,
+        size: u64,
+    ) -> Result<BusAddr, SmartIoError> {
+        let svc = &self.inner;
+        let (endpoint, qualified) = self.held(borrow)?;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let lender = st
+            .devices
+            .get(&borrow.fdid)
+            .map(|d| d.lender)
+            .ok_or(SmartIoError::UnknownFdid(borrow.fdid))?;
+        let adapter = {
+            let f = svc.sim.fabric();
+            (0..)
+                .map_while(|n| f.host_adapter(lender, n))
+                .find(|&a| f.adapter(a).cable.is_some_and(|l| f.link_is_up(l)))
+                .ok_or_else(|| SmartIoError::NoPath {
+                    from: f.host(lender).name.clone(),
+                    to: format!("multicast group {}", group.0),
+                })?
+        };
+        let h = st
+            .api
+            .holds
+            .get_mut(&borrow.id)
+            .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
+        svc.count_lender_interaction();
+        let mut taker = Taker {
+            sim: &svc.sim,
+            ledger: &mut st.ledger,
+            grants: &mut h.grants,
+            device: &qualified,
+        };
+        let m = taker.lut_to(adapter, LutTarget::Multicast(group), 0, size)?;
+        // With the lender's IOMMU on, the device's writes to the NTB window are translated
+        // like any other DMA: the window must be in its domain.
+        if let Some(d) = taker.domain_of(lender, endpoint)? {
+            taker.identity(lender, d, m.bus_addr, size)?;
+        }
+        Ok(BusAddr(m.bus_addr))
     }
 
     /// Where `host`'s CPU reaches `seg`: its own memory directly, anything else through a

@@ -118,9 +118,21 @@ impl Taker<'_> {
         remote: u64,
         len: u64,
     ) -> Result<NtbMapping, SmartIoError> {
+        self.lut_to(adapter, LutTarget::Adapter(far), remote, len)
+    }
+
+    /// Takes look-up-table entries of `adapter` for `len` bytes at `remote` of `target` (a
+    /// far host's address space, or a multicast group).
+    pub fn lut_to(
+        &mut self,
+        adapter: AdapterId,
+        target: LutTarget,
+        remote: u64,
+        len: u64,
+    ) -> Result<NtbMapping, SmartIoError> {
         let m = self
             .sim
-            .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), remote, len))
+            .with_fabric_mut(|f| f.ntb_map(adapter, target, remote, len))
             .map_err(|e| self.ntb_error(e))?;
         self.grants.push(Grant::Lut(m));
         Ok(m)

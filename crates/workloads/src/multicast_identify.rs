@@ -1,0 +1,221 @@
+//! One NVMe command whose data lands in many hosts at once (Paper V §6.5, §8.6): the
+//! distributed driver's manager relays an Identify whose data buffer is a SISCI multicast
+//! group mapped for the controller, so the controller's 4 KiB write is replicated by the
+//! cluster switches into a segment of every member host.
+//!
+//! For comparison the same page is then delivered the ordinary way, one Identify per host
+//! into a segment of that host's RAM mapped for the controller.
+
+use smartio_cluster::Cluster;
+use smartio_devices::nvme::spec::cns;
+use smartio_drivers::nvme_dist::Manager;
+use smartio_host::HostOs;
+use smartio_platform::{Clock, PhysAddr};
+use smartio_smartio::sisci::Sisci;
+use smartio_smartio::{Hints, SegmentLocation, SmartIo};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The Identify page.
+const PAGE: u64 = 4096;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct MulticastIdentifyConfig {
+    /// The controller, `lender:device`.
+    pub device: String,
+    /// Host of the manager (and of the program asking for the Identify).
+    pub manager: String,
+    /// Also deliver the page once per host without multicast, for comparison.
+    pub unicast: bool,
+}
+
+/// One receiving host.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Receiver {
+    /// Host name.
+    pub host: String,
+    /// The cluster switch its adapter hangs off.
+    pub switch: String,
+    /// Whether its segment holds exactly the controller's Identify page after the one
+    /// multicast command.
+    pub verified: bool,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MulticastIdentifyResult {
+    /// The controller.
+    pub device: String,
+    /// Its model number (from the page itself).
+    pub model: String,
+    /// Bytes each host received.
+    pub bytes: u64,
+    /// Every member host, in scenario order.
+    pub receivers: Vec<Receiver>,
+    /// Members whose copy is exact.
+    pub verified: usize,
+    /// NVMe commands the multicast delivery took.
+    pub multicast_commands: u32,
+    /// Time of the one relayed Identify, from the request to the answer (ns).
+    pub multicast_ns: f64,
+    /// NVMe commands the per-host delivery took (0 when not run).
+    pub unicast_commands: u32,
+    /// Time of the per-host delivery, every Identify one after the other (ns).
+    pub unicast_ns: f64,
+    /// Members whose per-host copy is exact.
+    pub unicast_verified: usize,
+}
+
+/// Runs `config` on `cluster`.
+pub fn multicast_identify(
+    cluster: &Cluster,
+    config: &MulticastIdentifyConfig,
+) -> Result<MulticastIdentifyResult, String> {
+    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().map_err(|e| e.to_string())?;
+    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
+    let manager_host = smartio
+        .host_by_name(&config.manager)
+        .map_err(|e| e.to_string())?;
+    let mos = hosts[manager_host.index()].clone();
+    let sisci = Sisci::on_hosts(&cluster.sim, &hosts);
+    let out = Rc::new(RefCell::new(None));
+    let slot = out.clone();
+    let cfg = config.clone();
+    let sim = cluster.sim.clone();
+    cluster.sim.spawn(async move {
+        let run = async {
+            let e = |e: &dyn std::fmt::Display| e.to_string();
+            let manager = Manager::start(&smartio, &mos, fdid)
+                .await
+                .map_err(|x| e(&x))?;
+            let hold = smartio
+                .borrow_device(mos.id(), fdid, false)
+                .map_err(|x| e(&x))?;
+            let reference = manager
+                .identify(cns::CONTROLLER, 0)
+                .await
+                .map_err(|x| e(&x))?;
+
+            // Every other host joins a group of one page with a segment of its own.
+            let group = sisci.create_multicast_group(PAGE).map_err(|x| e(&x))?;
+            let members: Vec<_> = hosts
+                .iter()
+                .filter(|h| h.id() != mos.id())
+                .map(|h| {
+                    let seg = sisci.create_segment(h.id(), None, PAGE)?;
+                    sisci.join_multicast(&seg, 0, group)?;
+                    Ok(seg)
+                })
+                .collect::<Result<_, smartio_smartio::sisci::SciError>>()
+                .map_err(|x| e(&x))?;
+            let bus = smartio
+                .map_multicast_for_device(&hold, group, PAGE)
+                .map_err(|x| e(&x))?;
+
+            let cpu = mos.cpu();
+            let t0 = cpu.now();
+            manager
+                .identify_to(&hold, &cpu, cns::CONTROLLER, 0, bus)
+                .await
+                .map_err(|x| e(&x))?;
+            let multicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
+            // The completion is posted after the data; let the copies still on their way
+            // through the cascade land before looking.
+            cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
+                .await;
+            let matches = |host: smartio_fabric::HostId, at: PhysAddr| {
+                let mut page = vec![0u8; PAGE as usize];
+                sim.peek_memory(host, at, &mut page);
+                page == reference
+            };
+            let receivers: Vec<Receiver> = members
+                .iter()
+                .map(|seg| Receiver {
+                    host: hosts[seg.host.index()].name().to_string(),
+                    switch: uplink_switch(&sim, seg.host),
+                    verified: matches(seg.host, seg.phys),
+                })
+                .collect();
+
+            let (mut unicast_ns, mut unicast_verified, mut unicast_commands) = (0.0, 0, 0);
+            if cfg.unicast {
+                let t0 = cpu.now();
+                let mut copies = Vec::new();
+                for seg in &members {
+                    let theirs = smartio
+                        .borrow_device(seg.host, fdid, false)
+                        .map_err(|x| e(&x))?;
+                    let page = smartio
+                        .create_segment(
+                            &theirs,
+                            PAGE,
+                            Hints {
+                                device_writes: true,
+                                host_reads: true,
+                                ..Hints::default()
+                            },
+                        )
+                        .map_err(|x| e(&x))?;
+                    let at = smartio.map_for_device(&theirs, &page).map_err(|x| e(&x))?;
+                    manager
+                        .identify_to(&theirs, &cpu, cns::CONTROLLER, 0, at)
+                        .await
+                        .map_err(|x| e(&x))?;
+                    unicast_commands += 1;
+                    copies.push((theirs, page));
+                }
+                unicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
+                cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
+                    .await;
+                for (theirs, page) in copies {
+                    if let SegmentLocation::Ram { host, phys } = page.location {
+                        unicast_verified += usize::from(matches(host, phys));
+                    }
+                    smartio.return_device(theirs).map_err(|x| e(&x))?;
+                    smartio.remove_segment(page).map_err(|x| e(&x))?;
+                }
+            }
+
+            smartio.return_device(hold).map_err(|x| e(&x))?;
+            for seg in &members {
+                sisci.leave_multicast(seg, 0, group).map_err(|x| e(&x))?;
+                sisci.remove_segment(seg).map_err(|x| e(&x))?;
+            }
+            sisci.remove_multicast_group(group).map_err(|x| e(&x))?;
+            Ok(MulticastIdentifyResult {
+                device: cfg.device.clone(),
+                model: manager.model().to_string(),
+                bytes: PAGE,
+                verified: receivers.iter().filter(|r| r.verified).count(),
+                receivers,
+                multicast_commands: 1,
+                multicast_ns,
+                unicast_commands,
+                unicast_ns,
+                unicast_verified,
+            })
+        };
+        *slot.borrow_mut() = Some(run.await);
+    });
+    cluster.sim.run();
+    let r = out.borrow_mut().take();
+    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+}
+
+/// The cluster switch `host`'s first NTB adapter is cabled to ("-" if none).
+fn uplink_switch(sim: &smartio_engine::Sim, host: smartio_fabric::HostId) -> String {
+    let f = sim.fabric();
+    let Some(adapter) = f.host_adapter(host, 0) else {
+        return "-".into();
+    };
+    let a = f.adapter(adapter);
+    let Some(cable) = a.cable else {
+        return "-".into();
+    };
+    let link = &f.links()[cable.index()];
+    let far = if link.a == a.node { link.b } else { link.a };
+    f.node(far).name.clone()
+}
