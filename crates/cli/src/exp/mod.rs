@@ -1,0 +1,185 @@
+//! `smartio exp NAME`: the papers' experiments on the device API and the distributed NVMe
+//! driver. Each prints a table (or JSON with `--json`) and writes its SVG figures.
+//!
+//! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
+//! in `smartio-workloads`, this module only chooses their parameters and presents them.
+
+mod plot;
+mod sq_placement;
+
+pub use plot::{Bar, Chart, Plot, Series};
+
+use clap::ValueEnum;
+use comfy_table::Table;
+use smartio_cluster::Cluster;
+use smartio_engine::Calibration;
+use std::path::PathBuf;
+
+/// The experiments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExpName {
+    /// QD1 4 KiB reads by a distributed-driver client with its SQ in borrower RAM, lender
+    /// RAM, a GPU next to the controller, or the controller's memory (Paper V Fig. 34).
+    SqPlacement,
+}
+
+impl ExpName {
+    /// The shipped scenario the experiment runs on unless `--scenario` says otherwise.
+    fn default_scenario(self) -> &'static str {
+        match self {
+            ExpName::SqPlacement => "cluster-switch",
+        }
+    }
+
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(|| format!("{self:?}"), |v| v.get_name().to_string())
+    }
+}
+
+/// `smartio exp` arguments.
+#[derive(clap::Args, Debug)]
+pub struct ExpArgs {
+    /// Which experiment.
+    pub name: ExpName,
+    /// A shipped scenario name or a scenario file (default: the experiment's own).
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// I/Os per measured run (default: the experiment's own).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Random-offset seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory the SVG figures go to.
+    #[arg(long, default_value = "smartio-exp")]
+    pub plots: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What an experiment gets.
+pub struct Setup<'a> {
+    /// The scenario to load.
+    pub scenario: String,
+    /// The calibration in force.
+    pub calibration: &'a Calibration,
+    /// `--ops`, if given.
+    pub ops: Option<u64>,
+    /// `--seed`.
+    pub seed: u64,
+}
+
+impl Setup<'_> {
+    /// A fresh cluster of the scenario (every measured run boots its own).
+    pub fn cluster(&self) -> Result<Cluster, String> {
+        Cluster::new(&self.scenario, self.calibration).map_err(|e| e.to_string())
+    }
+}
+
+/// What an experiment produced.
+pub struct Report {
+    /// One line saying what was measured.
+    pub title: String,
+    /// The results.
+    pub table: Table,
+    /// The model's account of the results, and anything else worth saying.
+    pub notes: Vec<String>,
+    /// Figures to write.
+    pub plots: Vec<Plot>,
+    /// The full result for `--json`.
+    pub json: serde_json::Value,
+}
+
+/// Runs `smartio exp`.
+pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
+    let setup = Setup {
+        scenario: args
+            .scenario
+            .clone()
+            .unwrap_or_else(|| args.name.default_scenario().to_string()),
+        calibration,
+        ops: args.ops,
+        seed: args.seed,
+    };
+    if setup.ops == Some(0) {
+        return Err("--ops must be at least 1".into());
+    }
+    let report = match args.name {
+        ExpName::SqPlacement => sq_placement::run(&setup)?,
+    };
+    let written = report
+        .plots
+        .iter()
+        .map(|p| p.write(&args.plots).map(|path| path.display().to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.json {
+        let out = serde_json::json!({
+            "experiment": args.name.name(),
+            "scenario": setup.scenario,
+            "result": report.json,
+            "notes": report.notes,
+            "plots": written,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("{} on {}", report.title, setup.scenario);
+        println!("{}", report.table);
+        for note in &report.notes {
+            println!("- {note}");
+        }
+        for path in &written {
+            println!("wrote {path}");
+        }
+    }
+    Ok(())
+}
+
+/// A new table in the style every experiment uses.
+pub fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(header.to_vec());
+    t
+}
+
+/// Nanoseconds with one decimal.
+pub fn ns(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// The first host, device and other names an experiment needs, read from the scenario.
+pub mod names {
+    use smartio_cluster::Cluster;
+
+    /// `(host, device)` of the first endpoint of `kind` (`"nvme"`, `"gpu"`), optionally only
+    /// in host `in_host`.
+    pub fn first_device(
+        cluster: &Cluster,
+        kind: &str,
+        in_host: Option<&str>,
+    ) -> Option<(String, String)> {
+        let f = cluster.sim.fabric();
+        f.endpoints().iter().find_map(|ep| {
+            let host = &f.host(ep.host).name;
+            (ep.kind == kind && in_host.is_none_or(|h| h == host))
+                .then(|| (host.clone(), ep.name.clone()))
+        })
+    }
+
+    /// Every host name but `except`, in scenario order.
+    pub fn other_hosts(cluster: &Cluster, except: &str) -> Vec<String> {
+        cluster
+            .sim
+            .fabric()
+            .hosts()
+            .iter()
+            .map(|h| h.name.clone())
+            .filter(|h| h != except)
+            .collect()
+    }
+}

@@ -1,0 +1,143 @@
+//! `sq-placement` (Paper V Fig. 34): where a distributed-driver client puts its submission
+//! queue decides how far the controller goes for every command it fetches. The CQ and the
+//! data stay in the client's RAM; only the SQ moves.
+
+use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use smartio_drivers::nvme_dist::SqPlacement;
+use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
+
+/// QD1 reads per placement unless `--ops` says otherwise.
+const OPS: u64 = 2000;
+
+pub fn run(setup: &Setup) -> Result<Report, String> {
+    let probe = setup.cluster()?;
+    let (lender, nvme) = names::first_device(&probe, "nvme", None)
+        .ok_or_else(|| format!("{} has no NVMe controller", setup.scenario))?;
+    let client = names::other_hosts(&probe, &lender)
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("{} has no host besides the lender {lender}", setup.scenario))?;
+    let gpu = names::first_device(&probe, "gpu", Some(&lender)).map(|(h, g)| format!("{h}:{g}"));
+    drop(probe);
+    let base = ClientQd1Config {
+        manager: lender.clone(),
+        client: client.clone(),
+        device: format!("{lender}:{nvme}"),
+        placement: SqPlacement::ClientRam,
+        sq_device: None,
+        ops: setup.ops.unwrap_or(OPS),
+        bs: 4096,
+        seed: setup.seed,
+    };
+    let mut runs = vec![
+        ClientQd1Config { ..base.clone() },
+        ClientQd1Config {
+            placement: SqPlacement::LenderRam,
+            ..base.clone()
+        },
+    ];
+    if let Some(gpu) = &gpu {
+        runs.push(ClientQd1Config {
+            sq_device: Some(gpu.clone()),
+            ..base.clone()
+        });
+    }
+    runs.push(ClientQd1Config {
+        placement: SqPlacement::DeviceMemory,
+        ..base.clone()
+    });
+    let mut results: Vec<ClientQd1Result> = Vec::new();
+    for config in &runs {
+        let r = client_qd1(&setup.cluster()?, config)?;
+        // Without a controller memory buffer, "device memory" falls back to lender RAM,
+        // which is already measured.
+        if results.iter().all(|seen| seen.sq_in != r.sq_in) {
+            results.push(r);
+        }
+    }
+    let mut notes = vec![format!(
+        "manager on {lender}, client on {client}; {} QD1 4 KiB random reads per row; CQ and data in {client} RAM",
+        base.ops
+    )];
+    if !results.iter().any(|r| r.sq_in == "controller memory") {
+        notes.push(format!(
+            "{lender}:{nvme} has no controller memory buffer (give it params cmb = \"1M\" in a scenario file to add that row)"
+        ));
+    }
+    let model = |r: &ClientQd1Result| r.sq_fetch_path_ns + r.sq_completer_ns + r.sq_store_ns;
+    let mut t = table(&[
+        "SQ in",
+        "chips the SQE fetch crosses",
+        "model: fetch path + completer + SQE store (ns)",
+        "p50 (ns)",
+        "p99 (ns)",
+        "p50 gap to next (ns)",
+        "model gap to next (ns)",
+    ]);
+    for (i, r) in results.iter().enumerate() {
+        let next = results.get(i + 1);
+        t.add_row(vec![
+            r.sq_in.clone(),
+            if r.sq_fetch_chips.is_empty() {
+                "none (inside the controller)".to_string()
+            } else {
+                format!(
+                    "{}: {}",
+                    r.sq_fetch_chips.len(),
+                    r.sq_fetch_chips.join(", ")
+                )
+            },
+            format!(
+                "{} + {} + {} = {}",
+                ns(r.sq_fetch_path_ns),
+                ns(r.sq_completer_ns),
+                ns(r.sq_store_ns),
+                ns(model(r))
+            ),
+            ns(r.lat_ns.p50),
+            ns(r.lat_ns.p99),
+            next.map_or_else(String::new, |n| ns(r.lat_ns.p50 - n.lat_ns.p50)),
+            next.map_or_else(String::new, |n| ns(model(r) - model(n))),
+        ]);
+    }
+    let ordered = results
+        .windows(2)
+        .all(|w| w[0].lat_ns.p50 > w[1].lat_ns.p50);
+    notes.push(format!(
+        "medians {} ordered from the farthest SQ to the nearest",
+        if ordered { "are" } else { "are NOT" }
+    ));
+    notes.push(
+        "model: the fetch path is the SQE read request and its 64-byte completion on idle \
+         links (propagation, chip latency, serialization; the engine's cut-through rule); \
+         the completer is the root complex and DRAM for RAM, a BAR read for GPU memory, \
+         nothing for the controller's own buffer; an SQE store into the client's own RAM \
+         costs its CPU a store-buffer write, anywhere else an uncached store through its \
+         root complex. The rest of a read (doorbell, data, completion) is the same in every \
+         row, so the gaps between rows are the model's prediction"
+            .to_string(),
+    );
+    let plot = Plot {
+        file: "sq-placement.svg".into(),
+        title: "QD1 4 KiB read latency by SQ placement (bars p50, whiskers min to p99)".into(),
+        x_label: "where the SQ is".into(),
+        y_label: "latency (ns)".into(),
+        chart: Chart::Bars(
+            results
+                .iter()
+                .map(|r| Bar {
+                    label: r.sq_in.clone(),
+                    value: r.lat_ns.p50,
+                    range: Some((r.lat_ns.min, r.lat_ns.p99)),
+                })
+                .collect(),
+        ),
+    };
+    Ok(Report {
+        title: format!("sq-placement: QD1 4 KiB reads through a client on {client}"),
+        table: t,
+        notes,
+        plots: vec![plot],
+        json: serde_json::to_value(&results).map_err(|e| e.to_string())?,
+    })
+}

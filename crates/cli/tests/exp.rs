@@ -1,0 +1,90 @@
+//! `smartio exp` as a user runs it: tables or JSON, and SVG figures on disk.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn smartio(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn plot_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("smartio-exp-{}-{name}", std::process::id()))
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn sq_placement_orders_the_medians_and_writes_its_figure() {
+    let dir = plot_dir("sq");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "sq-placement",
+        "--ops",
+        "100",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["experiment"], "sq-placement");
+    assert_eq!(v["scenario"], "cluster-switch");
+    let rows = v["result"].as_array().expect("rows");
+    let sq_in: Vec<&str> = rows.iter().filter_map(|r| r["sq_in"].as_str()).collect();
+    assert_eq!(sq_in, ["borrower RAM", "lender RAM", "lender:gpu0 memory"]);
+    let p50: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r["lat_ns"]["p50"].as_f64())
+        .collect();
+    assert!(p50[0] > p50[1] && p50[1] > p50[2], "{p50:?}");
+    let plots = v["plots"].as_array().expect("plots");
+    assert_eq!(plots.len(), 1);
+    let svg = std::fs::read_to_string(plots[0].as_str().expect("path")).expect("written");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(svg.contains("<svg") && svg.contains("lender:gpu0 memory"));
+}
+
+#[test]
+fn sq_placement_prints_a_table_with_the_models_gaps() {
+    let dir = plot_dir("sq-table");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "sq-placement",
+        "--ops",
+        "50",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{err}");
+    for text in [
+        "borrower RAM",
+        "mxs824 (PM8536)",
+        "model gap to next",
+        "medians are ordered",
+        "no controller memory buffer",
+        "sq-placement.svg",
+    ] {
+        assert!(out.contains(text), "missing {text:?} in\n{out}");
+    }
+}
+
+#[test]
+fn exp_refuses_zero_ops_and_unknown_experiments() {
+    let (ok, _, err) = smartio(&["exp", "sq-placement", "--ops", "0"]);
+    assert!(!ok);
+    assert!(err.contains("--ops must be at least 1"), "{err}");
+    let (ok, _, err) = smartio(&["exp", "no-such-experiment"]);
+    assert!(!ok);
+    assert!(err.contains("sq-placement"), "lists the experiments: {err}");
+}
