@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod exp;
 mod render;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
@@ -99,6 +100,9 @@ enum Command {
     },
     /// A fio-like block workload on an NVMe through the native driver.
     Fio(FioArgs),
+    /// The papers' experiments on the device API and the distributed NVMe driver: a table
+    /// (or JSON) and SVG figures.
+    Exp(exp::ExpArgs),
     /// A short tour on a shipped scenario.
     Demo,
 }
@@ -545,6 +549,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Fio(args) => fio(&calibration, args),
+        Command::Exp(args) => exp::run(&calibration, args),
         Command::Demo => demo(&calibration),
     }
 }

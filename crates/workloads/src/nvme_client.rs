@@ -10,7 +10,7 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
-use smartio_fabric::{Access, NodeKind, Requester};
+use smartio_fabric::{Access, NodeKind, Requester, Target};
 use smartio_host::HostOs;
 use smartio_platform::BusAddr;
 use smartio_platform::Clock;
@@ -51,8 +51,16 @@ pub struct ClientQd1Result {
     /// (for RAM that is its host's root complex); empty for the controller's own memory.
     pub sq_fetch_chips: Vec<String>,
     /// The timing model's round trip for that fetch over idle links, path only: link
-    /// propagation and chip latency both ways (no serialization, no completer time).
+    /// propagation, chip latency and TLP serialization both ways (the read request, then
+    /// its 64-byte completion), without the completer's time.
     pub sq_fetch_path_ns: f64,
+    /// The timing model's time for whatever holds the SQ to answer the fetch: the root
+    /// complex and DRAM for RAM, a BAR read for device memory, nothing for the controller's
+    /// own buffer.
+    pub sq_completer_ns: f64,
+    /// What storing one SQE costs the client's CPU in the timing model: a store into its
+    /// own RAM, or an uncached store sent through its root complex.
+    pub sq_store_ns: f64,
     /// Reads done.
     pub ops: u64,
     /// Latency in nanoseconds.
@@ -110,10 +118,19 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                     format!("{} memory", cfg.sq_device.as_deref().unwrap_or("device"))
                 }
             };
-            let (sq_fetch_chips, sq_fetch_path_ns) = match q.sq_location() {
+            let fetch = match q.sq_location() {
                 // The controller reads its own memory buffer internally.
-                SegmentLocation::Device { fdid: at, .. } if at == fdid => (Vec::new(), 0.0),
+                SegmentLocation::Device { fdid: at, .. } if at == fdid => SqFetch::default(),
                 _ => fetch_path(&smartio, fdid, q.sq_device_addr())?,
+            };
+            let sq_store_ns = {
+                let timing = smartio.sim().timing();
+                let local = matches!(q.sq_location(), SegmentLocation::Ram { host, .. } if host == cos.id());
+                if local {
+                    timing.cpu.memory_write.as_ps() as f64 / 1000.0
+                } else {
+                    (timing.cpu.mmio_issue.as_ps() + timing.root_complex_ps) as f64 / 1000.0
+                }
             };
             let ns = *manager
                 .namespaces()
@@ -139,8 +156,10 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
             }
             Ok(ClientQd1Result {
                 sq_in,
-                sq_fetch_chips,
-                sq_fetch_path_ns,
+                sq_fetch_chips: fetch.chips,
+                sq_fetch_path_ns: fetch.path_ns,
+                sq_completer_ns: fetch.completer_ns,
+                sq_store_ns,
                 ops: samples.len() as u64,
                 lat_ns: LatencySummary::from_ps(&samples),
             })
@@ -152,9 +171,18 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
     r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
 }
 
-/// The chips a 64-byte read by the controller `fdid` at `addr` (its SQ) passes, and the
-/// timing model's idle round trip over that path (see [`ClientQd1Result::sq_fetch_path_ns`]).
-fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<(Vec<String>, f64), String> {
+/// The timing model's account of one SQE fetch.
+#[derive(Debug, Default)]
+struct SqFetch {
+    chips: Vec<String>,
+    path_ns: f64,
+    completer_ns: f64,
+}
+
+/// The chips a 64-byte read by the controller `fdid` at `addr` (its SQ) passes, the timing
+/// model's idle round trip over that path, and the completer's time (see
+/// [`ClientQd1Result`]).
+fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<SqFetch, String> {
     let info = smartio
         .devices()
         .into_iter()
@@ -173,13 +201,7 @@ fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<(Vec<Strin
         .map_err(|e| format!("the SQ fetch does not route: {e}"))?;
     let timing = sim.timing();
     let mut chips = Vec::new();
-    let mut one_way_ps = 0;
-    for (i, hop) in route.hops.iter().enumerate() {
-        one_way_ps += timing.links[hop.link.index()].prop_ps;
-        if i + 1 == route.hops.len() {
-            break;
-        }
-        one_way_ps += timing.node_latency_ps[hop.node.index()];
+    for hop in &route.hops[..route.hops.len().saturating_sub(1)] {
         let node = fabric.node(hop.node);
         let chip = match &node.kind {
             NodeKind::Switch { chip } | NodeKind::ClusterSwitch { chip } => chip.clone(),
@@ -189,5 +211,37 @@ fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<(Vec<Strin
         };
         chips.push(format!("{} ({chip})", node.name));
     }
-    Ok((chips, 2.0 * one_way_ps as f64 / 1000.0))
+    // The engine's cut-through rule on idle links: every link's propagation, every chip's
+    // latency but the target's, the TLP's serialization on the last link, and on the way
+    // whatever more a slower link takes to serialize it than the next one.
+    let links: Vec<_> = route
+        .hops
+        .iter()
+        .map(|h| timing.links[h.link.index()])
+        .collect();
+    let chips_ps: u64 = route.hops[..route.hops.len().saturating_sub(1)]
+        .iter()
+        .map(|h| timing.node_latency_ps[h.node.index()])
+        .sum();
+    let one_way = |links: &[smartio_engine::timing::LinkTiming], payload: u64| -> u64 {
+        let ser = |i: usize| links[i].serialization_ps(payload);
+        let last = links.len().saturating_sub(1);
+        let slower: u64 = (0..last).map(|i| ser(i).saturating_sub(ser(i + 1))).sum();
+        links.iter().map(|l| l.prop_ps).sum::<u64>()
+            + chips_ps
+            + slower
+            + if links.is_empty() { 0 } else { ser(last) }
+    };
+    let back: Vec<_> = links.iter().rev().copied().collect();
+    let round_trip_ps = one_way(&links, 0) + one_way(&back, 64);
+    let completer_ps = match route.target {
+        Target::Memory { .. } => timing.root_complex_ps + timing.memory_read_ps,
+        Target::Bar { endpoint, .. } => timing.endpoint_read_ps[endpoint.index()],
+        Target::Interrupt { .. } | Target::Multicast { .. } => 0,
+    };
+    Ok(SqFetch {
+        chips,
+        path_ns: round_trip_ps as f64 / 1000.0,
+        completer_ns: completer_ps as f64 / 1000.0,
+    })
 }

@@ -52,7 +52,7 @@ fn run(placement: SqPlacement) -> ClientQd1Result {
 }
 
 #[test]
-fn an_sq_in_the_memory_of_a_gpu_next_to_the_controller_is_fetched_through_one_switch() {
+fn an_sq_in_gpu_memory_sits_between_lender_ram_and_the_cmb_and_every_gap_is_the_models() {
     let gpu = client_qd1(
         &cluster_with_cmb(),
         &ClientQd1Config {
@@ -79,6 +79,20 @@ fn an_sq_in_the_memory_of_a_gpu_next_to_the_controller_is_fetched_through_one_sw
         l > g && g > d,
         "lender RAM {l} > GPU {g} > controller memory {d}"
     );
+    // Everything else in a read is the same wherever the SQ is, so the gaps are exactly
+    // the model's: fetch path, completer and SQE store.
+    let borrower = run(SqPlacement::ClientRam);
+    let model = |r: &ClientQd1Result| r.sq_fetch_path_ns + r.sq_completer_ns + r.sq_store_ns;
+    for (far, near) in [(&borrower, &lender), (&lender, &gpu), (&gpu, &cmb)] {
+        let measured = far.lat_ns.p50 - near.lat_ns.p50;
+        let predicted = model(far) - model(near);
+        assert!(
+            (measured - predicted).abs() < 0.5,
+            "{} − {}: measured {measured} ns, model {predicted} ns",
+            far.sq_in,
+            near.sq_in
+        );
+    }
 }
 
 #[test]
