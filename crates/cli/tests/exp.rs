@@ -88,3 +88,24 @@ fn exp_refuses_zero_ops_and_unknown_experiments() {
     assert!(!ok);
     assert!(err.contains("sq-placement"), "lists the experiments: {err}");
 }
+
+#[test]
+fn multicast_verifies_the_page_in_all_59_hosts_after_one_command() {
+    let dir = plot_dir("multicast");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "multicast",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "cascade-60");
+    let r = &v["result"];
+    assert_eq!(r["multicast_commands"], 1);
+    assert_eq!(r["verified"], 59);
+    assert_eq!(r["receivers"].as_array().map(Vec::len), Some(59));
+    assert!(dir.join("multicast.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

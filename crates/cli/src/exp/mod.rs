@@ -4,6 +4,7 @@
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
+mod multicast;
 mod plot;
 mod sq_placement;
 
@@ -21,6 +22,8 @@ pub enum ExpName {
     /// QD1 4 KiB reads by a distributed-driver client with its SQ in borrower RAM, lender
     /// RAM, a GPU next to the controller, or the controller's memory (Paper V Fig. 34).
     SqPlacement,
+    /// One Identify whose data buffer is a multicast group lands in every other host.
+    Multicast,
 }
 
 impl ExpName {
@@ -28,6 +31,7 @@ impl ExpName {
     fn default_scenario(self) -> &'static str {
         match self {
             ExpName::SqPlacement => "cluster-switch",
+            ExpName::Multicast => "cascade-60",
         }
     }
 
@@ -108,6 +112,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
     }
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
+        ExpName::Multicast => multicast::run(&setup)?,
     };
     let written = report
         .plots
