@@ -16,6 +16,7 @@ pub mod nvme_demo;
 pub mod p2p;
 pub mod pingpong;
 pub mod pio_bench;
+pub mod share;
 mod shm;
 pub mod shm_demo;
 mod stats;
@@ -27,7 +28,7 @@ pub use dma_bench::{
     DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
-pub use fio::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
+pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode};
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyResult, Receiver,
 };
@@ -36,6 +37,7 @@ pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTE
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
+pub use share::{jain_fairness, share_clients, ShareClient, ShareConfig, ShareResult};
 pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};
 pub use smartio_smartio::DeviceInfo;

@@ -1,0 +1,540 @@
+//! `share-30`: one NVMe shared at the queue level by many hosts through the distributed
+//! driver (Paper V §8.6, the shared-NVMe experiment on the 60-host cascade).
+//!
+//! ```text
+//!   node00: manager ── admin queues ── nvme0 (31 I/O queue pairs)
+//!   node01 .. node30: one client each, one queue pair each, one LBA range each
+//!
+//!   LBA space:  | node01 1 MiB | node02 1 MiB | ... | node30 1 MiB |
+//! ```
+//!
+//! 1. Set-up (untimed): every client connects, gets its own queue pair and writes its own
+//!    pattern over its own range, all at once.
+//! 2. Measured: every client does `ops` QD1 random reads of `bs` bytes in its own range at
+//!    the same time and checks every byte against its pattern.
+//! 3. The queue limit: with the clients still holding their pairs, one more client asks for
+//!    pairs until the manager has granted every pair the controller gave it; the next
+//!    request is refused, and the refusal is reported.
+//! 4. Everyone leaves; the manager's owner table is reported (empty when all went well).
+
+use crate::fio::pattern;
+use crate::stats::LatencySummary;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::BlockOp;
+use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
+use smartio_engine::Sim;
+use smartio_host::HostOs;
+use smartio_platform::{Clock, Notify};
+use smartio_smartio::{Fdid, SmartIo};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::rc::Rc;
+
+/// Entries of every client queue: one command in flight (QD1) needs two, as an SQ of `n`
+/// entries holds `n - 1` commands.
+const QD1_ENTRIES: u16 = 2;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareConfig {
+    /// Host running the manager.
+    pub manager: String,
+    /// The controller, `lender:device`.
+    pub device: String,
+    /// Hosts running a client, one client (and one queue pair) each; client `i` owns the
+    /// `i`-th range of `range_bytes` from the start of the namespace.
+    pub clients: Vec<String>,
+    /// Host of the client that asks for the remaining queue pairs in the queue-limit phase.
+    pub extra_client: String,
+    /// Bytes of the namespace each client writes and then reads (a multiple of `bs`).
+    pub range_bytes: u64,
+    /// Bytes per read (a multiple of the namespace's LBA size).
+    pub bs: u64,
+    /// Measured reads per client.
+    pub ops: u64,
+    /// Seed of the patterns and the random offsets.
+    pub seed: u64,
+    /// Namespace id.
+    pub nsid: u32,
+    /// Where the clients' SQs go.
+    pub placement: SqPlacement,
+}
+
+impl Default for ShareConfig {
+    /// `share-30` on `cascade-60`: the manager on node00 (which lends nvme0), clients on
+    /// node01..node30 with 1 MiB each, node31 asking for the rest; 1000 reads of 4 KiB each.
+    fn default() -> Self {
+        ShareConfig {
+            manager: "node00".into(),
+            device: "node00:nvme0".into(),
+            clients: (1..=30).map(|i| format!("node{i:02}")).collect(),
+            extra_client: "node31".into(),
+            range_bytes: 1 << 20,
+            bs: 4096,
+            ops: 1000,
+            seed: 1,
+            nsid: 1,
+            placement: SqPlacement::Hints,
+        }
+    }
+}
+
+/// One client's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShareClient {
+    /// Its host.
+    pub host: String,
+    /// The queue pair the manager gave it.
+    pub qid: u16,
+    /// First LBA of its range.
+    pub first_lba: u64,
+    /// Reads done.
+    pub ops: u64,
+    /// Bytes read and checked against its pattern.
+    pub verified_bytes: u64,
+    /// Read latency (submission to the completion it polls) in nanoseconds.
+    pub lat_ns: LatencySummary,
+    /// Virtual time from its first submission to its last completion, in ns.
+    pub elapsed_ns: f64,
+    /// Reads per second over its own elapsed time.
+    pub iops: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShareResult {
+    /// The controller.
+    pub device: String,
+    /// Its model (Identify).
+    pub model: String,
+    /// The manager's host.
+    pub manager: String,
+    /// I/O queue pairs the controller granted the manager.
+    pub granted: u16,
+    /// Bytes written in the set-up phase (all clients).
+    pub written_bytes: u64,
+    /// Every client, in configuration order.
+    pub clients: Vec<ShareClient>,
+    /// Jain's fairness index over the clients' IOPS: 1 when all are equal, `1/n` when one
+    /// gets everything.
+    pub fairness: f64,
+    /// Smallest per-client median latency, ns.
+    pub p50_min_ns: f64,
+    /// Largest per-client median latency, ns.
+    pub p50_max_ns: f64,
+    /// Bytes read and verified (all clients).
+    pub verified_bytes: u64,
+    /// Queue ids the extra client got in the queue-limit phase.
+    pub extra_qids: Vec<u16>,
+    /// Queue pairs in use when the manager refused.
+    pub held_at_refusal: usize,
+    /// The manager's refusal of the request after the last pair was granted.
+    pub refused: String,
+    /// The manager's owner table after everyone left: `(qid, host)`.
+    pub owners_after_leave: Vec<(u16, String)>,
+    /// Hosts holding the controller after everyone left (the manager's own).
+    pub holders_after_leave: Vec<String>,
+}
+
+/// Jain's fairness index `(Σx)² / (n·Σx²)` of `xs` (1 for an empty or all-zero list).
+pub fn jain_fairness(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let squares: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || squares == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * squares)
+}
+
+/// A client after the set-up phase.
+struct Member {
+    index: usize,
+    client: Client,
+    queue: Rc<ClientQueue>,
+    first_block: u64,
+}
+
+/// What the workload needs to know about the namespace and the patterns.
+#[derive(Clone, Copy)]
+struct Layout {
+    nsid: u32,
+    lba_size: u64,
+    bs: u64,
+    /// `bs` blocks per client range.
+    blocks: u64,
+    /// Bytes per write in the set-up phase (the client's data segment).
+    chunk: u64,
+    seed: u64,
+}
+
+impl Layout {
+    /// The pattern seed of client `i` (each client writes its own).
+    fn seed_of(&self, i: usize) -> u64 {
+        self.seed
+            .wrapping_add((i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    }
+
+    fn lba_of(&self, block: u64) -> u64 {
+        block * self.bs / self.lba_size
+    }
+}
+
+/// Runs `share-30` (or the variant `config` describes) on `cluster`.
+pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareResult, String> {
+    if config.clients.is_empty() || config.ops == 0 || config.bs == 0 {
+        return Err("share: at least one client, one read and a positive block size".into());
+    }
+    if config.range_bytes < config.bs || !config.range_bytes.is_multiple_of(config.bs) {
+        return Err(format!(
+            "share: the range per client ({} bytes) must be a positive multiple of the block size {}",
+            config.range_bytes, config.bs
+        ));
+    }
+    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().map_err(|e| e.to_string())?;
+    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
+    let host = |name: &str| {
+        hosts
+            .iter()
+            .find(|h| h.name() == name)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = hosts.iter().map(|h| h.name()).collect();
+                format!("unknown host {name:?} (hosts: {})", known.join(", "))
+            })
+    };
+    let manager_os = host(&config.manager)?;
+    let client_os = config
+        .clients
+        .iter()
+        .map(|c| host(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let extra_os = host(&config.extra_client)?;
+    let out = Rc::new(RefCell::new(None));
+    let slot = out.clone();
+    let (sim, cfg) = (cluster.sim.clone(), config.clone());
+    cluster.sim.spawn(async move {
+        let r = run(&sim, &smartio, fdid, &cfg, manager_os, client_os, extra_os).await;
+        *slot.borrow_mut() = Some(r);
+    });
+    cluster.sim.run();
+    let r = out.borrow_mut().take();
+    r.unwrap_or_else(|| Err("share: the run did not finish (a task is stuck)".into()))
+}
+
+async fn run(
+    sim: &Sim,
+    smartio: &SmartIo,
+    fdid: Fdid,
+    cfg: &ShareConfig,
+    manager_os: HostOs,
+    client_os: Vec<HostOs>,
+    extra_os: HostOs,
+) -> Result<ShareResult, String> {
+    let manager = Manager::start(smartio, &manager_os, fdid)
+        .await
+        .map_err(|e| format!("manager on {}: {e}", cfg.manager))?;
+    let layout = layout(&manager, cfg)?;
+    let n = client_os.len();
+    if n > usize::from(manager.granted()) {
+        return Err(format!(
+            "share: {n} clients want a queue pair each, but the controller granted only {}",
+            manager.granted()
+        ));
+    }
+
+    // 1. Connect, create a queue pair, write the range: all clients at once.
+    let setups = client_os.into_iter().enumerate().map(|(i, os)| {
+        let (smartio, manager, placement) = (smartio.clone(), manager.clone(), cfg.placement);
+        async move { set_up(&smartio, &manager, fdid, os, i, placement, layout).await }
+    });
+    let mut members = Vec::with_capacity(n);
+    for m in join_all(sim, setups.collect()).await {
+        members.push(m?);
+    }
+    let written_bytes = n as u64 * layout.blocks * layout.bs;
+
+    // 2. The measured reads: all clients at once.
+    let reads = members.into_iter().map(|m| {
+        let ops = cfg.ops;
+        async move { read_and_verify(m, ops, layout).await }
+    });
+    let mut members = Vec::with_capacity(n);
+    let mut clients = Vec::with_capacity(n);
+    for r in join_all(sim, reads.collect()).await {
+        let (m, c) = r?;
+        members.push(m);
+        clients.push(c);
+    }
+
+    // 3. The queue limit: one more client takes what is left, then asks once more.
+    let extra = Client::connect(smartio, &extra_os, fdid, &manager, layout.bs)
+        .await
+        .map_err(|e| format!("extra client on {}: connect: {e}", cfg.extra_client))?;
+    let mut extra_qids = Vec::new();
+    let refused = loop {
+        match extra.create_queue(QD1_ENTRIES, cfg.placement).await {
+            Ok(q) if extra_qids.len() + n < usize::from(manager.granted()) => {
+                extra_qids.push(q.qid());
+            }
+            Ok(q) => {
+                return Err(format!(
+                    "the manager granted queue pair {} beyond the {} the controller gave it",
+                    q.qid(),
+                    manager.granted()
+                ))
+            }
+            Err(e @ DistError::NoQueues { .. }) => break e.to_string(),
+            Err(e) => {
+                return Err(format!(
+                    "extra client on {}: queue pair {}: {e}",
+                    cfg.extra_client,
+                    n + extra_qids.len() + 1
+                ))
+            }
+        }
+    };
+    let held_at_refusal = manager.owners().len();
+
+    // 4. Everyone leaves.
+    extra
+        .leave()
+        .await
+        .map_err(|e| format!("extra client on {}: leave: {e}", cfg.extra_client))?;
+    for m in members {
+        let host = &cfg.clients[m.index];
+        drop(m.queue);
+        m.client
+            .leave()
+            .await
+            .map_err(|e| format!("client {} on {host}: leave: {e}", m.index))?;
+    }
+    let owners_after_leave = manager
+        .owners()
+        .into_iter()
+        .map(|(q, h)| (q, sim.fabric().host(h).name.clone()))
+        .collect();
+    let holders_after_leave = smartio
+        .devices()
+        .into_iter()
+        .filter(|d| d.fdid == fdid)
+        .flat_map(|d| d.borrowers)
+        .map(|b| b.host)
+        .collect();
+
+    let iops: Vec<f64> = clients.iter().map(|c| c.iops).collect();
+    let p50 = clients.iter().map(|c| c.lat_ns.p50);
+    Ok(ShareResult {
+        device: cfg.device.clone(),
+        model: manager.model().to_string(),
+        manager: cfg.manager.clone(),
+        granted: manager.granted(),
+        written_bytes,
+        fairness: jain_fairness(&iops),
+        p50_min_ns: p50.clone().fold(f64::INFINITY, f64::min),
+        p50_max_ns: p50.fold(0.0, f64::max),
+        verified_bytes: clients.iter().map(|c| c.verified_bytes).sum(),
+        clients,
+        extra_qids,
+        held_at_refusal,
+        refused,
+        owners_after_leave,
+        holders_after_leave,
+    })
+}
+
+/// Checks `cfg` against the namespace and the controller's largest transfer.
+fn layout(manager: &Manager, cfg: &ShareConfig) -> Result<Layout, String> {
+    let ns = manager
+        .namespaces()
+        .iter()
+        .find(|n| n.nsid == cfg.nsid)
+        .copied()
+        .ok_or_else(|| format!("{} has no namespace {}", cfg.device, cfg.nsid))?;
+    let lba_size = u64::from(ns.lba_size);
+    if !cfg.bs.is_multiple_of(lba_size) || cfg.bs > manager.max_transfer() {
+        return Err(format!(
+            "share: the block size {} must be a multiple of the LBA size {lba_size} and at most the largest transfer {}",
+            cfg.bs,
+            manager.max_transfer()
+        ));
+    }
+    let total = cfg.range_bytes * cfg.clients.len() as u64;
+    if total > ns.blocks * lba_size {
+        return Err(format!(
+            "share: {} clients of {} bytes need {total} bytes; namespace {} has {}",
+            cfg.clients.len(),
+            cfg.range_bytes,
+            cfg.nsid,
+            ns.blocks * lba_size
+        ));
+    }
+    // Whole blocks per write, as many as one transfer carries.
+    let per_write = (manager.max_transfer() / cfg.bs).max(1) * cfg.bs;
+    Ok(Layout {
+        nsid: cfg.nsid,
+        lba_size,
+        bs: cfg.bs,
+        blocks: cfg.range_bytes / cfg.bs,
+        chunk: per_write.min(cfg.range_bytes),
+        seed: cfg.seed,
+    })
+}
+
+/// Client `i` on `os`: connects, gets a queue pair, writes its pattern over its range.
+async fn set_up(
+    smartio: &SmartIo,
+    manager: &Rc<Manager>,
+    fdid: Fdid,
+    os: HostOs,
+    i: usize,
+    placement: SqPlacement,
+    l: Layout,
+) -> Result<Member, String> {
+    let who = format!("client {i} on {}", os.name());
+    let client = Client::connect(smartio, &os, fdid, manager, l.chunk)
+        .await
+        .map_err(|e| format!("{who}: connect: {e}"))?;
+    let queue = client
+        .create_queue(QD1_ENTRIES, placement)
+        .await
+        .map_err(|e| format!("{who}: queue pair: {e}"))?;
+    let first_block = i as u64 * l.blocks;
+    let (buffer, _) = client.data();
+    let per = l.chunk / l.bs;
+    let mut data = vec![0u8; l.chunk as usize];
+    let mut done = 0;
+    while done < l.blocks {
+        let count = per.min(l.blocks - done);
+        for b in 0..count {
+            let at = (b * l.bs) as usize;
+            let block = first_block + done + b;
+            pattern(l.seed_of(i), block, 0, &mut data[at..at + l.bs as usize]);
+        }
+        let len = count * l.bs;
+        os.sim().poke_memory(os.id(), buffer, &data[..len as usize]);
+        let lba = l.lba_of(first_block + done);
+        client
+            .io(
+                &queue,
+                BlockOp::Write,
+                l.nsid,
+                lba,
+                (len / l.lba_size) as u32,
+                0,
+            )
+            .await
+            .map_err(|e| format!("{who}: write at LBA {lba}: {e}"))?;
+        done += count;
+    }
+    Ok(Member {
+        index: i,
+        client,
+        queue,
+        first_block,
+    })
+}
+
+/// The measured phase of one client: `ops` QD1 random reads in its range, each checked.
+async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, ShareClient), String> {
+    let os = m.client.os().clone();
+    let cpu = os.cpu();
+    let (buffer, _) = m.client.data();
+    let mut rng = ChaCha8Rng::seed_from_u64(l.seed_of(m.index) ^ 0x5ead);
+    let mut samples = Vec::with_capacity(ops as usize);
+    let (mut got, mut want) = (vec![0u8; l.bs as usize], vec![0u8; l.bs as usize]);
+    let start = cpu.now();
+    let mut last = start;
+    for _ in 0..ops {
+        let block = m.first_block + rng.random_range(0..l.blocks);
+        let lba = l.lba_of(block);
+        let t0 = cpu.now();
+        m.client
+            .io(
+                &m.queue,
+                BlockOp::Read,
+                l.nsid,
+                lba,
+                (l.bs / l.lba_size) as u32,
+                0,
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "client {} on {}: read at LBA {lba}: {e}",
+                    m.index,
+                    os.name()
+                )
+            })?;
+        last = cpu.now();
+        samples.push(last.since(t0).as_ps());
+        os.sim().peek_memory(os.id(), buffer, &mut got);
+        pattern(l.seed_of(m.index), block, 0, &mut want);
+        if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
+            return Err(format!(
+                "client {} on {}: verify failed at LBA {lba}, byte offset {at}: read {:#04x}, wrote {:#04x}",
+                m.index,
+                os.name(),
+                got[at],
+                want[at]
+            ));
+        }
+    }
+    let elapsed_ns = last.since(start).as_ps() as f64 / 1000.0;
+    let client = ShareClient {
+        host: os.name().to_string(),
+        qid: m.queue.qid(),
+        first_lba: l.lba_of(m.first_block),
+        ops,
+        verified_bytes: ops * l.bs,
+        lat_ns: LatencySummary::from_ps(&samples),
+        elapsed_ns,
+        iops: if elapsed_ns > 0.0 {
+            ops as f64 / (elapsed_ns / 1e9)
+        } else {
+            0.0
+        },
+    };
+    Ok((m, client))
+}
+
+/// Runs `tasks` as concurrent agents of `sim` and waits for all of them; their outputs in
+/// order.
+async fn join_all<T: 'static, F: Future<Output = T> + 'static>(sim: &Sim, tasks: Vec<F>) -> Vec<T> {
+    let n = tasks.len();
+    let slots: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..n).map(|_| None).collect()));
+    let left = Rc::new(Cell::new(n));
+    let done = Rc::new(Notify::new());
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (slots, left, done) = (slots.clone(), left.clone(), done.clone());
+        sim.spawn(async move {
+            let out = task.await;
+            slots.borrow_mut()[i] = Some(out);
+            left.set(left.get() - 1);
+            if left.get() == 0 {
+                done.notify();
+            }
+        });
+    }
+    if n > 0 {
+        done.notified().await;
+    }
+    let outs = slots.take();
+    outs.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index_is_one_for_equal_shares_and_one_over_n_for_a_monopoly() {
+        assert_eq!(jain_fairness(&[5.0, 5.0, 5.0, 5.0]), 1.0);
+        assert_eq!(jain_fairness(&[8.0, 0.0, 0.0, 0.0]), 0.25);
+        assert_eq!(jain_fairness(&[]), 1.0);
+    }
+}
