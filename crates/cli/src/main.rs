@@ -157,6 +157,13 @@ struct FioArgs {
     /// Keep the namespaces in this file (overrides the scenario's `backing`).
     #[arg(long)]
     backing: Option<String>,
+    /// How to reach the controller: native (the NVMe driver on --host) or nvme-client (a
+    /// client of the distributed driver on --host, one queue pair per job, polled).
+    #[arg(long, default_value = "native")]
+    method: String,
+    /// Host running the distributed driver's manager (with --method nvme-client).
+    #[arg(long)]
+    manager: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -589,6 +596,24 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
     if a.ops == Some(0) {
         return Err("--ops 0: at least one I/O".into());
     }
+    let method = match (a.method.as_str(), a.manager) {
+        ("native", None) => smartio_workloads::fio::FioMethod::Native,
+        ("native", Some(_)) => {
+            return Err("--manager: only with --method nvme-client".into());
+        }
+        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
+        ("nvme-client", None) => {
+            return Err(
+                "--method nvme-client needs --manager HOST (the host running the distributed driver's manager)"
+                    .into(),
+            );
+        }
+        (m, _) => {
+            return Err(format!(
+                "--method: unknown method {m:?} (native, nvme-client)"
+            ))
+        }
+    };
     let bs = smartio_fabric::units::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
     let size = a
         .size
@@ -625,6 +650,7 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         nsid: a.nsid,
         rwmixread: a.rwmixread,
         mode,
+        method,
     };
     let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;
     if a.json {

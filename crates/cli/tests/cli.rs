@@ -733,3 +733,79 @@ fn a_bad_device_is_a_clear_error_with_exit_code_1() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("not a copy engine"), "{err}");
 }
+
+#[test]
+fn fio_through_a_distributed_driver_client_verifies_what_it_reads_and_reports_json() {
+    let args = [
+        "fio",
+        "--scenario",
+        "cluster-switch",
+        "--host",
+        "borrower",
+        "--device",
+        "lender:nvme0",
+        "--method",
+        "nvme-client",
+        "--manager",
+        "lender",
+        "--rw",
+        "randread",
+        "--ops",
+        "2000",
+        "--verify",
+        "--json",
+    ];
+    let (ok, out, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["reads"], 2000);
+    assert_eq!(v["writes"], 0);
+    assert_eq!(
+        v["verified_bytes"],
+        2000 * 4096,
+        "every byte read was checked"
+    );
+    assert_eq!(v["queues"], 1, "one client queue pair for one job");
+    assert_eq!(v["mode"], "poll", "a client polls its completions");
+    assert_eq!(v["device"], "lender:nvme0");
+    let p50 = v["lat_ns"]["p50"].as_f64().expect("lat_ns.p50");
+    assert!(p50 > 0.0, "p50 {p50} ns");
+}
+
+#[test]
+fn fio_nvme_client_without_a_manager_or_with_an_unknown_method_says_what_is_missing() {
+    let base = [
+        "fio",
+        "--scenario",
+        "cluster-switch",
+        "--host",
+        "borrower",
+        "--device",
+        "lender:nvme0",
+        "--ops",
+        "10",
+    ];
+    let fails = |extra: &[&str], wanted: &str| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let (code, out, err) = smartio_code(&args);
+        assert_eq!(code, Some(1), "{args:?}:\n{out}{err}");
+        assert!(err.contains(wanted), "{args:?}: {wanted:?} not in {err}");
+    };
+    fails(
+        &["--method", "nvme-client"],
+        "--method nvme-client needs --manager HOST",
+    );
+    fails(
+        &["--method", "carrier-pigeon"],
+        "unknown method \"carrier-pigeon\" (native, nvme-client)",
+    );
+    fails(
+        &["--manager", "lender"],
+        "--manager: only with --method nvme-client",
+    );
+    fails(
+        &["--method", "nvme-client", "--manager", "nowhere"],
+        "unknown host \"nowhere\"",
+    );
+}

@@ -1,6 +1,8 @@
-//! A fio-like block workload on an NVMe namespace through the native driver: sequential or
-//! random reads, writes or a mix, at a queue depth per job, with latency percentiles from an
-//! HdrHistogram and optional verification of every byte read.
+//! A fio-like block workload on an NVMe namespace: sequential or random reads, writes or a
+//! mix, at a queue depth per job, with latency percentiles from an HdrHistogram and optional
+//! verification of every byte read. The I/O goes through the native driver bound on the
+//! workload's host, or through a client of the distributed NVMe driver ([`FioMethod`]); the
+//! loop is the same, only the backend that does one I/O differs (`backend`).
 //!
 //! Verification: every `bs`-sized block in the range has a version; a write stores the
 //! block's pattern for its next version, a read compares against the current one. While a
@@ -8,15 +10,19 @@
 //! expected content is always defined. A workload that reads first writes version 0 over the
 //! whole range (not timed).
 
+mod backend;
+
 use crate::attach::{AttachError, Workbench};
+use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_drivers::nvme_dist::DistError;
 use smartio_engine::Sim;
-use smartio_host::{HostError, HostOs};
-use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
+use smartio_host::HostError;
+use smartio_platform::{Clock, Notify, SimDuration, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -76,6 +82,23 @@ pub enum Amount {
     Runtime(SimDuration),
 }
 
+/// How the workload reaches the controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FioMethod {
+    /// The native NVMe driver bound on the workload's host (borrowing the device by Device
+    /// Lending if it is `lender:device`); each job is a CPU with its own queue pair.
+    #[default]
+    Native,
+    /// A client of the distributed NVMe driver on the workload's host, its manager on
+    /// `manager`. Each job is a queue pair of the client (`iodepth + 1` entries), data moves
+    /// through the client's data segment, and completions are polled (the result's mode is
+    /// `poll` whatever [`FioConfig::mode`] says).
+    NvmeClient {
+        /// Host running the manager.
+        manager: String,
+    },
+}
+
 /// A workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FioConfig {
@@ -104,8 +127,10 @@ pub struct FioConfig {
     pub nsid: u32,
     /// Percentage of reads in `randrw`.
     pub rwmixread: u32,
-    /// Driver completion mode.
+    /// Driver completion mode (native driver only).
     pub mode: CompletionMode,
+    /// Native driver or distributed-driver client.
+    pub method: FioMethod,
 }
 
 impl FioConfig {
@@ -125,6 +150,7 @@ impl FioConfig {
             nsid: 1,
             rwmixread: 50,
             mode: CompletionMode::Interrupt,
+            method: FioMethod::Native,
         }
     }
 }
@@ -235,6 +261,9 @@ pub enum FioError {
     /// SmartIO could not lend the device.
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
+    /// The distributed NVMe driver refused (no manager, no queue pair left).
+    #[error("{0}")]
+    Dist(#[from] DistError),
 }
 
 impl From<AttachError> for FioError {
@@ -292,14 +321,43 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
             "--bs, --iodepth and --jobs must be positive".into(),
         ));
     }
-    let driver = NvmeDriverConfig {
-        mode: cfg.mode,
-        io_queues: cfg.jobs.clamp(1, 64) as u16,
-        queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
-    };
-    let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
-    run_to_end(&cluster.sim, run_on(bench, cfg.clone()))
+    let cfg = cfg.clone();
+    match &cfg.method {
+        FioMethod::Native => {
+            let driver = NvmeDriverConfig {
+                mode: cfg.mode,
+                io_queues: cfg.jobs.clamp(1, 64) as u16,
+                queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
+            };
+            let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
+            run_to_end(&cluster.sim, async move {
+                let (dev, _) = bind_nvme(&bench).await?;
+                let backend = Backend::Native {
+                    os: bench.os.clone(),
+                    dev,
+                };
+                run_on(backend, cfg).await
+            })
+        }
+        FioMethod::NvmeClient { manager } => {
+            let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
+            run_to_end(&cluster.sim, async move {
+                // Room for every worker's buffer and for the verify prefill's transfers.
+                let workers = u64::from(cfg.jobs) * u64::from(cfg.iodepth) * cfg.bs;
+                let bs = cfg.bs;
+                let backend = bench
+                    .start(cfg.jobs, cfg.iodepth + 1, |mdts| {
+                        workers.max((mdts / bs).max(1) * bs)
+                    })
+                    .await?;
+                run_on(backend, cfg).await
+            })
+        }
+    }
 }
+
+/// The class code of an NVM Express controller (mass storage, NVM, NVMe).
+const NVME_CLASS: u32 = 0x01_08_02;
 
 /// Boots the cluster's hosts, resolves `device` for `host` (local, or `lender:device` to
 /// borrow), checks that it is an NVMe controller, and registers the native NVMe driver with
@@ -311,7 +369,7 @@ pub(crate) fn nvme_host(
     config: NvmeDriverConfig,
 ) -> Result<Workbench, FioError> {
     let bench = Workbench::new(cluster, host, device)?;
-    if bench.class() != 0x01_08_02 {
+    if bench.class() != NVME_CLASS {
         return Err(FioError::NotNvme {
             host: host.to_string(),
             device: device.to_string(),
@@ -351,12 +409,26 @@ pub(crate) fn run_to_end<T: 'static>(
     r.unwrap_or(Err(FioError::DidNotFinish))
 }
 
-async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError> {
-    let (dev, _) = bind_nvme(&bench).await?;
-    let os = bench.os.clone();
-    let ns = dev
-        .namespace(cfg.nsid)
-        .map_err(|e| FioError::BadParameter(e.to_string()))?;
+/// Runs the workload on `backend`, then closes it (a client leaves).
+async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError> {
+    let backend = Rc::new(backend);
+    let result = measure(&backend, &cfg).await;
+    match Rc::try_unwrap(backend) {
+        Ok(backend) => {
+            let closed = backend.close().await;
+            let result = result?;
+            closed?;
+            Ok(result)
+        }
+        Err(_) => result.and(Err(FioError::Io(
+            "a worker still holds the NVMe backend after the run".into(),
+        ))),
+    }
+}
+
+async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, FioError> {
+    let os = backend.os().clone();
+    let ns = backend.namespace(cfg.nsid)?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {
         return Err(FioError::BadParameter(format!(
@@ -364,11 +436,11 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
             cfg.bs
         )));
     }
-    if cfg.bs > dev.info().max_transfer {
+    if cfg.bs > backend.max_transfer() {
         return Err(FioError::BadParameter(format!(
             "--bs {} exceeds the controller's maximum transfer {} (MDTS)",
             cfg.bs,
-            dev.info().max_transfer
+            backend.max_transfer()
         )));
     }
     let capacity = ns.blocks * lba;
@@ -404,7 +476,7 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
         cfg: cfg.clone(),
     });
     if cfg.verify && cfg.rw.reads() {
-        prefill(&os, &dev, &shared).await?;
+        prefill(backend, &shared).await?;
     }
     let start = cpu.now();
     let deadline = match cfg.amount {
@@ -413,6 +485,12 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
     };
     shared.deadline.set(deadline);
     shared.last.set(start);
+    // Every buffer before any worker starts, so a failure leaves no worker running.
+    let mut buffers = Vec::new();
+    for _ in 0..cfg.jobs * cfg.iodepth {
+        buffers.push(backend.buffer(cfg.bs)?);
+    }
+    let mut buffers = buffers.into_iter();
     let running = Rc::new(Cell::new(cfg.jobs * cfg.iodepth));
     let finished = Rc::new(Notify::new());
     for j in 0..cfg.jobs {
@@ -429,19 +507,18 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
             quota,
         }));
         for _ in 0..cfg.iodepth {
-            let buffer = os
-                .alloc(cfg.bs)
-                .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
-            let (dev, shared, job, running, finished, os) = (
-                dev.clone(),
+            let buffer = buffers
+                .next()
+                .ok_or_else(|| FioError::Io("fewer buffers than workers".into()))?;
+            let (backend, shared, job, running, finished) = (
+                backend.clone(),
                 shared.clone(),
                 job.clone(),
                 running.clone(),
                 finished.clone(),
-                os.clone(),
             );
-            os.cpu().sim().clone().spawn(async move {
-                worker(&os, &dev, &shared, &job, j as usize, buffer).await;
+            os.sim().clone().spawn(async move {
+                worker(&backend, &shared, &job, j as usize, buffer).await;
                 running.set(running.get() - 1);
                 if running.get() == 0 {
                     finished.notify();
@@ -462,13 +539,13 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
     Ok(FioResult {
         host: cfg.host.clone(),
         device: cfg.device.clone(),
-        model: dev.info().model.clone(),
-        mode: cfg.mode.name().into(),
+        model: backend.model(),
+        mode: backend.mode().into(),
         rw: cfg.rw,
         bs: cfg.bs,
         iodepth: cfg.iodepth,
         jobs: cfg.jobs,
-        queues: dev.io_queue_count(),
+        queues: backend.queues(),
         reads: shared.reads.get(),
         writes: shared.writes.get(),
         bytes: ops * cfg.bs,
@@ -498,12 +575,11 @@ async fn run_on(bench: Workbench, cfg: FioConfig) -> Result<FioResult, FioError>
 
 /// Writes version 0 of every block in the range, in transfers of up to the controller's
 /// maximum, before a verifying workload reads.
-async fn prefill(os: &HostOs, dev: &NvmeDevice, s: &Shared) -> Result<(), FioError> {
+async fn prefill(backend: &Backend, s: &Shared) -> Result<(), FioError> {
+    let os = backend.os();
     let bs = s.cfg.bs;
-    let per = (dev.info().max_transfer / bs).max(1);
-    let buffer = os
-        .alloc(per * bs)
-        .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
+    let per = (backend.max_transfer() / bs).max(1);
+    let buffer = backend.buffer(per * bs)?;
     let mut block = 0;
     let mut data = vec![0u8; (per * bs) as usize];
     while block < s.blocks {
@@ -513,15 +589,15 @@ async fn prefill(os: &HostOs, dev: &NvmeDevice, s: &Shared) -> Result<(), FioErr
             pattern(s.cfg.seed, block + i, 0, &mut data[at..at + bs as usize]);
         }
         os.sim()
-            .poke_memory(os.id(), buffer, &data[..(n * bs) as usize]);
+            .poke_memory(os.id(), buffer.cpu, &data[..(n * bs) as usize]);
         let lba = block * bs / s.lba_size;
         let count = (n * bs / s.lba_size) as u32;
-        dev.submit(0, BlockOp::Write, s.cfg.nsid, lba, count, buffer)
-            .await
-            .map_err(|e| FioError::Io(e.to_string()))?;
+        backend
+            .submit(0, BlockOp::Write, s.cfg.nsid, lba, count, buffer)
+            .await?;
         block += n;
     }
-    os.free(buffer);
+    backend.free(buffer);
     Ok(())
 }
 
@@ -564,14 +640,8 @@ fn next_op(s: &Shared, job: &RefCell<Job>, now: SimTime) -> Option<(u64, bool)> 
     Some((block, read))
 }
 
-async fn worker(
-    os: &HostOs,
-    dev: &NvmeDevice,
-    s: &Shared,
-    job: &RefCell<Job>,
-    cpu_index: usize,
-    buffer: PhysAddr,
-) {
+async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize, buffer: Buffer) {
+    let os = backend.os();
     let cpu = os.cpu();
     let bs = s.cfg.bs;
     let mut data = if s.cfg.verify {
@@ -590,20 +660,18 @@ async fn worker(
             };
             data.resize(bs as usize, 0);
             pattern(s.cfg.seed, block, v, &mut data);
-            os.sim().poke_memory(os.id(), buffer, &data);
+            os.sim().poke_memory(os.id(), buffer.cpu, &data);
         }
         let lba = block * bs / s.lba_size;
         let count = (bs / s.lba_size) as u32;
         let op = if read { BlockOp::Read } else { BlockOp::Write };
         let t0 = cpu.now();
-        let r = dev
-            .submit(cpu_index, op, s.cfg.nsid, lba, count, buffer)
+        let r = backend
+            .submit(index, op, s.cfg.nsid, lba, count, buffer)
             .await;
         let t1 = cpu.now();
         if let Err(e) = r {
-            s.error
-                .borrow_mut()
-                .get_or_insert(FioError::Io(e.to_string()));
+            s.error.borrow_mut().get_or_insert(e);
             s.in_flight.borrow_mut().remove(&block);
             return;
         }
@@ -616,7 +684,7 @@ async fn worker(
         if read {
             s.reads.set(s.reads.get() + 1);
             if s.cfg.verify {
-                os.sim().peek_memory(os.id(), buffer, &mut data);
+                os.sim().peek_memory(os.id(), buffer.cpu, &mut data);
                 let v = s.versions.borrow()[block as usize];
                 pattern(s.cfg.seed, block, v, &mut expect);
                 if let Some(at) = data.iter().zip(&expect).position(|(a, b)| a != b) {

@@ -5,6 +5,7 @@
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_drivers::CompletionMode;
 use smartio_engine::Calibration;
+use smartio_workloads::fio::FioMethod;
 use smartio_workloads::{run_fio, Amount, FioConfig, FioError, FioResult, RwMode};
 
 fn run(scenario: &str, cfg: &FioConfig) -> Result<FioResult, FioError> {
@@ -186,4 +187,84 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("smartio-fio-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
     d
+}
+
+/// `cfg` through a distributed-driver client on the borrower, the manager on the lender.
+fn through_client(mut cfg: FioConfig) -> FioConfig {
+    cfg.method = FioMethod::NvmeClient {
+        manager: "lender".into(),
+    };
+    cfg
+}
+
+#[test]
+fn a_distributed_driver_client_verifies_every_byte_of_a_mixed_workload_on_two_queue_pairs() {
+    let cfg = through_client(FioConfig {
+        rw: RwMode::RandRw,
+        iodepth: 4,
+        jobs: 2,
+        verify: true,
+        size: Some(8 << 20),
+        amount: Amount::Ops(3000),
+        ..FioConfig::new("borrower", "lender:nvme0")
+    });
+    let r = run("cluster-switch", &cfg).expect("verified run through the client");
+    assert_eq!(r.reads + r.writes, 3000);
+    assert!(
+        r.reads > 1000 && r.writes > 1000,
+        "{} reads, {} writes",
+        r.reads,
+        r.writes
+    );
+    assert_eq!(r.verified_bytes, r.reads * 4096);
+    assert_eq!(r.queues, 2, "a client queue pair per job");
+    assert_eq!(r.mode, "poll", "a client polls its completions");
+    assert!(r.model.contains("optane-p4800x"), "{}", r.model);
+    assert!(r.lat_ns.min > 0.0 && r.lat_ns.p50 <= r.lat_ns.max);
+    assert_eq!(run("cluster-switch", &cfg).expect("second run"), r);
+}
+
+#[test]
+fn qd1_random_reads_through_a_client_have_a_positive_latency() {
+    let cfg = through_client(FioConfig {
+        amount: Amount::Ops(2000),
+        ..FioConfig::new("borrower", "lender:nvme0")
+    });
+    let r = run("cluster-switch", &cfg).expect("runs");
+    assert_eq!(r.reads, 2000);
+    assert!(r.lat_ns.p50 > 0.0, "{:?}", r.lat_ns);
+    assert!(r.lat_ns.min <= r.lat_ns.p50 && r.lat_ns.p50 <= r.lat_ns.p999);
+    eprintln!(
+        "nvme-client QD1 4 KiB randread, borrower -> lender:nvme0: p50 {} ns, p99 {} ns, mean {} ns",
+        r.lat_ns.p50, r.lat_ns.p99, r.lat_ns.mean
+    );
+}
+
+#[test]
+fn the_client_method_names_a_bad_manager_and_runs_out_of_queue_pairs_clearly() {
+    let mut cfg = FioConfig {
+        method: FioMethod::NvmeClient {
+            manager: "nowhere".into(),
+        },
+        amount: Amount::Ops(10),
+        ..FioConfig::new("borrower", "lender:nvme0")
+    };
+    let e = run("cluster-switch", &cfg).expect_err("unknown manager host");
+    assert!(
+        matches!(&e, FioError::UnknownHost { host, .. } if host == "nowhere"),
+        "{e}"
+    );
+    cfg = through_client(FioConfig { jobs: 32, ..cfg });
+    let e = run("cluster-switch", &cfg).expect_err("32 jobs, 31 queue pairs");
+    assert!(
+        e.to_string()
+            .starts_with("no I/O queue pair left: all 31 the controller granted are in use"),
+        "{e}"
+    );
+    let e = run(
+        "cluster-switch",
+        &through_client(FioConfig::new("borrower", "lender:gpu0")),
+    )
+    .expect_err("not an NVMe");
+    assert!(matches!(e, FioError::NotNvme { .. }), "{e}");
 }

@@ -1,0 +1,288 @@
+//! Where a fio workload's I/O goes: the native NVMe driver bound on the workload's host, or
+//! a client of the distributed NVMe driver (one queue pair per job, data in the client's
+//! data segment). The I/O loop in [`super`] is the same for both; only "do one I/O of these
+//! blocks with this buffer", where buffers come from, and the controller's description
+//! differ.
+
+use super::FioError;
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::{BlockOp, NamespaceInfo, NvmeDevice};
+use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
+use smartio_host::HostOs;
+use smartio_platform::PhysAddr;
+use smartio_smartio::{Fdid, SmartIo};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// An I/O buffer: where the workload's CPU sees it (to fill and check it) and, for a client,
+/// where it is in the client's data segment.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Buffer {
+    /// Address in the workload host's RAM.
+    pub cpu: PhysAddr,
+    /// Offset in the client's data segment (0 for the native driver).
+    offset: u64,
+    len: u64,
+}
+
+/// A started backend.
+pub(super) enum Backend {
+    /// The native driver, bound on `os`.
+    Native { os: HostOs, dev: Rc<NvmeDevice> },
+    /// A client of the distributed driver.
+    Client {
+        /// The manager (namespaces, MDTS, model).
+        manager: Rc<Manager>,
+        /// Boxed: a client is much larger than a device handle.
+        client: Box<Client>,
+        /// One per job.
+        queues: Vec<Rc<ClientQueue>>,
+        /// Bump allocator over the data segment.
+        next: Cell<u64>,
+    },
+}
+
+impl Backend {
+    /// The host whose CPU runs the workload.
+    pub fn os(&self) -> &HostOs {
+        match self {
+            Backend::Native { os, .. } => os,
+            Backend::Client { client, .. } => client.os(),
+        }
+    }
+
+    /// Namespace `nsid`.
+    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, FioError> {
+        match self {
+            Backend::Native { dev, .. } => dev
+                .namespace(nsid)
+                .map_err(|e| FioError::BadParameter(e.to_string())),
+            Backend::Client { manager, .. } => manager
+                .namespaces()
+                .iter()
+                .find(|n| n.nsid == nsid)
+                .copied()
+                .ok_or_else(|| {
+                    let known: Vec<String> = manager
+                        .namespaces()
+                        .iter()
+                        .map(|n| n.nsid.to_string())
+                        .collect();
+                    FioError::BadParameter(format!(
+                        "the controller has no namespace {nsid} (active: {})",
+                        known.join(", ")
+                    ))
+                }),
+        }
+    }
+
+    /// The controller's largest transfer (MDTS).
+    pub fn max_transfer(&self) -> u64 {
+        match self {
+            Backend::Native { dev, .. } => dev.info().max_transfer,
+            Backend::Client { manager, .. } => manager.max_transfer(),
+        }
+    }
+
+    /// The controller's model number.
+    pub fn model(&self) -> String {
+        match self {
+            Backend::Native { dev, .. } => dev.info().model.clone(),
+            Backend::Client { manager, .. } => manager.model().to_string(),
+        }
+    }
+
+    /// I/O queue pairs the workload uses.
+    pub fn queues(&self) -> usize {
+        match self {
+            Backend::Native { dev, .. } => dev.io_queue_count(),
+            Backend::Client { queues, .. } => queues.len(),
+        }
+    }
+
+    /// How completions are taken: the native driver's mode; a client always polls.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Backend::Native { dev, .. } => dev.mode().name(),
+            Backend::Client { .. } => "poll",
+        }
+    }
+
+    /// A buffer of `len` bytes: host memory for the native driver (which maps it per
+    /// request), the next free part of the data segment for a client.
+    pub fn buffer(&self, len: u64) -> Result<Buffer, FioError> {
+        match self {
+            Backend::Native { os, .. } => {
+                let cpu = os
+                    .alloc(len)
+                    .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
+                Ok(Buffer {
+                    cpu,
+                    offset: 0,
+                    len,
+                })
+            }
+            Backend::Client { client, next, .. } => {
+                let (base, size) = client.data();
+                let offset = next.get();
+                if offset + len > size {
+                    return Err(FioError::Io(format!(
+                        "buffer: {len} bytes at offset {offset} do not fit the client's {size}-byte data segment"
+                    )));
+                }
+                next.set(offset + len);
+                Ok(Buffer {
+                    cpu: PhysAddr(base.get() + offset),
+                    offset,
+                    len,
+                })
+            }
+        }
+    }
+
+    /// Gives `buffer` back (for a client, only the most recent one is reused).
+    pub fn free(&self, buffer: Buffer) {
+        match self {
+            Backend::Native { os, .. } => os.free(buffer.cpu),
+            Backend::Client { next, .. } => {
+                if buffer.offset + buffer.len == next.get() {
+                    next.set(buffer.offset);
+                }
+            }
+        }
+    }
+
+    /// Does one I/O of `blocks` blocks at `lba` of `nsid` with `buffer`, for job `job` (the
+    /// native driver's CPU `job`, the client's queue pair `job`), and waits for it.
+    pub async fn submit(
+        &self,
+        job: usize,
+        op: BlockOp,
+        nsid: u32,
+        lba: u64,
+        blocks: u32,
+        buffer: Buffer,
+    ) -> Result<(), FioError> {
+        match self {
+            Backend::Native { dev, .. } => dev
+                .submit(job, op, nsid, lba, blocks, buffer.cpu)
+                .await
+                .map_err(|e| FioError::Io(e.to_string())),
+            Backend::Client { client, queues, .. } => {
+                let q = queues
+                    .get(job % queues.len().max(1))
+                    .ok_or_else(|| FioError::Io("the client has no queue pair".to_string()))?;
+                client
+                    .io(q, op, nsid, lba, blocks, buffer.offset)
+                    .await
+                    .map_err(|e| FioError::Io(e.to_string()))
+            }
+        }
+    }
+
+    /// Ends the workload: a client deletes its queue pairs and leaves.
+    pub async fn close(self) -> Result<(), FioError> {
+        match self {
+            Backend::Native { .. } => Ok(()),
+            Backend::Client { client, queues, .. } => {
+                drop(queues);
+                client.leave().await.map_err(FioError::from)
+            }
+        }
+    }
+}
+
+/// The distributed driver's hosts and controller, resolved before the simulation runs.
+pub(super) struct ClientBench {
+    smartio: SmartIo,
+    fdid: Fdid,
+    manager: HostOs,
+    client: HostOs,
+}
+
+impl ClientBench {
+    /// Boots every host, starts SmartIO, and resolves `manager`, `host` and `device` (either
+    /// `lender:device` or a device in `host`'s own tree), which must be an NVMe controller.
+    pub fn new(
+        cluster: &Cluster,
+        host: &str,
+        device: &str,
+        manager: &str,
+    ) -> Result<ClientBench, FioError> {
+        let hosts = HostOs::boot_all(&cluster.sim)?;
+        let find = |name: &str| {
+            hosts
+                .iter()
+                .find(|h| h.name() == name)
+                .cloned()
+                .ok_or_else(|| FioError::UnknownHost {
+                    host: name.to_string(),
+                    known: hosts
+                        .iter()
+                        .map(|h| h.name().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+        };
+        let (client, manager) = (find(host)?, find(manager)?);
+        let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+        smartio.register_all()?;
+        let qualified = if device.contains(':') {
+            device.to_string()
+        } else {
+            format!("{host}:{device}")
+        };
+        let fdid = smartio.find(&qualified)?;
+        let class = smartio
+            .devices()
+            .into_iter()
+            .find(|d| d.fdid == fdid)
+            .map_or(0, |d| d.class_code);
+        if class != super::NVME_CLASS {
+            return Err(FioError::NotNvme {
+                host: host.to_string(),
+                device: device.to_string(),
+                class,
+            });
+        }
+        Ok(ClientBench {
+            smartio,
+            fdid,
+            manager,
+            client,
+        })
+    }
+
+    /// Starts the manager, connects the client with a data segment of `data_size` bytes and
+    /// gets `jobs` queue pairs of `entries` entries (at most what the controller allows).
+    pub async fn start(
+        self,
+        jobs: u32,
+        entries: u32,
+        data_size: impl Fn(u64) -> u64,
+    ) -> Result<Backend, FioError> {
+        let manager = Manager::start(&self.smartio, &self.manager, self.fdid).await?;
+        let size = data_size(manager.max_transfer());
+        let client =
+            Client::connect(&self.smartio, &self.client, self.fdid, &manager, size).await?;
+        let entries = entries.clamp(2, manager.max_entries.min(u32::from(u16::MAX))) as u16;
+        let mut queues = Vec::new();
+        for _ in 0..jobs {
+            match client.create_queue(entries, SqPlacement::Hints).await {
+                Ok(q) => queues.push(q),
+                Err(e) => {
+                    // Give back what was taken before saying why.
+                    drop(queues);
+                    let _ = client.leave().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(Backend::Client {
+            manager,
+            client: Box::new(client),
+            queues,
+            next: Cell::new(0),
+        })
+    }
+}
