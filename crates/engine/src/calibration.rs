@@ -92,6 +92,30 @@ pub struct SmartioParams {
     pub control_message_ns: Param,
 }
 
+/// The NVMe-oF over RDMA baseline (Paper V Fig. 36): the network, the HCAs and the NVMe-oF
+/// software on both hosts. The NVMe read on the target is the emulated controller, not a
+/// number from here.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeofParams {
+    /// One-way latency of a small message from the sender's HCA doorbell to the bytes in the
+    /// receiver's memory (both HCAs' PCIe work and the wire's fixed latency), without the
+    /// payload's serialization.
+    pub hca_latency_ns: Param,
+    /// Data rate of the network link in Gb/s (payload serialization).
+    pub link_gbps: Param,
+    /// Initiator software: build the command capsule, post the send, ring the HCA.
+    pub initiator_post_ns: Param,
+    /// Target software: find the receive completion and parse the capsule.
+    pub target_poll_ns: Param,
+    /// Target software: from the parsed capsule to the NVMe driver's submission.
+    pub target_submit_ns: Param,
+    /// Target software: from the NVMe completion to the RDMA write and the response posted.
+    pub target_complete_ns: Param,
+    /// Initiator software: match the response capsule to its request and complete it.
+    pub initiator_complete_ns: Param,
+}
+
 /// Software and CPU costs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +187,8 @@ pub struct Calibration {
     pub nvme: BTreeMap<String, NvmeProfileParams>,
     /// SmartIO software costs.
     pub smartio: SmartioParams,
+    /// The NVMe-oF over RDMA baseline.
+    pub nvmeof: NvmeofParams,
 }
 
 impl Calibration {

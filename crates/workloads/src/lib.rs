@@ -13,6 +13,7 @@ pub mod fio;
 pub mod multicast_identify;
 pub mod nvme_client;
 pub mod nvme_demo;
+pub mod nvmeof;
 pub mod p2p;
 pub mod pingpong;
 pub mod pio_bench;
@@ -34,6 +35,7 @@ pub use multicast_identify::{
 };
 pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
+pub use nvmeof::{nvmeof_compare, NvmeofCompare, NvmeofConfig, NvmeofStep};
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
