@@ -283,6 +283,11 @@ impl HostOs {
         self.inner.shared.free(addr);
     }
 
+    /// Bytes of RAM allocated (kernel reservation included): what a leak would grow.
+    pub fn ram_in_use(&self) -> u64 {
+        self.inner.shared.ram.borrow().allocated_bytes()
+    }
+
     /// The devices in the tree, in order.
     pub fn devices(&self) -> Vec<DeviceHandle> {
         self.inner

@@ -232,10 +232,22 @@ impl Client {
                 ..Hints::default()
             },
         )?;
-        let qid = self
+        let qid = match self
             .manager
             .create_pair(&self.hold, &self.os.cpu(), sq.buf.bus, cq.buf.bus, entries)
-            .await?;
+            .await
+        {
+            Ok(qid) => qid,
+            Err(refused) => {
+                // Nothing of a refused queue stays: its segments go with their maps.
+                for m in [sq, cq, prp] {
+                    let _ = s.unmap_device(&self.hold, &m.seg);
+                    let _ = s.unmap_cpu(m.cpu_map);
+                    let _ = s.remove_segment(m.seg);
+                }
+                return Err(refused);
+            }
+        };
         let pair = QueuePair::new(
             qid,
             entries,

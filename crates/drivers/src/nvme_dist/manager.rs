@@ -323,7 +323,7 @@ impl Manager {
     }
 
     async fn identify_command(&self, cns: u8, nsid: u32, data: BusAddr) -> Result<(), DistError> {
-        if data.get() % PAGE != 0 {
+        if !data.get().is_multiple_of(PAGE) {
             return Err(DistError::BadRequest(format!(
                 "Identify data must be page-aligned, not at {data}"
             )));

@@ -112,8 +112,9 @@ pub(super) struct Hold {
     pub host: HostId,
     pub exclusive: bool,
     grants: Vec<Grant>,
-    /// Segments mapped for the device: segment id → device address.
-    mapped: BTreeMap<u32, u64>,
+    /// Segments mapped for the device: segment id → device address and what the mapping
+    /// took (given back by [`SmartIo::unmap_device`] or with the hold).
+    mapped: BTreeMap<u32, (u64, Vec<Grant>)>,
 }
 
 #[derive(Debug)]
@@ -238,9 +239,14 @@ impl SmartIo {
             .remove(&borrow.id)
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         svc.count_lender_interaction();
+        // Mappings first (they were taken after the hold's own grants), newest first.
+        let mut grants = h.grants;
+        for (_, (_, g)) in h.mapped {
+            grants.extend(g);
+        }
         svc.release_for(
             &mut st.ledger,
-            h.grants,
+            grants,
             format!("fdid {}", borrow.fdid),
             borrow.host,
         )
@@ -510,26 +516,70 @@ impl SmartIo {
             .holds
             .get_mut(&borrow.id)
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
-        if let Some(&a) = h.mapped.get(&seg.id) {
-            return Ok(BusAddr(a));
+        if let Some((a, _)) = h.mapped.get(&seg.id) {
+            return Ok(BusAddr(*a));
         }
         svc.count_lender_interaction();
-        let mut taker = Taker {
+        // The device's IOMMU domain belongs to the hold; what reaching the segment takes
+        // belongs to this mapping.
+        let domain = Taker {
             sim: &svc.sim,
             ledger: &mut st.ledger,
             grants: &mut h.grants,
+            device: &qualified,
+        }
+        .domain_of(lender, endpoint)?;
+        let mut grants = Vec::new();
+        let mut taker = Taker {
+            sim: &svc.sim,
+            ledger: &mut st.ledger,
+            grants: &mut grants,
             device: &qualified,
         };
         let side = DeviceSide {
             lender,
             fdid: borrow.fdid,
-            domain: taker.domain_of(lender, endpoint)?,
+            domain,
             limit: u64::MAX,
             qualified: qualified.clone(),
         };
-        let a = side.reach(&mut taker, endpoint, host, addr, seg.size, "segment")?;
-        h.mapped.insert(seg.id, a);
-        Ok(BusAddr(a))
+        match side.reach(&mut taker, endpoint, host, addr, seg.size, "segment") {
+            Ok(a) => {
+                h.mapped.insert(seg.id, (a, grants));
+                Ok(BusAddr(a))
+            }
+            Err(e) => {
+                let _ = release(&svc.sim, &mut st.ledger, grants);
+                Err(e)
+            }
+        }
+    }
+
+    /// Undoes [`SmartIo::map_for_device`] of `seg` for the held device: what the mapping
+    /// took (look-up-table entries, IOMMU pages) is given back.
+    pub fn unmap_device(&self, borrow: &DeviceBorrow, seg: &Segment) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let h = st
+            .api
+            .holds
+            .get_mut(&borrow.id)
+            .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
+        let (_, grants) = h
+            .mapped
+            .remove(&seg.id)
+            .ok_or_else(|| SmartIoError::UnknownDevice {
+                spec: format!("segment {}", seg.id),
+                why: format!("it is not mapped for fdid {}", borrow.fdid),
+            })?;
+        svc.count_lender_interaction();
+        svc.release_for(
+            &mut st.ledger,
+            grants,
+            format!("fdid {}", borrow.fdid),
+            borrow.host,
+        )
     }
 
     /// Maps the first `size` bytes of the SISCI multicast group `group` for the borrowed
