@@ -37,6 +37,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/cluster-switch.toml"),
     },
     ShippedScenario {
+        name: "dual-path",
+        text: include_str!("../../../scenarios/dual-path.toml"),
+    },
+    ShippedScenario {
         name: "cascade-60",
         text: include_str!("../../../scenarios/cascade-60.toml"),
     },

@@ -2,9 +2,7 @@
 //! mapping of the controller's BAR, completions polled in its own RAM, data by DMA straight
 //! into its data segment.
 
-use super::manager::{
-    mapped_segment, mapped_segment_of, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT,
-};
+use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT};
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::spec::{io, Command, Status};
@@ -94,6 +92,8 @@ pub struct Client {
     regs: CpuMap,
     data: Mapped,
     queues: RefCell<Vec<Rc<ClientQueue>>>,
+    /// The NTB adapter of this host the client's paths use, if it chose one.
+    via: Option<u32>,
 }
 
 impl Client {
@@ -107,6 +107,20 @@ impl Client {
         manager: &Rc<Manager>,
         data_size: u64,
     ) -> Result<Client, DistError> {
+        Self::connect_via(smartio, os, fdid, manager, data_size, None).await
+    }
+
+    /// [`Client::connect`] with every path between this host and the controller through
+    /// this host's NTB adapter `adapter` (for `None`, the first working one). A program with
+    /// two adapters connects a client through each and fails over between them.
+    pub async fn connect_via(
+        smartio: &SmartIo,
+        os: &HostOs,
+        fdid: Fdid,
+        manager: &Rc<Manager>,
+        data_size: u64,
+        adapter: Option<u32>,
+    ) -> Result<Client, DistError> {
         let device = || format!("fdid {fdid}");
         let published =
             smartio
@@ -115,9 +129,9 @@ impl Client {
                     device: device(),
                     why: "nothing is published".into(),
                 })?;
-        let hold = smartio.borrow_device(os.id(), fdid, false)?;
+        let hold = smartio.borrow_device_via(os.id(), fdid, false, adapter)?;
         // Read where the manager runs (through the NTB if it is elsewhere).
-        let map = smartio.map_for_cpu(os.id(), &published)?;
+        let map = smartio.map_for_cpu_via(os.id(), &published, adapter)?;
         let mut words = [0u8; 24];
         let read = os.cpu().read(map.addr, &mut words).await;
         smartio.unmap_cpu(map)?;
@@ -139,7 +153,7 @@ impl Client {
             });
         }
         let regs_seg = smartio.bar_segment(&hold, 0)?;
-        let regs = smartio.map_for_cpu(os.id(), &regs_seg)?;
+        let regs = smartio.map_for_cpu_via(os.id(), &regs_seg, adapter)?;
         let bar = Mmio::new(
             os.cpu(),
             BarWindow {
@@ -149,10 +163,12 @@ impl Client {
             },
             "nvme client BAR0",
         );
-        let data = mapped_segment(
+        let data = mapped_segment_of(
             smartio,
             os,
             &hold,
+            &hold,
+            adapter,
             data_size,
             Hints {
                 device_reads: true,
@@ -171,6 +187,7 @@ impl Client {
             regs,
             data,
             queues: RefCell::new(Vec::new()),
+            via: adapter,
         })
     }
 
@@ -206,13 +223,16 @@ impl Client {
             &self.os,
             &owner,
             &self.hold,
+            self.via,
             u64::from(entries) * 64,
             placement.hints(),
         )?;
-        let cq = mapped_segment(
+        let cq = mapped_segment_of(
             s,
             &self.os,
             &self.hold,
+            &self.hold,
+            self.via,
             u64::from(entries) * 16,
             Hints {
                 device_writes: true,
@@ -220,10 +240,12 @@ impl Client {
                 ..Hints::default()
             },
         )?;
-        let prp = mapped_segment(
+        let prp = mapped_segment_of(
             s,
             &self.os,
             &self.hold,
+            &self.hold,
+            self.via,
             u64::from(entries) * PAGE,
             Hints {
                 device_reads: true,
@@ -274,6 +296,26 @@ impl Client {
         blocks: u32,
         offset: u64,
     ) -> Result<(), DistError> {
+        let never = std::future::pending::<String>();
+        self.io_within(q, op, nsid, lba, blocks, offset, never)
+            .await
+    }
+
+    /// [`Client::io`] that gives up when `give_up` resolves first (a timeout, or the news
+    /// that the path is down), with [`DistError::Abandoned`] carrying its reason. The
+    /// command's tag then stays taken, since the controller may still complete it: a
+    /// program treats the queue pair as lost and goes on elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn io_within(
+        &self,
+        q: &ClientQueue,
+        op: BlockOp,
+        nsid: u32,
+        lba: u64,
+        blocks: u32,
+        offset: u64,
+        give_up: impl std::future::Future<Output = String>,
+    ) -> Result<(), DistError> {
         let lba_size = self
             .manager
             .namespaces()
@@ -295,7 +337,7 @@ impl Client {
             BlockOp::WriteZeroes => io::WRITE_ZEROES,
         };
         let tag = q.pair.acquire().await;
-        let result = async {
+        let io = async {
             let (prp1, prp2) = self
                 .prps(q, tag, self.data.buf.bus.get() + offset, len)
                 .await?;
@@ -309,8 +351,17 @@ impl Client {
             };
             q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
             q.pair.wait_polled(tag).await.map_err(access("poll"))
-        }
-        .await;
+        };
+        let result = match race(io, give_up).await {
+            Either::Left(result) => result,
+            Either::Right(why) => {
+                return Err(DistError::Abandoned {
+                    qid: q.qid(),
+                    what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
+                    why,
+                })
+            }
+        };
         q.pair.release(tag);
         let c = result?;
         if c.status != Status::SUCCESS {
@@ -354,6 +405,24 @@ impl Client {
         Ok((bus, q.prp.buf.bus.get() + at))
     }
 
+    /// Gives up queue pair `q` (its path is lost): the manager deletes it — the controller
+    /// finishes or aborts what it had taken from the SQ before it answers — and its segments
+    /// go. Afterwards nothing the pair was given can still change; a program may then check
+    /// what a command given up on did before issuing it again elsewhere.
+    pub async fn abandon_queue(&self, q: &Rc<ClientQueue>) -> Result<(), DistError> {
+        self.manager
+            .delete_pair(&self.hold, &self.os.cpu(), q.qid())
+            .await?;
+        self.queues.borrow_mut().retain(|x| !Rc::ptr_eq(x, q));
+        let s = &self.smartio;
+        for m in [q.sq, q.cq, q.prp] {
+            s.unmap_device(&self.hold, &m.seg)?;
+            s.unmap_cpu(m.cpu_map)?;
+            s.remove_segment(m.seg)?;
+        }
+        Ok(())
+    }
+
     /// Leaves: every queue pair is deleted through the manager, and the hold, the maps and
     /// the segments are given back.
     pub async fn leave(self) -> Result<(), DistError> {
@@ -377,4 +446,29 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// Which of two futures finished first.
+enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// Runs `a` and `b` together; resolves with the first to finish (`a` on a tie).
+async fn race<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> Either<A::Output, B::Output> {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(x) = a.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Either::Left(x));
+        }
+        if let std::task::Poll::Ready(y) = b.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Either::Right(y));
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }

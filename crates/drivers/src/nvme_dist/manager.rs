@@ -4,7 +4,7 @@
 use super::{access, DistError};
 use crate::nvme::QueuePair;
 use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, reg, Command, Completion, Status,
+    self, admin, cap, cc, cns, csts, feature, id_ctrl, log, reg, Command, Completion, Status,
 };
 use smartio_fabric::HostId;
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
@@ -48,22 +48,24 @@ pub(crate) fn mapped_segment(
     len: u64,
     hints: Hints,
 ) -> Result<Mapped, DistError> {
-    mapped_segment_of(smartio, os, hold, hold, len, hints)
+    mapped_segment_of(smartio, os, hold, hold, None, len, hints)
 }
 
 /// Allocates a segment for the device `owner` by `hints` (its memory may be that device's),
-/// maps it for the device `hold` and for `os`'s CPU.
+/// maps it for the device `hold` and for `os`'s CPU (through its NTB adapter `via` when the
+/// memory is elsewhere and a path was chosen).
 pub(crate) fn mapped_segment_of(
     smartio: &SmartIo,
     os: &HostOs,
     owner: &DeviceBorrow,
     hold: &DeviceBorrow,
+    via: Option<u32>,
     len: u64,
     hints: Hints,
 ) -> Result<Mapped, DistError> {
     let seg = smartio.create_segment(owner, len, hints)?;
     let bus = smartio.map_for_device(hold, &seg)?;
-    let cpu_map = smartio.map_for_cpu(os.id(), &seg)?;
+    let cpu_map = smartio.map_for_cpu_via(os.id(), &seg, via)?;
     Ok(Mapped {
         seg,
         buf: DmaBuffer {
@@ -310,9 +312,46 @@ impl Manager {
         result
     }
 
+    /// The controller's lifetime counts of read and write commands, from its SMART / health
+    /// log (what a program compares to tell whether a command ran twice).
+    pub async fn io_commands(&self) -> Result<(u64, u64), DistError> {
+        const SMART_BYTES: u32 = 512;
+        self.admin_command(
+            Command {
+                opcode: admin::GET_LOG_PAGE,
+                prp1: self.scratch.buf.bus.get(),
+                cdw: [
+                    u32::from(log::SMART_HEALTH) | ((SMART_BYTES / 4 - 1) << 16),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+                ..Command::default()
+            },
+            "Get Log Page (SMART / health)",
+        )
+        .await?;
+        let mut page = [0u8; SMART_BYTES as usize];
+        self.os
+            .cpu()
+            .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
+            .await
+            .map_err(access("read the SMART log"))?;
+        // Host Read Commands (bytes 64..80) and Host Write Commands (80..96), 128-bit.
+        let count = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&page[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        Ok((count(64), count(80)))
+    }
+
     /// Identify (`cns`, `nsid`) into the manager's own page, read back.
     pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
-        self.identify_command(cns, nsid, self.scratch.buf.bus).await?;
+        self.identify_command(cns, nsid, self.scratch.buf.bus)
+            .await?;
         let mut page = vec![0u8; PAGE as usize];
         self.os
             .cpu()

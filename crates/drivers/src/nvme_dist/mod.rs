@@ -75,6 +75,17 @@ pub enum DistError {
         /// What is wrong.
         why: String,
     },
+    /// A command was given up on (a timeout, or its path went down); its queue pair is
+    /// considered lost.
+    #[error("queue pair {qid}: gave up on {what}: {why}")]
+    Abandoned {
+        /// The queue pair.
+        qid: u16,
+        /// The command.
+        what: String,
+        /// Why.
+        why: String,
+    },
     /// A request the driver refuses (transfer too large, out of the data segment).
     #[error("{0}")]
     BadRequest(String),

@@ -14,7 +14,7 @@
 //! the lender counts as a lender interaction.
 
 use super::grants::{release, Grant, Taker};
-use super::{DeviceSide, Fdid, SmartIo, SmartIoError};
+use super::{DeviceSide, Fdid, SmartIo, SmartIoError, Via};
 use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
 use smartio_platform::pci::{self, command};
@@ -111,6 +111,8 @@ pub(super) struct Hold {
     pub fdid: Fdid,
     pub host: HostId,
     pub exclusive: bool,
+    /// The holder's NTB adapter its paths use, if it chose one.
+    via: Option<u32>,
     grants: Vec<Grant>,
     /// Segments mapped for the device: segment id → device address and what the mapping
     /// took (given back by [`SmartIo::unmap_device`] or with the hold).
@@ -178,7 +180,30 @@ impl SmartIo {
         fdid: Fdid,
         exclusive: bool,
     ) -> Result<DeviceBorrow, SmartIoError> {
+        self.borrow_device_via(host, fdid, exclusive, None)
+    }
+
+    /// [`SmartIo::borrow_device`] for a holder that chooses its path: every mapping made for
+    /// this hold between the device and `host` goes through `host`'s NTB adapter `adapter`
+    /// (a program with two adapters borrows twice, once per adapter, and so survives a cut
+    /// cable on one of them).
+    pub fn borrow_device_via(
+        &self,
+        host: HostId,
+        fdid: Fdid,
+        exclusive: bool,
+        adapter: Option<u32>,
+    ) -> Result<DeviceBorrow, SmartIoError> {
         let svc = &self.inner;
+        if let Some(number) = adapter {
+            let f = svc.sim.fabric();
+            if f.host_adapter(host, number).is_none() {
+                return Err(SmartIoError::NoPath {
+                    from: f.host(host).name.clone(),
+                    to: format!("anywhere through adapter {number}: the host has no such adapter"),
+                });
+            }
+        }
         let mut st = svc.state.borrow_mut();
         let d = st
             .devices
@@ -209,6 +234,7 @@ impl SmartIo {
                 fdid,
                 host,
                 exclusive,
+                via: adapter,
                 grants: Vec::new(),
                 mapped: BTreeMap::new(),
             },
@@ -542,6 +568,10 @@ impl SmartIo {
             domain,
             limit: u64::MAX,
             qualified: qualified.clone(),
+            via: h.via.map(|adapter| Via {
+                host: h.host,
+                adapter,
+            }),
         };
         match side.reach(&mut taker, endpoint, host, addr, seg.size, "segment") {
             Ok(a) => {
@@ -636,6 +666,17 @@ impl SmartIo {
     /// Where `host`'s CPU reaches `seg`: its own memory directly, anything else through a
     /// window of its NTB.
     pub fn map_for_cpu(&self, host: HostId, seg: &Segment) -> Result<CpuMap, SmartIoError> {
+        self.map_for_cpu_via(host, seg, None)
+    }
+
+    /// [`SmartIo::map_for_cpu`] through `host`'s NTB adapter `adapter` when the segment is
+    /// elsewhere.
+    pub fn map_for_cpu_via(
+        &self,
+        host: HostId,
+        seg: &Segment,
+        adapter: Option<u32>,
+    ) -> Result<CpuMap, SmartIoError> {
         let svc = &self.inner;
         let (at, addr) = self.place(seg)?;
         let mut st = svc.state.borrow_mut();
@@ -653,7 +694,9 @@ impl SmartIo {
                 device: &name,
             };
             let reached = (|| {
-                let (a, far): (AdapterId, AdapterId) = super::ntb_pair(&svc.sim, host, at)?;
+                let via = adapter.map(|adapter| Via { host, adapter });
+                let (a, far): (AdapterId, AdapterId) =
+                    super::ntb_pair_via(&svc.sim, host, at, via)?;
                 let m = taker.lut(a, far, addr, seg.size)?;
                 let far_ep = svc.sim.fabric().adapter(far).endpoint;
                 if let Some(d) = taker.domain_of(at, far_ep)? {

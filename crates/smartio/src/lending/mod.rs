@@ -215,6 +215,8 @@ struct DeviceSide {
     domain: Option<DomainId>,
     limit: u64,
     qualified: String,
+    /// The adapter a path to the holder's host must use, if the holder chose one.
+    via: Option<Via>,
 }
 
 impl DeviceSide {
@@ -236,7 +238,7 @@ impl DeviceSide {
         let lender_bus = if host == self.lender {
             addr
         } else {
-            let (la, far) = ntb_pair(taker.sim, self.lender, host)?;
+            let (la, far) = ntb_pair_via(taker.sim, self.lender, host, self.via)?;
             let m = taker.shared_lut(la, far, addr, len)?;
             taker.requester(la, Requester::Device(endpoint))?;
             let far_ep = taker.sim.fabric().adapter(far).endpoint;
@@ -579,9 +581,31 @@ fn bar_groups(
     groups
 }
 
+/// A path constraint: the NTB adapter (by number) a host's end of a path must use. A program
+/// with two adapters keeps one queue pair on each, so a cut cable leaves the other working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Via {
+    pub host: HostId,
+    pub adapter: u32,
+}
+
 /// A pair of adapters, one in each host, with a working cable path between them.
 fn ntb_pair(sim: &Sim, from: HostId, to: HostId) -> Result<(AdapterId, AdapterId), SmartIoError> {
+    ntb_pair_via(sim, from, to, None)
+}
+
+/// Like [`ntb_pair`], with `via`'s host using its adapter `via.adapter`.
+pub(crate) fn ntb_pair_via(
+    sim: &Sim,
+    from: HostId,
+    to: HostId,
+    via: Option<Via>,
+) -> Result<(AdapterId, AdapterId), SmartIoError> {
     let f = sim.fabric();
+    let allowed = |a: AdapterId| {
+        let a = f.adapter(a);
+        via.is_none_or(|v| v.host != a.host || v.adapter == a.number)
+    };
     let adapters = |h: HostId| {
         f.adapters()
             .iter()
@@ -591,7 +615,7 @@ fn ntb_pair(sim: &Sim, from: HostId, to: HostId) -> Result<(AdapterId, AdapterId
     };
     adapters(from)
         .flat_map(|a| adapters(to).map(move |b| (a, b)))
-        .find(|&(a, b)| f.ntb_path_up(a, b))
+        .find(|&(a, b)| allowed(a) && allowed(b) && f.ntb_path_up(a, b))
         .ok_or_else(|| SmartIoError::NoPath {
             from: f.host(from).name.clone(),
             to: f.host(to).name.clone(),
@@ -792,6 +816,7 @@ impl Service {
             domain: taker.domain_of(lender, endpoint)?,
             limit: options.dma_limit,
             qualified: qualified.clone(),
+            via: None,
         };
         // Reads through the lender's NTB need the device in its requester-id table.
         taker.requester(l, Requester::Device(endpoint))?;
@@ -938,6 +963,7 @@ impl Service {
             domain: b.domain,
             limit: b.limit,
             qualified: qualified.clone(),
+            via: None,
         };
         let mut taker = Taker {
             sim: &self.sim,
