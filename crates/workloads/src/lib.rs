@@ -9,6 +9,7 @@ pub mod attach;
 pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;
+pub mod failover;
 pub mod fio;
 pub mod multicast_identify;
 pub mod nvme_client;
@@ -29,6 +30,7 @@ pub use dma_bench::{
     DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
+pub use failover::{failover, Completed, FailoverConfig, FailoverResult};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode};
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyResult, Receiver,

@@ -1,0 +1,507 @@
+//! Failover of a distributed-driver client across two NTB paths (Paper V §6.3): a program on a
+//! host with two adapters keeps a client — and so a queue pair — on each. Its I/O goes over
+//! the primary path; when the primary cable is cut mid-run the program learns it (the
+//! adapter's link-down event, or a command timing out), gives up on the command in flight
+//! and re-issues it on the backup path, then carries on there.
+//!
+//! Every write stores the block's pattern for its next version and every read checks the
+//! current one (the fio scheme), so a lost write, or an old write landing after a newer one,
+//! shows up as wrong data; a final read-back of the whole range checks every block again.
+
+use crate::fio::pattern;
+use crate::stats::LatencySummary;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::BlockOp;
+use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
+use smartio_engine::Sim;
+use smartio_fabric::{HostId, LinkId};
+use smartio_host::HostOs;
+use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration, SimTime};
+use smartio_smartio::SmartIo;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct FailoverConfig {
+    /// The controller, `lender:device`.
+    pub device: String,
+    /// Host of the manager.
+    pub manager: String,
+    /// Host of the program; it needs two NTB adapters (adapter 0 is the primary path).
+    pub client: String,
+    /// I/Os the program completes, half reads and half writes, one at a time.
+    pub ops: u64,
+    /// Bytes per I/O.
+    pub bs: u64,
+    /// Blocks of `bs` bytes the I/O is spread over.
+    pub blocks: u64,
+    /// When, after the timed I/O starts, the primary cable is cut.
+    pub cut_after: SimDuration,
+    /// How long a command may take before the program gives up on it.
+    pub timeout: SimDuration,
+    /// Whether the program watches its adapter's link events (otherwise only timeouts).
+    pub link_events: bool,
+    /// Random-offset seed.
+    pub seed: u64,
+}
+
+impl Default for FailoverConfig {
+    fn default() -> Self {
+        FailoverConfig {
+            device: "lender:nvme0".into(),
+            manager: "lender".into(),
+            client: "borrower".into(),
+            ops: 2000,
+            bs: 4096,
+            blocks: 256,
+            cut_after: SimDuration::from_ns_f64(5_000_000.0),
+            timeout: SimDuration::from_ns_f64(1_000_000.0),
+            link_events: true,
+            seed: 1,
+        }
+    }
+}
+
+/// One completed I/O, for the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Completed {
+    /// When it completed, microseconds after the timed I/O started.
+    pub at_us: f64,
+    /// Its latency as the program saw it, re-issue included (ns).
+    pub latency_ns: f64,
+    /// The path it completed on: 0 primary, 1 backup.
+    pub path: u8,
+}
+
+/// What a run found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailoverResult {
+    /// I/Os asked for.
+    pub ops: u64,
+    /// I/Os completed exactly once.
+    pub completed: u64,
+    /// I/Os never completed.
+    pub lost: u64,
+    /// Writes that ran twice: the controller's count of write commands (its SMART log)
+    /// beyond the writes the program completed — a write given up on that the controller
+    /// still carried out before it was issued again.
+    pub duplicated: u64,
+    /// Reads the controller ran beyond the program's own: the check of a write given up on,
+    /// or a read given up on (its data died in the cable) and issued again. Harmless;
+    /// reported so the controller's counts add up.
+    pub reads_rerun: u64,
+    /// Read and write commands the controller carried out during the timed I/O.
+    pub device_commands: u64,
+    /// I/Os completed on the primary path.
+    pub on_primary: u64,
+    /// I/Os completed on the backup path.
+    pub on_backup: u64,
+    /// I/Os given up on the primary and issued again on the backup.
+    pub reissued: u64,
+    /// Writes given up on that a read through the backup found had landed (not issued
+    /// again).
+    pub confirmed: u64,
+    /// Bytes checked against the expected pattern (reads during the run, then the final
+    /// read-back of every block).
+    pub verified_bytes: u64,
+    /// When the cable was cut (µs after the timed I/O started).
+    pub cut_at_us: f64,
+    /// When the program gave up on the primary (µs).
+    pub detected_at_us: f64,
+    /// What told it: `"link event"` or `"timeout"`.
+    pub detected_by: String,
+    /// When the first I/O completed on the backup (µs).
+    pub resumed_at_us: f64,
+    /// From the cut to the first completion on the backup (µs): how long I/O stood still.
+    pub interruption_us: f64,
+    /// Latency of the I/Os before the cut (ns).
+    pub before_ns: LatencySummary,
+    /// Latency of the I/Os after the resumption (ns).
+    pub after_ns: LatencySummary,
+    /// Every I/O, in completion order.
+    pub timeline: Vec<Completed>,
+}
+
+/// One path: a client through one adapter, with its queue pair.
+struct Path {
+    client: Client,
+    queue: Rc<ClientQueue>,
+}
+
+/// Runs `config` on `cluster`.
+pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverResult, String> {
+    if config.ops == 0 || config.bs == 0 || config.blocks == 0 {
+        return Err("ops, bs and blocks must be positive".into());
+    }
+    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
+    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    smartio.register_all().map_err(|e| e.to_string())?;
+    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
+    let host = |name: &str| smartio.host_by_name(name).map_err(|e| e.to_string());
+    let (mos, cos) = (
+        hosts[host(&config.manager)?.index()].clone(),
+        hosts[host(&config.client)?.index()].clone(),
+    );
+    let primary_cable = cable_of(&cluster.sim, cos.id(), 0)?;
+    cable_of(&cluster.sim, cos.id(), 1)?;
+    let out = Rc::new(RefCell::new(None));
+    let slot = out.clone();
+    let cfg = config.clone();
+    let sim = cluster.sim.clone();
+    cluster.sim.spawn(async move {
+        let run = async {
+            let manager = Manager::start(&smartio, &mos, fdid)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut paths = Vec::new();
+            for adapter in [0, 1] {
+                let client =
+                    Client::connect_via(&smartio, &cos, fdid, &manager, cfg.bs, Some(adapter))
+                        .await
+                        .map_err(|e| format!("client on adapter {adapter}: {e}"))?;
+                let queue = client
+                    .create_queue(4, SqPlacement::ClientRam)
+                    .await
+                    .map_err(|e| format!("queue on adapter {adapter}: {e}"))?;
+                paths.push(Path { client, queue });
+            }
+            let ns = *manager
+                .namespaces()
+                .first()
+                .ok_or("the controller has no namespace")?;
+            let lba_size = u64::from(ns.lba_size);
+            if cfg.bs % lba_size != 0 || cfg.blocks * cfg.bs > ns.blocks * lba_size {
+                return Err(format!(
+                    "{} blocks of {} bytes do not fit namespace {} ({} blocks of {lba_size})",
+                    cfg.blocks, cfg.bs, ns.nsid, ns.blocks
+                ));
+            }
+            let io = Io {
+                sim: sim.clone(),
+                os: cos.clone(),
+                nsid: ns.nsid,
+                per_io: (cfg.bs / lba_size) as u32,
+                bs: cfg.bs,
+                seed: cfg.seed,
+            };
+            // Every block starts at version 0 (untimed).
+            let mut versions = vec![0u32; cfg.blocks as usize];
+            for b in 0..cfg.blocks {
+                io.write(&paths[0], b, 0, std::future::pending())
+                    .await
+                    .map_err(|f| format!("initial write of block {b}: {}", f.why()))?;
+            }
+
+            let before = manager.io_commands().await.map_err(|e| e.to_string())?;
+            let (mut reads, mut writes) = (0u64, 0u64);
+            let start = cos.cpu().now();
+            sim.schedule_link_state(primary_cable, false, start + cfg.cut_after);
+            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+            let mut on = 0usize;
+            let mut counts = vec![0u32; cfg.ops as usize];
+            let mut timeline = Vec::with_capacity(cfg.ops as usize);
+            let (mut verified, mut reissued, mut confirmed) = (0u64, 0u64, 0u64);
+            let mut detected: Option<(SimTime, String)> = None;
+            let mut resumed: Option<SimTime> = None;
+            for (i, count) in counts.iter_mut().enumerate() {
+                let b = rng.random_range(0..cfg.blocks);
+                let write = rng.random_bool(0.5);
+                let version = versions[b as usize] + u32::from(write);
+                let t0 = cos.cpu().now();
+                let mut done = false;
+                while !done {
+                    let give_up = give_up(&sim, &cos, primary_cable, on, &cfg);
+                    let result = if write {
+                        io.write(&paths[on], b, version, give_up).await
+                    } else {
+                        io.read(&paths[on], b, version, give_up).await
+                    };
+                    match result {
+                        Ok(bytes) => {
+                            verified += bytes;
+                            *count += 1;
+                            *(if write { &mut writes } else { &mut reads }) += 1;
+                            done = true;
+                        }
+                        Err(Failure::PathLost(why)) if on == 0 => {
+                            detected = Some((cos.cpu().now(), why));
+                            on = 1;
+                            // Once the manager has deleted the lost pair, the controller has
+                            // finished with the command given up on: a write may have landed.
+                            paths[0]
+                                .client
+                                .abandon_queue(&paths[0].queue)
+                                .await
+                                .map_err(|e| format!("abandon the primary queue pair: {e}"))?;
+                            if write {
+                                let landed = io
+                                    .read(&paths[1], b, version, std::future::pending())
+                                    .await
+                                    .is_ok();
+                                if landed {
+                                    confirmed += 1;
+                                    *count += 1;
+                                    writes += 1;
+                                    done = true;
+                                    continue;
+                                }
+                            }
+                            reissued += 1;
+                        }
+                        Err(Failure::PathLost(why)) | Err(Failure::Other(why)) => {
+                            return Err(format!("I/O {i} (block {b}): {why}"));
+                        }
+                    }
+                }
+                let now = cos.cpu().now();
+                if on == 1 && resumed.is_none() {
+                    resumed = Some(now);
+                }
+                versions[b as usize] = version;
+                timeline.push(Completed {
+                    at_us: now.since(start).as_ps() as f64 / 1e6,
+                    latency_ns: now.since(t0).as_ps() as f64 / 1e3,
+                    path: on as u8,
+                });
+            }
+            let after = manager.io_commands().await.map_err(|e| e.to_string())?;
+            let (device_reads, device_writes) = (after.0 - before.0, after.1 - before.1);
+            // Read every block back on the surviving path.
+            for (b, &v) in versions.iter().enumerate() {
+                verified += io
+                    .read(&paths[on], b as u64, v, std::future::pending())
+                    .await
+                    .map_err(|f| format!("read-back of block {b}: {}", f.why()))?;
+            }
+            let us = |t: SimTime| t.since(start).as_ps() as f64 / 1e6;
+            let cut = start + cfg.cut_after;
+            let (detected_at, detected_by) = detected
+                .map(|(t, why)| (us(t), why))
+                .unwrap_or((f64::NAN, "never (the run ended before the cut)".into()));
+            let resumed_at = resumed.map_or(f64::NAN, us);
+            let summary = |keep: &dyn Fn(&Completed) -> bool| {
+                let ps: Vec<u64> = timeline
+                    .iter()
+                    .filter(|c| keep(c))
+                    .map(|c| (c.latency_ns * 1000.0) as u64)
+                    .collect();
+                LatencySummary::from_ps(&ps)
+            };
+            let cut_us = us(cut);
+            let result = FailoverResult {
+                ops: cfg.ops,
+                completed: counts.iter().filter(|&&c| c == 1).count() as u64,
+                lost: counts.iter().filter(|&&c| c == 0).count() as u64,
+                duplicated: counts.iter().filter(|&&c| c > 1).count() as u64
+                    + device_writes.saturating_sub(writes),
+                reads_rerun: device_reads.saturating_sub(reads),
+                device_commands: device_reads + device_writes,
+                on_primary: timeline.iter().filter(|c| c.path == 0).count() as u64,
+                on_backup: timeline.iter().filter(|c| c.path == 1).count() as u64,
+                reissued,
+                confirmed,
+                verified_bytes: verified,
+                cut_at_us: cut_us,
+                detected_at_us: detected_at,
+                detected_by,
+                resumed_at_us: resumed_at,
+                interruption_us: resumed_at - cut_us,
+                before_ns: summary(&|c| c.at_us < cut_us),
+                after_ns: summary(&|c| c.at_us > resumed_at),
+                timeline,
+            };
+            for path in paths {
+                path.client.leave().await.map_err(|e| e.to_string())?;
+            }
+            if !manager.owners().is_empty() {
+                return Err(format!("queue pairs left behind: {:?}", manager.owners()));
+            }
+            Ok(result)
+        };
+        *slot.borrow_mut() = Some(run.await);
+    });
+    cluster.sim.run();
+    let r = out.borrow_mut().take();
+    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+}
+
+/// The cable of `host`'s NTB adapter `number`.
+fn cable_of(sim: &Sim, host: HostId, number: u32) -> Result<LinkId, String> {
+    let f = sim.fabric();
+    let name = &f.host(host).name;
+    let adapter = f
+        .host_adapter(host, number)
+        .ok_or_else(|| format!("{name} has no NTB adapter {number}: failover needs two"))?;
+    f.adapter(adapter)
+        .cable
+        .ok_or_else(|| format!("{name}'s NTB adapter {number} has no cable"))
+}
+
+/// What makes the program give up on a command on path `on`: the command's timeout, or —
+/// on the primary, when the program watches link events — the adapter reporting its cable
+/// down (delivered as an interrupt).
+fn give_up(
+    sim: &Sim,
+    os: &HostOs,
+    primary_cable: LinkId,
+    on: usize,
+    cfg: &FailoverConfig,
+) -> impl std::future::Future<Output = String> + 'static {
+    let (sim, cpu, timeout) = (sim.clone(), os.cpu(), cfg.timeout);
+    let watch = cfg.link_events && on == 0;
+    async move {
+        let timed_out = {
+            let cpu = cpu.clone();
+            async move {
+                cpu.sleep(timeout).await;
+                "timeout".to_string()
+            }
+        };
+        let link_down = async move {
+            if !watch {
+                return std::future::pending::<String>().await;
+            }
+            let mut seen = 0;
+            loop {
+                let e = sim.next_link_event(seen).await;
+                seen += 1;
+                if e.link == primary_cable && !e.up {
+                    // The adapter's link-down interrupt reaches the program.
+                    let delivery = sim.timing().cpu.interrupt_delivery;
+                    cpu.sleep(delivery).await;
+                    return "link event".to_string();
+                }
+            }
+        };
+        first(timed_out, link_down).await
+    }
+}
+
+/// The first of two futures' outputs.
+async fn first<T>(
+    a: impl std::future::Future<Output = T>,
+    b: impl std::future::Future<Output = T>,
+) -> T {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(x) = a.as_mut().poll(cx) {
+            return std::task::Poll::Ready(x);
+        }
+        b.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// Why an I/O failed.
+enum Failure {
+    /// The path is gone (the program gave up on the command).
+    PathLost(String),
+    /// Anything else, including wrong data.
+    Other(String),
+}
+
+impl Failure {
+    fn why(&self) -> &str {
+        match self {
+            Failure::PathLost(w) | Failure::Other(w) => w,
+        }
+    }
+}
+
+impl From<DistError> for Failure {
+    fn from(e: DistError) -> Failure {
+        match e {
+            DistError::Abandoned { why, .. } => Failure::PathLost(why),
+            // A doorbell or CQ-head write that met the cut itself.
+            DistError::Access {
+                what,
+                source: source @ AccessError::LinkDown { .. },
+            } => Failure::PathLost(format!("{what}: {source}")),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+}
+
+/// Block I/O of one program: patterns in, patterns checked.
+struct Io {
+    sim: Sim,
+    os: HostOs,
+    nsid: u32,
+    per_io: u32,
+    bs: u64,
+    seed: u64,
+}
+
+impl Io {
+    /// Writes block `b` at `version` through `path`; returns 0 (bytes verified).
+    async fn write(
+        &self,
+        path: &Path,
+        b: u64,
+        version: u32,
+        give_up: impl std::future::Future<Output = String>,
+    ) -> Result<u64, Failure> {
+        let mut buf = vec![0u8; self.bs as usize];
+        pattern(self.seed, b, version, &mut buf);
+        let (data, _) = path.client.data();
+        self.os
+            .cpu()
+            .write(BusAddr(data.get()), &buf)
+            .await
+            .map_err(|e| Failure::Other(format!("fill the buffer: {e}")))?;
+        path.client
+            .io_within(
+                &path.queue,
+                BlockOp::Write,
+                self.nsid,
+                b * u64::from(self.per_io),
+                self.per_io,
+                0,
+                give_up,
+            )
+            .await?;
+        Ok(0)
+    }
+
+    /// Reads block `b` through `path` and checks it holds `version`; returns the bytes
+    /// checked.
+    async fn read(
+        &self,
+        path: &Path,
+        b: u64,
+        version: u32,
+        give_up: impl std::future::Future<Output = String>,
+    ) -> Result<u64, Failure> {
+        let (data, _) = path.client.data();
+        // Stale bytes from an earlier read must not pass for this one.
+        self.sim
+            .poke_memory(self.os.id(), data, &vec![0u8; self.bs as usize]);
+        path.client
+            .io_within(
+                &path.queue,
+                BlockOp::Read,
+                self.nsid,
+                b * u64::from(self.per_io),
+                self.per_io,
+                0,
+                give_up,
+            )
+            .await?;
+        let mut got = vec![0u8; self.bs as usize];
+        self.sim.peek_memory(self.os.id(), data, &mut got);
+        let mut want = vec![0u8; self.bs as usize];
+        pattern(self.seed, b, version, &mut want);
+        if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
+            return Err(Failure::Other(format!(
+                "block {b} is wrong at byte {at}: read {:#04x}, version {version} has {:#04x}",
+                got[at], want[at]
+            )));
+        }
+        Ok(self.bs)
+    }
+}
