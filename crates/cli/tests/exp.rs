@@ -109,3 +109,37 @@ fn multicast_verifies_the_page_in_all_59_hosts_after_one_command() {
     assert!(dir.join("multicast.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn failover_loses_and_duplicates_nothing_and_reports_the_interruption() {
+    let dir = plot_dir("failover");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "failover",
+        "--verify",
+        "--ops",
+        "300",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "dual-path");
+    for (run, by) in [("link_event", "link event"), ("timeout", "timeout")] {
+        let r = &v["result"][run];
+        assert_eq!(r["completed"], 300, "{run}");
+        assert_eq!(
+            (r["lost"].as_u64(), r["duplicated"].as_u64()),
+            (Some(0), Some(0))
+        );
+        assert_eq!(r["detected_by"], by);
+        let gap = r["interruption_us"].as_f64().expect("interruption");
+        assert!(gap > 1.0, "{run}: {gap}");
+        assert!(r["verified_bytes"].as_u64() > Some(256 * 4096), "{run}");
+    }
+    for file in ["failover-link-event.svg", "failover-timeout.svg"] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

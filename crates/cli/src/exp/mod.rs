@@ -4,6 +4,7 @@
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
+mod failover;
 mod multicast;
 mod plot;
 mod sq_placement;
@@ -24,6 +25,9 @@ pub enum ExpName {
     SqPlacement,
     /// One Identify whose data buffer is a multicast group lands in every other host.
     Multicast,
+    /// A client with a queue pair on each of two NTB paths; the primary cable is cut
+    /// mid-run and the client carries on over the backup.
+    Failover,
 }
 
 impl ExpName {
@@ -32,6 +36,7 @@ impl ExpName {
         match self {
             ExpName::SqPlacement => "cluster-switch",
             ExpName::Multicast => "cascade-60",
+            ExpName::Failover => "dual-path",
         }
     }
 
@@ -61,6 +66,9 @@ pub struct ExpArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Check every byte read where the experiment can (failover).
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// What an experiment gets.
@@ -113,6 +121,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
         ExpName::Multicast => multicast::run(&setup)?,
+        ExpName::Failover => failover::run(&setup, args.verify)?,
     };
     let written = report
         .plots

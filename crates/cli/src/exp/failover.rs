@@ -1,0 +1,143 @@
+//! `failover` (Paper V §6.3): a client with two NTB adapters keeps a queue pair on each; the
+//! primary cable is cut mid-run, the client learns it and carries on over the backup.
+
+use super::{ns, table, Chart, Plot, Report, Series, Setup};
+use smartio_platform::SimDuration;
+use smartio_workloads::{failover, FailoverConfig, FailoverResult};
+
+/// I/Os unless `--ops` says otherwise.
+const OPS: u64 = 2000;
+
+pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
+    let ops = setup.ops.unwrap_or(OPS);
+    let base = FailoverConfig {
+        ops,
+        verify,
+        seed: setup.seed,
+        ..FailoverConfig::default()
+    };
+    // Cut about a third of the way in (a QD1 I/O takes ~9 us).
+    let config = FailoverConfig {
+        cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0),
+        ..base
+    };
+    let by_event = failover(&setup.cluster()?, &config)?;
+    let by_timeout = failover(
+        &setup.cluster()?,
+        &FailoverConfig {
+            link_events: false,
+            ..config.clone()
+        },
+    )?;
+    let runs = [("link event", &by_event), ("timeout only", &by_timeout)];
+    let mut t = table(&[
+        "detection",
+        "completed",
+        "lost",
+        "written twice",
+        "primary / backup",
+        "re-issued / confirmed landed",
+        "cut at (us)",
+        "detected (us)",
+        "resumed (us)",
+        "interruption (us)",
+        "p50 before / after (ns)",
+    ]);
+    for (what, r) in runs {
+        t.add_row(vec![
+            what.to_string(),
+            format!("{} of {}", r.completed, r.ops),
+            r.lost.to_string(),
+            r.duplicated.to_string(),
+            format!("{} / {}", r.on_primary, r.on_backup),
+            format!("{} / {}", r.reissued, r.confirmed),
+            format!("{:.3}", r.cut_at_us),
+            format!("{:.3}", r.detected_at_us),
+            format!("{:.3}", r.resumed_at_us),
+            format!("{:.3}", r.interruption_us),
+            format!("{} / {}", ns(r.before_ns.p50), ns(r.after_ns.p50)),
+        ]);
+    }
+    let mut notes = vec![
+        format!(
+            "{} on {}: manager on {}, the program on {} with a client (and a queue pair) through each of its two NTB adapters; {} QD1 4 KiB I/Os, half writes",
+            config.device, setup.scenario, config.manager, config.client, ops
+        ),
+        "on detection the program asks the manager to delete the lost queue pair (the \
+         controller finishes what it had taken first), then checks whether a write given up \
+         on had landed before issuing it again, so no write runs twice"
+            .to_string(),
+        format!(
+            "the controller ran {} and {} commands (SMART log): the I/Os, plus reads whose data died in the cable or that checked a write",
+            by_event.device_commands, by_timeout.device_commands
+        ),
+    ];
+    notes.push(if verify {
+        format!(
+            "--verify: every read checked and all {} blocks read back; {} and {} bytes verified",
+            config.blocks, by_event.verified_bytes, by_timeout.verified_bytes
+        )
+    } else {
+        "without --verify the data is not checked (give --verify to check every byte)".into()
+    });
+    let lost_or_twice = runs.iter().any(|(_, r)| r.lost + r.duplicated > 0);
+    if lost_or_twice {
+        return Err(format!(
+            "I/O was lost or written twice: {}",
+            runs.iter()
+                .map(|(w, r)| format!("{w}: lost {}, twice {}", r.lost, r.duplicated))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    Ok(Report {
+        title: format!("failover: a cut cable under {ops} QD1 I/Os"),
+        table: t,
+        notes,
+        plots: vec![timeline(&by_event), timeline(&by_timeout)],
+        json: serde_json::json!({
+            "link_event": without_timeline(&by_event)?,
+            "timeout": without_timeline(&by_timeout)?,
+        }),
+    })
+}
+
+/// Latency against time, one series per path, with the cut visible as the gap.
+fn timeline(r: &FailoverResult) -> Plot {
+    let series = |path: u8, name: &str| Series {
+        name: name.to_string(),
+        points: r
+            .timeline
+            .iter()
+            .filter(|c| c.path == path)
+            .map(|c| (c.at_us, c.latency_ns / 1000.0))
+            .collect(),
+    };
+    let by = if r.detected_by == "timeout" {
+        "timeout"
+    } else {
+        "link-event"
+    };
+    Plot {
+        file: format!("failover-{by}.svg"),
+        title: format!(
+            "I/O latency over time; cable cut at {:.0} us, detected by {}, {:.1} us without I/O",
+            r.cut_at_us, r.detected_by, r.interruption_us
+        ),
+        x_label: "completion time (us)".into(),
+        y_label: "latency (us)".into(),
+        chart: Chart::Lines(vec![
+            series(0, "primary path (adapter 0)"),
+            series(1, "backup path (adapter 1)"),
+        ]),
+    }
+}
+
+/// The result for JSON, without the per-I/O timeline (which is in the plot).
+fn without_timeline(r: &FailoverResult) -> Result<serde_json::Value, String> {
+    let mut v = serde_json::to_value(r).map_err(|e| e.to_string())?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("timeline");
+    }
+    Ok(v)
+}
