@@ -178,7 +178,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 .first()
                 .ok_or("the controller has no namespace")?;
             let lba_size = u64::from(ns.lba_size);
-            if cfg.bs % lba_size != 0 || cfg.blocks * cfg.bs > ns.blocks * lba_size {
+            if !cfg.bs.is_multiple_of(lba_size) || cfg.blocks * cfg.bs > ns.blocks * lba_size {
                 return Err(format!(
                     "{} blocks of {} bytes do not fit namespace {} ({} blocks of {lba_size})",
                     cfg.blocks, cfg.bs, ns.nsid, ns.blocks
