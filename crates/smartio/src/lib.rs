@@ -10,6 +10,6 @@ pub mod lending;
 pub mod sisci;
 
 pub use lending::{
-    BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, Segment, SegmentLocation,
-    SmartIo, SmartIoError,
+    BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, PeerRequester, Segment,
+    SegmentLocation, SmartIo, SmartIoError,
 };

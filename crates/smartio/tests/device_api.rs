@@ -245,3 +245,81 @@ fn two_hosts_drive_one_device_through_the_api_and_each_gets_its_own_data() {
     assert_eq!(results[1], ("lender2".to_string(), pattern(0x77)));
     assert_eq!(before, tables(&cluster.sim), "every window given back");
 }
+
+#[test]
+fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let (borrower, lender) = (hosts[0].clone(), hosts[1].clone());
+    let before = tables(&cluster.sim);
+    // A segment in borrower RAM (placed through a shared hold on another device), reached by
+    // the lender through its NTB.
+    let gpu = smartio.find("lender:gpu0").expect("registered");
+    let hold = smartio
+        .borrow_device(borrower.id(), gpu, false)
+        .expect("hold");
+    let seg = smartio
+        .create_segment(
+            &hold,
+            8192,
+            Hints {
+                host_reads: true,
+                ..Hints::default()
+            },
+        )
+        .expect("segment");
+    let SegmentLocation::Ram { phys, .. } = seg.location else {
+        panic!("borrower RAM expected");
+    };
+    let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+    cluster.sim.poke_memory(borrower.id(), phys, &data);
+    let window = smartio.map_for_cpu(lender.id(), &seg).expect("window");
+
+    // The lender's own dma0, driven locally, copies the remote segment into its memory.
+    let ep = lender.endpoint_of("dma0").expect("dma0");
+    let regs = cluster
+        .sim
+        .fabric()
+        .endpoint(ep)
+        .bars
+        .iter()
+        .find(|b| b.index == 0)
+        .map(|b| b.base)
+        .expect("BAR0");
+    let done = lender.alloc(4096).expect("RAM");
+    let copy = |at: u64| {
+        let (cpu, out) = (lender.cpu(), Rc::new(RefCell::new(None)));
+        let slot = out.clone();
+        cluster.sim.spawn(async move {
+            let driver = DmaTestDriver::probe(cpu, BusAddr(regs.get()), done, BusAddr(done.get()))
+                .await
+                .expect("probe");
+            let r = driver
+                .copy(Location::Bus(window.addr), Location::DeviceMemory(at), 8192)
+                .await;
+            *slot.borrow_mut() = Some(r.map_err(|e| e.to_string()));
+        });
+        cluster.sim.run();
+        let r = out.borrow_mut().take();
+        r.expect("finished")
+    };
+    let err = copy(0).expect_err("no requester id: the completions cannot come back");
+    let faults = format!("{:?}", cluster.sim.faults());
+    assert!(faults.contains("NoRequesterId"), "{err}; faults: {faults}");
+
+    let reg = smartio
+        .register_peer_requester(lender.id(), "dma0")
+        .expect("registers");
+    copy(65536).expect("copies once registered");
+    let device = cluster.copy_engine(ep).expect("model");
+    let mut got = vec![0u8; 8192];
+    smartio_platform::BarHandler::mmio_read(device.as_ref(), 2, 65536, &mut got)
+        .expect("device memory");
+    assert_eq!(got, data);
+
+    smartio.unregister_peer_requester(reg).expect("unregisters");
+    smartio.unmap_cpu(window).expect("unmap");
+    smartio.return_device(hold).expect("return");
+    smartio.remove_segment(seg).expect("remove");
+    lender.free(done);
+    assert_eq!(before, tables(&cluster.sim), "every table entry given back");
+}

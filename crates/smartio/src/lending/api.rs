@@ -106,6 +106,18 @@ pub struct CpuMap {
     pub size: u64,
 }
 
+/// A device of a host registered to reach memory through that host's NTBs (see
+/// [`SmartIo::register_peer_requester`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRequester {
+    /// Identity of the registration.
+    pub id: u32,
+    /// The host.
+    pub host: HostId,
+    /// The device, by its name in the host.
+    pub device: String,
+}
+
 #[derive(Debug)]
 pub(super) struct Hold {
     pub fdid: Fdid,
@@ -125,6 +137,7 @@ pub(super) struct ApiState {
     segments: BTreeMap<u32, (Segment, bool)>,
     device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
     cpu_maps: BTreeMap<u32, Vec<Grant>>,
+    requesters: BTreeMap<u32, Vec<Grant>>,
     published: BTreeMap<(Fdid, String), Segment>,
     next: u32,
 }
@@ -136,6 +149,7 @@ impl Default for ApiState {
             segments: BTreeMap::new(),
             device_memory: BTreeMap::new(),
             cpu_maps: BTreeMap::new(),
+            requesters: BTreeMap::new(),
             published: BTreeMap::new(),
             next: 1,
         }
@@ -719,6 +733,67 @@ impl SmartIo {
             addr: BusAddr(cpu_addr),
             size: seg.size,
         })
+    }
+
+    /// Registers `device`, a function of `host` that SmartIO does not lend (it has a local
+    /// driver, or is being used by a program of its own host), as a peer requester: its id
+    /// goes into the requester-id table of every NTB adapter of `host`, so its reads through
+    /// a window of that host's NTB — a remote segment as [`SmartIo::map_for_cpu`] gives it,
+    /// another host's device memory — get their completions back (Paper V §6.1; without it
+    /// the far side cannot route them). Undone by [`SmartIo::unregister_peer_requester`].
+    pub fn register_peer_requester(
+        &self,
+        host: HostId,
+        device: &str,
+    ) -> Result<PeerRequester, SmartIoError> {
+        let svc = &self.inner;
+        let os = &svc.hosts[host.index()];
+        let endpoint = os
+            .endpoint_of(device)
+            .ok_or_else(|| SmartIoError::UnknownDevice {
+                spec: format!("{}:{device}", os.name()),
+                why: format!("{} has no such device", os.name()),
+            })?;
+        let adapters: Vec<AdapterId> = {
+            let f = svc.sim.fabric();
+            (0..).map_while(|n| f.host_adapter(host, n)).collect()
+        };
+        let qualified = format!("{}:{device}", os.name());
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let mut grants = Vec::new();
+        let mut taker = Taker {
+            sim: &svc.sim,
+            ledger: &mut st.ledger,
+            grants: &mut grants,
+            device: &qualified,
+        };
+        for a in adapters {
+            if let Err(e) = taker.requester(a, smartio_fabric::Requester::Device(endpoint)) {
+                let _ = release(&svc.sim, &mut st.ledger, grants);
+                return Err(e);
+            }
+        }
+        let id = st.api.id();
+        st.api.requesters.insert(id, grants);
+        Ok(PeerRequester {
+            id,
+            host,
+            device: device.to_string(),
+        })
+    }
+
+    /// Undoes a [`SmartIo::register_peer_requester`].
+    pub fn unregister_peer_requester(&self, r: PeerRequester) -> Result<(), SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let grants = st
+            .api
+            .requesters
+            .remove(&r.id)
+            .ok_or_else(|| self.stale(format!("peer requester {}", r.id)))?;
+        svc.release_for(&mut st.ledger, grants, r.device, r.host)
     }
 
     /// Undoes a [`SmartIo::map_for_cpu`].

@@ -34,7 +34,7 @@ mod error;
 mod grants;
 mod shadow;
 
-pub use api::{CpuMap, DeviceBorrow, Hints, Segment, SegmentLocation};
+pub use api::{CpuMap, DeviceBorrow, Hints, PeerRequester, Segment, SegmentLocation};
 pub use error::SmartIoError;
 
 use grants::{release, Grant, Ledger, Taker};
