@@ -143,3 +143,63 @@ fn failover_loses_and_duplicates_nothing_and_reports_the_interruption() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn share_30_verifies_every_client_and_refuses_the_32nd_pair() {
+    let dir = plot_dir("share");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "share-30",
+        "--ops",
+        "50",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "cascade-60");
+    let r = &v["result"];
+    let clients = r["clients"].as_array().expect("clients");
+    assert_eq!(clients.len(), 30);
+    assert!(clients
+        .iter()
+        .all(|c| c["verified_bytes"].as_u64() == Some(50 * 4096)));
+    let refused = r["refused"].as_str().expect("refused");
+    assert!(
+        refused.contains("no I/O queue pair left") && refused.contains("31"),
+        "{refused}"
+    );
+    for file in ["share-30-latency.svg", "share-30-iops.svg"] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nvmeof_compare_puts_remote_smartio_within_1_5_us_and_nvmeof_microseconds_behind() {
+    let dir = plot_dir("nvmeof");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "nvmeof-compare",
+        "--ops",
+        "100",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let p50 = |row: &str| v["result"][row]["p50"].as_f64().expect("p50");
+    let (local, remote, nvmeof) = (p50("local"), p50("remote"), p50("nvmeof"));
+    assert!(remote - local < 1500.0, "remote − local {}", remote - local);
+    assert!(
+        nvmeof - local > 3000.0,
+        "NVMe-oF − local {}",
+        nvmeof - local
+    );
+    for file in ["nvmeof-compare.svg", "nvmeof-steps.svg"] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

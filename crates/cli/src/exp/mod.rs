@@ -6,7 +6,9 @@
 
 mod failover;
 mod multicast;
+mod nvmeof;
 mod plot;
+mod share;
 mod sq_placement;
 
 pub use plot::{Bar, Chart, Plot, Series};
@@ -28,6 +30,12 @@ pub enum ExpName {
     /// A client with a queue pair on each of two NTB paths; the primary cable is cut
     /// mid-run and the client carries on over the backup.
     Failover,
+    /// Thirty clients on thirty hosts, a queue pair each, reading one NVMe concurrently with
+    /// verification; the 32nd queue pair is refused.
+    #[value(name = "share-30")]
+    Share30,
+    /// The SmartIO driver local and remote against NVMe-oF over RDMA (Paper V Fig. 36).
+    NvmeofCompare,
 }
 
 impl ExpName {
@@ -37,6 +45,8 @@ impl ExpName {
             ExpName::SqPlacement => "cluster-switch",
             ExpName::Multicast => "cascade-60",
             ExpName::Failover => "dual-path",
+            ExpName::Share30 => "cascade-60",
+            ExpName::NvmeofCompare => "back-to-back",
         }
     }
 
@@ -122,6 +132,8 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
         ExpName::Multicast => multicast::run(&setup)?,
         ExpName::Failover => failover::run(&setup, args.verify)?,
+        ExpName::Share30 => share::run(&setup)?,
+        ExpName::NvmeofCompare => nvmeof::run(&setup)?,
     };
     let written = report
         .plots

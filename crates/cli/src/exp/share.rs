@@ -1,0 +1,111 @@
+//! `share-30` (Paper V §7.4, §8.6): thirty hosts share one NVMe, each client with its own
+//! queue pair, reading concurrently with every byte checked; the 32nd queue pair is refused.
+
+use super::{ns, table, Bar, Chart, Plot, Report, Setup};
+use smartio_workloads::{share_clients, ShareConfig};
+
+pub fn run(setup: &Setup) -> Result<Report, String> {
+    let config = ShareConfig {
+        ops: setup.ops.unwrap_or(ShareConfig::default().ops),
+        seed: setup.seed,
+        ..ShareConfig::default()
+    };
+    let r = share_clients(&setup.cluster()?, &config)?;
+    let expected = config.ops * config.bs;
+    if let Some(c) = r.clients.iter().find(|c| c.verified_bytes != expected) {
+        return Err(format!(
+            "{} verified {} of {expected} bytes",
+            c.host, c.verified_bytes
+        ));
+    }
+    if r.refused.is_empty() {
+        return Err("the request after the last queue pair was not refused".into());
+    }
+    let mut t = table(&[
+        "client",
+        "qid",
+        "reads",
+        "verified bytes",
+        "p50 (ns)",
+        "p99 (ns)",
+        "IOPS",
+    ]);
+    for c in &r.clients {
+        t.add_row(vec![
+            c.host.clone(),
+            c.qid.to_string(),
+            c.ops.to_string(),
+            c.verified_bytes.to_string(),
+            ns(c.lat_ns.p50),
+            ns(c.lat_ns.p99),
+            format!("{:.0}", c.iops),
+        ]);
+    }
+    let total_iops: f64 = r.clients.iter().map(|c| c.iops).sum();
+    let notes = vec![
+        format!(
+            "{} ({}), manager on {}: {} I/O queue pairs granted; {} clients on {} hosts, one pair each",
+            r.device,
+            r.model,
+            r.manager,
+            r.granted,
+            r.clients.len(),
+            r.clients.len()
+        ),
+        format!(
+            "{} bytes written, {} bytes read back and verified; total {:.0} IOPS",
+            r.written_bytes, r.verified_bytes, total_iops
+        ),
+        format!(
+            "fairness (Jain's index over per-client IOPS) {:.6}; per-client p50 {} .. {} ns",
+            r.fairness,
+            ns(r.p50_min_ns),
+            ns(r.p50_max_ns)
+        ),
+        format!(
+            "queue limit: {} took qids {:?}; with {} pairs in use the next request was refused: {}",
+            config.extra_client, r.extra_qids, r.held_at_refusal, r.refused
+        ),
+        format!(
+            "after everyone left: owner table {:?}, holders {:?}",
+            r.owners_after_leave, r.holders_after_leave
+        ),
+    ];
+    let bars = |value: &dyn Fn(&smartio_workloads::ShareClient) -> f64| {
+        r.clients
+            .iter()
+            .map(|c| Bar {
+                label: c.host.clone(),
+                value: value(c),
+                range: None,
+            })
+            .collect()
+    };
+    let plots = vec![
+        Plot {
+            file: "share-30-latency.svg".into(),
+            title: format!(
+                "{} clients sharing {}: QD1 4 KiB read p50 per client",
+                r.clients.len(),
+                r.device
+            ),
+            x_label: "client".into(),
+            y_label: "p50 latency (ns)".into(),
+            chart: Chart::Bars(bars(&|c| c.lat_ns.p50)),
+        },
+        Plot {
+            file: "share-30-iops.svg".into(),
+            title: format!("IOPS per client (Jain's fairness {:.4})", r.fairness),
+            x_label: "client".into(),
+            y_label: "IOPS".into(),
+            chart: Chart::Bars(bars(&|c| c.iops)),
+        },
+    ];
+    Ok(Report {
+        title: format!("share-30: {} clients, one NVMe", r.clients.len()),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::to_value(&r).map_err(|e| e.to_string())?,
+    })
+}
