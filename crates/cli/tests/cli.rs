@@ -809,3 +809,29 @@ fn fio_nvme_client_without_a_manager_or_with_an_unknown_method_says_what_is_miss
         "unknown host \"nowhere\"",
     );
 }
+
+#[test]
+fn demo_ends_with_a_shared_nvme_and_the_nvmeof_comparison() {
+    let (ok, out, err) = smartio(&["demo"]);
+    assert!(ok, "{err}");
+    for text in [
+        "Three hosts share one NVMe through the distributed driver",
+        "borrower (queue",
+        "lender2 (queue",
+        "no I/O queue pair left",
+        "Local vs remote vs NVMe-oF",
+        "NVMe-oF over RDMA, borrower -> lender",
+        "smartio exp sq-placement",
+    ] {
+        assert!(out.contains(text), "missing {text:?}");
+    }
+    let shared = out
+        .split("Three hosts share one NVMe")
+        .nth(1)
+        .expect("the shared-NVMe step");
+    assert_eq!(
+        shared.matches("819200 bytes verified").count(),
+        3,
+        "{shared}"
+    );
+}
