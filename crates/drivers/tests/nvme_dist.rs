@@ -148,7 +148,11 @@ fn the_32nd_queue_pair_is_refused_and_leaving_or_vanishing_frees_queues() {
             .create_queue(4, SqPlacement::ClientRam)
             .await
             .expect_err("the 32nd is refused");
-        assert_eq!(os.ram_in_use(), in_use, "a refused queue leaves no memory taken");
+        assert_eq!(
+            os.ram_in_use(),
+            in_use,
+            "a refused queue leaves no memory taken"
+        );
         // The program dies: SmartIO drops its hold, its queues stay behind.
         let hold = client.hold();
         svc.return_device(hold).expect("drop the hold");
