@@ -21,6 +21,12 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     if r.refused.is_empty() {
         return Err("the request after the last queue pair was not refused".into());
     }
+    if !r.owners_after_leave.is_empty() {
+        return Err(format!(
+            "queue pairs still owned after every client left: {:?}",
+            r.owners_after_leave
+        ));
+    }
     let mut t = table(&[
         "client",
         "qid",
@@ -67,8 +73,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             config.extra_client, r.extra_qids, r.held_at_refusal, r.refused
         ),
         format!(
-            "after everyone left: owner table {:?}, holders {:?}",
-            r.owners_after_leave, r.holders_after_leave
+            "after everyone left the manager's owner table is empty; the device is held by {:?} (the manager)",
+            r.holders_after_leave
         ),
     ];
     let bars = |value: &dyn Fn(&smartio_workloads::ShareClient) -> f64| {
