@@ -8,6 +8,7 @@
 //! current one (the fio scheme), so a lost write, or an old write landing after a newer one,
 //! shows up as wrong data; a final read-back of the whole range checks every block again.
 
+use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
 use crate::stats::LatencySummary;
 use rand::{Rng, SeedableRng};
@@ -20,8 +21,6 @@ use smartio_engine::Sim;
 use smartio_fabric::{HostId, LinkId};
 use smartio_host::HostOs;
 use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration, SimTime};
-use smartio_smartio::SmartIo;
-use std::cell::RefCell;
 use std::rc::Rc;
 
 /// What to run.
@@ -141,22 +140,14 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
     if config.ops == 0 || config.bs == 0 || config.blocks == 0 {
         return Err("ops, bs and blocks must be positive".into());
     }
-    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    smartio.register_all().map_err(|e| e.to_string())?;
-    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
-    let host = |name: &str| smartio.host_by_name(name).map_err(|e| e.to_string());
-    let (mos, cos) = (
-        hosts[host(&config.manager)?.index()].clone(),
-        hosts[host(&config.client)?.index()].clone(),
-    );
+    let booted = Booted::new(cluster, &config.device)?;
+    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
+    let Booted { smartio, fdid, .. } = booted;
     let primary_cable = cable_of(&cluster.sim, cos.id(), 0)?;
     cable_of(&cluster.sim, cos.id(), 1)?;
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
     let cfg = config.clone();
     let sim = cluster.sim.clone();
-    cluster.sim.spawn(async move {
+    run_workload(&cluster.sim, async move {
         let run = async {
             let manager = Manager::start(&smartio, &mos, fdid)
                 .await
@@ -327,11 +318,8 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
             }
             Ok(result)
         };
-        *slot.borrow_mut() = Some(run.await);
-    });
-    cluster.sim.run();
-    let r = out.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+        run.await
+    })
 }
 
 /// The cable of `host`'s NTB adapter `number`.

@@ -398,15 +398,7 @@ pub(crate) fn run_to_end<T: 'static>(
     sim: &Sim,
     task: impl Future<Output = Result<T, FioError>> + 'static,
 ) -> Result<T, FioError> {
-    let outcome = Rc::new(RefCell::new(None));
-    let out = outcome.clone();
-    sim.spawn(async move {
-        let r = task.await;
-        *out.borrow_mut() = Some(r);
-    });
-    sim.run();
-    let r = outcome.borrow_mut().take();
-    r.unwrap_or(Err(FioError::DidNotFinish))
+    crate::booted::run_task(sim, task).unwrap_or(Err(FioError::DidNotFinish))
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).

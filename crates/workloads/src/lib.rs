@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attach;
+mod booted;
 pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;

@@ -6,15 +6,13 @@
 //! For comparison the same page is then delivered the ordinary way, one Identify per host
 //! into a segment of that host's RAM mapped for the controller.
 
+use crate::booted::{run_workload, Booted};
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme_dist::Manager;
-use smartio_host::HostOs;
 use smartio_platform::{Clock, PhysAddr};
 use smartio_smartio::sisci::Sisci;
-use smartio_smartio::{Hints, SegmentLocation, SmartIo};
-use std::cell::RefCell;
-use std::rc::Rc;
+use smartio_smartio::{Hints, SegmentLocation};
 
 /// The Identify page.
 const PAGE: u64 = 4096;
@@ -72,20 +70,19 @@ pub fn multicast_identify(
     cluster: &Cluster,
     config: &MulticastIdentifyConfig,
 ) -> Result<MulticastIdentifyResult, String> {
-    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    smartio.register_all().map_err(|e| e.to_string())?;
-    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
+    let Booted {
+        hosts,
+        smartio,
+        fdid,
+    } = Booted::new(cluster, &config.device)?;
     let manager_host = smartio
         .host_by_name(&config.manager)
         .map_err(|e| e.to_string())?;
     let mos = hosts[manager_host.index()].clone();
     let sisci = Sisci::on_hosts(&cluster.sim, &hosts);
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
     let cfg = config.clone();
     let sim = cluster.sim.clone();
-    cluster.sim.spawn(async move {
+    run_workload(&cluster.sim, async move {
         let run = async {
             let e = |e: &dyn std::fmt::Display| e.to_string();
             let manager = Manager::start(&smartio, &mos, fdid)
@@ -198,11 +195,8 @@ pub fn multicast_identify(
                 unicast_verified,
             })
         };
-        *slot.borrow_mut() = Some(run.await);
-    });
-    cluster.sim.run();
-    let r = out.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+        run.await
+    })
 }
 
 /// The cluster switch `host`'s first NTB adapter is cabled to ("-" if none).

@@ -3,6 +3,7 @@
 //! Fig. 34, seed 003 §5). Each read is timed from the client's submission to the completion
 //! it polls in its own RAM.
 
+use crate::booted::{run_workload, Booted};
 use crate::stats::LatencySummary;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -11,12 +12,9 @@ use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
 use smartio_fabric::{Access, NodeKind, Requester, Target};
-use smartio_host::HostOs;
 use smartio_platform::BusAddr;
 use smartio_platform::Clock;
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
-use std::cell::RefCell;
-use std::rc::Rc;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -69,23 +67,12 @@ pub struct ClientQd1Result {
 
 /// Runs `config` on `cluster`.
 pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQd1Result, String> {
-    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    smartio.register_all().map_err(|e| e.to_string())?;
-    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
-    let host = |name: &str| {
-        hosts
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-            .ok_or_else(|| format!("unknown host {name:?}"))
-    };
-    let (mos, cos) = (host(&config.manager)?, host(&config.client)?);
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
+    let booted = Booted::new(cluster, &config.device)?;
+    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
+    let names = booted.names();
+    let Booted { smartio, fdid, .. } = booted;
     let cfg = config.clone();
-    let names: Vec<String> = hosts.iter().map(|h| h.name().to_string()).collect();
-    cluster.sim.spawn(async move {
+    run_workload(&cluster.sim, async move {
         let run = async {
             let manager = Manager::start(&smartio, &mos, fdid)
                 .await
@@ -164,11 +151,8 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 lat_ns: LatencySummary::from_ps(&samples),
             })
         };
-        *slot.borrow_mut() = Some(run.await);
-    });
-    cluster.sim.run();
-    let r = out.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+        run.await
+    })
 }
 
 /// The timing model's account of one SQE fetch.

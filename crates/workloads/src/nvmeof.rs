@@ -37,6 +37,7 @@
 //! checked where the reader ends up with them — the client's data segment for the SmartIO
 //! rows, the initiator's buffer for NVMe-oF.
 
+use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
 use crate::stats::{median, LatencySummary};
 use rand::{Rng, SeedableRng};
@@ -51,10 +52,8 @@ use smartio_engine::{Agent, Sim};
 use smartio_fabric::HostId;
 use smartio_host::HostOs;
 use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
-use smartio_smartio::{SegmentLocation, SmartIo};
-use std::cell::RefCell;
+use smartio_smartio::SegmentLocation;
 use std::collections::BTreeSet;
-use std::rc::Rc;
 
 /// Entries of every queue pair: one command in flight (QD1) needs two, as an SQ of `n`
 /// entries holds `n - 1` commands.
@@ -175,24 +174,16 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             config.ops, config.bs
         ));
     }
-    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    smartio.register_all().map_err(|e| e.to_string())?;
-    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
-    let host = |name: &str| {
-        hosts
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-            .ok_or_else(|| format!("unknown host {name:?}"))
-    };
-    let (tos, ios) = (host(&config.target)?, host(&config.initiator)?);
-    let names: Vec<String> = hosts.iter().map(|h| h.name().to_string()).collect();
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
+    let booted = Booted::new(cluster, &config.device)?;
+    let (tos, ios) = (
+        booted.host(&config.target)?,
+        booted.host(&config.initiator)?,
+    );
+    let names = booted.names();
+    let Booted { smartio, fdid, .. } = booted;
     let cfg = config.clone();
     let sim = cluster.sim.clone();
-    cluster.sim.spawn(async move {
+    run_workload(&cluster.sim, async move {
         let run = async {
             let manager = Manager::start(&smartio, &tos, fdid)
                 .await
@@ -288,11 +279,8 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
                 nvmeof_steps,
             })
         };
-        *slot.borrow_mut() = Some(run.await);
-    });
-    cluster.sim.run();
-    let r = out.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+        run.await
+    })
 }
 
 /// The reads every row does, and the pattern they are checked against.

@@ -17,6 +17,7 @@
 //!    request is refused, and the refusal is reported.
 //! 4. Everyone leaves; the manager's owner table is reported (empty when all went well).
 
+use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
 use crate::stats::LatencySummary;
 use rand::{Rng, SeedableRng};
@@ -193,20 +194,8 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
             config.range_bytes, config.bs
         ));
     }
-    let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    smartio.register_all().map_err(|e| e.to_string())?;
-    let fdid = smartio.find(&config.device).map_err(|e| e.to_string())?;
-    let host = |name: &str| {
-        hosts
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-            .ok_or_else(|| {
-                let known: Vec<&str> = hosts.iter().map(|h| h.name()).collect();
-                format!("unknown host {name:?} (hosts: {})", known.join(", "))
-            })
-    };
+    let booted = Booted::new(cluster, &config.device)?;
+    let host = |name: &str| booted.host(name);
     let manager_os = host(&config.manager)?;
     let client_os = config
         .clients
@@ -214,16 +203,11 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
         .map(|c| host(c))
         .collect::<Result<Vec<_>, _>>()?;
     let extra_os = host(&config.extra_client)?;
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
+    let Booted { smartio, fdid, .. } = booted;
     let (sim, cfg) = (cluster.sim.clone(), config.clone());
-    cluster.sim.spawn(async move {
-        let r = run(&sim, &smartio, fdid, &cfg, manager_os, client_os, extra_os).await;
-        *slot.borrow_mut() = Some(r);
-    });
-    cluster.sim.run();
-    let r = out.borrow_mut().take();
-    r.unwrap_or_else(|| Err("share: the run did not finish (a task is stuck)".into()))
+    run_workload(&cluster.sim, async move {
+        run(&sim, &smartio, fdid, &cfg, manager_os, client_os, extra_os).await
+    })
 }
 
 async fn run(

@@ -1,0 +1,77 @@
+//! Where the device-API workloads start — every host booted, SmartIO over them with every
+//! function registered, the device resolved — and how a workload's task is run to its end.
+
+use smartio_cluster::Cluster;
+use smartio_engine::Sim;
+use smartio_host::HostOs;
+use smartio_smartio::{Fdid, SmartIo};
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+
+/// A cluster with its hosts booted and SmartIO started.
+pub(crate) struct Booted {
+    /// Every host, in scenario order.
+    pub hosts: Vec<HostOs>,
+    /// SmartIO over them, every lendable function registered.
+    pub smartio: SmartIo,
+    /// The device the workload uses (`lender:device`).
+    pub fdid: Fdid,
+}
+
+impl Booted {
+    /// Boots `cluster`'s hosts, starts SmartIO and resolves `device`.
+    pub fn new(cluster: &Cluster, device: &str) -> Result<Booted, String> {
+        let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
+        let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+        smartio.register_all().map_err(|e| e.to_string())?;
+        let fdid = smartio.find(device).map_err(|e| e.to_string())?;
+        Ok(Booted {
+            hosts,
+            smartio,
+            fdid,
+        })
+    }
+
+    /// The host called `name`.
+    pub fn host(&self, name: &str) -> Result<HostOs, String> {
+        self.hosts
+            .iter()
+            .find(|h| h.name() == name)
+            .cloned()
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.hosts.iter().map(|h| h.name()).collect();
+                format!("unknown host {name:?} (hosts: {})", known.join(", "))
+            })
+    }
+
+    /// Every host's name, in scenario order.
+    pub fn names(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.name().to_string()).collect()
+    }
+}
+
+/// Spawns `task` on `sim` and runs the simulation until nothing is left to do; the task's
+/// output, or `None` if it never finished (it waits on something that cannot happen).
+pub(crate) fn run_task<T: 'static>(
+    sim: &Sim,
+    task: impl Future<Output = T> + 'static,
+) -> Option<T> {
+    let outcome = Rc::new(RefCell::new(None));
+    let out = outcome.clone();
+    sim.spawn(async move {
+        let r = task.await;
+        *out.borrow_mut() = Some(r);
+    });
+    sim.run();
+    let r = outcome.borrow_mut().take();
+    r
+}
+
+/// [`run_task`] for a workload whose errors are strings.
+pub(crate) fn run_workload<T: 'static>(
+    sim: &Sim,
+    task: impl Future<Output = Result<T, String>> + 'static,
+) -> Result<T, String> {
+    run_task(sim, task).unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+}
