@@ -14,6 +14,7 @@ pub mod memory;
 pub mod notify;
 pub mod pci;
 pub mod port;
+pub mod race;
 pub mod spawn;
 pub mod time;
 
@@ -22,5 +23,6 @@ pub use config::ConfigHandler;
 pub use memory::SparseMemory;
 pub use notify::Notify;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
+pub use race::{race, Either};
 pub use spawn::{LocalTask, Spawner};
 pub use time::{SimDuration, SimTime};

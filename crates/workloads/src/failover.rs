@@ -20,7 +20,7 @@ use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlac
 use smartio_engine::Sim;
 use smartio_fabric::{HostId, LinkId};
 use smartio_host::HostOs;
-use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration, SimTime};
+use smartio_platform::{race, AccessError, BusAddr, Clock, Either, Port, SimDuration, SimTime};
 use std::rc::Rc;
 
 /// What to run.
@@ -370,24 +370,10 @@ fn give_up(
                 }
             }
         };
-        first(timed_out, link_down).await
-    }
-}
-
-/// The first of two futures' outputs.
-async fn first<T>(
-    a: impl std::future::Future<Output = T>,
-    b: impl std::future::Future<Output = T>,
-) -> T {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(x) = a.as_mut().poll(cx) {
-            return std::task::Poll::Ready(x);
+        match race(timed_out, link_down).await {
+            Either::Left(why) | Either::Right(why) => why,
         }
-        b.as_mut().poll(cx)
-    })
-    .await
+    }
 }
 
 /// Why an I/O failed.

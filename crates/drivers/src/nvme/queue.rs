@@ -189,24 +189,7 @@ impl QueuePair {
                     Poll::Pending
                 }
             });
-            first_of(self.cpu.written(at, CQE_SIZE as u64), handed_over).await;
+            smartio_platform::race(self.cpu.written(at, CQE_SIZE as u64), handed_over).await;
         }
     }
-}
-
-/// Runs two futures and resolves when either does.
-async fn first_of<A: std::future::Future<Output = ()>, B: std::future::Future<Output = ()>>(
-    a: A,
-    b: B,
-) {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    poll_fn(|cx| {
-        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
 }

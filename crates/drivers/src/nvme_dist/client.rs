@@ -352,9 +352,9 @@ impl Client {
             q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
             q.pair.wait_polled(tag).await.map_err(access("poll"))
         };
-        let result = match race(io, give_up).await {
-            Either::Left(result) => result,
-            Either::Right(why) => {
+        let result = match smartio_platform::race(io, give_up).await {
+            smartio_platform::Either::Left(result) => result,
+            smartio_platform::Either::Right(why) => {
                 return Err(DistError::Abandoned {
                     qid: q.qid(),
                     what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
@@ -446,29 +446,4 @@ impl Client {
         }
         Ok(())
     }
-}
-
-/// Which of two futures finished first.
-enum Either<A, B> {
-    Left(A),
-    Right(B),
-}
-
-/// Runs `a` and `b` together; resolves with the first to finish (`a` on a tie).
-async fn race<A: std::future::Future, B: std::future::Future>(
-    a: A,
-    b: B,
-) -> Either<A::Output, B::Output> {
-    let mut a = std::pin::pin!(a);
-    let mut b = std::pin::pin!(b);
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(x) = a.as_mut().poll(cx) {
-            return std::task::Poll::Ready(Either::Left(x));
-        }
-        if let std::task::Poll::Ready(y) = b.as_mut().poll(cx) {
-            return std::task::Poll::Ready(Either::Right(y));
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
