@@ -30,7 +30,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         seed: setup.seed,
     };
     let mut runs = vec![
-        ClientQd1Config { ..base.clone() },
+        base.clone(),
         ClientQd1Config {
             placement: SqPlacement::LenderRam,
             ..base.clone()
