@@ -7,6 +7,8 @@
 
 use crate::timing::{traverse, traverse_tree, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
+use crate::wait::Wait;
+use crate::waiters::{TimerKey, Timers, Watches};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory,
@@ -22,7 +24,7 @@ pub(crate) enum Event {
     /// A transaction has something to do.
     Txn(u32),
     /// A timer fires.
-    Timer(u32),
+    Timer(TimerKey),
     /// An interrupt reaches its handler.
     Interrupt { host: u32, vector: u32 },
     /// A link goes down or comes up.
@@ -38,20 +40,6 @@ pub struct LinkEvent {
     pub link: smartio_fabric::LinkId,
     /// Its new state.
     pub up: bool,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct TimerState {
-    pub fired: bool,
-    pub waker: Option<Waker>,
-}
-
-#[derive(Debug)]
-struct Watch {
-    host: HostId,
-    start: u64,
-    end: u64,
-    waker: Waker,
 }
 
 #[derive(Debug, Default)]
@@ -96,8 +84,11 @@ pub(crate) struct Core {
     pub config_handlers: Vec<Option<Rc<dyn smartio_platform::ConfigHandler>>>,
     txns: Vec<Option<Box<Txn>>>,
     free_txns: Vec<u32>,
-    pub timers: Vec<TimerState>,
-    watches: Vec<Watch>,
+    pub timers: Timers,
+    pub watches: Watches,
+    /// What the task being polled waits for (filled by the engine's futures, moved into the
+    /// task's slot when its poll returns pending).
+    pub waits: Vec<Wait>,
     pub irqs: Vec<BTreeMap<u32, IrqLine>>,
     /// Tag pools: hosts' CPUs first, then endpoints.
     tags: Vec<Option<TagPool>>,
@@ -130,8 +121,9 @@ impl Core {
             timing,
             txns: Vec::new(),
             free_txns: Vec::new(),
-            timers: Vec::new(),
-            watches: Vec::new(),
+            timers: Timers::default(),
+            watches: Watches::default(),
+            waits: Vec::new(),
             tags: (0..hosts + endpoints).map(|_| None).collect(),
             path_cache: HashMap::new(),
             faults: Vec::new(),
@@ -156,17 +148,18 @@ impl Core {
         self.queue.pop().map(|Reverse((t, _, e))| (t, e))
     }
 
-    pub fn add_timer(&mut self, at: SimTime) -> u32 {
-        self.timers.push(TimerState::default());
-        let id = self.timers.len() as u32 - 1;
-        self.schedule(at, Event::Timer(id));
-        id
+    /// Arms a timer due at `at`. A timer at [`SimTime::NEVER`] gets no event: it never
+    /// fires.
+    pub fn add_timer(&mut self, at: SimTime) -> TimerKey {
+        let key = self.timers.add(at);
+        if at != SimTime::NEVER {
+            self.schedule(at, Event::Timer(key));
+        }
+        key
     }
 
-    pub fn fire_timer(&mut self, id: u32) {
-        let t = &mut self.timers[id as usize];
-        t.fired = true;
-        if let Some(w) = t.waker.take() {
+    pub fn fire_timer(&mut self, key: TimerKey) {
+        if let Some(w) = self.timers.fire(key) {
             w.wake();
             self.woke = true;
         }
@@ -186,30 +179,12 @@ impl Core {
         }
     }
 
-    pub fn watch(&mut self, host: HostId, addr: PhysAddr, len: u64, waker: Waker) {
-        self.watches.push(Watch {
-            host,
-            start: addr.get(),
-            end: addr.get() + len.max(1),
-            waker,
-        });
-    }
-
     /// Writes host memory and wakes the watchers of the range.
     pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
         self.memory[host.index()].write(addr.get(), data);
-        if !self.watches.is_empty() {
-            let (s, e) = (addr.get(), addr.get() + data.len() as u64);
-            let mut i = 0;
-            while i < self.watches.len() {
-                let w = &self.watches[i];
-                if w.host == host && w.start < e && s < w.end {
-                    self.watches.swap_remove(i).waker.wake();
-                    self.woke = true;
-                } else {
-                    i += 1;
-                }
-            }
+        let end = addr.get().saturating_add(data.len() as u64);
+        if self.watches.written(host, addr.get(), end) {
+            self.woke = true;
         }
     }
 

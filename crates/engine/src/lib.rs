@@ -12,11 +12,15 @@
 
 pub mod calibration;
 mod core;
+mod executor;
 pub mod sim;
 pub mod timing;
 pub mod txn;
+pub mod wait;
+mod waiters;
 
 pub use crate::core::{Counters, FaultRecord, LinkEvent};
 pub use calibration::{Calibration, CalibrationError};
 pub use sim::{Agent, RunSummary, Sim};
 pub use timing::{LinkState, Timing, TimingError};
+pub use wait::{BlockedTask, Wait};

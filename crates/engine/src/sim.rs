@@ -1,44 +1,29 @@
 //! The timed engine's handle: spawn agents, run, and give agents their ports.
 //!
 //! Agents are `async` tasks (drivers, workloads, device engines) polled by a small
-//! single-threaded executor. The run loop alternates: poll every ready task at the current
-//! time, then advance to the next event. Nothing reads the wall clock.
+//! single-threaded executor ([`crate::executor`]). The run loop alternates: poll every ready
+//! task at the current time, then advance to the next event. Nothing reads the wall clock.
+//! When a run ends with tasks still waiting, [`Sim::blocked_tasks`] says where each was
+//! spawned and what it waits for.
 
 use crate::calibration::Calibration;
 use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
+use crate::executor::Executor;
 use crate::timing::{LinkState, Timing, TimingError};
+use crate::wait::{BlockedTask, Wait};
+use crate::waiters::{TimerKey, WatchKey, WatchState};
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
 use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
 use std::cell::{Ref, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::Location;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-
-type Task = Pin<Box<dyn Future<Output = ()>>>;
-
-struct TaskWaker {
-    id: usize,
-    ready: Arc<Mutex<VecDeque<usize>>>,
-}
-
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Ok(mut q) = self.ready.lock() {
-            q.push_back(self.id);
-        }
-    }
-}
+use std::task::{Context, Poll};
 
 struct Inner {
     core: RefCell<Core>,
-    tasks: RefCell<Vec<Option<Task>>>,
-    ready: Arc<Mutex<VecDeque<usize>>>,
+    exec: Executor,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -72,8 +57,7 @@ impl Sim {
         Ok(Sim {
             inner: Rc::new(Inner {
                 core: RefCell::new(Core::new(fabric, timing)),
-                tasks: RefCell::new(Vec::new()),
-                ready: Arc::new(Mutex::new(VecDeque::new())),
+                exec: Executor::new(),
             }),
         })
     }
@@ -98,14 +82,11 @@ impl Sim {
         Ref::map(self.inner.core.borrow(), |c| &c.timing)
     }
 
-    /// Starts an agent. It first runs at the current time.
+    /// Starts an agent. It first runs at the current time. The caller's location is kept
+    /// for [`Sim::blocked_tasks`].
+    #[track_caller]
     pub fn spawn(&self, future: impl Future<Output = ()> + 'static) {
-        let mut tasks = self.inner.tasks.borrow_mut();
-        tasks.push(Some(Box::pin(future)));
-        let id = tasks.len() - 1;
-        if let Ok(mut q) = self.inner.ready.lock() {
-            q.push_back(id);
-        }
+        self.inner.exec.spawn(Box::pin(future), Location::caller());
     }
 
     /// Makes `handler` answer accesses to the endpoint's BARs.
@@ -141,7 +122,7 @@ impl Sim {
             core.counters.events += 1;
             match event {
                 Event::Txn(id) => core.on_txn_event(id, at),
-                Event::Timer(id) => core.fire_timer(id),
+                Event::Timer(key) => core.fire_timer(key),
                 Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
                 Event::Interrupt { host, vector } => {
                     let line = core.irqs[host as usize].entry(vector).or_default();
@@ -153,13 +134,7 @@ impl Sim {
             }
         }
         let core = self.inner.core.borrow();
-        let blocked = self
-            .inner
-            .tasks
-            .borrow()
-            .iter()
-            .filter(|t| t.is_some())
-            .count();
+        let blocked = self.inner.exec.live();
         RunSummary {
             end: core.now,
             counters: core.counters,
@@ -168,25 +143,56 @@ impl Sim {
     }
 
     fn poll_ready(&self) {
-        loop {
-            let next = self.inner.ready.lock().ok().and_then(|mut q| q.pop_front());
-            let Some(id) = next else { return };
-            let task = self
-                .inner
-                .tasks
-                .borrow_mut()
-                .get_mut(id)
-                .and_then(|t| t.take());
-            let Some(mut task) = task else { continue };
-            let waker = Waker::from(Arc::new(TaskWaker {
-                id,
-                ready: self.inner.ready.clone(),
-            }));
-            let mut cx = Context::from_waker(&waker);
-            if task.as_mut().poll(&mut cx).is_pending() {
-                self.inner.tasks.borrow_mut()[id] = Some(task);
+        let mut waits = Vec::new();
+        let mut notes = Vec::new();
+        while let Some(mut taken) = self.inner.exec.take_ready() {
+            self.inner.core.borrow_mut().waits.clear();
+            smartio_platform::waiting::clear();
+            let mut cx = Context::from_waker(&taken.waker);
+            if taken.task.as_mut().poll(&mut cx).is_pending() {
+                std::mem::swap(&mut waits, &mut self.inner.core.borrow_mut().waits);
+                smartio_platform::waiting::take(&mut notes);
+                waits.extend(notes.iter().map(|&n| Wait::Note(n)));
+                self.inner.exec.put_back(taken, &mut waits);
+                waits.clear();
+            } else {
+                self.inner.exec.finish(taken);
             }
         }
+    }
+
+    /// The tasks that have not finished: where each was spawned and what it waits for.
+    /// After [`Sim::run`] these wait for something that will not happen (device engines
+    /// waiting for their next doorbell are among them, by design).
+    pub fn blocked_tasks(&self) -> Vec<BlockedTask> {
+        let fabric = self.fabric();
+        self.inner
+            .exec
+            .blocked()
+            .into_iter()
+            .map(|(at, waits)| BlockedTask {
+                spawned_at: format!("{}:{}", at.file(), at.line()),
+                waits: waits.iter().map(|w| w.describe(&fabric)).collect(),
+            })
+            .collect()
+    }
+
+    /// [`Sim::blocked_tasks`] in one line, grouped, for an error message.
+    pub fn blocked_summary(&self) -> String {
+        crate::wait::summarize(&self.blocked_tasks(), 8)
+    }
+
+    /// Timers and memory watches armed and not yet given back (a run's memory must not grow
+    /// with its length; tests check these stay bounded).
+    pub fn armed_waiters(&self) -> (usize, usize) {
+        let core = self.inner.core.borrow();
+        (core.timers.live(), core.watches.len())
+    }
+
+    /// Task slots the executor holds: the most tasks ever alive at once, not the number
+    /// ever spawned (finished tasks' slots are reused).
+    pub fn task_slots(&self) -> usize {
+        self.inner.exec.slots()
     }
 
     /// Takes a link down (`up = false`) or brings it up at virtual time `at`. Until it comes
@@ -211,7 +217,10 @@ impl Sim {
             match core.link_log.get(seen) {
                 Some(e) => Poll::Ready(e.clone()),
                 None => {
-                    core.link_waiters.push(cx.waker().clone());
+                    if !core.link_waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                        core.link_waiters.push(cx.waker().clone());
+                    }
+                    core.waits.push(Wait::LinkEvent);
                     Poll::Pending
                 }
             }
@@ -303,17 +312,31 @@ impl Sim {
         };
         Ok(Started::Txn(id))
     }
+
+    /// Waits for what [`Sim::start`] began.
+    fn completion(&self, started: Started, wait: Wait) -> Completion {
+        Completion {
+            sim: self.clone(),
+            started,
+            wait,
+            done: false,
+        }
+    }
 }
 
 enum Started {
     Txn(u32),
-    Local { timer: u32, data: Vec<u8> },
+    Local { timer: TimerKey, data: Vec<u8> },
 }
 
-/// Waits for a transaction (or a local memory access) and returns its data.
+/// Waits for a transaction (or a local memory access) and returns its data. Dropped before
+/// it is done, it gives its timer back, or leaves its transaction to finish on its own.
 struct Completion {
     sim: Sim,
     started: Started,
+    /// What the waiting task is told to wait for.
+    wait: Wait,
+    done: bool,
 }
 
 impl Future for Completion {
@@ -322,13 +345,16 @@ impl Future for Completion {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let sim = self.sim.clone();
         let mut core = sim.inner.core.borrow_mut();
+        let wait = self.wait;
         match &mut self.started {
             Started::Local { timer, data } => {
-                let t = &mut core.timers[*timer as usize];
-                if t.fired {
-                    Poll::Ready(Ok(std::mem::take(data)))
+                if core.timers.poll(*timer, cx.waker()) {
+                    let data = std::mem::take(data);
+                    core.timers.remove(*timer);
+                    self.done = true;
+                    Poll::Ready(Ok(data))
                 } else {
-                    t.waker = Some(cx.waker().clone());
+                    core.waits.push(wait);
                     Poll::Pending
                 }
             }
@@ -339,8 +365,10 @@ impl Future for Completion {
                     if let Some(t) = core.txn_mut(id) {
                         t.waker = Some(cx.waker().clone());
                     }
+                    core.waits.push(wait);
                     return Poll::Pending;
                 }
+                self.done = true;
                 let finished = core.txn(id).is_some_and(|t| t.finished());
                 let result = if finished {
                     core.take_txn(id).and_then(|t| {
@@ -355,6 +383,120 @@ impl Future for Completion {
                     })
                 };
                 Poll::Ready(result.unwrap_or(Ok(Vec::new())))
+            }
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Dropped while waiting (the other side of a race won): give back what it holds.
+        let Ok(mut core) = self.sim.inner.core.try_borrow_mut() else {
+            return;
+        };
+        match self.started {
+            Started::Local { timer, .. } => core.timers.remove(timer),
+            Started::Txn(id) => {
+                if core.txn(id).is_some_and(|t| t.finished()) {
+                    core.take_txn(id);
+                } else if let Some(t) = core.txn_mut(id) {
+                    t.detached = true;
+                    t.waker = None;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until a timer fires; dropped early, it gives the timer back.
+struct Sleep {
+    sim: Sim,
+    timer: TimerKey,
+    done: bool,
+}
+
+impl Sleep {
+    fn new(sim: &Sim, duration: SimDuration) -> Sleep {
+        let timer = {
+            let mut core = sim.inner.core.borrow_mut();
+            let at = core.now + duration;
+            core.add_timer(at)
+        };
+        Sleep {
+            sim: sim.clone(),
+            timer,
+            done: false,
+        }
+    }
+
+    /// Whether the timer fired; otherwise the task is woken when it does.
+    fn fired(&mut self, core: &mut Core, cx: &Context<'_>) -> bool {
+        if self.done || core.timers.poll(self.timer, cx.waker()) {
+            if !self.done {
+                core.timers.remove(self.timer);
+                self.done = true;
+            }
+            return true;
+        }
+        if let Some(due) = core.timers.due(self.timer) {
+            core.waits.push(Wait::Timer { due });
+        }
+        false
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let sim = self.sim.clone();
+        let mut core = sim.inner.core.borrow_mut();
+        if self.fired(&mut core, cx) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Ok(mut core) = self.sim.inner.core.try_borrow_mut() {
+                core.timers.remove(self.timer);
+            }
+        }
+    }
+}
+
+/// A memory watch armed at creation (see [`smartio_platform::MemoryWatch`]); dropped, it
+/// disarms.
+struct Watch {
+    sim: Sim,
+    key: WatchKey,
+    state: Rc<WatchState>,
+    wait: Wait,
+}
+
+impl Future for Watch {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.state.fired.get() {
+            return Poll::Ready(());
+        }
+        *self.state.waker.borrow_mut() = Some(cx.waker().clone());
+        self.sim.inner.core.borrow_mut().waits.push(self.wait);
+        Poll::Pending
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.state.fired.get() {
+            if let Ok(mut core) = self.sim.inner.core.try_borrow_mut() {
+                core.watches.remove(self.key);
             }
         }
     }
@@ -378,6 +520,16 @@ impl Agent {
     /// The simulation.
     pub fn sim(&self) -> &Sim {
         &self.sim
+    }
+
+    /// What a task waiting for this agent's access is told it waits for.
+    fn access(&self, addr: BusAddr, len: u64, write: bool) -> Wait {
+        Wait::Access {
+            requester: self.requester,
+            addr,
+            len,
+            write,
+        }
     }
 
     /// The host this agent's requests start in.
@@ -456,6 +608,7 @@ impl Agent {
                 Poll::Ready(())
             } else {
                 line.waker = Some(cx.waker().clone());
+                core.waits.push(Wait::Interrupt { host, vector });
                 Poll::Pending
             }
         })
@@ -466,11 +619,7 @@ impl Agent {
     /// consumed), `false` on timeout.
     pub async fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> bool {
         let host = self.host();
-        let timer = {
-            let mut core = self.sim.inner.core.borrow_mut();
-            let at = core.now + timeout;
-            core.add_timer(at)
-        };
+        let mut timer = Sleep::new(&self.sim, timeout);
         std::future::poll_fn(|cx| {
             let mut core = self.sim.inner.core.borrow_mut();
             let line = core.irqs[host.index()].entry(vector).or_default();
@@ -479,11 +628,10 @@ impl Agent {
                 return Poll::Ready(true);
             }
             line.waker = Some(cx.waker().clone());
-            let t = &mut core.timers[timer as usize];
-            if t.fired {
+            core.waits.push(Wait::Interrupt { host, vector });
+            if timer.fired(&mut core, cx) {
                 Poll::Ready(false)
             } else {
-                t.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         })
@@ -493,14 +641,12 @@ impl Agent {
 
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
-        let started = self
+        let len = buf.len() as u64;
+        let started = self.sim.start(self.requester, None, addr, len)?;
+        let data = self
             .sim
-            .start(self.requester, None, addr, buf.len() as u64)?;
-        let data = Completion {
-            sim: self.sim.clone(),
-            started,
-        }
-        .await?;
+            .completion(started, self.access(addr, len, false))
+            .await?;
         buf.copy_from_slice(&data);
         Ok(())
     }
@@ -512,27 +658,24 @@ impl smartio_platform::Port for Agent {
     async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
         let len = data.len() as u64;
         let started = self.sim.start(self.requester, Some(data), addr, len)?;
-        Completion {
-            sim: self.sim.clone(),
-            started,
-        }
-        .await
-        .map(|_| ())
+        self.sim
+            .completion(started, self.access(addr, len, true))
+            .await
+            .map(|_| ())
     }
 
     async fn read_owned(&self, addr: BusAddr, len: usize) -> Result<Vec<u8>, AccessError> {
         let started = self.sim.start(self.requester, None, addr, len as u64)?;
-        Completion {
-            sim: self.sim.clone(),
-            started,
-        }
-        .await
+        self.sim
+            .completion(started, self.access(addr, len as u64, false))
+            .await
     }
 }
 
 impl smartio_platform::Spawner for Agent {
+    #[track_caller]
     fn spawn_task(&self, task: smartio_platform::LocalTask) {
-        self.sim.spawn(task);
+        self.sim.inner.exec.spawn(task, Location::caller());
     }
 }
 
@@ -541,42 +684,27 @@ impl smartio_platform::Clock for Agent {
         self.sim.now()
     }
 
-    async fn sleep(&self, duration: SimDuration) {
-        let timer = {
-            let mut core = self.sim.inner.core.borrow_mut();
-            let at = core.now + duration;
-            core.add_timer(at)
-        };
-        std::future::poll_fn(|cx| {
-            let mut core = self.sim.inner.core.borrow_mut();
-            let t = &mut core.timers[timer as usize];
-            if t.fired {
-                Poll::Ready(())
-            } else {
-                t.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
+    fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
+        Sleep::new(&self.sim, duration)
     }
 }
 
 impl smartio_platform::MemoryWatch for Agent {
-    async fn written(&self, addr: PhysAddr, len: u64) {
+    /// Armed now, before the returned future is polled (the trait's contract).
+    fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()> {
         let host = self.host();
-        let mut registered = false;
-        std::future::poll_fn(|cx| {
-            if registered {
-                return Poll::Ready(());
-            }
-            registered = true;
-            self.sim
-                .inner
-                .core
-                .borrow_mut()
-                .watch(host, addr, len, cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        let (key, state) = self
+            .sim
+            .inner
+            .core
+            .borrow_mut()
+            .watches
+            .add(host, addr, len);
+        Watch {
+            sim: self.sim.clone(),
+            key,
+            state,
+            wait: Wait::MemoryWrite { host, addr, len },
+        }
     }
 }

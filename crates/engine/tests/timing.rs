@@ -1,60 +1,14 @@
 //! Timing of single transactions against hand-derived expectations from the calibration
 //! formulas, data exactness, contention and determinism.
 
-use smartio_engine::{Calibration, Sim};
-use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric, HostId};
+use smartio_engine::Calibration;
+use smartio_fabric::HostId;
 use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimTime};
 use std::cell::Cell;
 use std::rc::Rc;
 
-/// host ── root port ── sw1 (PEX8796) ── sw2 (PEX8733) ─┬─ dev0
-///                                                       └─ dev1
-const TWO_SWITCHES: &str = r#"
-[[host]]
-name = "h"
-ram = "4 GiB"
-[[host.switch]]
-name = "sw1"
-chip = "PEX8796"
-parent = "root"
-link = "gen3 x16"
-[[host.switch]]
-name = "sw2"
-chip = "PEX8733"
-parent = "sw1"
-link = "gen3 x16"
-[[host.device]]
-name = "dev0"
-kind = "test"
-parent = "sw2"
-link = "gen3 x16"
-[[host.device]]
-name = "dev1"
-kind = "test"
-parent = "sw2"
-link = "gen3 x16"
-"#;
-
-fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
-    Ok(EndpointLayout {
-        vendor_id: 1,
-        device_id: 1,
-        class_code: 0,
-        description: "test".into(),
-        bars: vec![BarSpec {
-            index: 0,
-            size: 4096,
-            kind: BarKind::Mem64,
-        }],
-    })
-}
-
-fn sim() -> (Sim, Calibration) {
-    let spec = parse_scenario("two-switches", TWO_SWITCHES).expect("valid scenario");
-    let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
-    let cal = Calibration::default_embedded();
-    (Sim::new(fabric, &cal).expect("calibrated"), cal)
-}
+mod common;
+use common::sim;
 
 /// Hand computation of the calibration formulas for a Gen3 x16 link.
 struct Gen3x16 {

@@ -17,6 +17,7 @@ pub mod port;
 pub mod race;
 pub mod spawn;
 pub mod time;
+pub mod waiting;
 
 pub use addr::{BusAddr, PhysAddr};
 pub use config::ConfigHandler;

@@ -35,6 +35,7 @@ impl Notify {
                 Poll::Ready(())
             } else {
                 *self.waker.borrow_mut() = Some(cx.waker().clone());
+                crate::waiting::note("a notification (a device's doorbell or a driver's signal)");
                 Poll::Pending
             }
         })

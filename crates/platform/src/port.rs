@@ -114,8 +114,11 @@ pub trait Clock {
 /// Waiting for memory to be written, the way a CPU polls a completion word.
 pub trait MemoryWatch {
     /// Resolves after the next write that overlaps `[addr, addr + len)` of host memory has
-    /// landed. The caller re-checks the memory afterwards; a write that happened before this
-    /// call is not reported.
+    /// landed. The watch is armed when this is **called**, not when the future is first
+    /// polled: a write that lands after the call, even while the caller is still busy
+    /// (reading the very word it watches), resolves it. So the way to poll without missing a
+    /// write is: arm, then read, then await the watch if what was read is stale. A write
+    /// that happened before the call is not reported. Dropping the future disarms it.
     fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()>;
 }
 

@@ -1,6 +1,8 @@
 //! Time as the engines see it: picoseconds in a `u64` (about 213 days of virtual time).
 //!
-//! Models never read the wall clock; they ask their [`crate::Clock`].
+//! Models never read the wall clock; they ask their [`crate::Clock`]. Arithmetic saturates:
+//! a time past the end of the representable range is [`SimTime::NEVER`], which no event
+//! reaches, rather than a wrap back to the start.
 
 use serde::Serialize;
 use std::fmt;
@@ -19,6 +21,9 @@ pub struct SimDuration(pub u64);
 impl SimTime {
     /// The start of time.
     pub const ZERO: SimTime = SimTime(0);
+
+    /// The end of representable time: a deadline that is never reached.
+    pub const NEVER: SimTime = SimTime(u64::MAX);
 
     /// Picoseconds since the start.
     pub const fn as_ps(self) -> u64 {
@@ -40,17 +45,27 @@ impl SimDuration {
         Self(ps)
     }
 
-    /// From nanoseconds.
+    /// From nanoseconds (saturating at the largest duration).
     pub const fn from_ns(ns: u64) -> Self {
-        Self(ns * 1_000)
+        Self(ns.saturating_mul(1_000))
     }
 
-    /// From microseconds.
+    /// From microseconds (saturating at the largest duration).
     pub const fn from_us(us: u64) -> Self {
-        Self(us * 1_000_000)
+        Self(us.saturating_mul(1_000_000))
     }
 
-    /// From fractional nanoseconds, rounded to the nearest picosecond.
+    /// From nanoseconds, or `None` if that many picoseconds do not fit in a `u64` (about
+    /// 213 days).
+    pub const fn checked_from_ns(ns: u64) -> Option<Self> {
+        match ns.checked_mul(1_000) {
+            Some(ps) => Some(Self(ps)),
+            None => None,
+        }
+    }
+
+    /// From fractional nanoseconds, rounded to the nearest picosecond (negative and NaN
+    /// become zero, values past the range saturate).
     pub fn from_ns_f64(ns: f64) -> Self {
         Self((ns * 1_000.0).round().max(0.0) as u64)
     }
@@ -73,27 +88,29 @@ impl SimDuration {
 
 impl Add<SimDuration> for SimTime {
     type Output = SimTime;
+    /// Saturating: past the end of time is [`SimTime::NEVER`].
     fn add(self, rhs: SimDuration) -> SimTime {
-        SimTime(self.0 + rhs.0)
+        SimTime(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign<SimDuration> for SimTime {
     fn add_assign(&mut self, rhs: SimDuration) {
-        self.0 += rhs.0;
+        *self = *self + rhs;
     }
 }
 
 impl Add for SimDuration {
     type Output = SimDuration;
+    /// Saturating at the largest duration.
     fn add(self, rhs: SimDuration) -> SimDuration {
-        SimDuration(self.0 + rhs.0)
+        SimDuration(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign for SimDuration {
     fn add_assign(&mut self, rhs: SimDuration) {
-        self.0 += rhs.0;
+        *self = *self + rhs;
     }
 }
 
@@ -153,5 +170,20 @@ mod tests {
     fn time_difference_saturates_at_zero() {
         assert_eq!(SimTime(5) - SimTime(9), SimDuration::ZERO);
         assert_eq!(SimTime(9) - SimTime(5), SimDuration(4));
+    }
+
+    #[test]
+    fn time_arithmetic_saturates_at_never_instead_of_wrapping() {
+        assert_eq!(SimTime(u64::MAX - 1) + SimDuration(5), SimTime::NEVER);
+        let mut t = SimTime(10);
+        t += SimDuration(u64::MAX);
+        assert_eq!(t, SimTime::NEVER);
+        assert_eq!(
+            SimDuration(u64::MAX) + SimDuration(1),
+            SimDuration(u64::MAX)
+        );
+        assert_eq!(SimDuration::from_ns(u64::MAX), SimDuration(u64::MAX));
+        assert_eq!(SimDuration::checked_from_ns(u64::MAX / 999), None);
+        assert_eq!(SimDuration::checked_from_ns(7), Some(SimDuration(7_000)));
     }
 }

@@ -52,11 +52,12 @@ impl Booted {
 }
 
 /// Spawns `task` on `sim` and runs the simulation until nothing is left to do; the task's
-/// output, or `None` if it never finished (it waits on something that cannot happen).
+/// output, or — if it never finished, waiting for something that cannot happen — what every
+/// task still waiting waits for ([`stuck`]).
 pub(crate) fn run_task<T: 'static>(
     sim: &Sim,
     task: impl Future<Output = T> + 'static,
-) -> Option<T> {
+) -> Result<T, String> {
     let outcome = Rc::new(RefCell::new(None));
     let out = outcome.clone();
     sim.spawn(async move {
@@ -65,7 +66,7 @@ pub(crate) fn run_task<T: 'static>(
     });
     sim.run();
     let r = outcome.borrow_mut().take();
-    r
+    r.ok_or_else(|| stuck(sim))
 }
 
 /// [`run_task`] for a workload whose errors are strings.
@@ -73,5 +74,16 @@ pub(crate) fn run_workload<T: 'static>(
     sim: &Sim,
     task: impl Future<Output = Result<T, String>> + 'static,
 ) -> Result<T, String> {
-    run_task(sim, task).unwrap_or_else(|| Err("the run did not finish (a task is stuck)".into()))
+    run_task(sim, task).and_then(|r| r)
+}
+
+/// Why a run ended with its workload unfinished (always an emulator bug): the simulation
+/// ran out of events while tasks still waited; says where each was spawned and for what.
+/// Device engines waiting for their next doorbell are listed too — they always wait.
+pub(crate) fn stuck(sim: &Sim) -> String {
+    format!(
+        "the simulation ran out of events at {} before the workload finished (an emulator bug); still waiting: {}",
+        sim.now(),
+        sim.blocked_summary()
+    )
 }

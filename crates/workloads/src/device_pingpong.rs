@@ -202,7 +202,7 @@ fn lost(cluster: &Cluster, seen: usize) -> P2pError {
         .map(|f| f.error.to_string())
         .collect();
     if faults.is_empty() {
-        P2pError::Stuck
+        P2pError::Stuck(crate::booted::stuck(&cluster.sim))
     } else {
         P2pError::Driver(format!("a store never arrived: {}", faults.join("; ")))
     }

@@ -248,9 +248,7 @@ pub fn bench_dma_run(
         *out.borrow_mut() = Some(run.await);
     });
     cluster.sim.run();
-    results.take().unwrap_or_else(|| {
-        Err(DmaBenchError::Driver(
-            "the benchmark did not finish (a task is stuck)".into(),
-        ))
-    })
+    results
+        .take()
+        .unwrap_or_else(|| Err(DmaBenchError::Driver(crate::booted::stuck(&cluster.sim))))
 }

@@ -255,9 +255,10 @@ pub enum FioError {
         /// First differing byte within the block.
         at: usize,
     },
-    /// The simulation stopped before the workload finished.
-    #[error("the workload did not finish (a task is stuck)")]
-    DidNotFinish,
+    /// The simulation ran out of events before the workload finished (an emulator bug); what
+    /// every waiting task waited for.
+    #[error("{0}")]
+    DidNotFinish(String),
     /// SmartIO could not lend the device.
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
@@ -393,12 +394,12 @@ pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, Stri
 }
 
 /// Runs `task` as an agent and the simulation to its end; a task that never finishes is
-/// [`FioError::DidNotFinish`].
+/// [`FioError::DidNotFinish`] with the engine's account of what it waits for.
 pub(crate) fn run_to_end<T: 'static>(
     sim: &Sim,
     task: impl Future<Output = Result<T, FioError>> + 'static,
 ) -> Result<T, FioError> {
-    crate::booted::run_task(sim, task).unwrap_or(Err(FioError::DidNotFinish))
+    crate::booted::run_task(sim, task).unwrap_or_else(|stuck| Err(FioError::DidNotFinish(stuck)))
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).

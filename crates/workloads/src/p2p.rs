@@ -92,9 +92,10 @@ pub enum P2pError {
     /// The DMA API, the driver or the fabric failed.
     #[error("driver error: {0}")]
     Driver(String),
-    /// The simulation ended with the workload still waiting (an emulator bug).
-    #[error("the workload did not finish (a task is stuck)")]
-    Stuck,
+    /// The simulation ended with the workload still waiting (an emulator bug): what every
+    /// waiting task waited for.
+    #[error("{0}")]
+    Stuck(String),
 }
 
 /// A copy engine a peer-to-peer workload uses: the model behind a name given by the user.
@@ -225,7 +226,9 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
         *out.borrow_mut() = Some(result.and_then(|s| returned.map(|()| s)));
     });
     cluster.sim.run();
-    results.take().unwrap_or(Err(P2pError::Stuck))
+    results
+        .take()
+        .unwrap_or_else(|| Err(P2pError::Stuck(crate::booted::stuck(&cluster.sim))))
 }
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device

@@ -7,7 +7,7 @@
 use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
 use smartio_engine::Agent;
 use smartio_host::{DmaBuffer, IrqVector, Mmio};
-use smartio_platform::{AccessError, BusAddr, MemoryWatch, Port};
+use smartio_platform::{AccessError, BusAddr, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::task::{Poll, Waker};
@@ -85,6 +85,7 @@ impl QueuePair {
             Some(t) => Poll::Ready(t),
             None => {
                 self.tag_waiters.borrow_mut().push(cx.waker().clone());
+                smartio_platform::waiting::note("a free command tag of an NVMe queue pair");
                 Poll::Pending
             }
         })
@@ -117,34 +118,55 @@ impl QueuePair {
     /// doorbell. Returns how many were consumed.
     pub async fn reap(&self) -> Result<usize, AccessError> {
         let mut n = 0;
-        loop {
-            let head = self.cq_head.get();
-            let at = BusAddr(self.cq.cpu.get() + u64::from(head) * CQE_SIZE as u64);
-            let mut raw = [0u8; CQE_SIZE];
-            self.cpu.read(at, &mut raw).await?;
-            let e = Completion::from_bytes(&raw);
-            if e.phase != self.phase.get() || self.cq_head.get() != head {
-                break;
-            }
-            let next = (head + 1) % self.entries;
-            self.cq_head.set(next);
-            if next == 0 {
-                self.phase.set(!self.phase.get());
-            }
-            if let Some(t) = self.tags.borrow_mut().get_mut(e.cid as usize) {
-                t.done = Some(e);
-                if let Some(w) = t.waker.take() {
-                    w.wake();
-                }
-            }
+        while self.consume_next().await? == Next::Consumed {
             n += 1;
         }
-        if n > 0 {
-            self.bar
-                .write32(self.cq_doorbell, u32::from(self.cq_head.get()))
-                .await?;
-        }
+        self.ring_cq_head(n).await?;
         Ok(n)
+    }
+
+    /// Where the completion entry at `slot` is in host memory.
+    fn cq_slot(&self, slot: u16) -> PhysAddr {
+        PhysAddr(self.cq.cpu.get() + u64::from(slot) * CQE_SIZE as u64)
+    }
+
+    /// Reads the entry at the CQ head and, if it is new, consumes it: the head moves (and
+    /// the phase with it at the wrap) and the entry goes to its tag, waking the tag's waiter.
+    async fn consume_next(&self) -> Result<Next, AccessError> {
+        let head = self.cq_head.get();
+        let mut raw = [0u8; CQE_SIZE];
+        self.cpu
+            .read(BusAddr(self.cq_slot(head).get()), &mut raw)
+            .await?;
+        if self.cq_head.get() != head {
+            return Ok(Next::Moved);
+        }
+        let e = Completion::from_bytes(&raw);
+        if e.phase != self.phase.get() {
+            return Ok(Next::Empty);
+        }
+        let next = (head + 1) % self.entries;
+        self.cq_head.set(next);
+        if next == 0 {
+            self.phase.set(!self.phase.get());
+        }
+        if let Some(t) = self.tags.borrow_mut().get_mut(e.cid as usize) {
+            t.done = Some(e);
+            if let Some(w) = t.waker.take() {
+                w.wake();
+            }
+        }
+        Ok(Next::Consumed)
+    }
+
+    /// Tells the controller how far the CQ has been consumed, after `consumed` new entries.
+    async fn ring_cq_head(&self, consumed: usize) -> Result<(), AccessError> {
+        if consumed == 0 {
+            return Ok(());
+        }
+        self.bar
+            .write32(self.cq_doorbell, u32::from(self.cq_head.get()))
+            .await
     }
 
     /// The completion of `tag`, if it has arrived.
@@ -161,6 +183,9 @@ impl QueuePair {
                 Some(c) => Poll::Ready(c),
                 None => {
                     t.waker = Some(cx.waker().clone());
+                    smartio_platform::waiting::note(
+                        "the completion of its NVMe command (handed over by the interrupt handler)",
+                    );
                     Poll::Pending
                 }
             }
@@ -169,16 +194,29 @@ impl QueuePair {
     }
 
     /// Polls the completion queue until `tag` completes.
+    ///
+    /// Each CQ slot is watched *before* it is read: an entry that lands while the slot is
+    /// being read (or while the head doorbell is rung) wakes the poller, instead of being
+    /// missed until some later entry arrives — or forever, when it was the last one.
     pub async fn wait_polled(&self, tag: u16) -> Result<Completion, AccessError> {
         loop {
-            self.reap().await?;
+            let mut consumed = 0;
+            let landed = loop {
+                let landed = self
+                    .cpu
+                    .written(self.cq_slot(self.cq_head.get()), CQE_SIZE as u64);
+                match self.consume_next().await? {
+                    Next::Consumed => consumed += 1,
+                    // Another poller moved the head meanwhile: look at the new one.
+                    Next::Moved => {}
+                    Next::Empty => break landed,
+                }
+            };
+            self.ring_cq_head(consumed).await?;
             if let Some(c) = self.take_done(tag) {
                 return Ok(c);
             }
             // Wait for the next entry to land, or for another poller to reap ours.
-            let head = self.cq_head.get();
-            let at =
-                smartio_platform::PhysAddr(self.cq.cpu.get() + u64::from(head) * CQE_SIZE as u64);
             let handed_over = poll_fn(|cx| {
                 let mut tags = self.tags.borrow_mut();
                 let t = &mut tags[tag as usize];
@@ -186,10 +224,24 @@ impl QueuePair {
                     Poll::Ready(())
                 } else {
                     t.waker = Some(cx.waker().clone());
+                    smartio_platform::waiting::note(
+                        "the completion of its NVMe command (reaped by another poller)",
+                    );
                     Poll::Pending
                 }
             });
-            smartio_platform::race(self.cpu.written(at, CQE_SIZE as u64), handed_over).await;
+            smartio_platform::race(landed, handed_over).await;
         }
     }
+}
+
+/// What reading the entry at the CQ head found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// A new entry, now consumed.
+    Consumed,
+    /// The entry of the previous round (phase unchanged): nothing new.
+    Empty,
+    /// Another poller consumed the head entry while this one was reading it.
+    Moved,
 }

@@ -1,0 +1,177 @@
+//! The timed engine's executor: agents are `async` tasks in a slab, polled on one thread.
+//!
+//! A finished task's slot is given back and reused, so a run that spawns a task per command
+//! (the NVMe controller does) does not grow with its length. Every slot carries a
+//! generation; a wake-up for an older generation of a reused slot is ignored. A task's waker
+//! is made once per slot generation, not once per poll.
+//!
+//! For the report of a run that ends with tasks still waiting, each slot remembers where its
+//! task was spawned and what the task's last poll said it waits for
+//! ([`crate::wait::Wait`]).
+
+use crate::wait::Wait;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+
+/// A spawned agent.
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Tasks to poll, as (slot, generation).
+type ReadyQueue = Arc<Mutex<VecDeque<(u32, u32)>>>;
+
+struct TaskWaker {
+    id: u32,
+    gen: u32,
+    ready: ReadyQueue,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(mut q) = self.ready.lock() {
+            q.push_back((self.id, self.gen));
+        }
+    }
+}
+
+struct Slot {
+    gen: u32,
+    /// `None` while the task is being polled, or when the slot is free.
+    task: Option<Task>,
+    live: bool,
+    waker: Waker,
+    spawned_at: &'static Location<'static>,
+    waits: Vec<Wait>,
+}
+
+/// The tasks of one simulation.
+pub(crate) struct Executor {
+    slots: RefCell<Vec<Slot>>,
+    free: RefCell<Vec<u32>>,
+    ready: ReadyQueue,
+}
+
+/// A task taken out of its slot to be polled.
+pub(crate) struct Taken {
+    pub id: u32,
+    pub task: Task,
+    pub waker: Waker,
+}
+
+impl Executor {
+    pub fn new() -> Executor {
+        Executor {
+            slots: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+            ready: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    /// Adds a task, ready to run.
+    pub fn spawn(&self, task: Task, spawned_at: &'static Location<'static>) {
+        let mut slots = self.slots.borrow_mut();
+        let reused = self.free.borrow_mut().pop();
+        let id = match reused {
+            Some(id) => id,
+            None => {
+                // 2^32 tasks alive at once would need far more memory than exists.
+                let id = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+                slots.push(Slot {
+                    gen: 0,
+                    task: None,
+                    live: false,
+                    waker: Waker::noop().clone(),
+                    spawned_at,
+                    waits: Vec::new(),
+                });
+                id
+            }
+        };
+        let Some(slot) = slots.get_mut(id as usize) else {
+            return;
+        };
+        slot.task = Some(task);
+        slot.live = true;
+        slot.spawned_at = spawned_at;
+        slot.waits.clear();
+        slot.waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            gen: slot.gen,
+            ready: self.ready.clone(),
+        }));
+        if let Ok(mut q) = self.ready.lock() {
+            q.push_back((id, slot.gen));
+        }
+    }
+
+    /// The next ready task, taken out of its slot (stale wake-ups are skipped).
+    pub fn take_ready(&self) -> Option<Taken> {
+        loop {
+            let (id, gen) = self.ready.lock().ok()?.pop_front()?;
+            let mut slots = self.slots.borrow_mut();
+            let Some(slot) = slots.get_mut(id as usize) else {
+                continue;
+            };
+            if slot.gen != gen || !slot.live {
+                continue;
+            }
+            let Some(task) = slot.task.take() else {
+                continue;
+            };
+            return Some(Taken {
+                id,
+                task,
+                waker: slot.waker.clone(),
+            });
+        }
+    }
+
+    /// Puts a task that is still pending back, with what it now waits for.
+    pub fn put_back(&self, taken: Taken, waits: &mut Vec<Wait>) {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(slot) = slots.get_mut(taken.id as usize) {
+            slot.task = Some(taken.task);
+            std::mem::swap(&mut slot.waits, waits);
+        }
+    }
+
+    /// A task finished: its slot is given back.
+    pub fn finish(&self, taken: Taken) {
+        drop(taken.task);
+        let mut slots = self.slots.borrow_mut();
+        if let Some(slot) = slots.get_mut(taken.id as usize) {
+            slot.live = false;
+            slot.gen = slot.gen.wrapping_add(1);
+            slot.waker = Waker::noop().clone();
+            slot.waits.clear();
+            self.free.borrow_mut().push(taken.id);
+        }
+    }
+
+    /// Slots in the slab (the most tasks that were ever alive at once).
+    pub fn slots(&self) -> usize {
+        self.slots.borrow().len()
+    }
+
+    /// Tasks that have not finished.
+    pub fn live(&self) -> usize {
+        self.slots.borrow().iter().filter(|s| s.live).count()
+    }
+
+    /// Where every unfinished task was spawned and what it waits for.
+    pub fn blocked(&self) -> Vec<(&'static Location<'static>, Vec<Wait>)> {
+        self.slots
+            .borrow()
+            .iter()
+            .filter(|s| s.live)
+            .map(|s| (s.spawned_at, s.waits.clone()))
+            .collect()
+    }
+}
