@@ -1,0 +1,237 @@
+//! Every example the README gives and every command the demo suggests runs and succeeds.
+//!
+//! Examples are collected from the README's `sh` code blocks (`smartio ...` and `cargo run
+//! --release -- ...` lines) and from inline code spans that start with `smartio ` and are
+//! concrete — no synopsis brackets (`[`, `|`, `<command>`) and no placeholder words in
+//! capitals (`S`, `HOST`). The demo's suggestions are the inline code spans of its output that start with
+//! `smartio `. Each runs the built binary under a time bound.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_smartio");
+/// A generous bound for one example on a loaded 2-core machine (the longest take seconds).
+const TIME_BOUND: Duration = Duration::from_secs(600);
+
+fn readme() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The arguments of a `smartio ...` or `cargo run --release -- ...` line, if it is one.
+fn command_args(line: &str) -> Option<Vec<String>> {
+    let line = line.trim().split(" #").next().unwrap_or("").trim();
+    let rest = line
+        .strip_prefix("smartio ")
+        .or_else(|| line.strip_prefix("cargo run --release -- "))?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether an inline command is a concrete example rather than a synopsis.
+fn concrete(args: &[String]) -> bool {
+    let placeholder = |a: &String| {
+        a.contains(['[', '|', '<'])
+            || a.contains("...")
+            || (a.len() <= 8 && a.chars().all(|c| c.is_ascii_uppercase()))
+    };
+    !args.iter().any(placeholder)
+}
+
+/// Inline code spans (`...`) of `text`.
+fn code_spans(text: &str) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('`') {
+        let after = &rest[start + 1..];
+        if after.starts_with("``") {
+            // A fence: skip to its end.
+            rest = after.find("\n```").map_or("", |end| &after[end + 4..]);
+            continue;
+        }
+        let Some(end) = after.find('`') else { break };
+        spans.push(after[..end].replace('\n', " "));
+        rest = &after[end + 1..];
+    }
+    spans
+}
+
+/// The README's examples, in order, without duplicates.
+fn readme_examples(text: &str) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut in_sh = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            in_sh = !in_sh && (t == "```sh" || t == "```bash");
+            continue;
+        }
+        if in_sh {
+            if let Some(args) = command_args(t) {
+                out.push(args);
+            }
+        }
+    }
+    for span in code_spans(text) {
+        if let Some(args) = command_args(&span) {
+            if concrete(&args) {
+                out.push(args);
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    out.retain(|a| {
+        let fresh = !seen.contains(a);
+        if fresh {
+            seen.push(a.clone());
+        }
+        fresh
+    });
+    out
+}
+
+struct Outcome {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// Runs the binary with `args` in a fresh temporary directory (so examples that write files
+/// leave nothing behind), killing it past the time bound.
+fn run(args: &[String]) -> Outcome {
+    let dir = std::env::temp_dir().join(format!(
+        "smartio-readme-{}-{}",
+        std::process::id(),
+        args.join("_")
+            .replace(['/', ' '], "_")
+            .chars()
+            .take(80)
+            .collect::<String>()
+    ));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let start = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the smartio binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let err = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if start.elapsed() > TIME_BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = out.join().unwrap_or_default();
+    let mut stderr = err.join().unwrap_or_default();
+    if status.is_none() {
+        stderr.push_str(&format!("\n(killed after {TIME_BOUND:?})"));
+    }
+    Outcome {
+        ok: status.is_some_and(|s| s.success()),
+        stdout,
+        stderr,
+        took: start.elapsed(),
+    }
+}
+
+/// Runs every command, two at a time, and fails with all the failures at once.
+fn run_all(what: &str, commands: Vec<Vec<String>>) {
+    assert!(!commands.is_empty(), "no {what} found");
+    let queue = std::sync::Mutex::new(commands.into_iter());
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let next = queue.lock().map(|mut q| q.next()).ok().flatten();
+                let Some(args) = next else { break };
+                let o = run(&args);
+                eprintln!(
+                    "{what}: smartio {} ({:.1} s)",
+                    args.join(" "),
+                    o.took.as_secs_f64()
+                );
+                if !o.ok || o.stdout.trim().is_empty() {
+                    if let Ok(mut f) = failures.lock() {
+                        f.push(format!(
+                            "smartio {}\n  stdout: {}\n  stderr: {}",
+                            args.join(" "),
+                            o.stdout
+                                .lines()
+                                .take(5)
+                                .collect::<Vec<_>>()
+                                .join("\n          "),
+                            o.stderr.trim()
+                        ));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap_or_default();
+    assert!(
+        failures.is_empty(),
+        "{} {what} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_readme_example_runs_and_succeeds() {
+    let examples = readme_examples(&readme());
+    assert!(
+        examples
+            .iter()
+            .any(|a| a.first().is_some_and(|c| c == "demo")),
+        "the quick start's demo is among the examples: {examples:?}"
+    );
+    run_all("README example", examples);
+}
+
+#[test]
+fn every_command_the_demo_suggests_runs_and_succeeds() {
+    let demo = run(&["demo".to_string()]);
+    assert!(demo.ok, "the demo fails: {}", demo.stderr);
+    let suggested: Vec<Vec<String>> = code_spans(&demo.stdout)
+        .iter()
+        .filter_map(|s| command_args(s))
+        .filter(|a| concrete(a))
+        .collect();
+    assert!(
+        suggested.len() >= 3,
+        "the demo suggests commands to try next: {suggested:?}"
+    );
+    run_all("demo suggestion", suggested);
+}
+
+#[test]
+fn examples_are_found_in_sh_blocks_and_concrete_inline_spans_only() {
+    let text = "intro `smartio fio --scenario S --host H` and `smartio topo --scenario back-to-back`\n\
+                ```text\nsmartio scenarios\n```\n```sh\nsmartio devices --scenario cluster-switch  # list\n\
+                cargo run --release -- demo\ncargo test --workspace --release\n```\n\
+                and `smartio bench dma [--json]`, `smartio <command>`.";
+    let found = readme_examples(text);
+    let expect: Vec<Vec<String>> = [
+        "devices --scenario cluster-switch",
+        "demo",
+        "topo --scenario back-to-back",
+    ]
+    .iter()
+    .map(|s| s.split_whitespace().map(str::to_string).collect())
+    .collect();
+    assert_eq!(found, expect);
+}
