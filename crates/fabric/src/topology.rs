@@ -239,11 +239,8 @@ pub struct Fabric {
     pub(crate) next_mapping: u64,
     /// The adapter of each endpoint (routing looks it up on every NTB crossing).
     pub(crate) adapter_by_endpoint: Vec<Option<crate::ntb::AdapterId>>,
-    /// Cable paths between every connected pair of adapters.
-    pub(crate) cable_paths: std::collections::BTreeMap<
-        (crate::ntb::AdapterId, crate::ntb::AdapterId),
-        Vec<crate::route::Hop>,
-    >,
+    /// Shortest cable paths between cluster switches (see [`crate::cables`]).
+    pub(crate) cable_paths: crate::cables::CablePaths,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters.
@@ -286,7 +283,7 @@ impl Fabric {
             multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
             next_mapping: 0,
             adapter_by_endpoint: Vec::new(),
-            cable_paths: std::collections::BTreeMap::new(),
+            cable_paths: crate::cables::CablePaths::default(),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
