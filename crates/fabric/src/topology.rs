@@ -289,7 +289,16 @@ impl Fabric {
         for (hi, h) in spec.hosts.iter().enumerate() {
             let host = HostId(hi as u32);
             let root = fabric.add_node(h.name.clone(), Some(host), NodeKind::RootComplex);
-            let map = crate::enumerate::AddressMap::for_ram(h.ram);
+            let map = crate::enumerate::AddressMap::for_ram(h.ram).ok_or_else(|| {
+                h.loc.error(format!(
+                    "host {:?}: ram of {} bytes leaves no room for the address map (allowed: {} \
+                     to {})",
+                    h.name,
+                    h.ram,
+                    crate::units::format_size(crate::enumerate::MIN_RAM),
+                    crate::units::format_size(crate::enumerate::MAX_RAM)
+                ))
+            })?;
             fabric.hosts.push(Host {
                 name: h.name.clone(),
                 root,

@@ -50,6 +50,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     whole.checked_add(part).ok_or_else(too_large)
 }
 
+/// A size given in a TOML file as a number of bytes (`4096`) or a string (`"64G"`); the error
+/// names `key` and the value.
+pub fn size_value(key: &str, value: &toml::Value) -> Result<u64, String> {
+    match value {
+        toml::Value::Integer(n) => {
+            u64::try_from(*n).map_err(|_| format!("{key} = {n}: a size cannot be negative"))
+        }
+        toml::Value::String(s) => parse_size(s).map_err(|e| format!("{key}: {e}")),
+        other => Err(format!(
+            "{key} = {other}: expected a size — a number of bytes or a string such as \"64G\""
+        )),
+    }
+}
+
 /// `0.<digits> × 2^shift` as a whole number, or `None` if it is not one.
 ///
 /// With `n` significant digits (no trailing zeros) the value is `digits × 2^shift / 10^n =
@@ -216,6 +230,30 @@ mod tests {
                 proptest::prop_assert_eq!(parse_size(&bytes.to_string()), Ok(bytes));
             }
         }
+    }
+
+    #[test]
+    fn toml_sizes_are_integers_or_strings_and_the_error_names_the_key() {
+        assert_eq!(size_value("ram", &toml::Value::Integer(4096)), Ok(4096));
+        assert_eq!(
+            size_value("ram", &toml::Value::String("2K".into())),
+            Ok(2048)
+        );
+        assert_eq!(
+            size_value("ram", &toml::Value::Float(1.5)),
+            Err(
+                "ram = 1.5: expected a size — a number of bytes or a string such as \"64G\"".into()
+            )
+        );
+        assert_eq!(
+            size_value("window", &toml::Value::Integer(-1)),
+            Err("window = -1: a size cannot be negative".into())
+        );
+        let err = size_value("ram", &toml::Value::String("7 parsecs".into())).expect_err("unit");
+        assert!(
+            err.starts_with("ram: size \"7 parsecs\": unknown unit"),
+            "{err}"
+        );
     }
 
     #[test]

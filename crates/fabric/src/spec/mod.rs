@@ -28,10 +28,20 @@
 //! A host entry with `repeat = [1, 59]` stands for one host per index; `{i}`, `{i:02}` and
 //! `{i/10}` in its name and in its adapters' `connect` are replaced by the index.
 //!
-//! Every validation error names the file, the line and the problem.
+//! Every value is checked at load time against its range ([`limits`]) and every validation
+//! error names the file, the line and the problem: `file:line: key = value: why (allowed:
+//! range)`, prefixed by the host, adapter or switch it concerns.
 
-use crate::units::{parse_size, LinkSpec};
-use serde::Deserialize;
+pub mod limits;
+mod raw;
+mod template;
+#[cfg(test)]
+mod tests;
+
+pub use template::expand_template;
+
+use crate::units::{size_value, LinkSpec};
+use raw::{shown, RawHost, RawScenario};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
 use toml::Spanned;
@@ -191,91 +201,8 @@ pub struct CableSpec {
     pub loc: SourceLoc,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawSize {
-    Bytes(u64),
-    Text(String),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    description: Option<String>,
-    #[serde(default)]
-    host: Vec<RawHost>,
-    #[serde(default)]
-    cluster_switch: Vec<RawClusterSwitch>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawHost {
-    name: Spanned<String>,
-    ram: Spanned<RawSize>,
-    #[serde(default)]
-    iommu: bool,
-    cores: Option<u32>,
-    repeat: Option<Spanned<[u32; 2]>>,
-    #[serde(default)]
-    switch: Vec<RawSwitch>,
-    #[serde(default)]
-    device: Vec<RawDevice>,
-    #[serde(default)]
-    ntb: Vec<RawNtb>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSwitch {
-    name: Spanned<String>,
-    chip: String,
-    parent: Spanned<String>,
-    link: Spanned<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDevice {
-    name: Spanned<String>,
-    kind: String,
-    parent: Spanned<String>,
-    link: Spanned<String>,
-    #[serde(default)]
-    params: toml::Table,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawNtb {
-    name: Spanned<String>,
-    chip: String,
-    parent: Spanned<String>,
-    link: Spanned<String>,
-    window: Spanned<RawSize>,
-    lut_entries: Option<u32>,
-    requester_ids: Option<u32>,
-    connect: Option<Spanned<String>>,
-    cable: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawClusterSwitch {
-    name: Spanned<String>,
-    chip: String,
-    #[serde(default = "default_ports")]
-    ports: u32,
-    uplink: Option<Spanned<String>>,
-    cable: Option<Spanned<String>>,
-}
-
-fn default_ports() -> u32 {
-    24
-}
-
 const DEFAULT_CORES: u32 = 8;
+const DEFAULT_PORTS: u32 = 24;
 const DEFAULT_CABLE: LinkSpec = LinkSpec { gen: 3, width: 16 };
 
 /// Parses and validates a scenario. `file` names the source in error messages.
@@ -289,7 +216,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<ClusterSpec, ScenarioErr
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+    text.get(..offset)
+        .unwrap_or(text)
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 struct Builder<'a> {
@@ -317,29 +249,67 @@ impl Builder<'_> {
         LinkSpec::parse(text.get_ref()).map_err(|m| self.loc(text).error(m))
     }
 
-    fn size(&self, value: &Spanned<RawSize>) -> Result<u64, ScenarioError> {
-        match value.get_ref() {
-            RawSize::Bytes(b) => Ok(*b),
-            RawSize::Text(t) => parse_size(t).map_err(|m| self.loc(value).error(m)),
+    /// A size value: bytes as written, before its range is checked.
+    fn size(&self, key: &str, value: &Spanned<toml::Value>) -> Result<u64, ScenarioError> {
+        size_value(key, value.get_ref()).map_err(|m| self.loc(value).error(m))
+    }
+
+    /// `repeat = [first, last]`: exactly two indices, `first <= last`, both in `u32`.
+    fn repeat(&self, r: &Spanned<Vec<i64>>) -> Result<(u32, u32), ScenarioError> {
+        let written = format!("{:?}", r.get_ref());
+        let allowed = format!("[first, last] with 0 <= first <= last <= {}", u32::MAX);
+        let index = |v: i64| u32::try_from(v).ok();
+        match r.get_ref().as_slice() {
+            &[from, to] => match (index(from), index(to)) {
+                (Some(from), Some(to)) if from <= to => Ok((from, to)),
+                (Some(_), Some(_)) => Err(self.loc(r).error(format!(
+                    "repeat = {written}: the first index is larger than the last (allowed: \
+                     {allowed})"
+                ))),
+                _ => Err(self.loc(r).error(format!(
+                    "repeat = {written}: an index is outside 0..={} (allowed: {allowed})",
+                    u32::MAX
+                ))),
+            },
+            other => Err(self.loc(r).error(format!(
+                "repeat = {written}: {} indices, expected two (allowed: {allowed})",
+                other.len()
+            ))),
         }
     }
 
     fn build(&self, raw: RawScenario) -> Result<ClusterSpec, ScenarioError> {
+        // Count the hosts before expanding any repeat, so a huge one is refused up front.
+        let mut ranges = Vec::with_capacity(raw.host.len());
+        let mut total: u64 = 0;
+        for raw_host in &raw.host {
+            let range = raw_host
+                .repeat
+                .as_ref()
+                .map(|r| self.repeat(r))
+                .transpose()?;
+            let count = range.map_or(1, |(from, to)| u64::from(to - from) + 1);
+            total += count;
+            if total > limits::MAX_HOSTS {
+                let loc = match &raw_host.repeat {
+                    Some(r) => self.loc(r),
+                    None => self.loc(&raw_host.name),
+                };
+                return Err(loc.error(format!(
+                    "{total} hosts so far ({count} from this entry): too many (allowed: at most \
+                     {} hosts in a scenario)",
+                    limits::MAX_HOSTS
+                )));
+            }
+            ranges.push(range);
+        }
         let mut hosts = Vec::new();
         let mut pending = Vec::new();
         let mut names = BTreeSet::new();
-        for raw_host in &raw.host {
-            let indices: Vec<Option<u32>> = match &raw_host.repeat {
-                None => vec![None],
-                Some(r) => {
-                    let [from, to] = *r.get_ref();
-                    if from > to {
-                        return Err(self.loc(r).error(format!(
-                            "repeat [{from}, {to}]: the first index is larger than the last"
-                        )));
-                    }
-                    (from..=to).map(Some).collect()
-                }
+        for (raw_host, range) in raw.host.iter().zip(ranges) {
+            let indices: Box<dyn Iterator<Item = Option<u32>>> = match range {
+                None => Box::new(std::iter::once(None)),
+                Some((from, to)) => Box::new((from..=to).map(Some)),
             };
             for index in indices {
                 let host = self.host(raw_host, index, hosts.len(), &mut pending)?;
@@ -358,10 +328,18 @@ impl Builder<'_> {
                 message: "the scenario declares no [[host]]".to_string(),
             });
         }
+        if raw.cluster_switch.len() > limits::MAX_CLUSTER_SWITCHES {
+            return Err(self.loc(&raw.cluster_switch[0].name).error(format!(
+                "{} cluster switches: too many (allowed: at most {})",
+                raw.cluster_switch.len(),
+                limits::MAX_CLUSTER_SWITCHES
+            )));
+        }
         let mut cluster_switches = Vec::new();
         for sw in &raw.cluster_switch {
             let loc = self.loc(&sw.name);
             let name = sw.name.get_ref().clone();
+            limits::check_name("cluster switch name", &name).map_err(|m| loc.error(m))?;
             if names.contains(&name)
                 || cluster_switches
                     .iter()
@@ -369,9 +347,15 @@ impl Builder<'_> {
             {
                 return Err(loc.error(format!("cluster switch {name:?}: the name is already used")));
             }
-            if sw.ports == 0 {
-                return Err(loc.error(format!("cluster switch {name:?}: ports must be at least 1")));
-            }
+            let ports = match &sw.ports {
+                None => DEFAULT_PORTS,
+                Some(p) => {
+                    let ports = limits::in_range("ports", *p.get_ref(), &limits::SWITCH_PORTS, "")
+                        .map_err(|m| self.loc(p).error(format!("cluster switch {name:?}: {m}")))?;
+                    // In range: 1..=256.
+                    ports as u32
+                }
+            };
             if let Some(uplink) = &sw.uplink {
                 let link = match &sw.cable {
                     Some(c) => self.link(c)?,
@@ -387,7 +371,7 @@ impl Builder<'_> {
             cluster_switches.push(ClusterSwitchSpec {
                 name,
                 chip: sw.chip.clone(),
-                ports: sw.ports,
+                ports,
                 loc,
             });
         }
@@ -416,20 +400,26 @@ impl Builder<'_> {
             }
         };
         let name = expand(&raw.name)?;
-        if name.is_empty() || name.contains([':', ' ', '.']) {
+        limits::check_name("host name", &name).map_err(|m| loc.error(m))?;
+        let ram = self.size("ram", &raw.ram)?;
+        let ram = limits::ram(&shown(raw.ram.get_ref()), ram)
+            .map_err(|m| self.loc(&raw.ram).error(format!("host {name:?}: {m}")))?;
+        let cores = match &raw.cores {
+            None => DEFAULT_CORES,
+            Some(c) => {
+                let cores = limits::in_range("cores", *c.get_ref(), &limits::CORES, "")
+                    .map_err(|m| self.loc(c).error(format!("host {name:?}: {m}")))?;
+                // In range: 1..=1024.
+                cores as u32
+            }
+        };
+        let count = raw.switch.len() + raw.device.len() + raw.ntb.len();
+        if count > limits::MAX_COMPONENTS {
             return Err(loc.error(format!(
-                "host name {name:?} must be non-empty, without ':', '.' or spaces"
+                "host {name:?}: {count} components: too many (allowed: at most {}, as each \
+                 needs a PCI bus of its own)",
+                limits::MAX_COMPONENTS
             )));
-        }
-        let ram = self.size(&raw.ram)?;
-        if ram < (64 << 20) {
-            return Err(self
-                .loc(&raw.ram)
-                .error(format!("host {name:?}: ram must be at least 64 MiB")));
-        }
-        let cores = raw.cores.unwrap_or(DEFAULT_CORES);
-        if cores == 0 {
-            return Err(loc.error(format!("host {name:?}: cores must be at least 1")));
         }
 
         // Collect all components with their parent names, then order parents first.
@@ -468,13 +458,49 @@ impl Builder<'_> {
             });
         }
         for n in &raw.ntb {
-            let window = self.size(&n.window)?;
-            if !window.is_power_of_two() || window < (1 << 20) {
-                return Err(self.loc(&n.window).error(format!(
-                    "NTB {:?}: window must be a power of two of at least 1 MiB",
-                    n.name.get_ref()
-                )));
-            }
+            let ntb =
+                |loc: SourceLoc, m: String| loc.error(format!("NTB {:?}: {m}", n.name.get_ref()));
+            let written = shown(n.window.get_ref());
+            let window = self.size("window", &n.window)?;
+            let window = limits::power_of_two_size("window", &written, window, &limits::WINDOW)
+                .map_err(|m| ntb(self.loc(&n.window), m))?;
+            let lut_entries = match &n.lut_entries {
+                None => None,
+                Some(e) => {
+                    let entries =
+                        limits::in_range("lut_entries", *e.get_ref(), &limits::LUT_ENTRIES, "")
+                            .map_err(|m| ntb(self.loc(e), m))?;
+                    // In range: 1..=4096, and `window` is at least 1 MiB.
+                    let most = window / limits::MIN_ENTRY_SIZE;
+                    let entry = window / entries as u64;
+                    if entry < limits::MIN_ENTRY_SIZE {
+                        return Err(ntb(
+                            self.loc(e),
+                            format!(
+                                "lut_entries = {entries} splits window = {written} into entries \
+                                 of {entry} bytes: too small (allowed: entries of at least {} \
+                                 bytes, so at most {most} entries for this window)",
+                                limits::MIN_ENTRY_SIZE
+                            ),
+                        ));
+                    }
+                    Some(entries as u32)
+                }
+            };
+            let requester_ids = match &n.requester_ids {
+                None => None,
+                Some(r) => {
+                    let ids = limits::in_range(
+                        "requester_ids",
+                        *r.get_ref(),
+                        &limits::REQUESTER_IDS,
+                        " (the host CPU holds two reserved entries)",
+                    )
+                    .map_err(|m| ntb(self.loc(r), m))?;
+                    // In range: 2..=1024.
+                    Some(ids as u32)
+                }
+            };
             let connect = match &n.connect {
                 Some(c) => {
                     let link = match &n.cable {
@@ -492,8 +518,8 @@ impl Builder<'_> {
                 kind: ComponentKind::Ntb(NtbSpec {
                     chip: n.chip.clone(),
                     window,
-                    lut_entries: n.lut_entries,
-                    requester_ids: n.requester_ids,
+                    lut_entries,
+                    requester_ids,
                 }),
                 loc: self.loc(&n.name),
                 connect,
@@ -502,12 +528,13 @@ impl Builder<'_> {
 
         let mut by_name = BTreeMap::new();
         for (i, e) in entries.iter().enumerate() {
-            if e.name == "root" || e.name.is_empty() || e.name.contains([':', ' ']) {
-                return Err(e.loc.error(format!(
-                    "component name {:?} is reserved or contains ':' or spaces",
-                    e.name
-                )));
+            if e.name == "root" {
+                return Err(e.loc.error(
+                    "component name \"root\": reserved for the root ports (allowed: any other \
+                     name)",
+                ));
             }
+            limits::check_name("component name", &e.name).map_err(|m| e.loc.error(m))?;
             if by_name.insert(e.name.clone(), i).is_some() {
                 return Err(e.loc.error(format!(
                     "host {name:?}: component {:?} is declared twice",
@@ -610,11 +637,21 @@ fn resolve_cables(
     let mut cables: Vec<CableSpec> = Vec::new();
     let mut ntb_used: BTreeSet<CableEnd> = BTreeSet::new();
     let mut switch_ports = vec![0u32; switches.len()];
+    let switch_index: BTreeMap<&str, usize> = switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    let host_index: BTreeMap<&str, usize> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.name.as_str(), i))
+        .collect();
     for p in pending {
-        let to = if let Some(i) = switches.iter().position(|s| s.name == p.to) {
+        let to = if let Some(&i) = switch_index.get(p.to.as_str()) {
             CableEnd::ClusterSwitch(i)
         } else if let Some((h, c)) = p.to.split_once('.') {
-            let host = hosts.iter().position(|x| x.name == h);
+            let host = host_index.get(h).copied();
             let comp = host.and_then(|hi| hosts[hi].components.iter().position(|x| x.name == c));
             match (host, comp) {
                 (Some(hi), Some(ci)) if matches!(hosts[hi].components[ci].kind, ComponentKind::Ntb(_)) => {
@@ -665,214 +702,4 @@ fn resolve_cables(
         });
     }
     Ok(cables)
-}
-
-/// Replaces `{i}`, `{i:02}`, `{i/10}` and `{i/10:02}` in `template` for index `i`.
-pub fn expand_template(template: &str, i: u32) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("{template:?}: unclosed '{{'"))?;
-        let field = &after[..end];
-        let (expr, width) = match field.split_once(':') {
-            Some((e, w)) => (
-                e,
-                w.parse::<usize>()
-                    .map_err(|_| format!("{template:?}: bad width {w:?}"))?,
-            ),
-            None => (field, 0),
-        };
-        let value = match expr.split_once('/') {
-            None if expr == "i" => i,
-            Some(("i", d)) => {
-                let d: u32 = d
-                    .parse()
-                    .ok()
-                    .filter(|&d| d > 0)
-                    .ok_or_else(|| format!("{template:?}: bad divisor {d:?}"))?;
-                i / d
-            }
-            _ => {
-                return Err(format!(
-                "{template:?}: unknown placeholder {{{field}}} (use {{i}}, {{i:02}} or {{i/10}})"
-            ))
-            }
-        };
-        out.push_str(&format!("{value:0width$}"));
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = r#"
-name = "t"
-[[host]]
-name = "a"
-ram = "1 GiB"
-
-[[host.switch]]
-name = "sw"
-chip = "PEX8796"
-parent = "root"
-link = "gen3 x16"
-
-[[host.device]]
-name = "d0"
-kind = "dma"
-parent = "sw"
-link = "gen3 x16"
-"#;
-
-    #[test]
-    fn a_minimal_scenario_parses_with_parents_first() {
-        let spec = parse_scenario("t.toml", MINIMAL).expect("valid");
-        assert_eq!(spec.hosts.len(), 1);
-        let h = &spec.hosts[0];
-        assert_eq!(h.ram, 1 << 30);
-        assert_eq!(h.components[0].name, "sw");
-        assert_eq!(h.components[1].parent, Parent::Switch(0));
-        assert_eq!(h.components[1].loc.line, 14);
-    }
-
-    #[test]
-    fn an_unknown_parent_names_file_line_and_parent() {
-        let text = MINIMAL.replace("parent = \"sw\"", "parent = \"nope\"");
-        let err = parse_scenario("t.toml", &text).expect_err("must fail");
-        assert_eq!(err.line, Some(16));
-        assert!(err.to_string().starts_with("t.toml:16:"), "{err}");
-        assert!(err.message.contains("\"nope\""), "{err}");
-    }
-
-    #[test]
-    fn a_device_cannot_be_a_parent() {
-        let text = format!("{MINIMAL}\n[[host.device]]\nname = \"d1\"\nkind = \"dma\"\nparent = \"d0\"\nlink = \"gen3 x4\"\n");
-        let err = parse_scenario("t.toml", &text).expect_err("must fail");
-        assert!(err.message.contains("not a switch"), "{err}");
-    }
-
-    #[test]
-    fn syntax_errors_carry_a_line() {
-        let err =
-            parse_scenario("bad.toml", "[[host]]\nname = \"a\"\nram = \n").expect_err("must fail");
-        assert_eq!(err.file, "bad.toml");
-        assert_eq!(err.line, Some(3));
-    }
-
-    #[test]
-    fn unknown_keys_are_rejected() {
-        let text = MINIMAL.replace("ram = \"1 GiB\"", "ram = \"1 GiB\"\nrma = 3");
-        let err = parse_scenario("t.toml", &text).expect_err("must fail");
-        assert!(err.message.contains("rma"), "{err}");
-        assert_eq!(err.line, Some(6));
-    }
-
-    #[test]
-    fn a_bad_link_is_reported_at_its_line() {
-        let text = MINIMAL.replace(
-            "link = \"gen3 x16\"\n\n[[host.device]]",
-            "link = \"gen3 x7\"\n\n[[host.device]]",
-        );
-        let err = parse_scenario("t.toml", &text).expect_err("must fail");
-        assert_eq!(err.line, Some(11));
-        assert!(err.message.contains("width"), "{err}");
-    }
-
-    #[test]
-    fn parent_loops_are_rejected() {
-        let text = r#"
-[[host]]
-name = "a"
-ram = "1G"
-[[host.switch]]
-name = "x"
-chip = "c"
-parent = "y"
-link = "gen3 x16"
-[[host.switch]]
-name = "y"
-chip = "c"
-parent = "x"
-link = "gen3 x16"
-"#;
-        let err = parse_scenario("t.toml", text).expect_err("must fail");
-        assert!(err.message.contains("loops"), "{err}");
-    }
-
-    #[test]
-    fn repeated_hosts_expand_names_and_connections() {
-        let text = r#"
-[[host]]
-name = "node{i:02}"
-ram = "1G"
-repeat = [0, 11]
-[[host.ntb]]
-name = "ntb0"
-chip = "PEX8733"
-parent = "root"
-link = "gen3 x16"
-window = "1G"
-connect = "sub{i/10}"
-
-[[cluster_switch]]
-name = "sub0"
-chip = "PM8536"
-[[cluster_switch]]
-name = "sub1"
-chip = "PM8536"
-"#;
-        let spec = parse_scenario("t.toml", text).expect("valid");
-        assert_eq!(spec.hosts.len(), 12);
-        assert_eq!(spec.hosts[11].name, "node11");
-        assert_eq!(spec.cables.len(), 12);
-        assert_eq!(spec.cables[11].b, CableEnd::ClusterSwitch(1));
-        assert_eq!(spec.cables[9].b, CableEnd::ClusterSwitch(0));
-    }
-
-    #[test]
-    fn cabling_an_adapter_twice_is_an_error() {
-        let text = r#"
-[[host]]
-name = "a"
-ram = "1G"
-[[host.ntb]]
-name = "n"
-chip = "PEX8733"
-parent = "root"
-link = "gen3 x16"
-window = "1G"
-connect = "b.n"
-[[host]]
-name = "b"
-ram = "1G"
-[[host.ntb]]
-name = "n"
-chip = "PEX8733"
-parent = "root"
-link = "gen3 x16"
-window = "1G"
-connect = "a.n"
-"#;
-        let err = parse_scenario("t.toml", text).expect_err("must fail");
-        assert!(err.message.contains("cabled twice"), "{err}");
-        assert_eq!(err.line, Some(21));
-    }
-
-    #[test]
-    fn templates_expand_index_width_and_division() {
-        assert_eq!(
-            expand_template("n{i:03}-s{i/10}", 42).as_deref(),
-            Ok("n042-s4")
-        );
-        assert!(expand_template("n{j}", 1).is_err());
-        assert!(expand_template("n{i/0}", 1).is_err());
-    }
 }
