@@ -168,7 +168,8 @@ pub(crate) fn enumerate_host(fabric: &mut Fabric, host: HostId) -> Result<(), Sc
         let end = e.place(&items, region.start, class)?;
         if end > region.end {
             return Err(e.host_error(format!(
-                "{name} space exhausted: devices need {} but the region holds {}{}",
+                "{name} space exhausted: devices need {} (natural alignment included) but the \
+                 region holds {}{}",
                 format_size(end - region.start),
                 format_size(region.end - region.start),
                 e.largest_bar(class)
@@ -407,7 +408,11 @@ impl Enumerator<'_> {
                     .filter(|b| b.kind.is_prefetchable() == (class == Class::Pref))
                     .map(move |b| (b.size, &ep.name, b.index))
             })
-            .max_by_key(|&(size, _, _)| size);
+            // The first of the largest, in declaration order.
+            .fold(None, |best: Option<(u64, &String, u8)>, bar| match best {
+                Some(b) if b.0 >= bar.0 => Some(b),
+                _ => Some(bar),
+            });
         largest.map_or_else(String::new, |(size, name, index)| {
             format!(
                 " (the largest BAR is device {name:?} BAR{index}, {})",
@@ -470,6 +475,93 @@ mod tests {
         assert_eq!(map.ram[1].end, HIGH_RAM_BASE + MAX_RAM - LOW_RAM_LIMIT);
         assert!(map.ram[1].end <= map.mmio64.start);
         assert!(map.mmio64.end <= 1 << 52);
+    }
+
+    fn one_device_with(bar: crate::layout::BarSpec) -> Result<Fabric, ScenarioError> {
+        let text = "[[host]]\nname = \"a\"\nram = \"1G\"\n[[host.device]]\nname = \"x\"\n\
+                    kind = \"k\"\nparent = \"root\"\nlink = \"gen3 x4\"\n";
+        let spec = crate::spec::parse_scenario("t.toml", text).map_err(|e| e.to_string());
+        let Ok(spec) = spec else {
+            panic!("the scenario is valid: {spec:?}")
+        };
+        Fabric::build(&spec, &move |_, _| {
+            Ok(crate::layout::EndpointLayout {
+                vendor_id: 1,
+                device_id: 1,
+                class_code: 0,
+                description: String::new(),
+                bars: vec![bar],
+            })
+        })
+    }
+
+    #[test]
+    fn a_bar_larger_than_its_region_is_an_error_naming_the_device_and_the_sizes() {
+        use crate::layout::{BarKind, BarSpec};
+        for (size, shown) in [(1u64 << 63, "8388608T"), (32 << 40, "32T")] {
+            let bar = BarSpec {
+                index: 2,
+                size,
+                kind: BarKind::Mem64Prefetch,
+            };
+            let Err(err) = one_device_with(bar) else {
+                panic!("a {shown} BAR was placed")
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "t.toml:2: host \"a\": device \"x\" BAR2 of {shown} is larger than the \
+                     whole 64-bit MMIO region (16T)"
+                )
+            );
+        }
+        // The region of a small host starts at 1 TiB: an 8 TiB BAR, naturally aligned, sits
+        // at 8 TiB; one of 16 TiB would end at 32 TiB, past the region's end at 17 TiB.
+        let bar = |size| BarSpec {
+            index: 2,
+            size,
+            kind: BarKind::Mem64Prefetch,
+        };
+        let fabric = one_device_with(bar(8 << 40)).expect("fits");
+        assert_eq!(fabric.endpoints()[0].bars[0].range(), 8 << 40..16 << 40);
+        let Err(err) = one_device_with(bar(16 << 40)) else {
+            panic!("a 16T BAR was placed in 1T..17T")
+        };
+        assert_eq!(
+            err.to_string(),
+            "t.toml:2: host \"a\": 64-bit MMIO space exhausted: devices need 31T (natural \
+             alignment included) but the region holds 16T (the largest BAR is device \"x\" \
+             BAR2, 16T)"
+        );
+    }
+
+    #[test]
+    fn windows_that_together_overflow_the_64_bit_region_are_an_error_naming_the_largest() {
+        let adapter = |i: u32| {
+            format!(
+                "[[host.ntb]]\nname = \"ntb{i}\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
+                 link = \"gen3 x16\"\nwindow = \"8T\"\n"
+            )
+        };
+        let host = "[[host]]\nname = \"a\"\nram = \"1G\"\n".to_string();
+        let build = |n: u32| {
+            let text = (0..n).fold(host.clone(), |t, i| t + &adapter(i));
+            let spec = crate::spec::parse_scenario("t.toml", &text).map_err(|e| e.to_string());
+            let Ok(spec) = spec else {
+                panic!("the scenario is valid: {spec:?}")
+            };
+            Fabric::build(&spec, &|_, _| Err("no devices".to_string()))
+        };
+        assert!(build(1).is_ok(), "one 8T window fits at 8T..16T");
+        let Err(err) = build(2) else {
+            panic!("two 8T windows were placed in 1T..17T")
+        };
+        assert_eq!(
+            err.to_string(),
+            "t.toml:2: host \"a\": 64-bit MMIO space exhausted: devices need 23T (natural \
+             alignment included) but the region holds 16T (the largest BAR is device \"ntb0\" \
+             BAR2, 8T)"
+        );
     }
 
     #[test]
