@@ -158,4 +158,3 @@ pub struct CableSpec {
     /// Where it was declared.
     pub loc: SourceLoc,
 }
-
