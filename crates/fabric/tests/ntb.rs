@@ -1152,6 +1152,30 @@ fn groups_are_limited_and_busy_while_they_have_members() {
     );
 }
 
+#[test]
+fn a_multicast_overlay_past_the_end_of_the_address_space_is_refused() {
+    let mut fabric = build("cascade-60", CASCADE_60);
+    let g = fabric.multicast_create(GROUP_SIZE).expect("a group");
+    let base = u64::MAX - GROUP_SIZE + 2;
+    assert_eq!(
+        fabric.multicast_join(g, AdapterId(1), base, GROUP_SIZE),
+        Err(MulticastError::BeyondAddressSpace {
+            adapter: "node01.ntb0".into(),
+            base,
+            len: GROUP_SIZE,
+        })
+    );
+    assert!(fabric
+        .multicast()
+        .group(g)
+        .expect("exists")
+        .members
+        .is_empty());
+    fabric
+        .multicast_join(g, AdapterId(1), base - 1, GROUP_SIZE)
+        .expect("ends at 2^64 exactly");
+}
+
 /// Nothing leaves an adapter whose own cable is down: the write fails like a unicast one.
 #[test]
 fn a_multicast_write_from_an_adapter_with_its_cable_down_is_link_down() {
