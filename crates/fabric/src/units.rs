@@ -114,28 +114,33 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
-    /// Parses `"gen3 x16"` (also `"Gen3x16"`, `"gen3 16"`).
+    /// Parses `"gen3 x16"` (also `"Gen3x16"`, `"gen3 16"`). The error quotes the text and
+    /// ends with the allowed forms.
     pub fn parse(text: &str) -> Result<LinkSpec, String> {
+        const ALLOWED: &str =
+            "(allowed: \"genG xW\" with G from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)";
         let lower = text.trim().to_ascii_lowercase();
         let rest = lower
             .strip_prefix("gen")
-            .ok_or_else(|| format!("link {text:?}: expected the form \"gen3 x16\""))?;
+            .ok_or_else(|| format!("{text:?}: expected the form \"gen3 x16\" {ALLOWED}"))?;
         let gen_end = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let gen: u8 = rest[..gen_end]
             .parse()
-            .map_err(|_| format!("link {text:?}: missing generation number"))?;
+            .map_err(|_| format!("{text:?}: missing or bad generation number {ALLOWED}"))?;
         let width_text = rest[gen_end..].trim().trim_start_matches('x');
         let width: u8 = width_text
             .parse()
-            .map_err(|_| format!("link {text:?}: missing lane count (x1 to x32)"))?;
+            .map_err(|_| format!("{text:?}: missing or bad lane count {ALLOWED}"))?;
         if !(1..=5).contains(&gen) {
-            return Err(format!("link {text:?}: generation must be 1 to 5"));
+            return Err(format!(
+                "{text:?}: generation {gen} is not a PCIe generation the model knows {ALLOWED}"
+            ));
         }
         if ![1, 2, 4, 8, 16, 32].contains(&width) {
             return Err(format!(
-                "link {text:?}: width must be x1, x2, x4, x8, x16 or x32"
+                "{text:?}: width x{width} is not a PCIe link width {ALLOWED}"
             ));
         }
         Ok(LinkSpec { gen, width })
@@ -273,5 +278,18 @@ mod tests {
         assert!(LinkSpec::parse("gen3 x3").is_err());
         assert!(LinkSpec::parse("gen9 x16").is_err());
         assert!(LinkSpec::parse("pcie3").is_err());
+        assert_eq!(
+            LinkSpec::parse("gen3 x3"),
+            Err(
+                "\"gen3 x3\": width x3 is not a PCIe link width (allowed: \"genG xW\" with G \
+                 from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)"
+                    .to_string()
+            )
+        );
+        for text in ["gen0 x4", "gen3 x999", "gen99999 x4", "gen x4", "gen3"] {
+            let err = LinkSpec::parse(text).expect_err(text);
+            assert!(err.starts_with(&format!("{text:?}: ")), "{err}");
+            assert!(err.ends_with("32)"), "{err}");
+        }
     }
 }

@@ -94,8 +94,9 @@ impl Builder<'_> {
         }
     }
 
-    fn link(&self, text: &Spanned<String>) -> Result<LinkSpec, ScenarioError> {
-        LinkSpec::parse(text.get_ref()).map_err(|m| self.loc(text).error(m))
+    /// A link (`key` is `link` or `cable`): `link = "gen3 x7": width x7 is not ...`.
+    fn link(&self, key: &str, text: &Spanned<String>) -> Result<LinkSpec, ScenarioError> {
+        LinkSpec::parse(text.get_ref()).map_err(|m| self.loc(text).error(format!("{key} = {m}")))
     }
 
     /// A size value: bytes as written, before its range is checked.
@@ -207,7 +208,7 @@ impl Builder<'_> {
             };
             if let Some(uplink) = &sw.uplink {
                 let link = match &sw.cable {
-                    Some(c) => self.link(c)?,
+                    Some(c) => self.link("cable", c)?,
                     None => DEFAULT_CABLE,
                 };
                 pending.push(PendingCable {
@@ -285,7 +286,7 @@ impl Builder<'_> {
             entries.push(Entry {
                 name: s.name.get_ref().clone(),
                 parent: s.parent.clone(),
-                link: self.link(&s.link)?,
+                link: self.link("link", &s.link)?,
                 kind: ComponentKind::Switch {
                     chip: s.chip.clone(),
                 },
@@ -297,7 +298,7 @@ impl Builder<'_> {
             entries.push(Entry {
                 name: d.name.get_ref().clone(),
                 parent: d.parent.clone(),
-                link: self.link(&d.link)?,
+                link: self.link("link", &d.link)?,
                 kind: ComponentKind::Device {
                     kind: d.kind.clone(),
                     params: d.params.clone(),
@@ -353,7 +354,7 @@ impl Builder<'_> {
             let connect = match &n.connect {
                 Some(c) => {
                     let link = match &n.cable {
-                        Some(cable) => self.link(cable)?,
+                        Some(cable) => self.link("cable", cable)?,
                         None => DEFAULT_CABLE,
                     };
                     Some((expand(c)?, link, self.loc(c)))
@@ -363,7 +364,7 @@ impl Builder<'_> {
             entries.push(Entry {
                 name: n.name.get_ref().clone(),
                 parent: n.parent.clone(),
-                link: self.link(&n.link)?,
+                link: self.link("link", &n.link)?,
                 kind: ComponentKind::Ntb(NtbSpec {
                     chip: n.chip.clone(),
                     window,

@@ -488,3 +488,17 @@ fn cores_and_component_counts_are_bounded() {
         &["host \"a\": 257 components: too many (allowed: at most 256, as each needs a PCI bus of its own)"],
     );
 }
+
+#[test]
+fn a_bad_link_or_cable_names_its_key_and_the_allowed_forms() {
+    rejected(
+        &NTB.replace("link = \"gen3 x16\"", "link = \"gen6 x16\""),
+        9,
+        &["link = \"gen6 x16\": generation 6 is not a PCIe generation the model knows (allowed: \"genG xW\""],
+    );
+    rejected(
+        &format!("{NTB}connect = \"sw\"\ncable = \"gen3 x12\"\n[[cluster_switch]]\nname = \"sw\"\nchip = \"PM8536\"\n"),
+        12,
+        &["cable = \"gen3 x12\": width x12 is not a PCIe link width"],
+    );
+}
