@@ -243,13 +243,14 @@ impl Builder<'_> {
         pending: &mut Vec<PendingCable>,
     ) -> Result<HostSpec, ScenarioError> {
         let loc = self.loc(&raw.name);
-        let expand = |s: &Spanned<String>| -> Result<String, ScenarioError> {
+        let expand = |key: &str, s: &Spanned<String>| -> Result<String, ScenarioError> {
             match index {
-                Some(i) => expand_template(s.get_ref(), i).map_err(|m| self.loc(s).error(m)),
+                Some(i) => expand_template(s.get_ref(), i)
+                    .map_err(|m| self.loc(s).error(format!("{key} = {m}"))),
                 None => Ok(s.get_ref().clone()),
             }
         };
-        let name = expand(&raw.name)?;
+        let name = expand("name", &raw.name)?;
         limits::check_name("host name", &name).map_err(|m| loc.error(m))?;
         let ram = self.size("ram", &raw.ram)?;
         let ram = limits::ram(&shown(raw.ram.get_ref()), ram)
@@ -357,7 +358,7 @@ impl Builder<'_> {
                         Some(cable) => self.link("cable", cable)?,
                         None => DEFAULT_CABLE,
                     };
-                    Some((expand(c)?, link, self.loc(c)))
+                    Some((expand("connect", c)?, link, self.loc(c)))
                 }
                 None => None,
             };

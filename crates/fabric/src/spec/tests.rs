@@ -409,12 +409,12 @@ fn a_name_template_with_a_huge_width_or_an_unknown_field_is_an_error() {
     rejected(
         &with("a{i:99999999}"),
         3,
-        &["width \"99999999\" in {i:99999999} is not a number from 0 to 10"],
+        &["name = \"a{i:99999999}\": width \"99999999\" in {i:99999999} is not a number from 0 to 10"],
     );
     rejected(
         &with("a{n}"),
         3,
-        &["unknown placeholder {n} (allowed: {i}, {i:02} or {i/10})"],
+        &["name = \"a{n}\": unknown placeholder {n} (allowed: {i}, {i:02} or {i/10})"],
     );
     rejected(
         &NTB.replace("name = \"a\"", "name = \"a{i}\""),
