@@ -10,6 +10,7 @@
 
 use proptest::prelude::*;
 use smartio_engine::{Calibration, Sim};
+use smartio_fabric::enumerate::{MAX_RAM, MIN_RAM};
 use smartio_fabric::units::format_size;
 use smartio_fabric::{parse_scenario, Fabric};
 use std::fmt::Write;
@@ -106,7 +107,7 @@ fn scenario(draw: &mut Draw) -> (String, Vec<u64>) {
     let mut adapters: Vec<(String, bool)> = Vec::new(); // "host.ntb", cabled
     let mut host_texts = Vec::new();
     for h in 0..hosts {
-        let ram = draw.range(64 << 20, 1 << 50);
+        let ram = draw.range(MIN_RAM, MAX_RAM);
         rams.push(ram);
         let name = format!("h{h}-{}", draw.pick(&["a", "B_c", "node-x", "Z9"]));
         let mut t = format!("[[host]]\nname = \"{name}\"\nram = {}\n", size(draw, ram));

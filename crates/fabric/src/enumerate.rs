@@ -26,8 +26,11 @@ use crate::units::format_size;
 use smartio_platform::BusAddr;
 use std::ops::Range;
 
-/// The least RAM a host may have: room for the OS model's allocations (64 MiB).
-pub const MIN_RAM: u64 = 64 << 20;
+/// The least RAM a host may have (1 GiB): the OS model keeps the lowest 512 MiB for firmware,
+/// the kernel and its fixed buffers (`smartio_host::memory::RESERVED_LOW`), and a host with
+/// less than that again could not give a driver its queues (64 MiB used to be accepted and
+/// then failed at the first allocation with "0 bytes free").
+pub const MIN_RAM: u64 = 1 << 30;
 /// The most RAM a host may have (1 PiB): RAM, the hole below 4 GiB and the 16 TiB 64-bit MMIO
 /// region above it then end below 2^51, inside x86-64's 52-bit physical address space.
 pub const MAX_RAM: u64 = 1 << 50;

@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(ram("\"16T\"", 16 << 40), Ok(16 << 40),);
         assert_eq!(
             ram("18446744073709551615", u64::MAX),
-            Err("ram = 18446744073709551615: too large for the host address map (allowed: 64M to 1024T)".into())
+            Err("ram = 18446744073709551615: too large for the host address map (allowed: 1G to 1024T)".into())
         );
     }
 }

@@ -198,14 +198,18 @@ fn a_ram_size_near_2_to_the_64_is_rejected_before_it_can_wrap_the_address_map() 
         (
             "\"18446744073709551615\"",
             "host \"a\": ram = \"18446744073709551615\": too large for the host address map \
-             (allowed: 64M to 1024T)",
+             (allowed: 1G to 1024T)",
         ),
         (
             "9223372036854775807",
             "ram = 9223372036854775807: too large for the host address map",
         ),
         ("\"1025T\"", "ram = \"1025T\": too large"),
-        ("\"1M\"", "ram = \"1M\": too small (allowed: 64M to 1024T)"),
+        ("\"1M\"", "ram = \"1M\": too small (allowed: 1G to 1024T)"),
+        (
+            "1073741823",
+            "ram = 1073741823: too small (allowed: 1G to 1024T)",
+        ),
     ] {
         rejected(
             &NTB.replace("ram = \"1 GiB\"", &format!("ram = {value}")),
