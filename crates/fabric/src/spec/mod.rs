@@ -128,7 +128,23 @@ impl Builder<'_> {
         }
     }
 
+    /// The scenario's `name` or `description`: one line of printable text (both are printed
+    /// in tables and reports).
+    fn text_line(&self, key: &str, value: &Option<Spanned<String>>) -> Result<(), ScenarioError> {
+        let Some(v) = value else { return Ok(()) };
+        match v.get_ref().chars().find(|c| c.is_control()) {
+            Some(c) => Err(self.loc(v).error(format!(
+                "{key} = {:?}: the control character {c:?} is not allowed (allowed: one line of \
+                 printable text)",
+                v.get_ref()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn build(&self, raw: RawScenario) -> Result<ClusterSpec, ScenarioError> {
+        self.text_line("name", &raw.name)?;
+        self.text_line("description", &raw.description)?;
         // Count the hosts before expanding any repeat, so a huge one is refused up front.
         let mut ranges = Vec::with_capacity(raw.host.len());
         let mut total: u64 = 0;
@@ -227,8 +243,10 @@ impl Builder<'_> {
         }
         let cables = resolve_cables(&hosts, &cluster_switches, pending)?;
         Ok(ClusterSpec {
-            name: raw.name.unwrap_or_else(|| self.file.to_string()),
-            description: raw.description.unwrap_or_default(),
+            name: raw
+                .name
+                .map_or_else(|| self.file.to_string(), Spanned::into_inner),
+            description: raw.description.map(Spanned::into_inner).unwrap_or_default(),
             hosts,
             cluster_switches,
             cables,

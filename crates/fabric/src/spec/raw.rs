@@ -9,8 +9,8 @@ use toml::Spanned;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawScenario {
-    pub name: Option<String>,
-    pub description: Option<String>,
+    pub name: Option<Spanned<String>>,
+    pub description: Option<Spanned<String>>,
     #[serde(default)]
     pub host: Vec<RawHost>,
     #[serde(default)]

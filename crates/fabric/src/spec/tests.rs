@@ -506,3 +506,19 @@ fn a_bad_link_or_cable_names_its_key_and_the_allowed_forms() {
         &["cable = \"gen3 x12\": width x12 is not a PCIe link width"],
     );
 }
+
+#[test]
+fn a_scenario_name_or_description_with_control_characters_is_rejected() {
+    rejected(
+        &format!("name = \"a\\u0007b\"\n{NTB}"),
+        1,
+        &["name = \"a\\u{7}b\": the control character '\\u{7}' is not allowed (allowed: one line of printable text)"],
+    );
+    rejected(
+        &format!("description = \"two\\nlines\"\n{NTB}"),
+        1,
+        &["description = \"two\\nlines\": the control character '\\n' is not allowed"],
+    );
+    let spec = parse_scenario("t.toml", &format!("name = \"ok – µ\"\n{NTB}")).expect("printable");
+    assert_eq!(spec.name, "ok – µ");
+}
