@@ -160,7 +160,8 @@ pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfi
         max_write_iops: p.max_write_iops.value,
         read_bandwidth: p.read_bandwidth.value,
         write_bandwidth: p.write_bandwidth.value,
-        parallel_units: p.parallel_units.value.max(1.0) as u32,
+        // In range: the calibration admits only whole numbers from 1 to 4096.
+        parallel_units: p.parallel_units.value as u32,
     })
 }
 
@@ -191,13 +192,39 @@ fn start_nvme(
         let params = NvmeParams::parse(&ep.params).map_err(err)?;
         let profile = media_profile(calibration, &params.profile).map_err(err)?;
         let cal = calibration.nvme_profile(&params.profile).map_err(err)?;
-        let queue_pairs = params
-            .queues
-            .unwrap_or(cal.queue_pairs.value.clamp(2.0, 256.0) as u16);
+        // The calibration admits only whole numbers from 2 to 256 (the controller's MSI-X
+        // table holds 256 vectors), so the conversion is exact for any parsed calibration.
+        let queue_pairs = match params.queues {
+            Some(q) => q,
+            None => {
+                let v = cal.queue_pairs.value;
+                if !(v.fract() == 0.0 && (2.0..=256.0).contains(&v)) {
+                    return Err(err(format!(
+                        "calibration [nvme.{}] queue_pairs = {v}: not a whole number from 2 to 256",
+                        params.profile
+                    )));
+                }
+                v as u16
+            }
+        };
         let lba = u64::from(params.lba_size);
-        let capacity = params
-            .capacity
-            .unwrap_or((cal.capacity.value as u64) / lba * lba);
+        // The profile's capacity (whole 512-byte sectors up to 1 PiB after validation, so the
+        // cast is exact) in whole logical blocks: with 4 KiB blocks the last partial block
+        // of a profile is not addressable, as on a drive formatted that way.
+        let capacity = match params.capacity {
+            Some(c) => c,
+            None => {
+                let c = (cal.capacity.value as u64) / lba * lba;
+                if c == 0 {
+                    return Err(err(format!(
+                        "calibration [nvme.{}] capacity = {}: smaller than one logical block \
+                         of lba_size = {lba} (allowed: at least {lba} bytes)",
+                        params.profile, cal.capacity.value
+                    )));
+                }
+                c
+            }
+        };
         let backing = options
             .nvme_backing
             .iter()

@@ -1,6 +1,9 @@
 //! The device kinds a scenario may name, and the endpoint layout (ids, class, BARs) of each.
 
+use smartio_fabric::spec::limits::power_of_two_size;
+use smartio_fabric::units::size_value;
 use smartio_fabric::{BarKind, BarSpec, EndpointLayout};
+use std::ops::RangeInclusive;
 
 /// The device kinds a scenario file may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,24 +32,19 @@ impl DeviceKind {
 
 const DEFAULT_DEVICE_MEMORY: u64 = 256 << 20;
 
+/// Device memory (`params.memory` of `gpu` and `dma`), exposed through a prefetchable BAR: a
+/// power of two from 1 MiB to 1 TiB (more than any GPU has; the BAR must fit, with the
+/// others, in the host's 16 TiB 64-bit MMIO region).
+pub const DEVICE_MEMORY: RangeInclusive<u64> = 1 << 20..=1 << 40;
+
 fn memory_param(params: &toml::Table) -> Result<u64, String> {
     match params.get("memory") {
         None => Ok(DEFAULT_DEVICE_MEMORY),
-        Some(toml::Value::Integer(n)) if *n > 0 => Ok(*n as u64),
-        Some(toml::Value::String(s)) => smartio_fabric::units::parse_size(s),
-        Some(other) => Err(format!(
-            "memory = {other}: expected a size such as \"256M\""
-        )),
-    }
-    .and_then(|m| {
-        if m.is_power_of_two() && m >= (1 << 20) {
-            Ok(m)
-        } else {
-            Err(format!(
-                "memory = {m}: must be a power of two of at least 1 MiB"
-            ))
+        Some(v) => {
+            let bytes = size_value("memory", v)?;
+            power_of_two_size("memory", &v.to_string(), bytes, &DEVICE_MEMORY)
         }
-    })
+    }
 }
 
 fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), String> {
@@ -156,5 +154,32 @@ mod tests {
         assert_eq!(layout.bars[1].size, 1 << 30);
         params.insert("memory".into(), toml::Value::String("3M".into()));
         assert!(layout_for("dma", &params).is_err());
+    }
+
+    #[test]
+    fn device_memory_out_of_range_names_the_value_and_the_range() {
+        for (value, message) in [
+            (
+                toml::Value::String("3M".into()),
+                "memory = \"3M\": not a power of two (allowed: a power of two from 1M to 1T)",
+            ),
+            (
+                toml::Value::String("2T".into()),
+                "memory = \"2T\": too large",
+            ),
+            (toml::Value::Integer(0), "memory = 0: not a power of two"),
+            (
+                toml::Value::Integer(-1),
+                "memory = -1: a size cannot be negative",
+            ),
+            (toml::Value::Float(1.5), "memory = 1.5: expected a size"),
+        ] {
+            let mut params = toml::Table::new();
+            params.insert("memory".into(), value);
+            for kind in ["gpu", "dma"] {
+                let err = layout_for(kind, &params).expect_err(message);
+                assert!(err.starts_with(message), "{kind}: {err}");
+            }
+        }
     }
 }

@@ -14,6 +14,10 @@
 //! BARs are naturally aligned (a BAR's base is a multiple of its size). Bridge windows have
 //! 1 MiB granularity and contain all windows and BARs below them. Items are placed in order of
 //! decreasing alignment, which leaves no holes between power-of-two BARs.
+//!
+//! Every address and size computed here uses checked arithmetic: a BAR larger than its whole
+//! region, or a set of BARs that does not fit, is an error naming the host, the device and the
+//! sizes — never a wrapped address. RAM is at most [`MAX_RAM`], so the map itself always fits.
 
 use crate::ids::{Bdf, EndpointId, HostId, LinkId, NodeId};
 use crate::spec::ScenarioError;
@@ -21,6 +25,15 @@ use crate::topology::{Bridge, BridgeRole, Fabric, NodeKind};
 use crate::units::format_size;
 use smartio_platform::BusAddr;
 use std::ops::Range;
+
+/// The least RAM a host may have (1 GiB): the OS model keeps the lowest 512 MiB for firmware,
+/// the kernel and its fixed buffers (`smartio_host::memory::RESERVED_LOW`), and a host with
+/// less than that again could not give a driver its queues (64 MiB used to be accepted and
+/// then failed at the first allocation with "0 bytes free").
+pub const MIN_RAM: u64 = 1 << 30;
+/// The most RAM a host may have (1 PiB): RAM, the hole below 4 GiB and the 16 TiB 64-bit MMIO
+/// region above it then end below 2^51, inside x86-64's 52-bit physical address space.
+pub const MAX_RAM: u64 = 1 << 50;
 
 const LOW_RAM_LIMIT: u64 = 0x8000_0000;
 const MMIO32: Range<u64> = 0x8000_0000..0xFEC0_0000;
@@ -44,27 +57,29 @@ pub struct AddressMap {
 }
 
 impl AddressMap {
-    /// The map for a host with `ram` bytes of memory.
-    pub fn for_ram(ram: u64) -> AddressMap {
+    /// The map for a host with `ram` bytes of memory; `None` if the 64-bit MMIO region would
+    /// end beyond 2^64 (never for RAM up to [`MAX_RAM`]).
+    pub fn for_ram(ram: u64) -> Option<AddressMap> {
         let low: Range<u64> = 0..ram.min(LOW_RAM_LIMIT);
         let mut ranges = Vec::from([low]);
         let mut top = ram.min(LOW_RAM_LIMIT);
         if ram > LOW_RAM_LIMIT {
-            top = HIGH_RAM_BASE + (ram - LOW_RAM_LIMIT);
+            top = HIGH_RAM_BASE.checked_add(ram - LOW_RAM_LIMIT)?;
             ranges.push(HIGH_RAM_BASE..top);
         }
-        let base = align_up(top.max(HIGH_RAM_BASE), MMIO64_ALIGN);
-        AddressMap {
+        let base = align_up(top.max(HIGH_RAM_BASE), MMIO64_ALIGN)?;
+        Some(AddressMap {
             ram: ranges,
             mmio32: MMIO32,
-            mmio64: base..base + MMIO64_SIZE,
+            mmio64: base..base.checked_add(MMIO64_SIZE)?,
             msi: MSI,
-        }
+        })
     }
 }
 
-fn align_up(value: u64, align: u64) -> u64 {
-    value.div_ceil(align) * align
+/// `value` rounded up to a multiple of `align` (a power of two); `None` past 2^64.
+fn align_up(value: u64, align: u64) -> Option<u64> {
+    value.checked_next_multiple_of(align)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -149,16 +164,18 @@ pub(crate) fn enumerate_host(fabric: &mut Fabric, host: HostId) -> Result<(), Sc
         (Class::Mem, map.0, "32-bit MMIO"),
         (Class::Pref, map.1, "64-bit MMIO"),
     ] {
-        let items: Vec<Item> = root_ports
-            .iter()
-            .filter_map(|&b| e.window_item(b, class))
-            .collect();
-        let end = e.place(&items, region.start, class);
+        let mut items = Vec::new();
+        for &b in &root_ports {
+            items.extend(e.window_item(b, class)?);
+        }
+        let end = e.place(&items, region.start, class)?;
         if end > region.end {
             return Err(e.host_error(format!(
-                "{name} space exhausted: devices need {} but the region holds {}",
+                "{name} space exhausted: devices need {} (natural alignment included) but the \
+                 region holds {}{}",
                 format_size(end - region.start),
-                format_size(region.end - region.start)
+                format_size(region.end - region.start),
+                e.largest_bar(class)
             )));
         }
     }
@@ -216,8 +233,31 @@ impl Enumerator<'_> {
     fn visit(&mut self, node: NodeId, bus: u8) -> Result<(Vec<Item>, Vec<Item>), ScenarioError> {
         match self.fabric.nodes[node.index()].kind.clone() {
             NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
+                let region = {
+                    let h = &self.fabric.hosts[self.host.index()];
+                    (h.mmio32.end - h.mmio32.start, h.mmio64.end - h.mmio64.start)
+                };
                 let ep = &mut self.fabric.endpoints[endpoint.index()];
                 ep.bdf = Bdf::new(bus, 0, 0);
+                for bar in &ep.layout.bars {
+                    let (size, name) = if bar.kind.is_prefetchable() {
+                        (region.1, "64-bit MMIO")
+                    } else {
+                        (region.0, "32-bit MMIO")
+                    };
+                    if bar.size > size {
+                        let message = format!(
+                            "device {:?} BAR{} of {} is larger than the whole {name} region \
+                             ({})",
+                            ep.name,
+                            bar.index,
+                            format_size(bar.size),
+                            format_size(size)
+                        );
+                        return Err(self.host_error(message));
+                    }
+                }
+                let ep = &self.fabric.endpoints[endpoint.index()];
                 let (mut mem, mut pref) = (Vec::new(), Vec::new());
                 for (slot, bar) in ep.layout.bars.iter().enumerate() {
                     let item = Item {
@@ -257,13 +297,13 @@ impl Enumerator<'_> {
                     let child = self.fabric.links[link.index()].b;
                     let (m, p) = self.visit(child, secondary)?;
                     self.finish_bridge(down, m, p);
-                    mem.extend(self.window_item(down, Class::Mem));
-                    pref.extend(self.window_item(down, Class::Pref));
+                    mem.extend(self.window_item(down, Class::Mem)?);
+                    pref.extend(self.window_item(down, Class::Pref)?);
                 }
                 self.finish_bridge(up, mem, pref);
                 Ok((
-                    self.window_item(up, Class::Mem).into_iter().collect(),
-                    self.window_item(up, Class::Pref).into_iter().collect(),
+                    self.window_item(up, Class::Mem)?.into_iter().collect(),
+                    self.window_item(up, Class::Pref)?.into_iter().collect(),
                 ))
             }
             NodeKind::RootComplex | NodeKind::ClusterSwitch { .. } => Ok((Vec::new(), Vec::new())),
@@ -271,30 +311,36 @@ impl Enumerator<'_> {
     }
 
     /// The window a bridge needs for `class`, as an item for its parent, if any.
-    fn window_item(&self, bridge: usize, class: Class) -> Option<Item> {
+    fn window_item(&self, bridge: usize, class: Class) -> Result<Option<Item>, ScenarioError> {
         let items = self.contents[bridge].items(class);
         if items.is_empty() {
-            return None;
+            return Ok(None);
         }
         let sorted = sorted(items);
-        let mut offset = 0;
+        let mut offset = 0u64;
         let mut align = WINDOW_GRANULE;
         for item in &sorted {
-            offset = align_up(offset, item.align) + item.size;
+            offset = align_up(offset, item.align)
+                .and_then(|o| o.checked_add(item.size))
+                .ok_or_else(|| self.overflow(item))?;
             align = align.max(item.align);
         }
-        Some(Item {
-            size: align_up(offset, WINDOW_GRANULE),
+        let size = align_up(offset, WINDOW_GRANULE).ok_or_else(|| self.overflow(&sorted[0]))?;
+        Ok(Some(Item {
+            size,
             align,
             resource: Resource::Window { bridge },
-        })
+        }))
     }
 
     /// Places `items` from `base` on; returns the end address.
-    fn place(&mut self, items: &[Item], base: u64, class: Class) -> u64 {
+    fn place(&mut self, items: &[Item], base: u64, class: Class) -> Result<u64, ScenarioError> {
         let mut addr = base;
         for item in sorted(items) {
-            addr = align_up(addr, item.align);
+            let start = align_up(addr, item.align).ok_or_else(|| self.overflow(&item))?;
+            let end = start
+                .checked_add(item.size)
+                .ok_or_else(|| self.overflow(&item))?;
             match item.resource {
                 Resource::Bar { endpoint, slot } => {
                     let ep = &mut self.fabric.endpoints[endpoint.index()];
@@ -302,25 +348,80 @@ impl Enumerator<'_> {
                     ep.bars.push(crate::topology::AssignedBar {
                         index: spec.index,
                         kind: spec.kind,
-                        base: BusAddr(addr),
+                        base: BusAddr(start),
                         size: spec.size,
                     });
                     ep.bars.sort_by_key(|b| b.index);
                 }
                 Resource::Window { bridge } => {
-                    let range = Some(addr..addr + item.size);
+                    let range = Some(start..end);
                     let b = &mut self.fabric.hosts[self.host.index()].bridges[bridge];
                     match class {
                         Class::Mem => b.mem = range,
                         Class::Pref => b.pref = range,
                     }
                     let inner = self.contents[bridge].items(class).to_vec();
-                    self.place(&inner, addr, class);
+                    self.place(&inner, start, class)?;
                 }
             }
-            addr += item.size;
+            addr = end;
         }
-        addr
+        Ok(addr)
+    }
+
+    /// What an item is, for messages: `device "nvme0" BAR2` or `the window of bridge 01:00.0`.
+    fn describe(&self, item: &Item) -> String {
+        match item.resource {
+            Resource::Bar { endpoint, slot } => {
+                let ep = &self.fabric.endpoints[endpoint.index()];
+                let index = ep.layout.bars.get(slot).map_or(0, |b| b.index);
+                format!("device {:?} BAR{index}", ep.name)
+            }
+            Resource::Window { bridge } => {
+                let b = &self.fabric.hosts[self.host.index()].bridges[bridge];
+                format!(
+                    "the window of bridge {} ({})",
+                    b.bdf,
+                    self.fabric.nodes[b.node.index()].name
+                )
+            }
+        }
+    }
+
+    /// The error for an item whose address or size cannot be represented in 64 bits.
+    fn overflow(&self, item: &Item) -> ScenarioError {
+        self.host_error(format!(
+            "{} of {} cannot be placed: its address would pass 2^64",
+            self.describe(item),
+            format_size(item.size)
+        ))
+    }
+
+    /// `" (the largest BAR is device "x" BAR1, 8T)"` for the host's BARs of `class`.
+    fn largest_bar(&self, class: Class) -> String {
+        let h = &self.fabric.hosts[self.host.index()];
+        let largest = h
+            .endpoints
+            .iter()
+            .flat_map(|&e| {
+                let ep = &self.fabric.endpoints[e.index()];
+                ep.layout
+                    .bars
+                    .iter()
+                    .filter(|b| b.kind.is_prefetchable() == (class == Class::Pref))
+                    .map(move |b| (b.size, &ep.name, b.index))
+            })
+            // The first of the largest, in declaration order.
+            .fold(None, |best: Option<(u64, &String, u8)>, bar| match best {
+                Some(b) if b.0 >= bar.0 => Some(b),
+                _ => Some(bar),
+            });
+        largest.map_or_else(String::new, |(size, name, index)| {
+            format!(
+                " (the largest BAR is device {name:?} BAR{index}, {})",
+                format_size(size)
+            )
+        })
     }
 
     /// Records, on each root complex and switch node, which child link claims which ranges.
@@ -352,14 +453,14 @@ mod tests {
 
     #[test]
     fn small_hosts_keep_all_ram_low() {
-        let map = AddressMap::for_ram(1 << 30);
+        let map = AddressMap::for_ram(1 << 30).expect("fits");
         assert_eq!(map.ram, vec![0..1 << 30]);
         assert_eq!(map.mmio64.start, 1 << 40);
     }
 
     #[test]
     fn large_hosts_continue_ram_above_4_gib() {
-        let map = AddressMap::for_ram(64 << 30);
+        let map = AddressMap::for_ram(64 << 30).expect("fits");
         assert_eq!(
             map.ram,
             vec![0..LOW_RAM_LIMIT, HIGH_RAM_BASE..HIGH_RAM_BASE + (62 << 30)]
@@ -369,5 +470,106 @@ mod tests {
             .ram
             .iter()
             .all(|r| r.end <= MMIO32.start || r.start >= MMIO32.end));
+    }
+
+    #[test]
+    fn the_largest_ram_fits_below_the_mmio_region_and_2_to_the_52() {
+        let map = AddressMap::for_ram(MAX_RAM).expect("fits");
+        assert_eq!(map.ram[1].end, HIGH_RAM_BASE + MAX_RAM - LOW_RAM_LIMIT);
+        assert!(map.ram[1].end <= map.mmio64.start);
+        assert!(map.mmio64.end <= 1 << 52);
+    }
+
+    fn one_device_with(bar: crate::layout::BarSpec) -> Result<Fabric, ScenarioError> {
+        let text = "[[host]]\nname = \"a\"\nram = \"1G\"\n[[host.device]]\nname = \"x\"\n\
+                    kind = \"k\"\nparent = \"root\"\nlink = \"gen3 x4\"\n";
+        let spec = crate::spec::parse_scenario("t.toml", text).map_err(|e| e.to_string());
+        let Ok(spec) = spec else {
+            panic!("the scenario is valid: {spec:?}")
+        };
+        Fabric::build(&spec, &move |_, _| {
+            Ok(crate::layout::EndpointLayout {
+                vendor_id: 1,
+                device_id: 1,
+                class_code: 0,
+                description: String::new(),
+                bars: vec![bar],
+            })
+        })
+    }
+
+    #[test]
+    fn a_bar_larger_than_its_region_is_an_error_naming_the_device_and_the_sizes() {
+        use crate::layout::{BarKind, BarSpec};
+        for (size, shown) in [(1u64 << 63, "8388608T"), (32 << 40, "32T")] {
+            let bar = BarSpec {
+                index: 2,
+                size,
+                kind: BarKind::Mem64Prefetch,
+            };
+            let Err(err) = one_device_with(bar) else {
+                panic!("a {shown} BAR was placed")
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "t.toml:2: host \"a\": device \"x\" BAR2 of {shown} is larger than the \
+                     whole 64-bit MMIO region (16T)"
+                )
+            );
+        }
+        // The region of a small host starts at 1 TiB: an 8 TiB BAR, naturally aligned, sits
+        // at 8 TiB; one of 16 TiB would end at 32 TiB, past the region's end at 17 TiB.
+        let bar = |size| BarSpec {
+            index: 2,
+            size,
+            kind: BarKind::Mem64Prefetch,
+        };
+        let fabric = one_device_with(bar(8 << 40)).expect("fits");
+        assert_eq!(fabric.endpoints()[0].bars[0].range(), 8 << 40..16 << 40);
+        let Err(err) = one_device_with(bar(16 << 40)) else {
+            panic!("a 16T BAR was placed in 1T..17T")
+        };
+        assert_eq!(
+            err.to_string(),
+            "t.toml:2: host \"a\": 64-bit MMIO space exhausted: devices need 31T (natural \
+             alignment included) but the region holds 16T (the largest BAR is device \"x\" \
+             BAR2, 16T)"
+        );
+    }
+
+    #[test]
+    fn windows_that_together_overflow_the_64_bit_region_are_an_error_naming_the_largest() {
+        let adapter = |i: u32| {
+            format!(
+                "[[host.ntb]]\nname = \"ntb{i}\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
+                 link = \"gen3 x16\"\nwindow = \"8T\"\n"
+            )
+        };
+        let host = "[[host]]\nname = \"a\"\nram = \"1G\"\n".to_string();
+        let build = |n: u32| {
+            let text = (0..n).fold(host.clone(), |t, i| t + &adapter(i));
+            let spec = crate::spec::parse_scenario("t.toml", &text).map_err(|e| e.to_string());
+            let Ok(spec) = spec else {
+                panic!("the scenario is valid: {spec:?}")
+            };
+            Fabric::build(&spec, &|_, _| Err("no devices".to_string()))
+        };
+        assert!(build(1).is_ok(), "one 8T window fits at 8T..16T");
+        let Err(err) = build(2) else {
+            panic!("two 8T windows were placed in 1T..17T")
+        };
+        assert_eq!(
+            err.to_string(),
+            "t.toml:2: host \"a\": 64-bit MMIO space exhausted: devices need 23T (natural \
+             alignment included) but the region holds 16T (the largest BAR is device \"ntb0\" \
+             BAR2, 8T)"
+        );
+    }
+
+    #[test]
+    fn a_ram_size_near_2_to_the_64_has_no_address_map_instead_of_a_wrapped_one() {
+        assert_eq!(AddressMap::for_ram(u64::MAX), None);
+        assert_eq!(AddressMap::for_ram(u64::MAX - (1 << 40)), None);
     }
 }

@@ -89,6 +89,15 @@ pub enum IommuError {
     /// The I/O virtual page is not mapped.
     #[error("I/O virtual address {0} is not mapped")]
     NotMapped(BusAddr),
+    /// The I/O virtual or the physical range runs past the end of the 64-bit address space.
+    #[error(
+        "mapping {iova} -> {phys} of {len} bytes runs past the end of the 64-bit address space"
+    )]
+    BeyondAddressSpace {
+        iova: BusAddr,
+        phys: PhysAddr,
+        len: u64,
+    },
 }
 
 /// Why a DMA could not be translated.
@@ -168,6 +177,12 @@ impl Iommu {
             || len == 0
         {
             return Err(IommuError::Misaligned { iova, phys, len });
+        }
+        // Both ranges end at 2^64 at the latest, so page numbers stay below 2^52 and byte
+        // counts computed from them (translate) below 2^64.
+        let end = |start: u64| u128::from(start) + u128::from(len);
+        if end(iova.get()) > 1 << 64 || end(phys.get()) > 1 << 64 {
+            return Err(IommuError::BeyondAddressSpace { iova, phys, len });
         }
         self.domain(domain)?;
         let d = &mut self.domains[domain.0 as usize];
@@ -290,6 +305,42 @@ mod tests {
         let d = iommu.create_domain().expect("enabled");
         iommu.attach(EndpointId(0), d).expect("domain exists");
         (iommu, d)
+    }
+
+    #[test]
+    fn a_mapping_past_the_end_of_the_address_space_is_refused_and_one_ending_at_it_works() {
+        let (mut iommu, d) = iommu_with_domain();
+        let top = u64::MAX - (PAGE_SIZE - 1); // the last page
+        let err = iommu
+            .map(d, BusAddr(top), PhysAddr(0), 2 * PAGE_SIZE, true)
+            .expect_err("past 2^64");
+        assert_eq!(
+            err,
+            IommuError::BeyondAddressSpace {
+                iova: BusAddr(top),
+                phys: PhysAddr(0),
+                len: 2 * PAGE_SIZE
+            }
+        );
+        assert!(err
+            .to_string()
+            .contains("past the end of the 64-bit address space"));
+        assert!(iommu
+            .map(d, BusAddr(0), PhysAddr(top), 2 * PAGE_SIZE, true)
+            .is_err());
+        iommu
+            .map(
+                d,
+                BusAddr(top - PAGE_SIZE),
+                PhysAddr(0),
+                2 * PAGE_SIZE,
+                true,
+            )
+            .expect("ends at 2^64 exactly");
+        assert_eq!(
+            iommu.translate(EndpointId(0), BusAddr(u64::MAX), 1, true),
+            Ok((PhysAddr(2 * PAGE_SIZE - 1), 1))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cables;
 pub mod enumerate;
 pub mod ids;
 pub mod iommu;

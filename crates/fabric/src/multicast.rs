@@ -44,6 +44,16 @@ pub struct Group {
 /// Why a multicast operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum MulticastError {
+    /// The member's overlay range runs past the end of the 64-bit address space.
+    #[error("adapter {adapter}: an overlay of {len} bytes at {base:#x} runs past the end of the 64-bit address space")]
+    BeyondAddressSpace {
+        /// Adapter name.
+        adapter: String,
+        /// Overlay base address.
+        base: u64,
+        /// Overlay length (at most the group size).
+        len: u64,
+    },
     /// Every group is in use.
     #[error("multicast groups exhausted: all {limit} groups of the cluster switches are in use")]
     GroupsExhausted {
@@ -161,7 +171,8 @@ impl Fabric {
     }
 
     /// Makes `adapter` receive the group: its overlay BAR maps group offset 0.. onto
-    /// `overlay_base..overlay_base + len` of its host.
+    /// `overlay_base..overlay_base + len` of its host (a member receives at most the group's
+    /// size, so `len` beyond it maps nothing more). The overlay must end by 2^64.
     pub fn multicast_join(
         &mut self,
         id: GroupId,
@@ -177,10 +188,18 @@ impl Fabric {
                 group: id,
             });
         }
+        let len = len.min(g.size);
+        if u128::from(overlay_base) + u128::from(len) > 1 << 64 {
+            return Err(MulticastError::BeyondAddressSpace {
+                adapter: name,
+                base: overlay_base,
+                len,
+            });
+        }
         g.members.push(Member {
             adapter,
             overlay_base,
-            len: len.min(g.size),
+            len,
         });
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Non-transparent bridges: the look-up tables that translate one host's addresses into
 //! another's, the requester-id tables that let completions find their way back, cluster-wide
-//! node ids, and the cable paths between adapters.
+//! node ids. (The cable paths between adapters are in [`crate::cables`].)
 //!
 //! An adapter's window BAR is split into equally sized look-up-table entries. An entry maps its
 //! slice of the window onto an equally sized, aligned region of a far-side address space: the
@@ -16,11 +16,10 @@
 
 use crate::ids::{EndpointId, HostId, LinkId, NodeId, Requester};
 use crate::multicast::GroupId;
-use crate::route::Hop;
-use crate::topology::{Dir, Fabric, LinkKind, NodeKind};
+use crate::topology::{Fabric, NodeKind};
 use crate::units::format_size;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use thiserror::Error;
@@ -192,8 +191,11 @@ impl NtbAdapter {
             .enumerate()
             .filter_map(|(i, e)| {
                 let e = e.as_ref()?;
+                // `remote - remote_base < entry_size`, written so that an entry ending at 2^64
+                // does not overflow.
                 let covers = e.target == target
-                    && (e.remote_base..e.remote_base + self.entry_size).contains(&remote);
+                    && remote >= e.remote_base
+                    && remote - e.remote_base < self.entry_size;
                 covers.then(|| {
                     self.window.start + i as u64 * self.entry_size + (remote - e.remote_base)
                 })
@@ -213,7 +215,7 @@ pub enum NtbError {
         /// Its node id.
         node_id: ClusterNodeId,
         /// Entries the mapping needs.
-        needed: u32,
+        needed: u64,
         /// Entries free (not necessarily consecutive).
         free: u32,
         /// Table size.
@@ -261,6 +263,16 @@ pub enum NtbError {
     /// A zero-length mapping.
     #[error("zero-length NTB mapping")]
     Empty,
+    /// The far range runs past the end of the 64-bit address space.
+    #[error("NTB adapter {adapter}: {len} bytes at {remote:#x} run past the end of the 64-bit address space")]
+    BeyondAddressSpace {
+        /// Adapter name.
+        adapter: String,
+        /// Far-side start address.
+        remote: u64,
+        /// Length in bytes.
+        len: u64,
+    },
 }
 
 impl Fabric {
@@ -309,16 +321,7 @@ impl Fabric {
         }
         self.adapters = adapters;
         self.link_up = vec![true; self.links.len()];
-        let n = self.adapters.len() as u32;
-        let mut paths = BTreeMap::new();
-        for from in (0..n).map(AdapterId) {
-            for to in (0..n).map(AdapterId).filter(|&t| t != from) {
-                if let Some(p) = self.search_cable_path(from, to) {
-                    paths.insert((from, to), p);
-                }
-            }
-        }
-        self.cable_paths = paths;
+        self.cable_paths = crate::cables::CablePaths::build(self);
     }
 
     /// Sets table sizes from the calibration for every adapter whose scenario entry left them
@@ -413,32 +416,50 @@ impl Fabric {
             }
         }
         let name = self.adapter_name(adapter);
-        self.next_mapping += 1;
-        let id = self.next_mapping;
         let a = self.adapter_checked(adapter)?;
         let size = a.entry_size;
         let base = remote - remote % size;
-        let needed = (remote + len - base).div_ceil(size) as u32;
+        // `end - base` bytes from the entry-aligned base: the range may end at 2^64 exactly
+        // (u128), never beyond it.
+        let end = u128::from(remote) + u128::from(len);
+        if end > 1u128 << 64 {
+            return Err(NtbError::BeyondAddressSpace {
+                adapter: name,
+                remote,
+                len,
+            });
+        }
         let free = a.lut.iter().filter(|e| e.is_none()).count() as u32;
         let limit = a.lut.len() as u32;
-        let first = (0..limit.saturating_sub(needed - 1))
+        let needed_wide = (end - u128::from(base)).div_ceil(u128::from(size));
+        let lut_full = |needed: u64| NtbError::LutFull {
+            adapter: name.clone(),
+            node_id: a.node_id,
+            needed,
+            free,
+            limit,
+            entry_size: format_size(size),
+        };
+        // At most the table size (a `u32`) from here on.
+        let needed = match u32::try_from(needed_wide) {
+            Ok(n) if n <= limit => n,
+            _ => return Err(lut_full(u64::try_from(needed_wide).unwrap_or(u64::MAX))),
+        };
+        let first = (0..=limit - needed)
             .find(|&s| {
                 a.lut[s as usize..(s + needed) as usize]
                     .iter()
                     .all(Option::is_none)
             })
-            .ok_or_else(|| NtbError::LutFull {
-                adapter: name,
-                node_id: a.node_id,
-                needed,
-                free,
-                limit,
-                entry_size: format_size(size),
-            })?;
+            .ok_or_else(|| lut_full(u64::from(needed)))?;
+        self.next_mapping += 1;
+        let id = self.next_mapping;
+        let a = self.adapter_checked(adapter)?;
         for k in 0..needed {
             a.lut[(first + k) as usize] = Some(LutEntry {
                 target,
-                remote_base: base + k as u64 * size,
+                // Below `remote + len`, so below 2^64.
+                remote_base: base + u64::from(k) * size,
                 mapping: id,
             });
         }
@@ -447,7 +468,8 @@ impl Fabric {
             adapter,
             first_entry: first,
             entries: needed,
-            bus_addr: a.window.start + first as u64 * size + (remote - base),
+            // Inside the window: `first + needed <= limit` and `limit * size <= window`.
+            bus_addr: a.window.start + u64::from(first) * size + (remote - base),
             len,
         })
     }
@@ -535,65 +557,6 @@ impl Fabric {
         Ok(())
     }
 
-    /// The hops from adapter `from` over cables (and cluster switches) to adapter `to`,
-    /// shortest first; `None` if they are not connected. Adapters do not forward between
-    /// cables; cluster switches do. (Computed once when the fabric is built.)
-    pub fn cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
-        if from == to {
-            return self.adapters.get(from.index()).map(|_| Vec::new());
-        }
-        self.cable_paths.get(&(from, to)).cloned()
-    }
-
-    /// Breadth-first search for [`Fabric::cable_path`].
-    fn search_cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
-        let start = self.adapters.get(from.index())?.node;
-        let goal = self.adapters.get(to.index())?.node;
-        if start == goal {
-            return Some(Vec::new());
-        }
-        let mut came: BTreeMap<NodeId, Hop> = BTreeMap::new();
-        let mut queue = VecDeque::from([start]);
-        while let Some(n) = queue.pop_front() {
-            if n == goal {
-                let mut hops = Vec::new();
-                let mut at = goal;
-                while at != start {
-                    let hop = came[&at];
-                    hops.push(hop);
-                    let l = &self.links[hop.link.index()];
-                    at = if hop.dir == Dir::Down { l.a } else { l.b };
-                }
-                hops.reverse();
-                return Some(hops);
-            }
-            if n != start && !matches!(self.nodes[n.index()].kind, NodeKind::ClusterSwitch { .. }) {
-                continue;
-            }
-            for &link in &self.nodes[n.index()].cables {
-                let l = &self.links[link.index()];
-                debug_assert_eq!(l.kind, LinkKind::Cable);
-                let (next, dir) = if l.a == n {
-                    (l.b, Dir::Down)
-                } else {
-                    (l.a, Dir::Up)
-                };
-                if next != start && !came.contains_key(&next) {
-                    came.insert(
-                        next,
-                        Hop {
-                            link,
-                            dir,
-                            node: next,
-                        },
-                    );
-                    queue.push_back(next);
-                }
-            }
-        }
-        None
-    }
-
     /// Whether every link is up.
     pub fn link_is_up(&self, link: LinkId) -> bool {
         self.link_up.get(link.index()).copied().unwrap_or(true)
@@ -615,6 +578,9 @@ impl Fabric {
 }
 
 impl NtbAdapter {
+    /// Sizes the tables. The sizes come from a validated scenario or calibration (at least
+    /// one entry, at most 4096; at least the CPU's reserved requester ids), so the `max`
+    /// calls below change nothing for them; they only keep a hand-made call well-defined.
     fn resize(&mut self, sizes: NtbTableSizes) {
         let entries = sizes.lut_entries.max(1) as u64;
         let window = self.window.end - self.window.start;

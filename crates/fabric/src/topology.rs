@@ -239,11 +239,8 @@ pub struct Fabric {
     pub(crate) next_mapping: u64,
     /// The adapter of each endpoint (routing looks it up on every NTB crossing).
     pub(crate) adapter_by_endpoint: Vec<Option<crate::ntb::AdapterId>>,
-    /// Cable paths between every connected pair of adapters.
-    pub(crate) cable_paths: std::collections::BTreeMap<
-        (crate::ntb::AdapterId, crate::ntb::AdapterId),
-        Vec<crate::route::Hop>,
-    >,
+    /// Shortest cable paths between cluster switches (see [`crate::cables`]).
+    pub(crate) cable_paths: crate::cables::CablePaths,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters.
@@ -286,13 +283,22 @@ impl Fabric {
             multicast: crate::multicast::Multicast::new(crate::multicast::DEFAULT_GROUPS),
             next_mapping: 0,
             adapter_by_endpoint: Vec::new(),
-            cable_paths: std::collections::BTreeMap::new(),
+            cable_paths: crate::cables::CablePaths::default(),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
             let host = HostId(hi as u32);
             let root = fabric.add_node(h.name.clone(), Some(host), NodeKind::RootComplex);
-            let map = crate::enumerate::AddressMap::for_ram(h.ram);
+            let map = crate::enumerate::AddressMap::for_ram(h.ram).ok_or_else(|| {
+                h.loc.error(format!(
+                    "host {:?}: ram of {} bytes leaves no room for the address map (allowed: {} \
+                     to {})",
+                    h.name,
+                    h.ram,
+                    crate::units::format_size(crate::enumerate::MIN_RAM),
+                    crate::units::format_size(crate::enumerate::MAX_RAM)
+                ))
+            })?;
             fabric.hosts.push(Host {
                 name: h.name.clone(),
                 root,

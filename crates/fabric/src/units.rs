@@ -3,20 +3,28 @@
 use serde::Serialize;
 use std::fmt;
 
-/// Parses a byte size such as `4096`, `"4K"`, `"64 GiB"`, `"1.5M"` (binary multiples).
+/// Parses a byte size such as `4096`, `"4K"`, `"64 GiB"`, `"1.5M"` (binary multiples: K, M,
+/// G, T; `B`, `KB`/`KiB`, ... are accepted too).
+///
+/// The number is parsed exactly, without going through floating point: a fraction is allowed
+/// when it makes a whole number of bytes (`"1.5K"` is 1536, `"0.3"` is an error), and a size
+/// above `u64::MAX` bytes is an error, never a rounded or saturated value.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("size {text:?}: a size cannot be negative"));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
-    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+    let shift: u32 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => {
             return Err(format!(
                 "size {text:?}: unknown unit {unit:?} (use K, M, G or T)"
@@ -26,14 +34,58 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     if num.is_empty() {
         return Err(format!("size {text:?}: no number"));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("size {text:?}: {num:?} is not a number"))?;
-    let bytes = value * multiplier as f64;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64) || bytes.fract() != 0.0 {
-        return Err(format!("size {text:?} is not a whole number of bytes"));
+    let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
+    if fraction.contains('.') || (whole.is_empty() && fraction.is_empty()) {
+        return Err(format!("size {text:?}: {num:?} is not a number"));
     }
-    Ok(bytes as u64)
+    let too_large = || format!("size {text:?}: too large (at most {} bytes)", u64::MAX);
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_large())?
+    };
+    let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
+    let part = fraction_bytes(fraction.trim_end_matches('0'), shift)
+        .ok_or_else(|| format!("size {text:?} is not a whole number of bytes"))?;
+    whole.checked_add(part).ok_or_else(too_large)
+}
+
+/// A size given in a TOML file as a number of bytes (`4096`) or a string (`"64G"`); the error
+/// names `key` and the value.
+pub fn size_value(key: &str, value: &toml::Value) -> Result<u64, String> {
+    match value {
+        toml::Value::Integer(n) => {
+            u64::try_from(*n).map_err(|_| format!("{key} = {n}: a size cannot be negative"))
+        }
+        toml::Value::String(s) => parse_size(s).map_err(|e| format!("{key}: {e}")),
+        other => Err(format!(
+            "{key} = {other}: expected a size — a number of bytes or a string such as \"64G\""
+        )),
+    }
+}
+
+/// `0.<digits> × 2^shift` as a whole number, or `None` if it is not one.
+///
+/// With `n` significant digits (no trailing zeros) the value is `digits × 2^shift / 10^n =
+/// digits × 2^(shift−n) / 5^n`: whole only if `n ≤ shift` (otherwise `digits` would need to
+/// be a multiple of 10, but its last digit is not 0) and `5^n` divides `digits`. The quotient
+/// `digits / 5^n` is below `2^n ≤ 2^40`, and every intermediate fits in a `u128`.
+fn fraction_bytes(digits: &str, shift: u32) -> Option<u64> {
+    let n = u32::try_from(digits.len()).ok()?;
+    if n > shift {
+        return None;
+    }
+    let divisor = 5u128.pow(n);
+    let (mut quotient, mut remainder) = (0u128, 0u128);
+    for d in digits.bytes() {
+        let current = remainder * 10 + u128::from(d - b'0');
+        quotient = quotient * 10 + current / divisor;
+        remainder = current % divisor;
+    }
+    if remainder != 0 {
+        return None;
+    }
+    u64::try_from(quotient << (shift - n)).ok()
 }
 
 /// Formats a byte count with the largest binary unit that divides it evenly.
@@ -62,28 +114,33 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
-    /// Parses `"gen3 x16"` (also `"Gen3x16"`, `"gen3 16"`).
+    /// Parses `"gen3 x16"` (also `"Gen3x16"`, `"gen3 16"`). The error quotes the text and
+    /// ends with the allowed forms.
     pub fn parse(text: &str) -> Result<LinkSpec, String> {
+        const ALLOWED: &str =
+            "(allowed: \"genG xW\" with G from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)";
         let lower = text.trim().to_ascii_lowercase();
         let rest = lower
             .strip_prefix("gen")
-            .ok_or_else(|| format!("link {text:?}: expected the form \"gen3 x16\""))?;
+            .ok_or_else(|| format!("{text:?}: expected the form \"gen3 x16\" {ALLOWED}"))?;
         let gen_end = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let gen: u8 = rest[..gen_end]
             .parse()
-            .map_err(|_| format!("link {text:?}: missing generation number"))?;
+            .map_err(|_| format!("{text:?}: missing or bad generation number {ALLOWED}"))?;
         let width_text = rest[gen_end..].trim().trim_start_matches('x');
         let width: u8 = width_text
             .parse()
-            .map_err(|_| format!("link {text:?}: missing lane count (x1 to x32)"))?;
+            .map_err(|_| format!("{text:?}: missing or bad lane count {ALLOWED}"))?;
         if !(1..=5).contains(&gen) {
-            return Err(format!("link {text:?}: generation must be 1 to 5"));
+            return Err(format!(
+                "{text:?}: generation {gen} is not a PCIe generation the model knows {ALLOWED}"
+            ));
         }
         if ![1, 2, 4, 8, 16, 32].contains(&width) {
             return Err(format!(
-                "link {text:?}: width must be x1, x2, x4, x8, x16 or x32"
+                "{text:?}: width x{width} is not a PCIe link width {ALLOWED}"
             ));
         }
         Ok(LinkSpec { gen, width })
@@ -112,6 +169,99 @@ mod tests {
     }
 
     #[test]
+    fn sizes_parse_exactly_up_to_the_largest_u64_and_not_beyond() {
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_size("18446744073709551614"), Ok(u64::MAX - 1));
+        assert_eq!(parse_size("9007199254740993"), Ok((1 << 53) + 1));
+        assert_eq!(parse_size("16777215T"), Ok(((1 << 24) - 1) << 40));
+        assert_eq!(parse_size("0.0009765625K"), Ok(1));
+        assert_eq!(parse_size("1.25K"), Ok(1280));
+        assert_eq!(parse_size("2.50M"), Ok(5 << 19));
+        assert_eq!(parse_size(".5K"), Ok(512));
+        for text in [
+            "18446744073709551616",
+            "16777216T",
+            "99999999999999999999999999G",
+            "18446744073709551615.5K",
+        ] {
+            let err = parse_size(text).expect_err(text);
+            assert!(err.contains(&format!("{text:?}")), "{err}");
+            assert!(
+                err.contains("too large (at most 18446744073709551615 bytes)"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_or_fractional_sizes_are_rejected_with_the_text() {
+        for (text, problem) in [
+            ("0.3", "not a whole number of bytes"),
+            (
+                "1.0000000000000000000000001T",
+                "not a whole number of bytes",
+            ),
+            ("1.2.3M", "is not a number"),
+            (".", "is not a number"),
+            ("-4K", "cannot be negative"),
+            ("GiB", "no number"),
+            ("4 KB/s", "unknown unit"),
+        ] {
+            let err = parse_size(text).expect_err(text);
+            assert!(err.contains(problem), "{text}: {err}");
+            assert!(err.contains(&format!("{text:?}")), "{text}: {err}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_byte_count_round_trips_through_its_formatted_size(bytes: u64) {
+            proptest::prop_assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
+        }
+
+        #[test]
+        fn every_size_the_parser_accepts_round_trips(
+            whole in 0u64..1 << 24,
+            fraction in "[0-9]{0,6}",
+            unit in proptest::sample::select(&["", "K", "KiB", "M", "g", "T", " GB", "b"][..]),
+        ) {
+            let text = if fraction.is_empty() {
+                format!("{whole}{unit}")
+            } else {
+                format!("{whole}.{fraction}{unit}")
+            };
+            if let Ok(bytes) = parse_size(&text) {
+                proptest::prop_assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
+                proptest::prop_assert_eq!(parse_size(&bytes.to_string()), Ok(bytes));
+            }
+        }
+    }
+
+    #[test]
+    fn toml_sizes_are_integers_or_strings_and_the_error_names_the_key() {
+        assert_eq!(size_value("ram", &toml::Value::Integer(4096)), Ok(4096));
+        assert_eq!(
+            size_value("ram", &toml::Value::String("2K".into())),
+            Ok(2048)
+        );
+        assert_eq!(
+            size_value("ram", &toml::Value::Float(1.5)),
+            Err(
+                "ram = 1.5: expected a size — a number of bytes or a string such as \"64G\"".into()
+            )
+        );
+        assert_eq!(
+            size_value("window", &toml::Value::Integer(-1)),
+            Err("window = -1: a size cannot be negative".into())
+        );
+        let err = size_value("ram", &toml::Value::String("7 parsecs".into())).expect_err("unit");
+        assert!(
+            err.starts_with("ram: size \"7 parsecs\": unknown unit"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn sizes_format_with_the_largest_even_unit() {
         assert_eq!(format_size(64 << 30), "64G");
         assert_eq!(format_size(4096 + 1), "4097");
@@ -128,5 +278,18 @@ mod tests {
         assert!(LinkSpec::parse("gen3 x3").is_err());
         assert!(LinkSpec::parse("gen9 x16").is_err());
         assert!(LinkSpec::parse("pcie3").is_err());
+        assert_eq!(
+            LinkSpec::parse("gen3 x3"),
+            Err(
+                "\"gen3 x3\": width x3 is not a PCIe link width (allowed: \"genG xW\" with G \
+                 from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)"
+                    .to_string()
+            )
+        );
+        for text in ["gen0 x4", "gen3 x999", "gen99999 x4", "gen x4", "gen3"] {
+            let err = LinkSpec::parse(text).expect_err(text);
+            assert!(err.starts_with(&format!("{text:?}: ")), "{err}");
+            assert!(err.ends_with("32)"), "{err}");
+        }
     }
 }

@@ -458,6 +458,40 @@ fn a_mapping_larger_than_the_table_is_lut_full() {
 }
 
 #[test]
+fn a_mapping_past_the_end_of_the_address_space_is_refused_and_one_ending_at_it_fits() {
+    let (mut fabric, b, l) = eight_entry_fabric();
+    let err = fabric.ntb_map(b, l, u64::MAX, 2).unwrap_err();
+    assert_eq!(
+        err,
+        NtbError::BeyondAddressSpace {
+            adapter: "borrower.ntb0".into(),
+            remote: u64::MAX,
+            len: 2,
+        }
+    );
+    assert!(err.to_string().contains("0xffffffffffffffff"), "{err}");
+    assert_eq!(fabric.adapter(b).lut_used(), 0);
+
+    let m = fabric
+        .ntb_map(b, l, u64::MAX - 4095, 4096)
+        .expect("ends at 2^64 exactly");
+    assert_eq!(m.entries, 1);
+    let a = fabric.adapter(b);
+    assert_eq!(
+        a.translate(m.bus_addr + 4095),
+        Some((m.first_entry, l, u64::MAX))
+    );
+    assert_eq!(a.reverse_translate(l, u64::MAX), vec![m.bus_addr + 4095]);
+
+    // The whole address space needs 2^30 entries of 16 GiB: a full table, not a wrap.
+    let err = fabric.ntb_map(b, l, 0, u64::MAX).unwrap_err();
+    assert!(
+        matches!(err, NtbError::LutFull { needed, limit: 8, .. } if needed == 1 << 30),
+        "{err}"
+    );
+}
+
+#[test]
 fn unmapping_twice_is_not_mapped() {
     let (mut fabric, b, l) = eight_entry_fabric();
     let m = fabric.ntb_map(b, l, 0, 4096).expect("fits");
@@ -1116,6 +1150,30 @@ fn groups_are_limited_and_busy_while_they_have_members() {
         fabric.multicast_create(GROUP_SIZE),
         Err(MulticastError::GroupsExhausted { limit: 3 })
     );
+}
+
+#[test]
+fn a_multicast_overlay_past_the_end_of_the_address_space_is_refused() {
+    let mut fabric = build("cascade-60", CASCADE_60);
+    let g = fabric.multicast_create(GROUP_SIZE).expect("a group");
+    let base = u64::MAX - GROUP_SIZE + 2;
+    assert_eq!(
+        fabric.multicast_join(g, AdapterId(1), base, GROUP_SIZE),
+        Err(MulticastError::BeyondAddressSpace {
+            adapter: "node01.ntb0".into(),
+            base,
+            len: GROUP_SIZE,
+        })
+    );
+    assert!(fabric
+        .multicast()
+        .group(g)
+        .expect("exists")
+        .members
+        .is_empty());
+    fabric
+        .multicast_join(g, AdapterId(1), base - 1, GROUP_SIZE)
+        .expect("ends at 2^64 exactly");
 }
 
 /// Nothing leaves an adapter whose own cable is down: the write fails like a unicast one.

@@ -1,6 +1,8 @@
 //! The `params` a scenario file may give an `nvme` device.
 
-use smartio_fabric::units::parse_size;
+use smartio_fabric::spec::limits::{in_range, power_of_two_size};
+use smartio_fabric::units::{format_size, size_value};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 /// Scenario parameters of an NVMe device.
@@ -33,8 +35,22 @@ pub const KNOWN: &[&str] = &[
     "cmb",
 ];
 
+/// Logical block sizes the controller formats namespaces with.
+pub const LBA_SIZES: [u32; 2] = [512, 4096];
+/// Queue pairs including the admin pair: the controller's BAR0 holds an MSI-X table of 256
+/// vectors, one per pair; an admin pair and one I/O pair at least.
+pub const QUEUES: RangeInclusive<i64> = 2..=256;
+/// Namespaces per controller (NVMe allows 2^32 − 2; the model keeps a store per namespace).
+pub const NAMESPACES: RangeInclusive<i64> = 1..=1024;
+/// Bytes per namespace: up to 1 PiB, four times the largest SSD of 2024.
+pub const MAX_CAPACITY: u64 = 1 << 50;
+/// A controller memory buffer: a power of two from one 4 KiB page to 1 TiB (a BAR in the
+/// host's 16 TiB 64-bit MMIO region).
+pub const CMB: RangeInclusive<u64> = 4096..=1 << 40;
+
 impl NvmeParams {
-    /// Parses and checks `params`; the error names the parameter.
+    /// Parses and checks `params`; the error names the parameter, the value and the allowed
+    /// range.
     pub fn parse(params: &toml::Table) -> Result<NvmeParams, String> {
         if let Some(k) = params.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!(
@@ -42,53 +58,76 @@ impl NvmeParams {
                 KNOWN.join(", ")
             ));
         }
-        let string = |key: &str| -> Result<Option<String>, String> {
+        let string = |key: &str, allowed: &str| -> Result<Option<String>, String> {
             match params.get(key) {
                 None => Ok(None),
                 Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-                Some(v) => Err(format!("{key} = {v}: expected a string")),
+                Some(v) => Err(format!(
+                    "{key} = {v}: expected a string (allowed: {allowed})"
+                )),
             }
         };
-        let integer = |key: &str, min: i64, max: i64| -> Result<Option<i64>, String> {
+        let integer = |key: &str, range: &RangeInclusive<i64>| -> Result<Option<i64>, String> {
             match params.get(key) {
                 None => Ok(None),
-                Some(toml::Value::Integer(n)) if (min..=max).contains(n) => Ok(Some(*n)),
-                Some(v) => Err(format!("{key} = {v}: expected an integer in {min}..={max}")),
+                Some(toml::Value::Integer(n)) => in_range(key, *n, range, "").map(Some),
+                Some(v) => Err(format!(
+                    "{key} = {v}: expected a whole number (allowed: {} to {})",
+                    range.start(),
+                    range.end()
+                )),
             }
         };
-        let size = |key: &str| -> Result<Option<u64>, String> {
-            match params.get(key) {
-                None => Ok(None),
-                Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as u64)),
-                Some(toml::Value::String(s)) => {
-                    parse_size(s).map(Some).map_err(|e| format!("{key}: {e}"))
-                }
-                Some(v) => Err(format!("{key} = {v}: expected a size such as \"16M\"")),
+        let lba_size = match params.get("lba_size") {
+            None => 512,
+            Some(toml::Value::Integer(n)) if LBA_SIZES.iter().any(|&l| i64::from(l) == *n) => {
+                *n as u32
             }
-        };
-        let lba_size = integer("lba_size", 512, 4096)?.unwrap_or(512) as u32;
-        if lba_size != 512 && lba_size != 4096 {
-            return Err(format!("lba_size = {lba_size}: must be 512 or 4096"));
-        }
-        let cmb = size("cmb")?.unwrap_or(0);
-        if cmb != 0 && (!cmb.is_power_of_two() || cmb < 4096) {
-            return Err(format!(
-                "cmb = {cmb}: must be a power of two of at least 4 KiB"
-            ));
-        }
-        let capacity = size("capacity")?;
-        if let Some(c) = capacity {
-            if c == 0 || c % u64::from(lba_size) != 0 {
+            Some(v) => {
                 return Err(format!(
-                    "capacity = {c}: must be a positive multiple of lba_size ({lba_size})"
-                ));
+                    "lba_size = {v}: not a supported block size (allowed: 512 or 4096)"
+                ))
             }
-        }
+        };
+        let cmb = match params.get("cmb") {
+            None => 0,
+            Some(v) => match size_value("cmb", v)? {
+                0 => 0,
+                bytes => power_of_two_size("cmb", &v.to_string(), bytes, &CMB)
+                    .map_err(|e| e.replace("(allowed: ", "(allowed: 0 for none, or "))?,
+            },
+        };
+        let capacity = match params.get("capacity") {
+            None => None,
+            Some(v) => {
+                let c = size_value("capacity", v)?;
+                let lba = u64::from(lba_size);
+                if c == 0 || c % lba != 0 || c > MAX_CAPACITY {
+                    let problem = if c > MAX_CAPACITY {
+                        "too large".to_string()
+                    } else {
+                        format!("not a positive multiple of lba_size ({lba})")
+                    };
+                    return Err(format!(
+                        "capacity = {v}: {problem} (allowed: a multiple of {lba} from {} to {})",
+                        format_size(lba),
+                        format_size(MAX_CAPACITY)
+                    ));
+                }
+                Some(c)
+            }
+        };
         Ok(NvmeParams {
-            profile: string("profile")?.unwrap_or_else(|| "optane-p4800x".to_string()),
-            backing: string("backing")?.map(PathBuf::from),
-            queues: integer("queues", 2, 256)?.map(|n| n as u16),
-            namespaces: integer("namespaces", 1, 1024)?.unwrap_or(1) as u32,
+            profile: string(
+                "profile",
+                "a profile of the calibration, e.g. \"optane-p4800x\"",
+            )?
+            .unwrap_or_else(|| "optane-p4800x".to_string()),
+            backing: string("backing", "a file path")?.map(PathBuf::from),
+            // In range: 2..=256 fits a u16.
+            queues: integer("queues", &QUEUES)?.map(|n| n as u16),
+            // In range: 1..=1024 fits a u32.
+            namespaces: integer("namespaces", &NAMESPACES)?.unwrap_or(1) as u32,
             capacity,
             lba_size,
             cmb,
@@ -116,6 +155,45 @@ mod tests {
         assert_eq!(p.queues, Some(8));
         assert_eq!(p.cmb, 1 << 20);
         assert_eq!(p.capacity, Some(1 << 30));
+    }
+
+    #[test]
+    fn bad_values_name_the_parameter_the_value_and_the_range() {
+        for (text, message) in [
+            ("queues = 1", "queues = 1: too small (allowed: 2 to 256)"),
+            ("queues = 70000", "queues = 70000: too large (allowed: 2 to 256)"),
+            ("queues = \"8\"", "queues = \"8\": expected a whole number (allowed: 2 to 256)"),
+            ("namespaces = 0", "namespaces = 0: too small (allowed: 1 to 1024)"),
+            (
+                "lba_size = 1024",
+                "lba_size = 1024: not a supported block size (allowed: 512 or 4096)",
+            ),
+            (
+                "cmb = \"3K\"",
+                "cmb = \"3K\": not a power of two (allowed: 0 for none, or a power of two from 4K to 1T)",
+            ),
+            ("cmb = \"2T\"", "cmb = \"2T\": too large"),
+            (
+                "capacity = 1000",
+                "capacity = 1000: not a positive multiple of lba_size (512) (allowed: a multiple of 512 from 512 to 1024T)",
+            ),
+            ("capacity = 0", "capacity = 0: not a positive multiple"),
+            ("capacity = \"2048T\"", "capacity = \"2048T\": too large"),
+            ("capacity = -512", "capacity = -512: a size cannot be negative"),
+            (
+                "capacity = \"18446744073709551616\"",
+                "capacity: size \"18446744073709551616\": too large",
+            ),
+            (
+                "profile = 3",
+                "profile = 3: expected a string (allowed: a profile of the calibration",
+            ),
+        ] {
+            let e = NvmeParams::parse(&table(text)).expect_err(text);
+            assert!(e.starts_with(message), "{text}: {e}");
+        }
+        let p = NvmeParams::parse(&table("capacity = \"1024T\"\ncmb = 0")).expect("largest");
+        assert_eq!((p.capacity, p.cmb), (Some(1 << 50), 0));
     }
 
     #[test]

@@ -1,15 +1,30 @@
 //! The calibration file: every timing parameter with its source.
 //!
 //! The default (`calibration/default.toml`) is embedded; a user may pass another file. Each
-//! entry is `{ value = N, source = "..." }`; an entry without a source is rejected, so every
-//! number in the model can be traced to a datasheet, a paper figure, or an admitted estimate.
+//! entry is `{ value = N, source = "..." }`; an entry without a source (or with an empty one)
+//! is rejected, so every number in the model can be traced to a datasheet, a paper figure, or
+//! an admitted estimate.
+//!
+//! Parsing has two passes: the TOML text into the typed sections below (unknown keys and
+//! missing ones are errors there), then [`Calibration::validate`], which checks every value
+//! against its range in [`ranges::RULES`] and reports `file:line: [section] key = value: why
+//! (allowed: range)`.
+
+pub mod ranges;
+mod spans;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use validate::{Entry, Section};
 
 use serde::Deserialize;
+use spans::Lines;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// The embedded default calibration.
-pub const DEFAULT_CALIBRATION: &str = include_str!("../../../calibration/default.toml");
+pub const DEFAULT_CALIBRATION: &str = include_str!("../../../../calibration/default.toml");
 
 /// A calibration that failed to parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -197,6 +212,10 @@ impl Calibration {
     /// cluster switches' chips, or of the NTB chips when there is no cluster switch).
     pub fn configure_fabric(&self, fabric: &mut smartio_fabric::Fabric) {
         let defaults = smartio_fabric::ntb::DEFAULT_TABLE_SIZES;
+        // In range: validation admits only whole numbers in 1..=4096 (`lut_entries`),
+        // 2..=1024 (`requester_ids`) and 1..=64 (`multicast_groups`), so the cast is exact. (A
+        // calibration edited in code after parsing should be re-checked with `validate`; the
+        // cast saturates rather than wraps if it was not.)
         let get = |chip: &str, f: fn(&ChipParams) -> Option<&Param>| {
             self.chips.get(chip).and_then(f).map(|p| p.value as u32)
         };
@@ -234,22 +253,15 @@ impl Calibration {
         }
     }
 
-    /// Parses a calibration file's text.
+    /// Parses a calibration file's text and checks every value against its range
+    /// ([`Calibration::validate`]); errors name the file and line.
     pub fn parse(file: &str, text: &str) -> Result<Calibration, CalibrationError> {
         let cal: Calibration = toml::from_str(text).map_err(|e| CalibrationError {
             file: file.to_string(),
-            line: e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            line: e.span().map(|s| spans::line_of(text, s.start)),
             message: e.message().trim().to_string(),
         })?;
-        if !cal.devices.contains_key("default") {
-            return Err(CalibrationError {
-                file: file.to_string(),
-                line: None,
-                message: "missing [devices.default]".to_string(),
-            });
-        }
+        cal.check(file, &Lines::of(text))?;
         Ok(cal)
     }
 
@@ -294,35 +306,12 @@ impl Calibration {
 
     /// Bytes of framing, header and CRC per TLP on a link of this generation.
     pub fn tlp_overhead(&self, gen: u8) -> u32 {
+        // In range: validation admits only whole numbers from 12 to 64 for both keys, so the
+        // casts are exact.
         if gen <= 2 {
             self.pcie.tlp_overhead_bytes_gen12.value as u32
         } else {
             self.pcie.tlp_overhead_bytes_gen3.value as u32
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_embedded_calibration_parses_and_every_value_has_a_source() {
-        let cal = Calibration::default_embedded();
-        assert_eq!(cal.chips["PEX8733"].latency_ns.value, 132.0);
-        assert!(cal.chips.values().all(|c| !c.latency_ns.source.is_empty()));
-        assert_eq!(cal.device("unknown-kind").max_outstanding_reads.value, 32.0);
-        assert!(cal.device_extra("dma", "setup_ns").is_some());
-    }
-
-    #[test]
-    fn a_value_without_source_is_rejected_with_its_line() {
-        let text = DEFAULT_CALIBRATION.replace(
-            "latency_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733 (PXH830 / HIB68 adapters) adds up to 132 ns per transaction\" }",
-            "latency_ns = { value = 132 }",
-        );
-        let err = Calibration::parse("c.toml", &text).expect_err("no source");
-        assert!(err.message.contains("source"), "{err}");
-        assert!(err.line.is_some());
     }
 }

@@ -1,0 +1,98 @@
+//! Where each key of a calibration file was written: a second pass over the TOML text (with
+//! `toml_edit`, which keeps positions) that records the line of every entry
+//! (`pcie.max_payload_size.value` → 20), so that a value rejected after parsing is reported at
+//! its line.
+//!
+//! The typed parse ([`super::Calibration`]) is the authority on structure; this pass only
+//! answers "which line". On a text it cannot parse (the typed parse would have failed first)
+//! errors simply carry no line.
+
+use std::collections::BTreeMap;
+use toml_edit::{ImDocument, Item, Table, Value};
+
+/// The 1-based line of every key path of a TOML document.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Lines {
+    lines: BTreeMap<Vec<String>, usize>,
+}
+
+impl Lines {
+    /// Records the line of every table and value in `text`; an unparsable text gives an
+    /// empty map.
+    pub fn of(text: &str) -> Lines {
+        let mut lines = Lines::default();
+        if let Ok(doc) = ImDocument::parse(text) {
+            lines.table(text, &mut Vec::new(), doc.as_table());
+        }
+        lines
+    }
+
+    /// The line of the entry at `path` (`["pcie", "max_payload_size", "value"]`).
+    pub fn line(&self, path: &[&str]) -> Option<usize> {
+        let key: Vec<String> = path.iter().map(|s| (*s).to_string()).collect();
+        self.lines.get(&key).copied()
+    }
+
+    fn record(&mut self, text: &str, path: &[String], span: Option<std::ops::Range<usize>>) {
+        if let Some(span) = span {
+            self.lines.insert(path.to_vec(), line_of(text, span.start));
+        }
+    }
+
+    fn table(&mut self, text: &str, path: &mut Vec<String>, table: &Table) {
+        for (key, item) in table.iter() {
+            path.push(key.to_string());
+            match item {
+                Item::Table(t) => {
+                    self.record(text, path, t.span());
+                    self.table(text, path, t);
+                }
+                Item::Value(v) => self.value(text, path, v),
+                Item::ArrayOfTables(_) | Item::None => {}
+            }
+            path.pop();
+        }
+    }
+
+    fn value(&mut self, text: &str, path: &mut Vec<String>, value: &Value) {
+        self.record(text, path, value.span());
+        if let Value::InlineTable(t) = value {
+            for (key, v) in t.iter() {
+                path.push(key.to_string());
+                self.value(text, path, v);
+                path.pop();
+            }
+        }
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .unwrap_or(text)
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_values_inside_inline_tables_and_sections_are_found() {
+        let text = "[pcie]\n# comment\nmps = { value = 256, source = \"s\" }\n\n[chips.X]\nlatency_ns = { value = 1, source = \"t\" }\n[chips.Y.lut]\nvalue = 3\nsource = \"u\"\n";
+        let lines = Lines::of(text);
+        assert_eq!(lines.line(&["pcie", "mps", "value"]), Some(3));
+        assert_eq!(lines.line(&["chips", "X", "latency_ns", "value"]), Some(6));
+        assert_eq!(lines.line(&["chips", "X", "latency_ns", "source"]), Some(6));
+        assert_eq!(lines.line(&["chips", "Y", "lut", "source"]), Some(9));
+        assert_eq!(lines.line(&["chips", "Z"]), None);
+    }
+
+    #[test]
+    fn an_unparsable_text_has_no_lines() {
+        assert_eq!(Lines::of("[pcie\n"), Lines::default());
+    }
+}

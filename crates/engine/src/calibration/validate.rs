@@ -1,0 +1,365 @@
+//! The validation pass over a parsed calibration: every `{ value, source }` entry, named by
+//! its section and key, checked against its rule in [`super::ranges::RULES`], and the rules
+//! that join two keys.
+
+use super::ranges::{self, rule_for, Allowed};
+use super::spans::Lines;
+use super::{
+    Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, NvmeProfileParams,
+    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams,
+};
+use std::fmt;
+
+/// A table of the calibration file, as validation names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section<'a> {
+    /// `[pcie]`.
+    Pcie,
+    /// `[chips.NAME]`.
+    Chip(&'a str),
+    /// `[root_complex]`.
+    RootComplex,
+    /// `[cpu]`.
+    Cpu,
+    /// `[smartio]`.
+    Smartio,
+    /// `[nvmeof]`.
+    Nvmeof,
+    /// `[devices.KIND]`.
+    Device(&'a str),
+    /// `[nvme.PROFILE]`.
+    Nvme(&'a str),
+}
+
+impl<'a> Section<'a> {
+    /// The section pattern its rules are filed under ([`ranges::Rule::section`]).
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Section::Pcie => "pcie",
+            Section::Chip(_) => "chips.*",
+            Section::RootComplex => "root_complex",
+            Section::Cpu => "cpu",
+            Section::Smartio => "smartio",
+            Section::Nvmeof => "nvmeof",
+            Section::Device(_) => "devices.*",
+            Section::Nvme(_) => "nvme.*",
+        }
+    }
+
+    /// The table's key path in the file.
+    pub fn path(self) -> Vec<&'a str> {
+        match self {
+            Section::Pcie => vec!["pcie"],
+            Section::Chip(n) => vec!["chips", n],
+            Section::RootComplex => vec!["root_complex"],
+            Section::Cpu => vec!["cpu"],
+            Section::Smartio => vec!["smartio"],
+            Section::Nvmeof => vec!["nvmeof"],
+            Section::Device(n) => vec!["devices", n],
+            Section::Nvme(n) => vec!["nvme", n],
+        }
+    }
+}
+
+impl fmt::Display for Section<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.path().join("."))
+    }
+}
+
+/// One `{ value, source }` entry and where it sits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Entry<'a> {
+    /// Its table.
+    pub section: Section<'a>,
+    /// Its key.
+    pub key: &'a str,
+    /// The value and its source.
+    pub param: &'a Param,
+}
+
+fn push<'a, const N: usize>(
+    out: &mut Vec<Entry<'a>>,
+    section: Section<'a>,
+    params: [(&'a str, &'a Param); N],
+) {
+    out.extend(params.map(|(key, param)| Entry {
+        section,
+        key,
+        param,
+    }));
+}
+
+impl Calibration {
+    /// Checks every value against its range ([`ranges::RULES`]), every source for text, every
+    /// device `extra` key against the known ones, and the rules that join two keys. `file`
+    /// names the source in the error (a calibration built in code has no lines).
+    pub fn validate(&self, file: &str) -> Result<(), CalibrationError> {
+        self.check(file, &Lines::default())
+    }
+
+    pub(super) fn check(&self, file: &str, lines: &Lines) -> Result<(), CalibrationError> {
+        if !self.devices.contains_key("default") {
+            return Err(CalibrationError {
+                file: file.to_string(),
+                line: None,
+                message: "missing [devices.default] (the parameters of device kinds without \
+                          their own table)"
+                    .to_string(),
+            });
+        }
+        let mut problems: Vec<(Option<usize>, String)> = Vec::new();
+        for entry in self.entries() {
+            let line = |field: &str| {
+                let mut path = entry.section.path();
+                path.extend([entry.key, field]);
+                lines.line(&path)
+            };
+            let (section, key, param) = (entry.section, entry.key, entry.param);
+            if param.source.trim().is_empty() {
+                problems.push((
+                    line("source"),
+                    format!(
+                        "[{section}] {key} source = {:?}: blank (allowed: where the value comes \
+                         from: a datasheet, a paper figure, or \"estimate: ...\")",
+                        param.source
+                    ),
+                ));
+            }
+            let Some(rule) = rule_for(section.pattern(), key) else {
+                problems.push((
+                    line("value"),
+                    format!(
+                        "[{section}] {key}: unknown key (known: {})",
+                        ranges::keys_of(section.pattern()).join(", ")
+                    ),
+                ));
+                continue;
+            };
+            if let Err(problem) = rule.allowed.check(param.value) {
+                problems.push((
+                    line("value"),
+                    format!(
+                        "[{section}] {key} = {}: {problem} (allowed: {})",
+                        param.value, rule.allowed
+                    ),
+                ));
+            }
+        }
+        // A completion is split at RCB boundaries, so it carries at least one RCB.
+        let (rcb, cpl) = (
+            &self.pcie.read_completion_boundary,
+            &self.pcie.completion_max_payload,
+        );
+        if cpl.value < rcb.value {
+            problems.push((
+                lines.line(&["pcie", "completion_max_payload", "value"]),
+                format!(
+                    "[pcie] completion_max_payload = {}: smaller than read_completion_boundary \
+                     ({}) (allowed: {}, at least the RCB)",
+                    cpl.value,
+                    rcb.value,
+                    Allowed::PowerOfTwo { min: 64, max: 4096 }
+                ),
+            ));
+        }
+        // The earliest line first; problems without a line after those with one.
+        problems.sort_by_key(|(line, _)| (line.is_none(), *line));
+        match problems.into_iter().next() {
+            None => Ok(()),
+            Some((line, message)) => Err(CalibrationError {
+                file: file.to_string(),
+                line,
+                message,
+            }),
+        }
+    }
+
+    /// Every `{ value, source }` entry with its section and key, section by section.
+    pub fn entries(&self) -> Vec<Entry<'_>> {
+        // Destructuring without `..` makes a new field a compile error here until it is
+        // listed (and then a test error until it has a rule in `ranges::RULES`).
+        let mut out = Vec::new();
+        let PcieParams {
+            gen1_gt_per_s,
+            gen2_gt_per_s,
+            gen3_gt_per_s,
+            gen4_gt_per_s,
+            gen5_gt_per_s,
+            tlp_overhead_bytes_gen12,
+            tlp_overhead_bytes_gen3,
+            dllp_overhead_fraction,
+            max_payload_size,
+            max_read_request_size,
+            read_completion_boundary,
+            completion_max_payload,
+            posted_credits_tlps,
+            link_propagation_ns,
+            cable_propagation_ns,
+        } = &self.pcie;
+        push(
+            &mut out,
+            Section::Pcie,
+            [
+                ("gen1_gt_per_s", gen1_gt_per_s),
+                ("gen2_gt_per_s", gen2_gt_per_s),
+                ("gen3_gt_per_s", gen3_gt_per_s),
+                ("gen4_gt_per_s", gen4_gt_per_s),
+                ("gen5_gt_per_s", gen5_gt_per_s),
+                ("tlp_overhead_bytes_gen12", tlp_overhead_bytes_gen12),
+                ("tlp_overhead_bytes_gen3", tlp_overhead_bytes_gen3),
+                ("dllp_overhead_fraction", dllp_overhead_fraction),
+                ("max_payload_size", max_payload_size),
+                ("max_read_request_size", max_read_request_size),
+                ("read_completion_boundary", read_completion_boundary),
+                ("completion_max_payload", completion_max_payload),
+                ("posted_credits_tlps", posted_credits_tlps),
+                ("link_propagation_ns", link_propagation_ns),
+                ("cable_propagation_ns", cable_propagation_ns),
+            ],
+        );
+        for (name, chip) in &self.chips {
+            let ChipParams {
+                latency_ns,
+                lut_entries,
+                requester_ids,
+                multicast_groups,
+            } = chip;
+            let section = Section::Chip(name);
+            push(&mut out, section, [("latency_ns", latency_ns)]);
+            for (key, p) in [
+                ("lut_entries", lut_entries),
+                ("requester_ids", requester_ids),
+                ("multicast_groups", multicast_groups),
+            ] {
+                if let Some(p) = p {
+                    push(&mut out, section, [(key, p)]);
+                }
+            }
+        }
+        let RootComplexParams {
+            latency_ns,
+            memory_read_ns,
+            forwarded_read_request_bytes,
+        } = &self.root_complex;
+        push(
+            &mut out,
+            Section::RootComplex,
+            [
+                ("latency_ns", latency_ns),
+                ("memory_read_ns", memory_read_ns),
+                ("forwarded_read_request_bytes", forwarded_read_request_bytes),
+            ],
+        );
+        let CpuParams {
+            memory_read_ns,
+            memory_write_ns,
+            mmio_issue_ns,
+            poll_interval_ns,
+            interrupt_delivery_ns,
+            syscall_ns,
+            max_outstanding_reads,
+            max_store_bytes,
+            config_access_ns,
+            block_submit_ns,
+            block_complete_ns,
+        } = &self.cpu;
+        push(
+            &mut out,
+            Section::Cpu,
+            [
+                ("memory_read_ns", memory_read_ns),
+                ("memory_write_ns", memory_write_ns),
+                ("mmio_issue_ns", mmio_issue_ns),
+                ("poll_interval_ns", poll_interval_ns),
+                ("interrupt_delivery_ns", interrupt_delivery_ns),
+                ("syscall_ns", syscall_ns),
+                ("max_outstanding_reads", max_outstanding_reads),
+                ("max_store_bytes", max_store_bytes),
+                ("config_access_ns", config_access_ns),
+                ("block_submit_ns", block_submit_ns),
+                ("block_complete_ns", block_complete_ns),
+            ],
+        );
+        let SmartioParams { control_message_ns } = &self.smartio;
+        push(
+            &mut out,
+            Section::Smartio,
+            [("control_message_ns", control_message_ns)],
+        );
+        let NvmeofParams {
+            hca_latency_ns,
+            link_gbps,
+            initiator_post_ns,
+            target_poll_ns,
+            target_submit_ns,
+            target_complete_ns,
+            initiator_complete_ns,
+        } = &self.nvmeof;
+        push(
+            &mut out,
+            Section::Nvmeof,
+            [
+                ("hca_latency_ns", hca_latency_ns),
+                ("link_gbps", link_gbps),
+                ("initiator_post_ns", initiator_post_ns),
+                ("target_poll_ns", target_poll_ns),
+                ("target_submit_ns", target_submit_ns),
+                ("target_complete_ns", target_complete_ns),
+                ("initiator_complete_ns", initiator_complete_ns),
+            ],
+        );
+        for (kind, device) in &self.devices {
+            let DeviceParams {
+                max_outstanding_reads,
+                mmio_read_ns,
+                extra,
+            } = device;
+            let section = Section::Device(kind);
+            push(
+                &mut out,
+                section,
+                [
+                    ("max_outstanding_reads", max_outstanding_reads),
+                    ("mmio_read_ns", mmio_read_ns),
+                ],
+            );
+            for (key, p) in extra {
+                push(&mut out, section, [(key.as_str(), p)]);
+            }
+        }
+        for (name, profile) in &self.nvme {
+            let NvmeProfileParams {
+                read_latency_ns,
+                write_latency_ns,
+                flush_latency_ns,
+                max_read_iops,
+                max_write_iops,
+                read_bandwidth,
+                write_bandwidth,
+                parallel_units,
+                ready_delay_ns,
+                queue_pairs,
+                capacity,
+            } = profile;
+            push(
+                &mut out,
+                Section::Nvme(name),
+                [
+                    ("read_latency_ns", read_latency_ns),
+                    ("write_latency_ns", write_latency_ns),
+                    ("flush_latency_ns", flush_latency_ns),
+                    ("max_read_iops", max_read_iops),
+                    ("max_write_iops", max_write_iops),
+                    ("read_bandwidth", read_bandwidth),
+                    ("write_bandwidth", write_bandwidth),
+                    ("parallel_units", parallel_units),
+                    ("ready_delay_ns", ready_delay_ns),
+                    ("queue_pairs", queue_pairs),
+                    ("capacity", capacity),
+                ],
+            );
+        }
+        out
+    }
+}

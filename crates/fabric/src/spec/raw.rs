@@ -1,0 +1,84 @@
+//! The shapes a scenario file is deserialized into before validation: every key a user
+//! writes, with its position where an error may need it. Values whose range is checked
+//! (sizes, counts) are read as plain TOML values or `i64`, so that a wrong type or a negative
+//! number gets the validator's message (`ram = 1.5: expected a size ...`) rather than serde's.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub name: Option<Spanned<String>>,
+    pub description: Option<Spanned<String>>,
+    #[serde(default)]
+    pub host: Vec<RawHost>,
+    #[serde(default)]
+    pub cluster_switch: Vec<RawClusterSwitch>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    pub name: Spanned<String>,
+    pub ram: Spanned<toml::Value>,
+    #[serde(default)]
+    pub iommu: bool,
+    pub cores: Option<Spanned<i64>>,
+    pub repeat: Option<Spanned<Vec<i64>>>,
+    #[serde(default)]
+    pub switch: Vec<RawSwitch>,
+    #[serde(default)]
+    pub device: Vec<RawDevice>,
+    #[serde(default)]
+    pub ntb: Vec<RawNtb>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSwitch {
+    pub name: Spanned<String>,
+    pub chip: String,
+    pub parent: Spanned<String>,
+    pub link: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDevice {
+    pub name: Spanned<String>,
+    pub kind: String,
+    pub parent: Spanned<String>,
+    pub link: Spanned<String>,
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNtb {
+    pub name: Spanned<String>,
+    pub chip: String,
+    pub parent: Spanned<String>,
+    pub link: Spanned<String>,
+    pub window: Spanned<toml::Value>,
+    pub lut_entries: Option<Spanned<i64>>,
+    pub requester_ids: Option<Spanned<i64>>,
+    pub connect: Option<Spanned<String>>,
+    pub cable: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClusterSwitch {
+    pub name: Spanned<String>,
+    pub chip: String,
+    pub ports: Option<Spanned<i64>>,
+    pub uplink: Option<Spanned<String>>,
+    pub cable: Option<Spanned<String>>,
+}
+
+/// A value as the user wrote it, for messages: strings quoted, numbers bare.
+pub(super) fn shown(value: &toml::Value) -> String {
+    value.to_string()
+}
