@@ -30,6 +30,30 @@ use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
 
+/// Most I/Os in flight per job: an NVMe queue of the emulated controller has 4096 entries
+/// (CAP.MQES = 4095) and one of them always stays empty.
+pub const MAX_IODEPTH: u32 = smartio_devices::nvme::controller::MAX_QUEUE_ENTRIES - 1;
+
+/// Most jobs: NVMe numbers I/O queue pairs with 16 bits (65535 at most); a controller grants
+/// fewer, and a run with more jobs than granted pairs is refused with the number granted.
+pub const MAX_JOBS: u32 = u16::MAX as u32;
+
+/// Most bytes of I/O buffers in flight (`jobs × iodepth × bs`): they are emulated host RAM
+/// that the controller's DMA really writes, so they are memory of this process.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Most I/Os of one run (`--ops`): about three hours of wall time at the emulator's ~100 000
+/// I/Os per second. Memory does not grow with it.
+pub const MAX_OPS: u64 = 1_000_000_000;
+
+/// Longest virtual run time (`--runtime`): an hour of virtual time takes an hour of wall
+/// time or more (about ten at high queue depths). Memory does not grow with it.
+pub const MAX_RUNTIME: SimDuration = SimDuration(3_600_000_000_000_000);
+
+/// Largest range a verifying run may use (`--size` with `--verify`): the run first writes
+/// every byte of it, and keeps a version per block.
+pub const MAX_VERIFY_BYTES: u64 = 4 << 30;
+
 /// The I/O pattern (fio's `--rw`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -255,6 +279,16 @@ pub enum FioError {
         /// First differing byte within the block.
         at: usize,
     },
+    /// Another job would need a queue pair the controller did not grant.
+    #[error("--jobs {jobs}: every job needs its own I/O queue pair, and {what} granted {granted}; use --jobs {granted} or fewer")]
+    TooManyJobs {
+        /// Jobs asked for.
+        jobs: u32,
+        /// Pairs granted.
+        granted: usize,
+        /// Who granted them ("the controller", "the manager").
+        what: &'static str,
+    },
     /// The simulation stopped before the workload finished.
     #[error("the workload did not finish (a task is stuck)")]
     DidNotFinish,
@@ -302,6 +336,9 @@ struct Shared {
     blocks: u64,
     lba_size: u64,
     versions: RefCell<Vec<u32>>,
+    /// What a verifying worker writes or reads, and what it expects: one pair for all
+    /// workers, used only between two awaits.
+    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
     in_flight: RefCell<HashSet<u64>>,
     hist: RefCell<Histogram<u64>>,
     sum_ns: Cell<f64>,
@@ -316,18 +353,15 @@ struct Shared {
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
 /// device, and the workload run to its end.
 pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
-    if cfg.bs == 0 || cfg.iodepth == 0 || cfg.jobs == 0 {
-        return Err(FioError::BadParameter(
-            "--bs, --iodepth and --jobs must be positive".into(),
-        ));
-    }
+    cfg.check()?;
     let cfg = cfg.clone();
     match &cfg.method {
         FioMethod::Native => {
+            // Both fit: `check` bounds jobs by MAX_JOBS and iodepth by MAX_IODEPTH.
             let driver = NvmeDriverConfig {
                 mode: cfg.mode,
-                io_queues: cfg.jobs.clamp(1, 64) as u16,
-                queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
+                io_queues: u16::try_from(cfg.jobs).unwrap_or(u16::MAX),
+                queue_entries: u16::try_from(cfg.iodepth + 1).unwrap_or(u16::MAX),
             };
             let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
             run_to_end(&cluster.sim, async move {
@@ -353,6 +387,70 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                 run_on(backend, cfg).await
             })
         }
+    }
+}
+
+impl FioConfig {
+    /// Checks every count and size against its bound (the constants above) before anything
+    /// is booted or allocated; errors name the option, the value and the range.
+    pub fn check(&self) -> Result<(), FioError> {
+        let bad = |m: String| Err(FioError::BadParameter(m));
+        if self.bs == 0 {
+            return bad("--bs 0: a block size of at least one LBA".into());
+        }
+        if !(1..=MAX_IODEPTH).contains(&self.iodepth) {
+            return bad(format!(
+                "--iodepth {}: must be 1..={MAX_IODEPTH} (an NVMe queue of the emulated controller has {} entries, one always empty)",
+                self.iodepth,
+                MAX_IODEPTH + 1
+            ));
+        }
+        if !(1..=MAX_JOBS).contains(&self.jobs) {
+            return bad(format!(
+                "--jobs {}: must be 1..={MAX_JOBS} (one NVMe I/O queue pair per job)",
+                self.jobs
+            ));
+        }
+        let buffers = u64::from(self.jobs)
+            .checked_mul(u64::from(self.iodepth))
+            .and_then(|n| n.checked_mul(self.bs));
+        if buffers.is_none_or(|b| b > MAX_BUFFER_BYTES) {
+            return bad(format!(
+                "--jobs {} × --iodepth {} × --bs {} = {} bytes of I/O buffers in flight; at most {MAX_BUFFER_BYTES} (1 GiB): they are emulated RAM held by this process",
+                self.jobs,
+                self.iodepth,
+                self.bs,
+                buffers.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+            ));
+        }
+        match self.amount {
+            Amount::Ops(n) if !(1..=MAX_OPS).contains(&n) => {
+                return bad(format!(
+                    "--ops {n}: must be 1..={MAX_OPS} (about three hours of wall time at the emulator's ~100k I/Os per second)"
+                ));
+            }
+            Amount::Runtime(d) if d.as_ps() == 0 || d > MAX_RUNTIME => {
+                return bad(format!(
+                    "--runtime {} s: must be more than 0 and at most {} s (an hour of virtual time takes an hour or more of wall time)",
+                    d.as_secs_f64(),
+                    MAX_RUNTIME.as_secs_f64()
+                ));
+            }
+            _ => {}
+        }
+        if self.rwmixread > 100 {
+            return bad(format!(
+                "--rwmixread {}: a percentage, 0..=100",
+                self.rwmixread
+            ));
+        }
+        if self.verify && self.size.is_some_and(|s| s > MAX_VERIFY_BYTES) {
+            return bad(format!(
+                "--size {} with --verify: at most {MAX_VERIFY_BYTES} bytes (4 GiB); a verifying run first writes the whole range and keeps a version of every block",
+                self.size.unwrap_or_default()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -435,7 +533,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
             backend.max_transfer()
         )));
     }
-    let capacity = ns.blocks * lba;
+    let capacity = ns.blocks.saturating_mul(lba);
     let size = cfg.size.unwrap_or(capacity.min(1 << 30));
     if size > capacity || size < cfg.bs {
         return Err(FioError::BadParameter(format!(
@@ -443,16 +541,26 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
             cfg.bs
         )));
     }
+    let granted = backend.queues();
+    if granted < cfg.jobs as usize {
+        return Err(FioError::TooManyJobs {
+            jobs: cfg.jobs,
+            granted,
+            what: "the controller",
+        });
+    }
     let blocks = size / cfg.bs;
     let cpu = os.cpu();
     let shared = Rc::new(Shared {
         blocks,
         lba_size: lba,
+        // At most MAX_VERIFY_BYTES / 512 entries (`check`); with the default range, 1 GiB.
         versions: RefCell::new(if cfg.verify {
-            vec![0; blocks as usize]
+            vec![0; usize::try_from(blocks).unwrap_or(0)]
         } else {
             Vec::new()
         }),
+        scratch: RefCell::new((Vec::new(), Vec::new())),
         in_flight: RefCell::new(HashSet::new()),
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
@@ -472,7 +580,18 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
     }
     let start = cpu.now();
     let deadline = match cfg.amount {
-        Amount::Runtime(d) => Some(start + d),
+        Amount::Runtime(d) => Some(
+            start
+                .as_ps()
+                .checked_add(d.as_ps())
+                .map(SimTime)
+                .ok_or_else(|| {
+                    FioError::BadParameter(format!(
+                        "--runtime {} s: the run would end past the virtual clock's limit (2^64 ps, about 213 days)",
+                        d.as_secs_f64()
+                    ))
+                })?,
+        ),
         Amount::Ops(_) => None,
     };
     shared.deadline.set(deadline);
@@ -636,23 +755,19 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
     let os = backend.os();
     let cpu = os.cpu();
     let bs = s.cfg.bs;
-    let mut data = if s.cfg.verify {
-        vec![0u8; bs as usize]
-    } else {
-        Vec::new()
-    };
-    let mut expect = data.clone();
+    let len = bs as usize; // at most MAX_BUFFER_BYTES (`FioConfig::check`)
     while let Some((block, read)) = next_op(s, job, cpu.now()) {
         if !read {
             // Writes carry the block's next pattern (fio writes non-zero buffers too).
             let v = if s.cfg.verify {
-                s.versions.borrow()[block as usize] + 1
+                version(s, block).wrapping_add(1)
             } else {
                 1
             };
-            data.resize(bs as usize, 0);
-            pattern(s.cfg.seed, block, v, &mut data);
-            os.sim().poke_memory(os.id(), buffer.cpu, &data);
+            let (data, _) = &mut *s.scratch.borrow_mut();
+            data.resize(len, 0);
+            pattern(s.cfg.seed, block, v, data);
+            os.sim().poke_memory(os.id(), buffer.cpu, data);
         }
         let lba = block * bs / s.lba_size;
         let count = (bs / s.lba_size) as u32;
@@ -676,10 +791,12 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         if read {
             s.reads.set(s.reads.get() + 1);
             if s.cfg.verify {
-                os.sim().peek_memory(os.id(), buffer.cpu, &mut data);
-                let v = s.versions.borrow()[block as usize];
-                pattern(s.cfg.seed, block, v, &mut expect);
-                if let Some(at) = data.iter().zip(&expect).position(|(a, b)| a != b) {
+                let (data, expect) = &mut *s.scratch.borrow_mut();
+                data.resize(len, 0);
+                expect.resize(len, 0);
+                os.sim().peek_memory(os.id(), buffer.cpu, data);
+                pattern(s.cfg.seed, block, version(s, block), expect);
+                if let Some(at) = data.iter().zip(expect.iter()).position(|(a, b)| a != b) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
                         block,
                         offset: block * bs,
@@ -692,11 +809,22 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         } else {
             s.writes.set(s.writes.get() + 1);
             if s.cfg.verify {
-                s.versions.borrow_mut()[block as usize] += 1;
+                if let Some(v) = s.versions.borrow_mut().get_mut(block as usize) {
+                    *v = v.wrapping_add(1);
+                }
             }
         }
         s.in_flight.borrow_mut().remove(&block);
     }
+}
+
+/// The version `block` holds now (blocks are below `Shared::blocks`, the versions' length).
+fn version(s: &Shared, block: u64) -> u32 {
+    s.versions
+        .borrow()
+        .get(block as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Reads `len` bytes at byte `offset` of namespace `nsid` through the native driver (in

@@ -19,7 +19,7 @@
 
 use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
-use crate::stats::LatencySummary;
+use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -429,7 +429,7 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
     let cpu = os.cpu();
     let (buffer, _) = m.client.data();
     let mut rng = ChaCha8Rng::seed_from_u64(l.seed_of(m.index) ^ 0x5ead);
-    let mut samples = Vec::with_capacity(ops as usize);
+    let mut samples = LatencyRecorder::new();
     let (mut got, mut want) = (vec![0u8; l.bs as usize], vec![0u8; l.bs as usize]);
     let start = cpu.now();
     let mut last = start;
@@ -455,7 +455,7 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
                 )
             })?;
         last = cpu.now();
-        samples.push(last.since(t0).as_ps());
+        samples.record(last.since(t0).as_ps());
         os.sim().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
         if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
@@ -474,8 +474,8 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
         qid: m.queue.qid(),
         first_lba: l.lba_of(m.first_block),
         ops,
-        verified_bytes: ops * l.bs,
-        lat_ns: LatencySummary::from_ps(&samples),
+        verified_bytes: ops.saturating_mul(l.bs),
+        lat_ns: LatencySummary::of(&samples),
         elapsed_ns,
         iops: if elapsed_ns > 0.0 {
             ops as f64 / (elapsed_ns / 1e9)

@@ -18,8 +18,16 @@ pub enum ShmError {
         known: String,
     },
     /// The two hosts are the same.
-    #[error("--from and --to name the same host {0:?}; ping-pong needs two hosts")]
-    SameHost(String),
+    #[error("--from and --to name the same host {host:?}; {workload} needs two hosts")]
+    SameHost {
+        /// The host.
+        host: String,
+        /// What needs two hosts ("ping-pong", "remote stores").
+        workload: &'static str,
+    },
+    /// A count or size given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
     /// A segment operation failed (no NTB, not connected, table full...).
     #[error("{0}")]
     Sci(#[from] SciError),
