@@ -311,7 +311,10 @@ fn bench_pio_reports_throughput_per_block_size() {
         "0",
     ]);
     assert!(!ok);
-    assert!(err.contains("block size 0"), "{err}");
+    assert!(
+        err.contains("'0' for '--sizes") && err.contains("must be 1..="),
+        "{err}"
+    );
 }
 
 #[test]

@@ -96,7 +96,7 @@ impl LatencyRecorder {
                     }
                 }
             }
-            Distribution::Histogram(h) => h.saturating_record(ps),
+            Distribution::Histogram(h) => put(h, ps, 1),
         }
     }
 
@@ -197,9 +197,18 @@ impl LatencyRecorder {
 fn fold(map: &BTreeMap<u64, u64>) -> Result<Histogram<u64>, hdrhistogram::CreationError> {
     let mut h = Histogram::new(SIGNIFICANT_DIGITS)?;
     for (&value, &n) in map {
-        h.saturating_record_n(value, n);
+        put(&mut h, value, n);
     }
     Ok(h)
+}
+
+/// Records `n` samples of `value`, growing the histogram as needed; a value past what it can
+/// grow to (about 4.6e18 ps, 53 days) counts as its largest.
+fn put(h: &mut Histogram<u64>, value: u64, n: u64) {
+    // Saturating recording clamps without growing, so grow first.
+    if h.record_n(value, n).is_err() {
+        h.saturating_record_n(value, n);
+    }
 }
 
 /// Latency percentiles in nanoseconds (nearest rank over the samples; see
@@ -281,13 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn equal_samples_past_the_exact_limit_are_reported_exactly() {
-        let mut r = LatencyRecorder::new();
-        // Many distinct values first, then a long run of one value.
-        for v in 0..(EXACT_DISTINCT_VALUES as u64 + 10) {
-            r.record(1_000_000 + v);
-        }
-        assert!(!r.is_exact());
+    fn a_long_run_of_equal_samples_is_reported_exactly() {
         let mut same = LatencyRecorder::new();
         for _ in 0..100_000 {
             same.record(54_545_460);
@@ -324,6 +327,20 @@ mod tests {
         );
         assert_eq!(r.percentile(0.0), 1_000, "clamped to the exact minimum");
         assert_eq!(r.mean(), (n + 1) as f64 / 2.0 * 1_000.0);
+    }
+
+    #[test]
+    fn in_the_histogram_form_a_narrow_cluster_is_reported_inside_its_min_and_max() {
+        let mut r = LatencyRecorder::new();
+        // 5000 distinct values within 0.01 % of each other: one or two buckets.
+        for v in 0..5000u64 {
+            r.record(54_545_460 + v);
+        }
+        assert!(!r.is_exact());
+        for p in [0.0, 50.0, 99.0, 100.0] {
+            let got = r.percentile(p);
+            assert!((54_545_460..=54_550_459).contains(&got), "p{p}: {got}");
+        }
     }
 
     #[test]
