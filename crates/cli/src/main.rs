@@ -2,10 +2,29 @@
 
 #![forbid(unsafe_code)]
 
+/// `std::println!`, except that a closed stdout pipe ends the program quietly
+/// ([`output::write`]).
+macro_rules! println {
+    () => {
+        $crate::output::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `std::print!`, except that a closed stdout pipe ends the program quietly.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!($($arg)*))
+    };
+}
+
 mod args;
 mod commands;
 mod demo;
 mod exp;
+mod output;
 mod render;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping

@@ -838,3 +838,27 @@ fn demo_ends_with_a_shared_nvme_and_the_nvmeof_comparison() {
         "{shared}"
     );
 }
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .arg("demo")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = String::new();
+    {
+        let stdout = child.stdout.take().expect("piped");
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("a line");
+        // Dropping the reader closes the pipe, like `smartio demo | head -1`.
+    }
+    let out = child.wait_with_output().expect("finishes");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with("smartio demo"), "{first}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
