@@ -219,6 +219,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             scenario,
             from,
             to,
+            host,
             iterations,
             json,
             ..
@@ -228,6 +229,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     "pingpong needs --from and --to (hosts), or --device-a and --device-b".into(),
                 );
             };
+            if let Some(h) = host {
+                return Err(format!(
+                    "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
+                ));
+            }
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
             let config = PingPongConfig {
                 from,
@@ -341,6 +347,9 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
     };
     // Before anything is booted or created.
     config.check().map_err(|e| e.to_string())?;
+    if let Some(path) = a.backing.as_deref() {
+        check_backing(path)?;
+    }
     let mut options = ClusterOptions::default();
     let backing = a.backing.as_deref().map(|path| {
         // The NVMe as the scenario names it: `lender:nvme0` is the lender's nvme0.
@@ -363,6 +372,28 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         print!("{}", render::fio_summary(&a.scenario, &result));
         Ok(())
     }
+}
+
+/// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that
+/// does not exist.
+fn check_backing(path: &str) -> Result<(), String> {
+    let p = std::path::Path::new(path);
+    if p.is_dir() {
+        return Err(format!(
+            "--backing {path}: is a directory; give a file (created if missing)"
+        ));
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!(
+            "--backing {path}: the directory {} does not exist",
+            parent.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Says on stderr that `--backing` created `path`, and how big it is.

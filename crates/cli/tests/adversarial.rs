@@ -13,7 +13,8 @@
 //! - wrote no file into its directory but those the case lists in `writes`.
 //!
 //! Every failure is collected and reported together, with a count per class. Set
-//! `SMARTIO_CASES=text` to run only the cases whose name contains `text`.
+//! `SMARTIO_CASES=text` to run only the cases whose name contains `text`, and
+//! `SMARTIO_BIN=path` to run the corpus against another build of `smartio`.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -92,6 +93,12 @@ struct FileSpec {
     append: Option<String>,
 }
 
+/// The binary under test: this build's, or `SMARTIO_BIN` (to run the corpus against another
+/// build).
+fn binary() -> String {
+    std::env::var("SMARTIO_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_smartio").to_string())
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -148,7 +155,7 @@ fn run(case: &Case, dir: &Path) -> Result<Outcome, String> {
         .arg(format!(
             "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
         ))
-        .arg(env!("CARGO_BIN_EXE_smartio"))
+        .arg(binary())
         .args(&args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -289,8 +296,8 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
         .collect();
     let root = std::env::temp_dir().join(format!("smartio-adversarial-{}", std::process::id()));
     let next = AtomicUsize::new(0);
-    // Per case: its class and the failure report, if it failed.
-    let results: Mutex<Vec<(String, Option<String>, Duration)>> = Mutex::new(Vec::new());
+    // Per case: its class, name, the failure report if it failed, and how long it ran.
+    let results: Mutex<Vec<(String, String, Option<String>, Duration)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..THREADS {
             s.spawn(|| loop {
@@ -322,7 +329,7 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
                 };
                 let _ = std::fs::remove_dir_all(&dir);
                 if let Ok(mut r) = results.lock() {
-                    r.push((case.class.clone(), failure, elapsed));
+                    r.push((case.class.clone(), case.name.clone(), failure, elapsed));
                 }
             });
         }
@@ -330,21 +337,29 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
     let _ = std::fs::remove_dir_all(&root);
     let results = results.into_inner().expect("no worker panicked");
     let mut per_class: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for (class, failure, _) in &results {
+    for (class, _, failure, _) in &results {
         let e = per_class.entry(class.as_str()).or_default();
         e.0 += 1;
         e.1 += usize::from(failure.is_none());
     }
-    let slowest = results.iter().map(|(_, _, t)| *t).max().unwrap_or_default();
+    let total: Duration = results.iter().map(|r| r.3).sum();
+    let mut by_time: Vec<&(String, String, Option<String>, Duration)> = results.iter().collect();
+    by_time.sort_by(|a, b| b.3.cmp(&a.3));
+    let slowest: Vec<String> = by_time
+        .iter()
+        .take(3)
+        .map(|r| format!("{} {:.1} s", r.1, r.3.as_secs_f64()))
+        .collect();
     let mut summary = format!(
-        "adversarial corpus: {} cases run (slowest {:.1} s)\n",
+        "adversarial corpus: {} cases, {:.0} s of runs (slowest: {})\n",
         results.len(),
-        slowest.as_secs_f64()
+        total.as_secs_f64(),
+        slowest.join(", ")
     );
     for (class, (n, ok)) in &per_class {
         summary.push_str(&format!("  {class:<22} {ok:>4} of {n:>4} pass\n"));
     }
-    let failures: Vec<&String> = results.iter().filter_map(|(_, f, _)| f.as_ref()).collect();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.2.as_ref()).collect();
     eprintln!("{summary}");
     assert!(
         failures.is_empty(),

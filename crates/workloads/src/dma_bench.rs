@@ -130,6 +130,7 @@ impl From<AttachError> for DmaBenchError {
                 device,
                 known,
             },
+            e @ AttachError::BadName(_) => DmaBenchError::BadParameter(format!("--{e}")),
             other => DmaBenchError::Driver(other.to_string()),
         }
     }

@@ -306,6 +306,7 @@ impl From<AttachError> for FioError {
             AttachError::UnknownHost { host, known } => FioError::UnknownHost { host, known },
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
+            e @ AttachError::BadName(_) => FioError::BadParameter(format!("--{e}")),
         }
     }
 }
@@ -518,7 +519,9 @@ async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError>
 
 async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, FioError> {
     let os = backend.os().clone();
-    let ns = backend.namespace(cfg.nsid)?;
+    let ns = backend
+        .namespace(cfg.nsid)
+        .map_err(|e| FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid)))?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {
         return Err(FioError::BadParameter(format!(

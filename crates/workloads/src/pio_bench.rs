@@ -43,7 +43,7 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     if a == b {
         return Err(ShmError::SameHost {
             host: config.from.clone(),
-            workload: "remote stores",
+            workload: "a remote-store benchmark",
         });
     }
     if config.repeat == 0 {

@@ -209,6 +209,7 @@ impl ClientBench {
         device: &str,
         manager: &str,
     ) -> Result<ClientBench, FioError> {
+        crate::attach::check_device_name(device)?;
         let hosts = HostOs::boot_all(&cluster.sim)?;
         let find = |name: &str| {
             hosts
