@@ -45,6 +45,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             // Table sizes as the simulations see them (calibration fills what the scenario
             // leaves out).
             calibration.configure_fabric(&mut fabric);
+            // Every chip and link must have timing in the calibration, as for a run.
+            smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| e.to_string())?;
             let report = fabric.report();
             if json {
                 print_json(&report)?;
