@@ -20,7 +20,7 @@ fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
         None => Ok(Calibration::default_embedded()),
         Some(p) => {
             let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("{p}: cannot read the calibration: {e}"))?;
+                .map_err(|e| format!("--calibration {p}: cannot read the calibration: {e}"))?;
             Calibration::parse(p, &text).map_err(|e| e.to_string())
         }
     }
@@ -442,9 +442,11 @@ fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
         .collect();
     match owners.as_slice() {
         [one] => Ok(one.to_string()),
-        [] => Err(format!("no host has a device {device:?}")),
+        [] => Err(format!(
+            "--device {device:?}: no host of the scenario has it (name a lender with --host, or use lender:device)"
+        )),
         many => Err(format!(
-            "several hosts have {device:?} ({}); choose one with --host",
+            "--device {device:?}: several hosts have it ({}); choose one with --host",
             many.join(", ")
         )),
     }
