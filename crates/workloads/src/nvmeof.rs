@@ -167,11 +167,11 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             config.target
         ));
     }
-    if config.ops == 0 || config.bs == 0 {
-        return Err(format!(
-            "ops ({}) and bs ({}) must be positive",
-            config.ops, config.bs
-        ));
+    if config.ops == 0 {
+        return Err("--ops 0: at least one read per row".into());
+    }
+    if config.bs == 0 {
+        return Err("nvmeof-compare: a block size of at least one LBA".into());
     }
     let booted = Booted::new(cluster, &config.device)?;
     let (tos, ios) = (

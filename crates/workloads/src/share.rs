@@ -185,8 +185,14 @@ impl Layout {
 
 /// Runs `share-30` (or the variant `config` describes) on `cluster`.
 pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareResult, String> {
-    if config.clients.is_empty() || config.ops == 0 || config.bs == 0 {
-        return Err("share: at least one client, one read and a positive block size".into());
+    if config.clients.is_empty() {
+        return Err("share: at least one client".into());
+    }
+    if config.ops == 0 {
+        return Err("--ops 0: at least one read per client".into());
+    }
+    if config.bs == 0 {
+        return Err("share: a block size of at least one LBA".into());
     }
     if config.range_bytes < config.bs || !config.range_bytes.is_multiple_of(config.bs) {
         return Err(format!(
@@ -226,7 +232,8 @@ async fn run(
     let n = client_os.len();
     if n > usize::from(manager.granted()) {
         return Err(format!(
-            "share: {n} clients want a queue pair each, but the controller granted only {}",
+            "share: {n} clients want a queue pair each, but {} granted only {} (give it more with params queues in the scenario, or use fewer hosts)",
+            cfg.device,
             manager.granted()
         ));
     }
