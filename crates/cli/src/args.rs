@@ -452,7 +452,7 @@ fn engine_bytes(text: &str) -> Result<u64, String> {
         MAX_ENGINE_BYTES,
         "8M to 256G: one 4 MiB copy each way at the least, about three minutes of wall time at the most",
     )?;
-    if v % ENGINE_STEP != 0 {
+    if !v.is_multiple_of(ENGINE_STEP) {
         return Err(format!(
             "{v} bytes is not a multiple of 8M ({ENGINE_STEP} bytes): the benchmark streams 4 MiB copies, as many written as read"
         ));

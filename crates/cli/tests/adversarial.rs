@@ -256,6 +256,15 @@ fn judge(case: &Case, dir: &Path, o: &Outcome) -> Vec<String> {
     why
 }
 
+/// One case after its run.
+struct Ran {
+    class: String,
+    name: String,
+    /// The report, if the case failed.
+    failure: Option<String>,
+    elapsed: Duration,
+}
+
 /// The first lines of `text`, indented.
 fn excerpt(text: &str) -> String {
     let lines: Vec<&str> = text.lines().take(6).collect();
@@ -296,8 +305,7 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
         .collect();
     let root = std::env::temp_dir().join(format!("smartio-adversarial-{}", std::process::id()));
     let next = AtomicUsize::new(0);
-    // Per case: its class, name, the failure report if it failed, and how long it ran.
-    let results: Mutex<Vec<(String, String, Option<String>, Duration)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<Ran>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..THREADS {
             s.spawn(|| loop {
@@ -329,7 +337,12 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
                 };
                 let _ = std::fs::remove_dir_all(&dir);
                 if let Ok(mut r) = results.lock() {
-                    r.push((case.class.clone(), case.name.clone(), failure, elapsed));
+                    r.push(Ran {
+                        class: case.class.clone(),
+                        name: case.name.clone(),
+                        failure,
+                        elapsed,
+                    });
                 }
             });
         }
@@ -337,18 +350,18 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
     let _ = std::fs::remove_dir_all(&root);
     let results = results.into_inner().expect("no worker panicked");
     let mut per_class: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for (class, _, failure, _) in &results {
-        let e = per_class.entry(class.as_str()).or_default();
+    for r in &results {
+        let e = per_class.entry(r.class.as_str()).or_default();
         e.0 += 1;
-        e.1 += usize::from(failure.is_none());
+        e.1 += usize::from(r.failure.is_none());
     }
-    let total: Duration = results.iter().map(|r| r.3).sum();
-    let mut by_time: Vec<&(String, String, Option<String>, Duration)> = results.iter().collect();
-    by_time.sort_by(|a, b| b.3.cmp(&a.3));
+    let total: Duration = results.iter().map(|r| r.elapsed).sum();
+    let mut by_time: Vec<&Ran> = results.iter().collect();
+    by_time.sort_by_key(|r| std::cmp::Reverse(r.elapsed));
     let slowest: Vec<String> = by_time
         .iter()
         .take(3)
-        .map(|r| format!("{} {:.1} s", r.1, r.3.as_secs_f64()))
+        .map(|r| format!("{} {:.1} s", r.name, r.elapsed.as_secs_f64()))
         .collect();
     let mut summary = format!(
         "adversarial corpus: {} cases, {:.0} s of runs (slowest: {})\n",
@@ -359,7 +372,7 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
     for (class, (n, ok)) in &per_class {
         summary.push_str(&format!("  {class:<22} {ok:>4} of {n:>4} pass\n"));
     }
-    let failures: Vec<&String> = results.iter().filter_map(|r| r.2.as_ref()).collect();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.failure.as_ref()).collect();
     eprintln!("{summary}");
     assert!(
         failures.is_empty(),

@@ -32,7 +32,8 @@ pub fn bench_engine(
     // 4 MiB copies: large enough to stream, small enough for the allocator to reuse buffers,
     // so the figure measures the engine rather than page faults.
     let chunk: u64 = 4 << 20;
-    let repeat = (bytes % (2 * chunk) == 0)
+    let repeat = bytes
+        .is_multiple_of(2 * chunk)
         .then_some(bytes / 2 / chunk)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|&n| n > 0)
