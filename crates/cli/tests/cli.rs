@@ -124,11 +124,26 @@ fn a_malformed_scenario_file_names_file_and_line() {
 
 #[test]
 fn bench_engine_reports_tlp_arrivals_per_second() {
-    let (ok, out, err) = smartio(&["bench", "engine", "--bytes", "64M", "--json"]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let run = || {
+        let (ok, out, err) = smartio(&["bench", "engine", "--bytes", "64M", "--json"]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).expect("valid JSON")
+    };
+    let (v, again) = (run(), run());
     assert!(v["tlp_arrivals_per_s"].as_f64().is_some_and(|x| x > 0.0));
-    assert!(v["tlp_arrivals"].as_u64().is_some_and(|x| x > 100_000));
+    // 32 MiB written in 256-byte TLPs, 32 MiB read by 512-byte requests answered in 256-byte
+    // completions: 64 MiB × (1/256 + 1/512 + 1/256) / 2 data TLPs, and a few per copy (16
+    // copies of 4 MiB) for the registers and the completion word.
+    let data = (64u64 << 20) * 5 / 1024;
+    let arrivals = v["tlp_arrivals"].as_u64().expect("a count");
+    assert!(
+        (data..data + 16 * 16).contains(&arrivals),
+        "{arrivals} TLP arrivals, {data} of them data"
+    );
+    // Only the wall clock varies between runs; what was simulated does not.
+    for key in ["tlp_arrivals", "events", "simulated_seconds"] {
+        assert_eq!(v[key], again[key], "{key}");
+    }
 }
 
 #[test]
@@ -311,7 +326,10 @@ fn bench_pio_reports_throughput_per_block_size() {
         "0",
     ]);
     assert!(!ok);
-    assert!(err.contains("block size 0"), "{err}");
+    assert!(
+        err.contains("'0' for '--sizes") && err.contains("must be 1..="),
+        "{err}"
+    );
 }
 
 #[test]
@@ -834,4 +852,28 @@ fn demo_ends_with_a_shared_nvme_and_the_nvmeof_comparison() {
         3,
         "{shared}"
     );
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_run_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .arg("demo")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = String::new();
+    {
+        let stdout = child.stdout.take().expect("piped");
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("a line");
+        // Dropping the reader closes the pipe, like `smartio demo | head -1`.
+    }
+    let out = child.wait_with_output().expect("finishes");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with("smartio demo"), "{first}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }

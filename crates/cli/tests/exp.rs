@@ -83,7 +83,10 @@ fn sq_placement_prints_a_table_with_the_models_gaps() {
 fn exp_refuses_zero_ops_and_unknown_experiments() {
     let (ok, _, err) = smartio(&["exp", "sq-placement", "--ops", "0"]);
     assert!(!ok);
-    assert!(err.contains("--ops must be at least 1"), "{err}");
+    assert!(
+        err.contains("'0' for '--ops") && err.contains("1..=10000000"),
+        "{err}"
+    );
     let (ok, _, err) = smartio(&["exp", "no-such-experiment"]);
     assert!(!ok);
     assert!(err.contains("sq-placement"), "lists the experiments: {err}");
@@ -202,4 +205,71 @@ fn nvmeof_compare_puts_remote_smartio_within_1_5_us_and_nvmeof_microseconds_behi
         assert!(dir.join(file).exists(), "{file}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_plots_no_file_is_written_and_the_output_says_how_to_get_them() {
+    let cwd = plot_dir("no-plots");
+    std::fs::create_dir_all(&cwd).expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .args(["exp", "sq-placement", "--ops", "20"])
+        .current_dir(&cwd)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let written: Vec<_> = std::fs::read_dir(&cwd).expect("listed").collect();
+    let _ = std::fs::remove_dir_all(&cwd);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(written.len(), 0, "files written without --plots");
+    assert!(
+        stdout.contains("(1 figure not written; give --plots DIR to write sq-placement.svg)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn share_30_on_a_small_scenario_runs_one_client_per_other_host_and_says_so() {
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "share-30",
+        "--scenario",
+        "cluster-switch",
+        "--ops",
+        "20",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let clients: Vec<&str> = v["result"]["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .filter_map(|c| c["host"].as_str())
+        .collect();
+    assert_eq!(clients, ["borrower", "lender2"]);
+    assert_eq!(v["result"]["manager"], "lender");
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("cluster-switch has 2 hosts besides lender: 2 clients instead of 30"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn options_an_experiment_would_ignore_are_refused_by_name() {
+    let (ok, _, err) = smartio(&["exp", "multicast", "--ops", "10"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--ops 10: multicast") && err.contains("no I/O count"),
+        "{err}"
+    );
+    let (ok, _, err) = smartio(&["exp", "sq-placement", "--verify"]);
+    assert!(!ok);
+    assert!(err.contains("--verify: only with failover"), "{err}");
+    let (ok, _, err) = smartio(&["exp", "share-30", "--scenario", "local-chassis"]);
+    assert!(!ok);
+    assert!(
+        err.contains("local-chassis has no host besides local") && err.contains("share-30 needs"),
+        "{err}"
+    );
 }

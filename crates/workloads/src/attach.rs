@@ -26,6 +26,23 @@ pub enum AttachError {
     /// SmartIO refused (unknown or busy device, windows exhausted).
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
+    /// A device name that is neither `device` nor `lender:device`.
+    #[error("device {0:?}: write a device of the host (nvme0) or lender:device (lender:nvme0)")]
+    BadName(String),
+}
+
+/// Checks the form of a device name given by the user: `device` or `lender:device`, neither
+/// part empty, at most one colon.
+pub fn check_device_name(device: &str) -> Result<(), AttachError> {
+    let well_formed = match device.split_once(':') {
+        None => !device.is_empty(),
+        Some((lender, name)) => !lender.is_empty() && !name.is_empty() && !name.contains(':'),
+    };
+    if well_formed {
+        Ok(())
+    } else {
+        Err(AttachError::BadName(device.to_string()))
+    }
 }
 
 /// One device a workload uses, as named on the command line.
@@ -64,6 +81,9 @@ impl Workbench {
         host: &str,
         devices: &[&str],
     ) -> Result<Workbench, AttachError> {
+        for &device in devices {
+            check_device_name(device)?;
+        }
         let hosts = HostOs::boot_all(&cluster.sim)?;
         let os = hosts
             .iter()

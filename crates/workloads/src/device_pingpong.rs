@@ -18,7 +18,7 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::p2p::{copy_engine_pair, P2pError};
-use crate::stats::LatencySummary;
+use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
@@ -75,7 +75,12 @@ pub fn device_pingpong(
 ) -> Result<DevicePingPongResult, P2pError> {
     let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
     let (a, b) = copy_engine_pair(cluster, &bench, &config.a, &config.b)?;
-    let n = u64::from(config.iterations.max(1));
+    if config.iterations == 0 {
+        return Err(P2pError::BadParameter(
+            "--iterations 0: at least one round trip".into(),
+        ));
+    }
+    let n = u64::from(config.iterations);
     let sim = cluster.sim.clone();
     let results = Rc::new(RefCell::new(None::<Result<Measured, P2pError>>));
     let echo_failed = Rc::new(RefCell::new(None::<P2pError>));
@@ -119,7 +124,7 @@ pub fn device_pingpong(
                 }
             });
             let kernel_a = sim.device(endpoint_a);
-            let mut rtt_ps = Vec::with_capacity(n as usize);
+            let mut rtt_ps = LatencyRecorder::new();
             for i in 1..=n {
                 let t0 = kernel_a.now();
                 kernel_a
@@ -127,7 +132,7 @@ pub fn device_pingpong(
                     .await
                     .map_err(|e| P2pError::Driver(e.to_string()))?;
                 a.model.wait_word(FLAG_OFFSET, i).await;
-                rtt_ps.push(kernel_a.now().since(t0).as_ps());
+                rtt_ps.record(kernel_a.now().since(t0).as_ps());
             }
             handle_a.dma_unmap(a_to_b).map_err(dma_error)?;
             handle_b.dma_unmap(b_to_a).map_err(dma_error)?;
@@ -153,13 +158,13 @@ pub fn device_pingpong(
                 .unwrap_or_else(|| lost(cluster, faults_before)))
         }
     };
-    let rtt_ns = LatencySummary::from_ps(&measured.rtt_ps);
+    let rtt_ns = LatencySummary::of(&measured.rtt_ps);
     Ok(DevicePingPongResult {
         scenario: cluster.sim.fabric().name.clone(),
         host: config.host.clone(),
         a: config.a.clone(),
         b: config.b.clone(),
-        iterations: measured.rtt_ps.len() as u32,
+        iterations: u32::try_from(measured.rtt_ps.count()).unwrap_or(u32::MAX),
         one_way_ns: halved(&rtt_ns),
         rtt_ns,
         path_a_to_b: measured.path_a_to_b,
@@ -169,7 +174,7 @@ pub fn device_pingpong(
 
 /// What the kernels measured.
 struct Measured {
-    rtt_ps: Vec<u64>,
+    rtt_ps: LatencyRecorder,
     path_a_to_b: Vec<String>,
     path_b_to_a: Vec<String>,
 }

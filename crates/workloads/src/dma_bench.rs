@@ -99,13 +99,16 @@ pub enum DmaBenchError {
         kind: String,
     },
     /// A size is zero or does not fit the device memory or host RAM.
-    #[error("transfer size {size} does not fit: {why}")]
+    #[error("--sizes: transfer size {size} does not fit: {why}")]
     BadSize {
         /// The size.
         size: u64,
         /// Why.
         why: String,
     },
+    /// A count given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
     /// The driver failed.
     #[error("driver error: {0}")]
     Driver(String),
@@ -127,6 +130,7 @@ impl From<AttachError> for DmaBenchError {
                 device,
                 known,
             },
+            e @ AttachError::BadName(_) => DmaBenchError::BadParameter(format!("--{e}")),
             other => DmaBenchError::Driver(other.to_string()),
         }
     }
@@ -165,6 +169,11 @@ pub fn bench_dma_run(
     cluster: &Cluster,
     config: &DmaBenchConfig,
 ) -> Result<DmaBenchRun, DmaBenchError> {
+    if config.repeat == 0 {
+        return Err(DmaBenchError::BadParameter(
+            "--repeat 0: at least one copy per size".into(),
+        ));
+    }
     let bench = Workbench::new(cluster, &config.host, &config.device)?;
     if bench.class() != DMA_CLASS {
         return Err(DmaBenchError::NotDma {
@@ -221,7 +230,7 @@ pub fn bench_dma_run(
             let mut samples = Vec::new();
             for &size in &config.sizes {
                 let mut times = Vec::new();
-                for _ in 0..config.repeat.max(1) {
+                for _ in 0..config.repeat {
                     let (src, dst) = match config.direction {
                         DmaDirection::Write => {
                             (Location::DeviceMemory(0), Location::Bus(buffer_bus))

@@ -31,8 +31,19 @@ pub fn bench_engine(
         .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
     // 4 MiB copies: large enough to stream, small enough for the allocator to reuse buffers,
     // so the figure measures the engine rather than page faults.
-    let chunk = 4 << 20;
-    let repeat = (bytes / 2 / chunk).max(1) as u32;
+    let chunk: u64 = 4 << 20;
+    let repeat = bytes
+        .is_multiple_of(2 * chunk)
+        .then_some(bytes / 2 / chunk)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            DmaBenchError::BadParameter(format!(
+                "--bytes {bytes}: a positive multiple of {} (one 4 MiB copy each way), at most {} copies each way",
+                2 * chunk,
+                u32::MAX
+            ))
+        })?;
     let started = Instant::now();
     for direction in [DmaDirection::Write, DmaDirection::Read] {
         let config = DmaBenchConfig {

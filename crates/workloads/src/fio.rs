@@ -11,6 +11,12 @@
 //! whole range (not timed).
 
 mod backend;
+mod config;
+
+pub use config::{
+    Amount, FioConfig, FioMethod, FioResult, LatencyNs, RwMode, MAX_BUFFER_BYTES, MAX_IODEPTH,
+    MAX_JOBS, MAX_OPS, MAX_RUNTIME, MAX_VERIFY_BYTES,
+};
 
 use crate::attach::{AttachError, Workbench};
 use backend::{Backend, Buffer, ClientBench};
@@ -18,200 +24,17 @@ use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
-use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig};
 use smartio_drivers::nvme_dist::DistError;
 use smartio_engine::Sim;
 use smartio_host::HostError;
-use smartio_platform::{Clock, Notify, SimDuration, SimTime};
+use smartio_platform::{Clock, Notify, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
-
-/// The I/O pattern (fio's `--rw`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RwMode {
-    /// Sequential reads.
-    Read,
-    /// Sequential writes.
-    Write,
-    /// Random reads.
-    RandRead,
-    /// Random writes.
-    RandWrite,
-    /// Random reads and writes (`rwmixread` percent reads).
-    RandRw,
-}
-
-impl std::str::FromStr for RwMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "read" => RwMode::Read,
-            "write" => RwMode::Write,
-            "randread" => RwMode::RandRead,
-            "randwrite" => RwMode::RandWrite,
-            "randrw" => RwMode::RandRw,
-            _ => {
-                return Err(format!(
-                    "unknown --rw {s:?} (read, write, randread, randwrite, randrw)"
-                ))
-            }
-        })
-    }
-}
-
-impl RwMode {
-    fn reads(self) -> bool {
-        matches!(self, RwMode::Read | RwMode::RandRead | RwMode::RandRw)
-    }
-    fn random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
-    }
-}
-
-/// When a job stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Amount {
-    /// After this many I/Os in total (over all jobs).
-    Ops(u64),
-    /// After this much virtual time.
-    Runtime(SimDuration),
-}
-
-/// How the workload reaches the controller.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum FioMethod {
-    /// The native NVMe driver bound on the workload's host (borrowing the device by Device
-    /// Lending if it is `lender:device`); each job is a CPU with its own queue pair.
-    #[default]
-    Native,
-    /// A client of the distributed NVMe driver on the workload's host, its manager on
-    /// `manager`. Each job is a queue pair of the client (`iodepth + 1` entries), data moves
-    /// through the client's data segment, and completions are polled (the result's mode is
-    /// `poll` whatever [`FioConfig::mode`] says).
-    NvmeClient {
-        /// Host running the manager.
-        manager: String,
-    },
-}
-
-/// A workload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FioConfig {
-    /// Host to run on.
-    pub host: String,
-    /// Device in that host's tree.
-    pub device: String,
-    /// Pattern.
-    pub rw: RwMode,
-    /// Block size in bytes.
-    pub bs: u64,
-    /// I/Os in flight per job.
-    pub iodepth: u32,
-    /// When to stop.
-    pub amount: Amount,
-    /// Jobs (each on its own CPU and so its own queue pair).
-    pub jobs: u32,
-    /// Check every byte read.
-    pub verify: bool,
-    /// Seed of the random offsets.
-    pub seed: u64,
-    /// Bytes of the namespace the workload touches (from offset 0); `None` = the smaller of
-    /// the namespace and 1 GiB.
-    pub size: Option<u64>,
-    /// Namespace id.
-    pub nsid: u32,
-    /// Percentage of reads in `randrw`.
-    pub rwmixread: u32,
-    /// Driver completion mode (native driver only).
-    pub mode: CompletionMode,
-    /// Native driver or distributed-driver client.
-    pub method: FioMethod,
-}
-
-impl FioConfig {
-    /// A QD1 4 KiB random-read workload of `ops` I/Os on `host`'s `device`.
-    pub fn new(host: &str, device: &str) -> FioConfig {
-        FioConfig {
-            host: host.to_string(),
-            device: device.to_string(),
-            rw: RwMode::RandRead,
-            bs: 4096,
-            iodepth: 1,
-            amount: Amount::Ops(10_000),
-            jobs: 1,
-            verify: false,
-            seed: 1,
-            size: None,
-            nsid: 1,
-            rwmixread: 50,
-            mode: CompletionMode::Interrupt,
-            method: FioMethod::Native,
-        }
-    }
-}
-
-/// Latency percentiles in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct LatencyNs {
-    /// Smallest.
-    pub min: f64,
-    /// Mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-/// What a run measured.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct FioResult {
-    /// Host.
-    pub host: String,
-    /// Device.
-    pub device: String,
-    /// Controller model (Identify).
-    pub model: String,
-    /// Completion mode.
-    pub mode: String,
-    /// Pattern.
-    pub rw: RwMode,
-    /// Block size.
-    pub bs: u64,
-    /// Queue depth per job.
-    pub iodepth: u32,
-    /// Jobs.
-    pub jobs: u32,
-    /// I/O queue pairs the driver got.
-    pub queues: usize,
-    /// Reads done.
-    pub reads: u64,
-    /// Writes done.
-    pub writes: u64,
-    /// Bytes moved.
-    pub bytes: u64,
-    /// Virtual time from the first submission to the last completion, in ns.
-    pub runtime_ns: f64,
-    /// I/Os per second.
-    pub iops: f64,
-    /// Bytes per second.
-    pub bw_bytes_per_s: f64,
-    /// Latency (submission to completion, as an application sees it).
-    pub lat_ns: LatencyNs,
-    /// Bytes read that were checked against what was written.
-    pub verified_bytes: u64,
-}
 
 /// Why a workload could not run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -255,6 +78,16 @@ pub enum FioError {
         /// First differing byte within the block.
         at: usize,
     },
+    /// Another job would need a queue pair the controller did not grant.
+    #[error("--jobs {jobs}: every job needs its own I/O queue pair, and {what} granted {granted}; use --jobs {granted} or fewer")]
+    TooManyJobs {
+        /// Jobs asked for.
+        jobs: u32,
+        /// Pairs granted.
+        granted: usize,
+        /// Who granted them ("the controller", "the manager").
+        what: &'static str,
+    },
     /// The simulation ran out of events before the workload finished (an emulator bug); what
     /// every waiting task waited for.
     #[error("{0}")]
@@ -273,6 +106,7 @@ impl From<AttachError> for FioError {
             AttachError::UnknownHost { host, known } => FioError::UnknownHost { host, known },
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
+            e @ AttachError::BadName(_) => FioError::BadParameter(format!("--{e}")),
         }
     }
 }
@@ -303,6 +137,9 @@ struct Shared {
     blocks: u64,
     lba_size: u64,
     versions: RefCell<Vec<u32>>,
+    /// What a verifying worker writes or reads, and what it expects: one pair for all
+    /// workers, used only between two awaits.
+    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
     in_flight: RefCell<HashSet<u64>>,
     hist: RefCell<Histogram<u64>>,
     sum_ns: Cell<f64>,
@@ -317,18 +154,15 @@ struct Shared {
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
 /// device, and the workload run to its end.
 pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
-    if cfg.bs == 0 || cfg.iodepth == 0 || cfg.jobs == 0 {
-        return Err(FioError::BadParameter(
-            "--bs, --iodepth and --jobs must be positive".into(),
-        ));
-    }
+    cfg.check()?;
     let cfg = cfg.clone();
     match &cfg.method {
         FioMethod::Native => {
+            // Both fit: `check` bounds jobs by MAX_JOBS and iodepth by MAX_IODEPTH.
             let driver = NvmeDriverConfig {
                 mode: cfg.mode,
-                io_queues: cfg.jobs.clamp(1, 64) as u16,
-                queue_entries: (cfg.iodepth + 1).clamp(2, 4096) as u16,
+                io_queues: u16::try_from(cfg.jobs).unwrap_or(u16::MAX),
+                queue_entries: u16::try_from(cfg.iodepth + 1).unwrap_or(u16::MAX),
             };
             let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
             run_to_end(&cluster.sim, async move {
@@ -421,7 +255,9 @@ async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError>
 
 async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, FioError> {
     let os = backend.os().clone();
-    let ns = backend.namespace(cfg.nsid)?;
+    let ns = backend
+        .namespace(cfg.nsid)
+        .map_err(|e| FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid)))?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {
         return Err(FioError::BadParameter(format!(
@@ -436,7 +272,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
             backend.max_transfer()
         )));
     }
-    let capacity = ns.blocks * lba;
+    let capacity = ns.blocks.saturating_mul(lba);
     let size = cfg.size.unwrap_or(capacity.min(1 << 30));
     if size > capacity || size < cfg.bs {
         return Err(FioError::BadParameter(format!(
@@ -444,16 +280,26 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
             cfg.bs
         )));
     }
+    let granted = backend.queues();
+    if granted < cfg.jobs as usize {
+        return Err(FioError::TooManyJobs {
+            jobs: cfg.jobs,
+            granted,
+            what: "the controller",
+        });
+    }
     let blocks = size / cfg.bs;
     let cpu = os.cpu();
     let shared = Rc::new(Shared {
         blocks,
         lba_size: lba,
+        // At most MAX_VERIFY_BYTES / 512 entries (`check`); with the default range, 1 GiB.
         versions: RefCell::new(if cfg.verify {
-            vec![0; blocks as usize]
+            vec![0; usize::try_from(blocks).unwrap_or(0)]
         } else {
             Vec::new()
         }),
+        scratch: RefCell::new((Vec::new(), Vec::new())),
         in_flight: RefCell::new(HashSet::new()),
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
@@ -473,7 +319,18 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
     }
     let start = cpu.now();
     let deadline = match cfg.amount {
-        Amount::Runtime(d) => Some(start + d),
+        Amount::Runtime(d) => Some(
+            start
+                .as_ps()
+                .checked_add(d.as_ps())
+                .map(SimTime)
+                .ok_or_else(|| {
+                    FioError::BadParameter(format!(
+                        "--runtime {} s: the run would end past the virtual clock's limit (2^64 ps, about 213 days)",
+                        d.as_secs_f64()
+                    ))
+                })?,
+        ),
         Amount::Ops(_) => None,
     };
     shared.deadline.set(deadline);
@@ -637,23 +494,19 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
     let os = backend.os();
     let cpu = os.cpu();
     let bs = s.cfg.bs;
-    let mut data = if s.cfg.verify {
-        vec![0u8; bs as usize]
-    } else {
-        Vec::new()
-    };
-    let mut expect = data.clone();
+    let len = bs as usize; // at most MAX_BUFFER_BYTES (`FioConfig::check`)
     while let Some((block, read)) = next_op(s, job, cpu.now()) {
         if !read {
             // Writes carry the block's next pattern (fio writes non-zero buffers too).
             let v = if s.cfg.verify {
-                s.versions.borrow()[block as usize] + 1
+                version(s, block).wrapping_add(1)
             } else {
                 1
             };
-            data.resize(bs as usize, 0);
-            pattern(s.cfg.seed, block, v, &mut data);
-            os.sim().poke_memory(os.id(), buffer.cpu, &data);
+            let (data, _) = &mut *s.scratch.borrow_mut();
+            data.resize(len, 0);
+            pattern(s.cfg.seed, block, v, data);
+            os.sim().poke_memory(os.id(), buffer.cpu, data);
         }
         let lba = block * bs / s.lba_size;
         let count = (bs / s.lba_size) as u32;
@@ -677,10 +530,12 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         if read {
             s.reads.set(s.reads.get() + 1);
             if s.cfg.verify {
-                os.sim().peek_memory(os.id(), buffer.cpu, &mut data);
-                let v = s.versions.borrow()[block as usize];
-                pattern(s.cfg.seed, block, v, &mut expect);
-                if let Some(at) = data.iter().zip(&expect).position(|(a, b)| a != b) {
+                let (data, expect) = &mut *s.scratch.borrow_mut();
+                data.resize(len, 0);
+                expect.resize(len, 0);
+                os.sim().peek_memory(os.id(), buffer.cpu, data);
+                pattern(s.cfg.seed, block, version(s, block), expect);
+                if let Some(at) = data.iter().zip(expect.iter()).position(|(a, b)| a != b) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
                         block,
                         offset: block * bs,
@@ -693,11 +548,22 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         } else {
             s.writes.set(s.writes.get() + 1);
             if s.cfg.verify {
-                s.versions.borrow_mut()[block as usize] += 1;
+                if let Some(v) = s.versions.borrow_mut().get_mut(block as usize) {
+                    *v = v.wrapping_add(1);
+                }
             }
         }
         s.in_flight.borrow_mut().remove(&block);
     }
+}
+
+/// The version `block` holds now (blocks are below `Shared::blocks`, the versions' length).
+fn version(s: &Shared, block: u64) -> u32 {
+    s.versions
+        .borrow()
+        .get(block as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Reads `len` bytes at byte `offset` of namespace `nsid` through the native driver (in

@@ -4,7 +4,7 @@
 //! it polls in its own RAM.
 
 use crate::booted::{run_workload, Booted};
-use crate::stats::LatencySummary;
+use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -67,6 +67,9 @@ pub struct ClientQd1Result {
 
 /// Runs `config` on `cluster`.
 pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQd1Result, String> {
+    if config.ops == 0 {
+        return Err("--ops 0: at least one read".into());
+    }
     let booted = Booted::new(cluster, &config.device)?;
     let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
     let names = booted.names();
@@ -127,15 +130,15 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
             let span = (ns.blocks / blocks_per_io).clamp(1, 1 << 20);
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             let cpu = cos.cpu();
-            let mut samples = Vec::with_capacity(cfg.ops as usize);
-            for _ in 0..cfg.ops.max(1) {
+            let mut samples = LatencyRecorder::new();
+            for _ in 0..cfg.ops {
                 let lba = rng.random_range(0..span) * blocks_per_io;
                 let t0 = cpu.now();
                 client
                     .io(&q, BlockOp::Read, ns.nsid, lba, blocks_per_io as u32, 0)
                     .await
                     .map_err(|e| e.to_string())?;
-                samples.push(cpu.now().since(t0).as_ps());
+                samples.record(cpu.now().since(t0).as_ps());
             }
             client.leave().await.map_err(|e| e.to_string())?;
             if let Some(peer) = peer {
@@ -147,8 +150,8 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 sq_fetch_path_ns: fetch.path_ns,
                 sq_completer_ns: fetch.completer_ns,
                 sq_store_ns,
-                ops: samples.len() as u64,
-                lat_ns: LatencySummary::from_ps(&samples),
+                ops: samples.count(),
+                lat_ns: LatencySummary::of(&samples),
             })
         };
         run.await

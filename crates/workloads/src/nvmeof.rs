@@ -39,7 +39,7 @@
 
 use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
-use crate::stats::{median, LatencySummary};
+use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -53,7 +53,6 @@ use smartio_fabric::HostId;
 use smartio_host::HostOs;
 use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
 use smartio_smartio::SegmentLocation;
-use std::collections::BTreeSet;
 
 /// Entries of every queue pair: one command in flight (QD1) needs two, as an SQ of `n`
 /// entries holds `n - 1` commands.
@@ -168,11 +167,11 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             config.target
         ));
     }
-    if config.ops == 0 || config.bs == 0 {
-        return Err(format!(
-            "ops ({}) and bs ({}) must be positive",
-            config.ops, config.bs
-        ));
+    if config.ops == 0 {
+        return Err("--ops 0: at least one read per row".into());
+    }
+    if config.bs == 0 {
+        return Err("nvmeof-compare: a block size of at least one LBA".into());
     }
     let booted = Booted::new(cluster, &config.device)?;
     let (tos, ios) = (
@@ -232,11 +231,12 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             }
             let blocks = u32::try_from(cfg.bs / lba_size)
                 .map_err(|_| format!("bs {} is too large for one command", cfg.bs))?;
-            let span = (ns.blocks / u64::from(blocks)).clamp(1, 1 << 20);
-            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-            let lbas: Vec<u64> = (0..cfg.ops)
-                .map(|_| rng.random_range(0..span) * u64::from(blocks))
-                .collect();
+            let lbas = Offsets {
+                seed: cfg.seed,
+                span: (ns.blocks / u64::from(blocks)).clamp(1, MAX_SPAN),
+                blocks,
+                ops: cfg.ops,
+            };
             let reads = Reads {
                 sim: &sim,
                 nsid: ns.nsid,
@@ -244,11 +244,11 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
                 bs: cfg.bs,
                 seed: cfg.seed,
             };
-            reads.write_pattern(&local, &lq, &lbas).await?;
-            let local_ps = reads.smartio(&local, &lq, &lbas, "local").await?;
-            let remote_ps = reads.smartio(&remote, &rq, &lbas, "remote").await?;
+            reads.write_pattern(&local, &lq, lbas).await?;
+            let local_ps = reads.smartio(&local, &lq, lbas, "local").await?;
+            let remote_ps = reads.smartio(&remote, &rq, lbas, "remote").await?;
             let rdma = Rdma::new(&sim, costs, &ios, &tos, &target, &tq, cfg.bs)?;
-            let laps = rdma.reads(&reads, &lbas).await;
+            let laps = rdma.reads(&reads, lbas).await;
             rdma.free(&ios, &tos);
             let laps = laps?;
             for (client, who) in [(local, "local"), (remote, "remote"), (target, "target")] {
@@ -257,30 +257,74 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
                     .await
                     .map_err(|e| format!("the {who} client leaving: {e}"))?;
             }
-            let totals: Vec<u64> = laps.iter().map(|l| l.iter().sum()).collect();
             let nvmeof_steps = STEPS
                 .iter()
-                .enumerate()
-                .map(|(i, step)| {
-                    let mut ns: Vec<f64> = laps.iter().map(|l| l[i] as f64 / 1000.0).collect();
+                .zip(&laps.steps)
+                .map(|(step, r)| {
+                    let (a, b) = r.middle();
                     NvmeofStep {
                         step: (*step).to_string(),
-                        median_ns: median(&mut ns),
+                        median_ns: (a as f64 / 1000.0 + b as f64 / 1000.0) / 2.0,
                     }
                 })
                 .collect();
             Ok(NvmeofCompare {
                 ops: cfg.ops,
                 bs: cfg.bs,
-                local: LatencySummary::from_ps(&local_ps),
-                remote: LatencySummary::from_ps(&remote_ps),
+                local: LatencySummary::of(&local_ps),
+                remote: LatencySummary::of(&remote_ps),
                 remote_sq_in,
-                nvmeof: LatencySummary::from_ps(&totals),
+                nvmeof: LatencySummary::of(&laps.total),
                 nvmeof_steps,
             })
         };
         run.await
     })
+}
+
+/// Random offsets are drawn from at most this many `bs`-sized blocks at the start of the
+/// namespace (64 MiB of 4 KiB blocks). The set-up writes every block a read will touch, and
+/// the emulated namespace keeps what is written in memory, so this bounds the run's memory
+/// whatever `--ops` is (a span of 4 GiB took 3.4 GB at 100 000 reads). Where a block is does
+/// not change the time a read takes in the model.
+const MAX_SPAN: u64 = 1 << 14;
+
+/// The LBAs every row reads, in order: drawn again from the seed for each row, so nothing is
+/// kept per read.
+#[derive(Debug, Clone, Copy)]
+struct Offsets {
+    seed: u64,
+    /// Blocks of `blocks` LBAs to draw from (at most [`MAX_SPAN`]).
+    span: u64,
+    blocks: u32,
+    ops: u64,
+}
+
+impl Offsets {
+    /// The LBAs, in read order.
+    fn iter(self) -> impl Iterator<Item = u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        (0..self.ops).map(move |_| rng.random_range(0..self.span) * u64::from(self.blocks))
+    }
+
+    /// The distinct LBAs, ascending (a bit per block of the span).
+    fn distinct(self) -> impl Iterator<Item = u64> {
+        let mut seen = vec![0u64; self.span.div_ceil(64) as usize];
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        for _ in 0..self.ops {
+            let block = rng.random_range(0..self.span);
+            if let Some(word) = seen.get_mut((block / 64) as usize) {
+                *word |= 1 << (block % 64);
+            }
+        }
+        let blocks = u64::from(self.blocks);
+        (0..self.span)
+            .filter(move |b| {
+                seen.get((b / 64) as usize)
+                    .is_some_and(|w| w >> (b % 64) & 1 == 1)
+            })
+            .map(move |b| b * blocks)
+    }
 }
 
 /// The reads every row does, and the pattern they are checked against.
@@ -326,11 +370,10 @@ impl Reads<'_> {
         &self,
         client: &Client,
         q: &ClientQueue,
-        lbas: &[u64],
+        lbas: Offsets,
     ) -> Result<(), String> {
         let (data, _) = client.data();
-        let distinct: BTreeSet<u64> = lbas.iter().copied().collect();
-        for lba in distinct {
+        for lba in lbas.distinct() {
             self.sim
                 .poke_memory(client.os().id(), data, &self.expected(lba));
             client
@@ -347,20 +390,20 @@ impl Reads<'_> {
         &self,
         client: &Client,
         q: &ClientQueue,
-        lbas: &[u64],
+        lbas: Offsets,
         row: &str,
-    ) -> Result<Vec<u64>, String> {
+    ) -> Result<LatencyRecorder, String> {
         let cpu = client.os().cpu();
         let (data, _) = client.data();
-        let mut samples = Vec::with_capacity(lbas.len());
-        for (i, &lba) in lbas.iter().enumerate() {
+        let mut samples = LatencyRecorder::new();
+        for (i, lba) in lbas.iter().enumerate() {
             self.clear(client.os().id(), data);
             let t0 = cpu.now();
             client
                 .io(q, BlockOp::Read, self.nsid, lba, self.blocks, 0)
                 .await
                 .map_err(|e| format!("{row} SmartIO read {i} of LBA {lba}: {e}"))?;
-            samples.push(cpu.now().since(t0).as_ps());
+            samples.record(cpu.now().since(t0).as_ps());
             self.check(
                 client.os().id(),
                 data,
@@ -478,21 +521,25 @@ impl<'a> Rdma<'a> {
         tos.free(self.tcapsule);
     }
 
-    /// QD1 NVMe-oF reads of `lbas`, each checked in initiator memory; the time of every
-    /// step of every read, in picoseconds.
-    async fn reads(
-        &self,
-        reads: &Reads<'_>,
-        lbas: &[u64],
-    ) -> Result<Vec<[u64; STEP_COUNT]>, String> {
-        let mut laps = Vec::with_capacity(lbas.len());
-        for (i, &lba) in lbas.iter().enumerate() {
+    /// QD1 NVMe-oF reads of `lbas`, each checked in initiator memory; the times of every
+    /// step and of the whole, in picoseconds.
+    async fn reads(&self, reads: &Reads<'_>, lbas: Offsets) -> Result<StepTimes, String> {
+        let mut times = StepTimes {
+            steps: std::array::from_fn(|_| LatencyRecorder::new()),
+            total: LatencyRecorder::new(),
+        };
+        for (i, lba) in lbas.iter().enumerate() {
             let what = format!("NVMe-oF read {i}");
             reads.clear(self.ihost, self.idata);
-            laps.push(self.read(reads, i as u16, lba, &what).await?);
+            // Command ids wrap: one read is in flight at a time.
+            let laps = self.read(reads, i as u16, lba, &what).await?;
             reads.check(self.ihost, self.idata, lba, &what)?;
+            for (r, &ps) in times.steps.iter_mut().zip(&laps) {
+                r.record(ps);
+            }
+            times.total.record(laps.iter().sum());
         }
-        Ok(laps)
+        Ok(times)
     }
 
     /// One NVMe-oF read of `reads.blocks` blocks at `lba` with command id `cid`.
@@ -602,6 +649,12 @@ impl<'a> Rdma<'a> {
         laps.mark(self.sim.now());
         Ok(laps.done())
     }
+}
+
+/// The NVMe-oF reads' times: per step, and of the whole read.
+struct StepTimes {
+    steps: [LatencyRecorder; STEP_COUNT],
+    total: LatencyRecorder,
 }
 
 /// Times of consecutive steps.

@@ -82,7 +82,7 @@ pub enum P2pError {
         b: String,
     },
     /// A size is zero or does not fit a device memory.
-    #[error("transfer size {size} does not fit: {why}")]
+    #[error("--sizes: transfer size {size} does not fit: {why}")]
     BadSize {
         /// The size.
         size: u64,
@@ -92,6 +92,9 @@ pub enum P2pError {
     /// The DMA API, the driver or the fabric failed.
     #[error("driver error: {0}")]
     Driver(String),
+    /// A count given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
     /// The simulation ended with the workload still waiting (an emulator bug): what every
     /// waiting task waited for.
     #[error("{0}")]
@@ -159,6 +162,11 @@ pub(crate) fn copy_engine_pair(
 /// devices to `config.host` (borrowing what is remote), maps the target's memory BAR for the
 /// source, and times copies of each size. Borrowed devices are given back at the end.
 pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>, P2pError> {
+    if config.repeat == 0 {
+        return Err(P2pError::BadParameter(
+            "--repeat 0: at least one copy per size".into(),
+        ));
+    }
     let bench = Workbench::with_devices(
         cluster,
         &config.host,
@@ -205,7 +213,7 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             let mut samples = Vec::with_capacity(config.sizes.len());
             for &size in &config.sizes {
                 let mut times = Vec::new();
-                for _ in 0..config.repeat.max(1) {
+                for _ in 0..config.repeat {
                     let faults = sim.faults().len();
                     let start = cpu.now();
                     driver

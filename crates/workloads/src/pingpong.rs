@@ -4,7 +4,7 @@
 //! timed at A from its store to the load that sees the echo.
 
 use crate::shm::{find_host, pair, ShmError};
-use crate::stats::LatencySummary;
+use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_platform::Clock;
@@ -43,12 +43,20 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
     let a = find_host(cluster, &config.from)?;
     let b = find_host(cluster, &config.to)?;
     if a == b {
-        return Err(ShmError::SameHost(config.from.clone()));
+        return Err(ShmError::SameHost {
+            host: config.from.clone(),
+            workload: "ping-pong",
+        });
     }
     let sci = Sisci::new(&cluster.sim);
     let (ping, pong) = pair(&sci, a, b, 4096)?;
-    let n = config.iterations.max(1) as u64;
-    let samples = Rc::new(RefCell::new(Vec::with_capacity(n as usize)));
+    if config.iterations == 0 {
+        return Err(ShmError::BadParameter(
+            "--iterations 0: at least one round trip".into(),
+        ));
+    }
+    let n = u64::from(config.iterations);
+    let samples = Rc::new(RefCell::new(LatencyRecorder::new()));
 
     let out = samples.clone();
     let cpu = cluster.sim.cpu(a);
@@ -57,7 +65,7 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
             let t0 = cpu.now();
             let _ = ping.remote.store(0, &i.to_le_bytes()).await;
             let _ = ping.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;
-            out.borrow_mut().push(cpu.now().since(t0).as_ps());
+            out.borrow_mut().record(cpu.now().since(t0).as_ps());
         }
     });
     cluster.sim.spawn(async move {
@@ -68,11 +76,18 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
     });
     cluster.sim.run();
     let samples = samples.borrow();
+    if samples.count() != n {
+        return Err(ShmError::DidNotFinish {
+            done: samples.count(),
+            expected: n,
+            stuck: crate::booted::stuck(&cluster.sim),
+        });
+    }
     Ok(PingPongResult {
         scenario: cluster.sim.fabric().name.clone(),
         from: config.from.clone(),
         to: config.to.clone(),
-        iterations: samples.len() as u32,
-        rtt_ns: LatencySummary::from_ps(&samples),
+        iterations: u32::try_from(samples.count()).unwrap_or(u32::MAX),
+        rtt_ns: LatencySummary::of(&samples),
     })
 }

@@ -41,14 +41,30 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     let a = find_host(cluster, &config.from)?;
     let b = find_host(cluster, &config.to)?;
     if a == b {
-        return Err(ShmError::SameHost(config.from.clone()));
+        return Err(ShmError::SameHost {
+            host: config.from.clone(),
+            workload: "a remote-store benchmark",
+        });
+    }
+    if config.repeat == 0 {
+        return Err(ShmError::BadParameter(
+            "--repeat 0: at least one block per size".into(),
+        ));
+    }
+    if let Some(bad) = config.sizes.iter().find(|&&s| s == 0) {
+        return Err(ShmError::BadParameter(format!(
+            "--sizes: block size {bad} is not allowed; give sizes of 1 byte or more"
+        )));
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let sci = Sisci::new(&cluster.sim);
-    let (writer, owner) = pair(&sci, a, b, largest + 4096)?;
+    let segment = largest.checked_add(4096).ok_or_else(|| {
+        ShmError::BadParameter(format!("--sizes: block size {largest} is too large"))
+    })?;
+    let (writer, owner) = pair(&sci, a, b, segment)?;
     let flag_at = largest.next_multiple_of(64);
     let sizes = config.sizes.clone();
-    let repeat = config.repeat.max(1);
+    let repeat = config.repeat;
     let times = Rc::new(RefCell::new(Vec::new()));
 
     let out = times.clone();
@@ -88,6 +104,13 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     });
     cluster.sim.run();
     let (times, seen) = (times.borrow(), seen.borrow());
+    if times.len() as u64 != rounds || seen.len() as u64 != rounds {
+        return Err(ShmError::DidNotFinish {
+            done: times.len().min(seen.len()) as u64,
+            expected: rounds,
+            stuck: crate::booted::stuck(&cluster.sim),
+        });
+    }
     Ok(sizes
         .iter()
         .map(|&size| {

@@ -19,7 +19,7 @@
 
 use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
-use crate::stats::LatencySummary;
+use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -185,8 +185,14 @@ impl Layout {
 
 /// Runs `share-30` (or the variant `config` describes) on `cluster`.
 pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareResult, String> {
-    if config.clients.is_empty() || config.ops == 0 || config.bs == 0 {
-        return Err("share: at least one client, one read and a positive block size".into());
+    if config.clients.is_empty() {
+        return Err("share: at least one client".into());
+    }
+    if config.ops == 0 {
+        return Err("--ops 0: at least one read per client".into());
+    }
+    if config.bs == 0 {
+        return Err("share: a block size of at least one LBA".into());
     }
     if config.range_bytes < config.bs || !config.range_bytes.is_multiple_of(config.bs) {
         return Err(format!(
@@ -226,7 +232,8 @@ async fn run(
     let n = client_os.len();
     if n > usize::from(manager.granted()) {
         return Err(format!(
-            "share: {n} clients want a queue pair each, but the controller granted only {}",
+            "share: {n} clients want a queue pair each, but {} granted only {} (give it more with params queues in the scenario, or use fewer hosts)",
+            cfg.device,
             manager.granted()
         ));
     }
@@ -429,7 +436,7 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
     let cpu = os.cpu();
     let (buffer, _) = m.client.data();
     let mut rng = ChaCha8Rng::seed_from_u64(l.seed_of(m.index) ^ 0x5ead);
-    let mut samples = Vec::with_capacity(ops as usize);
+    let mut samples = LatencyRecorder::new();
     let (mut got, mut want) = (vec![0u8; l.bs as usize], vec![0u8; l.bs as usize]);
     let start = cpu.now();
     let mut last = start;
@@ -455,7 +462,7 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
                 )
             })?;
         last = cpu.now();
-        samples.push(last.since(t0).as_ps());
+        samples.record(last.since(t0).as_ps());
         os.sim().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
         if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
@@ -474,8 +481,8 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
         qid: m.queue.qid(),
         first_lba: l.lba_of(m.first_block),
         ops,
-        verified_bytes: ops * l.bs,
-        lat_ns: LatencySummary::from_ps(&samples),
+        verified_bytes: ops.saturating_mul(l.bs),
+        lat_ns: LatencySummary::of(&samples),
         elapsed_ns,
         iops: if elapsed_ns > 0.0 {
             ops as f64 / (elapsed_ns / 1e9)

@@ -18,11 +18,30 @@ pub enum ShmError {
         known: String,
     },
     /// The two hosts are the same.
-    #[error("--from and --to name the same host {0:?}; ping-pong needs two hosts")]
-    SameHost(String),
+    #[error("--from and --to name the same host {host:?}; {workload} needs two hosts")]
+    SameHost {
+        /// The host.
+        host: String,
+        /// What needs two hosts ("ping-pong", "remote stores").
+        workload: &'static str,
+    },
+    /// A count or size given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
     /// A segment operation failed (no NTB, not connected, table full...).
     #[error("{0}")]
     Sci(#[from] SciError),
+    /// The simulation ran out of events before every round finished (a store that never
+    /// arrived, or an emulator bug): how far it got and what every task still waits for.
+    #[error("{done} of {expected} rounds finished; {stuck}")]
+    DidNotFinish {
+        /// Rounds finished.
+        done: u64,
+        /// Rounds asked for.
+        expected: u64,
+        /// The engine's account of the waiting tasks.
+        stuck: String,
+    },
 }
 
 /// One host of a pair: its own segment mapped locally, and the peer's mapped remotely.

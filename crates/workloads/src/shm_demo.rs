@@ -55,7 +55,10 @@ pub struct ShmDemoReport {
 pub fn shm_demo(cluster: &Cluster, user: &str, owner: &str) -> Result<ShmDemoReport, ShmError> {
     let (u, o) = (find_host(cluster, user)?, find_host(cluster, owner)?);
     if u == o {
-        return Err(ShmError::SameHost(user.to_string()));
+        return Err(ShmError::SameHost {
+            host: user.to_string(),
+            workload: "the shared-memory walk",
+        });
     }
     let sci = Sisci::new(&cluster.sim);
     let seg = sci.create_segment(o, Some(1), 64 << 10)?;

@@ -1,6 +1,29 @@
-//! Small order statistics over repeated measurements.
+//! Order statistics over repeated measurements, in memory that does not grow with the
+//! number of samples.
+//!
+//! [`LatencyRecorder`] takes one latency (picoseconds) at a time. It keeps the exact count,
+//! minimum, maximum and sum, and the distribution two ways:
+//!
+//! - **exactly**, as a map from value to count, while the run has at most
+//!   [`EXACT_DISTINCT_VALUES`] distinct values. The timing model is deterministic, so a run
+//!   usually has few (a QD1 run on an idle path has one): percentiles are then the exact
+//!   nearest-rank values of the samples, as if every sample had been kept and sorted;
+//! - past that, as an HdrHistogram with 3 significant decimal digits (values within 0.1 %
+//!   of each other share a bucket), into which the map is folded once. Percentiles are then
+//!   the upper end of their bucket, clamped to `[min, max]`.
+//!
+//! Either way the memory is bounded (at most a few hundred KiB per recorder) whatever the
+//! number of samples, and the same samples give the same figures.
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Distinct values a [`LatencyRecorder`] keeps exactly before it folds them into a histogram.
+pub const EXACT_DISTINCT_VALUES: usize = 4096;
+
+/// Significant decimal digits of the histogram a [`LatencyRecorder`] falls back to.
+const SIGNIFICANT_DIGITS: u8 = 3;
 
 /// Median of a non-empty slice (mean of the middle two for even lengths).
 pub fn median(values: &mut [f64]) -> f64 {
@@ -16,7 +39,180 @@ pub fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-/// Latency percentiles in nanoseconds (nearest rank over exact samples).
+/// How a [`LatencyRecorder`] holds its distribution.
+#[derive(Debug, Clone)]
+enum Distribution {
+    /// Every distinct value and how often it was seen.
+    Exact(BTreeMap<u64, u64>),
+    /// Too many distinct values: buckets of 3 significant digits.
+    Histogram(Box<Histogram<u64>>),
+}
+
+/// Latencies in picoseconds, one at a time, in bounded memory (see the module docs).
+///
+/// Invariants: `count` is the number of recorded samples; `min <= max` when `count > 0`;
+/// `sum` is their exact sum; the distribution holds exactly `count` samples.
+#[derive(Debug, Clone)]
+pub struct LatencyRecorder {
+    count: u64,
+    min: u64,
+    max: u64,
+    sum: u128,
+    distribution: Distribution,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        LatencyRecorder::new()
+    }
+}
+
+impl LatencyRecorder {
+    /// An empty recorder.
+    pub fn new() -> LatencyRecorder {
+        LatencyRecorder {
+            count: 0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            distribution: Distribution::Exact(BTreeMap::new()),
+        }
+    }
+
+    /// Records one latency of `ps` picoseconds.
+    pub fn record(&mut self, ps: u64) {
+        self.count += 1;
+        self.min = self.min.min(ps);
+        self.max = self.max.max(ps);
+        self.sum += u128::from(ps);
+        match &mut self.distribution {
+            Distribution::Exact(map) => {
+                *map.entry(ps).or_insert(0) += 1;
+                if map.len() > EXACT_DISTINCT_VALUES {
+                    // Creating a histogram of 3 significant digits cannot fail; should it,
+                    // the map simply stays exact.
+                    if let Ok(h) = fold(map) {
+                        self.distribution = Distribution::Histogram(Box::new(h));
+                    }
+                }
+            }
+            Distribution::Histogram(h) => put(h, ps, 1),
+        }
+    }
+
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Smallest sample (0 when empty).
+    pub fn min(&self) -> u64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.min
+        }
+    }
+
+    /// Largest sample (0 when empty).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Sum of the samples.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+
+    /// Whether percentiles are exact (at most [`EXACT_DISTINCT_VALUES`] distinct values so
+    /// far).
+    pub fn is_exact(&self) -> bool {
+        matches!(self.distribution, Distribution::Exact(_))
+    }
+
+    /// The sample of 1-based nearest rank `rank` (clamped to `1..=count`); 0 when empty.
+    fn at_rank(&self, rank: u64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = rank.clamp(1, self.count);
+        match &self.distribution {
+            Distribution::Exact(map) => {
+                let mut seen = 0;
+                for (&value, &n) in map {
+                    seen += n;
+                    if seen >= rank {
+                        return value;
+                    }
+                }
+                self.max
+            }
+            Distribution::Histogram(h) => {
+                let mut seen = 0;
+                for v in h.iter_recorded() {
+                    seen += v.count_at_value();
+                    if seen >= rank {
+                        return h
+                            .highest_equivalent(v.value_iterated_to())
+                            .clamp(self.min, self.max);
+                    }
+                }
+                self.max
+            }
+        }
+    }
+
+    /// The `p`-th percentile (0..=100) by nearest rank: the smallest sample with at least
+    /// `p` % of the samples at or below it. 0 when empty.
+    pub fn percentile(&self, p: f64) -> u64 {
+        // The same rank as sorting every sample and taking index ceil(p/100 * n) - 1.
+        let rank = (p / 100.0 * self.count as f64).ceil() as u64;
+        self.at_rank(rank)
+    }
+
+    /// The middle two samples (the same one twice for an odd count), whose mean is the
+    /// median as [`median`] takes it; `(0, 0)` when empty.
+    pub fn middle(&self) -> (u64, u64) {
+        let half = self.count / 2;
+        if self.count % 2 == 1 {
+            let m = self.at_rank(half + 1);
+            (m, m)
+        } else {
+            (self.at_rank(half), self.at_rank(half + 1))
+        }
+    }
+
+    /// Arithmetic mean (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+}
+
+/// An auto-resizing histogram (it grows with the largest value, not with the count) holding
+/// what `map` counted.
+fn fold(map: &BTreeMap<u64, u64>) -> Result<Histogram<u64>, hdrhistogram::CreationError> {
+    let mut h = Histogram::new(SIGNIFICANT_DIGITS)?;
+    for (&value, &n) in map {
+        put(&mut h, value, n);
+    }
+    Ok(h)
+}
+
+/// Records `n` samples of `value`, growing the histogram as needed; a value past what it can
+/// grow to (about 4.6e18 ps, 53 days) counts as its largest.
+fn put(h: &mut Histogram<u64>, value: u64, n: u64) {
+    // Saturating recording clamps without growing, so grow first.
+    if h.record_n(value, n).is_err() {
+        h.saturating_record_n(value, n);
+    }
+}
+
+/// Latency percentiles in nanoseconds (nearest rank over the samples; see
+/// [`LatencyRecorder`] for when they are exact).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LatencySummary {
     /// Smallest.
@@ -34,26 +230,22 @@ pub struct LatencySummary {
 impl LatencySummary {
     /// Summarizes samples given in picoseconds.
     pub fn from_ps(samples: &[u64]) -> LatencySummary {
-        let mut v = samples.to_vec();
-        v.sort_unstable();
-        let rank = |p: f64| -> f64 {
-            if v.is_empty() {
-                return 0.0;
-            }
-            let i = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-            v[i] as f64 / 1000.0
-        };
-        let mean = if v.is_empty() {
-            0.0
-        } else {
-            v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 / 1000.0
-        };
+        let mut r = LatencyRecorder::new();
+        for &s in samples {
+            r.record(s);
+        }
+        LatencySummary::of(&r)
+    }
+
+    /// Summarizes a recorder (picoseconds) in nanoseconds.
+    pub fn of(r: &LatencyRecorder) -> LatencySummary {
+        let ns = |ps: u64| ps as f64 / 1000.0;
         LatencySummary {
-            min: rank(0.0),
-            p50: rank(50.0),
-            p99: rank(99.0),
-            max: rank(100.0),
-            mean,
+            min: ns(r.percentile(0.0)),
+            p50: ns(r.percentile(50.0)),
+            p99: ns(r.percentile(99.0)),
+            max: ns(r.percentile(100.0)),
+            mean: r.mean() / 1000.0,
         }
     }
 }
@@ -74,5 +266,94 @@ mod tests {
         let s = LatencySummary::from_ps(&ps);
         assert_eq!((s.min, s.p50, s.p99, s.max), (1.0, 50.0, 99.0, 100.0));
         assert_eq!(s.mean, 50.5);
+    }
+
+    #[test]
+    fn an_empty_recorder_reports_zeros() {
+        let r = LatencyRecorder::new();
+        assert_eq!(
+            (r.count(), r.min(), r.max(), r.percentile(50.0)),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((r.mean(), r.middle()), (0.0, (0, 0)));
+    }
+
+    #[test]
+    fn the_recorders_middle_is_the_middle_of_the_sorted_samples() {
+        let mut r = LatencyRecorder::new();
+        for v in [4u64, 1, 3, 2] {
+            r.record(v);
+        }
+        assert_eq!(r.middle(), (2, 3));
+        r.record(10);
+        assert_eq!(r.middle(), (3, 3));
+    }
+
+    #[test]
+    fn a_long_run_of_equal_samples_is_reported_exactly() {
+        let mut same = LatencyRecorder::new();
+        for _ in 0..100_000 {
+            same.record(54_545_460);
+        }
+        assert!(same.is_exact());
+        let s = LatencySummary::of(&same);
+        assert_eq!(
+            (s.min, s.p50, s.p99, s.max, s.mean),
+            (54_545.46, 54_545.46, 54_545.46, 54_545.46, 54_545.46)
+        );
+    }
+
+    #[test]
+    fn past_the_exact_limit_percentiles_are_within_a_thousandth_and_inside_min_max() {
+        let mut r = LatencyRecorder::new();
+        let n = 3 * EXACT_DISTINCT_VALUES as u64;
+        for v in 1..=n {
+            r.record(v * 1_000);
+        }
+        assert!(!r.is_exact());
+        assert_eq!((r.count(), r.min(), r.max()), (n, 1_000, n * 1_000));
+        for (p, exact) in [
+            (50.0, n / 2 * 1_000),
+            (99.0, (n * 99).div_ceil(100) * 1_000),
+        ] {
+            let got = r.percentile(p);
+            let error = got.abs_diff(exact) as f64 / exact as f64;
+            assert!(error <= 1e-3, "p{p}: {got} vs {exact}");
+        }
+        assert_eq!(
+            r.percentile(100.0),
+            n * 1_000,
+            "clamped to the exact maximum"
+        );
+        assert_eq!(r.percentile(0.0), 1_000, "clamped to the exact minimum");
+        assert_eq!(r.mean(), (n + 1) as f64 / 2.0 * 1_000.0);
+    }
+
+    #[test]
+    fn in_the_histogram_form_a_narrow_cluster_is_reported_inside_its_min_and_max() {
+        let mut r = LatencyRecorder::new();
+        // 5000 distinct values within 0.01 % of each other: one or two buckets.
+        for v in 0..5000u64 {
+            r.record(54_545_460 + v);
+        }
+        assert!(!r.is_exact());
+        for p in [0.0, 50.0, 99.0, 100.0] {
+            let got = r.percentile(p);
+            assert!((54_545_460..=54_550_459).contains(&got), "p{p}: {got}");
+        }
+    }
+
+    #[test]
+    fn a_million_distinct_samples_keep_the_recorder_small() {
+        let mut r = LatencyRecorder::new();
+        for v in 0..1_000_000u64 {
+            r.record(10_000_000 + v * 7);
+        }
+        let Distribution::Histogram(h) = &r.distribution else {
+            panic!("expected the histogram form");
+        };
+        // 3 significant digits over 7 decades: a few thousand buckets, not a million.
+        assert!(h.distinct_values() < 100_000, "{}", h.distinct_values());
+        assert_eq!(r.count(), 1_000_000);
     }
 }

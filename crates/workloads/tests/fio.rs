@@ -256,9 +256,18 @@ fn the_client_method_names_a_bad_manager_and_runs_out_of_queue_pairs_clearly() {
     );
     cfg = through_client(FioConfig { jobs: 32, ..cfg });
     let e = run("cluster-switch", &cfg).expect_err("32 jobs, 31 queue pairs");
+    assert_eq!(
+        e,
+        FioError::TooManyJobs {
+            jobs: 32,
+            granted: 31,
+            what: "the manager"
+        }
+    );
     assert!(
-        e.to_string()
-            .starts_with("no I/O queue pair left: all 31 the controller granted are in use"),
+        e.to_string().starts_with(
+            "--jobs 32: every job needs its own I/O queue pair, and the manager granted 31"
+        ),
         "{e}"
     );
     let e = run(

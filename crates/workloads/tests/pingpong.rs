@@ -59,11 +59,11 @@ fn pingpong_names_unknown_or_identical_hosts() {
     ));
     assert!(matches!(
         pingpong(&cluster, &cfg("lender", "lender")),
-        Err(ShmError::SameHost(_))
+        Err(ShmError::SameHost { .. })
     ));
     let local = Cluster::new("local-chassis", &cal).expect("loads");
     let err = pingpong(&local, &cfg("local", "local")).expect_err("one host");
-    assert!(matches!(err, ShmError::SameHost(_)));
+    assert!(matches!(err, ShmError::SameHost { .. }));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `smartio exp NAME`: the papers' experiments on the device API and the distributed NVMe
-//! driver. Each prints a table (or JSON with `--json`) and writes its SVG figures.
+//! driver. Each prints a table (or JSON with `--json`) and, with `--plots DIR`, writes its
+//! SVG figures there (nothing is written without it).
 //!
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
@@ -64,19 +65,22 @@ pub struct ExpArgs {
     /// A shipped scenario name or a scenario file (default: the experiment's own).
     #[arg(long)]
     pub scenario: Option<String>,
-    /// I/Os per measured run (default: the experiment's own).
-    #[arg(long)]
+    /// I/Os per measured run, 1 to 10000000 (default: the experiment's own; share-30 runs
+    /// them on each client; multicast has no I/Os to count and refuses it).
+    #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
-    /// Random-offset seed.
+    /// Random-offset seed (any 64-bit number).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory the SVG figures go to.
-    #[arg(long, default_value = "smartio-exp")]
-    pub plots: PathBuf,
+    /// Write the SVG figures into this directory (created if missing); without it no file
+    /// is written.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Check every byte read where the experiment can (failover).
+    /// Check every byte read (failover only: share-30 and nvmeof-compare always check,
+    /// sq-placement and multicast time reads without checking).
     #[arg(long)]
     pub verify: bool,
 }
@@ -125,8 +129,20 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ops: args.ops,
         seed: args.seed,
     };
-    if setup.ops == Some(0) {
-        return Err("--ops must be at least 1".into());
+    if args.verify && args.name != ExpName::Failover {
+        return Err(format!(
+            "--verify: only with failover ({} {})",
+            args.name.name(),
+            match args.name {
+                ExpName::Share30 | ExpName::NvmeofCompare => "checks every byte it reads anyway",
+                _ => "times its reads without checking them",
+            }
+        ));
+    }
+    if let (Some(ops), ExpName::Multicast) = (setup.ops, args.name) {
+        return Err(format!(
+            "--ops {ops}: multicast does one Identify through a multicast group and one per host; it has no I/O count to set"
+        ));
     }
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
@@ -135,11 +151,14 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::Share30 => share::run(&setup)?,
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
     };
-    let written = report
-        .plots
-        .iter()
-        .map(|p| p.write(&args.plots).map(|path| path.display().to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let written = match &args.plots {
+        Some(dir) => report
+            .plots
+            .iter()
+            .map(|p| p.write(dir).map(|path| path.display().to_string()))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
     if args.json {
         let out = serde_json::json!({
             "experiment": args.name.name(),
@@ -160,6 +179,19 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         }
         for path in &written {
             println!("wrote {path}");
+        }
+        if args.plots.is_none() && !report.plots.is_empty() {
+            println!(
+                "({} figure{} not written; give --plots DIR to write {})",
+                report.plots.len(),
+                if report.plots.len() == 1 { "" } else { "s" },
+                report
+                    .plots
+                    .iter()
+                    .map(|p| p.file.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
     Ok(())

@@ -1,11 +1,34 @@
 //! `nvmeof-compare` (Paper V §7.4, Fig. 36): the SmartIO driver on the NVMe's own host, the
 //! same driver on another host over the NTB, and NVMe-oF over RDMA, each QD1 4 KiB reads.
+//!
+//! The hosts come from the scenario: the target is the host of the first NVMe, the
+//! initiator the first other host (on `back-to-back`, lender and borrower).
 
-use super::{ns, table, Bar, Chart, Plot, Report, Setup};
+use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use smartio_workloads::{nvmeof_compare, NvmeofConfig};
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
+    let probe = setup.cluster()?;
+    let (target, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+        format!(
+            "{} has no NVMe controller; nvmeof-compare needs one, and another host to read it from",
+            setup.scenario
+        )
+    })?;
+    let initiator = names::other_hosts(&probe, &target)
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            format!(
+                "{} has no host besides {target}, which has the NVMe; nvmeof-compare needs another host for the remote reader",
+                setup.scenario
+            )
+        })?;
+    drop(probe);
     let config = NvmeofConfig {
+        device: format!("{target}:{nvme}"),
+        target,
+        initiator,
         ops: setup.ops.unwrap_or(NvmeofConfig::default().ops),
         seed: setup.seed,
         ..NvmeofConfig::default()

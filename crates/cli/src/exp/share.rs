@@ -1,11 +1,40 @@
 //! `share-30` (Paper V §7.4, §8.6): thirty hosts share one NVMe, each client with its own
 //! queue pair, reading concurrently with every byte checked; the 32nd queue pair is refused.
+//!
+//! The hosts come from the scenario: the manager runs where the first NVMe is, the clients
+//! on the next 30 hosts in scenario order (all of them if there are fewer), and the client
+//! that takes the remaining queue pairs on the host after them (or the first client's host).
+//! On `cascade-60` that is node00, node01..node30 and node31.
 
-use super::{ns, table, Bar, Chart, Plot, Report, Setup};
+use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use smartio_workloads::{share_clients, ShareConfig};
 
+/// Clients the experiment wants: one per host.
+const CLIENTS: usize = 30;
+
 pub fn run(setup: &Setup) -> Result<Report, String> {
+    let probe = setup.cluster()?;
+    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+        format!(
+            "{} has no NVMe controller; share-30 needs one, and other hosts for its clients",
+            setup.scenario
+        )
+    })?;
+    let others = names::other_hosts(&probe, &lender);
+    drop(probe);
+    let clients: Vec<String> = others.iter().take(CLIENTS).cloned().collect();
+    let Some(first) = clients.first() else {
+        return Err(format!(
+            "{} has no host besides {lender}, which has the NVMe; share-30 needs at least one other host for a client",
+            setup.scenario
+        ));
+    };
+    let extra_client = others.get(CLIENTS).unwrap_or(first).clone();
     let config = ShareConfig {
+        manager: lender.clone(),
+        device: format!("{lender}:{nvme}"),
+        clients,
+        extra_client,
         ops: setup.ops.unwrap_or(ShareConfig::default().ops),
         seed: setup.seed,
         ..ShareConfig::default()
@@ -48,7 +77,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         ]);
     }
     let total_iops: f64 = r.clients.iter().map(|c| c.iops).sum();
-    let notes = vec![
+    let mut notes = vec![
         format!(
             "{} ({}), manager on {}: {} I/O queue pairs granted; {} clients on {} hosts, one pair each",
             r.device,
@@ -77,6 +106,15 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             r.holders_after_leave
         ),
     ];
+    if r.clients.len() < CLIENTS {
+        notes.push(format!(
+            "{} has {} hosts besides {}: {} clients instead of {CLIENTS}",
+            setup.scenario,
+            others.len(),
+            r.manager,
+            r.clients.len()
+        ));
+    }
     let bars = |value: &dyn Fn(&smartio_workloads::ShareClient) -> f64| {
         r.clients
             .iter()

@@ -11,12 +11,21 @@ const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let probe = setup.cluster()?;
-    let (lender, nvme) = names::first_device(&probe, "nvme", None)
-        .ok_or_else(|| format!("{} has no NVMe controller", setup.scenario))?;
+    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+        format!(
+            "{} has no NVMe controller; sq-placement needs one, and another host for the client",
+            setup.scenario
+        )
+    })?;
     let client = names::other_hosts(&probe, &lender)
         .into_iter()
         .next()
-        .ok_or_else(|| format!("{} has no host besides the lender {lender}", setup.scenario))?;
+        .ok_or_else(|| {
+            format!(
+                "{} has no host besides the lender {lender}; sq-placement needs another host for the client",
+                setup.scenario
+            )
+        })?;
     let gpu = names::first_device(&probe, "gpu", Some(&lender)).map(|(h, g)| format!("{h}:{g}"));
     drop(probe);
     let base = ClientQd1Config {

@@ -7,7 +7,7 @@
 use super::FioError;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NamespaceInfo, NvmeDevice};
-use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
+use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_platform::PhysAddr;
 use smartio_smartio::{Fdid, SmartIo};
@@ -209,6 +209,7 @@ impl ClientBench {
         device: &str,
         manager: &str,
     ) -> Result<ClientBench, FioError> {
+        crate::attach::check_device_name(device)?;
         let hosts = HostOs::boot_all(&cluster.sim)?;
         let find = |name: &str| {
             hosts
@@ -265,16 +266,35 @@ impl ClientBench {
         let size = data_size(manager.max_transfer());
         let client =
             Client::connect(&self.smartio, &self.client, self.fdid, &manager, size).await?;
-        let entries = entries.clamp(2, manager.max_entries.min(u32::from(u16::MAX))) as u16;
+        let most = manager.max_entries.min(u32::from(u16::MAX));
+        let Some(entries) = u16::try_from(entries)
+            .ok()
+            .filter(|&e| (2..=most).contains(&u32::from(e)))
+        else {
+            let _ = client.leave().await;
+            return Err(FioError::BadParameter(format!(
+                "--iodepth {}: the controller's queues hold at most {} commands ({most} entries, one always empty)",
+                entries.saturating_sub(1),
+                most - 1
+            )));
+        };
         let mut queues = Vec::new();
         for _ in 0..jobs {
             match client.create_queue(entries, SqPlacement::Hints).await {
                 Ok(q) => queues.push(q),
                 Err(e) => {
                     // Give back what was taken before saying why.
+                    let granted = queues.len();
                     drop(queues);
                     let _ = client.leave().await;
-                    return Err(e.into());
+                    return Err(match e {
+                        DistError::NoQueues { .. } => FioError::TooManyJobs {
+                            jobs,
+                            granted,
+                            what: "the manager",
+                        },
+                        e => e.into(),
+                    });
                 }
             }
         }

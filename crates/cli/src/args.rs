@@ -1,0 +1,542 @@
+//! The command line: every command and option of `smartio` (clap types), and the typed range
+//! checks each value goes through before anything runs.
+//!
+//! A value outside its range is refused by clap with the option, the value, the allowed
+//! range and where the bound comes from, e.g.
+//! `invalid value '0' for '--iodepth <N>': must be 1..=4095 (...)`. Nothing is clamped.
+//! Checks that need the scenario (a device's memory, the queue pairs a controller grants)
+//! happen in the workloads, whose errors name the option too.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use smartio_platform::SimDuration;
+use smartio_workloads::fio::{MAX_BUFFER_BYTES, MAX_IODEPTH, MAX_JOBS, MAX_OPS, MAX_RUNTIME};
+
+/// Most round trips of a ping-pong: at the emulator's ~400 000 round trips per second, about
+/// five minutes of wall time; the percentiles of a deterministic model settle long before.
+pub const MAX_ITERATIONS: u64 = 100_000_000;
+
+/// Most copies or blocks per size of a bandwidth benchmark: the model is deterministic, so
+/// medians settle within a few; each repeat of the largest size copies it once more.
+pub const MAX_REPEAT: u64 = 1000;
+
+/// Largest transfer or block size of a bandwidth benchmark: a copy holds its bytes (twice,
+/// source and destination) in this process's memory.
+pub const MAX_TRANSFER: u64 = 1 << 30;
+
+/// Largest block size of fio: far beyond any controller's maximum transfer (MDTS), which
+/// the run checks; the in-flight buffers are bounded by [`MAX_BUFFER_BYTES`] as well.
+pub const MAX_BS: u64 = MAX_BUFFER_BYTES;
+
+/// Bytes `bench engine` streams in one 4 MiB copy each way.
+pub const ENGINE_STEP: u64 = 8 << 20;
+
+/// Most bytes `bench engine` streams: about three minutes of wall time.
+pub const MAX_ENGINE_BYTES: u64 = 256 << 30;
+
+/// Most I/Os per measured run of an experiment (`exp --ops`): `share-30` does them on each
+/// of its 30 clients, about 45 s of wall time per 100 000.
+pub const MAX_EXP_OPS: u64 = 10_000_000;
+
+/// The highest namespace id: 0 is no namespace and 0xFFFFFFFF means "every namespace".
+pub const MAX_NSID: u64 = 0xFFFF_FFFE;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "smartio",
+    version,
+    about = "Emulated PCIe/NTB clusters running SmartIO"
+)]
+pub struct Cli {
+    /// Calibration file (default: the embedded calibration/default.toml).
+    #[arg(long, global = true)]
+    pub calibration: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List the shipped scenarios.
+    Scenarios,
+    /// Print each host's PCI tree and address map.
+    Topo {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every device SmartIO can lend: its cluster-wide id, lender and who uses it.
+    Devices {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+    /// Round-trip latency between two hosts' CPUs through NTB-mapped segments (--from,
+    /// --to), or between two devices' kernels by peer-to-peer stores (--device-a,
+    /// --device-b).
+    Pingpong(PingpongArgs),
+    /// A fio-like block workload on an NVMe, through the native NVMe driver or a client of
+    /// the distributed NVMe driver (--method).
+    Fio(FioArgs),
+    /// The papers' experiments on the device API and the distributed NVMe driver: a table
+    /// (or JSON), and SVG figures with --plots DIR.
+    Exp(crate::exp::ExpArgs),
+    /// A short tour on a shipped scenario.
+    Demo,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PingpongArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// The host that pings.
+    #[arg(
+        long,
+        required_unless_present = "device_a",
+        conflicts_with_all = ["device_a", "device_b"]
+    )]
+    pub from: Option<String>,
+    /// The host that echoes.
+    #[arg(long, required_unless_present = "device_a", conflicts_with_all = ["device_a", "device_b"])]
+    pub to: Option<String>,
+    /// The pinging device (a GPU or DMA test device): `gpu0`, or `lender:gpu0` to borrow it.
+    #[arg(long, requires = "device_b")]
+    pub device_a: Option<String>,
+    /// The echoing device.
+    #[arg(long, requires = "device_a")]
+    pub device_b: Option<String>,
+    /// Host the devices are attached to (default: the scenario's first host).
+    #[arg(long, requires = "device_a")]
+    pub host: Option<String>,
+    /// Round trips, 1 to 100000000 (about five minutes of wall time at the most; the
+    /// percentiles settle long before).
+    #[arg(long, default_value = "1000", value_name = "N", value_parser = iterations)]
+    pub iterations: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FioArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// Host whose CPUs run the workload.
+    #[arg(long)]
+    pub host: String,
+    /// NVMe device in that host's tree, or `lender:nvme0` to borrow it.
+    #[arg(long)]
+    pub device: String,
+    /// read, write, randread, randwrite or randrw.
+    #[arg(long, default_value = "randread")]
+    pub rw: String,
+    /// Block size in bytes (K, M = KiB, MiB), a multiple of the namespace's LBA size and at
+    /// most the controller's maximum transfer (MDTS), e.g. 4k.
+    #[arg(long, default_value = "4k", value_name = "SIZE", value_parser = block_size)]
+    pub bs: u64,
+    /// I/Os in flight per job, 1 to 4095 (an NVMe queue of the emulated controller has 4096
+    /// entries, one always empty); jobs × iodepth × bs is at most 1 GiB of buffers.
+    #[arg(long, default_value = "1", value_name = "N", value_parser = iodepth)]
+    pub iodepth: u32,
+    /// Total I/Os over all jobs, 1 to 1000000000 (about three hours of wall time at the
+    /// emulator's ~100k I/Os per second) [default: 10000 unless --runtime].
+    #[arg(long, conflicts_with = "runtime", value_name = "N", value_parser = fio_ops)]
+    pub ops: Option<u64>,
+    /// Virtual run time instead of --ops, e.g. 10ms, 1s: more than 0 and at most 3600s (an
+    /// hour of virtual time takes an hour or more of wall time). Units ns, us, ms, s.
+    #[arg(long, value_name = "TIME", value_parser = runtime)]
+    pub runtime: Option<SimDuration>,
+    /// Jobs, each on its own CPU and its own I/O queue pair; more jobs than the controller
+    /// (or manager) grants pairs is an error that says how many it grants.
+    #[arg(long, default_value = "1", value_name = "N", value_parser = jobs)]
+    pub jobs: u32,
+    /// Check every byte read against what was written (first writes the whole range,
+    /// which may then be at most 4 GiB).
+    #[arg(long)]
+    pub verify: bool,
+    /// Seed of the random offsets and of the data written (any 64-bit number).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Bytes of the namespace to use, from its start (default: the namespace, at most 1G).
+    /// Blocks written are kept in memory unless the namespace has a backing file.
+    #[arg(long, value_name = "SIZE", value_parser = range_size)]
+    pub size: Option<u64>,
+    /// Namespace id, 1 to 4294967294 (0 is no namespace, 0xFFFFFFFF means all).
+    #[arg(long, default_value = "1", value_name = "NSID", value_parser = nsid)]
+    pub nsid: u32,
+    /// Percentage of reads, 0 to 100; only with --rw randrw [default: 50].
+    #[arg(long, value_name = "PERCENT", value_parser = percent)]
+    pub rwmixread: Option<u32>,
+    /// Native driver completion mode: interrupt or poll [default: interrupt]. A client of
+    /// the distributed driver (--method nvme-client) always polls.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Keep the NVMe's namespaces in this file (overrides the scenario's `backing`). A new
+    /// file is created sparse at the namespaces' full size (said on stderr); only written
+    /// blocks take disk space.
+    #[arg(long, value_name = "FILE")]
+    pub backing: Option<String>,
+    /// How to reach the controller: native (the NVMe driver on --host) or nvme-client (a
+    /// client of the distributed driver on --host, one queue pair per job, polled).
+    #[arg(long, default_value = "native")]
+    pub method: String,
+    /// Host running the distributed driver's manager (with --method nvme-client).
+    #[arg(long)]
+    pub manager: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest).
+    Dma {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU drives the device (default: the host that has the device).
+        #[arg(long)]
+        host: Option<String>,
+        /// The DMA test device.
+        #[arg(long, default_value = "dma0")]
+        device: String,
+        /// write: device memory to host RAM; read: host RAM to device memory.
+        #[arg(long, value_enum, default_value = "write")]
+        direction: Direction,
+        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
+        /// device's memory, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "SIZES",
+            value_parser = transfer_size,
+            default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
+        )]
+        sizes: Vec<u64>,
+        /// Copies per size, 1 to 1000 (the median is reported; a deterministic model
+        /// settles within a few).
+        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Peer-to-peer DMA throughput between two devices' memories per transfer size (the
+    /// GPU-to-GPU bandwidth test).
+    P2p {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU drives the source (default: the scenario's first host).
+        #[arg(long)]
+        host: Option<String>,
+        /// The device whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
+        #[arg(long)]
+        source: String,
+        /// The device whose memory is written or read: `gpu1` or `lender2:gpu2`.
+        #[arg(long)]
+        target: String,
+        /// write: source memory to target memory; read: target memory to source memory.
+        #[arg(long, value_enum, default_value = "write")]
+        direction: Direction,
+        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most both
+        /// devices' memory, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "SIZES",
+            value_parser = transfer_size,
+            default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
+        )]
+        sizes: Vec<u64>,
+        /// Copies per size, 1 to 1000 (the median is reported).
+        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remote-store (PIO) throughput: one host's CPU stores into another's segment.
+    Pio {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// The storing host.
+        #[arg(long)]
+        from: String,
+        /// The host owning the segment.
+        #[arg(long)]
+        to: String,
+        /// Block sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G, e.g. 64,4K,1M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "SIZES",
+            value_parser = transfer_size,
+            default_value = "64,256,1K,4K,16K,64K,256K,1M,4M"
+        )]
+        sizes: Vec<u64>,
+        /// Blocks per size, 1 to 1000 (the median is reported).
+        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Simulated TLP arrivals per wall-clock second: DMA copies of 4 MiB on local-chassis,
+    /// half of --bytes written to host RAM, half read from it.
+    Engine {
+        /// Bytes to stream (K, M, G = KiB, MiB, GiB): a multiple of 8M (one 4 MiB copy
+        /// each way), 8M to 256G.
+        #[arg(long, default_value = "2G", value_name = "SIZE", value_parser = engine_bytes)]
+        bytes: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Direction {
+    Write,
+    Read,
+}
+
+/// A whole number within `min..=max`; `why` says where the bound comes from.
+pub fn whole(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let range = if why.is_empty() {
+        format!("must be {min}..={max}")
+    } else {
+        format!("must be {min}..={max} ({why})")
+    };
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("not a whole number; {range}"));
+    }
+    match t.parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(range),
+    }
+}
+
+/// A whole number that fits `u32` by its bound.
+fn whole_u32(text: &str, min: u64, max: u64, why: &str) -> Result<u32, String> {
+    let v = whole(text, min, max, why)?;
+    u32::try_from(v).map_err(|_| format!("must be {min}..={max}"))
+}
+
+/// A size such as `4K` or `1.5M` (binary units) within `min..=max`.
+pub fn size(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
+    let v = smartio_fabric::units::parse_size(text)?;
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} bytes; must be {min}..={max} bytes ({})",
+            if why.is_empty() {
+                format!("{} at most", smartio_fabric::units::format_size(max))
+            } else {
+                why.to_string()
+            }
+        ))
+    }
+}
+
+fn iterations(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        MAX_ITERATIONS,
+        "about five minutes of wall time at the most",
+    )
+}
+
+fn iodepth(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        u64::from(MAX_IODEPTH),
+        "an NVMe queue of the emulated controller has 4096 entries, one always empty",
+    )
+}
+
+fn jobs(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        u64::from(MAX_JOBS),
+        "one NVMe I/O queue pair per job; the controller grants fewer",
+    )
+}
+
+fn fio_ops(text: &str) -> Result<u64, String> {
+    whole(
+        text,
+        1,
+        MAX_OPS,
+        "about three hours of wall time at ~100k I/Os per second",
+    )
+}
+
+fn repeat(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        MAX_REPEAT,
+        "the median is reported and settles within a few",
+    )
+}
+
+fn nsid(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        MAX_NSID,
+        "0 is no namespace, 0xFFFFFFFF means every namespace",
+    )
+}
+
+fn percent(text: &str) -> Result<u32, String> {
+    whole_u32(text, 0, 100, "a percentage")
+}
+
+/// `exp --ops`.
+pub fn exp_ops(text: &str) -> Result<u64, String> {
+    whole(
+        text,
+        1,
+        MAX_EXP_OPS,
+        "per measured run; share-30 runs them on each of its 30 clients",
+    )
+}
+
+fn block_size(text: &str) -> Result<u64, String> {
+    size(
+        text,
+        1,
+        MAX_BS,
+        "1G at most, beyond any controller's maximum transfer",
+    )
+}
+
+fn range_size(text: &str) -> Result<u64, String> {
+    size(text, 1, u64::MAX, "at least one block")
+}
+
+fn transfer_size(text: &str) -> Result<u64, String> {
+    size(
+        text,
+        1,
+        MAX_TRANSFER,
+        "1G at most: a copy holds its bytes in this process's memory",
+    )
+}
+
+fn engine_bytes(text: &str) -> Result<u64, String> {
+    let v = size(
+        text,
+        ENGINE_STEP,
+        MAX_ENGINE_BYTES,
+        "8M to 256G: one 4 MiB copy each way at the least, about three minutes of wall time at the most",
+    )?;
+    if !v.is_multiple_of(ENGINE_STEP) {
+        return Err(format!(
+            "{v} bytes is not a multiple of 8M ({ENGINE_STEP} bytes): the benchmark streams 4 MiB copies, as many written as read"
+        ));
+    }
+    Ok(v)
+}
+
+/// A virtual duration such as `500us`, `10ms`, `1.5s` or `2` (seconds), more than 0 and at
+/// most [`MAX_RUNTIME`]; converted exactly to picoseconds (rounded to the nearest).
+pub fn runtime(text: &str) -> Result<SimDuration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 500us, 10ms or 2s"))?;
+    let ps_per_unit = match unit.trim() {
+        "ns" => 1e3,
+        "us" => 1e6,
+        "ms" => 1e9,
+        "s" | "" => 1e12,
+        u => return Err(format!("{text:?}: unknown unit {u:?} (ns, us, ms, s)")),
+    };
+    let ps = value * ps_per_unit;
+    let max = MAX_RUNTIME.as_ps();
+    let limit = format!(
+        "must be more than 0 and at most {}s (an hour of virtual time takes an hour or more of wall time)",
+        max / 1_000_000_000_000
+    );
+    // `ps` is finite: `num` holds only digits and dots.
+    if !(ps.is_finite() && ps <= max as f64) {
+        return Err(format!("{text:?}: {limit}"));
+    }
+    let ps = ps.round() as u64;
+    if ps == 0 {
+        return Err(format!("{text:?} is less than 1 ps; {limit}"));
+    }
+    Ok(SimDuration(ps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_outside_its_range_names_the_range_and_the_reason() {
+        assert_eq!(iodepth("4095"), Ok(4095));
+        let err = iodepth("0").expect_err("zero");
+        assert!(
+            err.contains("1..=4095") && err.contains("4096 entries"),
+            "{err}"
+        );
+        let err = iodepth("5000000000").expect_err("too large");
+        assert!(err.contains("1..=4095"), "{err}");
+        let err = fio_ops("18446744073709551616").expect_err("past u64");
+        assert!(err.contains("1..=1000000000"), "{err}");
+        let err = repeat("-1").expect_err("negative");
+        assert!(err.starts_with("not a whole number"), "{err}");
+        assert_eq!(percent("100"), Ok(100));
+        assert!(percent("101").is_err());
+    }
+
+    #[test]
+    fn runtimes_convert_exactly_and_past_the_maximum_are_refused() {
+        assert_eq!(runtime("10ms"), Ok(SimDuration(10_000_000_000)));
+        assert_eq!(runtime("1.5us"), Ok(SimDuration(1_500_000)));
+        assert_eq!(runtime("3600"), Ok(MAX_RUNTIME));
+        for bad in ["3601s", "18446744073709551616ns", "99999999999999999999s"] {
+            let err = runtime(bad).expect_err(bad);
+            assert!(err.contains("at most 3600s"), "{bad}: {err}");
+        }
+        let err = runtime("0.0001ns").expect_err("below a picosecond");
+        assert!(err.contains("less than 1 ps"), "{err}");
+        assert!(runtime("0").is_err());
+    }
+
+    #[test]
+    fn engine_bytes_must_be_whole_copies_each_way() {
+        assert_eq!(engine_bytes("16M"), Ok(16 << 20));
+        let err = engine_bytes("12M").expect_err("not a multiple");
+        assert!(err.contains("multiple of 8M"), "{err}");
+        let err = engine_bytes("4M").expect_err("too small");
+        assert!(err.contains("8388608..="), "{err}");
+    }
+}

@@ -1,0 +1,453 @@
+//! What each `smartio` command does with its (already range-checked) arguments: load the
+//! scenario, run the workload, print a table or JSON. Errors are strings naming the option
+//! and the value; `main` prints them after `smartio: ` and exits with status 1.
+
+use crate::args::{Bench, Cli, Command, Direction, FioArgs, PingpongArgs};
+use crate::{demo, exp, render};
+use smartio_cluster::ClusterOptions;
+use smartio_cluster::{Cluster, SHIPPED};
+use smartio_drivers::CompletionMode;
+use smartio_engine::Calibration;
+use smartio_workloads::{
+    bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, pingpong, run_fio, Amount,
+    DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, P2pConfig, P2pDirection,
+    PingPongConfig, PioBenchConfig, RwMode, Workbench,
+};
+
+/// The calibration file at `path`, or the embedded one.
+fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
+    match path {
+        None => Ok(Calibration::default_embedded()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("--calibration {p}: cannot read the calibration: {e}"))?;
+            Calibration::parse(p, &text).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Runs the command `cli` names.
+pub fn run(cli: Cli) -> Result<(), String> {
+    let calibration = load_calibration(cli.calibration.as_deref())?;
+    match cli.command {
+        Command::Scenarios => {
+            for s in SHIPPED {
+                println!(
+                    "{:<26} {}",
+                    s.name,
+                    smartio_cluster::scenarios::description(s)
+                );
+            }
+            Ok(())
+        }
+        Command::Topo { scenario, json } => {
+            let mut fabric = smartio_cluster::load_fabric(&scenario).map_err(|e| e.to_string())?;
+            // Table sizes as the simulations see them (calibration fills what the scenario
+            // leaves out).
+            calibration.configure_fabric(&mut fabric);
+            // Every chip and link must have timing in the calibration, as for a run.
+            smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| e.to_string())?;
+            let report = fabric.report();
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::topology(&report));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::Dma {
+                    scenario,
+                    host,
+                    device,
+                    direction,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => host_of_device(&cluster, &device)?,
+            };
+            let direction = match direction {
+                Direction::Write => DmaDirection::Write,
+                Direction::Read => DmaDirection::Read,
+            };
+            let config = DmaBenchConfig {
+                host,
+                device,
+                direction,
+                sizes,
+                repeat,
+            };
+            let samples = bench_dma(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&samples)?;
+            } else {
+                println!(
+                    "DMA {} on {} ({}:{}), {} repeats per size",
+                    if matches!(direction, DmaDirection::Write) {
+                        "writes (device -> host RAM)"
+                    } else {
+                        "reads (host RAM -> device)"
+                    },
+                    scenario,
+                    config.host,
+                    config.device,
+                    repeat
+                );
+                println!("{}", render::dma_table(&samples));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench: Bench::Engine { bytes, json },
+        } => {
+            let result = bench_engine(&calibration, bytes).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&result)?;
+            } else {
+                println!(
+                    "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
+                    result.tlp_arrivals,
+                    result.wall_seconds,
+                    result.simulated_seconds * 1e3,
+                    result.tlp_arrivals_per_s / 1e6
+                );
+            }
+            Ok(())
+        }
+        Command::Devices { scenario, json } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])
+                .map_err(|e| e.to_string())?;
+            let devices = bench.smartio.devices();
+            if json {
+                print_json(&devices)?;
+            } else {
+                println!(
+                    "devices registered with SmartIO on {scenario} ({} devices)",
+                    devices.len()
+                );
+                println!("{}", render::device_table(&devices));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::P2p {
+                    scenario,
+                    host,
+                    source,
+                    target,
+                    direction,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => first_host(&cluster)?,
+            };
+            let direction = match direction {
+                Direction::Write => P2pDirection::Write,
+                Direction::Read => P2pDirection::Read,
+            };
+            let config = P2pConfig {
+                host,
+                source,
+                target,
+                direction,
+                sizes,
+                repeat,
+            };
+            let samples = bench_p2p(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&samples)?;
+            } else {
+                let (from, to) = match direction {
+                    P2pDirection::Write => (&config.source, &config.target),
+                    P2pDirection::Read => (&config.target, &config.source),
+                };
+                println!(
+                    "peer-to-peer DMA {} on {scenario}: {from} memory -> {to} memory, driven by {}'s CPU through {}'s copy engine, {} repeats per size",
+                    if matches!(direction, P2pDirection::Write) {
+                        "writes"
+                    } else {
+                        "reads"
+                    },
+                    config.host,
+                    config.source,
+                    repeat
+                );
+                println!("{}", render::dma_table(&samples));
+            }
+            Ok(())
+        }
+        Command::Pingpong(PingpongArgs {
+            scenario,
+            device_a: Some(a),
+            device_b: Some(b),
+            host,
+            iterations,
+            json,
+            ..
+        }) => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => first_host(&cluster)?,
+            };
+            let config = DevicePingPongConfig {
+                host,
+                a,
+                b,
+                iterations,
+            };
+            let result = device_pingpong(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&result)?;
+            } else {
+                print!("{}", render::device_pingpong(&result));
+            }
+            Ok(())
+        }
+        Command::Pingpong(PingpongArgs {
+            scenario,
+            from,
+            to,
+            host,
+            iterations,
+            json,
+            ..
+        }) => {
+            let (Some(from), Some(to)) = (from, to) else {
+                return Err(
+                    "pingpong needs --from and --to (hosts), or --device-a and --device-b".into(),
+                );
+            };
+            if let Some(h) = host {
+                return Err(format!(
+                    "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
+                ));
+            }
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let config = PingPongConfig {
+                from,
+                to,
+                iterations,
+            };
+            let result = pingpong(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&result)?;
+            } else {
+                println!(
+                    "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
+                    result.scenario, result.from, result.to, result.from, result.iterations
+                );
+                println!("{}", render::latency_table("round trip", &result.rtt_ns));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::Pio {
+                    scenario,
+                    from,
+                    to,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let config = PioBenchConfig {
+                from,
+                to,
+                sizes,
+                repeat,
+            };
+            let samples = bench_pio(&cluster, &config).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&samples)?;
+            } else {
+                println!(
+                    "remote stores on {scenario}: {} CPU -> {} segment, {} repeats per size",
+                    config.from, config.to, repeat
+                );
+                println!("{}", render::pio_table(&samples));
+            }
+            Ok(())
+        }
+        Command::Fio(args) => fio(&calibration, args),
+        Command::Exp(args) => exp::run(&calibration, args),
+        Command::Demo => demo::demo(&calibration),
+    }
+}
+/// `smartio fio`: the option combinations are checked here, the values' ranges by clap
+/// and [`FioConfig::check`], what depends on the controller by the workload.
+fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
+    let rw: RwMode = a.rw.parse().map_err(|e| format!("--rw: {e}"))?;
+    if a.rwmixread.is_some() && rw != RwMode::RandRw {
+        return Err(format!(
+            "--rwmixread: only with --rw randrw (it sets the mix of reads and writes; --rw {} has none)",
+            a.rw
+        ));
+    }
+    let method = match (a.method.as_str(), a.manager) {
+        ("native", None) => smartio_workloads::fio::FioMethod::Native,
+        ("native", Some(_)) => {
+            return Err("--manager: only with --method nvme-client".into());
+        }
+        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
+        ("nvme-client", None) => {
+            return Err(
+                "--method nvme-client needs --manager HOST (the host running the distributed driver's manager)"
+                    .into(),
+            );
+        }
+        (m, _) => {
+            return Err(format!(
+                "--method: unknown method {m:?} (native, nvme-client)"
+            ))
+        }
+    };
+    let mode: CompletionMode = match (&a.mode, &method) {
+        (Some(m), smartio_workloads::fio::FioMethod::NvmeClient { .. }) => {
+            return Err(format!(
+                "--mode {m}: only with --method native (a client of the distributed driver always polls its completions)"
+            ));
+        }
+        (Some(m), _) => m.parse().map_err(|e| format!("--mode: {e}"))?,
+        (None, _) => CompletionMode::Interrupt,
+    };
+    let amount = match (a.ops, a.runtime) {
+        (Some(n), _) => Amount::Ops(n),
+        (None, Some(t)) => Amount::Runtime(t),
+        (None, None) => Amount::Ops(10_000),
+    };
+    let config = FioConfig {
+        host: a.host,
+        device: a.device,
+        rw,
+        bs: a.bs,
+        iodepth: a.iodepth,
+        amount,
+        jobs: a.jobs,
+        verify: a.verify,
+        seed: a.seed,
+        size: a.size,
+        nsid: a.nsid,
+        rwmixread: a.rwmixread.unwrap_or(50),
+        mode,
+        method,
+    };
+    // Before anything is booted or created.
+    config.check().map_err(|e| e.to_string())?;
+    if let Some(path) = a.backing.as_deref() {
+        check_backing(path)?;
+    }
+    let mut options = ClusterOptions::default();
+    let backing = a.backing.as_deref().map(|path| {
+        // The NVMe as the scenario names it: `lender:nvme0` is the lender's nvme0.
+        let key = match config.device.split_once(':') {
+            Some((lender, device)) => format!("{lender}.{device}"),
+            None => format!("{}.{}", config.host, config.device),
+        };
+        options.nvme_backing.push((key, path.into()));
+        (path, std::path::Path::new(path).exists())
+    });
+    let cluster =
+        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    if let Some((path, false)) = backing {
+        announce_backing(path, &config.device);
+    }
+    let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;
+    if a.json {
+        print_json(&result)
+    } else {
+        print!("{}", render::fio_summary(&a.scenario, &result));
+        Ok(())
+    }
+}
+
+/// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that
+/// does not exist.
+fn check_backing(path: &str) -> Result<(), String> {
+    let p = std::path::Path::new(path);
+    if p.is_dir() {
+        return Err(format!(
+            "--backing {path}: is a directory; give a file (created if missing)"
+        ));
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!(
+            "--backing {path}: the directory {} does not exist",
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Says on stderr that `--backing` created `path`, and how big it is.
+fn announce_backing(path: &str, device: &str) {
+    match std::fs::metadata(path) {
+        Ok(m) => eprintln!(
+            "smartio: note: created {path}, a sparse file of {} bytes ({:.1} GB) holding {device}'s namespaces; only blocks written take disk space",
+            m.len(),
+            m.len() as f64 / 1e9
+        ),
+        Err(_) => eprintln!(
+            "smartio: note: --backing {path} was not used: {device} is not an NVMe of the scenario"
+        ),
+    }
+}
+
+/// Prints a result as pretty JSON.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// The scenario's first host (where commands run when no host is named).
+fn first_host(cluster: &Cluster) -> Result<String, String> {
+    cluster
+        .sim
+        .fabric()
+        .hosts()
+        .first()
+        .map(|h| h.name.clone())
+        .ok_or_else(|| "the scenario has no host".to_string())
+}
+
+fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
+    let fabric = cluster.sim.fabric();
+    let owners: Vec<&str> = fabric
+        .endpoints()
+        .iter()
+        .filter(|e| e.name == device)
+        .map(|e| fabric.host(e.host).name.as_str())
+        .collect();
+    match owners.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(format!(
+            "--device {device:?}: no host of the scenario has it (name a lender with --host, or use lender:device)"
+        )),
+        many => Err(format!(
+            "--device {device:?}: several hosts have it ({}); choose one with --host",
+            many.join(", ")
+        )),
+    }
+}

@@ -1,0 +1,396 @@
+//! What a fio workload is asked to do ([`FioConfig`]), the bounds every value is checked
+//! against before anything runs ([`FioConfig::check`]), and what a run measured
+//! ([`FioResult`]).
+
+use super::FioError;
+use smartio_drivers::nvme::CompletionMode;
+use smartio_platform::SimDuration;
+/// Most I/Os in flight per job: an NVMe queue of the emulated controller has 4096 entries
+/// (CAP.MQES = 4095) and one of them always stays empty.
+pub const MAX_IODEPTH: u32 = smartio_devices::nvme::controller::MAX_QUEUE_ENTRIES - 1;
+
+/// Most jobs: NVMe numbers I/O queue pairs with 16 bits (65535 at most); a controller grants
+/// fewer, and a run with more jobs than granted pairs is refused with the number granted.
+pub const MAX_JOBS: u32 = u16::MAX as u32;
+
+/// Most bytes of I/O buffers in flight (`jobs × iodepth × bs`): they are emulated host RAM
+/// that the controller's DMA really writes, so they are memory of this process.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Most I/Os of one run (`--ops`): about three hours of wall time at the emulator's ~100 000
+/// I/Os per second. Memory does not grow with it.
+pub const MAX_OPS: u64 = 1_000_000_000;
+
+/// Longest virtual run time (`--runtime`): an hour of virtual time takes an hour of wall
+/// time or more (about ten at high queue depths). Memory does not grow with it.
+pub const MAX_RUNTIME: SimDuration = SimDuration(3_600_000_000_000_000);
+
+/// Largest range a verifying run may use (`--size` with `--verify`): the run first writes
+/// every byte of it, and keeps a version per block.
+pub const MAX_VERIFY_BYTES: u64 = 4 << 30;
+
+/// The I/O pattern (fio's `--rw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RwMode {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    RandRead,
+    /// Random writes.
+    RandWrite,
+    /// Random reads and writes (`rwmixread` percent reads).
+    RandRw,
+}
+
+impl std::str::FromStr for RwMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "randrw" => RwMode::RandRw,
+            _ => {
+                return Err(format!(
+                    "unknown --rw {s:?} (read, write, randread, randwrite, randrw)"
+                ))
+            }
+        })
+    }
+}
+
+impl RwMode {
+    pub(super) fn reads(self) -> bool {
+        matches!(self, RwMode::Read | RwMode::RandRead | RwMode::RandRw)
+    }
+    pub(super) fn random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+}
+
+/// When a job stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// After this many I/Os in total (over all jobs).
+    Ops(u64),
+    /// After this much virtual time.
+    Runtime(SimDuration),
+}
+
+/// How the workload reaches the controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FioMethod {
+    /// The native NVMe driver bound on the workload's host (borrowing the device by Device
+    /// Lending if it is `lender:device`); each job is a CPU with its own queue pair.
+    #[default]
+    Native,
+    /// A client of the distributed NVMe driver on the workload's host, its manager on
+    /// `manager`. Each job is a queue pair of the client (`iodepth + 1` entries), data moves
+    /// through the client's data segment, and completions are polled (the result's mode is
+    /// `poll` whatever [`FioConfig::mode`] says).
+    NvmeClient {
+        /// Host running the manager.
+        manager: String,
+    },
+}
+
+/// A workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioConfig {
+    /// Host to run on.
+    pub host: String,
+    /// Device in that host's tree.
+    pub device: String,
+    /// Pattern.
+    pub rw: RwMode,
+    /// Block size in bytes.
+    pub bs: u64,
+    /// I/Os in flight per job.
+    pub iodepth: u32,
+    /// When to stop.
+    pub amount: Amount,
+    /// Jobs (each on its own CPU and so its own queue pair).
+    pub jobs: u32,
+    /// Check every byte read.
+    pub verify: bool,
+    /// Seed of the random offsets.
+    pub seed: u64,
+    /// Bytes of the namespace the workload touches (from offset 0); `None` = the smaller of
+    /// the namespace and 1 GiB.
+    pub size: Option<u64>,
+    /// Namespace id.
+    pub nsid: u32,
+    /// Percentage of reads in `randrw`.
+    pub rwmixread: u32,
+    /// Driver completion mode (native driver only).
+    pub mode: CompletionMode,
+    /// Native driver or distributed-driver client.
+    pub method: FioMethod,
+}
+
+impl FioConfig {
+    /// A QD1 4 KiB random-read workload of `ops` I/Os on `host`'s `device`.
+    pub fn new(host: &str, device: &str) -> FioConfig {
+        FioConfig {
+            host: host.to_string(),
+            device: device.to_string(),
+            rw: RwMode::RandRead,
+            bs: 4096,
+            iodepth: 1,
+            amount: Amount::Ops(10_000),
+            jobs: 1,
+            verify: false,
+            seed: 1,
+            size: None,
+            nsid: 1,
+            rwmixread: 50,
+            mode: CompletionMode::Interrupt,
+            method: FioMethod::Native,
+        }
+    }
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LatencyNs {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FioResult {
+    /// Host.
+    pub host: String,
+    /// Device.
+    pub device: String,
+    /// Controller model (Identify).
+    pub model: String,
+    /// Completion mode.
+    pub mode: String,
+    /// Pattern.
+    pub rw: RwMode,
+    /// Block size.
+    pub bs: u64,
+    /// Queue depth per job.
+    pub iodepth: u32,
+    /// Jobs.
+    pub jobs: u32,
+    /// I/O queue pairs the driver got.
+    pub queues: usize,
+    /// Reads done.
+    pub reads: u64,
+    /// Writes done.
+    pub writes: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Virtual time from the first submission to the last completion, in ns.
+    pub runtime_ns: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes_per_s: f64,
+    /// Latency (submission to completion, as an application sees it).
+    pub lat_ns: LatencyNs,
+    /// Bytes read that were checked against what was written.
+    pub verified_bytes: u64,
+}
+
+impl FioConfig {
+    /// Checks every count and size against its bound (the constants above) before anything
+    /// is booted or allocated; errors name the option, the value and the range.
+    pub fn check(&self) -> Result<(), FioError> {
+        let bad = |m: String| Err(FioError::BadParameter(m));
+        if self.bs == 0 {
+            return bad("--bs 0: a block size of at least one LBA".into());
+        }
+        if !(1..=MAX_IODEPTH).contains(&self.iodepth) {
+            return bad(format!(
+                "--iodepth {}: must be 1..={MAX_IODEPTH} (an NVMe queue of the emulated controller has {} entries, one always empty)",
+                self.iodepth,
+                MAX_IODEPTH + 1
+            ));
+        }
+        if !(1..=MAX_JOBS).contains(&self.jobs) {
+            return bad(format!(
+                "--jobs {}: must be 1..={MAX_JOBS} (one NVMe I/O queue pair per job)",
+                self.jobs
+            ));
+        }
+        let buffers = u64::from(self.jobs)
+            .checked_mul(u64::from(self.iodepth))
+            .and_then(|n| n.checked_mul(self.bs));
+        if buffers.is_none_or(|b| b > MAX_BUFFER_BYTES) {
+            return bad(format!(
+                "--jobs {} × --iodepth {} × --bs {} = {} bytes of I/O buffers in flight; at most {MAX_BUFFER_BYTES} (1 GiB): they are emulated RAM held by this process",
+                self.jobs,
+                self.iodepth,
+                self.bs,
+                buffers.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+            ));
+        }
+        match self.amount {
+            Amount::Ops(n) if !(1..=MAX_OPS).contains(&n) => {
+                return bad(format!(
+                    "--ops {n}: must be 1..={MAX_OPS} (about three hours of wall time at the emulator's ~100k I/Os per second)"
+                ));
+            }
+            Amount::Runtime(d) if d.as_ps() == 0 || d > MAX_RUNTIME => {
+                return bad(format!(
+                    "--runtime {} s: must be more than 0 and at most {} s (an hour of virtual time takes an hour or more of wall time)",
+                    d.as_secs_f64(),
+                    MAX_RUNTIME.as_secs_f64()
+                ));
+            }
+            _ => {}
+        }
+        if self.rwmixread > 100 {
+            return bad(format!(
+                "--rwmixread {}: a percentage, 0..=100",
+                self.rwmixread
+            ));
+        }
+        if self.verify && self.size.is_some_and(|s| s > MAX_VERIFY_BYTES) {
+            return bad(format!(
+                "--size {} with --verify: at most {MAX_VERIFY_BYTES} bytes (4 GiB); a verifying run first writes the whole range and keeps a version of every block",
+                self.size.unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(cfg: FioConfig) -> String {
+        match cfg.check() {
+            Err(FioError::BadParameter(m)) => m,
+            other => panic!("expected BadParameter, got {other:?}"),
+        }
+    }
+
+    fn base() -> FioConfig {
+        FioConfig::new("host", "nvme0")
+    }
+
+    #[test]
+    fn the_default_workload_passes_its_checks() {
+        assert_eq!(base().check(), Ok(()));
+    }
+
+    #[test]
+    fn an_iodepth_outside_the_queue_is_refused_with_its_range() {
+        for iodepth in [0, MAX_IODEPTH + 1, u32::MAX] {
+            let m = refused(FioConfig { iodepth, ..base() });
+            assert!(
+                m.starts_with(&format!("--iodepth {iodepth}: must be 1..=4095")),
+                "{m}"
+            );
+        }
+        assert_eq!(
+            FioConfig {
+                iodepth: MAX_IODEPTH,
+                ..base()
+            }
+            .check(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn buffers_in_flight_past_a_gibibyte_are_refused_with_the_product() {
+        let m = refused(FioConfig {
+            jobs: 3,
+            iodepth: 4095,
+            bs: 128 << 10,
+            ..base()
+        });
+        assert!(
+            m.starts_with("--jobs 3 × --iodepth 4095 × --bs 131072 = 1610219520 bytes"),
+            "{m}"
+        );
+        let m = refused(FioConfig {
+            jobs: MAX_JOBS,
+            iodepth: MAX_IODEPTH,
+            bs: u64::MAX,
+            ..base()
+        });
+        assert!(m.contains("more than 2^64"), "{m}");
+    }
+
+    #[test]
+    fn counts_and_times_out_of_range_are_refused_by_option() {
+        let cases = [
+            (FioConfig { bs: 0, ..base() }, "--bs 0"),
+            (
+                FioConfig { jobs: 0, ..base() },
+                "--jobs 0: must be 1..=65535",
+            ),
+            (
+                FioConfig {
+                    amount: Amount::Ops(0),
+                    ..base()
+                },
+                "--ops 0: must be 1..=1000000000",
+            ),
+            (
+                FioConfig {
+                    amount: Amount::Ops(MAX_OPS + 1),
+                    ..base()
+                },
+                "--ops 1000000001",
+            ),
+            (
+                FioConfig {
+                    amount: Amount::Runtime(SimDuration(0)),
+                    ..base()
+                },
+                "--runtime 0 s",
+            ),
+            (
+                FioConfig {
+                    amount: Amount::Runtime(SimDuration(u64::MAX)),
+                    ..base()
+                },
+                "at most 3600 s",
+            ),
+            (
+                FioConfig {
+                    rwmixread: 101,
+                    ..base()
+                },
+                "--rwmixread 101",
+            ),
+            (
+                FioConfig {
+                    verify: true,
+                    size: Some(MAX_VERIFY_BYTES + 512),
+                    ..base()
+                },
+                "with --verify: at most 4294967296",
+            ),
+        ];
+        for (cfg, wanted) in cases {
+            let m = refused(cfg);
+            assert!(m.contains(wanted), "{wanted:?} not in {m}");
+        }
+    }
+}
