@@ -41,12 +41,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Topo { scenario, json } => {
-            let mut fabric = smartio_cluster::load_fabric(&scenario).map_err(|e| e.to_string())?;
             // Table sizes as the simulations see them (calibration fills what the scenario
-            // leaves out).
-            calibration.configure_fabric(&mut fabric);
-            // Every chip and link must have timing in the calibration, as for a run.
-            smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| e.to_string())?;
+            // leaves out); every chip and link must have timing, as for a run.
+            let fabric = smartio_cluster::load_calibrated_fabric(&scenario, &calibration)
+                .map_err(|e| e.to_string())?;
             let report = fabric.report();
             if json {
                 print_json(&report)?;

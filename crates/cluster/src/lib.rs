@@ -18,7 +18,7 @@ use smartio_devices::config::ConfigSpace;
 use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
 use smartio_engine::{Calibration, Sim, TimingError};
-use smartio_fabric::{EndpointId, ScenarioError};
+use smartio_fabric::{ClusterSpec, EndpointId, Fabric, ScenarioError};
 use smartio_platform::SimDuration;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -31,16 +31,72 @@ pub enum ClusterError {
     #[error("{0}")]
     Scenario(#[from] ScenarioError),
     /// The scenario uses something the calibration does not cover.
-    #[error("{0}")]
-    Timing(#[from] TimingError),
+    #[error("{}{error}", prefix(.at))]
+    Timing {
+        /// `file:line` of the scenario entry that uses it.
+        at: Option<String>,
+        /// What is missing.
+        error: TimingError,
+    },
     /// A device could not be built (unknown profile, unusable backing file).
-    #[error("device {device}: {message}")]
+    #[error("{}device {device}: {message}", prefix(.at))]
     Device {
+        /// `file:line` of the device in the scenario.
+        at: Option<String>,
         /// `host.device`.
         device: String,
         /// What is wrong.
         message: String,
     },
+}
+
+/// Loads `scenario` and sizes its tables from `calibration` (as a simulation would), after
+/// checking that the calibration times every chip and link of it — the fabric `smartio topo`
+/// shows.
+pub fn load_calibrated_fabric(
+    scenario: &str,
+    calibration: &Calibration,
+) -> Result<Fabric, ClusterError> {
+    let spec = load_spec(scenario)?;
+    let mut fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+    calibration.configure_fabric(&mut fabric);
+    smartio_engine::Timing::resolve(&fabric, calibration).map_err(|e| located(&spec, e))?;
+    Ok(fabric)
+}
+
+/// A timing error with the scenario line of the node it is about.
+fn located(spec: &ClusterSpec, error: TimingError) -> ClusterError {
+    let TimingError::UnknownChip { node, .. } = &error;
+    ClusterError::Timing {
+        at: written_at(spec, node),
+        error,
+    }
+}
+
+/// `file:line: ` when the place is known.
+fn prefix(at: &Option<String>) -> String {
+    at.as_ref().map(|a| format!("{a}: ")).unwrap_or_default()
+}
+
+/// Where a fabric node (`host.component`, or a cluster switch's name) was written in the
+/// scenario, as `file:line`.
+fn written_at(spec: &ClusterSpec, node: &str) -> Option<String> {
+    let loc = match node.split_once('.') {
+        Some((host, component)) => spec
+            .hosts
+            .iter()
+            .find(|h| h.name == host)?
+            .components
+            .iter()
+            .find(|c| c.name == component)
+            .map(|c| &c.loc)?,
+        None => spec
+            .cluster_switches
+            .iter()
+            .find(|s| s.name == node)
+            .map(|s| &s.loc)?,
+    };
+    Some(format!("{}:{}", loc.file, loc.line))
 }
 
 /// Choices made on the command line rather than in the scenario file.
@@ -77,11 +133,23 @@ impl Cluster {
         calibration: &Calibration,
         options: &ClusterOptions,
     ) -> Result<Cluster, ClusterError> {
-        let fabric = load_fabric(scenario)?;
-        let sim = Sim::new(fabric, calibration)?;
+        let spec = load_spec(scenario)?;
+        let fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+        let sim = Sim::new(fabric, calibration).map_err(|e| located(&spec, e))?;
         let dma_devices = start_copy_engines(&sim, calibration, "dma", dma::MEMORY_BAR);
         let gpus = start_copy_engines(&sim, calibration, "gpu", dma::GPU_MEMORY_BAR);
-        let nvme_controllers = start_nvme(&sim, calibration, options)?;
+        let nvme_controllers = start_nvme(&sim, calibration, options).map_err(|e| match e {
+            ClusterError::Device {
+                at: None,
+                device,
+                message,
+            } => ClusterError::Device {
+                at: written_at(&spec, &device),
+                device,
+                message,
+            },
+            other => other,
+        })?;
         attach_config_spaces(&sim, &nvme_controllers);
         Ok(Cluster {
             sim,
@@ -186,6 +254,7 @@ fn start_nvme(
     let mut out = Vec::new();
     for (id, name, ep) in endpoints {
         let err = |message: String| ClusterError::Device {
+            at: None,
             device: name.clone(),
             message,
         };

@@ -100,7 +100,16 @@ fn a_profile_capacity_below_one_logical_block_is_an_error_not_an_empty_namespace
     let result = Cluster::new(&path.to_string_lossy(), &calibration);
     let _ = std::fs::remove_file(&path);
     match result {
-        Err(ClusterError::Device { device, message }) => {
+        Err(ClusterError::Device {
+            at,
+            device,
+            message,
+        }) => {
+            let file = path.to_string_lossy();
+            assert!(
+                at.as_deref().is_some_and(|a| a.starts_with(&*file)),
+                "{at:?} names the scenario file and line"
+            );
             assert_eq!(device, "a.nvme0");
             assert_eq!(
                 message,

@@ -61,6 +61,9 @@ impl NvmeParams {
         let string = |key: &str, allowed: &str| -> Result<Option<String>, String> {
             match params.get(key) {
                 None => Ok(None),
+                Some(toml::Value::String(s)) if s.trim().is_empty() => {
+                    Err(format!("{key} = {s:?}: empty (allowed: {allowed})"))
+                }
                 Some(toml::Value::String(s)) => Ok(Some(s.clone())),
                 Some(v) => Err(format!(
                     "{key} = {v}: expected a string (allowed: {allowed})"
@@ -188,6 +191,8 @@ mod tests {
                 "profile = 3",
                 "profile = 3: expected a string (allowed: a profile of the calibration",
             ),
+            ("backing = \"\"", "backing = \"\": empty (allowed: a file path)"),
+            ("profile = \" \"", "profile = \" \": empty"),
         ] {
             let e = NvmeParams::parse(&table(text)).expect_err(text);
             assert!(e.starts_with(message), "{text}: {e}");

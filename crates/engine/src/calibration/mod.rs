@@ -256,10 +256,21 @@ impl Calibration {
     /// Parses a calibration file's text and checks every value against its range
     /// ([`Calibration::validate`]); errors name the file and line.
     pub fn parse(file: &str, text: &str) -> Result<Calibration, CalibrationError> {
-        let cal: Calibration = toml::from_str(text).map_err(|e| CalibrationError {
-            file: file.to_string(),
-            line: e.span().map(|s| spans::line_of(text, s.start)),
-            message: e.message().trim().to_string(),
+        let cal: Calibration = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| spans::line_of(text, s.start));
+            let mut message = e.message().trim().replace(
+                "expected struct Param",
+                "expected an entry { value = N, source = \"...\" }",
+            );
+            // Name the key the typed parse stopped at, when the text is valid TOML.
+            if let Some(key) = line.and_then(|l| Lines::of(text).key_at(l)) {
+                message = format!("{key}: {message}");
+            }
+            CalibrationError {
+                file: file.to_string(),
+                line,
+                message,
+            }
         })?;
         cal.check(file, &Lines::of(text))?;
         Ok(cal)

@@ -33,6 +33,28 @@ impl Lines {
         self.lines.get(&key).copied()
     }
 
+    /// The deepest key written on `line`, as `[section] key` (`[cpu] mmio_issue_ns`), for
+    /// an error the typed parse reports only by position.
+    pub fn key_at(&self, line: usize) -> Option<String> {
+        let path = self
+            .lines
+            .iter()
+            .filter(|(_, &l)| l == line)
+            .map(|(p, _)| p)
+            .max_by_key(|p| p.len())?;
+        // A parameter's own fields read as `latency_ns.value` under the parameter's section.
+        let split = match path.last().map(String::as_str) {
+            Some("value" | "source") if path.len() >= 3 => path.len() - 2,
+            _ => path.len().saturating_sub(1),
+        };
+        let (section, key) = path.split_at(split);
+        match (section.is_empty(), key.is_empty()) {
+            (_, true) => None,
+            (true, false) => Some(key.join(".")),
+            (false, false) => Some(format!("[{}] {}", section.join("."), key.join("."))),
+        }
+    }
+
     fn record(&mut self, text: &str, path: &[String], span: Option<std::ops::Range<usize>>) {
         if let Some(span) = span {
             self.lines.insert(path.to_vec(), line_of(text, span.start));
@@ -94,5 +116,14 @@ mod tests {
     #[test]
     fn an_unparsable_text_has_no_lines() {
         assert_eq!(Lines::of("[pcie\n"), Lines::default());
+    }
+
+    #[test]
+    fn the_key_on_a_line_is_named_with_its_section() {
+        let lines = Lines::of("[cpu]\nmmio_issue_ns = 50\n[pcie]\nmps = { value = 1 }\n");
+        assert_eq!(lines.key_at(2).as_deref(), Some("[cpu] mmio_issue_ns"));
+        assert_eq!(lines.key_at(4).as_deref(), Some("[pcie] mps.value"));
+        assert_eq!(lines.key_at(1).as_deref(), Some("cpu"));
+        assert_eq!(lines.key_at(9), None);
     }
 }

@@ -56,12 +56,31 @@ const DEFAULT_CABLE: LinkSpec = LinkSpec { gen: 3, width: 16 };
 
 /// Parses and validates a scenario. `file` names the source in error messages.
 pub fn parse_scenario(file: &str, text: &str) -> Result<ClusterSpec, ScenarioError> {
-    let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError {
-        file: file.to_string(),
-        line: e.span().map(|s| line_of(text, s.start)),
-        message: e.message().trim().to_string(),
+    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        let message = e.message().trim();
+        ScenarioError {
+            file: file.to_string(),
+            line,
+            message: match line.and_then(|l| key_on_line(text, l)) {
+                Some(key) if !message.starts_with(key) => format!("{key}: {message}"),
+                _ => message.to_string(),
+            },
+        }
     })?;
     Builder { file, text }.build(raw)
+}
+
+/// The key assigned on `line` (`ram` of `ram = 99999999999999999999999`), to name it in an
+/// error the TOML parser reports only by position.
+fn key_on_line(text: &str, line: usize) -> Option<&str> {
+    let (key, _) = text.lines().nth(line.checked_sub(1)?)?.split_once('=')?;
+    let key = key.trim();
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+    bare.then_some(key)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

@@ -58,6 +58,14 @@ fn syntax_errors_carry_a_line() {
 }
 
 #[test]
+fn a_number_too_large_for_toml_names_its_key() {
+    let text = "[[host]]\nname = \"a\"\nram = 99999999999999999999999\n";
+    let err = parse_scenario("big.toml", text).expect_err("must fail");
+    assert_eq!(err.line, Some(3));
+    assert!(err.message.starts_with("ram: "), "{err}");
+}
+
+#[test]
 fn unknown_keys_are_rejected() {
     let text = MINIMAL.replace("ram = \"1 GiB\"", "ram = \"1 GiB\"\nrma = 3");
     let err = parse_scenario("t.toml", &text).expect_err("must fail");
