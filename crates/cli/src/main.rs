@@ -25,6 +25,7 @@ mod commands;
 mod demo;
 mod exp;
 mod output;
+mod progress;
 mod render;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
@@ -37,6 +38,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
+    let _progress = progress::install_on_terminal();
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -228,9 +228,16 @@ pub fn bench_dma_run(
                     .await
                     .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             let mut samples = Vec::new();
+            let total = config.sizes.iter().fold(0u64, |t, s| {
+                t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
+            });
+            let mut phase = crate::progress::begin("DMA", total, crate::progress::Unit::Bytes);
+            let mut moved = 0u64;
             for &size in &config.sizes {
                 let mut times = Vec::new();
                 for _ in 0..config.repeat {
+                    moved = moved.saturating_add(size);
+                    phase.set(moved);
                     let (src, dst) = match config.direction {
                         DmaDirection::Write => {
                             (Location::DeviceMemory(0), Location::Bus(buffer_bus))

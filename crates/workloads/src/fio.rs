@@ -19,6 +19,7 @@ pub use config::{
 };
 
 use crate::attach::{AttachError, Workbench};
+use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
@@ -149,6 +150,8 @@ struct Shared {
     deadline: Cell<Option<SimTime>>,
     last: Cell<SimTime>,
     error: RefCell<Option<FioError>>,
+    /// I/Os done, or virtual time spent, for a terminal's progress bar.
+    progress: RefCell<Option<(SimTime, progress::Phase)>>,
 }
 
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
@@ -312,6 +315,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
         deadline: Cell::new(None),
         last: Cell::new(cpu.now()),
         error: RefCell::new(None),
+        progress: RefCell::new(None),
         cfg: cfg.clone(),
     });
     if cfg.verify && cfg.rw.reads() {
@@ -335,6 +339,13 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
     };
     shared.deadline.set(deadline);
     shared.last.set(start);
+    *shared.progress.borrow_mut() = Some((
+        start,
+        match cfg.amount {
+            Amount::Ops(n) => progress::begin("I/Os", n, progress::Unit::Items("I/Os")),
+            Amount::Runtime(d) => progress::begin("I/Os", d.as_ps(), progress::Unit::VirtualPs),
+        },
+    ));
     // Every buffer before any worker starts, so a failure leaves no worker running.
     let mut buffers = Vec::new();
     for _ in 0..cfg.jobs * cfg.iodepth {
@@ -378,6 +389,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
     }
     // Wait for every worker.
     finished.notified().await;
+    shared.progress.borrow_mut().take();
     if let Some(e) = shared.error.borrow_mut().take() {
         return Err(e);
     }
@@ -432,7 +444,13 @@ async fn prefill(backend: &Backend, s: &Shared) -> Result<(), FioError> {
     let buffer = backend.buffer(per * bs)?;
     let mut block = 0;
     let mut data = vec![0u8; (per * bs) as usize];
+    let mut phase = progress::begin(
+        "writing the verify pattern",
+        s.blocks * bs,
+        progress::Unit::Bytes,
+    );
     while block < s.blocks {
+        phase.set(block * bs);
         let n = per.min(s.blocks - block);
         for i in 0..n {
             let at = (i * bs) as usize;
@@ -526,6 +544,12 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         s.sum_ns.set(s.sum_ns.get() + ns as f64);
         if t1 > s.last.get() {
             s.last.set(t1);
+        }
+        if let Some((start, phase)) = &mut *s.progress.borrow_mut() {
+            phase.set(match s.cfg.amount {
+                Amount::Ops(_) => s.reads.get() + s.writes.get() + 1,
+                Amount::Runtime(_) => t1.since(*start).as_ps(),
+            });
         }
         if read {
             s.reads.set(s.reads.get() + 1);

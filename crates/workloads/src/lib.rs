@@ -19,6 +19,7 @@ pub mod nvmeof;
 pub mod p2p;
 pub mod pingpong;
 pub mod pio_bench;
+pub mod progress;
 pub mod share;
 mod shm;
 pub mod shm_demo;

@@ -131,7 +131,10 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             let cpu = cos.cpu();
             let mut samples = LatencyRecorder::new();
-            for _ in 0..cfg.ops {
+            let mut phase =
+                crate::progress::begin("QD1 reads", cfg.ops, crate::progress::Unit::Items("reads"));
+            for done in 1..=cfg.ops {
+                phase.set(done);
                 let lba = rng.random_range(0..span) * blocks_per_io;
                 let t0 = cpu.now();
                 client

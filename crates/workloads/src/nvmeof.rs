@@ -396,7 +396,13 @@ impl Reads<'_> {
         let cpu = client.os().cpu();
         let (data, _) = client.data();
         let mut samples = LatencyRecorder::new();
+        let mut phase = crate::progress::begin(
+            &format!("{row} SmartIO reads"),
+            lbas.ops,
+            crate::progress::Unit::Items("reads"),
+        );
         for (i, lba) in lbas.iter().enumerate() {
+            phase.set(i as u64 + 1);
             self.clear(client.os().id(), data);
             let t0 = cpu.now();
             client
@@ -528,7 +534,13 @@ impl<'a> Rdma<'a> {
             steps: std::array::from_fn(|_| LatencyRecorder::new()),
             total: LatencyRecorder::new(),
         };
+        let mut phase = crate::progress::begin(
+            "NVMe-oF reads",
+            lbas.ops,
+            crate::progress::Unit::Items("reads"),
+        );
         for (i, lba) in lbas.iter().enumerate() {
+            phase.set(i as u64 + 1);
             let what = format!("NVMe-oF read {i}");
             reads.clear(self.ihost, self.idata);
             // Command ids wrap: one read is in flight at a time.

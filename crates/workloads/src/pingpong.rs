@@ -61,7 +61,13 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
     let out = samples.clone();
     let cpu = cluster.sim.cpu(a);
     cluster.sim.spawn(async move {
+        let mut phase = crate::progress::begin(
+            "round trips",
+            n,
+            crate::progress::Unit::Items("round trips"),
+        );
         for i in 1..=n {
+            phase.set(i);
             let t0 = cpu.now();
             let _ = ping.remote.store(0, &i.to_le_bytes()).await;
             let _ = ping.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;

@@ -19,6 +19,7 @@
 
 use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
+use crate::progress;
 use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -250,9 +251,14 @@ async fn run(
     let written_bytes = n as u64 * layout.blocks * layout.bs;
 
     // 2. The measured reads: all clients at once.
+    let counter = progress::Counter::new(
+        "verified reads",
+        (n as u64).saturating_mul(cfg.ops),
+        progress::Unit::Items("reads"),
+    );
     let reads = members.into_iter().map(|m| {
-        let ops = cfg.ops;
-        async move { read_and_verify(m, ops, layout).await }
+        let (ops, counter) = (cfg.ops, counter.clone());
+        async move { read_and_verify(m, ops, layout, counter).await }
     });
     let mut members = Vec::with_capacity(n);
     let mut clients = Vec::with_capacity(n);
@@ -261,6 +267,7 @@ async fn run(
         members.push(m);
         clients.push(c);
     }
+    drop(counter);
 
     // 3. The queue limit: one more client takes what is left, then asks once more.
     let extra = Client::connect(smartio, &extra_os, fdid, &manager, layout.bs)
@@ -431,7 +438,12 @@ async fn set_up(
 }
 
 /// The measured phase of one client: `ops` QD1 random reads in its range, each checked.
-async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, ShareClient), String> {
+async fn read_and_verify(
+    m: Member,
+    ops: u64,
+    l: Layout,
+    progress: progress::Counter,
+) -> Result<(Member, ShareClient), String> {
     let os = m.client.os().clone();
     let cpu = os.cpu();
     let (buffer, _) = m.client.data();
@@ -463,6 +475,7 @@ async fn read_and_verify(m: Member, ops: u64, l: Layout) -> Result<(Member, Shar
             })?;
         last = cpu.now();
         samples.record(last.since(t0).as_ps());
+        progress.add(1);
         os.sim().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
         if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
