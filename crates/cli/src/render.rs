@@ -323,3 +323,109 @@ pub fn fio_summary(scenario: &str, r: &smartio_workloads::FioResult) -> String {
     }
     out
 }
+
+/// Two throughput columns side by side per transfer size, with their difference.
+pub fn comparison_table(
+    what: &str,
+    columns: [&str; 2],
+    rows: impl Iterator<Item = (u64, f64, f64)>,
+) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        format!("{what}, size"),
+        columns[0].to_string(),
+        columns[1].to_string(),
+        "difference".to_string(),
+    ]);
+    for (size, a, b) in rows {
+        t.add_row(vec![
+            iec_size(size),
+            format!("{:.3}", a / 1e9),
+            format!("{:.3}", b / 1e9),
+            format!("{:+.2} %", (b / a - 1.0) * 100.0),
+        ]);
+    }
+    t
+}
+
+/// One row of the demo's ladder.
+pub struct LadderRow {
+    /// Row number (from 1).
+    pub n: usize,
+    /// `host: how`.
+    pub how: String,
+    /// Median latency, ns.
+    pub p50_ns: f64,
+    /// The row it is compared with and the difference to it, ns.
+    pub vs: Option<(usize, f64)>,
+}
+
+/// The demo's ladder: one row per way of reading, the median and the difference to the row
+/// it is compared with (all in microseconds).
+pub fn ladder_table(rows: &[LadderRow]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "#",
+        "host: how",
+        "median µs",
+        "vs row",
+        "difference µs",
+    ]);
+    for r in rows {
+        let (row, delta) = match r.vs {
+            Some((row, delta)) => (row.to_string(), format!("{:+.3}", delta / 1000.0)),
+            None => (String::new(), String::new()),
+        };
+        t.add_row(vec![
+            r.n.to_string(),
+            r.how.clone(),
+            format!("{:.3}", r.p50_ns / 1000.0),
+            row,
+            delta,
+        ]);
+    }
+    t
+}
+
+/// The demo's shared NVMe: each client's median alone and together (microseconds).
+pub fn share_table(rows: &[(String, u16, f64, f64, u64)]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "client",
+        "queue",
+        "alone, median µs",
+        "together, median µs",
+        "difference µs",
+        "bytes verified",
+    ]);
+    for (host, qid, alone, together, verified) in rows {
+        t.add_row(vec![
+            host.clone(),
+            qid.to_string(),
+            format!("{:.3}", alone / 1000.0),
+            format!("{:.3}", together / 1000.0),
+            format!("{:+.3}", (together - alone) / 1000.0),
+            verified.to_string(),
+        ]);
+    }
+    t
+}
+
+/// A byte count in binary units with the unit spelled out: `4 KiB`, `32 MiB`, `1000 B`.
+pub fn iec_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (scale, name) in UNITS {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
+            return format!("{} {name}", bytes / scale);
+        }
+    }
+    format!("{bytes} B")
+}

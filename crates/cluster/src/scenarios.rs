@@ -77,6 +77,21 @@ pub fn load_fabric(name_or_path: &str) -> Result<Fabric, ScenarioError> {
     Fabric::build(&spec, &smartio_devices::layout_for)
 }
 
+/// The ASCII diagram at the top of a shipped scenario file: the block of its leading
+/// comment between the first empty comment line and the next (the convention every shipped
+/// scenario follows), without the `# ` prefix.
+pub fn diagram(s: &ShippedScenario) -> Vec<String> {
+    s.text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim_end())
+        .skip_while(|l| !l.is_empty())
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.strip_prefix(' ').unwrap_or(l).to_string())
+        .collect()
+}
+
 /// The one-line description of a shipped scenario.
 pub fn description(s: &ShippedScenario) -> String {
     parse_scenario(s.name, s.text)
@@ -87,6 +102,21 @@ pub fn description(s: &ShippedScenario) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_shipped_scenario_starts_with_a_diagram() {
+        for s in SHIPPED {
+            let d = diagram(s);
+            assert!(d.len() >= 2, "{} has no diagram: {d:?}", s.name);
+        }
+        let b2b = SHIPPED
+            .iter()
+            .find(|s| s.name == "back-to-back")
+            .expect("shipped");
+        let d = diagram(b2b);
+        assert!(d[0].contains("borrower (64 GiB)"), "{d:?}");
+        assert!(d.iter().any(|l| l.contains("ntb0 (PEX8733, NTB)")));
+    }
 
     #[test]
     fn every_shipped_scenario_builds() {

@@ -49,8 +49,9 @@ pub struct ShareConfig {
     /// Hosts running a client, one client (and one queue pair) each; client `i` owns the
     /// `i`-th range of `range_bytes` from the start of the namespace.
     pub clients: Vec<String>,
-    /// Host of the client that asks for the remaining queue pairs in the queue-limit phase.
-    pub extra_client: String,
+    /// Host of the client that asks for the remaining queue pairs in the queue-limit phase
+    /// (`None`: no such phase).
+    pub extra_client: Option<String>,
     /// Bytes of the namespace each client writes and then reads (a multiple of `bs`).
     pub range_bytes: u64,
     /// Bytes per read (a multiple of the namespace's LBA size).
@@ -73,7 +74,7 @@ impl Default for ShareConfig {
             manager: "node00".into(),
             device: "node00:nvme0".into(),
             clients: (1..=30).map(|i| format!("node{i:02}")).collect(),
-            extra_client: "node31".into(),
+            extra_client: Some("node31".into()),
             range_bytes: 1 << 20,
             bs: 4096,
             ops: 1000,
@@ -131,10 +132,11 @@ pub struct ShareResult {
     pub verified_bytes: u64,
     /// Queue ids the extra client got in the queue-limit phase.
     pub extra_qids: Vec<u16>,
-    /// Queue pairs in use when the manager refused.
+    /// Queue pairs in use when the manager refused (0 without a queue-limit phase).
     pub held_at_refusal: usize,
-    /// The manager's refusal of the request after the last pair was granted.
-    pub refused: String,
+    /// The manager's refusal of the request after the last pair was granted (`None`
+    /// without a queue-limit phase).
+    pub refused: Option<String>,
     /// The manager's owner table after everyone left: `(qid, host)`.
     pub owners_after_leave: Vec<(u16, String)>,
     /// Hosts holding the controller after everyone left (the manager's own).
@@ -209,7 +211,7 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
         .iter()
         .map(|c| host(c))
         .collect::<Result<Vec<_>, _>>()?;
-    let extra_os = host(&config.extra_client)?;
+    let extra_os = config.extra_client.as_deref().map(host).transpose()?;
     let Booted { smartio, fdid, .. } = booted;
     let (sim, cfg) = (cluster.sim.clone(), config.clone());
     run_workload(&cluster.sim, async move {
@@ -224,7 +226,7 @@ async fn run(
     cfg: &ShareConfig,
     manager_os: HostOs,
     client_os: Vec<HostOs>,
-    extra_os: HostOs,
+    extra_os: Option<HostOs>,
 ) -> Result<ShareResult, String> {
     let manager = Manager::start(smartio, &manager_os, fdid)
         .await
@@ -270,39 +272,16 @@ async fn run(
     drop(counter);
 
     // 3. The queue limit: one more client takes what is left, then asks once more.
-    let extra = Client::connect(smartio, &extra_os, fdid, &manager, layout.bs)
-        .await
-        .map_err(|e| format!("extra client on {}: connect: {e}", cfg.extra_client))?;
-    let mut extra_qids = Vec::new();
-    let refused = loop {
-        match extra.create_queue(QD1_ENTRIES, cfg.placement).await {
-            Ok(q) if extra_qids.len() + n < usize::from(manager.granted()) => {
-                extra_qids.push(q.qid());
-            }
-            Ok(q) => {
-                return Err(format!(
-                    "the manager granted queue pair {} beyond the {} the controller gave it",
-                    q.qid(),
-                    manager.granted()
-                ))
-            }
-            Err(e @ DistError::NoQueues { .. }) => break e.to_string(),
-            Err(e) => {
-                return Err(format!(
-                    "extra client on {}: queue pair {}: {e}",
-                    cfg.extra_client,
-                    n + extra_qids.len() + 1
-                ))
-            }
+    let (extra_qids, held_at_refusal, refused) = match (&extra_os, &cfg.extra_client) {
+        (Some(os), Some(name)) => {
+            let (qids, held, refused) =
+                queue_limit(smartio, os, name, fdid, &manager, layout, n, cfg.placement).await?;
+            (qids, held, Some(refused))
         }
+        _ => (Vec::new(), 0, None),
     };
-    let held_at_refusal = manager.owners().len();
 
     // 4. Everyone leaves.
-    extra
-        .leave()
-        .await
-        .map_err(|e| format!("extra client on {}: leave: {e}", cfg.extra_client))?;
     for m in members {
         let host = &cfg.clients[m.index];
         drop(m.queue);
@@ -343,6 +322,53 @@ async fn run(
         owners_after_leave,
         holders_after_leave,
     })
+}
+
+/// The queue-limit phase: a client on `os` takes every queue pair the `n` clients left, then
+/// asks once more; returns the pairs it got, the pairs in use at the refusal, and the
+/// manager's refusal. The client leaves afterwards.
+#[allow(clippy::too_many_arguments)]
+async fn queue_limit(
+    smartio: &SmartIo,
+    os: &HostOs,
+    name: &str,
+    fdid: Fdid,
+    manager: &Rc<Manager>,
+    layout: Layout,
+    n: usize,
+    placement: SqPlacement,
+) -> Result<(Vec<u16>, usize, String), String> {
+    let extra = Client::connect(smartio, os, fdid, manager, layout.bs)
+        .await
+        .map_err(|e| format!("extra client on {name}: connect: {e}"))?;
+    let mut extra_qids = Vec::new();
+    let refused = loop {
+        match extra.create_queue(QD1_ENTRIES, placement).await {
+            Ok(q) if extra_qids.len() + n < usize::from(manager.granted()) => {
+                extra_qids.push(q.qid());
+            }
+            Ok(q) => {
+                return Err(format!(
+                    "the manager granted queue pair {} beyond the {} the controller gave it",
+                    q.qid(),
+                    manager.granted()
+                ))
+            }
+            Err(e @ DistError::NoQueues { .. }) => break e.to_string(),
+            Err(e) => {
+                return Err(format!(
+                    "extra client on {name}: queue pair {}: {e}",
+                    n + extra_qids.len() + 1
+                ))
+            }
+        }
+    };
+    let held_at_refusal = manager.owners().len();
+    extra
+        .leave()
+        .await
+        .map_err(|e| format!("extra client on {name}: leave: {e}"))?;
+    Ok((extra_qids, held_at_refusal, refused))
 }
 
 /// Checks `cfg` against the namespace and the controller's largest transfer.

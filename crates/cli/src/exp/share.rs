@@ -29,7 +29,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             setup.scenario
         ));
     };
-    let extra_client = others.get(CLIENTS).unwrap_or(first).clone();
+    let extra_client = Some(others.get(CLIENTS).unwrap_or(first).clone());
     let config = ShareConfig {
         manager: lender.clone(),
         device: format!("{lender}:{nvme}"),
@@ -47,9 +47,9 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             c.host, c.verified_bytes
         ));
     }
-    if r.refused.is_empty() {
+    let Some(refused) = &r.refused else {
         return Err("the request after the last queue pair was not refused".into());
-    }
+    };
     if !r.owners_after_leave.is_empty() {
         return Err(format!(
             "queue pairs still owned after every client left: {:?}",
@@ -98,8 +98,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             ns(r.p50_max_ns)
         ),
         format!(
-            "queue limit: {} took qids {:?}; with {} pairs in use the next request was refused: {}",
-            config.extra_client, r.extra_qids, r.held_at_refusal, r.refused
+            "queue limit: {} took qids {:?}; with {} pairs in use the next request was refused: {refused}",
+            config.extra_client.as_deref().unwrap_or("-"), r.extra_qids, r.held_at_refusal
         ),
         format!(
             "after everyone left the manager's owner table is empty; the device is held by {:?} (the manager)",

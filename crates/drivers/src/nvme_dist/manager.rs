@@ -427,11 +427,7 @@ impl Manager {
                 }
                 return Err(DistError::NoQueues {
                     granted: self.granted,
-                    owners: count
-                        .iter()
-                        .map(|(h, n)| format!("{h} {n}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    owners: owners_summary(&count),
                 });
             };
             owners.insert(qid, Owner { client: *client });
@@ -559,5 +555,62 @@ async fn wait_ready(
             return Err(DistError::Timeout { ready, timeout_ms });
         }
         cpu.sleep(SimDuration::from_us(10)).await;
+    }
+}
+
+/// Who holds the queue pairs, short enough for one line: `borrower 29, lender 1, lender2 1`,
+/// or with many hosts `31 hosts with 1 each (node01, node02, …, node31)`.
+fn owners_summary(count: &BTreeMap<String, u32>) -> String {
+    if count.len() <= 4 {
+        return count
+            .iter()
+            .map(|(h, n)| format!("{h} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let mut by_count: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (h, n) in count {
+        by_count.entry(*n).or_default().push(h);
+    }
+    by_count
+        .iter()
+        .rev()
+        .map(|(n, hosts)| {
+            let names = match hosts.as_slice() {
+                [a, b, .., z] if hosts.len() > 3 => format!("{a}, {b}, …, {z}"),
+                all => all.join(", "),
+            };
+            let what = if hosts.len() == 1 { "host" } else { "hosts" };
+            format!("{} {what} with {n} each ({names})", hosts.len())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pairs: &[(&str, u32)]) -> BTreeMap<String, u32> {
+        pairs.iter().map(|(h, n)| (h.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn a_few_owners_are_listed_and_many_are_grouped_by_count() {
+        assert_eq!(
+            owners_summary(&counts(&[("borrower", 29), ("lender", 1), ("lender2", 1)])),
+            "borrower 29, lender 1, lender2 1"
+        );
+        let many: Vec<(String, u32)> = (1..=31).map(|i| (format!("node{i:02}"), 1)).collect();
+        let many: BTreeMap<String, u32> = many.into_iter().collect();
+        assert_eq!(
+            owners_summary(&many),
+            "31 hosts with 1 each (node01, node02, …, node31)"
+        );
+        let mixed = counts(&[("a", 2), ("b", 1), ("c", 1), ("d", 1), ("e", 1)]);
+        assert_eq!(
+            owners_summary(&mixed),
+            "1 host with 2 each (a); 4 hosts with 1 each (b, c, …, e)"
+        );
     }
 }
