@@ -68,6 +68,7 @@ pub fn calibration(data: &[u8]) -> Outcome {
             return Outcome::rejected(format!("cluster: {message}"));
         }
     };
+    let _guard = crate::SimGuard(cluster.sim.clone());
     let probes = probe(&cluster);
     Outcome::accepted(probes)
 }
@@ -105,8 +106,10 @@ fn probe(cluster: &Cluster) -> String {
     let cpu = sim.cpu(host);
     sim.spawn(async move {
         let note = |what: &str, r: Result<(), smartio_platform::AccessError>| {
-            out.borrow_mut()
-                .push(format!("{what}: {}", if r.is_ok() { "ok" } else { "error" }));
+            out.borrow_mut().push(format!(
+                "{what}: {}",
+                if r.is_ok() { "ok" } else { "error" }
+            ));
         };
         let data = [0x5au8; 4096];
         note("ram store", cpu.write(BusAddr(ram), &data).await);
@@ -115,7 +118,10 @@ fn probe(cluster: &Cluster) -> String {
         assert_eq!(back, data, "RAM read back differs from what was stored");
         for (endpoint, base) in [bar, nvme].into_iter().flatten() {
             let on = (command::MEMORY_SPACE | command::BUS_MASTER).to_le_bytes();
-            note("config", cpu.config_write(endpoint, pci::COMMAND, &on).await);
+            note(
+                "config",
+                cpu.config_write(endpoint, pci::COMMAND, &on).await,
+            );
             note("bar store", cpu.write(BusAddr(base), &data[..8]).await);
             let mut word = [0u8; 8];
             note("bar load", cpu.read(BusAddr(base), &mut word).await);

@@ -57,6 +57,16 @@ impl Outcome {
     }
 }
 
+/// Shuts a simulation down when dropped (also when a check panics): tasks hold handles to
+/// their simulation, so without this every input would leak its whole cluster.
+pub(crate) struct SimGuard(pub smartio_engine::Sim);
+
+impl Drop for SimGuard {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
 /// A fuzz target: a name and its function.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {

@@ -18,7 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(name = "smartio-fuzz", about = "Fuzz smartio's parsers, NVMe controller and APIs")]
+#[command(
+    name = "smartio-fuzz",
+    about = "Fuzz smartio's parsers, NVMe controller and APIs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,6 +58,13 @@ enum Command {
         target: String,
         /// Input files.
         files: Vec<PathBuf>,
+    },
+    /// Print the operations an input decodes to (nvme_commands, device_api).
+    Decode {
+        /// The target.
+        target: String,
+        /// The input file.
+        file: PathBuf,
     },
     /// List the targets and their corpus sizes.
     List,
@@ -108,6 +118,28 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Replay { target, files } => replay(&target, &files),
+        Command::Decode { target, file } => {
+            let data = match std::fs::read(&file) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("smartio-fuzz: {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            };
+            match target.as_str() {
+                "nvme_commands" => smartio_fuzz::nvme::ops::decode(&data)
+                    .iter()
+                    .for_each(|o| println!("{o:?}")),
+                "device_api" => smartio_fuzz::device_api::ops::decode(&data)
+                    .iter()
+                    .for_each(|o| println!("{o:?}")),
+                _ => {
+                    eprintln!("smartio-fuzz: {target:?} inputs are text; nothing to decode");
+                    return ExitCode::from(2);
+                }
+            }
+            ExitCode::SUCCESS
+        }
         Command::Run {
             target,
             time,
@@ -207,11 +239,7 @@ fn quiet_panics() {
     }));
 }
 
-fn run_one(
-    t: Target,
-    input: &[u8],
-    current: &Mutex<Option<Current>>,
-) -> Result<Outcome, Failure> {
+fn run_one(t: Target, input: &[u8], current: &Mutex<Option<Current>>) -> Result<Outcome, Failure> {
     if let Ok(mut c) = current.lock() {
         *c = Some(Current {
             target: t.name,
@@ -270,17 +298,15 @@ fn fuzz(t: Target, b: &Budget, current: &Mutex<Option<Current>>) -> Result<(), F
         if shapes.insert(shape(&out)) && pool.len() < 4096 {
             pool.push(mutant.clone());
         }
-        if execs % 64 == 0 {
-            if let Some(mb) = rss_mb().filter(|&mb| mb > b.rss_limit_mb) {
-                return Err(Failure {
-                    kind: "memory",
-                    message: format!(
-                        "resident memory {mb} MiB exceeds {} MiB (the saved input is the last one run)",
-                        b.rss_limit_mb
-                    ),
-                    input: mutant,
-                });
-            }
+        if let Some(mb) = rss_mb().filter(|&mb| mb > b.rss_limit_mb) {
+            return Err(Failure {
+                kind: "memory",
+                message: format!(
+                    "resident memory {mb} MiB exceeds {} MiB after this input",
+                    b.rss_limit_mb
+                ),
+                input: mutant,
+            });
         }
     }
     let secs = start.elapsed().as_secs_f64();

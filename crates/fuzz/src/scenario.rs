@@ -39,6 +39,7 @@ pub fn scenario(data: &[u8]) -> Outcome {
     let calibration = Calibration::default_embedded();
     match Cluster::from_fabric(fabric, &calibration, &ClusterOptions::default()) {
         Ok(cluster) => {
+            let _guard = crate::SimGuard(cluster.sim.clone());
             let end = cluster.sim.run_until(SimTime::ZERO + RUN_FOR);
             Outcome::accepted(format!("{summary}; ran to {} ps", end.end.as_ps()))
         }
@@ -90,9 +91,7 @@ pub fn check_fabric(fabric: &Fabric) {
     for (i, h) in fabric.hosts().iter().enumerate() {
         let host = HostId(i as u32);
         assert!(
-            h.endpoints
-                .iter()
-                .all(|&e| fabric.endpoint(e).host == host),
+            h.endpoints.iter().all(|&e| fabric.endpoint(e).host == host),
             "{}: an endpoint listed in host {} belongs to another host",
             fabric.name,
             h.name
@@ -135,7 +134,10 @@ fn check_bars(fabric: &Fabric, host: HostId) {
             for ram in &h.ram {
                 assert!(!overlaps(ram, &b.range()), "{what}: overlaps RAM {ram:#x?}");
             }
-            assert!(!overlaps(&h.msi, &b.range()), "{what}: overlaps the MSI range");
+            assert!(
+                !overlaps(&h.msi, &b.range()),
+                "{what}: overlaps the MSI range"
+            );
             bars.push((b.range(), what));
         }
     }

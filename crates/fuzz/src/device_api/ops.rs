@@ -108,12 +108,20 @@ fn host(i: &mut Input) -> HostPick {
     HostPick(if b >= 0xf8 { i.u32() } else { u32::from(b % 3) })
 }
 
+/// A size: zero, small, up to 64 MiB, or far beyond any host's RAM (2^40 and up). Sizes
+/// between 64 MiB and the RAM size are left out: the host kernel zeroes what it hands out
+/// by writing every byte, so they cost the fuzzing machine their size in memory.
 fn size(i: &mut Input) -> u64 {
+    const BIG: u64 = 64 << 20;
     match i.u8() % 8 {
         0 => 0,
-        1 => i.u64(),
-        2 => u64::from(i.u32()),
-        3 => 1 << (i.u8() % 64),
+        1 => i.u64() | (1 << 40),
+        2 => u64::from(i.u32()) % BIG,
+        3 => match i.u8() % 64 {
+            s @ 0..=26 => 1 << s,
+            s => 1 << s.max(40),
+        },
+        4 => u64::MAX - u64::from(i.u8()),
         _ => u64::from(i.u16()) * 64,
     }
 }
@@ -162,11 +170,7 @@ fn decode_one(i: &mut Input) -> Call {
         14 => Call::UnregisterPeer(pick(i)),
         15 => Call::Lend(host(i), i.u8().into()),
         16 => Call::GiveBack(host(i), i.u8().into()),
-        17 => Call::SciCreate(
-            host(i),
-            i.bool().then(|| u32::from(i.u8() % 4)),
-            size(i),
-        ),
+        17 => Call::SciCreate(host(i), i.bool().then(|| u32::from(i.u8() % 4)), size(i)),
         18 => Call::SciPrepare(pick(i), adapter(i)),
         19 => Call::SciAvailable(pick(i), adapter(i), i.bool()),
         20 => Call::SciConnect(host(i), adapter(i), i.u32() % 8, pick(i)),

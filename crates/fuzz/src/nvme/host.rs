@@ -3,12 +3,13 @@
 //! reaps and checks completions after each one.
 
 use super::model::{
-    changes_queues, dnr_expected, expect_io, pattern_byte, queue_id, range, Content, Kind, Model,
-    Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
+    changes_queues, dnr_expected, expect_io, pattern_byte, queue_id, range, unmasks, Content, Kind,
+    Model, Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
 };
 use super::ops::{Op, PrpShape};
 use smartio_devices::nvme::spec::{
-    self, admin, cc, csts, io, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE,
+    self, admin, async_event, cc, csts, io, log, reg, Command, Completion, Status, CQE_SIZE,
+    SQE_SIZE,
 };
 use smartio_engine::{Agent, Sim};
 use smartio_fabric::HostId;
@@ -98,7 +99,11 @@ impl Harness {
 
     async fn load32(&self, offset: u64) -> u32 {
         let mut b = [0u8; 4];
-        match self.cpu.read(BusAddr(self.layout.bar0 + offset), &mut b).await {
+        match self
+            .cpu
+            .read(BusAddr(self.layout.bar0 + offset), &mut b)
+            .await
+        {
             Ok(()) => u32::from_le_bytes(b),
             Err(_) => u32::MAX,
         }
@@ -106,7 +111,11 @@ impl Harness {
 
     async fn load64(&self, offset: u64) -> u64 {
         let mut b = [0u8; 8];
-        match self.cpu.read(BusAddr(self.layout.bar0 + offset), &mut b).await {
+        match self
+            .cpu
+            .read(BusAddr(self.layout.bar0 + offset), &mut b)
+            .await
+        {
             Ok(()) => u64::from_le_bytes(b),
             Err(_) => u64::MAX,
         }
@@ -219,6 +228,9 @@ impl Harness {
                     cdw: [u32::from(qid), 0, 0, 0, 0, 0],
                     ..Command::default()
                 };
+                if sq {
+                    self.model.borrow_mut().closing.push(qid);
+                }
                 self.admin(cmd, Kind::Chosen { expect }).await;
             }
             Op::Rw {
@@ -306,10 +318,14 @@ impl Harness {
             .unwrap_or(u16::MAX)
     }
 
+    /// Waits (bounded) for CSTS.RDY to become `ready`; waiting for 1 also ends at CFS. A
+    /// reset (RDY to 0) is waited for whatever CFS says: enabling again before it completes
+    /// is not allowed.
     async fn wait_status(&self, ready: bool) {
         for _ in 0..40 {
             let s = self.load32(reg::CSTS).await;
-            if s == u32::MAX || s & csts::CFS != 0 || (s & csts::RDY != 0) == ready {
+            let fatal = ready && s & csts::CFS != 0;
+            if s == u32::MAX || fatal || (s & csts::RDY != 0) == ready {
                 return;
             }
             self.cpu.sleep(SimDuration::from_us(10)).await;
@@ -317,7 +333,10 @@ impl Harness {
     }
 
     async fn enable(&self, asqs: u16, acqs: u16, cc_extra: u32) {
-        if self.model.borrow().enabled || self.load32(reg::CSTS).await & csts::RDY != 0 {
+        // A driver resets first unless the controller is idle: CC.EN = 0 and no RDY or CFS.
+        let busy = self.load32(reg::CC).await & cc::EN != 0
+            || self.load32(reg::CSTS).await & (csts::RDY | csts::CFS) != 0;
+        if self.model.borrow().enabled || busy {
             self.disable().await;
         }
         self.store32(reg::AQA, u32::from(asqs) | (u32::from(acqs) << 16))
@@ -355,9 +374,9 @@ impl Harness {
         m.enabled = true;
         let sq_entries = (aqa & 0xfff) as u16 + 1;
         let cq_entries = ((aqa >> 16) & 0xfff) as u16 + 1;
-        let sq_managed =
-            self.layout
-                .managed(asq, 0, true, u64::from(sq_entries) * SQE_SIZE as u64);
+        let sq_managed = self
+            .layout
+            .managed(asq, 0, true, u64::from(sq_entries) * SQE_SIZE as u64);
         let cq_managed =
             self.layout
                 .managed(acq, 0, false, u64::from(cq_entries) * CQE_SIZE as u64);
@@ -420,9 +439,13 @@ impl Harness {
     /// An admin command with chosen fields, waited for as a driver waits for its admin
     /// commands (bounded: a command that does not complete is caught at the end).
     async fn admin(&self, cmd: Command, kind: Kind) {
+        let opcode = cmd.opcode;
         let Some(cid) = self.submit(0, cmd, 0, kind).await else {
             return;
         };
+        if opcode == admin::ASYNC_EVENT_REQUEST {
+            return; // completes only when an event occurs
+        }
         for _ in 0..100 {
             self.reap().await;
             if !self.model.borrow().pending.contains_key(&cid) {
@@ -443,7 +466,8 @@ impl Harness {
             };
             let cq_managed = m.cqs.get(&q.cqid).is_some_and(|c| c.managed);
             let full = (q.host_index + 1) % q.entries == q.other;
-            if !m.enabled || m.fatal || !q.managed || !cq_managed || full {
+            let closing = m.closing.contains(&sqid);
+            if !m.enabled || m.fatal || !q.managed || !cq_managed || full || closing {
                 m.skipped += 1;
                 return None;
             }
@@ -455,9 +479,14 @@ impl Harness {
                     m.shadow_lost = true;
                 }
             }
-            if let Kind::Write { .. } = kind {
+            if sqid != 0 && matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES) {
                 let (slba, n) = range(&cmd);
                 m.unknown(cmd.nsid, slba, n);
+            }
+            if sqid != 0 && matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES) {
+                // Commands are not ordered: a read still outstanding may see this write.
+                let (slba, n) = range(&cmd);
+                m.forget_reads(cmd.nsid, slba, n);
             }
             m.pending.insert(cmd.cid, Pending { sqid, cmd, kind });
             (
@@ -468,7 +497,11 @@ impl Harness {
         };
         let mut entry = cmd.to_bytes();
         entry[1] = flags;
-        if self.layout.cmb.is_some_and(|(b, size)| (b..b + size).contains(&addr)) {
+        if self
+            .layout
+            .cmb
+            .is_some_and(|(b, size)| (b..b + size).contains(&addr))
+        {
             let _ = self.cpu.write(BusAddr(addr), &entry).await;
         } else {
             self.poke(addr, &entry);
@@ -558,13 +591,12 @@ impl Harness {
                 }
                 io::READ if !bad && fits => {
                     self.poke(data_at, &vec![0xa5; len as usize]);
-                    let expect_data = if m.raw_outstanding == 0
-                        && !m.overlapping_write(0, nsid, slba, blocks)
-                    {
-                        m.known(nsid, slba, blocks)
-                    } else {
-                        None
-                    };
+                    let expect_data =
+                        if m.raw_outstanding == 0 && !m.overlapping_write(0, nsid, slba, blocks) {
+                            m.known(nsid, slba, blocks)
+                        } else {
+                            None
+                        };
                     Kind::Read {
                         buffer: data_at,
                         expect_data,
@@ -612,7 +644,15 @@ impl Harness {
             let q = if cq { m.cqs.get(&qid) } else { m.sqs.get(&qid) }.copied();
             match q {
                 Some(q) if m.enabled && value < u32::from(q.entries) => m.chaos = true,
-                _ => m.invalid_doorbells += 1,
+                _ if m.enabled => {
+                    m.invalid_doorbells += 1;
+                    if m.chaos || m.admin_in_flight() || m.raw_outstanding > 0 {
+                        m.events_uncertain = true;
+                    } else if !m.errors_masked {
+                        m.event_pending = true;
+                    }
+                }
+                _ => {}
             }
         }
         self.store32(reg::DOORBELLS + u64::from(index) * 4, value)
@@ -701,8 +741,7 @@ impl Harness {
         let name = e.status.name();
         *m.statuses.entry(name.to_string()).or_default() += 1;
         assert_ne!(
-            name,
-            "unknown status",
+            name, "unknown status",
             "CQ {cqid}: a completion with a status no NVMe specification defines: {e:?}"
         );
         if let Some(want) = dnr_expected(e.status) {
@@ -721,7 +760,9 @@ impl Harness {
             return;
         }
         let Some(p) = m.pending.remove(&e.cid) else {
-            panic!("CQ {cqid}: a completion for no outstanding command (duplicate or invented): {e:?}");
+            panic!(
+                "CQ {cqid}: a completion for no outstanding command (duplicate or invented): {e:?}"
+            );
         };
         assert_eq!(
             p.sqid, e.sq_id,
@@ -766,8 +807,11 @@ impl Harness {
         );
         match &p.kind {
             Kind::Chosen { expect } | Kind::Write { expect, .. } | Kind::Read { expect, .. } => {
+                // Any command may be aborted (Abort, or its queue deleted under it).
+                let aborted =
+                    e.status == Status::ABORT_REQUESTED || e.status == Status::ABORTED_SQ_DELETION;
                 assert!(
-                    expect.is_empty() || expect.contains(&e.status),
+                    expect.is_empty() || expect.contains(&e.status) || aborted,
                     "{what} completed with {}; expected one of {:?}",
                     e.status,
                     expect.iter().map(|s| s.name()).collect::<Vec<_>>()
@@ -775,8 +819,43 @@ impl Harness {
             }
             Kind::Raw => {}
         }
+        if p.sqid == 0 && p.cmd.opcode == admin::DELETE_IO_SQ {
+            let qid = queue_id(&p.cmd);
+            if let Some(i) = m.closing.iter().position(|&q| q == qid) {
+                m.closing.swap_remove(i);
+            }
+        }
         if p.sqid == 0 && ok && changes_queues(p.cmd.opcode) {
             self.queue_change(m, &p.cmd, &what);
+        }
+        if p.sqid == 0 && ok && unmasks(&p.cmd) {
+            m.errors_masked = false;
+        }
+        if p.sqid == 0 && ok && p.cmd.opcode == admin::ASYNC_EVENT_REQUEST {
+            let (kind, info, lid) = (
+                (e.result & 7) as u8,
+                (e.result >> 8) as u8,
+                (e.result >> 16) as u8,
+            );
+            assert!(
+                kind == async_event::TYPE_ERROR
+                    && matches!(
+                        info,
+                        async_event::INVALID_DOORBELL_REGISTER
+                            | async_event::INVALID_DOORBELL_VALUE
+                    )
+                    && lid == log::ERROR_INFORMATION,
+                "an asynchronous event the host did not cause: dword 0 {:#x}",
+                e.result
+            );
+            assert!(
+                m.event_pending || m.events_uncertain || m.unmask_in_flight(),
+                "an asynchronous event reported with no invalid doorbell write before it: {:#x}",
+                e.result
+            );
+            m.event_pending = false;
+            m.errors_masked = true;
+            m.events_reported += 1;
         }
         if p.sqid == 0 {
             return;
@@ -856,9 +935,17 @@ impl Harness {
                     );
                 }
                 let size = if sq { SQE_SIZE } else { CQE_SIZE } as u64;
-                let managed = self
-                    .layout
-                    .managed(cmd.prp1, qid, sq, u64::from(entries) * size);
+                // Memory another live queue already uses (two SQs in the controller memory
+                // buffer, say) is not the harness's to write.
+                let shared = m
+                    .sqs
+                    .values()
+                    .chain(m.cqs.values())
+                    .any(|q| q.managed && q.base == cmd.prp1);
+                let managed = !shared
+                    && self
+                        .layout
+                        .managed(cmd.prp1, qid, sq, u64::from(entries) * size);
                 if managed && !sq {
                     self.poke(cmd.prp1, &vec![0u8; usize::from(entries) * CQE_SIZE]);
                 }
@@ -901,12 +988,22 @@ impl Harness {
     /// Reaps until nothing that must complete is outstanding (or a bound is reached), then
     /// reads CSTS: a controller that reported a fatal status owes nothing.
     async fn drain(&self) {
-        for _ in 0..400 {
+        // Up to ~2 s of virtual time: a queue of large Write Zeroes keeps the media's write
+        // pipeline busy for milliseconds each.
+        let mut nap = SimDuration::from_us(5);
+        for _ in 0..2400 {
             self.reap().await;
-            if self.model.borrow().pending.is_empty() {
+            let owed = {
+                let m = self.model.borrow();
+                let aer = |p: &Pending| p.sqid == 0 && p.cmd.opcode == admin::ASYNC_EVENT_REQUEST;
+                m.pending.values().any(|p| !aer(p))
+                    || (m.event_pending && !m.events_uncertain && m.pending.values().any(aer))
+            };
+            if !owed {
                 break;
             }
-            self.cpu.sleep(SimDuration::from_us(5)).await;
+            self.cpu.sleep(nap).await;
+            nap = SimDuration::from_ps((nap.as_ps() * 2).min(1_000_000_000));
         }
         let status = self.load32(reg::CSTS).await;
         if status == u32::MAX || status & csts::CFS != 0 {

@@ -27,11 +27,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// The nvme0 parameters of the fuzzed scenario.
-pub const PARAMS: &str =
-    r#"params = { profile = "ramdisk", capacity = "64M", namespaces = 2, queues = 5, cmb = "64K" }"#;
+pub const PARAMS: &str = r#"params = { profile = "ramdisk", capacity = "64M", namespaces = 2, queues = 5, cmb = "64K" }"#;
 
-/// Virtual time a run may take (the operations need well under 100 ms).
-const DEADLINE: SimTime = SimTime(2_000_000_000_000); // 2 s
+/// Virtual time a run may take (the operations and the final drain need under 3 s).
+const DEADLINE: SimTime = SimTime(10_000_000_000_000); // 10 s
 
 thread_local! {
     static SETUP: RefCell<Option<(Fabric, Calibration)>> = const { RefCell::new(None) };
@@ -78,10 +77,15 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
     let Some((endpoint, _)) = cluster.nvme_controllers.first().cloned() else {
         panic!("the fuzzed scenario has no NVMe controller");
     };
+    let _guard = crate::SimGuard(cluster.sim.clone());
     let layout = layout(&cluster, endpoint);
     let harness = Rc::new(Harness::new(&cluster.sim, layout));
     let done = Rc::new(Cell::new(false));
-    let (h, flag, cpu) = (harness.clone(), done.clone(), cluster.sim.cpu(smartio_fabric::HostId(0)));
+    let (h, flag, cpu) = (
+        harness.clone(),
+        done.clone(),
+        cluster.sim.cpu(smartio_fabric::HostId(0)),
+    );
     cluster.sim.spawn(async move {
         let on = (command::MEMORY_SPACE | command::BUS_MASTER).to_le_bytes();
         if cpu.config_write(endpoint, pci::COMMAND, &on).await.is_ok() {
@@ -106,7 +110,11 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
                     "cid {cid} opcode {:#04x} on SQ {}{}",
                     p.cmd.opcode,
                     p.sqid,
-                    if matches!(p.kind, Kind::Raw) { " (raw)" } else { "" }
+                    if matches!(p.kind, Kind::Raw) {
+                        " (raw)"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();
@@ -115,6 +123,14 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
             "commands never completed: {}",
             lost.join("; ")
         );
+        let aer_waiting = m
+            .pending
+            .values()
+            .any(|p| p.sqid == 0 && p.cmd.opcode == ASYNC_EVENT_REQUEST);
+        assert!(
+            !(m.event_pending && !m.events_uncertain && aer_waiting),
+            "an invalid doorbell write was not reported by the outstanding Asynchronous Event Request"
+        );
     }
     let statuses: Vec<String> = m
         .statuses
@@ -122,10 +138,11 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
         .map(|(s, n)| format!("{s} x{n}"))
         .collect();
     Outcome::accepted(format!(
-        "{count} ops, ended at {} ps; {} reads verified, {} invalid doorbells, {} skipped{}{}; {}",
+        "{count} ops, ended at {} ps; {} reads verified, {} invalid doorbells, {} events, {} skipped{}{}; {}",
         end.end.as_ps(),
         m.verified_reads,
         m.invalid_doorbells,
+        m.events_reported,
         m.skipped,
         if m.chaos { ", chaos" } else { "" },
         if m.fatal { ", fatal" } else { "" },
@@ -134,7 +151,7 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
 }
 
 /// Asynchronous Event Request: outstanding until an event, so never owed a completion.
-const ASYNC_EVENT_REQUEST: u8 = 0x0c;
+const ASYNC_EVENT_REQUEST: u8 = smartio_devices::nvme::spec::admin::ASYNC_EVENT_REQUEST;
 
 fn layout(cluster: &Cluster, endpoint: EndpointId) -> Layout {
     let f = cluster.sim.fabric();

@@ -4,7 +4,7 @@
 //! command, carries a real NVMe status with DNR where the specification sets it, and agrees
 //! with what the command asked for.
 
-use smartio_devices::nvme::spec::{admin, io, Command, Status};
+use smartio_devices::nvme::spec::{admin, io, log, Command, Status};
 use std::collections::BTreeMap;
 
 /// Logical block size of the fuzzed namespaces.
@@ -48,8 +48,10 @@ pub enum Content {
 
 /// The byte at `index` of block `lba` of write `id`'s data.
 pub fn pattern_byte(id: u32, lba: u64, index: u64) -> u8 {
-    (u64::from(id).wrapping_mul(0x9e37) ^ lba.wrapping_mul(31) ^ index.wrapping_mul(7) ^ (index >> 8))
-        as u8
+    (u64::from(id).wrapping_mul(0x9e37)
+        ^ lba.wrapping_mul(31)
+        ^ index.wrapping_mul(7)
+        ^ (index >> 8)) as u8
 }
 
 /// What a submitted command is, for the checks of its completion.
@@ -131,6 +133,16 @@ pub struct Model {
     pub skipped: u32,
     /// SQs whose deletion completed in the current reaping pass.
     pub deleted_sqs: Vec<u16>,
+    /// SQs with a Delete SQ outstanding: the host submits nothing more to them.
+    pub closing: Vec<u16>,
+    /// An invalid doorbell write happened that an Asynchronous Event Request must report.
+    pub event_pending: bool,
+    /// Error events are masked (one was reported; the Error Information log not yet read).
+    pub errors_masked: bool,
+    /// The host cannot tell whether an event is owed (its view of the queues lagged).
+    pub events_uncertain: bool,
+    /// Asynchronous events reported.
+    pub events_reported: u32,
 }
 
 impl Model {
@@ -146,20 +158,52 @@ impl Model {
 
     /// Everything the controller held is gone (CC.EN cleared, or a fresh enable).
     pub fn reset(&mut self) {
-        let writes_lost = self
+        // A write outstanding at a reset may or may not have reached the media.
+        let cut: Vec<(u32, u64, u64)> = self
             .pending
             .values()
-            .any(|p| matches!(p.kind, Kind::Write { .. } | Kind::Raw));
-        if writes_lost {
+            .filter(|p| p.sqid != 0 && matches!(p.cmd.opcode, io::WRITE | io::WRITE_ZEROES))
+            .map(|p| {
+                let (slba, n) = range(&p.cmd);
+                (p.cmd.nsid, slba, n)
+            })
+            .collect();
+        for (nsid, slba, n) in cut {
+            self.unknown(nsid, slba, n);
+        }
+        if self
+            .pending
+            .values()
+            .any(|p| p.sqid != 0 && matches!(p.kind, Kind::Raw))
+        {
             self.shadow_lost = true;
         }
         self.raw_outstanding = 0;
         self.pending.clear();
         self.sqs.clear();
         self.cqs.clear();
+        self.closing.clear();
         self.enabled = false;
         self.fatal = false;
         self.chaos = false;
+        self.event_pending = false;
+        self.errors_masked = false;
+        self.events_uncertain = false;
+    }
+
+    /// Whether an admin command other than an Asynchronous Event Request is outstanding (the
+    /// host's view of the queues may lag the controller's).
+    pub fn admin_in_flight(&self) -> bool {
+        self.pending
+            .values()
+            .any(|p| p.sqid == 0 && p.cmd.opcode != admin::ASYNC_EVENT_REQUEST)
+    }
+
+    /// Whether a Get Log Page that unmasks error events is outstanding.
+    pub fn unmask_in_flight(&self) -> bool {
+        self.pending
+            .values()
+            .any(|p| p.sqid == 0 && unmasks(&p.cmd))
     }
 
     /// The content of blocks `slba..slba+n` of `nsid`, if the host knows all of them and no
@@ -170,7 +214,12 @@ impl Model {
         }
         let mut out = Vec::new();
         for lba in slba..slba.checked_add(n)? {
-            match self.shadow.get(&(nsid, lba)).copied().unwrap_or(Content::Zero) {
+            match self
+                .shadow
+                .get(&(nsid, lba))
+                .copied()
+                .unwrap_or(Content::Zero)
+            {
                 Content::Unknown => return None,
                 c => out.push(c),
             }
@@ -185,11 +234,26 @@ impl Model {
         }
     }
 
+    /// Outstanding reads overlapping `slba..slba+n` of `nsid` may now see other data.
+    pub fn forget_reads(&mut self, nsid: u32, slba: u64, n: u64) {
+        for p in self.pending.values_mut() {
+            let (s, m) = range(&p.cmd);
+            let overlaps =
+                p.cmd.nsid == nsid && s < slba.saturating_add(n) && slba < s.saturating_add(m);
+            if let Kind::Read { expect_data, .. } = &mut p.kind {
+                if overlaps {
+                    *expect_data = None;
+                }
+            }
+        }
+    }
+
     /// Whether a write other than `cid` to an overlapping range is outstanding.
     pub fn overlapping_write(&self, cid: u16, nsid: u32, slba: u64, n: u64) -> bool {
         self.pending.iter().any(|(&c, p)| {
             c != cid
-                && matches!(p.kind, Kind::Write { .. } | Kind::Raw)
+                && (matches!(p.kind, Kind::Raw)
+                    || matches!(p.cmd.opcode, io::WRITE | io::WRITE_ZEROES))
                 && p.sqid != 0
                 && (matches!(p.kind, Kind::Raw) || {
                     let (s, m) = range(&p.cmd);
@@ -197,6 +261,14 @@ impl Model {
                 })
         })
     }
+}
+
+/// Whether `cmd` is a Get Log Page of Error Information without Retain Asynchronous Event,
+/// which unmasks error events.
+pub fn unmasks(cmd: &Command) -> bool {
+    cmd.opcode == admin::GET_LOG_PAGE
+        && (cmd.cdw(10) & 0xff) as u8 == log::ERROR_INFORMATION
+        && cmd.cdw(10) & (1 << 15) == 0
 }
 
 /// The LBA range of a read/write-like command.

@@ -226,7 +226,9 @@ fn decode_one(i: &mut Input) -> Op {
         6 => Op::DeleteCq(small_qid(i)),
         7..=9 => decode_rw(i),
         10 => {
-            let opcode = i.pick(&[0x06, 0x02, 0x0a, 0x09, 0x08, 0x0c]).unwrap_or(0x06);
+            let opcode = i
+                .pick(&[0x06, 0x02, 0x0a, 0x09, 0x08, 0x0c])
+                .unwrap_or(0x06);
             Op::Admin {
                 opcode,
                 nsid: match i.u8() % 4 {
@@ -262,7 +264,9 @@ fn decode_one(i: &mut Input) -> Op {
 
 fn decode_rw(i: &mut Input) -> Op {
     let queue = i.u8();
-    let opcode = i.pick(&[0x01, 0x02, 0x01, 0x02, 0x08, 0x00, 0x05]).unwrap_or(0x02);
+    let opcode = i
+        .pick(&[0x01, 0x02, 0x01, 0x02, 0x08, 0x00, 0x05])
+        .unwrap_or(0x02);
     let nsid = match i.u8() % 8 {
         0 => 0,
         1 => 2,
