@@ -90,7 +90,14 @@ impl Cluster {
         let sim = Sim::new(fabric, calibration)?;
         let dma_devices = start_copy_engines(&sim, calibration, "dma", dma::MEMORY_BAR);
         let gpus = start_copy_engines(&sim, calibration, "gpu", dma::GPU_MEMORY_BAR);
-        let nvme_controllers = start_nvme(&sim, calibration, options)?;
+        let nvme_controllers = match start_nvme(&sim, calibration, options) {
+            Ok(n) => n,
+            Err(e) => {
+                // The devices already started hold the simulation: free it.
+                sim.shutdown();
+                return Err(e);
+            }
+        };
         attach_config_spaces(&sim, &nvme_controllers);
         Ok(Cluster {
             sim,
