@@ -642,15 +642,20 @@ impl Harness {
         {
             let mut m = self.model.borrow_mut();
             let q = if cq { m.cqs.get(&qid) } else { m.sqs.get(&qid) }.copied();
+            // With nothing outstanding for a CQ the host has reaped all the controller
+            // posted: any other head frees entries never posted.
+            let cq_drained = cq
+                && !m
+                    .pending
+                    .values()
+                    .any(|p| m.sqs.get(&p.sqid).map_or(p.sqid == qid, |s| s.cqid == qid));
             match q {
+                Some(q) if m.enabled && cq_drained && value != u32::from(q.host_index) => {
+                    m.invalid_doorbell();
+                }
                 Some(q) if m.enabled && value < u32::from(q.entries) => m.chaos = true,
                 _ if m.enabled => {
-                    m.invalid_doorbells += 1;
-                    if m.chaos || m.admin_in_flight() || m.raw_outstanding > 0 {
-                        m.events_uncertain = true;
-                    } else if !m.errors_masked {
-                        m.event_pending = true;
-                    }
+                    m.invalid_doorbell();
                 }
                 _ => {}
             }
@@ -862,18 +867,20 @@ impl Harness {
         }
         let (slba, n) = range(&p.cmd);
         match &p.kind {
-            Kind::Write { id, .. } => {
-                if ok && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) {
-                    for lba in slba..slba + n {
-                        m.shadow.insert((p.cmd.nsid, lba), Content::Pattern(*id));
-                    }
+            Kind::Write { id, .. }
+                if ok && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) =>
+            {
+                for lba in slba..slba + n {
+                    m.shadow.insert((p.cmd.nsid, lba), Content::Pattern(*id));
                 }
             }
-            Kind::Chosen { .. } if ok && p.cmd.opcode == io::WRITE_ZEROES => {
-                if !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) {
-                    for lba in slba..(slba + n).min(BLOCKS) {
-                        m.shadow.insert((p.cmd.nsid, lba), Content::Zero);
-                    }
+            Kind::Chosen { .. }
+                if ok
+                    && p.cmd.opcode == io::WRITE_ZEROES
+                    && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) =>
+            {
+                for lba in slba..(slba + n).min(BLOCKS) {
+                    m.shadow.insert((p.cmd.nsid, lba), Content::Zero);
                 }
             }
             Kind::Read {
@@ -921,7 +928,7 @@ impl Harness {
                     "{what}: created a queue of {entries} entries"
                 );
                 assert!(
-                    cmd.prp1 % PAGE == 0,
+                    cmd.prp1.is_multiple_of(PAGE),
                     "{what}: created a queue at an unaligned base {:#x}",
                     cmd.prp1
                 );

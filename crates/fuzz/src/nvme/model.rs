@@ -191,6 +191,17 @@ impl Model {
         self.events_uncertain = false;
     }
 
+    /// The host wrote an invalid doorbell value: an Error event is owed, unless events are
+    /// masked or the host's view of the queues may lag the controller's.
+    pub fn invalid_doorbell(&mut self) {
+        self.invalid_doorbells += 1;
+        if self.chaos || self.admin_in_flight() || self.raw_outstanding > 0 {
+            self.events_uncertain = true;
+        } else if !self.errors_masked {
+            self.event_pending = true;
+        }
+    }
+
     /// Whether an admin command other than an Asynchronous Event Request is outstanding (the
     /// host's view of the queues may lag the controller's).
     pub fn admin_in_flight(&self) -> bool {
