@@ -36,6 +36,14 @@ pub fn scenario(data: &[u8]) -> Outcome {
     };
     check_fabric(&fabric);
     let summary = summary(&fabric);
+    // A namespace backing file would be created on the fuzzing machine: build no cluster.
+    if fabric
+        .endpoints()
+        .iter()
+        .any(|e| e.params.contains_key("backing"))
+    {
+        return Outcome::accepted(format!("{summary}; not built (a backing file)"));
+    }
     let calibration = Calibration::default_embedded();
     match Cluster::from_fabric(fabric, &calibration, &ClusterOptions::default()) {
         Ok(cluster) => {
@@ -247,6 +255,29 @@ mod tests {
         let out = scenario(b"name = 3");
         assert!(!out.accepted);
         assert!(out.detail.starts_with(FILE), "{}", out.detail);
+    }
+
+    #[test]
+    fn a_scenario_with_a_backing_file_is_checked_but_creates_no_file() {
+        let shipped = SHIPPED
+            .iter()
+            .find(|s| s.name == "local-chassis")
+            .map_or("", |s| s.text);
+        let path = std::env::temp_dir().join(format!("smartio-fuzz-never-{}", std::process::id()));
+        let text = shipped.replace(
+            r#"params = { profile = "optane-p4800x" }"#,
+            &format!(
+                r#"params = {{ profile = "ramdisk", backing = {:?} }}"#,
+                path
+            ),
+        );
+        let out = scenario(text.as_bytes());
+        assert!(
+            out.detail.ends_with("not built (a backing file)"),
+            "{}",
+            out.detail
+        );
+        assert!(!path.exists(), "{} was created", path.display());
     }
 
     #[test]

@@ -126,6 +126,30 @@ struct World {
     oks: u32,
     /// Which calls succeeded and which errors they failed with.
     seen: std::collections::BTreeSet<String>,
+    /// Bytes of segments asked for so far (see [`RAM_BUDGET`]).
+    asked: u64,
+}
+
+/// Segment bytes one input may ask for. A host kernel zeroes the memory it hands out by
+/// writing every byte, so each allocation costs the fuzzing machine its size (reported to
+/// the host model's owner); sizes beyond every host's RAM are still asked for, as they fail
+/// before anything is written.
+const RAM_BUDGET: u64 = 256 << 20;
+
+impl World {
+    /// Whether a segment of `size` bytes fits the input's budget (and counts it if so).
+    fn budget(&mut self, size: u64) -> bool {
+        if size >= 1 << 40 {
+            return true;
+        }
+        match self.asked.checked_add(size) {
+            Some(total) if total <= RAM_BUDGET => {
+                self.asked = total;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The rig: cluster, kernels, SmartIO and SISCI.
@@ -361,6 +385,9 @@ impl Rig {
                 }
             }
             Call::CreateSegment(p, size, hints) => {
+                if !w.budget(size) {
+                    return;
+                }
                 if let Some((_, b, live)) = self.borrow(w, p) {
                     let hints = Hints {
                         device_reads: hints & 1 != 0,
@@ -508,6 +535,9 @@ impl Rig {
         let sci = &self.sci;
         match call {
             Call::SciCreate(host, id, size) => {
+                if !w.budget(size) {
+                    return;
+                }
                 let (h, ok) = self.host(host);
                 let r = sci.create_segment(h, id, size);
                 if note(w, "sisci create_segment", !ok, &r) {
