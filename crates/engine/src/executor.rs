@@ -174,4 +174,30 @@ impl Executor {
             .map(|s| (s.spawned_at, s.waits.clone()))
             .collect()
     }
+
+    /// Drops every task, ready or waiting, and frees their slots (their futures hold handles
+    /// to the simulation, so a simulation with tasks left would never be freed).
+    pub fn clear(&self) {
+        if let Ok(mut q) = self.ready.lock() {
+            q.clear();
+        }
+        let tasks: Vec<Task> = {
+            let mut slots = self.slots.borrow_mut();
+            let mut free = self.free.borrow_mut();
+            let mut tasks = Vec::new();
+            for (id, slot) in slots.iter_mut().enumerate() {
+                if slot.live {
+                    tasks.extend(slot.task.take());
+                    slot.live = false;
+                    slot.gen = slot.gen.wrapping_add(1);
+                    slot.waker = Waker::noop().clone();
+                    slot.waits.clear();
+                    free.push(u32::try_from(id).unwrap_or(u32::MAX));
+                }
+            }
+            tasks
+        };
+        // Dropped outside the borrows: a future's drop may reach the simulation.
+        drop(tasks);
+    }
 }

@@ -89,6 +89,13 @@ impl Sim {
         self.inner.exec.spawn(Box::pin(future), Location::caller());
     }
 
+    /// Drops every task, ready or waiting. Tasks hold handles to their simulation (every
+    /// agent does), so a simulation with tasks left is never freed: a process that builds
+    /// many (tests, fuzzers) calls this when it is done with one.
+    pub fn shutdown(&self) {
+        self.inner.exec.clear();
+    }
+
     /// Makes `handler` answer accesses to the endpoint's BARs.
     pub fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>) {
         self.inner.core.borrow_mut().bar_handlers[endpoint.index()] = Some(handler);

@@ -185,3 +185,21 @@ fn a_sleep_past_the_end_of_time_never_fires_instead_of_wrapping_to_now() {
     );
     assert!(sim.blocked_summary().contains("a timer due at"));
 }
+
+#[test]
+fn shutdown_drops_every_waiting_task_and_frees_their_slots() {
+    let (sim, _) = sim();
+    let cpu = sim.cpu(HostId(0));
+    for vector in 0..5 {
+        let c = cpu.clone();
+        sim.spawn(async move { c.interrupt(vector).await });
+    }
+    assert_eq!(sim.run().blocked_tasks, 5);
+    sim.shutdown();
+    assert!(sim.blocked_tasks().is_empty());
+    assert_eq!(sim.run().blocked_tasks, 0);
+    let c = cpu.clone();
+    sim.spawn(async move { c.sleep(SimDuration::from_ns(1)).await });
+    assert_eq!(sim.run().blocked_tasks, 0);
+    assert_eq!(sim.task_slots(), 5, "the freed slots are reused");
+}

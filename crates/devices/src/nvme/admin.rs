@@ -1,10 +1,13 @@
 //! Admin commands: Identify, queue creation and deletion, features, log pages, Abort.
 
 use super::controller::{
-    CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_QUEUE_ENTRIES, MDTS,
+    CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_AERS, MAX_QUEUE_ENTRIES, MDTS,
 };
-use super::spec::{self, admin, cns, feature, id_ctrl, id_ns, log, Command, Status, SQE_SIZE};
+use super::spec::{
+    self, admin, async_event, cns, feature, id_ctrl, id_ns, log, Command, Status, SQE_SIZE,
+};
 use smartio_platform::{BusAddr, Clock, Port};
+use std::task::Poll;
 
 const PAGE: u64 = 4096;
 
@@ -21,6 +24,7 @@ impl NvmeController {
             admin::GET_FEATURES => self.get_features(cmd),
             admin::GET_LOG_PAGE => self.get_log_page(port, cmd).await,
             admin::ABORT => self.abort(port, cmd).await,
+            admin::ASYNC_EVENT_REQUEST => self.async_event_request().await,
             _ => Err(Status::INVALID_OPCODE),
         };
         match r {
@@ -129,6 +133,7 @@ impl NvmeController {
         d[id_ctrl::CNTLID..id_ctrl::CNTLID + 2].copy_from_slice(&1u16.to_le_bytes());
         d[id_ctrl::VER..id_ctrl::VER + 4].copy_from_slice(&0x0001_0400u32.to_le_bytes());
         d[id_ctrl::ACL] = 3;
+        d[id_ctrl::AERL] = (MAX_AERS - 1) as u8;
         d[id_ctrl::ELPE] = (ERROR_LOG_ENTRIES - 1) as u8;
         d[id_ctrl::SQES] = 0x66;
         d[id_ctrl::CQES] = 0x44;
@@ -149,6 +154,11 @@ impl NvmeController {
         }
         if cmd.cdw(11) & 1 == 0 || cmd.prp1 & (PAGE - 1) != 0 {
             // CAP.CQR: queues must be physically contiguous and page aligned.
+            return Err(Status::INVALID_FIELD);
+        }
+        // The queue must not run past the end of the 64-bit address space.
+        let bytes = (u64::from(size) + 1) * SQE_SIZE as u64;
+        if cmd.prp1.checked_add(bytes).is_none() {
             return Err(Status::INVALID_FIELD);
         }
         Ok((qid, size + 1))
@@ -184,7 +194,7 @@ impl NvmeController {
     fn create_sq(&self, cmd: &Command) -> Result<u32, Status> {
         let mut s = self.state.borrow_mut();
         let (qid, entries) = self.check_new_queue(cmd, s.granted.0)?;
-        if s.sqs[qid as usize].is_some() {
+        if s.sqs[qid as usize].is_some() || s.deleting.iter().any(|d| d.0 == qid) {
             return Err(Status::INVALID_QUEUE_ID);
         }
         if spec::cc::iosqes(s.cc) != 6 {
@@ -214,10 +224,14 @@ impl NvmeController {
         let (q, generation) = {
             let mut s = self.state.borrow_mut();
             let generation = s.generation;
-            match s.sqs.get_mut(qid as usize) {
-                Some(slot) if qid != 0 && slot.is_some() => (slot.take(), generation),
+            let q = match s.sqs.get_mut(qid as usize) {
+                Some(slot) if qid != 0 && slot.is_some() => slot.take(),
                 _ => return Err(Status::INVALID_QUEUE_ID),
+            };
+            if let Some(q) = &q {
+                s.deleting.push((qid, q.cqid));
             }
+            (q, generation)
         };
         let Some(q) = q else {
             return Err(Status::INVALID_QUEUE_ID);
@@ -242,6 +256,10 @@ impl NvmeController {
             }
         }
         self.drain(qid, generation).await;
+        let mut s = self.state.borrow_mut();
+        if s.generation == generation {
+            s.deleting.retain(|d| d.0 != qid);
+        }
         Ok(0)
     }
 
@@ -251,7 +269,7 @@ impl NvmeController {
         if qid == 0 || s.cqs.get(qid as usize).is_none_or(Option::is_none) {
             return Err(Status::INVALID_QUEUE_ID);
         }
-        if s.sqs.iter().flatten().any(|q| q.cqid == qid) {
+        if s.sqs.iter().flatten().any(|q| q.cqid == qid) || s.deleting.iter().any(|d| d.1 == qid) {
             return Err(Status::INVALID_QUEUE_DELETION);
         }
         s.cqs[qid as usize] = None;
@@ -317,6 +335,11 @@ impl NvmeController {
         if offset & 3 != 0 || offset >= page.len() as u64 {
             return Err(Status::INVALID_FIELD);
         }
+        // Reading the Error Information page without Retain Asynchronous Event (CDW10 bit
+        // 15) unmasks error events.
+        if lid == log::ERROR_INFORMATION && cmd.cdw(10) & (1 << 15) == 0 {
+            self.state.borrow_mut().errors_masked = false;
+        }
         let mut data = vec![0u8; len as usize];
         let avail = &page[offset as usize..];
         let n = avail.len().min(data.len());
@@ -357,6 +380,42 @@ impl NvmeController {
         b[160..176].copy_from_slice(&u128::from(h.media_errors).to_le_bytes());
         b[176..192].copy_from_slice(&u128::from(s.error_count).to_le_bytes());
         b
+    }
+
+    /// Asynchronous Event Request: completes when an event occurs (NVMe 1.4 §5.2), with the
+    /// event in dword 0; error events are masked from then until the Error Information log
+    /// page is read. At most [`MAX_AERS`] may be outstanding.
+    async fn async_event_request(&self) -> Result<u32, Status> {
+        let generation = {
+            let mut s = self.state.borrow_mut();
+            if s.aers >= MAX_AERS {
+                return Err(Status::AER_LIMIT_EXCEEDED);
+            }
+            s.aers += 1;
+            s.generation
+        };
+        let event = std::future::poll_fn(|cx| {
+            let mut s = self.state.borrow_mut();
+            if s.generation != generation {
+                return Poll::Ready(None);
+            }
+            match s.events.pop_front() {
+                Some(e) => {
+                    s.aers = s.aers.saturating_sub(1);
+                    if (e & 7) as u8 == async_event::TYPE_ERROR {
+                        s.errors_masked = true;
+                    }
+                    Poll::Ready(Some(e))
+                }
+                None => {
+                    self.event_waiters.borrow_mut().push(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        // After a reset the completion is discarded anyway.
+        event.ok_or(Status::ABORT_REQUESTED)
     }
 
     /// Abort: a command still waiting in its submission queue is completed as aborted when

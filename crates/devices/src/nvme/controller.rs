@@ -15,7 +15,9 @@
 
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
-use super::spec::{self, cc, csts, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE};
+use super::spec::{
+    self, async_event, cc, csts, log, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE,
+};
 use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::MsixTable;
 use smartio_platform::{
@@ -38,6 +40,8 @@ pub const MAX_QUEUE_ENTRIES: u32 = 4096;
 pub const MDTS: u8 = 5;
 /// Error log entries kept.
 pub const ERROR_LOG_ENTRIES: usize = 64;
+/// Asynchronous Event Request commands outstanding at once (Identify AERL + 1).
+pub const MAX_AERS: u16 = 4;
 const PAGE: u64 = 4096;
 
 /// How one controller is built.
@@ -130,6 +134,17 @@ pub(super) struct State {
     pub health: Health,
     /// Commands fetched from each submission queue whose completion is not yet posted.
     pub inflight: Vec<u32>,
+    /// Submission queues being deleted (by id, with their completion queue): a Delete SQ
+    /// removes the queue at once but completes only once its commands have; until then its
+    /// id cannot be reused and its completion queue cannot be deleted.
+    pub deleting: Vec<(u16, u16)>,
+    /// Asynchronous events not yet reported (completion dword 0 of each).
+    pub events: VecDeque<u32>,
+    /// Error events are masked from when one is reported until the host reads the Error
+    /// Information log page (NVMe 1.4 §5.2).
+    pub errors_masked: bool,
+    /// Asynchronous Event Request commands outstanding.
+    pub aers: u16,
 }
 
 /// An emulated NVMe controller.
@@ -145,6 +160,8 @@ pub struct NvmeController {
     cq_space: RefCell<Vec<Waker>>,
     /// Waiting for a submission queue's in-flight commands to finish (Delete I/O SQ).
     drained: RefCell<Vec<Waker>>,
+    /// Asynchronous Event Request commands waiting for an event.
+    pub(super) event_waiters: RefCell<Vec<Waker>>,
 }
 
 impl std::fmt::Debug for NvmeController {
@@ -187,10 +204,15 @@ impl NvmeController {
                 error_count: 0,
                 health: Health::default(),
                 inflight: vec![0; pairs],
+                deleting: Vec::new(),
+                events: VecDeque::new(),
+                errors_masked: false,
+                aers: 0,
             }),
             wake: Notify::new(),
             cq_space: RefCell::new(Vec::new()),
             drained: RefCell::new(Vec::new()),
+            event_waiters: RefCell::new(Vec::new()),
             config,
             pci,
         }
@@ -265,6 +287,11 @@ impl NvmeController {
                 if new & (3 << 14) != 0 {
                     s.csts = (s.csts & !(3 << 2)) | (2 << 2); // shutdown complete
                 }
+                if new & cc::EN == 0 && !s.enabled {
+                    // Not running (never enabled, or the enable failed with CFS): the reset
+                    // completes at once.
+                    s.csts &= !(csts::RDY | csts::CFS);
+                }
                 drop(s);
                 self.wake.notify();
             }
@@ -284,34 +311,47 @@ impl NvmeController {
         Ok(())
     }
 
-    /// A doorbell write. A value beyond the queue is an invalid doorbell write: ignored and
-    /// logged (a real controller raises an asynchronous event).
+    /// A doorbell write (NVMe 1.4 §3.1.24–25). An invalid one is ignored, logged, and
+    /// reported as an asynchronous event of type Error: a doorbell of a queue that does not
+    /// exist is "Invalid Doorbell Register"; a submission queue tail beyond the queue, or a
+    /// completion queue head that is beyond the queue or frees entries the controller has
+    /// not posted, is "Invalid Doorbell Write Value".
     fn doorbell(&self, offset: u64, value: u32) {
         let index = (offset - reg::DOORBELLS) / 4;
         let qid = (index / 2) as usize;
         let mut s = self.state.borrow_mut();
-        let valid = if index.is_multiple_of(2) {
+        if !s.enabled {
+            return; // no queue exists while the controller is disabled
+        }
+        let outcome = if index.is_multiple_of(2) {
             match s.sqs.get_mut(qid).and_then(Option::as_mut) {
                 Some(q) if value < u32::from(q.entries) => {
                     q.tail = value as u16;
-                    true
+                    None
                 }
-                _ => false,
+                Some(_) => Some(async_event::INVALID_DOORBELL_VALUE),
+                None => Some(async_event::INVALID_DOORBELL_REGISTER),
             }
         } else {
             match s.cqs.get_mut(qid).and_then(Option::as_mut) {
-                Some(q) if value < u32::from(q.entries) => {
+                Some(q) if value < u32::from(q.entries) && q.frees_only_posted(value as u16) => {
                     q.head = value as u16;
                     for w in self.cq_space.borrow_mut().drain(..) {
                         w.wake();
                     }
-                    true
+                    None
                 }
-                _ => false,
+                Some(_) => Some(async_event::INVALID_DOORBELL_VALUE),
+                None => Some(async_event::INVALID_DOORBELL_REGISTER),
             }
         };
-        if !valid {
+        if let Some(info) = outcome {
             s.log_error(qid as u16, 0xffff, Status::INVALID_QUEUE_ID, 0, 0);
+            if s.raise_error_event(info) {
+                for w in self.event_waiters.borrow_mut().drain(..) {
+                    w.wake();
+                }
+            }
         }
         drop(s);
         self.wake.notify();
@@ -344,6 +384,9 @@ impl NvmeController {
         if want {
             port.sleep(self.config.ready_delay).await;
             let mut s = self.state.borrow_mut();
+            if s.cc & cc::EN == 0 {
+                return; // CC.EN was cleared while the controller was getting ready
+            }
             let acqs = ((s.aqa >> 16) & 0xfff) + 1;
             let asqs = (s.aqa & 0xfff) + 1;
             let bad = cc::css(s.cc) != 0
@@ -351,7 +394,13 @@ impl NvmeController {
                 || acqs < 2
                 || asqs < 2
                 || s.asq & (PAGE - 1) != 0
-                || s.acq & (PAGE - 1) != 0;
+                || s.acq & (PAGE - 1) != 0
+                || s.asq
+                    .checked_add(u64::from(asqs) * SQE_SIZE as u64)
+                    .is_none()
+                || s.acq
+                    .checked_add(u64::from(acqs) * CQE_SIZE as u64)
+                    .is_none();
             if bad {
                 s.csts |= csts::CFS;
                 return;
@@ -388,8 +437,15 @@ impl NvmeController {
                 s.io_queue_created = false;
                 s.burst = 8;
                 s.inflight.fill(0);
+                s.deleting.clear();
+                s.events.clear();
+                s.errors_masked = false;
+                s.aers = 0;
             }
             for w in self.drained.borrow_mut().drain(..) {
+                w.wake();
+            }
+            for w in self.event_waiters.borrow_mut().drain(..) {
                 w.wake();
             }
             self.media.reset(port.now());
@@ -432,6 +488,8 @@ impl NvmeController {
             let count = available.min(burst);
             q.fetching = true;
             let (base, head) = (q.base, q.head);
+            // Entries being fetched are in flight: a Delete SQ waits for them too.
+            s.inflight[qid] += u32::from(count);
             s.rr_next = (qid + 1) % n;
             let me = self.clone();
             let p = port.clone();
@@ -447,7 +505,8 @@ impl NvmeController {
             return None;
         }
         let base = self.pci.bar_base(CMB_BAR)?;
-        (addr >= base && addr + len <= base + self.config.cmb_size).then(|| addr - base)
+        let end = addr.checked_add(len)?;
+        (addr >= base && end <= base.saturating_add(self.config.cmb_size)).then(|| addr - base)
     }
 
     async fn fetch<P>(
@@ -477,12 +536,23 @@ impl NvmeController {
             if s.generation != generation {
                 return;
             }
+            let unfetched = |s: &mut State| {
+                let n = &mut s.inflight[qid as usize];
+                *n = n.saturating_sub(u32::from(count));
+            };
             let Some(q) = s.sqs[qid as usize].as_mut() else {
+                // Deleted meanwhile: the deletion completed these entries as aborted.
+                unfetched(&mut s);
+                drop(s);
+                for w in self.drained.borrow_mut().drain(..) {
+                    w.wake();
+                }
                 return;
             };
             q.fetching = false;
             let Ok(bytes) = bytes else {
                 // The queue is unreachable: nothing sensible can continue.
+                unfetched(&mut s);
                 s.csts |= csts::CFS;
                 return;
             };
@@ -499,7 +569,6 @@ impl NvmeController {
                 commands.push((cmd, flags, after, aborted, q.cqid));
             }
             q.head = (head + count) % q.entries;
-            s.inflight[qid as usize] += u32::from(count);
         }
         for (cmd, flags, sq_head, aborted, cqid) in commands {
             let me = self.clone();
@@ -617,7 +686,33 @@ impl NvmeController {
     }
 }
 
+impl CompQueue {
+    /// Whether moving the head to `head` only frees entries the controller has posted
+    /// (the new head lies between the old head and the tail, circularly).
+    fn frees_only_posted(&self, head: u16) -> bool {
+        let n = u32::from(self.entries);
+        let posted = (u32::from(self.tail) + n - u32::from(self.head)) % n;
+        let freed = (u32::from(head) + n - u32::from(self.head)) % n;
+        freed <= posted
+    }
+}
+
 impl State {
+    /// Queues an Error event with `info` for the next Asynchronous Event Request, unless
+    /// error events are masked or one is already waiting. Returns whether one was queued.
+    pub(super) fn raise_error_event(&mut self, info: u8) -> bool {
+        let is_error = |e: &u32| (e & 7) as u8 == async_event::TYPE_ERROR;
+        if self.errors_masked || self.events.iter().any(is_error) {
+            return false;
+        }
+        self.events.push_back(async_event::dword0(
+            async_event::TYPE_ERROR,
+            info,
+            log::ERROR_INFORMATION,
+        ));
+        true
+    }
+
     pub(super) fn log_error(&mut self, sqid: u16, cid: u16, status: Status, lba: u64, nsid: u32) {
         self.error_count += 1;
         if self.errors.len() == ERROR_LOG_ENTRIES {

@@ -16,9 +16,10 @@ pub struct Segment {
 /// The ranges of a `len`-byte transfer described by `prp1`/`prp2` with memory pages of
 /// `page` bytes. Physically adjacent pages are merged into one range.
 ///
-/// Errors: a PRP1 or list pointer that is not dword aligned, or a later entry with a page
-/// offset, is `PRP Offset Invalid`; a PRP list the controller cannot read is a `Data
-/// Transfer Error`.
+/// Errors: a PRP1 that is not dword aligned, a PRP list pointer that is not qword aligned
+/// (its entries are 8 bytes), or a later entry with a page offset, is `PRP Offset Invalid`;
+/// a PRP list the controller cannot read, or a range that would run past the end of the
+/// 64-bit address space, is a `Data Transfer Error`.
 pub async fn segments<P: Port>(
     port: &P,
     prp1: u64,
@@ -31,7 +32,7 @@ pub async fn segments<P: Port>(
     }
     let mut out: Vec<Segment> = Vec::new();
     let first = len.min(page - (prp1 & (page - 1)));
-    push(&mut out, prp1, first);
+    push(&mut out, prp1, first)?;
     let mut left = len - first;
     if left == 0 {
         return Ok(out);
@@ -40,12 +41,12 @@ pub async fn segments<P: Port>(
         if prp2 & (page - 1) != 0 {
             return Err(Status::PRP_OFFSET_INVALID);
         }
-        push(&mut out, prp2, left);
+        push(&mut out, prp2, left)?;
         return Ok(out);
     }
     // PRP2 points to a list; its last entry chains to the next list page when more follow.
     let mut list = prp2;
-    if list & 3 != 0 {
+    if list & 7 != 0 {
         return Err(Status::PRP_OFFSET_INVALID);
     }
     while left > 0 {
@@ -64,7 +65,7 @@ pub async fn segments<P: Port>(
                 return Err(Status::PRP_OFFSET_INVALID);
             }
             let l = left.min(page);
-            push(&mut out, addr, l);
+            push(&mut out, addr, l)?;
             left -= l;
         }
         if chained {
@@ -78,12 +79,17 @@ pub async fn segments<P: Port>(
     Ok(out)
 }
 
-fn push(out: &mut Vec<Segment>, addr: u64, len: u64) {
+/// Appends `len` bytes at `addr`, merged with the previous range when adjacent.
+fn push(out: &mut Vec<Segment>, addr: u64, len: u64) -> Result<(), Status> {
+    if addr.checked_add(len).is_none() {
+        return Err(Status::DATA_TRANSFER_ERROR);
+    }
     if let Some(last) = out.last_mut() {
-        if last.addr + last.len == addr {
+        if last.addr.checked_add(last.len) == Some(addr) {
             last.len += len;
-            return;
+            return Ok(());
         }
     }
     out.push(Segment { addr, len });
+    Ok(())
 }

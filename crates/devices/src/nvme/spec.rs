@@ -125,6 +125,23 @@ pub mod admin {
     pub const SET_FEATURES: u8 = 0x09;
     /// Get Features.
     pub const GET_FEATURES: u8 = 0x0a;
+    /// Asynchronous Event Request.
+    pub const ASYNC_EVENT_REQUEST: u8 = 0x0c;
+}
+
+/// Asynchronous events (NVMe 1.4 §5.2): what an Asynchronous Event Request completes with.
+pub mod async_event {
+    /// Event type Error status (bits 2:0 of dword 0).
+    pub const TYPE_ERROR: u8 = 0;
+    /// Error information: write to an invalid doorbell register (a queue not created).
+    pub const INVALID_DOORBELL_REGISTER: u8 = 0x00;
+    /// Error information: invalid doorbell write value.
+    pub const INVALID_DOORBELL_VALUE: u8 = 0x01;
+
+    /// Dword 0 of the completion: type in 2:0, information in 15:8, log page in 23:16.
+    pub fn dword0(kind: u8, info: u8, log_page: u8) -> u32 {
+        u32::from(kind & 7) | (u32::from(info) << 8) | (u32::from(log_page) << 16)
+    }
 }
 
 /// NVM command set I/O opcodes.
@@ -189,6 +206,8 @@ pub mod id_ctrl {
     pub const VER: usize = 80;
     /// Abort command limit, 0-based.
     pub const ACL: usize = 258;
+    /// Asynchronous event request limit, 0-based.
+    pub const AERL: usize = 259;
     /// Error log page entries, 0-based.
     pub const ELPE: usize = 262;
     /// SQ entry sizes: required (3:0) and maximum (7:4) exponents.
@@ -261,6 +280,8 @@ impl Status {
     pub const INVALID_QUEUE_SIZE: Status = Status::specific(0x02);
     /// Abort Command Limit Exceeded.
     pub const ABORT_LIMIT_EXCEEDED: Status = Status::specific(0x03);
+    /// Asynchronous Event Request Limit Exceeded.
+    pub const AER_LIMIT_EXCEEDED: Status = Status::specific(0x05);
     /// Invalid Interrupt Vector.
     pub const INVALID_INTERRUPT_VECTOR: Status = Status::specific(0x08);
     /// Invalid Log Page.
@@ -283,9 +304,18 @@ impl Status {
         self == Status::SUCCESS
     }
 
+    /// Do Not Retry: whether the command would fail again if resubmitted unchanged (NVMe 1.4
+    /// §4.6.1.2.1). Not for success, nor for a command aborted by a request or by its
+    /// queue's deletion, which may well succeed when submitted again.
+    pub fn dnr(self) -> bool {
+        !(self.is_success()
+            || self == Status::ABORT_REQUESTED
+            || self == Status::ABORTED_SQ_DELETION)
+    }
+
     /// The 15-bit status field (without the phase tag): SC 7:0, SCT 10:8, DNR 14.
     pub fn field(self) -> u16 {
-        let dnr = u16::from(!self.is_success()) << 14;
+        let dnr = u16::from(self.dnr()) << 14;
         u16::from(self.sc) | (u16::from(self.sct & 7) << 8) | dnr
     }
 
@@ -316,6 +346,7 @@ impl Status {
             (1, 0x01) => "Invalid Queue Identifier",
             (1, 0x02) => "Invalid Queue Size",
             (1, 0x03) => "Abort Command Limit Exceeded",
+            (1, 0x05) => "Asynchronous Event Request Limit Exceeded",
             (1, 0x08) => "Invalid Interrupt Vector",
             (1, 0x09) => "Invalid Log Page",
             (1, 0x0c) => "Invalid Queue Deletion",
@@ -474,6 +505,17 @@ mod tests {
         assert_eq!((dw3 >> 17) & 0xff, 0x80);
         assert_eq!(dw3 >> 31, 1);
         assert_eq!((dw3 >> 16) & 1, 1);
+    }
+
+    #[test]
+    fn dnr_is_set_for_failures_that_would_repeat_but_not_for_aborts() {
+        let dnr = |s: Status| s.field() & (1 << 14) != 0;
+        assert!(!dnr(Status::SUCCESS));
+        assert!(!dnr(Status::ABORT_REQUESTED));
+        assert!(!dnr(Status::ABORTED_SQ_DELETION));
+        assert!(dnr(Status::INVALID_OPCODE));
+        assert!(dnr(Status::LBA_OUT_OF_RANGE));
+        assert!(dnr(Status::INVALID_QUEUE_ID));
     }
 
     #[test]

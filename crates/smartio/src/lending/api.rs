@@ -136,8 +136,10 @@ pub(super) struct ApiState {
     pub holds: BTreeMap<u32, Hold>,
     segments: BTreeMap<u32, (Segment, bool)>,
     device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
-    cpu_maps: BTreeMap<u32, Vec<Grant>>,
-    requesters: BTreeMap<u32, Vec<Grant>>,
+    /// CPU maps by id, with what each took.
+    cpu_maps: BTreeMap<u32, (CpuMap, Vec<Grant>)>,
+    /// Peer requesters by id, with what each took.
+    requesters: BTreeMap<u32, (PeerRequester, Vec<Grant>)>,
     published: BTreeMap<(Fdid, String), Segment>,
     next: u32,
 }
@@ -165,6 +167,14 @@ impl ApiState {
     /// Hosts holding `fdid` through the API, and whether one holds it exclusively.
     pub fn holders(&self, fdid: Fdid) -> impl Iterator<Item = &Hold> {
         self.holds.values().filter(move |h| h.fdid == fdid)
+    }
+}
+
+impl Hold {
+    /// Whether `borrow` names this hold: its id, device and host all agree (a handle with a
+    /// live id but another device or host is not this hold).
+    fn is(&self, borrow: &DeviceBorrow) -> bool {
+        self.fdid == borrow.fdid && self.host == borrow.host
     }
 }
 
@@ -209,6 +219,7 @@ impl SmartIo {
         adapter: Option<u32>,
     ) -> Result<DeviceBorrow, SmartIoError> {
         let svc = &self.inner;
+        svc.check_host(host)?;
         if let Some(number) = adapter {
             let f = svc.sim.fabric();
             if f.host_adapter(host, number).is_none() {
@@ -263,6 +274,7 @@ impl SmartIo {
             .api
             .holds
             .get_mut(&borrow.id)
+            .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         h.exclusive = false;
         Ok(())
@@ -273,6 +285,9 @@ impl SmartIo {
         let svc = &self.inner;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
+        if !st.api.holds.get(&borrow.id).is_some_and(|h| h.is(&borrow)) {
+            return Err(self.stale(format!("borrow {}", borrow.id)));
+        }
         let h = st
             .api
             .holds
@@ -329,7 +344,13 @@ impl SmartIo {
 
     /// Whether `borrow` is still held (a driver manager checks its clients with this).
     pub fn is_held(&self, borrow: &DeviceBorrow) -> bool {
-        self.inner.state.borrow().api.holds.contains_key(&borrow.id)
+        self.inner
+            .state
+            .borrow()
+            .api
+            .holds
+            .get(&borrow.id)
+            .is_some_and(|h| h.is(borrow))
     }
 
     /// The time one control message between two hosts' SmartIO software takes (what a
@@ -394,7 +415,7 @@ impl SmartIo {
     /// The endpoint and name of a held device.
     fn held(&self, borrow: &DeviceBorrow) -> Result<(EndpointId, String), SmartIoError> {
         let st = self.inner.state.borrow();
-        if !st.api.holds.contains_key(&borrow.id) {
+        if !st.api.holds.get(&borrow.id).is_some_and(|h| h.is(borrow)) {
             return Err(self.stale(format!("borrow {}", borrow.id)));
         }
         let d = st
@@ -414,7 +435,14 @@ impl SmartIo {
     ) -> Result<Segment, SmartIoError> {
         let svc = &self.inner;
         let (endpoint, qualified) = self.held(borrow)?;
-        let size = size.max(1).next_multiple_of(SEGMENT_ALIGN);
+        let size = size
+            .max(1)
+            .checked_next_multiple_of(SEGMENT_ALIGN)
+            .ok_or_else(|| SmartIoError::SegmentSize {
+                device: qualified.clone(),
+                size,
+                why: "rounded up to whole 4 KiB pages it does not fit in 64 bits".into(),
+            })?;
         let (lender, kind, bars) = {
             let f = svc.sim.fabric();
             let ep = f.endpoint(endpoint);
@@ -439,7 +467,12 @@ impl SmartIo {
                     .device_memory
                     .entry((borrow.fdid, bar))
                     .or_insert_with(|| RamAllocator::space(0..bar_size));
-                if let Ok(offset) = space.alloc(size, SEGMENT_ALIGN) {
+                let offset = if size <= bar_size {
+                    space.alloc(size, SEGMENT_ALIGN).ok()
+                } else {
+                    None
+                };
+                if let Some(offset) = offset {
                     let seg = Segment {
                         id,
                         size,
@@ -460,6 +493,14 @@ impl SmartIo {
         } else {
             lender
         };
+        let ram = svc.sim.fabric().host(host).ram_bytes;
+        if size > ram {
+            return Err(SmartIoError::SegmentSize {
+                device: qualified,
+                size,
+                why: format!("{} has {ram} bytes of RAM", svc.hosts[host.index()].name()),
+            });
+        }
         let phys = svc.hosts[host.index()]
             .alloc(size)
             .map_err(|e| SmartIoError::Iommu {
@@ -492,6 +533,9 @@ impl SmartIo {
                 why: "it is still mapped for a device".into(),
             });
         }
+        if !st.api.segments.get(&seg.id).is_some_and(|(s, _)| *s == seg) {
+            return Err(self.stale(format!("segment {}", seg.id)));
+        }
         let (_, allocated) = st
             .api
             .segments
@@ -513,6 +557,17 @@ impl SmartIo {
 
     /// Where segment memory lives: (host, address in that host).
     fn place(&self, seg: &Segment) -> Result<(HostId, u64), SmartIoError> {
+        let known = self
+            .inner
+            .state
+            .borrow()
+            .api
+            .segments
+            .get(&seg.id)
+            .is_some_and(|(s, _)| s == seg);
+        if !known {
+            return Err(self.stale(format!("segment {}", seg.id)));
+        }
         match seg.location {
             SegmentLocation::Ram { host, phys } => Ok((host, phys.get())),
             SegmentLocation::Device { fdid, bar, offset } => {
@@ -555,6 +610,7 @@ impl SmartIo {
             .api
             .holds
             .get_mut(&borrow.id)
+            .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         if let Some((a, _)) = h.mapped.get(&seg.id) {
             return Ok(BusAddr(*a));
@@ -609,6 +665,7 @@ impl SmartIo {
             .api
             .holds
             .get_mut(&borrow.id)
+            .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         let (_, grants) = h
             .mapped
@@ -660,6 +717,7 @@ impl SmartIo {
             .api
             .holds
             .get_mut(&borrow.id)
+            .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         svc.count_lender_interaction();
         let mut taker = Taker {
@@ -692,6 +750,7 @@ impl SmartIo {
         adapter: Option<u32>,
     ) -> Result<CpuMap, SmartIoError> {
         let svc = &self.inner;
+        svc.check_host(host)?;
         let (at, addr) = self.place(seg)?;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
@@ -726,13 +785,14 @@ impl SmartIo {
                 }
             }
         };
-        st.api.cpu_maps.insert(id, grants);
-        Ok(CpuMap {
+        let map = CpuMap {
             id,
             host,
             addr: BusAddr(cpu_addr),
             size: seg.size,
-        })
+        };
+        st.api.cpu_maps.insert(id, (map, grants));
+        Ok(map)
     }
 
     /// Registers `device`, a function of `host` that SmartIO does not lend (it has a local
@@ -747,6 +807,7 @@ impl SmartIo {
         device: &str,
     ) -> Result<PeerRequester, SmartIoError> {
         let svc = &self.inner;
+        svc.check_host(host)?;
         let os = &svc.hosts[host.index()];
         let endpoint = os
             .endpoint_of(device)
@@ -775,12 +836,13 @@ impl SmartIo {
             }
         }
         let id = st.api.id();
-        st.api.requesters.insert(id, grants);
-        Ok(PeerRequester {
+        let r = PeerRequester {
             id,
             host,
             device: device.to_string(),
-        })
+        };
+        st.api.requesters.insert(id, (r.clone(), grants));
+        Ok(r)
     }
 
     /// Undoes a [`SmartIo::register_peer_requester`].
@@ -788,7 +850,10 @@ impl SmartIo {
         let svc = &self.inner;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
-        let grants = st
+        if !st.api.requesters.get(&r.id).is_some_and(|(k, _)| *k == r) {
+            return Err(self.stale(format!("peer requester {}", r.id)));
+        }
+        let (_, grants) = st
             .api
             .requesters
             .remove(&r.id)
@@ -801,7 +866,10 @@ impl SmartIo {
         let svc = &self.inner;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
-        let grants = st
+        if !st.api.cpu_maps.get(&map.id).is_some_and(|(m, _)| *m == map) {
+            return Err(self.stale(format!("map {}", map.id)));
+        }
+        let (_, grants) = st
             .api
             .cpu_maps
             .remove(&map.id)

@@ -20,6 +20,16 @@ pub enum SmartIoError {
         /// Why it does not resolve, with what exists.
         why: String,
     },
+    /// A segment size that cannot be represented once rounded to whole pages.
+    #[error("{device}: a segment of {size} bytes cannot be created: {why}")]
+    SegmentSize {
+        /// `lender:device` the segment is for.
+        device: String,
+        /// The size asked for.
+        size: u64,
+        /// Why.
+        why: String,
+    },
     /// No host of that name.
     #[error("unknown host {host:?} (hosts: {known})")]
     UnknownHost {

@@ -317,6 +317,9 @@ impl SmartIo {
     }
 
     /// The OS of `host`.
+    ///
+    /// Panics if `host` is not a host of this cluster (an id from the fabric or from
+    /// [`SmartIo::host_by_name`] always is).
     pub fn host(&self, host: HostId) -> &HostOs {
         &self.inner.hosts[host.index()]
     }
@@ -338,6 +341,7 @@ impl SmartIo {
 
     /// Registers `device` of `lender` for sharing.
     pub fn register(&self, lender: HostId, device: &str) -> Result<Fdid, SmartIoError> {
+        self.inner.check_host(lender)?;
         let os = self.host(lender);
         let handle = os.device(device)?;
         let endpoint = os
@@ -519,6 +523,7 @@ impl SmartIo {
     /// removed, the lender disables the function, and every resource goes back.
     pub async fn give_back(&self, borrower: HostId, fdid: Fdid) -> Result<(), SmartIoError> {
         let svc = &self.inner;
+        svc.check_host(borrower)?;
         let (shadow, lender, endpoint) = {
             let st = svc.state.borrow();
             let d = st
@@ -635,6 +640,7 @@ impl Service {
         fdid: Fdid,
         options: &BorrowOptions,
     ) -> Result<DeviceHandle, SmartIoError> {
+        self.check_host(borrower)?;
         let (lender, endpoint, name, qualified, id) = {
             let st = self.state.borrow();
             let d = st
@@ -900,6 +906,23 @@ impl Service {
             });
         }
         self.release_for(&mut st.ledger, grants, qualified, d.lender)
+    }
+
+    /// `Ok` if `host` is a host of this cluster. Every call that takes a host id from its
+    /// caller checks it first, so the service indexes its hosts only with ids it checked.
+    pub(super) fn check_host(&self, host: HostId) -> Result<(), SmartIoError> {
+        if host.index() < self.hosts.len() {
+            return Ok(());
+        }
+        Err(SmartIoError::UnknownHost {
+            host: format!("with id {}", host.0),
+            known: self
+                .hosts
+                .iter()
+                .map(|h| h.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     }
 
     /// Gives `grants` back; a failure names `what` and `host`.

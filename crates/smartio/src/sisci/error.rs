@@ -15,6 +15,22 @@ pub enum SciError {
         /// Adapter number asked for.
         number: u32,
     },
+    /// A segment size that cannot be allocated at all.
+    #[error("a segment of {size} bytes cannot be created: {why}")]
+    SegmentSize {
+        /// The size asked for.
+        size: u64,
+        /// Why.
+        why: &'static str,
+    },
+    /// No host of the cluster has this id.
+    #[error("no host has id {id} (the cluster has {hosts} hosts, ids 0..{hosts})")]
+    UnknownHost {
+        /// The id given.
+        id: u32,
+        /// How many hosts there are.
+        hosts: usize,
+    },
     /// No adapter in the cluster has this node id.
     #[error("no NTB adapter has node id {0}")]
     UnknownNodeId(ClusterNodeId),

@@ -116,6 +116,7 @@ impl Sisci {
                 .interrupts
                 .local
                 .get(&(intr.host, intr.id))
+                .filter(|l| l.intr == *intr)
                 .ok_or_else(|| SciError::Stale(format!("data interrupt {}", intr.id)))?;
             if !l.senders.is_empty() {
                 return Err(SciError::Busy {

@@ -85,6 +85,9 @@ impl RemoteMap {
     /// and counted as an adapter error.
     pub async fn store(&self, offset: u64, data: &[u8]) -> Result<(), SciError> {
         let addr = self.check(offset, data.len())?;
+        if data.is_empty() {
+            return Ok(()); // nothing to send: no transaction (the fabric has no empty TLP)
+        }
         let cpu = self.sci.sim.cpu(self.remote.host);
         if cpu.write(addr, data).await.is_err() {
             self.sci.count_error(self.remote.adapter);
@@ -96,6 +99,9 @@ impl RemoteMap {
     /// as an adapter error.
     pub async fn load(&self, offset: u64, buf: &mut [u8]) -> Result<(), SciError> {
         let addr = self.check(offset, buf.len())?;
+        if buf.is_empty() {
+            return Ok(());
+        }
         let cpu = self.sci.sim.cpu(self.remote.host);
         if cpu.read(addr, buf).await.is_err() {
             buf.fill(0xff);
@@ -134,12 +140,18 @@ impl RemoteMap {
 #[derive(Debug, Clone)]
 pub struct LocalMap {
     sci: Sisci,
+    id: u32,
     seg: LocalSegment,
 }
 
 impl LocalMap {
-    pub(super) fn new(sci: Sisci, seg: LocalSegment) -> Self {
-        LocalMap { sci, seg }
+    pub(super) fn new(sci: Sisci, id: u32, seg: LocalSegment) -> Self {
+        LocalMap { sci, id, seg }
+    }
+
+    /// Map id.
+    pub fn id(&self) -> u32 {
+        self.id
     }
 
     /// The segment.
@@ -148,6 +160,9 @@ impl LocalMap {
     }
 
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, SciError> {
+        if !self.sci.is_local_mapped(&self.seg, self.id) {
+            return Err(SciError::Stale(format!("local map {}", self.id)));
+        }
         check_range("segment", offset, len as u64, self.seg.size)?;
         Ok(BusAddr(self.seg.phys.get() + offset))
     }

@@ -86,12 +86,15 @@ struct SegmentState {
     prepared: BTreeSet<u32>,
     available: BTreeSet<u32>,
     connections: u32,
-    local_maps: u32,
+    /// Ids of the local maps of the segment.
+    local_maps: BTreeSet<u32>,
     groups: BTreeSet<(GroupId, AdapterId)>,
 }
 
 #[derive(Debug)]
 struct Connection {
+    /// The handle given out: a call with a handle that differs in any field is refused.
+    remote: RemoteSegment,
     /// The owner's segment (host, id) for a segment connection.
     segment: Option<(HostId, u32)>,
     /// Far-side bus address of byte 0 (the owner's memory as the owner adapter sees it).
@@ -197,11 +200,26 @@ impl Sisci {
     }
 
     fn host_name(&self, host: HostId) -> String {
-        self.sim.fabric().host(host).name.clone()
+        self.sim
+            .fabric()
+            .hosts()
+            .get(host.index())
+            .map_or_else(|| format!("with id {}", host.0), |h| h.name.clone())
+    }
+
+    /// `Ok` if `host` is a host of the cluster.
+    fn check_host(&self, host: HostId) -> Result<(), SciError> {
+        let hosts = self.sim.fabric().hosts().len();
+        if host.index() < hosts {
+            Ok(())
+        } else {
+            Err(SciError::UnknownHost { id: host.0, hosts })
+        }
     }
 
     /// Adapter `number` of `host`.
     pub fn adapter(&self, host: HostId, number: u32) -> Result<AdapterId, SciError> {
+        self.check_host(host)?;
         self.sim
             .fabric()
             .host_adapter(host, number)
@@ -231,6 +249,13 @@ impl Sisci {
         id: Option<u32>,
         size: u64,
     ) -> Result<LocalSegment, SciError> {
+        self.check_host(host)?;
+        if size > self.sim.fabric().host(host).ram_bytes {
+            return Err(SciError::SegmentSize {
+                size,
+                why: "it is larger than the host's RAM",
+            });
+        }
         let mut st = self.state.borrow_mut();
         let id = match id {
             Some(id) if st.segments.contains_key(&(host, id)) => {
@@ -257,9 +282,22 @@ impl Sisci {
             phys: PhysAddr(phys),
             size,
         };
-        // Fresh memory reads as zeroes even if an earlier segment used it.
-        self.sim
-            .poke_memory(host, seg.phys, &vec![0u8; size as usize]);
+        // Fresh memory reads as zeroes even if an earlier segment used it. Zeroed a chunk at
+        // a time, and only where it is not zero already: memory is sparse, and a segment may
+        // be larger than the memory of the machine running the simulation.
+        const CHUNK: u64 = 1 << 20;
+        let mut chunk = vec![0u8; size.min(CHUNK) as usize];
+        let mut at = 0;
+        while at < size {
+            let n = (size - at).min(CHUNK) as usize;
+            let addr = PhysAddr(seg.phys.get() + at);
+            self.sim.peek_memory(host, addr, &mut chunk[..n]);
+            if chunk[..n].iter().any(|&b| b != 0) {
+                chunk[..n].fill(0);
+                self.sim.poke_memory(host, addr, &chunk[..n]);
+            }
+            at += n as u64;
+        }
         st.segments.insert(
             (host, id),
             SegmentState {
@@ -267,7 +305,7 @@ impl Sisci {
                 prepared: BTreeSet::new(),
                 available: BTreeSet::new(),
                 connections: 0,
-                local_maps: 0,
+                local_maps: BTreeSet::new(),
                 groups: BTreeSet::new(),
             },
         );
@@ -362,13 +400,13 @@ impl Sisci {
     /// or receiving a multicast group.
     pub fn remove_segment(&self, seg: &LocalSegment) -> Result<(), SciError> {
         let prepared = self.with_segment(seg, |s| {
-            if s.connections > 0 || s.local_maps > 0 || !s.groups.is_empty() {
+            if s.connections > 0 || !s.local_maps.is_empty() || !s.groups.is_empty() {
                 return Err(SciError::Busy {
                     what: format!("segment {}", s.seg.id),
                     users: format!(
                         "{} connections, {} local maps, {} multicast groups",
                         s.connections,
-                        s.local_maps,
+                        s.local_maps.len(),
                         s.groups.len()
                     ),
                 });
@@ -444,6 +482,7 @@ impl Sisci {
         st.connections.insert(
             id,
             Connection {
+                remote,
                 segment: Some((far_host, segment_id)),
                 remote_base,
                 maps: 0,
@@ -458,6 +497,7 @@ impl Sisci {
         let c = st
             .connections
             .get(&remote.id)
+            .filter(|c| c.remote == *remote)
             .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
         if c.maps > 0 {
             return Err(SciError::Busy {
@@ -488,6 +528,7 @@ impl Sisci {
             let c = st
                 .connections
                 .get(&remote.id)
+                .filter(|c| c.remote == *remote)
                 .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
             c.remote_base
         };
@@ -536,19 +577,28 @@ impl Sisci {
 
     /// Maps a local segment for its own host's CPU.
     pub fn map_local(&self, seg: &LocalSegment) -> Result<LocalMap, SciError> {
+        let id = self.next_id();
         self.with_segment(seg, |s| {
-            s.local_maps += 1;
+            s.local_maps.insert(id);
             Ok(())
         })?;
-        Ok(LocalMap::new(self.clone(), *seg))
+        Ok(LocalMap::new(self.clone(), id, *seg))
     }
 
-    /// Removes a local map.
+    /// Removes a local map; a map already removed is [`SciError::Stale`].
     pub fn unmap_local(&self, map: &LocalMap) -> Result<(), SciError> {
         self.with_segment(&map.segment(), |s| {
-            s.local_maps = s.local_maps.saturating_sub(1);
-            Ok(())
+            if s.local_maps.remove(&map.id()) {
+                Ok(())
+            } else {
+                Err(SciError::Stale(format!("local map {}", map.id())))
+            }
         })
+    }
+
+    pub(crate) fn is_local_mapped(&self, seg: &LocalSegment, map_id: u32) -> bool {
+        self.with_segment(seg, |s| Ok(s.local_maps.contains(&map_id)))
+            .unwrap_or(false)
     }
 
     pub(crate) fn is_mapped(&self, map_id: u32) -> bool {
@@ -575,21 +625,29 @@ impl Sisci {
             .unwrap_or(0)
     }
 
-    /// The links between a connection's adapter and what it reaches.
-    fn path_links(&self, remote: &RemoteSegment) -> Vec<LinkId> {
+    /// The links between a connection's adapter and what it reaches; `None` for adapters
+    /// the cluster does not have.
+    fn path_links(&self, remote: &RemoteSegment) -> Option<Vec<LinkId>> {
         let f = self.sim.fabric();
-        match remote.target {
-            LutTarget::Adapter(far) => f
-                .cable_path(remote.adapter, far)
-                .map(|h| h.iter().map(|h| h.link).collect())
-                .unwrap_or_default(),
-            LutTarget::Multicast(_) => f.adapter(remote.adapter).cable.into_iter().collect(),
-        }
+        let adapters = f.adapters();
+        let near = adapters.get(remote.adapter.index())?;
+        Some(match remote.target {
+            LutTarget::Adapter(far) => {
+                adapters.get(far.index())?;
+                f.cable_path(remote.adapter, far)
+                    .map(|h| h.iter().map(|h| h.link).collect())
+                    .unwrap_or_default()
+            }
+            LutTarget::Multicast(_) => near.cable.into_iter().collect(),
+        })
     }
 
-    /// Whether every link between the connection's adapter and its target is up.
+    /// Whether every link between the connection's adapter and its target is up (false for
+    /// an adapter the cluster does not have).
     pub fn path_up(&self, remote: &RemoteSegment) -> bool {
-        let links = self.path_links(remote);
+        let Some(links) = self.path_links(remote) else {
+            return false;
+        };
         let f = self.sim.fabric();
         links.iter().all(|&l| f.link_is_up(l))
     }
@@ -601,7 +659,7 @@ impl Sisci {
         remote: &RemoteSegment,
         mut seen: usize,
     ) -> (SegmentEvent, usize) {
-        let links = self.path_links(remote);
+        let links = self.path_links(remote).unwrap_or_default();
         loop {
             let e = self.sim.next_link_event(seen).await;
             seen += 1;

@@ -85,6 +85,7 @@ impl Sisci {
         self.state.borrow_mut().connections.insert(
             id,
             Connection {
+                remote,
                 segment: None,
                 remote_base: 0,
                 maps: 0,

@@ -1,0 +1,108 @@
+//! Fuzz targets for smartio and the corpus they are run on.
+//!
+//! Four target functions take arbitrary bytes and must never panic, hang or allocate without
+//! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
+//! breaks:
+//!
+//! | target | input | subject |
+//! | --- | --- | --- |
+//! | [`scenario`] | scenario TOML | parse, enumeration (no overlapping BARs/windows, unique requester ids), cluster build |
+//! | [`calibration`] | calibration TOML | parse; a parsed calibration builds and times a cluster |
+//! | [`nvme_commands`] | operations | the NVMe controller: SQEs, PRPs, doorbells, registers |
+//! | [`device_api`] | operations | SmartIO device API and SISCI calls; teardown restores every table |
+//!
+//! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
+//! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
+//! CI) both call them; [`corpus`] finds the seed and regression inputs.
+
+#![forbid(unsafe_code)]
+
+pub mod calibration;
+pub mod corpus;
+pub mod device_api;
+pub mod input;
+pub mod mutate;
+pub mod nvme;
+pub mod scenario;
+
+pub use calibration::calibration;
+pub use device_api::device_api;
+pub use nvme::nvme_commands;
+pub use scenario::scenario;
+
+/// What a target made of one input; equal for equal inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The input was accepted (parsed, or its operations ran).
+    pub accepted: bool,
+    /// What happened: the error message, or a summary of the run.
+    pub detail: String,
+}
+
+impl Outcome {
+    /// An input the subject accepted.
+    pub fn accepted(detail: impl Into<String>) -> Self {
+        Outcome {
+            accepted: true,
+            detail: detail.into(),
+        }
+    }
+
+    /// An input the subject rejected, and why.
+    pub fn rejected(detail: impl Into<String>) -> Self {
+        Outcome {
+            accepted: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Shuts a simulation down when dropped (also when a check panics): tasks hold handles to
+/// their simulation, so without this every input would leak its whole cluster.
+pub(crate) struct SimGuard(pub smartio_engine::Sim);
+
+impl Drop for SimGuard {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+/// A fuzz target: a name and its function.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// The name used on the command line and as the corpus directory.
+    pub name: &'static str,
+    /// The function.
+    pub run: fn(&[u8]) -> Outcome,
+    /// Whether inputs are text (TOML): the mutator then also splices dictionary words.
+    pub text: bool,
+}
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "scenario",
+        run: scenario,
+        text: true,
+    },
+    Target {
+        name: "calibration",
+        run: calibration,
+        text: true,
+    },
+    Target {
+        name: "nvme_commands",
+        run: nvme_commands,
+        text: false,
+    },
+    Target {
+        name: "device_api",
+        run: device_api,
+        text: false,
+    },
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<Target> {
+    TARGETS.iter().find(|t| t.name == name).copied()
+}
