@@ -255,6 +255,17 @@ impl Sim {
         self.inner.core.borrow().memory[host.index()].read(addr.get(), buf);
     }
 
+    /// Zeroes host memory directly, taking no time (freshly allocated memory); costs no
+    /// memory for whole pages.
+    pub fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {
+        let mut core = self.inner.core.borrow_mut();
+        core.memory[host.index()].zero(addr.get(), len);
+        let end = addr.get().saturating_add(len);
+        if core.watches.written(host, addr.get(), end) {
+            core.woke = true;
+        }
+    }
+
     /// Writes host memory directly, taking no time (for set-up).
     pub fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
         self.inner.core.borrow_mut().write_memory(host, addr, data);
@@ -285,6 +296,14 @@ impl Sim {
     ) -> Result<Started, AccessError> {
         let mut core = self.inner.core.borrow_mut();
         let cpu = core.timing.cpu;
+        if len == 0 {
+            // Nothing to move: no TLP leaves, and the access is done at once.
+            let now = core.now;
+            return Ok(Started::Local {
+                timer: core.add_timer(now),
+                data: Vec::new(),
+            });
+        }
         if let Some(pa) = core.local_memory(requester, addr, len) {
             let Requester::Cpu(host) = requester else {
                 unreachable!("local memory is a CPU path")

@@ -203,3 +203,29 @@ fn shutdown_drops_every_waiting_task_and_frees_their_slots() {
     assert_eq!(sim.run().blocked_tasks, 0);
     assert_eq!(sim.task_slots(), 5, "the freed slots are reused");
 }
+
+#[test]
+fn a_zero_length_access_completes_at_once_without_traffic() {
+    let (sim, _) = sim();
+    let cpu = sim.cpu(HostId(0));
+    let dev = dev0(&sim);
+    let done = Rc::new(Cell::new(0));
+    let d = done.clone();
+    sim.spawn(async move {
+        cpu.write(BusAddr(WORD.get()), &[])
+            .await
+            .expect("empty store");
+        let mut nothing = [0u8; 0];
+        cpu.read(BusAddr(0x8000_0000), &mut nothing)
+            .await
+            .expect("empty load");
+        dev.write(BusAddr(WORD.get()), &[])
+            .await
+            .expect("empty DMA");
+        assert_eq!(cpu.now().as_ps(), 0, "no time passes");
+        d.set(3);
+    });
+    let summary = sim.run();
+    assert_eq!((done.get(), summary.blocked_tasks), (3, 0));
+    assert_eq!(sim.counters().tlp_arrivals, 0);
+}

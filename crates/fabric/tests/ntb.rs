@@ -1190,3 +1190,28 @@ fn a_multicast_write_from_an_adapter_with_its_cable_down_is_link_down() {
         })
     );
 }
+
+/// Found by the device-API fuzzer: a map of `u64::MAX` bytes used to overflow while counting
+/// the entries it needs. It is an error, to an adapter or to a multicast group.
+#[test]
+fn a_map_of_the_whole_address_space_is_refused_not_wrapped() {
+    let mut fabric = build("back-to-back", BACK_TO_BACK);
+    let (b, l) = (
+        adapter(&fabric, "borrower", 0),
+        adapter(&fabric, "lender", 0),
+    );
+    for (remote, len) in [
+        (0, u64::MAX),
+        (1, u64::MAX),
+        (u64::MAX, 2),
+        (1 << 63, 1 << 63),
+    ] {
+        let r = fabric.ntb_map(b, LutTarget::Adapter(l), remote, len);
+        assert!(r.is_err(), "{remote:#x}+{len:#x}: {r:?}");
+    }
+    let g = fabric.multicast_create(1 << 20).expect("a group");
+    let r = fabric.ntb_map(b, LutTarget::Multicast(g), 0, u64::MAX);
+    assert!(r.is_err(), "{r:?}");
+    let a = fabric.adapter(b);
+    assert_eq!(a.lut_used(), 0, "nothing mapped");
+}

@@ -89,11 +89,13 @@ impl RamAllocator {
         if size == 0 || !align.is_power_of_two() {
             return Err(RamError::Invalid { size, align });
         }
-        let size = size.next_multiple_of(PAGE);
+        let Some(size) = size.checked_next_multiple_of(PAGE) else {
+            return Err(RamError::Invalid { size, align });
+        };
         let align = align.max(PAGE);
         let found = self.free.iter().find_map(|(&start, &len)| {
-            let at = start.next_multiple_of(align);
-            (at + size <= start + len).then_some((start, len, at))
+            let at = start.checked_next_multiple_of(align)?;
+            (at.checked_add(size)? <= start + len).then_some((start, len, at))
         });
         let Some((start, len, at)) = found else {
             return Err(RamError::OutOfMemory {
@@ -148,6 +150,23 @@ impl RamAllocator {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn sizes_and_alignments_past_the_address_space_are_refused_not_wrapped() {
+        let mut ram = RamAllocator::new(&[0..1 << 31]);
+        let before = ram.allocated_bytes();
+        for (size, align) in [(u64::MAX, 4096), (u64::MAX - 4095, 4096), (4096, 1 << 63)] {
+            let r = ram.alloc(size, align);
+            assert!(
+                matches!(
+                    r,
+                    Err(RamError::Invalid { .. } | RamError::OutOfMemory { .. })
+                ),
+                "{size:#x} aligned {align:#x}: {r:?}"
+            );
+        }
+        assert_eq!(ram.allocated_bytes(), before, "nothing was taken");
+    }
 
     #[test]
     fn allocations_are_aligned_disjoint_and_above_the_reserved_low_memory() {

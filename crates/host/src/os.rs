@@ -123,14 +123,7 @@ impl OsShared {
 
     /// Clears freshly allocated memory (as the kernel hands out zeroed pages).
     pub fn zero(&self, addr: PhysAddr, len: u64) {
-        let zeros = vec![0u8; len.min(1 << 20) as usize];
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(zeros.len() as u64);
-            self.sim
-                .poke_memory(self.host, PhysAddr(addr.get() + at), &zeros[..n as usize]);
-            at += n;
-        }
+        self.sim.zero_memory(self.host, addr, len);
     }
 
     /// `count` consecutive interrupt vectors of this host.
@@ -272,7 +265,10 @@ impl HostOs {
 
     /// Like [`HostOs::alloc`], aligned to `align` bytes (a power of two, at least a page).
     pub fn alloc_aligned(&self, len: u64, align: u64) -> Result<PhysAddr, RamError> {
-        let len = len.max(1).next_multiple_of(4096);
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(4096)
+            .ok_or(RamError::Invalid { size: len, align })?;
         let a = self.inner.shared.alloc_aligned(len, align.max(4096))?;
         self.inner.shared.zero(a, len);
         Ok(a)

@@ -49,6 +49,24 @@ impl SparseMemory {
         }
     }
 
+    /// Zeroes `len` bytes from `offset`: whole pages are given back (they read as zero), so
+    /// clearing a large range costs no memory.
+    pub fn zero(&mut self, offset: u64, len: u64) {
+        let end = offset.saturating_add(len);
+        let mut at = offset;
+        while at < end {
+            let page = at >> PAGE_SHIFT;
+            let in_page = at & (PAGE_SIZE - 1);
+            let n = (PAGE_SIZE - in_page).min(end - at);
+            if n == PAGE_SIZE {
+                self.pages.remove(&page);
+            } else if let Some(p) = self.pages.get_mut(&page) {
+                p[in_page as usize..(in_page + n) as usize].fill(0);
+            }
+            at += n;
+        }
+    }
+
     /// Reads a little-endian `u64`.
     pub fn read_u64(&self, offset: u64) -> u64 {
         let mut b = [0u8; 8];
@@ -70,6 +88,27 @@ impl SparseMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zeroing_gives_whole_pages_back_and_clears_partial_ones() {
+        let mut m = SparseMemory::new();
+        m.write(100, &vec![7u8; 3 * PAGE_SIZE as usize]);
+        assert_eq!(m.resident_bytes(), 4 * PAGE_SIZE);
+        m.zero(200, 3 * PAGE_SIZE - 200);
+        let mut buf = vec![0xffu8; 4 * PAGE_SIZE as usize];
+        m.read(0, &mut buf);
+        assert!(buf[100..200].iter().all(|&b| b == 7));
+        assert!(buf[200..3 * PAGE_SIZE as usize].iter().all(|&b| b == 0));
+        assert!(buf[3 * PAGE_SIZE as usize..3 * PAGE_SIZE as usize + 100]
+            .iter()
+            .all(|&b| b == 7));
+        assert_eq!(
+            m.resident_bytes(),
+            2 * PAGE_SIZE,
+            "the two whole pages are gone"
+        );
+        m.zero(u64::MAX - 10, 100);
+    }
 
     #[test]
     fn unwritten_memory_reads_as_zero() {
