@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn sizes_and_alignments_past_the_address_space_are_refused_not_wrapped() {
-        let mut ram = RamAllocator::new(&[0..1 << 31]);
+        let mut ram = RamAllocator::new(&[0..1 << 31, 1 << 32..1 << 33]);
         let before = ram.allocated_bytes();
         for (size, align) in [(u64::MAX, 4096), (u64::MAX - 4095, 4096), (4096, 1 << 63)] {
             let r = ram.alloc(size, align);
