@@ -478,6 +478,58 @@ mod tests {
         assert_eq!(lines.concat().matches("word").count(), 60);
     }
 
+    /// Sharing costs what the note says: with the controller's admission limits lifted and
+    /// its link as wide as the others, the clients read together as fast as alone.
+    #[test]
+    fn sharing_costs_the_controllers_admission_and_its_x4_link_and_nothing_else() {
+        let cal = Calibration::default_embedded();
+        let shared = measure_share(&cal, "cluster-switch").expect("measured");
+        assert_eq!(shared.rows.len(), 3);
+        assert!(
+            shared
+                .rows
+                .iter()
+                .any(|(_, _, alone, together, _)| together - alone > 500.0),
+            "{:?}",
+            shared.rows
+        );
+        assert!(
+            shared.rows.iter().all(|r| r.4 == 200 * 4096),
+            "every byte verified"
+        );
+        let text = smartio_engine::calibration::DEFAULT_CALIBRATION
+            .replace(
+                "max_read_iops = { value = 550000,",
+                "max_read_iops = { value = 5e7,",
+            )
+            .replace(
+                "read_bandwidth = { value = 2.4e9,",
+                "read_bandwidth = { value = 2.4e11,",
+            );
+        let unlimited = Calibration::parse("unlimited.toml", &text).expect("valid");
+        let scenario =
+            std::env::temp_dir().join(format!("smartio-demo-x16-{}.toml", std::process::id()));
+        let shipped = smartio_cluster::SHIPPED
+            .iter()
+            .find(|s| s.name == "cluster-switch")
+            .expect("shipped");
+        let x4 = "kind = \"nvme\"\nparent = \"chassis\"\nlink = \"gen3 x4\"";
+        assert!(shipped.text.contains(x4));
+        std::fs::write(
+            &scenario,
+            shipped.text.replace(x4, &x4.replace("x4", "x16")),
+        )
+        .expect("temporary scenario");
+        let shared = measure_share(&unlimited, &scenario.to_string_lossy());
+        let _ = std::fs::remove_file(&scenario);
+        for (host, _, alone, together, _) in &shared.expect("measured").rows {
+            assert!(
+                (together - alone).abs() < 1.0,
+                "{host}: alone {alone} ns, together {together} ns"
+            );
+        }
+    }
+
     /// Every difference the demo explains is the one it names, in size: the model is
     /// deterministic, so these hold exactly or within a few nanoseconds.
     #[test]

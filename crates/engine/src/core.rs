@@ -5,7 +5,7 @@
 //! deterministic. Device BAR handlers are called while the core is borrowed: they must only
 //! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
 
-use crate::timing::{traverse, traverse_tree, LinkState, Timing};
+use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
@@ -539,9 +539,10 @@ impl Core {
             }
         };
         let start = txn.next_issue;
-        if seg.fanout.is_empty() {
-            let end = traverse(&mut self.links, &path.forward, start, payload);
-            let at = end + SimDuration(path.arrive_ps);
+        let who = self.booking(txn.requester);
+        let first_link_done = if seg.fanout.is_empty() {
+            let crossing = traverse(&mut self.links, &path.forward, start, payload, who);
+            let at = crossing.arrival + SimDuration(path.arrive_ps);
             insert_ordered(
                 &mut txn.requests,
                 InFlight {
@@ -553,12 +554,13 @@ impl Core {
                     copy: 0,
                 },
             );
+            crossing.first_link_done
         } else {
             // A multicast write: the switches replicate it; shared links carry it once.
             let fanout = seg.fanout.clone();
             let paths: Vec<&[crate::timing::HopCost]> =
                 fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
-            let ends = traverse_tree(&mut self.links, &paths, start, payload);
+            let ends = traverse_tree(&mut self.links, &paths, start, payload, who);
             for (copy, (end, (_, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
                 insert_ordered(
                     &mut txn.requests,
@@ -572,12 +574,14 @@ impl Core {
                     },
                 );
             }
-        }
-        // The next TLP may leave once this one has left the requester's link.
-        txn.next_issue = match path.forward.first() {
-            Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]).max(start),
-            None => start,
+            // The replicated TLP leaves the requester's link once, at its booked end.
+            match path.forward.first() {
+                Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]),
+                None => start,
+            }
         };
+        // The next TLP may leave once this one has left the requester's link.
+        txn.next_issue = first_link_done.max(start);
         txn.issue_offset += len;
         if txn.issue_offset >= txn.segments[txn.issue_segment].len {
             txn.issue_segment += 1;
@@ -664,6 +668,19 @@ impl Core {
         }
     }
 
+    /// Who books a link for `requester`'s TLPs, now: its read completions and requests keep
+    /// their order, other requesters' TLPs may pass them.
+    fn booking(&self, requester: Requester) -> Booking {
+        let flow = match requester {
+            Requester::Cpu(h) => h.0.saturating_mul(2),
+            Requester::Device(e) => e.0.saturating_mul(2).saturating_add(1),
+        };
+        Booking {
+            now: self.now.as_ps(),
+            flow,
+        }
+    }
+
     fn answer_read(&mut self, txn: &mut Txn, r: InFlight) {
         let seg = &txn.segments[r.segment as usize];
         let path = seg.path.clone();
@@ -710,8 +727,9 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let end =
-                traverse(&mut self.links, &path.backward, start, n) + SimDuration(path.return_ps);
+            let who = self.booking(txn.requester);
+            let end = traverse(&mut self.links, &path.backward, start, n, who).arrival
+                + SimDuration(path.return_ps);
             let last = done + n >= r.len as u64;
             insert_ordered(
                 &mut txn.completions,

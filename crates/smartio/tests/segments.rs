@@ -319,7 +319,7 @@ fn one_multicast_store_lands_in_the_segments_of_all_59_other_hosts() {
     // The sender's own link carried each TLP once (64-byte CPU stores: 64 TLPs).
     let adapter = sim.fabric().adapter(remote.adapter).clone();
     let cable = adapter.cable.expect("cabled");
-    let stats = sim.link_states()[cable.index()];
+    let stats = sim.link_states()[cable.index()].clone();
     assert_eq!(stats.tlps.iter().sum::<u64>(), 64);
 }
 

@@ -220,6 +220,20 @@ impl Manager {
             .write(map.addr, &words)
             .await
             .map_err(access("publish the manager"))?;
+        // The store is posted: it may still be on its way when the write returns. Reading it
+        // back (a read may not pass this CPU's earlier writes on the same path) makes it
+        // visible before anyone is told where to look.
+        let mut back = vec![0u8; words.len()];
+        os.cpu()
+            .read(map.addr, &mut back)
+            .await
+            .map_err(access("read back the manager's publication"))?;
+        if back != words {
+            return Err(DistError::NoManager {
+                device: format!("fdid {fdid}"),
+                why: "the publication did not read back as written".into(),
+            });
+        }
         smartio.unmap_cpu(map)?;
         smartio.publish(fdid, MANAGER_SEGMENT, published);
         Ok(Rc::new(m))
