@@ -32,11 +32,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Scenarios => {
             for s in SHIPPED {
-                println!(
-                    "{:<26} {}",
-                    s.name,
-                    smartio_cluster::scenarios::description(s)
-                );
+                let name = format!("{:<26} ", s.name);
+                let description = smartio_cluster::scenarios::description(s);
+                print!("{}", render::wrapped(&description, &name, &" ".repeat(27)));
             }
             Ok(())
         }
@@ -85,17 +83,24 @@ pub fn run(cli: Cli) -> Result<(), String> {
             if json {
                 print_json(&samples)?;
             } else {
-                println!(
-                    "DMA {} on {} ({}:{}), {} repeats per size",
-                    if matches!(direction, DmaDirection::Write) {
-                        "writes (device -> host RAM)"
-                    } else {
-                        "reads (host RAM -> device)"
-                    },
-                    scenario,
-                    config.host,
-                    config.device,
-                    repeat
+                print!(
+                    "{}",
+                    render::wrapped(
+                        &format!(
+                            "DMA {} on {} ({}:{}), {} repeats per size",
+                            if matches!(direction, DmaDirection::Write) {
+                                "writes (device -> host RAM)"
+                            } else {
+                                "reads (host RAM -> device)"
+                            },
+                            scenario,
+                            config.host,
+                            config.device,
+                            repeat
+                        ),
+                        "",
+                        "  "
+                    )
                 );
                 println!("{}", render::dma_table(&samples));
             }
@@ -108,13 +113,13 @@ pub fn run(cli: Cli) -> Result<(), String> {
             if json {
                 print_json(&result)?;
             } else {
-                println!(
+                print!("{}", render::wrapped(&format!(
                     "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
                     result.tlp_arrivals,
                     result.wall_seconds,
                     result.simulated_seconds * 1e3,
                     result.tlp_arrivals_per_s / 1e6
-                );
+                ), "", "  "));
             }
             Ok(())
         }
@@ -126,11 +131,28 @@ pub fn run(cli: Cli) -> Result<(), String> {
             if json {
                 print_json(&devices)?;
             } else {
-                println!(
-                    "devices registered with SmartIO on {scenario} ({} devices)",
-                    devices.len()
+                print!(
+                    "{}",
+                    render::wrapped(
+                        &format!(
+                            "devices registered with SmartIO on {scenario} ({} devices)",
+                            devices.len()
+                        ),
+                        "",
+                        "  "
+                    )
                 );
                 println!("{}", render::device_table(&devices));
+                print!(
+                    "{}",
+                    render::wrapped(
+                        "This is the cluster as it starts: nothing is borrowed yet. A workload \
+                         given a device as lender:device (fio, bench dma, bench p2p, pingpong) \
+                         borrows it for its run and gives it back at the end.",
+                        "",
+                        ""
+                    )
+                );
             }
             Ok(())
         }
@@ -172,7 +194,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     P2pDirection::Write => (&config.source, &config.target),
                     P2pDirection::Read => (&config.target, &config.source),
                 };
-                println!(
+                print!("{}", render::wrapped(&format!(
                     "peer-to-peer DMA {} on {scenario}: {from} memory -> {to} memory, driven by {}'s CPU through {}'s copy engine, {} repeats per size",
                     if matches!(direction, P2pDirection::Write) {
                         "writes"
@@ -182,7 +204,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     config.host,
                     config.source,
                     repeat
-                );
+                ), "", "  "));
                 println!("{}", render::dma_table(&samples));
             }
             Ok(())
@@ -244,10 +266,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
             if json {
                 print_json(&result)?;
             } else {
-                println!(
+                print!("{}", render::wrapped(&format!(
                     "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
                     result.scenario, result.from, result.to, result.from, result.iterations
-                );
+                ), "", "  "));
                 println!("{}", render::latency_table("round trip", &result.rtt_ns));
             }
             Ok(())
@@ -274,9 +296,16 @@ pub fn run(cli: Cli) -> Result<(), String> {
             if json {
                 print_json(&samples)?;
             } else {
-                println!(
+                print!(
+                    "{}",
+                    render::wrapped(
+                        &format!(
                     "remote stores on {scenario}: {} CPU -> {} segment, {} repeats per size",
                     config.from, config.to, repeat
+                ),
+                        "",
+                        "  "
+                    )
                 );
                 println!("{}", render::pio_table(&samples));
             }
@@ -399,14 +428,14 @@ fn check_backing(path: &str) -> Result<(), String> {
 /// Says on stderr that `--backing` created `path`, and how big it is.
 fn announce_backing(path: &str, device: &str) {
     match std::fs::metadata(path) {
-        Ok(m) => eprintln!(
+        Ok(m) => eprint!("{}", render::wrapped(&format!(
             "smartio: note: created {path}, a sparse file of {} bytes ({:.1} GB) holding {device}'s namespaces; only blocks written take disk space",
             m.len(),
             m.len() as f64 / 1e9
-        ),
-        Err(_) => eprintln!(
+        ), "", "  ")),
+        Err(_) => eprint!("{}", render::wrapped(&format!(
             "smartio: note: --backing {path} was not used: {device} is not an NVMe of the scenario"
-        ),
+        ), "", "  ")),
     }
 }
 

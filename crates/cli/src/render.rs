@@ -1,15 +1,64 @@
 //! Text rendering of reports: trees like `lspci -tv`, address maps, result tables.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use smartio_fabric::report::{AdapterReport, TopologyReport, TreeNode};
 use smartio_fabric::units::format_size;
 use smartio_workloads::{DeviceInfo, DevicePingPongResult, DmaSample};
 use std::fmt::Write;
 
+/// The widest any output line is meant to be.
+pub const COLUMNS: usize = 100;
+
+/// An empty table in the style every command uses: it wraps its cells so that it fits in
+/// [`COLUMNS`] columns, whatever its contents.
+pub fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_width(COLUMNS as u16);
+    t
+}
+
+/// `text` in lines of at most [`COLUMNS`] columns: the first starts with `first`, the others
+/// with `rest` (a hanging indent).
+pub fn wrap(text: &str, first: &str, rest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::from(first);
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let len = line.chars().count();
+        if !empty && len + 1 + word.chars().count() > COLUMNS {
+            lines.push(std::mem::replace(&mut line, String::from(rest)));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    if !empty {
+        lines.push(line);
+    }
+    lines
+}
+
+/// [`wrap`] joined into one string of lines, each ending with a newline.
+pub fn wrapped(text: &str, first: &str, rest: &str) -> String {
+    wrap(text, first, rest)
+        .into_iter()
+        .map(|l| l + "\n")
+        .collect()
+}
+
 /// Each host's tree and address map.
 pub fn topology(report: &TopologyReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "scenario {}: {}", report.scenario, report.description);
+    out.push_str(&wrapped(
+        &format!("scenario {}: {}", report.scenario, report.description),
+        "",
+        "  ",
+    ));
     for h in &report.hosts {
         let _ = writeln!(
             out,
@@ -57,32 +106,26 @@ pub fn topology(report: &TopologyReport) -> String {
 
 /// Every NTB adapter with its node id, window, table usage and cable.
 pub fn adapter_table(adapters: &[AdapterReport]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
-        "node id",
-        "adapter",
-        "chip",
-        "window",
-        "LUT",
-        "requester ids",
-        "cable",
+        "node id", "adapter", "chip", "window", "LUT used", "req. ids", "cable",
     ]);
     for a in adapters {
         let window = if a.window_size == 0 {
             "none".to_string()
         } else {
-            format!("{} @ {:#x}", format_size(a.window_size), a.window_base)
+            // Where it sits is in the host's address map (the adapter's BAR2).
+            iec_size(a.window_size)
         };
         let cable = match &a.cable {
             None => "not connected".to_string(),
             Some(c) => format!(
-                "{}{}, {}",
+                "{}{} {}",
                 c.peer,
                 if c.peer_kind == "cluster-switch" {
-                    " (switch)"
+                    " (switch),"
                 } else {
-                    ""
+                    ","
                 },
                 if c.up { "up" } else { "down" }
             ),
@@ -96,7 +139,7 @@ pub fn adapter_table(adapters: &[AdapterReport]) -> Table {
                 "{}/{} × {}",
                 a.lut_used,
                 a.lut_entries,
-                format_size(a.entry_size)
+                iec_size(a.entry_size)
             ),
             format!("{}/{}", a.requester_ids_used, a.requester_ids),
             cable,
@@ -140,22 +183,21 @@ fn tree(out: &mut String, node: &TreeNode, prefix: &str, last: bool, root: bool)
 
 /// A throughput table.
 pub fn dma_table(samples: &[DmaSample]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
-        "size",
+        "transfer size",
         "median GB/s",
         "min GB/s",
         "max GB/s",
-        "median time",
+        "median time (µs)",
     ]);
     for s in samples {
         t.add_row(vec![
-            format_size(s.size_bytes),
+            iec_size(s.size_bytes),
             format!("{:.3}", s.median_bytes_per_s / 1e9),
             format!("{:.3}", s.min_bytes_per_s / 1e9),
             format!("{:.3}", s.max_bytes_per_s / 1e9),
-            format!("{:.2} us", s.median_ns / 1e3),
+            format!("{:.2}", s.median_ns / 1e3),
         ]);
     }
     t
@@ -168,10 +210,9 @@ pub fn latency_table(what: &str, s: &smartio_workloads::LatencySummary) -> Table
 
 /// Several latency summaries, one row each (for side-by-side comparisons).
 pub fn latency_rows(rows: &[(String, smartio_workloads::LatencySummary)]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
-    let ns = |v: f64| format!("{:.3} us", v / 1000.0);
+    let mut t = table();
+    t.set_header(vec!["µs", "min", "p50", "p99", "max", "mean"]);
+    let ns = |v: f64| format!("{:.3}", v / 1000.0);
     for (what, s) in rows {
         t.add_row(vec![
             what.clone(),
@@ -187,20 +228,19 @@ pub fn latency_rows(rows: &[(String, smartio_workloads::LatencySummary)]) -> Tab
 
 /// Every registered device: id, lender, kind and who borrows it.
 pub fn device_table(devices: &[DeviceInfo]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
         "fdid",
         "lender",
         "device",
         "kind",
         "class",
-        "borrowers",
-        "mode",
+        "borrowed by",
+        "how",
     ]);
     for d in devices {
         let (borrowers, mode) = if d.borrowers.is_empty() {
-            ("available".to_string(), "-".to_string())
+            ("nobody (available)".to_string(), "-".to_string())
         } else {
             let hosts: Vec<String> = d
                 .borrowers
@@ -211,12 +251,14 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
             modes.dedup();
             (hosts.join(", "), modes.join(", "))
         };
+        // "Non-Volatile memory controller: NVMe" reads as "NVMe".
+        let class = d.class.rsplit(": ").next().unwrap_or(&d.class);
         t.add_row(vec![
             d.fdid.to_string(),
             d.lender.clone(),
             d.device.clone(),
             d.kind.clone(),
-            format!("{} ({:06x})", d.class, d.class_code),
+            format!("{class} ({:06x})", d.class_code),
             borrowers,
             mode,
         ]);
@@ -227,13 +269,15 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
 /// A device-to-device ping-pong: latencies and the path each way.
 pub fn device_pingpong(r: &DevicePingPongResult) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "device ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte peer-to-peer stores by device kernels, attached to {})",
-        r.scenario, r.a, r.b, r.a, r.iterations, r.host
-    );
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    out.push_str(&wrapped(
+        &format!(
+            "device ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte peer-to-peer stores by device kernels, attached to {})",
+            r.scenario, r.a, r.b, r.a, r.iterations, r.host
+        ),
+        "",
+        "  ",
+    ));
+    let mut t = table();
     t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
     let ns = |v: f64| format!("{v:.1} ns");
     for (what, l) in [("one way", &r.one_way_ns), ("round trip", &r.rtt_ns)] {
@@ -247,34 +291,31 @@ pub fn device_pingpong(r: &DevicePingPongResult) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
-    let _ = writeln!(
-        out,
-        "path {} -> {}: {}",
-        r.a,
-        r.b,
-        r.path_a_to_b.join(" -> ")
-    );
-    let _ = writeln!(
-        out,
-        "path {} -> {}: {}",
-        r.b,
-        r.a,
-        r.path_b_to_a.join(" -> ")
-    );
+    for (from, to, path) in [(&r.a, &r.b, &r.path_a_to_b), (&r.b, &r.a, &r.path_b_to_a)] {
+        out.push_str(&wrapped(
+            &format!("path {from} -> {to}: {}", path.join(" -> ")),
+            "",
+            "  ",
+        ));
+    }
     out
 }
 
 /// Remote-store throughput per block size.
 pub fn pio_table(samples: &[smartio_workloads::PioSample]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["block", "GB/s", "MiB/s", "time to owner"]);
+    let mut t = table();
+    t.set_header(vec![
+        "block size",
+        "GB/s",
+        "MiB/s",
+        "time to the owner (µs)",
+    ]);
     for s in samples {
         t.add_row(vec![
-            smartio_fabric::units::format_size(s.size_bytes),
+            iec_size(s.size_bytes),
             format!("{:.3}", s.median_bytes_per_s / 1e9),
             format!("{:.0}", s.median_bytes_per_s / (1 << 20) as f64),
-            format!("{:.2} us", s.median_ns / 1000.0),
+            format!("{:.2}", s.median_ns / 1000.0),
         ]);
     }
     t
@@ -288,7 +329,7 @@ pub fn fio_summary(scenario: &str, r: &smartio_workloads::FioResult) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     out.push_str(&format!(
-        "{scenario} {}:{} ({}): rw={rw}, bs={}, iodepth={}, jobs={}, {} I/O queue(s), {} completions\n",
+        "{scenario} {}:{} ({})\n  rw={rw}, bs={}, iodepth={}, jobs={}, {} I/O queue(s), {} completions\n",
         r.host, r.device, r.model, r.bs, r.iodepth, r.jobs, r.queues, r.mode
     ));
     let mib = r.bw_bytes_per_s / (1024.0 * 1024.0);
@@ -330,8 +371,7 @@ pub fn comparison_table(
     columns: [&str; 2],
     rows: impl Iterator<Item = (u64, f64, f64)>,
 ) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
         format!("{what}, size"),
         columns[0].to_string(),
@@ -364,8 +404,7 @@ pub struct LadderRow {
 /// The demo's ladder: one row per way of reading, the median and the difference to the row
 /// it is compared with (all in microseconds).
 pub fn ladder_table(rows: &[LadderRow]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
         "#",
         "host: how",
@@ -391,8 +430,7 @@ pub fn ladder_table(rows: &[LadderRow]) -> Table {
 
 /// The demo's shared NVMe: each client's median alone and together (microseconds).
 pub fn share_table(rows: &[(String, u16, f64, f64, u64)]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = table();
     t.set_header(vec![
         "client",
         "queue",

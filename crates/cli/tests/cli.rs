@@ -580,7 +580,11 @@ fn devices_lists_gpu2_of_lender2_with_an_fdid_as_available() {
         .collect();
     assert!(row[0].parse::<u32>().is_ok(), "fdid first: {row:?}");
     assert_eq!(&row[1..4], ["lender2", "gpu2", "gpu"], "{row:?}");
-    assert_eq!(&row[row.len() - 2..], ["available", "-"], "{row:?}");
+    assert_eq!(
+        &row[row.len() - 2..],
+        ["nobody (available)", "-"],
+        "{row:?}"
+    );
 
     let (ok, json, err) = smartio(&["devices", "--scenario", "cluster-switch", "--json"]);
     assert!(ok, "{err}");
@@ -636,7 +640,7 @@ fn bench_p2p_json_is_byte_identical_across_runs() {
     let (ok, text, err) = smartio(&args[..args.len() - 1]);
     assert!(ok, "{err}");
     assert!(
-        text.contains("lender2:gpu2 memory -> lender:gpu0 memory") && text.contains("1M"),
+        text.contains("lender2:gpu2 memory -> lender:gpu0 memory") && text.contains("1 MiB"),
         "{text}"
     );
 }
@@ -660,10 +664,13 @@ fn pingpong_between_devices_prints_the_one_way_latency_and_both_paths() {
         .find(|l| l.contains("one way"))
         .unwrap_or_else(|| panic!("no one-way row:\n{text}"));
     assert!(one_way.contains(" ns"), "{one_way}");
-    let to_b = text
-        .lines()
-        .find(|l| l.starts_with("path lender:gpu0 -> lender2:gpu2:"))
-        .unwrap_or_else(|| panic!("no path A -> B:\n{text}"));
+    // Long paths wrap: fold the whitespace first.
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let to_b = folded
+        .split("path ")
+        .find(|l| l.starts_with("lender:gpu0 -> lender2:gpu2:"))
+        .unwrap_or_else(|| panic!("no path A -> B:\n{text}"))
+        .trim();
     assert!(
         to_b.contains("mxs824") && to_b.ends_with("lender2.gpu2"),
         "{to_b}"

@@ -164,6 +164,26 @@ fn run_all(what: &str, commands: Vec<Vec<String>>) {
                     args.join(" "),
                     o.took.as_secs_f64()
                 );
+                // Text output fits 100 columns (a suggested command may be longer).
+                let wide: Vec<&str> = if args.iter().any(|a| a == "--json") {
+                    Vec::new()
+                } else {
+                    o.stdout
+                        .lines()
+                        .filter(|l| l.chars().count() > 100)
+                        .filter(|l| !l.trim_start().starts_with("`smartio"))
+                        .collect()
+                };
+                if !wide.is_empty() {
+                    if let Ok(mut f) = failures.lock() {
+                        f.push(format!(
+                            "smartio {}: {} lines over 100 columns, e.g.\n  {}",
+                            args.join(" "),
+                            wide.len(),
+                            wide[0]
+                        ));
+                    }
+                }
                 if !o.ok || o.stdout.trim().is_empty() {
                     if let Ok(mut f) = failures.lock() {
                         f.push(format!(

@@ -172,16 +172,19 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
     } else {
-        println!("{} on {}", report.title, setup.scenario);
+        print!(
+            "{}",
+            crate::render::wrapped(&format!("{} on {}", report.title, setup.scenario), "", "  ")
+        );
         println!("{}", report.table);
         for note in &report.notes {
-            println!("- {note}");
+            print!("{}", crate::render::wrapped(note, "- ", "  "));
         }
         for path in &written {
             println!("wrote {path}");
         }
         if args.plots.is_none() && !report.plots.is_empty() {
-            println!(
+            let note = format!(
                 "({} figure{} not written; give --plots DIR to write {})",
                 report.plots.len(),
                 if report.plots.len() == 1 { "" } else { "s" },
@@ -192,6 +195,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            print!("{}", crate::render::wrapped(&note, "", " "));
         }
     }
     Ok(())
@@ -199,8 +203,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
 
 /// A new table in the style every experiment uses.
 pub fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    let mut t = crate::render::table();
     t.set_header(header.to_vec());
     t
 }

@@ -76,44 +76,43 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     let model = |r: &ClientQd1Result| r.sq_fetch_path_ns + r.sq_completer_ns + r.sq_store_ns;
     let mut t = table(&[
         "SQ in",
-        "chips the SQE fetch crosses",
-        "model: fetch path + completer + SQE store (ns)",
-        "p50 (ns)",
-        "p99 (ns)",
-        "p50 gap to next (ns)",
-        "model gap to next (ns)",
+        "chips",
+        "model ns",
+        "p50 ns",
+        "p99 ns",
+        "gap ns",
+        "model gap ns",
     ]);
     for (i, r) in results.iter().enumerate() {
         let next = results.get(i + 1);
         t.add_row(vec![
             r.sq_in.clone(),
-            if r.sq_fetch_chips.is_empty() {
-                "none (inside the controller)".to_string()
-            } else {
-                format!(
-                    "{}: {}",
-                    r.sq_fetch_chips.len(),
-                    r.sq_fetch_chips.join(", ")
-                )
-            },
-            format!(
-                "{} + {} + {} = {}",
-                ns(r.sq_fetch_path_ns),
-                ns(r.sq_completer_ns),
-                ns(r.sq_store_ns),
-                ns(model(r))
-            ),
+            r.sq_fetch_chips.len().to_string(),
+            ns(model(r)),
             ns(r.lat_ns.p50),
             ns(r.lat_ns.p99),
             next.map_or_else(String::new, |n| ns(r.lat_ns.p50 - n.lat_ns.p50)),
             next.map_or_else(String::new, |n| ns(model(r) - model(n))),
         ]);
+        // The details of each row, below the table.
+        notes.push(format!(
+            "{}: the SQE fetch crosses {}; model = fetch path {} + completer {} + SQE store {} ns",
+            r.sq_in,
+            if r.sq_fetch_chips.is_empty() {
+                "no chip (it stays inside the controller)".to_string()
+            } else {
+                r.sq_fetch_chips.join(", ")
+            },
+            ns(r.sq_fetch_path_ns),
+            ns(r.sq_completer_ns),
+            ns(r.sq_store_ns),
+        ));
     }
     let ordered = results
         .windows(2)
         .all(|w| w[0].lat_ns.p50 > w[1].lat_ns.p50);
     notes.push(format!(
-        "medians {} ordered from the farthest SQ to the nearest",
+        "medians {} ordered from the farthest SQ to the nearest; a row's gap is its p50 minus the next row's; chips are those the SQE fetch crosses",
         if ordered { "are" } else { "are NOT" }
     ));
     notes.push(
