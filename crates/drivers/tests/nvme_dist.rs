@@ -198,3 +198,71 @@ fn the_32nd_queue_pair_is_refused_and_leaving_or_vanishing_frees_queues() {
     });
     assert_eq!(qid, 1);
 }
+
+#[test]
+fn a_client_cannot_delete_another_clients_queue_pair_and_the_owner_keeps_using_it() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, nvme, m) = (s.smartio.clone(), s.nvme, manager.clone());
+    let (owner_os, other_os) = (s.hosts[0].clone(), s.hosts[2].clone());
+    let len = 8 * 512usize;
+    let (refused, unknown, got, owners_after) = s.run(async move {
+        let owner = Client::connect(&svc, &owner_os, nvme, &m, 2 * len as u64)
+            .await
+            .expect("owner connects");
+        let other = Client::connect(&svc, &other_os, nvme, &m, len as u64)
+            .await
+            .expect("other connects");
+        let q = owner
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("owner's queue");
+        let mine = other
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("other's queue");
+        // The other client asks the manager to delete the owner's pair, then a pair no one
+        // has.
+        let refused = m
+            .delete_pair(&other.hold(), &other_os.cpu(), q.qid())
+            .await;
+        let unknown = m.delete_pair(&other.hold(), &other_os.cpu(), 30).await;
+        // The owner's pair still works: write a pattern, read it back.
+        let (data, _) = owner.data();
+        owner_os
+            .sim()
+            .poke_memory(owner_os.id(), data, &pattern(0x5a, len));
+        owner
+            .io(&q, BlockOp::Write, 1, 4096, 8, 0)
+            .await
+            .expect("write on the pair after the refused delete");
+        owner
+            .io(&q, BlockOp::Read, 1, 4096, 8, len as u64)
+            .await
+            .expect("read on the pair after the refused delete");
+        let mut got = vec![0u8; len];
+        owner_os.sim().peek_memory(
+            owner_os.id(),
+            smartio_platform::PhysAddr(data.get() + len as u64),
+            &mut got,
+        );
+        let owners_after = m.owners();
+        assert_ne!(q.qid(), mine.qid());
+        other.leave().await.expect("other leaves");
+        owner.leave().await.expect("owner leaves");
+        (refused, unknown, got, owners_after)
+    });
+    assert_eq!(refused, Err(DistError::NotOwner { qid: 1 }));
+    assert_eq!(
+        refused.expect_err("refused").to_string(),
+        "queue pair 1 does not belong to this client"
+    );
+    assert_eq!(unknown, Err(DistError::NotOwner { qid: 30 }));
+    assert_eq!(got, pattern(0x5a, len), "the owner's data came back");
+    assert_eq!(
+        owners_after,
+        [(1, s.hosts[0].id()), (2, s.hosts[2].id())],
+        "both pairs still owned by their clients"
+    );
+    assert!(manager.owners().is_empty(), "leaving freed both");
+}
