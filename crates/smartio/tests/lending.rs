@@ -400,6 +400,81 @@ fn with_a_borrower_iommu_the_dma_api_only_adds_borrower_entries_and_never_asks_t
 }
 
 #[test]
+fn with_a_borrower_iommu_a_buffer_at_an_odd_offset_in_a_page_gets_its_bytes_exactly_there() {
+    let path = variant("back-to-back", &[(0, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let borrower = s.host("borrower");
+    // Three pages of sentinel; the buffers start 0x2c5 bytes into their first page and end
+    // inside their third, so every byte the device touches is mapped through two or three
+    // IOMMU entries and any shift shows up against the sentinel.
+    const OFFSET: u64 = 0x2c5;
+    const LEN: u64 = 5000;
+    const SENTINEL: u8 = 0xee;
+    let data: Vec<u8> = (0..LEN as u32).map(|i| (i * 7 + (i >> 8)) as u8).collect();
+    let (os, payload) = (borrower.clone(), data.clone());
+    let (src_base, dst_base, src_bus, dst_bus) = s.run(async move {
+        let handle = os.device(&name).expect("shadow");
+        let regs = handle.map_bar(0).expect("BAR0").window().base;
+        let completion = handle.dma_alloc_coherent(4096).expect("coherent");
+        let (src_base, dst_base) = (
+            os.alloc(3 * 4096).expect("ram"),
+            os.alloc(3 * 4096).expect("ram"),
+        );
+        for base in [src_base, dst_base] {
+            os.sim().poke_memory(os.id(), base, &[SENTINEL; 3 * 4096]);
+        }
+        let src = PhysAddr(src_base.get() + OFFSET);
+        let dst = PhysAddr(dst_base.get() + OFFSET);
+        os.sim().poke_memory(os.id(), src, &payload);
+        let src_bus = handle
+            .dma_map(src, LEN, DmaDirection::ToDevice)
+            .expect("map src");
+        let dst_bus = handle
+            .dma_map(dst, LEN, DmaDirection::FromDevice)
+            .expect("map dst");
+        let driver =
+            DmaTestDriver::probe(handle.cpu().clone(), regs, completion.cpu, completion.bus)
+                .await
+                .expect("probe");
+        driver
+            .copy(Location::Bus(src_bus), Location::DeviceMemory(0), LEN)
+            .await
+            .expect("copy in");
+        driver
+            .copy(Location::DeviceMemory(0), Location::Bus(dst_bus), LEN)
+            .await
+            .expect("copy out");
+        handle.dma_unmap(src_bus).expect("unmap src");
+        handle.dma_unmap(dst_bus).expect("unmap dst");
+        (src_base, dst_base, src_bus, dst_bus)
+    });
+    // The device addresses keep the offset inside the page.
+    assert_eq!(src_bus.get() % 4096, OFFSET, "{src_bus}");
+    assert_eq!(dst_bus.get() % 4096, OFFSET, "{dst_bus}");
+    let mut got = vec![0u8; 3 * 4096];
+    s.cluster.sim.peek_memory(borrower.id(), dst_base, &mut got);
+    let (before, rest) = got.split_at(OFFSET as usize);
+    let (landed, after) = rest.split_at(LEN as usize);
+    assert!(
+        before.iter().all(|&b| b == SENTINEL),
+        "bytes before the buffer changed"
+    );
+    assert_eq!(landed, &data[..], "the bytes landed exactly at the offset");
+    assert!(
+        after.iter().all(|&b| b == SENTINEL),
+        "bytes after the buffer changed"
+    );
+    // The source was read from the offset too (the device copied the payload, not the
+    // sentinel in front of it), and was left as it was.
+    let mut src = vec![0u8; LEN as usize];
+    s.cluster
+        .sim
+        .peek_memory(borrower.id(), PhysAddr(src_base.get() + OFFSET), &mut src);
+    assert_eq!(src, data);
+}
+
+#[test]
 fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_sizes() {
     let path = variant(
         "back-to-back",
