@@ -1190,6 +1190,169 @@ fn read_write_128k_through_prp_lists() {
 }
 
 #[test]
+fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_entry() {
+    run("prp-exact-fill", Setup::default(), |ctx| async move {
+        let len = 128usize << 10;
+        let lba = 2000;
+        // Three list pages. The lists start 31 entries before the end of the first; the
+        // second, right after it, holds decoys pointing at a trap page (a walker that reads
+        // past the end of the first page, or takes its last entry for a chain pointer,
+        // moves data to or from the trap); the third takes a chained remainder.
+        let lists = ctx.dma(3 * PAGE);
+        let trap = ctx.dma(PAGE);
+        let decoys: Vec<u8> = (0..PAGE / 8)
+            .flat_map(|_| trap.bus.get().to_le_bytes())
+            .collect();
+        ctx.fill(&lists, PAGE, &decoys).await;
+        let at = PAGE - 31 * 8;
+        let entries = |pages: &mut dyn Iterator<Item = u64>| -> Vec<u8> {
+            pages.flat_map(|p| p.to_le_bytes()).collect()
+        };
+        // A plain list at the start of its own page, to check what the others moved.
+        let reference = ctx.dma(PAGE);
+        let read_plain = |slba: u64| {
+            let ctx = &ctx;
+            let reference = &reference;
+            async move {
+                let dst = ctx.dma(32 * PAGE);
+                let list = entries(&mut (1..32).map(|i| dst.bus.get() + i * PAGE));
+                ctx.fill(reference, 0, &list).await;
+                let c = ctx
+                    .io(rw(
+                        io::READ,
+                        1,
+                        slba,
+                        256,
+                        dst.bus.get(),
+                        reference.bus.get(),
+                    ))
+                    .await;
+                assert_eq!(c.status, Status::SUCCESS, "read through a plain list");
+                ctx.fetch(&dst, 0, len).await
+            }
+        };
+
+        // 1. A page-aligned 128 KiB write: PRP1 is its first page and the other 31 entries
+        //    fill the list exactly to the end of its page, so it has no chain entry.
+        let data = pattern(11, len);
+        let src = ctx.dma(32 * PAGE);
+        ctx.fill(&src, 0, &data).await;
+        ctx.fill(
+            &lists,
+            at,
+            &entries(&mut (1..32).map(|i| src.bus.get() + i * PAGE)),
+        )
+        .await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                lba,
+                256,
+                src.bus.get(),
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "write, list exactly filling its page"
+        );
+        assert_bytes(
+            &read_plain(lba).await,
+            &data,
+            "what the exact-fill write stored",
+        );
+
+        // 2. The same list shape for a read into pages in reverse order.
+        let dst = ctx.dma(32 * PAGE);
+        let pages: Vec<u64> = (1..32).rev().map(|i| dst.bus.get() + i * PAGE).collect();
+        ctx.fill(&lists, at, &entries(&mut pages.iter().copied()))
+            .await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                lba,
+                256,
+                dst.bus.get(),
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "read, list exactly filling its page"
+        );
+        let mut got = ctx.fetch(&dst, 0, PAGE as usize).await;
+        for p in &pages {
+            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE as usize).await);
+        }
+        assert_bytes(&got, &data, "exact-fill read");
+
+        // 3. 128 KiB from offset 512 of its first page touches 33 pages: 32 entries, one
+        //    more than the 31 slots left, so the last slot chains to the third list page.
+        let chained = |buf: &DmaBuffer| {
+            let mut head = entries(&mut (1..31).map(|i| buf.bus.get() + i * PAGE));
+            head.extend((lists.bus.get() + 2 * PAGE).to_le_bytes());
+            let tail = entries(&mut (31..33).map(|i| buf.bus.get() + i * PAGE));
+            (head, tail)
+        };
+        let data2 = pattern(12, len);
+        let src2 = ctx.dma(33 * PAGE);
+        ctx.fill(&src2, 512, &data2).await;
+        let (head, tail) = chained(&src2);
+        ctx.fill(&lists, at, &head).await;
+        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                lba + 256,
+                256,
+                src2.bus.get() + 512,
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "write through a list chained from an offset"
+        );
+        assert_bytes(
+            &read_plain(lba + 256).await,
+            &data2,
+            "what the chained write stored",
+        );
+        let dst2 = ctx.dma(33 * PAGE);
+        let (head, tail) = chained(&dst2);
+        ctx.fill(&lists, at, &head).await;
+        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                lba + 256,
+                256,
+                dst2.bus.get() + 512,
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "read through a list chained from an offset"
+        );
+        assert_bytes(&ctx.fetch(&dst2, 512, len).await, &data2, "chained read");
+        assert_bytes(
+            &ctx.fetch(&trap, 0, PAGE as usize).await,
+            &[0u8; PAGE as usize],
+            "the trap page (no decoy was followed)",
+        );
+    });
+}
+
+#[test]
 fn write_zeroes_reads_back_zero_and_spares_neighbours() {
     run("write-zeroes", Setup::default(), |ctx| async move {
         let data = pattern(3, 16 * 512);

@@ -223,9 +223,7 @@ fn a_client_cannot_delete_another_clients_queue_pair_and_the_owner_keeps_using_i
             .expect("other's queue");
         // The other client asks the manager to delete the owner's pair, then a pair no one
         // has.
-        let refused = m
-            .delete_pair(&other.hold(), &other_os.cpu(), q.qid())
-            .await;
+        let refused = m.delete_pair(&other.hold(), &other_os.cpu(), q.qid()).await;
         let unknown = m.delete_pair(&other.hold(), &other_os.cpu(), 30).await;
         // The owner's pair still works: write a pattern, read it back.
         let (data, _) = owner.data();
