@@ -1890,22 +1890,67 @@ fn interrupt_mode_completes_through_msix() {
         ..Setup::default()
     };
     run("msix", setup, |ctx| async move {
+        let msix = NvmeController::msix_layout(ctx.ctrl.config().queue_pairs);
+        let (table, pba) = (u64::from(msix.table_offset), u64::from(msix.pba_offset));
+        // MSI-X table entries are 16 bytes: address (8), data (4), vector control (4).
+        let control = |v: u64| table + 16 * v + 12;
+        const MASKED: u32 = 1;
         let buf = ctx.dma(PAGE);
-        // The driver only learns of completions from its MSI-X handlers here.
         let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "I/O in interrupt mode");
         let c = ctx
             .admin(features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "admin in interrupt mode");
-        // Table entries 0..=2 are programmed and unmasked (vector control bit 0 clear).
+        // Table entries 0..=2 are programmed and unmasked.
         for v in 0..3u64 {
-            let addr = ctx.reg64(0x2000 + 16 * v).await;
-            let ctl = ctx.reg32(0x2000 + 16 * v + 12).await;
+            let addr = ctx.reg64(table + 16 * v).await;
             assert_ne!(addr, 0, "vector {v} address");
-            assert_eq!(ctl & 1, 0, "vector {v} unmasked");
+            assert_eq!(
+                ctx.reg32(control(v)).await & MASKED,
+                0,
+                "vector {v} unmasked"
+            );
         }
-        assert_eq!(ctx.reg32(0x3000).await & 0b111, 0, "nothing pending");
+        assert_eq!(ctx.reg32(pba).await & 0b111, 0, "nothing pending");
+
+        // Mask queue 1's vector: the controller posts the completion but holds the
+        // message as a pending bit, and the driver — which only learns of completions from
+        // the interrupt — does not see the command finish until the vector is unmasked.
+        ctx.bar
+            .write32(control(1), MASKED)
+            .await
+            .expect("mask vector 1");
+        let done: Rc<Cell<Option<(Status, smartio_platform::SimTime)>>> = Rc::new(Cell::new(None));
+        let (dev, cpu, flag) = (ctx.dev.clone(), ctx.cpu.clone(), done.clone());
+        let prp = buf.bus.get();
+        ctx.os.sim().spawn(async move {
+            let c = dev
+                .io_raw(0, rw(io::READ, 1, 8, 1, prp, 0))
+                .await
+                .expect("I/O command delivered");
+            flag.set(Some((c.status, cpu.now())));
+        });
+        ctx.cpu.sleep(SimDuration::from_us(200)).await;
+        assert_eq!(done.get(), None, "no completion while the vector is masked");
+        assert_eq!(
+            ctx.reg32(pba).await & 0b111,
+            0b010,
+            "the controller holds vector 1's message as pending"
+        );
+        let unmasked_at = ctx.cpu.now();
+        ctx.bar
+            .write32(control(1), 0)
+            .await
+            .expect("unmask vector 1");
+        ctx.cpu.sleep(SimDuration::from_us(20)).await;
+        let (status, at) = done.get().expect("the completion arrived after the unmask");
+        assert_eq!(status, Status::SUCCESS);
+        assert!(
+            at > unmasked_at,
+            "completed at {at:?}, unmasked at {unmasked_at:?}"
+        );
+        assert_eq!(ctx.reg32(pba).await & 0b111, 0, "the pending bit was sent");
     });
 }
 
