@@ -6,6 +6,7 @@
 mod common;
 use common::nvme::*;
 use common::pattern;
+use smartio_platform::pci;
 
 // ---------------------------------------------------------------------------------------
 // Identify
@@ -1419,9 +1420,10 @@ fn interrupt_mode_completes_through_msix() {
     run("msix", setup, |ctx| async move {
         let msix = NvmeController::msix_layout(ctx.ctrl.config().queue_pairs);
         let (table, pba) = (u64::from(msix.table_offset), u64::from(msix.pba_offset));
-        // MSI-X table entries are 16 bytes: address (8), data (4), vector control (4).
-        let control = |v: u64| table + 16 * v + 12;
-        const MASKED: u32 = 1;
+        // MSI-X table entries: address (8 bytes), data (4), vector control (4).
+        let entry = |v: u64| table + pci::msix::ENTRY_SIZE * v;
+        let control = |v: u64| entry(v) + 12;
+        const MASKED: u32 = pci::msix::VECTOR_MASKED;
         let buf = ctx.dma(PAGE);
         let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "I/O in interrupt mode");
@@ -1431,7 +1433,7 @@ fn interrupt_mode_completes_through_msix() {
         assert_eq!(c.status, Status::SUCCESS, "admin in interrupt mode");
         // Table entries 0..=2 are programmed and unmasked.
         for v in 0..3u64 {
-            let addr = ctx.reg64(table + 16 * v).await;
+            let addr = ctx.reg64(entry(v)).await;
             assert_ne!(addr, 0, "vector {v} address");
             assert_eq!(
                 ctx.reg32(control(v)).await & MASKED,
