@@ -1,15 +1,17 @@
 //! The distributed NVMe driver: one controller, a manager on one host, clients on others,
 //! each driving its own queue pairs.
 
-use smartio_cluster::Cluster;
+use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
 use smartio_engine::Calibration;
 use smartio_host::HostOs;
-use smartio_smartio::{Fdid, SmartIo};
+use smartio_platform::PhysAddr;
+use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 struct Setup {
     cluster: Cluster,
@@ -19,7 +21,35 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let cluster = Cluster::new("cluster-switch", &Calibration::default_embedded()).expect("loads");
+    setup_with("optane-p4800x", "")
+}
+
+/// cluster-switch with the lender's NVMe on media `profile` and `extra` params (such as
+/// `lba_size = 4096`), written to a scenario file of its own.
+fn setup_with(profile: &str, extra: &str) -> Setup {
+    static LOADS: AtomicU32 = AtomicU32::new(0);
+    let line = "params = { profile = \"optane-p4800x\" }";
+    let shipped = SHIPPED
+        .iter()
+        .find(|s| s.name == "cluster-switch")
+        .expect("shipped");
+    assert!(
+        shipped.text.contains(line),
+        "cluster-switch changed its nvme0 line"
+    );
+    let params = format!("params = {{ profile = \"{profile}\"{extra} }}");
+    let path = std::env::temp_dir().join(format!(
+        "smartio-nvme-dist-{}-{}.toml",
+        std::process::id(),
+        LOADS.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, shipped.text.replacen(line, &params, 1)).expect("temp file");
+    let cluster = Cluster::new(
+        path.to_str().expect("utf-8"),
+        &Calibration::default_embedded(),
+    )
+    .expect("loads");
+    let _ = std::fs::remove_file(&path);
     let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
     let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
@@ -263,4 +293,186 @@ fn a_client_cannot_delete_another_clients_queue_pair_and_the_owner_keeps_using_i
         "both pairs still owned by their clients"
     );
     assert!(manager.owners().is_empty(), "leaving freed both");
+}
+
+#[test]
+fn each_sq_placement_puts_the_queue_where_it_says_and_the_cq_in_the_clients_ram() {
+    let s = setup();
+    let manager = s.manager(0);
+    let (svc, nvme, m) = (s.smartio.clone(), s.nvme, manager.clone());
+    let (client_os, lender_os) = (s.hosts[0].clone(), s.hosts[1].clone());
+    let placed = s.run(async move {
+        let client = Client::connect(&svc, &client_os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let mut placed = Vec::new();
+        for placement in [
+            SqPlacement::ClientRam,
+            SqPlacement::LenderRam,
+            SqPlacement::Hints,
+            SqPlacement::DeviceMemory,
+        ] {
+            let (mine, theirs) = (client_os.ram_in_use(), lender_os.ram_in_use());
+            let q = client.create_queue(16, placement).await.expect("queue");
+            let host = match q.sq_location() {
+                SegmentLocation::Ram { host, .. } => host,
+                other => panic!("{placement:?}: the SQ is in {other:?}"),
+            };
+            placed.push((
+                placement,
+                host,
+                client_os.ram_in_use() - mine,
+                lender_os.ram_in_use() - theirs,
+            ));
+        }
+        client.leave().await.expect("leaves");
+        placed
+    });
+    let (borrower, lender) = (s.hosts[0].id(), s.hosts[1].id());
+    // Pages of 4 KiB: the SQ (16 entries of 64 bytes), the CQ, and one PRP-list page per
+    // entry (16) — the CQ and the PRP lists always in the client's RAM. The P4800X has no
+    // memory buffer, so the device-memory placement falls back as the hints do.
+    const PAGE: u64 = 4096;
+    assert_eq!(
+        placed,
+        [
+            (SqPlacement::ClientRam, borrower, 18 * PAGE, 0),
+            (SqPlacement::LenderRam, lender, 17 * PAGE, PAGE),
+            (SqPlacement::Hints, lender, 17 * PAGE, PAGE),
+            (SqPlacement::DeviceMemory, lender, 17 * PAGE, PAGE),
+        ]
+    );
+}
+
+#[test]
+fn a_queue_of_256_entries_wraps_its_sq_past_the_first_page_of_entries() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let done = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 8192)
+            .await
+            .expect("connects");
+        let q = client
+            .create_queue(256, SqPlacement::ClientRam)
+            .await
+            .expect("queue");
+        let (data, _) = client.data();
+        // 300 writes and read-backs at QD1: the SQ tail passes entry 64 (the end of its
+        // first page) and wraps past 256.
+        for i in 0..300u64 {
+            let block = pattern(i as u8, 4096);
+            os.sim().poke_memory(os.id(), data, &block);
+            client
+                .io(&q, BlockOp::Write, 1, 8 * i, 8, 0)
+                .await
+                .expect("write");
+            client
+                .io(&q, BlockOp::Read, 1, 8 * i, 8, 4096)
+                .await
+                .expect("read");
+            let mut got = vec![0u8; 4096];
+            os.sim()
+                .peek_memory(os.id(), PhysAddr(data.get() + 4096), &mut got);
+            assert_eq!(got, block, "I/O pair {i}");
+        }
+        client.leave().await.expect("leaves");
+        300
+    });
+    assert_eq!(done, 300);
+}
+
+#[test]
+fn a_transfer_must_be_one_to_mdts_bytes_inside_the_data_segment() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let max = manager.max_transfer();
+    assert_eq!(max, 128 << 10, "MDTS 5");
+    let outcomes = s.run(async move {
+        // A data segment of MDTS plus 4 KiB.
+        let client = Client::connect(&svc, &os, nvme, &m, max + 4096)
+            .await
+            .expect("connects");
+        let q = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("queue");
+        let blocks = (max / 512) as u32;
+        let mut outcomes = Vec::new();
+        for (what, n, offset) in [
+            ("no blocks", 0, 0),
+            ("MDTS", blocks, 0),
+            ("MDTS + 1 block", blocks + 1, 0),
+            ("to the segment's end", blocks, 4096),
+            ("one block past it", blocks, 4096 + 512),
+            ("one block at the end", 1, max + 4096 - 512),
+        ] {
+            let r = client.io(&q, BlockOp::Read, 1, 0, n, offset).await;
+            outcomes.push((what, r.map_err(|e| matches!(e, DistError::BadRequest(_)))));
+        }
+        client.leave().await.expect("leaves");
+        outcomes
+    });
+    assert_eq!(
+        outcomes,
+        [
+            ("no blocks", Err(true)),
+            ("MDTS", Ok(())),
+            ("MDTS + 1 block", Err(true)),
+            ("to the segment's end", Ok(())),
+            ("one block past it", Err(true)),
+            ("one block at the end", Ok(())),
+        ]
+    );
+}
+
+#[test]
+fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
+    let s = setup_with("optane-p4800x", ", capacity = \"64M\", lba_size = 4096");
+    let manager = s.manager(1);
+    assert_eq!(manager.namespaces()[0].lba_size, 4096);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (got, data) = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let q = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("queue");
+        let (at, _) = client.data();
+        let data = pattern(0x44, 3 * 4096);
+        os.sim().poke_memory(os.id(), at, &data);
+        // Three 4 KiB blocks: 12 KiB, which needs PRP2 as a list pointer.
+        client
+            .io(&q, BlockOp::Write, 1, 10, 3, 0)
+            .await
+            .expect("write of 3 blocks");
+        client
+            .io(&q, BlockOp::Read, 1, 10, 3, 3 * 4096)
+            .await
+            .expect("read of 3 blocks");
+        let mut got = vec![0u8; 3 * 4096];
+        os.sim()
+            .peek_memory(os.id(), PhysAddr(at.get() + 3 * 4096), &mut got);
+        client.leave().await.expect("leaves");
+        (got, data)
+    });
+    assert_eq!(got, data, "12 KiB back");
 }
