@@ -519,3 +519,92 @@ fn commands_still_in_a_deleted_submission_queue_complete_as_aborted_in_order() {
         assert_eq!(c.status, Status::SUCCESS, "delete CQ 2");
     });
 }
+
+/// Fails today: the controller's Abort scans the submission queue from a snapshot, one DMA
+/// read per entry, while the fetcher takes the same entries. It finds the command after the
+/// fetcher took it, answers "aborted" (dword 0 bit 0 clear) though the command runs to
+/// success, and leaves the identifier marked, so the next command that reuses it in that
+/// queue is aborted instead. A bug in `crates/devices/src/nvme/admin.rs` (`abort`), reported
+/// for the devices area rather than fixed here.
+#[test]
+#[ignore = "devices bug: Abort marks a command the fetcher already took (nvme/admin.rs abort)"]
+fn an_abort_agrees_with_what_the_command_did_and_spares_a_later_command_with_its_id() {
+    run("abort-race", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let cq = RawCq::new(&ctx, 2, 8);
+        let c = ctx.admin(create_cq(2, 7, cq.buf.bus.get(), None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
+        let sq = RawSq::host(&ctx, 2, 8);
+        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let buf = ctx.dma(PAGE);
+        let handle = ctx.dev.handle().clone();
+        let command = |bits: u16| {
+            let handle = handle.clone();
+            async move {
+                handle
+                    .config_write(pci::COMMAND, &bits.to_le_bytes())
+                    .await
+                    .expect("config write")
+            }
+        };
+        // Six commands first, so the three below sit in slots 6, 7 and 0.
+        for lba in 0..6u64 {
+            sq.push(&ctx, rw(io::READ, 1, lba, 1, buf.bus.get(), 0))
+                .await;
+            sq.ring(&ctx).await;
+            assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS);
+        }
+        // Three reads wait in SQ 2 (slots 6, 7, 0) with bus mastering off; an Abort of the
+        // third waits in the admin queue.
+        command(pci::command::MEMORY_SPACE).await;
+        for cid in [0x70u16, 0x71, 0x72] {
+            let mut cmd = rw(io::READ, 1, 0, 1, buf.bus.get(), 0);
+            cmd.cid = cid;
+            sq.push(&ctx, cmd).await;
+        }
+        sq.ring(&ctx).await;
+        let abort = Command {
+            opcode: admin::ABORT,
+            cdw: [2 | (0x72 << 16), 0, 0, 0, 0, 0],
+            ..Command::default()
+        };
+        let aborting: std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + '_>> =
+            Box::pin(ctx.admin(abort));
+        let resume: std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + '_>> =
+            Box::pin(async {
+                ctx.cpu.sleep(SimDuration::from_us(20)).await;
+                command(pci::command::MEMORY_SPACE | pci::command::BUS_MASTER).await;
+                sq.ring(&ctx).await;
+                Completion::from_bytes(&[0; CQE_SIZE])
+            });
+        let abort = join_all(vec![aborting, resume]).await.remove(0);
+        assert_eq!(abort.status, Status::SUCCESS, "abort");
+        let mut third = None;
+        for _ in 0..3 {
+            let c = cq.next(&ctx).await;
+            if c.cid == 0x72 {
+                third = Some(c.status);
+            }
+        }
+        let third = third.expect("the third read completed");
+        // Dword 0 bit 0 clear means "aborted": it must agree with what the command did.
+        let claimed = abort.result & 1 == 0;
+        assert_eq!(
+            claimed,
+            third == Status::ABORT_REQUESTED,
+            "abort result {:#x}, the command completed with {third:?}",
+            abort.result
+        );
+        // A later command that reuses the identifier is not aborted.
+        let mut cmd = rw(io::READ, 1, 0, 1, buf.bus.get(), 0);
+        cmd.cid = 0x72;
+        sq.push(&ctx, cmd).await;
+        sq.ring(&ctx).await;
+        assert_eq!(
+            cq.next(&ctx).await.status,
+            Status::SUCCESS,
+            "cid 0x72 reused"
+        );
+    });
+}
