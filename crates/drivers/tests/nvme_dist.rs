@@ -2,6 +2,7 @@
 //! each driving its own queue pairs.
 
 use smartio_cluster::{Cluster, SHIPPED};
+use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
 use smartio_engine::Calibration;
@@ -475,4 +476,212 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
         (got, data)
     });
     assert_eq!(got, data, "12 KiB back");
+}
+
+#[test]
+fn the_managers_io_counts_are_the_controllers_smart_counts_of_what_clients_did() {
+    let s = setup();
+    let manager = s.manager(1);
+    assert_eq!(manager.model(), "smartio emulated NVMe (optane-p4800x)");
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (before, after) = s.run(async move {
+        let before = m.io_commands().await.expect("SMART counts");
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let q = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("queue");
+        for lba in 0..5 {
+            client
+                .io(&q, BlockOp::Write, 1, 8 * lba, 8, 0)
+                .await
+                .expect("write");
+        }
+        for lba in 0..3 {
+            client
+                .io(&q, BlockOp::Read, 1, 8 * lba, 8, 0)
+                .await
+                .expect("read");
+        }
+        client.leave().await.expect("leaves");
+        (before, m.io_commands().await.expect("SMART counts"))
+    });
+    assert_eq!(before, (0, 0), "no I/O before");
+    assert_eq!(after, (3, 5), "(reads, writes)");
+}
+
+#[test]
+fn a_failed_admin_command_reports_the_controllers_status_code() {
+    let s = setup();
+    let manager = s.manager(1);
+    let m = manager.clone();
+    let (bad_cns, bad_ns) = s.run(async move {
+        (
+            m.identify(0x55, 0).await.map(|_| ()),
+            m.identify(cns::NAMESPACE, 99).await.map(|_| ()),
+        )
+    });
+    let failed = |status: u16| {
+        Err(DistError::Command {
+            what: "Identify".into(),
+            status,
+        })
+    };
+    assert_eq!(bad_cns, failed(0x002), "Invalid Field in Command");
+    assert_eq!(bad_ns, failed(0x00b), "Invalid Namespace or Format");
+}
+
+#[test]
+fn an_abandoned_queue_pair_is_deleted_and_its_id_given_to_the_next_request() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (owned, after, again) = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let first = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("first");
+        let second = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("second");
+        let owned = m.owners().len();
+        let ram = os.ram_in_use();
+        client.abandon_queue(&first).await.expect("abandons");
+        let after = (m.owners(), ram - os.ram_in_use());
+        let third = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("third");
+        client
+            .io(&third, BlockOp::Read, 1, 0, 8, 0)
+            .await
+            .expect("I/O on the new pair");
+        let again = (first.qid(), second.qid(), third.qid());
+        client.leave().await.expect("leaves");
+        (owned, after, again)
+    });
+    assert_eq!(owned, 2);
+    assert_eq!(
+        after,
+        (vec![(2, s.hosts[0].id())], 9 * 4096),
+        "pair 1 deleted; its CQ and 8 PRP-list pages given back (the SQ is the lender's)"
+    );
+    assert_eq!(again, (1, 2, 1), "the freed id is handed out again");
+}
+
+#[test]
+fn a_queue_may_have_exactly_the_controllers_maximum_entries_and_no_more() {
+    let s = setup();
+    let manager = s.manager(1);
+    let max = manager.max_entries;
+    assert_eq!(max, 4096, "CAP.MQES + 1");
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (largest, over) = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let largest = client
+            .create_queue(max as u16, SqPlacement::Hints)
+            .await
+            .map(|q| q.qid());
+        let over = client
+            .create_queue(max as u16 + 1, SqPlacement::Hints)
+            .await
+            .map(|q| q.qid());
+        client.leave().await.expect("leaves");
+        (largest, over)
+    });
+    assert_eq!(largest, Ok(1));
+    assert_eq!(
+        over,
+        Err(DistError::BadRequest(
+            "a queue needs 2..=4096 entries, not 4097".into()
+        ))
+    );
+}
+
+#[test]
+fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
+    let s = setup();
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let len = 16 * 1024usize;
+    let got = s.run(async move {
+        let client = Rc::new(
+            Client::connect(&svc, &os, nvme, &m, 8 * len as u64)
+                .await
+                .expect("connects"),
+        );
+        let q = client
+            .create_queue(8, SqPlacement::Hints)
+            .await
+            .expect("queue");
+        let (data, _) = client.data();
+        // Four 16 KiB writes at once (four tags, four PRP lists), then four reads at once.
+        for i in 0..4u64 {
+            let at = PhysAddr(data.get() + i * len as u64);
+            os.sim()
+                .poke_memory(os.id(), at, &pattern(0x30 + i as u8, len));
+        }
+        let done = Rc::new(RefCell::new(0));
+        for op in [BlockOp::Write, BlockOp::Read] {
+            for i in 0..4u64 {
+                let (c, q, d) = (client.clone(), q.clone(), done.clone());
+                let offset = if op == BlockOp::Write { i } else { 4 + i } * len as u64;
+                os.sim().spawn(async move {
+                    c.io(&q, op, 1, 64 * i, 32, offset).await.expect("transfer");
+                    *d.borrow_mut() += 1;
+                });
+            }
+            let wanted = if op == BlockOp::Write { 4 } else { 8 };
+            while *done.borrow() < wanted {
+                smartio_platform::Clock::sleep(
+                    &os.cpu(),
+                    smartio_platform::SimDuration::from_us(10),
+                )
+                .await;
+            }
+        }
+        let mut got = Vec::new();
+        for i in 4..8u64 {
+            let mut b = vec![0u8; len];
+            os.sim()
+                .peek_memory(os.id(), PhysAddr(data.get() + i * len as u64), &mut b);
+            got.push(b);
+        }
+        match Rc::try_unwrap(client) {
+            Ok(c) => c.leave().await.expect("leaves"),
+            Err(_) => panic!("a transfer still holds the client"),
+        }
+        got
+    });
+    for (i, b) in got.iter().enumerate() {
+        assert!(*b == pattern(0x30 + i as u8, len), "transfer {i}");
+    }
 }
