@@ -685,3 +685,19 @@ fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
         assert!(*b == pattern(0x30 + i as u8, len), "transfer {i}");
     }
 }
+
+#[test]
+fn the_manager_keeps_its_admin_cq_and_scratch_at_home_and_what_others_reach_in_the_lender() {
+    let s = setup();
+    let (borrower, lender) = (s.hosts[0].clone(), s.hosts[1].clone());
+    let before = (borrower.ram_in_use(), lender.ram_in_use());
+    let _manager = s.manager(0);
+    let grew = (
+        borrower.ram_in_use() - before.0,
+        lender.ram_in_use() - before.1,
+    );
+    // On the borrower: the admin CQ (one page) and the scratch buffer (two) — its CPU
+    // reads them. In the lender's RAM, next to the controller (which has no memory
+    // buffer): the admin SQ and the segment that tells clients where the manager runs.
+    assert_eq!(grew, (3 * 4096, 2 * 4096), "(borrower, lender) RAM taken");
+}
