@@ -5,6 +5,9 @@ use super::{table, Chart, Plot, Report, Series, Setup};
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult};
 
+/// One table cell from a run's result.
+type Cell = dyn Fn(&FailoverResult) -> String;
+
 /// I/Os unless `--ops` says otherwise.
 const OPS: u64 = 2000;
 
@@ -34,7 +37,7 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
     // `--json`.
     let mut t = table(&["detected by", "link event", "timeout only"]);
     let us = |v: f64| format!("{v:.3}");
-    let rows: [(&str, &dyn Fn(&FailoverResult) -> String); 9] = [
+    let rows: [(&str, &Cell); 9] = [
         ("I/Os completed", &|r| {
             format!("{} of {}", r.completed, r.ops)
         }),
