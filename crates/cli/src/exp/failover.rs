@@ -36,7 +36,9 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
     // One row per figure, one column per run: fits 100 columns; everything else is in
     // `--json`.
     let mut t = table(&["detected by", "link event", "timeout only"]);
-    let us = |v: f64| format!("{v:.3}");
+    fn us(v: f64) -> String {
+        format!("{v:.3}")
+    }
     let rows: [(&str, &Cell); 9] = [
         ("I/Os completed", &|r| {
             format!("{} of {}", r.completed, r.ops)
