@@ -164,3 +164,36 @@ fn without_timeline(r: &FailoverResult) -> Result<serde_json::Value, String> {
     }
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smartio_engine::Calibration;
+
+    #[test]
+    fn the_table_fits_100_columns_and_shows_each_measured_figure() {
+        let calibration = Calibration::default_embedded();
+        let setup = Setup {
+            scenario: "dual-path".into(),
+            calibration: &calibration,
+            ops: Some(200),
+            seed: 1,
+        };
+        let report = run(&setup, false).expect("runs");
+        let text = report.table.to_string();
+        let widest = text.lines().map(|l| l.chars().count()).max();
+        assert!(
+            widest.is_some_and(|w| w <= 100),
+            "{widest:?} columns:\n{text}"
+        );
+        for row in [
+            "lost (read-back, SMART)",
+            "written twice (SMART)",
+            "0 (0 stale, 0 missing)",
+        ] {
+            assert!(text.contains(row), "{row} missing:\n{text}");
+        }
+        assert_eq!(report.json["link_event"]["stale_blocks"], 0);
+        assert_eq!(report.json["timeout"]["writes_missing"], 0);
+    }
+}
