@@ -9,7 +9,7 @@ use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
 use smartio_engine::Calibration;
 use smartio_host::HostOs;
-use smartio_platform::{BusAddr, Clock, SimDuration};
+use smartio_platform::{pci, BusAddr, Clock, SimDuration};
 use smartio_smartio::{BorrowOptions, Hints, SegmentLocation, SmartIo, SmartIoError};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -322,4 +322,85 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
     smartio.remove_segment(seg).expect("remove");
     lender.free(done);
     assert_eq!(before, tables(&cluster.sim), "every table entry given back");
+}
+
+/// The Command register of `device` as its own host's configuration access reads it.
+fn command_register(cluster: &Cluster, lender: &HostOs, device: &str) -> u16 {
+    let handle = lender
+        .device(device)
+        .expect("the lender's own view of the device");
+    let out = Rc::new(RefCell::new(None));
+    let slot = out.clone();
+    cluster.sim.spawn(async move {
+        let b = handle
+            .config_read(pci::COMMAND, 2)
+            .await
+            .expect("config read");
+        *slot.borrow_mut() = Some(u16::from_le_bytes([b[0], b[1]]));
+    });
+    cluster.sim.run();
+    let v = out.borrow_mut().take();
+    v.expect("read")
+}
+
+#[test]
+fn enabling_a_held_device_turns_on_memory_and_bus_mastering_and_a_hold_ends_at_return() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let on = pci::command::MEMORY_SPACE | pci::command::BUS_MASTER;
+    assert_eq!(
+        command_register(&cluster, &hosts[1], "dma0") & on,
+        0,
+        "off at first"
+    );
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, true)
+        .expect("exclusive");
+    assert!(smartio.is_held(&hold));
+    let (svc, h) = (smartio.clone(), hold);
+    cluster
+        .sim
+        .spawn(async move { svc.enable_device(&h).await.expect("enable") });
+    cluster.sim.run();
+    assert_eq!(command_register(&cluster, &hosts[1], "dma0") & on, on);
+    // Someone else's hold is refused with the device and its fdid named.
+    let busy = smartio
+        .borrow_device(hosts[2].id(), dma, false)
+        .expect_err("busy");
+    assert_eq!(
+        busy.to_string(),
+        format!(
+            "lender:dma0 (fdid {}) is borrowed exclusively by borrower",
+            dma.0
+        )
+    );
+    smartio.return_device(hold).expect("return");
+    assert!(!smartio.is_held(&hold), "returned");
+}
+
+#[test]
+fn unmapping_a_segment_for_a_device_gives_back_exactly_what_mapping_took() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, false)
+        .expect("shared");
+    let seg = smartio
+        .create_segment(
+            &hold,
+            64 << 10,
+            Hints {
+                device_writes: true,
+                host_reads: true,
+                ..Hints::default()
+            },
+        )
+        .expect("segment in the borrower's RAM");
+    let before = tables(&cluster.sim);
+    smartio.map_for_device(&hold, &seg).expect("map");
+    assert_ne!(tables(&cluster.sim), before, "the map takes table entries");
+    smartio.unmap_device(&hold, &seg).expect("unmap");
+    assert_eq!(tables(&cluster.sim), before, "the unmap gives them back");
+    smartio.remove_segment(seg).expect("remove");
+    smartio.return_device(hold).expect("return");
 }

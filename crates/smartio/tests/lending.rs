@@ -305,6 +305,66 @@ fn legacy_interrupts_are_masked_for_the_borrower() {
     );
 }
 
+#[test]
+fn each_config_access_is_one_lender_interaction_and_a_wide_write_keeps_intx_off() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let local = s.host("lender").device("dma0").expect("real");
+    let before = s.smartio.lender_interactions();
+    let (svc, h) = (s.smartio.clone(), handle.clone());
+    let counts = s.run(async move {
+        let mut counts = Vec::new();
+        h.config_read(pci::VENDOR_ID, 4).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        // Eight bytes from offset 0: vendor and device id (read-only), Command, Status.
+        let mut header = h.config_read(0, 8).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        header[4..6].copy_from_slice(&pci::command::MEMORY_SPACE.to_le_bytes());
+        h.config_write(0, &header).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        counts
+    });
+    assert_eq!(counts, [before + 1, before + 2, before + 3], "one each");
+    let cmd = s.run(async move { local.config_read(pci::COMMAND, 2).await.expect("cfg") });
+    let cmd = u16::from_le_bytes([cmd[0], cmd[1]]);
+    assert_ne!(cmd & pci::command::INTX_DISABLE, 0, "INTx stays disabled");
+    assert_ne!(
+        cmd & pci::command::MEMORY_SPACE,
+        0,
+        "the write went through"
+    );
+}
+
+#[test]
+fn giving_a_device_back_stops_its_memory_decoding_and_bus_mastering_at_the_lender() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let on = pci::command::MEMORY_SPACE | pci::command::BUS_MASTER;
+    s.run(async move {
+        handle
+            .config_write(pci::COMMAND, &on.to_le_bytes())
+            .await
+            .expect("cfg")
+    });
+    let command = |s: &Setup| {
+        let local = s.host("lender").device("dma0").expect("real");
+        let b = s.run(async move { local.config_read(pci::COMMAND, 2).await.expect("cfg") });
+        u16::from_le_bytes([b[0], b[1]])
+    };
+    let lent = command(&s);
+    assert_eq!(lent & on, on, "the borrower's driver enabled it");
+    give_back(&s, "borrower", "lender:dma0").expect("give back");
+    let back = command(&s);
+    assert_eq!(back & on, 0, "the lender stopped it");
+    assert_eq!(
+        back & !on,
+        lent & !on,
+        "the other Command bits (INTx disable) are left as they were"
+    );
+}
+
 /// Copies `data` from host RAM into dma `device`'s memory and back out to a second buffer
 /// through the DMA API of `handle_name` in `os`; returns what came back.
 async fn dma_round_trip(os: HostOs, handle_name: String, data: Vec<u8>) -> Result<Vec<u8>, String> {
