@@ -1,11 +1,11 @@
 //! Edges of enumeration and of the IOMMU that mutation testing found unobserved
 //! (`docs/mutants.md`): bus numbers handed out one by one up to the 256th, a switch of at
 //! most 32 downstream ports, a 64-bit MMIO region filled to its last byte, and the IOMMU's
-//! alignment rules checked one argument at a time.
+//! alignment rules checked one argument at a time, translations across adjacent mappings.
 
 use smartio_fabric::{
-    parse_scenario, BarKind, BarSpec, DomainId, EndpointLayout, Fabric, Iommu, IommuError,
-    ScenarioError,
+    parse_scenario, BarKind, BarSpec, ClusterNodeId, DomainId, EndpointId, EndpointLayout, Fabric,
+    Iommu, IommuError, ScenarioError,
 };
 use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeSet;
@@ -180,4 +180,60 @@ fn iommu_map_and_unmap_check_each_argument_for_alignment() {
         iommu.map(unknown, BusAddr(0), PhysAddr(0), page, true),
         Err(IommuError::UnknownDomain(unknown))
     );
+}
+
+#[test]
+fn a_translation_runs_on_through_mappings_that_continue_it_and_stops_where_one_does_not() {
+    let mut iommu = Iommu::new(true);
+    let d = iommu.create_domain().expect("domain");
+    let ep = EndpointId(3);
+    iommu.attach(ep, d).expect("attach");
+    let page = 4096;
+    let phys = 0x10_0000;
+    // Three writable runs continuing each other in both spaces, a read-only fourth that
+    // continues them, and a fifth that continues the I/O virtual range but not the physical.
+    for (i, (pages, writable)) in [(2, true), (1, true), (3, true), (2, false)]
+        .iter()
+        .enumerate()
+    {
+        let at: u64 = [0, 2, 3, 6][i];
+        iommu
+            .map(
+                d,
+                BusAddr(at * page),
+                PhysAddr(phys + at * page),
+                pages * page,
+                *writable,
+            )
+            .expect("map");
+    }
+    iommu
+        .map(d, BusAddr(8 * page), PhysAddr(0x90_0000), page, true)
+        .expect("map");
+    let t = |iova: u64, len: u64, write: bool| iommu.translate(ep, BusAddr(iova), len, write);
+    // A write from inside the first page runs through the writable runs (6 pages) and stops
+    // at the read-only one.
+    assert_eq!(
+        t(100, 16 * page, true),
+        Ok((PhysAddr(phys + 100), 6 * page - 100))
+    );
+    // A read goes on through the read-only run and stops where physical contiguity ends.
+    assert_eq!(
+        t(100, 16 * page, false),
+        Ok((PhysAddr(phys + 100), 8 * page - 100))
+    );
+    // Shorter than what is contiguous: just the length asked.
+    assert_eq!(
+        t(page, 3 * page, true),
+        Ok((PhysAddr(phys + page), 3 * page))
+    );
+    assert_eq!(
+        t(8 * page + 8, 2 * page, true),
+        Ok((PhysAddr(0x90_0008), page - 8))
+    );
+}
+
+#[test]
+fn a_cluster_node_id_displays_as_its_number() {
+    assert_eq!(ClusterNodeId(12).to_string(), "12");
 }
