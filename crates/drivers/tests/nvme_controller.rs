@@ -237,6 +237,14 @@ fn a_log_page_may_be_exactly_the_largest_transfer_long_and_no_longer() {
             Status::INVALID_FIELD,
             "4 bytes more"
         );
+        // NUMDU (dword 11) counts too: 64 Ki dwords more than its low half says.
+        let mut cmd = get_log(log::SMART_HEALTH, 512, buf.bus.get());
+        cmd.cdw[1] = 1;
+        assert_eq!(
+            ctx.admin(cmd).await.status,
+            Status::INVALID_FIELD,
+            "NUMDU = 1"
+        );
     });
 }
 
@@ -605,6 +613,75 @@ fn an_abort_agrees_with_what_the_command_did_and_spares_a_later_command_with_its
             cq.next(&ctx).await.status,
             Status::SUCCESS,
             "cid 0x72 reused"
+        );
+    });
+}
+
+#[test]
+fn a_completion_queue_created_without_interrupts_never_signals_its_vector() {
+    let setup = Setup {
+        mode: CompletionMode::Interrupt,
+        ..Setup::default()
+    };
+    run("cq-no-ien", setup, |ctx| async move {
+        let msix = NvmeController::msix_layout(ctx.ctrl.config().queue_pairs);
+        let (table, pba) = (u64::from(msix.table_offset), u64::from(msix.pba_offset));
+        let control = |v: u64| table + pci::msix::ENTRY_SIZE * v + 12;
+        ctx.free_pair(2).await;
+        // Vector 2 (the freed pair's) masked: a message for it would show as pending.
+        ctx.bar
+            .write32(control(2), pci::msix::VECTOR_MASKED)
+            .await
+            .expect("mask vector 2");
+        let cq = RawCq::new(&ctx, 2, 4);
+        // Physically contiguous, IEN clear, IV = 2.
+        let mut cmd = create_cq(2, 3, cq.buf.bus.get(), None);
+        cmd.cdw[1] = 1 | (2 << 16);
+        assert_eq!(ctx.admin(cmd).await.status, Status::SUCCESS, "create CQ 2");
+        let sq = RawSq::host(&ctx, 2, 4);
+        let c = ctx.admin(create_sq(2, 3, sq.bus(), 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let buf = ctx.dma(PAGE);
+        sq.push(&ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+        sq.ring(&ctx).await;
+        assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS);
+        assert_eq!(
+            ctx.reg32(pba).await & 0b100,
+            0,
+            "nothing pending on vector 2"
+        );
+    });
+}
+
+#[test]
+fn the_arbitration_burst_reads_back_as_set_and_queues_still_progress() {
+    run("arbitration", Setup::default(), |ctx| async move {
+        let buf = ctx.dma(PAGE);
+        for ab in [3u32, 7, 0] {
+            let c = ctx
+                .admin(features(admin::SET_FEATURES, feature::ARBITRATION, ab))
+                .await;
+            assert_eq!(c.status, Status::SUCCESS, "set AB = {ab}");
+            let c = ctx
+                .admin(features(admin::GET_FEATURES, feature::ARBITRATION, 0))
+                .await;
+            assert_eq!((c.status, c.result & 7), (Status::SUCCESS, ab), "get AB");
+            let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+            assert_eq!(c.status, Status::SUCCESS, "I/O with AB = {ab}");
+        }
+    });
+}
+
+#[test]
+fn the_controller_debug_names_its_profile_and_queue_pairs() {
+    run("ctrl-debug", Setup::default(), |ctx| async move {
+        let text = format!("{:?}", ctx.ctrl);
+        assert_eq!(
+            text,
+            format!(
+                "NvmeController {{ profile: \"ramdisk\", queue_pairs: {} }}",
+                ctx.ctrl.config().queue_pairs
+            )
         );
     });
 }
