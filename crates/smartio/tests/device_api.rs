@@ -404,3 +404,74 @@ fn unmapping_a_segment_for_a_device_gives_back_exactly_what_mapping_took() {
     smartio.remove_segment(seg).expect("remove");
     smartio.return_device(hold).expect("return");
 }
+
+/// dual-path, or (`crossed`) with the cables crossed: borrower.ntb0 to lender.ntb1 and
+/// borrower.ntb1 to lender.ntb0.
+fn dual_path(crossed: bool) -> String {
+    let text = include_str!("../../../scenarios/dual-path.toml");
+    if !crossed {
+        return "dual-path".into();
+    }
+    let (a, b) = ("connect = \"borrower.ntb0\"", "connect = \"borrower.ntb1\"");
+    assert!(
+        text.contains(a) && text.contains(b),
+        "dual-path changed its cables"
+    );
+    let crossed = text.replace(a, "@0").replace(b, a).replace("@0", b);
+    let path = std::env::temp_dir().join(format!(
+        "smartio-device-api-{}-dual-path-crossed.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, crossed).expect("temp file");
+    path.to_str().expect("utf-8").to_string()
+}
+
+#[test]
+fn a_cpu_map_through_a_chosen_adapter_uses_that_adapters_window() {
+    for crossed in [false, true] {
+        cpu_map_via_each_adapter(&dual_path(crossed));
+    }
+}
+
+fn cpu_map_via_each_adapter(scenario: &str) {
+    let (cluster, hosts, smartio) = setup(scenario);
+    let nvme = smartio.find("lender:nvme0").expect("registered");
+    let (borrower, lender) = (hosts[0].id(), hosts[1].id());
+    let hold = smartio
+        .borrow_device(borrower, nvme, false)
+        .expect("shared");
+    let seg = smartio
+        .create_segment(
+            &hold,
+            64 << 10,
+            Hints {
+                host_reads: true,
+                multi_host: true,
+                ..Hints::default()
+            },
+        )
+        .expect("segment");
+    assert!(
+        matches!(seg.location, SegmentLocation::Ram { host, .. } if host == lender),
+        "{seg:?}"
+    );
+    let window = |number: u32| {
+        let f = cluster.sim.fabric();
+        let a = f.host_adapter(borrower, number).expect("adapter");
+        f.adapter(a).window.clone()
+    };
+    for number in [1, 0] {
+        let map = smartio
+            .map_for_cpu_via(borrower, &seg, Some(number))
+            .expect("map");
+        let (w, other) = (window(number), window(1 - number));
+        assert!(
+            w.contains(&map.addr.get()) && !other.contains(&map.addr.get()),
+            "{scenario}: via ntb{number}: {} in {w:x?}, not {other:x?}",
+            map.addr
+        );
+        smartio.unmap_cpu(map).expect("unmap");
+    }
+    smartio.remove_segment(seg).expect("remove");
+    smartio.return_device(hold).expect("return");
+}

@@ -566,6 +566,22 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
     let before = tables(&s.cluster.sim);
     let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
     let borrower = s.host("borrower");
+    // The lender's IOMMU maps exactly the windows, in 4 KiB pages: in dma0's domain, the
+    // DMA window (all of the borrower's RAM: addresses up to 66 GiB) and the MSI window
+    // (1 MiB); in the lender adapter's domain, dma0's BARs (64 KiB and 256 MiB) for
+    // requests arriving through the NTB. The other domains stay empty.
+    let lender_pages = tables(&s.cluster.sim).1[s.host("lender").id().index()].clone();
+    let pages = |bytes: u64| (bytes / 4096) as usize;
+    assert_eq!(
+        lender_pages,
+        [
+            0,
+            0,
+            0,
+            pages((66 << 30) + (1 << 20)),
+            pages((64 << 10) + (256 << 20))
+        ]
+    );
     // Legitimate DMA still works through the windows.
     let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 13) as u8).collect();
     let back = s
@@ -659,4 +675,43 @@ fn a_32_bit_device_gets_low_windows_through_the_lender_iommu_and_fails_clearly_w
         .run(dma_round_trip(borrower.clone(), name, data.clone()))
         .expect("copies");
     assert_eq!(back, data, "DMA through the remapped window");
+}
+
+#[test]
+fn two_bars_sharing_a_look_up_table_entry_are_each_reached_at_their_own_offset() {
+    // gpu0's BAR1 (256 MiB of memory) and BAR3 (32 MiB that answers nothing) lie in one
+    // 2 GiB look-up-table entry: one mapping serves both, each BAR at its own offset.
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:gpu0").expect("borrow");
+    let shadow = s.host("borrower").device(&name).expect("shadow");
+    let local = s.host("lender").device("gpu0").expect("real");
+    let (stored, bar3) = s.run(async move {
+        shadow
+            .map_bar(1)
+            .expect("borrower's BAR1")
+            .write(0x1000, &[0x11; 64])
+            .await
+            .expect("store through the NTB");
+        let mut b = [0u8; 64];
+        local
+            .map_bar(1)
+            .expect("lender's BAR1")
+            .read(0x1000, &mut b)
+            .await
+            .expect("local load");
+        let mut w = [0u8; 8];
+        let bar3 = shadow
+            .map_bar(3)
+            .expect("borrower's BAR3")
+            .read(0x1000, &mut w)
+            .await;
+        (b, bar3)
+    });
+    assert_eq!(stored, [0x11; 64], "the store landed in BAR1");
+    match bar3 {
+        Err(AccessError::CompleterAbort { target, offset, .. }) => {
+            assert_eq!((target.as_str(), offset), ("gpu0 BAR3", 0x1000))
+        }
+        other => panic!("a load from BAR3 reaches BAR3, which answers nothing: {other:?}"),
+    }
 }
