@@ -26,6 +26,12 @@ fn identify_controller_reports_the_controller() {
         assert_eq!(d[id_ctrl::SQES], 0x66, "SQES");
         assert_eq!(d[id_ctrl::CQES], 0x44, "CQES");
         assert_eq!(le32(&d, id_ctrl::VER), 0x0001_0400, "VER");
+        assert_eq!(d[id_ctrl::ACL], 3, "ACL: 4 Aborts at once (0's based)");
+        assert_eq!(
+            d[id_ctrl::ELPE],
+            63,
+            "ELPE: 64 error-log entries (0's based)"
+        );
         let mut model = [b' '; 40];
         let text = b"smartio emulated NVMe (ramdisk)";
         model[..text.len()].copy_from_slice(text);

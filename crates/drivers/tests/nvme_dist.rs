@@ -701,3 +701,18 @@ fn the_manager_keeps_its_admin_cq_and_scratch_at_home_and_what_others_reach_in_t
     // buffer): the admin SQ and the segment that tells clients where the manager runs.
     assert_eq!(grew, (3 * 4096, 2 * 4096), "(borrower, lender) RAM taken");
 }
+
+#[test]
+fn with_a_memory_buffer_the_managers_admin_sq_goes_into_it() {
+    let s = setup_with("optane-p4800x", ", cmb = \"1M\"");
+    let (borrower, lender) = (s.hosts[0].clone(), s.hosts[1].clone());
+    let before = (borrower.ram_in_use(), lender.ram_in_use());
+    let _manager = s.manager(0);
+    let grew = (
+        borrower.ram_in_use() - before.0,
+        lender.ram_in_use() - before.1,
+    );
+    // As without one, but the admin SQ (which only the controller reads) sits in the
+    // controller's memory buffer: the lender's RAM holds only the published segment.
+    assert_eq!(grew, (3 * 4096, 4096), "(borrower, lender) RAM taken");
+}
