@@ -413,6 +413,14 @@ fn the_memory_buffer_takes_its_last_bytes_and_drops_a_store_past_its_end() {
         let mut got = [0u8; 4];
         bar2.read(size - 4, &mut got).await.expect("load");
         assert_eq!(got, [5, 6, 7, 8], "nothing of the straddling store landed");
+        // A load that runs past the end never reaches the controller: the fabric refuses
+        // the bytes beyond the BAR (so the controller's own bound on loads is unreachable).
+        let mut over = [0u8; 8];
+        let load = ctx.cpu.read(BusAddr(base + size - 4), &mut over).await;
+        assert!(
+            matches!(load, Err(AccessError::UnsupportedRequest { addr, .. }) if addr.get() == base + size),
+            "a straddling load: {load:?}"
+        );
     });
 }
 
