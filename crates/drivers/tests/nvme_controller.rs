@@ -693,3 +693,96 @@ fn the_controller_debug_names_its_profile_and_queue_pairs() {
         );
     });
 }
+
+#[test]
+fn a_submission_queue_wrapped_to_tail_0_delivers_exactly_its_commands() {
+    run("sq-wrap-0", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, cq) = raw_pair(&ctx, 2, 8).await;
+        let buf = ctx.dma(PAGE);
+        // One command moves the head to slot 1.
+        sq.push(&ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
+        sq.ring(&ctx).await;
+        assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS);
+        // Seven more fill slots 1..=7; the tail wraps to 0, behind the head.
+        for cid in 0x21..0x28u16 {
+            let mut cmd = rw(io::READ, 1, 0, 1, buf.bus.get(), 0);
+            cmd.cid = cid;
+            sq.push(&ctx, cmd).await;
+        }
+        assert_eq!(sq.tail.get(), 0);
+        sq.ring(&ctx).await;
+        let mut cids = Vec::new();
+        for _ in 0..7 {
+            let c = cq.next(&ctx).await;
+            assert_eq!(c.status, Status::SUCCESS, "cid {:#x}", c.cid);
+            cids.push(c.cid);
+        }
+        cids.sort_unstable();
+        assert_eq!(cids, (0x21..0x28).collect::<Vec<u16>>());
+        // Nothing more: slot 0 of the queue was not fetched again.
+        ctx.cpu.sleep(SimDuration::from_us(50)).await;
+        let next = cq.head.get();
+        let raw = ctx
+            .fetch(&cq.buf, u64::from(next) * CQE_SIZE as u64, CQE_SIZE)
+            .await;
+        assert_ne!(
+            Completion::from_bytes(&raw).phase,
+            cq.phase.get(),
+            "no eighth completion"
+        );
+    });
+}
+
+#[test]
+fn a_reset_discards_the_completion_of_a_command_still_in_flight() {
+    // NAND reads take 80 us; this controller resets and becomes ready again in 10 us each,
+    // so the read is still running when the new queues exist.
+    let setup = Setup {
+        params: r#"profile = "nand", capacity = "64M""#,
+        calibration: Some((
+            "ready_delay_ns = { value = 1000000,",
+            "ready_delay_ns = { value = 10000,",
+        )),
+        ..Setup::default()
+    };
+    run("reset-inflight", setup, |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq, _old_cq) = raw_pair(&ctx, 2, 8).await;
+        let buf = ctx.dma(PAGE);
+        let mut cmd = rw(io::READ, 1, 0, 8, buf.bus.get(), 0);
+        cmd.cid = 0x99;
+        sq.push(&ctx, cmd).await;
+        sq.ring(&ctx).await;
+        ctx.cpu.sleep(SimDuration::from_us(5)).await;
+        disable(&ctx).await;
+        // New admin queues, and a new CQ 2 where the old one was.
+        let asq = RawSq::host(&ctx, 0, 8);
+        let acq = RawCq::new(&ctx, 0, 8);
+        ctx.bar.write32(reg::AQA, 7 | (7 << 16)).await.expect("AQA");
+        ctx.bar.write64(reg::ASQ, asq.bus()).await.expect("ASQ");
+        ctx.bar
+            .write64(reg::ACQ, acq.buf.bus.get())
+            .await
+            .expect("ACQ");
+        ctx.bar
+            .write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
+            .await
+            .expect("CC.EN = 1");
+        ctx.wait_ready(true).await;
+        let cq = RawCq::new(&ctx, 2, 8);
+        asq.push(&ctx, create_cq(2, 7, cq.buf.bus.get(), None))
+            .await;
+        asq.ring(&ctx).await;
+        assert_eq!(acq.next(&ctx).await.status, Status::SUCCESS, "new CQ 2");
+        // Long after the old read would have finished, the new CQ 2 is still empty.
+        ctx.cpu.sleep(SimDuration::from_us(300)).await;
+        assert!(
+            ctx.fetch(&cq.buf, 0, CQE_SIZE)
+                .await
+                .iter()
+                .all(|&b| b == 0),
+            "the old command's completion was dropped"
+        );
+    });
+}

@@ -42,6 +42,8 @@ pub struct Setup {
     pub mode: CompletionMode,
     /// I/O queue pairs the driver creates (qids 1..=n; the controller grants exactly n).
     pub io_queues: u16,
+    /// A text replacement in the default calibration, `(from, to)`, if any.
+    pub calibration: Option<(&'static str, &'static str)>,
 }
 
 impl Default for Setup {
@@ -51,6 +53,7 @@ impl Default for Setup {
             iommu: false,
             mode: CompletionMode::Poll,
             io_queues: 2,
+            calibration: None,
         }
     }
 }
@@ -93,6 +96,19 @@ pub fn scenario_file(tag: &str, setup: &Setup) -> std::path::PathBuf {
     path
 }
 
+/// The default calibration with `setup`'s replacement applied.
+fn calibration(setup: &Setup) -> Calibration {
+    let Some((from, to)) = setup.calibration else {
+        return Calibration::default_embedded();
+    };
+    let text = include_str!("../../../../calibration/default.toml");
+    assert!(
+        text.contains(from),
+        "the calibration no longer has {from:?}"
+    );
+    Calibration::parse("edited default.toml", &text.replacen(from, to, 1)).expect("valid edit")
+}
+
 /// Boots the scenario, probes `nvme0` with the native driver, runs `body` and checks that it
 /// ran to the end. Returns the cluster for checks after the run.
 pub fn run<F, Fut>(tag: &str, setup: Setup, body: F) -> Cluster
@@ -103,7 +119,7 @@ where
     let path = scenario_file(tag, &setup);
     let cluster = Cluster::new(
         path.to_str().expect("utf-8 temp path"),
-        &Calibration::default_embedded(),
+        &calibration(&setup),
     )
     .expect("cluster from the scenario copy");
     if let Some(dir) = path.parent() {
