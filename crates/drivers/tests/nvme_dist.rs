@@ -346,7 +346,7 @@ fn each_sq_placement_puts_the_queue_where_it_says_and_the_cq_in_the_clients_ram(
 }
 
 #[test]
-fn a_queue_of_256_entries_wraps_its_sq_past_the_first_page_of_entries() {
+fn a_queue_of_512_entries_wraps_past_the_first_page_of_both_its_queues() {
     let s = setup();
     let manager = s.manager(1);
     let (svc, os, nvme, m) = (
@@ -359,14 +359,18 @@ fn a_queue_of_256_entries_wraps_its_sq_past_the_first_page_of_entries() {
         let client = Client::connect(&svc, &os, nvme, &m, 8192)
             .await
             .expect("connects");
+        let ram = os.ram_in_use();
         let q = client
-            .create_queue(256, SqPlacement::ClientRam)
+            .create_queue(512, SqPlacement::ClientRam)
             .await
             .expect("queue");
+        // In 4 KiB pages: the SQ (512 × 64 bytes), the CQ (512 × 16) and a PRP-list page
+        // per entry.
+        assert_eq!(os.ram_in_use() - ram, (8 + 2 + 512) * 4096, "RAM taken");
         let (data, _) = client.data();
-        // 300 writes and read-backs at QD1: the SQ tail passes entry 64 (the end of its
-        // first page) and wraps past 256.
-        for i in 0..300u64 {
+        // 600 writes and read-backs at QD1: the SQ passes entry 64 (the end of its first
+        // page), the CQ entry 256 (the end of its first page), and both wrap past 512.
+        for i in 0..600u64 {
             let block = pattern(i as u8, 4096);
             os.sim().poke_memory(os.id(), data, &block);
             client
@@ -383,9 +387,9 @@ fn a_queue_of_256_entries_wraps_its_sq_past_the_first_page_of_entries() {
             assert_eq!(got, block, "I/O pair {i}");
         }
         client.leave().await.expect("leaves");
-        300
+        600
     });
-    assert_eq!(done, 300);
+    assert_eq!(done, 600);
 }
 
 #[test]
@@ -458,6 +462,12 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
             .await
             .expect("queue");
         let (at, _) = client.data();
+        // Block 13, right after the three below, holds a pattern of its own.
+        os.sim().poke_memory(os.id(), at, &pattern(0x77, 4096));
+        client
+            .io(&q, BlockOp::Write, 1, 13, 1, 0)
+            .await
+            .expect("write of block 13");
         let data = pattern(0x44, 3 * 4096);
         os.sim().poke_memory(os.id(), at, &data);
         // Three 4 KiB blocks: 12 KiB, which needs PRP2 as a list pointer.
@@ -472,6 +482,18 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
         let mut got = vec![0u8; 3 * 4096];
         os.sim()
             .peek_memory(os.id(), PhysAddr(at.get() + 3 * 4096), &mut got);
+        // Nothing beyond: the read filled exactly 12 KiB, and block 13 kept its pattern.
+        let mut after = vec![0u8; 4096];
+        os.sim()
+            .peek_memory(os.id(), PhysAddr(at.get() + 6 * 4096), &mut after);
+        assert!(after.iter().all(|&b| b == 0), "bytes after the read");
+        client
+            .io(&q, BlockOp::Read, 1, 13, 1, 0)
+            .await
+            .expect("read of block 13");
+        let mut block13 = vec![0u8; 4096];
+        os.sim().peek_memory(os.id(), at, &mut block13);
+        assert_eq!(block13, pattern(0x77, 4096), "block 13 untouched");
         client.leave().await.expect("leaves");
         (got, data)
     });
@@ -597,7 +619,7 @@ fn a_queue_may_have_exactly_the_controllers_maximum_entries_and_no_more() {
         s.nvme,
         manager.clone(),
     );
-    let (largest, over) = s.run(async move {
+    let (largest, over, one) = s.run(async move {
         let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
             .await
             .expect("connects");
@@ -609,10 +631,20 @@ fn a_queue_may_have_exactly_the_controllers_maximum_entries_and_no_more() {
             .create_queue(max as u16 + 1, SqPlacement::Hints)
             .await
             .map(|q| q.qid());
+        let one = client
+            .create_queue(1, SqPlacement::Hints)
+            .await
+            .map(|q| q.qid());
         client.leave().await.expect("leaves");
-        (largest, over)
+        (largest, over, one)
     });
     assert_eq!(largest, Ok(1));
+    assert_eq!(
+        one,
+        Err(DistError::BadRequest(
+            "a queue needs 2..=4096 entries, not 1".into()
+        ))
+    );
     assert_eq!(
         over,
         Err(DistError::BadRequest(
@@ -715,4 +747,41 @@ fn with_a_memory_buffer_the_managers_admin_sq_goes_into_it() {
     // As without one, but the admin SQ (which only the controller reads) sits in the
     // controller's memory buffer: the lender's RAM holds only the published segment.
     assert_eq!(grew, (3 * 4096, 4096), "(borrower, lender) RAM taken");
+}
+
+#[test]
+fn an_sq_placed_with_a_peer_device_lives_in_that_devices_memory_and_works() {
+    let s = setup();
+    let manager = s.manager(1);
+    let gpu = s.smartio.find("lender:gpu0").expect("registered");
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let (location, read) = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let peer = svc.borrow_device(os.id(), gpu, false).expect("gpu0 shared");
+        let q = client
+            .create_queue(8, SqPlacement::Peer(peer))
+            .await
+            .expect("queue");
+        let location = q.sq_location();
+        let read = client.io(&q, BlockOp::Read, 1, 0, 8, 0).await;
+        client.leave().await.expect("leaves");
+        svc.return_device(peer).expect("return gpu0");
+        (location, read)
+    });
+    assert!(
+        matches!(location, SegmentLocation::Device { fdid, bar: 1, .. } if fdid == gpu),
+        "{location:?}"
+    );
+    assert_eq!(
+        read,
+        Ok(()),
+        "the controller fetches its commands from the GPU"
+    );
 }
