@@ -475,3 +475,33 @@ fn cpu_map_via_each_adapter(scenario: &str) {
     smartio.remove_segment(seg).expect("remove");
     smartio.return_device(hold).expect("return");
 }
+
+#[test]
+fn bar_segments_are_the_bars_asked_for_and_a_published_segment_is_found_by_name() {
+    let (_cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, false)
+        .expect("shared");
+    let sizes: Vec<(u8, u64)> = [0u8, 2]
+        .iter()
+        .map(|&bar| {
+            let seg = smartio.bar_segment(&hold, bar).expect("bar segment");
+            match seg.location {
+                SegmentLocation::Device { bar: b, offset, .. } => {
+                    assert_eq!(offset, 0, "BAR{bar} from its start");
+                    (b, seg.size)
+                }
+                other => panic!("BAR{bar} as {other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(sizes, [(0, 64 << 10), (2, 256 << 20)], "(BAR, size)");
+    assert!(smartio.published(dma, "test-segment").is_none());
+    let seg = smartio
+        .create_segment(&hold, 4096, Hints::default())
+        .expect("segment");
+    smartio.publish(dma, "test-segment", seg);
+    assert_eq!(smartio.published(dma, "test-segment"), Some(seg));
+    assert!(smartio.published(dma, "other").is_none());
+}

@@ -323,9 +323,12 @@ fn each_config_access_is_one_lender_interaction_and_a_wide_write_keeps_intx_off(
         header[4..6].copy_from_slice(&pci::command::MEMORY_SPACE.to_le_bytes());
         h.config_write(0, &header).await.expect("cfg");
         counts.push(svc.lender_interactions());
+        // One byte: Command's high half, where INTx Disable is.
+        h.config_write(pci::COMMAND + 1, &[0]).await.expect("cfg");
         counts
     });
     assert_eq!(counts, [before + 1, before + 2, before + 3], "one each");
+    assert!(before > 0, "the borrow itself asked the lender");
     let cmd = s.run(async move { local.config_read(pci::COMMAND, 2).await.expect("cfg") });
     let cmd = u16::from_le_bytes([cmd[0], cmd[1]]);
     assert_ne!(cmd & pci::command::INTX_DISABLE, 0, "INTx stays disabled");
@@ -570,7 +573,12 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
     // DMA window (all of the borrower's RAM: addresses up to 66 GiB) and the MSI window
     // (1 MiB); in the lender adapter's domain, dma0's BARs (64 KiB and 256 MiB) for
     // requests arriving through the NTB. The other domains stay empty.
-    let lender_pages = tables(&s.cluster.sim).1[s.host("lender").id().index()].clone();
+    let (luts, iommu) = tables(&s.cluster.sim);
+    // Look-up-table entries of 2 GiB and requester ids, per adapter: on the borrower's, one
+    // entry per BAR of dma0; on the lender's, 33 entries for the borrower's RAM (up to
+    // 66 GiB) and one for its MSI window, and dma0 as one more requester.
+    assert_eq!(luts, [(2, 2), (34, 3)]);
+    let lender_pages = iommu[s.host("lender").id().index()].clone();
     let pages = |bytes: u64| (bytes / 4096) as usize;
     assert_eq!(
         lender_pages,
@@ -714,4 +722,19 @@ fn two_bars_sharing_a_look_up_table_entry_are_each_reached_at_their_own_offset()
         }
         other => panic!("a load from BAR3 reaches BAR3, which answers nothing: {other:?}"),
     }
+}
+
+#[test]
+fn a_dma_map_the_window_cannot_hold_names_the_shadow_device() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let err = handle
+        .dma_map(PhysAddr(100 << 30), 4096, DmaDirection::ToDevice)
+        .expect_err("beyond the borrower's RAM");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("{name}: ")) && msg.contains("beyond the borrower RAM"),
+        "{msg}"
+    );
 }
