@@ -3,6 +3,8 @@
 //! most 32 downstream ports, a 64-bit MMIO region filled to its last byte, and the IOMMU's
 //! alignment rules checked one argument at a time, translations across adjacent mappings.
 
+use smartio_fabric::iommu::FaultReason;
+use smartio_fabric::topology::BridgeRole;
 use smartio_fabric::{
     parse_scenario, BarKind, BarSpec, ClusterNodeId, DomainId, EndpointId, EndpointLayout, Fabric,
     Iommu, IommuError, ScenarioError,
@@ -78,6 +80,20 @@ fn every_bridge_gets_the_next_bus_number_up_to_the_256th_bus() {
     assert_eq!(sorted, (1..=255).collect::<Vec<u8>>(), "each bus once");
     let device_buses: BTreeSet<u8> = fabric.endpoints().iter().map(|e| e.bdf.bus).collect();
     assert_eq!(device_buses.len(), 239, "a bus of its own per device");
+    // Each root port's subordinate bus is the last bus below it: its switch's upstream
+    // port and 32 downstream ports (15 for the last switch).
+    let root_ports: Vec<(u8, u8)> = bridges
+        .iter()
+        .filter(|b| b.role == BridgeRole::RootPort)
+        .map(|b| (b.secondary, b.subordinate))
+        .collect();
+    let expected: Vec<(u8, u8)> = (0..8u8)
+        .map(|i| (1 + 34 * i, if i < 7 { 34 * (i + 1) } else { 255 }))
+        .collect();
+    assert_eq!(
+        root_ports, expected,
+        "(secondary, subordinate) of each root port"
+    );
     // One more device needs a 257th bus.
     *ports.last_mut().expect("sw7") = 16;
     let err = build(&switches(&ports)).expect_err("257 buses");
@@ -171,10 +187,22 @@ fn iommu_map_and_unmap_check_each_argument_for_alignment() {
     );
     assert_eq!(iommu.mapped_pages(d), Ok(4), "nothing was unmapped");
     // Cutting the middle out of a run leaves both ends mapped where they were.
+    let ep = EndpointId(1);
+    iommu.attach(ep, d).expect("attach");
+    assert_eq!(iommu.domain_of(ep), Some(d));
+    assert_eq!(iommu.domain_of(EndpointId(2)), None);
     iommu
         .unmap(d, BusAddr(2 * page), 2 * page)
         .expect("unmap the middle");
     assert_eq!(iommu.mapped_pages(d), Ok(2));
+    let t = |iova: u64| iommu.translate(ep, BusAddr(iova), 4 * page, false);
+    assert_eq!(
+        t(page),
+        Ok((PhysAddr(0), page)),
+        "the first page, alone now"
+    );
+    assert_eq!(t(2 * page), Err(FaultReason::NotMapped), "the cut");
+    assert_eq!(t(4 * page), Ok((PhysAddr(3 * page), page)), "the last page");
     let unknown = DomainId(7);
     assert_eq!(
         iommu.map(unknown, BusAddr(0), PhysAddr(0), page, true),
