@@ -785,3 +785,53 @@ fn an_sq_placed_with_a_peer_device_lives_in_that_devices_memory_and_works() {
         "the controller fetches its commands from the GPU"
     );
 }
+
+#[test]
+fn with_a_memory_buffer_the_hints_and_device_memory_use_it_and_lender_ram_does_not() {
+    let s = setup_with("optane-p4800x", ", cmb = \"1M\"");
+    let manager = s.manager(1);
+    let (svc, os, nvme, m) = (
+        s.smartio.clone(),
+        s.hosts[0].clone(),
+        s.nvme,
+        manager.clone(),
+    );
+    let placed = s.run(async move {
+        let client = Client::connect(&svc, &os, nvme, &m, 1 << 16)
+            .await
+            .expect("connects");
+        let mut placed = Vec::new();
+        for placement in [
+            SqPlacement::ClientRam,
+            SqPlacement::LenderRam,
+            SqPlacement::Hints,
+            SqPlacement::DeviceMemory,
+        ] {
+            let q = client.create_queue(16, placement).await.expect("queue");
+            placed.push(match q.sq_location() {
+                SegmentLocation::Ram { host, .. } => format!("RAM of host {}", host.0),
+                SegmentLocation::Device { fdid, bar, .. } => {
+                    assert_eq!(fdid, nvme);
+                    format!("the controller's BAR{bar}")
+                }
+            });
+            client
+                .io(&q, BlockOp::Read, 1, 0, 8, 0)
+                .await
+                .expect("a read through it");
+        }
+        client.leave().await.expect("leaves");
+        placed
+    });
+    let ram = |h: usize| format!("RAM of host {}", s.hosts[h].id().0);
+    assert_eq!(
+        placed,
+        [
+            ram(0),
+            ram(1),
+            "the controller's BAR2".to_string(),
+            "the controller's BAR2".to_string()
+        ],
+        "client RAM, lender RAM, then the memory buffer for the hints and for device memory"
+    );
+}
