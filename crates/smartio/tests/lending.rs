@@ -738,3 +738,35 @@ fn a_dma_map_the_window_cannot_hold_names_the_shadow_device() {
         "{msg}"
     );
 }
+
+#[test]
+fn two_devices_lent_to_one_borrower_with_its_iommu_get_windows_that_do_not_overlap() {
+    let path = variant("back-to-back", &[(0, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let dma = borrow(&s, "borrower", "lender:dma0").expect("borrow dma0");
+    let gpu = borrow(&s, "borrower", "lender:gpu0").expect("borrow gpu0");
+    let borrower = s.host("borrower");
+    // A buffer mapped for each device, both through the borrower's IOMMU.
+    let maps: Vec<_> = [&dma, &gpu]
+        .iter()
+        .map(|name| {
+            let handle = borrower.device(name).expect("shadow");
+            let buf = borrower.alloc(4096).expect("ram");
+            let bus = handle
+                .dma_map(buf, 4096, DmaDirection::Bidirectional)
+                .expect("map");
+            (handle, bus)
+        })
+        .collect();
+    // Both devices' copies still land where they should.
+    let data: Vec<u8> = (0..16 * 1024u32).map(|i| (i * 11) as u8).collect();
+    for name in [dma, gpu] {
+        let back = s
+            .run(dma_round_trip(borrower.clone(), name.clone(), data.clone()))
+            .expect("copies");
+        assert_eq!(back, data, "{name}");
+    }
+    for (handle, bus) in maps {
+        handle.dma_unmap(bus).expect("unmap");
+    }
+}
