@@ -4,485 +4,9 @@
 //! data moves.
 
 mod common;
+use common::nvme::*;
 use common::pattern;
-
-use smartio_cluster::Cluster;
-use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, log, reg, Command, Completion,
-    Status, CQE_SIZE, SQE_SIZE,
-};
-use smartio_devices::nvme::NvmeController;
-use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
-use smartio_engine::{Agent, Calibration};
-use smartio_host::{DmaBuffer, HostOs, Mmio};
-use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
-use std::cell::Cell;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::Poll;
-
-const PAGE: u64 = 4096;
-/// 64 MiB namespaces of 512-byte blocks.
-const BLOCKS_64M: u64 = (64 << 20) / 512;
-/// An address no one in the local host claims.
-const UNCLAIMED: u64 = 0x7000_0000_0000;
-
-// ---------------------------------------------------------------------------------------
-// Set-up
-// ---------------------------------------------------------------------------------------
-
-/// How a test's cluster and driver are built.
-#[derive(Debug, Clone, Copy)]
-struct Setup {
-    /// The nvme device's `params` inline table contents.
-    params: &'static str,
-    /// Whether the host IOMMU is on.
-    iommu: bool,
-    mode: CompletionMode,
-    /// I/O queue pairs the driver creates (qids 1..=n; the controller grants exactly n).
-    io_queues: u16,
-}
-
-impl Default for Setup {
-    fn default() -> Self {
-        Setup {
-            params: r#"profile = "ramdisk", capacity = "64M""#,
-            iommu: false,
-            mode: CompletionMode::Poll,
-            io_queues: 2,
-        }
-    }
-}
-
-/// What a test body gets: the probed driver and ways to reach the controller directly.
-struct Ctx {
-    os: HostOs,
-    dev: Rc<NvmeDevice>,
-    bar: Mmio,
-    cpu: Agent,
-    ctrl: Rc<NvmeController>,
-}
-
-/// The shipped local-chassis scenario with the nvme params (and host IOMMU) replaced,
-/// written to a temporary directory of its own (removed once the cluster is built).
-fn scenario_file(tag: &str, setup: &Setup) -> std::path::PathBuf {
-    let base = include_str!("../../../scenarios/local-chassis.toml");
-    let nvme = r#"params = { profile = "optane-p4800x" }"#;
-    assert!(
-        base.contains(nvme),
-        "local-chassis.toml changed its nvme0 params line"
-    );
-    assert!(
-        base.contains("iommu = false"),
-        "local-chassis.toml changed its iommu line"
-    );
-    let text = base.replace(nvme, &format!("params = {{ {} }}", setup.params));
-    let text = if setup.iommu {
-        text.replace("iommu = false", "iommu = true")
-    } else {
-        text
-    };
-    let dir = std::env::temp_dir().join(format!(
-        "smartio-nvme-conformance-{}-{tag}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("create the scenario temp dir");
-    let path = dir.join("scenario.toml");
-    std::fs::write(&path, text).expect("write the scenario file");
-    path
-}
-
-/// Boots the scenario, probes `nvme0` with the native driver, runs `body` and checks that it
-/// ran to the end. Returns the cluster for checks after the run.
-fn run<F, Fut>(tag: &str, setup: Setup, body: F) -> Cluster
-where
-    F: FnOnce(Ctx) -> Fut + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    let path = scenario_file(tag, &setup);
-    let cluster = Cluster::new(
-        path.to_str().expect("utf-8 temp path"),
-        &Calibration::default_embedded(),
-    )
-    .expect("cluster from the scenario copy");
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let os = HostOs::boot_all(&cluster.sim).expect("boot").remove(0);
-    os.register_driver(Rc::new(NvmeDriver {
-        config: NvmeDriverConfig {
-            mode: setup.mode,
-            io_queues: setup.io_queues,
-            ..NvmeDriverConfig::default()
-        },
-    }));
-    let ctrl = cluster
-        .nvme_controllers
-        .first()
-        .expect("an nvme controller")
-        .1
-        .clone();
-    let done = Rc::new(Cell::new(false));
-    let flag = done.clone();
-    cluster.sim.spawn(async move {
-        os.probe("nvme0").await.expect("probe nvme0");
-        let dev = os.driver_data::<NvmeDevice>("nvme0").expect("nvme0 bound");
-        let bar = dev.handle().map_bar(0).expect("map BAR0");
-        let cpu = os.cpu();
-        body(Ctx {
-            os,
-            dev,
-            bar,
-            cpu,
-            ctrl,
-        })
-        .await;
-        flag.set(true);
-    });
-    cluster.sim.run();
-    assert!(done.get(), "{tag}: the test task did not run to the end");
-    cluster
-}
-
-// ---------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {
-    assert_eq!(actual.len(), expected.len(), "{what}: length");
-    if let Some(i) = actual.iter().zip(expected).position(|(a, b)| a != b) {
-        panic!(
-            "{what}: first difference at byte {i}: {:#04x} != expected {:#04x}",
-            actual[i], expected[i]
-        );
-    }
-}
-
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-fn le128(b: &[u8], at: usize) -> u128 {
-    u128::from_le_bytes(b[at..at + 16].try_into().expect("16 bytes"))
-}
-
-/// An I/O command with an LBA range (Read, Write, Write Zeroes).
-fn rw(opcode: u8, nsid: u32, slba: u64, blocks: u32, prp1: u64, prp2: u64) -> Command {
-    Command {
-        opcode,
-        nsid,
-        prp1,
-        prp2,
-        cdw: [slba as u32, (slba >> 32) as u32, blocks - 1, 0, 0, 0],
-        ..Command::default()
-    }
-}
-
-/// Create I/O Completion Queue: `qsize` is the 0-based size field; `iv` enables interrupts.
-fn create_cq(qid: u16, qsize: u16, prp1: u64, iv: Option<u16>) -> Command {
-    let (ien, iv) = match iv {
-        Some(v) => (2u32, u32::from(v)),
-        None => (0, 0),
-    };
-    Command {
-        opcode: admin::CREATE_IO_CQ,
-        prp1,
-        cdw: [
-            u32::from(qid) | (u32::from(qsize) << 16),
-            1 | ien | (iv << 16),
-            0,
-            0,
-            0,
-            0,
-        ],
-        ..Command::default()
-    }
-}
-
-/// Create I/O Submission Queue on completion queue `cqid`.
-fn create_sq(qid: u16, qsize: u16, prp1: u64, cqid: u16) -> Command {
-    Command {
-        opcode: admin::CREATE_IO_SQ,
-        prp1,
-        cdw: [
-            u32::from(qid) | (u32::from(qsize) << 16),
-            1 | (u32::from(cqid) << 16),
-            0,
-            0,
-            0,
-            0,
-        ],
-        ..Command::default()
-    }
-}
-
-fn delete(opcode: u8, qid: u16) -> Command {
-    Command {
-        opcode,
-        cdw: [u32::from(qid), 0, 0, 0, 0, 0],
-        ..Command::default()
-    }
-}
-
-fn features(opcode: u8, fid: u8, value: u32) -> Command {
-    Command {
-        opcode,
-        cdw: [u32::from(fid), value, 0, 0, 0, 0],
-        ..Command::default()
-    }
-}
-
-fn get_log(lid: u8, len: u32, prp1: u64) -> Command {
-    let numd = len / 4 - 1;
-    Command {
-        opcode: admin::GET_LOG_PAGE,
-        nsid: 0xffff_ffff,
-        prp1,
-        cdw: [
-            u32::from(lid) | ((numd & 0xffff) << 16),
-            numd >> 16,
-            0,
-            0,
-            0,
-            0,
-        ],
-        ..Command::default()
-    }
-}
-
-fn identify(cns: u8, nsid: u32, prp1: u64) -> Command {
-    Command {
-        opcode: admin::IDENTIFY,
-        nsid,
-        prp1,
-        cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-        ..Command::default()
-    }
-}
-
-impl Ctx {
-    /// Sends an admin command through the driver's admin queue; any status.
-    async fn admin(&self, cmd: Command) -> Completion {
-        self.dev
-            .admin_raw(cmd)
-            .await
-            .expect("admin command delivered")
-    }
-
-    /// Sends an I/O command on the driver's first I/O queue (qid 1); any status.
-    async fn io(&self, cmd: Command) -> Completion {
-        self.dev
-            .io_raw(0, cmd)
-            .await
-            .expect("I/O command delivered")
-    }
-
-    /// Zeroed host memory mapped for the device (page aligned).
-    fn dma(&self, len: u64) -> DmaBuffer {
-        self.dev
-            .handle()
-            .dma_alloc_coherent(len)
-            .expect("dma_alloc_coherent")
-    }
-
-    async fn fill(&self, buf: &DmaBuffer, offset: u64, data: &[u8]) {
-        self.cpu
-            .write(BusAddr(buf.cpu.get() + offset), data)
-            .await
-            .expect("CPU write to host memory");
-    }
-
-    async fn fetch(&self, buf: &DmaBuffer, offset: u64, len: usize) -> Vec<u8> {
-        self.cpu
-            .read_owned(BusAddr(buf.cpu.get() + offset), len)
-            .await
-            .expect("CPU read of host memory")
-    }
-
-    async fn reg32(&self, offset: u64) -> u32 {
-        self.bar.read32(offset).await.expect("BAR0 read32")
-    }
-
-    async fn reg64(&self, offset: u64) -> u64 {
-        self.bar.read64(offset).await.expect("BAR0 read64")
-    }
-
-    /// Deletes the driver's I/O queue pair `qid` so a test can create its own there.
-    async fn free_pair(&self, qid: u16) {
-        let c = self.admin(delete(admin::DELETE_IO_SQ, qid)).await;
-        assert_eq!(c.status, Status::SUCCESS, "delete SQ {qid}");
-        let c = self.admin(delete(admin::DELETE_IO_CQ, qid)).await;
-        assert_eq!(c.status, Status::SUCCESS, "delete CQ {qid}");
-    }
-
-    /// Polls CSTS.RDY until it equals `ready`; returns how long that took.
-    async fn wait_ready(&self, ready: bool) -> SimDuration {
-        let start = self.cpu.now();
-        for _ in 0..100_000 {
-            if (self.reg32(reg::CSTS).await & csts::RDY != 0) == ready {
-                return self.cpu.now().since(start);
-            }
-            self.cpu.sleep(SimDuration::from_us(1)).await;
-        }
-        panic!("CSTS.RDY never became {ready}");
-    }
-}
-
-/// Runs futures concurrently on the current task; outputs in input order.
-async fn join_all<'a, T>(futs: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>) -> Vec<T> {
-    let mut futs: Vec<_> = futs.into_iter().map(Some).collect();
-    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
-    poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, f) in out.iter_mut().zip(futs.iter_mut()) {
-            if let Some(fut) = f {
-                match fut.as_mut().poll(cx) {
-                    Poll::Ready(v) => {
-                        *slot = Some(v);
-                        *f = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter()
-        .map(|o| o.expect("every future finished"))
-        .collect()
-}
-
-/// Where a hand-built submission queue lives.
-enum SqMemory {
-    Host(DmaBuffer),
-    /// BAR2 (controller memory buffer) at this offset.
-    Cmb(Mmio, u64),
-}
-
-/// A submission queue the test writes and rings itself.
-struct RawSq {
-    qid: u16,
-    entries: u16,
-    memory: SqMemory,
-    tail: Cell<u16>,
-}
-
-impl RawSq {
-    fn host(ctx: &Ctx, qid: u16, entries: u16) -> RawSq {
-        RawSq {
-            qid,
-            entries,
-            memory: SqMemory::Host(ctx.dma(u64::from(entries) * SQE_SIZE as u64)),
-            tail: Cell::new(0),
-        }
-    }
-
-    /// The address the controller fetches from.
-    fn bus(&self) -> u64 {
-        match &self.memory {
-            SqMemory::Host(b) => b.bus.get(),
-            SqMemory::Cmb(m, off) => m.window().base.get() + off,
-        }
-    }
-
-    /// Writes an entry at the tail without ringing the doorbell; returns its slot.
-    async fn push_bytes(&self, ctx: &Ctx, entry: [u8; SQE_SIZE]) -> u16 {
-        let slot = self.tail.get();
-        let at = u64::from(slot) * SQE_SIZE as u64;
-        match &self.memory {
-            SqMemory::Host(b) => ctx.fill(b, at, &entry).await,
-            SqMemory::Cmb(m, off) => m.write(off + at, &entry).await.expect("CMB store"),
-        }
-        self.tail.set((slot + 1) % self.entries);
-        slot
-    }
-
-    async fn push(&self, ctx: &Ctx, cmd: Command) -> u16 {
-        self.push_bytes(ctx, cmd.to_bytes()).await
-    }
-
-    async fn ring(&self, ctx: &Ctx) {
-        ctx.bar
-            .write32(
-                spec::doorbell_offset(self.qid, false, 0),
-                u32::from(self.tail.get()),
-            )
-            .await
-            .expect("SQ tail doorbell");
-    }
-}
-
-/// A completion queue the test polls itself.
-struct RawCq {
-    qid: u16,
-    entries: u16,
-    buf: DmaBuffer,
-    head: Cell<u16>,
-    phase: Cell<bool>,
-}
-
-impl RawCq {
-    fn new(ctx: &Ctx, qid: u16, entries: u16) -> RawCq {
-        RawCq {
-            qid,
-            entries,
-            buf: ctx.dma(u64::from(entries) * CQE_SIZE as u64),
-            head: Cell::new(0),
-            phase: Cell::new(true),
-        }
-    }
-
-    /// Waits for the next entry (by its phase tag), consumes it and rings the head doorbell.
-    async fn next(&self, ctx: &Ctx) -> Completion {
-        let head = self.head.get();
-        let at = u64::from(head) * CQE_SIZE as u64;
-        for _ in 0..100_000 {
-            let e = Completion::from_bytes(&ctx.fetch(&self.buf, at, CQE_SIZE).await);
-            if e.phase == self.phase.get() {
-                let next = (head + 1) % self.entries;
-                self.head.set(next);
-                if next == 0 {
-                    self.phase.set(!self.phase.get());
-                }
-                ctx.bar
-                    .write32(spec::doorbell_offset(self.qid, true, 0), u32::from(next))
-                    .await
-                    .expect("CQ head doorbell");
-                return e;
-            }
-            ctx.cpu.sleep(SimDuration::from_us(1)).await;
-        }
-        panic!("CQ {}: no completion at slot {head}", self.qid);
-    }
-}
-
-/// Creates CQ `qid` and SQ `qid` on it (host memory) through the driver's admin queue.
-async fn raw_pair(ctx: &Ctx, qid: u16, entries: u16) -> (RawSq, RawCq) {
-    let cq = RawCq::new(ctx, qid, entries);
-    let c = ctx
-        .admin(create_cq(qid, entries - 1, cq.buf.bus.get(), None))
-        .await;
-    assert_eq!(c.status, Status::SUCCESS, "create CQ {qid}");
-    let sq = RawSq::host(ctx, qid, entries);
-    let c = ctx.admin(create_sq(qid, entries - 1, sq.bus(), qid)).await;
-    assert_eq!(c.status, Status::SUCCESS, "create SQ {qid}");
-    (sq, cq)
-}
+use smartio_platform::pci;
 
 // ---------------------------------------------------------------------------------------
 // Identify
@@ -502,6 +26,12 @@ fn identify_controller_reports_the_controller() {
         assert_eq!(d[id_ctrl::SQES], 0x66, "SQES");
         assert_eq!(d[id_ctrl::CQES], 0x44, "CQES");
         assert_eq!(le32(&d, id_ctrl::VER), 0x0001_0400, "VER");
+        assert_eq!(d[id_ctrl::ACL], 3, "ACL: 4 Aborts at once (0's based)");
+        assert_eq!(
+            d[id_ctrl::ELPE],
+            63,
+            "ELPE: 64 error-log entries (0's based)"
+        );
         let mut model = [b' '; 40];
         let text = b"smartio emulated NVMe (ramdisk)";
         model[..text.len()].copy_from_slice(text);
@@ -1056,7 +586,11 @@ fn error_information_log_records_failed_commands() {
         assert_eq!(status(e1), Status::LBA_OUT_OF_RANGE, "entry 1 status");
         assert_eq!(le64(e1, 16), BLOCKS_64M - 1, "entry 1 LBA");
         assert_eq!(le32(e1, 24), 1, "entry 1 NSID");
-        assert!(le64(e1, 0) >= 1, "error count");
+        assert_eq!(
+            le64(e1, 0),
+            1,
+            "error count: the first error since the reset"
+        );
         assert_eq!(le64(e0, 0), le64(e1, 0) + 1, "error counts increase");
     });
 }
@@ -1186,6 +720,169 @@ fn read_write_128k_through_prp_lists() {
             .await;
         assert_eq!(c.status, Status::SUCCESS, "read through a chained PRP list");
         assert_bytes(&ctx.fetch(&dst2, 512, len).await, &data, "chained read");
+    });
+}
+
+#[test]
+fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_entry() {
+    run("prp-exact-fill", Setup::default(), |ctx| async move {
+        let len = 128usize << 10;
+        let lba = 2000;
+        // Three list pages. The lists start 31 entries before the end of the first; the
+        // second, right after it, holds decoys pointing at a trap page (a walker that reads
+        // past the end of the first page, or takes its last entry for a chain pointer,
+        // moves data to or from the trap); the third takes a chained remainder.
+        let lists = ctx.dma(3 * PAGE);
+        let trap = ctx.dma(PAGE);
+        let decoys: Vec<u8> = (0..PAGE / 8)
+            .flat_map(|_| trap.bus.get().to_le_bytes())
+            .collect();
+        ctx.fill(&lists, PAGE, &decoys).await;
+        let at = PAGE - 31 * 8;
+        let entries = |pages: &mut dyn Iterator<Item = u64>| -> Vec<u8> {
+            pages.flat_map(|p| p.to_le_bytes()).collect()
+        };
+        // A plain list at the start of its own page, to check what the others moved.
+        let reference = ctx.dma(PAGE);
+        let read_plain = |slba: u64| {
+            let ctx = &ctx;
+            let reference = &reference;
+            async move {
+                let dst = ctx.dma(32 * PAGE);
+                let list = entries(&mut (1..32).map(|i| dst.bus.get() + i * PAGE));
+                ctx.fill(reference, 0, &list).await;
+                let c = ctx
+                    .io(rw(
+                        io::READ,
+                        1,
+                        slba,
+                        256,
+                        dst.bus.get(),
+                        reference.bus.get(),
+                    ))
+                    .await;
+                assert_eq!(c.status, Status::SUCCESS, "read through a plain list");
+                ctx.fetch(&dst, 0, len).await
+            }
+        };
+
+        // 1. A page-aligned 128 KiB write: PRP1 is its first page and the other 31 entries
+        //    fill the list exactly to the end of its page, so it has no chain entry.
+        let data = pattern(11, len);
+        let src = ctx.dma(32 * PAGE);
+        ctx.fill(&src, 0, &data).await;
+        ctx.fill(
+            &lists,
+            at,
+            &entries(&mut (1..32).map(|i| src.bus.get() + i * PAGE)),
+        )
+        .await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                lba,
+                256,
+                src.bus.get(),
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "write, list exactly filling its page"
+        );
+        assert_bytes(
+            &read_plain(lba).await,
+            &data,
+            "what the exact-fill write stored",
+        );
+
+        // 2. The same list shape for a read into pages in reverse order.
+        let dst = ctx.dma(32 * PAGE);
+        let pages: Vec<u64> = (1..32).rev().map(|i| dst.bus.get() + i * PAGE).collect();
+        ctx.fill(&lists, at, &entries(&mut pages.iter().copied()))
+            .await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                lba,
+                256,
+                dst.bus.get(),
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "read, list exactly filling its page"
+        );
+        let mut got = ctx.fetch(&dst, 0, PAGE as usize).await;
+        for p in &pages {
+            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE as usize).await);
+        }
+        assert_bytes(&got, &data, "exact-fill read");
+
+        // 3. 128 KiB from offset 512 of its first page touches 33 pages: 32 entries, one
+        //    more than the 31 slots left, so the last slot chains to the third list page.
+        let chained = |buf: &DmaBuffer| {
+            let mut head = entries(&mut (1..31).map(|i| buf.bus.get() + i * PAGE));
+            head.extend((lists.bus.get() + 2 * PAGE).to_le_bytes());
+            let tail = entries(&mut (31..33).map(|i| buf.bus.get() + i * PAGE));
+            (head, tail)
+        };
+        let data2 = pattern(12, len);
+        let src2 = ctx.dma(33 * PAGE);
+        ctx.fill(&src2, 512, &data2).await;
+        let (head, tail) = chained(&src2);
+        ctx.fill(&lists, at, &head).await;
+        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                lba + 256,
+                256,
+                src2.bus.get() + 512,
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "write through a list chained from an offset"
+        );
+        assert_bytes(
+            &read_plain(lba + 256).await,
+            &data2,
+            "what the chained write stored",
+        );
+        let dst2 = ctx.dma(33 * PAGE);
+        let (head, tail) = chained(&dst2);
+        ctx.fill(&lists, at, &head).await;
+        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                lba + 256,
+                256,
+                dst2.bus.get() + 512,
+                lists.bus.get() + at,
+            ))
+            .await;
+        assert_eq!(
+            c.status,
+            Status::SUCCESS,
+            "read through a list chained from an offset"
+        );
+        assert_bytes(&ctx.fetch(&dst2, 512, len).await, &data2, "chained read");
+        assert_bytes(
+            &ctx.fetch(&trap, 0, PAGE as usize).await,
+            &[0u8; PAGE as usize],
+            "the trap page (no decoy was followed)",
+        );
     });
 }
 
@@ -1727,22 +1424,68 @@ fn interrupt_mode_completes_through_msix() {
         ..Setup::default()
     };
     run("msix", setup, |ctx| async move {
+        let msix = NvmeController::msix_layout(ctx.ctrl.config().queue_pairs);
+        let (table, pba) = (u64::from(msix.table_offset), u64::from(msix.pba_offset));
+        // MSI-X table entries: address (8 bytes), data (4), vector control (4).
+        let entry = |v: u64| table + pci::msix::ENTRY_SIZE * v;
+        let control = |v: u64| entry(v) + 12;
+        const MASKED: u32 = pci::msix::VECTOR_MASKED;
         let buf = ctx.dma(PAGE);
-        // The driver only learns of completions from its MSI-X handlers here.
         let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "I/O in interrupt mode");
         let c = ctx
             .admin(features(admin::GET_FEATURES, feature::NUMBER_OF_QUEUES, 0))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "admin in interrupt mode");
-        // Table entries 0..=2 are programmed and unmasked (vector control bit 0 clear).
+        // Table entries 0..=2 are programmed and unmasked.
         for v in 0..3u64 {
-            let addr = ctx.reg64(0x2000 + 16 * v).await;
-            let ctl = ctx.reg32(0x2000 + 16 * v + 12).await;
+            let addr = ctx.reg64(entry(v)).await;
             assert_ne!(addr, 0, "vector {v} address");
-            assert_eq!(ctl & 1, 0, "vector {v} unmasked");
+            assert_eq!(
+                ctx.reg32(control(v)).await & MASKED,
+                0,
+                "vector {v} unmasked"
+            );
         }
-        assert_eq!(ctx.reg32(0x3000).await & 0b111, 0, "nothing pending");
+        assert_eq!(ctx.reg32(pba).await & 0b111, 0, "nothing pending");
+
+        // Mask queue 1's vector: the controller posts the completion but holds the
+        // message as a pending bit, and the driver — which only learns of completions from
+        // the interrupt — does not see the command finish until the vector is unmasked.
+        ctx.bar
+            .write32(control(1), MASKED)
+            .await
+            .expect("mask vector 1");
+        let done: Rc<Cell<Option<(Status, smartio_platform::SimTime)>>> = Rc::new(Cell::new(None));
+        let (dev, cpu, flag) = (ctx.dev.clone(), ctx.cpu.clone(), done.clone());
+        let prp = buf.bus.get();
+        ctx.os.sim().spawn(async move {
+            let c = dev
+                .io_raw(0, rw(io::READ, 1, 8, 1, prp, 0))
+                .await
+                .expect("I/O command delivered");
+            flag.set(Some((c.status, cpu.now())));
+        });
+        ctx.cpu.sleep(SimDuration::from_us(200)).await;
+        assert_eq!(done.get(), None, "no completion while the vector is masked");
+        assert_eq!(
+            ctx.reg32(pba).await & 0b111,
+            0b010,
+            "the controller holds vector 1's message as pending"
+        );
+        let unmasked_at = ctx.cpu.now();
+        ctx.bar
+            .write32(control(1), 0)
+            .await
+            .expect("unmask vector 1");
+        ctx.cpu.sleep(SimDuration::from_us(20)).await;
+        let (status, at) = done.get().expect("the completion arrived after the unmask");
+        assert_eq!(status, Status::SUCCESS);
+        assert!(
+            at > unmasked_at,
+            "completed at {at:?}, unmasked at {unmasked_at:?}"
+        );
+        assert_eq!(ctx.reg32(pba).await & 0b111, 0, "the pending bit was sent");
     });
 }
 

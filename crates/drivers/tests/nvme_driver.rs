@@ -103,3 +103,79 @@ fn unbinding_deletes_the_queues_and_rebinding_works() {
     cluster.sim.run();
     assert!(done.get(), "the task did not finish");
 }
+
+#[test]
+fn buffers_starting_inside_a_page_move_exactly_their_bytes_whatever_the_prp_shape() {
+    let (cluster, os) = boot(CompletionMode::Poll);
+    let done = Rc::new(std::cell::Cell::new(0usize));
+    let count = done.clone();
+    let os2 = os.clone();
+    cluster.sim.spawn(async move {
+        os2.probe("nvme0").await.expect("probe");
+        let dev = os2.driver_data::<NvmeDevice>("nvme0").expect("bound");
+        let cpu = os2.cpu();
+        const SENTINEL: u8 = 0xa5;
+        // (offset of the source, offset of the destination, bytes): PRP2 a page or a
+        // list, the list of 2, 31 or 32 entries, one or both buffers off a page boundary.
+        let cases: [(u64, u64, usize); 6] = [
+            (0x200, 0xe00, 4096),
+            (0, 0x200, 8192),
+            (0xe00, 0x600, 8192),
+            (0x200, 0, 128 << 10),
+            (0, 0xa00, 128 << 10),
+            (0x800, 0x400, (128 << 10) - 2048),
+        ];
+        for (i, &(src_off, dst_off, len)) in cases.iter().enumerate() {
+            let span = len as u64 + 2 * 4096;
+            let (src_base, dst_base) = (
+                os2.alloc(span).expect("alloc"),
+                os2.alloc(span).expect("alloc"),
+            );
+            let (src, dst) = (src_base.get() + src_off, dst_base.get() + dst_off);
+            cpu.write(BusAddr(dst_base.get()), &vec![SENTINEL; span as usize])
+                .await
+                .expect("sentinel");
+            let data = pattern(100 + i as u64, len);
+            cpu.write(BusAddr(src), &data).await.expect("fill");
+            let blocks = (len / 512) as u32;
+            let lba = 5000 + 300 * i as u64;
+            dev.submit(
+                0,
+                BlockOp::Write,
+                1,
+                lba,
+                blocks,
+                smartio_platform::PhysAddr(src),
+            )
+            .await
+            .expect("write");
+            dev.submit(
+                1,
+                BlockOp::Read,
+                1,
+                lba,
+                blocks,
+                smartio_platform::PhysAddr(dst),
+            )
+            .await
+            .expect("read");
+            let back = cpu
+                .read_owned(BusAddr(dst_base.get()), span as usize)
+                .await
+                .expect("read back");
+            let (before, rest) = back.split_at(dst_off as usize);
+            let (landed, after) = rest.split_at(len);
+            assert!(
+                before.iter().chain(after).all(|&b| b == SENTINEL),
+                "case {i}: bytes outside the destination changed"
+            );
+            assert!(
+                landed == data,
+                "case {i}: {len} bytes differ after the round trip"
+            );
+            count.set(count.get() + 1);
+        }
+    });
+    cluster.sim.run();
+    assert_eq!(done.get(), 6, "every case ran");
+}

@@ -157,7 +157,18 @@ fn with_the_iommu_on_dma_reaches_only_what_the_dma_api_mapped() {
     });
     c.sim.run();
     assert!(done.get(), "the task did not finish");
-    assert!(c.sim.faults().len() >= 2, "faults are recorded");
+    let faults: Vec<_> = c.sim.faults().into_iter().map(|f| f.error).collect();
+    assert_eq!(
+        faults.len(),
+        2,
+        "the stray write and the read of freed memory: {faults:?}"
+    );
+    assert!(
+        faults
+            .iter()
+            .all(|e| matches!(e, AccessError::IommuFault { .. })),
+        "{faults:?}"
+    );
     let _ = std::fs::remove_file(path);
 }
 

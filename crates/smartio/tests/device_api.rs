@@ -9,7 +9,7 @@ use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
 use smartio_engine::Calibration;
 use smartio_host::HostOs;
-use smartio_platform::{BusAddr, Clock, SimDuration};
+use smartio_platform::{pci, BusAddr, Clock, SimDuration};
 use smartio_smartio::{BorrowOptions, Hints, SegmentLocation, SmartIo, SmartIoError};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -322,4 +322,186 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
     smartio.remove_segment(seg).expect("remove");
     lender.free(done);
     assert_eq!(before, tables(&cluster.sim), "every table entry given back");
+}
+
+/// The Command register of `device` as its own host's configuration access reads it.
+fn command_register(cluster: &Cluster, lender: &HostOs, device: &str) -> u16 {
+    let handle = lender
+        .device(device)
+        .expect("the lender's own view of the device");
+    let out = Rc::new(RefCell::new(None));
+    let slot = out.clone();
+    cluster.sim.spawn(async move {
+        let b = handle
+            .config_read(pci::COMMAND, 2)
+            .await
+            .expect("config read");
+        *slot.borrow_mut() = Some(u16::from_le_bytes([b[0], b[1]]));
+    });
+    cluster.sim.run();
+    let v = out.borrow_mut().take();
+    v.expect("read")
+}
+
+#[test]
+fn enabling_a_held_device_turns_on_memory_and_bus_mastering_and_a_hold_ends_at_return() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let on = pci::command::MEMORY_SPACE | pci::command::BUS_MASTER;
+    assert_eq!(
+        command_register(&cluster, &hosts[1], "dma0") & on,
+        0,
+        "off at first"
+    );
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, true)
+        .expect("exclusive");
+    assert!(smartio.is_held(&hold));
+    let (svc, h) = (smartio.clone(), hold);
+    cluster
+        .sim
+        .spawn(async move { svc.enable_device(&h).await.expect("enable") });
+    cluster.sim.run();
+    assert_eq!(command_register(&cluster, &hosts[1], "dma0") & on, on);
+    // Someone else's hold is refused with the device and its fdid named.
+    let busy = smartio
+        .borrow_device(hosts[2].id(), dma, false)
+        .expect_err("busy");
+    assert_eq!(
+        busy.to_string(),
+        format!(
+            "lender:dma0 (fdid {}) is borrowed exclusively by borrower",
+            dma.0
+        )
+    );
+    smartio.return_device(hold).expect("return");
+    assert!(!smartio.is_held(&hold), "returned");
+}
+
+#[test]
+fn unmapping_a_segment_for_a_device_gives_back_exactly_what_mapping_took() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, false)
+        .expect("shared");
+    let seg = smartio
+        .create_segment(
+            &hold,
+            64 << 10,
+            Hints {
+                device_writes: true,
+                host_reads: true,
+                ..Hints::default()
+            },
+        )
+        .expect("segment in the borrower's RAM");
+    let before = tables(&cluster.sim);
+    smartio.map_for_device(&hold, &seg).expect("map");
+    assert_ne!(tables(&cluster.sim), before, "the map takes table entries");
+    smartio.unmap_device(&hold, &seg).expect("unmap");
+    assert_eq!(tables(&cluster.sim), before, "the unmap gives them back");
+    smartio.remove_segment(seg).expect("remove");
+    smartio.return_device(hold).expect("return");
+}
+
+/// dual-path, or (`crossed`) with the cables crossed: borrower.ntb0 to lender.ntb1 and
+/// borrower.ntb1 to lender.ntb0.
+fn dual_path(crossed: bool) -> String {
+    let text = include_str!("../../../scenarios/dual-path.toml");
+    if !crossed {
+        return "dual-path".into();
+    }
+    let (a, b) = ("connect = \"borrower.ntb0\"", "connect = \"borrower.ntb1\"");
+    assert!(
+        text.contains(a) && text.contains(b),
+        "dual-path changed its cables"
+    );
+    let crossed = text.replace(a, "@0").replace(b, a).replace("@0", b);
+    let path = std::env::temp_dir().join(format!(
+        "smartio-device-api-{}-dual-path-crossed.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, crossed).expect("temp file");
+    path.to_str().expect("utf-8").to_string()
+}
+
+#[test]
+fn a_cpu_map_through_a_chosen_adapter_uses_that_adapters_window() {
+    for crossed in [false, true] {
+        cpu_map_via_each_adapter(&dual_path(crossed));
+    }
+}
+
+fn cpu_map_via_each_adapter(scenario: &str) {
+    let (cluster, hosts, smartio) = setup(scenario);
+    let nvme = smartio.find("lender:nvme0").expect("registered");
+    let (borrower, lender) = (hosts[0].id(), hosts[1].id());
+    let hold = smartio
+        .borrow_device(borrower, nvme, false)
+        .expect("shared");
+    let seg = smartio
+        .create_segment(
+            &hold,
+            64 << 10,
+            Hints {
+                host_reads: true,
+                multi_host: true,
+                ..Hints::default()
+            },
+        )
+        .expect("segment");
+    assert!(
+        matches!(seg.location, SegmentLocation::Ram { host, .. } if host == lender),
+        "{seg:?}"
+    );
+    let window = |number: u32| {
+        let f = cluster.sim.fabric();
+        let a = f.host_adapter(borrower, number).expect("adapter");
+        f.adapter(a).window.clone()
+    };
+    for number in [1, 0] {
+        let map = smartio
+            .map_for_cpu_via(borrower, &seg, Some(number))
+            .expect("map");
+        let (w, other) = (window(number), window(1 - number));
+        assert!(
+            w.contains(&map.addr.get()) && !other.contains(&map.addr.get()),
+            "{scenario}: via ntb{number}: {} in {w:x?}, not {other:x?}",
+            map.addr
+        );
+        smartio.unmap_cpu(map).expect("unmap");
+    }
+    smartio.remove_segment(seg).expect("remove");
+    smartio.return_device(hold).expect("return");
+}
+
+#[test]
+fn bar_segments_are_the_bars_asked_for_and_a_published_segment_is_found_by_name() {
+    let (_cluster, hosts, smartio) = setup("cluster-switch");
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let hold = smartio
+        .borrow_device(hosts[0].id(), dma, false)
+        .expect("shared");
+    let sizes: Vec<(u8, u64)> = [0u8, 2]
+        .iter()
+        .map(|&bar| {
+            let seg = smartio.bar_segment(&hold, bar).expect("bar segment");
+            match seg.location {
+                SegmentLocation::Device { bar: b, offset, .. } => {
+                    assert_eq!(offset, 0, "BAR{bar} from its start");
+                    (b, seg.size)
+                }
+                other => panic!("BAR{bar} as {other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(sizes, [(0, 64 << 10), (2, 256 << 20)], "(BAR, size)");
+    assert!(smartio.published(dma, "test-segment").is_none());
+    let seg = smartio
+        .create_segment(&hold, 4096, Hints::default())
+        .expect("segment");
+    smartio.publish(dma, "test-segment", seg);
+    assert_eq!(smartio.published(dma, "test-segment"), Some(seg));
+    assert!(smartio.published(dma, "other").is_none());
 }

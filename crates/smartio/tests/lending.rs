@@ -305,6 +305,69 @@ fn legacy_interrupts_are_masked_for_the_borrower() {
     );
 }
 
+#[test]
+fn each_config_access_is_one_lender_interaction_and_a_wide_write_keeps_intx_off() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let local = s.host("lender").device("dma0").expect("real");
+    let before = s.smartio.lender_interactions();
+    let (svc, h) = (s.smartio.clone(), handle.clone());
+    let counts = s.run(async move {
+        let mut counts = Vec::new();
+        h.config_read(pci::VENDOR_ID, 4).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        // Eight bytes from offset 0: vendor and device id (read-only), Command, Status.
+        let mut header = h.config_read(0, 8).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        header[4..6].copy_from_slice(&pci::command::MEMORY_SPACE.to_le_bytes());
+        h.config_write(0, &header).await.expect("cfg");
+        counts.push(svc.lender_interactions());
+        // One byte: Command's high half, where INTx Disable is.
+        h.config_write(pci::COMMAND + 1, &[0]).await.expect("cfg");
+        counts
+    });
+    assert_eq!(counts, [before + 1, before + 2, before + 3], "one each");
+    assert!(before > 0, "the borrow itself asked the lender");
+    let cmd = s.run(async move { local.config_read(pci::COMMAND, 2).await.expect("cfg") });
+    let cmd = u16::from_le_bytes([cmd[0], cmd[1]]);
+    assert_ne!(cmd & pci::command::INTX_DISABLE, 0, "INTx stays disabled");
+    assert_ne!(
+        cmd & pci::command::MEMORY_SPACE,
+        0,
+        "the write went through"
+    );
+}
+
+#[test]
+fn giving_a_device_back_stops_its_memory_decoding_and_bus_mastering_at_the_lender() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let on = pci::command::MEMORY_SPACE | pci::command::BUS_MASTER;
+    s.run(async move {
+        handle
+            .config_write(pci::COMMAND, &on.to_le_bytes())
+            .await
+            .expect("cfg")
+    });
+    let command = |s: &Setup| {
+        let local = s.host("lender").device("dma0").expect("real");
+        let b = s.run(async move { local.config_read(pci::COMMAND, 2).await.expect("cfg") });
+        u16::from_le_bytes([b[0], b[1]])
+    };
+    let lent = command(&s);
+    assert_eq!(lent & on, on, "the borrower's driver enabled it");
+    give_back(&s, "borrower", "lender:dma0").expect("give back");
+    let back = command(&s);
+    assert_eq!(back & on, 0, "the lender stopped it");
+    assert_eq!(
+        back & !on,
+        lent & !on,
+        "the other Command bits (INTx disable) are left as they were"
+    );
+}
+
 /// Copies `data` from host RAM into dma `device`'s memory and back out to a second buffer
 /// through the DMA API of `handle_name` in `os`; returns what came back.
 async fn dma_round_trip(os: HostOs, handle_name: String, data: Vec<u8>) -> Result<Vec<u8>, String> {
@@ -400,6 +463,81 @@ fn with_a_borrower_iommu_the_dma_api_only_adds_borrower_entries_and_never_asks_t
 }
 
 #[test]
+fn with_a_borrower_iommu_a_buffer_at_an_odd_offset_in_a_page_gets_its_bytes_exactly_there() {
+    let path = variant("back-to-back", &[(0, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let borrower = s.host("borrower");
+    // Three pages of sentinel; the buffers start 0x2c5 bytes into their first page and end
+    // inside their third, so every byte the device touches is mapped through two or three
+    // IOMMU entries and any shift shows up against the sentinel.
+    const OFFSET: u64 = 0x2c5;
+    const LEN: u64 = 5000;
+    const SENTINEL: u8 = 0xee;
+    let data: Vec<u8> = (0..LEN as u32).map(|i| (i * 7 + (i >> 8)) as u8).collect();
+    let (os, payload) = (borrower.clone(), data.clone());
+    let (src_base, dst_base, src_bus, dst_bus) = s.run(async move {
+        let handle = os.device(&name).expect("shadow");
+        let regs = handle.map_bar(0).expect("BAR0").window().base;
+        let completion = handle.dma_alloc_coherent(4096).expect("coherent");
+        let (src_base, dst_base) = (
+            os.alloc(3 * 4096).expect("ram"),
+            os.alloc(3 * 4096).expect("ram"),
+        );
+        for base in [src_base, dst_base] {
+            os.sim().poke_memory(os.id(), base, &[SENTINEL; 3 * 4096]);
+        }
+        let src = PhysAddr(src_base.get() + OFFSET);
+        let dst = PhysAddr(dst_base.get() + OFFSET);
+        os.sim().poke_memory(os.id(), src, &payload);
+        let src_bus = handle
+            .dma_map(src, LEN, DmaDirection::ToDevice)
+            .expect("map src");
+        let dst_bus = handle
+            .dma_map(dst, LEN, DmaDirection::FromDevice)
+            .expect("map dst");
+        let driver =
+            DmaTestDriver::probe(handle.cpu().clone(), regs, completion.cpu, completion.bus)
+                .await
+                .expect("probe");
+        driver
+            .copy(Location::Bus(src_bus), Location::DeviceMemory(0), LEN)
+            .await
+            .expect("copy in");
+        driver
+            .copy(Location::DeviceMemory(0), Location::Bus(dst_bus), LEN)
+            .await
+            .expect("copy out");
+        handle.dma_unmap(src_bus).expect("unmap src");
+        handle.dma_unmap(dst_bus).expect("unmap dst");
+        (src_base, dst_base, src_bus, dst_bus)
+    });
+    // The device addresses keep the offset inside the page.
+    assert_eq!(src_bus.get() % 4096, OFFSET, "{src_bus}");
+    assert_eq!(dst_bus.get() % 4096, OFFSET, "{dst_bus}");
+    let mut got = vec![0u8; 3 * 4096];
+    s.cluster.sim.peek_memory(borrower.id(), dst_base, &mut got);
+    let (before, rest) = got.split_at(OFFSET as usize);
+    let (landed, after) = rest.split_at(LEN as usize);
+    assert!(
+        before.iter().all(|&b| b == SENTINEL),
+        "bytes before the buffer changed"
+    );
+    assert_eq!(landed, &data[..], "the bytes landed exactly at the offset");
+    assert!(
+        after.iter().all(|&b| b == SENTINEL),
+        "bytes after the buffer changed"
+    );
+    // The source was read from the offset too (the device copied the payload, not the
+    // sentinel in front of it), and was left as it was.
+    let mut src = vec![0u8; LEN as usize];
+    s.cluster
+        .sim
+        .peek_memory(borrower.id(), PhysAddr(src_base.get() + OFFSET), &mut src);
+    assert_eq!(src, data);
+}
+
+#[test]
 fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_sizes() {
     let path = variant(
         "back-to-back",
@@ -431,6 +569,27 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
     let before = tables(&s.cluster.sim);
     let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
     let borrower = s.host("borrower");
+    // The lender's IOMMU maps exactly the windows, in 4 KiB pages: in dma0's domain, the
+    // DMA window (all of the borrower's RAM: addresses up to 66 GiB) and the MSI window
+    // (1 MiB); in the lender adapter's domain, dma0's BARs (64 KiB and 256 MiB) for
+    // requests arriving through the NTB. The other domains stay empty.
+    let (luts, iommu) = tables(&s.cluster.sim);
+    // Look-up-table entries of 2 GiB and requester ids, per adapter: on the borrower's, one
+    // entry per BAR of dma0; on the lender's, 33 entries for the borrower's RAM (up to
+    // 66 GiB) and one for its MSI window, and dma0 as one more requester.
+    assert_eq!(luts, [(2, 2), (34, 3)]);
+    let lender_pages = iommu[s.host("lender").id().index()].clone();
+    let pages = |bytes: u64| (bytes / 4096) as usize;
+    assert_eq!(
+        lender_pages,
+        [
+            0,
+            0,
+            0,
+            pages((66 << 30) + (1 << 20)),
+            pages((64 << 10) + (256 << 20))
+        ]
+    );
     // Legitimate DMA still works through the windows.
     let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 13) as u8).collect();
     let back = s
@@ -524,4 +683,90 @@ fn a_32_bit_device_gets_low_windows_through_the_lender_iommu_and_fails_clearly_w
         .run(dma_round_trip(borrower.clone(), name, data.clone()))
         .expect("copies");
     assert_eq!(back, data, "DMA through the remapped window");
+}
+
+#[test]
+fn two_bars_sharing_a_look_up_table_entry_are_each_reached_at_their_own_offset() {
+    // gpu0's BAR1 (256 MiB of memory) and BAR3 (32 MiB that answers nothing) lie in one
+    // 2 GiB look-up-table entry: one mapping serves both, each BAR at its own offset.
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:gpu0").expect("borrow");
+    let shadow = s.host("borrower").device(&name).expect("shadow");
+    let local = s.host("lender").device("gpu0").expect("real");
+    let (stored, bar3) = s.run(async move {
+        shadow
+            .map_bar(1)
+            .expect("borrower's BAR1")
+            .write(0x1000, &[0x11; 64])
+            .await
+            .expect("store through the NTB");
+        let mut b = [0u8; 64];
+        local
+            .map_bar(1)
+            .expect("lender's BAR1")
+            .read(0x1000, &mut b)
+            .await
+            .expect("local load");
+        let mut w = [0u8; 8];
+        let bar3 = shadow
+            .map_bar(3)
+            .expect("borrower's BAR3")
+            .read(0x1000, &mut w)
+            .await;
+        (b, bar3)
+    });
+    assert_eq!(stored, [0x11; 64], "the store landed in BAR1");
+    match bar3 {
+        Err(AccessError::CompleterAbort { target, offset, .. }) => {
+            assert_eq!((target.as_str(), offset), ("gpu0 BAR3", 0x1000))
+        }
+        other => panic!("a load from BAR3 reaches BAR3, which answers nothing: {other:?}"),
+    }
+}
+
+#[test]
+fn a_dma_map_the_window_cannot_hold_names_the_shadow_device() {
+    let s = setup("back-to-back");
+    let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
+    let handle = s.host("borrower").device(&name).expect("shadow");
+    let err = handle
+        .dma_map(PhysAddr(100 << 30), 4096, DmaDirection::ToDevice)
+        .expect_err("beyond the borrower's RAM");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("{name}: ")) && msg.contains("beyond the borrower RAM"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn two_devices_lent_to_one_borrower_with_its_iommu_get_windows_that_do_not_overlap() {
+    let path = variant("back-to-back", &[(0, "iommu = false", "iommu = true")]);
+    let s = setup(path.to_str().expect("utf-8"));
+    let dma = borrow(&s, "borrower", "lender:dma0").expect("borrow dma0");
+    let gpu = borrow(&s, "borrower", "lender:gpu0").expect("borrow gpu0");
+    let borrower = s.host("borrower");
+    // A buffer mapped for each device, both through the borrower's IOMMU.
+    let maps: Vec<_> = [&dma, &gpu]
+        .iter()
+        .map(|name| {
+            let handle = borrower.device(name).expect("shadow");
+            let buf = borrower.alloc(4096).expect("ram");
+            let bus = handle
+                .dma_map(buf, 4096, DmaDirection::Bidirectional)
+                .expect("map");
+            (handle, bus)
+        })
+        .collect();
+    // Both devices' copies still land where they should.
+    let data: Vec<u8> = (0..16 * 1024u32).map(|i| (i * 11) as u8).collect();
+    for name in [dma, gpu] {
+        let back = s
+            .run(dma_round_trip(borrower.clone(), name.clone(), data.clone()))
+            .expect("copies");
+        assert_eq!(back, data, "{name}");
+    }
+    for (handle, bus) in maps {
+        handle.dma_unmap(bus).expect("unmap");
+    }
 }

@@ -6,7 +6,12 @@
 //!
 //! Every write stores the block's pattern for its next version and every read checks the
 //! current one (the fio scheme), so a lost write, or an old write landing after a newer one,
-//! shows up as wrong data; a final read-back of the whole range checks every block again.
+//! shows up as wrong data. What the run reports as lost or written twice is measured, not
+//! inferred from the program's own bookkeeping: a final read-back of every block compares
+//! its content with the version the program last wrote, and the controller's own counts of
+//! read and write commands (its SMART / health log) are compared with the I/Os the program
+//! believes it did. [`RecoveryFault`] makes the program recover wrongly on purpose, so tests
+//! can show those measurements catch a dropped or a doubled write.
 
 use crate::booted::{run_workload, Booted};
 use crate::fio::pattern;
@@ -49,6 +54,26 @@ pub struct FailoverConfig {
     pub verify: bool,
     /// Random-offset seed.
     pub seed: u64,
+    /// A deliberate mistake in the program's recovery (tests only; `None` in every
+    /// experiment).
+    pub fault: RecoveryFault,
+}
+
+/// How the program handles a write it gave up on when the primary path died. Only
+/// [`RecoveryFault::None`] is correct; the others exist so tests can show that the run's
+/// `lost` and `duplicated` figures are measurements that catch a wrong recovery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum RecoveryFault {
+    /// Correct: ask the manager to delete the lost queue pair, read the block through the
+    /// backup path, and issue the write again only if it had not landed.
+    #[default]
+    None,
+    /// Wrong: count the write as done without checking or issuing it again. A write that
+    /// had not landed is lost.
+    DropGivenUpWrite,
+    /// Wrong: issue the write again without checking whether it landed. A write that had
+    /// landed runs twice.
+    ReissueWithoutCheck,
 }
 
 impl Default for FailoverConfig {
@@ -65,6 +90,7 @@ impl Default for FailoverConfig {
             link_events: true,
             verify: true,
             seed: 1,
+            fault: RecoveryFault::None,
         }
     }
 }
@@ -81,17 +107,32 @@ pub struct Completed {
 }
 
 /// What a run found.
+///
+/// `completed`, `on_primary`, `on_backup`, `reissued` and `confirmed` are the program's own
+/// view; `lost`, `duplicated`, `writes_missing`, `stale_blocks` and `reads_rerun` are
+/// measured against the device (its content and its command counts), so a recovery that
+/// drops or repeats a write shows up there even when the program believes all is well.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FailoverResult {
     /// I/Os asked for.
     pub ops: u64,
-    /// I/Os completed exactly once.
+    /// I/Os the program saw complete (a write it dropped on purpose, see [`RecoveryFault`],
+    /// counts: the program believes it done).
     pub completed: u64,
-    /// I/Os never completed.
+    /// Writes lost: the larger of `writes_missing` and `stale_blocks`, each of which is a
+    /// lower bound (a dropped write to a block that is written again later leaves no trace
+    /// in the data; a dropped write and a doubled one cancel in the counts).
     pub lost: u64,
-    /// Writes that ran twice: the controller's count of write commands (its SMART log)
-    /// beyond the writes the program completed — a write given up on that the controller
-    /// still carried out before it was issued again.
+    /// Writes the program believes done that the controller never ran: the program's
+    /// writes beyond the controller's count of write commands (its SMART log) during the
+    /// timed I/O.
+    pub writes_missing: u64,
+    /// Blocks whose final content, read back after the run, is an older version than the
+    /// one the program last wrote.
+    pub stale_blocks: u64,
+    /// Writes that ran twice: the controller's count of write commands beyond the writes
+    /// the program did — a write given up on that the controller still carried out before
+    /// it was issued again.
     pub duplicated: u64,
     /// Reads the controller ran beyond the program's own: the check of a write given up on,
     /// or a read given up on (its data died in the cable) and issued again. Harmless;
@@ -103,13 +144,16 @@ pub struct FailoverResult {
     pub on_primary: u64,
     /// I/Os completed on the backup path.
     pub on_backup: u64,
+    /// Writes in flight when the program gave up on the primary path (0 or 1: the I/O is
+    /// QD1).
+    pub given_up_writes: u64,
     /// I/Os given up on the primary and issued again on the backup.
     pub reissued: u64,
     /// Writes given up on that a read through the backup found had landed (not issued
     /// again).
     pub confirmed: u64,
-    /// Bytes checked against the expected pattern (reads during the run, then the final
-    /// read-back of every block).
+    /// Bytes checked against the expected pattern: reads during the run (with `verify`),
+    /// then the final read-back of every block.
     pub verified_bytes: u64,
     /// When the cable was cut (µs after the timed I/O started).
     pub cut_at_us: f64,
@@ -197,18 +241,17 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
             sim.schedule_link_state(primary_cable, false, start + cfg.cut_after);
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             let mut on = 0usize;
-            let mut counts = vec![0u32; cfg.ops as usize];
-            let mut timeline = Vec::with_capacity(cfg.ops as usize);
-            let (mut verified, mut reissued, mut confirmed) = (0u64, 0u64, 0u64);
+            let mut timeline = Vec::with_capacity(cfg.ops.min(1 << 20) as usize);
+            let (mut verified, mut reissued, mut confirmed, mut given_up_writes) =
+                (0u64, 0u64, 0u64, 0u64);
             let mut detected: Option<(SimTime, String)> = None;
             let mut resumed: Option<SimTime> = None;
-            for (i, count) in counts.iter_mut().enumerate() {
+            for i in 0..cfg.ops {
                 let b = rng.random_range(0..cfg.blocks);
                 let write = rng.random_bool(0.5);
                 let version = versions[b as usize] + u32::from(write);
                 let t0 = cos.cpu().now();
-                let mut done = false;
-                while !done {
+                loop {
                     let give_up = give_up(&sim, &cos, primary_cable, on, &cfg);
                     let result = if write {
                         io.write(&paths[on], b, version, give_up).await
@@ -219,13 +262,13 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                     match result {
                         Ok(bytes) => {
                             verified += bytes;
-                            *count += 1;
                             *(if write { &mut writes } else { &mut reads }) += 1;
-                            done = true;
+                            break;
                         }
                         Err(Failure::PathLost(why)) if on == 0 => {
                             detected = Some((cos.cpu().now(), why));
                             on = 1;
+                            given_up_writes += u64::from(write);
                             // Once the manager has deleted the lost pair, the controller has
                             // finished with the command given up on: a write may have landed.
                             paths[0]
@@ -233,17 +276,19 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                                 .abandon_queue(&paths[0].queue)
                                 .await
                                 .map_err(|e| format!("abandon the primary queue pair: {e}"))?;
-                            if write {
+                            if write && cfg.fault == RecoveryFault::DropGivenUpWrite {
+                                writes += 1;
+                                break;
+                            }
+                            if write && cfg.fault == RecoveryFault::None {
                                 let landed = io
                                     .read(&paths[1], b, Some(version), std::future::pending())
                                     .await
                                     .is_ok();
                                 if landed {
                                     confirmed += 1;
-                                    *count += 1;
                                     writes += 1;
-                                    done = true;
-                                    continue;
+                                    break;
                                 }
                             }
                             reissued += 1;
@@ -266,12 +311,18 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
             }
             let after = manager.io_commands().await.map_err(|e| e.to_string())?;
             let (device_reads, device_writes) = (after.0 - before.0, after.1 - before.1);
-            // Read every block back on the surviving path.
-            for (b, &v) in versions.iter().enumerate().filter(|_| cfg.verify) {
-                verified += io
-                    .read(&paths[on], b as u64, Some(v), std::future::pending())
+            // Read every block back on the surviving path and compare it with the version
+            // the program last wrote.
+            let mut stale_blocks = 0u64;
+            for (b, &v) in versions.iter().enumerate() {
+                match io
+                    .read_back(&paths[on], b as u64, v)
                     .await
-                    .map_err(|f| format!("read-back of block {b}: {}", f.why()))?;
+                    .map_err(|f| format!("read-back of block {b}: {}", f.why()))?
+                {
+                    Held::Expected => verified += cfg.bs,
+                    Held::Older => stale_blocks += 1,
+                }
             }
             let us = |t: SimTime| t.since(start).as_ps() as f64 / 1e6;
             let cut = start + cfg.cut_after;
@@ -288,16 +339,19 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 LatencySummary::from_ps(&ps)
             };
             let cut_us = us(cut);
+            let writes_missing = writes.saturating_sub(device_writes);
             let result = FailoverResult {
                 ops: cfg.ops,
-                completed: counts.iter().filter(|&&c| c == 1).count() as u64,
-                lost: counts.iter().filter(|&&c| c == 0).count() as u64,
-                duplicated: counts.iter().filter(|&&c| c > 1).count() as u64
-                    + device_writes.saturating_sub(writes),
+                completed: reads + writes,
+                lost: writes_missing.max(stale_blocks),
+                writes_missing,
+                stale_blocks,
+                duplicated: device_writes.saturating_sub(writes),
                 reads_rerun: device_reads.saturating_sub(reads),
                 device_commands: device_reads + device_writes,
                 on_primary: timeline.iter().filter(|c| c.path == 0).count() as u64,
                 on_backup: timeline.iter().filter(|c| c.path == 1).count() as u64,
+                given_up_writes,
                 reissued,
                 confirmed,
                 verified_bytes: verified,
@@ -406,6 +460,14 @@ impl From<DistError> for Failure {
     }
 }
 
+/// What a block held when it was read back after the run.
+enum Held {
+    /// The version the program last wrote.
+    Expected,
+    /// An older version: a write to it was lost (or an old one landed last).
+    Older,
+}
+
 /// Block I/O of one program: patterns in, patterns checked.
 struct Io {
     sim: Sim,
@@ -425,8 +487,7 @@ impl Io {
         version: u32,
         give_up: impl std::future::Future<Output = String>,
     ) -> Result<u64, Failure> {
-        let mut buf = vec![0u8; self.bs as usize];
-        pattern(self.seed, b, version, &mut buf);
+        let buf = self.block(b, version);
         let (data, _) = path.client.data();
         self.os
             .cpu()
@@ -456,6 +517,50 @@ impl Io {
         version: Option<u32>,
         give_up: impl std::future::Future<Output = String>,
     ) -> Result<u64, Failure> {
+        let got = self.read_block(path, b, give_up).await?;
+        let Some(version) = version else {
+            return Ok(0);
+        };
+        let want = self.block(b, version);
+        if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
+            return Err(Failure::Other(format!(
+                "block {b} is wrong at byte {at}: read {:#04x}, version {version} has {:#04x}",
+                got[at], want[at]
+            )));
+        }
+        Ok(self.bs)
+    }
+
+    /// Reads block `b` through `path` after the run and says which version it holds:
+    /// `version` (the one last written), or an older one. Content that matches no version
+    /// ever written is an error.
+    async fn read_back(&self, path: &Path, b: u64, version: u32) -> Result<Held, Failure> {
+        let got = self.read_block(path, b, std::future::pending()).await?;
+        if got == self.block(b, version) {
+            return Ok(Held::Expected);
+        }
+        if (0..version).any(|v| got == self.block(b, v)) {
+            return Ok(Held::Older);
+        }
+        Err(Failure::Other(format!(
+            "block {b} holds none of versions 0..={version} the program wrote"
+        )))
+    }
+
+    /// Block `b`'s content at `version`.
+    fn block(&self, b: u64, version: u32) -> Vec<u8> {
+        let mut buf = vec![0u8; self.bs as usize];
+        pattern(self.seed, b, version, &mut buf);
+        buf
+    }
+
+    /// Reads block `b` through `path` into the client's buffer and returns what arrived.
+    async fn read_block(
+        &self,
+        path: &Path,
+        b: u64,
+        give_up: impl std::future::Future<Output = String>,
+    ) -> Result<Vec<u8>, Failure> {
         let (data, _) = path.client.data();
         // Stale bytes from an earlier read must not pass for this one.
         self.sim
@@ -471,19 +576,8 @@ impl Io {
                 give_up,
             )
             .await?;
-        let Some(version) = version else {
-            return Ok(0);
-        };
         let mut got = vec![0u8; self.bs as usize];
         self.sim.peek_memory(self.os.id(), data, &mut got);
-        let mut want = vec![0u8; self.bs as usize];
-        pattern(self.seed, b, version, &mut want);
-        if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
-            return Err(Failure::Other(format!(
-                "block {b} is wrong at byte {at}: read {:#04x}, version {version} has {:#04x}",
-                got[at], want[at]
-            )));
-        }
-        Ok(self.bs)
+        Ok(got)
     }
 }

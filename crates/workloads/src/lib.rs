@@ -32,7 +32,7 @@ pub use dma_bench::{
     DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
-pub use failover::{failover, Completed, FailoverConfig, FailoverResult};
+pub use failover::{failover, Completed, FailoverConfig, FailoverResult, RecoveryFault};
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode};
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyResult, Receiver,

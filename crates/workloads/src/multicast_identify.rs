@@ -45,7 +45,7 @@ pub struct Receiver {
 pub struct MulticastIdentifyResult {
     /// The controller.
     pub device: String,
-    /// Its model number (from the page itself).
+    /// Its model number (from the manager's Identify Controller).
     pub model: String,
     /// Bytes each host received.
     pub bytes: u64,
@@ -53,12 +53,13 @@ pub struct MulticastIdentifyResult {
     pub receivers: Vec<Receiver>,
     /// Members whose copy is exact.
     pub verified: usize,
-    /// NVMe commands the multicast delivery took.
-    pub multicast_commands: u32,
+    /// NVMe commands the multicast delivery took: admin commands the controller fetched
+    /// meanwhile, by the SQ head it reports in its completions.
+    pub multicast_commands: u64,
     /// Time of the one relayed Identify, from the request to the answer (ns).
     pub multicast_ns: f64,
-    /// NVMe commands the per-host delivery took (0 when not run).
-    pub unicast_commands: u32,
+    /// NVMe commands the per-host delivery took (0 when not run), counted the same way.
+    pub unicast_commands: u64,
     /// Time of the per-host delivery, every Identify one after the other (ns).
     pub unicast_ns: f64,
     /// Members whose per-host copy is exact.
@@ -114,11 +115,13 @@ pub fn multicast_identify(
 
             let cpu = mos.cpu();
             let t0 = cpu.now();
+            let fetched = manager.admin_commands_fetched();
             manager
                 .identify_to(&hold, &cpu, cns::CONTROLLER, 0, bus)
                 .await
                 .map_err(|x| e(&x))?;
             let multicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
+            let multicast_commands = manager.admin_commands_fetched() - fetched;
             // The completion is posted after the data; let the copies still on their way
             // through the cascade land before looking.
             cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
@@ -140,6 +143,7 @@ pub fn multicast_identify(
             let (mut unicast_ns, mut unicast_verified, mut unicast_commands) = (0.0, 0, 0);
             if cfg.unicast {
                 let t0 = cpu.now();
+                let fetched = manager.admin_commands_fetched();
                 let mut copies = Vec::new();
                 for seg in &members {
                     let theirs = smartio
@@ -161,9 +165,9 @@ pub fn multicast_identify(
                         .identify_to(&theirs, &cpu, cns::CONTROLLER, 0, at)
                         .await
                         .map_err(|x| e(&x))?;
-                    unicast_commands += 1;
                     copies.push((theirs, page));
                 }
+                unicast_commands = manager.admin_commands_fetched() - fetched;
                 unicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
                 cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
                     .await;
@@ -188,7 +192,7 @@ pub fn multicast_identify(
                 bytes: PAGE,
                 verified: receivers.iter().filter(|r| r.verified).count(),
                 receivers,
-                multicast_commands: 1,
+                multicast_commands,
                 multicast_ns,
                 unicast_commands,
                 unicast_ns,

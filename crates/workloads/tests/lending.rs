@@ -108,7 +108,9 @@ fn the_native_nvme_driver_on_a_borrowed_controller_verifies_and_matches_local_la
     cfg.size = Some(16 << 20);
     cfg.amount = Amount::Ops(4000);
     let r = run_fio(&cluster("back-to-back"), &cfg).expect("verified run");
-    assert!(r.verified_bytes > 0 && r.reads > 0 && r.writes > 0, "{r:?}");
+    assert_eq!(r.reads + r.writes, 4000, "{r:?}");
+    assert!(r.reads > 1500 && r.writes > 1500, "{r:?}");
+    assert_eq!(r.verified_bytes, r.reads * 4096, "every read checked");
 
     let local = qd1("local-chassis", "local", "nvme0");
     let lent = qd1("back-to-back", "borrower", "lender:nvme0");

@@ -21,18 +21,16 @@ fn one_identify_lands_in_all_59_other_hosts_of_the_cascade() {
     let bad: Vec<_> = r.receivers.iter().filter(|x| !x.verified).collect();
     assert!(bad.is_empty(), "not delivered: {bad:?}");
     assert_eq!(r.verified, 59);
+    // The controller fetched exactly one admin command for the 59 copies.
     assert_eq!(r.multicast_commands, 1);
-    assert!(
-        r.model.contains("P4800X") || !r.model.is_empty(),
-        "{}",
-        r.model
-    );
+    assert_eq!(r.model, "smartio emulated NVMe (optane-p4800x)");
     // Members hang off all six sub-switches.
     let mut switches: Vec<&str> = r.receivers.iter().map(|x| x.switch.as_str()).collect();
     switches.sort_unstable();
     switches.dedup();
     assert_eq!(switches, ["sub0", "sub1", "sub2", "sub3", "sub4", "sub5"]);
-    // The same page host by host takes 59 commands and far longer.
+    // The same page host by host takes 59 commands (the controller's count, which wraps its
+    // 32-entry admin queue) and far longer.
     assert_eq!((r.unicast_commands, r.unicast_verified), (59, 59));
     assert!(
         r.unicast_ns > 20.0 * r.multicast_ns,

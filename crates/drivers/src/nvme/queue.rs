@@ -38,6 +38,9 @@ pub struct QueuePair {
     sq_tail: Cell<u16>,
     cq_head: Cell<u16>,
     phase: Cell<bool>,
+    /// The SQ head the controller reported in the last completion reaped, and the entries
+    /// it has fetched in all by then (its reported heads' progress, wraps included).
+    sq_fetched: Cell<(u16, u64)>,
     tags: RefCell<Vec<Tag>>,
     free: RefCell<Vec<u16>>,
     tag_waiters: RefCell<Vec<Waker>>,
@@ -72,6 +75,7 @@ impl QueuePair {
             sq_tail: Cell::new(0),
             cq_head: Cell::new(0),
             phase: Cell::new(true),
+            sq_fetched: Cell::new((0, 0)),
             tags: RefCell::new((0..tags).map(|_| Tag::default()).collect()),
             free: RefCell::new((0..tags).rev().collect()),
             tag_waiters: RefCell::new(Vec::new()),
@@ -150,6 +154,10 @@ impl QueuePair {
         if next == 0 {
             self.phase.set(!self.phase.get());
         }
+        let (seen, fetched) = self.sq_fetched.get();
+        let step = (u32::from(e.sq_head) + u32::from(self.entries) - u32::from(seen))
+            % u32::from(self.entries);
+        self.sq_fetched.set((e.sq_head, fetched + u64::from(step)));
         if let Some(t) = self.tags.borrow_mut().get_mut(e.cid as usize) {
             t.done = Some(e);
             if let Some(w) = t.waker.take() {
@@ -167,6 +175,14 @@ impl QueuePair {
         self.bar
             .write32(self.cq_doorbell, u32::from(self.cq_head.get()))
             .await
+    }
+
+    /// Submission queue entries the controller has fetched, by the SQ head pointer it
+    /// reports in each completion (its own count, not the driver's), as of the last
+    /// completion reaped. Completions are reaped in the order the controller posted them,
+    /// so the reported head only moves forward.
+    pub fn sq_fetched(&self) -> u64 {
+        self.sq_fetched.get().1
     }
 
     /// The completion of `tag`, if it has arrived.

@@ -278,6 +278,12 @@ impl Manager {
         &self.model
     }
 
+    /// Admin commands the controller has fetched since the manager enabled it, by the SQ
+    /// head it reports in its completions (see [`QueuePair::sq_fetched`]).
+    pub fn admin_commands_fetched(&self) -> u64 {
+        self.admin.sq_fetched()
+    }
+
     /// The doorbell register offsets of queue `qid`.
     pub fn doorbells(&self, qid: u16) -> (u64, u64) {
         doorbells(qid, self.stride)

@@ -1,5 +1,7 @@
 //! Helpers shared by the driver tests.
 
+pub mod nvme;
+
 /// Random-looking but reproducible bytes (xorshift64).
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
