@@ -536,14 +536,10 @@ fn commands_still_in_a_deleted_submission_queue_complete_as_aborted_in_order() {
     });
 }
 
-/// Fails today: the controller's Abort scans the submission queue from a snapshot, one DMA
-/// read per entry, while the fetcher takes the same entries. It finds the command after the
-/// fetcher took it, answers "aborted" (dword 0 bit 0 clear) though the command runs to
-/// success, and leaves the identifier marked, so the next command that reuses it in that
-/// queue is aborted instead. A bug in `crates/devices/src/nvme/admin.rs` (`abort`), reported
-/// for the devices area rather than fixed here.
+/// The controller's Abort scans the submission queue one DMA read per entry while the
+/// fetcher takes the same entries: what it answers must agree with what the command did, and
+/// an identifier it did not abort must not stay marked for a later command that reuses it.
 #[test]
-#[ignore = "devices bug: Abort marks a command the fetcher already took (nvme/admin.rs abort)"]
 fn an_abort_agrees_with_what_the_command_did_and_spares_a_later_command_with_its_id() {
     run("abort-race", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;

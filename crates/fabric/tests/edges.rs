@@ -147,7 +147,7 @@ fn the_64_bit_mmio_region_can_be_filled_to_its_last_byte_and_no_further() {
     let err = build(&huge(17)).expect_err("one more");
     assert!(
         err.to_string()
-            .contains("64-bit MMIO space exhausted: devices need 17T but the region holds 16T"),
+            .contains("64-bit MMIO space exhausted: devices need 17T (natural alignment included) but the region holds 16T (the largest BAR is device \"big0\" BAR0, 1T)"),
         "{err}"
     );
 }

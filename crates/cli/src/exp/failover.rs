@@ -1,7 +1,7 @@
 //! `failover` (Paper V §6.3): a client with two NTB adapters keeps a queue pair on each; the
 //! primary cable is cut mid-run, the client learns it and carries on over the backup.
 
-use super::{table, Chart, Plot, Report, Series, Setup};
+use super::{names, table, Chart, Plot, Report, Series, Setup};
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult};
 
@@ -12,8 +12,27 @@ type Cell = dyn Fn(&FailoverResult) -> String;
 const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
+    let probe = setup.cluster()?;
+    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+        format!(
+            "{} has no NVMe controller; failover needs one, and another host with two cabled \
+             NTB adapters (such as dual-path)",
+            setup.scenario
+        )
+    })?;
+    let client = names::host_with_two_paths(&probe, &lender).ok_or_else(|| {
+        format!(
+            "{} has no host besides {lender} with two cabled NTB adapters; failover needs \
+             one for the program's primary and backup paths (such as dual-path)",
+            setup.scenario
+        )
+    })?;
+    drop(probe);
     let ops = setup.ops.unwrap_or(OPS);
     let base = FailoverConfig {
+        device: format!("{lender}:{nvme}"),
+        manager: lender,
+        client,
         ops,
         verify,
         seed: setup.seed,

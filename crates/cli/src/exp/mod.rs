@@ -232,6 +232,19 @@ pub mod names {
         })
     }
 
+    /// The first host but `except`, in scenario order, with two cabled NTB adapters.
+    pub fn host_with_two_paths(cluster: &Cluster, except: &str) -> Option<String> {
+        let f = cluster.sim.fabric();
+        f.hosts().iter().find_map(|h| {
+            let id = f.host_by_name(&h.name)?;
+            let cabled = |n| {
+                f.host_adapter(id, n)
+                    .is_some_and(|a| f.adapter(a).cable.is_some())
+            };
+            (h.name != except && cabled(0) && cabled(1)).then(|| h.name.clone())
+        })
+    }
+
     /// Every host name but `except`, in scenario order.
     pub fn other_hosts(cluster: &Cluster, except: &str) -> Vec<String> {
         cluster

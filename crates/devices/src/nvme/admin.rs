@@ -431,23 +431,35 @@ impl NvmeController {
             .cloned()
             .flatten()
             .ok_or(Status::INVALID_FIELD)?;
-        let mut at = q.head;
+        // The scan reads entries while the fetcher may take them: an entry found is marked
+        // only if it is still waiting (the fetcher consults the marks when its read of the
+        // entry returns, so one being fetched right now is caught too).
+        let (head, entries) = (q.head, q.entries);
+        let mut at = head;
         while at != q.tail {
             let addr = q.base + u64::from(at) * SQE_SIZE as u64;
             let raw = match self.cmb_offset(addr, SQE_SIZE as u64) {
-                Some(_) => None,
+                Some(off) => {
+                    let mut b = vec![0u8; SQE_SIZE];
+                    self.cmb.borrow().read(off, &mut b);
+                    Some(b)
+                }
                 None => port.read_owned(BusAddr(addr), SQE_SIZE).await.ok(),
             };
-            if let Some(raw) = raw {
-                if Command::from_bytes(&raw).0.cid == cid {
-                    let mut s = self.state.borrow_mut();
-                    if let Some(q) = s.sqs[sqid as usize].as_mut() {
-                        q.aborted.push(cid);
-                        return Ok(0);
-                    }
+            if raw.is_some_and(|raw| Command::from_bytes(&raw).0.cid == cid) {
+                let mut s = self.state.borrow_mut();
+                let Some(now) = s.sqs[sqid as usize].as_mut() else {
+                    break; // deleted meanwhile: the deletion completed it as aborted
+                };
+                let taken = (now.head + entries - head) % entries;
+                let position = (at + entries - head) % entries;
+                if position < taken {
+                    break; // the fetcher took it: it runs
                 }
+                now.aborted.push(cid);
+                return Ok(0);
             }
-            at = (at + 1) % q.entries;
+            at = (at + 1) % entries;
         }
         Ok(1)
     }

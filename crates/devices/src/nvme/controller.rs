@@ -154,7 +154,7 @@ pub struct NvmeController {
     pub(super) msix: MsixTable,
     pub(super) media: Media,
     pub(super) store: NamespaceStore,
-    cmb: RefCell<SparseMemory>,
+    pub(super) cmb: RefCell<SparseMemory>,
     pub(super) state: RefCell<State>,
     wake: Notify,
     cq_space: RefCell<Vec<Waker>>,
