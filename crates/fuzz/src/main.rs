@@ -220,11 +220,19 @@ struct Budget {
 
 thread_local! {
     static PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// Whether this thread is running a target on an input (where panics are findings).
+    static IN_TARGET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Panics are caught and reported once, with their location, instead of printed each time.
+/// Panics inside a target are caught and reported once, with their location, instead of
+/// printed each time; a panic anywhere else is the runner's own and is printed as usual.
 fn quiet_panics() {
-    std::panic::set_hook(Box::new(|info| {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !IN_TARGET.with(|t| t.get()) {
+            default(info);
+            return;
+        }
         let msg = info
             .payload()
             .downcast_ref::<String>()
@@ -247,7 +255,9 @@ fn run_one(t: Target, input: &[u8], current: &Mutex<Option<Current>>) -> Result<
             started: Instant::now(),
         });
     }
+    IN_TARGET.with(|t| t.set(true));
     let r = catch_unwind(AssertUnwindSafe(|| (t.run)(input)));
+    IN_TARGET.with(|t| t.set(false));
     if let Ok(mut c) = current.lock() {
         *c = None;
     }
@@ -262,8 +272,12 @@ fn run_one(t: Target, input: &[u8], current: &Mutex<Option<Current>>) -> Result<
 
 /// The shape of an outcome: its text without digits (new shapes join the pool).
 fn shape(o: &Outcome) -> String {
-    let mut s: String = o.detail.chars().filter(|c| !c.is_ascii_digit()).collect();
-    s.truncate(300);
+    let s: String = o
+        .detail
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .take(300)
+        .collect();
     format!("{}{s}", o.accepted)
 }
 
@@ -365,4 +379,29 @@ fn watchdog(current: Arc<Mutex<Option<Current>>>, timeout: Duration, out: PathBu
             std::process::exit(3);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_shape_is_cut_at_a_character_not_a_byte() {
+        // 299 ASCII letters, then a two-byte character across the 300th byte.
+        let detail = format!("{}µs and more", "a".repeat(299));
+        let s = shape(&Outcome {
+            accepted: false,
+            detail,
+        });
+        assert_eq!(s, format!("false{}µ", "a".repeat(299)));
+    }
+
+    #[test]
+    fn an_outcome_shape_drops_digits() {
+        let s = shape(&Outcome {
+            accepted: true,
+            detail: "12 reads in 3.5 µs".into(),
+        });
+        assert_eq!(s, "true reads in . µs");
+    }
 }
