@@ -691,14 +691,20 @@ fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
                     *d.borrow_mut() += 1;
                 });
             }
+            // Wait for the four, but not forever: a transfer that never completes is a
+            // failure here, not a simulation that keeps polling (1 ms is ~50 times enough).
             let wanted = if op == BlockOp::Write { 4 } else { 8 };
-            while *done.borrow() < wanted {
+            for _ in 0..100 {
+                if *done.borrow() == wanted {
+                    break;
+                }
                 smartio_platform::Clock::sleep(
                     &os.cpu(),
                     smartio_platform::SimDuration::from_us(10),
                 )
                 .await;
             }
+            assert_eq!(*done.borrow(), wanted, "{op:?}s completed within 1 ms");
         }
         let mut got = Vec::new();
         for i in 4..8u64 {

@@ -124,6 +124,22 @@ fn hints_place_segments_in_device_memory_the_callers_ram_or_the_lenders() {
         matches!(c.location, SegmentLocation::Ram { host, .. } if host == hosts[1].id()),
         "{c:?}"
     );
+    // Read by the caller's CPU but reached by other devices too: near the device, not in the
+    // caller's RAM.
+    let p2p = smartio
+        .create_segment(
+            &hold,
+            64 << 10,
+            Hints {
+                peer_to_peer: true,
+                ..cq_like
+            },
+        )
+        .expect("peer to peer");
+    assert!(
+        matches!(p2p.location, SegmentLocation::Ram { host, .. } if host == hosts[1].id()),
+        "{p2p:?}"
+    );
     // A DMA engine without room in device memory falls back to RAM, near the device.
     let second = smartio
         .create_segment(&hold, 64 << 10, sq_like)
@@ -418,9 +434,12 @@ fn dual_path(crossed: bool) -> String {
         "dual-path changed its cables"
     );
     let crossed = text.replace(a, "@0").replace(b, a).replace("@0", b);
+    // Tests run in parallel: each load gets its own file.
+    static LOADS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let path = std::env::temp_dir().join(format!(
-        "smartio-device-api-{}-dual-path-crossed.toml",
-        std::process::id()
+        "smartio-device-api-{}-{}-dual-path-crossed.toml",
+        std::process::id(),
+        LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::write(&path, crossed).expect("temp file");
     path.to_str().expect("utf-8").to_string()

@@ -37,10 +37,12 @@ fn variant(name: &str, edits: &[(usize, &str, &str)]) -> PathBuf {
         .iter()
         .map(|(n, _, to)| format!("{n}{}", to.len()))
         .collect();
+    // Tests run in parallel and may edit the same way: each load gets its own file.
+    static LOADS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let path = std::env::temp_dir().join(format!(
-        "smartio-lending-{}-{name}-{tag}-{}.toml",
+        "smartio-lending-{}-{}-{name}-{tag}.toml",
         std::process::id(),
-        text.len()
+        LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::write(&path, text).expect("temp file");
     path

@@ -41,8 +41,9 @@ pub struct DeviceBorrow {
 /// 1. `device_reads` without `host_reads`, and the device has device memory (an NVMe
 ///    controller memory buffer, GPU memory) with room: **device memory** — the device reads
 ///    it without crossing a link (an SQ written by one host and fetched by the device).
-/// 2. `host_reads` and not `multi_host`: **the calling host's RAM** — CPU loads are local, and
-///    the device's writes are posted, so their distance costs little (a CQ the host polls).
+/// 2. `host_reads`, and neither `multi_host` nor `peer_to_peer`: **the calling host's RAM** —
+///    CPU loads are local, and the device's writes are posted, so their distance costs little
+///    (a CQ the host polls).
 /// 3. Otherwise: **the lender's RAM**, the memory closest to the device that every host can
 ///    reach (shared buffers, `multi_host`, `peer_to_peer`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -488,7 +489,7 @@ impl SmartIo {
             }
         }
         // 2. The caller's RAM when its CPU reads it; 3. otherwise the lender's.
-        let host = if hints.host_reads && !hints.multi_host {
+        let host = if hints.host_reads && !hints.multi_host && !hints.peer_to_peer {
             borrow.host
         } else {
             lender
