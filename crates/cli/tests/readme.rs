@@ -255,3 +255,30 @@ fn examples_are_found_in_sh_blocks_and_concrete_inline_spans_only() {
     .collect();
     assert_eq!(found, expect);
 }
+
+/// The quick start's `cargo run --release -- demo` must pick this binary out of the
+/// workspace (a second binary once made `cargo run` refuse to choose). Run through cargo
+/// itself, in the profile this test was built in, so nothing new is compiled.
+#[test]
+fn cargo_run_at_the_top_of_the_workspace_runs_smartio() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut args = vec!["run", "--quiet"];
+    if !cfg!(debug_assertions) {
+        args.push("--release");
+    }
+    args.extend(["--", "--version"]);
+    let out = std::process::Command::new(cargo)
+        .args(&args)
+        .current_dir(&top)
+        .output()
+        .expect("cargo runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("smartio "),
+        "cargo {} failed: {}{}",
+        args.join(" "),
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
