@@ -324,6 +324,41 @@ fn one_multicast_store_lands_in_the_segments_of_all_59_other_hosts() {
 }
 
 #[test]
+fn only_the_segment_that_joined_a_group_can_leave_it() {
+    let (_sim, sci) = cluster("cascade-60");
+    let group = sci.create_multicast_group(64 << 10).expect("group");
+    let joined = sci.create_segment(HostId(1), Some(1), 64 << 10).expect("1");
+    let other = sci.create_segment(HostId(1), Some(2), 64 << 10).expect("2");
+    sci.join_multicast(&joined, 0, group).expect("join");
+    let err = sci
+        .leave_multicast(&other, 0, group)
+        .expect_err("the other segment never joined");
+    assert!(
+        matches!(
+            err,
+            SciError::NotMember {
+                id: 2,
+                adapter: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .ends_with("segment 2 does not receive multicast group 0 through adapter 0"),
+        "{err}"
+    );
+    // The adapter is still a member: the group cannot go, and the segment that joined leaves.
+    assert!(
+        sci.remove_multicast_group(group).is_err(),
+        "still has a member"
+    );
+    sci.leave_multicast(&joined, 0, group).expect("leave");
+    sci.remove_multicast_group(group).expect("empty");
+}
+
+#[test]
 fn multicast_groups_are_limited() {
     let (sim, sci) = cluster("cascade-60");
     let limit = sim.fabric().multicast().limit();

@@ -72,6 +72,18 @@ pub enum SciError {
         /// Adapter number.
         adapter: u32,
     },
+    /// The segment does not receive the multicast group through that adapter.
+    #[error("host {host}: segment {id} does not receive multicast group {group} through adapter {adapter}")]
+    NotMember {
+        /// Host name.
+        host: String,
+        /// Segment id.
+        id: u32,
+        /// Adapter number.
+        adapter: u32,
+        /// The group's number.
+        group: u32,
+    },
     /// Something still uses the object.
     #[error("{what} is busy: {users}")]
     Busy {

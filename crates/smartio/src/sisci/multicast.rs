@@ -42,7 +42,9 @@ impl Sisci {
         })
     }
 
-    /// Stops `seg` receiving the group.
+    /// Stops `seg` receiving the group. Only the segment that joined through `adapter` can
+    /// leave: another segment of the same host is [`SciError::NotMember`], and the adapter
+    /// stays in the group.
     pub fn leave_multicast(
         &self,
         seg: &LocalSegment,
@@ -50,6 +52,19 @@ impl Sisci {
         group: GroupId,
     ) -> Result<(), SciError> {
         let aid = self.adapter(seg.host, adapter)?;
+        let host = self.host_name(seg.host);
+        self.with_segment(seg, |s| {
+            if s.groups.contains(&(group, aid)) {
+                Ok(())
+            } else {
+                Err(SciError::NotMember {
+                    host,
+                    id: s.seg.id,
+                    adapter,
+                    group: group.0,
+                })
+            }
+        })?;
         self.sim
             .with_fabric_mut(|f| f.multicast_leave(group, aid))?;
         self.with_segment(seg, |s| {
