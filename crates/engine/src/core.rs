@@ -182,7 +182,17 @@ impl Core {
     /// Writes host memory and wakes the watchers of the range.
     pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
         self.memory[host.index()].write(addr.get(), data);
-        let end = addr.get().saturating_add(data.len() as u64);
+        self.memory_changed(host, addr, data.len() as u64);
+    }
+
+    /// Zeroes host memory (sparse: whole pages are dropped) and wakes the range's watchers.
+    pub fn zero_memory(&mut self, host: HostId, addr: PhysAddr, len: u64) {
+        self.memory[host.index()].zero(addr.get(), len);
+        self.memory_changed(host, addr, len);
+    }
+
+    fn memory_changed(&mut self, host: HostId, addr: PhysAddr, len: u64) {
+        let end = addr.get().saturating_add(len);
         if self.watches.written(host, addr.get(), end) {
             self.woke = true;
         }
@@ -720,6 +730,7 @@ impl Core {
         let start = self.now + SimDuration(path.read_ps);
         let mut done = 0u64;
         let bus = seg.bus_addr + (r.offset - seg.offset);
+        let who = self.booking(txn.requester);
         while done < r.len as u64 {
             let at_addr = bus + done;
             let n = next_chunk(
@@ -727,7 +738,6 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let who = self.booking(txn.requester);
             let end = traverse(&mut self.links, &path.backward, start, n, who).arrival
                 + SimDuration(path.return_ps);
             let last = done + n >= r.len as u64;

@@ -51,6 +51,18 @@ struct Slot {
     waits: Vec<Wait>,
 }
 
+impl Slot {
+    /// Frees the slot: a waker or id of the old task no longer names it. Returns the task,
+    /// if it was in the slot.
+    fn release(&mut self) -> Option<Task> {
+        self.live = false;
+        self.gen = self.gen.wrapping_add(1);
+        self.waker = Waker::noop().clone();
+        self.waits.clear();
+        self.task.take()
+    }
+}
+
 /// The tasks of one simulation.
 pub(crate) struct Executor {
     slots: RefCell<Vec<Slot>>,
@@ -147,10 +159,7 @@ impl Executor {
         drop(taken.task);
         let mut slots = self.slots.borrow_mut();
         if let Some(slot) = slots.get_mut(taken.id as usize) {
-            slot.live = false;
-            slot.gen = slot.gen.wrapping_add(1);
-            slot.waker = Waker::noop().clone();
-            slot.waits.clear();
+            slot.release();
             self.free.borrow_mut().push(taken.id);
         }
     }
@@ -162,7 +171,7 @@ impl Executor {
 
     /// Tasks that have not finished.
     pub fn live(&self) -> usize {
-        self.slots.borrow().iter().filter(|s| s.live).count()
+        self.slots.borrow().len() - self.free.borrow().len()
     }
 
     /// Where every unfinished task was spawned and what it waits for.
@@ -187,11 +196,7 @@ impl Executor {
             let mut tasks = Vec::new();
             for (id, slot) in slots.iter_mut().enumerate() {
                 if slot.live {
-                    tasks.extend(slot.task.take());
-                    slot.live = false;
-                    slot.gen = slot.gen.wrapping_add(1);
-                    slot.waker = Waker::noop().clone();
-                    slot.waits.clear();
+                    tasks.extend(slot.release());
                     free.push(u32::try_from(id).unwrap_or(u32::MAX));
                 }
             }

@@ -258,12 +258,7 @@ impl Sim {
     /// Zeroes host memory directly, taking no time (freshly allocated memory); costs no
     /// memory for whole pages.
     pub fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {
-        let mut core = self.inner.core.borrow_mut();
-        core.memory[host.index()].zero(addr.get(), len);
-        let end = addr.get().saturating_add(len);
-        if core.watches.written(host, addr.get(), end) {
-            core.woke = true;
-        }
+        self.inner.core.borrow_mut().zero_memory(host, addr, len);
     }
 
     /// Writes host memory directly, taking no time (for set-up).

@@ -348,6 +348,27 @@ impl Fabric {
         &self.adapters
     }
 
+    /// How much of every table SmartIO takes from is in use: per adapter (look-up-table
+    /// entries, requester ids), and per host the pages mapped in each IOMMU domain. Equal
+    /// snapshots mean nothing was left taken in between.
+    pub fn tables_in_use(&self) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
+        let adapters = self
+            .adapters
+            .iter()
+            .map(|a| (a.lut_used(), a.requester_ids_used()))
+            .collect();
+        let iommu = self
+            .hosts()
+            .iter()
+            .map(|h| {
+                (0..)
+                    .map_while(|d| h.iommu.mapped_pages(crate::DomainId(d)).ok())
+                    .collect()
+            })
+            .collect();
+        (adapters, iommu)
+    }
+
     /// One adapter.
     pub fn adapter(&self, id: AdapterId) -> &NtbAdapter {
         &self.adapters[id.index()]

@@ -301,7 +301,7 @@ fn fuzz(t: Target, b: &Budget, current: &Mutex<Option<Current>>) -> Result<(), F
     for input in pool.clone() {
         shapes.insert(shape(&run_one(t, &input, current)?));
     }
-    let mut rng = Rng::new(b.seed ^ fnv(t.name));
+    let mut rng = Rng::new(b.seed ^ fnv_bytes(t.name.as_bytes()));
     let mut execs = 0u64;
     while start.elapsed() < b.time && b.runs.is_none_or(|r| execs < r) {
         let a = rng.below(pool.len());
@@ -334,12 +334,6 @@ fn fuzz(t: Target, b: &Budget, current: &Mutex<Option<Current>>) -> Result<(), F
     Ok(())
 }
 
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
 /// Resident set size of this process, from /proc (None where there is no /proc).
 fn rss_mb() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -356,6 +350,7 @@ fn save(out: &Path, target: &str, seed: u64, input: &[u8]) -> String {
     }
 }
 
+/// FNV-1a of `b`.
 fn fnv_bytes(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
         (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3)

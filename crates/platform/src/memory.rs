@@ -53,17 +53,31 @@ impl SparseMemory {
     /// clearing a large range costs no memory.
     pub fn zero(&mut self, offset: u64, len: u64) {
         let end = offset.saturating_add(len);
-        let mut at = offset;
-        while at < end {
-            let page = at >> PAGE_SHIFT;
-            let in_page = at & (PAGE_SIZE - 1);
-            let n = (PAGE_SIZE - in_page).min(end - at);
-            if n == PAGE_SIZE {
+        if end == offset {
+            return;
+        }
+        let (first, last) = (offset >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
+        // Visit only pages that can hold data: the range's, or the resident ones in it when
+        // there are fewer of those (a range may span far more pages than are resident).
+        let pages: Vec<u64> = if last - first >= self.pages.len() as u64 {
+            let span = first..=last;
+            self.pages
+                .keys()
+                .copied()
+                .filter(|p| span.contains(p))
+                .collect()
+        } else {
+            (first..=last).collect()
+        };
+        for page in pages {
+            let base = page << PAGE_SHIFT;
+            let from = offset.max(base) - base;
+            let to = end.min(base.saturating_add(PAGE_SIZE)) - base;
+            if to - from == PAGE_SIZE {
                 self.pages.remove(&page);
             } else if let Some(p) = self.pages.get_mut(&page) {
-                p[in_page as usize..(in_page + n) as usize].fill(0);
+                p[from as usize..to as usize].fill(0);
             }
-            at += n;
         }
     }
 
@@ -108,6 +122,23 @@ mod tests {
             "the two whole pages are gone"
         );
         m.zero(u64::MAX - 10, 100);
+    }
+
+    #[test]
+    fn zeroing_a_range_far_larger_than_what_is_resident_visits_only_resident_pages() {
+        let mut m = SparseMemory::new();
+        let far = 1u64 << 50;
+        m.write(far + 10, &[5u8; 20]);
+        m.write(far + 5 * PAGE_SIZE, &[6u8; 8]);
+        m.write(3, &[9u8; 4]);
+        // 2^50 bytes from 5: the first page keeps its first 5 bytes, the far pages go.
+        m.zero(5, far + 6 * PAGE_SIZE);
+        let mut b = [0xffu8; 8];
+        m.read(0, &mut b);
+        assert_eq!(b, [0, 0, 0, 9, 9, 0, 0, 0]);
+        m.read(far + 10, &mut b);
+        assert_eq!(b, [0; 8]);
+        assert_eq!(m.resident_bytes(), PAGE_SIZE, "only the first page is left");
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub fn device_pingpong(
         host: config.host.clone(),
         a: config.a.clone(),
         b: config.b.clone(),
-        iterations: u32::try_from(measured.rtt_ps.count()).unwrap_or(u32::MAX),
+        iterations: config.iterations,
         one_way_ns: halved(&rtt_ns),
         rtt_ns,
         path_a_to_b: measured.path_a_to_b,

@@ -10,8 +10,6 @@ use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
 use smartio_host::{DmaDirection as HostDmaDirection, HostError};
 use smartio_platform::{Clock, PhysAddr};
-use std::cell::RefCell;
-use std::rc::Rc;
 use thiserror::Error;
 
 /// Which way the data moves, seen from the device.
@@ -190,11 +188,8 @@ pub fn bench_dma_run(
             why: format!("host {} has {ram_bytes} bytes of RAM", config.host),
         });
     }
-    let results: Rc<RefCell<Option<Result<DmaBenchRun, DmaBenchError>>>> =
-        Rc::new(RefCell::new(None));
-    let out = results.clone();
     let config = config.clone();
-    cluster.sim.spawn(async move {
+    crate::booted::run_task(&cluster.sim, async move {
         let run = async {
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
@@ -261,10 +256,7 @@ pub fn bench_dma_run(
             bench.detach().await?;
             Ok(DmaBenchRun { samples, buffer })
         };
-        *out.borrow_mut() = Some(run.await);
-    });
-    cluster.sim.run();
-    results
-        .take()
-        .unwrap_or_else(|| Err(DmaBenchError::Driver(crate::booted::stuck(&cluster.sim))))
+        run.await
+    })
+    .unwrap_or_else(|stuck| Err(DmaBenchError::Driver(stuck)))
 }

@@ -26,7 +26,6 @@ use smartio_drivers::{DmaTestDriver, DriverError, Location};
 use smartio_engine::Sim;
 use smartio_fabric::EndpointId;
 use smartio_platform::Clock;
-use std::cell::RefCell;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -187,11 +186,9 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
         });
     }
     let target_bar = target.model.memory_bar();
-    let results = Rc::new(RefCell::new(None::<Result<Vec<DmaSample>, P2pError>>));
-    let out = results.clone();
     let config = config.clone();
     let sim = cluster.sim.clone();
-    cluster.sim.spawn(async move {
+    crate::booted::run_task(&cluster.sim, async move {
         let run = async {
             let source_name = bench.attach_nth(0).await?;
             let target_name = bench.attach_nth(1).await?;
@@ -231,12 +228,9 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
         let result = run.await;
         // Give back what was borrowed even when the run failed half-way.
         let returned = bench.detach().await.map_err(P2pError::from);
-        *out.borrow_mut() = Some(result.and_then(|s| returned.map(|()| s)));
-    });
-    cluster.sim.run();
-    results
-        .take()
-        .unwrap_or_else(|| Err(P2pError::Stuck(crate::booted::stuck(&cluster.sim))))
+        result.and_then(|s| returned.map(|()| s))
+    })
+    .unwrap_or_else(|stuck| Err(P2pError::Stuck(stuck)))
 }
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device

@@ -93,7 +93,7 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
         scenario: cluster.sim.fabric().name.clone(),
         from: config.from.clone(),
         to: config.to.clone(),
-        iterations: u32::try_from(samples.count()).unwrap_or(u32::MAX),
+        iterations: config.iterations,
         rtt_ns: LatencySummary::of(&samples),
     })
 }

@@ -12,7 +12,7 @@ type Cell = dyn Fn(&FailoverResult) -> String;
 const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
-    let probe = setup.cluster()?;
+    let probe = setup.fabric()?;
     let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; failover needs one, and another host with two cabled \

@@ -102,6 +102,13 @@ impl Setup<'_> {
     pub fn cluster(&self) -> Result<Cluster, String> {
         Cluster::new(&self.scenario, self.calibration).map_err(|e| e.to_string())
     }
+
+    /// The scenario's enumerated fabric only, to read host and device names from (no
+    /// devices started, nothing booted).
+    pub fn fabric(&self) -> Result<smartio_fabric::Fabric, String> {
+        smartio_cluster::load_calibrated_fabric(&self.scenario, self.calibration)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// What an experiment produced.
@@ -215,16 +222,11 @@ pub fn ns(v: f64) -> String {
 
 /// The first host, device and other names an experiment needs, read from the scenario.
 pub mod names {
-    use smartio_cluster::Cluster;
+    use smartio_fabric::Fabric;
 
     /// `(host, device)` of the first endpoint of `kind` (`"nvme"`, `"gpu"`), optionally only
     /// in host `in_host`.
-    pub fn first_device(
-        cluster: &Cluster,
-        kind: &str,
-        in_host: Option<&str>,
-    ) -> Option<(String, String)> {
-        let f = cluster.sim.fabric();
+    pub fn first_device(f: &Fabric, kind: &str, in_host: Option<&str>) -> Option<(String, String)> {
         f.endpoints().iter().find_map(|ep| {
             let host = &f.host(ep.host).name;
             (ep.kind == kind && in_host.is_none_or(|h| h == host))
@@ -233,10 +235,9 @@ pub mod names {
     }
 
     /// The first host but `except`, in scenario order, with two cabled NTB adapters.
-    pub fn host_with_two_paths(cluster: &Cluster, except: &str) -> Option<String> {
-        let f = cluster.sim.fabric();
-        f.hosts().iter().find_map(|h| {
-            let id = f.host_by_name(&h.name)?;
+    pub fn host_with_two_paths(f: &Fabric, except: &str) -> Option<String> {
+        f.hosts().iter().enumerate().find_map(|(i, h)| {
+            let id = smartio_fabric::HostId(u32::try_from(i).ok()?);
             let cabled = |n| {
                 f.host_adapter(id, n)
                     .is_some_and(|a| f.adapter(a).cable.is_some())
@@ -246,11 +247,8 @@ pub mod names {
     }
 
     /// Every host name but `except`, in scenario order.
-    pub fn other_hosts(cluster: &Cluster, except: &str) -> Vec<String> {
-        cluster
-            .sim
-            .fabric()
-            .hosts()
+    pub fn other_hosts(f: &Fabric, except: &str) -> Vec<String> {
+        f.hosts()
             .iter()
             .map(|h| h.name.clone())
             .filter(|h| h != except)

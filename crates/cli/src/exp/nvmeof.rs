@@ -8,7 +8,7 @@ use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use smartio_workloads::{nvmeof_compare, NvmeofConfig};
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
-    let probe = setup.cluster()?;
+    let probe = setup.fabric()?;
     let (target, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; nvmeof-compare needs one, and another host to read it from",

@@ -13,7 +13,7 @@ use smartio_workloads::{share_clients, ShareConfig};
 const CLIENTS: usize = 30;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
-    let probe = setup.cluster()?;
+    let probe = setup.fabric()?;
     let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; share-30 needs one, and other hosts for its clients",

@@ -10,7 +10,7 @@ use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
 const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
-    let probe = setup.cluster()?;
+    let probe = setup.fabric()?;
     let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; sq-placement needs one, and another host for the client",

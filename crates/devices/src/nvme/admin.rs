@@ -438,14 +438,7 @@ impl NvmeController {
         let mut at = head;
         while at != q.tail {
             let addr = q.base + u64::from(at) * SQE_SIZE as u64;
-            let raw = match self.cmb_offset(addr, SQE_SIZE as u64) {
-                Some(off) => {
-                    let mut b = vec![0u8; SQE_SIZE];
-                    self.cmb.borrow().read(off, &mut b);
-                    Some(b)
-                }
-                None => port.read_owned(BusAddr(addr), SQE_SIZE).await.ok(),
-            };
+            let raw = self.read_sq(port, addr, SQE_SIZE as u64).await.ok();
             if raw.is_some_and(|raw| Command::from_bytes(&raw).0.cid == cid) {
                 let mut s = self.state.borrow_mut();
                 let Some(now) = s.sqs[sqid as usize].as_mut() else {

@@ -21,7 +21,8 @@ use super::spec::{
 use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::MsixTable;
 use smartio_platform::{
-    BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration, SparseMemory, Spawner,
+    AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
+    SparseMemory, Spawner,
 };
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -154,7 +155,7 @@ pub struct NvmeController {
     pub(super) msix: MsixTable,
     pub(super) media: Media,
     pub(super) store: NamespaceStore,
-    pub(super) cmb: RefCell<SparseMemory>,
+    cmb: RefCell<SparseMemory>,
     pub(super) state: RefCell<State>,
     wake: Notify,
     cq_space: RefCell<Vec<Waker>>,
@@ -509,6 +510,24 @@ impl NvmeController {
         (addr >= base && end <= base.saturating_add(self.config.cmb_size)).then(|| addr - base)
     }
 
+    /// Reads `len` bytes of submission queue entries at `addr`: from the memory buffer when
+    /// they are in it (the controller's own memory, no bus access), else by DMA.
+    pub(super) async fn read_sq<P: Port>(
+        &self,
+        port: &P,
+        addr: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, AccessError> {
+        match self.cmb_offset(addr, len) {
+            Some(off) => {
+                let mut b = vec![0u8; len as usize];
+                self.cmb.borrow().read(off, &mut b);
+                Ok(b)
+            }
+            None => port.read_owned(BusAddr(addr), len as usize).await,
+        }
+    }
+
     async fn fetch<P>(
         self: Rc<Self>,
         port: P,
@@ -522,14 +541,7 @@ impl NvmeController {
     {
         let addr = base + u64::from(head) * SQE_SIZE as u64;
         let len = u64::from(count) * SQE_SIZE as u64;
-        let bytes = match self.cmb_offset(addr, len) {
-            Some(off) => {
-                let mut b = vec![0u8; len as usize];
-                self.cmb.borrow().read(off, &mut b);
-                Ok(b)
-            }
-            None => port.read_owned(BusAddr(addr), len as usize).await,
-        };
+        let bytes = self.read_sq(&port, addr, len).await;
         let mut commands = Vec::with_capacity(count as usize);
         {
             let mut s = self.state.borrow_mut();

@@ -88,15 +88,7 @@ impl Lines {
     }
 }
 
-/// The 1-based line of byte `offset` in `text`.
-pub fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset)
-        .unwrap_or(text)
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
-}
+pub use smartio_fabric::spec::line_of;
 
 #[cfg(test)]
 mod tests {

@@ -83,7 +83,8 @@ fn key_on_line(text: &str, line: usize) -> Option<&str> {
     bare.then_some(key)
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
+/// The 1-based line of byte `offset` in `text` (scenario and calibration errors name it).
+pub fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset)
         .unwrap_or(text)
         .bytes()

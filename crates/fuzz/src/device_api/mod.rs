@@ -14,7 +14,7 @@ use crate::Outcome;
 use ops::{Call, HostPick, Pick};
 use smartio_cluster::{load_fabric, Cluster, ClusterOptions};
 use smartio_engine::{Calibration, Sim};
-use smartio_fabric::{ClusterNodeId, DomainId, Fabric, GroupId, HostId, LutTarget};
+use smartio_fabric::{ClusterNodeId, Fabric, GroupId, HostId, LutTarget};
 use smartio_host::HostOs;
 use smartio_platform::{PhysAddr, SimTime};
 use smartio_smartio::sisci::{LocalMap, LocalSegment, RemoteMap, RemoteSegment, Sisci};
@@ -48,25 +48,9 @@ fn fabric() -> Fabric {
     })
 }
 
-/// Every table SmartIO touches: per adapter (look-up-table entries, requester ids), and per
-/// host the pages mapped in each IOMMU domain.
+/// Every table SmartIO touches ([`smartio_fabric::Fabric::tables_in_use`]).
 pub fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
-    let f = sim.fabric();
-    let adapters = f
-        .adapters()
-        .iter()
-        .map(|a| (a.lut_used(), a.requester_ids_used()))
-        .collect();
-    let iommu = f
-        .hosts()
-        .iter()
-        .map(|h| {
-            (0..)
-                .map_while(|d| h.iommu.mapped_pages(DomainId(d)).ok())
-                .collect()
-        })
-        .collect();
-    (adapters, iommu)
+    sim.fabric().tables_in_use()
 }
 
 /// A handle made by a call, and whether it is still live.

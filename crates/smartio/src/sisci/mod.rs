@@ -282,22 +282,9 @@ impl Sisci {
             phys: PhysAddr(phys),
             size,
         };
-        // Fresh memory reads as zeroes even if an earlier segment used it. Zeroed a chunk at
-        // a time, and only where it is not zero already: memory is sparse, and a segment may
-        // be larger than the memory of the machine running the simulation.
-        const CHUNK: u64 = 1 << 20;
-        let mut chunk = vec![0u8; size.min(CHUNK) as usize];
-        let mut at = 0;
-        while at < size {
-            let n = (size - at).min(CHUNK) as usize;
-            let addr = PhysAddr(seg.phys.get() + at);
-            self.sim.peek_memory(host, addr, &mut chunk[..n]);
-            if chunk[..n].iter().any(|&b| b != 0) {
-                chunk[..n].fill(0);
-                self.sim.poke_memory(host, addr, &chunk[..n]);
-            }
-            at += n as u64;
-        }
+        // Fresh memory reads as zeroes even if an earlier segment used it (sparse memory:
+        // dropping the pages costs what is in use, not the segment's size).
+        self.sim.zero_memory(host, seg.phys, size);
         st.segments.insert(
             (host, id),
             SegmentState {
