@@ -418,6 +418,14 @@ impl Harness {
         let was_enabled = self.load32(reg::CC).await & cc::EN != 0;
         let data = value.to_le_bytes();
         let data = if wide { &data[..] } else { &data[..4] };
+        if offset + data.len() as u64 > reg::DOORBELLS {
+            // A wide write at the last register reaches the admin SQ's tail doorbell with an
+            // arbitrary value: the host's view of that queue (and whether an Error event is
+            // owed) is no longer certain.
+            let mut m = self.model.borrow_mut();
+            m.chaos = true;
+            m.events_uncertain = true;
+        }
         let _ = self
             .cpu
             .write(BusAddr(self.layout.bar0 + offset), data)
