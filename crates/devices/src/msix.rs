@@ -5,7 +5,7 @@
 //! as a pending bit and sent when software unmasks it.
 
 use smartio_platform::pci::msix;
-use smartio_platform::CompleterError;
+use smartio_platform::{BusAddr, CompleterError};
 use std::cell::{Cell, RefCell};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -13,6 +13,16 @@ struct Entry {
     address: u64,
     data: u32,
     control: u32,
+}
+
+impl Entry {
+    /// The message this entry's address and data registers describe.
+    fn message(&self) -> MsiMessage {
+        MsiMessage {
+            address: BusAddr(self.address),
+            data: self.data,
+        }
+    }
 }
 
 /// One function's MSI-X vectors.
@@ -24,14 +34,8 @@ pub struct MsixTable {
     any_pending: Cell<bool>,
 }
 
-/// A message to send: write `data` (4 bytes) to `address`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MsiMessage {
-    /// Where the write goes.
-    pub address: u64,
-    /// What it carries.
-    pub data: u32,
-}
+/// A message to send (the platform's type, re-exported where the table produces it).
+pub use smartio_platform::MsiMessage;
 
 impl MsixTable {
     /// `vectors` entries, all masked (the reset state).
@@ -79,10 +83,7 @@ impl MsixTable {
             self.any_pending.set(true);
             return None;
         }
-        Some(MsiMessage {
-            address: e.address,
-            data: e.data,
-        })
+        Some(e.message())
     }
 
     /// Messages that became sendable since the last call (vectors unmasked while pending).
@@ -96,10 +97,7 @@ impl MsixTable {
         for (v, p) in pending.iter_mut().enumerate() {
             if *p && entries[v].control & msix::VECTOR_MASKED == 0 {
                 *p = false;
-                out.push(MsiMessage {
-                    address: entries[v].address,
-                    data: entries[v].data,
-                });
+                out.push(entries[v].message());
             }
         }
         self.any_pending.set(pending.iter().any(|&p| p));
@@ -195,7 +193,7 @@ mod tests {
         assert_eq!(
             sent,
             vec![MsiMessage {
-                address: 0xfee0_0000,
+                address: BusAddr(0xfee0_0000),
                 data: 77
             }]
         );

@@ -1,7 +1,6 @@
 //! Identifiers of fabric objects and PCI requester ids.
 
 use serde::Serialize;
-use std::fmt;
 
 macro_rules! index_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -36,40 +35,9 @@ index_type!(
     EndpointId
 );
 
-/// A PCI bus/device/function triple; as a requester id it names the source of a TLP.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Bdf {
-    /// Bus number.
-    pub bus: u8,
-    /// Device number, 0 to 31.
-    pub dev: u8,
-    /// Function number, 0 to 7.
-    pub func: u8,
-}
-
-impl Bdf {
-    /// Bus/device/function.
-    pub const fn new(bus: u8, dev: u8, func: u8) -> Self {
-        Self { bus, dev, func }
-    }
-
-    /// The 16-bit requester id (bus << 8 | dev << 3 | func).
-    pub const fn requester_id(self) -> u16 {
-        (self.bus as u16) << 8 | (self.dev as u16) << 3 | self.func as u16
-    }
-}
-
-impl fmt::Display for Bdf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:02x}:{:02x}.{}", self.bus, self.dev, self.func)
-    }
-}
-
-impl fmt::Debug for Bdf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
+/// A PCI bus/device/function triple, defined with the platform contract (device models name
+/// functions by it too) and re-exported here where the fabric assigns them.
+pub use smartio_platform::Bdf;
 
 /// Who issues a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -78,15 +46,4 @@ pub enum Requester {
     Cpu(HostId),
     /// An endpoint's DMA engine.
     Device(EndpointId),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requester_id_packs_bus_device_function() {
-        assert_eq!(Bdf::new(0x02, 0x1f, 7).requester_id(), 0x02ff);
-        assert_eq!(Bdf::new(1, 0, 0).to_string(), "01:00.0");
-    }
 }

@@ -4,9 +4,13 @@
 //!   For a CPU it is the physical address; for a device it is an I/O virtual address when the
 //!   host IOMMU is on, otherwise also a physical address.
 //! - [`PhysAddr`]: a host-physical address, after IOMMU translation.
+//! - [`GuestPhysAddr`]: a guest-physical address, as the OS of a virtual machine sees its RAM.
+//!   It names a place in the VM's address space only; which host page backs it is known to
+//!   the hypervisor's translation (`smartio_host::guest::GuestMemory`), never to the address.
 //!
-//! Conversions between the two are explicit and live where the translation is modelled
-//! (the IOMMU in the fabric).
+//! Conversions between them are explicit and live where the translation is modelled (the
+//! IOMMU in the fabric, a VM's guest memory in the host OS model); there is no `From` between
+//! two address spaces.
 
 use serde::Serialize;
 use std::fmt;
@@ -58,3 +62,30 @@ address_type!(
     /// A host-physical address (RAM or MMIO), after any IOMMU translation.
     PhysAddr
 );
+address_type!(
+    /// A guest-physical address: RAM as a virtual machine's OS sees it. Becomes a
+    /// [`PhysAddr`] only through the VM's guest-memory translation.
+    GuestPhysAddr
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_address_space_formats_with_its_name_in_debug_and_bare_hex_in_display() {
+        assert_eq!(
+            format!("{:?}", GuestPhysAddr(0x1000)),
+            "GuestPhysAddr(0x1000)"
+        );
+        assert_eq!(format!("{}", GuestPhysAddr(0x1000)), "0x1000");
+        assert_eq!(format!("{:?}", PhysAddr(0x20)), "PhysAddr(0x20)");
+        assert_eq!(format!("{:?}", BusAddr(0x20)), "BusAddr(0x20)");
+    }
+
+    #[test]
+    fn checked_add_reports_overflow_instead_of_wrapping() {
+        assert_eq!(GuestPhysAddr(u64::MAX).checked_add(1), None);
+        assert_eq!(GuestPhysAddr(8).checked_add(8), Some(GuestPhysAddr(16)));
+    }
+}

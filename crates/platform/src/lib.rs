@@ -10,7 +10,9 @@
 
 pub mod addr;
 pub mod config;
+pub mod function;
 pub mod memory;
+pub mod msi;
 pub mod notify;
 pub mod pci;
 pub mod port;
@@ -19,9 +21,11 @@ pub mod spawn;
 pub mod time;
 pub mod waiting;
 
-pub use addr::{BusAddr, PhysAddr};
+pub use addr::{BusAddr, GuestPhysAddr, PhysAddr};
 pub use config::ConfigHandler;
+pub use function::Bdf;
 pub use memory::SparseMemory;
+pub use msi::MsiMessage;
 pub use notify::Notify;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
 pub use race::{race, Either};

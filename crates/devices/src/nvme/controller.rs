@@ -368,7 +368,7 @@ impl NvmeController {
             self.wake.notified().await;
             self.follow_enable(&port).await;
             for m in self.msix.take_unmasked_pending() {
-                let _ = port.write(BusAddr(m.address), &m.data.to_le_bytes()).await;
+                let _ = port.write(m.address, &m.payload()).await;
             }
             self.arbitrate(&port);
         }
@@ -691,7 +691,7 @@ impl NvmeController {
         if let Some(v) = vector {
             if self.pci.msix_active() {
                 if let Some(m) = self.msix.signal(v) {
-                    let _ = port.write(BusAddr(m.address), &m.data.to_le_bytes()).await;
+                    let _ = port.write(m.address, &m.payload()).await;
                 }
             }
         }
