@@ -1,10 +1,32 @@
 //! A function's configuration space: the type-0 header built from its layout and assigned
-//! BARs, a PCI Express capability, and optionally an MSI-X capability.
+//! BARs, and capability lists built from capability types (by default a PCI Express
+//! capability and, optionally, MSI-X).
 //!
-//! Invariant: only the bits a real function lets software change are writable — the command
-//! register's memory-space, bus-master and INTx-disable bits, the interrupt line, and MSI-X's
-//! enable and function-mask bits. BARs read back the addresses the firmware (the fabric's
-//! enumeration) assigned; sizing writes are ignored.
+//! - [`registers`]: values with a write mask and a write-one-to-clear mask per byte; every
+//!   write goes through it.
+//! - [`bar`]: BAR registers whose masks answer sizing (all-ones reads back the size).
+//! - [`capability`]: the [`Capability`] / [`ExtendedCapability`] traits, the
+//!   [`CapabilityList`] builder that lays them out and links them, and the list walks.
+//! - [`caps`]: the capability types — [`PciExpress`], [`Msix`], [`Msi`],
+//!   [`PowerManagement`], [`DeviceSerialNumber`].
+//!
+//! Invariant: only the bits a real function lets software change are writable — in the
+//! header the command register's memory-space, bus-master and INTx-disable bits, the
+//! interrupt line, the BARs' address bits above their size, and the Status register's error
+//! bits (write one to clear); in capabilities what each type declares. BARs start at the
+//! addresses firmware (the fabric's enumeration) assigned; routing keeps using those (see
+//! [`bar`]).
+
+pub mod bar;
+pub mod capability;
+pub mod caps;
+pub mod registers;
+
+pub use capability::{
+    walk, walk_extended, Capability, CapabilityError, CapabilityList, ExtendedCapability,
+};
+pub use caps::{DeviceSerialNumber, Msi, Msix, MsixLayout, PciExpress, PowerManagement};
+pub use registers::RegisterBlock;
 
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{BarKind, EndpointLayout};
@@ -12,91 +34,68 @@ use smartio_platform::pci::{self, cap, command, msix};
 use smartio_platform::ConfigHandler;
 use std::cell::RefCell;
 
-const SIZE: usize = 4096;
-const PCIE_CAP: u16 = 0x40;
-const MSIX_CAP: u16 = 0x60;
-
-/// Where a function keeps its MSI-X table and pending-bit array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MsixLayout {
-    /// Number of vectors (1..=2048).
-    pub vectors: u16,
-    /// BAR holding the table.
-    pub table_bar: u8,
-    /// Offset of the table in that BAR (8-byte aligned).
-    pub table_offset: u32,
-    /// BAR holding the pending-bit array.
-    pub pba_bar: u8,
-    /// Offset of the pending-bit array (8-byte aligned).
-    pub pba_offset: u32,
-}
-
 /// A function's configuration space.
 #[derive(Debug)]
 pub struct ConfigSpace {
-    bytes: RefCell<Vec<u8>>,
-    msix: Option<MsixLayout>,
+    registers: RefCell<RegisterBlock>,
+    /// The BARs the function implements: (index, kind).
+    bars: Vec<(u8, BarKind)>,
+    /// Where the MSI-X capability is, if the function has one.
+    msix_at: Option<u16>,
 }
 
 impl ConfigSpace {
-    /// The configuration space of a function with `layout`, whose BARs were assigned `bars`.
+    /// The configuration space of a function with `layout`, whose BARs were assigned `bars`:
+    /// a PCI Express capability followed, when `msix` is given, by an MSI-X capability.
     pub fn new(layout: &EndpointLayout, bars: &[AssignedBar], msix: Option<MsixLayout>) -> Self {
-        let mut b = vec![0u8; SIZE];
-        put16(&mut b, pci::VENDOR_ID, layout.vendor_id);
-        put16(&mut b, pci::DEVICE_ID, layout.device_id);
-        put16(&mut b, pci::STATUS, pci::STATUS_CAP_LIST);
-        b[pci::REVISION as usize] = 1;
-        let class = layout.class_code.to_le_bytes();
-        b[pci::CLASS as usize..pci::CLASS as usize + 3].copy_from_slice(&class[..3]);
-        put16(&mut b, pci::SUBSYSTEM_VENDOR_ID, layout.vendor_id);
-        put16(&mut b, pci::SUBSYSTEM_ID, layout.device_id);
-        for bar in bars {
-            let at = pci::BAR0 + 4 * u16::from(bar.index);
-            let flags: u64 = match bar.kind {
-                BarKind::Mem32 => 0,
-                BarKind::Mem64 => 0b100,
-                BarKind::Mem64Prefetch => 0b1100,
-            };
-            let value = bar.base.get() | flags;
-            put32(&mut b, at, value as u32);
-            if !matches!(bar.kind, BarKind::Mem32) {
-                put32(&mut b, at + 4, (value >> 32) as u32);
-            }
-        }
-        // Legacy INTx: every function has pin INTA (read-only); drivers here use MSI-X.
-        b[pci::INTERRUPT_PIN as usize] = 1;
-        b[pci::CAPABILITIES as usize] = PCIE_CAP as u8;
-        // PCI Express capability v2, endpoint; next capability MSI-X (if any).
-        b[PCIE_CAP as usize] = cap::PCIE;
-        b[PCIE_CAP as usize + 1] = if msix.is_some() { MSIX_CAP as u8 } else { 0 };
-        put16(&mut b, PCIE_CAP + 2, 0x0002);
+        let mut list = CapabilityList::new().with(PciExpress);
         if let Some(m) = msix {
-            b[MSIX_CAP as usize] = cap::MSIX;
-            put16(
-                &mut b,
-                MSIX_CAP + msix::CONTROL,
-                m.vectors.saturating_sub(1) & 0x7ff,
-            );
-            put32(
-                &mut b,
-                MSIX_CAP + msix::TABLE,
-                m.table_offset | u32::from(m.table_bar),
-            );
-            put32(
-                &mut b,
-                MSIX_CAP + msix::PBA,
-                m.pba_offset | u32::from(m.pba_bar),
-            );
+            list = list.with(Msix(m));
         }
-        Self {
-            bytes: RefCell::new(b),
-            msix,
+        // Two capabilities of 60 and 12 bytes always fit in the 192 bytes of the list.
+        Self::with_capabilities(layout, bars, &list)
+            .expect("a PCI Express and an MSI-X capability fit in the standard capability space")
+    }
+
+    /// The configuration space of a function with `layout`, whose BARs were assigned `bars`,
+    /// exposing the capabilities of `list` in that order.
+    pub fn with_capabilities(
+        layout: &EndpointLayout,
+        bars: &[AssignedBar],
+        list: &CapabilityList,
+    ) -> Result<Self, CapabilityError> {
+        let mut r = RegisterBlock::new(usize::from(pci::CONFIG_SPACE_SIZE));
+        r.set16(pci::VENDOR_ID, layout.vendor_id);
+        r.set16(pci::DEVICE_ID, layout.device_id);
+        r.writable16(
+            pci::COMMAND,
+            command::MEMORY_SPACE | command::BUS_MASTER | command::INTX_DISABLE,
+        );
+        r.clear_on_one16(pci::STATUS, pci::STATUS_ERRORS);
+        r.set(pci::REVISION, &[1]);
+        r.set(pci::CLASS, &layout.class_code.to_le_bytes()[..3]);
+        r.set16(pci::SUBSYSTEM_VENDOR_ID, layout.vendor_id);
+        r.set16(pci::SUBSYSTEM_ID, layout.device_id);
+        for b in bars {
+            bar::lay(&mut r, b);
         }
+        r.writable8(pci::INTERRUPT_LINE, u8::MAX);
+        // Legacy INTx: every function has pin INTA (read-only); drivers here use MSI-X.
+        r.set(pci::INTERRUPT_PIN, &[1]);
+        let placement = list.lay_out(&mut r)?;
+        Ok(Self {
+            registers: RefCell::new(r),
+            bars: bars.iter().map(|b| (b.index, b.kind)).collect(),
+            msix_at: placement.find(cap::MSIX),
+        })
     }
 
     fn get16(&self, at: u16) -> u16 {
-        let b = self.bytes.borrow();
-        u16::from_le_bytes([b[at as usize], b[at as usize + 1]])
+        self.registers.borrow().get16(at)
+    }
+
+    fn get32(&self, at: u16) -> u32 {
+        self.registers.borrow().get32(at)
     }
 
     /// The command register.
@@ -109,88 +108,73 @@ impl ConfigSpace {
         self.command() & command::BUS_MASTER != 0
     }
 
-    /// The MSI-X layout, if the function has the capability.
+    /// The MSI-X layout, if the function has the capability (read from its registers).
     pub fn msix_layout(&self) -> Option<MsixLayout> {
-        self.msix
+        let at = self.msix_at?;
+        let table = self.get32(at + msix::TABLE);
+        let pba = self.get32(at + msix::PBA);
+        Some(MsixLayout {
+            vectors: (self.get16(at + msix::CONTROL) & msix::TABLE_SIZE) + 1,
+            table_bar: (table & msix::BIR) as u8,
+            table_offset: table & !msix::BIR,
+            pba_bar: (pba & msix::BIR) as u8,
+            pba_offset: pba & !msix::BIR,
+        })
     }
 
     /// Whether MSI-X is enabled and not function-masked.
     pub fn msix_active(&self) -> bool {
-        self.msix.is_some() && {
-            let c = self.get16(MSIX_CAP + msix::CONTROL);
+        self.msix_at.is_some_and(|at| {
+            let c = self.get16(at + msix::CONTROL);
             c & msix::ENABLE != 0 && c & msix::FUNCTION_MASK == 0
-        }
+        })
     }
 
-    /// The base address assigned to BAR `index`, if the function has it.
+    /// The base address BAR `index` holds, if the function implements it. While software
+    /// sizes the BAR this is the size mask, as the function's decoder would see it.
     pub fn bar_base(&self, index: u8) -> Option<u64> {
-        let b = self.bytes.borrow();
-        let at = (pci::BAR0 + 4 * u16::from(index)) as usize;
-        let lo = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        if lo == 0 {
-            return None;
-        }
-        let mut base = u64::from(lo & !0xf);
-        if lo & 0b100 != 0 {
-            let hi = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]);
-            base |= u64::from(hi) << 32;
-        }
-        Some(base)
+        let &(_, kind) = self.bars.iter().find(|(i, _)| *i == index)?;
+        Some(bar::base(&self.registers.borrow(), index, kind))
     }
 
-    /// The write mask of one byte: which bits software may change.
-    fn writable(&self, at: u16) -> u8 {
-        let cmd = pci::COMMAND;
-        let ctl = MSIX_CAP + msix::CONTROL;
-        match at {
-            a if a == cmd => (command::MEMORY_SPACE | command::BUS_MASTER) as u8,
-            a if a == cmd + 1 => (command::INTX_DISABLE >> 8) as u8,
-            pci::INTERRUPT_LINE => 0xff,
-            a if self.msix.is_some() && a == ctl + 1 => {
-                ((msix::ENABLE | msix::FUNCTION_MASK) >> 8) as u8
-            }
-            _ => 0,
-        }
+    /// The offset of the first standard capability with `id`, found by walking the list.
+    pub fn capability(&self, id: u8) -> Option<u16> {
+        let r = self.registers.borrow();
+        walk(|at| r.get8(at))
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, at)| at)
+    }
+
+    /// The offset of the first extended capability with `id`, found by walking the list.
+    pub fn extended_capability(&self, id: u16) -> Option<u16> {
+        let r = self.registers.borrow();
+        walk_extended(|at| r.get32(at))
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, at)| at)
     }
 }
 
 impl ConfigHandler for ConfigSpace {
     fn config_read(&self, offset: u16, buf: &mut [u8]) {
-        let b = self.bytes.borrow();
-        for (i, out) in buf.iter_mut().enumerate() {
-            *out = b.get(offset as usize + i).copied().unwrap_or(0);
-        }
+        self.registers.borrow().read(offset, buf);
     }
 
     fn config_write(&self, offset: u16, data: &[u8]) {
-        for (i, &v) in data.iter().enumerate() {
-            let at = offset as usize + i;
-            if at >= SIZE {
-                break;
-            }
-            let mask = self.writable(at as u16);
-            let mut b = self.bytes.borrow_mut();
-            b[at] = (b[at] & !mask) | (v & mask);
-        }
+        self.registers.borrow_mut().write(offset, data);
     }
-}
-
-fn put16(b: &mut [u8], at: u16, v: u16) {
-    b[at as usize..at as usize + 2].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put32(b: &mut [u8], at: u16, v: u32) {
-    b[at as usize..at as usize + 4].copy_from_slice(&v.to_le_bytes());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use smartio_fabric::BarSpec;
+    use smartio_platform::pci::ext_cap;
     use smartio_platform::BusAddr;
 
-    fn space() -> ConfigSpace {
-        let layout = EndpointLayout {
+    fn layout() -> EndpointLayout {
+        EndpointLayout {
             vendor_id: 0x8086,
             device_id: 0x2701,
             class_code: 0x01_08_02,
@@ -200,21 +184,28 @@ mod tests {
                 size: 16 << 10,
                 kind: BarKind::Mem64,
             }],
-        };
-        let bars = [AssignedBar {
+        }
+    }
+
+    fn bars() -> [AssignedBar; 1] {
+        [AssignedBar {
             index: 0,
             kind: BarKind::Mem64,
             base: BusAddr(0x38_0000_4000),
             size: 16 << 10,
-        }];
-        let msix = MsixLayout {
-            vectors: 32,
-            table_bar: 0,
-            table_offset: 0x2000,
-            pba_bar: 0,
-            pba_offset: 0x3000,
-        };
-        ConfigSpace::new(&layout, &bars, Some(msix))
+        }]
+    }
+
+    const MSIX: MsixLayout = MsixLayout {
+        vectors: 32,
+        table_bar: 0,
+        table_offset: 0x2000,
+        pba_bar: 0,
+        pba_offset: 0x3000,
+    };
+
+    fn space() -> ConfigSpace {
+        ConfigSpace::new(&layout(), &bars(), Some(MSIX))
     }
 
     #[test]
@@ -226,15 +217,25 @@ mod tests {
         c.config_read(pci::CLASS, &mut b[..3]);
         assert_eq!(&b[..3], &[0x02, 0x08, 0x01]);
         assert_eq!(c.bar_base(0), Some(0x38_0000_4000));
+        assert_eq!(c.bar_base(1), None, "the upper half of BAR0 is not a BAR");
         assert_eq!(c.bar_base(2), None);
-        // Sizing writes do not move a firmware-assigned BAR.
-        c.config_write(pci::BAR0, &[0xff; 4]);
+    }
+
+    #[test]
+    fn sizing_a_bar_reads_back_its_size_and_writing_the_base_back_restores_it() {
+        let c = space();
+        c.config_write(pci::BAR0, &[0xff; 8]);
+        let mut b = [0u8; 8];
+        c.config_read(pci::BAR0, &mut b);
+        assert_eq!(u64::from_le_bytes(b), !((16u64 << 10) - 1) | 0b100);
+        c.config_write(pci::BAR0, &0x38_0000_4000u64.to_le_bytes());
         assert_eq!(c.bar_base(0), Some(0x38_0000_4000));
     }
 
     #[test]
     fn only_command_and_msix_control_bits_are_writable() {
         let c = space();
+        let at = c.capability(cap::MSIX).expect("MSI-X");
         c.config_write(pci::COMMAND, &0xffffu16.to_le_bytes());
         assert_eq!(
             c.command(),
@@ -242,21 +243,71 @@ mod tests {
         );
         assert!(c.bus_master());
         assert!(!c.msix_active());
-        c.config_write(MSIX_CAP + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
         assert!(c.msix_active());
         let mut ctl = [0u8; 2];
-        c.config_read(MSIX_CAP + msix::CONTROL, &mut ctl);
+        c.config_read(at + msix::CONTROL, &mut ctl);
         assert_eq!(
             u16::from_le_bytes(ctl),
             msix::ENABLE | 31,
             "table size is read-only"
         );
         c.config_write(
-            MSIX_CAP + msix::CONTROL,
+            at + msix::CONTROL,
             &(msix::ENABLE | msix::FUNCTION_MASK).to_le_bytes(),
         );
         assert!(!c.msix_active());
         c.config_write(pci::VENDOR_ID, &[0, 0]);
         assert_eq!(c.get16(pci::VENDOR_ID), 0x8086);
+        c.config_write(pci::STATUS, &[0xff, 0xff]);
+        assert_eq!(
+            c.get16(pci::STATUS),
+            pci::STATUS_CAP_LIST,
+            "CapList is read-only"
+        );
+    }
+
+    #[test]
+    fn the_default_list_is_pci_express_then_msix_found_by_walking() {
+        let c = space();
+        let r = c.registers.borrow();
+        let found: Vec<u8> = walk(|at| r.get8(at))
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(found, vec![cap::PCIE, cap::MSIX]);
+        drop(r);
+        assert_eq!(c.msix_layout(), Some(MSIX));
+        let plain = ConfigSpace::new(&layout(), &bars(), None);
+        assert_eq!(plain.capability(cap::MSIX), None);
+        assert_eq!(plain.msix_layout(), None);
+        assert!(!plain.msix_active());
+    }
+
+    #[test]
+    fn a_function_with_more_capabilities_exposes_them_all() {
+        let list = CapabilityList::new()
+            .with(PciExpress)
+            .with(PowerManagement)
+            .with(Msi {
+                vectors: 8,
+                address_64: true,
+                per_vector_mask: false,
+            })
+            .with(Msix(MSIX))
+            .with_extended(DeviceSerialNumber(0x0123_4567_89ab_cdef));
+        let c = ConfigSpace::with_capabilities(&layout(), &bars(), &list).expect("fits");
+        for id in [cap::PCIE, cap::POWER_MANAGEMENT, cap::MSI, cap::MSIX] {
+            assert!(c.capability(id).is_some(), "capability {id:#x}");
+        }
+        let dsn = c
+            .extended_capability(ext_cap::DEVICE_SERIAL_NUMBER)
+            .expect("DSN");
+        let mut serial = [0u8; 8];
+        c.config_read(dsn + 4, &mut serial);
+        assert_eq!(u64::from_le_bytes(serial), 0x0123_4567_89ab_cdef);
+        let at = c.capability(cap::MSIX).expect("MSI-X");
+        c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        assert!(c.msix_active(), "MSI-X found wherever the list put it");
     }
 }

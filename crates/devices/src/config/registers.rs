@@ -1,0 +1,205 @@
+//! A block of configuration registers: values plus, per byte, which bits software may change
+//! and which it clears by writing one. The whole configuration space is one block; each
+//! capability builds its own and the capability list places it.
+//!
+//! Every write goes through [`RegisterBlock::write`], so the read-only, read-write and
+//! write-one-to-clear rules live here and nowhere else (PCI Express Base Specification
+//! §7.4, "Configuration Register Types": RO, RW, RW1C).
+
+/// Register values and their access rules.
+///
+/// Invariant: `value`, `writable` and `clear_on_one` have the same length, and no bit is both
+/// writable and write-one-to-clear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterBlock {
+    value: Vec<u8>,
+    writable: Vec<u8>,
+    clear_on_one: Vec<u8>,
+}
+
+impl RegisterBlock {
+    /// `len` bytes of read-only zeroes.
+    pub fn new(len: usize) -> Self {
+        Self {
+            value: vec![0; len],
+            writable: vec![0; len],
+            clear_on_one: vec![0; len],
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.value.len()
+    }
+
+    /// Whether the block has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.value.is_empty()
+    }
+
+    /// Sets the value of the bytes at `at` (as the function resets them), whatever the rules.
+    /// Bytes past the end are dropped: a layout bug, caught by the tests of each layout.
+    pub fn set(&mut self, at: u16, bytes: &[u8]) {
+        copy_into(&mut self.value, at, bytes);
+    }
+
+    /// Sets a 16-bit register's value.
+    pub fn set16(&mut self, at: u16, v: u16) {
+        self.set(at, &v.to_le_bytes());
+    }
+
+    /// Sets a 32-bit register's value.
+    pub fn set32(&mut self, at: u16, v: u32) {
+        self.set(at, &v.to_le_bytes());
+    }
+
+    /// Makes the bits `mask` of the 8-bit register at `at` read-write.
+    pub fn writable8(&mut self, at: u16, mask: u8) {
+        self.rule(at, &[mask], false);
+    }
+
+    /// Makes the bits `mask` of the 16-bit register at `at` read-write.
+    pub fn writable16(&mut self, at: u16, mask: u16) {
+        self.rule(at, &mask.to_le_bytes(), false);
+    }
+
+    /// Makes the bits `mask` of the 32-bit register at `at` read-write.
+    pub fn writable32(&mut self, at: u16, mask: u32) {
+        self.rule(at, &mask.to_le_bytes(), false);
+    }
+
+    /// Makes the bits `mask` of the 16-bit register at `at` write-one-to-clear (status bits
+    /// the function sets and software acknowledges).
+    pub fn clear_on_one16(&mut self, at: u16, mask: u16) {
+        self.rule(at, &mask.to_le_bytes(), true);
+    }
+
+    fn rule(&mut self, at: u16, mask: &[u8], clear: bool) {
+        let (set, other) = if clear {
+            (&mut self.clear_on_one, &mut self.writable)
+        } else {
+            (&mut self.writable, &mut self.clear_on_one)
+        };
+        copy_into(set, at, mask);
+        // Keep the invariant: a bit has one rule.
+        for (i, m) in mask.iter().enumerate() {
+            if let Some(o) = other.get_mut(usize::from(at) + i) {
+                *o &= !m;
+            }
+        }
+    }
+
+    /// Copies `block` (values and rules) to offset `at`; bytes past the end are dropped.
+    pub fn place(&mut self, at: u16, block: &RegisterBlock) {
+        copy_into(&mut self.value, at, &block.value);
+        copy_into(&mut self.writable, at, &block.writable);
+        copy_into(&mut self.clear_on_one, at, &block.clear_on_one);
+    }
+
+    /// Reads `buf.len()` bytes at `at`; bytes past the end read as zero.
+    pub fn read(&self, at: u16, buf: &mut [u8]) {
+        for (i, out) in buf.iter_mut().enumerate() {
+            *out = self.value.get(usize::from(at) + i).copied().unwrap_or(0);
+        }
+    }
+
+    /// A byte's value (zero past the end).
+    pub fn get8(&self, at: u16) -> u8 {
+        let mut b = [0u8; 1];
+        self.read(at, &mut b);
+        b[0]
+    }
+
+    /// A 16-bit register's value (zero past the end).
+    pub fn get16(&self, at: u16) -> u16 {
+        let mut b = [0u8; 2];
+        self.read(at, &mut b);
+        u16::from_le_bytes(b)
+    }
+
+    /// A 32-bit register's value (zero past the end).
+    pub fn get32(&self, at: u16) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(at, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    /// A write by software: writable bits take the new value, write-one-to-clear bits written
+    /// as one become zero, every other bit keeps its value. Bytes past the end are ignored.
+    pub fn write(&mut self, at: u16, data: &[u8]) {
+        for (i, &v) in data.iter().enumerate() {
+            let at = usize::from(at) + i;
+            let (Some(old), Some(&w), Some(&c)) = (
+                self.value.get_mut(at),
+                self.writable.get(at),
+                self.clear_on_one.get(at),
+            ) else {
+                break;
+            };
+            *old = ((*old & !w) | (v & w)) & !(v & c);
+        }
+    }
+}
+
+fn copy_into(dst: &mut [u8], at: u16, src: &[u8]) {
+    let at = usize::from(at);
+    let Some(tail) = dst.get_mut(at..) else {
+        return;
+    };
+    let n = tail.len().min(src.len());
+    tail[..n].copy_from_slice(&src[..n]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_change_only_writable_bits() {
+        let mut r = RegisterBlock::new(4);
+        r.set16(0, 0xa5a5);
+        r.writable16(0, 0x00f0);
+        r.write(0, &[0x0f, 0xff]);
+        assert_eq!(r.get16(0), 0xa505);
+    }
+
+    #[test]
+    fn write_one_to_clear_bits_clear_on_one_and_keep_on_zero() {
+        let mut r = RegisterBlock::new(2);
+        r.set16(0, 0xf900);
+        r.clear_on_one16(0, 0xf900);
+        r.write(0, &0x0100u16.to_le_bytes());
+        assert_eq!(r.get16(0), 0xf800);
+        r.write(0, &0u16.to_le_bytes());
+        assert_eq!(r.get16(0), 0xf800, "writing zero leaves status bits alone");
+        r.write(0, &0xffffu16.to_le_bytes());
+        assert_eq!(r.get16(0), 0);
+    }
+
+    #[test]
+    fn a_bit_has_one_rule() {
+        let mut r = RegisterBlock::new(2);
+        r.clear_on_one16(0, 0x0003);
+        r.writable16(0, 0x0001);
+        r.write(0, &[0x03]);
+        assert_eq!(
+            r.get16(0),
+            0x0001,
+            "bit 0 became read-write, bit 1 stayed RW1C"
+        );
+    }
+
+    #[test]
+    fn accesses_past_the_end_are_dropped_or_read_as_zero() {
+        let mut r = RegisterBlock::new(4);
+        r.writable32(0, u32::MAX);
+        r.write(2, &[1, 2, 3, 4]);
+        assert_eq!(r.get32(0), 0x0201_0000);
+        assert_eq!(r.get32(2), 0x0201);
+        r.set32(3, u32::MAX);
+        assert_eq!(r.get8(3), 0xff);
+        let mut placed = RegisterBlock::new(2);
+        placed.place(1, &r);
+        assert_eq!(placed.get16(0), 0);
+    }
+}
