@@ -9,17 +9,21 @@
 //! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
 //!   host IOMMU).
 //! - [`driver`]: what a driver implements to be bound.
+//! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages
+//!   (not yet used by [`os`]: the OS model still runs on host-physical RAM).
 
 #![forbid(unsafe_code)]
 
 pub mod device;
 pub mod dma;
 pub mod driver;
+pub mod guest;
 pub mod memory;
 pub mod os;
 
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver};
+pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
 pub use memory::{RamAllocator, RamError};
 pub use os::{HostError, HostOs};
