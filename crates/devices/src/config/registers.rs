@@ -198,8 +198,10 @@ mod tests {
         assert_eq!(r.get32(2), 0x0201);
         r.set32(3, u32::MAX);
         assert_eq!(r.get8(3), 0xff);
-        let mut placed = RegisterBlock::new(2);
-        placed.place(1, &r);
-        assert_eq!(placed.get16(0), 0);
+        let mut placed = RegisterBlock::new(4);
+        placed.place(2, &r);
+        assert_eq!(placed.get32(0), 0, "only r's first two bytes (zero) fit");
+        placed.write(2, &[0xff, 0xff]);
+        assert_eq!(placed.get16(2), 0xffff, "their write rules came along");
     }
 }
