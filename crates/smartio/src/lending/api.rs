@@ -14,7 +14,8 @@
 //! the lender counts as a lender interaction.
 
 use super::grants::{release, Grant, Taker};
-use super::{DeviceSide, Fdid, SmartIo, SmartIoError, Via};
+use super::path::{ntb_pair_via, DeviceSide, Via};
+use super::{Fdid, SmartIo, SmartIoError};
 use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
 use smartio_platform::pci::{self, command};
@@ -769,8 +770,7 @@ impl SmartIo {
             };
             let reached = (|| {
                 let via = adapter.map(|adapter| Via { host, adapter });
-                let (a, far): (AdapterId, AdapterId) =
-                    super::ntb_pair_via(&svc.sim, host, at, via)?;
+                let (a, far): (AdapterId, AdapterId) = ntb_pair_via(&svc.sim, host, at, via)?;
                 let m = taker.lut(a, far, addr, seg.size)?;
                 let far_ep = svc.sim.fabric().adapter(far).endpoint;
                 if let Some(d) = taker.domain_of(at, far_ep)? {
