@@ -10,6 +10,7 @@ use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn,
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
+pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory,
 };
@@ -31,17 +32,6 @@ pub(crate) enum Event {
     LinkState { link: u32, up: bool },
 }
 
-/// A link going down or coming up, as recorded by the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkEvent {
-    /// When.
-    pub at: SimTime,
-    /// Which link.
-    pub link: smartio_fabric::LinkId,
-    /// Its new state.
-    pub up: bool,
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct IrqLine {
     pub pending: u32,
@@ -52,24 +42,6 @@ pub(crate) struct IrqLine {
 struct TagPool {
     free: u32,
     waiting: VecDeque<u32>,
-}
-
-/// A fault seen in the fabric (an IOMMU fault, an unsupported request from a posted write).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FaultRecord {
-    /// When.
-    pub at: SimTime,
-    /// What.
-    pub error: AccessError,
-}
-
-/// Engine counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// TLPs delivered to their destination (writes, read requests, completions).
-    pub tlp_arrivals: u64,
-    /// Events processed.
-    pub events: u64,
 }
 
 pub(crate) struct Core {

@@ -10,7 +10,9 @@
 
 #![forbid(unsafe_code)]
 
-pub mod calibration;
+/// The calibration file, re-exported: the engine resolves its timing from it.
+pub use smartio_calibration as calibration;
+mod contract;
 mod core;
 mod executor;
 pub mod sim;
@@ -21,6 +23,7 @@ mod waiters;
 
 pub use crate::core::{Counters, FaultRecord, LinkEvent};
 pub use calibration::{Calibration, CalibrationError};
+pub use contract::idle_read_cost;
 pub use sim::{Agent, RunSummary, Sim};
 pub use timing::{LinkState, Timing, TimingError};
 pub use wait::{BlockedTask, Wait};

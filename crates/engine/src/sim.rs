@@ -38,16 +38,7 @@ impl std::fmt::Debug for Sim {
     }
 }
 
-/// What a run did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunSummary {
-    /// Virtual time at the end.
-    pub end: SimTime,
-    /// Counters at the end.
-    pub counters: Counters,
-    /// Tasks that never finished (waiting on something that will not happen).
-    pub blocked_tasks: usize,
-}
+pub use smartio_machine::RunSummary;
 
 impl Sim {
     /// A simulation of `fabric` timed by `calibration`.
@@ -87,6 +78,15 @@ impl Sim {
     #[track_caller]
     pub fn spawn(&self, future: impl Future<Output = ()> + 'static) {
         self.inner.exec.spawn(Box::pin(future), Location::caller());
+    }
+
+    /// Starts a boxed task spawned at `at`.
+    pub(crate) fn spawn_at(
+        &self,
+        task: smartio_platform::LocalTask,
+        at: &'static Location<'static>,
+    ) {
+        self.inner.exec.spawn(task, at);
     }
 
     /// Drops every task, ready or waiting. Tasks hold handles to their simulation (every
@@ -433,14 +433,14 @@ impl Drop for Completion {
 }
 
 /// Sleeps until a timer fires; dropped early, it gives the timer back.
-struct Sleep {
+pub(crate) struct Sleep {
     sim: Sim,
     timer: TimerKey,
     done: bool,
 }
 
 impl Sleep {
-    fn new(sim: &Sim, duration: SimDuration) -> Sleep {
+    pub(crate) fn new(sim: &Sim, duration: SimDuration) -> Sleep {
         let timer = {
             let mut core = sim.inner.core.borrow_mut();
             let at = core.now + duration;
@@ -494,7 +494,7 @@ impl Drop for Sleep {
 
 /// A memory watch armed at creation (see [`smartio_platform::MemoryWatch`]); dropped, it
 /// disarms.
-struct Watch {
+pub(crate) struct Watch {
     sim: Sim,
     key: WatchKey,
     state: Rc<WatchState>,
@@ -710,9 +710,9 @@ impl smartio_platform::Clock for Agent {
     }
 }
 
-impl smartio_platform::MemoryWatch for Agent {
-    /// Armed now, before the returned future is polled (the trait's contract).
-    fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()> {
+impl Agent {
+    /// [`MemoryWatch::written`](smartio_platform::MemoryWatch::written), owning its handle.
+    pub(crate) fn watch(&self, addr: PhysAddr, len: u64) -> Watch {
         let host = self.host();
         let (key, state) = self
             .sim
@@ -727,5 +727,12 @@ impl smartio_platform::MemoryWatch for Agent {
             state,
             wait: Wait::MemoryWrite { host, addr, len },
         }
+    }
+}
+
+impl smartio_platform::MemoryWatch for Agent {
+    /// Armed now, before the returned future is polled (the trait's contract).
+    fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()> {
+        self.watch(addr, len)
     }
 }

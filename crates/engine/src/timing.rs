@@ -107,30 +107,8 @@ pub struct Timing {
     pub posted_credits: usize,
 }
 
-/// CPU and software costs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuTiming {
-    /// A load from local DRAM.
-    pub memory_read: SimDuration,
-    /// A store to local DRAM.
-    pub memory_write: SimDuration,
-    /// An uncached store or load leaving the core.
-    pub mmio_issue: SimDuration,
-    /// Interval of a polling loop.
-    pub poll_interval: SimDuration,
-    /// MSI arrival to handler.
-    pub interrupt_delivery: SimDuration,
-    /// System call entry and exit.
-    pub syscall: SimDuration,
-    /// Largest TLP a CPU store stream produces (write-combining buffer size).
-    pub max_store_bytes: u64,
-    /// A configuration read or write.
-    pub config_access: SimDuration,
-    /// Block layer + driver submission path per request.
-    pub block_submit: SimDuration,
-    /// Block layer + driver completion path per request.
-    pub block_complete: SimDuration,
-}
+/// CPU and software costs (defined with the calibration they come from).
+pub use smartio_calibration::CpuTiming;
 
 fn ns(p: &crate::calibration::Param) -> u64 {
     SimDuration::from_ns_f64(p.value).as_ps()
@@ -194,7 +172,6 @@ impl Timing {
             .iter()
             .map(|h| (cal.cpu.max_outstanding_reads.value.max(1.0) as u32) * h.cores)
             .collect();
-        let d = |p: &crate::calibration::Param| SimDuration::from_ns_f64(p.value);
         Ok(Timing {
             links,
             node_latency_ps,
@@ -211,18 +188,7 @@ impl Timing {
             endpoint_tags,
             cpu_tags,
             posted_credits: cal.pcie.posted_credits_tlps.value.max(1.0) as usize,
-            cpu: CpuTiming {
-                memory_read: d(&cal.cpu.memory_read_ns),
-                memory_write: d(&cal.cpu.memory_write_ns),
-                mmio_issue: d(&cal.cpu.mmio_issue_ns),
-                poll_interval: d(&cal.cpu.poll_interval_ns),
-                interrupt_delivery: d(&cal.cpu.interrupt_delivery_ns),
-                syscall: d(&cal.cpu.syscall_ns),
-                max_store_bytes: cal.cpu.max_store_bytes.value.max(4.0) as u64,
-                config_access: d(&cal.cpu.config_access_ns),
-                block_submit: d(&cal.cpu.block_submit_ns),
-                block_complete: d(&cal.cpu.block_complete_ns),
-            },
+            cpu: cal.cpu_timing(),
         })
     }
 

@@ -10,12 +10,14 @@
 //! against its range in [`ranges::RULES`] and reports `file:line: [section] key = value: why
 //! (allowed: range)`.
 
+mod cpu;
 pub mod ranges;
 mod spans;
 #[cfg(test)]
 mod tests;
 mod validate;
 
+pub use cpu::CpuTiming;
 pub use validate::{Entry, Section};
 
 use serde::Deserialize;
@@ -24,7 +26,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// The embedded default calibration.
-pub const DEFAULT_CALIBRATION: &str = include_str!("../../../../calibration/default.toml");
+pub const DEFAULT_CALIBRATION: &str = include_str!("../../../calibration/default.toml");
 
 /// A calibration that failed to parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

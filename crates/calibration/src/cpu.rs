@@ -1,0 +1,53 @@
+//! The CPU's and the host software's costs, resolved from the `[cpu]` section.
+//!
+//! The timed engine charges the access costs; the OS model and drivers charge the software
+//! costs (block layer, interrupt delivery) themselves, so they read them through the
+//! platform contract rather than from an engine.
+
+use crate::{Calibration, Param};
+use smartio_platform::SimDuration;
+
+/// CPU and software costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTiming {
+    /// A load from local DRAM.
+    pub memory_read: SimDuration,
+    /// A store to local DRAM.
+    pub memory_write: SimDuration,
+    /// An uncached store or load leaving the core.
+    pub mmio_issue: SimDuration,
+    /// Interval of a polling loop.
+    pub poll_interval: SimDuration,
+    /// MSI arrival to handler.
+    pub interrupt_delivery: SimDuration,
+    /// System call entry and exit.
+    pub syscall: SimDuration,
+    /// Largest TLP a CPU store stream produces (write-combining buffer size).
+    pub max_store_bytes: u64,
+    /// A configuration read or write.
+    pub config_access: SimDuration,
+    /// Block layer + driver submission path per request.
+    pub block_submit: SimDuration,
+    /// Block layer + driver completion path per request.
+    pub block_complete: SimDuration,
+}
+
+impl Calibration {
+    /// The `[cpu]` section as durations.
+    pub fn cpu_timing(&self) -> CpuTiming {
+        let d = |p: &Param| SimDuration::from_ns_f64(p.value);
+        let cpu = &self.cpu;
+        CpuTiming {
+            memory_read: d(&cpu.memory_read_ns),
+            memory_write: d(&cpu.memory_write_ns),
+            mmio_issue: d(&cpu.mmio_issue_ns),
+            poll_interval: d(&cpu.poll_interval_ns),
+            interrupt_delivery: d(&cpu.interrupt_delivery_ns),
+            syscall: d(&cpu.syscall_ns),
+            max_store_bytes: cpu.max_store_bytes.value.max(4.0) as u64,
+            config_access: d(&cpu.config_access_ns),
+            block_submit: d(&cpu.block_submit_ns),
+            block_complete: d(&cpu.block_complete_ns),
+        }
+    }
+}

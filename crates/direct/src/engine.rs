@@ -1,0 +1,716 @@
+//! [`DirectEngine`]: state, accesses and the run loop.
+
+use crate::executor::Executor;
+use crate::timers::{Alarm, Due, Timers};
+use smartio_calibration::{Calibration, CpuTiming};
+use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, Requester, Route, Target};
+use smartio_machine::{
+    AgentPort, Counters, Engine, FabricControl, FaultRecord, IdleReadCost, LinkEvent, LocalFuture,
+    Machine, PayloadAccess, RunSummary,
+};
+use smartio_platform::{
+    AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, LocalTask, PhysAddr,
+    SimDuration, SimTime, SparseMemory,
+};
+use std::cell::{Cell, Ref, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// An untimed engine behind the platform contract. Cheap to clone; not `Send`.
+#[derive(Clone)]
+pub struct DirectEngine {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    state: RefCell<State>,
+    exec: RefCell<Executor>,
+}
+
+/// A memory watch: armed by `written`, fired by the first write that overlaps it.
+struct Watch {
+    host: HostId,
+    start: u64,
+    end: u64,
+    state: Rc<WatchState>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    fired: Cell<bool>,
+    /// The future was dropped before the write came: the watch is pruned.
+    dropped: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+#[derive(Default)]
+struct IrqLine {
+    pending: u64,
+    waker: Option<Waker>,
+}
+
+struct State {
+    now: SimTime,
+    fabric: Fabric,
+    cpu: CpuTiming,
+    memory: Vec<SparseMemory>,
+    bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
+    config_handlers: Vec<Option<Rc<dyn ConfigHandler>>>,
+    timers: Timers,
+    watches: Vec<Watch>,
+    irqs: Vec<BTreeMap<u32, IrqLine>>,
+    link_log: Vec<LinkEvent>,
+    link_waiters: Vec<Waker>,
+    faults: Vec<FaultRecord>,
+    counters: Counters,
+}
+
+impl DirectEngine {
+    /// An engine for `fabric`; the calibration configures the fabric's tables (look-up-table
+    /// entries, multicast groups) and gives the software costs the OS model charges.
+    pub fn new(mut fabric: Fabric, calibration: &Calibration) -> DirectEngine {
+        calibration.configure_fabric(&mut fabric);
+        let hosts = fabric.hosts().len();
+        let endpoints = fabric.endpoints().len();
+        DirectEngine {
+            inner: Rc::new(Inner {
+                state: RefCell::new(State {
+                    now: SimTime::ZERO,
+                    fabric,
+                    cpu: calibration.cpu_timing(),
+                    memory: (0..hosts).map(|_| SparseMemory::new()).collect(),
+                    bar_handlers: vec![None; endpoints],
+                    config_handlers: vec![None; endpoints],
+                    timers: Timers::default(),
+                    watches: Vec::new(),
+                    irqs: (0..hosts).map(|_| BTreeMap::new()).collect(),
+                    link_log: Vec::new(),
+                    link_waiters: Vec::new(),
+                    faults: Vec::new(),
+                    counters: Counters::default(),
+                }),
+                exec: RefCell::new(Executor::default()),
+            }),
+        }
+    }
+
+    /// This engine behind the platform contract.
+    pub fn machine(&self) -> Machine {
+        Machine::new(Rc::new(self.clone()))
+    }
+
+    /// Routes every byte of an access, or fails without side effects (the fault is recorded).
+    fn routes(
+        state: &mut State,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+        access: Access,
+    ) -> Result<Vec<(u64, Route)>, AccessError> {
+        let mut pieces = Vec::new();
+        let mut done = 0;
+        while done < len {
+            match state
+                .fabric
+                .route(requester, BusAddr(addr.get() + done), len - done, access)
+            {
+                Ok(route) if route.len > 0 => {
+                    done += route.len;
+                    pieces.push((done - route.len, route));
+                }
+                Ok(_) => unreachable!("a route covers at least one byte"),
+                Err(e) => {
+                    let error: AccessError = e.into();
+                    let at = state.now;
+                    state.faults.push(FaultRecord {
+                        at,
+                        error: error.clone(),
+                    });
+                    return Err(error);
+                }
+            }
+        }
+        Ok(pieces)
+    }
+
+    /// A posted write, landed now. A completer's refusal is a fault the requester does not
+    /// see, as for a posted write on PCIe.
+    fn write_now(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
+        let mut wakers = Vec::new();
+        {
+            let mut state = self.inner.state.borrow_mut();
+            let pieces = Self::routes(
+                &mut state,
+                requester,
+                addr,
+                data.len() as u64,
+                Access::Write,
+            )?;
+            for (offset, route) in pieces {
+                let piece = &data[offset as usize..(offset + route.len) as usize];
+                if route.branches.is_empty() {
+                    state.deliver(route.target, piece, &mut wakers);
+                } else {
+                    for branch in &route.branches {
+                        state.deliver(branch.target, piece, &mut wakers);
+                    }
+                }
+            }
+        }
+        wakers.into_iter().for_each(Waker::wake);
+        Ok(())
+    }
+
+    /// A non-posted read, answered now.
+    fn read_now(&self, requester: Requester, addr: BusAddr, len: usize) -> ReadResult {
+        let mut state = self.inner.state.borrow_mut();
+        let pieces = Self::routes(&mut state, requester, addr, len as u64, Access::Read)?;
+        let mut data = vec![0u8; len];
+        let mut result = Ok(());
+        for (offset, route) in pieces {
+            let buf = &mut data[offset as usize..(offset + route.len) as usize];
+            if let Err(e) = state.answer(route.target, buf) {
+                result = result.and(Err(e));
+            }
+        }
+        result.map(|()| data)
+    }
+
+    /// Arms a memory watch now.
+    fn arm_watch(&self, host: HostId, addr: PhysAddr, len: u64) -> Rc<WatchState> {
+        let state = Rc::new(WatchState::default());
+        let mut s = self.inner.state.borrow_mut();
+        if s.watches.len() >= 64 {
+            s.watches.retain(|w| !w.state.dropped.get());
+        }
+        s.watches.push(Watch {
+            host,
+            start: addr.get(),
+            end: addr.get().saturating_add(len),
+            state: Rc::clone(&state),
+        });
+        state
+    }
+
+    /// Arms a sleep now.
+    fn arm_sleep(&self, duration: SimDuration) -> Sleep {
+        let alarm = Rc::new(Alarm::default());
+        let mut s = self.inner.state.borrow_mut();
+        let at = s.now + duration;
+        s.timers.add(at, Due::Wake(Rc::clone(&alarm)));
+        Sleep { alarm }
+    }
+
+    /// The host a requester's requests start in.
+    fn host_of(&self, requester: Requester) -> HostId {
+        match requester {
+            Requester::Cpu(h) => h,
+            Requester::Device(e) => self.inner.state.borrow().fabric.endpoint(e).host,
+        }
+    }
+
+    /// The configuration handler of `function`, if `requester` may reach it: only a CPU of
+    /// the function's own host can.
+    fn config_target(
+        &self,
+        requester: Requester,
+        function: EndpointId,
+    ) -> Result<Option<Rc<dyn ConfigHandler>>, AccessError> {
+        let state = self.inner.state.borrow();
+        let ep = state.fabric.endpoint(function);
+        match requester {
+            Requester::Cpu(h) if h == ep.host => {
+                Ok(state.config_handlers[function.index()].clone())
+            }
+            _ => {
+                let from = match requester {
+                    Requester::Cpu(h) => h,
+                    Requester::Device(e) => state.fabric.endpoint(e).host,
+                };
+                Err(AccessError::UnsupportedRequest {
+                    host: state.fabric.host(from).name.clone(),
+                    addr: BusAddr(u64::from(ep.bdf.requester_id())),
+                })
+            }
+        }
+    }
+
+    fn set_link(&self, link: LinkId, up: bool) {
+        let waiters = {
+            let mut s = self.inner.state.borrow_mut();
+            s.fabric.set_link_up(link, up);
+            let at = s.now;
+            s.link_log.push(LinkEvent { at, link, up });
+            std::mem::take(&mut s.link_waiters)
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
+
+    fn poll_ready(&self) {
+        loop {
+            let Some(mut taken) = self.inner.exec.borrow_mut().take_ready() else {
+                return;
+            };
+            let waker = self.inner.exec.borrow().waker(&taken);
+            let finished = Executor::poll(&mut taken, &waker);
+            let done = self.inner.exec.borrow_mut().put_back(taken, finished);
+            // A finished task is dropped here, outside the executor's borrow.
+            drop(done);
+        }
+    }
+}
+
+type ReadResult = Result<Vec<u8>, AccessError>;
+
+impl State {
+    /// Lands `data` at `target`, collecting the wakers to call once the state is released.
+    fn deliver(&mut self, target: Target, data: &[u8], wakers: &mut Vec<Waker>) {
+        self.counters.tlp_arrivals += 1;
+        match target {
+            Target::Memory { host, addr } => self.write_memory(host, addr, data, wakers),
+            Target::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => {
+                let result = match &self.bar_handlers[endpoint.index()] {
+                    Some(h) => h.mmio_write(bar, offset, data),
+                    None => Err(CompleterError::OutOfRange),
+                };
+                if let Err(reason) = result {
+                    let error = self.completer_abort(endpoint, bar, offset, reason);
+                    let at = self.now;
+                    self.faults.push(FaultRecord { at, error });
+                }
+            }
+            Target::Interrupt { host, .. } => {
+                let mut v = [0u8; 4];
+                let n = data.len().min(4);
+                v[..n].copy_from_slice(&data[..n]);
+                let line = self.irqs[host.index()]
+                    .entry(u32::from_le_bytes(v))
+                    .or_default();
+                line.pending += 1;
+                wakers.extend(line.waker.take());
+            }
+            // A multicast write with no member left to receive it.
+            Target::Multicast { .. } => {}
+        }
+    }
+
+    /// Answers a read of `buf.len()` bytes at `target`.
+    fn answer(&mut self, target: Target, buf: &mut [u8]) -> Result<(), AccessError> {
+        self.counters.tlp_arrivals += 1;
+        match target {
+            Target::Memory { host, addr } => {
+                self.memory[host.index()].read(addr.get(), buf);
+                Ok(())
+            }
+            Target::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => {
+                let result = match &self.bar_handlers[endpoint.index()] {
+                    Some(h) => h.mmio_read(bar, offset, buf),
+                    None => Err(CompleterError::OutOfRange),
+                };
+                result.map_err(|reason| {
+                    buf.fill(0xff);
+                    let error = self.completer_abort(endpoint, bar, offset, reason);
+                    let at = self.now;
+                    self.faults.push(FaultRecord {
+                        at,
+                        error: error.clone(),
+                    });
+                    error
+                })
+            }
+            Target::Interrupt { .. } | Target::Multicast { .. } => {
+                buf.fill(0xff);
+                Ok(())
+            }
+        }
+    }
+
+    fn completer_abort(
+        &self,
+        endpoint: EndpointId,
+        bar: u8,
+        offset: u64,
+        reason: CompleterError,
+    ) -> AccessError {
+        AccessError::CompleterAbort {
+            target: format!("{} BAR{bar}", self.fabric.endpoint(endpoint).name),
+            offset,
+            reason,
+        }
+    }
+
+    fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8], wakers: &mut Vec<Waker>) {
+        self.memory[host.index()].write(addr.get(), data);
+        self.memory_changed(host, addr, data.len() as u64, wakers);
+    }
+
+    /// Fires (and forgets) every watch of `host` that overlaps the range.
+    fn memory_changed(&mut self, host: HostId, addr: PhysAddr, len: u64, wakers: &mut Vec<Waker>) {
+        let (start, end) = (addr.get(), addr.get().saturating_add(len));
+        self.watches.retain(|w| {
+            if w.state.dropped.get() {
+                return false;
+            }
+            if w.host == host && w.start < end && start < w.end {
+                w.state.fired.set(true);
+                wakers.extend(w.state.waker.borrow_mut().take());
+                return false;
+            }
+            true
+        });
+    }
+}
+
+/// A sleep: armed when made, done when its timer fires.
+struct Sleep {
+    alarm: Rc<Alarm>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.alarm.fired.get() {
+            Poll::Ready(())
+        } else {
+            *self.alarm.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if !self.alarm.fired.get() {
+            self.alarm.cancelled.set(true);
+        }
+    }
+}
+
+/// A memory watch's future.
+struct Written {
+    state: Rc<WatchState>,
+}
+
+impl Future for Written {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.state.fired.get() {
+            Poll::Ready(())
+        } else {
+            *self.state.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        self.state.dropped.set(true);
+    }
+}
+
+/// Returns `Pending` once (waking itself), then `Ready`: an access done at once still lets
+/// the other ready tasks run before its requester goes on.
+#[derive(Default)]
+struct YieldOnce {
+    yielded: bool,
+}
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            Poll::Ready(())
+        } else {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+impl FabricControl for DirectEngine {
+    fn fabric(&self) -> Ref<'_, Fabric> {
+        Ref::map(self.inner.state.borrow(), |s| &s.fabric)
+    }
+
+    fn change_fabric(&self, change: &mut dyn FnMut(&mut Fabric)) {
+        change(&mut self.inner.state.borrow_mut().fabric)
+    }
+
+    fn schedule_link_state(&self, link: LinkId, up: bool, at: SimTime) {
+        let mut s = self.inner.state.borrow_mut();
+        let at = at.max(s.now);
+        s.timers.add(at, Due::Link { link, up });
+    }
+
+    fn link_events(&self) -> Vec<LinkEvent> {
+        self.inner.state.borrow().link_log.clone()
+    }
+
+    fn next_link_event(&self, seen: usize) -> LocalFuture<LinkEvent> {
+        let engine = self.clone();
+        Box::pin(std::future::poll_fn(move |cx| {
+            let mut s = engine.inner.state.borrow_mut();
+            match s.link_log.get(seen) {
+                Some(e) => Poll::Ready(e.clone()),
+                None => {
+                    if !s.link_waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                        s.link_waiters.push(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+            }
+        }))
+    }
+
+    fn faults(&self) -> Vec<FaultRecord> {
+        self.inner.state.borrow().faults.clone()
+    }
+}
+
+impl PayloadAccess for DirectEngine {
+    fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
+        self.inner.state.borrow().memory[host.index()].read(addr.get(), buf);
+    }
+
+    fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        let mut wakers = Vec::new();
+        self.inner
+            .state
+            .borrow_mut()
+            .write_memory(host, addr, data, &mut wakers);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {
+        let mut wakers = Vec::new();
+        {
+            let mut s = self.inner.state.borrow_mut();
+            s.memory[host.index()].zero(addr.get(), len);
+            s.memory_changed(host, addr, len, &mut wakers);
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl Engine for DirectEngine {
+    fn now(&self) -> SimTime {
+        self.inner.state.borrow().now
+    }
+
+    fn spawn(&self, task: LocalTask, at: &'static Location<'static>) {
+        self.inner.exec.borrow_mut().spawn(task, at);
+    }
+
+    fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>) {
+        self.inner.state.borrow_mut().bar_handlers[endpoint.index()] = Some(handler);
+    }
+
+    fn attach_config_handler(&self, endpoint: EndpointId, handler: Rc<dyn ConfigHandler>) {
+        self.inner.state.borrow_mut().config_handlers[endpoint.index()] = Some(handler);
+    }
+
+    fn agent(&self, requester: Requester) -> Rc<dyn AgentPort> {
+        Rc::new(DirectAgent {
+            engine: self.clone(),
+            requester,
+        })
+    }
+
+    fn run(&self) -> RunSummary {
+        self.run_until(SimTime::NEVER)
+    }
+
+    fn run_until(&self, deadline: SimTime) -> RunSummary {
+        loop {
+            self.poll_ready();
+            let next = self.inner.state.borrow_mut().timers.pop_due(deadline);
+            let Some((at, due)) = next else { break };
+            {
+                let mut s = self.inner.state.borrow_mut();
+                s.now = s.now.max(at);
+                s.counters.events += 1;
+            }
+            match due {
+                Due::Wake(alarm) => {
+                    alarm.fired.set(true);
+                    let waker = alarm.waker.borrow_mut().take();
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+                Due::Link { link, up } => self.set_link(link, up),
+            }
+        }
+        let s = self.inner.state.borrow();
+        RunSummary {
+            end: s.now,
+            counters: s.counters,
+            blocked_tasks: self.inner.exec.borrow().live().len(),
+        }
+    }
+
+    fn shutdown(&self) {
+        let dropped = self.inner.exec.borrow_mut().clear();
+        drop(dropped);
+    }
+
+    fn blocked_summary(&self) -> String {
+        let mut by_place: BTreeMap<String, usize> = BTreeMap::new();
+        for at in self.inner.exec.borrow().live() {
+            *by_place
+                .entry(format!("{}:{}", at.file(), at.line()))
+                .or_default() += 1;
+        }
+        if by_place.is_empty() {
+            return "no task waits".to_string();
+        }
+        by_place
+            .iter()
+            .map(|(at, n)| format!("{n} task(s) spawned at {at} wait"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn counters(&self) -> Counters {
+        self.inner.state.borrow().counters
+    }
+
+    fn cpu_timing(&self) -> CpuTiming {
+        self.inner.state.borrow().cpu
+    }
+
+    fn idle_read_cost(
+        &self,
+        _requester: Requester,
+        _addr: BusAddr,
+        _len: u64,
+    ) -> Option<Result<IdleReadCost, AccessError>> {
+        None
+    }
+
+    fn cpu_store_cost(&self, _local: bool) -> Option<SimDuration> {
+        None
+    }
+}
+
+/// A requester of the direct engine.
+struct DirectAgent {
+    engine: DirectEngine,
+    requester: Requester,
+}
+
+impl AgentPort for DirectAgent {
+    fn requester(&self) -> Requester {
+        self.requester
+    }
+
+    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<ReadResult> {
+        let (engine, requester) = (self.engine.clone(), self.requester);
+        Box::pin(async move {
+            let result = engine.read_now(requester, addr, len);
+            YieldOnce::default().await;
+            result
+        })
+    }
+
+    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
+        let (engine, requester) = (self.engine.clone(), self.requester);
+        Box::pin(async move {
+            let result = engine.write_now(requester, addr, &data);
+            YieldOnce::default().await;
+            result
+        })
+    }
+
+    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
+        Box::pin(self.engine.arm_sleep(duration))
+    }
+
+    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+        let host = self.engine.host_of(self.requester);
+        Box::pin(Written {
+            state: self.engine.arm_watch(host, addr, len),
+        })
+    }
+
+    fn config_read(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        len: usize,
+    ) -> LocalFuture<ReadResult> {
+        let (engine, requester) = (self.engine.clone(), self.requester);
+        Box::pin(async move {
+            let handler = engine.config_target(requester, function)?;
+            let mut buf = vec![0xffu8; len];
+            if let Some(h) = handler {
+                h.config_read(offset, &mut buf);
+            }
+            YieldOnce::default().await;
+            Ok(buf)
+        })
+    }
+
+    fn config_write(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        data: Vec<u8>,
+    ) -> LocalFuture<Result<(), AccessError>> {
+        let (engine, requester) = (self.engine.clone(), self.requester);
+        Box::pin(async move {
+            if let Some(h) = engine.config_target(requester, function)? {
+                h.config_write(offset, &data);
+            }
+            YieldOnce::default().await;
+            Ok(())
+        })
+    }
+
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
+        let engine = self.engine.clone();
+        let host = engine.host_of(self.requester);
+        let mut timer = timeout.map(|t| engine.arm_sleep(t));
+        Box::pin(std::future::poll_fn(move |cx| {
+            {
+                let mut s = engine.inner.state.borrow_mut();
+                let line = s.irqs[host.index()].entry(vector).or_default();
+                if line.pending > 0 {
+                    line.pending -= 1;
+                    return Poll::Ready(true);
+                }
+                line.waker = Some(cx.waker().clone());
+            }
+            let timed_out = timer
+                .as_mut()
+                .is_some_and(|sleep| Pin::new(sleep).poll(cx).is_ready());
+            if timed_out {
+                Poll::Ready(false)
+            } else {
+                Poll::Pending
+            }
+        }))
+    }
+}

@@ -1,0 +1,212 @@
+//! The direct engine keeps the platform contract: accesses land where the fabric routes
+//! them, only sleeps move the clock, watches, interrupts, configuration requests and faults
+//! behave as the contract says.
+
+use smartio_calibration::Calibration;
+use smartio_direct::DirectEngine;
+use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric, HostId};
+use smartio_machine::{Agent, Machine};
+use smartio_platform::{
+    race, AccessError, BusAddr, Clock, Either, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
+};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+const ONE_HOST: &str = r#"
+[[host]]
+name = "h"
+ram = "4 GiB"
+[[host.device]]
+name = "dev0"
+kind = "test"
+parent = "root"
+link = "gen3 x16"
+"#;
+
+fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
+    Ok(EndpointLayout {
+        vendor_id: 1,
+        device_id: 1,
+        class_code: 0,
+        description: "test".into(),
+        bars: vec![BarSpec {
+            index: 0,
+            size: 4096,
+            kind: BarKind::Mem64,
+        }],
+    })
+}
+
+fn machine() -> Machine {
+    let spec = parse_scenario("one-host", ONE_HOST).expect("valid scenario");
+    let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
+    DirectEngine::new(fabric, &Calibration::default_embedded()).machine()
+}
+
+fn dev0(m: &Machine) -> Agent {
+    let ep = m
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0 exists");
+    m.device(ep)
+}
+
+#[test]
+fn bytes_written_by_a_device_are_read_back_by_the_cpu_and_take_no_time() {
+    let m = machine();
+    let (dev, cpu) = (dev0(&m), m.cpu(HostId(0)));
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let out = Rc::clone(&seen);
+    m.spawn(async move {
+        dev.write(BusAddr(0x1000), b"smartio")
+            .await
+            .expect("lands in RAM");
+        let mut buf = [0u8; 7];
+        cpu.read(BusAddr(0x1000), &mut buf)
+            .await
+            .expect("reads RAM");
+        out.borrow_mut().extend_from_slice(&buf);
+    });
+    let summary = m.run();
+    assert_eq!(seen.borrow().as_slice(), b"smartio");
+    assert_eq!(summary.end, SimTime::ZERO);
+    assert_eq!(summary.blocked_tasks, 0);
+    let mut direct = [0u8; 7];
+    m.peek_memory(HostId(0), PhysAddr(0x1000), &mut direct);
+    assert_eq!(&direct, b"smartio");
+}
+
+#[test]
+fn sleeps_fire_in_time_order_and_move_the_clock() {
+    let m = machine();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for (name, ns) in [("late", 20u64), ("early", 10)] {
+        let (cpu, order) = (m.cpu(HostId(0)), Rc::clone(&order));
+        m.spawn(async move {
+            cpu.sleep(SimDuration::from_ns(ns)).await;
+            order.borrow_mut().push((name, cpu.now()));
+        });
+    }
+    let end = m.run().end;
+    assert_eq!(
+        order.borrow().as_slice(),
+        [
+            ("early", SimTime::ZERO + SimDuration::from_ns(10)),
+            ("late", SimTime::ZERO + SimDuration::from_ns(20))
+        ]
+    );
+    assert_eq!(end, SimTime::ZERO + SimDuration::from_ns(20));
+}
+
+#[test]
+fn a_sleep_that_loses_a_race_does_not_move_the_clock() {
+    let m = machine();
+    let (cpu, dev) = (m.cpu(HostId(0)), dev0(&m));
+    let won = Rc::new(RefCell::new(None));
+    let out = Rc::clone(&won);
+    m.spawn(async move {
+        let watch = cpu.written(PhysAddr(0x2000), 8);
+        let timeout = cpu.sleep(SimDuration::from_ns(1_000_000));
+        let r = race(watch, timeout).await;
+        *out.borrow_mut() = Some(matches!(r, Either::Left(())));
+    });
+    m.spawn(async move {
+        dev.write(BusAddr(0x2004), &[1]).await.expect("lands");
+    });
+    let end = m.run().end;
+    assert_eq!(
+        *won.borrow(),
+        Some(true),
+        "the write came before the timeout"
+    );
+    assert_eq!(end, SimTime::ZERO, "the dropped timeout never fired");
+}
+
+#[test]
+fn a_watch_ignores_writes_outside_its_range_and_fires_on_an_overlap() {
+    let m = machine();
+    let cpu = m.cpu(HostId(0));
+    let woke = Rc::new(RefCell::new(None));
+    let out = Rc::clone(&woke);
+    m.spawn(async move {
+        cpu.written(PhysAddr(0x3000), 16).await;
+        *out.borrow_mut() = Some(cpu.now());
+    });
+    m.run();
+    m.poke_memory(HostId(0), PhysAddr(0x3010), &[1]);
+    m.run();
+    assert_eq!(*woke.borrow(), None, "0x3010 is past the watched range");
+    m.poke_memory(HostId(0), PhysAddr(0x300f), &[1]);
+    m.run();
+    assert_eq!(*woke.borrow(), Some(SimTime::ZERO));
+}
+
+#[test]
+fn an_access_nobody_claims_is_an_unsupported_request_and_a_fault() {
+    let m = machine();
+    let dev = dev0(&m);
+    let result = Rc::new(RefCell::new(None));
+    let out = Rc::clone(&result);
+    m.spawn(async move {
+        let mut buf = [0u8; 4];
+        *out.borrow_mut() = Some(dev.read(BusAddr(0xF000_0000_0000), &mut buf).await);
+    });
+    m.run();
+    let got = result.borrow_mut().take().expect("the task ran");
+    assert!(
+        matches!(got, Err(AccessError::UnsupportedRequest { .. })),
+        "{got:?}"
+    );
+    assert_eq!(m.faults().len(), 1);
+}
+
+#[test]
+fn an_msi_write_is_an_interrupt_and_a_wait_without_one_times_out() {
+    let m = machine();
+    let (cpu, dev) = (m.cpu(HostId(0)), dev0(&m));
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let out = Rc::clone(&got);
+    m.spawn(async move {
+        let came = cpu.interrupt_timeout(7, SimDuration::from_ns(500)).await;
+        out.borrow_mut().push((came, cpu.now()));
+        let came = cpu.interrupt_timeout(9, SimDuration::from_ns(500)).await;
+        out.borrow_mut().push((came, cpu.now()));
+    });
+    m.spawn(async move {
+        dev.sleep(SimDuration::from_ns(100)).await;
+        dev.write(BusAddr(0xFEE0_0000), &7u32.to_le_bytes())
+            .await
+            .expect("the MSI range takes writes");
+    });
+    m.run();
+    let ns = |n| SimTime::ZERO + SimDuration::from_ns(n);
+    assert_eq!(got.borrow().as_slice(), [(true, ns(100)), (false, ns(600))]);
+}
+
+#[test]
+fn configuration_requests_stay_in_the_functions_host() {
+    let m = machine();
+    let (cpu, dev) = (m.cpu(HostId(0)), dev0(&m));
+    let ep = dev0(&m).requester();
+    let smartio_fabric::Requester::Device(ep) = ep else {
+        panic!("a device agent")
+    };
+    let got = Rc::new(RefCell::new(None));
+    let out = Rc::clone(&got);
+    m.spawn(async move {
+        let mut id = [0u8; 4];
+        cpu.config_read(ep, 0, &mut id).await.expect("own host");
+        let from_device = dev.config_read(ep, 0, &mut [0u8; 4]).await;
+        *out.borrow_mut() = Some((id, from_device));
+    });
+    m.run();
+    let (id, from_device) = got.borrow_mut().take().expect("the task ran");
+    assert_eq!(
+        id, [0xff; 4],
+        "no configuration handler: an absent function"
+    );
+    assert!(matches!(
+        from_device,
+        Err(AccessError::UnsupportedRequest { .. })
+    ));
+}

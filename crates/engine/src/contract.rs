@@ -1,0 +1,260 @@
+//! The timed engine behind the platform contract: [`Sim`] is a [`smartio_machine::Engine`]
+//! and its [`Agent`]s are [`AgentPort`]s, so the OS model, SmartIO, drivers and workloads
+//! run on it through a [`Machine`] without naming it.
+
+use crate::sim::{Agent, Sim, Sleep};
+use crate::timing::{LinkTiming, Timing};
+use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
+use smartio_machine::{
+    AgentPort, Counters, CpuTiming, Engine, FabricControl, FaultRecord, IdleReadCost, LinkEvent,
+    LocalFuture, Machine, PayloadAccess, RunSummary,
+};
+use smartio_platform::{
+    AccessError, BarHandler, BusAddr, ConfigHandler, LocalTask, PhysAddr, Port, SimDuration,
+    SimTime,
+};
+use std::cell::Ref;
+use std::panic::Location;
+use std::rc::Rc;
+
+impl Sim {
+    /// This simulation behind the platform contract.
+    pub fn machine(&self) -> Machine {
+        Machine::new(Rc::new(self.clone()))
+    }
+}
+
+impl FabricControl for Sim {
+    fn fabric(&self) -> Ref<'_, Fabric> {
+        Sim::fabric(self)
+    }
+
+    fn change_fabric(&self, change: &mut dyn FnMut(&mut Fabric)) {
+        self.with_fabric_mut(change)
+    }
+
+    fn schedule_link_state(&self, link: LinkId, up: bool, at: SimTime) {
+        Sim::schedule_link_state(self, link, up, at)
+    }
+
+    fn link_events(&self) -> Vec<LinkEvent> {
+        Sim::link_events(self)
+    }
+
+    fn next_link_event(&self, seen: usize) -> LocalFuture<LinkEvent> {
+        let sim = self.clone();
+        Box::pin(async move { sim.next_link_event(seen).await })
+    }
+
+    fn faults(&self) -> Vec<FaultRecord> {
+        Sim::faults(self)
+    }
+}
+
+impl PayloadAccess for Sim {
+    fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
+        Sim::peek_memory(self, host, addr, buf)
+    }
+
+    fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        Sim::poke_memory(self, host, addr, data)
+    }
+
+    fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {
+        Sim::zero_memory(self, host, addr, len)
+    }
+}
+
+impl Engine for Sim {
+    fn now(&self) -> SimTime {
+        Sim::now(self)
+    }
+
+    fn spawn(&self, task: LocalTask, at: &'static Location<'static>) {
+        self.spawn_at(task, at);
+    }
+
+    fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>) {
+        Sim::attach_bar_handler(self, endpoint, handler)
+    }
+
+    fn attach_config_handler(&self, endpoint: EndpointId, handler: Rc<dyn ConfigHandler>) {
+        Sim::attach_config_handler(self, endpoint, handler)
+    }
+
+    fn agent(&self, requester: Requester) -> Rc<dyn AgentPort> {
+        Rc::new(match requester {
+            Requester::Cpu(host) => self.cpu(host),
+            Requester::Device(endpoint) => self.device(endpoint),
+        })
+    }
+
+    fn run(&self) -> RunSummary {
+        Sim::run(self)
+    }
+
+    fn run_until(&self, deadline: SimTime) -> RunSummary {
+        Sim::run_until(self, deadline)
+    }
+
+    fn shutdown(&self) {
+        Sim::shutdown(self)
+    }
+
+    fn blocked_summary(&self) -> String {
+        Sim::blocked_summary(self)
+    }
+
+    fn counters(&self) -> Counters {
+        Sim::counters(self)
+    }
+
+    fn cpu_timing(&self) -> CpuTiming {
+        self.timing().cpu
+    }
+
+    fn idle_read_cost(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+    ) -> Option<Result<IdleReadCost, AccessError>> {
+        Some(idle_read_cost(
+            &Sim::fabric(self),
+            &self.timing(),
+            requester,
+            addr,
+            len,
+        ))
+    }
+
+    fn cpu_store_cost(&self, local: bool) -> Option<SimDuration> {
+        let timing = self.timing();
+        Some(if local {
+            timing.cpu.memory_write
+        } else {
+            timing.cpu.mmio_issue + SimDuration(timing.root_complex_ps)
+        })
+    }
+}
+
+impl AgentPort for Agent {
+    fn requester(&self) -> Requester {
+        Agent::requester(self)
+    }
+
+    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>> {
+        let agent = self.clone();
+        Box::pin(async move { agent.read_owned(addr, len).await })
+    }
+
+    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
+        let agent = self.clone();
+        Box::pin(async move { agent.write_owned(addr, data).await })
+    }
+
+    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
+        Box::pin(Sleep::new(self.sim(), duration))
+    }
+
+    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+        Box::pin(self.watch(addr, len))
+    }
+
+    fn config_read(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        len: usize,
+    ) -> LocalFuture<Result<Vec<u8>, AccessError>> {
+        let agent = self.clone();
+        Box::pin(async move {
+            let mut buf = vec![0u8; len];
+            agent
+                .config_read(function, offset, &mut buf)
+                .await
+                .map(|()| buf)
+        })
+    }
+
+    fn config_write(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        data: Vec<u8>,
+    ) -> LocalFuture<Result<(), AccessError>> {
+        let agent = self.clone();
+        Box::pin(async move { agent.config_write(function, offset, &data).await })
+    }
+
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
+        let agent = self.clone();
+        match timeout {
+            None => Box::pin(async move {
+                agent.interrupt(vector).await;
+                true
+            }),
+            Some(timeout) => {
+                Box::pin(async move { agent.interrupt_timeout(vector, timeout).await })
+            }
+        }
+    }
+}
+
+/// The timing model's account of one read on idle links: the engine's cut-through rule —
+/// every link's propagation, every chip's latency but the target's, the TLP's serialization
+/// on the last link, and on the way whatever more a slower link takes to serialize it than
+/// the next one — for the request out (no payload) and the completion back (`len` bytes),
+/// plus the completer's own latency.
+pub fn idle_read_cost(
+    fabric: &Fabric,
+    timing: &Timing,
+    requester: Requester,
+    addr: BusAddr,
+    len: u64,
+) -> Result<IdleReadCost, AccessError> {
+    let route = fabric
+        .route(requester, addr, len, Access::Read)
+        .map_err(AccessError::from)?;
+    let before_target = &route.hops[..route.hops.len().saturating_sub(1)];
+    let mut chips = Vec::new();
+    for hop in before_target {
+        let node = fabric.node(hop.node);
+        let chip = match &node.kind {
+            NodeKind::Switch { chip } | NodeKind::ClusterSwitch { chip } => chip.clone(),
+            NodeKind::Ntb { spec, .. } => spec.chip.clone(),
+            NodeKind::RootComplex => "root complex".to_string(),
+            NodeKind::Device { .. } => continue,
+        };
+        chips.push(format!("{} ({chip})", node.name));
+    }
+    let links: Vec<_> = route
+        .hops
+        .iter()
+        .map(|h| timing.links[h.link.index()])
+        .collect();
+    let chips_ps: u64 = before_target
+        .iter()
+        .map(|h| timing.node_latency_ps[h.node.index()])
+        .sum();
+    let one_way = |links: &[LinkTiming], payload: u64| -> u64 {
+        let ser = |i: usize| links[i].serialization_ps(payload);
+        let last = links.len().saturating_sub(1);
+        let slower: u64 = (0..last).map(|i| ser(i).saturating_sub(ser(i + 1))).sum();
+        links.iter().map(|l| l.prop_ps).sum::<u64>()
+            + chips_ps
+            + slower
+            + if links.is_empty() { 0 } else { ser(last) }
+    };
+    let back: Vec<_> = links.iter().rev().copied().collect();
+    let completer_ps = match route.target {
+        Target::Memory { .. } => timing.root_complex_ps + timing.memory_read_ps,
+        Target::Bar { endpoint, .. } => timing.endpoint_read_ps[endpoint.index()],
+        Target::Interrupt { .. } | Target::Multicast { .. } => 0,
+    };
+    Ok(IdleReadCost {
+        chips,
+        path_ps: one_way(&links, 0) + one_way(&back, len),
+        completer_ps,
+    })
+}

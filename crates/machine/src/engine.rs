@@ -1,0 +1,152 @@
+//! What an engine implements. Every trait here is dyn-compatible: software holds an engine
+//! as `Rc<dyn Engine>` and its agents as `Rc<dyn AgentPort>`.
+
+use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
+use smartio_calibration::CpuTiming;
+use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
+use smartio_platform::{
+    AccessError, BarHandler, BusAddr, ConfigHandler, LocalTask, PhysAddr, SimDuration, SimTime,
+};
+use std::cell::Ref;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::rc::Rc;
+
+/// A boxed, `!Send` future: what the dyn-compatible traits return.
+pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// Reading and changing the fabric model the engine routes by: look-up-table and
+/// requester-id entries of NTB adapters, IOMMU domains, multicast groups, link state.
+///
+/// The fabric model is the same for every engine; an engine owns the one instance its
+/// accesses are routed by, so a change made here applies to the next access.
+pub trait FabricControl {
+    /// The fabric, read-only. Do not hold the borrow across an `await`.
+    fn fabric(&self) -> Ref<'_, Fabric>;
+
+    /// Calls `change` exactly once with the fabric, mutable.
+    fn change_fabric(&self, change: &mut dyn FnMut(&mut Fabric));
+
+    /// Takes `link` down (`up = false`) or brings it up at time `at`. Until it comes back,
+    /// posted writes over it are dropped and reads over it fail.
+    fn schedule_link_state(&self, link: LinkId, up: bool, at: SimTime);
+
+    /// Link state changes so far, in order.
+    fn link_events(&self) -> Vec<LinkEvent>;
+
+    /// Waits until more than `seen` link state changes have happened; returns the next one.
+    fn next_link_event(&self, seen: usize) -> LocalFuture<LinkEvent>;
+
+    /// Faults recorded so far (IOMMU faults, unsupported requests, completer aborts).
+    fn faults(&self) -> Vec<FaultRecord>;
+}
+
+/// Direct access to hosts' memory, taking no time: set-up (a payload to write, freshly
+/// allocated memory to zero) and verification (the bytes that landed).
+pub trait PayloadAccess {
+    /// Reads host memory.
+    fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]);
+
+    /// Writes host memory; memory watches of the range fire.
+    fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]);
+
+    /// Zeroes host memory; memory watches of the range fire.
+    fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64);
+}
+
+/// An engine: the clock, the tasks, the agents, the fabric and memory.
+pub trait Engine: FabricControl + PayloadAccess {
+    /// The current virtual time.
+    fn now(&self) -> SimTime;
+
+    /// Starts a task; it first runs at the current time. `at` is where it was spawned, for
+    /// the report of tasks that never finish.
+    fn spawn(&self, task: LocalTask, at: &'static Location<'static>);
+
+    /// Makes `handler` answer loads and stores to `endpoint`'s BARs (cluster assembly).
+    fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>);
+
+    /// Makes `handler` answer configuration requests to `endpoint` (cluster assembly).
+    fn attach_config_handler(&self, endpoint: EndpointId, handler: Rc<dyn ConfigHandler>);
+
+    /// The port of a requester: a host's CPU or a device's DMA engine.
+    fn agent(&self, requester: Requester) -> Rc<dyn AgentPort>;
+
+    /// Runs until no task is ready and nothing is pending.
+    fn run(&self) -> RunSummary;
+
+    /// Runs until `deadline`: what is due later stays pending.
+    fn run_until(&self, deadline: SimTime) -> RunSummary;
+
+    /// Drops every task, ready or waiting (tasks hold handles to their engine, so an engine
+    /// with tasks left is never freed).
+    fn shutdown(&self);
+
+    /// The tasks that have not finished and what each waits for, in one line.
+    fn blocked_summary(&self) -> String;
+
+    /// What the engine has counted so far.
+    fn counters(&self) -> Counters;
+
+    /// The CPU's and the host software's costs (block layer, interrupt delivery, ...), which
+    /// the OS model and drivers charge themselves.
+    fn cpu_timing(&self) -> CpuTiming;
+
+    /// How the timing model costs a read of `len` bytes at `addr` by `requester` on an idle
+    /// fabric; `None` from an engine without a timing model.
+    fn idle_read_cost(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+    ) -> Option<Result<IdleReadCost, AccessError>>;
+
+    /// What a CPU store costs the core before it leaves: into its own RAM (`local`) or
+    /// uncached through the root complex. `None` from an engine without a timing model.
+    fn cpu_store_cost(&self, local: bool) -> Option<SimDuration>;
+}
+
+/// One requester's view of an engine: a host's CPU or a device's DMA engine.
+///
+/// Every future is `'static` (it owns what it needs). Accesses start when first polled;
+/// [`AgentPort::written`] and [`AgentPort::sleep`] are armed when called.
+pub trait AgentPort {
+    /// Who this agent is.
+    fn requester(&self) -> Requester;
+
+    /// A non-posted read of `len` bytes.
+    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>>;
+
+    /// A posted write.
+    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>>;
+
+    /// Completes `duration` after now.
+    fn sleep(&self, duration: SimDuration) -> LocalFuture<()>;
+
+    /// Completes when `len` bytes at `addr` of the agent's host memory are next written
+    /// (armed now, not when polled).
+    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()>;
+
+    /// A configuration read of `len` bytes at `offset` of `function`'s configuration space.
+    /// Only a CPU of the function's own host can issue one; an absent function reads as
+    /// all-ones.
+    fn config_read(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        len: usize,
+    ) -> LocalFuture<Result<Vec<u8>, AccessError>>;
+
+    /// A configuration write; the function may react before time moves on.
+    fn config_write(
+        &self,
+        function: EndpointId,
+        offset: u16,
+        data: Vec<u8>,
+    ) -> LocalFuture<Result<(), AccessError>>;
+
+    /// Waits for interrupt `vector` on the agent's host and consumes it: `true` when it
+    /// came, `false` when `timeout` passed first (never, without a timeout).
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool>;
+}

@@ -1,0 +1,177 @@
+//! [`Machine`]: the handle software holds on whichever engine runs it.
+
+use crate::agent::Agent;
+use crate::engine::Engine;
+use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
+use smartio_calibration::CpuTiming;
+use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
+use smartio_platform::{
+    AccessError, BarHandler, BusAddr, ConfigHandler, PhysAddr, SimDuration, SimTime,
+};
+use std::cell::Ref;
+use std::future::Future;
+use std::panic::Location;
+use std::rc::Rc;
+
+/// A handle to the machine: an engine behind the platform contract. Cheap to clone; not
+/// `Send` (see the crate's threading note).
+#[derive(Clone)]
+pub struct Machine {
+    engine: Rc<dyn Engine>,
+}
+
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine").field("now", &self.now()).finish()
+    }
+}
+
+impl Machine {
+    /// The machine an engine implements.
+    pub fn new(engine: Rc<dyn Engine>) -> Machine {
+        Machine { engine }
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> SimTime {
+        self.engine.now()
+    }
+
+    /// The fabric (read-only view). Do not hold it across an `await`.
+    pub fn fabric(&self) -> Ref<'_, Fabric> {
+        self.engine.fabric()
+    }
+
+    /// Changes the fabric's tables (NTB look-up-table and requester-id entries, IOMMU
+    /// mappings, multicast groups) and returns what `change` returns.
+    pub fn with_fabric_mut<R>(&self, change: impl FnOnce(&mut Fabric) -> R) -> R {
+        let mut change = Some(change);
+        let mut out = None;
+        self.engine.change_fabric(&mut |fabric| {
+            if let Some(change) = change.take() {
+                out = Some(change(fabric));
+            }
+        });
+        match out {
+            Some(out) => out,
+            None => unreachable!("an engine's change_fabric calls its closure exactly once"),
+        }
+    }
+
+    /// Starts a task; it first runs at the current time. The caller's location is kept for
+    /// the report of tasks that never finish.
+    #[track_caller]
+    pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        self.engine.spawn(Box::pin(task), Location::caller());
+    }
+
+    /// [`Machine::spawn`] for a task already boxed, spawned at `at`.
+    pub fn spawn_boxed(&self, task: smartio_platform::LocalTask, at: &'static Location<'static>) {
+        self.engine.spawn(task, at);
+    }
+
+    /// Makes `handler` answer loads and stores to `endpoint`'s BARs (cluster assembly).
+    pub fn attach_bar_handler(&self, endpoint: EndpointId, handler: Rc<dyn BarHandler>) {
+        self.engine.attach_bar_handler(endpoint, handler)
+    }
+
+    /// Makes `handler` answer configuration requests to `endpoint` (cluster assembly).
+    pub fn attach_config_handler(&self, endpoint: EndpointId, handler: Rc<dyn ConfigHandler>) {
+        self.engine.attach_config_handler(endpoint, handler)
+    }
+
+    /// A CPU of `host`.
+    pub fn cpu(&self, host: HostId) -> Agent {
+        self.agent(Requester::Cpu(host))
+    }
+
+    /// A device's DMA engine.
+    pub fn device(&self, endpoint: EndpointId) -> Agent {
+        self.agent(Requester::Device(endpoint))
+    }
+
+    /// The agent of `requester`.
+    pub fn agent(&self, requester: Requester) -> Agent {
+        Agent::new(self.engine.agent(requester), self.clone())
+    }
+
+    /// Runs until no task is ready and nothing is pending.
+    pub fn run(&self) -> RunSummary {
+        self.engine.run()
+    }
+
+    /// Runs until `deadline`: what is due later stays pending.
+    pub fn run_until(&self, deadline: SimTime) -> RunSummary {
+        self.engine.run_until(deadline)
+    }
+
+    /// Drops every task (see [`Engine::shutdown`]).
+    pub fn shutdown(&self) {
+        self.engine.shutdown()
+    }
+
+    /// The tasks that have not finished and what each waits for, in one line.
+    pub fn blocked_summary(&self) -> String {
+        self.engine.blocked_summary()
+    }
+
+    /// What the engine has counted so far.
+    pub fn counters(&self) -> Counters {
+        self.engine.counters()
+    }
+
+    /// Reads host memory directly, taking no time (set-up and verification).
+    pub fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
+        self.engine.peek_memory(host, addr, buf)
+    }
+
+    /// Writes host memory directly, taking no time (set-up).
+    pub fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        self.engine.poke_memory(host, addr, data)
+    }
+
+    /// Zeroes host memory directly, taking no time (freshly allocated memory).
+    pub fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {
+        self.engine.zero_memory(host, addr, len)
+    }
+
+    /// Takes a link down or brings it up at `at`.
+    pub fn schedule_link_state(&self, link: LinkId, up: bool, at: SimTime) {
+        self.engine.schedule_link_state(link, up, at)
+    }
+
+    /// Link state changes so far, in order.
+    pub fn link_events(&self) -> Vec<LinkEvent> {
+        self.engine.link_events()
+    }
+
+    /// Waits until more than `seen` link state changes have happened; returns the next one.
+    pub async fn next_link_event(&self, seen: usize) -> LinkEvent {
+        self.engine.next_link_event(seen).await
+    }
+
+    /// Faults recorded so far.
+    pub fn faults(&self) -> Vec<FaultRecord> {
+        self.engine.faults()
+    }
+
+    /// The CPU's and the host software's costs.
+    pub fn cpu_timing(&self) -> CpuTiming {
+        self.engine.cpu_timing()
+    }
+
+    /// How the timing model costs a read on an idle fabric (`None` without a timing model).
+    pub fn idle_read_cost(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+    ) -> Option<Result<IdleReadCost, AccessError>> {
+        self.engine.idle_read_cost(requester, addr, len)
+    }
+
+    /// What a CPU store costs the core before it leaves (`None` without a timing model).
+    pub fn cpu_store_cost(&self, local: bool) -> Option<SimDuration> {
+        self.engine.cpu_store_cost(local)
+    }
+}
