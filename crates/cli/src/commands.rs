@@ -4,10 +4,10 @@
 
 use crate::args::{Bench, Cli, Command, Direction, FioArgs, PingpongArgs};
 use crate::{demo, exp, render};
+use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::CompletionMode;
-use smartio_engine::Calibration;
 use smartio_workloads::{
     bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, pingpong, run_fio, Amount,
     DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, P2pConfig, P2pDirection,
@@ -451,7 +451,7 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
 /// The scenario's first host (where commands run when no host is named).
 fn first_host(cluster: &Cluster) -> Result<String, String> {
     cluster
-        .sim
+        .machine
         .fabric()
         .hosts()
         .first()
@@ -460,7 +460,7 @@ fn first_host(cluster: &Cluster) -> Result<String, String> {
 }
 
 fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
-    let fabric = cluster.sim.fabric();
+    let fabric = cluster.machine.fabric();
     let owners: Vec<&str> = fabric
         .endpoints()
         .iter()

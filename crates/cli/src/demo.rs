@@ -5,9 +5,9 @@
 //! explanations it prints.
 
 use crate::render;
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_drivers::CompletionMode;
-use smartio_engine::Calibration;
 use smartio_workloads::{
     bench_dma, nvme_demo, nvmeof_compare, pingpong, run_fio, share_clients, shm_demo, Amount,
     DmaBenchConfig, DmaDirection, FioConfig, FioMethod, NvmeofConfig, PingPongConfig, ShareConfig,
@@ -497,7 +497,7 @@ mod tests {
             shared.rows.iter().all(|r| r.4 == 200 * 4096),
             "every byte verified"
         );
-        let text = smartio_engine::calibration::DEFAULT_CALIBRATION
+        let text = smartio_calibration::DEFAULT_CALIBRATION
             .replace(
                 "max_read_iops = { value = 550000,",
                 "max_read_iops = { value = 5e7,",

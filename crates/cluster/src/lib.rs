@@ -1,11 +1,13 @@
 //! Assembles a runnable cluster from a scenario: the shipped scenarios, the fabric built with
-//! the device layer's layouts, the timed engine with a calibration, and the device models
-//! attached to their endpoints.
+//! the device layer's layouts, an engine (the timed one, or the untimed direct one that
+//! proves the platform contract) with a calibration, and the device models attached to their
+//! endpoints. Everything above runs on the cluster's [`Machine`] and never learns which
+//! engine is behind it.
 //!
 //! Device models by kind: `nvme` is an NVMe controller; `dma` is the DMA test device (copy
 //! engine registers in BAR0, memory in BAR2); `gpu` is modelled as the same copy engine with
 //! its memory in BAR1 (BAR3 answers nothing). GPU kernels are device-side tasks: they use the
-//! device's own port (`sim.device(endpoint)`) and [`DmaDevice::wait_word`] on its memory.
+//! device's own port (`machine.device(endpoint)`) and [`DmaDevice::wait_word`] on its memory.
 //! Every endpoint answers configuration requests from its layout.
 
 #![forbid(unsafe_code)]
@@ -14,11 +16,15 @@ pub mod scenarios;
 
 pub use scenarios::{load_fabric, load_spec, ShippedScenario, SHIPPED};
 
+pub use smartio_calibration::Calibration;
 use smartio_devices::config::ConfigSpace;
 use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
-use smartio_engine::{Calibration, Sim, TimingError};
+use smartio_direct::DirectEngine;
+use smartio_engine::TimingError;
+pub use smartio_engine::{Sim, Timing};
 use smartio_fabric::{ClusterSpec, EndpointId, Fabric, ScenarioError};
+use smartio_machine::Machine;
 use smartio_platform::SimDuration;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -99,18 +105,34 @@ fn written_at(spec: &ClusterSpec, node: &str) -> Option<String> {
     Some(format!("{}:{}", loc.file, loc.line))
 }
 
+/// Which engine runs a cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The timed engine: every access costed on its path (what every command runs on).
+    #[default]
+    Timed,
+    /// The direct engine: no timing model; the test suites run on it to show that the OS
+    /// model, SmartIO and the drivers depend only on the platform contract.
+    Direct,
+}
+
 /// Choices made on the command line rather than in the scenario file.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterOptions {
     /// NVMe namespace backing files by `host.device` (overriding the scenario's `backing`).
     pub nvme_backing: Vec<(String, PathBuf)>,
+    /// The engine.
+    pub engine: EngineKind,
 }
 
-/// A runnable cluster: the simulation with every modelled device attached and running.
+/// A runnable cluster: the machine with every modelled device attached and running.
 #[derive(Debug)]
 pub struct Cluster {
-    /// The simulation.
-    pub sim: Sim,
+    /// The machine, behind the platform contract.
+    pub machine: Machine,
+    /// The timed engine behind `machine`, for what only it can tell (link occupancy, resolved
+    /// timing); `None` on the direct engine.
+    timed: Option<Sim>,
     /// The calibration in force.
     pub calibration: Calibration,
     /// DMA test devices by endpoint.
@@ -156,14 +178,20 @@ impl Cluster {
         options: &ClusterOptions,
         spec: Option<&ClusterSpec>,
     ) -> Result<Cluster, ClusterError> {
-        let sim = Sim::new(fabric, calibration).map_err(|e| located(spec, e))?;
-        let dma_devices = start_copy_engines(&sim, calibration, "dma", dma::MEMORY_BAR);
-        let gpus = start_copy_engines(&sim, calibration, "gpu", dma::GPU_MEMORY_BAR);
-        let nvme_controllers = match start_nvme(&sim, calibration, options) {
+        let (machine, timed) = match options.engine {
+            EngineKind::Timed => {
+                let sim = Sim::new(fabric, calibration).map_err(|e| located(spec, e))?;
+                (sim.machine(), Some(sim))
+            }
+            EngineKind::Direct => (DirectEngine::new(fabric, calibration).machine(), None),
+        };
+        let dma_devices = start_copy_engines(&machine, calibration, "dma", dma::MEMORY_BAR);
+        let gpus = start_copy_engines(&machine, calibration, "gpu", dma::GPU_MEMORY_BAR);
+        let nvme_controllers = match start_nvme(&machine, calibration, options) {
             Ok(n) => n,
             Err(e) => {
                 // The devices already started hold the simulation: free it.
-                sim.shutdown();
+                machine.shutdown();
                 return Err(match e {
                     ClusterError::Device {
                         at: None,
@@ -178,14 +206,34 @@ impl Cluster {
                 });
             }
         };
-        attach_config_spaces(&sim, &nvme_controllers);
+        attach_config_spaces(&machine, &nvme_controllers);
         Ok(Cluster {
-            sim,
+            machine,
+            timed,
             calibration: calibration.clone(),
             dma_devices,
             gpus,
             nvme_controllers,
         })
+    }
+
+    /// [`Cluster::new`] on the chosen engine.
+    pub fn on(
+        engine: EngineKind,
+        scenario: &str,
+        calibration: &Calibration,
+    ) -> Result<Cluster, ClusterError> {
+        let options = ClusterOptions {
+            engine,
+            ..ClusterOptions::default()
+        };
+        Self::with_options(scenario, calibration, &options)
+    }
+
+    /// The timed engine, when it runs this cluster: for what only a timing model can tell
+    /// (link occupancy, resolved timing).
+    pub fn timed(&self) -> Option<&Sim> {
+        self.timed.as_ref()
     }
 
     /// The copy engine (DMA test device or GPU) at `endpoint`.
@@ -202,12 +250,12 @@ impl Cluster {
 /// BAR `memory_bar`, the engine running on the endpoint's own port. The per-copy start-up cost
 /// is the calibration's `setup_ns` for `kind`, else the DMA test device's.
 fn start_copy_engines(
-    sim: &Sim,
+    machine: &Machine,
     calibration: &Calibration,
     kind: &str,
     memory_bar: u8,
 ) -> Vec<(EndpointId, Rc<DmaDevice>)> {
-    let endpoints: Vec<_> = sim
+    let endpoints: Vec<_> = machine
         .fabric()
         .endpoints()
         .iter()
@@ -234,10 +282,10 @@ fn start_copy_engines(
             dma::REGISTER_BAR,
             memory_bar,
         ));
-        sim.attach_bar_handler(endpoint, device.clone());
-        let port = sim.device(endpoint);
+        machine.attach_bar_handler(endpoint, device.clone());
+        let port = machine.device(endpoint);
         let engine = device.clone();
-        sim.spawn(async move { engine.run(port).await });
+        machine.spawn(async move { engine.run(port).await });
         out.push((endpoint, device));
     }
     out
@@ -246,7 +294,7 @@ fn start_copy_engines(
 /// The media profile of calibration profile `name`.
 pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfile, String> {
     let p = calibration.nvme_profile(name)?;
-    let ns = |p: &smartio_engine::calibration::Param| SimDuration::from_ns_f64(p.value);
+    let ns = |p: &smartio_calibration::Param| SimDuration::from_ns_f64(p.value);
     Ok(MediaProfile {
         name: name.to_string(),
         read_latency: ns(&p.read_latency_ns),
@@ -262,12 +310,12 @@ pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfi
 }
 
 fn start_nvme(
-    sim: &Sim,
+    machine: &Machine,
     calibration: &Calibration,
     options: &ClusterOptions,
 ) -> Result<Vec<(EndpointId, Rc<NvmeController>)>, ClusterError> {
     let endpoints: Vec<_> = {
-        let fabric = sim.fabric();
+        let fabric = machine.fabric();
         fabric
             .endpoints()
             .iter()
@@ -350,23 +398,23 @@ fn start_nvme(
             vendor_id: ep.layout.vendor_id,
         };
         let controller = Rc::new(NvmeController::new(config, store, pci.clone()));
-        sim.attach_bar_handler(id, controller.clone());
-        sim.attach_config_handler(id, pci);
-        let port = sim.device(id);
-        sim.spawn(controller.clone().run(port));
+        machine.attach_bar_handler(id, controller.clone());
+        machine.attach_config_handler(id, pci);
+        let port = machine.device(id);
+        machine.spawn(controller.clone().run(port));
         out.push((id, controller));
     }
     Ok(out)
 }
 
 /// Every endpoint without a richer model answers configuration requests from its layout.
-fn attach_config_spaces(sim: &Sim, nvme: &[(EndpointId, Rc<NvmeController>)]) {
-    let endpoints: Vec<_> = sim.fabric().endpoints().to_vec();
+fn attach_config_spaces(machine: &Machine, nvme: &[(EndpointId, Rc<NvmeController>)]) {
+    let endpoints: Vec<_> = machine.fabric().endpoints().to_vec();
     for (i, ep) in endpoints.iter().enumerate() {
         let id = EndpointId(i as u32);
         if nvme.iter().any(|(e, _)| *e == id) {
             continue;
         }
-        sim.attach_config_handler(id, Rc::new(ConfigSpace::new(&ep.layout, &ep.bars, None)));
+        machine.attach_config_handler(id, Rc::new(ConfigSpace::new(&ep.layout, &ep.bars, None)));
     }
 }

@@ -8,10 +8,11 @@
 //!                                            └─ gpu1 <─┘ chassis switch
 //! ```
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::{flags, reg, status, DmaDevice, COMPLETION_ERROR, DEVICE_MAGIC};
-use smartio_engine::{Agent, Calibration};
 use smartio_fabric::{EndpointId, HostId};
+use smartio_machine::Agent;
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, MemoryWatch, PhysAddr, Port, SimTime,
 };
@@ -32,7 +33,7 @@ fn local_chassis() -> Setup {
     let cluster =
         Cluster::new("local-chassis", &Calibration::default_embedded()).expect("scenario loads");
     let (host, gpu0, gpu1) = {
-        let fabric = cluster.sim.fabric();
+        let fabric = cluster.machine.fabric();
         let host = fabric.host_by_name("local").expect("host local");
         let ep = |name| fabric.endpoint_by_name(host, name).expect("endpoint");
         (host, ep("gpu0"), ep("gpu1"))
@@ -47,7 +48,7 @@ fn local_chassis() -> Setup {
 
 /// The bus address of BAR `index` of `endpoint` (the same for the CPU and for peers).
 fn bar_base(cluster: &Cluster, endpoint: EndpointId, index: u8) -> BusAddr {
-    let fabric = cluster.sim.fabric();
+    let fabric = cluster.machine.fabric();
     fabric
         .endpoint(endpoint)
         .bars
@@ -108,14 +109,14 @@ fn every_gpu_gets_a_copy_engine_with_memory_the_size_of_bar1() {
     for gpu in [s.gpu0, s.gpu1] {
         let device = engine(&s.cluster, gpu);
         assert_eq!((device.register_bar(), device.memory_bar()), (0, 1));
-        let bar1 = s.cluster.sim.fabric().endpoint(gpu).bars[1];
+        let bar1 = s.cluster.machine.fabric().endpoint(gpu).bars[1];
         assert_eq!(bar1.index, 1);
         assert_eq!(device.memory_size(), bar1.size);
     }
     let dma0 = s.cluster.dma_devices[0].0;
     assert_eq!(engine(&s.cluster, dma0).memory_bar(), 2);
     let nvme0 = {
-        let fabric = s.cluster.sim.fabric();
+        let fabric = s.cluster.machine.fabric();
         fabric.endpoint_by_name(s.host, "nvme0").expect("nvme0")
     };
     assert!(
@@ -138,8 +139,8 @@ fn gpu0_copies_its_memory_to_gpu1_peer_to_peer_exactly() {
 
     let outcome = Rc::new(Cell::new(None));
     let out = outcome.clone();
-    let cpu = s.cluster.sim.cpu(s.host);
-    s.cluster.sim.spawn(async move {
+    let cpu = s.cluster.machine.cpu(s.host);
+    s.cluster.machine.spawn(async move {
         let mut id = [0u8; 8];
         cpu.read(registers.offset(reg::ID), &mut id)
             .await
@@ -153,7 +154,7 @@ fn gpu0_copies_its_memory_to_gpu1_peer_to_peer_exactly() {
         };
         out.set(Some(copy_and_wait(&cpu, registers, copy, 1).await));
     });
-    s.cluster.sim.run();
+    s.cluster.machine.run();
 
     assert_eq!(outcome.get(), Some(1), "completed without error");
     let mut landed = vec![0u8; LEN];
@@ -167,7 +168,7 @@ fn gpu0_copies_its_memory_to_gpu1_peer_to_peer_exactly() {
     let mut word = [0u8; 8];
     gpu0.mmio_read(0, reg::STATUS, &mut word).expect("STATUS");
     assert_eq!(u64::from_le_bytes(word), status::IDLE);
-    assert!(s.cluster.sim.faults().is_empty(), "no fabric faults");
+    assert!(s.cluster.machine.faults().is_empty(), "no fabric faults");
 }
 
 #[test]
@@ -187,8 +188,8 @@ fn a_kernel_on_gpu1_wakes_when_gpu0s_copy_writes_its_flag_and_not_before() {
     let woke_at: Rc<Cell<Option<SimTime>>> = Rc::new(Cell::new(None));
     let seen = Rc::new(RefCell::new(Vec::new()));
     let (kernel, woke, seen_by_kernel) = (gpu1.clone(), woke_at.clone(), seen.clone());
-    let clock = s.cluster.sim.device(s.gpu1);
-    s.cluster.sim.spawn(async move {
+    let clock = s.cluster.machine.device(s.gpu1);
+    s.cluster.machine.spawn(async move {
         kernel.wait_word(FLAG + LEN as u64 - 8, 1).await;
         woke.set(Some(clock.now()));
         let mut buf = vec![0u8; LEN];
@@ -198,8 +199,8 @@ fn a_kernel_on_gpu1_wakes_when_gpu0s_copy_writes_its_flag_and_not_before() {
 
     let completed_at = Rc::new(Cell::new(None));
     let done = completed_at.clone();
-    let cpu = s.cluster.sim.cpu(s.host);
-    s.cluster.sim.spawn(async move {
+    let cpu = s.cluster.machine.cpu(s.host);
+    s.cluster.machine.spawn(async move {
         let copy = Copy {
             src: 0,
             dst: gpu1_memory.get() + FLAG,
@@ -209,7 +210,7 @@ fn a_kernel_on_gpu1_wakes_when_gpu0s_copy_writes_its_flag_and_not_before() {
         assert_eq!(copy_and_wait(&cpu, registers, copy, 1).await, 1);
         done.set(Some(cpu.now()));
     });
-    s.cluster.sim.run();
+    s.cluster.machine.run();
 
     let woke = woke_at.get().expect("the kernel woke");
     let completed = completed_at.get().expect("the copy completed");
@@ -231,12 +232,12 @@ fn a_kernel_wakes_on_its_own_engines_local_copy() {
 
     let woke = Rc::new(Cell::new(false));
     let (kernel, flag) = (gpu1.clone(), woke.clone());
-    s.cluster.sim.spawn(async move {
+    s.cluster.machine.spawn(async move {
         kernel.wait_word(8192, 0xfeed).await;
         flag.set(true);
     });
-    let cpu = s.cluster.sim.cpu(s.host);
-    s.cluster.sim.spawn(async move {
+    let cpu = s.cluster.machine.cpu(s.host);
+    s.cluster.machine.spawn(async move {
         let copy = Copy {
             src: 0,
             dst: 8192,
@@ -245,7 +246,7 @@ fn a_kernel_wakes_on_its_own_engines_local_copy() {
         };
         assert_eq!(copy_and_wait(&cpu, registers, copy, 5).await, 5);
     });
-    s.cluster.sim.run();
+    s.cluster.machine.run();
     assert!(woke.get(), "the local copy woke the kernel");
 }
 
@@ -255,10 +256,10 @@ fn gpus_keep_their_configuration_space_and_bar3_answers_nothing() {
     let bar3 = bar_base(&s.cluster, s.gpu0, 3);
     let ids = Rc::new(Cell::new(None));
     let out = ids.clone();
-    let (cpu, gpu0) = (s.cluster.sim.cpu(s.host), s.gpu0);
+    let (cpu, gpu0) = (s.cluster.machine.cpu(s.host), s.gpu0);
     let read_finished = Rc::new(Cell::new(false));
     let read_done = read_finished.clone();
-    s.cluster.sim.spawn(async move {
+    s.cluster.machine.spawn(async move {
         let mut id = [0u8; 4];
         cpu.config_read(gpu0, 0, &mut id).await.expect("config");
         out.set(Some(id));
@@ -273,12 +274,12 @@ fn gpus_keep_their_configuration_space_and_bar3_answers_nothing() {
         );
         read_done.set(true);
     });
-    s.cluster.sim.run();
+    s.cluster.machine.run();
     let id = ids.get().expect("ran");
     assert!(read_finished.get(), "the aborted read finished");
     assert_eq!(u16::from_le_bytes([id[0], id[1]]), 0x10de, "vendor id");
     assert_eq!(u16::from_le_bytes([id[2], id[3]]), 0x1bb1, "device id");
-    let faults = s.cluster.sim.faults();
+    let faults = s.cluster.machine.faults();
     assert!(
         faults.iter().any(|f| f.error
             == AccessError::CompleterAbort {

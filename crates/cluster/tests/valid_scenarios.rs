@@ -9,7 +9,8 @@
 //! zeros shrinks the scenario towards the smallest one, and a failure prints the TOML text.
 
 use proptest::prelude::*;
-use smartio_engine::{Calibration, Sim};
+use smartio_calibration::Calibration;
+use smartio_cluster::Sim;
 use smartio_fabric::enumerate::{MAX_RAM, MIN_RAM};
 use smartio_fabric::units::format_size;
 use smartio_fabric::{parse_scenario, Fabric};

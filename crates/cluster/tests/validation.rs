@@ -3,9 +3,9 @@
 //! the allowed range), calibration values that only matter for one device are checked when it
 //! is started, and everything that ships still loads.
 
+use smartio_calibration::Calibration;
+use smartio_calibration::DEFAULT_CALIBRATION;
 use smartio_cluster::{Cluster, ClusterError, SHIPPED};
-use smartio_engine::calibration::DEFAULT_CALIBRATION;
-use smartio_engine::Calibration;
 use smartio_fabric::{parse_scenario, Fabric};
 
 /// One host with an NVMe (line 11 is the device's `name`) and a GPU (line 17).
@@ -127,6 +127,6 @@ fn every_shipped_scenario_starts_with_the_embedded_calibration() {
     for s in SHIPPED {
         let cluster =
             Cluster::new(s.name, &calibration).unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        assert!(!cluster.sim.fabric().hosts().is_empty(), "{}", s.name);
+        assert!(!cluster.machine.fabric().hosts().is_empty(), "{}", s.name);
     }
 }

@@ -1158,7 +1158,7 @@ fn data_transfer_errors_on_unclaimed_addresses() {
         let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "a good read afterwards");
     });
-    let faults = cluster.sim.faults();
+    let faults = cluster.machine.faults();
     assert!(
         faults.iter().any(|f| matches!(
             f.error,
@@ -1200,7 +1200,7 @@ fn data_transfer_error_on_an_iommu_fault() {
             "read back",
         );
     });
-    let faults = cluster.sim.faults();
+    let faults = cluster.machine.faults();
     assert!(
         faults.iter().any(|f| matches!(
             f.error,
@@ -1459,7 +1459,7 @@ fn interrupt_mode_completes_through_msix() {
         let done: Rc<Cell<Option<(Status, smartio_platform::SimTime)>>> = Rc::new(Cell::new(None));
         let (dev, cpu, flag) = (ctx.dev.clone(), ctx.cpu.clone(), done.clone());
         let prp = buf.bus.get();
-        ctx.os.sim().spawn(async move {
+        ctx.os.machine().spawn(async move {
             let c = dev
                 .io_raw(0, rw(io::READ, 1, 8, 1, prp, 0))
                 .await

@@ -427,12 +427,12 @@ fn the_memory_buffer_takes_its_last_bytes_and_drops_a_store_past_its_end() {
 /// TLPs that arrive anywhere while one read goes through `sq` (completing on `cq`).
 async fn tlps_of_one_read(ctx: &Ctx, sq: &RawSq, cq: &RawCq, buf: &DmaBuffer) -> u64 {
     sq.push(ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
-    let sim = ctx.os.sim();
-    let before = sim.counters().tlp_arrivals;
+    let machine = ctx.os.machine();
+    let before = machine.counters().tlp_arrivals;
     sq.ring(ctx).await;
     let c = cq.next(ctx).await;
     assert_eq!(c.status, Status::SUCCESS);
-    sim.counters().tlp_arrivals - before
+    machine.counters().tlp_arrivals - before
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! The distributed NVMe driver: one controller, a manager on one host, clients on others,
 //! each driving its own queue pairs.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
-use smartio_engine::Calibration;
 use smartio_host::HostOs;
 use smartio_platform::PhysAddr;
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
@@ -51,8 +51,8 @@ fn setup_with(profile: &str, extra: &str) -> Setup {
     )
     .expect("loads");
     let _ = std::fs::remove_file(&path);
-    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
+    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
     let nvme = smartio.find("lender:nvme0").expect("registered");
     Setup {
@@ -67,10 +67,10 @@ impl Setup {
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
         let out = Rc::new(RefCell::new(None));
         let slot = out.clone();
-        self.cluster.sim.spawn(async move {
+        self.cluster.machine.spawn(async move {
             *slot.borrow_mut() = Some(task.await);
         });
-        self.cluster.sim.run();
+        self.cluster.machine.run();
         let r = out.borrow_mut().take();
         r.expect("the task finished")
     }
@@ -104,7 +104,7 @@ fn clients_on_two_hosts_write_disjoint_ranges_and_read_each_others_data() {
             manager.clone(),
             results.clone(),
         );
-        s.cluster.sim.spawn(async move {
+        s.cluster.machine.spawn(async move {
             let client = Client::connect(&svc, &os, nvme, &m, 2 * len as u64)
                 .await
                 .expect("connects");
@@ -113,7 +113,7 @@ fn clients_on_two_hosts_write_disjoint_ranges_and_read_each_others_data() {
                 .await
                 .expect("queue");
             let (data, _) = client.data();
-            os.sim().poke_memory(os.id(), data, &pattern(seed, len));
+            os.machine().poke_memory(os.id(), data, &pattern(seed, len));
             client
                 .io(&q, BlockOp::Write, 1, mine, 128, 0)
                 .await
@@ -126,7 +126,7 @@ fn clients_on_two_hosts_write_disjoint_ranges_and_read_each_others_data() {
                 .await
                 .expect("read");
             let mut got = vec![0u8; len];
-            os.sim().peek_memory(
+            os.machine().peek_memory(
                 os.id(),
                 smartio_platform::PhysAddr(data.get() + len as u64),
                 &mut got,
@@ -135,7 +135,7 @@ fn clients_on_two_hosts_write_disjoint_ranges_and_read_each_others_data() {
             client.leave().await.expect("leaves");
         });
     }
-    s.cluster.sim.run();
+    s.cluster.machine.run();
     let mut got = results.borrow().clone();
     got.sort();
     assert_eq!(got.len(), 2, "both clients finished");
@@ -259,7 +259,7 @@ fn a_client_cannot_delete_another_clients_queue_pair_and_the_owner_keeps_using_i
         // The owner's pair still works: write a pattern, read it back.
         let (data, _) = owner.data();
         owner_os
-            .sim()
+            .machine()
             .poke_memory(owner_os.id(), data, &pattern(0x5a, len));
         owner
             .io(&q, BlockOp::Write, 1, 4096, 8, 0)
@@ -270,7 +270,7 @@ fn a_client_cannot_delete_another_clients_queue_pair_and_the_owner_keeps_using_i
             .await
             .expect("read on the pair after the refused delete");
         let mut got = vec![0u8; len];
-        owner_os.sim().peek_memory(
+        owner_os.machine().peek_memory(
             owner_os.id(),
             smartio_platform::PhysAddr(data.get() + len as u64),
             &mut got,
@@ -372,7 +372,7 @@ fn a_queue_of_512_entries_wraps_past_the_first_page_of_both_its_queues() {
         // page), the CQ entry 256 (the end of its first page), and both wrap past 512.
         for i in 0..600u64 {
             let block = pattern(i as u8, 4096);
-            os.sim().poke_memory(os.id(), data, &block);
+            os.machine().poke_memory(os.id(), data, &block);
             client
                 .io(&q, BlockOp::Write, 1, 8 * i, 8, 0)
                 .await
@@ -382,7 +382,7 @@ fn a_queue_of_512_entries_wraps_past_the_first_page_of_both_its_queues() {
                 .await
                 .expect("read");
             let mut got = vec![0u8; 4096];
-            os.sim()
+            os.machine()
                 .peek_memory(os.id(), PhysAddr(data.get() + 4096), &mut got);
             assert_eq!(got, block, "I/O pair {i}");
         }
@@ -463,13 +463,13 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
             .expect("queue");
         let (at, _) = client.data();
         // Block 13, right after the three below, holds a pattern of its own.
-        os.sim().poke_memory(os.id(), at, &pattern(0x77, 4096));
+        os.machine().poke_memory(os.id(), at, &pattern(0x77, 4096));
         client
             .io(&q, BlockOp::Write, 1, 13, 1, 0)
             .await
             .expect("write of block 13");
         let data = pattern(0x44, 3 * 4096);
-        os.sim().poke_memory(os.id(), at, &data);
+        os.machine().poke_memory(os.id(), at, &data);
         // Three 4 KiB blocks: 12 KiB, which needs PRP2 as a list pointer.
         client
             .io(&q, BlockOp::Write, 1, 10, 3, 0)
@@ -480,11 +480,11 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
             .await
             .expect("read of 3 blocks");
         let mut got = vec![0u8; 3 * 4096];
-        os.sim()
+        os.machine()
             .peek_memory(os.id(), PhysAddr(at.get() + 3 * 4096), &mut got);
         // Nothing beyond: the read filled exactly 12 KiB, and block 13 kept its pattern.
         let mut after = vec![0u8; 4096];
-        os.sim()
+        os.machine()
             .peek_memory(os.id(), PhysAddr(at.get() + 6 * 4096), &mut after);
         assert!(after.iter().all(|&b| b == 0), "bytes after the read");
         client
@@ -492,7 +492,7 @@ fn a_client_sizes_its_transfers_by_the_namespaces_own_4_kib_blocks() {
             .await
             .expect("read of block 13");
         let mut block13 = vec![0u8; 4096];
-        os.sim().peek_memory(os.id(), at, &mut block13);
+        os.machine().peek_memory(os.id(), at, &mut block13);
         assert_eq!(block13, pattern(0x77, 4096), "block 13 untouched");
         client.leave().await.expect("leaves");
         (got, data)
@@ -678,7 +678,7 @@ fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
         // Four 16 KiB writes at once (four tags, four PRP lists), then four reads at once.
         for i in 0..4u64 {
             let at = PhysAddr(data.get() + i * len as u64);
-            os.sim()
+            os.machine()
                 .poke_memory(os.id(), at, &pattern(0x30 + i as u8, len));
         }
         let done = Rc::new(RefCell::new(0));
@@ -686,7 +686,7 @@ fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
             for i in 0..4u64 {
                 let (c, q, d) = (client.clone(), q.clone(), done.clone());
                 let offset = if op == BlockOp::Write { i } else { 4 + i } * len as u64;
-                os.sim().spawn(async move {
+                os.machine().spawn(async move {
                     c.io(&q, op, 1, 64 * i, 32, offset).await.expect("transfer");
                     *d.borrow_mut() += 1;
                 });
@@ -709,7 +709,7 @@ fn concurrent_transfers_on_one_pair_each_get_their_own_prp_list() {
         let mut got = Vec::new();
         for i in 4..8u64 {
             let mut b = vec![0u8; len];
-            os.sim()
+            os.machine()
                 .peek_memory(os.id(), PhysAddr(data.get() + i * len as u64), &mut b);
             got.push(b);
         }

@@ -4,9 +4,9 @@
 mod common;
 use common::pattern;
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
-use smartio_engine::Calibration;
 use smartio_host::HostOs;
 use smartio_platform::{BusAddr, Clock, Port};
 use std::cell::RefCell;
@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 fn boot(mode: CompletionMode) -> (Cluster, HostOs) {
     let cluster = Cluster::new("local-chassis", &Calibration::default_embedded()).expect("cluster");
-    let os = HostOs::boot_all(&cluster.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&cluster.machine).expect("boot").remove(0);
     os.register_driver(Rc::new(NvmeDriver {
         config: NvmeDriverConfig {
             mode,
@@ -29,7 +29,7 @@ fn write_read_round_trip(mode: CompletionMode) -> Vec<u64> {
     let latencies = Rc::new(RefCell::new(Vec::new()));
     let out = latencies.clone();
     let os2 = os.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         os2.probe("nvme0").await.expect("probe");
         let dev = os2.driver_data::<NvmeDevice>("nvme0").expect("bound");
         assert_eq!(dev.namespaces().len(), 1);
@@ -62,7 +62,7 @@ fn write_read_round_trip(mode: CompletionMode) -> Vec<u64> {
             assert!(back == data, "{len} bytes differ after the round trip");
         }
     });
-    cluster.sim.run();
+    cluster.machine.run();
     let l = latencies.borrow().clone();
     assert_eq!(l.len(), 14, "the task did not finish");
     l
@@ -85,7 +85,7 @@ fn unbinding_deletes_the_queues_and_rebinding_works() {
     let done = Rc::new(std::cell::Cell::new(false));
     let flag = done.clone();
     let os2 = os.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         os2.probe("nvme0").await.expect("probe");
         os2.unbind("nvme0").await.expect("unbind");
         assert_eq!(os2.bound_driver("nvme0"), None);
@@ -100,7 +100,7 @@ fn unbinding_deletes_the_queues_and_rebinding_works() {
             .expect("I/O after rebind");
         flag.set(true);
     });
-    cluster.sim.run();
+    cluster.machine.run();
     assert!(done.get(), "the task did not finish");
 }
 
@@ -110,7 +110,7 @@ fn buffers_starting_inside_a_page_move_exactly_their_bytes_whatever_the_prp_shap
     let done = Rc::new(std::cell::Cell::new(0usize));
     let count = done.clone();
     let os2 = os.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         os2.probe("nvme0").await.expect("probe");
         let dev = os2.driver_data::<NvmeDevice>("nvme0").expect("bound");
         let cpu = os2.cpu();
@@ -176,6 +176,6 @@ fn buffers_starting_inside_a_page_move_exactly_their_bytes_whatever_the_prp_shap
             count.set(count.get() + 1);
         }
     });
-    cluster.sim.run();
+    cluster.machine.run();
     assert_eq!(done.get(), 6, "every case ran");
 }

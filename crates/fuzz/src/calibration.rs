@@ -8,8 +8,8 @@
 //! name.
 
 use crate::Outcome;
+use smartio_calibration::Calibration;
 use smartio_cluster::{load_fabric, Cluster, ClusterOptions};
-use smartio_engine::Calibration;
 use smartio_fabric::{EndpointId, Fabric, HostId};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{BusAddr, Port, SimTime};
@@ -68,17 +68,17 @@ pub fn calibration(data: &[u8]) -> Outcome {
             return Outcome::rejected(format!("cluster: {message}"));
         }
     };
-    let _guard = crate::SimGuard(cluster.sim.clone());
+    let _guard = crate::MachineGuard(cluster.machine.clone());
     let probes = probe(&cluster);
     Outcome::accepted(probes)
 }
 
 /// Runs a few timed transactions and reports when each finished.
 fn probe(cluster: &Cluster) -> String {
-    let sim = &cluster.sim;
+    let machine = &cluster.machine;
     let host = HostId(0);
     let (ram, bar, nvme) = {
-        let f = sim.fabric();
+        let f = machine.fabric();
         let ram = f.host(host).ram.first().map_or(0, |r| r.start + (1 << 30));
         let dma = f
             .endpoints()
@@ -103,8 +103,8 @@ fn probe(cluster: &Cluster) -> String {
     };
     let log: Rc<RefCell<Vec<String>>> = Rc::default();
     let out = log.clone();
-    let cpu = sim.cpu(host);
-    sim.spawn(async move {
+    let cpu = machine.cpu(host);
+    machine.spawn(async move {
         let note = |what: &str, r: Result<(), smartio_platform::AccessError>| {
             out.borrow_mut().push(format!(
                 "{what}: {}",
@@ -127,7 +127,7 @@ fn probe(cluster: &Cluster) -> String {
             note("bar load", cpu.read(BusAddr(base), &mut word).await);
         }
     });
-    let end = sim.run_until(DEADLINE);
+    let end = machine.run_until(DEADLINE);
     let log = log.borrow();
     format!("{} at {} ps: {}", SCENARIO, end.end.as_ps(), log.join(", "))
 }
@@ -135,7 +135,7 @@ fn probe(cluster: &Cluster) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smartio_engine::calibration::DEFAULT_CALIBRATION;
+    use smartio_calibration::DEFAULT_CALIBRATION;
 
     #[test]
     fn the_default_calibration_runs_every_probe() {

@@ -59,9 +59,9 @@ impl Outcome {
 
 /// Shuts a simulation down when dropped (also when a check panics): tasks hold handles to
 /// their simulation, so without this every input would leak its whole cluster.
-pub(crate) struct SimGuard(pub smartio_engine::Sim);
+pub(crate) struct MachineGuard(pub smartio_machine::Machine);
 
-impl Drop for SimGuard {
+impl Drop for MachineGuard {
     fn drop(&mut self) {
         self.0.shutdown();
     }

@@ -7,8 +7,8 @@
 //! (bus/device/function) are unique. On failure the message must name the file.
 
 use crate::Outcome;
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
-use smartio_engine::Calibration;
 use smartio_fabric::topology::BridgeRole;
 use smartio_fabric::{parse_scenario, Bdf, Fabric, HostId};
 use smartio_platform::{SimDuration, SimTime};
@@ -47,8 +47,8 @@ pub fn scenario(data: &[u8]) -> Outcome {
     let calibration = Calibration::default_embedded();
     match Cluster::from_fabric(fabric, &calibration, &ClusterOptions::default()) {
         Ok(cluster) => {
-            let _guard = crate::SimGuard(cluster.sim.clone());
-            let end = cluster.sim.run_until(SimTime::ZERO + RUN_FOR);
+            let _guard = crate::MachineGuard(cluster.machine.clone());
+            let end = cluster.machine.run_until(SimTime::ZERO + RUN_FOR);
             Outcome::accepted(format!("{summary}; ran to {} ps", end.end.as_ps()))
         }
         Err(e) => {

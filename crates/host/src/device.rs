@@ -9,8 +9,8 @@
 use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, PeerBar};
 use crate::driver::BoxFuture;
 use crate::os::{HostError, OsShared};
-use smartio_engine::Agent;
 use smartio_fabric::{EndpointId, HostId};
+use smartio_machine::Agent;
 use smartio_platform::pci::{self, command, msix};
 use smartio_platform::{AccessError, BusAddr, PhysAddr, Port, Spawner};
 use std::future::Future;
@@ -250,10 +250,10 @@ impl DeviceHandle {
 
     /// What the host's software steps cost (block layer, polling).
     pub fn costs(&self) -> SoftwareCosts {
-        let t = self.inner.cpu.sim().timing();
+        let t = self.inner.cpu.machine().cpu_timing();
         SoftwareCosts {
-            block_submit: t.cpu.block_submit,
-            block_complete: t.cpu.block_complete,
+            block_submit: t.block_submit,
+            block_complete: t.block_complete,
         }
     }
 

@@ -5,8 +5,8 @@
 //! buffer's pages, so a device reaching anywhere else faults.
 
 use crate::memory::RamAllocator;
-use smartio_engine::Sim;
 use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
+use smartio_machine::Machine;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -115,7 +115,7 @@ pub trait DmaMapper {
 /// The DMA mapper of a function in its own host.
 #[derive(Debug)]
 pub struct LocalDma {
-    sim: Sim,
+    machine: Machine,
     host: HostId,
     name: String,
     domain: Option<DomainId>,
@@ -130,12 +130,12 @@ impl LocalDma {
     /// A mapper for `endpoint` of `host`; when the host IOMMU is on, the function gets a
     /// domain of its own (attached now).
     pub fn new(
-        sim: &Sim,
+        machine: &Machine,
         host: HostId,
         endpoint: EndpointId,
         name: &str,
     ) -> Result<Self, DmaError> {
-        let domain = sim.with_fabric_mut(|f| {
+        let domain = machine.with_fabric_mut(|f| {
             let iommu = f.iommu_mut(host);
             if !iommu.enabled() {
                 return Ok(None);
@@ -149,7 +149,7 @@ impl LocalDma {
             source,
         })?;
         Ok(Self {
-            sim: sim.clone(),
+            machine: machine.clone(),
             host,
             name: name.to_string(),
             domain,
@@ -182,7 +182,7 @@ impl DmaMapper for LocalDma {
             })?;
         let writable = dir != DmaDirection::ToDevice;
         let host = self.host;
-        self.sim
+        self.machine
             .with_fabric_mut(|f| {
                 f.iommu_mut(host)
                     .map(domain, BusAddr(iova), PhysAddr(first), span, writable)
@@ -210,7 +210,7 @@ impl DmaMapper for LocalDma {
         let first = base & !(PAGE - 1);
         let span = (base + bar.window.size.max(1)).next_multiple_of(PAGE) - first;
         let host = self.host;
-        self.sim
+        self.machine
             .with_fabric_mut(|f| {
                 f.iommu_mut(host)
                     .map(domain, BusAddr(first), PhysAddr(first), span, true)
@@ -230,7 +230,7 @@ impl DmaMapper for LocalDma {
         if let Some(span) = self.peers.borrow_mut().remove(&(bus.get() & !(PAGE - 1))) {
             let host = self.host;
             return self
-                .sim
+                .machine
                 .with_fabric_mut(|f| {
                     f.iommu_mut(host)
                         .unmap(domain, BusAddr(bus.get() & !(PAGE - 1)), span)
@@ -251,7 +251,7 @@ impl DmaMapper for LocalDma {
             .remove(&page)
             .ok_or_else(not_mapped)?;
         let host = self.host;
-        self.sim
+        self.machine
             .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), span))
             .map_err(|source| DmaError::Iommu {
                 device: self.name.clone(),

@@ -8,8 +8,8 @@ use crate::device::{BarWindow, DeviceHandle, LocalFunction, PciId};
 use crate::dma::{DmaError, LocalDma};
 use crate::driver::Driver;
 use crate::memory::{RamAllocator, RamError};
-use smartio_engine::{Agent, Sim};
 use smartio_fabric::{EndpointId, HostId};
+use smartio_machine::{Agent, Machine};
 use smartio_platform::{AccessError, PhysAddr};
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -102,7 +102,7 @@ pub enum HostError {
 /// State shared by a kernel and the handles of its devices.
 #[derive(Debug)]
 pub(crate) struct OsShared {
-    sim: Sim,
+    machine: Machine,
     host: HostId,
     ram: RefCell<RamAllocator>,
     next_vector: Cell<u32>,
@@ -123,7 +123,7 @@ impl OsShared {
 
     /// Clears freshly allocated memory (as the kernel hands out zeroed pages).
     pub fn zero(&self, addr: PhysAddr, len: u64) {
-        self.sim.zero_memory(self.host, addr, len);
+        self.machine.zero_memory(self.host, addr, len);
     }
 
     /// `count` consecutive interrupt vectors of this host.
@@ -167,9 +167,9 @@ const FIRST_DEVICE_VECTOR: u32 = 0x100;
 impl HostOs {
     /// Boots `host`: its RAM allocator and a device tree of the functions the firmware
     /// enumerated in it (NTB adapters included). No driver is bound yet.
-    pub fn boot(sim: &Sim, host: HostId) -> Result<HostOs, HostError> {
+    pub fn boot(machine: &Machine, host: HostId) -> Result<HostOs, HostError> {
         let (name, ram, msi, endpoints) = {
-            let f = sim.fabric();
+            let f = machine.fabric();
             let h = f.host(host);
             let eps: Vec<_> = f
                 .endpoints()
@@ -181,7 +181,7 @@ impl HostOs {
             (h.name.clone(), RamAllocator::new(&h.ram), h.msi.start, eps)
         };
         let shared = Rc::new(OsShared {
-            sim: sim.clone(),
+            machine: machine.clone(),
             host,
             ram: RefCell::new(ram),
             next_vector: Cell::new(FIRST_DEVICE_VECTOR),
@@ -196,12 +196,12 @@ impl HostOs {
         };
         for (id, ep) in endpoints {
             let backend = Rc::new(LocalFunction {
-                cpu: sim.cpu(host),
+                cpu: machine.cpu(host),
                 host,
                 endpoint: id,
                 msi_base: msi,
             });
-            let dma = Rc::new(LocalDma::new(sim, host, id, &ep.name)?);
+            let dma = Rc::new(LocalDma::new(machine, host, id, &ep.name)?);
             let bars = ep
                 .bars
                 .iter()
@@ -227,10 +227,10 @@ impl HostOs {
     }
 
     /// Boots every host of the simulation, in host order.
-    pub fn boot_all(sim: &Sim) -> Result<Vec<HostOs>, HostError> {
-        let n = sim.fabric().hosts().len();
+    pub fn boot_all(machine: &Machine) -> Result<Vec<HostOs>, HostError> {
+        let n = machine.fabric().hosts().len();
         (0..n)
-            .map(|i| HostOs::boot(sim, HostId(i as u32)))
+            .map(|i| HostOs::boot(machine, HostId(i as u32)))
             .collect()
     }
 
@@ -249,13 +249,13 @@ impl HostOs {
     }
 
     /// The simulation.
-    pub fn sim(&self) -> &Sim {
-        &self.inner.shared.sim
+    pub fn machine(&self) -> &Machine {
+        &self.inner.shared.machine
     }
 
     /// A CPU of this host.
     pub fn cpu(&self) -> Agent {
-        self.inner.shared.sim.cpu(self.inner.shared.host)
+        self.inner.shared.machine.cpu(self.inner.shared.host)
     }
 
     /// Allocates `len` bytes of RAM (page-aligned, zeroed) for the kernel or a program.

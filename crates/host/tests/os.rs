@@ -1,8 +1,8 @@
 //! The host OS model: the device tree from enumeration, driver binding, hot-add and -remove,
 //! the DMA API through the IOMMU, and MSI-X delivery.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_host::{BoxFuture, DeviceHandle, DmaDirection, Driver, HostError, HostOs, PciId};
 use smartio_platform::{AccessError, BusAddr, Port};
 use std::any::Any;
@@ -53,7 +53,7 @@ impl Driver for RecorderDriver {
 #[test]
 fn the_tree_holds_what_firmware_enumerated_and_unknown_names_are_listed() {
     let c = cluster("local-chassis");
-    let os = HostOs::boot_all(&c.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&c.machine).expect("boot").remove(0);
     let names: Vec<String> = os.devices().iter().map(|d| d.name().to_string()).collect();
     assert_eq!(names, ["nvme0", "gpu0", "gpu1", "dma0"]);
     let nvme = os.device("nvme0").expect("present");
@@ -67,12 +67,12 @@ fn the_tree_holds_what_firmware_enumerated_and_unknown_names_are_listed() {
 #[test]
 fn hot_remove_unbinds_first_and_hot_add_binds_again() {
     let c = cluster("local-chassis");
-    let os = HostOs::boot_all(&c.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&c.machine).expect("boot").remove(0);
     let rec = Rc::new(Recorder::default());
     os.register_driver(Rc::new(RecorderDriver(rec.clone())));
     let done = Rc::new(Cell::new(false));
     let (os2, flag) = (os.clone(), done.clone());
-    c.sim.spawn(async move {
+    c.machine.spawn(async move {
         os2.probe("nvme0").await.expect("probe");
         assert_eq!(os2.bound_driver("nvme0").as_deref(), Some("recorder"));
         let e = os2.probe("gpu0").await.expect_err("no driver for a GPU");
@@ -85,7 +85,7 @@ fn hot_remove_unbinds_first_and_hot_add_binds_again() {
         assert!(matches!(e, HostError::DuplicateDevice { .. }), "{e}");
         flag.set(true);
     });
-    c.sim.run();
+    c.machine.run();
     assert!(done.get(), "the task did not finish");
     assert_eq!(
         *rec.events.borrow(),
@@ -109,12 +109,12 @@ fn iommu_scenario() -> std::path::PathBuf {
 fn with_the_iommu_on_dma_reaches_only_what_the_dma_api_mapped() {
     let path = iommu_scenario();
     let c = cluster(path.to_str().expect("utf-8"));
-    let os = HostOs::boot_all(&c.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&c.machine).expect("boot").remove(0);
     let endpoint = os.endpoint_of("dma0").expect("enumerated");
-    let device = c.sim.device(endpoint);
+    let device = c.machine.device(endpoint);
     let done = Rc::new(Cell::new(false));
     let (os2, flag) = (os.clone(), done.clone());
-    c.sim.spawn(async move {
+    c.machine.spawn(async move {
         let dev = os2.device("dma0").expect("present");
         dev.enable().await.expect("enable");
         let buf = dev.dma_alloc_coherent(8192).expect("coherent buffer");
@@ -155,9 +155,9 @@ fn with_the_iommu_on_dma_reaches_only_what_the_dma_api_mapped() {
         assert!(matches!(e, AccessError::IommuFault { .. }), "{e}");
         flag.set(true);
     });
-    c.sim.run();
+    c.machine.run();
     assert!(done.get(), "the task did not finish");
-    let faults: Vec<_> = c.sim.faults().into_iter().map(|f| f.error).collect();
+    let faults: Vec<_> = c.machine.faults().into_iter().map(|f| f.error).collect();
     assert_eq!(
         faults.len(),
         2,
@@ -175,12 +175,12 @@ fn with_the_iommu_on_dma_reaches_only_what_the_dma_api_mapped() {
 #[test]
 fn msix_vectors_are_programmed_and_an_msi_write_wakes_the_handler() {
     let c = cluster("local-chassis");
-    let os = HostOs::boot_all(&c.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&c.machine).expect("boot").remove(0);
     let endpoint = os.endpoint_of("nvme0").expect("enumerated");
-    let device = c.sim.device(endpoint);
+    let device = c.machine.device(endpoint);
     let hits = Rc::new(Cell::new(0));
     let (os2, h) = (os.clone(), hits.clone());
-    c.sim.spawn(async move {
+    c.machine.spawn(async move {
         let dev = os2.device("nvme0").expect("present");
         dev.enable().await.expect("enable");
         let e = dev.enable_msix(33).await.expect_err("32 vectors");
@@ -206,6 +206,6 @@ fn msix_vectors_are_programmed_and_an_msi_write_wakes_the_handler() {
             .await
             .expect("MSI write");
     });
-    c.sim.run();
+    c.machine.run();
     assert_eq!(hits.get(), 1);
 }

@@ -5,9 +5,9 @@
 mod common;
 
 use common::tables;
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
-use smartio_engine::Calibration;
 use smartio_host::HostOs;
 use smartio_platform::{pci, BusAddr, Clock, SimDuration};
 use smartio_smartio::{BorrowOptions, Hints, SegmentLocation, SmartIo, SmartIoError};
@@ -16,8 +16,8 @@ use std::rc::Rc;
 
 fn setup(scenario: &str) -> (Cluster, Vec<HostOs>, SmartIo) {
     let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("loads");
-    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
+    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
     (cluster, hosts, smartio)
 }
@@ -27,7 +27,7 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
     let (cluster, hosts, smartio) = setup("cluster-switch");
     let (borrower, lender2) = (hosts[0].id(), hosts[2].id());
     let dma = smartio.find("lender:dma0").expect("registered");
-    let before = tables(&cluster.sim);
+    let before = tables(&cluster.machine);
 
     let manager = smartio
         .borrow_device(borrower, dma, true)
@@ -48,10 +48,10 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
     let (svc, host) = (smartio.clone(), lender2);
     let lent = Rc::new(RefCell::new(None));
     let out = lent.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         *out.borrow_mut() = Some(svc.borrow(host, dma, &BorrowOptions::default()).await);
     });
-    cluster.sim.run();
+    cluster.machine.run();
     assert!(matches!(
         lent.borrow_mut().take(),
         Some(Err(SmartIoError::Busy { .. }))
@@ -77,7 +77,7 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
         smartio.return_device(manager).is_err(),
         "a hold returns once"
     );
-    assert_eq!(before, tables(&cluster.sim));
+    assert_eq!(before, tables(&cluster.machine));
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn hints_place_segments_in_device_memory_the_callers_ram_or_the_lenders() {
     assert_ne!(second.location, a.location, "separate device memory");
     // Mapped for the device: its own memory at its BAR address, lender RAM as it is.
     let bar1 = {
-        let f = cluster.sim.fabric();
+        let f = cluster.machine.fabric();
         let ep = f.endpoint_by_name(hosts[1].id(), "gpu0").expect("gpu0");
         f.endpoint(ep).bars[1].base
     };
@@ -223,7 +223,7 @@ async fn program(
         .await
         .expect("copy");
     let mut got = vec![0u8; 8192];
-    host.sim().peek_memory(host.id(), data_phys, &mut got);
+    host.machine().peek_memory(host.id(), data_phys, &mut got);
     smartio.unmap_cpu(regs).expect("unmap");
     smartio.return_device(hold).expect("return");
     got
@@ -232,7 +232,7 @@ async fn program(
 #[test]
 fn two_hosts_drive_one_device_through_the_api_and_each_gets_its_own_data() {
     let (cluster, hosts, smartio) = setup("cluster-switch");
-    let before = tables(&cluster.sim);
+    let before = tables(&cluster.machine);
     let dma = smartio.find("lender:dma0").expect("registered");
     let ep = hosts[1].endpoint_of("dma0").expect("dma0");
     let device = cluster.copy_engine(ep).expect("model");
@@ -248,25 +248,25 @@ fn two_hosts_drive_one_device_through_the_api_and_each_gets_its_own_data() {
     ];
     for (host, at, delay) in turns {
         let (svc, out) = (smartio.clone(), results.clone());
-        cluster.sim.spawn(async move {
+        cluster.machine.spawn(async move {
             let got = program(svc, host.clone(), dma, at, delay).await;
             out.borrow_mut().push((host.name().to_string(), got));
         });
     }
-    cluster.sim.run();
+    cluster.machine.run();
     let mut results = results.borrow_mut().clone();
     results.sort();
     assert_eq!(results.len(), 2, "both programs finished");
     assert_eq!(results[0], ("borrower".to_string(), pattern(0x11)));
     assert_eq!(results[1], ("lender2".to_string(), pattern(0x77)));
-    assert_eq!(before, tables(&cluster.sim), "every window given back");
+    assert_eq!(before, tables(&cluster.machine), "every window given back");
 }
 
 #[test]
 fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester() {
     let (cluster, hosts, smartio) = setup("cluster-switch");
     let (borrower, lender) = (hosts[0].clone(), hosts[1].clone());
-    let before = tables(&cluster.sim);
+    let before = tables(&cluster.machine);
     // A segment in borrower RAM (placed through a shared hold on another device), reached by
     // the lender through its NTB.
     let gpu = smartio.find("lender:gpu0").expect("registered");
@@ -287,13 +287,13 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
         panic!("borrower RAM expected");
     };
     let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
-    cluster.sim.poke_memory(borrower.id(), phys, &data);
+    cluster.machine.poke_memory(borrower.id(), phys, &data);
     let window = smartio.map_for_cpu(lender.id(), &seg).expect("window");
 
     // The lender's own dma0, driven locally, copies the remote segment into its memory.
     let ep = lender.endpoint_of("dma0").expect("dma0");
     let regs = cluster
-        .sim
+        .machine
         .fabric()
         .endpoint(ep)
         .bars
@@ -305,7 +305,7 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
     let copy = |at: u64| {
         let (cpu, out) = (lender.cpu(), Rc::new(RefCell::new(None)));
         let slot = out.clone();
-        cluster.sim.spawn(async move {
+        cluster.machine.spawn(async move {
             let driver = DmaTestDriver::probe(cpu, BusAddr(regs.get()), done, BusAddr(done.get()))
                 .await
                 .expect("probe");
@@ -314,12 +314,12 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
                 .await;
             *slot.borrow_mut() = Some(r.map_err(|e| e.to_string()));
         });
-        cluster.sim.run();
+        cluster.machine.run();
         let r = out.borrow_mut().take();
         r.expect("finished")
     };
     let err = copy(0).expect_err("no requester id: the completions cannot come back");
-    let faults = format!("{:?}", cluster.sim.faults());
+    let faults = format!("{:?}", cluster.machine.faults());
     assert!(faults.contains("NoRequesterId"), "{err}; faults: {faults}");
 
     let reg = smartio
@@ -337,7 +337,11 @@ fn a_local_device_reads_through_the_ntb_only_once_registered_as_a_peer_requester
     smartio.return_device(hold).expect("return");
     smartio.remove_segment(seg).expect("remove");
     lender.free(done);
-    assert_eq!(before, tables(&cluster.sim), "every table entry given back");
+    assert_eq!(
+        before,
+        tables(&cluster.machine),
+        "every table entry given back"
+    );
 }
 
 /// The Command register of `device` as its own host's configuration access reads it.
@@ -347,14 +351,14 @@ fn command_register(cluster: &Cluster, lender: &HostOs, device: &str) -> u16 {
         .expect("the lender's own view of the device");
     let out = Rc::new(RefCell::new(None));
     let slot = out.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let b = handle
             .config_read(pci::COMMAND, 2)
             .await
             .expect("config read");
         *slot.borrow_mut() = Some(u16::from_le_bytes([b[0], b[1]]));
     });
-    cluster.sim.run();
+    cluster.machine.run();
     let v = out.borrow_mut().take();
     v.expect("read")
 }
@@ -375,9 +379,9 @@ fn enabling_a_held_device_turns_on_memory_and_bus_mastering_and_a_hold_ends_at_r
     assert!(smartio.is_held(&hold));
     let (svc, h) = (smartio.clone(), hold);
     cluster
-        .sim
+        .machine
         .spawn(async move { svc.enable_device(&h).await.expect("enable") });
-    cluster.sim.run();
+    cluster.machine.run();
     assert_eq!(command_register(&cluster, &hosts[1], "dma0") & on, on);
     // Someone else's hold is refused with the device and its fdid named.
     let busy = smartio
@@ -412,11 +416,19 @@ fn unmapping_a_segment_for_a_device_gives_back_exactly_what_mapping_took() {
             },
         )
         .expect("segment in the borrower's RAM");
-    let before = tables(&cluster.sim);
+    let before = tables(&cluster.machine);
     smartio.map_for_device(&hold, &seg).expect("map");
-    assert_ne!(tables(&cluster.sim), before, "the map takes table entries");
+    assert_ne!(
+        tables(&cluster.machine),
+        before,
+        "the map takes table entries"
+    );
     smartio.unmap_device(&hold, &seg).expect("unmap");
-    assert_eq!(tables(&cluster.sim), before, "the unmap gives them back");
+    assert_eq!(
+        tables(&cluster.machine),
+        before,
+        "the unmap gives them back"
+    );
     smartio.remove_segment(seg).expect("remove");
     smartio.return_device(hold).expect("return");
 }
@@ -475,7 +487,7 @@ fn cpu_map_via_each_adapter(scenario: &str) {
         "{seg:?}"
     );
     let window = |number: u32| {
-        let f = cluster.sim.fabric();
+        let f = cluster.machine.fabric();
         let a = f.host_adapter(borrower, number).expect("adapter");
         f.adapter(a).window.clone()
     };

@@ -4,9 +4,9 @@
 mod common;
 
 use common::tables;
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::{BlockOp, DmaTestDriver, Location, NvmeDevice, NvmeDriver};
-use smartio_engine::Calibration;
 use smartio_host::{DmaDirection, HostOs};
 use smartio_platform::pci;
 use smartio_platform::{AccessError, BusAddr, PhysAddr, Port};
@@ -56,8 +56,8 @@ struct Setup {
 
 fn setup(scenario: &str) -> Setup {
     let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("loads");
-    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
+    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
     Setup {
         cluster,
@@ -83,10 +83,10 @@ impl Setup {
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
         let out = Rc::new(RefCell::new(None));
         let slot = out.clone();
-        self.cluster.sim.spawn(async move {
+        self.cluster.machine.spawn(async move {
             *slot.borrow_mut() = Some(task.await);
         });
-        self.cluster.sim.run();
+        self.cluster.machine.run();
         let r = out.borrow_mut().take();
         r.expect("the task finished")
     }
@@ -137,11 +137,11 @@ fn every_function_but_the_ntb_adapters_is_listed_with_an_fdid() {
 #[test]
 fn a_second_exclusive_borrow_names_the_holder_and_return_frees_the_device_and_its_tables() {
     let s = setup("cluster-switch");
-    let before = tables(&s.cluster.sim);
+    let before = tables(&s.cluster.machine);
     let name = borrow(&s, "borrower", "lender:dma0").expect("first borrow");
     assert_eq!(name, "dma0", "the shadow takes the device's name");
     assert!(s.host("borrower").device("dma0").is_ok(), "hot-added");
-    let during = tables(&s.cluster.sim);
+    let during = tables(&s.cluster.machine);
     assert_ne!(before, during, "the borrow took table entries");
     let listed = &s.smartio.devices()[3];
     assert_eq!(listed.borrowers.len(), 1);
@@ -153,7 +153,7 @@ fn a_second_exclusive_borrow_names_the_holder_and_return_frees_the_device_and_it
     }
     assert_eq!(
         during,
-        tables(&s.cluster.sim),
+        tables(&s.cluster.machine),
         "a refused borrow takes nothing"
     );
     assert!(matches!(
@@ -163,12 +163,12 @@ fn a_second_exclusive_borrow_names_the_holder_and_return_frees_the_device_and_it
 
     give_back(&s, "borrower", "lender:dma0").expect("return");
     assert!(s.host("borrower").device("dma0").is_err(), "hot-removed");
-    assert_eq!(before, tables(&s.cluster.sim), "every entry given back");
+    assert_eq!(before, tables(&s.cluster.machine), "every entry given back");
 
     borrow(&s, "lender2", "lender:dma0").expect("another host borrows it now");
     assert_eq!(s.smartio.devices()[3].borrowers[0].host, "lender2");
     give_back(&s, "lender2", "lender:dma0").expect("return");
-    assert_eq!(before, tables(&s.cluster.sim));
+    assert_eq!(before, tables(&s.cluster.machine));
 }
 
 #[test]
@@ -195,17 +195,18 @@ fn a_host_cannot_borrow_its_own_device_nor_one_its_lender_drives() {
 async fn round_trip(os: HostOs, device: String, lba: u64, data: Vec<u8>) -> Vec<u8> {
     let dev = os.driver_data::<NvmeDevice>(&device).expect("bound");
     let buf = os.alloc(data.len() as u64).expect("ram");
-    os.sim().poke_memory(os.id(), buf, &data);
+    os.machine().poke_memory(os.id(), buf, &data);
     let blocks = (data.len() / 512) as u32;
     dev.submit(0, BlockOp::Write, 1, lba, blocks, buf)
         .await
         .expect("write");
-    os.sim().poke_memory(os.id(), buf, &vec![0u8; data.len()]);
+    os.machine()
+        .poke_memory(os.id(), buf, &vec![0u8; data.len()]);
     dev.submit(0, BlockOp::Read, 1, lba, blocks, buf)
         .await
         .expect("read");
     let mut back = vec![0u8; data.len()];
-    os.sim().peek_memory(os.id(), buf, &mut back);
+    os.machine().peek_memory(os.id(), buf, &mut back);
     os.free(buf);
     back
 }
@@ -213,7 +214,7 @@ async fn round_trip(os: HostOs, device: String, lba: u64, data: Vec<u8>) -> Vec<
 #[test]
 fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
     let s = setup("back-to-back");
-    let before = tables(&s.cluster.sim);
+    let before = tables(&s.cluster.machine);
     let borrower = s.host("borrower");
     borrower.register_driver(Rc::new(NvmeDriver {
         config: Default::default(),
@@ -233,8 +234,8 @@ fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
         let lender = s.host("lender");
         (lender.cpu(), lender.endpoint_of("nvme0").expect("real"))
     };
-    let bar0 = s.cluster.sim.fabric().endpoint(endpoint).bars[0].base;
-    let borrower_msi = s.cluster.sim.fabric().host(borrower.id()).msi.clone();
+    let bar0 = s.cluster.machine.fabric().endpoint(endpoint).bars[0].base;
+    let borrower_msi = s.cluster.machine.fabric().host(borrower.id()).msi.clone();
     let entry = s.run(async move {
         let mut e = [0u8; 8];
         lender_cpu
@@ -244,7 +245,7 @@ fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
         u64::from_le_bytes(e)
     });
     assert!(!borrower_msi.contains(&entry), "{entry:#x} was intercepted");
-    let lender_window = s.cluster.sim.fabric().adapters()[1].window.clone();
+    let lender_window = s.cluster.machine.fabric().adapters()[1].window.clone();
     assert!(
         lender_window.contains(&entry),
         "{entry:#x} is in the lender's NTB window"
@@ -253,7 +254,7 @@ fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
     // Return while bound: the driver goes first, then the device and every entry.
     give_back(&s, "borrower", "lender:nvme0").expect("return while bound");
     assert!(borrower.device(&name).is_err());
-    assert_eq!(before, tables(&s.cluster.sim));
+    assert_eq!(before, tables(&s.cluster.machine));
 
     // Borrowed again, the driver resets and drives it again; the data is still there.
     let name = borrow(&s, "borrower", "lender:nvme0").expect("borrow again");
@@ -267,7 +268,7 @@ fn the_native_nvme_driver_binds_to_the_shadow_and_return_unbinds_it_first() {
             .await
             .expect("read");
         let mut b = vec![0u8; 4096];
-        os.sim().peek_memory(os.id(), buf, &mut b);
+        os.machine().peek_memory(os.id(), buf, &mut b);
         b
     });
     assert_eq!(back, data[..4096], "the namespace kept the data");
@@ -378,7 +379,7 @@ async fn dma_round_trip(os: HostOs, handle_name: String, data: Vec<u8>) -> Resul
     let completion = handle.dma_alloc_coherent(4096).map_err(|e| e.to_string())?;
     let len = data.len() as u64;
     let (src, dst) = (os.alloc(len).expect("ram"), os.alloc(len).expect("ram"));
-    os.sim().poke_memory(os.id(), src, &data);
+    os.machine().poke_memory(os.id(), src, &data);
     let src_bus = handle
         .dma_map(src, len, DmaDirection::ToDevice)
         .map_err(|e| e.to_string())?;
@@ -397,7 +398,7 @@ async fn dma_round_trip(os: HostOs, handle_name: String, data: Vec<u8>) -> Resul
         .await
         .map_err(|e| e.to_string())?;
     let mut back = vec![0u8; data.len()];
-    os.sim().peek_memory(os.id(), dst, &mut back);
+    os.machine().peek_memory(os.id(), dst, &mut back);
     handle.dma_unmap(src_bus).map_err(|e| e.to_string())?;
     handle.dma_unmap(dst_bus).map_err(|e| e.to_string())?;
     handle
@@ -414,7 +415,7 @@ fn with_a_borrower_iommu_the_dma_api_only_adds_borrower_entries_and_never_asks_t
     let borrower = s.host("borrower");
     let handle = borrower.device(&name).expect("shadow");
     let before = s.smartio.lender_interactions();
-    let pages = |s: &Setup| tables(&s.cluster.sim).1[0].iter().sum::<usize>();
+    let pages = |s: &Setup| tables(&s.cluster.machine).1[0].iter().sum::<usize>();
     let idle = pages(&s);
     let buf = borrower.alloc(16 << 10).expect("ram");
     let mut maps = Vec::new();
@@ -437,7 +438,7 @@ fn with_a_borrower_iommu_the_dma_api_only_adds_borrower_entries_and_never_asks_t
         idle + spanned,
         "each map added borrower IOMMU entries"
     );
-    let window = s.cluster.sim.fabric().adapters()[1].window.clone();
+    let window = s.cluster.machine.fabric().adapters()[1].window.clone();
     assert!(
         maps.iter().all(|b| window.contains(&b.get())),
         "every address is inside the lender's DMA window"
@@ -487,11 +488,12 @@ fn with_a_borrower_iommu_a_buffer_at_an_odd_offset_in_a_page_gets_its_bytes_exac
             os.alloc(3 * 4096).expect("ram"),
         );
         for base in [src_base, dst_base] {
-            os.sim().poke_memory(os.id(), base, &[SENTINEL; 3 * 4096]);
+            os.machine()
+                .poke_memory(os.id(), base, &[SENTINEL; 3 * 4096]);
         }
         let src = PhysAddr(src_base.get() + OFFSET);
         let dst = PhysAddr(dst_base.get() + OFFSET);
-        os.sim().poke_memory(os.id(), src, &payload);
+        os.machine().poke_memory(os.id(), src, &payload);
         let src_bus = handle
             .dma_map(src, LEN, DmaDirection::ToDevice)
             .expect("map src");
@@ -518,7 +520,9 @@ fn with_a_borrower_iommu_a_buffer_at_an_odd_offset_in_a_page_gets_its_bytes_exac
     assert_eq!(src_bus.get() % 4096, OFFSET, "{src_bus}");
     assert_eq!(dst_bus.get() % 4096, OFFSET, "{dst_bus}");
     let mut got = vec![0u8; 3 * 4096];
-    s.cluster.sim.peek_memory(borrower.id(), dst_base, &mut got);
+    s.cluster
+        .machine
+        .peek_memory(borrower.id(), dst_base, &mut got);
     let (before, rest) = got.split_at(OFFSET as usize);
     let (landed, after) = rest.split_at(LEN as usize);
     assert!(
@@ -534,7 +538,7 @@ fn with_a_borrower_iommu_a_buffer_at_an_odd_offset_in_a_page_gets_its_bytes_exac
     // sentinel in front of it), and was left as it was.
     let mut src = vec![0u8; LEN as usize];
     s.cluster
-        .sim
+        .machine
         .peek_memory(borrower.id(), PhysAddr(src_base.get() + OFFSET), &mut src);
     assert_eq!(src, data);
 }
@@ -546,7 +550,7 @@ fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_
         &[(1, "window = \"128 GiB\"", "window = \"32 GiB\"")],
     );
     let s = setup(path.to_str().expect("utf-8"));
-    let before = tables(&s.cluster.sim);
+    let before = tables(&s.cluster.machine);
     let err = borrow(&s, "borrower", "lender:dma0").expect_err("window too small");
     assert!(
         matches!(err, SmartIoError::WindowTooSmall { .. }),
@@ -557,7 +561,7 @@ fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_
         msg.contains("RAM (64G, addresses up to 66G)") && msg.contains("window is only 32G"),
         "{msg}"
     );
-    assert_eq!(before, tables(&s.cluster.sim), "nothing left taken");
+    assert_eq!(before, tables(&s.cluster.machine), "nothing left taken");
     assert!(
         s.host("borrower").device("dma0").is_err(),
         "nothing hot-added"
@@ -568,14 +572,14 @@ fn without_a_borrower_iommu_a_too_small_ntb_window_refuses_the_borrow_with_both_
 fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_untouched() {
     let path = variant("back-to-back", &[(1, "iommu = false", "iommu = true")]);
     let s = setup(path.to_str().expect("utf-8"));
-    let before = tables(&s.cluster.sim);
+    let before = tables(&s.cluster.machine);
     let name = borrow(&s, "borrower", "lender:dma0").expect("borrow");
     let borrower = s.host("borrower");
     // The lender's IOMMU maps exactly the windows, in 4 KiB pages: in dma0's domain, the
     // DMA window (all of the borrower's RAM: addresses up to 66 GiB) and the MSI window
     // (1 MiB); in the lender adapter's domain, dma0's BARs (64 KiB and 256 MiB) for
     // requests arriving through the NTB. The other domains stay empty.
-    let (luts, iommu) = tables(&s.cluster.sim);
+    let (luts, iommu) = tables(&s.cluster.machine);
     // Look-up-table entries of 2 GiB and requester ids, per adapter: on the borrower's, one
     // entry per BAR of dma0; on the lender's, 33 entries for the borrower's RAM (up to
     // 66 GiB) and one for its MSI window, and dma0 as one more requester.
@@ -604,7 +608,9 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
     // A stray copy aimed at lender RAM (an address outside every window).
     let target = PhysAddr(0x4000_0000);
     let lender_id = s.host("lender").id();
-    s.cluster.sim.poke_memory(lender_id, target, &[0x5a; 4096]);
+    s.cluster
+        .machine
+        .poke_memory(lender_id, target, &[0x5a; 4096]);
     let handle = borrower.device(&name).expect("shadow");
     let result = s.run(async move {
         let regs = handle.map_bar(0).expect("bar").window().base;
@@ -629,10 +635,10 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
         AccessError::IommuFault { host, addr, .. } if host == "lender" && *addr == BusAddr(0x4000_0000)
     ));
     let mut after = [0u8; 4096];
-    s.cluster.sim.peek_memory(lender_id, target, &mut after);
+    s.cluster.machine.peek_memory(lender_id, target, &mut after);
     assert_eq!(after, [0x5a; 4096], "lender memory untouched");
     give_back(&s, "borrower", "lender:dma0").expect("return");
-    assert_eq!(before, tables(&s.cluster.sim));
+    assert_eq!(before, tables(&s.cluster.machine));
 }
 
 #[test]

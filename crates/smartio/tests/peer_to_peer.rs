@@ -3,10 +3,10 @@
 //! In each case the source reaches the target over the shortest path — never through the
 //! borrower's root complex — and the bytes arrive.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::GPU_MEMORY_BAR;
 use smartio_drivers::{DmaTestDriver, Location};
-use smartio_engine::Calibration;
 use smartio_fabric::{Access, NodeKind, Requester, Target};
 use smartio_host::HostOs;
 use smartio_smartio::{BorrowOptions, SmartIo};
@@ -46,8 +46,8 @@ const CASES: [Case; 3] = [
 #[test]
 fn a_borrowed_device_reaches_peers_over_the_shortest_path_in_all_three_cases() {
     let cluster = Cluster::new(SCENARIO, &Calibration::default_embedded()).expect("loads");
-    let hosts = HostOs::boot_all(&cluster.sim).expect("boots");
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
+    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");
     let borrower = hosts[0].clone();
 
@@ -56,7 +56,7 @@ fn a_borrowed_device_reaches_peers_over_the_shortest_path_in_all_three_cases() {
     let out = Rc::new(RefCell::new(None));
     let slot = out.clone();
     let (svc, os) = (smartio.clone(), borrower.clone());
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let run = async {
             let mut names = Vec::new();
             for spec in ["lender:gpu0", "lender:gpu1", "lender2:gpu2"] {
@@ -110,14 +110,14 @@ fn a_borrowed_device_reaches_peers_over_the_shortest_path_in_all_three_cases() {
         )
         .expect("device memory");
     }
-    cluster.sim.run();
+    cluster.machine.run();
     let addrs = out
         .borrow_mut()
         .take()
         .expect("finished")
         .expect("copies succeed");
 
-    let fabric = cluster.sim.fabric();
+    let fabric = cluster.machine.fabric();
     let borrower_root = fabric.host(borrower.id()).root;
     let borrower_nodes: Vec<_> = fabric
         .nodes()

@@ -1,21 +1,22 @@
 //! Scenario-level tests of SISCI segments over the emulated NTB fabric.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::{Calibration, Sim};
 use smartio_fabric::{HostId, MulticastError, NtbError};
+use smartio_machine::Machine;
 use smartio_platform::{PhysAddr, SimDuration, SimTime};
 use smartio_smartio::sisci::{SciError, Sisci};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-fn cluster(scenario: &str) -> (Sim, Sisci) {
+fn cluster(scenario: &str) -> (Machine, Sisci) {
     let c = Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads");
-    let sci = Sisci::new(&c.sim);
-    (c.sim, sci)
+    let sci = Sisci::new(&c.machine);
+    (c.machine, sci)
 }
 
-fn host(sim: &Sim, name: &str) -> HostId {
-    sim.fabric().host_by_name(name).expect("host exists")
+fn host(machine: &Machine, name: &str) -> HostId {
+    machine.fabric().host_by_name(name).expect("host exists")
 }
 
 /// Random-looking but reproducible bytes.
@@ -33,8 +34,8 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn bytes_stored_through_a_remote_map_are_read_back_equal_by_the_owner() {
-    let (sim, sci) = cluster("back-to-back");
-    let (borrower, lender) = (host(&sim, "borrower"), host(&sim, "lender"));
+    let (machine, sci) = cluster("back-to-back");
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let seg = sci
         .create_segment(lender, Some(7), 1 << 20)
         .expect("segment");
@@ -48,7 +49,7 @@ fn bytes_stored_through_a_remote_map_are_read_back_equal_by_the_owner() {
     let read_back = Rc::new(RefCell::new(Vec::new()));
     let (m, d, out) = (map.clone(), data.clone(), read_back.clone());
     let local = sci.map_local(&seg).expect("local map");
-    sim.spawn(async move {
+    machine.spawn(async move {
         m.store(4096 + 3, &d).await.expect("in range");
         // The borrower reads it back through the NTB, too.
         let mut buf = vec![0u8; 64];
@@ -58,21 +59,21 @@ fn bytes_stored_through_a_remote_map_are_read_back_equal_by_the_owner() {
         local.load(4096 + 3, &mut own).await.expect("in range");
         *out.borrow_mut() = own;
     });
-    sim.run();
+    machine.run();
     assert_eq!(*read_back.borrow(), data);
     let mut direct = vec![0u8; data.len()];
-    sim.peek_memory(lender, PhysAddr(seg.phys.get() + 4096 + 3), &mut direct);
+    machine.peek_memory(lender, PhysAddr(seg.phys.get() + 4096 + 3), &mut direct);
     assert_eq!(direct, data);
     assert!(
-        sim.now() > SimTime::ZERO,
+        machine.now() > SimTime::ZERO,
         "stores through the NTB take time"
     );
 }
 
 #[test]
 fn the_lut_limit_is_an_error_naming_the_adapter_and_unmapping_frees_entries() {
-    let (sim, sci) = cluster("back-to-back");
-    let (borrower, lender) = (host(&sim, "borrower"), host(&sim, "lender"));
+    let (machine, sci) = cluster("back-to-back");
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let adapter = sci.adapter(borrower, 0).expect("adapter");
     let (used0, limit) = sci.lut_usage(adapter);
     assert_eq!(used0, 0);
@@ -128,8 +129,8 @@ fn the_lut_limit_is_an_error_naming_the_adapter_and_unmapping_frees_entries() {
 
 #[test]
 fn connecting_needs_an_available_segment_and_a_known_node() {
-    let (sim, sci) = cluster("back-to-back");
-    let (borrower, lender) = (host(&sim, "borrower"), host(&sim, "lender"));
+    let (machine, sci) = cluster("back-to-back");
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let node = sci.node_id(lender, 0).expect("node id");
     assert!(matches!(
         sci.connect_segment(borrower, 0, node, 99),
@@ -161,8 +162,8 @@ fn connecting_needs_an_available_segment_and_a_known_node() {
 
 #[test]
 fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up() {
-    let (sim, sci) = cluster("back-to-back");
-    let (borrower, lender) = (host(&sim, "borrower"), host(&sim, "lender"));
+    let (machine, sci) = cluster("back-to-back");
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let seg = sci.create_segment(lender, Some(1), 4096).expect("segment");
     sci.prepare_segment(&seg, 0).expect("prepare");
     sci.set_available(&seg, 0).expect("available");
@@ -170,18 +171,18 @@ fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up()
         .connect_segment(borrower, 0, sci.node_id(lender, 0).expect("id"), 1)
         .expect("connect");
     let map = sci.map_remote(&remote, 0, 4096).expect("map");
-    let cable = sim
+    let cable = machine
         .fabric()
         .adapter(sci.adapter(borrower, 0).expect("adapter"))
         .cable
         .expect("cabled");
-    sim.schedule_link_state(cable, false, SimTime::ZERO + SimDuration::from_us(10));
-    sim.schedule_link_state(cable, true, SimTime::ZERO + SimDuration::from_us(20));
+    machine.schedule_link_state(cable, false, SimTime::ZERO + SimDuration::from_us(10));
+    machine.schedule_link_state(cable, true, SimTime::ZERO + SimDuration::from_us(20));
 
     let log = Rc::new(RefCell::new(Vec::new()));
     let (m, l, s, r) = (map.clone(), log.clone(), sci.clone(), remote);
-    sim.spawn(async move {
-        let cpu = s.sim().cpu(r.host);
+    machine.spawn(async move {
+        let cpu = s.machine().cpu(r.host);
         let seq = m.start_sequence();
         m.store(0, &[1; 8]).await.expect("in range");
         let mut buf = [0u8; 8];
@@ -211,12 +212,12 @@ fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up()
     });
     let events = Rc::new(RefCell::new(Vec::new()));
     let (s, e) = (sci.clone(), events.clone());
-    sim.spawn(async move {
+    machine.spawn(async move {
         let (first, seen) = s.next_event(&remote, 0).await;
         let (second, _) = s.next_event(&remote, seen).await;
         e.borrow_mut().push((first, second));
     });
-    sim.run();
+    machine.run();
     assert_eq!(
         *log.borrow(),
         [
@@ -226,7 +227,7 @@ fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up()
         ]
     );
     let mut owner = [0u8; 8];
-    sim.peek_memory(lender, seg.phys, &mut owner);
+    machine.peek_memory(lender, seg.phys, &mut owner);
     assert_eq!(
         owner, [3; 8],
         "the store while down was lost, the one after landed"
@@ -242,8 +243,8 @@ fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up()
 
 #[test]
 fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
-    let (sim, sci) = cluster("cluster-switch");
-    let (borrower, lender) = (host(&sim, "borrower"), host(&sim, "lender"));
+    let (machine, sci) = cluster("cluster-switch");
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let intr = sci
         .create_data_interrupt(lender, 0, Some(5))
         .expect("interrupt");
@@ -252,16 +253,16 @@ fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
         .expect("connect");
     let r = remote.clone();
     assert!(matches!(
-        async move { r.trigger(&[0; 57]).await }.await_blocking(&sim),
+        async move { r.trigger(&[0; 57]).await }.await_blocking(&machine),
         Err(SciError::PayloadTooLarge { len: 57, max: 56 })
     ));
     let got = Rc::new(RefCell::new(Vec::new()));
     let (s, g) = (sci.clone(), got.clone());
-    sim.spawn(async move {
+    machine.spawn(async move {
         let first = s
             .wait_data_interrupt(&intr, SimDuration::from_us(100))
             .await;
-        let t = s.sim().now();
+        let t = s.machine().now();
         let second = s.wait_data_interrupt(&intr, SimDuration::from_us(5)).await;
         g.borrow_mut().push(format!(
             "{first:?} at>{} {second:?}",
@@ -269,10 +270,10 @@ fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
         ));
     });
     let r = remote.clone();
-    sim.spawn(async move {
+    machine.spawn(async move {
         r.trigger(b"hello manager").await.expect("fits");
     });
-    sim.run();
+    machine.run();
     assert_eq!(
         *got.borrow(),
         [format!(
@@ -290,8 +291,11 @@ fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
 
 #[test]
 fn one_multicast_store_lands_in_the_segments_of_all_59_other_hosts() {
-    let (sim, sci) = cluster("cascade-60");
-    let hosts: Vec<HostId> = (0..sim.fabric().hosts().len() as u32).map(HostId).collect();
+    let c = Cluster::new("cascade-60", &Calibration::default_embedded()).expect("scenario loads");
+    let (machine, sci) = (c.machine.clone(), Sisci::new(&c.machine));
+    let hosts: Vec<HostId> = (0..machine.fabric().hosts().len() as u32)
+        .map(HostId)
+        .collect();
     assert_eq!(hosts.len(), 60);
     let sender = hosts[0];
     let group = sci.create_multicast_group(64 << 10).expect("group");
@@ -307,19 +311,20 @@ fn one_multicast_store_lands_in_the_segments_of_all_59_other_hosts() {
     let map = sci.map_remote(&remote, 0, 4096).expect("map");
     let data = pattern(4096, 9);
     let d = data.clone();
-    sim.spawn(async move {
+    machine.spawn(async move {
         map.store(0, &d).await.expect("in range");
     });
-    sim.run();
+    machine.run();
     for seg in &segments {
         let mut got = vec![0u8; 4096];
-        sim.peek_memory(seg.host, seg.phys, &mut got);
+        machine.peek_memory(seg.host, seg.phys, &mut got);
         assert_eq!(got, data, "host {:?}", seg.host);
     }
     // The sender's own link carried each TLP once (64-byte CPU stores: 64 TLPs).
-    let adapter = sim.fabric().adapter(remote.adapter).clone();
+    let adapter = machine.fabric().adapter(remote.adapter).clone();
     let cable = adapter.cable.expect("cabled");
-    let stats = sim.link_states()[cable.index()].clone();
+    let timed = c.timed().expect("the timed engine counts TLPs per link");
+    let stats = timed.link_states()[cable.index()].clone();
     assert_eq!(stats.tlps.iter().sum::<u64>(), 64);
 }
 
@@ -360,8 +365,8 @@ fn only_the_segment_that_joined_a_group_can_leave_it() {
 
 #[test]
 fn multicast_groups_are_limited() {
-    let (sim, sci) = cluster("cascade-60");
-    let limit = sim.fabric().multicast().limit();
+    let (machine, sci) = cluster("cascade-60");
+    let limit = machine.fabric().multicast().limit();
     assert_eq!(limit, 64);
     for _ in 0..limit {
         sci.create_multicast_group(4096).expect("below the limit");
@@ -376,16 +381,16 @@ fn multicast_groups_are_limited() {
 
 /// Runs a future to completion on the simulation (for calls that fail before any I/O).
 trait AwaitBlocking: std::future::Future + Sized + 'static {
-    fn await_blocking(self, sim: &Sim) -> Self::Output
+    fn await_blocking(self, machine: &Machine) -> Self::Output
     where
         Self::Output: 'static,
     {
         let out = Rc::new(RefCell::new(None));
         let o = out.clone();
-        sim.spawn(async move {
+        machine.spawn(async move {
             *o.borrow_mut() = Some(self.await);
         });
-        sim.run();
+        machine.run();
         let v = out.borrow_mut().take();
         v.expect("finished")
     }

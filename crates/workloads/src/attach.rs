@@ -84,7 +84,7 @@ impl Workbench {
         for &device in devices {
             check_device_name(device)?;
         }
-        let hosts = HostOs::boot_all(&cluster.sim)?;
+        let hosts = HostOs::boot_all(&cluster.machine)?;
         let os = hosts
             .iter()
             .find(|h| h.name() == host)
@@ -97,7 +97,7 @@ impl Workbench {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
         smartio.register_all()?;
         let mut wanted = Vec::new();
         for &device in devices {

@@ -2,8 +2,8 @@
 //! function registered, the device resolved — and how a workload's task is run to its end.
 
 use smartio_cluster::Cluster;
-use smartio_engine::Sim;
 use smartio_host::HostOs;
+use smartio_machine::Machine;
 use smartio_smartio::{Fdid, SmartIo};
 use std::cell::RefCell;
 use std::future::Future;
@@ -22,8 +22,8 @@ pub(crate) struct Booted {
 impl Booted {
     /// Boots `cluster`'s hosts, starts SmartIO and resolves `device`.
     pub fn new(cluster: &Cluster, device: &str) -> Result<Booted, String> {
-        let hosts = HostOs::boot_all(&cluster.sim).map_err(|e| e.to_string())?;
-        let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+        let hosts = HostOs::boot_all(&cluster.machine).map_err(|e| e.to_string())?;
+        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
         smartio.register_all().map_err(|e| e.to_string())?;
         let fdid = smartio.find(device).map_err(|e| e.to_string())?;
         Ok(Booted {
@@ -51,39 +51,39 @@ impl Booted {
     }
 }
 
-/// Spawns `task` on `sim` and runs the simulation until nothing is left to do; the task's
+/// Spawns `task` on `machine` and runs the simulation until nothing is left to do; the task's
 /// output, or — if it never finished, waiting for something that cannot happen — what every
 /// task still waiting waits for ([`stuck`]).
 pub(crate) fn run_task<T: 'static>(
-    sim: &Sim,
+    machine: &Machine,
     task: impl Future<Output = T> + 'static,
 ) -> Result<T, String> {
     let outcome = Rc::new(RefCell::new(None));
     let out = outcome.clone();
-    sim.spawn(async move {
+    machine.spawn(async move {
         let r = task.await;
         *out.borrow_mut() = Some(r);
     });
-    sim.run();
+    machine.run();
     let r = outcome.borrow_mut().take();
-    r.ok_or_else(|| stuck(sim))
+    r.ok_or_else(|| stuck(machine))
 }
 
 /// [`run_task`] for a workload whose errors are strings.
 pub(crate) fn run_workload<T: 'static>(
-    sim: &Sim,
+    machine: &Machine,
     task: impl Future<Output = Result<T, String>> + 'static,
 ) -> Result<T, String> {
-    run_task(sim, task).and_then(|r| r)
+    run_task(machine, task).and_then(|r| r)
 }
 
 /// Why a run ended with its workload unfinished (always an emulator bug): the simulation
 /// ran out of events while tasks still waited; says where each was spawned and for what.
 /// Device engines waiting for their next doorbell are listed too — they always wait.
-pub(crate) fn stuck(sim: &Sim) -> String {
+pub(crate) fn stuck(machine: &Machine) -> String {
     format!(
         "the simulation ran out of events at {} before the workload finished (an emulator bug); still waiting: {}",
-        sim.now(),
-        sim.blocked_summary()
+        machine.now(),
+        machine.blocked_summary()
     )
 }

@@ -12,7 +12,7 @@
 //! `dma_map_peer`, so SmartIO picks the shortest path (Paper V §4.4): inside the lender's
 //! switch for two devices of the same lender, through the NTBs and the cluster switch for
 //! devices of different lenders. A kernel is a device-side task: it stores with the
-//! device's own requester id ([`smartio_engine::Sim::device`]) and spins on a word of its
+//! device's own requester id ([`smartio_machine::Machine::device`]) and spins on a word of its
 //! own memory ([`DmaDevice::wait_word`]). Kernel A times each round trip with its clock;
 //! the one-way latency is half of it.
 
@@ -81,12 +81,12 @@ pub fn device_pingpong(
         ));
     }
     let n = u64::from(config.iterations);
-    let sim = cluster.sim.clone();
+    let machine = cluster.machine.clone();
     let results = Rc::new(RefCell::new(None::<Result<Measured, P2pError>>));
     let echo_failed = Rc::new(RefCell::new(None::<P2pError>));
     let out = results.clone();
     let echo_out = echo_failed.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let run = async {
             let name_a = bench.attach_nth(0).await?;
             let name_b = bench.attach_nth(1).await?;
@@ -102,16 +102,16 @@ pub fn device_pingpong(
                 .map_err(dma_error)?;
             let (_, endpoint_a) = handle_a.function();
             let (_, endpoint_b) = handle_b.function();
-            let path_a_to_b = path(&sim, Requester::Device(endpoint_a), a_to_b)?;
-            let path_b_to_a = path(&sim, Requester::Device(endpoint_b), b_to_a)?;
+            let path_a_to_b = path(&machine, Requester::Device(endpoint_a), a_to_b)?;
+            let path_b_to_a = path(&machine, Requester::Device(endpoint_b), b_to_a)?;
             // Untimed set-up, as a cudaMemset before the kernels start: clear both flags so
             // a word left by an earlier run cannot echo early.
             clear_flag(&a.model)?;
             clear_flag(&b.model)?;
 
-            let kernel_b = sim.device(endpoint_b);
+            let kernel_b = machine.device(endpoint_b);
             let model_b = b.model.clone();
-            sim.spawn(async move {
+            machine.spawn(async move {
                 for i in 1..=n {
                     model_b.wait_word(FLAG_OFFSET, i).await;
                     if let Err(e) = kernel_b
@@ -123,7 +123,7 @@ pub fn device_pingpong(
                     }
                 }
             });
-            let kernel_a = sim.device(endpoint_a);
+            let kernel_a = machine.device(endpoint_a);
             let mut rtt_ps = LatencyRecorder::new();
             for i in 1..=n {
                 let t0 = kernel_a.now();
@@ -147,8 +147,8 @@ pub fn device_pingpong(
         let returned = bench.detach().await.map_err(P2pError::from);
         *out.borrow_mut() = Some(result.and_then(|m| returned.map(|()| m)));
     });
-    let faults_before = cluster.sim.faults().len();
-    cluster.sim.run();
+    let faults_before = cluster.machine.faults().len();
+    cluster.machine.run();
     let measured = match results.take() {
         Some(r) => r?,
         // A kernel waits forever for a store that could not be sent or was lost on the way.
@@ -160,7 +160,7 @@ pub fn device_pingpong(
     };
     let rtt_ns = LatencySummary::of(&measured.rtt_ps);
     Ok(DevicePingPongResult {
-        scenario: cluster.sim.fabric().name.clone(),
+        scenario: cluster.machine.fabric().name.clone(),
         host: config.host.clone(),
         a: config.a.clone(),
         b: config.b.clone(),
@@ -181,11 +181,11 @@ struct Measured {
 
 /// The names of the nodes an 8-byte write from `requester` to `addr` reaches.
 fn path(
-    sim: &smartio_engine::Sim,
+    machine: &smartio_machine::Machine,
     requester: Requester,
     addr: BusAddr,
 ) -> Result<Vec<String>, P2pError> {
-    let fabric = sim.fabric();
+    let fabric = machine.fabric();
     let route = fabric
         .route(requester, addr, 8, Access::Write)
         .map_err(|e| P2pError::Driver(format!("no path to {addr}: {e}")))?;
@@ -200,14 +200,14 @@ fn path(
 /// `seen` (a posted write that faults is not reported to the kernel that issued it).
 fn lost(cluster: &Cluster, seen: usize) -> P2pError {
     let faults: Vec<String> = cluster
-        .sim
+        .machine
         .faults()
         .iter()
         .skip(seen)
         .map(|f| f.error.to_string())
         .collect();
     if faults.is_empty() {
-        P2pError::Stuck(crate::booted::stuck(&cluster.sim))
+        P2pError::Stuck(crate::booted::stuck(&cluster.machine))
     } else {
         P2pError::Driver(format!("a store never arrived: {}", faults.join("; ")))
     }

@@ -180,7 +180,7 @@ pub fn bench_dma_run(
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    let ram = cluster.sim.fabric().host(bench.os.id()).ram.clone();
+    let ram = cluster.machine.fabric().host(bench.os.id()).ram.clone();
     let ram_bytes: u64 = ram.iter().map(|r| r.end - r.start).sum();
     if largest > ram_bytes / 2 {
         return Err(DmaBenchError::BadSize {
@@ -189,7 +189,7 @@ pub fn bench_dma_run(
         });
     }
     let config = config.clone();
-    crate::booted::run_task(&cluster.sim, async move {
+    crate::booted::run_task(&cluster.machine, async move {
         let run = async {
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
@@ -214,7 +214,7 @@ pub fn bench_dma_run(
                 // What the device will read (set up untimed, as bandwidthTest does).
                 bench
                     .os
-                    .sim()
+                    .machine()
                     .poke_memory(bench.os.id(), buffer, &host_pattern(largest));
             }
             let cpu = handle.cpu().clone();

@@ -3,8 +3,8 @@
 
 use crate::dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection};
 use serde::Serialize;
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use std::time::Instant;
 
 /// The engine's measured speed.
@@ -56,12 +56,12 @@ pub fn bench_engine(
         bench_dma(&cluster, &config)?;
     }
     let wall = started.elapsed().as_secs_f64();
-    let counters = cluster.sim.counters();
+    let counters = cluster.machine.counters();
     Ok(EngineBenchResult {
         tlp_arrivals: counters.tlp_arrivals,
         events: counters.events,
         wall_seconds: wall,
         tlp_arrivals_per_s: counters.tlp_arrivals as f64 / wall,
-        simulated_seconds: cluster.sim.now().as_ps() as f64 * 1e-12,
+        simulated_seconds: cluster.machine.now().as_ps() as f64 * 1e-12,
     })
 }

@@ -22,9 +22,9 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
-use smartio_engine::Sim;
 use smartio_fabric::{HostId, LinkId};
 use smartio_host::HostOs;
+use smartio_machine::Machine;
 use smartio_platform::{race, AccessError, BusAddr, Clock, Either, Port, SimDuration, SimTime};
 use std::rc::Rc;
 
@@ -187,11 +187,11 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
     let booted = Booted::new(cluster, &config.device)?;
     let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
     let Booted { smartio, fdid, .. } = booted;
-    let primary_cable = cable_of(&cluster.sim, cos.id(), 0)?;
-    cable_of(&cluster.sim, cos.id(), 1)?;
+    let primary_cable = cable_of(&cluster.machine, cos.id(), 0)?;
+    cable_of(&cluster.machine, cos.id(), 1)?;
     let cfg = config.clone();
-    let sim = cluster.sim.clone();
-    run_workload(&cluster.sim, async move {
+    let machine = cluster.machine.clone();
+    run_workload(&cluster.machine, async move {
         let run = async {
             let manager = Manager::start(&smartio, &mos, fdid)
                 .await
@@ -220,7 +220,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 ));
             }
             let io = Io {
-                sim: sim.clone(),
+                machine: machine.clone(),
                 os: cos.clone(),
                 nsid: ns.nsid,
                 per_io: (cfg.bs / lba_size) as u32,
@@ -238,7 +238,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
             let before = manager.io_commands().await.map_err(|e| e.to_string())?;
             let (mut reads, mut writes) = (0u64, 0u64);
             let start = cos.cpu().now();
-            sim.schedule_link_state(primary_cable, false, start + cfg.cut_after);
+            machine.schedule_link_state(primary_cable, false, start + cfg.cut_after);
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
             let mut on = 0usize;
             let mut timeline = Vec::with_capacity(cfg.ops.min(1 << 20) as usize);
@@ -252,7 +252,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 let version = versions[b as usize] + u32::from(write);
                 let t0 = cos.cpu().now();
                 loop {
-                    let give_up = give_up(&sim, &cos, primary_cable, on, &cfg);
+                    let give_up = give_up(&machine, &cos, primary_cable, on, &cfg);
                     let result = if write {
                         io.write(&paths[on], b, version, give_up).await
                     } else {
@@ -377,8 +377,8 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
 }
 
 /// The cable of `host`'s NTB adapter `number`.
-fn cable_of(sim: &Sim, host: HostId, number: u32) -> Result<LinkId, String> {
-    let f = sim.fabric();
+fn cable_of(machine: &Machine, host: HostId, number: u32) -> Result<LinkId, String> {
+    let f = machine.fabric();
     let name = &f.host(host).name;
     let adapter = f
         .host_adapter(host, number)
@@ -392,13 +392,13 @@ fn cable_of(sim: &Sim, host: HostId, number: u32) -> Result<LinkId, String> {
 /// on the primary, when the program watches link events — the adapter reporting its cable
 /// down (delivered as an interrupt).
 fn give_up(
-    sim: &Sim,
+    machine: &Machine,
     os: &HostOs,
     primary_cable: LinkId,
     on: usize,
     cfg: &FailoverConfig,
 ) -> impl std::future::Future<Output = String> + 'static {
-    let (sim, cpu, timeout) = (sim.clone(), os.cpu(), cfg.timeout);
+    let (machine, cpu, timeout) = (machine.clone(), os.cpu(), cfg.timeout);
     let watch = cfg.link_events && on == 0;
     async move {
         let timed_out = {
@@ -414,11 +414,11 @@ fn give_up(
             }
             let mut seen = 0;
             loop {
-                let e = sim.next_link_event(seen).await;
+                let e = machine.next_link_event(seen).await;
                 seen += 1;
                 if e.link == primary_cable && !e.up {
                     // The adapter's link-down interrupt reaches the program.
-                    let delivery = sim.timing().cpu.interrupt_delivery;
+                    let delivery = machine.cpu_timing().interrupt_delivery;
                     cpu.sleep(delivery).await;
                     return "link event".to_string();
                 }
@@ -470,7 +470,7 @@ enum Held {
 
 /// Block I/O of one program: patterns in, patterns checked.
 struct Io {
-    sim: Sim,
+    machine: Machine,
     os: HostOs,
     nsid: u32,
     per_io: u32,
@@ -563,7 +563,7 @@ impl Io {
     ) -> Result<Vec<u8>, Failure> {
         let (data, _) = path.client.data();
         // Stale bytes from an earlier read must not pass for this one.
-        self.sim
+        self.machine
             .poke_memory(self.os.id(), data, &vec![0u8; self.bs as usize]);
         path.client
             .io_within(
@@ -577,7 +577,7 @@ impl Io {
             )
             .await?;
         let mut got = vec![0u8; self.bs as usize];
-        self.sim.peek_memory(self.os.id(), data, &mut got);
+        self.machine.peek_memory(self.os.id(), data, &mut got);
         Ok(got)
     }
 }

@@ -27,8 +27,8 @@ use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig};
 use smartio_drivers::nvme_dist::DistError;
-use smartio_engine::Sim;
 use smartio_host::HostError;
+use smartio_machine::Machine;
 use smartio_platform::{Clock, Notify, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
@@ -168,7 +168,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                 queue_entries: u16::try_from(cfg.iodepth + 1).unwrap_or(u16::MAX),
             };
             let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
-            run_to_end(&cluster.sim, async move {
+            run_to_end(&cluster.machine, async move {
                 let (dev, _) = bind_nvme(&bench).await?;
                 let backend = Backend::Native {
                     os: bench.os.clone(),
@@ -179,7 +179,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
         }
         FioMethod::NvmeClient { manager } => {
             let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
-            run_to_end(&cluster.sim, async move {
+            run_to_end(&cluster.machine, async move {
                 // Room for every worker's buffer and for the verify prefill's transfers.
                 let workers = u64::from(cfg.jobs) * u64::from(cfg.iodepth) * cfg.bs;
                 let bs = cfg.bs;
@@ -233,10 +233,11 @@ pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, Stri
 /// Runs `task` as an agent and the simulation to its end; a task that never finishes is
 /// [`FioError::DidNotFinish`] with the engine's account of what it waits for.
 pub(crate) fn run_to_end<T: 'static>(
-    sim: &Sim,
+    machine: &Machine,
     task: impl Future<Output = Result<T, FioError>> + 'static,
 ) -> Result<T, FioError> {
-    crate::booted::run_task(sim, task).unwrap_or_else(|stuck| Err(FioError::DidNotFinish(stuck)))
+    crate::booted::run_task(machine, task)
+        .unwrap_or_else(|stuck| Err(FioError::DidNotFinish(stuck)))
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).
@@ -378,7 +379,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
                 running.clone(),
                 finished.clone(),
             );
-            os.sim().clone().spawn(async move {
+            os.machine().clone().spawn(async move {
                 worker(&backend, &shared, &job, j as usize, buffer).await;
                 running.set(running.get() - 1);
                 if running.get() == 0 {
@@ -456,7 +457,7 @@ async fn prefill(backend: &Backend, s: &Shared) -> Result<(), FioError> {
             let at = (i * bs) as usize;
             pattern(s.cfg.seed, block + i, 0, &mut data[at..at + bs as usize]);
         }
-        os.sim()
+        os.machine()
             .poke_memory(os.id(), buffer.cpu, &data[..(n * bs) as usize]);
         let lba = block * bs / s.lba_size;
         let count = (n * bs / s.lba_size) as u32;
@@ -524,7 +525,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
             let (data, _) = &mut *s.scratch.borrow_mut();
             data.resize(len, 0);
             pattern(s.cfg.seed, block, v, data);
-            os.sim().poke_memory(os.id(), buffer.cpu, data);
+            os.machine().poke_memory(os.id(), buffer.cpu, data);
         }
         let lba = block * bs / s.lba_size;
         let count = (bs / s.lba_size) as u32;
@@ -557,7 +558,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
                 let (data, expect) = &mut *s.scratch.borrow_mut();
                 data.resize(len, 0);
                 expect.resize(len, 0);
-                os.sim().peek_memory(os.id(), buffer.cpu, data);
+                os.machine().peek_memory(os.id(), buffer.cpu, data);
                 pattern(s.cfg.seed, block, version(s, block), expect);
                 if let Some(at) = data.iter().zip(expect.iter()).position(|(a, b)| a != b) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
@@ -601,7 +602,7 @@ pub fn read_back(
     len: u64,
 ) -> Result<Vec<u8>, FioError> {
     let bench = nvme_host(cluster, host, device, NvmeDriverConfig::default())?;
-    run_to_end(&cluster.sim, async move {
+    run_to_end(&cluster.machine, async move {
         let (dev, _) = bind_nvme(&bench).await?;
         let os = &bench.os;
         let lba = u64::from(
@@ -631,7 +632,7 @@ pub fn read_back(
             .await
             .map_err(|e| FioError::Io(e.to_string()))?;
             let mut part = vec![0u8; n as usize];
-            os.sim().peek_memory(os.id(), buffer, &mut part);
+            os.machine().peek_memory(os.id(), buffer, &mut part);
             data.extend_from_slice(&part);
             at += n;
         }

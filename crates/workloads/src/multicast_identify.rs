@@ -80,10 +80,10 @@ pub fn multicast_identify(
         .host_by_name(&config.manager)
         .map_err(|e| e.to_string())?;
     let mos = hosts[manager_host.index()].clone();
-    let sisci = Sisci::on_hosts(&cluster.sim, &hosts);
+    let sisci = Sisci::on_hosts(&cluster.machine, &hosts);
     let cfg = config.clone();
-    let sim = cluster.sim.clone();
-    run_workload(&cluster.sim, async move {
+    let machine = cluster.machine.clone();
+    run_workload(&cluster.machine, async move {
         let run = async {
             let e = |e: &dyn std::fmt::Display| e.to_string();
             let manager = Manager::start(&smartio, &mos, fdid)
@@ -128,14 +128,14 @@ pub fn multicast_identify(
                 .await;
             let matches = |host: smartio_fabric::HostId, at: PhysAddr| {
                 let mut page = vec![0u8; PAGE as usize];
-                sim.peek_memory(host, at, &mut page);
+                machine.peek_memory(host, at, &mut page);
                 page == reference
             };
             let receivers: Vec<Receiver> = members
                 .iter()
                 .map(|seg| Receiver {
                     host: hosts[seg.host.index()].name().to_string(),
-                    switch: uplink_switch(&sim, seg.host),
+                    switch: uplink_switch(&machine, seg.host),
                     verified: matches(seg.host, seg.phys),
                 })
                 .collect();
@@ -204,8 +204,8 @@ pub fn multicast_identify(
 }
 
 /// The cluster switch `host`'s first NTB adapter is cabled to ("-" if none).
-fn uplink_switch(sim: &smartio_engine::Sim, host: smartio_fabric::HostId) -> String {
-    let f = sim.fabric();
+fn uplink_switch(machine: &smartio_machine::Machine, host: smartio_fabric::HostId) -> String {
+    let f = machine.fabric();
     let Some(adapter) = f.host_adapter(host, 0) else {
         return "-".into();
     };

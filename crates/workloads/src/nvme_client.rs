@@ -11,7 +11,7 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
-use smartio_fabric::{Access, NodeKind, Requester, Target};
+use smartio_fabric::Requester;
 use smartio_platform::BusAddr;
 use smartio_platform::Clock;
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
@@ -75,7 +75,7 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
     let names = booted.names();
     let Booted { smartio, fdid, .. } = booted;
     let cfg = config.clone();
-    run_workload(&cluster.sim, async move {
+    run_workload(&cluster.machine, async move {
         let run = async {
             let manager = Manager::start(&smartio, &mos, fdid)
                 .await
@@ -114,13 +114,11 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 _ => fetch_path(&smartio, fdid, q.sq_device_addr())?,
             };
             let sq_store_ns = {
-                let timing = smartio.sim().timing();
                 let local = matches!(q.sq_location(), SegmentLocation::Ram { host, .. } if host == cos.id());
-                if local {
-                    timing.cpu.memory_write.as_ps() as f64 / 1000.0
-                } else {
-                    (timing.cpu.mmio_issue.as_ps() + timing.root_complex_ps) as f64 / 1000.0
-                }
+                smartio
+                    .machine()
+                    .cpu_store_cost(local)
+                    .map_or(0.0, |d| d.as_ps() as f64 / 1000.0)
             };
             let ns = *manager
                 .namespaces()
@@ -178,60 +176,23 @@ fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<SqFetch, S
         .into_iter()
         .find(|d| d.fdid == fdid)
         .ok_or_else(|| format!("fdid {fdid} is not registered"))?;
-    let sim = smartio.sim();
-    let fabric = sim.fabric();
+    let machine = smartio.machine();
+    let fabric = machine.fabric();
     let lender = smartio
         .host_by_name(&info.lender)
         .map_err(|e| e.to_string())?;
     let endpoint = fabric
         .endpoint_by_name(lender, &info.device)
         .ok_or_else(|| format!("{} is not in the fabric", info.qualified()))?;
-    let route = fabric
-        .route(Requester::Device(endpoint), addr, 64, Access::Read)
-        .map_err(|e| format!("the SQ fetch does not route: {e}"))?;
-    let timing = sim.timing();
-    let mut chips = Vec::new();
-    for hop in &route.hops[..route.hops.len().saturating_sub(1)] {
-        let node = fabric.node(hop.node);
-        let chip = match &node.kind {
-            NodeKind::Switch { chip } | NodeKind::ClusterSwitch { chip } => chip.clone(),
-            NodeKind::Ntb { spec, .. } => spec.chip.clone(),
-            NodeKind::RootComplex => "root complex".to_string(),
-            NodeKind::Device { .. } => continue,
-        };
-        chips.push(format!("{} ({chip})", node.name));
-    }
-    // The engine's cut-through rule on idle links: every link's propagation, every chip's
-    // latency but the target's, the TLP's serialization on the last link, and on the way
-    // whatever more a slower link takes to serialize it than the next one.
-    let links: Vec<_> = route
-        .hops
-        .iter()
-        .map(|h| timing.links[h.link.index()])
-        .collect();
-    let chips_ps: u64 = route.hops[..route.hops.len().saturating_sub(1)]
-        .iter()
-        .map(|h| timing.node_latency_ps[h.node.index()])
-        .sum();
-    let one_way = |links: &[smartio_engine::timing::LinkTiming], payload: u64| -> u64 {
-        let ser = |i: usize| links[i].serialization_ps(payload);
-        let last = links.len().saturating_sub(1);
-        let slower: u64 = (0..last).map(|i| ser(i).saturating_sub(ser(i + 1))).sum();
-        links.iter().map(|l| l.prop_ps).sum::<u64>()
-            + chips_ps
-            + slower
-            + if links.is_empty() { 0 } else { ser(last) }
-    };
-    let back: Vec<_> = links.iter().rev().copied().collect();
-    let round_trip_ps = one_way(&links, 0) + one_way(&back, 64);
-    let completer_ps = match route.target {
-        Target::Memory { .. } => timing.root_complex_ps + timing.memory_read_ps,
-        Target::Bar { endpoint, .. } => timing.endpoint_read_ps[endpoint.index()],
-        Target::Interrupt { .. } | Target::Multicast { .. } => 0,
+    drop(fabric);
+    let cost = match machine.idle_read_cost(Requester::Device(endpoint), addr, 64) {
+        Some(cost) => cost.map_err(|e| format!("the SQ fetch does not route: {e}"))?,
+        // An engine without a timing model has nothing to explain.
+        None => return Ok(SqFetch::default()),
     };
     Ok(SqFetch {
-        chips,
-        path_ns: round_trip_ps as f64 / 1000.0,
-        completer_ns: completer_ps as f64 / 1000.0,
+        chips: cost.chips,
+        path_ns: cost.path_ps as f64 / 1000.0,
+        completer_ns: cost.completer_ps as f64 / 1000.0,
     })
 }

@@ -114,7 +114,7 @@ pub fn nvme_demo(
         ..NvmeDriverConfig::default()
     };
     let bench = crate::fio::nvme_host(cluster, host, device, config)?;
-    crate::fio::run_to_end(&cluster.sim, async move { walk(&bench, config).await })
+    crate::fio::run_to_end(&cluster.machine, async move { walk(&bench, config).await })
 }
 
 async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoReport, FioError> {
@@ -148,7 +148,7 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     // Two page-aligned buffers: the written data and the one the read lands in.
     let source = os.alloc(len).map_err(alloc_err)?;
     let sink = os.alloc(len).map_err(alloc_err)?;
-    os.sim().poke_memory(os.id(), source, &data);
+    os.machine().poke_memory(os.id(), source, &data);
     let cpu = os.cpu();
     let t0 = cpu.now();
     dev.submit(0, BlockOp::Write, nsid, lba, blocks, source)
@@ -160,7 +160,7 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
         .map_err(io_err)?;
     let t2 = cpu.now();
     let mut back = vec![0u8; len as usize];
-    os.sim().peek_memory(os.id(), sink, &mut back);
+    os.machine().peek_memory(os.id(), sink, &mut back);
     os.free(source);
     os.free(sink);
     if let Some(at) = data.iter().zip(&back).position(|(a, b)| a != b) {
@@ -174,8 +174,9 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     let ns_ps = |a: smartio_platform::SimTime, b: smartio_platform::SimTime| {
         b.since(a).as_ps() as f64 / 1000.0
     };
-    let host_of =
-        |h: smartio_fabric::HostId| (h != os.id()).then(|| os.sim().fabric().host(h).name.clone());
+    let host_of = |h: smartio_fabric::HostId| {
+        (h != os.id()).then(|| os.machine().fabric().host(h).name.clone())
+    };
     let tree = os
         .devices()
         .iter()
@@ -236,7 +237,7 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smartio_engine::Calibration;
+    use smartio_calibration::Calibration;
 
     #[test]
     fn a_borrowed_controller_shows_hot_added_and_is_walked_like_a_local_one() {

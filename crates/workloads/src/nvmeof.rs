@@ -43,14 +43,14 @@ use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use smartio_calibration::NvmeofParams;
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::{io, Command, Completion, Status, CQE_SIZE, SQE_SIZE};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
-use smartio_engine::calibration::NvmeofParams;
-use smartio_engine::{Agent, Sim};
 use smartio_fabric::HostId;
 use smartio_host::HostOs;
+use smartio_machine::{Agent, Machine};
 use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
 use smartio_smartio::SegmentLocation;
 
@@ -181,8 +181,8 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
     let names = booted.names();
     let Booted { smartio, fdid, .. } = booted;
     let cfg = config.clone();
-    let sim = cluster.sim.clone();
-    run_workload(&cluster.sim, async move {
+    let machine = cluster.machine.clone();
+    run_workload(&cluster.machine, async move {
         let run = async {
             let manager = Manager::start(&smartio, &tos, fdid)
                 .await
@@ -238,7 +238,7 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
                 ops: cfg.ops,
             };
             let reads = Reads {
-                sim: &sim,
+                machine: &machine,
                 nsid: ns.nsid,
                 blocks,
                 bs: cfg.bs,
@@ -247,7 +247,7 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             reads.write_pattern(&local, &lq, lbas).await?;
             let local_ps = reads.smartio(&local, &lq, lbas, "local").await?;
             let remote_ps = reads.smartio(&remote, &rq, lbas, "remote").await?;
-            let rdma = Rdma::new(&sim, costs, &ios, &tos, &target, &tq, cfg.bs)?;
+            let rdma = Rdma::new(&machine, costs, &ios, &tos, &target, &tq, cfg.bs)?;
             let laps = rdma.reads(&reads, lbas).await;
             rdma.free(&ios, &tos);
             let laps = laps?;
@@ -329,7 +329,7 @@ impl Offsets {
 
 /// The reads every row does, and the pattern they are checked against.
 struct Reads<'a> {
-    sim: &'a Sim,
+    machine: &'a Machine,
     nsid: u32,
     blocks: u32,
     bs: u64,
@@ -347,14 +347,14 @@ impl Reads<'_> {
     /// Zeroes the `bs` bytes at `addr` of `host`'s RAM (untimed), so a read that moves
     /// nothing cannot pass its check on stale bytes.
     fn clear(&self, host: HostId, addr: PhysAddr) {
-        self.sim
+        self.machine
             .poke_memory(host, addr, &vec![0u8; self.bs as usize]);
     }
 
     /// Checks the `bs` bytes at `addr` of `host`'s RAM against the pattern of `lba`.
     fn check(&self, host: HostId, addr: PhysAddr, lba: u64, what: &str) -> Result<(), String> {
         let mut got = vec![0u8; self.bs as usize];
-        self.sim.peek_memory(host, addr, &mut got);
+        self.machine.peek_memory(host, addr, &mut got);
         let want = self.expected(lba);
         match got.iter().zip(&want).position(|(g, w)| g != w) {
             None => Ok(()),
@@ -374,7 +374,7 @@ impl Reads<'_> {
     ) -> Result<(), String> {
         let (data, _) = client.data();
         for lba in lbas.distinct() {
-            self.sim
+            self.machine
                 .poke_memory(client.os().id(), data, &self.expected(lba));
             client
                 .io(q, BlockOp::Write, self.nsid, lba, self.blocks, 0)
@@ -469,7 +469,7 @@ impl RdmaCosts {
 
 /// The NVMe-oF initiator and target: their buffers and the target's NVMe queue pair.
 struct Rdma<'a> {
-    sim: &'a Sim,
+    machine: &'a Machine,
     costs: RdmaCosts,
     /// Initiator CPU and host.
     icpu: Agent,
@@ -490,7 +490,7 @@ impl<'a> Rdma<'a> {
     /// Registers (allocates) the initiator's data region and response buffer and the target's
     /// capsule receive buffer.
     fn new(
-        sim: &'a Sim,
+        machine: &'a Machine,
         costs: RdmaCosts,
         ios: &HostOs,
         tos: &HostOs,
@@ -506,7 +506,7 @@ impl<'a> Rdma<'a> {
         let iresponse = alloc(ios, CQE_SIZE as u64, "initiator response buffer")?;
         let tcapsule = alloc(tos, SQE_SIZE as u64, "target receive buffer")?;
         Ok(Rdma {
-            sim,
+            machine,
             costs,
             icpu: ios.cpu(),
             ihost: ios.id(),
@@ -563,7 +563,7 @@ impl<'a> Rdma<'a> {
         what: &str,
     ) -> Result<[u64; STEP_COUNT], String> {
         let c = &self.costs;
-        let mut laps = Laps::new(self.sim.now());
+        let mut laps = Laps::new(self.machine.now());
 
         // 1. The initiator builds the capsule. Its data pointer is a keyed SGL data block in
         //    NVMe-oF (same bytes as PRP1 / PRP2): the initiator's region and its length.
@@ -576,15 +576,15 @@ impl<'a> Rdma<'a> {
             cdw: [lba as u32, (lba >> 32) as u32, reads.blocks - 1, 0, 0, 0],
         };
         self.icpu.sleep(c.initiator_post).await;
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 2. The HCAs carry it into the target's receive buffer.
         self.icpu
             .sleep(c.hca_latency + c.wire(SQE_SIZE as u64))
             .await;
-        self.sim
+        self.machine
             .poke_memory(self.thost, self.tcapsule, &capsule.to_bytes());
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 3. The target's poller finds it and loads it.
         self.tcpu.sleep(c.target_poll).await;
@@ -604,31 +604,32 @@ impl<'a> Rdma<'a> {
                 cmd.opcode, cmd.cid
             ));
         }
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 4. Into the target's NVMe driver.
         self.tcpu.sleep(c.target_submit).await;
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 5. The NVMe read into target memory, on the target's own queue pair.
         self.target
             .io(self.tq, BlockOp::Read, cmd.nsid, slba, nlb, 0)
             .await
             .map_err(|e| format!("{what}: the target's NVMe read of LBA {slba}: {e}"))?;
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 6. The target posts the RDMA write and the response.
         self.tcpu.sleep(c.target_complete).await;
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 7. The RDMA write: the target HCA reads what the NVMe wrote, the initiator HCA
         //    writes it where the capsule said.
         let (tdata, _) = self.target.data();
         let mut data = vec![0u8; cmd.prp2 as usize];
-        self.sim.peek_memory(self.thost, tdata, &mut data);
+        self.machine.peek_memory(self.thost, tdata, &mut data);
         self.tcpu.sleep(c.hca_latency + c.wire(cmd.prp2)).await;
-        self.sim.poke_memory(self.ihost, PhysAddr(cmd.prp1), &data);
-        laps.mark(self.sim.now());
+        self.machine
+            .poke_memory(self.ihost, PhysAddr(cmd.prp1), &data);
+        laps.mark(self.machine.now());
 
         // 8. The response capsule, ordered behind the data.
         let response = Completion {
@@ -640,9 +641,9 @@ impl<'a> Rdma<'a> {
             status: Status::SUCCESS,
         };
         self.tcpu.sleep(c.wire(CQE_SIZE as u64)).await;
-        self.sim
+        self.machine
             .poke_memory(self.ihost, self.iresponse, &response.to_bytes());
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
 
         // 9. The initiator's poll finds the response and completes the read.
         let mut raw = [0u8; CQE_SIZE];
@@ -658,7 +659,7 @@ impl<'a> Rdma<'a> {
             ));
         }
         self.icpu.sleep(c.initiator_complete).await;
-        laps.mark(self.sim.now());
+        laps.mark(self.machine.now());
         Ok(laps.done())
     }
 }
@@ -703,7 +704,7 @@ impl Laps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smartio_engine::Calibration;
+    use smartio_calibration::Calibration;
 
     #[test]
     fn serialization_follows_the_link_rate() {

@@ -23,8 +23,8 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
 use smartio_drivers::{DmaTestDriver, DriverError, Location};
-use smartio_engine::Sim;
 use smartio_fabric::EndpointId;
+use smartio_machine::Machine;
 use smartio_platform::Clock;
 use std::rc::Rc;
 use thiserror::Error;
@@ -134,7 +134,7 @@ pub(crate) fn copy_engine(
         .copy_engine(endpoint)
         .ok_or_else(|| P2pError::NotCopyEngine {
             device: spec.to_string(),
-            kind: cluster.sim.fabric().endpoint(endpoint).kind.clone(),
+            kind: cluster.machine.fabric().endpoint(endpoint).kind.clone(),
         })?;
     Ok(CopyEngine { endpoint, model })
 }
@@ -187,8 +187,8 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
     }
     let target_bar = target.model.memory_bar();
     let config = config.clone();
-    let sim = cluster.sim.clone();
-    crate::booted::run_task(&cluster.sim, async move {
+    let machine = cluster.machine.clone();
+    crate::booted::run_task(&cluster.machine, async move {
         let run = async {
             let source_name = bench.attach_nth(0).await?;
             let target_name = bench.attach_nth(1).await?;
@@ -211,12 +211,12 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             for &size in &config.sizes {
                 let mut times = Vec::new();
                 for _ in 0..config.repeat {
-                    let faults = sim.faults().len();
+                    let faults = machine.faults().len();
                     let start = cpu.now();
                     driver
                         .copy(from, to, size)
                         .await
-                        .map_err(|e| copy_failed(&sim, faults, &e))?;
+                        .map_err(|e| copy_failed(&machine, faults, &e))?;
                     times.push(cpu.now().since(start).as_secs_f64());
                 }
                 samples.push(DmaSample::from_seconds(size, &times));
@@ -235,8 +235,8 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device
 /// itself only reports that the copy failed).
-fn copy_failed(sim: &Sim, seen: usize, e: &DriverError) -> P2pError {
-    let faults: Vec<String> = sim
+fn copy_failed(machine: &Machine, seen: usize, e: &DriverError) -> P2pError {
+    let faults: Vec<String> = machine
         .faults()
         .iter()
         .skip(seen)

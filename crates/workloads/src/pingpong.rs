@@ -48,7 +48,7 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
             workload: "ping-pong",
         });
     }
-    let sci = Sisci::new(&cluster.sim);
+    let sci = Sisci::new(&cluster.machine);
     let (ping, pong) = pair(&sci, a, b, 4096)?;
     if config.iterations == 0 {
         return Err(ShmError::BadParameter(
@@ -59,8 +59,8 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
     let samples = Rc::new(RefCell::new(LatencyRecorder::new()));
 
     let out = samples.clone();
-    let cpu = cluster.sim.cpu(a);
-    cluster.sim.spawn(async move {
+    let cpu = cluster.machine.cpu(a);
+    cluster.machine.spawn(async move {
         let mut phase = crate::progress::begin(
             "round trips",
             n,
@@ -74,23 +74,23 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
             out.borrow_mut().record(cpu.now().since(t0).as_ps());
         }
     });
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         for i in 1..=n {
             let _ = pong.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;
             let _ = pong.remote.store(0, &i.to_le_bytes()).await;
         }
     });
-    cluster.sim.run();
+    cluster.machine.run();
     let samples = samples.borrow();
     if samples.count() != n {
         return Err(ShmError::DidNotFinish {
             done: samples.count(),
             expected: n,
-            stuck: crate::booted::stuck(&cluster.sim),
+            stuck: crate::booted::stuck(&cluster.machine),
         });
     }
     Ok(PingPongResult {
-        scenario: cluster.sim.fabric().name.clone(),
+        scenario: cluster.machine.fabric().name.clone(),
         from: config.from.clone(),
         to: config.to.clone(),
         iterations: config.iterations,

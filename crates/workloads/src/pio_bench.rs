@@ -57,7 +57,7 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
         )));
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    let sci = Sisci::new(&cluster.sim);
+    let sci = Sisci::new(&cluster.machine);
     let segment = largest.checked_add(4096).ok_or_else(|| {
         ShmError::BadParameter(format!("--sizes: block size {largest} is too large"))
     })?;
@@ -68,9 +68,9 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     let times = Rc::new(RefCell::new(Vec::new()));
 
     let out = times.clone();
-    let cpu = cluster.sim.cpu(a);
+    let cpu = cluster.machine.cpu(a);
     let plan = sizes.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let mut round = 0u64;
         for size in plan {
             let block = vec![0x5a_u8; size as usize];
@@ -90,9 +90,9 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     });
     let seen = Rc::new(RefCell::new(Vec::new()));
     let s = seen.clone();
-    let owner_cpu = cluster.sim.cpu(b);
+    let owner_cpu = cluster.machine.cpu(b);
     let rounds = sizes.len() as u64 * repeat as u64;
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         for round in 1..=rounds {
             let _ = owner
                 .local
@@ -102,13 +102,13 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
             let _ = owner.remote.store(0, &round.to_le_bytes()).await;
         }
     });
-    cluster.sim.run();
+    cluster.machine.run();
     let (times, seen) = (times.borrow(), seen.borrow());
     if times.len() as u64 != rounds || seen.len() as u64 != rounds {
         return Err(ShmError::DidNotFinish {
             done: times.len().min(seen.len()) as u64,
             expected: rounds,
-            stuck: crate::booted::stuck(&cluster.sim),
+            stuck: crate::booted::stuck(&cluster.machine),
         });
     }
     Ok(sizes

@@ -27,8 +27,8 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
-use smartio_engine::Sim;
 use smartio_host::HostOs;
+use smartio_machine::Machine;
 use smartio_platform::{Clock, Notify};
 use smartio_smartio::{Fdid, SmartIo};
 use std::cell::{Cell, RefCell};
@@ -213,14 +213,17 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
         .collect::<Result<Vec<_>, _>>()?;
     let extra_os = config.extra_client.as_deref().map(host).transpose()?;
     let Booted { smartio, fdid, .. } = booted;
-    let (sim, cfg) = (cluster.sim.clone(), config.clone());
-    run_workload(&cluster.sim, async move {
-        run(&sim, &smartio, fdid, &cfg, manager_os, client_os, extra_os).await
+    let (machine, cfg) = (cluster.machine.clone(), config.clone());
+    run_workload(&cluster.machine, async move {
+        run(
+            &machine, &smartio, fdid, &cfg, manager_os, client_os, extra_os,
+        )
+        .await
     })
 }
 
 async fn run(
-    sim: &Sim,
+    machine: &Machine,
     smartio: &SmartIo,
     fdid: Fdid,
     cfg: &ShareConfig,
@@ -247,7 +250,7 @@ async fn run(
         async move { set_up(&smartio, &manager, fdid, os, i, placement, layout).await }
     });
     let mut members = Vec::with_capacity(n);
-    for m in join_all(sim, setups.collect()).await {
+    for m in join_all(machine, setups.collect()).await {
         members.push(m?);
     }
     let written_bytes = n as u64 * layout.blocks * layout.bs;
@@ -264,7 +267,7 @@ async fn run(
     });
     let mut members = Vec::with_capacity(n);
     let mut clients = Vec::with_capacity(n);
-    for r in join_all(sim, reads.collect()).await {
+    for r in join_all(machine, reads.collect()).await {
         let (m, c) = r?;
         members.push(m);
         clients.push(c);
@@ -293,7 +296,7 @@ async fn run(
     let owners_after_leave = manager
         .owners()
         .into_iter()
-        .map(|(q, h)| (q, sim.fabric().host(h).name.clone()))
+        .map(|(q, h)| (q, machine.fabric().host(h).name.clone()))
         .collect();
     let holders_after_leave = smartio
         .devices()
@@ -440,7 +443,8 @@ async fn set_up(
             pattern(l.seed_of(i), block, 0, &mut data[at..at + l.bs as usize]);
         }
         let len = count * l.bs;
-        os.sim().poke_memory(os.id(), buffer, &data[..len as usize]);
+        os.machine()
+            .poke_memory(os.id(), buffer, &data[..len as usize]);
         let lba = l.lba_of(first_block + done);
         client
             .io(
@@ -502,7 +506,7 @@ async fn read_and_verify(
         last = cpu.now();
         samples.record(last.since(t0).as_ps());
         progress.add(1);
-        os.sim().peek_memory(os.id(), buffer, &mut got);
+        os.machine().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
         if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
             return Err(format!(
@@ -532,16 +536,19 @@ async fn read_and_verify(
     Ok((m, client))
 }
 
-/// Runs `tasks` as concurrent agents of `sim` and waits for all of them; their outputs in
+/// Runs `tasks` as concurrent agents of `machine` and waits for all of them; their outputs in
 /// order.
-async fn join_all<T: 'static, F: Future<Output = T> + 'static>(sim: &Sim, tasks: Vec<F>) -> Vec<T> {
+async fn join_all<T: 'static, F: Future<Output = T> + 'static>(
+    machine: &Machine,
+    tasks: Vec<F>,
+) -> Vec<T> {
     let n = tasks.len();
     let slots: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..n).map(|_| None).collect()));
     let left = Rc::new(Cell::new(n));
     let done = Rc::new(Notify::new());
     for (i, task) in tasks.into_iter().enumerate() {
         let (slots, left, done) = (slots.clone(), left.clone(), done.clone());
-        sim.spawn(async move {
+        machine.spawn(async move {
             let out = task.await;
             slots.borrow_mut()[i] = Some(out);
             left.set(left.get() - 1);

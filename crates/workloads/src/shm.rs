@@ -53,7 +53,7 @@ pub(crate) struct Side {
 
 /// Finds a host by name.
 pub(crate) fn find_host(cluster: &Cluster, name: &str) -> Result<HostId, ShmError> {
-    let f = cluster.sim.fabric();
+    let f = cluster.machine.fabric();
     f.host_by_name(name).ok_or_else(|| ShmError::UnknownHost {
         host: name.to_string(),
         known: f

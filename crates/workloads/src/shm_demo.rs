@@ -60,7 +60,7 @@ pub fn shm_demo(cluster: &Cluster, user: &str, owner: &str) -> Result<ShmDemoRep
             workload: "the shared-memory walk",
         });
     }
-    let sci = Sisci::new(&cluster.sim);
+    let sci = Sisci::new(&cluster.machine);
     let seg = sci.create_segment(o, Some(1), 64 << 10)?;
     sci.prepare_segment(&seg, 0)?;
     sci.set_available(&seg, 0)?;
@@ -75,8 +75,8 @@ pub fn shm_demo(cluster: &Cluster, user: &str, owner: &str) -> Result<ShmDemoRep
 
     let seen = Rc::new(RefCell::new((0.0, Vec::new())));
     let (out, m, text) = (seen.clone(), map.clone(), message.clone());
-    let cpu = cluster.sim.cpu(u);
-    cluster.sim.spawn(async move {
+    let cpu = cluster.machine.cpu(u);
+    cluster.machine.spawn(async move {
         let t0 = cpu.now();
         let _ = m.store(0, text.as_bytes()).await;
         let got = local
@@ -85,8 +85,8 @@ pub fn shm_demo(cluster: &Cluster, user: &str, owner: &str) -> Result<ShmDemoRep
             .unwrap_or_default();
         *out.borrow_mut() = (cpu.now().since(t0).as_ps() as f64 / 1000.0, got);
     });
-    cluster.sim.run();
-    let f = cluster.sim.fabric();
+    cluster.machine.run();
+    let f = cluster.machine.fabric();
     let a = f.adapter(adapter);
     let (ns, got) = seen.borrow().clone();
     Ok(ShmDemoReport {

@@ -1,8 +1,9 @@
 //! Scenario-level checks of the DMA bandwidth test: link-rate convergence, the extra-hop
 //! behaviour of Paper V Fig. 23, data exactness, bad input and determinism.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::{Calibration, Timing};
+use smartio_cluster::Timing;
 use smartio_fabric::HostId;
 use smartio_workloads::{
     bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample,
@@ -89,7 +90,7 @@ fn copied_bytes_arrive_exactly_in_both_directions() {
     let run = bench_dma_run(&cluster, &config(DmaDirection::Write)).expect("write");
     let mut host_copy = vec![0u8; pattern.len()];
     cluster
-        .sim
+        .machine
         .peek_memory(HostId(0), run.buffer, &mut host_copy);
     assert_eq!(host_copy, pattern, "device memory landed in host RAM");
 

@@ -2,8 +2,8 @@
 //! nothing duplicated, every byte verified — and a program that recovers wrongly on purpose
 //! ([`RecoveryFault`]) is caught by the same measurements.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult, RecoveryFault};
 

@@ -2,10 +2,10 @@
 //! bounded by the device or its link, both completion modes verified, determinism, and a
 //! file-backed namespace that keeps its data across two runs.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_drivers::nvme_dist::SqPlacement;
 use smartio_drivers::CompletionMode;
-use smartio_engine::Calibration;
 use smartio_workloads::fio::FioMethod;
 use smartio_workloads::{
     client_qd1, run_fio, Amount, ClientQd1Config, FioConfig, FioError, FioResult, RwMode,
@@ -137,6 +137,7 @@ fn a_file_backed_namespace_keeps_its_data_across_two_runs() {
     let file = dir.join("nvme0.img");
     let options = ClusterOptions {
         nvme_backing: vec![("local.nvme0".into(), file.clone())],
+        ..ClusterOptions::default()
     };
     let cal = Calibration::default_embedded();
     let write = FioConfig {

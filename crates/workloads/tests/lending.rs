@@ -2,8 +2,8 @@
 //! local one when the paths have the same chips (Paper V Figs. 21–22), and a lender IOMMU
 //! costs DMA reads dearly (Paper V Fig. 31, ICPP'18 companion Fig. 6).
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::{
     bench_dma, run_fio, Amount, DmaBenchConfig, DmaDirection, DmaSample, FioConfig, RwMode,
 };

@@ -1,7 +1,7 @@
 //! One Identify whose data buffer is a multicast group lands in every member host.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::{multicast_identify, MulticastIdentifyConfig};
 
 #[test]

@@ -1,9 +1,9 @@
 //! The distributed driver's SQ placement (Paper V Fig. 34): the farther the device has to go
 //! for each command it fetches, the longer a QD1 read takes.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::nvme_dist::SqPlacement;
-use smartio_engine::Calibration;
 use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 

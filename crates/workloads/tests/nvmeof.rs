@@ -2,8 +2,8 @@
 //! almost as fast as a local one, while NVMe-oF over RDMA adds several microseconds of HCAs,
 //! wire and target software — none of it set directly, all of it from component costs.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::{nvmeof_compare, NvmeofCompare, NvmeofConfig};
 
 fn config() -> NvmeofConfig {

@@ -8,8 +8,8 @@
 //!                          ╚═══════════ lender2.ntb0 ── lender2.chassis ─── gpu2
 //! ```
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_fabric::{EndpointId, NodeId, NodeKind};
 use smartio_platform::BarHandler;
 use smartio_workloads::{
@@ -31,7 +31,7 @@ fn cluster() -> Cluster {
 /// The fabric endpoint of `host:device`.
 fn endpoint(cluster: &Cluster, qualified: &str) -> EndpointId {
     let (host, device) = qualified.split_once(':').expect("host:device");
-    let fabric = cluster.sim.fabric();
+    let fabric = cluster.machine.fabric();
     let index = fabric
         .endpoints()
         .iter()
@@ -191,7 +191,7 @@ fn pingpong(a: &str, b: &str) -> DevicePingPongResult {
 
 /// The node called `name`.
 fn node(cluster: &Cluster, name: &str) -> NodeId {
-    let fabric = cluster.sim.fabric();
+    let fabric = cluster.machine.fabric();
     let index = fabric
         .nodes()
         .iter()
@@ -206,8 +206,8 @@ fn node(cluster: &Cluster, name: &str) -> NodeId {
 /// chip's latency but the target's, the serialization of the TLP on the last link, and on
 /// the way any extra time a slower link takes to serialize it than the next one.
 fn modelled_store_ps(cluster: &Cluster, from: &str, path: &[String]) -> u64 {
-    let fabric = cluster.sim.fabric();
-    let timing = cluster.sim.timing();
+    let fabric = cluster.machine.fabric();
+    let timing = cluster.timed().expect("the timed engine").timing();
     let mut at = fabric.endpoint(endpoint(cluster, from)).node;
     let mut hops = Vec::new();
     for name in path {
@@ -242,7 +242,7 @@ fn modelled_one_way_ns(cluster: &Cluster, r: &DevicePingPongResult) -> f64 {
 
 fn is_ntb(cluster: &Cluster, name: &str) -> bool {
     let id = node(cluster, name);
-    matches!(cluster.sim.fabric().node(id).kind, NodeKind::Ntb { .. })
+    matches!(cluster.machine.fabric().node(id).kind, NodeKind::Ntb { .. })
 }
 
 #[test]

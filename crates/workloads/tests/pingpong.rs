@@ -1,7 +1,7 @@
 //! Ping-pong and remote-store throughput over NTB-mapped segments.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::{bench_pio, pingpong, PingPongConfig, PioBenchConfig, ShmError};
 
 fn run(scenario: &str, from: &str, to: &str) -> smartio_workloads::PingPongResult {

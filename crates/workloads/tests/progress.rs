@@ -1,7 +1,7 @@
 //! Long runs say how far they are to a progress sink, and the sink never changes a result.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::progress::{install, Recorder};
 use smartio_workloads::{run_fio, Amount, FioConfig, RwMode};
 use std::rc::Rc;

@@ -1,7 +1,7 @@
 //! Runs that once went wrong, kept exactly as they failed.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::fio::FioMethod;
 use smartio_workloads::{run_fio, Amount, FioConfig, RwMode};
 

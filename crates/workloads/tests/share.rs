@@ -2,8 +2,8 @@
 //! distributed driver, a queue pair each; every byte read is checked, the service is fair,
 //! the 32nd queue pair is refused, and everything is given back.
 
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use smartio_workloads::{share_clients, ShareConfig, ShareResult};
 
 fn run(config: &ShareConfig) -> Result<ShareResult, String> {

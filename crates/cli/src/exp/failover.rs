@@ -187,7 +187,7 @@ fn without_timeline(r: &FailoverResult) -> Result<serde_json::Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smartio_engine::Calibration;
+    use smartio_calibration::Calibration;
 
     #[test]
     fn the_table_fits_100_columns_and_shows_each_measured_figure() {

@@ -16,8 +16,8 @@ pub use plot::{Bar, Chart, Plot, Series};
 
 use clap::ValueEnum;
 use comfy_table::Table;
+use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_engine::Calibration;
 use std::path::PathBuf;
 
 /// The experiments.

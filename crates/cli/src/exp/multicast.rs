@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let cluster = setup.cluster()?;
-    let (lender, nvme) = names::first_device(&cluster.sim.fabric(), "nvme", None)
+    let (lender, nvme) = names::first_device(&cluster.machine.fabric(), "nvme", None)
         .ok_or_else(|| format!("{} has no NVMe controller", setup.scenario))?;
     let r = multicast_identify(
         &cluster,

@@ -5,8 +5,8 @@
 //! submission queue can never overflow and every completion finds its tag.
 
 use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
-use smartio_engine::Agent;
 use smartio_host::{DmaBuffer, IrqVector, Mmio};
+use smartio_machine::Agent;
 use smartio_platform::{AccessError, BusAddr, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;

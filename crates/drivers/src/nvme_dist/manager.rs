@@ -314,7 +314,7 @@ impl Manager {
     pub async fn identify_to(
         &self,
         client: &DeviceBorrow,
-        cpu: &smartio_engine::Agent,
+        cpu: &smartio_machine::Agent,
         cns: u8,
         nsid: u32,
         data: BusAddr,
@@ -402,7 +402,7 @@ impl Manager {
     }
 
     /// A control message between the client's host and the manager's, paid by `cpu`.
-    async fn message(&self, cpu: &smartio_engine::Agent) {
+    async fn message(&self, cpu: &smartio_machine::Agent) {
         cpu.sleep(self.smartio.control_message()).await;
     }
 
@@ -412,7 +412,7 @@ impl Manager {
     pub async fn create_pair(
         &self,
         client: &DeviceBorrow,
-        cpu: &smartio_engine::Agent,
+        cpu: &smartio_machine::Agent,
         sq: BusAddr,
         cq: BusAddr,
         entries: u16,
@@ -442,7 +442,7 @@ impl Manager {
                 let mut count: BTreeMap<String, u32> = BTreeMap::new();
                 for o in owners.values() {
                     *count
-                        .entry(self.os.sim().fabric().host(o.client.host).name.clone())
+                        .entry(self.os.machine().fabric().host(o.client.host).name.clone())
                         .or_default() += 1;
                 }
                 return Err(DistError::NoQueues {
@@ -495,7 +495,7 @@ impl Manager {
     pub async fn delete_pair(
         &self,
         client: &DeviceBorrow,
-        cpu: &smartio_engine::Agent,
+        cpu: &smartio_machine::Agent,
         qid: u16,
     ) -> Result<(), DistError> {
         self.message(cpu).await;

@@ -4,6 +4,7 @@
 //! test binary uses only part of it.
 #![allow(dead_code, unused_imports)]
 
+pub use smartio_calibration::Calibration;
 pub use smartio_cluster::Cluster;
 pub use smartio_devices::nvme::spec::{
     self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, log, reg, Command, Completion,
@@ -13,8 +14,8 @@ pub use smartio_devices::nvme::NvmeController;
 pub use smartio_drivers::nvme::{
     BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig,
 };
-pub use smartio_engine::{Agent, Calibration};
 pub use smartio_host::{DmaBuffer, HostOs, Mmio};
+pub use smartio_machine::Agent;
 pub use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
 pub use std::cell::Cell;
 pub use std::future::{poll_fn, Future};
@@ -125,7 +126,7 @@ where
     if let Some(dir) = path.parent() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    let os = HostOs::boot_all(&cluster.sim).expect("boot").remove(0);
+    let os = HostOs::boot_all(&cluster.machine).expect("boot").remove(0);
     os.register_driver(Rc::new(NvmeDriver {
         config: NvmeDriverConfig {
             mode: setup.mode,
@@ -141,7 +142,7 @@ where
         .clone();
     let done = Rc::new(Cell::new(false));
     let flag = done.clone();
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         os.probe("nvme0").await.expect("probe nvme0");
         let dev = os.driver_data::<NvmeDevice>("nvme0").expect("nvme0 bound");
         let bar = dev.handle().map_bar(0).expect("map BAR0");
@@ -156,7 +157,7 @@ where
         .await;
         flag.set(true);
     });
-    cluster.sim.run();
+    cluster.machine.run();
     assert!(done.get(), "{tag}: the test task did not run to the end");
     cluster
 }

@@ -12,10 +12,11 @@ pub mod ops;
 
 use crate::Outcome;
 use ops::{Call, HostPick, Pick};
+use smartio_calibration::Calibration;
 use smartio_cluster::{load_fabric, Cluster, ClusterOptions};
-use smartio_engine::{Calibration, Sim};
 use smartio_fabric::{ClusterNodeId, Fabric, GroupId, HostId, LutTarget};
 use smartio_host::HostOs;
+use smartio_machine::Machine;
 use smartio_platform::{PhysAddr, SimTime};
 use smartio_smartio::sisci::{LocalMap, LocalSegment, RemoteMap, RemoteSegment, Sisci};
 use smartio_smartio::{
@@ -49,8 +50,8 @@ fn fabric() -> Fabric {
 }
 
 /// Every table SmartIO touches ([`smartio_fabric::Fabric::tables_in_use`]).
-pub fn tables(sim: &Sim) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
-    sim.fabric().tables_in_use()
+pub fn tables(machine: &Machine) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
+    machine.fabric().tables_in_use()
 }
 
 /// A handle made by a call, and whether it is still live.
@@ -138,7 +139,7 @@ impl World {
 
 /// The rig: cluster, kernels, SmartIO and SISCI.
 struct Rig {
-    sim: Sim,
+    machine: Machine,
     hosts: Vec<HostOs>,
     smartio: SmartIo,
     sci: Sisci,
@@ -154,21 +155,21 @@ pub fn device_api(data: &[u8]) -> Outcome {
         Ok(c) => c,
         Err(e) => panic!("{SCENARIO} does not build: {e}"),
     };
-    let _guard = crate::SimGuard(cluster.sim.clone());
-    let hosts = match HostOs::boot_all(&cluster.sim) {
+    let _guard = crate::MachineGuard(cluster.machine.clone());
+    let hosts = match HostOs::boot_all(&cluster.machine) {
         Ok(h) => h,
         Err(e) => panic!("{SCENARIO} does not boot: {e}"),
     };
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     let fdids = match smartio.register_all() {
         Ok(f) => f,
         Err(e) => panic!("{SCENARIO}: registering failed: {e}"),
     };
-    let sci = Sisci::on_hosts(&cluster.sim, &hosts);
-    let before = tables(&cluster.sim);
+    let sci = Sisci::on_hosts(&cluster.machine, &hosts);
+    let before = tables(&cluster.machine);
     let ram_before: Vec<u64> = hosts.iter().map(HostOs::ram_in_use).collect();
     let rig = Rc::new(Rig {
-        sim: cluster.sim.clone(),
+        machine: cluster.machine.clone(),
         hosts,
         smartio,
         sci,
@@ -176,7 +177,7 @@ pub fn device_api(data: &[u8]) -> Outcome {
     });
     let result: Rc<RefCell<Option<(u32, u32, String)>>> = Rc::default();
     let (r, out) = (rig.clone(), result.clone());
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let mut w = World::default();
         for call in calls {
             r.call(&mut w, call).await;
@@ -185,7 +186,7 @@ pub fn device_api(data: &[u8]) -> Outcome {
         let seen: Vec<&str> = w.seen.iter().map(String::as_str).collect();
         *out.borrow_mut() = Some((w.oks, w.errors, seen.join(" ")));
     });
-    cluster.sim.run_until(DEADLINE);
+    cluster.machine.run_until(DEADLINE);
     let Some((oks, errors, seen)) = result.borrow_mut().take() else {
         panic!("the {count} calls and the teardown did not finish");
     };
@@ -194,7 +195,7 @@ pub fn device_api(data: &[u8]) -> Outcome {
         ram_before, ram_after,
         "after tearing everything down the hosts' RAM in use differs (bytes per host)"
     );
-    let after = tables(&cluster.sim);
+    let after = tables(&cluster.machine);
     assert_eq!(
         before, after,
         "after tearing everything down the NTB and IOMMU tables differ (adapters: (LUT entries, requester ids); hosts: IOMMU pages per domain)"
@@ -310,7 +311,7 @@ impl Rig {
         match p {
             Pick::Made(i) => w.connections.get(i).map(|(k, s, l)| (Some(k), s, l)),
             Pick::Forged(a, b, c) => {
-                let adapters = self.sim.fabric().adapters().len() as u32 + 1;
+                let adapters = self.machine.fabric().adapters().len() as u32 + 1;
                 let s = RemoteSegment {
                     id: a % 64,
                     host: HostId(c % 4),
@@ -549,7 +550,7 @@ impl Rig {
             Call::SciConnect(host, adapter, node, seg) => {
                 let (h, ok) = self.host(host);
                 let node_id = {
-                    let f = self.sim.fabric();
+                    let f = self.machine.fabric();
                     f.adapters()
                         .get(node as usize)
                         .map_or(ClusterNodeId(node * 4 + 1), |a| a.node_id)

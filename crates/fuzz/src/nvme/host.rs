@@ -11,8 +11,8 @@ use smartio_devices::nvme::spec::{
     self, admin, async_event, cc, csts, io, log, reg, Command, Completion, Status, CQE_SIZE,
     SQE_SIZE,
 };
-use smartio_engine::{Agent, Sim};
 use smartio_fabric::HostId;
+use smartio_machine::{Agent, Machine};
 use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
 use std::cell::RefCell;
 
@@ -68,7 +68,7 @@ impl Layout {
 
 /// The host side of one fuzzing run.
 pub struct Harness {
-    pub(super) sim: Sim,
+    pub(super) machine: Machine,
     cpu: Agent,
     layout: Layout,
     /// What the host knows.
@@ -78,11 +78,11 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A host on `sim`'s host 0 driving a controller laid out as `layout`.
-    pub fn new(sim: &Sim, layout: Layout) -> Self {
+    /// A host on `machine`'s host 0 driving a controller laid out as `layout`.
+    pub fn new(machine: &Machine, layout: Layout) -> Self {
         Harness {
-            sim: sim.clone(),
-            cpu: sim.cpu(HostId(0)),
+            machine: machine.clone(),
+            cpu: machine.cpu(HostId(0)),
             layout,
             model: RefCell::new(Model::default()),
             op: std::cell::Cell::new(0),
@@ -122,11 +122,11 @@ impl Harness {
     }
 
     fn poke(&self, addr: u64, data: &[u8]) {
-        self.sim.poke_memory(HostId(0), PhysAddr(addr), data);
+        self.machine.poke_memory(HostId(0), PhysAddr(addr), data);
     }
 
     fn peek(&self, addr: u64, buf: &mut [u8]) {
-        self.sim.peek_memory(HostId(0), PhysAddr(addr), buf);
+        self.machine.peek_memory(HostId(0), PhysAddr(addr), buf);
     }
 
     /// Runs every operation, reaping after each, then waits for what is outstanding.

@@ -18,8 +18,8 @@ pub mod ops;
 use crate::Outcome;
 use host::{Harness, Layout};
 use model::Kind;
+use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions, SHIPPED};
-use smartio_engine::Calibration;
 use smartio_fabric::{parse_scenario, EndpointId, Fabric};
 use smartio_platform::pci::{self, command};
 use smartio_platform::SimTime;
@@ -77,23 +77,23 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
     let Some((endpoint, _)) = cluster.nvme_controllers.first().cloned() else {
         panic!("the fuzzed scenario has no NVMe controller");
     };
-    let _guard = crate::SimGuard(cluster.sim.clone());
+    let _guard = crate::MachineGuard(cluster.machine.clone());
     let layout = layout(&cluster, endpoint);
-    let harness = Rc::new(Harness::new(&cluster.sim, layout));
+    let harness = Rc::new(Harness::new(&cluster.machine, layout));
     let done = Rc::new(Cell::new(false));
     let (h, flag, cpu) = (
         harness.clone(),
         done.clone(),
-        cluster.sim.cpu(smartio_fabric::HostId(0)),
+        cluster.machine.cpu(smartio_fabric::HostId(0)),
     );
-    cluster.sim.spawn(async move {
+    cluster.machine.spawn(async move {
         let on = (command::MEMORY_SPACE | command::BUS_MASTER).to_le_bytes();
         if cpu.config_write(endpoint, pci::COMMAND, &on).await.is_ok() {
             h.run(ops).await;
         }
         flag.set(true);
     });
-    let end = cluster.sim.run_until(DEADLINE);
+    let end = cluster.machine.run_until(DEADLINE);
     assert!(
         done.get(),
         "the host did not finish its {count} operations by {} ps of virtual time",
@@ -154,7 +154,7 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
 const ASYNC_EVENT_REQUEST: u8 = smartio_devices::nvme::spec::admin::ASYNC_EVENT_REQUEST;
 
 fn layout(cluster: &Cluster, endpoint: EndpointId) -> Layout {
-    let f = cluster.sim.fabric();
+    let f = cluster.machine.fabric();
     let ep = f.endpoint(endpoint);
     let bar = |index: u8| {
         ep.bars

@@ -223,7 +223,7 @@ impl SmartIo {
         let svc = &self.inner;
         svc.check_host(host)?;
         if let Some(number) = adapter {
-            let f = svc.sim.fabric();
+            let f = svc.machine.fabric();
             if f.host_adapter(host, number).is_none() {
                 return Err(SmartIoError::NoPath {
                     from: f.host(host).name.clone(),
@@ -314,7 +314,7 @@ impl SmartIo {
     pub async fn enable_device(&self, borrow: &DeviceBorrow) -> Result<(), SmartIoError> {
         let svc = &self.inner;
         let (endpoint, qualified) = self.held(borrow)?;
-        let lender = svc.sim.fabric().endpoint(endpoint).host;
+        let lender = svc.machine.fabric().endpoint(endpoint).host;
         let (cpu, lender_cpu) = (
             svc.hosts[borrow.host.index()].cpu(),
             svc.hosts[lender.index()].cpu(),
@@ -388,7 +388,7 @@ impl SmartIo {
         let svc = &self.inner;
         let (endpoint, qualified) = self.held(borrow)?;
         let size = svc
-            .sim
+            .machine
             .fabric()
             .endpoint(endpoint)
             .bars
@@ -446,7 +446,7 @@ impl SmartIo {
                 why: "rounded up to whole 4 KiB pages it does not fit in 64 bits".into(),
             })?;
         let (lender, kind, bars) = {
-            let f = svc.sim.fabric();
+            let f = svc.machine.fabric();
             let ep = f.endpoint(endpoint);
             (
                 ep.host,
@@ -495,7 +495,7 @@ impl SmartIo {
         } else {
             lender
         };
-        let ram = svc.sim.fabric().host(host).ram_bytes;
+        let ram = svc.machine.fabric().host(host).ram_bytes;
         if size > ram {
             return Err(SmartIoError::SegmentSize {
                 device: qualified,
@@ -578,7 +578,7 @@ impl SmartIo {
                     .devices
                     .get(&fdid)
                     .ok_or(SmartIoError::UnknownFdid(fdid))?;
-                let f = self.inner.sim.fabric();
+                let f = self.inner.machine.fabric();
                 let base = f
                     .endpoint(d.endpoint)
                     .bars
@@ -621,7 +621,7 @@ impl SmartIo {
         // The device's IOMMU domain belongs to the hold; what reaching the segment takes
         // belongs to this mapping.
         let domain = Taker {
-            sim: &svc.sim,
+            machine: &svc.machine,
             ledger: &mut st.ledger,
             grants: &mut h.grants,
             device: &qualified,
@@ -629,7 +629,7 @@ impl SmartIo {
         .domain_of(lender, endpoint)?;
         let mut grants = Vec::new();
         let mut taker = Taker {
-            sim: &svc.sim,
+            machine: &svc.machine,
             ledger: &mut st.ledger,
             grants: &mut grants,
             device: &qualified,
@@ -651,7 +651,7 @@ impl SmartIo {
                 Ok(BusAddr(a))
             }
             Err(e) => {
-                let _ = release(&svc.sim, &mut st.ledger, grants);
+                let _ = release(&svc.machine, &mut st.ledger, grants);
                 Err(e)
             }
         }
@@ -706,7 +706,7 @@ impl SmartIo {
             .map(|d| d.lender)
             .ok_or(SmartIoError::UnknownFdid(borrow.fdid))?;
         let adapter = {
-            let f = svc.sim.fabric();
+            let f = svc.machine.fabric();
             (0..)
                 .map_while(|n| f.host_adapter(lender, n))
                 .find(|&a| f.adapter(a).cable.is_some_and(|l| f.link_is_up(l)))
@@ -723,7 +723,7 @@ impl SmartIo {
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         svc.count_lender_interaction();
         let mut taker = Taker {
-            sim: &svc.sim,
+            machine: &svc.machine,
             ledger: &mut st.ledger,
             grants: &mut h.grants,
             device: &qualified,
@@ -763,16 +763,16 @@ impl SmartIo {
         } else {
             let name = format!("segment {}", seg.id);
             let mut taker = Taker {
-                sim: &svc.sim,
+                machine: &svc.machine,
                 ledger: &mut st.ledger,
                 grants: &mut grants,
                 device: &name,
             };
             let reached = (|| {
                 let via = adapter.map(|adapter| Via { host, adapter });
-                let (a, far): (AdapterId, AdapterId) = ntb_pair_via(&svc.sim, host, at, via)?;
+                let (a, far): (AdapterId, AdapterId) = ntb_pair_via(&svc.machine, host, at, via)?;
                 let m = taker.lut(a, far, addr, seg.size)?;
-                let far_ep = svc.sim.fabric().adapter(far).endpoint;
+                let far_ep = svc.machine.fabric().adapter(far).endpoint;
                 if let Some(d) = taker.domain_of(at, far_ep)? {
                     taker.identity(at, d, addr, seg.size)?;
                 }
@@ -781,7 +781,7 @@ impl SmartIo {
             match reached {
                 Ok(a) => a,
                 Err(e) => {
-                    let _ = release(&svc.sim, &mut st.ledger, grants);
+                    let _ = release(&svc.machine, &mut st.ledger, grants);
                     return Err(e);
                 }
             }
@@ -817,7 +817,7 @@ impl SmartIo {
                 why: format!("{} has no such device", os.name()),
             })?;
         let adapters: Vec<AdapterId> = {
-            let f = svc.sim.fabric();
+            let f = svc.machine.fabric();
             (0..).map_while(|n| f.host_adapter(host, n)).collect()
         };
         let qualified = format!("{}:{device}", os.name());
@@ -825,14 +825,14 @@ impl SmartIo {
         let st = &mut *st;
         let mut grants = Vec::new();
         let mut taker = Taker {
-            sim: &svc.sim,
+            machine: &svc.machine,
             ledger: &mut st.ledger,
             grants: &mut grants,
             device: &qualified,
         };
         for a in adapters {
             if let Err(e) = taker.requester(a, smartio_fabric::Requester::Device(endpoint)) {
-                let _ = release(&svc.sim, &mut st.ledger, grants);
+                let _ = release(&svc.machine, &mut st.ledger, grants);
                 return Err(e);
             }
         }

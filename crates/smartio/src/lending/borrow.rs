@@ -211,12 +211,12 @@ impl Service {
                 driver,
             });
         }
-        let (b, l) = ntb_pair(&self.sim, borrower, lender)?;
+        let (b, l) = ntb_pair(&self.machine, borrower, lender)?;
         let mut grants = Vec::new();
         let taken = {
             let mut st = self.state.borrow_mut();
             let mut taker = Taker {
-                sim: &self.sim,
+                machine: &self.machine,
                 ledger: &mut st.ledger,
                 grants: &mut grants,
                 device: &qualified,
@@ -232,7 +232,7 @@ impl Service {
             Ok(t) => t,
             Err(e) => {
                 let mut st = self.state.borrow_mut();
-                let _ = release(&self.sim, &mut st.ledger, grants);
+                let _ = release(&self.machine, &mut st.ledger, grants);
                 return Err(e);
             }
         };
@@ -304,7 +304,7 @@ impl Service {
             b_ep,
             l_ep,
         ) = {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             let ep = f.endpoint(endpoint);
             let h = f.host(borrower);
             let la = f.adapter(l);
@@ -384,7 +384,7 @@ impl Service {
                 return Err(SmartIoError::WindowTooSmall {
                     device: qualified,
                     borrower: self.hosts[borrower.index()].name().to_string(),
-                    adapter: self.sim.fabric().adapter_name(l),
+                    adapter: self.machine.fabric().adapter_name(l),
                     window: lender_window,
                     needed: ram_end,
                     ram: ram_bytes,

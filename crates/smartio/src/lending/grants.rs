@@ -8,9 +8,9 @@
 //! unmaps them.
 
 use super::{Fdid, SmartIoError};
-use smartio_engine::Sim;
 use smartio_fabric::{AdapterId, DomainId, HostId, LutTarget, NtbMapping, Requester};
 use smartio_host::RamAllocator;
+use smartio_machine::Machine;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeMap;
 
@@ -82,7 +82,7 @@ pub(crate) struct Ledger {
 
 /// Takes resources for one borrow of one device and records them.
 pub(crate) struct Taker<'a> {
-    pub sim: &'a Sim,
+    pub machine: &'a Machine,
     pub ledger: &'a mut Ledger,
     pub grants: &'a mut Vec<Grant>,
     /// `lender:device`, for errors.
@@ -105,7 +105,7 @@ impl Taker<'_> {
     fn iommu_error(&self, host: HostId, message: String) -> SmartIoError {
         SmartIoError::Iommu {
             device: self.device.to_string(),
-            host: self.sim.fabric().host(host).name.clone(),
+            host: self.machine.fabric().host(host).name.clone(),
             message,
         }
     }
@@ -131,7 +131,7 @@ impl Taker<'_> {
         len: u64,
     ) -> Result<NtbMapping, SmartIoError> {
         let m = self
-            .sim
+            .machine
             .with_fabric_mut(|f| f.ntb_map(adapter, target, remote, len))
             .map_err(|e| self.ntb_error(e))?;
         self.grants.push(Grant::Lut(m));
@@ -171,7 +171,7 @@ impl Taker<'_> {
         remote: u64,
         len: u64,
     ) -> Result<NtbMapping, SmartIoError> {
-        let entry = self.sim.fabric().adapter(adapter).entry_size.max(1);
+        let entry = self.machine.fabric().adapter(adapter).entry_size.max(1);
         let base = remote - remote % entry;
         let span = (remote + len.max(1)).next_multiple_of(entry) - base;
         let key = SharedKey::Lut {
@@ -181,7 +181,7 @@ impl Taker<'_> {
             len: span,
         };
         let mapping = self.share(key, |t| {
-            t.sim
+            t.machine
                 .with_fabric_mut(|f| f.ntb_map(adapter, LutTarget::Adapter(far), base, span))
                 .map(Some)
                 .map_err(|e| t.ntb_error(e))
@@ -200,7 +200,7 @@ impl Taker<'_> {
         adapter: AdapterId,
         requester: Requester,
     ) -> Result<(), SmartIoError> {
-        self.sim
+        self.machine
             .with_fabric_mut(|f| f.ntb_add_requester(adapter, requester))
             .map_err(|e| self.ntb_error(e))?;
         self.grants.push(Grant::Requester(adapter, requester));
@@ -218,7 +218,7 @@ impl Taker<'_> {
     ) -> Result<(), SmartIoError> {
         let (iova, len) = pages(iova, len);
         let target = target & !(PAGE - 1);
-        self.sim
+        self.machine
             .with_fabric_mut(|f| {
                 f.iommu_mut(host)
                     .map(domain, BusAddr(iova), PhysAddr(target), len, true)
@@ -249,7 +249,7 @@ impl Taker<'_> {
             len,
         };
         self.share(key, |t| {
-            t.sim
+            t.machine
                 .with_fabric_mut(|f| {
                     f.iommu_mut(host)
                         .map(domain, BusAddr(base), PhysAddr(base), len, true)
@@ -267,7 +267,7 @@ impl Taker<'_> {
         host: HostId,
         endpoint: smartio_fabric::EndpointId,
     ) -> Result<Option<DomainId>, SmartIoError> {
-        self.sim
+        self.machine
             .with_fabric_mut(|f| {
                 let iommu = f.iommu_mut(host);
                 if !iommu.enabled() {
@@ -297,7 +297,7 @@ impl Taker<'_> {
             .entry(adapter)
             .or_insert_with(|| RamAllocator::space(WINDOW_SPACE));
         let iova = space.alloc(len, align.max(PAGE)).map_err(|e| {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             SmartIoError::Iommu {
                 device: self.device.to_string(),
                 host: f.host(f.adapter(adapter).host).name.clone(),
@@ -326,7 +326,11 @@ impl Taker<'_> {
 
 /// Gives back `grants` in reverse order. Keeps going past a failure (so that as much as
 /// possible is released) and reports the first one.
-pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Result<(), String> {
+pub(crate) fn release(
+    machine: &Machine,
+    ledger: &mut Ledger,
+    grants: Vec<Grant>,
+) -> Result<(), String> {
     let mut first_error = None;
     let mut note = |r: Result<(), String>| {
         if let Err(e) = r {
@@ -336,7 +340,8 @@ pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Res
     for g in grants.into_iter().rev() {
         match g {
             Grant::Lut(m) => note(
-                sim.with_fabric_mut(|f| f.ntb_unmap(&m))
+                machine
+                    .with_fabric_mut(|f| f.ntb_unmap(&m))
                     .map_err(|e| e.to_string()),
             ),
             Grant::Shared(key) => {
@@ -350,7 +355,7 @@ pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Res
                 }
                 let s = ledger.shared.remove(&key);
                 note(match (key, s.and_then(|s| s.mapping)) {
-                    (SharedKey::Lut { .. }, Some(m)) => sim
+                    (SharedKey::Lut { .. }, Some(m)) => machine
                         .with_fabric_mut(|f| f.ntb_unmap(&m))
                         .map_err(|e| e.to_string()),
                     (
@@ -361,14 +366,15 @@ pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Res
                             len,
                         },
                         _,
-                    ) => sim
+                    ) => machine
                         .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(base), len))
                         .map_err(|e| e.to_string()),
                     (SharedKey::Lut { .. }, None) => Err(format!("{key:?} has no mapping")),
                 });
             }
             Grant::Requester(adapter, requester) => note(
-                sim.with_fabric_mut(|f| f.ntb_remove_requester(adapter, requester))
+                machine
+                    .with_fabric_mut(|f| f.ntb_remove_requester(adapter, requester))
                     .map_err(|e| e.to_string()),
             ),
             Grant::Iommu {
@@ -377,7 +383,8 @@ pub(crate) fn release(sim: &Sim, ledger: &mut Ledger, grants: Vec<Grant>) -> Res
                 iova,
                 len,
             } => note(
-                sim.with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), len))
+                machine
+                    .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), len))
                     .map_err(|e| e.to_string()),
             ),
             Grant::WindowSpace { adapter, iova } => note(

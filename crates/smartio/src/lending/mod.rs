@@ -49,9 +49,10 @@ pub use registry::{BorrowerInfo, DeviceInfo, Fdid, SharingMethod};
 
 use grants::{release, Grant, Ledger};
 use registry::Registered;
-use smartio_engine::{Calibration, Sim};
+use smartio_calibration::Calibration;
 use smartio_fabric::HostId;
 use smartio_host::HostOs;
+use smartio_machine::Machine;
 use smartio_platform::SimDuration;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -68,7 +69,7 @@ struct State {
 /// The SmartIO drivers of all hosts, as one service.
 #[derive(Debug)]
 pub(crate) struct Service {
-    pub sim: Sim,
+    pub machine: Machine,
     hosts: Vec<HostOs>,
     message: SimDuration,
     state: RefCell<State>,
@@ -82,12 +83,12 @@ pub struct SmartIo {
 }
 
 impl SmartIo {
-    /// The service for the cluster simulated by `sim`, whose hosts run `hosts` (in host
+    /// The service for the cluster simulated by `machine`, whose hosts run `hosts` (in host
     /// order). No device is registered yet.
-    pub fn new(sim: &Sim, hosts: &[HostOs], calibration: &Calibration) -> SmartIo {
+    pub fn new(machine: &Machine, hosts: &[HostOs], calibration: &Calibration) -> SmartIo {
         SmartIo {
             inner: Rc::new(Service {
-                sim: sim.clone(),
+                machine: machine.clone(),
                 hosts: hosts.to_vec(),
                 message: SimDuration::from_ns_f64(calibration.smartio.control_message_ns.value),
                 state: RefCell::new(State {
@@ -100,8 +101,8 @@ impl SmartIo {
     }
 
     /// The simulation.
-    pub fn sim(&self) -> &Sim {
-        &self.inner.sim
+    pub fn machine(&self) -> &Machine {
+        &self.inner.machine
     }
 
     /// The OS of `host`.
@@ -114,7 +115,7 @@ impl SmartIo {
 
     /// The host called `name`.
     pub fn host_by_name(&self, name: &str) -> Result<HostId, SmartIoError> {
-        let f = self.inner.sim.fabric();
+        let f = self.inner.machine.fabric();
         f.host_by_name(name)
             .ok_or_else(|| SmartIoError::UnknownHost {
                 host: name.to_string(),
@@ -164,7 +165,7 @@ impl Service {
         what: String,
         host: HostId,
     ) -> Result<(), SmartIoError> {
-        release(&self.sim, ledger, grants).map_err(|message| SmartIoError::Iommu {
+        release(&self.machine, ledger, grants).map_err(|message| SmartIoError::Iommu {
             device: what,
             host: self.hosts[host.index()].name().to_string(),
             message: format!("giving resources back: {message}"),

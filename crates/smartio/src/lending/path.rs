@@ -5,9 +5,9 @@
 
 use super::grants::{self, Taker};
 use super::{Fdid, Service, SmartIoError};
-use smartio_engine::Sim;
 use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::PeerBar;
+use smartio_machine::Machine;
 use std::rc::Rc;
 
 /// A path constraint: the NTB adapter (by number) a host's end of a path must use. A program
@@ -20,21 +20,21 @@ pub(crate) struct Via {
 
 /// A pair of adapters, one in each host, with a working cable path between them.
 pub(super) fn ntb_pair(
-    sim: &Sim,
+    machine: &Machine,
     from: HostId,
     to: HostId,
 ) -> Result<(AdapterId, AdapterId), SmartIoError> {
-    ntb_pair_via(sim, from, to, None)
+    ntb_pair_via(machine, from, to, None)
 }
 
 /// Like [`ntb_pair`], with `via`'s host using its adapter `via.adapter`.
 pub(crate) fn ntb_pair_via(
-    sim: &Sim,
+    machine: &Machine,
     from: HostId,
     to: HostId,
     via: Option<Via>,
 ) -> Result<(AdapterId, AdapterId), SmartIoError> {
-    let f = sim.fabric();
+    let f = machine.fabric();
     let allowed = |a: AdapterId| {
         let a = f.adapter(a);
         via.is_none_or(|v| v.host != a.host || v.adapter == a.number)
@@ -85,10 +85,10 @@ impl DeviceSide {
         let lender_bus = if host == self.lender {
             addr
         } else {
-            let (la, far) = ntb_pair_via(taker.sim, self.lender, host, self.via)?;
+            let (la, far) = ntb_pair_via(taker.machine, self.lender, host, self.via)?;
             let m = taker.shared_lut(la, far, addr, len)?;
             taker.requester(la, Requester::Device(endpoint))?;
-            let far_ep = taker.sim.fabric().adapter(far).endpoint;
+            let far_ep = taker.machine.fabric().adapter(far).endpoint;
             if let Some(fd) = taker.domain_of(host, far_ep)? {
                 taker.identity(host, fd, addr, len)?;
             }
@@ -149,7 +149,7 @@ impl Service {
         bar: &PeerBar,
     ) -> Result<u64, SmartIoError> {
         let (target_base, target_size) = {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             let ep = f.endpoint(bar.endpoint);
             let real = ep
                 .bars
@@ -190,7 +190,7 @@ impl Service {
             via: None,
         };
         let mut taker = Taker {
-            sim: &self.sim,
+            machine: &self.machine,
             ledger: &mut st.ledger,
             grants: &mut b.grants,
             device: &qualified,

@@ -5,9 +5,9 @@
 use super::borrow::Borrow;
 use super::{SmartIo, SmartIoError};
 use serde::Serialize;
-use smartio_engine::FaultRecord;
 use smartio_fabric::{EndpointId, HostId};
 use smartio_host::PciId;
+use smartio_machine::FaultRecord;
 use smartio_platform::AccessError;
 use std::fmt;
 
@@ -106,7 +106,7 @@ impl SmartIo {
                 why: "only functions installed in the lender can be registered".into(),
             })?;
         let (kind, class) = {
-            let f = self.inner.sim.fabric();
+            let f = self.inner.machine.fabric();
             let ep = f.endpoint(endpoint);
             (ep.kind.clone(), ep.layout.description.clone())
         };
@@ -149,7 +149,7 @@ impl SmartIo {
                 let Some(ep) = os.endpoint_of(d.name()) else {
                     continue;
                 };
-                if self.inner.sim.fabric().endpoint(ep).kind == "ntb" {
+                if self.inner.machine.fabric().endpoint(ep).kind == "ntb" {
                     continue;
                 }
                 out.push(self.register(os.id(), d.name())?);
@@ -228,7 +228,7 @@ impl SmartIo {
         };
         Ok(self
             .inner
-            .sim
+            .machine
             .faults()
             .into_iter()
             .filter(|f| match &f.error {

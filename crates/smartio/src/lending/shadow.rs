@@ -11,10 +11,10 @@
 //!   borrower RAM and a map is arithmetic. Neither talks to the lender.
 
 use super::{Fdid, Service};
-use smartio_engine::Agent;
 use smartio_fabric::{DomainId, EndpointId, HostId};
 use smartio_host::{BoxFuture, DeviceBackend, DmaDirection, DmaError, DmaMapper, HostError};
 use smartio_host::{PeerBar, RamAllocator};
+use smartio_machine::Agent;
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, SimDuration};
 use std::cell::RefCell;
@@ -197,11 +197,11 @@ impl DmaMapper for ShadowDma {
                 let writable = dir != DmaDirection::ToDevice;
                 let host = *host;
                 let domain = *domain;
-                let sim = match self.service.upgrade() {
-                    Some(s) => s.sim.clone(),
+                let machine = match self.service.upgrade() {
+                    Some(s) => s.machine.clone(),
                     None => return Err(self.window_error("SmartIO is gone".into())),
                 };
-                if let Err(e) = sim.with_fabric_mut(|f| {
+                if let Err(e) = machine.with_fabric_mut(|f| {
                     f.iommu_mut(host)
                         .map(domain, BusAddr(iova), PhysAddr(first), span, writable)
                 }) {
@@ -244,13 +244,14 @@ impl DmaMapper for ShadowDma {
         };
         let iova = (iova_base + offset) & !(super::grants::PAGE - 1);
         let span = mapped.borrow_mut().remove(&iova).ok_or_else(not_mapped)?;
-        let sim = self
+        let machine = self
             .service
             .upgrade()
-            .map(|s| s.sim.clone())
+            .map(|s| s.machine.clone())
             .ok_or_else(not_mapped)?;
         let (host, domain) = (*host, *domain);
-        sim.with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), span))
+        machine
+            .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), span))
             .map_err(|source| DmaError::Iommu {
                 device: self.name.clone(),
                 source,

@@ -142,7 +142,7 @@ impl Sisci {
         id: u32,
     ) -> Result<RemoteDataInterrupt, SciError> {
         let (far, far_host) = {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             let far = f
                 .adapter_by_node_id(node_id)
                 .ok_or(SciError::UnknownNodeId(node_id))?;
@@ -186,8 +186,8 @@ impl Sisci {
                 return Err(e);
             }
         };
-        let msi_base = self.sim.fabric().host(far_host).msi.start;
-        let msi = self.sim.with_fabric_mut(|f| {
+        let msi_base = self.machine.fabric().host(far_host).msi.start;
+        let msi = self.machine.with_fabric_mut(|f| {
             f.ntb_map(connection.adapter, LutTarget::Adapter(far), msi_base, 4)
         });
         let msi = match msi {
@@ -214,7 +214,7 @@ impl Sisci {
     /// Ends a connection to a data interrupt, freeing its slot and table entries.
     pub fn disconnect_data_interrupt(&self, remote: &RemoteDataInterrupt) -> Result<(), SciError> {
         self.unmap(&remote.message)?;
-        self.sim.with_fabric_mut(|f| f.ntb_unmap(&remote.msi))?;
+        self.machine.with_fabric_mut(|f| f.ntb_unmap(&remote.msi))?;
         self.disconnect_segment(&remote.connection)?;
         if let Some(l) = self
             .state
@@ -234,7 +234,7 @@ impl Sisci {
         intr: &LocalDataInterrupt,
         timeout: SimDuration,
     ) -> Result<Vec<u8>, SciError> {
-        let cpu = self.sim.cpu(intr.host);
+        let cpu = self.machine.cpu(intr.host);
         let deadline = cpu.now() + timeout;
         loop {
             if let Some((slot, payload)) = self.take_message(intr)? {
@@ -262,7 +262,8 @@ impl Sisci {
     /// The first slot holding a message not seen yet, consumed.
     fn take_message(&self, intr: &LocalDataInterrupt) -> Result<Option<(u64, Vec<u8>)>, SciError> {
         let mut inbox = vec![0u8; (SLOT * SLOTS) as usize];
-        self.sim.peek_memory(intr.host, intr.inbox.phys, &mut inbox);
+        self.machine
+            .peek_memory(intr.host, intr.inbox.phys, &mut inbox);
         let mut st = self.state.borrow_mut();
         let l = st
             .interrupts
@@ -299,7 +300,7 @@ impl RemoteDataInterrupt {
         msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         msg.extend_from_slice(payload);
         self.message.store(0, &msg).await?;
-        let cpu = self.sci.sim.cpu(self.connection.host);
+        let cpu = self.sci.machine.cpu(self.connection.host);
         if cpu
             .write(BusAddr(self.msi.bus_addr), &self.vector.to_le_bytes())
             .await

@@ -88,7 +88,7 @@ impl RemoteMap {
         if data.is_empty() {
             return Ok(()); // nothing to send: no transaction (the fabric has no empty TLP)
         }
-        let cpu = self.sci.sim.cpu(self.remote.host);
+        let cpu = self.sci.machine.cpu(self.remote.host);
         if cpu.write(addr, data).await.is_err() {
             self.sci.count_error(self.remote.adapter);
         }
@@ -102,7 +102,7 @@ impl RemoteMap {
         if buf.is_empty() {
             return Ok(());
         }
-        let cpu = self.sci.sim.cpu(self.remote.host);
+        let cpu = self.sci.machine.cpu(self.remote.host);
         if cpu.read(addr, buf).await.is_err() {
             buf.fill(0xff);
             self.sci.count_error(self.remote.adapter);
@@ -171,14 +171,14 @@ impl LocalMap {
     pub async fn store(&self, offset: u64, data: &[u8]) -> Result<(), SciError> {
         let addr = self.check(offset, data.len())?;
         // Local RAM is always reachable.
-        let _ = self.sci.sim.cpu(self.seg.host).write(addr, data).await;
+        let _ = self.sci.machine.cpu(self.seg.host).write(addr, data).await;
         Ok(())
     }
 
     /// Loads from the segment (local memory).
     pub async fn load(&self, offset: u64, buf: &mut [u8]) -> Result<(), SciError> {
         let addr = self.check(offset, buf.len())?;
-        let _ = self.sci.sim.cpu(self.seg.host).read(addr, buf).await;
+        let _ = self.sci.machine.cpu(self.seg.host).read(addr, buf).await;
         Ok(())
     }
 
@@ -191,11 +191,11 @@ impl LocalMap {
         done: impl Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, SciError> {
         let addr = self.check(offset, len)?;
-        let cpu = self.sci.sim.cpu(self.seg.host);
+        let cpu = self.sci.machine.cpu(self.seg.host);
         let mut buf = vec![0u8; len];
         loop {
             // Looking and arming the watch happen at one instant, so no write is missed.
-            self.sci.sim.peek_memory(
+            self.sci.machine.peek_memory(
                 self.seg.host,
                 smartio_platform::PhysAddr(addr.get()),
                 &mut buf,

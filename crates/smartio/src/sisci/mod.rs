@@ -26,9 +26,9 @@ pub use error::SciError;
 pub use interrupt::{LocalDataInterrupt, RemoteDataInterrupt, MAX_PAYLOAD};
 pub use map::{LocalMap, RemoteMap, Sequence, SequenceStatus};
 
-use smartio_engine::Sim;
 use smartio_fabric::{AdapterId, ClusterNodeId, GroupId, HostId, LinkId, LutTarget, NtbMapping};
 use smartio_host::{HostOs, RamAllocator, RamError};
+use smartio_machine::Machine;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -153,35 +153,36 @@ pub(crate) struct State {
 /// The SISCI drivers of the cluster.
 #[derive(Debug, Clone)]
 pub struct Sisci {
-    sim: Sim,
+    machine: Machine,
     state: Rc<RefCell<State>>,
 }
 
 impl Sisci {
-    /// The shared-memory service of the cluster simulated by `sim`, on hosts without
+    /// The shared-memory service of the cluster simulated by `machine`, on hosts without
     /// kernels: it allocates segment memory from each host's RAM itself.
-    pub fn new(sim: &Sim) -> Sisci {
+    pub fn new(machine: &Machine) -> Sisci {
         let ram = Ram::Own(
-            sim.fabric()
+            machine
+                .fabric()
                 .hosts()
                 .iter()
                 .map(|h| RamAllocator::new(&h.ram))
                 .collect(),
         );
-        Self::with_ram(sim, ram)
+        Self::with_ram(machine, ram)
     }
 
     /// The shared-memory service on booted hosts (`hosts` in host order, as
     /// [`HostOs::boot_all`] returns them): segment memory comes from each kernel's allocator,
     /// so it never overlaps what drivers, SmartIO and programs allocate there.
-    pub fn on_hosts(sim: &Sim, hosts: &[HostOs]) -> Sisci {
-        Self::with_ram(sim, Ram::Os(hosts.to_vec()))
+    pub fn on_hosts(machine: &Machine, hosts: &[HostOs]) -> Sisci {
+        Self::with_ram(machine, Ram::Os(hosts.to_vec()))
     }
 
-    fn with_ram(sim: &Sim, ram: Ram) -> Sisci {
-        let adapters = sim.fabric().adapters().len();
+    fn with_ram(machine: &Machine, ram: Ram) -> Sisci {
+        let adapters = machine.fabric().adapters().len();
         Sisci {
-            sim: sim.clone(),
+            machine: machine.clone(),
             state: Rc::new(RefCell::new(State {
                 ram,
                 segments: BTreeMap::new(),
@@ -195,12 +196,12 @@ impl Sisci {
     }
 
     /// The simulation.
-    pub fn sim(&self) -> &Sim {
-        &self.sim
+    pub fn machine(&self) -> &Machine {
+        &self.machine
     }
 
     fn host_name(&self, host: HostId) -> String {
-        self.sim
+        self.machine
             .fabric()
             .hosts()
             .get(host.index())
@@ -209,7 +210,7 @@ impl Sisci {
 
     /// `Ok` if `host` is a host of the cluster.
     fn check_host(&self, host: HostId) -> Result<(), SciError> {
-        let hosts = self.sim.fabric().hosts().len();
+        let hosts = self.machine.fabric().hosts().len();
         if host.index() < hosts {
             Ok(())
         } else {
@@ -220,7 +221,7 @@ impl Sisci {
     /// Adapter `number` of `host`.
     pub fn adapter(&self, host: HostId, number: u32) -> Result<AdapterId, SciError> {
         self.check_host(host)?;
-        self.sim
+        self.machine
             .fabric()
             .host_adapter(host, number)
             .ok_or_else(|| SciError::UnknownAdapter {
@@ -232,7 +233,7 @@ impl Sisci {
     /// The node id of adapter `number` of `host` (what other hosts connect to).
     pub fn node_id(&self, host: HostId, number: u32) -> Result<ClusterNodeId, SciError> {
         let a = self.adapter(host, number)?;
-        Ok(self.sim.fabric().adapter(a).node_id)
+        Ok(self.machine.fabric().adapter(a).node_id)
     }
 
     fn next_id(&self) -> u32 {
@@ -250,7 +251,7 @@ impl Sisci {
         size: u64,
     ) -> Result<LocalSegment, SciError> {
         self.check_host(host)?;
-        if size > self.sim.fabric().host(host).ram_bytes {
+        if size > self.machine.fabric().host(host).ram_bytes {
             return Err(SciError::SegmentSize {
                 size,
                 why: "it is larger than the host's RAM",
@@ -284,7 +285,7 @@ impl Sisci {
         };
         // Fresh memory reads as zeroes even if an earlier segment used it (sparse memory:
         // dropping the pages costs what is in use, not the segment's size).
-        self.sim.zero_memory(host, seg.phys, size);
+        self.machine.zero_memory(host, seg.phys, size);
         st.segments.insert(
             (host, id),
             SegmentState {
@@ -331,7 +332,7 @@ impl Sisci {
     /// give (or take away) the segment's pages there, at their physical addresses.
     fn iommu_expose(&self, seg: &LocalSegment, aid: AdapterId, map: bool) -> Result<(), SciError> {
         let host = self.host_name(seg.host);
-        self.sim.with_fabric_mut(|f| {
+        self.machine.with_fabric_mut(|f| {
             let ep = f.adapter(aid).endpoint;
             let iommu = f.iommu_mut(seg.host);
             if !iommu.enabled() {
@@ -425,7 +426,7 @@ impl Sisci {
     ) -> Result<RemoteSegment, SciError> {
         let local = self.adapter(host, adapter)?;
         let (far, far_host, far_number, path) = {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             let far = f
                 .adapter_by_node_id(node_id)
                 .ok_or(SciError::UnknownNodeId(node_id))?;
@@ -433,7 +434,7 @@ impl Sisci {
             (far, a.host, a.number, f.cable_path(local, far))
         };
         if path.is_none() {
-            let f = self.sim.fabric();
+            let f = self.machine.fabric();
             return Err(smartio_fabric::NtbError::NoPath {
                 from: f.adapter_name(local),
                 to: f.adapter_name(far),
@@ -530,7 +531,7 @@ impl Sisci {
         }
         error::check_range("segment", offset, size, remote.size)?;
         let mapping = self
-            .sim
+            .machine
             .with_fabric_mut(|f| f.ntb_map(remote.adapter, remote.target, base + offset, size))?;
         let id = self.next_id();
         let mut st = self.state.borrow_mut();
@@ -555,7 +556,7 @@ impl Sisci {
             .maps
             .remove(&map.id())
             .ok_or_else(|| SciError::Stale(format!("map {}", map.id())))?;
-        self.sim.with_fabric_mut(|f| f.ntb_unmap(&m.mapping))?;
+        self.machine.with_fabric_mut(|f| f.ntb_unmap(&m.mapping))?;
         if let Some(c) = self.state.borrow_mut().connections.get_mut(&m.connection) {
             c.maps -= 1;
         }
@@ -615,7 +616,7 @@ impl Sisci {
     /// The links between a connection's adapter and what it reaches; `None` for adapters
     /// the cluster does not have.
     fn path_links(&self, remote: &RemoteSegment) -> Option<Vec<LinkId>> {
-        let f = self.sim.fabric();
+        let f = self.machine.fabric();
         let adapters = f.adapters();
         let near = adapters.get(remote.adapter.index())?;
         Some(match remote.target {
@@ -635,7 +636,7 @@ impl Sisci {
         let Some(links) = self.path_links(remote) else {
             return false;
         };
-        let f = self.sim.fabric();
+        let f = self.machine.fabric();
         links.iter().all(|&l| f.link_is_up(l))
     }
 
@@ -648,7 +649,7 @@ impl Sisci {
     ) -> (SegmentEvent, usize) {
         let links = self.path_links(remote).unwrap_or_default();
         loop {
-            let e = self.sim.next_link_event(seen).await;
+            let e = self.machine.next_link_event(seen).await;
             seen += 1;
             if !links.contains(&e.link) {
                 continue;
@@ -668,7 +669,7 @@ impl Sisci {
 
     /// Look-up-table entries in use on an adapter, and its size.
     pub fn lut_usage(&self, adapter: AdapterId) -> (usize, usize) {
-        let f = self.sim.fabric();
+        let f = self.machine.fabric();
         let a = f.adapter(adapter);
         (a.lut_used(), a.lut().len())
     }

@@ -16,12 +16,14 @@ use smartio_fabric::{GroupId, HostId, LutTarget};
 impl Sisci {
     /// Creates a multicast group of `size` bytes; fails when the switches' groups are used up.
     pub fn create_multicast_group(&self, size: u64) -> Result<GroupId, SciError> {
-        Ok(self.sim.with_fabric_mut(|f| f.multicast_create(size))?)
+        Ok(self.machine.with_fabric_mut(|f| f.multicast_create(size))?)
     }
 
     /// Removes a group without members.
     pub fn remove_multicast_group(&self, group: GroupId) -> Result<(), SciError> {
-        Ok(self.sim.with_fabric_mut(|f| f.multicast_remove(group))?)
+        Ok(self
+            .machine
+            .with_fabric_mut(|f| f.multicast_remove(group))?)
     }
 
     /// Makes `seg` receive the group's writes through its host's adapter `adapter` (the
@@ -34,7 +36,7 @@ impl Sisci {
     ) -> Result<(), SciError> {
         self.prepare_segment(seg, adapter)?;
         let aid = self.adapter(seg.host, adapter)?;
-        self.sim
+        self.machine
             .with_fabric_mut(|f| f.multicast_join(group, aid, seg.phys.get(), seg.size))?;
         self.with_segment(seg, |s| {
             s.groups.insert((group, aid));
@@ -65,7 +67,7 @@ impl Sisci {
                 })
             }
         })?;
-        self.sim
+        self.machine
             .with_fabric_mut(|f| f.multicast_leave(group, aid))?;
         self.with_segment(seg, |s| {
             s.groups.remove(&(group, aid));
@@ -83,7 +85,7 @@ impl Sisci {
     ) -> Result<RemoteSegment, SciError> {
         let aid = self.adapter(host, adapter)?;
         let size = self
-            .sim
+            .machine
             .fabric()
             .multicast()
             .group(group)

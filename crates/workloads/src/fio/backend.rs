@@ -210,7 +210,7 @@ impl ClientBench {
         manager: &str,
     ) -> Result<ClientBench, FioError> {
         crate::attach::check_device_name(device)?;
-        let hosts = HostOs::boot_all(&cluster.sim)?;
+        let hosts = HostOs::boot_all(&cluster.machine)?;
         let find = |name: &str| {
             hosts
                 .iter()
@@ -226,7 +226,7 @@ impl ClientBench {
                 })
         };
         let (client, manager) = (find(host)?, find(manager)?);
-        let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
+        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
         smartio.register_all()?;
         let qualified = if device.contains(':') {
             device.to_string()
