@@ -19,7 +19,7 @@ pub mod spawn;
 pub mod time;
 pub mod waiting;
 
-pub use addr::{BusAddr, PhysAddr};
+pub use addr::{BusAddr, PhysAddr, PAGE_SIZE};
 pub use config::ConfigHandler;
 pub use memory::SparseMemory;
 pub use notify::Notify;

@@ -6,10 +6,8 @@ use super::controller::{
 use super::spec::{
     self, admin, async_event, cns, feature, id_ctrl, id_ns, log, Command, Status, SQE_SIZE,
 };
-use smartio_platform::{BusAddr, Clock, Port};
+use smartio_platform::{BusAddr, Clock, Port, PAGE_SIZE};
 use std::task::Poll;
-
-const PAGE: u64 = 4096;
 
 impl NvmeController {
     /// Executes an admin command; returns its status and completion dword 0.
@@ -40,7 +38,8 @@ impl NvmeController {
         cmd: &Command,
         data: Vec<u8>,
     ) -> Result<(), Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE).await?;
+        let segs =
+            super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
         if segs.len() == 1 {
             return port
                 .write_owned(BusAddr(segs[0].addr), data)
@@ -65,7 +64,7 @@ impl NvmeController {
         cmd: &Command,
         len: u64,
     ) -> Result<Vec<u8>, Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE).await?;
+        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE).await?;
         if segs.len() == 1 {
             return port
                 .read_owned(BusAddr(segs[0].addr), len as usize)
@@ -152,7 +151,7 @@ impl NvmeController {
         if size == 0 || u32::from(size) >= MAX_QUEUE_ENTRIES {
             return Err(Status::INVALID_QUEUE_SIZE);
         }
-        if cmd.cdw(11) & 1 == 0 || cmd.prp1 & (PAGE - 1) != 0 {
+        if cmd.cdw(11) & 1 == 0 || cmd.prp1 & (PAGE_SIZE - 1) != 0 {
             // CAP.CQR: queues must be physically contiguous and page aligned.
             return Err(Status::INVALID_FIELD);
         }
@@ -324,7 +323,7 @@ impl NvmeController {
         let dwords = ((cmd.cdw(10) >> 16) | ((cmd.cdw(11) & 0xffff) << 16)) as u64 + 1;
         let offset = u64::from(cmd.cdw(12)) | (u64::from(cmd.cdw(13)) << 32);
         let len = dwords * 4;
-        if len > PAGE << MDTS {
+        if len > PAGE_SIZE << MDTS {
             return Err(Status::INVALID_FIELD);
         }
         let page = match lid {

@@ -22,7 +22,7 @@ use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::MsixTable;
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
-    SparseMemory, Spawner,
+    SparseMemory, Spawner, PAGE_SIZE,
 };
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -43,7 +43,6 @@ pub const MDTS: u8 = 5;
 pub const ERROR_LOG_ENTRIES: usize = 64;
 /// Asynchronous Event Request commands outstanding at once (Identify AERL + 1).
 pub const MAX_AERS: u16 = 4;
-const PAGE: u64 = 4096;
 
 /// How one controller is built.
 #[derive(Debug, Clone)]
@@ -262,7 +261,7 @@ impl NvmeController {
             reg::CMBLOC if self.config.cmb_size > 0 => u64::from(CMB_BAR),
             reg::CMBSZ if self.config.cmb_size > 0 => {
                 // Submission queues only; size in 4 KiB units.
-                1 | ((self.config.cmb_size / PAGE) << 12)
+                1 | ((self.config.cmb_size / PAGE_SIZE) << 12)
             }
             o if o < reg::DOORBELLS => 0,
             _ => return None,
@@ -394,8 +393,8 @@ impl NvmeController {
                 || cc::mps(s.cc) != 0
                 || acqs < 2
                 || asqs < 2
-                || s.asq & (PAGE - 1) != 0
-                || s.acq & (PAGE - 1) != 0
+                || s.asq & (PAGE_SIZE - 1) != 0
+                || s.acq & (PAGE_SIZE - 1) != 0
                 || s.asq
                     .checked_add(u64::from(asqs) * SQE_SIZE as u64)
                     .is_none()

@@ -3,9 +3,7 @@
 use super::controller::{NvmeController, MDTS};
 use super::media::MediaOp;
 use super::spec::{io, Command, Status};
-use smartio_platform::{Clock, Port};
-
-const PAGE: u64 = 4096;
+use smartio_platform::{Clock, Port, PAGE_SIZE};
 
 impl NvmeController {
     /// Executes an I/O command; returns its status and completion dword 0.
@@ -31,7 +29,7 @@ impl NvmeController {
         let slba = u64::from(cmd.cdw(10)) | (u64::from(cmd.cdw(11)) << 32);
         let blocks = u64::from(cmd.cdw(12) & 0xffff) + 1;
         let lba = u64::from(self.config.lba_size);
-        if with_data && blocks * lba > PAGE << MDTS {
+        if with_data && blocks * lba > PAGE_SIZE << MDTS {
             return Err(Status::INVALID_FIELD);
         }
         match slba.checked_add(blocks) {

@@ -14,7 +14,7 @@ use smartio_devices::nvme::spec::{
     self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, reg, Command, Completion, Status,
 };
 use smartio_host::{DeviceHandle, DmaDirection, DmaError, Driver, HostError, PciId};
-use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::any::Any;
 use std::rc::Rc;
 use thiserror::Error;
@@ -228,7 +228,6 @@ impl Driver for NvmeDriver {
 }
 
 const ADMIN_ENTRIES: u16 = 32;
-const PAGE: u64 = 4096;
 
 /// A bound NVMe controller.
 #[derive(Debug)]
@@ -353,7 +352,11 @@ impl NvmeDevice {
             serial: text(id_ctrl::SN..id_ctrl::SN + 20),
             model: text(id_ctrl::MN..id_ctrl::MN + 40),
             firmware: text(id_ctrl::FR..id_ctrl::FR + 8),
-            max_transfer: if mdts == 0 { 1 << 20 } else { PAGE << mdts },
+            max_transfer: if mdts == 0 {
+                1 << 20
+            } else {
+                PAGE_SIZE << mdts
+            },
             namespaces: le32(&page, id_ctrl::NN),
             version: le32(&page, id_ctrl::VER),
             io_queues: 0,
@@ -530,7 +533,7 @@ impl NvmeDevice {
             cdw: [u32::from(cns), 0, 0, 0, 0, 0],
             ..Command::default()
         };
-        self.admin_read(cmd, PAGE).await
+        self.admin_read(cmd, PAGE_SIZE).await
     }
 
     /// Runs an admin command that returns `len` bytes (at most two pages) into a coherent
@@ -538,7 +541,11 @@ impl NvmeDevice {
     async fn admin_read(&self, mut cmd: Command, len: u64) -> Result<Vec<u8>, NvmeError> {
         let buf = self.handle.dma_alloc_coherent(len)?;
         cmd.prp1 = buf.bus.get();
-        cmd.prp2 = if len > PAGE { buf.bus.get() + PAGE } else { 0 };
+        cmd.prp2 = if len > PAGE_SIZE {
+            buf.bus.get() + PAGE_SIZE
+        } else {
+            0
+        };
         let r = self.admin_command(cmd).await;
         let data = self
             .handle
@@ -554,10 +561,13 @@ impl NvmeDevice {
     /// Reads log page `lid` (`len` bytes, a multiple of 4, at most two pages: PRP1 and PRP2
     /// without a list).
     pub async fn log_page(&self, lid: u8, len: u32) -> Result<Vec<u8>, NvmeError> {
-        if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE {
+        if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE_SIZE {
             return Err(NvmeError::BadRequest {
                 device: self.handle.name().to_string(),
-                message: format!("log page length {len}: a multiple of 4 up to {}", 2 * PAGE),
+                message: format!(
+                    "log page length {len}: a multiple of 4 up to {}",
+                    2 * PAGE_SIZE
+                ),
             });
         }
         let numd = len / 4 - 1;
@@ -689,17 +699,17 @@ impl NvmeDevice {
         len: u64,
     ) -> Result<(u64, u64), NvmeError> {
         let start = bus.get();
-        let first_page = start & !(PAGE - 1);
+        let first_page = start & !(PAGE_SIZE - 1);
         let end = start + len;
         let pages: Vec<u64> = (1..)
-            .map(|i| first_page + i * PAGE)
+            .map(|i| first_page + i * PAGE_SIZE)
             .take_while(|&p| p < end)
             .collect();
         match pages.len() {
             0 => Ok((start, 0)),
             1 => Ok((start, pages[0])),
             n => {
-                if n > (PAGE / 8) as usize {
+                if n > (PAGE_SIZE / 8) as usize {
                     return Err(NvmeError::BadRequest {
                         device: self.handle.name().to_string(),
                         message: format!("{len} bytes need a chained PRP list"),
@@ -710,7 +720,7 @@ impl NvmeDevice {
                     match existing {
                         Some(l) => l,
                         None => {
-                            let l = self.handle.dma_alloc_coherent(PAGE)?;
+                            let l = self.handle.dma_alloc_coherent(PAGE_SIZE)?;
                             q.prp_lists.borrow_mut()[tag as usize] = Some(l);
                             l
                         }

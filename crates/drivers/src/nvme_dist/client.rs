@@ -7,12 +7,10 @@ use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::spec::{io, Command, Status};
 use smartio_host::{BarWindow, HostOs, Mmio};
-use smartio_platform::{BusAddr, PhysAddr, Port};
+use smartio_platform::{BusAddr, PhysAddr, Port, PAGE_SIZE};
 use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, SmartIo};
 use std::cell::RefCell;
 use std::rc::Rc;
-
-const PAGE: u64 = 4096;
 
 /// Where a client puts a submission queue (the `sq-placement` experiment compares them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,7 +244,7 @@ impl Client {
             &self.hold,
             &self.hold,
             self.via,
-            u64::from(entries) * PAGE,
+            u64::from(entries) * PAGE_SIZE,
             Hints {
                 device_reads: true,
                 host_reads: true,
@@ -382,21 +380,21 @@ impl Client {
         bus: u64,
         len: u64,
     ) -> Result<(u64, u64), DistError> {
-        let first_page_end = (bus & !(PAGE - 1)) + PAGE;
+        let first_page_end = (bus & !(PAGE_SIZE - 1)) + PAGE_SIZE;
         let end = bus + len;
         if end <= first_page_end {
             return Ok((bus, 0));
         }
-        if end <= first_page_end + PAGE {
+        if end <= first_page_end + PAGE_SIZE {
             return Ok((bus, first_page_end));
         }
         let mut list = Vec::new();
         let mut page = first_page_end;
         while page < end {
             list.extend_from_slice(&page.to_le_bytes());
-            page += PAGE;
+            page += PAGE_SIZE;
         }
-        let at = u64::from(tag) * PAGE;
+        let at = u64::from(tag) * PAGE_SIZE;
         self.os
             .cpu()
             .write(BusAddr(q.prp.buf.cpu.get() + at), &list)

@@ -8,7 +8,7 @@ use smartio_devices::nvme::spec::{
 };
 use smartio_fabric::HostId;
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
-use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, Segment, SmartIo};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,7 +21,6 @@ pub const MANAGER_SEGMENT: &str = "nvme-manager";
 pub(crate) const MANAGER_MAGIC: u64 = 0x4e56_4d45_4d47_5231;
 
 const ADMIN_ENTRIES: u16 = 32;
-const PAGE: u64 = 4096;
 
 /// A namespace as Identify described it (the native driver's description).
 pub use crate::nvme::NamespaceInfo as Namespace;
@@ -136,7 +135,7 @@ impl Manager {
         };
         let asq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 64, sq_hints)?;
         let acq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 16, cq_hints)?;
-        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE, cq_hints)?;
+        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE_SIZE, cq_hints)?;
         let aqa = u32::from(ADMIN_ENTRIES - 1) | (u32::from(ADMIN_ENTRIES - 1) << 16);
         let setup = async {
             bar.write32(reg::AQA, aqa).await?;
@@ -173,7 +172,11 @@ impl Manager {
         };
         let page = m.identify(cns::CONTROLLER, 0).await?;
         let mdts = page[id_ctrl::MDTS];
-        m.max_transfer = if mdts == 0 { 1 << 20 } else { PAGE << mdts };
+        m.max_transfer = if mdts == 0 {
+            1 << 20
+        } else {
+            PAGE_SIZE << mdts
+        };
         m.model = String::from_utf8_lossy(&page[id_ctrl::MN..id_ctrl::MN + 40])
             .trim()
             .to_string();
@@ -204,7 +207,7 @@ impl Manager {
         smartio.downgrade(&m.hold)?;
         let published = smartio.create_segment(
             &m.hold,
-            PAGE,
+            PAGE_SIZE,
             Hints {
                 host_reads: true,
                 multi_host: true,
@@ -372,7 +375,7 @@ impl Manager {
     pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
         self.identify_command(cns, nsid, self.scratch.buf.bus)
             .await?;
-        let mut page = vec![0u8; PAGE as usize];
+        let mut page = vec![0u8; PAGE_SIZE as usize];
         self.os
             .cpu()
             .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
@@ -382,7 +385,7 @@ impl Manager {
     }
 
     async fn identify_command(&self, cns: u8, nsid: u32, data: BusAddr) -> Result<(), DistError> {
-        if !data.get().is_multiple_of(PAGE) {
+        if !data.get().is_multiple_of(PAGE_SIZE) {
             return Err(DistError::BadRequest(format!(
                 "Identify data must be page-aligned, not at {data}"
             )));
