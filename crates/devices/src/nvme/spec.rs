@@ -2,6 +2,10 @@
 //! drivers share, as a kernel driver and firmware would both follow `nvme.h`: register
 //! offsets and fields, opcodes, status codes, and the queue entry formats.
 
+/// PCI class code of an NVMe controller: mass storage (01h), non-volatile memory
+/// controller (08h), NVM Express programming interface (02h).
+pub const CLASS_CODE: u32 = 0x01_08_02;
+
 /// Controller registers in BAR0.
 pub mod reg {
     /// Controller Capabilities (64 bits).

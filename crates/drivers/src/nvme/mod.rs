@@ -205,7 +205,7 @@ impl Driver for NvmeDriver {
     }
 
     fn matches(&self, id: &PciId) -> bool {
-        id.class == 0x01_08_02
+        id.class == spec::CLASS_CODE
     }
 
     fn probe(&self, device: DeviceHandle) -> smartio_host::BoxFuture<Result<Rc<dyn Any>, String>> {
