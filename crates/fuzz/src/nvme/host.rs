@@ -733,8 +733,7 @@ impl Harness {
                 q.host_index
             };
             consumed = true;
-            let dnr = raw[15] & 0x80 != 0;
-            self.check(cqid, e, dnr);
+            self.check(cqid, e);
             if !self.model.borrow().cqs.contains_key(&cqid) {
                 return true;
             }
@@ -745,7 +744,7 @@ impl Harness {
     }
 
     /// Checks one completion and applies what it means to the model.
-    fn check(&self, cqid: u16, e: Completion, dnr: bool) {
+    fn check(&self, cqid: u16, e: Completion) {
         let mut m = self.model.borrow_mut();
         let name = e.status.name();
         *m.statuses.entry(name.to_string()).or_default() += 1;
@@ -754,6 +753,7 @@ impl Harness {
             "CQ {cqid}: a completion with a status no NVMe specification defines: {e:?}"
         );
         if let Some(want) = dnr_expected(e.status) {
+            let dnr = e.status.dnr;
             assert_eq!(
                 dnr, want,
                 "CQ {cqid}: {} completed with DNR = {dnr}: {e:?}",
