@@ -3,8 +3,12 @@
 
 use super::{access, DistError};
 use crate::nvme::QueuePair;
+use smartio_devices::nvme::spec::admin::{
+    AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
+};
 use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, log, reg, Command, Completion, Status,
+    self, aqa, cap, cc, cns, csts, feature, id_ctrl, log, reg, Command, Completion, CQE_SIZE,
+    SQE_SIZE,
 };
 use smartio_fabric::HostId;
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
@@ -133,12 +137,14 @@ impl Manager {
             host_reads: true,
             ..Hints::default()
         };
-        let asq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 64, sq_hints)?;
-        let acq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 16, cq_hints)?;
+        let asq_len = u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64;
+        let acq_len = u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64;
+        let asq = mapped_segment(smartio, os, &hold, asq_len, sq_hints)?;
+        let acq = mapped_segment(smartio, os, &hold, acq_len, cq_hints)?;
         let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE_SIZE, cq_hints)?;
-        let aqa = u32::from(ADMIN_ENTRIES - 1) | (u32::from(ADMIN_ENTRIES - 1) << 16);
         let setup = async {
-            bar.write32(reg::AQA, aqa).await?;
+            bar.write32(reg::AQA, aqa::new(ADMIN_ENTRIES, ADMIN_ENTRIES))
+                .await?;
             bar.write64(reg::ASQ, asq.buf.bus.get()).await?;
             bar.write64(reg::ACQ, acq.buf.bus.get()).await?;
             bar.write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
@@ -190,18 +196,20 @@ impl Manager {
             m.namespaces.push(Namespace::from_identify(nsid, &ns));
         }
         // Every I/O queue pair the controller will give.
-        let all = 0xfffe_u32 | (0xfffe << 16);
+        // (0xffff, 65536 queues, is not a valid count: 0xfffe asks for the most.)
         let c = m
             .admin_command(
-                Command {
-                    opcode: admin::SET_FEATURES,
-                    cdw: [u32::from(feature::NUMBER_OF_QUEUES), all, 0, 0, 0, 0],
-                    ..Command::default()
-                },
+                AdminCommand::SetFeatures(SetFeatures {
+                    fid: feature::NUMBER_OF_QUEUES,
+                    save: false,
+                    value: feature::queues(0xfffe, 0xfffe),
+                })
+                .into(),
                 "Set Features (Number of Queues)",
             )
             .await?;
-        m.granted = ((c.result & 0xffff).min(c.result >> 16) + 1) as u16;
+        let (nsqa, ncqa) = feature::queues_of(c.result);
+        m.granted = nsqa.min(ncqa).wrapping_add(1);
 
         // Share the device and say where the manager runs.
         smartio.downgrade(&m.hold)?;
@@ -301,10 +309,10 @@ impl Manager {
         .await;
         self.admin.release(tag);
         let c = result?;
-        if c.status != Status::SUCCESS {
+        if !c.status.is_success() {
             return Err(DistError::Command {
                 what: what.to_string(),
-                status: u16::from(c.status.sct) << 8 | u16::from(c.status.sc),
+                status: c.status.code(),
             });
         }
         Ok(c)
@@ -338,21 +346,16 @@ impl Manager {
     /// The controller's lifetime counts of read and write commands, from its SMART / health
     /// log (what a program compares to tell whether a command ran twice).
     pub async fn io_commands(&self) -> Result<(u64, u64), DistError> {
-        const SMART_BYTES: u32 = 512;
+        const SMART_BYTES: u32 = log::SMART_SIZE as u32;
         self.admin_command(
-            Command {
-                opcode: admin::GET_LOG_PAGE,
-                prp1: self.scratch.buf.bus.get(),
-                cdw: [
-                    u32::from(log::SMART_HEALTH) | ((SMART_BYTES / 4 - 1) << 16),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-                ..Command::default()
-            },
+            Command::from(AdminCommand::GetLogPage(GetLogPage {
+                nsid: 0,
+                lid: log::SMART_HEALTH,
+                rae: false,
+                numd: SMART_BYTES / 4 - 1,
+                offset: 0,
+            }))
+            .with_prps(self.scratch.buf.bus.get(), 0),
             "Get Log Page (SMART / health)",
         )
         .await?;
@@ -391,13 +394,7 @@ impl Manager {
             )));
         }
         self.admin_command(
-            Command {
-                opcode: admin::IDENTIFY,
-                nsid,
-                prp1: data.get(),
-                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-                ..Command::default()
-            },
+            Command::from(AdminCommand::Identify(Identify { nsid, cns })).with_prps(data.get(), 0),
             "Identify",
         )
         .await
@@ -456,32 +453,31 @@ impl Manager {
             owners.insert(qid, Owner { client: *client });
             qid
         };
-        let size = u32::from(entries - 1) << 16;
         let created = async {
+            // Clients poll: no interrupts.
             self.admin_command(
-                Command {
-                    opcode: admin::CREATE_IO_CQ,
-                    prp1: cq.get(),
-                    cdw: [u32::from(qid) | size, 1, 0, 0, 0, 0],
-                    ..Command::default()
-                },
+                AdminCommand::CreateIoCq(CreateIoCq {
+                    qid,
+                    qsize: entries - 1,
+                    base: cq.get(),
+                    pc: true,
+                    ien: false,
+                    iv: 0,
+                })
+                .into(),
                 "Create I/O CQ",
             )
             .await?;
             self.admin_command(
-                Command {
-                    opcode: admin::CREATE_IO_SQ,
-                    prp1: sq.get(),
-                    cdw: [
-                        u32::from(qid) | size,
-                        1 | (u32::from(qid) << 16),
-                        0,
-                        0,
-                        0,
-                        0,
-                    ],
-                    ..Command::default()
-                },
+                AdminCommand::CreateIoSq(CreateIoSq {
+                    qid,
+                    qsize: entries - 1,
+                    base: sq.get(),
+                    pc: true,
+                    qprio: 0,
+                    cqid: qid,
+                })
+                .into(),
                 "Create I/O SQ",
             )
             .await
@@ -517,19 +513,12 @@ impl Manager {
     }
 
     async fn delete_here(&self, qid: u16) -> Result<(), DistError> {
-        for (opcode, what) in [
-            (admin::DELETE_IO_SQ, "Delete I/O SQ"),
-            (admin::DELETE_IO_CQ, "Delete I/O CQ"),
+        let queue = DeleteQueue { qid };
+        for (command, what) in [
+            (AdminCommand::DeleteIoSq(queue), "Delete I/O SQ"),
+            (AdminCommand::DeleteIoCq(queue), "Delete I/O CQ"),
         ] {
-            self.admin_command(
-                Command {
-                    opcode,
-                    cdw: [u32::from(qid), 0, 0, 0, 0, 0],
-                    ..Command::default()
-                },
-                what,
-            )
-            .await?;
+            self.admin_command(command.into(), what).await?;
         }
         self.owners.borrow_mut().remove(&qid);
         Ok(())
