@@ -392,8 +392,9 @@ impl NvmeController {
         let units = |bytes: u64| (bytes / 512).div_ceil(1000) as u128;
         b[32..48].copy_from_slice(&units(h.bytes_read).to_le_bytes());
         b[48..64].copy_from_slice(&units(h.bytes_written).to_le_bytes());
-        b[64..80].copy_from_slice(&u128::from(h.read_commands).to_le_bytes());
-        b[80..96].copy_from_slice(&u128::from(h.write_commands).to_le_bytes());
+        let (reads, writes) = (log::SMART_HOST_READS, log::SMART_HOST_WRITES);
+        b[reads..reads + 16].copy_from_slice(&u128::from(h.read_commands).to_le_bytes());
+        b[writes..writes + 16].copy_from_slice(&u128::from(h.write_commands).to_le_bytes());
         b[112..128].copy_from_slice(&1u128.to_le_bytes()); // power cycles
         b[160..176].copy_from_slice(&u128::from(h.media_errors).to_le_bytes());
         b[176..192].copy_from_slice(&u128::from(s.error_count).to_le_bytes());

@@ -179,7 +179,10 @@ impl NamespaceInfo {
         let lbaf = le32(page, id_ns::LBAF0 + 4 * format);
         NamespaceInfo {
             nsid,
-            blocks: u64::from_le_bytes(page[0..8].try_into().unwrap_or([0; 8])),
+            blocks: page
+                .get(id_ns::NSZE..id_ns::NSZE + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes),
             lba_size: 1 << ((lbaf >> 16) & 0xff),
         }
     }
@@ -367,7 +370,7 @@ impl NvmeDevice {
         let text = |r: std::ops::Range<usize>| String::from_utf8_lossy(&page[r]).trim().to_string();
         let mdts = page[id_ctrl::MDTS];
         dev.info = ControllerInfo {
-            vendor: u16::from_le_bytes([page[0], page[1]]),
+            vendor: u16::from_le_bytes([page[id_ctrl::VID], page[id_ctrl::VID + 1]]),
             serial: text(id_ctrl::SN..id_ctrl::SN + 20),
             model: text(id_ctrl::MN..id_ctrl::MN + 40),
             firmware: text(id_ctrl::FR..id_ctrl::FR + 8),

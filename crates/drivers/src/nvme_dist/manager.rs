@@ -365,13 +365,13 @@ impl Manager {
             .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
             .await
             .map_err(access("read the SMART log"))?;
-        // Host Read Commands (bytes 64..80) and Host Write Commands (80..96), 128-bit.
+        // Host Read Commands and Host Write Commands, 128-bit (the low 64 bits kept).
         let count = |at: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&page[at..at + 8]);
             u64::from_le_bytes(w)
         };
-        Ok((count(64), count(80)))
+        Ok((count(log::SMART_HOST_READS), count(log::SMART_HOST_WRITES)))
     }
 
     /// Identify (`cns`, `nsid`) into the manager's own page, read back.

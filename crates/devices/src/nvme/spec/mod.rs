@@ -235,6 +235,10 @@ pub mod log {
     pub const ERROR_ENTRY_SIZE: usize = 64;
     /// Bytes of the SMART / health page.
     pub const SMART_SIZE: usize = 512;
+    /// Offset in the SMART / health page of Host Read Commands (16 B).
+    pub const SMART_HOST_READS: usize = 64;
+    /// Offset in the SMART / health page of Host Write Commands (16 B).
+    pub const SMART_HOST_WRITES: usize = 80;
 }
 
 /// Offsets in the Identify Controller data structure.
