@@ -77,7 +77,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, St
             Ok(EndpointLayout {
                 vendor_id: 0x8086,
                 device_id: 0x2701,
-                class_code: 0x01_08_02,
+                class_code: crate::nvme::spec::CLASS_CODE,
                 description: "Non-Volatile memory controller: NVMe".to_string(),
                 bars,
             })

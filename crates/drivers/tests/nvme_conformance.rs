@@ -78,10 +78,10 @@ fn identify_namespace_with_4k_blocks() {
         assert_eq!(le64(&d, id_ns::NSZE), (64 << 20) / 4096, "NSZE");
         assert_eq!((le32(&d, id_ns::LBAF0) >> 16) & 0xff, 12, "LBAF0.LBADS");
         // MDTS is 128 KiB: 32 blocks of 4 KiB fit, 33 do not.
-        let buf = ctx.dma(33 * PAGE);
-        let list = ctx.dma(PAGE);
+        let buf = ctx.dma(33 * PAGE_SIZE);
+        let list = ctx.dma(PAGE_SIZE);
         let pages: Vec<u8> = (1..33)
-            .flat_map(|i| (buf.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (buf.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &pages).await;
         let c = ctx
@@ -127,7 +127,7 @@ fn identify_active_namespace_list() {
             .await
             .expect("identify controller");
         assert_eq!(le32(&c, id_ctrl::NN), 3, "NN");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let c = ctx
             .admin(identify(cns::ACTIVE_NAMESPACES, 0xffff_fffe, buf.bus.get()))
             .await;
@@ -143,8 +143,8 @@ fn identify_data_through_prp1_with_offset_and_prp2() {
             .identify(cns::CONTROLLER, 0)
             .await
             .expect("identify controller");
-        let a = ctx.dma(PAGE);
-        let b = ctx.dma(PAGE);
+        let a = ctx.dma(PAGE_SIZE);
+        let b = ctx.dma(PAGE_SIZE);
         let mut cmd = identify(cns::CONTROLLER, 0, a.bus.get() + 512);
         cmd.prp2 = b.bus.get();
         let c = ctx.admin(cmd).await;
@@ -179,8 +179,8 @@ fn create_and_delete_io_queues_and_submit_through_them() {
         let (sq, cq) = raw_pair(&ctx, 2, 8).await;
         // Write a block through the new queue, then read it back through it.
         let data = pattern(7, 4096);
-        let src = ctx.dma(PAGE);
-        let dst = ctx.dma(PAGE);
+        let src = ctx.dma(PAGE_SIZE);
+        let dst = ctx.dma(PAGE_SIZE);
         ctx.fill(&src, 0, &data).await;
         let mut w = rw(io::WRITE, 1, 40, 8, src.bus.get(), 0);
         w.cid = 0x1111;
@@ -224,8 +224,8 @@ fn delete_sq_completes_after_the_commands_it_already_fetched() {
         ctx.free_pair(2).await;
         let (sq, cq) = raw_pair(&ctx, 2, 8).await;
         let data = pattern(21, 4096);
-        let src = ctx.dma(PAGE);
-        let dst = ctx.dma(PAGE);
+        let src = ctx.dma(PAGE_SIZE);
+        let dst = ctx.dma(PAGE_SIZE);
         ctx.fill(&src, 0, &data).await;
         sq.push(&ctx, rw(io::WRITE, 1, 8, 8, src.bus.get(), 0))
             .await;
@@ -266,7 +266,7 @@ fn completion_queue_wraps_and_flips_the_phase_tag() {
     run("cq-wrap", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
         let (sq, cq) = raw_pair(&ctx, 2, 4).await;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         // 4 entries hold 3 outstanding commands; 11 commands wrap the CQ twice and more.
         for i in 0..11u16 {
             let mut cmd = rw(io::READ, 1, u64::from(i), 1, buf.bus.get(), 0);
@@ -339,7 +339,7 @@ fn round_robin_arbitration_interleaves_two_loaded_queues() {
             let c = ctx.admin(create_sq(sq.qid, 31, sq.bus(), 2)).await;
             assert_eq!(c.status, Status::SUCCESS, "create SQ {}", sq.qid);
         }
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         const PER_QUEUE: u16 = 16;
         for sq in &sqs {
             for i in 0..PER_QUEUE {
@@ -391,7 +391,7 @@ fn round_robin_arbitration_interleaves_two_loaded_queues() {
 fn queue_creation_errors() {
     run("queue-errors", Setup::default(), |ctx| async move {
         let cqm = ctx.dma(64 << 10).bus.get();
-        let sqm = ctx.dma(PAGE).bus.get();
+        let sqm = ctx.dma(PAGE_SIZE).bus.get();
         let cases = [
             (
                 create_cq(0, 7, cqm, None),
@@ -556,7 +556,7 @@ fn abort_of_a_command_not_outstanding() {
 #[test]
 fn error_information_log_records_failed_commands() {
     run("error-log", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let io_fail = ctx
             .io(rw(io::READ, 1, BLOCKS_64M - 1, 2, buf.bus.get(), 0))
             .await;
@@ -605,7 +605,7 @@ fn smart_log_counts_host_commands() {
             .await
             .expect("SMART log");
         assert_eq!(counters(&before), (0, 0, 0, 0), "no I/O before");
-        let buf = ctx.os.alloc(PAGE).expect("alloc");
+        let buf = ctx.os.alloc(PAGE_SIZE).expect("alloc");
         for lba in [0, 8, 16] {
             ctx.dev
                 .submit(0, BlockOp::Write, 1, lba, 8, buf)
@@ -636,7 +636,7 @@ fn smart_log_counts_host_commands() {
 #[test]
 fn get_log_page_errors() {
     run("log-errors", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let c = ctx.admin(get_log(0x7f, 512, buf.bus.get())).await;
         assert_eq!(c.status, Status::INVALID_LOG_PAGE, "LID 0x7f");
         let mut cmd = get_log(log::SMART_HEALTH, 512, buf.bus.get());
@@ -654,13 +654,13 @@ fn read_write_128k_through_prp_lists() {
     run("prp-lists", Setup::default(), |ctx| async move {
         let len = 128usize << 10;
         let data = pattern(1, len);
-        let first = PAGE as usize - 512;
+        let first = PAGE_SIZE as usize - 512;
         // Write: PRP1 at offset 512 of a contiguous buffer, the rest in a PRP list.
-        let src = ctx.dma(33 * PAGE);
+        let src = ctx.dma(33 * PAGE_SIZE);
         ctx.fill(&src, 512, &data).await;
-        let list = ctx.dma(PAGE);
+        let list = ctx.dma(PAGE_SIZE);
         let entries: Vec<u8> = (1..33)
-            .flat_map(|i| (src.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (src.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &entries).await;
         let c = ctx
@@ -675,8 +675,11 @@ fn read_write_128k_through_prp_lists() {
             .await;
         assert_eq!(c.status, Status::SUCCESS, "128 KiB write");
         // Read: the same layout but pages in reverse order (nothing adjacent).
-        let dst = ctx.dma(33 * PAGE);
-        let pages: Vec<u64> = (1..33).rev().map(|i| dst.bus.get() + i * PAGE).collect();
+        let dst = ctx.dma(33 * PAGE_SIZE);
+        let pages: Vec<u64> = (1..33)
+            .rev()
+            .map(|i| dst.bus.get() + i * PAGE_SIZE)
+            .collect();
         let entries: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
         ctx.fill(&list, 0, &entries).await;
         let c = ctx
@@ -692,22 +695,22 @@ fn read_write_128k_through_prp_lists() {
         assert_eq!(c.status, Status::SUCCESS, "128 KiB read");
         let mut got = ctx.fetch(&dst, 512, first).await;
         for p in &pages {
-            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE as usize).await);
+            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE_SIZE as usize).await);
         }
         assert_bytes(&got[..len], &data, "scattered read");
         // Read again through a chained list: 3 entries and a pointer at the end of a page.
-        let dst2 = ctx.dma(33 * PAGE);
-        let lists = ctx.dma(2 * PAGE);
-        let at = PAGE - 32;
+        let dst2 = ctx.dma(33 * PAGE_SIZE);
+        let lists = ctx.dma(2 * PAGE_SIZE);
+        let at = PAGE_SIZE - 32;
         let mut head: Vec<u8> = (1..4)
-            .flat_map(|i| (dst2.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (dst2.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
-        head.extend((lists.bus.get() + PAGE).to_le_bytes());
+        head.extend((lists.bus.get() + PAGE_SIZE).to_le_bytes());
         ctx.fill(&lists, at, &head).await;
         let rest: Vec<u8> = (4..33)
-            .flat_map(|i| (dst2.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (dst2.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
-        ctx.fill(&lists, PAGE, &rest).await;
+        ctx.fill(&lists, PAGE_SIZE, &rest).await;
         let c = ctx
             .io(rw(
                 io::READ,
@@ -732,24 +735,24 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
         // second, right after it, holds decoys pointing at a trap page (a walker that reads
         // past the end of the first page, or takes its last entry for a chain pointer,
         // moves data to or from the trap); the third takes a chained remainder.
-        let lists = ctx.dma(3 * PAGE);
-        let trap = ctx.dma(PAGE);
-        let decoys: Vec<u8> = (0..PAGE / 8)
+        let lists = ctx.dma(3 * PAGE_SIZE);
+        let trap = ctx.dma(PAGE_SIZE);
+        let decoys: Vec<u8> = (0..PAGE_SIZE / 8)
             .flat_map(|_| trap.bus.get().to_le_bytes())
             .collect();
-        ctx.fill(&lists, PAGE, &decoys).await;
-        let at = PAGE - 31 * 8;
+        ctx.fill(&lists, PAGE_SIZE, &decoys).await;
+        let at = PAGE_SIZE - 31 * 8;
         let entries = |pages: &mut dyn Iterator<Item = u64>| -> Vec<u8> {
             pages.flat_map(|p| p.to_le_bytes()).collect()
         };
         // A plain list at the start of its own page, to check what the others moved.
-        let reference = ctx.dma(PAGE);
+        let reference = ctx.dma(PAGE_SIZE);
         let read_plain = |slba: u64| {
             let ctx = &ctx;
             let reference = &reference;
             async move {
-                let dst = ctx.dma(32 * PAGE);
-                let list = entries(&mut (1..32).map(|i| dst.bus.get() + i * PAGE));
+                let dst = ctx.dma(32 * PAGE_SIZE);
+                let list = entries(&mut (1..32).map(|i| dst.bus.get() + i * PAGE_SIZE));
                 ctx.fill(reference, 0, &list).await;
                 let c = ctx
                     .io(rw(
@@ -769,12 +772,12 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
         // 1. A page-aligned 128 KiB write: PRP1 is its first page and the other 31 entries
         //    fill the list exactly to the end of its page, so it has no chain entry.
         let data = pattern(11, len);
-        let src = ctx.dma(32 * PAGE);
+        let src = ctx.dma(32 * PAGE_SIZE);
         ctx.fill(&src, 0, &data).await;
         ctx.fill(
             &lists,
             at,
-            &entries(&mut (1..32).map(|i| src.bus.get() + i * PAGE)),
+            &entries(&mut (1..32).map(|i| src.bus.get() + i * PAGE_SIZE)),
         )
         .await;
         let c = ctx
@@ -799,8 +802,11 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
         );
 
         // 2. The same list shape for a read into pages in reverse order.
-        let dst = ctx.dma(32 * PAGE);
-        let pages: Vec<u64> = (1..32).rev().map(|i| dst.bus.get() + i * PAGE).collect();
+        let dst = ctx.dma(32 * PAGE_SIZE);
+        let pages: Vec<u64> = (1..32)
+            .rev()
+            .map(|i| dst.bus.get() + i * PAGE_SIZE)
+            .collect();
         ctx.fill(&lists, at, &entries(&mut pages.iter().copied()))
             .await;
         let c = ctx
@@ -818,26 +824,26 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
             Status::SUCCESS,
             "read, list exactly filling its page"
         );
-        let mut got = ctx.fetch(&dst, 0, PAGE as usize).await;
+        let mut got = ctx.fetch(&dst, 0, PAGE_SIZE as usize).await;
         for p in &pages {
-            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE as usize).await);
+            got.extend(ctx.fetch(&dst, p - dst.bus.get(), PAGE_SIZE as usize).await);
         }
         assert_bytes(&got, &data, "exact-fill read");
 
         // 3. 128 KiB from offset 512 of its first page touches 33 pages: 32 entries, one
         //    more than the 31 slots left, so the last slot chains to the third list page.
         let chained = |buf: &DmaBuffer| {
-            let mut head = entries(&mut (1..31).map(|i| buf.bus.get() + i * PAGE));
-            head.extend((lists.bus.get() + 2 * PAGE).to_le_bytes());
-            let tail = entries(&mut (31..33).map(|i| buf.bus.get() + i * PAGE));
+            let mut head = entries(&mut (1..31).map(|i| buf.bus.get() + i * PAGE_SIZE));
+            head.extend((lists.bus.get() + 2 * PAGE_SIZE).to_le_bytes());
+            let tail = entries(&mut (31..33).map(|i| buf.bus.get() + i * PAGE_SIZE));
             (head, tail)
         };
         let data2 = pattern(12, len);
-        let src2 = ctx.dma(33 * PAGE);
+        let src2 = ctx.dma(33 * PAGE_SIZE);
         ctx.fill(&src2, 512, &data2).await;
         let (head, tail) = chained(&src2);
         ctx.fill(&lists, at, &head).await;
-        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        ctx.fill(&lists, 2 * PAGE_SIZE, &tail).await;
         let c = ctx
             .io(rw(
                 io::WRITE,
@@ -858,10 +864,10 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
             &data2,
             "what the chained write stored",
         );
-        let dst2 = ctx.dma(33 * PAGE);
+        let dst2 = ctx.dma(33 * PAGE_SIZE);
         let (head, tail) = chained(&dst2);
         ctx.fill(&lists, at, &head).await;
-        ctx.fill(&lists, 2 * PAGE, &tail).await;
+        ctx.fill(&lists, 2 * PAGE_SIZE, &tail).await;
         let c = ctx
             .io(rw(
                 io::READ,
@@ -879,8 +885,8 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
         );
         assert_bytes(&ctx.fetch(&dst2, 512, len).await, &data2, "chained read");
         assert_bytes(
-            &ctx.fetch(&trap, 0, PAGE as usize).await,
-            &[0u8; PAGE as usize],
+            &ctx.fetch(&trap, 0, PAGE_SIZE as usize).await,
+            &[0u8; PAGE_SIZE as usize],
             "the trap page (no decoy was followed)",
         );
     });
@@ -890,7 +896,7 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
 fn write_zeroes_reads_back_zero_and_spares_neighbours() {
     run("write-zeroes", Setup::default(), |ctx| async move {
         let data = pattern(3, 16 * 512);
-        let buf = ctx.dma(2 * PAGE);
+        let buf = ctx.dma(2 * PAGE_SIZE);
         ctx.fill(&buf, 0, &data).await;
         let c = ctx
             .io(rw(
@@ -899,15 +905,22 @@ fn write_zeroes_reads_back_zero_and_spares_neighbours() {
                 64,
                 16,
                 buf.bus.get(),
-                buf.bus.get() + PAGE,
+                buf.bus.get() + PAGE_SIZE,
             ))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "write");
         let c = ctx.io(rw(io::WRITE_ZEROES, 1, 68, 4, 0, 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "write zeroes");
-        let out = ctx.dma(4 * PAGE);
+        let out = ctx.dma(4 * PAGE_SIZE);
         let c = ctx
-            .io(rw(io::READ, 1, 64, 16, out.bus.get(), out.bus.get() + PAGE))
+            .io(rw(
+                io::READ,
+                1,
+                64,
+                16,
+                out.bus.get(),
+                out.bus.get() + PAGE_SIZE,
+            ))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "read");
         let mut expected = data.clone();
@@ -965,7 +978,7 @@ fn flush() {
                 1,
                 0,
                 0,
-                ctx.os.alloc(PAGE).expect("alloc"),
+                ctx.os.alloc(PAGE_SIZE).expect("alloc"),
             )
             .await
             .expect("block layer flush");
@@ -980,7 +993,7 @@ fn namespaces_keep_their_data_separate() {
     };
     run("namespaces", setup, |ctx| async move {
         assert_eq!(ctx.dev.namespaces().len(), 3);
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for nsid in 1..=3u32 {
             ctx.fill(&buf, 0, &pattern(u64::from(nsid), 4096)).await;
             let c = ctx.io(rw(io::WRITE, nsid, 0, 8, buf.bus.get(), 0)).await;
@@ -1049,12 +1062,12 @@ fn invalid_opcodes() {
 #[test]
 fn invalid_fields() {
     run("fields", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(33 * PAGE);
+        let buf = ctx.dma(33 * PAGE_SIZE);
         let c = ctx.admin(identify(0x55, 0, buf.bus.get())).await;
         assert_eq!(c.status, Status::INVALID_FIELD, "Identify CNS 0x55");
-        let list = ctx.dma(PAGE);
+        let list = ctx.dma(PAGE_SIZE);
         let entries: Vec<u8> = (1..33)
-            .flat_map(|i| (buf.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (buf.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &entries).await;
         // 257 blocks of 512 B = 128.5 KiB > MDTS.
@@ -1078,7 +1091,7 @@ fn sgl_and_fused_commands_are_invalid_fields() {
     run("psdt-fuse", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
         let (sq, cq) = raw_pair(&ctx, 2, 8).await;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for (flags, what) in [(0x40u8, "PSDT = 01 (SGL)"), (0x01, "FUSE = 01")] {
             let mut e = rw(io::READ, 1, 0, 1, buf.bus.get(), 0).to_bytes();
             e[1] = flags;
@@ -1096,7 +1109,7 @@ fn sgl_and_fused_commands_are_invalid_fields() {
 #[test]
 fn invalid_namespaces() {
     run("namespace-errors", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for nsid in [0, 2, 0xffff_ffff] {
             let c = ctx.io(rw(io::READ, nsid, 0, 1, buf.bus.get(), 0)).await;
             assert_eq!(c.status, Status::INVALID_NAMESPACE, "read nsid {nsid:#x}");
@@ -1117,7 +1130,7 @@ fn invalid_namespaces() {
 #[test]
 fn lba_out_of_range() {
     run("lba-range", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let last = BLOCKS_64M - 1;
         let c = ctx.io(rw(io::READ, 1, last, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "the last block");
@@ -1142,7 +1155,7 @@ fn data_transfer_errors_on_unclaimed_addresses() {
         let c = ctx.io(rw(io::WRITE, 1, 0, 1, UNCLAIMED, 0)).await;
         assert_eq!(c.status, Status::DATA_TRANSFER_ERROR, "write from nowhere");
         // A PRP list the controller cannot fetch.
-        let buf = ctx.dma(4 * PAGE);
+        let buf = ctx.dma(4 * PAGE_SIZE);
         let c = ctx
             .io(rw(io::READ, 1, 0, 24, buf.bus.get(), UNCLAIMED))
             .await;
@@ -1177,7 +1190,7 @@ fn data_transfer_error_on_an_iommu_fault() {
     };
     let cluster = run("iommu", setup, |ctx| async move {
         // Mapped memory works.
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         assert_ne!(buf.bus.get(), buf.cpu.get(), "the IOMMU translates");
         ctx.fill(&buf, 0, &pattern(9, 512)).await;
         let c = ctx.io(rw(io::WRITE, 1, 5, 1, buf.bus.get(), 0)).await;
@@ -1213,9 +1226,9 @@ fn data_transfer_error_on_an_iommu_fault() {
 #[test]
 fn prp_list_entry_with_an_offset() {
     run("prp-offset", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(4 * PAGE);
-        let list = ctx.dma(PAGE);
-        let entries: Vec<u8> = [PAGE, 2 * PAGE + 512, 3 * PAGE]
+        let buf = ctx.dma(4 * PAGE_SIZE);
+        let list = ctx.dma(PAGE_SIZE);
+        let entries: Vec<u8> = [PAGE_SIZE, 2 * PAGE_SIZE + 512, 3 * PAGE_SIZE]
             .iter()
             .flat_map(|o| (buf.bus.get() + o).to_le_bytes())
             .collect();
@@ -1236,7 +1249,7 @@ fn prp_list_entry_with_an_offset() {
                 0,
                 16,
                 buf.bus.get(),
-                buf.bus.get() + PAGE + 8,
+                buf.bus.get() + PAGE_SIZE + 8,
             ))
             .await;
         assert_eq!(c.status, Status::PRP_OFFSET_INVALID, "PRP2 with an offset");
@@ -1284,7 +1297,7 @@ fn capability_and_version_registers() {
 fn reset_follows_cc_en_after_a_delay_and_drops_io_queues() {
     run("reset", Setup::default(), |ctx| async move {
         let delay = ctx.ctrl.config().ready_delay;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         ctx.fill(&buf, 0, &pattern(5, 512)).await;
         let c = ctx.io(rw(io::WRITE, 1, 77, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "write before reset");
@@ -1361,7 +1374,7 @@ fn reset_follows_cc_en_after_a_delay_and_drops_io_queues() {
         let sq = RawSq::host(&ctx, 1, 4);
         let c = admin(create_sq(1, 3, sq.bus(), 1)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 1");
-        let out = ctx.dma(PAGE);
+        let out = ctx.dma(PAGE_SIZE);
         sq.push(&ctx, rw(io::READ, 1, 77, 1, out.bus.get(), 0))
             .await;
         sq.ring(&ctx).await;
@@ -1381,7 +1394,7 @@ fn reset_follows_cc_en_after_a_delay_and_drops_io_queues() {
 #[test]
 fn invalid_doorbell_writes_are_ignored() {
     run("doorbells", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         // Queue 1 has 256 entries.
         for (offset, value, what) in [
             (
@@ -1430,7 +1443,7 @@ fn interrupt_mode_completes_through_msix() {
         let entry = |v: u64| table + pci::msix::ENTRY_SIZE * v;
         let control = |v: u64| entry(v) + 12;
         const MASKED: u32 = pci::msix::VECTOR_MASKED;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let c = ctx.io(rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "I/O in interrupt mode");
         let c = ctx
@@ -1539,17 +1552,31 @@ fn submission_queue_in_the_controller_memory_buffer() {
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2 in the CMB");
 
         let data = pattern(11, 8192);
-        let src = ctx.dma(2 * PAGE);
-        let dst = ctx.dma(2 * PAGE);
+        let src = ctx.dma(2 * PAGE_SIZE);
+        let dst = ctx.dma(2 * PAGE_SIZE);
         ctx.fill(&src, 0, &data).await;
         sq.push(
             &ctx,
-            rw(io::WRITE, 1, 300, 16, src.bus.get(), src.bus.get() + PAGE),
+            rw(
+                io::WRITE,
+                1,
+                300,
+                16,
+                src.bus.get(),
+                src.bus.get() + PAGE_SIZE,
+            ),
         )
         .await;
         sq.push(
             &ctx,
-            rw(io::READ, 1, 300, 16, dst.bus.get(), dst.bus.get() + PAGE),
+            rw(
+                io::READ,
+                1,
+                300,
+                16,
+                dst.bus.get(),
+                dst.bus.get() + PAGE_SIZE,
+            ),
         )
         .await;
         // Ring once for both; they may complete in either order.
@@ -1561,7 +1588,14 @@ fn submission_queue_in_the_controller_memory_buffer() {
         // The read ran after the write only if fetched after it: check data with a second read.
         sq.push(
             &ctx,
-            rw(io::READ, 1, 300, 16, dst.bus.get(), dst.bus.get() + PAGE),
+            rw(
+                io::READ,
+                1,
+                300,
+                16,
+                dst.bus.get(),
+                dst.bus.get() + PAGE_SIZE,
+            ),
         )
         .await;
         sq.ring(&ctx).await;

@@ -111,7 +111,7 @@ fn enabling_refuses_each_invalid_admin_configuration_alone_with_cfs() {
     run("enable-rules", Setup::default(), |ctx| async move {
         let delay = ctx.ctrl.config().ready_delay;
         disable(&ctx).await;
-        let (asq, acq) = (ctx.dma(PAGE), ctx.dma(PAGE));
+        let (asq, acq) = (ctx.dma(PAGE_SIZE), ctx.dma(PAGE_SIZE));
         let good_cc = cc::EN | cc::IOSQES_64 | cc::IOCQES_16;
         let (good_aqa, base_sq, base_cq) = (7 | 7 << 16, asq.bus.get(), acq.bus.get());
         let configure = |cc: u32, aqa: u32, sq: u64, cq: u64| {
@@ -173,7 +173,7 @@ fn enabling_refuses_each_invalid_admin_configuration_alone_with_cfs() {
                 phase: std::cell::Cell::new(true),
             },
         );
-        let page = ctx.dma(PAGE);
+        let page = ctx.dma(PAGE_SIZE);
         sq.push(&ctx, identify(cns::CONTROLLER, 0, page.bus.get()))
             .await;
         sq.ring(&ctx).await;
@@ -208,19 +208,20 @@ fn interrupt_coalescing_keeps_the_low_16_bits_it_was_set_to() {
 #[test]
 fn a_log_page_may_be_exactly_the_largest_transfer_long_and_no_longer() {
     run("log-mdts", Setup::default(), |ctx| async move {
-        let max = 32 * PAGE; // 4 KiB << MDTS 5
-        let buf = ctx.dma(max + PAGE);
-        ctx.fill(&buf, 0, &vec![0xee; (max + PAGE) as usize]).await;
-        let list = ctx.dma(PAGE);
+        let max = 32 * PAGE_SIZE; // 4 KiB << MDTS 5
+        let buf = ctx.dma(max + PAGE_SIZE);
+        ctx.fill(&buf, 0, &vec![0xee; (max + PAGE_SIZE) as usize])
+            .await;
+        let list = ctx.dma(PAGE_SIZE);
         let entries: Vec<u8> = (1..33)
-            .flat_map(|i| (buf.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (buf.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &entries).await;
         let mut cmd = get_log(log::SMART_HEALTH, max as u32, buf.bus.get());
         cmd.prp2 = list.bus.get();
         let c = ctx.admin(cmd).await;
         assert_eq!(c.status, Status::SUCCESS, "128 KiB: exactly MDTS");
-        let got = ctx.fetch(&buf, 0, (max + PAGE) as usize).await;
+        let got = ctx.fetch(&buf, 0, (max + PAGE_SIZE) as usize).await;
         assert_eq!(got[3], 100, "the SMART page's available spare");
         assert!(
             got[log::SMART_SIZE..max as usize].iter().all(|&b| b == 0),
@@ -251,14 +252,14 @@ fn a_log_page_may_be_exactly_the_largest_transfer_long_and_no_longer() {
 #[test]
 fn a_write_gathers_its_data_from_pages_listed_in_reverse_order() {
     run("gather", Setup::default(), |ctx| async move {
-        let data = pattern(31, 4 * PAGE as usize);
-        let src = ctx.dma(4 * PAGE);
+        let data = pattern(31, 4 * PAGE_SIZE as usize);
+        let src = ctx.dma(4 * PAGE_SIZE);
         ctx.fill(&src, 0, &data).await;
         // PRP1 = page 3, then pages 2, 1, 0: the data on disk is the pages reversed.
-        let list = ctx.dma(PAGE);
+        let list = ctx.dma(PAGE_SIZE);
         let entries: Vec<u8> = [2u64, 1, 0]
             .iter()
-            .flat_map(|i| (src.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (src.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &entries).await;
         let c = ctx
@@ -267,27 +268,27 @@ fn a_write_gathers_its_data_from_pages_listed_in_reverse_order() {
                 1,
                 400,
                 32,
-                src.bus.get() + 3 * PAGE,
+                src.bus.get() + 3 * PAGE_SIZE,
                 list.bus.get(),
             ))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "gathered write");
-        let dst = ctx.dma(4 * PAGE);
+        let dst = ctx.dma(4 * PAGE_SIZE);
         let plain: Vec<u8> = (1..4u64)
-            .flat_map(|i| (dst.bus.get() + i * PAGE).to_le_bytes())
+            .flat_map(|i| (dst.bus.get() + i * PAGE_SIZE).to_le_bytes())
             .collect();
         ctx.fill(&list, 0, &plain).await;
         let c = ctx
             .io(rw(io::READ, 1, 400, 32, dst.bus.get(), list.bus.get()))
             .await;
         assert_eq!(c.status, Status::SUCCESS, "plain read");
-        let page = |i: usize| &data[i * PAGE as usize..(i + 1) * PAGE as usize];
+        let page = |i: usize| &data[i * PAGE_SIZE as usize..(i + 1) * PAGE_SIZE as usize];
         let expected: Vec<u8> = [3, 2, 1, 0]
             .iter()
             .flat_map(|&i| page(i).to_vec())
             .collect();
         assert_bytes(
-            &ctx.fetch(&dst, 0, 4 * PAGE as usize).await,
+            &ctx.fetch(&dst, 0, 4 * PAGE_SIZE as usize).await,
             &expected,
             "pages",
         );
@@ -305,7 +306,7 @@ fn a_full_completion_queue_holds_the_next_completion_until_its_head_moves() {
         let sq = RawSq::host(&ctx, 2, 8);
         let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for cid in 0..4u16 {
             let mut cmd = rw(io::READ, 1, u64::from(cid), 1, buf.bus.get(), 0);
             cmd.cid = 0x40 + cid;
@@ -338,7 +339,7 @@ fn a_full_completion_queue_holds_the_next_completion_until_its_head_moves() {
 #[test]
 fn an_lba_with_high_bits_set_is_out_of_range_not_wrapped() {
     run("lba-64", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for slba in [1u64 << 32, (1 << 32) | 5, 1 << 63] {
             let c = ctx.io(rw(io::READ, 1, slba, 1, buf.bus.get(), 0)).await;
             assert_eq!(c.status, Status::LBA_OUT_OF_RANGE, "read at LBA {slba:#x}");
@@ -456,7 +457,7 @@ fn a_fetch_from_the_memory_buffer_crosses_no_link() {
         };
         let c = ctx.admin(create_sq(2, 7, in_cmb.bus(), 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2 in the CMB");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let cmb = tlps_of_one_read(&ctx, &in_cmb, &cq, &buf).await;
         let c = ctx.admin(delete(admin::DELETE_IO_SQ, 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "delete SQ 2");
@@ -480,7 +481,7 @@ fn commands_still_in_a_deleted_submission_queue_complete_as_aborted_in_order() {
         let sq = RawSq::host(&ctx, 2, 8);
         let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         // Move the queue's head near its end so the pending commands wrap.
         for lba in 0..6u64 {
             sq.push(&ctx, rw(io::READ, 1, lba, 1, buf.bus.get(), 0))
@@ -549,7 +550,7 @@ fn an_abort_agrees_with_what_the_command_did_and_spares_a_later_command_with_its
         let sq = RawSq::host(&ctx, 2, 8);
         let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let handle = ctx.dev.handle().clone();
         let command = |bits: u16| {
             let handle = handle.clone();
@@ -645,7 +646,7 @@ fn a_completion_queue_created_without_interrupts_never_signals_its_vector() {
         let sq = RawSq::host(&ctx, 2, 4);
         let c = ctx.admin(create_sq(2, 3, sq.bus(), 2)).await;
         assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         sq.push(&ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         sq.ring(&ctx).await;
         assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS);
@@ -660,7 +661,7 @@ fn a_completion_queue_created_without_interrupts_never_signals_its_vector() {
 #[test]
 fn the_arbitration_burst_reads_back_as_set_and_queues_still_progress() {
     run("arbitration", Setup::default(), |ctx| async move {
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         for ab in [3u32, 7, 0] {
             let c = ctx
                 .admin(features(admin::SET_FEATURES, feature::ARBITRATION, ab))
@@ -695,7 +696,7 @@ fn a_submission_queue_wrapped_to_tail_0_delivers_exactly_its_commands() {
     run("sq-wrap-0", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
         let (sq, cq) = raw_pair(&ctx, 2, 8).await;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         // One command moves the head to slot 1.
         sq.push(&ctx, rw(io::READ, 1, 0, 1, buf.bus.get(), 0)).await;
         sq.ring(&ctx).await;
@@ -745,7 +746,7 @@ fn a_reset_discards_the_completion_of_a_command_still_in_flight() {
     run("reset-inflight", setup, |ctx| async move {
         ctx.free_pair(2).await;
         let (sq, _old_cq) = raw_pair(&ctx, 2, 8).await;
-        let buf = ctx.dma(PAGE);
+        let buf = ctx.dma(PAGE_SIZE);
         let mut cmd = rw(io::READ, 1, 0, 8, buf.bus.get(), 0);
         cmd.cid = 0x99;
         sq.push(&ctx, cmd).await;

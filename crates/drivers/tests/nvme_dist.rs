@@ -7,7 +7,7 @@ use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
 use smartio_host::HostOs;
-use smartio_platform::PhysAddr;
+use smartio_platform::{PhysAddr, PAGE_SIZE};
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
 use std::cell::RefCell;
 use std::future::Future;
@@ -333,14 +333,13 @@ fn each_sq_placement_puts_the_queue_where_it_says_and_the_cq_in_the_clients_ram(
     // Pages of 4 KiB: the SQ (16 entries of 64 bytes), the CQ, and one PRP-list page per
     // entry (16) — the CQ and the PRP lists always in the client's RAM. The P4800X has no
     // memory buffer, so the device-memory placement falls back as the hints do.
-    const PAGE: u64 = 4096;
     assert_eq!(
         placed,
         [
-            (SqPlacement::ClientRam, borrower, 18 * PAGE, 0),
-            (SqPlacement::LenderRam, lender, 17 * PAGE, PAGE),
-            (SqPlacement::Hints, lender, 17 * PAGE, PAGE),
-            (SqPlacement::DeviceMemory, lender, 17 * PAGE, PAGE),
+            (SqPlacement::ClientRam, borrower, 18 * PAGE_SIZE, 0),
+            (SqPlacement::LenderRam, lender, 17 * PAGE_SIZE, PAGE_SIZE),
+            (SqPlacement::Hints, lender, 17 * PAGE_SIZE, PAGE_SIZE),
+            (SqPlacement::DeviceMemory, lender, 17 * PAGE_SIZE, PAGE_SIZE),
         ]
     );
 }

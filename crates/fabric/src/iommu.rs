@@ -9,8 +9,8 @@ use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// The IOMMU page size.
-pub const PAGE_SIZE: u64 = 4096;
+/// The IOMMU page size (the host's page).
+pub use smartio_platform::PAGE_SIZE;
 
 /// A translation domain of one IOMMU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

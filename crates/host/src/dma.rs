@@ -7,12 +7,11 @@
 use crate::memory::RamAllocator;
 use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
 use smartio_machine::Machine;
-use smartio_platform::{BusAddr, PhysAddr};
+use smartio_platform::{BusAddr, PhysAddr, PAGE_SIZE};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-const PAGE: u64 = 4096;
 /// I/O virtual addresses handed out start here (above the 32-bit hole, like Linux's IOVA
 /// allocator would for a 64-bit-capable device).
 const IOVA_BASE: u64 = 1 << 32;
@@ -170,12 +169,12 @@ impl DmaMapper for LocalDma {
         let Some(domain) = self.domain else {
             return Ok(BusAddr(phys.get()));
         };
-        let first = phys.get() & !(PAGE - 1);
-        let span = (phys.get() + len.max(1)).next_multiple_of(PAGE) - first;
+        let first = phys.get() & !(PAGE_SIZE - 1);
+        let span = (phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first;
         let iova = self
             .iova
             .borrow_mut()
-            .alloc(span, PAGE)
+            .alloc(span, PAGE_SIZE)
             .map_err(|_| DmaError::NoIova {
                 device: self.name.clone(),
                 len,
@@ -207,8 +206,8 @@ impl DmaMapper for LocalDma {
             return Ok(bar.window.base);
         };
         let base = bar.window.base.get();
-        let first = base & !(PAGE - 1);
-        let span = (base + bar.window.size.max(1)).next_multiple_of(PAGE) - first;
+        let first = base & !(PAGE_SIZE - 1);
+        let span = (base + bar.window.size.max(1)).next_multiple_of(PAGE_SIZE) - first;
         let host = self.host;
         self.machine
             .with_fabric_mut(|f| {
@@ -227,20 +226,24 @@ impl DmaMapper for LocalDma {
         let Some(domain) = self.domain else {
             return Ok(());
         };
-        if let Some(span) = self.peers.borrow_mut().remove(&(bus.get() & !(PAGE - 1))) {
+        if let Some(span) = self
+            .peers
+            .borrow_mut()
+            .remove(&(bus.get() & !(PAGE_SIZE - 1)))
+        {
             let host = self.host;
             return self
                 .machine
                 .with_fabric_mut(|f| {
                     f.iommu_mut(host)
-                        .unmap(domain, BusAddr(bus.get() & !(PAGE - 1)), span)
+                        .unmap(domain, BusAddr(bus.get() & !(PAGE_SIZE - 1)), span)
                 })
                 .map_err(|source| DmaError::Iommu {
                     device: self.name.clone(),
                     source,
                 });
         }
-        let page = bus.get() & !(PAGE - 1);
+        let page = bus.get() & !(PAGE_SIZE - 1);
         let not_mapped = || DmaError::NotMapped {
             device: self.name.clone(),
             addr: bus,

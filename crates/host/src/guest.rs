@@ -7,7 +7,7 @@
 //! pieces a guest range covers. A guest range that is contiguous is generally not contiguous
 //! on the host, so translation yields a list, never one address.
 
-use crate::memory::PAGE;
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{GuestPhysAddr, PhysAddr};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -90,11 +90,13 @@ impl GuestMemory {
         let mut g = Self::new();
         let mut guest = GuestPhysAddr(0);
         for &host in pages {
-            g.map(guest, host, PAGE)?;
-            guest = guest.checked_add(PAGE).ok_or(GuestMemoryError::Overflow {
-                addr: guest,
-                len: PAGE,
-            })?;
+            g.map(guest, host, PAGE_SIZE)?;
+            guest = guest
+                .checked_add(PAGE_SIZE)
+                .ok_or(GuestMemoryError::Overflow {
+                    addr: guest,
+                    len: PAGE_SIZE,
+                })?;
         }
         Ok(g)
     }
@@ -108,9 +110,9 @@ impl GuestMemory {
         len: u64,
     ) -> Result<(), GuestMemoryError> {
         if len == 0
-            || !guest.get().is_multiple_of(PAGE)
-            || !host.get().is_multiple_of(PAGE)
-            || !len.is_multiple_of(PAGE)
+            || !guest.get().is_multiple_of(PAGE_SIZE)
+            || !host.get().is_multiple_of(PAGE_SIZE)
+            || !len.is_multiple_of(PAGE_SIZE)
         {
             return Err(GuestMemoryError::Unaligned { guest, host, len });
         }
@@ -231,7 +233,9 @@ mod tests {
         ])
         .expect("aligned");
         assert_eq!(g.runs().count(), 3, "the first two host pages are one run");
-        let got = g.translate(GuestPhysAddr(0x800), 3 * PAGE).expect("mapped");
+        let got = g
+            .translate(GuestPhysAddr(0x800), 3 * PAGE_SIZE)
+            .expect("mapped");
         assert_eq!(
             got,
             vec![
@@ -244,60 +248,60 @@ mod tests {
             g.translate_addr(GuestPhysAddr(0x2004)),
             Ok(PhysAddr(0x2004))
         );
-        assert_eq!(g.mapped_bytes(), 4 * PAGE);
+        assert_eq!(g.mapped_bytes(), 4 * PAGE_SIZE);
     }
 
     #[test]
     fn an_unmapped_guest_address_is_an_error_naming_the_first_missing_byte() {
         let mut g = GuestMemory::new();
-        g.map(GuestPhysAddr(0), PhysAddr(0x10_0000), PAGE)
+        g.map(GuestPhysAddr(0), PhysAddr(0x10_0000), PAGE_SIZE)
             .expect("aligned");
-        g.map(GuestPhysAddr(2 * PAGE), PhysAddr(0x20_0000), PAGE)
+        g.map(GuestPhysAddr(2 * PAGE_SIZE), PhysAddr(0x20_0000), PAGE_SIZE)
             .expect("aligned");
         assert_eq!(
-            g.translate(GuestPhysAddr(0x10), 2 * PAGE),
+            g.translate(GuestPhysAddr(0x10), 2 * PAGE_SIZE),
             Err(GuestMemoryError::Unmapped {
-                addr: GuestPhysAddr(PAGE)
+                addr: GuestPhysAddr(PAGE_SIZE)
             })
         );
         assert_eq!(
-            g.translate_addr(GuestPhysAddr(3 * PAGE)),
+            g.translate_addr(GuestPhysAddr(3 * PAGE_SIZE)),
             Err(GuestMemoryError::Unmapped {
-                addr: GuestPhysAddr(3 * PAGE)
+                addr: GuestPhysAddr(3 * PAGE_SIZE)
             })
         );
-        assert_eq!(g.translate(GuestPhysAddr(5 * PAGE), 0), Ok(Vec::new()));
+        assert_eq!(g.translate(GuestPhysAddr(5 * PAGE_SIZE), 0), Ok(Vec::new()));
     }
 
     #[test]
     fn mappings_must_be_aligned_disjoint_and_inside_the_address_space() {
         let mut g = GuestMemory::new();
-        g.map(GuestPhysAddr(PAGE), PhysAddr(0), 2 * PAGE)
+        g.map(GuestPhysAddr(PAGE_SIZE), PhysAddr(0), 2 * PAGE_SIZE)
             .expect("aligned");
         assert!(matches!(
-            g.map(GuestPhysAddr(0x10), PhysAddr(0), PAGE),
+            g.map(GuestPhysAddr(0x10), PhysAddr(0), PAGE_SIZE),
             Err(GuestMemoryError::Unaligned { .. })
         ));
         assert!(matches!(
             g.map(GuestPhysAddr(0), PhysAddr(0), 0),
             Err(GuestMemoryError::Unaligned { .. })
         ));
-        for guest in [0, 2 * PAGE] {
+        for guest in [0, 2 * PAGE_SIZE] {
             assert_eq!(
-                g.map(GuestPhysAddr(guest), PhysAddr(0x40_0000), 2 * PAGE),
+                g.map(GuestPhysAddr(guest), PhysAddr(0x40_0000), 2 * PAGE_SIZE),
                 Err(GuestMemoryError::Overlap {
                     guest: GuestPhysAddr(guest),
-                    len: 2 * PAGE
+                    len: 2 * PAGE_SIZE
                 })
             );
         }
-        let top = GuestPhysAddr(u64::MAX - PAGE + 1);
+        let top = GuestPhysAddr(u64::MAX - PAGE_SIZE + 1);
         assert!(matches!(
-            g.map(top, PhysAddr(0), 2 * PAGE),
+            g.map(top, PhysAddr(0), 2 * PAGE_SIZE),
             Err(GuestMemoryError::Overflow { .. })
         ));
         assert!(matches!(
-            g.translate(top, PAGE),
+            g.translate(top, PAGE_SIZE),
             Err(GuestMemoryError::Overflow { .. })
         ));
     }
@@ -305,19 +309,23 @@ mod tests {
     #[test]
     fn a_run_mapped_between_two_host_contiguous_runs_joins_them() {
         let mut g = GuestMemory::new();
-        g.map(GuestPhysAddr(0), PhysAddr(0x10_0000), PAGE)
+        g.map(GuestPhysAddr(0), PhysAddr(0x10_0000), PAGE_SIZE)
             .expect("aligned");
         g.map(
-            GuestPhysAddr(2 * PAGE),
-            PhysAddr(0x10_0000 + 2 * PAGE),
-            PAGE,
+            GuestPhysAddr(2 * PAGE_SIZE),
+            PhysAddr(0x10_0000 + 2 * PAGE_SIZE),
+            PAGE_SIZE,
         )
         .expect("aligned");
-        g.map(GuestPhysAddr(PAGE), PhysAddr(0x10_0000 + PAGE), PAGE)
-            .expect("aligned");
+        g.map(
+            GuestPhysAddr(PAGE_SIZE),
+            PhysAddr(0x10_0000 + PAGE_SIZE),
+            PAGE_SIZE,
+        )
+        .expect("aligned");
         assert_eq!(
             g.runs().collect::<Vec<_>>(),
-            vec![(GuestPhysAddr(0), PhysAddr(0x10_0000), 3 * PAGE)]
+            vec![(GuestPhysAddr(0), PhysAddr(0x10_0000), 3 * PAGE_SIZE)]
         );
     }
 
@@ -325,12 +333,12 @@ mod tests {
         #[test]
         fn translation_agrees_with_a_page_by_page_model(
             pages in proptest::collection::vec(0u64..64, 1..32),
-            start in 0u64..(40 * PAGE),
-            len in 0u64..(8 * PAGE),
+            start in 0u64..(40 * PAGE_SIZE),
+            len in 0u64..(8 * PAGE_SIZE),
         ) {
-            let host: Vec<PhysAddr> = pages.iter().map(|p| PhysAddr(p * PAGE)).collect();
+            let host: Vec<PhysAddr> = pages.iter().map(|p| PhysAddr(p * PAGE_SIZE)).collect();
             let g = GuestMemory::from_host_pages(&host).expect("aligned");
-            let mapped = host.len() as u64 * PAGE;
+            let mapped = host.len() as u64 * PAGE_SIZE;
             match g.translate(GuestPhysAddr(start), len) {
                 Ok(pieces) => {
                     prop_assert!(len == 0 || start + len <= mapped);
@@ -339,11 +347,11 @@ mod tests {
                     let mut at = start;
                     for (i, p) in pieces.iter().enumerate() {
                         prop_assert!(p.len > 0);
-                        let page = host[(at / PAGE) as usize];
-                        prop_assert_eq!(p.addr, page.offset(at % PAGE));
+                        let page = host[(at / PAGE_SIZE) as usize];
+                        prop_assert_eq!(p.addr, page.offset(at % PAGE_SIZE));
                         let last = at + p.len - 1;
-                        let page = host[(last / PAGE) as usize];
-                        prop_assert_eq!(p.addr.offset(p.len - 1), page.offset(last % PAGE));
+                        let page = host[(last / PAGE_SIZE) as usize];
+                        prop_assert_eq!(p.addr.offset(p.len - 1), page.offset(last % PAGE_SIZE));
                         if let Some(next) = pieces.get(i + 1) {
                             prop_assert_ne!(p.addr.offset(p.len), next.addr, "pieces are maximal");
                         }

@@ -3,15 +3,13 @@
 //! The lowest [`RESERVED_LOW`] bytes belong to firmware, the kernel and the fixed buffers of
 //! the DMA bandwidth test; they are never handed out.
 
+use smartio_platform::PAGE_SIZE;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use thiserror::Error;
 
 /// Bytes at the bottom of RAM that are never allocated.
 pub const RESERVED_LOW: u64 = 512 << 20;
-
-/// The allocation granule (a page).
-pub const PAGE: u64 = 4096;
 
 /// Why an allocation failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -57,8 +55,8 @@ impl RamAllocator {
     pub fn new(ram: &[Range<u64>]) -> RamAllocator {
         let mut free = BTreeMap::new();
         for r in ram {
-            let start = r.start.max(RESERVED_LOW).next_multiple_of(PAGE);
-            let end = r.end - r.end % PAGE;
+            let start = r.start.max(RESERVED_LOW).next_multiple_of(PAGE_SIZE);
+            let end = r.end - r.end % PAGE_SIZE;
             if start < end {
                 free.insert(start, end - start);
             }
@@ -73,8 +71,8 @@ impl RamAllocator {
     /// not RAM (I/O virtual address ranges, device memory).
     pub fn space(range: Range<u64>) -> RamAllocator {
         let mut free = BTreeMap::new();
-        let start = range.start.next_multiple_of(PAGE);
-        let end = range.end - range.end % PAGE;
+        let start = range.start.next_multiple_of(PAGE_SIZE);
+        let end = range.end - range.end % PAGE_SIZE;
         if start < end {
             free.insert(start, end - start);
         }
@@ -89,10 +87,10 @@ impl RamAllocator {
         if size == 0 || !align.is_power_of_two() {
             return Err(RamError::Invalid { size, align });
         }
-        let Some(size) = size.checked_next_multiple_of(PAGE) else {
+        let Some(size) = size.checked_next_multiple_of(PAGE_SIZE) else {
             return Err(RamError::Invalid { size, align });
         };
-        let align = align.max(PAGE);
+        let align = align.max(PAGE_SIZE);
         let found = self.free.iter().find_map(|(&start, &len)| {
             let at = start.checked_next_multiple_of(align)?;
             (at.checked_add(size)? <= start + len).then_some((start, len, at))
@@ -189,16 +187,16 @@ mod tests {
     fn exhaustion_is_an_error_and_freeing_merges_back() {
         let mut ram = RamAllocator::new(std::slice::from_ref(&(0..RESERVED_LOW + (1 << 20))));
         let total = ram.free_bytes();
-        let a = ram.alloc(1 << 19, PAGE).expect("half");
-        let b = ram.alloc(1 << 19, PAGE).expect("other half");
+        let a = ram.alloc(1 << 19, PAGE_SIZE).expect("half");
+        let b = ram.alloc(1 << 19, PAGE_SIZE).expect("other half");
         assert!(matches!(
-            ram.alloc(PAGE, PAGE),
+            ram.alloc(PAGE_SIZE, PAGE_SIZE),
             Err(RamError::OutOfMemory { free: 0, .. })
         ));
         ram.free(a).expect("allocated");
         ram.free(b).expect("allocated");
         assert_eq!(ram.free_bytes(), total);
-        assert_eq!(ram.alloc(1 << 20, PAGE), Ok(RESERVED_LOW));
+        assert_eq!(ram.alloc(1 << 20, PAGE_SIZE), Ok(RESERVED_LOW));
         assert_eq!(ram.free(12345), Err(RamError::NotAllocated { addr: 12345 }));
     }
 
@@ -214,9 +212,9 @@ mod tests {
                 if free_one && !live.is_empty() {
                     let (addr, _) = live.remove(0);
                     prop_assert!(ram.free(addr).is_ok());
-                } else if let Ok(addr) = ram.alloc(size, PAGE << align_log) {
-                    prop_assert_eq!(addr % (PAGE << align_log), 0);
-                    let len = size.next_multiple_of(PAGE);
+                } else if let Ok(addr) = ram.alloc(size, PAGE_SIZE << align_log) {
+                    prop_assert_eq!(addr % (PAGE_SIZE << align_log), 0);
+                    let len = size.next_multiple_of(PAGE_SIZE);
                     for &(o, l) in &live {
                         prop_assert!(addr + len <= o || o + l <= addr);
                     }

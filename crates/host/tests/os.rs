@@ -3,6 +3,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
+use smartio_devices::nvme::spec::CLASS_CODE;
 use smartio_host::{BoxFuture, DeviceHandle, DmaDirection, Driver, HostError, HostOs, PciId};
 use smartio_platform::{AccessError, BusAddr, Port};
 use std::any::Any;
@@ -26,7 +27,7 @@ impl Driver for RecorderDriver {
         "recorder"
     }
     fn matches(&self, id: &PciId) -> bool {
-        id.class == 0x01_08_02
+        id.class == CLASS_CODE
     }
     fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, String>> {
         let r = self.0.clone();
@@ -58,7 +59,7 @@ fn the_tree_holds_what_firmware_enumerated_and_unknown_names_are_listed() {
     assert_eq!(names, ["nvme0", "gpu0", "gpu1", "dma0"]);
     let nvme = os.device("nvme0").expect("present");
     assert_eq!(nvme.id().vendor, 0x8086);
-    assert_eq!(nvme.id().class, 0x01_08_02);
+    assert_eq!(nvme.id().class, CLASS_CODE);
     let e = os.device("nvme7").expect_err("absent");
     assert!(matches!(e, HostError::UnknownDevice { .. }));
     assert!(e.to_string().contains("nvme0, gpu0, gpu1, dma0"), "{e}");

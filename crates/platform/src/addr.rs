@@ -15,6 +15,10 @@
 use serde::Serialize;
 use std::fmt;
 
+/// The 4 KiB page of host memory: the granule of RAM allocation and of IOMMU mappings, and
+/// NVMe's memory page size as the drivers configure it (CC.MPS = 0, 4 KiB << 0).
+pub const PAGE_SIZE: u64 = 4096;
+
 macro_rules! address_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

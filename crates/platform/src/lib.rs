@@ -21,7 +21,7 @@ pub mod spawn;
 pub mod time;
 pub mod waiting;
 
-pub use addr::{BusAddr, GuestPhysAddr, PhysAddr};
+pub use addr::{BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
 pub use config::ConfigHandler;
 pub use function::Bdf;
 pub use memory::SparseMemory;

@@ -125,7 +125,10 @@ fn every_function_but_the_ntb_adapters_is_listed_with_an_fdid() {
     assert_eq!(fdids, [1, 2, 3, 4, 5], "cluster-wide ids");
     assert!(s.smartio.devices().iter().all(|d| d.borrowers.is_empty()));
     let nvme = &s.smartio.devices()[0];
-    assert_eq!((nvme.kind.as_str(), nvme.class_code), ("nvme", 0x01_08_02));
+    assert_eq!(
+        (nvme.kind.as_str(), nvme.class_code),
+        ("nvme", smartio_devices::nvme::spec::CLASS_CODE)
+    );
     assert!(matches!(
         s.smartio.register(s.host("lender").id(), "nvme0"),
         Err(SmartIoError::AlreadyRegistered { fdid: Fdid(1), .. })

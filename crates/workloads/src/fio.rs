@@ -195,7 +195,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
 }
 
 /// The class code of an NVM Express controller (mass storage, NVM, NVMe).
-const NVME_CLASS: u32 = 0x01_08_02;
+const NVME_CLASS: u32 = smartio_devices::nvme::spec::CLASS_CODE;
 
 /// Boots the cluster's hosts, resolves `device` for `host` (local, or `lender:device` to
 /// borrow), checks that it is an NVMe controller, and registers the native NVMe driver with

@@ -177,7 +177,7 @@ mod tests {
         EndpointLayout {
             vendor_id: 0x8086,
             device_id: 0x2701,
-            class_code: 0x01_08_02,
+            class_code: crate::nvme::spec::CLASS_CODE,
             description: String::new(),
             bars: vec![BarSpec {
                 index: 0,

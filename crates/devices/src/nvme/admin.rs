@@ -3,29 +3,32 @@
 use super::controller::{
     CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_AERS, MAX_QUEUE_ENTRIES, MDTS,
 };
-use super::spec::{
-    self, admin, async_event, cns, feature, id_ctrl, id_ns, log, Command, Status, SQE_SIZE,
+use super::spec::admin::{
+    Abort, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetFeatures, GetLogPage, Identify,
+    SetFeatures,
 };
-use smartio_platform::{BusAddr, Clock, Port};
+use super::spec::{
+    self, async_event, cns, feature, id_ctrl, id_ns, log, vs, Command, Status, SQE_SIZE,
+};
+use smartio_platform::{BusAddr, Clock, Port, PAGE_SIZE};
 use std::task::Poll;
 
-const PAGE: u64 = 4096;
-
 impl NvmeController {
-    /// Executes an admin command; returns its status and completion dword 0.
+    /// Executes an admin command (decoded from `cmd`, whose data pointer it uses); returns
+    /// its status and completion dword 0.
     pub(super) async fn admin<P: Port + Clock>(&self, port: &P, cmd: &Command) -> (Status, u32) {
-        let r = match cmd.opcode {
-            admin::IDENTIFY => self.identify(port, cmd).await,
-            admin::CREATE_IO_CQ => self.create_cq(cmd),
-            admin::CREATE_IO_SQ => self.create_sq(cmd),
-            admin::DELETE_IO_SQ => self.delete_sq(port, cmd).await,
-            admin::DELETE_IO_CQ => self.delete_cq(cmd),
-            admin::SET_FEATURES => self.set_features(cmd),
-            admin::GET_FEATURES => self.get_features(cmd),
-            admin::GET_LOG_PAGE => self.get_log_page(port, cmd).await,
-            admin::ABORT => self.abort(port, cmd).await,
-            admin::ASYNC_EVENT_REQUEST => self.async_event_request().await,
-            _ => Err(Status::INVALID_OPCODE),
+        let r = match AdminCommand::from(cmd) {
+            AdminCommand::Identify(id) => self.identify(port, cmd, id).await,
+            AdminCommand::CreateIoCq(q) => self.create_cq(q),
+            AdminCommand::CreateIoSq(q) => self.create_sq(q),
+            AdminCommand::DeleteIoSq(q) => self.delete_sq(port, q).await,
+            AdminCommand::DeleteIoCq(q) => self.delete_cq(q),
+            AdminCommand::SetFeatures(f) => self.set_features(f),
+            AdminCommand::GetFeatures(f) => self.get_features(f),
+            AdminCommand::GetLogPage(l) => self.get_log_page(port, cmd, l).await,
+            AdminCommand::Abort(a) => self.abort(port, a).await,
+            AdminCommand::AsyncEventRequest => self.async_event_request().await,
+            AdminCommand::Unsupported(_) => Err(Status::INVALID_OPCODE),
         };
         match r {
             Ok(dw0) => (Status::SUCCESS, dw0),
@@ -40,7 +43,8 @@ impl NvmeController {
         cmd: &Command,
         data: Vec<u8>,
     ) -> Result<(), Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE).await?;
+        let segs =
+            super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
         if segs.len() == 1 {
             return port
                 .write_owned(BusAddr(segs[0].addr), data)
@@ -65,7 +69,7 @@ impl NvmeController {
         cmd: &Command,
         len: u64,
     ) -> Result<Vec<u8>, Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE).await?;
+        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE).await?;
         if segs.len() == 1 {
             return port
                 .read_owned(BusAddr(segs[0].addr), len as usize)
@@ -88,12 +92,17 @@ impl NvmeController {
         self.config.capacity / u64::from(self.config.lba_size)
     }
 
-    async fn identify<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
-        let mut d = vec![0u8; 4096];
-        match (cmd.cdw(10) & 0xff) as u8 {
+    async fn identify<P: Port + Clock>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        id: Identify,
+    ) -> Result<u32, Status> {
+        let mut d = vec![0u8; PAGE_SIZE as usize];
+        match id.cns {
             cns::CONTROLLER => self.identify_controller(&mut d),
             cns::NAMESPACE => {
-                if cmd.nsid == 0 || cmd.nsid > self.store.count() {
+                if id.nsid == 0 || id.nsid > self.store.count() {
                     return Err(Status::INVALID_NAMESPACE);
                 }
                 let blocks = self.blocks();
@@ -106,10 +115,10 @@ impl NvmeController {
                 d[id_ns::LBAF0..id_ns::LBAF0 + 4].copy_from_slice(&(lbads << 16).to_le_bytes());
             }
             cns::ACTIVE_NAMESPACES => {
-                if cmd.nsid >= 0xffff_fffe {
+                if id.nsid >= 0xffff_fffe {
                     return Err(Status::INVALID_NAMESPACE);
                 }
-                let ids = (cmd.nsid + 1..=self.store.count()).take(1024);
+                let ids = (id.nsid + 1..=self.store.count()).take(1024);
                 for (i, id) in ids.enumerate() {
                     d[4 * i..4 * i + 4].copy_from_slice(&id.to_le_bytes());
                 }
@@ -131,7 +140,7 @@ impl NvmeController {
         ascii(&mut d[id_ctrl::FR..id_ctrl::FR + 8], "1.0");
         d[id_ctrl::MDTS] = MDTS;
         d[id_ctrl::CNTLID..id_ctrl::CNTLID + 2].copy_from_slice(&1u16.to_le_bytes());
-        d[id_ctrl::VER..id_ctrl::VER + 4].copy_from_slice(&0x0001_0400u32.to_le_bytes());
+        d[id_ctrl::VER..id_ctrl::VER + 4].copy_from_slice(&vs::V1_4.to_le_bytes());
         d[id_ctrl::ACL] = 3;
         d[id_ctrl::AERL] = (MAX_AERS - 1) as u8;
         d[id_ctrl::ELPE] = (ERROR_LOG_ENTRIES - 1) as u8;
@@ -143,69 +152,76 @@ impl NvmeController {
         d[id_ctrl::VWC] = 0;
     }
 
-    fn check_new_queue(&self, cmd: &Command, io_limit: u16) -> Result<(u16, u16), Status> {
-        let qid = (cmd.cdw(10) & 0xffff) as u16;
-        let size = (cmd.cdw(10) >> 16) as u16;
+    /// Checks what a Create I/O CQ or SQ says about the new queue: its id among the
+    /// `io_limit` granted, its size (QSIZE, 0-based) against CAP.MQES, and that it is
+    /// physically contiguous (PC, as CAP.CQR demands) and page aligned at `base`. Returns the
+    /// id and the number of entries.
+    fn check_new_queue(
+        &self,
+        qid: u16,
+        qsize: u16,
+        pc: bool,
+        base: u64,
+        io_limit: u16,
+    ) -> Result<(u16, u16), Status> {
         if qid == 0 || qid > io_limit {
             return Err(Status::INVALID_QUEUE_ID);
         }
-        if size == 0 || u32::from(size) >= MAX_QUEUE_ENTRIES {
+        if qsize == 0 || u32::from(qsize) >= MAX_QUEUE_ENTRIES {
             return Err(Status::INVALID_QUEUE_SIZE);
         }
-        if cmd.cdw(11) & 1 == 0 || cmd.prp1 & (PAGE - 1) != 0 {
+        if !pc || base & (PAGE_SIZE - 1) != 0 {
             // CAP.CQR: queues must be physically contiguous and page aligned.
             return Err(Status::INVALID_FIELD);
         }
         // The queue must not run past the end of the 64-bit address space.
-        let bytes = (u64::from(size) + 1) * SQE_SIZE as u64;
-        if cmd.prp1.checked_add(bytes).is_none() {
+        let bytes = (u64::from(qsize) + 1) * SQE_SIZE as u64;
+        if base.checked_add(bytes).is_none() {
             return Err(Status::INVALID_FIELD);
         }
-        Ok((qid, size + 1))
+        Ok((qid, qsize + 1))
     }
 
-    fn create_cq(&self, cmd: &Command) -> Result<u32, Status> {
+    fn create_cq(&self, q: CreateIoCq) -> Result<u32, Status> {
         let mut s = self.state.borrow_mut();
-        let (qid, entries) = self.check_new_queue(cmd, s.granted.1)?;
+        let (qid, entries) = self.check_new_queue(q.qid, q.qsize, q.pc, q.base, s.granted.1)?;
         if s.cqs[qid as usize].is_some() {
             return Err(Status::INVALID_QUEUE_ID);
         }
         if spec::cc::iocqes(s.cc) != 4 {
             return Err(Status::INVALID_QUEUE_SIZE);
         }
-        let interrupts = cmd.cdw(11) & 2 != 0;
-        let vector = (cmd.cdw(11) >> 16) as u16;
-        if interrupts && usize::from(vector) >= self.msix.len() {
+        if q.ien && usize::from(q.iv) >= self.msix.len() {
             return Err(Status::INVALID_INTERRUPT_VECTOR);
         }
         s.cqs[qid as usize] = Some(CompQueue {
-            base: cmd.prp1,
+            base: q.base,
             entries,
             head: 0,
             tail: 0,
             phase: true,
-            interrupts,
-            vector,
+            interrupts: q.ien,
+            vector: q.iv,
         });
         s.io_queue_created = true;
         Ok(0)
     }
 
-    fn create_sq(&self, cmd: &Command) -> Result<u32, Status> {
+    fn create_sq(&self, q: CreateIoSq) -> Result<u32, Status> {
         let mut s = self.state.borrow_mut();
-        let (qid, entries) = self.check_new_queue(cmd, s.granted.0)?;
+        let (qid, entries) = self.check_new_queue(q.qid, q.qsize, q.pc, q.base, s.granted.0)?;
         if s.sqs[qid as usize].is_some() || s.deleting.iter().any(|d| d.0 == qid) {
             return Err(Status::INVALID_QUEUE_ID);
         }
         if spec::cc::iosqes(s.cc) != 6 {
             return Err(Status::INVALID_QUEUE_SIZE);
         }
-        let cqid = (cmd.cdw(11) >> 16) as u16;
+        let cqid = q.cqid;
         if cqid == 0 || s.cqs.get(cqid as usize).is_none_or(Option::is_none) {
             return Err(Status::COMPLETION_QUEUE_INVALID);
         }
         s.sqs[qid as usize] = Some(SubQueue {
-            base: cmd.prp1,
+            base: q.base,
             entries,
             head: 0,
             tail: 0,
@@ -219,8 +235,8 @@ impl NvmeController {
 
     /// Deletes an I/O submission queue; commands still in it complete as aborted, and the
     /// deletion completes only after the commands already fetched from it have completed.
-    async fn delete_sq<P: Port>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
-        let qid = (cmd.cdw(10) & 0xffff) as u16;
+    async fn delete_sq<P: Port>(&self, port: &P, q: DeleteQueue) -> Result<u32, Status> {
+        let qid = q.qid;
         let (q, generation) = {
             let mut s = self.state.borrow_mut();
             let generation = s.generation;
@@ -263,8 +279,8 @@ impl NvmeController {
         Ok(0)
     }
 
-    fn delete_cq(&self, cmd: &Command) -> Result<u32, Status> {
-        let qid = (cmd.cdw(10) & 0xffff) as u16;
+    fn delete_cq(&self, q: DeleteQueue) -> Result<u32, Status> {
+        let qid = q.qid;
         let mut s = self.state.borrow_mut();
         if qid == 0 || s.cqs.get(qid as usize).is_none_or(Option::is_none) {
             return Err(Status::INVALID_QUEUE_ID);
@@ -276,12 +292,12 @@ impl NvmeController {
         Ok(0)
     }
 
-    fn set_features(&self, cmd: &Command) -> Result<u32, Status> {
+    fn set_features(&self, f: SetFeatures) -> Result<u32, Status> {
         let mut s = self.state.borrow_mut();
-        let v = cmd.cdw(11);
-        match (cmd.cdw(10) & 0xff) as u8 {
+        let v = f.value;
+        match f.fid {
             feature::NUMBER_OF_QUEUES => {
-                let (nsqr, ncqr) = ((v & 0xffff) as u16, (v >> 16) as u16);
+                let (nsqr, ncqr) = feature::queues_of(v);
                 if nsqr == 0xffff || ncqr == 0xffff {
                     return Err(Status::INVALID_FIELD);
                 }
@@ -305,9 +321,9 @@ impl NvmeController {
         }
     }
 
-    fn get_features(&self, cmd: &Command) -> Result<u32, Status> {
+    fn get_features(&self, f: GetFeatures) -> Result<u32, Status> {
         let s = self.state.borrow();
-        match (cmd.cdw(10) & 0xff) as u8 {
+        match f.fid {
             feature::NUMBER_OF_QUEUES => Ok(queues_result(s.granted)),
             feature::ARBITRATION => Ok(if s.burst == u16::MAX {
                 7
@@ -319,12 +335,14 @@ impl NvmeController {
         }
     }
 
-    async fn get_log_page<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
-        let lid = (cmd.cdw(10) & 0xff) as u8;
-        let dwords = ((cmd.cdw(10) >> 16) | ((cmd.cdw(11) & 0xffff) << 16)) as u64 + 1;
-        let offset = u64::from(cmd.cdw(12)) | (u64::from(cmd.cdw(13)) << 32);
-        let len = dwords * 4;
-        if len > PAGE << MDTS {
+    async fn get_log_page<P: Port + Clock>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        l: GetLogPage,
+    ) -> Result<u32, Status> {
+        let (lid, offset, len) = (l.lid, l.offset, l.len());
+        if len > PAGE_SIZE << MDTS {
             return Err(Status::INVALID_FIELD);
         }
         let page = match lid {
@@ -335,9 +353,9 @@ impl NvmeController {
         if offset & 3 != 0 || offset >= page.len() as u64 {
             return Err(Status::INVALID_FIELD);
         }
-        // Reading the Error Information page without Retain Asynchronous Event (CDW10 bit
-        // 15) unmasks error events.
-        if lid == log::ERROR_INFORMATION && cmd.cdw(10) & (1 << 15) == 0 {
+        // Reading the Error Information page without Retain Asynchronous Event unmasks error
+        // events.
+        if lid == log::ERROR_INFORMATION && !l.rae {
             self.state.borrow_mut().errors_masked = false;
         }
         let mut data = vec![0u8; len as usize];
@@ -356,7 +374,7 @@ impl NvmeController {
             b[0..8].copy_from_slice(&e.count.to_le_bytes());
             b[8..10].copy_from_slice(&e.sqid.to_le_bytes());
             b[10..12].copy_from_slice(&e.cid.to_le_bytes());
-            b[12..14].copy_from_slice(&(e.status.field() << 1).to_le_bytes());
+            b[12..14].copy_from_slice(&e.status.with_phase(false).to_le_bytes());
             b[14..16].copy_from_slice(&0xffffu16.to_le_bytes());
             b[16..24].copy_from_slice(&e.lba.to_le_bytes());
             b[24..28].copy_from_slice(&e.nsid.to_le_bytes());
@@ -374,8 +392,9 @@ impl NvmeController {
         let units = |bytes: u64| (bytes / 512).div_ceil(1000) as u128;
         b[32..48].copy_from_slice(&units(h.bytes_read).to_le_bytes());
         b[48..64].copy_from_slice(&units(h.bytes_written).to_le_bytes());
-        b[64..80].copy_from_slice(&u128::from(h.read_commands).to_le_bytes());
-        b[80..96].copy_from_slice(&u128::from(h.write_commands).to_le_bytes());
+        let (reads, writes) = (log::SMART_HOST_READS, log::SMART_HOST_WRITES);
+        b[reads..reads + 16].copy_from_slice(&u128::from(h.read_commands).to_le_bytes());
+        b[writes..writes + 16].copy_from_slice(&u128::from(h.write_commands).to_le_bytes());
         b[112..128].copy_from_slice(&1u128.to_le_bytes()); // power cycles
         b[160..176].copy_from_slice(&u128::from(h.media_errors).to_le_bytes());
         b[176..192].copy_from_slice(&u128::from(s.error_count).to_le_bytes());
@@ -420,9 +439,8 @@ impl NvmeController {
 
     /// Abort: a command still waiting in its submission queue is completed as aborted when
     /// it is fetched (dword 0 bit 0 clear); one already fetched is not (bit 0 set).
-    async fn abort<P: Port>(&self, port: &P, cmd: &Command) -> Result<u32, Status> {
-        let sqid = (cmd.cdw(10) & 0xffff) as u16;
-        let cid = (cmd.cdw(10) >> 16) as u16;
+    async fn abort<P: Port>(&self, port: &P, a: Abort) -> Result<u32, Status> {
+        let (sqid, cid) = (a.sqid, a.cid);
         let q = self
             .state
             .borrow()
@@ -458,8 +476,9 @@ impl NvmeController {
     }
 }
 
+/// Dword 0 of Number of Queues: the granted counts, 0-based.
 fn queues_result((nsq, ncq): (u16, u16)) -> u32 {
-    u32::from(nsq - 1) | (u32::from(ncq - 1) << 16)
+    feature::queues(nsq - 1, ncq - 1)
 }
 
 fn ascii(field: &mut [u8], text: &str) {

@@ -16,13 +16,14 @@
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
 use super::spec::{
-    self, async_event, cc, csts, log, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE,
+    self, aqa, async_event, cap, cc, cmbsz, csts, log, reg, vs, Command, Completion, Status,
+    CQE_SIZE, SQE_SIZE,
 };
 use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::MsixTable;
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
-    SparseMemory, Spawner,
+    SparseMemory, Spawner, PAGE_SIZE,
 };
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -43,7 +44,6 @@ pub const MDTS: u8 = 5;
 pub const ERROR_LOG_ENTRIES: usize = 64;
 /// Asynchronous Event Request commands outstanding at once (Identify AERL + 1).
 pub const MAX_AERS: u16 = 4;
-const PAGE: u64 = 4096;
 
 /// How one controller is built.
 #[derive(Debug, Clone)]
@@ -238,31 +238,32 @@ impl NvmeController {
     /// The CAP register.
     pub fn cap(&self) -> u64 {
         let to = (self.config.ready_delay.as_ps() / 500_000_000_000 + 1).min(255);
-        let mut cap = u64::from(MAX_QUEUE_ENTRIES - 1) | 1 << 16 | to << 24 | 1 << 37;
+        let mut value =
+            u64::from(MAX_QUEUE_ENTRIES - 1) | cap::CQR | to << cap::TO_SHIFT | cap::CSS_NVM;
         if self.config.cmb_size > 0 {
-            cap |= 1 << 57;
+            value |= cap::CMBS;
         }
-        cap
+        value
     }
 
     fn register(&self, offset: u64) -> Option<u64> {
         let s = self.state.borrow();
         Some(match offset {
             reg::CAP => self.cap(),
-            0x04 => self.cap() >> 32,
-            reg::VS => 0x0001_0400,
+            reg::CAP_HI => self.cap() >> 32,
+            reg::VS => u64::from(vs::V1_4),
             reg::INTMS | reg::INTMC => u64::from(s.intms),
             reg::CC => u64::from(s.cc),
             reg::CSTS => u64::from(s.csts),
             reg::AQA => u64::from(s.aqa),
             reg::ASQ => s.asq,
-            0x2c => s.asq >> 32,
+            reg::ASQ_HI => s.asq >> 32,
             reg::ACQ => s.acq,
-            0x34 => s.acq >> 32,
+            reg::ACQ_HI => s.acq >> 32,
             reg::CMBLOC if self.config.cmb_size > 0 => u64::from(CMB_BAR),
             reg::CMBSZ if self.config.cmb_size > 0 => {
                 // Submission queues only; size in 4 KiB units.
-                1 | ((self.config.cmb_size / PAGE) << 12)
+                u64::from(cmbsz::SQS) | ((self.config.cmb_size / PAGE_SIZE) << cmbsz::SZ_SHIFT)
             }
             o if o < reg::DOORBELLS => 0,
             _ => return None,
@@ -281,12 +282,12 @@ impl NvmeController {
                 let new = value as u32;
                 // While enabled, only EN and SHN may change.
                 s.cc = if s.enabled && new & cc::EN != 0 {
-                    (old & !(3 << 14)) | (new & (3 << 14))
+                    (old & !cc::SHN_MASK) | (new & cc::SHN_MASK)
                 } else {
                     new
                 };
-                if new & (3 << 14) != 0 {
-                    s.csts = (s.csts & !(3 << 2)) | (2 << 2); // shutdown complete
+                if new & cc::SHN_MASK != 0 {
+                    s.csts = (s.csts & !csts::SHST_MASK) | csts::SHST_COMPLETE;
                 }
                 if new & cc::EN == 0 && !s.enabled {
                     // Not running (never enabled, or the enable failed with CFS): the reset
@@ -296,13 +297,13 @@ impl NvmeController {
                 drop(s);
                 self.wake.notify();
             }
-            reg::AQA => s.aqa = value as u32 & 0x0fff_0fff,
+            reg::AQA => s.aqa = value as u32 & aqa::WRITABLE,
             reg::ASQ if width == 8 => s.asq = value,
             reg::ASQ => s.asq = lo32(s.asq),
-            0x2c => s.asq = hi32(s.asq),
+            reg::ASQ_HI => s.asq = hi32(s.asq),
             reg::ACQ if width == 8 => s.acq = value,
             reg::ACQ => s.acq = lo32(s.acq),
-            0x34 => s.acq = hi32(s.acq),
+            reg::ACQ_HI => s.acq = hi32(s.acq),
             o if o >= reg::DOORBELLS => {
                 drop(s);
                 self.doorbell(o, value as u32);
@@ -388,14 +389,14 @@ impl NvmeController {
             if s.cc & cc::EN == 0 {
                 return; // CC.EN was cleared while the controller was getting ready
             }
-            let acqs = ((s.aqa >> 16) & 0xfff) + 1;
-            let asqs = (s.aqa & 0xfff) + 1;
+            let acqs = aqa::cq_entries(s.aqa);
+            let asqs = aqa::sq_entries(s.aqa);
             let bad = cc::css(s.cc) != 0
                 || cc::mps(s.cc) != 0
                 || acqs < 2
                 || asqs < 2
-                || s.asq & (PAGE - 1) != 0
-                || s.acq & (PAGE - 1) != 0
+                || s.asq & (PAGE_SIZE - 1) != 0
+                || s.acq & (PAGE_SIZE - 1) != 0
                 || s.asq
                     .checked_add(u64::from(asqs) * SQE_SIZE as u64)
                     .is_none()
@@ -569,7 +570,9 @@ impl NvmeController {
                 return;
             };
             for (i, raw) in bytes.chunks_exact(SQE_SIZE).enumerate() {
-                let (cmd, flags) = Command::from_bytes(raw);
+                let mut entry = [0u8; SQE_SIZE];
+                entry.copy_from_slice(raw);
+                let (cmd, flags) = Command::decode(&entry);
                 let after = (head + i as u16 + 1) % q.entries;
                 let aborted = match q.aborted.iter().position(|&c| c == cmd.cid) {
                     Some(p) => {
@@ -588,7 +591,7 @@ impl NvmeController {
             port.spawn_task(Box::pin(async move {
                 let (status, result) = if aborted {
                     (Status::ABORT_REQUESTED, 0)
-                } else if flags & 0xc3 != 0 {
+                } else if !flags.is_plain() {
                     // Fused operations and SGLs are not supported.
                     (Status::INVALID_FIELD, 0)
                 } else if qid == 0 {
@@ -597,10 +600,9 @@ impl NvmeController {
                     me.io(&p, &cmd).await
                 };
                 if !status.is_success() {
-                    let lba = u64::from(cmd.cdw(10)) | (u64::from(cmd.cdw(11)) << 32);
                     me.state
                         .borrow_mut()
-                        .log_error(qid, cmd.cid, status, lba, cmd.nsid);
+                        .log_error(qid, cmd.cid, status, cmd.cdw10_11(), cmd.nsid);
                 }
                 me.complete(&p, generation, cqid, qid, sq_head, cmd.cid, status, result)
                     .await;

@@ -2,20 +2,20 @@
 
 use super::controller::{NvmeController, MDTS};
 use super::media::MediaOp;
-use super::spec::{io, Command, Status};
-use smartio_platform::{Clock, Port};
-
-const PAGE: u64 = 4096;
+use super::spec::io::{BlockRange, IoCommand, ALL_NAMESPACES};
+use super::spec::{Command, Status};
+use smartio_platform::{Clock, Port, PAGE_SIZE};
 
 impl NvmeController {
-    /// Executes an I/O command; returns its status and completion dword 0.
+    /// Executes an I/O command (decoded from `cmd`, whose data pointer it uses); returns its
+    /// status and completion dword 0.
     pub(super) async fn io<P: Port + Clock>(&self, port: &P, cmd: &Command) -> (Status, u32) {
-        let r = match cmd.opcode {
-            io::READ => self.read(port, cmd).await,
-            io::WRITE => self.write(port, cmd).await,
-            io::FLUSH => self.flush(port, cmd).await,
-            io::WRITE_ZEROES => self.write_zeroes(port, cmd).await,
-            _ => Err(Status::INVALID_OPCODE),
+        let r = match IoCommand::from(cmd) {
+            IoCommand::Read(r) => self.read(port, cmd, r).await,
+            IoCommand::Write(r) => self.write(port, cmd, r).await,
+            IoCommand::Flush { nsid } => self.flush(port, nsid).await,
+            IoCommand::WriteZeroes(r) => self.write_zeroes(port, r).await,
+            IoCommand::Unsupported(_) => Err(Status::INVALID_OPCODE),
         };
         match r {
             Ok(()) => (Status::SUCCESS, 0),
@@ -24,14 +24,13 @@ impl NvmeController {
     }
 
     /// Checks namespace and range; returns (byte offset, byte length).
-    fn range(&self, cmd: &Command, with_data: bool) -> Result<(u64, u64), Status> {
-        if cmd.nsid == 0 || cmd.nsid > self.store.count() {
+    fn range(&self, r: BlockRange, with_data: bool) -> Result<(u64, u64), Status> {
+        if r.nsid == 0 || r.nsid > self.store.count() {
             return Err(Status::INVALID_NAMESPACE);
         }
-        let slba = u64::from(cmd.cdw(10)) | (u64::from(cmd.cdw(11)) << 32);
-        let blocks = u64::from(cmd.cdw(12) & 0xffff) + 1;
+        let (slba, blocks) = (r.slba, r.blocks());
         let lba = u64::from(self.config.lba_size);
-        if with_data && blocks * lba > PAGE << MDTS {
+        if with_data && blocks * lba > PAGE_SIZE << MDTS {
             return Err(Status::INVALID_FIELD);
         }
         match slba.checked_add(blocks) {
@@ -40,13 +39,18 @@ impl NvmeController {
         }
     }
 
-    async fn read<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
-        let (offset, len) = self.range(cmd, true)?;
+    async fn read<P: Port + Clock>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        r: BlockRange,
+    ) -> Result<(), Status> {
+        let (offset, len) = self.range(r, true)?;
         let done = self.media.schedule(MediaOp::Read(len), port.now());
         port.sleep(done.since(port.now())).await;
         let mut data = vec![0u8; len as usize];
         self.store
-            .read(cmd.nsid, offset, &mut data)
+            .read(r.nsid, offset, &mut data)
             .map_err(|_| self.media_error())?;
         self.to_host(port, cmd, data).await?;
         let mut s = self.state.borrow_mut();
@@ -55,13 +59,18 @@ impl NvmeController {
         Ok(())
     }
 
-    async fn write<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
-        let (offset, len) = self.range(cmd, true)?;
+    async fn write<P: Port + Clock>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        r: BlockRange,
+    ) -> Result<(), Status> {
+        let (offset, len) = self.range(r, true)?;
         let data = self.fetch_from_host(port, cmd, len).await?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.sleep(done.since(port.now())).await;
         self.store
-            .write(cmd.nsid, offset, &data)
+            .write(r.nsid, offset, &data)
             .map_err(|_| self.media_error())?;
         let mut s = self.state.borrow_mut();
         s.health.write_commands += 1;
@@ -69,8 +78,8 @@ impl NvmeController {
         Ok(())
     }
 
-    async fn write_zeroes<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
-        let (offset, len) = self.range(cmd, false)?;
+    async fn write_zeroes<P: Port + Clock>(&self, port: &P, r: BlockRange) -> Result<(), Status> {
+        let (offset, len) = self.range(r, false)?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.sleep(done.since(port.now())).await;
         let zeroes = vec![0u8; len.min(1 << 20) as usize];
@@ -78,7 +87,7 @@ impl NvmeController {
         while at < len {
             let n = (len - at).min(zeroes.len() as u64);
             self.store
-                .write(cmd.nsid, offset + at, &zeroes[..n as usize])
+                .write(r.nsid, offset + at, &zeroes[..n as usize])
                 .map_err(|_| self.media_error())?;
             at += n;
         }
@@ -86,8 +95,8 @@ impl NvmeController {
         Ok(())
     }
 
-    async fn flush<P: Port + Clock>(&self, port: &P, cmd: &Command) -> Result<(), Status> {
-        if cmd.nsid != 0xffff_ffff && (cmd.nsid == 0 || cmd.nsid > self.store.count()) {
+    async fn flush<P: Port + Clock>(&self, port: &P, nsid: u32) -> Result<(), Status> {
+        if nsid != ALL_NAMESPACES && (nsid == 0 || nsid > self.store.count()) {
             return Err(Status::INVALID_NAMESPACE);
         }
         let done = self.media.schedule(MediaOp::Flush, port.now());

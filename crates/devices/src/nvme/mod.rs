@@ -1,10 +1,11 @@
 //! An NVMe controller (NVMe base specification 1.4 subset) with real commands, real data and
 //! the status codes a real controller returns.
 //!
-//! - [`spec`]: registers, opcodes, status codes and entry formats, shared with drivers.
+//! - [`spec`]: registers, opcodes, typed commands, status codes and entry formats, shared
+//!   with drivers.
 //! - [`controller`]: registers, doorbells, MSI-X, enable/reset, arbitration, completions.
 //! - [`admin`] and [`io`]: the commands.
-//! - [`prp`]: PRP entries and lists.
+//! - [`prp`]: PRP entries and lists, built (drivers) and walked (the controller).
 //! - [`media`]: the time a command takes, by profile; [`namespace`]: where blocks live.
 
 mod admin;

@@ -10,11 +10,17 @@ mod queue;
 
 pub use queue::QueuePair;
 
-use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, reg, Command, Completion, Status,
+use smartio_devices::nvme::prp;
+use smartio_devices::nvme::spec::admin::{
+    self, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
 };
-use smartio_host::{DeviceHandle, DmaDirection, DmaError, Driver, HostError, PciId};
-use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_devices::nvme::spec::io::{BlockRange, IoCommand};
+use smartio_devices::nvme::spec::{
+    self, aqa, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, Status,
+    CQE_SIZE, SQE_SIZE,
+};
+use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, DmaError, Driver, HostError, PciId};
+use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::any::Any;
 use std::rc::Rc;
 use thiserror::Error;
@@ -173,7 +179,10 @@ impl NamespaceInfo {
         let lbaf = le32(page, id_ns::LBAF0 + 4 * format);
         NamespaceInfo {
             nsid,
-            blocks: u64::from_le_bytes(page[0..8].try_into().unwrap_or([0; 8])),
+            blocks: page
+                .get(id_ns::NSZE..id_ns::NSZE + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes),
             lba_size: 1 << ((lbaf >> 16) & 0xff),
         }
     }
@@ -192,6 +201,18 @@ pub enum BlockOp {
     WriteZeroes,
 }
 
+impl BlockOp {
+    /// The NVMe command for this request on `range` (Flush names only its namespace).
+    pub fn command(self, range: BlockRange) -> IoCommand {
+        match self {
+            BlockOp::Read => IoCommand::Read(range),
+            BlockOp::Write => IoCommand::Write(range),
+            BlockOp::Flush => IoCommand::Flush { nsid: range.nsid },
+            BlockOp::WriteZeroes => IoCommand::WriteZeroes(range),
+        }
+    }
+}
+
 /// The driver, for registration with a host.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NvmeDriver {
@@ -205,7 +226,7 @@ impl Driver for NvmeDriver {
     }
 
     fn matches(&self, id: &PciId) -> bool {
-        id.class == 0x01_08_02
+        id.class == spec::CLASS_CODE
     }
 
     fn probe(&self, device: DeviceHandle) -> smartio_host::BoxFuture<Result<Rc<dyn Any>, String>> {
@@ -228,7 +249,6 @@ impl Driver for NvmeDriver {
 }
 
 const ADMIN_ENTRIES: u16 = 32;
-const PAGE: u64 = 4096;
 
 /// A bound NVMe controller.
 #[derive(Debug)]
@@ -277,10 +297,11 @@ impl NvmeDevice {
         bar.write32(reg::CC, 0).await.map_err(access)?;
         wait_ready(&handle, &bar, false, timeout_ms).await?;
 
-        let admin_sq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * 64)?;
-        let admin_cq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * 16)?;
-        let aqa = u32::from(ADMIN_ENTRIES - 1) | (u32::from(ADMIN_ENTRIES - 1) << 16);
-        bar.write32(reg::AQA, aqa).await.map_err(access)?;
+        let admin_sq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64)?;
+        let admin_cq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64)?;
+        bar.write32(reg::AQA, aqa::new(ADMIN_ENTRIES, ADMIN_ENTRIES))
+            .await
+            .map_err(access)?;
         bar.write64(reg::ASQ, admin_sq.bus.get())
             .await
             .map_err(access)?;
@@ -349,11 +370,15 @@ impl NvmeDevice {
         let text = |r: std::ops::Range<usize>| String::from_utf8_lossy(&page[r]).trim().to_string();
         let mdts = page[id_ctrl::MDTS];
         dev.info = ControllerInfo {
-            vendor: u16::from_le_bytes([page[0], page[1]]),
+            vendor: u16::from_le_bytes([page[id_ctrl::VID], page[id_ctrl::VID + 1]]),
             serial: text(id_ctrl::SN..id_ctrl::SN + 20),
             model: text(id_ctrl::MN..id_ctrl::MN + 40),
             firmware: text(id_ctrl::FR..id_ctrl::FR + 8),
-            max_transfer: if mdts == 0 { 1 << 20 } else { PAGE << mdts },
+            max_transfer: if mdts == 0 {
+                1 << 20
+            } else {
+                PAGE_SIZE << mdts
+            },
             namespaces: le32(&page, id_ctrl::NN),
             version: le32(&page, id_ctrl::VER),
             io_queues: 0,
@@ -376,46 +401,47 @@ impl NvmeDevice {
             CompletionMode::Poll => config.io_queues,
         }
         .max(1);
-        let nq = (u32::from(wanted - 1)) | (u32::from(wanted - 1) << 16);
         let granted = dev
-            .admin_command(Command {
-                opcode: admin::SET_FEATURES,
-                cdw: [u32::from(feature::NUMBER_OF_QUEUES), nq, 0, 0, 0, 0],
-                ..Command::default()
-            })
+            .admin_command(
+                AdminCommand::SetFeatures(SetFeatures {
+                    fid: feature::NUMBER_OF_QUEUES,
+                    save: false,
+                    value: feature::queues(wanted - 1, wanted - 1),
+                })
+                .into(),
+            )
             .await?;
-        let granted = ((granted.result & 0xffff).min(granted.result >> 16) + 1) as u16;
+        let (nsqa, ncqa) = feature::queues_of(granted.result);
+        let granted = nsqa.min(ncqa).wrapping_add(1);
         let count = wanted.min(granted);
         let entries = u32::from(config.queue_entries).clamp(2, max_entries) as u16;
         for qid in 1..=count {
-            let sq = handle.dma_alloc_coherent(u64::from(entries) * 64)?;
-            let cq = handle.dma_alloc_coherent(u64::from(entries) * 16)?;
+            let sq = handle.dma_alloc_coherent(u64::from(entries) * SQE_SIZE as u64)?;
+            let cq = handle.dma_alloc_coherent(u64::from(entries) * CQE_SIZE as u64)?;
             let irq = vectors.get(qid as usize).cloned();
-            let (ien, iv) = match &irq {
-                Some(v) => (2u32, u32::from(v.index)),
-                None => (0, 0),
-            };
-            let size = u32::from(entries - 1) << 16;
-            dev.admin_command(Command {
-                opcode: admin::CREATE_IO_CQ,
-                prp1: cq.bus.get(),
-                cdw: [u32::from(qid) | size, 1 | ien | (iv << 16), 0, 0, 0, 0],
-                ..Command::default()
-            })
+            dev.admin_command(
+                AdminCommand::CreateIoCq(CreateIoCq {
+                    qid,
+                    qsize: entries - 1,
+                    base: cq.bus.get(),
+                    pc: true,
+                    ien: irq.is_some(),
+                    iv: irq.as_ref().map_or(0, |v| v.index),
+                })
+                .into(),
+            )
             .await?;
-            dev.admin_command(Command {
-                opcode: admin::CREATE_IO_SQ,
-                prp1: sq.bus.get(),
-                cdw: [
-                    u32::from(qid) | size,
-                    1 | (u32::from(qid) << 16),
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-                ..Command::default()
-            })
+            dev.admin_command(
+                AdminCommand::CreateIoSq(CreateIoSq {
+                    qid,
+                    qsize: entries - 1,
+                    base: sq.bus.get(),
+                    pc: true,
+                    qprio: 0,
+                    cqid: qid,
+                })
+                .into(),
+            )
             .await?;
             let pair = Rc::new(QueuePair::new(
                 qid,
@@ -524,22 +550,22 @@ impl NvmeDevice {
 
     /// Identify with `cns` for `nsid`; returns the 4 KiB data structure.
     pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, NvmeError> {
-        let cmd = Command {
-            opcode: admin::IDENTIFY,
-            nsid,
-            cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-            ..Command::default()
-        };
-        self.admin_read(cmd, PAGE).await
+        let cmd = AdminCommand::Identify(Identify { nsid, cns }).into();
+        self.admin_read(cmd, PAGE_SIZE).await
     }
 
     /// Runs an admin command that returns `len` bytes (at most two pages) into a coherent
     /// buffer, and returns them.
-    async fn admin_read(&self, mut cmd: Command, len: u64) -> Result<Vec<u8>, NvmeError> {
+    async fn admin_read(&self, cmd: Command, len: u64) -> Result<Vec<u8>, NvmeError> {
         let buf = self.handle.dma_alloc_coherent(len)?;
-        cmd.prp1 = buf.bus.get();
-        cmd.prp2 = if len > PAGE { buf.bus.get() + PAGE } else { 0 };
-        let r = self.admin_command(cmd).await;
+        // A page-aligned buffer of at most two pages: PRP1 and PRP2, no list.
+        let r = match prp::build(buf.bus.get(), len, &[]) {
+            Ok(p) => self.admin_command(cmd.with_prps(p.prp1, p.prp2)).await,
+            Err(e) => Err(NvmeError::BadRequest {
+                device: self.handle.name().to_string(),
+                message: e.to_string(),
+            }),
+        };
         let data = self
             .handle
             .cpu()
@@ -554,26 +580,23 @@ impl NvmeDevice {
     /// Reads log page `lid` (`len` bytes, a multiple of 4, at most two pages: PRP1 and PRP2
     /// without a list).
     pub async fn log_page(&self, lid: u8, len: u32) -> Result<Vec<u8>, NvmeError> {
-        if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE {
+        if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE_SIZE {
             return Err(NvmeError::BadRequest {
                 device: self.handle.name().to_string(),
-                message: format!("log page length {len}: a multiple of 4 up to {}", 2 * PAGE),
+                message: format!(
+                    "log page length {len}: a multiple of 4 up to {}",
+                    2 * PAGE_SIZE
+                ),
             });
         }
-        let numd = len / 4 - 1;
-        let cmd = Command {
-            opcode: admin::GET_LOG_PAGE,
+        let cmd = AdminCommand::GetLogPage(GetLogPage {
             nsid: 0xffff_ffff,
-            cdw: [
-                u32::from(lid) | ((numd & 0xffff) << 16),
-                numd >> 16,
-                0,
-                0,
-                0,
-                0,
-            ],
-            ..Command::default()
-        };
+            lid,
+            rae: false,
+            numd: len / 4 - 1,
+            offset: 0,
+        })
+        .into();
         self.admin_read(cmd, u64::from(len)).await
     }
 
@@ -629,36 +652,19 @@ impl NvmeDevice {
         buffer: PhysAddr,
         len: u64,
     ) -> Result<(), NvmeError> {
-        let (opcode, dir) = match op {
-            BlockOp::Read => (io::READ, Some(DmaDirection::FromDevice)),
-            BlockOp::Write => (io::WRITE, Some(DmaDirection::ToDevice)),
-            BlockOp::Flush => (io::FLUSH, None),
-            BlockOp::WriteZeroes => (io::WRITE_ZEROES, None),
+        let dir = match op {
+            BlockOp::Read => Some(DmaDirection::FromDevice),
+            BlockOp::Write => Some(DmaDirection::ToDevice),
+            BlockOp::Flush | BlockOp::WriteZeroes => None,
         };
-        let mut cmd = Command {
-            opcode,
-            nsid,
-            cdw: [
-                lba as u32,
-                (lba >> 32) as u32,
-                blocks.saturating_sub(1) & 0xffff,
-                0,
-                0,
-                0,
-            ],
-            ..Command::default()
-        };
-        if op == BlockOp::Flush {
-            cmd.cdw = [0; 6];
-        }
+        let mut cmd = Command::from(op.command(BlockRange::new(nsid, lba, blocks)));
         let mapped = match dir {
             Some(dir) => Some(self.handle.dma_map(buffer, len, dir)?),
             None => None,
         };
         if let Some(bus) = mapped {
             let (prp1, prp2) = self.prps(q, tag, bus, len).await?;
-            cmd.prp1 = prp1;
-            cmd.prp2 = prp2;
+            cmd = cmd.with_prps(prp1, prp2);
         }
         let r = async {
             q.submit(tag, cmd).await.map_err(self.access())?;
@@ -688,41 +694,37 @@ impl NvmeDevice {
         bus: BusAddr,
         len: u64,
     ) -> Result<(u64, u64), NvmeError> {
+        let bad = |message: String| NvmeError::BadRequest {
+            device: self.handle.name().to_string(),
+            message,
+        };
         let start = bus.get();
-        let first_page = start & !(PAGE - 1);
-        let end = start + len;
-        let pages: Vec<u64> = (1..)
-            .map(|i| first_page + i * PAGE)
-            .take_while(|&p| p < end)
-            .collect();
-        match pages.len() {
-            0 => Ok((start, 0)),
-            1 => Ok((start, pages[0])),
-            n => {
-                if n > (PAGE / 8) as usize {
-                    return Err(NvmeError::BadRequest {
-                        device: self.handle.name().to_string(),
-                        message: format!("{len} bytes need a chained PRP list"),
-                    });
-                }
-                let list = {
-                    let existing = q.prp_lists.borrow()[tag as usize];
-                    match existing {
-                        Some(l) => l,
-                        None => {
-                            let l = self.handle.dma_alloc_coherent(PAGE)?;
-                            q.prp_lists.borrow_mut()[tag as usize] = Some(l);
-                            l
-                        }
-                    }
-                };
-                let bytes: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
-                self.handle
-                    .cpu()
-                    .write(BusAddr(list.cpu.get()), &bytes)
-                    .await
-                    .map_err(self.access())?;
-                Ok((start, list.bus.get()))
+        let list = match prp::list_pages_needed(start, len) {
+            0 => None,
+            1 => Some(self.prp_list(q, tag)?),
+            _ => return Err(bad(format!("{len} bytes need a chained PRP list"))),
+        };
+        let lists: Vec<u64> = list.iter().map(|l| l.bus.get()).collect();
+        let prps = prp::build(start, len, &lists).map_err(|e| bad(e.to_string()))?;
+        if let (Some(list), Some(entries)) = (list, prps.lists.first()) {
+            self.handle
+                .cpu()
+                .write(BusAddr(list.cpu.get()), &entries.bytes())
+                .await
+                .map_err(self.access())?;
+        }
+        Ok((prps.prp1, prps.prp2))
+    }
+
+    /// The PRP list page of `tag` on `q`, allocated on first use.
+    fn prp_list(&self, q: &QueuePair, tag: u16) -> Result<DmaBuffer, NvmeError> {
+        let existing = q.prp_lists.borrow()[tag as usize];
+        match existing {
+            Some(l) => Ok(l),
+            None => {
+                let l = self.handle.dma_alloc_coherent(PAGE_SIZE)?;
+                q.prp_lists.borrow_mut()[tag as usize] = Some(l);
+                Ok(l)
             }
         }
     }
@@ -730,19 +732,11 @@ impl NvmeDevice {
     /// Deletes the I/O queues and disables the controller (driver unbind).
     pub async fn shutdown(&self) -> Result<(), NvmeError> {
         for q in &self.io {
-            let qid = u32::from(q.qid);
-            self.admin_command(Command {
-                opcode: admin::DELETE_IO_SQ,
-                cdw: [qid, 0, 0, 0, 0, 0],
-                ..Command::default()
-            })
-            .await?;
-            self.admin_command(Command {
-                opcode: admin::DELETE_IO_CQ,
-                cdw: [qid, 0, 0, 0, 0, 0],
-                ..Command::default()
-            })
-            .await?;
+            let queue = DeleteQueue { qid: q.qid };
+            self.admin_command(AdminCommand::DeleteIoSq(queue).into())
+                .await?;
+            self.admin_command(AdminCommand::DeleteIoCq(queue).into())
+                .await?;
         }
         self.bar.write32(reg::CC, 0).await.map_err(self.access())?;
         wait_ready(&self.handle, &self.bar, false, self.timeout_ms).await?;
@@ -809,16 +803,8 @@ fn le32(b: &[u8], at: usize) -> u32 {
 }
 
 fn admin_name(opcode: u8) -> String {
-    match opcode {
-        admin::IDENTIFY => "Identify".into(),
-        admin::CREATE_IO_CQ => "Create I/O CQ".into(),
-        admin::CREATE_IO_SQ => "Create I/O SQ".into(),
-        admin::DELETE_IO_SQ => "Delete I/O SQ".into(),
-        admin::DELETE_IO_CQ => "Delete I/O CQ".into(),
-        admin::SET_FEATURES => "Set Features".into(),
-        admin::GET_FEATURES => "Get Features".into(),
-        admin::GET_LOG_PAGE => "Get Log Page".into(),
-        admin::ABORT => "Abort".into(),
-        o => format!("admin opcode {o:#04x}"),
+    match admin::name(opcode) {
+        Some(name) => name.to_string(),
+        None => format!("admin opcode {opcode:#04x}"),
     }
 }

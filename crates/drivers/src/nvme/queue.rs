@@ -112,7 +112,7 @@ impl QueuePair {
         let next = (slot + 1) % self.entries;
         self.sq_tail.set(next);
         let at = BusAddr(self.sq.cpu.get() + u64::from(slot) * SQE_SIZE as u64);
-        self.cpu.write(at, &cmd.to_bytes()).await?;
+        self.cpu.write(at, &cmd.encode()).await?;
         self.bar
             .write32(self.sq_doorbell, u32::from(self.sq_tail.get()))
             .await
@@ -145,7 +145,7 @@ impl QueuePair {
         if self.cq_head.get() != head {
             return Ok(Next::Moved);
         }
-        let e = Completion::from_bytes(&raw);
+        let e = Completion::decode(&raw);
         if e.phase != self.phase.get() {
             return Ok(Next::Empty);
         }

@@ -5,14 +5,14 @@
 use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT};
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
-use smartio_devices::nvme::spec::{io, Command, Status};
+use smartio_devices::nvme::prp;
+use smartio_devices::nvme::spec::io::BlockRange;
+use smartio_devices::nvme::spec::{Command, CQE_SIZE, SQE_SIZE};
 use smartio_host::{BarWindow, HostOs, Mmio};
-use smartio_platform::{BusAddr, PhysAddr, Port};
+use smartio_platform::{BusAddr, PhysAddr, Port, PAGE_SIZE};
 use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, SmartIo};
 use std::cell::RefCell;
 use std::rc::Rc;
-
-const PAGE: u64 = 4096;
 
 /// Where a client puts a submission queue (the `sq-placement` experiment compares them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +224,7 @@ impl Client {
             &owner,
             &self.hold,
             self.via,
-            u64::from(entries) * 64,
+            u64::from(entries) * SQE_SIZE as u64,
             placement.hints(),
         )?;
         let cq = mapped_segment_of(
@@ -233,7 +233,7 @@ impl Client {
             &self.hold,
             &self.hold,
             self.via,
-            u64::from(entries) * 16,
+            u64::from(entries) * CQE_SIZE as u64,
             Hints {
                 device_writes: true,
                 host_reads: true,
@@ -246,7 +246,7 @@ impl Client {
             &self.hold,
             &self.hold,
             self.via,
-            u64::from(entries) * PAGE,
+            u64::from(entries) * PAGE_SIZE,
             Hints {
                 device_reads: true,
                 host_reads: true,
@@ -330,25 +330,13 @@ impl Client {
                 self.data.buf.len
             )));
         }
-        let opcode = match op {
-            BlockOp::Read => io::READ,
-            BlockOp::Write => io::WRITE,
-            BlockOp::Flush => io::FLUSH,
-            BlockOp::WriteZeroes => io::WRITE_ZEROES,
-        };
+        let command = op.command(BlockRange::new(nsid, lba, blocks));
         let tag = q.pair.acquire().await;
         let io = async {
             let (prp1, prp2) = self
                 .prps(q, tag, self.data.buf.bus.get() + offset, len)
                 .await?;
-            let cmd = Command {
-                opcode,
-                nsid,
-                prp1,
-                prp2,
-                cdw: [lba as u32, (lba >> 32) as u32, blocks - 1, 0, 0, 0],
-                ..Command::default()
-            };
+            let cmd = Command::from(command).with_prps(prp1, prp2);
             q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
             q.pair.wait_polled(tag).await.map_err(access("poll"))
         };
@@ -364,10 +352,10 @@ impl Client {
         };
         q.pair.release(tag);
         let c = result?;
-        if c.status != Status::SUCCESS {
+        if !c.status.is_success() {
             return Err(DistError::Command {
                 what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
-                status: u16::from(c.status.sct) << 8 | u16::from(c.status.sc),
+                status: c.status.code(),
             });
         }
         Ok(())
@@ -382,27 +370,18 @@ impl Client {
         bus: u64,
         len: u64,
     ) -> Result<(u64, u64), DistError> {
-        let first_page_end = (bus & !(PAGE - 1)) + PAGE;
-        let end = bus + len;
-        if end <= first_page_end {
-            return Ok((bus, 0));
+        // The tag's page of the PRP-list segment: one list page, no chaining.
+        let at = u64::from(tag) * PAGE_SIZE;
+        let prps = prp::build(bus, len, &[q.prp.buf.bus.get() + at])
+            .map_err(|e| DistError::BadRequest(format!("{len} bytes at {bus:#x}: {e}")))?;
+        if let Some(list) = prps.lists.first() {
+            self.os
+                .cpu()
+                .write(BusAddr(q.prp.buf.cpu.get() + at), &list.bytes())
+                .await
+                .map_err(access("write a PRP list"))?;
         }
-        if end <= first_page_end + PAGE {
-            return Ok((bus, first_page_end));
-        }
-        let mut list = Vec::new();
-        let mut page = first_page_end;
-        while page < end {
-            list.extend_from_slice(&page.to_le_bytes());
-            page += PAGE;
-        }
-        let at = u64::from(tag) * PAGE;
-        self.os
-            .cpu()
-            .write(BusAddr(q.prp.buf.cpu.get() + at), &list)
-            .await
-            .map_err(access("write a PRP list"))?;
-        Ok((bus, q.prp.buf.bus.get() + at))
+        Ok((prps.prp1, prps.prp2))
     }
 
     /// Gives up queue pair `q` (its path is lost): the manager deletes it — the controller

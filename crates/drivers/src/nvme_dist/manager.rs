@@ -3,12 +3,16 @@
 
 use super::{access, DistError};
 use crate::nvme::QueuePair;
+use smartio_devices::nvme::spec::admin::{
+    AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
+};
 use smartio_devices::nvme::spec::{
-    self, admin, cap, cc, cns, csts, feature, id_ctrl, log, reg, Command, Completion, Status,
+    self, aqa, cap, cc, cns, csts, feature, id_ctrl, log, reg, Command, Completion, CQE_SIZE,
+    SQE_SIZE,
 };
 use smartio_fabric::HostId;
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
-use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, Segment, SmartIo};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,7 +25,6 @@ pub const MANAGER_SEGMENT: &str = "nvme-manager";
 pub(crate) const MANAGER_MAGIC: u64 = 0x4e56_4d45_4d47_5231;
 
 const ADMIN_ENTRIES: u16 = 32;
-const PAGE: u64 = 4096;
 
 /// A namespace as Identify described it (the native driver's description).
 pub use crate::nvme::NamespaceInfo as Namespace;
@@ -134,12 +137,14 @@ impl Manager {
             host_reads: true,
             ..Hints::default()
         };
-        let asq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 64, sq_hints)?;
-        let acq = mapped_segment(smartio, os, &hold, u64::from(ADMIN_ENTRIES) * 16, cq_hints)?;
-        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE, cq_hints)?;
-        let aqa = u32::from(ADMIN_ENTRIES - 1) | (u32::from(ADMIN_ENTRIES - 1) << 16);
+        let asq_len = u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64;
+        let acq_len = u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64;
+        let asq = mapped_segment(smartio, os, &hold, asq_len, sq_hints)?;
+        let acq = mapped_segment(smartio, os, &hold, acq_len, cq_hints)?;
+        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE_SIZE, cq_hints)?;
         let setup = async {
-            bar.write32(reg::AQA, aqa).await?;
+            bar.write32(reg::AQA, aqa::new(ADMIN_ENTRIES, ADMIN_ENTRIES))
+                .await?;
             bar.write64(reg::ASQ, asq.buf.bus.get()).await?;
             bar.write64(reg::ACQ, acq.buf.bus.get()).await?;
             bar.write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
@@ -173,7 +178,11 @@ impl Manager {
         };
         let page = m.identify(cns::CONTROLLER, 0).await?;
         let mdts = page[id_ctrl::MDTS];
-        m.max_transfer = if mdts == 0 { 1 << 20 } else { PAGE << mdts };
+        m.max_transfer = if mdts == 0 {
+            1 << 20
+        } else {
+            PAGE_SIZE << mdts
+        };
         m.model = String::from_utf8_lossy(&page[id_ctrl::MN..id_ctrl::MN + 40])
             .trim()
             .to_string();
@@ -187,24 +196,26 @@ impl Manager {
             m.namespaces.push(Namespace::from_identify(nsid, &ns));
         }
         // Every I/O queue pair the controller will give.
-        let all = 0xfffe_u32 | (0xfffe << 16);
+        // (0xffff, 65536 queues, is not a valid count: 0xfffe asks for the most.)
         let c = m
             .admin_command(
-                Command {
-                    opcode: admin::SET_FEATURES,
-                    cdw: [u32::from(feature::NUMBER_OF_QUEUES), all, 0, 0, 0, 0],
-                    ..Command::default()
-                },
+                AdminCommand::SetFeatures(SetFeatures {
+                    fid: feature::NUMBER_OF_QUEUES,
+                    save: false,
+                    value: feature::queues(0xfffe, 0xfffe),
+                })
+                .into(),
                 "Set Features (Number of Queues)",
             )
             .await?;
-        m.granted = ((c.result & 0xffff).min(c.result >> 16) + 1) as u16;
+        let (nsqa, ncqa) = feature::queues_of(c.result);
+        m.granted = nsqa.min(ncqa).wrapping_add(1);
 
         // Share the device and say where the manager runs.
         smartio.downgrade(&m.hold)?;
         let published = smartio.create_segment(
             &m.hold,
-            PAGE,
+            PAGE_SIZE,
             Hints {
                 host_reads: true,
                 multi_host: true,
@@ -298,10 +309,10 @@ impl Manager {
         .await;
         self.admin.release(tag);
         let c = result?;
-        if c.status != Status::SUCCESS {
+        if !c.status.is_success() {
             return Err(DistError::Command {
                 what: what.to_string(),
-                status: u16::from(c.status.sct) << 8 | u16::from(c.status.sc),
+                status: c.status.code(),
             });
         }
         Ok(c)
@@ -335,21 +346,16 @@ impl Manager {
     /// The controller's lifetime counts of read and write commands, from its SMART / health
     /// log (what a program compares to tell whether a command ran twice).
     pub async fn io_commands(&self) -> Result<(u64, u64), DistError> {
-        const SMART_BYTES: u32 = 512;
+        const SMART_BYTES: u32 = log::SMART_SIZE as u32;
         self.admin_command(
-            Command {
-                opcode: admin::GET_LOG_PAGE,
-                prp1: self.scratch.buf.bus.get(),
-                cdw: [
-                    u32::from(log::SMART_HEALTH) | ((SMART_BYTES / 4 - 1) << 16),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-                ..Command::default()
-            },
+            Command::from(AdminCommand::GetLogPage(GetLogPage {
+                nsid: 0,
+                lid: log::SMART_HEALTH,
+                rae: false,
+                numd: SMART_BYTES / 4 - 1,
+                offset: 0,
+            }))
+            .with_prps(self.scratch.buf.bus.get(), 0),
             "Get Log Page (SMART / health)",
         )
         .await?;
@@ -359,20 +365,20 @@ impl Manager {
             .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
             .await
             .map_err(access("read the SMART log"))?;
-        // Host Read Commands (bytes 64..80) and Host Write Commands (80..96), 128-bit.
+        // Host Read Commands and Host Write Commands, 128-bit (the low 64 bits kept).
         let count = |at: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&page[at..at + 8]);
             u64::from_le_bytes(w)
         };
-        Ok((count(64), count(80)))
+        Ok((count(log::SMART_HOST_READS), count(log::SMART_HOST_WRITES)))
     }
 
     /// Identify (`cns`, `nsid`) into the manager's own page, read back.
     pub async fn identify(&self, cns: u8, nsid: u32) -> Result<Vec<u8>, DistError> {
         self.identify_command(cns, nsid, self.scratch.buf.bus)
             .await?;
-        let mut page = vec![0u8; PAGE as usize];
+        let mut page = vec![0u8; PAGE_SIZE as usize];
         self.os
             .cpu()
             .read(BusAddr(self.scratch.buf.cpu.get()), &mut page)
@@ -382,19 +388,13 @@ impl Manager {
     }
 
     async fn identify_command(&self, cns: u8, nsid: u32, data: BusAddr) -> Result<(), DistError> {
-        if !data.get().is_multiple_of(PAGE) {
+        if !data.get().is_multiple_of(PAGE_SIZE) {
             return Err(DistError::BadRequest(format!(
                 "Identify data must be page-aligned, not at {data}"
             )));
         }
         self.admin_command(
-            Command {
-                opcode: admin::IDENTIFY,
-                nsid,
-                prp1: data.get(),
-                cdw: [u32::from(cns), 0, 0, 0, 0, 0],
-                ..Command::default()
-            },
+            Command::from(AdminCommand::Identify(Identify { nsid, cns })).with_prps(data.get(), 0),
             "Identify",
         )
         .await
@@ -453,32 +453,31 @@ impl Manager {
             owners.insert(qid, Owner { client: *client });
             qid
         };
-        let size = u32::from(entries - 1) << 16;
         let created = async {
+            // Clients poll: no interrupts.
             self.admin_command(
-                Command {
-                    opcode: admin::CREATE_IO_CQ,
-                    prp1: cq.get(),
-                    cdw: [u32::from(qid) | size, 1, 0, 0, 0, 0],
-                    ..Command::default()
-                },
+                AdminCommand::CreateIoCq(CreateIoCq {
+                    qid,
+                    qsize: entries - 1,
+                    base: cq.get(),
+                    pc: true,
+                    ien: false,
+                    iv: 0,
+                })
+                .into(),
                 "Create I/O CQ",
             )
             .await?;
             self.admin_command(
-                Command {
-                    opcode: admin::CREATE_IO_SQ,
-                    prp1: sq.get(),
-                    cdw: [
-                        u32::from(qid) | size,
-                        1 | (u32::from(qid) << 16),
-                        0,
-                        0,
-                        0,
-                        0,
-                    ],
-                    ..Command::default()
-                },
+                AdminCommand::CreateIoSq(CreateIoSq {
+                    qid,
+                    qsize: entries - 1,
+                    base: sq.get(),
+                    pc: true,
+                    qprio: 0,
+                    cqid: qid,
+                })
+                .into(),
                 "Create I/O SQ",
             )
             .await
@@ -514,19 +513,12 @@ impl Manager {
     }
 
     async fn delete_here(&self, qid: u16) -> Result<(), DistError> {
-        for (opcode, what) in [
-            (admin::DELETE_IO_SQ, "Delete I/O SQ"),
-            (admin::DELETE_IO_CQ, "Delete I/O CQ"),
+        let queue = DeleteQueue { qid };
+        for (command, what) in [
+            (AdminCommand::DeleteIoSq(queue), "Delete I/O SQ"),
+            (AdminCommand::DeleteIoCq(queue), "Delete I/O CQ"),
         ] {
-            self.admin_command(
-                Command {
-                    opcode,
-                    cdw: [u32::from(qid), 0, 0, 0, 0, 0],
-                    ..Command::default()
-                },
-                what,
-            )
-            .await?;
+            self.admin_command(command.into(), what).await?;
         }
         self.owners.borrow_mut().remove(&qid);
         Ok(())

@@ -16,14 +16,13 @@ pub use smartio_drivers::nvme::{
 };
 pub use smartio_host::{DmaBuffer, HostOs, Mmio};
 pub use smartio_machine::Agent;
-pub use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
+pub use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration, PAGE_SIZE};
 pub use std::cell::Cell;
 pub use std::future::{poll_fn, Future};
 pub use std::pin::Pin;
 pub use std::rc::Rc;
 pub use std::task::Poll;
 
-pub const PAGE: u64 = 4096;
 /// 64 MiB namespaces of 512-byte blocks.
 pub const BLOCKS_64M: u64 = (64 << 20) / 512;
 /// An address no one in the local host claims.

@@ -13,10 +13,9 @@ use smartio_devices::nvme::spec::{
 };
 use smartio_fabric::HostId;
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::cell::RefCell;
 
-const PAGE: u64 = 4096;
 /// Room for the largest queue of each kind.
 const SQ_ROOM: u64 = MAX_ENTRIES as u64 * SQE_SIZE as u64;
 const CQ_ROOM: u64 = MAX_ENTRIES as u64 * CQE_SIZE as u64;
@@ -248,7 +247,7 @@ impl Harness {
                     opcode,
                     nsid,
                     prp1: buffer,
-                    prp2: buffer + PAGE,
+                    prp2: buffer + PAGE_SIZE,
                     cdw: [cdw[0], cdw[1], cdw[2], 0, 0, 0],
                     ..Command::default()
                 };
@@ -537,7 +536,7 @@ impl Harness {
         let len = blocks * LBA;
         let slot = self.layout.slot(self.op.get());
         let offset = match prp {
-            PrpShape::Offset(o) => u64::from(o) % PAGE,
+            PrpShape::Offset(o) => u64::from(o) % PAGE_SIZE,
             _ => 0,
         };
         let data_at = slot + offset;
@@ -553,11 +552,11 @@ impl Harness {
             PrpShape::Aligned | PrpShape::Offset(_) => {
                 let (p2, list) = self.prps(data_at, len.min(super::model::MAX_TRANSFER), slot);
                 if let Some(list) = list {
-                    self.poke(slot + SLOT - PAGE, &list);
+                    self.poke(slot + SLOT - PAGE_SIZE, &list);
                 }
                 (data_at, p2, false)
             }
-            PrpShape::Misaligned => (data_at | 2, data_at + PAGE, true),
+            PrpShape::Misaligned => (data_at | 2, data_at + PAGE_SIZE, true),
             PrpShape::Scratch(a, b) => {
                 let s = self.layout.scratch();
                 (
@@ -626,19 +625,19 @@ impl Harness {
     /// PRP2 and, for transfers over two pages, the PRP list (stored in the slot's last page)
     /// for `len` contiguous bytes at `at`.
     fn prps(&self, at: u64, len: u64, slot: u64) -> (u64, Option<Vec<u8>>) {
-        let first = PAGE - at % PAGE;
+        let first = PAGE_SIZE - at % PAGE_SIZE;
         if len <= first {
             return (0, None);
         }
-        let next = at - at % PAGE + PAGE;
-        if len - first <= PAGE {
+        let next = at - at % PAGE_SIZE + PAGE_SIZE;
+        if len - first <= PAGE_SIZE {
             return (next, None);
         }
-        let pages = (len - first).div_ceil(PAGE);
+        let pages = (len - first).div_ceil(PAGE_SIZE);
         let list: Vec<u8> = (0..pages)
-            .flat_map(|k| (next + k * PAGE).to_le_bytes())
+            .flat_map(|k| (next + k * PAGE_SIZE).to_le_bytes())
             .collect();
-        (slot + SLOT - PAGE, Some(list))
+        (slot + SLOT - PAGE_SIZE, Some(list))
     }
 
     async fn doorbell(&self, index: u16, value: u32) {
@@ -734,8 +733,7 @@ impl Harness {
                 q.host_index
             };
             consumed = true;
-            let dnr = raw[15] & 0x80 != 0;
-            self.check(cqid, e, dnr);
+            self.check(cqid, e);
             if !self.model.borrow().cqs.contains_key(&cqid) {
                 return true;
             }
@@ -746,7 +744,7 @@ impl Harness {
     }
 
     /// Checks one completion and applies what it means to the model.
-    fn check(&self, cqid: u16, e: Completion, dnr: bool) {
+    fn check(&self, cqid: u16, e: Completion) {
         let mut m = self.model.borrow_mut();
         let name = e.status.name();
         *m.statuses.entry(name.to_string()).or_default() += 1;
@@ -755,6 +753,7 @@ impl Harness {
             "CQ {cqid}: a completion with a status no NVMe specification defines: {e:?}"
         );
         if let Some(want) = dnr_expected(e.status) {
+            let dnr = e.status.dnr;
             assert_eq!(
                 dnr, want,
                 "CQ {cqid}: {} completed with DNR = {dnr}: {e:?}",
@@ -933,7 +932,7 @@ impl Harness {
                     "{what}: created a queue of {entries} entries"
                 );
                 assert!(
-                    cmd.prp1.is_multiple_of(PAGE),
+                    cmd.prp1.is_multiple_of(PAGE_SIZE),
                     "{what}: created a queue at an unaligned base {:#x}",
                     cmd.prp1
                 );

@@ -325,14 +325,13 @@ pub fn expect_io(cmd: &Command, bad_prp: bool) -> Vec<Status> {
 
 /// Whether a completion with `status` must have DNR set (NVMe 1.4 §4.6.1.2.1: a command
 /// that would fail again if resubmitted unchanged). `None`: either is acceptable.
+/// Compares by status code alone: the DNR bit is what is being checked.
 pub fn dnr_expected(status: Status) -> Option<bool> {
-    if status == Status::SUCCESS
-        || status == Status::ABORT_REQUESTED
-        || status == Status::ABORTED_SQ_DELETION
-    {
+    let is = |named: Status| status.code() == named.code();
+    if is(Status::SUCCESS) || is(Status::ABORT_REQUESTED) || is(Status::ABORTED_SQ_DELETION) {
         return Some(false);
     }
-    if status == Status::INTERNAL_ERROR || status == Status::DATA_TRANSFER_ERROR {
+    if is(Status::INTERNAL_ERROR) || is(Status::DATA_TRANSFER_ERROR) {
         return None;
     }
     Some(true)

@@ -1,7 +1,7 @@
-//! Physical Region Page (PRP) entries: turning a command's PRP1/PRP2 into the list of host
-//! memory ranges its data occupies, reading PRP lists (which may chain) from host memory.
+//! The controller's side: turning a command's PRP1/PRP2 into the list of host memory ranges
+//! its data occupies, reading PRP lists (which may chain) from host memory.
 
-use super::spec::Status;
+use crate::nvme::spec::Status;
 use smartio_platform::{BusAddr, Port};
 
 /// One contiguous range of a transfer, as the device addresses it.
@@ -92,4 +92,84 @@ fn push(out: &mut Vec<Segment>, addr: u64, len: u64) -> Result<(), Status> {
     }
     out.push(Segment { addr, len });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::build::build;
+    use super::*;
+    use smartio_platform::{AccessError, SparseMemory, PAGE_SIZE};
+    use std::cell::RefCell;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    /// Host memory the controller reads PRP lists from, answering at once.
+    #[derive(Default)]
+    struct Memory(RefCell<SparseMemory>);
+
+    impl Port for Memory {
+        async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
+            self.0.borrow().read(addr.get(), buf);
+            Ok(())
+        }
+        async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
+            self.0.borrow_mut().write(addr.get(), data);
+            Ok(())
+        }
+    }
+
+    fn now<T>(f: impl Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("memory answers at once"),
+        }
+    }
+
+    /// Builds PRPs for `len` bytes at `addr`, writes the lists, and walks them back.
+    fn round_trip(addr: u64, len: u64, lists: &[u64]) -> Result<Vec<Segment>, Status> {
+        let mem = Memory::default();
+        let p = build(addr, len, lists).expect("built");
+        for l in &p.lists {
+            mem.0.borrow_mut().write(l.addr, &l.bytes());
+        }
+        now(segments(&mem, p.prp1, p.prp2, len, PAGE_SIZE))
+    }
+
+    #[test]
+    fn what_a_driver_builds_the_controller_walks_back_as_one_range() {
+        let buf = 0x100_0000;
+        let list = 0x800_0000;
+        let chained = [list + PAGE_SIZE - 64, list + 2 * PAGE_SIZE];
+        for (addr, len, lists) in [
+            (buf, 512, &[][..]),
+            (buf, 2 * PAGE_SIZE, &[]),
+            (buf + 0x800, PAGE_SIZE, &[]),
+            (buf, 3 * PAGE_SIZE, &[list]),
+            (buf + 0x204, 32 * PAGE_SIZE, &[list]),
+            (buf, 40 * PAGE_SIZE, &chained),
+            (buf + 8, 600 * PAGE_SIZE, &[list, list + PAGE_SIZE]),
+        ] {
+            assert_eq!(
+                round_trip(addr, len, lists),
+                Ok(vec![Segment { addr, len }]),
+                "{len} bytes at {addr:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_list_entry_with_an_offset_is_refused() {
+        let mem = Memory::default();
+        let list = 0x800_0000;
+        let entries: Vec<u8> = [0x10_1000u64, 0x10_2010]
+            .iter()
+            .flat_map(|e| e.to_le_bytes())
+            .collect();
+        mem.0.borrow_mut().write(list, &entries);
+        let walked = now(segments(&mem, 0x10_0000, list, 3 * PAGE_SIZE, PAGE_SIZE));
+        assert_eq!(walked, Err(Status::PRP_OFFSET_INVALID));
+        let unaligned_prp1 = now(segments(&mem, 0x10_0002, 0, 16, PAGE_SIZE));
+        assert_eq!(unaligned_prp1, Err(Status::PRP_OFFSET_INVALID));
+    }
 }
