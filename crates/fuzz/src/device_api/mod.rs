@@ -22,6 +22,7 @@ use smartio_smartio::{
     BorrowOptions, CpuMap, DeviceBorrow, Fdid, Hints, PeerRequester, Segment, SegmentLocation,
     SmartIo,
 };
+use smartio_workloads::Booted;
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::rc::Rc;
@@ -155,14 +156,13 @@ pub fn device_api(data: &[u8]) -> Outcome {
         Err(e) => panic!("{SCENARIO} does not build: {e}"),
     };
     let _guard = crate::SimGuard(cluster.sim.clone());
-    let hosts = match HostOs::boot_all(&cluster.sim) {
-        Ok(h) => h,
-        Err(e) => panic!("{SCENARIO} does not boot: {e}"),
-    };
-    let smartio = SmartIo::new(&cluster.sim, &hosts, &cluster.calibration);
-    let fdids = match smartio.register_all() {
-        Ok(f) => f,
-        Err(e) => panic!("{SCENARIO}: registering failed: {e}"),
+    let Booted {
+        hosts,
+        smartio,
+        fdids,
+    } = match Booted::boot(&cluster) {
+        Ok(b) => b,
+        Err(e) => panic!("{SCENARIO} does not boot with SmartIO: {e}"),
     };
     let sci = Sisci::on_hosts(&cluster.sim, &hosts);
     let before = tables(&cluster.sim);
