@@ -9,7 +9,7 @@
 //! ```
 
 use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
+use smartio_cluster::{Cluster, DeviceKind};
 use smartio_devices::dma::{flags, reg, status, DmaDevice, COMPLETION_ERROR, DEVICE_MAGIC};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::Agent;
@@ -105,7 +105,7 @@ async fn copy_and_wait(cpu: &Agent, registers: BusAddr, copy: Copy, sequence: u6
 #[test]
 fn every_gpu_gets_a_copy_engine_with_memory_the_size_of_bar1() {
     let s = local_chassis();
-    assert_eq!(s.cluster.gpus.len(), 2);
+    assert_eq!(s.cluster.models_of(DeviceKind::Gpu).count(), 2);
     for gpu in [s.gpu0, s.gpu1] {
         let device = engine(&s.cluster, gpu);
         assert_eq!((device.register_bar(), device.memory_bar()), (0, 1));
@@ -113,7 +113,11 @@ fn every_gpu_gets_a_copy_engine_with_memory_the_size_of_bar1() {
         assert_eq!(bar1.index, 1);
         assert_eq!(device.memory_size(), bar1.size);
     }
-    let dma0 = s.cluster.dma_devices[0].0;
+    let (dma0, _) = s
+        .cluster
+        .copy_engines(DeviceKind::Dma)
+        .next()
+        .expect("a DMA test device");
     assert_eq!(engine(&s.cluster, dma0).memory_bar(), 2);
     let nvme0 = {
         let fabric = s.cluster.machine.fabric();

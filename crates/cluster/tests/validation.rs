@@ -5,7 +5,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_calibration::DEFAULT_CALIBRATION;
-use smartio_cluster::{Cluster, ClusterError, SHIPPED};
+use smartio_cluster::{Cluster, ClusterError, ModelError, SHIPPED};
 use smartio_fabric::{parse_scenario, Fabric};
 
 /// One host with an NVMe (line 11 is the device's `name`) and a GPU (line 17).
@@ -100,19 +100,19 @@ fn a_profile_capacity_below_one_logical_block_is_an_error_not_an_empty_namespace
     let result = Cluster::new(&path.to_string_lossy(), &calibration);
     let _ = std::fs::remove_file(&path);
     match result {
-        Err(ClusterError::Device {
-            at,
-            device,
-            message,
-        }) => {
+        Err(ClusterError::Device { at, device, error }) => {
             let file = path.to_string_lossy();
             assert!(
                 at.as_deref().is_some_and(|a| a.starts_with(&*file)),
                 "{at:?} names the scenario file and line"
             );
             assert_eq!(device, "a.nvme0");
+            assert!(
+                matches!(error, ModelError::Capacity { lba: 4096, .. }),
+                "{error:?}"
+            );
             assert_eq!(
-                message,
+                error.to_string(),
                 "calibration [nvme.ramdisk] capacity = 512: smaller than one logical block of \
                  lba_size = 4096 (allowed: at least 4096 bytes)"
             );

@@ -2,11 +2,15 @@
 
 use smartio_fabric::spec::limits::power_of_two_size;
 use smartio_fabric::units::size_value;
-use smartio_fabric::{BarKind, BarSpec, EndpointLayout};
+use smartio_fabric::{BarKind, BarSpec, Endpoint, EndpointLayout};
+use std::fmt;
 use std::ops::RangeInclusive;
+use std::str::FromStr;
 
-/// The device kinds a scenario file may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The device kinds a scenario file may use. The fabric carries a kind as the scenario's
+/// string (it knows no devices); [`DeviceKind::of`] turns an endpoint's string into a kind at
+/// that boundary, and nothing past it compares kind names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DeviceKind {
     /// An NVMe controller (`params.profile`: `optane-p4800x`, `ramdisk`, `nand`).
     Nvme,
@@ -16,17 +20,60 @@ pub enum DeviceKind {
     Dma,
 }
 
+/// A kind name no device model answers to; the message lists the known ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device kind {0:?} (known: nvme, gpu, dma)")]
+pub struct UnknownDeviceKind(pub String);
+
 impl DeviceKind {
+    /// Every kind, in the order the names are listed in messages.
+    pub const ALL: [DeviceKind; 3] = [DeviceKind::Nvme, DeviceKind::Gpu, DeviceKind::Dma];
+
     /// Parses a kind name.
     pub fn parse(kind: &str) -> Result<DeviceKind, String> {
-        match kind {
-            "nvme" => Ok(DeviceKind::Nvme),
-            "gpu" => Ok(DeviceKind::Gpu),
-            "dma" => Ok(DeviceKind::Dma),
-            other => Err(format!(
-                "unknown device kind {other:?} (known: nvme, gpu, dma)"
-            )),
+        kind.parse().map_err(|e: UnknownDeviceKind| e.to_string())
+    }
+
+    /// The kind of fabric endpoint `endpoint`, or `None` for one that is no device model's
+    /// (an NTB adapter).
+    pub fn of(endpoint: &Endpoint) -> Option<DeviceKind> {
+        endpoint.kind.parse().ok()
+    }
+
+    /// The name a scenario file (and the calibration's `[device.*]` sections) uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Nvme => "nvme",
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Dma => "dma",
         }
+    }
+
+    /// The BAR that holds the kind's device memory when it has any: a GPU's memory, the DMA
+    /// test device's memory, an NVMe controller's memory buffer (CMB).
+    pub fn memory_bar(self) -> u8 {
+        match self {
+            DeviceKind::Nvme => crate::nvme::controller::CMB_BAR,
+            DeviceKind::Gpu => crate::dma::GPU_MEMORY_BAR,
+            DeviceKind::Dma => crate::dma::MEMORY_BAR,
+        }
+    }
+}
+
+impl FromStr for DeviceKind {
+    type Err = UnknownDeviceKind;
+
+    fn from_str(kind: &str) -> Result<DeviceKind, UnknownDeviceKind> {
+        DeviceKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .ok_or_else(|| UnknownDeviceKind(kind.to_string()))
+    }
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -135,6 +182,35 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_parses_from_its_own_name_and_nothing_else_does() {
+        for kind in DeviceKind::ALL {
+            assert_eq!(kind.name().parse::<DeviceKind>(), Ok(kind));
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        assert_eq!(
+            "ntb".parse::<DeviceKind>(),
+            Err(UnknownDeviceKind("ntb".into()))
+        );
+        assert_eq!(
+            DeviceKind::parse("NVMe").expect_err("names are lower case"),
+            "unknown device kind \"NVMe\" (known: nvme, gpu, dma)"
+        );
+    }
+
+    #[test]
+    fn memory_bars_are_the_ones_the_layouts_make_prefetchable() {
+        for kind in DeviceKind::ALL {
+            let mut params = toml::Table::new();
+            if kind == DeviceKind::Nvme {
+                params.insert("cmb".into(), toml::Value::String("1M".into()));
+            }
+            let layout = layout_for(kind.name(), &params).expect("valid");
+            let bar = layout.bars.iter().find(|b| b.index == kind.memory_bar());
+            assert_eq!(bar.map(|b| b.kind), Some(BarKind::Mem64Prefetch), "{kind}");
+        }
+    }
 
     #[test]
     fn unknown_kinds_and_parameters_are_named_in_the_error() {

@@ -10,4 +10,4 @@ pub mod kinds;
 pub mod msix;
 pub mod nvme;
 
-pub use kinds::{layout_for, DeviceKind};
+pub use kinds::{layout_for, DeviceKind, UnknownDeviceKind};

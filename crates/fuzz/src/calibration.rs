@@ -9,7 +9,7 @@
 
 use crate::Outcome;
 use smartio_calibration::Calibration;
-use smartio_cluster::{load_fabric, Cluster, ClusterOptions};
+use smartio_cluster::{load_fabric, Cluster, ClusterOptions, DeviceKind};
 use smartio_fabric::{EndpointId, Fabric, HostId};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{BusAddr, Port, SimTime};
@@ -83,7 +83,7 @@ fn probe(cluster: &Cluster) -> String {
         let dma = f
             .endpoints()
             .iter()
-            .position(|e| e.kind == "dma")
+            .position(|e| DeviceKind::of(e) == Some(DeviceKind::Dma))
             .map(|i| EndpointId(i as u32));
         let bar = dma.and_then(|e| {
             f.endpoint(e)
@@ -92,12 +92,12 @@ fn probe(cluster: &Cluster) -> String {
                 .find(|b| b.index == 2)
                 .map(|b| (e, b.base.get()))
         });
-        let nvme = cluster.nvme_controllers.first().and_then(|(e, _)| {
-            f.endpoint(*e)
+        let nvme = cluster.nvme_controllers().next().and_then(|(e, _)| {
+            f.endpoint(e)
                 .bars
                 .iter()
                 .find(|b| b.index == 0)
-                .map(|b| (*e, b.base.get()))
+                .map(|b| (e, b.base.get()))
         });
         (ram, bar, nvme)
     };

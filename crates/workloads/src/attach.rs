@@ -2,6 +2,7 @@
 //! from another host by Device Lending (`lender:nvme0`). Either way the workload then drives
 //! it through the same device handle and the same native driver.
 
+use crate::booted::{BootError, Booted};
 use smartio_cluster::Cluster;
 use smartio_host::{HostError, HostOs};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
@@ -29,6 +30,16 @@ pub enum AttachError {
     /// A device name that is neither `device` nor `lender:device`.
     #[error("device {0:?}: write a device of the host (nvme0) or lender:device (lender:nvme0)")]
     BadName(String),
+}
+
+impl From<BootError> for AttachError {
+    fn from(e: BootError) -> Self {
+        match e {
+            BootError::UnknownHost { host, known } => AttachError::UnknownHost { host, known },
+            BootError::Host(e) => AttachError::Host(e),
+            BootError::SmartIo(e) => AttachError::SmartIo(e),
+        }
+    }
 }
 
 /// Checks the form of a device name given by the user: `device` or `lender:device`, neither
@@ -84,21 +95,9 @@ impl Workbench {
         for &device in devices {
             check_device_name(device)?;
         }
-        let hosts = HostOs::boot_all(&cluster.machine)?;
-        let os = hosts
-            .iter()
-            .find(|h| h.name() == host)
-            .cloned()
-            .ok_or_else(|| AttachError::UnknownHost {
-                host: host.to_string(),
-                known: hosts
-                    .iter()
-                    .map(|h| h.name().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-        smartio.register_all()?;
+        let booted = Booted::boot(cluster)?;
+        let os = booted.host(host)?;
+        let Booted { hosts, smartio, .. } = booted;
         let mut wanted = Vec::new();
         for &device in devices {
             let (remote, class) = if device.contains(':') {

@@ -1,47 +1,76 @@
 //! Where the device-API workloads start — every host booted, SmartIO over them with every
-//! function registered, the device resolved — and how a workload's task is run to its end.
+//! function registered — and how a workload's task is run to its end.
 
 use smartio_cluster::Cluster;
-use smartio_host::HostOs;
+use smartio_host::{HostError, HostOs};
 use smartio_machine::Machine;
-use smartio_smartio::{Fdid, SmartIo};
+use smartio_smartio::{Fdid, SmartIo, SmartIoError};
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
+use thiserror::Error;
 
-/// A cluster with its hosts booted and SmartIO started.
-pub(crate) struct Booted {
+/// Why a cluster's hosts could not be booted with SmartIO, or a host not found.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BootError {
+    /// No host of that name.
+    #[error("unknown host {host:?} (hosts: {known})")]
+    UnknownHost {
+        /// Asked for.
+        host: String,
+        /// The hosts, in scenario order.
+        known: String,
+    },
+    /// A host's OS did not boot.
+    #[error("{0}")]
+    Host(#[from] HostError),
+    /// SmartIO refused to register a function.
+    #[error("{0}")]
+    SmartIo(#[from] SmartIoError),
+}
+
+/// A cluster with its hosts booted and SmartIO started: the one way every workload (and the
+/// device-API fuzz target) gets there.
+#[derive(Debug)]
+pub struct Booted {
     /// Every host, in scenario order.
     pub hosts: Vec<HostOs>,
     /// SmartIO over them, every lendable function registered.
     pub smartio: SmartIo,
-    /// The device the workload uses (`lender:device`).
-    pub fdid: Fdid,
+    /// The registered functions, in host and tree order.
+    pub fdids: Vec<Fdid>,
 }
 
 impl Booted {
-    /// Boots `cluster`'s hosts, starts SmartIO and resolves `device`.
-    pub fn new(cluster: &Cluster, device: &str) -> Result<Booted, String> {
-        let hosts = HostOs::boot_all(&cluster.machine).map_err(|e| e.to_string())?;
+    /// Boots every host of `cluster`, starts SmartIO over them and registers every function
+    /// but the NTB adapters.
+    pub fn boot(cluster: &Cluster) -> Result<Booted, BootError> {
+        let hosts = HostOs::boot_all(&cluster.machine)?;
         let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-        smartio.register_all().map_err(|e| e.to_string())?;
-        let fdid = smartio.find(device).map_err(|e| e.to_string())?;
+        let fdids = smartio.register_all()?;
         Ok(Booted {
             hosts,
             smartio,
-            fdid,
+            fdids,
         })
     }
 
+    /// [`Booted::boot`], and the fdid of `device` (`lender:device`).
+    pub fn with_device(cluster: &Cluster, device: &str) -> Result<(Booted, Fdid), BootError> {
+        let booted = Self::boot(cluster)?;
+        let fdid = booted.smartio.find(device)?;
+        Ok((booted, fdid))
+    }
+
     /// The host called `name`.
-    pub fn host(&self, name: &str) -> Result<HostOs, String> {
+    pub fn host(&self, name: &str) -> Result<HostOs, BootError> {
         self.hosts
             .iter()
             .find(|h| h.name() == name)
             .cloned()
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.hosts.iter().map(|h| h.name()).collect();
-                format!("unknown host {name:?} (hosts: {})", known.join(", "))
+            .ok_or_else(|| BootError::UnknownHost {
+                host: name.to_string(),
+                known: self.names().join(", "),
             })
     }
 

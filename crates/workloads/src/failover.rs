@@ -184,9 +184,12 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
     if config.ops == 0 || config.bs == 0 || config.blocks == 0 {
         return Err("ops, bs and blocks must be positive".into());
     }
-    let booted = Booted::new(cluster, &config.device)?;
-    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
-    let Booted { smartio, fdid, .. } = booted;
+    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
+    let (mos, cos) = (
+        booted.host(&config.manager).map_err(|e| e.to_string())?,
+        booted.host(&config.client).map_err(|e| e.to_string())?,
+    );
+    let Booted { smartio, .. } = booted;
     let primary_cable = cable_of(&cluster.machine, cos.id(), 0)?;
     cable_of(&cluster.machine, cos.id(), 1)?;
     let cfg = config.clone();

@@ -19,6 +19,7 @@ pub use config::{
 };
 
 use crate::attach::{AttachError, Workbench};
+use crate::booted::BootError;
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
@@ -99,6 +100,12 @@ pub enum FioError {
     /// The distributed NVMe driver refused (no manager, no queue pair left).
     #[error("{0}")]
     Dist(#[from] DistError),
+}
+
+impl From<BootError> for FioError {
+    fn from(e: BootError) -> Self {
+        AttachError::from(e).into()
+    }
 }
 
 impl From<AttachError> for FioError {

@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attach;
-mod booted;
+pub mod booted;
 pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;
@@ -26,6 +26,7 @@ pub mod shm_demo;
 mod stats;
 
 pub use attach::{AttachError, Workbench};
+pub use booted::{BootError, Booted};
 pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
 pub use dma_bench::{
     bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaBenchRun,

@@ -71,11 +71,8 @@ pub fn multicast_identify(
     cluster: &Cluster,
     config: &MulticastIdentifyConfig,
 ) -> Result<MulticastIdentifyResult, String> {
-    let Booted {
-        hosts,
-        smartio,
-        fdid,
-    } = Booted::new(cluster, &config.device)?;
+    let (Booted { hosts, smartio, .. }, fdid) =
+        Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
     let manager_host = smartio
         .host_by_name(&config.manager)
         .map_err(|e| e.to_string())?;

@@ -70,10 +70,13 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
     if config.ops == 0 {
         return Err("--ops 0: at least one read".into());
     }
-    let booted = Booted::new(cluster, &config.device)?;
-    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
+    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
+    let (mos, cos) = (
+        booted.host(&config.manager).map_err(|e| e.to_string())?,
+        booted.host(&config.client).map_err(|e| e.to_string())?,
+    );
     let names = booted.names();
-    let Booted { smartio, fdid, .. } = booted;
+    let Booted { smartio, .. } = booted;
     let cfg = config.clone();
     run_workload(&cluster.machine, async move {
         let run = async {

@@ -173,13 +173,13 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
     if config.bs == 0 {
         return Err("nvmeof-compare: a block size of at least one LBA".into());
     }
-    let booted = Booted::new(cluster, &config.device)?;
+    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
     let (tos, ios) = (
-        booted.host(&config.target)?,
-        booted.host(&config.initiator)?,
+        booted.host(&config.target).map_err(|e| e.to_string())?,
+        booted.host(&config.initiator).map_err(|e| e.to_string())?,
     );
     let names = booted.names();
-    let Booted { smartio, fdid, .. } = booted;
+    let Booted { smartio, .. } = booted;
     let cfg = config.clone();
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {

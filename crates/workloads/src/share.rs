@@ -203,8 +203,8 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
             config.range_bytes, config.bs
         ));
     }
-    let booted = Booted::new(cluster, &config.device)?;
-    let host = |name: &str| booted.host(name);
+    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
+    let host = |name: &str| booted.host(name).map_err(|e| e.to_string());
     let manager_os = host(&config.manager)?;
     let client_os = config
         .clients
@@ -212,7 +212,7 @@ pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareRes
         .map(|c| host(c))
         .collect::<Result<Vec<_>, _>>()?;
     let extra_os = config.extra_client.as_deref().map(host).transpose()?;
-    let Booted { smartio, fdid, .. } = booted;
+    let Booted { smartio, .. } = booted;
     let (machine, cfg) = (cluster.machine.clone(), config.clone());
     run_workload(&cluster.machine, async move {
         run(

@@ -2,8 +2,8 @@
 //! behaviour of Paper V Fig. 23, data exactness, bad input and determinism.
 
 use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
 use smartio_cluster::Timing;
+use smartio_cluster::{Cluster, DeviceKind};
 use smartio_fabric::HostId;
 use smartio_workloads::{
     bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaDirection, DmaSample,
@@ -74,7 +74,10 @@ fn dma_reads_suffer_more_from_the_extra_hop_than_writes_at_mid_sizes() {
 #[test]
 fn copied_bytes_arrive_exactly_in_both_directions() {
     let cluster = Cluster::new("local-chassis", &Calibration::default_embedded()).expect("loads");
-    let (_, device) = &cluster.dma_devices[0];
+    let (_, device) = cluster
+        .copy_engines(DeviceKind::Dma)
+        .next()
+        .expect("a DMA test device");
     let pattern: Vec<u8> = (0..(1u32 << 20))
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();

@@ -2,6 +2,7 @@
 //! primary cable is cut mid-run, the client learns it and carries on over the backup.
 
 use super::{names, table, Chart, Plot, Report, Series, Setup};
+use smartio_cluster::DeviceKind;
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult};
 
@@ -13,7 +14,7 @@ const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; failover needs one, and another host with two cabled \
              NTB adapters (such as dual-path)",

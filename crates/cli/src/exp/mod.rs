@@ -222,14 +222,18 @@ pub fn ns(v: f64) -> String {
 
 /// The first host, device and other names an experiment needs, read from the scenario.
 pub mod names {
+    use smartio_cluster::DeviceKind;
     use smartio_fabric::Fabric;
 
-    /// `(host, device)` of the first endpoint of `kind` (`"nvme"`, `"gpu"`), optionally only
-    /// in host `in_host`.
-    pub fn first_device(f: &Fabric, kind: &str, in_host: Option<&str>) -> Option<(String, String)> {
+    /// `(host, device)` of the first endpoint of `kind`, optionally only in host `in_host`.
+    pub fn first_device(
+        f: &Fabric,
+        kind: DeviceKind,
+        in_host: Option<&str>,
+    ) -> Option<(String, String)> {
         f.endpoints().iter().find_map(|ep| {
             let host = &f.host(ep.host).name;
-            (ep.kind == kind && in_host.is_none_or(|h| h == host))
+            (DeviceKind::of(ep) == Some(kind) && in_host.is_none_or(|h| h == host))
                 .then(|| (host.clone(), ep.name.clone()))
         })
     }

@@ -2,12 +2,13 @@
 //! lands in the memory of every other host; compared with one Identify per host.
 
 use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use smartio_cluster::DeviceKind;
 use smartio_workloads::{multicast_identify, MulticastIdentifyConfig};
 use std::collections::BTreeMap;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let cluster = setup.cluster()?;
-    let (lender, nvme) = names::first_device(&cluster.machine.fabric(), "nvme", None)
+    let (lender, nvme) = names::first_device(&cluster.machine.fabric(), DeviceKind::Nvme, None)
         .ok_or_else(|| format!("{} has no NVMe controller", setup.scenario))?;
     let r = multicast_identify(
         &cluster,

@@ -5,11 +5,12 @@
 //! initiator the first other host (on `back-to-back`, lender and borrower).
 
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use smartio_cluster::DeviceKind;
 use smartio_workloads::{nvmeof_compare, NvmeofConfig};
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let probe = setup.fabric()?;
-    let (target, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+    let (target, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; nvmeof-compare needs one, and another host to read it from",
             setup.scenario

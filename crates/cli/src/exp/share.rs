@@ -7,6 +7,7 @@
 //! On `cascade-60` that is node00, node01..node30 and node31.
 
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use smartio_cluster::DeviceKind;
 use smartio_workloads::{share_clients, ShareConfig};
 
 /// Clients the experiment wants: one per host.
@@ -14,7 +15,7 @@ const CLIENTS: usize = 30;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; share-30 needs one, and other hosts for its clients",
             setup.scenario

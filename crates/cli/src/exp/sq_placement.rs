@@ -3,6 +3,7 @@
 //! data stay in the client's RAM; only the SQ moves.
 
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use smartio_cluster::DeviceKind;
 use smartio_drivers::nvme_dist::SqPlacement;
 use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
 
@@ -11,7 +12,7 @@ const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, "nvme", None).ok_or_else(|| {
+    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
         format!(
             "{} has no NVMe controller; sq-placement needs one, and another host for the client",
             setup.scenario
@@ -26,7 +27,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 setup.scenario
             )
         })?;
-    let gpu = names::first_device(&probe, "gpu", Some(&lender)).map(|(h, g)| format!("{h}:{g}"));
+    let gpu = names::first_device(&probe, DeviceKind::Gpu, Some(&lender))
+        .map(|(h, g)| format!("{h}:{g}"));
     drop(probe);
     let base = ClientQd1Config {
         manager: lender.clone(),

@@ -133,12 +133,10 @@ where
             ..NvmeDriverConfig::default()
         },
     }));
-    let ctrl = cluster
-        .nvme_controllers
-        .first()
-        .expect("an nvme controller")
-        .1
-        .clone();
+    let (_, ctrl) = cluster
+        .nvme_controllers()
+        .next()
+        .expect("an nvme controller");
     let done = Rc::new(Cell::new(false));
     let flag = done.clone();
     cluster.machine.spawn(async move {

@@ -23,6 +23,7 @@ use smartio_smartio::{
     BorrowOptions, CpuMap, DeviceBorrow, Fdid, Hints, PeerRequester, Segment, SegmentLocation,
     SmartIo,
 };
+use smartio_workloads::Booted;
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::rc::Rc;
@@ -156,14 +157,13 @@ pub fn device_api(data: &[u8]) -> Outcome {
         Err(e) => panic!("{SCENARIO} does not build: {e}"),
     };
     let _guard = crate::MachineGuard(cluster.machine.clone());
-    let hosts = match HostOs::boot_all(&cluster.machine) {
-        Ok(h) => h,
-        Err(e) => panic!("{SCENARIO} does not boot: {e}"),
-    };
-    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-    let fdids = match smartio.register_all() {
-        Ok(f) => f,
-        Err(e) => panic!("{SCENARIO}: registering failed: {e}"),
+    let Booted {
+        hosts,
+        smartio,
+        fdids,
+    } = match Booted::boot(&cluster) {
+        Ok(b) => b,
+        Err(e) => panic!("{SCENARIO} does not boot with SmartIO: {e}"),
     };
     let sci = Sisci::on_hosts(&cluster.machine, &hosts);
     let before = tables(&cluster.machine);

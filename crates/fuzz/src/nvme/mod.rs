@@ -74,7 +74,7 @@ pub fn nvme_commands(data: &[u8]) -> Outcome {
         Ok(c) => c,
         Err(e) => panic!("the fuzzed scenario does not build: {e}"),
     };
-    let Some((endpoint, _)) = cluster.nvme_controllers.first().cloned() else {
+    let Some((endpoint, _)) = cluster.nvme_controllers().next() else {
         panic!("the fuzzed scenario has no NVMe controller");
     };
     let _guard = crate::MachineGuard(cluster.machine.clone());

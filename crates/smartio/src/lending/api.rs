@@ -16,6 +16,7 @@
 use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair_via, DeviceSide, Via};
 use super::{Fdid, SmartIo, SmartIoError};
+use smartio_devices::DeviceKind;
 use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
 use smartio_platform::pci::{self, command};
@@ -180,13 +181,10 @@ impl Hold {
     }
 }
 
-/// The BAR of a device kind that holds device memory, if any.
-fn memory_bar(kind: &str, bars: &[u8]) -> Option<u8> {
-    let bar = match kind {
-        "gpu" => 1,
-        "dma" | "nvme" => 2,
-        _ => return None,
-    };
+/// The BAR of a device kind that holds device memory, if the device has it (an NTB adapter,
+/// no kind, has none).
+fn memory_bar(kind: Option<DeviceKind>, bars: &[u8]) -> Option<u8> {
+    let bar = kind?.memory_bar();
     bars.contains(&bar).then_some(bar)
 }
 
@@ -450,7 +448,7 @@ impl SmartIo {
             let ep = f.endpoint(endpoint);
             (
                 ep.host,
-                ep.kind.clone(),
+                DeviceKind::of(ep),
                 ep.bars
                     .iter()
                     .map(|b| (b.index, b.size))
@@ -462,7 +460,7 @@ impl SmartIo {
         // 1. Device memory, when the device mostly reads it.
         if hints.device_reads && !hints.host_reads {
             let indices: Vec<u8> = bars.iter().map(|b| b.0).collect();
-            if let Some(bar) = memory_bar(&kind, &indices) {
+            if let Some(bar) = memory_bar(kind, &indices) {
                 let bar_size = bars.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
                 let space = st
                     .api

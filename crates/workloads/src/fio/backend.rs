@@ -5,6 +5,7 @@
 //! differ.
 
 use super::FioError;
+use crate::booted::Booted;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NamespaceInfo, NvmeDevice};
 use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
@@ -210,24 +211,9 @@ impl ClientBench {
         manager: &str,
     ) -> Result<ClientBench, FioError> {
         crate::attach::check_device_name(device)?;
-        let hosts = HostOs::boot_all(&cluster.machine)?;
-        let find = |name: &str| {
-            hosts
-                .iter()
-                .find(|h| h.name() == name)
-                .cloned()
-                .ok_or_else(|| FioError::UnknownHost {
-                    host: name.to_string(),
-                    known: hosts
-                        .iter()
-                        .map(|h| h.name().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })
-        };
-        let (client, manager) = (find(host)?, find(manager)?);
-        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-        smartio.register_all()?;
+        let booted = Booted::boot(cluster)?;
+        let (client, manager) = (booted.host(host)?, booted.host(manager)?);
+        let smartio = booted.smartio;
         let qualified = if device.contains(':') {
             device.to_string()
         } else {

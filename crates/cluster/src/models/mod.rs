@@ -1,0 +1,203 @@
+//! The device-model registry: for every [`DeviceKind`] the factory that builds its model from
+//! the endpoint, the calibration and the command-line options, attaches the model's handlers
+//! and starts its engine. The cluster assembly walks this table and knows no kind by name, so
+//! a new kind plugs in with one entry here (and its factory).
+//!
+//! Invariant: models start kind by kind in [`REGISTRY`] order, and within a kind in fabric
+//! endpoint order. Starting spawns the model's engine, and the spawn order is part of what
+//! makes a run deterministic — append new kinds at the end, never reorder.
+
+mod copy_engine;
+mod nvme;
+
+pub use nvme::media_profile;
+
+use crate::ClusterOptions;
+use smartio_calibration::Calibration;
+use smartio_devices::config::ConfigSpace;
+use smartio_devices::dma::DmaDevice;
+use smartio_devices::nvme::NvmeController;
+use smartio_devices::DeviceKind;
+use smartio_fabric::{Endpoint, EndpointId};
+use smartio_machine::Machine;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// Why a device model could not be built: a value of the scenario or the calibration (never
+/// an emulator bug). The cluster adds the device's name and scenario line.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ModelError {
+    /// The device's `params` in the scenario (the device layer's message).
+    #[error("{0}")]
+    Params(String),
+    /// The calibration has no such profile (its message lists the known ones).
+    #[error("{0}")]
+    Profile(String),
+    /// The profile's queue-pair count cannot be an NVMe controller's.
+    #[error(
+        "calibration [nvme.{profile}] queue_pairs = {value}: not a whole number from 2 to 256"
+    )]
+    QueuePairs {
+        /// The `[nvme.*]` profile.
+        profile: String,
+        /// Its `queue_pairs`.
+        value: f64,
+    },
+    /// The profile's capacity holds no whole logical block.
+    #[error(
+        "calibration [nvme.{profile}] capacity = {capacity}: smaller than one logical block \
+         of lba_size = {lba} (allowed: at least {lba} bytes)"
+    )]
+    Capacity {
+        /// The `[nvme.*]` profile.
+        profile: String,
+        /// Its `capacity` in bytes.
+        capacity: f64,
+        /// The namespace's logical block size.
+        lba: u64,
+    },
+    /// The namespace backing file cannot be used (the OS's message, with the path).
+    #[error("{0}")]
+    Backing(String),
+}
+
+/// A device model attached to an endpoint.
+#[derive(Debug, Clone)]
+pub enum DeviceModel {
+    /// A copy engine: the DMA test device, or a GPU (its memory in another BAR).
+    CopyEngine(Rc<DmaDevice>),
+    /// An NVMe controller.
+    Nvme(Rc<NvmeController>),
+}
+
+impl DeviceModel {
+    /// The copy engine, if this model is one.
+    pub fn copy_engine(&self) -> Option<&Rc<DmaDevice>> {
+        match self {
+            DeviceModel::CopyEngine(d) => Some(d),
+            DeviceModel::Nvme(_) => None,
+        }
+    }
+
+    /// The NVMe controller, if this model is one.
+    pub fn nvme(&self) -> Option<&Rc<NvmeController>> {
+        match self {
+            DeviceModel::Nvme(c) => Some(c),
+            DeviceModel::CopyEngine(_) => None,
+        }
+    }
+
+    /// Whether the model answers configuration requests itself (else the endpoint gets a
+    /// configuration space built from its layout).
+    fn has_config_space(&self) -> bool {
+        matches!(self, DeviceModel::Nvme(_))
+    }
+}
+
+/// A model attached to its endpoint.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// The endpoint.
+    pub endpoint: EndpointId,
+    /// Its kind.
+    pub kind: DeviceKind,
+    /// The model.
+    pub model: DeviceModel,
+}
+
+/// What a factory builds a model from.
+pub struct ModelContext<'a> {
+    /// The machine the model joins.
+    pub machine: &'a Machine,
+    /// The calibration in force.
+    pub calibration: &'a Calibration,
+    /// Command-line choices.
+    pub options: &'a ClusterOptions,
+}
+
+/// Builds a kind's model for `endpoint` (described by `ep`, named `host.device` by `name`),
+/// attaches its handlers and spawns its engine.
+type Factory = fn(
+    &ModelContext<'_>,
+    DeviceKind,
+    EndpointId,
+    &Endpoint,
+    &str,
+) -> Result<DeviceModel, ModelError>;
+
+/// Every kind's factory, in start order (see the module's invariant).
+const REGISTRY: [(DeviceKind, Factory); 3] = [
+    (DeviceKind::Dma, copy_engine::start),
+    (DeviceKind::Gpu, copy_engine::start),
+    (DeviceKind::Nvme, nvme::start),
+];
+
+/// A model that could not be started: the device (`host.device`) and why.
+#[derive(Debug)]
+pub(crate) struct StartError {
+    pub device: String,
+    pub error: ModelError,
+}
+
+/// The models attached to a cluster's endpoints, keyed by endpoint.
+pub(crate) type Models = BTreeMap<EndpointId, Attached>;
+
+/// Starts a model on every endpoint whose kind the registry knows, then gives every other
+/// endpoint a configuration space from its layout. On an error the models already started
+/// stay attached (the caller shuts the simulation down).
+pub(crate) fn start_all(cx: &ModelContext<'_>) -> Result<Models, StartError> {
+    let endpoints: Vec<(EndpointId, Endpoint, String)> = {
+        let fabric = cx.machine.fabric();
+        fabric
+            .endpoints()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let name = format!("{}.{}", fabric.host(e.host).name, e.name);
+                (EndpointId(i as u32), e.clone(), name)
+            })
+            .collect()
+    };
+    let mut models = Models::new();
+    for (kind, factory) in REGISTRY {
+        for (id, ep, name) in &endpoints {
+            if DeviceKind::of(ep) != Some(kind) {
+                continue;
+            }
+            let model = factory(cx, kind, *id, ep, name).map_err(|error| StartError {
+                device: name.clone(),
+                error,
+            })?;
+            models.insert(
+                *id,
+                Attached {
+                    endpoint: *id,
+                    kind,
+                    model,
+                },
+            );
+        }
+    }
+    for (id, ep, _) in &endpoints {
+        if models.get(id).is_some_and(|a| a.model.has_config_space()) {
+            continue;
+        }
+        cx.machine
+            .attach_config_handler(*id, Rc::new(ConfigSpace::new(&ep.layout, &ep.bars, None)));
+    }
+    Ok(models)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_exactly_one_factory() {
+        for kind in DeviceKind::ALL {
+            let entries = REGISTRY.iter().filter(|(k, _)| *k == kind).count();
+            assert_eq!(entries, 1, "{kind}");
+        }
+    }
+}
