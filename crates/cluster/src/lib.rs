@@ -118,6 +118,20 @@ pub enum EngineKind {
     Direct,
 }
 
+impl EngineKind {
+    /// The engine a test target runs on, from its crate name (pass
+    /// `env!("CARGO_CRATE_NAME")`): a target named `*_on_direct` — a second target that
+    /// compiles the same suite file unchanged — runs on the direct engine, every other
+    /// target on the timed one.
+    pub fn for_test_target(crate_name: &str) -> EngineKind {
+        if crate_name.ends_with("_on_direct") {
+            EngineKind::Direct
+        } else {
+            EngineKind::Timed
+        }
+    }
+}
+
 /// Choices made on the command line rather than in the scenario file.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterOptions {
@@ -265,5 +279,37 @@ impl Cluster {
     pub fn nvme_controllers(&self) -> impl Iterator<Item = (EndpointId, Rc<NvmeController>)> + '_ {
         self.models()
             .filter_map(|a| Some((a.endpoint, a.model.nvme()?.clone())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_target_named_on_direct_runs_on_the_direct_engine() {
+        assert_eq!(
+            EngineKind::for_test_target("lending_on_direct"),
+            EngineKind::Direct
+        );
+        assert_eq!(EngineKind::for_test_target("lending"), EngineKind::Timed);
+        assert_eq!(
+            EngineKind::for_test_target("on_direct_lending"),
+            EngineKind::Timed
+        );
+    }
+
+    #[test]
+    fn the_direct_engine_has_no_timed_engine_behind_it() {
+        let cal = Calibration::default_embedded();
+        let direct = Cluster::on(EngineKind::Direct, "local-chassis", &cal).expect("loads");
+        assert!(direct.timed().is_none());
+        let timed = Cluster::on(EngineKind::Timed, "local-chassis", &cal).expect("loads");
+        assert!(timed.timed().is_some());
+        assert_eq!(
+            direct.nvme_controllers().count(),
+            timed.nvme_controllers().count(),
+            "the same models on either engine"
+        );
     }
 }

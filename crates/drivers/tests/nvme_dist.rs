@@ -2,7 +2,7 @@
 //! each driving its own queue pairs.
 
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, SHIPPED};
+use smartio_cluster::{Cluster, EngineKind, SHIPPED};
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
@@ -45,7 +45,8 @@ fn setup_with(profile: &str, extra: &str) -> Setup {
         LOADS.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&path, shipped.text.replacen(line, &params, 1)).expect("temp file");
-    let cluster = Cluster::new(
+    let cluster = Cluster::on(
+        EngineKind::for_test_target(env!("CARGO_CRATE_NAME")),
         path.to_str().expect("utf-8"),
         &Calibration::default_embedded(),
     )

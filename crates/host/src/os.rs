@@ -10,6 +10,7 @@ use crate::driver::Driver;
 use crate::memory::{RamAllocator, RamError};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::{Agent, Machine};
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{AccessError, PhysAddr};
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -110,7 +111,7 @@ pub(crate) struct OsShared {
 
 impl OsShared {
     pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
-        self.alloc_aligned(len, 4096)
+        self.alloc_aligned(len, PAGE_SIZE)
     }
 
     pub fn alloc_aligned(&self, len: u64, align: u64) -> Result<PhysAddr, RamError> {
@@ -260,7 +261,7 @@ impl HostOs {
 
     /// Allocates `len` bytes of RAM (page-aligned, zeroed) for the kernel or a program.
     pub fn alloc(&self, len: u64) -> Result<PhysAddr, RamError> {
-        self.alloc_aligned(len, 4096)
+        self.alloc_aligned(len, PAGE_SIZE)
     }
 
     /// Like [`HostOs::alloc`], aligned to `align` bytes (a power of two, at least a page).

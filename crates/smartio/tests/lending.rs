@@ -5,7 +5,7 @@ mod common;
 
 use common::tables;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, SHIPPED};
+use smartio_cluster::{Cluster, EngineKind, SHIPPED};
 use smartio_drivers::{BlockOp, DmaTestDriver, Location, NvmeDevice, NvmeDriver};
 use smartio_host::{DmaDirection, HostOs};
 use smartio_platform::pci;
@@ -55,7 +55,8 @@ struct Setup {
 }
 
 fn setup(scenario: &str) -> Setup {
-    let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("loads");
+    let engine = EngineKind::for_test_target(env!("CARGO_CRATE_NAME"));
+    let cluster = Cluster::on(engine, scenario, &Calibration::default_embedded()).expect("loads");
     let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
     let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
     smartio.register_all().expect("registers");

@@ -10,12 +10,10 @@ use crate::booted::{run_workload, Booted};
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme_dist::Manager;
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{Clock, PhysAddr};
 use smartio_smartio::sisci::Sisci;
 use smartio_smartio::{Hints, SegmentLocation};
-
-/// The Identify page.
-const PAGE: u64 = 4096;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -95,19 +93,19 @@ pub fn multicast_identify(
                 .map_err(|x| e(&x))?;
 
             // Every other host joins a group of one page with a segment of its own.
-            let group = sisci.create_multicast_group(PAGE).map_err(|x| e(&x))?;
+            let group = sisci.create_multicast_group(PAGE_SIZE).map_err(|x| e(&x))?;
             let members: Vec<_> = hosts
                 .iter()
                 .filter(|h| h.id() != mos.id())
                 .map(|h| {
-                    let seg = sisci.create_segment(h.id(), None, PAGE)?;
+                    let seg = sisci.create_segment(h.id(), None, PAGE_SIZE)?;
                     sisci.join_multicast(&seg, 0, group)?;
                     Ok(seg)
                 })
                 .collect::<Result<_, smartio_smartio::sisci::SciError>>()
                 .map_err(|x| e(&x))?;
             let bus = smartio
-                .map_multicast_for_device(&hold, group, PAGE)
+                .map_multicast_for_device(&hold, group, PAGE_SIZE)
                 .map_err(|x| e(&x))?;
 
             let cpu = mos.cpu();
@@ -124,7 +122,7 @@ pub fn multicast_identify(
             cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
                 .await;
             let matches = |host: smartio_fabric::HostId, at: PhysAddr| {
-                let mut page = vec![0u8; PAGE as usize];
+                let mut page = vec![0u8; PAGE_SIZE as usize];
                 machine.peek_memory(host, at, &mut page);
                 page == reference
             };
@@ -149,7 +147,7 @@ pub fn multicast_identify(
                     let page = smartio
                         .create_segment(
                             &theirs,
-                            PAGE,
+                            PAGE_SIZE,
                             Hints {
                                 device_writes: true,
                                 host_reads: true,
@@ -186,7 +184,7 @@ pub fn multicast_identify(
             Ok(MulticastIdentifyResult {
                 device: cfg.device.clone(),
                 model: manager.model().to_string(),
-                bytes: PAGE,
+                bytes: PAGE_SIZE,
                 verified: receivers.iter().filter(|r| r.verified).count(),
                 receivers,
                 multicast_commands,

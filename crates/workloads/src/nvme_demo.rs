@@ -11,6 +11,7 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDriverConfig};
 use smartio_platform::Clock;
+use smartio_platform::PAGE_SIZE;
 
 /// Bytes the walk writes and reads back: 16 pages, so PRP1 plus a PRP list of 15 entries.
 pub const NVME_DEMO_BYTES: u64 = 64 << 10;
@@ -20,8 +21,6 @@ const DEMO_OFFSET: u64 = 1 << 20;
 
 /// Seed of the random data (fixed: the demo prints the same every time).
 const DEMO_SEED: u64 = 0x5a17_0d3e;
-
-const PAGE: u64 = 4096;
 
 /// An active namespace as Identify Namespace described it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -227,7 +226,7 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
         blocks,
         bytes: len,
         // The buffers are page-aligned: PRP1 names the first page, the list the rest.
-        prp_list_entries: len.div_ceil(PAGE) - 1,
+        prp_list_entries: len.div_ceil(PAGE_SIZE) - 1,
         write_ns: ns_ps(t0, t1),
         read_ns: ns_ps(t1, t2),
         identical: true,

@@ -5,7 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub use smartio_calibration::Calibration;
-pub use smartio_cluster::Cluster;
+pub use smartio_cluster::{Cluster, EngineKind};
 pub use smartio_devices::nvme::spec::{
     self, admin, cap, cc, cns, csts, feature, id_ctrl, id_ns, io, log, reg, Command, Completion,
     Status, CQE_SIZE, SQE_SIZE,
@@ -117,7 +117,8 @@ where
     Fut: Future<Output = ()> + 'static,
 {
     let path = scenario_file(tag, &setup);
-    let cluster = Cluster::new(
+    let cluster = Cluster::on(
+        EngineKind::for_test_target(env!("CARGO_CRATE_NAME")),
         path.to_str().expect("utf-8 temp path"),
         &calibration(&setup),
     )

@@ -20,11 +20,12 @@ use smartio_devices::DeviceKind;
 use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
 use smartio_platform::pci::{self, command};
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, Clock, PhysAddr};
 use std::collections::BTreeMap;
 
 /// Alignment of segment memory.
-const SEGMENT_ALIGN: u64 = 4096;
+const SEGMENT_ALIGN: u64 = PAGE_SIZE;
 
 /// A hold on a device through the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

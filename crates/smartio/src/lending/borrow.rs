@@ -3,13 +3,14 @@
 //! lender and gives every window back. Which adapters the windows use is `path`'s
 //! job.
 
-use super::grants::{self, release, Grant, Taker};
+use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::shadow::{ShadowDma, ShadowFunction, WindowKind};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::{BarWindow, DeviceHandle, DmaMapper, RamAllocator};
 use smartio_platform::pci::{self, command};
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{AccessError, Clock};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -368,7 +369,7 @@ impl Service {
                     host: self.hosts[borrower.index()].name().to_string(),
                     message: "IOMMU reported on but has no domain".into(),
                 })?;
-            let size = options.dma_window.max(grants::PAGE).next_multiple_of(entry);
+            let size = options.dma_window.max(PAGE_SIZE).next_multiple_of(entry);
             let iova = taker.window_space(b, size, entry)?;
             let m = taker.lut(l, b, iova, size)?;
             let kind = WindowKind::Iommu {

@@ -11,11 +11,9 @@ use super::{Fdid, SmartIoError};
 use smartio_fabric::{AdapterId, DomainId, HostId, LutTarget, NtbMapping, Requester};
 use smartio_host::RamAllocator;
 use smartio_machine::Machine;
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeMap;
-
-/// IOMMU page size.
-pub(crate) const PAGE: u64 = 4096;
 
 /// Where DMA windows live in a borrower adapter's IOMMU domain: far above any RAM, so they
 /// never meet the identity mappings of shared-memory segments in the same domain.
@@ -90,8 +88,11 @@ pub(crate) struct Taker<'a> {
 }
 
 fn pages(base: u64, len: u64) -> (u64, u64) {
-    let first = base & !(PAGE - 1);
-    (first, (base + len.max(1)).next_multiple_of(PAGE) - first)
+    let first = base & !(PAGE_SIZE - 1);
+    (
+        first,
+        (base + len.max(1)).next_multiple_of(PAGE_SIZE) - first,
+    )
 }
 
 impl Taker<'_> {
@@ -217,7 +218,7 @@ impl Taker<'_> {
         len: u64,
     ) -> Result<(), SmartIoError> {
         let (iova, len) = pages(iova, len);
-        let target = target & !(PAGE - 1);
+        let target = target & !(PAGE_SIZE - 1);
         self.machine
             .with_fabric_mut(|f| {
                 f.iommu_mut(host)
@@ -296,7 +297,7 @@ impl Taker<'_> {
             .window_space
             .entry(adapter)
             .or_insert_with(|| RamAllocator::space(WINDOW_SPACE));
-        let iova = space.alloc(len, align.max(PAGE)).map_err(|e| {
+        let iova = space.alloc(len, align.max(PAGE_SIZE)).map_err(|e| {
             let f = self.machine.fabric();
             SmartIoError::Iommu {
                 device: self.device.to_string(),
@@ -318,7 +319,9 @@ impl Taker<'_> {
             .low_space
             .entry(fdid)
             .or_insert_with(|| RamAllocator::space(LOW_SPACE));
-        let iova = space.alloc(len.next_multiple_of(PAGE), PAGE).ok()?;
+        let iova = space
+            .alloc(len.next_multiple_of(PAGE_SIZE), PAGE_SIZE)
+            .ok()?;
         self.grants.push(Grant::LowSpace { fdid, iova });
         Some(iova)
     }

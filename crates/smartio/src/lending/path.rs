@@ -3,11 +3,12 @@
 //! path (Paper V §4.4) — its own lender directly, any other host through a look-up-table
 //! window on the lender's NTB.
 
-use super::grants::{self, Taker};
+use super::grants::Taker;
 use super::{Fdid, Service, SmartIoError};
 use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::PeerBar;
 use smartio_machine::Machine;
+use smartio_platform::PAGE_SIZE;
 use std::rc::Rc;
 
 /// A path constraint: the NTB adapter (by number) a host's end of a path must use. A program
@@ -123,8 +124,8 @@ impl DeviceSide {
                 Ok(bus)
             }
             Some(d) => {
-                let page = bus & !(grants::PAGE - 1);
-                let span = (bus + len).next_multiple_of(grants::PAGE) - page;
+                let page = bus & !(PAGE_SIZE - 1);
+                let span = (bus + len).next_multiple_of(PAGE_SIZE) - page;
                 let low = taker
                     .low_space(self.fdid, span)
                     .filter(|low| low + span - 1 <= self.limit)

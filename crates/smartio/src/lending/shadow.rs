@@ -16,6 +16,7 @@ use smartio_host::{BoxFuture, DeviceBackend, DmaDirection, DmaError, DmaMapper, 
 use smartio_host::{PeerBar, RamAllocator};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command};
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, SimDuration};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -183,17 +184,14 @@ impl DmaMapper for ShadowDma {
                 space,
                 mapped,
             } => {
-                let first = phys.get() & !(super::grants::PAGE - 1);
-                let span = (phys.get() + len.max(1)).next_multiple_of(super::grants::PAGE) - first;
-                let iova = space
-                    .borrow_mut()
-                    .alloc(span, super::grants::PAGE)
-                    .map_err(|_| {
-                        self.window_error(format!(
-                            "DMA window of {} is full mapping {len:#x} bytes",
-                            smartio_fabric::units::format_size(self.size)
-                        ))
-                    })?;
+                let first = phys.get() & !(PAGE_SIZE - 1);
+                let span = (phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first;
+                let iova = space.borrow_mut().alloc(span, PAGE_SIZE).map_err(|_| {
+                    self.window_error(format!(
+                        "DMA window of {} is full mapping {len:#x} bytes",
+                        smartio_fabric::units::format_size(self.size)
+                    ))
+                })?;
                 let writable = dir != DmaDirection::ToDevice;
                 let host = *host;
                 let domain = *domain;
@@ -242,7 +240,7 @@ impl DmaMapper for ShadowDma {
             // Peer mappings stay until the device is returned.
             return Ok(());
         };
-        let iova = (iova_base + offset) & !(super::grants::PAGE - 1);
+        let iova = (iova_base + offset) & !(PAGE_SIZE - 1);
         let span = mapped.borrow_mut().remove(&iova).ok_or_else(not_mapped)?;
         let machine = self
             .service

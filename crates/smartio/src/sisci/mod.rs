@@ -29,6 +29,7 @@ pub use map::{LocalMap, RemoteMap, Sequence, SequenceStatus};
 use smartio_fabric::{AdapterId, ClusterNodeId, GroupId, HostId, LinkId, LutTarget, NtbMapping};
 use smartio_host::{HostOs, RamAllocator, RamError};
 use smartio_machine::Machine;
+use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -350,7 +351,7 @@ impl Sisci {
                     d
                 }
             };
-            let len = seg.size.next_multiple_of(4096);
+            let len = seg.size.next_multiple_of(PAGE_SIZE);
             let iova = BusAddr(seg.phys.get());
             if map {
                 iommu.map(domain, iova, seg.phys, len, true).map_err(err)
