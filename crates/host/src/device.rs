@@ -12,7 +12,7 @@ use crate::os::{HostError, OsShared};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command, msix};
-use smartio_platform::{AccessError, BusAddr, PhysAddr, Port, Spawner};
+use smartio_platform::{AccessError, BusAddr, MsiMessage, PhysAddr, Port, Spawner};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -53,8 +53,9 @@ pub trait DeviceBackend {
     fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>>;
     /// A configuration write.
     fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
-    /// The MSI address the device must write so that `vector` of this host fires.
-    fn msi_address(&self, vector: u32) -> Result<u64, HostError>;
+    /// The message the device must send so that `vector` of this host fires: the address as
+    /// the device reaches this host's interrupt controller, and the vector as data.
+    fn msi_message(&self, vector: u32) -> Result<MsiMessage, HostError>;
     /// The physical function behind the handle: its host and endpoint in the fabric.
     fn function(&self) -> (HostId, EndpointId);
 }
@@ -66,7 +67,7 @@ pub struct LocalFunction {
     pub(crate) cpu: Agent,
     pub(crate) host: HostId,
     pub(crate) endpoint: EndpointId,
-    pub(crate) msi_base: u64,
+    pub(crate) msi_base: BusAddr,
 }
 
 impl DeviceBackend for LocalFunction {
@@ -84,8 +85,11 @@ impl DeviceBackend for LocalFunction {
         Box::pin(async move { me.cpu.config_write(me.endpoint, offset, &data).await })
     }
 
-    fn msi_address(&self, _vector: u32) -> Result<u64, HostError> {
-        Ok(self.msi_base)
+    fn msi_message(&self, vector: u32) -> Result<MsiMessage, HostError> {
+        Ok(MsiMessage {
+            address: self.msi_base,
+            data: vector,
+        })
     }
 
     fn function(&self) -> (HostId, EndpointId) {
@@ -401,7 +405,7 @@ impl DeviceHandle {
             let b = self.config_read(at, 2).await.map_err(access)?;
             if b[0] == pci::cap::MSIX {
                 let ctl = self.config16(at + msix::CONTROL).await.map_err(access)?;
-                return Ok((at, (ctl & 0x7ff) + 1));
+                return Ok((at, (ctl & msix::TABLE_SIZE) + 1));
             }
             at = u16::from(b[1]);
             hops += 1;
@@ -434,10 +438,10 @@ impl DeviceHandle {
         let mut out = Vec::with_capacity(count as usize);
         for index in 0..count {
             let vector = first + u32::from(index);
-            let address = self.inner.backend.msi_address(vector)?;
+            let message = self.inner.backend.msi_message(vector)?;
             let mut entry = [0u8; 16];
-            entry[0..8].copy_from_slice(&address.to_le_bytes());
-            entry[8..12].copy_from_slice(&vector.to_le_bytes());
+            entry[0..8].copy_from_slice(&message.address.get().to_le_bytes());
+            entry[8..12].copy_from_slice(&message.payload());
             let at = table_offset + u64::from(index) * msix::ENTRY_SIZE;
             bar.write(at, &entry).await.map_err(access)?;
             out.push(IrqVector {

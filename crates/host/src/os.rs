@@ -10,8 +10,7 @@ use crate::driver::Driver;
 use crate::memory::{RamAllocator, RamError};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::{Agent, Machine};
-use smartio_platform::PAGE_SIZE;
-use smartio_platform::{AccessError, PhysAddr};
+use smartio_platform::{AccessError, BusAddr, PhysAddr, PAGE_SIZE};
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -200,7 +199,7 @@ impl HostOs {
                 cpu: machine.cpu(host),
                 host,
                 endpoint: id,
-                msi_base: msi,
+                msi_base: BusAddr(msi),
             });
             let dma = Rc::new(LocalDma::new(machine, host, id, &ep.name)?);
             let bars = ep

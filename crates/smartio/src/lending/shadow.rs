@@ -17,7 +17,7 @@ use smartio_host::{PeerBar, RamAllocator};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command};
 use smartio_platform::PAGE_SIZE;
-use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, SimDuration};
+use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, PhysAddr, SimDuration};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Weak;
@@ -91,8 +91,11 @@ impl DeviceBackend for ShadowFunction {
         })
     }
 
-    fn msi_address(&self, _vector: u32) -> Result<u64, HostError> {
-        Ok(self.msi_address)
+    fn msi_message(&self, vector: u32) -> Result<MsiMessage, HostError> {
+        Ok(MsiMessage {
+            address: BusAddr(self.msi_address),
+            data: vector,
+        })
     }
 
     fn function(&self) -> (HostId, EndpointId) {
