@@ -1,7 +1,7 @@
 //! [`DirectEngine`]: state, accesses and the run loop.
 
 use crate::executor::Executor;
-use crate::timers::{Alarm, Due, Timers};
+use crate::timers::{Awaited, Due, Signal, Timers};
 use smartio_calibration::{Calibration, CpuTiming};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, Requester, Route, Target};
 use smartio_machine::{
@@ -12,7 +12,7 @@ use smartio_platform::{
     AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, LocalTask, PhysAddr,
     SimDuration, SimTime, SparseMemory,
 };
-use std::cell::{Cell, Ref, RefCell};
+use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::Location;
@@ -36,15 +36,7 @@ struct Watch {
     host: HostId,
     start: u64,
     end: u64,
-    state: Rc<WatchState>,
-}
-
-#[derive(Default)]
-struct WatchState {
-    fired: Cell<bool>,
-    /// The future was dropped before the write came: the watch is pruned.
-    dropped: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
+    signal: Rc<Signal>,
 }
 
 #[derive(Default)]
@@ -186,28 +178,28 @@ impl DirectEngine {
     }
 
     /// Arms a memory watch now.
-    fn arm_watch(&self, host: HostId, addr: PhysAddr, len: u64) -> Rc<WatchState> {
-        let state = Rc::new(WatchState::default());
+    fn arm_watch(&self, host: HostId, addr: PhysAddr, len: u64) -> Awaited {
+        let signal = Rc::new(Signal::default());
         let mut s = self.inner.state.borrow_mut();
         if s.watches.len() >= 64 {
-            s.watches.retain(|w| !w.state.dropped.get());
+            s.watches.retain(|w| !w.signal.abandoned());
         }
         s.watches.push(Watch {
             host,
             start: addr.get(),
             end: addr.get().saturating_add(len),
-            state: Rc::clone(&state),
+            signal: Rc::clone(&signal),
         });
-        state
+        Awaited(signal)
     }
 
     /// Arms a sleep now.
-    fn arm_sleep(&self, duration: SimDuration) -> Sleep {
-        let alarm = Rc::new(Alarm::default());
+    fn arm_sleep(&self, duration: SimDuration) -> Awaited {
+        let signal = Rc::new(Signal::default());
         let mut s = self.inner.state.borrow_mut();
         let at = s.now + duration;
-        s.timers.add(at, Due::Wake(Rc::clone(&alarm)));
-        Sleep { alarm }
+        s.timers.add(at, Due::Wake(Rc::clone(&signal)));
+        Awaited(signal)
     }
 
     /// The host a requester's requests start in.
@@ -365,66 +357,15 @@ impl State {
     fn memory_changed(&mut self, host: HostId, addr: PhysAddr, len: u64, wakers: &mut Vec<Waker>) {
         let (start, end) = (addr.get(), addr.get().saturating_add(len));
         self.watches.retain(|w| {
-            if w.state.dropped.get() {
+            if w.signal.abandoned() {
                 return false;
             }
             if w.host == host && w.start < end && start < w.end {
-                w.state.fired.set(true);
-                wakers.extend(w.state.waker.borrow_mut().take());
+                wakers.extend(w.signal.fire());
                 return false;
             }
             true
         });
-    }
-}
-
-/// A sleep: armed when made, done when its timer fires.
-struct Sleep {
-    alarm: Rc<Alarm>,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.alarm.fired.get() {
-            Poll::Ready(())
-        } else {
-            *self.alarm.waker.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    }
-}
-
-impl Drop for Sleep {
-    fn drop(&mut self) {
-        if !self.alarm.fired.get() {
-            self.alarm.cancelled.set(true);
-        }
-    }
-}
-
-/// A memory watch's future.
-struct Written {
-    state: Rc<WatchState>,
-}
-
-impl Future for Written {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.state.fired.get() {
-            Poll::Ready(())
-        } else {
-            *self.state.waker.borrow_mut() = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    }
-}
-
-impl Drop for Written {
-    fn drop(&mut self) {
-        self.state.dropped.set(true);
     }
 }
 
@@ -553,10 +494,8 @@ impl Engine for DirectEngine {
                 s.counters.events += 1;
             }
             match due {
-                Due::Wake(alarm) => {
-                    alarm.fired.set(true);
-                    let waker = alarm.waker.borrow_mut().take();
-                    if let Some(w) = waker {
+                Due::Wake(signal) => {
+                    if let Some(w) = signal.fire() {
                         w.wake();
                     }
                 }
@@ -650,9 +589,7 @@ impl AgentPort for DirectAgent {
 
     fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
         let host = self.engine.host_of(self.requester);
-        Box::pin(Written {
-            state: self.engine.arm_watch(host, addr, len),
-        })
+        Box::pin(self.engine.arm_watch(host, addr, len))
     }
 
     fn config_read(

@@ -1,26 +1,66 @@
-//! Timers: sleeps and scheduled link changes, fired in `(time, arming order)`.
+//! Timers (sleeps and scheduled link changes, fired in `(time, arming order)`) and the
+//! signal a waiting future shares with what it waits for.
 
 use smartio_fabric::LinkId;
 use smartio_platform::SimTime;
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Waker;
+use std::task::{Context, Poll, Waker};
 
-/// What a sleep shares with its timer.
+/// What a waiting future shares with what it waits for (a timer, a memory watch).
 #[derive(Default)]
-pub(crate) struct Alarm {
-    pub fired: Cell<bool>,
-    /// Set when the sleep is dropped before it fires: the timer then neither fires nor
-    /// moves the clock.
-    pub cancelled: Cell<bool>,
-    pub waker: RefCell<Option<Waker>>,
+pub(crate) struct Signal {
+    fired: Cell<bool>,
+    /// Set when the future is dropped before the signal fired: a timer then neither fires
+    /// nor moves the clock, a watch is pruned.
+    abandoned: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Signal {
+    /// Fires the signal; returns the waiting task's waker, if it has polled.
+    pub fn fire(&self) -> Option<Waker> {
+        self.fired.set(true);
+        self.waker.borrow_mut().take()
+    }
+
+    /// Whether its future was dropped before it fired.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.get()
+    }
+}
+
+/// Waits for a [`Signal`]; dropped before it fires, it abandons it.
+pub(crate) struct Awaited(pub Rc<Signal>);
+
+impl Future for Awaited {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.fired.get() {
+            Poll::Ready(())
+        } else {
+            *self.0.waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        if !self.0.fired.get() {
+            self.0.abandoned.set(true);
+        }
+    }
 }
 
 /// What happens when a timer's time comes.
 pub(crate) enum Due {
-    Wake(Rc<Alarm>),
+    Wake(Rc<Signal>),
     Link { link: LinkId, up: bool },
 }
 
@@ -69,7 +109,7 @@ impl Timers {
     /// are dropped on the way).
     pub fn pop_due(&mut self, deadline: SimTime) -> Option<(SimTime, Due)> {
         while let Some(Reverse(e)) = self.heap.peek() {
-            if matches!(&e.due, Due::Wake(alarm) if alarm.cancelled.get()) {
+            if matches!(&e.due, Due::Wake(signal) if signal.abandoned()) {
                 self.heap.pop();
                 continue;
             }

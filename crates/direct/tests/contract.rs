@@ -4,7 +4,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_direct::DirectEngine;
-use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric, HostId};
+use smartio_fabric::{parse_scenario, Fabric, HostId};
 use smartio_machine::{Agent, Machine};
 use smartio_platform::{
     race, AccessError, BusAddr, Clock, Either, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -18,28 +18,14 @@ name = "h"
 ram = "4 GiB"
 [[host.device]]
 name = "dev0"
-kind = "test"
+kind = "dma"
 parent = "root"
 link = "gen3 x16"
 "#;
 
-fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
-    Ok(EndpointLayout {
-        vendor_id: 1,
-        device_id: 1,
-        class_code: 0,
-        description: "test".into(),
-        bars: vec![BarSpec {
-            index: 0,
-            size: 4096,
-            kind: BarKind::Mem64,
-        }],
-    })
-}
-
 fn machine() -> Machine {
     let spec = parse_scenario("one-host", ONE_HOST).expect("valid scenario");
-    let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
+    let fabric = Fabric::build(&spec, &smartio_devices::layout_for).expect("enumerates");
     DirectEngine::new(fabric, &Calibration::default_embedded()).machine()
 }
 
