@@ -340,7 +340,7 @@ fn whole_u32(text: &str, min: u64, max: u64, why: &str) -> Result<u32, String> {
 
 /// A size such as `4K` or `1.5M` (binary units) within `min..=max`.
 pub fn size(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
-    let v = smartio_fabric::units::parse_size(text)?;
+    let v = smartio_fabric::units::parse_size(text).map_err(|e| e.to_string())?;
     if (min..=max).contains(&v) {
         Ok(v)
     } else {

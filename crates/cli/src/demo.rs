@@ -208,7 +208,8 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
             ops: OPS,
             ..NvmeofConfig::default()
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     Ok(Ladder {
         kernel_irq: Rung {
             host: "lender",
@@ -350,13 +351,15 @@ pub fn measure_share(calibration: &Calibration, scenario: &str) -> Result<Shared
     };
     let mut alone = Vec::new();
     for c in clients {
-        let r = share_clients(&cluster(scenario, calibration)?, &config(&[c], None))?;
+        let r = share_clients(&cluster(scenario, calibration)?, &config(&[c], None))
+            .map_err(|e| e.to_string())?;
         alone.push(r.clients.first().map_or(0.0, |x| x.lat_ns.p50));
     }
     let together = share_clients(
         &cluster(scenario, calibration)?,
         &config(&clients, Some("borrower")),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let rows = together
         .clients
         .iter()

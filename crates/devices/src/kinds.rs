@@ -1,8 +1,8 @@
 //! The device kinds a scenario may name, and the endpoint layout (ids, class, BARs) of each.
 
-use smartio_fabric::spec::limits::power_of_two_size;
-use smartio_fabric::units::size_value;
-use smartio_fabric::{BarKind, BarSpec, Endpoint, EndpointLayout};
+use smartio_fabric::spec::limits::{power_of_two_size, LimitError};
+use smartio_fabric::units::{format_size, size_value};
+use smartio_fabric::{BarKind, BarSpec, Endpoint, EndpointLayout, SizeValueError};
 use std::fmt;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
@@ -25,13 +25,85 @@ pub enum DeviceKind {
 #[error("unknown device kind {0:?} (known: nvme, gpu, dma)")]
 pub struct UnknownDeviceKind(pub String);
 
+/// Why a device's kind or `params` in a scenario are refused: the message names the
+/// parameter, the value and what is allowed (the fabric prefixes the device, the file and
+/// the line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// No device model has this kind.
+    #[error(transparent)]
+    UnknownKind(#[from] UnknownDeviceKind),
+    /// A parameter the kind does not take.
+    #[error("unknown parameter {key:?} (known: {known})")]
+    UnknownParameter {
+        /// The parameter.
+        key: String,
+        /// The ones the kind takes, comma-separated.
+        known: String,
+    },
+    /// A size that is not one.
+    #[error(transparent)]
+    Size(#[from] SizeValueError),
+    /// A value outside its range.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
+    /// A blank string.
+    #[error("{key} = {value:?}: empty (allowed: {allowed})")]
+    EmptyString {
+        /// The parameter.
+        key: String,
+        /// The value.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// Not a string.
+    #[error("{key} = {value}: expected a string (allowed: {allowed})")]
+    NotAString {
+        /// The parameter.
+        key: String,
+        /// The value, as TOML writes it.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// Not a whole number.
+    #[error("{key} = {value}: expected a whole number (allowed: {min} to {max})")]
+    NotAnInteger {
+        /// The parameter.
+        key: String,
+        /// The value, as TOML writes it.
+        value: String,
+        /// Smallest allowed.
+        min: i64,
+        /// Largest allowed.
+        max: i64,
+    },
+    /// An NVMe LBA size the controller does not format.
+    #[error("lba_size = {value}: not a supported block size (allowed: 512 or 4096)")]
+    LbaSize {
+        /// The value, as TOML writes it.
+        value: String,
+    },
+    /// An NVMe capacity that is not whole blocks, or too large.
+    #[error("capacity = {value}: {problem} (allowed: a multiple of {lba_size} from {min} to {max})", min = format_size(*lba_size), max = format_size(crate::nvme::params::MAX_CAPACITY))]
+    Capacity {
+        /// The value, as TOML writes it.
+        value: String,
+        /// `too large`, or `not a positive multiple of lba_size (512)`.
+        problem: String,
+        /// The namespace's LBA size.
+        lba_size: u64,
+    },
+}
+
 impl DeviceKind {
     /// Every kind, in the order the names are listed in messages.
     pub const ALL: [DeviceKind; 3] = [DeviceKind::Nvme, DeviceKind::Gpu, DeviceKind::Dma];
 
     /// Parses a kind name.
-    pub fn parse(kind: &str) -> Result<DeviceKind, String> {
-        kind.parse().map_err(|e: UnknownDeviceKind| e.to_string())
+    pub fn parse(kind: &str) -> Result<DeviceKind, UnknownDeviceKind> {
+        kind.parse()
     }
 
     /// The kind of fabric endpoint `endpoint`, or `None` for one that is no device model's
@@ -84,28 +156,34 @@ const DEFAULT_DEVICE_MEMORY: u64 = 256 << 20;
 /// others, in the host's 16 TiB 64-bit MMIO region).
 pub const DEVICE_MEMORY: RangeInclusive<u64> = 1 << 20..=1 << 40;
 
-fn memory_param(params: &toml::Table) -> Result<u64, String> {
+fn memory_param(params: &toml::Table) -> Result<u64, ParamError> {
     match params.get("memory") {
         None => Ok(DEFAULT_DEVICE_MEMORY),
         Some(v) => {
             let bytes = size_value("memory", v)?;
-            power_of_two_size("memory", &v.to_string(), bytes, &DEVICE_MEMORY)
+            Ok(power_of_two_size(
+                "memory",
+                &v.to_string(),
+                bytes,
+                &DEVICE_MEMORY,
+            )?)
         }
     }
 }
 
-fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), String> {
+/// Refuses the first key of `params` not in `known`.
+pub(crate) fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), ParamError> {
     match params.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "unknown parameter {k:?} (known: {})",
-            known.join(", ")
-        )),
+        Some(k) => Err(ParamError::UnknownParameter {
+            key: k.clone(),
+            known: known.join(", "),
+        }),
         None => Ok(()),
     }
 }
 
 /// The endpoint layout of a device kind with its parameters.
-pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
+pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, ParamError> {
     match DeviceKind::parse(kind)? {
         DeviceKind::Nvme => {
             let p = crate::nvme::NvmeParams::parse(params)?;
@@ -194,7 +272,9 @@ mod tests {
             Err(UnknownDeviceKind("ntb".into()))
         );
         assert_eq!(
-            DeviceKind::parse("NVMe").expect_err("names are lower case"),
+            DeviceKind::parse("NVMe")
+                .expect_err("names are lower case")
+                .to_string(),
             "unknown device kind \"NVMe\" (known: nvme, gpu, dma)"
         );
     }
@@ -215,11 +295,24 @@ mod tests {
     #[test]
     fn unknown_kinds_and_parameters_are_named_in_the_error() {
         let err = layout_for("fpga", &toml::Table::new()).expect_err("unknown");
-        assert!(err.contains("\"fpga\""), "{err}");
+        assert_eq!(
+            err,
+            ParamError::UnknownKind(UnknownDeviceKind("fpga".into()))
+        );
         let mut params = toml::Table::new();
         params.insert("colour".into(), toml::Value::String("red".into()));
         let err = layout_for("gpu", &params).expect_err("unknown param");
-        assert!(err.contains("\"colour\""), "{err}");
+        assert_eq!(
+            err,
+            ParamError::UnknownParameter {
+                key: "colour".into(),
+                known: "memory".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown parameter \"colour\" (known: memory)"
+        );
     }
 
     #[test]
@@ -253,7 +346,7 @@ mod tests {
             let mut params = toml::Table::new();
             params.insert("memory".into(), value);
             for kind in ["gpu", "dma"] {
-                let err = layout_for(kind, &params).expect_err(message);
+                let err = layout_for(kind, &params).expect_err(message).to_string();
                 assert!(err.starts_with(message), "{kind}: {err}");
             }
         }

@@ -10,4 +10,4 @@ pub mod kinds;
 pub mod msix;
 pub mod nvme;
 
-pub use kinds::{layout_for, DeviceKind, UnknownDeviceKind};
+pub use kinds::{layout_for, DeviceKind, ParamError, UnknownDeviceKind};

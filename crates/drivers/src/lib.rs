@@ -9,4 +9,7 @@ pub mod nvme;
 pub mod nvme_dist;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
-pub use nvme::{BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};
+pub use nvme::{
+    BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError,
+    UnknownCompletionMode,
+};

@@ -487,7 +487,7 @@ mod tests {
         let Ok(spec) = spec else {
             panic!("the scenario is valid: {spec:?}")
         };
-        Fabric::build(&spec, &move |_, _| {
+        Fabric::build::<String>(&spec, &move |_, _| {
             Ok(crate::layout::EndpointLayout {
                 vendor_id: 1,
                 device_id: 1,

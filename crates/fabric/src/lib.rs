@@ -21,7 +21,7 @@ pub mod units;
 
 pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
 pub use iommu::{DomainId, Iommu, IommuError};
-pub use layout::{BarKind, BarSpec, EndpointLayout};
+pub use layout::{BarKind, BarSpec, EndpointLayout, LayoutError};
 pub use multicast::{GroupId, MulticastError};
 pub use ntb::{
     AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
@@ -29,4 +29,4 @@ pub use ntb::{
 pub use route::{Access, Branch, Hop, Route, RouteError, Target};
 pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
-pub use units::LinkSpec;
+pub use units::{LinkError, LinkSpec, SizeError, SizeValueError};

@@ -243,8 +243,10 @@ pub struct Fabric {
     pub(crate) cable_paths: crate::cables::CablePaths,
 }
 
-/// Supplies an endpoint's layout from its device kind and parameters.
-pub type LayoutSource<'a> = dyn Fn(&str, &toml::Table) -> Result<EndpointLayout, String> + 'a;
+/// Supplies an endpoint's layout from its device kind and parameters. The fabric does not
+/// know the device layer, so it takes the layer's own error type `E` and only shows it, at
+/// the scenario line of the device.
+pub type LayoutSource<'a, E> = dyn Fn(&str, &toml::Table) -> Result<EndpointLayout, E> + 'a;
 
 /// The layout of an NTB adapter's endpoint function: registers and the translation window.
 pub fn ntb_layout(spec: &NtbSpec) -> EndpointLayout {
@@ -270,7 +272,10 @@ pub fn ntb_layout(spec: &NtbSpec) -> EndpointLayout {
 
 impl Fabric {
     /// Builds and enumerates the fabric described by `spec`.
-    pub fn build(spec: &ClusterSpec, layouts: &LayoutSource<'_>) -> Result<Fabric, ScenarioError> {
+    pub fn build<E: std::fmt::Display>(
+        spec: &ClusterSpec,
+        layouts: &LayoutSource<'_, E>,
+    ) -> Result<Fabric, ScenarioError> {
         let mut fabric = Fabric {
             name: spec.name.clone(),
             description: spec.description.clone(),
@@ -319,12 +324,12 @@ impl Fabric {
                 let kind = match &c.kind {
                     ComponentKind::Switch { chip } => NodeKind::Switch { chip: chip.clone() },
                     ComponentKind::Device { kind, params } => {
-                        let layout = layouts(kind, params)
-                            .and_then(|l| l.validate().map(|()| l))
-                            .map_err(|m| {
-                                c.loc
-                                    .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
-                            })?;
+                        let refused = |m: &dyn std::fmt::Display| {
+                            c.loc
+                                .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
+                        };
+                        let layout = layouts(kind, params).map_err(|m| refused(&m))?;
+                        layout.validate().map_err(|m| refused(&m))?;
                         let endpoint = fabric.add_endpoint(
                             host,
                             &c.name,

@@ -2,6 +2,124 @@
 
 use serde::Serialize;
 use std::fmt;
+use thiserror::Error;
+
+/// Why a size written as text is not one; every message quotes the text.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SizeError {
+    /// A minus sign.
+    #[error("size {text:?}: a size cannot be negative")]
+    Negative {
+        /// As written.
+        text: String,
+    },
+    /// A unit other than B, K, M, G, T (with or without `B`/`iB`).
+    #[error("size {text:?}: unknown unit {unit:?} (use K, M, G or T)")]
+    UnknownUnit {
+        /// As written.
+        text: String,
+        /// The unit part.
+        unit: String,
+    },
+    /// A unit without a number.
+    #[error("size {text:?}: no number")]
+    NoNumber {
+        /// As written.
+        text: String,
+    },
+    /// The number part does not parse (two dots, a lone dot).
+    #[error("size {text:?}: {number:?} is not a number")]
+    NotANumber {
+        /// As written.
+        text: String,
+        /// The number part.
+        number: String,
+    },
+    /// More than `u64::MAX` bytes.
+    #[error("size {text:?}: too large (at most {max} bytes)", max = u64::MAX)]
+    TooLarge {
+        /// As written.
+        text: String,
+    },
+    /// A fraction that does not make whole bytes (`"0.3"`).
+    #[error("size {text:?} is not a whole number of bytes")]
+    NotWholeBytes {
+        /// As written.
+        text: String,
+    },
+}
+
+/// Why a TOML value under `key` is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SizeValueError {
+    /// A negative integer.
+    #[error("{key} = {value}: a size cannot be negative")]
+    Negative {
+        /// The key.
+        key: String,
+        /// The value.
+        value: i64,
+    },
+    /// A string that is not a size.
+    #[error("{key}: {source}")]
+    Text {
+        /// The key.
+        key: String,
+        /// Why.
+        source: SizeError,
+    },
+    /// Neither an integer nor a string.
+    #[error("{key} = {value}: expected a size — a number of bytes or a string such as \"64G\"")]
+    NotASize {
+        /// The key.
+        key: String,
+        /// The value, as TOML writes it.
+        value: String,
+    },
+}
+
+/// The forms a link may be written in, ending every [`LinkError`] message.
+const LINK_FORMS: &str =
+    "(allowed: \"genG xW\" with G from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)";
+
+/// Why a link is not `"genG xW"`; every message quotes the text and ends with the forms.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LinkError {
+    /// Not starting with `gen`.
+    #[error("{text:?}: expected the form \"gen3 x16\" {LINK_FORMS}")]
+    Form {
+        /// As written.
+        text: String,
+    },
+    /// No generation number after `gen`.
+    #[error("{text:?}: missing or bad generation number {LINK_FORMS}")]
+    BadGeneration {
+        /// As written.
+        text: String,
+    },
+    /// No lane count.
+    #[error("{text:?}: missing or bad lane count {LINK_FORMS}")]
+    BadLaneCount {
+        /// As written.
+        text: String,
+    },
+    /// A generation outside 1 to 5.
+    #[error("{text:?}: generation {gen} is not a PCIe generation the model knows {LINK_FORMS}")]
+    UnknownGeneration {
+        /// As written.
+        text: String,
+        /// The generation.
+        gen: u8,
+    },
+    /// A width PCIe does not have.
+    #[error("{text:?}: width x{width} is not a PCIe link width {LINK_FORMS}")]
+    UnknownWidth {
+        /// As written.
+        text: String,
+        /// The lane count.
+        width: u8,
+    },
+}
 
 /// Parses a byte size such as `4096`, `"4K"`, `"64 GiB"`, `"1.5M"` (binary multiples: K, M,
 /// G, T; `B`, `KB`/`KiB`, ... are accepted too).
@@ -9,10 +127,11 @@ use std::fmt;
 /// The number is parsed exactly, without going through floating point: a fraction is allowed
 /// when it makes a whole number of bytes (`"1.5K"` is 1536, `"0.3"` is an error), and a size
 /// above `u64::MAX` bytes is an error, never a rounded or saturated value.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let text_owned = || text.to_string();
     let t = text.trim();
     if t.starts_with('-') {
-        return Err(format!("size {text:?}: a size cannot be negative"));
+        return Err(SizeError::Negative { text: text_owned() });
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -26,19 +145,23 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
         _ => {
-            return Err(format!(
-                "size {text:?}: unknown unit {unit:?} (use K, M, G or T)"
-            ))
+            return Err(SizeError::UnknownUnit {
+                text: text_owned(),
+                unit: unit.to_string(),
+            })
         }
     };
     if num.is_empty() {
-        return Err(format!("size {text:?}: no number"));
+        return Err(SizeError::NoNumber { text: text_owned() });
     }
     let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
     if fraction.contains('.') || (whole.is_empty() && fraction.is_empty()) {
-        return Err(format!("size {text:?}: {num:?} is not a number"));
+        return Err(SizeError::NotANumber {
+            text: text_owned(),
+            number: num.to_string(),
+        });
     }
-    let too_large = || format!("size {text:?}: too large (at most {} bytes)", u64::MAX);
+    let too_large = || SizeError::TooLarge { text: text_owned() };
     let whole: u64 = if whole.is_empty() {
         0
     } else {
@@ -46,21 +169,26 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let whole = whole.checked_mul(1 << shift).ok_or_else(too_large)?;
     let part = fraction_bytes(fraction.trim_end_matches('0'), shift)
-        .ok_or_else(|| format!("size {text:?} is not a whole number of bytes"))?;
+        .ok_or_else(|| SizeError::NotWholeBytes { text: text_owned() })?;
     whole.checked_add(part).ok_or_else(too_large)
 }
 
 /// A size given in a TOML file as a number of bytes (`4096`) or a string (`"64G"`); the error
 /// names `key` and the value.
-pub fn size_value(key: &str, value: &toml::Value) -> Result<u64, String> {
+pub fn size_value(key: &str, value: &toml::Value) -> Result<u64, SizeValueError> {
     match value {
-        toml::Value::Integer(n) => {
-            u64::try_from(*n).map_err(|_| format!("{key} = {n}: a size cannot be negative"))
-        }
-        toml::Value::String(s) => parse_size(s).map_err(|e| format!("{key}: {e}")),
-        other => Err(format!(
-            "{key} = {other}: expected a size — a number of bytes or a string such as \"64G\""
-        )),
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| SizeValueError::Negative {
+            key: key.to_string(),
+            value: *n,
+        }),
+        toml::Value::String(s) => parse_size(s).map_err(|source| SizeValueError::Text {
+            key: key.to_string(),
+            source,
+        }),
+        other => Err(SizeValueError::NotASize {
+            key: key.to_string(),
+            value: other.to_string(),
+        }),
     }
 }
 
@@ -116,32 +244,33 @@ pub struct LinkSpec {
 impl LinkSpec {
     /// Parses `"gen3 x16"` (also `"Gen3x16"`, `"gen3 16"`). The error quotes the text and
     /// ends with the allowed forms.
-    pub fn parse(text: &str) -> Result<LinkSpec, String> {
-        const ALLOWED: &str =
-            "(allowed: \"genG xW\" with G from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)";
+    pub fn parse(text: &str) -> Result<LinkSpec, LinkError> {
+        let text_owned = || text.to_string();
         let lower = text.trim().to_ascii_lowercase();
         let rest = lower
             .strip_prefix("gen")
-            .ok_or_else(|| format!("{text:?}: expected the form \"gen3 x16\" {ALLOWED}"))?;
+            .ok_or_else(|| LinkError::Form { text: text_owned() })?;
         let gen_end = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let gen: u8 = rest[..gen_end]
             .parse()
-            .map_err(|_| format!("{text:?}: missing or bad generation number {ALLOWED}"))?;
+            .map_err(|_| LinkError::BadGeneration { text: text_owned() })?;
         let width_text = rest[gen_end..].trim().trim_start_matches('x');
         let width: u8 = width_text
             .parse()
-            .map_err(|_| format!("{text:?}: missing or bad lane count {ALLOWED}"))?;
+            .map_err(|_| LinkError::BadLaneCount { text: text_owned() })?;
         if !(1..=5).contains(&gen) {
-            return Err(format!(
-                "{text:?}: generation {gen} is not a PCIe generation the model knows {ALLOWED}"
-            ));
+            return Err(LinkError::UnknownGeneration {
+                text: text_owned(),
+                gen,
+            });
         }
         if ![1, 2, 4, 8, 16, 32].contains(&width) {
-            return Err(format!(
-                "{text:?}: width x{width} is not a PCIe link width {ALLOWED}"
-            ));
+            return Err(LinkError::UnknownWidth {
+                text: text_owned(),
+                width,
+            });
         }
         Ok(LinkSpec { gen, width })
     }
@@ -184,7 +313,7 @@ mod tests {
             "99999999999999999999999999G",
             "18446744073709551615.5K",
         ] {
-            let err = parse_size(text).expect_err(text);
+            let err = parse_size(text).expect_err(text).to_string();
             assert!(err.contains(&format!("{text:?}")), "{err}");
             assert!(
                 err.contains("too large (at most 18446744073709551615 bytes)"),
@@ -207,7 +336,7 @@ mod tests {
             ("GiB", "no number"),
             ("4 KB/s", "unknown unit"),
         ] {
-            let err = parse_size(text).expect_err(text);
+            let err = parse_size(text).expect_err(text).to_string();
             assert!(err.contains(problem), "{text}: {err}");
             assert!(err.contains(&format!("{text:?}")), "{text}: {err}");
         }
@@ -246,15 +375,31 @@ mod tests {
         );
         assert_eq!(
             size_value("ram", &toml::Value::Float(1.5)),
-            Err(
-                "ram = 1.5: expected a size — a number of bytes or a string such as \"64G\"".into()
-            )
+            Err(SizeValueError::NotASize {
+                key: "ram".into(),
+                value: "1.5".into()
+            })
+        );
+        assert_eq!(
+            size_value("ram", &toml::Value::Float(1.5))
+                .expect_err("a float")
+                .to_string(),
+            "ram = 1.5: expected a size — a number of bytes or a string such as \"64G\""
         );
         assert_eq!(
             size_value("window", &toml::Value::Integer(-1)),
-            Err("window = -1: a size cannot be negative".into())
+            Err(SizeValueError::Negative {
+                key: "window".into(),
+                value: -1
+            })
         );
-        let err = size_value("ram", &toml::Value::String("7 parsecs".into())).expect_err("unit");
+        assert_eq!(
+            parse_size("-4K"),
+            Err(SizeError::Negative { text: "-4K".into() })
+        );
+        let err = size_value("ram", &toml::Value::String("7 parsecs".into()))
+            .expect_err("unit")
+            .to_string();
         assert!(
             err.starts_with("ram: size \"7 parsecs\": unknown unit"),
             "{err}"
@@ -280,14 +425,18 @@ mod tests {
         assert!(LinkSpec::parse("pcie3").is_err());
         assert_eq!(
             LinkSpec::parse("gen3 x3"),
-            Err(
-                "\"gen3 x3\": width x3 is not a PCIe link width (allowed: \"genG xW\" with G \
-                 from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)"
-                    .to_string()
-            )
+            Err(LinkError::UnknownWidth {
+                text: "gen3 x3".into(),
+                width: 3
+            })
+        );
+        assert_eq!(
+            LinkSpec::parse("gen3 x3").expect_err("x3").to_string(),
+            "\"gen3 x3\": width x3 is not a PCIe link width (allowed: \"genG xW\" with G \
+             from 1 to 5 and W one of 1, 2, 4, 8, 16, 32)"
         );
         for text in ["gen0 x4", "gen3 x999", "gen99999 x4", "gen x4", "gen3"] {
-            let err = LinkSpec::parse(text).expect_err(text);
+            let err = LinkSpec::parse(text).expect_err(text).to_string();
             assert!(err.starts_with(&format!("{text:?}: ")), "{err}");
             assert!(err.ends_with("32)"), "{err}");
         }

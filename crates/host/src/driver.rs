@@ -9,6 +9,12 @@ use std::rc::Rc;
 /// A boxed future of the engine's single-threaded executor.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
+/// Why a driver could not bind. Drivers live in crates above this one and are kept as
+/// `dyn Driver`, so the host cannot name their error types: each driver returns its own
+/// typed error, boxed, and the host keeps its message in [`crate::HostError::ProbeFailed`]
+/// (which stays `Clone` and comparable).
+pub type ProbeError = Box<dyn std::error::Error>;
+
 /// A driver: which functions it takes, and how it takes and releases one.
 pub trait Driver {
     /// The driver's name (`nvme`, ...).
@@ -19,7 +25,7 @@ pub trait Driver {
 
     /// Binds to `device`; returns the driver's per-device state (what `driver_data` gives
     /// back) or why it could not bind.
-    fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, String>>;
+    fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, ProbeError>>;
 
     /// Unbinds from a device before it goes away: stop I/O, release queues, disable it.
     fn remove(&self, state: Rc<dyn Any>) -> BoxFuture<()>;

@@ -23,7 +23,7 @@ pub mod os;
 
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
-pub use driver::{BoxFuture, Driver};
+pub use driver::{BoxFuture, Driver, ProbeError};
 pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
 pub use memory::{RamAllocator, RamError};
 pub use os::{HostError, HostOs};

@@ -373,10 +373,10 @@ impl HostOs {
         let state = driver
             .probe(handle)
             .await
-            .map_err(|message| HostError::ProbeFailed {
+            .map_err(|e| HostError::ProbeFailed {
                 driver: driver.name().to_string(),
                 device: device.to_string(),
-                message,
+                message: e.to_string(),
             })?;
         if let Some(e) = self
             .inner

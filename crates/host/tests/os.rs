@@ -4,7 +4,9 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::CLASS_CODE;
-use smartio_host::{BoxFuture, DeviceHandle, DmaDirection, Driver, HostError, HostOs, PciId};
+use smartio_host::{
+    BoxFuture, DeviceHandle, DmaDirection, Driver, HostError, HostOs, PciId, ProbeError,
+};
 use smartio_platform::{AccessError, BusAddr, Port};
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -29,10 +31,10 @@ impl Driver for RecorderDriver {
     fn matches(&self, id: &PciId) -> bool {
         id.class == CLASS_CODE
     }
-    fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, String>> {
+    fn probe(&self, device: DeviceHandle) -> BoxFuture<Result<Rc<dyn Any>, ProbeError>> {
         let r = self.0.clone();
         Box::pin(async move {
-            device.enable().await.map_err(|e| e.to_string())?;
+            device.enable().await?;
             r.events
                 .borrow_mut()
                 .push(format!("probe {}", device.name()));

@@ -4,6 +4,7 @@
 use smartio_cluster::Cluster;
 use smartio_host::{HostError, HostOs};
 use smartio_machine::Machine;
+use smartio_platform::SimTime;
 use smartio_smartio::{Fdid, SmartIo, SmartIoError};
 use std::cell::RefCell;
 use std::future::Future;
@@ -80,13 +81,26 @@ impl Booted {
     }
 }
 
+/// A run that ended with its workload unfinished (always an emulator bug): the simulation ran
+/// out of events while tasks still waited. Fatal for the run; the engine's account says where
+/// each waiting task was spawned and for what (device engines waiting for their next doorbell
+/// are listed too — they always wait).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("the simulation ran out of events at {at} before the workload finished (an emulator bug); still waiting: {waiting}")]
+pub struct Stuck {
+    /// When the events ran out.
+    pub at: SimTime,
+    /// Every task still waiting, where it was spawned and what it waits for.
+    pub waiting: String,
+}
+
 /// Spawns `task` on `machine` and runs the simulation until nothing is left to do; the task's
 /// output, or — if it never finished, waiting for something that cannot happen — what every
 /// task still waiting waits for ([`stuck`]).
 pub(crate) fn run_task<T: 'static>(
     machine: &Machine,
     task: impl Future<Output = T> + 'static,
-) -> Result<T, String> {
+) -> Result<T, Stuck> {
     let outcome = Rc::new(RefCell::new(None));
     let out = outcome.clone();
     machine.spawn(async move {
@@ -98,21 +112,18 @@ pub(crate) fn run_task<T: 'static>(
     r.ok_or_else(|| stuck(machine))
 }
 
-/// [`run_task`] for a workload whose errors are strings.
-pub(crate) fn run_workload<T: 'static>(
+/// [`run_task`] for a workload that returns its own error, which can say it was [`Stuck`].
+pub(crate) fn run_workload<T: 'static, E: From<Stuck> + 'static>(
     machine: &Machine,
-    task: impl Future<Output = Result<T, String>> + 'static,
-) -> Result<T, String> {
-    run_task(machine, task).and_then(|r| r)
+    task: impl Future<Output = Result<T, E>> + 'static,
+) -> Result<T, E> {
+    run_task(machine, task).unwrap_or_else(|stuck| Err(stuck.into()))
 }
 
-/// Why a run ended with its workload unfinished (always an emulator bug): the simulation
-/// ran out of events while tasks still waited; says where each was spawned and for what.
-/// Device engines waiting for their next doorbell are listed too — they always wait.
-pub(crate) fn stuck(machine: &Machine) -> String {
-    format!(
-        "the simulation ran out of events at {} before the workload finished (an emulator bug); still waiting: {}",
-        machine.now(),
-        machine.blocked_summary()
-    )
+/// Why a run ended with its workload unfinished, now: see [`Stuck`].
+pub(crate) fn stuck(machine: &Machine) -> Stuck {
+    Stuck {
+        at: machine.now(),
+        waiting: machine.blocked_summary(),
+    }
 }

@@ -4,6 +4,7 @@
 //! sees the completion word; throughput = bytes / that time.
 
 use crate::attach::{AttachError, Workbench};
+use crate::booted::Stuck;
 use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -110,6 +111,10 @@ pub enum DmaBenchError {
     /// The driver failed.
     #[error("driver error: {0}")]
     Driver(String),
+    /// The run ended with the benchmark unfinished (an emulator bug); reported, as before
+    /// it had a type, as a driver error.
+    #[error("driver error: {0}")]
+    Stuck(#[from] Stuck),
 }
 
 /// Class code of the DMA test device.
@@ -258,5 +263,5 @@ pub fn bench_dma_run(
         };
         run.await
     })
-    .unwrap_or_else(|stuck| Err(DmaBenchError::Driver(stuck)))
+    .unwrap_or_else(|stuck| Err(stuck.into()))
 }

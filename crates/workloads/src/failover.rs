@@ -13,7 +13,7 @@
 //! believes it did. [`RecoveryFault`] makes the program recover wrongly on purpose, so tests
 //! can show those measurements catch a dropped or a doubled write.
 
-use crate::booted::{run_workload, Booted};
+use crate::booted::{run_workload, BootError, Booted, Stuck};
 use crate::fio::pattern;
 use crate::stats::LatencySummary;
 use rand::{Rng, SeedableRng};
@@ -27,6 +27,142 @@ use smartio_host::HostOs;
 use smartio_machine::Machine;
 use smartio_platform::{race, AccessError, BusAddr, Clock, Either, Port, SimDuration, SimTime};
 use std::rc::Rc;
+use thiserror::Error;
+
+/// Why [`failover`] could not run, or what went wrong that the run could not count as lost
+/// or duplicated I/O.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FailoverError {
+    /// A count of zero: nothing to run.
+    #[error("ops, bs and blocks must be positive")]
+    NotPositive,
+    /// The hosts did not boot, or the device or a host is unknown.
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    /// The program's host lacks the adapter of one of the two paths.
+    #[error("{host} has no NTB adapter {number}: failover needs two")]
+    NoAdapter {
+        /// The program's host.
+        host: String,
+        /// The adapter's number on it (0 primary, 1 backup).
+        number: u32,
+    },
+    /// An adapter of one of the two paths is not cabled.
+    #[error("{host}'s NTB adapter {number} has no cable")]
+    NoCable {
+        /// The program's host.
+        host: String,
+        /// The adapter's number on it.
+        number: u32,
+    },
+    /// The distributed driver failed (the manager, its SMART counts, a client leaving).
+    #[error(transparent)]
+    Dist(#[from] DistError),
+    /// A path could not be set up: its client or its queue pair.
+    #[error("{step} on adapter {adapter}: {source}")]
+    Path {
+        /// `"client"` or `"queue"`.
+        step: &'static str,
+        /// The adapter of the path.
+        adapter: u32,
+        /// The driver's refusal.
+        source: DistError,
+    },
+    /// Giving up the primary queue pair after the path was lost failed.
+    #[error("abandon the primary queue pair: {0}")]
+    Abandon(#[source] DistError),
+    /// The controller reports no namespace.
+    #[error("the controller has no namespace")]
+    NoNamespace,
+    /// The blocks asked for do not fit the namespace, or `bs` is not whole LBAs.
+    #[error("{blocks} blocks of {bs} bytes do not fit namespace {nsid} ({ns_blocks} blocks of {lba_size})")]
+    DoesNotFit {
+        /// Blocks asked for.
+        blocks: u64,
+        /// Bytes per block asked for.
+        bs: u64,
+        /// The namespace.
+        nsid: u32,
+        /// Its size in LBAs.
+        ns_blocks: u64,
+        /// Its LBA size.
+        lba_size: u64,
+    },
+    /// Writing a block's first version (untimed set-up) failed.
+    #[error("initial write of block {block}: {failure}")]
+    InitialWrite {
+        /// The block.
+        block: u64,
+        /// Why.
+        failure: IoFailure,
+    },
+    /// An I/O of the timed run failed other than by its path going away first.
+    #[error("I/O {index} (block {block}): {failure}")]
+    Io {
+        /// Which I/O, from 0.
+        index: u64,
+        /// Its block.
+        block: u64,
+        /// Why.
+        failure: IoFailure,
+    },
+    /// Reading a block back after the run failed, or it held none of its versions.
+    #[error("read-back of block {block}: {failure}")]
+    ReadBack {
+        /// The block.
+        block: u64,
+        /// Why.
+        failure: IoFailure,
+    },
+    /// Queue pairs still had owners after every client left.
+    #[error("queue pairs left behind: {owners:?}")]
+    QueuePairsLeft {
+        /// The manager's owner table: queue id and host.
+        owners: Vec<(u16, HostId)>,
+    },
+    /// The run ended before the workload finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
+
+/// Why one I/O of the program failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IoFailure {
+    /// The path is gone: the program gave up on the command (`"timeout"`, `"link event"`),
+    /// or a doorbell or CQ-head write met the cut itself.
+    #[error("{0}")]
+    PathLost(String),
+    /// Storing the block's pattern into the client's buffer failed.
+    #[error("fill the buffer: {0}")]
+    FillBuffer(#[source] AccessError),
+    /// The driver failed the command for another reason.
+    #[error(transparent)]
+    Dist(DistError),
+    /// A block read back differs from the version it should hold.
+    #[error(
+        "block {block} is wrong at byte {at}: read {got:#04x}, version {version} has {want:#04x}"
+    )]
+    WrongData {
+        /// The block.
+        block: u64,
+        /// First differing byte.
+        at: usize,
+        /// What was read there.
+        got: u8,
+        /// The version expected.
+        version: u32,
+        /// What that version holds there.
+        want: u8,
+    },
+    /// After the run a block holds content the program never wrote.
+    #[error("block {block} holds none of versions 0..={version} the program wrote")]
+    Unrecognized {
+        /// The block.
+        block: u64,
+        /// The last version written.
+        version: u32,
+    },
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -180,15 +316,15 @@ struct Path {
 }
 
 /// Runs `config` on `cluster`.
-pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverResult, String> {
+pub fn failover(
+    cluster: &Cluster,
+    config: &FailoverConfig,
+) -> Result<FailoverResult, FailoverError> {
     if config.ops == 0 || config.bs == 0 || config.blocks == 0 {
-        return Err("ops, bs and blocks must be positive".into());
+        return Err(FailoverError::NotPositive);
     }
-    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
-    let (mos, cos) = (
-        booted.host(&config.manager).map_err(|e| e.to_string())?,
-        booted.host(&config.client).map_err(|e| e.to_string())?,
-    );
+    let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
+    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
     let Booted { smartio, .. } = booted;
     let primary_cable = cable_of(&cluster.machine, cos.id(), 0)?;
     cable_of(&cluster.machine, cos.id(), 1)?;
@@ -196,31 +332,40 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {
         let run = async {
-            let manager = Manager::start(&smartio, &mos, fdid)
-                .await
-                .map_err(|e| e.to_string())?;
+            let manager = Manager::start(&smartio, &mos, fdid).await?;
             let mut paths = Vec::new();
             for adapter in [0, 1] {
                 let client =
                     Client::connect_via(&smartio, &cos, fdid, &manager, cfg.bs, Some(adapter))
                         .await
-                        .map_err(|e| format!("client on adapter {adapter}: {e}"))?;
+                        .map_err(|source| FailoverError::Path {
+                            step: "client",
+                            adapter,
+                            source,
+                        })?;
                 let queue = client
                     .create_queue(4, SqPlacement::ClientRam)
                     .await
-                    .map_err(|e| format!("queue on adapter {adapter}: {e}"))?;
+                    .map_err(|source| FailoverError::Path {
+                        step: "queue",
+                        adapter,
+                        source,
+                    })?;
                 paths.push(Path { client, queue });
             }
             let ns = *manager
                 .namespaces()
                 .first()
-                .ok_or("the controller has no namespace")?;
+                .ok_or(FailoverError::NoNamespace)?;
             let lba_size = u64::from(ns.lba_size);
             if !cfg.bs.is_multiple_of(lba_size) || cfg.blocks * cfg.bs > ns.blocks * lba_size {
-                return Err(format!(
-                    "{} blocks of {} bytes do not fit namespace {} ({} blocks of {lba_size})",
-                    cfg.blocks, cfg.bs, ns.nsid, ns.blocks
-                ));
+                return Err(FailoverError::DoesNotFit {
+                    blocks: cfg.blocks,
+                    bs: cfg.bs,
+                    nsid: ns.nsid,
+                    ns_blocks: ns.blocks,
+                    lba_size,
+                });
             }
             let io = Io {
                 machine: machine.clone(),
@@ -235,10 +380,10 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
             for b in 0..cfg.blocks {
                 io.write(&paths[0], b, 0, std::future::pending())
                     .await
-                    .map_err(|f| format!("initial write of block {b}: {}", f.why()))?;
+                    .map_err(|failure| FailoverError::InitialWrite { block: b, failure })?;
             }
 
-            let before = manager.io_commands().await.map_err(|e| e.to_string())?;
+            let before = manager.io_commands().await?;
             let (mut reads, mut writes) = (0u64, 0u64);
             let start = cos.cpu().now();
             machine.schedule_link_state(primary_cable, false, start + cfg.cut_after);
@@ -268,7 +413,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                             *(if write { &mut writes } else { &mut reads }) += 1;
                             break;
                         }
-                        Err(Failure::PathLost(why)) if on == 0 => {
+                        Err(IoFailure::PathLost(why)) if on == 0 => {
                             detected = Some((cos.cpu().now(), why));
                             on = 1;
                             given_up_writes += u64::from(write);
@@ -278,7 +423,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                                 .client
                                 .abandon_queue(&paths[0].queue)
                                 .await
-                                .map_err(|e| format!("abandon the primary queue pair: {e}"))?;
+                                .map_err(FailoverError::Abandon)?;
                             if write && cfg.fault == RecoveryFault::DropGivenUpWrite {
                                 writes += 1;
                                 break;
@@ -296,8 +441,12 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                             }
                             reissued += 1;
                         }
-                        Err(Failure::PathLost(why)) | Err(Failure::Other(why)) => {
-                            return Err(format!("I/O {i} (block {b}): {why}"));
+                        Err(failure) => {
+                            return Err(FailoverError::Io {
+                                index: i,
+                                block: b,
+                                failure,
+                            });
                         }
                     }
                 }
@@ -312,7 +461,7 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                     path: on as u8,
                 });
             }
-            let after = manager.io_commands().await.map_err(|e| e.to_string())?;
+            let after = manager.io_commands().await?;
             let (device_reads, device_writes) = (after.0 - before.0, after.1 - before.1);
             // Read every block back on the surviving path and compare it with the version
             // the program last wrote.
@@ -321,8 +470,10 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 match io
                     .read_back(&paths[on], b as u64, v)
                     .await
-                    .map_err(|f| format!("read-back of block {b}: {}", f.why()))?
-                {
+                    .map_err(|failure| FailoverError::ReadBack {
+                        block: b as u64,
+                        failure,
+                    })? {
                     Held::Expected => verified += cfg.bs,
                     Held::Older => stale_blocks += 1,
                 }
@@ -368,10 +519,12 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
                 timeline,
             };
             for path in paths {
-                path.client.leave().await.map_err(|e| e.to_string())?;
+                path.client.leave().await?;
             }
             if !manager.owners().is_empty() {
-                return Err(format!("queue pairs left behind: {:?}", manager.owners()));
+                return Err(FailoverError::QueuePairsLeft {
+                    owners: manager.owners(),
+                });
             }
             Ok(result)
         };
@@ -380,15 +533,21 @@ pub fn failover(cluster: &Cluster, config: &FailoverConfig) -> Result<FailoverRe
 }
 
 /// The cable of `host`'s NTB adapter `number`.
-fn cable_of(machine: &Machine, host: HostId, number: u32) -> Result<LinkId, String> {
+fn cable_of(machine: &Machine, host: HostId, number: u32) -> Result<LinkId, FailoverError> {
     let f = machine.fabric();
     let name = &f.host(host).name;
     let adapter = f
         .host_adapter(host, number)
-        .ok_or_else(|| format!("{name} has no NTB adapter {number}: failover needs two"))?;
+        .ok_or_else(|| FailoverError::NoAdapter {
+            host: name.clone(),
+            number,
+        })?;
     f.adapter(adapter)
         .cable
-        .ok_or_else(|| format!("{name}'s NTB adapter {number} has no cable"))
+        .ok_or_else(|| FailoverError::NoCable {
+            host: name.clone(),
+            number,
+        })
 }
 
 /// What makes the program give up on a command on path `on`: the command's timeout, or —
@@ -433,32 +592,16 @@ fn give_up(
     }
 }
 
-/// Why an I/O failed.
-enum Failure {
-    /// The path is gone (the program gave up on the command).
-    PathLost(String),
-    /// Anything else, including wrong data.
-    Other(String),
-}
-
-impl Failure {
-    fn why(&self) -> &str {
-        match self {
-            Failure::PathLost(w) | Failure::Other(w) => w,
-        }
-    }
-}
-
-impl From<DistError> for Failure {
-    fn from(e: DistError) -> Failure {
+impl From<DistError> for IoFailure {
+    fn from(e: DistError) -> IoFailure {
         match e {
-            DistError::Abandoned { why, .. } => Failure::PathLost(why),
+            DistError::Abandoned { why, .. } => IoFailure::PathLost(why),
             // A doorbell or CQ-head write that met the cut itself.
             DistError::Access {
                 what,
                 source: source @ AccessError::LinkDown { .. },
-            } => Failure::PathLost(format!("{what}: {source}")),
-            other => Failure::Other(other.to_string()),
+            } => IoFailure::PathLost(format!("{what}: {source}")),
+            other => IoFailure::Dist(other),
         }
     }
 }
@@ -489,14 +632,14 @@ impl Io {
         b: u64,
         version: u32,
         give_up: impl std::future::Future<Output = String>,
-    ) -> Result<u64, Failure> {
+    ) -> Result<u64, IoFailure> {
         let buf = self.block(b, version);
         let (data, _) = path.client.data();
         self.os
             .cpu()
             .write(BusAddr(data.get()), &buf)
             .await
-            .map_err(|e| Failure::Other(format!("fill the buffer: {e}")))?;
+            .map_err(IoFailure::FillBuffer)?;
         path.client
             .io_within(
                 &path.queue,
@@ -519,17 +662,20 @@ impl Io {
         b: u64,
         version: Option<u32>,
         give_up: impl std::future::Future<Output = String>,
-    ) -> Result<u64, Failure> {
+    ) -> Result<u64, IoFailure> {
         let got = self.read_block(path, b, give_up).await?;
         let Some(version) = version else {
             return Ok(0);
         };
         let want = self.block(b, version);
         if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
-            return Err(Failure::Other(format!(
-                "block {b} is wrong at byte {at}: read {:#04x}, version {version} has {:#04x}",
-                got[at], want[at]
-            )));
+            return Err(IoFailure::WrongData {
+                block: b,
+                at,
+                got: got[at],
+                version,
+                want: want[at],
+            });
         }
         Ok(self.bs)
     }
@@ -537,7 +683,7 @@ impl Io {
     /// Reads block `b` through `path` after the run and says which version it holds:
     /// `version` (the one last written), or an older one. Content that matches no version
     /// ever written is an error.
-    async fn read_back(&self, path: &Path, b: u64, version: u32) -> Result<Held, Failure> {
+    async fn read_back(&self, path: &Path, b: u64, version: u32) -> Result<Held, IoFailure> {
         let got = self.read_block(path, b, std::future::pending()).await?;
         if got == self.block(b, version) {
             return Ok(Held::Expected);
@@ -545,9 +691,7 @@ impl Io {
         if (0..version).any(|v| got == self.block(b, v)) {
             return Ok(Held::Older);
         }
-        Err(Failure::Other(format!(
-            "block {b} holds none of versions 0..={version} the program wrote"
-        )))
+        Err(IoFailure::Unrecognized { block: b, version })
     }
 
     /// Block `b`'s content at `version`.
@@ -563,7 +707,7 @@ impl Io {
         path: &Path,
         b: u64,
         give_up: impl std::future::Future<Output = String>,
-    ) -> Result<Vec<u8>, Failure> {
+    ) -> Result<Vec<u8>, IoFailure> {
         let (data, _) = path.client.data();
         // Stale bytes from an earlier read must not pass for this one.
         self.machine

@@ -14,12 +14,12 @@ mod backend;
 mod config;
 
 pub use config::{
-    Amount, FioConfig, FioMethod, FioResult, LatencyNs, RwMode, MAX_BUFFER_BYTES, MAX_IODEPTH,
-    MAX_JOBS, MAX_OPS, MAX_RUNTIME, MAX_VERIFY_BYTES,
+    Amount, FioConfig, FioMethod, FioResult, LatencyNs, RwMode, UnknownRwMode, MAX_BUFFER_BYTES,
+    MAX_IODEPTH, MAX_JOBS, MAX_OPS, MAX_RUNTIME, MAX_VERIFY_BYTES,
 };
 
 use crate::attach::{AttachError, Workbench};
-use crate::booted::BootError;
+use crate::booted::{BootError, Stuck};
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
@@ -92,8 +92,8 @@ pub enum FioError {
     },
     /// The simulation ran out of events before the workload finished (an emulator bug); what
     /// every waiting task waited for.
-    #[error("{0}")]
-    DidNotFinish(String),
+    #[error(transparent)]
+    DidNotFinish(#[from] Stuck),
     /// SmartIO could not lend the device.
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
@@ -243,8 +243,7 @@ pub(crate) fn run_to_end<T: 'static>(
     machine: &Machine,
     task: impl Future<Output = Result<T, FioError>> + 'static,
 ) -> Result<T, FioError> {
-    crate::booted::run_task(machine, task)
-        .unwrap_or_else(|stuck| Err(FioError::DidNotFinish(stuck)))
+    crate::booted::run_workload(machine, task)
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).

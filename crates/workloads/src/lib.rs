@@ -26,25 +26,30 @@ pub mod shm_demo;
 mod stats;
 
 pub use attach::{AttachError, Workbench};
-pub use booted::{BootError, Booted};
+pub use booted::{BootError, Booted, Stuck};
 pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
 pub use dma_bench::{
     bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaBenchRun,
     DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
-pub use failover::{failover, Completed, FailoverConfig, FailoverResult, RecoveryFault};
-pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode};
-pub use multicast_identify::{
-    multicast_identify, MulticastIdentifyConfig, MulticastIdentifyResult, Receiver,
+pub use failover::{
+    failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
 };
-pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Result};
+pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
+pub use multicast_identify::{
+    multicast_identify, MulticastIdentifyConfig, MulticastIdentifyError, MulticastIdentifyResult,
+    Receiver,
+};
+pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Error, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
-pub use nvmeof::{nvmeof_compare, NvmeofCompare, NvmeofConfig, NvmeofStep};
+pub use nvmeof::{nvmeof_compare, NvmeofCompare, NvmeofConfig, NvmeofError, NvmeofStep};
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
-pub use share::{jain_fairness, share_clients, ShareClient, ShareConfig, ShareResult};
+pub use share::{
+    jain_fairness, share_clients, ClientStep, ShareClient, ShareConfig, ShareError, ShareResult,
+};
 pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};
 pub use smartio_smartio::DeviceInfo;

@@ -6,14 +6,36 @@
 //! For comparison the same page is then delivered the ordinary way, one Identify per host
 //! into a segment of that host's RAM mapped for the controller.
 
-use crate::booted::{run_workload, Booted};
+use crate::booted::{run_workload, BootError, Booted, Stuck};
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::cns;
-use smartio_drivers::nvme_dist::Manager;
+use smartio_drivers::nvme_dist::{DistError, Manager};
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{Clock, PhysAddr};
-use smartio_smartio::sisci::Sisci;
-use smartio_smartio::{Hints, SegmentLocation};
+use smartio_smartio::sisci::{SciError, Sisci};
+use smartio_smartio::{Hints, SegmentLocation, SmartIoError};
+use thiserror::Error;
+
+/// Why [`multicast_identify`] could not run or did not finish. Every variant passes on the
+/// message of the layer that refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MulticastIdentifyError {
+    /// The hosts did not boot, or the device is unknown.
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    /// SmartIO refused (unknown manager host, a hold, a segment or a mapping).
+    #[error(transparent)]
+    SmartIo(#[from] SmartIoError),
+    /// SISCI refused (the multicast group, a member's segment, joining or leaving).
+    #[error(transparent)]
+    Sci(#[from] SciError),
+    /// The distributed driver failed (the manager, an Identify).
+    #[error(transparent)]
+    Dist(#[from] DistError),
+    /// The run ended before the workload finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -68,32 +90,21 @@ pub struct MulticastIdentifyResult {
 pub fn multicast_identify(
     cluster: &Cluster,
     config: &MulticastIdentifyConfig,
-) -> Result<MulticastIdentifyResult, String> {
-    let (Booted { hosts, smartio, .. }, fdid) =
-        Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
-    let manager_host = smartio
-        .host_by_name(&config.manager)
-        .map_err(|e| e.to_string())?;
+) -> Result<MulticastIdentifyResult, MulticastIdentifyError> {
+    let (Booted { hosts, smartio, .. }, fdid) = Booted::with_device(cluster, &config.device)?;
+    let manager_host = smartio.host_by_name(&config.manager)?;
     let mos = hosts[manager_host.index()].clone();
     let sisci = Sisci::on_hosts(&cluster.machine, &hosts);
     let cfg = config.clone();
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {
         let run = async {
-            let e = |e: &dyn std::fmt::Display| e.to_string();
-            let manager = Manager::start(&smartio, &mos, fdid)
-                .await
-                .map_err(|x| e(&x))?;
-            let hold = smartio
-                .borrow_device(mos.id(), fdid, false)
-                .map_err(|x| e(&x))?;
-            let reference = manager
-                .identify(cns::CONTROLLER, 0)
-                .await
-                .map_err(|x| e(&x))?;
+            let manager = Manager::start(&smartio, &mos, fdid).await?;
+            let hold = smartio.borrow_device(mos.id(), fdid, false)?;
+            let reference = manager.identify(cns::CONTROLLER, 0).await?;
 
             // Every other host joins a group of one page with a segment of its own.
-            let group = sisci.create_multicast_group(PAGE_SIZE).map_err(|x| e(&x))?;
+            let group = sisci.create_multicast_group(PAGE_SIZE)?;
             let members: Vec<_> = hosts
                 .iter()
                 .filter(|h| h.id() != mos.id())
@@ -102,19 +113,15 @@ pub fn multicast_identify(
                     sisci.join_multicast(&seg, 0, group)?;
                     Ok(seg)
                 })
-                .collect::<Result<_, smartio_smartio::sisci::SciError>>()
-                .map_err(|x| e(&x))?;
-            let bus = smartio
-                .map_multicast_for_device(&hold, group, PAGE_SIZE)
-                .map_err(|x| e(&x))?;
+                .collect::<Result<_, SciError>>()?;
+            let bus = smartio.map_multicast_for_device(&hold, group, PAGE_SIZE)?;
 
             let cpu = mos.cpu();
             let t0 = cpu.now();
             let fetched = manager.admin_commands_fetched();
             manager
                 .identify_to(&hold, &cpu, cns::CONTROLLER, 0, bus)
-                .await
-                .map_err(|x| e(&x))?;
+                .await?;
             let multicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
             let multicast_commands = manager.admin_commands_fetched() - fetched;
             // The completion is posted after the data; let the copies still on their way
@@ -141,25 +148,20 @@ pub fn multicast_identify(
                 let fetched = manager.admin_commands_fetched();
                 let mut copies = Vec::new();
                 for seg in &members {
-                    let theirs = smartio
-                        .borrow_device(seg.host, fdid, false)
-                        .map_err(|x| e(&x))?;
-                    let page = smartio
-                        .create_segment(
-                            &theirs,
-                            PAGE_SIZE,
-                            Hints {
-                                device_writes: true,
-                                host_reads: true,
-                                ..Hints::default()
-                            },
-                        )
-                        .map_err(|x| e(&x))?;
-                    let at = smartio.map_for_device(&theirs, &page).map_err(|x| e(&x))?;
+                    let theirs = smartio.borrow_device(seg.host, fdid, false)?;
+                    let page = smartio.create_segment(
+                        &theirs,
+                        PAGE_SIZE,
+                        Hints {
+                            device_writes: true,
+                            host_reads: true,
+                            ..Hints::default()
+                        },
+                    )?;
+                    let at = smartio.map_for_device(&theirs, &page)?;
                     manager
                         .identify_to(&theirs, &cpu, cns::CONTROLLER, 0, at)
-                        .await
-                        .map_err(|x| e(&x))?;
+                        .await?;
                     copies.push((theirs, page));
                 }
                 unicast_commands = manager.admin_commands_fetched() - fetched;
@@ -170,17 +172,17 @@ pub fn multicast_identify(
                     if let SegmentLocation::Ram { host, phys } = page.location {
                         unicast_verified += usize::from(matches(host, phys));
                     }
-                    smartio.return_device(theirs).map_err(|x| e(&x))?;
-                    smartio.remove_segment(page).map_err(|x| e(&x))?;
+                    smartio.return_device(theirs)?;
+                    smartio.remove_segment(page)?;
                 }
             }
 
-            smartio.return_device(hold).map_err(|x| e(&x))?;
+            smartio.return_device(hold)?;
             for seg in &members {
-                sisci.leave_multicast(seg, 0, group).map_err(|x| e(&x))?;
-                sisci.remove_segment(seg).map_err(|x| e(&x))?;
+                sisci.leave_multicast(seg, 0, group)?;
+                sisci.remove_segment(seg)?;
             }
-            sisci.remove_multicast_group(group).map_err(|x| e(&x))?;
+            sisci.remove_multicast_group(group)?;
             Ok(MulticastIdentifyResult {
                 device: cfg.device.clone(),
                 model: manager.model().to_string(),

@@ -3,18 +3,54 @@
 //! Fig. 34, seed 003 §5). Each read is timed from the client's submission to the completion
 //! it polls in its own RAM.
 
-use crate::booted::{run_workload, Booted};
+use crate::booted::{run_workload, BootError, Booted, Stuck};
 use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::BlockOp;
-use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
+use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
 use smartio_fabric::Requester;
-use smartio_platform::BusAddr;
 use smartio_platform::Clock;
-use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
+use smartio_platform::{AccessError, BusAddr};
+use smartio_smartio::{Fdid, SegmentLocation, SmartIo, SmartIoError};
+use thiserror::Error;
+
+/// Why [`client_qd1`] could not run or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ClientQd1Error {
+    /// `--ops 0`: there would be nothing to measure.
+    #[error("--ops 0: at least one read")]
+    NoOps,
+    /// The hosts did not boot, or the device or a host is unknown.
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    /// The distributed driver failed (no manager, no queue pair, a failed read).
+    #[error(transparent)]
+    Dist(#[from] DistError),
+    /// SmartIO refused (unknown `--sq-device`, a hold it cannot give or take back).
+    #[error(transparent)]
+    SmartIo(#[from] SmartIoError),
+    /// The controller reports no namespace to read from.
+    #[error("the controller has no namespace")]
+    NoNamespace,
+    /// The controller is not among SmartIO's registered functions (an emulator bug).
+    #[error("fdid {0} is not registered")]
+    NotRegistered(Fdid),
+    /// A registered function is missing from the fabric (an emulator bug).
+    #[error("{device} is not in the fabric")]
+    NotInFabric {
+        /// The function, `lender:device`.
+        device: String,
+    },
+    /// The timing model found no route for the controller's SQE fetch.
+    #[error("the SQ fetch does not route: {0}")]
+    SqFetchDoesNotRoute(#[source] AccessError),
+    /// The run ended before the workload finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -66,42 +102,31 @@ pub struct ClientQd1Result {
 }
 
 /// Runs `config` on `cluster`.
-pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQd1Result, String> {
+pub fn client_qd1(
+    cluster: &Cluster,
+    config: &ClientQd1Config,
+) -> Result<ClientQd1Result, ClientQd1Error> {
     if config.ops == 0 {
-        return Err("--ops 0: at least one read".into());
+        return Err(ClientQd1Error::NoOps);
     }
-    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
-    let (mos, cos) = (
-        booted.host(&config.manager).map_err(|e| e.to_string())?,
-        booted.host(&config.client).map_err(|e| e.to_string())?,
-    );
+    let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
+    let (mos, cos) = (booted.host(&config.manager)?, booted.host(&config.client)?);
     let names = booted.names();
     let Booted { smartio, .. } = booted;
     let cfg = config.clone();
     run_workload(&cluster.machine, async move {
         let run = async {
-            let manager = Manager::start(&smartio, &mos, fdid)
-                .await
-                .map_err(|e| e.to_string())?;
-            let client = Client::connect(&smartio, &cos, fdid, &manager, cfg.bs)
-                .await
-                .map_err(|e| e.to_string())?;
+            let manager = Manager::start(&smartio, &mos, fdid).await?;
+            let client = Client::connect(&smartio, &cos, fdid, &manager, cfg.bs).await?;
             let peer = match &cfg.sq_device {
                 Some(spec) => {
-                    let peer = smartio.find(spec).map_err(|e| e.to_string())?;
-                    Some(
-                        smartio
-                            .borrow_device(cos.id(), peer, false)
-                            .map_err(|e| e.to_string())?,
-                    )
+                    let peer = smartio.find(spec)?;
+                    Some(smartio.borrow_device(cos.id(), peer, false)?)
                 }
                 None => None,
             };
             let placement = peer.map_or(cfg.placement, SqPlacement::Peer);
-            let q = client
-                .create_queue(4, placement)
-                .await
-                .map_err(|e| e.to_string())?;
+            let q = client.create_queue(4, placement).await?;
             let sq_in = match q.sq_location() {
                 SegmentLocation::Ram { host, .. } => format!("{} RAM", names[host.index()]),
                 SegmentLocation::Device { fdid, .. } if fdid == client.hold().fdid => {
@@ -126,7 +151,7 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
             let ns = *manager
                 .namespaces()
                 .first()
-                .ok_or_else(|| "the controller has no namespace".to_string())?;
+                .ok_or(ClientQd1Error::NoNamespace)?;
             let blocks_per_io = (cfg.bs / u64::from(ns.lba_size)).max(1);
             let span = (ns.blocks / blocks_per_io).clamp(1, 1 << 20);
             let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -140,13 +165,12 @@ pub fn client_qd1(cluster: &Cluster, config: &ClientQd1Config) -> Result<ClientQ
                 let t0 = cpu.now();
                 client
                     .io(&q, BlockOp::Read, ns.nsid, lba, blocks_per_io as u32, 0)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 samples.record(cpu.now().since(t0).as_ps());
             }
-            client.leave().await.map_err(|e| e.to_string())?;
+            client.leave().await?;
             if let Some(peer) = peer {
-                smartio.return_device(peer).map_err(|e| e.to_string())?;
+                smartio.return_device(peer)?;
             }
             Ok(ClientQd1Result {
                 sq_in,
@@ -173,23 +197,23 @@ struct SqFetch {
 /// The chips a 64-byte read by the controller `fdid` at `addr` (its SQ) passes, the timing
 /// model's idle round trip over that path, and the completer's time (see
 /// [`ClientQd1Result`]).
-fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<SqFetch, String> {
+fn fetch_path(smartio: &SmartIo, fdid: Fdid, addr: BusAddr) -> Result<SqFetch, ClientQd1Error> {
     let info = smartio
         .devices()
         .into_iter()
         .find(|d| d.fdid == fdid)
-        .ok_or_else(|| format!("fdid {fdid} is not registered"))?;
+        .ok_or(ClientQd1Error::NotRegistered(fdid))?;
     let machine = smartio.machine();
     let fabric = machine.fabric();
-    let lender = smartio
-        .host_by_name(&info.lender)
-        .map_err(|e| e.to_string())?;
+    let lender = smartio.host_by_name(&info.lender)?;
     let endpoint = fabric
         .endpoint_by_name(lender, &info.device)
-        .ok_or_else(|| format!("{} is not in the fabric", info.qualified()))?;
+        .ok_or_else(|| ClientQd1Error::NotInFabric {
+            device: info.qualified(),
+        })?;
     drop(fabric);
     let cost = match machine.idle_read_cost(Requester::Device(endpoint), addr, 64) {
-        Some(cost) => cost.map_err(|e| format!("the SQ fetch does not route: {e}"))?,
+        Some(cost) => cost.map_err(ClientQd1Error::SqFetchDoesNotRoute)?,
         // An engine without a timing model has nothing to explain.
         None => return Ok(SqFetch::default()),
     };

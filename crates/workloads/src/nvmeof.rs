@@ -37,7 +37,7 @@
 //! checked where the reader ends up with them — the client's data segment for the SmartIO
 //! rows, the initiator's buffer for NVMe-oF.
 
-use crate::booted::{run_workload, Booted};
+use crate::booted::{run_workload, BootError, Booted, Stuck};
 use crate::fio::pattern;
 use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
@@ -47,12 +47,200 @@ use smartio_calibration::NvmeofParams;
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::{io, Command, Completion, Status, CQE_SIZE, SQE_SIZE};
 use smartio_drivers::nvme::BlockOp;
-use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
+use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
 use smartio_fabric::HostId;
-use smartio_host::HostOs;
+use smartio_host::{HostOs, RamError};
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
+use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
 use smartio_smartio::SegmentLocation;
+use thiserror::Error;
+
+/// Why [`nvmeof_compare`] could not run or did not finish.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum NvmeofError {
+    /// An `[nvmeof]` calibration value the RDMA model cannot use.
+    #[error("calibration [nvmeof] {key} = {value}: must be {must}")]
+    Calibration {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: f64,
+        /// What it must be.
+        must: &'static str,
+    },
+    /// The device is not written `lender:device`.
+    #[error("device {device:?}: write it as lender:device")]
+    NotQualified {
+        /// As given.
+        device: String,
+    },
+    /// The target is not the host with the controller.
+    #[error("the NVMe-oF target must be the host with the controller: {device} is in {lender}, the target is {target}")]
+    TargetNotLender {
+        /// The controller, `lender:device`.
+        device: String,
+        /// Its host.
+        lender: String,
+        /// The target asked for.
+        target: String,
+    },
+    /// Initiator and target are one host.
+    #[error("the initiator and the target must be different hosts (both are {host})")]
+    SameHost {
+        /// The host.
+        host: String,
+    },
+    /// `--ops 0`: nothing to measure.
+    #[error("--ops 0: at least one read per row")]
+    NoOps,
+    /// A block size of 0.
+    #[error("nvmeof-compare: a block size of at least one LBA")]
+    ZeroBlockSize,
+    /// The hosts did not boot, or the device or a host is unknown.
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    /// The distributed driver's manager did not start.
+    #[error("start the manager on {host}: {source}")]
+    Manager {
+        /// The target host.
+        host: String,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// A client (local, remote, or the NVMe-oF target's) could not connect.
+    #[error("connect the {who} on {host}: {source}")]
+    Connect {
+        /// `local client`, `remote client`, `NVMe-oF target`.
+        who: &'static str,
+        /// Its host.
+        host: String,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// A client got no queue pair.
+    #[error("queue pair for the {who}: {source}")]
+    QueuePair {
+        /// As in [`NvmeofError::Connect`].
+        who: &'static str,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// The controller reports no namespace.
+    #[error("the controller has no namespace")]
+    NoNamespace,
+    /// The block size is not whole LBAs.
+    #[error("bs {bs} is not a multiple of the namespace's {lba_size}-byte blocks")]
+    BsNotMultiple {
+        /// Block size asked for.
+        bs: u64,
+        /// The namespace's LBA size.
+        lba_size: u64,
+    },
+    /// The block size needs more LBAs than one command can carry.
+    #[error("bs {0} is too large for one command")]
+    BsTooLarge(u64),
+    /// Writing the pattern (set-up) failed.
+    #[error("write the pattern to LBA {lba}: {source}")]
+    WritePattern {
+        /// The LBA.
+        lba: u64,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// A SmartIO client's read failed.
+    #[error("{read} of LBA {lba}: {source}")]
+    SmartIoRead {
+        /// Which read: `local SmartIO read 3`.
+        read: String,
+        /// Its LBA.
+        lba: u64,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// The bytes a read delivered differ from the namespace's.
+    #[error("{read} of LBA {lba}: byte {at} is {got:#04x}, the namespace holds {want:#04x}")]
+    WrongData {
+        /// Which read: `remote SmartIO read 3`, `NVMe-oF read 7`.
+        read: String,
+        /// Its LBA.
+        lba: u64,
+        /// First differing byte.
+        at: usize,
+        /// What arrived there.
+        got: u8,
+        /// What the namespace holds there.
+        want: u8,
+    },
+    /// An NVMe-oF buffer could not be allocated.
+    #[error("NVMe-oF {what} in {host} RAM: {source}")]
+    Alloc {
+        /// Which buffer.
+        what: &'static str,
+        /// Its host.
+        host: String,
+        /// The allocator's refusal.
+        source: RamError,
+    },
+    /// A CPU load of the NVMe-oF read failed.
+    #[error("{read}: the {what}: {source}")]
+    Load {
+        /// Which read: `NVMe-oF read 7`.
+        read: String,
+        /// `target loading the capsule`, `initiator loading the response`.
+        what: &'static str,
+        /// What the fabric answered.
+        source: AccessError,
+    },
+    /// The target received another command than the initiator sent (an emulator bug).
+    #[error("{read}: the target received opcode {opcode:#04x}, flags {flags:#04x}, cid {cid} (sent a read, cid {sent})")]
+    WrongCapsule {
+        /// Which read.
+        read: String,
+        /// Opcode received.
+        opcode: u8,
+        /// Flags received.
+        flags: u8,
+        /// Command id received.
+        cid: u16,
+        /// Command id sent.
+        sent: u16,
+    },
+    /// The target's NVMe read failed.
+    #[error("{read}: the target's NVMe read of LBA {lba}: {source}")]
+    TargetRead {
+        /// Which read.
+        read: String,
+        /// Its LBA.
+        lba: u64,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// The response capsule is not the success for this command.
+    #[error(
+        "{read}: response for cid {cid} with status {status} (expected cid {expected}, success)"
+    )]
+    WrongResponse {
+        /// Which read.
+        read: String,
+        /// Command id in the response.
+        cid: u16,
+        /// Its status.
+        status: Status,
+        /// The command id sent.
+        expected: u16,
+    },
+    /// A client did not leave cleanly.
+    #[error("the {who} client leaving: {source}")]
+    Leave {
+        /// `local`, `remote`, `target`.
+        who: &'static str,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// The run ended before the workload finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
 
 /// Entries of every queue pair: one command in flight (QD1) needs two, as an SQ of `n`
 /// entries holds `n - 1` commands.
@@ -148,35 +336,40 @@ pub struct NvmeofCompare {
 /// Runs `config` on `cluster`: boots every host, starts SmartIO and the distributed driver's
 /// manager on the target, writes the pattern to the blocks the reads will touch (untimed),
 /// then measures the three rows one after the other with the same offsets.
-pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<NvmeofCompare, String> {
+pub fn nvmeof_compare(
+    cluster: &Cluster,
+    config: &NvmeofConfig,
+) -> Result<NvmeofCompare, NvmeofError> {
     let costs = RdmaCosts::from_calibration(&cluster.calibration.nvmeof)?;
     let lender = config
         .device
         .split_once(':')
         .map(|(host, _)| host)
-        .ok_or_else(|| format!("device {:?}: write it as lender:device", config.device))?;
+        .ok_or_else(|| NvmeofError::NotQualified {
+            device: config.device.clone(),
+        })?;
     if lender != config.target {
-        return Err(format!(
-            "the NVMe-oF target must be the host with the controller: {} is in {lender}, the target is {}",
-            config.device, config.target
-        ));
+        return Err(NvmeofError::TargetNotLender {
+            device: config.device.clone(),
+            lender: lender.to_string(),
+            target: config.target.clone(),
+        });
     }
     if config.initiator == config.target {
-        return Err(format!(
-            "the initiator and the target must be different hosts (both are {})",
-            config.target
-        ));
+        return Err(NvmeofError::SameHost {
+            host: config.target.clone(),
+        });
     }
     if config.ops == 0 {
-        return Err("--ops 0: at least one read per row".into());
+        return Err(NvmeofError::NoOps);
     }
     if config.bs == 0 {
-        return Err("nvmeof-compare: a block size of at least one LBA".into());
+        return Err(NvmeofError::ZeroBlockSize);
     }
-    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
+    let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
     let (tos, ios) = (
-        booted.host(&config.target).map_err(|e| e.to_string())?,
-        booted.host(&config.initiator).map_err(|e| e.to_string())?,
+        booted.host(&config.target)?,
+        booted.host(&config.initiator)?,
     );
     let names = booted.names();
     let Booted { smartio, .. } = booted;
@@ -186,26 +379,36 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
         let run = async {
             let manager = Manager::start(&smartio, &tos, fdid)
                 .await
-                .map_err(|e| format!("start the manager on {}: {e}", cfg.target))?;
+                .map_err(|source| NvmeofError::Manager {
+                    host: cfg.target.clone(),
+                    source: Box::new(source),
+                })?;
             let bs = cfg.bs;
-            let connect = |os: HostOs, who: &'static str| {
-                let (smartio, manager) = (smartio.clone(), manager.clone());
-                async move {
-                    let client = Client::connect(&smartio, &os, fdid, &manager, bs)
-                        .await
-                        .map_err(|e| format!("connect the {who} on {}: {e}", os.name()))?;
-                    let placement = if os.id() == manager.host() {
-                        SqPlacement::ClientRam
-                    } else {
-                        REMOTE_SQ
-                    };
-                    let q = client
-                        .create_queue(QD1_ENTRIES, placement)
-                        .await
-                        .map_err(|e| format!("queue pair for the {who}: {e}"))?;
-                    Ok::<_, String>((client, q))
-                }
-            };
+            let connect =
+                |os: HostOs, who: &'static str| {
+                    let (smartio, manager) = (smartio.clone(), manager.clone());
+                    async move {
+                        let client = Client::connect(&smartio, &os, fdid, &manager, bs)
+                            .await
+                            .map_err(|source| NvmeofError::Connect {
+                                who,
+                                host: os.name().to_string(),
+                                source: Box::new(source),
+                            })?;
+                        let placement = if os.id() == manager.host() {
+                            SqPlacement::ClientRam
+                        } else {
+                            REMOTE_SQ
+                        };
+                        let q = client.create_queue(QD1_ENTRIES, placement).await.map_err(
+                            |source| NvmeofError::QueuePair {
+                                who,
+                                source: Box::new(source),
+                            },
+                        )?;
+                        Ok::<_, NvmeofError>((client, q))
+                    }
+                };
             let (local, lq) = connect(tos.clone(), "local client").await?;
             let (remote, rq) = connect(ios.clone(), "remote client").await?;
             let (target, tq) = connect(tos.clone(), "NVMe-oF target").await?;
@@ -221,16 +424,16 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             let ns = *manager
                 .namespaces()
                 .first()
-                .ok_or_else(|| "the controller has no namespace".to_string())?;
+                .ok_or(NvmeofError::NoNamespace)?;
             let lba_size = u64::from(ns.lba_size);
             if !cfg.bs.is_multiple_of(lba_size) {
-                return Err(format!(
-                    "bs {} is not a multiple of the namespace's {lba_size}-byte blocks",
-                    cfg.bs
-                ));
+                return Err(NvmeofError::BsNotMultiple {
+                    bs: cfg.bs,
+                    lba_size,
+                });
             }
-            let blocks = u32::try_from(cfg.bs / lba_size)
-                .map_err(|_| format!("bs {} is too large for one command", cfg.bs))?;
+            let blocks =
+                u32::try_from(cfg.bs / lba_size).map_err(|_| NvmeofError::BsTooLarge(cfg.bs))?;
             let lbas = Offsets {
                 seed: cfg.seed,
                 span: (ns.blocks / u64::from(blocks)).clamp(1, MAX_SPAN),
@@ -252,10 +455,10 @@ pub fn nvmeof_compare(cluster: &Cluster, config: &NvmeofConfig) -> Result<Nvmeof
             rdma.free(&ios, &tos);
             let laps = laps?;
             for (client, who) in [(local, "local"), (remote, "remote"), (target, "target")] {
-                client
-                    .leave()
-                    .await
-                    .map_err(|e| format!("the {who} client leaving: {e}"))?;
+                client.leave().await.map_err(|source| NvmeofError::Leave {
+                    who,
+                    source: Box::new(source),
+                })?;
             }
             let nvmeof_steps = STEPS
                 .iter()
@@ -352,16 +555,19 @@ impl Reads<'_> {
     }
 
     /// Checks the `bs` bytes at `addr` of `host`'s RAM against the pattern of `lba`.
-    fn check(&self, host: HostId, addr: PhysAddr, lba: u64, what: &str) -> Result<(), String> {
+    fn check(&self, host: HostId, addr: PhysAddr, lba: u64, read: &str) -> Result<(), NvmeofError> {
         let mut got = vec![0u8; self.bs as usize];
         self.machine.peek_memory(host, addr, &mut got);
         let want = self.expected(lba);
         match got.iter().zip(&want).position(|(g, w)| g != w) {
             None => Ok(()),
-            Some(at) => Err(format!(
-                "{what} of LBA {lba}: byte {at} is {:#04x}, the namespace holds {:#04x}",
-                got[at], want[at]
-            )),
+            Some(at) => Err(NvmeofError::WrongData {
+                read: read.to_string(),
+                lba,
+                at,
+                got: got[at],
+                want: want[at],
+            }),
         }
     }
 
@@ -371,7 +577,7 @@ impl Reads<'_> {
         client: &Client,
         q: &ClientQueue,
         lbas: Offsets,
-    ) -> Result<(), String> {
+    ) -> Result<(), NvmeofError> {
         let (data, _) = client.data();
         for lba in lbas.distinct() {
             self.machine
@@ -379,7 +585,10 @@ impl Reads<'_> {
             client
                 .io(q, BlockOp::Write, self.nsid, lba, self.blocks, 0)
                 .await
-                .map_err(|e| format!("write the pattern to LBA {lba}: {e}"))?;
+                .map_err(|source| NvmeofError::WritePattern {
+                    lba,
+                    source: Box::new(source),
+                })?;
         }
         Ok(())
     }
@@ -392,7 +601,7 @@ impl Reads<'_> {
         q: &ClientQueue,
         lbas: Offsets,
         row: &str,
-    ) -> Result<LatencyRecorder, String> {
+    ) -> Result<LatencyRecorder, NvmeofError> {
         let cpu = client.os().cpu();
         let (data, _) = client.data();
         let mut samples = LatencyRecorder::new();
@@ -408,7 +617,11 @@ impl Reads<'_> {
             client
                 .io(q, BlockOp::Read, self.nsid, lba, self.blocks, 0)
                 .await
-                .map_err(|e| format!("{row} SmartIO read {i} of LBA {lba}: {e}"))?;
+                .map_err(|source| NvmeofError::SmartIoRead {
+                    read: format!("{row} SmartIO read {i}"),
+                    lba,
+                    source: Box::new(source),
+                })?;
             samples.record(cpu.now().since(t0).as_ps());
             self.check(
                 client.os().id(),
@@ -434,21 +647,25 @@ struct RdmaCosts {
 }
 
 impl RdmaCosts {
-    fn from_calibration(p: &NvmeofParams) -> Result<RdmaCosts, String> {
-        let ns = |name: &str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(SimDuration::from_ns_f64(v))
+    fn from_calibration(p: &NvmeofParams) -> Result<RdmaCosts, NvmeofError> {
+        let ns = |key: &'static str, value: f64| {
+            if value.is_finite() && value >= 0.0 {
+                Ok(SimDuration::from_ns_f64(value))
             } else {
-                Err(format!(
-                    "calibration [nvmeof] {name} = {v}: must be a time of 0 ns or more"
-                ))
+                Err(NvmeofError::Calibration {
+                    key,
+                    value,
+                    must: "a time of 0 ns or more",
+                })
             }
         };
         let gbps = p.link_gbps.value;
         if !(gbps.is_finite() && gbps > 0.0) {
-            return Err(format!(
-                "calibration [nvmeof] link_gbps = {gbps}: must be a positive rate"
-            ));
+            return Err(NvmeofError::Calibration {
+                key: "link_gbps",
+                value: gbps,
+                must: "a positive rate",
+            });
         }
         Ok(RdmaCosts {
             hca_latency: ns("hca_latency_ns", p.hca_latency_ns.value)?,
@@ -497,10 +714,13 @@ impl<'a> Rdma<'a> {
         target: &'a Client,
         tq: &'a ClientQueue,
         bs: u64,
-    ) -> Result<Rdma<'a>, String> {
-        let alloc = |os: &HostOs, len: u64, what: &str| {
-            os.alloc(len)
-                .map_err(|e| format!("NVMe-oF {what} in {} RAM: {e}", os.name()))
+    ) -> Result<Rdma<'a>, NvmeofError> {
+        let alloc = |os: &HostOs, len: u64, what: &'static str| {
+            os.alloc(len).map_err(|source| NvmeofError::Alloc {
+                what,
+                host: os.name().to_string(),
+                source,
+            })
         };
         let idata = alloc(ios, bs, "initiator data region")?;
         let iresponse = alloc(ios, CQE_SIZE as u64, "initiator response buffer")?;
@@ -529,7 +749,7 @@ impl<'a> Rdma<'a> {
 
     /// QD1 NVMe-oF reads of `lbas`, each checked in initiator memory; the times of every
     /// step and of the whole, in picoseconds.
-    async fn reads(&self, reads: &Reads<'_>, lbas: Offsets) -> Result<StepTimes, String> {
+    async fn reads(&self, reads: &Reads<'_>, lbas: Offsets) -> Result<StepTimes, NvmeofError> {
         let mut times = StepTimes {
             steps: std::array::from_fn(|_| LatencyRecorder::new()),
             total: LatencyRecorder::new(),
@@ -561,7 +781,7 @@ impl<'a> Rdma<'a> {
         cid: u16,
         lba: u64,
         what: &str,
-    ) -> Result<[u64; STEP_COUNT], String> {
+    ) -> Result<[u64; STEP_COUNT], NvmeofError> {
         let c = &self.costs;
         let mut laps = Laps::new(self.machine.now());
 
@@ -592,17 +812,24 @@ impl<'a> Rdma<'a> {
         self.tcpu
             .read(BusAddr(self.tcapsule.get()), &mut raw)
             .await
-            .map_err(|e| format!("{what}: the target loading the capsule: {e}"))?;
+            .map_err(|source| NvmeofError::Load {
+                read: what.to_string(),
+                what: "target loading the capsule",
+                source,
+            })?;
         let (cmd, flags) = Command::from_bytes(&raw);
         let (slba, nlb) = (
             u64::from(cmd.cdw(10)) | u64::from(cmd.cdw(11)) << 32,
             cmd.cdw(12) + 1,
         );
         if cmd.opcode != io::READ || flags != 0 || cmd.cid != cid {
-            return Err(format!(
-                "{what}: the target received opcode {:#04x}, flags {flags:#04x}, cid {} (sent a read, cid {cid})",
-                cmd.opcode, cmd.cid
-            ));
+            return Err(NvmeofError::WrongCapsule {
+                read: what.to_string(),
+                opcode: cmd.opcode,
+                flags,
+                cid: cmd.cid,
+                sent: cid,
+            });
         }
         laps.mark(self.machine.now());
 
@@ -614,7 +841,11 @@ impl<'a> Rdma<'a> {
         self.target
             .io(self.tq, BlockOp::Read, cmd.nsid, slba, nlb, 0)
             .await
-            .map_err(|e| format!("{what}: the target's NVMe read of LBA {slba}: {e}"))?;
+            .map_err(|source| NvmeofError::TargetRead {
+                read: what.to_string(),
+                lba: slba,
+                source: Box::new(source),
+            })?;
         laps.mark(self.machine.now());
 
         // 6. The target posts the RDMA write and the response.
@@ -650,13 +881,19 @@ impl<'a> Rdma<'a> {
         self.icpu
             .read(BusAddr(self.iresponse.get()), &mut raw)
             .await
-            .map_err(|e| format!("{what}: the initiator loading the response: {e}"))?;
+            .map_err(|source| NvmeofError::Load {
+                read: what.to_string(),
+                what: "initiator loading the response",
+                source,
+            })?;
         let got = Completion::from_bytes(&raw);
         if got.cid != cid || got.status != Status::SUCCESS {
-            return Err(format!(
-                "{what}: response for cid {} with status {} (expected cid {cid}, success)",
-                got.cid, got.status
-            ));
+            return Err(NvmeofError::WrongResponse {
+                read: what.to_string(),
+                cid: got.cid,
+                status: got.status,
+                expected: cid,
+            });
         }
         self.icpu.sleep(c.initiator_complete).await;
         laps.mark(self.machine.now());
@@ -719,6 +956,19 @@ mod tests {
         let mut p = Calibration::default_embedded().nvmeof;
         p.link_gbps.value = 0.0;
         let err = RdmaCosts::from_calibration(&p).expect_err("no rate");
-        assert!(err.contains("link_gbps"), "{err}");
+        assert!(
+            matches!(
+                err,
+                NvmeofError::Calibration {
+                    key: "link_gbps",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "calibration [nvmeof] link_gbps = 0: must be a positive rate"
+        );
     }
 }

@@ -18,6 +18,7 @@
 //! the moment the CPU sees the completion word; the median over the repeats is reported.
 
 use crate::attach::{AttachError, Workbench};
+use crate::booted::Stuck;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -96,8 +97,8 @@ pub enum P2pError {
     BadParameter(String),
     /// The simulation ended with the workload still waiting (an emulator bug): what every
     /// waiting task waited for.
-    #[error("{0}")]
-    Stuck(String),
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
 }
 
 /// A copy engine a peer-to-peer workload uses: the model behind a name given by the user.
@@ -230,7 +231,7 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
         let returned = bench.detach().await.map_err(P2pError::from);
         result.and_then(|s| returned.map(|()| s))
     })
-    .unwrap_or_else(|stuck| Err(P2pError::Stuck(stuck)))
+    .unwrap_or_else(|stuck| Err(stuck.into()))
 }
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device

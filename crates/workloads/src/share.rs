@@ -17,7 +17,7 @@
 //!    request is refused, and the refusal is reported.
 //! 4. Everyone leaves; the manager's owner table is reported (empty when all went well).
 
-use crate::booted::{run_workload, Booted};
+use crate::booted::{run_workload, BootError, Booted, Stuck};
 use crate::fio::pattern;
 use crate::progress;
 use crate::stats::{LatencyRecorder, LatencySummary};
@@ -34,6 +34,143 @@ use smartio_smartio::{Fdid, SmartIo};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
+use thiserror::Error;
+
+/// Why [`share_clients`] could not run or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ShareError {
+    /// No client host given.
+    #[error("share: at least one client")]
+    NoClients,
+    /// `--ops 0`: nothing to measure.
+    #[error("--ops 0: at least one read per client")]
+    NoOps,
+    /// A block size of 0.
+    #[error("share: a block size of at least one LBA")]
+    ZeroBlockSize,
+    /// Each client's range must hold whole blocks, at least one.
+    #[error("share: the range per client ({range} bytes) must be a positive multiple of the block size {bs}")]
+    RangeNotMultiple {
+        /// Bytes per client.
+        range: u64,
+        /// Block size.
+        bs: u64,
+    },
+    /// The hosts did not boot, or the device or a host is unknown.
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    /// The manager did not start.
+    #[error("manager on {host}: {source}")]
+    Manager {
+        /// Its host.
+        host: String,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// The namespace asked for does not exist.
+    #[error("{device} has no namespace {nsid}")]
+    NoSuchNamespace {
+        /// The controller, `lender:device`.
+        device: String,
+        /// The namespace asked for.
+        nsid: u32,
+    },
+    /// The block size is not whole LBAs or exceeds the controller's largest transfer.
+    #[error("share: the block size {bs} must be a multiple of the LBA size {lba_size} and at most the largest transfer {max_transfer}")]
+    BadBlockSize {
+        /// Block size asked for.
+        bs: u64,
+        /// The namespace's LBA size.
+        lba_size: u64,
+        /// The controller's largest transfer (MDTS), in bytes.
+        max_transfer: u64,
+    },
+    /// The clients' ranges together exceed the namespace.
+    #[error("share: {clients} clients of {range} bytes need {total} bytes; namespace {nsid} has {capacity}")]
+    RangesTooLarge {
+        /// Clients.
+        clients: usize,
+        /// Bytes per client.
+        range: u64,
+        /// Bytes needed.
+        total: u64,
+        /// The namespace.
+        nsid: u32,
+        /// Its size in bytes.
+        capacity: u64,
+    },
+    /// More clients than queue pairs the manager holds.
+    #[error("share: {clients} clients want a queue pair each, but {device} granted only {granted} (give it more with params queues in the scenario, or use fewer hosts)")]
+    TooManyClients {
+        /// Clients.
+        clients: usize,
+        /// The controller, `lender:device`.
+        device: String,
+        /// I/O queue pairs the controller granted.
+        granted: u16,
+    },
+    /// A client's step failed in the driver.
+    #[error("{who}: {step}: {source}")]
+    Client {
+        /// `client 3 on node04`, `extra client on node31`.
+        who: String,
+        /// What it was doing.
+        step: ClientStep,
+        /// The driver's refusal (boxed: it is large).
+        source: Box<DistError>,
+    },
+    /// A block read back differs from the client's pattern.
+    #[error("client {index} on {host}: verify failed at LBA {lba}, byte offset {at}: read {got:#04x}, wrote {want:#04x}")]
+    VerifyFailed {
+        /// The client's index.
+        index: usize,
+        /// Its host.
+        host: String,
+        /// The LBA read.
+        lba: u64,
+        /// First differing byte.
+        at: usize,
+        /// What was read there.
+        got: u8,
+        /// What was written there.
+        want: u8,
+    },
+    /// The manager handed out a queue pair beyond what the controller granted it (a bug
+    /// in the distributed driver).
+    #[error("the manager granted queue pair {qid} beyond the {granted} the controller gave it")]
+    OverGranted {
+        /// The pair handed out.
+        qid: u16,
+        /// Pairs the controller granted.
+        granted: u16,
+    },
+    /// The run ended before the workload finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
+
+/// What a client was doing when the driver refused ([`ShareError::Client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ClientStep {
+    /// Joining the manager.
+    #[error("connect")]
+    Connect,
+    /// Creating its queue pair.
+    #[error("queue pair")]
+    QueuePair,
+    /// Creating its `n`-th queue pair counting every client's (the extra client).
+    #[error("queue pair {0}")]
+    NthQueuePair(usize),
+    /// Writing its pattern.
+    #[error("write at LBA {0}")]
+    Write(u64),
+    /// A measured read.
+    #[error("read at LBA {0}")]
+    Read(u64),
+    /// Leaving.
+    #[error("leave")]
+    Leave,
+}
 
 /// Entries of every client queue: one command in flight (QD1) needs two, as an SQ of `n`
 /// entries holds `n - 1` commands.
@@ -187,24 +324,24 @@ impl Layout {
 }
 
 /// Runs `share-30` (or the variant `config` describes) on `cluster`.
-pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareResult, String> {
+pub fn share_clients(cluster: &Cluster, config: &ShareConfig) -> Result<ShareResult, ShareError> {
     if config.clients.is_empty() {
-        return Err("share: at least one client".into());
+        return Err(ShareError::NoClients);
     }
     if config.ops == 0 {
-        return Err("--ops 0: at least one read per client".into());
+        return Err(ShareError::NoOps);
     }
     if config.bs == 0 {
-        return Err("share: a block size of at least one LBA".into());
+        return Err(ShareError::ZeroBlockSize);
     }
     if config.range_bytes < config.bs || !config.range_bytes.is_multiple_of(config.bs) {
-        return Err(format!(
-            "share: the range per client ({} bytes) must be a positive multiple of the block size {}",
-            config.range_bytes, config.bs
-        ));
+        return Err(ShareError::RangeNotMultiple {
+            range: config.range_bytes,
+            bs: config.bs,
+        });
     }
-    let (booted, fdid) = Booted::with_device(cluster, &config.device).map_err(|e| e.to_string())?;
-    let host = |name: &str| booted.host(name).map_err(|e| e.to_string());
+    let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
+    let host = |name: &str| booted.host(name);
     let manager_os = host(&config.manager)?;
     let client_os = config
         .clients
@@ -230,18 +367,21 @@ async fn run(
     manager_os: HostOs,
     client_os: Vec<HostOs>,
     extra_os: Option<HostOs>,
-) -> Result<ShareResult, String> {
+) -> Result<ShareResult, ShareError> {
     let manager = Manager::start(smartio, &manager_os, fdid)
         .await
-        .map_err(|e| format!("manager on {}: {e}", cfg.manager))?;
+        .map_err(|source| ShareError::Manager {
+            host: cfg.manager.clone(),
+            source: Box::new(source),
+        })?;
     let layout = layout(&manager, cfg)?;
     let n = client_os.len();
     if n > usize::from(manager.granted()) {
-        return Err(format!(
-            "share: {n} clients want a queue pair each, but {} granted only {} (give it more with params queues in the scenario, or use fewer hosts)",
-            cfg.device,
-            manager.granted()
-        ));
+        return Err(ShareError::TooManyClients {
+            clients: n,
+            device: cfg.device.clone(),
+            granted: manager.granted(),
+        });
     }
 
     // 1. Connect, create a queue pair, write the range: all clients at once.
@@ -291,7 +431,11 @@ async fn run(
         m.client
             .leave()
             .await
-            .map_err(|e| format!("client {} on {host}: leave: {e}", m.index))?;
+            .map_err(|source| ShareError::Client {
+                who: format!("client {} on {host}", m.index),
+                step: ClientStep::Leave,
+                source: Box::new(source),
+            })?;
     }
     let owners_after_leave = manager
         .owners()
@@ -340,10 +484,15 @@ async fn queue_limit(
     layout: Layout,
     n: usize,
     placement: SqPlacement,
-) -> Result<(Vec<u16>, usize, String), String> {
+) -> Result<(Vec<u16>, usize, String), ShareError> {
+    let who = || format!("extra client on {name}");
     let extra = Client::connect(smartio, os, fdid, manager, layout.bs)
         .await
-        .map_err(|e| format!("extra client on {name}: connect: {e}"))?;
+        .map_err(|source| ShareError::Client {
+            who: who(),
+            step: ClientStep::Connect,
+            source: Box::new(source),
+        })?;
     let mut extra_qids = Vec::new();
     let refused = loop {
         match extra.create_queue(QD1_ENTRIES, placement).await {
@@ -351,54 +500,58 @@ async fn queue_limit(
                 extra_qids.push(q.qid());
             }
             Ok(q) => {
-                return Err(format!(
-                    "the manager granted queue pair {} beyond the {} the controller gave it",
-                    q.qid(),
-                    manager.granted()
-                ))
+                return Err(ShareError::OverGranted {
+                    qid: q.qid(),
+                    granted: manager.granted(),
+                })
             }
             Err(e @ DistError::NoQueues { .. }) => break e.to_string(),
-            Err(e) => {
-                return Err(format!(
-                    "extra client on {name}: queue pair {}: {e}",
-                    n + extra_qids.len() + 1
-                ))
+            Err(source) => {
+                return Err(ShareError::Client {
+                    who: who(),
+                    step: ClientStep::NthQueuePair(n + extra_qids.len() + 1),
+                    source: Box::new(source),
+                })
             }
         }
     };
     let held_at_refusal = manager.owners().len();
-    extra
-        .leave()
-        .await
-        .map_err(|e| format!("extra client on {name}: leave: {e}"))?;
+    extra.leave().await.map_err(|source| ShareError::Client {
+        who: who(),
+        step: ClientStep::Leave,
+        source: Box::new(source),
+    })?;
     Ok((extra_qids, held_at_refusal, refused))
 }
 
 /// Checks `cfg` against the namespace and the controller's largest transfer.
-fn layout(manager: &Manager, cfg: &ShareConfig) -> Result<Layout, String> {
+fn layout(manager: &Manager, cfg: &ShareConfig) -> Result<Layout, ShareError> {
     let ns = manager
         .namespaces()
         .iter()
         .find(|n| n.nsid == cfg.nsid)
         .copied()
-        .ok_or_else(|| format!("{} has no namespace {}", cfg.device, cfg.nsid))?;
+        .ok_or_else(|| ShareError::NoSuchNamespace {
+            device: cfg.device.clone(),
+            nsid: cfg.nsid,
+        })?;
     let lba_size = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba_size) || cfg.bs > manager.max_transfer() {
-        return Err(format!(
-            "share: the block size {} must be a multiple of the LBA size {lba_size} and at most the largest transfer {}",
-            cfg.bs,
-            manager.max_transfer()
-        ));
+        return Err(ShareError::BadBlockSize {
+            bs: cfg.bs,
+            lba_size,
+            max_transfer: manager.max_transfer(),
+        });
     }
     let total = cfg.range_bytes * cfg.clients.len() as u64;
     if total > ns.blocks * lba_size {
-        return Err(format!(
-            "share: {} clients of {} bytes need {total} bytes; namespace {} has {}",
-            cfg.clients.len(),
-            cfg.range_bytes,
-            cfg.nsid,
-            ns.blocks * lba_size
-        ));
+        return Err(ShareError::RangesTooLarge {
+            clients: cfg.clients.len(),
+            range: cfg.range_bytes,
+            total,
+            nsid: cfg.nsid,
+            capacity: ns.blocks * lba_size,
+        });
     }
     // Whole blocks per write, as many as one transfer carries.
     let per_write = (manager.max_transfer() / cfg.bs).max(1) * cfg.bs;
@@ -421,15 +574,22 @@ async fn set_up(
     i: usize,
     placement: SqPlacement,
     l: Layout,
-) -> Result<Member, String> {
-    let who = format!("client {i} on {}", os.name());
+) -> Result<Member, ShareError> {
+    let refused = |step: ClientStep| {
+        let who = format!("client {i} on {}", os.name());
+        move |source| ShareError::Client {
+            who,
+            step,
+            source: Box::new(source),
+        }
+    };
     let client = Client::connect(smartio, &os, fdid, manager, l.chunk)
         .await
-        .map_err(|e| format!("{who}: connect: {e}"))?;
+        .map_err(refused(ClientStep::Connect))?;
     let queue = client
         .create_queue(QD1_ENTRIES, placement)
         .await
-        .map_err(|e| format!("{who}: queue pair: {e}"))?;
+        .map_err(refused(ClientStep::QueuePair))?;
     let first_block = i as u64 * l.blocks;
     let (buffer, _) = client.data();
     let per = l.chunk / l.bs;
@@ -456,7 +616,7 @@ async fn set_up(
                 0,
             )
             .await
-            .map_err(|e| format!("{who}: write at LBA {lba}: {e}"))?;
+            .map_err(refused(ClientStep::Write(lba)))?;
         done += count;
     }
     Ok(Member {
@@ -473,7 +633,7 @@ async fn read_and_verify(
     ops: u64,
     l: Layout,
     progress: progress::Counter,
-) -> Result<(Member, ShareClient), String> {
+) -> Result<(Member, ShareClient), ShareError> {
     let os = m.client.os().clone();
     let cpu = os.cpu();
     let (buffer, _) = m.client.data();
@@ -496,12 +656,10 @@ async fn read_and_verify(
                 0,
             )
             .await
-            .map_err(|e| {
-                format!(
-                    "client {} on {}: read at LBA {lba}: {e}",
-                    m.index,
-                    os.name()
-                )
+            .map_err(|source| ShareError::Client {
+                who: format!("client {} on {}", m.index, os.name()),
+                step: ClientStep::Read(lba),
+                source: Box::new(source),
             })?;
         last = cpu.now();
         samples.record(last.since(t0).as_ps());
@@ -509,13 +667,14 @@ async fn read_and_verify(
         os.machine().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
         if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
-            return Err(format!(
-                "client {} on {}: verify failed at LBA {lba}, byte offset {at}: read {:#04x}, wrote {:#04x}",
-                m.index,
-                os.name(),
-                got[at],
-                want[at]
-            ));
+            return Err(ShareError::VerifyFailed {
+                index: m.index,
+                host: os.name().to_string(),
+                lba,
+                at,
+                got: got[at],
+                want: want[at],
+            });
         }
     }
     let elapsed_ns = last.since(start).as_ps() as f64 / 1000.0;

@@ -1,6 +1,7 @@
 //! Set-up shared by the shared-memory workloads: two hosts, a segment on each, each mapping
 //! the other's through its adapter.
 
+use crate::booted::Stuck;
 use smartio_cluster::Cluster;
 use smartio_fabric::HostId;
 use smartio_smartio::sisci::{LocalMap, RemoteMap, SciError, Sisci};
@@ -40,7 +41,7 @@ pub enum ShmError {
         /// Rounds asked for.
         expected: u64,
         /// The engine's account of the waiting tasks.
-        stuck: String,
+        stuck: Stuck,
     },
 }
 

@@ -5,7 +5,7 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
-use smartio_workloads::{failover, FailoverConfig, FailoverResult, RecoveryFault};
+use smartio_workloads::{failover, FailoverConfig, FailoverError, FailoverResult, RecoveryFault};
 
 fn run(config: &FailoverConfig) -> FailoverResult {
     let cluster = Cluster::new("dual-path", &Calibration::default_embedded()).expect("loads");
@@ -71,7 +71,17 @@ fn without_link_events_the_timeout_detects_the_cut() {
 fn a_host_with_one_adapter_is_refused_clearly() {
     let cluster = Cluster::new("back-to-back", &Calibration::default_embedded()).expect("loads");
     let err = failover(&cluster, &config()).expect_err("needs two adapters");
-    assert!(err.contains("borrower has no NTB adapter 1"), "{err}");
+    assert_eq!(
+        err,
+        FailoverError::NoAdapter {
+            host: "borrower".into(),
+            number: 1
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "borrower has no NTB adapter 1: failover needs two"
+    );
 }
 
 #[test]

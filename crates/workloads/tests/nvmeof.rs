@@ -4,7 +4,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::{nvmeof_compare, NvmeofCompare, NvmeofConfig};
+use smartio_workloads::{nvmeof_compare, NvmeofCompare, NvmeofConfig, NvmeofError};
 
 fn config() -> NvmeofConfig {
     NvmeofConfig {
@@ -17,7 +17,7 @@ fn config() -> NvmeofConfig {
     }
 }
 
-fn run(config: &NvmeofConfig) -> Result<NvmeofCompare, String> {
+fn run(config: &NvmeofConfig) -> Result<NvmeofCompare, NvmeofError> {
     let cluster =
         Cluster::new("back-to-back", &Calibration::default_embedded()).expect("scenario loads");
     nvmeof_compare(&cluster, config)
@@ -95,9 +95,17 @@ fn a_target_without_the_controller_is_refused_by_name() {
         ..config()
     })
     .expect_err("the borrower has no NVMe");
-    assert!(
-        err.contains("lender:nvme0") && err.contains("target"),
-        "{err}"
+    assert_eq!(
+        err,
+        NvmeofError::TargetNotLender {
+            device: "lender:nvme0".into(),
+            lender: "lender".into(),
+            target: "borrower".into(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "the NVMe-oF target must be the host with the controller: lender:nvme0 is in lender, the target is borrower"
     );
 }
 
@@ -108,5 +116,9 @@ fn a_block_size_off_the_lba_size_is_refused() {
         ..config()
     })
     .expect_err("1000 is not a multiple of the LBA size");
-    assert!(err.contains("bs 1000"), "{err}");
+    assert!(
+        matches!(err, NvmeofError::BsNotMultiple { bs: 1000, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("bs 1000 "), "{err}");
 }

@@ -4,9 +4,9 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::{share_clients, ShareConfig, ShareResult};
+use smartio_workloads::{share_clients, BootError, ShareConfig, ShareError, ShareResult};
 
-fn run(config: &ShareConfig) -> Result<ShareResult, String> {
+fn run(config: &ShareConfig) -> Result<ShareResult, ShareError> {
     let cluster = Cluster::new("cascade-60", &Calibration::default_embedded()).expect("cluster");
     share_clients(&cluster, config)
 }
@@ -99,13 +99,25 @@ fn more_clients_than_queue_pairs_is_a_specific_error() {
     };
     let e = run(&config).expect_err("32 clients, 31 pairs");
     assert!(
-        e.contains("32 clients") && e.contains("granted only 31"),
-        "{e}"
+        matches!(
+            e,
+            ShareError::TooManyClients {
+                clients: 32,
+                granted: 31,
+                ..
+            }
+        ),
+        "{e:?}"
     );
+    assert!(e.to_string().contains("granted only 31"), "{e}");
     let config = ShareConfig {
         clients: vec!["node01".into(), "node99".into()],
         ..ShareConfig::default()
     };
     let e = run(&config).expect_err("unknown host");
-    assert!(e.contains("unknown host \"node99\""), "{e}");
+    assert!(
+        matches!(&e, ShareError::Boot(BootError::UnknownHost { host, .. }) if host == "node99"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("unknown host \"node99\""), "{e}");
 }

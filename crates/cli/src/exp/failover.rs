@@ -44,14 +44,15 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
         cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0),
         ..base
     };
-    let by_event = failover(&setup.cluster()?, &config)?;
+    let by_event = failover(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
     let by_timeout = failover(
         &setup.cluster()?,
         &FailoverConfig {
             link_events: false,
             ..config.clone()
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let runs = [("link event", &by_event), ("timeout only", &by_timeout)];
     // One row per figure, one column per run: fits 100 columns; everything else is in
     // `--json`.

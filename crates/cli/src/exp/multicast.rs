@@ -17,7 +17,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             manager: lender.clone(),
             unicast: true,
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut per_switch: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for x in &r.receivers {
         let e = per_switch.entry(x.switch.as_str()).or_default();

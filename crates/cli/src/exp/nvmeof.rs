@@ -34,7 +34,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         seed: setup.seed,
         ..NvmeofConfig::default()
     };
-    let r = nvmeof_compare(&setup.cluster()?, &config)?;
+    let r = nvmeof_compare(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
     let rows = [
         (format!("local SmartIO driver ({})", config.target), r.local),
         (

@@ -28,9 +28,9 @@ use thiserror::Error;
 /// an emulator bug). The cluster adds the device's name and scenario line.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ModelError {
-    /// The device's `params` in the scenario (the device layer's message).
+    /// The device's `params` in the scenario (the device layer's error, boxed: it is large).
     #[error("{0}")]
-    Params(String),
+    Params(Box<smartio_devices::ParamError>),
     /// The calibration has no such profile (its message lists the known ones).
     #[error("{0}")]
     Profile(String),

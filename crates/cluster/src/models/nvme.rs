@@ -42,7 +42,7 @@ pub(super) fn start(
     name: &str,
 ) -> Result<DeviceModel, ModelError> {
     let calibration = cx.calibration;
-    let params = NvmeParams::parse(&ep.params).map_err(ModelError::Params)?;
+    let params = NvmeParams::parse(&ep.params).map_err(|e| ModelError::Params(Box::new(e)))?;
     let profile = media_profile(calibration, &params.profile)?;
     let cal = calibration
         .nvme_profile(&params.profile)

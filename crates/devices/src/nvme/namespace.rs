@@ -91,7 +91,7 @@ impl NamespaceStore {
     }
 
     /// Reads `buf.len()` bytes at byte `offset` of namespace `nsid`. Caller checks bounds.
-    pub fn read(&self, nsid: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+    pub fn read(&self, nsid: u32, offset: u64, buf: &mut [u8]) -> Result<(), BackingError> {
         let at = self.base(nsid) + offset;
         match &*self.store.borrow() {
             Store::Sparse(m) => {
@@ -103,7 +103,7 @@ impl NamespaceStore {
     }
 
     /// Writes `data` at byte `offset` of namespace `nsid`. Caller checks bounds.
-    pub fn write(&self, nsid: u32, offset: u64, data: &[u8]) -> Result<(), String> {
+    pub fn write(&self, nsid: u32, offset: u64, data: &[u8]) -> Result<(), BackingError> {
         let at = self.base(nsid) + offset;
         match &mut *self.store.borrow_mut() {
             Store::Sparse(m) => {
@@ -115,17 +115,22 @@ impl NamespaceStore {
     }
 
     /// Makes written data durable (a file-backed store syncs).
-    pub fn flush(&self) -> Result<(), String> {
+    pub fn flush(&self) -> Result<(), BackingError> {
         match &*self.store.borrow() {
             Store::Sparse(_) => Ok(()),
             Store::File { file, path } => file.sync_data().map_err(|e| self.io(path, e)),
         }
     }
 
-    fn io(&self, path: &Path, e: std::io::Error) -> String {
-        let msg = format!("{}: {e}", path.display());
-        self.io_error.borrow_mut().get_or_insert(msg.clone());
-        msg
+    /// A failed access to the backing file at `path`; the first is kept for the error log.
+    fn io(&self, path: &Path, source: std::io::Error) -> BackingError {
+        self.io_error
+            .borrow_mut()
+            .get_or_insert_with(|| format!("{}: {source}", path.display()));
+        BackingError {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -175,6 +180,21 @@ mod tests {
         assert_eq!(&b, b"second");
         s.read(1, 512, &mut b[..5]).expect("read");
         assert_eq!(&b[..5], b"first");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn a_read_past_the_end_of_the_backing_file_names_the_file() {
+        let dir = std::env::temp_dir().join(format!("smartio-ns-short-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("ns.img");
+        let _ = std::fs::remove_file(&path);
+        let s = NamespaceStore::file(&path, 1, 4096).expect("create");
+        let mut b = [0u8; 16];
+        // The caller checks bounds; the store reports what the file system says.
+        let e = s.read(2, 0, &mut b).expect_err("beyond the file");
+        assert_eq!(e.path, path);
+        assert_eq!(e.source.kind(), std::io::ErrorKind::UnexpectedEof);
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

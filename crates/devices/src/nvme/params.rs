@@ -1,7 +1,8 @@
 //! The `params` a scenario file may give an `nvme` device.
 
-use smartio_fabric::spec::limits::{in_range, power_of_two_size};
-use smartio_fabric::units::{format_size, size_value};
+use crate::kinds::{check_params, ParamError};
+use smartio_fabric::spec::limits::{in_range, power_of_two_size, LimitError};
+use smartio_fabric::units::size_value;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
@@ -51,34 +52,36 @@ pub const CMB: RangeInclusive<u64> = 4096..=1 << 40;
 impl NvmeParams {
     /// Parses and checks `params`; the error names the parameter, the value and the allowed
     /// range.
-    pub fn parse(params: &toml::Table) -> Result<NvmeParams, String> {
-        if let Some(k) = params.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            return Err(format!(
-                "unknown parameter {k:?} (known: {})",
-                KNOWN.join(", ")
-            ));
-        }
-        let string = |key: &str, allowed: &str| -> Result<Option<String>, String> {
+    pub fn parse(params: &toml::Table) -> Result<NvmeParams, ParamError> {
+        check_params(params, KNOWN)?;
+        let string = |key: &str, allowed: &str| -> Result<Option<String>, ParamError> {
             match params.get(key) {
                 None => Ok(None),
                 Some(toml::Value::String(s)) if s.trim().is_empty() => {
-                    Err(format!("{key} = {s:?}: empty (allowed: {allowed})"))
+                    Err(ParamError::EmptyString {
+                        key: key.to_string(),
+                        value: s.clone(),
+                        allowed: allowed.to_string(),
+                    })
                 }
                 Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-                Some(v) => Err(format!(
-                    "{key} = {v}: expected a string (allowed: {allowed})"
-                )),
+                Some(v) => Err(ParamError::NotAString {
+                    key: key.to_string(),
+                    value: v.to_string(),
+                    allowed: allowed.to_string(),
+                }),
             }
         };
-        let integer = |key: &str, range: &RangeInclusive<i64>| -> Result<Option<i64>, String> {
+        let integer = |key: &str, range: &RangeInclusive<i64>| -> Result<Option<i64>, ParamError> {
             match params.get(key) {
                 None => Ok(None),
-                Some(toml::Value::Integer(n)) => in_range(key, *n, range, "").map(Some),
-                Some(v) => Err(format!(
-                    "{key} = {v}: expected a whole number (allowed: {} to {})",
-                    range.start(),
-                    range.end()
-                )),
+                Some(toml::Value::Integer(n)) => Ok(Some(in_range(key, *n, range, "")?)),
+                Some(v) => Err(ParamError::NotAnInteger {
+                    key: key.to_string(),
+                    value: v.to_string(),
+                    min: *range.start(),
+                    max: *range.end(),
+                }),
             }
         };
         let lba_size = match params.get("lba_size") {
@@ -87,17 +90,24 @@ impl NvmeParams {
                 *n as u32
             }
             Some(v) => {
-                return Err(format!(
-                    "lba_size = {v}: not a supported block size (allowed: 512 or 4096)"
-                ))
+                return Err(ParamError::LbaSize {
+                    value: v.to_string(),
+                })
             }
         };
         let cmb = match params.get("cmb") {
             None => 0,
             Some(v) => match size_value("cmb", v)? {
                 0 => 0,
-                bytes => power_of_two_size("cmb", &v.to_string(), bytes, &CMB)
-                    .map_err(|e| e.replace("(allowed: ", "(allowed: 0 for none, or "))?,
+                bytes => {
+                    power_of_two_size("cmb", &v.to_string(), bytes, &CMB).map_err(|mut e| {
+                        // 0 is allowed too: no memory buffer.
+                        if let LimitError::OutOfRange { allowed, .. } = &mut e {
+                            *allowed = format!("0 for none, or {allowed}");
+                        }
+                        e
+                    })?
+                }
             },
         };
         let capacity = match params.get("capacity") {
@@ -111,11 +121,11 @@ impl NvmeParams {
                     } else {
                         format!("not a positive multiple of lba_size ({lba})")
                     };
-                    return Err(format!(
-                        "capacity = {v}: {problem} (allowed: a multiple of {lba} from {} to {})",
-                        format_size(lba),
-                        format_size(MAX_CAPACITY)
-                    ));
+                    return Err(ParamError::Capacity {
+                        value: v.to_string(),
+                        problem,
+                        lba_size: lba,
+                    });
                 }
                 Some(c)
             }
@@ -194,7 +204,7 @@ mod tests {
             ("backing = \"\"", "backing = \"\": empty (allowed: a file path)"),
             ("profile = \" \"", "profile = \" \": empty"),
         ] {
-            let e = NvmeParams::parse(&table(text)).expect_err(text);
+            let e = NvmeParams::parse(&table(text)).expect_err(text).to_string();
             assert!(e.starts_with(message), "{text}: {e}");
         }
         let p = NvmeParams::parse(&table("capacity = \"1024T\"\ncmb = 0")).expect("largest");
@@ -210,8 +220,25 @@ mod tests {
             ("capacity = 1000", "capacity"),
             ("colour = 1", "colour"),
         ] {
-            let e = NvmeParams::parse(&table(text)).expect_err(text);
+            let e = NvmeParams::parse(&table(text)).expect_err(text).to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
+        assert_eq!(
+            NvmeParams::parse(&table("capacity = 1000")),
+            Err(ParamError::Capacity {
+                value: "1000".into(),
+                problem: "not a positive multiple of lba_size (512)".into(),
+                lba_size: 512
+            })
+        );
+        assert_eq!(
+            NvmeParams::parse(&table("queues = \"8\"")),
+            Err(ParamError::NotAnInteger {
+                key: "queues".into(),
+                value: "\"8\"".into(),
+                min: 2,
+                max: 256
+            })
+        );
     }
 }

@@ -44,13 +44,18 @@ impl CompletionMode {
     }
 }
 
+/// A completion mode name the driver does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown completion mode {0:?} (interrupt, poll)")]
+pub struct UnknownCompletionMode(pub String);
+
 impl std::str::FromStr for CompletionMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownCompletionMode;
+    fn from_str(s: &str) -> Result<Self, UnknownCompletionMode> {
         match s {
             "interrupt" | "irq" => Ok(CompletionMode::Interrupt),
             "poll" | "polled" => Ok(CompletionMode::Poll),
-            _ => Err(format!("unknown completion mode {s:?} (interrupt, poll)")),
+            _ => Err(UnknownCompletionMode(s.to_string())),
         }
     }
 }
@@ -229,13 +234,14 @@ impl Driver for NvmeDriver {
         id.class == spec::CLASS_CODE
     }
 
-    fn probe(&self, device: DeviceHandle) -> smartio_host::BoxFuture<Result<Rc<dyn Any>, String>> {
+    fn probe(
+        &self,
+        device: DeviceHandle,
+    ) -> smartio_host::BoxFuture<Result<Rc<dyn Any>, smartio_host::ProbeError>> {
         let config = self.config;
         Box::pin(async move {
-            NvmeDevice::probe(device, config)
-                .await
-                .map(|d| Rc::new(d) as Rc<dyn Any>)
-                .map_err(|e| e.to_string())
+            let dev = NvmeDevice::probe(device, config).await?;
+            Ok(Rc::new(dev) as Rc<dyn Any>)
         })
     }
 
@@ -806,5 +812,24 @@ fn admin_name(opcode: u8) -> String {
     match admin::name(opcode) {
         Some(name) => name.to_string(),
         None => format!("admin opcode {opcode:#04x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completion_modes_parse_by_name_and_an_unknown_one_is_refused_with_the_names() {
+        assert_eq!("poll".parse(), Ok(CompletionMode::Poll));
+        assert_eq!("irq".parse(), Ok(CompletionMode::Interrupt));
+        let e = "psychic"
+            .parse::<CompletionMode>()
+            .expect_err("no such mode");
+        assert_eq!(e, UnknownCompletionMode("psychic".into()));
+        assert_eq!(
+            e.to_string(),
+            "unknown completion mode \"psychic\" (interrupt, poll)"
+        );
     }
 }

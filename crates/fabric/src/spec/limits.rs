@@ -7,6 +7,67 @@ use crate::ntb::CPU_RESERVED_REQUESTER_IDS;
 use crate::units::format_size;
 use std::fmt::Display;
 use std::ops::RangeInclusive;
+use thiserror::Error;
+
+/// Why a scenario value is refused: `key = value: why (allowed: range)` (a name: `what
+/// "name": why (allowed: ...)`). The caller prefixes the entity and the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LimitError {
+    /// An empty name.
+    #[error("{what} \"\": empty (allowed: {allowed})", allowed = name_allowed())]
+    EmptyName {
+        /// Which name (`host name`).
+        what: String,
+    },
+    /// A name longer than [`MAX_NAME_LEN`].
+    #[error("{what} {name:?}: {chars} characters is too long (allowed: {allowed})", allowed = name_allowed())]
+    LongName {
+        /// Which name.
+        what: String,
+        /// The name.
+        name: String,
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// A character outside [`NAME_CHARACTERS`].
+    #[error("{what} {name:?}: the character {character:?} is not allowed{hint} (allowed: {allowed})", hint = template_hint(*character), allowed = name_allowed())]
+    NameCharacter {
+        /// Which name.
+        what: String,
+        /// The name.
+        name: String,
+        /// The first character not allowed.
+        character: char,
+    },
+    /// A value outside its range (or not of the form the range asks for).
+    #[error("{key} = {value}: {problem}{why} (allowed: {allowed})")]
+    OutOfRange {
+        /// The key.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// `too small`, `too large`, `not a power of two`, ...
+        problem: &'static str,
+        /// The reason for the bound, if the message gives it (` (the host CPU holds ...)`).
+        why: String,
+        /// What is allowed (`1 to 1024`, `a power of two from 1M to 8T`).
+        allowed: String,
+    },
+}
+
+/// What a name may be, as [`LimitError`] messages say it.
+fn name_allowed() -> String {
+    format!("1 to {MAX_NAME_LEN} of {NAME_CHARACTERS}")
+}
+
+/// The hint for a `{` in a name: it looks like a template.
+fn template_hint(c: char) -> &'static str {
+    if c == '{' {
+        " (a name template needs `repeat = [first, last]`)"
+    } else {
+        ""
+    }
+}
 
 /// Hosts in one scenario, repeated hosts included. Published PCIe clusters have tens of hosts
 /// (the papers' largest is 60); ten thousand is far beyond them yet still builds in seconds.
@@ -56,29 +117,29 @@ pub const MAX_TEMPLATE_WIDTH: usize = 10;
 pub const NAME_CHARACTERS: &str = "letters A-Z a-z, digits 0-9, '-' and '_'";
 
 /// Checks a host, component or cluster switch name; `what` says which (`host name`).
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let allowed = format!("1 to {MAX_NAME_LEN} of {NAME_CHARACTERS}");
+pub fn check_name(what: &str, name: &str) -> Result<(), LimitError> {
     if name.is_empty() {
-        return Err(format!("{what} {name:?}: empty (allowed: {allowed})"));
+        return Err(LimitError::EmptyName {
+            what: what.to_string(),
+        });
     }
-    if name.chars().count() > MAX_NAME_LEN {
-        return Err(format!(
-            "{what} {name:?}: {} characters is too long (allowed: {allowed})",
-            name.chars().count()
-        ));
+    let chars = name.chars().count();
+    if chars > MAX_NAME_LEN {
+        return Err(LimitError::LongName {
+            what: what.to_string(),
+            name: name.to_string(),
+            chars,
+        });
     }
-    if let Some(c) = name
+    if let Some(character) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
     {
-        let hint = if c == '{' {
-            " (a name template needs `repeat = [first, last]`)"
-        } else {
-            ""
-        };
-        return Err(format!(
-            "{what} {name:?}: the character {c:?} is not allowed{hint} (allowed: {allowed})"
-        ));
+        return Err(LimitError::NameCharacter {
+            what: what.to_string(),
+            name: name.to_string(),
+            character,
+        });
     }
     Ok(())
 }
@@ -89,7 +150,7 @@ pub fn in_range<T: PartialOrd + Display>(
     value: T,
     range: &RangeInclusive<T>,
     why: &str,
-) -> Result<T, String> {
+) -> Result<T, LimitError> {
     let problem = if value < *range.start() {
         "too small"
     } else if value > *range.end() {
@@ -97,11 +158,13 @@ pub fn in_range<T: PartialOrd + Display>(
     } else {
         return Ok(value);
     };
-    Err(format!(
-        "{key} = {value}: {problem}{why} (allowed: {} to {})",
-        range.start(),
-        range.end()
-    ))
+    Err(LimitError::OutOfRange {
+        key: key.to_string(),
+        value: value.to_string(),
+        problem,
+        why: why.to_string(),
+        allowed: format!("{} to {}", range.start(), range.end()),
+    })
 }
 
 /// A size in `range` that is a power of two; `shown` is the value as written.
@@ -110,7 +173,7 @@ pub fn power_of_two_size(
     shown: &str,
     bytes: u64,
     range: &RangeInclusive<u64>,
-) -> Result<u64, String> {
+) -> Result<u64, LimitError> {
     let problem = if !bytes.is_power_of_two() {
         "not a power of two"
     } else if bytes < *range.start() {
@@ -120,15 +183,21 @@ pub fn power_of_two_size(
     } else {
         return Ok(bytes);
     };
-    Err(format!(
-        "{key} = {shown}: {problem} (allowed: a power of two from {} to {})",
-        format_size(*range.start()),
-        format_size(*range.end())
-    ))
+    Err(LimitError::OutOfRange {
+        key: key.to_string(),
+        value: shown.to_string(),
+        problem,
+        why: String::new(),
+        allowed: format!(
+            "a power of two from {} to {}",
+            format_size(*range.start()),
+            format_size(*range.end())
+        ),
+    })
 }
 
 /// A host's RAM in [`RAM`]; `shown` is the value as written.
-pub fn ram(shown: &str, bytes: u64) -> Result<u64, String> {
+pub fn ram(shown: &str, bytes: u64) -> Result<u64, LimitError> {
     if RAM.contains(&bytes) {
         return Ok(bytes);
     }
@@ -137,11 +206,17 @@ pub fn ram(shown: &str, bytes: u64) -> Result<u64, String> {
     } else {
         "too large for the host address map"
     };
-    Err(format!(
-        "ram = {shown}: {problem} (allowed: {} to {})",
-        format_size(*RAM.start()),
-        format_size(*RAM.end())
-    ))
+    Err(LimitError::OutOfRange {
+        key: "ram".to_string(),
+        value: shown.to_string(),
+        problem,
+        why: String::new(),
+        allowed: format!(
+            "{} to {}",
+            format_size(*RAM.start()),
+            format_size(*RAM.end())
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -162,24 +237,44 @@ mod tests {
             ("node{i}", "needs `repeat"),
             ("ü", "'ü'"),
         ] {
-            let err = check_name("host name", name).expect_err(name);
+            let err = check_name("host name", name).expect_err(name).to_string();
             assert!(err.contains(needle), "{name:?}: {err}");
             assert!(err.contains("(allowed: 1 to 64 of letters"), "{err}");
         }
         let long = "x".repeat(65);
         assert!(check_name("host name", &long)
             .expect_err("long")
+            .to_string()
             .contains("65 characters is too long"));
+        assert_eq!(
+            check_name("component name", "node{i}"),
+            Err(LimitError::NameCharacter {
+                what: "component name".into(),
+                name: "node{i}".into(),
+                character: '{'
+            })
+        );
     }
 
     #[test]
     fn range_errors_name_the_key_the_value_and_the_bounds() {
+        let message = |r: Result<u64, LimitError>| r.map_err(|e| e.to_string());
         assert_eq!(
             in_range("cores", 0, &CORES, ""),
+            Err(LimitError::OutOfRange {
+                key: "cores".into(),
+                value: "0".into(),
+                problem: "too small",
+                why: String::new(),
+                allowed: "1 to 1024".into()
+            })
+        );
+        assert_eq!(
+            in_range("cores", 0, &CORES, "").map_err(|e| e.to_string()),
             Err("cores = 0: too small (allowed: 1 to 1024)".into())
         );
         assert_eq!(
-            power_of_two_size("window", "\"3M\"", 3 << 20, &WINDOW),
+            message(power_of_two_size("window", "\"3M\"", 3 << 20, &WINDOW)),
             Err(
                 "window = \"3M\": not a power of two (allowed: a power of two from 1M to 8T)"
                     .into()
@@ -187,7 +282,7 @@ mod tests {
         );
         assert_eq!(ram("\"16T\"", 16 << 40), Ok(16 << 40),);
         assert_eq!(
-            ram("18446744073709551615", u64::MAX),
+            message(ram("18446744073709551615", u64::MAX)),
             Err("ram = 18446744073709551615: too large for the host address map (allowed: 1G to 1024T)".into())
         );
     }

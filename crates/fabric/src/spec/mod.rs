@@ -43,7 +43,7 @@ pub use model::{
     CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec, HostSpec,
     NtbSpec, Parent, ScenarioError, SourceLoc,
 };
-pub use template::expand_template;
+pub use template::{expand_template, TemplateError};
 
 use crate::units::{size_value, LinkSpec};
 use raw::{shown, RawHost, RawScenario};
@@ -347,25 +347,26 @@ impl Builder<'_> {
             });
         }
         for n in &raw.ntb {
-            let ntb =
-                |loc: SourceLoc, m: String| loc.error(format!("NTB {:?}: {m}", n.name.get_ref()));
+            let ntb = |loc: SourceLoc, m: &dyn std::fmt::Display| {
+                loc.error(format!("NTB {:?}: {m}", n.name.get_ref()))
+            };
             let written = shown(n.window.get_ref());
             let window = self.size("window", &n.window)?;
             let window = limits::power_of_two_size("window", &written, window, &limits::WINDOW)
-                .map_err(|m| ntb(self.loc(&n.window), m))?;
+                .map_err(|m| ntb(self.loc(&n.window), &m))?;
             let lut_entries = match &n.lut_entries {
                 None => None,
                 Some(e) => {
                     let entries =
                         limits::in_range("lut_entries", *e.get_ref(), &limits::LUT_ENTRIES, "")
-                            .map_err(|m| ntb(self.loc(e), m))?;
+                            .map_err(|m| ntb(self.loc(e), &m))?;
                     // In range: 1..=4096, and `window` is at least 1 MiB.
                     let most = window / limits::MIN_ENTRY_SIZE;
                     let entry = window / entries as u64;
                     if entry < limits::MIN_ENTRY_SIZE {
                         return Err(ntb(
                             self.loc(e),
-                            format!(
+                            &format!(
                                 "lut_entries = {entries} splits window = {written} into entries \
                                  of {entry} bytes: too small (allowed: entries of at least {} \
                                  bytes, so at most {most} entries for this window)",
@@ -385,7 +386,7 @@ impl Builder<'_> {
                         &limits::REQUESTER_IDS,
                         " (the host CPU holds two reserved entries)",
                     )
-                    .map_err(|m| ntb(self.loc(r), m))?;
+                    .map_err(|m| ntb(self.loc(r), &m))?;
                     // In range: 2..=1024.
                     Some(ids as u32)
                 }

@@ -26,12 +26,13 @@ pub struct SourceLoc {
 }
 
 impl SourceLoc {
-    /// An error at this location.
-    pub fn error(&self, message: impl Into<String>) -> ScenarioError {
+    /// An error at this location. The message is kept as text: a scenario error is a
+    /// message at a file and line, whatever check (a size, a range, a name) made it.
+    pub fn error(&self, message: impl std::fmt::Display) -> ScenarioError {
         ScenarioError {
             file: self.file.clone(),
             line: Some(self.line),
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

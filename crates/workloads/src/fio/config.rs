@@ -45,20 +45,21 @@ pub enum RwMode {
     RandRw,
 }
 
+/// An `--rw` value that names no I/O pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown --rw {0:?} (read, write, randread, randwrite, randrw)")]
+pub struct UnknownRwMode(pub String);
+
 impl std::str::FromStr for RwMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownRwMode;
+    fn from_str(s: &str) -> Result<Self, UnknownRwMode> {
         Ok(match s {
             "read" => RwMode::Read,
             "write" => RwMode::Write,
             "randread" => RwMode::RandRead,
             "randwrite" => RwMode::RandWrite,
             "randrw" => RwMode::RandRw,
-            _ => {
-                return Err(format!(
-                    "unknown --rw {s:?} (read, write, randread, randwrite, randrw)"
-                ))
-            }
+            _ => return Err(UnknownRwMode(s.to_string())),
         })
     }
 }
@@ -392,5 +393,16 @@ mod tests {
             let m = refused(cfg);
             assert!(m.contains(wanted), "{wanted:?} not in {m}");
         }
+    }
+
+    #[test]
+    fn an_unknown_rw_mode_is_refused_with_the_modes_there_are() {
+        assert_eq!("randrw".parse::<RwMode>(), Ok(RwMode::RandRw));
+        let e = "random".parse::<RwMode>().expect_err("not a mode");
+        assert_eq!(e, UnknownRwMode("random".into()));
+        assert_eq!(
+            e.to_string(),
+            "unknown --rw \"random\" (read, write, randread, randwrite, randrw)"
+        );
     }
 }
