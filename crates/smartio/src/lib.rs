@@ -6,8 +6,11 @@
 
 #![forbid(unsafe_code)]
 
+mod error;
 pub mod lending;
 pub mod sisci;
+
+pub use error::{SciError, SciErrorClass};
 
 pub use lending::{
     BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, PeerRequester, Segment,
