@@ -1,13 +1,18 @@
 //! The SmartIO layer.
 //!
-//! Today: [`sisci`], SISCI-shaped shared-memory segments over NTBs — create, prepare,
-//! connect, map for the CPU, sequences, data interrupts and multicast. Device Lending
-//! (issue 5) and the device-oriented API (issue 6) build on it.
+//! [`sisci`]: SISCI-shaped shared-memory segments over NTBs — create, prepare, connect, map
+//! for the CPU, sequences, data interrupts and multicast. [`lending`]: Device Lending and
+//! the device-oriented API, SISCI's extension: its segments are SISCI segments (one record,
+//! one allocator per host). Every call fails with the one [`SciError`], classed by SISCI's
+//! error codes ([`SciErrorClass`]).
 
 #![forbid(unsafe_code)]
 
+mod error;
 pub mod lending;
 pub mod sisci;
+
+pub use error::{SciError, SciErrorClass};
 
 pub use lending::{
     BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, PeerRequester, Segment,

@@ -33,7 +33,7 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
         .borrow_device(borrower, dma, true)
         .expect("exclusive");
     match smartio.borrow_device(lender2, dma, false) {
-        Err(SmartIoError::Busy { borrower, .. }) => assert_eq!(borrower, "borrower"),
+        Err(SmartIoError::Borrowed { borrower, .. }) => assert_eq!(borrower, "borrower"),
         other => panic!("expected Busy, got {other:?}"),
     }
     smartio.downgrade(&manager).expect("downgrade");
@@ -42,7 +42,7 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
         .expect("shared now");
     assert!(matches!(
         smartio.borrow_device(lender2, dma, true),
-        Err(SmartIoError::Busy { .. })
+        Err(SmartIoError::Borrowed { .. })
     ));
     // Device Lending needs the device to itself.
     let (svc, host) = (smartio.clone(), lender2);
@@ -54,7 +54,7 @@ fn exclusive_shared_and_downgraded_holds_follow_the_rules() {
     cluster.machine.run();
     assert!(matches!(
         lent.borrow_mut().take(),
-        Some(Err(SmartIoError::Busy { .. }))
+        Some(Err(SmartIoError::Borrowed { .. }))
     ));
     let listed = smartio
         .devices()

@@ -152,7 +152,7 @@ fn a_second_exclusive_borrow_names_the_holder_and_return_frees_the_device_and_it
     assert_eq!(listed.borrowers[0].host, "borrower");
 
     match borrow(&s, "lender2", "lender:dma0") {
-        Err(SmartIoError::Busy { borrower, .. }) => assert_eq!(borrower, "borrower"),
+        Err(SmartIoError::Borrowed { borrower, .. }) => assert_eq!(borrower, "borrower"),
         other => panic!("expected Busy, got {other:?}"),
     }
     assert_eq!(

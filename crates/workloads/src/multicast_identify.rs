@@ -12,8 +12,8 @@ use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme_dist::{DistError, Manager};
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{Clock, PhysAddr};
-use smartio_smartio::sisci::{SciError, Sisci};
-use smartio_smartio::{Hints, SegmentLocation, SmartIoError};
+use smartio_smartio::sisci::SciError;
+use smartio_smartio::{Hints, SegmentLocation};
 use thiserror::Error;
 
 /// Why [`multicast_identify`] could not run or did not finish. Every variant passes on the
@@ -23,10 +23,8 @@ pub enum MulticastIdentifyError {
     /// The hosts did not boot, or the device is unknown.
     #[error(transparent)]
     Boot(#[from] BootError),
-    /// SmartIO refused (unknown manager host, a hold, a segment or a mapping).
-    #[error(transparent)]
-    SmartIo(#[from] SmartIoError),
-    /// SISCI refused (the multicast group, a member's segment, joining or leaving).
+    /// SmartIO or SISCI refused (unknown manager host, a hold, a segment or a mapping, the
+    /// multicast group, a member's segment, joining or leaving): one error type.
     #[error(transparent)]
     Sci(#[from] SciError),
     /// The distributed driver failed (the manager, an Identify).
@@ -94,7 +92,7 @@ pub fn multicast_identify(
     let (Booted { hosts, smartio, .. }, fdid) = Booted::with_device(cluster, &config.device)?;
     let manager_host = smartio.host_by_name(&config.manager)?;
     let mos = hosts[manager_host.index()].clone();
-    let sisci = Sisci::on_hosts(&cluster.machine, &hosts);
+    let sisci = smartio.sisci().clone();
     let cfg = config.clone();
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {

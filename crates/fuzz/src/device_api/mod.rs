@@ -165,7 +165,7 @@ pub fn device_api(data: &[u8]) -> Outcome {
         Ok(b) => b,
         Err(e) => panic!("{SCENARIO} does not boot with SmartIO: {e}"),
     };
-    let sci = Sisci::on_hosts(&cluster.machine, &hosts);
+    let sci = smartio.sisci().clone();
     let before = tables(&cluster.machine);
     let ram_before: Vec<u64> = hosts.iter().map(HostOs::ram_in_use).collect();
     let rig = Rc::new(Rig {

@@ -10,12 +10,20 @@
 //! - [`SmartIo::map_for_cpu`] returns where a host's CPU reaches a segment (its own RAM, or a
 //!   window of its NTB).
 //!
+//! Segments here are SISCI segments ([`crate::sisci`]): `create_segment` and `bar_segment`
+//! make a record in the owning host's segment table (same ids, same record as
+//! [`crate::sisci::Sisci::create_segment`]), RAM comes from the host's one segment
+//! allocator, and [`SmartIo::sisci_segment`] / `Segment::from(LocalSegment)` go between the
+//! two handles. A segment is busy while mapped for a device, connected or mapped through
+//! SISCI: neither API frees it under the other.
+//!
 //! Control operations take no virtual time (like [`crate::sisci`]); each one that involves
 //! the lender counts as a lender interaction.
 
 use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair_via, DeviceSide, Via};
 use super::{Fdid, SmartIo, SmartIoError};
+use crate::sisci::{Backing, LocalSegment};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{AdapterId, EndpointId, GroupId, HostId, LutTarget};
 use smartio_host::RamAllocator;
@@ -24,7 +32,7 @@ use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, Clock, PhysAddr};
 use std::collections::BTreeMap;
 
-/// Alignment of segment memory.
+/// Alignment (and size granule) of the memory of device-API segments.
 const SEGMENT_ALIGN: u64 = PAGE_SIZE;
 
 /// A hold on a device through the API.
@@ -86,15 +94,31 @@ pub enum SegmentLocation {
     },
 }
 
-/// A segment of the device API.
+/// A segment of the device API: a SISCI segment of the host that owns its memory (the
+/// RAM's host, or the device's lender), seen with where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// Identity.
+    /// Its SISCI segment id, unique on the owning host.
     pub id: u32,
     /// Bytes.
     pub size: u64,
     /// Where its memory is.
     pub location: SegmentLocation,
+}
+
+impl From<LocalSegment> for Segment {
+    /// A segment created through SISCI, as the device API names it: memory of its host (so
+    /// it can be mapped for a device or another host's CPU).
+    fn from(seg: LocalSegment) -> Segment {
+        Segment {
+            id: seg.id,
+            size: seg.size,
+            location: SegmentLocation::Ram {
+                host: seg.host,
+                phys: seg.phys,
+            },
+        }
+    }
 }
 
 /// A segment as a host's CPU reaches it.
@@ -130,15 +154,24 @@ pub(super) struct Hold {
     /// The holder's NTB adapter its paths use, if it chose one.
     via: Option<u32>,
     grants: Vec<Grant>,
-    /// Segments mapped for the device: segment id → device address and what the mapping
-    /// took (given back by [`SmartIo::unmap_device`] or with the hold).
-    mapped: BTreeMap<u32, (u64, Vec<Grant>)>,
+    /// Segments mapped for the device, by (owning host, segment id): the SISCI segment,
+    /// its device address and what the mapping took (given back by
+    /// [`SmartIo::unmap_device`] or with the hold).
+    mapped: BTreeMap<(HostId, u32), DeviceMap>,
+}
+
+/// One segment mapped for a held device.
+#[derive(Debug)]
+struct DeviceMap {
+    seg: LocalSegment,
+    addr: u64,
+    grants: Vec<Grant>,
 }
 
 #[derive(Debug)]
 pub(super) struct ApiState {
     pub holds: BTreeMap<u32, Hold>,
-    segments: BTreeMap<u32, (Segment, bool)>,
+    /// Free and used space of each device memory BAR, by device and BAR.
     device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
     /// CPU maps by id, with what each took.
     cpu_maps: BTreeMap<u32, (CpuMap, Vec<Grant>)>,
@@ -152,7 +185,6 @@ impl Default for ApiState {
     fn default() -> Self {
         Self {
             holds: BTreeMap::new(),
-            segments: BTreeMap::new(),
             device_memory: BTreeMap::new(),
             cpu_maps: BTreeMap::new(),
             requesters: BTreeMap::new(),
@@ -235,7 +267,7 @@ impl SmartIo {
             .devices
             .get(&fdid)
             .ok_or(SmartIoError::UnknownFdid(fdid))?;
-        let busy = |holder: HostId| SmartIoError::Busy {
+        let busy = |holder: HostId| SmartIoError::Borrowed {
             device: d.qualified.clone(),
             fdid,
             borrower: svc.hosts[holder.index()].name().to_string(),
@@ -297,8 +329,9 @@ impl SmartIo {
         svc.count_lender_interaction();
         // Mappings first (they were taken after the hold's own grants), newest first.
         let mut grants = h.grants;
-        for (_, (_, g)) in h.mapped {
-            grants.extend(g);
+        for (_, m) in h.mapped {
+            svc.sisci.note_device_map(&m.seg, false);
+            grants.extend(m.grants);
         }
         svc.release_for(
             &mut st.ledger,
@@ -386,31 +419,32 @@ impl SmartIo {
     pub fn bar_segment(&self, borrow: &DeviceBorrow, bar: u8) -> Result<Segment, SmartIoError> {
         let svc = &self.inner;
         let (endpoint, qualified) = self.held(borrow)?;
-        let size = svc
-            .machine
-            .fabric()
-            .endpoint(endpoint)
-            .bars
-            .iter()
-            .find(|b| b.index == bar)
-            .map(|b| b.size)
-            .ok_or_else(|| SmartIoError::UnknownDevice {
-                spec: format!("{qualified} BAR{bar}"),
-                why: "the function has no such BAR".into(),
-            })?;
-        let mut st = svc.state.borrow_mut();
-        let id = st.api.id();
-        let seg = Segment {
-            id,
+        let (lender, base, size) = {
+            let f = svc.machine.fabric();
+            let ep = f.endpoint(endpoint);
+            let (base, size) = ep
+                .bars
+                .iter()
+                .find(|b| b.index == bar)
+                .map(|b| (b.base, b.size))
+                .ok_or_else(|| SmartIoError::UnknownDevice {
+                    spec: format!("{qualified} BAR{bar}"),
+                    why: "the function has no such BAR".into(),
+                })?;
+            (ep.host, base, size)
+        };
+        let local = svc
+            .sisci
+            .create(lender, None, size, Backing::Bar(PhysAddr(base.get())))?;
+        Ok(Segment {
+            id: local.id,
             size,
             location: SegmentLocation::Device {
                 fdid: borrow.fdid,
                 bar,
                 offset: 0,
             },
-        };
-        st.api.segments.insert(id, (seg, false));
-        Ok(seg)
+        })
     }
 
     /// The endpoint and name of a held device.
@@ -427,7 +461,10 @@ impl SmartIo {
     }
 
     /// Allocates a segment of `size` bytes for the borrowed device, placed by `hints` (see
-    /// [`Hints`]). Its memory reads as zeroes.
+    /// [`Hints`]): a SISCI segment of the host whose memory it is (the lender for device
+    /// memory), with the lowest free automatic id. RAM comes from that host's one segment
+    /// allocator and reads as zeroes; when it is exhausted the error is
+    /// [`SmartIoError::Memory`], as for SISCI's own segments.
     pub fn create_segment(
         &self,
         borrow: &DeviceBorrow,
@@ -440,7 +477,7 @@ impl SmartIo {
             .max(1)
             .checked_next_multiple_of(SEGMENT_ALIGN)
             .ok_or_else(|| SmartIoError::SegmentSize {
-                device: qualified.clone(),
+                device: Some(qualified.clone()),
                 size,
                 why: "rounded up to whole 4 KiB pages it does not fit in 64 bits".into(),
             })?;
@@ -452,38 +489,15 @@ impl SmartIo {
                 DeviceKind::of(ep),
                 ep.bars
                     .iter()
-                    .map(|b| (b.index, b.size))
+                    .map(|b| (b.index, b.base, b.size))
                     .collect::<Vec<_>>(),
             )
         };
-        let mut st = svc.state.borrow_mut();
-        let id = st.api.id();
         // 1. Device memory, when the device mostly reads it.
         if hints.device_reads && !hints.host_reads {
             let indices: Vec<u8> = bars.iter().map(|b| b.0).collect();
             if let Some(bar) = memory_bar(kind, &indices) {
-                let bar_size = bars.iter().find(|b| b.0 == bar).map_or(0, |b| b.1);
-                let space = st
-                    .api
-                    .device_memory
-                    .entry((borrow.fdid, bar))
-                    .or_insert_with(|| RamAllocator::space(0..bar_size));
-                let offset = if size <= bar_size {
-                    space.alloc(size, SEGMENT_ALIGN).ok()
-                } else {
-                    None
-                };
-                if let Some(offset) = offset {
-                    let seg = Segment {
-                        id,
-                        size,
-                        location: SegmentLocation::Device {
-                            fdid: borrow.fdid,
-                            bar,
-                            offset,
-                        },
-                    };
-                    st.api.segments.insert(id, (seg, true));
+                if let Some(seg) = self.create_in_device_memory(borrow, lender, &bars, bar, size)? {
                     return Ok(seg);
                 }
             }
@@ -497,78 +511,99 @@ impl SmartIo {
         let ram = svc.machine.fabric().host(host).ram_bytes;
         if size > ram {
             return Err(SmartIoError::SegmentSize {
-                device: qualified,
+                device: Some(qualified),
                 size,
                 why: format!("{} has {ram} bytes of RAM", svc.hosts[host.index()].name()),
             });
         }
-        let phys = svc.hosts[host.index()]
-            .alloc(size)
-            .map_err(|e| SmartIoError::Iommu {
-                device: qualified,
-                host: svc.hosts[host.index()].name().to_string(),
-                message: format!("no RAM for a segment: {e}"),
-            })?;
-        let seg = Segment {
-            id,
+        let local = svc.sisci.create(
+            host,
+            None,
             size,
-            location: SegmentLocation::Ram { host, phys },
-        };
-        st.api.segments.insert(id, (seg, true));
-        Ok(seg)
+            Backing::Ram {
+                align: SEGMENT_ALIGN,
+            },
+        )?;
+        Ok(Segment {
+            id: local.id,
+            size,
+            location: SegmentLocation::Ram {
+                host,
+                phys: local.phys,
+            },
+        })
     }
 
-    /// Frees a segment made by [`SmartIo::create_segment`] (or forgets a BAR segment).
-    /// Mappings of it must be gone first (returning the device removes device mappings).
+    /// A segment of `size` bytes in the device memory of BAR `bar` (one of `bars`: index,
+    /// base, size) of the held device, or `None` when the BAR has no room for it.
+    fn create_in_device_memory(
+        &self,
+        borrow: &DeviceBorrow,
+        lender: HostId,
+        bars: &[(u8, BusAddr, u64)],
+        bar: u8,
+        size: u64,
+    ) -> Result<Option<Segment>, SmartIoError> {
+        let svc = &self.inner;
+        let Some(&(_, base, bar_size)) = bars.iter().find(|b| b.0 == bar) else {
+            return Ok(None);
+        };
+        let mut st = svc.state.borrow_mut();
+        let space = st
+            .api
+            .device_memory
+            .entry((borrow.fdid, bar))
+            .or_insert_with(|| RamAllocator::space(0..bar_size));
+        let Some(offset) = (size <= bar_size)
+            .then(|| space.alloc(size, SEGMENT_ALIGN).ok())
+            .flatten()
+        else {
+            return Ok(None);
+        };
+        let at = PhysAddr(base.get() + offset);
+        match svc
+            .sisci
+            .create(lender, None, size, Backing::DeviceMemory(at))
+        {
+            Ok(local) => Ok(Some(Segment {
+                id: local.id,
+                size,
+                location: SegmentLocation::Device {
+                    fdid: borrow.fdid,
+                    bar,
+                    offset,
+                },
+            })),
+            Err(e) => {
+                let _ = space.free(offset);
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees a segment made by [`SmartIo::create_segment`] (or by SISCI), or forgets a BAR
+    /// segment. Mappings of it must be gone first — for devices (returning the device
+    /// removes those), SISCI connections and maps: until then it is
+    /// [`SmartIoError::Busy`].
     pub fn remove_segment(&self, seg: Segment) -> Result<(), SmartIoError> {
         let svc = &self.inner;
+        let local = self.sisci_segment(&seg)?;
+        let backing = svc.sisci.remove(&local)?;
         let mut st = svc.state.borrow_mut();
-        if st
-            .api
-            .holds
-            .values()
-            .any(|h| h.mapped.contains_key(&seg.id))
+        st.api.published.retain(|_, s| *s != seg);
+        if let (Backing::DeviceMemory(_), SegmentLocation::Device { fdid, bar, offset }) =
+            (backing, seg.location)
         {
-            return Err(SmartIoError::UnknownDevice {
-                spec: format!("segment {}", seg.id),
-                why: "it is still mapped for a device".into(),
-            });
-        }
-        if !st.api.segments.get(&seg.id).is_some_and(|(s, _)| *s == seg) {
-            return Err(self.stale(format!("segment {}", seg.id)));
-        }
-        let (_, allocated) = st
-            .api
-            .segments
-            .remove(&seg.id)
-            .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
-        st.api.published.retain(|_, s| s.id != seg.id);
-        if allocated {
-            match seg.location {
-                SegmentLocation::Ram { host, phys } => svc.hosts[host.index()].free(phys),
-                SegmentLocation::Device { fdid, bar, offset } => {
-                    if let Some(space) = st.api.device_memory.get_mut(&(fdid, bar)) {
-                        let _ = space.free(offset);
-                    }
-                }
+            if let Some(space) = st.api.device_memory.get_mut(&(fdid, bar)) {
+                let _ = space.free(offset);
             }
         }
         Ok(())
     }
 
-    /// Where segment memory lives: (host, address in that host).
-    fn place(&self, seg: &Segment) -> Result<(HostId, u64), SmartIoError> {
-        let known = self
-            .inner
-            .state
-            .borrow()
-            .api
-            .segments
-            .get(&seg.id)
-            .is_some_and(|(s, _)| s == seg);
-        if !known {
-            return Err(self.stale(format!("segment {}", seg.id)));
-        }
+    /// The host that owns `seg`'s memory and the address there (a device segment's is its
+    /// lender, at the BAR's address), whether or not the segment is still live.
+    fn owner(&self, seg: &Segment) -> Result<(HostId, u64), SmartIoError> {
         match seg.location {
             SegmentLocation::Ram { host, phys } => Ok((host, phys.get())),
             SegmentLocation::Device { fdid, bar, offset } => {
@@ -590,6 +625,24 @@ impl SmartIo {
         }
     }
 
+    /// `seg` as the SISCI segment it is (its owner can prepare it and make it available,
+    /// other hosts connect to it by the owner's node id and `seg.id`). A segment that was
+    /// removed is refused.
+    pub fn sisci_segment(&self, seg: &Segment) -> Result<LocalSegment, SmartIoError> {
+        let (host, addr) = self.owner(seg)?;
+        let local = LocalSegment {
+            host,
+            id: seg.id,
+            phys: PhysAddr(addr),
+            size: seg.size,
+        };
+        if self.inner.sisci.is_live(&local) {
+            Ok(local)
+        } else {
+            Err(self.stale(format!("segment {}", seg.id)))
+        }
+    }
+
     /// Maps `seg` for the borrowed device and returns its address as the device sees it;
     /// the path is the shortest one (Paper V §4.4). Undone when the device is returned.
     pub fn map_for_device(
@@ -599,7 +652,8 @@ impl SmartIo {
     ) -> Result<BusAddr, SmartIoError> {
         let svc = &self.inner;
         let (endpoint, qualified) = self.held(borrow)?;
-        let (host, addr) = self.place(seg)?;
+        let local = self.sisci_segment(seg)?;
+        let (host, addr) = (local.host, local.phys.get());
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
         let lender = st
@@ -613,8 +667,8 @@ impl SmartIo {
             .get_mut(&borrow.id)
             .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
-        if let Some((a, _)) = h.mapped.get(&seg.id) {
-            return Ok(BusAddr(*a));
+        if let Some(m) = h.mapped.get(&(host, seg.id)) {
+            return Ok(BusAddr(m.addr));
         }
         svc.count_lender_interaction();
         // The device's IOMMU domain belongs to the hold; what reaching the segment takes
@@ -646,7 +700,15 @@ impl SmartIo {
         };
         match side.reach(&mut taker, endpoint, host, addr, seg.size, "segment") {
             Ok(a) => {
-                h.mapped.insert(seg.id, (a, grants));
+                h.mapped.insert(
+                    (host, seg.id),
+                    DeviceMap {
+                        seg: local,
+                        addr: a,
+                        grants,
+                    },
+                );
+                svc.sisci.note_device_map(&local, true);
                 Ok(BusAddr(a))
             }
             Err(e) => {
@@ -660,6 +722,7 @@ impl SmartIo {
     /// took (look-up-table entries, IOMMU pages) is given back.
     pub fn unmap_device(&self, borrow: &DeviceBorrow, seg: &Segment) -> Result<(), SmartIoError> {
         let svc = &self.inner;
+        let (owner, _) = self.owner(seg)?;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
         let h = st
@@ -668,13 +731,16 @@ impl SmartIo {
             .get_mut(&borrow.id)
             .filter(|h| h.is(borrow))
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
-        let (_, grants) = h
+        let DeviceMap {
+            seg: local, grants, ..
+        } = h
             .mapped
-            .remove(&seg.id)
+            .remove(&(owner, seg.id))
             .ok_or_else(|| SmartIoError::UnknownDevice {
                 spec: format!("segment {}", seg.id),
                 why: format!("it is not mapped for fdid {}", borrow.fdid),
             })?;
+        svc.sisci.note_device_map(&local, false);
         svc.count_lender_interaction();
         svc.release_for(
             &mut st.ledger,
@@ -752,7 +818,8 @@ impl SmartIo {
     ) -> Result<CpuMap, SmartIoError> {
         let svc = &self.inner;
         svc.check_host(host)?;
-        let (at, addr) = self.place(seg)?;
+        let local = self.sisci_segment(seg)?;
+        let (at, addr) = (local.host, local.phys.get());
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
         let id = st.api.id();
@@ -877,3 +944,7 @@ impl SmartIo {
         svc.release_for(&mut st.ledger, grants, format!("map {}", map.id), map.host)
     }
 }
+
+#[cfg(test)]
+#[path = "api_segment_tests.rs"]
+mod segment_tests;

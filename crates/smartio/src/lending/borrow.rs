@@ -186,7 +186,7 @@ impl Service {
                 .map(|b| b.borrower)
                 .or_else(|| st.api.holders(fdid).next().map(|h| h.host));
             if let Some(holder) = holder {
-                return Err(SmartIoError::Busy {
+                return Err(SmartIoError::Borrowed {
                     device: d.qualified.clone(),
                     fdid,
                     borrower: self.hosts[holder.index()].name().to_string(),
@@ -362,13 +362,14 @@ impl Service {
 
         // DMA window.
         let (kind, lender_bus, size) = if borrower_iommu {
-            let domain = taker
-                .domain_of(borrower, b_ep)?
-                .ok_or_else(|| SmartIoError::Iommu {
-                    device: qualified.clone(),
-                    host: self.hosts[borrower.index()].name().to_string(),
-                    message: "IOMMU reported on but has no domain".into(),
-                })?;
+            let domain =
+                taker
+                    .domain_of(borrower, b_ep)?
+                    .ok_or_else(|| SmartIoError::DeviceIommu {
+                        device: qualified.clone(),
+                        host: self.hosts[borrower.index()].name().to_string(),
+                        message: "IOMMU reported on but has no domain".into(),
+                    })?;
             let size = options.dma_window.max(PAGE_SIZE).next_multiple_of(entry);
             let iova = taker.window_space(b, size, entry)?;
             let m = taker.lut(l, b, iova, size)?;

@@ -97,14 +97,14 @@ fn pages(base: u64, len: u64) -> (u64, u64) {
 
 impl Taker<'_> {
     fn ntb_error(&self, source: smartio_fabric::NtbError) -> SmartIoError {
-        SmartIoError::Ntb {
+        SmartIoError::DeviceNtb {
             device: self.device.to_string(),
             source,
         }
     }
 
     fn iommu_error(&self, host: HostId, message: String) -> SmartIoError {
-        SmartIoError::Iommu {
+        SmartIoError::DeviceIommu {
             device: self.device.to_string(),
             host: self.machine.fabric().host(host).name.clone(),
             message,
@@ -299,7 +299,7 @@ impl Taker<'_> {
             .or_insert_with(|| RamAllocator::space(WINDOW_SPACE));
         let iova = space.alloc(len, align.max(PAGE_SIZE)).map_err(|e| {
             let f = self.machine.fabric();
-            SmartIoError::Iommu {
+            SmartIoError::DeviceIommu {
                 device: self.device.to_string(),
                 host: f.host(f.adapter(adapter).host).name.clone(),
                 message: format!(

@@ -31,22 +31,24 @@
 //!
 //! The service is split by job: `registry` gives fdids and lists devices, `borrow` lends
 //! a device (windows, shadow device, return), `path` chooses the adapters a window uses and
-//! resolves peer-to-peer addresses, `api` is the device-oriented API, `grants` the
-//! ledger of taken resources and `shadow` the borrower's view of a lent device.
+//! resolves peer-to-peer addresses, `api` is the device-oriented API (its segments are
+//! records of the service's [`Sisci`]), `grants` the ledger of taken resources and `shadow`
+//! the borrower's view of a lent device. Errors are the crate's one [`crate::SciError`]
+//! (`SmartIoError` is the same type).
 
 mod api;
 mod borrow;
-mod error;
 mod grants;
 mod path;
 mod registry;
 mod shadow;
 
+pub use crate::error::SmartIoError;
 pub use api::{CpuMap, DeviceBorrow, Hints, PeerRequester, Segment, SegmentLocation};
 pub use borrow::{BorrowOptions, Lent};
-pub use error::SmartIoError;
 pub use registry::{BorrowerInfo, DeviceInfo, Fdid, SharingMethod};
 
+use crate::sisci::Sisci;
 use grants::{release, Grant, Ledger};
 use registry::Registered;
 use smartio_calibration::Calibration;
@@ -71,6 +73,8 @@ struct State {
 pub(crate) struct Service {
     pub machine: Machine,
     hosts: Vec<HostOs>,
+    /// The segment system: every device-API segment is a record of it.
+    sisci: Sisci,
     message: SimDuration,
     state: RefCell<State>,
     interactions: Cell<u64>,
@@ -84,12 +88,14 @@ pub struct SmartIo {
 
 impl SmartIo {
     /// The service for the cluster simulated by `machine`, whose hosts run `hosts` (in host
-    /// order). No device is registered yet.
+    /// order). No device is registered yet. Its segments are SISCI segments of
+    /// [`SmartIo::sisci`], whose memory comes from the hosts' kernel allocators.
     pub fn new(machine: &Machine, hosts: &[HostOs], calibration: &Calibration) -> SmartIo {
         SmartIo {
             inner: Rc::new(Service {
                 machine: machine.clone(),
                 hosts: hosts.to_vec(),
+                sisci: Sisci::on_hosts(machine, hosts),
                 message: SimDuration::from_ns_f64(calibration.smartio.control_message_ns.value),
                 state: RefCell::new(State {
                     next: 1,
@@ -103,6 +109,13 @@ impl SmartIo {
     /// The simulation.
     pub fn machine(&self) -> &Machine {
         &self.inner.machine
+    }
+
+    /// The SISCI drivers this service's segments belong to: the same segment records (ids
+    /// per host), the same allocators. Programs that use SISCI next to the device API take
+    /// this one, so both see every segment.
+    pub fn sisci(&self) -> &Sisci {
+        &self.inner.sisci
     }
 
     /// The OS of `host`.
@@ -165,7 +178,7 @@ impl Service {
         what: String,
         host: HostId,
     ) -> Result<(), SmartIoError> {
-        release(&self.machine, ledger, grants).map_err(|message| SmartIoError::Iommu {
+        release(&self.machine, ledger, grants).map_err(|message| SmartIoError::DeviceIommu {
             device: what,
             host: self.hosts[host.index()].name().to_string(),
             message: format!("giving resources back: {message}"),

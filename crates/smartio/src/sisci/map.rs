@@ -4,8 +4,8 @@
 //! store over a dead link is lost and a load returns all-ones; the adapter counts the error,
 //! and a [`Sequence`] started before the accesses reports it when checked.
 
-use super::error::check_range;
 use super::{LocalSegment, RemoteSegment, SciError, Sisci};
+use crate::error::check_range;
 use smartio_fabric::{AdapterId, NtbMapping};
 use smartio_platform::{BusAddr, MemoryWatch, Port};
 

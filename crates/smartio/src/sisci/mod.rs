@@ -16,18 +16,25 @@
 //!
 //! One [`Sisci`] value stands for the SISCI drivers of all hosts (they would keep each other
 //! informed over the fabric); control operations take no virtual time, data operations do.
+//!
+//! It is also the segment system of the device API ([`crate::SmartIo`]): a segment created
+//! there (with access hints, maybe in device memory) or a device's BAR exported as a segment
+//! is a record here too — same id space per host — so it can be prepared, connected and
+//! mapped with these calls, and a segment created here can be mapped for a device. All
+//! segment memory of a host comes from one allocator (`ram`).
 
-mod error;
 mod interrupt;
 mod map;
 mod multicast;
+mod ram;
 
-pub use error::SciError;
+pub use crate::error::{SciError, SciErrorClass};
 pub use interrupt::{LocalDataInterrupt, RemoteDataInterrupt, MAX_PAYLOAD};
 pub use map::{LocalMap, RemoteMap, Sequence, SequenceStatus};
 
+use ram::SegmentRam;
 use smartio_fabric::{AdapterId, ClusterNodeId, GroupId, HostId, LinkId, LutTarget, NtbMapping};
-use smartio_host::{HostOs, RamAllocator, RamError};
+use smartio_host::{HostOs, RamAllocator};
 use smartio_machine::Machine;
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, PhysAddr};
@@ -38,7 +45,8 @@ use std::rc::Rc;
 /// Segment ids chosen automatically start here (explicit ids are usually small).
 pub const AUTO_ID_BASE: u32 = 0x8000_0000;
 
-/// Alignment of segment memory.
+/// Alignment of the memory of segments created through [`Sisci::create_segment`] (the
+/// device API places its segments on page boundaries).
 pub const SEGMENT_ALIGN: u64 = 64 << 10;
 
 /// A segment in the creating host's RAM.
@@ -81,15 +89,35 @@ pub enum SegmentEvent {
     Operational,
 }
 
+/// What backs a segment, and so who gives its memory back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// Host RAM from the host's segment allocator, of this alignment; freed on removal.
+    Ram {
+        /// Alignment of the allocation.
+        align: u64,
+    },
+    /// A device's BAR (or part of one) at this address of the host: nothing is allocated,
+    /// removal only drops the record.
+    Bar(PhysAddr),
+    /// Device memory at this address that the device API allocated from the device's own
+    /// space; only the device API removes the segment (it gives the memory back).
+    DeviceMemory(PhysAddr),
+}
+
+/// The one record of a segment, whichever API created it.
 #[derive(Debug)]
 struct SegmentState {
     seg: LocalSegment,
+    backing: Backing,
     prepared: BTreeSet<u32>,
     available: BTreeSet<u32>,
     connections: u32,
     /// Ids of the local maps of the segment.
     local_maps: BTreeSet<u32>,
     groups: BTreeSet<(GroupId, AdapterId)>,
+    /// Devices the device API has mapped the segment for.
+    device_maps: u32,
 }
 
 #[derive(Debug)]
@@ -109,39 +137,9 @@ struct MapState {
     mapping: NtbMapping,
 }
 
-/// Where segment memory comes from.
-#[derive(Debug)]
-enum Ram {
-    /// The driver's own allocators over each host's RAM (a cluster without host kernels).
-    Own(Vec<RamAllocator>),
-    /// Each host kernel's allocator, shared with its drivers and programs.
-    Os(Vec<HostOs>),
-}
-
-impl Ram {
-    fn alloc(&mut self, host: HostId, size: u64) -> Result<u64, RamError> {
-        match self {
-            Ram::Own(ram) => ram[host.index()].alloc(size, SEGMENT_ALIGN),
-            Ram::Os(hosts) => hosts[host.index()]
-                .alloc_aligned(size, SEGMENT_ALIGN)
-                .map(|a| a.get()),
-        }
-    }
-
-    fn free(&mut self, host: HostId, addr: u64) -> Result<(), RamError> {
-        match self {
-            Ram::Own(ram) => ram[host.index()].free(addr),
-            Ram::Os(hosts) => {
-                hosts[host.index()].free(PhysAddr(addr));
-                Ok(())
-            }
-        }
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct State {
-    ram: Ram,
+    ram: SegmentRam,
     segments: BTreeMap<(HostId, u32), SegmentState>,
     connections: BTreeMap<u32, Connection>,
     maps: BTreeMap<u32, MapState>,
@@ -162,7 +160,7 @@ impl Sisci {
     /// The shared-memory service of the cluster simulated by `machine`, on hosts without
     /// kernels: it allocates segment memory from each host's RAM itself.
     pub fn new(machine: &Machine) -> Sisci {
-        let ram = Ram::Own(
+        let ram = SegmentRam::Fallback(
             machine
                 .fabric()
                 .hosts()
@@ -177,10 +175,10 @@ impl Sisci {
     /// [`HostOs::boot_all`] returns them): segment memory comes from each kernel's allocator,
     /// so it never overlaps what drivers, SmartIO and programs allocate there.
     pub fn on_hosts(machine: &Machine, hosts: &[HostOs]) -> Sisci {
-        Self::with_ram(machine, Ram::Os(hosts.to_vec()))
+        Self::with_ram(machine, SegmentRam::Kernel(hosts.to_vec()))
     }
 
-    fn with_ram(machine: &Machine, ram: Ram) -> Sisci {
+    fn with_ram(machine: &Machine, ram: SegmentRam) -> Sisci {
         let adapters = machine.fabric().adapters().len();
         Sisci {
             machine: machine.clone(),
@@ -215,7 +213,7 @@ impl Sisci {
         if host.index() < hosts {
             Ok(())
         } else {
-            Err(SciError::UnknownHost { id: host.0, hosts })
+            Err(SciError::NoSuchHostId { id: host.0, hosts })
         }
     }
 
@@ -254,10 +252,31 @@ impl Sisci {
         self.check_host(host)?;
         if size > self.machine.fabric().host(host).ram_bytes {
             return Err(SciError::SegmentSize {
+                device: None,
                 size,
-                why: "it is larger than the host's RAM",
+                why: "it is larger than the host's RAM".into(),
             });
         }
+        self.create(
+            host,
+            id,
+            size,
+            Backing::Ram {
+                align: SEGMENT_ALIGN,
+            },
+        )
+    }
+
+    /// Records a segment of `size` bytes of `host` with id `id` (or the lowest free automatic
+    /// id) backed by `backing`: RAM is allocated from the host's one segment allocator and
+    /// zeroed; device memory is only recorded. The caller has checked `host`.
+    pub(crate) fn create(
+        &self,
+        host: HostId,
+        id: Option<u32>,
+        size: u64,
+        backing: Backing,
+    ) -> Result<LocalSegment, SciError> {
         let mut st = self.state.borrow_mut();
         let id = match id {
             Some(id) if st.segments.contains_key(&(host, id)) => {
@@ -271,34 +290,60 @@ impl Sisci {
                 .find(|i| !st.segments.contains_key(&(host, *i)))
                 .unwrap_or(AUTO_ID_BASE),
         };
-        let phys = st
-            .ram
-            .alloc(host, size)
-            .map_err(|source| SciError::Memory {
-                host: self.host_name(host),
-                source,
-            })?;
+        let phys = match backing {
+            Backing::Ram { align } => {
+                let phys = st
+                    .ram
+                    .alloc(host, size, align)
+                    .map_err(|source| SciError::Memory {
+                        host: self.host_name(host),
+                        source,
+                    })?;
+                // Fresh memory reads as zeroes even if an earlier segment used it (sparse
+                // memory: dropping the pages costs what is in use, not the segment's size).
+                self.machine.zero_memory(host, phys, size);
+                phys
+            }
+            Backing::Bar(at) | Backing::DeviceMemory(at) => at,
+        };
         let seg = LocalSegment {
             host,
             id,
-            phys: PhysAddr(phys),
+            phys,
             size,
         };
-        // Fresh memory reads as zeroes even if an earlier segment used it (sparse memory:
-        // dropping the pages costs what is in use, not the segment's size).
-        self.machine.zero_memory(host, seg.phys, size);
         st.segments.insert(
             (host, id),
             SegmentState {
                 seg,
+                backing,
                 prepared: BTreeSet::new(),
                 available: BTreeSet::new(),
                 connections: 0,
                 local_maps: BTreeSet::new(),
                 groups: BTreeSet::new(),
+                device_maps: 0,
             },
         );
         Ok(seg)
+    }
+
+    /// Whether `seg` names a live segment (every field as recorded).
+    pub(crate) fn is_live(&self, seg: &LocalSegment) -> bool {
+        self.with_segment(seg, |_| Ok(())).is_ok()
+    }
+
+    /// Counts a mapping of `seg` for a device made (`true`) or undone (`false`) by the
+    /// device API; a segment mapped for a device is busy.
+    pub(crate) fn note_device_map(&self, seg: &LocalSegment, mapped: bool) {
+        let _ = self.with_segment(seg, |s| {
+            s.device_maps = if mapped {
+                s.device_maps + 1
+            } else {
+                s.device_maps.saturating_sub(1)
+            };
+            Ok(())
+        });
     }
 
     fn with_segment<R>(
@@ -386,21 +431,41 @@ impl Sisci {
     }
 
     /// Frees the segment. Fails with [`SciError::Busy`] while it is connected, mapped locally
-    /// or receiving a multicast group.
+    /// or for a device, or receiving a multicast group, and with [`SciError::NotOwner`] for
+    /// device memory the device API allocated (it gives that back itself).
     pub fn remove_segment(&self, seg: &LocalSegment) -> Result<(), SciError> {
-        let prepared = self.with_segment(seg, |s| {
-            if s.connections > 0 || !s.local_maps.is_empty() || !s.groups.is_empty() {
+        if self.with_segment(seg, |s| Ok(matches!(s.backing, Backing::DeviceMemory(_))))? {
+            return Err(SciError::NotOwner {
+                host: self.host_name(seg.host),
+                id: seg.id,
+            });
+        }
+        self.remove(seg).map(|_| ())
+    }
+
+    /// Removes the record of `seg` (refused with [`SciError::Busy`] while anything uses it),
+    /// takes its pages out of adapters' IOMMU domains and frees its RAM if it has any.
+    /// Returns how it was backed.
+    pub(crate) fn remove(&self, seg: &LocalSegment) -> Result<Backing, SciError> {
+        let (prepared, backing) = self.with_segment(seg, |s| {
+            let users = s.connections + s.device_maps;
+            if users > 0 || !s.local_maps.is_empty() || !s.groups.is_empty() {
+                let devices = if s.device_maps > 0 {
+                    format!(", mapped for {} devices", s.device_maps)
+                } else {
+                    String::new()
+                };
                 return Err(SciError::Busy {
                     what: format!("segment {}", s.seg.id),
                     users: format!(
-                        "{} connections, {} local maps, {} multicast groups",
+                        "{} connections, {} local maps, {} multicast groups{devices}",
                         s.connections,
                         s.local_maps.len(),
                         s.groups.len()
                     ),
                 });
             }
-            Ok(s.prepared.clone())
+            Ok((s.prepared.clone(), s.backing))
         })?;
         for adapter in prepared {
             let aid = self.adapter(seg.host, adapter)?;
@@ -408,12 +473,15 @@ impl Sisci {
         }
         let mut st = self.state.borrow_mut();
         st.segments.remove(&(seg.host, seg.id));
-        st.ram
-            .free(seg.host, seg.phys.get())
-            .map_err(|source| SciError::Memory {
-                host: self.host_name(seg.host),
-                source,
-            })
+        if let Backing::Ram { .. } = backing {
+            st.ram
+                .free(seg.host, seg.phys)
+                .map_err(|source| SciError::Memory {
+                    host: self.host_name(seg.host),
+                    source,
+                })?;
+        }
+        Ok(backing)
     }
 
     /// Connects `host`, through its adapter `adapter`, to segment `segment_id` of the host
@@ -530,7 +598,7 @@ impl Sisci {
                 size: remote.size,
             });
         }
-        error::check_range("segment", offset, size, remote.size)?;
+        crate::error::check_range("segment", offset, size, remote.size)?;
         let mapping = self
             .machine
             .with_fabric_mut(|f| f.ntb_map(remote.adapter, remote.target, base + offset, size))?;

@@ -1,0 +1,445 @@
+//! SISCI's error classes (`sci_error_t`, Dolphin's SISCI API) and which one each
+//! [`SciError`] belongs to.
+//!
+//! The class is what a SISCI program would branch on (retry on `Busy`, give up on
+//! `NoSuchSegment`, free something on `HwNospc`); the [`SciError`] itself keeps the context
+//! for the message.
+
+use super::SciError;
+use smartio_fabric::{MulticastError, NtbError};
+use smartio_host::HostError;
+
+/// A SISCI error class: the `SCI_ERR_*` code a real SISCI driver returns for the same
+/// failure. Only the classes this emulation produces are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SciErrorClass {
+    /// `SCI_ERR_BUSY`: the object is in use (connected, mapped, borrowed, registered).
+    Busy,
+    /// `SCI_ERR_NOSPC`: out of local resources (host RAM for a segment).
+    Nospc,
+    /// `SCI_ERR_HW_NOSPC`: out of hardware resources (look-up-table or requester-id
+    /// entries, NTB window, IOMMU domains or address space, multicast groups).
+    HwNospc,
+    /// `SCI_ERR_NO_SUCH_ADAPTERNO`: the host has no adapter with that number.
+    NoSuchAdapterNo,
+    /// `SCI_ERR_TIMEOUT`: nothing arrived in time.
+    Timeout,
+    /// `SCI_ERR_OUT_OF_RANGE`: an offset or length outside a segment, map or message.
+    OutOfRange,
+    /// `SCI_ERR_NO_SUCH_SEGMENT`: no segment with that id behind the node id.
+    NoSuchSegment,
+    /// `SCI_ERR_CONNECTION_REFUSED`: the segment is not available on that adapter.
+    ConnectionRefused,
+    /// `SCI_ERR_ILLEGAL_PARAMETER`: a handle, id, name or size that names nothing valid.
+    IllegalParameter,
+    /// `SCI_ERR_SEGMENT_NOT_PREPARED`: the segment is not prepared on that adapter.
+    SegmentNotPrepared,
+    /// `SCI_ERR_ILLEGAL_ADDRESS`: an address the requester cannot use.
+    IllegalAddress,
+    /// `SCI_ERR_ILLEGAL_OPERATION`: the call is not allowed on this object.
+    IllegalOperation,
+    /// `SCI_ERR_SEGMENTID_USED`: the segment id is taken on that host.
+    SegmentIdUsed,
+    /// `SCI_ERR_NOT_CONNECTED`: no working path between the adapters or hosts.
+    NotConnected,
+    /// `SCI_ERR_NO_SUCH_NODEID`: no adapter has that node id.
+    NoSuchNodeId,
+    /// `SCI_ERR_TRANSFER_FAILED`: an access on the fabric failed.
+    TransferFailed,
+    /// `SCI_ERR_NO_SUCH_FDID`: no registered device has that fdid (SmartIO extension).
+    NoSuchFdid,
+}
+
+impl SciErrorClass {
+    /// The `SCI_ERR_*` name of the class, as SISCI's headers spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SciErrorClass::Busy => "SCI_ERR_BUSY",
+            SciErrorClass::Nospc => "SCI_ERR_NOSPC",
+            SciErrorClass::HwNospc => "SCI_ERR_HW_NOSPC",
+            SciErrorClass::NoSuchAdapterNo => "SCI_ERR_NO_SUCH_ADAPTERNO",
+            SciErrorClass::Timeout => "SCI_ERR_TIMEOUT",
+            SciErrorClass::OutOfRange => "SCI_ERR_OUT_OF_RANGE",
+            SciErrorClass::NoSuchSegment => "SCI_ERR_NO_SUCH_SEGMENT",
+            SciErrorClass::ConnectionRefused => "SCI_ERR_CONNECTION_REFUSED",
+            SciErrorClass::IllegalParameter => "SCI_ERR_ILLEGAL_PARAMETER",
+            SciErrorClass::SegmentNotPrepared => "SCI_ERR_SEGMENT_NOT_PREPARED",
+            SciErrorClass::IllegalAddress => "SCI_ERR_ILLEGAL_ADDRESS",
+            SciErrorClass::IllegalOperation => "SCI_ERR_ILLEGAL_OPERATION",
+            SciErrorClass::SegmentIdUsed => "SCI_ERR_SEGMENTID_USED",
+            SciErrorClass::NotConnected => "SCI_ERR_NOT_CONNECTED",
+            SciErrorClass::NoSuchNodeId => "SCI_ERR_NO_SUCH_NODEID",
+            SciErrorClass::TransferFailed => "SCI_ERR_TRANSFER_FAILED",
+            SciErrorClass::NoSuchFdid => "SCI_ERR_NO_SUCH_FDID",
+        }
+    }
+}
+
+impl std::fmt::Display for SciErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The class of an NTB adapter's refusal.
+fn ntb_class(e: &NtbError) -> SciErrorClass {
+    match e {
+        NtbError::LutFull { .. } | NtbError::RequesterTableFull { .. } => SciErrorClass::HwNospc,
+        NtbError::NoPath { .. } => SciErrorClass::NotConnected,
+        NtbError::UnknownAdapter(_) => SciErrorClass::NoSuchAdapterNo,
+        NtbError::BeyondAddressSpace { .. } => SciErrorClass::OutOfRange,
+        NtbError::UnknownRequester { .. } | NtbError::NotMapped { .. } | NtbError::Empty => {
+            SciErrorClass::IllegalParameter
+        }
+    }
+}
+
+/// The class of a multicast switch's refusal.
+fn multicast_class(e: &MulticastError) -> SciErrorClass {
+    match e {
+        MulticastError::GroupsExhausted { .. } => SciErrorClass::HwNospc,
+        MulticastError::Busy { .. } => SciErrorClass::Busy,
+        MulticastError::BeyondAddressSpace { .. } => SciErrorClass::OutOfRange,
+        MulticastError::UnknownGroup(_)
+        | MulticastError::AlreadyMember { .. }
+        | MulticastError::NotMember { .. } => SciErrorClass::IllegalParameter,
+    }
+}
+
+impl SciError {
+    /// The SISCI error class of this error (each variant's doc comment names it).
+    pub fn class(&self) -> SciErrorClass {
+        use SciErrorClass as C;
+        match self {
+            SciError::UnknownAdapter { .. } => C::NoSuchAdapterNo,
+            SciError::NoSuchHostId { .. }
+            | SciError::UnknownHost { .. }
+            | SciError::SegmentSize { .. }
+            | SciError::NotMember { .. }
+            | SciError::Stale(_)
+            | SciError::UnknownDevice { .. } => C::IllegalParameter,
+            SciError::UnknownNodeId(_) => C::NoSuchNodeId,
+            SciError::NoPath { .. } => C::NotConnected,
+            SciError::SegmentIdInUse { .. } => C::SegmentIdUsed,
+            SciError::NoSuchSegment { .. } => C::NoSuchSegment,
+            SciError::NotAvailable { .. } => C::ConnectionRefused,
+            SciError::NotPrepared { .. } => C::SegmentNotPrepared,
+            SciError::NotOwner { .. }
+            | SciError::OwnDevice { .. }
+            | SciError::NotBorrowed { .. } => C::IllegalOperation,
+            SciError::Busy { .. }
+            | SciError::AlreadyRegistered { .. }
+            | SciError::Borrowed { .. }
+            | SciError::InUseByLender { .. } => C::Busy,
+            SciError::OutOfRange { .. } | SciError::PayloadTooLarge { .. } => C::OutOfRange,
+            SciError::Memory { .. } => C::Nospc,
+            SciError::Ntb(e) | SciError::DeviceNtb { source: e, .. } => ntb_class(e),
+            SciError::Multicast(e) => multicast_class(e),
+            SciError::Iommu { .. }
+            | SciError::DeviceIommu { .. }
+            | SciError::WindowTooSmall { .. }
+            | SciError::LowSpaceExhausted { .. } => C::HwNospc,
+            SciError::Timeout(_) => C::Timeout,
+            SciError::UnknownFdid(_) => C::NoSuchFdid,
+            SciError::AddressLimit { .. } => C::IllegalAddress,
+            SciError::Host(HostError::Access { .. }) => C::TransferFailed,
+            SciError::Host(_) => C::IllegalParameter,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lending::Fdid;
+    use smartio_fabric::{ClusterNodeId, GroupId};
+    use smartio_host::RamError;
+
+    fn s(x: &str) -> String {
+        x.to_string()
+    }
+
+    /// One value of every variant with the class its doc comment names.
+    fn every_variant() -> Vec<(SciError, SciErrorClass)> {
+        use SciErrorClass as C;
+        let full = NtbError::LutFull {
+            adapter: s("a.ntb0"),
+            node_id: ClusterNodeId(4),
+            needed: 1,
+            free: 0,
+            limit: 64,
+            entry_size: s("2G"),
+        };
+        vec![
+            (
+                SciError::UnknownAdapter {
+                    host: s("h"),
+                    number: 3,
+                },
+                C::NoSuchAdapterNo,
+            ),
+            (
+                SciError::NoSuchHostId { id: 9, hosts: 2 },
+                C::IllegalParameter,
+            ),
+            (
+                SciError::UnknownHost {
+                    host: s("x"),
+                    known: s("a, b"),
+                },
+                C::IllegalParameter,
+            ),
+            (SciError::UnknownNodeId(ClusterNodeId(7)), C::NoSuchNodeId),
+            (
+                SciError::NoPath {
+                    from: s("a"),
+                    to: s("b"),
+                },
+                C::NotConnected,
+            ),
+            (
+                SciError::SegmentSize {
+                    device: None,
+                    size: 1,
+                    why: s("w"),
+                },
+                C::IllegalParameter,
+            ),
+            (
+                SciError::SegmentIdInUse {
+                    host: s("h"),
+                    id: 1,
+                },
+                C::SegmentIdUsed,
+            ),
+            (
+                SciError::NoSuchSegment {
+                    node_id: ClusterNodeId(4),
+                    host: s("h"),
+                    id: 9,
+                },
+                C::NoSuchSegment,
+            ),
+            (
+                SciError::NotAvailable {
+                    node_id: ClusterNodeId(4),
+                    host: s("h"),
+                    id: 9,
+                },
+                C::ConnectionRefused,
+            ),
+            (
+                SciError::NotPrepared {
+                    host: s("h"),
+                    id: 1,
+                    adapter: 0,
+                },
+                C::SegmentNotPrepared,
+            ),
+            (
+                SciError::NotOwner {
+                    host: s("h"),
+                    id: 1,
+                },
+                C::IllegalOperation,
+            ),
+            (
+                SciError::NotMember {
+                    host: s("h"),
+                    id: 1,
+                    adapter: 0,
+                    group: 0,
+                },
+                C::IllegalParameter,
+            ),
+            (
+                SciError::Busy {
+                    what: s("segment 1"),
+                    users: s("1 map"),
+                },
+                C::Busy,
+            ),
+            (SciError::Stale(s("map 3")), C::IllegalParameter),
+            (
+                SciError::OutOfRange {
+                    what: "map",
+                    offset: 8,
+                    len: 8,
+                    size: 8,
+                },
+                C::OutOfRange,
+            ),
+            (
+                SciError::Memory {
+                    host: s("h"),
+                    source: RamError::OutOfMemory {
+                        size: 8192,
+                        align: 4096,
+                        free: 0,
+                    },
+                },
+                C::Nospc,
+            ),
+            (SciError::Ntb(full.clone()), C::HwNospc),
+            (
+                SciError::Ntb(NtbError::NoPath {
+                    from: s("a"),
+                    to: s("b"),
+                }),
+                C::NotConnected,
+            ),
+            (
+                SciError::DeviceNtb {
+                    device: s("l:nvme0"),
+                    source: full,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::Multicast(MulticastError::GroupsExhausted { limit: 1 }),
+                C::HwNospc,
+            ),
+            (
+                SciError::Multicast(MulticastError::UnknownGroup(GroupId(3))),
+                C::IllegalParameter,
+            ),
+            (
+                SciError::Iommu {
+                    host: s("h"),
+                    message: s("m"),
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::DeviceIommu {
+                    device: s("d"),
+                    host: s("h"),
+                    message: s("m"),
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::PayloadTooLarge { len: 57, max: 56 },
+                C::OutOfRange,
+            ),
+            (
+                SciError::Timeout(smartio_platform::SimDuration::from_ns_f64(1.0)),
+                C::Timeout,
+            ),
+            (SciError::UnknownFdid(Fdid(9)), C::NoSuchFdid),
+            (
+                SciError::UnknownDevice {
+                    spec: s("x"),
+                    why: s("y"),
+                },
+                C::IllegalParameter,
+            ),
+            (
+                SciError::AlreadyRegistered {
+                    device: s("d"),
+                    fdid: Fdid(1),
+                },
+                C::Busy,
+            ),
+            (
+                SciError::Borrowed {
+                    device: s("d"),
+                    fdid: Fdid(1),
+                    borrower: s("b"),
+                },
+                C::Busy,
+            ),
+            (
+                SciError::InUseByLender {
+                    device: s("d"),
+                    driver: s("nvme"),
+                },
+                C::Busy,
+            ),
+            (
+                SciError::OwnDevice {
+                    device: s("d"),
+                    host: s("h"),
+                },
+                C::IllegalOperation,
+            ),
+            (
+                SciError::NotBorrowed {
+                    device: s("d"),
+                    host: s("h"),
+                },
+                C::IllegalOperation,
+            ),
+            (
+                SciError::WindowTooSmall {
+                    device: s("d"),
+                    borrower: s("b"),
+                    adapter: s("a"),
+                    window: 1 << 30,
+                    needed: 1 << 31,
+                    ram: 1 << 31,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::AddressLimit {
+                    device: s("d"),
+                    limit: 0xffff_ffff,
+                    what: s("w"),
+                    addr: 1 << 40,
+                },
+                C::IllegalAddress,
+            ),
+            (
+                SciError::LowSpaceExhausted {
+                    device: s("d"),
+                    limit: 1 << 32,
+                    len: 1 << 30,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::Host(HostError::NoMsix { device: s("d") }),
+                C::IllegalParameter,
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_error_variant_has_the_sisci_class_its_doc_names() {
+        for (e, class) in every_variant() {
+            assert_eq!(e.class(), class, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn every_error_message_is_specific_and_class_names_are_sisci_codes() {
+        for (e, class) in every_variant() {
+            let msg = e.to_string();
+            assert!(!msg.trim().is_empty(), "{e:?}");
+            assert!(class.to_string().starts_with("SCI_ERR_"), "{class:?}");
+        }
+    }
+
+    #[test]
+    fn a_segment_size_error_names_the_device_only_when_there_is_one() {
+        let plain = SciError::SegmentSize {
+            device: None,
+            size: 9,
+            why: s("w"),
+        };
+        assert_eq!(
+            plain.to_string(),
+            "a segment of 9 bytes cannot be created: w"
+        );
+        let dev = SciError::SegmentSize {
+            device: Some(s("l:nvme0")),
+            size: 9,
+            why: s("w"),
+        };
+        assert_eq!(
+            dev.to_string(),
+            "l:nvme0: a segment of 9 bytes cannot be created: w"
+        );
+    }
+}
