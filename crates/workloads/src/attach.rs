@@ -2,6 +2,7 @@
 //! from another host by Device Lending (`lender:nvme0`). Either way the workload then drives
 //! it through the same device handle and the same native driver.
 
+use crate::booted::UnknownHost;
 use crate::booted::{BootError, Booted};
 use smartio_cluster::Cluster;
 use smartio_host::{HostError, HostOs};
@@ -13,14 +14,9 @@ use thiserror::Error;
 /// Why a device could not be attached.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AttachError {
-    /// No such host.
-    #[error("unknown host {host:?} (hosts: {known})")]
-    UnknownHost {
-        /// Asked for.
-        host: String,
-        /// The hosts.
-        known: String,
-    },
+    /// No host of that name.
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
     /// The host's OS refused (unknown device, driver failure).
     #[error("{0}")]
     Host(#[from] HostError),
@@ -35,7 +31,7 @@ pub enum AttachError {
 impl From<BootError> for AttachError {
     fn from(e: BootError) -> Self {
         match e {
-            BootError::UnknownHost { host, known } => AttachError::UnknownHost { host, known },
+            BootError::UnknownHost(e) => AttachError::UnknownHost(e),
             BootError::Host(e) => AttachError::Host(e),
             BootError::SmartIo(e) => AttachError::SmartIo(e),
         }

@@ -12,16 +12,21 @@ use std::rc::Rc;
 use thiserror::Error;
 
 /// Why a cluster's hosts could not be booted with SmartIO, or a host not found.
+/// A host name the scenario does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown host {host:?} (hosts: {known})")]
+pub struct UnknownHost {
+    /// Asked for.
+    pub host: String,
+    /// The hosts, in scenario order.
+    pub known: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BootError {
     /// No host of that name.
-    #[error("unknown host {host:?} (hosts: {known})")]
-    UnknownHost {
-        /// Asked for.
-        host: String,
-        /// The hosts, in scenario order.
-        known: String,
-    },
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
     /// A host's OS did not boot.
     #[error("{0}")]
     Host(#[from] HostError),
@@ -69,9 +74,11 @@ impl Booted {
             .iter()
             .find(|h| h.name() == name)
             .cloned()
-            .ok_or_else(|| BootError::UnknownHost {
-                host: name.to_string(),
-                known: self.names().join(", "),
+            .ok_or_else(|| {
+                BootError::from(UnknownHost {
+                    host: name.to_string(),
+                    known: self.names().join(", "),
+                })
             })
     }
 

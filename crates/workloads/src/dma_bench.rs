@@ -5,6 +5,7 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
+use crate::booted::UnknownHost;
 use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -71,14 +72,9 @@ impl DmaSample {
 /// Why the benchmark could not run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DmaBenchError {
-    /// No such host.
-    #[error("unknown host {host:?} (hosts: {known})")]
-    UnknownHost {
-        /// Asked for.
-        host: String,
-        /// Available.
-        known: String,
-    },
+    /// No host of that name.
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
     /// No such device in the host.
     #[error("host {host:?} has no device {device:?} (devices: {known})")]
     UnknownDevice {
@@ -123,7 +119,7 @@ const DMA_CLASS: u32 = 0x08_80_00;
 impl From<AttachError> for DmaBenchError {
     fn from(e: AttachError) -> Self {
         match e {
-            AttachError::UnknownHost { host, known } => DmaBenchError::UnknownHost { host, known },
+            AttachError::UnknownHost(e) => DmaBenchError::UnknownHost(e),
             AttachError::Host(HostError::UnknownDevice {
                 host,
                 device,

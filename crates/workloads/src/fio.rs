@@ -19,6 +19,7 @@ pub use config::{
 };
 
 use crate::attach::{AttachError, Workbench};
+use crate::booted::UnknownHost;
 use crate::booted::{BootError, Stuck};
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
@@ -42,13 +43,8 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FioError {
     /// No host of that name.
-    #[error("unknown host {host:?} (hosts: {known})")]
-    UnknownHost {
-        /// Asked for.
-        host: String,
-        /// Present.
-        known: String,
-    },
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
     /// The host OS refused (unknown device, no driver, probe failure).
     #[error("{0}")]
     Host(#[from] HostError),
@@ -111,7 +107,7 @@ impl From<BootError> for FioError {
 impl From<AttachError> for FioError {
     fn from(e: AttachError) -> Self {
         match e {
-            AttachError::UnknownHost { host, known } => FioError::UnknownHost { host, known },
+            AttachError::UnknownHost(e) => FioError::UnknownHost(e),
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
             e @ AttachError::BadName(_) => FioError::BadParameter(format!("--{e}")),

@@ -26,7 +26,7 @@ pub mod shm_demo;
 mod stats;
 
 pub use attach::{AttachError, Workbench};
-pub use booted::{BootError, Booted, Stuck};
+pub use booted::{BootError, Booted, Stuck, UnknownHost};
 pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
 pub use dma_bench::{
     bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaBenchRun,

@@ -19,6 +19,7 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
+use crate::booted::UnknownHost;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -121,14 +122,16 @@ pub(crate) fn copy_engine(
         .hosts
         .iter()
         .find(|h| h.name() == host)
-        .ok_or_else(|| AttachError::UnknownHost {
-            host: host.to_string(),
-            known: bench
-                .hosts
-                .iter()
-                .map(|h| h.name().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+        .ok_or_else(|| {
+            AttachError::from(UnknownHost {
+                host: host.to_string(),
+                known: bench
+                    .hosts
+                    .iter()
+                    .map(|h| h.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
         })?;
     let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
     let model = cluster

@@ -2,6 +2,7 @@
 //! the other's through its adapter.
 
 use crate::booted::Stuck;
+use crate::booted::UnknownHost;
 use smartio_cluster::Cluster;
 use smartio_fabric::HostId;
 use smartio_smartio::sisci::{LocalMap, RemoteMap, SciError, Sisci};
@@ -10,14 +11,9 @@ use thiserror::Error;
 /// Why a shared-memory workload could not run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ShmError {
-    /// No such host.
-    #[error("unknown host {host:?} (hosts: {known})")]
-    UnknownHost {
-        /// Asked for.
-        host: String,
-        /// Available.
-        known: String,
-    },
+    /// No host of that name.
+    #[error(transparent)]
+    UnknownHost(#[from] UnknownHost),
     /// The two hosts are the same.
     #[error("--from and --to name the same host {host:?}; {workload} needs two hosts")]
     SameHost {
@@ -55,14 +51,16 @@ pub(crate) struct Side {
 /// Finds a host by name.
 pub(crate) fn find_host(cluster: &Cluster, name: &str) -> Result<HostId, ShmError> {
     let f = cluster.machine.fabric();
-    f.host_by_name(name).ok_or_else(|| ShmError::UnknownHost {
-        host: name.to_string(),
-        known: f
-            .hosts()
-            .iter()
-            .map(|h| h.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
+    f.host_by_name(name).ok_or_else(|| {
+        ShmError::from(UnknownHost {
+            host: name.to_string(),
+            known: f
+                .hosts()
+                .iter()
+                .map(|h| h.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     })
 }
 

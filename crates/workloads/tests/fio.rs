@@ -9,6 +9,7 @@ use smartio_drivers::CompletionMode;
 use smartio_workloads::fio::FioMethod;
 use smartio_workloads::{
     client_qd1, run_fio, Amount, ClientQd1Config, FioConfig, FioError, FioResult, RwMode,
+    UnknownHost,
 };
 
 fn run(scenario: &str, cfg: &FioConfig) -> Result<FioResult, FioError> {
@@ -168,7 +169,7 @@ fn a_file_backed_namespace_keeps_its_data_across_two_runs() {
 #[test]
 fn bad_input_is_a_specific_error() {
     let e = run("local-chassis", &FioConfig::new("nowhere", "nvme0")).expect_err("unknown host");
-    assert!(matches!(e, FioError::UnknownHost { .. }), "{e}");
+    assert!(matches!(e, FioError::UnknownHost(_)), "{e}");
     let e = run("local-chassis", &FioConfig::new("local", "nvme9")).expect_err("unknown device");
     assert!(e.to_string().contains("nvme9"), "{e}");
     let e = run("local-chassis", &FioConfig::new("local", "dma0")).expect_err("not nvme");
@@ -280,7 +281,7 @@ fn the_client_method_names_a_bad_manager_and_runs_out_of_queue_pairs_clearly() {
     };
     let e = run("cluster-switch", &cfg).expect_err("unknown manager host");
     assert!(
-        matches!(&e, FioError::UnknownHost { host, .. } if host == "nowhere"),
+        matches!(&e, FioError::UnknownHost(UnknownHost { host, .. }) if host == "nowhere"),
         "{e}"
     );
     cfg = through_client(FioConfig { jobs: 32, ..cfg });

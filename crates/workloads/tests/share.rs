@@ -4,7 +4,9 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::{share_clients, BootError, ShareConfig, ShareError, ShareResult};
+use smartio_workloads::{
+    share_clients, BootError, ShareConfig, ShareError, ShareResult, UnknownHost,
+};
 
 fn run(config: &ShareConfig) -> Result<ShareResult, ShareError> {
     let cluster = Cluster::new("cascade-60", &Calibration::default_embedded()).expect("cluster");
@@ -116,7 +118,7 @@ fn more_clients_than_queue_pairs_is_a_specific_error() {
     };
     let e = run(&config).expect_err("unknown host");
     assert!(
-        matches!(&e, ShareError::Boot(BootError::UnknownHost { host, .. }) if host == "node99"),
+        matches!(&e, ShareError::Boot(BootError::UnknownHost(UnknownHost { host, .. })) if host == "node99"),
         "{e:?}"
     );
     assert!(e.to_string().contains("unknown host \"node99\""), "{e}");
