@@ -130,6 +130,8 @@ impl CapabilityList {
             }
             let end = fits(at, len, pci::EXTENDED_CAPABILITIES, id.into())?;
             regs.set(0, &[id, 0]);
+            // The header is the list's, whatever rules the type gave those bytes.
+            regs.read_only(0, 2);
             space.place(at, &regs);
             // The pointer to this capability: the header's Capabilities Pointer or the previous
             // capability's next byte (both under 0x100, so one byte holds it).
@@ -154,6 +156,7 @@ impl CapabilityList {
             let end = fits(at, len, pci::CONFIG_SPACE_SIZE, id)?;
             let header = u32::from(id) | (u32::from(c.version()) & ext_cap::VERSION_MASK) << 16;
             regs.set32(0, header);
+            regs.read_only(0, 4);
             space.place(at, &regs);
             if let Some((prev_at, prev_header)) = previous {
                 space.set32(prev_at, prev_header | u32::from(at) << ext_cap::NEXT_SHIFT);
@@ -244,6 +247,37 @@ mod tests {
         }
     }
 
+    /// A capability whose every bit, header included, the type declares read-write.
+    struct Writable;
+
+    impl Capability for Writable {
+        fn id(&self) -> u8 {
+            0x09
+        }
+        fn registers(&self) -> RegisterBlock {
+            let mut r = RegisterBlock::new(8);
+            r.writable32(0, u32::MAX);
+            r.writable32(4, u32::MAX);
+            r
+        }
+    }
+
+    impl ExtendedCapability for Writable {
+        fn id(&self) -> u16 {
+            0x0b
+        }
+        fn version(&self) -> u8 {
+            1
+        }
+        fn registers(&self) -> RegisterBlock {
+            let mut r = RegisterBlock::new(8);
+            r.clear_on_one16(0, u16::MAX);
+            r.writable16(2, u16::MAX);
+            r.writable32(4, u32::MAX);
+            r
+        }
+    }
+
     fn space() -> RegisterBlock {
         RegisterBlock::new(usize::from(pci::CONFIG_SPACE_SIZE))
     }
@@ -284,6 +318,30 @@ mod tests {
         assert_eq!(s.get32(0x44), u32::MAX);
         s.write(pci::CAPABILITIES, &[0x80]);
         assert_eq!(s.get8(pci::CAPABILITIES), 0x40);
+    }
+
+    #[test]
+    fn headers_stay_read_only_when_a_type_declares_them_writable() {
+        let mut s = space();
+        let placed = CapabilityList::new()
+            .with(Writable)
+            .with(Writable)
+            .with_extended(Writable)
+            .with_extended(Writable)
+            .lay_out(&mut s)
+            .expect("fits");
+        let before = s.clone();
+        for &(_, at) in &placed.standard {
+            s.write(at, &[0xff; 2]);
+        }
+        for &(_, at) in &placed.extended {
+            s.write(at, &[0xff; 4]);
+        }
+        assert_eq!(s, before, "ids, next pointers and extended headers kept");
+        assert_eq!(walk(|at| s.get8(at)), placed.standard);
+        assert_eq!(walk_extended(|at| s.get32(at)), placed.extended);
+        s.write(0x44, &[0xff; 4]);
+        assert_eq!(s.get32(0x44), u32::MAX, "the body keeps the type's rules");
     }
 
     #[test]
