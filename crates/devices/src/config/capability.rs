@@ -179,8 +179,14 @@ fn fits(at: u16, len: usize, end: u16, id: u16) -> Result<u16, CapabilityError> 
     u16::try_from(stop).map_err(|_| no_room)
 }
 
-/// Hops after which a walk stops: more capabilities than fit, so the list loops.
+/// Hops after which a standard walk stops: more capabilities than fit (48 of at least a
+/// dword between 0x40 and 0x100), so the list loops.
 const MAX_HOPS: usize = 64;
+
+/// Hops after which an extended walk stops: one more than the dword-aligned headers that fit
+/// between 0x100 and 0x1000, so only a looping list reaches it.
+const MAX_EXTENDED_HOPS: usize =
+    (pci::CONFIG_SPACE_SIZE - pci::EXTENDED_CAPABILITIES) as usize / 4 + 1;
 
 /// The standard capabilities of a configuration space read through `read8`: (id, offset)
 /// in list order. Stops at a loop or a pointer into the header.
@@ -199,7 +205,7 @@ pub fn walk(read8: impl Fn(u16) -> u8) -> Vec<(u8, u16)> {
 pub fn walk_extended(read32: impl Fn(u16) -> u32) -> Vec<(u16, u16)> {
     let mut out = Vec::new();
     let mut at = pci::EXTENDED_CAPABILITIES;
-    while at >= pci::EXTENDED_CAPABILITIES && out.len() < MAX_HOPS {
+    while at >= pci::EXTENDED_CAPABILITIES && out.len() < MAX_EXTENDED_HOPS {
         let header = read32(at);
         if header == 0 {
             break;
@@ -380,6 +386,27 @@ mod tests {
             short.lay_out(&mut space()),
             Err(CapabilityError::TooShort { id: 9, len: 1 })
         ));
+    }
+
+    #[test]
+    fn an_extended_list_of_hundreds_is_walked_to_its_end() {
+        let mut list = CapabilityList::new();
+        for _ in 0..320 {
+            list = list.with_extended(RawExtended(0x3, 12));
+        }
+        let mut s = space();
+        let placed = list
+            .lay_out(&mut s)
+            .expect("320 of 12 bytes fill 0x100..0x1000");
+        assert_eq!(placed.extended.len(), 320);
+        assert_eq!(walk_extended(|at| s.get32(at)), placed.extended);
+    }
+
+    #[test]
+    fn a_looping_extended_list_stops_the_walk() {
+        let mut s = space();
+        s.set32(0x100, 0x3 | 0x100 << ext_cap::NEXT_SHIFT);
+        assert_eq!(walk_extended(|at| s.get32(at)).len(), MAX_EXTENDED_HOPS);
     }
 
     #[test]
