@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Four target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Five target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -10,6 +10,7 @@
 //! | [`calibration`] | calibration TOML | parse; a parsed calibration builds and times a cluster |
 //! | [`nvme_commands`] | operations | the NVMe controller: SQEs, PRPs, doorbells, registers |
 //! | [`device_api`] | operations | SmartIO device API and SISCI calls; teardown restores every table |
+//! | [`config_space`] | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod calibration;
+pub mod config_space;
 pub mod corpus;
 pub mod device_api;
 pub mod input;
@@ -26,6 +28,7 @@ pub mod nvme;
 pub mod scenario;
 
 pub use calibration::calibration;
+pub use config_space::config_space;
 pub use device_api::device_api;
 pub use nvme::nvme_commands;
 pub use scenario::scenario;
@@ -98,6 +101,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "device_api",
         run: device_api,
+        text: false,
+    },
+    Target {
+        name: "config_space",
+        run: config_space,
         text: false,
     },
 ];

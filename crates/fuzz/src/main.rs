@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
-        /// A target (scenario, calibration, nvme_commands, device_api) or `all`.
+        /// A target (scenario, calibration, nvme_commands, device_api, config_space) or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
@@ -59,7 +59,7 @@ enum Command {
         /// Input files.
         files: Vec<PathBuf>,
     },
-    /// Print the operations an input decodes to (nvme_commands, device_api).
+    /// Print the operations an input decodes to (nvme_commands, device_api, config_space).
     Decode {
         /// The target.
         target: String,
@@ -133,6 +133,16 @@ fn main() -> ExitCode {
                 "device_api" => smartio_fuzz::device_api::ops::decode(&data)
                     .iter()
                     .for_each(|o| println!("{o:?}")),
+                "config_space" => {
+                    let mut input = smartio_fuzz::input::Input::new(&data);
+                    println!(
+                        "{:#?}",
+                        smartio_fuzz::config_space::layout::decode(&mut input)
+                    );
+                    smartio_fuzz::config_space::ops::decode(&mut input)
+                        .iter()
+                        .for_each(|o| println!("{o:?}"));
+                }
                 _ => {
                     eprintln!("smartio-fuzz: {target:?} inputs are text; nothing to decode");
                     return ExitCode::from(2);

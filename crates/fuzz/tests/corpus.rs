@@ -46,6 +46,41 @@ fn every_device_api_corpus_input_and_regression_runs_without_a_finding() {
 }
 
 #[test]
+fn every_config_space_corpus_input_and_regression_runs_without_a_finding() {
+    assert!(replay("config_space") >= 4);
+}
+
+#[test]
+fn the_config_space_seeds_size_bars_and_overflow_both_lists() {
+    // The seeds size BARs and run past the end of the space; two are refused because their
+    // standard or extended list does not fit. A change that made them shallow or all refused
+    // would make the fuzzer start from nothing.
+    let run = |name: &str| -> Outcome {
+        let path = corpus::seed_dir("config_space").join(name);
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        smartio_fuzz::config_space(&data)
+    };
+    let nvme = run("nvme-like.bin");
+    assert!(nvme.accepted, "{}", nvme.detail);
+    assert!(nvme.detail.contains("[msix pcie]"), "{}", nvme.detail);
+    assert!(nvme.detail.contains("2 BARs sized"), "{}", nvme.detail);
+    let standard = run("too-many-capabilities.bin");
+    assert!(!standard.accepted);
+    assert!(
+        standard.detail.contains("does not fit at 0xf4"),
+        "{}",
+        standard.detail
+    );
+    let extended = run("extended-overflow.bin");
+    assert!(!extended.accepted);
+    assert!(
+        extended.detail.contains("does not fit at 0x1000"),
+        "{}",
+        extended.detail
+    );
+}
+
+#[test]
 fn every_target_has_a_seed_corpus() {
     for t in TARGETS {
         let seeds = std::fs::read_dir(corpus::seed_dir(t.name))

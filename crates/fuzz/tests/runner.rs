@@ -13,7 +13,13 @@ fn the_runner_runs_every_target_for_its_budget_and_finds_nothing() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for target in ["scenario", "calibration", "nvme_commands", "device_api"] {
+    for target in [
+        "scenario",
+        "calibration",
+        "nvme_commands",
+        "device_api",
+        "config_space",
+    ] {
         let line = stdout
             .lines()
             .find(|l| l.starts_with(target))

@@ -130,6 +130,8 @@ impl CapabilityList {
             }
             let end = fits(at, len, pci::EXTENDED_CAPABILITIES, id.into())?;
             regs.set(0, &[id, 0]);
+            // The header is the list's, whatever rules the type gave those bytes.
+            regs.read_only(0, 2);
             space.place(at, &regs);
             // The pointer to this capability: the header's Capabilities Pointer or the previous
             // capability's next byte (both under 0x100, so one byte holds it).
@@ -154,6 +156,7 @@ impl CapabilityList {
             let end = fits(at, len, pci::CONFIG_SPACE_SIZE, id)?;
             let header = u32::from(id) | (u32::from(c.version()) & ext_cap::VERSION_MASK) << 16;
             regs.set32(0, header);
+            regs.read_only(0, 4);
             space.place(at, &regs);
             if let Some((prev_at, prev_header)) = previous {
                 space.set32(prev_at, prev_header | u32::from(at) << ext_cap::NEXT_SHIFT);
@@ -176,8 +179,14 @@ fn fits(at: u16, len: usize, end: u16, id: u16) -> Result<u16, CapabilityError> 
     u16::try_from(stop).map_err(|_| no_room)
 }
 
-/// Hops after which a walk stops: more capabilities than fit, so the list loops.
+/// Hops after which a standard walk stops: more capabilities than fit (48 of at least a
+/// dword between 0x40 and 0x100), so the list loops.
 const MAX_HOPS: usize = 64;
+
+/// Hops after which an extended walk stops: one more than the dword-aligned headers that fit
+/// between 0x100 and 0x1000, so only a looping list reaches it.
+const MAX_EXTENDED_HOPS: usize =
+    (pci::CONFIG_SPACE_SIZE - pci::EXTENDED_CAPABILITIES) as usize / 4 + 1;
 
 /// The standard capabilities of a configuration space read through `read8`: (id, offset)
 /// in list order. Stops at a loop or a pointer into the header.
@@ -196,7 +205,7 @@ pub fn walk(read8: impl Fn(u16) -> u8) -> Vec<(u8, u16)> {
 pub fn walk_extended(read32: impl Fn(u16) -> u32) -> Vec<(u16, u16)> {
     let mut out = Vec::new();
     let mut at = pci::EXTENDED_CAPABILITIES;
-    while at >= pci::EXTENDED_CAPABILITIES && out.len() < MAX_HOPS {
+    while at >= pci::EXTENDED_CAPABILITIES && out.len() < MAX_EXTENDED_HOPS {
         let header = read32(at);
         if header == 0 {
             break;
@@ -244,6 +253,37 @@ mod tests {
         }
     }
 
+    /// A capability whose every bit, header included, the type declares read-write.
+    struct Writable;
+
+    impl Capability for Writable {
+        fn id(&self) -> u8 {
+            0x09
+        }
+        fn registers(&self) -> RegisterBlock {
+            let mut r = RegisterBlock::new(8);
+            r.writable32(0, u32::MAX);
+            r.writable32(4, u32::MAX);
+            r
+        }
+    }
+
+    impl ExtendedCapability for Writable {
+        fn id(&self) -> u16 {
+            0x0b
+        }
+        fn version(&self) -> u8 {
+            1
+        }
+        fn registers(&self) -> RegisterBlock {
+            let mut r = RegisterBlock::new(8);
+            r.clear_on_one16(0, u16::MAX);
+            r.writable16(2, u16::MAX);
+            r.writable32(4, u32::MAX);
+            r
+        }
+    }
+
     fn space() -> RegisterBlock {
         RegisterBlock::new(usize::from(pci::CONFIG_SPACE_SIZE))
     }
@@ -287,6 +327,30 @@ mod tests {
     }
 
     #[test]
+    fn headers_stay_read_only_when_a_type_declares_them_writable() {
+        let mut s = space();
+        let placed = CapabilityList::new()
+            .with(Writable)
+            .with(Writable)
+            .with_extended(Writable)
+            .with_extended(Writable)
+            .lay_out(&mut s)
+            .expect("fits");
+        let before = s.clone();
+        for &(_, at) in &placed.standard {
+            s.write(at, &[0xff; 2]);
+        }
+        for &(_, at) in &placed.extended {
+            s.write(at, &[0xff; 4]);
+        }
+        assert_eq!(s, before, "ids, next pointers and extended headers kept");
+        assert_eq!(walk(|at| s.get8(at)), placed.standard);
+        assert_eq!(walk_extended(|at| s.get32(at)), placed.extended);
+        s.write(0x44, &[0xff; 4]);
+        assert_eq!(s.get32(0x44), u32::MAX, "the body keeps the type's rules");
+    }
+
+    #[test]
     fn no_capabilities_means_no_list() {
         let mut s = space();
         let placed = CapabilityList::new().lay_out(&mut s).expect("empty");
@@ -322,6 +386,27 @@ mod tests {
             short.lay_out(&mut space()),
             Err(CapabilityError::TooShort { id: 9, len: 1 })
         ));
+    }
+
+    #[test]
+    fn an_extended_list_of_hundreds_is_walked_to_its_end() {
+        let mut list = CapabilityList::new();
+        for _ in 0..320 {
+            list = list.with_extended(RawExtended(0x3, 12));
+        }
+        let mut s = space();
+        let placed = list
+            .lay_out(&mut s)
+            .expect("320 of 12 bytes fill 0x100..0x1000");
+        assert_eq!(placed.extended.len(), 320);
+        assert_eq!(walk_extended(|at| s.get32(at)), placed.extended);
+    }
+
+    #[test]
+    fn a_looping_extended_list_stops_the_walk() {
+        let mut s = space();
+        s.set32(0x100, 0x3 | 0x100 << ext_cap::NEXT_SHIFT);
+        assert_eq!(walk_extended(|at| s.get32(at)).len(), MAX_EXTENDED_HOPS);
     }
 
     #[test]

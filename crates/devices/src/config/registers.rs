@@ -74,6 +74,18 @@ impl RegisterBlock {
         self.rule(at, &mask.to_le_bytes(), true);
     }
 
+    /// Makes the `len` bytes at `at` read-only, whatever rules they had (bytes past the end
+    /// are ignored).
+    pub fn read_only(&mut self, at: u16, len: usize) {
+        let at = usize::from(at);
+        for rules in [&mut self.writable, &mut self.clear_on_one] {
+            if let Some(bytes) = rules.get_mut(at..) {
+                let n = bytes.len().min(len);
+                bytes[..n].fill(0);
+            }
+        }
+    }
+
     fn rule(&mut self, at: u16, mask: &[u8], clear: bool) {
         let (set, other) = if clear {
             (&mut self.clear_on_one, &mut self.writable)
@@ -186,6 +198,29 @@ mod tests {
             r.get16(0),
             0x0001,
             "bit 0 became read-write, bit 1 stayed RW1C"
+        );
+    }
+
+    #[test]
+    fn read_only_bytes_lose_both_rules_and_keep_their_value() {
+        let mut r = RegisterBlock::new(4);
+        r.set32(0, 0x0000_ff00);
+        r.writable16(0, 0x00ff);
+        r.clear_on_one16(0, 0xff00);
+        r.writable16(2, 0xffff);
+        r.read_only(0, 2);
+        r.write(0, &[0xff; 4]);
+        assert_eq!(
+            r.get32(0),
+            0xffff_ff00,
+            "bytes 0-1 kept, bytes 2-3 still writable"
+        );
+        r.read_only(3, 8);
+        r.write(2, &[0, 0]);
+        assert_eq!(
+            r.get32(0),
+            0xff00_ff00,
+            "byte 3 is read-only, the rest past the end ignored"
         );
     }
 
