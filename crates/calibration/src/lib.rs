@@ -40,6 +40,16 @@ pub struct CalibrationError {
     pub message: String,
 }
 
+/// A scenario names an NVMe profile the calibration does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown NVMe profile {name:?} (known: {known})")]
+pub struct UnknownNvmeProfile {
+    /// The profile asked for.
+    pub name: String,
+    /// The calibration's `[nvme.*]` profiles, comma-separated.
+    pub known: String,
+}
+
 /// One calibrated number and where it comes from.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -279,13 +289,10 @@ impl Calibration {
     }
 
     /// An NVMe profile by name; the error lists the known ones.
-    pub fn nvme_profile(&self, name: &str) -> Result<&NvmeProfileParams, String> {
-        self.nvme.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.nvme.keys().map(String::as_str).collect();
-            format!(
-                "unknown NVMe profile {name:?} (known: {})",
-                known.join(", ")
-            )
+    pub fn nvme_profile(&self, name: &str) -> Result<&NvmeProfileParams, UnknownNvmeProfile> {
+        self.nvme.get(name).ok_or_else(|| UnknownNvmeProfile {
+            name: name.to_string(),
+            known: self.nvme.keys().cloned().collect::<Vec<_>>().join(", "),
         })
     }
 

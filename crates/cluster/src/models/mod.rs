@@ -33,7 +33,7 @@ pub enum ModelError {
     Params(Box<smartio_devices::ParamError>),
     /// The calibration has no such profile (its message lists the known ones).
     #[error("{0}")]
-    Profile(String),
+    Profile(#[from] smartio_calibration::UnknownNvmeProfile),
     /// The profile's queue-pair count cannot be an NVMe controller's.
     #[error(
         "calibration [nvme.{profile}] queue_pairs = {value}: not a whole number from 2 to 256"

@@ -14,9 +14,7 @@ use std::rc::Rc;
 
 /// The media profile of calibration profile `name`.
 pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfile, ModelError> {
-    let p = calibration
-        .nvme_profile(name)
-        .map_err(ModelError::Profile)?;
+    let p = calibration.nvme_profile(name)?;
     let ns = |p: &smartio_calibration::Param| SimDuration::from_ns_f64(p.value);
     Ok(MediaProfile {
         name: name.to_string(),
@@ -44,9 +42,7 @@ pub(super) fn start(
     let calibration = cx.calibration;
     let params = NvmeParams::parse(&ep.params).map_err(|e| ModelError::Params(Box::new(e)))?;
     let profile = media_profile(calibration, &params.profile)?;
-    let cal = calibration
-        .nvme_profile(&params.profile)
-        .map_err(ModelError::Profile)?;
+    let cal = calibration.nvme_profile(&params.profile)?;
     // The calibration admits only whole numbers from 2 to 256 (the controller's MSI-X
     // table holds 256 vectors), so the conversion is exact for any parsed calibration.
     let queue_pairs = match params.queues {

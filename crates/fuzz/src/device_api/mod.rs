@@ -18,7 +18,7 @@ use smartio_fabric::{ClusterNodeId, Fabric, GroupId, HostId, LutTarget};
 use smartio_host::HostOs;
 use smartio_machine::Machine;
 use smartio_platform::{PhysAddr, SimTime};
-use smartio_smartio::sisci::{LocalMap, LocalSegment, RemoteMap, RemoteSegment, Sisci};
+use smartio_smartio::sisci::{LocalMap, LocalSegment, RemoteMap, RemoteSegment, SciError, Sisci};
 use smartio_smartio::{
     BorrowOptions, CpuMap, DeviceBorrow, Fdid, Hints, PeerRequester, Segment, SegmentLocation,
     SmartIo,
@@ -715,59 +715,49 @@ impl Rig {
     /// Undoes everything still live, in the order the API requires; every step must work.
     async fn teardown(&self, w: &World) {
         let (sci, api) = (&self.sci, &self.smartio);
-        let must = |what: &str, r: Result<(), String>| {
+        let must = |what: &str, r: Result<(), SciError>| {
             if let Err(e) = r {
                 panic!("teardown: {what}: {e}");
             }
         };
-        let s = |e: &dyn Display| e.to_string();
         for m in w.maps.live() {
-            must("unmap", sci.unmap(&m).map_err(|e| s(&e)));
+            must("unmap", sci.unmap(&m));
         }
         for m in w.local_maps.live() {
-            must("unmap_local", sci.unmap_local(&m).map_err(|e| s(&e)));
+            must("unmap_local", sci.unmap_local(&m));
         }
         for (seg, adapter, g) in &w.members {
-            must(
-                "leave_multicast",
-                sci.leave_multicast(seg, *adapter, *g).map_err(|e| s(&e)),
-            );
+            must("leave_multicast", sci.leave_multicast(seg, *adapter, *g));
         }
         for c in w.connections.live() {
-            must("disconnect", sci.disconnect_segment(&c).map_err(|e| s(&e)));
+            must("disconnect", sci.disconnect_segment(&c));
         }
         for g in w.groups.live() {
-            must(
-                "remove group",
-                sci.remove_multicast_group(g).map_err(|e| s(&e)),
-            );
+            must("remove group", sci.remove_multicast_group(g));
         }
         for seg in w.sci_segments.live() {
-            must(
-                "remove sisci segment",
-                sci.remove_segment(&seg).map_err(|e| s(&e)),
-            );
+            must("remove sisci segment", sci.remove_segment(&seg));
         }
         for m in w.cpu_maps.live() {
-            must("unmap_cpu", api.unmap_cpu(m).map_err(|e| s(&e)));
+            must("unmap_cpu", api.unmap_cpu(m));
         }
         for (b, seg) in &w.device_maps {
-            must("unmap_device", api.unmap_device(b, seg).map_err(|e| s(&e)));
+            must("unmap_device", api.unmap_device(b, seg));
         }
         for seg in w.segments.live() {
-            must("remove_segment", api.remove_segment(seg).map_err(|e| s(&e)));
+            must("remove_segment", api.remove_segment(seg));
         }
         for p in w.peers.live() {
             must(
                 "unregister_peer_requester",
-                api.unregister_peer_requester(p).map_err(|e| s(&e)),
+                api.unregister_peer_requester(p),
             );
         }
         for b in w.borrows.live() {
-            must("return_device", api.return_device(b).map_err(|e| s(&e)));
+            must("return_device", api.return_device(b));
         }
         for &(h, fdid) in &w.lent {
-            must("give_back", api.give_back(h, fdid).await.map_err(|e| s(&e)));
+            must("give_back", api.give_back(h, fdid).await);
         }
     }
 }

@@ -8,12 +8,15 @@
 //! unmaps them.
 
 use super::{Fdid, SmartIoError};
-use smartio_fabric::{AdapterId, DomainId, HostId, LutTarget, NtbMapping, Requester};
-use smartio_host::RamAllocator;
+use smartio_fabric::{
+    AdapterId, DomainId, HostId, IommuError, LutTarget, NtbError, NtbMapping, Requester,
+};
+use smartio_host::{RamAllocator, RamError};
 use smartio_machine::Machine;
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeMap;
+use thiserror::Error;
 
 /// Where DMA windows live in a borrower adapter's IOMMU domain: far above any RAM, so they
 /// never meet the identity mappings of shared-memory segments in the same domain.
@@ -327,15 +330,39 @@ impl Taker<'_> {
     }
 }
 
+/// Why giving a grant back failed: the ledger and the fabric's tables disagree (an emulator
+/// bug, reported rather than hidden).
+#[derive(Debug, Error)]
+pub(crate) enum ReleaseError {
+    /// The NTB adapter refused to drop an entry.
+    #[error("{0}")]
+    Ntb(#[from] NtbError),
+    /// The IOMMU refused to drop a mapping.
+    #[error("{0}")]
+    Iommu(#[from] IommuError),
+    /// An address-space allocator refused to take a range back.
+    #[error("{0}")]
+    Space(#[from] RamError),
+    /// A shared grant the ledger does not hold (its key).
+    #[error("{0} is not held")]
+    NotHeld(String),
+    /// A shared look-up-table grant without its mapping (its key).
+    #[error("{0} has no mapping")]
+    NoMapping(String),
+    /// No allocator for a space the grant came from (`window` or `low`).
+    #[error("no {0} space")]
+    NoSpace(&'static str),
+}
+
 /// Gives back `grants` in reverse order. Keeps going past a failure (so that as much as
 /// possible is released) and reports the first one.
 pub(crate) fn release(
     machine: &Machine,
     ledger: &mut Ledger,
     grants: Vec<Grant>,
-) -> Result<(), String> {
+) -> Result<(), ReleaseError> {
     let mut first_error = None;
-    let mut note = |r: Result<(), String>| {
+    let mut note = |r: Result<(), ReleaseError>| {
         if let Err(e) = r {
             first_error.get_or_insert(e);
         }
@@ -345,11 +372,11 @@ pub(crate) fn release(
             Grant::Lut(m) => note(
                 machine
                     .with_fabric_mut(|f| f.ntb_unmap(&m))
-                    .map_err(|e| e.to_string()),
+                    .map_err(ReleaseError::from),
             ),
             Grant::Shared(key) => {
                 let Some(s) = ledger.shared.get_mut(&key) else {
-                    note(Err(format!("{key:?} is not held")));
+                    note(Err(ReleaseError::NotHeld(format!("{key:?}"))));
                     continue;
                 };
                 s.refs -= 1;
@@ -360,7 +387,7 @@ pub(crate) fn release(
                 note(match (key, s.and_then(|s| s.mapping)) {
                     (SharedKey::Lut { .. }, Some(m)) => machine
                         .with_fabric_mut(|f| f.ntb_unmap(&m))
-                        .map_err(|e| e.to_string()),
+                        .map_err(ReleaseError::from),
                     (
                         SharedKey::Identity {
                             host,
@@ -371,14 +398,16 @@ pub(crate) fn release(
                         _,
                     ) => machine
                         .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(base), len))
-                        .map_err(|e| e.to_string()),
-                    (SharedKey::Lut { .. }, None) => Err(format!("{key:?} has no mapping")),
+                        .map_err(ReleaseError::from),
+                    (SharedKey::Lut { .. }, None) => {
+                        Err(ReleaseError::NoMapping(format!("{key:?}")))
+                    }
                 });
             }
             Grant::Requester(adapter, requester) => note(
                 machine
                     .with_fabric_mut(|f| f.ntb_remove_requester(adapter, requester))
-                    .map_err(|e| e.to_string()),
+                    .map_err(ReleaseError::from),
             ),
             Grant::Iommu {
                 host,
@@ -388,21 +417,21 @@ pub(crate) fn release(
             } => note(
                 machine
                     .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(iova), len))
-                    .map_err(|e| e.to_string()),
+                    .map_err(ReleaseError::from),
             ),
             Grant::WindowSpace { adapter, iova } => note(
                 ledger
                     .window_space
                     .get_mut(&adapter)
-                    .ok_or_else(|| "no window space".to_string())
-                    .and_then(|s| s.free(iova).map_err(|e| e.to_string())),
+                    .ok_or(ReleaseError::NoSpace("window"))
+                    .and_then(|s| s.free(iova).map_err(ReleaseError::from)),
             ),
             Grant::LowSpace { fdid, iova } => note(
                 ledger
                     .low_space
                     .get_mut(&fdid)
-                    .ok_or_else(|| "no low space".to_string())
-                    .and_then(|s| s.free(iova).map_err(|e| e.to_string())),
+                    .ok_or(ReleaseError::NoSpace("low"))
+                    .and_then(|s| s.free(iova).map_err(ReleaseError::from)),
             ),
         }
     }
