@@ -474,6 +474,12 @@ impl Fabric {
         &mut self.hosts[id.index()].iommu
     }
 
+    /// Every host's name in scenario order, comma-separated (for an "unknown host" message).
+    pub fn host_names(&self) -> String {
+        let names: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
+        names.join(", ")
+    }
+
     /// Looks a host up by name.
     pub fn host_by_name(&self, name: &str) -> Option<HostId> {
         self.hosts

@@ -54,12 +54,7 @@ pub(crate) fn find_host(cluster: &Cluster, name: &str) -> Result<HostId, ShmErro
     f.host_by_name(name).ok_or_else(|| {
         ShmError::from(UnknownHost {
             host: name.to_string(),
-            known: f
-                .hosts()
-                .iter()
-                .map(|h| h.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            known: f.host_names(),
         })
     })
 }

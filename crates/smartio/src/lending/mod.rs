@@ -132,12 +132,7 @@ impl SmartIo {
         f.host_by_name(name)
             .ok_or_else(|| SmartIoError::UnknownHost {
                 host: name.to_string(),
-                known: f
-                    .hosts()
-                    .iter()
-                    .map(|h| h.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: f.host_names(),
             })
     }
 
