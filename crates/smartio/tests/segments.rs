@@ -396,3 +396,23 @@ trait AwaitBlocking: std::future::Future + Sized + 'static {
     }
 }
 impl<F: std::future::Future + 'static> AwaitBlocking for F {}
+
+#[test]
+fn a_removed_segments_automatic_id_is_not_handed_out_again() {
+    let (machine, sci) = cluster("back-to-back");
+    let lender = host(&machine, "lender");
+    let first = sci.create_segment(lender, None, 4096).expect("segment");
+    sci.remove_segment(&first).expect("removed");
+    let second = sci.create_segment(lender, None, 4096).expect("segment");
+    assert_ne!(
+        first.id, second.id,
+        "a stale handle would name the new segment"
+    );
+    let stale = sci.remove_segment(&first);
+    assert!(
+        matches!(stale, Err(SciError::Stale(_))),
+        "the removed segment's handle is stale: {stale:?}"
+    );
+    sci.remove_segment(&second)
+        .expect("the live one is removed");
+}

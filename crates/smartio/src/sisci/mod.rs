@@ -137,6 +137,21 @@ struct MapState {
     mapping: NtbMapping,
 }
 
+impl State {
+    /// The next automatic id free on `host`, counting on from the last one handed out and
+    /// wrapping to [`AUTO_ID_BASE`] after `u32::MAX`. Ends: a host cannot hold 2^31 segments
+    /// (each takes RAM).
+    fn take_auto_id(&mut self, host: HostId) -> u32 {
+        loop {
+            let id = self.next_auto_id;
+            self.next_auto_id = id.checked_add(1).unwrap_or(AUTO_ID_BASE);
+            if !self.segments.contains_key(&(host, id)) {
+                return id;
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
     ram: SegmentRam,
@@ -144,6 +159,9 @@ pub(crate) struct State {
     connections: BTreeMap<u32, Connection>,
     maps: BTreeMap<u32, MapState>,
     next_id: u32,
+    /// The next automatic segment id to try. Automatic ids are not reused until the range
+    /// wraps, so a stale handle of a removed segment never names a newer one.
+    next_auto_id: u32,
     /// Transfer errors seen through each adapter (what sequences compare).
     pub(crate) adapter_errors: Vec<u64>,
     pub(crate) interrupts: interrupt::Interrupts,
@@ -188,6 +206,7 @@ impl Sisci {
                 connections: BTreeMap::new(),
                 maps: BTreeMap::new(),
                 next_id: 1,
+                next_auto_id: AUTO_ID_BASE,
                 adapter_errors: vec![0; adapters],
                 interrupts: interrupt::Interrupts::default(),
             })),
@@ -267,8 +286,8 @@ impl Sisci {
         )
     }
 
-    /// Records a segment of `size` bytes of `host` with id `id` (or the lowest free automatic
-    /// id) backed by `backing`: RAM is allocated from the host's one segment allocator and
+    /// Records a segment of `size` bytes of `host` with id `id` (or the next unused automatic
+    /// id, never one a removed segment had until the range wraps) backed by `backing`: RAM is allocated from the host's one segment allocator and
     /// zeroed; device memory is only recorded. The caller has checked `host`.
     pub(crate) fn create(
         &self,
@@ -286,9 +305,7 @@ impl Sisci {
                 })
             }
             Some(id) => id,
-            None => (AUTO_ID_BASE..)
-                .find(|i| !st.segments.contains_key(&(host, *i)))
-                .unwrap_or(AUTO_ID_BASE),
+            None => st.take_auto_id(host),
         };
         let phys = match backing {
             Backing::Ram { align } => {
