@@ -20,6 +20,7 @@ pub mod driver;
 pub mod guest;
 pub mod memory;
 pub mod os;
+pub mod vm;
 
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
