@@ -19,17 +19,16 @@ pub use config::{
 };
 
 use crate::attach::{AttachError, Workbench};
-use crate::booted::UnknownHost;
-use crate::booted::{BootError, Stuck};
+use crate::booted::{BootError, Stuck, UnknownHost};
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
-use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig};
+use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
-use smartio_host::HostError;
+use smartio_host::{HostError, RamError};
 use smartio_machine::Machine;
 use smartio_platform::{Clock, Notify, SimTime};
 use smartio_smartio::SmartIoError;
@@ -61,9 +60,30 @@ pub enum FioError {
     /// A parameter makes no sense for this device.
     #[error("{0}")]
     BadParameter(String),
-    /// An I/O failed.
+    /// The NVMe driver failed a request (its status, or the path's error).
+    #[error(transparent)]
+    Driver(#[from] NvmeError),
+    /// Host memory for the I/O buffers ran out.
+    #[error("buffer: {0}")]
+    Buffer(#[from] RamError),
+    /// A client's data segment cannot hold the buffers the jobs need.
+    #[error(
+        "buffer: {len} bytes at offset {offset} do not fit the client's {size}-byte data segment"
+    )]
+    SegmentFull {
+        /// Bytes asked for.
+        len: u64,
+        /// Where in the segment they would start.
+        offset: u64,
+        /// The segment's size.
+        size: u64,
+    },
+    /// The latency histogram could not be made.
+    #[error("histogram: {0}")]
+    Histogram(#[from] hdrhistogram::errors::CreationError),
+    /// The workload's own bookkeeping went wrong (an emulator bug).
     #[error("{0}")]
-    Io(String),
+    Internal(&'static str),
     /// Data read back differs from what was written.
     #[error("verify failed: block {block} (byte offset {offset}) of namespace {nsid}: first difference at byte {at}")]
     VerifyFailed {
@@ -229,7 +249,7 @@ pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, Stri
     let dev = bench
         .os
         .driver_data::<NvmeDevice>(&device)
-        .ok_or_else(|| FioError::Io("the NVMe driver did not bind".into()))?;
+        .ok_or(FioError::Internal("the NVMe driver did not bind"))?;
     Ok((dev, device))
 }
 
@@ -253,8 +273,8 @@ async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError>
             closed?;
             Ok(result)
         }
-        Err(_) => result.and(Err(FioError::Io(
-            "a worker still holds the NVMe backend after the run".into(),
+        Err(_) => result.and(Err(FioError::Internal(
+            "a worker still holds the NVMe backend after the run",
         ))),
     }
 }
@@ -308,8 +328,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
         scratch: RefCell::new((Vec::new(), Vec::new())),
         in_flight: RefCell::new(HashSet::new()),
         hist: RefCell::new(
-            Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .map_err(|e| FioError::Io(format!("histogram: {e}")))?,
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(FioError::from)?,
         ),
         sum_ns: Cell::new(0.0),
         reads: Cell::new(0),
@@ -373,7 +392,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
         for _ in 0..cfg.iodepth {
             let buffer = buffers
                 .next()
-                .ok_or_else(|| FioError::Io("fewer buffers than workers".into()))?;
+                .ok_or(FioError::Internal("fewer buffers than workers"))?;
             let (backend, shared, job, running, finished) = (
                 backend.clone(),
                 shared.clone(),
@@ -607,18 +626,14 @@ pub fn read_back(
     run_to_end(&cluster.machine, async move {
         let (dev, _) = bind_nvme(&bench).await?;
         let os = &bench.os;
-        let lba = u64::from(
-            dev.namespace(nsid)
-                .map_err(|e| FioError::Io(e.to_string()))?
-                .lba_size,
-        );
+        let lba = u64::from(dev.namespace(nsid)?.lba_size);
         if !offset.is_multiple_of(lba) || !len.is_multiple_of(lba) {
             return Err(FioError::BadParameter(format!(
                 "offset {offset} and length {len} must be multiples of the LBA size {lba}"
             )));
         }
         let chunk = dev.info().max_transfer;
-        let buffer = os.alloc(chunk).map_err(|e| FioError::Io(e.to_string()))?;
+        let buffer = os.alloc(chunk)?;
         let mut data = Vec::with_capacity(len as usize);
         let mut at = 0;
         while at < len {
@@ -631,8 +646,7 @@ pub fn read_back(
                 (n / lba) as u32,
                 buffer,
             )
-            .await
-            .map_err(|e| FioError::Io(e.to_string()))?;
+            .await?;
             let mut part = vec![0u8; n as usize];
             os.machine().peek_memory(os.id(), buffer, &mut part);
             data.extend_from_slice(&part);

@@ -142,8 +142,8 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
 
     let mut data = vec![0u8; len as usize];
     ChaCha8Rng::seed_from_u64(DEMO_SEED).fill_bytes(&mut data);
-    let io_err = |e: smartio_drivers::nvme::NvmeError| FioError::Io(e.to_string());
-    let alloc_err = |e: smartio_host::RamError| FioError::Io(format!("buffer: {e}"));
+    let io_err = FioError::Driver;
+    let alloc_err = FioError::Buffer;
     // Two page-aligned buffers: the written data and the one the read lands in.
     let source = os.alloc(len).map_err(alloc_err)?;
     let sink = os.alloc(len).map_err(alloc_err)?;

@@ -114,9 +114,7 @@ impl Backend {
     pub fn buffer(&self, len: u64) -> Result<Buffer, FioError> {
         match self {
             Backend::Native { os, .. } => {
-                let cpu = os
-                    .alloc(len)
-                    .map_err(|e| FioError::Io(format!("buffer: {e}")))?;
+                let cpu = os.alloc(len)?;
                 Ok(Buffer {
                     cpu,
                     offset: 0,
@@ -127,9 +125,7 @@ impl Backend {
                 let (base, size) = client.data();
                 let offset = next.get();
                 if offset + len > size {
-                    return Err(FioError::Io(format!(
-                        "buffer: {len} bytes at offset {offset} do not fit the client's {size}-byte data segment"
-                    )));
+                    return Err(FioError::SegmentFull { len, offset, size });
                 }
                 next.set(offset + len);
                 Ok(Buffer {
@@ -168,15 +164,15 @@ impl Backend {
             Backend::Native { dev, .. } => dev
                 .submit(job, op, nsid, lba, blocks, buffer.cpu)
                 .await
-                .map_err(|e| FioError::Io(e.to_string())),
+                .map_err(FioError::from),
             Backend::Client { client, queues, .. } => {
                 let q = queues
                     .get(job % queues.len().max(1))
-                    .ok_or_else(|| FioError::Io("the client has no queue pair".to_string()))?;
+                    .ok_or(FioError::Internal("the client has no queue pair"))?;
                 client
                     .io(q, op, nsid, lba, blocks, buffer.offset)
                     .await
-                    .map_err(|e| FioError::Io(e.to_string()))
+                    .map_err(FioError::from)
             }
         }
     }
