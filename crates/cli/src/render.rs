@@ -69,6 +69,15 @@ pub fn topology(report: &TopologyReport) -> String {
             h.cores
         );
         tree(&mut out, &h.tree, "", true, true);
+        for vm in &h.vms {
+            let _ = writeln!(
+                out,
+                "  vm {}: {} of guest RAM in {} pages",
+                vm.name,
+                format_size(vm.memory),
+                format_size(vm.page_bytes)
+            );
+        }
         let _ = writeln!(out, "  address map:");
         for e in &h.address_map {
             let _ = writeln!(

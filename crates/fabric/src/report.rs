@@ -40,6 +40,20 @@ pub struct HostReport {
     pub tree: TreeNode,
     /// The physical address map, sorted by address.
     pub address_map: Vec<MapEntry>,
+    /// Virtual machines, in scenario order (left out of JSON when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vms: Vec<VmReport>,
+}
+
+/// A virtual machine of a host.
+#[derive(Debug, Clone, Serialize)]
+pub struct VmReport {
+    /// `host/vm`.
+    pub name: String,
+    /// Guest RAM in bytes.
+    pub memory: u64,
+    /// Bytes per host page backing it.
+    pub page_bytes: u64,
 }
 
 /// A node of a host's PCI tree.
@@ -301,6 +315,15 @@ impl Fabric {
             cores: h.cores,
             tree: self.tree_node(id, h.root, None),
             address_map: map,
+            vms: h
+                .vms
+                .iter()
+                .map(|v| VmReport {
+                    name: format!("{}/{}", h.name, v.name),
+                    memory: v.memory,
+                    page_bytes: v.page_bytes,
+                })
+                .collect(),
         }
     }
 

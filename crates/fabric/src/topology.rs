@@ -214,6 +214,8 @@ pub struct Host {
     pub bridges: Vec<Bridge>,
     /// Endpoints in enumeration order.
     pub endpoints: Vec<EndpointId>,
+    /// Virtual machines the host runs (software on the host: no fabric node of their own).
+    pub vms: Vec<crate::spec::VmSpec>,
     /// Where the scenario declared it.
     pub loc: SourceLoc,
 }
@@ -316,6 +318,7 @@ impl Fabric {
                 iommu: Iommu::new(h.iommu),
                 bridges: Vec::new(),
                 endpoints: Vec::new(),
+                vms: h.vms.clone(),
                 loc: h.loc.clone(),
             });
             let mut nodes = Vec::with_capacity(h.components.len());

@@ -80,6 +80,13 @@ pub const MAX_CLUSTER_SWITCHES: usize = 1024;
 /// least, and a host has 256 buses.
 pub const MAX_COMPONENTS: usize = 256;
 
+/// Virtual machines on one host: each holds guest RAM of its own, and the papers' hosts ran
+/// one or two; 64 leaves room for consolidation studies.
+pub const MAX_VMS: usize = 64;
+
+/// The host page sizes that may back a VM's memory: 4 KiB pages, or 2 MiB huge pages.
+pub const VM_PAGE_SIZES: [u64; 2] = [4 << 10, 2 << 20];
+
 /// CPU cores of a host: more than any two-socket server has today (2 × 192).
 pub const CORES: RangeInclusive<i64> = 1..=1024;
 

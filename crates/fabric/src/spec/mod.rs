@@ -41,11 +41,11 @@ mod tests;
 
 pub use model::{
     CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec, HostSpec,
-    NtbSpec, Parent, ScenarioError, SourceLoc,
+    NtbSpec, Parent, ScenarioError, SourceLoc, VmSpec,
 };
 pub use template::{expand_template, TemplateError};
 
-use crate::units::{size_value, LinkSpec};
+use crate::units::{format_size, size_value, LinkSpec};
 use raw::{shown, RawHost, RawScenario};
 use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
@@ -273,6 +273,20 @@ impl Builder<'_> {
         })
     }
 
+    /// `s` with the repeat index `index` put into its name template (as written without one).
+    fn expand(
+        &self,
+        key: &str,
+        s: &Spanned<String>,
+        index: Option<u32>,
+    ) -> Result<String, ScenarioError> {
+        match index {
+            Some(i) => expand_template(s.get_ref(), i)
+                .map_err(|m| self.loc(s).error(format!("{key} = {m}"))),
+            None => Ok(s.get_ref().clone()),
+        }
+    }
+
     fn host(
         &self,
         raw: &RawHost,
@@ -281,13 +295,7 @@ impl Builder<'_> {
         pending: &mut Vec<PendingCable>,
     ) -> Result<HostSpec, ScenarioError> {
         let loc = self.loc(&raw.name);
-        let expand = |key: &str, s: &Spanned<String>| -> Result<String, ScenarioError> {
-            match index {
-                Some(i) => expand_template(s.get_ref(), i)
-                    .map_err(|m| self.loc(s).error(format!("{key} = {m}"))),
-                None => Ok(s.get_ref().clone()),
-            }
-        };
+        let expand = |key: &str, s: &Spanned<String>| self.expand(key, s, index);
         let name = expand("name", &raw.name)?;
         limits::check_name("host name", &name).map_err(|m| loc.error(m))?;
         let ram = self.size("ram", &raw.ram)?;
@@ -508,14 +516,77 @@ impl Builder<'_> {
                 loc: e.loc,
             });
         }
+        let vms = self.vms(&name, ram, &raw.vm, index)?;
         Ok(HostSpec {
             name,
             ram,
             iommu: raw.iommu,
             cores,
             components,
+            vms,
             loc,
         })
+    }
+
+    /// The `[[host.vm]]` entries of host `host` (with `ram` bytes): names unique among the
+    /// host's VMs, guest RAM a whole number of pages and at most the host's RAM, pages of
+    /// 4 KiB (the default) or 2 MiB.
+    fn vms(
+        &self,
+        host: &str,
+        ram: u64,
+        raw: &[raw::RawVm],
+        index: Option<u32>,
+    ) -> Result<Vec<VmSpec>, ScenarioError> {
+        if let Some(extra) = raw.get(limits::MAX_VMS) {
+            return Err(self.loc(&extra.name).error(format!(
+                "host {host:?}: {} VMs: too many (allowed: at most {})",
+                raw.len(),
+                limits::MAX_VMS
+            )));
+        }
+        let mut vms: Vec<VmSpec> = Vec::with_capacity(raw.len());
+        for v in raw {
+            let loc = self.loc(&v.name);
+            let name = self.expand("name", &v.name, index)?;
+            limits::check_name("VM name", &name).map_err(|m| loc.error(m.to_string()))?;
+            if vms.iter().any(|o| o.name == name) {
+                return Err(loc.error(format!("host {host:?}: a second VM named {name:?}")));
+            }
+            let page_bytes = match &v.pages {
+                None => limits::VM_PAGE_SIZES[0],
+                Some(p) => {
+                    let bytes = self.size("pages", p)?;
+                    if !limits::VM_PAGE_SIZES.contains(&bytes) {
+                        return Err(self.loc(p).error(format!(
+                            "pages = {}: not a page size VM memory can be backed with \
+                             (allowed: 4 KiB or 2 MiB)",
+                            shown(p.get_ref())
+                        )));
+                    }
+                    bytes
+                }
+            };
+            let memory = self.size("memory", &v.memory)?;
+            if memory == 0 || !memory.is_multiple_of(page_bytes) || memory > ram {
+                return Err(self.loc(&v.memory).error(format!(
+                    "VM {host}/{name}: memory = {}: not a whole number of pages of {} within \
+                     the host's RAM (allowed: {} to {} in steps of {})",
+                    shown(v.memory.get_ref()),
+                    format_size(page_bytes),
+                    format_size(page_bytes),
+                    format_size(ram / page_bytes * page_bytes),
+                    format_size(page_bytes),
+                )));
+            }
+            vms.push(VmSpec {
+                name,
+                memory,
+                page_bytes,
+                loc,
+            });
+        }
+        Ok(vms)
     }
 }
 

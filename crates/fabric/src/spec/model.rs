@@ -65,7 +65,22 @@ pub struct HostSpec {
     pub cores: u32,
     /// Components, ordered so that every parent comes before its children.
     pub components: Vec<ComponentSpec>,
+    /// Virtual machines the host runs, in scenario order (named `host/vm`).
+    pub vms: Vec<VmSpec>,
     /// Where the host was declared.
+    pub loc: SourceLoc,
+}
+
+/// A virtual machine of a host: guest RAM backed by pages of the host's RAM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmSpec {
+    /// Name, unique among the host's VMs.
+    pub name: String,
+    /// Guest RAM in bytes: a whole number of pages, at most the host's RAM.
+    pub memory: u64,
+    /// Bytes per host page backing it: 4 KiB or 2 MiB.
+    pub page_bytes: u64,
+    /// Where the VM was declared.
     pub loc: SourceLoc,
 }
 

@@ -32,6 +32,17 @@ pub(super) struct RawHost {
     pub device: Vec<RawDevice>,
     #[serde(default)]
     pub ntb: Vec<RawNtb>,
+    #[serde(default)]
+    pub vm: Vec<RawVm>,
+}
+
+/// `[[host.vm]]`: a virtual machine the host runs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVm {
+    pub name: Spanned<String>,
+    pub memory: Spanned<toml::Value>,
+    pub pages: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

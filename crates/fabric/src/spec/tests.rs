@@ -530,3 +530,86 @@ fn a_scenario_name_or_description_with_control_characters_is_rejected() {
     let spec = parse_scenario("t.toml", &format!("name = \"ok – µ\"\n{NTB}")).expect("printable");
     assert_eq!(spec.name, "ok – µ");
 }
+
+/// `MINIMAL` with VMs on host `a` (1 GiB of RAM).
+fn with_vms(vms: &str) -> String {
+    format!("{MINIMAL}\n{vms}")
+}
+
+#[test]
+fn vms_parse_with_memory_and_pages_and_default_to_4_kib_pages() {
+    let text = with_vms(
+        r#"
+[[host.vm]]
+name = "vm0"
+memory = "512 MiB"
+pages = "2 MiB"
+
+[[host.vm]]
+name = "vm1"
+memory = "64 MiB"
+"#,
+    );
+    let spec = parse_scenario("t.toml", &text).expect("valid");
+    let vms = &spec.hosts[0].vms;
+    assert_eq!(vms.len(), 2);
+    assert_eq!(
+        (vms[0].name.as_str(), vms[0].memory, vms[0].page_bytes),
+        ("vm0", 512 << 20, 2 << 20)
+    );
+    assert_eq!((vms[1].memory, vms[1].page_bytes), (64 << 20, 4096));
+    assert_eq!(vms[1].loc.line, 26, "the line of vm1's name");
+}
+
+#[test]
+fn bad_vm_entries_name_the_line_the_value_and_what_is_allowed() {
+    let cases = [
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"2 GiB\"\n",
+            "memory = \"2 GiB\": not a whole number of pages of 4K within the host's RAM (allowed: 4K to 1G in steps of 4K)",
+        ),
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"3 MiB\"\npages = \"2 MiB\"\n",
+            "memory = \"3 MiB\": not a whole number of pages of 2M",
+        ),
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"0\"\n",
+            "memory = \"0\": not a whole number of pages",
+        ),
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"64 MiB\"\npages = \"1 GiB\"\n",
+            "pages = \"1 GiB\": not a page size VM memory can be backed with (allowed: 4 KiB or 2 MiB)",
+        ),
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"4 MiB\"\n[[host.vm]]\nname = \"vm0\"\nmemory = \"4 MiB\"\n",
+            "host \"a\": a second VM named \"vm0\"",
+        ),
+        (
+            "[[host.vm]]\nname = \"\"\nmemory = \"4 MiB\"\n",
+            "VM name",
+        ),
+        (
+            "[[host.vm]]\nname = \"vm0\"\nmemory = \"4 MiB\"\ncpus = 2\n",
+            "cpus",
+        ),
+    ];
+    for (vms, expected) in cases {
+        let err = parse_scenario("t.toml", &with_vms(vms)).expect_err(vms);
+        let message = err.to_string();
+        assert!(message.starts_with("t.toml:"), "{message}");
+        assert!(message.contains(expected), "{vms}\n→ {message}");
+    }
+}
+
+#[test]
+fn more_than_64_vms_on_a_host_are_refused() {
+    let vms: String = (0..=limits::MAX_VMS)
+        .map(|i| format!("[[host.vm]]\nname = \"vm{i}\"\nmemory = \"4 MiB\"\n"))
+        .collect();
+    let err = parse_scenario("t.toml", &with_vms(&vms)).expect_err("too many");
+    assert!(
+        err.to_string()
+            .contains("65 VMs: too many (allowed: at most 64)"),
+        "{err}"
+    );
+}
