@@ -117,11 +117,7 @@ impl DirectEngine {
                 Ok(_) => unreachable!("a route covers at least one byte"),
                 Err(e) => {
                     let error: AccessError = e.into();
-                    let at = state.now;
-                    state.faults.push(FaultRecord {
-                        at,
-                        error: error.clone(),
-                    });
+                    state.fault(error.clone());
                     return Err(error);
                 }
             }
@@ -274,14 +270,11 @@ impl State {
                 bar,
                 offset,
             } => {
-                let result = match &self.bar_handlers[endpoint.index()] {
-                    Some(h) => h.mmio_write(bar, offset, data),
-                    None => Err(CompleterError::OutOfRange),
-                };
+                let result = self
+                    .bar_handler(endpoint)
+                    .and_then(|h| h.mmio_write(bar, offset, data));
                 if let Err(reason) = result {
-                    let error = self.completer_abort(endpoint, bar, offset, reason);
-                    let at = self.now;
-                    self.faults.push(FaultRecord { at, error });
+                    self.refused(endpoint, bar, offset, reason);
                 }
             }
             Target::Interrupt { host, .. } => {
@@ -312,19 +305,12 @@ impl State {
                 bar,
                 offset,
             } => {
-                let result = match &self.bar_handlers[endpoint.index()] {
-                    Some(h) => h.mmio_read(bar, offset, buf),
-                    None => Err(CompleterError::OutOfRange),
-                };
+                let result = self
+                    .bar_handler(endpoint)
+                    .and_then(|h| h.mmio_read(bar, offset, buf));
                 result.map_err(|reason| {
                     buf.fill(0xff);
-                    let error = self.completer_abort(endpoint, bar, offset, reason);
-                    let at = self.now;
-                    self.faults.push(FaultRecord {
-                        at,
-                        error: error.clone(),
-                    });
-                    error
+                    self.refused(endpoint, bar, offset, reason)
                 })
             }
             Target::Interrupt { .. } | Target::Multicast { .. } => {
@@ -334,18 +320,34 @@ impl State {
         }
     }
 
-    fn completer_abort(
-        &self,
+    /// The model answering `endpoint`'s BARs; none answers as an address outside them.
+    fn bar_handler(&self, endpoint: EndpointId) -> Result<Rc<dyn BarHandler>, CompleterError> {
+        self.bar_handlers[endpoint.index()]
+            .clone()
+            .ok_or(CompleterError::OutOfRange)
+    }
+
+    /// A BAR access the completer refused: logged as a fault, returned as the access's error.
+    fn refused(
+        &mut self,
         endpoint: EndpointId,
         bar: u8,
         offset: u64,
         reason: CompleterError,
     ) -> AccessError {
-        AccessError::CompleterAbort {
+        let error = AccessError::CompleterAbort {
             target: format!("{} BAR{bar}", self.fabric.endpoint(endpoint).name),
             offset,
             reason,
-        }
+        };
+        self.fault(error.clone());
+        error
+    }
+
+    /// Logs a fault at the current time.
+    fn fault(&mut self, error: AccessError) {
+        let at = self.now;
+        self.faults.push(FaultRecord { at, error });
     }
 
     fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8], wakers: &mut Vec<Waker>) {

@@ -206,7 +206,7 @@ impl AgentPort for Agent {
 /// on the last link, and on the way whatever more a slower link takes to serialize it than
 /// the next one — for the request out (no payload) and the completion back (`len` bytes),
 /// plus the completer's own latency.
-pub fn idle_read_cost(
+fn idle_read_cost(
     fabric: &Fabric,
     timing: &Timing,
     requester: Requester,

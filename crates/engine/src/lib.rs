@@ -23,7 +23,6 @@ mod waiters;
 
 pub use crate::core::{Counters, FaultRecord, LinkEvent};
 pub use calibration::{Calibration, CalibrationError};
-pub use contract::idle_read_cost;
 pub use sim::{Agent, RunSummary, Sim};
 pub use timing::{LinkState, Timing, TimingError};
 pub use wait::{BlockedTask, Wait};

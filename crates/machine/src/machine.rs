@@ -66,7 +66,11 @@ impl Machine {
     }
 
     /// [`Machine::spawn`] for a task already boxed, spawned at `at`.
-    pub fn spawn_boxed(&self, task: smartio_platform::LocalTask, at: &'static Location<'static>) {
+    pub(crate) fn spawn_boxed(
+        &self,
+        task: smartio_platform::LocalTask,
+        at: &'static Location<'static>,
+    ) {
         self.engine.spawn(task, at);
     }
 
