@@ -177,14 +177,12 @@ impl GuestMemory {
             })?;
             let offset = at - start;
             let take = (run.len - offset).min(end - at);
-            let host = run.host.offset(offset);
-            match pieces.last_mut() {
-                Some(last) if last.addr.get() + last.len == host.get() => last.len += take,
-                _ => pieces.push(HostPiece {
-                    addr: host,
-                    len: take,
-                }),
-            }
+            // Runs next to each other in the guest are never contiguous in the host too
+            // (`map` merges those), so every run is a piece of its own.
+            pieces.push(HostPiece {
+                addr: run.host.offset(offset),
+                len: take,
+            });
             at += take;
         }
         Ok(pieces)

@@ -70,13 +70,15 @@ pub enum VmMemoryError {
 }
 
 /// A VM's guest-physical RAM: `low` from 0 below the PCI hole, and `high` from 4 GiB for the
-/// rest (empty when everything fits below the hole).
+/// rest (empty when everything fits below the hole), in whole pages of `page`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmMemoryLayout {
     /// Low memory, starting at guest-physical 0.
     pub low: Range<u64>,
     /// High memory, starting at [`HIGH_MEMORY_BASE`] (empty if none).
     pub high: Range<u64>,
+    /// The host pages that back it.
+    pub page: GuestPageSize,
 }
 
 impl VmMemoryLayout {
@@ -94,6 +96,7 @@ impl VmMemoryLayout {
         Ok(VmMemoryLayout {
             low: 0..low,
             high: HIGH_MEMORY_BASE..high_end,
+            page,
         })
     }
 
@@ -123,7 +126,6 @@ impl VmMemoryLayout {
 #[derive(Debug)]
 pub struct VmMemory {
     layout: VmMemoryLayout,
-    page: GuestPageSize,
     memory: GuestMemory,
     pages: Vec<PhysAddr>,
 }
@@ -131,14 +133,10 @@ pub struct VmMemory {
 impl VmMemory {
     /// Allocates the pages of `layout` from `os`, one at a time, in guest order. On failure
     /// every page taken so far is given back.
-    pub fn back(
-        os: &HostOs,
-        layout: VmMemoryLayout,
-        page: GuestPageSize,
-    ) -> Result<VmMemory, VmMemoryError> {
+    pub fn back(os: &HostOs, layout: VmMemoryLayout) -> Result<VmMemory, VmMemoryError> {
+        let page = layout.page;
         let mut vm = VmMemory {
             layout,
-            page,
             memory: GuestMemory::new(),
             pages: Vec::new(),
         };
@@ -170,11 +168,6 @@ impl VmMemory {
         &self.layout
     }
 
-    /// The page size backing it.
-    pub fn page_size(&self) -> GuestPageSize {
-        self.page
-    }
-
     /// The guest-to-host translation.
     pub fn memory(&self) -> &GuestMemory {
         &self.memory
@@ -190,7 +183,6 @@ impl VmMemory {
         for page in self.pages.drain(..) {
             os.free(page);
         }
-        self.memory = GuestMemory::new();
     }
 }
 

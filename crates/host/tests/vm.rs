@@ -21,7 +21,7 @@ fn a_vm_with_high_memory_is_backed_page_by_page_and_given_back() {
     let before = os.ram_in_use();
     let size = (3u64 << 30) + (4 << 20);
     let layout = VmMemoryLayout::x86(size, GuestPageSize::Huge).expect("layout");
-    let vm = VmMemory::back(&os, layout, GuestPageSize::Huge).expect("backed");
+    let vm = VmMemory::back(&os, layout).expect("backed");
     assert_eq!(os.ram_in_use() - before, size);
     assert_eq!(vm.host_pages().len() as u64, size >> 21);
     assert_eq!(vm.memory().mapped_bytes(), size);
@@ -51,7 +51,7 @@ fn a_vm_larger_than_the_hosts_free_ram_is_refused_and_leaves_nothing_behind() {
     let (_cluster, os) = borrower();
     let before = os.ram_in_use();
     let layout = VmMemoryLayout::x86(64 << 30, GuestPageSize::Huge).expect("layout");
-    let err = VmMemory::back(&os, layout, GuestPageSize::Huge).expect_err("64 GiB host");
+    let err = VmMemory::back(&os, layout).expect_err("64 GiB host");
     assert!(matches!(err, VmMemoryError::HostRam { .. }), "{err}");
     assert_eq!(os.ram_in_use(), before);
 }

@@ -59,25 +59,34 @@ impl SparseMemory {
         let (first, last) = (offset >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
         // Visit only pages that can hold data: the range's, or the resident ones in it when
         // there are fewer of those (a range may span far more pages than are resident).
-        let pages: Vec<u64> = if last - first >= self.pages.len() as u64 {
+        if last - first >= self.pages.len() as u64 {
             let span = first..=last;
-            self.pages
+            let resident: Vec<u64> = self
+                .pages
                 .keys()
                 .copied()
                 .filter(|p| span.contains(p))
-                .collect()
-        } else {
-            (first..=last).collect()
-        };
-        for page in pages {
-            let base = page << PAGE_SHIFT;
-            let from = offset.max(base) - base;
-            let to = end.min(base.saturating_add(PAGE_SIZE)) - base;
-            if to - from == PAGE_SIZE {
-                self.pages.remove(&page);
-            } else if let Some(p) = self.pages.get_mut(&page) {
-                p[from as usize..to as usize].fill(0);
+                .collect();
+            for page in resident {
+                self.zero_in_page(page, offset, end);
             }
+        } else {
+            for page in first..=last {
+                self.zero_in_page(page, offset, end);
+            }
+        }
+    }
+
+    /// Zeroes the part of `offset..end` that falls in `page`: drops the page when it is all
+    /// of it.
+    fn zero_in_page(&mut self, page: u64, offset: u64, end: u64) {
+        let base = page << PAGE_SHIFT;
+        let from = offset.max(base) - base;
+        let to = end.min(base.saturating_add(PAGE_SIZE)) - base;
+        if to - from == PAGE_SIZE {
+            self.pages.remove(&page);
+        } else if let Some(p) = self.pages.get_mut(&page) {
+            p[from as usize..to as usize].fill(0);
         }
     }
 

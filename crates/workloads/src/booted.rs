@@ -11,7 +11,6 @@ use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
 
-/// Why a cluster's hosts could not be booted with SmartIO, or a host not found.
 /// A host name the scenario does not have.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("unknown host {host:?} (hosts: {known})")]
@@ -22,6 +21,7 @@ pub struct UnknownHost {
     pub known: String,
 }
 
+/// Why a cluster's hosts could not be booted with SmartIO, or a host not found.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BootError {
     /// No host of that name.

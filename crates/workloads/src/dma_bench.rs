@@ -190,7 +190,7 @@ pub fn bench_dma_run(
         });
     }
     let config = config.clone();
-    crate::booted::run_task(&cluster.machine, async move {
+    crate::booted::run_workload(&cluster.machine, async move {
         let run = async {
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
@@ -259,5 +259,4 @@ pub fn bench_dma_run(
         };
         run.await
     })
-    .unwrap_or_else(|stuck| Err(stuck.into()))
 }

@@ -29,12 +29,10 @@ use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
 use smartio_host::{HostError, RamError};
-use smartio_machine::Machine;
 use smartio_platform::{Clock, Notify, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
-use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -191,7 +189,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                 queue_entries: u16::try_from(cfg.iodepth + 1).unwrap_or(u16::MAX),
             };
             let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
-            run_to_end(&cluster.machine, async move {
+            crate::booted::run_workload(&cluster.machine, async move {
                 let (dev, _) = bind_nvme(&bench).await?;
                 let backend = Backend::Native {
                     os: bench.os.clone(),
@@ -202,7 +200,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
         }
         FioMethod::NvmeClient { manager } => {
             let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
-            run_to_end(&cluster.machine, async move {
+            crate::booted::run_workload(&cluster.machine, async move {
                 // Room for every worker's buffer and for the verify prefill's transfers.
                 let workers = u64::from(cfg.jobs) * u64::from(cfg.iodepth) * cfg.bs;
                 let bs = cfg.bs;
@@ -217,9 +215,6 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
     }
 }
 
-/// The class code of an NVM Express controller (mass storage, NVM, NVMe).
-const NVME_CLASS: u32 = smartio_devices::nvme::spec::CLASS_CODE;
-
 /// Boots the cluster's hosts, resolves `device` for `host` (local, or `lender:device` to
 /// borrow), checks that it is an NVMe controller, and registers the native NVMe driver with
 /// `config` (binding happens in [`bind_nvme`]).
@@ -230,7 +225,7 @@ pub(crate) fn nvme_host(
     config: NvmeDriverConfig,
 ) -> Result<Workbench, FioError> {
     let bench = Workbench::new(cluster, host, device)?;
-    if bench.class() != NVME_CLASS {
+    if bench.class() != smartio_devices::nvme::spec::CLASS_CODE {
         return Err(FioError::NotNvme {
             host: host.to_string(),
             device: device.to_string(),
@@ -251,15 +246,6 @@ pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, Stri
         .driver_data::<NvmeDevice>(&device)
         .ok_or(FioError::Internal("the NVMe driver did not bind"))?;
     Ok((dev, device))
-}
-
-/// Runs `task` as an agent and the simulation to its end; a task that never finishes is
-/// [`FioError::DidNotFinish`] with the engine's account of what it waits for.
-pub(crate) fn run_to_end<T: 'static>(
-    machine: &Machine,
-    task: impl Future<Output = Result<T, FioError>> + 'static,
-) -> Result<T, FioError> {
-    crate::booted::run_workload(machine, task)
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).
@@ -623,7 +609,7 @@ pub fn read_back(
     len: u64,
 ) -> Result<Vec<u8>, FioError> {
     let bench = nvme_host(cluster, host, device, NvmeDriverConfig::default())?;
-    run_to_end(&cluster.machine, async move {
+    crate::booted::run_workload(&cluster.machine, async move {
         let (dev, _) = bind_nvme(&bench).await?;
         let os = &bench.os;
         let lba = u64::from(dev.namespace(nsid)?.lba_size);

@@ -113,7 +113,7 @@ pub fn nvme_demo(
         ..NvmeDriverConfig::default()
     };
     let bench = crate::fio::nvme_host(cluster, host, device, config)?;
-    crate::fio::run_to_end(&cluster.machine, async move { walk(&bench, config).await })
+    crate::booted::run_workload(&cluster.machine, async move { walk(&bench, config).await })
 }
 
 async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoReport, FioError> {
@@ -142,21 +142,17 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
 
     let mut data = vec![0u8; len as usize];
     ChaCha8Rng::seed_from_u64(DEMO_SEED).fill_bytes(&mut data);
-    let io_err = FioError::Driver;
-    let alloc_err = FioError::Buffer;
     // Two page-aligned buffers: the written data and the one the read lands in.
-    let source = os.alloc(len).map_err(alloc_err)?;
-    let sink = os.alloc(len).map_err(alloc_err)?;
+    let source = os.alloc(len)?;
+    let sink = os.alloc(len)?;
     os.machine().poke_memory(os.id(), source, &data);
     let cpu = os.cpu();
     let t0 = cpu.now();
     dev.submit(0, BlockOp::Write, nsid, lba, blocks, source)
-        .await
-        .map_err(io_err)?;
+        .await?;
     let t1 = cpu.now();
     dev.submit(0, BlockOp::Read, nsid, lba, blocks, sink)
-        .await
-        .map_err(io_err)?;
+        .await?;
     let t2 = cpu.now();
     let mut back = vec![0u8; len as usize];
     os.machine().peek_memory(os.id(), sink, &mut back);

@@ -125,12 +125,7 @@ pub(crate) fn copy_engine(
         .ok_or_else(|| {
             AttachError::from(UnknownHost {
                 host: host.to_string(),
-                known: bench
-                    .hosts
-                    .iter()
-                    .map(|h| h.name().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: bench.os.machine().fabric().host_names(),
             })
         })?;
     let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
@@ -192,7 +187,7 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
     let target_bar = target.model.memory_bar();
     let config = config.clone();
     let machine = cluster.machine.clone();
-    crate::booted::run_task(&cluster.machine, async move {
+    crate::booted::run_workload(&cluster.machine, async move {
         let run = async {
             let source_name = bench.attach_nth(0).await?;
             let target_name = bench.attach_nth(1).await?;
@@ -234,7 +229,6 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
         let returned = bench.detach().await.map_err(P2pError::from);
         result.and_then(|s| returned.map(|()| s))
     })
-    .unwrap_or_else(|stuck| Err(stuck.into()))
 }
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device

@@ -710,8 +710,8 @@ impl NvmeDevice {
             1 => Some(self.prp_list(q, tag)?),
             _ => return Err(bad(format!("{len} bytes need a chained PRP list"))),
         };
-        let lists: Vec<u64> = list.iter().map(|l| l.bus.get()).collect();
-        let prps = prp::build(start, len, &lists).map_err(|e| bad(e.to_string()))?;
+        let lists = list.as_ref().map(|l| l.bus.get());
+        let prps = prp::build(start, len, lists.as_slice()).map_err(|e| bad(e.to_string()))?;
         if let (Some(list), Some(entries)) = (list, prps.lists.first()) {
             self.handle
                 .cpu()

@@ -549,7 +549,7 @@ impl Builder<'_> {
         for v in raw {
             let loc = self.loc(&v.name);
             let name = self.expand("name", &v.name, index)?;
-            limits::check_name("VM name", &name).map_err(|m| loc.error(m.to_string()))?;
+            limits::check_name("VM name", &name).map_err(|m| loc.error(m))?;
             if vms.iter().any(|o| o.name == name) {
                 return Err(loc.error(format!("host {host:?}: a second VM named {name:?}")));
             }

@@ -90,7 +90,8 @@ pub(crate) struct Taker<'a> {
     pub device: &'a str,
 }
 
-fn pages(base: u64, len: u64) -> (u64, u64) {
+/// The whole pages `len` bytes at `base` touch (at least one): first page, span in bytes.
+pub(super) fn pages(base: u64, len: u64) -> (u64, u64) {
     let first = base & !(PAGE_SIZE - 1);
     (
         first,

@@ -187,8 +187,7 @@ impl DmaMapper for ShadowDma {
                 space,
                 mapped,
             } => {
-                let first = phys.get() & !(PAGE_SIZE - 1);
-                let span = (phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first;
+                let (first, span) = super::grants::pages(phys.get(), len);
                 let iova = space.borrow_mut().alloc(span, PAGE_SIZE).map_err(|_| {
                     self.window_error(format!(
                         "DMA window of {} is full mapping {len:#x} bytes",

@@ -317,8 +317,11 @@ impl Sisci {
                         source,
                     })?;
                 // Fresh memory reads as zeroes even if an earlier segment used it (sparse
-                // memory: dropping the pages costs what is in use, not the segment's size).
-                self.machine.zero_memory(host, phys, size);
+                // memory: dropping the pages costs what is in use, not the segment's size);
+                // a kernel's allocator has done it already.
+                if !st.ram.zeroes() {
+                    self.machine.zero_memory(host, phys, size);
+                }
                 phys
             }
             Backing::Bar(at) | Backing::DeviceMemory(at) => at,

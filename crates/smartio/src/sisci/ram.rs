@@ -33,6 +33,12 @@ impl SegmentRam {
         }
     }
 
+    /// Whether [`SegmentRam::alloc`] hands out memory already zeroed (the kernel's allocator
+    /// zeroes what it allocates; the fallback allocators only book addresses).
+    pub fn zeroes(&self) -> bool {
+        matches!(self, SegmentRam::Kernel(_))
+    }
+
     /// Gives back what [`SegmentRam::alloc`] returned at `addr`.
     pub fn free(&mut self, host: HostId, addr: PhysAddr) -> Result<(), RamError> {
         match self {

@@ -221,7 +221,7 @@ impl ClientBench {
             .into_iter()
             .find(|d| d.fdid == fdid)
             .map_or(0, |d| d.class_code);
-        if class != super::NVME_CLASS {
+        if class != smartio_devices::nvme::spec::CLASS_CODE {
             return Err(FioError::NotNvme {
                 host: host.to_string(),
                 device: device.to_string(),

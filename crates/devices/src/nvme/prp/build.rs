@@ -79,6 +79,18 @@ fn later_pages(addr: u64, len: u64) -> Result<Vec<u64>, PrpError> {
     Ok(pages)
 }
 
+/// How many pages [`later_pages`] lists, without listing them.
+fn later_page_count(addr: u64, len: u64) -> Result<u64, PrpError> {
+    let end = addr
+        .checked_add(len)
+        .ok_or(PrpError::Overflow { addr, len })?;
+    Ok(if len == 0 {
+        0
+    } else {
+        ((end - 1) / PAGE_SIZE) - (addr / PAGE_SIZE)
+    })
+}
+
 /// Entries a list page at `addr` holds (up to its page's end).
 fn slots(addr: u64) -> u64 {
     (PAGE_SIZE - (addr & (PAGE_SIZE - 1))) / ENTRY
@@ -87,7 +99,7 @@ fn slots(addr: u64) -> u64 {
 /// List pages `len` bytes at `addr` need when every list page is page aligned: 0 when PRP1
 /// and PRP2 suffice (at most two pages touched).
 pub fn list_pages_needed(addr: u64, len: u64) -> usize {
-    let n = later_pages(addr, len).map_or(0, |p| p.len() as u64);
+    let n = later_page_count(addr, len).unwrap_or(0);
     let per_page = PAGE_SIZE / ENTRY;
     match n {
         0 | 1 => 0,
@@ -104,24 +116,25 @@ pub fn list_pages_needed(addr: u64, len: u64) -> usize {
 /// Errors: too few list pages, a list page not quadword aligned, a buffer past the end of
 /// the address space. PRP1's own alignment (dword) is the controller's to check.
 pub fn build(addr: u64, len: u64, lists: &[u64]) -> Result<Prps, PrpError> {
-    let pages = later_pages(addr, len)?;
-    match pages.as_slice() {
-        [] => {
+    // One or two pages need no list (and no allocation): PRP2 is 0 or the second page.
+    match later_page_count(addr, len)? {
+        0 => {
             return Ok(Prps {
                 prp1: addr,
                 prp2: 0,
                 lists: Vec::new(),
             })
         }
-        [second] => {
+        1 => {
             return Ok(Prps {
                 prp1: addr,
-                prp2: *second,
+                prp2: (addr & !(PAGE_SIZE - 1)) + PAGE_SIZE,
                 lists: Vec::new(),
             })
         }
         _ => {}
     }
+    let pages = later_pages(addr, len)?;
     let mut out: Vec<ListPage> = Vec::new();
     let mut rest = pages.as_slice();
     while !rest.is_empty() {
