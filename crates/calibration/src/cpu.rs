@@ -30,6 +30,21 @@ pub struct CpuTiming {
     pub block_submit: SimDuration,
     /// Block layer + driver completion path per request.
     pub block_complete: SimDuration,
+    /// The hypervisor's costs (`[vm]`).
+    pub vm: VmTiming,
+}
+
+/// The hypervisor's costs, from the `[vm]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VmTiming {
+    /// A host interrupt handler that only forwards the interrupt.
+    pub irq_handler: SimDuration,
+    /// Signalling an eventfd (KVM's irqfd wakes).
+    pub eventfd_signal: SimDuration,
+    /// KVM injecting a virtual interrupt into a vCPU.
+    pub irq_injection: SimDuration,
+    /// Resolving and pinning one page of guest memory.
+    pub page_pin: SimDuration,
 }
 
 impl Calibration {
@@ -48,6 +63,12 @@ impl Calibration {
             config_access: d(&cpu.config_access_ns),
             block_submit: d(&cpu.block_submit_ns),
             block_complete: d(&cpu.block_complete_ns),
+            vm: VmTiming {
+                irq_handler: d(&self.vm.irq_handler_ns),
+                eventfd_signal: d(&self.vm.eventfd_signal_ns),
+                irq_injection: d(&self.vm.irq_injection_ns),
+                page_pin: d(&self.vm.page_pin_ns),
+            },
         }
     }
 }

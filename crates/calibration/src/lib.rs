@@ -17,7 +17,7 @@ mod spans;
 mod tests;
 mod validate;
 
-pub use cpu::CpuTiming;
+pub use cpu::{CpuTiming, VmTiming};
 pub use validate::{Entry, Section};
 
 use serde::Deserialize;
@@ -119,6 +119,25 @@ pub struct SmartioParams {
     pub control_message_ns: Param,
 }
 
+/// Costs of the hypervisor and of interrupts relayed into virtual machines (VFIO
+/// pass-through and SmartIO's MDEV parent, Paper V §5.4).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmParams {
+    /// A host interrupt handler that only passes the interrupt on (VFIO's MSI handler on
+    /// the VM's host, SmartIO's MDEV handler on the lender and its notification handler on
+    /// the borrower).
+    pub irq_handler_ns: Param,
+    /// Signalling an eventfd and waking KVM's irqfd.
+    pub eventfd_signal_ns: Param,
+    /// KVM injecting a virtual interrupt into a running vCPU (its interrupt entry is the
+    /// `[cpu]` interrupt delivery).
+    pub irq_injection_ns: Param,
+    /// Resolving and pinning one page of guest memory through KVM (when SmartIO maps a VM's
+    /// memory for a device).
+    pub page_pin_ns: Param,
+}
+
 /// The NVMe-oF over RDMA baseline (Paper V Fig. 36): the network, the HCAs and the NVMe-oF
 /// software on both hosts. The NVMe read on the target is the emulated controller, not a
 /// number from here.
@@ -216,6 +235,8 @@ pub struct Calibration {
     pub smartio: SmartioParams,
     /// The NVMe-oF over RDMA baseline.
     pub nvmeof: NvmeofParams,
+    /// The hypervisor: interrupt relay into VMs, pinning guest memory.
+    pub vm: VmParams,
 }
 
 impl Calibration {

@@ -324,6 +324,10 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "block_submit_ns", TIME),
     rule("cpu", "block_complete_ns", TIME),
     rule("smartio", "control_message_ns", TIME),
+    rule("vm", "irq_handler_ns", TIME),
+    rule("vm", "eventfd_signal_ns", TIME),
+    rule("vm", "irq_injection_ns", TIME),
+    rule("vm", "page_pin_ns", TIME),
     rule("nvmeof", "hca_latency_ns", TIME),
     // Network data rate: positive; 10 Tb/s is far above any RDMA link (XDR is 800 Gb/s).
     rule(

@@ -6,7 +6,7 @@ use super::ranges::{self, rule_for, Allowed};
 use super::spans::Lines;
 use super::{
     Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, NvmeProfileParams,
-    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams,
+    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams, VmParams,
 };
 use std::fmt;
 
@@ -25,6 +25,8 @@ pub enum Section<'a> {
     Smartio,
     /// `[nvmeof]`.
     Nvmeof,
+    /// `[vm]`.
+    Vm,
     /// `[devices.KIND]`.
     Device(&'a str),
     /// `[nvme.PROFILE]`.
@@ -41,6 +43,7 @@ impl<'a> Section<'a> {
             Section::Cpu => "cpu",
             Section::Smartio => "smartio",
             Section::Nvmeof => "nvmeof",
+            Section::Vm => "vm",
             Section::Device(_) => "devices.*",
             Section::Nvme(_) => "nvme.*",
         }
@@ -55,6 +58,7 @@ impl<'a> Section<'a> {
             Section::Cpu => vec!["cpu"],
             Section::Smartio => vec!["smartio"],
             Section::Nvmeof => vec!["nvmeof"],
+            Section::Vm => vec!["vm"],
             Section::Device(n) => vec!["devices", n],
             Section::Nvme(n) => vec!["nvme", n],
         }
@@ -286,6 +290,22 @@ impl Calibration {
             &mut out,
             Section::Smartio,
             [("control_message_ns", control_message_ns)],
+        );
+        let VmParams {
+            irq_handler_ns,
+            eventfd_signal_ns,
+            irq_injection_ns,
+            page_pin_ns,
+        } = &self.vm;
+        push(
+            &mut out,
+            Section::Vm,
+            [
+                ("irq_handler_ns", irq_handler_ns),
+                ("eventfd_signal_ns", eventfd_signal_ns),
+                ("irq_injection_ns", irq_injection_ns),
+                ("page_pin_ns", page_pin_ns),
+            ],
         );
         let NvmeofParams {
             hca_latency_ns,

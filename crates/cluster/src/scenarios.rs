@@ -41,6 +41,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/dual-path.toml"),
     },
     ShippedScenario {
+        name: "vm-back-to-back",
+        text: include_str!("../../../scenarios/vm-back-to-back.toml"),
+    },
+    ShippedScenario {
         name: "cascade-60",
         text: include_str!("../../../scenarios/cascade-60.toml"),
     },

@@ -158,6 +158,17 @@ impl GuestMemory {
         (at - start < run.len).then_some((start, run))
     }
 
+    /// How many bytes from `addr` on resolve to host memory without a gap (0 if `addr`
+    /// itself does not): what a hypervisor learns by probing guest-physical addresses one
+    /// after the other from a base until one does not resolve.
+    pub fn resolvable_from(&self, addr: GuestPhysAddr) -> u64 {
+        let mut at = addr.get();
+        while let Some((start, run)) = self.run_containing(at) {
+            at = start + run.len;
+        }
+        at - addr.get()
+    }
+
     /// The host memory behind `len` guest bytes at `addr`, in guest order, adjacent pieces
     /// merged when the host side is contiguous. An empty range translates to no pieces.
     pub fn translate(

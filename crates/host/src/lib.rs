@@ -9,8 +9,12 @@
 //! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
 //!   host IOMMU).
 //! - [`driver`]: what a driver implements to be bound.
-//! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages
-//!   (not yet used by [`os`]: the OS model still runs on host-physical RAM).
+//! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages.
+//! - [`vm`]: a VM's memory as an x86 hypervisor lays it out, backed by host pages.
+//! - [`vcpu`]: a VM's vCPU, whose guest-physical accesses the hypervisor translates (EPT).
+//! - [`hypervisor`]: VMs — the guest kernel (an [`os`] whose physical addresses are
+//!   guest-physical), functions passed through to it (VFIO here; SmartIO's MDEV parent
+//!   implements the same [`hypervisor::PassThrough`]), interrupt relay, start and shutdown.
 
 #![forbid(unsafe_code)]
 
@@ -18,13 +22,16 @@ pub mod device;
 pub mod dma;
 pub mod driver;
 pub mod guest;
+pub mod hypervisor;
 pub mod memory;
 pub mod os;
+pub mod vcpu;
 pub mod vm;
 
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver, ProbeError};
 pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
+pub use hypervisor::{GuestBar, PassThrough, Vfio, Vm, VmConfig, VmContext, VmError};
 pub use memory::{RamAllocator, RamError};
 pub use os::{HostError, HostOs};

@@ -53,9 +53,15 @@ pub struct RamAllocator {
 impl RamAllocator {
     /// An allocator over `ram` (the host's RAM ranges), minus the reserved low memory.
     pub fn new(ram: &[Range<u64>]) -> RamAllocator {
+        Self::reserving(ram, RESERVED_LOW)
+    }
+
+    /// An allocator over `ram` minus its lowest `reserved` bytes (a guest kernel's own
+    /// reservation is smaller than a host's).
+    pub fn reserving(ram: &[Range<u64>], reserved: u64) -> RamAllocator {
         let mut free = BTreeMap::new();
         for r in ram {
-            let start = r.start.max(RESERVED_LOW).next_multiple_of(PAGE_SIZE);
+            let start = r.start.max(reserved).next_multiple_of(PAGE_SIZE);
             let end = r.end - r.end % PAGE_SIZE;
             if start < end {
                 free.insert(start, end - start);

@@ -7,10 +7,11 @@
 use crate::device::{BarWindow, DeviceHandle, LocalFunction, PciId};
 use crate::dma::{DmaError, LocalDma};
 use crate::driver::Driver;
+use crate::guest::{GuestMemory, GuestMemoryError};
 use crate::memory::{RamAllocator, RamError};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{AccessError, BusAddr, PhysAddr, PAGE_SIZE};
+use smartio_platform::{AccessError, BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -104,8 +105,14 @@ pub enum HostError {
 pub(crate) struct OsShared {
     machine: Machine,
     host: HostId,
+    /// The CPU the kernel runs on: the host's, or a VM's vCPU.
+    cpu: Agent,
     ram: RefCell<RamAllocator>,
-    next_vector: Cell<u32>,
+    /// Interrupt vectors handed out so far; a VM's kernel draws from its host's (the
+    /// hypervisor injects a guest's interrupts as those vectors).
+    next_vector: Rc<Cell<u32>>,
+    /// In a VM: how its physical (guest-physical) addresses map onto the host's RAM.
+    guest: Option<GuestMemory>,
 }
 
 impl OsShared {
@@ -123,7 +130,22 @@ impl OsShared {
 
     /// Clears freshly allocated memory (as the kernel hands out zeroed pages).
     pub fn zero(&self, addr: PhysAddr, len: u64) {
-        self.machine.zero_memory(self.host, addr, len);
+        for (host, len) in self.host_pieces(addr, len) {
+            self.machine.zero_memory(self.host, host, len);
+        }
+    }
+
+    /// The host memory behind `len` bytes at this kernel's physical `addr`: itself on a
+    /// host; the pieces of host RAM that back the guest range in a VM (none for a range
+    /// the VM has no RAM at — nothing is touched).
+    fn host_pieces(&self, addr: PhysAddr, len: u64) -> Vec<(PhysAddr, u64)> {
+        match &self.guest {
+            None => vec![(addr, len)],
+            Some(g) => g
+                .translate(GuestPhysAddr(addr.get()), len)
+                .map(|pieces| pieces.iter().map(|p| (p.addr, p.len)).collect())
+                .unwrap_or_default(),
+        }
     }
 
     /// `count` consecutive interrupt vectors of this host.
@@ -164,6 +186,9 @@ impl std::fmt::Debug for HostOs {
 /// First MSI vector number handed to devices (lower ones belong to the platform).
 const FIRST_DEVICE_VECTOR: u32 = 0x100;
 
+/// Bytes at the bottom of a VM's RAM its kernel keeps for itself (never allocated).
+pub const GUEST_RESERVED: u64 = 16 << 20;
+
 impl HostOs {
     /// Boots `host`: its RAM allocator and a device tree of the functions the firmware
     /// enumerated in it (NTB adapters included). No driver is bound yet.
@@ -183,8 +208,10 @@ impl HostOs {
         let shared = Rc::new(OsShared {
             machine: machine.clone(),
             host,
+            cpu: machine.cpu(host),
             ram: RefCell::new(ram),
-            next_vector: Cell::new(FIRST_DEVICE_VECTOR),
+            next_vector: Rc::new(Cell::new(FIRST_DEVICE_VECTOR)),
+            guest: None,
         });
         let os = HostOs {
             inner: Rc::new(OsInner {
@@ -234,6 +261,90 @@ impl HostOs {
             .collect()
     }
 
+    /// Boots the kernel of a VM called `name` running on `host`: its RAM is `memory`
+    /// (guest-physical; the kernel keeps [`GUEST_RESERVED`] bytes at the bottom for itself),
+    /// its CPU is `vcpu` (whose accesses the hypervisor translates), and its device tree
+    /// starts empty — the hypervisor's virtual functions are hot-added after the guest
+    /// enumerated them. Its interrupt vectors are drawn from the host's.
+    pub fn boot_guest(
+        host: &HostOs,
+        name: &str,
+        memory: &GuestMemory,
+        ranges: &[std::ops::Range<u64>],
+        vcpu: Agent,
+    ) -> HostOs {
+        let h = &host.inner.shared;
+        let shared = Rc::new(OsShared {
+            machine: h.machine.clone(),
+            host: h.host,
+            cpu: vcpu,
+            ram: RefCell::new(RamAllocator::reserving(ranges, GUEST_RESERVED)),
+            next_vector: h.next_vector.clone(),
+            guest: Some(memory.clone()),
+        });
+        HostOs {
+            inner: Rc::new(OsInner {
+                name: name.to_string(),
+                shared,
+                devices: RefCell::new(Vec::new()),
+                drivers: RefCell::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// `count` consecutive interrupt vectors of this host, for a handler a driver or
+    /// SmartIO installs itself (an interrupt relay).
+    pub fn allocate_vectors(&self, count: u32) -> u32 {
+        self.inner.shared.allocate_vectors(count)
+    }
+
+    /// Whether this kernel runs in a VM (its physical addresses are guest-physical).
+    pub fn is_guest(&self) -> bool {
+        self.inner.shared.guest.is_some()
+    }
+
+    /// Copies `data` into this kernel's memory at `addr` without taking simulated time (a
+    /// program filling a buffer before a measured run). In a VM the guest-physical range is
+    /// translated; a range the VM has no RAM at is refused.
+    pub fn write_memory(&self, addr: PhysAddr, data: &[u8]) -> Result<(), GuestMemoryError> {
+        let s = &self.inner.shared;
+        let mut at = 0usize;
+        for (host, len) in self.pieces_checked(addr, data.len() as u64)? {
+            s.machine
+                .poke_memory(s.host, host, &data[at..at + len as usize]);
+            at += len as usize;
+        }
+        Ok(())
+    }
+
+    /// Copies this kernel's memory at `addr` into `buf` without taking simulated time (a
+    /// program checking a buffer after a run); see [`HostOs::write_memory`].
+    pub fn read_memory(&self, addr: PhysAddr, buf: &mut [u8]) -> Result<(), GuestMemoryError> {
+        let s = &self.inner.shared;
+        let mut at = 0usize;
+        for (host, len) in self.pieces_checked(addr, buf.len() as u64)? {
+            s.machine
+                .peek_memory(s.host, host, &mut buf[at..at + len as usize]);
+            at += len as usize;
+        }
+        Ok(())
+    }
+
+    fn pieces_checked(
+        &self,
+        addr: PhysAddr,
+        len: u64,
+    ) -> Result<Vec<(PhysAddr, u64)>, GuestMemoryError> {
+        match &self.inner.shared.guest {
+            None => Ok(vec![(addr, len)]),
+            Some(g) => Ok(g
+                .translate(GuestPhysAddr(addr.get()), len)?
+                .iter()
+                .map(|p| (p.addr, p.len))
+                .collect()),
+        }
+    }
+
     pub(crate) fn shared(&self) -> Rc<OsShared> {
         self.inner.shared.clone()
     }
@@ -253,9 +364,9 @@ impl HostOs {
         &self.inner.shared.machine
     }
 
-    /// A CPU of this host.
+    /// A CPU of this host (a VM's vCPU, for a VM's kernel).
     pub fn cpu(&self) -> Agent {
-        self.inner.shared.machine.cpu(self.inner.shared.host)
+        self.inner.shared.cpu.clone()
     }
 
     /// Allocates `len` bytes of RAM (page-aligned, zeroed) for the kernel or a program.

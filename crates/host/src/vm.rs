@@ -127,7 +127,8 @@ impl VmMemoryLayout {
 pub struct VmMemory {
     layout: VmMemoryLayout,
     memory: GuestMemory,
-    pages: Vec<PhysAddr>,
+    /// Emptied when the pages go back to the host.
+    pages: std::cell::RefCell<Vec<PhysAddr>>,
 }
 
 impl VmMemory {
@@ -138,7 +139,7 @@ impl VmMemory {
         let mut vm = VmMemory {
             layout,
             memory: GuestMemory::new(),
-            pages: Vec::new(),
+            pages: std::cell::RefCell::new(Vec::new()),
         };
         let ranges: Vec<_> = vm.layout.ranges().collect();
         for range in ranges {
@@ -153,7 +154,7 @@ impl VmMemory {
                         });
                     }
                 };
-                vm.pages.push(host);
+                vm.pages.borrow_mut().push(host);
                 if let Err(e) = vm.memory.map(GuestPhysAddr(guest), host, page.bytes()) {
                     vm.release(os);
                     return Err(e.into());
@@ -173,14 +174,20 @@ impl VmMemory {
         &self.memory
     }
 
-    /// The host pages behind the VM, in guest order.
-    pub fn host_pages(&self) -> &[PhysAddr] {
-        &self.pages
+    /// The host pages behind the VM, in guest order (none once released).
+    pub fn host_pages(&self) -> Vec<PhysAddr> {
+        self.pages.borrow().clone()
     }
 
     /// Gives every host page back (the VM is shut down).
-    pub fn release(mut self, os: &HostOs) {
-        for page in self.pages.drain(..) {
+    pub fn release(self, os: &HostOs) {
+        self.release_pages(os);
+    }
+
+    /// Gives every host page back, keeping the record of the layout (a VM shut down while
+    /// its hypervisor state is still shared). Releasing twice gives nothing back twice.
+    pub fn release_pages(&self, os: &HostOs) {
+        for page in self.pages.borrow_mut().drain(..) {
             os.free(page);
         }
     }

@@ -66,6 +66,11 @@ impl Agent {
         self.port.requester()
     }
 
+    /// The port its accesses go through (to wrap it: [`Machine::agent_with_port`]).
+    pub fn port(&self) -> Rc<dyn AgentPort> {
+        self.port.clone()
+    }
+
     /// The machine it belongs to.
     pub fn machine(&self) -> &Machine {
         &self.machine

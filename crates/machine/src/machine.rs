@@ -1,7 +1,7 @@
 //! [`Machine`]: the handle software holds on whichever engine runs it.
 
 use crate::agent::Agent;
-use crate::engine::Engine;
+use crate::engine::{AgentPort, Engine};
 use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 use smartio_calibration::CpuTiming;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
@@ -97,6 +97,13 @@ impl Machine {
     /// The agent of `requester`.
     pub fn agent(&self, requester: Requester) -> Agent {
         Agent::new(self.engine.agent(requester), self.clone())
+    }
+
+    /// An agent whose accesses go through `port`: a port that changes them on the way to an
+    /// engine's own (a VM's vCPU, whose guest-physical addresses the hypervisor translates
+    /// before they reach its host CPU's port — see [`Agent::port`]).
+    pub fn agent_with_port(&self, port: Rc<dyn AgentPort>) -> Agent {
+        Agent::new(port, self.clone())
     }
 
     /// Runs until no task is ready and nothing is pending.

@@ -48,6 +48,10 @@ pub enum AccessError {
     /// A link on the path is down; writes are dropped and reads return all-ones.
     #[error("link {link} is down")]
     LinkDown { link: String },
+    /// A hypervisor trapped a configuration request of a VM and could not carry it out (e.g.
+    /// SmartIO could not map the VM's memory when the guest enabled Bus Master).
+    #[error("configuration request to {target} refused by the hypervisor: {reason}")]
+    Refused { target: String, reason: String },
     /// The access crosses from one target into another (e.g. past the end of a BAR).
     #[error("access of {len} bytes at {addr} crosses the end of {target}")]
     CrossesBoundary {

@@ -64,6 +64,11 @@ impl SimDuration {
         }
     }
 
+    /// `count` times this duration (saturating at the largest duration).
+    pub const fn times(self, count: u64) -> Self {
+        Self(self.0.saturating_mul(count))
+    }
+
     /// From fractional nanoseconds, rounded to the nearest picosecond (negative and NaN
     /// become zero, values past the range saturate).
     pub fn from_ns_f64(ns: f64) -> Self {

@@ -15,6 +15,6 @@ pub mod sisci;
 pub use error::{SciError, SciErrorClass};
 
 pub use lending::{
-    BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, PeerRequester, Segment,
-    SegmentLocation, SmartIo, SmartIoError,
+    BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, Mdev, PeerRequester,
+    Segment, SegmentLocation, SmartIo, SmartIoError,
 };

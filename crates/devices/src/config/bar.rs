@@ -66,6 +66,76 @@ pub(super) fn base(space: &RegisterBlock, index: u8, kind: BarKind) -> u64 {
     base
 }
 
+/// BAR registers a hypervisor shows a guest in place of a passed-through function's real
+/// ones (as VFIO does): the same indices, kinds and sizes, so a guest kernel sizes them with
+/// the usual sequence, but the addresses are the guest's own — writing them never moves the
+/// real function's BARs. Everything outside the BAR registers is not answered here.
+#[derive(Debug, Clone)]
+pub struct VirtualBars {
+    registers: RegisterBlock,
+    bars: Vec<(u8, BarKind)>,
+}
+
+impl VirtualBars {
+    /// BAR registers for a function with `bars` (their bases are ignored: a guest's BARs
+    /// start unassigned, at zero).
+    pub fn new(bars: &[AssignedBar]) -> Self {
+        let mut registers =
+            RegisterBlock::new(usize::from(pci::BAR0 + 4 * u16::from(pci::BAR_COUNT)));
+        for b in bars {
+            lay(
+                &mut registers,
+                &AssignedBar {
+                    base: smartio_platform::BusAddr(0),
+                    ..*b
+                },
+            );
+        }
+        Self {
+            registers,
+            bars: bars.iter().map(|b| (b.index, b.kind)).collect(),
+        }
+    }
+
+    /// Whether `len` bytes at `offset` touch the BAR registers.
+    pub fn covers(offset: u16, len: usize) -> bool {
+        let end = pci::BAR0 + 4 * u16::from(pci::BAR_COUNT);
+        let last = u32::from(offset) + len as u32;
+        u32::from(offset) < u32::from(end) && last > u32::from(pci::BAR0)
+    }
+
+    /// Reads the part of `len` bytes at `offset` that lies in the BAR registers into the
+    /// same place of `buf` (other bytes are left alone).
+    pub fn read(&self, offset: u16, buf: &mut [u8]) {
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = offset + i as u16;
+            if Self::covers(at, 1) {
+                let mut one = [0u8];
+                self.registers.read(at, &mut one);
+                *b = one[0];
+            }
+        }
+    }
+
+    /// Writes the bytes of `data` (at `offset`) that fall in the BAR registers, through the
+    /// write masks.
+    pub fn write(&mut self, offset: u16, data: &[u8]) {
+        for (i, &b) in data.iter().enumerate() {
+            let at = offset + i as u16;
+            if Self::covers(at, 1) {
+                self.registers.write(at, &[b]);
+            }
+        }
+    }
+
+    /// The address the guest gave BAR `index` (the size mask while it sizes it), if the
+    /// function has that BAR.
+    pub fn base(&self, index: u8) -> Option<u64> {
+        let &(_, kind) = self.bars.iter().find(|(i, _)| *i == index)?;
+        Some(base(&self.registers, index, kind))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +206,27 @@ mod tests {
     fn a_64_bit_bar_in_the_last_slot_is_left_out() {
         let s = space_with(5, BarKind::Mem64, 0x1000_0000, 4096);
         assert_eq!(s.get32(offset(5)), 0);
+    }
+
+    #[test]
+    fn virtual_bars_size_like_real_ones_and_keep_the_guest_address() {
+        let real = AssignedBar {
+            index: 0,
+            kind: BarKind::Mem64,
+            base: BusAddr(0x38_0000_4000),
+            size: 16 << 10,
+        };
+        let mut v = VirtualBars::new(&[real]);
+        assert_eq!(v.base(0), Some(0), "a guest BAR starts unassigned");
+        v.write(offset(0), &u32::MAX.to_le_bytes());
+        v.write(offset(0) + 4, &u32::MAX.to_le_bytes());
+        let mut lo = [0u8; 4];
+        v.read(offset(0), &mut lo);
+        assert_eq!(u32::from_le_bytes(lo), 0xffff_c000 | bar::MEM_64);
+        v.write(offset(0), &0xc000_0000u32.to_le_bytes());
+        v.write(offset(0) + 4, &0u32.to_le_bytes());
+        assert_eq!(v.base(0), Some(0xc000_0000));
+        assert_eq!(v.base(1), None);
+        assert!(VirtualBars::covers(0x0c, 8) && !VirtualBars::covers(0x04, 2));
     }
 }

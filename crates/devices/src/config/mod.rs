@@ -22,6 +22,7 @@ pub mod capability;
 pub mod caps;
 pub mod registers;
 
+pub use bar::VirtualBars;
 pub use capability::{
     walk, walk_extended, Capability, CapabilityError, CapabilityList, ExtendedCapability,
 };

@@ -125,6 +125,7 @@ impl SciError {
             SciError::NotAvailable { .. } => C::ConnectionRefused,
             SciError::NotPrepared { .. } => C::SegmentNotPrepared,
             SciError::NotOwner { .. }
+            | SciError::MdevNeedsIommu { .. }
             | SciError::OwnDevice { .. }
             | SciError::NotBorrowed { .. } => C::IllegalOperation,
             SciError::Busy { .. }
@@ -138,6 +139,7 @@ impl SciError {
             SciError::Iommu { .. }
             | SciError::DeviceIommu { .. }
             | SciError::WindowTooSmall { .. }
+            | SciError::VmWindowTooSmall { .. }
             | SciError::LowSpaceExhausted { .. } => C::HwNospc,
             SciError::Timeout(_) => C::Timeout,
             SciError::UnknownFdid(_) => C::NoSuchFdid,
@@ -378,6 +380,24 @@ mod tests {
                     window: 1 << 30,
                     needed: 1 << 31,
                     ram: 1 << 31,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::MdevNeedsIommu {
+                    device: s("d"),
+                    vm: s("b/vm0"),
+                    host: s("l"),
+                },
+                C::IllegalOperation,
+            ),
+            (
+                SciError::VmWindowTooSmall {
+                    device: s("d"),
+                    vm: s("b/vm0"),
+                    adapter: s("a"),
+                    window: 1 << 30,
+                    memory: 1 << 32,
                 },
                 C::HwNospc,
             ),

@@ -277,6 +277,36 @@ pub enum SciError {
         /// The host.
         host: String,
     },
+    /// `SCI_ERR_ILLEGAL_OPERATION`: MDEV pass-through needs an IOMMU on both sides (the
+    /// lender's mirrors the guest-physical layout; the borrower's gives the NTB contiguous
+    /// windows over the VM's scattered pages).
+    #[error("{device} cannot be passed through to VM {vm}: MDEV needs the IOMMU of {host} (iommu = true in the scenario)")]
+    MdevNeedsIommu {
+        /// `lender:device`.
+        device: String,
+        /// The VM.
+        vm: String,
+        /// The host whose IOMMU is off.
+        host: String,
+    },
+    /// `SCI_ERR_HW_NOSPC`: a VM's memory does not fit through the lender's NTB window.
+    #[error(
+        "{device}: VM {vm} has {} of memory, but {adapter}'s NTB window is only {}; MDEV maps all of it",
+        format_size(*memory),
+        format_size(*window)
+    )]
+    VmWindowTooSmall {
+        /// `lender:device`.
+        device: String,
+        /// The VM.
+        vm: String,
+        /// The lender's adapter.
+        adapter: String,
+        /// Its window in bytes.
+        window: u64,
+        /// The VM's memory in bytes.
+        memory: u64,
+    },
     /// `SCI_ERR_HW_NOSPC`: without a borrower IOMMU the lender must map all borrower RAM,
     /// and its NTB window is too small.
     #[error(

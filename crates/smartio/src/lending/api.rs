@@ -275,6 +275,13 @@ impl SmartIo {
         if let Some(b) = &d.borrow {
             return Err(busy(b.borrower));
         }
+        if let Some(m) = &d.mdev {
+            return Err(SmartIoError::Borrowed {
+                device: d.qualified.clone(),
+                fdid,
+                borrower: m.vm.clone(),
+            });
+        }
         if let Some(h) = st.api.holders(fdid).find(|h| exclusive || h.exclusive) {
             return Err(busy(h.host));
         }

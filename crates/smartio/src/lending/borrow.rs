@@ -148,7 +148,7 @@ impl SmartIo {
 
 /// The BARs grouped into runs that a look-up table maps together: BARs whose entry-aligned
 /// ranges overlap or touch share a group (one mapping, no extra entries).
-fn bar_groups(
+pub(super) fn bar_groups(
     bars: &[smartio_fabric::topology::AssignedBar],
     entry: u64,
 ) -> Vec<std::ops::Range<u64>> {
@@ -180,16 +180,11 @@ impl Service {
                 .devices
                 .get(&fdid)
                 .ok_or(SmartIoError::UnknownFdid(fdid))?;
-            let holder = d
-                .borrow
-                .as_ref()
-                .map(|b| b.borrower)
-                .or_else(|| st.api.holders(fdid).next().map(|h| h.host));
-            if let Some(holder) = holder {
+            if let Some(holder) = self.holder(&st, fdid) {
                 return Err(SmartIoError::Borrowed {
                     device: d.qualified.clone(),
                     fdid,
-                    borrower: self.hosts[holder.index()].name().to_string(),
+                    borrower: holder,
                 });
             }
             (

@@ -39,6 +39,7 @@
 mod api;
 mod borrow;
 mod grants;
+mod mdev;
 mod path;
 mod registry;
 mod shadow;
@@ -46,6 +47,7 @@ mod shadow;
 pub use crate::error::SmartIoError;
 pub use api::{CpuMap, DeviceBorrow, Hints, PeerRequester, Segment, SegmentLocation};
 pub use borrow::{BorrowOptions, Lent};
+pub use mdev::Mdev;
 pub use registry::{BorrowerInfo, DeviceInfo, Fdid, SharingMethod};
 
 use crate::sisci::Sisci;
@@ -144,6 +146,22 @@ impl SmartIo {
 }
 
 impl Service {
+    /// Who holds `fdid` so that nobody else may take it exclusively: a borrower, a VM
+    /// (`host/vm`), or a program holding it through the API; `None` if it is free.
+    fn holder(&self, st: &State, fdid: Fdid) -> Option<String> {
+        let d = st.devices.get(&fdid)?;
+        if let Some(b) = &d.borrow {
+            return Some(self.hosts[b.borrower.index()].name().to_string());
+        }
+        if let Some(m) = &d.mdev {
+            return Some(m.vm.clone());
+        }
+        st.api
+            .holders(fdid)
+            .next()
+            .map(|h| self.hosts[h.host.index()].name().to_string())
+    }
+
     pub(crate) fn count_lender_interaction(&self) {
         self.interactions.set(self.interactions.get() + 1);
     }

@@ -83,7 +83,21 @@ impl DeviceSide {
         len: u64,
         what: &str,
     ) -> Result<u64, SmartIoError> {
-        let lender_bus = if host == self.lender {
+        let lender_bus = self.towards(taker, endpoint, host, addr, len)?;
+        self.expose(taker, lender_bus, len, what)
+    }
+
+    /// The lender bus address at which `len` bytes at `addr` of host `host` are reached over
+    /// the shortest path (see [`DeviceSide::reach`]), before the device's own IOMMU domain.
+    pub(super) fn towards(
+        &self,
+        taker: &mut Taker<'_>,
+        endpoint: EndpointId,
+        host: HostId,
+        addr: u64,
+        len: u64,
+    ) -> Result<u64, SmartIoError> {
+        Ok(if host == self.lender {
             addr
         } else {
             let (la, far) = ntb_pair_via(taker.machine, self.lender, host, self.via)?;
@@ -94,8 +108,7 @@ impl DeviceSide {
                 taker.identity(host, fd, addr, len)?;
             }
             m.bus_addr
-        };
-        self.expose(taker, lender_bus, len, what)
+        })
     }
 
     /// Makes `len` bytes at lender bus address `bus` reachable by the device and returns the

@@ -30,6 +30,8 @@ pub enum SharingMethod {
     DeviceLending,
     /// Held by a program through the device API (exclusive or shared).
     Api,
+    /// Passed through to a VM by the MDEV parent (exclusive).
+    Mdev,
 }
 
 impl SharingMethod {
@@ -38,6 +40,7 @@ impl SharingMethod {
         match self {
             SharingMethod::DeviceLending => "device-lending",
             SharingMethod::Api => "api",
+            SharingMethod::Mdev => "mdev",
         }
     }
 }
@@ -72,6 +75,8 @@ pub struct DeviceInfo {
     pub class_code: u32,
     /// Who uses it (empty: available).
     pub borrowers: Vec<BorrowerInfo>,
+    /// VMs it is assigned to for pass-through (`host/vm`), borrowed or not yet.
+    pub assigned: Vec<String>,
 }
 
 impl DeviceInfo {
@@ -91,6 +96,10 @@ pub(super) struct Registered {
     pub(super) kind: String,
     pub(super) class: String,
     pub(super) borrow: Option<Borrow>,
+    /// A VM's borrow through the MDEV parent.
+    pub(super) mdev: Option<super::mdev::MdevBorrow>,
+    /// VMs the device is assigned to (`host/vm`), borrowed or not.
+    pub(super) assigned: Vec<String>,
 }
 
 impl SmartIo {
@@ -135,6 +144,8 @@ impl SmartIo {
                 kind,
                 class,
                 borrow: None,
+                mdev: None,
+                assigned: Vec::new(),
             },
         );
         Ok(fdid)
@@ -179,6 +190,12 @@ impl SmartIo {
                         exclusive: true,
                         shadow: b.shadow.clone(),
                     })
+                    .chain(d.mdev.iter().map(|m| BorrowerInfo {
+                        host: m.vm.clone(),
+                        method: SharingMethod::Mdev,
+                        exclusive: true,
+                        shadow: String::new(),
+                    }))
                     .chain(st.api.holders(fdid).map(|h| BorrowerInfo {
                         host: self.host(h.host).name().to_string(),
                         method: SharingMethod::Api,
@@ -186,6 +203,7 @@ impl SmartIo {
                         shadow: String::new(),
                     }))
                     .collect(),
+                assigned: d.assigned.clone(),
             })
             .collect()
     }

@@ -1,0 +1,359 @@
+//! The hypervisor: a VM on a host, the guest kernel inside it, and the functions passed
+//! through to it (Paper V §5; ICPP'18 companion §5).
+//!
+//! A [`Vm`] owns its memory (the x86 layout of [`crate::vm`], backed by host pages), a
+//! second-level translation ([`crate::vcpu::Ept`]) and a guest kernel — a [`HostOs`] whose
+//! physical addresses are guest-physical, whose CPU is a vCPU, and whose drivers are the
+//! same native drivers as on bare metal. Functions are passed through as [`PassThrough`]s:
+//! a local function by VFIO ([`Vfio`]) or a remote one by SmartIO's MDEV parent. Either
+//! way the hypervisor shows the guest one *virtual function* per device
+//! (`virtual_function`): configuration cycles are trapped (BAR registers are the guest's
+//! own, everything else goes to the real function), BARs are mapped into the guest
+//! directly, and the device's DMA is made to reach guest memory at guest-physical addresses
+//! when the guest sets Bus Master. Interrupts reach the guest in software: a host handler,
+//! an eventfd, KVM's injection ([`VmContext::inject`]).
+//!
+//! ```text
+//!   guest kernel ── driver ── DeviceHandle ── virtual function (config trapped, BARs mapped)
+//!        │ vCPU (EPT: GPA → host)                        │
+//!        ▼                                               ▼
+//!   host RAM pages ◄── DMA at GPA (IOMMU: GPA → host) ── PassThrough (VFIO or MDEV)
+//! ```
+//!
+//! Starting a VM resets every assigned function (where MDEV borrows it), lets the guest
+//! kernel enumerate and size the BARs, and binds drivers; shutting down unbinds them,
+//! releases every function (MDEV returns it) and gives the memory back.
+
+mod guest_pci;
+mod vfio;
+mod virtual_function;
+
+pub use vfio::Vfio;
+
+use crate::device::DeviceHandle;
+use crate::driver::{BoxFuture, Driver};
+use crate::os::{HostError, HostOs};
+use crate::vcpu::{Ept, VcpuPort};
+use crate::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout};
+use smartio_fabric::topology::AssignedBar;
+use smartio_fabric::{EndpointId, HostId};
+use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, Port};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use thiserror::Error;
+use virtual_function::VirtualFunction;
+
+/// Why a VM could not start, or a function not be passed through.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VmError {
+    /// The VM's memory could not be laid out or backed.
+    #[error("VM {vm}: {source}")]
+    Memory {
+        /// The VM.
+        vm: String,
+        /// Why.
+        source: VmMemoryError,
+    },
+    /// The guest kernel failed (a driver did not bind, a configuration access failed).
+    #[error("VM {vm}: {source}")]
+    Guest {
+        /// The VM.
+        vm: String,
+        /// The guest kernel's error.
+        source: HostError,
+    },
+    /// A function could not be passed through (the host or SmartIO refused).
+    #[error("VM {vm}: passing {device} through: {message}")]
+    PassThrough {
+        /// The VM.
+        vm: String,
+        /// The function as the user named it.
+        device: String,
+        /// What the hypervisor or SmartIO said.
+        message: String,
+    },
+    /// The VM is not running (already shut down).
+    #[error("VM {0} is not running")]
+    NotRunning(String),
+}
+
+/// What a VM is: its name on its host, its RAM and the pages backing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmConfig {
+    /// The VM's name (`vm0`); shown as `host/vm0`.
+    pub name: String,
+    /// Guest RAM in bytes.
+    pub memory: u64,
+    /// The host pages backing it.
+    pub page: GuestPageSize,
+}
+
+/// A passed-through function's BAR as the guest placed it, and where the function's host
+/// reaches the real one (peer-to-peer between functions of one VM maps the former onto the
+/// latter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestBar {
+    /// The guest-physical address the guest kernel gave it.
+    pub guest: u64,
+    /// Bytes.
+    pub size: u64,
+    /// The function's host (its lender, for a borrowed one).
+    pub host: HostId,
+    /// The function.
+    pub endpoint: EndpointId,
+    /// The BAR index.
+    pub index: u8,
+    /// Where the VM's host CPU reaches the real BAR (its own bus address for a local
+    /// function; the NTB window for a borrowed one).
+    pub reached_at: u64,
+}
+
+/// What a hypervisor needs from a function passed through to a VM: a local function by
+/// VFIO, or a remote one by SmartIO's MDEV parent.
+pub trait PassThrough {
+    /// The function as the user named it (`nvme0`, `lender:nvme0`).
+    fn name(&self) -> String;
+
+    /// The guest resets the function (at VM start): the backend takes it for `vm`.
+    fn reset(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>>;
+
+    /// The real function's BARs, at the host bus addresses where the VM's host CPU reaches
+    /// them (valid after [`PassThrough::reset`]).
+    fn bars(&self) -> Vec<AssignedBar>;
+
+    /// A configuration read of the real function.
+    fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>>;
+
+    /// A configuration write to the real function.
+    fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
+
+    /// The guest is setting Bus Master: make the VM's memory, and the other functions' guest
+    /// BARs (`peers`), reachable by the function at their guest-physical addresses.
+    fn enable_dma(
+        &self,
+        vm: &Rc<VmContext>,
+        peers: Vec<GuestBar>,
+    ) -> BoxFuture<Result<(), VmError>>;
+
+    /// The guest asks for `guest_vector`: the message the function must send, with a relay
+    /// set up that injects `guest_vector` into the VM when it does.
+    fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError>;
+
+    /// The real function: its host and endpoint.
+    fn function(&self) -> (HostId, EndpointId);
+
+    /// The VM lets go of the function (shut down, or hot-removed): everything
+    /// [`PassThrough::reset`] and [`PassThrough::enable_dma`] took goes back.
+    fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>>;
+}
+
+/// What the pass-through backends see of a running VM.
+#[derive(Debug)]
+pub struct VmContext {
+    name: String,
+    host: HostOs,
+    memory: VmMemory,
+    ept: Rc<Ept>,
+    running: Cell<bool>,
+    guest_bars: RefCell<Vec<(usize, GuestBar)>>,
+}
+
+impl VmContext {
+    /// `host/vm`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The host the VM runs on.
+    pub fn host(&self) -> &HostOs {
+        &self.host
+    }
+
+    /// The VM's memory: layout and guest-to-host translation.
+    pub fn memory(&self) -> &VmMemory {
+        &self.memory
+    }
+
+    /// The guest-physical layout.
+    pub fn layout(&self) -> &VmMemoryLayout {
+        self.memory.layout()
+    }
+
+    /// Whether the VM still runs (relays stop injecting once it is shut down).
+    pub fn running(&self) -> bool {
+        self.running.get()
+    }
+
+    /// Injects `vector` into the guest, from the host's side of an interrupt relay: signal
+    /// the VM's eventfd, let KVM inject, and the vCPU takes the interrupt (its entry is the
+    /// host's interrupt delivery, paid by the engine). The injection is an interrupt message
+    /// the host CPU sends to itself.
+    pub async fn inject(&self, vector: u32) {
+        if !self.running() {
+            return;
+        }
+        let cpu = self.host.machine().cpu(self.host.id());
+        let t = cpu.machine().cpu_timing().vm;
+        cpu.sleep(t.eventfd_signal).await;
+        cpu.sleep(t.irq_injection).await;
+        let msi = self.host.machine().fabric().host(self.host.id()).msi.start;
+        // A message to the host's own interrupt controller cannot fail to route; if it did,
+        // the guest would simply not see this interrupt (its driver's timeout tells).
+        let _ = cpu.write(BusAddr(msi), &vector.to_le_bytes()).await;
+    }
+}
+
+/// A VM: started on a host with functions passed through, running a guest kernel.
+pub struct Vm {
+    context: Rc<VmContext>,
+    guest: HostOs,
+    devices: Vec<Rc<dyn PassThrough>>,
+    functions: Vec<Rc<VirtualFunction>>,
+    names: Vec<String>,
+}
+
+impl std::fmt::Debug for Vm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vm")
+            .field("name", &self.context.name)
+            .field("devices", &self.names)
+            .finish()
+    }
+}
+
+impl Vm {
+    /// Starts VM `config` on `host` with `devices` passed through: backs its memory, boots
+    /// the guest kernel with `drivers`, resets every function (MDEV borrows here), lets the
+    /// guest enumerate them and binds its drivers. On failure everything taken so far is
+    /// given back.
+    pub async fn start(
+        host: &HostOs,
+        config: &VmConfig,
+        devices: Vec<Rc<dyn PassThrough>>,
+        drivers: &[Rc<dyn Driver>],
+    ) -> Result<Vm, VmError> {
+        let name = format!("{}/{}", host.name(), config.name);
+        let memory_error = |source| VmError::Memory {
+            vm: name.clone(),
+            source,
+        };
+        let layout = VmMemoryLayout::x86(config.memory, config.page).map_err(memory_error)?;
+        let memory = VmMemory::back(host, layout).map_err(memory_error)?;
+        let ept = Rc::new(Ept::new(&name, memory.memory().clone()));
+        let vcpu = host
+            .machine()
+            .agent_with_port(Rc::new(VcpuPort::new(host.cpu().port(), ept.clone())));
+        let ranges: Vec<_> = memory.layout().ranges().collect();
+        let guest = HostOs::boot_guest(host, &name, memory.memory(), &ranges, vcpu);
+        for d in drivers {
+            guest.register_driver(d.clone());
+        }
+        let context = Rc::new(VmContext {
+            name: name.clone(),
+            host: host.clone(),
+            memory,
+            ept,
+            running: Cell::new(true),
+            guest_bars: RefCell::new(Vec::new()),
+        });
+        let mut vm = Vm {
+            context,
+            guest,
+            devices: Vec::new(),
+            functions: Vec::new(),
+            names: Vec::new(),
+        };
+        match vm.bring_up(devices).await {
+            Ok(()) => Ok(vm),
+            Err(e) => {
+                let _ = vm.shutdown_inner().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn bring_up(&mut self, devices: Vec<Rc<dyn PassThrough>>) -> Result<(), VmError> {
+        // Machine reset: every function is reset (and, for MDEV, borrowed).
+        for d in devices {
+            d.reset(&self.context).await?;
+            self.devices.push(d);
+        }
+        for (slot, d) in self.devices.iter().enumerate() {
+            self.functions.push(Rc::new(VirtualFunction::new(
+                slot,
+                d.clone(),
+                self.context.clone(),
+            )));
+        }
+        // The guest kernel's PCI scan: identify, size and place every BAR, then bind drivers.
+        let guest_error = |source| VmError::Guest {
+            vm: self.context.name.clone(),
+            source,
+        };
+        let handles = guest_pci::scan(&self.guest, &self.context, &self.functions)
+            .await
+            .map_err(guest_error)?;
+        for handle in handles {
+            self.names.push(handle.name().to_string());
+            self.guest.hot_add(handle).await.map_err(guest_error)?;
+        }
+        Ok(())
+    }
+
+    /// `host/vm`.
+    pub fn name(&self) -> &str {
+        &self.context.name
+    }
+
+    /// The guest kernel (what workloads inside the VM run on).
+    pub fn guest(&self) -> &HostOs {
+        &self.guest
+    }
+
+    /// The hypervisor's view of the VM.
+    pub fn context(&self) -> &Rc<VmContext> {
+        &self.context
+    }
+
+    /// The guest's name of each passed-through function, in assignment order.
+    pub fn device_names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Shuts the VM down: the guest unbinds its drivers, every function is released (MDEV
+    /// returns it to its lender), the VM's memory goes back to the host. Reports the first
+    /// failure after releasing everything it can.
+    pub async fn shutdown(mut self) -> Result<(), VmError> {
+        self.shutdown_inner().await
+    }
+
+    async fn shutdown_inner(&mut self) -> Result<(), VmError> {
+        let mut first = None;
+        for name in std::mem::take(&mut self.names) {
+            if let Err(source) = self.guest.hot_remove(&name).await {
+                first.get_or_insert(VmError::Guest {
+                    vm: self.context.name.clone(),
+                    source,
+                });
+            }
+        }
+        self.context.running.set(false);
+        for d in std::mem::take(&mut self.devices).into_iter().rev() {
+            for b in d.bars() {
+                self.context.ept.unmap_host(b.base, b.size);
+            }
+            if let Err(e) = d.release(&self.context).await {
+                first.get_or_insert(e);
+            }
+        }
+        self.functions.clear();
+        self.context.memory.release_pages(&self.context.host);
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The device handle of the guest's function `name` (for tests and tools that look
+    /// inside the guest).
+    pub fn device(&self, name: &str) -> Result<DeviceHandle, HostError> {
+        self.guest.device(name)
+    }
+}

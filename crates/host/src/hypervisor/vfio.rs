@@ -1,0 +1,292 @@
+//! VFIO pass-through of a function of the VM's own host (the baseline MDEV is compared
+//! with, Paper V §7.3.2).
+//!
+//! The function leaves the host's DMA domain for one of the VM's, in which the whole guest
+//! memory is mapped guest-physical → host-physical (VFIO pins it all up front), so the guest
+//! driver's DMA addresses are guest-physical. The other passed-through functions' guest BARs
+//! are mapped there too (peer-to-peer). Interrupts go to the host, whose VFIO handler
+//! signals the VM's eventfd; KVM injects them. Configuration requests are the host's own.
+
+use super::{GuestBar, PassThrough, VmContext, VmError};
+use crate::driver::BoxFuture;
+use crate::os::HostOs;
+use smartio_fabric::topology::AssignedBar;
+use smartio_fabric::{DomainId, EndpointId, HostId};
+use smartio_platform::pci::{self, command};
+use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, PhysAddr};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What a pass-through took: the VM's domain, the function's domain before, the ranges
+/// mapped (I/O virtual address = guest-physical, length).
+#[derive(Debug)]
+struct Taken {
+    vm: String,
+    domain: DomainId,
+    previous: Option<DomainId>,
+    mapped: Vec<(u64, u64)>,
+}
+
+/// A function of the VM's host passed through by VFIO.
+#[derive(Debug)]
+pub struct Vfio {
+    host: HostOs,
+    endpoint: EndpointId,
+    name: String,
+    bars: Vec<AssignedBar>,
+    taken: RefCell<Option<Taken>>,
+}
+
+impl Vfio {
+    /// Function `device` of `host` for pass-through (nothing is taken until a VM resets it).
+    pub fn new(host: &HostOs, device: &str) -> Result<Rc<Vfio>, crate::HostError> {
+        host.device(device)?;
+        let endpoint = host.endpoint_of(device).ok_or_else(|| {
+            crate::HostError::Other(format!(
+                "{device} of {} is not one of the host's own functions",
+                host.name()
+            ))
+        })?;
+        let bars = host.machine().fabric().endpoint(endpoint).bars.clone();
+        Ok(Rc::new(Vfio {
+            host: host.clone(),
+            endpoint,
+            name: device.to_string(),
+            bars,
+            taken: RefCell::new(None),
+        }))
+    }
+
+    fn refuse(&self, vm: &VmContext, message: String) -> VmError {
+        VmError::PassThrough {
+            vm: vm.name().to_string(),
+            device: self.name.clone(),
+            message,
+        }
+    }
+
+    /// Maps `len` bytes at I/O virtual address `iova` to `target` in the VM's domain.
+    fn map(&self, vm: &VmContext, iova: u64, target: u64, len: u64) -> Result<(), VmError> {
+        let mut taken = self.taken.borrow_mut();
+        let Some(t) = taken.as_mut() else {
+            return Err(VmError::NotRunning(vm.name().to_string()));
+        };
+        let host = self.host.id();
+        self.host
+            .machine()
+            .with_fabric_mut(|f| {
+                f.iommu_mut(host)
+                    .map(t.domain, BusAddr(iova), PhysAddr(target), len, true)
+            })
+            .map_err(|e| self.refuse(vm, e.to_string()))?;
+        t.mapped.push((iova, len));
+        Ok(())
+    }
+}
+
+impl PassThrough for Vfio {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reset(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
+        let vm = vm.clone();
+        // Everything but the pinning time and the reset itself happens now, in order.
+        let result = (|| {
+            if vm.host().id() != self.host.id() {
+                return Err(self.refuse(
+                    &vm,
+                    format!(
+                        "VFIO passes through functions of the VM's own host, not of {}",
+                        self.host.name()
+                    ),
+                ));
+            }
+            if let Some(t) = self.taken.borrow().as_ref() {
+                return Err(self.refuse(&vm, format!("already passed through to VM {}", t.vm)));
+            }
+            if let Some(driver) = self.host.bound_driver(&self.name) {
+                return Err(self.refuse(
+                    &vm,
+                    format!("in use by the host's driver {driver} (unbind it first)"),
+                ));
+            }
+            let host = self.host.id();
+            let (domain, previous) = self
+                .host
+                .machine()
+                .with_fabric_mut(|f| {
+                    let iommu = f.iommu_mut(host);
+                    if !iommu.enabled() {
+                        return Err(None);
+                    }
+                    let previous = iommu.domain_of(self.endpoint);
+                    let d = iommu.create_domain().map_err(Some)?;
+                    Ok((d, previous))
+                })
+                .map_err(|e: Option<smartio_fabric::IommuError>| match e {
+                    None => self.refuse(
+                        &vm,
+                        format!(
+                            "VFIO needs the IOMMU of {} (iommu = true in the scenario)",
+                            self.host.name()
+                        ),
+                    ),
+                    Some(e) => self.refuse(&vm, e.to_string()),
+                })?;
+            *self.taken.borrow_mut() = Some(Taken {
+                vm: vm.name().to_string(),
+                domain,
+                previous,
+                mapped: Vec::new(),
+            });
+            // The whole guest memory, guest-physical → host-physical.
+            let mut pages = 0u64;
+            for range in vm.layout().ranges() {
+                let pieces = vm
+                    .memory()
+                    .memory()
+                    .translate(GuestPhysAddr(range.start), range.end - range.start)
+                    .map_err(|e| self.refuse(&vm, e.to_string()))?;
+                let mut iova = range.start;
+                for p in pieces {
+                    self.map(&vm, iova, p.addr.get(), p.len)?;
+                    iova += p.len;
+                }
+                pages += (range.end - range.start) / vm.layout().page.bytes();
+            }
+            self.host
+                .machine()
+                .with_fabric_mut(|f| f.iommu_mut(host).attach(self.endpoint, domain))
+                .map_err(|e| self.refuse(&vm, e.to_string()))?;
+            Ok(pages)
+        })();
+        let cpu = self.host.cpu();
+        let endpoint = self.endpoint;
+        let name = self.name.clone();
+        Box::pin(async move {
+            let pages = result?;
+            // VFIO pins every page of guest memory before the VM runs.
+            let pin = cpu.machine().cpu_timing().vm.page_pin;
+            cpu.sleep(pin.times(pages)).await;
+            // The reset: the function stops decoding and mastering until the guest enables it.
+            let mut cmd = [0u8; 2];
+            let reset = async {
+                cpu.config_read(endpoint, pci::COMMAND, &mut cmd).await?;
+                let off = u16::from_le_bytes(cmd) & !(command::BUS_MASTER | command::MEMORY_SPACE);
+                cpu.config_write(endpoint, pci::COMMAND, &off.to_le_bytes())
+                    .await
+            };
+            reset.await.map_err(|e| VmError::PassThrough {
+                vm: vm.name().to_string(),
+                device: name,
+                message: e.to_string(),
+            })
+        })
+    }
+
+    fn bars(&self) -> Vec<AssignedBar> {
+        self.bars.clone()
+    }
+
+    fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>> {
+        let cpu = self.host.cpu();
+        let endpoint = self.endpoint;
+        Box::pin(async move {
+            let mut buf = vec![0u8; len];
+            cpu.config_read(endpoint, offset, &mut buf).await?;
+            Ok(buf)
+        })
+    }
+
+    fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>> {
+        let cpu = self.host.cpu();
+        let endpoint = self.endpoint;
+        Box::pin(async move { cpu.config_write(endpoint, offset, &data).await })
+    }
+
+    fn enable_dma(
+        &self,
+        vm: &Rc<VmContext>,
+        peers: Vec<GuestBar>,
+    ) -> BoxFuture<Result<(), VmError>> {
+        let result = (|| {
+            for p in peers {
+                let done = self
+                    .taken
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|t| t.mapped.iter().any(|&(iova, _)| iova == p.guest));
+                if !done {
+                    let len = p.size.next_multiple_of(smartio_platform::PAGE_SIZE);
+                    self.map(vm, p.guest, p.reached_at, len)?;
+                }
+            }
+            Ok(())
+        })();
+        Box::pin(async move { result })
+    }
+
+    fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError> {
+        let host_vector = self.host.shared().allocate_vectors(1);
+        let msi = self.host.machine().fabric().host(self.host.id()).msi.start;
+        let cpu = self.host.machine().cpu(self.host.id());
+        let vm = vm.clone();
+        self.host.machine().spawn(async move {
+            let handler = cpu.machine().cpu_timing().vm.irq_handler;
+            loop {
+                cpu.interrupt(host_vector).await;
+                if !vm.running() {
+                    return;
+                }
+                // vfio_msihandler: signal the VM's eventfd.
+                cpu.sleep(handler).await;
+                vm.inject(guest_vector).await;
+            }
+        });
+        Ok(MsiMessage {
+            address: BusAddr(msi),
+            data: host_vector,
+        })
+    }
+
+    fn function(&self) -> (HostId, EndpointId) {
+        (self.host.id(), self.endpoint)
+    }
+
+    fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
+        let taken = self.taken.borrow_mut().take();
+        let host = self.host.id();
+        let endpoint = self.endpoint;
+        let result = match taken {
+            None => Ok(()),
+            Some(t) => self.host.machine().with_fabric_mut(|f| {
+                let iommu = f.iommu_mut(host);
+                if let Some(p) = t.previous {
+                    iommu.attach(endpoint, p)?;
+                }
+                for &(iova, len) in &t.mapped {
+                    iommu.unmap(t.domain, BusAddr(iova), len)?;
+                }
+                Ok(())
+            }),
+        }
+        .map_err(|e: smartio_fabric::IommuError| self.refuse(vm, e.to_string()));
+        let cpu = self.host.cpu();
+        Box::pin(async move {
+            // Stop the function before the guest's memory goes back to the host.
+            let mut cmd = [0u8; 2];
+            if cpu
+                .config_read(endpoint, pci::COMMAND, &mut cmd)
+                .await
+                .is_ok()
+            {
+                let off = u16::from_le_bytes(cmd) & !(command::BUS_MASTER | command::MEMORY_SPACE);
+                let _ = cpu
+                    .config_write(endpoint, pci::COMMAND, &off.to_le_bytes())
+                    .await;
+            }
+            result
+        })
+    }
+}

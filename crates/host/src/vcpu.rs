@@ -1,0 +1,191 @@
+//! A VM's vCPU: loads and stores by guest-physical address, translated by the hypervisor's
+//! second-level page tables (Intel EPT) before they reach the host CPU's port.
+//!
+//! [`Ept`] maps guest RAM (through the VM's [`GuestMemory`]) and the guest BARs of
+//! passed-through functions (each onto the host address at which the host's CPU reaches
+//! the real BAR: a local function's own, or a borrowed one's NTB window). Both are hardware
+//! translations: they cost nothing beyond the host CPU's own access. A guest access to an
+//! address neither covers is refused (on real hardware an EPT violation the emulator would
+//! answer; here nothing else is emulated).
+
+use crate::guest::GuestMemory;
+use smartio_fabric::{EndpointId, Requester};
+use smartio_machine::{AgentPort, LocalFuture};
+use smartio_platform::{AccessError, BusAddr, GuestPhysAddr, PhysAddr, SimDuration};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// One guest MMIO range: `len` bytes from its guest start reach the host at `host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MmioRange {
+    len: u64,
+    host: BusAddr,
+}
+
+/// A VM's second-level translation: guest RAM and guest BARs.
+///
+/// Invariant: MMIO ranges are disjoint (a guest kernel assigns BARs that do not overlap; a
+/// range re-mapped at a new address replaces its old mapping first).
+#[derive(Debug)]
+pub struct Ept {
+    vm: String,
+    memory: GuestMemory,
+    mmio: RefCell<BTreeMap<u64, MmioRange>>,
+}
+
+impl Ept {
+    /// The translation of VM `vm`, whose RAM is `memory`; no BAR mapped yet.
+    pub fn new(vm: &str, memory: GuestMemory) -> Ept {
+        Ept {
+            vm: vm.to_string(),
+            memory,
+            mmio: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// Maps `len` guest bytes at `guest` onto the host bus address `host` (a guest BAR).
+    /// Anything mapped there before is dropped.
+    pub fn map_mmio(&self, guest: GuestPhysAddr, len: u64, host: BusAddr) {
+        let mut mmio = self.mmio.borrow_mut();
+        let end = guest.get().saturating_add(len);
+        mmio.retain(|&start, r| start.saturating_add(r.len) <= guest.get() || start >= end);
+        mmio.insert(guest.get(), MmioRange { len, host });
+    }
+
+    /// Drops every guest BAR mapping whose host side is inside `host..host + len` (a
+    /// function going away).
+    pub fn unmap_host(&self, host: BusAddr, len: u64) {
+        let end = host.get().saturating_add(len);
+        self.mmio
+            .borrow_mut()
+            .retain(|_, r| r.host.get() < host.get() || r.host.get() >= end);
+    }
+
+    fn refused(&self, addr: GuestPhysAddr) -> AccessError {
+        AccessError::UnsupportedRequest {
+            host: format!(
+                "VM {} (no RAM or passed-through BAR at guest-physical)",
+                self.vm
+            ),
+            addr: BusAddr(addr.get()),
+        }
+    }
+
+    /// The host addresses behind `len` guest bytes at `addr`, in order: pieces of host RAM,
+    /// or one piece of a BAR (a guest access does not cross from a BAR into anything else).
+    pub fn translate(
+        &self,
+        addr: GuestPhysAddr,
+        len: u64,
+    ) -> Result<Vec<(BusAddr, u64)>, AccessError> {
+        if let Ok(pieces) = self.memory.translate(addr, len) {
+            return Ok(pieces
+                .iter()
+                .map(|p| (BusAddr(p.addr.get()), p.len))
+                .collect());
+        }
+        let mmio = self.mmio.borrow();
+        let (&start, r) = mmio
+            .range(..=addr.get())
+            .next_back()
+            .ok_or_else(|| self.refused(addr))?;
+        let offset = addr.get() - start;
+        if offset.saturating_add(len) > r.len {
+            return Err(self.refused(addr));
+        }
+        Ok(vec![(r.host.offset(offset), len)])
+    }
+}
+
+/// The vCPU's port: the host CPU's, behind the VM's translation.
+pub struct VcpuPort {
+    host: Rc<dyn AgentPort>,
+    ept: Rc<Ept>,
+}
+
+impl VcpuPort {
+    /// A vCPU on the host CPU `host`, translating through `ept`.
+    pub fn new(host: Rc<dyn AgentPort>, ept: Rc<Ept>) -> VcpuPort {
+        VcpuPort { host, ept }
+    }
+}
+
+impl AgentPort for VcpuPort {
+    fn requester(&self) -> Requester {
+        self.host.requester()
+    }
+
+    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>> {
+        let pieces = self.ept.translate(GuestPhysAddr(addr.get()), len as u64);
+        let host = self.host.clone();
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(len);
+            for (at, n) in pieces? {
+                out.extend(host.read(at, n as usize).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
+        let pieces = self
+            .ept
+            .translate(GuestPhysAddr(addr.get()), data.len() as u64);
+        let host = self.host.clone();
+        Box::pin(async move {
+            let pieces = pieces?;
+            if let [(at, _)] = pieces[..] {
+                return host.write(at, data).await;
+            }
+            let mut from = 0usize;
+            for (at, n) in pieces {
+                host.write(at, data[from..from + n as usize].to_vec())
+                    .await?;
+                from += n as usize;
+            }
+            Ok(())
+        })
+    }
+
+    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
+        self.host.sleep(duration)
+    }
+
+    /// Armed on the host page behind the watched range's first byte (a driver watches a
+    /// completion entry, which never crosses a page). A range the VM has no RAM at is never
+    /// written by anyone: the future never completes.
+    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+        match self.ept.memory.translate(GuestPhysAddr(addr.get()), len) {
+            Ok(pieces) if !pieces.is_empty() => self.host.written(pieces[0].addr, pieces[0].len),
+            _ => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// A vCPU has no configuration mechanism of its own: the hypervisor traps the guest's
+    /// configuration cycles before they get here (see the VM's virtual functions).
+    fn config_read(
+        &self,
+        _function: EndpointId,
+        _offset: u16,
+        _len: usize,
+    ) -> LocalFuture<Result<Vec<u8>, AccessError>> {
+        let e = self.ept.refused(GuestPhysAddr(0));
+        Box::pin(async move { Err(e) })
+    }
+
+    fn config_write(
+        &self,
+        _function: EndpointId,
+        _offset: u16,
+        _data: Vec<u8>,
+    ) -> LocalFuture<Result<(), AccessError>> {
+        let e = self.ept.refused(GuestPhysAddr(0));
+        Box::pin(async move { Err(e) })
+    }
+
+    /// A guest's vectors are host vectors set aside for it; the hypervisor injects them.
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
+        self.host.interrupt(vector, timeout)
+    }
+}

@@ -1,0 +1,584 @@
+//! SmartIO's MDEV parent: a registered device passed through to a VM on any host (Paper V
+//! §5; ICPP'18 companion §5, Fig. 7).
+//!
+//! - Assigning a device to a VM ([`SmartIo::assign_to_vm`]) borrows nothing. The device is
+//!   borrowed, exclusively, when the guest resets it (at VM start), and returned when the VM
+//!   lets it go (shut down or hot-removed). Another holder — a VM, a borrower, a program —
+//!   gets [`SmartIoError::Borrowed`] naming the VM.
+//! - Configuration cycles are trapped by the hypervisor and performed by the lender, one
+//!   control-message round trip each; BARs are mapped into the guest directly through a
+//!   window on the borrower's NTB (no device register is emulated).
+//! - When the guest sets Bus Master, SmartIO probes the guest-physical layout from the x86
+//!   low and high memory bases (pinning every page that resolves) and sets up one DMA window
+//!   per range: the borrower's IOMMU maps a contiguous I/O virtual range onto the VM's
+//!   scattered pages, the lender's NTB maps that range, and the lender's IOMMU maps the
+//!   device's guest-physical addresses onto it — so the guest driver's bus addresses are
+//!   guest-physical. Both IOMMUs are required ([`SmartIoError::MdevNeedsIommu`]); the VM's
+//!   memory must fit the lender's NTB window ([`SmartIoError::VmWindowTooSmall`]).
+//! - The other passed-through devices' guest BARs are mapped at their guest-physical
+//!   addresses in this device's lender domain (peer-to-peer, through the lender's root).
+//! - Interrupts are relayed in software: the device signals its lender, whose handler
+//!   writes a notification over the NTB to the borrower, whose handler signals the VM's
+//!   eventfd; KVM injects. Each step has its calibrated cost (`[vm]`).
+//!
+//! ```text
+//!  guest DMA at GPA ─► lender IOMMU (GPA → NTB window) ═► borrower IOMMU (window → pages)
+//!  device MSI ─► lender handler ═ notification ═► borrower handler ─► eventfd ─► guest
+//! ```
+
+use super::borrow::bar_groups;
+use super::grants::{release, Grant, Taker};
+use super::path::{ntb_pair, DeviceSide};
+use super::{Fdid, Service, SmartIo, SmartIoError};
+use smartio_fabric::topology::AssignedBar;
+use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
+use smartio_host::vm::HIGH_MEMORY_BASE;
+use smartio_host::{BoxFuture, GuestBar, PassThrough, VmContext, VmError};
+use smartio_platform::pci::{self, command};
+use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, Port};
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+/// A device borrowed by a VM through the MDEV parent.
+#[derive(Debug)]
+pub(super) struct MdevBorrow {
+    /// The VM (`host/vm`).
+    pub(super) vm: String,
+    /// The VM's host.
+    pub(super) borrower: HostId,
+    /// Everything taken, in order.
+    pub(super) grants: Vec<Grant>,
+    /// The device's domain in the lender's IOMMU.
+    domain: DomainId,
+    /// The BARs as the borrower reaches them (its NTB window).
+    bars: Vec<AssignedBar>,
+    /// Where the lender's CPU reaches the borrower's interrupt controller.
+    notify_window: u64,
+    /// Whether the VM's memory is mapped for the device.
+    memory_mapped: bool,
+    /// Guest-physical addresses of peer BARs mapped for the device.
+    peers: BTreeSet<u64>,
+}
+
+/// A registered device assigned to a VM: what the hypervisor passes through.
+#[derive(Debug, Clone)]
+pub struct Mdev {
+    service: Rc<Service>,
+    fdid: Fdid,
+    qualified: String,
+    lender: HostId,
+    endpoint: EndpointId,
+}
+
+impl SmartIo {
+    /// Assigns `fdid` to VM `vm` (`host/vm`) for pass-through by the MDEV parent. Nothing is
+    /// borrowed until the guest resets the device; [`SmartIo::devices`] lists the
+    /// assignment meanwhile.
+    pub fn assign_to_vm(&self, fdid: Fdid, vm: &str) -> Result<Rc<Mdev>, SmartIoError> {
+        let svc = &self.inner;
+        let mut st = svc.state.borrow_mut();
+        let d = st
+            .devices
+            .get_mut(&fdid)
+            .ok_or(SmartIoError::UnknownFdid(fdid))?;
+        if !d.assigned.iter().any(|a| a == vm) {
+            d.assigned.push(vm.to_string());
+        }
+        Ok(Rc::new(Mdev {
+            service: svc.clone(),
+            fdid,
+            qualified: d.qualified.clone(),
+            lender: d.lender,
+            endpoint: d.endpoint,
+        }))
+    }
+
+    /// Withdraws the assignment of `fdid` to `vm` (a device the VM still holds stays
+    /// borrowed until the VM lets it go).
+    pub fn unassign_from_vm(&self, fdid: Fdid, vm: &str) -> Result<(), SmartIoError> {
+        let mut st = self.inner.state.borrow_mut();
+        let d = st
+            .devices
+            .get_mut(&fdid)
+            .ok_or(SmartIoError::UnknownFdid(fdid))?;
+        d.assigned.retain(|a| a != vm);
+        Ok(())
+    }
+}
+
+impl Mdev {
+    fn refuse(&self, vm: &VmContext, e: SmartIoError) -> VmError {
+        VmError::PassThrough {
+            vm: vm.name().to_string(),
+            device: self.qualified.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// One control message's time, on `host`'s CPU.
+    async fn message(&self, host: HostId) {
+        let svc = &self.service;
+        svc.hosts[host.index()].cpu().sleep(svc.message).await;
+    }
+
+    /// The lender clears the function's Command register (a reset, and the stop before a
+    /// return).
+    async fn quiesce(&self) -> Result<(), AccessError> {
+        let cpu = self.service.hosts[self.lender.index()].cpu();
+        let mut cmd = [0u8; 2];
+        cpu.config_read(self.endpoint, pci::COMMAND, &mut cmd)
+            .await?;
+        let off = u16::from_le_bytes(cmd) & !(command::BUS_MASTER | command::MEMORY_SPACE);
+        cpu.config_write(self.endpoint, pci::COMMAND, &off.to_le_bytes())
+            .await
+    }
+
+    /// Checks the device may be borrowed by `vm`, takes its BAR window, requester-id entry,
+    /// the notification window and its lender domain, and records the borrow.
+    fn take(&self, vm: &VmContext) -> Result<(), SmartIoError> {
+        let svc = &self.service;
+        let borrower = vm.host().id();
+        svc.check_host(borrower)?;
+        let (name, lender, endpoint) = {
+            let st = svc.state.borrow();
+            let d = st
+                .devices
+                .get(&self.fdid)
+                .ok_or(SmartIoError::UnknownFdid(self.fdid))?;
+            if let Some(holder) = svc.holder(&st, self.fdid) {
+                return Err(SmartIoError::Borrowed {
+                    device: d.qualified.clone(),
+                    fdid: self.fdid,
+                    borrower: holder,
+                });
+            }
+            (d.name.clone(), d.lender, d.endpoint)
+        };
+        let host_name = |h: HostId| svc.hosts[h.index()].name().to_string();
+        if lender == borrower {
+            return Err(SmartIoError::OwnDevice {
+                device: self.qualified.clone(),
+                host: host_name(lender),
+            });
+        }
+        if let Some(driver) = svc.hosts[lender.index()].bound_driver(&name) {
+            return Err(SmartIoError::InUseByLender {
+                device: self.qualified.clone(),
+                driver,
+            });
+        }
+        let (b, l) = ntb_pair(&svc.machine, borrower, lender)?;
+        let (lender_iommu, borrower_iommu, window, bars, b_entry, l_ep, msi) = {
+            let f = svc.machine.fabric();
+            let la = f.adapter(l);
+            (
+                f.host(lender).iommu.enabled(),
+                f.host(borrower).iommu.enabled(),
+                la.window.end - la.window.start,
+                f.endpoint(endpoint).bars.clone(),
+                f.adapter(b).entry_size,
+                la.endpoint,
+                f.host(borrower).msi.clone(),
+            )
+        };
+        for (on, host) in [(lender_iommu, lender), (borrower_iommu, borrower)] {
+            if !on {
+                return Err(SmartIoError::MdevNeedsIommu {
+                    device: self.qualified.clone(),
+                    vm: vm.name().to_string(),
+                    host: host_name(host),
+                });
+            }
+        }
+        let memory = vm.layout().size();
+        if memory > window {
+            return Err(SmartIoError::VmWindowTooSmall {
+                device: self.qualified.clone(),
+                vm: vm.name().to_string(),
+                adapter: svc.machine.fabric().adapter_name(l),
+                window,
+                memory,
+            });
+        }
+        let mut grants = Vec::new();
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let mut taker = Taker {
+            machine: &svc.machine,
+            ledger: &mut st.ledger,
+            grants: &mut grants,
+            device: &self.qualified,
+        };
+        let taken = (|| {
+            // BARs: mapped through the borrower's adapter, as for Device Lending; the
+            // hypervisor maps them into the guest.
+            let mut windows = Vec::new();
+            let adapter_domain = taker.domain_of(lender, l_ep)?;
+            for group in bar_groups(&bars, b_entry) {
+                let m = taker.lut(b, l, group.start, group.end - group.start)?;
+                windows.extend(
+                    bars.iter()
+                        .filter(|bar| group.contains(&bar.base.get()))
+                        .map(|bar| AssignedBar {
+                            base: BusAddr(m.bus_addr + (bar.base.get() - group.start)),
+                            ..*bar
+                        }),
+                );
+                if let Some(d) = adapter_domain {
+                    taker.identity(lender, d, group.start, group.end - group.start)?;
+                }
+            }
+            windows.sort_by_key(|w| w.index);
+            taker.requester(l, Requester::Device(endpoint))?;
+            // The lender's handler notifies the borrower through its interrupt controller.
+            let notify = taker.shared_lut(l, b, msi.start, msi.end - msi.start)?;
+            let domain =
+                taker
+                    .domain_of(lender, endpoint)?
+                    .ok_or_else(|| SmartIoError::MdevNeedsIommu {
+                        device: self.qualified.clone(),
+                        vm: vm.name().to_string(),
+                        host: host_name(lender),
+                    })?;
+            Ok::<_, SmartIoError>((windows, notify.bus_addr, domain))
+        })();
+        let (bars, notify_window, domain) = match taken {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = release(&svc.machine, &mut st.ledger, grants);
+                return Err(e);
+            }
+        };
+        if let Some(d) = st.devices.get_mut(&self.fdid) {
+            d.mdev = Some(MdevBorrow {
+                vm: vm.name().to_string(),
+                borrower,
+                grants,
+                domain,
+                bars,
+                notify_window,
+                memory_mapped: false,
+                peers: BTreeSet::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Maps the VM's memory (probed from the low and high bases) and `peers` for the
+    /// device; returns how many guest pages were probed and pinned (0 if the memory was
+    /// mapped already).
+    fn map_vm(&self, vm: &VmContext, peers: &[GuestBar]) -> Result<u64, SmartIoError> {
+        let svc = &self.service;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let d = st
+            .devices
+            .get_mut(&self.fdid)
+            .ok_or(SmartIoError::UnknownFdid(self.fdid))?;
+        let lender = d.lender;
+        let Some(m) = d.mdev.as_mut().filter(|m| m.vm == vm.name()) else {
+            return Err(SmartIoError::NotBorrowed {
+                device: self.qualified.clone(),
+                host: vm.name().to_string(),
+            });
+        };
+        let (b, l) = ntb_pair(&svc.machine, m.borrower, lender)?;
+        let (entry, b_ep) = {
+            let f = svc.machine.fabric();
+            (f.adapter(l).entry_size, f.adapter(b).endpoint)
+        };
+        let mut taker = Taker {
+            machine: &svc.machine,
+            ledger: &mut st.ledger,
+            grants: &mut m.grants,
+            device: &self.qualified,
+        };
+        let mut probed = 0;
+        if !m.memory_mapped {
+            let memory = vm.memory().memory();
+            let b_domain =
+                taker
+                    .domain_of(m.borrower, b_ep)?
+                    .ok_or_else(|| SmartIoError::MdevNeedsIommu {
+                        device: self.qualified.clone(),
+                        vm: vm.name().to_string(),
+                        host: svc.hosts[m.borrower.index()].name().to_string(),
+                    })?;
+            for base in [0, HIGH_MEMORY_BASE] {
+                let len = memory.resolvable_from(GuestPhysAddr(base));
+                if len == 0 {
+                    continue;
+                }
+                probed += len / vm.layout().page.bytes();
+                let size = len.next_multiple_of(entry);
+                let iova = taker.window_space(b, size, entry)?;
+                let pieces = memory.translate(GuestPhysAddr(base), len).map_err(|e| {
+                    SmartIoError::DeviceIommu {
+                        device: self.qualified.clone(),
+                        host: vm.name().to_string(),
+                        message: e.to_string(),
+                    }
+                })?;
+                let mut at = iova;
+                for p in pieces {
+                    taker.iommu(m.borrower, b_domain, at, p.addr.get(), p.len)?;
+                    at += p.len;
+                }
+                let window = taker.lut(l, b, iova, size)?;
+                taker.iommu(lender, m.domain, base, window.bus_addr, len)?;
+            }
+            m.memory_mapped = true;
+        }
+        let side = DeviceSide {
+            lender,
+            fdid: self.fdid,
+            domain: Some(m.domain),
+            limit: u64::MAX,
+            qualified: self.qualified.clone(),
+            via: None,
+        };
+        for p in peers {
+            if m.peers.contains(&p.guest) {
+                continue;
+            }
+            let real = svc
+                .machine
+                .fabric()
+                .endpoint(p.endpoint)
+                .bars
+                .iter()
+                .find(|b| b.index == p.index)
+                .map(|b| (b.base.get(), b.size));
+            let Some((base, size)) = real else {
+                continue;
+            };
+            let bus = side.towards(&mut taker, self.endpoint, p.host, base, size)?;
+            taker.iommu(lender, m.domain, p.guest, bus, size)?;
+            m.peers.insert(p.guest);
+        }
+        Ok(probed)
+    }
+
+    /// Gives back everything `vm`'s borrow took (nothing if `vm` holds no borrow).
+    fn give_back(&self, vm: &VmContext) -> Result<bool, SmartIoError> {
+        let svc = &self.service;
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let Some(d) = st.devices.get_mut(&self.fdid) else {
+            return Err(SmartIoError::UnknownFdid(self.fdid));
+        };
+        if d.mdev.as_ref().is_none_or(|m| m.vm != vm.name()) {
+            return Ok(false);
+        }
+        let Some(m) = d.mdev.take() else {
+            return Ok(false);
+        };
+        let lender = d.lender;
+        svc.release_for(&mut st.ledger, m.grants, self.qualified.clone(), lender)?;
+        Ok(true)
+    }
+}
+
+impl PassThrough for Mdev {
+    fn name(&self) -> String {
+        self.qualified.clone()
+    }
+
+    fn reset(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
+        let taken = self.take(vm).map_err(|e| self.refuse(vm, e));
+        let me = self.clone();
+        let vm = vm.clone();
+        Box::pin(async move {
+            taken?;
+            me.service.count_lender_interaction();
+            let borrower = vm.host().id();
+            me.message(borrower).await;
+            let reset = me.quiesce().await;
+            me.message(borrower).await;
+            reset.map_err(|e| {
+                me.refuse(
+                    &vm,
+                    SmartIoError::Host(smartio_host::HostError::Access {
+                        device: me.qualified.clone(),
+                        source: e,
+                    }),
+                )
+            })
+        })
+    }
+
+    fn bars(&self) -> Vec<AssignedBar> {
+        let st = self.service.state.borrow();
+        st.devices
+            .get(&self.fdid)
+            .and_then(|d| d.mdev.as_ref())
+            .map(|m| m.bars.clone())
+            .unwrap_or_default()
+    }
+
+    fn config_read(&self, offset: u16, len: usize) -> BoxFuture<Result<Vec<u8>, AccessError>> {
+        let svc = self.service.clone();
+        let (lender, endpoint) = (self.lender, self.endpoint);
+        let borrower = self.holder_host();
+        Box::pin(async move {
+            svc.count_lender_interaction();
+            let cpu = svc.hosts[borrower.index()].cpu();
+            cpu.sleep(svc.message).await;
+            let mut buf = vec![0u8; len];
+            let r = svc.hosts[lender.index()]
+                .cpu()
+                .config_read(endpoint, offset, &mut buf)
+                .await;
+            cpu.sleep(svc.message).await;
+            r.map(|()| buf)
+        })
+    }
+
+    fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>> {
+        let svc = self.service.clone();
+        let (lender, endpoint) = (self.lender, self.endpoint);
+        let borrower = self.holder_host();
+        Box::pin(async move {
+            svc.count_lender_interaction();
+            let cpu = svc.hosts[borrower.index()].cpu();
+            cpu.sleep(svc.message).await;
+            let r = svc.hosts[lender.index()]
+                .cpu()
+                .config_write(endpoint, offset, &data)
+                .await;
+            cpu.sleep(svc.message).await;
+            r
+        })
+    }
+
+    fn enable_dma(
+        &self,
+        vm: &Rc<VmContext>,
+        peers: Vec<GuestBar>,
+    ) -> BoxFuture<Result<(), VmError>> {
+        let mapped = self.map_vm(vm, &peers).map_err(|e| self.refuse(vm, e));
+        let svc = self.service.clone();
+        let borrower = vm.host().id();
+        Box::pin(async move {
+            let probed = mapped?;
+            svc.count_lender_interaction();
+            let cpu = svc.hosts[borrower.index()].cpu();
+            // KVM resolves and pins every page that the probe found.
+            cpu.sleep(cpu.machine().cpu_timing().vm.page_pin.times(probed))
+                .await;
+            cpu.sleep(svc.message).await;
+            cpu.sleep(svc.message).await;
+            Ok(())
+        })
+    }
+
+    fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError> {
+        let svc = &self.service;
+        let notify_window = {
+            let st = svc.state.borrow();
+            st.devices
+                .get(&self.fdid)
+                .and_then(|d| d.mdev.as_ref())
+                .filter(|m| m.vm == vm.name())
+                .map(|m| m.notify_window)
+        };
+        let Some(notify_window) = notify_window else {
+            return Err(self.refuse(
+                vm,
+                SmartIoError::NotBorrowed {
+                    device: self.qualified.clone(),
+                    host: vm.name().to_string(),
+                },
+            ));
+        };
+        let lender_os = &svc.hosts[self.lender.index()];
+        let lender_vector = lender_os.allocate_vectors(1);
+        let borrower_vector = vm.host().allocate_vectors(1);
+        let machine = &svc.machine;
+        let lender_msi = machine.fabric().host(self.lender).msi.start;
+        let handler = machine.cpu_timing().vm.irq_handler;
+        // On the lender: the device's interrupt, SmartIO's handler, a notification over the
+        // NTB to the borrower's interrupt controller.
+        let lender_cpu = machine.cpu(self.lender);
+        let running = vm.clone();
+        machine.spawn(async move {
+            loop {
+                lender_cpu.interrupt(lender_vector).await;
+                if !running.running() {
+                    return;
+                }
+                lender_cpu.sleep(handler).await;
+                // A notification lost to a link failure is a lost interrupt, as on hardware.
+                let _ = lender_cpu
+                    .write(BusAddr(notify_window), &borrower_vector.to_le_bytes())
+                    .await;
+            }
+        });
+        // On the borrower: SmartIO's handler signals the VM's eventfd; KVM injects.
+        let borrower_cpu = machine.cpu(vm.host().id());
+        let vm = vm.clone();
+        machine.spawn(async move {
+            loop {
+                borrower_cpu.interrupt(borrower_vector).await;
+                if !vm.running() {
+                    return;
+                }
+                borrower_cpu.sleep(handler).await;
+                vm.inject(guest_vector).await;
+            }
+        });
+        Ok(MsiMessage {
+            address: BusAddr(lender_msi),
+            data: lender_vector,
+        })
+    }
+
+    fn function(&self) -> (HostId, EndpointId) {
+        (self.lender, self.endpoint)
+    }
+
+    fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
+        let me = self.clone();
+        let vm = vm.clone();
+        Box::pin(async move {
+            let held = {
+                let st = me.service.state.borrow();
+                st.devices
+                    .get(&me.fdid)
+                    .and_then(|d| d.mdev.as_ref())
+                    .is_some_and(|m| m.vm == vm.name())
+            };
+            if !held {
+                return Ok(());
+            }
+            // The lender stops the function before its windows go away.
+            me.service.count_lender_interaction();
+            let borrower = vm.host().id();
+            me.message(borrower).await;
+            let quiesced = me.quiesce().await;
+            me.message(borrower).await;
+            me.give_back(&vm).map_err(|e| me.refuse(&vm, e))?;
+            quiesced.map_err(|e| {
+                me.refuse(
+                    &vm,
+                    SmartIoError::Host(smartio_host::HostError::Access {
+                        device: me.qualified.clone(),
+                        source: e,
+                    }),
+                )
+            })
+        })
+    }
+}
+
+impl Mdev {
+    /// The host of the VM holding the device (the lender itself when none does: a trapped
+    /// access then costs no message at all beyond the lender's own).
+    fn holder_host(&self) -> HostId {
+        let st = self.service.state.borrow();
+        st.devices
+            .get(&self.fdid)
+            .and_then(|d| d.mdev.as_ref())
+            .map_or(self.lender, |m| m.borrower)
+    }
+}
