@@ -45,6 +45,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/vm-back-to-back.toml"),
     },
     ShippedScenario {
+        name: "vm-chassis",
+        text: include_str!("../../../scenarios/vm-chassis.toml"),
+    },
+    ShippedScenario {
         name: "cascade-60",
         text: include_str!("../../../scenarios/cascade-60.toml"),
     },

@@ -1,13 +1,19 @@
 //! The device a workload runs on: a function of the host itself (`nvme0`), or one borrowed
 //! from another host by Device Lending (`lender:nvme0`). Either way the workload then drives
 //! it through the same device handle and the same native driver.
+//!
+//! The host may be a VM (`borrower/vm0`, declared in the scenario): the workload then runs on
+//! the guest kernel, and its devices are passed through — a function of the VM's own host by
+//! VFIO (`nvme0`), a remote one by SmartIO's MDEV parent (`lender:nvme0`). The VM is powered
+//! on when the first device is attached and shut down by [`Workbench::detach`].
 
 use crate::booted::UnknownHost;
 use crate::booted::{BootError, Booted};
 use smartio_cluster::Cluster;
-use smartio_host::{HostError, HostOs};
+use smartio_host::vm::GuestPageSize;
+use smartio_host::{HostError, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -26,6 +32,19 @@ pub enum AttachError {
     /// A device name that is neither `device` nor `lender:device`.
     #[error("device {0:?}: write a device of the host (nvme0) or lender:device (lender:nvme0)")]
     BadName(String),
+    /// `host/vm` names a VM the scenario does not declare.
+    #[error("host {host} has no VM {vm:?} (its VMs: {known}); declare one with [[host.vm]]")]
+    UnknownVm {
+        /// The host.
+        host: String,
+        /// The VM asked for.
+        vm: String,
+        /// The host's VMs.
+        known: String,
+    },
+    /// The VM could not be created, powered on or shut down.
+    #[error("{0}")]
+    Vm(#[from] VmError),
 }
 
 impl From<BootError> for AttachError {
@@ -60,10 +79,26 @@ struct Wanted {
     class: u32,
 }
 
+/// A VM a workload runs in, and the functions to pass through to it.
+struct VmBench {
+    vm: Vm,
+    devices: Vec<Rc<dyn PassThrough>>,
+    powered: Cell<bool>,
+}
+
+impl std::fmt::Debug for VmBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmBench")
+            .field("vm", &self.vm)
+            .field("powered", &self.powered.get())
+            .finish()
+    }
+}
+
 /// A workload's host and devices, ready to attach inside the simulation.
 #[derive(Debug, Clone)]
 pub struct Workbench {
-    /// The host the workload runs on.
+    /// The host the workload runs on (a VM's guest kernel, for `host/vm`).
     pub os: HostOs,
     /// Every host's OS (in host order).
     pub hosts: Vec<HostOs>,
@@ -72,6 +107,8 @@ pub struct Workbench {
     devices: Vec<Wanted>,
     /// Devices borrowed so far, in order.
     borrowed: Rc<RefCell<Vec<Fdid>>>,
+    /// The VM, when the workload runs in one.
+    vm: Option<Rc<VmBench>>,
 }
 
 impl Workbench {
@@ -92,18 +129,16 @@ impl Workbench {
             check_device_name(device)?;
         }
         let booted = Booted::boot(cluster)?;
+        if let Some((host, vm)) = host.split_once('/') {
+            return Self::in_vm(cluster, booted, host, vm, devices);
+        }
         let os = booted.host(host)?;
         let Booted { hosts, smartio, .. } = booted;
         let mut wanted = Vec::new();
         for &device in devices {
             let (remote, class) = if device.contains(':') {
                 let fdid = smartio.find(device)?;
-                let info = smartio
-                    .devices()
-                    .into_iter()
-                    .find(|d| d.fdid == fdid)
-                    .ok_or(SmartIoError::UnknownFdid(fdid))?;
-                (Some(fdid), info.class_code)
+                (Some(fdid), class_of_fdid(&smartio, fdid)?)
             } else {
                 (None, os.device(device)?.id().class)
             };
@@ -119,6 +154,79 @@ impl Workbench {
             smartio,
             devices: wanted,
             borrowed: Rc::default(),
+            vm: None,
+        })
+    }
+
+    /// A workbench inside VM `vm` of `host`: the VM is created (memory backed, guest kernel
+    /// booted); `lender:device` is passed through by MDEV, a device of `host` by VFIO.
+    fn in_vm(
+        cluster: &Cluster,
+        booted: Booted,
+        host: &str,
+        vm: &str,
+        devices: &[&str],
+    ) -> Result<Workbench, AttachError> {
+        let host_os = booted.host(host)?;
+        let spec = {
+            let f = cluster.machine.fabric();
+            let vms = &f.host(host_os.id()).vms;
+            vms.iter()
+                .find(|v| v.name == vm)
+                .cloned()
+                .ok_or_else(|| AttachError::UnknownVm {
+                    host: host.to_string(),
+                    vm: vm.to_string(),
+                    known: if vms.is_empty() {
+                        "none".to_string()
+                    } else {
+                        vms.iter()
+                            .map(|v| v.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                })?
+        };
+        let config = VmConfig {
+            name: spec.name.clone(),
+            memory: spec.memory,
+            page: if spec.page_bytes == GuestPageSize::Huge.bytes() {
+                GuestPageSize::Huge
+            } else {
+                GuestPageSize::Small
+            },
+        };
+        let Booted { hosts, smartio, .. } = booted;
+        let vm_name = format!("{host}/{vm}");
+        let mut wanted = Vec::new();
+        let mut pass: Vec<Rc<dyn PassThrough>> = Vec::new();
+        for &device in devices {
+            let (remote, class) = if device.contains(':') {
+                let fdid = smartio.find(device)?;
+                pass.push(smartio.assign_to_vm(fdid, &vm_name)?);
+                (Some(fdid), class_of_fdid(&smartio, fdid)?)
+            } else {
+                pass.push(Vfio::new(&host_os, device)?);
+                (None, host_os.device(device)?.id().class)
+            };
+            wanted.push(Wanted {
+                name: device.to_string(),
+                remote,
+                class,
+            });
+        }
+        let vm = Vm::create(&host_os, &config, &[])?;
+        Ok(Workbench {
+            os: vm.guest().clone(),
+            hosts,
+            smartio,
+            devices: wanted,
+            borrowed: Rc::default(),
+            vm: Some(Rc::new(VmBench {
+                vm,
+                devices: pass,
+                powered: Cell::new(false),
+            })),
         })
     }
 
@@ -148,6 +256,17 @@ impl Workbench {
         let d = self.devices.get(i).ok_or_else(|| {
             AttachError::Host(HostError::Other(format!("no device {i} in the workbench")))
         })?;
+        if let Some(v) = &self.vm {
+            if !v.powered.replace(true) {
+                v.vm.power_on(v.devices.clone()).await?;
+            }
+            return v.vm.device_names().get(i).cloned().ok_or_else(|| {
+                AttachError::Host(HostError::Other(format!(
+                    "{} did not show the guest function {i}",
+                    v.vm.name()
+                )))
+            });
+        }
         match d.remote {
             None => Ok(d.name.clone()),
             Some(fdid) => {
@@ -161,8 +280,15 @@ impl Workbench {
         }
     }
 
-    /// Gives every device borrowed so far back, last first (nothing for local ones).
+    /// Gives every device borrowed so far back, last first (nothing for local ones); in a
+    /// VM, shuts the VM down (which returns its devices).
     pub async fn detach(&self) -> Result<(), AttachError> {
+        if let Some(v) = &self.vm {
+            if v.powered.replace(false) {
+                v.vm.shutdown_in_place().await?;
+            }
+            return Ok(());
+        }
         loop {
             let Some(fdid) = self.borrowed.borrow_mut().pop() else {
                 return Ok(());
@@ -170,4 +296,14 @@ impl Workbench {
             self.smartio.give_back(self.os.id(), fdid).await?;
         }
     }
+}
+
+/// The class code of registered device `fdid`.
+fn class_of_fdid(smartio: &SmartIo, fdid: Fdid) -> Result<u32, AttachError> {
+    smartio
+        .devices()
+        .into_iter()
+        .find(|d| d.fdid == fdid)
+        .map(|d| d.class_code)
+        .ok_or(AttachError::SmartIo(SmartIoError::UnknownFdid(fdid)))
 }

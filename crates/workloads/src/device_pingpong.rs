@@ -93,6 +93,12 @@ pub fn device_pingpong(
             let handle_a = bench.os.device(&name_a).map_err(AttachError::Host)?;
             let handle_b = bench.os.device(&name_b).map_err(AttachError::Host)?;
             let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            // pci_enable_device + pci_set_master, as any driver does first.
+            for h in [&handle_a, &handle_b] {
+                h.enable()
+                    .await
+                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+            }
             // Where each device reaches the other's memory.
             let a_to_b = handle_a
                 .dma_map_peer(&handle_b, b.model.memory_bar())

@@ -130,6 +130,9 @@ impl From<AttachError> for DmaBenchError {
                 known,
             },
             e @ AttachError::BadName(_) => DmaBenchError::BadParameter(format!("--{e}")),
+            e @ AttachError::UnknownVm { .. } => {
+                DmaBenchError::BadParameter(format!("--host: {e}"))
+            }
             other => DmaBenchError::Driver(other.to_string()),
         }
     }
@@ -194,6 +197,11 @@ pub fn bench_dma_run(
         let run = async {
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
+            // pci_enable_device + pci_set_master, as any driver does first.
+            handle
+                .enable()
+                .await
+                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             let registers = handle.map_bar(0).map_err(AttachError::Host)?.window().base;
             let device_memory = handle.map_bar(2).map_err(AttachError::Host)?.window().size;
             if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > device_memory) {
@@ -215,8 +223,8 @@ pub fn bench_dma_run(
                 // What the device will read (set up untimed, as bandwidthTest does).
                 bench
                     .os
-                    .machine()
-                    .poke_memory(bench.os.id(), buffer, &host_pattern(largest));
+                    .write_memory(buffer, &host_pattern(largest))
+                    .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
             }
             let cpu = handle.cpu().clone();
             let driver =

@@ -111,6 +111,9 @@ pub enum FioError {
     /// SmartIO could not lend the device.
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
+    /// The VM the workload runs in could not be created, powered on or shut down.
+    #[error("{0}")]
+    Vm(#[from] smartio_host::VmError),
     /// The distributed NVMe driver refused (no manager, no queue pair left).
     #[error("{0}")]
     Dist(#[from] DistError),
@@ -129,6 +132,8 @@ impl From<AttachError> for FioError {
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
             e @ AttachError::BadName(_) => FioError::BadParameter(format!("--{e}")),
+            e @ AttachError::UnknownVm { .. } => FioError::BadParameter(format!("--host: {e}")),
+            AttachError::Vm(e) => FioError::Vm(e),
         }
     }
 }
@@ -464,8 +469,8 @@ async fn prefill(backend: &Backend, s: &Shared) -> Result<(), FioError> {
             let at = (i * bs) as usize;
             pattern(s.cfg.seed, block + i, 0, &mut data[at..at + bs as usize]);
         }
-        os.machine()
-            .poke_memory(os.id(), buffer.cpu, &data[..(n * bs) as usize]);
+        os.write_memory(buffer.cpu, &data[..(n * bs) as usize])
+            .map_err(|_| OUTSIDE_MEMORY)?;
         let lba = block * bs / s.lba_size;
         let count = (n * bs / s.lba_size) as u32;
         backend
@@ -516,6 +521,9 @@ fn next_op(s: &Shared, job: &RefCell<Job>, now: SimTime) -> Option<(u64, bool)> 
     Some((block, read))
 }
 
+/// An I/O buffer the kernel allocated is always its memory; if not, it is an emulator bug.
+const OUTSIDE_MEMORY: FioError = FioError::Internal("an I/O buffer is not in the kernel's memory");
+
 async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize, buffer: Buffer) {
     let os = backend.os();
     let cpu = os.cpu();
@@ -532,7 +540,11 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
             let (data, _) = &mut *s.scratch.borrow_mut();
             data.resize(len, 0);
             pattern(s.cfg.seed, block, v, data);
-            os.machine().poke_memory(os.id(), buffer.cpu, data);
+            if os.write_memory(buffer.cpu, data).is_err() {
+                s.error.borrow_mut().get_or_insert(OUTSIDE_MEMORY);
+                s.in_flight.borrow_mut().remove(&block);
+                return;
+            }
         }
         let lba = block * bs / s.lba_size;
         let count = (bs / s.lba_size) as u32;
@@ -565,7 +577,9 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
                 let (data, expect) = &mut *s.scratch.borrow_mut();
                 data.resize(len, 0);
                 expect.resize(len, 0);
-                os.machine().peek_memory(os.id(), buffer.cpu, data);
+                if os.read_memory(buffer.cpu, data).is_err() {
+                    s.error.borrow_mut().get_or_insert(OUTSIDE_MEMORY);
+                }
                 pattern(s.cfg.seed, block, version(s, block), expect);
                 if let Some(at) = data.iter().zip(expect.iter()).position(|(a, b)| a != b) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
@@ -634,7 +648,8 @@ pub fn read_back(
             )
             .await?;
             let mut part = vec![0u8; n as usize];
-            os.machine().peek_memory(os.id(), buffer, &mut part);
+            os.read_memory(buffer, &mut part)
+                .map_err(|_| OUTSIDE_MEMORY)?;
             data.extend_from_slice(&part);
             at += n;
         }

@@ -194,6 +194,12 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             let src = bench.os.device(&source_name).map_err(AttachError::Host)?;
             let dst = bench.os.device(&target_name).map_err(AttachError::Host)?;
             let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            // pci_enable_device + pci_set_master, as any driver does first.
+            for h in [&src, &dst] {
+                h.enable()
+                    .await
+                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+            }
             let peer = src.dma_map_peer(&dst, target_bar).map_err(dma_error)?;
             let registers = src.map_bar(0).map_err(AttachError::Host)?.window().base;
             let completion = src.dma_alloc_coherent(4096).map_err(dma_error)?;

@@ -203,33 +203,31 @@ impl VmContext {
     }
 }
 
-/// A VM: started on a host with functions passed through, running a guest kernel.
+/// A VM: created on a host with its memory and guest kernel, powered on with functions
+/// passed through, shut down.
 pub struct Vm {
     context: Rc<VmContext>,
     guest: HostOs,
-    devices: Vec<Rc<dyn PassThrough>>,
-    functions: Vec<Rc<VirtualFunction>>,
-    names: Vec<String>,
+    devices: RefCell<Vec<Rc<dyn PassThrough>>>,
+    names: RefCell<Vec<String>>,
 }
 
 impl std::fmt::Debug for Vm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Vm")
             .field("name", &self.context.name)
-            .field("devices", &self.names)
+            .field("devices", &self.names.borrow())
             .finish()
     }
 }
 
 impl Vm {
-    /// Starts VM `config` on `host` with `devices` passed through: backs its memory, boots
-    /// the guest kernel with `drivers`, resets every function (MDEV borrows here), lets the
-    /// guest enumerate them and binds its drivers. On failure everything taken so far is
-    /// given back.
-    pub async fn start(
+    /// Creates VM `config` on `host`: backs its memory with the host's pages and boots its
+    /// guest kernel with `drivers` registered. No function is passed through yet and no
+    /// simulated time passes (see [`Vm::power_on`]).
+    pub fn create(
         host: &HostOs,
         config: &VmConfig,
-        devices: Vec<Rc<dyn PassThrough>>,
         drivers: &[Rc<dyn Driver>],
     ) -> Result<Vm, VmError> {
         let name = format!("{}/{}", host.name(), config.name);
@@ -249,21 +247,30 @@ impl Vm {
             guest.register_driver(d.clone());
         }
         let context = Rc::new(VmContext {
-            name: name.clone(),
+            name,
             host: host.clone(),
             memory,
             ept,
             running: Cell::new(true),
             guest_bars: RefCell::new(Vec::new()),
         });
-        let mut vm = Vm {
+        Ok(Vm {
             context,
             guest,
-            devices: Vec::new(),
-            functions: Vec::new(),
-            names: Vec::new(),
-        };
-        match vm.bring_up(devices).await {
+            devices: RefCell::new(Vec::new()),
+            names: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// [`Vm::create`] and [`Vm::power_on`]; on failure everything taken is given back.
+    pub async fn start(
+        host: &HostOs,
+        config: &VmConfig,
+        devices: Vec<Rc<dyn PassThrough>>,
+        drivers: &[Rc<dyn Driver>],
+    ) -> Result<Vm, VmError> {
+        let vm = Vm::create(host, config, drivers)?;
+        match vm.power_on(devices).await {
             Ok(()) => Ok(vm),
             Err(e) => {
                 let _ = vm.shutdown_inner().await;
@@ -272,29 +279,34 @@ impl Vm {
         }
     }
 
-    async fn bring_up(&mut self, devices: Vec<Rc<dyn PassThrough>>) -> Result<(), VmError> {
-        // Machine reset: every function is reset (and, for MDEV, borrowed).
+    /// Powers the VM on with `devices` passed through: the machine reset resets every
+    /// function (MDEV borrows it here), the guest kernel enumerates them, sizes and places
+    /// their BARs, and binds its drivers. On failure the VM is left to be shut down.
+    pub async fn power_on(&self, devices: Vec<Rc<dyn PassThrough>>) -> Result<(), VmError> {
+        if !self.context.running() {
+            return Err(VmError::NotRunning(self.context.name.clone()));
+        }
         for d in devices {
             d.reset(&self.context).await?;
-            self.devices.push(d);
+            self.devices.borrow_mut().push(d);
         }
-        for (slot, d) in self.devices.iter().enumerate() {
-            self.functions.push(Rc::new(VirtualFunction::new(
-                slot,
-                d.clone(),
-                self.context.clone(),
-            )));
-        }
+        let functions: Vec<_> = self
+            .devices
+            .borrow()
+            .iter()
+            .enumerate()
+            .map(|(slot, d)| Rc::new(VirtualFunction::new(slot, d.clone(), self.context.clone())))
+            .collect();
         // The guest kernel's PCI scan: identify, size and place every BAR, then bind drivers.
         let guest_error = |source| VmError::Guest {
             vm: self.context.name.clone(),
             source,
         };
-        let handles = guest_pci::scan(&self.guest, &self.context, &self.functions)
+        let handles = guest_pci::scan(&self.guest, &self.context, &functions)
             .await
             .map_err(guest_error)?;
         for handle in handles {
-            self.names.push(handle.name().to_string());
+            self.names.borrow_mut().push(handle.name().to_string());
             self.guest.hot_add(handle).await.map_err(guest_error)?;
         }
         Ok(())
@@ -316,20 +328,27 @@ impl Vm {
     }
 
     /// The guest's name of each passed-through function, in assignment order.
-    pub fn device_names(&self) -> &[String] {
-        &self.names
+    pub fn device_names(&self) -> Vec<String> {
+        self.names.borrow().clone()
     }
 
     /// Shuts the VM down: the guest unbinds its drivers, every function is released (MDEV
     /// returns it to its lender), the VM's memory goes back to the host. Reports the first
     /// failure after releasing everything it can.
-    pub async fn shutdown(mut self) -> Result<(), VmError> {
+    pub async fn shutdown(self) -> Result<(), VmError> {
         self.shutdown_inner().await
     }
 
-    async fn shutdown_inner(&mut self) -> Result<(), VmError> {
+    /// [`Vm::shutdown`] for a VM shared with others (a workbench): afterwards it runs no
+    /// more and holds nothing.
+    pub async fn shutdown_in_place(&self) -> Result<(), VmError> {
+        self.shutdown_inner().await
+    }
+
+    async fn shutdown_inner(&self) -> Result<(), VmError> {
         let mut first = None;
-        for name in std::mem::take(&mut self.names) {
+        let names = std::mem::take(&mut *self.names.borrow_mut());
+        for name in names {
             if let Err(source) = self.guest.hot_remove(&name).await {
                 first.get_or_insert(VmError::Guest {
                     vm: self.context.name.clone(),
@@ -338,7 +357,8 @@ impl Vm {
             }
         }
         self.context.running.set(false);
-        for d in std::mem::take(&mut self.devices).into_iter().rev() {
+        let devices = std::mem::take(&mut *self.devices.borrow_mut());
+        for d in devices.into_iter().rev() {
             for b in d.bars() {
                 self.context.ept.unmap_host(b.base, b.size);
             }
@@ -346,7 +366,6 @@ impl Vm {
                 first.get_or_insert(e);
             }
         }
-        self.functions.clear();
         self.context.memory.release_pages(&self.context.host);
         first.map_or(Ok(()), Err)
     }
