@@ -274,3 +274,61 @@ fn options_an_experiment_would_ignore_are_refused_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_the_relay_with_interrupts(
+) {
+    let dir = plot_dir("vm-nvme");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "vm-nvme",
+        "--ops",
+        "200",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "vm-back-to-back");
+    let r = &v["result"];
+    let rows: Vec<&str> = r["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|row| row["row"].as_str())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "local",
+            "local VFIO VM",
+            "bare-metal borrower",
+            "VM borrower (MDEV)"
+        ]
+    );
+    let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}"));
+    assert_eq!(
+        f("vm_minus_bare_poll_ns"),
+        0.0,
+        "polling: the same data path"
+    );
+    let extra = f("vm_minus_bare_interrupt_ns");
+    assert!(
+        extra > 0.0 && extra < f("relay_ns"),
+        "the VM pays less than the relay on top of bare metal: {extra} vs {}",
+        f("relay_ns")
+    );
+    for row in r["rows"].as_array().expect("rows") {
+        let bw = row["sequential"]["bw_bytes_per_s"].as_f64().expect("bw");
+        assert!((bw - 2.4e9).abs() < 0.01 * 2.4e9, "{row}");
+    }
+    for file in [
+        "vm-nvme-latency.svg",
+        "vm-nvme-latency-poll.svg",
+        "vm-nvme-bandwidth.svg",
+    ] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

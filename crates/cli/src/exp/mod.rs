@@ -11,6 +11,7 @@ mod nvmeof;
 mod plot;
 mod share;
 mod sq_placement;
+mod vm_nvme;
 
 pub use plot::{Bar, Chart, Plot, Series};
 
@@ -37,6 +38,9 @@ pub enum ExpName {
     Share30,
     /// The SmartIO driver local and remote against NVMe-oF over RDMA (Paper V Fig. 36).
     NvmeofCompare,
+    /// One NVMe read locally, from a local VFIO VM, a bare-metal borrower and an MDEV VM
+    /// borrower, with interrupts and polling, and sequential bandwidth (ICPP'18 Fig. 7).
+    VmNvme,
 }
 
 impl ExpName {
@@ -48,6 +52,7 @@ impl ExpName {
             ExpName::Failover => "dual-path",
             ExpName::Share30 => "cascade-60",
             ExpName::NvmeofCompare => "back-to-back",
+            ExpName::VmNvme => "vm-back-to-back",
         }
     }
 
@@ -157,6 +162,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::Failover => failover::run(&setup, args.verify)?,
         ExpName::Share30 => share::run(&setup)?,
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
+        ExpName::VmNvme => vm_nvme::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report
