@@ -332,3 +332,35 @@ fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_th
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn migrate_moves_the_vm_keeps_the_data_and_frees_the_first_hosts_tables() {
+    let dir = plot_dir("migrate");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "migrate",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "vm-cluster");
+    let r = &v["result"];
+    assert_eq!(
+        r["holders"],
+        serde_json::json!(["host-a/vm0", "host-b/vm0"])
+    );
+    assert_eq!(r["verified_bytes"], 1 << 20);
+    assert_eq!(r["released_on_first_host"], true);
+    let steps = r["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 6);
+    assert!(steps.iter().all(|s| s["ns"].as_f64().expect("ns") > 0.0));
+    assert!(dir.join("migrate.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, _, err) = smartio(&["exp", "migrate", "--ops", "5"]);
+    assert!(
+        !ok && err.contains("--ops 5: migrate writes 1 MiB"),
+        "{err}"
+    );
+}

@@ -49,6 +49,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/vm-chassis.toml"),
     },
     ShippedScenario {
+        name: "vm-cluster",
+        text: include_str!("../../../scenarios/vm-cluster.toml"),
+    },
+    ShippedScenario {
         name: "cascade-60",
         text: include_str!("../../../scenarios/cascade-60.toml"),
     },

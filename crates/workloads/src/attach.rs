@@ -167,35 +167,7 @@ impl Workbench {
         vm: &str,
         devices: &[&str],
     ) -> Result<Workbench, AttachError> {
-        let host_os = booted.host(host)?;
-        let spec = {
-            let f = cluster.machine.fabric();
-            let vms = &f.host(host_os.id()).vms;
-            vms.iter()
-                .find(|v| v.name == vm)
-                .cloned()
-                .ok_or_else(|| AttachError::UnknownVm {
-                    host: host.to_string(),
-                    vm: vm.to_string(),
-                    known: if vms.is_empty() {
-                        "none".to_string()
-                    } else {
-                        vms.iter()
-                            .map(|v| v.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    },
-                })?
-        };
-        let config = VmConfig {
-            name: spec.name.clone(),
-            memory: spec.memory,
-            page: if spec.page_bytes == GuestPageSize::Huge.bytes() {
-                GuestPageSize::Huge
-            } else {
-                GuestPageSize::Small
-            },
-        };
+        let (host_os, config) = vm_config(cluster, &booted, &format!("{host}/{vm}"))?;
         let Booted { hosts, smartio, .. } = booted;
         let vm_name = format!("{host}/{vm}");
         let mut wanted = Vec::new();
@@ -306,4 +278,44 @@ fn class_of_fdid(smartio: &SmartIo, fdid: Fdid) -> Result<u32, AttachError> {
         .find(|d| d.fdid == fdid)
         .map(|d| d.class_code)
         .ok_or(AttachError::SmartIo(SmartIoError::UnknownFdid(fdid)))
+}
+
+/// The host and the configuration of VM `name` (`host/vm`), as the scenario declares it.
+pub(crate) fn vm_config(
+    cluster: &Cluster,
+    booted: &Booted,
+    name: &str,
+) -> Result<(HostOs, VmConfig), AttachError> {
+    let (host, vm) = name
+        .split_once('/')
+        .ok_or_else(|| AttachError::BadName(name.to_string()))?;
+    let host_os = booted.host(host)?;
+    let f = cluster.machine.fabric();
+    let vms = &f.host(host_os.id()).vms;
+    let spec = vms
+        .iter()
+        .find(|v| v.name == vm)
+        .ok_or_else(|| AttachError::UnknownVm {
+            host: host.to_string(),
+            vm: vm.to_string(),
+            known: if vms.is_empty() {
+                "none".to_string()
+            } else {
+                vms.iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        })?;
+    let page = if spec.page_bytes == GuestPageSize::Huge.bytes() {
+        GuestPageSize::Huge
+    } else {
+        GuestPageSize::Small
+    };
+    let config = VmConfig {
+        name: spec.name.clone(),
+        memory: spec.memory,
+        page,
+    };
+    Ok((host_os, config))
 }

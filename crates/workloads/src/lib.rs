@@ -12,6 +12,7 @@ pub mod dma_bench;
 pub mod engine_bench;
 pub mod failover;
 pub mod fio;
+pub mod migrate;
 pub mod multicast_identify;
 pub mod nvme_client;
 pub mod nvme_demo;
@@ -37,6 +38,9 @@ pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
 };
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
+pub use migrate::{
+    migrate, MigrateConfig, MigrateError, MigrateResult, MigrateStep, MAX_MIGRATE_BYTES,
+};
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyError, MulticastIdentifyResult,
     Receiver,

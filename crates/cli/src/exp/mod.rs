@@ -6,6 +6,7 @@
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
 mod failover;
+mod migrate;
 mod multicast;
 mod nvmeof;
 mod plot;
@@ -41,6 +42,9 @@ pub enum ExpName {
     /// One NVMe read locally, from a local VFIO VM, a bare-metal borrower and an MDEV VM
     /// borrower, with interrupts and polling, and sequential bandwidth (ICPP'18 Fig. 7).
     VmNvme,
+    /// Cold migration of a VM with an NVMe passed through by MDEV, with verified data and
+    /// the time of each step (Paper V §5.5).
+    Migrate,
 }
 
 impl ExpName {
@@ -53,6 +57,7 @@ impl ExpName {
             ExpName::Share30 => "cascade-60",
             ExpName::NvmeofCompare => "back-to-back",
             ExpName::VmNvme => "vm-back-to-back",
+            ExpName::Migrate => "vm-cluster",
         }
     }
 
@@ -156,6 +161,11 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "--ops {ops}: multicast does one Identify through a multicast group and one per host; it has no I/O count to set"
         ));
     }
+    if let (Some(ops), ExpName::Migrate) = (setup.ops, args.name) {
+        return Err(format!(
+            "--ops {ops}: migrate writes 1 MiB before the migration and reads it back after; it has no I/O count to set"
+        ));
+    }
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
         ExpName::Multicast => multicast::run(&setup)?,
@@ -163,6 +173,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::Share30 => share::run(&setup)?,
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
         ExpName::VmNvme => vm_nvme::run(&setup)?,
+        ExpName::Migrate => migrate::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report
