@@ -235,10 +235,12 @@ pub fn latency_rows(rows: &[(String, smartio_workloads::LatencySummary)]) -> Tab
     t
 }
 
-/// Every registered device: id, lender, kind and who borrows it.
+/// Every registered device: id, lender, kind and who borrows it (and, when any device is
+/// assigned to a VM, the VMs it is assigned to).
 pub fn device_table(devices: &[DeviceInfo]) -> Table {
     let mut t = table();
-    t.set_header(vec![
+    let assigned = devices.iter().any(|d| !d.assigned.is_empty());
+    let mut header = vec![
         "fdid",
         "lender",
         "device",
@@ -246,7 +248,11 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
         "class",
         "borrowed by",
         "how",
-    ]);
+    ];
+    if assigned {
+        header.push("assigned to VM");
+    }
+    t.set_header(header);
     for d in devices {
         let (borrowers, mode) = if d.borrowers.is_empty() {
             ("nobody (available)".to_string(), "-".to_string())
@@ -254,7 +260,10 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
             let hosts: Vec<String> = d
                 .borrowers
                 .iter()
-                .map(|b| format!("{} ({})", b.host, b.shadow))
+                .map(|b| match b.shadow.as_str() {
+                    "" => b.host.clone(),
+                    shadow => format!("{} ({shadow})", b.host),
+                })
                 .collect();
             let mut modes: Vec<&str> = d.borrowers.iter().map(|b| b.method.name()).collect();
             modes.dedup();
@@ -262,7 +271,7 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
         };
         // "Non-Volatile memory controller: NVMe" reads as "NVMe".
         let class = d.class.rsplit(": ").next().unwrap_or(&d.class);
-        t.add_row(vec![
+        let mut row = vec![
             d.fdid.to_string(),
             d.lender.clone(),
             d.device.clone(),
@@ -270,7 +279,11 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
             format!("{class} ({:06x})", d.class_code),
             borrowers,
             mode,
-        ]);
+        ];
+        if assigned {
+            row.push(d.assigned.join(", "));
+        }
+        t.add_row(row);
     }
     t
 }

@@ -39,7 +39,8 @@ pub use failover::{
 };
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use migrate::{
-    migrate, MigrateConfig, MigrateError, MigrateResult, MigrateStep, MAX_MIGRATE_BYTES,
+    migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,
+    MAX_MIGRATE_BYTES,
 };
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyError, MulticastIdentifyResult,

@@ -310,3 +310,51 @@ async fn transfer(guest: &HostOs, op: BlockOp, data: &mut [u8]) -> Result<(), Mi
     guest.free(buf);
     Ok(())
 }
+
+/// What the demo shows of a VM with a device passed through by MDEV.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmGlance {
+    /// Every registered device while the VM ran (who holds what, and how).
+    pub devices_while_running: Vec<smartio_smartio::DeviceInfo>,
+    /// Every registered device after the VM shut down.
+    pub devices_after: Vec<smartio_smartio::DeviceInfo>,
+    /// The guest's device tree: name, vendor id, device id, BARs (index, guest address, size).
+    pub guest_tree: Vec<(String, u16, u16, Vec<(u8, u64, u64)>)>,
+}
+
+/// Starts VM `vm` (`host/vm`) with `device` (`lender:device`) passed through by MDEV, looks
+/// at the device listing and the guest's tree, and shuts the VM down.
+pub fn vm_glance(cluster: &Cluster, vm: &str, device: &str) -> Result<VmGlance, MigrateError> {
+    let booted = Booted::boot(cluster).map_err(AttachError::from)?;
+    let (host, config) = vm_config(cluster, &booted, vm)?;
+    let fdid = booted.smartio.find(device)?;
+    let smartio = booted.smartio.clone();
+    run_workload(&cluster.machine, async move {
+        let home = Home {
+            smartio: &smartio,
+            fdid,
+        };
+        let vm = home.start(&host, &config).await?;
+        let devices_while_running = smartio.devices();
+        let guest_tree = vm
+            .guest()
+            .devices()
+            .iter()
+            .map(|d| {
+                let id = d.id();
+                let bars = d
+                    .bars()
+                    .iter()
+                    .map(|b| (b.index, b.base.get(), b.size))
+                    .collect();
+                (d.name().to_string(), id.vendor, id.device, bars)
+            })
+            .collect();
+        vm.shutdown().await?;
+        Ok(VmGlance {
+            devices_while_running,
+            devices_after: smartio.devices(),
+            guest_tree,
+        })
+    })
+}
