@@ -527,7 +527,13 @@ fn vm_step(calibration: &Calibration) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     println!("   While borrower/vm0 runs, SmartIO lists:");
     println!("{}", render::device_table(&glance.devices_while_running));
-    if let Some((name, vendor, device, bars)) = glance.guest_tree.first() {
+    if let Some(smartio_workloads::migrate::GuestDevice {
+        name,
+        vendor,
+        device,
+        bars,
+    }) = glance.guest_tree.first()
+    {
         for line in wrap(
             &format!(
                 "Inside the guest the device is {name} ({vendor:04x}:{device:04x}), its BARs where \

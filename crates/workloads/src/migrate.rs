@@ -318,8 +318,21 @@ pub struct VmGlance {
     pub devices_while_running: Vec<smartio_smartio::DeviceInfo>,
     /// Every registered device after the VM shut down.
     pub devices_after: Vec<smartio_smartio::DeviceInfo>,
-    /// The guest's device tree: name, vendor id, device id, BARs (index, guest address, size).
-    pub guest_tree: Vec<(String, u16, u16, Vec<(u8, u64, u64)>)>,
+    /// The guest's device tree.
+    pub guest_tree: Vec<GuestDevice>,
+}
+
+/// A device in a guest's tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestDevice {
+    /// Its name in the guest.
+    pub name: String,
+    /// Vendor id.
+    pub vendor: u16,
+    /// Device id.
+    pub device: u16,
+    /// BARs: (index, guest-physical address, size).
+    pub bars: Vec<(u8, u64, u64)>,
 }
 
 /// Starts VM `vm` (`host/vm`) with `device` (`lender:device`) passed through by MDEV, looks
