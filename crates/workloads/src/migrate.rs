@@ -355,12 +355,16 @@ pub fn vm_glance(cluster: &Cluster, vm: &str, device: &str) -> Result<VmGlance, 
             .iter()
             .map(|d| {
                 let id = d.id();
-                let bars = d
-                    .bars()
-                    .iter()
-                    .map(|b| (b.index, b.base.get(), b.size))
-                    .collect();
-                (d.name().to_string(), id.vendor, id.device, bars)
+                GuestDevice {
+                    name: d.name().to_string(),
+                    vendor: id.vendor,
+                    device: id.device,
+                    bars: d
+                        .bars()
+                        .iter()
+                        .map(|b| (b.index, b.base.get(), b.size))
+                        .collect(),
+                }
             })
             .collect();
         vm.shutdown().await?;
