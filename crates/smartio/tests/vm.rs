@@ -6,9 +6,12 @@ mod common;
 use common::tables;
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, EngineKind, SHIPPED};
-use smartio_drivers::{BlockOp, NvmeDevice, NvmeDriver};
+use smartio_devices::dma::{MEMORY_BAR, REGISTER_BAR};
+use smartio_drivers::{BlockOp, DmaTestDriver, DriverError, Location, NvmeDevice, NvmeDriver};
 use smartio_host::vm::GuestPageSize;
+use smartio_host::DeviceHandle;
 use smartio_host::{Driver, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
+use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
 use std::cell::RefCell;
 use std::future::Future;
@@ -479,4 +482,426 @@ fn a_vm_larger_than_the_lender_ntb_window_is_refused_with_both_sizes_and_takes_n
         message,
         "lender:nvme0: VM borrower/vm0 has 2G of memory, but lender.ntb0's NTB window is only 1G; MDEV maps all of it"
     );
+}
+
+/// Binds the DMA test driver to the guest's `dev` (memory decoding and Bus Master on, as a
+/// guest driver's probe does), with its completion word in guest RAM.
+async fn bind_dma_test(dev: &DeviceHandle) -> DmaTestDriver<smartio_machine::Agent> {
+    dev.enable().await.expect("enabled");
+    let regs = dev.map_bar(REGISTER_BAR).expect("BAR0").window().base;
+    let completion = dev.dma_alloc_coherent(4096).expect("guest RAM");
+    DmaTestDriver::probe(dev.cpu().clone(), regs, completion.cpu, completion.bus)
+        .await
+        .expect("a DMA test device")
+}
+
+/// Guest-physical addresses a 2 GiB VM has no RAM and no BAR at: the first byte past its RAM
+/// (below the PCI hole), one in the PCI hole above its BARs, one above 4 GiB past its BARs.
+const STRAY: [u64; 3] = [2 * GIB, 0xF000_0000, 8 * GIB];
+const SENTINEL: u8 = 0xa5;
+
+/// What a guest's stray copies did.
+#[derive(Debug)]
+struct Stray {
+    /// What the legitimate copy put in guest RAM: a page of sentinel, the payload, a page of
+    /// sentinel.
+    legit: Vec<u8>,
+    /// The last page of guest RAM (sentinel before), after the stray copies.
+    last_page: Vec<u8>,
+    /// Each stray copy's outcome.
+    results: Vec<Result<(), DriverError>>,
+    /// Lender RAM at the stray addresses, before and after the stray copies (where a write
+    /// the IOMMU did not stop would land).
+    lender_ram: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Guest BARs of every passed-through function.
+    bars: Vec<(u64, u64)>,
+}
+
+/// Starts a 2 GiB VM on `host` with DMA test device `device` passed through, copies
+/// `payload` from the device's memory to guest RAM, then to each of [`STRAY`].
+fn stray_copies(s: &Setup, host: &str, device: Rc<dyn PassThrough>, payload: Vec<u8>) -> Stray {
+    let os = s.host(host);
+    let lender = s.host("lender").id();
+    s.run(async move {
+        let vm = Vm::start(
+            &os,
+            &config("vm0", 2 * GIB, GuestPageSize::Huge),
+            vec![device],
+            &[],
+        )
+        .await
+        .expect("the VM starts");
+        let guest = vm.guest().clone();
+        let dev = guest.device("dma0").expect("passed through");
+        let driver = bind_dma_test(&dev).await;
+        // The payload goes into the device's memory through the guest's mapping of BAR2.
+        dev.map_bar(MEMORY_BAR)
+            .expect("BAR2")
+            .write(0, &payload)
+            .await
+            .expect("guest store to device memory");
+        let buf = guest.alloc(3 * 4096).expect("guest RAM");
+        guest
+            .write_memory(buf, &[SENTINEL; 3 * 4096])
+            .expect("guest RAM");
+        let last = PhysAddr(2 * GIB - 4096);
+        guest
+            .write_memory(last, &[SENTINEL; 4096])
+            .expect("guest RAM");
+        driver
+            .copy(
+                Location::DeviceMemory(0),
+                Location::Bus(BusAddr(buf.get() + 4096)),
+                4096,
+            )
+            .await
+            .expect("a copy into guest RAM");
+        let mut legit = vec![0u8; 3 * 4096];
+        guest.read_memory(buf, &mut legit).expect("guest RAM");
+
+        let peek = |addr: u64| {
+            let mut b = vec![0u8; 4096];
+            os.machine().peek_memory(lender, PhysAddr(addr), &mut b);
+            b
+        };
+        let lender_before: Vec<_> = STRAY.iter().map(|&a| peek(a)).collect();
+        let mut results = Vec::new();
+        for target in STRAY {
+            results.push(
+                driver
+                    .copy(
+                        Location::DeviceMemory(0),
+                        Location::Bus(BusAddr(target)),
+                        4096,
+                    )
+                    .await,
+            );
+        }
+        let lender_ram = lender_before
+            .into_iter()
+            .zip(STRAY.iter().map(|&a| peek(a)))
+            .collect();
+        let mut last_page = vec![0u8; 4096];
+        guest.read_memory(last, &mut last_page).expect("guest RAM");
+        let bars = guest
+            .devices()
+            .iter()
+            .flat_map(|d| d.bars().to_vec())
+            .map(|b| (b.base.get(), b.size))
+            .collect();
+        vm.shutdown().await.expect("shuts down");
+        Stray {
+            legit,
+            last_page,
+            results,
+            lender_ram,
+            bars,
+        }
+    })
+}
+
+/// Checks what [`stray_copies`] did: each stray copy failed on the device and was one IOMMU
+/// fault of the lender naming dma0 and the address (`faults`), and no memory changed.
+fn check_stray(stray: &Stray, payload: &[u8], faults: &[AccessError]) {
+    for &target in &STRAY {
+        assert!(
+            stray
+                .bars
+                .iter()
+                .all(|&(base, size)| target < base || target >= base + size),
+            "{target:#x} is no BAR: {:x?}",
+            stray.bars
+        );
+    }
+    assert_eq!(
+        &stray.legit[..4096],
+        &[SENTINEL; 4096][..],
+        "before the buffer"
+    );
+    assert_eq!(
+        &stray.legit[4096..8192],
+        payload,
+        "the legitimate copy landed"
+    );
+    assert_eq!(
+        &stray.legit[8192..],
+        &[SENTINEL; 4096][..],
+        "after the buffer"
+    );
+    assert_eq!(
+        stray.results,
+        [2, 3, 4].map(|sequence| Err(DriverError::CopyFailed { sequence })),
+        "every stray copy failed on the device"
+    );
+    let expected: Vec<BusAddr> = STRAY.iter().map(|&a| BusAddr(a)).collect();
+    let got: Vec<BusAddr> = faults
+        .iter()
+        .map(|f| match f {
+            AccessError::IommuFault {
+                host,
+                requester,
+                addr,
+                ..
+            } => {
+                assert_eq!((host.as_str(), requester.as_str()), ("lender", "dma0"));
+                *addr
+            }
+            other => panic!("an IOMMU fault, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(got, expected, "one fault per stray copy, at its address");
+    assert_eq!(
+        stray.last_page, [SENTINEL; 4096],
+        "the last page of guest RAM, next to the first stray address, is untouched"
+    );
+    for ((before, after), target) in stray.lender_ram.iter().zip(STRAY) {
+        assert!(before == after, "lender RAM at {target:#x} is untouched");
+        assert!(
+            after[..] != payload[..],
+            "the payload is not at {target:#x}"
+        );
+    }
+}
+
+#[test]
+fn a_guest_dma_outside_the_vm_memory_through_mdev_is_a_lender_iommu_fault_and_changes_nothing() {
+    let s = setup("vm-back-to-back");
+    let fdid = s.fdid("lender:dma0");
+    let before = tables(&s.cluster.machine);
+    let dma0 = s.mdev("lender:dma0", "borrower/vm0");
+    let payload = pattern(4096, 0x3c);
+    let stray = stray_copies(&s, "borrower", dma0, payload.clone());
+    let faults: Vec<AccessError> = s
+        .smartio
+        .device_faults(fdid)
+        .expect("known")
+        .into_iter()
+        .map(|f| f.error)
+        .collect();
+    check_stray(&stray, &payload, &faults);
+    assert_eq!(
+        s.cluster.machine.faults().len(),
+        STRAY.len(),
+        "no other fault anywhere"
+    );
+    assert_eq!(before, tables(&s.cluster.machine), "everything returned");
+}
+
+#[test]
+fn a_guest_dma_outside_the_vm_memory_through_vfio_is_an_iommu_fault_and_changes_nothing() {
+    let s = setup("vm-back-to-back");
+    let dma0: Rc<dyn PassThrough> = Vfio::new(&s.host("lender"), "dma0").expect("a function");
+    let payload = pattern(4096, 0x4d);
+    let stray = stray_copies(&s, "lender", dma0, payload.clone());
+    let faults: Vec<AccessError> = s
+        .cluster
+        .machine
+        .faults()
+        .into_iter()
+        .map(|f| f.error)
+        .collect();
+    check_stray(&stray, &payload, &faults);
+}
+
+/// What peer-to-peer between dma0 and dma1 of one VM did, as the guest saw it.
+#[derive(Debug)]
+struct Peers {
+    /// Where dma0 reaches dma1's memory, and dma1's BAR2 in the guest.
+    to_dma1: (BusAddr, BusAddr),
+    /// Where dma1 reaches dma0's memory, and dma0's BAR2 in the guest.
+    to_dma0: (BusAddr, BusAddr),
+    /// dma1's memory at 0x1000 (written by dma0) and at 0x8000 (read by dma1 from dma0),
+    /// through the guest's mapping of its BAR2.
+    seen: (Vec<u8>, Vec<u8>),
+}
+
+/// Starts a VM on `host` with `devices` (dma0 and dma1) passed through. dma0 writes `push`
+/// (from its memory at 0) into dma1's memory at 0x1000; dma1 reads `pull` from dma0's
+/// memory at 0x2000 into its own at 0x8000.
+fn peer_copies(
+    s: &Setup,
+    host: &str,
+    devices: Vec<Rc<dyn PassThrough>>,
+    push: Vec<u8>,
+    pull: Vec<u8>,
+) -> Peers {
+    let os = s.host(host);
+    s.run(async move {
+        let vm = Vm::start(&os, &vm0(), devices, &[])
+            .await
+            .expect("the VM starts");
+        assert_eq!(vm.device_names(), ["dma0", "dma1"]);
+        let guest = vm.guest().clone();
+        let a = guest.device("dma0").expect("passed through");
+        let b = guest.device("dma1").expect("passed through");
+        let (driver_a, driver_b) = (bind_dma_test(&a).await, bind_dma_test(&b).await);
+        let a_mem = a.map_bar(MEMORY_BAR).expect("BAR2");
+        let b_mem = b.map_bar(MEMORY_BAR).expect("BAR2");
+        a_mem.write(0, &push).await.expect("guest store");
+        a_mem.write(0x2000, &pull).await.expect("guest store");
+        let to_dma1 = a.dma_map_peer(&b, MEMORY_BAR).expect("peer");
+        let to_dma0 = b.dma_map_peer(&a, MEMORY_BAR).expect("peer");
+        driver_a
+            .copy(
+                Location::DeviceMemory(0),
+                Location::Bus(to_dma1.offset(0x1000)),
+                push.len() as u64,
+            )
+            .await
+            .expect("dma0 writes into dma1");
+        driver_b
+            .copy(
+                Location::Bus(to_dma0.offset(0x2000)),
+                Location::DeviceMemory(0x8000),
+                pull.len() as u64,
+            )
+            .await
+            .expect("dma1 reads from dma0");
+        let mut pushed = vec![0u8; push.len()];
+        b_mem.read(0x1000, &mut pushed).await.expect("guest load");
+        let mut pulled = vec![0u8; pull.len()];
+        b_mem.read(0x8000, &mut pulled).await.expect("guest load");
+        vm.shutdown().await.expect("shuts down");
+        Peers {
+            to_dma1: (to_dma1, b_mem.window().base),
+            to_dma0: (to_dma0, a_mem.window().base),
+            seen: (pushed, pulled),
+        }
+    })
+}
+
+/// Checks what [`peer_copies`] did: peers are reached at their guest BAR addresses, the
+/// bytes arrived in dma1's real memory at the lender, and nothing faulted.
+fn check_peers(s: &Setup, peers: &Peers, push: &[u8], pull: &[u8]) {
+    assert_eq!(
+        peers.to_dma1.0, peers.to_dma1.1,
+        "dma0 reaches dma1 at its guest-physical BAR"
+    );
+    assert_eq!(
+        peers.to_dma0.0, peers.to_dma0.1,
+        "dma1 reaches dma0 at its guest-physical BAR"
+    );
+    assert!(
+        peers.seen.0 == push,
+        "the guest sees what dma0 wrote into dma1"
+    );
+    assert!(
+        peers.seen.1 == pull,
+        "the guest sees what dma1 read from dma0"
+    );
+    let lender = s.host("lender");
+    let model = s
+        .cluster
+        .copy_engine(lender.endpoint_of("dma1").expect("dma1"))
+        .expect("a copy engine");
+    let (mut pushed, mut pulled) = (vec![0u8; push.len()], vec![0u8; pull.len()]);
+    model.read_memory(0x1000, &mut pushed);
+    model.read_memory(0x8000, &mut pulled);
+    assert!(pushed == push, "dma1's memory holds what dma0 wrote");
+    assert!(pulled == pull, "dma1's memory holds what it read from dma0");
+    assert!(
+        s.cluster.machine.faults().is_empty(),
+        "{:?}",
+        s.cluster.machine.faults()
+    );
+}
+
+#[test]
+fn two_devices_passed_through_by_mdev_copy_to_and_from_each_other_at_guest_bar_addresses() {
+    let s = setup("vm-back-to-back");
+    let before = tables(&s.cluster.machine);
+    let devices = vec![
+        s.mdev("lender:dma0", "borrower/vm0"),
+        s.mdev("lender:dma1", "borrower/vm0"),
+    ];
+    let (push, pull) = (pattern(8192, 0x11), pattern(4096, 0x22));
+    let peers = peer_copies(&s, "borrower", devices, push.clone(), pull.clone());
+    check_peers(&s, &peers, &push, &pull);
+    assert_eq!(before, tables(&s.cluster.machine), "everything returned");
+}
+
+#[test]
+fn two_devices_passed_through_by_vfio_copy_to_and_from_each_other_at_guest_bar_addresses() {
+    let s = setup("vm-back-to-back");
+    let lender = s.host("lender");
+    let devices: Vec<Rc<dyn PassThrough>> = vec![
+        Vfio::new(&lender, "dma0").expect("a function"),
+        Vfio::new(&lender, "dma1").expect("a function"),
+    ];
+    let (push, pull) = (pattern(8192, 0x33), pattern(4096, 0x44));
+    let peers = peer_copies(&s, "lender", devices, push.clone(), pull.clone());
+    check_peers(&s, &peers, &push, &pull);
+}
+
+/// What a guest can learn of its nvme0.
+#[derive(Debug, PartialEq, Eq)]
+struct NvmeView {
+    name: String,
+    id: smartio_host::PciId,
+    bars: Vec<smartio_host::BarWindow>,
+    /// The configuration header and capabilities (256 bytes).
+    config: Vec<u8>,
+    /// Identify Controller.
+    controller: Vec<u8>,
+    /// Identify Namespace 1.
+    namespace: Vec<u8>,
+}
+
+/// Starts `vm0` on `host` with `nvme0` passed through and returns what its guest sees.
+fn nvme_as_the_guest_sees_it(s: &Setup, host: &str, nvme0: Rc<dyn PassThrough>) -> NvmeView {
+    let os = s.host(host);
+    s.run(async move {
+        let vm = Vm::start(&os, &vm0(), vec![nvme0], &nvme())
+            .await
+            .expect("the VM starts");
+        let handle = vm.device("nvme0").expect("in the guest's tree");
+        let dev = vm
+            .guest()
+            .driver_data::<NvmeDevice>("nvme0")
+            .expect("bound");
+        let view = NvmeView {
+            name: handle.name().to_string(),
+            id: handle.id(),
+            bars: handle.bars().to_vec(),
+            config: handle
+                .config_read(0, 256)
+                .await
+                .expect("configuration space"),
+            controller: dev.identify(1, 0).await.expect("Identify Controller"),
+            namespace: dev.identify(0, 1).await.expect("Identify Namespace"),
+        };
+        vm.shutdown().await.expect("shuts down");
+        view
+    })
+}
+
+#[test]
+fn a_guest_cannot_tell_an_nvme_passed_through_by_vfio_from_one_passed_through_by_mdev() {
+    let s = setup("vm-back-to-back");
+    let local = nvme_as_the_guest_sees_it(
+        &s,
+        "lender",
+        Vfio::new(&s.host("lender"), "nvme0").expect("a function"),
+    );
+    let remote = nvme_as_the_guest_sees_it(&s, "borrower", s.mdev("lender:nvme0", "borrower/vm0"));
+    assert_eq!(local.name, "nvme0");
+    assert_eq!(
+        local.id.class,
+        smartio_devices::nvme::spec::CLASS_CODE,
+        "an NVMe controller"
+    );
+    assert!(!local.bars.is_empty(), "BARs placed");
+    assert!(
+        local.controller.iter().any(|&b| b != 0) && local.namespace.iter().any(|&b| b != 0),
+        "identify data is there"
+    );
+    assert_eq!(local.name, remote.name, "the name");
+    assert_eq!(local.id, remote.id, "vendor, device and class");
+    assert_eq!(
+        local.bars, remote.bars,
+        "BAR indices, guest addresses and sizes"
+    );
+    assert_eq!(local.config, remote.config, "configuration space");
+    assert!(local.controller == remote.controller, "Identify Controller");
+    assert!(local.namespace == remote.namespace, "Identify Namespace");
 }
