@@ -905,3 +905,350 @@ fn a_guest_cannot_tell_an_nvme_passed_through_by_vfio_from_one_passed_through_by
     assert!(local.controller == remote.controller, "Identify Controller");
     assert!(local.namespace == remote.namespace, "Identify Namespace");
 }
+
+/// vm-back-to-back with a second borrower, cabled to a second NTB adapter in the lender's
+/// chassis:
+///
+/// ```text
+///   borrower ── ntb0 ═══ lender.ntb0 ─┐
+///                                    chassis (nvme0, dma0, dma1)
+///   borrower2 ── ntb0 ═══ lender.ntb1 ┘
+/// ```
+const SECOND_BORROWER: &str = r#"
+[[host.ntb]]
+name = "ntb1"
+chip = "PEX8733"
+parent = "chassis"
+link = "gen3 x16"
+window = "128 GiB"
+connect = "borrower2.ntb0"
+cable = "gen3 x16"
+
+[[host]]
+name = "borrower2"
+ram = "64 GiB"
+iommu = true
+cores = 8
+
+[[host.ntb]]
+name = "ntb0"
+chip = "PEX8733"
+parent = "root"
+link = "gen3 x16"
+window = "128 GiB"
+"#;
+
+#[test]
+fn a_vm_cold_migrated_to_another_borrower_reads_what_it_wrote_on_the_first() {
+    let s = setup_edited("vm-back-to-back", &[], SECOND_BORROWER);
+    assert_eq!(
+        s.hosts.iter().map(|h| h.name()).collect::<Vec<_>>(),
+        ["borrower", "lender", "borrower2"]
+    );
+    let adapters: Vec<String> = (0..4)
+        .map(|i| {
+            s.cluster
+                .machine
+                .fabric()
+                .adapter_name(smartio_fabric::AdapterId(i))
+        })
+        .collect();
+    assert_eq!(
+        adapters,
+        [
+            "borrower.ntb0",
+            "lender.ntb0",
+            "lender.ntb1",
+            "borrower2.ntb0"
+        ]
+    );
+    let fdid = s.fdid("lender:nvme0");
+    let before = tables(&s.cluster.machine);
+    let data = pattern(64 << 10, 0x6b);
+    let expect = data.clone();
+
+    let (first, host) = (s.mdev("lender:nvme0", "borrower/vm0"), s.host("borrower"));
+    let during = s.run(async move {
+        let vm = Vm::start(&host, &vm0(), vec![first], &nvme())
+            .await
+            .expect("starts on borrower");
+        write_blocks(vm.guest().clone(), "nvme0".into(), 128, data).await;
+        let during = tables(host.machine());
+        vm.shutdown().await.expect("shuts down");
+        during
+    });
+    // Taken for borrower/vm0: entries on borrower.ntb0 and lender.ntb0, borrower IOMMU
+    // pages over the VM's memory; nothing on lender.ntb1 or borrower2.
+    let used = |t: &(Vec<(usize, usize)>, Vec<Vec<usize>>)| {
+        let pages = |host: usize| t.1[host].iter().sum::<usize>();
+        (
+            t.0.iter().map(|a| a.0).collect::<Vec<_>>(),
+            pages(0),
+            pages(2),
+        )
+    };
+    let (luts, borrower_pages, borrower2_pages) = used(&during);
+    let (idle_luts, idle_borrower, idle_borrower2) = used(&before);
+    assert!(luts[0] > idle_luts[0] && luts[1] > idle_luts[1], "{luts:?}");
+    assert_eq!(
+        &luts[2..],
+        &idle_luts[2..],
+        "nothing through the other pair"
+    );
+    assert!(borrower_pages >= idle_borrower + (GIB / 4096) as usize);
+    assert_eq!(borrower2_pages, idle_borrower2);
+    assert_eq!(
+        before,
+        tables(&s.cluster.machine),
+        "every entry taken for borrower/vm0 was released"
+    );
+    s.smartio
+        .unassign_from_vm(fdid, "borrower/vm0")
+        .expect("unassigned");
+
+    let (second, host) = (s.mdev("lender:nvme0", "borrower2/vm0"), s.host("borrower2"));
+    let smartio = s.smartio.clone();
+    let (holders, back, during) = s.run(async move {
+        let vm = Vm::start(&host, &vm0(), vec![second], &nvme())
+            .await
+            .expect("starts on borrower2");
+        let during = tables(host.machine());
+        let holders: Vec<String> = smartio
+            .devices()
+            .into_iter()
+            .filter(|d| d.fdid == fdid)
+            .flat_map(|d| d.borrowers)
+            .map(|b| b.host)
+            .collect();
+        let back = read_blocks(vm.guest().clone(), "nvme0".into(), 128, 64 << 10).await;
+        vm.shutdown().await.expect("shuts down");
+        (holders, back, during)
+    });
+    assert_eq!(holders, ["borrower2/vm0"]);
+    let (luts, borrower_pages, borrower2_pages) = used(&during);
+    assert!(luts[2] > idle_luts[2] && luts[3] > idle_luts[3], "{luts:?}");
+    assert_eq!(
+        &luts[..2],
+        &idle_luts[..2],
+        "nothing through the first pair"
+    );
+    assert_eq!(borrower_pages, idle_borrower);
+    assert!(borrower2_pages >= idle_borrower2 + (GIB / 4096) as usize);
+    assert!(
+        back == expect,
+        "the migrated VM reads back what it wrote before"
+    );
+    let assigned: Vec<Vec<String>> = s
+        .smartio
+        .devices()
+        .into_iter()
+        .filter(|d| d.fdid == fdid)
+        .map(|d| d.assigned)
+        .collect();
+    assert_eq!(assigned, [["borrower2/vm0"]]);
+    assert_eq!(
+        before,
+        tables(&s.cluster.machine),
+        "and again after the second"
+    );
+    assert!(s.cluster.machine.faults().is_empty());
+}
+
+/// In a fresh vm-back-to-back, an MDEV VM on the borrower writes and reads back 64 KiB and
+/// shuts down: the simulated time at the end, the engine's counters and the bytes.
+fn mdev_round_trip_from_scratch() -> (
+    smartio_platform::SimTime,
+    smartio_machine::Counters,
+    Vec<u8>,
+) {
+    let s = setup("vm-back-to-back");
+    let (nvme0, os) = (s.mdev("lender:nvme0", "borrower/vm0"), s.host("borrower"));
+    let back = s.run(async move {
+        let vm = Vm::start(&os, &vm0(), vec![nvme0], &nvme())
+            .await
+            .expect("the VM starts");
+        let back = round_trip(vm.guest().clone(), "nvme0".into(), 64, pattern(64 << 10, 5)).await;
+        vm.shutdown().await.expect("shuts down");
+        back
+    });
+    (s.cluster.machine.now(), s.cluster.machine.counters(), back)
+}
+
+#[test]
+fn an_mdev_round_trip_run_twice_from_scratch_ends_at_the_same_time_with_the_same_bytes() {
+    let (t1, c1, b1) = mdev_round_trip_from_scratch();
+    let (t2, c2, b2) = mdev_round_trip_from_scratch();
+    assert!(t1.0 > 0, "time passed");
+    assert_eq!(t1, t2, "the same simulated time");
+    assert_eq!(c1, c2, "the same events and TLPs");
+    assert!(b1 == pattern(64 << 10, 5), "the bytes written came back");
+    assert!(b1 == b2, "the same bytes");
+}
+
+#[test]
+fn a_vm_in_small_pages_scattered_over_host_ram_gets_its_bytes_through_mdev() {
+    let s = setup("vm-back-to-back");
+    let borrower = s.host("borrower");
+    let before = (tables(&s.cluster.machine), borrower.ram_in_use());
+    // Fragment the borrower's RAM: 8192 free 4 KiB holes, each between two taken pages, so
+    // the VM's first pages land one per hole and no two are adjacent in the host.
+    let pages: Vec<PhysAddr> = (0..2 * 8192)
+        .map(|_| borrower.alloc(4096).expect("ram"))
+        .collect();
+    let (free, kept): (Vec<_>, Vec<_>) = pages.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    for (_, &p) in &free {
+        borrower.free(p);
+    }
+    let nvme0 = s.mdev("lender:nvme0", "borrower/vm0");
+    let small = config("vm0", 256 << 20, GuestPageSize::Small);
+    let (os, smartio) = (borrower.clone(), s.smartio.clone());
+    let data = pattern(64 << 10, 0x77);
+    let expect = data.clone();
+    let (pieces, holders, back) = s.run(async move {
+        let vm = Vm::start(&os, &small, vec![nvme0], &nvme())
+            .await
+            .expect("the VM starts");
+        // The guest's buffers (above its 16 MiB) are scattered in the host page by page.
+        let pieces = vm
+            .context()
+            .memory()
+            .memory()
+            .translate(smartio_platform::GuestPhysAddr(16 << 20), 1 << 20)
+            .expect("guest RAM")
+            .len();
+        let holders: Vec<String> = smartio
+            .devices()
+            .into_iter()
+            .flat_map(|d| d.borrowers)
+            .map(|b| b.host)
+            .collect();
+        let back = round_trip(vm.guest().clone(), "nvme0".into(), 32, data).await;
+        vm.shutdown().await.expect("shuts down");
+        (pieces, holders, back)
+    });
+    assert_eq!(pieces, 256, "one host piece per 4 KiB guest page");
+    assert_eq!(holders, ["borrower/vm0"]);
+    assert!(back == expect, "the bytes read back are the bytes written");
+    for (_, &p) in &kept {
+        borrower.free(p);
+    }
+    assert_eq!(
+        (tables(&s.cluster.machine), borrower.ram_in_use()),
+        before,
+        "everything went back"
+    );
+}
+
+/// Guest-physical pages at the edges of a 4 GiB VM's two ranges: the last page of low
+/// memory, the first and the last page of high memory.
+const EDGES: [u64; 3] = [3 * GIB - 4096, 4 * GIB, 5 * GIB - 4096];
+
+/// Starts a 4 GiB VM on `host` with DMA test device `device` passed through and copies a
+/// page from the device's memory to each of [`EDGES`]; returns what the guest reads there.
+fn copies_to_the_edges(s: &Setup, host: &str, device: Rc<dyn PassThrough>) -> Vec<Vec<u8>> {
+    let os = s.host(host);
+    s.run(async move {
+        let vm = Vm::start(
+            &os,
+            &config("vm0", 4 * GIB, GuestPageSize::Huge),
+            vec![device],
+            &[],
+        )
+        .await
+        .expect("the VM starts");
+        let layout = vm.context().layout().clone();
+        assert_eq!((layout.low, layout.high), (0..3 * GIB, 4 * GIB..5 * GIB));
+        let guest = vm.guest().clone();
+        let dev = guest.device("dma0").expect("passed through");
+        let driver = bind_dma_test(&dev).await;
+        let memory = dev.map_bar(MEMORY_BAR).expect("BAR2");
+        let mut seen = Vec::new();
+        for (i, gpa) in EDGES.into_iter().enumerate() {
+            memory
+                .write(0, &pattern(4096, i as u8))
+                .await
+                .expect("guest store");
+            driver
+                .copy(Location::DeviceMemory(0), Location::Bus(BusAddr(gpa)), 4096)
+                .await
+                .expect("a copy into guest RAM");
+            let mut page = vec![0u8; 4096];
+            guest
+                .read_memory(PhysAddr(gpa), &mut page)
+                .expect("guest RAM");
+            seen.push(page);
+        }
+        vm.shutdown().await.expect("shuts down");
+        seen
+    })
+}
+
+#[test]
+fn guest_dma_reaches_both_ends_of_low_and_high_memory_through_mdev_and_vfio() {
+    let s = setup("vm-back-to-back");
+    let expect: Vec<Vec<u8>> = (0..EDGES.len()).map(|i| pattern(4096, i as u8)).collect();
+    let before = tables(&s.cluster.machine);
+    let mdev = copies_to_the_edges(&s, "borrower", s.mdev("lender:dma0", "borrower/vm0"));
+    assert!(
+        mdev == expect,
+        "MDEV: each page landed where the guest reads it"
+    );
+    assert_eq!(
+        before,
+        tables(&s.cluster.machine),
+        "MDEV returned everything"
+    );
+    let vfio = copies_to_the_edges(
+        &s,
+        "lender",
+        Vfio::new(&s.host("lender"), "dma0").expect("a function"),
+    );
+    assert!(
+        vfio == expect,
+        "VFIO: each page landed where the guest reads it"
+    );
+    assert!(s.cluster.machine.faults().is_empty());
+}
+
+#[test]
+fn a_vm_refused_its_second_device_gives_back_the_first_it_had_already_reset() {
+    let s = setup("vm-back-to-back");
+    let borrower = s.host("borrower");
+    let first = s.mdev("lender:nvme0", "borrower/vm0");
+    let (dma0, nvme0) = (
+        s.mdev("lender:dma0", "borrower/vm1"),
+        s.mdev("lender:nvme0", "borrower/vm1"),
+    );
+    let (os, smartio) = (borrower.clone(), s.smartio.clone());
+    let (during, refused, after, dma0_holders) = s.run(async move {
+        let vm = Vm::start(&os, &vm0(), vec![first], &nvme())
+            .await
+            .expect("the first VM starts");
+        let during = (tables(os.machine()), os.ram_in_use());
+        let refused = Vm::start(
+            &os,
+            &config("vm1", GIB, GuestPageSize::Huge),
+            vec![dma0, nvme0],
+            &nvme(),
+        )
+        .await
+        .expect_err("nvme0 is held by the first VM");
+        let after = (tables(os.machine()), os.ram_in_use());
+        let dma0_holders: Vec<String> = smartio
+            .devices()
+            .into_iter()
+            .filter(|d| d.device == "dma0")
+            .flat_map(|d| d.borrowers)
+            .map(|b| b.host)
+            .collect();
+        vm.shutdown().await.expect("shuts down");
+        (during, refused, after, dma0_holders)
+    });
+    assert!(
+        matches!(&refused, VmError::PassThrough { vm, device, message }
+            if vm == "borrower/vm1" && device == "lender:nvme0" && message.contains("borrower/vm0")),
+        "{refused:?}"
+    );
+    assert!(dma0_holders.is_empty(), "dma0 went back: {dma0_holders:?}");
+    assert_eq!(after, during, "the refused VM left nothing taken");
+}
