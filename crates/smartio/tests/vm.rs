@@ -906,7 +906,7 @@ fn a_guest_cannot_tell_an_nvme_passed_through_by_vfio_from_one_passed_through_by
     assert!(local.namespace == remote.namespace, "Identify Namespace");
 }
 
-/// vm-back-to-back with a second borrower, cabled to a second NTB adapter in the lender's
+/// vm-chassis with a second borrower, cabled to a second NTB adapter in the lender's
 /// chassis:
 ///
 /// ```text
@@ -940,7 +940,7 @@ window = "128 GiB"
 
 #[test]
 fn a_vm_cold_migrated_to_another_borrower_reads_what_it_wrote_on_the_first() {
-    let s = setup_edited("vm-back-to-back", &[], SECOND_BORROWER);
+    let s = setup_edited("vm-chassis", &[], SECOND_BORROWER);
     assert_eq!(
         s.hosts.iter().map(|h| h.name()).collect::<Vec<_>>(),
         ["borrower", "lender", "borrower2"]
