@@ -95,6 +95,14 @@ pub enum HostError {
         /// The driver's reason.
         message: String,
     },
+    /// The function is held by a driver or claimed by someone else (`vfio-pci`, `smartio`).
+    #[error("{device} is held by {holder}")]
+    Claimed {
+        /// `host:device`.
+        device: String,
+        /// The driver or claimant.
+        holder: String,
+    },
     /// Something else a mapper or SmartIO reports.
     #[error("{0}")]
     Other(String),
@@ -160,6 +168,9 @@ struct Entry {
     handle: DeviceHandle,
     endpoint: Option<EndpointId>,
     bound: Option<(Rc<dyn Driver>, Rc<dyn Any>)>,
+    /// Who holds the function instead of a driver of this kernel (`vfio-pci` while it is
+    /// passed through to a VM, `smartio` while SmartIO lends it).
+    claimed: Option<String>,
 }
 
 struct OsInner {
@@ -248,6 +259,7 @@ impl HostOs {
                 handle,
                 endpoint: Some(id),
                 bound: None,
+                claimed: None,
             });
         }
         Ok(os)
@@ -439,14 +451,56 @@ impl HostOs {
         self.inner.drivers.borrow_mut().push(driver);
     }
 
-    /// The name of the driver bound to `device`, if any.
+    /// The name of the driver bound to `device`, or of whoever claimed it, if any.
     pub fn bound_driver(&self, device: &str) -> Option<String> {
         self.inner
             .devices
             .borrow()
             .iter()
             .find(|e| e.handle.name() == device)
-            .and_then(|e| e.bound.as_ref().map(|(d, _)| d.name().to_string()))
+            .and_then(|e| {
+                e.bound
+                    .as_ref()
+                    .map(|(d, _)| d.name().to_string())
+                    .or_else(|| e.claimed.clone())
+            })
+    }
+
+    /// Claims `device` for `by` (`vfio-pci`, `smartio`), as binding a stub driver does on
+    /// Linux: no driver of this kernel binds it and nobody else may claim it until
+    /// [`HostOs::unclaim`]. Refused with [`HostError::Claimed`] when a driver is bound or
+    /// someone claimed it already.
+    pub fn claim(&self, device: &str, by: &str) -> Result<(), HostError> {
+        self.device(device)?;
+        if let Some(holder) = self.bound_driver(device) {
+            return Err(HostError::Claimed {
+                device: format!("{}:{device}", self.inner.name),
+                holder,
+            });
+        }
+        if let Some(e) = self
+            .inner
+            .devices
+            .borrow_mut()
+            .iter_mut()
+            .find(|e| e.handle.name() == device)
+        {
+            e.claimed = Some(by.to_string());
+        }
+        Ok(())
+    }
+
+    /// Gives up a [`HostOs::claim`] (nothing if `device` is not claimed).
+    pub fn unclaim(&self, device: &str) {
+        if let Some(e) = self
+            .inner
+            .devices
+            .borrow_mut()
+            .iter_mut()
+            .find(|e| e.handle.name() == device)
+        {
+            e.claimed = None;
+        }
     }
 
     /// The state the bound driver keeps for `device`, if it is of type `T`.
@@ -531,6 +585,7 @@ impl HostOs {
             handle,
             endpoint: None,
             bound: None,
+            claimed: None,
         });
         match self.probe(&name).await {
             Ok(()) | Err(HostError::NoDriver { .. }) => Ok(()),

@@ -1252,3 +1252,76 @@ fn a_vm_refused_its_second_device_gives_back_the_first_it_had_already_reset() {
     assert!(dma0_holders.is_empty(), "dma0 went back: {dma0_holders:?}");
     assert_eq!(after, during, "the refused VM left nothing taken");
 }
+
+#[test]
+fn a_function_passed_through_by_vfio_is_not_lent_and_a_lent_one_is_not_passed_through() {
+    let s = setup("vm-back-to-back");
+    let lender = s.host("lender");
+    let borrower = s.host("borrower");
+    let fdid = s.smartio.find("lender:nvme0").expect("registered");
+    let smartio = s.smartio.clone();
+    let (lent_refused, mdev_refused, after) = s.run({
+        let (lender, borrower) = (lender.clone(), borrower.clone());
+        async move {
+            let vfio: Rc<dyn PassThrough> = Vfio::new(&lender, "nvme0").expect("a function");
+            let vm = Vm::start(&lender, &vm0(), vec![vfio], &nvme())
+                .await
+                .expect("the VFIO VM starts");
+            assert_eq!(lender.bound_driver("nvme0").as_deref(), Some("vfio-pci"));
+            let lent_refused = smartio
+                .borrow(borrower.id(), fdid, &BorrowOptions::default())
+                .await;
+            let mdev = smartio
+                .assign_to_vm(fdid, "borrower/vm0")
+                .expect("assigned");
+            let mdev_refused = Vm::start(
+                &borrower,
+                &vm0(),
+                vec![mdev as Rc<dyn PassThrough>],
+                &nvme(),
+            )
+            .await
+            .map(|_| ());
+            vm.shutdown().await.expect("shuts down");
+            let after = lender.bound_driver("nvme0");
+            (lent_refused, mdev_refused, after)
+        }
+    });
+    match lent_refused {
+        Err(SmartIoError::InUseByLender { driver, .. }) => assert_eq!(driver, "vfio-pci"),
+        other => panic!("expected InUseByLender, got {other:?}"),
+    }
+    match mdev_refused {
+        Err(VmError::PassThrough { message, .. }) => {
+            assert!(message.contains("vfio-pci"), "{message}")
+        }
+        other => panic!("expected a refused pass-through, got {other:?}"),
+    }
+    assert_eq!(after, None, "VFIO let go of the function");
+
+    // The other way round: a lent function is SmartIO's until it is returned.
+    let smartio = s.smartio.clone();
+    let (refused, after) = s.run(async move {
+        smartio
+            .borrow(borrower.id(), fdid, &BorrowOptions::default())
+            .await
+            .expect("lent");
+        assert_eq!(lender.bound_driver("nvme0").as_deref(), Some("smartio"));
+        let vfio: Rc<dyn PassThrough> = Vfio::new(&lender, "nvme0").expect("a function");
+        let refused = Vm::start(&lender, &vm0(), vec![vfio], &nvme())
+            .await
+            .map(|_| ());
+        smartio
+            .give_back(borrower.id(), fdid)
+            .await
+            .expect("returned");
+        (refused, lender.bound_driver("nvme0"))
+    });
+    match refused {
+        Err(VmError::PassThrough { message, .. }) => {
+            assert!(message.contains("in use by smartio"), "{message}")
+        }
+        other => panic!("expected a refused pass-through, got {other:?}"),
+    }
+    assert_eq!(after, None, "the return gave the claim up");
+}

@@ -108,7 +108,10 @@ impl PassThrough for Vfio {
             if let Some(driver) = self.host.bound_driver(&self.name) {
                 return Err(self.refuse(
                     &vm,
-                    format!("in use by the host's driver {driver} (unbind it first)"),
+                    format!(
+                        "in use by {driver} on {} (unbind or return it first)",
+                        self.host.name()
+                    ),
                 ));
             }
             let host = self.host.id();
@@ -134,6 +137,9 @@ impl PassThrough for Vfio {
                     ),
                     Some(e) => self.refuse(&vm, e.to_string()),
                 })?;
+            self.host
+                .claim(&self.name, "vfio-pci")
+                .map_err(|e| self.refuse(&vm, e.to_string()))?;
             *self.taken.borrow_mut() = Some(Taken {
                 vm: vm.name().to_string(),
                 domain,
@@ -256,6 +262,9 @@ impl PassThrough for Vfio {
 
     fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
         let taken = self.taken.borrow_mut().take();
+        if taken.is_some() {
+            self.host.unclaim(&self.name);
+        }
         let host = self.host.id();
         let endpoint = self.endpoint;
         let result = match taken {

@@ -285,13 +285,14 @@ impl SmartIo {
         if let Some(h) = st.api.holders(fdid).find(|h| exclusive || h.exclusive) {
             return Err(busy(h.host));
         }
-        if let Some(driver) = svc.hosts[d.lender.index()].bound_driver(&d.name) {
+        if let Some(driver) = svc.lender_user(d.lender, &d.name) {
             return Err(SmartIoError::InUseByLender {
                 device: d.qualified.clone(),
                 driver,
             });
         }
         svc.count_lender_interaction();
+        svc.claim(d.lender, &d.name);
         let id = st.api.id();
         st.api.holds.insert(
             id,
@@ -334,6 +335,11 @@ impl SmartIo {
             .remove(&borrow.id)
             .ok_or_else(|| self.stale(format!("borrow {}", borrow.id)))?;
         svc.count_lender_interaction();
+        if st.api.holders(h.fdid).next().is_none() {
+            if let Some(d) = st.devices.get(&h.fdid) {
+                svc.unclaim(d.lender, &d.name);
+            }
+        }
         // Mappings first (they were taken after the hold's own grants), newest first.
         let mut grants = h.grants;
         for (_, m) in h.mapped {

@@ -201,12 +201,13 @@ impl Service {
                 host: self.hosts[lender.index()].name().to_string(),
             });
         }
-        if let Some(driver) = self.hosts[lender.index()].bound_driver(&name) {
+        if let Some(driver) = self.lender_user(lender, &name) {
             return Err(SmartIoError::InUseByLender {
                 device: qualified,
                 driver,
             });
         }
+        let lender_name = name.clone();
         let (b, l) = ntb_pair(&self.machine, borrower, lender)?;
         let mut grants = Vec::new();
         let taken = {
@@ -261,6 +262,7 @@ impl Service {
             backend,
             dma.clone() as Rc<dyn DmaMapper>,
         );
+        self.claim(lender, &lender_name);
         let mut st = self.state.borrow_mut();
         if let Some(d) = st.devices.get_mut(&fdid) {
             d.borrow = Some(Borrow {
@@ -425,6 +427,7 @@ impl Service {
         let Some(b) = d.borrow.take() else {
             return Ok(());
         };
+        self.unclaim(d.lender, &d.name);
         let mut grants = b.grants;
         for (host, domain, iova, len) in b.dma.leftover() {
             grants.push(Grant::Iommu {

@@ -161,7 +161,7 @@ impl Mdev {
                 host: host_name(lender),
             });
         }
-        if let Some(driver) = svc.hosts[lender.index()].bound_driver(&name) {
+        if let Some(driver) = svc.lender_user(lender, &name) {
             return Err(SmartIoError::InUseByLender {
                 device: self.qualified.clone(),
                 driver,
@@ -249,6 +249,7 @@ impl Mdev {
                 return Err(e);
             }
         };
+        svc.claim(lender, &name);
         if let Some(d) = st.devices.get_mut(&self.fdid) {
             d.mdev = Some(MdevBorrow {
                 vm: vm.name().to_string(),
@@ -374,6 +375,7 @@ impl Mdev {
             return Ok(false);
         };
         let lender = d.lender;
+        svc.unclaim(lender, &d.name);
         svc.release_for(&mut st.ledger, m.grants, self.qualified.clone(), lender)?;
         Ok(true)
     }

@@ -62,6 +62,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// How a function SmartIO lends shows on its lender (as a stub driver would on Linux).
+const CLAIM: &str = "smartio";
+
 #[derive(Debug, Default)]
 struct State {
     devices: BTreeMap<Fdid, Registered>,
@@ -160,6 +163,32 @@ impl Service {
             .holders(fdid)
             .next()
             .map(|h| self.hosts[h.host.index()].name().to_string())
+    }
+
+    /// Who uses `device` of `lender` other than SmartIO itself: a driver of the lender's
+    /// kernel, or VFIO passing it through to a VM there.
+    fn lender_user(&self, lender: HostId, device: &str) -> Option<String> {
+        self.hosts[lender.index()]
+            .bound_driver(device)
+            .filter(|d| d != CLAIM)
+    }
+
+    /// Marks `device` of `lender` as SmartIO's while someone borrows it, so that the
+    /// lender's drivers and VFIO leave it alone; [`Service::unclaim`] when the last holder
+    /// is gone.
+    fn claim(&self, lender: HostId, device: &str) {
+        let os = &self.hosts[lender.index()];
+        if os.bound_driver(device).is_none() {
+            // Not bound (checked just before by every caller): the claim cannot be refused.
+            let _ = os.claim(device, CLAIM);
+        }
+    }
+
+    fn unclaim(&self, lender: HostId, device: &str) {
+        let os = &self.hosts[lender.index()];
+        if os.bound_driver(device).as_deref() == Some(CLAIM) {
+            os.unclaim(device);
+        }
     }
 
     pub(crate) fn count_lender_interaction(&self) {
