@@ -287,7 +287,11 @@ impl Vm {
             return Err(VmError::NotRunning(self.context.name.clone()));
         }
         for d in devices {
-            d.reset(&self.context).await?;
+            if let Err(e) = d.reset(&self.context).await {
+                // A reset that failed half-way may have taken something: give it back.
+                let _ = d.release(&self.context).await;
+                return Err(e);
+            }
             self.devices.borrow_mut().push(d);
         }
         let functions: Vec<_> = self

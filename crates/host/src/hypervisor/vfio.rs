@@ -261,7 +261,17 @@ impl PassThrough for Vfio {
     }
 
     fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
-        let taken = self.taken.borrow_mut().take();
+        // Only what this VM took (a refused second VM releases nothing of the first's).
+        let mine = self
+            .taken
+            .borrow()
+            .as_ref()
+            .is_some_and(|t| t.vm == vm.name());
+        let taken = if mine {
+            self.taken.borrow_mut().take()
+        } else {
+            None
+        };
         if taken.is_some() {
             self.host.unclaim(&self.name);
         }
@@ -285,10 +295,11 @@ impl PassThrough for Vfio {
         Box::pin(async move {
             // Stop the function before the guest's memory goes back to the host.
             let mut cmd = [0u8; 2];
-            if cpu
-                .config_read(endpoint, pci::COMMAND, &mut cmd)
-                .await
-                .is_ok()
+            if mine
+                && cpu
+                    .config_read(endpoint, pci::COMMAND, &mut cmd)
+                    .await
+                    .is_ok()
             {
                 let off = u16::from_le_bytes(cmd) & !(command::BUS_MASTER | command::MEMORY_SPACE);
                 let _ = cpu
