@@ -189,3 +189,63 @@ impl AgentPort for VcpuPort {
         self.host.interrupt(vector, timeout)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    fn ept() -> Ept {
+        let mut memory = GuestMemory::new();
+        // Two guest pages, not contiguous on the host.
+        memory
+            .map(GuestPhysAddr(0), PhysAddr(0x10_0000), PAGE)
+            .expect("maps");
+        memory
+            .map(GuestPhysAddr(PAGE), PhysAddr(0x30_0000), PAGE)
+            .expect("maps");
+        Ept::new("h/vm0", memory)
+    }
+
+    #[test]
+    fn a_guest_access_across_two_pages_is_split_onto_both_host_pages() {
+        let e = ept();
+        assert_eq!(
+            e.translate(GuestPhysAddr(PAGE - 8), 16).expect("RAM"),
+            [(BusAddr(0x10_0000 + PAGE - 8), 8), (BusAddr(0x30_0000), 8)]
+        );
+    }
+
+    #[test]
+    fn a_guest_bar_reaches_the_host_address_it_was_mapped_onto_and_moves_with_it() {
+        let e = ept();
+        e.map_mmio(GuestPhysAddr(0xc000_0000), 0x4000, BusAddr(0x8000_0000));
+        assert_eq!(
+            e.translate(GuestPhysAddr(0xc000_0010), 4).expect("BAR"),
+            [(BusAddr(0x8000_0010), 4)]
+        );
+        e.unmap_host(BusAddr(0x8000_0000), 0x4000);
+        e.map_mmio(GuestPhysAddr(0xd000_0000), 0x4000, BusAddr(0x8000_0000));
+        assert!(e.translate(GuestPhysAddr(0xc000_0010), 4).is_err());
+        assert_eq!(
+            e.translate(GuestPhysAddr(0xd000_3ffc), 4).expect("BAR"),
+            [(BusAddr(0x8000_3ffc), 4)]
+        );
+    }
+
+    #[test]
+    fn an_access_outside_ram_and_bars_or_past_a_bars_end_is_refused() {
+        let e = ept();
+        e.map_mmio(GuestPhysAddr(0xc000_0000), 0x4000, BusAddr(0x8000_0000));
+        for (addr, len) in [(2 * PAGE, 4), (0xc000_3ffc, 8), (0xbfff_fffc, 4), (PAGE, PAGE + 1)] {
+            match e.translate(GuestPhysAddr(addr), len) {
+                Err(AccessError::UnsupportedRequest { host, addr: at }) => {
+                    assert!(host.contains("VM h/vm0"), "{host}");
+                    assert_eq!(at, BusAddr(addr));
+                }
+                other => panic!("{addr:#x}+{len}: {other:?}"),
+            }
+        }
+    }
+}
