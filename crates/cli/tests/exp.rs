@@ -274,3 +274,125 @@ fn options_an_experiment_would_ignore_are_refused_by_name() {
         "{err}"
     );
 }
+
+/// Median bytes per second of each sample of `samples`, with its size.
+fn medians(samples: &serde_json::Value) -> Vec<(u64, f64)> {
+    samples
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|s| {
+            (
+                s["size_bytes"].as_u64().expect("size"),
+                s["median_bytes_per_s"].as_f64().expect("median"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn iommu_penalty_puts_mdev_within_5_percent_of_bare_metal_with_the_lender_iommu_at_every_size() {
+    let dir = plot_dir("iommu-penalty");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "iommu-penalty",
+        "--ops",
+        "1",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["experiment"], "iommu-penalty");
+    let rows = v["result"]["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bare metal, no lender IOMMU",
+            "bare metal, lender IOMMU",
+            "MDEV"
+        ]
+    );
+    let scenarios: Vec<&str> = rows.iter().filter_map(|r| r["scenario"].as_str()).collect();
+    assert_eq!(scenarios, ["back-to-back", "vm-chassis", "vm-chassis"]);
+    assert_eq!(rows[2]["host"], "borrower/vm0");
+    for direction in ["read", "write"] {
+        let (bare, iommu, mdev) = (
+            medians(&rows[0][direction]),
+            medians(&rows[1][direction]),
+            medians(&rows[2][direction]),
+        );
+        let sizes: Vec<u64> = mdev.iter().map(|s| s.0).collect();
+        assert_eq!(sizes.first(), Some(&4096), "{direction}");
+        assert_eq!(sizes.last(), Some(&(128 << 20)), "{direction}");
+        assert_eq!(bare.len(), sizes.len());
+        // The acceptance: MDEV within 5% of bare metal with the lender IOMMU, every size.
+        for (m, i) in mdev.iter().zip(&iommu) {
+            assert_eq!(m.0, i.0);
+            let percent = (m.1 - i.1) / i.1 * 100.0;
+            assert!(percent.abs() <= 5.0, "{direction} at {} B: {percent}%", m.0);
+        }
+        for d in v["result"]["mdev_vs_lender_iommu_percent"][direction]
+            .as_array()
+            .expect("differences")
+        {
+            assert!(d["percent"].as_f64().expect("percent").abs() <= 5.0, "{d}");
+        }
+    }
+    assert_eq!(
+        v["result"]["mdev_vs_lender_iommu_percent"]["within_bound"],
+        true
+    );
+    // The lender IOMMU costs reads far more than writes at the largest size.
+    let at_largest = |row: usize, direction: &str| {
+        medians(&rows[row][direction])
+            .last()
+            .map(|s| s.1)
+            .expect("a sample")
+    };
+    let read_kept = at_largest(1, "read") / at_largest(0, "read");
+    let write_kept = at_largest(1, "write") / at_largest(0, "write");
+    assert!(
+        read_kept < 0.5,
+        "reads keep {read_kept} with the lender IOMMU"
+    );
+    assert!(
+        write_kept > read_kept,
+        "writes {write_kept}, reads {read_kept}"
+    );
+    for file in ["iommu-penalty-read.svg", "iommu-penalty-write.svg"] {
+        let svg = std::fs::read_to_string(dir.join(file)).expect("written");
+        assert!(svg.contains("MDEV") && svg.contains("128 MiB"), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn iommu_penalty_prints_the_models_account_and_refuses_a_scenario_and_too_many_copies() {
+    let (ok, out, err) = smartio(&["exp", "iommu-penalty", "--ops", "1"]);
+    assert!(ok, "{err}");
+    let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for text in [
+        "no lender IOMMU",
+        "MDEV vs IOMMU %",
+        "forwarded_read_request_bytes",
+        "passes the lender's root complex twice",
+        "MDEV is within 5% of bare metal with the lender IOMMU at every size",
+    ] {
+        assert!(out.contains(text), "missing {text:?} in\n{out}");
+    }
+    let (ok, _, err) = smartio(&["exp", "iommu-penalty", "--scenario", "vm-back-to-back"]);
+    assert!(!ok);
+    assert!(
+        err.contains("iommu-penalty compares back-to-back") && err.contains("no --scenario"),
+        "{err}"
+    );
+    let (ok, _, err) = smartio(&["exp", "iommu-penalty", "--ops", "1001"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--ops 1001") && err.contains("at most 1000"),
+        "{err}"
+    );
+}

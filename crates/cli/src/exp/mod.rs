@@ -5,7 +5,9 @@
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
+mod bandwidth;
 mod failover;
+mod iommu_penalty;
 mod multicast;
 mod nvmeof;
 mod plot;
@@ -37,6 +39,9 @@ pub enum ExpName {
     Share30,
     /// The SmartIO driver local and remote against NVMe-oF over RDMA (Paper V Fig. 36).
     NvmeofCompare,
+    /// DMA throughput of a borrowed device without and with the lender IOMMU, and through
+    /// MDEV in a VM (Paper V Fig. 31); runs on back-to-back and vm-chassis.
+    IommuPenalty,
 }
 
 impl ExpName {
@@ -48,6 +53,7 @@ impl ExpName {
             ExpName::Failover => "dual-path",
             ExpName::Share30 => "cascade-60",
             ExpName::NvmeofCompare => "back-to-back",
+            ExpName::IommuPenalty => iommu_penalty::IOMMU_SCENARIO,
         }
     }
 
@@ -66,7 +72,8 @@ pub struct ExpArgs {
     #[arg(long)]
     pub scenario: Option<String>,
     /// I/Os per measured run, 1 to 10000000 (default: the experiment's own; share-30 runs
-    /// them on each client; multicast has no I/Os to count and refuses it).
+    /// them on each client; multicast has no I/Os to count and refuses it; iommu-penalty:
+    /// copies per transfer size, at most 1000).
     #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
     /// Random-offset seed (any 64-bit number).
@@ -80,7 +87,8 @@ pub struct ExpArgs {
     #[arg(long)]
     pub json: bool,
     /// Check every byte read (failover only: share-30 and nvmeof-compare always check,
-    /// sq-placement and multicast time reads without checking).
+    /// sq-placement and multicast time reads without checking, iommu-penalty its
+    /// copies).
     #[arg(long)]
     pub verify: bool,
 }
@@ -100,7 +108,12 @@ pub struct Setup<'a> {
 impl Setup<'_> {
     /// A fresh cluster of the scenario (every measured run boots its own).
     pub fn cluster(&self) -> Result<Cluster, String> {
-        Cluster::new(&self.scenario, self.calibration).map_err(|e| e.to_string())
+        self.cluster_of(&self.scenario)
+    }
+
+    /// A fresh cluster of another scenario, for experiments that compare two.
+    pub fn cluster_of(&self, scenario: &str) -> Result<Cluster, String> {
+        Cluster::new(scenario, self.calibration).map_err(|e| e.to_string())
     }
 
     /// The scenario's enumerated fabric only, to read host and device names from (no
@@ -142,6 +155,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             args.name.name(),
             match args.name {
                 ExpName::Share30 | ExpName::NvmeofCompare => "checks every byte it reads anyway",
+                ExpName::IommuPenalty => "times its copies without checking them",
                 _ => "times its reads without checking them",
             }
         ));
@@ -151,12 +165,21 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "--ops {ops}: multicast does one Identify through a multicast group and one per host; it has no I/O count to set"
         ));
     }
+    if let (Some(scenario), ExpName::IommuPenalty) = (&args.scenario, args.name) {
+        return Err(format!(
+            "--scenario {scenario}: iommu-penalty compares {} (no IOMMU) with {} (the same \
+             topology with the IOMMUs on) and runs on those two; it takes no --scenario",
+            iommu_penalty::NO_IOMMU_SCENARIO,
+            iommu_penalty::IOMMU_SCENARIO
+        ));
+    }
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
         ExpName::Multicast => multicast::run(&setup)?,
         ExpName::Failover => failover::run(&setup, args.verify)?,
         ExpName::Share30 => share::run(&setup)?,
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
+        ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report
