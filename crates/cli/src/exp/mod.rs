@@ -13,6 +13,7 @@ mod nvmeof;
 mod plot;
 mod share;
 mod sq_placement;
+mod vm_p2p;
 
 pub use plot::{Bar, Chart, Plot, Series};
 
@@ -42,6 +43,10 @@ pub enum ExpName {
     /// DMA throughput of a borrowed device without and with the lender IOMMU, and through
     /// MDEV in a VM (Paper V Fig. 31); runs on back-to-back and vm-chassis.
     IommuPenalty,
+    /// Device-to-device throughput and ping-pong latency with two devices passed through
+    /// to a VM by local VFIO, by MDEV, and borrowed by a bare-metal host (Paper V Figs.
+    /// 32-33).
+    VmP2p,
 }
 
 impl ExpName {
@@ -54,6 +59,7 @@ impl ExpName {
             ExpName::Share30 => "cascade-60",
             ExpName::NvmeofCompare => "back-to-back",
             ExpName::IommuPenalty => iommu_penalty::IOMMU_SCENARIO,
+            ExpName::VmP2p => "vm-back-to-back",
         }
     }
 
@@ -73,7 +79,7 @@ pub struct ExpArgs {
     pub scenario: Option<String>,
     /// I/Os per measured run, 1 to 10000000 (default: the experiment's own; share-30 runs
     /// them on each client; multicast has no I/Os to count and refuses it; iommu-penalty:
-    /// copies per transfer size, at most 1000).
+    /// copies per transfer size, at most 1000; vm-p2p: ping-pong round trips).
     #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
     /// Random-offset seed (any 64-bit number).
@@ -87,7 +93,7 @@ pub struct ExpArgs {
     #[arg(long)]
     pub json: bool,
     /// Check every byte read (failover only: share-30 and nvmeof-compare always check,
-    /// sq-placement and multicast time reads without checking, iommu-penalty its
+    /// sq-placement and multicast time reads without checking, iommu-penalty and vm-p2p
     /// copies).
     #[arg(long)]
     pub verify: bool,
@@ -155,7 +161,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             args.name.name(),
             match args.name {
                 ExpName::Share30 | ExpName::NvmeofCompare => "checks every byte it reads anyway",
-                ExpName::IommuPenalty => "times its copies without checking them",
+                ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
                 _ => "times its reads without checking them",
             }
         ));
@@ -180,6 +186,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::Share30 => share::run(&setup)?,
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
         ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
+        ExpName::VmP2p => vm_p2p::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report
@@ -270,6 +277,36 @@ pub mod names {
                     .is_some_and(|a| f.adapter(a).cable.is_some())
             };
             (h.name != except && cabled(0) && cabled(1)).then(|| h.name.clone())
+        })
+    }
+
+    /// `(host, first, second)`: the first host with two endpoints of `kind`, and their names.
+    pub fn device_pair(f: &Fabric, kind: DeviceKind) -> Option<(String, String, String)> {
+        f.hosts().iter().find_map(|h| {
+            let mut of_kind = f
+                .endpoints()
+                .iter()
+                .filter(|ep| f.host(ep.host).name == h.name && DeviceKind::of(ep) == Some(kind));
+            let (a, b) = (of_kind.next()?, of_kind.next()?);
+            Some((h.name.clone(), a.name.clone(), b.name.clone()))
+        })
+    }
+
+    /// The first VM `host` declares.
+    pub fn first_vm(f: &Fabric, host: &str) -> Option<String> {
+        f.hosts()
+            .iter()
+            .find(|h| h.name == host)?
+            .vms
+            .first()
+            .map(|v| v.name.clone())
+    }
+
+    /// `(host, vm)`: the first host but `except` that declares a VM, and its first VM.
+    pub fn other_host_with_vm(f: &Fabric, except: &str) -> Option<(String, String)> {
+        f.hosts().iter().find_map(|h| {
+            let vm = h.vms.first()?;
+            (h.name != except).then(|| (h.name.clone(), vm.name.clone()))
         })
     }
 
