@@ -364,3 +364,198 @@ fn migrate_moves_the_vm_keeps_the_data_and_frees_the_first_hosts_tables() {
         "{err}"
     );
 }
+
+/// Median bytes per second of each sample of `samples`, with its size.
+fn medians(samples: &serde_json::Value) -> Vec<(u64, f64)> {
+    samples
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|s| {
+            (
+                s["size_bytes"].as_u64().expect("size"),
+                s["median_bytes_per_s"].as_f64().expect("median"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn iommu_penalty_puts_mdev_within_5_percent_of_bare_metal_with_the_lender_iommu_at_every_size() {
+    let dir = plot_dir("iommu-penalty");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "iommu-penalty",
+        "--ops",
+        "1",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["experiment"], "iommu-penalty");
+    let rows = v["result"]["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bare metal, no lender IOMMU",
+            "bare metal, lender IOMMU",
+            "MDEV"
+        ]
+    );
+    let scenarios: Vec<&str> = rows.iter().filter_map(|r| r["scenario"].as_str()).collect();
+    assert_eq!(scenarios, ["back-to-back", "vm-chassis", "vm-chassis"]);
+    assert_eq!(rows[2]["host"], "borrower/vm0");
+    for direction in ["read", "write"] {
+        let (bare, iommu, mdev) = (
+            medians(&rows[0][direction]),
+            medians(&rows[1][direction]),
+            medians(&rows[2][direction]),
+        );
+        let sizes: Vec<u64> = mdev.iter().map(|s| s.0).collect();
+        assert_eq!(sizes.first(), Some(&4096), "{direction}");
+        assert_eq!(sizes.last(), Some(&(128 << 20)), "{direction}");
+        assert_eq!(bare.len(), sizes.len());
+        // The acceptance: MDEV within 5% of bare metal with the lender IOMMU, every size.
+        for (m, i) in mdev.iter().zip(&iommu) {
+            assert_eq!(m.0, i.0);
+            let percent = (m.1 - i.1) / i.1 * 100.0;
+            assert!(percent.abs() <= 5.0, "{direction} at {} B: {percent}%", m.0);
+        }
+        for d in v["result"]["mdev_vs_lender_iommu_percent"][direction]
+            .as_array()
+            .expect("differences")
+        {
+            assert!(d["percent"].as_f64().expect("percent").abs() <= 5.0, "{d}");
+        }
+    }
+    assert_eq!(
+        v["result"]["mdev_vs_lender_iommu_percent"]["within_bound"],
+        true
+    );
+    // The lender IOMMU costs reads far more than writes at the largest size.
+    let at_largest = |row: usize, direction: &str| {
+        medians(&rows[row][direction])
+            .last()
+            .map(|s| s.1)
+            .expect("a sample")
+    };
+    let read_kept = at_largest(1, "read") / at_largest(0, "read");
+    let write_kept = at_largest(1, "write") / at_largest(0, "write");
+    assert!(
+        read_kept < 0.5,
+        "reads keep {read_kept} with the lender IOMMU"
+    );
+    assert!(
+        write_kept > read_kept,
+        "writes {write_kept}, reads {read_kept}"
+    );
+    for file in ["iommu-penalty-read.svg", "iommu-penalty-write.svg"] {
+        let svg = std::fs::read_to_string(dir.join(file)).expect("written");
+        assert!(svg.contains("MDEV") && svg.contains("128 MiB"), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn iommu_penalty_prints_the_models_account_and_refuses_a_scenario_and_too_many_copies() {
+    let (ok, out, err) = smartio(&["exp", "iommu-penalty", "--ops", "1"]);
+    assert!(ok, "{err}");
+    let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for text in [
+        "no lender IOMMU",
+        "MDEV vs IOMMU %",
+        "forwarded_read_request_bytes",
+        "passes the lender's root complex twice",
+        "MDEV is within 5% of bare metal with the lender IOMMU at every size",
+    ] {
+        assert!(out.contains(text), "missing {text:?} in\n{out}");
+    }
+    let (ok, _, err) = smartio(&["exp", "iommu-penalty", "--scenario", "vm-back-to-back"]);
+    assert!(!ok);
+    assert!(
+        err.contains("iommu-penalty compares back-to-back") && err.contains("no --scenario"),
+        "{err}"
+    );
+    let (ok, _, err) = smartio(&["exp", "iommu-penalty", "--ops", "1001"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--ops 1001") && err.contains("at most 1000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn vm_p2p_runs_local_vfio_mdev_and_bare_metal_on_one_path_through_the_lenders_root() {
+    let dir = plot_dir("vm-p2p");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "vm-p2p",
+        "--ops",
+        "50",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["scenario"], "vm-back-to-back");
+    let rows = v["result"]["rows"].as_array().expect("rows");
+    let who: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().expect("name"),
+                r["host"].as_str().expect("host"),
+                r["a"].as_str().expect("a"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("local VFIO", "lender/vm0", "dma0"),
+            ("MDEV", "borrower/vm0", "lender:dma0"),
+            ("bare metal", "borrower", "lender:dma0"),
+        ]
+    );
+    for r in rows {
+        // The lender IOMMU is on: device to device goes up through its root complex.
+        assert_eq!(r["roots"], serde_json::json!(["lender"]), "{}", r["name"]);
+        assert_eq!(
+            r["pingpong"]["path_a_to_b"],
+            rows[0]["pingpong"]["path_a_to_b"]
+        );
+        assert_eq!(r["pingpong"]["iterations"], 50);
+    }
+    for direction in ["write", "read"] {
+        let (vfio, mdev, bare) = (
+            medians(&rows[0][direction]),
+            medians(&rows[1][direction]),
+            medians(&rows[2][direction]),
+        );
+        for (m, b) in mdev.iter().zip(&bare) {
+            let percent = (m.1 - b.1) / b.1 * 100.0;
+            assert!(percent.abs() <= 5.0, "{direction} at {} B: {percent}%", m.0);
+        }
+        // Local VFIO is ahead at 4 KiB (its CPU and completion word are the lender's) and
+        // the rows converge as transfers grow.
+        let (first, last) = (0, vfio.len() - 1);
+        assert!(
+            vfio[first].1 > mdev[first].1 * 1.1,
+            "{direction}: {vfio:?} {mdev:?}"
+        );
+        let gap = (vfio[last].1 - mdev[last].1) / vfio[last].1;
+        assert!(gap.abs() < 0.01, "{direction} at {} B: {gap}", vfio[last].0);
+    }
+    let one_way = |r: &serde_json::Value| r["pingpong"]["one_way_ns"]["p50"].as_f64();
+    assert_eq!(one_way(&rows[1]), one_way(&rows[2]));
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("through 1 root complex (lender)"), "{notes}");
+    for file in ["vm-p2p-write.svg", "vm-p2p-read.svg", "vm-p2p-pingpong.svg"] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -238,7 +238,12 @@ mod tests {
     fn an_access_outside_ram_and_bars_or_past_a_bars_end_is_refused() {
         let e = ept();
         e.map_mmio(GuestPhysAddr(0xc000_0000), 0x4000, BusAddr(0x8000_0000));
-        for (addr, len) in [(2 * PAGE, 4), (0xc000_3ffc, 8), (0xbfff_fffc, 4), (PAGE, PAGE + 1)] {
+        for (addr, len) in [
+            (2 * PAGE, 4),
+            (0xc000_3ffc, 8),
+            (0xbfff_fffc, 4),
+            (PAGE, PAGE + 1),
+        ] {
             match e.translate(GuestPhysAddr(addr), len) {
                 Err(AccessError::UnsupportedRequest { host, addr: at }) => {
                     assert!(host.contains("VM h/vm0"), "{host}");

@@ -100,6 +100,9 @@ impl std::fmt::Debug for VmBench {
 pub struct Workbench {
     /// The host the workload runs on (a VM's guest kernel, for `host/vm`).
     pub os: HostOs,
+    /// The physical host whose own functions are named without a lender (`dma0`): `os`
+    /// itself, or the VM's host for `host/vm` (which passes them through by VFIO).
+    pub home: HostOs,
     /// Every host's OS (in host order).
     pub hosts: Vec<HostOs>,
     /// The SmartIO service (every function registered).
@@ -149,6 +152,7 @@ impl Workbench {
             });
         }
         Ok(Workbench {
+            home: os.clone(),
             os,
             hosts,
             smartio,
@@ -190,6 +194,7 @@ impl Workbench {
         let vm = Vm::create(&host_os, &config, &[])?;
         Ok(Workbench {
             os: vm.guest().clone(),
+            home: host_os,
             hosts,
             smartio,
             devices: wanted,

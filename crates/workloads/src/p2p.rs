@@ -111,13 +111,14 @@ pub(crate) struct CopyEngine {
     pub model: Rc<DmaDevice>,
 }
 
-/// Resolves `spec` (a name in `bench.os`'s tree or `lender:device`) to its copy engine.
+/// Resolves `spec` (a function of `bench.home`, the VM's host in a VM, or `lender:device`)
+/// to its copy engine.
 pub(crate) fn copy_engine(
     cluster: &Cluster,
     bench: &Workbench,
     spec: &str,
 ) -> Result<CopyEngine, P2pError> {
-    let (host, device) = spec.split_once(':').unwrap_or((bench.os.name(), spec));
+    let (host, device) = spec.split_once(':').unwrap_or((bench.home.name(), spec));
     let os = bench
         .hosts
         .iter()

@@ -342,3 +342,34 @@ fn device_pingpong_refuses_a_device_without_memory_to_poll() {
     .expect_err("an NVMe runs no kernel");
     assert!(matches!(err, P2pError::NotCopyEngine { .. }), "{err}");
 }
+
+#[test]
+fn a_vm_names_its_own_hosts_devices_without_a_lender_in_peer_workloads() {
+    // lender/vm0 gets dma0 and dma1 by local VFIO: `dma0` means the lender's own function,
+    // not a host called "lender/vm0".
+    let cluster =
+        Cluster::new("vm-back-to-back", &Calibration::default_embedded()).expect("scenario loads");
+    let samples = bench_p2p(
+        &cluster,
+        &P2pConfig {
+            host: "lender/vm0".into(),
+            ..p2p("dma0", "dma1", P2pDirection::Write, &[4096])
+        },
+    )
+    .expect("the copy runs in the VM");
+    assert_eq!(samples.len(), 1);
+    let r = device_pingpong(
+        &cluster,
+        &DevicePingPongConfig {
+            host: "lender/vm0".into(),
+            a: "dma0".into(),
+            b: "dma1".into(),
+            iterations: 5,
+        },
+    )
+    .expect("the kernels ping-pong in the VM");
+    assert_eq!(
+        r.path_a_to_b.last().map(String::as_str),
+        Some("lender.dma1")
+    );
+}

@@ -5,7 +5,9 @@
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
+mod bandwidth;
 mod failover;
+mod iommu_penalty;
 mod migrate;
 mod multicast;
 mod nvmeof;
@@ -13,6 +15,7 @@ mod plot;
 mod share;
 mod sq_placement;
 mod vm_nvme;
+mod vm_p2p;
 
 pub use plot::{Bar, Chart, Plot, Series};
 
@@ -45,6 +48,13 @@ pub enum ExpName {
     /// Cold migration of a VM with an NVMe passed through by MDEV, with verified data and
     /// the time of each step (Paper V §5.5).
     Migrate,
+    /// DMA throughput of a borrowed device without and with the lender IOMMU, and through
+    /// MDEV in a VM (Paper V Fig. 31); runs on back-to-back and vm-chassis.
+    IommuPenalty,
+    /// Device-to-device throughput and ping-pong latency with two devices passed through
+    /// to a VM by local VFIO, by MDEV, and borrowed by a bare-metal host (Paper V Figs.
+    /// 32-33).
+    VmP2p,
 }
 
 impl ExpName {
@@ -58,6 +68,8 @@ impl ExpName {
             ExpName::NvmeofCompare => "back-to-back",
             ExpName::VmNvme => "vm-back-to-back",
             ExpName::Migrate => "vm-cluster",
+            ExpName::IommuPenalty => iommu_penalty::IOMMU_SCENARIO,
+            ExpName::VmP2p => "vm-back-to-back",
         }
     }
 
@@ -76,7 +88,8 @@ pub struct ExpArgs {
     #[arg(long)]
     pub scenario: Option<String>,
     /// I/Os per measured run, 1 to 10000000 (default: the experiment's own; share-30 runs
-    /// them on each client; multicast has no I/Os to count and refuses it).
+    /// them on each client; multicast has no I/Os to count and refuses it; iommu-penalty:
+    /// copies per transfer size, at most 1000; vm-p2p: ping-pong round trips).
     #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
     /// Random-offset seed (any 64-bit number).
@@ -90,7 +103,8 @@ pub struct ExpArgs {
     #[arg(long)]
     pub json: bool,
     /// Check every byte read (failover only: share-30 and nvmeof-compare always check,
-    /// sq-placement and multicast time reads without checking).
+    /// sq-placement and multicast time reads without checking, iommu-penalty and vm-p2p
+    /// copies).
     #[arg(long)]
     pub verify: bool,
 }
@@ -110,7 +124,12 @@ pub struct Setup<'a> {
 impl Setup<'_> {
     /// A fresh cluster of the scenario (every measured run boots its own).
     pub fn cluster(&self) -> Result<Cluster, String> {
-        Cluster::new(&self.scenario, self.calibration).map_err(|e| e.to_string())
+        self.cluster_of(&self.scenario)
+    }
+
+    /// A fresh cluster of another scenario, for experiments that compare two.
+    pub fn cluster_of(&self, scenario: &str) -> Result<Cluster, String> {
+        Cluster::new(scenario, self.calibration).map_err(|e| e.to_string())
     }
 
     /// The scenario's enumerated fabric only, to read host and device names from (no
@@ -152,6 +171,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             args.name.name(),
             match args.name {
                 ExpName::Share30 | ExpName::NvmeofCompare => "checks every byte it reads anyway",
+                ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
                 _ => "times its reads without checking them",
             }
         ));
@@ -166,6 +186,14 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "--ops {ops}: migrate writes 1 MiB before the migration and reads it back after; it has no I/O count to set"
         ));
     }
+    if let (Some(scenario), ExpName::IommuPenalty) = (&args.scenario, args.name) {
+        return Err(format!(
+            "--scenario {scenario}: iommu-penalty compares {} (no IOMMU) with {} (the same \
+             topology with the IOMMUs on) and runs on those two; it takes no --scenario",
+            iommu_penalty::NO_IOMMU_SCENARIO,
+            iommu_penalty::IOMMU_SCENARIO
+        ));
+    }
     let report = match args.name {
         ExpName::SqPlacement => sq_placement::run(&setup)?,
         ExpName::Multicast => multicast::run(&setup)?,
@@ -174,6 +202,8 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::NvmeofCompare => nvmeof::run(&setup)?,
         ExpName::VmNvme => vm_nvme::run(&setup)?,
         ExpName::Migrate => migrate::run(&setup)?,
+        ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
+        ExpName::VmP2p => vm_p2p::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report
@@ -264,6 +294,36 @@ pub mod names {
                     .is_some_and(|a| f.adapter(a).cable.is_some())
             };
             (h.name != except && cabled(0) && cabled(1)).then(|| h.name.clone())
+        })
+    }
+
+    /// `(host, first, second)`: the first host with two endpoints of `kind`, and their names.
+    pub fn device_pair(f: &Fabric, kind: DeviceKind) -> Option<(String, String, String)> {
+        f.hosts().iter().find_map(|h| {
+            let mut of_kind = f
+                .endpoints()
+                .iter()
+                .filter(|ep| f.host(ep.host).name == h.name && DeviceKind::of(ep) == Some(kind));
+            let (a, b) = (of_kind.next()?, of_kind.next()?);
+            Some((h.name.clone(), a.name.clone(), b.name.clone()))
+        })
+    }
+
+    /// The first VM `host` declares.
+    pub fn first_vm(f: &Fabric, host: &str) -> Option<String> {
+        f.hosts()
+            .iter()
+            .find(|h| h.name == host)?
+            .vms
+            .first()
+            .map(|v| v.name.clone())
+    }
+
+    /// `(host, vm)`: the first host but `except` that declares a VM, and its first VM.
+    pub fn other_host_with_vm(f: &Fabric, except: &str) -> Option<(String, String)> {
+        f.hosts().iter().find_map(|h| {
+            let vm = h.vms.first()?;
+            (h.name != except).then(|| (h.name.clone(), vm.name.clone()))
         })
     }
 

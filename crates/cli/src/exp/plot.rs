@@ -1,6 +1,8 @@
 //! The experiments' SVG figures, drawn with plotters' SVG backend (text is left to the
 //! viewer's fonts, so nothing here needs a font library).
 
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -33,6 +35,9 @@ pub enum Chart {
     Bars(Vec<Bar>),
     /// Lines drawn with a marker at every point.
     Lines(Vec<Series>),
+    /// Lines over transfer sizes: x in bytes, drawn on a base-2 logarithmic axis labelled
+    /// in KiB, MiB and GiB (4 KiB to 128 MiB would crowd a linear axis into one corner).
+    SizeLines(Vec<Series>),
 }
 
 /// A figure: written to `<dir>/<file>`.
@@ -83,7 +88,8 @@ impl Plot {
         root.fill(&WHITE).map_err(e)?;
         match &self.chart {
             Chart::Bars(bars) => self.draw_bars(root, bars),
-            Chart::Lines(series) => self.draw_lines(root, series),
+            Chart::Lines(series) => self.draw_lines(root, series, XAxis::Linear),
+            Chart::SizeLines(series) => self.draw_lines(root, series, XAxis::Log2Bytes),
         }
     }
 
@@ -174,46 +180,153 @@ impl Plot {
         &self,
         root: &DrawingArea<SVGBackend<'_>, Shift>,
         series: &[Series],
+        axis: XAxis,
     ) -> Result<(), String> {
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        let series: Vec<Series> = match axis {
+            XAxis::Linear => series.to_vec(),
+            XAxis::Log2Bytes => series
+                .iter()
+                .map(|s| Series {
+                    name: s.name.clone(),
+                    points: s
+                        .points
+                        .iter()
+                        .filter(|p| p.0 > 0.0)
+                        .map(|&(x, y)| (x.log2(), y))
+                        .collect(),
+                })
+                .collect(),
+        };
         let points = || series.iter().flat_map(|s| s.points.iter());
         let (x0, x1) = points().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
         let y1 = points().map(|p| p.1).fold(0.0, f64::max);
-        let (x0, x1) = if x0 < x1 { (x0, x1) } else { (0.0, 1.0) };
-        let mut chart = ChartBuilder::on(root)
+        let (x0, x1) = match x0.partial_cmp(&x1) {
+            Some(std::cmp::Ordering::Less) => (x0, x1),
+            // One x value: centre it.
+            Some(std::cmp::Ordering::Equal) => (x0 - 1.0, x0 + 1.0),
+            _ => (0.0, 1.0),
+        };
+        let mut builder = ChartBuilder::on(root);
+        builder
             .caption(&self.title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x0..x1, 0.0..nice_top(y1))
-            .map_err(e)?;
+            .y_label_area_size(70);
+        let y = 0.0..nice_top(y1);
+        match axis {
+            XAxis::Linear => {
+                let mut chart = builder.build_cartesian_2d(x0..x1, y).map_err(e)?;
+                chart
+                    .configure_mesh()
+                    .x_desc(&self.x_label)
+                    .y_desc(&self.y_label)
+                    .draw()
+                    .map_err(e)?;
+                draw_series(&mut chart, &series, SeriesLabelPosition::MiddleRight)
+            }
+            XAxis::Log2Bytes => {
+                // A label under every size measured, in binary units.
+                let mut sizes: Vec<f64> = points().map(|p| p.0).collect();
+                sizes.sort_by(f64::total_cmp);
+                sizes.dedup();
+                let x = SizeAxis {
+                    log2: (x0..x1).into(),
+                    sizes,
+                };
+                let mut chart = builder.build_cartesian_2d(x, y).map_err(e)?;
+                chart
+                    .configure_mesh()
+                    .x_desc(&self.x_label)
+                    .y_desc(&self.y_label)
+                    .draw()
+                    .map_err(e)?;
+                // Throughput curves rise to the right: the legend goes under them.
+                draw_series(&mut chart, &series, SeriesLabelPosition::LowerRight)
+            }
+        }
+    }
+}
+
+/// Draws each series as a line with a marker at every point, and a legend (at `legend`)
+/// when there is more than one.
+fn draw_series<'a, X>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    series: &[Series],
+    legend: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+{
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    for (i, s) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
         chart
-            .configure_mesh()
-            .x_desc(&self.x_label)
-            .y_desc(&self.y_label)
+            .draw_series(LineSeries::new(s.points.iter().copied(), color))
+            .map_err(e)?
+            .label(&s.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))
+            .map_err(e)?;
+    }
+    if series.len() > 1 {
+        chart
+            .configure_series_labels()
+            .position(legend)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
             .draw()
             .map_err(e)?;
-        for (i, s) in series.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), color))
-                .map_err(e)?
-                .label(&s.name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-            chart
-                .draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))
-                .map_err(e)?;
-        }
-        if series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(e)?;
-        }
-        Ok(())
     }
+    Ok(())
+}
+
+/// The x axis of [`Chart::SizeLines`]: values are log2 of byte counts, and the labels sit
+/// at the sizes measured, in binary units (`4 KiB`, `128 MiB`).
+struct SizeAxis {
+    /// The log2 range drawn.
+    log2: RangedCoordf64,
+    /// Every x value of the chart (log2 bytes), in order.
+    sizes: Vec<f64>,
+}
+
+impl Ranged for SizeAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.log2.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        // Every size if they fit, else every second, third, ... one.
+        let step = self
+            .sizes
+            .len()
+            .div_ceil(hint.max_num_points().max(1))
+            .max(1);
+        self.sizes.iter().copied().step_by(step).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.log2.range()
+    }
+}
+
+impl ValueFormatter<f64> for SizeAxis {
+    fn format(value: &f64) -> String {
+        crate::render::iec_size(value.exp2().round() as u64)
+    }
+}
+
+/// How a line chart's x values are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XAxis {
+    /// As they are.
+    Linear,
+    /// Byte counts on a base-2 logarithmic axis.
+    Log2Bytes,
 }
 
 /// An axis top a little above `max` (and positive when everything is zero).
@@ -286,6 +399,28 @@ mod tests {
         let svg = std::fs::read_to_string(plot.write(&dir).expect("writes")).expect("reads");
         let _ = std::fs::remove_dir_all(&dir);
         assert!(svg.contains("primary") && svg.contains("backup"));
+        assert_eq!(svg.matches("<circle").count(), 4);
+    }
+
+    #[test]
+    fn a_size_chart_labels_its_log_axis_in_binary_units() {
+        let dir = std::env::temp_dir().join(format!("smartio-plot-sizes-{}", std::process::id()));
+        let sizes: [f64; 4] = [4096.0, 65536.0, 1048576.0, 134217728.0];
+        let plot = Plot {
+            file: "sizes.svg".into(),
+            title: "bandwidth".into(),
+            x_label: "transfer size".into(),
+            y_label: "GB/s".into(),
+            chart: Chart::SizeLines(vec![Series {
+                name: "read".into(),
+                points: sizes.iter().map(|&x| (x, x.log2())).collect(),
+            }]),
+        };
+        let svg = std::fs::read_to_string(plot.write(&dir).expect("writes")).expect("reads");
+        let _ = std::fs::remove_dir_all(&dir);
+        for label in ["4 KiB", "64 KiB", "1 MiB", "128 MiB"] {
+            assert!(svg.contains(label), "missing {label}");
+        }
         assert_eq!(svg.matches("<circle").count(), 4);
     }
 }
