@@ -478,29 +478,23 @@ impl HostOs {
                 holder,
             });
         }
-        if let Some(e) = self
-            .inner
+        self.with_entry(device, |e| e.claimed = Some(by.to_string()));
+        Ok(())
+    }
+
+    /// Calls `f` with the tree's entry of `device`, if there is one.
+    fn with_entry<R>(&self, device: &str, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        self.inner
             .devices
             .borrow_mut()
             .iter_mut()
             .find(|e| e.handle.name() == device)
-        {
-            e.claimed = Some(by.to_string());
-        }
-        Ok(())
+            .map(f)
     }
 
     /// Gives up a [`HostOs::claim`] (nothing if `device` is not claimed).
     pub fn unclaim(&self, device: &str) {
-        if let Some(e) = self
-            .inner
-            .devices
-            .borrow_mut()
-            .iter_mut()
-            .find(|e| e.handle.name() == device)
-        {
-            e.claimed = None;
-        }
+        self.with_entry(device, |e| e.claimed = None);
     }
 
     /// The state the bound driver keeps for `device`, if it is of type `T`.
@@ -543,28 +537,14 @@ impl HostOs {
                 device: device.to_string(),
                 message: e.to_string(),
             })?;
-        if let Some(e) = self
-            .inner
-            .devices
-            .borrow_mut()
-            .iter_mut()
-            .find(|e| e.handle.name() == device)
-        {
-            e.bound = Some((driver, state));
-        }
+        self.with_entry(device, |e| e.bound = Some((driver, state)));
         Ok(())
     }
 
     /// Unbinds the driver of `device`, if any (the driver's remove runs first).
     pub async fn unbind(&self, device: &str) -> Result<(), HostError> {
         self.device(device)?;
-        let bound = self
-            .inner
-            .devices
-            .borrow_mut()
-            .iter_mut()
-            .find(|e| e.handle.name() == device)
-            .and_then(|e| e.bound.take());
+        let bound = self.with_entry(device, |e| e.bound.take()).flatten();
         if let Some((driver, state)) = bound {
             driver.remove(state).await;
         }

@@ -184,6 +184,26 @@ impl VmContext {
         self.running.get()
     }
 
+    /// Relays interrupt `host_vector` of the VM's host into the guest as `guest_vector`, from
+    /// now until the VM stops: each time it fires, a host handler (`[vm] irq_handler_ns`)
+    /// signals the VM's eventfd and KVM injects it ([`VmContext::inject`]).
+    pub fn relay(self: &Rc<Self>, host_vector: u32, guest_vector: u32) {
+        let vm = self.clone();
+        let machine = self.host.machine().clone();
+        let cpu = machine.cpu(self.host.id());
+        machine.spawn(async move {
+            let handler = cpu.machine().cpu_timing().vm.irq_handler;
+            loop {
+                cpu.interrupt(host_vector).await;
+                if !vm.running() {
+                    return;
+                }
+                cpu.sleep(handler).await;
+                vm.inject(guest_vector).await;
+            }
+        });
+    }
+
     /// Injects `vector` into the guest, from the host's side of an interrupt relay: signal
     /// the VM's eventfd, let KVM inject, and the vCPU takes the interrupt (its entry is the
     /// host's interrupt delivery, paid by the engine). The injection is an interrupt message

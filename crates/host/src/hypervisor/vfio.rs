@@ -234,22 +234,10 @@ impl PassThrough for Vfio {
     }
 
     fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError> {
-        let host_vector = self.host.shared().allocate_vectors(1);
+        let host_vector = self.host.allocate_vectors(1);
         let msi = self.host.machine().fabric().host(self.host.id()).msi.start;
-        let cpu = self.host.machine().cpu(self.host.id());
-        let vm = vm.clone();
-        self.host.machine().spawn(async move {
-            let handler = cpu.machine().cpu_timing().vm.irq_handler;
-            loop {
-                cpu.interrupt(host_vector).await;
-                if !vm.running() {
-                    return;
-                }
-                // vfio_msihandler: signal the VM's eventfd.
-                cpu.sleep(handler).await;
-                vm.inject(guest_vector).await;
-            }
-        });
+        // vfio_msihandler on the host signals the VM's eventfd.
+        vm.relay(host_vector, guest_vector);
         Ok(MsiMessage {
             address: BusAddr(msi),
             data: host_vector,

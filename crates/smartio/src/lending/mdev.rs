@@ -517,18 +517,7 @@ impl PassThrough for Mdev {
             }
         });
         // On the borrower: SmartIO's handler signals the VM's eventfd; KVM injects.
-        let borrower_cpu = machine.cpu(vm.host().id());
-        let vm = vm.clone();
-        machine.spawn(async move {
-            loop {
-                borrower_cpu.interrupt(borrower_vector).await;
-                if !vm.running() {
-                    return;
-                }
-                borrower_cpu.sleep(handler).await;
-                vm.inject(guest_vector).await;
-            }
-        });
+        vm.relay(borrower_vector, guest_vector);
         Ok(MsiMessage {
             address: BusAddr(lender_msi),
             data: lender_vector,
