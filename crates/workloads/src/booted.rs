@@ -21,6 +21,25 @@ pub struct UnknownHost {
     pub known: String,
 }
 
+impl UnknownHost {
+    /// `name` is not one of the hosts `known` (comma-separated). A VM's name (`host/vm`)
+    /// where only a host's own CPU will do (SISCI segments, the distributed driver's
+    /// clients) says which workloads a VM runs.
+    pub fn named(name: &str, known: String) -> UnknownHost {
+        let mut known = known;
+        if name.contains('/') {
+            known.push_str(
+                "; a VM (host/vm) runs the native drivers' workloads only: fio with the native \
+                 method, bench dma, bench p2p and device pingpong",
+            );
+        }
+        UnknownHost {
+            host: name.to_string(),
+            known,
+        }
+    }
+}
+
 /// Why a cluster's hosts could not be booted with SmartIO, or a host not found.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BootError {
@@ -74,12 +93,7 @@ impl Booted {
             .iter()
             .find(|h| h.name() == name)
             .cloned()
-            .ok_or_else(|| {
-                BootError::from(UnknownHost {
-                    host: name.to_string(),
-                    known: self.names().join(", "),
-                })
-            })
+            .ok_or_else(|| BootError::from(UnknownHost::named(name, self.names().join(", "))))
     }
 
     /// Every host's name, in scenario order.

@@ -124,10 +124,10 @@ pub(crate) fn copy_engine(
         .iter()
         .find(|h| h.name() == host)
         .ok_or_else(|| {
-            AttachError::from(UnknownHost {
-                host: host.to_string(),
-                known: bench.os.machine().fabric().host_names(),
-            })
+            AttachError::from(UnknownHost::named(
+                host,
+                bench.os.machine().fabric().host_names(),
+            ))
         })?;
     let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
     let model = cluster

@@ -51,12 +51,8 @@ pub(crate) struct Side {
 /// Finds a host by name.
 pub(crate) fn find_host(cluster: &Cluster, name: &str) -> Result<HostId, ShmError> {
     let f = cluster.machine.fabric();
-    f.host_by_name(name).ok_or_else(|| {
-        ShmError::from(UnknownHost {
-            host: name.to_string(),
-            known: f.host_names(),
-        })
-    })
+    f.host_by_name(name)
+        .ok_or_else(|| ShmError::from(UnknownHost::named(name, f.host_names())))
 }
 
 /// Creates a `size`-byte segment on both hosts (adapter 0), connects each to the other's and
