@@ -31,3 +31,15 @@ fn a_copy_into_overlapping_guest_bars_is_not_held_to_either() {
     let out = run("overlapping-guest-bars.bin");
     assert!(out.detail.contains("0 copies verified"), "{}", out.detail);
 }
+
+#[test]
+fn a_vm_whose_guest_driver_never_finishes_unbinding_can_be_powered_off() {
+    // The guest masks MSI-X under its own NVMe driver, whose unbind then waits for an admin
+    // completion forever: the hypervisor powers the VM off, which gives everything back.
+    let out = run("nvme-driver-unbind-hangs-after-the-guest-masks-msix.bin");
+    assert!(
+        out.detail.contains("shutdown:hung, powered off"),
+        "{}",
+        out.detail
+    );
+}

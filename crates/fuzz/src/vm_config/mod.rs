@@ -14,7 +14,8 @@
 //! guest BAR reads back the real BAR's size and type, and a base reads back masked to it;
 //! read-only MSI-X Table and PBA registers stay; a DMA test copy that completed put its
 //! bytes where the guest reads them (`copy`); the run finishes before a virtual-time
-//! deadline (no task of the workload left waiting); and after the VM is shut down:
+//! deadline (no task of the workload left waiting); and after the VM is shut down (powered
+//! off, when the guest's own driver hangs in its unbind):
 //! - the real functions' BARs are where they were, in the fabric and in their own BAR
 //!   registers as their host reads them, and their Command register has Bus Master and
 //!   Memory Space off;
@@ -39,7 +40,7 @@ use smartio_fabric::{DomainId, EndpointId, Fabric, HostId};
 use smartio_host::{Driver, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
 use smartio_machine::Machine;
 use smartio_platform::pci::{self, command};
-use smartio_platform::{AccessError, SimTime};
+use smartio_platform::{race, AccessError, Clock, Either, SimDuration, SimTime};
 use smartio_smartio::{Fdid, SmartIo};
 use smartio_workloads::Booted;
 use std::cell::RefCell;
@@ -47,8 +48,12 @@ use std::rc::Rc;
 
 /// The scenario the VM runs on.
 const SCENARIO: &str = "vm-back-to-back";
-/// Virtual time an input may take (VM start, 64 operations, shutdown: well under 100 ms).
-const DEADLINE: SimTime = SimTime(10_000_000_000_000); // 10 s
+/// How long the guest's shutdown may take before the VM is powered off (Linux's NVMe admin
+/// command timeout, `nvme_admin_timeout`: a driver still waiting after that has given up).
+const SHUTDOWN_GRACE: SimDuration = SimDuration::from_us(60_000_000); // 60 s
+/// Virtual time an input may take: VM start, 64 operations and a shutdown take well under
+/// 100 ms, or [`SHUTDOWN_GRACE`] more when the guest's driver hangs in its unbind.
+const DEADLINE: SimTime = SimTime(120_000_000_000_000); // 120 s
 /// Bytes of BAR registers in a type-0 header (BAR0 to BAR5).
 const BAR_REGISTERS: usize = 4 * pci::BAR_COUNT as usize;
 
@@ -409,7 +414,19 @@ impl Workload {
         }
         let mut guest = Guest::new(vm.guest().clone(), functions, self.config.memory);
         guest.run(&ops).await;
-        report.shutdown = Some(vm.shutdown().await);
+        // A guest driver whose device its own guest stopped (MSI-X masked, Bus Master
+        // cleared, controller disabled) may wait forever in its unbind: after the grace the
+        // hypervisor powers the VM off, which must give everything back all the same.
+        let cpu = self.vm_host.cpu();
+        report.shutdown = Some(
+            match race(vm.shutdown_in_place(), cpu.sleep(SHUTDOWN_GRACE)).await {
+                Either::Left(r) => r,
+                Either::Right(()) => {
+                    guest.seen.insert("shutdown:hung, powered off".into());
+                    vm.power_off().await
+                }
+            },
+        );
         report.registers_after = self.registers(pci::BAR0, BAR_REGISTERS).await;
         report.command_after = self.registers(pci::COMMAND, 2).await;
         if let Some(Err(e)) = &report.shutdown {
