@@ -52,7 +52,7 @@ fn every_config_space_corpus_input_and_regression_runs_without_a_finding() {
 
 #[test]
 fn every_vm_config_corpus_input_and_regression_runs_without_a_finding() {
-    assert!(replay("vm_config") >= 11);
+    assert!(replay("vm_config") >= 13);
 }
 
 #[test]

@@ -128,7 +128,8 @@ pub trait PassThrough {
     fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
 
     /// The guest is setting Bus Master: make the VM's memory, and the other functions' guest
-    /// BARs (`peers`), reachable by the function at their guest-physical addresses.
+    /// BARs (`peers`, where the guest has them now), reachable by the function at their
+    /// guest-physical addresses; a peer mapping left from before a BAR moved goes.
     fn enable_dma(
         &self,
         vm: &Rc<VmContext>,
