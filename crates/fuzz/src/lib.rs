@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Five target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Six target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -11,6 +11,7 @@
 //! | [`nvme_commands`] | operations | the NVMe controller: SQEs, PRPs, doorbells, registers |
 //! | [`device_api`] | operations | SmartIO device API and SISCI calls; teardown restores every table |
 //! | [`config_space`] | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
+//! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -26,12 +27,14 @@ pub mod input;
 pub mod mutate;
 pub mod nvme;
 pub mod scenario;
+pub mod vm_config;
 
 pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
 pub use nvme::nvme_commands;
 pub use scenario::scenario;
+pub use vm_config::vm_config;
 
 /// What a target made of one input; equal for equal inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +109,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "config_space",
         run: config_space,
+        text: false,
+    },
+    Target {
+        name: "vm_config",
+        run: vm_config,
         text: false,
     },
 ];

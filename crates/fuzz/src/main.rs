@@ -31,7 +31,8 @@ struct Cli {
 enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
-        /// A target (scenario, calibration, nvme_commands, device_api, config_space) or `all`.
+        /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config)
+        /// or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
@@ -59,7 +60,8 @@ enum Command {
         /// Input files.
         files: Vec<PathBuf>,
     },
-    /// Print the operations an input decodes to (nvme_commands, device_api, config_space).
+    /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
+    /// vm_config).
     Decode {
         /// The target.
         target: String,
@@ -142,6 +144,18 @@ fn main() -> ExitCode {
                     smartio_fuzz::config_space::ops::decode(&mut input)
                         .iter()
                         .for_each(|o| println!("{o:?}"));
+                }
+                "vm_config" => {
+                    let mut input = smartio_fuzz::input::Input::new(&data);
+                    match smartio_fuzz::vm_config::ops::setup(&mut input) {
+                        Ok(setup) => {
+                            println!("{setup:?}");
+                            smartio_fuzz::vm_config::ops::decode(&mut input)
+                                .iter()
+                                .for_each(|o| println!("{o:?}"));
+                        }
+                        Err(e) => println!("refused: {e}"),
+                    }
                 }
                 _ => {
                     eprintln!("smartio-fuzz: {target:?} inputs are text; nothing to decode");

@@ -51,6 +51,11 @@ fn every_config_space_corpus_input_and_regression_runs_without_a_finding() {
 }
 
 #[test]
+fn every_vm_config_corpus_input_and_regression_runs_without_a_finding() {
+    assert!(replay("vm_config") >= 13);
+}
+
+#[test]
 fn the_config_space_seeds_size_bars_and_overflow_both_lists() {
     // The seeds size BARs and run past the end of the space; two are refused because their
     // standard or extended list does not fit. A change that made them shallow or all refused

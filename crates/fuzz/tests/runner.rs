@@ -19,6 +19,7 @@ fn the_runner_runs_every_target_for_its_budget_and_finds_nothing() {
         "nvme_commands",
         "device_api",
         "config_space",
+        "vm_config",
     ] {
         let line = stdout
             .lines()

@@ -128,7 +128,8 @@ pub trait PassThrough {
     fn config_write(&self, offset: u16, data: Vec<u8>) -> BoxFuture<Result<(), AccessError>>;
 
     /// The guest is setting Bus Master: make the VM's memory, and the other functions' guest
-    /// BARs (`peers`), reachable by the function at their guest-physical addresses.
+    /// BARs (`peers`, where the guest has them now), reachable by the function at their
+    /// guest-physical addresses; a peer mapping left from before a BAR moved goes.
     fn enable_dma(
         &self,
         vm: &Rc<VmContext>,
@@ -356,9 +357,10 @@ impl Vm {
         self.names.borrow().clone()
     }
 
-    /// Shuts the VM down: the guest unbinds its drivers, every function is released (MDEV
-    /// returns it to its lender), the VM's memory goes back to the host. Reports the first
-    /// failure after releasing everything it can.
+    /// Shuts the VM down: the guest unbinds its drivers (as long as they take: see
+    /// [`Vm::power_off`]), every function is released (MDEV returns it to its lender), the
+    /// VM's memory goes back to the host. Reports the first failure after releasing
+    /// everything it can.
     pub async fn shutdown(self) -> Result<(), VmError> {
         self.shutdown_inner().await
     }
@@ -367,6 +369,18 @@ impl Vm {
     /// more and holds nothing.
     pub async fn shutdown_in_place(&self) -> Result<(), VmError> {
         self.shutdown_inner().await
+    }
+
+    /// Powers the VM off without the guest (a hypervisor's forced power-off, as `virsh
+    /// destroy`): every function is released (MDEV returns it) and the memory goes back,
+    /// whatever the guest's drivers are doing. For a VM whose [`Vm::shutdown_in_place`] does
+    /// not finish — the guest's unbind waits forever when a driver waits for a device its
+    /// own guest stopped (interrupts masked, Bus Master cleared): drop that shutdown, then
+    /// power off. Reports the first failure after releasing everything it can; a VM already
+    /// shut down or powered off holds nothing, and this releases nothing.
+    pub async fn power_off(&self) -> Result<(), VmError> {
+        self.names.borrow_mut().clear();
+        self.release_all().await
     }
 
     async fn shutdown_inner(&self) -> Result<(), VmError> {
@@ -380,6 +394,15 @@ impl Vm {
                 });
             }
         }
+        if let Err(e) = self.release_all().await {
+            first.get_or_insert(e);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Stops the VM and gives back every function and its memory.
+    async fn release_all(&self) -> Result<(), VmError> {
+        let mut first = None;
         self.context.running.set(false);
         let devices = std::mem::take(&mut *self.devices.borrow_mut());
         for d in devices.into_iter().rev() {

@@ -15,16 +15,28 @@ use smartio_fabric::{DomainId, EndpointId, HostId};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, PhysAddr};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// What a pass-through took: the VM's domain, the function's domain before, the ranges
-/// mapped (I/O virtual address = guest-physical, length).
+/// What a pass-through took: the VM's domain, the function's domain before, the ranges of
+/// guest memory mapped (I/O virtual address = guest-physical, length), and the other
+/// functions' guest BARs mapped (by guest-physical address).
 #[derive(Debug)]
 struct Taken {
     vm: String,
     domain: DomainId,
     previous: Option<DomainId>,
     mapped: Vec<(u64, u64)>,
+    peers: BTreeMap<u64, PeerMapping>,
+}
+
+/// A guest BAR of another function, mapped at its guest-physical address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PeerMapping {
+    endpoint: EndpointId,
+    index: u8,
+    /// Bytes mapped (whole pages).
+    len: u64,
 }
 
 /// A function of the VM's host passed through by VFIO.
@@ -80,6 +92,72 @@ impl Vfio {
             })
             .map_err(|e| self.refuse(vm, e.to_string()))?;
         t.mapped.push((iova, len));
+        Ok(())
+    }
+
+    /// Makes the other functions' guest BARs reachable where the guest has them now
+    /// (`peers`): mappings of BARs the guest has moved since go first (their old range no
+    /// longer reaches them, and a BAR placed there now must be reached instead), then every
+    /// BAR not mapped where it is gets mapped. Where the guest made BARs overlap, the later
+    /// in `peers` wins.
+    fn sync_peers(&self, vm: &VmContext, peers: &[GuestBar]) -> Result<(), VmError> {
+        let mut taken = self.taken.borrow_mut();
+        let Some(t) = taken.as_mut() else {
+            return Err(VmError::NotRunning(vm.name().to_string()));
+        };
+        let wanted = |p: &GuestBar| PeerMapping {
+            endpoint: p.endpoint,
+            index: p.index,
+            len: p.size.next_multiple_of(smartio_platform::PAGE_SIZE),
+        };
+        let host = self.host.id();
+        let domain = t.domain;
+        let machine = self.host.machine();
+        let unmap = |t: &mut Taken, at: u64| -> Result<(), VmError> {
+            if let Some(m) = t.peers.remove(&at) {
+                machine
+                    .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(at), m.len))
+                    .map_err(|e| self.refuse(vm, e.to_string()))?;
+            }
+            Ok(())
+        };
+        let moved: Vec<u64> = t
+            .peers
+            .iter()
+            .filter(|&(&at, m)| !peers.iter().any(|p| p.guest == at && wanted(p) == *m))
+            .map(|(&at, _)| at)
+            .collect();
+        for at in moved {
+            unmap(t, at)?;
+        }
+        for p in peers {
+            let want = wanted(p);
+            if t.peers.get(&p.guest) == Some(&want) {
+                continue;
+            }
+            let end = p.guest.saturating_add(want.len);
+            let in_the_way: Vec<u64> = t
+                .peers
+                .range(..end)
+                .filter(|(&at, m)| at.saturating_add(m.len) > p.guest)
+                .map(|(&at, _)| at)
+                .collect();
+            for at in in_the_way {
+                unmap(t, at)?;
+            }
+            machine
+                .with_fabric_mut(|f| {
+                    f.iommu_mut(host).map(
+                        domain,
+                        BusAddr(p.guest),
+                        PhysAddr(p.reached_at),
+                        want.len,
+                        true,
+                    )
+                })
+                .map_err(|e| self.refuse(vm, e.to_string()))?;
+            t.peers.insert(p.guest, want);
+        }
         Ok(())
     }
 }
@@ -145,6 +223,7 @@ impl PassThrough for Vfio {
                 domain,
                 previous,
                 mapped: Vec::new(),
+                peers: BTreeMap::new(),
             });
             // The whole guest memory, guest-physical → host-physical.
             let mut pages = 0u64;
@@ -216,20 +295,7 @@ impl PassThrough for Vfio {
         vm: &Rc<VmContext>,
         peers: Vec<GuestBar>,
     ) -> BoxFuture<Result<(), VmError>> {
-        let result = (|| {
-            for p in peers {
-                let done = self
-                    .taken
-                    .borrow()
-                    .as_ref()
-                    .is_some_and(|t| t.mapped.iter().any(|&(iova, _)| iova == p.guest));
-                if !done {
-                    let len = p.size.next_multiple_of(smartio_platform::PAGE_SIZE);
-                    self.map(vm, p.guest, p.reached_at, len)?;
-                }
-            }
-            Ok(())
-        })();
+        let result = self.sync_peers(vm, &peers);
         Box::pin(async move { result })
     }
 
@@ -274,6 +340,9 @@ impl PassThrough for Vfio {
                 }
                 for &(iova, len) in &t.mapped {
                     iommu.unmap(t.domain, BusAddr(iova), len)?;
+                }
+                for (&iova, m) in &t.peers {
+                    iommu.unmap(t.domain, BusAddr(iova), m.len)?;
                 }
                 Ok(())
             }),

@@ -16,7 +16,9 @@
 //!   guest-physical. Both IOMMUs are required ([`SmartIoError::MdevNeedsIommu`]); the VM's
 //!   memory must fit the lender's NTB window ([`SmartIoError::VmWindowTooSmall`]).
 //! - The other passed-through devices' guest BARs are mapped at their guest-physical
-//!   addresses in this device's lender domain (peer-to-peer, through the lender's root).
+//!   addresses in this device's lender domain (peer-to-peer, through the lender's root),
+//!   where the guest has them at each Bus Master set: the mapping of a BAR the guest has
+//!   moved since goes.
 //! - Interrupts are relayed in software: the device signals its lender, whose handler
 //!   writes a notification over the NTB to the borrower, whose handler signals the VM's
 //!   eventfd; KVM injects. Each step has its calibrated cost (`[vm]`).
@@ -27,7 +29,7 @@
 //! ```
 
 use super::borrow::bar_groups;
-use super::grants::{release, Grant, Taker};
+use super::grants::{pages, release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use smartio_fabric::topology::AssignedBar;
@@ -36,7 +38,7 @@ use smartio_host::vm::HIGH_MEMORY_BASE;
 use smartio_host::{BoxFuture, GuestBar, PassThrough, VmContext, VmError};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, Port};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// A device borrowed by a VM through the MDEV parent.
@@ -56,8 +58,18 @@ pub(super) struct MdevBorrow {
     notify_window: u64,
     /// Whether the VM's memory is mapped for the device.
     memory_mapped: bool,
-    /// Guest-physical addresses of peer BARs mapped for the device.
-    peers: BTreeSet<u64>,
+    /// Peer BARs mapped for the device, by guest-physical address.
+    peers: BTreeMap<u64, PeerMapping>,
+}
+
+/// A guest BAR of another function of the VM, mapped at its guest-physical address in the
+/// device's lender domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PeerMapping {
+    endpoint: EndpointId,
+    index: u8,
+    /// Bytes.
+    len: u64,
 }
 
 /// A registered device assigned to a VM: what the hypervisor passes through.
@@ -259,7 +271,7 @@ impl Mdev {
                 bars,
                 notify_window,
                 memory_mapped: false,
-                peers: BTreeSet::new(),
+                peers: BTreeMap::new(),
             });
         }
         Ok(())
@@ -338,9 +350,58 @@ impl Mdev {
             qualified: self.qualified.clone(),
             via: None,
         };
+        // The other functions' guest BARs where the guest has them now: mappings of BARs
+        // the guest has moved since go first (their old range no longer reaches them, and a
+        // BAR placed there now must be reached instead). Where the guest made BARs overlap,
+        // the later in `peers` wins.
+        let wanted = |p: &GuestBar| PeerMapping {
+            endpoint: p.endpoint,
+            index: p.index,
+            len: p.size,
+        };
+        let domain = m.domain;
+        let unmap = |taker: &mut Taker<'_>, old: Option<PeerMapping>, at: u64| {
+            let Some(old) = old else {
+                return Ok(());
+            };
+            let (iova, len) = pages(at, old.len);
+            let mapping = taker.grants.iter().position(|g| {
+                matches!(g, Grant::Iommu { host, domain: d, iova: i, len: l }
+                    if *host == lender && *d == domain && *i == iova && *l == len)
+            });
+            let Some(k) = mapping else {
+                return Ok(());
+            };
+            let g = taker.grants.remove(k);
+            release(taker.machine, taker.ledger, vec![g]).map_err(|e| SmartIoError::DeviceIommu {
+                device: self.qualified.clone(),
+                host: svc.hosts[lender.index()].name().to_string(),
+                message: format!("unmapping a moved guest BAR: {e}"),
+            })
+        };
+        let moved: Vec<u64> = m
+            .peers
+            .iter()
+            .filter(|&(&at, old)| !peers.iter().any(|p| p.guest == at && wanted(p) == *old))
+            .map(|(&at, _)| at)
+            .collect();
+        for at in moved {
+            unmap(&mut taker, m.peers.remove(&at), at)?;
+        }
         for p in peers {
-            if m.peers.contains(&p.guest) {
+            let want = wanted(p);
+            if m.peers.get(&p.guest) == Some(&want) {
                 continue;
+            }
+            let end = p.guest.saturating_add(p.size);
+            let in_the_way: Vec<u64> = m
+                .peers
+                .range(..end)
+                .filter(|(&at, old)| at.saturating_add(old.len) > p.guest)
+                .map(|(&at, _)| at)
+                .collect();
+            for at in in_the_way {
+                unmap(&mut taker, m.peers.remove(&at), at)?;
             }
             let real = svc
                 .machine
@@ -355,7 +416,7 @@ impl Mdev {
             };
             let bus = side.towards(&mut taker, self.endpoint, p.host, base, size)?;
             taker.iommu(lender, m.domain, p.guest, bus, size)?;
-            m.peers.insert(p.guest);
+            m.peers.insert(p.guest, want);
         }
         Ok(probed)
     }
