@@ -1325,3 +1325,71 @@ fn a_function_passed_through_by_vfio_is_not_lent_and_a_lent_one_is_not_passed_th
     }
     assert_eq!(after, None, "the return gave the claim up");
 }
+
+/// Tasks left waiting once everything a run started is over: device engines, and the NVMe
+/// driver's interrupt handler threads (the same on bare metal and in a VM).
+fn blocked_after(s: &Setup) -> usize {
+    s.cluster.machine.run().blocked_tasks
+}
+
+#[test]
+fn no_interrupt_relay_outlives_its_vm() {
+    for (host, spec) in [("borrower", "lender:nvme0"), ("lender", "nvme0")] {
+        // In a VM, then shut down.
+        let s = setup("vm-back-to-back");
+        let os = s.host(host);
+        let device: Rc<dyn PassThrough> = if spec.contains(':') {
+            let fdid = s.smartio.find(spec).expect("registered");
+            s.smartio
+                .assign_to_vm(fdid, &format!("{host}/vm0"))
+                .expect("assigned")
+        } else {
+            Vfio::new(&os, spec).expect("a function")
+        };
+        let back = s.run(async move {
+            let vm = Vm::start(&os, &vm0(), vec![device], &nvme())
+                .await
+                .expect("starts");
+            let back = round_trip(vm.guest().clone(), "nvme0".into(), 8, pattern(4096, 3)).await;
+            vm.shutdown().await.expect("shuts down");
+            back
+        });
+        assert_eq!(back, pattern(4096, 3));
+        let in_vm = blocked_after(&s);
+
+        // The same driver on bare metal (borrowed, or the host's own), then let go.
+        let s = setup("vm-back-to-back");
+        let os = s.host(host);
+        let (smartio, fdid) = (
+            s.smartio.clone(),
+            s.smartio.find("lender:nvme0").expect("registered"),
+        );
+        let remote = spec.contains(':');
+        let back = s.run(async move {
+            os.register_driver(Rc::new(NvmeDriver::default()));
+            let name = if remote {
+                smartio
+                    .borrow(os.id(), fdid, &BorrowOptions::default())
+                    .await
+                    .expect("lent")
+                    .device
+            } else {
+                os.probe("nvme0").await.expect("binds");
+                "nvme0".to_string()
+            };
+            let back = round_trip(os.clone(), name.clone(), 8, pattern(4096, 3)).await;
+            if remote {
+                smartio.give_back(os.id(), fdid).await.expect("returned");
+            } else {
+                os.unbind(&name).await.expect("unbinds");
+            }
+            back
+        });
+        assert_eq!(back, pattern(4096, 3));
+        assert_eq!(
+            in_vm,
+            blocked_after(&s),
+            "{host}: tasks left after the VM beyond the bare-metal driver's own (a relay outlived its VM)"
+        );
+    }
+}

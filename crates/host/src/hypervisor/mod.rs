@@ -37,9 +37,12 @@ use crate::vcpu::{Ept, VcpuPort};
 use crate::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout};
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{EndpointId, HostId};
+use smartio_platform::{race, Either};
 use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, Port};
 use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use thiserror::Error;
 use virtual_function::VirtualFunction;
 
@@ -156,6 +159,8 @@ pub struct VmContext {
     memory: VmMemory,
     ept: Rc<Ept>,
     running: Cell<bool>,
+    /// Relay handlers waiting for interrupts, woken when the VM stops.
+    stop_wakers: RefCell<Vec<Waker>>,
     guest_bars: RefCell<Vec<(usize, GuestBar)>>,
 }
 
@@ -194,15 +199,44 @@ impl VmContext {
         let cpu = machine.cpu(self.host.id());
         machine.spawn(async move {
             let handler = cpu.machine().cpu_timing().vm.irq_handler;
-            loop {
-                cpu.interrupt(host_vector).await;
-                if !vm.running() {
-                    return;
-                }
+            while vm.interrupt_while_running(&cpu, host_vector).await {
                 cpu.sleep(handler).await;
                 vm.inject(guest_vector).await;
             }
         });
+    }
+
+    /// Waits for interrupt `vector` on `cpu` (a host CPU handling the VM's interrupts) unless
+    /// the VM stops first: `true` when the interrupt came and the VM still runs. A relay's
+    /// handler loops on this, so it ends with the VM instead of waiting forever.
+    pub async fn interrupt_while_running(&self, cpu: &smartio_machine::Agent, vector: u32) -> bool {
+        match race(cpu.interrupt(vector), self.stopped()).await {
+            Either::Left(()) => self.running(),
+            Either::Right(()) => false,
+        }
+    }
+
+    /// Completes once the VM stops running.
+    async fn stopped(&self) {
+        poll_fn(|cx| {
+            if !self.running.get() {
+                return Poll::Ready(());
+            }
+            let mut wakers = self.stop_wakers.borrow_mut();
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Marks the VM stopped and wakes everything waiting for that.
+    fn stop(&self) {
+        self.running.set(false);
+        for w in self.stop_wakers.borrow_mut().drain(..) {
+            w.wake();
+        }
     }
 
     /// Injects `vector` into the guest, from the host's side of an interrupt relay: signal
@@ -273,6 +307,7 @@ impl Vm {
             memory,
             ept,
             running: Cell::new(true),
+            stop_wakers: RefCell::new(Vec::new()),
             guest_bars: RefCell::new(Vec::new()),
         });
         Ok(Vm {
@@ -403,7 +438,7 @@ impl Vm {
     /// Stops the VM and gives back every function and its memory.
     async fn release_all(&self) -> Result<(), VmError> {
         let mut first = None;
-        self.context.running.set(false);
+        self.context.stop();
         let devices = std::mem::take(&mut *self.devices.borrow_mut());
         for d in devices.into_iter().rev() {
             for b in d.bars() {

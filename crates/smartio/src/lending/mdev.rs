@@ -565,11 +565,10 @@ impl PassThrough for Mdev {
         let lender_cpu = machine.cpu(self.lender);
         let running = vm.clone();
         machine.spawn(async move {
-            loop {
-                lender_cpu.interrupt(lender_vector).await;
-                if !running.running() {
-                    return;
-                }
+            while running
+                .interrupt_while_running(&lender_cpu, lender_vector)
+                .await
+            {
                 lender_cpu.sleep(handler).await;
                 // A notification lost to a link failure is a lost interrupt, as on hardware.
                 let _ = lender_cpu
