@@ -127,7 +127,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
             let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])
                 .map_err(|e| e.to_string())?;
-            let devices = bench.smartio.devices();
+            let mut devices = bench.smartio.devices();
+            declared_assignments(&cluster, &mut devices);
             if json {
                 print_json(&devices)?;
             } else {
@@ -148,7 +149,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     render::wrapped(
                         "This is the cluster as it starts: nothing is borrowed yet. A workload \
                          given a device as lender:device (fio, bench dma, bench p2p, pingpong) \
-                         borrows it for its run and gives it back at the end.",
+                         borrows it for its run and gives it back at the end; run in a VM \
+                         (--host host/vm), it passes it through (MDEV) for as long as the VM \
+                         runs. The VMs a device is assigned to are the scenario's ([[host.vm]] \
+                         devices).",
                         "",
                         ""
                     )
@@ -476,5 +480,25 @@ fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
             "--device {device:?}: several hosts have it ({}); choose one with --host",
             many.join(", ")
         )),
+    }
+}
+
+/// Fills each device's `assigned` with the VMs the scenario passes it through to
+/// (`host/vm (mdev)` for `lender:device` in another host's VM, `host/vm (vfio)` for a device
+/// in a VM of its own host), as the VMs would get it when they start.
+fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::DeviceInfo]) {
+    let f = cluster.machine.fabric();
+    for d in devices.iter_mut() {
+        for h in f.hosts() {
+            for vm in &h.vms {
+                for (entry, _) in &vm.devices {
+                    let (lender, device) = entry.split_once(':').unwrap_or((&h.name, entry));
+                    if lender == d.lender && device == d.device {
+                        let how = if h.name == d.lender { "vfio" } else { "mdev" };
+                        d.assigned.push(format!("{}/{} ({how})", h.name, vm.name));
+                    }
+                }
+            }
+        }
     }
 }

@@ -70,13 +70,25 @@ pub fn topology(report: &TopologyReport) -> String {
         );
         tree(&mut out, &h.tree, "", true, true);
         for vm in &h.vms {
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "  vm {}: {} of guest RAM in {} pages",
                 vm.name,
                 format_size(vm.memory),
                 format_size(vm.page_bytes)
             );
+            if !vm.devices.is_empty() {
+                let _ = write!(
+                    out,
+                    "; passed through: {}",
+                    vm.devices
+                        .iter()
+                        .map(|d| format!("{d} ({})", if d.contains(':') { "MDEV" } else { "VFIO" }))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let _ = writeln!(out);
         }
         let _ = writeln!(out, "  address map:");
         for e in &h.address_map {

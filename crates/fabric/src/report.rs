@@ -54,6 +54,10 @@ pub struct VmReport {
     pub memory: u64,
     /// Bytes per host page backing it.
     pub page_bytes: u64,
+    /// Functions passed through to it (`lender:device` by MDEV, `device` by VFIO); left out
+    /// when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 /// A node of a host's PCI tree.
@@ -322,6 +326,7 @@ impl Fabric {
                     name: format!("{}/{}", h.name, v.name),
                     memory: v.memory,
                     page_bytes: v.page_bytes,
+                    devices: v.devices.iter().map(|(d, _)| d.clone()).collect(),
                 })
                 .collect(),
         }

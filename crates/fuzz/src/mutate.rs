@@ -52,6 +52,8 @@ pub const DICTIONARY: &[&str] = &[
     "ram = ",
     "memory = ",
     "pages = ",
+    "devices = ",
+    "\"lender:nvme0\"",
     "\"2 MiB\"",
     "iommu = ",
     "cores = ",

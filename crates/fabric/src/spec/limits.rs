@@ -84,6 +84,10 @@ pub const MAX_COMPONENTS: usize = 256;
 /// one or two; 64 leaves room for consolidation studies.
 pub const MAX_VMS: usize = 64;
 
+/// Functions passed through to one VM: the slots of a guest's PCI bus leave room for 32; the
+/// papers' VMs had one or two.
+pub const MAX_VM_DEVICES: usize = 16;
+
 /// The host page sizes that may back a VM's memory: 4 KiB pages, or 2 MiB huge pages.
 pub const VM_PAGE_SIZES: [u64; 2] = [4 << 10, 2 << 20];
 

@@ -214,6 +214,7 @@ impl Builder<'_> {
                 message: "the scenario declares no [[host]]".to_string(),
             });
         }
+        check_vm_devices(&hosts)?;
         if raw.cluster_switch.len() > limits::MAX_CLUSTER_SWITCHES {
             return Err(self.loc(&raw.cluster_switch[0].name).error(format!(
                 "{} cluster switches: too many (allowed: at most {})",
@@ -579,15 +580,104 @@ impl Builder<'_> {
                     format_size(page_bytes),
                 )));
             }
+            let devices = self.vm_devices(host, &name, v.devices.as_ref())?;
             vms.push(VmSpec {
                 name,
                 memory,
                 page_bytes,
+                devices,
                 loc,
             });
         }
         Ok(vms)
     }
+}
+
+impl Builder<'_> {
+    /// `devices = [...]` of VM `vm` of `host`: at most [`limits::MAX_VM_DEVICES`] names, each
+    /// `device` or `lender:device` with both parts valid names, none twice. Whether they
+    /// exist is checked once every host is known ([`check_vm_devices`]).
+    fn vm_devices(
+        &self,
+        host: &str,
+        vm: &str,
+        raw: Option<&Spanned<Vec<Spanned<String>>>>,
+    ) -> Result<Vec<(String, SourceLoc)>, ScenarioError> {
+        let Some(list) = raw else {
+            return Ok(Vec::new());
+        };
+        if list.get_ref().len() > limits::MAX_VM_DEVICES {
+            return Err(self.loc(list).error(format!(
+                "VM {host}/{vm}: {} devices: too many (allowed: at most {})",
+                list.get_ref().len(),
+                limits::MAX_VM_DEVICES
+            )));
+        }
+        let mut out: Vec<(String, SourceLoc)> = Vec::new();
+        for d in list.get_ref() {
+            let loc = self.loc(d);
+            let name = d.get_ref();
+            let (lender, device) = name.split_once(':').unwrap_or(("", name));
+            let parts_ok = (lender.is_empty() && !name.contains(':')
+                || limits::check_name("host name", lender).is_ok())
+                && limits::check_name("device name", device).is_ok();
+            if !parts_ok {
+                return Err(loc.error(format!(
+                    "VM {host}/{vm}: devices entry {name:?}: write a device of {host} (nvme0) \
+                     or lender:device (lender:nvme0)"
+                )));
+            }
+            if out.iter().any(|(o, _)| o == name) {
+                return Err(loc.error(format!("VM {host}/{vm}: {name:?} is listed twice")));
+            }
+            out.push((name.clone(), loc));
+        }
+        Ok(out)
+    }
+}
+
+/// Every VM's `devices` name a device that exists: `device` in the VM's own host,
+/// `lender:device` in host `lender`.
+fn check_vm_devices(hosts: &[HostSpec]) -> Result<(), ScenarioError> {
+    for h in hosts {
+        for vm in &h.vms {
+            for (name, loc) in &vm.devices {
+                let (lender, device) = name.split_once(':').unwrap_or((&h.name, name));
+                let Some(l) = hosts.iter().find(|o| o.name == lender) else {
+                    return Err(loc.error(format!(
+                        "VM {}/{}: {name:?}: no host {lender:?} (hosts: {})",
+                        h.name,
+                        vm.name,
+                        hosts
+                            .iter()
+                            .map(|o| o.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                };
+                let devices: Vec<&str> = l
+                    .components
+                    .iter()
+                    .filter(|c| matches!(c.kind, ComponentKind::Device { .. }))
+                    .map(|c| c.name.as_str())
+                    .collect();
+                if !devices.contains(&device) {
+                    return Err(loc.error(format!(
+                        "VM {}/{}: {name:?}: host {lender} has no device {device:?} (its \
+                         devices: {})",
+                        h.name,
+                        vm.name,
+                        if devices.is_empty() {
+                            "none".to_string()
+                        } else {
+                            devices.join(", ")
+                        }
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn resolve_cables(

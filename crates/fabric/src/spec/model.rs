@@ -80,6 +80,9 @@ pub struct VmSpec {
     pub memory: u64,
     /// Bytes per host page backing it: 4 KiB or 2 MiB.
     pub page_bytes: u64,
+    /// The functions passed through to it, as `lender:device` (by SmartIO's MDEV parent)
+    /// or `device` of the VM's own host (by VFIO), each with the line it is written on.
+    pub devices: Vec<(String, SourceLoc)>,
     /// Where the VM was declared.
     pub loc: SourceLoc,
 }

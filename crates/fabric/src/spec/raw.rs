@@ -43,6 +43,7 @@ pub(super) struct RawVm {
     pub name: Spanned<String>,
     pub memory: Spanned<toml::Value>,
     pub pages: Option<Spanned<toml::Value>>,
+    pub devices: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]

@@ -613,3 +613,48 @@ fn more_than_64_vms_on_a_host_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_vm_lists_the_devices_passed_through_to_it_with_their_lines() {
+    let text =
+        with_vms("[[host.vm]]\nname = \"vm0\"\nmemory = \"4 MiB\"\ndevices = [\"d0\", \"a:d0\"]\n");
+    let spec = parse_scenario("t.toml", &text).expect("valid");
+    let devices: Vec<&str> = spec.hosts[0].vms[0]
+        .devices
+        .iter()
+        .map(|(d, _)| d.as_str())
+        .collect();
+    assert_eq!(devices, ["d0", "a:d0"]);
+    assert_eq!(spec.hosts[0].vms[0].devices[0].1.line, 22);
+}
+
+#[test]
+fn vm_devices_that_are_malformed_repeated_too_many_or_missing_are_refused_at_their_line() {
+    let many: Vec<String> = (0..=limits::MAX_VM_DEVICES)
+        .map(|i| format!("\"d{i}\""))
+        .collect();
+    let many = format!("[{}]", many.join(", "));
+    let cases = [
+        (
+            "[\"a:b:c\"]",
+            "devices entry \"a:b:c\": write a device of a (nvme0) or lender:device",
+        ),
+        ("[\":d0\"]", "devices entry \":d0\""),
+        ("[\"a:\"]", "devices entry \"a:\""),
+        ("[\"d0\", \"d0\"]", "VM a/vm0: \"d0\" is listed twice"),
+        (&many, "17 devices: too many (allowed: at most 16)"),
+        (
+            "[\"nvme9\"]",
+            "VM a/vm0: \"nvme9\": host a has no device \"nvme9\" (its devices: d0)",
+        ),
+        ("[\"b:d0\"]", "VM a/vm0: \"b:d0\": no host \"b\" (hosts: a)"),
+        ("[1]", "devices"),
+    ];
+    for (list, expected) in cases {
+        let vms = format!("[[host.vm]]\nname = \"vm0\"\nmemory = \"4 MiB\"\ndevices = {list}\n");
+        let err = parse_scenario("t.toml", &with_vms(&vms)).expect_err(list);
+        let message = err.to_string();
+        assert!(message.starts_with("t.toml:22:"), "{list}\n→ {message}");
+        assert!(message.contains(expected), "{list}\n→ {message}");
+    }
+}
