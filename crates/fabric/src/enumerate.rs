@@ -37,7 +37,8 @@ pub const MAX_RAM: u64 = 1 << 50;
 
 const LOW_RAM_LIMIT: u64 = 0x8000_0000;
 const MMIO32: Range<u64> = 0x8000_0000..0xFEC0_0000;
-const MSI: Range<u64> = 0xFEE0_0000..0xFEF0_0000;
+const MSI: Range<u64> = smartio_platform::msi::INTERRUPT_CONTROLLER
+    ..smartio_platform::msi::INTERRUPT_CONTROLLER + (1 << 20);
 const HIGH_RAM_BASE: u64 = 1 << 32;
 const MMIO64_ALIGN: u64 = 1 << 40;
 const MMIO64_SIZE: u64 = 1 << 44;

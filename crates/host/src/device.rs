@@ -58,6 +58,20 @@ pub trait DeviceBackend {
     fn msi_message(&self, vector: u32) -> Result<MsiMessage, HostError>;
     /// The physical function behind the handle: its host and endpoint in the fabric.
     fn function(&self) -> (HostId, EndpointId);
+
+    /// Routes the function's legacy INTx so that it raises `vector` of this kernel (an
+    /// interrupt line this kernel chose), and returns the vector to wait on. A backend
+    /// whose interrupts cannot be legacy (a function lent over an NTB) refuses.
+    fn route_intx(&self, vector: u32) -> BoxFuture<Result<u32, HostError>> {
+        let _ = vector;
+        let (_, endpoint) = self.function();
+        Box::pin(async move {
+            Err(HostError::NoIntx {
+                device: format!("function {}", endpoint.0),
+                why: "this kind of function has no legacy interrupt route".into(),
+            })
+        })
+    }
 }
 
 /// The backend of a function in this host: configuration requests from this host's CPU,
@@ -94,6 +108,26 @@ impl DeviceBackend for LocalFunction {
 
     fn function(&self) -> (HostId, EndpointId) {
         (self.host, self.endpoint)
+    }
+
+    /// The kernel programs the function's INTERRUPT_LINE with its line (the IOAPIC routes
+    /// that line to the vector of the same number).
+    fn route_intx(&self, vector: u32) -> BoxFuture<Result<u32, HostError>> {
+        let me = self.clone();
+        Box::pin(async move {
+            let line = u8::try_from(vector).map_err(|_| HostError::NoIntx {
+                device: format!("function {}", me.endpoint.0),
+                why: format!("vector {vector} is no interrupt line"),
+            })?;
+            me.cpu
+                .config_write(me.endpoint, pci::INTERRUPT_LINE, &[line])
+                .await
+                .map_err(|source| HostError::Access {
+                    device: format!("function {}", me.endpoint.0),
+                    source,
+                })?;
+            Ok(vector)
+        })
     }
 }
 
@@ -458,6 +492,47 @@ impl DeviceHandle {
         .await
         .map_err(access)?;
         Ok(out)
+    }
+
+    /// Enables legacy INTx (`pci_intx` with an IRQ requested): routes the function's
+    /// interrupt line to a vector of this kernel and clears Command.INTX_DISABLE; the one
+    /// vector serves every interrupt the function raises. Refused where INTx cannot be
+    /// delivered (a function lent over an NTB).
+    pub async fn enable_intx(&self) -> Result<IrqVector, HostError> {
+        let name = &self.inner.name;
+        let access = |e: AccessError| HostError::Access {
+            device: name.clone(),
+            source: e,
+        };
+        let candidate = self
+            .inner
+            .os
+            .allocate_intx()
+            .ok_or_else(|| HostError::NoIntx {
+                device: name.clone(),
+                why: "every interrupt line of the host is in use".into(),
+            })?;
+        let vector = self
+            .inner
+            .backend
+            .route_intx(candidate)
+            .await
+            .map_err(|e| match e {
+                HostError::NoIntx { why, .. } => HostError::NoIntx {
+                    device: name.clone(),
+                    why,
+                },
+                other => other,
+            })?;
+        let cmd = self.config16(pci::COMMAND).await.map_err(access)?;
+        self.config_write(pci::COMMAND, &(cmd & !command::INTX_DISABLE).to_le_bytes())
+            .await
+            .map_err(access)?;
+        Ok(IrqVector {
+            index: 0,
+            vector,
+            cpu: self.inner.cpu.clone(),
+        })
     }
 
     /// Disables MSI-X.

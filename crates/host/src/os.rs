@@ -103,6 +103,14 @@ pub enum HostError {
         /// The driver or claimant.
         holder: String,
     },
+    /// Legacy INTx cannot be used for the function.
+    #[error("{device}: no legacy INTx: {why}")]
+    NoIntx {
+        /// The device.
+        device: String,
+        /// Why.
+        why: String,
+    },
     /// Something else a mapper or SmartIO reports.
     #[error("{0}")]
     Other(String),
@@ -119,6 +127,9 @@ pub(crate) struct OsShared {
     /// Interrupt vectors handed out so far; a VM's kernel draws from its host's (the
     /// hypervisor injects a guest's interrupts as those vectors).
     next_vector: Rc<Cell<u32>>,
+    /// The next legacy interrupt line this kernel routes (a host's own; a VM's kernel uses
+    /// vectors instead).
+    next_line: Cell<u8>,
     /// In a VM: how its physical (guest-physical) addresses map onto the host's RAM.
     guest: Option<GuestMemory>,
 }
@@ -154,6 +165,21 @@ impl OsShared {
                 .map(|pieces| pieces.iter().map(|p| (p.addr, p.len)).collect())
                 .unwrap_or_default(),
         }
+    }
+
+    /// A vector for a function's legacy INTx: on a host the next free interrupt line (its
+    /// vector has the same number); in a VM a vector of the host set aside for the guest
+    /// (the hypervisor routes the real line and injects it). `None` when the lines are used up.
+    pub fn allocate_intx(&self) -> Option<u32> {
+        if self.guest.is_some() {
+            return Some(self.allocate_vectors(1));
+        }
+        let line = self.next_line.get();
+        if !smartio_platform::msi::INTX_LINES.contains(&line) {
+            return None;
+        }
+        self.next_line.set(line + 1);
+        Some(u32::from(line))
     }
 
     /// `count` consecutive interrupt vectors of this host.
@@ -222,6 +248,7 @@ impl HostOs {
             cpu: machine.cpu(host),
             ram: RefCell::new(ram),
             next_vector: Rc::new(Cell::new(FIRST_DEVICE_VECTOR)),
+            next_line: Cell::new(smartio_platform::msi::INTX_LINES.start),
             guest: None,
         });
         let os = HostOs {
@@ -292,6 +319,7 @@ impl HostOs {
             cpu: vcpu,
             ram: RefCell::new(RamAllocator::reserving(ranges, GUEST_RESERVED)),
             next_vector: h.next_vector.clone(),
+            next_line: Cell::new(smartio_platform::msi::INTX_LINES.start),
             guest: Some(memory.clone()),
         });
         HostOs {
@@ -308,6 +336,12 @@ impl HostOs {
     /// SmartIO installs itself (an interrupt relay).
     pub fn allocate_vectors(&self, count: u32) -> u32 {
         self.inner.shared.allocate_vectors(count)
+    }
+
+    /// A legacy interrupt line of this host (its vector has the same number), for a
+    /// function whose INTx the hypervisor or SmartIO routes; `None` when all are in use.
+    pub fn allocate_intx_line(&self) -> Option<u32> {
+        self.inner.shared.allocate_intx()
     }
 
     /// Whether this kernel runs in a VM (its physical addresses are guest-physical).

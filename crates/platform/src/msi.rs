@@ -4,6 +4,16 @@
 
 use crate::addr::BusAddr;
 
+/// Where every host's interrupt controller receives messages (x86's local APIC window): an
+/// MSI is a write of its vector here; a function's legacy INTx assertion reaches the root
+/// complex as the vector its host routed the function's interrupt line to (the IOAPIC's
+/// redirection), modelled as the same write with the line as vector.
+pub const INTERRUPT_CONTROLLER: u64 = 0xFEE0_0000;
+
+/// Interrupt lines a host routes legacy INTx to (IOAPIC pins above the ISA ones); each is its
+/// own vector, below the vectors handed to MSI-X.
+pub const INTX_LINES: std::ops::Range<u8> = 16..255;
+
 /// A message to send: write `data` (4 bytes, little-endian) to `address`.
 ///
 /// The address is a [`BusAddr`]: the function issues the write as any other request, so the

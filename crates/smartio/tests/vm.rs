@@ -1393,3 +1393,84 @@ fn no_interrupt_relay_outlives_its_vm() {
         );
     }
 }
+
+/// The NVMe driver with legacy INTx instead of MSI-X.
+fn nvme_intx() -> Vec<Rc<dyn Driver>> {
+    vec![Rc::new(NvmeDriver {
+        config: smartio_drivers::NvmeDriverConfig {
+            intx: true,
+            ..Default::default()
+        },
+    })]
+}
+
+#[test]
+fn legacy_intx_works_in_vms_by_mdev_and_vfio_but_not_for_a_bare_metal_borrower() {
+    // In VMs: the same driver, its one INTx relayed into the guest.
+    for (host, spec) in [("borrower", "lender:nvme0"), ("lender", "nvme0")] {
+        let s = setup("vm-back-to-back");
+        let os = s.host(host);
+        let device: Rc<dyn PassThrough> = if spec.contains(':') {
+            let fdid = s.smartio.find(spec).expect("registered");
+            s.smartio
+                .assign_to_vm(fdid, &format!("{host}/vm0"))
+                .expect("assigned")
+        } else {
+            Vfio::new(&os, spec).expect("a function")
+        };
+        let lender = s.host("lender");
+        let endpoint = lender.endpoint_of("nvme0").expect("a function");
+        let (back, line) = s.run(async move {
+            let vm = Vm::start(&os, &vm0(), vec![device], &nvme_intx())
+                .await
+                .expect("starts with INTx");
+            // The real function: MSI-X off, INTx enabled, routed to a line of its host.
+            let mut cfg = [0u8; 0x40];
+            lender
+                .cpu()
+                .config_read(endpoint, 0, &mut cfg)
+                .await
+                .expect("config");
+            let cmd = u16::from_le_bytes([cfg[4], cfg[5]]);
+            assert_eq!(cmd & smartio_platform::pci::command::INTX_DISABLE, 0);
+            let line = cfg[usize::from(smartio_platform::pci::INTERRUPT_LINE)];
+            let back = round_trip(vm.guest().clone(), "nvme0".into(), 32, pattern(8192, 5)).await;
+            vm.shutdown().await.expect("shuts down");
+            (back, line)
+        });
+        assert_eq!(back, pattern(8192, 5), "{host}: bytes through INTx");
+        assert!(
+            smartio_platform::msi::INTX_LINES.contains(&line),
+            "{host}: routed to line {line}"
+        );
+    }
+
+    // Bare metal: the host's own function takes INTx; a borrowed one cannot.
+    let s = setup("vm-back-to-back");
+    let lender = s.host("lender");
+    let borrower = s.host("borrower");
+    let fdid = s.smartio.find("lender:nvme0").expect("registered");
+    let smartio = s.smartio.clone();
+    let (local, lent) = s.run(async move {
+        lender.register_driver(nvme_intx()[0].clone());
+        lender.probe("nvme0").await.expect("binds with INTx");
+        let local = round_trip(lender.clone(), "nvme0".into(), 64, pattern(4096, 6)).await;
+        lender.unbind("nvme0").await.expect("unbinds");
+        borrower.register_driver(nvme_intx()[0].clone());
+        let lent = smartio
+            .borrow(borrower.id(), fdid, &BorrowOptions::default())
+            .await
+            .map(|_| ());
+        (local, lent)
+    });
+    assert_eq!(local, pattern(4096, 6));
+    match lent {
+        Err(SmartIoError::Host(smartio_host::HostError::ProbeFailed { message, .. })) => {
+            assert!(
+                message.contains("legacy interrupts cannot cross the NTB"),
+                "{message}"
+            )
+        }
+        other => panic!("expected the driver's probe to fail for want of INTx, got {other:?}"),
+    }
+}

@@ -192,6 +192,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                 mode: cfg.mode,
                 io_queues: u16::try_from(cfg.jobs).unwrap_or(u16::MAX),
                 queue_entries: u16::try_from(cfg.iodepth + 1).unwrap_or(u16::MAX),
+                intx: false,
             };
             let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
             crate::booted::run_workload(&cluster.machine, async move {

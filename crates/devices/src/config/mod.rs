@@ -123,6 +123,19 @@ impl ConfigSpace {
         })
     }
 
+    /// The interrupt line software routed the function's INTx to, when INTx is how it
+    /// interrupts: MSI-X off, Command.INTX_DISABLE clear, and a line written (0xFF means
+    /// none, the reset value of INTERRUPT_LINE is 0 — also none here).
+    pub fn intx_line(&self) -> Option<u8> {
+        if self.msix_active() || self.command() & command::INTX_DISABLE != 0 {
+            return None;
+        }
+        let line = self.registers.borrow().get8(pci::INTERRUPT_LINE);
+        smartio_platform::msi::INTX_LINES
+            .contains(&line)
+            .then_some(line)
+    }
+
     /// Whether MSI-X is enabled and not function-masked.
     pub fn msix_active(&self) -> bool {
         self.msix_at.is_some_and(|at| {

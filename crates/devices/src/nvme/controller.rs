@@ -695,6 +695,10 @@ impl NvmeController {
                 if let Some(m) = self.msix.signal(v) {
                     let _ = port.write(m.address, &m.payload()).await;
                 }
+            } else if let Some(line) = self.pci.intx_line() {
+                // Legacy INTx: an assertion reaches the root complex as the routed line.
+                let at = BusAddr(smartio_platform::msi::INTERRUPT_CONTROLLER);
+                let _ = port.write(at, &u32::from(line).to_le_bytes()).await;
             }
         }
     }

@@ -22,6 +22,7 @@ use smartio_devices::nvme::spec::{
 use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, DmaError, Driver, HostError, PciId};
 use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::any::Any;
+use std::cell::RefCell;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -69,6 +70,9 @@ pub struct NvmeDriverConfig {
     pub io_queues: u16,
     /// Entries per I/O queue (the queue depth is one less).
     pub queue_entries: u16,
+    /// With interrupts: use the function's legacy INTx (one interrupt for every queue)
+    /// instead of MSI-X.
+    pub intx: bool,
 }
 
 impl Default for NvmeDriverConfig {
@@ -77,6 +81,7 @@ impl Default for NvmeDriverConfig {
             mode: CompletionMode::Interrupt,
             io_queues: 8,
             queue_entries: 256,
+            intx: false,
         }
     }
 }
@@ -314,7 +319,14 @@ impl NvmeDevice {
         bar.write64(reg::ACQ, admin_cq.bus.get())
             .await
             .map_err(access)?;
+        // Legacy INTx: one vector for every queue, one handler reaping them all.
+        let intx = match config.mode {
+            CompletionMode::Interrupt if config.intx => Some(handle.enable_intx().await?),
+            _ => None,
+        };
+        let intx_queues: Rc<RefCell<Vec<Rc<QueuePair>>>> = Rc::default();
         let vectors = match config.mode {
+            CompletionMode::Interrupt if intx.is_some() => Vec::new(),
             CompletionMode::Interrupt => {
                 let wanted = config.io_queues.saturating_add(1);
                 // Ask for what the table has if fewer than wanted.
@@ -368,7 +380,10 @@ impl NvmeDevice {
             io: Vec::new(),
             timeout_ms,
         };
-        if config.mode == CompletionMode::Interrupt {
+        if let Some(irq) = &intx {
+            intx_queues.borrow_mut().push(admin.clone());
+            spawn_intx_handler(&handle, irq.clone(), intx_queues.clone());
+        } else if config.mode == CompletionMode::Interrupt {
             spawn_handler(&handle, admin);
         }
 
@@ -401,6 +416,7 @@ impl NvmeDevice {
 
         // Queues: one pair per CPU, as many as granted and as vectors allow.
         let wanted = match config.mode {
+            CompletionMode::Interrupt if intx.is_some() => config.io_queues,
             CompletionMode::Interrupt => {
                 config.io_queues.min(vectors.len().saturating_sub(1) as u16)
             }
@@ -431,7 +447,7 @@ impl NvmeDevice {
                     qsize: entries - 1,
                     base: cq.bus.get(),
                     pc: true,
-                    ien: irq.is_some(),
+                    ien: irq.is_some() || intx.is_some(),
                     iv: irq.as_ref().map_or(0, |v| v.index),
                 })
                 .into(),
@@ -459,7 +475,9 @@ impl NvmeDevice {
                 bar.clone(),
                 doorbells(qid),
             ));
-            if config.mode == CompletionMode::Interrupt {
+            if intx.is_some() {
+                intx_queues.borrow_mut().push(pair.clone());
+            } else if config.mode == CompletionMode::Interrupt {
                 spawn_handler(&handle, pair.clone());
             }
             dev.io.push(pair);
@@ -758,6 +776,25 @@ impl NvmeDevice {
         }
         self.handle.disable().await.map_err(self.access())
     }
+}
+
+/// The INTx handler: one interrupt for every queue, so each one reaps them all.
+fn spawn_intx_handler(
+    handle: &DeviceHandle,
+    irq: smartio_host::IrqVector,
+    queues: Rc<RefCell<Vec<Rc<QueuePair>>>>,
+) {
+    handle.spawn(async move {
+        loop {
+            irq.wait().await;
+            let all: Vec<_> = queues.borrow().clone();
+            for q in all {
+                if q.reap().await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
 }
 
 fn spawn_handler(handle: &DeviceHandle, q: Rc<QueuePair>) {

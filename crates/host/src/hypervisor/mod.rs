@@ -143,6 +143,19 @@ pub trait PassThrough {
     /// set up that injects `guest_vector` into the VM when it does.
     fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError>;
 
+    /// The guest routes the function's legacy INTx to `guest_vector`: the backend routes the
+    /// real function's interrupt line on its host and relays it into the VM (Paper V §5.4:
+    /// legacy interrupts work for VMs, not for bare-metal borrowers).
+    fn intx(&self, vm: &Rc<VmContext>, guest_vector: u32) -> BoxFuture<Result<(), VmError>> {
+        let _ = guest_vector;
+        let e = VmError::PassThrough {
+            vm: vm.name().to_string(),
+            device: self.name(),
+            message: "no legacy INTx route".into(),
+        };
+        Box::pin(async move { Err(e) })
+    }
+
     /// The real function: its host and endpoint.
     fn function(&self) -> (HostId, EndpointId);
 

@@ -314,6 +314,32 @@ impl PassThrough for Vfio {
         (self.host.id(), self.endpoint)
     }
 
+    /// The host routes the function's INTx to a line of its own; VFIO's INTx handler relays
+    /// it into the VM.
+    fn intx(&self, vm: &Rc<VmContext>, guest_vector: u32) -> BoxFuture<Result<(), VmError>> {
+        let line = self.host.allocate_intx_line();
+        let (cpu, endpoint, vm, name) = (
+            self.host.cpu(),
+            self.endpoint,
+            vm.clone(),
+            self.name.clone(),
+        );
+        Box::pin(async move {
+            let refuse = |message: String| VmError::PassThrough {
+                vm: vm.name().to_string(),
+                device: name.clone(),
+                message,
+            };
+            let line =
+                line.ok_or_else(|| refuse("every interrupt line of the host is in use".into()))?;
+            cpu.config_write(endpoint, pci::INTERRUPT_LINE, &[line as u8])
+                .await
+                .map_err(|e| refuse(e.to_string()))?;
+            vm.relay(line, guest_vector);
+            Ok(())
+        })
+    }
+
     fn release(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
         // Only what this VM took (a refused second VM releases nothing of the first's).
         let mine = self

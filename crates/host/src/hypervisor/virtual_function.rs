@@ -168,6 +168,21 @@ impl DeviceBackend for Rc<VirtualFunction> {
     fn function(&self) -> (HostId, EndpointId) {
         self.device.function()
     }
+
+    /// Trapped like every configuration access: the backend routes the real line.
+    fn route_intx(&self, vector: u32) -> BoxFuture<Result<u32, HostError>> {
+        let me = self.clone();
+        Box::pin(async move {
+            me.device
+                .intx(&me.vm, vector)
+                .await
+                .map_err(|e| HostError::NoIntx {
+                    device: me.device.name(),
+                    why: e.to_string(),
+                })?;
+            Ok(vector)
+        })
+    }
 }
 
 /// The DMA API of a guest without a virtual IOMMU: a device address is the guest-physical

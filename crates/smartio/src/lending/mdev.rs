@@ -536,51 +536,47 @@ impl PassThrough for Mdev {
     }
 
     fn interrupt(&self, vm: &Rc<VmContext>, guest_vector: u32) -> Result<MsiMessage, VmError> {
-        let svc = &self.service;
-        let notify_window = {
-            let st = svc.state.borrow();
-            st.devices
-                .get(&self.fdid)
-                .and_then(|d| d.mdev.as_ref())
-                .filter(|m| m.vm == vm.name())
-                .map(|m| m.notify_window)
-        };
-        let Some(notify_window) = notify_window else {
-            return Err(self.refuse(
-                vm,
-                SmartIoError::NotBorrowed {
-                    device: self.qualified.clone(),
-                    host: vm.name().to_string(),
-                },
-            ));
-        };
-        let lender_os = &svc.hosts[self.lender.index()];
-        let lender_vector = lender_os.allocate_vectors(1);
-        let borrower_vector = vm.host().allocate_vectors(1);
-        let machine = &svc.machine;
-        let lender_msi = machine.fabric().host(self.lender).msi.start;
-        let handler = machine.cpu_timing().vm.irq_handler;
-        // On the lender: the device's interrupt, SmartIO's handler, a notification over the
-        // NTB to the borrower's interrupt controller.
-        let lender_cpu = machine.cpu(self.lender);
-        let running = vm.clone();
-        machine.spawn(async move {
-            while running
-                .interrupt_while_running(&lender_cpu, lender_vector)
-                .await
-            {
-                lender_cpu.sleep(handler).await;
-                // A notification lost to a link failure is a lost interrupt, as on hardware.
-                let _ = lender_cpu
-                    .write(BusAddr(notify_window), &borrower_vector.to_le_bytes())
-                    .await;
-            }
-        });
-        // On the borrower: SmartIO's handler signals the VM's eventfd; KVM injects.
-        vm.relay(borrower_vector, guest_vector);
+        let lender_vector = self.service.hosts[self.lender.index()].allocate_vectors(1);
+        self.relay(vm, lender_vector, guest_vector)?;
+        let lender_msi = self.service.machine.fabric().host(self.lender).msi.start;
         Ok(MsiMessage {
             address: BusAddr(lender_msi),
             data: lender_vector,
+        })
+    }
+
+    /// Legacy INTx works for VMs (Paper V §5.4): the lender routes the device's line to one
+    /// of its own, whose handler relays it as it does MSI-X.
+    fn intx(&self, vm: &Rc<VmContext>, guest_vector: u32) -> BoxFuture<Result<(), VmError>> {
+        let me = self.clone();
+        let vm = vm.clone();
+        Box::pin(async move {
+            let lender_os = &me.service.hosts[me.lender.index()];
+            let line = lender_os
+                .allocate_intx_line()
+                .ok_or_else(|| VmError::PassThrough {
+                    vm: vm.name().to_string(),
+                    device: me.qualified.clone(),
+                    message: format!("every interrupt line of {} is in use", lender_os.name()),
+                })?;
+            me.service.count_lender_interaction();
+            let borrower = vm.host().id();
+            me.message(borrower).await;
+            let routed = lender_os
+                .cpu()
+                .config_write(me.endpoint, pci::INTERRUPT_LINE, &[line as u8])
+                .await;
+            me.message(borrower).await;
+            routed.map_err(|e| {
+                me.refuse(
+                    &vm,
+                    SmartIoError::Host(smartio_host::HostError::Access {
+                        device: me.qualified.clone(),
+                        source: e,
+                    }),
+                )
+            })?;
+            me.relay(&vm, line, guest_vector)
         })
     }
 
@@ -623,6 +619,55 @@ impl PassThrough for Mdev {
 }
 
 impl Mdev {
+    /// Relays interrupt `lender_vector` of the lender into `vm` as `guest_vector`: on the
+    /// lender, SmartIO's handler writes a notification over the NTB to the borrower's
+    /// interrupt controller; on the borrower, SmartIO's handler signals the VM's eventfd and
+    /// KVM injects. Both end with the VM.
+    fn relay(
+        &self,
+        vm: &Rc<VmContext>,
+        lender_vector: u32,
+        guest_vector: u32,
+    ) -> Result<(), VmError> {
+        let svc = &self.service;
+        let notify_window = {
+            let st = svc.state.borrow();
+            st.devices
+                .get(&self.fdid)
+                .and_then(|d| d.mdev.as_ref())
+                .filter(|m| m.vm == vm.name())
+                .map(|m| m.notify_window)
+        };
+        let Some(notify_window) = notify_window else {
+            return Err(self.refuse(
+                vm,
+                SmartIoError::NotBorrowed {
+                    device: self.qualified.clone(),
+                    host: vm.name().to_string(),
+                },
+            ));
+        };
+        let borrower_vector = vm.host().allocate_vectors(1);
+        let machine = &svc.machine;
+        let handler = machine.cpu_timing().vm.irq_handler;
+        let lender_cpu = machine.cpu(self.lender);
+        let running = vm.clone();
+        machine.spawn(async move {
+            while running
+                .interrupt_while_running(&lender_cpu, lender_vector)
+                .await
+            {
+                lender_cpu.sleep(handler).await;
+                // A notification lost to a link failure is a lost interrupt, as on hardware.
+                let _ = lender_cpu
+                    .write(BusAddr(notify_window), &borrower_vector.to_le_bytes())
+                    .await;
+            }
+        });
+        vm.relay(borrower_vector, guest_vector);
+        Ok(())
+    }
+
     /// The host of the VM holding the device (the lender itself when none does: a trapped
     /// access then costs no message at all beyond the lender's own).
     fn holder_host(&self) -> HostId {

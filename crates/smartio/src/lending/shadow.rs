@@ -101,6 +101,18 @@ impl DeviceBackend for ShadowFunction {
     fn function(&self) -> (HostId, EndpointId) {
         (self.lender, self.endpoint)
     }
+
+    /// Legacy interrupts cannot be routed over the NTB (the device has no INTx pin here).
+    fn route_intx(&self, _vector: u32) -> BoxFuture<Result<u32, HostError>> {
+        Box::pin(async move {
+            Err(HostError::NoIntx {
+                device: String::new(),
+                why: "legacy interrupts cannot cross the NTB; a borrowed device interrupts by \
+                      MSI-X (a VM borrowing it by MDEV can use INTx)"
+                    .into(),
+            })
+        })
+    }
 }
 
 /// How a borrower's memory is reached through the DMA window.
