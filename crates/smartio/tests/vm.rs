@@ -1326,6 +1326,18 @@ fn a_function_passed_through_by_vfio_is_not_lent_and_a_lent_one_is_not_passed_th
     assert_eq!(after, None, "the return gave the claim up");
 }
 
+/// `spec` for VM `vm0` of `os`: `lender:device` by MDEV, a device of `os` by VFIO.
+fn pass_through(s: &Setup, os: &HostOs, spec: &str) -> Rc<dyn PassThrough> {
+    if spec.contains(':') {
+        let fdid = s.smartio.find(spec).expect("registered");
+        s.smartio
+            .assign_to_vm(fdid, &format!("{}/vm0", os.name()))
+            .expect("assigned")
+    } else {
+        Vfio::new(os, spec).expect("a function")
+    }
+}
+
 /// Tasks left waiting once everything a run started is over: device engines, and the NVMe
 /// driver's interrupt handler threads (the same on bare metal and in a VM).
 fn blocked_after(s: &Setup) -> usize {
@@ -1338,14 +1350,7 @@ fn no_interrupt_relay_outlives_its_vm() {
         // In a VM, then shut down.
         let s = setup("vm-back-to-back");
         let os = s.host(host);
-        let device: Rc<dyn PassThrough> = if spec.contains(':') {
-            let fdid = s.smartio.find(spec).expect("registered");
-            s.smartio
-                .assign_to_vm(fdid, &format!("{host}/vm0"))
-                .expect("assigned")
-        } else {
-            Vfio::new(&os, spec).expect("a function")
-        };
+        let device = pass_through(&s, &os, spec);
         let back = s.run(async move {
             let vm = Vm::start(&os, &vm0(), vec![device], &nvme())
                 .await
@@ -1410,14 +1415,7 @@ fn legacy_intx_works_in_vms_by_mdev_and_vfio_but_not_for_a_bare_metal_borrower()
     for (host, spec) in [("borrower", "lender:nvme0"), ("lender", "nvme0")] {
         let s = setup("vm-back-to-back");
         let os = s.host(host);
-        let device: Rc<dyn PassThrough> = if spec.contains(':') {
-            let fdid = s.smartio.find(spec).expect("registered");
-            s.smartio
-                .assign_to_vm(fdid, &format!("{host}/vm0"))
-                .expect("assigned")
-        } else {
-            Vfio::new(&os, spec).expect("a function")
-        };
+        let device = pass_through(&s, &os, spec);
         let lender = s.host("lender");
         let endpoint = lender.endpoint_of("nvme0").expect("a function");
         let (back, line) = s.run(async move {

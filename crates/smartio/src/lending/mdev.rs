@@ -133,6 +133,29 @@ impl Mdev {
         svc.hosts[host.index()].cpu().sleep(svc.message).await;
     }
 
+    /// A configuration step the lender performs for `vm`'s host: a control message there,
+    /// `step` on the lender, a message back; an access failure is the VM's error.
+    async fn on_lender(
+        &self,
+        vm: &VmContext,
+        step: impl std::future::Future<Output = Result<(), AccessError>>,
+    ) -> Result<(), VmError> {
+        self.service.count_lender_interaction();
+        let borrower = vm.host().id();
+        self.message(borrower).await;
+        let done = step.await;
+        self.message(borrower).await;
+        done.map_err(|source| {
+            self.refuse(
+                vm,
+                SmartIoError::Host(smartio_host::HostError::Access {
+                    device: self.qualified.clone(),
+                    source,
+                }),
+            )
+        })
+    }
+
     /// The lender clears the function's Command register (a reset, and the stop before a
     /// return).
     async fn quiesce(&self) -> Result<(), AccessError> {
@@ -453,20 +476,7 @@ impl PassThrough for Mdev {
         let vm = vm.clone();
         Box::pin(async move {
             taken?;
-            me.service.count_lender_interaction();
-            let borrower = vm.host().id();
-            me.message(borrower).await;
-            let reset = me.quiesce().await;
-            me.message(borrower).await;
-            reset.map_err(|e| {
-                me.refuse(
-                    &vm,
-                    SmartIoError::Host(smartio_host::HostError::Access {
-                        device: me.qualified.clone(),
-                        source: e,
-                    }),
-                )
-            })
+            me.on_lender(&vm, me.quiesce()).await
         })
     }
 
@@ -559,23 +569,10 @@ impl PassThrough for Mdev {
                     device: me.qualified.clone(),
                     message: format!("every interrupt line of {} is in use", lender_os.name()),
                 })?;
-            me.service.count_lender_interaction();
-            let borrower = vm.host().id();
-            me.message(borrower).await;
-            let routed = lender_os
-                .cpu()
-                .config_write(me.endpoint, pci::INTERRUPT_LINE, &[line as u8])
-                .await;
-            me.message(borrower).await;
-            routed.map_err(|e| {
-                me.refuse(
-                    &vm,
-                    SmartIoError::Host(smartio_host::HostError::Access {
-                        device: me.qualified.clone(),
-                        source: e,
-                    }),
-                )
-            })?;
+            let cpu = lender_os.cpu();
+            let line_register = [line as u8];
+            let route = cpu.config_write(me.endpoint, pci::INTERRUPT_LINE, &line_register);
+            me.on_lender(&vm, route).await?;
             me.relay(&vm, line, guest_vector)
         })
     }
