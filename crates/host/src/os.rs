@@ -149,21 +149,26 @@ impl OsShared {
 
     /// Clears freshly allocated memory (as the kernel hands out zeroed pages).
     pub fn zero(&self, addr: PhysAddr, len: u64) {
-        for (host, len) in self.host_pieces(addr, len) {
+        // A range the VM has no RAM at is nothing to zero.
+        for (host, len) in self.host_pieces(addr, len).unwrap_or_default() {
             self.machine.zero_memory(self.host, host, len);
         }
     }
 
     /// The host memory behind `len` bytes at this kernel's physical `addr`: itself on a
-    /// host; the pieces of host RAM that back the guest range in a VM (none for a range
-    /// the VM has no RAM at — nothing is touched).
-    fn host_pieces(&self, addr: PhysAddr, len: u64) -> Vec<(PhysAddr, u64)> {
+    /// host; the pieces of host RAM that back the guest range in a VM, or why there are none.
+    fn host_pieces(
+        &self,
+        addr: PhysAddr,
+        len: u64,
+    ) -> Result<Vec<(PhysAddr, u64)>, GuestMemoryError> {
         match &self.guest {
-            None => vec![(addr, len)],
-            Some(g) => g
-                .translate(GuestPhysAddr(addr.get()), len)
-                .map(|pieces| pieces.iter().map(|p| (p.addr, p.len)).collect())
-                .unwrap_or_default(),
+            None => Ok(vec![(addr, len)]),
+            Some(g) => Ok(g
+                .translate(GuestPhysAddr(addr.get()), len)?
+                .iter()
+                .map(|p| (p.addr, p.len))
+                .collect()),
         }
     }
 
@@ -355,7 +360,7 @@ impl HostOs {
     pub fn write_memory(&self, addr: PhysAddr, data: &[u8]) -> Result<(), GuestMemoryError> {
         let s = &self.inner.shared;
         let mut at = 0usize;
-        for (host, len) in self.pieces_checked(addr, data.len() as u64)? {
+        for (host, len) in self.inner.shared.host_pieces(addr, data.len() as u64)? {
             s.machine
                 .poke_memory(s.host, host, &data[at..at + len as usize]);
             at += len as usize;
@@ -368,27 +373,12 @@ impl HostOs {
     pub fn read_memory(&self, addr: PhysAddr, buf: &mut [u8]) -> Result<(), GuestMemoryError> {
         let s = &self.inner.shared;
         let mut at = 0usize;
-        for (host, len) in self.pieces_checked(addr, buf.len() as u64)? {
+        for (host, len) in self.inner.shared.host_pieces(addr, buf.len() as u64)? {
             s.machine
                 .peek_memory(s.host, host, &mut buf[at..at + len as usize]);
             at += len as usize;
         }
         Ok(())
-    }
-
-    fn pieces_checked(
-        &self,
-        addr: PhysAddr,
-        len: u64,
-    ) -> Result<Vec<(PhysAddr, u64)>, GuestMemoryError> {
-        match &self.inner.shared.guest {
-            None => Ok(vec![(addr, len)]),
-            Some(g) => Ok(g
-                .translate(GuestPhysAddr(addr.get()), len)?
-                .iter()
-                .map(|p| (p.addr, p.len))
-                .collect()),
-        }
     }
 
     pub(crate) fn shared(&self) -> Rc<OsShared> {

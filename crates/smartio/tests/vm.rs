@@ -403,17 +403,15 @@ fn refused_mdev_start(s: &Setup, host: &str, spec: &str, vm: VmConfig) -> VmErro
     err
 }
 
-#[test]
-fn mdev_without_the_lender_iommu_refuses_the_vm_naming_the_lender_and_takes_nothing() {
-    let s = setup_edited("back-to-back", &[(0, "iommu = false", "iommu = true")], "");
-    let err = refused_mdev_start(&s, "borrower", "lender:nvme0", vm0());
+/// `err` is borrower/vm0's refusal of lender:nvme0 for want of `host`'s IOMMU.
+fn assert_needs_iommu(err: &VmError, host: &str) {
     let needs = SmartIoError::MdevNeedsIommu {
         device: "lender:nvme0".into(),
         vm: "borrower/vm0".into(),
-        host: "lender".into(),
+        host: host.into(),
     };
     assert_eq!(
-        err,
+        *err,
         VmError::PassThrough {
             vm: "borrower/vm0".into(),
             device: "lender:nvme0".into(),
@@ -421,32 +419,24 @@ fn mdev_without_the_lender_iommu_refuses_the_vm_naming_the_lender_and_takes_noth
         }
     );
     assert!(
-        err.to_string().contains("MDEV needs the IOMMU of lender"),
+        err.to_string()
+            .contains(&format!("MDEV needs the IOMMU of {host}")),
         "{err}"
     );
+}
+
+#[test]
+fn mdev_without_the_lender_iommu_refuses_the_vm_naming_the_lender_and_takes_nothing() {
+    let s = setup_edited("back-to-back", &[(0, "iommu = false", "iommu = true")], "");
+    let err = refused_mdev_start(&s, "borrower", "lender:nvme0", vm0());
+    assert_needs_iommu(&err, "lender");
 }
 
 #[test]
 fn mdev_without_the_borrower_iommu_refuses_the_vm_naming_the_borrower_and_takes_nothing() {
     let s = setup("back-to-back-lender-iommu");
     let err = refused_mdev_start(&s, "borrower", "lender:nvme0", vm0());
-    let needs = SmartIoError::MdevNeedsIommu {
-        device: "lender:nvme0".into(),
-        vm: "borrower/vm0".into(),
-        host: "borrower".into(),
-    };
-    assert_eq!(
-        err,
-        VmError::PassThrough {
-            vm: "borrower/vm0".into(),
-            device: "lender:nvme0".into(),
-            message: needs.to_string(),
-        }
-    );
-    assert!(
-        err.to_string().contains("MDEV needs the IOMMU of borrower"),
-        "{err}"
-    );
+    assert_needs_iommu(&err, "borrower");
 }
 
 #[test]

@@ -25,9 +25,11 @@
 //! releases every function (MDEV returns it) and gives the memory back.
 
 mod guest_pci;
+mod peers;
 mod vfio;
 mod virtual_function;
 
+pub use peers::{PeerChange, PeerMapping, PeerMappings};
 pub use vfio::Vfio;
 
 use crate::device::DeviceHandle;

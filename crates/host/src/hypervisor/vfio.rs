@@ -7,6 +7,7 @@
 //! are mapped there too (peer-to-peer). Interrupts go to the host, whose VFIO handler
 //! signals the VM's eventfd; KVM injects them. Configuration requests are the host's own.
 
+use super::peers::{PeerChange, PeerMappings};
 use super::{GuestBar, PassThrough, VmContext, VmError};
 use crate::driver::BoxFuture;
 use crate::os::HostOs;
@@ -15,7 +16,6 @@ use smartio_fabric::{DomainId, EndpointId, HostId};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, PhysAddr};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// What a pass-through took: the VM's domain, the function's domain before, the ranges of
@@ -27,16 +27,7 @@ struct Taken {
     domain: DomainId,
     previous: Option<DomainId>,
     mapped: Vec<(u64, u64)>,
-    peers: BTreeMap<u64, PeerMapping>,
-}
-
-/// A guest BAR of another function, mapped at its guest-physical address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PeerMapping {
-    endpoint: EndpointId,
-    index: u8,
-    /// Bytes mapped (whole pages).
-    len: u64,
+    peers: PeerMappings,
 }
 
 /// A function of the VM's host passed through by VFIO.
@@ -105,59 +96,27 @@ impl Vfio {
         let Some(t) = taken.as_mut() else {
             return Err(VmError::NotRunning(vm.name().to_string()));
         };
-        let wanted = |p: &GuestBar| PeerMapping {
-            endpoint: p.endpoint,
-            index: p.index,
-            len: p.size.next_multiple_of(smartio_platform::PAGE_SIZE),
-        };
         let host = self.host.id();
         let domain = t.domain;
         let machine = self.host.machine();
-        let unmap = |t: &mut Taken, at: u64| -> Result<(), VmError> {
-            if let Some(m) = t.peers.remove(&at) {
-                machine
-                    .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(at), m.len))
-                    .map_err(|e| self.refuse(vm, e.to_string()))?;
-            }
-            Ok(())
-        };
-        let moved: Vec<u64> = t
-            .peers
-            .iter()
-            .filter(|&(&at, m)| !peers.iter().any(|p| p.guest == at && wanted(p) == *m))
-            .map(|(&at, _)| at)
-            .collect();
-        for at in moved {
-            unmap(t, at)?;
-        }
-        for p in peers {
-            let want = wanted(p);
-            if t.peers.get(&p.guest) == Some(&want) {
-                continue;
-            }
-            let end = p.guest.saturating_add(want.len);
-            let in_the_way: Vec<u64> = t
-                .peers
-                .range(..end)
-                .filter(|(&at, m)| at.saturating_add(m.len) > p.guest)
-                .map(|(&at, _)| at)
-                .collect();
-            for at in in_the_way {
-                unmap(t, at)?;
-            }
+        let len = |p: &GuestBar| p.size.next_multiple_of(smartio_platform::PAGE_SIZE);
+        t.peers.sync(peers, len, |change| {
             machine
-                .with_fabric_mut(|f| {
-                    f.iommu_mut(host).map(
+                .with_fabric_mut(|f| match change {
+                    PeerChange::Unmap { at, mapping } => {
+                        f.iommu_mut(host).unmap(domain, BusAddr(at), mapping.len)
+                    }
+                    PeerChange::Map { bar, len } => f.iommu_mut(host).map(
                         domain,
-                        BusAddr(p.guest),
-                        PhysAddr(p.reached_at),
-                        want.len,
+                        BusAddr(bar.guest),
+                        PhysAddr(bar.reached_at),
+                        len,
                         true,
-                    )
+                    ),
                 })
-                .map_err(|e| self.refuse(vm, e.to_string()))?;
-            t.peers.insert(p.guest, want);
-        }
+                .map(|()| true)
+                .map_err(|e| self.refuse(vm, e.to_string()))
+        })?;
         Ok(())
     }
 }
@@ -223,7 +182,7 @@ impl PassThrough for Vfio {
                 domain,
                 previous,
                 mapped: Vec::new(),
-                peers: BTreeMap::new(),
+                peers: PeerMappings::new(),
             });
             // The whole guest memory, guest-physical → host-physical.
             let mut pages = 0u64;
@@ -367,7 +326,7 @@ impl PassThrough for Vfio {
                 for &(iova, len) in &t.mapped {
                     iommu.unmap(t.domain, BusAddr(iova), len)?;
                 }
-                for (&iova, m) in &t.peers {
+                for (iova, m) in t.peers.iter() {
                     iommu.unmap(t.domain, BusAddr(iova), m.len)?;
                 }
                 Ok(())

@@ -34,11 +34,11 @@ use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
+use smartio_host::hypervisor::{PeerChange, PeerMappings};
 use smartio_host::vm::HIGH_MEMORY_BASE;
 use smartio_host::{BoxFuture, GuestBar, PassThrough, VmContext, VmError};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, Port};
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// A device borrowed by a VM through the MDEV parent.
@@ -59,17 +59,7 @@ pub(super) struct MdevBorrow {
     /// Whether the VM's memory is mapped for the device.
     memory_mapped: bool,
     /// Peer BARs mapped for the device, by guest-physical address.
-    peers: BTreeMap<u64, PeerMapping>,
-}
-
-/// A guest BAR of another function of the VM, mapped at its guest-physical address in the
-/// device's lender domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PeerMapping {
-    endpoint: EndpointId,
-    index: u8,
-    /// Bytes.
-    len: u64,
+    peers: PeerMappings,
 }
 
 /// A registered device assigned to a VM: what the hypervisor passes through.
@@ -294,7 +284,7 @@ impl Mdev {
                 bars,
                 notify_window,
                 memory_mapped: false,
-                peers: BTreeMap::new(),
+                peers: PeerMappings::new(),
             });
         }
         Ok(())
@@ -373,74 +363,52 @@ impl Mdev {
             qualified: self.qualified.clone(),
             via: None,
         };
-        // The other functions' guest BARs where the guest has them now: mappings of BARs
-        // the guest has moved since go first (their old range no longer reaches them, and a
-        // BAR placed there now must be reached instead). Where the guest made BARs overlap,
-        // the later in `peers` wins.
-        let wanted = |p: &GuestBar| PeerMapping {
-            endpoint: p.endpoint,
-            index: p.index,
-            len: p.size,
-        };
+        // The other functions' guest BARs where the guest has them now, in the device's
+        // lender domain (an unmap gives back the grant its map took).
         let domain = m.domain;
-        let unmap = |taker: &mut Taker<'_>, old: Option<PeerMapping>, at: u64| {
-            let Some(old) = old else {
-                return Ok(());
-            };
-            let (iova, len) = pages(at, old.len);
-            let mapping = taker.grants.iter().position(|g| {
-                matches!(g, Grant::Iommu { host, domain: d, iova: i, len: l }
-                    if *host == lender && *d == domain && *i == iova && *l == len)
-            });
-            let Some(k) = mapping else {
-                return Ok(());
-            };
-            let g = taker.grants.remove(k);
-            release(taker.machine, taker.ledger, vec![g]).map_err(|e| SmartIoError::DeviceIommu {
-                device: self.qualified.clone(),
-                host: svc.hosts[lender.index()].name().to_string(),
-                message: format!("unmapping a moved guest BAR: {e}"),
-            })
-        };
-        let moved: Vec<u64> = m
-            .peers
-            .iter()
-            .filter(|&(&at, old)| !peers.iter().any(|p| p.guest == at && wanted(p) == *old))
-            .map(|(&at, _)| at)
-            .collect();
-        for at in moved {
-            unmap(&mut taker, m.peers.remove(&at), at)?;
-        }
-        for p in peers {
-            let want = wanted(p);
-            if m.peers.get(&p.guest) == Some(&want) {
-                continue;
-            }
-            let end = p.guest.saturating_add(p.size);
-            let in_the_way: Vec<u64> = m
-                .peers
-                .range(..end)
-                .filter(|(&at, old)| at.saturating_add(old.len) > p.guest)
-                .map(|(&at, _)| at)
-                .collect();
-            for at in in_the_way {
-                unmap(&mut taker, m.peers.remove(&at), at)?;
-            }
-            let real = svc
-                .machine
-                .fabric()
-                .endpoint(p.endpoint)
-                .bars
-                .iter()
-                .find(|b| b.index == p.index)
-                .map(|b| (b.base.get(), b.size));
-            let Some((base, size)) = real else {
-                continue;
-            };
-            let bus = side.towards(&mut taker, self.endpoint, p.host, base, size)?;
-            taker.iommu(lender, m.domain, p.guest, bus, size)?;
-            m.peers.insert(p.guest, want);
-        }
+        let mut peers_mapped = std::mem::take(&mut m.peers);
+        let synced = peers_mapped.sync::<SmartIoError>(
+            peers,
+            |p| p.size,
+            |change| match change {
+                PeerChange::Unmap { at, mapping } => {
+                    let (iova, len) = pages(at, mapping.len);
+                    let taken = taker.grants.iter().position(|g| {
+                        matches!(g, Grant::Iommu { host, domain: d, iova: i, len: l }
+                        if *host == lender && *d == domain && *i == iova && *l == len)
+                    });
+                    if let Some(k) = taken {
+                        let g = taker.grants.remove(k);
+                        release(taker.machine, taker.ledger, vec![g]).map_err(|e| {
+                            SmartIoError::DeviceIommu {
+                                device: self.qualified.clone(),
+                                host: svc.hosts[lender.index()].name().to_string(),
+                                message: format!("unmapping a moved guest BAR: {e}"),
+                            }
+                        })?;
+                    }
+                    Ok(true)
+                }
+                PeerChange::Map { bar, len } => {
+                    let real = svc
+                        .machine
+                        .fabric()
+                        .endpoint(bar.endpoint)
+                        .bars
+                        .iter()
+                        .find(|b| b.index == bar.index)
+                        .map(|b| b.base.get());
+                    let Some(base) = real else {
+                        return Ok(false);
+                    };
+                    let bus = side.towards(&mut taker, self.endpoint, bar.host, base, len)?;
+                    taker.iommu(lender, domain, bar.guest, bus, len)?;
+                    Ok(true)
+                }
+            },
+        );
+        m.peers = peers_mapped;
+        synced?;
         Ok(probed)
     }
 
