@@ -50,6 +50,16 @@ pub struct UnknownNvmeProfile {
     pub known: String,
 }
 
+/// A scenario names a GPU profile the calibration does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown GPU profile {name:?} (known: {known})")]
+pub struct UnknownGpuProfile {
+    /// The profile asked for.
+    pub name: String,
+    /// The calibration's `[gpu.*]` profiles, comma-separated.
+    pub known: String,
+}
+
 /// One calibrated number and where it comes from.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +146,45 @@ pub struct VmParams {
     /// Resolving and pinning one page of guest memory through KVM (when SmartIO maps a VM's
     /// memory for a device).
     pub page_pin_ns: Param,
+}
+
+/// A GPU profile (device model `gpu`, scenario `params.profile`): the GPU's engines and
+/// clocks as its driver and its kernels see them. Its PCIe link is the scenario's; its
+/// memory and BAR1 aperture sizes are scenario parameters (they shape the BAR layout).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuProfileParams {
+    /// Copy (DMA) engines working in parallel.
+    pub copy_engines: Param,
+    /// Streaming multiprocessors.
+    pub sm_count: Param,
+    /// Frequency of the cycle counter kernels read (`clock64`), in MHz.
+    pub clock_mhz: Param,
+    /// Address bits the GPU can put on the bus.
+    pub dma_bits: Param,
+    /// Device-memory bandwidth in bytes per second (copies inside the GPU).
+    pub memory_bandwidth: Param,
+    /// The front end decoding one ring entry.
+    pub command_ns: Param,
+    /// A copy engine starting one copy (descriptor set-up) before its first TLP.
+    pub copy_start_ns: Param,
+    /// From a launch entry to the kernel's threads running.
+    pub launch_ns: Param,
+    /// One read of the cycle counter by a kernel (`clock64()`).
+    pub clock_read_ns: Param,
+    /// One load or store of device memory by a kernel thread.
+    pub memory_access_ns: Param,
+}
+
+/// The GPU runtime's costs on the host CPU (the CUDA runtime and driver, user space).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuRuntimeParams {
+    /// One asynchronous call (a copy, a launch, an event record) before its entry is in the
+    /// ring: argument checks, stream bookkeeping, pushbuffer encoding.
+    pub call_ns: Param,
+    /// A synchronisation call's software path once the GPU's semaphore is seen.
+    pub sync_ns: Param,
 }
 
 /// The NVMe-oF over RDMA baseline (Paper V Fig. 36): the network, the HCAs and the NVMe-oF
@@ -237,6 +286,10 @@ pub struct Calibration {
     pub nvmeof: NvmeofParams,
     /// The hypervisor: interrupt relay into VMs, pinning guest memory.
     pub vm: VmParams,
+    /// GPU profiles by name (`p4000`, `k40c`, `k420`).
+    pub gpu: BTreeMap<String, GpuProfileParams>,
+    /// The GPU runtime's host-side costs.
+    pub gpu_runtime: GpuRuntimeParams,
 }
 
 impl Calibration {
@@ -307,6 +360,14 @@ impl Calibration {
         })?;
         cal.check(file, &Lines::of(text))?;
         Ok(cal)
+    }
+
+    /// A GPU profile by name; the error lists the known ones.
+    pub fn gpu_profile(&self, name: &str) -> Result<&GpuProfileParams, UnknownGpuProfile> {
+        self.gpu.get(name).ok_or_else(|| UnknownGpuProfile {
+            name: name.to_string(),
+            known: self.gpu.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
     }
 
     /// An NVMe profile by name; the error lists the known ones.

@@ -412,6 +412,39 @@ pub const RULES: &[Rule] = &[
             max: 1 << 50,
         },
     ),
+    // A GPU's copy engines: real GPUs have 1 to about 10.
+    rule("gpu.*", "copy_engines", Allowed::Count { min: 1, max: 16 }),
+    // Streaming multiprocessors: the largest GPUs have ~150.
+    rule("gpu.*", "sm_count", Allowed::Count { min: 1, max: 1024 }),
+    // The cycle counter's clock: 100 MHz to 5 GHz covers every GPU core clock.
+    rule(
+        "gpu.*",
+        "clock_mhz",
+        Allowed::Real {
+            min: 100.0,
+            max: 5000.0,
+            unit: "MHz",
+        },
+    ),
+    // Address bits on the bus: 32 (a legacy device) to 64.
+    rule("gpu.*", "dma_bits", Allowed::Count { min: 32, max: 64 }),
+    // Device memory: 1 GB/s (slower than any GPU memory) to 100 TB/s (above any HBM).
+    rule(
+        "gpu.*",
+        "memory_bandwidth",
+        Allowed::Real {
+            min: 1e9,
+            max: 1e14,
+            unit: "bytes/s",
+        },
+    ),
+    rule("gpu.*", "command_ns", TIME),
+    rule("gpu.*", "copy_start_ns", TIME),
+    rule("gpu.*", "launch_ns", TIME),
+    rule("gpu.*", "clock_read_ns", TIME),
+    rule("gpu.*", "memory_access_ns", TIME),
+    rule("gpu_runtime", "call_ns", TIME),
+    rule("gpu_runtime", "sync_ns", TIME),
 ];
 
 /// The rule for `key` in a section matching `pattern`.

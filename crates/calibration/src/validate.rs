@@ -5,8 +5,9 @@
 use super::ranges::{self, rule_for, Allowed};
 use super::spans::Lines;
 use super::{
-    Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, NvmeProfileParams,
-    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams, VmParams,
+    Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, GpuProfileParams,
+    GpuRuntimeParams, NvmeProfileParams, NvmeofParams, Param, PcieParams, RootComplexParams,
+    SmartioParams, VmParams,
 };
 use std::fmt;
 
@@ -31,6 +32,10 @@ pub enum Section<'a> {
     Device(&'a str),
     /// `[nvme.PROFILE]`.
     Nvme(&'a str),
+    /// `[gpu.PROFILE]`.
+    Gpu(&'a str),
+    /// `[gpu_runtime]`.
+    GpuRuntime,
 }
 
 impl<'a> Section<'a> {
@@ -46,6 +51,8 @@ impl<'a> Section<'a> {
             Section::Vm => "vm",
             Section::Device(_) => "devices.*",
             Section::Nvme(_) => "nvme.*",
+            Section::Gpu(_) => "gpu.*",
+            Section::GpuRuntime => "gpu_runtime",
         }
     }
 
@@ -61,6 +68,8 @@ impl<'a> Section<'a> {
             Section::Vm => vec!["vm"],
             Section::Device(n) => vec!["devices", n],
             Section::Nvme(n) => vec!["nvme", n],
+            Section::Gpu(n) => vec!["gpu", n],
+            Section::GpuRuntime => vec!["gpu_runtime"],
         }
     }
 }
@@ -380,6 +389,42 @@ impl Calibration {
                 ],
             );
         }
+        for (name, profile) in &self.gpu {
+            let GpuProfileParams {
+                copy_engines,
+                sm_count,
+                clock_mhz,
+                dma_bits,
+                memory_bandwidth,
+                command_ns,
+                copy_start_ns,
+                launch_ns,
+                clock_read_ns,
+                memory_access_ns,
+            } = profile;
+            push(
+                &mut out,
+                Section::Gpu(name),
+                [
+                    ("copy_engines", copy_engines),
+                    ("sm_count", sm_count),
+                    ("clock_mhz", clock_mhz),
+                    ("dma_bits", dma_bits),
+                    ("memory_bandwidth", memory_bandwidth),
+                    ("command_ns", command_ns),
+                    ("copy_start_ns", copy_start_ns),
+                    ("launch_ns", launch_ns),
+                    ("clock_read_ns", clock_read_ns),
+                    ("memory_access_ns", memory_access_ns),
+                ],
+            );
+        }
+        let GpuRuntimeParams { call_ns, sync_ns } = &self.gpu_runtime;
+        push(
+            &mut out,
+            Section::GpuRuntime,
+            [("call_ns", call_ns), ("sync_ns", sync_ns)],
+        );
         out
     }
 }
