@@ -119,6 +119,13 @@ pub struct PingpongArgs {
     /// Host the devices are attached to (default: the scenario's first host).
     #[arg(long, requires = "device_a")]
     pub host: Option<String>,
+    /// Run the ping-pong as kernels on two GPUs timed by the pinging GPU's cycle counter
+    /// (the default when both devices are GPUs; with --gpu, anything else is refused).
+    #[arg(long, requires = "device_a")]
+    pub gpu: bool,
+    /// Where the GPU kernels' counters live: each GPU's memory, or the host's RAM.
+    #[arg(long, value_enum, requires = "device_a")]
+    pub counters: Option<Counters>,
     /// Round trips, 1 to 100000000 (about five minutes of wall time at the most; the
     /// percentiles settle long before).
     #[arg(long, default_value = "1000", value_name = "N", value_parser = iterations)]
@@ -269,6 +276,77 @@ pub enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// GPU copy throughput as CUDA bandwidthTest measures it: pinned host memory, copies
+    /// queued on a stream between two GPU events (Paper V Figs. 22-23).
+    GpuBandwidth {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU runs the program (default: the host that has the GPU; a VM is
+        /// host/vm).
+        #[arg(long)]
+        host: Option<String>,
+        /// The GPU: `gpu0`, or `lender:gpu0` to borrow it.
+        #[arg(long, default_value = "gpu0")]
+        device: String,
+        /// h2d: pinned host memory to GPU memory; d2h: the reverse; d2d: inside the GPU.
+        #[arg(long, value_enum, default_value = "h2d")]
+        direction: GpuDirection,
+        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the GPU's
+        /// memory, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "SIZES",
+            value_parser = transfer_size,
+            default_value = "4K,16K,64K,256K,1M,4M,16M,64M,128M"
+        )]
+        sizes: Vec<u64>,
+        /// Copies queued between the two events of one sample, 1 to 1000.
+        #[arg(long, default_value = "10", value_name = "N", value_parser = repeat)]
+        copies: u32,
+        /// Samples per size, 1 to 1000 (the median is reported).
+        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Device-to-device copies between two GPUs' memories, each timed by GPU events with a
+    /// dummy kernel launched between copies (Paper V Figs. 24 and 26).
+    GpuP2p {
+        /// A shipped scenario name or a scenario file.
+        #[arg(long)]
+        scenario: String,
+        /// Host whose CPU runs the program (default: the scenario's first host).
+        #[arg(long)]
+        host: Option<String>,
+        /// The GPU whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
+        #[arg(long)]
+        source: String,
+        /// The GPU whose memory is written or read: `gpu1` or `lender2:gpu2`.
+        #[arg(long)]
+        target: String,
+        /// write: source memory to target memory; read: target memory to source memory.
+        #[arg(long, value_enum, default_value = "write")]
+        direction: Direction,
+        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
+        /// target's BAR1 aperture, e.g. 4K,64K,1M,128M.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "SIZES",
+            value_parser = transfer_size,
+            default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
+        )]
+        sizes: Vec<u64>,
+        /// Copies per size, 1 to 1000 (the median is reported).
+        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+        repeat: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remote-store (PIO) throughput: one host's CPU stores into another's segment.
     Pio {
         /// A shipped scenario name or a scenario file.
@@ -313,6 +391,19 @@ pub enum Bench {
 pub enum Direction {
     Write,
     Read,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum GpuDirection {
+    H2d,
+    D2h,
+    D2d,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Counters {
+    Gpu,
+    Host,
 }
 
 /// A whole number within `min..=max`; `why` says where the bound comes from.

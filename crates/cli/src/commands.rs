@@ -3,16 +3,18 @@
 //! and the value; `main` prints them after `smartio: ` and exits with status 1.
 
 use crate::args::{Bench, Cli, Command, Direction, FioArgs, PingpongArgs};
-use crate::{demo, exp, render};
+use crate::{demo, exp, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::CompletionMode;
 use smartio_workloads::{
     bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, pingpong, run_fio, Amount,
-    DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, P2pConfig, P2pDirection,
-    PingPongConfig, PioBenchConfig, RwMode, Workbench,
+    DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, GpuBandwidthConfig,
+    GpuP2pConfig, GpuPingPongConfig, P2pConfig, P2pDirection, PingPongConfig, PioBenchConfig,
+    RwMode, Workbench,
 };
+use smartio_workloads::gpu::is_gpu;
 
 /// The calibration file at `path`, or the embedded one.
 fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
@@ -182,6 +184,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 Direction::Write => P2pDirection::Write,
                 Direction::Read => P2pDirection::Read,
             };
+            if is_gpu(&cluster, &host, &source) && is_gpu(&cluster, &host, &target) {
+                // Two GPUs: the papers' program on the GPU model (GPU runtime, GPU-side timing).
+                let config = GpuP2pConfig {
+                    host,
+                    source,
+                    target,
+                    direction,
+                    sizes,
+                    repeat,
+                };
+                return gpu::p2p(&cluster, config, json, false);
+            }
             let config = P2pConfig {
                 host,
                 source,
@@ -220,6 +234,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             host,
             iterations,
             json,
+            gpu: want_gpu,
+            counters,
             ..
         }) => {
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
@@ -227,6 +243,22 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 Some(h) => h,
                 None => first_host(&cluster)?,
             };
+            let gpus = is_gpu(&cluster, &host, &a) && is_gpu(&cluster, &host, &b);
+            if gpus {
+                let config = GpuPingPongConfig {
+                    host,
+                    a,
+                    b,
+                    iterations,
+                    counters: gpu::counter_place(counters),
+                };
+                return gpu::pingpong(&cluster, config, json);
+            }
+            if want_gpu || counters.is_some() {
+                return Err(format!(
+                    "--gpu/--counters: {a} and {b} must both be GPUs (kind \"gpu\"); a DMA test device ping-pong takes neither"
+                ));
+            }
             let config = DevicePingPongConfig {
                 host,
                 a,
@@ -277,6 +309,66 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", render::latency_table("round trip", &result.rtt_ns));
             }
             Ok(())
+        }
+        Command::Bench {
+            bench:
+                Bench::GpuBandwidth {
+                    scenario,
+                    host,
+                    device,
+                    direction,
+                    sizes,
+                    copies,
+                    repeat,
+                    json,
+                },
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => host_of_device(&cluster, &device)?,
+            };
+            let config = GpuBandwidthConfig {
+                host,
+                device,
+                direction: gpu::copy_direction(direction),
+                sizes,
+                copies,
+                repeat,
+            };
+            gpu::bandwidth(&cluster, config, json)
+        }
+        Command::Bench {
+            bench:
+                Bench::GpuP2p {
+                    scenario,
+                    host,
+                    source,
+                    target,
+                    direction,
+                    sizes,
+                    repeat,
+                    json,
+                },
+        } => {
+            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let host = match host {
+                Some(h) => h,
+                None => first_host(&cluster)?,
+            };
+            let direction = match direction {
+                Direction::Write => P2pDirection::Write,
+                Direction::Read => P2pDirection::Read,
+            };
+            let config = GpuP2pConfig {
+                host,
+                source,
+                target,
+                direction,
+                sizes,
+                repeat,
+            };
+            gpu::p2p(&cluster, config, json, true)
         }
         Command::Bench {
             bench:

@@ -24,6 +24,7 @@ mod args;
 mod commands;
 mod demo;
 mod exp;
+mod gpu;
 mod output;
 mod progress;
 mod render;

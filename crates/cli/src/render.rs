@@ -302,19 +302,55 @@ pub fn device_table(devices: &[DeviceInfo]) -> Table {
 
 /// A device-to-device ping-pong: latencies and the path each way.
 pub fn device_pingpong(r: &DevicePingPongResult) -> String {
+    let title = format!(
+        "device ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte peer-to-peer stores by device kernels, attached to {})",
+        r.scenario, r.a, r.b, r.a, r.iterations, r.host
+    );
+    pingpong_report(
+        &title,
+        &r.one_way_ns,
+        &r.rtt_ns,
+        [(&r.a, &r.b, &r.path_a_to_b), (&r.b, &r.a, &r.path_b_to_a)],
+    )
+}
+
+/// The ping-pong between kernels on two GPUs: latencies and the paths the stores take.
+pub fn gpu_pingpong(r: &smartio_workloads::GpuPingPongResult) -> String {
+    let counters = match r.counters {
+        smartio_workloads::CounterPlace::Gpu => "counters in the GPUs' memories",
+        smartio_workloads::CounterPlace::Host => "counters in host RAM",
+    };
+    let title = format!(
+        "GPU ping-pong on {}: kernels on {} and {} ({} round trips, {counters}), timed by {}'s cycle counter at {} MHz, set up from {}",
+        r.scenario,
+        r.a,
+        r.b,
+        r.iterations,
+        r.a,
+        r.clock_khz as f64 / 1000.0,
+        r.host
+    );
+    pingpong_report(
+        &title,
+        &r.one_way_ns,
+        &r.rtt_ns,
+        [(&r.a, &r.b, &r.path_a_to_b), (&r.b, &r.a, &r.path_b_to_a)],
+    )
+}
+
+/// A ping-pong report: title, one-way and round-trip latencies, and each direction's path.
+fn pingpong_report(
+    title: &str,
+    one_way: &smartio_workloads::LatencySummary,
+    rtt: &smartio_workloads::LatencySummary,
+    paths: [(&String, &String, &Vec<String>); 2],
+) -> String {
     let mut out = String::new();
-    out.push_str(&wrapped(
-        &format!(
-            "device ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte peer-to-peer stores by device kernels, attached to {})",
-            r.scenario, r.a, r.b, r.a, r.iterations, r.host
-        ),
-        "",
-        "  ",
-    ));
+    out.push_str(&wrapped(title, "", "  "));
     let mut t = table();
     t.set_header(vec!["", "min", "p50", "p99", "max", "mean"]);
     let ns = |v: f64| format!("{v:.1} ns");
-    for (what, l) in [("one way", &r.one_way_ns), ("round trip", &r.rtt_ns)] {
+    for (what, l) in [("one way", one_way), ("round trip", rtt)] {
         t.add_row(vec![
             what.to_string(),
             ns(l.min),
@@ -325,7 +361,7 @@ pub fn device_pingpong(r: &DevicePingPongResult) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
-    for (from, to, path) in [(&r.a, &r.b, &r.path_a_to_b), (&r.b, &r.a, &r.path_b_to_a)] {
+    for (from, to, path) in paths {
         out.push_str(&wrapped(
             &format!("path {from} -> {to}: {}", path.join(" -> ")),
             "",

@@ -171,7 +171,7 @@ pub fn device_pingpong(
         a: config.a.clone(),
         b: config.b.clone(),
         iterations: config.iterations,
-        one_way_ns: halved(&rtt_ns),
+        one_way_ns: rtt_ns.halved(),
         rtt_ns,
         path_a_to_b: measured.path_a_to_b,
         path_b_to_a: measured.path_b_to_a,
@@ -224,15 +224,4 @@ fn clear_flag(model: &DmaDevice) -> Result<(), P2pError> {
     model
         .mmio_write(model.memory_bar(), FLAG_OFFSET, &0u64.to_le_bytes())
         .map_err(|e| P2pError::Driver(format!("clearing the flag word: {e}")))
-}
-
-/// A summary of half of each value (the one-way latency of a symmetric round trip).
-fn halved(s: &LatencySummary) -> LatencySummary {
-    LatencySummary {
-        min: s.min / 2.0,
-        p50: s.p50 / 2.0,
-        p99: s.p99 / 2.0,
-        max: s.max / 2.0,
-        mean: s.mean / 2.0,
-    }
 }

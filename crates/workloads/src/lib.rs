@@ -12,6 +12,7 @@ pub mod dma_bench;
 pub mod engine_bench;
 pub mod failover;
 pub mod fio;
+pub mod gpu;
 pub mod migrate;
 pub mod multicast_identify;
 pub mod nvme_client;
@@ -36,6 +37,11 @@ pub use dma_bench::{
 pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
+};
+pub use gpu::{
+    bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, CounterPlace, GpuBandwidthConfig,
+    GpuBandwidthResult, GpuCopyDirection, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig,
+    GpuPingPongResult, GpuWorkloadError,
 };
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use migrate::{

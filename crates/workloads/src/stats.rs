@@ -248,6 +248,17 @@ impl LatencySummary {
             mean: r.mean() / 1000.0,
         }
     }
+
+    /// Half of every value: the one-way latency of a symmetric round trip.
+    pub fn halved(&self) -> LatencySummary {
+        LatencySummary {
+            min: self.min / 2.0,
+            p50: self.p50 / 2.0,
+            p99: self.p99 / 2.0,
+            max: self.max / 2.0,
+            mean: self.mean / 2.0,
+        }
+    }
 }
 
 #[cfg(test)]

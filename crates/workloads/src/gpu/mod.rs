@@ -1,0 +1,225 @@
+//! GPU workloads, measured the way the papers measured them (Paper V §7.1): CUDA
+//! `bandwidthTest` (pinned host memory, copies queued on a stream, timed by GPU events),
+//! device-to-device copies with a dummy kernel launch between them, and a ping-pong between
+//! kernels on two GPUs timed with the GPU's cycle counter.
+//!
+//! Every GPU is driven by the same runtime ([`smartio_drivers::gpu`]) through its device
+//! handle, whether it is the host's own (`gpu0`) or borrowed by Device Lending
+//! (`lender:gpu0`); the workload cannot tell them apart. Timing is taken on the GPU, as the
+//! papers took it, so the CPU's doorbell crossing the NTB is not part of a measured copy.
+
+mod bandwidth;
+mod p2p;
+mod pingpong;
+
+pub use bandwidth::{bench_gpu_bandwidth, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection};
+pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
+pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
+
+use crate::attach::{AttachError, Workbench};
+use crate::booted::{Stuck, UnknownHost};
+use smartio_cluster::Cluster;
+use smartio_devices::gpu::spec::GpuAddr;
+use smartio_drivers::gpu::{GpuContext, GpuError, RuntimeCosts};
+use smartio_fabric::{Access, EndpointId, Requester};
+use smartio_machine::Machine;
+use smartio_platform::{BusAddr, SimDuration};
+use thiserror::Error;
+
+/// Why a GPU workload could not run. None is fatal to the emulator: each is a bad request,
+/// or a refusal or error of the emulated software.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GpuWorkloadError {
+    /// Unknown host or device, or SmartIO / the host OS refused to attach it.
+    #[error("{0}")]
+    Attach(#[from] AttachError),
+    /// The device is not a GPU.
+    #[error("{device:?} is a {kind:?} device, not a GPU (kind \"gpu\")")]
+    NotAGpu {
+        /// Device as given.
+        device: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// Both ends name the same GPU.
+    #[error("{a:?} and {b:?} are the same device; give two different GPUs")]
+    SameDevice {
+        /// First as given.
+        a: String,
+        /// Second as given.
+        b: String,
+    },
+    /// A size is zero or does not fit.
+    #[error("--sizes: transfer size {size} does not fit: {why}")]
+    BadSize {
+        /// The size.
+        size: u64,
+        /// Why.
+        why: String,
+    },
+    /// A count given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
+    /// The GPU runtime reported an error (a channel error, a refused call).
+    #[error("GPU runtime: {0}")]
+    Runtime(#[from] GpuError),
+    /// Data read back differs from what was written (an emulator bug).
+    #[error("verification failed: {0}")]
+    Verify(String),
+    /// The run ended with the workload still waiting (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] Stuck),
+}
+
+/// The runtime's host-side costs from the cluster's calibration.
+pub(crate) fn runtime_costs(cluster: &Cluster) -> RuntimeCosts {
+    let r = &cluster.calibration.gpu_runtime;
+    RuntimeCosts {
+        call: SimDuration::from_ns_f64(r.call_ns.value),
+        sync: SimDuration::from_ns_f64(r.sync_ns.value),
+    }
+}
+
+/// Resolves `spec` (`gpu0` of the workbench's host, or `lender:gpu0`) to its endpoint and
+/// checks that it is a GPU.
+pub(crate) fn gpu_endpoint(
+    cluster: &Cluster,
+    bench: &Workbench,
+    spec: &str,
+) -> Result<EndpointId, GpuWorkloadError> {
+    let (host, device) = spec.split_once(':').unwrap_or((bench.home.name(), spec));
+    let os = bench
+        .hosts
+        .iter()
+        .find(|h| h.name() == host)
+        .ok_or_else(|| {
+            AttachError::from(UnknownHost::named(
+                host,
+                bench.os.machine().fabric().host_names(),
+            ))
+        })?;
+    let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
+    if cluster.gpu(endpoint).is_none() {
+        return Err(GpuWorkloadError::NotAGpu {
+            device: spec.to_string(),
+            kind: cluster.machine.fabric().endpoint(endpoint).kind.clone(),
+        });
+    }
+    Ok(endpoint)
+}
+
+/// Whether `spec` names a GPU (for commands that take GPUs and other devices alike).
+pub fn is_gpu(cluster: &Cluster, host: &str, spec: &str) -> bool {
+    let (host, device) = spec.split_once(':').unwrap_or((host, spec));
+    let host = host.split('/').next().unwrap_or(host);
+    let f = cluster.machine.fabric();
+    f.endpoints().iter().enumerate().any(|(i, e)| {
+        e.name == device
+            && f.host(e.host).name == host
+            && cluster.gpu(EndpointId(i as u32)).is_some()
+    })
+}
+
+/// Attaches device `i` of `bench` and opens the GPU runtime on it.
+pub(crate) async fn open(
+    cluster_kernels: &std::rc::Rc<smartio_devices::gpu::kernel::KernelLibrary<smartio_machine::Agent>>,
+    costs: RuntimeCosts,
+    bench: &Workbench,
+    i: usize,
+) -> Result<GpuContext, GpuWorkloadError> {
+    let name = bench.attach_nth(i).await?;
+    let handle = bench.os.device(&name).map_err(AttachError::Host)?;
+    Ok(GpuContext::open(handle, cluster_kernels.clone(), costs).await?)
+}
+
+/// The names of the nodes an 8-byte write from GPU `from` to `addr` reaches, in order.
+pub(crate) fn path(machine: &Machine, from: &GpuContext, addr: GpuAddr) -> Vec<String> {
+    let GpuAddr::Bus(addr) = addr else {
+        return vec!["(its own memory)".to_string()];
+    };
+    let (_, endpoint) = from.handle().function();
+    let fabric = machine.fabric();
+    match fabric.route(Requester::Device(endpoint), addr, 8, Access::Write) {
+        Ok(route) => route
+            .hops
+            .iter()
+            .map(|h| fabric.node(h.node).name.clone())
+            .collect(),
+        Err(e) => vec![format!("no path to {addr}: {e}")],
+    }
+}
+
+/// A GPU address as 16 parameter bytes: a tag (0 device memory, 1 bus) and the value.
+pub(crate) fn put_addr(params: &mut Vec<u8>, addr: GpuAddr) {
+    let (tag, value) = match addr {
+        GpuAddr::Device(o) => (0u64, o),
+        GpuAddr::Bus(a) => (1, a.get()),
+    };
+    params.extend_from_slice(&tag.to_le_bytes());
+    params.extend_from_slice(&value.to_le_bytes());
+}
+
+/// Reads what [`put_addr`] wrote at byte `at` of `params`, or `None` if it is not there.
+pub(crate) fn get_addr(params: &[u8], at: usize) -> Option<GpuAddr> {
+    let tag = get_u64(params, at)?;
+    let value = get_u64(params, at + 8)?;
+    match tag {
+        0 => Some(GpuAddr::Device(value)),
+        1 => Some(GpuAddr::Bus(BusAddr(value))),
+        _ => None,
+    }
+}
+
+/// The little-endian u64 at byte `at` of `params`.
+pub(crate) fn get_u64(params: &[u8], at: usize) -> Option<u64> {
+    let bytes = params.get(at..at.checked_add(8)?)?;
+    let mut w = [0u8; 8];
+    w.copy_from_slice(bytes);
+    Some(u64::from_le_bytes(w))
+}
+
+/// Distinct bytes, so a missing or shifted byte shows.
+pub(crate) fn pattern(len: u64, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i.wrapping_add(seed)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                >> 29) as u8
+        })
+        .collect()
+}
+
+/// Refuses a count of 0 or above `max` for option `what`.
+pub(crate) fn check_count(what: &str, value: u32, max: u32) -> Result<(), GpuWorkloadError> {
+    if value == 0 || value > max {
+        return Err(GpuWorkloadError::BadParameter(format!(
+            "{what} {value}: allowed 1 to {max}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_survive_the_parameter_block_and_bad_tags_do_not() {
+        let mut p = Vec::new();
+        put_addr(&mut p, GpuAddr::Device(0x40));
+        put_addr(&mut p, GpuAddr::Bus(BusAddr(0xfeed_0000)));
+        assert_eq!(get_addr(&p, 0), Some(GpuAddr::Device(0x40)));
+        assert_eq!(get_addr(&p, 16), Some(GpuAddr::Bus(BusAddr(0xfeed_0000))));
+        assert_eq!(get_addr(&p, 32), None, "past the end");
+        p[16] = 7;
+        assert_eq!(get_addr(&p, 16), None, "unknown tag");
+        assert_eq!(get_u64(&p, usize::MAX - 2), None, "no overflow");
+    }
+
+    #[test]
+    fn counts_outside_their_range_are_refused_with_the_range() {
+        assert!(check_count("--copies", 10, 1000).is_ok());
+        let e = check_count("--copies", 0, 1000).expect_err("zero");
+        assert_eq!(e.to_string(), "--copies 0: allowed 1 to 1000");
+    }
+}

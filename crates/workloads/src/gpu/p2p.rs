@@ -1,0 +1,217 @@
+//! Device-to-device copies between two GPUs (Paper V §7.1.4–7.1.5, Figs. 24 and 26): the
+//! source GPU's copy engine moves data into (or out of) the target GPU's memory through the
+//! target's BAR1 aperture, by the address SmartIO resolves for the pair (shortest path).
+//! Each copy is timed on the GPU by two events around it, and a dummy kernel is launched
+//! between copies so they do not run back to back (the papers' program did the same).
+
+use super::{
+    check_count, gpu_endpoint, open, path, pattern, runtime_costs, GpuWorkloadError,
+};
+use crate::attach::Workbench;
+use crate::dma_bench::DmaSample;
+use crate::p2p::P2pDirection;
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_devices::gpu::kernel::{KernelFn, KernelFuture};
+use smartio_drivers::gpu::GpuContext;
+use smartio_machine::{Agent, Machine};
+use std::rc::Rc;
+
+/// Most copies per size.
+pub const MAX_REPEAT: u32 = 1000;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct GpuP2pConfig {
+    /// Host whose CPU runs the program (it borrows what is remote).
+    pub host: String,
+    /// The GPU whose copy engine moves the data (`gpu0` or `lender:gpu0`).
+    pub source: String,
+    /// The GPU whose memory is written or read (`gpu1` or `lender2:gpu2`).
+    pub target: String,
+    /// Write: source memory to target memory; read: target memory to source memory.
+    pub direction: P2pDirection,
+    /// Transfer sizes in bytes.
+    pub sizes: Vec<u64>,
+    /// Copies per size.
+    pub repeat: u32,
+}
+
+/// What was measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuP2pResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Host, as given.
+    pub host: String,
+    /// Source GPU, as given.
+    pub source: String,
+    /// Target GPU, as given.
+    pub target: String,
+    /// Direction.
+    pub direction: P2pDirection,
+    /// Copies per size.
+    pub repeat: u32,
+    /// Throughput per size, each copy timed by GPU events.
+    pub samples: Vec<DmaSample>,
+    /// Nodes a write from the source GPU to the target's memory reaches, in order.
+    pub path: Vec<String>,
+    /// Bytes read back from the destination and compared after the run.
+    pub verified_bytes: u64,
+}
+
+/// A kernel that does nothing: launched between copies so they do not pipeline.
+fn dummy() -> KernelFn<Agent> {
+    Rc::new(|_thread| -> KernelFuture { Box::pin(async { Ok(()) }) })
+}
+
+/// Runs the test on `cluster` (which it leaves at a later virtual time); borrowed GPUs are
+/// given back at the end.
+pub fn bench_gpu_p2p(
+    cluster: &Cluster,
+    config: &GpuP2pConfig,
+) -> Result<GpuP2pResult, GpuWorkloadError> {
+    check_count("--repeat", config.repeat, MAX_REPEAT)?;
+    let bench = Workbench::with_devices(
+        cluster,
+        &config.host,
+        &[config.source.as_str(), config.target.as_str()],
+    )?;
+    let a = gpu_endpoint(cluster, &bench, &config.source)?;
+    let b = gpu_endpoint(cluster, &bench, &config.target)?;
+    if a == b {
+        return Err(GpuWorkloadError::SameDevice {
+            a: config.source.clone(),
+            b: config.target.clone(),
+        });
+    }
+    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
+        return Err(GpuWorkloadError::BadSize {
+            size,
+            why: "a copy moves at least one byte".into(),
+        });
+    }
+    let largest = config.sizes.iter().copied().max().unwrap_or(0);
+    let kernels = cluster.gpu_kernels();
+    let costs = runtime_costs(cluster);
+    let config = config.clone();
+    let machine = cluster.machine.clone();
+    crate::booted::run_workload(&cluster.machine, async move {
+        let run = async {
+            let source = open(&kernels, costs, &bench, 0).await?;
+            let target = open(&kernels, costs, &bench, 1).await?;
+            let result = measure(&machine, &bench, &source, &target, &config, largest).await;
+            let closed_source = source.close().await;
+            let closed_target = target.close().await;
+            let r = result?;
+            closed_source?;
+            closed_target?;
+            Ok(r)
+        };
+        let result = run.await;
+        // Give back what was borrowed even when the run failed half-way.
+        let returned = bench.detach().await.map_err(GpuWorkloadError::from);
+        result.and_then(|r| returned.map(|()| r))
+    })
+}
+
+async fn measure(
+    machine: &Machine,
+    bench: &Workbench,
+    source: &GpuContext,
+    target: &GpuContext,
+    config: &GpuP2pConfig,
+    largest: u64,
+) -> Result<GpuP2pResult, GpuWorkloadError> {
+    // The target's buffer must lie in its BAR1 aperture to be reachable by the peer.
+    let room = source
+        .properties()
+        .memory
+        .min(target.properties().aperture);
+    if largest > room {
+        return Err(GpuWorkloadError::BadSize {
+            size: largest,
+            why: format!(
+                "{} has {} bytes of memory and {} exposes {} bytes through BAR1",
+                config.source,
+                source.properties().memory,
+                config.target,
+                target.properties().aperture
+            ),
+        });
+    }
+    let local = source.malloc(largest)?;
+    let remote = target.malloc(largest)?;
+    let peer = source.enable_peer_access(target)?;
+    let remote_addr = peer.addr(&remote)?;
+    let (src, dst) = match config.direction {
+        P2pDirection::Write => (local.addr(), remote_addr),
+        P2pDirection::Read => (remote_addr, local.addr()),
+    };
+    // What the copies move, put in place before the timed part.
+    let data = pattern(largest, 0xd2d);
+    let staging = source.host_alloc(largest)?;
+    bench
+        .os
+        .write_memory(staging.cpu, &data)
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+    match config.direction {
+        P2pDirection::Write => source.memcpy(local.addr(), staging.addr(), largest).await?,
+        P2pDirection::Read => source.memcpy(remote_addr, staging.addr(), largest).await?,
+    }
+    let dummy = source.load_kernel("smartio.dummy", dummy());
+    let stream = source.create_stream().await?;
+    let mut events = Vec::with_capacity(2 * config.repeat as usize);
+    for _ in 0..2 * config.repeat {
+        events.push(source.create_event()?);
+    }
+    let mut samples = Vec::with_capacity(config.sizes.len());
+    for &size in &config.sizes {
+        for pair in events.chunks(2) {
+            stream.record(&pair[0]).await?;
+            stream.memcpy_async(dst, src, size).await?;
+            stream.record(&pair[1]).await?;
+            stream.launch(dummy, 1, &[]).await?;
+        }
+        stream.synchronize().await?;
+        let mut seconds = Vec::with_capacity(config.repeat as usize);
+        for pair in events.chunks(2) {
+            seconds.push(source.elapsed(&pair[0], &pair[1]).await?.as_secs_f64());
+        }
+        samples.push(DmaSample::from_seconds(size, &seconds));
+    }
+    stream.destroy().await?;
+    // The destination holds the first `last` bytes of the pattern.
+    let last = *config.sizes.last().unwrap_or(&largest);
+    bench
+        .os
+        .write_memory(staging.cpu, &vec![0u8; last as usize])
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+    source.memcpy(staging.addr(), dst, last).await?;
+    let mut got = vec![0u8; last as usize];
+    bench
+        .os
+        .read_memory(staging.cpu, &mut got)
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+    if got[..] != data[..last as usize] {
+        let at = got.iter().zip(&data).position(|(a, b)| a != b).unwrap_or(0);
+        return Err(GpuWorkloadError::Verify(format!(
+            "peer copy of {last} bytes differs at byte {at}"
+        )));
+    }
+    let route = path(machine, source, remote_addr);
+    source.host_free(staging)?;
+    source.free(&local)?;
+    target.free(&remote)?;
+    Ok(GpuP2pResult {
+        scenario: machine.fabric().name.clone(),
+        host: config.host.clone(),
+        source: config.source.clone(),
+        target: config.target.clone(),
+        direction: config.direction,
+        repeat: config.repeat,
+        samples,
+        path: route,
+        verified_bytes: last,
+    })
+}

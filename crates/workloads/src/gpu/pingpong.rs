@@ -1,0 +1,320 @@
+//! Ping-pong between kernels on two GPUs (Paper V §7.1.4–7.1.5, Figs. 25 and 27; Paper IV
+//! Fig. 11): a thread on GPU A stores a counter into a word GPU B polls, B's thread stores it
+//! back into a word A polls, and A times every round trip with its cycle counter
+//! (`clock64()`), as the papers' CUDA program did — no CPU on the data path and no CPU clock
+//! in the measurement. The counters live in the GPUs' memories (each store crosses to the
+//! peer's BAR1 aperture) or in the host's RAM (each poll is then a read on the bus).
+//!
+//! ```text
+//!   GPU A (ping)                                   GPU B (pong)
+//!   t0 = clock64()
+//!   store i ──► B's counter                         wait own counter == i
+//!   wait own counter == i                      ◄──  store i ──► A's counter
+//!   t1 = clock64(); results[i] = t1 - t0
+//! ```
+
+use super::{
+    check_count, get_addr, get_u64, gpu_endpoint, open, path, put_addr, runtime_costs,
+    GpuWorkloadError,
+};
+use crate::attach::Workbench;
+use crate::stats::{LatencyRecorder, LatencySummary};
+use serde::Serialize;
+use smartio_cluster::Cluster;
+use smartio_devices::gpu::kernel::{
+    FaultReason, KernelFault, KernelFn, KernelFuture, ThreadContext,
+};
+use smartio_devices::gpu::spec::GpuAddr;
+use smartio_drivers::gpu::GpuContext;
+use smartio_host::DmaDirection;
+use smartio_machine::{Agent, Machine};
+use std::rc::Rc;
+
+/// Most round trips (the CLI's limit too).
+pub const MAX_ITERATIONS: u32 = 100_000_000;
+
+/// Where the two counters live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CounterPlace {
+    /// Each in its poller's GPU memory: stores cross to the peer's aperture.
+    Gpu,
+    /// Both in the host's RAM: stores and polls go to host memory.
+    Host,
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct GpuPingPongConfig {
+    /// Host that sets the kernels up (its CPU takes no part in the measurement).
+    pub host: String,
+    /// The pinging GPU (`gpu0` or `lender:gpu0`).
+    pub a: String,
+    /// The echoing GPU.
+    pub b: String,
+    /// Round trips.
+    pub iterations: u32,
+    /// Where the counters live.
+    pub counters: CounterPlace,
+}
+
+/// What the kernels measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuPingPongResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Host, as given.
+    pub host: String,
+    /// Pinging GPU, as given.
+    pub a: String,
+    /// Echoing GPU, as given.
+    pub b: String,
+    /// Round trips.
+    pub iterations: u32,
+    /// Where the counters lived.
+    pub counters: CounterPlace,
+    /// A's cycle counter frequency in kHz (cycles are converted to time with it).
+    pub clock_khz: u64,
+    /// Half the round trip, in nanoseconds.
+    pub one_way_ns: LatencySummary,
+    /// The round trip measured by A's cycle counter, in nanoseconds.
+    pub rtt_ns: LatencySummary,
+    /// Nodes A's store to B's counter reaches, in order.
+    pub path_a_to_b: Vec<String>,
+    /// Nodes B's store to A's counter reaches, in order.
+    pub path_b_to_a: Vec<String>,
+}
+
+/// A fault for a parameter block the kernel cannot read (the workload wrote it: a bug).
+fn bad_params(t: &ThreadContext<Agent>) -> KernelFault {
+    KernelFault {
+        address: GpuAddr::Device(u64::MAX),
+        reason: FaultReason::OutsideMemory {
+            memory: t.memory_size(),
+        },
+    }
+}
+
+/// Waits until the counter at `own` reaches `i`.
+async fn wait_counter(t: &ThreadContext<Agent>, own: GpuAddr, i: u64) -> Result<(), KernelFault> {
+    match own {
+        GpuAddr::Device(o) => t.wait_until(o, |v| v >= i).await.map(|_| ()),
+        GpuAddr::Bus(a) => t.poll_bus_until(a, |v| v >= i).await.map(|_| ()),
+    }
+}
+
+/// The ping kernel. Parameters: peer counter, own counter, results offset, iterations.
+fn ping() -> KernelFn<Agent> {
+    Rc::new(|t: ThreadContext<Agent>| -> KernelFuture {
+        Box::pin(async move {
+            let p = t.params();
+            let (Some(peer), Some(own), Some(results), Some(n)) =
+                (get_addr(p, 0), get_addr(p, 16), get_u64(p, 32), get_u64(p, 40))
+            else {
+                return Err(bad_params(&t));
+            };
+            for i in 1..=n {
+                let t0 = t.clock64().await;
+                t.store_u64(peer, i).await?;
+                wait_counter(&t, own, i).await?;
+                let t1 = t.clock64().await;
+                t.store_u64(GpuAddr::Device(results + 8 * (i - 1)), t1 - t0)
+                    .await?;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// The pong kernel. Parameters: peer counter, own counter, iterations.
+fn pong() -> KernelFn<Agent> {
+    Rc::new(|t: ThreadContext<Agent>| -> KernelFuture {
+        Box::pin(async move {
+            let p = t.params();
+            let (Some(peer), Some(own), Some(n)) = (get_addr(p, 0), get_addr(p, 16), get_u64(p, 32))
+            else {
+                return Err(bad_params(&t));
+            };
+            for i in 1..=n {
+                wait_counter(&t, own, i).await?;
+                t.store_u64(peer, i).await?;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Runs the ping-pong on `cluster` (which it leaves at a later virtual time); borrowed GPUs
+/// are given back at the end.
+pub fn gpu_pingpong(
+    cluster: &Cluster,
+    config: &GpuPingPongConfig,
+) -> Result<GpuPingPongResult, GpuWorkloadError> {
+    check_count("--iterations", config.iterations, MAX_ITERATIONS)?;
+    let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
+    let a = gpu_endpoint(cluster, &bench, &config.a)?;
+    let b = gpu_endpoint(cluster, &bench, &config.b)?;
+    if a == b {
+        return Err(GpuWorkloadError::SameDevice {
+            a: config.a.clone(),
+            b: config.b.clone(),
+        });
+    }
+    let kernels = cluster.gpu_kernels();
+    let costs = runtime_costs(cluster);
+    let config = config.clone();
+    let machine = cluster.machine.clone();
+    crate::booted::run_workload(&cluster.machine, async move {
+        let run = async {
+            let ga = open(&kernels, costs, &bench, 0).await?;
+            let gb = open(&kernels, costs, &bench, 1).await?;
+            let result = measure(&machine, &bench, &ga, &gb, &config).await;
+            let closed_a = ga.close().await;
+            let closed_b = gb.close().await;
+            let r = result?;
+            closed_a?;
+            closed_b?;
+            Ok(r)
+        };
+        let result = run.await;
+        // Give back what was borrowed even when the run failed half-way.
+        let returned = bench.detach().await.map_err(GpuWorkloadError::from);
+        result.and_then(|r| returned.map(|()| r))
+    })
+}
+
+/// Where each kernel's counters are: (A's own, B's own, A's address of B's, B's address of
+/// A's), and what to undo afterwards.
+struct Counters {
+    a_own: GpuAddr,
+    b_own: GpuAddr,
+    a_to_b: GpuAddr,
+    b_to_a: GpuAddr,
+    /// B's mapping of host counters, undone afterwards.
+    unmap: Option<(smartio_host::DeviceHandle, smartio_platform::BusAddr)>,
+}
+
+async fn counters(
+    bench: &Workbench,
+    ga: &GpuContext,
+    gb: &GpuContext,
+    place: CounterPlace,
+) -> Result<(Counters, Vec<smartio_drivers::gpu::HostBuffer>), GpuWorkloadError> {
+    let dma = |e: smartio_host::DmaError| GpuWorkloadError::BadParameter(e.to_string());
+    match place {
+        CounterPlace::Gpu => {
+            let fa = ga.malloc(8)?;
+            let fb = gb.malloc(8)?;
+            let a_to_b = ga.enable_peer_access(gb)?.addr(&fb)?;
+            let b_to_a = gb.enable_peer_access(ga)?.addr(&fa)?;
+            // Cleared before the kernels start, as a cudaMemset would.
+            let zero = ga.host_alloc(8)?;
+            ga.memcpy(fa.addr(), zero.addr(), 8).await?;
+            ga.memcpy(a_to_b, zero.addr(), 8).await?;
+            Ok((
+                Counters {
+                    a_own: fa.addr(),
+                    b_own: fb.addr(),
+                    a_to_b,
+                    b_to_a,
+                    unmap: None,
+                },
+                vec![zero],
+            ))
+        }
+        CounterPlace::Host => {
+            // Both counters in one pinned page of the host, mapped for each GPU.
+            let page = ga.host_alloc(16)?;
+            bench
+                .os
+                .write_memory(page.cpu, &[0u8; 16])
+                .map_err(|e| GpuWorkloadError::BadParameter(format!("counters: {e}")))?;
+            let b_sees = gb
+                .handle()
+                .dma_map(page.cpu, 16, DmaDirection::Bidirectional)
+                .map_err(dma)?;
+            Ok((
+                Counters {
+                    a_own: page.addr(),
+                    b_own: GpuAddr::Bus(b_sees.offset(8)),
+                    a_to_b: page.addr().offset(8),
+                    b_to_a: GpuAddr::Bus(b_sees),
+                    unmap: Some((gb.handle().clone(), b_sees)),
+                },
+                vec![page],
+            ))
+        }
+    }
+}
+
+async fn measure(
+    machine: &Machine,
+    bench: &Workbench,
+    ga: &GpuContext,
+    gb: &GpuContext,
+    config: &GpuPingPongConfig,
+) -> Result<GpuPingPongResult, GpuWorkloadError> {
+    let n = u64::from(config.iterations);
+    let (c, host_buffers) = counters(bench, ga, gb, config.counters).await?;
+    let results = ga.malloc(8 * n)?;
+    let ping = ga.load_kernel("smartio.pingpong.ping", ping());
+    let pong = gb.load_kernel("smartio.pingpong.pong", pong());
+    let mut ping_params = Vec::new();
+    put_addr(&mut ping_params, c.a_to_b);
+    put_addr(&mut ping_params, c.a_own);
+    ping_params.extend_from_slice(&results.offset.to_le_bytes());
+    ping_params.extend_from_slice(&n.to_le_bytes());
+    let mut pong_params = Vec::new();
+    put_addr(&mut pong_params, c.b_to_a);
+    put_addr(&mut pong_params, c.b_own);
+    pong_params.extend_from_slice(&n.to_le_bytes());
+    let sa = ga.create_stream().await?;
+    let sb = gb.create_stream().await?;
+    sb.launch(pong, 1, &pong_params).await?;
+    sa.launch(ping, 1, &ping_params).await?;
+    sa.synchronize().await?;
+    sb.synchronize().await?;
+    sa.destroy().await?;
+    sb.destroy().await?;
+    // The round trips, as A's cycle counter saw them.
+    let back = ga.host_alloc(8 * n)?;
+    ga.memcpy(back.addr(), results.addr(), 8 * n).await?;
+    let mut raw = vec![0u8; (8 * n) as usize];
+    bench
+        .os
+        .read_memory(back.cpu, &mut raw)
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("results: {e}")))?;
+    let khz = ga.properties().clock_khz.max(1);
+    let mut rtt_ps = LatencyRecorder::new();
+    for w in raw.chunks_exact(8) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let cycles = u64::from_le_bytes(b);
+        rtt_ps.record((u128::from(cycles) * 1_000_000_000 / u128::from(khz)) as u64);
+    }
+    let rtt_ns = LatencySummary::of(&rtt_ps);
+    let result = GpuPingPongResult {
+        scenario: machine.fabric().name.clone(),
+        host: config.host.clone(),
+        a: config.a.clone(),
+        b: config.b.clone(),
+        iterations: config.iterations,
+        counters: config.counters,
+        clock_khz: khz,
+        one_way_ns: rtt_ns.halved(),
+        rtt_ns,
+        path_a_to_b: path(machine, ga, c.a_to_b),
+        path_b_to_a: path(machine, gb, c.b_to_a),
+    };
+    ga.host_free(back)?;
+    ga.free(&results)?;
+    if let Some((handle, bus)) = c.unmap {
+        handle
+            .dma_unmap(bus)
+            .map_err(|e| GpuWorkloadError::BadParameter(e.to_string()))?;
+    }
+    for h in host_buffers {
+        ga.host_free(h)?;
+    }
+    Ok(result)
+}
