@@ -168,7 +168,7 @@ mod tests {
             })
         );
         assert!(m.read_u64(u64::MAX - 3).is_err());
-        assert_eq!(m.read_u64(4088), Ok(0x0101_0000_0000_0000));
+        assert_eq!(m.read_u64(4088), Ok(0x0101_0101_0101_0000));
     }
 
     #[test]
