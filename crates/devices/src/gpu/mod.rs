@@ -28,12 +28,14 @@ mod copy;
 pub mod kernel;
 mod launch;
 pub mod memory;
+pub mod params;
 mod regs;
 mod signal;
 pub mod spec;
 
 pub use kernel::{FaultReason, KernelFault, KernelFn, KernelFuture, KernelLibrary, ThreadContext};
 pub use memory::{DeviceMemory, OutsideMemory};
+pub use params::GpuParams;
 
 use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::MsixTable;
