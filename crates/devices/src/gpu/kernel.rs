@@ -1,0 +1,418 @@
+//! Kernels: code that runs on the GPU as agents in the emulated cluster.
+//!
+//! A kernel is a Rust closure loaded into a [`KernelLibrary`] under a name; a ring's LAUNCH
+//! names it by [`KernelId`]. The GPU runs one task per thread, each with a [`ThreadContext`]
+//! (its index, the launch's parameter bytes) through which it touches memory:
+//!
+//! - [`GpuAddr::Device`] offsets reach device memory directly: no bus transaction, each access
+//!   costs the profile's `memory_access`; an access outside device memory faults
+//!   ([`FaultReason::OutsideMemory`]). A store wakes every waiter on device memory.
+//! - [`GpuAddr::Bus`] addresses go on the fabric through the GPU's own port (its requester
+//!   id): a load completes when its data arrived, a store (posted) once issued. An address at
+//!   or above `1 << dma_bits` faults ([`FaultReason::AddressLimit`]) without touching the
+//!   bus; a fabric error faults with [`FaultReason::Bus`].
+//!
+//! A thread that returns `Err` stops its launch's channel with `ErrorCode::KernelFault`
+//! (info: the fault's address).
+
+use super::memory::DeviceMemory;
+use super::spec::{GpuAddr, KernelId};
+use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// What one kernel thread runs to.
+pub type KernelFuture = Pin<Box<dyn Future<Output = Result<(), KernelFault>>>>;
+
+/// A kernel's code: called once per thread.
+pub type KernelFn<P> = Rc<dyn Fn(ThreadContext<P>) -> KernelFuture>;
+
+/// The kernels a GPU (or every GPU of a cluster) can launch, by name and id.
+///
+/// Invariant: ids are indices into the list, handed out in load order and never reused;
+/// loading a name again keeps its id and replaces its code.
+pub struct KernelLibrary<P> {
+    kernels: RefCell<Vec<(String, KernelFn<P>)>>,
+}
+
+impl<P> Default for KernelLibrary<P> {
+    fn default() -> Self {
+        Self {
+            kernels: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl<P> std::fmt::Debug for KernelLibrary<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self
+            .kernels
+            .borrow()
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        f.debug_struct("KernelLibrary")
+            .field("kernels", &names)
+            .finish()
+    }
+}
+
+impl<P> KernelLibrary<P> {
+    /// An empty library.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Loads `kernel` under `name`: a new id, or the name's id if it was loaded before (its
+    /// code is replaced).
+    pub fn load(&self, name: &str, kernel: KernelFn<P>) -> KernelId {
+        let mut kernels = self.kernels.borrow_mut();
+        if let Some(i) = kernels.iter().position(|(n, _)| n == name) {
+            kernels[i].1 = kernel;
+            return KernelId(i as u32);
+        }
+        kernels.push((name.to_string(), kernel));
+        KernelId((kernels.len() - 1) as u32)
+    }
+
+    /// The id of the kernel loaded as `name`.
+    pub fn id(&self, name: &str) -> Option<KernelId> {
+        self.kernels
+            .borrow()
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| KernelId(i as u32))
+    }
+
+    /// The name kernel `id` was loaded as.
+    pub fn name(&self, id: KernelId) -> Option<String> {
+        self.kernels
+            .borrow()
+            .get(id.0 as usize)
+            .map(|(n, _)| n.clone())
+    }
+
+    /// Kernel `id`'s code.
+    pub fn get(&self, id: KernelId) -> Option<KernelFn<P>> {
+        self.kernels
+            .borrow()
+            .get(id.0 as usize)
+            .map(|(_, k)| k.clone())
+    }
+}
+
+/// Why a kernel thread's access failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FaultReason {
+    /// The fabric refused a bus access.
+    #[error("bus access failed: {0}")]
+    Bus(AccessError),
+    /// A device-memory access past the end of device memory.
+    #[error("outside device memory ({memory:#x} bytes)")]
+    OutsideMemory {
+        /// Bytes of device memory.
+        memory: u64,
+    },
+    /// A bus address the GPU cannot put on the bus.
+    #[error("beyond the GPU's {bits}-bit DMA address limit")]
+    AddressLimit {
+        /// The GPU's address bits.
+        bits: u8,
+    },
+}
+
+/// A kernel thread's failed access.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("kernel fault at {address:?}: {reason}")]
+pub struct KernelFault {
+    /// The address the access started at.
+    pub address: GpuAddr,
+    /// Why it failed.
+    pub reason: FaultReason,
+}
+
+impl KernelFault {
+    /// The raw value of the faulting address (the channel's `ERROR_INFO`).
+    pub fn info(&self) -> u64 {
+        match self.address {
+            GpuAddr::Device(o) => o,
+            GpuAddr::Bus(a) => a.get(),
+        }
+    }
+}
+
+/// What every thread of a GPU shares: device memory and the costs of touching it.
+#[derive(Debug)]
+pub(crate) struct ThreadEnv {
+    /// The GPU's memory.
+    pub memory: Rc<DeviceMemory>,
+    /// Cost of one device-memory access.
+    pub memory_access: SimDuration,
+    /// Cost of reading the cycle counter.
+    pub clock_read: SimDuration,
+    /// Cycle counter frequency.
+    pub clock_khz: u64,
+    /// Bus address bits the GPU reaches.
+    pub dma_bits: u8,
+}
+
+impl ThreadEnv {
+    /// Whether `len` bytes at bus address `addr` are below the DMA address limit.
+    pub fn check_bus(&self, addr: BusAddr, len: u64) -> Result<(), FaultReason> {
+        let limit = 1u64
+            .checked_shl(u32::from(self.dma_bits))
+            .unwrap_or(u64::MAX);
+        let last = addr.get().saturating_add(len.saturating_sub(1));
+        if self.dma_bits < 64 && (addr.get() >= limit || last >= limit) {
+            return Err(FaultReason::AddressLimit {
+                bits: self.dma_bits,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One kernel thread's view of the GPU: who it is, its launch's parameters, and memory.
+#[derive(Clone)]
+pub struct ThreadContext<P> {
+    thread: u32,
+    threads: u32,
+    params: Rc<[u8]>,
+    port: P,
+    env: Rc<ThreadEnv>,
+}
+
+impl<P> ThreadContext<P> {
+    /// Thread `thread` of `threads`, with the launch's parameter bytes.
+    pub(crate) fn new(
+        thread: u32,
+        threads: u32,
+        params: Rc<[u8]>,
+        port: P,
+        env: Rc<ThreadEnv>,
+    ) -> Self {
+        Self {
+            thread,
+            threads,
+            params,
+            port,
+            env,
+        }
+    }
+}
+
+impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
+    /// This thread's index, `0..threads()`.
+    pub fn thread(&self) -> u32 {
+        self.thread
+    }
+
+    /// Threads in the launch.
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// The launch's parameter bytes (exactly `param_bytes` of them).
+    pub fn params(&self) -> &[u8] {
+        &self.params
+    }
+
+    /// Bytes of device memory.
+    pub fn memory_size(&self) -> u64 {
+        self.env.memory.size()
+    }
+
+    /// Frequency of [`ThreadContext::clock64`] in kHz.
+    pub fn clock_khz(&self) -> u64 {
+        self.env.clock_khz
+    }
+
+    fn outside(&self, address: GpuAddr) -> KernelFault {
+        KernelFault {
+            address,
+            reason: FaultReason::OutsideMemory {
+                memory: self.env.memory.size(),
+            },
+        }
+    }
+
+    fn bus_check(&self, addr: BusAddr, len: u64) -> Result<(), KernelFault> {
+        self.env.check_bus(addr, len).map_err(|reason| KernelFault {
+            address: GpuAddr::Bus(addr),
+            reason,
+        })
+    }
+
+    fn bus_fault(addr: BusAddr, e: AccessError) -> KernelFault {
+        KernelFault {
+            address: GpuAddr::Bus(addr),
+            reason: FaultReason::Bus(e),
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `addr`.
+    pub async fn load(&self, addr: GpuAddr, buf: &mut [u8]) -> Result<(), KernelFault> {
+        match addr {
+            GpuAddr::Device(o) => {
+                self.env
+                    .memory
+                    .check(o, buf.len() as u64)
+                    .map_err(|_| self.outside(addr))?;
+                self.port.sleep(self.env.memory_access).await;
+                self.env.memory.read(o, buf).map_err(|_| self.outside(addr))
+            }
+            GpuAddr::Bus(a) => {
+                self.bus_check(a, buf.len() as u64)?;
+                self.port
+                    .read(a, buf)
+                    .await
+                    .map_err(|e| Self::bus_fault(a, e))
+            }
+        }
+    }
+
+    /// Writes `data` at `addr` (a bus store is posted: it returns once issued).
+    pub async fn store(&self, addr: GpuAddr, data: &[u8]) -> Result<(), KernelFault> {
+        match addr {
+            GpuAddr::Device(o) => {
+                self.env
+                    .memory
+                    .check(o, data.len() as u64)
+                    .map_err(|_| self.outside(addr))?;
+                self.port.sleep(self.env.memory_access).await;
+                self.env
+                    .memory
+                    .write(o, data)
+                    .map_err(|_| self.outside(addr))
+            }
+            GpuAddr::Bus(a) => {
+                self.bus_check(a, data.len() as u64)?;
+                self.port
+                    .write(a, data)
+                    .await
+                    .map_err(|e| Self::bus_fault(a, e))
+            }
+        }
+    }
+
+    /// The little-endian u64 at `addr`.
+    pub async fn load_u64(&self, addr: GpuAddr) -> Result<u64, KernelFault> {
+        let mut b = [0u8; 8];
+        self.load(addr, &mut b).await?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Writes `value` as a little-endian u64 at `addr`.
+    pub async fn store_u64(&self, addr: GpuAddr, value: u64) -> Result<(), KernelFault> {
+        self.store(addr, &value.to_le_bytes()).await
+    }
+
+    /// Spins on the u64 at device-memory `offset` until `cond` holds; returns the value.
+    /// Each check costs `memory_access`; between checks the thread sleeps until the next
+    /// write to device memory (no busy loop in virtual time).
+    pub async fn wait_until(
+        &self,
+        offset: u64,
+        cond: impl Fn(u64) -> bool,
+    ) -> Result<u64, KernelFault> {
+        let address = GpuAddr::Device(offset);
+        self.env
+            .memory
+            .check(offset, 8)
+            .map_err(|_| self.outside(address))?;
+        loop {
+            let written = self.env.memory.written();
+            self.port.sleep(self.env.memory_access).await;
+            let v = self
+                .env
+                .memory
+                .read_u64(offset)
+                .map_err(|_| self.outside(address))?;
+            if cond(v) {
+                return Ok(v);
+            }
+            written.await;
+        }
+    }
+
+    /// Spins on the u64 at bus address `addr` until `cond` holds; returns the value. Each
+    /// check is a read on the bus, issued as soon as the previous one completed.
+    pub async fn poll_bus_until(
+        &self,
+        addr: BusAddr,
+        cond: impl Fn(u64) -> bool,
+    ) -> Result<u64, KernelFault> {
+        self.bus_check(addr, 8)?;
+        loop {
+            let mut b = [0u8; 8];
+            self.port
+                .read(addr, &mut b)
+                .await
+                .map_err(|e| Self::bus_fault(addr, e))?;
+            let v = u64::from_le_bytes(b);
+            if cond(v) {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// The cycle counter (`now × clock`); reading it costs `clock_read`.
+    pub async fn clock64(&self) -> u64 {
+        self.port.sleep(self.env.clock_read).await;
+        let ps = u128::from(self.port.now().as_ps());
+        let cycles = ps * u128::from(self.env.clock_khz) / 1_000_000_000;
+        u64::try_from(cycles).unwrap_or(u64::MAX)
+    }
+
+    /// Sleeps `d` of virtual time.
+    pub async fn nanosleep(&self, d: SimDuration) {
+        self.port.sleep(d).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing() -> KernelFn<()> {
+        Rc::new(|_| Box::pin(async { Ok(()) }))
+    }
+
+    #[test]
+    fn loading_a_name_again_keeps_its_id_and_replaces_the_code() {
+        let lib = KernelLibrary::<()>::new();
+        let a = lib.load("a", nothing());
+        let b = lib.load("b", nothing());
+        assert_ne!(a, b);
+        let first = lib.get(a).unwrap();
+        assert_eq!(lib.load("a", nothing()), a);
+        assert!(!Rc::ptr_eq(&first, &lib.get(a).unwrap()));
+        assert_eq!(lib.id("b"), Some(b));
+        assert_eq!(lib.name(b).as_deref(), Some("b"));
+        assert_eq!(lib.id("c"), None);
+        assert!(lib.get(KernelId(7)).is_none());
+        assert!(lib.name(KernelId(7)).is_none());
+    }
+
+    #[test]
+    fn the_address_limit_covers_the_last_byte_and_64_bits_has_none() {
+        let env = |dma_bits| ThreadEnv {
+            memory: Rc::new(DeviceMemory::new(1 << 20)),
+            memory_access: SimDuration::ZERO,
+            clock_read: SimDuration::ZERO,
+            clock_khz: 1,
+            dma_bits,
+        };
+        let e = env(32);
+        assert!(e.check_bus(BusAddr((1 << 32) - 8), 8).is_ok());
+        assert_eq!(
+            e.check_bus(BusAddr((1 << 32) - 4), 8),
+            Err(FaultReason::AddressLimit { bits: 32 })
+        );
+        assert!(e.check_bus(BusAddr(1 << 32), 1).is_err());
+        assert!(env(64).check_bus(BusAddr(u64::MAX - 7), 8).is_ok());
+    }
+}
