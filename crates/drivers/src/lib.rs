@@ -5,10 +5,15 @@
 #![forbid(unsafe_code)]
 
 pub mod dma;
+pub mod gpu;
 pub mod nvme;
 pub mod nvme_dist;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
+pub use gpu::{
+    DeviceBuffer, Event, GpuContext, GpuError, GpuProperties, HostBuffer, PeerAccess, RuntimeCosts,
+    Stream,
+};
 pub use nvme::{
     BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError,
     UnknownCompletionMode,
