@@ -1,11 +1,9 @@
 //! The DMA test device: a copy engine with registers in BAR0 and device memory in BAR2, like
 //! the GPU copy engine of the papers' bandwidth tests (CUDA `bandwidthTest`).
 //!
-//! The same model stands for a GPU ([`DmaDevice::gpu`]): the copy engine's registers in BAR0
-//! and the GPU memory in BAR1 (the prefetchable BAR that GPUDirect exposes). Its other BARs
-//! (BAR3) answer nothing. A GPU *kernel* is a device-side task, not part of this model: it
-//! uses the device's own port for its memory accesses to peers and [`DmaDevice::wait_word`]
-//! to poll its own memory, as a CUDA kernel spinning on a flag in device memory would.
+//! A device-side task (a test's "kernel") may use the device's own port for its memory
+//! accesses to peers and [`DmaDevice::wait_word`] to poll the device's memory. The GPU is a
+//! model of its own ([`crate::gpu`]).
 //!
 //! Registers (BAR0, 64-bit little-endian; the rest of BAR0 is out of range):
 //!
@@ -79,12 +77,10 @@ pub mod status {
 pub const COMPLETION_ERROR: u64 = 1 << 63;
 
 const REGISTER_COUNT: usize = 8;
-/// The BAR holding the registers (DMA test device and GPU).
+/// The BAR holding the registers.
 pub const REGISTER_BAR: u8 = 0;
 /// The BAR holding the DMA test device's memory.
 pub const MEMORY_BAR: u8 = 2;
-/// The BAR holding a GPU's memory.
-pub const GPU_MEMORY_BAR: u8 = 1;
 
 /// The DMA test device's state.
 #[derive(Debug)]
@@ -108,12 +104,6 @@ impl DmaDevice {
     /// device memory and a start-up cost per copy.
     pub fn new(memory_size: u64, setup: SimDuration) -> Self {
         Self::with_bars(memory_size, setup, REGISTER_BAR, MEMORY_BAR)
-    }
-
-    /// A GPU: the copy engine with its registers in BAR0 and `memory_size` bytes of GPU memory
-    /// in BAR1.
-    pub fn gpu(memory_size: u64, setup: SimDuration) -> Self {
-        Self::with_bars(memory_size, setup, REGISTER_BAR, GPU_MEMORY_BAR)
     }
 
     /// The copy engine with its registers in `register_bar` and memory in `memory_bar`.
@@ -402,34 +392,34 @@ mod tests {
     }
 
     #[test]
-    fn gpu_memory_is_reachable_through_bar1_and_no_other_bar() {
-        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
-        assert_eq!((gpu.register_bar(), gpu.memory_bar()), (0, 1));
-        gpu.mmio_write(1, 100, b"hello").expect("in range");
+    fn memory_in_bar1_is_reachable_there_and_no_other_bar() {
+        let dev = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, REGISTER_BAR, 1);
+        assert_eq!((dev.register_bar(), dev.memory_bar()), (0, 1));
+        dev.mmio_write(1, 100, b"hello").expect("in range");
         let mut buf = [0u8; 5];
-        gpu.mmio_read(1, 100, &mut buf).expect("in range");
+        dev.mmio_read(1, 100, &mut buf).expect("in range");
         assert_eq!(&buf, b"hello");
         let mut word = [0u8; 8];
-        gpu.mmio_read(0, reg::ID, &mut word)
+        dev.mmio_read(0, reg::ID, &mut word)
             .expect("registers in BAR0");
         assert_eq!(u64::from_le_bytes(word), DEVICE_MAGIC);
         assert_eq!(
-            gpu.mmio_read(0, 8 << 20, &mut word),
+            dev.mmio_read(0, 8 << 20, &mut word),
             Err(CompleterError::OutOfRange),
             "BAR0 beyond the register file"
         );
         for bar in [2, 3] {
             assert_eq!(
-                gpu.mmio_read(bar, 0, &mut buf),
+                dev.mmio_read(bar, 0, &mut buf),
                 Err(CompleterError::OutOfRange)
             );
             assert_eq!(
-                gpu.mmio_write(bar, 0, b"x"),
+                dev.mmio_write(bar, 0, b"x"),
                 Err(CompleterError::OutOfRange)
             );
         }
         assert_eq!(
-            gpu.mmio_write(1, u64::MAX - 1, b"abc"),
+            dev.mmio_write(1, u64::MAX - 1, b"abc"),
             Err(CompleterError::OutOfRange),
             "an offset that overflows is out of range, not a panic"
         );
@@ -450,25 +440,25 @@ mod tests {
 
     #[test]
     fn wait_word_returns_after_a_bar_write_of_the_value_and_not_before() {
-        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let dev = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, REGISTER_BAR, 1);
         let counter = Arc::new(CountingWaker::default());
         let waker = Waker::from(counter.clone());
         let mut cx = Context::from_waker(&waker);
-        let mut wait = pin!(gpu.wait_word(64, 7));
+        let mut wait = pin!(dev.wait_word(64, 7));
         assert!(wait.as_mut().poll(&mut cx).is_pending(), "memory reads 0");
 
-        gpu.mmio_write(1, 64, &6u64.to_le_bytes())
+        dev.mmio_write(1, 64, &6u64.to_le_bytes())
             .expect("in range");
         assert_eq!(counter.wakes(), 1, "a write wakes the waiter");
         assert!(wait.as_mut().poll(&mut cx).is_pending(), "6 is not 7");
 
-        gpu.mmio_write(1, 0, &7u64.to_le_bytes()).expect("in range");
+        dev.mmio_write(1, 0, &7u64.to_le_bytes()).expect("in range");
         assert!(
             wait.as_mut().poll(&mut cx).is_pending(),
             "7 at another word"
         );
 
-        gpu.mmio_write(1, 64, &7u64.to_le_bytes())
+        dev.mmio_write(1, 64, &7u64.to_le_bytes())
             .expect("in range");
         assert_eq!(counter.wakes(), 3);
         assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(()));
@@ -476,12 +466,12 @@ mod tests {
 
     #[test]
     fn wait_word_does_not_lose_a_write_made_before_it_first_waits() {
-        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let dev = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, REGISTER_BAR, 1);
         let waker = Waker::from(Arc::new(CountingWaker::default()));
         let mut cx = Context::from_waker(&waker);
-        gpu.mmio_write(1, 8, &42u64.to_le_bytes())
+        dev.mmio_write(1, 8, &42u64.to_le_bytes())
             .expect("in range");
-        let mut done = pin!(gpu.wait_word(8, 42));
+        let mut done = pin!(dev.wait_word(8, 42));
         assert_eq!(
             done.as_mut().poll(&mut cx),
             Poll::Ready(()),
@@ -489,38 +479,38 @@ mod tests {
         );
 
         // A stale notification only costs one more check.
-        let mut wait = pin!(gpu.wait_word(8, 43));
+        let mut wait = pin!(dev.wait_word(8, 43));
         assert!(wait.as_mut().poll(&mut cx).is_pending());
-        gpu.mmio_write(1, 8, &43u64.to_le_bytes())
+        dev.mmio_write(1, 8, &43u64.to_le_bytes())
             .expect("in range");
         assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(()));
         let mut word = [0u8; 8];
-        gpu.read_memory(8, &mut word);
+        dev.read_memory(8, &mut word);
         assert_eq!(u64::from_le_bytes(word), 43);
     }
 
     #[test]
     #[should_panic(expected = "one task may wait")]
     fn two_waiters_on_one_device_are_refused_rather_than_left_hanging() {
-        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let dev = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, REGISTER_BAR, 1);
         let waker = Waker::from(Arc::new(CountingWaker::default()));
         let mut cx = Context::from_waker(&waker);
-        let mut first = pin!(gpu.wait_word(0, 1));
+        let mut first = pin!(dev.wait_word(0, 1));
         assert!(first.as_mut().poll(&mut cx).is_pending());
-        let mut second = pin!(gpu.wait_word(8, 1));
+        let mut second = pin!(dev.wait_word(8, 1));
         let _ = second.as_mut().poll(&mut cx);
     }
 
     #[test]
     fn a_finished_or_dropped_wait_lets_the_next_one_in() {
-        let gpu = DmaDevice::gpu(1 << 20, SimDuration::ZERO);
+        let dev = DmaDevice::with_bars(1 << 20, SimDuration::ZERO, REGISTER_BAR, 1);
         let waker = Waker::from(Arc::new(CountingWaker::default()));
         let mut cx = Context::from_waker(&waker);
         {
-            let mut dropped = pin!(gpu.wait_word(0, 1));
+            let mut dropped = pin!(dev.wait_word(0, 1));
             assert!(dropped.as_mut().poll(&mut cx).is_pending());
         }
-        let mut next = pin!(gpu.wait_word(0, 0));
+        let mut next = pin!(dev.wait_word(0, 0));
         assert_eq!(next.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 }

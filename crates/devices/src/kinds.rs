@@ -14,7 +14,9 @@ use std::str::FromStr;
 pub enum DeviceKind {
     /// An NVMe controller (`params.profile`: `optane-p4800x`, `ramdisk`, `nand`).
     Nvme,
-    /// A GPU with memory exposed through a prefetchable BAR (`params.memory`, default 256M).
+    /// A GPU ([`crate::gpu::Gpu`]): `params.profile` (a calibration `[gpu.*]` profile,
+    /// default `p4000`), `params.memory` (default 8G) and `params.aperture` (BAR1, default
+    /// the smaller of memory and 256M).
     Gpu,
     /// The DMA test device (`params.memory`, default 256M of device memory).
     Dma,
@@ -126,7 +128,7 @@ impl DeviceKind {
     pub fn memory_bar(self) -> u8 {
         match self {
             DeviceKind::Nvme => crate::nvme::controller::CMB_BAR,
-            DeviceKind::Gpu => crate::dma::GPU_MEMORY_BAR,
+            DeviceKind::Gpu => crate::gpu::spec::APERTURE_BAR,
             DeviceKind::Dma => crate::dma::MEMORY_BAR,
         }
     }
@@ -151,7 +153,8 @@ impl fmt::Display for DeviceKind {
 
 const DEFAULT_DEVICE_MEMORY: u64 = 256 << 20;
 
-/// Device memory (`params.memory` of `gpu` and `dma`), exposed through a prefetchable BAR: a
+/// Device memory (`params.memory` of `gpu` and `dma`; the DMA test device's default is
+/// 256M), exposed through a prefetchable BAR: a
 /// power of two from 1 MiB to 1 TiB (more than any GPU has; the BAR must fit, with the
 /// others, in the host's 16 TiB 64-bit MMIO region).
 pub const DEVICE_MEMORY: RangeInclusive<u64> = 1 << 20..=1 << 40;
@@ -170,6 +173,9 @@ fn memory_param(params: &toml::Table) -> Result<u64, ParamError> {
         }
     }
 }
+
+/// Size of a GPU's BAR3, which answers nothing.
+const GPU_BAR3_SIZE: u64 = 32 << 20;
 
 /// Refuses the first key of `params` not in `known`.
 pub(crate) fn check_params(params: &toml::Table, known: &[&str]) -> Result<(), ParamError> {
@@ -208,26 +214,28 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
             })
         }
         DeviceKind::Gpu => {
-            check_params(params, &["memory"])?;
+            let p = crate::gpu::GpuParams::parse(params)?;
             Ok(EndpointLayout {
-                vendor_id: 0x10de,
+                vendor_id: crate::gpu::spec::VENDOR_ID,
                 device_id: 0x1bb1,
                 class_code: 0x03_00_00,
                 description: "VGA compatible controller: GPU".to_string(),
                 bars: vec![
                     BarSpec {
-                        index: 0,
-                        size: 16 << 20,
+                        index: crate::gpu::spec::REGISTER_BAR,
+                        size: crate::gpu::spec::BAR0_SIZE,
                         kind: BarKind::Mem32,
                     },
                     BarSpec {
-                        index: 1,
-                        size: memory_param(params)?,
+                        index: crate::gpu::spec::APERTURE_BAR,
+                        size: p.aperture,
                         kind: BarKind::Mem64Prefetch,
                     },
+                    // Unmodelled (a real GPU's BAR3 holds more registers); kept so that
+                    // shipped scenarios' address maps do not move.
                     BarSpec {
                         index: 3,
-                        size: 32 << 20,
+                        size: GPU_BAR3_SIZE,
                         kind: BarKind::Mem64Prefetch,
                     },
                 ],
@@ -306,12 +314,12 @@ mod tests {
             err,
             ParamError::UnknownParameter {
                 key: "colour".into(),
-                known: "memory".into()
+                known: "profile, memory, aperture".into()
             }
         );
         assert_eq!(
             err.to_string(),
-            "unknown parameter \"colour\" (known: memory)"
+            "unknown parameter \"colour\" (known: profile, memory, aperture)"
         );
     }
 

@@ -9,10 +9,9 @@
 //! Invariant: every access is checked against [`DeviceMemory::size`] before it touches the
 //! bytes; an out-of-range access is refused whole ([`OutsideMemory`]).
 
+use super::signal::Broadcast;
 use smartio_platform::SparseMemory;
-use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
-use std::task::{Poll, Waker};
+use std::cell::RefCell;
 use thiserror::Error;
 
 /// An access that does not fit in device memory.
@@ -34,10 +33,8 @@ pub struct OutsideMemory {
 pub struct DeviceMemory {
     size: u64,
     bytes: RefCell<SparseMemory>,
-    /// Bumped by every write; a waiter armed at generation `g` is released once it differs.
-    generation: Cell<u64>,
-    /// Tasks waiting for the next write (all are woken by it).
-    waiters: RefCell<Vec<Waker>>,
+    /// Fired by every write; every waiter is woken by it.
+    written: Broadcast,
 }
 
 impl DeviceMemory {
@@ -46,8 +43,7 @@ impl DeviceMemory {
         Self {
             size,
             bytes: RefCell::new(SparseMemory::new()),
-            generation: Cell::new(0),
-            waiters: RefCell::new(Vec::new()),
+            written: Broadcast::new("a write to GPU device memory"),
         }
     }
 
@@ -113,29 +109,16 @@ impl DeviceMemory {
     /// Resolves after the next write to device memory. Armed when **called**: a write that
     /// lands after the call, before the first poll, resolves it.
     pub fn written(&self) -> impl std::future::Future<Output = ()> + '_ {
-        let armed = self.generation.get();
-        poll_fn(move |cx| {
-            if self.generation.get() != armed {
-                Poll::Ready(())
-            } else {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                smartio_platform::waiting::note("a write to GPU device memory");
-                Poll::Pending
-            }
-        })
+        self.written.fired()
     }
 
-    /// Waiters currently registered (for tests).
+    /// Waiters currently registered.
     pub fn waiter_count(&self) -> usize {
-        self.waiters.borrow().len()
+        self.written.waiter_count()
     }
 
     fn wake_all(&self) {
-        self.generation.set(self.generation.get().wrapping_add(1));
-        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
-        for w in waiters {
-            w.wake();
-        }
+        self.written.fire();
     }
 }
 
@@ -146,7 +129,7 @@ mod tests {
     use std::pin::pin;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use std::task::{Context, Wake};
+    use std::task::{Context, Wake, Waker};
 
     struct Counter(AtomicUsize);
     impl Wake for Counter {

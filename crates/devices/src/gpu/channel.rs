@@ -1,0 +1,387 @@
+//! A channel's front end: the ring registers, and the task that fetches entries by DMA,
+//! decodes them and executes them in order (spec: [`super::spec::channel`]).
+//!
+//! The pipeline per entry is decode → validate → execute → advance `GET`:
+//!
+//! 1. On the first `PUT` after a reset the ring (`RING_BASE`, `RING_ENTRIES`) is validated
+//!    and latched ([`ErrorCode::BadRing`]); every `PUT` is checked against `GET`
+//!    ([`ErrorCode::BadPut`]).
+//! 2. Entries `[GET, PUT)` are fetched with one DMA read per batch of at most
+//!    [`FETCH_ENTRIES`], never across the ring's wrap ([`ErrorCode::FetchFailed`]).
+//! 3. Each entry costs `command`, is decoded ([`ErrorCode::BadCommand`], info: the opcode),
+//!    then executed; a launch's parameter entries follow it (fetched when the batch ended
+//!    before them; the front end waits for a `PUT` that covers them).
+//! 4. An error stops the channel: `STATUS`, `ERROR`, `ERROR_INFO` are set, the notice goes
+//!    to `NOTIFIER` (when non-zero) and the channel's vector is signalled; nothing more runs
+//!    until `RESET`.
+//!
+//! Invariant: a reset wins. The channel task races its work against the channel's reset
+//! signal, checked first, so work in flight when `RESET` is written is dropped before it can
+//! touch the reset registers.
+
+use super::signal::Broadcast;
+use super::spec::{
+    self, status, Command, ErrorCode, ErrorNotice, GpuAddr, ENTRY_SIZE, FETCH_ENTRIES,
+};
+use super::Gpu;
+use smartio_platform::{race, BusAddr, Clock, Notify, Port, Spawner};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// A validated ring: where it is and how many entries it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ring {
+    /// Bus address of entry 0 (64-byte aligned).
+    pub base: u64,
+    /// Entries (a power of two in [`spec::RING_ENTRIES`]).
+    pub entries: u64,
+}
+
+/// A channel's registers as software sees them, and what the front end latched.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ChannelRegs {
+    /// `RING_BASE`.
+    pub ring_base: u64,
+    /// `RING_ENTRIES`.
+    pub ring_entries: u64,
+    /// `PUT`.
+    pub put: u64,
+    /// `GET`.
+    pub get: u64,
+    /// `STATUS`.
+    pub status: u64,
+    /// `ERROR`.
+    pub error: u64,
+    /// `ERROR_INFO`.
+    pub error_info: u64,
+    /// `NOTIFIER`.
+    pub notifier: u64,
+    /// A `PUT` was written since the last reset.
+    pub put_written: bool,
+    /// The ring validated at the first `PUT` after the last reset.
+    pub ring: Option<Ring>,
+}
+
+impl ChannelRegs {
+    /// The state after a `RESET`: the ring set-up and the notifier stay, everything else is
+    /// cleared.
+    pub fn after_reset(&self) -> ChannelRegs {
+        ChannelRegs {
+            ring_base: self.ring_base,
+            ring_entries: self.ring_entries,
+            notifier: self.notifier,
+            ..ChannelRegs::default()
+        }
+    }
+}
+
+/// One channel: registers, its doorbell and its reset signal.
+#[derive(Debug)]
+pub(super) struct Channel {
+    pub regs: RefCell<ChannelRegs>,
+    /// `PUT` was written.
+    pub doorbell: Notify,
+    /// `RESET` was written (every waiter — the channel task, its launch's threads — sees it).
+    pub reset: Broadcast,
+}
+
+impl Channel {
+    pub fn new() -> Self {
+        Self {
+            regs: RefCell::new(ChannelRegs::default()),
+            doorbell: Notify::new(),
+            reset: Broadcast::new("a reset of the GPU channel"),
+        }
+    }
+
+    /// A `PUT` write: records it and rings the doorbell.
+    pub fn put(&self, value: u64) {
+        {
+            let mut r = self.regs.borrow_mut();
+            r.put = value;
+            r.put_written = true;
+            if r.status != status::ERROR && value != r.get {
+                r.status = status::RUNNING;
+            }
+        }
+        self.doorbell.notify();
+    }
+
+    /// A `RESET` write: stops the channel and drops its work.
+    pub fn reset(&self) {
+        let after = self.regs.borrow().after_reset();
+        *self.regs.borrow_mut() = after;
+        self.reset.fire();
+        self.doorbell.notify();
+    }
+}
+
+/// Why a channel stops: the code and its detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stop {
+    pub code: ErrorCode,
+    pub info: u64,
+}
+
+impl Stop {
+    pub fn new(code: ErrorCode, info: u64) -> Self {
+        Self { code, info }
+    }
+}
+
+/// Entries fetched but not yet executed, and where the next fetch starts.
+#[derive(Debug, Default)]
+struct Front {
+    entries: VecDeque<[u8; ENTRY_SIZE as usize]>,
+    next: u64,
+}
+
+/// The opcode of a raw entry (a bad command's info).
+fn opcode_of(entry: &[u8; ENTRY_SIZE as usize]) -> u64 {
+    u64::from(u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]))
+}
+
+impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
+    /// Channel `c`'s task: serves its ring until a reset, then starts over. Runs forever.
+    pub(super) async fn channel_task(self: Rc<Self>, c: u16, port: P) {
+        let ch = &self.channels[usize::from(c)];
+        loop {
+            let epoch = ch.reset.generation();
+            // The reset is polled first: work it interrupts is never resumed.
+            let _ = race(ch.reset.fired_since(epoch), self.serve(c, &port)).await;
+        }
+    }
+
+    async fn serve(&self, c: u16, port: &P) {
+        let ch = &self.channels[usize::from(c)];
+        let mut front = Front::default();
+        loop {
+            match self.step(c, port, &mut front).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    {
+                        let mut r = ch.regs.borrow_mut();
+                        if r.status == status::RUNNING && r.put == r.get {
+                            r.status = status::IDLE;
+                        }
+                    }
+                    ch.doorbell.notified().await;
+                }
+                Err(stop) => {
+                    self.halt(c, stop, port).await;
+                    loop {
+                        ch.doorbell.notified().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The latched ring, validating it on the first `PUT` after a reset; `None` before it.
+    fn ring(&self, c: u16) -> Result<Option<Ring>, Stop> {
+        let mut r = self.channels[usize::from(c)].regs.borrow_mut();
+        if let Some(ring) = r.ring {
+            return Ok(Some(ring));
+        }
+        if !r.put_written {
+            return Ok(None);
+        }
+        let entries = r.ring_entries;
+        if !entries.is_power_of_two() || !spec::RING_ENTRIES.contains(&entries) {
+            return Err(Stop::new(ErrorCode::BadRing, entries));
+        }
+        let base = r.ring_base;
+        let fits = base.checked_add(entries * ENTRY_SIZE).is_some();
+        if !base.is_multiple_of(ENTRY_SIZE) || !fits {
+            return Err(Stop::new(ErrorCode::BadRing, base));
+        }
+        let ring = Ring { base, entries };
+        r.ring = Some(ring);
+        Ok(Some(ring))
+    }
+
+    /// `(GET, PUT)`, or [`ErrorCode::BadPut`] when `PUT` is behind `GET` or more than a ring
+    /// ahead of it.
+    fn get_put(&self, c: u16, ring: Ring) -> Result<(u64, u64), Stop> {
+        let r = self.channels[usize::from(c)].regs.borrow();
+        if r.put < r.get || r.put - r.get > ring.entries {
+            return Err(Stop::new(ErrorCode::BadPut, r.put));
+        }
+        Ok((r.get, r.put))
+    }
+
+    /// Executes the entry at `GET` if there is one; `Ok(false)` when there is nothing to do.
+    async fn step(&self, c: u16, port: &P, front: &mut Front) -> Result<bool, Stop> {
+        let ch = &self.channels[usize::from(c)];
+        let Some(ring) = self.ring(c)? else {
+            return Ok(false);
+        };
+        let (get, put) = self.get_put(c, ring)?;
+        if get == put {
+            return Ok(false);
+        }
+        ch.regs.borrow_mut().status = status::RUNNING;
+        if front.entries.is_empty() {
+            front.next = get;
+            self.fetch(ring, put, front, port).await?;
+        }
+        let Some(entry) = front.entries.pop_front() else {
+            return Ok(false); // unreachable: a fetch of at least one entry succeeded
+        };
+        port.sleep(self.config.timing.command).await;
+        let command = Command::decode(&entry)
+            .map_err(|_| Stop::new(ErrorCode::BadCommand, opcode_of(&entry)))?;
+        let (extra, params) = match command {
+            Command::Launch { param_bytes, .. } => {
+                let extra = Command::param_entries(param_bytes);
+                self.fetch_params(c, ring, get, extra, front, port).await?;
+                let mut params = Vec::with_capacity(extra as usize * ENTRY_SIZE as usize);
+                for e in front.entries.drain(..extra as usize) {
+                    params.extend_from_slice(&e);
+                }
+                params.truncate(param_bytes as usize);
+                (extra, params)
+            }
+            _ => (0, Vec::new()),
+        };
+        self.execute(c, command, params, port).await?;
+        ch.regs.borrow_mut().get = get + 1 + extra;
+        Ok(true)
+    }
+
+    /// Makes sure the `extra` parameter entries after the launch at `get` are fetched,
+    /// waiting for a `PUT` that covers them.
+    async fn fetch_params(
+        &self,
+        c: u16,
+        ring: Ring,
+        get: u64,
+        extra: u64,
+        front: &mut Front,
+        port: &P,
+    ) -> Result<(), Stop> {
+        let ch = &self.channels[usize::from(c)];
+        while (front.entries.len() as u64) < extra {
+            let (_, put) = self.get_put(c, ring)?;
+            if put <= front.next {
+                ch.doorbell.notified().await;
+                continue;
+            }
+            debug_assert!(front.next > get);
+            self.fetch(ring, put, front, port).await?;
+        }
+        Ok(())
+    }
+
+    /// One DMA read of up to [`FETCH_ENTRIES`] entries from `front.next`, not past `put` nor
+    /// across the ring's wrap.
+    async fn fetch(&self, ring: Ring, put: u64, front: &mut Front, port: &P) -> Result<(), Stop> {
+        let from = front.next;
+        let slot = from % ring.entries;
+        let n = (put - from).min(FETCH_ENTRIES).min(ring.entries - slot);
+        // In range: the ring was validated to fit below 2^64.
+        let addr = ring.base + slot * ENTRY_SIZE;
+        if !self.pci.bus_master() {
+            return Err(Stop::new(ErrorCode::FetchFailed, addr));
+        }
+        self.env
+            .check_bus(BusAddr(addr), n * ENTRY_SIZE)
+            .map_err(|_| Stop::new(ErrorCode::AddressLimit, addr))?;
+        let bytes = port
+            .read_owned(BusAddr(addr), (n * ENTRY_SIZE) as usize)
+            .await
+            .map_err(|_| Stop::new(ErrorCode::FetchFailed, addr))?;
+        for chunk in bytes.chunks_exact(ENTRY_SIZE as usize) {
+            let mut e = [0u8; ENTRY_SIZE as usize];
+            e.copy_from_slice(chunk);
+            front.entries.push_back(e);
+        }
+        front.next = from + n;
+        Ok(())
+    }
+
+    async fn execute(
+        &self,
+        c: u16,
+        command: Command,
+        params: Vec<u8>,
+        port: &P,
+    ) -> Result<(), Stop> {
+        match command {
+            Command::Nop => Ok(()),
+            Command::Copy { src, dst, len } => self.copy(c, src, dst, len, port).await,
+            Command::Launch {
+                kernel, threads, ..
+            } => self.launch(kernel, threads, params, port).await,
+            Command::Timestamp { dst } => {
+                let now = port.now().as_ps() / 1_000;
+                self.write_word(dst, now, port).await
+            }
+            Command::Release {
+                dst,
+                value,
+                interrupt,
+            } => {
+                self.write_word(dst, value, port).await?;
+                if interrupt {
+                    self.interrupt(c, port).await;
+                }
+                Ok(())
+            }
+            Command::Acquire { offset, value } => loop {
+                let written = self.memory.written();
+                let v = self
+                    .memory
+                    .read_u64(offset)
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, offset))?;
+                if v >= value {
+                    return Ok(());
+                }
+                written.await;
+            },
+        }
+    }
+
+    /// Writes `value` (a little-endian u64) to `dst` for a timestamp or a release.
+    async fn write_word(&self, dst: GpuAddr, value: u64, port: &P) -> Result<(), Stop> {
+        let bytes = value.to_le_bytes();
+        match dst {
+            GpuAddr::Device(o) => self
+                .memory
+                .write(o, &bytes)
+                .map_err(|_| Stop::new(ErrorCode::CopyFailed, o)),
+            GpuAddr::Bus(a) => {
+                self.env
+                    .check_bus(a, 8)
+                    .map_err(|_| Stop::new(ErrorCode::AddressLimit, a.get()))?;
+                port.write(a, &bytes)
+                    .await
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, a.get()))
+            }
+        }
+    }
+
+    /// Stops channel `c` on `stop`: registers, notice, vector.
+    async fn halt(&self, c: u16, stop: Stop, port: &P) {
+        let (notifier, entry) = {
+            let mut r = self.channels[usize::from(c)].regs.borrow_mut();
+            r.status = status::ERROR;
+            r.error = stop.code as u64;
+            r.error_info = stop.info;
+            (r.notifier, r.get)
+        };
+        if notifier != 0 {
+            let notice = ErrorNotice {
+                code: stop.code,
+                info: stop.info,
+                entry,
+            };
+            let at = BusAddr(notifier);
+            if self.env.check_bus(at, ErrorNotice::SIZE as u64).is_ok() {
+                let _ = port.write(at, &notice.encode()).await;
+            }
+        }
+        self.interrupt(c, port).await;
+    }
+}

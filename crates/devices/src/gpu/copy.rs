@@ -1,0 +1,208 @@
+//! Copy engines: channel `c`'s copies run on engine `c % copy_engines`; an engine serves one
+//! copy at a time, in the order channels asked (FIFO), as a real GPU's copy engines are
+//! shared by the channels bound to them.
+//!
+//! A copy is validated before it waits for its engine: device ranges inside device memory
+//! ([`ErrorCode::CopyFailed`], info: the offset), bus addresses below the DMA limit
+//! ([`ErrorCode::AddressLimit`], info: the address). Then it costs `copy_start` and moves its
+//! bytes: bus → device by DMA reads, device → bus by posted DMA writes, device → device at
+//! the memory bandwidth, bus → bus by reads then writes. A bus error stops the channel with
+//! [`ErrorCode::CopyFailed`] and the address that failed. Bus transfers go in pieces of at
+//! most [`PIECE`] bytes so that no copy needs more than that in one buffer.
+
+use super::channel::Stop;
+use super::spec::{ErrorCode, GpuAddr};
+use super::Gpu;
+use smartio_platform::{BusAddr, Clock, Port, SimDuration, Spawner};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+/// Largest piece a bus transfer is moved in (one DMA read or write).
+pub(super) const PIECE: u64 = 16 << 20;
+
+/// One copy engine: busy or not, and the copies waiting for it in arrival order.
+#[derive(Debug, Default)]
+pub(super) struct CopyEngine {
+    busy: Cell<bool>,
+    next_ticket: Cell<u64>,
+    queue: RefCell<VecDeque<(u64, Option<Waker>)>>,
+}
+
+/// A place in an engine's queue; leaving it (a reset dropped the copy) lets the next in.
+struct Waiting {
+    engine: Rc<CopyEngine>,
+    ticket: u64,
+    served: Cell<bool>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.served.get() {
+            self.engine
+                .queue
+                .borrow_mut()
+                .retain(|(t, _)| *t != self.ticket);
+            self.engine.wake_front();
+        }
+    }
+}
+
+/// The engine, held for one copy; released when dropped.
+pub(super) struct EngineHold {
+    engine: Rc<CopyEngine>,
+}
+
+impl Drop for EngineHold {
+    fn drop(&mut self) {
+        self.engine.busy.set(false);
+        self.engine.wake_front();
+    }
+}
+
+impl CopyEngine {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn wake_front(&self) {
+        if let Some((_, Some(w))) = self.queue.borrow().front() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Takes a place in the queue now and resolves when the engine is this copy's.
+    pub fn acquire(self: &Rc<Self>) -> impl Future<Output = EngineHold> {
+        let ticket = self.next_ticket.get();
+        self.next_ticket.set(ticket.wrapping_add(1));
+        self.queue.borrow_mut().push_back((ticket, None));
+        let waiting = Waiting {
+            engine: self.clone(),
+            ticket,
+            served: Cell::new(false),
+        };
+        async move {
+            poll_fn(|cx| {
+                let e = &waiting.engine;
+                let mut q = e.queue.borrow_mut();
+                if !e.busy.get() && q.front().map(|(t, _)| *t) == Some(ticket) {
+                    q.pop_front();
+                    e.busy.set(true);
+                    waiting.served.set(true);
+                    Poll::Ready(())
+                } else {
+                    if let Some(slot) = q.iter_mut().find(|(t, _)| *t == ticket) {
+                        slot.1 = Some(cx.waker().clone());
+                    }
+                    smartio_platform::waiting::note("a GPU copy engine another channel uses");
+                    Poll::Pending
+                }
+            })
+            .await;
+            EngineHold {
+                engine: waiting.engine.clone(),
+            }
+        }
+    }
+}
+
+impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
+    /// Checks one end of a copy: a device range inside memory, a bus range below the limit.
+    fn check_end(&self, at: GpuAddr, len: u64) -> Result<(), Stop> {
+        match at {
+            GpuAddr::Device(o) => self
+                .memory
+                .check(o, len)
+                .map_err(|_| Stop::new(ErrorCode::CopyFailed, o)),
+            GpuAddr::Bus(a) => {
+                self.env
+                    .check_bus(a, len)
+                    .map_err(|_| Stop::new(ErrorCode::AddressLimit, a.get()))?;
+                match a.get().checked_add(len) {
+                    Some(_) => Ok(()),
+                    None => Err(Stop::new(ErrorCode::CopyFailed, a.get())),
+                }
+            }
+        }
+    }
+
+    /// Channel `c`'s copy of `len` bytes from `src` to `dst`.
+    pub(super) async fn copy(
+        &self,
+        c: u16,
+        src: GpuAddr,
+        dst: GpuAddr,
+        len: u64,
+        port: &P,
+    ) -> Result<(), Stop> {
+        self.check_end(src, len)?;
+        self.check_end(dst, len)?;
+        let engine = &self.engines[usize::from(c) % self.engines.len()];
+        let _hold = engine.acquire().await;
+        port.sleep(self.config.timing.copy_start).await;
+        if let (GpuAddr::Device(s), GpuAddr::Device(d)) = (src, dst) {
+            let seconds = len as f64 / self.config.timing.memory_bandwidth;
+            port.sleep(SimDuration::from_ns_f64(seconds * 1e9)).await;
+            return self
+                .memory
+                .copy_within(s, d, len)
+                .map_err(|_| Stop::new(ErrorCode::CopyFailed, s));
+        }
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(PIECE);
+            // In range: both ends were checked to fit (no overflow, inside memory).
+            let data = match src.offset(done) {
+                GpuAddr::Device(o) => self
+                    .memory
+                    .read_vec(o, n)
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, o))?,
+                GpuAddr::Bus(a) => port
+                    .read_owned(a, n as usize)
+                    .await
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, a.get()))?,
+            };
+            match dst.offset(done) {
+                GpuAddr::Device(o) => self
+                    .memory
+                    .write(o, &data)
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, o))?,
+                GpuAddr::Bus(a) => port
+                    .write_owned(BusAddr(a.get()), data)
+                    .await
+                    .map_err(|_| Stop::new(ErrorCode::CopyFailed, a.get()))?,
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+    use std::task::Context;
+
+    #[test]
+    fn an_engine_serves_copies_in_arrival_order_and_a_dropped_waiter_leaves_the_queue() {
+        let engine = Rc::new(CopyEngine::new());
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut first = pin!(engine.acquire());
+        let mut second = Box::pin(engine.acquire());
+        let mut third = pin!(engine.acquire());
+        let Poll::Ready(hold) = first.as_mut().poll(&mut cx) else {
+            panic!("the engine is free");
+        };
+        assert!(third.as_mut().poll(&mut cx).is_pending(), "busy");
+        assert!(second.as_mut().poll(&mut cx).is_pending(), "busy");
+        drop(hold);
+        drop(second);
+        assert!(
+            third.as_mut().poll(&mut cx).is_ready(),
+            "the dropped second copy gave its turn to the third"
+        );
+    }
+}

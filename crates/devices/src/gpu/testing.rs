@@ -1,0 +1,93 @@
+//! A stand-in engine for the model's unit tests: a port whose bus answers nothing, a clock
+//! set by hand, and a spawner that drops tasks. Enough to test registers, BAR1 and waiters
+//! without running anything.
+
+use super::{Gpu, GpuConfig, GpuTiming, KernelLibrary};
+use crate::config::ConfigSpace;
+use crate::kinds::layout_for;
+use smartio_fabric::topology::AssignedBar;
+use smartio_platform::{
+    AccessError, BusAddr, Clock, LocalTask, Port, SimDuration, SimTime, Spawner,
+};
+use std::cell::Cell;
+use std::future::{ready, Future};
+use std::rc::Rc;
+
+/// A port on no bus with a hand-set clock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stub {
+    pub now: Rc<Cell<SimTime>>,
+}
+
+impl Port for Stub {
+    fn read(&self, addr: BusAddr, _: &mut [u8]) -> impl Future<Output = Result<(), AccessError>> {
+        ready(Err(AccessError::UnsupportedRequest {
+            host: "stub".into(),
+            addr,
+        }))
+    }
+
+    fn write(&self, addr: BusAddr, _: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
+        ready(Err(AccessError::UnsupportedRequest {
+            host: "stub".into(),
+            addr,
+        }))
+    }
+}
+
+impl Clock for Stub {
+    fn now(&self) -> SimTime {
+        self.now.get()
+    }
+
+    fn sleep(&self, _: SimDuration) -> impl Future<Output = ()> {
+        ready(())
+    }
+}
+
+impl Spawner for Stub {
+    fn spawn_task(&self, _: LocalTask) {}
+}
+
+/// A P4000-like timing.
+pub(crate) fn timing() -> GpuTiming {
+    GpuTiming {
+        copy_engines: 2,
+        sm_count: 14,
+        clock_khz: 1_480_000,
+        dma_bits: 47,
+        memory_bandwidth: 243e9,
+        command: SimDuration::from_ns(100),
+        copy_start: SimDuration::from_ns(1000),
+        launch: SimDuration::from_ns(1500),
+        clock_read: SimDuration::from_ns(32),
+        memory_access: SimDuration::from_ns(15),
+    }
+}
+
+/// A GPU with `memory` bytes and a 1 MiB aperture, its BARs at made-up addresses.
+pub(crate) fn gpu(memory: u64) -> Gpu<Stub> {
+    let layout = layout_for("gpu", &toml::Table::new()).expect("default layout");
+    let bars: Vec<AssignedBar> = layout
+        .bars
+        .iter()
+        .enumerate()
+        .map(|(i, b)| AssignedBar {
+            index: b.index,
+            kind: b.kind,
+            base: BusAddr((i as u64 + 1) << 40),
+            size: b.size,
+        })
+        .collect();
+    let pci = Rc::new(ConfigSpace::new(
+        &layout,
+        &bars,
+        Some(Gpu::<Stub>::msix_layout()),
+    ));
+    let config = GpuConfig {
+        memory,
+        aperture: 1 << 20,
+        timing: timing(),
+    };
+    Gpu::new(config, pci, Rc::new(KernelLibrary::new()))
+}
