@@ -463,6 +463,18 @@ fn a_vm_names_its_own_hosts_devices_without_a_lender_in_peer_workloads() {
     )
     .expect("the copy runs in the VM");
     assert_eq!(samples.len(), 1);
+    let err = bench_p2p(
+        &cluster,
+        &P2pConfig {
+            host: "lender/vm0".into(),
+            ..p2p("dma0", "dma1", P2pDirection::Write, &[4096, 1 << 30])
+        },
+    )
+    .expect_err("1 GiB does not fit a DMA test device's 256 MiB");
+    assert!(
+        matches!(err, P2pError::BadSize { size, .. } if size == 1 << 30),
+        "{err}"
+    );
     let r = device_pingpong(
         &cluster,
         &DevicePingPongConfig {
