@@ -358,3 +358,22 @@ fn the_first_problem_in_file_order_is_reported() {
     let err = Calibration::parse("c.toml", &text).expect_err("two problems");
     assert!(err.message.starts_with("[pcie] gen1_gt_per_s = 0"), "{err}");
 }
+
+#[test]
+fn gpu_profiles_reject_out_of_range_and_fractional_values() {
+    rejected(
+        "dma_bits = { value = 40,",
+        "dma_bits = { value = 16,",
+        &["[gpu.k420] dma_bits = 16: too small", "32 to 64"],
+    );
+    rejected(
+        "copy_engines = { value = 1,",
+        "copy_engines = { value = 1.5,",
+        &["[gpu.k420] copy_engines = 1.5: not a whole number", "1 to 16"],
+    );
+    rejected(
+        "memory_bandwidth = { value = 243e9,",
+        "memory_bandwidth = { value = 0,",
+        &["[gpu.p4000] memory_bandwidth = 0: too small", "bytes/s"],
+    );
+}

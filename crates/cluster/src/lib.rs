@@ -5,10 +5,12 @@
 //!
 //! Device models come from the registry in [`models`], one factory per [`DeviceKind`]: `nvme`
 //! is an NVMe controller; `dma` is the DMA test device (copy engine registers in BAR0, memory
-//! in BAR2); `gpu` is modelled as the same copy engine with its memory in BAR1 (BAR3 answers
-//! nothing). GPU kernels are device-side tasks: they use the device's own port
-//! (`machine.device(endpoint)`) and [`DmaDevice::wait_word`] on its memory. Every endpoint
-//! without a richer model answers configuration requests from its layout.
+//! in BAR2); `gpu` is a GPU ([`smartio_devices::gpu::Gpu`]: registers and channels in BAR0,
+//! an aperture onto device memory in BAR1, BAR3 answering nothing) built from a calibration
+//! `[gpu.*]` profile. Every GPU of a cluster launches kernels from one
+//! [`KernelLibrary`] ([`Cluster::gpu_kernels`]): load a kernel there, then name its id in a
+//! ring's launch entry. Every endpoint without a richer model answers configuration requests
+//! from its layout.
 
 #![forbid(unsafe_code)]
 
@@ -22,12 +24,13 @@ pub use smartio_devices::DeviceKind;
 use models::{ModelContext, Models, StartError};
 pub use smartio_calibration::Calibration;
 use smartio_devices::dma::DmaDevice;
+use smartio_devices::gpu::{Gpu, KernelLibrary};
 use smartio_devices::nvme::NvmeController;
 use smartio_direct::DirectEngine;
 use smartio_engine::TimingError;
 pub use smartio_engine::{Sim, Timing};
 use smartio_fabric::{ClusterSpec, EndpointId, Fabric, ScenarioError};
-use smartio_machine::Machine;
+use smartio_machine::{Agent, Machine};
 use std::path::PathBuf;
 use std::rc::Rc;
 use thiserror::Error;
@@ -153,6 +156,8 @@ pub struct Cluster {
     pub calibration: Calibration,
     /// The device models, by endpoint (one per endpoint whose kind has a factory).
     models: Models,
+    /// The kernels every GPU launches.
+    gpu_kernels: Rc<KernelLibrary<Agent>>,
 }
 
 impl Cluster {
@@ -197,10 +202,12 @@ impl Cluster {
             }
             EngineKind::Direct => (DirectEngine::new(fabric, calibration).machine(), None),
         };
+        let gpu_kernels = Rc::new(KernelLibrary::new());
         let cx = ModelContext {
             machine: &machine,
             calibration,
             options,
+            gpu_kernels: &gpu_kernels,
         };
         let models = match models::start_all(&cx) {
             Ok(m) => m,
@@ -219,6 +226,7 @@ impl Cluster {
             timed,
             calibration: calibration.clone(),
             models,
+            gpu_kernels,
         })
     }
 
@@ -256,7 +264,7 @@ impl Cluster {
         self.models().filter(move |a| a.kind == kind)
     }
 
-    /// The copy engine (DMA test device or GPU) at `endpoint`.
+    /// The copy engine (DMA test device) at `endpoint`.
     pub fn copy_engine(&self, endpoint: EndpointId) -> Option<Rc<DmaDevice>> {
         self.model(endpoint)?.model.copy_engine().cloned()
     }
@@ -266,13 +274,30 @@ impl Cluster {
         self.model(endpoint)?.model.nvme().cloned()
     }
 
-    /// The copy engines of `kind` (`Dma` or `Gpu`), in endpoint order.
+    /// The copy engines of `kind` (`Dma`; no other kind has one), in endpoint order.
     pub fn copy_engines(
         &self,
         kind: DeviceKind,
     ) -> impl Iterator<Item = (EndpointId, Rc<DmaDevice>)> + '_ {
         self.models_of(kind)
             .filter_map(|a| Some((a.endpoint, a.model.copy_engine()?.clone())))
+    }
+
+    /// The GPU at `endpoint`.
+    pub fn gpu(&self, endpoint: EndpointId) -> Option<Rc<Gpu<Agent>>> {
+        self.model(endpoint)?.model.gpu().cloned()
+    }
+
+    /// The GPUs, in endpoint order.
+    pub fn gpus(&self) -> impl Iterator<Item = (EndpointId, Rc<Gpu<Agent>>)> + '_ {
+        self.models()
+            .filter_map(|a| Some((a.endpoint, a.model.gpu()?.clone())))
+    }
+
+    /// The kernels every GPU of this cluster launches (load one, then name its id in a
+    /// launch entry).
+    pub fn gpu_kernels(&self) -> &Rc<KernelLibrary<Agent>> {
+        &self.gpu_kernels
     }
 
     /// The NVMe controllers, in endpoint order.

@@ -29,6 +29,8 @@ pub struct DirectEngine {
 struct Inner {
     state: RefCell<State>,
     exec: RefCell<Executor>,
+    /// `state.now`, readable while the state is borrowed (by a BAR handler).
+    now: std::cell::Cell<SimTime>,
 }
 
 /// A memory watch: armed by `written`, fired by the first write that overlaps it.
@@ -86,6 +88,7 @@ impl DirectEngine {
                     counters: Counters::default(),
                 }),
                 exec: RefCell::new(Executor::default()),
+                now: std::cell::Cell::new(SimTime::ZERO),
             }),
         }
     }
@@ -459,7 +462,7 @@ impl PayloadAccess for DirectEngine {
 
 impl Engine for DirectEngine {
     fn now(&self) -> SimTime {
-        self.inner.state.borrow().now
+        self.inner.now.get()
     }
 
     fn spawn(&self, task: LocalTask, at: &'static Location<'static>) {
@@ -493,6 +496,7 @@ impl Engine for DirectEngine {
             {
                 let mut s = self.inner.state.borrow_mut();
                 s.now = s.now.max(at);
+                self.inner.now.set(s.now);
                 s.counters.events += 1;
             }
             match due {

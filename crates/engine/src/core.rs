@@ -46,6 +46,9 @@ struct TagPool {
 
 pub(crate) struct Core {
     pub now: SimTime,
+    /// `now`, readable while the core is borrowed (a BAR handler reading a clock register
+    /// runs inside the core). Set wherever `now` moves.
+    pub shared_now: Rc<std::cell::Cell<SimTime>>,
     seq: u64,
     queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
     pub fabric: Fabric,
@@ -82,6 +85,7 @@ impl Core {
         let endpoints = fabric.endpoints().len();
         Core {
             now: SimTime::ZERO,
+            shared_now: Rc::new(std::cell::Cell::new(SimTime::ZERO)),
             seq: 0,
             queue: BinaryHeap::new(),
             links: vec![LinkState::default(); fabric.links().len()],
@@ -431,6 +435,7 @@ impl Core {
                 break;
             }
             self.now = next;
+            self.shared_now.set(next);
             self.counters.events += 1;
         }
         self.reschedule(id);

@@ -24,6 +24,8 @@ use std::task::{Context, Poll};
 struct Inner {
     core: RefCell<Core>,
     exec: Executor,
+    /// The core's time, readable while the core is borrowed (by a BAR handler).
+    now: Rc<std::cell::Cell<SimTime>>,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -45,17 +47,19 @@ impl Sim {
     pub fn new(mut fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
         calibration.configure_fabric(&mut fabric);
         let timing = Timing::resolve(&fabric, calibration)?;
+        let core = Core::new(fabric, timing);
         Ok(Sim {
             inner: Rc::new(Inner {
-                core: RefCell::new(Core::new(fabric, timing)),
+                now: core.shared_now.clone(),
+                core: RefCell::new(core),
                 exec: Executor::new(),
             }),
         })
     }
 
-    /// The current virtual time.
+    /// The current virtual time (readable from inside a BAR handler too).
     pub fn now(&self) -> SimTime {
-        self.inner.core.borrow().now
+        self.inner.now.get()
     }
 
     /// The fabric (read-only view).
@@ -126,6 +130,7 @@ impl Sim {
             }
             let Some((at, event)) = core.pop() else { break };
             core.now = at;
+            core.shared_now.set(at);
             core.counters.events += 1;
             match event {
                 Event::Txn(id) => core.on_txn_event(id, at),

@@ -1,6 +1,5 @@
-//! The copy-engine factory: the DMA test device (`dma`: registers in BAR0, memory in BAR2)
-//! and the GPU (`gpu`: the same engine with its memory in BAR1; BAR3 answers nothing). GPU
-//! kernels are device-side tasks on the device's own port.
+//! The copy-engine factory: the DMA test device (`dma`: registers in BAR0, memory in BAR2).
+//! Device-side tasks of tests use the device's own port and its memory.
 
 use super::{DeviceModel, ModelContext, ModelError};
 use smartio_devices::dma::{self, DmaDevice};

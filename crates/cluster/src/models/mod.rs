@@ -8,18 +8,21 @@
 //! makes a run deterministic — append new kinds at the end, never reorder.
 
 mod copy_engine;
+mod gpu;
 mod nvme;
 
+pub use gpu::gpu_timing;
 pub use nvme::media_profile;
 
 use crate::ClusterOptions;
 use smartio_calibration::Calibration;
 use smartio_devices::config::ConfigSpace;
 use smartio_devices::dma::DmaDevice;
+use smartio_devices::gpu::{Gpu, KernelLibrary};
 use smartio_devices::nvme::NvmeController;
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
-use smartio_machine::Machine;
+use smartio_machine::{Agent, Machine};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use thiserror::Error;
@@ -34,6 +37,9 @@ pub enum ModelError {
     /// The calibration has no such profile (its message lists the known ones).
     #[error("{0}")]
     Profile(#[from] smartio_calibration::UnknownNvmeProfile),
+    /// The calibration has no such GPU profile (its message lists the known ones).
+    #[error("{0}")]
+    GpuProfile(#[from] smartio_calibration::UnknownGpuProfile),
     /// The profile's queue-pair count cannot be an NVMe controller's.
     #[error(
         "calibration [nvme.{profile}] queue_pairs = {value}: not a whole number from 2 to 256"
@@ -65,10 +71,12 @@ pub enum ModelError {
 /// A device model attached to an endpoint.
 #[derive(Debug, Clone)]
 pub enum DeviceModel {
-    /// A copy engine: the DMA test device, or a GPU (its memory in another BAR).
+    /// A copy engine: the DMA test device.
     CopyEngine(Rc<DmaDevice>),
     /// An NVMe controller.
     Nvme(Rc<NvmeController>),
+    /// A GPU.
+    Gpu(Rc<Gpu<Agent>>),
 }
 
 impl DeviceModel {
@@ -76,7 +84,7 @@ impl DeviceModel {
     pub fn copy_engine(&self) -> Option<&Rc<DmaDevice>> {
         match self {
             DeviceModel::CopyEngine(d) => Some(d),
-            DeviceModel::Nvme(_) => None,
+            DeviceModel::Nvme(_) | DeviceModel::Gpu(_) => None,
         }
     }
 
@@ -84,14 +92,22 @@ impl DeviceModel {
     pub fn nvme(&self) -> Option<&Rc<NvmeController>> {
         match self {
             DeviceModel::Nvme(c) => Some(c),
-            DeviceModel::CopyEngine(_) => None,
+            DeviceModel::CopyEngine(_) | DeviceModel::Gpu(_) => None,
+        }
+    }
+
+    /// The GPU, if this model is one.
+    pub fn gpu(&self) -> Option<&Rc<Gpu<Agent>>> {
+        match self {
+            DeviceModel::Gpu(g) => Some(g),
+            DeviceModel::CopyEngine(_) | DeviceModel::Nvme(_) => None,
         }
     }
 
     /// Whether the model answers configuration requests itself (else the endpoint gets a
     /// configuration space built from its layout).
     fn has_config_space(&self) -> bool {
-        matches!(self, DeviceModel::Nvme(_))
+        matches!(self, DeviceModel::Nvme(_) | DeviceModel::Gpu(_))
     }
 }
 
@@ -114,6 +130,8 @@ pub struct ModelContext<'a> {
     pub calibration: &'a Calibration,
     /// Command-line choices.
     pub options: &'a ClusterOptions,
+    /// The kernels every GPU of the cluster launches.
+    pub gpu_kernels: &'a Rc<KernelLibrary<Agent>>,
 }
 
 /// Builds a kind's model for `endpoint` (described by `ep`, named `host.device` by `name`),
@@ -129,7 +147,7 @@ type Factory = fn(
 /// Every kind's factory, in start order (see the module's invariant).
 const REGISTRY: [(DeviceKind, Factory); 3] = [
     (DeviceKind::Dma, copy_engine::start),
-    (DeviceKind::Gpu, copy_engine::start),
+    (DeviceKind::Gpu, gpu::start),
     (DeviceKind::Nvme, nvme::start),
 ];
 

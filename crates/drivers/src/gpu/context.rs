@@ -6,10 +6,10 @@
 //! Invariants:
 //! - one context per GPU at a time (channels are claimed in the context, not on the device);
 //! - every resource the context hands out (device ranges, pinned buffers, channels with their
-//!   rings, event slots, peer mappings) is recorded in [`Shared`], so `close` gives back
+//!   rings, event slots, peer mappings) is recorded in `Shared`, so `close` gives back
 //!   everything, whatever the program forgot;
 //! - once an access shows the device is gone (returned to its lender, hot-removed), or the
-//!   context is closed, every later call fails with that same error ([`Shared::check`]).
+//!   context is closed, every later call fails with that same error (`Shared::check`).
 
 use super::error::GpuError;
 use super::event::{Event, EventSlots};
@@ -352,7 +352,8 @@ impl GpuContext {
     }
 
     /// Copies `len` bytes and waits for the copy (`cudaMemcpy`): a copy on the context's
-    /// internal stream, then a synchronize.
+    /// internal stream, then a synchronize. The internal stream takes a channel at the first
+    /// call (so it fails with `NoFreeChannel` if streams hold every channel by then).
     pub async fn memcpy(&self, dst: GpuAddr, src: GpuAddr, len: u64) -> Result<(), GpuError> {
         self.shared.check()?;
         let existing = self.shared.internal.borrow().clone();
