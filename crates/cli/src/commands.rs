@@ -184,8 +184,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 Direction::Write => P2pDirection::Write,
                 Direction::Read => P2pDirection::Read,
             };
-            if is_gpu(&cluster, &host, &source) && is_gpu(&cluster, &host, &target) {
-                // Two GPUs: the papers' program on the GPU model (GPU runtime, GPU-side timing).
+            if is_gpu(&cluster, &host, &source) || is_gpu(&cluster, &host, &target) {
+                // GPUs: the papers' program on the GPU model (GPU runtime, GPU-side timing),
+                // which refuses a partner that is not a GPU.
                 let config = GpuP2pConfig {
                     host,
                     source,
@@ -243,8 +244,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 Some(h) => h,
                 None => first_host(&cluster)?,
             };
-            let gpus = is_gpu(&cluster, &host, &a) && is_gpu(&cluster, &host, &b);
-            if gpus {
+            if want_gpu || is_gpu(&cluster, &host, &a) || is_gpu(&cluster, &host, &b) {
                 let config = GpuPingPongConfig {
                     host,
                     a,
@@ -254,9 +254,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 };
                 return gpu::pingpong(&cluster, config, json);
             }
-            if want_gpu || counters.is_some() {
+            if counters.is_some() {
                 return Err(format!(
-                    "--gpu/--counters: {a} and {b} must both be GPUs (kind \"gpu\"); a DMA test device ping-pong takes neither"
+                    "--counters: only for a ping-pong between GPUs (kernels); {a} and {b} are not GPUs"
                 ));
             }
             let config = DevicePingPongConfig {

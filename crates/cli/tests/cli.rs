@@ -705,7 +705,10 @@ fn a_bad_device_is_a_clear_error_with_exit_code_1() {
         "lender:nvme0",
     ]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("not a copy engine"), "{err}");
+    assert!(
+        err.contains("\"lender:nvme0\" is a \"nvme\" device, not a GPU"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -858,4 +861,185 @@ fn the_demo_tells_one_story_in_100_columns_and_explains_its_rows() {
             line.chars().count()
         );
     }
+}
+
+#[test]
+fn gpu_bandwidth_verifies_its_bytes_and_local_and_borrowed_gpus_overlap() {
+    let run = |scenario: &str, host: &str, device: &str| {
+        let (ok, out, err) = smartio(&[
+            "bench",
+            "gpu-bandwidth",
+            "--scenario",
+            scenario,
+            "--host",
+            host,
+            "--device",
+            device,
+            "--sizes",
+            "4K,1M",
+            "--repeat",
+            "2",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).expect("JSON")
+    };
+    let local = run("local-chassis", "local", "gpu0");
+    let borrowed = run("back-to-back", "borrower", "lender:gpu0");
+    for v in [&local, &borrowed] {
+        assert_eq!(v["verified_bytes"], 1 << 20, "{v}");
+        assert_eq!(v["direction"], "h2d");
+        assert_eq!(v["copies"], 10);
+    }
+    // Same hops on both paths (Paper V Fig. 22): the GPU-side throughput is the same.
+    for i in 0..2 {
+        let l = local["samples"][i]["median_bytes_per_s"].as_f64().expect("rate");
+        let b = borrowed["samples"][i]["median_bytes_per_s"]
+            .as_f64()
+            .expect("rate");
+        assert!((l - b).abs() / l < 0.02, "size {i}: local {l} borrowed {b}");
+    }
+    let (ok, text, err) = smartio(&[
+        "bench",
+        "gpu-bandwidth",
+        "--scenario",
+        "local-chassis",
+        "--sizes",
+        "64K",
+        "--direction",
+        "d2h",
+        "--repeat",
+        "1",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("GPU memory -> pinned host RAM") && text.contains("64 KiB"),
+        "{text}"
+    );
+}
+
+#[test]
+fn gpu_bandwidth_refuses_zero_copies_a_device_that_is_no_gpu_and_oversized_copies() {
+    let (code, _, err) = smartio_code(&[
+        "bench",
+        "gpu-bandwidth",
+        "--scenario",
+        "local-chassis",
+        "--copies",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--copies") && err.contains('0'), "{err}");
+    let (code, _, err) = smartio_code(&[
+        "bench",
+        "gpu-bandwidth",
+        "--scenario",
+        "local-chassis",
+        "--device",
+        "dma0",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("\"dma0\" is a \"dma\" device, not a GPU"),
+        "{err}"
+    );
+    let (code, _, err) = smartio_code(&[
+        "bench",
+        "gpu-bandwidth",
+        "--scenario",
+        "local-chassis",
+        "--direction",
+        "d2d",
+        "--sizes",
+        "1G",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("transfer size 1073741824 does not fit"), "{err}");
+}
+
+#[test]
+fn gpu_p2p_prints_its_path_and_bench_p2p_between_gpus_is_the_same_measurement() {
+    let gpu_p2p = [
+        "bench",
+        "gpu-p2p",
+        "--scenario",
+        "cluster-switch",
+        "--host",
+        "borrower",
+        "--source",
+        "lender:gpu0",
+        "--target",
+        "lender:gpu1",
+        "--sizes",
+        "4K,1M",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    let (ok, out, err) = smartio(&gpu_p2p);
+    assert!(ok, "{err}");
+    let full: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(full["verified_bytes"], 1 << 20);
+    let path: Vec<&str> = full["path"]
+        .as_array()
+        .expect("path")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert_eq!(path, ["lender.chassis", "lender.gpu1"], "inside the lender");
+    let mut p2p = gpu_p2p.to_vec();
+    p2p[1] = "p2p";
+    let (ok, out, err) = smartio(&p2p);
+    assert!(ok, "{err}");
+    let samples: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(samples, full["samples"], "bench p2p between GPUs prints the samples");
+}
+
+#[test]
+fn gpu_pingpong_takes_counters_in_host_ram_and_refuses_them_for_dma_devices() {
+    let args = |counters: &'static str| {
+        [
+            "pingpong",
+            "--scenario",
+            "back-to-back",
+            "--host",
+            "borrower",
+            "--device-a",
+            "lender:gpu0",
+            "--device-b",
+            "lender:gpu1",
+            "--gpu",
+            "--counters",
+            counters,
+            "--iterations",
+            "50",
+            "--json",
+        ]
+    };
+    let one_way = |counters| {
+        let (ok, out, err) = smartio(&args(counters));
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["counters"], counters);
+        assert!(v["clock_khz"].as_u64().is_some_and(|k| k > 0), "{v}");
+        v["one_way_ns"]["p50"].as_f64().expect("p50")
+    };
+    let gpu = one_way("gpu");
+    let host = one_way("host");
+    // Counters in the borrower's RAM put the NTB on every store and every poll.
+    assert!(host > gpu, "host RAM {host} ns vs GPU memory {gpu} ns");
+    let (code, _, err) = smartio_code(&[
+        "pingpong",
+        "--scenario",
+        "local-chassis",
+        "--device-a",
+        "gpu0",
+        "--device-b",
+        "dma0",
+        "--gpu",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("\"dma0\" is a \"dma\" device, not a GPU"), "{err}");
 }

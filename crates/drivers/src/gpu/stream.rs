@@ -446,6 +446,8 @@ impl Stream {
     /// Waits until everything queued so far has run (`cudaStreamSynchronize`): a RELEASE of
     /// the ring position into the semaphore, a watch on it, then the call's CPU cost. A
     /// channel error is returned (once) as [`GpuError::Channel`]; the channel is reset.
+    /// A device that goes away while this waits is not noticed by the wait itself (it reads
+    /// only host memory); the next call that touches the device fails with `DeviceGone`.
     pub async fn synchronize(&self) -> Result<(), GpuError> {
         self.usable()?;
         let (target, epoch) = {
