@@ -919,7 +919,7 @@ fn gpu_bandwidth_verifies_its_bytes_and_local_and_borrowed_gpus_overlap() {
 }
 
 #[test]
-fn gpu_bandwidth_refuses_zero_copies_a_device_that_is_no_gpu_and_oversized_copies() {
+fn gpu_benches_refuse_zero_copies_a_device_that_is_no_gpu_and_copies_beyond_the_aperture() {
     let (code, _, err) = smartio_code(&[
         "bench",
         "gpu-bandwidth",
@@ -943,20 +943,27 @@ fn gpu_bandwidth_refuses_zero_copies_a_device_that_is_no_gpu_and_oversized_copie
         err.contains("\"dma0\" is a \"dma\" device, not a GPU"),
         "{err}"
     );
+    // A peer's memory is reachable only through its 256 MiB BAR1 aperture.
     let (code, _, err) = smartio_code(&[
         "bench",
-        "gpu-bandwidth",
+        "gpu-p2p",
         "--scenario",
         "local-chassis",
-        "--direction",
-        "d2d",
+        "--source",
+        "gpu0",
+        "--target",
+        "gpu1",
         "--sizes",
-        "1G",
+        "512M",
         "--repeat",
         "1",
     ]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("transfer size 1073741824 does not fit"), "{err}");
+    assert!(
+        err.contains("transfer size 536870912 does not fit")
+            && err.contains("exposes 268435456 bytes through BAR1"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -111,7 +111,7 @@ pub fn bench_gpu_bandwidth(
             why: format!("host {} has {ram} bytes of RAM", bench.home.name()),
         });
     }
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let scenario = cluster.machine.fabric().name.clone();

@@ -92,7 +92,7 @@ pub fn bench_gpu_p2p(
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let machine = cluster.machine.clone();

@@ -160,7 +160,7 @@ pub fn gpu_pingpong(
             b: config.b.clone(),
         });
     }
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let machine = cluster.machine.clone();
