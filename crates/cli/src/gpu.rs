@@ -12,11 +12,7 @@ use smartio_workloads::{
 };
 
 /// `bench gpu-bandwidth`.
-pub fn bandwidth(
-    cluster: &Cluster,
-    config: GpuBandwidthConfig,
-    json: bool,
-) -> Result<(), String> {
+pub fn bandwidth(cluster: &Cluster, config: GpuBandwidthConfig, json: bool) -> Result<(), String> {
     let result = bench_gpu_bandwidth(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         return print_json(&result);
@@ -48,7 +44,12 @@ pub fn bandwidth(
 }
 
 /// `bench gpu-p2p`, and `bench p2p` between two GPUs.
-pub fn p2p(cluster: &Cluster, config: GpuP2pConfig, json: bool, full_json: bool) -> Result<(), String> {
+pub fn p2p(
+    cluster: &Cluster,
+    config: GpuP2pConfig,
+    json: bool,
+    full_json: bool,
+) -> Result<(), String> {
     let result = bench_gpu_p2p(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         // `bench p2p --json` keeps its shape (the samples); `bench gpu-p2p` prints everything.
@@ -102,11 +103,7 @@ pub fn p2p(cluster: &Cluster, config: GpuP2pConfig, json: bool, full_json: bool)
 }
 
 /// `pingpong --device-a A --device-b B` between two GPUs.
-pub fn pingpong(
-    cluster: &Cluster,
-    config: GpuPingPongConfig,
-    json: bool,
-) -> Result<(), String> {
+pub fn pingpong(cluster: &Cluster, config: GpuPingPongConfig, json: bool) -> Result<(), String> {
     let result = gpu_pingpong(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         return print_json(&result);

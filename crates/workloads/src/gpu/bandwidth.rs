@@ -186,9 +186,7 @@ async fn measure(
     let start = ctx.create_event()?;
     let end = ctx.create_event()?;
     let total = config.sizes.iter().fold(0u64, |t, s| {
-        t.saturating_add(
-            s.saturating_mul(u64::from(config.repeat) * u64::from(config.copies)),
-        )
+        t.saturating_add(s.saturating_mul(u64::from(config.repeat) * u64::from(config.copies)))
     });
     let mut phase = crate::progress::begin("GPU copies", total, crate::progress::Unit::Bytes);
     let mut moved = 0u64;
