@@ -26,8 +26,8 @@ pub fn bandwidth(cluster: &Cluster, config: GpuBandwidthConfig, json: bool) -> R
         "{}",
         render::wrapped(
             &format!(
-                "GPU bandwidth on {} ({} from {}): {what}, {} copies queued per sample between \
-                 two GPU events, {} samples per size; {} bytes verified",
+                "GPU bandwidth on {} ({} from {}): {what}, copies queued per sample between \
+                 two GPU events: {}, samples per size: {}; {} bytes verified",
                 result.scenario,
                 result.device,
                 result.host,
@@ -69,7 +69,7 @@ pub fn p2p(
             &format!(
                 "GPU peer-to-peer {} on {}: {from} memory -> {to} memory by {}'s copy engine, \
                  programmed from {}; each copy timed by GPU events, a dummy kernel between \
-                 copies, {} copies per size; {} bytes verified",
+                 copies, copies per size: {}; {} bytes verified",
                 if matches!(result.direction, P2pDirection::Write) {
                     "writes"
                 } else {
