@@ -369,7 +369,10 @@ fn gpu_profiles_reject_out_of_range_and_fractional_values() {
     rejected(
         "copy_engines = { value = 1,",
         "copy_engines = { value = 1.5,",
-        &["[gpu.k420] copy_engines = 1.5: not a whole number", "1 to 16"],
+        &[
+            "[gpu.k420] copy_engines = 1.5: not a whole number",
+            "1 to 16",
+        ],
     );
     rejected(
         "memory_bandwidth = { value = 243e9,",

@@ -8,13 +8,13 @@ use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::CompletionMode;
+use smartio_workloads::gpu::is_gpu;
 use smartio_workloads::{
     bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, pingpong, run_fio, Amount,
     DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, GpuBandwidthConfig,
     GpuP2pConfig, GpuPingPongConfig, P2pConfig, P2pDirection, PingPongConfig, PioBenchConfig,
     RwMode, Workbench,
 };
-use smartio_workloads::gpu::is_gpu;
 
 /// The calibration file at `path`, or the embedded one.
 fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {

@@ -12,11 +12,7 @@ use smartio_workloads::{
 };
 
 /// `bench gpu-bandwidth`.
-pub fn bandwidth(
-    cluster: &Cluster,
-    config: GpuBandwidthConfig,
-    json: bool,
-) -> Result<(), String> {
+pub fn bandwidth(cluster: &Cluster, config: GpuBandwidthConfig, json: bool) -> Result<(), String> {
     let result = bench_gpu_bandwidth(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         return print_json(&result);
@@ -30,8 +26,8 @@ pub fn bandwidth(
         "{}",
         render::wrapped(
             &format!(
-                "GPU bandwidth on {} ({} from {}): {what}, {} copies queued per sample between \
-                 two GPU events, {} samples per size; {} bytes verified",
+                "GPU bandwidth on {} ({} from {}): {what}, copies queued per sample between \
+                 two GPU events: {}, samples per size: {}; {} bytes verified",
                 result.scenario,
                 result.device,
                 result.host,
@@ -48,7 +44,12 @@ pub fn bandwidth(
 }
 
 /// `bench gpu-p2p`, and `bench p2p` between two GPUs.
-pub fn p2p(cluster: &Cluster, config: GpuP2pConfig, json: bool, full_json: bool) -> Result<(), String> {
+pub fn p2p(
+    cluster: &Cluster,
+    config: GpuP2pConfig,
+    json: bool,
+    full_json: bool,
+) -> Result<(), String> {
     let result = bench_gpu_p2p(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         // `bench p2p --json` keeps its shape (the samples); `bench gpu-p2p` prints everything.
@@ -68,7 +69,7 @@ pub fn p2p(cluster: &Cluster, config: GpuP2pConfig, json: bool, full_json: bool)
             &format!(
                 "GPU peer-to-peer {} on {}: {from} memory -> {to} memory by {}'s copy engine, \
                  programmed from {}; each copy timed by GPU events, a dummy kernel between \
-                 copies, {} copies per size; {} bytes verified",
+                 copies, copies per size: {}; {} bytes verified",
                 if matches!(result.direction, P2pDirection::Write) {
                     "writes"
                 } else {
@@ -102,11 +103,7 @@ pub fn p2p(cluster: &Cluster, config: GpuP2pConfig, json: bool, full_json: bool)
 }
 
 /// `pingpong --device-a A --device-b B` between two GPUs.
-pub fn pingpong(
-    cluster: &Cluster,
-    config: GpuPingPongConfig,
-    json: bool,
-) -> Result<(), String> {
+pub fn pingpong(cluster: &Cluster, config: GpuPingPongConfig, json: bool) -> Result<(), String> {
     let result = gpu_pingpong(cluster, &config).map_err(|e| e.to_string())?;
     if json {
         return print_json(&result);

@@ -893,7 +893,9 @@ fn gpu_bandwidth_verifies_its_bytes_and_local_and_borrowed_gpus_overlap() {
     }
     // Same hops on both paths (Paper V Fig. 22): the GPU-side throughput is the same.
     for i in 0..2 {
-        let l = local["samples"][i]["median_bytes_per_s"].as_f64().expect("rate");
+        let l = local["samples"][i]["median_bytes_per_s"]
+            .as_f64()
+            .expect("rate");
         let b = borrowed["samples"][i]["median_bytes_per_s"]
             .as_f64()
             .expect("rate");
@@ -919,7 +921,7 @@ fn gpu_bandwidth_verifies_its_bytes_and_local_and_borrowed_gpus_overlap() {
 }
 
 #[test]
-fn gpu_bandwidth_refuses_zero_copies_a_device_that_is_no_gpu_and_oversized_copies() {
+fn gpu_benches_refuse_zero_copies_a_device_that_is_no_gpu_and_copies_beyond_the_aperture() {
     let (code, _, err) = smartio_code(&[
         "bench",
         "gpu-bandwidth",
@@ -943,20 +945,27 @@ fn gpu_bandwidth_refuses_zero_copies_a_device_that_is_no_gpu_and_oversized_copie
         err.contains("\"dma0\" is a \"dma\" device, not a GPU"),
         "{err}"
     );
+    // A peer's memory is reachable only through its 256 MiB BAR1 aperture.
     let (code, _, err) = smartio_code(&[
         "bench",
-        "gpu-bandwidth",
+        "gpu-p2p",
         "--scenario",
         "local-chassis",
-        "--direction",
-        "d2d",
+        "--source",
+        "gpu0",
+        "--target",
+        "gpu1",
         "--sizes",
-        "1G",
+        "512M",
         "--repeat",
         "1",
     ]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("transfer size 1073741824 does not fit"), "{err}");
+    assert!(
+        err.contains("transfer size 536870912 does not fit")
+            && err.contains("exposes 268435456 bytes through BAR1"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -994,7 +1003,10 @@ fn gpu_p2p_prints_its_path_and_bench_p2p_between_gpus_is_the_same_measurement() 
     let (ok, out, err) = smartio(&p2p);
     assert!(ok, "{err}");
     let samples: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    assert_eq!(samples, full["samples"], "bench p2p between GPUs prints the samples");
+    assert_eq!(
+        samples, full["samples"],
+        "bench p2p between GPUs prints the samples"
+    );
 }
 
 #[test]
@@ -1041,5 +1053,8 @@ fn gpu_pingpong_takes_counters_in_host_ram_and_refuses_them_for_dma_devices() {
         "--gpu",
     ]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("\"dma0\" is a \"dma\" device, not a GPU"), "{err}");
+    assert!(
+        err.contains("\"dma0\" is a \"dma\" device, not a GPU"),
+        "{err}"
+    );
 }

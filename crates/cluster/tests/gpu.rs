@@ -994,3 +994,50 @@ fn a_ring_wraps_and_a_launchs_parameters_may_cross_a_fetch_batch() {
     });
     assert_eq!(sum, (0..150u64).sum::<u64>());
 }
+
+#[test]
+fn a_reset_drops_a_running_launch_and_the_channel_runs_again() {
+    let r = rig();
+    const FLAG: u64 = 64;
+    let kernel = r.load(
+        "stuck",
+        Rc::new(|ctx: ThreadContext<Agent>| -> KernelFuture {
+            Box::pin(async move {
+                ctx.wait_until(FLAG, |v| v == 1).await?;
+                let slot = 4096 + 8 * u64::from(ctx.thread());
+                ctx.store_u64(GpuAddr::Device(slot), 0xdead).await
+            })
+        }),
+    );
+    let (cpu, gpu0, bar0, bar1) = (r.cpu(), r.gpu0, r.bar(r.gpu0, 0), r.bar(r.gpu0, 1));
+    r.run(async move {
+        let mut d = Driver::open(cpu.clone(), gpu0, bar0, 4, 64).await;
+        d.launch(kernel, 16, &[]).await;
+        d.release(WORDS, 1).await;
+        d.submit().await;
+        cpu.sleep(SimDuration::from_us(20)).await;
+        assert_eq!(d.reg(channel::STATUS).await, status::RUNNING);
+        assert_eq!(d.reg(channel::GET).await, 0);
+        d.reset().await;
+        assert_eq!(d.reg(channel::STATUS).await, status::IDLE);
+        // The threads are gone: the flag they waited for no longer wakes them.
+        cpu.write(bar1.offset(FLAG), &1u64.to_le_bytes())
+            .await
+            .expect("BAR1");
+        d.sync(2).await;
+        assert_eq!(d.reg(channel::GET).await, 1);
+    });
+    let mut slots = [0u8; 8 * 16];
+    r.cluster
+        .gpu(r.gpu0)
+        .expect("gpu0")
+        .peek(4096, &mut slots)
+        .expect("memory");
+    assert_eq!(slots, [0u8; 8 * 16], "no aborted thread ran on");
+    assert_eq!(
+        r.peek_u64(WORDS),
+        0,
+        "the release before the reset never ran"
+    );
+    assert_eq!(r.peek_u64(WORDS + 8 * 4), 2, "the one after it did");
+}

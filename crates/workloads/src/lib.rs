@@ -38,12 +38,12 @@ pub use engine_bench::{bench_engine, EngineBenchResult};
 pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
 };
+pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, CounterPlace, GpuBandwidthConfig,
     GpuBandwidthResult, GpuCopyDirection, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig,
     GpuPingPongResult, GpuWorkloadError,
 };
-pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use migrate::{
     migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,
     MAX_MIGRATE_BYTES,

@@ -6,7 +6,8 @@
 //! ([`ErrorCode::CopyFailed`], info: the offset), bus addresses below the DMA limit
 //! ([`ErrorCode::AddressLimit`], info: the address). Then it costs `copy_start` and moves its
 //! bytes: bus → device by DMA reads, device → bus by posted DMA writes, device → device at
-//! the memory bandwidth, bus → bus by reads then writes. A bus error stops the channel with
+//! the memory bandwidth, bus → bus by reads then writes; a copy that wrote to the bus ends
+//! with a flushing read of its last bytes. A bus error stops the channel with
 //! [`ErrorCode::CopyFailed`] and the address that failed. Bus transfers go in pieces of at
 //! most [`PIECE`] bytes so that no copy needs more than that in one buffer.
 
@@ -22,6 +23,9 @@ use std::task::{Poll, Waker};
 
 /// Largest piece a bus transfer is moved in (one DMA read or write).
 pub(super) const PIECE: u64 = 16 << 20;
+
+/// Bytes of the flushing read that ends a copy to a bus address.
+const FLUSH_BYTES: u64 = 4;
 
 /// One copy engine: busy or not, and the copies waiting for it in arrival order.
 #[derive(Debug, Default)]
@@ -175,6 +179,17 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
                     .map_err(|_| Stop::new(ErrorCode::CopyFailed, a.get()))?,
             }
             done += n;
+        }
+        if let GpuAddr::Bus(a) = dst {
+            // Posted writes give no sign of arriving. A copy engine reports a copy done (and
+            // lets a timestamp or semaphore behind it run) only after a flushing read of the
+            // last bytes it wrote returns: PCIe ordering keeps that read behind the writes on
+            // their path, so its completion proves they landed. Longer paths cost here.
+            let n = len.min(FLUSH_BYTES);
+            let last = a.get() + (len - n);
+            port.read_owned(BusAddr(last), n as usize)
+                .await
+                .map_err(|_| Stop::new(ErrorCode::CopyFailed, last))?;
         }
         Ok(())
     }

@@ -7,14 +7,22 @@
 //! between arming and the first poll is not missed.
 
 use std::cell::{Cell, RefCell};
-use std::future::{poll_fn, Future};
-use std::task::{Poll, Waker};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 /// A signal every waiter sees.
+///
+/// Invariant: each waiting future holds at most one slot (re-polling replaces its waker), so
+/// a task that is woken often for other reasons — a channel task racing its work against a
+/// reset — does not pile up wakers; slots are woken in the order they were taken, which
+/// keeps runs deterministic.
 #[derive(Debug, Default)]
 pub struct Broadcast {
     generation: Cell<u64>,
-    waiters: RefCell<Vec<Waker>>,
+    next_slot: Cell<u64>,
+    waiters: RefCell<BTreeMap<u64, Waker>>,
     /// What a task waiting here waits for (for the engine's report of blocked tasks).
     what: &'static str,
 }
@@ -23,9 +31,8 @@ impl Broadcast {
     /// A signal whose waiters are described as waiting for `what`.
     pub fn new(what: &'static str) -> Self {
         Self {
-            generation: Cell::new(0),
-            waiters: RefCell::new(Vec::new()),
             what,
+            ..Self::default()
         }
     }
 
@@ -38,31 +45,101 @@ impl Broadcast {
     pub fn fire(&self) {
         self.generation.set(self.generation.get().wrapping_add(1));
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
-        for w in waiters {
+        for w in waiters.into_values() {
             w.wake();
         }
     }
 
     /// Resolves once the signal has fired after generation `armed`.
-    pub fn fired_since(&self, armed: u64) -> impl Future<Output = ()> + '_ {
-        poll_fn(move |cx| {
-            if self.generation.get() != armed {
-                Poll::Ready(())
-            } else {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                smartio_platform::waiting::note(self.what);
-                Poll::Pending
-            }
-        })
+    pub fn fired_since(&self, armed: u64) -> Fired<'_> {
+        Fired {
+            signal: self,
+            armed,
+            slot: None,
+        }
     }
 
     /// Resolves after the next fire; armed when called.
-    pub fn fired(&self) -> impl Future<Output = ()> + '_ {
+    pub fn fired(&self) -> Fired<'_> {
         self.fired_since(self.generation.get())
     }
 
-    /// Wakers registered now (a waiter polled again before a fire counts twice).
+    /// Waiters registered now.
     pub fn waiter_count(&self) -> usize {
         self.waiters.borrow().len()
+    }
+}
+
+/// Waiting for a [`Broadcast`] to fire; leaves its slot when dropped.
+#[derive(Debug)]
+pub struct Fired<'a> {
+    signal: &'a Broadcast,
+    armed: u64,
+    slot: Option<u64>,
+}
+
+impl Future for Fired<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let signal = this.signal;
+        if signal.generation.get() != this.armed {
+            if let Some(slot) = this.slot.take() {
+                signal.waiters.borrow_mut().remove(&slot);
+            }
+            return Poll::Ready(());
+        }
+        let slot = *this.slot.get_or_insert_with(|| {
+            let s = signal.next_slot.get();
+            signal.next_slot.set(s.wrapping_add(1));
+            s
+        });
+        let mut waiters = signal.waiters.borrow_mut();
+        match waiters.get_mut(&slot) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => w.clone_from(cx.waker()),
+            None => {
+                waiters.insert(slot, cx.waker().clone());
+            }
+        }
+        smartio_platform::waiting::note(signal.what);
+        Poll::Pending
+    }
+}
+
+impl Drop for Fired<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            self.signal.waiters.borrow_mut().remove(&slot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+
+    #[test]
+    fn a_waiter_polled_again_keeps_one_slot_and_a_dropped_one_leaves() {
+        let b = Broadcast::new("a test");
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut one = pin!(b.fired());
+        for _ in 0..100 {
+            assert!(one.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(b.waiter_count(), 1);
+        {
+            let mut other = pin!(b.fired());
+            assert!(other.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(b.waiter_count(), 2);
+        }
+        assert_eq!(b.waiter_count(), 1, "the dropped waiter left");
+        b.fire();
+        assert_eq!(b.waiter_count(), 0);
+        assert!(one.as_mut().poll(&mut cx).is_ready());
+        let mut late = pin!(b.fired_since(0));
+        assert!(late.as_mut().poll(&mut cx).is_ready(), "fired since 0");
     }
 }

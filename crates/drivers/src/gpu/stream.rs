@@ -20,6 +20,7 @@
 use super::context::Shared;
 use super::error::GpuError;
 use super::event::Event;
+use super::memory::DeviceBuffer;
 use super::sync::TaskLock;
 use smartio_devices::gpu::spec::{
     self, channel, Command, ErrorNotice, GpuAddr, KernelId, ENTRY_SIZE,
@@ -440,6 +441,37 @@ impl Stream {
         .encode();
         let epoch = self.inner.queue(&self.shared, &[entry]).await?;
         event.recorded_on(self.inner.clone(), epoch);
+        Ok(())
+    }
+
+    /// Makes the stream wait until the u64 at byte `offset` of `flag` is at least `value`
+    /// (`cuStreamWaitValue64` with the greater-or-equal flag): an ACQUIRE entry. What is
+    /// queued behind it runs only once something else — another stream's copy, a kernel, a
+    /// peer through the aperture — has written the value; a program uses it to queue work
+    /// ahead and start it at once.
+    pub async fn wait_value(
+        &self,
+        flag: &DeviceBuffer,
+        offset: u64,
+        value: u64,
+    ) -> Result<(), GpuError> {
+        self.usable()?;
+        let at = flag
+            .offset
+            .checked_add(offset)
+            .filter(|at| at.is_multiple_of(8) && offset.saturating_add(8) <= flag.len)
+            .ok_or_else(|| {
+                GpuError::BadParameter(format!(
+                    "wait_value at byte {offset} of a {}-byte buffer at {:#x}: an aligned \
+                     u64 inside the buffer",
+                    flag.len, flag.offset
+                ))
+            })?;
+        self.shared.cpu.sleep(self.shared.costs.call).await;
+        let _held = self.inner.lock.lock().await;
+        self.usable()?;
+        let entry = Command::Acquire { offset: at, value }.encode();
+        self.inner.queue(&self.shared, &[entry]).await?;
         Ok(())
     }
 

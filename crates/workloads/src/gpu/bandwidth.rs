@@ -111,7 +111,7 @@ pub fn bench_gpu_bandwidth(
             why: format!("host {} has {ram} bytes of RAM", bench.home.name()),
         });
     }
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let scenario = cluster.machine.fabric().name.clone();
@@ -186,9 +186,7 @@ async fn measure(
     let start = ctx.create_event()?;
     let end = ctx.create_event()?;
     let total = config.sizes.iter().fold(0u64, |t, s| {
-        t.saturating_add(
-            s.saturating_mul(u64::from(config.repeat) * u64::from(config.copies)),
-        )
+        t.saturating_add(s.saturating_mul(u64::from(config.repeat) * u64::from(config.copies)))
     });
     let mut phase = crate::progress::begin("GPU copies", total, crate::progress::Unit::Bytes);
     let mut moved = 0u64;

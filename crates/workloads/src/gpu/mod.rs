@@ -12,7 +12,9 @@ mod bandwidth;
 mod p2p;
 mod pingpong;
 
-pub use bandwidth::{bench_gpu_bandwidth, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection};
+pub use bandwidth::{
+    bench_gpu_bandwidth, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection,
+};
 pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
 pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
 
@@ -122,7 +124,9 @@ pub fn is_gpu(cluster: &Cluster, host: &str, spec: &str) -> bool {
 
 /// Attaches device `i` of `bench` and opens the GPU runtime on it.
 pub(crate) async fn open(
-    cluster_kernels: &std::rc::Rc<smartio_devices::gpu::kernel::KernelLibrary<smartio_machine::Agent>>,
+    cluster_kernels: &std::rc::Rc<
+        smartio_devices::gpu::kernel::KernelLibrary<smartio_machine::Agent>,
+    >,
     costs: RuntimeCosts,
     bench: &Workbench,
     i: usize,
@@ -181,11 +185,7 @@ pub(crate) fn get_u64(params: &[u8], at: usize) -> Option<u64> {
 /// Distinct bytes, so a missing or shifted byte shows.
 pub(crate) fn pattern(len: u64, seed: u64) -> Vec<u8> {
     (0..len)
-        .map(|i| {
-            (i.wrapping_add(seed)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                >> 29) as u8
-        })
+        .map(|i| (i.wrapping_add(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 29) as u8)
         .collect()
 }
 

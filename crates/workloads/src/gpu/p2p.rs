@@ -2,11 +2,11 @@
 //! source GPU's copy engine moves data into (or out of) the target GPU's memory through the
 //! target's BAR1 aperture, by the address SmartIO resolves for the pair (shortest path).
 //! Each copy is timed on the GPU by two events around it, and a dummy kernel is launched
-//! between copies so they do not run back to back (the papers' program did the same).
+//! between copies so they do not run back to back (the papers' program did the same). The
+//! copies are queued first and released together, so the measured intervals hold the GPU's
+//! work only.
 
-use super::{
-    check_count, gpu_endpoint, open, path, pattern, runtime_costs, GpuWorkloadError,
-};
+use super::{check_count, gpu_endpoint, open, path, pattern, runtime_costs, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
@@ -19,6 +19,10 @@ use std::rc::Rc;
 
 /// Most copies per size.
 pub const MAX_REPEAT: u32 = 1000;
+
+/// Copies queued behind one gate: their entries (four each, and the gate's) must fit the
+/// stream's ring, or the host would wait for room the gated GPU never frees.
+const GATED_COPIES: usize = 128;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -92,7 +96,7 @@ pub fn bench_gpu_p2p(
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let machine = cluster.machine.clone();
@@ -124,10 +128,7 @@ async fn measure(
     largest: u64,
 ) -> Result<GpuP2pResult, GpuWorkloadError> {
     // The target's buffer must lie in its BAR1 aperture to be reachable by the peer.
-    let room = source
-        .properties()
-        .memory
-        .min(target.properties().aperture);
+    let room = source.properties().memory.min(target.properties().aperture);
     if largest > room {
         return Err(GpuWorkloadError::BadSize {
             size: largest,
@@ -165,13 +166,28 @@ async fn measure(
     for _ in 0..2 * config.repeat {
         events.push(source.create_event()?);
     }
+    // The copies of a size are queued behind a gate and started together, so the host's
+    // calls and doorbells (and the GPU's fetch of each entry over the host's path) stay out
+    // of the intervals the events measure: the GPU runs them back to back.
+    let gate = source.malloc(8)?;
+    let opener = source.host_alloc(8)?;
+    let mut generation = 0u64;
     let mut samples = Vec::with_capacity(config.sizes.len());
     for &size in &config.sizes {
-        for pair in events.chunks(2) {
-            stream.record(&pair[0]).await?;
-            stream.memcpy_async(dst, src, size).await?;
-            stream.record(&pair[1]).await?;
-            stream.launch(dummy, 1, &[]).await?;
+        for batch in events.chunks(2 * GATED_COPIES) {
+            generation += 1;
+            stream.wait_value(&gate, 0, generation).await?;
+            for pair in batch.chunks(2) {
+                stream.record(&pair[0]).await?;
+                stream.memcpy_async(dst, src, size).await?;
+                stream.record(&pair[1]).await?;
+                stream.launch(dummy, 1, &[]).await?;
+            }
+            bench
+                .os
+                .write_memory(opener.cpu, &generation.to_le_bytes())
+                .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+            source.memcpy(gate.addr(), opener.addr(), 8).await?;
         }
         stream.synchronize().await?;
         let mut seconds = Vec::with_capacity(config.repeat as usize);
@@ -201,6 +217,8 @@ async fn measure(
     }
     let route = path(machine, source, remote_addr);
     source.host_free(staging)?;
+    source.host_free(opener)?;
+    source.free(&gate)?;
     source.free(&local)?;
     target.free(&remote)?;
     Ok(GpuP2pResult {

@@ -108,9 +108,12 @@ fn ping() -> KernelFn<Agent> {
     Rc::new(|t: ThreadContext<Agent>| -> KernelFuture {
         Box::pin(async move {
             let p = t.params();
-            let (Some(peer), Some(own), Some(results), Some(n)) =
-                (get_addr(p, 0), get_addr(p, 16), get_u64(p, 32), get_u64(p, 40))
-            else {
+            let (Some(peer), Some(own), Some(results), Some(n)) = (
+                get_addr(p, 0),
+                get_addr(p, 16),
+                get_u64(p, 32),
+                get_u64(p, 40),
+            ) else {
                 return Err(bad_params(&t));
             };
             for i in 1..=n {
@@ -131,7 +134,8 @@ fn pong() -> KernelFn<Agent> {
     Rc::new(|t: ThreadContext<Agent>| -> KernelFuture {
         Box::pin(async move {
             let p = t.params();
-            let (Some(peer), Some(own), Some(n)) = (get_addr(p, 0), get_addr(p, 16), get_u64(p, 32))
+            let (Some(peer), Some(own), Some(n)) =
+                (get_addr(p, 0), get_addr(p, 16), get_u64(p, 32))
             else {
                 return Err(bad_params(&t));
             };
@@ -160,7 +164,7 @@ pub fn gpu_pingpong(
             b: config.b.clone(),
         });
     }
-    let kernels = cluster.gpu_kernels();
+    let kernels = cluster.gpu_kernels().clone();
     let costs = runtime_costs(cluster);
     let config = config.clone();
     let machine = cluster.machine.clone();
