@@ -73,8 +73,8 @@ fn gpu_p2p(source: &str, target: &str, direction: P2pDirection, sizes: &[u64]) -
 
 /// Copies `COPY_BYTES` (after a smaller size) from `source`'s memory into `target`'s
 /// (write) or from `target`'s into `source`'s (read) with `source`'s copy engine, and checks
-/// the receiving memory byte for byte against the sending one — and that nothing past the
-/// copy was written.
+/// the receiving memory byte for byte against the sending one — and, for a write, that
+/// nothing past the copy was written into the peer.
 fn copy_lands_exactly(source: &str, target: &str, direction: P2pDirection) {
     let cluster = cluster();
     let (from, to) = match direction {
@@ -114,10 +114,14 @@ fn copy_lands_exactly(source: &str, target: &str, direction: P2pDirection) {
     let got = contents(&cluster, to, COPY_BYTES + 4096);
     let first_bad = got.iter().zip(&sent).position(|(g, d)| g != d);
     assert_eq!(first_bad, None, "{source} {direction:?} {target}");
-    assert!(
-        got[COPY_BYTES as usize..].iter().all(|&b| b == 0),
-        "nothing written past the copy"
-    );
+    if direction == P2pDirection::Write {
+        // The peer's memory holds only the copy's buffer (a read's destination is the
+        // source GPU, whose memory past the buffer holds the workload's own gate word).
+        assert!(
+            got[COPY_BYTES as usize..].iter().all(|&b| b == 0),
+            "nothing written past the copy"
+        );
+    }
 }
 
 #[test]
