@@ -102,7 +102,7 @@ fn assert_grows_with_size(r: &GpuBandwidthResult) {
 //        back-to-back lender:gpu0    1.283   8.919  13.318  13.723   (0.75 % lower at most)
 // The borrowed GPU's path to the borrower's RAM (chassis, two NTB adapters) has the same
 // number of chips as the local GPU's path to its host (chassis, the two HIB68 adapters),
-// and the GPU times its copies itself, so the doorbells crossing the NTB do not count.
+// and the copies are timed on the GPU by events, as bandwidthTest times them.
 #[test]
 fn a_borrowed_gpu_copies_as_fast_as_a_local_one_at_every_size() {
     for direction in [
