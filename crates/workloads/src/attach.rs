@@ -10,6 +10,7 @@
 use crate::booted::UnknownHost;
 use crate::booted::{BootError, Booted};
 use smartio_cluster::Cluster;
+use smartio_fabric::EndpointId;
 use smartio_host::vm::GuestPageSize;
 use smartio_host::{HostError, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
@@ -205,6 +206,23 @@ impl Workbench {
                 powered: Cell::new(false),
             })),
         })
+    }
+
+    /// The fabric endpoint of `spec` — a function of the workbench's home host (the VM's
+    /// host in a VM) or `lender:device` — without attaching it.
+    pub fn endpoint_of(&self, spec: &str) -> Result<EndpointId, AttachError> {
+        let (host, device) = spec.split_once(':').unwrap_or((self.home.name(), spec));
+        let os = self
+            .hosts
+            .iter()
+            .find(|h| h.name() == host)
+            .ok_or_else(|| {
+                AttachError::from(UnknownHost::named(
+                    host,
+                    self.os.machine().fabric().host_names(),
+                ))
+            })?;
+        Ok(os.device(device)?.function().1)
     }
 
     /// The first device's 24-bit class code (known before anything is borrowed).

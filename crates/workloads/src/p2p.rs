@@ -19,7 +19,6 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
-use crate::booted::UnknownHost;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -118,18 +117,7 @@ pub(crate) fn copy_engine(
     bench: &Workbench,
     spec: &str,
 ) -> Result<CopyEngine, P2pError> {
-    let (host, device) = spec.split_once(':').unwrap_or((bench.home.name(), spec));
-    let os = bench
-        .hosts
-        .iter()
-        .find(|h| h.name() == host)
-        .ok_or_else(|| {
-            AttachError::from(UnknownHost::named(
-                host,
-                bench.os.machine().fabric().host_names(),
-            ))
-        })?;
-    let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
+    let endpoint = bench.endpoint_of(spec)?;
     let model = cluster
         .copy_engine(endpoint)
         .ok_or_else(|| P2pError::NotCopyEngine {

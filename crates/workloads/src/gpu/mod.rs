@@ -19,7 +19,7 @@ pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
 pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
 
 use crate::attach::{AttachError, Workbench};
-use crate::booted::{Stuck, UnknownHost};
+use crate::booted::Stuck;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::GpuAddr;
 use smartio_drivers::gpu::{GpuContext, GpuError, RuntimeCosts};
@@ -89,18 +89,7 @@ pub(crate) fn gpu_endpoint(
     bench: &Workbench,
     spec: &str,
 ) -> Result<EndpointId, GpuWorkloadError> {
-    let (host, device) = spec.split_once(':').unwrap_or((bench.home.name(), spec));
-    let os = bench
-        .hosts
-        .iter()
-        .find(|h| h.name() == host)
-        .ok_or_else(|| {
-            AttachError::from(UnknownHost::named(
-                host,
-                bench.os.machine().fabric().host_names(),
-            ))
-        })?;
-    let (_, endpoint) = os.device(device).map_err(AttachError::Host)?.function();
+    let endpoint = bench.endpoint_of(spec)?;
     if cluster.gpu(endpoint).is_none() {
         return Err(GpuWorkloadError::NotAGpu {
             device: spec.to_string(),
