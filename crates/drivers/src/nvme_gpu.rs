@@ -313,8 +313,11 @@ async fn worker(t: &ThreadContext<Agent>, p: &ReadParams) -> Result<(), KernelFa
         );
         let mut cmd = Command::from(IoCommand::Read(range)).with_prps(prps.prp1, prps.prp2);
         cmd.cid = slot as u16;
-        t.store(GpuAddr::Device(l.sq() + slot * SQE_SIZE as u64), &cmd.encode())
-            .await?;
+        t.store(
+            GpuAddr::Device(l.sq() + slot * SQE_SIZE as u64),
+            &cmd.encode(),
+        )
+        .await?;
         t.store_u64(GpuAddr::Device(l.issued(slot)), ticket).await?;
         // Doorbells in ticket order: the tail only moves forward.
         t.wait_until(l.base + ctl::RUNG, |v| v == ticket).await?;
@@ -323,7 +326,9 @@ async fn worker(t: &ThreadContext<Agent>, p: &ReadParams) -> Result<(), KernelFa
             .await?;
         t.store_u64(GpuAddr::Device(l.base + ctl::RUNG), ticket + 1)
             .await?;
-        let done = t.wait_until(l.done(slot), |v| v >> 16 == ticket + 1).await?;
+        let done = t
+            .wait_until(l.done(slot), |v| v >> 16 == ticket + 1)
+            .await?;
         let status = done & 0xffff;
         if status != 0 {
             fail(t, l, 1 << 63 | status).await?;
@@ -428,7 +433,8 @@ impl GpuQueue {
                 "the queues and {entries} data buffers of {chunk} bytes need {len} bytes of GPU memory inside the {aperture}-byte BAR1 aperture; free from {base:#x} there is too little"
             )));
         }
-        let segment = smartio.local_device_segment(host, gpu_name, gpu_spec::APERTURE_BAR, base, len)?;
+        let segment =
+            smartio.local_device_segment(host, gpu_name, gpu_spec::APERTURE_BAR, base, len)?;
         let nvme_base = smartio.map_for_device(&client.hold(), &segment)?;
         let at = |off: u64| nvme_base.offset(off - base);
         let qid = client

@@ -560,8 +560,12 @@ fn a_local_device_segment_over_gpu_memory_is_reached_by_a_device_of_another_host
     );
     // The lender's dma0, held by a program on lender2, writes into it through the NTBs.
     let dma = smartio.find("lender:dma0").expect("registered");
-    let hold = smartio.borrow_device(lender2.id(), dma, false).expect("hold");
-    let addr = smartio.map_for_device(&hold, &seg).expect("mapped for dma0");
+    let hold = smartio
+        .borrow_device(lender2.id(), dma, false)
+        .expect("hold");
+    let addr = smartio
+        .map_for_device(&hold, &seg)
+        .expect("mapped for dma0");
     let ep = lender.endpoint_of("dma0").expect("dma0");
     let regs = cluster
         .machine
@@ -597,12 +601,19 @@ fn a_local_device_segment_over_gpu_memory_is_reached_by_a_device_of_another_host
         .expect("a GPU model")
         .peek(AT, &mut got)
         .expect("inside memory");
-    assert_eq!(got, data, "the bytes landed in gpu2's memory at the segment's offset");
+    assert_eq!(
+        got, data,
+        "the bytes landed in gpu2's memory at the segment's offset"
+    );
 
     smartio.return_device(hold).expect("return");
     smartio.remove_segment(seg).expect("remove");
     lender.free(done);
-    assert_eq!(before, tables(&cluster.machine), "every table entry given back");
+    assert_eq!(
+        before,
+        tables(&cluster.machine),
+        "every table entry given back"
+    );
 }
 
 #[test]
@@ -629,7 +640,10 @@ fn a_local_device_segment_names_what_is_wrong() {
     assert!(refusal("gpu2", 5, 0, 4096).contains("no such BAR (it has BAR0, BAR1"));
     let bar1 = 256 << 20;
     let outside = refusal("gpu2", 1, bar1 - 4096, 8192);
-    assert!(outside.contains("not inside the 0x10000000-byte BAR"), "{outside}");
+    assert!(
+        outside.contains("not inside the 0x10000000-byte BAR"),
+        "{outside}"
+    );
     assert!(refusal("gpu2", 1, 0, 0).contains("0 bytes"));
     assert!(refusal("gpu2", 1, u64::MAX, 2).contains("not inside"));
 }

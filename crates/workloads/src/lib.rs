@@ -41,9 +41,8 @@ pub use failover::{
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
-    GpuBandwidthConfig, GpuNvmeConfig, GpuNvmeResult,
-    GpuBandwidthResult, GpuCopyDirection, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig,
-    GpuPingPongResult, GpuWorkloadError,
+    GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
+    GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
 };
 pub use migrate::{
     migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,

@@ -93,7 +93,10 @@ fn bad_depths_chunks_and_gpus_are_refused_with_what_is_allowed() {
         bytes: 1 << 20,
         ..base.clone()
     });
-    assert!(e.contains("above the controller's largest transfer (MDTS) of 131072"), "{e}");
+    assert!(
+        e.contains("above the controller's largest transfer (MDTS) of 131072"),
+        "{e}"
+    );
     let e = refusal(&GpuNvmeConfig {
         chunk: 1000,
         bytes: 1000,
@@ -104,12 +107,18 @@ fn bad_depths_chunks_and_gpus_are_refused_with_what_is_allowed() {
         gpu: "gpu0".into(),
         ..base.clone()
     });
-    assert!(e.contains("not a device of the program's host lender2"), "{e}");
+    assert!(
+        e.contains("not a device of the program's host lender2"),
+        "{e}"
+    );
     let e = refusal(&GpuNvmeConfig {
         gpu: "lender:gpu0".into(),
         ..base.clone()
     });
-    assert!(e.contains("must be a device of the program's host lender2"), "{e}");
+    assert!(
+        e.contains("must be a device of the program's host lender2"),
+        "{e}"
+    );
     let e = refusal(&GpuNvmeConfig {
         bytes: 3 << 16,
         chunk: 1 << 17,

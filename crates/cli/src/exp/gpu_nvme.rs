@@ -133,7 +133,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
 }
 
 fn mib(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
     } else {
         format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64)

@@ -239,13 +239,19 @@ mod tests {
         assert_eq!(m.waiter_count(), 1);
         m.write(0, &[0; 57]).unwrap();
         m.write(72, &[0; 256]).unwrap();
-        assert!(w.as_mut().poll(&mut cx).is_pending(), "neighbours do not wake it");
+        assert!(
+            w.as_mut().poll(&mut cx).is_pending(),
+            "neighbours do not wake it"
+        );
         m.write(71, &[1]).unwrap();
         assert!(w.as_mut().poll(&mut cx).is_ready(), "its last byte does");
         let mut w = Box::pin(m.word_written(64));
         assert!(w.as_mut().poll(&mut cx).is_pending());
         m.write(60, &[1; 8]).unwrap();
-        assert!(w.as_mut().poll(&mut cx).is_ready(), "a write across its first byte");
+        assert!(
+            w.as_mut().poll(&mut cx).is_ready(),
+            "a write across its first byte"
+        );
         assert_eq!(m.waiter_count(), 0);
     }
 

@@ -129,7 +129,7 @@ fn check(config: &GpuNvmeConfig) -> Result<(), GpuWorkloadError> {
             config.queue_depth
         )));
     }
-    if config.chunk == 0 || config.bytes == 0 || config.bytes % config.chunk != 0 {
+    if config.chunk == 0 || config.bytes == 0 || !config.bytes.is_multiple_of(config.chunk) {
         return Err(bad(format!(
             "--bytes {} --chunk {}: both at least 1 and the bytes a whole number of chunks",
             config.bytes, config.chunk
@@ -167,23 +167,25 @@ pub fn gpu_nvme_read(
     config: &GpuNvmeConfig,
 ) -> Result<GpuNvmeResult, GpuWorkloadError> {
     check(config)?;
-    let bench = Workbench::with_devices(cluster, &config.host, &[&config.gpu]).map_err(|e| {
-        match e {
+    let bench =
+        Workbench::with_devices(cluster, &config.host, &[&config.gpu]).map_err(|e| match e {
             AttachError::Host(h) => bad(format!(
                 "--gpu {}: not a device of the program's host {} ({h})",
                 config.gpu, config.host
             )),
             other => other.into(),
-        }
-    })?;
+        })?;
     gpu_endpoint(cluster, &bench, &config.gpu)?;
-    let fdid = bench.smartio.find(&config.device).map_err(AttachError::from)?;
+    let fdid = bench
+        .smartio
+        .find(&config.device)
+        .map_err(AttachError::from)?;
     let nvme = endpoint_of(&cluster.machine, &config.device)
         .and_then(|ep| cluster.nvme(ep))
         .ok_or_else(|| bad(format!("--device {}: not an NVMe", config.device)))?;
     let lba_size = u64::from(nvme.config().lba_size);
     let capacity = nvme.namespaces().capacity();
-    if config.chunk % lba_size != 0 {
+    if !config.chunk.is_multiple_of(lba_size) {
         return Err(bad(format!(
             "--chunk {}: a whole number of {lba_size}-byte blocks",
             config.chunk
@@ -246,14 +248,17 @@ pub fn gpu_nvme_read(
             }
             let entries = entries as u16;
             let data = u64::from(config.queue_depth) * config.chunk;
-            let client =
-                Rc::new(Client::connect(&smartio, &bench.os, fdid, &manager, data).await?);
+            let client = Rc::new(Client::connect(&smartio, &bench.os, fdid, &manager, data).await?);
             let gpu = open(&kernels, costs, &bench, 0).await?;
-            let driven = gpu_read(&machine, &smartio, &client, &gpu, &config, entries, lba_size).await;
+            let driven = gpu_read(
+                &machine, &smartio, &client, &gpu, &config, entries, lba_size,
+            )
+            .await;
             let closed = gpu.close().await;
             let (gpu_driven, doorbell_path) = driven?;
             closed?;
-            let cpu_driven = cpu_read(&machine, &client, &bench.os, &config, entries, lba_size).await?;
+            let cpu_driven =
+                cpu_read(&machine, &client, &bench.os, &config, entries, lba_size).await?;
             let client = Rc::try_unwrap(client)
                 .map_err(|_| bad("the CPU-driven read's tasks still hold the client".into()))?;
             client.leave().await?;
