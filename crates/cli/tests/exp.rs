@@ -559,3 +559,55 @@ fn vm_p2p_runs_local_vfio_mdev_and_bare_metal_on_one_path_through_the_lenders_ro
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn gpu_nvme_reads_through_gpu_queues_verified_and_is_deterministic() {
+    let dir = plot_dir("gpu-nvme");
+    let args = [
+        "exp",
+        "gpu-nvme",
+        "--ops",
+        "64",
+        "--json",
+        "--plots",
+        dir.to_str().expect("utf-8"),
+    ];
+    let (ok, out, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["experiment"], "gpu-nvme");
+    assert_eq!(v["scenario"], "cluster-switch");
+    let rows = v["result"].as_array().expect("rows");
+    let gpus: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{}:{}",
+                r["host"].as_str().unwrap_or(""),
+                r["gpu"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(gpus, ["lender2:gpu2", "lender:gpu0"]);
+    for r in rows {
+        assert_eq!(r["bytes"], 64 * 65536);
+        assert_eq!(r["chunk"], 65536);
+        assert_eq!(r["queue_depth"], 32);
+        for way in ["gpu_driven", "cpu_driven"] {
+            assert_eq!(r[way]["verified_bytes"], 64 * 65536, "{way}");
+            assert_eq!(r[way]["errors"], 0, "{way}");
+            assert!(r[way]["mib_s"].as_f64().expect("number") > 0.0, "{way}");
+        }
+    }
+    let plots = v["plots"].as_array().expect("plots");
+    let svg = std::fs::read_to_string(plots[0].as_str().expect("path")).expect("written");
+    assert!(svg.contains("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, again, err) = smartio(&args[..5]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        json(&again)["result"],
+        v["result"],
+        "the same run twice gives the same result"
+    );
+}

@@ -8,6 +8,7 @@ pub mod dma;
 pub mod gpu;
 pub mod nvme;
 pub mod nvme_dist;
+pub mod nvme_gpu;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
 pub use gpu::{

@@ -820,6 +820,7 @@ fn with_a_memory_buffer_the_hints_and_device_memory_use_it_and_lender_ram_does_n
                     assert_eq!(fdid, nvme);
                     format!("the controller's BAR{bar}")
                 }
+                SegmentLocation::LocalDevice { .. } => unreachable!("queues are never there"),
             });
             client
                 .io(&q, BlockOp::Read, 1, 0, 8, 0)

@@ -536,3 +536,114 @@ fn bar_segments_are_the_bars_asked_for_and_a_published_segment_is_found_by_name(
     assert_eq!(smartio.published(dma, "test-segment"), Some(seg));
     assert!(smartio.published(dma, "other").is_none());
 }
+
+#[test]
+fn a_local_device_segment_over_gpu_memory_is_reached_by_a_device_of_another_host() {
+    let (cluster, hosts, smartio) = setup("cluster-switch");
+    let (lender, lender2) = (hosts[1].clone(), hosts[2].clone());
+    let before = tables(&cluster.machine);
+    const AT: u64 = 0x10000;
+    const LEN: u64 = 0x4000;
+    // gpu2's memory behind BAR1 (the aperture), as the CUDA driver pins it for GPUDirect.
+    let seg = smartio
+        .local_device_segment(lender2.id(), "gpu2", 1, AT, LEN)
+        .expect("a segment over BAR1");
+    let gpu2 = lender2.endpoint_of("gpu2").expect("gpu2");
+    assert_eq!(
+        seg.location,
+        SegmentLocation::LocalDevice {
+            host: lender2.id(),
+            endpoint: gpu2,
+            bar: 1,
+            offset: AT
+        }
+    );
+    // The lender's dma0, held by a program on lender2, writes into it through the NTBs.
+    let dma = smartio.find("lender:dma0").expect("registered");
+    let hold = smartio
+        .borrow_device(lender2.id(), dma, false)
+        .expect("hold");
+    let addr = smartio
+        .map_for_device(&hold, &seg)
+        .expect("mapped for dma0");
+    let ep = lender.endpoint_of("dma0").expect("dma0");
+    let regs = cluster
+        .machine
+        .fabric()
+        .endpoint(ep)
+        .bars
+        .iter()
+        .find(|b| b.index == 0)
+        .map(|b| b.base)
+        .expect("BAR0");
+    let data: Vec<u8> = (0..LEN as u32).map(|i| (i % 253) as u8).collect();
+    let device = cluster.copy_engine(ep).expect("model");
+    smartio_platform::BarHandler::mmio_write(device.as_ref(), 2, 0, &data).expect("fits");
+    let done = lender.alloc(4096).expect("RAM");
+    let (cpu, out) = (lender.cpu(), Rc::new(RefCell::new(None)));
+    let slot = out.clone();
+    let (svc, h) = (smartio.clone(), hold);
+    cluster.machine.spawn(async move {
+        svc.enable_device(&h).await.expect("bus mastering");
+        let driver = DmaTestDriver::probe(cpu, BusAddr(regs.get()), done, BusAddr(done.get()))
+            .await
+            .expect("probe");
+        let r = driver
+            .copy(Location::DeviceMemory(0), Location::Bus(addr), LEN)
+            .await;
+        *slot.borrow_mut() = Some(r.map_err(|e| e.to_string()));
+    });
+    cluster.machine.run();
+    out.borrow_mut().take().expect("finished").expect("copied");
+    let mut got = vec![0u8; LEN as usize];
+    cluster
+        .gpu(gpu2)
+        .expect("a GPU model")
+        .peek(AT, &mut got)
+        .expect("inside memory");
+    assert_eq!(
+        got, data,
+        "the bytes landed in gpu2's memory at the segment's offset"
+    );
+
+    smartio.return_device(hold).expect("return");
+    smartio.remove_segment(seg).expect("remove");
+    lender.free(done);
+    assert_eq!(
+        before,
+        tables(&cluster.machine),
+        "every table entry given back"
+    );
+}
+
+#[test]
+fn a_local_device_segment_names_what_is_wrong() {
+    let (_cluster, hosts, smartio) = setup("cluster-switch");
+    let lender2 = hosts[2].id();
+    let refusal = |device: &str, bar: u8, offset: u64, size: u64| {
+        let e = smartio
+            .local_device_segment(lender2, device, bar, offset, size)
+            .expect_err("refused");
+        assert!(matches!(e, SmartIoError::LocalDevice { .. }), "{e:?}");
+        e.to_string()
+    };
+    assert_eq!(
+        refusal("gpu9", 1, 0, 4096),
+        "lender2:gpu9 BAR1: lender2 has no such device"
+    );
+    let other = refusal("gpu0", 1, 0, 4096);
+    assert!(
+        other.contains("not a device of lender2") && other.contains("lender:gpu0 is elsewhere"),
+        "{other}"
+    );
+    assert!(refusal("lender:gpu0", 1, 0, 4096).contains("not a device of lender2"));
+    assert!(refusal("gpu2", 5, 0, 4096).contains("no such BAR (it has BAR0, BAR1"));
+    let bar1 = 256 << 20;
+    let outside = refusal("gpu2", 1, bar1 - 4096, 8192);
+    assert!(
+        outside.contains("not inside the 0x10000000-byte BAR"),
+        "{outside}"
+    );
+    assert!(refusal("gpu2", 1, 0, 0).contains("0 bytes"));
+    assert!(refusal("gpu2", 1, u64::MAX, 2).contains("not inside"));
+}

@@ -40,9 +40,9 @@ pub use failover::{
 };
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use gpu::{
-    bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, CounterPlace, GpuBandwidthConfig,
-    GpuBandwidthResult, GpuCopyDirection, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig,
-    GpuPingPongResult, GpuWorkloadError,
+    bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
+    GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
+    GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
 };
 pub use migrate::{
     migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,

@@ -135,6 +135,9 @@ pub fn client_qd1(
                 SegmentLocation::Device { .. } => {
                     format!("{} memory", cfg.sq_device.as_deref().unwrap_or("device"))
                 }
+                SegmentLocation::LocalDevice { host, .. } => {
+                    format!("{} device memory", names[host.index()])
+                }
             };
             let fetch = match q.sq_location() {
                 // The controller reads its own memory buffer internally.

@@ -420,6 +420,7 @@ pub fn nvmeof_compare(
                         .map_or("an unknown host's", String::as_str)
                 ),
                 SegmentLocation::Device { .. } => "controller memory".to_string(),
+                SegmentLocation::LocalDevice { .. } => "a host's device memory".to_string(),
             };
             let ns = *manager
                 .namespaces()

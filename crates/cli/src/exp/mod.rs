@@ -7,6 +7,7 @@
 
 mod bandwidth;
 mod failover;
+mod gpu_nvme;
 mod iommu_penalty;
 mod migrate;
 mod multicast;
@@ -55,6 +56,10 @@ pub enum ExpName {
     /// to a VM by local VFIO, by MDEV, and borrowed by a bare-metal host (Paper V Figs.
     /// 32-33).
     VmP2p,
+    /// A GPU reads an NVMe through a queue pair in its own memory, its kernel submitting,
+    /// ringing and reaping with no CPU in the data path, against the CPU driving the same
+    /// read (Paper V §6.4, Fig. 18); `--ops` is commands of 64 KiB (default 1 GiB).
+    GpuNvme,
 }
 
 impl ExpName {
@@ -70,6 +75,7 @@ impl ExpName {
             ExpName::Migrate => "vm-cluster",
             ExpName::IommuPenalty => iommu_penalty::IOMMU_SCENARIO,
             ExpName::VmP2p => "vm-back-to-back",
+            ExpName::GpuNvme => "cluster-switch",
         }
     }
 
@@ -89,7 +95,8 @@ pub struct ExpArgs {
     pub scenario: Option<String>,
     /// I/Os per measured run, 1 to 10000000 (default: the experiment's own; share-30 runs
     /// them on each client; multicast has no I/Os to count and refuses it; iommu-penalty:
-    /// copies per transfer size, at most 1000; vm-p2p: ping-pong round trips).
+    /// copies per transfer size, at most 1000; vm-p2p: ping-pong round trips; gpu-nvme:
+    /// 64 KiB commands per read).
     #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
     /// Random-offset seed (any 64-bit number).
@@ -170,7 +177,9 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "--verify: only with failover ({} {})",
             args.name.name(),
             match args.name {
-                ExpName::Share30 | ExpName::NvmeofCompare => "checks every byte it reads anyway",
+                ExpName::Share30 | ExpName::NvmeofCompare | ExpName::GpuNvme => {
+                    "checks every byte it reads anyway"
+                }
                 ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
                 _ => "times its reads without checking them",
             }
@@ -204,6 +213,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::Migrate => migrate::run(&setup)?,
         ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
         ExpName::VmP2p => vm_p2p::run(&setup)?,
+        ExpName::GpuNvme => gpu_nvme::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report

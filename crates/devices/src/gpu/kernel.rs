@@ -6,7 +6,8 @@
 //!
 //! - [`GpuAddr::Device`] offsets reach device memory directly: no bus transaction, each access
 //!   costs the profile's `memory_access`; an access outside device memory faults
-//!   ([`FaultReason::OutsideMemory`]). A store wakes every waiter on device memory.
+//!   ([`FaultReason::OutsideMemory`]). A store wakes the waiters of the words it touches;
+//!   [`ThreadContext::atomic_add_u64`] is a read-modify-write no other thread can split.
 //! - [`GpuAddr::Bus`] addresses go on the fabric through the GPU's own port (its requester
 //!   id): a load completes when its data arrived, a store (posted) once issued. An address at
 //!   or above `1 << dma_bits` faults ([`FaultReason::AddressLimit`]) without touching the
@@ -310,9 +311,26 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
         self.store(addr, &value.to_le_bytes()).await
     }
 
+    /// Adds `value` to the u64 at device-memory `offset` (wrapping) and returns the old
+    /// value (`atomicAdd`); costs `memory_access` and wakes waiters like a store. Atomic by
+    /// construction: the engine is single-threaded and nothing awaits between the read and
+    /// the write, so no other thread's access falls between them.
+    pub async fn atomic_add_u64(&self, offset: u64, value: u64) -> Result<u64, KernelFault> {
+        let address = GpuAddr::Device(offset);
+        self.env
+            .memory
+            .check(offset, 8)
+            .map_err(|_| self.outside(address))?;
+        self.port.sleep(self.env.memory_access).await;
+        self.env
+            .memory
+            .fetch_add_u64(offset, value)
+            .map_err(|_| self.outside(address))
+    }
+
     /// Spins on the u64 at device-memory `offset` until `cond` holds; returns the value.
     /// Each check costs `memory_access`; between checks the thread sleeps until the next
-    /// write to device memory (no busy loop in virtual time).
+    /// write touching that word (no busy loop in virtual time).
     pub async fn wait_until(
         &self,
         offset: u64,
@@ -324,7 +342,7 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
             .check(offset, 8)
             .map_err(|_| self.outside(address))?;
         loop {
-            let written = self.env.memory.written();
+            let written = self.env.memory.word_written(offset);
             self.port.sleep(self.env.memory_access).await;
             let v = self
                 .env
@@ -414,5 +432,44 @@ mod tests {
         );
         assert!(e.check_bus(BusAddr(1 << 32), 1).is_err());
         assert!(env(64).check_bus(BusAddr(u64::MAX - 7), 8).is_ok());
+    }
+
+    fn thread(env: &Rc<ThreadEnv>, i: u32) -> ThreadContext<super::super::testing::Stub> {
+        ThreadContext::new(i, 64, Rc::from(&[][..]), Default::default(), env.clone())
+    }
+
+    fn run<T>(f: impl Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the stub engine never waits"),
+        }
+    }
+
+    #[test]
+    fn atomic_adds_hand_out_distinct_tickets_and_wake_a_thread_waiting_on_the_word() {
+        let env = Rc::new(ThreadEnv {
+            memory: Rc::new(DeviceMemory::new(4096)),
+            memory_access: SimDuration::from_ns(15),
+            clock_read: SimDuration::ZERO,
+            clock_khz: 1,
+            dma_bits: 47,
+        });
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let waiter = thread(&env, 63);
+        let mut wait = Box::pin(waiter.wait_until(64, |v| v == 64));
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        let tickets: Vec<u64> = (0..64)
+            .map(|i| run(thread(&env, i).atomic_add_u64(64, 1)).expect("inside memory"))
+            .collect();
+        assert_eq!(tickets, (0..64).collect::<Vec<u64>>());
+        assert_eq!(
+            wait.as_mut().poll(&mut cx),
+            std::task::Poll::Ready(Ok(64)),
+            "woken by the adds"
+        );
+        let fault = run(thread(&env, 0).atomic_add_u64(4092, 1)).expect_err("past the end");
+        assert_eq!(fault.address, GpuAddr::Device(4092));
     }
 }

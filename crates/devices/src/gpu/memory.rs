@@ -1,10 +1,13 @@
 //! Device memory: a sparse byte array of a fixed size, and the waiters that poll words of it.
 //!
 //! Every write — through BAR1, by a copy engine, a release, a kernel's store or an untimed
-//! poke — wakes **every** waiter (acquires and kernels in `wait_until`; up to
-//! [`super::spec::MAX_THREADS`] threads may poll at once). A waiter arms itself with
-//! [`DeviceMemory::written`] *before* it reads the word, so a write that lands between the
-//! read and the wait is not missed (the same rule as `smartio_platform::MemoryWatch`).
+//! poke — wakes **every** general waiter ([`DeviceMemory::written`]: the front end's
+//! acquires), and the word waiters ([`DeviceMemory::word_written`]: kernels in `wait_until`;
+//! up to [`super::spec::MAX_THREADS`] threads may poll at once) of every 8-byte word it
+//! touches. A kernel thread polling a word only sees a change of that word, so waking it for
+//! other writes would only cost the emulator (a 64 KiB DMA into BAR1 is 256 writes). A waiter
+//! arms itself *before* it reads the word, so a write that lands between the read and the
+//! wait is not missed (the same rule as `smartio_platform::MemoryWatch`).
 //!
 //! Invariant: every access is checked against [`DeviceMemory::size`] before it touches the
 //! bytes; an out-of-range access is refused whole ([`OutsideMemory`]).
@@ -12,7 +15,12 @@
 use super::signal::Broadcast;
 use smartio_platform::SparseMemory;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use thiserror::Error;
+
+/// Bytes of the words [`DeviceMemory::word_written`] watches.
+const WORD: u64 = 8;
 
 /// An access that does not fit in device memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -33,8 +41,10 @@ pub struct OutsideMemory {
 pub struct DeviceMemory {
     size: u64,
     bytes: RefCell<SparseMemory>,
-    /// Fired by every write; every waiter is woken by it.
+    /// Fired by every write; every general waiter is woken by it.
     written: Broadcast,
+    /// Fired by writes touching the 8 bytes at the key (made when first waited on).
+    words: RefCell<BTreeMap<u64, Rc<Broadcast>>>,
 }
 
 impl DeviceMemory {
@@ -44,6 +54,7 @@ impl DeviceMemory {
             size,
             bytes: RefCell::new(SparseMemory::new()),
             written: Broadcast::new("a write to GPU device memory"),
+            words: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -95,8 +106,18 @@ impl DeviceMemory {
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), OutsideMemory> {
         self.check(offset, data.len() as u64)?;
         self.bytes.borrow_mut().write(offset, data);
-        self.wake_all();
+        self.wake(offset, data.len() as u64);
         Ok(())
+    }
+
+    /// Adds `value` to the little-endian u64 at `offset` (wrapping) and returns the old
+    /// value, then wakes the waiters as a write does. Atomic by construction: nothing runs
+    /// between the read and the write (the engine is single-threaded and this does not
+    /// await).
+    pub fn fetch_add_u64(&self, offset: u64, value: u64) -> Result<u64, OutsideMemory> {
+        let old = self.read_u64(offset)?;
+        self.write(offset, &old.wrapping_add(value).to_le_bytes())?;
+        Ok(old)
     }
 
     /// Copies `len` bytes inside device memory from `src` to `dst` (the ranges may
@@ -112,13 +133,45 @@ impl DeviceMemory {
         self.written.fired()
     }
 
-    /// Waiters currently registered.
-    pub fn waiter_count(&self) -> usize {
-        self.written.waiter_count()
+    /// Resolves after the next write that touches any of the 8 bytes at `offset`. Armed
+    /// when **called**, like [`DeviceMemory::written`].
+    pub fn word_written(&self, offset: u64) -> impl std::future::Future<Output = ()> + 'static {
+        let signal = self
+            .words
+            .borrow_mut()
+            .entry(offset)
+            .or_insert_with(|| Rc::new(Broadcast::new("a write to a word of GPU device memory")))
+            .clone();
+        let armed = signal.generation();
+        async move { signal.fired_since(armed).await }
     }
 
-    fn wake_all(&self) {
+    /// Waiters currently registered (general and word waiters).
+    pub fn waiter_count(&self) -> usize {
+        self.written.waiter_count()
+            + self
+                .words
+                .borrow()
+                .values()
+                .map(|w| w.waiter_count())
+                .sum::<usize>()
+    }
+
+    /// Wakes the general waiters, then those of every word `len` bytes at `offset` touch,
+    /// lowest first.
+    fn wake(&self, offset: u64, len: u64) {
         self.written.fire();
+        let first = offset.saturating_sub(WORD - 1);
+        let end = offset.saturating_add(len);
+        let touched: Vec<Rc<Broadcast>> = self
+            .words
+            .borrow()
+            .range(first..end)
+            .map(|(_, w)| w.clone())
+            .collect();
+        for w in touched {
+            w.fire();
+        }
     }
 }
 
@@ -175,5 +228,43 @@ mod tests {
         m.write(0, &[2]).unwrap();
         let mut armed = pin!(armed);
         assert!(armed.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_word_waiter_wakes_only_for_writes_that_touch_its_word() {
+        let m = DeviceMemory::new(4096);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut w = Box::pin(m.word_written(64));
+        assert!(w.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(m.waiter_count(), 1);
+        m.write(0, &[0; 57]).unwrap();
+        m.write(72, &[0; 256]).unwrap();
+        assert!(
+            w.as_mut().poll(&mut cx).is_pending(),
+            "neighbours do not wake it"
+        );
+        m.write(71, &[1]).unwrap();
+        assert!(w.as_mut().poll(&mut cx).is_ready(), "its last byte does");
+        let mut w = Box::pin(m.word_written(64));
+        assert!(w.as_mut().poll(&mut cx).is_pending());
+        m.write(60, &[1; 8]).unwrap();
+        assert!(
+            w.as_mut().poll(&mut cx).is_ready(),
+            "a write across its first byte"
+        );
+        assert_eq!(m.waiter_count(), 0);
+    }
+
+    #[test]
+    fn fetch_add_returns_the_old_value_wraps_and_wakes_the_word() {
+        let m = DeviceMemory::new(4096);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut w = Box::pin(m.word_written(8));
+        assert!(w.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(m.fetch_add_u64(8, 5), Ok(0));
+        assert_eq!(m.fetch_add_u64(8, u64::MAX), Ok(5));
+        assert_eq!(m.read_u64(8), Ok(4));
+        assert!(w.as_mut().poll(&mut cx).is_ready());
+        assert!(m.fetch_add_u64(4090, 1).is_err());
     }
 }

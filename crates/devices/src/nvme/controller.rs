@@ -235,6 +235,13 @@ impl NvmeController {
         &self.config
     }
 
+    /// The namespaces' blocks, for untimed set-up and checks (like `Gpu::poke`): a test or
+    /// a workload fills a namespace with a known pattern before the measured part. Nothing
+    /// here is seen by the bus or counted in the SMART log.
+    pub fn namespaces(&self) -> &NamespaceStore {
+        &self.store
+    }
+
     /// The CAP register.
     pub fn cap(&self) -> u64 {
         let to = (self.config.ready_delay.as_ps() / 500_000_000_000 + 1).min(255);

@@ -92,6 +92,8 @@ pub struct Client {
     regs: CpuMap,
     data: Mapped,
     queues: RefCell<Vec<Rc<ClientQueue>>>,
+    /// Queue pairs whose memory the program placed itself ([`Client::create_queue_at`]).
+    placed: RefCell<Vec<u16>>,
     /// The NTB adapter of this host the client's paths use, if it chose one.
     via: Option<u32>,
 }
@@ -187,6 +189,7 @@ impl Client {
             regs,
             data,
             queues: RefCell::new(Vec::new()),
+            placed: RefCell::new(Vec::new()),
             via: adapter,
         })
     }
@@ -204,6 +207,56 @@ impl Client {
     /// The host.
     pub fn os(&self) -> &HostOs {
         &self.os
+    }
+
+    /// The manager the client joined.
+    pub fn manager(&self) -> &Rc<Manager> {
+        &self.manager
+    }
+
+    /// Where this host's CPU reaches the controller's BAR0 (the client's map of it): a
+    /// program that lets another device of this host ring doorbells maps this range for it.
+    pub fn registers(&self) -> CpuMap {
+        self.regs
+    }
+
+    /// Where this host reaches queue `qid`'s doorbells (SQ tail, CQ head), through the
+    /// client's map of BAR0.
+    pub fn doorbells(&self, qid: u16) -> (BusAddr, BusAddr) {
+        let (sq, cq) = self.manager.doorbells(qid);
+        (self.regs.addr.offset(sq), self.regs.addr.offset(cq))
+    }
+
+    /// Asks the manager for a queue pair of `entries` entries whose SQ and CQ the program
+    /// placed itself — the controller reaches them at `sq` and `cq` (addresses from
+    /// [`SmartIo::map_for_device`], e.g. of GPU memory); returns its queue id. The program
+    /// drives the pair on its own (nothing of it is polled here); [`Client::delete_queue_at`]
+    /// or [`Client::leave`] deletes it.
+    pub async fn create_queue_at(
+        &self,
+        entries: u16,
+        sq: BusAddr,
+        cq: BusAddr,
+    ) -> Result<u16, DistError> {
+        let qid = self
+            .manager
+            .create_pair(&self.hold, &self.os.cpu(), sq, cq, entries)
+            .await?;
+        self.placed.borrow_mut().push(qid);
+        Ok(qid)
+    }
+
+    /// Deletes a queue pair made by [`Client::create_queue_at`] (the controller finishes or
+    /// aborts what it took from the SQ before it answers).
+    pub async fn delete_queue_at(&self, qid: u16) -> Result<(), DistError> {
+        if !self.placed.borrow().contains(&qid) {
+            return Err(DistError::NotOwner { qid });
+        }
+        self.manager
+            .delete_pair(&self.hold, &self.os.cpu(), qid)
+            .await?;
+        self.placed.borrow_mut().retain(|&q| q != qid);
+        Ok(())
     }
 
     /// Asks the manager for a queue pair of `entries` entries, with the SQ placed by
@@ -406,6 +459,11 @@ impl Client {
     /// the segments are given back.
     pub async fn leave(self) -> Result<(), DistError> {
         let queues = self.queues.take();
+        for qid in self.placed.take() {
+            self.manager
+                .delete_pair(&self.hold, &self.os.cpu(), qid)
+                .await?;
+        }
         for q in &queues {
             self.manager
                 .delete_pair(&self.hold, &self.os.cpu(), q.qid())

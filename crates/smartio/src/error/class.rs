@@ -117,7 +117,8 @@ impl SciError {
             | SciError::SegmentSize { .. }
             | SciError::NotMember { .. }
             | SciError::Stale(_)
-            | SciError::UnknownDevice { .. } => C::IllegalParameter,
+            | SciError::UnknownDevice { .. }
+            | SciError::LocalDevice { .. } => C::IllegalParameter,
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
             SciError::NoPath { .. } => C::NotConnected,
             SciError::SegmentIdInUse { .. } => C::SegmentIdUsed,

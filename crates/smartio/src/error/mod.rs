@@ -234,6 +234,20 @@ pub enum SciError {
         /// Why it does not resolve, with what exists.
         why: String,
     },
+    /// `SCI_ERR_ILLEGAL_PARAMETER`: a segment over a BAR of a device of the caller's own
+    /// host (`SCIAttachPhysicalMemory`) that cannot be made: no such device in that host,
+    /// no such BAR, or a range outside it.
+    #[error("{host}:{device} BAR{bar}: {why}")]
+    LocalDevice {
+        /// The host asked about.
+        host: String,
+        /// The device as named.
+        device: String,
+        /// The BAR.
+        bar: u8,
+        /// What is wrong, with what exists.
+        why: String,
+    },
     /// `SCI_ERR_BUSY`: the function is already registered.
     #[error("{device} is already registered as fdid {fdid}")]
     AlreadyRegistered {

@@ -83,6 +83,18 @@ pub enum SegmentLocation {
         /// Physical address.
         phys: PhysAddr,
     },
+    /// Part of a BAR of a device of `host` itself, attached by
+    /// [`SmartIo::local_device_segment`] (the device need not be registered).
+    LocalDevice {
+        /// The host the device is installed in.
+        host: HostId,
+        /// The device.
+        endpoint: EndpointId,
+        /// The BAR.
+        bar: u8,
+        /// Offset of the segment in the BAR.
+        offset: u64,
+    },
     /// A BAR of a registered device.
     Device {
         /// The device.
@@ -460,6 +472,94 @@ impl SmartIo {
         })
     }
 
+    /// A segment over `size` bytes at `offset` of BAR `bar` of `device`, a function installed
+    /// in `host` itself (`SCIAttachPhysicalMemory`: the CUDA driver pins GPU memory in
+    /// BAR1 and SISCI exports it, as GPUDirect needs). The device need not be registered
+    /// with SmartIO nor borrowed: it is the host's own. The segment can then be mapped for
+    /// a held device ([`SmartIo::map_for_device`]: an NVMe elsewhere reaches the memory over
+    /// the NTB) or for another host's CPU. Removing it only drops the record.
+    pub fn local_device_segment(
+        &self,
+        host: HostId,
+        device: &str,
+        bar: u8,
+        offset: u64,
+        size: u64,
+    ) -> Result<Segment, SmartIoError> {
+        let svc = &self.inner;
+        svc.check_host(host)?;
+        let os = &svc.hosts[host.index()];
+        let refuse = |why: String| SmartIoError::LocalDevice {
+            host: os.name().to_string(),
+            device: device.to_string(),
+            bar,
+            why,
+        };
+        let endpoint = os.endpoint_of(device).ok_or_else(|| {
+            let f = svc.machine.fabric();
+            let elsewhere: Vec<String> = f
+                .endpoints()
+                .iter()
+                .filter(|e| e.name == device && e.host != host)
+                .map(|e| format!("{}:{}", f.host(e.host).name, e.name))
+                .collect();
+            if device.contains(':') || !elsewhere.is_empty() {
+                refuse(format!(
+                    "not a device of {} (a local segment is over a BAR of the host's own device{})",
+                    os.name(),
+                    if elsewhere.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} is elsewhere", elsewhere.join(", "))
+                    }
+                ))
+            } else {
+                refuse(format!("{} has no such device", os.name()))
+            }
+        })?;
+        let (base, bar_size) = {
+            let f = svc.machine.fabric();
+            let ep = f.endpoint(endpoint);
+            if ep.host != host {
+                return Err(refuse(format!("the device is in {}", f.host(ep.host).name)));
+            }
+            let bars: Vec<String> = ep.bars.iter().map(|b| format!("BAR{}", b.index)).collect();
+            ep.bars
+                .iter()
+                .find(|b| b.index == bar)
+                .map(|b| (b.base.get(), b.size))
+                .ok_or_else(|| {
+                    refuse(format!(
+                        "the device has no such BAR (it has {})",
+                        if bars.is_empty() {
+                            "none".to_string()
+                        } else {
+                            bars.join(", ")
+                        }
+                    ))
+                })?
+        };
+        let fits = size > 0 && offset.checked_add(size).is_some_and(|end| end <= bar_size);
+        if !fits {
+            return Err(refuse(format!(
+                "{size} bytes at offset {offset:#x} are not inside the {bar_size:#x}-byte BAR (at least 1 byte, ending at or before its end)"
+            )));
+        }
+        let local = svc
+            .sisci
+            .create(host, None, size, Backing::Bar(PhysAddr(base + offset)))?;
+        Ok(Segment {
+            id: local.id,
+            size,
+            location: SegmentLocation::LocalDevice {
+                host,
+                endpoint,
+                bar,
+                offset,
+            },
+        })
+    }
+
     /// The endpoint and name of a held device.
     fn held(&self, borrow: &DeviceBorrow) -> Result<(EndpointId, String), SmartIoError> {
         let st = self.inner.state.borrow();
@@ -634,6 +734,22 @@ impl SmartIo {
                     .map(|b| b.base.get())
                     .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
                 Ok((d.lender, base + offset))
+            }
+            SegmentLocation::LocalDevice {
+                host,
+                endpoint,
+                bar,
+                offset,
+            } => {
+                let f = self.inner.machine.fabric();
+                let base = f
+                    .endpoint(endpoint)
+                    .bars
+                    .iter()
+                    .find(|b| b.index == bar)
+                    .map(|b| b.base.get())
+                    .ok_or_else(|| self.stale(format!("segment {}", seg.id)))?;
+                Ok((host, base + offset))
             }
         }
     }

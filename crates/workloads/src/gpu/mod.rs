@@ -9,12 +9,14 @@
 //! papers took it, so the CPU's doorbell crossing the NTB is not part of a measured copy.
 
 mod bandwidth;
+mod nvme;
 mod p2p;
 mod pingpong;
 
 pub use bandwidth::{
     bench_gpu_bandwidth, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection,
 };
+pub use nvme::{gpu_nvme_read, DrivenRead, GpuNvmeConfig, GpuNvmeResult};
 pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
 pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
 
@@ -68,6 +70,12 @@ pub enum GpuWorkloadError {
     /// Data read back differs from what was written (an emulator bug).
     #[error("verification failed: {0}")]
     Verify(String),
+    /// The GPU queue pair could not be set up or taken down.
+    #[error("GPU queue: {0}")]
+    GpuQueue(#[from] smartio_drivers::nvme_gpu::GpuQueueError),
+    /// The distributed NVMe driver refused or failed.
+    #[error("NVMe driver: {0}")]
+    Dist(#[from] smartio_drivers::nvme_dist::DistError),
     /// The run ended with the workload still waiting (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
