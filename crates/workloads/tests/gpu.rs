@@ -404,3 +404,34 @@ fn counters_in_host_ram_make_a_borrowed_pair_ping_pong_slower() {
         "the same run twice"
     );
 }
+
+/// The GPU runtime and its workloads run unchanged inside VMs: `lender:gpu0` passed through
+/// to `borrower/vm0` by MDEV measures exactly what a bare-metal borrower measures on the same
+/// data path (both IOMMUs on: the lender IOMMU's read splitting shows in both), and `gpu0`
+/// passed through to `lender/vm0` by VFIO what the lender measures. Bytes are verified
+/// inside the guest each time.
+#[test]
+fn gpus_passed_through_to_vms_measure_what_bare_metal_measures_on_the_same_path() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/scenarios/vm-gpus-b2b.toml"
+    );
+    for direction in [
+        GpuCopyDirection::HostToDevice,
+        GpuCopyDirection::DeviceToHost,
+    ] {
+        let run = |host: &str, device: &str| bandwidth(scenario, &config(host, device, direction));
+        let mdev = run("borrower/vm0", "lender:gpu0");
+        let bare = run("borrower", "lender:gpu0");
+        let vfio = run("lender/vm0", "gpu0");
+        let native = run("lender", "gpu0");
+        for r in [&mdev, &bare, &vfio, &native] {
+            assert_eq!(r.verified_bytes, LARGEST, "{direction:?}");
+        }
+        assert_eq!(
+            mdev.samples, bare.samples,
+            "{direction:?}: MDEV = bare metal"
+        );
+        assert_eq!(vfio.samples, native.samples, "{direction:?}: VFIO = native");
+    }
+}
