@@ -656,3 +656,43 @@ fn close_gives_every_pinned_page_back_and_later_calls_say_closed() {
     assert_eq!(before, after, "pinned memory left behind");
     assert_eq!(later, Err(GpuError::Closed));
 }
+
+/// Peer access needs a path the GPU can address: a K420 (40 address bits) cannot reach a
+/// peer's BAR1 in the 64-bit MMIO region (above 1 TiB), so enabling it is refused with what
+/// is out of reach; the other way round works.
+#[test]
+fn peer_access_beyond_a_gpus_address_bits_is_refused_as_out_of_reach() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/local-chassis.toml"
+    ))
+    .expect("shipped scenario");
+    let marker = "name = \"gpu0\"\nkind = \"gpu\"\n";
+    assert_eq!(text.matches(marker).count(), 1, "one gpu0 entry");
+    let text = text.replace(
+        marker,
+        &format!("{marker}params = {{ profile = \"k420\" }}\n"),
+    );
+    let path = std::env::temp_dir().join(format!("k420-chassis-{}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write the variant");
+    let r = rig(path.to_str().expect("utf-8"));
+    let opened = r.open("local", &["gpu0", "gpu1"]);
+    let (refused, allowed) = r.run(async move {
+        let gpus = opened.await;
+        let refused = gpus[0].enable_peer_access(&gpus[1]).map(|p| p.base());
+        let allowed = gpus[1].enable_peer_access(&gpus[0]).map(|p| p.base());
+        (refused, allowed)
+    });
+    let _ = std::fs::remove_file(&path);
+    match refused {
+        Err(GpuError::PeerOutOfReach { peer, base, bits }) => {
+            assert_eq!((peer.as_str(), bits), ("gpu1", 40));
+            assert!(base >= 1 << 40, "{base:#x}");
+        }
+        other => panic!("expected PeerOutOfReach, got {other:?}"),
+    }
+    assert!(
+        allowed.is_ok(),
+        "a 47-bit P4000 reaches the K420: {allowed:?}"
+    );
+}

@@ -342,6 +342,22 @@ impl GpuContext {
             .shared
             .handle
             .dma_map_peer(peer.handle(), spec::APERTURE_BAR)?;
+        // The peer's whole aperture must lie below this GPU's addressing limit, or its copy
+        // engines and kernels could never reach it (cudaErrorPeerAccessUnsupported).
+        let bits = self.shared.props.dma_bits;
+        let reachable = bits >= 64
+            || base
+                .get()
+                .checked_add(aperture.saturating_sub(1))
+                .is_some_and(|end| end < 1u64 << bits);
+        if !reachable {
+            let _ = self.shared.handle.dma_unmap(base);
+            return Err(GpuError::PeerOutOfReach {
+                peer: peer.handle().name().to_string(),
+                base: base.get(),
+                bits,
+            });
+        }
         self.shared.peers.borrow_mut().insert(key, base);
         Ok(PeerAccess { base, aperture })
     }

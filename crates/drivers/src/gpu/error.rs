@@ -66,6 +66,19 @@ pub enum GpuError {
         /// Bytes of the peer's memory its aperture covers (from offset 0).
         aperture: u64,
     },
+    /// Peer access to a GPU whose aperture lies beyond this GPU's addressing limit.
+    #[error(
+        "{peer}'s memory is at {base:#x} as this GPU sees it, beyond its {bits}-bit reach: no \
+         path for peer access"
+    )]
+    PeerOutOfReach {
+        /// The peer GPU's name in the host.
+        peer: String,
+        /// Where its aperture starts, as this GPU would reach it.
+        base: u64,
+        /// This GPU's address bits.
+        bits: u8,
+    },
     /// `elapsed` of an event that was never recorded.
     #[error("event was never recorded")]
     EventNotRecorded,
