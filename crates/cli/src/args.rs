@@ -128,8 +128,9 @@ pub struct PingpongArgs {
     pub counters: Option<Counters>,
     /// Round trips, 1 to 100000000 (about five minutes of wall time at the most; the
     /// percentiles settle long before).
-    #[arg(long, default_value = "1000", value_name = "N", value_parser = iterations)]
-    pub iterations: u32,
+    /// Default: 1000, or 100000 between GPUs (the papers' count).
+    #[arg(long, value_name = "N", value_parser = iterations)]
+    pub iterations: Option<u32>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

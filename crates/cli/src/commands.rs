@@ -16,6 +16,12 @@ use smartio_workloads::{
     RwMode, Workbench,
 };
 
+/// Round trips of a ping-pong when `--iterations` is not given.
+const PINGPONG_ITERATIONS: u32 = 1000;
+/// Round trips of a GPU ping-pong when `--iterations` is not given: the papers' 100,000
+/// (Paper V §7.1.4).
+const GPU_PINGPONG_ITERATIONS: u32 = 100_000;
+
 /// The calibration file at `path`, or the embedded one.
 fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
     match path {
@@ -249,7 +255,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     host,
                     a,
                     b,
-                    iterations,
+                    iterations: iterations.unwrap_or(GPU_PINGPONG_ITERATIONS),
                     counters: gpu::counter_place(counters),
                 };
                 return gpu::pingpong(&cluster, config, json);
@@ -263,7 +269,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 host,
                 a,
                 b,
-                iterations,
+                iterations: iterations.unwrap_or(PINGPONG_ITERATIONS),
             };
             let result = device_pingpong(&cluster, &config).map_err(|e| e.to_string())?;
             if json {
@@ -296,7 +302,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             let config = PingPongConfig {
                 from,
                 to,
-                iterations,
+                iterations: iterations.unwrap_or(PINGPONG_ITERATIONS),
             };
             let result = pingpong(&cluster, &config).map_err(|e| e.to_string())?;
             if json {

@@ -1058,3 +1058,36 @@ fn gpu_pingpong_takes_counters_in_host_ram_and_refuses_them_for_dma_devices() {
         "{err}"
     );
 }
+
+#[test]
+fn a_gpu_pingpong_runs_the_papers_100000_round_trips_unless_told_and_others_1000() {
+    let iterations = |a: &str, b: &str| {
+        let (ok, out, err) = smartio(&[
+            "pingpong",
+            "--scenario",
+            "local-chassis",
+            "--device-a",
+            a,
+            "--device-b",
+            b,
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        v["iterations"].as_u64().expect("iterations")
+    };
+    assert_eq!(iterations("gpu0", "gpu1"), 100_000);
+    let (ok, out, err) = smartio(&[
+        "pingpong",
+        "--scenario",
+        "back-to-back",
+        "--from",
+        "borrower",
+        "--to",
+        "lender",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["iterations"], 1000);
+}
