@@ -83,6 +83,9 @@ pub enum Wait {
     },
     /// A `PUT` covering a launch's parameter entries.
     Params,
+    /// Nothing any more: the acquire at `GET` was satisfied and completes when the channel
+    /// next runs, whatever `PUT` says by then (the entry is already fetched).
+    Satisfied,
 }
 
 /// One channel as the model sees it.
@@ -281,7 +284,7 @@ impl World {
             };
             match self.gpus[g].read_u64(offset) {
                 Some(v) if v >= value => {
-                    self.chans[g][c].wait = None;
+                    self.chans[g][c].wait = Some(Wait::Satisfied);
                     if let Some(r) = running {
                         self.give_up(format!(
                             "gpu{g} channel {c} woken while channel {r} still runs"
@@ -420,6 +423,17 @@ impl World {
                 },
                 None => return Step::Idle,
             },
+            Some(Wait::Satisfied) => {
+                let ch = &mut self.chans[g][c];
+                ch.wait = None;
+                ch.front.pop_front();
+                ch.get += 1;
+                if ch.get == ch.put {
+                    ch.status = status::IDLE;
+                }
+                self.executed += 1;
+                return Step::Ran;
+            }
             None => {}
         }
         match self.try_step(g, c) {
