@@ -1041,3 +1041,18 @@ fn a_reset_drops_a_running_launch_and_the_channel_runs_again() {
     );
     assert_eq!(r.peek_u64(WORDS + 8 * 4), 2, "the one after it did");
 }
+
+#[test]
+fn a_shut_down_cluster_frees_its_gpus() {
+    // A started GPU keeps its port (the clock TIMER reads); the port leads to the engine,
+    // which holds the GPU as a BAR handler. Found by the gpu_commands fuzzer: every cluster
+    // leaked once its GPUs had run.
+    let gpu = {
+        let r = rig();
+        let g = Rc::downgrade(&r.cluster.gpu(r.gpu0).expect("gpu0"));
+        r.cluster.machine.run();
+        r.cluster.machine.shutdown();
+        g
+    };
+    assert!(gpu.upgrade().is_none(), "the GPU outlived its cluster");
+}

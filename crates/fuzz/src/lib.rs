@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Six target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Seven target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -12,6 +12,7 @@
 //! | [`device_api`] | operations | SmartIO device API and SISCI calls; teardown restores every table |
 //! | [`config_space`] | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
 //! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
+//! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -23,6 +24,7 @@ pub mod calibration;
 pub mod config_space;
 pub mod corpus;
 pub mod device_api;
+pub mod gpu;
 pub mod input;
 pub mod mutate;
 pub mod nvme;
@@ -32,6 +34,7 @@ pub mod vm_config;
 pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
+pub use gpu::gpu_commands;
 pub use nvme::nvme_commands;
 pub use scenario::scenario;
 pub use vm_config::vm_config;
@@ -114,6 +117,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "vm_config",
         run: vm_config,
+        text: false,
+    },
+    Target {
+        name: "gpu_commands",
+        run: gpu_commands,
         text: false,
     },
 ];

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 #[derive(Parser)]
 #[command(
     name = "smartio-fuzz",
-    about = "Fuzz smartio's parsers, NVMe controller and APIs"
+    about = "Fuzz smartio's parsers, NVMe controller, GPU and APIs"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,7 +31,8 @@ struct Cli {
 enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
-        /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config)
+        /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config,
+        /// gpu_commands)
         /// or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
@@ -61,7 +62,7 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
-    /// vm_config).
+    /// vm_config, gpu_commands).
     Decode {
         /// The target.
         target: String,
@@ -133,6 +134,9 @@ fn main() -> ExitCode {
                     .iter()
                     .for_each(|o| println!("{o:?}")),
                 "device_api" => smartio_fuzz::device_api::ops::decode(&data)
+                    .iter()
+                    .for_each(|o| println!("{o:?}")),
+                "gpu_commands" => smartio_fuzz::gpu::ops::decode(&data)
                     .iter()
                     .for_each(|o| println!("{o:?}")),
                 "config_space" => {

@@ -56,6 +56,49 @@ fn every_vm_config_corpus_input_and_regression_runs_without_a_finding() {
 }
 
 #[test]
+fn every_gpu_commands_corpus_input_and_regression_runs_without_a_finding() {
+    assert!(replay("gpu_commands") >= 6);
+}
+
+#[test]
+fn the_gpu_seeds_run_commands_and_stop_on_every_kind_of_error() {
+    // The hand-made GPU seeds execute entries exactly as the model predicts (no chaos) and
+    // reach errors of most codes; a change that made them shallow would make the fuzzer
+    // start from nothing.
+    let run = |name: &str| -> Outcome {
+        let path = corpus::seed_dir("gpu_commands").join(name);
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        smartio_fuzz::gpu_commands(&data)
+    };
+    let copies = run("copies.bin");
+    assert!(copies.detail.contains(" 8 entries"), "{}", copies.detail);
+    let errors = run("errors.bin").detail;
+    for code in [
+        "BadCommand",
+        "FetchFailed",
+        "CopyFailed",
+        "AddressLimit",
+        "BadPut",
+        "BadRing",
+    ] {
+        assert!(errors.contains(code), "{code}: {errors}");
+    }
+    let kernels = run("kernels.bin").detail;
+    assert!(
+        kernels.contains("KernelFault") && kernels.contains("UnknownKernel"),
+        "{kernels}"
+    );
+    let registers = run("registers.bin").detail;
+    assert!(
+        registers.contains("20 register accesses (8 refused)"),
+        "{registers}"
+    );
+    for name in ["copies.bin", "errors.bin", "kernels.bin", "acquire.bin"] {
+        assert!(!run(name).detail.contains("chaos"), "{name}");
+    }
+}
+
+#[test]
 fn the_config_space_seeds_size_bars_and_overflow_both_lists() {
     // The seeds size BARs and run past the end of the space; two are refused because their
     // standard or extended list does not fit. A change that made them shallow or all refused

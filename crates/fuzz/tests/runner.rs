@@ -20,6 +20,7 @@ fn the_runner_runs_every_target_for_its_budget_and_finds_nothing() {
         "device_api",
         "config_space",
         "vm_config",
+        "gpu_commands",
     ] {
         let line = stdout
             .lines()

@@ -206,6 +206,9 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
     /// software unmasked while pending. Runs forever.
     pub async fn run(self: Rc<Self>, port: P) {
         *self.clock.borrow_mut() = Some(port.clone());
+        // The port leads back to the engine, which holds this GPU as a BAR handler: when
+        // the engine drops this task (a shutdown), the port must go too, or neither is freed.
+        let _forget = ForgetClock(&self.clock);
         for c in 0..spec::CHANNELS {
             let task = self.clone().channel_task(c, port.clone());
             port.spawn_task(Box::pin(task));
@@ -229,6 +232,15 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
             let at = smartio_platform::BusAddr(smartio_platform::msi::INTERRUPT_CONTROLLER);
             let _ = port.write(at, &u32::from(line).to_le_bytes()).await;
         }
+    }
+}
+
+/// Clears the GPU's clock when [`Gpu::run`] ends or is dropped.
+struct ForgetClock<'a, P>(&'a RefCell<Option<P>>);
+
+impl<P> Drop for ForgetClock<'_, P> {
+    fn drop(&mut self) {
+        self.0.borrow_mut().take();
     }
 }
 
