@@ -275,6 +275,17 @@ impl Workbench {
         }
     }
 
+    /// Runs `work`, then gives back what the workbench borrowed (or shuts its VM down) even
+    /// when `work` failed half-way; `work`'s error comes first.
+    pub async fn detach_after<T, E: From<AttachError>>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let result = work.await;
+        let returned = self.detach().await.map_err(E::from);
+        result.and_then(|r| returned.map(|()| r))
+    }
+
     /// Gives every device borrowed so far back, last first (nothing for local ones); in a
     /// VM, shuts the VM down (which returns its devices).
     pub async fn detach(&self) -> Result<(), AttachError> {

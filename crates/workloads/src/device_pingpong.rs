@@ -148,10 +148,7 @@ pub fn device_pingpong(
                 path_b_to_a,
             })
         };
-        let result = run.await;
-        // Give back what was borrowed even when the run failed half-way.
-        let returned = bench.detach().await.map_err(P2pError::from);
-        *out.borrow_mut() = Some(result.and_then(|m| returned.map(|()| m)));
+        *out.borrow_mut() = Some(bench.detach_after(run).await);
     });
     let faults_before = cluster.machine.faults().len();
     cluster.machine.run();

@@ -219,10 +219,7 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             src.dma_unmap(peer).map_err(dma_error)?;
             Ok(samples)
         };
-        let result = run.await;
-        // Give back what was borrowed even when the run failed half-way.
-        let returned = bench.detach().await.map_err(P2pError::from);
-        result.and_then(|s| returned.map(|()| s))
+        bench.detach_after(run).await
     })
 }
 

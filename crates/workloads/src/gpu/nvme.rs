@@ -278,9 +278,7 @@ pub fn gpu_nvme_read(
                 doorbell_path,
             })
         };
-        let result = run.await;
-        let returned = bench.detach().await.map_err(GpuWorkloadError::from);
-        result.and_then(|r| returned.map(|()| r))
+        bench.detach_after(run).await
     })
 }
 

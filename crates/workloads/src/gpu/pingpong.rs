@@ -180,10 +180,7 @@ pub fn gpu_pingpong(
             closed_b?;
             Ok(r)
         };
-        let result = run.await;
-        // Give back what was borrowed even when the run failed half-way.
-        let returned = bench.detach().await.map_err(GpuWorkloadError::from);
-        result.and_then(|r| returned.map(|()| r))
+        bench.detach_after(run).await
     })
 }
 
