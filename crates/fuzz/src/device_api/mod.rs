@@ -236,6 +236,23 @@ fn note<T, E: Display + std::fmt::Debug>(
 }
 
 impl Rig {
+    /// The name of device `index` (modulo the devices, one past them a name no device has)
+    /// of host `h`'s tree; a host that does not exist gets `nvme0`.
+    fn device_name(&self, h: HostId, index: u8) -> String {
+        match self.hosts.get(h.0 as usize) {
+            Some(os) => {
+                let devices = os.devices();
+                devices
+                    .get(usize::from(index) % (devices.len() + 1))
+                    .map_or_else(
+                        || format!("no-such-device{index}"),
+                        |d| d.name().to_string(),
+                    )
+            }
+            None => "nvme0".to_string(),
+        }
+    }
+
     fn host(&self, h: HostPick) -> (HostId, bool) {
         (HostId(h.0), (h.0 as usize) < self.hosts.len())
     }
@@ -458,22 +475,25 @@ impl Rig {
             }
             Call::RegisterPeer(host, device) => {
                 let (h, ok) = self.host(host);
-                let name = match self.hosts.get(h.0 as usize) {
-                    Some(os) => {
-                        let devices = os.devices();
-                        devices
-                            .get(usize::from(device) % (devices.len() + 1))
-                            .map_or_else(
-                                || format!("no-such-device{device}"),
-                                |d| d.name().to_string(),
-                            )
-                    }
-                    None => "nvme0".to_string(),
-                };
+                let name = self.device_name(h, device);
                 let r = api.register_peer_requester(h, &name);
                 if note(w, "register_peer_requester", !ok, &r) {
                     if let Ok(p) = r {
                         w.peers.add(p);
+                    }
+                }
+            }
+            Call::LocalDeviceSegment(host, device, bar, offset, size) => {
+                let (h, ok) = self.host(host);
+                let name = self.device_name(h, device);
+                let r = api.local_device_segment(h, &name, bar, offset, size);
+                if note(w, "local_device_segment", !ok, &r) {
+                    if let Ok(seg) = r {
+                        assert_eq!(
+                            seg.size, size,
+                            "a local device segment has the size asked for"
+                        );
+                        w.segments.add(seg);
                     }
                 }
             }
@@ -770,6 +790,27 @@ mod tests {
     fn no_calls_leave_the_tables_as_they_were() {
         let out = device_api(&[]);
         assert_eq!(out, Outcome::accepted("0 calls: 0 ok, 0 errors; "));
+    }
+
+    #[test]
+    fn local_device_segments_are_made_over_a_hosts_own_bars_and_refused_elsewhere() {
+        // `local_device_segment` on the lender (host 1) of device index 0..8, BAR 1, offset 0,
+        // 64 bytes: the GPUs' apertures take it, devices without a BAR 1 refuse it.
+        let details: Vec<String> = (0..8u8)
+            .map(|d| device_api(&[27, 1, d, 1, 0, 5, 1, 0]).detail)
+            .collect();
+        assert!(
+            details
+                .iter()
+                .any(|d| d.contains("local_device_segment:ok")),
+            "{details:?}"
+        );
+        assert!(
+            details
+                .iter()
+                .any(|d| d.contains("local_device_segment:LocalDevice")),
+            "{details:?}"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub enum Call {
     GroupConnect(HostPick, u32, Pick),
     /// Remove a group.
     GroupRemove(Pick),
+    /// `local_device_segment` over `size` bytes at `offset` of BAR `bar` of a device by
+    /// index in the host's tree (or a bad name).
+    LocalDeviceSegment(HostPick, u8, u8, u64, u64),
 }
 
 fn pick(i: &mut Input) -> Pick {
@@ -186,7 +189,7 @@ fn decode_one(i: &mut Input) -> Call {
             3 => Call::GroupRemove(pick(i)),
             _ => Call::SciLocal(pick(i), i.bool()),
         },
-        _ => Call::SciLocal(pick(i), i.bool()),
+        _ => Call::LocalDeviceSegment(host(i), i.u8(), i.u8() % 8, size(i), size(i)),
     }
 }
 
