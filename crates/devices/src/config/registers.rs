@@ -198,6 +198,15 @@ impl RegisterBlock {
         u32::from_le_bytes(b)
     }
 
+    /// The bits of the 32-bit register at `at` that software may change (zero past the end).
+    pub fn writable_bits32(&self, at: u16) -> u32 {
+        let mut b = [0u8; 4];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = self.writable.get(usize::from(at) + i).copied().unwrap_or(0);
+        }
+        u32::from_le_bytes(b)
+    }
+
     /// A write by software: writable bits take the new value, write-one-to-clear bits written
     /// as one become zero, every other bit keeps its value. Then each register with an
     /// [`Accept`] rule that the write touched and left holding a value the rule refuses gets
