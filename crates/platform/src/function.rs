@@ -31,6 +31,15 @@ impl Bdf {
     pub const fn requester_id(self) -> u16 {
         (self.bus as u16) << 8 | (self.dev as u16) << 3 | self.func as u16
     }
+
+    /// The function a 16-bit requester id names (the inverse of [`Bdf::requester_id`]).
+    pub const fn from_requester_id(id: u16) -> Self {
+        Self {
+            bus: (id >> 8) as u8,
+            dev: (id >> 3) as u8 & 0x1f,
+            func: id as u8 & 0x7,
+        }
+    }
 }
 
 impl fmt::Display for Bdf {
@@ -53,5 +62,8 @@ mod tests {
     fn requester_id_packs_bus_device_function() {
         assert_eq!(Bdf::new(0x02, 0x1f, 7).requester_id(), 0x02ff);
         assert_eq!(Bdf::new(1, 0, 0).to_string(), "01:00.0");
+        for id in [0, 0x02ff, 0x1234, u16::MAX] {
+            assert_eq!(Bdf::from_requester_id(id).requester_id(), id);
+        }
     }
 }

@@ -92,6 +92,63 @@ pub mod ext_cap {
     pub const VERSION_MASK: u32 = 0xf;
 }
 
+/// SR-IOV extended capability registers, as offsets from the capability (PCI Express Base
+/// Specification §9.3.3, "SR-IOV Extended Capability"). A PF's VFs take routing ids
+/// `PF + First VF Offset + (n − 1) · VF Stride` for VF n (1-based).
+pub mod sriov {
+    /// SR-IOV Capabilities (32 bits): VF Migration Capable (bit 0), ARI Capable Hierarchy
+    /// Preserved (bit 1), VF Migration Interrupt Message Number (bits 31:21).
+    pub const CAPABILITIES: u16 = 0x04;
+    /// SR-IOV Control (16 bits).
+    pub const CONTROL: u16 = 0x08;
+    /// SR-IOV Status (16 bits): VF Migration Status (bit 0, RW1C).
+    pub const STATUS: u16 = 0x0a;
+    /// InitialVFs (16 bits): VFs initially associated with the PF.
+    pub const INITIAL_VFS: u16 = 0x0c;
+    /// TotalVFs (16 bits): the most VFs the PF can have.
+    pub const TOTAL_VFS: u16 = 0x0e;
+    /// NumVFs (16 bits): VFs software makes visible when it sets VF Enable.
+    pub const NUM_VFS: u16 = 0x10;
+    /// Function Dependency Link (8 bits): the PF this one depends on (its own number when
+    /// independent).
+    pub const FUNCTION_DEPENDENCY_LINK: u16 = 0x12;
+    /// First VF Offset (16 bits): routing id of VF 1 minus the PF's.
+    pub const FIRST_VF_OFFSET: u16 = 0x14;
+    /// VF Stride (16 bits): routing id distance between consecutive VFs.
+    pub const VF_STRIDE: u16 = 0x16;
+    /// VF Device ID (16 bits): the device id VFs report (their vendor id is the PF's).
+    pub const VF_DEVICE_ID: u16 = 0x1a;
+    /// Supported Page Sizes (32 bits): bit n set means pages of 2^(n + 12) bytes.
+    pub const SUPPORTED_PAGE_SIZES: u16 = 0x1c;
+    /// System Page Size (32 bits): the one page size software chose, same encoding; VF BARs
+    /// are aligned to it.
+    pub const SYSTEM_PAGE_SIZE: u16 = 0x20;
+    /// VF BAR 0; VF BAR n is at `VF_BAR0 + 4 n` (through 0x3b). Each holds the base of VF 1's
+    /// region; VF n's follows at `(n − 1)` times the region's size.
+    pub const VF_BAR0: u16 = 0x24;
+    /// VF Migration State Array Offset (32 bits): BIR in bits 2:0, offset above.
+    pub const VF_MIGRATION_STATE_ARRAY_OFFSET: u16 = 0x3c;
+    /// Length of the capability.
+    pub const LENGTH: u16 = 0x40;
+
+    /// SR-IOV Control: VF Enable — the VFs exist (NumVFs of them).
+    pub const VF_ENABLE: u16 = 1 << 0;
+    /// SR-IOV Control: VF Migration Enable.
+    pub const VF_MIGRATION_ENABLE: u16 = 1 << 1;
+    /// SR-IOV Control: VF Migration Interrupt Enable.
+    pub const VF_MIGRATION_INTERRUPT_ENABLE: u16 = 1 << 2;
+    /// SR-IOV Control: VF MSE — the VFs decode their memory (the VFs' Memory Space Enable).
+    pub const VF_MSE: u16 = 1 << 3;
+    /// SR-IOV Control: ARI Capable Hierarchy — the PF may place VFs at function numbers
+    /// above 7.
+    pub const ARI_CAPABLE_HIERARCHY: u16 = 1 << 4;
+
+    /// Page-size bit of 4 KiB pages (bit 0), in Supported Page Sizes and System Page Size.
+    pub const PAGE_4K: u32 = 1 << 0;
+    /// Page-size bit n stands for `1 << (n + PAGE_SHIFT)` bytes.
+    pub const PAGE_SHIFT: u32 = 12;
+}
+
 /// PCI Express capability registers, as offsets from the capability (Base Specification
 /// §7.5.3).
 pub mod pcie {

@@ -30,7 +30,7 @@ pub(super) fn flags(kind: BarKind) -> u32 {
 }
 
 /// Whether a BAR of `kind` takes two registers.
-fn is_64(kind: BarKind) -> bool {
+pub(super) fn is_64(kind: BarKind) -> bool {
     !matches!(kind, BarKind::Mem32)
 }
 
@@ -42,15 +42,28 @@ pub(super) fn lay(space: &mut RegisterBlock, assigned: &AssignedBar) {
     if last >= pci::BAR_COUNT {
         return;
     }
+    lay_at(
+        space,
+        offset(assigned.index),
+        assigned.kind,
+        assigned.size,
+        assigned.base.get(),
+    );
+}
+
+/// Lays the registers of a BAR of `kind` and `size` holding `base` at offset `at` of `space`
+/// (a header's BAR or another BAR-like register, such as an SR-IOV VF BAR): the base with the
+/// read-only type bits, and address bits below the size hard-wired to zero, so writing
+/// all-ones reads back `!(size − 1)` with the type bits — in both dwords of a 64-bit BAR.
+pub(super) fn lay_at(space: &mut RegisterBlock, at: u16, kind: BarKind, size: u64, base: u64) {
     // Sizes are powers of two of at least 16 (the fabric checks layouts); rounding up keeps
     // the mask contiguous even if one were not.
-    let size = assigned.size.max(16).next_power_of_two();
+    let size = size.max(16).next_power_of_two();
     let address_mask = !(size - 1);
-    let value = assigned.base.get() | u64::from(flags(assigned.kind));
-    let at = offset(assigned.index);
+    let value = base | u64::from(flags(kind));
     space.set32(at, value as u32);
     space.writable32(at, address_mask as u32 & !bar::FLAGS);
-    if is_64(assigned.kind) {
+    if is_64(kind) {
         space.set32(at + 4, (value >> 32) as u32);
         space.writable32(at + 4, (address_mask >> 32) as u32);
     }
@@ -58,7 +71,11 @@ pub(super) fn lay(space: &mut RegisterBlock, assigned: &AssignedBar) {
 
 /// The base address in `space`'s registers of a BAR of `kind` at `index`.
 pub(super) fn base(space: &RegisterBlock, index: u8, kind: BarKind) -> u64 {
-    let at = offset(index);
+    base_at(space, offset(index), kind)
+}
+
+/// The base address held by the registers of a BAR of `kind` at offset `at`.
+pub(super) fn base_at(space: &RegisterBlock, at: u16, kind: BarKind) -> u64 {
     let mut base = u64::from(space.get32(at) & !bar::FLAGS);
     if is_64(kind) {
         base |= u64::from(space.get32(at + 4)) << 32;

@@ -1,10 +1,12 @@
 //! The capability types a function can expose, each with its registers' reset values and
-//! write rules: PCI Express, MSI-X, MSI, Power Management, and the Device Serial Number
-//! extended capability.
+//! write rules: PCI Express, MSI-X, MSI, Power Management, and the Device Serial Number and
+//! SR-IOV extended capabilities (SR-IOV in its own module, [`super::sriov`]).
 
 use super::capability::{Capability, ExtendedCapability};
 use super::registers::RegisterBlock;
 use smartio_platform::pci::{cap, ext_cap, msi, msix, pcie, pm};
+
+pub use super::sriov::{SrIov, SrIovLayout};
 
 /// The PCI Express capability (Base Specification §7.5.3), version 2, of an endpoint.
 ///

@@ -8,7 +8,8 @@
 //! - [`capability`]: the [`Capability`] / [`ExtendedCapability`] traits, the
 //!   [`CapabilityList`] builder that lays them out and links them, and the list walks.
 //! - [`caps`]: the capability types — [`PciExpress`], [`Msix`], [`Msi`],
-//!   [`PowerManagement`], [`DeviceSerialNumber`].
+//!   [`PowerManagement`], [`DeviceSerialNumber`], [`SrIov`] (in [`sriov`], with the
+//!   routing-id and VF BAR arithmetic a PF's VFs need).
 //!
 //! Invariant: only the bits a real function lets software change are writable — in the
 //! header the command register's memory-space, bus-master and INTx-disable bits, the
@@ -21,17 +22,21 @@ pub mod bar;
 pub mod capability;
 pub mod caps;
 pub mod registers;
+pub mod sriov;
 
 pub use bar::VirtualBars;
 pub use capability::{
     walk, walk_extended, Capability, CapabilityError, CapabilityList, ExtendedCapability,
 };
-pub use caps::{DeviceSerialNumber, Msi, Msix, MsixLayout, PciExpress, PowerManagement};
-pub use registers::RegisterBlock;
+pub use caps::{
+    DeviceSerialNumber, Msi, Msix, MsixLayout, PciExpress, PowerManagement, SrIov, SrIovLayout,
+};
+pub use registers::{Accept, RegisterBlock};
+pub use sriov::{vf_routing_id, SrIovError, SrIovSettings, VfBar};
 
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{BarKind, EndpointLayout};
-use smartio_platform::pci::{self, cap, command, msix};
+use smartio_platform::pci::{self, cap, command, ext_cap, msix};
 use smartio_platform::ConfigHandler;
 use std::cell::RefCell;
 
@@ -160,6 +165,13 @@ impl ConfigSpace {
             .map(|(_, at)| at)
     }
 
+    /// The SR-IOV capability as software programmed it (NumVFs, VF Enable, VF MSE, the VF
+    /// BARs' bases), if the function is a PF with one; found by walking the extended list.
+    pub fn sriov(&self) -> Option<SrIovSettings> {
+        let at = self.extended_capability(ext_cap::SRIOV)?;
+        Some(SrIovSettings::read(&self.registers.borrow(), at))
+    }
+
     /// The offset of the first extended capability with `id`, found by walking the list.
     pub fn extended_capability(&self, id: u16) -> Option<u16> {
         let r = self.registers.borrow();
@@ -184,7 +196,6 @@ impl ConfigHandler for ConfigSpace {
 mod tests {
     use super::*;
     use smartio_fabric::BarSpec;
-    use smartio_platform::pci::ext_cap;
     use smartio_platform::BusAddr;
 
     fn layout() -> EndpointLayout {
@@ -323,5 +334,50 @@ mod tests {
         let at = c.capability(cap::MSIX).expect("MSI-X");
         c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
         assert!(c.msix_active(), "MSI-X found wherever the list put it");
+    }
+
+    #[test]
+    fn a_pf_driver_reads_back_what_it_programmed_in_the_sriov_capability() {
+        use smartio_platform::pci::sriov;
+        use smartio_platform::Bdf;
+        let list = CapabilityList::new()
+            .with(PciExpress)
+            .with(Msix(MSIX))
+            .with_extended(DeviceSerialNumber(7))
+            .with_extended(SrIov(SrIovLayout {
+                total_vfs: 4,
+                first_vf_offset: 4,
+                vf_stride: 2,
+                vf_device_id: 0x2702,
+                vf_bars: vec![BarSpec {
+                    index: 0,
+                    size: 16 << 10,
+                    kind: BarKind::Mem64,
+                }],
+            }));
+        let c = ConfigSpace::with_capabilities(&layout(), &bars(), &list).expect("fits");
+        assert_eq!(space().sriov(), None, "not a PF");
+        let at = c.extended_capability(ext_cap::SRIOV).expect("SR-IOV");
+        c.config_write(at + sriov::NUM_VFS, &3u16.to_le_bytes());
+        c.config_write(at + sriov::VF_BAR0, &0x38_0100_0000u64.to_le_bytes());
+        c.config_write(
+            at + sriov::CONTROL,
+            &(sriov::VF_ENABLE | sriov::VF_MSE).to_le_bytes(),
+        );
+        let s = c.sriov().expect("a PF");
+        assert_eq!(
+            (s.enabled_vfs(), s.total_vfs, s.vf_device_id),
+            (3, 4, 0x2702)
+        );
+        let bar0 = s.vf_bar(0).expect("VF BAR0");
+        assert_eq!(bar0.base_of(3), Some(BusAddr(0x38_0100_8000)));
+        let pf = Bdf::new(2, 0, 0);
+        assert_eq!(s.vf_routing_id(pf, 1), Ok(Bdf::new(2, 0, 4)));
+        assert_eq!(s.vf_routing_id(pf, 3), Ok(Bdf::new(2, 1, 0)));
+        assert_eq!(
+            c.bar_base(0),
+            Some(0x38_0000_4000),
+            "the PF's own BAR is apart"
+        );
     }
 }

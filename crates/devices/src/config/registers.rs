@@ -4,17 +4,47 @@
 //!
 //! Every write goes through [`RegisterBlock::write`], so the read-only, read-write and
 //! write-one-to-clear rules live here and nowhere else (PCI Express Base Specification
-//! §7.4, "Configuration Register Types": RO, RW, RW1C).
+//! §7.4, "Configuration Register Types": RO, RW, RW1C). A register may also accept only
+//! some values ([`Accept`]): where the specification leaves other values undefined (SR-IOV's
+//! System Page Size, NumVFs above TotalVFs), the function keeps the value it had.
+
+/// The values a register takes from a write; a write that would leave it holding anything
+/// else leaves the register as it was (the other registers the write touched still change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accept {
+    /// Exactly one bit set, and that bit among these (a choice among supported sizes).
+    OneBitOf(u32),
+    /// At most this value.
+    AtMost(u32),
+}
+
+impl Accept {
+    fn allows(self, v: u32) -> bool {
+        match self {
+            Accept::OneBitOf(bits) => v.is_power_of_two() && v & bits != 0,
+            Accept::AtMost(max) => v <= max,
+        }
+    }
+}
+
+/// An [`Accept`] rule on the register of `len` bytes (2 or 4) at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Check {
+    at: u16,
+    len: u16,
+    accept: Accept,
+}
 
 /// Register values and their access rules.
 ///
 /// Invariant: `value`, `writable` and `clear_on_one` have the same length, and no bit is both
-/// writable and write-one-to-clear.
+/// writable and write-one-to-clear; every check lies inside the block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBlock {
     value: Vec<u8>,
     writable: Vec<u8>,
     clear_on_one: Vec<u8>,
+    checks: Vec<Check>,
 }
 
 impl RegisterBlock {
@@ -24,6 +54,7 @@ impl RegisterBlock {
             value: vec![0; len],
             writable: vec![0; len],
             clear_on_one: vec![0; len],
+            checks: Vec::new(),
         }
     }
 
@@ -74,6 +105,32 @@ impl RegisterBlock {
         self.rule(at, &mask.to_le_bytes(), true);
     }
 
+    /// Lets the 16-bit register at `at` take only the values `accept` allows (its writable
+    /// bits still say which bits a write reaches). Past the end it is ignored.
+    pub fn accept16(&mut self, at: u16, accept: Accept) {
+        self.check(at, 2, accept);
+    }
+
+    /// Lets the 32-bit register at `at` take only the values `accept` allows.
+    pub fn accept32(&mut self, at: u16, accept: Accept) {
+        self.check(at, 4, accept);
+    }
+
+    fn check(&mut self, at: u16, len: u16, accept: Accept) {
+        if usize::from(at) + usize::from(len) <= self.len() {
+            self.checks.retain(|c| c.at != at);
+            self.checks.push(Check { at, len, accept });
+        }
+    }
+
+    fn register(&self, at: u16, len: u16) -> u32 {
+        if len == 2 {
+            u32::from(self.get16(at))
+        } else {
+            self.get32(at)
+        }
+    }
+
     /// Makes the `len` bytes at `at` read-only, whatever rules they had (bytes past the end
     /// are ignored).
     pub fn read_only(&mut self, at: u16, len: usize) {
@@ -106,6 +163,11 @@ impl RegisterBlock {
         copy_into(&mut self.value, at, &block.value);
         copy_into(&mut self.writable, at, &block.writable);
         copy_into(&mut self.clear_on_one, at, &block.clear_on_one);
+        for c in &block.checks {
+            if let Some(moved) = at.checked_add(c.at) {
+                self.check(moved, c.len, c.accept);
+            }
+        }
     }
 
     /// Reads `buf.len()` bytes at `at`; bytes past the end read as zero.
@@ -136,9 +198,37 @@ impl RegisterBlock {
         u32::from_le_bytes(b)
     }
 
+    /// The bits of the 32-bit register at `at` that software may change (zero past the end).
+    pub fn writable_bits32(&self, at: u16) -> u32 {
+        let mut b = [0u8; 4];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = self.writable.get(usize::from(at) + i).copied().unwrap_or(0);
+        }
+        u32::from_le_bytes(b)
+    }
+
     /// A write by software: writable bits take the new value, write-one-to-clear bits written
-    /// as one become zero, every other bit keeps its value. Bytes past the end are ignored.
+    /// as one become zero, every other bit keeps its value. Then each register with an
+    /// [`Accept`] rule that the write touched and left holding a value the rule refuses gets
+    /// its old value back. Bytes past the end are ignored.
     pub fn write(&mut self, at: u16, data: &[u8]) {
+        let end = usize::from(at) + data.len();
+        let touched: Vec<(Check, u32)> = self
+            .checks
+            .iter()
+            .filter(|c| usize::from(c.at) < end && usize::from(c.at + c.len) > usize::from(at))
+            .map(|&c| (c, self.register(c.at, c.len)))
+            .collect();
+        self.masked_write(at, data);
+        for (c, old) in touched {
+            if !c.accept.allows(self.register(c.at, c.len)) {
+                let bytes = old.to_le_bytes();
+                self.set(c.at, &bytes[..usize::from(c.len)]);
+            }
+        }
+    }
+
+    fn masked_write(&mut self, at: u16, data: &[u8]) {
         for (i, &v) in data.iter().enumerate() {
             let at = usize::from(at) + i;
             let (Some(old), Some(&w), Some(&c)) = (
@@ -222,6 +312,34 @@ mod tests {
             0xff00_ff00,
             "byte 3 is read-only, the rest past the end ignored"
         );
+    }
+
+    #[test]
+    fn a_register_refuses_a_value_its_rule_does_not_accept() {
+        let mut r = RegisterBlock::new(8);
+        r.set32(0, 0b0001);
+        r.writable32(0, u32::MAX);
+        r.accept32(0, Accept::OneBitOf(0b0101));
+        r.writable16(4, u16::MAX);
+        r.accept16(4, Accept::AtMost(7));
+        r.write(0, &0b0100u32.to_le_bytes());
+        assert_eq!(r.get32(0), 0b0100, "a supported bit");
+        r.write(0, &0b0101u32.to_le_bytes());
+        assert_eq!(r.get32(0), 0b0100, "two bits at once are refused");
+        r.write(0, &0b0010u32.to_le_bytes());
+        assert_eq!(r.get32(0), 0b0100, "an unsupported bit is refused");
+        r.write(0, &[0u8; 4]);
+        assert_eq!(r.get32(0), 0b0100, "no bit is refused");
+        r.write(2, &[0, 0, 7, 0]);
+        assert_eq!(r.get16(4), 7, "a write spanning two registers");
+        r.write(4, &[8, 0]);
+        assert_eq!(r.get16(4), 7, "above the bound");
+        let mut placed = RegisterBlock::new(16);
+        placed.place(8, &r);
+        placed.write(12, &[9, 0]);
+        assert_eq!(placed.get16(12), 7, "the rule moved with the block");
+        placed.write(12, &[3, 0]);
+        assert_eq!(placed.get16(12), 3);
     }
 
     #[test]
