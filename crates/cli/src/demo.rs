@@ -585,6 +585,15 @@ fn next_steps() {
         ),
         ("VMs: local, VFIO, borrower, MDEV", "smartio exp vm-nvme"),
         ("a VM moved to another host, its NVMe with it", "smartio exp migrate"),
+        (
+            "a borrowed GPU's copy engine, timed on the GPU",
+            "smartio bench gpu-bandwidth --scenario back-to-back --host borrower --device lender:gpu0 --sizes 4K,1M,16M",
+        ),
+        (
+            "kernels on GPUs of two lenders, ping-pong",
+            "smartio pingpong --scenario cluster-switch --host borrower --device-a lender:gpu0 --device-b lender2:gpu2",
+        ),
+        ("a GPU kernel reading an NVMe, no CPU involved", "smartio exp gpu-nvme"),
     ] {
         println!("  - {what}:");
         println!("      `{command}`");
