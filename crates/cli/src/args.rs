@@ -208,6 +208,42 @@ pub struct FioArgs {
     pub json: bool,
 }
 
+/// The options of `bench p2p` and `bench gpu-p2p`.
+#[derive(clap::Args, Debug)]
+pub struct P2pArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// Host whose CPU drives the source (default: the scenario's first host).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The device whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
+    #[arg(long)]
+    pub source: String,
+    /// The device whose memory is written or read: `gpu1` or `lender2:gpu2`.
+    #[arg(long)]
+    pub target: String,
+    /// write: source memory to target memory; read: target memory to source memory.
+    #[arg(long, value_enum, default_value = "write")]
+    pub direction: Direction,
+    /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most both
+    /// devices' memory (a GPU target's: its BAR1 aperture), e.g. 4K,64K,1M,128M.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SIZES",
+        value_parser = transfer_size,
+        default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
+    )]
+    pub sizes: Vec<u64>,
+    /// Copies per size, 1 to 1000 (the median is reported).
+    #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+    pub repeat: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Bench {
     /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest).
@@ -243,40 +279,8 @@ pub enum Bench {
         json: bool,
     },
     /// Peer-to-peer DMA throughput between two devices' memories per transfer size (the
-    /// GPU-to-GPU bandwidth test).
-    P2p {
-        /// A shipped scenario name or a scenario file.
-        #[arg(long)]
-        scenario: String,
-        /// Host whose CPU drives the source (default: the scenario's first host).
-        #[arg(long)]
-        host: Option<String>,
-        /// The device whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
-        #[arg(long)]
-        source: String,
-        /// The device whose memory is written or read: `gpu1` or `lender2:gpu2`.
-        #[arg(long)]
-        target: String,
-        /// write: source memory to target memory; read: target memory to source memory.
-        #[arg(long, value_enum, default_value = "write")]
-        direction: Direction,
-        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most both
-        /// devices' memory, e.g. 4K,64K,1M,128M.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            value_name = "SIZES",
-            value_parser = transfer_size,
-            default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
-        )]
-        sizes: Vec<u64>,
-        /// Copies per size, 1 to 1000 (the median is reported).
-        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
-        repeat: u32,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// GPU-to-GPU bandwidth test; between GPUs the same as `bench gpu-p2p`).
+    P2p(P2pArgs),
     /// GPU copy throughput as CUDA bandwidthTest measures it: pinned host memory, copies
     /// queued on a stream between two GPU events (Paper V Figs. 22-23).
     GpuBandwidth {
@@ -315,39 +319,7 @@ pub enum Bench {
     },
     /// Device-to-device copies between two GPUs' memories, each timed by GPU events with a
     /// dummy kernel launched between copies (Paper V Figs. 24 and 26).
-    GpuP2p {
-        /// A shipped scenario name or a scenario file.
-        #[arg(long)]
-        scenario: String,
-        /// Host whose CPU runs the program (default: the scenario's first host).
-        #[arg(long)]
-        host: Option<String>,
-        /// The GPU whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
-        #[arg(long)]
-        source: String,
-        /// The GPU whose memory is written or read: `gpu1` or `lender2:gpu2`.
-        #[arg(long)]
-        target: String,
-        /// write: source memory to target memory; read: target memory to source memory.
-        #[arg(long, value_enum, default_value = "write")]
-        direction: Direction,
-        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
-        /// target's BAR1 aperture, e.g. 4K,64K,1M,128M.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            value_name = "SIZES",
-            value_parser = transfer_size,
-            default_value = "4K,16K,64K,256K,1M,4M,16M,64M"
-        )]
-        sizes: Vec<u64>,
-        /// Copies per size, 1 to 1000 (the median is reported).
-        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
-        repeat: u32,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    GpuP2p(P2pArgs),
     /// Remote-store (PIO) throughput: one host's CPU stores into another's segment.
     Pio {
         /// A shipped scenario name or a scenario file.

@@ -2,7 +2,7 @@
 //! scenario, run the workload, print a table or JSON. Errors are strings naming the option
 //! and the value; `main` prints them after `smartio: ` and exits with status 1.
 
-use crate::args::{Bench, Cli, Command, Direction, FioArgs, PingpongArgs};
+use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs, PingpongArgs};
 use crate::{demo, exp, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
@@ -169,71 +169,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Bench {
-            bench:
-                Bench::P2p {
-                    scenario,
-                    host,
-                    source,
-                    target,
-                    direction,
-                    sizes,
-                    repeat,
-                    json,
-                },
-        } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
-            let host = match host {
-                Some(h) => h,
-                None => first_host(&cluster)?,
-            };
-            let direction = match direction {
-                Direction::Write => P2pDirection::Write,
-                Direction::Read => P2pDirection::Read,
-            };
-            if is_gpu(&cluster, &host, &source) || is_gpu(&cluster, &host, &target) {
-                // GPUs: the papers' program on the GPU model (GPU runtime, GPU-side timing),
-                // which refuses a partner that is not a GPU.
-                let config = GpuP2pConfig {
-                    host,
-                    source,
-                    target,
-                    direction,
-                    sizes,
-                    repeat,
-                };
-                return gpu::p2p(&cluster, config, json, false);
-            }
-            let config = P2pConfig {
-                host,
-                source,
-                target,
-                direction,
-                sizes,
-                repeat,
-            };
-            let samples = bench_p2p(&cluster, &config).map_err(|e| e.to_string())?;
-            if json {
-                print_json(&samples)?;
-            } else {
-                let (from, to) = match direction {
-                    P2pDirection::Write => (&config.source, &config.target),
-                    P2pDirection::Read => (&config.target, &config.source),
-                };
-                print!("{}", render::wrapped(&format!(
-                    "peer-to-peer DMA {} on {scenario}: {from} memory -> {to} memory, driven by {}'s CPU through {}'s copy engine, {} repeats per size",
-                    if matches!(direction, P2pDirection::Write) {
-                        "writes"
-                    } else {
-                        "reads"
-                    },
-                    config.host,
-                    config.source,
-                    repeat
-                ), "", "  "));
-                println!("{}", render::dma_table(&samples));
-            }
-            Ok(())
-        }
+            bench: Bench::P2p(args),
+        } => p2p(&calibration, args, false),
         Command::Pingpong(PingpongArgs {
             scenario,
             device_a: Some(a),
@@ -345,37 +282,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             gpu::bandwidth(&cluster, config, json)
         }
         Command::Bench {
-            bench:
-                Bench::GpuP2p {
-                    scenario,
-                    host,
-                    source,
-                    target,
-                    direction,
-                    sizes,
-                    repeat,
-                    json,
-                },
-        } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
-            let host = match host {
-                Some(h) => h,
-                None => first_host(&cluster)?,
-            };
-            let direction = match direction {
-                Direction::Write => P2pDirection::Write,
-                Direction::Read => P2pDirection::Read,
-            };
-            let config = GpuP2pConfig {
-                host,
-                source,
-                target,
-                direction,
-                sizes,
-                repeat,
-            };
-            gpu::p2p(&cluster, config, json, true)
-        }
+            bench: Bench::GpuP2p(args),
+        } => p2p(&calibration, args, true),
         Command::Bench {
             bench:
                 Bench::Pio {
@@ -547,6 +455,79 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
         "{}",
         serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
     );
+    Ok(())
+}
+
+/// `bench p2p`, and `bench gpu-p2p` (`gpu_only`): two GPUs (or one, whose partner the GPU
+/// workload then refuses) run the papers' program on the GPU model; two DMA test devices
+/// the CPU-driven copy.
+fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), String> {
+    let P2pArgs {
+        scenario,
+        host,
+        source,
+        target,
+        direction,
+        sizes,
+        repeat,
+        json,
+    } = args;
+    let cluster = Cluster::new(&scenario, calibration).map_err(|e| e.to_string())?;
+    let host = match host {
+        Some(h) => h,
+        None => first_host(&cluster)?,
+    };
+    let direction = match direction {
+        Direction::Write => P2pDirection::Write,
+        Direction::Read => P2pDirection::Read,
+    };
+    if gpu_only || is_gpu(&cluster, &host, &source) || is_gpu(&cluster, &host, &target) {
+        let config = GpuP2pConfig {
+            host,
+            source,
+            target,
+            direction,
+            sizes,
+            repeat,
+        };
+        return gpu::p2p(&cluster, config, json, gpu_only);
+    }
+    let config = P2pConfig {
+        host,
+        source,
+        target,
+        direction,
+        sizes,
+        repeat,
+    };
+    let samples = bench_p2p(&cluster, &config).map_err(|e| e.to_string())?;
+    if json {
+        return print_json(&samples);
+    }
+    let (from, to) = match direction {
+        P2pDirection::Write => (&config.source, &config.target),
+        P2pDirection::Read => (&config.target, &config.source),
+    };
+    print!(
+        "{}",
+        render::wrapped(
+            &format!(
+                "peer-to-peer DMA {} on {scenario}: {from} memory -> {to} memory, driven by \
+                 {}'s CPU through {}'s copy engine, {} repeats per size",
+                if matches!(direction, P2pDirection::Write) {
+                    "writes"
+                } else {
+                    "reads"
+                },
+                config.host,
+                config.source,
+                repeat
+            ),
+            "",
+            "  "
+        )
+    );
+    println!("{}", render::dma_table(&samples));
     Ok(())
 }
 

@@ -37,6 +37,24 @@ pub struct MsixTable {
 /// A message to send (the platform's type, re-exported where the table produces it).
 pub use smartio_platform::MsiMessage;
 
+/// The message a function sends to signal `vector`: the vector's MSI-X message when MSI-X is
+/// enabled (`None` while it is masked: held pending), else the legacy INTx assertion — the
+/// routed line as a write to the root complex's interrupt controller — when INTx is routed.
+pub fn interrupt_message(
+    pci: &crate::config::ConfigSpace,
+    table: &MsixTable,
+    vector: u16,
+) -> Option<MsiMessage> {
+    if pci.msix_active() {
+        table.signal(vector)
+    } else {
+        pci.intx_line().map(|line| MsiMessage {
+            address: BusAddr(smartio_platform::msi::INTERRUPT_CONTROLLER),
+            data: u32::from(line),
+        })
+    }
+}
+
 impl MsixTable {
     /// `vectors` entries, all masked (the reset state).
     pub fn new(vectors: u16) -> Self {

@@ -289,6 +289,9 @@ async fn worker(t: &ThreadContext<Agent>, p: &ReadParams) -> Result<(), KernelFa
     let l = &p.layout;
     let blocks = l.chunk / p.lba_size;
     let bad = || bad_params(t);
+    // One chunk read back and its expected bytes, reused by every command of the thread.
+    let mut got = vec![0u8; l.chunk as usize];
+    let mut want = vec![0u8; l.chunk as usize];
     loop {
         let ticket = t.atomic_add_u64(l.base + ctl::TICKET, 1).await?;
         if ticket >= p.commands {
@@ -333,10 +336,8 @@ async fn worker(t: &ThreadContext<Agent>, p: &ReadParams) -> Result<(), KernelFa
         if status != 0 {
             fail(t, l, 1 << 63 | status).await?;
         } else {
-            let mut got = vec![0u8; l.chunk as usize];
             t.load(GpuAddr::Device(l.data() + slot * pages(l.chunk)), &mut got)
                 .await?;
-            let mut want = vec![0u8; l.chunk as usize];
             let at = lba * p.lba_size;
             pattern(p.seed, at, &mut want);
             match got.iter().zip(&want).position(|(a, b)| a != b) {

@@ -137,11 +137,6 @@ struct Front {
     next: u64,
 }
 
-/// The opcode of a raw entry (a bad command's info).
-fn opcode_of(entry: &[u8; ENTRY_SIZE as usize]) -> u64 {
-    u64::from(u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]))
-}
-
 impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
     /// Channel `c`'s task: serves its ring until a reset, then starts over. Runs forever.
     pub(super) async fn channel_task(self: Rc<Self>, c: u16, port: P) {
@@ -231,7 +226,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         };
         port.sleep(self.config.timing.command).await;
         let command = Command::decode(&entry)
-            .map_err(|_| Stop::new(ErrorCode::BadCommand, opcode_of(&entry)))?;
+            .map_err(|e| Stop::new(ErrorCode::BadCommand, e.opcode().into()))?;
         let (extra, params) = match command {
             Command::Launch { param_bytes, .. } => {
                 let extra = Command::param_entries(param_bytes);
@@ -330,7 +325,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
                 Ok(())
             }
             Command::Acquire { offset, value } => loop {
-                let written = self.memory.written();
+                let written = self.memory.word_written(offset);
                 let v = self
                     .memory
                     .read_u64(offset)

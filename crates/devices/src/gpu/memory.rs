@@ -1,11 +1,11 @@
 //! Device memory: a sparse byte array of a fixed size, and the waiters that poll words of it.
 //!
 //! Every write — through BAR1, by a copy engine, a release, a kernel's store or an untimed
-//! poke — wakes **every** general waiter ([`DeviceMemory::written`]: the front end's
-//! acquires), and the word waiters ([`DeviceMemory::word_written`]: kernels in `wait_until`;
-//! up to [`super::spec::MAX_THREADS`] threads may poll at once) of every 8-byte word it
-//! touches. A kernel thread polling a word only sees a change of that word, so waking it for
-//! other writes would only cost the emulator (a 64 KiB DMA into BAR1 is 256 writes). A waiter
+//! poke — wakes the waiters ([`DeviceMemory::word_written`]: the front end's acquires,
+//! kernels in `wait_until`; up to [`super::spec::MAX_THREADS`] threads may poll at once) of
+//! every 8-byte word it touches. A waiter polls one word and only a change of that word can
+//! satisfy it, so waking it for other writes would only cost the emulator (a 64 KiB DMA into
+//! BAR1 is 256 writes). A waiter
 //! arms itself *before* it reads the word, so a write that lands between the read and the
 //! wait is not missed (the same rule as `smartio_platform::MemoryWatch`).
 //!
@@ -41,8 +41,6 @@ pub struct OutsideMemory {
 pub struct DeviceMemory {
     size: u64,
     bytes: RefCell<SparseMemory>,
-    /// Fired by every write; every general waiter is woken by it.
-    written: Broadcast,
     /// Fired by writes touching the 8 bytes at the key (made when first waited on).
     words: RefCell<BTreeMap<u64, Rc<Broadcast>>>,
 }
@@ -53,7 +51,6 @@ impl DeviceMemory {
         Self {
             size,
             bytes: RefCell::new(SparseMemory::new()),
-            written: Broadcast::new("a write to GPU device memory"),
             words: RefCell::new(BTreeMap::new()),
         }
     }
@@ -127,14 +124,9 @@ impl DeviceMemory {
         self.write(dst, &data)
     }
 
-    /// Resolves after the next write to device memory. Armed when **called**: a write that
-    /// lands after the call, before the first poll, resolves it.
-    pub fn written(&self) -> impl std::future::Future<Output = ()> + '_ {
-        self.written.fired()
-    }
-
     /// Resolves after the next write that touches any of the 8 bytes at `offset`. Armed
-    /// when **called**, like [`DeviceMemory::written`].
+    /// when **called**: a write that lands after the call, before the first poll, resolves
+    /// it.
     pub fn word_written(&self, offset: u64) -> impl std::future::Future<Output = ()> + 'static {
         let signal = self
             .words
@@ -146,21 +138,18 @@ impl DeviceMemory {
         async move { signal.fired_since(armed).await }
     }
 
-    /// Waiters currently registered (general and word waiters).
+    /// Waiters currently registered.
+    #[cfg(test)]
     pub fn waiter_count(&self) -> usize {
-        self.written.waiter_count()
-            + self
-                .words
-                .borrow()
-                .values()
-                .map(|w| w.waiter_count())
-                .sum::<usize>()
+        self.words
+            .borrow()
+            .values()
+            .map(|w| w.waiter_count())
+            .sum::<usize>()
     }
 
-    /// Wakes the general waiters, then those of every word `len` bytes at `offset` touch,
-    /// lowest first.
+    /// Wakes the waiters of every word `len` bytes at `offset` touch, lowest first.
     fn wake(&self, offset: u64, len: u64) {
-        self.written.fire();
         let first = offset.saturating_sub(WORD - 1);
         let end = offset.saturating_add(len);
         let touched: Vec<Rc<Broadcast>> = self
@@ -213,7 +202,7 @@ mod tests {
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
         let waker = Waker::from(counter.clone());
         let mut cx = Context::from_waker(&waker);
-        let mut futures: Vec<_> = (0..1024).map(|_| Box::pin(m.written())).collect();
+        let mut futures: Vec<_> = (0..1024).map(|_| Box::pin(m.word_written(8))).collect();
         for f in &mut futures {
             assert!(f.as_mut().poll(&mut cx).is_pending());
         }
@@ -224,7 +213,7 @@ mod tests {
         for f in &mut futures {
             assert!(f.as_mut().poll(&mut cx).is_ready());
         }
-        let armed = m.written();
+        let armed = m.word_written(0);
         m.write(0, &[2]).unwrap();
         let mut armed = pin!(armed);
         assert!(armed.as_mut().poll(&mut cx).is_ready());

@@ -224,13 +224,8 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
     /// Signals channel `c`'s vector: an MSI-X message (held pending while masked), or the
     /// INTx line when MSI-X is off and INTx routed, as the NVMe controller does.
     async fn interrupt(&self, c: u16, port: &P) {
-        if self.pci.msix_active() {
-            if let Some(m) = self.msix.signal(c) {
-                let _ = port.write(m.address, &m.payload()).await;
-            }
-        } else if let Some(line) = self.pci.intx_line() {
-            let at = smartio_platform::BusAddr(smartio_platform::msi::INTERRUPT_CONTROLLER);
-            let _ = port.write(at, &u32::from(line).to_le_bytes()).await;
+        if let Some(m) = crate::msix::interrupt_message(&self.pci, &self.msix, c) {
+            let _ = port.write(m.address, &m.payload()).await;
         }
     }
 }

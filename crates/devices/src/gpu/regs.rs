@@ -388,7 +388,7 @@ mod tests {
         let waker = Waker::from(counter.clone());
         let mut cx = Context::from_waker(&waker);
         let mut waiters: Vec<_> = (0..spec::MAX_THREADS)
-            .map(|_| Box::pin(g.memory().written()))
+            .map(|_| Box::pin(g.memory().word_written(64)))
             .collect();
         for w in &mut waiters {
             assert!(w.as_mut().poll(&mut cx).is_pending());
@@ -399,7 +399,7 @@ mod tests {
             .iter_mut()
             .all(|w| w.as_mut().poll(&mut cx).is_ready()));
 
-        let mut next = pin!(g.memory().written());
+        let mut next = pin!(g.memory().word_written(0));
         assert!(next.as_mut().poll(&mut cx).is_pending());
         g.poke(0, &[1]).expect("poke");
         assert!(next.as_mut().poll(&mut cx).is_ready(), "a poke wakes too");

@@ -65,6 +65,7 @@ impl Broadcast {
     }
 
     /// Waiters registered now.
+    #[cfg(test)]
     pub fn waiter_count(&self) -> usize {
         self.waiters.borrow().len()
     }

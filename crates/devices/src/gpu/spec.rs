@@ -361,6 +361,16 @@ pub enum BadCommand {
     },
 }
 
+impl BadCommand {
+    /// The opcode of the entry that did not decode (a bad command's `ERROR_INFO`).
+    pub fn opcode(&self) -> u32 {
+        match *self {
+            BadCommand::Opcode(op) => op,
+            BadCommand::Flags { opcode, .. } | BadCommand::Argument { opcode, .. } => opcode,
+        }
+    }
+}
+
 impl Command {
     /// The entries a launch's parameters take after its own.
     pub fn param_entries(param_bytes: u64) -> u64 {

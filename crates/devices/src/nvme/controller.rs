@@ -20,7 +20,7 @@ use super::spec::{
     CQE_SIZE, SQE_SIZE,
 };
 use crate::config::{ConfigSpace, MsixLayout};
-use crate::msix::MsixTable;
+use crate::msix::{self, MsixTable};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
     SparseMemory, Spawner, PAGE_SIZE,
@@ -697,16 +697,9 @@ impl NvmeController {
             self.state.borrow_mut().csts |= csts::CFS;
             return;
         }
-        if let Some(v) = vector {
-            if self.pci.msix_active() {
-                if let Some(m) = self.msix.signal(v) {
-                    let _ = port.write(m.address, &m.payload()).await;
-                }
-            } else if let Some(line) = self.pci.intx_line() {
-                // Legacy INTx: an assertion reaches the root complex as the routed line.
-                let at = BusAddr(smartio_platform::msi::INTERRUPT_CONTROLLER);
-                let _ = port.write(at, &u32::from(line).to_le_bytes()).await;
-            }
+        // MSI-X, or legacy INTx: an assertion reaches the root complex as the routed line.
+        if let Some(m) = vector.and_then(|v| msix::interrupt_message(&self.pci, &self.msix, v)) {
+            let _ = port.write(m.address, &m.payload()).await;
         }
     }
 }

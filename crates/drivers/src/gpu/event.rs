@@ -10,9 +10,9 @@
 
 use super::context::Shared;
 use super::error::GpuError;
-use super::stream::{cpu_addr, either, StreamInner};
+use super::stream::{cpu_addr, StreamInner};
 use smartio_host::DmaBuffer;
-use smartio_platform::{BusAddr, MemoryWatch, PhysAddr, Port, PAGE_SIZE};
+use smartio_platform::{race, BusAddr, MemoryWatch, PhysAddr, Port, PAGE_SIZE};
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
@@ -140,7 +140,7 @@ impl Event {
             if let Some(e) = rec.stream.notice(shared).await? {
                 return Err(e);
             }
-            either(slot_written, stream_signalled).await;
+            race(slot_written, stream_signalled).await;
         }
     }
 }

@@ -26,7 +26,7 @@ use smartio_devices::gpu::spec::{
     self, channel, Command, ErrorNotice, GpuAddr, KernelId, ENTRY_SIZE,
 };
 use smartio_host::DmaBuffer;
-use smartio_platform::{race, BusAddr, Clock, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -467,12 +467,9 @@ impl Stream {
                     flag.len, flag.offset
                 ))
             })?;
-        self.shared.cpu.sleep(self.shared.costs.call).await;
-        let _held = self.inner.lock.lock().await;
-        self.usable()?;
-        let entry = Command::Acquire { offset: at, value }.encode();
-        self.inner.queue(&self.shared, &[entry]).await?;
-        Ok(())
+        self.call(&[Command::Acquire { offset: at, value }.encode()])
+            .await
+            .map(|_| ())
     }
 
     /// Waits until everything queued so far has run (`cudaStreamSynchronize`): a RELEASE of
@@ -540,12 +537,4 @@ impl Stream {
 /// The CPU address of a slot of pinned memory, as the CPU's port takes it.
 pub(crate) fn cpu_addr(at: PhysAddr) -> BusAddr {
     BusAddr(at.get())
-}
-
-/// Waits for whichever of two watches fires first.
-pub(crate) async fn either(
-    a: impl std::future::Future<Output = ()>,
-    b: impl std::future::Future<Output = ()>,
-) {
-    race(a, b).await;
 }

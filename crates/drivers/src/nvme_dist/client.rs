@@ -220,13 +220,6 @@ impl Client {
         self.regs
     }
 
-    /// Where this host reaches queue `qid`'s doorbells (SQ tail, CQ head), through the
-    /// client's map of BAR0.
-    pub fn doorbells(&self, qid: u16) -> (BusAddr, BusAddr) {
-        let (sq, cq) = self.manager.doorbells(qid);
-        (self.regs.addr.offset(sq), self.regs.addr.offset(cq))
-    }
-
     /// Asks the manager for a queue pair of `entries` entries whose SQ and CQ the program
     /// placed itself — the controller reaches them at `sq` and `cq` (addresses from
     /// [`SmartIo::map_for_device`], e.g. of GPU memory); returns its queue id. The program

@@ -107,7 +107,6 @@ pub struct Chan {
     pub error: u64,
     /// `ERROR_INFO`.
     pub error_info: u64,
-    put_written: bool,
     ring: Option<(u64, u64)>,
     front: VecDeque<[u8; ENTRY_SIZE as usize]>,
     next: u64,
@@ -118,7 +117,7 @@ pub struct Chan {
     /// The largest `PUT` written since the last reset.
     pub max_put: u64,
     /// `RING_BASE` and `RING_ENTRIES` at the first `PUT` since the last reset (the ring the
-    /// GPU latched, if valid).
+    /// GPU latched, if valid); `None` until a `PUT` is written.
     pub latched: Option<(u64, u64)>,
 }
 
@@ -246,10 +245,9 @@ impl World {
             spec::channel::NOTIFIER => ch.notifier = value,
             spec::channel::PUT => {
                 ch.put = value;
-                if !ch.put_written {
+                if ch.latched.is_none() {
                     ch.latched = Some((ch.ring_base, ch.ring_entries));
                 }
-                ch.put_written = true;
                 ch.max_put = ch.max_put.max(value);
                 if ch.status != status::ERROR && value != ch.get {
                     ch.status = status::RUNNING;
@@ -354,7 +352,7 @@ impl World {
         if let Some(r) = ch.ring {
             return Ok(Some(r));
         }
-        if !ch.put_written {
+        if ch.latched.is_none() {
             return Ok(None);
         }
         let entries = ch.ring_entries;

@@ -4,12 +4,12 @@
 //! `cudaEventElapsedTime`. Queueing lets the GPU's front end run the copies back to back;
 //! the host's calls and doorbells overlap with them.
 
-use super::{check_count, gpu_endpoint, open, pattern, runtime_costs, GpuWorkloadError};
+use super::{check_count, gpu_endpoint, open, pattern, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_drivers::gpu::GpuContext;
+use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 
 /// Which way the data moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,14 +97,7 @@ pub fn bench_gpu_bandwidth(
             why: "a copy moves at least one byte".into(),
         });
     }
-    let ram: u64 = cluster
-        .machine
-        .fabric()
-        .host(bench.home.id())
-        .ram
-        .iter()
-        .map(|r| r.end - r.start)
-        .sum();
+    let ram = cluster.machine.fabric().host(bench.home.id()).ram_bytes;
     if largest > ram / 4 {
         return Err(GpuWorkloadError::BadSize {
             size: largest,
@@ -112,7 +105,7 @@ pub fn bench_gpu_bandwidth(
         });
     }
     let kernels = cluster.gpu_kernels().clone();
-    let costs = runtime_costs(cluster);
+    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
     let scenario = cluster.machine.fabric().name.clone();
     crate::booted::run_workload(&cluster.machine, async move {

@@ -27,7 +27,7 @@ use smartio_devices::gpu::spec::GpuAddr;
 use smartio_drivers::gpu::{GpuContext, GpuError, RuntimeCosts};
 use smartio_fabric::{Access, EndpointId, Requester};
 use smartio_machine::Machine;
-use smartio_platform::{BusAddr, SimDuration};
+use smartio_platform::BusAddr;
 use thiserror::Error;
 
 /// Why a GPU workload could not run. None is fatal to the emulator: each is a bad request,
@@ -81,15 +81,6 @@ pub enum GpuWorkloadError {
     Stuck(#[from] Stuck),
 }
 
-/// The runtime's host-side costs from the cluster's calibration.
-pub(crate) fn runtime_costs(cluster: &Cluster) -> RuntimeCosts {
-    let r = &cluster.calibration.gpu_runtime;
-    RuntimeCosts {
-        call: SimDuration::from_ns_f64(r.call_ns.value),
-        sync: SimDuration::from_ns_f64(r.sync_ns.value),
-    }
-}
-
 /// Resolves `spec` (`gpu0` of the workbench's host, or `lender:gpu0`) to its endpoint and
 /// checks that it is a GPU.
 pub(crate) fn gpu_endpoint(
@@ -112,11 +103,9 @@ pub fn is_gpu(cluster: &Cluster, host: &str, spec: &str) -> bool {
     let (host, device) = spec.split_once(':').unwrap_or((host, spec));
     let host = host.split('/').next().unwrap_or(host);
     let f = cluster.machine.fabric();
-    f.endpoints().iter().enumerate().any(|(i, e)| {
-        e.name == device
-            && f.host(e.host).name == host
-            && cluster.gpu(EndpointId(i as u32)).is_some()
-    })
+    f.host_by_name(host)
+        .and_then(|h| f.endpoint_by_name(h, device))
+        .is_some_and(|e| cluster.gpu(e).is_some())
 }
 
 /// Attaches device `i` of `bench` and opens the GPU runtime on it.

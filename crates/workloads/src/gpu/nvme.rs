@@ -10,16 +10,16 @@
 //! ([`smartio_devices::nvme::NvmeController::namespaces`]). The GPU's time is taken by GPU
 //! events around the launch; the CPU's from its first submission to its last completion.
 
-use super::{gpu_endpoint, open, path, runtime_costs, GpuWorkloadError};
+use super::{gpu_endpoint, open, path, GpuWorkloadError};
 use crate::attach::{AttachError, Workbench};
 use crate::booted::UnknownHost;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::{GpuAddr, MAX_THREADS};
+use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
 use smartio_drivers::nvme_gpu::{ctl, pattern, read_kernel, GpuQueue, KERNEL_NAME};
-use smartio_drivers::GpuContext;
 use smartio_fabric::EndpointId;
 use smartio_host::HostOs;
 use smartio_machine::Machine;
@@ -223,7 +223,7 @@ pub fn gpu_nvme_read(
             ))
         })?;
     let kernels = cluster.gpu_kernels().clone();
-    let costs = runtime_costs(cluster);
+    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
     let machine = cluster.machine.clone();
     crate::booted::run_workload(&cluster.machine, async move {

@@ -6,14 +6,14 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
-use super::{check_count, gpu_endpoint, open, path, pattern, runtime_costs, GpuWorkloadError};
+use super::{check_count, gpu_endpoint, open, path, pattern, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::kernel::{KernelFn, KernelFuture};
-use smartio_drivers::gpu::GpuContext;
+use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
 
@@ -97,7 +97,7 @@ pub fn bench_gpu_p2p(
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let kernels = cluster.gpu_kernels().clone();
-    let costs = runtime_costs(cluster);
+    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
     let machine = cluster.machine.clone();
     crate::booted::run_workload(&cluster.machine, async move {

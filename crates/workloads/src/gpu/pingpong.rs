@@ -13,10 +13,7 @@
 //!   t1 = clock64(); results[i] = t1 - t0
 //! ```
 
-use super::{
-    check_count, get_addr, get_u64, gpu_endpoint, open, path, put_addr, runtime_costs,
-    GpuWorkloadError,
-};
+use super::{check_count, get_addr, get_u64, gpu_endpoint, open, path, put_addr, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
@@ -25,7 +22,7 @@ use smartio_devices::gpu::kernel::{
     FaultReason, KernelFault, KernelFn, KernelFuture, ThreadContext,
 };
 use smartio_devices::gpu::spec::GpuAddr;
-use smartio_drivers::gpu::GpuContext;
+use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 use smartio_host::DmaDirection;
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
@@ -165,7 +162,7 @@ pub fn gpu_pingpong(
         });
     }
     let kernels = cluster.gpu_kernels().clone();
-    let costs = runtime_costs(cluster);
+    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
     let machine = cluster.machine.clone();
     crate::booted::run_workload(&cluster.machine, async move {
