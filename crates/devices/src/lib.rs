@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod dma;
+pub mod ethernet;
 pub mod gpu;
 pub mod kinds;
 pub mod msix;

@@ -6,6 +6,7 @@
 
 pub mod dma;
 pub mod gpu;
+pub mod net;
 pub mod nvme;
 pub mod nvme_dist;
 pub mod nvme_gpu;
