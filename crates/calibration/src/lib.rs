@@ -95,8 +95,12 @@ pub struct PcieParams {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChipParams {
-    /// Cut-through latency.
+    /// Typical cut-through latency: what the timing model charges a TLP crossing the chip.
     pub latency_ns: Param,
+    /// Worst-case cut-through latency (the datasheet's maximum); at least `latency_ns`
+    /// (checked by `validate`). Paper V compares its multi-lender latencies with the sum of
+    /// these along the added path.
+    pub latency_max_ns: Param,
     /// NTB chips: look-up-table entries the window is split into.
     #[serde(default)]
     pub lut_entries: Option<Param>,
@@ -185,6 +189,25 @@ pub struct GpuRuntimeParams {
     pub call_ns: Param,
     /// A synchronisation call's software path once the GPU's semaphore is seen.
     pub sync_ns: Param,
+}
+
+/// A host's network stack (socket, transport, IP) on its CPU, per segment and per byte
+/// (`drivers::net`), and the transport's buffer sizes and minimum retransmission timeout.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetStackParams {
+    /// Sending one segment: socket, transport and IP work and the hand-off to the driver.
+    pub segment_send_ns: Param,
+    /// Receiving one segment: the transport's work from the driver's frame to the socket.
+    pub segment_receive_ns: Param,
+    /// Copying between application and socket buffers.
+    pub copy_gb_per_s: Param,
+    /// The smallest retransmission timeout.
+    pub retransmit_timeout_min_ns: Param,
+    /// Receive buffer per connection: the largest window a receiver advertises.
+    pub receive_window_bytes: Param,
+    /// Send buffer per connection: written bytes not yet acknowledged.
+    pub send_buffer_bytes: Param,
 }
 
 /// The NVMe-oF over RDMA baseline (Paper V Fig. 36): the network, the HCAs and the NVMe-oF
@@ -290,6 +313,8 @@ pub struct Calibration {
     pub gpu: BTreeMap<String, GpuProfileParams>,
     /// The GPU runtime's host-side costs.
     pub gpu_runtime: GpuRuntimeParams,
+    /// The hosts' network stack.
+    pub net_stack: NetStackParams,
 }
 
 impl Calibration {

@@ -270,6 +270,7 @@ pub const RULES: &[Rule] = &[
     rule("pcie", "link_propagation_ns", TIME),
     rule("pcie", "cable_propagation_ns", TIME),
     rule("chips.*", "latency_ns", TIME),
+    rule("chips.*", "latency_max_ns", TIME),
     // NTB look-up tables: PEX87xx and Switchtec chips have tens to hundreds of entries; the
     // model keeps one slot per entry per adapter, so 4096 bounds its memory.
     rule(
@@ -445,6 +446,45 @@ pub const RULES: &[Rule] = &[
     rule("gpu.*", "memory_access_ns", TIME),
     rule("gpu_runtime", "call_ns", TIME),
     rule("gpu_runtime", "sync_ns", TIME),
+    rule("net_stack", "segment_send_ns", TIME),
+    rule("net_stack", "segment_receive_ns", TIME),
+    rule(
+        "net_stack",
+        "copy_gb_per_s",
+        Allowed::Real {
+            min: 0.1,
+            max: 1000.0,
+            unit: "GB/s",
+        },
+    ),
+    // A timeout of zero would retransmit without waiting at all.
+    rule(
+        "net_stack",
+        "retransmit_timeout_min_ns",
+        Allowed::Real {
+            min: 1000.0,
+            max: MAX_TIME_NS,
+            unit: "ns",
+        },
+    ),
+    // From one jumbo segment's worth (a smaller window still works, a segment at a time)
+    // to a gigabyte per connection.
+    rule(
+        "net_stack",
+        "receive_window_bytes",
+        Allowed::Count {
+            min: 4096,
+            max: 1 << 30,
+        },
+    ),
+    rule(
+        "net_stack",
+        "send_buffer_bytes",
+        Allowed::Count {
+            min: 4096,
+            max: 1 << 30,
+        },
+    ),
 ];
 
 /// The rule for `key` in a section matching `pattern`.

@@ -6,7 +6,8 @@ use super::*;
 #[test]
 fn the_embedded_calibration_parses_and_every_value_has_a_source() {
     let cal = Calibration::default_embedded();
-    assert_eq!(cal.chips["PEX8733"].latency_ns.value, 132.0);
+    assert_eq!(cal.chips["PEX8733"].latency_ns.value, 120.0);
+    assert_eq!(cal.chips["PEX8733"].latency_max_ns.value, 132.0);
     assert!(cal
         .entries()
         .iter()
@@ -18,8 +19,8 @@ fn the_embedded_calibration_parses_and_every_value_has_a_source() {
 #[test]
 fn a_value_without_source_is_rejected_with_its_line() {
     let text = DEFAULT_CALIBRATION.replace(
-        "latency_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733 (PXH830 / HIB68 adapters) adds up to 132 ns per transaction\" }",
-        "latency_ns = { value = 132 }",
+        "latency_max_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733 (PXH830 / HIB68 adapters) adds up to 132 ns per transaction (worst case)\" }",
+        "latency_max_ns = { value = 132 }",
     );
     let err = Calibration::parse("c.toml", &text).expect_err("no source");
     assert!(err.message.contains("source"), "{err}");
@@ -84,7 +85,7 @@ fn zero_and_negative_link_rates_are_rejected_with_their_key() {
 
 #[test]
 fn negative_nan_and_infinite_latencies_are_rejected() {
-    let chip = "latency_ns = { value = 132,";
+    let chip = "latency_ns = { value = 120,";
     rejected(
         chip,
         "latency_ns = { value = -1,",
@@ -378,5 +379,17 @@ fn gpu_profiles_reject_out_of_range_and_fractional_values() {
         "memory_bandwidth = { value = 243e9,",
         "memory_bandwidth = { value = 0,",
         &["[gpu.p4000] memory_bandwidth = 0: too small", "bytes/s"],
+    );
+}
+
+#[test]
+fn a_worst_case_chip_latency_below_the_typical_one_is_rejected_on_its_line() {
+    rejected(
+        "latency_max_ns = { value = 150,",
+        "latency_max_ns = { value = 100,",
+        &[
+            "[chips.PEX8796] latency_max_ns = 100: smaller than latency_ns (135)",
+            "at least the typical latency",
+        ],
     );
 }

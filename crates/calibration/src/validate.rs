@@ -6,8 +6,8 @@ use super::ranges::{self, rule_for, Allowed};
 use super::spans::Lines;
 use super::{
     Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, GpuProfileParams,
-    GpuRuntimeParams, NvmeProfileParams, NvmeofParams, Param, PcieParams, RootComplexParams,
-    SmartioParams, VmParams,
+    GpuRuntimeParams, NetStackParams, NvmeProfileParams, NvmeofParams, Param, PcieParams,
+    RootComplexParams, SmartioParams, VmParams,
 };
 use std::fmt;
 
@@ -36,6 +36,8 @@ pub enum Section<'a> {
     Gpu(&'a str),
     /// `[gpu_runtime]`.
     GpuRuntime,
+    /// `[net_stack]`.
+    NetStack,
 }
 
 impl<'a> Section<'a> {
@@ -53,6 +55,7 @@ impl<'a> Section<'a> {
             Section::Nvme(_) => "nvme.*",
             Section::Gpu(_) => "gpu.*",
             Section::GpuRuntime => "gpu_runtime",
+            Section::NetStack => "net_stack",
         }
     }
 
@@ -70,6 +73,7 @@ impl<'a> Section<'a> {
             Section::Nvme(n) => vec!["nvme", n],
             Section::Gpu(n) => vec!["gpu", n],
             Section::GpuRuntime => vec!["gpu_runtime"],
+            Section::NetStack => vec!["net_stack"],
         }
     }
 }
@@ -176,6 +180,21 @@ impl Calibration {
                 ),
             ));
         }
+        // A worst case is never below the typical value it bounds.
+        for (name, chip) in &self.chips {
+            if chip.latency_max_ns.value < chip.latency_ns.value {
+                problems.push((
+                    lines.line(&["chips", name, "latency_max_ns", "value"]),
+                    format!(
+                        "[chips.{name}] latency_max_ns = {}: smaller than latency_ns ({}) \
+                         (allowed: {}, at least the typical latency)",
+                        chip.latency_max_ns.value,
+                        chip.latency_ns.value,
+                        Allowed::Time
+                    ),
+                ));
+            }
+        }
         // The earliest line first; problems without a line after those with one.
         problems.sort_by_key(|(line, _)| (line.is_none(), *line));
         match problems.into_iter().next() {
@@ -234,12 +253,20 @@ impl Calibration {
         for (name, chip) in &self.chips {
             let ChipParams {
                 latency_ns,
+                latency_max_ns,
                 lut_entries,
                 requester_ids,
                 multicast_groups,
             } = chip;
             let section = Section::Chip(name);
-            push(&mut out, section, [("latency_ns", latency_ns)]);
+            push(
+                &mut out,
+                section,
+                [
+                    ("latency_ns", latency_ns),
+                    ("latency_max_ns", latency_max_ns),
+                ],
+            );
             for (key, p) in [
                 ("lut_entries", lut_entries),
                 ("requester_ids", requester_ids),
@@ -424,6 +451,26 @@ impl Calibration {
             &mut out,
             Section::GpuRuntime,
             [("call_ns", call_ns), ("sync_ns", sync_ns)],
+        );
+        let NetStackParams {
+            segment_send_ns,
+            segment_receive_ns,
+            copy_gb_per_s,
+            retransmit_timeout_min_ns,
+            receive_window_bytes,
+            send_buffer_bytes,
+        } = &self.net_stack;
+        push(
+            &mut out,
+            Section::NetStack,
+            [
+                ("segment_send_ns", segment_send_ns),
+                ("segment_receive_ns", segment_receive_ns),
+                ("copy_gb_per_s", copy_gb_per_s),
+                ("retransmit_timeout_min_ns", retransmit_timeout_min_ns),
+                ("receive_window_bytes", receive_window_bytes),
+                ("send_buffer_bytes", send_buffer_bytes),
+            ],
         );
         out
     }

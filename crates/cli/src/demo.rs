@@ -708,10 +708,13 @@ mod tests {
             saved > interrupt - 300.0 && saved < interrupt,
             "polling saved {saved} ns of a {interrupt} ns interrupt"
         );
-        // 3 vs 2: exactly the block layer (the histograms round to 1 ns).
+        // fio's medians come from an HdrHistogram of 3 significant digits: exact to 0.1 % of
+        // the value (8 ns buckets around 10 µs); the SmartIO rows are exact to the nanosecond.
+        let bucket = |ns: f64| 2.0 + ns * 1e-3;
+        // 3 vs 2: exactly the block layer.
         let block_saved = l.kernel_poll.p50_ns - l.smartio_local.p50_ns;
         assert!(
-            (block_saved - block).abs() <= 2.0,
+            (block_saved - block).abs() <= bucket(l.kernel_poll.p50_ns),
             "{block_saved} vs {block}"
         );
         // 4 vs 3 and 5 vs 1: four cable crossings.
@@ -721,7 +724,7 @@ mod tests {
         ] {
             let extra = far.p50_ns - near.p50_ns;
             assert!(
-                (extra - cable_extra).abs() <= 2.0,
+                (extra - cable_extra).abs() <= bucket(far.p50_ns),
                 "{extra} vs {cable_extra}"
             );
         }

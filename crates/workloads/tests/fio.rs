@@ -259,11 +259,12 @@ fn qd1_random_reads_through_a_client_take_exactly_what_the_client_workload_measu
         "the hints put the SQ next to the controller"
     );
     // One client, QD1, an idle fabric: the model gives (all but the first few) reads the
-    // same time, and fio's measurement agrees with the client workload's to the nanosecond.
+    // same time, and fio's measurement agrees with the client workload's within fio's
+    // histogram bucket (3 significant digits: 0.1 % of the value, 8 ns around 9 µs).
     assert_eq!(r.lat_ns.p50, r.lat_ns.max, "{:?}", r.lat_ns);
     assert!(r.lat_ns.min > 0.99 * r.lat_ns.p50, "{:?}", r.lat_ns);
     assert!(
-        (r.lat_ns.p50 - q.lat_ns.p50).abs() < 1.0,
+        (r.lat_ns.p50 - q.lat_ns.p50).abs() <= 1e-3 * q.lat_ns.p50,
         "fio {} ns, client workload {} ns",
         r.lat_ns.p50,
         q.lat_ns.p50

@@ -239,7 +239,13 @@ fn the_cluster_switch_hop_lowers_small_copies_by_one_round_trip_each() {
                 assert!(pair[1] < pair[0], "d2h: {losses:?}");
             }
             assert!(losses[3] < 0.001, "d2h at 16 MiB: {losses:?}");
-            let (lo, hi) = extra
+            // From 64 KiB on, each copy pays one longer round trip (its flushing read). At
+            // 4 KiB the timed window also holds the channel's ring fetches (one DMA read of the
+            // entries PUT has published so far, from the borrower's memory), and how many there
+            // are depends on how the CPU's PUT writes interleave with copies this short, so the
+            // small-size extra is not one round trip exactly (311 ns against 396 ns at 16 MiB
+            // with the typical chip latencies; 400 against 396 with the worst-case ones).
+            let (lo, hi) = extra[1..]
                 .iter()
                 .fold((f64::MAX, 0.0f64), |(lo, hi), &e| (lo.min(e), hi.max(e)));
             assert!(hi < 1.25 * lo, "d2h: {extra:?} ns more per copy");

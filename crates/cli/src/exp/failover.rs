@@ -39,9 +39,12 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
         seed: setup.seed,
         ..FailoverConfig::default()
     };
-    // Cut about a third of the way in (a QD1 I/O takes ~9 us).
+    // Cut about a third of the way in (a QD1 I/O takes ~9 us), half an I/O past the third
+    // so that the cut tends to fall in a command's media time, where only the link event or
+    // the timeout can reveal it (a cut that meets a doorbell or CQ-head write is revealed by
+    // that access failing, in both runs alike).
     let config = FailoverConfig {
-        cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0),
+        cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0 + 4_500.0),
         ..base
     };
     let by_event = failover(&setup.cluster()?, &config).map_err(|e| e.to_string())?;

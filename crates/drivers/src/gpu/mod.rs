@@ -29,7 +29,6 @@ pub mod error;
 pub mod event;
 pub mod memory;
 pub mod stream;
-mod sync;
 
 pub use context::{GpuContext, GpuProperties, PeerAccess};
 pub use error::GpuError;

@@ -21,7 +21,7 @@ use super::context::Shared;
 use super::error::GpuError;
 use super::event::Event;
 use super::memory::DeviceBuffer;
-use super::sync::TaskLock;
+use crate::sync::TaskLock;
 use smartio_devices::gpu::spec::{
     self, channel, Command, ErrorNotice, GpuAddr, KernelId, ENTRY_SIZE,
 };
@@ -317,7 +317,7 @@ impl Stream {
             ring_state: Cell::new(RingState::default()),
             epoch: Cell::new(0),
             last_error: RefCell::new(None),
-            lock: TaskLock::default(),
+            lock: TaskLock::new("a GPU stream's submission lock"),
             freed: Cell::new(false),
         });
         shared.streams.borrow_mut()[usize::from(channel)] = Some(inner.clone());

@@ -1,6 +1,7 @@
 //! A first-come first-served lock for one task at a time across `await` points (single
-//! threaded): a stream's submissions hold it from reserving ring entries to writing `PUT`, so
-//! two tasks sharing a stream cannot interleave entries or move `PUT` past unwritten ones.
+//! threaded): a GPU stream's submissions hold it from reserving ring entries to writing `PUT`,
+//! so two tasks sharing a stream cannot interleave entries or move `PUT` past unwritten ones;
+//! a network stack holds it while it hands a frame to its interface.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -8,8 +9,10 @@ use std::future::poll_fn;
 use std::task::{Poll, Waker};
 
 /// The lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TaskLock {
+    /// What a task waiting for it waits for, in the engine's report of stuck tasks.
+    what: &'static str,
     held: Cell<bool>,
     /// Tickets not yet served, in arrival order, with their waker.
     queue: RefCell<VecDeque<(u64, Option<Waker>)>>,
@@ -23,6 +26,16 @@ pub(crate) struct TaskGuard<'a> {
 }
 
 impl TaskLock {
+    /// A free lock; `what` names it in the engine's report of tasks that never finish.
+    pub(crate) fn new(what: &'static str) -> TaskLock {
+        TaskLock {
+            what,
+            held: Cell::new(false),
+            queue: RefCell::default(),
+            next_ticket: Cell::new(0),
+        }
+    }
+
     /// Waits for the lock, first come first served.
     pub(crate) async fn lock(&self) -> TaskGuard<'_> {
         if !self.held.get() && self.queue.borrow().is_empty() {
@@ -44,7 +57,7 @@ impl TaskLock {
             if let Some(entry) = queue.iter_mut().find(|(t, _)| *t == ticket) {
                 entry.1 = Some(cx.waker().clone());
             }
-            smartio_platform::waiting::note("a GPU stream's submission lock");
+            smartio_platform::waiting::note(self.what);
             Poll::Pending
         })
         .await;
@@ -94,7 +107,7 @@ mod tests {
 
     #[test]
     fn waiters_get_the_lock_in_arrival_order_and_a_dropped_waiter_gives_its_place_up() {
-        let lock = TaskLock::default();
+        let lock = TaskLock::new("a test lock");
         let mut cx = Context::from_waker(Waker::noop());
         let first = pin!(lock.lock());
         let Poll::Ready(guard) = first.poll(&mut cx) else {
