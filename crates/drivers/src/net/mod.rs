@@ -2,6 +2,16 @@
 //! ([`FrameLink`]), so the same transport runs over any NIC driver — bound to a physical or a
 //! virtual function, local or borrowed — and over test links.
 
+pub mod congestion;
+pub mod connection;
+pub mod segment;
+pub mod stack;
+pub mod stream;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
 use smartio_devices::ethernet::MacAddr;
 use std::future::Future;
 use thiserror::Error;
@@ -35,6 +45,7 @@ pub enum LinkError {
 /// bytes; the NIC adds preamble, padding and FCS on the wire. Sending completes when the
 /// frame is queued to the device (it waits while the transmit ring is full), not when it is on
 /// the wire. Frames to one destination arrive in the order they were sent, or not at all.
+/// Several tasks may send at once (each frame is queued whole); one task receives.
 pub trait FrameLink {
     /// The interface's own address.
     fn mac(&self) -> MacAddr;
