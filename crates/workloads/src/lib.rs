@@ -13,6 +13,7 @@ pub mod engine_bench;
 pub mod failover;
 pub mod fio;
 pub mod gpu;
+pub mod iperf;
 pub mod migrate;
 pub mod multicast_identify;
 pub mod nvme_client;
@@ -43,6 +44,10 @@ pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
     GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
     GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
+};
+pub use iperf::{
+    run_iperf, IperfError, IperfInterval, IperfReport, IperfStream, IperfTiming,
+    DEFAULT_WRITE_BYTES, IPERF_PORT,
 };
 pub use migrate::{
     migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,

@@ -1,0 +1,389 @@
+//! An iperf2-like throughput test over the hosts' network stacks (Paper V §7.1.6, Figs. 28 and
+//! 29): clients open parallel streams to one server and write as fast as they can for a
+//! duration of virtual time; the server reads. Every half second (by default) the bytes each
+//! stream wrote and the server read are recorded; at the end the totals. Every byte is checked
+//! at the server against the pattern its stream writes, so a transfer that loses, duplicates
+//! or reorders data fails.
+//!
+//! The core here runs over any [`FrameLink`]: a NIC driver bound to a physical or a virtual
+//! function, local or borrowed, or the test wire.
+
+use serde::Serialize;
+use smartio_drivers::net::stack::{NetError, NetStack};
+use smartio_drivers::net::FrameLink;
+use smartio_machine::Machine;
+use smartio_platform::{Clock, SimDuration, SimTime};
+use std::cell::RefCell;
+use std::rc::Rc;
+use thiserror::Error;
+
+/// The port the server listens on (iperf's default).
+pub const IPERF_PORT: u16 = 5001;
+
+/// iperf2's default write size (`-l 128K`).
+pub const DEFAULT_WRITE_BYTES: usize = 128 * 1024;
+
+/// Bytes of the header a stream starts with: its stream number.
+const STREAM_HEADER_BYTES: usize = 8;
+
+/// How long, how often, how much at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IperfTiming {
+    /// How long each client writes.
+    pub duration: SimDuration,
+    /// How often throughput is reported.
+    pub interval: SimDuration,
+    /// Bytes per write call.
+    pub write_bytes: usize,
+}
+
+/// Why the test failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IperfError {
+    /// A network call failed.
+    #[error("{who}: {source}")]
+    Net {
+        /// Which end (client name and stream, or the server).
+        who: String,
+        /// What failed.
+        source: NetError,
+    },
+    /// A byte the server read differs from what its stream wrote there.
+    #[error("stream {stream}: byte {offset} reads {got:#04x}, the client wrote {want:#04x}")]
+    WrongData {
+        /// The stream.
+        stream: u64,
+        /// Offset in the stream (after its header).
+        offset: u64,
+        /// What arrived.
+        got: u8,
+        /// What was written.
+        want: u8,
+    },
+    /// The run ended with streams unfinished.
+    #[error("{finished} of {streams} streams finished: {stuck}")]
+    DidNotFinish {
+        /// Streams finished.
+        finished: usize,
+        /// Streams started.
+        streams: usize,
+        /// What the engine's tasks were waiting for.
+        stuck: String,
+    },
+}
+
+/// One interval of one stream, both ends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IperfInterval {
+    /// End of the interval, seconds after the start.
+    pub end_s: f64,
+    /// Gigabits per second the client wrote.
+    pub sent_gbit_per_s: f64,
+    /// Gigabits per second the server read.
+    pub received_gbit_per_s: f64,
+}
+
+/// One stream's report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IperfStream {
+    /// Which client opened it.
+    pub client: String,
+    /// Its number across all clients.
+    pub stream: u64,
+    /// Bytes written (after the header).
+    pub bytes: u64,
+    /// Segments sent again after a loss.
+    pub retransmissions: u64,
+    /// Its reports.
+    pub intervals: Vec<IperfInterval>,
+}
+
+/// What the test measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IperfReport {
+    /// Every stream.
+    pub streams: Vec<IperfStream>,
+    /// Bytes the server read and checked.
+    pub verified_bytes: u64,
+    /// From the first connect to the last byte read, seconds.
+    pub elapsed_s: f64,
+    /// The server's rate over the run, gigabits per second.
+    pub server_gbit_per_s: f64,
+}
+
+impl IperfReport {
+    /// Each client's rate over the run, gigabits per second, by client name.
+    pub fn client_gbit_per_s(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for s in &self.streams {
+            let gbit = s.bytes as f64 * 8.0 / 1e9 / self.elapsed_s;
+            match out.iter_mut().find(|(c, _)| *c == s.client) {
+                Some((_, g)) => *g += gbit,
+                None => out.push((s.client.clone(), gbit)),
+            }
+        }
+        out
+    }
+}
+
+/// Period of a stream's byte pattern (a prime, so it never lines up with write sizes).
+const PERIOD: usize = 251;
+
+/// Two periods of stream `stream`'s pattern: byte `o` of the stream is `table[o % PERIOD]`,
+/// and any run of up to a period starting there is contiguous.
+fn pattern_table(stream: u64) -> Vec<u8> {
+    (0..2 * PERIOD as u64)
+        .map(|k| ((k * 131 + stream.wrapping_mul(71) % PERIOD as u64) % PERIOD as u64) as u8)
+        .collect()
+}
+
+/// Fills `buf` with the stream's bytes from `offset` on.
+fn fill(table: &[u8], offset: u64, buf: &mut [u8]) {
+    let mut at = (offset % PERIOD as u64) as usize;
+    for piece in buf.chunks_mut(PERIOD) {
+        piece.copy_from_slice(&table[at..at + piece.len()]);
+        at = (at + piece.len()) % PERIOD;
+    }
+}
+
+/// The index of the first byte of `data` that is not the stream's byte at `offset` + index.
+fn first_wrong(table: &[u8], offset: u64, data: &[u8]) -> Option<usize> {
+    let mut at = (offset % PERIOD as u64) as usize;
+    let mut done = 0;
+    for piece in data.chunks(PERIOD) {
+        let want = &table[at..at + piece.len()];
+        if piece != want {
+            let i = piece
+                .iter()
+                .zip(want)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            return Some(done + i);
+        }
+        done += piece.len();
+        at = (at + piece.len()) % PERIOD;
+    }
+    None
+}
+
+#[derive(Default)]
+struct Counts {
+    sent: Vec<u64>,
+    received: Vec<u64>,
+    retransmissions: Vec<u64>,
+    finished: usize,
+    error: Option<IperfError>,
+    last_read: Option<SimTime>,
+}
+
+/// Runs the test on `machine`: each client `(name, stack, streams)` opens its streams to the
+/// `server` stack, whose address the clients reach. `clock` times the reports.
+pub fn run_iperf<L, C>(
+    machine: &Machine,
+    clock: C,
+    server: &NetStack<L, C>,
+    clients: &[(String, NetStack<L, C>, u32)],
+    timing: IperfTiming,
+) -> Result<IperfReport, IperfError>
+where
+    L: FrameLink + 'static,
+    C: Clock + Clone + 'static,
+{
+    let streams: usize = clients.iter().map(|(_, _, n)| *n as usize).sum();
+    let counts = Rc::new(RefCell::new(Counts {
+        sent: vec![0; streams],
+        received: vec![0; streams],
+        retransmissions: vec![0; streams],
+        ..Counts::default()
+    }));
+    let fail = |counts: &Rc<RefCell<Counts>>, e: IperfError| {
+        let mut c = counts.borrow_mut();
+        if c.error.is_none() {
+            c.error = Some(e);
+        }
+    };
+    let listener = server
+        .listen(IPERF_PORT)
+        .map_err(|source| IperfError::Net {
+            who: "server".into(),
+            source,
+        })?;
+    let start = clock.now();
+    // The server: one reader per stream, checking every byte.
+    {
+        let (counts, machine2, clock) = (counts.clone(), machine.clone(), clock.clone());
+        machine.spawn(async move {
+            for _ in 0..streams {
+                let stream = match listener.accept().await {
+                    Ok(s) => s,
+                    Err(source) => {
+                        let who = "server".to_string();
+                        fail(&counts, IperfError::Net { who, source });
+                        return;
+                    }
+                };
+                let (counts, clock) = (counts.clone(), clock.clone());
+                machine2.spawn(async move {
+                    if let Err(e) = serve(&stream, &counts, timing.write_bytes).await {
+                        fail(&counts, e);
+                    }
+                    let mut c = counts.borrow_mut();
+                    c.finished += 1;
+                    c.last_read = Some(clock.now());
+                });
+            }
+        });
+    }
+    // The clients: each stream writes until the duration is over, then closes.
+    let mut number = 0u64;
+    for (name, stack, n) in clients {
+        for _ in 0..*n {
+            let (stack, counts, clock) = (stack.clone(), counts.clone(), clock.clone());
+            let (who, peer, id) = (format!("{name} stream {number}"), server.mac(), number);
+            machine.spawn(async move {
+                let result = async {
+                    let stream = stack.connect(peer, IPERF_PORT).await?;
+                    stream.write(&id.to_le_bytes()).await?;
+                    let mut offset = 0u64;
+                    let mut chunk = vec![0u8; timing.write_bytes];
+                    let table = pattern_table(id);
+                    let end = SimTime(start.as_ps() + timing.duration.as_ps());
+                    while clock.now() < end {
+                        fill(&table, offset, &mut chunk);
+                        stream.write(&chunk).await?;
+                        offset += chunk.len() as u64;
+                        counts.borrow_mut().sent[id as usize] = offset;
+                    }
+                    stream.close().await?;
+                    counts.borrow_mut().retransmissions[id as usize] = stream.retransmissions();
+                    Ok::<(), NetError>(())
+                }
+                .await;
+                if let Err(source) = result {
+                    fail(&counts, IperfError::Net { who, source });
+                }
+            });
+            number += 1;
+        }
+    }
+    // The reporter: samples both ends' counts at every interval until the streams finish.
+    let samples = Rc::new(RefCell::new(Vec::<(f64, Vec<u64>, Vec<u64>)>::new()));
+    {
+        let (counts, samples, clock) = (counts.clone(), samples.clone(), clock.clone());
+        machine.spawn(async move {
+            loop {
+                clock.sleep(timing.interval).await;
+                let c = counts.borrow();
+                let at = clock.now().since(start).as_ps() as f64 / 1e12;
+                samples
+                    .borrow_mut()
+                    .push((at, c.sent.clone(), c.received.clone()));
+                if c.finished == streams || c.error.is_some() {
+                    return;
+                }
+            }
+        });
+    }
+    machine.run();
+    let c = counts.borrow();
+    if let Some(e) = &c.error {
+        return Err(e.clone());
+    }
+    if c.finished < streams {
+        return Err(IperfError::DidNotFinish {
+            finished: c.finished,
+            streams,
+            stuck: machine.blocked_summary(),
+        });
+    }
+    let elapsed_s = c
+        .last_read
+        .map_or(0.0, |t| t.since(start).as_ps() as f64 / 1e12);
+    let samples = samples.borrow();
+    let mut report_streams = Vec::new();
+    let mut id = 0usize;
+    for (name, _, n) in clients {
+        for _ in 0..*n {
+            let mut intervals = Vec::new();
+            let mut before = (0.0, 0u64, 0u64);
+            for (at, sent, received) in samples.iter() {
+                let span = (at - before.0).max(f64::MIN_POSITIVE);
+                let rate = |now: u64, then: u64| (now - then) as f64 * 8.0 / 1e9 / span;
+                intervals.push(IperfInterval {
+                    end_s: *at,
+                    sent_gbit_per_s: rate(sent[id], before.1),
+                    received_gbit_per_s: rate(received[id], before.2),
+                });
+                before = (*at, sent[id], received[id]);
+            }
+            report_streams.push(IperfStream {
+                client: name.clone(),
+                stream: id as u64,
+                bytes: c.sent[id],
+                retransmissions: c.retransmissions[id],
+                intervals,
+            });
+            id += 1;
+        }
+    }
+    let verified_bytes: u64 = c.received.iter().sum();
+    Ok(IperfReport {
+        streams: report_streams,
+        verified_bytes,
+        elapsed_s,
+        server_gbit_per_s: verified_bytes as f64 * 8.0 / 1e9 / elapsed_s.max(f64::MIN_POSITIVE),
+    })
+}
+
+/// Reads one stream to its end, checking every byte.
+async fn serve<L: FrameLink + 'static, C: Clock + 'static>(
+    stream: &smartio_drivers::net::stream::Stream<L, C>,
+    counts: &Rc<RefCell<Counts>>,
+    buffer: usize,
+) -> Result<(), IperfError> {
+    let net = |source| IperfError::Net {
+        who: "server".into(),
+        source,
+    };
+    let mut header = [0u8; STREAM_HEADER_BYTES];
+    let mut have = 0;
+    let mut buf = vec![0u8; buffer.max(STREAM_HEADER_BYTES)];
+    let mut offset = 0u64;
+    let mut id = None;
+    loop {
+        let n = stream.read(&mut buf).await.map_err(net)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut data = &buf[..n];
+        if have < STREAM_HEADER_BYTES {
+            let take = (STREAM_HEADER_BYTES - have).min(data.len());
+            header[have..have + take].copy_from_slice(&data[..take]);
+            have += take;
+            data = &data[take..];
+            if have == STREAM_HEADER_BYTES {
+                let stream_id = u64::from_le_bytes(header);
+                id = Some((stream_id, pattern_table(stream_id)));
+            }
+        }
+        let Some((stream_id, table)) = &id else {
+            continue;
+        };
+        if let Some(i) = first_wrong(table, offset, data) {
+            let at = offset + i as u64;
+            return Err(IperfError::WrongData {
+                stream: *stream_id,
+                offset: at,
+                got: data[i],
+                want: table[(at % PERIOD as u64) as usize],
+            });
+        }
+        offset += data.len() as u64;
+        if let Some(slot) = counts.borrow_mut().received.get_mut(*stream_id as usize) {
+            *slot = offset;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
