@@ -10,7 +10,6 @@ pub mod net;
 pub mod nvme;
 pub mod nvme_dist;
 pub mod nvme_gpu;
-mod sync;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
 pub use gpu::{

@@ -10,6 +10,7 @@
 
 pub mod addr;
 pub mod config;
+pub mod fifo;
 pub mod function;
 pub mod memory;
 pub mod msi;
@@ -23,6 +24,7 @@ pub mod waiting;
 
 pub use addr::{BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
 pub use config::ConfigHandler;
+pub use fifo::{FifoHold, FifoLock};
 pub use function::Bdf;
 pub use memory::SparseMemory;
 pub use msi::MsiMessage;

@@ -14,12 +14,7 @@
 use super::channel::Stop;
 use super::spec::{ErrorCode, GpuAddr};
 use super::Gpu;
-use smartio_platform::{BusAddr, Clock, Port, SimDuration, Spawner};
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
-use std::rc::Rc;
-use std::task::{Poll, Waker};
+use smartio_platform::{BusAddr, Clock, FifoLock, Port, SimDuration, Spawner};
 
 /// Largest piece a bus transfer is moved in (one DMA read or write).
 pub(super) const PIECE: u64 = 16 << 20;
@@ -27,90 +22,11 @@ pub(super) const PIECE: u64 = 16 << 20;
 /// Bytes of the flushing read that ends a copy to a bus address.
 const FLUSH_BYTES: u64 = 4;
 
-/// One copy engine: busy or not, and the copies waiting for it in arrival order.
-#[derive(Debug, Default)]
-pub(super) struct CopyEngine {
-    busy: Cell<bool>,
-    next_ticket: Cell<u64>,
-    queue: RefCell<VecDeque<(u64, Option<Waker>)>>,
-}
+/// One copy engine: it serves one copy at a time, in the order the channels asked.
+pub(super) type CopyEngine = FifoLock;
 
-/// A place in an engine's queue; leaving it (a reset dropped the copy) lets the next in.
-struct Waiting {
-    engine: Rc<CopyEngine>,
-    ticket: u64,
-    served: Cell<bool>,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if !self.served.get() {
-            self.engine
-                .queue
-                .borrow_mut()
-                .retain(|(t, _)| *t != self.ticket);
-            self.engine.wake_front();
-        }
-    }
-}
-
-/// The engine, held for one copy; released when dropped.
-pub(super) struct EngineHold {
-    engine: Rc<CopyEngine>,
-}
-
-impl Drop for EngineHold {
-    fn drop(&mut self) {
-        self.engine.busy.set(false);
-        self.engine.wake_front();
-    }
-}
-
-impl CopyEngine {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn wake_front(&self) {
-        if let Some((_, Some(w))) = self.queue.borrow().front() {
-            w.wake_by_ref();
-        }
-    }
-
-    /// Takes a place in the queue now and resolves when the engine is this copy's.
-    pub fn acquire(self: &Rc<Self>) -> impl Future<Output = EngineHold> {
-        let ticket = self.next_ticket.get();
-        self.next_ticket.set(ticket.wrapping_add(1));
-        self.queue.borrow_mut().push_back((ticket, None));
-        let waiting = Waiting {
-            engine: self.clone(),
-            ticket,
-            served: Cell::new(false),
-        };
-        async move {
-            poll_fn(|cx| {
-                let e = &waiting.engine;
-                let mut q = e.queue.borrow_mut();
-                if !e.busy.get() && q.front().map(|(t, _)| *t) == Some(ticket) {
-                    q.pop_front();
-                    e.busy.set(true);
-                    waiting.served.set(true);
-                    Poll::Ready(())
-                } else {
-                    if let Some(slot) = q.iter_mut().find(|(t, _)| *t == ticket) {
-                        slot.1 = Some(cx.waker().clone());
-                    }
-                    smartio_platform::waiting::note("a GPU copy engine another channel uses");
-                    Poll::Pending
-                }
-            })
-            .await;
-            EngineHold {
-                engine: waiting.engine.clone(),
-            }
-        }
-    }
-}
+/// What a copy waiting for its engine waits for.
+pub(super) const ENGINE_BUSY: &str = "a GPU copy engine another channel uses";
 
 impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
     /// Checks one end of a copy: a device range inside memory, a bus range below the limit.
@@ -192,32 +108,5 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
                 .map_err(|_| Stop::new(ErrorCode::CopyFailed, last))?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::pin::pin;
-    use std::task::Context;
-
-    #[test]
-    fn an_engine_serves_copies_in_arrival_order_and_a_dropped_waiter_leaves_the_queue() {
-        let engine = Rc::new(CopyEngine::new());
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut first = pin!(engine.acquire());
-        let mut second = Box::pin(engine.acquire());
-        let mut third = pin!(engine.acquire());
-        let Poll::Ready(hold) = first.as_mut().poll(&mut cx) else {
-            panic!("the engine is free");
-        };
-        assert!(third.as_mut().poll(&mut cx).is_pending(), "busy");
-        assert!(second.as_mut().poll(&mut cx).is_pending(), "busy");
-        drop(hold);
-        drop(second);
-        assert!(
-            third.as_mut().poll(&mut cx).is_ready(),
-            "the dropped second copy gave its turn to the third"
-        );
     }
 }

@@ -129,7 +129,7 @@ impl<P> Gpu<P> {
             msix: MsixTable::new(spec::CHANNELS),
             channels: (0..spec::CHANNELS).map(|_| Channel::new()).collect(),
             engines: (0..t.copy_engines)
-                .map(|_| Rc::new(CopyEngine::new()))
+                .map(|_| Rc::new(CopyEngine::new(copy::ENGINE_BUSY)))
                 .collect(),
             env,
             memory,

@@ -21,12 +21,11 @@ use super::context::Shared;
 use super::error::GpuError;
 use super::event::Event;
 use super::memory::DeviceBuffer;
-use crate::sync::TaskLock;
 use smartio_devices::gpu::spec::{
     self, channel, Command, ErrorNotice, GpuAddr, KernelId, ENTRY_SIZE,
 };
 use smartio_host::DmaBuffer;
-use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{BusAddr, Clock, FifoLock, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -66,7 +65,7 @@ pub(crate) struct StreamInner {
     epoch: Cell<u64>,
     /// The error behind the last reset.
     last_error: RefCell<Option<GpuError>>,
-    lock: TaskLock,
+    lock: Rc<FifoLock>,
     freed: Cell<bool>,
 }
 
@@ -317,7 +316,7 @@ impl Stream {
             ring_state: Cell::new(RingState::default()),
             epoch: Cell::new(0),
             last_error: RefCell::new(None),
-            lock: TaskLock::new("a GPU stream's submission lock"),
+            lock: Rc::new(FifoLock::new("a GPU stream's submission lock")),
             freed: Cell::new(false),
         });
         shared.streams.borrow_mut()[usize::from(channel)] = Some(inner.clone());
@@ -360,7 +359,7 @@ impl Stream {
     /// An asynchronous call: its CPU cost, then its entries into the ring and the doorbell.
     async fn call(&self, entries: &[[u8; ENTRY_SIZE as usize]]) -> Result<u64, GpuError> {
         self.shared.cpu.sleep(self.shared.costs.call).await;
-        let _held = self.inner.lock.lock().await;
+        let _held = self.inner.lock.acquire().await;
         self.usable()?;
         self.inner.queue(&self.shared, entries).await
     }
@@ -432,7 +431,7 @@ impl Stream {
             ));
         }
         self.shared.cpu.sleep(self.shared.costs.call).await;
-        let _held = self.inner.lock.lock().await;
+        let _held = self.inner.lock.acquire().await;
         self.usable()?;
         let slot = event.rearm(&self.shared).await?;
         let entry = Command::Timestamp {
@@ -480,7 +479,7 @@ impl Stream {
     pub async fn synchronize(&self) -> Result<(), GpuError> {
         self.usable()?;
         let (target, epoch) = {
-            let _held = self.inner.lock.lock().await;
+            let _held = self.inner.lock.acquire().await;
             self.usable()?;
             let RingState { put, last_release } = self.inner.ring_state.get();
             let target = if put == last_release {
@@ -500,7 +499,7 @@ impl Stream {
                 break;
             }
             if let Some(n) = control.notice {
-                let _held = self.inner.lock.lock().await;
+                let _held = self.inner.lock.acquire().await;
                 if self.inner.epoch() != epoch {
                     return Err(self.inner.reset_error());
                 }
@@ -517,7 +516,7 @@ impl Stream {
     pub async fn destroy(self) -> Result<(), GpuError> {
         self.usable()?;
         let finished = self.synchronize().await;
-        let _held = self.inner.lock.lock().await;
+        let _held = self.inner.lock.acquire().await;
         let reset = match self.shared.check() {
             Ok(()) => {
                 self.shared
