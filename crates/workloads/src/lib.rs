@@ -44,6 +44,7 @@ pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
     GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
     GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
+    MAX_GPU_NVME_BYTES,
 };
 pub use iperf::{
     run_iperf, IperfError, IperfInterval, IperfReport, IperfStream, IperfTiming,

@@ -6,7 +6,7 @@
 
 use super::{names, table, Bar, Chart, Plot, Report, Setup};
 use smartio_cluster::DeviceKind;
-use smartio_workloads::{gpu_nvme_read, GpuNvmeConfig, GpuNvmeResult};
+use smartio_workloads::{gpu_nvme_read, GpuNvmeConfig, GpuNvmeResult, MAX_GPU_NVME_BYTES};
 
 /// Commands per read unless `--ops` says otherwise: 1 GiB in 64 KiB commands.
 const COMMANDS: u64 = 16384;
@@ -35,6 +35,12 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         ));
     }
     let commands = setup.ops.unwrap_or(COMMANDS);
+    let max_commands = MAX_GPU_NVME_BYTES / CHUNK;
+    if commands > max_commands {
+        return Err(format!(
+            "--ops {commands}: at most {max_commands} commands of 64 KiB (a read of at most 64 GiB)"
+        ));
+    }
     let base = GpuNvmeConfig {
         host: String::new(),
         gpu: String::new(),

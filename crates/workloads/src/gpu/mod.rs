@@ -16,7 +16,9 @@ mod pingpong;
 pub use bandwidth::{
     bench_gpu_bandwidth, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection,
 };
-pub use nvme::{gpu_nvme_read, DrivenRead, GpuNvmeConfig, GpuNvmeResult};
+pub use nvme::{
+    gpu_nvme_read, DrivenRead, GpuNvmeConfig, GpuNvmeResult, MAX_BYTES as MAX_GPU_NVME_BYTES,
+};
 pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
 pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
 
