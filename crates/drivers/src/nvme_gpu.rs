@@ -417,6 +417,24 @@ impl GpuQueue {
         entries: u16,
         chunk: u64,
     ) -> Result<GpuQueue, GpuQueueError> {
+        let mut taken = Taken::default();
+        let made = Self::take(smartio, client, gpu, gpu_name, entries, chunk, &mut taken).await;
+        if made.is_err() {
+            taken.give_back(smartio, client, gpu).await;
+        }
+        made
+    }
+
+    /// The steps of [`GpuQueue::create`], each recording in `taken` what it took.
+    async fn take(
+        smartio: &SmartIo,
+        client: &Client,
+        gpu: &GpuContext,
+        gpu_name: &str,
+        entries: u16,
+        chunk: u64,
+        taken: &mut Taken,
+    ) -> Result<GpuQueue, GpuQueueError> {
         let host = client.os().id();
         let probe = Layout {
             base: 0,
@@ -424,30 +442,42 @@ impl GpuQueue {
             chunk,
         };
         let len = probe.len();
-        let buffer = gpu.malloc(len + PAGE_SIZE)?;
+        let buffer = taken.buffer.insert(gpu.malloc(len + PAGE_SIZE)?).clone();
         let base = buffer.offset.next_multiple_of(PAGE_SIZE);
         let layout = Layout { base, ..probe };
         let aperture = gpu.properties().aperture;
         if base + len > aperture {
-            gpu.free(&buffer)?;
             return Err(GpuQueueError::BadParameter(format!(
                 "the queues and {entries} data buffers of {chunk} bytes need {len} bytes of GPU memory inside the {aperture}-byte BAR1 aperture; free from {base:#x} there is too little"
             )));
         }
-        let segment =
-            smartio.local_device_segment(host, gpu_name, gpu_spec::APERTURE_BAR, base, len)?;
+        let segment = taken
+            .segment
+            .insert(smartio.local_device_segment(
+                host,
+                gpu_name,
+                gpu_spec::APERTURE_BAR,
+                base,
+                len,
+            )?)
+            .clone();
         let nvme_base = smartio.map_for_device(&client.hold(), &segment)?;
+        taken.mapped = true;
         let at = |off: u64| nvme_base.offset(off - base);
-        let qid = client
-            .create_queue_at(entries, at(layout.sq()), at(layout.cq()))
-            .await?;
+        let qid = *taken.qid.insert(
+            client
+                .create_queue_at(entries, at(layout.sq()), at(layout.cq()))
+                .await?,
+        );
         let regs = client.registers();
-        let gpu_regs = gpu.handle().dma_map(
+        let gpu_regs = *taken.gpu_regs.insert(gpu.handle().dma_map(
             PhysAddr(regs.addr.get()),
             regs.size,
             DmaDirection::Bidirectional,
-        )?;
+        )?);
         let requester = smartio.register_peer_requester(host, gpu_name)?;
+        // Everything is the queue's now.
+        *taken = Taken::default();
         Ok(GpuQueue {
             qid,
             layout,
@@ -509,6 +539,38 @@ impl GpuQueue {
         smartio.remove_segment(self.segment)?;
         gpu.free(&self.buffer)?;
         Ok(())
+    }
+}
+
+/// What [`GpuQueue::create`] took before a later step failed, given back in reverse order.
+#[derive(Default)]
+struct Taken {
+    buffer: Option<DeviceBuffer>,
+    segment: Option<Segment>,
+    mapped: bool,
+    qid: Option<u16>,
+    gpu_regs: Option<BusAddr>,
+}
+
+impl Taken {
+    /// Gives everything back; a step that fails here is skipped (the creation's own error
+    /// is the one the caller sees).
+    async fn give_back(self, smartio: &SmartIo, client: &Client, gpu: &GpuContext) {
+        if let Some(regs) = self.gpu_regs {
+            let _ = gpu.handle().dma_unmap(regs);
+        }
+        if let Some(qid) = self.qid {
+            let _ = client.delete_queue_at(qid).await;
+        }
+        if let Some(segment) = self.segment {
+            if self.mapped {
+                let _ = smartio.unmap_device(&client.hold(), &segment);
+            }
+            let _ = smartio.remove_segment(segment);
+        }
+        if let Some(buffer) = self.buffer {
+            let _ = gpu.free(&buffer);
+        }
     }
 }
 
