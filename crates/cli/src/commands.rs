@@ -562,9 +562,10 @@ fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
     }
 }
 
-/// Fills each device's `assigned` with the VMs the scenario passes it through to
-/// (`host/vm (mdev)` for `lender:device` in another host's VM, `host/vm (vfio)` for a device
-/// in a VM of its own host), as the VMs would get it when they start.
+/// Fills each device's `assigned` with the VMs the scenario passes it through to, as the VMs
+/// would get it when they start: an entry `lender:device` is passed through by SmartIO's MDEV
+/// parent (`host/vm (mdev)`, even when the lender is the VM's own host), a bare `device` of
+/// the VM's host by VFIO (`host/vm (vfio)`) — the rule `Workbench` and `topo` follow.
 fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::DeviceInfo]) {
     let f = cluster.machine.fabric();
     for d in devices.iter_mut() {
@@ -573,7 +574,7 @@ fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::Dev
                 for (entry, _) in &vm.devices {
                     let (lender, device) = entry.split_once(':').unwrap_or((&h.name, entry));
                     if lender == d.lender && device == d.device {
-                        let how = if h.name == d.lender { "vfio" } else { "mdev" };
+                        let how = if entry.contains(':') { "mdev" } else { "vfio" };
                         d.assigned.push(format!("{}/{} ({how})", h.name, vm.name));
                     }
                 }

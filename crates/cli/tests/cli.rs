@@ -1091,3 +1091,36 @@ fn a_gpu_pingpong_runs_the_papers_100000_round_trips_unless_told_and_others_1000
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["iterations"], 1000);
 }
+
+/// A VM's entry `lender:device` is passed through by MDEV even when the lender is the VM's own
+/// host, a bare `device` by VFIO: `devices` and `topo` say the same as the workbench does.
+#[test]
+fn devices_and_topo_agree_on_mdev_for_a_prefixed_entry_of_the_vms_own_host() {
+    let scenario = include_str!("../../../scenarios/vm-back-to-back.toml").replace(
+        "devices = [\"nvme0\", \"dma0\", \"dma1\"]",
+        "devices = [\"lender:nvme0\", \"dma0\"]",
+    );
+    assert!(scenario.contains("\"lender:nvme0\", \"dma0\""));
+    let dir = std::env::temp_dir().join(format!("smartio-cli-own-mdev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("own-mdev.toml");
+    std::fs::write(&path, scenario).expect("write");
+    let p = path.to_string_lossy().into_owned();
+    let (ok, devices, err) = smartio(&["devices", "--scenario", &p, "--json"]);
+    assert!(ok, "{err}");
+    let (ok, topo, err) = smartio(&["topo", "--scenario", &p]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&devices).expect("valid JSON");
+    let assigned = |device: &str| {
+        v.as_array()
+            .expect("a list")
+            .iter()
+            .find(|d| d["lender"] == "lender" && d["device"] == device)
+            .unwrap_or_else(|| panic!("no {device}: {v}"))["assigned"]
+            .to_string()
+    };
+    assert!(assigned("nvme0").contains("lender/vm0 (mdev)"), "{v}");
+    assert!(assigned("dma0").contains("lender/vm0 (vfio)"), "{v}");
+    assert!(topo.contains("lender:nvme0 (MDEV), dma0 (VFIO)"), "{topo}");
+}
