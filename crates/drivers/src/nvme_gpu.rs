@@ -442,7 +442,7 @@ impl GpuQueue {
             chunk,
         };
         let len = probe.len();
-        let buffer = taken.buffer.insert(gpu.malloc(len + PAGE_SIZE)?).clone();
+        let buffer = *taken.buffer.insert(gpu.malloc(len + PAGE_SIZE)?);
         let base = buffer.offset.next_multiple_of(PAGE_SIZE);
         let layout = Layout { base, ..probe };
         let aperture = gpu.properties().aperture;
@@ -451,16 +451,13 @@ impl GpuQueue {
                 "the queues and {entries} data buffers of {chunk} bytes need {len} bytes of GPU memory inside the {aperture}-byte BAR1 aperture; free from {base:#x} there is too little"
             )));
         }
-        let segment = taken
-            .segment
-            .insert(smartio.local_device_segment(
-                host,
-                gpu_name,
-                gpu_spec::APERTURE_BAR,
-                base,
-                len,
-            )?)
-            .clone();
+        let segment = *taken.segment.insert(smartio.local_device_segment(
+            host,
+            gpu_name,
+            gpu_spec::APERTURE_BAR,
+            base,
+            len,
+        )?);
         let nvme_base = smartio.map_for_device(&client.hold(), &segment)?;
         taken.mapped = true;
         let at = |off: u64| nvme_base.offset(off - base);

@@ -4,7 +4,7 @@
 //! `cudaEventElapsedTime`. Queueing lets the GPU's front end run the copies back to back;
 //! the host's calls and doorbells overlap with them.
 
-use super::{check_count, gpu_endpoint, open, pattern, GpuWorkloadError};
+use super::{check_count, gpu_endpoint, host_memory, open, pattern, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
@@ -168,7 +168,7 @@ async fn measure(
     bench
         .os
         .write_memory(host.cpu, &data)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+        .map_err(host_memory("host buffer"))?;
     if config.direction != GpuCopyDirection::HostToDevice {
         ctx.memcpy(device.addr(), host.addr(), largest).await?;
     }
@@ -230,14 +230,14 @@ async fn verify(
         bench
             .os
             .write_memory(host.cpu, &vec![0u8; largest as usize])
-            .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+            .map_err(host_memory("host buffer"))?;
         ctx.memcpy(host.addr(), from, largest).await?;
     }
     let mut got = vec![0u8; largest as usize];
     bench
         .os
         .read_memory(host.cpu, &mut got)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+        .map_err(host_memory("host buffer"))?;
     if got != data {
         let at = got.iter().zip(data).position(|(a, b)| a != b).unwrap_or(0);
         return Err(GpuWorkloadError::Verify(format!(

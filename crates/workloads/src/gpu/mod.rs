@@ -66,6 +66,18 @@ pub enum GpuWorkloadError {
     /// A count given by the user is out of range.
     #[error("{0}")]
     BadParameter(String),
+    /// The host memory of a buffer could not be read or written (an emulator bug: the
+    /// runtime gave the buffer).
+    #[error("{what}: {source}")]
+    HostMemory {
+        /// Which buffer.
+        what: &'static str,
+        /// What failed.
+        source: smartio_host::GuestMemoryError,
+    },
+    /// A DMA mapping for a GPU was refused.
+    #[error("DMA mapping: {0}")]
+    Dma(#[from] smartio_host::DmaError),
     /// The GPU runtime reported an error (a channel error, a refused call).
     #[error("GPU runtime: {0}")]
     Runtime(#[from] GpuError),
@@ -185,6 +197,13 @@ pub(crate) fn check_count(what: &str, value: u32, max: u32) -> Result<(), GpuWor
         )));
     }
     Ok(())
+}
+
+/// Maps a host-memory failure on buffer `what` to [`GpuWorkloadError::HostMemory`].
+pub(crate) fn host_memory(
+    what: &'static str,
+) -> impl Fn(smartio_host::GuestMemoryError) -> GpuWorkloadError {
+    move |source| GpuWorkloadError::HostMemory { what, source }
 }
 
 #[cfg(test)]

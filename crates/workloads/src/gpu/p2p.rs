@@ -6,7 +6,7 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
-use super::{check_count, gpu_endpoint, open, path, pattern, GpuWorkloadError};
+use super::{check_count, gpu_endpoint, host_memory, open, path, pattern, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
@@ -152,7 +152,7 @@ async fn measure(
     bench
         .os
         .write_memory(staging.cpu, &data)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+        .map_err(host_memory("host buffer"))?;
     match config.direction {
         P2pDirection::Write => source.memcpy(local.addr(), staging.addr(), largest).await?,
         P2pDirection::Read => source.memcpy(remote_addr, staging.addr(), largest).await?,
@@ -183,7 +183,7 @@ async fn measure(
             bench
                 .os
                 .write_memory(opener.cpu, &generation.to_le_bytes())
-                .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+                .map_err(host_memory("host buffer"))?;
             source.memcpy(gate.addr(), opener.addr(), 8).await?;
         }
         stream.synchronize().await?;
@@ -199,13 +199,13 @@ async fn measure(
     bench
         .os
         .write_memory(staging.cpu, &vec![0u8; last as usize])
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+        .map_err(host_memory("host buffer"))?;
     source.memcpy(staging.addr(), dst, last).await?;
     let mut got = vec![0u8; last as usize];
     bench
         .os
         .read_memory(staging.cpu, &mut got)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("host buffer: {e}")))?;
+        .map_err(host_memory("host buffer"))?;
     if got[..] != data[..last as usize] {
         let at = got.iter().zip(&data).position(|(a, b)| a != b).unwrap_or(0);
         return Err(GpuWorkloadError::Verify(format!(

@@ -13,7 +13,10 @@
 //!   t1 = clock64(); results[i] = t1 - t0
 //! ```
 
-use super::{check_count, get_addr, get_u64, gpu_endpoint, open, path, put_addr, GpuWorkloadError};
+use super::{
+    check_count, get_addr, get_u64, gpu_endpoint, host_memory, open, path, put_addr,
+    GpuWorkloadError,
+};
 use crate::attach::Workbench;
 use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
@@ -198,7 +201,6 @@ async fn counters(
     gb: &GpuContext,
     place: CounterPlace,
 ) -> Result<(Counters, Vec<smartio_drivers::gpu::HostBuffer>), GpuWorkloadError> {
-    let dma = |e: smartio_host::DmaError| GpuWorkloadError::BadParameter(e.to_string());
     match place {
         CounterPlace::Gpu => {
             let fa = ga.malloc(8)?;
@@ -226,11 +228,10 @@ async fn counters(
             bench
                 .os
                 .write_memory(page.cpu, &[0u8; 16])
-                .map_err(|e| GpuWorkloadError::BadParameter(format!("counters: {e}")))?;
+                .map_err(host_memory("counters"))?;
             let b_sees = gb
                 .handle()
-                .dma_map(page.cpu, 16, DmaDirection::Bidirectional)
-                .map_err(dma)?;
+                .dma_map(page.cpu, 16, DmaDirection::Bidirectional)?;
             Ok((
                 Counters {
                     a_own: page.addr(),
@@ -281,7 +282,7 @@ async fn measure(
     bench
         .os
         .read_memory(back.cpu, &mut raw)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("results: {e}")))?;
+        .map_err(host_memory("results"))?;
     let khz = ga.properties().clock_khz.max(1);
     let mut rtt_ps = LatencyRecorder::new();
     for w in raw.chunks_exact(8) {
@@ -307,9 +308,7 @@ async fn measure(
     ga.host_free(back)?;
     ga.free(&results)?;
     if let Some((handle, bus)) = c.unmap {
-        handle
-            .dma_unmap(bus)
-            .map_err(|e| GpuWorkloadError::BadParameter(e.to_string()))?;
+        handle.dma_unmap(bus)?;
     }
     for h in host_buffers {
         ga.host_free(h)?;
