@@ -6,8 +6,8 @@ use super::ranges::{self, rule_for, Allowed};
 use super::spans::Lines;
 use super::{
     Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, GpuProfileParams,
-    GpuRuntimeParams, NvmeProfileParams, NvmeofParams, Param, PcieParams, RootComplexParams,
-    SmartioParams, VmParams,
+    GpuRuntimeParams, NetworkParams, NicProfileParams, NvmeProfileParams, NvmeofParams, Param,
+    PcieParams, RootComplexParams, SmartioParams, VmParams,
 };
 use std::fmt;
 
@@ -36,6 +36,10 @@ pub enum Section<'a> {
     Gpu(&'a str),
     /// `[gpu_runtime]`.
     GpuRuntime,
+    /// `[nic.PROFILE]`.
+    Nic(&'a str),
+    /// `[network]`.
+    Network,
 }
 
 impl<'a> Section<'a> {
@@ -53,6 +57,8 @@ impl<'a> Section<'a> {
             Section::Nvme(_) => "nvme.*",
             Section::Gpu(_) => "gpu.*",
             Section::GpuRuntime => "gpu_runtime",
+            Section::Nic(_) => "nic.*",
+            Section::Network => "network",
         }
     }
 
@@ -70,6 +76,8 @@ impl<'a> Section<'a> {
             Section::Nvme(n) => vec!["nvme", n],
             Section::Gpu(n) => vec!["gpu", n],
             Section::GpuRuntime => vec!["gpu_runtime"],
+            Section::Nic(n) => vec!["nic", n],
+            Section::Network => vec!["network"],
         }
     }
 }
@@ -425,6 +433,40 @@ impl Calibration {
             Section::GpuRuntime,
             [("call_ns", call_ns), ("sync_ns", sync_ns)],
         );
+        for (name, profile) in &self.nic {
+            let NicProfileParams {
+                line_rate_gbps,
+                per_frame_ns,
+                eswitch_ns,
+                fetch_batch,
+                tx_pipeline,
+            } = profile;
+            push(
+                &mut out,
+                Section::Nic(name),
+                [
+                    ("line_rate_gbps", line_rate_gbps),
+                    ("per_frame_ns", per_frame_ns),
+                    ("eswitch_ns", eswitch_ns),
+                    ("fetch_batch", fetch_batch),
+                    ("tx_pipeline", tx_pipeline),
+                ],
+            );
+        }
+        if let Some(NetworkParams {
+            switch_hop_ns,
+            cable_propagation_ns,
+        }) = &self.network
+        {
+            push(
+                &mut out,
+                Section::Network,
+                [
+                    ("switch_hop_ns", switch_hop_ns),
+                    ("cable_propagation_ns", cable_propagation_ns),
+                ],
+            );
+        }
         out
     }
 }
