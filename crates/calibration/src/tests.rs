@@ -384,7 +384,9 @@ fn gpu_profiles_reject_out_of_range_and_fractional_values() {
 #[test]
 fn nic_profiles_reject_out_of_range_and_fractional_values() {
     assert_eq!(
-        Calibration::default_embedded().nic_profile("connectx5").map(|p| p.line_rate_gbps.value),
+        Calibration::default_embedded()
+            .nic_profile("connectx5")
+            .map(|p| p.line_rate_gbps.value),
         Ok(100.0)
     );
     rejected(
@@ -400,7 +402,10 @@ fn nic_profiles_reject_out_of_range_and_fractional_values() {
     rejected(
         "fetch_batch = { value = 8,",
         "fetch_batch = { value = 2.5,",
-        &["[nic.connectx5] fetch_batch = 2.5: not a whole number", "1 to 256"],
+        &[
+            "[nic.connectx5] fetch_batch = 2.5: not a whole number",
+            "1 to 256",
+        ],
     );
     rejected(
         "tx_pipeline = { value = 4,",

@@ -98,7 +98,9 @@ pub enum ParamError {
         value: String,
     },
     /// A NIC MAC address that is not a unicast address.
-    #[error("mac = {value:?}: {problem} (allowed: a unicast address such as \"02:00:00:00:00:01\")")]
+    #[error(
+        "mac = {value:?}: {problem} (allowed: a unicast address such as \"02:00:00:00:00:01\")"
+    )]
     Mac {
         /// The value.
         value: String,

@@ -9,7 +9,9 @@ use super::{DeviceModel, ModelContext, ModelError};
 use smartio_calibration::{NetworkParams, NicProfileParams};
 use smartio_devices::config::ConfigSpace;
 use smartio_devices::nic::spec::default_mac;
-use smartio_devices::nic::{Network, NetworkTiming, Nic, NicConfig, NicFunction, NicParams, NicTiming};
+use smartio_devices::nic::{
+    Network, NetworkTiming, Nic, NicConfig, NicFunction, NicParams, NicTiming,
+};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
 use smartio_platform::SimDuration;

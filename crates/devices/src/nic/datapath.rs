@@ -148,7 +148,9 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
             if !ring.enabled {
                 continue;
             }
-            let at = ring.descriptor(next.index).offset(super::spec::STATUS_OFFSET);
+            let at = ring
+                .descriptor(next.index)
+                .offset(super::spec::STATUS_OFFSET);
             if port.write(at, &status.code().to_le_bytes()).await.is_err() {
                 queue.fail(RingError::DescriptorDma);
             }

@@ -246,13 +246,21 @@ mod tests {
         let (net, p) = ports(3);
         assert!(net.segment("lan").expect("made").is_switched());
         p[0].transmit(SimTime::ZERO, frame(2, 1, 100));
-        assert_eq!((p[1].inbound().len(), p[2].inbound().len()), (1, 1), "flooded");
+        assert_eq!(
+            (p[1].inbound().len(), p[2].inbound().len()),
+            (1, 1),
+            "flooded"
+        );
         // Port 1 answers: the switch learned address 1 on port 0 and sends only there.
         p[1].transmit(SimTime::ZERO, frame(1, 2, 100));
         assert_eq!(p[0].inbound().len(), 1);
         assert_eq!(p[2].inbound().len(), 1, "not flooded again");
         let ser = line_time(100, 100e9);
-        let due = SimTime::ZERO + ser + TIMING.propagation + TIMING.hop_latency + ser
+        let due = SimTime::ZERO
+            + ser
+            + TIMING.propagation
+            + TIMING.hop_latency
+            + ser
             + TIMING.propagation;
         assert_eq!(p[0].inbound().next_due(), Some(due), "store and forward");
     }
@@ -263,11 +271,18 @@ mod tests {
         p[0].transmit(SimTime::ZERO, frame(0xff, 1, 9014));
         p[1].transmit(SimTime::ZERO, frame(0xff, 2, 9014));
         let ser = line_time(9014, 100e9);
-        let first = SimTime::ZERO + ser + TIMING.propagation + TIMING.hop_latency + ser
+        let first = SimTime::ZERO
+            + ser
+            + TIMING.propagation
+            + TIMING.hop_latency
+            + ser
             + TIMING.propagation;
         let inbound = p[2].inbound();
         assert_eq!(inbound.pop_due(first).map(|a| a.frame.len()), Some(9014));
-        assert!(inbound.pop_due(first).is_none(), "the second waits for the link");
+        assert!(
+            inbound.pop_due(first).is_none(),
+            "the second waits for the link"
+        );
         assert!(inbound.pop_due(first + ser).is_some());
     }
 }

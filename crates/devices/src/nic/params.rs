@@ -81,7 +81,11 @@ impl NicParams {
             }
         };
         let network = string(params, "network", "the name of an Ethernet segment")?;
-        let mac = match string(params, "mac", "a unicast address such as \"02:00:00:00:00:01\"")? {
+        let mac = match string(
+            params,
+            "mac",
+            "a unicast address such as \"02:00:00:00:00:01\"",
+        )? {
             None => None,
             Some(text) => match parse_mac(&text) {
                 Some(m) if !m.is_group() && m != MacAddr([0; 6]) => Some(m),
@@ -139,9 +143,18 @@ mod tests {
 
     #[test]
     fn an_mtu_other_than_1500_or_9000_names_the_value() {
-        for text in ["mtu = 0", "mtu = -1", "mtu = 1501", "mtu = 1500.0", "mtu = \"9000\""] {
+        for text in [
+            "mtu = 0",
+            "mtu = -1",
+            "mtu = 1501",
+            "mtu = 1500.0",
+            "mtu = \"9000\"",
+        ] {
             let m = message(text);
-            assert!(m.starts_with(&text.replace(' ', "").replace("mtu=", "mtu = ")), "{m}");
+            assert!(
+                m.starts_with(&text.replace(' ', "").replace("mtu=", "mtu = ")),
+                "{m}"
+            );
             assert!(m.ends_with("(allowed: 1500 or 9000)"), "{m}");
         }
     }

@@ -162,9 +162,7 @@ impl QueuePair {
                 self.irq.set(value);
                 Ok(())
             }
-            queue::TX_HEAD | queue::RX_HEAD | queue::ERROR => {
-                return Err(CompleterError::ReadOnly)
-            }
+            queue::TX_HEAD | queue::RX_HEAD | queue::ERROR => return Err(CompleterError::ReadOnly),
             _ => return Err(CompleterError::OutOfRange),
         };
         if let Err(e) = outcome {
@@ -198,7 +196,11 @@ mod tests {
     #[test]
     fn ring_sizes_must_be_powers_of_two_in_range() {
         for size in [3, 4, 8192] {
-            assert_eq!(enabled(0x1000, size).error(), Some(RingError::BadSize), "{size}");
+            assert_eq!(
+                enabled(0x1000, size).error(),
+                Some(RingError::BadSize),
+                "{size}"
+            );
         }
         let q = enabled(0x1000, 8);
         assert_eq!((q.error(), q.tx.borrow().enabled), (None, true));

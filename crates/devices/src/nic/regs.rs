@@ -154,10 +154,7 @@ impl BarHandler for NicFunction {
                 return Err(CompleterError::BadWidth(buf.len()))
             }
             Bar0::Global(o) => self.global(o)?,
-            Bar0::Queue(q, r) => self
-                .queue(q)
-                .ok_or(CompleterError::OutOfRange)?
-                .read(r)?,
+            Bar0::Queue(q, r) => self.queue(q).ok_or(CompleterError::OutOfRange)?.read(r)?,
         };
         buf.copy_from_slice(&value.to_le_bytes());
         Ok(())
@@ -230,7 +227,11 @@ mod tests {
         assert_eq!(read(&f, reg::ID), Ok(NIC_MAGIC));
         assert_eq!(read(&f, reg::MAC), Ok(0x0200_0000_0007));
         assert_eq!(read(&f, reg::MTU), Ok(9000));
-        assert_eq!(read(&f, reg::LINK), Ok(100_000 << LINK_SPEED_SHIFT), "no partner");
+        assert_eq!(
+            read(&f, reg::LINK),
+            Ok(100_000 << LINK_SPEED_SHIFT),
+            "no partner"
+        );
         assert_eq!(read(&f, reg::QUEUE_PAIRS), Ok(8));
         assert_eq!(
             f.mmio_write(0, reg::MAC, &[0; 8]),
@@ -267,7 +268,8 @@ mod tests {
         let mut dword = [0u8; 4];
         f.mmio_read(0, control, &mut dword).expect("table");
         assert_eq!(u32::from_le_bytes(dword), msix::VECTOR_MASKED);
-        f.mmio_write(0, control, &0u32.to_le_bytes()).expect("unmask");
+        f.mmio_write(0, control, &0u32.to_le_bytes())
+            .expect("unmask");
         assert_eq!(
             f.mmio_write(0, MSIX_PBA, &[0; 8]),
             Err(CompleterError::ReadOnly)

@@ -9,9 +9,7 @@ use crate::config::ConfigSpace;
 use crate::ethernet::{FrameHeader, HEADER_BYTES};
 use crate::kinds::layout_for;
 use smartio_fabric::topology::AssignedBar;
-use smartio_platform::{
-    AccessError, BarHandler, BusAddr, LocalTask, SimTime, SparseMemory,
-};
+use smartio_platform::{AccessError, BarHandler, BusAddr, LocalTask, SimTime, SparseMemory};
 use std::cell::{Cell, RefCell};
 use std::future::{ready, Future};
 use std::pin::Pin;
@@ -274,7 +272,10 @@ fn a_frame_to_the_other_function_crosses_the_eswitch_and_never_the_wire() {
     assert_eq!(r.nic.port().counters().eswitch, 1);
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 1);
     assert_eq!(read_reg(&r.functions[0], reg::TX_FRAMES), 1);
-    assert_eq!(read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD), 1);
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        1
+    );
 }
 
 #[test]
@@ -290,7 +291,11 @@ fn a_broadcast_reaches_the_other_function_and_the_wire() {
     let mut r = rig(4);
     r.send(0, &frame(MacAddr::BROADCAST, PF, 64), None);
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 1);
-    assert_eq!(read_reg(&r.functions[0], reg::RX_FRAMES), 0, "not back to the sender");
+    assert_eq!(
+        read_reg(&r.functions[0], reg::RX_FRAMES),
+        0,
+        "not back to the sender"
+    );
     assert_eq!(read_reg(&r.functions[0], reg::WIRE_TX_FRAMES), 1);
 }
 
@@ -320,7 +325,10 @@ fn invalid_transmit_descriptors_are_written_back_with_their_status() {
     r.world.settle(&mut r.tasks);
     assert_eq!(r.tx_status(0, i), Some(Status::DmaFailed));
     assert_eq!(read_reg(&r.functions[0], reg::TX_FRAMES), 0);
-    assert_eq!(read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD), 4);
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        4
+    );
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
 }
 
@@ -343,10 +351,7 @@ fn a_posted_buffer_smaller_than_the_frame_is_written_back_as_too_small() {
         len: 64,
         status: 0,
     };
-    r.world
-        .memory
-        .borrow_mut()
-        .write(rx_ring(1), &d.to_bytes());
+    r.world.memory.borrow_mut().write(rx_ring(1), &d.to_bytes());
     write_reg(&r.functions[1], queue::base(0) + queue::RX_TAIL, 1);
     r.send(0, &frame(VF, PF, 100), None);
     let (d, _) = r.received(1, 0);
