@@ -128,7 +128,8 @@ impl NicFunction {
             reg::MTU => self.port.mtu() as u64,
             reg::LINK => {
                 let mbps = (self.port.rate_bps() / 1e6).round() as u64;
-                (mbps << LINK_SPEED_SHIFT) | u64::from(self.port.link_up()) * LINK_UP
+                let up = if self.port.link_up() { LINK_UP } else { 0 };
+                (mbps << LINK_SPEED_SHIFT) | up
             }
             reg::QUEUE_PAIRS => u64::from(spec::QUEUE_PAIRS),
             reg::RX_NO_BUFFER => self.rx_no_buffer(),
