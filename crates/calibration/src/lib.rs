@@ -210,8 +210,8 @@ pub struct NicProfileParams {
 pub struct NetworkParams {
     /// A store-and-forward switch's look-up and forwarding time per frame.
     pub switch_hop_ns: Param,
-    /// Signal propagation along one cable.
-    pub cable_propagation_ns: Param,
+    /// Signal propagation along one Ethernet cable.
+    pub wire_propagation_ns: Param,
 }
 
 /// The GPU runtime's costs on the host CPU (the CUDA runtime and driver, user space).

@@ -462,7 +462,7 @@ pub const RULES: &[Rule] = &[
     // Frames read at once per queue: the model keeps one task and one buffer per frame.
     rule("nic.*", "tx_pipeline", Allowed::Count { min: 1, max: 64 }),
     rule("network", "switch_hop_ns", TIME),
-    rule("network", "cable_propagation_ns", TIME),
+    rule("network", "wire_propagation_ns", TIME),
 ];
 
 /// The rule for `key` in a section matching `pattern`.

@@ -455,7 +455,7 @@ impl Calibration {
         }
         if let Some(NetworkParams {
             switch_hop_ns,
-            cable_propagation_ns,
+            wire_propagation_ns,
         }) = &self.network
         {
             push(
@@ -463,7 +463,7 @@ impl Calibration {
                 Section::Network,
                 [
                     ("switch_hop_ns", switch_hop_ns),
-                    ("cable_propagation_ns", cable_propagation_ns),
+                    ("wire_propagation_ns", wire_propagation_ns),
                 ],
             );
         }

@@ -49,7 +49,7 @@ pub enum ModelError {
     /// A NIC names an Ethernet segment, but the calibration has no `[network]` to time it.
     #[error(
         "network = {segment:?}: the calibration has no [network] section (switch_hop_ns, \
-         cable_propagation_ns) to time Ethernet segments"
+         wire_propagation_ns) to time Ethernet segments"
     )]
     NoNetwork {
         /// The segment the NIC named.

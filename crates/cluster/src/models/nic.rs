@@ -34,7 +34,7 @@ pub fn nic_timing(p: &NicProfileParams) -> NicTiming {
 pub fn network_timing(p: &NetworkParams) -> NetworkTiming {
     NetworkTiming {
         hop_latency: SimDuration::from_ns_f64(p.switch_hop_ns.value),
-        propagation: SimDuration::from_ns_f64(p.cable_propagation_ns.value),
+        propagation: SimDuration::from_ns_f64(p.wire_propagation_ns.value),
     }
 }
 
