@@ -398,3 +398,32 @@ fn frames_from_the_wire_reach_the_function_they_are_addressed_to() {
     assert_eq!((c.wire_rx, c.filtered), (2, 1));
     assert_eq!(read_reg(&r.functions[0], reg::RX_FRAMES), 0);
 }
+
+#[test]
+fn a_received_frame_raises_the_queue_pairs_msix_vector_when_enabled() {
+    use smartio_platform::pci::{cap, msix};
+    use smartio_platform::ConfigHandler;
+    let mut r = rig(4);
+    let vf = r.functions[1].clone();
+    let at = vf.pci.capability(cap::MSIX).expect("MSI-X capability");
+    vf.pci
+        .config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+    let message = 0x3000_0000u64;
+    let entry = spec::MSIX_TABLE; // vector 0 = queue pair 0
+    vf.mmio_write(0, entry, &(message as u32).to_le_bytes())
+        .expect("address");
+    vf.mmio_write(0, entry + 8, &0xabcdu32.to_le_bytes())
+        .expect("data");
+    vf.mmio_write(0, entry + 12, &0u32.to_le_bytes())
+        .expect("unmask");
+    r.send(0, &frame(VF, PF, 64), None);
+    let read_word = |r: &Rig| {
+        let mut b = [0u8; 4];
+        r.world.memory.borrow().read(message, &mut b);
+        u32::from_le_bytes(b)
+    };
+    assert_eq!(read_word(&r), 0, "RX interrupts are off");
+    write_reg(&vf, queue::base(0) + queue::IRQ, spec::irq::RX);
+    r.send(0, &frame(VF, PF, 64), None);
+    assert_eq!(read_word(&r), 0xabcd, "the vector's message was written");
+}

@@ -96,7 +96,8 @@ impl Drop for Held<'_> {
 }
 
 impl FifoLock {
-    /// Waits for the lock, after every caller that asked before.
+    /// Waits for the lock, after every caller that asked before (a caller asks when the
+    /// returned future is first polled).
     pub(crate) async fn lock(&self) -> Held<'_> {
         let ticket = self.tickets.get();
         self.tickets.set(ticket + 1);
@@ -169,8 +170,9 @@ mod tests {
         };
         let mut b = pin!(lock.lock());
         let mut c = pin!(lock.lock());
-        assert!(c.as_mut().poll(&mut cx).is_pending());
+        // A caller asks when its future first runs: b, then c.
         assert!(b.as_mut().poll(&mut cx).is_pending());
+        assert!(c.as_mut().poll(&mut cx).is_pending());
         drop(held);
         assert!(c.as_mut().poll(&mut cx).is_pending(), "c asked after b");
         assert!(b.as_mut().poll(&mut cx).is_ready());
