@@ -50,6 +50,15 @@ struct InFlight {
     read: Rc<Read>,
 }
 
+/// The lowest index of the work in hand (0 with none): a ring enabled again restarts at 0.
+fn current_head(in_flight: &VecDeque<InFlight>, fetched: &VecDeque<(u64, TxDescriptor)>) -> u64 {
+    in_flight
+        .front()
+        .map(|f| f.index)
+        .or_else(|| fetched.front().map(|(i, _)| *i))
+        .unwrap_or(0)
+}
+
 /// Reads `count` descriptors from `at`.
 async fn fetch<P: Port>(port: &P, at: BusAddr, count: u64) -> Option<Vec<[u8; 16]>> {
     let bytes = port
@@ -87,11 +96,19 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
         let timing = self.config.timing;
         let mut fetched: VecDeque<(u64, TxDescriptor)> = VecDeque::new();
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+        // The ring the work in hand belongs to: a ring disabled or set up again (even between
+        // two looks) drops it, so no descriptor of the old ring is sent or written back.
+        let mut current = (0u64, 0u64, false);
         loop {
             let ring = *queue.tx.borrow();
-            if !ring.enabled {
+            let now_ring = (ring.base, ring.size, ring.enabled);
+            if !ring.enabled
+                || now_ring != current
+                || ring.head < current_head(&in_flight, &fetched)
+            {
                 fetched.clear();
                 in_flight.clear();
+                current = now_ring;
             }
             // Decode and validate, keeping up to `tx_pipeline` buffers being read.
             while in_flight.len() < timing.tx_pipeline.max(1) {

@@ -427,3 +427,20 @@ fn a_received_frame_raises_the_queue_pairs_msix_vector_when_enabled() {
     r.send(0, &frame(VF, PF, 64), None);
     assert_eq!(read_word(&r), 0xabcd, "the vector's message was written");
 }
+
+#[test]
+fn a_transmit_ring_set_up_again_starts_over_at_descriptor_zero() {
+    let mut r = rig(8);
+    r.send(0, &frame(VF, PF, 100), None);
+    r.send(0, &frame(VF, PF, 101), None);
+    let pf = r.functions[0].clone();
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 0);
+    r.tx_tail[0] = 0;
+    let f = frame(VF, PF, 300);
+    let i = r.send(0, &f, None);
+    assert_eq!((i, r.tx_status(0, 0)), (0, Some(Status::Ok)));
+    assert_eq!(r.received(1, 2).1, f, "the third frame the VF got");
+    assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 1);
+}
