@@ -60,6 +60,16 @@ pub struct UnknownGpuProfile {
     pub known: String,
 }
 
+/// A scenario names a NIC profile the calibration does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown NIC profile {name:?} (known: {known})")]
+pub struct UnknownNicProfile {
+    /// The profile asked for.
+    pub name: String,
+    /// The calibration's `[nic.*]` profiles, comma-separated (may be none).
+    pub known: String,
+}
+
 /// One calibrated number and where it comes from.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,6 +188,34 @@ pub struct GpuProfileParams {
     pub clock_read_ns: Param,
     /// One load or store of device memory by a kernel thread.
     pub memory_access_ns: Param,
+}
+
+/// A NIC profile (device model `nic`, scenario `params.profile`): the port's line rate and
+/// the NIC's own processing costs. Its PCIe link is the scenario's; the MTU, the network and
+/// the MAC address are scenario parameters.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicProfileParams {
+    /// Line rate of the Ethernet port in Gb/s.
+    pub line_rate_gbps: Param,
+    /// The NIC's pipeline processing one frame (parse, steer, checksum), per direction.
+    pub per_frame_ns: Param,
+    /// The internal switch forwarding one frame from one function to another.
+    pub eswitch_ns: Param,
+    /// Transmit and receive descriptors fetched with one DMA read.
+    pub fetch_batch: Param,
+    /// Frames whose buffers one transmit queue reads at the same time.
+    pub tx_pipeline: Param,
+}
+
+/// Ethernet between NIC ports (scenario `params.network` segments).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkParams {
+    /// A store-and-forward switch's look-up and forwarding time per frame.
+    pub switch_hop_ns: Param,
+    /// Signal propagation along one Ethernet cable.
+    pub wire_propagation_ns: Param,
 }
 
 /// The GPU runtime's costs on the host CPU (the CUDA runtime and driver, user space).
@@ -315,6 +353,12 @@ pub struct Calibration {
     pub gpu_runtime: GpuRuntimeParams,
     /// The hosts' network stack.
     pub net_stack: NetStackParams,
+    /// NIC profiles by name (`connectx5`); a calibration without NICs may leave them out.
+    #[serde(default)]
+    pub nic: BTreeMap<String, NicProfileParams>,
+    /// Ethernet between NICs; a calibration without NICs may leave it out.
+    #[serde(default)]
+    pub network: Option<NetworkParams>,
 }
 
 impl Calibration {
@@ -392,6 +436,14 @@ impl Calibration {
         self.gpu.get(name).ok_or_else(|| UnknownGpuProfile {
             name: name.to_string(),
             known: self.gpu.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// A NIC profile by name; the error lists the known ones.
+    pub fn nic_profile(&self, name: &str) -> Result<&NicProfileParams, UnknownNicProfile> {
+        self.nic.get(name).ok_or_else(|| UnknownNicProfile {
+            name: name.to_string(),
+            known: self.nic.keys().cloned().collect::<Vec<_>>().join(", "),
         })
     }
 

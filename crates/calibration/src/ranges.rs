@@ -485,6 +485,24 @@ pub const RULES: &[Rule] = &[
             max: 1 << 30,
         },
     ),
+    // Ethernet line rates: 1 Gb/s to 1.6 Tb/s (the fastest standardised Ethernet).
+    rule(
+        "nic.*",
+        "line_rate_gbps",
+        Allowed::Real {
+            min: 1.0,
+            max: 1600.0,
+            unit: "Gb/s",
+        },
+    ),
+    rule("nic.*", "per_frame_ns", TIME),
+    rule("nic.*", "eswitch_ns", TIME),
+    // Descriptors per fetch: one to a 4 KiB read of 16-byte descriptors (the largest MRRS).
+    rule("nic.*", "fetch_batch", Allowed::Count { min: 1, max: 256 }),
+    // Frames read at once per queue: the model keeps one task and one buffer per frame.
+    rule("nic.*", "tx_pipeline", Allowed::Count { min: 1, max: 64 }),
+    rule("network", "switch_hop_ns", TIME),
+    rule("network", "wire_propagation_ns", TIME),
 ];
 
 /// The rule for `key` in a section matching `pattern`.

@@ -393,3 +393,59 @@ fn a_worst_case_chip_latency_below_the_typical_one_is_rejected_on_its_line() {
         ],
     );
 }
+
+#[test]
+fn nic_profiles_reject_out_of_range_and_fractional_values() {
+    assert_eq!(
+        Calibration::default_embedded()
+            .nic_profile("connectx5")
+            .map(|p| p.line_rate_gbps.value),
+        Ok(100.0)
+    );
+    rejected(
+        "line_rate_gbps = { value = 100,",
+        "line_rate_gbps = { value = 0,",
+        &["[nic.connectx5] line_rate_gbps = 0: too small", "Gb/s"],
+    );
+    rejected(
+        "line_rate_gbps = { value = 100,",
+        "line_rate_gbps = { value = inf,",
+        &["[nic.connectx5] line_rate_gbps = inf: not finite"],
+    );
+    rejected(
+        "fetch_batch = { value = 8,",
+        "fetch_batch = { value = 2.5,",
+        &[
+            "[nic.connectx5] fetch_batch = 2.5: not a whole number",
+            "1 to 256",
+        ],
+    );
+    rejected(
+        "tx_pipeline = { value = 4,",
+        "tx_pipeline = { value = 65,",
+        &["[nic.connectx5] tx_pipeline = 65: too large", "1 to 64"],
+    );
+    rejected(
+        "eswitch_ns = { value = 100,",
+        "eswitch_ns = { value = -1,",
+        &["[nic.connectx5] eswitch_ns = -1: too small"],
+    );
+    rejected(
+        "switch_hop_ns = { value = 300,",
+        "switch_hop_ns = { value = nan,",
+        &["[network] switch_hop_ns = NaN: not a number"],
+    );
+}
+
+#[test]
+fn a_calibration_without_nics_or_a_network_still_parses() {
+    let start = DEFAULT_CALIBRATION
+        .find("# NIC profiles")
+        .expect("the NIC section is in the default");
+    let cal = Calibration::parse("c.toml", &DEFAULT_CALIBRATION[..start]).expect("parses");
+    assert!(cal.nic.is_empty() && cal.network.is_none());
+    assert_eq!(
+        cal.nic_profile("connectx5").map_err(|e| e.to_string()),
+        Err("unknown NIC profile \"connectx5\" (known: )".to_string())
+    );
+}

@@ -6,8 +6,8 @@ use super::ranges::{self, rule_for, Allowed};
 use super::spans::Lines;
 use super::{
     Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, GpuProfileParams,
-    GpuRuntimeParams, NetStackParams, NvmeProfileParams, NvmeofParams, Param, PcieParams,
-    RootComplexParams, SmartioParams, VmParams,
+    GpuRuntimeParams, NetStackParams, NetworkParams, NicProfileParams, NvmeProfileParams,
+    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams, VmParams,
 };
 use std::fmt;
 
@@ -38,6 +38,10 @@ pub enum Section<'a> {
     GpuRuntime,
     /// `[net_stack]`.
     NetStack,
+    /// `[nic.PROFILE]`.
+    Nic(&'a str),
+    /// `[network]`.
+    Network,
 }
 
 impl<'a> Section<'a> {
@@ -56,6 +60,8 @@ impl<'a> Section<'a> {
             Section::Gpu(_) => "gpu.*",
             Section::GpuRuntime => "gpu_runtime",
             Section::NetStack => "net_stack",
+            Section::Nic(_) => "nic.*",
+            Section::Network => "network",
         }
     }
 
@@ -74,6 +80,8 @@ impl<'a> Section<'a> {
             Section::Gpu(n) => vec!["gpu", n],
             Section::GpuRuntime => vec!["gpu_runtime"],
             Section::NetStack => vec!["net_stack"],
+            Section::Nic(n) => vec!["nic", n],
+            Section::Network => vec!["network"],
         }
     }
 }
@@ -472,6 +480,40 @@ impl Calibration {
                 ("send_buffer_bytes", send_buffer_bytes),
             ],
         );
+        for (name, profile) in &self.nic {
+            let NicProfileParams {
+                line_rate_gbps,
+                per_frame_ns,
+                eswitch_ns,
+                fetch_batch,
+                tx_pipeline,
+            } = profile;
+            push(
+                &mut out,
+                Section::Nic(name),
+                [
+                    ("line_rate_gbps", line_rate_gbps),
+                    ("per_frame_ns", per_frame_ns),
+                    ("eswitch_ns", eswitch_ns),
+                    ("fetch_batch", fetch_batch),
+                    ("tx_pipeline", tx_pipeline),
+                ],
+            );
+        }
+        if let Some(NetworkParams {
+            switch_hop_ns,
+            wire_propagation_ns,
+        }) = &self.network
+        {
+            push(
+                &mut out,
+                Section::Network,
+                [
+                    ("switch_hop_ns", switch_hop_ns),
+                    ("wire_propagation_ns", wire_propagation_ns),
+                ],
+            );
+        }
         out
     }
 }

@@ -7,7 +7,9 @@
 //! is an NVMe controller; `dma` is the DMA test device (copy engine registers in BAR0, memory
 //! in BAR2); `gpu` is a GPU ([`smartio_devices::gpu::Gpu`]: registers and channels in BAR0,
 //! an aperture onto device memory in BAR1, BAR3 answering nothing) built from a calibration
-//! `[gpu.*]` profile. Every GPU of a cluster launches kernels from one
+//! `[gpu.*]` profile; `nic` is a 100 GbE NIC ([`smartio_devices::nic::Nic`]) from a
+//! calibration `[nic.*]` profile, whose port joins the Ethernet segment its `params.network`
+//! names in the cluster's one [`Network`] ([`Cluster::network`]). Every GPU of a cluster launches kernels from one
 //! [`KernelLibrary`] ([`Cluster::gpu_kernels`]): load a kernel there, then name its id in a
 //! ring's launch entry. Every endpoint without a richer model answers configuration requests
 //! from its layout.
@@ -25,6 +27,7 @@ use models::{ModelContext, Models, StartError};
 pub use smartio_calibration::Calibration;
 use smartio_devices::dma::DmaDevice;
 use smartio_devices::gpu::{Gpu, KernelLibrary};
+use smartio_devices::nic::{Network, Nic};
 use smartio_devices::nvme::NvmeController;
 use smartio_direct::DirectEngine;
 use smartio_engine::TimingError;
@@ -158,6 +161,8 @@ pub struct Cluster {
     models: Models,
     /// The kernels every GPU launches.
     gpu_kernels: Rc<KernelLibrary<Agent>>,
+    /// The Ethernet segments between NICs (when the calibration times them).
+    network: Option<Rc<Network>>,
 }
 
 impl Cluster {
@@ -203,11 +208,16 @@ impl Cluster {
             EngineKind::Direct => (DirectEngine::new(fabric, calibration).machine(), None),
         };
         let gpu_kernels = Rc::new(KernelLibrary::new());
+        let network = calibration
+            .network
+            .as_ref()
+            .map(|p| Rc::new(Network::new(models::network_timing(p))));
         let cx = ModelContext {
             machine: &machine,
             calibration,
             options,
             gpu_kernels: &gpu_kernels,
+            network: network.as_ref(),
         };
         let models = match models::start_all(&cx) {
             Ok(m) => m,
@@ -227,6 +237,7 @@ impl Cluster {
             calibration: calibration.clone(),
             models,
             gpu_kernels,
+            network,
         })
     }
 
@@ -298,6 +309,22 @@ impl Cluster {
     /// launch entry).
     pub fn gpu_kernels(&self) -> &Rc<KernelLibrary<Agent>> {
         &self.gpu_kernels
+    }
+
+    /// The NIC at `endpoint`.
+    pub fn nic(&self, endpoint: EndpointId) -> Option<Rc<Nic<Agent>>> {
+        self.model(endpoint)?.model.nic().cloned()
+    }
+
+    /// The NICs, in endpoint order.
+    pub fn nics(&self) -> impl Iterator<Item = (EndpointId, Rc<Nic<Agent>>)> + '_ {
+        self.models()
+            .filter_map(|a| Some((a.endpoint, a.model.nic()?.clone())))
+    }
+
+    /// The Ethernet segments between NICs (`None` when the calibration has no `[network]`).
+    pub fn network(&self) -> Option<&Rc<Network>> {
+        self.network.as_ref()
     }
 
     /// The NVMe controllers, in endpoint order.

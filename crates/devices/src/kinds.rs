@@ -20,11 +20,15 @@ pub enum DeviceKind {
     Gpu,
     /// The DMA test device (`params.memory`, default 256M of device memory).
     Dma,
+    /// A 100 GbE NIC ([`crate::nic::Nic`]): `params.profile` (a calibration `[nic.*]`
+    /// profile, default `connectx5`), `params.mtu` (1500 or 9000), `params.network` (the
+    /// Ethernet segment of its port), `params.mac` (the physical function's address).
+    Nic,
 }
 
 /// A kind name no device model answers to; the message lists the known ones.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown device kind {0:?} (known: nvme, gpu, dma)")]
+#[error("unknown device kind {0:?} (known: nvme, gpu, dma, nic)")]
 pub struct UnknownDeviceKind(pub String);
 
 /// Why a device's kind or `params` in a scenario are refused: the message names the
@@ -87,6 +91,22 @@ pub enum ParamError {
         /// The value, as TOML writes it.
         value: String,
     },
+    /// A NIC MTU other than the two a port supports.
+    #[error("mtu = {value}: not a supported MTU (allowed: 1500 or 9000)")]
+    Mtu {
+        /// The value, as TOML writes it.
+        value: String,
+    },
+    /// A NIC MAC address that is not a unicast address.
+    #[error(
+        "mac = {value:?}: {problem} (allowed: a unicast address such as \"02:00:00:00:00:01\")"
+    )]
+    Mac {
+        /// The value.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// An NVMe capacity that is not whole blocks, or too large.
     #[error("capacity = {value}: {problem} (allowed: a multiple of {lba_size} from {min} to {max})", min = format_size(*lba_size), max = format_size(crate::nvme::params::MAX_CAPACITY))]
     Capacity {
@@ -101,7 +121,12 @@ pub enum ParamError {
 
 impl DeviceKind {
     /// Every kind, in the order the names are listed in messages.
-    pub const ALL: [DeviceKind; 3] = [DeviceKind::Nvme, DeviceKind::Gpu, DeviceKind::Dma];
+    pub const ALL: [DeviceKind; 4] = [
+        DeviceKind::Nvme,
+        DeviceKind::Gpu,
+        DeviceKind::Dma,
+        DeviceKind::Nic,
+    ];
 
     /// Parses a kind name.
     pub fn parse(kind: &str) -> Result<DeviceKind, UnknownDeviceKind> {
@@ -120,16 +145,19 @@ impl DeviceKind {
             DeviceKind::Nvme => "nvme",
             DeviceKind::Gpu => "gpu",
             DeviceKind::Dma => "dma",
+            DeviceKind::Nic => "nic",
         }
     }
 
     /// The BAR that holds the kind's device memory when it has any: a GPU's memory, the DMA
-    /// test device's memory, an NVMe controller's memory buffer (CMB).
+    /// test device's memory, an NVMe controller's memory buffer (CMB). A NIC has none: its
+    /// answer, BAR2, is a BAR its layout does not have.
     pub fn memory_bar(self) -> u8 {
         match self {
             DeviceKind::Nvme => crate::nvme::controller::CMB_BAR,
             DeviceKind::Gpu => crate::gpu::spec::APERTURE_BAR,
             DeviceKind::Dma => crate::dma::MEMORY_BAR,
+            DeviceKind::Nic => 2,
         }
     }
 }
@@ -241,6 +269,20 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                 ],
             })
         }
+        DeviceKind::Nic => {
+            crate::nic::NicParams::parse(params)?;
+            Ok(EndpointLayout {
+                vendor_id: crate::nic::spec::VENDOR_ID,
+                device_id: crate::nic::spec::DEVICE_ID,
+                class_code: crate::nic::spec::CLASS_CODE,
+                description: "Ethernet controller: 100 GbE NIC".to_string(),
+                bars: vec![BarSpec {
+                    index: crate::nic::spec::REGISTER_BAR,
+                    size: crate::nic::spec::BAR0_SIZE,
+                    kind: BarKind::Mem64,
+                }],
+            })
+        }
         DeviceKind::Dma => {
             check_params(params, &["memory"])?;
             Ok(EndpointLayout {
@@ -283,7 +325,7 @@ mod tests {
             DeviceKind::parse("NVMe")
                 .expect_err("names are lower case")
                 .to_string(),
-            "unknown device kind \"NVMe\" (known: nvme, gpu, dma)"
+            "unknown device kind \"NVMe\" (known: nvme, gpu, dma, nic)"
         );
     }
 
@@ -296,6 +338,10 @@ mod tests {
             }
             let layout = layout_for(kind.name(), &params).expect("valid");
             let bar = layout.bars.iter().find(|b| b.index == kind.memory_bar());
+            if kind == DeviceKind::Nic {
+                assert_eq!(bar, None, "a NIC has no device memory");
+                continue;
+            }
             assert_eq!(bar.map(|b| b.kind), Some(BarKind::Mem64Prefetch), "{kind}");
         }
     }

@@ -10,6 +10,7 @@ pub mod ethernet;
 pub mod gpu;
 pub mod kinds;
 pub mod msix;
+pub mod nic;
 pub mod nvme;
 
 pub use kinds::{layout_for, DeviceKind, ParamError, UnknownDeviceKind};

@@ -7,6 +7,7 @@
 pub mod dma;
 pub mod gpu;
 pub mod net;
+pub mod nic;
 pub mod nvme;
 pub mod nvme_dist;
 pub mod nvme_gpu;

@@ -9,9 +9,11 @@
 
 mod copy_engine;
 mod gpu;
+mod nic;
 mod nvme;
 
 pub use gpu::gpu_timing;
+pub use nic::{network_timing, nic_timing};
 pub use nvme::media_profile;
 
 use crate::ClusterOptions;
@@ -19,6 +21,7 @@ use smartio_calibration::Calibration;
 use smartio_devices::config::ConfigSpace;
 use smartio_devices::dma::DmaDevice;
 use smartio_devices::gpu::{Gpu, KernelLibrary};
+use smartio_devices::nic::{Network, Nic};
 use smartio_devices::nvme::NvmeController;
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
@@ -40,6 +43,18 @@ pub enum ModelError {
     /// The calibration has no such GPU profile (its message lists the known ones).
     #[error("{0}")]
     GpuProfile(#[from] smartio_calibration::UnknownGpuProfile),
+    /// The calibration has no such NIC profile (its message lists the known ones).
+    #[error("{0}")]
+    NicProfile(#[from] smartio_calibration::UnknownNicProfile),
+    /// A NIC names an Ethernet segment, but the calibration has no `[network]` to time it.
+    #[error(
+        "network = {segment:?}: the calibration has no [network] section (switch_hop_ns, \
+         wire_propagation_ns) to time Ethernet segments"
+    )]
+    NoNetwork {
+        /// The segment the NIC named.
+        segment: String,
+    },
     /// The profile's queue-pair count cannot be an NVMe controller's.
     #[error(
         "calibration [nvme.{profile}] queue_pairs = {value}: not a whole number from 2 to 256"
@@ -77,6 +92,8 @@ pub enum DeviceModel {
     Nvme(Rc<NvmeController>),
     /// A GPU.
     Gpu(Rc<Gpu<Agent>>),
+    /// A NIC.
+    Nic(Rc<Nic<Agent>>),
 }
 
 impl DeviceModel {
@@ -84,7 +101,7 @@ impl DeviceModel {
     pub fn copy_engine(&self) -> Option<&Rc<DmaDevice>> {
         match self {
             DeviceModel::CopyEngine(d) => Some(d),
-            DeviceModel::Nvme(_) | DeviceModel::Gpu(_) => None,
+            DeviceModel::Nvme(_) | DeviceModel::Gpu(_) | DeviceModel::Nic(_) => None,
         }
     }
 
@@ -92,7 +109,7 @@ impl DeviceModel {
     pub fn nvme(&self) -> Option<&Rc<NvmeController>> {
         match self {
             DeviceModel::Nvme(c) => Some(c),
-            DeviceModel::CopyEngine(_) | DeviceModel::Gpu(_) => None,
+            DeviceModel::CopyEngine(_) | DeviceModel::Gpu(_) | DeviceModel::Nic(_) => None,
         }
     }
 
@@ -100,14 +117,25 @@ impl DeviceModel {
     pub fn gpu(&self) -> Option<&Rc<Gpu<Agent>>> {
         match self {
             DeviceModel::Gpu(g) => Some(g),
-            DeviceModel::CopyEngine(_) | DeviceModel::Nvme(_) => None,
+            DeviceModel::CopyEngine(_) | DeviceModel::Nvme(_) | DeviceModel::Nic(_) => None,
+        }
+    }
+
+    /// The NIC, if this model is one.
+    pub fn nic(&self) -> Option<&Rc<Nic<Agent>>> {
+        match self {
+            DeviceModel::Nic(n) => Some(n),
+            DeviceModel::CopyEngine(_) | DeviceModel::Nvme(_) | DeviceModel::Gpu(_) => None,
         }
     }
 
     /// Whether the model answers configuration requests itself (else the endpoint gets a
     /// configuration space built from its layout).
     fn has_config_space(&self) -> bool {
-        matches!(self, DeviceModel::Nvme(_) | DeviceModel::Gpu(_))
+        matches!(
+            self,
+            DeviceModel::Nvme(_) | DeviceModel::Gpu(_) | DeviceModel::Nic(_)
+        )
     }
 }
 
@@ -132,6 +160,9 @@ pub struct ModelContext<'a> {
     pub options: &'a ClusterOptions,
     /// The kernels every GPU of the cluster launches.
     pub gpu_kernels: &'a Rc<KernelLibrary<Agent>>,
+    /// The Ethernet segments every NIC's port may join (`None` when the calibration has no
+    /// `[network]`).
+    pub network: Option<&'a Rc<Network>>,
 }
 
 /// Builds a kind's model for `endpoint` (described by `ep`, named `host.device` by `name`),
@@ -145,10 +176,11 @@ type Factory = fn(
 ) -> Result<DeviceModel, ModelError>;
 
 /// Every kind's factory, in start order (see the module's invariant).
-const REGISTRY: [(DeviceKind, Factory); 3] = [
+const REGISTRY: [(DeviceKind, Factory); 4] = [
     (DeviceKind::Dma, copy_engine::start),
     (DeviceKind::Gpu, gpu::start),
     (DeviceKind::Nvme, nvme::start),
+    (DeviceKind::Nic, nic::start),
 ];
 
 /// A model that could not be started: the device (`host.device`) and why.
