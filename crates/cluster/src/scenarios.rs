@@ -56,6 +56,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         name: "cascade-60",
         text: include_str!("../../../scenarios/cascade-60.toml"),
     },
+    ShippedScenario {
+        name: "sriov",
+        text: include_str!("../../../scenarios/sriov.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.

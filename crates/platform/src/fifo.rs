@@ -1,7 +1,6 @@
 //! A first-come first-served lock held across `await` points (single threaded): a GPU copy
 //! engine serves the channels' copies one at a time in the order they asked, a GPU stream's
-//! submissions hold it from reserving ring entries to writing `PUT`, a network stack holds it
-//! while it hands a frame to its interface.
+//! submissions hold it from reserving ring entries to writing `PUT`.
 //!
 //! Invariant: a caller's place in the queue is taken when [`FifoLock::acquire`] is *called*,
 //! not when its future is first polled, so the order is the order of the calls; a waiter that

@@ -60,6 +60,29 @@ pub enum IperfError {
         /// What was written.
         want: u8,
     },
+    /// A value given by the user is out of range.
+    #[error("{0}")]
+    BadParameter(String),
+    /// The hosts did not boot or a host is unknown.
+    #[error(transparent)]
+    Boot(#[from] crate::booted::BootError),
+    /// SmartIO refused to find or lend a NIC.
+    #[error("{0}")]
+    SmartIo(#[from] smartio_smartio::SmartIoError),
+    /// The host has no such device.
+    #[error("{0}")]
+    Host(#[from] smartio_host::HostError),
+    /// The NIC driver could not bind.
+    #[error("{device}: {source}")]
+    Nic {
+        /// `host: device`.
+        device: String,
+        /// Why.
+        source: smartio_drivers::nic::NicError,
+    },
+    /// The set-up never finished (an emulator bug).
+    #[error(transparent)]
+    Stuck(#[from] crate::booted::Stuck),
     /// The run ended with streams unfinished.
     #[error("{finished} of {streams} streams finished: {stuck}")]
     DidNotFinish {
@@ -384,6 +407,9 @@ async fn serve<L: FrameLink + 'static, C: Clock + 'static>(
         }
     }
 }
+
+mod cluster;
+pub use cluster::{iperf, IperfConfig, IperfEnd, IperfResult, MAX_STREAMS};
 
 #[cfg(test)]
 mod tests;

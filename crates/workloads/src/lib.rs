@@ -47,8 +47,8 @@ pub use gpu::{
     MAX_GPU_NVME_BYTES,
 };
 pub use iperf::{
-    run_iperf, IperfError, IperfInterval, IperfReport, IperfStream, IperfTiming,
-    DEFAULT_WRITE_BYTES, IPERF_PORT,
+    iperf, run_iperf, IperfConfig, IperfEnd, IperfError, IperfInterval, IperfReport, IperfResult,
+    IperfStream, IperfTiming, DEFAULT_WRITE_BYTES, IPERF_PORT,
 };
 pub use migrate::{
     migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,

@@ -44,8 +44,10 @@ pub enum LinkError {
 /// ([`smartio_devices::ethernet::FrameHeader`]) followed by at most [`FrameLink::mtu`] payload
 /// bytes; the NIC adds preamble, padding and FCS on the wire. Sending completes when the
 /// frame is queued to the device (it waits while the transmit ring is full), not when it is on
-/// the wire. Frames to one destination arrive in the order they were sent, or not at all.
-/// Several tasks may send at once (each frame is queued whole); one task receives.
+/// the wire. Frames of one flow — one destination and the same first four payload bytes (a
+/// transport's ports) — arrive in the order they were sent, or not at all; different flows
+/// may overtake each other. Several tasks may send at once (each frame is queued whole); one
+/// task receives.
 pub trait FrameLink {
     /// The interface's own address.
     fn mac(&self) -> MacAddr;

@@ -6,14 +6,14 @@
 //! waiting for acknowledgements, the reader waiting for data — processes them, the way Linux
 //! processes a busy socket's backlog in its owner's context; so connections on different
 //! cores proceed in parallel and the receive loop only sorts frames. Acknowledgements and data
-//! leave through one lock on the interface.
+//! go straight to the interface, which keeps each flow's frames in order.
 
 use super::connection::{Connection, Limits};
 use super::segment::{self, flags, Segment, ETHERTYPE};
 use super::{FrameLink, LinkError};
 use smartio_calibration::Calibration;
 use smartio_devices::ethernet::{FrameHeader, MacAddr, HEADER_BYTES};
-use smartio_platform::{Clock, FifoLock, Notify, SimDuration};
+use smartio_platform::{Clock, Notify, SimDuration};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -147,7 +147,6 @@ pub(super) struct Inner<L, C> {
     pub(super) clock: C,
     pub(super) costs: StackCosts,
     pub(super) limits: Limits,
-    pub(super) send_lock: Rc<FifoLock>,
     pub(super) conns: RefCell<BTreeMap<Key, Rc<Conn>>>,
     pub(super) listeners: RefCell<BTreeMap<u16, Rc<Listening>>>,
     pub(super) next_port: Cell<u16>,
@@ -184,7 +183,6 @@ impl<L: FrameLink + 'static, C: Clock + 'static> NetStack<L, C> {
                     receive_window: costs.receive_window,
                     send_buffer: costs.send_buffer,
                 },
-                send_lock: Rc::new(FifoLock::new("the network interface's send lock")),
                 conns: RefCell::default(),
                 listeners: RefCell::default(),
                 next_port: Cell::new(*EPHEMERAL_PORTS.start()),
@@ -319,7 +317,6 @@ impl<L: FrameLink, C: Clock> Inner<L, C> {
             ethertype: ETHERTYPE,
         }
         .frame(&seg.encode());
-        let _turn = self.send_lock.acquire().await;
         self.link.send(frame).await?;
         self.count(|c| c.segments_sent += 1);
         Ok(())

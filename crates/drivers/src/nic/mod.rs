@@ -26,7 +26,7 @@ mod ring;
 pub use ring::buffer_size;
 
 use crate::net::{FrameLink, LinkError};
-use ring::{FifoLock, RingMemory, RxIndices, TxIndices};
+use ring::{RingMemory, RxIndices, TxIndices};
 use smartio_devices::ethernet::{MacAddr, HEADER_BYTES};
 use smartio_devices::nic::spec::{
     self, queue, reg, RingError, RxDescriptor, Status, TxDescriptor, LINK_SPEED_SHIFT, LINK_UP,
@@ -34,7 +34,7 @@ use smartio_devices::nic::spec::{
 };
 use smartio_host::{DeviceHandle, Mmio};
 use smartio_machine::Agent;
-use smartio_platform::{AccessError, BusAddr, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{AccessError, BusAddr, FifoLock, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use thiserror::Error;
@@ -126,7 +126,7 @@ pub struct NicCounters {
 struct TxQueue {
     memory: RingMemory,
     at: TxIndices,
-    lock: FifoLock,
+    lock: Rc<FifoLock>,
 }
 
 struct Inner {
@@ -139,7 +139,7 @@ struct Inner {
     tx: Vec<TxQueue>,
     rx: RingMemory,
     rx_at: RxIndices,
-    rx_lock: FifoLock,
+    rx_lock: Rc<FifoLock>,
     /// Descriptors the NIC wrote back with an error status (either direction).
     errors: Cell<u64>,
     gone: RefCell<Option<LinkError>>,
@@ -283,12 +283,12 @@ impl NicDriver {
                     .map(|memory| TxQueue {
                         memory,
                         at: TxIndices::default(),
-                        lock: FifoLock::default(),
+                        lock: Rc::new(FifoLock::new("a NIC transmit queue's ring")),
                     })
                     .collect(),
                 rx,
                 rx_at,
-                rx_lock: FifoLock::default(),
+                rx_lock: Rc::new(FifoLock::new("the NIC's receive ring")),
                 errors: Cell::new(0),
                 gone: RefCell::new(None),
                 handle,
@@ -392,13 +392,18 @@ impl NicDriver {
     }
 
     /// The transmit queue frames to `dst` use.
+    /// The transmit queue of `frame`'s flow: its destination and the first four payload
+    /// bytes (a transport's ports), hashed as a NIC's transmit steering does, so a flow's
+    /// frames keep their order and different flows go out on different queues in parallel.
     fn tx_queue(&self, frame: &[u8]) -> &TxQueue {
-        let dst = frame.get(..6).map_or(0, |d| {
-            d.iter()
-                .fold(0usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b))
-        });
+        let flow = frame
+            .get(..6)
+            .into_iter()
+            .chain(frame.get(HEADER_BYTES..HEADER_BYTES + 4))
+            .flatten()
+            .fold(0usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
         let n = self.inner.tx.len().max(1);
-        &self.inner.tx[dst % n]
+        &self.inner.tx[flow % n]
     }
 
     async fn send_frame(&self, frame: Vec<u8>) -> Result<(), LinkError> {
@@ -418,7 +423,7 @@ impl NicDriver {
                 .position(|t| std::ptr::eq(t, q))
                 .unwrap_or(0) as u16
         };
-        let _held = q.lock.lock().await;
+        let _held = q.lock.acquire().await;
         let m = q.memory;
         let tail = q.at.tail.get();
         // Wait for room: reclaim written-back descriptors from the oldest on.
@@ -449,7 +454,7 @@ impl NicDriver {
     }
 
     async fn recv_frame(&self) -> Result<Vec<u8>, LinkError> {
-        let _held = self.inner.rx_lock.lock().await;
+        let _held = self.inner.rx_lock.acquire().await;
         let m = self.inner.rx;
         let at = &self.inner.rx_at;
         loop {
