@@ -88,6 +88,9 @@ pub enum Command {
     /// A fio-like block workload on an NVMe, through the native NVMe driver or a client of
     /// the distributed NVMe driver (--method).
     Fio(FioArgs),
+    /// An iperf2-like TCP-style throughput test between hosts' NICs (own or borrowed): a
+    /// server, clients with parallel streams, a report every interval of virtual time.
+    Iperf(IperfArgs),
     /// The papers' experiments on the device API and the distributed NVMe driver: a table
     /// (or JSON), and SVG figures with --plots DIR.
     Exp(crate::exp::ExpArgs),
@@ -131,6 +134,37 @@ pub struct PingpongArgs {
     /// Default: 1000, or 100000 between GPUs (the papers' count).
     #[arg(long, value_name = "N", value_parser = iterations)]
     pub iterations: Option<u32>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IperfArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// The receiving host and its NIC: `HOST` (its nic0) or `HOST=DEVICE`.
+    #[arg(long, value_name = "HOST[=DEVICE]")]
+    pub server: String,
+    /// A sending host and the NIC it uses: its own (`lender=nic0`) or a lender's, borrowed
+    /// for the run (`borrower=lender:nic0`). Repeat for several clients.
+    #[arg(long, value_name = "HOST=DEVICE", required = true)]
+    pub client: Vec<String>,
+    /// Parallel streams per client, 1 to 64 (iperf -P).
+    #[arg(long, short = 'P', default_value = "1", value_name = "N", value_parser = streams)]
+    pub parallel: u32,
+    /// How long the clients write, in virtual time, e.g. 10ms, 1s (iperf -t); a
+    /// millisecond of 100 Gb/s takes about a tenth of a second of wall time.
+    #[arg(long, short = 't', default_value = "10ms", value_name = "TIME", value_parser = runtime)]
+    pub time: SimDuration,
+    /// Report interval in virtual time (iperf -i), at most --time [default: a quarter of
+    /// --time].
+    #[arg(long, short = 'i', value_name = "TIME", value_parser = runtime)]
+    pub interval: Option<SimDuration>,
+    /// Bytes per write, 1 to 16M (iperf -l).
+    #[arg(long, short = 'l', default_value = "128K", value_name = "SIZE", value_parser = write_len)]
+    pub len: u64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -522,6 +556,24 @@ fn engine_bytes(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(v)
+}
+
+fn streams(text: &str) -> Result<u32, String> {
+    whole_u32(
+        text,
+        1,
+        u64::from(smartio_workloads::iperf::MAX_STREAMS),
+        "streams per client",
+    )
+}
+
+fn write_len(text: &str) -> Result<u64, String> {
+    size(
+        text,
+        1,
+        16 << 20,
+        "16M at most: a write's bytes are held in this process's memory",
+    )
 }
 
 /// A virtual duration such as `500us`, `10ms`, `1.5s` or `2` (seconds), more than 0 and at

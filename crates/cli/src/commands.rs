@@ -322,6 +322,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Fio(args) => fio(&calibration, args),
+        Command::Iperf(args) => crate::iperf::run(&calibration, args),
         Command::Exp(args) => exp::run(&calibration, args),
         Command::Demo => demo::demo(&calibration),
     }

@@ -25,6 +25,7 @@ mod commands;
 mod demo;
 mod exp;
 mod gpu;
+mod iperf;
 mod output;
 mod progress;
 mod render;

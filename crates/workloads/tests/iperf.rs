@@ -86,4 +86,19 @@ fn bad_stream_counts_and_unknown_nics_are_refused_clearly() {
     );
     let e = iperf(&cluster, &config(end("borrower", "lender:nic9"), 1)).expect_err("no nic9");
     assert!(e.to_string().contains("nic9"), "{e}");
+    let e = iperf(
+        &cluster,
+        &IperfConfig {
+            clients: vec![
+                (end("borrower", "lender:nic0"), 1),
+                (end("lender", "nic0"), 1),
+            ],
+            ..config(end("lender", "nic0"), 1)
+        },
+    )
+    .expect_err("one NIC function for two ends");
+    assert_eq!(
+        e.to_string(),
+        "borrower and lender both use lender:nic0: each end needs a NIC function of its own (a VF of an SR-IOV NIC, or another NIC)"
+    );
 }

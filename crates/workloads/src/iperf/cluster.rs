@@ -73,11 +73,27 @@ pub fn iperf(cluster: &Cluster, config: &IperfConfig) -> Result<IperfResult, Ipe
             )));
         }
     }
-    let booted = Booted::boot(cluster)?;
-    let costs = StackCosts::from_calibration(&cluster.calibration);
+    // One driver per function: two ends on one NIC would reset each other's rings.
     let ends: Vec<IperfEnd> = std::iter::once(config.server.clone())
         .chain(config.clients.iter().map(|(e, _)| e.clone()))
         .collect();
+    let function = |e: &IperfEnd| match e.device.split_once(':') {
+        Some((lender, device)) => format!("{lender}:{device}"),
+        None => format!("{}:{}", e.host, e.device),
+    };
+    for (i, a) in ends.iter().enumerate() {
+        if let Some(b) = ends[..i].iter().find(|b| function(b) == function(a)) {
+            return Err(IperfError::BadParameter(format!(
+                "{} and {} both use {}: each end needs a NIC function of its own (a VF of \
+                 an SR-IOV NIC, or another NIC)",
+                b.host,
+                a.host,
+                function(a)
+            )));
+        }
+    }
+    let booted = Booted::boot(cluster)?;
+    let costs = StackCosts::from_calibration(&cluster.calibration);
     // Bind every end's NIC first (borrowing the remote ones), in one simulated task.
     let mut opened = Vec::new();
     for end in &ends {

@@ -1,0 +1,176 @@
+//! `smartio iperf`: iperf2's client/server throughput test on the emulated cluster — a
+//! report per interval (each client's rate and the server's) and the totals, every byte
+//! checked at the server.
+
+use crate::args::IperfArgs;
+use crate::commands::print_json;
+use crate::render;
+use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
+use smartio_platform::SimDuration;
+use smartio_workloads::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming};
+
+/// Most interval reports a run may make.
+const MAX_REPORTS: u64 = 10_000;
+
+/// `HOST=DEVICE` (or, for the server, `HOST` alone: its `nic0`).
+fn end(option: &str, text: &str, default_device: Option<&str>) -> Result<IperfEnd, String> {
+    let (host, device) = match (text.split_once('='), default_device) {
+        (Some((h, d)), _) => (h, d),
+        (None, Some(d)) => (text, d),
+        (None, None) => {
+            return Err(format!(
+                "--{option} {text:?}: expected HOST=DEVICE, e.g. borrower=lender:nic0"
+            ))
+        }
+    };
+    if host.is_empty() || device.is_empty() {
+        return Err(format!(
+            "--{option} {text:?}: both the host and the device must be named (HOST=DEVICE)"
+        ));
+    }
+    Ok(IperfEnd {
+        host: host.into(),
+        device: device.into(),
+    })
+}
+
+pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
+    let interval = a
+        .interval
+        .unwrap_or(SimDuration::from_ps((a.time.as_ps() / 4).max(1)));
+    let us = |d: SimDuration| format!("{} us", d.as_ps() as f64 / 1e6);
+    if interval.as_ps() > a.time.as_ps() {
+        return Err(format!(
+            "--interval {}: longer than --time {}: no report would fall inside the run",
+            us(interval),
+            us(a.time)
+        ));
+    }
+    if a.time.as_ps() / interval.as_ps() > MAX_REPORTS {
+        return Err(format!(
+            "--interval {}: more than {MAX_REPORTS} reports in --time {} (allowed: an interval of at least a {MAX_REPORTS}th of the time)",
+            us(interval),
+            us(a.time)
+        ));
+    }
+    let config = IperfConfig {
+        server: end("server", &a.server, Some("nic0"))?,
+        clients: a
+            .client
+            .iter()
+            .map(|c| end("client", c, None).map(|e| (e, a.parallel)))
+            .collect::<Result<_, _>>()?,
+        timing: IperfTiming {
+            duration: a.time,
+            interval,
+            write_bytes: a.len as usize,
+        },
+    };
+    let cluster = Cluster::new(&a.scenario, calibration).map_err(|e| e.to_string())?;
+    let result = iperf(&cluster, &config).map_err(|e| e.to_string())?;
+    if a.json {
+        print_json(&result)
+    } else {
+        print!("{}", summary(&result));
+        Ok(())
+    }
+}
+
+fn gbit(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 * 8.0 / 1e9 / seconds.max(f64::MIN_POSITIVE)
+}
+
+/// The report as iperf prints it: intervals, then totals.
+fn summary(r: &IperfResult) -> String {
+    let rep = &r.report;
+    let mut out = render::wrapped(
+        &format!(
+            "iperf on {}: server {}; clients {}; {} stream(s) in all, {} payload bytes per \
+             segment; what the server read per interval, in Gbit/s of payload and virtual time \
+             (a client's writes run ahead by its socket buffers: --json has both)",
+            r.scenario,
+            r.server,
+            r.clients.join(", "),
+            rep.streams.len(),
+            r.mss
+        ),
+        "",
+        "  ",
+    );
+    let clients: Vec<String> = {
+        let mut seen: Vec<String> = Vec::new();
+        for s in &rep.streams {
+            if !seen.contains(&s.client) {
+                seen.push(s.client.clone());
+            }
+        }
+        seen
+    };
+    let mut header = vec!["interval (ms)".to_string()];
+    header.extend(clients.iter().map(|c| format!("from {c}")));
+    header.push("server, all".into());
+    let mut t = render::table();
+    t.set_header(header);
+    let intervals = rep.streams.first().map_or(0, |s| s.intervals.len());
+    let mut start = 0.0;
+    for i in 0..intervals {
+        let end = rep.streams[0].intervals[i].end_s;
+        let mut row = vec![format!("{:.3}-{:.3}", start * 1e3, end * 1e3)];
+        for c in &clients {
+            let received: f64 = rep
+                .streams
+                .iter()
+                .filter(|s| &s.client == c)
+                .map(|s| s.intervals[i].received_gbit_per_s)
+                .sum();
+            row.push(format!("{received:.2}"));
+        }
+        let received: f64 = rep
+            .streams
+            .iter()
+            .map(|s| s.intervals[i].received_gbit_per_s)
+            .sum();
+        row.push(format!("{received:.2}"));
+        t.add_row(row);
+        start = end;
+    }
+    out.push_str(&format!("{t}\n"));
+    let mut totals = render::table();
+    totals.set_header(vec![
+        "total",
+        "bytes",
+        "Gbit/s",
+        "GB/s",
+        "retransmitted segments",
+    ]);
+    for c in &clients {
+        let streams = rep.streams.iter().filter(|s| &s.client == c);
+        let (bytes, retx) = streams.fold((0, 0), |(b, r), s| (b + s.bytes, r + s.retransmissions));
+        let g = gbit(bytes, rep.elapsed_s);
+        totals.add_row(vec![
+            format!("{c} wrote"),
+            bytes.to_string(),
+            format!("{g:.2}"),
+            format!("{:.3}", g / 8.0),
+            retx.to_string(),
+        ]);
+    }
+    totals.add_row(vec![
+        "server received, every byte checked".to_string(),
+        rep.verified_bytes.to_string(),
+        format!("{:.2}", rep.server_gbit_per_s),
+        format!("{:.3}", rep.server_gbit_per_s / 8.0),
+        String::new(),
+    ]);
+    out.push_str(&format!("{totals}\n"));
+    out.push_str(&render::wrapped(
+        &format!(
+            "over {:.3} ms of virtual time, from the first connect to the last byte read",
+            rep.elapsed_s * 1e3
+        ),
+        "",
+        "  ",
+    ));
+    out
+}
