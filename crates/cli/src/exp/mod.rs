@@ -15,6 +15,7 @@ mod nvmeof;
 mod plot;
 mod share;
 mod sq_placement;
+mod sriov;
 mod vm_nvme;
 mod vm_p2p;
 
@@ -60,6 +61,9 @@ pub enum ExpName {
     /// ringing and reaping with no CPU in the data path, against the CPU driving the same
     /// read (Paper V §6.4, Fig. 18); `--ops` is commands of 64 KiB (default 1 GiB).
     GpuNvme,
+    /// iperf throughput from a 100 GbE NIC's function used by its own host and lent to
+    /// another (Paper V Fig. 28); `--ops` is milliseconds of virtual time (default 4).
+    Sriov,
 }
 
 impl ExpName {
@@ -76,6 +80,7 @@ impl ExpName {
             ExpName::IommuPenalty => iommu_penalty::IOMMU_SCENARIO,
             ExpName::VmP2p => "vm-back-to-back",
             ExpName::GpuNvme => "cluster-switch",
+            ExpName::Sriov => "sriov",
         }
     }
 
@@ -181,6 +186,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
                     "checks every byte it reads anyway"
                 }
                 ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
+                ExpName::Sriov => "checks every byte the server reads anyway",
                 _ => "times its reads without checking them",
             }
         ));
@@ -214,6 +220,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
         ExpName::VmP2p => vm_p2p::run(&setup)?,
         ExpName::GpuNvme => gpu_nvme::run(&setup)?,
+        ExpName::Sriov => sriov::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report

@@ -1,0 +1,211 @@
+//! `sriov` (Paper V §7.1.6, Fig. 28): iperf throughput from a 100 GbE NIC's function used by
+//! its own host (the local baseline) and lent to another host by Device Lending, to a receiver
+//! joined to the NIC by Ethernet only. The paper's settings: four parallel streams, jumbo
+//! frames, a report every half second.
+//!
+//! ```text
+//!   local   lender   ── nic0 (its own)  ══ Ethernet ══ receiver
+//!   lent    borrower ── lender:nic0 (Device Lending through the NTBs) ══ Ethernet ══ receiver
+//! ```
+//!
+//! The NIC's host is the first host with a NIC and another host to lend it to; the receiver
+//! is the first host with a NIC on the same network that is neither; `--ops` is the virtual
+//! run time in milliseconds (default 4).
+
+use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use serde::Serialize;
+use smartio_cluster::DeviceKind;
+use smartio_platform::SimDuration;
+use smartio_workloads::{
+    iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES,
+};
+
+/// Streams per client (the paper's iperf2 runs used four).
+const STREAMS: u32 = 4;
+/// Milliseconds of writing per run unless `--ops` says otherwise.
+const MILLISECONDS: u64 = 4;
+/// The longest run `--ops` may ask for, in milliseconds.
+const MAX_MILLISECONDS: u64 = 60_000;
+
+/// One configuration's result.
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    function: String,
+    how: String,
+    host: String,
+    device: String,
+    /// The server's rate over the run (first connect to last byte), Gbit/s of payload.
+    gbit_per_s: f64,
+    /// The server's rate in the reports between the first and the last (steady state).
+    steady_gbit_per_s: f64,
+    result: IperfResult,
+}
+
+pub fn run(setup: &Setup) -> Result<Report, String> {
+    let f = setup.fabric()?;
+    let nic_hosts: Vec<(String, String)> = f
+        .hosts()
+        .iter()
+        .filter_map(|h| names::first_device(&f, DeviceKind::Nic, Some(&h.name)))
+        .collect();
+    let lender = nic_hosts
+        .iter()
+        .find(|(h, _)| names::other_hosts(&f, h).len() >= 2)
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "{} has no host with a NIC and two other hosts; sriov needs a lender, a borrower \
+                 and a receiver",
+                setup.scenario
+            )
+        })?;
+    let receiver = nic_hosts
+        .iter()
+        .find(|(h, _)| *h != lender.0)
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "{} has no second host with a NIC to receive",
+                setup.scenario
+            )
+        })?;
+    let borrower = names::other_hosts(&f, &lender.0)
+        .into_iter()
+        .find(|h| *h != receiver.0)
+        .ok_or_else(|| format!("{} has no host to lend the NIC to", setup.scenario))?;
+    drop(f);
+    let ms = setup.ops.unwrap_or(MILLISECONDS);
+    if ms > MAX_MILLISECONDS {
+        return Err(format!(
+            "--ops {ms}: sriov takes milliseconds of virtual time, 1 to {MAX_MILLISECONDS} (a \
+             millisecond of 100 Gbit/s takes about a tenth of a second of wall time per run)"
+        ));
+    }
+    let timing = IperfTiming {
+        duration: SimDuration::from_us(ms * 1000),
+        interval: SimDuration::from_us(500),
+        write_bytes: DEFAULT_WRITE_BYTES,
+    };
+    let (lender_host, nic) = lender;
+    let configs = [
+        ("PF", "local", lender_host.clone(), nic.clone()),
+        (
+            "PF",
+            "lent",
+            borrower.clone(),
+            format!("{lender_host}:{nic}"),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (function, how, host, device) in configs {
+        let config = IperfConfig {
+            server: IperfEnd {
+                host: receiver.0.clone(),
+                device: receiver.1.clone(),
+            },
+            clients: vec![(
+                IperfEnd {
+                    host: host.clone(),
+                    device: device.clone(),
+                },
+                STREAMS,
+            )],
+            timing,
+        };
+        let result = iperf(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+        rows.push(Row {
+            function: function.into(),
+            how: how.into(),
+            host,
+            device,
+            gbit_per_s: result.report.server_gbit_per_s,
+            steady_gbit_per_s: steady(&result),
+            result,
+        });
+    }
+    let mut t = table(&[
+        "function",
+        "used",
+        "client",
+        "Gbit/s (run)",
+        "Gbit/s (steady)",
+        "GB/s (steady)",
+        "bytes checked",
+    ]);
+    for r in &rows {
+        t.add_row(vec![
+            r.function.clone(),
+            r.how.clone(),
+            format!("{}: {}", r.host, r.device),
+            format!("{:.2}", r.gbit_per_s),
+            format!("{:.2}", r.steady_gbit_per_s),
+            format!("{:.3}", r.steady_gbit_per_s / 8.0),
+            r.result.report.verified_bytes.to_string(),
+        ]);
+    }
+    let mss = rows.first().map_or(0, |r| r.result.mss);
+    let bound = 100.0 * mss as f64 / (mss as f64 + 40.0 + 14.0 + 24.0);
+    let (local, lent) = (&rows[0], &rows[1]);
+    let notes = vec![
+        format!(
+            "{STREAMS} streams to {} for {ms} ms of virtual time, reports every 0.5 ms; steady = \
+             the reports between the first and the last (past slow start, before the drain)",
+            receiver.0
+        ),
+        format!(
+            "lent − local: {:+.2} Gbit/s ({:+.2} %) over the steady reports",
+            lent.steady_gbit_per_s - local.steady_gbit_per_s,
+            (lent.steady_gbit_per_s - local.steady_gbit_per_s) / local.steady_gbit_per_s * 100.0
+        ),
+        format!(
+            "the bound is the link: 100 Gbit/s × {mss} payload bytes per {} bytes of line time \
+             (40 bytes of transport headers, the 14-byte Ethernet header, 24 bytes of preamble, \
+             FCS and gap) = {bound:.2} Gbit/s; one stream alone is bounded by its host's CPU \
+             ([net_stack] costs), which is why iperf runs several",
+            mss + 40 + 14 + 24
+        ),
+        "virtual functions: not yet (the rows will be VF local and VF lent once SR-IOV VFs are \
+         lendable)"
+            .to_string(),
+    ];
+    let plots = vec![Plot {
+        file: "sriov.svg".into(),
+        title: "iperf throughput, local and lent (Paper V Fig. 28)".into(),
+        x_label: "function, used".into(),
+        y_label: "GB/s (steady)".into(),
+        chart: Chart::Bars(
+            rows.iter()
+                .map(|r| Bar {
+                    label: format!("{} {}", r.function, r.how),
+                    value: r.steady_gbit_per_s / 8.0,
+                    range: None,
+                })
+                .collect(),
+        ),
+    }];
+    Ok(Report {
+        title: format!("sriov: iperf, {STREAMS} streams, a NIC function used locally and lent"),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::to_value(&rows).map_err(|e| e.to_string())?,
+    })
+}
+
+/// The server's rate over the reports between the first and the last.
+fn steady(r: &IperfResult) -> f64 {
+    let n = r.report.streams.first().map_or(0, |s| s.intervals.len());
+    if n < 3 {
+        return r.report.server_gbit_per_s;
+    }
+    let per_report: Vec<f64> = (1..n - 1)
+        .map(|i| {
+            r.report
+                .streams
+                .iter()
+                .map(|s| s.intervals[i].received_gbit_per_s)
+                .sum()
+        })
+        .collect();
+    per_report.iter().sum::<f64>() / per_report.len() as f64
+}
