@@ -198,7 +198,7 @@ impl Fabric {
                     vendor_id: parent.layout.vendor_id,
                     device_id: v.spec.vf_device_id,
                     class_code: parent.layout.class_code,
-                    description: format!("{} (virtual function)", parent.layout.description),
+                    description: format!("{} (VF)", parent.layout.description),
                     bars: v.spec.vf_bars.clone(),
                     sriov: None,
                 };
