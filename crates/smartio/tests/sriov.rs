@@ -349,3 +349,31 @@ fn a_vf_is_borrowed_through_the_device_api_while_another_vf_is_lent_by_device_le
         .expect_err("VF 1 is lent");
     assert!(matches!(err, SmartIoError::Borrowed { .. }), "{err}");
 }
+
+/// Look-up-table and requester-id entries in use per adapter, and IOMMU pages per domain.
+type Tables = (Vec<(usize, usize)>, Vec<Vec<usize>>);
+
+/// The adapter entries `spec`'s borrow by borrower-a takes: (LUT, requester ids) per adapter.
+fn taken_by_borrow(spec: &str) -> Vec<(usize, usize)> {
+    let s = Setup::new(SCENARIO, 2);
+    let before: Tables = tables(&s.cluster.machine);
+    s.borrow("borrower-a", spec).expect("lent");
+    let after: Tables = tables(&s.cluster.machine);
+    after
+        .0
+        .iter()
+        .zip(&before.0)
+        .map(|(a, b)| (a.0 - b.0, a.1 - b.1))
+        .collect()
+}
+
+#[test]
+fn a_lent_vf_takes_the_adapter_entries_a_lent_pf_takes() {
+    let pf = taken_by_borrow("lender:dma0");
+    let vf = taken_by_borrow("lender:dma0.vf2");
+    assert_eq!(vf, pf);
+    // One requester-id entry, on the lender's adapter only (adapters in node order:
+    // borrower-a, borrower-b, lender).
+    let ids: Vec<usize> = vf.iter().map(|t| t.1).collect();
+    assert_eq!(ids, vec![0, 0, 1]);
+}
