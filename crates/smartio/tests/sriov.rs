@@ -302,6 +302,16 @@ fn a_lent_vf_whose_pf_disabled_sr_iov_answers_its_borrower_function_gone() {
             Err(DmaError::FunctionGone { device: gone() })
         );
     });
+    // Nobody borrows the gone VF again, by Device Lending or the device API.
+    let gone = SmartIoError::FunctionGone {
+        device: "lender:dma0.vf2".into(),
+    };
+    assert_eq!(s.borrow("borrower-b", "lender:dma0.vf2"), Err(gone.clone()));
+    let api = s
+        .smartio
+        .borrow_device(s.host("borrower-b").id(), s.fdid("lender:dma0.vf2"), false)
+        .map(|_| ());
+    assert_eq!(api, Err(gone));
     // Giving it back still releases everything the borrow took.
     let (smartio, id, fdid) = (
         s.smartio.clone(),
