@@ -1,16 +1,19 @@
 //! SR-IOV in the fabric: a PF's VFs get routing ids and reserved bus numbers, each VF BAR
 //! is one region of slice × TotalVFs inside the bridge windows above the PF, and routing
-//! reaches VF n's slice only while the PF's VF Enable and VF MSE are set and n ≤ NumVFs.
+//! reaches VF n's slice only while the PF's VF Enable and VF MSE are set and n ≤ NumVFs; a
+//! VF is a requester of its own (an NTB's requester-id table must hold it, not its PF).
 
 use smartio_fabric::route::Access;
+use smartio_fabric::LutTarget;
 use smartio_fabric::{
     parse_scenario, BarKind, BarSpec, Bdf, EndpointId, EndpointLayout, Fabric, Function, Requester,
     RouteError, SriovError, SriovSpec, Target,
 };
 use smartio_platform::{BusAddr, SrIovControl};
 
-/// Kind `pf` has a 16 KiB BAR0 and `vfs` (from params) VFs with a 64 KiB VF BAR0 and a
-/// 1 MiB prefetchable VF BAR2, First VF Offset 1 and VF Stride 1 unless `stride` is given.
+/// Kind `pf` (or any kind given `params.vfs`) has a 16 KiB BAR0 and `vfs` (from params) VFs
+/// with a 64 KiB VF BAR0 and a 1 MiB prefetchable VF BAR2, First VF Offset 1 and VF Stride 1
+/// unless `stride` is given.
 fn layout(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
     let int = |key: &str, default: i64| {
         params
@@ -18,7 +21,7 @@ fn layout(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
             .and_then(|v| v.as_integer())
             .unwrap_or(default)
     };
-    let sriov = (kind == "pf").then(|| SriovSpec {
+    let sriov = (kind == "pf" || params.contains_key("vfs")).then(|| SriovSpec {
         total_vfs: int("vfs", 8) as u16,
         first_vf_offset: int("offset", 1) as u16,
         vf_stride: int("stride", 1) as u16,
@@ -244,4 +247,63 @@ fn a_vf_requester_is_named_as_itself_and_numvfs_past_totalvfs_is_refused() {
         f.set_sriov_control(plain, SrIovControl::default()),
         Err(SriovError::NotAPhysicalFunction { .. })
     ));
+}
+
+#[test]
+fn a_vf_reading_across_an_ntb_needs_a_requester_id_entry_of_its_own() {
+    // With the lender's IOMMU off, a device's read goes straight to the NTB window.
+    let text = include_str!("../../smartio/tests/scenarios/sriov-lending.toml")
+        .replace("iommu = true", "iommu = false");
+    let spec = parse_scenario("sriov-lending.toml", &text).expect("valid");
+    let mut f = Fabric::build(&spec, &layout).expect("builds");
+    let lender = f.host_by_name("lender").expect("lender");
+    let borrower = f.host_by_name("borrower-a").expect("borrower-a");
+    let (l, b) = (
+        f.host_adapter(lender, 0).expect("lender.ntb0"),
+        f.host_adapter(borrower, 0).expect("borrower-a.ntb0"),
+    );
+    let m = f
+        .ntb_map(l, LutTarget::Adapter(b), 0x10_0000, 64 << 10)
+        .expect("maps");
+    let pf = f.endpoint_by_name(lender, "dma0").expect("the PF");
+    let vf1 = f.virtual_functions(pf).expect("a PF").vfs[0];
+    f.set_sriov_control(
+        pf,
+        SrIovControl {
+            vf_enable: true,
+            vf_mse: true,
+            num_vfs: 1,
+        },
+    )
+    .expect("a PF");
+    f.ntb_add_requester(l, Requester::Device(pf)).expect("room");
+    let read = |f: &Fabric, who| {
+        f.route(
+            Requester::Device(who),
+            BusAddr(m.bus_addr),
+            64,
+            Access::Read,
+        )
+    };
+    assert!(read(&f, pf).is_ok(), "the PF has its entry");
+    assert_eq!(
+        read(&f, vf1),
+        Err(RouteError::NtbNoRequesterId {
+            adapter: "lender.ntb0".into(),
+            requester: "lender.dma0.vf1".into()
+        }),
+        "the PF's entry does not cover its VF"
+    );
+    // Its writes need none; with an entry of its own, its reads complete.
+    assert!(f
+        .route(
+            Requester::Device(vf1),
+            BusAddr(m.bus_addr),
+            64,
+            Access::Write
+        )
+        .is_ok());
+    f.ntb_add_requester(l, Requester::Device(vf1))
+        .expect("room");
+    assert!(read(&f, vf1).is_ok());
 }
