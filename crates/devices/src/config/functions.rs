@@ -122,7 +122,9 @@ impl SrIovFunctions {
     }
 
     /// Calls `f` with VF `n`'s configuration space, if the device has a VF `n` (present or
-    /// not: whether it exists is the PF's [`SrIovFunctions::control`]).
+    /// not: whether it exists is the PF's [`SrIovFunctions::control`]). A model signals VF
+    /// n's MSI-X vector `v` from the table it keeps for that VF with
+    /// `with_vf(n, |c| msix::interrupt_message(c, &table, v))`.
     pub fn with_vf<R>(&self, n: u16, f: impl FnOnce(&ConfigSpace) -> R) -> Option<R> {
         let vfs = self.vfs.borrow();
         let space = vfs.get(usize::from(n).checked_sub(1)?)?;
@@ -158,7 +160,9 @@ fn vf_space(
         let mut r = space.registers.borrow_mut();
         r.set16(pci::VENDOR_ID, VF_VENDOR_ID);
         r.writable16(pci::COMMAND, command::BUS_MASTER);
+        // No INTx: pin 0, and no line to route.
         r.set(pci::INTERRUPT_PIN, &[0]);
+        r.read_only(pci::INTERRUPT_LINE, 1);
     }
     Ok(space)
 }
@@ -369,5 +373,32 @@ mod tests {
         enable(&pf, 2, sriov::VF_ENABLE);
         assert_eq!(read16(&vf2, pci::COMMAND), 0, "reset: Bus Master off");
         assert_eq!(pf.0.with_vf(2, |s| s.msix_active()), Some(false));
+    }
+
+    #[test]
+    fn a_vf_signals_through_its_own_msix_table_and_never_by_intx() {
+        let f = fabric();
+        let pf = PfConfig(functions(&f));
+        enable(&pf, 1, sriov::VF_ENABLE | sriov::VF_MSE);
+        let vf1 = VfConfig::new(pf.0.clone(), 1);
+        let table = crate::msix::MsixTable::new(VF_MSIX.vectors);
+        let mut entry = [0u8; 16];
+        entry[0..8].copy_from_slice(&0xfee0_0000u64.to_le_bytes());
+        entry[8..12].copy_from_slice(&0x141u32.to_le_bytes());
+        table.write_table(0, &entry).expect("entry 0, unmasked");
+        // INTx cannot stand in while MSI-X is off: the line is read-only 0.
+        vf1.config_write(pci::INTERRUPT_LINE, &[5]);
+        let signal = || {
+            pf.0.with_vf(1, |c| crate::msix::interrupt_message(c, &table, 0))
+                .flatten()
+        };
+        assert_eq!(signal(), None);
+        let at = pf.0.with_vf(1, |s| s.capability(cap::MSIX)).flatten();
+        vf1.config_write(
+            at.expect("MSI-X") + msix::CONTROL,
+            &msix::ENABLE.to_le_bytes(),
+        );
+        let message = signal().expect("enabled and unmasked");
+        assert_eq!((message.address.get(), message.data), (0xfee0_0000, 0x141));
     }
 }
