@@ -162,3 +162,41 @@ fn a_vf_whose_iommu_domain_lacks_a_mapping_the_pf_has_faults_with_its_own_reques
         }
     }
 }
+
+#[test]
+fn clearing_vf_enable_makes_vf_bars_unsupported_and_vf_configuration_all_ones_on_both_engines() {
+    for engine in [EngineKind::Timed, EngineKind::Direct] {
+        let (c, os) = lender(engine);
+        run(&c, async move {
+            let cpu = os.cpu();
+            let pf = os.device("dma0").expect("the PF");
+            let vf = pf.enable_sriov(1).await.expect("1 VF").remove(0);
+            let (_, endpoint) = vf.function();
+            let base = vf.map_bar(REGISTER_BAR).expect("BAR0").window().base;
+            let mut id = [0u8; 4];
+            cpu.config_read(endpoint, smartio_platform::pci::VENDOR_ID, &mut id)
+                .await
+                .expect("config");
+            assert_eq!(id, [0xff, 0xff, 0x3b, 0x0d], "{engine:?}: a live VF");
+            let mut word = [0u8; 8];
+            smartio_platform::Port::read(
+                &cpu,
+                base.offset(smartio_devices::dma::reg::ID),
+                &mut word,
+            )
+            .await
+            .expect("decodes");
+            assert_eq!(u64::from_le_bytes(word), smartio_devices::dma::DEVICE_MAGIC);
+            pf.disable_sriov().await.expect("disable");
+            cpu.config_read(endpoint, smartio_platform::pci::VENDOR_ID, &mut id)
+                .await
+                .expect("an absent function's read completes");
+            assert_eq!(id, [0xff; 4], "{engine:?}");
+            let load = smartio_platform::Port::read(&cpu, base, &mut word).await;
+            assert!(
+                matches!(load, Err(AccessError::UnsupportedRequest { .. })),
+                "{engine:?}: {load:?}"
+            );
+        });
+    }
+}
