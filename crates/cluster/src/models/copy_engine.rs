@@ -3,15 +3,16 @@
 //!
 //! A DMA test device with SR-IOV (`params.vfs`) is one model serving its PF and every VF:
 //! the PF's and VFs' configuration spaces (`SrIovFunctions`: the PF's handler reports VF
-//! Enable to the engine), one [`OneFunction`] BAR handler per VF endpoint, and one copy
-//! engine per VF running on the VF's own port (its DMA carries the VF's requester id).
+//! Enable to the engine), one `OneFunction` BAR handler per function
+//! (`Machine::attach_function_handlers`), and one copy engine per VF running on the VF's
+//! own port (its DMA carries the VF's requester id).
 
 use super::{DeviceModel, ModelContext, ModelError};
 use smartio_devices::config::{PfConfig, SrIovFunctions, VfConfig};
 use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
-use smartio_platform::{FunctionId, OneFunction, SimDuration};
+use smartio_platform::SimDuration;
 use std::rc::Rc;
 
 /// Starts a copy engine on `endpoint`: registers in BAR0, memory of the size of the kind's
@@ -40,22 +41,30 @@ pub(super) fn start(
         .map_or(SimDuration::ZERO, |p| SimDuration::from_ns_f64(p.value));
     let mut device = DmaDevice::with_bars(memory, setup, dma::REGISTER_BAR, memory_bar);
     let vfs: Vec<EndpointId> = ep.sriov.as_ref().map_or(Vec::new(), |v| v.vfs.clone());
+    if vfs.is_empty() {
+        // Without SR-IOV, exactly as before: the device answers its own BARs.
+        let device = Rc::new(device);
+        cx.machine.attach_bar_handler(endpoint, device.clone());
+        let port = cx.machine.device(endpoint);
+        let engine = device.clone();
+        cx.machine.spawn(async move { engine.run(port).await });
+        return Ok(DeviceModel::CopyEngine(device));
+    }
     if let Ok(total) = u16::try_from(vfs.len()) {
         device = device.with_virtual_functions(total);
     }
     let device = Rc::new(device);
-    cx.machine.attach_bar_handler(endpoint, device.clone());
+    cx.machine
+        .attach_function_handlers(endpoint, device.clone());
     let port = cx.machine.device(endpoint);
     let engine = device.clone();
     cx.machine.spawn(async move { engine.run(port).await });
-    if !vfs.is_empty() {
-        start_virtual_functions(cx, &device, endpoint, ep, &vfs);
-    }
+    start_virtual_functions(cx, &device, endpoint, ep, &vfs);
     Ok(DeviceModel::CopyEngine(device))
 }
 
-/// Attaches the PF's and VFs' configuration spaces and the VFs' BAR handlers, and starts
-/// each VF's copy engine on the VF's own port.
+/// Attaches the PF's and VFs' configuration spaces and starts each VF's copy engine on the
+/// VF's own port (the BAR handlers are attached by `Machine::attach_function_handlers`).
 fn start_virtual_functions(
     cx: &ModelContext<'_>,
     device: &Rc<DmaDevice>,
@@ -75,15 +84,12 @@ fn start_virtual_functions(
     };
     cx.machine
         .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
-    for (i, &vf) in vfs.iter().enumerate() {
-        let Some(function) = u16::try_from(i + 1).ok().and_then(FunctionId::vf) else {
+    for (function, vf) in cx.machine.functions(pf) {
+        let Some(n) = function.vf_number() else {
             continue;
         };
-        let n = function.vf_number().unwrap_or_default();
         cx.machine
             .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
-        cx.machine
-            .attach_bar_handler(vf, Rc::new(OneFunction::new(device.clone(), function)));
         if let Some(engine) = device.virtual_function(n).cloned() {
             let port = cx.machine.device(vf);
             cx.machine.spawn(async move { engine.run(port).await });
