@@ -1124,3 +1124,62 @@ fn devices_and_topo_agree_on_mdev_for_a_prefixed_entry_of_the_vms_own_host() {
     assert!(assigned("dma0").contains("lender/vm0 (vfio)"), "{v}");
     assert!(topo.contains("lender:nvme0 (MDEV), dma0 (VFIO)"), "{topo}");
 }
+
+/// The SR-IOV test scenario (dma0 with 8 VFs in the lender).
+const SRIOV_SCENARIO: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../smartio/tests/scenarios/sriov-lending.toml"
+);
+
+#[test]
+fn devices_lists_every_vf_of_an_sriov_pf_with_an_fdid_of_its_own() {
+    let (ok, json, err) = smartio(&["devices", "--scenario", SRIOV_SCENARIO, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let devices: Vec<(u64, String)> = v
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|d| {
+            (
+                d["fdid"].as_u64().expect("fdid"),
+                format!(
+                    "{}:{}",
+                    d["lender"].as_str().unwrap_or(""),
+                    d["device"].as_str().unwrap_or("")
+                ),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = devices.iter().map(|(_, n)| n.as_str()).collect();
+    let mut expected = vec!["lender:dma0".to_string()];
+    expected.extend((1..=8).map(|n| format!("lender:dma0.vf{n}")));
+    assert_eq!(names, expected);
+    let mut fdids: Vec<u64> = devices.iter().map(|(f, _)| *f).collect();
+    fdids.dedup();
+    assert_eq!(fdids.len(), 9, "one fdid each");
+}
+
+#[test]
+fn bench_dma_on_a_borrowed_vf_reports_what_the_borrowed_pf_does() {
+    let run = |device: &str| {
+        let (ok, json, err) = smartio(&[
+            "bench",
+            "dma",
+            "--scenario",
+            SRIOV_SCENARIO,
+            "--host",
+            "borrower-a",
+            "--device",
+            device,
+            "--sizes",
+            "4K,1M",
+            "--repeat",
+            "2",
+            "--json",
+        ]);
+        assert!(ok, "{device}: {err}");
+        json
+    };
+    assert_eq!(run("lender:dma0.vf3"), run("lender:dma0"));
+}

@@ -85,6 +85,43 @@ fn a_bad_device_parameter_names_file_device_line_key_value_and_range() {
 }
 
 #[test]
+fn a_dma_test_device_vfs_count_is_checked_at_and_beyond_its_range() {
+    let with_vfs = |vfs: &str| {
+        host().replace(
+            "kind = \"gpu\"",
+            &format!("kind = \"dma\"\nparams = {{ vfs = {vfs} }}"),
+        )
+    };
+    for ok in ["1", "64"] {
+        let fabric = build(&with_vfs(ok)).expect(ok);
+        let vfs = fabric.endpoints().len() - 2;
+        assert_eq!(vfs.to_string(), ok, "one VF endpoint per TotalVFs");
+    }
+    for (vfs, message) in [
+        (
+            "0",
+            "t.toml:17: device \"gpu0\" (kind \"dma\"): vfs = 0: too small (TotalVFs of the \
+             DMA test device) (allowed: 1 to 64)",
+        ),
+        (
+            "65",
+            "t.toml:17: device \"gpu0\" (kind \"dma\"): vfs = 65: too large (TotalVFs of the \
+             DMA test device) (allowed: 1 to 64)",
+        ),
+        (
+            "2.5",
+            "t.toml:17: device \"gpu0\" (kind \"dma\"): vfs = 2.5: expected a whole number \
+             (allowed: 1 to 64)",
+        ),
+    ] {
+        let Err(err) = build(&with_vfs(vfs)) else {
+            panic!("vfs = {vfs} was accepted")
+        };
+        assert_eq!(err, message);
+    }
+}
+
+#[test]
 fn a_profile_capacity_below_one_logical_block_is_an_error_not_an_empty_namespace() {
     let calibration = Calibration::parse(
         "c.toml",

@@ -20,18 +20,87 @@
 //!
 //! After the copy, the device writes the sequence number to COMPLETION_ADDR (with bit 63 set
 //! if the copy failed). PCIe ordering makes the data visible before the completion word.
+//!
+//! # SR-IOV (`params.vfs`)
+//!
+//! With `vfs = N` (1 to [`MAX_VFS`]) the device is an SR-IOV physical function with
+//! TotalVFs N, First VF Offset 1 and VF Stride 1 ([`sriov_spec`]). Every VF is a copy engine
+//! of its own, with the same registers: VF BAR0 is its register window
+//! ([`REGISTER_BAR_SIZE`] per VF) and VF BAR2 its own [`VF_MEMORY_SIZE`] of device memory
+//! (not a slice of the PF's memory: VFs share nothing but the link). A VF's copies go out
+//! on the VF's own port, so they carry its requester id. The VFs' engines are
+//! [`DmaDevice::virtual_function`]; the device answers BAR accesses of any of its functions
+//! through [`FunctionBarHandler`]. A VF keeps its registers and memory across a VF Enable
+//! cycle (its configuration space is reset; the copy engine is not).
 
+use crate::kinds::ParamError;
+use smartio_fabric::spec::limits::in_range;
+use smartio_fabric::{BarKind, BarSpec, SriovSpec};
 use smartio_platform::{
-    BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration, SparseMemory,
+    BarHandler, BusAddr, Clock, CompleterError, FunctionBarHandler, FunctionId, Notify, Port,
+    SimDuration, SparseMemory,
 };
 use std::cell::{Cell, RefCell};
+use std::ops::RangeInclusive;
+use std::rc::Rc;
 
 /// PCI vendor id of the test device.
 pub const VENDOR_ID: u16 = 0x1de5;
 /// PCI device id of the test device.
 pub const DEVICE_ID: u16 = 0x0d3a;
-/// Size of the register BAR.
+/// PCI device id of the test device's virtual functions.
+pub const VF_DEVICE_ID: u16 = 0x0d3b;
+/// Size of the register BAR (of the PF, and of each VF's slice of VF BAR0).
 pub const REGISTER_BAR_SIZE: u64 = 64 << 10;
+/// Device memory of each VF: its slice of VF BAR2.
+pub const VF_MEMORY_SIZE: u64 = 1 << 20;
+/// The most VFs the DMA test device may have (`params.vfs`): 64 copy engines of 1 MiB each
+/// keep a PF's VF regions small (64 MiB); twice the requester-id entries of a PXH830-class
+/// adapter, so lending all of them can be tried and refused.
+pub const MAX_VFS: u16 = 64;
+/// The range `params.vfs` must be in.
+pub const VFS: RangeInclusive<i64> = 1..=MAX_VFS as i64;
+
+/// `params.vfs`: the TotalVFs of the device, `None` when absent (no SR-IOV capability).
+pub fn vfs_param(params: &toml::Table) -> Result<Option<u16>, ParamError> {
+    match params.get("vfs") {
+        None => Ok(None),
+        Some(toml::Value::Integer(n)) => {
+            let n = in_range("vfs", *n, &VFS, " (TotalVFs of the DMA test device)")?;
+            // In 1..=64 by the check above.
+            Ok(Some(n as u16))
+        }
+        Some(v) => Err(ParamError::NotAnInteger {
+            key: "vfs".to_string(),
+            value: v.to_string(),
+            min: *VFS.start(),
+            max: *VFS.end(),
+        }),
+    }
+}
+
+/// The SR-IOV capability of a DMA test device with `total_vfs` VFs: First VF Offset 1, VF
+/// Stride 1, a register window and [`VF_MEMORY_SIZE`] of memory per VF.
+pub fn sriov_spec(total_vfs: u16) -> SriovSpec {
+    SriovSpec {
+        total_vfs,
+        first_vf_offset: 1,
+        vf_stride: 1,
+        vf_device_id: VF_DEVICE_ID,
+        vf_bars: vec![
+            BarSpec {
+                index: REGISTER_BAR,
+                size: REGISTER_BAR_SIZE,
+                kind: BarKind::Mem64,
+            },
+            BarSpec {
+                index: MEMORY_BAR,
+                size: VF_MEMORY_SIZE,
+                kind: BarKind::Mem64Prefetch,
+            },
+        ],
+    }
+}
 /// Value of the ID register.
 pub const DEVICE_MAGIC: u64 = 0x534d_4152_5444_4d41;
 
@@ -97,6 +166,8 @@ pub struct DmaDevice {
     /// A task is in [`DmaDevice::wait_word`] (the notify has room for one waker).
     waiting: Cell<bool>,
     setup: SimDuration,
+    /// The copy engines of the VFs, VF 1 first (empty without SR-IOV).
+    vfs: Vec<Rc<DmaDevice>>,
 }
 
 impl DmaDevice {
@@ -132,6 +203,29 @@ impl DmaDevice {
             memory_written: Notify::new(),
             waiting: Cell::new(false),
             setup,
+            vfs: Vec::new(),
+        }
+    }
+
+    /// This PF's copy engine with `total_vfs` VF copy engines beside it (each with
+    /// [`VF_MEMORY_SIZE`] of memory, registers in BAR0 and memory in BAR2).
+    pub fn with_virtual_functions(mut self, total_vfs: u16) -> Self {
+        self.vfs = (0..total_vfs)
+            .map(|_| Rc::new(DmaDevice::new(VF_MEMORY_SIZE, self.setup)))
+            .collect();
+        self
+    }
+
+    /// VF `n`'s copy engine (1-based), if the device has that VF.
+    pub fn virtual_function(&self, n: u16) -> Option<&Rc<DmaDevice>> {
+        self.vfs.get(usize::from(n).checked_sub(1)?)
+    }
+
+    /// The copy engine of `function`.
+    fn function(&self, function: FunctionId) -> Option<&DmaDevice> {
+        match function {
+            FunctionId::Physical => Some(self),
+            FunctionId::Virtual(n) => self.virtual_function(n.get()).map(Rc::as_ref),
         }
     }
 
@@ -329,6 +423,32 @@ impl BarHandler for DmaDevice {
     }
 }
 
+impl FunctionBarHandler for DmaDevice {
+    fn function_mmio_read(
+        &self,
+        function: FunctionId,
+        bar: u8,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), CompleterError> {
+        self.function(function)
+            .ok_or(CompleterError::OutOfRange)?
+            .mmio_read(bar, offset, buf)
+    }
+
+    fn function_mmio_write(
+        &self,
+        function: FunctionId,
+        bar: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), CompleterError> {
+        self.function(function)
+            .ok_or(CompleterError::OutOfRange)?
+            .mmio_write(bar, offset, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,5 +632,30 @@ mod tests {
         }
         let mut next = pin!(dev.wait_word(0, 0));
         assert_eq!(next.as_mut().poll(&mut cx), Poll::Ready(()));
+    }
+
+    #[test]
+    fn each_function_of_an_sriov_device_has_its_own_registers_and_memory() {
+        let d = DmaDevice::new(1 << 20, SimDuration::ZERO).with_virtual_functions(2);
+        let vf2 = FunctionId::vf(2).expect("a VF");
+        d.function_mmio_write(vf2, REGISTER_BAR, reg::LEN, &7u64.to_le_bytes())
+            .expect("VF 2's LEN");
+        d.function_mmio_write(vf2, MEMORY_BAR, 0x10, b"vf2")
+            .expect("VF 2's memory");
+        let mut word = [0u8; 8];
+        d.function_mmio_read(FunctionId::Physical, REGISTER_BAR, reg::LEN, &mut word)
+            .expect("the PF's LEN");
+        assert_eq!(u64::from_le_bytes(word), 0, "the PF's registers are apart");
+        let vf = d.virtual_function(2).expect("VF 2");
+        assert_eq!(vf.reg(reg::LEN), 7);
+        let mut three = [0u8; 3];
+        vf.read_memory(0x10, &mut three);
+        assert_eq!(&three, b"vf2");
+        assert_eq!(vf.memory_size(), VF_MEMORY_SIZE);
+        assert_eq!(
+            d.function_mmio_read(FunctionId::vf(3).expect("VF"), 0, 0, &mut word),
+            Err(CompleterError::OutOfRange),
+            "no VF 3"
+        );
     }
 }

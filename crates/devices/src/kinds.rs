@@ -18,7 +18,8 @@ pub enum DeviceKind {
     /// default `p4000`), `params.memory` (default 8G) and `params.aperture` (BAR1, default
     /// the smaller of memory and 256M).
     Gpu,
-    /// The DMA test device (`params.memory`, default 256M of device memory).
+    /// The DMA test device (`params.memory`, default 256M of device memory; `params.vfs`,
+    /// 1 to 64, makes it an SR-IOV PF with that many VFs — see [`crate::dma`]).
     Dma,
     /// A 100 GbE NIC ([`crate::nic::Nic`]): `params.profile` (a calibration `[nic.*]`
     /// profile, default `connectx5`), `params.mtu` (1500 or 9000), `params.network` (the
@@ -239,6 +240,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                 class_code: crate::nvme::spec::CLASS_CODE,
                 description: "Non-Volatile memory controller: NVMe".to_string(),
                 bars,
+                sriov: None,
             })
         }
         DeviceKind::Gpu => {
@@ -267,6 +269,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                         kind: BarKind::Mem64Prefetch,
                     },
                 ],
+                sriov: None,
             })
         }
         DeviceKind::Nic => {
@@ -281,10 +284,12 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                     size: crate::nic::spec::BAR0_SIZE,
                     kind: BarKind::Mem64,
                 }],
+                sriov: None,
             })
         }
         DeviceKind::Dma => {
-            check_params(params, &["memory"])?;
+            check_params(params, &["memory", "vfs"])?;
+            let sriov = crate::dma::vfs_param(params)?.map(crate::dma::sriov_spec);
             Ok(EndpointLayout {
                 vendor_id: crate::dma::VENDOR_ID,
                 device_id: crate::dma::DEVICE_ID,
@@ -302,6 +307,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                         kind: BarKind::Mem64Prefetch,
                     },
                 ],
+                sriov,
             })
         }
     }
@@ -367,6 +373,50 @@ mod tests {
             err.to_string(),
             "unknown parameter \"colour\" (known: profile, memory, aperture)"
         );
+    }
+
+    #[test]
+    fn the_dma_test_device_declares_sr_iov_when_given_vfs() {
+        let mut params = toml::Table::new();
+        assert_eq!(layout_for("dma", &params).expect("valid").sriov, None);
+        params.insert("vfs".into(), toml::Value::Integer(8));
+        let sriov = layout_for("dma", &params)
+            .expect("valid")
+            .sriov
+            .expect("a PF");
+        assert_eq!(sriov.total_vfs, 8);
+        assert_eq!(sriov.vf_device_id, crate::dma::VF_DEVICE_ID);
+        let slices: Vec<(u8, u64)> = sriov.vf_bars.iter().map(|b| (b.index, b.size)).collect();
+        assert_eq!(
+            slices,
+            vec![
+                (crate::dma::REGISTER_BAR, crate::dma::REGISTER_BAR_SIZE),
+                (crate::dma::MEMORY_BAR, crate::dma::VF_MEMORY_SIZE)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_vfs_count_outside_its_range_names_the_limit() {
+        for (value, message) in [
+            (
+                toml::Value::Integer(0),
+                "vfs = 0: too small (TotalVFs of the DMA test device) (allowed: 1 to 64)",
+            ),
+            (
+                toml::Value::Integer(65),
+                "vfs = 65: too large (TotalVFs of the DMA test device) (allowed: 1 to 64)",
+            ),
+            (
+                toml::Value::String("8".into()),
+                "vfs = \"8\": expected a whole number (allowed: 1 to 64)",
+            ),
+        ] {
+            let mut params = toml::Table::new();
+            params.insert("vfs".into(), value);
+            let err = layout_for("dma", &params).expect_err(message);
+            assert_eq!(err.to_string(), message);
+        }
     }
 
     #[test]

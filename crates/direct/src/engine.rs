@@ -219,6 +219,11 @@ impl DirectEngine {
         let state = self.inner.state.borrow();
         let ep = state.fabric.endpoint(function);
         match requester {
+            // A VF that does not exist (VF Enable clear, or past NumVFs) is an absent
+            // function.
+            Requester::Cpu(h) if h == ep.host && !state.fabric.function_present(function) => {
+                Ok(None)
+            }
             Requester::Cpu(h) if h == ep.host => {
                 Ok(state.config_handlers[function.index()].clone())
             }
@@ -626,6 +631,15 @@ impl AgentPort for DirectAgent {
         Box::pin(async move {
             if let Some(h) = engine.config_target(requester, function)? {
                 h.config_write(offset, &data);
+                // A PF's SR-IOV Control decides which VFs exist: the fabric routes by it.
+                if let Some(control) = h.sriov_control() {
+                    let mut state = engine.inner.state.borrow_mut();
+                    // Only a PF's capability reports a control, and it refuses NumVFs
+                    // past TotalVFs: an error here is a bug in the device model.
+                    if let Err(bug) = state.fabric.set_sriov_control(function, control) {
+                        panic!("emulator bug: a configuration handler reported {bug}");
+                    }
+                }
             }
             YieldOnce::default().await;
             Ok(())

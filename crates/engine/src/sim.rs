@@ -586,7 +586,9 @@ impl Agent {
         Ok(())
     }
 
-    /// A configuration write of `data` at `offset` of `endpoint`'s configuration space.
+    /// A configuration write of `data` at `offset` of `endpoint`'s configuration space. A
+    /// write to a PF with SR-IOV hands its SR-IOV Control and NumVFs to the fabric at once,
+    /// so VFs exist (or are gone) for the next request.
     pub async fn config_write(
         &self,
         endpoint: EndpointId,
@@ -598,6 +600,17 @@ impl Agent {
         smartio_platform::Clock::sleep(self, cost).await;
         if let Some(h) = handler {
             h.config_write(offset, data);
+            // A PF's SR-IOV Control decides which VFs exist: the fabric routes by it.
+            if let Some(control) = h.sriov_control() {
+                // Only a PF's capability reports a control, and it refuses NumVFs past
+                // TotalVFs: an error here is a bug in the device model.
+                if let Err(bug) = self
+                    .sim
+                    .with_fabric_mut(|f| f.set_sriov_control(endpoint, control))
+                {
+                    panic!("emulator bug: a configuration handler reported {bug}");
+                }
+            }
             // The function may react (MSI-X enabled): let its task run before time moves.
             self.sim.inner.core.borrow_mut().woke = true;
         }
@@ -619,7 +632,12 @@ impl Agent {
                 })
             }
         }
+        // A VF that does not exist (VF Enable clear, or past NumVFs) is an absent function.
+        let present = fabric.function_present(endpoint);
         drop(fabric);
+        if !present {
+            return Ok(None);
+        }
         Ok(self.sim.inner.core.borrow().config_handlers[endpoint.index()].clone())
     }
 

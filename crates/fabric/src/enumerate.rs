@@ -85,8 +85,19 @@ fn align_up(value: u64, align: u64) -> Option<u64> {
 
 #[derive(Debug, Clone, Copy)]
 enum Resource {
-    Bar { endpoint: EndpointId, slot: usize },
-    Window { bridge: usize },
+    Bar {
+        endpoint: EndpointId,
+        slot: usize,
+    },
+    /// The whole region (slice × TotalVFs) of a PF's VF BAR `slot` (index into its
+    /// `SriovSpec::vf_bars`).
+    VfRegion {
+        endpoint: EndpointId,
+        slot: usize,
+    },
+    Window {
+        bridge: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -272,6 +283,40 @@ impl Enumerator<'_> {
                         mem.push(item)
                     }
                 }
+                if let Some(sriov) = ep.layout.sriov.clone() {
+                    self.reserve_vf_buses(endpoint, bus, &sriov)?;
+                    for (slot, bar) in sriov.vf_bars.iter().enumerate() {
+                        // Validated: slice × TotalVFs fits in 2^63.
+                        let item = Item {
+                            size: bar.size * u64::from(sriov.total_vfs),
+                            align: bar.size,
+                            resource: Resource::VfRegion { endpoint, slot },
+                        };
+                        let (limit, name) = if bar.kind.is_prefetchable() {
+                            (region.1, "64-bit MMIO")
+                        } else {
+                            (region.0, "32-bit MMIO")
+                        };
+                        if item.size > limit {
+                            let message = format!(
+                                "device {:?} VF BAR{} region of {} ({} VFs × {}) is larger \
+                                 than the whole {name} region ({})",
+                                self.fabric.endpoints[endpoint.index()].name,
+                                bar.index,
+                                format_size(item.size),
+                                sriov.total_vfs,
+                                format_size(bar.size),
+                                format_size(limit)
+                            );
+                            return Err(self.host_error(message));
+                        }
+                        if bar.kind.is_prefetchable() {
+                            pref.push(item)
+                        } else {
+                            mem.push(item)
+                        }
+                    }
+                }
                 Ok((mem, pref))
             }
             NodeKind::Switch { .. } => {
@@ -309,6 +354,30 @@ impl Enumerator<'_> {
             }
             NodeKind::RootComplex | NodeKind::ClusterSwitch { .. } => Ok((Vec::new(), Vec::new())),
         }
+    }
+
+    /// Takes the bus numbers a PF at `bus` needs for its VFs' routing ids (PF + First VF
+    /// Offset + (n − 1) · VF Stride for n up to TotalVFs), as Linux reserves them: the buses
+    /// after the PF's own, so the bridge above forwards configuration requests to them.
+    fn reserve_vf_buses(
+        &mut self,
+        endpoint: EndpointId,
+        bus: u8,
+        sriov: &crate::layout::SriovSpec,
+    ) -> Result<(), ScenarioError> {
+        let pf = Bdf::new(bus, 0, 0);
+        let Some(last) = crate::sriov::vf_bdf(pf, sriov, sriov.total_vfs) else {
+            let name = self.fabric.endpoints[endpoint.index()].name.clone();
+            return Err(self.host_error(format!(
+                "device {name:?} at bus {bus}: the routing id of VF {} would pass bus 255 \
+                 (First VF Offset {}, VF Stride {})",
+                sriov.total_vfs, sriov.first_vf_offset, sriov.vf_stride
+            )));
+        };
+        for _ in bus..last.bus {
+            self.take_bus()?;
+        }
+        Ok(())
     }
 
     /// The window a bridge needs for `class`, as an item for its parent, if any.
@@ -354,6 +423,19 @@ impl Enumerator<'_> {
                     });
                     ep.bars.sort_by_key(|b| b.index);
                 }
+                Resource::VfRegion { endpoint, slot } => {
+                    let ep = &mut self.fabric.endpoints[endpoint.index()];
+                    let spec = ep.layout.sriov.as_ref().and_then(|s| s.vf_bars.get(slot));
+                    if let (Some(spec), Some(v)) = (spec.copied(), ep.sriov.as_mut()) {
+                        v.regions.push(crate::topology::AssignedBar {
+                            index: spec.index,
+                            kind: spec.kind,
+                            base: BusAddr(start),
+                            size: item.size,
+                        });
+                        v.regions.sort_by_key(|b| b.index);
+                    }
+                }
                 Resource::Window { bridge } => {
                     let range = Some(start..end);
                     let b = &mut self.fabric.hosts[self.host.index()].bridges[bridge];
@@ -377,6 +459,16 @@ impl Enumerator<'_> {
                 let ep = &self.fabric.endpoints[endpoint.index()];
                 let index = ep.layout.bars.get(slot).map_or(0, |b| b.index);
                 format!("device {:?} BAR{index}", ep.name)
+            }
+            Resource::VfRegion { endpoint, slot } => {
+                let ep = &self.fabric.endpoints[endpoint.index()];
+                let index = ep
+                    .layout
+                    .sriov
+                    .as_ref()
+                    .and_then(|s| s.vf_bars.get(slot))
+                    .map_or(0, |b| b.index);
+                format!("device {:?} VF BAR{index}", ep.name)
             }
             Resource::Window { bridge } => {
                 let b = &self.fabric.hosts[self.host.index()].bridges[bridge];
@@ -495,6 +587,7 @@ mod tests {
                 class_code: 0,
                 description: String::new(),
                 bars: vec![bar],
+                sriov: None,
             })
         })
     }

@@ -35,6 +35,28 @@ pub enum LayoutError {
         /// The BAR.
         index: u8,
     },
+    /// An SR-IOV capability with no VFs, or a zero First VF Offset or VF Stride (a VF would
+    /// share the PF's or another VF's routing id).
+    #[error(
+        "SR-IOV capability with TotalVFs {total_vfs}, First VF Offset {first_vf_offset}, VF \
+         Stride {vf_stride} (each must be at least 1)"
+    )]
+    SrIovCounts {
+        /// TotalVFs.
+        total_vfs: u16,
+        /// First VF Offset.
+        first_vf_offset: u16,
+        /// VF Stride.
+        vf_stride: u16,
+    },
+    /// A VF BAR slice below the 4 KiB page, or whose region (slice × TotalVFs) is too large.
+    #[error("VF BAR{index} slice of {size} bytes is below 4096 or its region passes 2^63")]
+    VfBarSize {
+        /// The VF BAR.
+        index: u8,
+        /// One VF's slice.
+        size: u64,
+    },
 }
 
 /// How a BAR decodes addresses, which decides the bridge window it is placed in.
@@ -80,7 +102,32 @@ pub struct EndpointLayout {
     pub description: String,
     /// The BARs.
     pub bars: Vec<BarSpec>,
+    /// The SR-IOV capability, for a physical function that has virtual functions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sriov: Option<SriovSpec>,
 }
+
+/// What enumeration needs of a physical function's SR-IOV capability (PCI Express Base
+/// Specification §9.3.3): how many VFs it may have, where their routing ids fall, and the VF
+/// BARs. Enumeration reserves the bus numbers of all TotalVFs routing ids and places each VF
+/// BAR as one region of `size × total_vfs`, VF n's slice `(n − 1) · size` from its base.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SriovSpec {
+    /// TotalVFs, at least 1.
+    pub total_vfs: u16,
+    /// First VF Offset: VF 1's routing id minus the PF's (at least 1).
+    pub first_vf_offset: u16,
+    /// VF Stride: the routing-id distance between consecutive VFs (at least 1).
+    pub vf_stride: u16,
+    /// The device id every VF reports.
+    pub vf_device_id: u16,
+    /// The VF BARs: the size of *one* VF's slice (a power of two of at least 4 KiB, the
+    /// System Page Size), index and kind as for a function's own BARs.
+    pub vf_bars: Vec<BarSpec>,
+}
+
+/// The smallest VF BAR slice: one 4 KiB page (VF BARs are aligned to the System Page Size).
+pub const MIN_VF_BAR_SIZE: u64 = 4096;
 
 impl EndpointLayout {
     /// Checks BAR sizes and indices; the error says what is wrong.
@@ -112,6 +159,42 @@ impl EndpointLayout {
                 return Err(LayoutError::LargeNonPrefetchable { index: bar.index });
             }
         }
+        if let Some(sriov) = &self.sriov {
+            sriov.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl SriovSpec {
+    /// Checks the counts and the VF BARs (as a function's BARs, each at least
+    /// [`MIN_VF_BAR_SIZE`], and each whole region — slice × TotalVFs — inside 2^63).
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        if self.total_vfs == 0 || self.first_vf_offset == 0 || self.vf_stride == 0 {
+            return Err(LayoutError::SrIovCounts {
+                total_vfs: self.total_vfs,
+                first_vf_offset: self.first_vf_offset,
+                vf_stride: self.vf_stride,
+            });
+        }
+        let as_function = EndpointLayout {
+            vendor_id: 0,
+            device_id: 0,
+            class_code: 0,
+            description: String::new(),
+            bars: self.vf_bars.clone(),
+            sriov: None,
+        };
+        as_function.validate()?;
+        for bar in &self.vf_bars {
+            let region = bar.size.checked_mul(u64::from(self.total_vfs));
+            if bar.size < MIN_VF_BAR_SIZE || region.is_none_or(|r| r > 1 << 63) {
+                return Err(LayoutError::VfBarSize {
+                    index: bar.index,
+                    size: bar.size,
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -127,6 +210,7 @@ mod tests {
             class_code: 0,
             description: "test".into(),
             bars,
+            sriov: None,
         }
     }
 
@@ -146,6 +230,40 @@ mod tests {
         assert_eq!(
             layout(vec![bar(0, BarKind::Mem64), bar(1, BarKind::Mem32)]).validate(),
             Err(LayoutError::Overlap { index: 1 })
+        );
+    }
+
+    #[test]
+    fn an_sriov_capability_without_vfs_or_with_a_sub_page_vf_bar_is_refused() {
+        let bar = |size| BarSpec {
+            index: 0,
+            size,
+            kind: BarKind::Mem64,
+        };
+        let sriov = |total_vfs, size| SriovSpec {
+            total_vfs,
+            first_vf_offset: 1,
+            vf_stride: 1,
+            vf_device_id: 2,
+            vf_bars: vec![bar(size)],
+        };
+        let mut l = layout(vec![bar(4096)]);
+        l.sriov = Some(sriov(8, 4096));
+        assert_eq!(l.validate(), Ok(()));
+        l.sriov = Some(sriov(0, 4096));
+        assert_eq!(
+            l.validate(),
+            Err(LayoutError::SrIovCounts {
+                total_vfs: 0,
+                first_vf_offset: 1,
+                vf_stride: 1
+            })
+        );
+        l.sriov = Some(sriov(8, 2048));
+        let e = l.validate().expect_err("half a page");
+        assert_eq!(
+            e.to_string(),
+            "VF BAR0 slice of 2048 bytes is below 4096 or its region passes 2^63"
         );
     }
 }

@@ -16,17 +16,19 @@ pub mod ntb;
 pub mod report;
 pub mod route;
 pub mod spec;
+pub mod sriov;
 pub mod topology;
 pub mod units;
 
 pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
 pub use iommu::{DomainId, Iommu, IommuError};
-pub use layout::{BarKind, BarSpec, EndpointLayout, LayoutError};
+pub use layout::{BarKind, BarSpec, EndpointLayout, LayoutError, SriovSpec};
 pub use multicast::{GroupId, MulticastError};
 pub use ntb::{
     AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
 };
 pub use route::{Access, Branch, Hop, Route, RouteError, Target};
 pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
+pub use sriov::{Function, SriovError, VirtualFunctions};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
 pub use units::{LinkError, LinkSpec, SizeError, SizeValueError};

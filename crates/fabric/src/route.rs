@@ -337,11 +337,12 @@ impl Fabric {
                 match &self.nodes[node.index()].kind {
                     NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
                         let ep = &self.endpoints[endpoint.index()];
-                        let bar = ep
-                            .bars
-                            .iter()
-                            .find(|b| b.range().contains(&a))
-                            .ok_or_else(|| unsupported(a))?;
+                        // The PF's own BARs, else a present VF's slice of a VF BAR region.
+                        let (function, bar) = match ep.bars.iter().find(|b| b.range().contains(&a))
+                        {
+                            Some(bar) => (*endpoint, *bar),
+                            None => self.vf_slice_at(ep, a).ok_or_else(|| unsupported(a))?,
+                        };
                         let adapter = match self.nodes[node.index()].kind {
                             NodeKind::Ntb { .. } if bar.index == WINDOW_BAR => {
                                 self.adapter_of(*endpoint)
@@ -351,7 +352,7 @@ impl Fabric {
                         let Some(aid) = adapter else {
                             return Ok(Route {
                                 target: Target::Bar {
-                                    endpoint: *endpoint,
+                                    endpoint: function,
                                     bar: bar.index,
                                     offset: a - bar.base.get(),
                                 },
@@ -500,6 +501,19 @@ impl Fabric {
                 format!("{}.{}", self.hosts[ep.host.index()].name, ep.name)
             }
         }
+    }
+
+    /// The VF of PF `ep` whose BAR slice holds `addr`, with that slice, if the VF decodes it
+    /// now (VF Enable and VF MSE set, n ≤ NumVFs); otherwise nobody claims the address.
+    fn vf_slice_at(
+        &self,
+        ep: &crate::topology::Endpoint,
+        addr: u64,
+    ) -> Option<(EndpointId, crate::topology::AssignedBar)> {
+        let v = ep.sriov.as_ref()?;
+        let (n, bar) = v.slice_at(addr)?;
+        let vf = *v.vfs.get(usize::from(n).checked_sub(1)?)?;
+        v.control.vf_decodes(n).then_some((vf, bar))
     }
 
     /// The child link of `node` whose window contains `addr`.

@@ -151,8 +151,19 @@ pub struct Endpoint {
     pub bdf: Bdf,
     /// BARs with their assigned addresses.
     pub bars: Vec<AssignedBar>,
-    /// Where the scenario declared it.
+    /// Where the scenario declared it (a VF: where its PF was declared).
     pub loc: SourceLoc,
+    /// A physical function, or which VF of which PF (see [`crate::sriov`]).
+    pub function: crate::sriov::Function,
+    /// For a PF with the SR-IOV capability: its VFs.
+    pub sriov: Option<crate::sriov::VirtualFunctions>,
+}
+
+impl Endpoint {
+    /// Whether the endpoint is a virtual function.
+    pub fn is_virtual(&self) -> bool {
+        matches!(self.function, crate::sriov::Function::Virtual { .. })
+    }
 }
 
 /// The role of a PCI-to-PCI bridge.
@@ -269,6 +280,7 @@ pub fn ntb_layout(spec: &NtbSpec) -> EndpointLayout {
                 kind: BarKind::Mem64Prefetch,
             },
         ],
+        sriov: None,
     }
 }
 
@@ -402,6 +414,7 @@ impl Fabric {
         for hi in 0..fabric.hosts.len() {
             crate::enumerate::enumerate_host(&mut fabric, HostId(hi as u32))?;
         }
+        fabric.create_virtual_functions();
         fabric.collect_adapters();
         Ok(fabric)
     }
@@ -447,6 +460,10 @@ impl Fabric {
         loc: &SourceLoc,
     ) -> EndpointId {
         let id = EndpointId(self.endpoints.len() as u32);
+        let sriov = layout
+            .sriov
+            .clone()
+            .map(crate::sriov::VirtualFunctions::new);
         self.endpoints.push(Endpoint {
             host,
             node: NodeId(u32::MAX),
@@ -457,6 +474,8 @@ impl Fabric {
             bdf: Bdf::new(0, 0, 0),
             bars: Vec::new(),
             loc: loc.clone(),
+            function: crate::sriov::Function::Physical,
+            sriov,
         });
         self.hosts[host.index()].endpoints.push(id);
         id

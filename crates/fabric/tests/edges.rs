@@ -37,6 +37,7 @@ fn layout(kind: &str, params: &toml::Table) -> Result<EndpointLayout, String> {
             size,
             kind: bar_kind,
         }],
+        sriov: None,
     })
 }
 

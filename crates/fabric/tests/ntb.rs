@@ -36,6 +36,7 @@ fn layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
             size: 16 * KIB,
             kind: BarKind::Mem64,
         }],
+        sriov: None,
     })
 }
 

@@ -68,6 +68,7 @@ pub const DICTIONARY: &[&str] = &[
     "namespaces = ",
     "cmb = ",
     "lba_size = ",
+    "vfs = ",
     "backing = ",
     "value = ",
     "source = ",

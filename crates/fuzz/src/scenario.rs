@@ -148,6 +148,38 @@ fn check_bars(fabric: &Fabric, host: HostId) {
             );
             bars.push((b.range(), what));
         }
+        // A PF's VF BAR regions (slice × TotalVFs) are placed like BARs, aligned to a slice.
+        for r in ep.sriov.iter().flat_map(|v| &v.regions) {
+            let what = format!(
+                "{}: {}.{} VF BAR{} region {:#x?}",
+                fabric.name,
+                h.name,
+                ep.name,
+                r.index,
+                r.range()
+            );
+            let slice = ep
+                .layout
+                .sriov
+                .iter()
+                .flat_map(|s| &s.vf_bars)
+                .find(|b| b.index == r.index)
+                .map(|b| b.size);
+            assert!(
+                slice.is_some_and(|s| r.base.get() % s == 0),
+                "{what}: not aligned to its slice"
+            );
+            let region = if r.kind.is_prefetchable() {
+                &h.mmio64
+            } else {
+                &h.mmio32
+            };
+            assert!(
+                contains(region, &r.range()),
+                "{what}: outside its MMIO region {region:#x?}"
+            );
+            bars.push((r.range(), what));
+        }
     }
     bars.sort_by_key(|(r, _)| r.start);
     for pair in bars.windows(2) {
@@ -221,11 +253,30 @@ fn check_requester_ids(fabric: &Fabric, host: HostId) {
         .chain(h.endpoints.iter().map(|&e| {
             let ep = fabric.endpoint(e);
             (ep.bdf, ep.name.clone())
-        }));
+        }))
+        // Every possible VF's routing id, reserved whether it is enabled or not.
+        .chain(
+            h.endpoints
+                .iter()
+                .filter_map(|&e| fabric.virtual_functions(e))
+                .flat_map(|v| &v.vfs)
+                .map(|&vf| {
+                    let ep = fabric.endpoint(vf);
+                    (ep.bdf, ep.name.clone())
+                }),
+        );
     for (bdf, who) in functions {
         assert!(
             bdf.dev < 32 && bdf.func < 8,
             "{}: {who} has an invalid BDF {bdf}",
+            fabric.name
+        );
+        assert!(
+            bdf.bus == 0
+                || h.bridges
+                    .iter()
+                    .any(|b| (b.secondary..=b.subordinate).contains(&bdf.bus)),
+            "{}: {who} at {bdf} is on a bus no bridge forwards to",
             fabric.name
         );
         if let Some(other) = seen.insert(bdf.requester_id(), who.clone()) {

@@ -5,6 +5,13 @@
 //! [`DeviceBackend`] and [`DmaMapper`]: where configuration requests go, what address an MSI
 //! must be written to, and how memory becomes a device address. BAR windows are simply the
 //! addresses at which this host's CPU reaches the BARs. A driver cannot tell which it has.
+//!
+//! A handle on a function that is gone — a VF removed when its PF driver disabled SR-IOV,
+//! here or on the host that lends it — answers every call with a `FunctionGone` error
+//! (`AccessError`, `HostError` or `DmaError`, by the call), except `dma_unmap` and
+//! `dma_free_coherent`, which still give back what was mapped. A BAR mapped before
+//! ([`Mmio`]) is not a call on the handle: its loads are Unsupported Requests that read
+//! all-ones, as on hardware.
 
 use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, PeerBar};
 use crate::driver::BoxFuture;
@@ -199,9 +206,15 @@ impl Mmio {
         self.cpu.write(self.check(offset, data.len())?, data).await
     }
 
-    /// A load of `buf.len()` bytes.
+    /// A load of `buf.len()` bytes. A load the fabric refuses (a BAR that no longer
+    /// decodes, a link down) fills `buf` with all-ones, what the CPU reads on hardware, and
+    /// returns the error.
     pub async fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), AccessError> {
-        self.cpu.read(self.check(offset, buf.len())?, buf).await
+        let result = self.cpu.read(self.check(offset, buf.len())?, buf).await;
+        if result.is_err() {
+            buf.fill(0xff);
+        }
+        result
     }
 }
 
@@ -230,6 +243,10 @@ pub(crate) struct HandleInner {
     pub backend: Rc<dyn DeviceBackend>,
     pub dma: Rc<dyn DmaMapper>,
     pub os: Rc<OsShared>,
+    /// Set when the function was removed (a VF whose PF disabled SR-IOV).
+    pub gone: std::cell::Cell<bool>,
+    /// For a PF: the handles of the VFs its driver enabled, VF 1 first.
+    pub vfs: std::cell::RefCell<Vec<DeviceHandle>>,
 }
 
 /// A device as a driver sees it. Cheap to clone.
@@ -267,8 +284,47 @@ impl DeviceHandle {
                 backend,
                 dma,
                 os: os.shared(),
+                gone: std::cell::Cell::new(false),
+                vfs: std::cell::RefCell::new(Vec::new()),
             }),
         }
+    }
+
+    /// Whether the function is gone: removed by its PF's `disable_sriov`, or a VF whose PF
+    /// cleared VF Enable (seen by every host that holds a handle on it, a borrower too).
+    pub fn is_gone(&self) -> bool {
+        if self.inner.gone.get() {
+            return true;
+        }
+        let (_, endpoint) = self.function();
+        !self.inner.os.machine().fabric().function_present(endpoint)
+    }
+
+    fn present(&self) -> Result<(), AccessError> {
+        if self.is_gone() {
+            return Err(AccessError::FunctionGone {
+                device: self.inner.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn present_host(&self) -> Result<(), HostError> {
+        if self.is_gone() {
+            return Err(HostError::FunctionGone {
+                device: self.inner.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn present_dma(&self) -> Result<(), DmaError> {
+        if self.is_gone() {
+            return Err(DmaError::FunctionGone {
+                device: self.inner.name.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// The name in the host's device tree.
@@ -302,11 +358,13 @@ impl DeviceHandle {
 
     /// A configuration read of `len` bytes.
     pub async fn config_read(&self, offset: u16, len: usize) -> Result<Vec<u8>, AccessError> {
+        self.present()?;
         self.inner.backend.config_read(offset, len).await
     }
 
     /// A configuration write.
     pub async fn config_write(&self, offset: u16, data: &[u8]) -> Result<(), AccessError> {
+        self.present()?;
         self.inner.backend.config_write(offset, data.to_vec()).await
     }
 
@@ -341,6 +399,7 @@ impl DeviceHandle {
 
     /// Maps BAR `index` for loads and stores.
     pub fn map_bar(&self, index: u8) -> Result<Mmio, HostError> {
+        self.present_host()?;
         let window = self
             .inner
             .bars
@@ -365,6 +424,7 @@ impl DeviceHandle {
         len: u64,
         dir: DmaDirection,
     ) -> Result<BusAddr, DmaError> {
+        self.present_dma()?;
         self.inner.dma.map(phys, len, dir)
     }
 
@@ -376,6 +436,7 @@ impl DeviceHandle {
     /// Maps BAR `bar` of `target` for this device (`dma_map_resource`): returns the address
     /// at which this device reaches the BAR's first byte, for peer-to-peer DMA.
     pub fn dma_map_peer(&self, target: &DeviceHandle, bar: u8) -> Result<BusAddr, DmaError> {
+        self.present_dma()?;
         let window = target.map_bar(bar).map_err(|e| DmaError::Window {
             device: self.inner.name.clone(),
             message: e.to_string(),
@@ -397,6 +458,7 @@ impl DeviceHandle {
     /// Allocates `len` bytes of zeroed host RAM mapped for the device
     /// (`dma_alloc_coherent`). Page-aligned.
     pub fn dma_alloc_coherent(&self, len: u64) -> Result<DmaBuffer, DmaError> {
+        self.present_dma()?;
         let len = len.max(1).next_multiple_of(4096);
         let cpu = self
             .inner
@@ -425,6 +487,7 @@ impl DeviceHandle {
 
     /// Finds the MSI-X capability: (capability offset, table size).
     async fn msix_capability(&self) -> Result<(u16, u16), HostError> {
+        self.present_host()?;
         let access = |e: AccessError| HostError::Access {
             device: self.inner.name.clone(),
             source: e,
@@ -499,6 +562,7 @@ impl DeviceHandle {
     /// vector serves every interrupt the function raises. Refused where INTx cannot be
     /// delivered (a function lent over an NTB).
     pub async fn enable_intx(&self) -> Result<IrqVector, HostError> {
+        self.present_host()?;
         let name = &self.inner.name;
         let access = |e: AccessError| HostError::Access {
             device: name.clone(),

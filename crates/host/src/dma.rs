@@ -63,6 +63,12 @@ pub enum DmaError {
         /// The allocator's message.
         message: String,
     },
+    /// The function is gone (a VF removed when its PF disabled SR-IOV).
+    #[error("{device} is gone: its physical function disabled SR-IOV")]
+    FunctionGone {
+        /// The device.
+        device: String,
+    },
     /// Anything a SmartIO-provided mapper reports (window exhausted, ...).
     #[error("{device}: {message}")]
     Window {

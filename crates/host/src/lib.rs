@@ -6,6 +6,8 @@
 //! - [`device`]: the Linux-like device handle a driver gets: configuration access, BAR
 //!   mapping, the DMA API, MSI-X. A driver sees only this handle, so it cannot tell a local
 //!   function from one SmartIO lends it.
+//! - [`sriov`]: the PF driver's `enable_sriov` / `disable_sriov`, which make VFs exist and
+//!   hot-add (or remove) them in the device tree.
 //! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
 //!   host IOMMU).
 //! - [`driver`]: what a driver implements to be bound.
@@ -25,6 +27,7 @@ pub mod guest;
 pub mod hypervisor;
 pub mod memory;
 pub mod os;
+pub mod sriov;
 pub mod vcpu;
 pub mod vm;
 

@@ -111,6 +111,45 @@ pub enum HostError {
         /// Why.
         why: String,
     },
+    /// The function is gone (a VF removed when its PF disabled SR-IOV): every call on its
+    /// handle answers this.
+    #[error("{device} is gone: its physical function disabled SR-IOV")]
+    FunctionGone {
+        /// The device.
+        device: String,
+    },
+    /// `enable_sriov` on a function without the SR-IOV capability.
+    #[error("{device} has no SR-IOV capability")]
+    NoSrIov {
+        /// The device.
+        device: String,
+    },
+    /// `enable_sriov(n)` with `n` of 0 or more than the PF's TotalVFs. (The capability
+    /// itself keeps its old NumVFs on such a write, as hardware does; the driver checks.)
+    #[error("{device}: {asked} VFs asked for, the device supports 1 to {total} (TotalVFs)")]
+    TooManyVfs {
+        /// The PF.
+        device: String,
+        /// NumVFs asked for.
+        asked: u16,
+        /// TotalVFs.
+        total: u16,
+    },
+    /// `enable_sriov` while VFs are enabled already (disable them first).
+    #[error("{device}: SR-IOV is already enabled with {num_vfs} VFs (disable it first)")]
+    SrIovEnabled {
+        /// The PF.
+        device: String,
+        /// NumVFs in force.
+        num_vfs: u16,
+    },
+    /// `enable_sriov` on a PF this kernel does not own directly (a borrowed PF or one in a
+    /// VM): its VFs would have to be lent or passed through one by one.
+    #[error("{device}: SR-IOV can only be enabled by the kernel of the PF's own host")]
+    SrIovNotLocal {
+        /// The PF.
+        device: String,
+    },
     /// Something else a mapper or SmartIO reports.
     #[error("{0}")]
     Other(String),
@@ -132,6 +171,9 @@ pub(crate) struct OsShared {
     next_line: Cell<u8>,
     /// In a VM: how its physical (guest-physical) addresses map onto the host's RAM.
     guest: Option<GuestMemory>,
+    /// The kernel itself (its device tree), for a PF driver's `enable_sriov`, which
+    /// hot-adds the VFs. Weak: the kernel owns this.
+    kernel: RefCell<std::rc::Weak<OsInner>>,
 }
 
 impl OsShared {
@@ -193,6 +235,26 @@ impl OsShared {
         self.next_vector.set(first + count);
         first
     }
+
+    /// The kernel, while it runs.
+    pub fn kernel(&self) -> Option<HostOs> {
+        self.kernel.borrow().upgrade().map(|inner| HostOs { inner })
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The host.
+    pub fn host(&self) -> HostId {
+        self.host
+    }
+
+    /// Whether this is a VM's kernel.
+    pub fn is_guest(&self) -> bool {
+        self.guest.is_some()
+    }
 }
 
 struct Entry {
@@ -242,7 +304,8 @@ impl HostOs {
                 .endpoints()
                 .iter()
                 .enumerate()
-                .filter(|(_, e)| e.host == host)
+                // VFs are not enumerated by firmware: the PF driver adds them.
+                .filter(|(_, e)| e.host == host && !e.is_virtual())
                 .map(|(i, e)| (EndpointId(i as u32), e.clone()))
                 .collect();
             (h.name.clone(), RamAllocator::new(&h.ram), h.msi.start, eps)
@@ -255,6 +318,7 @@ impl HostOs {
             next_vector: Rc::new(Cell::new(FIRST_DEVICE_VECTOR)),
             next_line: Cell::new(smartio_platform::msi::INTX_LINES.start),
             guest: None,
+            kernel: RefCell::new(std::rc::Weak::new()),
         });
         let os = HostOs {
             inner: Rc::new(OsInner {
@@ -264,6 +328,7 @@ impl HostOs {
                 drivers: RefCell::new(Vec::new()),
             }),
         };
+        *os.inner.shared.kernel.borrow_mut() = Rc::downgrade(&os.inner);
         for (id, ep) in endpoints {
             let backend = Rc::new(LocalFunction {
                 cpu: machine.cpu(host),
@@ -326,15 +391,18 @@ impl HostOs {
             next_vector: h.next_vector.clone(),
             next_line: Cell::new(smartio_platform::msi::INTX_LINES.start),
             guest: Some(memory.clone()),
+            kernel: RefCell::new(std::rc::Weak::new()),
         });
-        HostOs {
+        let os = HostOs {
             inner: Rc::new(OsInner {
                 name: name.to_string(),
                 shared,
                 devices: RefCell::new(Vec::new()),
                 drivers: RefCell::new(Vec::new()),
             }),
-        }
+        };
+        *os.inner.shared.kernel.borrow_mut() = Rc::downgrade(&os.inner);
+        os
     }
 
     /// `count` consecutive interrupt vectors of this host, for a handler a driver or
@@ -578,6 +646,16 @@ impl HostOs {
     /// Hot-adds `handle` to the tree and binds a driver if one matches (a device no driver
     /// wants stays in the tree unbound, as on Linux).
     pub async fn hot_add(&self, handle: DeviceHandle) -> Result<(), HostError> {
+        self.hot_add_function(handle, None).await
+    }
+
+    /// [`HostOs::hot_add`] of a function of this host's own fabric (`endpoint`: a VF the PF
+    /// driver enabled), so [`HostOs::endpoint_of`] finds it.
+    pub(crate) async fn hot_add_function(
+        &self,
+        handle: DeviceHandle,
+        endpoint: Option<EndpointId>,
+    ) -> Result<(), HostError> {
         let name = handle.name().to_string();
         if self.device(&name).is_ok() {
             return Err(HostError::DuplicateDevice {
@@ -587,7 +665,7 @@ impl HostOs {
         }
         self.inner.devices.borrow_mut().push(Entry {
             handle,
-            endpoint: None,
+            endpoint,
             bound: None,
             claimed: None,
         });

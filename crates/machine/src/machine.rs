@@ -6,7 +6,8 @@ use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary}
 use smartio_calibration::CpuTiming;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, ConfigHandler, PhysAddr, SimDuration, SimTime,
+    AccessError, BarHandler, BusAddr, ConfigHandler, FunctionBarHandler, FunctionId, OneFunction,
+    PhysAddr, SimDuration, SimTime,
 };
 use std::cell::Ref;
 use std::future::Future;
@@ -82,6 +83,42 @@ impl Machine {
     /// Makes `handler` answer configuration requests to `endpoint` (cluster assembly).
     pub fn attach_config_handler(&self, endpoint: EndpointId, handler: Rc<dyn ConfigHandler>) {
         self.engine.attach_config_handler(endpoint, handler)
+    }
+
+    /// The functions of the device whose physical function is `pf`: the PF first, then
+    /// every possible VF (VF 1 to TotalVFs, present or not) with its endpoint. A device
+    /// without SR-IOV has only `(FunctionId::Physical, pf)`. A model serving several
+    /// functions takes each one's DMA port with [`Machine::device`] of its endpoint (its
+    /// TLPs then carry that function's requester id) and keeps one MSI-X table per function.
+    pub fn functions(&self, pf: EndpointId) -> Vec<(FunctionId, EndpointId)> {
+        let f = self.fabric();
+        let vfs = f
+            .virtual_functions(pf)
+            .map(|v| v.vfs.as_slice())
+            .unwrap_or(&[]);
+        std::iter::once((FunctionId::Physical, pf))
+            .chain(
+                vfs.iter()
+                    .zip(1u16..)
+                    .filter_map(|(&vf, n)| Some((FunctionId::vf(n)?, vf))),
+            )
+            .collect()
+    }
+
+    /// Makes `model` answer the BAR accesses of every function of `pf`'s device
+    /// ([`Machine::functions`]): one [`OneFunction`] adapter per function's endpoint, so
+    /// each access reaches the model with the function it targets and that function's own
+    /// BAR index and offset (an access to a VF that does not exist, or whose PF has VF MSE
+    /// clear, never reaches it: the fabric answers Unsupported Request).
+    pub fn attach_function_handlers<H: FunctionBarHandler + 'static>(
+        &self,
+        pf: EndpointId,
+        model: Rc<H>,
+    ) {
+        for (function, endpoint) in self.functions(pf) {
+            let handler = OneFunction::new(model.clone(), function);
+            self.engine.attach_bar_handler(endpoint, Rc::new(handler));
+        }
     }
 
     /// A CPU of `host`.

@@ -23,9 +23,9 @@ pub mod time;
 pub mod waiting;
 
 pub use addr::{BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
-pub use config::ConfigHandler;
+pub use config::{ConfigHandler, SrIovControl};
 pub use fifo::{FifoHold, FifoLock};
-pub use function::Bdf;
+pub use function::{Bdf, FunctionBarHandler, FunctionId, OneFunction};
 pub use memory::SparseMemory;
 pub use msi::MsiMessage;
 pub use notify::Notify;

@@ -52,6 +52,10 @@ pub enum AccessError {
     /// SmartIO could not map the VM's memory when the guest enabled Bus Master).
     #[error("configuration request to {target} refused by the hypervisor: {reason}")]
     Refused { target: String, reason: String },
+    /// The function is gone: a virtual function removed when its physical function's driver
+    /// disabled SR-IOV (or whose PF cleared VF Enable). Its handle answers every call so.
+    #[error("{device} is gone: its physical function disabled SR-IOV")]
+    FunctionGone { device: String },
     /// The access crosses from one target into another (e.g. past the end of a BAR).
     #[error("access of {len} bytes at {addr} crosses the end of {target}")]
     CrossesBoundary {

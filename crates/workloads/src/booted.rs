@@ -68,9 +68,13 @@ pub struct Booted {
 
 impl Booted {
     /// Boots every host of `cluster`, starts SmartIO over them and registers every function
-    /// but the NTB adapters.
+    /// but the NTB adapters. The PF driver of every SR-IOV function first enables all its
+    /// VFs (as a boot script writing TotalVFs to `sriov_numvfs` does), so the VFs are
+    /// registered with fdids of their own and lendable; a cluster without SR-IOV boots
+    /// exactly as before (no configuration request, no virtual time).
     pub fn boot(cluster: &Cluster) -> Result<Booted, BootError> {
         let hosts = HostOs::boot_all(&cluster.machine)?;
+        enable_all_vfs(&cluster.machine, &hosts)?;
         let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
         let fdids = smartio.register_all()?;
         Ok(Booted {
@@ -99,6 +103,36 @@ impl Booted {
     /// Every host's name, in scenario order.
     pub fn names(&self) -> Vec<String> {
         self.hosts.iter().map(|h| h.name().to_string()).collect()
+    }
+}
+
+/// Enables every VF of every SR-IOV PF in `hosts`, in host and tree order.
+fn enable_all_vfs(machine: &Machine, hosts: &[HostOs]) -> Result<(), BootError> {
+    let pfs: Vec<(smartio_host::DeviceHandle, u16)> = {
+        let f = machine.fabric();
+        hosts
+            .iter()
+            .flat_map(|os| {
+                os.devices().into_iter().filter_map(|d| {
+                    let ep = os.endpoint_of(d.name())?;
+                    let total = f.virtual_functions(ep)?.spec.total_vfs;
+                    Some((d, total))
+                })
+            })
+            .collect()
+    };
+    if pfs.is_empty() {
+        return Ok(());
+    }
+    let enabled = run_task(machine, async move {
+        for (pf, total) in pfs {
+            pf.enable_sriov(total).await?;
+        }
+        Ok::<(), HostError>(())
+    });
+    match enabled {
+        Ok(result) => Ok(result?),
+        Err(stuck) => Err(BootError::Host(HostError::Other(stuck.to_string()))),
     }
 }
 

@@ -1,7 +1,14 @@
 //! The copy-engine factory: the DMA test device (`dma`: registers in BAR0, memory in BAR2).
 //! Device-side tasks of tests use the device's own port and its memory.
+//!
+//! A DMA test device with SR-IOV (`params.vfs`) is one model serving its PF and every VF:
+//! the PF's and VFs' configuration spaces (`SrIovFunctions`: the PF's handler reports VF
+//! Enable to the engine), one `OneFunction` BAR handler per function
+//! (`Machine::attach_function_handlers`), and one copy engine per VF running on the VF's
+//! own port (its DMA carries the VF's requester id).
 
 use super::{DeviceModel, ModelContext, ModelError};
+use smartio_devices::config::{PfConfig, SrIovFunctions, VfConfig};
 use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
@@ -32,15 +39,60 @@ pub(super) fn start(
                 .device_extra(DeviceKind::Dma.name(), "setup_ns")
         })
         .map_or(SimDuration::ZERO, |p| SimDuration::from_ns_f64(p.value));
-    let device = Rc::new(DmaDevice::with_bars(
-        memory,
-        setup,
-        dma::REGISTER_BAR,
-        memory_bar,
-    ));
-    cx.machine.attach_bar_handler(endpoint, device.clone());
+    let mut device = DmaDevice::with_bars(memory, setup, dma::REGISTER_BAR, memory_bar);
+    let vfs: Vec<EndpointId> = ep.sriov.as_ref().map_or(Vec::new(), |v| v.vfs.clone());
+    if vfs.is_empty() {
+        // Without SR-IOV, exactly as before: the device answers its own BARs.
+        let device = Rc::new(device);
+        cx.machine.attach_bar_handler(endpoint, device.clone());
+        let port = cx.machine.device(endpoint);
+        let engine = device.clone();
+        cx.machine.spawn(async move { engine.run(port).await });
+        return Ok(DeviceModel::CopyEngine(device));
+    }
+    if let Ok(total) = u16::try_from(vfs.len()) {
+        device = device.with_virtual_functions(total);
+    }
+    let device = Rc::new(device);
+    cx.machine
+        .attach_function_handlers(endpoint, device.clone());
     let port = cx.machine.device(endpoint);
     let engine = device.clone();
     cx.machine.spawn(async move { engine.run(port).await });
+    start_virtual_functions(cx, &device, endpoint, ep, &vfs);
     Ok(DeviceModel::CopyEngine(device))
+}
+
+/// Attaches the PF's and VFs' configuration spaces and starts each VF's copy engine on the
+/// VF's own port (the BAR handlers are attached by `Machine::attach_function_handlers`).
+fn start_virtual_functions(
+    cx: &ModelContext<'_>,
+    device: &Rc<DmaDevice>,
+    pf: EndpointId,
+    ep: &Endpoint,
+    vfs: &[EndpointId],
+) {
+    let vf_endpoints: Vec<Endpoint> = {
+        let f = cx.machine.fabric();
+        vfs.iter().map(|&v| f.endpoint(v).clone()).collect()
+    };
+    let refs: Vec<&Endpoint> = vf_endpoints.iter().collect();
+    // A PCI Express capability and the SR-IOV capability always fit.
+    let functions = match SrIovFunctions::new(ep, None, &refs, None) {
+        Ok(Some(f)) => Rc::new(f),
+        Ok(None) | Err(_) => unreachable!("a DMA test device's SR-IOV capability fits"),
+    };
+    cx.machine
+        .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
+    for (function, vf) in cx.machine.functions(pf) {
+        let Some(n) = function.vf_number() else {
+            continue;
+        };
+        cx.machine
+            .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
+        if let Some(engine) = device.virtual_function(n).cloned() {
+            let port = cx.machine.device(vf);
+            cx.machine.spawn(async move { engine.run(port).await });
+        }
+    }
 }

@@ -129,6 +129,22 @@ impl DeviceModel {
         }
     }
 
+    /// The models of the VFs of PF `ep` by VF endpoint (a VF's own view of its PF's model:
+    /// the DMA test device's VF copy engines); empty for a model without VFs.
+    fn virtual_functions(&self, ep: &Endpoint) -> Vec<(EndpointId, DeviceModel)> {
+        let (Some(v), DeviceModel::CopyEngine(d)) = (&ep.sriov, self) else {
+            return Vec::new();
+        };
+        v.vfs
+            .iter()
+            .zip(1..)
+            .filter_map(|(&vf, n)| {
+                let engine = d.virtual_function(n)?;
+                Some((vf, DeviceModel::CopyEngine(engine.clone())))
+            })
+            .collect()
+    }
+
     /// Whether the model answers configuration requests itself (else the endpoint gets a
     /// configuration space built from its layout).
     fn has_config_space(&self) -> bool {
@@ -212,13 +228,24 @@ pub(crate) fn start_all(cx: &ModelContext<'_>) -> Result<Models, StartError> {
     let mut models = Models::new();
     for (kind, factory) in REGISTRY {
         for (id, ep, name) in &endpoints {
-            if DeviceKind::of(ep) != Some(kind) {
+            // A VF is served by its PF's model, which attaches its handlers.
+            if DeviceKind::of(ep) != Some(kind) || ep.is_virtual() {
                 continue;
             }
             let model = factory(cx, kind, *id, ep, name).map_err(|error| StartError {
                 device: name.clone(),
                 error,
             })?;
+            for (vf, vf_model) in model.virtual_functions(ep) {
+                models.insert(
+                    vf,
+                    Attached {
+                        endpoint: vf,
+                        kind,
+                        model: vf_model,
+                    },
+                );
+            }
             models.insert(
                 *id,
                 Attached {
@@ -230,7 +257,9 @@ pub(crate) fn start_all(cx: &ModelContext<'_>) -> Result<Models, StartError> {
         }
     }
     for (id, ep, _) in &endpoints {
-        if models.get(id).is_some_and(|a| a.model.has_config_space()) {
+        // A PF with SR-IOV and its VFs got their configuration spaces from their model.
+        let own = ep.sriov.is_some() || ep.is_virtual();
+        if own || models.get(id).is_some_and(|a| a.model.has_config_space()) {
             continue;
         }
         cx.machine

@@ -10,6 +10,8 @@
 //! - [`caps`]: the capability types — [`PciExpress`], [`Msix`], [`Msi`],
 //!   [`PowerManagement`], [`DeviceSerialNumber`], [`SrIov`] (in [`sriov`], with the
 //!   routing-id and VF BAR arithmetic a PF's VFs need).
+//! - [`functions`]: the configuration spaces of an SR-IOV device's PF and VFs, with the VF
+//!   rules, and the handlers that make VFs exist when the PF enables them.
 //!
 //! Invariant: only the bits a real function lets software change are writable — in the
 //! header the command register's memory-space, bus-master and INTx-disable bits, the
@@ -21,6 +23,7 @@
 pub mod bar;
 pub mod capability;
 pub mod caps;
+pub mod functions;
 pub mod registers;
 pub mod sriov;
 
@@ -31,6 +34,7 @@ pub use capability::{
 pub use caps::{
     DeviceSerialNumber, Msi, Msix, MsixLayout, PciExpress, PowerManagement, SrIov, SrIovLayout,
 };
+pub use functions::{PfConfig, SrIovFunctions, VfConfig};
 pub use registers::{Accept, RegisterBlock};
 pub use sriov::{vf_routing_id, SrIovError, SrIovSettings, VfBar};
 
@@ -209,6 +213,7 @@ mod tests {
                 size: 16 << 10,
                 kind: BarKind::Mem64,
             }],
+            sriov: None,
         }
     }
 

@@ -42,6 +42,7 @@ fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
             size: 4096,
             kind: BarKind::Mem64,
         }],
+        sriov: None,
     })
 }
 

@@ -213,6 +213,7 @@ pub fn decode(i: &mut Input) -> Device {
                     kind: b.kind,
                 })
                 .collect(),
+            sriov: None,
         },
         bars,
         standard,

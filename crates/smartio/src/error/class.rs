@@ -143,7 +143,7 @@ impl SciError {
             | SciError::VmWindowTooSmall { .. }
             | SciError::LowSpaceExhausted { .. } => C::HwNospc,
             SciError::Timeout(_) => C::Timeout,
-            SciError::UnknownFdid(_) => C::NoSuchFdid,
+            SciError::UnknownFdid(_) | SciError::FunctionGone { .. } => C::NoSuchFdid,
             SciError::AddressLimit { .. } => C::IllegalAddress,
             SciError::Host(HostError::Access { .. }) => C::TransferFailed,
             SciError::Host(_) => C::IllegalParameter,
@@ -330,6 +330,12 @@ mod tests {
                 C::Timeout,
             ),
             (SciError::UnknownFdid(Fdid(9)), C::NoSuchFdid),
+            (
+                SciError::FunctionGone {
+                    device: s("l:dma0.vf1"),
+                },
+                C::NoSuchFdid,
+            ),
             (
                 SciError::UnknownDevice {
                     spec: s("x"),

@@ -225,6 +225,13 @@ pub enum SciError {
     /// `SCI_ERR_NO_SUCH_FDID`: no registered device has this fdid.
     #[error("no device with fdid {0} is registered")]
     UnknownFdid(Fdid),
+    /// `SCI_ERR_NO_SUCH_FDID`: the registered function is gone — a VF whose PF driver
+    /// disabled SR-IOV on the lender; its fdid names nothing that can be borrowed.
+    #[error("{device} is gone: its physical function disabled SR-IOV")]
+    FunctionGone {
+        /// `lender:device`.
+        device: String,
+    },
     /// `SCI_ERR_ILLEGAL_PARAMETER`: a `lender:device` name, BAR or handle that matches no
     /// registered device or live object.
     #[error("no registered device {spec:?} ({why})")]

@@ -303,6 +303,7 @@ impl SmartIo {
                 driver,
             });
         }
+        svc.check_present(d.endpoint, &d.qualified)?;
         svc.count_lender_interaction();
         svc.claim(d.lender, &d.name);
         let id = st.api.id();

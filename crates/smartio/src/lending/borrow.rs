@@ -195,6 +195,7 @@ impl Service {
                 d.id,
             )
         };
+        self.check_present(endpoint, &qualified)?;
         if lender == borrower {
             return Err(SmartIoError::OwnDevice {
                 device: qualified,

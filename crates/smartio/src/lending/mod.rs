@@ -54,7 +54,7 @@ use crate::sisci::Sisci;
 use grants::{release, Grant, Ledger};
 use registry::Registered;
 use smartio_calibration::Calibration;
-use smartio_fabric::HostId;
+use smartio_fabric::{EndpointId, HostId};
 use smartio_host::HostOs;
 use smartio_machine::Machine;
 use smartio_platform::SimDuration;
@@ -163,6 +163,17 @@ impl Service {
             .holders(fdid)
             .next()
             .map(|h| self.hosts[h.host.index()].name().to_string())
+    }
+
+    /// Refuses a registered function that no longer exists (a VF whose PF disabled SR-IOV).
+    fn check_present(&self, endpoint: EndpointId, qualified: &str) -> Result<(), SmartIoError> {
+        if self.machine.fabric().function_present(endpoint) {
+            Ok(())
+        } else {
+            Err(SmartIoError::FunctionGone {
+                device: qualified.to_string(),
+            })
+        }
     }
 
     /// Who uses `device` of `lender` other than SmartIO itself: a driver of the lender's

@@ -1,0 +1,279 @@
+//! Virtual functions in the fabric (PCI Express Base Specification §9, SR-IOV): which
+//! endpoints are VFs of which physical function, where their BAR slices are, and which of
+//! them exist now.
+//!
+//! Who owns what:
+//! - The device layer declares the capability in the PF's layout ([`SriovSpec`]).
+//! - Enumeration ([`crate::enumerate`]) reserves the bus numbers of every TotalVFs routing
+//!   id (as Linux does) and places each VF BAR as one region of slice × TotalVFs in the
+//!   bridge windows above the PF.
+//! - [`Fabric::build`] then creates one endpoint per possible VF, after every scenario
+//!   endpoint (so no existing endpoint id moves): the PF's host and graph node, the routing
+//!   id PF + First VF Offset + (n − 1) · VF Stride, its BAR slices, and the name
+//!   `pf.vf<n>`. VF endpoints are in no host's endpoint list: firmware does not see them;
+//!   the OS hot-adds them when the PF driver enables SR-IOV.
+//! - The PF's configuration space (the device model) holds SR-IOV Control and NumVFs; the
+//!   engine copies them here after every configuration write to the PF
+//!   ([`Fabric::set_sriov_control`]), and routing obeys them: an access to a VF's slice
+//!   reaches the VF only while VF Enable and VF MSE are set and n ≤ NumVFs, else it is an
+//!   Unsupported Request; configuration requests to a VF that does not exist read all-ones
+//!   ([`Fabric::function_present`]).
+//! - A VF is a requester of its own: IOMMU domains and NTB requester-id entries are kept per
+//!   endpoint, so they see the VF, not the PF.
+
+use crate::ids::{Bdf, EndpointId};
+use crate::layout::{EndpointLayout, SriovSpec};
+use crate::topology::{AssignedBar, Endpoint, Fabric};
+use smartio_platform::{BusAddr, SrIovControl};
+use thiserror::Error;
+
+/// Which function an endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Function {
+    /// A physical function (every scenario endpoint).
+    Physical,
+    /// Virtual function `n` (1-based) of the physical function `pf`.
+    Virtual {
+        /// The PF.
+        pf: EndpointId,
+        /// The VF number, 1 to TotalVFs.
+        n: u16,
+    },
+}
+
+/// A PF's virtual functions: the capability, the VF BAR regions, the VF endpoints, and what
+/// SR-IOV Control and NumVFs say now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VirtualFunctions {
+    /// The capability as the device layout declared it.
+    pub spec: SriovSpec,
+    /// Each VF BAR's whole region (slice × TotalVFs), by VF BAR index; placed by enumeration.
+    pub regions: Vec<AssignedBar>,
+    /// The VF endpoints, VF 1 first (all TotalVFs of them, present or not).
+    pub vfs: Vec<EndpointId>,
+    /// SR-IOV Control and NumVFs as the PF's configuration space holds them.
+    pub control: SrIovControl,
+}
+
+impl VirtualFunctions {
+    pub(crate) fn new(spec: SriovSpec) -> Self {
+        Self {
+            spec,
+            regions: Vec::new(),
+            vfs: Vec::new(),
+            control: SrIovControl::default(),
+        }
+    }
+
+    /// The slice size of VF BAR `index`.
+    fn slice(&self, index: u8) -> Option<u64> {
+        self.spec
+            .vf_bars
+            .iter()
+            .find(|b| b.index == index)
+            .map(|b| b.size)
+    }
+
+    /// VF `n`'s slice of each VF BAR region.
+    pub fn slices_of(&self, n: u16) -> Vec<AssignedBar> {
+        self.regions
+            .iter()
+            .filter_map(|r| {
+                let size = self.slice(r.index)?;
+                let base = r
+                    .base
+                    .get()
+                    .checked_add(u64::from(n.checked_sub(1)?) * size)?;
+                Some(AssignedBar {
+                    index: r.index,
+                    kind: r.kind,
+                    base: BusAddr(base),
+                    size,
+                })
+            })
+            .collect()
+    }
+
+    /// The VF whose slice holds `addr`, with the VF BAR: `Some((n, bar))` when a region
+    /// contains the address.
+    pub(crate) fn slice_at(&self, addr: u64) -> Option<(u16, AssignedBar)> {
+        let region = self.regions.iter().find(|r| r.range().contains(&addr))?;
+        let size = self.slice(region.index)?;
+        let n = u16::try_from((addr - region.base.get()) / size + 1).ok()?;
+        let bar = self
+            .slices_of(n)
+            .into_iter()
+            .find(|b| b.index == region.index)?;
+        Some((n, bar))
+    }
+}
+
+/// The routing id of VF `n` of a PF at `pf`, if it is at most 0xFFFF.
+pub fn vf_bdf(pf: Bdf, spec: &SriovSpec, n: u16) -> Option<Bdf> {
+    let id = u32::from(pf.requester_id())
+        + u32::from(spec.first_vf_offset)
+        + u32::from(n.checked_sub(1)?) * u32::from(spec.vf_stride);
+    u16::try_from(id).ok().map(Bdf::from_requester_id)
+}
+
+/// Why the fabric refused an SR-IOV change (an emulator bug in the caller: the engine or a
+/// test passed an endpoint that is no PF with SR-IOV, or a NumVFs past TotalVFs).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SriovError {
+    /// The endpoint has no SR-IOV capability.
+    #[error("{endpoint} has no SR-IOV capability")]
+    NotAPhysicalFunction {
+        /// The endpoint's name.
+        endpoint: String,
+    },
+    /// NumVFs past TotalVFs (the capability refuses such a write, so a handler never
+    /// reports one).
+    #[error("{endpoint}: NumVFs {num_vfs} is more than TotalVFs {total_vfs}")]
+    TooManyVfs {
+        /// The PF's name.
+        endpoint: String,
+        /// NumVFs reported.
+        num_vfs: u16,
+        /// TotalVFs.
+        total_vfs: u16,
+    },
+}
+
+impl Fabric {
+    /// The virtual functions of `pf`, if it is a PF with the SR-IOV capability.
+    pub fn virtual_functions(&self, pf: EndpointId) -> Option<&VirtualFunctions> {
+        self.endpoints[pf.index()].sriov.as_ref()
+    }
+
+    /// Whether `endpoint` exists as a function now: a PF always, a VF while its PF's VF
+    /// Enable is set and its number is at most NumVFs.
+    pub fn function_present(&self, endpoint: EndpointId) -> bool {
+        match self.endpoints[endpoint.index()].function {
+            Function::Physical => true,
+            Function::Virtual { pf, n } => self
+                .virtual_functions(pf)
+                .is_some_and(|v| v.control.vf_exists(n)),
+        }
+    }
+
+    /// Records what `pf`'s SR-IOV Control and NumVFs hold (the engine calls this after every
+    /// configuration write to a PF). Routing to the VFs follows at once.
+    pub fn set_sriov_control(
+        &mut self,
+        pf: EndpointId,
+        control: SrIovControl,
+    ) -> Result<(), SriovError> {
+        let ep = &mut self.endpoints[pf.index()];
+        let name = ep.name.clone();
+        let Some(v) = ep.sriov.as_mut() else {
+            return Err(SriovError::NotAPhysicalFunction { endpoint: name });
+        };
+        if control.num_vfs > v.spec.total_vfs {
+            return Err(SriovError::TooManyVfs {
+                endpoint: name,
+                num_vfs: control.num_vfs,
+                total_vfs: v.spec.total_vfs,
+            });
+        }
+        v.control = control;
+        Ok(())
+    }
+
+    /// Creates the VF endpoints of every enumerated PF (all TotalVFs of each), after the
+    /// scenario's endpoints.
+    pub(crate) fn create_virtual_functions(&mut self) {
+        for pf_index in 0..self.endpoints.len() {
+            let pf = EndpointId(pf_index as u32);
+            let Some(v) = self.endpoints[pf_index].sriov.clone() else {
+                continue;
+            };
+            let mut vfs = Vec::new();
+            for n in 1..=v.spec.total_vfs {
+                let parent = &self.endpoints[pf_index];
+                // Enumeration reserved every routing id, so each one exists.
+                let Some(bdf) = vf_bdf(parent.bdf, &v.spec, n) else {
+                    continue;
+                };
+                let layout = EndpointLayout {
+                    vendor_id: parent.layout.vendor_id,
+                    device_id: v.spec.vf_device_id,
+                    class_code: parent.layout.class_code,
+                    description: format!("{} (VF)", parent.layout.description),
+                    bars: v.spec.vf_bars.clone(),
+                    sriov: None,
+                };
+                let vf = Endpoint {
+                    host: parent.host,
+                    node: parent.node,
+                    name: format!("{}.vf{n}", parent.name),
+                    kind: parent.kind.clone(),
+                    params: toml::Table::new(),
+                    layout,
+                    bdf,
+                    bars: v.slices_of(n),
+                    loc: parent.loc.clone(),
+                    function: Function::Virtual { pf, n },
+                    sriov: None,
+                };
+                vfs.push(EndpointId(self.endpoints.len() as u32));
+                self.endpoints.push(vf);
+            }
+            if let Some(s) = self.endpoints[pf_index].sriov.as_mut() {
+                s.vfs = vfs;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{BarKind, BarSpec};
+
+    fn spec() -> SriovSpec {
+        SriovSpec {
+            total_vfs: 4,
+            first_vf_offset: 1,
+            vf_stride: 1,
+            vf_device_id: 0x10,
+            vf_bars: vec![
+                BarSpec {
+                    index: 0,
+                    size: 0x1_0000,
+                    kind: BarKind::Mem64,
+                },
+                BarSpec {
+                    index: 2,
+                    size: 0x10_0000,
+                    kind: BarKind::Mem64Prefetch,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn vf_routing_ids_follow_offset_and_stride_and_stop_at_bus_255() {
+        let s = spec();
+        assert_eq!(vf_bdf(Bdf::new(3, 0, 0), &s, 1), Some(Bdf::new(3, 0, 1)));
+        assert_eq!(vf_bdf(Bdf::new(3, 0, 0), &s, 8), Some(Bdf::new(3, 1, 0)));
+        assert_eq!(vf_bdf(Bdf::new(3, 0, 0), &s, 0), None);
+        assert_eq!(vf_bdf(Bdf::new(255, 31, 7), &s, 1), None);
+    }
+
+    #[test]
+    fn an_address_in_a_vf_bar_region_names_the_vf_and_its_slice() {
+        let mut v = VirtualFunctions::new(spec());
+        v.regions = vec![AssignedBar {
+            index: 2,
+            kind: BarKind::Mem64Prefetch,
+            base: BusAddr(0x100_0000_0000),
+            size: 0x40_0000,
+        }];
+        let (n, bar) = v.slice_at(0x100_0023_0004).expect("inside VF 3's slice");
+        assert_eq!(n, 3);
+        assert_eq!(bar.base, BusAddr(0x100_0020_0000));
+        assert_eq!(bar.size, 0x10_0000);
+        assert_eq!(v.slice_at(0x100_0040_0000), None, "past the region");
+        assert_eq!(v.slices_of(4)[0].range().end, 0x100_0040_0000);
+    }
+}
