@@ -611,3 +611,68 @@ fn gpu_nvme_reads_through_gpu_queues_verified_and_is_deterministic() {
         "the same run twice gives the same result"
     );
 }
+
+#[test]
+fn sriov_rows_are_pf_and_vf_local_and_lent_all_link_bound_and_deterministic() {
+    let args = ["exp", "sriov", "--ops", "2", "--json"];
+    let (ok, out, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let rows = v["result"].as_array().expect("rows");
+    let got: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["function"].as_str().unwrap_or("").to_string(),
+                r["how"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("PF", "local"),
+            ("PF", "lent"),
+            ("VF", "local"),
+            ("VF", "lent")
+        ]
+        .map(|(f, h)| (f.to_string(), h.to_string()))
+    );
+    let steady: Vec<f64> = rows
+        .iter()
+        .map(|r| r["steady_gbit_per_s"].as_f64().expect("rate"))
+        .collect();
+    let bound = 100.0 * 8960.0 / 9038.0;
+    for g in &steady {
+        assert!(*g > 0.95 * bound && *g < 1.002 * bound, "{steady:?}");
+    }
+    assert!(
+        (steady[3] - steady[0]).abs() < 0.02 * steady[0],
+        "{steady:?}"
+    );
+    let (_, again, _) = smartio(&args);
+    assert_eq!(out, again, "byte-identical across runs");
+}
+
+#[test]
+fn sriov_share_sums_the_clients_and_keeps_the_internal_switch_off_the_wire() {
+    let (ok, out, err) = smartio(&["exp", "sriov-share", "--ops", "2", "--json"]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let runs = v["result"].as_array().expect("runs");
+    assert_eq!(runs.len(), 3);
+    for run in &runs[..2] {
+        let report = &run["result"]["report"];
+        let written: u64 = report["streams"]
+            .as_array()
+            .expect("streams")
+            .iter()
+            .map(|s| s["bytes"].as_u64().expect("bytes"))
+            .sum();
+        assert_eq!(report["verified_bytes"].as_u64(), Some(written), "{run}");
+        assert!(run["wire_tx"].as_u64() > Some(1000), "{run}");
+    }
+    assert_eq!(runs[2]["wire_tx"], 0, "{}", runs[2]);
+    assert_eq!(runs[2]["wire_rx"], 0, "{}", runs[2]);
+    assert!(runs[2]["internal_switch"].as_u64() > Some(1000));
+}

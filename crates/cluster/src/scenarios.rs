@@ -60,6 +60,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         name: "sriov",
         text: include_str!("../../../scenarios/sriov.toml"),
     },
+    ShippedScenario {
+        name: "sriov-share",
+        text: include_str!("../../../scenarios/sriov-share.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.

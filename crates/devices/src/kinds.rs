@@ -273,7 +273,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
             })
         }
         DeviceKind::Nic => {
-            crate::nic::NicParams::parse(params)?;
+            let nic = crate::nic::NicParams::parse(params)?;
             Ok(EndpointLayout {
                 vendor_id: crate::nic::spec::VENDOR_ID,
                 device_id: crate::nic::spec::DEVICE_ID,
@@ -284,7 +284,7 @@ pub fn layout_for(kind: &str, params: &toml::Table) -> Result<EndpointLayout, Pa
                     size: crate::nic::spec::BAR0_SIZE,
                     kind: BarKind::Mem64,
                 }],
-                sriov: None,
+                sriov: nic.vfs.map(crate::nic::spec::sriov_spec),
             })
         }
         DeviceKind::Dma => {

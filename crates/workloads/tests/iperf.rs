@@ -18,19 +18,43 @@ fn end(host: &str, device: &str) -> IperfEnd {
 
 fn run(client: IperfEnd, streams: u32) -> IperfResult {
     let cluster = Cluster::new("sriov", &Calibration::default_embedded()).expect("scenario");
+    run_on(&cluster, end("receiver", "nic0"), vec![(client, streams)])
+}
+
+const TIMING: IperfTiming = IperfTiming {
+    duration: SimDuration::from_us(2000),
+    interval: SimDuration::from_us(500),
+    write_bytes: DEFAULT_WRITE_BYTES,
+};
+
+fn run_on(cluster: &Cluster, server: IperfEnd, clients: Vec<(IperfEnd, u32)>) -> IperfResult {
     iperf(
-        &cluster,
+        cluster,
         &IperfConfig {
-            server: end("receiver", "nic0"),
-            clients: vec![(client, streams)],
-            timing: IperfTiming {
-                duration: SimDuration::from_us(2000),
-                interval: SimDuration::from_us(500),
-                write_bytes: DEFAULT_WRITE_BYTES,
-            },
+            server,
+            clients,
+            timing: TIMING,
         },
     )
     .expect("iperf runs")
+}
+
+/// What the NIC of `host` counted on its port: (frames on the wire out, in, through the
+/// internal switch).
+fn port(cluster: &Cluster, host: &str) -> (u64, u64, u64) {
+    let f = cluster.machine.fabric();
+    let (_, nic) = cluster
+        .nics()
+        .find(|(ep, _)| f.host(f.endpoint(*ep).host).name == host)
+        .unwrap_or_else(|| panic!("no NIC in {host}"));
+    let c = nic.port().counters();
+    (c.wire_tx, c.wire_rx, c.eswitch)
+}
+
+fn checked(r: &IperfResult) {
+    let written: u64 = r.report.streams.iter().map(|s| s.bytes).sum();
+    assert!(written > 0);
+    assert_eq!(r.report.verified_bytes, written, "every byte checked");
 }
 
 /// The goodput bound of 100 GbE with 9000-byte frames carrying 40 bytes of headers:
@@ -63,6 +87,101 @@ fn a_lent_nic_sends_as_fast_as_the_lenders_own_and_both_fill_the_link() {
     assert!((l - b).abs() <= 0.02 * l, "local {l} vs lent {b}");
     for g in [l, b] {
         assert!(g <= BOUND_GBIT * 1.001 && g > 0.95 * BOUND_GBIT, "{g}");
+    }
+}
+
+/// Paper V Fig. 28: a virtual function lent to another host performs like the physical
+/// function used by its own host; both are bounded by the link.
+#[test]
+fn a_lent_virtual_function_sends_as_fast_as_the_local_physical_function() {
+    let pf = run(end("lender", "nic0"), 4);
+    let vf_local = run(end("lender", "nic0.vf1"), 4);
+    let vf_lent = run(end("borrower", "lender:nic0.vf1"), 4);
+    let (p, l, b) = (steady(&pf), steady(&vf_local), steady(&vf_lent));
+    eprintln!(
+        "4 streams, steady: PF local {p:.2}, VF local {l:.2}, VF lent {b:.2} Gb/s (bound {BOUND_GBIT:.2})"
+    );
+    for r in [&pf, &vf_local, &vf_lent] {
+        checked(r);
+    }
+    assert!((b - p).abs() <= 0.02 * p, "VF lent {b} vs PF local {p}");
+    for g in [p, l, b] {
+        assert!(g <= BOUND_GBIT * 1.001 && g > 0.95 * BOUND_GBIT, "{g}");
+    }
+}
+
+/// Paper V Fig. 29: the lender and a borrower each use a VF of one NIC at the same time;
+/// the receiver's rate is the sum of theirs, and the two share the link about equally.
+#[test]
+fn two_hosts_share_one_nic_through_two_virtual_functions() {
+    let cluster = Cluster::new("sriov", &Calibration::default_embedded()).expect("scenario");
+    let r = run_on(
+        &cluster,
+        end("receiver", "nic0"),
+        vec![
+            (end("lender", "nic0.vf1"), 2),
+            (end("borrower", "lender:nic0.vf2"), 2),
+        ],
+    );
+    checked(&r);
+    let clients = r.report.client_gbit_per_s();
+    let sum: f64 = clients.iter().map(|(_, g)| g).sum();
+    eprintln!(
+        "{clients:?}: sum {sum:.2}, server {:.2} Gb/s",
+        r.report.server_gbit_per_s
+    );
+    assert!((sum - r.report.server_gbit_per_s).abs() < 1e-6 * sum);
+    assert!(r.report.server_gbit_per_s > 0.95 * BOUND_GBIT);
+    for (_, g) in &clients {
+        assert!((g - sum / 2.0).abs() < 0.1 * sum, "{clients:?}");
+    }
+}
+
+/// Paper V §7.1.6: the lender and a borrower using two VFs of one NIC reach each other
+/// through its internal switch, without a frame on the wire.
+#[test]
+fn lender_and_borrower_talk_through_the_nics_internal_switch_not_the_wire() {
+    let cluster = Cluster::new("sriov", &Calibration::default_embedded()).expect("scenario");
+    let r = run_on(
+        &cluster,
+        end("lender", "nic0.vf1"),
+        vec![(end("borrower", "lender:nic0.vf2"), 2)],
+    );
+    checked(&r);
+    let (tx, rx, switched) = port(&cluster, "lender");
+    eprintln!(
+        "lender's NIC: wire out {tx}, wire in {rx}, internal switch {switched}; {:.2} Gb/s",
+        r.report.server_gbit_per_s
+    );
+    assert_eq!((tx, rx), (0, 0), "nothing on the wire");
+    assert!(switched > 1000, "{switched}");
+    assert_eq!(port(&cluster, "receiver"), (0, 0, 0));
+}
+
+/// Issue 17: two borrowers on different hosts use two VFs of one NIC at the same time.
+#[test]
+fn two_borrowers_on_different_hosts_send_through_two_vfs_of_one_nic_at_once() {
+    let cluster = Cluster::new("sriov-share", &Calibration::default_embedded()).expect("scenario");
+    let r = run_on(
+        &cluster,
+        end("receiver", "nic0"),
+        vec![
+            (end("borrower-a", "lender:nic0.vf1"), 2),
+            (end("borrower-b", "lender:nic0.vf2"), 2),
+        ],
+    );
+    checked(&r);
+    let clients = r.report.client_gbit_per_s();
+    let sum: f64 = clients.iter().map(|(_, g)| g).sum();
+    eprintln!(
+        "{clients:?}: sum {sum:.2}, server {:.2} Gb/s",
+        r.report.server_gbit_per_s
+    );
+    assert_eq!(clients.len(), 2);
+    assert!((sum - r.report.server_gbit_per_s).abs() < 1e-6 * sum);
+    assert!(r.report.server_gbit_per_s > 0.95 * BOUND_GBIT);
+    for (_, g) in &clients {
+        assert!(*g > 0.4 * sum, "{clients:?}");
     }
 }
 

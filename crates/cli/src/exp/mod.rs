@@ -16,6 +16,7 @@ mod plot;
 mod share;
 mod sq_placement;
 mod sriov;
+mod sriov_share;
 mod vm_nvme;
 mod vm_p2p;
 
@@ -64,6 +65,9 @@ pub enum ExpName {
     /// iperf throughput from a 100 GbE NIC's function used by its own host and lent to
     /// another (Paper V Fig. 28); `--ops` is milliseconds of virtual time (default 4).
     Sriov,
+    /// One SR-IOV NIC shared by several hosts at once, a VF each (Paper V Fig. 29), and
+    /// lender ↔ borrower through its internal switch; `--ops` is milliseconds (default 4).
+    SriovShare,
 }
 
 impl ExpName {
@@ -81,6 +85,7 @@ impl ExpName {
             ExpName::VmP2p => "vm-back-to-back",
             ExpName::GpuNvme => "cluster-switch",
             ExpName::Sriov => "sriov",
+            ExpName::SriovShare => "sriov-share",
         }
     }
 
@@ -186,7 +191,9 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
                     "checks every byte it reads anyway"
                 }
                 ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
-                ExpName::Sriov => "checks every byte the server reads anyway",
+                ExpName::Sriov | ExpName::SriovShare => {
+                    "checks every byte the server reads anyway"
+                }
                 _ => "times its reads without checking them",
             }
         ));
@@ -221,6 +228,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::VmP2p => vm_p2p::run(&setup)?,
         ExpName::GpuNvme => gpu_nvme::run(&setup)?,
         ExpName::Sriov => sriov::run(&setup)?,
+        ExpName::SriovShare => sriov_share::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report

@@ -1,13 +1,17 @@
 //! The NIC factory: parameters from the scenario (`params.profile`, `mtu`, `network`, `mac`),
 //! costs from the calibration's `[nic.*]` profile, and the port put on its Ethernet segment
-//! of the cluster's one [`Network`] (built from `[network]`). The NIC has its physical
-//! function only (virtual functions plug in through [`Nic::add_function`] once SR-IOV
-//! enables them); the function answers configuration requests itself (an MSI-X vector per
-//! queue pair) and DMAs through its endpoint's own port.
+//! of the cluster's one [`Network`] (built from `[network]`). Without SR-IOV the NIC has its
+//! physical function, which answers configuration requests itself (an MSI-X vector per queue
+//! pair) and DMAs through its endpoint's own port. With `params.vfs` the NIC is one model
+//! serving its PF and every VF: the configuration spaces of all of them (`SrIovFunctions`:
+//! the PF's handler reports VF Enable to the engine), one [`NicFunction`] per function — its
+//! own MAC address, queues and MSI-X table — attached to the function's endpoint, its engines
+//! running on that endpoint's port (its DMA carries the function's requester id); the
+//! internal switch forwards between all of them by MAC address.
 
 use super::{DeviceModel, ModelContext, ModelError};
 use smartio_calibration::{NetworkParams, NicProfileParams};
-use smartio_devices::config::ConfigSpace;
+use smartio_devices::config::{ConfigSpace, FunctionSpace, PfConfig, SrIovFunctions, VfConfig};
 use smartio_devices::nic::spec::default_mac;
 use smartio_devices::nic::{
     Network, NetworkTiming, Nic, NicConfig, NicFunction, NicParams, NicTiming,
@@ -55,22 +59,75 @@ pub(super) fn start(
             segment: segment.clone(),
         })?),
     };
-    let pci = Rc::new(ConfigSpace::new(
-        &ep.layout,
-        &ep.bars,
-        Some(NicFunction::msix_layout()),
-    ));
     let nic = Rc::new(Nic::new(NicConfig {
         mtu: params.mtu,
         timing: nic_timing(profile),
     }));
-    let pf = nic.add_function(params.mac.unwrap_or(default_mac(id.0, 0)), pci.clone());
+    let pf_mac = params.mac.unwrap_or(default_mac(id.0, 0));
+    let vfs: Vec<EndpointId> = ep.sriov.as_ref().map_or(Vec::new(), |v| v.vfs.clone());
+    if vfs.is_empty() {
+        let pci = Rc::new(ConfigSpace::new(
+            &ep.layout,
+            &ep.bars,
+            Some(NicFunction::msix_layout()),
+        ));
+        let pf = nic.add_function(pf_mac, FunctionSpace::Own(pci.clone()));
+        cx.machine.attach_bar_handler(id, pf);
+        cx.machine.attach_config_handler(id, pci);
+    } else {
+        add_virtual_functions(cx, &nic, id, ep, pf_mac, &vfs);
+    }
     if let (Some(network), Some(segment)) = (network, &params.network) {
         network.attach(segment, nic.port());
     }
-    cx.machine.attach_bar_handler(id, pf);
-    cx.machine.attach_config_handler(id, pci);
     let port = cx.machine.device(id);
     cx.machine.spawn(nic.clone().run(port));
+    for (function, vf) in cx.machine.functions(id) {
+        if let Some(n) = function.vf_number() {
+            nic.start_function(usize::from(n), cx.machine.device(vf));
+        }
+    }
     Ok(DeviceModel::Nic(nic))
+}
+
+/// The PF and every VF of an SR-IOV NIC: their configuration spaces, one function each
+/// (VF `n` is function `n`, with the address `default_mac(pf, n)`), attached to their
+/// endpoints.
+fn add_virtual_functions(
+    cx: &ModelContext<'_>,
+    nic: &Rc<Nic<smartio_machine::Agent>>,
+    pf: EndpointId,
+    ep: &Endpoint,
+    pf_mac: smartio_devices::ethernet::MacAddr,
+    vfs: &[EndpointId],
+) {
+    let vf_endpoints: Vec<Endpoint> = {
+        let f = cx.machine.fabric();
+        vfs.iter().map(|&v| f.endpoint(v).clone()).collect()
+    };
+    let refs: Vec<&Endpoint> = vf_endpoints.iter().collect();
+    let msix = Some(NicFunction::msix_layout());
+    let functions = match SrIovFunctions::new(ep, msix, &refs, msix) {
+        Ok(Some(f)) => Rc::new(f),
+        // The layout declares SR-IOV and a PCI Express, an MSI-X and the SR-IOV capability
+        // always fit: anything else is an emulator bug.
+        Ok(None) => unreachable!("a NIC with VFs has an SR-IOV layout"),
+        Err(e) => unreachable!("a NIC's capabilities fit: {e}"),
+    };
+    cx.machine
+        .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
+    let physical = nic.add_function(pf_mac, FunctionSpace::Physical(functions.clone()));
+    cx.machine.attach_bar_handler(pf, physical);
+    for (function, vf) in cx.machine.functions(pf) {
+        let Some(n) = function.vf_number() else {
+            continue;
+        };
+        cx.machine
+            .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
+        let f = nic.add_function(
+            default_mac(pf.0, n),
+            FunctionSpace::Virtual(functions.clone(), n),
+        );
+        cx.machine.attach_bar_handler(vf, f);
+    }
 }

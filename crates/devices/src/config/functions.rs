@@ -223,6 +223,30 @@ impl ConfigHandler for VfConfig {
     }
 }
 
+/// The configuration space a function of a multi-function model reads its settings from
+/// (MSI-X enable, Bus Master): its own, or the PF's or VF `n`'s inside an SR-IOV device's
+/// [`SrIovFunctions`].
+#[derive(Debug, Clone)]
+pub enum FunctionSpace {
+    /// A function with a configuration space of its own.
+    Own(Rc<ConfigSpace>),
+    /// The physical function of an SR-IOV device.
+    Physical(Rc<SrIovFunctions>),
+    /// Virtual function `n` (from 1) of an SR-IOV device.
+    Virtual(Rc<SrIovFunctions>, u16),
+}
+
+impl FunctionSpace {
+    /// `f` applied to the function's configuration space (`None` for a VF past TotalVFs).
+    pub fn with<R>(&self, f: impl FnOnce(&ConfigSpace) -> R) -> Option<R> {
+        match self {
+            FunctionSpace::Own(c) => Some(f(c)),
+            FunctionSpace::Physical(s) => Some(f(s.pf())),
+            FunctionSpace::Virtual(s, n) => s.with_vf(*n, f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

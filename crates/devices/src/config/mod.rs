@@ -34,7 +34,7 @@ pub use capability::{
 pub use caps::{
     DeviceSerialNumber, Msi, Msix, MsixLayout, PciExpress, PowerManagement, SrIov, SrIovLayout,
 };
-pub use functions::{PfConfig, SrIovFunctions, VfConfig};
+pub use functions::{FunctionSpace, PfConfig, SrIovFunctions, VfConfig};
 pub use registers::{Accept, RegisterBlock};
 pub use sriov::{vf_routing_id, SrIovError, SrIovSettings, VfBar};
 

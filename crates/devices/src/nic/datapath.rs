@@ -80,7 +80,11 @@ async fn fetch<P: Port>(port: &P, at: BusAddr, count: u64) -> Option<Vec<[u8; 16
 impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
     /// Raises vector `q` of function `f` (MSI-X, held pending while masked; or INTx).
     async fn interrupt(&self, f: &NicFunction, q: u16, port: &P) {
-        if let Some(m) = crate::msix::interrupt_message(&f.pci, &f.msix, q) {
+        if let Some(m) = f
+            .pci
+            .with(|c| crate::msix::interrupt_message(c, &f.msix, q))
+            .flatten()
+        {
             let _ = port.write(m.address, &m.payload()).await;
         }
     }

@@ -106,14 +106,11 @@ impl<P> Nic<P> {
         &self.port
     }
 
-    /// Adds a function with address `mac` answering configuration requests through `pci`
-    /// (built with [`NicFunction::msix_layout`]); returns its index (0 is the physical
-    /// function). The caller attaches it as the BAR handler of its fabric function.
-    pub fn add_function(
-        &self,
-        mac: MacAddr,
-        pci: Rc<crate::config::ConfigSpace>,
-    ) -> Rc<NicFunction> {
+    /// Adds a function with address `mac` whose settings are in configuration space `pci`
+    /// (built with [`NicFunction::msix_layout`]); functions are indexed in the order added
+    /// (0 is the physical function, `n` virtual function `n`). The caller attaches it as
+    /// the BAR handler of its fabric function.
+    pub fn add_function(&self, mac: MacAddr, pci: crate::config::FunctionSpace) -> Rc<NicFunction> {
         let f = Rc::new(NicFunction::new(mac, pci, self.port.clone()));
         self.functions.borrow_mut().push(f.clone());
         self.ports.borrow_mut().push(None);

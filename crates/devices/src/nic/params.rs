@@ -15,10 +15,15 @@ pub struct NicParams {
     pub network: Option<String>,
     /// The physical function's address (`None`: derived from the endpoint).
     pub mac: Option<MacAddr>,
+    /// SR-IOV: how many virtual functions the NIC supports (TotalVFs; `None`: no SR-IOV).
+    pub vfs: Option<u16>,
 }
 
 /// The parameter names a `nic` device accepts.
-pub const KNOWN: &[&str] = &["profile", "mtu", "network", "mac"];
+pub const KNOWN: &[&str] = &["profile", "mtu", "network", "mac", "vfs"];
+/// TotalVFs a scenario may give a NIC: a ConnectX-5 supports up to 1024 (Paper V §7.1.6);
+/// the model keeps eight queue pairs per function, so 64 bounds its memory.
+pub const VFS: std::ops::RangeInclusive<i64> = 1..=64;
 /// The profile when none is given.
 pub const DEFAULT_PROFILE: &str = "connectx5";
 /// The MTUs a port may have.
@@ -103,11 +108,33 @@ impl NicParams {
                 }
             },
         };
+        let vfs = match params.get("vfs") {
+            None => None,
+            Some(toml::Value::Integer(n)) => {
+                let n = smartio_fabric::spec::limits::in_range(
+                    "vfs",
+                    *n,
+                    &VFS,
+                    " (TotalVFs of the NIC)",
+                )?;
+                // In 1..=64 by the check above.
+                Some(n as u16)
+            }
+            Some(v) => {
+                return Err(ParamError::NotAnInteger {
+                    key: "vfs".to_string(),
+                    value: v.to_string(),
+                    min: *VFS.start(),
+                    max: *VFS.end(),
+                })
+            }
+        };
         Ok(NicParams {
             profile,
             mtu,
             network,
             mac,
+            vfs,
         })
     }
 }
@@ -132,13 +159,23 @@ mod tests {
                 profile: "connectx5".into(),
                 mtu: 1500,
                 network: None,
-                mac: None
+                mac: None,
+                vfs: None
             })
         );
         let p = parse("mtu = 9000\nnetwork = \"lan\"\nmac = \"02:AA:00:00:00:01\"").expect("ok");
         assert_eq!(p.mtu, 9000);
         assert_eq!(p.network.as_deref(), Some("lan"));
         assert_eq!(p.mac, Some(MacAddr([2, 0xaa, 0, 0, 0, 1])));
+    }
+
+    #[test]
+    fn virtual_functions_are_one_to_sixty_four_whole_ones() {
+        assert_eq!(parse("vfs = 8").map(|p| p.vfs), Ok(Some(8)));
+        assert!(message("vfs = 0").contains("vfs = 0: too small (TotalVFs of the NIC)"));
+        assert!(message("vfs = 65").contains("too large"));
+        assert!(message("vfs = \"4\"").contains("expected a whole number"));
+        assert!(message("vfs = 2.5").contains("expected a whole number"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::port::EthPort;
 use super::queues::QueuePair;
 use super::spec::{self, queue, reg, LINK_SPEED_SHIFT, LINK_UP, MSIX_PBA, MSIX_TABLE, NIC_MAGIC};
-use crate::config::{ConfigSpace, MsixLayout};
+use crate::config::{FunctionSpace, MsixLayout};
 use crate::ethernet::MacAddr;
 use crate::msix::MsixTable;
 use smartio_platform::pci::msix;
@@ -34,7 +34,7 @@ impl FunctionCounters {
 #[derive(Debug)]
 pub struct NicFunction {
     pub(crate) mac: MacAddr,
-    pub(crate) pci: Rc<ConfigSpace>,
+    pub(crate) pci: FunctionSpace,
     pub(crate) msix: MsixTable,
     pub(crate) queues: Vec<QueuePair>,
     pub(crate) port: Rc<EthPort>,
@@ -68,9 +68,9 @@ fn decode(offset: u64) -> Option<Bar0> {
 }
 
 impl NicFunction {
-    /// A function with address `mac` on `port`, answering configuration requests through
-    /// `pci` (built with [`NicFunction::msix_layout`]).
-    pub fn new(mac: MacAddr, pci: Rc<ConfigSpace>, port: Rc<EthPort>) -> Self {
+    /// A function with address `mac` on `port`, its settings in configuration space `pci`
+    /// (built with [`NicFunction::msix_layout`]).
+    pub fn new(mac: MacAddr, pci: FunctionSpace, port: Rc<EthPort>) -> Self {
         Self {
             mac,
             pci,
@@ -207,13 +207,17 @@ mod tests {
                 size: b.size,
             })
             .collect();
-        let pci = Rc::new(ConfigSpace::new(
+        let pci = Rc::new(crate::config::ConfigSpace::new(
             &layout,
             &bars,
             Some(NicFunction::msix_layout()),
         ));
         let mac = MacAddr([2, 0, 0, 0, 0, 7]);
-        NicFunction::new(mac, pci, Rc::new(EthPort::new(100e9, 9000)))
+        NicFunction::new(
+            mac,
+            FunctionSpace::Own(pci),
+            Rc::new(EthPort::new(100e9, 9000)),
+        )
     }
 
     fn read(f: &NicFunction, offset: u64) -> Result<u64, CompleterError> {

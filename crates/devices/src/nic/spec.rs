@@ -39,6 +39,8 @@ use thiserror::Error;
 pub const VENDOR_ID: u16 = 0x15b3;
 /// PCI device id of the physical function (ConnectX-5).
 pub const DEVICE_ID: u16 = 0x1017;
+/// PCI device id of its virtual functions (ConnectX-5 Virtual Function).
+pub const VF_DEVICE_ID: u16 = 0x1018;
 /// PCI class code: network controller, Ethernet.
 pub const CLASS_CODE: u32 = 0x02_00_00;
 /// Value of the [`reg::ID`] register.
@@ -331,6 +333,23 @@ pub fn default_mac(endpoint: u32, function: u16) -> MacAddr {
     let [_, _, e1, e0] = endpoint.to_be_bytes();
     let [f1, f0] = function.to_be_bytes();
     MacAddr([0x02, 0x4e, e1, e0, f1, f0])
+}
+
+/// The SR-IOV capability of a NIC with `total_vfs` virtual functions: First VF Offset 1, VF
+/// Stride 1, and each VF the PF's BAR0 layout (registers, eight queue pairs, MSI-X), so the
+/// same driver binds to either.
+pub fn sriov_spec(total_vfs: u16) -> smartio_fabric::SriovSpec {
+    smartio_fabric::SriovSpec {
+        total_vfs,
+        first_vf_offset: 1,
+        vf_stride: 1,
+        vf_device_id: VF_DEVICE_ID,
+        vf_bars: vec![smartio_fabric::BarSpec {
+            index: REGISTER_BAR,
+            size: BAR0_SIZE,
+            kind: smartio_fabric::BarKind::Mem64,
+        }],
+    }
 }
 
 #[cfg(test)]

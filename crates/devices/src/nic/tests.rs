@@ -5,7 +5,7 @@
 
 use super::spec::{queue, reg, RingError, RxDescriptor, Status, TxDescriptor, STATUS_OFFSET};
 use super::*;
-use crate::config::ConfigSpace;
+use crate::config::{ConfigSpace, FunctionSpace};
 use crate::ethernet::{FrameHeader, HEADER_BYTES};
 use crate::kinds::layout_for;
 use smartio_fabric::topology::AssignedBar;
@@ -115,7 +115,7 @@ const PF: MacAddr = MacAddr([2, 0, 0, 0, 0, 0]);
 const VF: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const FAR: MacAddr = MacAddr([2, 9, 9, 9, 9, 9]);
 
-fn pci() -> Rc<ConfigSpace> {
+fn pci() -> FunctionSpace {
     let layout = layout_for("nic", &toml::Table::new()).expect("layout");
     let bars: Vec<AssignedBar> = layout
         .bars
@@ -127,11 +127,11 @@ fn pci() -> Rc<ConfigSpace> {
             size: b.size,
         })
         .collect();
-    Rc::new(ConfigSpace::new(
+    FunctionSpace::Own(Rc::new(ConfigSpace::new(
         &layout,
         &bars,
         Some(NicFunction::msix_layout()),
-    ))
+    )))
 }
 
 /// A NIC with a PF and a second function, both started, their rings set up in memory:
@@ -405,9 +405,12 @@ fn a_received_frame_raises_the_queue_pairs_msix_vector_when_enabled() {
     use smartio_platform::ConfigHandler;
     let mut r = rig(4);
     let vf = r.functions[1].clone();
-    let at = vf.pci.capability(cap::MSIX).expect("MSI-X capability");
     vf.pci
-        .config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        .with(|c| {
+            let at = c.capability(cap::MSIX).expect("MSI-X capability");
+            c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        })
+        .expect("its own configuration space");
     let message = 0x3000_0000u64;
     let entry = spec::MSIX_TABLE; // vector 0 = queue pair 0
     vf.mmio_write(0, entry, &(message as u32).to_le_bytes())
