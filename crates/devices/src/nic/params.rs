@@ -215,7 +215,7 @@ mod tests {
         assert!(message("profile = \" \"").starts_with("profile = \" \": empty"));
         assert_eq!(
             message("speed = 100"),
-            "unknown parameter \"speed\" (known: profile, mtu, network, mac)"
+            "unknown parameter \"speed\" (known: profile, mtu, network, mac, vfs)"
         );
     }
 }
