@@ -246,6 +246,8 @@ pub struct NetStackParams {
     pub receive_window_bytes: Param,
     /// Send buffer per connection: written bytes not yet acknowledged.
     pub send_buffer_bytes: Param,
+    /// The floor of the tail-loss probe's timeout (twice the smoothed round trip otherwise).
+    pub probe_timeout_min_ns: Param,
 }
 
 /// The NVMe-oF over RDMA baseline (Paper V Fig. 36): the network, the HCAs and the NVMe-oF

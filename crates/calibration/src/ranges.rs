@@ -477,6 +477,16 @@ pub const RULES: &[Rule] = &[
             max: 1 << 30,
         },
     ),
+    // Like the retransmission timeout: a probe must wait for something.
+    rule(
+        "net_stack",
+        "probe_timeout_min_ns",
+        Allowed::Real {
+            min: 1000.0,
+            max: MAX_TIME_NS,
+            unit: "ns",
+        },
+    ),
     rule(
         "net_stack",
         "send_buffer_bytes",

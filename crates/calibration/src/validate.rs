@@ -467,6 +467,7 @@ impl Calibration {
             retransmit_timeout_min_ns,
             receive_window_bytes,
             send_buffer_bytes,
+            probe_timeout_min_ns,
         } = &self.net_stack;
         push(
             &mut out,
@@ -478,6 +479,7 @@ impl Calibration {
                 ("retransmit_timeout_min_ns", retransmit_timeout_min_ns),
                 ("receive_window_bytes", receive_window_bytes),
                 ("send_buffer_bytes", send_buffer_bytes),
+                ("probe_timeout_min_ns", probe_timeout_min_ns),
             ],
         );
         for (name, profile) in &self.nic {

@@ -75,6 +75,14 @@ impl Congestion {
         }
     }
 
+    /// A tail-loss probe found `flight` bytes unacknowledged: the same reduction as a fast
+    /// retransmit (RFC 8985 §7.4: a loss repaired by the probe is a congestion event).
+    pub fn on_tail_loss(&mut self, flight: u64) {
+        self.ssthresh = self.half(flight);
+        self.cwnd = self.ssthresh;
+        self.duplicate_acks = 0;
+    }
+
     /// The retransmission timer expired with `flight` bytes out: start again from one
     /// segment.
     pub fn on_timeout(&mut self, flight: u64) {

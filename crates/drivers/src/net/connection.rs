@@ -148,6 +148,16 @@ impl Connection {
         self.send_buf.is_empty() && (!self.fin_queued || self.fin_acked)
     }
 
+    /// The first sequence number not yet acknowledged.
+    pub fn snd_una(&self) -> u64 {
+        self.snd_una
+    }
+
+    /// Bytes (and FIN) ever sent and not yet acknowledged (also after going back).
+    pub fn outstanding(&self) -> u64 {
+        self.snd_max - self.snd_una
+    }
+
     /// Bytes (and FIN) sent and not yet acknowledged.
     pub fn in_flight(&self) -> u64 {
         self.snd_nxt - self.snd_una
@@ -325,6 +335,21 @@ impl Connection {
         } else {
             false
         }
+    }
+
+    /// The tail-loss probe's timer expired (RFC 8985 §7): nothing was acknowledged for a
+    /// while with data out, so the tail is taken as lost — the window halves as after three
+    /// duplicate acknowledgements, and sending goes back to the first unacknowledged byte (the
+    /// receiver keeps only in-order data, so the probe is that byte's segment). Returns
+    /// whether anything was out.
+    pub fn on_probe_timeout(&mut self) -> bool {
+        let flight = self.snd_max - self.snd_una;
+        if flight == 0 {
+            return false;
+        }
+        self.congestion.on_tail_loss(flight);
+        self.go_back();
+        true
     }
 
     fn go_back(&mut self) {

@@ -4,6 +4,7 @@
 
 pub mod congestion;
 pub mod connection;
+pub mod rtt;
 pub mod segment;
 pub mod stack;
 pub mod stream;

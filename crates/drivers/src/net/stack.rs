@@ -9,6 +9,7 @@
 //! go straight to the interface, which keeps each flow's frames in order.
 
 use super::connection::{Connection, Limits};
+use super::rtt::RttEstimator;
 use super::segment::{self, flags, Segment, ETHERTYPE};
 use super::{FrameLink, LinkError};
 use smartio_calibration::Calibration;
@@ -34,6 +35,8 @@ pub struct StackCosts {
     pub receive_window: u64,
     /// Send buffer per connection.
     pub send_buffer: u64,
+    /// The floor of the tail-loss probe's timeout.
+    pub probe_timeout_min: SimDuration,
 }
 
 impl StackCosts {
@@ -47,6 +50,7 @@ impl StackCosts {
             retransmit_timeout: SimDuration::from_ns_f64(n.retransmit_timeout_min_ns.value),
             receive_window: n.receive_window_bytes.value as u64,
             send_buffer: n.send_buffer_bytes.value as u64,
+            probe_timeout_min: SimDuration::from_ns_f64(n.probe_timeout_min_ns.value),
         }
     }
 
@@ -132,6 +136,8 @@ pub(super) struct Conn {
     pub(super) local_port: u16,
     pub(super) peer_port: u16,
     pub(super) state: RefCell<Connection>,
+    /// The sender's round-trip estimate.
+    pub(super) rtt: Cell<RttEstimator>,
     pub(super) inbox: RefCell<VecDeque<Segment>>,
     pub(super) for_writer: Notify,
     pub(super) for_reader: Notify,
@@ -254,6 +260,7 @@ impl<L: FrameLink + 'static, C: Clock + 'static> NetStack<L, C> {
             local_port,
             peer_port: port,
             state: RefCell::new(Connection::client(self.inner.limits)),
+            rtt: Cell::default(),
             inbox: RefCell::default(),
             for_writer: Notify::new(),
             for_reader: Notify::new(),
@@ -368,6 +375,7 @@ impl<L: FrameLink, C: Clock> Inner<L, C> {
                         seg.seq,
                         u64::from(seg.window),
                     )),
+                    rtt: Cell::default(),
                     inbox: RefCell::default(),
                     for_writer: Notify::new(),
                     for_reader: Notify::new(),

@@ -89,6 +89,13 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
                 .sleep(self.inner().costs.segment_receive)
                 .await;
             let reaction = self.conn.state.borrow_mut().on_segment(&seg);
+            let (snd_una, retransmissions) = {
+                let state = self.conn.state.borrow();
+                (state.snd_una(), state.retransmissions())
+            };
+            let mut rtt = self.conn.rtt.get();
+            rtt.on_ack(snd_una, self.inner().clock.now(), retransmissions);
+            self.conn.rtt.set(rtt);
             proceed |= reaction.sender_may_proceed;
             if reaction.ack_now {
                 self.acknowledge().await?;
@@ -119,32 +126,54 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
                 .clock
                 .sleep(self.inner().costs.segment_send)
                 .await;
+            if seg.seq_len() > 0 {
+                let mut rtt = self.conn.rtt.get();
+                let retransmissions = self.conn.state.borrow().retransmissions();
+                rtt.on_send(
+                    seg.seq + seg.seq_len(),
+                    self.inner().clock.now(),
+                    retransmissions,
+                );
+                self.conn.rtt.set(rtt);
+            }
             self.send(seg).await?;
         }
     }
 
-    /// Waits for news for the sender; on the retransmission timeout (doubling while nothing
-    /// is acknowledged), goes back to the first unacknowledged byte.
-    async fn wait_as_sender(&self, timeout: &Cell<SimDuration>) -> Result<(), NetError> {
+    /// Waits for news for the sender. With data unacknowledged, the tail-loss probe fires
+    /// first (once per stall, after twice the smoothed round trip, at least the calibrated
+    /// floor) and goes back to the first unacknowledged byte; then the retransmission
+    /// timeout (doubling while nothing is acknowledged) does the same from one segment.
+    async fn wait_as_sender(&self, timers: &Timers) -> Result<(), NetError> {
+        let costs = self.inner().costs;
+        let probe = self.conn.rtt.get().probe_timeout(costs.probe_timeout_min);
+        let probing = !timers.probed.get()
+            && probe.as_ps() < timers.rto.get().as_ps()
+            && self.conn.state.borrow().outstanding() > 0;
+        let wait = if probing { probe } else { timers.rto.get() };
         match race(
             self.conn.for_writer.notified(),
-            self.inner().clock.sleep(timeout.get()),
+            self.inner().clock.sleep(wait),
         )
         .await
         {
             Either::Left(()) => {
                 if self.process().await? {
-                    timeout.set(self.inner().costs.retransmit_timeout);
+                    timers.rto.set(costs.retransmit_timeout);
+                    timers.probed.set(false);
+                }
+            }
+            Either::Right(()) if probing => {
+                if self.conn.state.borrow_mut().on_probe_timeout() {
+                    timers.probed.set(true);
                 }
             }
             Either::Right(()) => {
                 if self.conn.state.borrow_mut().on_timeout() {
-                    let doubled = SimDuration::from_ps(timeout.get().as_ps().saturating_mul(2));
-                    timeout.set(if doubled.as_ps() > MAX_RETRANSMIT_TIMEOUT.as_ps() {
-                        MAX_RETRANSMIT_TIMEOUT
-                    } else {
-                        doubled
-                    });
+                    let doubled = timers.rto.get().as_ps().saturating_mul(2);
+                    timers.rto.set(SimDuration::from_ps(
+                        doubled.min(MAX_RETRANSMIT_TIMEOUT.as_ps()),
+                    ));
                 }
             }
         }
@@ -207,11 +236,20 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
         })
     }
 
+    /// The sender's timers: the retransmission timeout in force and whether the tail-loss
+    /// probe fired since the last progress.
+    fn timers(&self) -> Timers {
+        Timers {
+            rto: Cell::new(self.inner().costs.retransmit_timeout),
+            probed: Cell::new(false),
+        }
+    }
+
     /// Writes `data`: copies it into the send buffer a segment at a time as space frees up and
     /// sends what the windows allow; returns when all of it is buffered (not yet
     /// acknowledged).
     pub async fn write(&self, data: &[u8]) -> Result<(), NetError> {
-        let timeout = Cell::new(self.inner().costs.retransmit_timeout);
+        let timers = self.timers();
         let mut rest = data;
         while !rest.is_empty() {
             if self.conn.state.borrow().phase() == Phase::Reset {
@@ -220,7 +258,7 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
             let space = self.conn.state.borrow().send_space() as usize;
             if space == 0 {
                 self.transmit().await?;
-                self.wait_as_sender(&timeout).await?;
+                self.wait_as_sender(&timers).await?;
                 continue;
             }
             // A segment's worth at a time, sending as it goes (as Linux's tcp_sendmsg fills
@@ -240,14 +278,14 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
     /// Closes this end: sends the FIN after the data and waits until all of it was
     /// acknowledged.
     pub async fn close(&self) -> Result<(), NetError> {
-        let timeout = Cell::new(self.inner().costs.retransmit_timeout);
+        let timers = self.timers();
         self.conn.state.borrow_mut().queue_fin();
         loop {
             self.transmit().await?;
             if self.conn.state.borrow().all_acknowledged() {
                 return Ok(());
             }
-            self.wait_as_sender(&timeout).await?;
+            self.wait_as_sender(&timers).await?;
         }
     }
 
@@ -277,4 +315,12 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
             self.conn.for_reader.notified().await;
         }
     }
+}
+
+/// A sender's timers while it waits for acknowledgements.
+struct Timers {
+    /// The retransmission timeout in force (doubled after each expiry, reset by progress).
+    rto: Cell<SimDuration>,
+    /// The tail-loss probe fired since the last progress.
+    probed: Cell<bool>,
 }

@@ -220,3 +220,18 @@ fn a_port_is_listened_on_once() {
         Some(NetError::PortInUse { port: PORT })
     );
 }
+
+/// RFC 8985's tail-loss probe: a lost last segment (here the FIN, the 4th frame: SYN, two
+/// data segments, FIN) has no later segment to make duplicate acknowledgements, so only a
+/// timer can repair it; the probe fires after max(2 × SRTT, 10 ms), well before the 200 ms
+/// minimum retransmission timeout.
+#[test]
+fn a_lost_tail_is_repaired_by_the_probe_long_before_the_retransmission_timeout() {
+    let bench = bench(Some(4));
+    let mss = bench.a.mss() as usize;
+    let (got, took, retransmissions) = transfer(&bench, 1, 2 * mss);
+    assert_eq!(got[0], expected(0, 2 * mss));
+    assert_eq!(retransmissions, 1);
+    let ms = took.as_ps() as f64 / 1e9;
+    assert!(ms > 10.0 && ms < 20.0, "{ms} ms");
+}
