@@ -36,6 +36,9 @@ pub struct OutsideMemory {
     pub memory: u64,
 }
 
+/// Bytes [`DeviceMemory::copy_within`] moves at a time.
+pub const COPY_CHUNK: u64 = 1 << 20;
+
 /// The GPU's memory and its waiters.
 #[derive(Debug)]
 pub struct DeviceMemory {
@@ -117,11 +120,23 @@ impl DeviceMemory {
         Ok(old)
     }
 
-    /// Copies `len` bytes inside device memory from `src` to `dst` (the ranges may
-    /// overlap), then wakes every waiter.
+    /// Copies `len` bytes inside device memory from `src` to `dst` (the ranges may overlap,
+    /// as with `memmove`), then wakes every waiter. Moves [`COPY_CHUNK`] bytes at a time, so a
+    /// copy of gigabytes never holds more than that outside the memory; chunks go from the
+    /// end when the destination overlaps the source from above.
     pub fn copy_within(&self, src: u64, dst: u64, len: u64) -> Result<(), OutsideMemory> {
-        let data = self.read_vec(src, len)?;
-        self.write(dst, &data)
+        self.check(src, len)?;
+        self.check(dst, len)?;
+        let backwards = dst > src && dst < src + len;
+        let mut done = 0;
+        while done < len {
+            let n = COPY_CHUNK.min(len - done);
+            let at = if backwards { len - done - n } else { done };
+            let data = self.read_vec(src + at, n)?;
+            self.write(dst + at, &data)?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// Resolves after the next write that touches any of the 8 bytes at `offset`. Armed
@@ -178,6 +193,27 @@ mod tests {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    #[test]
+    fn copies_within_memory_move_like_memmove_in_both_overlap_directions() {
+        let len = 3 * COPY_CHUNK + 123;
+        let m = DeviceMemory::new(8 * COPY_CHUNK);
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        for (src, dst) in [
+            (0, COPY_CHUNK / 2),
+            (COPY_CHUNK / 2, 0),
+            (0, 4 * COPY_CHUNK),
+        ] {
+            m.write(src, &data).expect("inside");
+            m.copy_within(src, dst, len).expect("inside");
+            assert_eq!(
+                m.read_vec(dst, len).expect("inside"),
+                data,
+                "{src} -> {dst}"
+            );
+        }
+        assert!(m.copy_within(0, 7 * COPY_CHUNK, 2 * COPY_CHUNK).is_err());
     }
 
     #[test]
