@@ -40,34 +40,50 @@ pub struct CalibrationError {
     pub message: String,
 }
 
-/// A scenario names an NVMe profile the calibration does not have.
+/// The kinds of device profile a calibration holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileKind {
+    /// `[nvme.*]`.
+    Nvme,
+    /// `[gpu.*]`.
+    Gpu,
+    /// `[nic.*]`.
+    Nic,
+}
+
+impl std::fmt::Display for ProfileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProfileKind::Nvme => "NVMe",
+            ProfileKind::Gpu => "GPU",
+            ProfileKind::Nic => "NIC",
+        })
+    }
+}
+
+/// A scenario names a device profile the calibration does not have.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown NVMe profile {name:?} (known: {known})")]
-pub struct UnknownNvmeProfile {
+#[error("unknown {kind} profile {name:?} (known: {known})")]
+pub struct UnknownProfile {
+    /// Which kind of profile.
+    pub kind: ProfileKind,
     /// The profile asked for.
     pub name: String,
-    /// The calibration's `[nvme.*]` profiles, comma-separated.
+    /// The calibration's profiles of that kind, comma-separated (may be none).
     pub known: String,
 }
 
-/// A scenario names a GPU profile the calibration does not have.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown GPU profile {name:?} (known: {known})")]
-pub struct UnknownGpuProfile {
-    /// The profile asked for.
-    pub name: String,
-    /// The calibration's `[gpu.*]` profiles, comma-separated.
-    pub known: String,
-}
-
-/// A scenario names a NIC profile the calibration does not have.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown NIC profile {name:?} (known: {known})")]
-pub struct UnknownNicProfile {
-    /// The profile asked for.
-    pub name: String,
-    /// The calibration's `[nic.*]` profiles, comma-separated (may be none).
-    pub known: String,
+/// The profile `name` of `kind` in `profiles`; the error lists the known ones.
+fn profile<'a, P>(
+    profiles: &'a BTreeMap<String, P>,
+    kind: ProfileKind,
+    name: &str,
+) -> Result<&'a P, UnknownProfile> {
+    profiles.get(name).ok_or_else(|| UnknownProfile {
+        kind,
+        name: name.to_string(),
+        known: profiles.keys().cloned().collect::<Vec<_>>().join(", "),
+    })
 }
 
 /// One calibrated number and where it comes from.
@@ -434,27 +450,18 @@ impl Calibration {
     }
 
     /// A GPU profile by name; the error lists the known ones.
-    pub fn gpu_profile(&self, name: &str) -> Result<&GpuProfileParams, UnknownGpuProfile> {
-        self.gpu.get(name).ok_or_else(|| UnknownGpuProfile {
-            name: name.to_string(),
-            known: self.gpu.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+    pub fn gpu_profile(&self, name: &str) -> Result<&GpuProfileParams, UnknownProfile> {
+        profile(&self.gpu, ProfileKind::Gpu, name)
     }
 
     /// A NIC profile by name; the error lists the known ones.
-    pub fn nic_profile(&self, name: &str) -> Result<&NicProfileParams, UnknownNicProfile> {
-        self.nic.get(name).ok_or_else(|| UnknownNicProfile {
-            name: name.to_string(),
-            known: self.nic.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+    pub fn nic_profile(&self, name: &str) -> Result<&NicProfileParams, UnknownProfile> {
+        profile(&self.nic, ProfileKind::Nic, name)
     }
 
     /// An NVMe profile by name; the error lists the known ones.
-    pub fn nvme_profile(&self, name: &str) -> Result<&NvmeProfileParams, UnknownNvmeProfile> {
-        self.nvme.get(name).ok_or_else(|| UnknownNvmeProfile {
-            name: name.to_string(),
-            known: self.nvme.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+    pub fn nvme_profile(&self, name: &str) -> Result<&NvmeProfileParams, UnknownProfile> {
+        profile(&self.nvme, ProfileKind::Nvme, name)
     }
 
     /// Parameters for a device kind, falling back to `default`.

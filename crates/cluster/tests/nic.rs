@@ -36,7 +36,7 @@ fn an_unknown_nic_profile_is_refused_with_the_known_ones() {
     assert!(
         matches!(
             &err,
-            ClusterError::Device { device, error: ModelError::NicProfile(_), .. }
+            ClusterError::Device { device, error: ModelError::Profile(_), .. }
                 if device == "h0.nic0"
         ),
         "{err:?}"

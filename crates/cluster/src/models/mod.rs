@@ -37,15 +37,10 @@ pub enum ModelError {
     /// The device's `params` in the scenario (the device layer's error, boxed: it is large).
     #[error("{0}")]
     Params(Box<smartio_devices::ParamError>),
-    /// The calibration has no such profile (its message lists the known ones).
+    /// The calibration has no such NVMe, GPU or NIC profile (its message lists the known
+    /// ones).
     #[error("{0}")]
-    Profile(#[from] smartio_calibration::UnknownNvmeProfile),
-    /// The calibration has no such GPU profile (its message lists the known ones).
-    #[error("{0}")]
-    GpuProfile(#[from] smartio_calibration::UnknownGpuProfile),
-    /// The calibration has no such NIC profile (its message lists the known ones).
-    #[error("{0}")]
-    NicProfile(#[from] smartio_calibration::UnknownNicProfile),
+    Profile(#[from] smartio_calibration::UnknownProfile),
     /// A NIC names an Ethernet segment, but the calibration has no `[network]` to time it.
     #[error(
         "network = {segment:?}: the calibration has no [network] section (switch_hop_ns, \
