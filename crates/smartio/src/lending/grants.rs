@@ -238,6 +238,29 @@ impl Taker<'_> {
         Ok(())
     }
 
+    /// Gives back the mapping of `len` bytes at `iova` in a domain that [`Taker::iommu`]
+    /// made for this borrow (nothing if it holds none there).
+    pub fn unmap_iommu(
+        &mut self,
+        host: HostId,
+        domain: DomainId,
+        iova: u64,
+        len: u64,
+    ) -> Result<(), ReleaseError> {
+        let (iova, len) = pages(iova, len);
+        let held = self.grants.iter().position(|g| {
+            matches!(g, Grant::Iommu { host: h, domain: d, iova: i, len: l }
+                if *h == host && *d == domain && *i == iova && *l == len)
+        });
+        match held {
+            Some(k) => {
+                let g = self.grants.remove(k);
+                release(self.machine, self.ledger, vec![g])
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Maps `len` bytes at `base` to themselves in a domain, shared with other borrows.
     pub fn identity(
         &mut self,

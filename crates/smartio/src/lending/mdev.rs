@@ -29,7 +29,7 @@
 //! ```
 
 use super::borrow::bar_groups;
-use super::grants::{pages, release, Grant, Taker};
+use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use smartio_fabric::topology::AssignedBar;
@@ -372,21 +372,13 @@ impl Mdev {
             |p| p.size,
             |change| match change {
                 PeerChange::Unmap { at, mapping } => {
-                    let (iova, len) = pages(at, mapping.len);
-                    let taken = taker.grants.iter().position(|g| {
-                        matches!(g, Grant::Iommu { host, domain: d, iova: i, len: l }
-                        if *host == lender && *d == domain && *i == iova && *l == len)
-                    });
-                    if let Some(k) = taken {
-                        let g = taker.grants.remove(k);
-                        release(taker.machine, taker.ledger, vec![g]).map_err(|e| {
-                            SmartIoError::DeviceIommu {
-                                device: self.qualified.clone(),
-                                host: svc.hosts[lender.index()].name().to_string(),
-                                message: format!("unmapping a moved guest BAR: {e}"),
-                            }
+                    taker
+                        .unmap_iommu(lender, domain, at, mapping.len)
+                        .map_err(|e| SmartIoError::DeviceIommu {
+                            device: self.qualified.clone(),
+                            host: svc.hosts[lender.index()].name().to_string(),
+                            message: format!("unmapping a moved guest BAR: {e}"),
                         })?;
-                    }
                     Ok(true)
                 }
                 PeerChange::Map { bar, len } => {
