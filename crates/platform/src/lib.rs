@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod broadcast;
 pub mod config;
 pub mod fifo;
 pub mod function;
@@ -23,6 +24,7 @@ pub mod time;
 pub mod waiting;
 
 pub use addr::{BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
+pub use broadcast::{Broadcast, Fired};
 pub use config::{ConfigHandler, SrIovControl};
 pub use fifo::{FifoHold, FifoLock};
 pub use function::{Bdf, FunctionBarHandler, FunctionId, OneFunction};

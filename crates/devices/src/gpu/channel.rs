@@ -19,11 +19,11 @@
 //! signal, checked first, so work in flight when `RESET` is written is dropped before it can
 //! touch the reset registers.
 
-use super::signal::Broadcast;
 use super::spec::{
     self, status, Command, ErrorCode, ErrorNotice, GpuAddr, ENTRY_SIZE, FETCH_ENTRIES,
 };
 use super::Gpu;
+use smartio_platform::Broadcast;
 use smartio_platform::{race, BusAddr, Clock, Notify, Port, Spawner};
 use std::cell::RefCell;
 use std::collections::VecDeque;

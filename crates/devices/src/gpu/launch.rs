@@ -9,9 +9,9 @@
 
 use super::channel::Stop;
 use super::kernel::{KernelFault, ThreadContext};
-use super::signal::Broadcast;
 use super::spec::{ErrorCode, KernelId};
 use super::Gpu;
+use smartio_platform::Broadcast;
 use smartio_platform::{race, Clock, Either, Port, Spawner};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -12,7 +12,7 @@
 //! Invariant: every access is checked against [`DeviceMemory::size`] before it touches the
 //! bytes; an out-of-range access is refused whole ([`OutsideMemory`]).
 
-use super::signal::Broadcast;
+use smartio_platform::Broadcast;
 use smartio_platform::SparseMemory;
 use std::cell::RefCell;
 use std::collections::BTreeMap;

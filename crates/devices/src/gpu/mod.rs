@@ -30,7 +30,6 @@ mod launch;
 pub mod memory;
 pub mod params;
 mod regs;
-mod signal;
 pub mod spec;
 
 pub use kernel::{FaultReason, KernelFault, KernelFn, KernelFuture, KernelLibrary, ThreadContext};

@@ -42,9 +42,7 @@ use smartio_fabric::{EndpointId, HostId};
 use smartio_platform::{race, Either};
 use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, Port};
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use thiserror::Error;
 use virtual_function::VirtualFunction;
 
@@ -175,7 +173,8 @@ pub struct VmContext {
     ept: Rc<Ept>,
     running: Cell<bool>,
     /// Relay handlers waiting for interrupts, woken when the VM stops.
-    stop_wakers: RefCell<Vec<Waker>>,
+    /// Fired when the VM stops.
+    stop_signal: smartio_platform::Broadcast,
     guest_bars: RefCell<Vec<(usize, GuestBar)>>,
 }
 
@@ -233,25 +232,17 @@ impl VmContext {
 
     /// Completes once the VM stops running.
     async fn stopped(&self) {
-        poll_fn(|cx| {
-            if !self.running.get() {
-                return Poll::Ready(());
-            }
-            let mut wakers = self.stop_wakers.borrow_mut();
-            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                wakers.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
+        // Armed before the check, so a stop in between is not missed.
+        let stop = self.stop_signal.fired();
+        if self.running.get() {
+            stop.await;
+        }
     }
 
     /// Marks the VM stopped and wakes everything waiting for that.
     fn stop(&self) {
         self.running.set(false);
-        for w in self.stop_wakers.borrow_mut().drain(..) {
-            w.wake();
-        }
+        self.stop_signal.fire();
     }
 
     /// Injects `vector` into the guest, from the host's side of an interrupt relay: signal
@@ -322,7 +313,7 @@ impl Vm {
             memory,
             ept,
             running: Cell::new(true),
-            stop_wakers: RefCell::new(Vec::new()),
+            stop_signal: smartio_platform::Broadcast::new("the VM to stop"),
             guest_bars: RefCell::new(Vec::new()),
         });
         Ok(Vm {

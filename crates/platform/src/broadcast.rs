@@ -1,7 +1,8 @@
 //! A broadcast signal for many waiters: a generation counter and the wakers of everyone
-//! waiting for it to move. Device-memory writes, channel resets and aborted launches use it.
+//! waiting for it to move. A GPU's device-memory writes, channel resets and aborted launches
+//! use it, and a VM's stop (every interrupt relay waiting on the VM ends with it).
 //!
-//! Unlike `smartio_platform::Notify` (one waiter, one pending flag), any number of tasks can
+//! Unlike [`crate::Notify`] (one waiter, one pending flag), any number of tasks can
 //! wait at once and every one of them is woken by each [`Broadcast::fire`]. A waiter is
 //! armed when it takes the generation ([`Broadcast::fired`] does so when called), so a fire
 //! between arming and the first poll is not missed.
@@ -64,8 +65,7 @@ impl Broadcast {
         self.fired_since(self.generation.get())
     }
 
-    /// Waiters registered now.
-    #[cfg(test)]
+    /// Waiters registered now (tests check that dropped waiters leave no slot behind).
     pub fn waiter_count(&self) -> usize {
         self.waiters.borrow().len()
     }
@@ -104,7 +104,7 @@ impl Future for Fired<'_> {
                 waiters.insert(slot, cx.waker().clone());
             }
         }
-        smartio_platform::waiting::note(signal.what);
+        crate::waiting::note(signal.what);
         Poll::Pending
     }
 }
