@@ -136,6 +136,43 @@ pub(crate) async fn open(
     Ok(GpuContext::open(handle, cluster_kernels.clone(), costs).await?)
 }
 
+/// Runs `work` on two different GPUs `a` and `b` of `host` (each a GPU of the host or
+/// `lender:gpu`, borrowed for the run): both contexts are opened, given to `work`, closed
+/// and the GPUs given back even when `work` fails (its error first).
+pub(crate) fn on_two_gpus<T: 'static>(
+    cluster: &Cluster,
+    host: &str,
+    a: &str,
+    b: &str,
+    work: impl AsyncFnOnce(&Machine, &Workbench, &GpuContext, &GpuContext) -> Result<T, GpuWorkloadError>
+        + 'static,
+) -> Result<T, GpuWorkloadError> {
+    let bench = Workbench::with_devices(cluster, host, &[a, b])?;
+    if gpu_endpoint(cluster, &bench, a)? == gpu_endpoint(cluster, &bench, b)? {
+        return Err(GpuWorkloadError::SameDevice {
+            a: a.to_string(),
+            b: b.to_string(),
+        });
+    }
+    let kernels = cluster.gpu_kernels().clone();
+    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
+    let machine = cluster.machine.clone();
+    crate::booted::run_workload(&cluster.machine, async move {
+        let run = async {
+            let ga = open(&kernels, costs, &bench, 0).await?;
+            let gb = open(&kernels, costs, &bench, 1).await?;
+            let result = work(&machine, &bench, &ga, &gb).await;
+            let closed_a = ga.close().await;
+            let closed_b = gb.close().await;
+            let r = result?;
+            closed_a?;
+            closed_b?;
+            Ok(r)
+        };
+        bench.detach_after(run).await
+    })
+}
+
 /// The names of the nodes an 8-byte write from GPU `from` to `addr` reaches, in order.
 pub(crate) fn path(machine: &Machine, from: &GpuContext, addr: GpuAddr) -> Vec<String> {
     let GpuAddr::Bus(addr) = addr else {

@@ -6,14 +6,14 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
-use super::{check_count, gpu_endpoint, host_memory, open, path, pattern, GpuWorkloadError};
+use super::{check_count, host_memory, on_two_gpus, path, pattern, GpuWorkloadError};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::kernel::{KernelFn, KernelFuture};
-use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
+use smartio_drivers::gpu::GpuContext;
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
 
@@ -76,19 +76,6 @@ pub fn bench_gpu_p2p(
     config: &GpuP2pConfig,
 ) -> Result<GpuP2pResult, GpuWorkloadError> {
     check_count("--repeat", config.repeat, MAX_REPEAT)?;
-    let bench = Workbench::with_devices(
-        cluster,
-        &config.host,
-        &[config.source.as_str(), config.target.as_str()],
-    )?;
-    let a = gpu_endpoint(cluster, &bench, &config.source)?;
-    let b = gpu_endpoint(cluster, &bench, &config.target)?;
-    if a == b {
-        return Err(GpuWorkloadError::SameDevice {
-            a: config.source.clone(),
-            b: config.target.clone(),
-        });
-    }
     if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
         return Err(GpuWorkloadError::BadSize {
             size,
@@ -96,24 +83,19 @@ pub fn bench_gpu_p2p(
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
-    let kernels = cluster.gpu_kernels().clone();
-    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
-    let machine = cluster.machine.clone();
-    crate::booted::run_workload(&cluster.machine, async move {
-        let run = async {
-            let source = open(&kernels, costs, &bench, 0).await?;
-            let target = open(&kernels, costs, &bench, 1).await?;
-            let result = measure(&machine, &bench, &source, &target, &config, largest).await;
-            let closed_source = source.close().await;
-            let closed_target = target.close().await;
-            let r = result?;
-            closed_source?;
-            closed_target?;
-            Ok(r)
-        };
-        bench.detach_after(run).await
-    })
+    let (host, source, target) = (
+        config.host.clone(),
+        config.source.clone(),
+        config.target.clone(),
+    );
+    on_two_gpus(
+        cluster,
+        &host,
+        &source,
+        &target,
+        async move |machine, bench, ga, gb| measure(machine, bench, ga, gb, &config, largest).await,
+    )
 }
 
 async fn measure(

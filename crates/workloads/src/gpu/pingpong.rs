@@ -14,8 +14,7 @@
 //! ```
 
 use super::{
-    check_count, get_addr, get_u64, gpu_endpoint, host_memory, open, path, put_addr,
-    GpuWorkloadError,
+    check_count, get_addr, get_u64, host_memory, on_two_gpus, path, put_addr, GpuWorkloadError,
 };
 use crate::attach::Workbench;
 use crate::stats::{LatencyRecorder, LatencySummary};
@@ -25,7 +24,7 @@ use smartio_devices::gpu::kernel::{
     FaultReason, KernelFault, KernelFn, KernelFuture, ThreadContext,
 };
 use smartio_devices::gpu::spec::GpuAddr;
-use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
+use smartio_drivers::gpu::GpuContext;
 use smartio_host::DmaDirection;
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
@@ -155,33 +154,15 @@ pub fn gpu_pingpong(
     config: &GpuPingPongConfig,
 ) -> Result<GpuPingPongResult, GpuWorkloadError> {
     check_count("--iterations", config.iterations, MAX_ITERATIONS)?;
-    let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
-    let a = gpu_endpoint(cluster, &bench, &config.a)?;
-    let b = gpu_endpoint(cluster, &bench, &config.b)?;
-    if a == b {
-        return Err(GpuWorkloadError::SameDevice {
-            a: config.a.clone(),
-            b: config.b.clone(),
-        });
-    }
-    let kernels = cluster.gpu_kernels().clone();
-    let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();
-    let machine = cluster.machine.clone();
-    crate::booted::run_workload(&cluster.machine, async move {
-        let run = async {
-            let ga = open(&kernels, costs, &bench, 0).await?;
-            let gb = open(&kernels, costs, &bench, 1).await?;
-            let result = measure(&machine, &bench, &ga, &gb, &config).await;
-            let closed_a = ga.close().await;
-            let closed_b = gb.close().await;
-            let r = result?;
-            closed_a?;
-            closed_b?;
-            Ok(r)
-        };
-        bench.detach_after(run).await
-    })
+    let (host, a, b) = (config.host.clone(), config.a.clone(), config.b.clone());
+    on_two_gpus(
+        cluster,
+        &host,
+        &a,
+        &b,
+        async move |machine, bench, ga, gb| measure(machine, bench, ga, gb, &config).await,
+    )
 }
 
 /// Where each kernel's counters are: (A's own, B's own, A's address of B's, B's address of
