@@ -1,0 +1,887 @@
+//! The fuzzing hosts: carry out [`Op`]s on the two NICs — registers written and read straight
+//! at a function's BAR handler (to see its exact [`CompleterError`] and `ERROR` code at once),
+//! descriptors and frames written into each host's RAM — and after each operation let the
+//! simulation settle and check what the NICs did: every transmit descriptor consumed has the
+//! status its fault predicts, every receive descriptor consumed holds the next frame sent to
+//! that NIC byte for byte (or the status saying why not), and the counters add up.
+
+use super::ops::{Base, Buffer, Capacity, Dst, Len, Op, Rx, Tail, Tx, BUFFERS};
+use smartio_devices::ethernet::{MacAddr, HEADER_BYTES};
+use smartio_devices::nic::spec::{
+    self, queue, reg, RingError, RxDescriptor, Status, TxDescriptor, MSIX_PBA, MSIX_TABLE,
+    RING_ALIGN, RING_ENTRIES,
+};
+use smartio_devices::nic::{Nic, NicFunction};
+use smartio_fabric::{Access, EndpointId, HostId, Requester, Target};
+use smartio_machine::{Agent, Machine};
+use smartio_platform::{BarHandler, BusAddr, Clock, CompleterError, PhysAddr, SimDuration};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Room per ring in the harness's area (4096 descriptors).
+pub const SLOT: u64 = 0x1_0000;
+/// Transmit buffers (after 16 ring slots).
+pub const TX_BUFFERS: u64 = 0x10_0000;
+/// Receive buffers.
+pub const RX_BUFFERS: u64 = 0x14_0000;
+/// Bytes per buffer.
+pub const BUFFER: u64 = 0x4000;
+/// The whole area.
+pub const REGION: u64 = 0x18_0000;
+/// Bytes either side of the area that nothing may write.
+pub const GUARD: u64 = 0x1_0000;
+/// A bus address no target claims.
+pub const NOWHERE: u64 = 0x4000_0000_0000;
+
+const STEP: SimDuration = SimDuration::from_us(1);
+/// Steps the simulation gets to drain after one operation (20 ms of virtual time).
+const SETTLE_STEPS: u32 = 20_000;
+/// Quiet steps in a row that count as settled.
+const QUIET: u32 = 3;
+
+/// One NIC and where its host keeps things.
+pub struct Side {
+    /// Its fabric endpoint.
+    pub endpoint: EndpointId,
+    /// Its host.
+    pub host: HostId,
+    /// The model.
+    pub nic: Rc<Nic<Agent>>,
+    /// Its physical function.
+    pub function: Rc<NicFunction>,
+    /// The harness's area of its host's RAM.
+    pub area: u64,
+    /// The end of its host's RAM.
+    pub ram_end: u64,
+}
+
+/// Where a DMA of the NIC lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// Wholly in its host's RAM at this physical address.
+    Ram(u64),
+    /// Nowhere: the access fails.
+    Unmapped,
+    /// Somewhere else, or partly: the outcome is not predicted.
+    Other,
+}
+
+/// A ring's registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Ring {
+    base: u64,
+    size: u64,
+    head: u64,
+    tail: u64,
+}
+
+impl Ring {
+    fn descriptor(&self, index: u64) -> u64 {
+        self.base
+            .wrapping_add((index % self.size.max(1)) * spec::DESCRIPTOR_BYTES)
+    }
+}
+
+/// Counters of one NIC (its function's and its port's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Counters {
+    tx_frames: u64,
+    rx_frames: u64,
+    rx_no_buffer: u64,
+    wire_tx: u64,
+    wire_rx: u64,
+    overflow: u64,
+    filtered: u64,
+}
+
+/// What the runs did, for the outcome.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    /// Transmit write-backs by status code.
+    pub tx: [u32; 8],
+    /// Receive write-backs by status code.
+    pub rx: [u32; 8],
+    /// Ring errors seen by code.
+    pub ring_errors: [u32; 8],
+    /// Register accesses, and those refused.
+    pub registers: (u32, u32),
+    /// Settles where receive matching was skipped (a ring changed, a frame of unknown bytes).
+    pub unmatched: u32,
+}
+
+/// The hosts of one run.
+pub struct Harness {
+    machine: Machine,
+    clock: Agent,
+    sides: [Side; 2],
+    mtu: usize,
+    /// What happened.
+    pub stats: RefCell<Stats>,
+    /// Per NIC and queue pair, the highest receive `TAIL` since the ring was last set up:
+    /// descriptors below it may sit in the NIC's prefetch, so the harness posts above it.
+    rx_high: RefCell<[[u64; spec::QUEUE_PAIRS as usize]; 2]>,
+}
+
+fn le(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    for (d, s) in w.iter_mut().zip(b) {
+        *d = *s;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The bytes of a frame's payload from `seed`.
+fn payload(seed: u8, len: usize) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_add(u32::from(seed) << 8).wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+impl Harness {
+    /// Hosts driving `sides` (both NICs' ports with MTU `mtu`).
+    pub fn new(machine: &Machine, sides: [Side; 2], mtu: usize) -> Self {
+        Harness {
+            machine: machine.clone(),
+            clock: machine.cpu(sides[0].host),
+            sides,
+            mtu,
+            stats: RefCell::new(Stats::default()),
+            rx_high: RefCell::new([[0; spec::QUEUE_PAIRS as usize]; 2]),
+        }
+    }
+
+    /// The two NICs.
+    pub fn sides(&self) -> &[Side; 2] {
+        &self.sides
+    }
+
+    fn mac(&self, n: usize) -> MacAddr {
+        self.sides[n].function.mac()
+    }
+
+    fn classify(&self, n: usize, addr: u64, len: u64, access: Access) -> Where {
+        let s = &self.sides[n];
+        let f = self.machine.fabric();
+        let Ok(route) = f.route(Requester::Device(s.endpoint), BusAddr(addr), len, access) else {
+            return Where::Unmapped;
+        };
+        match route.target {
+            Target::Memory { host, addr } if host == s.host && route.len >= len => {
+                Where::Ram(addr.get())
+            }
+            _ => Where::Other,
+        }
+    }
+
+    /// `addr` if the NIC does not reach host RAM there, else an unclaimed address.
+    fn not_ram(&self, n: usize, addr: u64) -> u64 {
+        match self.classify(n, addr, 1, Access::Read) {
+            Where::Unmapped => addr,
+            _ => NOWHERE + (addr & 0xffff),
+        }
+    }
+
+    fn buffer(&self, n: usize, b: Buffer, area: u64) -> u64 {
+        let s = &self.sides[n];
+        match b {
+            Buffer::Area(i, o) => area + u64::from(i % BUFFERS) * BUFFER + u64::from(o),
+            Buffer::Unmapped(o) => NOWHERE + u64::from(o),
+            Buffer::EndOfRam(back) => s.ram_end - u64::from(back),
+            Buffer::Any(v) => self.not_ram(n, v),
+        }
+    }
+
+    fn peek(&self, n: usize, addr: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        self.machine
+            .peek_memory(self.sides[n].host, PhysAddr(addr), &mut b);
+        b
+    }
+
+    fn poke(&self, n: usize, addr: u64, data: &[u8]) {
+        self.machine
+            .poke_memory(self.sides[n].host, PhysAddr(addr), data);
+    }
+
+    /// A register of queue pair `q`, read straight from the model.
+    fn reg(&self, n: usize, offset: u64) -> u64 {
+        let mut b = [0u8; 8];
+        match self.sides[n].function.mmio_read(0, offset, &mut b) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(e) => panic!("nic{n}: register {offset:#x} refused a load: {e}"),
+        }
+    }
+
+    fn ring(&self, n: usize, q: u16, rx: bool) -> Ring {
+        let b = queue::base(q);
+        let (base, size, tail, head) = if rx {
+            (queue::RX_BASE, queue::RX_SIZE, queue::RX_TAIL, queue::RX_HEAD)
+        } else {
+            (queue::TX_BASE, queue::TX_SIZE, queue::TX_TAIL, queue::TX_HEAD)
+        };
+        Ring {
+            base: self.reg(n, b + base),
+            size: self.reg(n, b + size),
+            head: self.reg(n, b + head),
+            tail: self.reg(n, b + tail),
+        }
+    }
+
+    fn rings(&self, n: usize, rx: bool) -> Vec<Ring> {
+        (0..spec::QUEUE_PAIRS).map(|q| self.ring(n, q, rx)).collect()
+    }
+
+    fn counters(&self, n: usize) -> Counters {
+        let f = &self.sides[n].function;
+        let p = self.sides[n].nic.port().counters();
+        Counters {
+            tx_frames: f.tx_frames(),
+            rx_frames: f.rx_frames(),
+            rx_no_buffer: f.rx_no_buffer(),
+            wire_tx: p.wire_tx,
+            wire_rx: p.wire_rx,
+            overflow: p.overflow,
+            filtered: p.filtered,
+        }
+    }
+
+    /// The outcome the access rules predict for a BAR0 access; `None` in the MSI-X table and
+    /// pending-bit array (their rules are the PCI specification's, checked elsewhere).
+    fn predict(offset: u64, width: usize, write: bool) -> Option<Result<(), CompleterError>> {
+        let table = MSIX_TABLE..MSIX_TABLE + u64::from(spec::QUEUE_PAIRS) * 16;
+        if table.contains(&offset) || (MSIX_PBA..MSIX_PBA + 8).contains(&offset) {
+            return None;
+        }
+        let global = offset < reg::END;
+        let in_queue = offset
+            .checked_sub(queue::FIRST)
+            .is_some_and(|rel| rel / queue::STRIDE < u64::from(spec::QUEUE_PAIRS))
+            && (offset - queue::FIRST) % queue::STRIDE < queue::END;
+        if !global && !in_queue {
+            return Some(Err(CompleterError::OutOfRange));
+        }
+        if write && global {
+            return Some(Err(CompleterError::ReadOnly));
+        }
+        if width != 8 || !offset.is_multiple_of(8) {
+            return Some(Err(CompleterError::BadWidth(width)));
+        }
+        let r = if in_queue {
+            (offset - queue::FIRST) % queue::STRIDE
+        } else {
+            0
+        };
+        if write && [queue::TX_HEAD, queue::RX_HEAD, queue::ERROR].contains(&r) {
+            return Some(Err(CompleterError::ReadOnly));
+        }
+        Some(Ok(()))
+    }
+
+    /// The ring error a write of `value` to register `r` of queue pair `q` must record.
+    fn ring_error(&self, n: usize, q: u16, r: u64, value: u64) -> Option<RingError> {
+        let check_size = |ring: Ring| {
+            if value == 0 {
+                None
+            } else if !ring.base.is_multiple_of(RING_ALIGN) {
+                Some(RingError::Misaligned)
+            } else if !value.is_power_of_two() || !RING_ENTRIES.contains(&value) {
+                Some(RingError::BadSize)
+            } else {
+                None
+            }
+        };
+        let check_tail = |ring: Ring| {
+            if ring.size == 0 {
+                Some(RingError::Disabled)
+            } else if value < ring.head || value - ring.head > ring.size {
+                Some(RingError::BadTail)
+            } else {
+                None
+            }
+        };
+        match r {
+            queue::TX_SIZE => check_size(self.ring(n, q, false)),
+            queue::RX_SIZE => check_size(self.ring(n, q, true)),
+            queue::TX_TAIL => check_tail(self.ring(n, q, false)),
+            queue::RX_TAIL => check_tail(self.ring(n, q, true)),
+            _ => None,
+        }
+    }
+
+    /// A BAR0 write straight at the function: its completion is the one predicted, and a
+    /// queue register write leaves `ERROR` as the rules say.
+    fn write(&self, n: usize, offset: u64, data: &[u8]) {
+        let predicted = Self::predict(offset, data.len(), true);
+        let in_queue = matches!(predicted, Some(Ok(()))) && offset >= queue::FIRST;
+        let q = (offset.saturating_sub(queue::FIRST) / queue::STRIDE) as u16;
+        let r = offset.saturating_sub(queue::FIRST) % queue::STRIDE;
+        let error_reg = queue::base(q) + queue::ERROR;
+        let (before, expected) = if in_queue {
+            (
+                self.reg(n, error_reg),
+                self.ring_error(n, q, r, le(data)),
+            )
+        } else {
+            (0, None)
+        };
+        let got = self.sides[n].function.mmio_write(0, offset, data);
+        let mut stats = self.stats.borrow_mut();
+        stats.registers.0 += 1;
+        if got.is_err() {
+            stats.registers.1 += 1;
+        }
+        if let Some(p) = predicted {
+            assert_eq!(
+                got, p,
+                "nic{n}: a {}-byte write at BAR0 {offset:#x} completed {got:?}, the rules say {p:?}",
+                data.len()
+            );
+        }
+        if in_queue {
+            if let Some(h) = self.rx_high.borrow_mut()[n].get_mut(usize::from(q)) {
+                if r == queue::RX_SIZE {
+                    *h = 0;
+                }
+                *h = (*h).max(self.ring(n, q, true).tail);
+            }
+            let after = self.reg(n, error_reg);
+            let want = expected.map_or(before, RingError::code);
+            assert_eq!(
+                after, want,
+                "nic{n} queue {q}: after writing {:#x} to register {r:#x} ERROR is {after}, \
+                 expected {want} ({expected:?})",
+                le(data)
+            );
+            if let Some(e) = expected {
+                stats.ring_errors[e.code() as usize] += 1;
+            }
+        }
+    }
+
+    fn queue_write(&self, n: usize, q: u16, r: u64, value: u64) {
+        self.write(n, queue::base(q) + r, &value.to_le_bytes());
+    }
+
+    /// Where the harness writes descriptor `k` from `TAIL` of a ring (the ring's own place
+    /// if it lies in the area, else the queue's slot), or `None` when the ring is full.
+    fn descriptor_at(&self, n: usize, ring: Ring, floor: u64, slot: u64, k: u64) -> Option<u64> {
+        let ring = Ring {
+            tail: ring.tail.max(floor),
+            ..ring
+        };
+        if ring.size == 0 {
+            return (k < RING_ENTRIES.end() / 2).then_some(slot + k * spec::DESCRIPTOR_BYTES);
+        }
+        if ring.tail - ring.head + k >= ring.size {
+            return None;
+        }
+        let at = ring.descriptor(ring.tail + k);
+        let area = self.sides[n].area;
+        (at >= area && at + spec::DESCRIPTOR_BYTES <= area + REGION).then_some(at)
+    }
+
+    fn slot(&self, n: usize, q: u16, rx: bool) -> u64 {
+        self.sides[n].area + (u64::from(q) * 2 + u64::from(rx)) * SLOT
+    }
+
+    fn write_tx(&self, n: usize, q: u16, skip: u8, descriptors: &[Tx]) {
+        let ring = self.ring(n, q, false);
+        let slot = self.slot(n, q, false);
+        let area = self.sides[n].area;
+        for (k, d) in descriptors.iter().enumerate() {
+            let Some(at) = self.descriptor_at(n, ring, ring.tail, slot, u64::from(skip) + k as u64) else {
+                break;
+            };
+            let max = spec::max_frame(self.mtu) as u32;
+            let len = match d.len {
+                Len::Zero => 0,
+                Len::Short(l) => u32::from(l),
+                Len::Header => HEADER_BYTES as u32,
+                Len::Max => max,
+                Len::TooLong(x) => max + 1 + u32::from(x),
+                Len::Small(x) => HEADER_BYTES as u32 + u32::from(x),
+                Len::Any(v) => v,
+            };
+            let buffer = self.buffer(n, d.buffer, area + TX_BUFFERS);
+            if let Buffer::Area(..) = d.buffer {
+                let dst = match d.dst {
+                    Dst::Peer => self.mac(1 - n),
+                    Dst::Own => self.mac(n),
+                    Dst::Broadcast => MacAddr::BROADCAST,
+                    Dst::Raw(b) => MacAddr(b),
+                };
+                let mut frame = dst.0.to_vec();
+                frame.extend_from_slice(&self.mac(n).0);
+                frame.extend_from_slice(&[0x88, d.seed]);
+                let room = (area + REGION).saturating_sub(buffer) as usize;
+                let body = (len as usize).min(room).saturating_sub(HEADER_BYTES);
+                frame.extend(payload(d.seed, body));
+                frame.truncate((len as usize).min(room));
+                self.poke(n, buffer, &frame);
+            }
+            let desc = TxDescriptor {
+                buffer: BusAddr(buffer),
+                len,
+                status: 0,
+            };
+            self.poke(n, at, &desc.to_bytes());
+        }
+    }
+
+    fn post_rx(&self, n: usize, q: u16, descriptors: &[Rx]) {
+        let ring = self.ring(n, q, true);
+        let slot = self.slot(n, q, true);
+        let area = self.sides[n].area;
+        let floor = self.rx_high.borrow()[n]
+            .get(usize::from(q))
+            .copied()
+            .unwrap_or(0);
+        for (k, d) in descriptors.iter().enumerate() {
+            let Some(at) = self.descriptor_at(n, ring, floor, slot, k as u64) else {
+                break;
+            };
+            let len = match d.capacity {
+                Capacity::Zero => 0,
+                Capacity::Max => spec::max_frame(self.mtu) as u32,
+                Capacity::Small(x) => u32::from(x),
+                Capacity::Any(v) => v,
+            };
+            let mut buffer = self.buffer(n, d.buffer, area + RX_BUFFERS);
+            if let Buffer::Area(..) = d.buffer {
+                // A receive buffer in the area must leave room for what it may take.
+                let end = area + REGION;
+                if buffer + u64::from(len) > end {
+                    buffer = NOWHERE;
+                }
+            }
+            let desc = RxDescriptor {
+                buffer: BusAddr(buffer),
+                len,
+                status: 0,
+            };
+            self.poke(n, at, &desc.to_bytes());
+        }
+    }
+
+    /// Carries out `op`.
+    pub fn apply(&self, op: &Op) {
+        match *op {
+            Op::Read { nic, offset, width } => {
+                let n = usize::from(nic);
+                let mut buf = vec![0u8; usize::from(width)];
+                let got = self.sides[n].function.mmio_read(0, offset, &mut buf);
+                let mut stats = self.stats.borrow_mut();
+                stats.registers.0 += 1;
+                if got.is_err() {
+                    stats.registers.1 += 1;
+                }
+                if let Some(p) = Self::predict(offset, buf.len(), false) {
+                    assert_eq!(
+                        got, p,
+                        "nic{n}: a {width}-byte read at BAR0 {offset:#x} completed {got:?}, \
+                         the rules say {p:?}"
+                    );
+                }
+            }
+            Op::Write {
+                nic,
+                offset,
+                width,
+                value,
+            } => {
+                let n = usize::from(nic);
+                // A ring base in RAM outside the area would have the NIC write there.
+                let r = offset.wrapping_sub(queue::FIRST) % queue::STRIDE;
+                let value = if offset >= queue::FIRST
+                    && offset < queue::base(spec::QUEUE_PAIRS)
+                    && (r == queue::TX_BASE || r == queue::RX_BASE)
+                {
+                    self.not_ram(n, value)
+                } else {
+                    value
+                };
+                let mut data = value.to_le_bytes().to_vec();
+                data.resize(usize::from(width), 0xa5);
+                self.write(n, offset, &data);
+            }
+            Op::SetRing {
+                nic,
+                queue: q,
+                rx,
+                base,
+                size,
+            } => {
+                let n = usize::from(nic);
+                let slot = self.slot(n, q, rx);
+                let base = match base {
+                    Base::Slot => slot,
+                    Base::Misaligned(b) => slot + u64::from(b),
+                    Base::Unmapped => NOWHERE,
+                    Base::EndOfRam(k) => self.sides[n].ram_end - u64::from(k) * RING_ALIGN,
+                    Base::Any(v) => self.not_ram(n, v),
+                };
+                let (b, s) = if rx {
+                    (queue::RX_BASE, queue::RX_SIZE)
+                } else {
+                    (queue::TX_BASE, queue::TX_SIZE)
+                };
+                self.queue_write(n, q, b, base);
+                self.queue_write(n, q, s, size);
+            }
+            Op::WriteTx {
+                nic,
+                queue: q,
+                skip,
+                ref descriptors,
+            } => self.write_tx(usize::from(nic), q, skip, descriptors),
+            Op::PostRx {
+                nic,
+                queue: q,
+                ref descriptors,
+            } => self.post_rx(usize::from(nic), q, descriptors),
+            Op::Doorbell {
+                nic,
+                queue: q,
+                rx,
+                tail,
+            } => {
+                let n = usize::from(nic);
+                let ring = self.ring(n, q, rx);
+                let value = match tail {
+                    Tail::Ahead(k) => ring.tail + u64::from(k),
+                    Tail::Behind(k) => ring.head.wrapping_sub(1 + u64::from(k)),
+                    Tail::Beyond(k) => ring.head + ring.size + 1 + u64::from(k),
+                    Tail::Any(v) => v,
+                };
+                let r = if rx { queue::RX_TAIL } else { queue::TX_TAIL };
+                self.queue_write(n, q, r, value);
+            }
+            Op::Irq {
+                nic,
+                queue: q,
+                value,
+            } => self.queue_write(usize::from(nic), q, queue::IRQ, value),
+        }
+    }
+
+    fn busy(&self) -> bool {
+        (0..2).any(|n| {
+            !self.sides[n].nic.port().inbound().is_empty()
+                || self
+                    .rings(n, false)
+                    .iter()
+                    .any(|r| r.size != 0 && r.head != r.tail)
+        })
+    }
+
+    /// Lets the simulation run until both NICs are idle.
+    async fn settle(&self) {
+        let mut quiet = 0;
+        for _ in 0..SETTLE_STEPS {
+            self.clock.sleep(STEP).await;
+            if self.busy() {
+                quiet = 0;
+            } else {
+                quiet += 1;
+                if quiet >= QUIET {
+                    return;
+                }
+            }
+        }
+        panic!(
+            "the NICs did not drain in {} µs of virtual time",
+            SETTLE_STEPS
+        );
+    }
+
+    /// Runs every operation, checking after each.
+    pub async fn run(&self, ops: Vec<Op>) {
+        for op in ops {
+            let before = [self.counters(0), self.counters(1)];
+            self.apply(&op);
+            let rings = [
+                [self.rings(0, false), self.rings(0, true)],
+                [self.rings(1, false), self.rings(1, true)],
+            ];
+            let posted = [self.posted(0, &rings[0][1]), self.posted(1, &rings[1][1])];
+            self.settle().await;
+            self.check(&op, before, &rings, &posted);
+        }
+    }
+
+    /// The receive ring the NIC fills (the first enabled one) and its posted descriptors.
+    fn posted(&self, n: usize, rx: &[Ring]) -> Option<(usize, Vec<Option<RxDescriptor>>)> {
+        let q = rx.iter().position(|r| r.size != 0)?;
+        let ring = rx[q];
+        let ds = (ring.head..ring.tail)
+            .map(|i| match self.classify(n, ring.descriptor(i), 16, Access::Read) {
+                Where::Ram(a) => {
+                    let b = self.peek(n, a, 16);
+                    let mut d = [0u8; 16];
+                    d.copy_from_slice(&b);
+                    Some(RxDescriptor::from_bytes(&d))
+                }
+                _ => None,
+            })
+            .collect();
+        Some((q, ds))
+    }
+
+    fn check(
+        &self,
+        op: &Op,
+        before: [Counters; 2],
+        rings: &[[Vec<Ring>; 2]; 2],
+        posted: &[Option<(usize, Vec<Option<RxDescriptor>>)>; 2],
+    ) {
+        let after = [self.counters(0), self.counters(1)];
+        let now = [
+            [self.rings(0, false), self.rings(0, true)],
+            [self.rings(1, false), self.rings(1, true)],
+        ];
+        // HEAD never passes TAIL; TAIL never more than SIZE ahead; a disabled ring is at 0.
+        for (n, side) in now.iter().enumerate() {
+            for (dir, rs) in side.iter().enumerate() {
+                for (q, r) in rs.iter().enumerate() {
+                    let ok = if r.size == 0 {
+                        r.head == 0 && r.tail == 0
+                    } else {
+                        r.head <= r.tail && r.tail - r.head <= r.size
+                    };
+                    assert!(
+                        ok,
+                        "nic{n} queue {q} {} ring out of bounds after {op:?}: {r:?}",
+                        ["transmit", "receive"][dir]
+                    );
+                }
+            }
+        }
+        // Frames each NIC's function must receive, in order (`None`: bytes unknown).
+        let mut arriving: [Vec<Option<Vec<u8>>>; 2] = [Vec::new(), Vec::new()];
+        let mut filtered = [0u64; 2];
+        let mut exact = [true; 2];
+        for n in 0..2 {
+            let (mut sent, mut wire, mut tx_exact) = (0u64, 0u64, true);
+            for (q, (mid, post)) in rings[n][0].iter().zip(&now[n][0]).enumerate() {
+                if mid.base != post.base || mid.size != post.size || post.head < mid.head {
+                    tx_exact = false;
+                    continue;
+                }
+                if mid.size == 0 {
+                    continue;
+                }
+                for i in mid.head..post.head {
+                    let Where::Ram(at) = self.classify(n, post.descriptor(i), 16, Access::Read)
+                    else {
+                        tx_exact = false;
+                        continue;
+                    };
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(&self.peek(n, at, 16));
+                    let d = TxDescriptor::from_bytes(&b);
+                    let status = Status::from_code(d.status).unwrap_or_else(|| {
+                        panic!(
+                            "nic{n} queue {q}: transmit descriptor {i} written back with \
+                             unknown status {} after {op:?}",
+                            d.status
+                        )
+                    });
+                    self.stats.borrow_mut().tx[status.code() as usize] += 1;
+                    let (expected, frame) = match d.validate(self.mtu) {
+                        Err(s) => (vec![s], None),
+                        Ok(len) => {
+                            match self.classify(n, d.buffer.get(), len as u64, Access::Read) {
+                                Where::Ram(a) => (vec![Status::Ok], Some(self.peek(n, a, len))),
+                                Where::Unmapped => (vec![Status::DmaFailed], None),
+                                Where::Other => (vec![Status::Ok, Status::DmaFailed], None),
+                            }
+                        }
+                    };
+                    assert!(
+                        expected.contains(&status),
+                        "nic{n} queue {q}: transmit descriptor {i} ({d:?}, MTU {}) written \
+                         back {status:?}, expected {expected:?}",
+                        self.mtu
+                    );
+                    if status != Status::Ok {
+                        continue;
+                    }
+                    sent += 1;
+                    let dst = frame.as_ref().map(|f| {
+                        let mut m = [0u8; 6];
+                        m.copy_from_slice(&f[..6]);
+                        MacAddr(m)
+                    });
+                    match dst {
+                        None => {
+                            exact = [false; 2];
+                            tx_exact = false;
+                        }
+                        Some(d) if d == self.mac(n) => arriving[n].push(frame),
+                        Some(d) => {
+                            wire += 1;
+                            if d.is_group() || d == self.mac(1 - n) {
+                                arriving[1 - n].push(frame);
+                            } else {
+                                filtered[1 - n] += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            if tx_exact {
+                assert_eq!(
+                    (after[n].tx_frames - before[n].tx_frames, after[n].wire_tx - before[n].wire_tx),
+                    (sent, wire),
+                    "nic{n}: TX_FRAMES and WIRE_TX_FRAMES grew by other than the frames \
+                     written back Ok (and those of them for the wire) after {op:?}"
+                );
+            } else {
+                exact[1 - n] = false;
+                exact[n] = false;
+            }
+        }
+        for n in 0..2 {
+            let d = |f: fn(&Counters) -> u64| f(&after[n]) - f(&before[n]);
+            let peer_wire = after[1 - n].wire_tx - before[1 - n].wire_tx;
+            if d(|c| c.overflow) == 0 {
+                assert_eq!(
+                    d(|c| c.wire_rx),
+                    peer_wire,
+                    "nic{n} took {} frames off the wire, the peer put {peer_wire} on it",
+                    d(|c| c.wire_rx)
+                );
+            } else {
+                exact[n] = false;
+            }
+            let rx_changed = rings[n][1]
+                    .iter()
+                    .zip(&now[n][1])
+                    .any(|(a, b)| a.base != b.base || a.size != b.size || b.head < a.head);
+            if !exact[n] || rx_changed {
+                self.stats.borrow_mut().unmatched += 1;
+                continue;
+            }
+            assert_eq!(
+                d(|c| c.filtered),
+                filtered[n],
+                "nic{n}: frames from the wire for nobody here"
+            );
+            let frames = &arriving[n];
+            let (consumed, ok) = match &posted[n] {
+                None => (0, 0),
+                Some((q, ds)) => self.check_rx(n, *q, &rings[n][1][*q], &now[n][1][*q], ds, frames),
+            };
+            assert_eq!(
+                (d(|c| c.rx_no_buffer), d(|c| c.rx_frames)),
+                ((frames.len() - consumed) as u64, ok),
+                "nic{n}: RX_NO_BUFFER and RX_FRAMES after {} frames arrived, {consumed} of them \
+                 into posted buffers ({ok} Ok), after {op:?}",
+                frames.len()
+            );
+        }
+    }
+
+    /// Checks the receive descriptors NIC `n` consumed against the frames sent to it; returns
+    /// how many it consumed and how many of them were written back Ok.
+    fn check_rx(
+        &self,
+        n: usize,
+        q: usize,
+        mid: &Ring,
+        post: &Ring,
+        posted: &[Option<RxDescriptor>],
+        frames: &[Option<Vec<u8>>],
+    ) -> (usize, u64) {
+        let consumed = (post.head - mid.head) as usize;
+        assert!(
+            consumed <= frames.len(),
+            "nic{n} queue {q}: {consumed} receive descriptors consumed for {} frames",
+            frames.len()
+        );
+        let mut ok = 0;
+        for (j, (d, frame)) in posted.iter().zip(frames).take(consumed).enumerate() {
+            let (Some(d), Some(frame)) = (d, frame) else {
+                continue;
+            };
+            let i = mid.head + j as u64;
+            let Where::Ram(at) = self.classify(n, post.descriptor(i), 16, Access::Read) else {
+                continue;
+            };
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&self.peek(n, at, 16));
+            let back = RxDescriptor::from_bytes(&b);
+            let status = Status::from_code(back.status).unwrap_or_else(|| {
+                panic!(
+                    "nic{n} queue {q}: receive descriptor {i} written back with unknown \
+                     status {}",
+                    back.status
+                )
+            });
+            self.stats.borrow_mut().rx[status.code() as usize] += 1;
+            let len = frame.len() as u64;
+            let place = self.classify(n, d.buffer.get(), len, Access::Write);
+            let expected = if (d.len as usize) < frame.len() {
+                vec![Status::BufferTooSmall]
+            } else {
+                match place {
+                    Where::Ram(_) => vec![Status::Ok],
+                    Where::Unmapped => vec![Status::DmaFailed],
+                    Where::Other => vec![Status::Ok, Status::DmaFailed],
+                }
+            };
+            assert!(
+                expected.contains(&status),
+                "nic{n} queue {q}: receive descriptor {i} ({d:?}) for a {len}-byte frame \
+                 written back {status:?}, expected {expected:?}"
+            );
+            let want_len = if status == Status::Ok { len as u32 } else { 0 };
+            assert_eq!(
+                (back.buffer, back.len),
+                (d.buffer, want_len),
+                "nic{n} queue {q}: receive descriptor {i} written back with the wrong buffer \
+                 or length"
+            );
+            if status == Status::Ok {
+                ok += 1;
+                if let Where::Ram(a) = place {
+                    let got = self.peek(n, a, frame.len());
+                    assert!(
+                        got == *frame,
+                        "nic{n} queue {q}: the frame in receive descriptor {i}'s buffer \
+                         differs from the one sent (first difference at byte {:?})",
+                        got.iter().zip(frame).position(|(a, b)| a != b)
+                    );
+                }
+            }
+        }
+        (consumed, ok)
+    }
+
+    /// Fills the guard bands around each host's area with a pattern.
+    pub fn fill_guards(&self) {
+        for n in 0..2 {
+            let a = self.sides[n].area;
+            self.poke(n, a - GUARD, &payload(0x47, GUARD as usize));
+            self.poke(n, a + REGION, &payload(0x48, GUARD as usize));
+        }
+    }
+
+    /// The guard bands are as [`Harness::fill_guards`] left them.
+    pub fn check_guards(&self) {
+        for n in 0..2 {
+            let a = self.sides[n].area;
+            for (at, seed) in [(a - GUARD, 0x47), (a + REGION, 0x48)] {
+                let got = self.peek(n, at, GUARD as usize);
+                let want = payload(seed, GUARD as usize);
+                if let Some(p) = got.iter().zip(&want).position(|(g, w)| g != w) {
+                    panic!(
+                        "host RAM of nic{n}'s host at {:#x}, outside the harness's area, was \
+                         written",
+                        at + p as u64
+                    );
+                }
+            }
+        }
+    }
+}
