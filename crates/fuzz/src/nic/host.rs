@@ -133,7 +133,11 @@ fn le(b: &[u8]) -> u64 {
 /// The bytes of a frame's payload from `seed`.
 fn payload(seed: u8, len: usize) -> Vec<u8> {
     (0..len as u32)
-        .map(|i| (i.wrapping_add(u32::from(seed) << 8).wrapping_mul(2_654_435_761) >> 13) as u8)
+        .map(|i| {
+            (i.wrapping_add(u32::from(seed) << 8)
+                .wrapping_mul(2_654_435_761)
+                >> 13) as u8
+        })
         .collect()
 }
 
@@ -215,9 +219,19 @@ impl Harness {
     fn ring(&self, n: usize, q: u16, rx: bool) -> Ring {
         let b = queue::base(q);
         let (base, size, tail, head) = if rx {
-            (queue::RX_BASE, queue::RX_SIZE, queue::RX_TAIL, queue::RX_HEAD)
+            (
+                queue::RX_BASE,
+                queue::RX_SIZE,
+                queue::RX_TAIL,
+                queue::RX_HEAD,
+            )
         } else {
-            (queue::TX_BASE, queue::TX_SIZE, queue::TX_TAIL, queue::TX_HEAD)
+            (
+                queue::TX_BASE,
+                queue::TX_SIZE,
+                queue::TX_TAIL,
+                queue::TX_HEAD,
+            )
         };
         Ring {
             base: self.reg(n, b + base),
@@ -228,7 +242,9 @@ impl Harness {
     }
 
     fn rings(&self, n: usize, rx: bool) -> Vec<Ring> {
-        (0..spec::QUEUE_PAIRS).map(|q| self.ring(n, q, rx)).collect()
+        (0..spec::QUEUE_PAIRS)
+            .map(|q| self.ring(n, q, rx))
+            .collect()
     }
 
     fn counters(&self, n: usize) -> Counters {
@@ -317,10 +333,7 @@ impl Harness {
         let r = offset.saturating_sub(queue::FIRST) % queue::STRIDE;
         let error_reg = queue::base(q) + queue::ERROR;
         let (before, expected) = if in_queue {
-            (
-                self.reg(n, error_reg),
-                self.ring_error(n, q, r, le(data)),
-            )
+            (self.reg(n, error_reg), self.ring_error(n, q, r, le(data)))
         } else {
             (0, None)
         };
@@ -347,7 +360,8 @@ impl Harness {
             let after = self.reg(n, error_reg);
             let want = expected.map_or(before, RingError::code);
             assert_eq!(
-                after, want,
+                after,
+                want,
                 "nic{n} queue {q}: after writing {:#x} to register {r:#x} ERROR is {after}, \
                  expected {want} ({expected:?})",
                 le(data)
@@ -377,7 +391,7 @@ impl Harness {
         }
         let at = ring.descriptor(ring.tail + k);
         let area = self.sides[n].area;
-        (at >= area && at + spec::DESCRIPTOR_BYTES <= area + REGION).then_some(at)
+        (at >= area && at.saturating_add(spec::DESCRIPTOR_BYTES) <= area + REGION).then_some(at)
     }
 
     fn slot(&self, n: usize, q: u16, rx: bool) -> u64 {
@@ -389,7 +403,8 @@ impl Harness {
         let slot = self.slot(n, q, false);
         let area = self.sides[n].area;
         for (k, d) in descriptors.iter().enumerate() {
-            let Some(at) = self.descriptor_at(n, ring, ring.tail, slot, u64::from(skip) + k as u64) else {
+            let Some(at) = self.descriptor_at(n, ring, ring.tail, slot, u64::from(skip) + k as u64)
+            else {
                 break;
             };
             let max = spec::max_frame(self.mtu) as u32;
@@ -614,15 +629,17 @@ impl Harness {
         let q = rx.iter().position(|r| r.size != 0)?;
         let ring = rx[q];
         let ds = (ring.head..ring.tail)
-            .map(|i| match self.classify(n, ring.descriptor(i), 16, Access::Read) {
-                Where::Ram(a) => {
-                    let b = self.peek(n, a, 16);
-                    let mut d = [0u8; 16];
-                    d.copy_from_slice(&b);
-                    Some(RxDescriptor::from_bytes(&d))
-                }
-                _ => None,
-            })
+            .map(
+                |i| match self.classify(n, ring.descriptor(i), 16, Access::Read) {
+                    Where::Ram(a) => {
+                        let b = self.peek(n, a, 16);
+                        let mut d = [0u8; 16];
+                        d.copy_from_slice(&b);
+                        Some(RxDescriptor::from_bytes(&d))
+                    }
+                    _ => None,
+                },
+            )
             .collect();
         Some((q, ds))
     }
@@ -731,7 +748,10 @@ impl Harness {
             }
             if tx_exact {
                 assert_eq!(
-                    (after[n].tx_frames - before[n].tx_frames, after[n].wire_tx - before[n].wire_tx),
+                    (
+                        after[n].tx_frames - before[n].tx_frames,
+                        after[n].wire_tx - before[n].wire_tx
+                    ),
                     (sent, wire),
                     "nic{n}: TX_FRAMES and WIRE_TX_FRAMES grew by other than the frames \
                      written back Ok (and those of them for the wire) after {op:?}"
@@ -755,9 +775,9 @@ impl Harness {
                 exact[n] = false;
             }
             let rx_changed = rings[n][1]
-                    .iter()
-                    .zip(&now[n][1])
-                    .any(|(a, b)| a.base != b.base || a.size != b.size || b.head < a.head);
+                .iter()
+                .zip(&now[n][1])
+                .any(|(a, b)| a.base != b.base || a.size != b.size || b.head < a.head);
             if !exact[n] || rx_changed {
                 self.stats.borrow_mut().unmatched += 1;
                 continue;

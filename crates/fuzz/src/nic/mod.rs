@@ -87,6 +87,11 @@ fn setup(m: usize) -> (Fabric, Calibration) {
     })
 }
 
+/// The MTU input `data` picks (its first byte: even 1500, odd 9000).
+pub fn mtu(data: &[u8]) -> usize {
+    MTUS[usize::from(data.first().copied().unwrap_or(0) % 2)]
+}
+
 /// Drives both NICs with the operations `data` decodes to and checks the outcome.
 pub fn nic_commands(data: &[u8]) -> Outcome {
     let m = usize::from(data.first().copied().unwrap_or(0) % 2);
