@@ -94,6 +94,10 @@ struct Counters {
     filtered: u64,
 }
 
+/// The receive ring a NIC fills (its queue pair) and the descriptors posted on it when a drain
+/// began (`None`: not in RAM).
+type Posted = Option<(usize, Vec<Option<RxDescriptor>>)>;
+
 /// What the runs did, for the outcome.
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
@@ -625,7 +629,7 @@ impl Harness {
     }
 
     /// The receive ring the NIC fills (the first enabled one) and its posted descriptors.
-    fn posted(&self, n: usize, rx: &[Ring]) -> Option<(usize, Vec<Option<RxDescriptor>>)> {
+    fn posted(&self, n: usize, rx: &[Ring]) -> Posted {
         let q = rx.iter().position(|r| r.size != 0)?;
         let ring = rx[q];
         let ds = (ring.head..ring.tail)
@@ -649,7 +653,7 @@ impl Harness {
         op: &Op,
         before: [Counters; 2],
         rings: &[[Vec<Ring>; 2]; 2],
-        posted: &[Option<(usize, Vec<Option<RxDescriptor>>)>; 2],
+        posted: &[Posted; 2],
     ) {
         let after = [self.counters(0), self.counters(1)];
         let now = [
