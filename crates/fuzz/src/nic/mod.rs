@@ -27,6 +27,7 @@
 //! area is never written. Receive matching is skipped for a drain in which a receive ring was
 //! set up again or disabled by a DMA failure, or a frame's bytes were not known.
 
+pub mod check;
 pub mod host;
 pub mod ops;
 
