@@ -121,9 +121,6 @@ pub struct Harness {
     pub(super) mtu: usize,
     /// What happened.
     pub stats: RefCell<Stats>,
-    /// Per NIC and queue pair, the highest receive `TAIL` since the ring was last set up:
-    /// descriptors below it may sit in the NIC's prefetch, so the harness posts above it.
-    rx_high: RefCell<[[u64; spec::QUEUE_PAIRS as usize]; 2]>,
 }
 
 fn le(b: &[u8]) -> u64 {
@@ -154,7 +151,6 @@ impl Harness {
             sides,
             mtu,
             stats: RefCell::new(Stats::default()),
-            rx_high: RefCell::new([[0; spec::QUEUE_PAIRS as usize]; 2]),
         }
     }
 
@@ -355,12 +351,6 @@ impl Harness {
             );
         }
         if in_queue {
-            if let Some(h) = self.rx_high.borrow_mut()[n].get_mut(usize::from(q)) {
-                if r == queue::RX_SIZE {
-                    *h = 0;
-                }
-                *h = (*h).max(self.ring(n, q, true).tail);
-            }
             let after = self.reg(n, error_reg);
             let want = expected.map_or(before, RingError::code);
             assert_eq!(
@@ -382,11 +372,7 @@ impl Harness {
 
     /// Where the harness writes descriptor `k` from `TAIL` of a ring (the ring's own place
     /// if it lies in the area, else the queue's slot), or `None` when the ring is full.
-    fn descriptor_at(&self, n: usize, ring: Ring, floor: u64, slot: u64, k: u64) -> Option<u64> {
-        let ring = Ring {
-            tail: ring.tail.max(floor),
-            ..ring
-        };
+    fn descriptor_at(&self, n: usize, ring: Ring, slot: u64, k: u64) -> Option<u64> {
         if ring.size == 0 {
             return (k < RING_ENTRIES.end() / 2).then_some(slot + k * spec::DESCRIPTOR_BYTES);
         }
@@ -407,8 +393,7 @@ impl Harness {
         let slot = self.slot(n, q, false);
         let area = self.sides[n].area;
         for (k, d) in descriptors.iter().enumerate() {
-            let Some(at) = self.descriptor_at(n, ring, ring.tail, slot, u64::from(skip) + k as u64)
-            else {
+            let Some(at) = self.descriptor_at(n, ring, slot, u64::from(skip) + k as u64) else {
                 break;
             };
             let max = spec::max_frame(self.mtu) as u32;
@@ -451,12 +436,8 @@ impl Harness {
         let ring = self.ring(n, q, true);
         let slot = self.slot(n, q, true);
         let area = self.sides[n].area;
-        let floor = self.rx_high.borrow()[n]
-            .get(usize::from(q))
-            .copied()
-            .unwrap_or(0);
         for (k, d) in descriptors.iter().enumerate() {
-            let Some(at) = self.descriptor_at(n, ring, floor, slot, k as u64) else {
+            let Some(at) = self.descriptor_at(n, ring, slot, k as u64) else {
                 break;
             };
             let len = match d.capacity {
