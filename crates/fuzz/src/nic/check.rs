@@ -36,6 +36,7 @@ impl Harness {
         before: [Counters; 2],
         rings: &[[Vec<Ring>; 2]; 2],
         posted: &[Posted; 2],
+        loose: bool,
     ) {
         let after = [self.counters(0), self.counters(1)];
         let now = [
@@ -62,7 +63,8 @@ impl Harness {
         // Frames each NIC's function must receive, in order (`None`: bytes unknown).
         let mut arriving: [Vec<Option<Vec<u8>>>; 2] = [Vec::new(), Vec::new()];
         let mut filtered = [0u64; 2];
-        let mut exact = [true; 2];
+        // After a doorbell without a drain the counters moved before this drain began.
+        let mut exact = [!loose; 2];
         for n in 0..2 {
             let (mut sent, mut wire, mut tx_exact) = (0u64, 0u64, true);
             for (q, (mid, post)) in rings[n][0].iter().zip(&now[n][0]).enumerate() {
@@ -132,7 +134,7 @@ impl Harness {
                     }
                 }
             }
-            if tx_exact {
+            if tx_exact && !loose {
                 assert_eq!(
                     (
                         after[n].tx_frames - before[n].tx_frames,

@@ -159,15 +159,56 @@ pub enum Op {
         queue: u16,
         descriptors: Vec<Rx>,
     },
-    /// A doorbell.
+    /// A doorbell; without `drain` the next operation follows 300 ns later, while the NIC is
+    /// still at work (the checks of that drain are then only the ones that need no count).
     Doorbell {
         nic: u8,
         queue: u16,
         rx: bool,
+        drain: bool,
         tail: Tail,
     },
     /// The queue's `IRQ` register.
     Irq { nic: u8, queue: u16, value: u64 },
+}
+
+impl Op {
+    /// A doorbell with the direction (bit 0: receive) and drain (bits 1 and 2 set: no drain) of
+    /// `flags`.
+    fn with_flags(self, flags: u8) -> Op {
+        match self {
+            Op::Doorbell {
+                nic, queue, tail, ..
+            } => Op::Doorbell {
+                nic,
+                queue,
+                rx: flags & 1 != 0,
+                drain: flags & 6 != 6,
+                tail,
+            },
+            other => other,
+        }
+    }
+
+    /// A doorbell with `tail`.
+    fn with_tail(self, tail: Tail) -> Op {
+        match self {
+            Op::Doorbell {
+                nic,
+                queue,
+                rx,
+                drain,
+                ..
+            } => Op::Doorbell {
+                nic,
+                queue,
+                rx,
+                drain,
+                tail,
+            },
+            other => other,
+        }
+    }
 }
 
 fn queue(i: &mut Input) -> u16 {
@@ -324,14 +365,17 @@ pub fn decode(data: &[u8]) -> Vec<Op> {
             6 => Op::Doorbell {
                 nic,
                 queue: queue(&mut i),
-                rx: i.bool(),
-                tail: match i.u8() % 8 {
-                    0..=4 => Tail::Ahead(u16::from(i.u8() % 20)),
-                    5 => Tail::Behind(i.u8()),
-                    6 => Tail::Beyond(i.u8()),
-                    _ => Tail::Any(i.u64()),
-                },
-            },
+                rx: false,
+                drain: true,
+                tail: Tail::Any(0),
+            }
+            .with_flags(i.u8())
+            .with_tail(match i.u8() % 8 {
+                0..=4 => Tail::Ahead(u16::from(i.u8() % 20)),
+                5 => Tail::Behind(i.u8()),
+                6 => Tail::Beyond(i.u8()),
+                _ => Tail::Any(i.u64()),
+            }),
             _ => Op::Irq {
                 nic,
                 queue: queue(&mut i),
