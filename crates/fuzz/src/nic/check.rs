@@ -152,7 +152,7 @@ impl Harness {
         for n in 0..2 {
             let d = |f: fn(&Counters) -> u64| f(&after[n]) - f(&before[n]);
             let peer_wire = after[1 - n].wire_tx - before[1 - n].wire_tx;
-            if d(|c| c.overflow) == 0 {
+            if d(|c| c.overflow) == 0 && !loose {
                 assert_eq!(
                     d(|c| c.wire_rx),
                     peer_wire,

@@ -408,6 +408,20 @@ mod tests {
     }
 
     #[test]
+    fn a_doorbell_skips_its_drain_only_with_bits_1_and_2_of_its_flags() {
+        let bell = |flags| match decode(&[6, 0, 0, flags, 0, 3]).first() {
+            Some(Op::Doorbell {
+                rx, drain, tail, ..
+            }) => (*rx, *drain, *tail),
+            other => panic!("not a doorbell: {other:?}"),
+        };
+        assert_eq!(bell(0), (false, true, Tail::Ahead(3)));
+        assert_eq!(bell(1), (true, true, Tail::Ahead(3)));
+        assert_eq!(bell(2), (false, true, Tail::Ahead(3)));
+        assert_eq!(bell(7), (true, false, Tail::Ahead(3)));
+    }
+
+    #[test]
     fn a_ring_set_up_decodes_its_fields_in_order() {
         // kind 2, nic 1, queue byte 0 (pair 0), rx, base Slot, size byte 1 (8 entries).
         assert_eq!(
