@@ -5,7 +5,8 @@
 //! descriptors of every length (zero, shorter than a header, the largest frame, longer than
 //! the MTU allows, any) whose buffers lie in RAM, nowhere or past it, and whose frames go to
 //! the peer, to the sender itself, to everyone or to nobody; receive buffers posted or not,
-//! too small, unmapped; doorbells valid, behind the head, too far ahead or on a disabled ring.
+//! too small, unmapped; doorbells valid, behind the head, too far ahead or on a disabled ring,
+//! also while the NIC is still at work on the previous one (a `TAIL` lowered under it).
 //!
 //! ```text
 //!   alpha (CPU, RAM: rings, buffers) ── nic0 ═══ segment "lan" ═══ nic1 ── beta (CPU, RAM)
