@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Seven target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Eight target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -13,6 +13,7 @@
 //! | [`config_space`] | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
 //! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
+//! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -27,6 +28,7 @@ pub mod device_api;
 pub mod gpu;
 pub mod input;
 pub mod mutate;
+pub mod nic;
 pub mod nvme;
 pub mod scenario;
 pub mod vm_config;
@@ -35,6 +37,7 @@ pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
 pub use gpu::gpu_commands;
+pub use nic::nic_commands;
 pub use nvme::nvme_commands;
 pub use scenario::scenario;
 pub use vm_config::vm_config;
@@ -122,6 +125,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "gpu_commands",
         run: gpu_commands,
+        text: false,
+    },
+    Target {
+        name: "nic_commands",
+        run: nic_commands,
         text: false,
     },
 ];

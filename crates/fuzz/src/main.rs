@@ -32,7 +32,7 @@ enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
         /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config,
-        /// gpu_commands)
+        /// gpu_commands, nic_commands)
         /// or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
@@ -62,7 +62,7 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
-    /// vm_config, gpu_commands).
+    /// vm_config, gpu_commands, nic_commands).
     Decode {
         /// The target.
         target: String,
@@ -139,6 +139,12 @@ fn main() -> ExitCode {
                 "gpu_commands" => smartio_fuzz::gpu::ops::decode(&data)
                     .iter()
                     .for_each(|o| println!("{o:?}")),
+                "nic_commands" => {
+                    println!("MTU {}", smartio_fuzz::nic::mtu(&data));
+                    smartio_fuzz::nic::ops::decode(data.get(1..).unwrap_or(&[]))
+                        .iter()
+                        .for_each(|o| println!("{o:?}"));
+                }
                 "config_space" => {
                     let mut input = smartio_fuzz::input::Input::new(&data);
                     println!(

@@ -21,6 +21,7 @@ fn the_runner_runs_every_target_for_its_budget_and_finds_nothing() {
         "config_space",
         "vm_config",
         "gpu_commands",
+        "nic_commands",
     ] {
         let line = stdout
             .lines()

@@ -114,6 +114,9 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
                 in_flight.clear();
                 current = now_ring;
             }
+            // Descriptors at or above a lowered tail are the driver's again.
+            fetched.retain(|(i, _)| *i < ring.tail);
+            in_flight.retain(|f| f.index < ring.tail);
             // Decode and validate, keeping up to `tx_pipeline` buffers being read.
             while in_flight.len() < timing.tx_pipeline.max(1) {
                 if fetched.is_empty() {
@@ -159,6 +162,9 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
             let status = match next.read.wait().await {
                 Ok(frame) => {
                     port.sleep(timing.per_frame).await;
+                    if next.index >= queue.tx.borrow().tail {
+                        continue;
+                    }
                     self.send(index, frame, &port).await;
                     Status::Ok
                 }
@@ -166,7 +172,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
             };
             // Complete: write the status back, then advance the head.
             let ring = *queue.tx.borrow();
-            if !ring.enabled {
+            if !ring.enabled || next.index >= ring.tail {
                 continue;
             }
             let at = ring

@@ -157,7 +157,14 @@ impl QueuePair {
                 }
                 r
             }
-            queue::RX_TAIL => self.rx.borrow_mut().set_tail(value),
+            queue::RX_TAIL => {
+                let r = self.rx.borrow_mut().set_tail(value);
+                if r.is_ok() {
+                    // Descriptors the driver took back by lowering the tail are not the NIC's.
+                    self.rx_fetched.borrow_mut().retain(|(i, _)| *i < value);
+                }
+                r
+            }
             queue::IRQ => {
                 self.irq.set(value);
                 Ok(())
