@@ -210,6 +210,19 @@ const fn rule(section: &'static str, key: &'static str, allowed: Allowed) -> Rul
 }
 
 const TIME: Allowed = Allowed::Time;
+/// A transport timer: at least a microsecond (a timer of zero would fire without waiting for
+/// anything), at most [`MAX_TIME_NS`].
+const TIMEOUT: Allowed = Allowed::Real {
+    min: 1000.0,
+    max: MAX_TIME_NS,
+    unit: "ns",
+};
+/// A socket buffer: from one jumbo segment's worth (a smaller window still works, a segment
+/// at a time) to a gigabyte per connection.
+const SOCKET_BUFFER: Allowed = Allowed::Count {
+    min: 4096,
+    max: 1 << 30,
+};
 
 /// PCIe Gen1 signals at 2.5 GT/s, Gen7 at 128 GT/s: 1 to 256 GT/s holds every generation
 /// with room to explore, and no rate is zero or negative.
@@ -457,44 +470,10 @@ pub const RULES: &[Rule] = &[
             unit: "GB/s",
         },
     ),
-    // A timeout of zero would retransmit without waiting at all.
-    rule(
-        "net_stack",
-        "retransmit_timeout_min_ns",
-        Allowed::Real {
-            min: 1000.0,
-            max: MAX_TIME_NS,
-            unit: "ns",
-        },
-    ),
-    // From one jumbo segment's worth (a smaller window still works, a segment at a time)
-    // to a gigabyte per connection.
-    rule(
-        "net_stack",
-        "receive_window_bytes",
-        Allowed::Count {
-            min: 4096,
-            max: 1 << 30,
-        },
-    ),
-    // Like the retransmission timeout: a probe must wait for something.
-    rule(
-        "net_stack",
-        "probe_timeout_min_ns",
-        Allowed::Real {
-            min: 1000.0,
-            max: MAX_TIME_NS,
-            unit: "ns",
-        },
-    ),
-    rule(
-        "net_stack",
-        "send_buffer_bytes",
-        Allowed::Count {
-            min: 4096,
-            max: 1 << 30,
-        },
-    ),
+    rule("net_stack", "retransmit_timeout_min_ns", TIMEOUT),
+    rule("net_stack", "receive_window_bytes", SOCKET_BUFFER),
+    rule("net_stack", "probe_timeout_min_ns", TIMEOUT),
+    rule("net_stack", "send_buffer_bytes", SOCKET_BUFFER),
     // Ethernet line rates: 1 Gb/s to 1.6 Tb/s (the fastest standardised Ethernet).
     rule(
         "nic.*",

@@ -25,19 +25,10 @@ const SCENARIO: &str = "local-chassis";
 /// Virtual time the probe transactions may take (a sane calibration needs microseconds).
 const DEADLINE: SimTime = SimTime(1_000_000_000_000); // 1 s
 
-thread_local! {
-    static FABRIC: RefCell<Option<Fabric>> = const { RefCell::new(None) };
-}
-
-/// The enumerated `local-chassis` fabric, built once per thread.
+/// The shipped scenario, enumerated once per thread.
 fn fabric() -> Fabric {
-    FABRIC.with(|f| {
-        f.borrow_mut()
-            .get_or_insert_with(|| match load_fabric(SCENARIO) {
-                Ok(f) => f,
-                Err(e) => panic!("the shipped scenario {SCENARIO} does not load: {e}"),
-            })
-            .clone()
+    crate::cached_fabric(SCENARIO, || {
+        load_fabric(SCENARIO).map_err(|e| e.to_string())
     })
 }
 

@@ -69,6 +69,57 @@ impl Outcome {
     }
 }
 
+thread_local! {
+    static FABRICS: std::cell::RefCell<std::collections::BTreeMap<String, smartio_fabric::Fabric>> =
+        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+    static CALIBRATION: std::cell::RefCell<Option<smartio_calibration::Calibration>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The fabric called `key`, built by `build` the first time a thread asks and cloned after
+/// (every input builds its cluster from a fresh clone). A fabric that does not build is a
+/// bug in the target, not a finding: it panics naming `key`.
+pub(crate) fn cached_fabric(
+    key: &str,
+    build: impl FnOnce() -> Result<smartio_fabric::Fabric, String>,
+) -> smartio_fabric::Fabric {
+    FABRICS.with(|f| {
+        f.borrow_mut()
+            .entry(key.to_string())
+            .or_insert_with(|| match build() {
+                Ok(fabric) => fabric,
+                Err(e) => panic!("the fuzzed scenario {key} does not build: {e}"),
+            })
+            .clone()
+    })
+}
+
+/// [`cached_fabric`] of scenario text: parsed as `key` and enumerated.
+pub(crate) fn cached_scenario(key: &str, text: impl FnOnce() -> String) -> smartio_fabric::Fabric {
+    cached_fabric(key, || {
+        let spec = smartio_fabric::parse_scenario(key, &text()).map_err(|e| e.to_string())?;
+        smartio_fabric::Fabric::build(&spec, &smartio_devices::layout_for)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// The text of shipped scenario `name` ("" if there is none).
+pub(crate) fn shipped(name: &str) -> &'static str {
+    smartio_cluster::SHIPPED
+        .iter()
+        .find(|s| s.name == name)
+        .map_or("", |s| s.text)
+}
+
+/// The embedded calibration, parsed once per thread.
+pub(crate) fn calibration_default() -> smartio_calibration::Calibration {
+    CALIBRATION.with(|c| {
+        c.borrow_mut()
+            .get_or_insert_with(smartio_calibration::Calibration::default_embedded)
+            .clone()
+    })
+}
+
 /// Shuts a simulation down when dropped (also when a check panics): tasks hold handles to
 /// their simulation, so without this every input would leak its whole cluster.
 pub(crate) struct MachineGuard(pub smartio_machine::Machine);

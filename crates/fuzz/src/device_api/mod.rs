@@ -35,18 +35,10 @@ const FABRIC_MAP_LIMIT: u64 = 1 << 40;
 /// Virtual time the calls may take.
 const DEADLINE: SimTime = SimTime(10_000_000_000_000); // 10 s
 
-thread_local! {
-    static FABRIC: RefCell<Option<Fabric>> = const { RefCell::new(None) };
-}
-
+/// The shipped scenario, enumerated once per thread.
 fn fabric() -> Fabric {
-    FABRIC.with(|f| {
-        f.borrow_mut()
-            .get_or_insert_with(|| match load_fabric(SCENARIO) {
-                Ok(f) => f,
-                Err(e) => panic!("the shipped scenario {SCENARIO} does not load: {e}"),
-            })
-            .clone()
+    crate::cached_fabric(SCENARIO, || {
+        load_fabric(SCENARIO).map_err(|e| e.to_string())
     })
 }
 

@@ -31,44 +31,25 @@ use crate::Outcome;
 use host::{Harness, Layout, BUFFER, GUARD, REGION, SRC};
 use model::{param_addr, param_word, Where, World, KERNELS};
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, ClusterOptions, SHIPPED};
+use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_devices::gpu::spec::{self, ErrorCode};
 use smartio_devices::gpu::{KernelFn, KernelFuture, ThreadContext};
-use smartio_fabric::{parse_scenario, Access, EndpointId, Fabric, HostId, Requester, Target};
+use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 use smartio_machine::{Agent, Machine};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{race, BusAddr, Either, PhysAddr, SimDuration, SimTime};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Virtual time a run may take (each operation settles within 20 ms).
 const DEADLINE: SimTime = SimTime(10_000_000_000_000); // 10 s
 
-thread_local! {
-    static SETUP: RefCell<Option<(Fabric, Calibration)>> = const { RefCell::new(None) };
-}
-
 /// `local-chassis`, enumerated once per thread.
 fn setup() -> (Fabric, Calibration) {
-    SETUP.with(|s| {
-        s.borrow_mut()
-            .get_or_insert_with(|| {
-                let text = SHIPPED
-                    .iter()
-                    .find(|s| s.name == "local-chassis")
-                    .map_or("", |s| s.text);
-                let spec = match parse_scenario("local-chassis.toml", text) {
-                    Ok(s) => s,
-                    Err(e) => panic!("local-chassis does not parse: {e}"),
-                };
-                let fabric = match Fabric::build(&spec, &smartio_devices::layout_for) {
-                    Ok(f) => f,
-                    Err(e) => panic!("local-chassis does not enumerate: {e}"),
-                };
-                (fabric, Calibration::default_embedded())
-            })
-            .clone()
-    })
+    let fabric = crate::cached_scenario("local-chassis.toml", || {
+        crate::shipped("local-chassis").to_string()
+    });
+    (fabric, crate::calibration_default())
 }
 
 /// `store`: thread `t` stores `value + t` at `address + 8 t`.

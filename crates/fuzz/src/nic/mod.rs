@@ -37,10 +37,10 @@ use host::{Harness, Side};
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_devices::nic::spec::Status;
-use smartio_fabric::{parse_scenario, Fabric};
+use smartio_fabric::Fabric;
 use smartio_platform::pci::{self, command};
 use smartio_platform::SimTime;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Virtual time a run may take (each operation drains within 20 ms).
@@ -48,10 +48,6 @@ const DEADLINE: SimTime = SimTime(2_000_000_000_000); // 2 s
 
 /// The MTUs an input may pick (its first byte, even: 1500, odd: 9000).
 const MTUS: [usize; 2] = [1500, 9000];
-
-thread_local! {
-    static SETUP: RefCell<[Option<(Fabric, Calibration)>; 2]> = const { RefCell::new([None, None]) };
-}
 
 fn scenario(mtu: usize) -> String {
     let host = |name: &str| {
@@ -70,23 +66,9 @@ fn scenario(mtu: usize) -> String {
 
 /// The two-host scenario with MTU `MTUS[m]`, enumerated once per thread.
 fn setup(m: usize) -> (Fabric, Calibration) {
-    SETUP.with(|s| {
-        let mut s = s.borrow_mut();
-        let slot = &mut s[m % 2];
-        slot.get_or_insert_with(|| {
-            let text = scenario(MTUS[m % 2]);
-            let spec = match parse_scenario("nic-fuzz.toml", &text) {
-                Ok(s) => s,
-                Err(e) => panic!("the NIC scenario does not parse: {e}"),
-            };
-            let fabric = match Fabric::build(&spec, &smartio_devices::layout_for) {
-                Ok(f) => f,
-                Err(e) => panic!("the NIC scenario does not enumerate: {e}"),
-            };
-            (fabric, Calibration::default_embedded())
-        })
-        .clone()
-    })
+    let mtu = MTUS[m % 2];
+    let fabric = crate::cached_scenario(&format!("nic-fuzz-{mtu}.toml"), || scenario(mtu));
+    (fabric, crate::calibration_default())
 }
 
 /// The MTU input `data` picks (its first byte: even 1500, odd 9000).

@@ -19,11 +19,11 @@ use crate::Outcome;
 use host::{Harness, Layout};
 use model::Kind;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, ClusterOptions, SHIPPED};
-use smartio_fabric::{parse_scenario, EndpointId, Fabric};
+use smartio_cluster::{Cluster, ClusterOptions};
+use smartio_fabric::{EndpointId, Fabric};
 use smartio_platform::pci::{self, command};
 use smartio_platform::SimTime;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// The nvme0 parameters of the fuzzed scenario.
@@ -32,37 +32,18 @@ pub const PARAMS: &str = r#"params = { profile = "ramdisk", capacity = "64M", na
 /// Virtual time a run may take (the operations and the final drain need under 3 s).
 const DEADLINE: SimTime = SimTime(10_000_000_000_000); // 10 s
 
-thread_local! {
-    static SETUP: RefCell<Option<(Fabric, Calibration)>> = const { RefCell::new(None) };
-}
-
 /// `local-chassis` with nvme0 replaced by the small controller, enumerated once per thread.
 fn setup() -> (Fabric, Calibration) {
-    SETUP.with(|s| {
-        s.borrow_mut()
-            .get_or_insert_with(|| {
-                let shipped = SHIPPED
-                    .iter()
-                    .find(|s| s.name == "local-chassis")
-                    .map_or("", |s| s.text);
-                let original = r#"params = { profile = "optane-p4800x" }"#;
-                assert!(
-                    shipped.contains(original),
-                    "local-chassis.toml no longer has the nvme0 line {original}"
-                );
-                let text = shipped.replace(original, PARAMS);
-                let spec = match parse_scenario("local-chassis-fuzz.toml", &text) {
-                    Ok(s) => s,
-                    Err(e) => panic!("the fuzzed scenario does not parse: {e}"),
-                };
-                let fabric = match Fabric::build(&spec, &smartio_devices::layout_for) {
-                    Ok(f) => f,
-                    Err(e) => panic!("the fuzzed scenario does not enumerate: {e}"),
-                };
-                (fabric, Calibration::default_embedded())
-            })
-            .clone()
-    })
+    let fabric = crate::cached_scenario("local-chassis-fuzz.toml", || {
+        let shipped = crate::shipped("local-chassis");
+        let original = r#"params = { profile = "optane-p4800x" }"#;
+        assert!(
+            shipped.contains(original),
+            "local-chassis.toml no longer has the nvme0 line {original}"
+        );
+        shipped.replace(original, PARAMS)
+    });
+    (fabric, crate::calibration_default())
 }
 
 /// Drives the controller with the operations `data` decodes to and checks the outcome.

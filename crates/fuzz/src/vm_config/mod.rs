@@ -57,18 +57,10 @@ const DEADLINE: SimTime = SimTime(120_000_000_000_000); // 120 s
 /// Bytes of BAR registers in a type-0 header (BAR0 to BAR5).
 const BAR_REGISTERS: usize = 4 * pci::BAR_COUNT as usize;
 
-thread_local! {
-    static FABRIC: RefCell<Option<Fabric>> = const { RefCell::new(None) };
-}
-
+/// The shipped scenario, enumerated once per thread.
 fn fabric() -> Fabric {
-    FABRIC.with(|f| {
-        f.borrow_mut()
-            .get_or_insert_with(|| match load_fabric(SCENARIO) {
-                Ok(f) => f,
-                Err(e) => panic!("the shipped scenario {SCENARIO} does not load: {e}"),
-            })
-            .clone()
+    crate::cached_fabric(SCENARIO, || {
+        load_fabric(SCENARIO).map_err(|e| e.to_string())
     })
 }
 
