@@ -13,6 +13,7 @@
 
 mod common;
 use common::pattern;
+use common::rig::Rig;
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -20,11 +21,9 @@ use smartio_devices::gpu::spec::ErrorCode;
 use smartio_drivers::gpu::{
     GpuAddr, GpuContext, GpuError, KernelFault, KernelFn, RuntimeCosts, ThreadContext,
 };
-use smartio_host::HostOs;
 use smartio_machine::Agent;
 use smartio_platform::{BusAddr, Clock, SimDuration};
-use smartio_smartio::{BorrowOptions, SmartIo};
-use std::cell::RefCell;
+use smartio_smartio::BorrowOptions;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -33,46 +32,11 @@ use std::rc::Rc;
 const UNCLAIMED: u64 = 0x7000_0000_0000;
 const MIB: u64 = 1 << 20;
 
-/// A booted scenario with SmartIO's registry filled in.
-struct Rig {
-    cluster: Cluster,
-    hosts: Vec<HostOs>,
-    smartio: SmartIo,
-}
-
 fn rig(scenario: &str) -> Rig {
-    let cluster = Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads");
-    let hosts = HostOs::boot_all(&cluster.machine).expect("hosts boot");
-    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-    smartio.register_all().expect("devices register");
-    Rig {
-        cluster,
-        hosts,
-        smartio,
-    }
+    Rig::new(Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads"))
 }
 
 impl Rig {
-    fn host(&self, name: &str) -> HostOs {
-        self.hosts
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no host {name}"))
-    }
-
-    /// Runs `task` to the end of the simulation and returns its output.
-    fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the test task ran to the end")
-    }
-
     /// Opens the GPUs `specs` as host `on` reaches them: a local device by its name, a
     /// lender's (`lender:gpu0`) borrowed by Device Lending first.
     fn open(&self, on: &str, specs: &[&str]) -> impl Future<Output = Vec<GpuContext>> + 'static {

@@ -14,6 +14,7 @@
 
 mod common;
 use common::pattern;
+use common::rig::Rig;
 
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
@@ -21,9 +22,8 @@ use smartio_devices::ethernet::{FrameHeader, MacAddr, HEADER_BYTES, JUMBO_MTU};
 use smartio_drivers::net::{FrameLink, LinkError};
 use smartio_drivers::nic::{NicDriver, NicDriverConfig, NicError};
 use smartio_fabric::{parse_scenario, Fabric};
-use smartio_host::HostOs;
 use smartio_platform::{Clock, SimTime};
-use smartio_smartio::{BorrowOptions, SmartIo};
+use smartio_smartio::BorrowOptions;
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
@@ -57,49 +57,16 @@ fn lending(nic_params: &str) -> String {
     )
 }
 
-struct Rig {
-    cluster: Cluster,
-    hosts: Vec<HostOs>,
-    smartio: SmartIo,
-}
-
 fn rig(text: &str) -> Rig {
     let cal = Calibration::default_embedded();
     let spec = parse_scenario("nic-test.toml", text).expect("scenario parses");
     let fabric = Fabric::build(&spec, &smartio_devices::layout_for).expect("fabric builds");
-    let cluster =
-        Cluster::from_fabric(fabric, &cal, &ClusterOptions::default()).expect("cluster starts");
-    let hosts = HostOs::boot_all(&cluster.machine).expect("hosts boot");
-    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-    smartio.register_all().expect("devices register");
-    Rig {
-        cluster,
-        hosts,
-        smartio,
-    }
+    Rig::new(
+        Cluster::from_fabric(fabric, &cal, &ClusterOptions::default()).expect("cluster starts"),
+    )
 }
 
 impl Rig {
-    fn host(&self, name: &str) -> HostOs {
-        self.hosts
-            .iter()
-            .find(|h| h.name() == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no host {name}"))
-    }
-
-    /// Runs `task` to the end of the simulation and returns its output.
-    fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the test task ran to the end")
-    }
-
     /// Binds the NIC `spec` as host `on` reaches it: its own by name, a lender's
     /// (`lender:nic0`) borrowed by Device Lending first.
     fn open(

@@ -1,6 +1,7 @@
 //! Helpers shared by the driver tests.
 
 pub mod nvme;
+pub mod rig;
 
 /// Random-looking but reproducible bytes (xorshift64).
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
