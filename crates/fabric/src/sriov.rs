@@ -99,11 +99,15 @@ impl VirtualFunctions {
     pub(crate) fn slice_at(&self, addr: u64) -> Option<(u16, AssignedBar)> {
         let region = self.regions.iter().find(|r| r.range().contains(&addr))?;
         let size = self.slice(region.index)?;
-        let n = u16::try_from((addr - region.base.get()) / size + 1).ok()?;
-        let bar = self
-            .slices_of(n)
-            .into_iter()
-            .find(|b| b.index == region.index)?;
+        let k = (addr - region.base.get()) / size;
+        let n = u16::try_from(k + 1).ok()?;
+        // Computed in place: this runs for every access that reaches a VF.
+        let bar = AssignedBar {
+            index: region.index,
+            kind: region.kind,
+            base: BusAddr(region.base.get() + k * size),
+            size,
+        };
         Some((n, bar))
     }
 }

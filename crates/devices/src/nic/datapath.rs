@@ -251,9 +251,9 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
 
     /// Hands `arrival` to the functions it is for.
     async fn deliver(&self, arrival: Arrival) {
-        let macs = self.macs();
         let targets: Vec<usize> = match arrival.delivery {
             Delivery::Wire => {
+                let macs = self.macs();
                 self.port.inbound().counters.borrow_mut().wire_rx += 1;
                 let Ok(header) = FrameHeader::parse(&arrival.frame) else {
                     return;
@@ -265,7 +265,6 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
                 t
             }
             Delivery::Function(f) => vec![f],
-            Delivery::AllBut(f) => (0..macs.len()).filter(|&g| g != f).collect(),
         };
         for f in targets {
             let (Some(function), Some(port)) = (

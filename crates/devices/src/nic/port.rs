@@ -31,8 +31,6 @@ pub enum Delivery {
     Wire,
     /// From the internal switch: to this one function.
     Function(usize),
-    /// From the internal switch, a group frame: to every function but the sender.
-    AllBut(usize),
 }
 
 /// A frame due at the NIC.

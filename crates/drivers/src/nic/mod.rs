@@ -10,8 +10,8 @@
 //! Completion is by **polling host memory**, not MSI-X: the NIC writes each descriptor back
 //! (status, and the length of a received frame) and the driver waits for that write with the
 //! platform's memory watch, as a busy-polling driver (DPDK, NAPI busy-poll) would, at no cost
-//! while nothing arrives. [`FrameLink::send`] takes the transmit queue of the destination
-//! (so frames to one destination keep their order), waits while its ring is full, copies the
+//! while nothing arrives. [`FrameLink::send`] takes the transmit queue of the frame's flow
+//! (a hash of the destination and the transport's ports: a flow keeps its order), waits while its ring is full, copies the
 //! frame into the slot's buffer, writes the descriptor and rings the doorbell.
 //! [`FrameLink::recv`] returns the next received frame and re-posts its buffer (the
 //! doorbell once per quarter ring).
@@ -391,11 +391,10 @@ impl NicDriver {
         Ok(u16::from_le_bytes(b))
     }
 
-    /// The transmit queue frames to `dst` use.
-    /// The transmit queue of `frame`'s flow: its destination and the first four payload
+    /// The transmit queue (its index) of `frame`'s flow: its destination and the first four payload
     /// bytes (a transport's ports), hashed as a NIC's transmit steering does, so a flow's
     /// frames keep their order and different flows go out on different queues in parallel.
-    fn tx_queue(&self, frame: &[u8]) -> &TxQueue {
+    fn tx_queue(&self, frame: &[u8]) -> u16 {
         let flow = frame
             .get(..6)
             .into_iter()
@@ -403,7 +402,8 @@ impl NicDriver {
             .flatten()
             .fold(0usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
         let n = self.inner.tx.len().max(1);
-        &self.inner.tx[flow % n]
+        // Fewer than QUEUE_PAIRS (a u16) queues: the index fits.
+        (flow % n) as u16
     }
 
     async fn send_frame(&self, frame: Vec<u8>) -> Result<(), LinkError> {
@@ -415,14 +415,8 @@ impl NicDriver {
                 mtu: self.inner.mtu,
             });
         }
-        let q = self.tx_queue(&frame);
-        let index_of = |q: &TxQueue| {
-            self.inner
-                .tx
-                .iter()
-                .position(|t| std::ptr::eq(t, q))
-                .unwrap_or(0) as u16
-        };
+        let index = self.tx_queue(&frame);
+        let q = &self.inner.tx[usize::from(index)];
         let _held = q.lock.acquire().await;
         let m = q.memory;
         let tail = q.at.tail.get();
@@ -449,7 +443,7 @@ impl NicDriver {
         self.host_write(m.descriptor_cpu(tail), &d.to_bytes())
             .await?;
         q.at.tail.set(tail + 1);
-        self.write_reg(queue::base(index_of(q)) + queue::TX_TAIL, tail + 1)
+        self.write_reg(queue::base(index) + queue::TX_TAIL, tail + 1)
             .await
     }
 
