@@ -8,7 +8,6 @@
 //! own port (its DMA carries the VF's requester id).
 
 use super::{DeviceModel, ModelContext, ModelError};
-use smartio_devices::config::{PfConfig, SrIovFunctions, VfConfig};
 use smartio_devices::dma::{self, DmaDevice};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
@@ -59,7 +58,7 @@ pub(super) fn start(
     let port = cx.machine.device(endpoint);
     let engine = device.clone();
     cx.machine.spawn(async move { engine.run(port).await });
-    start_virtual_functions(cx, &device, endpoint, ep, &vfs);
+    start_virtual_functions(cx, &device, endpoint, ep);
     Ok(DeviceModel::CopyEngine(device))
 }
 
@@ -70,26 +69,12 @@ fn start_virtual_functions(
     device: &Rc<DmaDevice>,
     pf: EndpointId,
     ep: &Endpoint,
-    vfs: &[EndpointId],
 ) {
-    let vf_endpoints: Vec<Endpoint> = {
-        let f = cx.machine.fabric();
-        vfs.iter().map(|&v| f.endpoint(v).clone()).collect()
-    };
-    let refs: Vec<&Endpoint> = vf_endpoints.iter().collect();
-    // A PCI Express capability and the SR-IOV capability always fit.
-    let functions = match SrIovFunctions::new(ep, None, &refs, None) {
-        Ok(Some(f)) => Rc::new(f),
-        Ok(None) | Err(_) => unreachable!("a DMA test device's SR-IOV capability fits"),
-    };
-    cx.machine
-        .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
+    super::attach_sriov_config(cx, pf, ep, None);
     for (function, vf) in cx.machine.functions(pf) {
         let Some(n) = function.vf_number() else {
             continue;
         };
-        cx.machine
-            .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
         if let Some(engine) = device.virtual_function(n).cloned() {
             let port = cx.machine.device(vf);
             cx.machine.spawn(async move { engine.run(port).await });

@@ -207,6 +207,41 @@ pub(crate) type Models = BTreeMap<EndpointId, Attached>;
 /// Starts a model on every endpoint whose kind the registry knows, then gives every other
 /// endpoint a configuration space from its layout. On an error the models already started
 /// stay attached (the caller shuts the simulation down).
+/// The configuration spaces of SR-IOV device `pf` (layout `ep`) and of its VFs, attached to
+/// their endpoints (the PF's reports VF Enable to the engine); every function gets MSI-X
+/// `msix`. A device whose layout declares SR-IOV always fits its capabilities (PCI Express,
+/// MSI-X, SR-IOV): anything else is an emulator bug.
+pub(super) fn attach_sriov_config(
+    cx: &ModelContext<'_>,
+    pf: EndpointId,
+    ep: &Endpoint,
+    msix: Option<smartio_devices::config::MsixLayout>,
+) -> Rc<smartio_devices::config::SrIovFunctions> {
+    use smartio_devices::config::{PfConfig, SrIovFunctions, VfConfig};
+    let vfs: Vec<(u16, EndpointId)> = cx
+        .machine
+        .functions(pf)
+        .into_iter()
+        .filter_map(|(function, vf)| Some((function.vf_number()?, vf)))
+        .collect();
+    let functions = {
+        let f = cx.machine.fabric();
+        let refs: Vec<&Endpoint> = vfs.iter().map(|&(_, v)| f.endpoint(v)).collect();
+        match SrIovFunctions::new(ep, msix, &refs, msix) {
+            Ok(Some(functions)) => Rc::new(functions),
+            Ok(None) => unreachable!("{}: an SR-IOV layout without SR-IOV", ep.name),
+            Err(e) => unreachable!("{}: its capabilities do not fit: {e}", ep.name),
+        }
+    };
+    cx.machine
+        .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
+    for (n, vf) in vfs {
+        cx.machine
+            .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
+    }
+    functions
+}
+
 pub(crate) fn start_all(cx: &ModelContext<'_>) -> Result<Models, StartError> {
     let endpoints: Vec<(EndpointId, Endpoint, String)> = {
         let fabric = cx.machine.fabric();

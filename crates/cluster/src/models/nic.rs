@@ -11,7 +11,7 @@
 
 use super::{DeviceModel, ModelContext, ModelError};
 use smartio_calibration::{NetworkParams, NicProfileParams};
-use smartio_devices::config::{ConfigSpace, FunctionSpace, PfConfig, SrIovFunctions, VfConfig};
+use smartio_devices::config::{ConfigSpace, FunctionSpace};
 use smartio_devices::nic::spec::default_mac;
 use smartio_devices::nic::{
     Network, NetworkTiming, Nic, NicConfig, NicFunction, NicParams, NicTiming,
@@ -75,7 +75,7 @@ pub(super) fn start(
         cx.machine.attach_bar_handler(id, pf);
         cx.machine.attach_config_handler(id, pci);
     } else {
-        add_virtual_functions(cx, &nic, id, ep, pf_mac, &vfs);
+        add_virtual_functions(cx, &nic, id, ep, pf_mac);
     }
     if let (Some(network), Some(segment)) = (network, &params.network) {
         network.attach(segment, nic.port());
@@ -99,31 +99,14 @@ fn add_virtual_functions(
     pf: EndpointId,
     ep: &Endpoint,
     pf_mac: smartio_devices::ethernet::MacAddr,
-    vfs: &[EndpointId],
 ) {
-    let vf_endpoints: Vec<Endpoint> = {
-        let f = cx.machine.fabric();
-        vfs.iter().map(|&v| f.endpoint(v).clone()).collect()
-    };
-    let refs: Vec<&Endpoint> = vf_endpoints.iter().collect();
-    let msix = Some(NicFunction::msix_layout());
-    let functions = match SrIovFunctions::new(ep, msix, &refs, msix) {
-        Ok(Some(f)) => Rc::new(f),
-        // The layout declares SR-IOV and a PCI Express, an MSI-X and the SR-IOV capability
-        // always fit: anything else is an emulator bug.
-        Ok(None) => unreachable!("a NIC with VFs has an SR-IOV layout"),
-        Err(e) => unreachable!("a NIC's capabilities fit: {e}"),
-    };
-    cx.machine
-        .attach_config_handler(pf, Rc::new(PfConfig(functions.clone())));
+    let functions = super::attach_sriov_config(cx, pf, ep, Some(NicFunction::msix_layout()));
     let physical = nic.add_function(pf_mac, FunctionSpace::Physical(functions.clone()));
     cx.machine.attach_bar_handler(pf, physical);
     for (function, vf) in cx.machine.functions(pf) {
         let Some(n) = function.vf_number() else {
             continue;
         };
-        cx.machine
-            .attach_config_handler(vf, Rc::new(VfConfig::new(functions.clone(), n)));
         let f = nic.add_function(
             default_mac(pf.0, n),
             FunctionSpace::Virtual(functions.clone(), n),
