@@ -49,8 +49,6 @@ pub struct Segment {
     links: RefCell<Vec<Link>>,
     /// The switch's learned addresses: MAC → port.
     learned: RefCell<BTreeMap<MacAddr, usize>>,
-    /// Frames the switch dropped (destination learned on the ingress port).
-    filtered: Cell<u64>,
 }
 
 impl Segment {
@@ -59,7 +57,6 @@ impl Segment {
             timing,
             links: RefCell::new(Vec::new()),
             learned: RefCell::new(BTreeMap::new()),
-            filtered: Cell::new(0),
         }
     }
 
@@ -71,11 +68,6 @@ impl Segment {
     /// Whether a switch joins the ports (three or more), rather than a cable.
     pub fn is_switched(&self) -> bool {
         self.ports() >= 3
-    }
-
-    /// Frames the switch filtered.
-    pub fn filtered(&self) -> u64 {
-        self.filtered.get()
     }
 
     /// Carries `frame`, sent by port `from` and fully serialized at `sent`.
@@ -95,7 +87,6 @@ impl Segment {
         }
         let Ok(header) = FrameHeader::parse(&frame) else {
             // The NIC sends nothing shorter than a header; a switch would drop a runt.
-            self.filtered.set(self.filtered.get() + 1);
             return;
         };
         if !header.src.is_group() {
@@ -107,10 +98,7 @@ impl Segment {
             self.learned.borrow().get(&header.dst).copied()
         };
         let egress: Vec<usize> = match learned {
-            Some(to) if to == from => {
-                self.filtered.set(self.filtered.get() + 1);
-                return;
-            }
+            Some(to) if to == from => return,
             Some(to) => vec![to],
             None => (0..links.len()).filter(|&i| i != from).collect(),
         };

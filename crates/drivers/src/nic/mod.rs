@@ -35,7 +35,7 @@ use smartio_devices::nic::spec::{
 use smartio_host::{DeviceHandle, Mmio};
 use smartio_machine::Agent;
 use smartio_platform::{AccessError, BusAddr, FifoLock, MemoryWatch, PhysAddr, Port};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -140,8 +140,6 @@ struct Inner {
     rx: RingMemory,
     rx_at: RxIndices,
     rx_lock: Rc<FifoLock>,
-    /// Descriptors the NIC wrote back with an error status (either direction).
-    errors: Cell<u64>,
     gone: RefCell<Option<LinkError>>,
 }
 
@@ -289,7 +287,6 @@ impl NicDriver {
                 rx,
                 rx_at,
                 rx_lock: Rc::new(FifoLock::new("the NIC's receive ring")),
-                errors: Cell::new(0),
                 gone: RefCell::new(None),
                 handle,
             }),
@@ -309,12 +306,6 @@ impl NicDriver {
     /// Whether the port has a link partner now.
     pub async fn link_up(&self) -> Result<bool, LinkError> {
         Ok(self.read(reg::LINK).await? & LINK_UP != 0)
-    }
-
-    /// Descriptors the NIC wrote back with an error status (a frame not sent or not
-    /// received); the driver drops those frames.
-    pub fn descriptor_errors(&self) -> u64 {
-        self.inner.errors.get()
     }
 
     /// The NIC's counters for this function and its port.
@@ -426,12 +417,7 @@ impl NicDriver {
             let watch = self.inner.cpu.written(at, spec::DESCRIPTOR_BYTES);
             match self.status_at(at).await? {
                 0 => watch.await,
-                code => {
-                    if Status::from_code(code) != Some(Status::Ok) {
-                        self.inner.errors.set(self.inner.errors.get() + 1);
-                    }
-                    q.at.clean.set(q.at.clean.get() + 1);
-                }
+                _ => q.at.clean.set(q.at.clean.get() + 1),
             }
         }
         let d = TxDescriptor {
@@ -471,7 +457,6 @@ impl NicDriver {
                 self.host_read(m.buffer_cpu(index), &mut frame).await?;
                 Some(frame)
             } else {
-                self.inner.errors.set(self.inner.errors.get() + 1);
                 None
             };
             // Re-post the buffer; hand the NIC a quarter ring at a time.
