@@ -29,6 +29,6 @@ pub use ntb::{
 };
 pub use route::{Access, Branch, Hop, Route, RouteError, Target};
 pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
-pub use sriov::{Function, SriovError, VirtualFunctions};
+pub use sriov::{vf_name, Function, SriovError, VirtualFunctions};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
 pub use units::{LinkError, LinkSpec, SizeError, SizeValueError};

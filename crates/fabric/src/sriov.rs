@@ -112,6 +112,12 @@ impl VirtualFunctions {
     }
 }
 
+/// The name of VF `n` of the function called `parent` (`nic0.vf1`), in its host's tree and
+/// as SmartIO lends it (`lender:nic0.vf1`).
+pub fn vf_name(parent: &str, n: u16) -> String {
+    format!("{parent}.vf{n}")
+}
+
 /// The routing id of VF `n` of a PF at `pf`, if it is at most 0xFFFF.
 pub fn vf_bdf(pf: Bdf, spec: &SriovSpec, n: u16) -> Option<Bdf> {
     let id = u32::from(pf.requester_id())
@@ -209,7 +215,7 @@ impl Fabric {
                 let vf = Endpoint {
                     host: parent.host,
                     node: parent.node,
-                    name: format!("{}.vf{n}", parent.name),
+                    name: vf_name(&parent.name, n),
                     kind: parent.kind.clone(),
                     params: toml::Table::new(),
                     layout,

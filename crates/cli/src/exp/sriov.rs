@@ -76,6 +76,13 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         .into_iter()
         .find(|h| *h != receiver.0)
         .ok_or_else(|| format!("{} has no host to lend the NIC to", setup.scenario))?;
+    // The first VF, if the NIC has SR-IOV (the scenario's `vfs`; enabled at boot).
+    let first_vf = smartio_fabric::vf_name(&lender.1, 1);
+    let vf = f
+        .endpoints()
+        .iter()
+        .any(|e| e.name == first_vf)
+        .then_some(first_vf);
     drop(f);
     let ms = setup.ops.unwrap_or(MILLISECONDS);
     if ms > MAX_MILLISECONDS {
@@ -91,12 +98,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     };
     let (lender_host, nic) = lender;
     // The first VF, if the NIC has SR-IOV (the scenario's `vfs`; enabled at boot).
-    let vf = setup
-        .fabric()?
-        .endpoints()
-        .iter()
-        .find(|e| e.name == format!("{nic}.vf1"))
-        .map(|e| e.name.clone());
+
     let mut configs = vec![
         ("PF", "local", lender_host.clone(), nic.clone()),
         (

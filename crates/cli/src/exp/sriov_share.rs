@@ -56,9 +56,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         .find_map(|h| {
             let (_, nic) = nic_of(&h.name)?;
             let has = |n: u16| {
-                f.endpoints()
-                    .iter()
-                    .any(|e| e.name == format!("{nic}.vf{n}"))
+                let want = smartio_fabric::vf_name(&nic, n);
+                f.endpoints().iter().any(|e| e.name == want)
             };
             (has(1) && has(2)).then(|| (h.name.clone(), nic))
         })
@@ -103,8 +102,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         write_bytes: DEFAULT_WRITE_BYTES,
     };
     let (lh, nic) = (&lender.0, &lender.1);
-    let vf = |n: u16| format!("{nic}.vf{n}");
-    let lent = |n: u16| format!("{lh}:{nic}.vf{n}");
+    let vf = |n: u16| smartio_fabric::vf_name(nic, n);
+    let lent = |n: u16| format!("{lh}:{}", vf(n));
     let receiver_end = end(&receiver.0, &receiver.1);
     let runs = [
         (

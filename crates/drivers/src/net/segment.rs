@@ -96,7 +96,8 @@ impl Segment {
     /// Invariant: payloads are at most an MTU (9000 bytes), so the length fits its 16 bits;
     /// the stack never builds a larger one.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![0u8; HEADER_BYTES];
+        let mut out = Vec::with_capacity(HEADER_BYTES + self.payload.len());
+        out.resize(HEADER_BYTES, 0);
         out[SRC_PORT..SRC_PORT + 2].copy_from_slice(&self.src_port.to_be_bytes());
         out[DST_PORT..DST_PORT + 2].copy_from_slice(&self.dst_port.to_be_bytes());
         out[FLAGS] = self.flags;
