@@ -204,6 +204,21 @@ pub struct GpuProfileParams {
     pub clock_read_ns: Param,
     /// One load or store of device memory by a kernel thread.
     pub memory_access_ns: Param,
+    /// Training VGG19 on one 224x224 image, forward and backward: the compute of the
+    /// training application's kernels (`app train`), the one figure of that application not
+    /// derived from the fabric.
+    pub vgg19_train_image_ns: Param,
+    /// Extracting the video-analysis features of one 1920x1080 frame: the compute of the
+    /// video application's kernel (`app video`).
+    pub eir_frame_ns: Param,
+}
+
+/// The video-analysis application's CPU work (`app video`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VideoParams {
+    /// Decoding one compressed 1920x1080 frame on one core.
+    pub decode_frame_ns: Param,
 }
 
 /// A NIC profile (device model `nic`, scenario `params.profile`): the port's line rate and
@@ -365,12 +380,14 @@ pub struct Calibration {
     pub nvmeof: NvmeofParams,
     /// The hypervisor: interrupt relay into VMs, pinning guest memory.
     pub vm: VmParams,
-    /// GPU profiles by name (`p4000`, `k40c`, `k420`).
+    /// GPU profiles by name (`p4000`, `k40c`, `k420`, `k2200`, `gtx750`).
     pub gpu: BTreeMap<String, GpuProfileParams>,
     /// The GPU runtime's host-side costs.
     pub gpu_runtime: GpuRuntimeParams,
     /// The hosts' network stack.
     pub net_stack: NetStackParams,
+    /// The video-analysis application's CPU work.
+    pub video: VideoParams,
     /// NIC profiles by name (`connectx5`); a calibration without NICs may leave them out.
     #[serde(default)]
     pub nic: BTreeMap<String, NicProfileParams>,

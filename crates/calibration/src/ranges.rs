@@ -210,6 +210,14 @@ const fn rule(section: &'static str, key: &'static str, allowed: Allowed) -> Rul
 }
 
 const TIME: Allowed = Allowed::Time;
+/// An application's compute per item (a training image, a video frame): more than zero
+/// (an item that costs nothing would make the application's throughput infinite) and at
+/// most [`MAX_TIME_NS`].
+const COMPUTE: Allowed = Allowed::Real {
+    min: 1.0,
+    max: MAX_TIME_NS,
+    unit: "ns",
+};
 /// A transport timer: at least a microsecond (a timer of zero would fire without waiting for
 /// anything), at most [`MAX_TIME_NS`].
 const TIMEOUT: Allowed = Allowed::Real {
@@ -457,6 +465,9 @@ pub const RULES: &[Rule] = &[
     rule("gpu.*", "launch_ns", TIME),
     rule("gpu.*", "clock_read_ns", TIME),
     rule("gpu.*", "memory_access_ns", TIME),
+    rule("gpu.*", "vgg19_train_image_ns", COMPUTE),
+    rule("gpu.*", "eir_frame_ns", COMPUTE),
+    rule("video", "decode_frame_ns", COMPUTE),
     rule("gpu_runtime", "call_ns", TIME),
     rule("gpu_runtime", "sync_ns", TIME),
     rule("net_stack", "segment_send_ns", TIME),

@@ -363,13 +363,13 @@ fn the_first_problem_in_file_order_is_reported() {
 #[test]
 fn gpu_profiles_reject_out_of_range_and_fractional_values() {
     rejected(
-        "dma_bits = { value = 40,",
-        "dma_bits = { value = 16,",
+        "dma_bits = { value = 40, source = \"estimate: Kepler",
+        "dma_bits = { value = 16, source = \"estimate: Kepler",
         &["[gpu.k420] dma_bits = 16: too small", "32 to 64"],
     );
     rejected(
-        "copy_engines = { value = 1,",
-        "copy_engines = { value = 1.5,",
+        "copy_engines = { value = 1, source = \"estimate: entry-level",
+        "copy_engines = { value = 1.5, source = \"estimate: entry-level",
         &[
             "[gpu.k420] copy_engines = 1.5: not a whole number",
             "1 to 16",

@@ -7,7 +7,7 @@ use super::spans::Lines;
 use super::{
     Calibration, CalibrationError, ChipParams, CpuParams, DeviceParams, GpuProfileParams,
     GpuRuntimeParams, NetStackParams, NetworkParams, NicProfileParams, NvmeProfileParams,
-    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams, VmParams,
+    NvmeofParams, Param, PcieParams, RootComplexParams, SmartioParams, VideoParams, VmParams,
 };
 use std::fmt;
 
@@ -38,6 +38,8 @@ pub enum Section<'a> {
     GpuRuntime,
     /// `[net_stack]`.
     NetStack,
+    /// `[video]`.
+    Video,
     /// `[nic.PROFILE]`.
     Nic(&'a str),
     /// `[network]`.
@@ -60,6 +62,7 @@ impl<'a> Section<'a> {
             Section::Gpu(_) => "gpu.*",
             Section::GpuRuntime => "gpu_runtime",
             Section::NetStack => "net_stack",
+            Section::Video => "video",
             Section::Nic(_) => "nic.*",
             Section::Network => "network",
         }
@@ -80,6 +83,7 @@ impl<'a> Section<'a> {
             Section::Gpu(n) => vec!["gpu", n],
             Section::GpuRuntime => vec!["gpu_runtime"],
             Section::NetStack => vec!["net_stack"],
+            Section::Video => vec!["video"],
             Section::Nic(n) => vec!["nic", n],
             Section::Network => vec!["network"],
         }
@@ -436,6 +440,8 @@ impl Calibration {
                 launch_ns,
                 clock_read_ns,
                 memory_access_ns,
+                vgg19_train_image_ns,
+                eir_frame_ns,
             } = profile;
             push(
                 &mut out,
@@ -451,6 +457,8 @@ impl Calibration {
                     ("launch_ns", launch_ns),
                     ("clock_read_ns", clock_read_ns),
                     ("memory_access_ns", memory_access_ns),
+                    ("vgg19_train_image_ns", vgg19_train_image_ns),
+                    ("eir_frame_ns", eir_frame_ns),
                 ],
             );
         }
@@ -481,6 +489,12 @@ impl Calibration {
                 ("send_buffer_bytes", send_buffer_bytes),
                 ("probe_timeout_min_ns", probe_timeout_min_ns),
             ],
+        );
+        let VideoParams { decode_frame_ns } = &self.video;
+        push(
+            &mut out,
+            Section::Video,
+            [("decode_frame_ns", decode_frame_ns)],
         );
         for (name, profile) in &self.nic {
             let NicProfileParams {

@@ -91,6 +91,11 @@ pub enum Command {
     /// An iperf2-like TCP-style throughput test between hosts' NICs (own or borrowed): a
     /// server, clients with parallel streams, a report every interval of virtual time.
     Iperf(IperfArgs),
+    /// Applications on local and lent devices: CNN training, multi-stream video analysis.
+    App {
+        #[command(subcommand)]
+        app: crate::app::App,
+    },
     /// The papers' experiments on the device API and the distributed NVMe driver: a table
     /// (or JSON), and SVG figures with --plots DIR.
     Exp(crate::exp::ExpArgs),

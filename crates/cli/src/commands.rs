@@ -323,6 +323,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Fio(args) => fio(&calibration, args),
         Command::Iperf(args) => crate::iperf::run(&calibration, args),
+        Command::App { app } => crate::app::run(&calibration, app),
         Command::Exp(args) => exp::run(&calibration, args),
         Command::Demo => demo::demo(&calibration),
     }

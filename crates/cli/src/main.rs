@@ -20,6 +20,7 @@ macro_rules! print {
     };
 }
 
+mod app;
 mod args;
 mod commands;
 mod demo;

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod attach;
 pub mod booted;
 pub mod device_pingpong;

@@ -17,6 +17,8 @@ mod share;
 mod sq_placement;
 mod sriov;
 mod sriov_share;
+mod train;
+mod video;
 mod vm_nvme;
 mod vm_p2p;
 
@@ -68,6 +70,13 @@ pub enum ExpName {
     /// One SR-IOV NIC shared by several hosts at once, a VF each (Paper V Fig. 29), and
     /// lender ↔ borrower through its internal switch; `--ops` is milliseconds (default 4).
     SriovShare,
+    /// CNN training with its GPUs and NVMe local, on one lender, and on two lenders
+    /// (Paper V Fig. 30); runs on local-chassis, back-to-back and cluster-switch;
+    /// `--ops` is epochs (default 2).
+    Train,
+    /// Frames per second against the number of full-HD streams, with the local GPUs alone
+    /// and with a borrowed one added (Paper II); `--ops` is frames per stream.
+    Video,
 }
 
 impl ExpName {
@@ -86,6 +95,8 @@ impl ExpName {
             ExpName::GpuNvme => "cluster-switch",
             ExpName::Sriov => "sriov",
             ExpName::SriovShare => "sriov-share",
+            ExpName::Train => "local-chassis",
+            ExpName::Video => "video-lending",
         }
     }
 
@@ -229,6 +240,8 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         ExpName::GpuNvme => gpu_nvme::run(&setup)?,
         ExpName::Sriov => sriov::run(&setup)?,
         ExpName::SriovShare => sriov_share::run(&setup)?,
+        ExpName::Train => train::run(&setup)?,
+        ExpName::Video => video::run(&setup)?,
     };
     let written = match &args.plots {
         Some(dir) => report

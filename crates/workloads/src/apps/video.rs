@@ -1,0 +1,1 @@
+//! Multi-stream video analysis on a pool of GPUs (Paper II).
