@@ -7,3 +7,28 @@
 
 pub mod train;
 pub mod video;
+
+use crate::gpu::GpuWorkloadError;
+use smartio_cluster::Cluster;
+use smartio_devices::gpu::GpuParams;
+use smartio_fabric::EndpointId;
+
+/// The calibration profile of the GPU at `endpoint` (its scenario `params.profile`) and the
+/// profile's name: where an application's compute figures come from.
+pub(crate) fn gpu_profile(
+    cluster: &Cluster,
+    endpoint: EndpointId,
+) -> Result<(String, smartio_calibration::GpuProfileParams), GpuWorkloadError> {
+    let fabric = cluster.machine.fabric();
+    let ep = fabric.endpoint(endpoint);
+    // The model started with these parameters, so they parse and the profile exists; the
+    // errors are reported rather than assumed away.
+    let params = GpuParams::parse(&ep.params)
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("{}: {e}", ep.name)))?;
+    let profile = cluster
+        .calibration
+        .gpu_profile(&params.profile)
+        .map_err(|e| GpuWorkloadError::BadParameter(format!("{}: {e}", ep.name)))?
+        .clone();
+    Ok((params.profile, profile))
+}
