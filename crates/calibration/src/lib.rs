@@ -204,10 +204,11 @@ pub struct GpuProfileParams {
     pub clock_read_ns: Param,
     /// One load or store of device memory by a kernel thread.
     pub memory_access_ns: Param,
-    /// Training VGG19 on one 224x224 image, forward and backward: the compute of the
-    /// training application's kernels (`app train`), the one figure of that application not
-    /// derived from the fabric.
-    pub vgg19_train_image_ns: Param,
+    /// VGG19's forward pass over one 224x224 image: the compute of a training step of the
+    /// training application (`app train`, transfer learning's first step: the whole network
+    /// forward, only the small new classification block backward), the one figure of that
+    /// application not derived from the fabric.
+    pub vgg19_forward_image_ns: Param,
     /// Extracting the video-analysis features of one 1920x1080 frame: the compute of the
     /// video application's kernel (`app video`).
     pub eir_frame_ns: Param,

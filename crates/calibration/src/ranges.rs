@@ -465,7 +465,7 @@ pub const RULES: &[Rule] = &[
     rule("gpu.*", "launch_ns", TIME),
     rule("gpu.*", "clock_read_ns", TIME),
     rule("gpu.*", "memory_access_ns", TIME),
-    rule("gpu.*", "vgg19_train_image_ns", COMPUTE),
+    rule("gpu.*", "vgg19_forward_image_ns", COMPUTE),
     rule("gpu.*", "eir_frame_ns", COMPUTE),
     rule("video", "decode_frame_ns", COMPUTE),
     rule("gpu_runtime", "call_ns", TIME),

@@ -440,7 +440,7 @@ impl Calibration {
                 launch_ns,
                 clock_read_ns,
                 memory_access_ns,
-                vgg19_train_image_ns,
+                vgg19_forward_image_ns,
                 eir_frame_ns,
             } = profile;
             push(
@@ -457,7 +457,7 @@ impl Calibration {
                     ("launch_ns", launch_ns),
                     ("clock_read_ns", clock_read_ns),
                     ("memory_access_ns", memory_access_ns),
-                    ("vgg19_train_image_ns", vgg19_train_image_ns),
+                    ("vgg19_forward_image_ns", vgg19_forward_image_ns),
                     ("eir_frame_ns", eir_frame_ns),
                 ],
             );

@@ -4,9 +4,9 @@
 use smartio_cluster::Cluster;
 use smartio_host::{HostError, HostOs};
 use smartio_machine::Machine;
-use smartio_platform::SimTime;
+use smartio_platform::{Notify, SimTime};
 use smartio_smartio::{Fdid, SmartIo, SmartIoError};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
@@ -181,4 +181,32 @@ pub(crate) fn stuck(machine: &Machine) -> Stuck {
         at: machine.now(),
         waiting: machine.blocked_summary(),
     }
+}
+
+/// Runs `tasks` as concurrent agents of `machine` and waits for all of them; their outputs in
+/// order.
+pub(crate) async fn join_all<T: 'static, F: Future<Output = T> + 'static>(
+    machine: &Machine,
+    tasks: Vec<F>,
+) -> Vec<T> {
+    let n = tasks.len();
+    let slots: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..n).map(|_| None).collect()));
+    let left = Rc::new(Cell::new(n));
+    let done = Rc::new(Notify::new());
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (slots, left, done) = (slots.clone(), left.clone(), done.clone());
+        machine.spawn(async move {
+            let out = task.await;
+            slots.borrow_mut()[i] = Some(out);
+            left.set(left.get() - 1);
+            if left.get() == 0 {
+                done.notify();
+            }
+        });
+    }
+    if n > 0 {
+        done.notified().await;
+    }
+    let outs = slots.take();
+    outs.into_iter().flatten().collect()
 }

@@ -29,10 +29,8 @@ use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_machine::Machine;
-use smartio_platform::{Clock, Notify};
+use smartio_platform::Clock;
 use smartio_smartio::{Fdid, SmartIo};
-use std::cell::{Cell, RefCell};
-use std::future::Future;
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -390,7 +388,7 @@ async fn run(
         async move { set_up(&smartio, &manager, fdid, os, i, placement, layout).await }
     });
     let mut members = Vec::with_capacity(n);
-    for m in join_all(machine, setups.collect()).await {
+    for m in crate::booted::join_all(machine, setups.collect()).await {
         members.push(m?);
     }
     let written_bytes = n as u64 * layout.blocks * layout.bs;
@@ -407,7 +405,7 @@ async fn run(
     });
     let mut members = Vec::with_capacity(n);
     let mut clients = Vec::with_capacity(n);
-    for r in join_all(machine, reads.collect()).await {
+    for r in crate::booted::join_all(machine, reads.collect()).await {
         let (m, c) = r?;
         members.push(m);
         clients.push(c);
@@ -693,34 +691,6 @@ async fn read_and_verify(
         },
     };
     Ok((m, client))
-}
-
-/// Runs `tasks` as concurrent agents of `machine` and waits for all of them; their outputs in
-/// order.
-async fn join_all<T: 'static, F: Future<Output = T> + 'static>(
-    machine: &Machine,
-    tasks: Vec<F>,
-) -> Vec<T> {
-    let n = tasks.len();
-    let slots: Rc<RefCell<Vec<Option<T>>>> = Rc::new(RefCell::new((0..n).map(|_| None).collect()));
-    let left = Rc::new(Cell::new(n));
-    let done = Rc::new(Notify::new());
-    for (i, task) in tasks.into_iter().enumerate() {
-        let (slots, left, done) = (slots.clone(), left.clone(), done.clone());
-        machine.spawn(async move {
-            let out = task.await;
-            slots.borrow_mut()[i] = Some(out);
-            left.set(left.get() - 1);
-            if left.get() == 0 {
-                done.notify();
-            }
-        });
-    }
-    if n > 0 {
-        done.notified().await;
-    }
-    let outs = slots.take();
-    outs.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
