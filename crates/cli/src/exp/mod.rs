@@ -219,6 +219,13 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "--ops {ops}: migrate writes 1 MiB before the migration and reads it back after; it has no I/O count to set"
         ));
     }
+    if let (Some(scenario), ExpName::Train) = (&args.scenario, args.name) {
+        return Err(format!(
+            "--scenario {scenario}: train compares its three placements on local-chassis, \
+             back-to-back and cluster-switch; it takes no --scenario (run `smartio app train` \
+             on another scenario)"
+        ));
+    }
     if let (Some(scenario), ExpName::IommuPenalty) = (&args.scenario, args.name) {
         return Err(format!(
             "--scenario {scenario}: iommu-penalty compares {} (no IOMMU) with {} (the same \

@@ -90,6 +90,9 @@ pub enum GpuWorkloadError {
     /// The distributed NVMe driver refused or failed.
     #[error("NVMe driver: {0}")]
     Dist(#[from] smartio_drivers::nvme_dist::DistError),
+    /// The NVMe holding an application's data could not be bound, or failed a read.
+    #[error("NVMe: {0}")]
+    Storage(#[from] crate::fio::FioError),
     /// The run ended with the workload still waiting (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
