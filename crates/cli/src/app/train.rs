@@ -219,7 +219,7 @@ mod tests {
     fn a_gpu_list_is_refused_when_empty_or_too_long() {
         assert_eq!(gpu_list("gpu0, lender:gpu1").map(|l| l.0.len()), Ok(2));
         assert!(gpu_list("gpu0,,gpu1").is_err());
-        let nine = vec!["g"; 9].join(",");
+        let nine = ["g"; 9].join(",");
         assert_eq!(
             gpu_list(&nine).map(|l| l.0).expect_err("nine"),
             "9 GPUs; must be 1..=8 (one model replica per GPU)"

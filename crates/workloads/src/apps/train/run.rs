@@ -156,7 +156,7 @@ async fn replicas<'a>(
         let next = &out[(i + 1) % g];
         let reach = out[i]
             .ctx
-            .enable_peer_access(&next.ctx)
+            .enable_peer_access(next.ctx)
             .and_then(|p| Ok((p.addr(&next.recv)?, p.addr(&next.grad)?)));
         match reach {
             Ok(a) => peers.push(a),
@@ -303,9 +303,9 @@ async fn train_on(
     }
     let mut gpus = s.gpus.clone();
     for (i, r) in reps.iter().enumerate() {
-        gpus[i].copy_path = path(&s.machine, &r.ctx, r.slots[0].addr());
+        gpus[i].copy_path = path(&s.machine, r.ctx, r.slots[0].addr());
         if let Some((next_recv, _)) = r.next {
-            gpus[i].exchange_path = path(&s.machine, &r.ctx, next_recv);
+            gpus[i].exchange_path = path(&s.machine, r.ctx, next_recv);
         }
     }
     let loader = Rc::new(Loader::default());
