@@ -171,3 +171,36 @@ fn exp_train_compares_the_three_placements_and_names_their_commands() {
     assert!(!ok);
     assert!(err.contains("it takes no --scenario"), "{err}");
 }
+
+#[test]
+fn app_train_reads_through_a_client_of_the_distributed_driver() {
+    let (ok, out, err) = smartio(&[
+        "app",
+        "train",
+        "--scenario",
+        "cluster-switch",
+        "--host",
+        "borrower",
+        "--gpus",
+        "lender:gpu0,lender2:gpu2",
+        "--nvme",
+        "lender:nvme0",
+        "--method",
+        "nvme-client",
+        "--manager",
+        "lender",
+        "--images",
+        "32",
+        "--batch",
+        "16",
+        "--epochs",
+        "1",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(v["storage"], "nvme-client");
+    assert_eq!(v["manager"], "lender");
+    assert_eq!(v["nvme_borrowed"], false);
+    assert_eq!(v["verified_images"], 32);
+}

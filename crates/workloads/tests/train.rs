@@ -11,7 +11,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::train::{train, ExchangeRoute, TrainConfig, TrainResult};
+use smartio_workloads::apps::train::{train, ExchangeRoute, Storage, TrainConfig, TrainResult};
 use smartio_workloads::GpuWorkloadError;
 
 fn cluster(scenario: &str) -> Cluster {
@@ -23,6 +23,7 @@ fn small(host: &str, gpus: &[&str], nvme: &str) -> TrainConfig {
         host: host.into(),
         gpus: gpus.iter().map(|g| g.to_string()).collect(),
         nvme: nvme.into(),
+        storage: Storage::Native,
         images: 64,
         batch: 16,
         epochs: 2,
@@ -157,9 +158,34 @@ fn bad_requests_get_specific_errors() {
     let mut c = local();
     c.nvme = "gpu0".into();
     let e = train(&cl, &c).expect_err("not an NVMe").to_string();
-    assert!(e.starts_with("--nvme gpu0: not an NVMe controller"), "{e}");
+    assert_eq!(e, "--nvme gpu0: not an NVMe controller (a gpu device)");
+    let mut c = local();
+    c.storage = Storage::Client {
+        manager: "nowhere".into(),
+    };
+    let e = train(&cl, &c).expect_err("no such manager").to_string();
+    assert!(e.contains("unknown host \"nowhere\""), "{e}");
     let mut c = local();
     c.host = "nowhere".into();
     let e = train(&cl, &c).expect_err("no such host").to_string();
     assert!(e.contains("unknown host \"nowhere\""), "{e}");
+}
+
+#[test]
+fn a_client_of_the_distributed_driver_reads_the_same_images_and_leaves_the_nvme_unborrowed() {
+    let mut c = single_lender();
+    c.storage = Storage::Client {
+        manager: "lender".into(),
+    };
+    let client = run("back-to-back", &c);
+    let native = run("back-to-back", &single_lender());
+    assert_eq!(client.storage, "nvme-client");
+    assert_eq!(client.manager.as_deref(), Some("lender"));
+    assert!(!client.nvme_borrowed && native.nvme_borrowed);
+    assert_eq!(client.verified_images, native.verified_images);
+    assert_eq!(client.verified_weight_bytes, native.verified_weight_bytes);
+    // The reads differ (the client's queue pair and the CPU's copy out of its data segment),
+    // the GPUs' work does not.
+    assert_ne!(client.epochs[1].reads_ns, native.epochs[1].reads_ns);
+    assert_eq!(client.epochs[1].compute_ns, native.epochs[1].compute_ns);
 }

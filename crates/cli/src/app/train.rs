@@ -8,7 +8,8 @@ use crate::render;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::train::{
-    train, ExchangeRoute, TrainConfig, TrainResult, MAX_BATCH, MAX_EPOCHS, MAX_GPUS, MAX_IMAGES,
+    train, ExchangeRoute, Storage, TrainConfig, TrainResult, MAX_BATCH, MAX_EPOCHS, MAX_GPUS,
+    MAX_IMAGES,
 };
 
 /// `smartio app train` arguments.
@@ -27,6 +28,13 @@ pub struct TrainArgs {
     /// The NVMe holding the training set: `nvme0` or `lender:nvme0`.
     #[arg(long)]
     pub nvme: String,
+    /// Which driver reads it: `native` (the NVMe driver bound to it, borrowing it if remote)
+    /// or `nvme-client` (a client of the distributed NVMe driver; needs --manager).
+    #[arg(long, value_enum, default_value = "native")]
+    pub method: Method,
+    /// Host running the distributed driver's manager (with --method nvme-client).
+    #[arg(long, value_name = "HOST")]
+    pub manager: Option<String>,
     /// Images in the training set, 1 to 8000 (Kvasir v2's size), a whole number of
     /// batches.
     #[arg(long, default_value = "512", value_name = "N", value_parser = images)]
@@ -43,6 +51,15 @@ pub struct TrainArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--method`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Method {
+    /// The native NVMe driver.
+    Native,
+    /// A client of the distributed NVMe driver.
+    NvmeClient,
 }
 
 /// `--gpus`: 1 to [`MAX_GPUS`] device names.
@@ -77,11 +94,26 @@ fn epochs(text: &str) -> Result<u64, String> {
 
 /// Runs `smartio app train`.
 pub fn run(calibration: &Calibration, args: TrainArgs) -> Result<(), String> {
+    let storage = match (args.method, args.manager) {
+        (Method::Native, None) => Storage::Native,
+        (Method::Native, Some(m)) => {
+            return Err(format!(
+                "--manager {m}: only with --method nvme-client (the native driver has no manager)"
+            ))
+        }
+        (Method::NvmeClient, Some(manager)) => Storage::Client { manager },
+        (Method::NvmeClient, None) => {
+            return Err(
+                "--method nvme-client: give --manager HOST, the host that runs the distributed driver's manager".into(),
+            )
+        }
+    };
     let cluster = Cluster::new(&args.scenario, calibration).map_err(|e| e.to_string())?;
     let config = TrainConfig {
         host: args.host,
         gpus: args.gpus.0,
         nvme: args.nvme,
+        storage,
         images: args.images,
         batch: args.batch,
         epochs: args.epochs,
@@ -104,13 +136,17 @@ pub fn run(calibration: &Calibration, args: TrainArgs) -> Result<(), String> {
 pub fn title(r: &TrainResult) -> String {
     let gpus: Vec<String> = r.gpus.iter().map(|g| g.name.clone()).collect();
     format!(
-        "VGG19 transfer learning on {} from {}: GPUs {}, training set of {} images on {}, \
-         batch {} ({} per GPU), {} steps per epoch",
+        "VGG19 transfer learning on {} from {}: GPUs {}, training set of {} images on {} read \
+         by {}, batch {} ({} per GPU), {} steps per epoch",
         r.scenario,
         r.host,
         gpus.join(", "),
         r.images,
         r.nvme,
+        match &r.manager {
+            Some(m) => format!("a client of the distributed NVMe driver (manager on {m})"),
+            None => "the native NVMe driver".to_string(),
+        },
         r.batch,
         r.batch / r.gpus.len().max(1) as u64,
         r.steps

@@ -7,7 +7,7 @@
 
 use super::{table, Bar, Chart, Plot, Report, Setup};
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::train::{train, TrainConfig, TrainResult, MAX_EPOCHS};
+use smartio_workloads::apps::train::{train, Storage, TrainConfig, TrainResult, MAX_EPOCHS};
 
 /// Epochs per placement unless `--ops` says otherwise.
 const EPOCHS: u64 = 2;
@@ -77,6 +77,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             host: p.host.into(),
             gpus: p.gpus.iter().map(|g| g.to_string()).collect(),
             nvme: p.nvme.into(),
+            storage: Storage::Native,
             epochs,
             seed: setup.seed,
             ..TrainConfig::local_default()

@@ -19,6 +19,13 @@
 //!    copy in;
 //! 4. **update** — each GPU subtracts the summed gradient from its weights.
 //!
+//! The images are read by the native NVMe driver bound to the NVMe (the host's own, or
+//! borrowed by Device Lending), straight into the pinned buffers; or by a client of the
+//! distributed NVMe driver ([`Storage::Client`]: the manager on another host, the client's
+//! queue pair and data segment on the program's host, the device never borrowed), each
+//! record then copied by the CPU from the client's data segment into the pinned buffer, as a
+//! read through its block device would be.
+//!
 //! The NVMe reads are not a phase of their own: a loader reads the next batches ahead into
 //! the other pinned buffers (two per GPU) while the GPUs work, as Keras' data generator
 //! does; a step waits only if its batch is not there yet (**I/O wait**). Each phase is timed
@@ -62,6 +69,18 @@ pub const MAX_EPOCHS: u64 = 1000;
 /// NVMe reads the loader keeps in flight.
 pub const READS_IN_FLIGHT: u16 = 32;
 
+/// Which driver reads the training set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Storage {
+    /// The native NVMe driver, bound to the NVMe (borrowed if it is `lender:nvme0`).
+    Native,
+    /// A client of the distributed NVMe driver whose manager runs on host `manager`.
+    Client {
+        /// Host of the manager.
+        manager: String,
+    },
+}
+
 /// What to train on.
 #[derive(Debug, Clone)]
 pub struct TrainConfig {
@@ -71,6 +90,8 @@ pub struct TrainConfig {
     pub gpus: Vec<String>,
     /// The NVMe holding the images: `nvme0` or `lender:nvme0`.
     pub nvme: String,
+    /// Which driver reads them.
+    pub storage: Storage,
     /// Images in the training set.
     pub images: u64,
     /// Images per step over all GPUs (a multiple of the number of GPUs).
@@ -92,6 +113,7 @@ impl TrainConfig {
             host: "local".into(),
             gpus: vec!["gpu0".into(), "gpu1".into()],
             nvme: "nvme0".into(),
+            storage: Storage::Native,
             images: 512,
             batch: 32,
             epochs: 2,
@@ -169,8 +191,12 @@ pub struct TrainResult {
     pub host: String,
     /// The NVMe, as given.
     pub nvme: String,
-    /// Whether the NVMe was borrowed.
+    /// Whether the NVMe was borrowed (the native driver on a lent NVMe).
     pub nvme_borrowed: bool,
+    /// Which driver read the images: `native` or `nvme-client`.
+    pub storage: String,
+    /// The distributed driver's manager host (with `nvme-client`).
+    pub manager: Option<String>,
     /// The GPUs.
     pub gpus: Vec<TrainGpu>,
     /// Images in the training set.
@@ -194,6 +220,15 @@ pub struct TrainResult {
     /// Bytes of final weights, over all GPUs, found equal to the host's reckoning from the
     /// gradients (a difference fails the run).
     pub verified_weight_bytes: u64,
+}
+
+/// `device` as SmartIO names it: `lender:device`, or `host:device` for the host's own.
+fn qualified(host: &str, device: &str) -> String {
+    if device.contains(':') {
+        device.to_string()
+    } else {
+        format!("{}:{device}", host.split('/').next().unwrap_or(host))
+    }
 }
 
 fn bad(msg: String) -> GpuWorkloadError {
@@ -236,16 +271,39 @@ fn check(config: &TrainConfig) -> Result<(), GpuWorkloadError> {
 /// given back at the end, also when the run fails.
 pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, GpuWorkloadError> {
     check(config)?;
-    let mut wanted: Vec<&str> = vec![config.nvme.as_str()];
-    wanted.extend(config.gpus.iter().map(String::as_str));
-    let bench = Workbench::with_devices(cluster, &config.host, &wanted)?;
-    if bench.class_of(0) != smartio_devices::nvme::spec::CLASS_CODE {
-        return Err(bad(format!(
-            "--nvme {}: not an NVMe controller (class {:#08x})",
-            config.nvme,
-            bench.class_of(0)
-        )));
+    // The native driver binds to the NVMe, attached first (borrowed if remote); a client
+    // of the distributed driver never attaches it.
+    let mut wanted: Vec<&str> = Vec::new();
+    if config.storage == Storage::Native {
+        wanted.push(config.nvme.as_str());
     }
+    wanted.extend(config.gpus.iter().map(String::as_str));
+    crate::attach::check_device_name(&config.nvme)?;
+    let bench = Workbench::with_devices(cluster, &config.host, &wanted)?;
+    let nvme_ep = bench.endpoint_of(&config.nvme)?;
+    let controller = cluster.nvme(nvme_ep).ok_or_else(|| {
+        bad(format!(
+            "--nvme {}: not an NVMe controller (a {} device)",
+            config.nvme,
+            cluster.machine.fabric().endpoint(nvme_ep).kind
+        ))
+    })?;
+    let manager = match &config.storage {
+        Storage::Native => None,
+        Storage::Client { manager } => Some(
+            bench
+                .hosts
+                .iter()
+                .find(|h| h.name() == manager)
+                .cloned()
+                .ok_or_else(|| {
+                    crate::attach::AttachError::from(crate::booted::UnknownHost::named(
+                        manager,
+                        cluster.machine.fabric().host_names(),
+                    ))
+                })?,
+        ),
+    };
     let mut endpoints = Vec::new();
     let mut gpus = Vec::new();
     let mut bandwidth = Vec::new();
@@ -269,10 +327,6 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
             exchange_path: Vec::new(),
         });
     }
-    let nvme_ep = bench.endpoint_of(&config.nvme)?;
-    let controller = cluster
-        .nvme(nvme_ep)
-        .ok_or_else(|| bad(format!("--nvme {}: not an emulated NVMe", config.nvme)))?;
     let layout = Layout::new(u64::from(controller.config().lba_size));
     let capacity = controller.namespaces().capacity();
     let needed = config.images * layout.record();
@@ -299,14 +353,16 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
             .and_then(|()| controller.namespaces().write(1, at, &[!byte[0]]))
             .map_err(|e| bad(format!("spoiling image {id}: {e}")))?;
     }
-    bench.os.register_driver(Rc::new(NvmeDriver {
-        config: NvmeDriverConfig {
-            mode: CompletionMode::Interrupt,
-            io_queues: 1,
-            queue_entries: READS_IN_FLIGHT + 1,
-            intx: false,
-        },
-    }));
+    if config.storage == Storage::Native {
+        bench.os.register_driver(Rc::new(NvmeDriver {
+            config: NvmeDriverConfig {
+                mode: CompletionMode::Interrupt,
+                io_queues: 1,
+                queue_entries: READS_IN_FLIGHT + 1,
+                intx: false,
+            },
+        }));
+    }
     let setup = run::Setup {
         config: config.clone(),
         gpus,
@@ -318,6 +374,16 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         ),
         scenario: cluster.machine.fabric().name.clone(),
         machine: cluster.machine.clone(),
+        manager,
+        fdid: match config.storage {
+            Storage::Native => None,
+            Storage::Client { .. } => Some(
+                bench
+                    .smartio
+                    .find(&qualified(&config.host, &config.nvme))
+                    .map_err(crate::attach::AttachError::from)?,
+            ),
+        },
     };
     let b = bench.clone();
     crate::booted::run_workload(&cluster.machine, async move {

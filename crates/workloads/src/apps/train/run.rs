@@ -12,9 +12,10 @@ use smartio_devices::gpu::kernel::KernelLibrary;
 use smartio_devices::gpu::spec::{GpuAddr, KernelId};
 use smartio_drivers::gpu::{DeviceBuffer, GpuContext, HostBuffer, RuntimeCosts, Stream};
 use smartio_drivers::nvme::{BlockOp, NvmeDevice};
+use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{Clock, Notify, PhysAddr, SimTime};
+use smartio_platform::{BusAddr, Clock, Notify, PhysAddr, Port, SimTime};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -32,6 +33,71 @@ pub(super) struct Setup {
     pub costs: RuntimeCosts,
     pub scenario: String,
     pub machine: Machine,
+    /// The manager's host, for a client of the distributed driver.
+    pub manager: Option<HostOs>,
+    /// The NVMe's id, for a client of the distributed driver.
+    pub fdid: Option<smartio_smartio::Fdid>,
+}
+
+/// What reads the images.
+#[derive(Clone)]
+enum Reader {
+    /// The native driver, straight into the pinned buffers.
+    Native(Rc<NvmeDevice>),
+    /// A client's queue pair into its data segment, `slot` bytes per read in flight; the
+    /// CPU copies each record on into the pinned buffer.
+    Client {
+        client: Rc<Client>,
+        queue: Rc<ClientQueue>,
+        slot: u64,
+    },
+}
+
+impl Reader {
+    /// The largest transfer of one command.
+    fn max_transfer(&self) -> u64 {
+        match self {
+            Reader::Native(dev) => dev.info().max_transfer,
+            Reader::Client { slot, .. } => *slot,
+        }
+    }
+
+    /// Reads `blocks` at `lba` into host memory at `dest`; `worker` (one of
+    /// [`super::READS_IN_FLIGHT`]) says which part of a client's data segment to use.
+    async fn read(
+        &self,
+        cpu: &Agent,
+        worker: u64,
+        lba: u64,
+        blocks: u32,
+        dest: PhysAddr,
+        lba_size: u64,
+    ) -> Result<(), GpuWorkloadError> {
+        match self {
+            Reader::Native(dev) => dev
+                .submit(0, BlockOp::Read, 1, lba, blocks, dest)
+                .await
+                .map_err(|e| GpuWorkloadError::Storage(FioError::from(e))),
+            Reader::Client {
+                client,
+                queue,
+                slot,
+            } => {
+                let offset = worker * slot;
+                client
+                    .io(queue, BlockOp::Read, 1, lba, blocks, offset)
+                    .await?;
+                let (base, _) = client.data();
+                let mut bytes = vec![0u8; (u64::from(blocks) * lba_size) as usize];
+                cpu.read(BusAddr(base.get() + offset), &mut bytes)
+                    .await
+                    .map_err(|e| GpuWorkloadError::Verify(format!("copying a record: {e}")))?;
+                cpu.write(BusAddr(dest.get()), &bytes)
+                    .await
+                    .map_err(|e| GpuWorkloadError::Verify(format!("copying a record: {e}")))
+            }
+        }
+    }
 }
 
 /// One GPU's model replica and its buffers.
@@ -87,10 +153,32 @@ fn ids_of(order: &[u64], config: &TrainConfig, b: u64, replica: usize) -> Vec<u6
 
 /// Runs the program; borrowed devices are given back by the caller.
 pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuWorkloadError> {
-    let (dev, _) = crate::fio::bind_nvme(bench).await?;
+    let (reader, first_gpu) = match (&s.manager, s.fdid) {
+        (Some(manager_os), Some(fdid)) => {
+            let smartio = &bench.smartio;
+            let manager = Manager::start(smartio, manager_os, fdid).await?;
+            let slot = manager.max_transfer().min(s.layout.record());
+            let data = u64::from(super::READS_IN_FLIGHT) * slot;
+            let client = Client::connect(smartio, &bench.os, fdid, &manager, data).await?;
+            let entries = (u32::from(super::READS_IN_FLIGHT) + 1).min(manager.max_entries);
+            let queue = client
+                .create_queue(entries as u16, SqPlacement::Hints)
+                .await?;
+            let client = Rc::new(client);
+            (
+                Reader::Client {
+                    client,
+                    queue,
+                    slot,
+                },
+                0,
+            )
+        }
+        _ => (Reader::Native(crate::fio::bind_nvme(bench).await?.0), 1),
+    };
     let mut contexts = Vec::new();
     for i in 0..s.gpus.len() {
-        match open(&s.kernels, s.costs, bench, i + 1).await {
+        match open(&s.kernels, s.costs, bench, first_gpu + i).await {
             Ok(ctx) => contexts.push(ctx),
             Err(e) => {
                 for ctx in contexts {
@@ -100,15 +188,28 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
             }
         }
     }
-    let result = train_on(bench, &s, dev, &contexts).await;
+    let result = train_on(bench, &s, reader.clone(), &contexts).await;
     let mut closed = Ok(());
     for ctx in contexts {
         if let Err(e) = ctx.close().await {
             closed = closed.and(Err(e));
         }
     }
+    let left = match reader {
+        Reader::Native(_) => Ok(()),
+        Reader::Client { client, queue, .. } => {
+            drop(queue);
+            match Rc::try_unwrap(client) {
+                Ok(client) => client.leave().await.map_err(GpuWorkloadError::from),
+                Err(_) => Err(GpuWorkloadError::Verify(
+                    "the loader still holds the client at the end".into(),
+                )),
+            }
+        }
+    };
     let r = result?;
     closed?;
+    left?;
     Ok(r)
 }
 
@@ -186,14 +287,14 @@ struct Loader {
     freed_signal: Notify,
     /// Per epoch: nanoseconds of reads.
     reads_ns: RefCell<Vec<f64>>,
-    failed: RefCell<Option<FioError>>,
+    failed: RefCell<Option<GpuWorkloadError>>,
 }
 
 /// Reads every batch of the run into the slots, two ahead at most.
 async fn load(
     machine: Machine,
     os: HostOs,
-    dev: Rc<NvmeDevice>,
+    reader: Reader,
     config: TrainConfig,
     layout: Layout,
     slots: Vec<Vec<HostBuffer>>,
@@ -201,7 +302,7 @@ async fn load(
 ) {
     let steps = config.steps();
     let cpu = os.cpu().clone();
-    let max_blocks = (dev.info().max_transfer / layout.lba_size).max(1);
+    let max_blocks = (reader.max_transfer() / layout.lba_size).max(1);
     let mut order = Vec::new();
     for b in 0..config.epochs * steps {
         if b % steps == 0 {
@@ -232,8 +333,9 @@ async fn load(
         let reads = Rc::new(reads);
         let next = Rc::new(Cell::new(0usize));
         let workers = (0..usize::from(super::READS_IN_FLIGHT).min(reads.len()))
-            .map(|_| {
-                let (dev, reads, next) = (dev.clone(), reads.clone(), next.clone());
+            .map(|w| {
+                let (reader, reads, next, cpu) =
+                    (reader.clone(), reads.clone(), next.clone(), cpu.clone());
                 async move {
                     loop {
                         let i = next.get();
@@ -241,15 +343,17 @@ async fn load(
                             return Ok(());
                         };
                         next.set(i + 1);
-                        dev.submit(0, BlockOp::Read, 1, lba, blocks, buf).await?;
+                        reader
+                            .read(&cpu, w as u64, lba, blocks, buf, layout.lba_size)
+                            .await?;
                     }
                 }
             })
             .collect();
-        let outcomes: Vec<Result<(), smartio_drivers::nvme::NvmeError>> =
+        let outcomes: Vec<Result<(), GpuWorkloadError>> =
             crate::booted::join_all(&machine, workers).await;
         if let Some(Err(e)) = outcomes.into_iter().find(Result::is_err) {
-            *shared.failed.borrow_mut() = Some(FioError::from(e));
+            *shared.failed.borrow_mut() = Some(e);
             shared.ready.set(u64::MAX);
             shared.ready_signal.notify();
             return;
@@ -278,7 +382,7 @@ async fn sync_all(replicas: &[Replica<'_>]) -> Result<(), GpuWorkloadError> {
 async fn train_on(
     bench: &Workbench,
     s: &Setup,
-    dev: Rc<NvmeDevice>,
+    reader: Reader,
     contexts: &[GpuContext],
 ) -> Result<TrainResult, GpuWorkloadError> {
     let config = &s.config;
@@ -312,7 +416,7 @@ async fn train_on(
     s.machine.spawn(load(
         s.machine.clone(),
         os.clone(),
-        dev,
+        reader,
         config.clone(),
         s.layout,
         reps.iter().map(|r| r.slots.clone()).collect(),
@@ -337,7 +441,7 @@ async fn train_on(
             loader.ready_signal.notified().await;
         }
         if let Some(err) = loader.failed.borrow_mut().take() {
-            return Err(err.into());
+            return Err(err);
         }
         epochs[e].io_wait_ns += ns_since(&cpu, t);
 
@@ -455,7 +559,16 @@ async fn train_on(
         scenario: s.scenario.clone(),
         host: config.host.clone(),
         nvme: config.nvme.clone(),
-        nvme_borrowed: config.nvme.contains(':'),
+        nvme_borrowed: config.nvme.contains(':') && s.manager.is_none(),
+        storage: match &config.storage {
+            super::Storage::Native => "native",
+            super::Storage::Client { .. } => "nvme-client",
+        }
+        .to_string(),
+        manager: match &config.storage {
+            super::Storage::Native => None,
+            super::Storage::Client { manager } => Some(manager.clone()),
+        },
         gpus,
         images: config.images,
         batch: config.batch,
