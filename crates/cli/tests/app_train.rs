@@ -130,7 +130,7 @@ fn app_train_refuses_options_out_of_range() {
 }
 
 #[test]
-fn exp_train_compares_the_three_placements_and_names_their_commands() {
+fn exp_train_compares_the_papers_placements_and_names_their_commands() {
     let dir = std::env::temp_dir().join(format!("smartio-exp-train-{}", std::process::id()));
     let (ok, out, err) = smartio(&[
         "exp",
@@ -150,14 +150,38 @@ fn exp_train_compares_the_three_placements_and_names_their_commands() {
         .collect();
     assert_eq!(
         placements,
-        ["local devices", "single lender", "two lenders"]
+        [
+            "local devices",
+            "single lender",
+            "two lenders",
+            "NatLoc",
+            "NatRem-IOMMU",
+            "VMLoc (VFIO)",
+            "VMRem (MDEV)"
+        ]
     );
     let epoch: Vec<f64> = rows
         .iter()
         .map(|r| r["run"]["mean_epoch_ns"].as_f64().expect("number"))
         .collect();
+    // Paper V Fig. 30: one lender as fast as local (within 2 %), two lenders slower.
     assert!((epoch[1] / epoch[0] - 1.0).abs() < 0.02, "{epoch:?}");
     assert!(epoch[2] > epoch[1], "{epoch:?}");
+    // Paper IV Fig. 21: remote with the lender's IOMMU on is slower than local, natively and
+    // in a VM, and the copies are where the time went.
+    assert!(epoch[4] > epoch[3] && epoch[6] > epoch[5], "{epoch:?}");
+    let copies = |i: usize| {
+        rows[i]["run"]["epochs"][0]["copy_ns"]
+            .as_f64()
+            .expect("number")
+    };
+    assert!(
+        copies(4) > 2.0 * copies(3),
+        "{} vs {}",
+        copies(4),
+        copies(3)
+    );
+    assert_eq!(rows[6]["run"]["host"], "borrower/vm0");
     let notes = v["notes"].to_string();
     assert!(
         notes.contains("smartio app train --scenario cluster-switch"),

@@ -71,8 +71,9 @@ pub enum ExpName {
     /// lender ↔ borrower through its internal switch; `--ops` is milliseconds (default 4).
     SriovShare,
     /// CNN training with its GPUs and NVMe local, on one lender, and on two lenders
-    /// (Paper V Fig. 30); runs on local-chassis, back-to-back and cluster-switch;
-    /// `--ops` is epochs (default 2).
+    /// (Paper V Fig. 30), and natively and in VMs with every IOMMU on (Paper IV Fig. 21);
+    /// runs on local-chassis, back-to-back, cluster-switch and vm-chassis; `--ops` is epochs
+    /// (default 2).
     Train,
     /// Frames per second against the number of full-HD streams, with the local GPUs alone
     /// and with a borrowed one added (Paper II); `--ops` is frames per stream.
@@ -221,9 +222,9 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
     }
     if let (Some(scenario), ExpName::Train) = (&args.scenario, args.name) {
         return Err(format!(
-            "--scenario {scenario}: train compares its three placements on local-chassis, \
-             back-to-back and cluster-switch; it takes no --scenario (run `smartio app train` \
-             on another scenario)"
+            "--scenario {scenario}: train compares its placements on local-chassis, \
+             back-to-back, cluster-switch and vm-chassis; it takes no --scenario (run \
+             `smartio app train` on another scenario)"
         ));
     }
     if let (Some(scenario), ExpName::IommuPenalty) = (&args.scenario, args.name) {
@@ -271,10 +272,12 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
     } else {
-        print!(
-            "{}",
-            crate::render::wrapped(&format!("{} on {}", report.title, setup.scenario), "", "  ")
-        );
+        // An experiment that picks its own scenarios names them itself.
+        let title = match args.name {
+            ExpName::IommuPenalty | ExpName::Train => report.title.clone(),
+            _ => format!("{} on {}", report.title, setup.scenario),
+        };
+        print!("{}", crate::render::wrapped(&title, "", "  "));
         println!("{}", report.table);
         for note in &report.notes {
             print!("{}", crate::render::wrapped(note, "- ", "  "));
