@@ -110,8 +110,11 @@ fn mean(r: &TrainResult, phase: fn(&EpochTime) -> f64) -> f64 {
     r.epochs.iter().map(phase).sum::<f64>() / r.epochs.len().max(1) as f64
 }
 
+/// One phase of an epoch: its name and where its time is.
+type Phase = (&'static str, fn(&EpochTime) -> f64);
+
 /// The phases, named.
-const PHASES: [(&str, fn(&EpochTime) -> f64); 5] = [
+const PHASES: [Phase; 5] = [
     ("I/O wait", |e| e.io_wait_ns),
     ("copies", |e| e.copy_ns),
     ("compute", |e| e.compute_ns),
