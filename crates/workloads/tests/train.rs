@@ -189,3 +189,60 @@ fn a_client_of_the_distributed_driver_reads_the_same_images_and_leaves_the_nvme_
     assert_ne!(client.epochs[1].reads_ns, native.epochs[1].reads_ns);
     assert_eq!(client.epochs[1].compute_ns, native.epochs[1].compute_ns);
 }
+
+/// A K420 addresses 40 bits and cannot reach its peer's BAR1 in the 64-bit MMIO region, so
+/// the gradients go through host memory — and still sum to the same weights.
+#[test]
+fn gradients_go_through_host_memory_when_a_gpu_cannot_reach_its_peer() {
+    let text = smartio_cluster::SHIPPED
+        .iter()
+        .find(|s| s.name == "local-chassis")
+        .expect("shipped")
+        .text;
+    let marker = "name = \"gpu0\"\nkind = \"gpu\"\n";
+    assert_eq!(text.matches(marker).count(), 1);
+    let text = text.replace(
+        marker,
+        &format!("{marker}params = {{ profile = \"k420\" }}\n"),
+    );
+    let path = std::env::temp_dir().join(format!("train-k420-{}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write the variant");
+    let cl = Cluster::new(
+        path.to_str().expect("utf-8"),
+        &Calibration::default_embedded(),
+    );
+    let _ = std::fs::remove_file(&path);
+    let staged = train(&cl.expect("variant loads"), &local()).expect("trains");
+    let direct = run("local-chassis", &local());
+    assert_eq!(staged.exchange, ExchangeRoute::HostMemory);
+    assert!(staged.gpus[0].exchange_path.is_empty());
+    assert_eq!(staged.gpus[0].profile, "k420");
+    assert_eq!(staged.verified_weight_bytes, direct.verified_weight_bytes);
+    // Out, across by the CPU, in: slower than one peer-to-peer copy.
+    assert!(
+        staged.epochs[1].exchange_ns > direct.epochs[1].exchange_ns,
+        "{} vs {}",
+        staged.epochs[1].exchange_ns,
+        direct.epochs[1].exchange_ns
+    );
+    // The K420 computes 130.7 ms per image, the P4000 7.4: the step waits for the slower.
+    assert!(staged.epochs[1].compute_ns > 4.0 * 8.0 * 130e6);
+}
+
+#[test]
+fn three_gpus_in_two_lenders_sum_their_gradients_around_the_ring() {
+    let mut c = small(
+        "borrower",
+        &["lender:gpu0", "lender:gpu1", "lender2:gpu2"],
+        "lender:nvme0",
+    );
+    c.batch = 48;
+    c.images = 96;
+    let r = run("cluster-switch", &c);
+    assert_eq!(r.exchange, ExchangeRoute::PeerToPeer);
+    assert_eq!(r.verified_images, 2 * 96);
+    assert_eq!(r.verified_weight_bytes, 3 * r.gradient_bytes);
+    // The ring's hop from lender:gpu1 to lender2:gpu2 crosses the switch; gpu0 to gpu1 not.
+    assert!(!r.gpus[0].exchange_path.contains(&"mxs824".to_string()));
+    assert!(r.gpus[1].exchange_path.contains(&"mxs824".to_string()));
+}

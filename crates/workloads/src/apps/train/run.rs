@@ -115,8 +115,9 @@ struct Replica<'a> {
     /// The next GPU's `recv` and `grad` as this GPU's copy engine addresses them, when it
     /// reaches them peer-to-peer.
     next: Option<(GpuAddr, GpuAddr)>,
-    /// Pinned staging for chunks through host memory.
-    staging: Option<HostBuffer>,
+    /// Pinned staging for chunks through host memory: what this GPU sends, and what its
+    /// predecessor sent it.
+    staging: Option<(HostBuffer, HostBuffer)>,
     compute_ps: u64,
     bandwidth: f64,
 }
@@ -271,7 +272,8 @@ async fn replicas<'a>(
         return Ok((out, ExchangeRoute::PeerToPeer));
     }
     for r in &mut out {
-        r.staging = Some(r.ctx.host_alloc(chunk(0, g).1 + 4)?);
+        let len = chunk(0, g).1 + 4;
+        r.staging = Some((r.ctx.host_alloc(len)?, r.ctx.host_alloc(len)?));
     }
     Ok((out, ExchangeRoute::HostMemory))
 }
@@ -654,8 +656,8 @@ async fn pass_on(
         }
         return sync_all(reps).await;
     }
-    // Through host memory: out to each sender's staging, across by the CPU, in from the
-    // receiver's staging.
+    // Through host memory: out to each sender's outgoing staging, across by the CPU into the
+    // receiver's incoming staging, in from there.
     let staging = |r: &Replica<'_>| {
         r.staging.ok_or_else(|| {
             GpuWorkloadError::Verify("no staging buffer for a host-memory exchange".into())
@@ -664,7 +666,7 @@ async fn pass_on(
     for &(i, off, len) in sends {
         reps[i]
             .stream
-            .memcpy_async(staging(&reps[i])?.addr(), reps[i].grad.at(off), len)
+            .memcpy_async(staging(&reps[i])?.0.addr(), reps[i].grad.at(off), len)
             .await?;
     }
     sync_all(reps).await?;
@@ -673,14 +675,14 @@ async fn pass_on(
         let mut bytes = vec![0u8; len as usize];
         reps[i]
             .ctx
-            .read_host(&staging(&reps[i])?, 0, &mut bytes)
+            .read_host(&staging(&reps[i])?.0, 0, &mut bytes)
             .await?;
-        to.ctx.write_host(&staging(to)?, 0, &bytes).await?;
+        to.ctx.write_host(&staging(to)?.1, 0, &bytes).await?;
     }
     for &(i, off, len) in sends {
         let to = &reps[(i + 1) % g];
         to.stream
-            .memcpy_async(landing(to, off), staging(to)?.addr(), len)
+            .memcpy_async(landing(to, off), staging(to)?.1.addr(), len)
             .await?;
     }
     sync_all(reps).await
