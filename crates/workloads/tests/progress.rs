@@ -42,3 +42,33 @@ fn fio_reports_its_verify_prefill_and_every_io_and_the_result_is_unchanged() {
     assert_eq!(last_set.map(String::as_str), Some("set 3000"));
     assert_eq!(events.iter().filter(|e| *e == "end").count(), 2);
 }
+
+#[test]
+fn training_reports_every_step_and_the_result_is_unchanged() {
+    use smartio_workloads::apps::train::{train, TrainConfig};
+    let run = || {
+        let cluster =
+            Cluster::new("local-chassis", &Calibration::default_embedded()).expect("cluster");
+        let config = TrainConfig {
+            images: 64,
+            batch: 16,
+            ..TrainConfig::local_default()
+        };
+        serde_json::to_string(&train(&cluster, &config).expect("trains")).expect("json")
+    };
+    let quiet = run();
+    let recorder = Rc::new(Recorder::default());
+    let guard = install(recorder.clone());
+    let watched = run();
+    drop(guard);
+    assert_eq!(
+        quiet, watched,
+        "progress observes, it does not change the run"
+    );
+    let events = recorder.events.borrow();
+    let phases: Vec<&String> = events.iter().filter(|e| e.starts_with("begin")).collect();
+    assert_eq!(phases, ["begin training 8"], "4 steps per epoch, 2 epochs");
+    let last_set = events.iter().rev().find(|e| e.starts_with("set"));
+    assert_eq!(last_set.map(String::as_str), Some("set 8"));
+    assert_eq!(events.iter().filter(|e| *e == "end").count(), 1);
+}
