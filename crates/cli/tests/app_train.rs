@@ -42,7 +42,7 @@ fn app_train_prints_each_epoch_and_says_where_the_compute_figure_comes_from() {
         "VGG19 transfer learning on back-to-back from borrower",
         "4 steps per epoch",
         "vgg19_forward_image_ns",
-        "lender:gpu0 (p4000): 7.40 ms",
+        "lender:gpu0 (p4000): 14.79 ms",
         "128 images trained on and checked",
         "ring all-reduce peer-to-peer",
         "lender:gpu0 (borrowed)",

@@ -208,21 +208,25 @@ impl Workbench {
         })
     }
 
+    /// The OS of host `name` (another host than the workbench's, for a manager, say).
+    pub fn host(&self, name: &str) -> Result<HostOs, AttachError> {
+        self.hosts
+            .iter()
+            .find(|h| h.name() == name)
+            .cloned()
+            .ok_or_else(|| {
+                AttachError::from(UnknownHost::named(
+                    name,
+                    self.os.machine().fabric().host_names(),
+                ))
+            })
+    }
+
     /// The fabric endpoint of `spec` — a function of the workbench's home host (the VM's
     /// host in a VM) or `lender:device` — without attaching it.
     pub fn endpoint_of(&self, spec: &str) -> Result<EndpointId, AttachError> {
         let (host, device) = spec.split_once(':').unwrap_or((self.home.name(), spec));
-        let os = self
-            .hosts
-            .iter()
-            .find(|h| h.name() == host)
-            .ok_or_else(|| {
-                AttachError::from(UnknownHost::named(
-                    host,
-                    self.os.machine().fabric().host_names(),
-                ))
-            })?;
-        Ok(os.device(device)?.function().1)
+        Ok(self.host(host)?.device(device)?.function().1)
     }
 
     /// The first device's 24-bit class code (known before anything is borrowed).

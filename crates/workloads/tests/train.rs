@@ -56,10 +56,11 @@ fn every_image_and_every_weight_is_checked_and_the_gradients_go_peer_to_peer() {
     assert_eq!(r.exchange, ExchangeRoute::PeerToPeer);
     assert_eq!(r.steps, 4);
     assert_eq!(r.epochs.len(), 2);
-    // The kernels' time is the calibrated figure: 4 steps × 8 images × 7.4 ms, plus launches.
+    // The kernels' time is the calibrated figure: 4 steps × 8 images × 14.79 ms, plus
+    // launches and read-backs.
     let compute = r.epochs[1].compute_ns;
     assert!(
-        (236.8e6..237.2e6).contains(&compute),
+        (473.28e6..473.7e6).contains(&compute),
         "compute {compute} ns per epoch"
     );
     for e in &r.epochs {
@@ -133,8 +134,10 @@ fn a_damaged_image_on_the_disk_is_caught_by_the_gpu_that_trains_on_it() {
     let e = train(&cluster("local-chassis"), &c).expect_err("image 5 is damaged");
     match e {
         GpuWorkloadError::Verify(m) => {
-            assert!(m.contains(" with 1 damaged records"), "{m}");
-            assert!(m.contains('5'), "{m}");
+            assert!(
+                m.ends_with("found 1 damaged image records, the first image 5"),
+                "{m}"
+            );
         }
         other => panic!("{other}"),
     }
@@ -214,8 +217,13 @@ fn gradients_go_through_host_memory_when_a_gpu_cannot_reach_its_peer() {
     let _ = std::fs::remove_file(&path);
     let staged = train(&cl.expect("variant loads"), &local()).expect("trains");
     let direct = run("local-chassis", &local());
-    assert_eq!(staged.exchange, ExchangeRoute::HostMemory);
+    // The K420 cannot reach the P4000, the P4000 reaches the K420.
+    assert_eq!(staged.exchange, ExchangeRoute::Mixed);
     assert!(staged.gpus[0].exchange_path.is_empty());
+    assert_eq!(
+        staged.gpus[1].exchange_path,
+        ["local.chassis", "local.gpu0"]
+    );
     assert_eq!(staged.gpus[0].profile, "k420");
     assert_eq!(staged.verified_weight_bytes, direct.verified_weight_bytes);
     // Out, across by the CPU, in: slower than one peer-to-peer copy.
@@ -225,8 +233,8 @@ fn gradients_go_through_host_memory_when_a_gpu_cannot_reach_its_peer() {
         staged.epochs[1].exchange_ns,
         direct.epochs[1].exchange_ns
     );
-    // The K420 computes 130.7 ms per image, the P4000 7.4: the step waits for the slower.
-    assert!(staged.epochs[1].compute_ns > 4.0 * 8.0 * 130e6);
+    // The K420 computes 261 ms per image, the P4000 14.8: the step waits for the slower.
+    assert!(staged.epochs[1].compute_ns > 4.0 * 8.0 * 261e6);
 }
 
 #[test]

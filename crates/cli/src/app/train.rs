@@ -3,7 +3,7 @@
 
 use crate::args::whole;
 use crate::commands::print_json;
-use crate::exp::table;
+use crate::exp::{ms, table};
 use crate::render;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -153,11 +153,6 @@ pub fn title(r: &TrainResult) -> String {
     )
 }
 
-/// Milliseconds with three decimals.
-fn ms(v: f64) -> String {
-    format!("{:.3}", v / 1e6)
-}
-
 /// A row per epoch: its time and each phase's share, in milliseconds.
 pub fn epoch_table(r: &TrainResult) -> comfy_table::Table {
     let mut t = table(&[
@@ -202,8 +197,8 @@ pub fn notes(r: &TrainResult) -> Vec<String> {
         .collect();
     out.push(format!(
         "compute per image from the calibration ([gpu.*] vgg19_forward_image_ns, derived from \
-         VGG19's 19.6 GFLOPs and each GPU's FP32 peak, not from the fabric): {}; everything \
-         else ran on the emulated devices and paths",
+         VGG19's 19.6 billion multiply-adds per image and each GPU's FP32 peak, not from the \
+         fabric): {}; everything else ran on the emulated devices and paths",
         compute.join(", ")
     ));
     out.push(format!(
@@ -220,8 +215,13 @@ pub fn notes(r: &TrainResult) -> Vec<String> {
             r.gradient_bytes
         ),
         ExchangeRoute::HostMemory => format!(
-            "{} bytes of gradient per GPU per step, ring all-reduce through host memory (a GPU \
-             cannot reach its peer)",
+            "{} bytes of gradient per GPU per step, ring all-reduce through host memory (no GPU \
+             reaches the next one)",
+            r.gradient_bytes
+        ),
+        ExchangeRoute::Mixed => format!(
+            "{} bytes of gradient per GPU per step, ring all-reduce peer-to-peer where a GPU \
+             reaches the next one, through host memory where it does not",
             r.gradient_bytes
         ),
     };

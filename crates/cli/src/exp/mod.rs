@@ -315,6 +315,11 @@ pub fn ns(v: f64) -> String {
     format!("{v:.1}")
 }
 
+/// Nanoseconds as milliseconds with three decimals.
+pub fn ms(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
 /// The first host, device and other names an experiment needs, read from the scenario.
 pub mod names {
     use smartio_cluster::DeviceKind;

@@ -11,7 +11,7 @@
 //! Each epoch time is compared with its group's first row and each difference is split by
 //! phase: the phases whose transfers crossed more hops are the ones that grew.
 
-use super::{table, Bar, Chart, Plot, Report, Setup};
+use super::{ms, table, Bar, Chart, Plot, Report, Setup};
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::train::{
     train, EpochTime, Storage, TrainConfig, TrainResult, MAX_EPOCHS,
@@ -99,10 +99,6 @@ fn command(p: &Placement, epochs: u64, seed: u64) -> String {
         p.gpus.join(","),
         p.nvme
     )
-}
-
-fn ms(ns: f64) -> String {
-    format!("{:.3}", ns / 1e6)
 }
 
 /// The mean over `r`'s epochs of one phase.

@@ -90,6 +90,12 @@ pub enum GpuWorkloadError {
     /// The distributed NVMe driver refused or failed.
     #[error("NVMe driver: {0}")]
     Dist(#[from] smartio_drivers::nvme_dist::DistError),
+    /// The CPU could not copy an application's data between two buffers of host memory.
+    #[error("CPU copy of record data: {0}")]
+    CpuCopy(smartio_platform::AccessError),
+    /// The workload broke one of its own invariants (an emulator bug).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     /// The NVMe holding an application's data could not be bound, or failed a read.
     #[error("NVMe: {0}")]
     Storage(#[from] crate::fio::FioError),

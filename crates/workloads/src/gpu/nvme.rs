@@ -12,7 +12,6 @@
 
 use super::{gpu_endpoint, open, path, GpuWorkloadError};
 use crate::attach::{AttachError, Workbench};
-use crate::booted::UnknownHost;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::{GpuAddr, MAX_THREADS};
@@ -211,17 +210,7 @@ pub fn gpu_nvme_read(
             .map_err(|e| bad(format!("filling the namespace: {e}")))?;
         at += n as u64;
     }
-    let manager_os = bench
-        .hosts
-        .iter()
-        .find(|h| h.name() == config.manager)
-        .cloned()
-        .ok_or_else(|| {
-            AttachError::from(UnknownHost::named(
-                &config.manager,
-                bench.os.machine().fabric().host_names(),
-            ))
-        })?;
+    let manager_os = bench.host(&config.manager)?;
     let kernels = cluster.gpu_kernels().clone();
     let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
     let config = config.clone();

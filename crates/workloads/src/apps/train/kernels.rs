@@ -2,7 +2,8 @@
 //!
 //! - `step` (forward and backward on a sub-batch): reads every image record the copy put in
 //!   device memory, checks it against the dataset's content for the id in its header, writes
-//!   the ids it found and the count of records that were wrong into a small result buffer,
+//!   the count of records that were wrong, the first wrong one's id and the ids it found into
+//!   a small result buffer,
 //!   sleeps the GPU's calibrated compute for the sub-batch, and writes the replica's
 //!   gradient: word `k` is `seed + k` (wrapping `u32`), `seed` derived from the step, the
 //!   replica and the ids it trained on ([`gradient_seed`]).
@@ -28,9 +29,10 @@ pub const REDUCE: &str = "smartio.train.reduce";
 /// See [`STEP`].
 pub const UPDATE: &str = "smartio.train.update";
 
-/// Bytes of a result buffer holding `images` ids: the count of wrong records, then the ids.
+/// Bytes of a result buffer holding `images` ids: the count of wrong records, the first
+/// wrong record's id (`u64::MAX` if none), then the ids.
 pub fn result_bytes(images: u64) -> u64 {
-    8 * (1 + images)
+    8 * (2 + images)
 }
 
 /// The content of dataset image `id` (`len` bytes): its id in the first 8 bytes, then words
@@ -174,6 +176,7 @@ pub fn step() -> KernelFn<Agent> {
             let mut want = vec![0u8; image_len];
             let mut ids = Vec::with_capacity(length(p.count)?);
             let mut wrong = 0u64;
+            let mut first_wrong = u64::MAX;
             let mut id_sum = 0u64;
             for i in 0..p.count {
                 let at = p.images + i * p.record;
@@ -182,14 +185,16 @@ pub fn step() -> KernelFn<Agent> {
                 fill_image(id, &mut want);
                 if got != want {
                     wrong += 1;
+                    first_wrong = first_wrong.min(id);
                 }
                 ids.push(id);
                 id_sum = id_sum.wrapping_add(id);
             }
             t.nanosleep(SimDuration::from_ps(p.compute_ps.saturating_mul(p.count)))
                 .await;
-            let mut result = Vec::with_capacity(8 * (ids.len() + 1));
+            let mut result = Vec::with_capacity(8 * (ids.len() + 2));
             result.extend_from_slice(&wrong.to_le_bytes());
+            result.extend_from_slice(&first_wrong.to_le_bytes());
             for id in &ids {
                 result.extend_from_slice(&id.to_le_bytes());
             }

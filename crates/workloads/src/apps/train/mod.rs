@@ -14,9 +14,9 @@
 //! 3. **exchange** — the gradients are summed across the GPUs by a ring all-reduce: `G - 1`
 //!    rounds in which each GPU's copy engine writes a chunk into the next GPU's memory
 //!    peer-to-peer and the receiver adds it, then `G - 1` rounds handing the summed chunks
-//!    on. Where a GPU cannot reach its peer (`cudaDeviceEnablePeerAccess` refused), chunks go
-//!    through host memory: a copy out, the CPU's copy between the two GPUs' pinned buffers, a
-//!    copy in;
+//!    on. Where a GPU cannot reach the next one (`cudaDeviceEnablePeerAccess` refused), its
+//!    chunks go through host memory instead: a copy out, the CPU's copy between the two GPUs'
+//!    pinned buffers, a copy in;
 //! 4. **update** — each GPU subtracts the summed gradient from its weights.
 //!
 //! The images are read by the native NVMe driver bound to the NVMe (the host's own, or
@@ -29,9 +29,10 @@
 //! The NVMe reads are not a phase of their own: a loader reads the next batches ahead into
 //! the other pinned buffers (two per GPU) while the GPUs work, as Keras' data generator
 //! does; a step waits only if its batch is not there yet (**I/O wait**). Each phase is timed
-//! on the host CPU's clock between its first call and the last GPU's synchronize, so an
-//! epoch is the sum of its steps' phases and the breakdown explains any difference between
-//! placements: a phase that crossed more hops takes longer.
+//! on the host CPU's clock from its first call to the last GPU's synchronize (the compute
+//! phase also to the host's check of what each GPU trained on), so an epoch is the sum of its
+//! steps' phases and the breakdown explains any difference between placements: a phase that
+//! crossed more hops takes longer.
 //!
 //! Everything is real data: the images on the namespace carry their ids, the step kernels
 //! check every byte of every record, the host checks that each GPU trained on exactly the
@@ -141,8 +142,10 @@ pub enum ExchangeRoute {
     None,
     /// Each GPU's copy engine wrote into the next GPU's memory.
     PeerToPeer,
-    /// Through pinned host memory (a GPU could not reach its peer).
+    /// Through pinned host memory (no GPU could reach the next one).
     HostMemory,
+    /// Peer-to-peer where a GPU reaches the next one, through host memory where it does not.
+    Mixed,
 }
 
 /// One GPU of the run.
@@ -222,15 +225,6 @@ pub struct TrainResult {
     pub verified_weight_bytes: u64,
 }
 
-/// `device` as SmartIO names it: `lender:device`, or `host:device` for the host's own.
-fn qualified(host: &str, device: &str) -> String {
-    if device.contains(':') {
-        device.to_string()
-    } else {
-        format!("{}:{device}", host.split('/').next().unwrap_or(host))
-    }
-}
-
 fn bad(msg: String) -> GpuWorkloadError {
     GpuWorkloadError::BadParameter(msg)
 }
@@ -290,19 +284,7 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
     })?;
     let manager = match &config.storage {
         Storage::Native => None,
-        Storage::Client { manager } => Some(
-            bench
-                .hosts
-                .iter()
-                .find(|h| h.name() == manager)
-                .cloned()
-                .ok_or_else(|| {
-                    crate::attach::AttachError::from(crate::booted::UnknownHost::named(
-                        manager,
-                        cluster.machine.fabric().host_names(),
-                    ))
-                })?,
-        ),
+        Storage::Client { manager } => Some(bench.host(manager)?),
     };
     let mut endpoints = Vec::new();
     let mut gpus = Vec::new();
@@ -374,15 +356,20 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         ),
         scenario: cluster.machine.fabric().name.clone(),
         machine: cluster.machine.clone(),
-        manager,
-        fdid: match config.storage {
-            Storage::Native => None,
-            Storage::Client { .. } => Some(
-                bench
+        client: match manager {
+            None => None,
+            Some(manager) => {
+                let qualified = if config.nvme.contains(':') {
+                    config.nvme.clone()
+                } else {
+                    format!("{}:{}", bench.home.name(), config.nvme)
+                };
+                let fdid = bench
                     .smartio
-                    .find(&qualified(&config.host, &config.nvme))
-                    .map_err(crate::attach::AttachError::from)?,
-            ),
+                    .find(&qualified)
+                    .map_err(crate::attach::AttachError::from)?;
+                Some((manager, fdid))
+            }
         },
     };
     let b = bench.clone();

@@ -33,10 +33,8 @@ pub(super) struct Setup {
     pub costs: RuntimeCosts,
     pub scenario: String,
     pub machine: Machine,
-    /// The manager's host, for a client of the distributed driver.
-    pub manager: Option<HostOs>,
-    /// The NVMe's id, for a client of the distributed driver.
-    pub fdid: Option<smartio_smartio::Fdid>,
+    /// For a client of the distributed driver: the manager's host and the NVMe's id.
+    pub client: Option<(HostOs, smartio_smartio::Fdid)>,
 }
 
 /// What reads the images.
@@ -91,10 +89,10 @@ impl Reader {
                 let mut bytes = vec![0u8; (u64::from(blocks) * lba_size) as usize];
                 cpu.read(BusAddr(base.get() + offset), &mut bytes)
                     .await
-                    .map_err(|e| GpuWorkloadError::Verify(format!("copying a record: {e}")))?;
+                    .map_err(GpuWorkloadError::CpuCopy)?;
                 cpu.write(BusAddr(dest.get()), &bytes)
                     .await
-                    .map_err(|e| GpuWorkloadError::Verify(format!("copying a record: {e}")))
+                    .map_err(GpuWorkloadError::CpuCopy)
             }
         }
     }
@@ -112,14 +110,21 @@ struct Replica<'a> {
     /// Where the step's result is read back, and (at the end) the weights.
     readback: HostBuffer,
     slots: Vec<HostBuffer>,
-    /// The next GPU's `recv` and `grad` as this GPU's copy engine addresses them, when it
-    /// reaches them peer-to-peer.
-    next: Option<(GpuAddr, GpuAddr)>,
-    /// Pinned staging for chunks through host memory: what this GPU sends, and what its
-    /// predecessor sent it.
-    staging: Option<(HostBuffer, HostBuffer)>,
+    /// How its gradient chunks reach the next replica (none with one GPU).
+    link: Option<Link>,
     compute_ps: u64,
     bandwidth: f64,
+}
+
+/// How a replica's gradient chunks reach the next replica in the ring.
+#[derive(Clone, Copy)]
+enum Link {
+    /// Its copy engine writes into the next GPU's `recv` and `grad`, as it addresses them
+    /// through the next GPU's aperture.
+    Peer { recv: GpuAddr, grad: GpuAddr },
+    /// Through pinned host memory (the GPU cannot reach the next one): out to `out` (this
+    /// GPU's), across by the CPU into `inc` (the next GPU's), in from there.
+    Staged { out: HostBuffer, inc: HostBuffer },
 }
 
 /// Byte range of ring chunk `c` of `g`.
@@ -154,8 +159,9 @@ fn ids_of(order: &[u64], config: &TrainConfig, b: u64, replica: usize) -> Vec<u6
 
 /// Runs the program; borrowed devices are given back by the caller.
 pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuWorkloadError> {
-    let (reader, first_gpu) = match (&s.manager, s.fdid) {
-        (Some(manager_os), Some(fdid)) => {
+    let (reader, first_gpu) = match &s.client {
+        Some((manager_os, fdid)) => {
+            let fdid = *fdid;
             let smartio = &bench.smartio;
             let manager = Manager::start(smartio, manager_os, fdid).await?;
             let slot = manager.max_transfer().min(s.layout.record());
@@ -175,7 +181,7 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
                 0,
             )
         }
-        _ => (Reader::Native(crate::fio::bind_nvme(bench).await?.0), 1),
+        None => (Reader::Native(crate::fio::bind_nvme(bench).await?.0), 1),
     };
     let mut contexts = Vec::new();
     for i in 0..s.gpus.len() {
@@ -202,8 +208,8 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
             drop(queue);
             match Rc::try_unwrap(client) {
                 Ok(client) => client.leave().await.map_err(GpuWorkloadError::from),
-                Err(_) => Err(GpuWorkloadError::Verify(
-                    "the loader still holds the client at the end".into(),
+                Err(_) => Err(GpuWorkloadError::Internal(
+                    "the loader still holds the distributed driver's client at the end",
                 )),
             }
         }
@@ -217,7 +223,7 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
 async fn replicas<'a>(
     s: &Setup,
     contexts: &'a [GpuContext],
-) -> Result<(Vec<Replica<'a>>, ExchangeRoute), GpuWorkloadError> {
+) -> Result<Vec<Replica<'a>>, GpuWorkloadError> {
     let sub = s.config.sub_batch();
     let record = s.layout.record();
     let mut out = Vec::new();
@@ -243,43 +249,55 @@ async fn replicas<'a>(
             result,
             readback,
             slots,
-            next: None,
-            staging: None,
+            link: None,
             compute_ps: (s.gpus[i].forward_image_ns * 1e3).round() as u64,
             bandwidth: s.bandwidth[i],
         });
     }
     let g = out.len();
     if g == 1 {
-        return Ok((out, ExchangeRoute::None));
+        return Ok(out);
     }
-    let mut peers = Vec::new();
     for i in 0..g {
-        let next = &out[(i + 1) % g];
-        let reach = out[i]
-            .ctx
+        let (from, next) = (out[i].ctx, &out[(i + 1) % g]);
+        // Peer access refused (no path, or an aperture the GPU cannot address): stage.
+        let link = match from
             .enable_peer_access(next.ctx)
-            .and_then(|p| Ok((p.addr(&next.recv)?, p.addr(&next.grad)?)));
-        match reach {
-            Ok(a) => peers.push(a),
-            Err(_) => break,
-        }
+            .and_then(|p| Ok((p.addr(&next.recv)?, p.addr(&next.grad)?)))
+        {
+            Ok((recv, grad)) => Link::Peer { recv, grad },
+            Err(_) => {
+                let len = chunk(0, g).1 + 4;
+                Link::Staged {
+                    out: from.host_alloc(len)?,
+                    inc: next.ctx.host_alloc(len)?,
+                }
+            }
+        };
+        out[i].link = Some(link);
     }
-    if peers.len() == g {
-        for (r, a) in out.iter_mut().zip(peers) {
-            r.next = Some(a);
-        }
-        return Ok((out, ExchangeRoute::PeerToPeer));
+    Ok(out)
+}
+
+/// How the replicas' links carried the gradients.
+fn route(reps: &[Replica<'_>]) -> ExchangeRoute {
+    let peer = reps
+        .iter()
+        .filter(|r| matches!(r.link, Some(Link::Peer { .. })))
+        .count();
+    let staged = reps
+        .iter()
+        .filter(|r| matches!(r.link, Some(Link::Staged { .. })))
+        .count();
+    match (peer, staged) {
+        (0, 0) => ExchangeRoute::None,
+        (_, 0) => ExchangeRoute::PeerToPeer,
+        (0, _) => ExchangeRoute::HostMemory,
+        _ => ExchangeRoute::Mixed,
     }
-    for r in &mut out {
-        let len = chunk(0, g).1 + 4;
-        r.staging = Some((r.ctx.host_alloc(len)?, r.ctx.host_alloc(len)?));
-    }
-    Ok((out, ExchangeRoute::HostMemory))
 }
 
 /// What the loader and the steps share.
-#[derive(Default)]
 struct Loader {
     /// Batches whose images are in their slots.
     ready: Cell<u64>,
@@ -287,9 +305,51 @@ struct Loader {
     /// Batches whose slots were copied out (free again).
     freed: Cell<u64>,
     freed_signal: Notify,
+    /// The steps stopped early (an error): the loader stops too, giving back what it holds.
+    stopped: Cell<bool>,
+    /// Each epoch's order of the images, as the loader shuffled it.
+    orders: RefCell<Vec<Rc<Vec<u64>>>>,
     /// Per epoch: nanoseconds of reads.
     reads_ns: RefCell<Vec<f64>>,
     failed: RefCell<Option<GpuWorkloadError>>,
+}
+
+impl Loader {
+    fn new(config: &TrainConfig) -> Loader {
+        Loader {
+            ready: Cell::new(0),
+            ready_signal: Notify::new(),
+            freed: Cell::new(0),
+            freed_signal: Notify::new(),
+            stopped: Cell::new(false),
+            orders: RefCell::new(
+                (0..config.epochs)
+                    .map(|e| Rc::new(epoch_order(config.images, config.seed, e)))
+                    .collect(),
+            ),
+            reads_ns: RefCell::new(vec![0.0; config.epochs as usize]),
+            failed: RefCell::new(None),
+        }
+    }
+
+    /// Epoch `e`'s order.
+    fn order(&self, e: u64) -> Rc<Vec<u64>> {
+        self.orders
+            .borrow()
+            .get(e as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Stops the loader when the steps end, however they end.
+struct StopLoader(Rc<Loader>);
+
+impl Drop for StopLoader {
+    fn drop(&mut self) {
+        self.0.stopped.set(true);
+        self.0.freed_signal.notify();
+    }
 }
 
 /// Reads every batch of the run into the slots, two ahead at most.
@@ -305,13 +365,14 @@ async fn load(
     let steps = config.steps();
     let cpu = os.cpu().clone();
     let max_blocks = (reader.max_transfer() / layout.lba_size).max(1);
-    let mut order = Vec::new();
     for b in 0..config.epochs * steps {
-        if b % steps == 0 {
-            order = epoch_order(config.images, config.seed, b / steps);
-        }
-        while b >= SLOTS as u64 && shared.freed.get() + (SLOTS as u64) <= b {
+        let order = shared.order(b / steps);
+        while !shared.stopped.get() && b >= SLOTS as u64 && shared.freed.get() + (SLOTS as u64) <= b
+        {
             shared.freed_signal.notified().await;
+        }
+        if shared.stopped.get() {
+            return;
         }
         let slot = (b as usize) % SLOTS;
         // Every read of the batch: (lba, blocks, destination).
@@ -360,13 +421,8 @@ async fn load(
             shared.ready_signal.notify();
             return;
         }
-        let epoch = (b / steps) as usize;
-        {
-            let mut reads_ns = shared.reads_ns.borrow_mut();
-            if reads_ns.len() <= epoch {
-                reads_ns.resize(epoch + 1, 0.0);
-            }
-            reads_ns[epoch] += ns_since(&cpu, t0);
+        if let Some(ns) = shared.reads_ns.borrow_mut().get_mut((b / steps) as usize) {
+            *ns += ns_since(&cpu, t0);
         }
         shared.ready.set(b + 1);
         shared.ready_signal.notify();
@@ -388,7 +444,7 @@ async fn train_on(
     contexts: &[GpuContext],
 ) -> Result<TrainResult, GpuWorkloadError> {
     let config = &s.config;
-    let (reps, route) = replicas(s, contexts).await?;
+    let reps = replicas(s, contexts).await?;
     let g = reps.len();
     let os = bench.os.clone();
     let cpu = os.cpu().clone();
@@ -410,11 +466,12 @@ async fn train_on(
     let mut gpus = s.gpus.clone();
     for (i, r) in reps.iter().enumerate() {
         gpus[i].copy_path = path(&s.machine, r.ctx, r.slots[0].addr());
-        if let Some((next_recv, _)) = r.next {
-            gpus[i].exchange_path = path(&s.machine, r.ctx, next_recv);
+        if let Some(Link::Peer { recv, .. }) = r.link {
+            gpus[i].exchange_path = path(&s.machine, r.ctx, recv);
         }
     }
-    let loader = Rc::new(Loader::default());
+    let loader = Rc::new(Loader::new(config));
+    let _stop = StopLoader(loader.clone());
     s.machine.spawn(load(
         s.machine.clone(),
         os.clone(),
@@ -431,12 +488,9 @@ async fn train_on(
     let mut epochs = vec![EpochTime::default(); config.epochs as usize];
     let mut seed_sum = 0u32;
     let mut verified = 0u64;
-    let mut order = Vec::new();
     for b in 0..total {
         let e = (b / steps) as usize;
-        if b % steps == 0 {
-            order = epoch_order(config.images, config.seed, b / steps);
-        }
+        let order = loader.order(b / steps);
         let slot = (b as usize) % SLOTS;
         let t = cpu.now();
         while loader.ready.get() <= b {
@@ -490,14 +544,18 @@ async fn train_on(
             let mut got = vec![0u8; kernels::result_bytes(sub) as usize];
             r.ctx.read_host(&r.readback, 0, &mut got).await?;
             let want = ids_of(&order, config, b, i);
-            let wrong = crate::gpu::get_u64(&got, 0).unwrap_or(u64::MAX);
-            let found: Vec<u64> = (0..sub as usize)
-                .map(|j| crate::gpu::get_u64(&got, 8 * (j + 1)).unwrap_or(u64::MAX))
-                .collect();
-            if wrong != 0 || found != want {
+            let word = |j: usize| crate::gpu::get_u64(&got, 8 * j).unwrap_or(u64::MAX);
+            let (wrong, first_wrong) = (word(0), word(1));
+            let found: Vec<u64> = (0..sub as usize).map(|j| word(j + 2)).collect();
+            if wrong != 0 {
                 return Err(GpuWorkloadError::Verify(format!(
-                    "step {b}: {} trained on {found:?} with {wrong} damaged records; the \
-                     loader read {want:?}",
+                    "step {b}: {} found {wrong} damaged image records, the first image {first_wrong}",
+                    s.gpus[i].name
+                )));
+            }
+            if found != want {
+                return Err(GpuWorkloadError::Verify(format!(
+                    "step {b}: {} trained on images {found:?}; the loader read {want:?}",
                     s.gpus[i].name
                 )));
             }
@@ -525,8 +583,10 @@ async fn train_on(
         phase.set(b + 1);
     }
     drop(phase);
-    for (e, time) in epochs.iter_mut().enumerate() {
-        time.reads_ns = loader.reads_ns.borrow().get(e).copied().unwrap_or(0.0);
+    for (time, reads) in epochs.iter_mut().zip(loader.reads_ns.borrow().iter()) {
+        time.reads_ns = *reads;
+    }
+    for time in &mut epochs {
         time.total_ns =
             time.io_wait_ns + time.copy_ns + time.compute_ns + time.exchange_ns + time.update_ns;
     }
@@ -553,6 +613,7 @@ async fn train_on(
         }
         verified_weights += GRADIENT_BYTES;
     }
+    let reps_route = route(&reps);
     for r in reps {
         r.stream.destroy().await?;
     }
@@ -561,7 +622,7 @@ async fn train_on(
         scenario: s.scenario.clone(),
         host: config.host.clone(),
         nvme: config.nvme.clone(),
-        nvme_borrowed: config.nvme.contains(':') && s.manager.is_none(),
+        nvme_borrowed: config.nvme.contains(':') && s.client.is_none(),
         storage: match &config.storage {
             super::Storage::Native => "native",
             super::Storage::Client { .. } => "nvme-client",
@@ -577,7 +638,7 @@ async fn train_on(
         steps,
         record_bytes: s.layout.record(),
         gradient_bytes: GRADIENT_BYTES,
-        exchange: route,
+        exchange: reps_route,
         epochs,
         mean_epoch_ns: mean,
         verified_images: verified,
@@ -629,71 +690,53 @@ enum Dest {
 }
 
 /// Each `(i, offset, len)`: replica `i` sends `len` bytes of its gradient at `offset` to the
-/// next replica; returns once all arrived.
+/// next replica, over its link; returns once all arrived.
 async fn pass_on(
     reps: &[Replica<'_>],
     sends: &[(usize, u64, u64)],
     dest: Dest,
 ) -> Result<(), GpuWorkloadError> {
     let g = reps.len();
-    let landing = |to: &Replica<'_>, off: u64| match dest {
-        Dest::Receive => to.recv.addr(),
-        Dest::Gradient => to.grad.at(off),
+    let landing = |recv: GpuAddr, grad: GpuAddr, off: u64| match dest {
+        Dest::Receive => recv,
+        Dest::Gradient => grad.offset(off),
     };
-    if reps.iter().all(|r| r.next.is_some()) {
-        for &(i, off, len) in sends {
-            let (next_recv, next_grad) = reps[i]
-                .next
-                .unwrap_or((GpuAddr::Device(0), GpuAddr::Device(0)));
-            let dst = match dest {
-                Dest::Receive => next_recv,
-                Dest::Gradient => offset(next_grad, off),
-            };
-            reps[i]
-                .stream
-                .memcpy_async(dst, reps[i].grad.at(off), len)
-                .await?;
-        }
-        return sync_all(reps).await;
-    }
-    // Through host memory: out to each sender's outgoing staging, across by the CPU into the
-    // receiver's incoming staging, in from there.
-    let staging = |r: &Replica<'_>| {
-        r.staging.ok_or_else(|| {
-            GpuWorkloadError::Verify("no staging buffer for a host-memory exchange".into())
-        })
-    };
+    let mut staged = Vec::new();
     for &(i, off, len) in sends {
-        reps[i]
-            .stream
-            .memcpy_async(staging(&reps[i])?.0.addr(), reps[i].grad.at(off), len)
-            .await?;
+        let from = &reps[i];
+        match from.link {
+            Some(Link::Peer { recv, grad }) => {
+                from.stream
+                    .memcpy_async(landing(recv, grad, off), from.grad.at(off), len)
+                    .await?
+            }
+            Some(Link::Staged { out, inc }) => {
+                from.stream
+                    .memcpy_async(out.addr(), from.grad.at(off), len)
+                    .await?;
+                staged.push((i, off, len, out, inc));
+            }
+            None => {}
+        }
     }
     sync_all(reps).await?;
-    for &(i, _, len) in sends {
+    if staged.is_empty() {
+        return Ok(());
+    }
+    for &(i, off, len, out, inc) in &staged {
         let to = &reps[(i + 1) % g];
         let mut bytes = vec![0u8; len as usize];
-        reps[i]
-            .ctx
-            .read_host(&staging(&reps[i])?.0, 0, &mut bytes)
-            .await?;
-        to.ctx.write_host(&staging(to)?.1, 0, &bytes).await?;
-    }
-    for &(i, off, len) in sends {
-        let to = &reps[(i + 1) % g];
+        reps[i].ctx.read_host(&out, 0, &mut bytes).await?;
+        to.ctx.write_host(&inc, 0, &bytes).await?;
         to.stream
-            .memcpy_async(landing(to, off), staging(to)?.1.addr(), len)
+            .memcpy_async(
+                landing(to.recv.addr(), to.grad.addr(), off),
+                inc.addr(),
+                len,
+            )
             .await?;
     }
     sync_all(reps).await
-}
-
-/// `addr` moved by `by` bytes.
-fn offset(addr: GpuAddr, by: u64) -> GpuAddr {
-    match addr {
-        GpuAddr::Device(o) => GpuAddr::Device(o + by),
-        GpuAddr::Bus(a) => GpuAddr::Bus(a.offset(by)),
-    }
 }
 
 #[cfg(test)]
