@@ -61,6 +61,10 @@ impl std::fmt::Display for FrameId {
     }
 }
 
+/// Bytes the CPU writes and a kernel reads at a time (a multiple of 8): a frame moves in
+/// twelve pieces, so no frame-sized buffer is ever allocated.
+pub const PIECE: usize = 256 << 10;
+
 /// SplitMix64's finaliser: a good 64-bit mix, cheap enough for 388,800 words per frame.
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -68,37 +72,122 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The decoded bytes of frame `id` (`len` of them): word `i` is a mix of the frame's seed
-/// and `i`, so frames differ from each other everywhere and a moved byte shows.
-pub fn pattern(id: FrameId, len: u64) -> Vec<u8> {
+/// Fills `buf` with bytes `offset..offset + buf.len()` of frame `id`'s decoded bytes: word
+/// `i` is a mix of the frame's seed and `i`, so frames differ from each other everywhere
+/// and a moved byte shows. `offset` is a multiple of 8.
+pub fn fill(id: FrameId, offset: u64, buf: &mut [u8]) {
     let seed = mix((u64::from(id.stream) << 32 | u64::from(id.frame)) ^ 0x5649_4445_4f00_0000);
-    let mut bytes = Vec::with_capacity(len as usize + 8);
-    let mut i = 0u64;
-    while (bytes.len() as u64) < len {
-        bytes.extend_from_slice(&mix(seed.wrapping_add(i)).to_le_bytes());
-        i += 1;
+    let first = offset / 8;
+    for (i, chunk) in (first..).zip(buf.chunks_mut(8)) {
+        let word = mix(seed.wrapping_add(i)).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
     }
-    bytes.truncate(len as usize);
+}
+
+/// Frame `id`'s first `len` decoded bytes (see [`fill`]).
+pub fn pattern(id: FrameId, len: u64) -> Vec<u8> {
+    let mut bytes = vec![0u8; len as usize];
+    fill(id, 0, &mut bytes);
     bytes
 }
 
-/// A 64-bit digest of `bytes` (every byte counts, and its position: a multiply-rotate over
-/// little-endian words, the length folded in last).
-pub fn digest(bytes: &[u8]) -> u64 {
-    let mut h = 0x9e37_79b9_7f4a_7c15u64;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(b))
-            .wrapping_mul(0x0000_0100_0000_01b3)
-            .rotate_left(29);
+/// A 64-bit digest over bytes given in pieces (every byte counts, and its position: a
+/// multiply-rotate over little-endian words in four interleaved lanes — word `i` goes to
+/// lane `i % 4`, so the lanes' multiplies overlap — the lanes and the length mixed in last).
+/// The pieces may be of any length; the digest is that of their concatenation.
+#[derive(Debug, Clone, Default)]
+pub struct Digest {
+    lanes: [u64; 4],
+    /// Whole words taken so far.
+    words: u64,
+    len: u64,
+    /// Bytes of an unfinished word.
+    pending: [u8; 8],
+    npending: usize,
+}
+
+const DIGEST_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn step(h: u64, w: u64) -> u64 {
+    (h ^ w).wrapping_mul(DIGEST_PRIME).rotate_left(29)
+}
+
+fn le(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(b)
+}
+
+impl Digest {
+    /// An empty digest.
+    pub fn new() -> Digest {
+        Digest {
+            lanes: [
+                0x9e37_79b9_7f4a_7c15,
+                0xc2b2_ae3d_27d4_eb4f,
+                0x1656_67b1_9e37_79f9,
+                0x27d4_eb2f_1656_67c5,
+            ],
+            ..Digest::default()
+        }
     }
-    let mut tail = [0u8; 8];
-    let rest = words.remainder();
-    tail[..rest.len()].copy_from_slice(rest);
-    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(0x0000_0100_0000_01b3);
-    mix(h ^ bytes.len() as u64)
+
+    fn word(&mut self, w: u64) {
+        let lane = (self.words % 4) as usize;
+        self.lanes[lane] = step(self.lanes[lane], w);
+        self.words += 1;
+    }
+
+    /// Adds `bytes`.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        self.len += bytes.len() as u64;
+        if self.npending > 0 {
+            let n = (8 - self.npending).min(bytes.len());
+            self.pending[self.npending..self.npending + n].copy_from_slice(&bytes[..n]);
+            self.npending += n;
+            bytes = &bytes[n..];
+            if self.npending < 8 {
+                return;
+            }
+            self.word(u64::from_le_bytes(self.pending));
+            self.npending = 0;
+        }
+        // Until lane 0 is next, a word at a time; then four at a time.
+        while self.words % 4 != 0 && bytes.len() >= 8 {
+            self.word(le(&bytes[..8]));
+            bytes = &bytes[8..];
+        }
+        let mut quads = bytes.chunks_exact(32);
+        for q in &mut quads {
+            for (lane, w) in self.lanes.iter_mut().zip(q.chunks_exact(8)) {
+                *lane = step(*lane, le(w));
+            }
+            self.words += 4;
+        }
+        let mut words = quads.remainder().chunks_exact(8);
+        for w in &mut words {
+            self.word(le(w));
+        }
+        let rest = words.remainder();
+        self.pending[..rest.len()].copy_from_slice(rest);
+        self.npending = rest.len();
+    }
+
+    /// The digest.
+    pub fn finish(self) -> u64 {
+        let tail = le(&self.pending[..self.npending]);
+        let h = self.lanes.iter().fold(mix(tail), |h, &lane| {
+            mix(h ^ lane).wrapping_mul(DIGEST_PRIME)
+        });
+        mix(h ^ self.len)
+    }
+}
+
+/// The [`Digest`] of `bytes`.
+pub fn digest(bytes: &[u8]) -> u64 {
+    let mut d = Digest::new();
+    d.update(bytes);
+    d.finish()
 }
 
 /// What one launch of the feature kernel is told.
@@ -253,18 +342,26 @@ pub fn feature_kernel() -> KernelFn<Agent> {
             t.wait_until(p.lock + 8, |serving| serving == ticket)
                 .await?;
             let start_cycles = t.clock64().await;
-            let mut frame = vec![0u8; len];
-            t.load(p.frame, &mut frame).await?;
+            let mut piece = vec![0u8; PIECE.min(len)];
+            let mut d = Digest::new();
+            let mut at = 0;
+            while at < len {
+                let n = PIECE.min(len - at);
+                let buf = &mut piece[..n];
+                t.load(p.frame.offset(at as u64), buf).await?;
+                d.update(buf);
+                at += n;
+            }
             let features = Features {
                 magic: MAGIC,
                 id: p.id,
-                digest: digest(&frame),
+                digest: d.finish(),
                 len: p.len,
                 entry_cycles,
                 start_cycles,
                 end_cycles: 0,
             };
-            drop(frame);
+            drop(piece);
             t.nanosleep(SimDuration::from_ns(p.compute_ns)).await;
             let end_cycles = t.clock64().await;
             t.store(
@@ -360,6 +457,27 @@ mod tests {
         let mut padded = bytes.clone();
         padded.push(0);
         assert_ne!(digest(&padded), d, "a zero byte longer");
+    }
+
+    #[test]
+    fn a_digest_over_pieces_is_the_digest_of_the_whole_and_fill_agrees_with_pattern() {
+        let id = FrameId {
+            stream: 2,
+            frame: 9,
+        };
+        let whole = pattern(id, 1003);
+        for cuts in [vec![], vec![8, 512], vec![3, 5, 13, 1000], vec![1002]] {
+            let mut d = Digest::new();
+            let mut from = 0;
+            for &to in cuts.iter().chain([whole.len()].iter()) {
+                d.update(&whole[from..to]);
+                from = to;
+            }
+            assert_eq!(d.finish(), digest(&whole), "cut at {cuts:?}");
+        }
+        let mut piece = vec![0u8; 99];
+        fill(id, 512, &mut piece);
+        assert_eq!(piece, whole[512..611]);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use smartio_devices::gpu::Gpu;
 use smartio_drivers::gpu::{DeviceBuffer, GpuContext, HostBuffer, RuntimeCosts, Stream};
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{Clock, Notify, SimDuration, SimTime};
+use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -423,13 +423,7 @@ async fn process(
     // Decode on the core the feeder took, straight into the GPU's pinned buffer.
     let decode_start = run.cpu.now();
     run.cpu.sleep(run.decode).await;
-    let bytes = frame::pattern(id, FRAME_BYTES);
-    let want = frame::digest(&bytes);
-    let written = run
-        .os
-        .write_memory(s.host_in.cpu, &bytes)
-        .map_err(host_memory("decoded frame buffer"));
-    drop(bytes);
+    let (want, written) = decode_into(&run.os, id, s.host_in.cpu);
     let decode_end = run.cpu.now();
     run.cores.release();
     written?;
@@ -485,6 +479,25 @@ async fn process(
         }
     });
     Ok(mismatch)
+}
+
+/// Writes frame `id`'s decoded bytes at `at` in host memory, a piece at a time; returns
+/// their digest and whether the writes succeeded.
+fn decode_into(os: &HostOs, id: FrameId, at: PhysAddr) -> (u64, Result<(), VideoError>) {
+    let mut piece = vec![0u8; frame::PIECE];
+    let mut digest = frame::Digest::new();
+    let mut done = 0u64;
+    while done < FRAME_BYTES {
+        let n = (FRAME_BYTES - done).min(frame::PIECE as u64) as usize;
+        let buf = &mut piece[..n];
+        frame::fill(id, done, buf);
+        digest.update(buf);
+        if let Err(e) = os.write_memory(PhysAddr(at.get() + done), buf) {
+            return (0, Err(host_memory("decoded frame buffer")(e).into()));
+        }
+        done += n as u64;
+    }
+    (digest.finish(), Ok(()))
 }
 
 /// The test hook: flips one byte of the frame in GPU memory.
