@@ -198,6 +198,17 @@ fn bad_requests_are_refused_by_name() {
         ),
         "{e}"
     );
+    // The GTX 750 puts 40 address bits on the bus; borrowed by machine-b, machine-b's
+    // memory appears to it through machine-a's NTB window at 1 TiB and above.
+    let e = err(&|c| {
+        c.host = "machine-b".into();
+        c.gpus = vec!["gpu0".into(), "machine-a:gpu2".into()];
+    });
+    assert!(
+        matches!(&e, VideoError::OutOfReach { device, bits: 40, host, addr }
+            if device == "machine-a:gpu2" && host == "machine-b" && *addr >= 1 << 40),
+        "{e}"
+    );
     // A device that is not a GPU (local-chassis has an NVMe).
     let chassis = cluster("local-chassis");
     let cfg = VideoConfig {

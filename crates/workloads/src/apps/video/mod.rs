@@ -164,6 +164,24 @@ pub enum VideoError {
         /// The second.
         second: String,
     },
+    /// A GPU that cannot address the host's memory where it appears to it (a borrowed GPU
+    /// with few address bits, the host's memory behind a high NTB window).
+    #[error(
+        "--gpus {device}: the GPU puts {bits} address bits on the bus, and {host}'s memory \
+         appears to it at {addr:#x} (through the NTB adapters), beyond them; it could not \
+         fetch its commands or copy a frame (leave it out, or borrow a GPU with more address \
+         bits)"
+    )]
+    OutOfReach {
+        /// As given.
+        device: String,
+        /// The GPU's address bits.
+        bits: u8,
+        /// The host running the streams.
+        host: String,
+        /// Where a pinned host buffer appears to the GPU.
+        addr: u64,
+    },
     /// Frames whose features did not match their bytes.
     #[error(
         "{failed} of {frames} frames failed verification (first: {first}): the bytes a GPU \

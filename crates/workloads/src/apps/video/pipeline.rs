@@ -194,13 +194,18 @@ pub(super) fn run(
     crate::booted::run_workload(&cluster.machine, async move {
         let work = async {
             let mut contexts = Vec::new();
-            for i in 0..pool.len() {
-                match open(&kernels, costs, &bench, i).await {
-                    Ok(ctx) => contexts.push(ctx),
-                    Err(e) => {
-                        let _ = close_all(contexts).await;
-                        return Err(e.into());
+            for (i, g) in pool.iter().enumerate() {
+                let opened = match open(&kernels, costs, &bench, i).await {
+                    Ok(ctx) => {
+                        let reach = check_reach(&ctx, &g.spec, &config.host);
+                        contexts.push(ctx);
+                        reach
                     }
+                    Err(e) => Err(e.into()),
+                };
+                if let Err(e) = opened {
+                    let _ = close_all(contexts).await;
+                    return Err(e);
                 }
             }
             let mut members = Vec::new();
@@ -297,6 +302,27 @@ async fn close_all(contexts: impl IntoIterator<Item = GpuContext>) -> Result<(),
         }
     }
     first
+}
+
+/// Fails if the GPU cannot address the host's pinned memory: a GPU with 40 address bits
+/// borrowed through an NTB window above 1 TiB would wait forever for its first command
+/// (the runtime's ring lies in that memory, and so does the notifier of its error).
+fn check_reach(ctx: &GpuContext, spec: &str, host: &str) -> Result<(), VideoError> {
+    let gpu = |e| VideoError::from(GpuWorkloadError::from(e));
+    let probe = ctx.host_alloc(FRAME_BYTES).map_err(gpu)?;
+    ctx.host_free(probe).map_err(gpu)?;
+    let bits = ctx.properties().dma_bits;
+    let limit = 1u64.checked_shl(u32::from(bits)).unwrap_or(u64::MAX);
+    let end = probe.bus.get().saturating_add(FRAME_BYTES);
+    if bits < 64 && end > limit {
+        return Err(VideoError::OutOfReach {
+            device: spec.to_string(),
+            bits,
+            host: host.to_string(),
+            addr: probe.bus.get(),
+        });
+    }
+    Ok(())
 }
 
 /// Gives a GPU its kernel, its zeroed ticket lock and its frame buffers with their streams.
