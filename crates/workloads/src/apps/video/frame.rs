@@ -153,7 +153,7 @@ impl Digest {
             self.npending = 0;
         }
         // Until lane 0 is next, a word at a time; then four at a time.
-        while self.words % 4 != 0 && bytes.len() >= 8 {
+        while !self.words.is_multiple_of(4) && bytes.len() >= 8 {
             self.word(le(&bytes[..8]));
             bytes = &bytes[8..];
         }
