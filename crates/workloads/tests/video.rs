@@ -194,7 +194,10 @@ fn bad_requests_are_refused_by_name() {
     assert!(
         matches!(
             &e,
-            VideoError::Run(GpuWorkloadError::Attach(AttachError::UnknownHost(u))) if u.host == "nobody"
+            VideoError::Run(run) if matches!(
+                &**run,
+                GpuWorkloadError::Attach(AttachError::UnknownHost(u)) if u.host == "nobody"
+            )
         ),
         "{e}"
     );

@@ -195,20 +195,27 @@ pub enum VideoError {
         /// The first failure in virtual time.
         first: String,
     },
-    /// The host is unknown, or attaching, the GPU runtime or a copy failed.
+    /// The host is unknown, or attaching, the GPU runtime or a copy failed (boxed: the GPU
+    /// workloads' error is large, and this one travels through every step of a run).
     #[error(transparent)]
-    Run(#[from] GpuWorkloadError),
+    Run(Box<GpuWorkloadError>),
+}
+
+impl From<GpuWorkloadError> for VideoError {
+    fn from(e: GpuWorkloadError) -> Self {
+        VideoError::Run(Box::new(e))
+    }
 }
 
 impl From<AttachError> for VideoError {
     fn from(e: AttachError) -> Self {
-        VideoError::Run(GpuWorkloadError::Attach(e))
+        GpuWorkloadError::Attach(e).into()
     }
 }
 
 impl From<crate::booted::Stuck> for VideoError {
     fn from(e: crate::booted::Stuck) -> Self {
-        VideoError::Run(GpuWorkloadError::Stuck(e))
+        GpuWorkloadError::Stuck(e).into()
     }
 }
 
@@ -328,10 +335,11 @@ fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
     }
     if let Some(id) = config.spoil {
         if id.stream >= config.streams || id.frame >= config.frames {
-            return Err(VideoError::Run(GpuWorkloadError::BadParameter(format!(
+            return Err(GpuWorkloadError::BadParameter(format!(
                 "the frame to spoil, {id}, is not in the run ({} streams of {} frames)",
                 config.streams, config.frames
-            ))));
+            ))
+            .into());
         }
     }
     Ok(())

@@ -544,5 +544,5 @@ fn spoil(gpu: &Member, offset: u64) -> Result<(), VideoError> {
 }
 
 fn bug(what: String) -> VideoError {
-    VideoError::Run(GpuWorkloadError::BadParameter(what))
+    GpuWorkloadError::BadParameter(what).into()
 }
