@@ -64,6 +64,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         name: "sriov-share",
         text: include_str!("../../../scenarios/sriov-share.toml"),
     },
+    ShippedScenario {
+        name: "video-lending",
+        text: include_str!("../../../scenarios/video-lending.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.

@@ -3,7 +3,7 @@
 //! JSON with `--json`); the experiments that sweep them are `exp train` and `exp video`.
 
 mod train;
-mod video;
+pub(crate) mod video;
 
 pub use train::TrainArgs;
 pub use video::VideoArgs;

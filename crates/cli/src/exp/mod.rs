@@ -206,6 +206,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
                 ExpName::Sriov | ExpName::SriovShare => {
                     "checks every byte the server reads anyway"
                 }
+                ExpName::Video => "checks every frame's features against its bytes anyway",
                 _ => "times its reads without checking them",
             }
         ));

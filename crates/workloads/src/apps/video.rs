@@ -1,1 +1,0 @@
-//! Multi-stream video analysis on a pool of GPUs (Paper II).
