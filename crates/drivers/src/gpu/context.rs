@@ -114,8 +114,24 @@ impl Shared {
     }
 
     /// Pinned host memory mapped for the GPU (zeroed).
+    /// Allocates pinned host memory mapped for the GPU; memory the GPU could not address is
+    /// given back and refused ([`GpuError::HostOutOfReach`]) rather than handed to a GPU that
+    /// would wait for it forever.
     pub(crate) fn alloc_pinned(&self, len: u64) -> Result<DmaBuffer, GpuError> {
-        Ok(self.handle.dma_alloc_coherent(len)?)
+        let buf = self.handle.dma_alloc_coherent(len)?;
+        let bits = self.props.dma_bits;
+        let reachable = bits >= 64
+            || buf
+                .bus
+                .get()
+                .checked_add(len.saturating_sub(1))
+                .is_some_and(|last| last < 1u64 << bits);
+        if !reachable {
+            let bus = buf.bus.get();
+            self.handle.dma_free_coherent(buf)?;
+            return Err(GpuError::HostOutOfReach { bus, len, bits });
+        }
+        Ok(buf)
     }
 
     /// Gives pinned memory back.

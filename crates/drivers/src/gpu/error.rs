@@ -66,6 +66,21 @@ pub enum GpuError {
         /// Bytes of the peer's memory its aperture covers (from offset 0).
         aperture: u64,
     },
+    /// Pinned host memory (for a ring, a semaphore or a buffer) appears to the GPU at an
+    /// address beyond its addressing limit: the GPU could never reach it (a GPU borrowed
+    /// through an NTB window high in the borrower's address space, say).
+    #[error(
+        "host memory appears to the GPU at {bus:#x}..{end:#x}, beyond its {bits}-bit reach",
+        end = bus.saturating_add(*len)
+    )]
+    HostOutOfReach {
+        /// The buffer's bus address as the GPU would use it.
+        bus: u64,
+        /// Its length.
+        len: u64,
+        /// The GPU's address bits.
+        bits: u8,
+    },
     /// Peer access to a GPU whose aperture lies beyond this GPU's addressing limit.
     #[error(
         "{peer}'s memory is at {base:#x} as this GPU sees it, beyond its {bits}-bit reach: no \

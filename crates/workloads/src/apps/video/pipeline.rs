@@ -21,7 +21,7 @@ use crate::progress::{self, Phase, Unit};
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::KernelId;
 use smartio_devices::gpu::Gpu;
-use smartio_drivers::gpu::{DeviceBuffer, GpuContext, HostBuffer, RuntimeCosts, Stream};
+use smartio_drivers::gpu::{DeviceBuffer, GpuContext, GpuError, HostBuffer, RuntimeCosts, Stream};
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
 use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
@@ -306,24 +306,20 @@ async fn close_all(contexts: impl IntoIterator<Item = GpuContext>) -> Result<(),
 }
 
 /// Fails if the GPU cannot address the host's pinned memory: a GPU with 40 address bits
-/// borrowed through an NTB window above 1 TiB would wait forever for its first command
-/// (the runtime's ring lies in that memory, and so does the notifier of its error).
+/// borrowed through an NTB window above 1 TiB could never fetch its commands (the runtime
+/// refuses such memory; this names the option and the host).
 fn check_reach(ctx: &GpuContext, spec: &str, host: &str) -> Result<(), VideoError> {
     let gpu = |e| VideoError::from(GpuWorkloadError::from(e));
-    let probe = ctx.host_alloc(FRAME_BYTES).map_err(gpu)?;
-    ctx.host_free(probe).map_err(gpu)?;
-    let bits = ctx.properties().dma_bits;
-    let limit = 1u64.checked_shl(u32::from(bits)).unwrap_or(u64::MAX);
-    let end = probe.bus.get().saturating_add(FRAME_BYTES);
-    if bits < 64 && end > limit {
-        return Err(VideoError::OutOfReach {
+    match ctx.host_alloc(FRAME_BYTES) {
+        Ok(probe) => ctx.host_free(probe).map_err(gpu),
+        Err(GpuError::HostOutOfReach { bus, bits, .. }) => Err(VideoError::OutOfReach {
             device: spec.to_string(),
             bits,
             host: host.to_string(),
-            addr: probe.bus.get(),
-        });
+            addr: bus,
+        }),
+        Err(e) => Err(gpu(e)),
     }
-    Ok(())
 }
 
 /// Gives a GPU its kernel, its zeroed ticket lock and its frame buffers with their streams.
