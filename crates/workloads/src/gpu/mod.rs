@@ -145,6 +145,40 @@ pub(crate) async fn open(
     Ok(GpuContext::open(handle, cluster_kernels.clone(), costs).await?)
 }
 
+/// Attaches devices `devices` of `bench` and opens the GPU runtime on each, in order; if one
+/// fails, the ones opened are closed and its error returned.
+pub(crate) async fn open_all(
+    kernels: &std::rc::Rc<smartio_devices::gpu::kernel::KernelLibrary<smartio_machine::Agent>>,
+    costs: RuntimeCosts,
+    bench: &Workbench,
+    devices: std::ops::Range<usize>,
+) -> Result<Vec<GpuContext>, GpuWorkloadError> {
+    let mut contexts = Vec::new();
+    for i in devices {
+        match open(kernels, costs, bench, i).await {
+            Ok(ctx) => contexts.push(ctx),
+            Err(e) => {
+                let _ = close_all(contexts).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(contexts)
+}
+
+/// Closes every context, all of them even when one fails; the first error.
+pub(crate) async fn close_all(
+    contexts: impl IntoIterator<Item = GpuContext>,
+) -> Result<(), GpuWorkloadError> {
+    let mut first = Ok(());
+    for ctx in contexts {
+        if let Err(e) = ctx.close().await {
+            first = first.and(Err(e.into()));
+        }
+    }
+    first
+}
+
 /// Runs `work` on two different GPUs `a` and `b` of `host` (each a GPU of the host or
 /// `lender:gpu`, borrowed for the run): both contexts are opened, given to `work`, closed
 /// and the GPUs given back even when `work` fails (its error first).
@@ -168,14 +202,16 @@ pub(crate) fn on_two_gpus<T: 'static>(
     let machine = cluster.machine.clone();
     crate::booted::run_workload(&cluster.machine, async move {
         let run = async {
-            let ga = open(&kernels, costs, &bench, 0).await?;
-            let gb = open(&kernels, costs, &bench, 1).await?;
-            let result = work(&machine, &bench, &ga, &gb).await;
-            let closed_a = ga.close().await;
-            let closed_b = gb.close().await;
+            let gpus = open_all(&kernels, costs, &bench, 0..2).await?;
+            let result = match gpus.as_slice() {
+                [ga, gb] => work(&machine, &bench, ga, gb).await,
+                _ => Err(GpuWorkloadError::Internal(
+                    "two GPUs opened, not two contexts",
+                )),
+            };
+            let closed = close_all(gpus).await;
             let r = result?;
-            closed_a?;
-            closed_b?;
+            closed?;
             Ok(r)
         };
         bench.detach_after(run).await

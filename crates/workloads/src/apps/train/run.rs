@@ -6,7 +6,7 @@ use super::kernels::{self, StepParams};
 use super::{EpochTime, ExchangeRoute, TrainConfig, TrainGpu, TrainResult, GRADIENT_BYTES};
 use crate::attach::Workbench;
 use crate::fio::FioError;
-use crate::gpu::{host_memory, open, path, GpuWorkloadError};
+use crate::gpu::{close_all, host_memory, open_all, path, GpuWorkloadError};
 use crate::progress;
 use smartio_devices::gpu::kernel::KernelLibrary;
 use smartio_devices::gpu::spec::{GpuAddr, KernelId};
@@ -183,25 +183,15 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
         }
         None => (Reader::Native(crate::fio::bind_nvme(bench).await?.0), 1),
     };
-    let mut contexts = Vec::new();
-    for i in 0..s.gpus.len() {
-        match open(&s.kernels, s.costs, bench, first_gpu + i).await {
-            Ok(ctx) => contexts.push(ctx),
-            Err(e) => {
-                for ctx in contexts {
-                    let _ = ctx.close().await;
-                }
-                return Err(e);
-            }
-        }
-    }
+    let contexts = open_all(
+        &s.kernels,
+        s.costs,
+        bench,
+        first_gpu..first_gpu + s.gpus.len(),
+    )
+    .await?;
     let result = train_on(bench, &s, reader.clone(), &contexts).await;
-    let mut closed = Ok(());
-    for ctx in contexts {
-        if let Err(e) = ctx.close().await {
-            closed = closed.and(Err(e));
-        }
-    }
+    let closed = close_all(contexts).await;
     let left = match reader {
         Reader::Native(_) => Ok(()),
         Reader::Client { client, queue, .. } => {

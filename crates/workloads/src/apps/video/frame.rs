@@ -341,40 +341,45 @@ pub fn feature_kernel() -> KernelFn<Agent> {
             let ticket = t.atomic_add_u64(p.lock, 1).await?;
             t.wait_until(p.lock + 8, |serving| serving == ticket)
                 .await?;
-            let start_cycles = t.clock64().await;
-            let mut piece = vec![0u8; PIECE.min(len)];
-            let mut d = Digest::new();
-            let mut at = 0;
-            while at < len {
-                let n = PIECE.min(len - at);
-                let buf = &mut piece[..n];
-                t.load(p.frame.offset(at as u64), buf).await?;
-                d.update(buf);
-                at += n;
-            }
-            let features = Features {
-                magic: MAGIC,
-                id: p.id,
-                digest: d.finish(),
-                len: p.len,
-                entry_cycles,
-                start_cycles,
-                end_cycles: 0,
-            };
-            drop(piece);
-            t.nanosleep(SimDuration::from_ns(p.compute_ns)).await;
-            let end_cycles = t.clock64().await;
-            t.store(
-                p.features,
-                &Features {
-                    end_cycles,
-                    ..features
+            // The turn is handed on however the work ends: a fault here must not leave the
+            // GPU's other frame waiting for it forever.
+            let worked = async {
+                let start_cycles = t.clock64().await;
+                let mut piece = vec![0u8; PIECE.min(len)];
+                let mut d = Digest::new();
+                let mut at = 0;
+                while at < len {
+                    let n = PIECE.min(len - at);
+                    let buf = &mut piece[..n];
+                    t.load(p.frame.offset(at as u64), buf).await?;
+                    d.update(buf);
+                    at += n;
                 }
-                .encode(),
-            )
-            .await?;
+                let features = Features {
+                    magic: MAGIC,
+                    id: p.id,
+                    digest: d.finish(),
+                    len: p.len,
+                    entry_cycles,
+                    start_cycles,
+                    end_cycles: 0,
+                };
+                drop(piece);
+                t.nanosleep(SimDuration::from_ns(p.compute_ns)).await;
+                let end_cycles = t.clock64().await;
+                t.store(
+                    p.features,
+                    &Features {
+                        end_cycles,
+                        ..features
+                    }
+                    .encode(),
+                )
+                .await
+            }
+            .await;
             t.atomic_add_u64(p.lock + 8, 1).await?;
-            Ok(())
+            worked
         })
     })
 }

@@ -16,7 +16,7 @@ use super::frame::{self, Features, FrameId, KernelParams, FEATURE_BYTES, FRAME_B
 use super::{PoolGpu, VideoConfig, VideoError, VideoResult, IN_FLIGHT_PER_GPU};
 use crate::apps::gpu_profile;
 use crate::attach::Workbench;
-use crate::gpu::{host_memory, open, GpuWorkloadError};
+use crate::gpu::{close_all, host_memory, open_all, GpuWorkloadError};
 use crate::progress::{self, Phase, Unit};
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::KernelId;
@@ -54,12 +54,11 @@ struct Member {
     profile: String,
     /// The profile's time per frame.
     compute: SimDuration,
-    clock_khz: u64,
     ctx: GpuContext,
     /// The model, for the test hook that spoils a frame in device memory.
     model: Option<Rc<Gpu<Agent>>>,
     res: Resources,
-    /// Buffers not holding a frame, lowest first.
+    /// Buffers not holding a frame, in the order they were freed.
     free: RefCell<VecDeque<usize>>,
     freed: Notify,
     /// Frames given to this GPU, not yet decoding.
@@ -98,6 +97,16 @@ impl Cores {
     }
 }
 
+/// A core held for one frame's decode; given back when dropped, however the frame's task
+/// ends.
+struct CoreHold(Rc<Run>);
+
+impl Drop for CoreHold {
+    fn drop(&mut self) {
+        self.0.cores.release();
+    }
+}
+
 /// The moments of one frame's life.
 #[derive(Debug, Clone, Copy, Default)]
 struct Record {
@@ -109,6 +118,8 @@ struct Record {
     kernel_start: SimTime,
     kernel_end: SimTime,
     done: SimTime,
+    /// Its features came back and matched.
+    verified: bool,
 }
 
 /// Everything the tasks share.
@@ -125,8 +136,8 @@ struct Run {
     captured_all: Cell<bool>,
     finished: Cell<u64>,
     all_done: Notify,
-    /// Frames whose features did not match: when, and why.
-    mismatches: RefCell<Vec<(SimTime, String)>>,
+    /// Frames whose features did not match, and why, in the order they were found.
+    mismatches: RefCell<Vec<String>>,
     /// The first failure of the GPU runtime or host memory.
     error: RefCell<Option<VideoError>>,
     progress: RefCell<Phase>,
@@ -194,21 +205,7 @@ pub(super) fn run(
     let config = config.clone();
     crate::booted::run_workload(&cluster.machine, async move {
         let work = async {
-            let mut contexts = Vec::new();
-            for (i, g) in pool.iter().enumerate() {
-                let opened = match open(&kernels, costs, &bench, i).await {
-                    Ok(ctx) => {
-                        let reach = check_reach(&ctx, &g.spec, &config.host);
-                        contexts.push(ctx);
-                        reach
-                    }
-                    Err(e) => Err(e.into()),
-                };
-                if let Err(e) = opened {
-                    let _ = close_all(contexts).await;
-                    return Err(e);
-                }
-            }
+            let contexts = open_all(&kernels, costs, &bench, 0..pool.len()).await?;
             let mut members = Vec::new();
             let mut failed = None;
             let mut unused = Vec::new();
@@ -219,13 +216,12 @@ pub(super) fn run(
                     unused.push(ctx);
                     continue;
                 }
-                match set_up(&ctx).await {
+                match set_up(&ctx, &g.spec, &config.host).await {
                     Ok(res) => members.push(Member {
                         spec: g.spec,
                         borrowed: g.borrowed,
                         profile,
                         compute,
-                        clock_khz: ctx.properties().clock_khz,
                         model,
                         free: RefCell::new((0..res.slots.len()).collect()),
                         freed: Notify::new(),
@@ -279,8 +275,8 @@ pub(super) fn run(
             run.all_done.notified().await;
             let outcome = summary::summarize(&run, &scenario, cores, start);
             let run = Rc::try_unwrap(run).map_err(|_| {
-                GpuWorkloadError::BadParameter(
-                    "the video tasks still hold the GPUs after the last frame".into(),
+                GpuWorkloadError::Internal(
+                    "the video tasks still hold the GPUs after the last frame",
                 )
             })?;
             let closed = close_all(run.gpus.into_iter().map(|m| m.ctx)).await;
@@ -292,39 +288,19 @@ pub(super) fn run(
     })
 }
 
-/// Closes every context; the first error.
-async fn close_all(contexts: impl IntoIterator<Item = GpuContext>) -> Result<(), VideoError> {
-    let mut first = Ok(());
-    for ctx in contexts {
-        if let Err(e) = ctx.close().await {
-            if first.is_ok() {
-                first = Err(GpuWorkloadError::from(e).into());
-            }
-        }
-    }
-    first
-}
-
-/// Fails if the GPU cannot address the host's pinned memory: a GPU with 40 address bits
-/// borrowed through an NTB window above 1 TiB could never fetch its commands (the runtime
-/// refuses such memory; this names the option and the host).
-fn check_reach(ctx: &GpuContext, spec: &str, host: &str) -> Result<(), VideoError> {
-    let gpu = |e| VideoError::from(GpuWorkloadError::from(e));
-    match ctx.host_alloc(FRAME_BYTES) {
-        Ok(probe) => ctx.host_free(probe).map_err(gpu),
-        Err(GpuError::HostOutOfReach { bus, bits, .. }) => Err(VideoError::OutOfReach {
+/// Gives a GPU (`spec`, of the pool of `host`) its kernel, its zeroed ticket lock and its
+/// frame buffers with their streams. A GPU that cannot address the host's pinned memory — a
+/// GPU with 40 address bits borrowed through an NTB window above 1 TiB — is refused by name.
+async fn set_up(ctx: &GpuContext, spec: &str, host: &str) -> Result<Resources, VideoError> {
+    let gpu = |e| match e {
+        GpuError::HostOutOfReach { bus, bits, .. } => VideoError::OutOfReach {
             device: spec.to_string(),
             bits,
             host: host.to_string(),
             addr: bus,
-        }),
-        Err(e) => Err(gpu(e)),
-    }
-}
-
-/// Gives a GPU its kernel, its zeroed ticket lock and its frame buffers with their streams.
-async fn set_up(ctx: &GpuContext) -> Result<Resources, VideoError> {
-    let gpu = |e| VideoError::from(GpuWorkloadError::from(e));
+        },
+        e => VideoError::from(GpuWorkloadError::from(e)),
+    };
     let kernel = ctx.load_kernel(frame::KERNEL_NAME, frame::feature_kernel());
     let lock = ctx.malloc(LOCK_BYTES).map_err(gpu)?;
     // The lock starts at zero (a cudaMemset, as a copy from zeroed pinned memory).
@@ -402,18 +378,17 @@ async fn feed(run: Rc<Run>, g: usize) {
             gpu.freed.notified().await;
         };
         run.cores.acquire().await;
-        run.machine.spawn(frame_task(run.clone(), g, slot, id));
+        let core = CoreHold(run.clone());
+        run.machine
+            .spawn(frame_task(run.clone(), g, slot, id, core));
     }
 }
 
 /// One frame, start to end; its buffer is free again afterwards, whatever happened.
-async fn frame_task(run: Rc<Run>, g: usize, slot: usize, id: FrameId) {
-    match process(&run, g, slot, id).await {
+async fn frame_task(run: Rc<Run>, g: usize, slot: usize, id: FrameId, core: CoreHold) {
+    match process(&run, g, slot, id, core).await {
         Ok(None) => {}
-        Ok(Some(why)) => run
-            .mismatches
-            .borrow_mut()
-            .push((run.cpu.now(), format!("{id}: {why}"))),
+        Ok(Some(why)) => run.mismatches.borrow_mut().push(format!("{id}: {why}")),
         Err(e) => {
             run.error.borrow_mut().get_or_insert(e);
         }
@@ -436,22 +411,22 @@ async fn process(
     g: usize,
     slot: usize,
     id: FrameId,
+    core: CoreHold,
 ) -> Result<Option<String>, VideoError> {
     let Some((gpu, s)) = run
         .gpus
         .get(g)
         .and_then(|gpu| Some((gpu, gpu.res.slots.get(slot)?)))
     else {
-        // The core the feeder took goes back, or the decoders would run short.
-        run.cores.release();
-        return Err(bug(format!("no buffer {slot} of GPU {g}")));
+        return Err(bug("a frame task was given a buffer its GPU does not have"));
     };
-    // Decode on the core the feeder took, straight into the GPU's pinned buffer.
+    // Decode on the core the feeder took (given back once decoded), straight into the GPU's
+    // pinned buffer.
     let decode_start = run.cpu.now();
     run.cpu.sleep(run.decode).await;
     let (want, written) = decode_into(&run.os, id, s.host_in.cpu);
     let decode_end = run.cpu.now();
-    run.cores.release();
+    drop(core);
     written?;
     run.update(id, |r| {
         r.decode_start = decode_start;
@@ -489,15 +464,16 @@ async fn process(
         .await
         .map_err(rt)?;
     let done = run.cpu.now();
-    let features =
-        Features::decode(&out).ok_or_else(|| bug("a short feature vector".to_string()))?;
+    let features = Features::decode(&out).ok_or_else(|| bug("a short feature vector"))?;
     let at = |cycles: u64| {
-        let ps = u128::from(cycles) * 1_000_000_000 / u128::from(gpu.clock_khz.max(1));
+        let khz = gpu.ctx.properties().clock_khz.max(1);
+        let ps = u128::from(cycles) * 1_000_000_000 / u128::from(khz);
         SimTime(u64::try_from(ps).unwrap_or(u64::MAX))
     };
     let mismatch = features.mismatch(id, want, FRAME_BYTES);
     run.update(id, |r| {
         r.done = done;
+        r.verified = mismatch.is_none();
         if mismatch.is_none() {
             r.kernel_entry = at(features.entry_cycles);
             r.kernel_start = at(features.start_cycles);
@@ -531,14 +507,15 @@ fn spoil(gpu: &Member, offset: u64) -> Result<(), VideoError> {
     let model = gpu
         .model
         .as_ref()
-        .ok_or_else(|| bug(format!("{} has no GPU model to spoil a frame in", gpu.spec)))?;
+        .ok_or_else(|| bug("the GPU to spoil a frame in has no model"))?;
     let mut b = [0u8; 1];
     model
         .peek(offset, &mut b)
         .and_then(|()| model.poke(offset, &[!b[0]]))
-        .map_err(|e| bug(format!("spoiling a frame: {e}")))
+        .map_err(|_| bug("the byte to spoil is outside the GPU's memory"))
 }
 
-fn bug(what: String) -> VideoError {
-    GpuWorkloadError::BadParameter(what).into()
+/// An emulator bug: the workload broke one of its own invariants.
+fn bug(what: &'static str) -> VideoError {
+    GpuWorkloadError::Internal(what).into()
 }

@@ -22,7 +22,7 @@ pub(super) fn summarize(
         return Err(e);
     }
     let mismatches = run.mismatches.borrow();
-    if let Some((_, first)) = mismatches.iter().min_by_key(|(at, _)| *at) {
+    if let Some(first) = mismatches.first() {
         return Err(VideoError::Verify {
             failed: mismatches.len() as u64,
             frames: run.total(),
@@ -30,6 +30,15 @@ pub(super) fn summarize(
         });
     }
     let records = run.records.borrow();
+    // Every frame came back once and matched: a frame never processed (or one processed
+    // twice in its place) is a bug of the workload, not a result.
+    let verified = records.iter().filter(|r| r.verified).count() as u64;
+    if verified != run.total() {
+        return Err(crate::gpu::GpuWorkloadError::Internal(
+            "a frame was never processed (or another was processed twice)",
+        )
+        .into());
+    }
     let frames = run.config.frames as usize;
     let end = records.iter().map(|r| r.done).max().unwrap_or(start);
     let span = end.since(start);
@@ -113,7 +122,7 @@ pub(super) fn summarize(
         stream_fps,
         latency_ns: LatencySummary::from_ps(&latencies),
         stages,
-        frames_verified: records.len() as u64,
+        frames_verified: verified,
         span_ms: ms(span),
         borrowed: gpus
             .iter()
