@@ -436,7 +436,7 @@ pub fn whole(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
 }
 
 /// A whole number that fits `u32` by its bound.
-fn whole_u32(text: &str, min: u64, max: u64, why: &str) -> Result<u32, String> {
+pub fn whole_u32(text: &str, min: u64, max: u64, why: &str) -> Result<u32, String> {
     let v = whole(text, min, max, why)?;
     u32::try_from(v).map_err(|_| format!("must be {min}..={max}"))
 }

@@ -40,8 +40,7 @@ pub struct VideoArgs {
 }
 
 fn whole_u32(text: &str, min: u32, max: u32, why: &str) -> Result<u32, String> {
-    let v = crate::args::whole(text, u64::from(min), u64::from(max), why)?;
-    u32::try_from(v).map_err(|_| format!("must be {min}..={max}"))
+    crate::args::whole_u32(text, u64::from(min), u64::from(max), why)
 }
 
 /// `--streams`.

@@ -235,7 +235,7 @@ fn notes(
     notes.push(match crossover {
         Some(r) => format!(
             "crossover at {} streams: the borrowed GPU adds {:+.1} % ({:.1} against {:.1} \
-             frames/s); below it the local GPUs keep up and the totals agree within {:.0} %. \
+             frames/s); below it the totals agree within {:.0} %. \
              See it with `smartio app video{scenario} --streams {} --frames {frames} --gpus \
              {}` and the same without --gpus (all GPUs, {} borrowed)",
             r.streams,

@@ -85,7 +85,8 @@ pub fn fill(id: FrameId, offset: u64, buf: &mut [u8]) {
 }
 
 /// Frame `id`'s first `len` decoded bytes (see [`fill`]).
-pub fn pattern(id: FrameId, len: u64) -> Vec<u8> {
+#[cfg(test)]
+fn pattern(id: FrameId, len: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; len as usize];
     fill(id, 0, &mut bytes);
     bytes
@@ -184,7 +185,8 @@ impl Digest {
 }
 
 /// The [`Digest`] of `bytes`.
-pub fn digest(bytes: &[u8]) -> u64 {
+#[cfg(test)]
+fn digest(bytes: &[u8]) -> u64 {
     let mut d = Digest::new();
     d.update(bytes);
     d.finish()

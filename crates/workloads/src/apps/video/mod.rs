@@ -27,13 +27,14 @@
 //! achieves drops below `fps`. A stream's rate is how fast its frames come out: its frames
 //! but one over the time from its first frame verified to its last. Everything runs on the
 //! emulated machine (decodes are CPU time, copies cross the fabric, a borrowed GPU's copies
-//! cross the NTBs); the one figure taken from outside is each GPU profile's `eir_frame_ns`,
-//! which the calibration derives from Paper II, and the CPU's `decode_frame_ns`.
+//! cross the NTBs); the two figures taken from outside are each GPU profile's
+//! `eir_frame_ns`, which the calibration derives from Paper II, and the CPU's
+//! `decode_frame_ns`.
 
-pub mod frame;
+mod frame;
 mod pipeline;
 
-pub use frame::{FrameId, FEATURE_BYTES, FRAME_BYTES};
+pub use frame::FrameId;
 
 use crate::attach::{check_device_name, AttachError};
 use crate::booted::UnknownHost;
