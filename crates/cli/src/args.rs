@@ -99,6 +99,9 @@ pub enum Command {
     /// The papers' experiments on the device API and the distributed NVMe driver: a table
     /// (or JSON), and SVG figures with --plots DIR.
     Exp(crate::exp::ExpArgs),
+    /// Run the papers' reproduced figures: each paper statement (with its source line), the
+    /// emulated result and a verdict computed by a stated rule; --html writes a report.
+    Repro(crate::repro::ReproArgs),
     /// A short tour on a shipped scenario.
     Demo,
 }

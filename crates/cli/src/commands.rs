@@ -325,6 +325,14 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Iperf(args) => crate::iperf::run(&calibration, args),
         Command::App { app } => crate::app::run(&calibration, app),
         Command::Exp(args) => exp::run(&calibration, args),
+        Command::Repro(args) => {
+            let text = match &cli.calibration {
+                Some(p) => std::fs::read_to_string(p)
+                    .map_err(|e| format!("--calibration {p}: cannot read the calibration: {e}"))?,
+                None => smartio_calibration::DEFAULT_CALIBRATION.to_string(),
+            };
+            crate::repro::run(&calibration, &text, args)
+        }
         Command::Demo => demo::demo(&calibration),
     }
 }

@@ -30,6 +30,7 @@ mod iperf;
 mod output;
 mod progress;
 mod render;
+mod repro;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
 // fresh zeroed pages from the kernel each time (which cost more than the simulation).

@@ -31,7 +31,7 @@ use smartio_cluster::Cluster;
 use std::path::PathBuf;
 
 /// The experiments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum ExpName {
     /// QD1 4 KiB reads by a distributed-driver client with its SQ in borrower RAM, lender
     /// RAM, a GPU next to the controller, or the controller's memory (Paper V Fig. 34).
@@ -82,7 +82,7 @@ pub enum ExpName {
 
 impl ExpName {
     /// The shipped scenario the experiment runs on unless `--scenario` says otherwise.
-    fn default_scenario(self) -> &'static str {
+    pub fn default_scenario(self) -> &'static str {
         match self {
             ExpName::SqPlacement => "cluster-switch",
             ExpName::Multicast => "cascade-60",
@@ -236,22 +236,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             iommu_penalty::IOMMU_SCENARIO
         ));
     }
-    let report = match args.name {
-        ExpName::SqPlacement => sq_placement::run(&setup)?,
-        ExpName::Multicast => multicast::run(&setup)?,
-        ExpName::Failover => failover::run(&setup, args.verify)?,
-        ExpName::Share30 => share::run(&setup)?,
-        ExpName::NvmeofCompare => nvmeof::run(&setup)?,
-        ExpName::VmNvme => vm_nvme::run(&setup)?,
-        ExpName::Migrate => migrate::run(&setup)?,
-        ExpName::IommuPenalty => iommu_penalty::run(&setup)?,
-        ExpName::VmP2p => vm_p2p::run(&setup)?,
-        ExpName::GpuNvme => gpu_nvme::run(&setup)?,
-        ExpName::Sriov => sriov::run(&setup)?,
-        ExpName::SriovShare => sriov_share::run(&setup)?,
-        ExpName::Train => train::run(&setup)?,
-        ExpName::Video => video::run(&setup)?,
-    };
+    let report = produce(&setup, args.name, args.verify)?;
     let written = match &args.plots {
         Some(dir) => report
             .plots
@@ -302,6 +287,26 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Runs experiment `name` on `setup` (its arguments already checked).
+pub fn produce(setup: &Setup, name: ExpName, verify: bool) -> Result<Report, String> {
+    match name {
+        ExpName::SqPlacement => sq_placement::run(setup),
+        ExpName::Multicast => multicast::run(setup),
+        ExpName::Failover => failover::run(setup, verify),
+        ExpName::Share30 => share::run(setup),
+        ExpName::NvmeofCompare => nvmeof::run(setup),
+        ExpName::VmNvme => vm_nvme::run(setup),
+        ExpName::Migrate => migrate::run(setup),
+        ExpName::IommuPenalty => iommu_penalty::run(setup),
+        ExpName::VmP2p => vm_p2p::run(setup),
+        ExpName::GpuNvme => gpu_nvme::run(setup),
+        ExpName::Sriov => sriov::run(setup),
+        ExpName::SriovShare => sriov_share::run(setup),
+        ExpName::Train => train::run(setup),
+        ExpName::Video => video::run(setup),
+    }
 }
 
 /// A new table in the style every experiment uses.

@@ -71,6 +71,13 @@ impl Plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create the plot directory {}: {e}", dir.display()))?;
         let path = dir.join(&self.file);
+        let svg = self.svg()?;
+        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// The figure as SVG text.
+    pub fn svg(&self) -> Result<String, String> {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -79,8 +86,7 @@ impl Plot {
             root.present()
                 .map_err(|e| format!("drawing {}: {e}", self.file))?;
         }
-        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(path)
+        Ok(svg)
     }
 
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {

@@ -1,0 +1,706 @@
+//! The reproduced figures: each states the paper's claim and its source line, runs what
+//! measures it, and computes its verdict by the rule it states.
+//!
+//! Sources: "thesis" is `000_*.txt` in the seeds (Paper V is its last paper, Paper IV the
+//! ICPP'18 journal version, Paper II the EIR demo, Paper III the NOSSDAV'16 paper); "seed
+//! 003"/"seed 004" are the distributed-driver paper and the NVMe-oF white paper.
+
+use super::{Ctx, Figure, Finding};
+use crate::exp::{Bar, Chart, ExpName, Plot};
+use serde_json::Value;
+use smartio_cluster::Cluster;
+use smartio_workloads::apps::video::{video, VideoConfig};
+use smartio_workloads::{
+    bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, pingpong, CounterPlace, DmaSample,
+    GpuBandwidthConfig, GpuCopyDirection, GpuP2pConfig, GpuPingPongConfig, P2pDirection,
+    PingPongConfig,
+};
+
+/// Every figure, in the papers' order.
+pub fn all() -> Vec<Figure> {
+    vec![
+        Figure {
+            id: "III-rtt",
+            paper: "Paper III §5 (PXH830)",
+            claim: "RAM-to-RAM latency over a back-to-back NTB link is 550-580 ns one way",
+            source: "thesis line 4281",
+            run: ram_to_ram,
+        },
+        Figure {
+            id: "II-3",
+            paper: "Paper II Fig. 3",
+            claim: "three local GPUs keep up with up to 7 full-HD streams; more need the borrowed GPU",
+            source: "thesis lines 3517-3518",
+            run: video_crossover,
+        },
+        Figure {
+            id: "IV-21",
+            paper: "Paper IV Fig. 21",
+            claim: "training is slower with the GPUs remote, natively and in a VM, and the local VM is slower than the native remote",
+            source: "thesis lines 7184-7187",
+            run: keras_vms,
+        },
+        Figure {
+            id: "V-18",
+            paper: "Paper V Fig. 18",
+            claim: "a GPU kernel operates the NVMe through queues in GPU memory without the CPU, as fast as the CPU does",
+            source: "thesis line 8467",
+            run: gpu_nvme,
+        },
+        Figure {
+            id: "V-22",
+            paper: "Paper V Fig. 22",
+            claim: "a borrowed GPU's DMA bandwidth is the same as the local baseline's",
+            source: "thesis line 8716",
+            run: gpu_local_equals_borrowed,
+        },
+        Figure {
+            id: "V-23",
+            paper: "Paper V Fig. 23",
+            claim: "one more hop lowers the GPU's DMA reads (link utilization); writes are not affected",
+            source: "thesis line 8771",
+            run: gpu_extra_hop,
+        },
+        Figure {
+            id: "V-24",
+            paper: "Paper V Fig. 24",
+            claim: "peer-to-peer throughput between two borrowed GPUs of one lender equals local (shortest path)",
+            source: "thesis line 8838",
+            run: p2p_same_lender,
+        },
+        Figure {
+            id: "V-25",
+            paper: "Paper V Fig. 25",
+            claim: "GPU-to-GPU ping-pong latency of two borrowed GPUs equals local",
+            source: "thesis line 8841",
+            run: pingpong_same_lender,
+        },
+        Figure {
+            id: "V-26",
+            paper: "Paper V Fig. 26",
+            claim: "GPUs in different lenders: peer-to-peer throughput drops for small transfers, not for large",
+            source: "thesis line 8872",
+            run: p2p_two_lenders,
+        },
+        Figure {
+            id: "V-27",
+            paper: "Paper V Fig. 27",
+            claim: "GPUs in different lenders add ping-pong latency, less than the chips' worst-case sum (132+170+132+150 = 584 ns)",
+            source: "thesis lines 8873-8881",
+            run: pingpong_two_lenders,
+        },
+        Figure {
+            id: "V-28",
+            paper: "Paper V Fig. 28",
+            claim: "a borrowed SR-IOV virtual function sends as fast as one used locally",
+            source: "thesis line 8960",
+            run: sriov_lent,
+        },
+        Figure {
+            id: "V-29",
+            paper: "Paper V Fig. 29",
+            claim: "the lender and a borrower share one SR-IOV adapter simultaneously, each with a VF",
+            source: "thesis line 8971",
+            run: sriov_shared,
+        },
+        Figure {
+            id: "V-30",
+            paper: "Paper V Fig. 30",
+            claim: "training with every device on one lender takes about as long as local; two lenders slightly longer",
+            source: "thesis lines 9021-9037",
+            run: keras_lenders,
+        },
+        Figure {
+            id: "V-31",
+            paper: "Paper V Fig. 31",
+            claim: "with the lender IOMMU, DMA reads drop from 10.2 GB/s to a little over 1.5 GB/s; writes drop less",
+            source: "thesis line 9132",
+            run: iommu_penalty,
+        },
+        Figure {
+            id: "V-34",
+            paper: "Paper V Fig. 34",
+            claim: "moving the SQ closer to the NVMe lowers the command completion latency",
+            source: "thesis line 9291",
+            run: sq_placement,
+        },
+        Figure {
+            id: "004-10",
+            paper: "seed 004 Fig. 10",
+            claim: "NVMe-oF over RDMA adds about 7.5 µs to a read; SmartIO remote adds (almost) nothing",
+            source: "seed 004 line 172",
+            run: nvmeof,
+        },
+    ]
+}
+
+fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
+    Cluster::new(scenario, ctx.calibration()).map_err(|e| e.to_string())
+}
+
+/// `a` relative to `b`, in percent.
+fn pct(a: f64, b: f64) -> f64 {
+    (a / b - 1.0) * 100.0
+}
+
+fn gbs(bytes_per_s: f64) -> String {
+    format!("{:.2} GB/s", bytes_per_s / 1e9)
+}
+
+/// The median throughput of the `size`-byte sample.
+fn at(samples: &[DmaSample], size: u64) -> f64 {
+    samples
+        .iter()
+        .find(|s| s.size_bytes == size)
+        .map_or(0.0, |s| s.median_bytes_per_s)
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+fn bars(file: &str, title: &str, y: &str, bars: Vec<(String, f64)>) -> Plot {
+    Plot {
+        file: file.into(),
+        title: title.into(),
+        x_label: String::new(),
+        y_label: y.into(),
+        chart: Chart::Bars(
+            bars.into_iter()
+                .map(|(label, value)| Bar {
+                    label,
+                    value,
+                    range: None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
+    let r = pingpong(
+        &cluster(ctx, "vm-back-to-back")?,
+        &PingPongConfig {
+            from: "borrower".into(),
+            to: "lender".into(),
+            iterations: 200,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let one_way = r.rtt_ns.p50 / 2.0;
+    Ok(Finding {
+        measured: format!("{one_way:.0} ns one way (p50), borrower ↔ lender on vm-back-to-back"),
+        rule: "550 ≤ one way ≤ 580 ns".into(),
+        holds: (550.0..=580.0).contains(&one_way),
+        plots: Vec::new(),
+    })
+}
+
+fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
+    let local = ["gpu0", "gpu1", "gpu2"];
+    let pool = ["gpu0", "gpu1", "gpu2", "machine-b:gpu0"];
+    let total = |streams: u32, gpus: &[&str]| -> Result<f64, String> {
+        let config = VideoConfig {
+            host: "machine-a".into(),
+            gpus: gpus.iter().map(|g| g.to_string()).collect(),
+            streams,
+            fps: 30,
+            frames: 24,
+            spoil: None,
+        };
+        video(&cluster(ctx, "video-lending")?, &config)
+            .map(|r| r.total_fps)
+            .map_err(|e| e.to_string())
+    };
+    let (l7, p7) = (total(7, &local)?, total(7, &pool)?);
+    let (l8, p8) = (total(8, &local)?, total(8, &pool)?);
+    let (g7, g8) = (pct(p7, l7), pct(p8, l8));
+    Ok(Finding {
+        measured: format!(
+            "7 streams: {l7:.1} frames/s local, {p7:.1} with the borrowed K40c ({g7:+.1} %); \
+             8 streams: {l8:.1} and {p8:.1} ({g8:+.1} %)"
+        ),
+        rule: "the borrowed GPU adds at most 1 % at 7 streams and more than 1 % at 8".into(),
+        holds: g7 <= 1.0 && g8 > 1.0,
+        plots: vec![bars(
+            "ii-3.svg",
+            "Total frames/s at 7 and 8 streams",
+            "frames/s",
+            vec![
+                ("7, local".into(), l7),
+                ("7, +borrowed".into(), p7),
+                ("8, local".into(), l8),
+                ("8, +borrowed".into(), p8),
+            ],
+        )],
+    })
+}
+
+/// Each placement of `exp train` and its mean epoch time.
+type Epochs = Vec<(String, f64)>;
+
+/// The mean epoch time of each placement of `exp train`, by label, and its plots.
+fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), String> {
+    let report = ctx.exp(ExpName::Train, Some(1))?;
+    let rows = report
+        .json
+        .as_array()
+        .ok_or("exp train gave no rows")?
+        .iter()
+        .map(|r| {
+            (
+                r["placement"].as_str().unwrap_or("").to_string(),
+                num(&r["run"]["mean_epoch_ns"]),
+            )
+        })
+        .collect();
+    Ok((rows, report.plots.clone()))
+}
+
+fn epoch(rows: &[(String, f64)], label: &str) -> f64 {
+    rows.iter()
+        .find(|(l, _)| l == label)
+        .map_or(f64::NAN, |r| r.1)
+}
+
+fn keras_vms(ctx: &Ctx) -> Result<Finding, String> {
+    let (rows, plots) = train_epochs(ctx)?;
+    let (nat_loc, nat_rem) = (epoch(&rows, "NatLoc"), epoch(&rows, "NatRem-IOMMU"));
+    let (vm_loc, vm_rem) = (epoch(&rows, "VMLoc (VFIO)"), epoch(&rows, "VMRem (MDEV)"));
+    let nat_rem_sw = epoch(&rows, "single lender");
+    Ok(Finding {
+        measured: format!(
+            "epoch: NatLoc {:.1} ms, NatRem-IOMMU {:+.2} %, VMLoc {:+.4} %, VMRem {:+.2} %, \
+             NatRem-SW {:+.4} % (against NatLoc)",
+            nat_loc / 1e6,
+            pct(nat_rem, nat_loc),
+            pct(vm_loc, nat_loc),
+            pct(vm_rem, nat_loc),
+            pct(nat_rem_sw, nat_loc)
+        ),
+        rule: "NatRem-IOMMU > NatLoc, VMRem > VMLoc, VMLoc > NatRem-SW".into(),
+        holds: nat_rem > nat_loc && vm_rem > vm_loc && vm_loc > nat_rem_sw,
+        plots,
+    })
+}
+
+fn keras_lenders(ctx: &Ctx) -> Result<Finding, String> {
+    let (rows, plots) = train_epochs(ctx)?;
+    let local = epoch(&rows, "local devices");
+    let one = epoch(&rows, "single lender");
+    let two = epoch(&rows, "two lenders");
+    Ok(Finding {
+        measured: format!(
+            "epoch: local {:.1} ms, single lender {:+.4} %, two lenders {:+.4} %",
+            local / 1e6,
+            pct(one, local),
+            pct(two, local)
+        ),
+        rule: "single lender within 2 % of local; two lenders slower than one, within 5 %".into(),
+        holds: pct(one, local).abs() <= 2.0 && two > one && pct(two, local) <= 5.0,
+        plots,
+    })
+}
+
+fn gpu_nvme(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::GpuNvme, Some(512))?;
+    let rows = report.json.as_array().ok_or("exp gpu-nvme gave no rows")?;
+    let mut worst: f64 = 0.0;
+    let mut measured = Vec::new();
+    for r in rows {
+        let (g, c) = (
+            num(&r["gpu_driven"]["mib_s"]),
+            num(&r["cpu_driven"]["mib_s"]),
+        );
+        worst = worst.max(pct(g, c).abs());
+        measured.push(format!(
+            "{}:{} kernel {g:.0} MiB/s, CPU {c:.0} MiB/s",
+            r["host"].as_str().unwrap_or(""),
+            r["gpu"].as_str().unwrap_or("")
+        ));
+    }
+    Ok(Finding {
+        measured: measured.join("; "),
+        rule: "GPU-driven within 5 % of CPU-driven for every GPU".into(),
+        holds: !rows.is_empty() && worst <= 5.0,
+        plots: report.plots.clone(),
+    })
+}
+
+fn gpu_bw(
+    ctx: &Ctx,
+    scenario: &str,
+    host: &str,
+    device: &str,
+    direction: GpuCopyDirection,
+    sizes: &[u64],
+) -> Result<Vec<DmaSample>, String> {
+    let config = GpuBandwidthConfig {
+        host: host.into(),
+        device: device.into(),
+        direction,
+        sizes: sizes.to_vec(),
+        copies: 4,
+        repeat: 2,
+    };
+    bench_gpu_bandwidth(&cluster(ctx, scenario)?, &config)
+        .map(|r| r.samples)
+        .map_err(|e| e.to_string())
+}
+
+const KIB4: u64 = 4 << 10;
+const MIB1: u64 = 1 << 20;
+const MIB16: u64 = 16 << 20;
+
+fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, String> {
+    let sizes = [KIB4, MIB1, MIB16];
+    let h2d = GpuCopyDirection::HostToDevice;
+    let local = gpu_bw(ctx, "local-chassis", "local", "gpu0", h2d, &sizes)?;
+    let lent = gpu_bw(ctx, "back-to-back", "borrower", "lender:gpu0", h2d, &sizes)?;
+    let worst = sizes
+        .iter()
+        .map(|&s| pct(at(&lent, s), at(&local, s)).abs())
+        .fold(0.0, f64::max);
+    Ok(Finding {
+        measured: format!(
+            "host to GPU, local / borrowed: 4 KiB {} / {}, 1 MiB {} / {}, 16 MiB {} / {}",
+            gbs(at(&local, KIB4)),
+            gbs(at(&lent, KIB4)),
+            gbs(at(&local, MIB1)),
+            gbs(at(&lent, MIB1)),
+            gbs(at(&local, MIB16)),
+            gbs(at(&lent, MIB16))
+        ),
+        rule: "borrowed within 2 % of local at every size".into(),
+        holds: worst <= 2.0,
+        plots: Vec::new(),
+    })
+}
+
+fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, String> {
+    let sizes = [MIB1, MIB16];
+    let (h2d, d2h) = (
+        GpuCopyDirection::HostToDevice,
+        GpuCopyDirection::DeviceToHost,
+    );
+    let local_r = gpu_bw(ctx, "local-chassis", "local", "gpu0", h2d, &sizes)?;
+    let far_r = gpu_bw(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        h2d,
+        &sizes,
+    )?;
+    let local_w = gpu_bw(ctx, "local-chassis", "local", "gpu0", d2h, &sizes)?;
+    let far_w = gpu_bw(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        d2h,
+        &sizes,
+    )?;
+    let read_drop = pct(at(&far_r, MIB1), at(&local_r, MIB1));
+    let write_drop = pct(at(&far_w, MIB16), at(&local_w, MIB16));
+    Ok(Finding {
+        measured: format!(
+            "reads (host to GPU) at 1 MiB: {} local, {} over the cluster switch ({read_drop:+.1} \
+             %); writes at 16 MiB: {} and {} ({write_drop:+.1} %)",
+            gbs(at(&local_r, MIB1)),
+            gbs(at(&far_r, MIB1)),
+            gbs(at(&local_w, MIB16)),
+            gbs(at(&far_w, MIB16))
+        ),
+        rule: "reads lower by more than 2 %, writes within 2 %".into(),
+        holds: read_drop < -2.0 && write_drop.abs() <= 2.0,
+        plots: Vec::new(),
+    })
+}
+
+fn p2p(
+    ctx: &Ctx,
+    scenario: &str,
+    host: &str,
+    source: &str,
+    target: &str,
+    sizes: &[u64],
+) -> Result<Vec<DmaSample>, String> {
+    let config = GpuP2pConfig {
+        host: host.into(),
+        source: source.into(),
+        target: target.into(),
+        direction: P2pDirection::Write,
+        sizes: sizes.to_vec(),
+        repeat: 3,
+    };
+    bench_gpu_p2p(&cluster(ctx, scenario)?, &config)
+        .map(|r| r.samples)
+        .map_err(|e| e.to_string())
+}
+
+fn p2p_same_lender(ctx: &Ctx) -> Result<Finding, String> {
+    let sizes = [KIB4, MIB1];
+    let local = p2p(ctx, "local-chassis", "local", "gpu0", "gpu1", &sizes)?;
+    let lent = p2p(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        "lender:gpu1",
+        &sizes,
+    )?;
+    let worst = sizes
+        .iter()
+        .map(|&s| pct(at(&lent, s), at(&local, s)).abs())
+        .fold(0.0, f64::max);
+    Ok(Finding {
+        measured: format!(
+            "gpu0 → gpu1, local / borrowed from one lender: 4 KiB {} / {}, 1 MiB {} / {}",
+            gbs(at(&local, KIB4)),
+            gbs(at(&lent, KIB4)),
+            gbs(at(&local, MIB1)),
+            gbs(at(&lent, MIB1))
+        ),
+        rule: "borrowed within 1 % of local at every size".into(),
+        holds: worst <= 1.0,
+        plots: Vec::new(),
+    })
+}
+
+fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
+    let sizes = [KIB4, MIB16];
+    let near = p2p(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        "lender:gpu1",
+        &sizes,
+    )?;
+    let far = p2p(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        "lender2:gpu2",
+        &sizes,
+    )?;
+    let (small, large) = (
+        pct(at(&far, KIB4), at(&near, KIB4)),
+        pct(at(&far, MIB16), at(&near, MIB16)),
+    );
+    Ok(Finding {
+        measured: format!(
+            "same lender / different lenders: 4 KiB {} / {} ({small:+.1} %), 16 MiB {} / {} \
+             ({large:+.1} %)",
+            gbs(at(&near, KIB4)),
+            gbs(at(&far, KIB4)),
+            gbs(at(&near, MIB16)),
+            gbs(at(&far, MIB16))
+        ),
+        rule: "more than 10 % lower at 4 KiB, within 5 % at 16 MiB".into(),
+        holds: small < -10.0 && large.abs() <= 5.0,
+        plots: Vec::new(),
+    })
+}
+
+fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, String> {
+    let config = GpuPingPongConfig {
+        host: host.into(),
+        a: a.into(),
+        b: b.into(),
+        iterations: 1000,
+        counters: CounterPlace::Gpu,
+    };
+    gpu_pingpong(&cluster(ctx, scenario)?, &config)
+        .map(|r| r.one_way_ns.p50)
+        .map_err(|e| e.to_string())
+}
+
+fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
+    let local = gpu_one_way(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
+    let lent = gpu_one_way(
+        ctx,
+        "back-to-back",
+        "borrower",
+        "lender:gpu0",
+        "lender:gpu1",
+    )?;
+    Ok(Finding {
+        measured: format!("one way (p50): local {local:.1} ns, borrowed {lent:.1} ns"),
+        rule: "borrowed within 1 % of local".into(),
+        holds: pct(lent, local).abs() <= 1.0,
+        plots: Vec::new(),
+    })
+}
+
+fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
+    let near = gpu_one_way(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        "lender:gpu1",
+    )?;
+    let far = gpu_one_way(
+        ctx,
+        "cluster-switch",
+        "borrower",
+        "lender:gpu0",
+        "lender2:gpu2",
+    )?;
+    let added = far - near;
+    Ok(Finding {
+        measured: format!(
+            "one way (p50): same lender {near:.1} ns, different lenders {far:.1} ns: +{added:.1} ns"
+        ),
+        rule: "0 < added < 584 ns".into(),
+        holds: added > 0.0 && added < 584.0,
+        plots: Vec::new(),
+    })
+}
+
+fn sriov_rows(ctx: &Ctx) -> Result<std::rc::Rc<crate::exp::Report>, String> {
+    ctx.exp(ExpName::Sriov, Some(2))
+}
+
+fn sriov_lent(ctx: &Ctx) -> Result<Finding, String> {
+    let report = sriov_rows(ctx)?;
+    let rows = report.json.as_array().ok_or("exp sriov gave no rows")?;
+    let steady = |function: &str, how: &str| {
+        rows.iter()
+            .find(|r| r["function"] == function && r["how"] == how)
+            .map_or(f64::NAN, |r| num(&r["steady_gbit_per_s"]))
+    };
+    let (local, lent) = (steady("VF", "local"), steady("VF", "lent"));
+    Ok(Finding {
+        measured: format!(
+            "a VF's steady throughput: used locally {local:.2} Gbit/s, lent {lent:.2} Gbit/s"
+        ),
+        rule: "lent within 1 % of local".into(),
+        holds: pct(lent, local).abs() <= 1.0,
+        plots: report.plots.clone(),
+    })
+}
+
+fn sriov_shared(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::SriovShare, Some(2))?;
+    let rows = report
+        .json
+        .as_array()
+        .ok_or("exp sriov-share gave no rows")?;
+    let row = rows
+        .iter()
+        .find(|r| r["name"] == "lender and borrower")
+        .ok_or("exp sriov-share has no lender-and-borrower row")?;
+    let streams = row["result"]["report"]["streams"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let total = num(&row["result"]["report"]["server_gbit_per_s"]);
+    let mut bytes: Vec<(String, f64)> = Vec::new();
+    for s in &streams {
+        let client = s["client"].as_str().unwrap_or("").to_string();
+        let b = num(&s["bytes"]);
+        match bytes.iter_mut().find(|(c, _)| *c == client) {
+            Some(e) => e.1 += b,
+            None => bytes.push((client, b)),
+        }
+    }
+    let all: f64 = bytes.iter().map(|b| b.1).sum();
+    let least = bytes
+        .iter()
+        .map(|b| b.1 / all)
+        .fold(f64::INFINITY, f64::min);
+    Ok(Finding {
+        measured: format!(
+            "receiver {total:.2} Gbit/s from {} clients; the smallest share {:.0} %",
+            bytes.len(),
+            least * 100.0
+        ),
+        rule: "two clients, each at least 25 % of the bytes, together at least 90 Gbit/s".into(),
+        holds: bytes.len() == 2 && least >= 0.25 && total >= 90.0,
+        plots: report.plots.clone(),
+    })
+}
+
+fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::IommuPenalty, Some(2))?;
+    let rows = report.json["rows"]
+        .as_array()
+        .ok_or("exp iommu-penalty gave no rows")?;
+    let largest = |name: &str, way: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r[way].as_array())
+            .and_then(|s| s.last())
+            .map_or(f64::NAN, |s| num(&s["median_bytes_per_s"]))
+    };
+    let base = "bare metal, no lender IOMMU";
+    let iommu = "bare metal, lender IOMMU";
+    let (r0, r1) = (largest(base, "read"), largest(iommu, "read"));
+    let (w0, w1) = (largest(base, "write"), largest(iommu, "write"));
+    let (rd, wd) = (r1 / r0, w1 / w0);
+    Ok(Finding {
+        measured: format!(
+            "largest reads {} → {} with the lender IOMMU, writes {} → {}",
+            gbs(r0),
+            gbs(r1),
+            gbs(w0),
+            gbs(w1)
+        ),
+        rule: "baseline reads 9-11.5 GB/s, with the IOMMU 1.2-2.0 GB/s; writes keep a larger share"
+            .into(),
+        holds: (9e9..=11.5e9).contains(&r0) && (1.2e9..=2.0e9).contains(&r1) && wd > rd,
+        plots: report.plots.clone(),
+    })
+}
+
+fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::SqPlacement, Some(500))?;
+    let rows = report
+        .json
+        .as_array()
+        .ok_or("exp sq-placement gave no rows")?;
+    let p50: Vec<(String, f64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["sq_in"].as_str().unwrap_or("").to_string(),
+                num(&r["lat_ns"]["p50"]),
+            )
+        })
+        .collect();
+    let ordered = p50.len() >= 2 && p50.windows(2).all(|w| w[0].1 > w[1].1);
+    Ok(Finding {
+        measured: p50
+            .iter()
+            .map(|(at, ns)| format!("SQ in {at}: {ns:.0} ns"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        rule: "medians strictly decrease as the SQ moves closer to the NVMe".into(),
+        holds: ordered,
+        plots: report.plots.clone(),
+    })
+}
+
+fn nvmeof(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let j = &report.json;
+    let (local, remote, of) = (
+        num(&j["local"]["p50"]),
+        num(&j["remote"]["p50"]),
+        num(&j["nvmeof"]["p50"]),
+    );
+    let (smartio, added) = (remote - local, of - local);
+    Ok(Finding {
+        measured: format!(
+            "4 KiB read p50: local {local:.0} ns, SmartIO remote {:+.0} ns, NVMe-oF {:+.0} ns",
+            smartio, added
+        ),
+        rule: "NVMe-oF adds 6.5-9 µs; SmartIO remote adds less than 1 µs".into(),
+        holds: (6500.0..=9000.0).contains(&added) && smartio < 1000.0,
+        plots: report.plots.clone(),
+    })
+}

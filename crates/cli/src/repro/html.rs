@@ -1,0 +1,90 @@
+//! The self-contained HTML page of `smartio repro --html`: the verdicts, each figure's
+//! plots as inline SVG, and the calibration the run used.
+
+use super::Outcome;
+
+/// `text` with HTML's special characters escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The page.
+pub(super) fn page(outcomes: &[Outcome], calibration: &str) -> Result<String, String> {
+    let holding = outcomes.iter().filter(|o| o.finding.holds).count();
+    let mut s = String::new();
+    s.push_str(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>smartio repro</title><style>\
+         body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em}\
+         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .5em;\
+         vertical-align:top}.holds{color:#060;font-weight:bold}\
+         .fails{color:#a00;font-weight:bold}svg{max-width:100%;height:auto}\
+         pre{white-space:pre-wrap;font-size:.8em}</style></head><body>\n",
+    );
+    s.push_str(&format!(
+        "<h1>smartio: the papers' figures on the emulator</h1>\n<p>{holding} of {} \
+         statements hold. Each verdict is computed from the measurement by the rule shown.</p>\n",
+        outcomes.len()
+    ));
+    s.push_str(
+        "<table><tr><th>figure</th><th>verdict</th><th>the paper</th><th>the emulator</th>\
+         <th>rule</th></tr>\n",
+    );
+    for o in outcomes {
+        let (class, verdict) = if o.finding.holds {
+            ("holds", "holds")
+        } else {
+            ("fails", "FAILS")
+        };
+        s.push_str(&format!(
+            "<tr><td><a href=\"#{id}\">{id}</a><br>{paper}</td><td class=\"{class}\">{verdict}\
+             </td><td>{claim}<br><small>{source}</small></td><td>{measured}</td>\
+             <td>{rule}</td></tr>\n",
+            id = escape(o.id),
+            paper = escape(o.paper),
+            claim = escape(o.claim),
+            source = escape(o.source),
+            measured = escape(&o.finding.measured),
+            rule = escape(&o.finding.rule),
+        ));
+    }
+    s.push_str("</table>\n");
+    for o in outcomes.iter().filter(|o| !o.finding.plots.is_empty()) {
+        s.push_str(&format!(
+            "<h2 id=\"{}\">{} — {}</h2>\n",
+            escape(o.id),
+            escape(o.id),
+            escape(o.paper)
+        ));
+        for p in &o.finding.plots {
+            s.push_str(&p.svg()?);
+            s.push('\n');
+        }
+    }
+    s.push_str(&format!(
+        "<h2>Calibration</h2>\n<details><summary>the calibration this run used</summary>\
+         <pre>{}</pre></details>\n</body></html>\n",
+        escape(calibration)
+    ));
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_in_text_is_escaped() {
+        assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+    }
+}

@@ -1,0 +1,129 @@
+//! `smartio repro` as a user runs it: verdicts computed from measurements (a different
+//! calibration changes them), the HTML report, and refusals.
+
+use std::process::Command;
+
+fn smartio(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn verdicts(v: &serde_json::Value) -> Vec<(String, bool)> {
+    v["figures"]
+        .as_array()
+        .expect("figures")
+        .iter()
+        .map(|f| {
+            (
+                f["id"].as_str().expect("id").to_string(),
+                f["holds"].as_bool().expect("holds"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_list_names_at_least_fifteen_figures_with_their_sources() {
+    let (ok, out, err) = smartio(&["repro", "--list"]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() >= 15, "{out}");
+    for id in ["V-27", "V-31", "II-3", "IV-21", "004-10"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(id)),
+            "{id} missing:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn a_verdict_is_computed_from_the_measurement_and_moves_with_the_calibration() {
+    let (ok, out, err) = smartio(&["repro", "--figure", "V-27", "--figure", "V-25", "--json"]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    assert_eq!(
+        verdicts(&v),
+        [("V-25".to_string(), true), ("V-27".to_string(), true)]
+    );
+    let measured = v["figures"][1]["measured"].as_str().expect("measured");
+    assert!(measured.contains("+568.9 ns"), "{measured}");
+    // A cluster-switch chip four times slower: the added latency passes the worst-case sum
+    // the paper compares with, and the same rule now says so.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    let from = "latency_ns = { value = 170, source = \"Paper V §7.1.5: PM8536";
+    assert_eq!(text.matches(from).count(), 1);
+    let slow = text
+        .replace(
+            from,
+            "latency_ns = { value = 680, source = \"Paper V §7.1.5: PM8536",
+        )
+        .replace(
+            "latency_max_ns = { value = 170, source = \"no worst-case",
+            "latency_max_ns = { value = 680, source = \"no worst-case",
+        );
+    let path = std::env::temp_dir().join(format!("repro-slow-{}.toml", std::process::id()));
+    std::fs::write(&path, slow).expect("write");
+    let (ok, out, err) = smartio(&[
+        "repro",
+        "--figure",
+        "V-27",
+        "--json",
+        "--calibration",
+        path.to_str().expect("utf-8"),
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{err}");
+    assert_eq!(verdicts(&json(&out)), [("V-27".to_string(), false)]);
+}
+
+#[test]
+fn the_html_report_holds_the_verdicts_the_plots_and_the_calibration() {
+    let path = std::env::temp_dir().join(format!("repro-{}.html", std::process::id()));
+    let (ok, out, err) = smartio(&[
+        "repro",
+        "--figure",
+        "V-34",
+        "--figure",
+        "004-10",
+        "--html",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(out.contains("1 of 2 statements hold"), "{out}");
+    let page = std::fs::read_to_string(&path).expect("written");
+    let _ = std::fs::remove_file(&path);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("<svg"), "the SQ placement figure is inline");
+    assert!(page.contains("class=\"fails\">FAILS") && page.contains("class=\"holds\">holds"));
+    assert!(
+        page.contains("[chips.PEX8733]"),
+        "the calibration is in the page"
+    );
+    assert!(page.contains("seed 004 line 172"));
+}
+
+#[test]
+fn an_unknown_figure_is_refused_with_the_known_ones() {
+    let (ok, _, err) = smartio(&["repro", "--figure", "V-99"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--figure V-99: no such figure (known: III-rtt"),
+        "{err}"
+    );
+}
