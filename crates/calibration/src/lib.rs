@@ -148,6 +148,9 @@ pub struct RootComplexParams {
     /// towards another port (peer-to-peer through the root, e.g. after IOMMU translation);
     /// 0 forwards requests unchanged.
     pub forwarded_read_request_bytes: Param,
+    /// Read requests a root complex keeps open for the requests it forwards to another port
+    /// (its pool of outstanding non-posted requests, shared by every device).
+    pub forwarded_reads_outstanding: Param,
 }
 
 /// Costs of the SmartIO software itself (control path only; the data path is hardware).

@@ -324,6 +324,13 @@ pub const RULES: &[Rule] = &[
         "forwarded_read_request_bytes",
         Allowed::ZeroOrPowerOfTwo { min: 64, max: 4096 },
     ),
+    // Open forwarded reads of a root complex: at least one (none would forward nothing),
+    // at most PCIe's 10-bit tag space.
+    rule(
+        "root_complex",
+        "forwarded_reads_outstanding",
+        Allowed::Count { min: 1, max: 1024 },
+    ),
     rule("cpu", "memory_read_ns", TIME),
     rule("cpu", "memory_write_ns", TIME),
     rule("cpu", "mmio_issue_ns", TIME),

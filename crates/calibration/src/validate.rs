@@ -293,6 +293,7 @@ impl Calibration {
             latency_ns,
             memory_read_ns,
             forwarded_read_request_bytes,
+            forwarded_reads_outstanding,
         } = &self.root_complex;
         push(
             &mut out,
@@ -301,6 +302,7 @@ impl Calibration {
                 ("latency_ns", latency_ns),
                 ("memory_read_ns", memory_read_ns),
                 ("forwarded_read_request_bytes", forwarded_read_request_bytes),
+                ("forwarded_reads_outstanding", forwarded_reads_outstanding),
             ],
         );
         let CpuParams {

@@ -65,7 +65,8 @@ pub(crate) struct Core {
     /// task's slot when its poll returns pending).
     pub waits: Vec<Wait>,
     pub irqs: Vec<BTreeMap<u32, IrqLine>>,
-    /// Tag pools: hosts' CPUs first, then endpoints.
+    /// Tag pools: hosts' CPUs first, then endpoints, then each host's root complex (its
+    /// slots for forwarded reads).
     tags: Vec<Option<TagPool>>,
     path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>), Rc<CostedPath>>,
     pub faults: Vec<FaultRecord>,
@@ -100,7 +101,7 @@ impl Core {
             timers: Timers::default(),
             watches: Watches::default(),
             waits: Vec::new(),
-            tags: (0..hosts + endpoints).map(|_| None).collect(),
+            tags: (0..2 * hosts + endpoints).map(|_| None).collect(),
             path_cache: HashMap::new(),
             faults: Vec::new(),
             link_log: Vec::new(),
@@ -193,13 +194,19 @@ impl Core {
         t
     }
 
-    fn tag_pool(&mut self, requester: Requester) -> &mut TagPool {
-        let (slot, limit) = match requester {
-            Requester::Cpu(h) => (h.index(), self.timing.cpu_tags[h.index()]),
-            Requester::Device(e) => (
-                self.timing.cpu_tags.len() + e.index(),
-                self.timing.endpoint_tags[e.index()],
+    /// The pool a read request on `path` takes its tag from: the requester's own, or the
+    /// forwarding root complex's.
+    fn tag_pool(&mut self, requester: Requester, path: &CostedPath) -> &mut TagPool {
+        let hosts = self.timing.cpu_tags.len();
+        let (slot, limit) = match (path.forwarded_by, requester) {
+            (Some(root), _) => (
+                hosts + self.timing.endpoint_tags.len() + root,
+                self.timing.forwarded_reads,
             ),
+            (None, Requester::Cpu(h)) => (h.index(), self.timing.cpu_tags[h.index()]),
+            (None, Requester::Device(e)) => {
+                (hosts + e.index(), self.timing.endpoint_tags[e.index()])
+            }
         };
         self.tags[slot].get_or_insert_with(|| TagPool {
             free: limit,
@@ -247,15 +254,18 @@ impl Core {
         // A root complex in the middle of the path forwards the request to another port and
         // may cut it into smaller ones on the way (Xeon root complexes do, Paper V §7.3.1).
         let sizes = self.timing.sizes;
-        let through_root = hops.split_last().is_some_and(|(_, before)| {
-            before.iter().any(|h| {
-                matches!(
-                    self.fabric.node(h.node).kind,
-                    smartio_fabric::NodeKind::RootComplex
-                )
+        let root = hops.split_last().and_then(|(_, before)| {
+            before.iter().find_map(|h| {
+                let node = self.fabric.node(h.node);
+                matches!(node.kind, smartio_fabric::NodeKind::RootComplex)
+                    .then_some(node.host)
+                    .flatten()
             })
         });
-        let max_read_request = if through_root && sizes.forwarded_read_request > 0 {
+        let forwarded_by = root
+            .filter(|_| sizes.forwarded_read_request > 0)
+            .map(|h| h.index());
+        let max_read_request = if forwarded_by.is_some() {
             sizes.mrrs.min(sizes.forwarded_read_request)
         } else {
             sizes.mrrs
@@ -267,6 +277,7 @@ impl Core {
             read_ps,
             return_ps,
             max_read_request,
+            forwarded_by,
         });
         self.path_cache.insert(key, path.clone());
         path
@@ -453,7 +464,8 @@ impl Core {
                     self.counters.tlp_arrivals += 1;
                     txn.done_bytes += c.len as u64;
                     if c.last {
-                        self.free_tag(txn.requester, id, &mut txn);
+                        let path = txn.segments[c.segment as usize].path.clone();
+                        self.free_tag(txn.requester, &path, id, &mut txn);
                     }
                 }
                 continue;
@@ -515,7 +527,7 @@ impl Core {
                 (n, n)
             }
             TxnKind::Read => {
-                let pool = self.tag_pool(txn.requester);
+                let pool = self.tag_pool(txn.requester, &path);
                 if pool.free == 0 {
                     pool.waiting.push_back(id);
                     txn.waiting_for_tag = true;
@@ -576,9 +588,9 @@ impl Core {
         }
     }
 
-    fn free_tag(&mut self, requester: Requester, own: u32, txn: &mut Txn) {
+    fn free_tag(&mut self, requester: Requester, path: &CostedPath, own: u32, txn: &mut Txn) {
         let now = self.now;
-        let pool = self.tag_pool(requester);
+        let pool = self.tag_pool(requester, path);
         pool.free += 1;
         // Wake one waiting transaction (possibly this one).
         if let Some(waiter) = pool.waiting.pop_front() {

@@ -101,6 +101,9 @@ pub struct Timing {
     pub endpoint_tags: Vec<u32>,
     /// Non-posted requests a host's CPUs may keep open.
     pub cpu_tags: Vec<u32>,
+    /// Read requests a root complex keeps open on behalf of the requests it forwards to
+    /// another port (one pool per root complex, shared by every requester).
+    pub forwarded_reads: u32,
     /// CPU costs.
     pub cpu: CpuTiming,
     /// Posted TLPs one write stream may have on their way (flow-control backpressure).
@@ -187,6 +190,7 @@ impl Timing {
             endpoint_read_ps,
             endpoint_tags,
             cpu_tags,
+            forwarded_reads: cal.root_complex.forwarded_reads_outstanding.value.max(1.0) as u32,
             posted_credits: cal.pcie.posted_credits_tlps.value.max(1.0) as usize,
             cpu: cal.cpu_timing(),
         })

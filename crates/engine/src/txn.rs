@@ -27,6 +27,10 @@ pub struct CostedPath {
     /// Largest read request on this path: the MRRS, or what a root complex forwarding the
     /// request to another port cuts it into.
     pub max_read_request: u64,
+    /// The host whose root complex forwards read requests on this path to another port
+    /// (and cuts them): those requests hold one of that root complex's slots for forwarded
+    /// non-posted requests while they are open, not one of the requester's tags.
+    pub forwarded_by: Option<usize>,
 }
 
 /// A contiguous piece of a transaction that lands in one target.

@@ -148,3 +148,29 @@ fn the_same_benchmark_twice_gives_byte_identical_json() {
     };
     assert_eq!(json(), json());
 }
+
+/// Reads a device sends through a root complex that forwards them to another port (the
+/// lender IOMMU on vm-chassis) hold the root complex's slots for forwarded reads: half the
+/// slots, half the throughput (Little's law), and the slots — not the device's tags — are
+/// what limits it (Paper V §7.3.1).
+#[test]
+fn forwarded_reads_are_limited_by_the_root_complexs_open_request_slots() {
+    let read = |slots: f64| {
+        let mut cal = Calibration::default_embedded();
+        cal.root_complex.forwarded_reads_outstanding.value = slots;
+        let cluster = Cluster::new("vm-chassis", &cal).expect("scenario loads");
+        let config = DmaBenchConfig {
+            host: "borrower".into(),
+            device: "lender:dma0".into(),
+            direction: DmaDirection::Read,
+            sizes: vec![16 << 20],
+            repeat: 1,
+        };
+        bench_dma(&cluster, &config).expect("runs")[0].median_bytes_per_s
+    };
+    let (full, half) = (read(64.0), read(32.0));
+    let ratio = full / half;
+    assert!((1.9..2.1).contains(&ratio), "{full} / {half} = {ratio}");
+    // The default: a little over 1.5 GB/s, as Paper V measured.
+    assert!((1.5e9..2.0e9).contains(&full), "{full}");
+}

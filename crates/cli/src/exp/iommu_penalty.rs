@@ -174,6 +174,7 @@ fn notes(
     let tags = cal.device("dma").max_outstanding_reads.value;
     let mrrs = cal.pcie.max_read_request_size.value;
     let forwarded = cal.root_complex.forwarded_read_request_bytes.value;
+    let slots = cal.root_complex.forwarded_reads_outstanding.value;
     let last = |c: &Curve| c.samples.last().map_or(0.0, |s| s.median_bytes_per_s);
     let (read_bare, read_iommu) = (last(&read[0]), last(&read[1]));
     let (write_bare, write_iommu) = (last(&write[0]), last(&write[1]));
@@ -216,16 +217,18 @@ fn notes(
              it goes down to the NTB, and its completions come back the same way, so each read \
              passes the lender's root complex twice; and the root complex re-emits every read \
              request it forwards as {forwarded:.0}-byte ones ([root_complex] \
-             forwarded_read_request_bytes), so dma0's {tags:.0} open reads carry {:.0} bytes \
-             instead of {:.0} (MRRS {mrrs:.0}). At {largest}: {:.3} GB/s without the lender \
-             IOMMU, {:.3} with it ({:.1}x less); if all {tags:.0} tags stay busy that is {:.2} \
-             µs per {forwarded:.0}-byte read, request to completion (Little's law)",
-            tags * forwarded,
+             forwarded_read_request_bytes), each holding one of its {slots:.0} slots for open \
+             forwarded reads ([root_complex] forwarded_reads_outstanding, shared by every \
+             device), so at most {:.0} bytes are on their way instead of dma0's {tags:.0} tags \
+             × {mrrs:.0} (MRRS) = {:.0}. At {largest}: {:.3} GB/s without the lender IOMMU, \
+             {:.3} with it ({:.1}x less); with all {slots:.0} slots busy that is {:.2} µs per \
+             {forwarded:.0}-byte read, root complex to completion (Little's law)",
+            slots * forwarded,
             tags * mrrs,
             read_bare / 1e9,
             read_iommu / 1e9,
             read_bare / read_iommu,
-            tags * forwarded / read_iommu * 1e6,
+            slots * forwarded / read_iommu * 1e6,
         ),
         format!(
             "writes are posted: the detour through the lender's root complex adds latency, \

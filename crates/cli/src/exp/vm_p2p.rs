@@ -347,13 +347,14 @@ fn notes(
         notes.push(format!(
             "peer reads reach {:.3} GB/s at {} against {:.3} for writes: a read request from \
              {} crosses the root complex, which re-emits it as {:.0}-byte ones ([root_complex] \
-             forwarded_read_request_bytes), and the engine keeps {:.0} open",
+             forwarded_read_request_bytes) and keeps {:.0} of them open ([root_complex] \
+             forwarded_reads_outstanding)",
             top(&first.read),
             size(last),
             top(&first.write),
             first.a,
             cal.root_complex.forwarded_read_request_bytes.value,
-            cal.device("dma").max_outstanding_reads.value,
+            cal.root_complex.forwarded_reads_outstanding.value,
         ));
     }
     let worst = |d: &[Difference]| d.iter().map(|d| d.percent.abs()).fold(0.0, f64::max);
