@@ -125,6 +125,41 @@ pub fn all() -> Vec<Figure> {
             run: sq_placement,
         },
         Figure {
+            id: "V-35",
+            paper: "Paper V §7.4.2 (Fig. 35)",
+            claim: "30 hosts each operate one NVMe through their own queue pair, independently of each other",
+            source: "thesis lines 9360-9367",
+            run: share_30,
+        },
+        Figure {
+            id: "V-35s",
+            paper: "Paper V §7.4.2",
+            claim: "under the controller's round-robin arbitration some of the 30 borrowers starve: their commands wait significantly longer",
+            source: "thesis lines 9379-9382",
+            run: share_30_starvation,
+        },
+        Figure {
+            id: "V-mc",
+            paper: "Paper V §7.4.2",
+            claim: "one NVMe Identify into a multicast segment replicates 4 kB to the memory of all 59 other nodes in a single operation",
+            source: "thesis lines 9369-9372",
+            run: multicast,
+        },
+        Figure {
+            id: "IV-7",
+            paper: "Paper IV (ICPP'18) Fig. 7",
+            claim: "the physical borrower adds a little less than 1 µs over local (two NTB crossings, 700-730 ns); a VM on the borrower only slightly more",
+            source: "seed 001 line 226",
+            run: vm_nvme,
+        },
+        Figure {
+            id: "003-lat",
+            paper: "seed 003 §VI",
+            claim: "the distributed driver's block device adds around 2 µs over local; NVMe-oF adds 7.5 µs",
+            source: "seed 003 line 170",
+            run: block_driver,
+        },
+        Figure {
             id: "004-10",
             paper: "seed 004 Fig. 10",
             claim: "NVMe-oF over RDMA adds about 7.5 µs to a read; SmartIO remote adds (almost) nothing",
@@ -682,6 +717,105 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
         rule: "medians strictly decrease as the SQ moves closer to the NVMe".into(),
         holds: ordered,
         plots: report.plots.clone(),
+    })
+}
+
+fn share_30(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let j = &report.json;
+    let clients = j["clients"].as_array().cloned().unwrap_or_default();
+    let each = clients
+        .iter()
+        .map(|c| num(&c["verified_bytes"]))
+        .fold(f64::INFINITY, f64::min);
+    let refused = j["refused"].as_str().is_some();
+    Ok(Finding {
+        measured: format!(
+            "{} clients on {} hosts, each with its own queue pair; the least verified {:.0} bytes; another queue pair refused: {refused}",
+            clients.len(),
+            clients.len(),
+            each
+        ),
+        rule: "30 clients, every one read and verified data, and one more queue pair is refused"
+            .into(),
+        holds: clients.len() == 30 && each > 0.0 && refused,
+        plots: report.plots.clone(),
+    })
+}
+
+fn share_30_starvation(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let j = &report.json;
+    let (lo, hi) = (num(&j["p50_min_ns"]), num(&j["p50_max_ns"]));
+    let fairness = num(&j["fairness"]);
+    Ok(Finding {
+        measured: format!(
+            "clients' median latencies {lo:.0} to {hi:.0} ns; Jain's index of their rates {fairness:.4}"
+        ),
+        rule: "the slowest client's median at least 10 % above the fastest's".into(),
+        holds: hi > 1.1 * lo,
+        plots: Vec::new(),
+    })
+}
+
+fn multicast(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::Multicast, None)?;
+    let j = &report.json;
+    let (verified, commands) = (num(&j["verified"]), num(&j["multicast_commands"]));
+    Ok(Finding {
+        measured: format!(
+            "{commands:.0} Identify command; {verified:.0} receivers found the {:.0} bytes in their memory ({:.1} µs, against {:.1} µs for {:.0} unicast commands)",
+            num(&j["bytes"]),
+            num(&j["multicast_ns"]) / 1e3,
+            num(&j["unicast_ns"]) / 1e3,
+            num(&j["unicast_commands"])
+        ),
+        rule: "one command, 59 receivers verified".into(),
+        holds: commands == 1.0 && verified == 59.0,
+        plots: report.plots.clone(),
+    })
+}
+
+fn vm_nvme(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::VmNvme, Some(500))?;
+    let rows = report.json["rows"]
+        .as_array()
+        .ok_or("exp vm-nvme gave no rows")?;
+    let p50 = |row: &str| {
+        rows.iter()
+            .find(|r| r["row"] == row)
+            .map_or(f64::NAN, |r| num(&r["qd1_interrupt"]["lat_ns"]["p50"]))
+    };
+    let (local, phys, vm) = (
+        p50("local"),
+        p50("bare-metal borrower"),
+        p50("VM borrower (MDEV)"),
+    );
+    Ok(Finding {
+        measured: format!(
+            "QD1 read p50: local {local:.0} ns, physical borrower {:+.0} ns, VM borrower {:+.0} ns over local",
+            phys - local,
+            vm - local
+        ),
+        rule: "physical borrower adds 0 to 1000 ns; the VM borrower adds more, by under 1 µs"
+            .into(),
+        holds: (0.0..1000.0).contains(&(phys - local)) && vm > phys && vm - phys < 1000.0,
+        plots: report.plots.clone(),
+    })
+}
+
+fn block_driver(ctx: &Ctx) -> Result<Finding, String> {
+    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let j = &report.json;
+    let (local, remote) = (num(&j["local"]["p50"]), num(&j["remote"]["p50"]));
+    Ok(Finding {
+        measured: format!(
+            "the distributed driver's client (no block device yet) remote − local: {:+.0} ns",
+            remote - local
+        ),
+        rule: "the block driver adds 1.5 to 2.5 µs over local".into(),
+        holds: (1500.0..=2500.0).contains(&(remote - local)),
+        plots: Vec::new(),
     })
 }
 
