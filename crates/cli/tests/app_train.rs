@@ -1,22 +1,8 @@
 //! `smartio app train` and `smartio exp train` as a user runs them.
 
-use std::process::Command;
+mod common;
 
-fn smartio(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
+use common::{json, smartio};
 
 #[test]
 fn app_train_prints_each_epoch_and_says_where_the_compute_figure_comes_from() {

@@ -1,24 +1,10 @@
 //! `smartio app video` and `smartio exp video` as a user runs them (Paper II on
 //! `video-lending`): the figures, the notes that say where they come from, and refusals.
 
+mod common;
+
+use common::{json, smartio};
 use std::path::PathBuf;
-use std::process::Command;
-
-fn smartio(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
 
 /// The text with its wrapped lines joined (a note's continuation lines are indented).
 fn flat(out: &str) -> String {

@@ -1,18 +1,9 @@
 //! The `smartio` command as a user runs it.
 
-use std::process::Command;
+mod common;
 
-fn smartio(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::smartio;
+use std::process::Command;
 
 #[test]
 fn scenarios_lists_every_shipped_scenario_with_a_description() {

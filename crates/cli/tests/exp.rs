@@ -1,26 +1,13 @@
 //! `smartio exp` as a user runs it: tables or JSON, and SVG figures on disk.
 
+mod common;
+
+use common::{json, smartio};
 use std::path::PathBuf;
 use std::process::Command;
 
-fn smartio(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn plot_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("smartio-exp-{}-{name}", std::process::id()))
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
 #[test]

@@ -1,23 +1,9 @@
 //! `smartio repro` as a user runs it: verdicts computed from measurements (a different
 //! calibration changes them), the HTML report, and refusals.
 
-use std::process::Command;
+mod common;
 
-fn smartio(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smartio"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(out: &str) -> serde_json::Value {
-    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
-}
+use common::{json, smartio};
 
 fn verdicts(v: &serde_json::Value) -> Vec<(String, bool)> {
     v["figures"]

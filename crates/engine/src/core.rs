@@ -194,11 +194,11 @@ impl Core {
         t
     }
 
-    /// The pool a read request on `path` takes its tag from: the requester's own, or the
-    /// forwarding root complex's.
-    fn tag_pool(&mut self, requester: Requester, path: &CostedPath) -> &mut TagPool {
+    /// The pool a read request takes its tag from: the requester's own, or that of the root
+    /// complex forwarding it (`forwarded_by`, its path's [`CostedPath::forwarded_by`]).
+    fn tag_pool(&mut self, requester: Requester, forwarded_by: Option<usize>) -> &mut TagPool {
         let hosts = self.timing.cpu_tags.len();
-        let (slot, limit) = match (path.forwarded_by, requester) {
+        let (slot, limit) = match (forwarded_by, requester) {
             (Some(root), _) => (
                 hosts + self.timing.endpoint_tags.len() + root,
                 self.timing.forwarded_reads,
@@ -464,8 +464,8 @@ impl Core {
                     self.counters.tlp_arrivals += 1;
                     txn.done_bytes += c.len as u64;
                     if c.last {
-                        let path = txn.segments[c.segment as usize].path.clone();
-                        self.free_tag(txn.requester, &path, id, &mut txn);
+                        let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
+                        self.free_tag(txn.requester, forwarded_by, id, &mut txn);
                     }
                 }
                 continue;
@@ -527,7 +527,7 @@ impl Core {
                 (n, n)
             }
             TxnKind::Read => {
-                let pool = self.tag_pool(txn.requester, &path);
+                let pool = self.tag_pool(txn.requester, path.forwarded_by);
                 if pool.free == 0 {
                     pool.waiting.push_back(id);
                     txn.waiting_for_tag = true;
@@ -588,9 +588,15 @@ impl Core {
         }
     }
 
-    fn free_tag(&mut self, requester: Requester, path: &CostedPath, own: u32, txn: &mut Txn) {
+    fn free_tag(
+        &mut self,
+        requester: Requester,
+        forwarded_by: Option<usize>,
+        own: u32,
+        txn: &mut Txn,
+    ) {
         let now = self.now;
-        let pool = self.tag_pool(requester, path);
+        let pool = self.tag_pool(requester, forwarded_by);
         pool.free += 1;
         // Wake one waiting transaction (possibly this one).
         if let Some(waiter) = pool.waiting.pop_front() {

@@ -190,6 +190,37 @@ fn at(samples: &[DmaSample], size: u64) -> f64 {
         .map_or(0.0, |s| s.median_bytes_per_s)
 }
 
+/// The finding that `lent` runs within `bound` % of `local` at every size of `sizes`.
+fn same_at_sizes(
+    what: &str,
+    local: &[DmaSample],
+    lent: &[DmaSample],
+    sizes: &[u64],
+    bound: f64,
+) -> Finding {
+    let worst = sizes
+        .iter()
+        .map(|&s| pct(at(lent, s), at(local, s)).abs())
+        .fold(0.0, f64::max);
+    let each: Vec<String> = sizes
+        .iter()
+        .map(|&s| {
+            format!(
+                "{} {} / {}",
+                crate::render::iec_size(s),
+                gbs(at(local, s)),
+                gbs(at(lent, s))
+            )
+        })
+        .collect();
+    Finding {
+        measured: format!("{what}, local / borrowed: {}", each.join(", ")),
+        rule: format!("borrowed within {bound} % of local at every size"),
+        holds: worst <= bound,
+        plots: Vec::new(),
+    }
+}
+
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
@@ -392,24 +423,7 @@ fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, String> {
     let h2d = GpuCopyDirection::HostToDevice;
     let local = gpu_bw(ctx, "local-chassis", "local", "gpu0", h2d, &sizes)?;
     let lent = gpu_bw(ctx, "back-to-back", "borrower", "lender:gpu0", h2d, &sizes)?;
-    let worst = sizes
-        .iter()
-        .map(|&s| pct(at(&lent, s), at(&local, s)).abs())
-        .fold(0.0, f64::max);
-    Ok(Finding {
-        measured: format!(
-            "host to GPU, local / borrowed: 4 KiB {} / {}, 1 MiB {} / {}, 16 MiB {} / {}",
-            gbs(at(&local, KIB4)),
-            gbs(at(&lent, KIB4)),
-            gbs(at(&local, MIB1)),
-            gbs(at(&lent, MIB1)),
-            gbs(at(&local, MIB16)),
-            gbs(at(&lent, MIB16))
-        ),
-        rule: "borrowed within 2 % of local at every size".into(),
-        holds: worst <= 2.0,
-        plots: Vec::new(),
-    })
+    Ok(same_at_sizes("host to GPU", &local, &lent, &sizes, 2.0))
 }
 
 fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, String> {
@@ -485,22 +499,13 @@ fn p2p_same_lender(ctx: &Ctx) -> Result<Finding, String> {
         "lender:gpu1",
         &sizes,
     )?;
-    let worst = sizes
-        .iter()
-        .map(|&s| pct(at(&lent, s), at(&local, s)).abs())
-        .fold(0.0, f64::max);
-    Ok(Finding {
-        measured: format!(
-            "gpu0 → gpu1, local / borrowed from one lender: 4 KiB {} / {}, 1 MiB {} / {}",
-            gbs(at(&local, KIB4)),
-            gbs(at(&lent, KIB4)),
-            gbs(at(&local, MIB1)),
-            gbs(at(&lent, MIB1))
-        ),
-        rule: "borrowed within 1 % of local at every size".into(),
-        holds: worst <= 1.0,
-        plots: Vec::new(),
-    })
+    Ok(same_at_sizes(
+        "gpu0 → gpu1, borrowed from one lender",
+        &local,
+        &lent,
+        &sizes,
+        1.0,
+    ))
 }
 
 fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
@@ -596,12 +601,8 @@ fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn sriov_rows(ctx: &Ctx) -> Result<std::rc::Rc<crate::exp::Report>, String> {
-    ctx.exp(ExpName::Sriov, Some(2))
-}
-
 fn sriov_lent(ctx: &Ctx) -> Result<Finding, String> {
-    let report = sriov_rows(ctx)?;
+    let report = ctx.exp(ExpName::Sriov, Some(2))?;
     let rows = report.json.as_array().ok_or("exp sriov gave no rows")?;
     let steady = |function: &str, how: &str| {
         rows.iter()
