@@ -18,8 +18,10 @@ pub struct CpuTiming {
     pub mmio_issue: SimDuration,
     /// Interval of a polling loop.
     pub poll_interval: SimDuration,
-    /// MSI arrival to handler.
+    /// MSI arrival to handler, typical (the median).
     pub interrupt_delivery: SimDuration,
+    /// MSI arrival to handler, 99th percentile.
+    pub interrupt_delivery_p99: SimDuration,
     /// System call entry and exit.
     pub syscall: SimDuration,
     /// Largest TLP a CPU store stream produces (write-combining buffer size).
@@ -58,6 +60,7 @@ impl Calibration {
             mmio_issue: d(&cpu.mmio_issue_ns),
             poll_interval: d(&cpu.poll_interval_ns),
             interrupt_delivery: d(&cpu.interrupt_delivery_ns),
+            interrupt_delivery_p99: d(&cpu.interrupt_delivery_p99_ns),
             syscall: d(&cpu.syscall_ns),
             max_store_bytes: cpu.max_store_bytes.value.max(4.0) as u64,
             config_access: d(&cpu.config_access_ns),

@@ -318,6 +318,9 @@ pub struct CpuParams {
     pub mmio_issue_ns: Param,
     pub poll_interval_ns: Param,
     pub interrupt_delivery_ns: Param,
+    /// 99th percentile of the interrupt delivery time (its spread; the typical value is
+    /// `interrupt_delivery_ns`).
+    pub interrupt_delivery_p99_ns: Param,
     pub syscall_ns: Param,
     pub max_outstanding_reads: Param,
     pub max_store_bytes: Param,
@@ -335,8 +338,12 @@ pub struct CpuParams {
 pub struct NvmeProfileParams {
     /// Media + controller time of one read, from command start to data ready.
     pub read_latency_ns: Param,
+    /// 99th percentile of the read time (`read_latency_ns` is the median).
+    pub read_latency_p99_ns: Param,
     /// Media + controller time of one write, from data received to durable.
     pub write_latency_ns: Param,
+    /// 99th percentile of the write time (`write_latency_ns` is the median).
+    pub write_latency_p99_ns: Param,
     /// Time a Flush takes.
     pub flush_latency_ns: Param,
     /// Random-read commands per second the controller can start.
@@ -437,6 +444,24 @@ impl Calibration {
             .min()
             .unwrap_or(smartio_fabric::multicast::DEFAULT_GROUPS);
         fabric.set_multicast_groups(groups);
+    }
+
+    /// This calibration with every source of variation closed: chips at their typical
+    /// latency (the worst case set to it), media and interrupt delivery at their medians (the
+    /// 99th percentiles set to them). What the model then computes is exactly the typical
+    /// path — for tests that check the model's arithmetic, and for comparing a varied run
+    /// with its variance-free counterpart.
+    pub fn without_variation(&self) -> Calibration {
+        let mut cal = self.clone();
+        for chip in cal.chips.values_mut() {
+            chip.latency_max_ns.value = chip.latency_ns.value;
+        }
+        for p in cal.nvme.values_mut() {
+            p.read_latency_p99_ns.value = p.read_latency_ns.value;
+            p.write_latency_p99_ns.value = p.write_latency_ns.value;
+        }
+        cal.cpu.interrupt_delivery_p99_ns.value = cal.cpu.interrupt_delivery_ns.value;
+        cal
     }
 
     /// The embedded default.

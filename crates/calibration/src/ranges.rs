@@ -336,6 +336,7 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "mmio_issue_ns", TIME),
     rule("cpu", "poll_interval_ns", TIME),
     rule("cpu", "interrupt_delivery_ns", TIME),
+    rule("cpu", "interrupt_delivery_p99_ns", TIME),
     rule("cpu", "syscall_ns", TIME),
     // Outstanding uncached loads per core: at least one; 256 is PCIe's 8-bit tag space.
     rule(
@@ -384,7 +385,9 @@ pub const RULES: &[Rule] = &[
     // start-up time.
     rule("devices.*", "setup_ns", TIME),
     rule("nvme.*", "read_latency_ns", TIME),
+    rule("nvme.*", "read_latency_p99_ns", TIME),
     rule("nvme.*", "write_latency_ns", TIME),
+    rule("nvme.*", "write_latency_p99_ns", TIME),
     rule("nvme.*", "flush_latency_ns", TIME),
     // Commands per second: positive; a billion would be a command every nanosecond.
     rule(

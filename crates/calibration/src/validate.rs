@@ -207,6 +207,47 @@ impl Calibration {
                 ));
             }
         }
+        // A spread's 99th percentile lies between its typical value and MAX_TAIL times it.
+        let mut spreads = vec![(
+            vec!["cpu".to_string()],
+            "interrupt_delivery",
+            &self.cpu.interrupt_delivery_ns,
+            &self.cpu.interrupt_delivery_p99_ns,
+        )];
+        for (name, p) in &self.nvme {
+            let section = vec!["nvme".to_string(), name.clone()];
+            spreads.push((
+                section.clone(),
+                "read_latency",
+                &p.read_latency_ns,
+                &p.read_latency_p99_ns,
+            ));
+            spreads.push((
+                section,
+                "write_latency",
+                &p.write_latency_ns,
+                &p.write_latency_p99_ns,
+            ));
+        }
+        for (section, key, typical, p99) in spreads {
+            let max = typical.value * smartio_platform::variation::MAX_TAIL;
+            if p99.value < typical.value || p99.value > max {
+                let p99_key = format!("{key}_p99_ns");
+                let mut path: Vec<&str> = section.iter().map(String::as_str).collect();
+                path.extend([p99_key.as_str(), "value"]);
+                problems.push((
+                    lines.line(&path),
+                    format!(
+                        "[{}] {p99_key} = {}: outside {} ..= {max} (allowed: at least \
+                         {key}_ns and at most {} times it)",
+                        section.join("."),
+                        p99.value,
+                        typical.value,
+                        smartio_platform::variation::MAX_TAIL
+                    ),
+                ));
+            }
+        }
         // The earliest line first; problems without a line after those with one.
         problems.sort_by_key(|(line, _)| (line.is_none(), *line));
         match problems.into_iter().next() {
@@ -311,6 +352,7 @@ impl Calibration {
             mmio_issue_ns,
             poll_interval_ns,
             interrupt_delivery_ns,
+            interrupt_delivery_p99_ns,
             syscall_ns,
             max_outstanding_reads,
             max_store_bytes,
@@ -327,6 +369,7 @@ impl Calibration {
                 ("mmio_issue_ns", mmio_issue_ns),
                 ("poll_interval_ns", poll_interval_ns),
                 ("interrupt_delivery_ns", interrupt_delivery_ns),
+                ("interrupt_delivery_p99_ns", interrupt_delivery_p99_ns),
                 ("syscall_ns", syscall_ns),
                 ("max_outstanding_reads", max_outstanding_reads),
                 ("max_store_bytes", max_store_bytes),
@@ -401,7 +444,9 @@ impl Calibration {
         for (name, profile) in &self.nvme {
             let NvmeProfileParams {
                 read_latency_ns,
+                read_latency_p99_ns,
                 write_latency_ns,
+                write_latency_p99_ns,
                 flush_latency_ns,
                 max_read_iops,
                 max_write_iops,
@@ -417,7 +462,9 @@ impl Calibration {
                 Section::Nvme(name),
                 [
                     ("read_latency_ns", read_latency_ns),
+                    ("read_latency_p99_ns", read_latency_p99_ns),
                     ("write_latency_ns", write_latency_ns),
+                    ("write_latency_p99_ns", write_latency_p99_ns),
                     ("flush_latency_ns", flush_latency_ns),
                     ("max_read_iops", max_read_iops),
                     ("max_write_iops", max_write_iops),

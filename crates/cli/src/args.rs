@@ -142,6 +142,11 @@ pub struct PingpongArgs {
     /// Default: 1000, or 100000 between GPUs (the papers' count).
     #[arg(long, value_name = "N", value_parser = iterations)]
     pub iterations: Option<u32>,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -173,6 +178,11 @@ pub struct IperfArgs {
     /// Bytes per write, 1 to 16M (iperf -l).
     #[arg(long, short = 'l', default_value = "128K", value_name = "SIZE", value_parser = write_len)]
     pub len: u64,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -216,8 +226,10 @@ pub struct FioArgs {
     /// which may then be at most 4 GiB).
     #[arg(long)]
     pub verify: bool,
-    /// Seed of the random offsets and of the data written (any 64-bit number).
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
     pub seed: u64,
     /// Bytes of the namespace to use, from its start (default: the namespace, at most 1G).
     /// Blocks written are kept in memory unless the namespace has a backing file.
@@ -281,6 +293,11 @@ pub struct P2pArgs {
     /// Copies per size, 1 to 1000 (the median is reported).
     #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
     pub repeat: u32,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -316,6 +333,11 @@ pub enum Bench {
         /// settles within a few).
         #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
         repeat: u32,
+        /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+        /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+        /// number).
+        #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+        seed: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -355,6 +377,11 @@ pub enum Bench {
         /// Samples per size, 1 to 1000 (the median is reported).
         #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
         repeat: u32,
+        /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+        /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+        /// number).
+        #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+        seed: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -385,6 +412,11 @@ pub enum Bench {
         /// Blocks per size, 1 to 1000 (the median is reported).
         #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
         repeat: u32,
+        /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+        /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+        /// number).
+        #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+        seed: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -69,9 +69,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     sizes,
                     repeat,
                     json,
+                    seed,
                 },
         } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let cluster =
+                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let host = match host {
                 Some(h) => h,
                 None => host_of_device(&cluster, &device)?,
@@ -178,11 +180,13 @@ pub fn run(cli: Cli) -> Result<(), String> {
             host,
             iterations,
             json,
+            seed,
             gpu: want_gpu,
             counters,
             ..
         }) => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let cluster =
+                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let host = match host {
                 Some(h) => h,
                 None => first_host(&cluster)?,
@@ -223,6 +227,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             host,
             iterations,
             json,
+            seed,
             ..
         }) => {
             let (Some(from), Some(to)) = (from, to) else {
@@ -235,7 +240,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
                 ));
             }
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let cluster =
+                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let config = PingPongConfig {
                 from,
                 to,
@@ -264,9 +270,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     copies,
                     repeat,
                     json,
+                    seed,
                 },
         } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let cluster =
+                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let host = match host {
                 Some(h) => h,
                 None => host_of_device(&cluster, &device)?,
@@ -293,9 +301,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     sizes,
                     repeat,
                     json,
+                    seed,
                 },
         } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
+            let cluster =
+                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let config = PioBenchConfig {
                 from,
                 to,
@@ -399,7 +409,10 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
     if let Some(path) = a.backing.as_deref() {
         check_backing(path)?;
     }
-    let mut options = ClusterOptions::default();
+    let mut options = ClusterOptions {
+        seed: a.seed,
+        ..ClusterOptions::default()
+    };
     let backing = a.backing.as_deref().map(|path| {
         // The NVMe as the scenario names it: `lender:nvme0` is the lender's nvme0.
         let key = match config.device.split_once(':') {
@@ -480,9 +493,10 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), S
         direction,
         sizes,
         repeat,
+        seed,
         json,
     } = args;
-    let cluster = Cluster::new(&scenario, calibration).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&scenario, calibration, seed).map_err(|e| e.to_string())?;
     let host = match host {
         Some(h) => h,
         None => first_host(&cluster)?,

@@ -640,8 +640,9 @@ mod tests {
         assert_eq!(lines.concat().matches("word").count(), 60);
     }
 
-    /// Sharing costs what the note says: with the controller's admission limits lifted and
-    /// its link as wide as the others, the clients read together as fast as alone.
+    /// Sharing costs what the note says: with the controller's admission limits lifted, its
+    /// link as wide as the others and variation closed, the clients read together as fast as
+    /// alone.
     #[test]
     fn sharing_costs_the_controllers_admission_and_its_x4_link_and_nothing_else() {
         let cal = Calibration::default_embedded();
@@ -668,7 +669,10 @@ mod tests {
                 "read_bandwidth = { value = 2.4e9,",
                 "read_bandwidth = { value = 2.4e11,",
             );
-        let unlimited = Calibration::parse("unlimited.toml", &text).expect("valid");
+        // Variation closed too: alone and together then draw no different media times.
+        let unlimited = Calibration::parse("unlimited.toml", &text)
+            .expect("valid")
+            .without_variation();
         let scenario =
             std::env::temp_dir().join(format!("smartio-demo-x16-{}.toml", std::process::id()));
         let shipped = smartio_cluster::SHIPPED

@@ -67,7 +67,7 @@ pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
             write_bytes: a.len as usize,
         },
     };
-    let cluster = Cluster::new(&a.scenario, calibration).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&a.scenario, calibration, a.seed).map_err(|e| e.to_string())?;
     let result = iperf(&cluster, &config).map_err(|e| e.to_string())?;
     if a.json {
         print_json(&result)

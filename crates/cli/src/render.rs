@@ -330,12 +330,36 @@ pub fn gpu_pingpong(r: &smartio_workloads::GpuPingPongResult) -> String {
         r.clock_khz as f64 / 1000.0,
         r.host
     );
-    pingpong_report(
+    let mut out = pingpong_report(
         &title,
         &r.one_way_ns,
         &r.rtt_ns,
         [(&r.a, &r.b, &r.path_a_to_b), (&r.b, &r.a, &r.path_b_to_a)],
-    )
+    );
+    if !r.steps.is_empty() {
+        let total: u64 = r.steps.iter().map(|s| s.count).sum::<u64>().max(1);
+        let steps: Vec<String> = r
+            .steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:.1} ns {:.2} %",
+                    s.rtt_ns,
+                    100.0 * s.count as f64 / total as f64
+                )
+            })
+            .collect();
+        out.push_str(&wrapped(
+            &format!(
+                "round trips fall on {} steps, none between: {}",
+                r.steps.len(),
+                steps.join(", ")
+            ),
+            "",
+            "  ",
+        ));
+    }
+    out
 }
 
 /// A ping-pong report: title, one-way and round-trip latencies, and each direction's path.

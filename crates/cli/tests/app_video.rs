@@ -37,7 +37,7 @@ fn app_video_defaults_to_paper_iis_pool_and_verifies_every_frame() {
     assert_eq!(devices, ["gpu0", "gpu1", "gpu2", "machine-b:gpu0"]);
     let fps = numbers(&v["stream_fps"]);
     assert_eq!(fps.len(), 3);
-    assert!(fps.iter().all(|f| (f - 30.0).abs() < 1e-6), "{fps:?}");
+    assert!(fps.iter().all(|f| (f - 30.0).abs() < 1e-4), "{fps:?}");
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn exp_video_sweeps_16_streams_states_the_crossover_and_writes_two_figures() {
     // Up to 6 streams the local GPUs keep up: the borrowed one adds nothing.
     for r in &rows[..6] {
         let (a, b) = (total(r, "local"), total(r, "with_borrowed"));
-        assert!((a - b).abs() < 1e-6 * a, "{r}");
+        assert!((a - b).abs() < 1e-5 * a, "{r}");
     }
     // At 16 the local GPUs deliver their profiles' 225 frames/s, the pool 50 % more.
     let last = &rows[15];

@@ -138,13 +138,19 @@ impl EngineKind {
     }
 }
 
+pub use smartio_platform::variation::DEFAULT_SEED;
+
 /// Choices made on the command line rather than in the scenario file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClusterOptions {
     /// NVMe namespace backing files by `host.device` (overriding the scenario's `backing`).
     pub nvme_backing: Vec<(String, PathBuf)>,
     /// The engine.
     pub engine: EngineKind,
+    /// The run's seed: every varying time (media, interrupt delivery, chip latencies) is
+    /// drawn from streams it determines (`smartio_platform::variation`). Same seed, same
+    /// bytes.
+    pub seed: u64,
 }
 
 /// A runnable cluster: the machine with every modelled device attached and running.
@@ -165,10 +171,34 @@ pub struct Cluster {
     network: Option<Rc<Network>>,
 }
 
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            nvme_backing: Vec::new(),
+            engine: EngineKind::default(),
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
 impl Cluster {
     /// Loads `scenario` (a shipped name or a file) and starts its devices.
     pub fn new(scenario: &str, calibration: &Calibration) -> Result<Cluster, ClusterError> {
         Self::with_options(scenario, calibration, &ClusterOptions::default())
+    }
+
+    /// [`Cluster::new`] whose varying times are drawn under `seed` (the command line's
+    /// `--seed`).
+    pub fn seeded(
+        scenario: &str,
+        calibration: &Calibration,
+        seed: u64,
+    ) -> Result<Cluster, ClusterError> {
+        let options = ClusterOptions {
+            seed,
+            ..ClusterOptions::default()
+        };
+        Self::with_options(scenario, calibration, &options)
     }
 
     /// [`Cluster::new`] with command-line choices.
@@ -202,7 +232,8 @@ impl Cluster {
     ) -> Result<Cluster, ClusterError> {
         let (machine, timed) = match options.engine {
             EngineKind::Timed => {
-                let sim = Sim::new(fabric, calibration).map_err(|e| located(spec, e))?;
+                let sim =
+                    Sim::seeded(fabric, calibration, options.seed).map_err(|e| located(spec, e))?;
                 (sim.machine(), Some(sim))
             }
             EngineKind::Direct => (DirectEngine::new(fabric, calibration).machine(), None),

@@ -12,7 +12,8 @@ use crate::waiters::{TimerKey, Timers, Watches};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime, SparseMemory,
+    AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Spread,
+    Stream,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -78,13 +79,22 @@ pub(crate) struct Core {
     /// Set whenever something may have made a task ready; the fast path then stops so that
     /// tasks run before time advances.
     pub woke: bool,
+    /// Where the chips' per-TLP latencies are drawn from.
+    chip_stream: Stream,
+    /// Per host: where its interrupt delivery times are drawn from.
+    interrupt_streams: Vec<Stream>,
 }
 
 impl Core {
-    pub fn new(fabric: Fabric, timing: Timing) -> Core {
+    /// A core for `fabric` whose varying times are drawn from streams of `seed`.
+    pub fn new(fabric: Fabric, timing: Timing, seed: u64) -> Core {
         let hosts = fabric.hosts().len();
         let endpoints = fabric.endpoints().len();
         Core {
+            chip_stream: Stream::new(seed, Cause::Chip, 0),
+            interrupt_streams: (0..hosts as u64)
+                .map(|h| Stream::new(seed, Cause::Interrupt, h))
+                .collect(),
             now: SimTime::ZERO,
             shared_now: Rc::new(std::cell::Cell::new(SimTime::ZERO)),
             seq: 0,
@@ -540,7 +550,14 @@ impl Core {
         let start = txn.next_issue;
         let who = self.booking(txn.requester);
         let first_link_done = if seg.fanout.is_empty() {
-            let crossing = traverse(&mut self.links, &path.forward, start, payload, who);
+            let crossing = traverse(
+                &mut self.links,
+                &path.forward,
+                start,
+                payload,
+                who,
+                Some(&mut self.chip_stream),
+            );
             let at = crossing.arrival + SimDuration(path.arrive_ps);
             insert_ordered(
                 &mut txn.requests,
@@ -636,7 +653,14 @@ impl Core {
                 let mut v = [0u8; 4];
                 let n = data.len().min(4);
                 v[..n].copy_from_slice(&data[..n]);
-                let at = self.now + self.timing.cpu.interrupt_delivery;
+                let delivery = Spread {
+                    typical: self.timing.cpu.interrupt_delivery,
+                    p99: self.timing.cpu.interrupt_delivery_p99,
+                };
+                let at = match self.interrupt_streams.get_mut(host.index()) {
+                    Some(stream) => self.now + delivery.sample(stream),
+                    None => self.now + delivery.typical,
+                };
                 self.schedule(
                     at,
                     Event::Interrupt {
@@ -733,7 +757,15 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let end = traverse(&mut self.links, &path.backward, start, n, who).arrival
+            let end = traverse(
+                &mut self.links,
+                &path.backward,
+                start,
+                n,
+                who,
+                Some(&mut self.chip_stream),
+            )
+            .arrival
                 + SimDuration(path.return_ps);
             let last = done + n >= r.len as u64;
             insert_ordered(

@@ -43,11 +43,26 @@ impl std::fmt::Debug for Sim {
 pub use smartio_machine::RunSummary;
 
 impl Sim {
-    /// A simulation of `fabric` timed by `calibration`.
-    pub fn new(mut fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
+    /// A simulation of `fabric` timed by `calibration`, its varying times drawn under the
+    /// default seed.
+    pub fn new(fabric: Fabric, calibration: &Calibration) -> Result<Sim, TimingError> {
+        Self::seeded(
+            fabric,
+            calibration,
+            smartio_platform::variation::DEFAULT_SEED,
+        )
+    }
+
+    /// A simulation of `fabric` timed by `calibration` whose varying times (chip latencies
+    /// per TLP, interrupt delivery) are drawn from streams of `seed`.
+    pub fn seeded(
+        mut fabric: Fabric,
+        calibration: &Calibration,
+        seed: u64,
+    ) -> Result<Sim, TimingError> {
         calibration.configure_fabric(&mut fabric);
         let timing = Timing::resolve(&fabric, calibration)?;
-        let core = Core::new(fabric, timing);
+        let core = Core::new(fabric, timing, seed);
         Ok(Sim {
             inner: Rc::new(Inner {
                 now: core.shared_now.clone(),

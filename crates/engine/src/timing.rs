@@ -24,7 +24,7 @@
 
 use crate::calibration::Calibration;
 use smartio_fabric::{Fabric, Hop, LinkKind, NodeKind};
-use smartio_platform::{SimDuration, SimTime};
+use smartio_platform::{SimDuration, SimTime, Stream};
 use std::collections::VecDeque;
 use thiserror::Error;
 
@@ -87,8 +87,12 @@ impl LinkTiming {
 pub struct Timing {
     /// Per link.
     pub links: Vec<LinkTiming>,
-    /// Per node: latency a TLP spends crossing it (chips, root complex as a forwarder).
+    /// Per node: latency a TLP spends crossing it (chips, root complex as a forwarder),
+    /// typical.
     pub node_latency_ps: Vec<u64>,
+    /// Per node: how far one TLP's latency may lie from the typical, either way (the chip's
+    /// worst case minus its typical latency; 0 for the root complex and devices).
+    pub node_jitter_ps: Vec<u64>,
     /// TLP sizes.
     pub sizes: TlpSizes,
     /// Root complex latency.
@@ -139,10 +143,11 @@ impl Timing {
             .collect();
         let root_complex_ps = ns(&cal.root_complex.latency_ns);
         let mut node_latency_ps = Vec::with_capacity(fabric.nodes().len());
+        let mut node_jitter_ps = Vec::with_capacity(fabric.nodes().len());
         for (i, n) in fabric.nodes().iter().enumerate() {
-            let lat = match &n.kind {
-                NodeKind::RootComplex => root_complex_ps,
-                NodeKind::Device { .. } => 0,
+            let (lat, jitter) = match &n.kind {
+                NodeKind::RootComplex => (root_complex_ps, 0),
+                NodeKind::Device { .. } => (0, 0),
                 _ => {
                     let chip = fabric
                         .chip_of(smartio_fabric::NodeId(i as u32))
@@ -155,10 +160,17 @@ impl Timing {
                             chip: chip.to_string(),
                             known: cal.chips.keys().cloned().collect::<Vec<_>>().join(", "),
                         })?;
-                    ns(&params.latency_ns)
+                    let typical = ns(&params.latency_ns);
+                    // Validation keeps the worst case at or above the typical value; a
+                    // TLP's latency lies as far below the typical as the worst case above.
+                    let jitter = ns(&params.latency_max_ns)
+                        .saturating_sub(typical)
+                        .min(typical);
+                    (typical, jitter)
                 }
             };
             node_latency_ps.push(lat);
+            node_jitter_ps.push(jitter);
         }
         let endpoint_read_ps = fabric
             .endpoints()
@@ -178,6 +190,7 @@ impl Timing {
         Ok(Timing {
             links,
             node_latency_ps,
+            node_jitter_ps,
             sizes: TlpSizes {
                 mps: cal.pcie.max_payload_size.value as u64,
                 mrrs: cal.pcie.max_read_request_size.value as u64,
@@ -210,6 +223,11 @@ impl Timing {
                 } else {
                     self.node_latency_ps[h.node.index()]
                 },
+                node_jitter_ps: if i + 1 == hops.len() {
+                    0
+                } else {
+                    self.node_jitter_ps[h.node.index()]
+                },
             })
             .collect()
     }
@@ -224,8 +242,23 @@ pub struct HopCost {
     pub dir: u8,
     /// The link's timing.
     pub timing: LinkTiming,
-    /// Latency of the node reached (0 for the final node).
+    /// Typical latency of the node reached (0 for the final node).
     pub node_latency_ps: u64,
+    /// How far one TLP's latency at that node may lie from the typical, either way.
+    pub node_jitter_ps: u64,
+}
+
+impl HopCost {
+    /// The latency of the node reached for one TLP: uniform within typical ± jitter, drawn
+    /// from `chips` (the typical value, and no draw, without a stream or without jitter).
+    fn node_latency(&self, chips: &mut Option<&mut Stream>) -> u64 {
+        match chips {
+            Some(stream) if self.node_jitter_ps > 0 => {
+                self.node_latency_ps - self.node_jitter_ps + stream.up_to(2 * self.node_jitter_ps)
+            }
+            _ => self.node_latency_ps,
+        }
+    }
 }
 
 /// Per-link, per-direction occupancy and statistics.
@@ -267,19 +300,32 @@ pub struct Crossing {
     pub first_link_done: SimTime,
 }
 
-/// Sends one TLP of `payload` bytes along `path` starting at `start`.
+/// Sends one TLP of `payload` bytes along `path` starting at `start`; each chip's latency is
+/// drawn from `chips` when given (the typical latency otherwise). A TLP drawn faster than
+/// the one before it in its flow still leaves each link after it (the timeline keeps a
+/// flow's order), so variation never reorders one requester's TLPs.
 pub fn traverse(
     links: &mut [LinkState],
     path: &[HopCost],
     start: SimTime,
     payload: u64,
     who: Booking,
+    mut chips: Option<&mut Stream>,
 ) -> Crossing {
     match path.first() {
         Some(h) => {
             let ser = h.timing.serialization_ps(payload);
-            let (arrival, first_begin) =
-                run_hops(links, path, 0, start.as_ps(), ser, payload, who, None);
+            let (arrival, first_begin) = run_hops(
+                links,
+                path,
+                0,
+                start.as_ps(),
+                ser,
+                payload,
+                who,
+                None,
+                &mut chips,
+            );
             Crossing {
                 arrival: SimTime(arrival),
                 first_link_done: SimTime(first_begin + ser),
@@ -340,7 +386,19 @@ pub fn traverse_tree(
                 + prev.node_latency_ps
                 + prev_ser.saturating_sub(ser)
         };
-        let (end, _) = run_hops(links, path, k, head, ser, payload, who, Some(&mut b));
+        // The copies of a multicast write cross their chips at the typical latency (the
+        // branches re-derive the shared prefix's timing from it).
+        let (end, _) = run_hops(
+            links,
+            path,
+            k,
+            head,
+            ser,
+            payload,
+            who,
+            Some(&mut b),
+            &mut None,
+        );
         out.push(SimTime(end));
         begins.push(b);
     }
@@ -360,6 +418,7 @@ fn run_hops(
     payload: u64,
     who: Booking,
     mut begins: Option<&mut Vec<u64>>,
+    chips: &mut Option<&mut Stream>,
 ) -> (u64, u64) {
     let mut first_begin = head;
     for i in from..path.len() {
@@ -382,8 +441,10 @@ fn run_hops(
             None => return (begin + ser + hop.timing.prop_ps, first_begin),
             Some(next) => {
                 let next_ser = next.timing.serialization_ps(payload);
-                head =
-                    begin + hop.timing.prop_ps + hop.node_latency_ps + ser.saturating_sub(next_ser);
+                head = begin
+                    + hop.timing.prop_ps
+                    + hop.node_latency(chips)
+                    + ser.saturating_sub(next_ser);
                 ser = next_ser;
             }
         }
@@ -488,16 +549,18 @@ mod tests {
                 dir: 1,
                 timing: link(1000),
                 node_latency_ps: 150_000,
+                node_jitter_ps: 0,
             },
             HopCost {
                 link: 1,
                 dir: 1,
                 timing: link(1000),
                 node_latency_ps: 0,
+                node_jitter_ps: 0,
             },
         ];
         let mut links = vec![LinkState::default(); 2];
-        let end = traverse(&mut links, &path, SimTime(0), 64, WHO).arrival;
+        let end = traverse(&mut links, &path, SimTime(0), 64, WHO, None).arrival;
         // 90 wire bytes at 1 ps each; cut-through: 2 ns + 150 ns, then 90 ps + 2 ns.
         assert_eq!(end, SimTime(2_000 + 150_000 + 90 + 2_000));
         assert_eq!(links[1].busy_until[1], 154_090 - 2_000);
@@ -511,10 +574,11 @@ mod tests {
             dir: 0,
             timing: link(1000),
             node_latency_ps: 0,
+            node_jitter_ps: 0,
         }];
         let mut links = vec![LinkState::default(); 1];
-        let a = traverse(&mut links, &path, SimTime(0), 100, WHO).arrival;
-        let b = traverse(&mut links, &path, SimTime(0), 100, WHO).arrival;
+        let a = traverse(&mut links, &path, SimTime(0), 100, WHO, None).arrival;
+        let b = traverse(&mut links, &path, SimTime(0), 100, WHO, None).arrival;
         assert_eq!(b.as_ps() - a.as_ps(), 126);
     }
 
@@ -526,16 +590,18 @@ mod tests {
                 dir: 0,
                 timing: link(4000),
                 node_latency_ps: 0,
+                node_jitter_ps: 0,
             },
             HopCost {
                 link: 1,
                 dir: 0,
                 timing: link(1000),
                 node_latency_ps: 0,
+                node_jitter_ps: 0,
             },
         ];
         let mut links = vec![LinkState::default(); 2];
-        let end = traverse(&mut links, &path, SimTime(0), 74, WHO).arrival;
+        let end = traverse(&mut links, &path, SimTime(0), 74, WHO, None).arrival;
         // 100 wire bytes: 400 ps on the slow link, 100 on the fast one; the tail decides.
         assert_eq!(end, SimTime(2_000 + 300 + 100 + 2_000));
     }
@@ -546,6 +612,7 @@ mod tests {
             dir: 0,
             timing: link(1000),
             node_latency_ps: 0,
+            node_jitter_ps: 0,
         }]
     }
 
@@ -555,13 +622,14 @@ mod tests {
     fn a_tlp_reaching_an_idle_link_early_does_not_wait_behind_one_booked_for_later() {
         let mut links = vec![LinkState::default(); 1];
         let path = one_link();
-        let late = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO);
+        let late = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None);
         let early = traverse(
             &mut links,
             &path,
             SimTime(0),
             100,
             Booking { now: 0, flow: 2 },
+            None,
         );
         assert_eq!(early.arrival, SimTime(126 + 2_000), "it went at once");
         assert_eq!(late.arrival, SimTime(1_000_000 + 126 + 2_000));
@@ -572,6 +640,7 @@ mod tests {
             SimTime(1_000_050),
             100,
             Booking { now: 0, flow: 3 },
+            None,
         );
         assert_eq!(third.arrival, SimTime(1_000_126 + 126 + 2_000));
         assert_eq!(links[0].busy_until[0], 1_000_252);
@@ -581,11 +650,66 @@ mod tests {
     fn one_requesters_tlps_stay_in_order_even_when_a_gap_would_fit() {
         let mut links = vec![LinkState::default(); 1];
         let path = one_link();
-        let first = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO);
-        let second = traverse(&mut links, &path, SimTime(0), 100, WHO);
+        let first = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None);
+        let second = traverse(&mut links, &path, SimTime(0), 100, WHO, None);
         assert!(
             second.arrival > first.arrival,
             "the same flow may not pass itself"
+        );
+    }
+
+    /// Two links through a chip of 120 ± 12 ns: every TLP's latency lies in the range, the
+    /// draws vary, and one requester's back-to-back TLPs still arrive in the order sent.
+    #[test]
+    fn chip_latencies_vary_within_their_range_without_reordering_a_flow() {
+        let hop = |latency, jitter| HopCost {
+            link: 0,
+            dir: 0,
+            timing: LinkTiming {
+                fs_per_byte: 1_000,
+                overhead: 26,
+                prop_ps: 0,
+            },
+            node_latency_ps: latency,
+            node_jitter_ps: jitter,
+        };
+        let mut path = vec![hop(120_000, 12_000), hop(0, 0)];
+        path[1].link = 1;
+        let mut stream = Stream::new(1, smartio_platform::Cause::Chip, 0);
+        let mut links = vec![LinkState::default(); 2];
+        let mut last = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..200u64 {
+            // Alone on the links: the arrival is the chip's latency plus two serializations.
+            let start = SimTime(i * 10_000_000);
+            let c = traverse(&mut links, &path, start, 4, WHO, Some(&mut stream));
+            let chip = c.arrival.as_ps() - start.as_ps() - 30;
+            assert!((108_000..=132_000).contains(&chip), "{chip} ps");
+            seen.insert(chip);
+            // Back to back: the second of a pair never arrives before the first.
+            let a = traverse(
+                &mut links,
+                &path,
+                start + SimDuration::from_ns(500),
+                4,
+                WHO,
+                Some(&mut stream),
+            );
+            let b = traverse(
+                &mut links,
+                &path,
+                start + SimDuration::from_ns(501),
+                4,
+                WHO,
+                Some(&mut stream),
+            );
+            assert!(b.arrival > a.arrival && a.arrival.as_ps() > last);
+            last = b.arrival.as_ps();
+        }
+        assert!(
+            seen.len() > 100,
+            "the latencies vary: {} distinct",
+            seen.len()
         );
     }
 

@@ -21,6 +21,7 @@ pub mod port;
 pub mod race;
 pub mod spawn;
 pub mod time;
+pub mod variation;
 pub mod waiting;
 
 pub use addr::{BusAddr, GuestPhysAddr, PhysAddr, PAGE_SIZE};
@@ -35,3 +36,4 @@ pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port
 pub use race::{race, Either};
 pub use spawn::{LocalTask, Spawner};
 pub use time::{SimDuration, SimTime};
+pub use variation::{Cause, Spread, Stream};

@@ -44,8 +44,8 @@ pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode
 pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
     GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
-    GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
-    MAX_GPU_NVME_BYTES,
+    GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError, RttStep,
+    MAX_GPU_NVME_BYTES, MAX_STEPS,
 };
 pub use iperf::{
     iperf, run_iperf, IperfConfig, IperfEnd, IperfError, IperfInterval, IperfReport, IperfResult,

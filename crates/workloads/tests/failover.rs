@@ -7,8 +7,11 @@ use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverError, FailoverResult, RecoveryFault};
 
+/// Runs `config` with variation closed: the cut times these tests choose fall inside a
+/// particular write's flight on the typical timing.
 fn run(config: &FailoverConfig) -> FailoverResult {
-    let cluster = Cluster::new("dual-path", &Calibration::default_embedded()).expect("loads");
+    let steady = Calibration::default_embedded().without_variation();
+    let cluster = Cluster::new("dual-path", &steady).expect("loads");
     failover(&cluster, config).expect("runs")
 }
 

@@ -26,8 +26,14 @@ const LARGEST: u64 = 16 << 20;
 /// A Gen3 x16 link's raw rate: 8 GT/s × 16 lanes × 128/130, in bytes per second.
 const GEN3_X16_BYTES_PER_S: f64 = 8e9 * 16.0 * 128.0 / 130.0 / 8.0;
 
+/// The scenario with variation closed: these tests derive each copy's time from the model's
+/// typical figures.
 fn cluster(scenario: &str) -> Cluster {
-    Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads")
+    Cluster::new(
+        scenario,
+        &Calibration::default_embedded().without_variation(),
+    )
+    .expect("scenario loads")
 }
 
 fn config(host: &str, device: &str, direction: GpuCopyDirection) -> GpuBandwidthConfig {

@@ -27,8 +27,14 @@ const HOST: &str = "borrower";
 /// Bytes copied in the exactness checks: more than one TLP, and not a whole number of them.
 const COPY_BYTES: u64 = (1 << 20) + 100;
 
+/// The scenario with variation closed: these tests derive latencies from the model's typical
+/// figures.
 fn cluster() -> Cluster {
-    Cluster::new(SCENARIO, &Calibration::default_embedded()).expect("scenario loads")
+    Cluster::new(
+        SCENARIO,
+        &Calibration::default_embedded().without_variation(),
+    )
+    .expect("scenario loads")
 }
 
 /// The fabric endpoint of `host:device`.
@@ -368,21 +374,25 @@ fn a_different_lender_adds_exactly_the_modelled_latency_of_the_extra_hops() {
     );
     // Links are idle between stores (each waits for the echo), so nothing queues and the
     // fabric part of a round trip is exactly the modelled stores. Everything else in a round
-    // trip — two clock64() reads, the poll of the GPU's own memory after the store lands,
-    // issuing the stores — is the same in both runs and cancels in the difference. What does
-    // not cancel is the cycle counter's granularity: clock64() returns whole cycles
-    // (floor(now × clock)), so each round trip is off by less than one cycle either way, the
-    // difference of two round trips by less than two, and the one-way difference (half of
-    // it) by less than one GPU cycle.
+    // trip — two clock64() reads, issuing the stores — is the same in both runs and cancels
+    // in the difference. What does not cancel: the cycle counter's granularity (clock64()
+    // returns whole cycles, so the one-way difference is off by less than one GPU cycle), and
+    // where in its polling loop each GPU is when the store lands (it notices it at its next
+    // read of its own memory, up to one `memory_access` later; the two runs' stores land at
+    // different phases, so the one-way difference is off by less than one poll period).
+    let poll_ns = Calibration::default_embedded().gpu["p4000"]
+        .memory_access_ns
+        .value;
     assert!(
-        (measured - predicted).abs() < cycle_ns,
+        (measured - predicted).abs() < cycle_ns + poll_ns,
         "measured {measured} ns vs modelled {predicted} ns (one cycle: {cycle_ns} ns)"
     );
-    // Every round trip is the same on idle links, to the cycle.
+    // On idle links at typical latencies the round trips differ only by where the polling
+    // loops were: at most one poll period (and a cycle) apart.
     for r in [&near, &far] {
         assert!(
-            r.rtt_ns.max - r.rtt_ns.min <= cycle_ns + 1e-3,
-            "round trips differ by more than one cycle: {r:?}"
+            r.rtt_ns.max - r.rtt_ns.min <= cycle_ns + poll_ns + 1e-3,
+            "round trips differ by more than one poll period: {r:?}"
         );
     }
 }

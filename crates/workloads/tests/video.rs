@@ -51,7 +51,7 @@ fn every_frame_is_verified_and_each_gpu_accounts_for_its_frames() {
     assert_eq!(r.gpus[0].frame_ms, 6.876, "the calibration's eir_frame_ns");
     // Three streams are 90 frames/s, within the K40c's 145: they keep up exactly.
     for fps in &r.stream_fps {
-        assert!((fps - 30.0).abs() < 1e-6, "{:?}", r.stream_fps);
+        assert!((fps - 30.0).abs() < 1e-4, "{:?}", r.stream_fps);
     }
     // The borrowed GPU's copies pass both NTB adapters and machine-b's root complex.
     let lent = &r.gpus[3];
@@ -108,7 +108,7 @@ fn the_borrowed_gpu_adds_throughput_only_once_the_local_gpus_are_saturated() {
     // 4 streams (120 frames/s) are within the local GPUs' 225: both pools deliver it all.
     let (local, lent) = (total(4, &LOCAL), total(4, &all_gpus()));
     assert!(
-        (local - 120.0).abs() < 1e-6 && (lent - 120.0).abs() < 1e-6,
+        (local - 120.0).abs() < 1e-4 && (lent - 120.0).abs() < 1e-4,
         "{local} {lent}"
     );
     // 12 streams (360 frames/s) are beyond them: the local GPUs deliver their profiles'

@@ -34,6 +34,11 @@ pub struct VideoArgs {
     /// Frames of each stream.
     #[arg(long, default_value = "60", value_name = "N", value_parser = frames)]
     pub frames: u32,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -114,7 +119,8 @@ pub(crate) fn default_pool(
 
 /// Runs `smartio app video`.
 pub fn run(calibration: &Calibration, args: VideoArgs) -> Result<(), String> {
-    let cluster = Cluster::new(&args.scenario, calibration).map_err(|e| e.to_string())?;
+    let cluster =
+        Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())?;
     let (host, pool) = default_pool(&cluster, args.host.as_deref())?;
     let config = VideoConfig {
         host,

@@ -121,8 +121,10 @@ pub struct ExpArgs {
     /// 64 KiB commands per read).
     #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
     pub ops: Option<u64>,
-    /// Random-offset seed (any 64-bit number).
-    #[arg(long, default_value_t = 1)]
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
     pub seed: u64,
     /// Write the SVG figures into this directory (created if missing); without it no file
     /// is written.
@@ -158,7 +160,7 @@ impl Setup<'_> {
 
     /// A fresh cluster of another scenario, for experiments that compare two.
     pub fn cluster_of(&self, scenario: &str) -> Result<Cluster, String> {
-        Cluster::new(scenario, self.calibration).map_err(|e| e.to_string())
+        Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())
     }
 
     /// The scenario's enumerated fabric only, to read host and device names from (no

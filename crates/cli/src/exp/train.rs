@@ -163,7 +163,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             seed: setup.seed,
             ..TrainConfig::local_default()
         };
-        let cluster = Cluster::new(p.scenario, setup.calibration).map_err(|e| e.to_string())?;
+        let cluster = Cluster::seeded(p.scenario, setup.calibration, setup.seed)
+            .map_err(|e| e.to_string())?;
         results.push(train(&cluster, &config).map_err(|e| e.to_string())?);
     }
     let mut header = vec!["placement", "host", "epoch (ms)", "vs base"];

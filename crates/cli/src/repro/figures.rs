@@ -170,7 +170,7 @@ pub fn all() -> Vec<Figure> {
 }
 
 fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
-    Cluster::new(scenario, ctx.calibration()).map_err(|e| e.to_string())
+    Cluster::seeded(scenario, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
 }
 
 /// `a` relative to `b`, in percent.

@@ -35,6 +35,11 @@ pub struct ReproArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, conflicts_with = "list", default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
 }
 
 /// What a figure's run found.
@@ -72,6 +77,7 @@ type ExpRun = (crate::exp::ExpName, Option<u64>);
 /// may read one experiment).
 pub struct Ctx<'a> {
     calibration: &'a Calibration,
+    seed: u64,
     reports: RefCell<BTreeMap<ExpRun, Rc<Report>>>,
 }
 
@@ -79,6 +85,11 @@ impl Ctx<'_> {
     /// The calibration in force.
     pub fn calibration(&self) -> &Calibration {
         self.calibration
+    }
+
+    /// The run's seed (`--seed`).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// Experiment `name` on its default scenario with `ops` (run once per repro).
@@ -90,7 +101,7 @@ impl Ctx<'_> {
             scenario: name.default_scenario().to_string(),
             calibration: self.calibration,
             ops,
-            seed: 1,
+            seed: self.seed,
         };
         let report = Rc::new(crate::exp::produce(&setup, name, false)?);
         self.reports
@@ -156,6 +167,7 @@ pub fn run(
         .collect();
     let ctx = Ctx {
         calibration,
+        seed: args.seed,
         reports: RefCell::default(),
     };
     let mut phase = smartio_workloads::progress::begin(

@@ -9,7 +9,7 @@ use smartio_devices::config::ConfigSpace;
 use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
-use smartio_platform::SimDuration;
+use smartio_platform::{Cause, SimDuration, Stream};
 use std::rc::Rc;
 
 /// The media profile of calibration profile `name`.
@@ -19,7 +19,9 @@ pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfi
     Ok(MediaProfile {
         name: name.to_string(),
         read_latency: ns(&p.read_latency_ns),
+        read_latency_p99: ns(&p.read_latency_p99_ns),
         write_latency: ns(&p.write_latency_ns),
+        write_latency_p99: ns(&p.write_latency_p99_ns),
         flush_latency: ns(&p.flush_latency_ns),
         max_read_iops: p.max_read_iops.value,
         max_write_iops: p.max_write_iops.value,
@@ -103,6 +105,7 @@ pub(super) fn start(
         ready_delay: SimDuration::from_ns_f64(cal.ready_delay_ns.value),
         serial: format!("SMARTIO{:04}", id.0),
         vendor_id: ep.layout.vendor_id,
+        media_stream: Stream::new(cx.options.seed, Cause::Media, u64::from(id.0)),
     };
     let controller = Rc::new(NvmeController::new(config, store, pci.clone()));
     cx.machine.attach_bar_handler(id, controller.clone());

@@ -329,8 +329,13 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
     }
 
     /// Spins on the u64 at device-memory `offset` until `cond` holds; returns the value.
-    /// Each check costs `memory_access`; between checks the thread sleeps until the next
-    /// write touching that word (no busy loop in virtual time).
+    ///
+    /// The thread checks back to back, each check costing `memory_access`: the k-th check
+    /// reads the word at `start + k × memory_access`. A store that lands between two reads is
+    /// seen by the next one, so the time to notice it depends on where in the loop it falls —
+    /// which is what quantizes a spinning ping-pong's round trips into steps. Between writes
+    /// the thread sleeps until the next one touching that word (no busy loop in virtual
+    /// time), then resumes at the loop's next read.
     pub async fn wait_until(
         &self,
         offset: u64,
@@ -341,9 +346,14 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
             .memory
             .check(offset, 8)
             .map_err(|_| self.outside(address))?;
+        let period = self.env.memory_access.as_ps();
+        let mut next_read = self.port.now().as_ps() + period;
         loop {
             let written = self.env.memory.word_written(offset);
-            self.port.sleep(self.env.memory_access).await;
+            let now = self.port.now().as_ps();
+            self.port
+                .sleep(SimDuration::from_ps(next_read.saturating_sub(now)))
+                .await;
             let v = self
                 .env
                 .memory
@@ -353,6 +363,13 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
                 return Ok(v);
             }
             written.await;
+            // The first read of the loop at or after the store.
+            let now = self.port.now().as_ps();
+            if period == 0 {
+                next_read = now;
+            } else if now > next_read {
+                next_read += (now - next_read).div_ceil(period) * period;
+            }
         }
     }
 

@@ -23,7 +23,7 @@ use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::{self, MsixTable};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
-    SparseMemory, Spawner, PAGE_SIZE,
+    SparseMemory, Spawner, Stream, PAGE_SIZE,
 };
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -66,6 +66,9 @@ pub struct NvmeConfig {
     pub serial: String,
     /// PCI vendor id reported by Identify.
     pub vendor_id: u16,
+    /// The stream the media's latencies are drawn from (the run's seed and this
+    /// controller's own index: see [`smartio_platform::variation`]).
+    pub media_stream: Stream,
 }
 
 #[derive(Debug, Clone)]
@@ -182,7 +185,7 @@ impl NvmeController {
         let io = config.queue_pairs.saturating_sub(1);
         Self {
             msix: MsixTable::new(config.queue_pairs),
-            media: Media::new(config.profile.clone()),
+            media: Media::new(config.profile.clone(), config.media_stream.clone()),
             store,
             cmb: RefCell::new(SparseMemory::new()),
             state: RefCell::new(State {

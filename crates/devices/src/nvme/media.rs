@@ -5,10 +5,15 @@
 //! and writes have separate pipelines, so a read is not held back by the write before it —
 //! and a set of
 //! parallel units (channels) each busy for the media latency. At queue depth 1 a command
-//! takes exactly the media latency; under load, throughput is capped by whichever limit
-//! binds first. The PCIe link is not part of this model: the engine costs it.
+//! takes the media latency; under load, throughput is capped by whichever limit binds
+//! first. The PCIe link is not part of this model: the engine costs it.
+//!
+//! The media latency varies from command to command ([`Spread`]: the profile's typical value
+//! is the median, its tail reaches the profile's 99th percentile), drawn from the
+//! controller's own stream, so that two runs of one seed draw the same times in the same
+//! command order.
 
-use smartio_platform::{SimDuration, SimTime};
+use smartio_platform::{SimDuration, SimTime, Spread, Stream};
 use std::cell::RefCell;
 
 /// A profile's figures (taken from the calibration).
@@ -16,10 +21,14 @@ use std::cell::RefCell;
 pub struct MediaProfile {
     /// Profile name.
     pub name: String,
-    /// Read latency.
+    /// Read latency (median).
     pub read_latency: SimDuration,
-    /// Write latency.
+    /// Read latency, 99th percentile (at least the median).
+    pub read_latency_p99: SimDuration,
+    /// Write latency (median).
     pub write_latency: SimDuration,
+    /// Write latency, 99th percentile (at least the median).
+    pub write_latency_p99: SimDuration,
     /// Flush latency.
     pub flush_latency: SimDuration,
     /// Reads started per second, at most.
@@ -50,6 +59,8 @@ struct State {
     /// When the read and the write pipeline can admit their next command.
     admit_free: [SimTime; 2],
     units: Vec<SimTime>,
+    /// Where the media's latencies are drawn from.
+    stream: Stream,
 }
 
 /// The media of one controller.
@@ -60,14 +71,15 @@ pub struct Media {
 }
 
 impl Media {
-    /// Idle media of `profile`.
-    pub fn new(profile: MediaProfile) -> Self {
+    /// Idle media of `profile`, drawing its latencies from `stream`.
+    pub fn new(profile: MediaProfile, stream: Stream) -> Self {
         let units = vec![SimTime::ZERO; profile.parallel_units.max(1) as usize];
         Self {
             profile,
             state: RefCell::new(State {
                 admit_free: [SimTime::ZERO; 2],
                 units,
+                stream,
             }),
         }
     }
@@ -77,24 +89,32 @@ impl Media {
         &self.profile
     }
 
-    /// Books `op` arriving at `now`; returns when it is done. Deterministic: the earliest free
-    /// unit (lowest index on ties) takes it.
+    /// Books `op` arriving at `now`; returns when it is done. Deterministic for a given
+    /// stream: the earliest free unit (lowest index on ties) takes it, for a latency drawn
+    /// from the media's stream.
     pub fn schedule(&self, op: MediaOp, now: SimTime) -> SimTime {
         let p = &self.profile;
         let (latency, gap, pipe) = match op {
             MediaOp::Read(bytes) => (
-                p.read_latency,
+                Spread {
+                    typical: p.read_latency,
+                    p99: p.read_latency_p99,
+                },
                 gap(p.max_read_iops, bytes as f64 / p.read_bandwidth),
                 0,
             ),
             MediaOp::Write(bytes) => (
-                p.write_latency,
+                Spread {
+                    typical: p.write_latency,
+                    p99: p.write_latency_p99,
+                },
                 gap(p.max_write_iops, bytes as f64 / p.write_bandwidth),
                 1,
             ),
-            MediaOp::Flush => (p.flush_latency, SimDuration::ZERO, 1),
+            MediaOp::Flush => (Spread::fixed(p.flush_latency), SimDuration::ZERO, 1),
         };
         let mut s = self.state.borrow_mut();
+        let latency = latency.sample(&mut s.stream);
         let admitted = now.max(s.admit_free[pipe]);
         s.admit_free[pipe] = admitted + gap;
         let (unit, free) = s
@@ -132,7 +152,9 @@ mod tests {
         MediaProfile {
             name: "test".into(),
             read_latency: SimDuration::from_us(10),
+            read_latency_p99: SimDuration::from_us(10),
             write_latency: SimDuration::from_us(20),
+            write_latency_p99: SimDuration::from_us(20),
             flush_latency: SimDuration::from_us(1),
             max_read_iops: 1e6,
             max_write_iops: 1e6,
@@ -142,9 +164,45 @@ mod tests {
         }
     }
 
+    fn stream() -> Stream {
+        Stream::new(1, smartio_platform::Cause::Media, 0)
+    }
+
+    #[test]
+    fn latencies_vary_by_the_profiles_spread_and_repeat_per_stream() {
+        let varied = MediaProfile {
+            read_latency_p99: SimDuration::from_us(12),
+            ..profile()
+        };
+        let run = |seed| {
+            let m = Media::new(
+                varied.clone(),
+                Stream::new(seed, smartio_platform::Cause::Media, 0),
+            );
+            (0..1000u64)
+                .map(|i| {
+                    let t = SimTime::ZERO + SimDuration::from_us(100 * i);
+                    m.schedule(MediaOp::Read(4096), t) - t
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut a = run(1);
+        assert_eq!(a, run(1), "the same stream draws the same times");
+        assert_ne!(a, run(2), "another seed draws others");
+        a.sort_unstable();
+        let (p50, p99) = (a[500], a[990]);
+        assert!(p99 > p50, "p99 {p99:?} above p50 {p50:?}");
+        let ns = |d: SimDuration| d.as_ps() as f64 / 1e3;
+        assert!(
+            (ns(p50) - 10_000.0).abs() < 150.0,
+            "median {p50:?} near 10 us"
+        );
+        assert!((ns(p99) - 12_000.0).abs() < 600.0, "p99 {p99:?} near 12 us");
+    }
+
     #[test]
     fn queue_depth_one_sees_the_bare_latency() {
-        let m = Media::new(profile());
+        let m = Media::new(profile(), stream());
         let t0 = SimTime::ZERO + SimDuration::from_us(100);
         assert_eq!(
             m.schedule(MediaOp::Read(4096), t0),
@@ -159,7 +217,7 @@ mod tests {
 
     #[test]
     fn units_and_admission_bound_throughput() {
-        let m = Media::new(profile());
+        let m = Media::new(profile(), stream());
         let t0 = SimTime::ZERO;
         let a = m.schedule(MediaOp::Read(4096), t0);
         let b = m.schedule(MediaOp::Read(4096), t0);
@@ -176,10 +234,13 @@ mod tests {
 
     #[test]
     fn a_read_is_not_held_back_by_the_write_pipeline() {
-        let m = Media::new(MediaProfile {
-            parallel_units: 8,
-            ..profile()
-        });
+        let m = Media::new(
+            MediaProfile {
+                parallel_units: 8,
+                ..profile()
+            },
+            stream(),
+        );
         let t0 = SimTime::ZERO;
         // 1 MiB at 4096 MB/s keeps the write pipeline busy for 256 us.
         m.schedule(MediaOp::Write(1 << 20), t0);

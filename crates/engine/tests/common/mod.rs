@@ -49,6 +49,7 @@ fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
 pub fn sim() -> (Sim, Calibration) {
     let spec = parse_scenario("two-switches", TWO_SWITCHES).expect("valid scenario");
     let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
-    let cal = Calibration::default_embedded();
+    // Variation closed: these tests check the formulas against the typical path.
+    let cal = Calibration::default_embedded().without_variation();
     (Sim::new(fabric, &cal).expect("calibrated"), cal)
 }

@@ -20,7 +20,9 @@ pub use nvme::{
     gpu_nvme_read, DrivenRead, GpuNvmeConfig, GpuNvmeResult, MAX_BYTES as MAX_GPU_NVME_BYTES,
 };
 pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
-pub use pingpong::{gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult};
+pub use pingpong::{
+    gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult, RttStep, MAX_STEPS,
+};
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;

@@ -42,6 +42,50 @@ pub enum CounterPlace {
     Host,
 }
 
+/// Most distinct round trips reported as steps.
+pub const MAX_STEPS: usize = 32;
+
+/// One step of the round trips' distribution: values within [`STEP_CYCLES`] of each other
+/// (the cycle counter's own rounding) are one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RttStep {
+    /// The step's shortest round trip, in nanoseconds.
+    pub rtt_ns: f64,
+    /// Round trips in the step.
+    pub count: u64,
+}
+
+/// Distinct cycle counts at most this far apart belong to one step.
+pub const STEP_CYCLES: u64 = 2;
+
+/// The steps of `cycles` (round trips in A's clock cycles) at `khz`, with counts; empty
+/// when the values form more than [`MAX_STEPS`] steps (no step structure to speak of).
+fn steps(cycles: &[u64], khz: u64) -> Vec<RttStep> {
+    let mut counts = std::collections::BTreeMap::new();
+    for &c in cycles {
+        *counts.entry(c).or_insert(0u64) += 1;
+    }
+    let mut out: Vec<(u64, u64, u64)> = Vec::new(); // (first, last, count)
+    for (c, count) in counts {
+        match out.last_mut() {
+            Some(step) if c - step.1 <= STEP_CYCLES => {
+                step.1 = c;
+                step.2 += count;
+            }
+            _ => out.push((c, c, count)),
+        }
+        if out.len() > MAX_STEPS {
+            return Vec::new();
+        }
+    }
+    out.into_iter()
+        .map(|(first, _, count)| RttStep {
+            rtt_ns: first as f64 * 1e6 / khz as f64,
+            count,
+        })
+        .collect()
+}
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct GpuPingPongConfig {
@@ -78,6 +122,11 @@ pub struct GpuPingPongResult {
     pub one_way_ns: LatencySummary,
     /// The round trip measured by A's cycle counter, in nanoseconds.
     pub rtt_ns: LatencySummary,
+    /// The distinct round trips A measured, shortest first, with how often each occurred —
+    /// the distribution's steps (the polling loops notice a store only at their next
+    /// read, so round trips fall on a few values with none between); empty when there are
+    /// more than [`MAX_STEPS`] distinct values.
+    pub steps: Vec<RttStep>,
     /// Nodes A's store to B's counter reaches, in order.
     pub path_a_to_b: Vec<String>,
     /// Nodes B's store to A's counter reaches, in order.
@@ -266,10 +315,12 @@ async fn measure(
         .map_err(host_memory("results"))?;
     let khz = ga.properties().clock_khz.max(1);
     let mut rtt_ps = LatencyRecorder::new();
+    let mut all_cycles = Vec::with_capacity(n as usize);
     for w in raw.chunks_exact(8) {
         let mut b = [0u8; 8];
         b.copy_from_slice(w);
         let cycles = u64::from_le_bytes(b);
+        all_cycles.push(cycles);
         rtt_ps.record((u128::from(cycles) * 1_000_000_000 / u128::from(khz)) as u64);
     }
     let rtt_ns = LatencySummary::of(&rtt_ps);
@@ -283,6 +334,7 @@ async fn measure(
         clock_khz: khz,
         one_way_ns: rtt_ns.halved(),
         rtt_ns,
+        steps: steps(&all_cycles, khz),
         path_a_to_b: path(machine, ga, c.a_to_b),
         path_b_to_a: path(machine, gb, c.b_to_a),
     };
