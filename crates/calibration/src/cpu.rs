@@ -24,6 +24,16 @@ pub struct CpuTiming {
     pub interrupt_delivery_p99: SimDuration,
     /// System call entry and exit.
     pub syscall: SimDuration,
+    /// The DMA API mapping a buffer without an IOMMU.
+    pub dma_map: SimDuration,
+    /// The DMA API unmapping a buffer without an IOMMU.
+    pub dma_unmap: SimDuration,
+    /// Mapping one page into an IOMMU domain.
+    pub iommu_map_page: SimDuration,
+    /// Unmapping from an IOMMU domain, invalidation included.
+    pub iommu_unmap: SimDuration,
+    /// The shadow device's DMA hook per map (`[smartio] dma_window_map_ns`).
+    pub dma_window_map: SimDuration,
     /// Largest TLP a CPU store stream produces (write-combining buffer size).
     pub max_store_bytes: u64,
     /// A configuration read or write.
@@ -62,6 +72,11 @@ impl Calibration {
             interrupt_delivery: d(&cpu.interrupt_delivery_ns),
             interrupt_delivery_p99: d(&cpu.interrupt_delivery_p99_ns),
             syscall: d(&cpu.syscall_ns),
+            dma_map: d(&cpu.dma_map_ns),
+            dma_unmap: d(&cpu.dma_unmap_ns),
+            iommu_map_page: d(&cpu.iommu_map_page_ns),
+            iommu_unmap: d(&cpu.iommu_unmap_ns),
+            dma_window_map: d(&self.smartio.dma_window_map_ns),
             max_store_bytes: cpu.max_store_bytes.value.max(4.0) as u64,
             config_access: d(&cpu.config_access_ns),
             block_submit: d(&cpu.block_submit_ns),

@@ -151,6 +151,12 @@ pub struct RootComplexParams {
     /// Read requests a root complex keeps open for the requests it forwards to another port
     /// (its pool of outstanding non-posted requests, shared by every device).
     pub forwarded_reads_outstanding: Param,
+    /// Translations the IOMMU's IOTLB caches (0: every translated TLP walks).
+    pub iotlb_entries: Param,
+    /// A page walk after an IOTLB miss, before the TLP goes on.
+    pub iotlb_miss_ns: Param,
+    /// IOMMU unmaps per IOTLB flush (deferred flushing; 1 is strict mode).
+    pub iotlb_flush_batch: Param,
 }
 
 /// Costs of the SmartIO software itself (control path only; the data path is hardware).
@@ -160,6 +166,8 @@ pub struct SmartioParams {
     /// One control message from one host's SmartIO driver to another's (over the NTB
     /// mailbox, interrupt included).
     pub control_message_ns: Param,
+    /// The shadow device's DMA hook: finding the DMA window and adding its offset, per map.
+    pub dma_window_map_ns: Param,
 }
 
 /// Costs of the hypervisor and of interrupts relayed into virtual machines (VFIO
@@ -322,6 +330,15 @@ pub struct CpuParams {
     /// `interrupt_delivery_ns`).
     pub interrupt_delivery_p99_ns: Param,
     pub syscall_ns: Param,
+    /// The DMA API mapping a buffer without an IOMMU (`dma_map_single`, direct).
+    pub dma_map_ns: Param,
+    /// The DMA API unmapping a buffer without an IOMMU.
+    pub dma_unmap_ns: Param,
+    /// Mapping one page into an IOMMU domain (IOVA allocation share, page-table update).
+    pub iommu_map_page_ns: Param,
+    /// Unmapping from an IOMMU domain: the page-table update and the IOTLB invalidation the
+    /// CPU waits for (strict mode).
+    pub iommu_unmap_ns: Param,
     pub max_outstanding_reads: Param,
     pub max_store_bytes: Param,
     /// A configuration read or write (ECAM access through the root complex and back).

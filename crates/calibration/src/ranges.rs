@@ -331,6 +331,18 @@ pub const RULES: &[Rule] = &[
         "forwarded_reads_outstanding",
         Allowed::Count { min: 1, max: 1024 },
     ),
+    // IOTLB entries: none (every translation walks) up to a generous 65536.
+    rule(
+        "root_complex",
+        "iotlb_entries",
+        Allowed::Count { min: 0, max: 65536 },
+    ),
+    rule("root_complex", "iotlb_miss_ns", TIME),
+    rule(
+        "root_complex",
+        "iotlb_flush_batch",
+        Allowed::Count { min: 1, max: 65536 },
+    ),
     rule("cpu", "memory_read_ns", TIME),
     rule("cpu", "memory_write_ns", TIME),
     rule("cpu", "mmio_issue_ns", TIME),
@@ -338,6 +350,10 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "interrupt_delivery_ns", TIME),
     rule("cpu", "interrupt_delivery_p99_ns", TIME),
     rule("cpu", "syscall_ns", TIME),
+    rule("cpu", "dma_map_ns", TIME),
+    rule("cpu", "dma_unmap_ns", TIME),
+    rule("cpu", "iommu_map_page_ns", TIME),
+    rule("cpu", "iommu_unmap_ns", TIME),
     // Outstanding uncached loads per core: at least one; 256 is PCIe's 8-bit tag space.
     rule(
         "cpu",
@@ -354,6 +370,7 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "block_submit_ns", TIME),
     rule("cpu", "block_complete_ns", TIME),
     rule("smartio", "control_message_ns", TIME),
+    rule("smartio", "dma_window_map_ns", TIME),
     rule("vm", "irq_handler_ns", TIME),
     rule("vm", "eventfd_signal_ns", TIME),
     rule("vm", "irq_injection_ns", TIME),

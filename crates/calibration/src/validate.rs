@@ -335,6 +335,9 @@ impl Calibration {
             memory_read_ns,
             forwarded_read_request_bytes,
             forwarded_reads_outstanding,
+            iotlb_entries,
+            iotlb_miss_ns,
+            iotlb_flush_batch,
         } = &self.root_complex;
         push(
             &mut out,
@@ -344,6 +347,9 @@ impl Calibration {
                 ("memory_read_ns", memory_read_ns),
                 ("forwarded_read_request_bytes", forwarded_read_request_bytes),
                 ("forwarded_reads_outstanding", forwarded_reads_outstanding),
+                ("iotlb_entries", iotlb_entries),
+                ("iotlb_miss_ns", iotlb_miss_ns),
+                ("iotlb_flush_batch", iotlb_flush_batch),
             ],
         );
         let CpuParams {
@@ -354,6 +360,10 @@ impl Calibration {
             interrupt_delivery_ns,
             interrupt_delivery_p99_ns,
             syscall_ns,
+            dma_map_ns,
+            dma_unmap_ns,
+            iommu_map_page_ns,
+            iommu_unmap_ns,
             max_outstanding_reads,
             max_store_bytes,
             config_access_ns,
@@ -371,6 +381,10 @@ impl Calibration {
                 ("interrupt_delivery_ns", interrupt_delivery_ns),
                 ("interrupt_delivery_p99_ns", interrupt_delivery_p99_ns),
                 ("syscall_ns", syscall_ns),
+                ("dma_map_ns", dma_map_ns),
+                ("dma_unmap_ns", dma_unmap_ns),
+                ("iommu_map_page_ns", iommu_map_page_ns),
+                ("iommu_unmap_ns", iommu_unmap_ns),
                 ("max_outstanding_reads", max_outstanding_reads),
                 ("max_store_bytes", max_store_bytes),
                 ("config_access_ns", config_access_ns),
@@ -378,11 +392,17 @@ impl Calibration {
                 ("block_complete_ns", block_complete_ns),
             ],
         );
-        let SmartioParams { control_message_ns } = &self.smartio;
+        let SmartioParams {
+            control_message_ns,
+            dma_window_map_ns,
+        } = &self.smartio;
         push(
             &mut out,
             Section::Smartio,
-            [("control_message_ns", control_message_ns)],
+            [
+                ("control_message_ns", control_message_ns),
+                ("dma_window_map_ns", dma_window_map_ns),
+            ],
         );
         let VmParams {
             irq_handler_ns,

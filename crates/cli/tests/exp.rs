@@ -295,10 +295,14 @@ fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_th
         ]
     );
     let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}"));
-    assert_eq!(
-        f("vm_minus_bare_poll_ns"),
-        0.0,
-        "polling: the same data path"
+    // Polling, the same data path; the VM only skips the per-I/O IOMMU mapping of the
+    // bare-metal borrower's DMA API (window hook 50 + page-table entry 300 + unmap 200 ns),
+    // give or take the chips' per-TLP variation.
+    let dma_api = 50.0 + 300.0 + 200.0;
+    assert!(
+        (f("vm_minus_bare_poll_ns") + dma_api).abs() < 30.0,
+        "polling: {} ns",
+        f("vm_minus_bare_poll_ns")
     );
     let extra = f("vm_minus_bare_interrupt_ns");
     assert!(

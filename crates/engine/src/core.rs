@@ -5,6 +5,7 @@
 //! deterministic. Device BAR handlers are called while the core is borrowed: they must only
 //! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
 
+use crate::iotlb::Iotlb;
 use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
@@ -83,6 +84,8 @@ pub(crate) struct Core {
     chip_stream: Stream,
     /// Per host: where its interrupt delivery times are drawn from.
     interrupt_streams: Vec<Stream>,
+    /// Per host: its IOMMU's translation cache.
+    pub iotlbs: Vec<Iotlb>,
 }
 
 impl Core {
@@ -92,6 +95,9 @@ impl Core {
         let endpoints = fabric.endpoints().len();
         Core {
             chip_stream: Stream::new(seed, Cause::Chip, 0),
+            iotlbs: (0..hosts)
+                .map(|_| Iotlb::new(timing.iotlb_entries, timing.iotlb_flush_batch))
+                .collect(),
             interrupt_streams: (0..hosts as u64)
                 .map(|h| Stream::new(seed, Cause::Interrupt, h))
                 .collect(),
@@ -329,6 +335,7 @@ impl Core {
                 target: route.target,
                 path,
                 fanout: fanout.into(),
+                translated_by: route.translated_by,
             });
             done += route.len;
         }
@@ -547,7 +554,16 @@ impl Core {
                 (next_chunk(addr, remaining, path.max_read_request), 0)
             }
         };
-        let start = txn.next_issue;
+        let mut start = txn.next_issue;
+        // A translated TLP whose page the IOTLB misses waits for the page walk.
+        if let (Some(host), Requester::Device(e)) = (seg.translated_by, txn.requester) {
+            let invalidations = self.fabric.host(host).iommu.invalidations();
+            if let Some(iotlb) = self.iotlbs.get_mut(host.index()) {
+                if !iotlb.look_up(e, addr / smartio_platform::PAGE_SIZE, invalidations) {
+                    start = start + SimDuration(self.timing.iotlb_miss_ps);
+                }
+            }
+        }
         let who = self.booking(txn.requester);
         let first_link_done = if seg.fanout.is_empty() {
             let crossing = traverse(

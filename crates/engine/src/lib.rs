@@ -15,6 +15,7 @@ pub use smartio_calibration as calibration;
 mod contract;
 mod core;
 mod executor;
+pub mod iotlb;
 pub mod sim;
 pub mod timing;
 pub mod txn;

@@ -108,6 +108,12 @@ pub struct Timing {
     /// Read requests a root complex keeps open on behalf of the requests it forwards to
     /// another port (one pool per root complex, shared by every requester).
     pub forwarded_reads: u32,
+    /// Translations each host IOMMU's IOTLB caches.
+    pub iotlb_entries: usize,
+    /// A page walk after an IOTLB miss (ps).
+    pub iotlb_miss_ps: u64,
+    /// IOMMU unmaps per IOTLB flush (1: strict).
+    pub iotlb_flush_batch: u64,
     /// CPU costs.
     pub cpu: CpuTiming,
     /// Posted TLPs one write stream may have on their way (flow-control backpressure).
@@ -204,6 +210,11 @@ impl Timing {
             endpoint_tags,
             cpu_tags,
             forwarded_reads: cal.root_complex.forwarded_reads_outstanding.value.max(1.0) as u32,
+            // In range: validation admits whole numbers 0..=65536.
+            iotlb_entries: cal.root_complex.iotlb_entries.value as usize,
+            iotlb_miss_ps: ns(&cal.root_complex.iotlb_miss_ns),
+            // In range: validation admits whole numbers 1..=65536.
+            iotlb_flush_batch: cal.root_complex.iotlb_flush_batch.value as u64,
             posted_credits: cal.pcie.posted_credits_tlps.value.max(1.0) as usize,
             cpu: cal.cpu_timing(),
         })

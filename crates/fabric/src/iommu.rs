@@ -117,6 +117,8 @@ pub struct Iommu {
     enabled: bool,
     domains: Vec<Domain>,
     attached: BTreeMap<EndpointId, DomainId>,
+    /// Unmaps and re-attachments so far: each invalidates what an IOTLB cached.
+    invalidations: u64,
 }
 
 impl Iommu {
@@ -126,7 +128,14 @@ impl Iommu {
             enabled,
             domains: Vec::new(),
             attached: BTreeMap::new(),
+            invalidations: 0,
         }
+    }
+
+    /// How many invalidations (unmaps, re-attachments) the IOMMU has had: a translation
+    /// cache that saw a smaller count must forget what it holds.
+    pub fn invalidations(&self) -> u64 {
+        self.invalidations
     }
 
     /// Whether DMA is translated.
@@ -146,7 +155,9 @@ impl Iommu {
     /// Attaches an endpoint to a domain (replacing an earlier attachment).
     pub fn attach(&mut self, endpoint: EndpointId, domain: DomainId) -> Result<(), IommuError> {
         self.domain(domain)?;
-        self.attached.insert(endpoint, domain);
+        if self.attached.insert(endpoint, domain).is_some() {
+            self.invalidations += 1;
+        }
         Ok(())
     }
 
@@ -250,6 +261,7 @@ impl Iommu {
             at = run_end;
         }
         d.pages -= count;
+        self.invalidations += 1;
         Ok(())
     }
 

@@ -87,8 +87,9 @@ pub struct Route {
     pub len: u64,
     /// Links and chips crossed from the requester to the target, in order.
     pub hops: Vec<Hop>,
-    /// Whether the host IOMMU translated the address.
-    pub translated: bool,
+    /// The host whose IOMMU translated the address (a device's DMA through an IOMMU that is
+    /// on); `None` when nothing translated it.
+    pub translated_by: Option<HostId>,
     /// For a multicast write, one branch per receiving member (`hops` then ends at the
     /// sending adapter); empty otherwise.
     pub branches: Vec<Branch>,
@@ -260,7 +261,7 @@ impl Fabric {
         let mut hops = Vec::new();
         let mut a = addr;
         let mut limit = len;
-        let mut translated = false;
+        let mut translated_by = None;
         // Each pass routes in one host's domain; an NTB window hands over to the next.
         'domains: for _ in 0..=MAX_NTB_CROSSINGS {
             let h = &self.hosts[host.index()];
@@ -304,7 +305,7 @@ impl Fabric {
                         })?;
                     a = pa.get();
                     limit = limit.min(run);
-                    translated = true;
+                    translated_by = Some(host);
                 }
                 if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
                     return Ok(Route {
@@ -314,7 +315,7 @@ impl Fabric {
                         },
                         len: limit.min(r.end - a),
                         hops,
-                        translated,
+                        translated_by,
                         branches: Vec::new(),
                     });
                 }
@@ -326,7 +327,7 @@ impl Fabric {
                         },
                         len: limit.min(h.msi.end - a),
                         hops,
-                        translated,
+                        translated_by,
                         branches: Vec::new(),
                     });
                 }
@@ -358,7 +359,7 @@ impl Fabric {
                                 },
                                 len: limit.min(bar.range().end - a),
                                 hops,
-                                translated,
+                                translated_by,
                                 branches: Vec::new(),
                             });
                         };
@@ -399,7 +400,7 @@ impl Fabric {
                                     limit,
                                     access,
                                     hops,
-                                    translated,
+                                    translated_by,
                                     unsupported(a),
                                 );
                             }
@@ -434,7 +435,7 @@ impl Fabric {
         mut limit: u64,
         access: Access,
         hops: Vec<Hop>,
-        translated: bool,
+        translated_by: Option<HostId>,
         unsupported: RouteError,
     ) -> Result<Route, RouteError> {
         let g = match self.multicast.group(group) {
@@ -487,7 +488,7 @@ impl Fabric {
             target: Target::Multicast { group, offset },
             len: limit,
             hops,
-            translated,
+            translated_by,
             branches,
         })
     }

@@ -19,7 +19,7 @@ use crate::os::{HostError, OsShared};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command, msix};
-use smartio_platform::{AccessError, BusAddr, MsiMessage, PhysAddr, Port, Spawner};
+use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, PhysAddr, Port, Spawner};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -431,6 +431,36 @@ impl DeviceHandle {
     /// Undoes [`DeviceHandle::dma_map`] or [`DeviceHandle::dma_map_peer`].
     pub fn dma_unmap(&self, bus: BusAddr) -> Result<(), DmaError> {
         self.inner.dma.unmap(bus)
+    }
+
+    /// [`DeviceHandle::dma_map`] on the calling CPU's time: what the DMA API's work costs
+    /// (page-table updates with an IOMMU, a shadow device's window hook) passes first. For
+    /// drivers that map in the I/O path (Paper V §7.1.1: the block layer maps and unmaps
+    /// every O_DIRECT buffer).
+    pub async fn dma_map_timed(
+        &self,
+        phys: PhysAddr,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<BusAddr, DmaError> {
+        let cost = self
+            .inner
+            .dma
+            .map_cost(phys, len, &self.inner.cpu.machine().cpu_timing());
+        self.inner.cpu.sleep(cost).await;
+        self.dma_map(phys, len, dir)
+    }
+
+    /// [`DeviceHandle::dma_unmap`] on the calling CPU's time (with an IOMMU, the wait for the
+    /// IOTLB invalidation).
+    pub async fn dma_unmap_timed(&self, bus: BusAddr) -> Result<(), DmaError> {
+        self.dma_unmap(bus)?;
+        let cost = self
+            .inner
+            .dma
+            .unmap_cost(&self.inner.cpu.machine().cpu_timing());
+        self.inner.cpu.sleep(cost).await;
+        Ok(())
     }
 
     /// Maps BAR `bar` of `target` for this device (`dma_map_resource`): returns the address

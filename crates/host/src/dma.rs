@@ -6,8 +6,8 @@
 
 use crate::memory::RamAllocator;
 use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
-use smartio_machine::Machine;
-use smartio_platform::{BusAddr, PhysAddr, PAGE_SIZE};
+use smartio_machine::{CpuTiming, Machine};
+use smartio_platform::{BusAddr, PhysAddr, SimDuration, PAGE_SIZE};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -115,6 +115,23 @@ pub trait DmaMapper {
     /// Makes another function's BAR reachable by the device; returns the address of the
     /// BAR's first byte as the device sees it.
     fn map_peer(&self, bar: &PeerBar) -> Result<BusAddr, DmaError>;
+
+    /// What [`DmaMapper::map`] of `len` bytes at `phys` costs the calling CPU: the DMA API's
+    /// own work (without an IOMMU, an address computation).
+    fn map_cost(&self, _phys: PhysAddr, _len: u64, cpu: &CpuTiming) -> SimDuration {
+        cpu.dma_map
+    }
+
+    /// What [`DmaMapper::unmap`] costs the calling CPU.
+    fn unmap_cost(&self, cpu: &CpuTiming) -> SimDuration {
+        cpu.dma_unmap
+    }
+}
+
+/// Pages of `len` bytes at `phys` (at least one).
+pub fn pages_spanned(phys: PhysAddr, len: u64) -> u64 {
+    let first = phys.get() & !(PAGE_SIZE - 1);
+    ((phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first) / PAGE_SIZE
 }
 
 /// The DMA mapper of a function in its own host.
@@ -171,6 +188,22 @@ impl LocalDma {
 }
 
 impl DmaMapper for LocalDma {
+    /// With the IOMMU on, the DMA API also writes a page-table entry per page.
+    fn map_cost(&self, phys: PhysAddr, len: u64, cpu: &CpuTiming) -> SimDuration {
+        match self.domain {
+            None => cpu.dma_map,
+            Some(_) => cpu.dma_map + cpu.iommu_map_page.times(pages_spanned(phys, len)),
+        }
+    }
+
+    /// With the IOMMU on, the CPU waits for the IOTLB invalidation.
+    fn unmap_cost(&self, cpu: &CpuTiming) -> SimDuration {
+        match self.domain {
+            None => cpu.dma_unmap,
+            Some(_) => cpu.dma_unmap + cpu.iommu_unmap,
+        }
+    }
+
     fn map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError> {
         let Some(domain) = self.domain else {
             return Ok(BusAddr(phys.get()));

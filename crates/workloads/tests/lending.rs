@@ -45,7 +45,7 @@ fn a_borrowed_dma_engine_matches_the_local_one_within_one_percent_at_every_size(
 }
 
 #[test]
-fn through_the_lenders_root_complex_reads_collapse_and_writes_hold_up() {
+fn through_the_lenders_root_complex_reads_collapse_and_writes_drop_less() {
     let shortest = dma(
         "back-to-back",
         "borrower",
@@ -67,7 +67,9 @@ fn through_the_lenders_root_complex_reads_collapse_and_writes_hold_up() {
             s.median_bytes_per_s / 1e9
         );
     }
-    // Writes are posted: the longer path costs latency, not throughput, on large copies.
+    // Writes are posted: the longer path costs latency, not throughput, on large copies; what
+    // they lose is the lender IOMMU's page walk for every new 4 KiB page (an IOTLB miss),
+    // which holds the page's writes behind it — far less than reads lose.
     let shortest = dma(
         "back-to-back",
         "borrower",
@@ -82,7 +84,8 @@ fn through_the_lenders_root_complex_reads_collapse_and_writes_hold_up() {
     );
     let (s, r) = (&shortest[5], &via_root[5]);
     assert!(
-        r.median_bytes_per_s > 0.99 * s.median_bytes_per_s,
+        r.median_bytes_per_s < 0.99 * s.median_bytes_per_s
+            && r.median_bytes_per_s > 0.5 * s.median_bytes_per_s,
         "{r:?} vs {s:?}"
     );
     assert!(

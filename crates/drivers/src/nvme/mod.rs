@@ -683,7 +683,7 @@ impl NvmeDevice {
         };
         let mut cmd = Command::from(op.command(BlockRange::new(nsid, lba, blocks)));
         let mapped = match dir {
-            Some(dir) => Some(self.handle.dma_map(buffer, len, dir)?),
+            Some(dir) => Some(self.handle.dma_map_timed(buffer, len, dir).await?),
             None => None,
         };
         if let Some(bus) = mapped {
@@ -696,7 +696,7 @@ impl NvmeDevice {
         }
         .await;
         if let Some(bus) = mapped {
-            self.handle.dma_unmap(bus)?;
+            self.handle.dma_unmap_timed(bus).await?;
         }
         let c = r?;
         if !c.status.is_success() {

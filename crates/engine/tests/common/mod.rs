@@ -47,9 +47,24 @@ fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
 }
 
 pub fn sim() -> (Sim, Calibration) {
-    let spec = parse_scenario("two-switches", TWO_SWITCHES).expect("valid scenario");
-    let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
     // Variation closed: these tests check the formulas against the typical path.
-    let cal = Calibration::default_embedded().without_variation();
+    sim_of(
+        TWO_SWITCHES,
+        Calibration::default_embedded().without_variation(),
+    )
+}
+
+/// [`sim`] with the host's IOMMU on, its IOTLB flushed every `flush_batch` unmaps.
+#[allow(dead_code)] // not every test target that includes this module uses it
+pub fn sim_with_iommu(flush_batch: u64) -> (Sim, Calibration) {
+    let text = TWO_SWITCHES.replace("ram = \"4 GiB\"", "ram = \"4 GiB\"\niommu = true");
+    let mut cal = Calibration::default_embedded().without_variation();
+    cal.root_complex.iotlb_flush_batch.value = flush_batch as f64;
+    sim_of(&text, cal)
+}
+
+fn sim_of(text: &str, cal: Calibration) -> (Sim, Calibration) {
+    let spec = parse_scenario("two-switches", text).expect("valid scenario");
+    let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
     (Sim::new(fabric, &cal).expect("calibrated"), cal)
 }

@@ -14,7 +14,7 @@ use super::{Fdid, Service};
 use smartio_fabric::{DomainId, EndpointId, HostId};
 use smartio_host::{BoxFuture, DeviceBackend, DmaDirection, DmaError, DmaMapper, HostError};
 use smartio_host::{PeerBar, RamAllocator};
-use smartio_machine::Agent;
+use smartio_machine::{Agent, CpuTiming};
 use smartio_platform::pci::{self, command};
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, PhysAddr, SimDuration};
@@ -182,6 +182,28 @@ impl ShadowDma {
 }
 
 impl DmaMapper for ShadowDma {
+    /// The window hook, and with a borrower IOMMU the page-table entries it adds.
+    fn map_cost(&self, phys: PhysAddr, len: u64, cpu: &CpuTiming) -> SimDuration {
+        match &self.kind {
+            WindowKind::WholeRam { .. } => cpu.dma_map + cpu.dma_window_map,
+            WindowKind::Iommu { .. } => {
+                cpu.dma_map
+                    + cpu.dma_window_map
+                    + cpu
+                        .iommu_map_page
+                        .times(smartio_host::dma::pages_spanned(phys, len))
+            }
+        }
+    }
+
+    /// With a borrower IOMMU, the CPU waits for the IOTLB invalidation.
+    fn unmap_cost(&self, cpu: &CpuTiming) -> SimDuration {
+        match &self.kind {
+            WindowKind::WholeRam { .. } => cpu.dma_unmap,
+            WindowKind::Iommu { .. } => cpu.dma_unmap + cpu.iommu_unmap,
+        }
+    }
+
     fn map(&self, phys: PhysAddr, len: u64, dir: DmaDirection) -> Result<BusAddr, DmaError> {
         match &self.kind {
             WindowKind::WholeRam { ram_end } => {
