@@ -560,7 +560,7 @@ impl Core {
             let invalidations = self.fabric.host(host).iommu.invalidations();
             if let Some(iotlb) = self.iotlbs.get_mut(host.index()) {
                 if !iotlb.look_up(e, addr / smartio_platform::PAGE_SIZE, invalidations) {
-                    start = start + SimDuration(self.timing.iotlb_miss_ps);
+                    start += SimDuration(self.timing.iotlb_miss_ps);
                 }
             }
         }
