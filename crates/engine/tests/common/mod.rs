@@ -46,6 +46,7 @@ fn test_layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
     })
 }
 
+#[allow(dead_code)] // not every test target that includes this module uses it
 pub fn sim() -> (Sim, Calibration) {
     // Variation closed: these tests check the formulas against the typical path.
     sim_of(
