@@ -91,6 +91,7 @@ impl Ctx<'_> {
             calibration: self.calibration,
             ops,
             seed: 1,
+            nvmeof: Default::default(),
         };
         let report = Rc::new(crate::exp::produce(&setup, name, false)?);
         self.reports
