@@ -108,7 +108,7 @@ fn negative_nan_and_infinite_latencies_are_rejected() {
         &["[cpu] syscall_ns = inf: not finite", "allowed: a time"],
     );
     rejected(
-        "hca_latency_ns = { value = 1000,",
+        "hca_latency_ns = { value = 1200,",
         "hca_latency_ns = { value = 2e9,",
         &["[nvmeof] hca_latency_ns = 2000000000: too large", "(1 s)"],
     );
