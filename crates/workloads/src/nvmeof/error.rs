@@ -123,7 +123,7 @@ pub enum NvmeofError {
         lba_size: u64,
     },
     /// The block size is more than one command carries.
-    #[error("bs {bs} is more than one command carries ({most} bytes, the controller's MDTS)")]
+    #[error("bs {bs} is more than one command carries ({most} bytes: the controller's MDTS, and at most 16 MiB - 1 in a keyed SGL)")]
     BsTooLarge {
         /// Block size asked for.
         bs: u64,

@@ -26,15 +26,18 @@
 //! write row writes a new version of the pattern that is read back afterwards ([`blocks`]).
 
 mod blocks;
+mod costs;
 mod error;
 mod rdma;
+mod sgl;
 
 pub use error::NvmeofError;
 
 use crate::booted::{run_workload, Booted};
 use crate::stats::{LatencyRecorder, LatencySummary};
 use blocks::{Blocks, Measured, Offsets, Way, MAX_SPAN};
-use rdma::{Rdma, RdmaCosts, Stack};
+use costs::RdmaCosts;
+use rdma::{Rdma, Stack};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::NamespaceInfo;
@@ -537,11 +540,10 @@ fn geometry<'m>(
             lba_size,
         });
     }
-    let too_large = NvmeofError::BsTooLarge {
-        bs: cfg.bs,
-        most: max_transfer,
-    };
-    if cfg.bs > max_transfer {
+    // One command moves at most MDTS; a keyed SGL describes at most 24 bits of length.
+    let most = max_transfer.min(sgl::KEYED_MAX_LEN);
+    let too_large = NvmeofError::BsTooLarge { bs: cfg.bs, most };
+    if cfg.bs > most {
         return Err(too_large);
     }
     let blocks = u32::try_from(cfg.bs / lba_size).map_err(|_| too_large)?;

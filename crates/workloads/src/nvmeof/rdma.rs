@@ -23,17 +23,25 @@
 //! carried out by the target's queue pair in the model — an HCA's peer-to-peer write and a
 //! CPU's store reach the controller through the same root port — but no target software
 //! runs: the HCA's own steps (`offload_submit_ns`, `offload_complete_ns`) replace it.
+//!
+//! The kernel initiator registers the memory of every transfer not in the capsule
+//! (`kernel_reg_mr_ns`: Linux nvme-rdma's default `register_always`, a fast-registration
+//! work request) and sends a keyed SGL with subtype Invalidate Key; the target answers with
+//! a send-with-invalidate (SPDK built with `SPDK_CONFIG_RDMA_SEND_WITH_INVAL` turns that
+//! subtype into `IBV_WR_SEND_WITH_INV`), so nvme-rdma finds the key already invalidated
+//! (`IB_WC_WITH_INVALIDATE`) and posts no local invalidation of its own.
 
 use super::blocks::Blocks;
+use super::costs::RdmaCosts;
+use super::sgl::{Sgl, PSDT_SGL};
 use super::{NvmeofError, NvmeofIo, TargetMode};
-use smartio_calibration::{CpuTiming, NvmeofParams};
 use smartio_devices::nvme::spec::{io, Command, Completion, Flags, Status, CQE_SIZE, SQE_SIZE};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, ClientQueue};
 use smartio_fabric::HostId;
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
-use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration, SimTime};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimTime};
 
 /// The initiator's software stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,180 +53,6 @@ pub(super) enum Stack {
     /// block layer, memory registration for RDMA, the HCA's completion interrupt, a softirq
     /// and the block layer's completion waking the waiting thread.
     Kernel,
-}
-
-/// The network, HCA and software costs, from the calibration's `[nvmeof]` and `[cpu]`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct RdmaCosts {
-    hca_latency: SimDuration,
-    wire_ns_per_byte: f64,
-    pcie_ns_per_byte: f64,
-    in_capsule: u64,
-    initiator_post: SimDuration,
-    target_poll: SimDuration,
-    target_submit: SimDuration,
-    target_complete: SimDuration,
-    initiator_complete: SimDuration,
-    reg_mr: SimDuration,
-    kernel_complete: SimDuration,
-    offload_submit: SimDuration,
-    offload_complete: SimDuration,
-    /// The host's shared software costs, as the native driver pays them.
-    block_submit: SimDuration,
-    block_complete: SimDuration,
-    interrupt: SimDuration,
-}
-
-impl RdmaCosts {
-    /// The costs of `p`, with the block layer and interrupt costs of `cpu` (the machine's,
-    /// the same the native NVMe driver pays).
-    pub fn new(p: &NvmeofParams, cpu: &CpuTiming) -> Result<RdmaCosts, NvmeofError> {
-        let ns = |key: &'static str, value: f64| {
-            if value.is_finite() && value >= 0.0 {
-                Ok(SimDuration::from_ns_f64(value))
-            } else {
-                Err(NvmeofError::Calibration {
-                    key,
-                    value,
-                    must: "a time of 0 ns or more",
-                })
-            }
-        };
-        let per_byte = |key: &'static str, gbps: f64| {
-            if gbps.is_finite() && gbps > 0.0 {
-                Ok(8.0 / gbps)
-            } else {
-                Err(NvmeofError::Calibration {
-                    key,
-                    value: gbps,
-                    must: "a positive rate",
-                })
-            }
-        };
-        let bytes = p.in_capsule_data_bytes.value;
-        if !(bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0) {
-            return Err(NvmeofError::Calibration {
-                key: "in_capsule_data_bytes",
-                value: bytes,
-                must: "a whole number of bytes",
-            });
-        }
-        Ok(RdmaCosts {
-            hca_latency: ns("hca_latency_ns", p.hca_latency_ns.value)?,
-            wire_ns_per_byte: per_byte("link_gbps", p.link_gbps.value)?,
-            pcie_ns_per_byte: per_byte("hca_pcie_gbps", p.hca_pcie_gbps.value)?,
-            in_capsule: bytes as u64,
-            initiator_post: ns("initiator_post_ns", p.initiator_post_ns.value)?,
-            target_poll: ns("target_poll_ns", p.target_poll_ns.value)?,
-            target_submit: ns("target_submit_ns", p.target_submit_ns.value)?,
-            target_complete: ns("target_complete_ns", p.target_complete_ns.value)?,
-            initiator_complete: ns("initiator_complete_ns", p.initiator_complete_ns.value)?,
-            reg_mr: ns("kernel_reg_mr_ns", p.kernel_reg_mr_ns.value)?,
-            kernel_complete: ns(
-                "kernel_initiator_complete_ns",
-                p.kernel_initiator_complete_ns.value,
-            )?,
-            offload_submit: ns("offload_submit_ns", p.offload_submit_ns.value)?,
-            offload_complete: ns("offload_complete_ns", p.offload_complete_ns.value)?,
-            block_submit: cpu.block_submit,
-            block_complete: cpu.block_complete,
-            interrupt: cpu.interrupt_delivery,
-        })
-    }
-
-    /// Time `bytes` of payload take on the wire.
-    pub fn wire(&self, bytes: u64) -> SimDuration {
-        SimDuration::from_ns_f64(bytes as f64 * self.wire_ns_per_byte)
-    }
-
-    /// Time `bytes` of payload take on an HCA's PCIe link.
-    fn pcie(&self, bytes: u64) -> SimDuration {
-        SimDuration::from_ns_f64(bytes as f64 * self.pcie_ns_per_byte)
-    }
-
-    /// One message of `bytes` from the sender's doorbell to the bytes in the receiver's
-    /// memory: the HCAs' latency and the payload stored and forwarded through the sender's
-    /// PCIe, the wire and the receiver's PCIe.
-    pub fn message(&self, bytes: u64) -> SimDuration {
-        self.hca_latency + self.pcie(bytes) + self.wire(bytes) + self.pcie(bytes)
-    }
-
-    /// How long a message of `bytes` posted right behind another on the same queue pair
-    /// trails it: its slowest stage (the stages of the two overlap).
-    pub fn behind(&self, bytes: u64) -> SimDuration {
-        self.pcie(bytes).max(self.wire(bytes))
-    }
-
-    /// Whether a write of `len` bytes travels inside the capsule.
-    pub fn in_capsule(&self, io: NvmeofIo, len: u64) -> bool {
-        io == NvmeofIo::Write && len <= self.in_capsule
-    }
-}
-
-/// SGL Identifier of a Keyed SGL Data Block descriptor with subtype Invalidate Key (NVMe 1.4
-/// §4.4, Figure 117: type 4h, subtype Fh), as Linux nvme-rdma sends for registered memory.
-const SGL_KEYED_INVALIDATE: u8 = 0x4f;
-/// SGL Identifier of an SGL Data Block descriptor with subtype Offset (type 0h, subtype 1h):
-/// data in the capsule.
-const SGL_DATA_OFFSET: u8 = 0x01;
-/// PSDT 01b: SGLs describe the data (NVMe-oF requires SGLs; Linux sets
-/// `NVME_CMD_SGL_METABUF`).
-const PSDT_SGL: u8 = 0b01;
-
-/// SGL1 of a fabrics command: where the data is (bytes 24..40 of the command, which a
-/// PCIe command uses for PRP1 and PRP2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sgl {
-    /// `len` bytes at `addr` of the initiator's memory, registered under `key`; the target
-    /// invalidates the key with its response.
-    Keyed {
-        /// Initiator address.
-        addr: u64,
-        /// Bytes (24 bits on the wire).
-        len: u32,
-        /// The remote key.
-        key: u32,
-    },
-    /// `len` bytes at `offset` of the capsule's data.
-    InCapsule {
-        /// Offset in the capsule's data.
-        offset: u64,
-        /// Bytes.
-        len: u32,
-    },
-}
-
-impl Sgl {
-    /// The descriptor as the command's two quadwords.
-    pub fn encode(self) -> (u64, u64) {
-        match self {
-            Sgl::Keyed { addr, len, key } => (
-                addr,
-                u64::from(len & 0x00ff_ffff)
-                    | u64::from(key) << 24
-                    | u64::from(SGL_KEYED_INVALIDATE) << 56,
-            ),
-            Sgl::InCapsule { offset, len } => {
-                (offset, u64::from(len) | u64::from(SGL_DATA_OFFSET) << 56)
-            }
-        }
-    }
-
-    /// The descriptor in `(qw0, qw1)`, if it is one of the two kinds sent here.
-    pub fn decode(qw0: u64, qw1: u64) -> Option<Sgl> {
-        match (qw1 >> 56) as u8 {
-            SGL_KEYED_INVALIDATE => Some(Sgl::Keyed {
-                addr: qw0,
-                len: (qw1 & 0x00ff_ffff) as u32,
-                key: (qw1 >> 24) as u32,
-            }),
-            SGL_DATA_OFFSET => Some(Sgl::InCapsule {
-                offset: qw0,
-                len: qw1 as u32,
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// The steps of one I/O and their times, in order.
@@ -362,6 +196,7 @@ impl<'a> Rdma<'a> {
                 );
             }
         }
+        // At most 16 MiB - 1 (checked before the run: a keyed SGL's length field).
         let len32 = u32::try_from(len).unwrap_or(u32::MAX);
         let sgl = if inline {
             Sgl::InCapsule {
@@ -611,87 +446,5 @@ impl<'a> Rdma<'a> {
             );
         }
         Ok(laps)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use smartio_calibration::Calibration;
-
-    fn costs() -> RdmaCosts {
-        let cal = Calibration::default_embedded();
-        RdmaCosts::new(&cal.nvmeof, &cal.cpu_timing()).expect("valid")
-    }
-
-    #[test]
-    fn serialization_follows_the_link_rate() {
-        // 4 KiB at 100 Gb/s: 327.68 ns.
-        assert_eq!(costs().wire(4096).as_ps(), 327_680);
-    }
-
-    #[test]
-    fn a_message_is_serialized_on_both_pcie_links_and_the_wire() {
-        let c = costs();
-        let cal = Calibration::default_embedded().nvmeof;
-        let want = cal.hca_latency_ns.value
-            + 4096.0 * 8.0 / cal.link_gbps.value
-            + 2.0 * 4096.0 * 8.0 / cal.hca_pcie_gbps.value;
-        assert!(
-            (c.message(4096).as_ps() as f64 / 1000.0 - want).abs() < 0.01,
-            "{} ns vs {want} ns",
-            c.message(4096).as_ps() as f64 / 1000.0
-        );
-        // A response behind the data waits only for its own slowest stage.
-        assert!(c.behind(16) < SimDuration::from_ns(1));
-    }
-
-    #[test]
-    fn a_4_kib_write_goes_in_the_capsule_and_a_larger_one_does_not() {
-        let c = costs();
-        assert!(c.in_capsule(NvmeofIo::Write, 4096));
-        assert!(!c.in_capsule(NvmeofIo::Write, 8192));
-        assert!(!c.in_capsule(NvmeofIo::Read, 512));
-    }
-
-    #[test]
-    fn a_zero_link_rate_is_refused_by_name() {
-        let cal = Calibration::default_embedded();
-        let mut p = cal.nvmeof.clone();
-        p.link_gbps.value = 0.0;
-        let err = RdmaCosts::new(&p, &cal.cpu_timing()).expect_err("no rate");
-        assert_eq!(
-            err.to_string(),
-            "calibration [nvmeof] link_gbps = 0: must be a positive rate"
-        );
-        let mut p = cal.nvmeof.clone();
-        p.in_capsule_data_bytes.value = 0.5;
-        let err = RdmaCosts::new(&p, &cal.cpu_timing()).expect_err("half a byte");
-        assert_eq!(
-            err.to_string(),
-            "calibration [nvmeof] in_capsule_data_bytes = 0.5: must be a whole number of bytes"
-        );
-    }
-
-    #[test]
-    fn sgl_descriptors_round_trip_and_carry_their_identifier_in_the_last_byte() {
-        let keyed = Sgl::Keyed {
-            addr: 0x1234_5000,
-            len: 4096,
-            key: 0x5a00_0007,
-        };
-        let (qw0, qw1) = keyed.encode();
-        assert_eq!(qw0, 0x1234_5000);
-        assert_eq!(qw1 >> 56, 0x4f);
-        assert_eq!(qw1 & 0xff_ffff, 4096);
-        assert_eq!(Sgl::decode(qw0, qw1), Some(keyed));
-        let inline = Sgl::InCapsule {
-            offset: 0,
-            len: 4096,
-        };
-        let (qw0, qw1) = inline.encode();
-        assert_eq!((qw0, qw1 >> 56, qw1 & 0xffff_ffff), (0, 0x01, 4096));
-        assert_eq!(Sgl::decode(qw0, qw1), Some(inline));
-        assert_eq!(Sgl::decode(0, 0x2000_0000_0000_0000), None);
     }
 }
