@@ -170,7 +170,8 @@ impl IoPath {
         }
     }
 
-    /// The host whose CPU issues the row's I/O: the target or the initiator.
+    /// Whether the row's I/O is issued on the initiator host (the far one) rather than on
+    /// the target, which has the controller.
     pub fn remote(self) -> bool {
         !matches!(self, IoPath::LocalNative | IoPath::LocalSmartio)
     }
