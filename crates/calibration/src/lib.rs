@@ -315,6 +315,22 @@ pub struct NvmeofParams {
     pub target_complete_ns: Param,
     /// Initiator software: match the response capsule to its request and complete it.
     pub initiator_complete_ns: Param,
+    /// Payload rate of an HCA's own PCIe link in Gb/s: a message is serialized whole on the
+    /// sender's PCIe, the wire and the receiver's PCIe (store and forward).
+    pub hca_pcie_gbps: Param,
+    /// Most bytes of write data the target accepts inside a command capsule; a larger write
+    /// is fetched by the target with an RDMA READ (0: never in the capsule).
+    pub in_capsule_data_bytes: Param,
+    /// Kernel initiator: map and register (fast-register) the request's pages for the
+    /// target's RDMA, for every transfer not carried in the capsule.
+    pub kernel_reg_mr_ns: Param,
+    /// Kernel initiator: from the HCA's completion interrupt to the request ended (softirq,
+    /// CQ poll, response matched), before the block layer's completion.
+    pub kernel_initiator_complete_ns: Param,
+    /// Target offload: the HCA from the received command to the NVMe doorbell rung.
+    pub offload_submit_ns: Param,
+    /// Target offload: the HCA from the NVMe completion to the RDMA write and the response.
+    pub offload_complete_ns: Param,
 }
 
 /// Software and CPU costs.

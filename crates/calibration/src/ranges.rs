@@ -391,6 +391,31 @@ pub const RULES: &[Rule] = &[
     rule("nvmeof", "target_submit_ns", TIME),
     rule("nvmeof", "target_complete_ns", TIME),
     rule("nvmeof", "initiator_complete_ns", TIME),
+    // An HCA's PCIe payload rate: positive; 10 Tb/s is far above any PCIe link (Gen7 x16 is
+    // about 2 Tb/s).
+    rule(
+        "nvmeof",
+        "hca_pcie_gbps",
+        Allowed::Real {
+            min: 1.0,
+            max: 10_000.0,
+            unit: "Gb/s",
+        },
+    ),
+    // In-capsule data: none (0) up to 1 MiB (NVMe-oF's IOCCSZ could say more; no target
+    // offers so large a capsule).
+    rule(
+        "nvmeof",
+        "in_capsule_data_bytes",
+        Allowed::Count {
+            min: 0,
+            max: 1 << 20,
+        },
+    ),
+    rule("nvmeof", "kernel_reg_mr_ns", TIME),
+    rule("nvmeof", "kernel_initiator_complete_ns", TIME),
+    rule("nvmeof", "offload_submit_ns", TIME),
+    rule("nvmeof", "offload_complete_ns", TIME),
     // Non-posted tags per device: 14-bit tags (PCIe 6.0) allow at most 16383 outstanding.
     rule(
         "devices.*",

@@ -108,7 +108,7 @@ fn negative_nan_and_infinite_latencies_are_rejected() {
         &["[cpu] syscall_ns = inf: not finite", "allowed: a time"],
     );
     rejected(
-        "hca_latency_ns = { value = 1000,",
+        "hca_latency_ns = { value = 1200,",
         "hca_latency_ns = { value = 2e9,",
         &["[nvmeof] hca_latency_ns = 2000000000: too large", "(1 s)"],
     );
@@ -447,5 +447,32 @@ fn a_calibration_without_nics_or_a_network_still_parses() {
     assert_eq!(
         cal.nic_profile("connectx5").map_err(|e| e.to_string()),
         Err("unknown NIC profile \"connectx5\" (known: )".to_string())
+    );
+}
+
+#[test]
+fn the_nvmeof_transport_keys_refuse_a_zero_pcie_rate_and_a_capsule_past_a_mebibyte() {
+    rejected(
+        "hca_pcie_gbps = { value = 110,",
+        "hca_pcie_gbps = { value = 0,",
+        &[
+            "[nvmeof] hca_pcie_gbps = 0: too small",
+            "allowed: a number from 1 to 10000 Gb/s",
+        ],
+    );
+    rejected(
+        "in_capsule_data_bytes = { value = 4096,",
+        "in_capsule_data_bytes = { value = 2097152,",
+        &["[nvmeof] in_capsule_data_bytes = 2097152: too large"],
+    );
+    rejected(
+        "in_capsule_data_bytes = { value = 4096,",
+        "in_capsule_data_bytes = { value = 4096.5,",
+        &["[nvmeof] in_capsule_data_bytes = 4096.5: not a whole number"],
+    );
+    rejected(
+        "kernel_reg_mr_ns = { value = 400,",
+        "kernel_reg_mr_ns = { value = -1,",
+        &["[nvmeof] kernel_reg_mr_ns = -1: too small"],
     );
 }

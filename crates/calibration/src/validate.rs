@@ -428,6 +428,12 @@ impl Calibration {
             target_submit_ns,
             target_complete_ns,
             initiator_complete_ns,
+            hca_pcie_gbps,
+            in_capsule_data_bytes,
+            kernel_reg_mr_ns,
+            kernel_initiator_complete_ns,
+            offload_submit_ns,
+            offload_complete_ns,
         } = &self.nvmeof;
         push(
             &mut out,
@@ -440,6 +446,12 @@ impl Calibration {
                 ("target_submit_ns", target_submit_ns),
                 ("target_complete_ns", target_complete_ns),
                 ("initiator_complete_ns", initiator_complete_ns),
+                ("hca_pcie_gbps", hca_pcie_gbps),
+                ("in_capsule_data_bytes", in_capsule_data_bytes),
+                ("kernel_reg_mr_ns", kernel_reg_mr_ns),
+                ("kernel_initiator_complete_ns", kernel_initiator_complete_ns),
+                ("offload_submit_ns", offload_submit_ns),
+                ("offload_complete_ns", offload_complete_ns),
             ],
         );
         for (kind, device) in &self.devices {

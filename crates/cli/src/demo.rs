@@ -10,7 +10,8 @@ use smartio_cluster::Cluster;
 use smartio_drivers::CompletionMode;
 use smartio_workloads::{
     bench_dma, nvme_demo, nvmeof_compare, pingpong, run_fio, share_clients, shm_demo, Amount,
-    DmaBenchConfig, DmaDirection, FioConfig, FioMethod, NvmeofConfig, PingPongConfig, ShareConfig,
+    DmaBenchConfig, DmaDirection, FioConfig, FioMethod, InitiatorChoice, IoChoice, IoPath,
+    NvmeofConfig, NvmeofIo, PingPongConfig, ShareConfig,
 };
 
 /// I/Os per measured row: enough for a steady state, quick enough for a demo.
@@ -207,10 +208,21 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
         &cluster("back-to-back", calibration)?,
         &NvmeofConfig {
             ops: OPS,
+            io: IoChoice::Reads,
+            initiators: InitiatorChoice::Polled,
             ..NvmeofConfig::default()
         },
     )
     .map_err(|e| e.to_string())?;
+    let read = |path: IoPath| {
+        of.row(path, NvmeofIo::Read)
+            .ok_or_else(|| format!("nvmeof-compare measured no {path:?} read"))
+    };
+    let (of_local, of_remote, of_nvmeof) = (
+        read(IoPath::LocalSmartio)?,
+        read(IoPath::RemoteSmartio)?,
+        read(IoPath::NvmeofPolled)?,
+    );
     Ok(Ladder {
         kernel_irq: Rung {
             host: "lender",
@@ -225,12 +237,12 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
         smartio_local: Rung {
             host: "lender",
             how: "SmartIO driver (user space, polling)",
-            p50_ns: of.local.p50,
+            p50_ns: of_local.latency.p50,
         },
         smartio_remote: Rung {
             host: "borrower",
             how: "SmartIO driver through the NTB",
-            p50_ns: of.remote.p50,
+            p50_ns: of_remote.latency.p50,
         },
         lending: Rung {
             host: "borrower",
@@ -240,10 +252,10 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
         nvmeof: Rung {
             host: "borrower",
             how: "NVMe-oF over RDMA to the lender",
-            p50_ns: of.nvmeof.p50,
+            p50_ns: of_nvmeof.latency.p50,
         },
-        nvmeof_steps: of
-            .nvmeof_steps
+        nvmeof_steps: of_nvmeof
+            .steps
             .iter()
             .map(|s| (s.step.clone(), s.median_ns))
             .collect(),

@@ -113,3 +113,51 @@ fn an_unknown_figure_is_refused_with_the_known_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn seed_003s_nvmeof_statements_are_judged_on_the_kernel_initiators_minimum_latency() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    let from = "target_poll_ns = { value = 400,";
+    assert_eq!(text.matches(from).count(), 1);
+    // The target's software per command from nothing to one and a half microseconds more:
+    // the verdicts follow the measured minimum, whatever it is.
+    let mut seen = Vec::new();
+    for (value, holds) in [("0", false), ("1900", true)] {
+        let path =
+            std::env::temp_dir().join(format!("repro-nvmeof-{value}-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            text.replace(from, &format!("target_poll_ns = {{ value = {value},")),
+        )
+        .expect("write");
+        let (ok, out, err) = smartio(&[
+            "repro",
+            "--figure",
+            "003-10",
+            "--figure",
+            "003-10w",
+            "--json",
+            "--calibration",
+            path.to_str().expect("utf-8"),
+        ]);
+        let _ = std::fs::remove_file(&path);
+        assert!(ok, "{err}");
+        let v = json(&out);
+        assert_eq!(
+            verdicts(&v),
+            [
+                ("003-10".to_string(), holds),
+                ("003-10w".to_string(), holds)
+            ],
+            "target_poll_ns = {value}"
+        );
+        let measured = v["figures"][0]["measured"].as_str().expect("measured");
+        assert!(measured.contains("kernel initiator"), "{measured}");
+        seen.push(measured.to_string());
+    }
+    assert_ne!(seen[0], seen[1]);
+}

@@ -61,7 +61,10 @@ pub use multicast_identify::{
 };
 pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Error, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
-pub use nvmeof::{nvmeof_compare, NvmeofCompare, NvmeofConfig, NvmeofError, NvmeofStep};
+pub use nvmeof::{
+    nvmeof_compare, Gap, InitiatorChoice, IoChoice, IoPath, NvmeofCompare, NvmeofConfig,
+    NvmeofError, NvmeofIo, NvmeofRow, NvmeofStep, TargetMode,
+};
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};

@@ -202,6 +202,7 @@ mod tests {
             calibration: &calibration,
             ops: Some(200),
             seed: 1,
+            nvmeof: Default::default(),
         };
         let report = run(&setup, false).expect("runs");
         let text = report.table.to_string();

@@ -22,6 +22,7 @@ mod video;
 mod vm_nvme;
 mod vm_p2p;
 
+pub use nvmeof::Options as NvmeofOptions;
 pub use plot::{Bar, Chart, Plot, Series};
 
 use clap::ValueEnum;
@@ -138,6 +139,18 @@ pub struct ExpArgs {
     /// copies).
     #[arg(long)]
     pub verify: bool,
+    /// nvmeof-compare only: the rows' I/O, randread, randwrite or both [default: both].
+    #[arg(long, value_enum, value_name = "RW")]
+    pub rw: Option<nvmeof::Rw>,
+    /// nvmeof-compare only: the NVMe-oF initiator, polled (user space, against the local
+    /// SmartIO driver), kernel (nvme-rdma, against the native driver with interrupts and the
+    /// block layer) or both [default: both].
+    #[arg(long, value_enum, value_name = "INITIATOR")]
+    pub initiator: Option<nvmeof::Initiator>,
+    /// nvmeof-compare only: the NVMe-oF target, spdk (software, polling) or offload (the HCA
+    /// serves the commands) [default: spdk].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub target_mode: Option<nvmeof::Target>,
 }
 
 /// What an experiment gets.
@@ -150,6 +163,8 @@ pub struct Setup<'a> {
     pub ops: Option<u64>,
     /// `--seed`.
     pub seed: u64,
+    /// `--rw`, `--initiator`, `--target-mode` (nvmeof-compare's own).
+    pub nvmeof: NvmeofOptions,
 }
 
 impl Setup<'_> {
@@ -195,7 +210,21 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         calibration,
         ops: args.ops,
         seed: args.seed,
+        nvmeof: NvmeofOptions {
+            rw: args.rw,
+            initiator: args.initiator,
+            target_mode: args.target_mode,
+        },
     };
+    if let (Some(given), false) = (
+        setup.nvmeof.first_given(),
+        args.name == ExpName::NvmeofCompare,
+    ) {
+        return Err(format!(
+            "{given}: only with nvmeof-compare ({} has no NVMe-oF rows)",
+            args.name.name()
+        ));
+    }
     if args.verify && args.name != ExpName::Failover {
         return Err(format!(
             "--verify: only with failover ({} {})",

@@ -102,6 +102,7 @@ impl Ctx<'_> {
             calibration: self.calibration,
             ops,
             seed: self.seed,
+            nvmeof: Default::default(),
         };
         let report = Rc::new(crate::exp::produce(&setup, name, false)?);
         self.reports
