@@ -317,6 +317,7 @@ impl Calibration {
             config_access_ns,
             block_submit_ns,
             block_complete_ns,
+            memcpy_bytes_per_ns,
         } = &self.cpu;
         push(
             &mut out,
@@ -333,6 +334,7 @@ impl Calibration {
                 ("config_access_ns", config_access_ns),
                 ("block_submit_ns", block_submit_ns),
                 ("block_complete_ns", block_complete_ns),
+                ("memcpy_bytes_per_ns", memcpy_bytes_per_ns),
             ],
         );
         let SmartioParams { control_message_ns } = &self.smartio;
