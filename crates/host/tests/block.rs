@@ -5,8 +5,7 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_host::{
-    BlockDevice, BlockDriver, BlockError, BlockRequest, BoxFuture, Geometry, HostOs, IoError,
-    ReqOp,
+    BlockDevice, BlockDriver, BlockError, BlockRequest, BoxFuture, Geometry, HostOs, IoError, ReqOp,
 };
 use smartio_platform::{Clock, PhysAddr, SimDuration};
 use std::cell::RefCell;
@@ -62,11 +61,8 @@ struct Bench {
 }
 
 fn bench() -> Bench {
-    let cluster =
-        Cluster::new("local-chassis", &Calibration::default_embedded()).expect("cluster");
-    let os = HostOs::boot_all(&cluster.machine)
-        .expect("boots")
-        .remove(0);
+    let cluster = Cluster::new("local-chassis", &Calibration::default_embedded()).expect("cluster");
+    let os = HostOs::boot_all(&cluster.machine).expect("boots").remove(0);
     let driver = Rc::new(RamDisk {
         os: os.clone(),
         data: RefCell::new(vec![0; 64 * LBA as usize]),
@@ -189,7 +185,10 @@ fn requests_the_disk_cannot_take_are_refused_before_the_driver_sees_them() {
         errors[1].to_string(),
         "disk ram0: 5 blocks at LBA 60 end past the disk's 64 blocks"
     );
-    assert!(matches!(errors[2], BlockError::OutOfRange { lba: u64::MAX, .. }));
+    assert!(matches!(
+        errors[2],
+        BlockError::OutOfRange { lba: u64::MAX, .. }
+    ));
     assert_eq!(
         errors[3].to_string(),
         "disk ram0: a request of 4608 bytes; the disk takes at most 4096 at once"
@@ -215,7 +214,10 @@ fn disks_are_found_by_name_and_a_taken_or_unknown_name_is_refused_with_the_disks
     let b = bench();
     let disk = b.disk();
     assert_eq!(disk.driver(), "ramdisk");
-    assert_eq!(b.os.disk("ram0").expect("found").geometry(), disk.geometry());
+    assert_eq!(
+        b.os.disk("ram0").expect("found").geometry(),
+        disk.geometry()
+    );
     assert_eq!(
         b.os.register_disk("ram0", b.driver.clone())
             .expect_err("taken"),
