@@ -209,7 +209,9 @@ fn requests_beyond_the_slots_wait_for_one_and_every_request_keeps_its_own_bytes(
     let disk = client.disk().clone();
     // Eight programs at once, three rounds each of write-then-read on their own blocks:
     // 48 requests through 2 slots.
-    let results: Rc<RefCell<Vec<(usize, Result<bool, BlockError>)>>> = Rc::default();
+    // Per program: whether every read gave back what it wrote.
+    type Outcome = (usize, Result<bool, BlockError>);
+    let results: Rc<RefCell<Vec<Outcome>>> = Rc::default();
     for p in 0..8usize {
         let (os, disk, out) = (os.clone(), disk.clone(), results.clone());
         s.cluster.machine.spawn(async move {
