@@ -7,7 +7,7 @@
 //! ```
 
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, EngineKind};
+use smartio_cluster::{Cluster, EngineKind, SHIPPED};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{
     BlockClient, BlockClientConfig, BlockClientError, Client, DistError, Manager, PublicationError,
@@ -31,9 +31,39 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    setup_from("nvme-cluster")
+}
+
+/// nvme-cluster with the NVMe's `params` replaced, from a scenario file of its own.
+fn setup_with(params: &str) -> Setup {
+    let line = "params = { profile = \"optane-p4800x\" }";
+    let shipped = SHIPPED
+        .iter()
+        .find(|s| s.name == "nvme-cluster")
+        .expect("shipped");
+    assert_eq!(
+        shipped.text.matches(line).count(),
+        1,
+        "nvme-cluster changed"
+    );
+    let path = std::env::temp_dir().join(format!(
+        "smartio-nvme-block-{}-{}.toml",
+        std::process::id(),
+        env!("CARGO_CRATE_NAME")
+    ));
+    let text = shipped
+        .text
+        .replacen(line, &format!("params = {{ {params} }}"), 1);
+    std::fs::write(&path, text).expect("temp file");
+    let s = setup_from(path.to_str().expect("utf-8"));
+    let _ = std::fs::remove_file(&path);
+    s
+}
+
+fn setup_from(scenario: &str) -> Setup {
     let cluster = Cluster::on(
         EngineKind::for_test_target(env!("CARGO_CRATE_NAME")),
-        "nvme-cluster",
+        scenario,
         &Calibration::default_embedded(),
     )
     .expect("loads");
@@ -399,20 +429,23 @@ fn a_manager_segment_that_does_not_read_as_its_metadata_stops_the_client_from_st
     let SegmentLocation::Ram { host, phys } = seg.location else {
         panic!("the publication is in RAM: {:?}", seg.location);
     };
-    // A namespace count past what a page holds.
+    let count = PhysAddr(phys.get() + 40);
+    let start = || {
+        s.start(BORROWER, &manager, BlockClientConfig::new("snvme0", 1, 1))
+            .expect_err("unreadable")
+    };
+    // More namespaces than an Identify list holds.
     s.cluster
         .machine
-        .poke_memory(host, PhysAddr(phys.get() + 40), &999u64.to_le_bytes());
-    let e = s
-        .start(BORROWER, &manager, BlockClientConfig::new("snvme0", 1, 1))
-        .expect_err("unreadable");
+        .poke_memory(host, count, &2000u64.to_le_bytes());
+    let e = start();
     assert!(
         matches!(
             &e,
             BlockClientError::Dist(DistError::Publication {
                 source: PublicationError::Field {
                     field: "namespaces",
-                    value: 999,
+                    value: 2000,
                     ..
                 },
                 ..
@@ -420,7 +453,37 @@ fn a_manager_segment_that_does_not_read_as_its_metadata_stops_the_client_from_st
         ),
         "{e:?}"
     );
-    assert!(e.to_string().contains("namespaces = 999"), "{e}");
+    assert!(e.to_string().contains("namespaces = 2000"), "{e}");
+    // A count its one-page segment cannot hold: the client does not read past the segment.
+    s.cluster
+        .machine
+        .poke_memory(host, count, &999u64.to_le_bytes());
+    assert_eq!(seg.size, PAGE_SIZE);
+    assert_eq!(
+        start().to_string(),
+        format!(
+            "the NVMe manager's segment for fdid {} is unreadable: 4096 bytes, the layout needs {}",
+            s.nvme,
+            96 + 16 * 999
+        )
+    );
     assert!(manager.owners().is_empty());
-    assert_eq!(PAGE_SIZE, 4096);
+}
+
+#[test]
+fn a_controller_with_more_namespaces_than_a_page_holds_is_published_whole() {
+    let s = setup_with("profile = \"ramdisk\", namespaces = 300, capacity = \"64M\"");
+    let manager = s.manager();
+    assert_eq!(manager.namespaces().len(), 300);
+    let config = BlockClientConfig {
+        nsid: 300,
+        ..BlockClientConfig::new("snvme299", 1, 2)
+    };
+    let client = s.start(BORROWER, &manager, config).expect("starts");
+    assert_eq!(client.publication().namespaces.len(), 300);
+    assert_eq!(client.publication().namespaces, manager.namespaces());
+    assert_eq!(
+        client.disk().geometry().blocks,
+        manager.namespaces()[299].blocks
+    );
 }

@@ -3,7 +3,7 @@
 //! into its data segment.
 
 use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_SEGMENT};
-use super::publication::{Publication, HEADER_BYTES, NAMESPACE_BYTES};
+use super::publication::{Publication, PublicationError, HEADER_BYTES, NAMESPACE_BYTES};
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::prp;
@@ -183,7 +183,7 @@ impl Client {
         // Bootstrap from the manager's segment (through the NTB if it is elsewhere): where
         // the manager runs and what the controller is.
         let map = smartio.map_for_cpu_via(os.id(), &published, adapter)?;
-        let read = read_publication(os, map.addr).await;
+        let read = read_publication(os, map.addr, published.size).await;
         smartio.unmap_cpu(map)?;
         let publication = match read {
             Ok(p) if p.host == manager.host() => p,
@@ -582,9 +582,9 @@ impl Client {
     }
 }
 
-/// Reads the manager's publication at `addr` (this host's CPU mapping of the segment): the
-/// header, then as many namespace entries as it says.
-async fn read_publication(os: &HostOs, addr: BusAddr) -> Result<Publication, DistError> {
+/// Reads the manager's publication at `addr` (this host's CPU mapping of its `size`-byte
+/// segment): the header, then as many namespace entries as it says — and the segment holds.
+async fn read_publication(os: &HostOs, addr: BusAddr, size: u64) -> Result<Publication, DistError> {
     let unreadable = |source| DistError::Publication {
         device: String::new(),
         source,
@@ -595,6 +595,13 @@ async fn read_publication(os: &HostOs, addr: BusAddr) -> Result<Publication, Dis
         .await
         .map_err(access("read the manager segment"))?;
     let n = Publication::namespace_count(&page).map_err(unreadable)?;
+    let need = HEADER_BYTES + n * NAMESPACE_BYTES;
+    if need as u64 > size {
+        return Err(unreadable(PublicationError::Short {
+            len: usize::try_from(size).unwrap_or(usize::MAX),
+            need,
+        }));
+    }
     if n > 0 {
         let mut entries = vec![0u8; n * NAMESPACE_BYTES];
         os.cpu()

@@ -217,7 +217,7 @@ impl Manager {
         smartio.downgrade(&m.hold)?;
         let published = smartio.create_segment(
             &m.hold,
-            PAGE_SIZE,
+            Publication::segment_bytes(m.namespaces.len()),
             Hints {
                 host_reads: true,
                 multi_host: true,

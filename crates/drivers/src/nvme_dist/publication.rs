@@ -4,7 +4,7 @@
 //! which host it runs on"; "the client bootstraps itself by reading the shared memory
 //! segment created by the manager").
 //!
-//! The segment is one 4 KiB page, little-endian:
+//! The segment is whole 4 KiB pages, little-endian:
 //!
 //! ```text
 //!   offset  bytes  field
@@ -13,14 +13,14 @@
 //!       16      8  I/O queue pairs the controller granted
 //!       24      8  entries a queue may have (CAP.MQES + 1)
 //!       32      8  largest transfer in bytes (from Identify's MDTS)
-//!       40      8  active namespaces n, at most MAX_NAMESPACES
+//!       40      8  active namespaces n, at most MAX_NAMESPACES (1024)
 //!       48     40  model number (Identify MN, as the controller padded it)
 //!       88      8  reserved, 0
 //!       96   16·n  per namespace: nsid (4), LBA size in bytes (4), size in blocks (8)
 //! ```
 //!
 //! A client reads the header, then the `n` namespace entries; what it decodes is checked
-//! (magic, counts inside the page, namespace ids and block sizes that a controller can
+//! (magic, a count the segment holds, namespace ids and block sizes that a controller can
 //! report) and refused with the field and the value otherwise.
 
 use super::manager::MANAGER_MAGIC;
@@ -38,8 +38,12 @@ pub const NAMESPACE_BYTES: usize = 16;
 /// Bytes of the model number field (Identify Controller's MN).
 const MODEL_BYTES: usize = 40;
 
-/// Namespaces one page holds after the header.
-pub const MAX_NAMESPACES: usize = (PAGE_SIZE as usize - HEADER_BYTES) / NAMESPACE_BYTES;
+/// Most namespaces a publication lists: the 1024 ids one Identify Active Namespace ID list
+/// holds, which is what the manager enumerates.
+pub const MAX_NAMESPACES: usize = 1024;
+
+/// What [`PublicationError::Field`] says the namespace count may be.
+const NAMESPACES_ALLOWED: &str = "at most 1024 (one Identify active namespace list)";
 
 /// The manager's metadata about itself and the controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,14 +112,14 @@ fn half(bytes: &[u8], at: usize) -> u32 {
 }
 
 impl Publication {
-    /// The page as the manager writes it. Namespaces past [`MAX_NAMESPACES`] do not fit:
-    /// refused, never dropped.
+    /// The bytes as the manager writes them (see [`Publication::segment_bytes`] for the
+    /// segment they need). Namespaces past [`MAX_NAMESPACES`] are refused, never dropped.
     pub fn encode(&self) -> Result<Vec<u8>, PublicationError> {
         if self.namespaces.len() > MAX_NAMESPACES {
             return Err(PublicationError::Field {
                 field: "namespaces",
                 value: self.namespaces.len() as u64,
-                allowed: "at most 250 (one page)",
+                allowed: NAMESPACES_ALLOWED,
             });
         }
         let mut page = Vec::with_capacity(HEADER_BYTES + NAMESPACE_BYTES * self.namespaces.len());
@@ -143,6 +147,11 @@ impl Publication {
         Ok(page)
     }
 
+    /// Bytes of the segment a publication of `namespaces` namespaces needs: whole pages.
+    pub fn segment_bytes(namespaces: usize) -> u64 {
+        ((HEADER_BYTES + NAMESPACE_BYTES * namespaces) as u64).next_multiple_of(PAGE_SIZE)
+    }
+
     /// How many namespace entries follow a header, checked: what a client reads next.
     pub fn namespace_count(header: &[u8]) -> Result<usize, PublicationError> {
         if header.len() < HEADER_BYTES {
@@ -160,7 +169,7 @@ impl Publication {
             return Err(PublicationError::Field {
                 field: "namespaces",
                 value: n,
-                allowed: "at most 250 (one page)",
+                allowed: NAMESPACES_ALLOWED,
             });
         }
         Ok(n as usize)
@@ -325,8 +334,8 @@ mod tests {
             Publication::decode(&p).expect_err("refused").to_string()
         };
         assert_eq!(
-            with(40, &251u64.to_le_bytes()),
-            "namespaces = 251: at most 250 (one page)"
+            with(40, &1025u64.to_le_bytes()),
+            "namespaces = 1025: at most 1024 (one Identify active namespace list)"
         );
         assert_eq!(
             with(16, &0u64.to_le_bytes()),
@@ -347,19 +356,27 @@ mod tests {
     }
 
     #[test]
-    fn more_namespaces_than_a_page_holds_are_not_published() {
+    fn more_namespaces_than_an_identify_list_holds_are_not_published() {
         let mut p = sample();
         p.namespaces = vec![p.namespaces[0]; MAX_NAMESPACES + 1];
         assert_eq!(
             p.encode(),
             Err(PublicationError::Field {
                 field: "namespaces",
-                value: 251,
-                allowed: "at most 250 (one page)"
+                value: 1025,
+                allowed: NAMESPACES_ALLOWED
             })
         );
         p.namespaces.pop();
-        assert_eq!(p.encode().map(|page| page.len()), Ok(PAGE_SIZE as usize));
+        let bytes = p.encode().expect("1024 fit");
+        assert_eq!(bytes.len(), 96 + 16 * 1024);
+        assert_eq!(
+            Publication::decode(&bytes).map(|d| d.namespaces.len()),
+            Ok(1024)
+        );
+        // Five pages; one namespace fits one.
+        assert_eq!(Publication::segment_bytes(1024), 5 * PAGE_SIZE);
+        assert_eq!(Publication::segment_bytes(1), PAGE_SIZE);
     }
 
     proptest! {
@@ -371,7 +388,7 @@ mod tests {
         #[test]
         fn decoding_a_valid_header_with_any_entries_never_panics(
             tail in proptest::collection::vec(any::<u8>(), 0..200),
-            n in 0u64..300,
+            n in 0u64..1100,
         ) {
             let mut page = sample().encode().expect("fits");
             page.truncate(HEADER_BYTES);
