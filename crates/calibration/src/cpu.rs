@@ -42,8 +42,25 @@ pub struct CpuTiming {
     pub block_submit: SimDuration,
     /// Block layer + driver completion path per request.
     pub block_complete: SimDuration,
+    /// One core's copy rate between two RAM buffers, in bytes per microsecond (the
+    /// calibration's bytes per nanosecond × 1000, kept whole so the timing stays `Eq`).
+    pub memcpy_bytes_per_us: u64,
     /// The hypervisor's costs (`[vm]`).
     pub vm: VmTiming,
+}
+
+impl CpuTiming {
+    /// What one core's copy of `bytes` between two RAM buffers takes: the first line's
+    /// memory latency, then the bytes at the copy rate (rounded up to a picosecond). A copy
+    /// of nothing is free.
+    pub fn memcpy(&self, bytes: u64) -> SimDuration {
+        if bytes == 0 {
+            return SimDuration::ZERO;
+        }
+        let rate = u128::from(self.memcpy_bytes_per_us.max(1));
+        let ps = (u128::from(bytes) * 1_000_000).div_ceil(rate);
+        self.memory_read + SimDuration(u64::try_from(ps).unwrap_or(u64::MAX))
+    }
 }
 
 /// The hypervisor's costs, from the `[vm]` section.
@@ -81,6 +98,8 @@ impl Calibration {
             config_access: d(&cpu.config_access_ns),
             block_submit: d(&cpu.block_submit_ns),
             block_complete: d(&cpu.block_complete_ns),
+            // At least 10 (the rule's 0.01 bytes/ns), so a copy's time is always defined.
+            memcpy_bytes_per_us: ((cpu.memcpy_bytes_per_ns.value * 1000.0).round() as u64).max(1),
             vm: VmTiming {
                 irq_handler: d(&self.vm.irq_handler_ns),
                 eventfd_signal: d(&self.vm.eventfd_signal_ns),

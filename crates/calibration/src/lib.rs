@@ -363,6 +363,8 @@ pub struct CpuParams {
     pub block_submit_ns: Param,
     /// The OS block layer and a driver's completion path, per request.
     pub block_complete_ns: Param,
+    /// Bytes per nanosecond one core copies between two RAM buffers (a driver's memcpy).
+    pub memcpy_bytes_per_ns: Param,
 }
 
 /// An NVMe controller profile: the controller and its media, as one device model sees them.

@@ -369,6 +369,17 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "config_access_ns", TIME),
     rule("cpu", "block_submit_ns", TIME),
     rule("cpu", "block_complete_ns", TIME),
+    // One core's copy rate: positive (a zero rate divides by zero); 1000 bytes/ns (1 TB/s)
+    // is far above any core's memory bandwidth, and a copy of a whole MDTS stays a time.
+    rule(
+        "cpu",
+        "memcpy_bytes_per_ns",
+        Allowed::Real {
+            min: 0.01,
+            max: 1000.0,
+            unit: "bytes/ns",
+        },
+    ),
     rule("smartio", "control_message_ns", TIME),
     rule("smartio", "dma_window_map_ns", TIME),
     rule("vm", "irq_handler_ns", TIME),

@@ -2,6 +2,7 @@
 //! asserting the file, the line, the section and key, the value and the allowed range.
 
 use super::*;
+use smartio_platform::SimDuration;
 
 #[test]
 fn the_embedded_calibration_parses_and_every_value_has_a_source() {
@@ -475,4 +476,39 @@ fn the_nvmeof_transport_keys_refuse_a_zero_pcie_rate_and_a_capsule_past_a_mebiby
         "kernel_reg_mr_ns = { value = -1,",
         &["[nvmeof] kernel_reg_mr_ns = -1: too small"],
     );
+}
+
+#[test]
+fn a_copy_rate_of_zero_or_past_a_terabyte_per_second_is_rejected_with_its_key() {
+    let from = "memcpy_bytes_per_ns = { value = 8,";
+    rejected(
+        from,
+        "memcpy_bytes_per_ns = { value = 0,",
+        &[
+            "[cpu] memcpy_bytes_per_ns = 0: too small",
+            "allowed: a number from 0.01 to 1000 bytes/ns",
+        ],
+    );
+    rejected(
+        from,
+        "memcpy_bytes_per_ns = { value = 2000,",
+        &["[cpu] memcpy_bytes_per_ns = 2000: too large", "bytes/ns"],
+    );
+    rejected(
+        from,
+        "memcpy_bytes_per_ns = { value = nan,",
+        &["[cpu] memcpy_bytes_per_ns = NaN: not a number"],
+    );
+}
+
+#[test]
+fn a_copy_costs_the_first_lines_latency_and_its_bytes_at_the_copy_rate() {
+    let cpu = Calibration::default_embedded().cpu_timing();
+    // 90 ns for the first line, 4096 B at 8 B/ns = 512 ns.
+    assert_eq!(cpu.memcpy(4096), SimDuration::from_ns(602));
+    // Twice the bytes, twice the streaming part; the latency once.
+    assert_eq!(cpu.memcpy(8192), SimDuration::from_ns(90 + 1024));
+    assert_eq!(cpu.memcpy(0), SimDuration::ZERO);
+    // One byte still pays the line and a rounded-up picosecond share.
+    assert_eq!(cpu.memcpy(1), SimDuration::from_ns(90) + SimDuration(125));
 }

@@ -369,6 +369,7 @@ impl Calibration {
             config_access_ns,
             block_submit_ns,
             block_complete_ns,
+            memcpy_bytes_per_ns,
         } = &self.cpu;
         push(
             &mut out,
@@ -390,6 +391,7 @@ impl Calibration {
                 ("config_access_ns", config_access_ns),
                 ("block_submit_ns", block_submit_ns),
                 ("block_complete_ns", block_complete_ns),
+                ("memcpy_bytes_per_ns", memcpy_bytes_per_ns),
             ],
         );
         let SmartioParams {

@@ -241,8 +241,8 @@ pub struct FioArgs {
     /// Percentage of reads, 0 to 100; only with --rw randrw [default: 50].
     #[arg(long, value_name = "PERCENT", value_parser = percent)]
     pub rwmixread: Option<u32>,
-    /// Native driver completion mode: interrupt or poll [default: interrupt]. A client of
-    /// the distributed driver (--method nvme-client) always polls.
+    /// Native driver completion mode: interrupt or poll [default: interrupt]. The
+    /// distributed driver's clients (--method nvme-client, nvme-block) always poll.
     #[arg(long)]
     pub mode: Option<String>,
     /// Keep the NVMe's namespaces in this file (overrides the scenario's `backing`). A new
@@ -250,11 +250,14 @@ pub struct FioArgs {
     /// blocks take disk space.
     #[arg(long, value_name = "FILE")]
     pub backing: Option<String>,
-    /// How to reach the controller: native (the NVMe driver on --host) or nvme-client (a
-    /// client of the distributed driver on --host, one queue pair per job, polled).
+    /// How to reach the controller: native (the NVMe driver on --host), nvme-client (a
+    /// client of the distributed driver on --host, one queue pair per job, polled) or
+    /// nvme-block (the distributed driver's kernel block client on --host: a disk with a
+    /// hardware queue and queue pair per job, data through its bounce buffer, polled).
     #[arg(long, default_value = "native")]
     pub method: String,
-    /// Host running the distributed driver's manager (with --method nvme-client).
+    /// Host running the distributed driver's manager (with --method nvme-client or
+    /// nvme-block).
     #[arg(long)]
     pub manager: Option<String>,
     /// Print JSON.

@@ -359,25 +359,32 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
     let method = match (a.method.as_str(), a.manager) {
         ("native", None) => smartio_workloads::fio::FioMethod::Native,
         ("native", Some(_)) => {
-            return Err("--manager: only with --method nvme-client".into());
-        }
-        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
-        ("nvme-client", None) => {
             return Err(
-                "--method nvme-client needs --manager HOST (the host running the distributed driver's manager)"
+                "--manager: only with --method nvme-client or nvme-block (the native driver has no manager)"
                     .into(),
             );
         }
+        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
+        ("nvme-block", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeBlock { manager },
+        (m @ ("nvme-client" | "nvme-block"), None) => {
+            return Err(format!(
+                "--method {m} needs --manager HOST (the host running the distributed driver's manager)"
+            ));
+        }
         (m, _) => {
             return Err(format!(
-                "--method: unknown method {m:?} (native, nvme-client)"
+                "--method: unknown method {m:?} (native, nvme-client, nvme-block)"
             ))
         }
     };
     let mode: CompletionMode = match (&a.mode, &method) {
-        (Some(m), smartio_workloads::fio::FioMethod::NvmeClient { .. }) => {
+        (
+            Some(m),
+            smartio_workloads::fio::FioMethod::NvmeClient { .. }
+            | smartio_workloads::fio::FioMethod::NvmeBlock { .. },
+        ) => {
             return Err(format!(
-                "--mode {m}: only with --method native (a client of the distributed driver always polls its completions)"
+                "--mode {m}: only with --method native (the distributed driver's clients always poll their completions)"
             ));
         }
         (Some(m), _) => m.parse().map_err(|e| format!("--mode: {e}"))?,

@@ -766,7 +766,22 @@ fn fio_nvme_client_without_a_manager_or_with_an_unknown_method_says_what_is_miss
     );
     fails(
         &["--method", "carrier-pigeon"],
-        "unknown method \"carrier-pigeon\" (native, nvme-client)",
+        "unknown method \"carrier-pigeon\" (native, nvme-client, nvme-block)",
+    );
+    fails(
+        &["--method", "nvme-block"],
+        "--method nvme-block needs --manager HOST",
+    );
+    fails(
+        &[
+            "--method",
+            "nvme-block",
+            "--manager",
+            "lender",
+            "--mode",
+            "interrupt",
+        ],
+        "--mode interrupt: only with --method native (the distributed driver's clients always poll",
     );
     fails(
         &["--manager", "lender"],

@@ -161,3 +161,54 @@ fn seed_003s_nvmeof_statements_are_judged_on_the_kernel_initiators_minimum_laten
     }
     assert_ne!(seen[0], seen[1]);
 }
+
+#[test]
+fn seed_003s_block_driver_verdicts_follow_the_block_clients_copy_and_the_fabric() {
+    let run = |calibration: Option<&str>| {
+        let mut args = vec![
+            "repro", "--figure", "003-lat", "--figure", "003-base", "--json",
+        ];
+        if let Some(path) = calibration {
+            args.extend_from_slice(&["--calibration", path]);
+        }
+        let (ok, out, err) = smartio(&args);
+        assert!(ok, "{err}");
+        json(&out)
+    };
+    let v = run(None);
+    // The remote block client adds the fabric's ~1 µs; its local baseline is below the stock
+    // driver's, whose interrupt costs more than the block client's copy.
+    assert_eq!(
+        verdicts(&v),
+        [
+            ("003-lat".to_string(), true),
+            ("003-base".to_string(), false)
+        ]
+    );
+    let measured = v["figures"][0]["measured"].as_str().expect("measured");
+    assert!(
+        measured.contains("block client remote − local: +"),
+        "{measured}"
+    );
+    // A copy eight times slower (1 byte/ns: 4 KiB take 4.2 µs) puts the block client above
+    // the stock driver, and leaves what the fabric adds as it was.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    let from = "memcpy_bytes_per_ns = { value = 8,";
+    assert_eq!(text.matches(from).count(), 1);
+    let slow = text.replace(from, "memcpy_bytes_per_ns = { value = 1,");
+    let path = std::env::temp_dir().join(format!("repro-slow-copy-{}.toml", std::process::id()));
+    std::fs::write(&path, slow).expect("write");
+    let slow = run(Some(path.to_str().expect("utf-8")));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        verdicts(&slow),
+        [
+            ("003-lat".to_string(), true),
+            ("003-base".to_string(), true)
+        ]
+    );
+}

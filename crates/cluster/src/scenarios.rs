@@ -37,6 +37,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         text: include_str!("../../../scenarios/cluster-switch.toml"),
     },
     ShippedScenario {
+        name: "nvme-cluster",
+        text: include_str!("../../../scenarios/nvme-cluster.toml"),
+    },
+    ShippedScenario {
         name: "dual-path",
         text: include_str!("../../../scenarios/dual-path.toml"),
     },

@@ -11,6 +11,8 @@
 //! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
 //!   host IOMMU).
 //! - [`driver`]: what a driver implements to be bound.
+//! - [`block`]: the block layer — disks drivers register, and a program's requests through
+//!   a system call, the block layer's submission and completion paths and the driver.
 //! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages.
 //! - [`vm`]: a VM's memory as an x86 hypervisor lays it out, backed by host pages.
 //! - [`vcpu`]: a VM's vCPU, whose guest-physical accesses the hypervisor translates (EPT).
@@ -20,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod device;
 pub mod dma;
 pub mod driver;
@@ -31,6 +34,7 @@ pub mod sriov;
 pub mod vcpu;
 pub mod vm;
 
+pub use block::{BlockDevice, BlockDriver, BlockError, BlockRequest, Geometry, IoError, ReqOp};
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver, ProbeError};

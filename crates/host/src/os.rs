@@ -271,6 +271,8 @@ struct OsInner {
     shared: Rc<OsShared>,
     devices: RefCell<Vec<Entry>>,
     drivers: RefCell<Vec<Rc<dyn Driver>>>,
+    /// The disks drivers registered ([`crate::block`]).
+    disks: crate::block::Disks,
 }
 
 /// One host's kernel. Cheap to clone.
@@ -326,6 +328,7 @@ impl HostOs {
                 shared,
                 devices: RefCell::new(Vec::new()),
                 drivers: RefCell::new(Vec::new()),
+                disks: Default::default(),
             }),
         };
         *os.inner.shared.kernel.borrow_mut() = Rc::downgrade(&os.inner);
@@ -399,6 +402,7 @@ impl HostOs {
                 shared,
                 devices: RefCell::new(Vec::new()),
                 drivers: RefCell::new(Vec::new()),
+                disks: Default::default(),
             }),
         };
         *os.inner.shared.kernel.borrow_mut() = Rc::downgrade(&os.inner);
@@ -447,6 +451,11 @@ impl HostOs {
             at += len as usize;
         }
         Ok(())
+    }
+
+    /// The kernel's disks (the block layer's registry).
+    pub(crate) fn disks(&self) -> &crate::block::Disks {
+        &self.inner.disks
     }
 
     pub(crate) fn shared(&self) -> Rc<OsShared> {

@@ -1,8 +1,9 @@
 //! A fio-like block workload on an NVMe namespace: sequential or random reads, writes or a
 //! mix, at a queue depth per job, with latency percentiles from an HdrHistogram and optional
 //! verification of every byte read. The I/O goes through the native driver bound on the
-//! workload's host, or through a client of the distributed NVMe driver ([`FioMethod`]); the
-//! loop is the same, only the backend that does one I/O differs (`backend`).
+//! workload's host, through a client of the distributed NVMe driver, or through the disk its
+//! kernel-space block client registers ([`FioMethod`]); the loop is the same, only the
+//! backend that does one I/O differs (`backend`).
 //!
 //! Verification: every `bs`-sized block in the range has a version; a write stores the
 //! block's pattern for its next version, a read compares against the current one. While a
@@ -27,8 +28,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};
-use smartio_drivers::nvme_dist::DistError;
-use smartio_host::{HostError, RamError};
+use smartio_drivers::nvme_dist::{BlockClientError, DistError};
+use smartio_host::{BlockError, HostError, RamError};
 use smartio_platform::{Clock, Notify, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
@@ -117,6 +118,12 @@ pub enum FioError {
     /// The distributed NVMe driver refused (no manager, no queue pair left).
     #[error("{0}")]
     Dist(#[from] DistError),
+    /// The distributed driver's block client could not start or stop.
+    #[error("{0}")]
+    BlockClient(#[from] BlockClientError),
+    /// The host's block layer refused or failed a request.
+    #[error("{0}")]
+    Disk(#[from] BlockError),
 }
 
 impl From<BootError> for FioError {
@@ -201,6 +208,13 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                     os: bench.os.clone(),
                     dev,
                 };
+                run_on(backend, cfg).await
+            })
+        }
+        FioMethod::NvmeBlock { manager } => {
+            let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
+            crate::booted::run_workload(&cluster.machine, async move {
+                let backend = bench.start_block(&cfg).await?;
                 run_on(backend, cfg).await
             })
         }

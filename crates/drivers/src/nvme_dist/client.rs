@@ -2,13 +2,14 @@
 //! mapping of the controller's BAR, completions polled in its own RAM, data by DMA straight
 //! into its data segment.
 
-use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_MAGIC, MANAGER_SEGMENT};
+use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_SEGMENT};
+use super::publication::{Publication, PublicationError, HEADER_BYTES, NAMESPACE_BYTES};
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::prp;
 use smartio_devices::nvme::spec::io::BlockRange;
 use smartio_devices::nvme::spec::{Command, CQE_SIZE, SQE_SIZE};
-use smartio_host::{BarWindow, HostOs, Mmio};
+use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
 use smartio_platform::{BusAddr, PhysAddr, Port, PAGE_SIZE};
 use smartio_smartio::{CpuMap, DeviceBorrow, Fdid, Hints, SmartIo};
 use std::cell::RefCell;
@@ -88,12 +89,16 @@ pub struct Client {
     os: HostOs,
     hold: DeviceBorrow,
     manager: Rc<Manager>,
+    /// What the client read from the manager's segment when it joined.
+    publication: Publication,
     bar: Mmio,
     regs: CpuMap,
     data: Mapped,
     queues: RefCell<Vec<Rc<ClientQueue>>>,
     /// Queue pairs whose memory the program placed itself ([`Client::create_queue_at`]).
     placed: RefCell<Vec<u16>>,
+    /// Segments of [`Client::extra_segment`].
+    extra: RefCell<Vec<Mapped>>,
     /// The NTB adapter of this host the client's paths use, if it chose one.
     via: Option<u32>,
 }
@@ -123,6 +128,49 @@ impl Client {
         data_size: u64,
         adapter: Option<u32>,
     ) -> Result<Client, DistError> {
+        Self::connect_sized(smartio, os, fdid, manager, adapter, |_| Ok(data_size)).await
+    }
+
+    /// [`Client::connect_via`] with the data segment's size chosen from what the manager
+    /// published (the controller's largest transfer, its namespaces): `data_size` sees the
+    /// [`Publication`] the client bootstrapped from, and its refusal — a program that cannot
+    /// use this controller — gives the hold back and is returned as it is.
+    pub async fn connect_sized<E: From<DistError>>(
+        smartio: &SmartIo,
+        os: &HostOs,
+        fdid: Fdid,
+        manager: &Rc<Manager>,
+        adapter: Option<u32>,
+        data_size: impl FnOnce(&Publication) -> Result<u64, E>,
+    ) -> Result<Client, E> {
+        let (hold, publication) = Self::bootstrap(smartio, os, fdid, manager, adapter).await?;
+        let size = match data_size(&publication) {
+            Ok(size) => size,
+            Err(refused) => {
+                smartio.return_device(hold).map_err(DistError::from)?;
+                return Err(refused);
+            }
+        };
+        Ok(Self::join(
+            smartio,
+            os,
+            manager,
+            hold,
+            publication,
+            size,
+            adapter,
+        )?)
+    }
+
+    /// A shared hold on `fdid` and the manager's publication, read through this host's
+    /// mapping of the published segment and checked to name `manager`.
+    async fn bootstrap(
+        smartio: &SmartIo,
+        os: &HostOs,
+        fdid: Fdid,
+        manager: &Rc<Manager>,
+        adapter: Option<u32>,
+    ) -> Result<(DeviceBorrow, Publication), DistError> {
         let device = || format!("fdid {fdid}");
         let published =
             smartio
@@ -132,28 +180,48 @@ impl Client {
                     why: "nothing is published".into(),
                 })?;
         let hold = smartio.borrow_device_via(os.id(), fdid, false, adapter)?;
-        // Read where the manager runs (through the NTB if it is elsewhere).
+        // Bootstrap from the manager's segment (through the NTB if it is elsewhere): where
+        // the manager runs and what the controller is.
         let map = smartio.map_for_cpu_via(os.id(), &published, adapter)?;
-        let mut words = [0u8; 24];
-        let read = os.cpu().read(map.addr, &mut words).await;
+        let read = read_publication(os, map.addr, published.size).await;
         smartio.unmap_cpu(map)?;
-        read.map_err(access("read the manager segment"))?;
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&words[8 * i..8 * i + 8]);
-            u64::from_le_bytes(w)
+        let publication = match read {
+            Ok(p) if p.host == manager.host() => p,
+            Ok(p) => {
+                smartio.return_device(hold)?;
+                return Err(DistError::NoManager {
+                    device: device(),
+                    why: format!(
+                        "the published segment names the manager on host {}, not host {}",
+                        p.host.0,
+                        manager.host().0
+                    ),
+                });
+            }
+            Err(e) => {
+                smartio.return_device(hold)?;
+                return Err(match e {
+                    DistError::Publication { source, .. } => DistError::Publication {
+                        device: device(),
+                        source,
+                    },
+                    e => e,
+                });
+            }
         };
-        if word(0) != MANAGER_MAGIC || word(1) != u64::from(manager.host().0) {
-            smartio.return_device(hold)?;
-            return Err(DistError::NoManager {
-                device: device(),
-                why: format!(
-                    "the published segment says magic {:#x}, host {}",
-                    word(0),
-                    word(1)
-                ),
-            });
-        }
+        Ok((hold, publication))
+    }
+
+    /// The rest of joining: the doorbells mapped and a data segment of `data_size` bytes.
+    fn join(
+        smartio: &SmartIo,
+        os: &HostOs,
+        manager: &Rc<Manager>,
+        hold: DeviceBorrow,
+        publication: Publication,
+        data_size: u64,
+        adapter: Option<u32>,
+    ) -> Result<Client, DistError> {
         let regs_seg = smartio.bar_segment(&hold, 0)?;
         let regs = smartio.map_for_cpu_via(os.id(), &regs_seg, adapter)?;
         let bar = Mmio::new(
@@ -185,11 +253,13 @@ impl Client {
             os: os.clone(),
             hold,
             manager: manager.clone(),
+            publication,
             bar,
             regs,
             data,
             queues: RefCell::new(Vec::new()),
             placed: RefCell::new(Vec::new()),
+            extra: RefCell::new(Vec::new()),
             via: adapter,
         })
     }
@@ -197,6 +267,39 @@ impl Client {
     /// Where the data segment is in this host's RAM (for the program's own loads/stores).
     pub fn data(&self) -> (PhysAddr, u64) {
         (self.data.buf.cpu, self.data.buf.len)
+    }
+
+    /// Where the data segment's memory is (this host's RAM, as its hints ask).
+    pub fn data_location(&self) -> smartio_smartio::SegmentLocation {
+        self.data.seg.location
+    }
+
+    /// The data segment as the controller addresses it (where PRPs point).
+    pub fn data_device_addr(&self) -> BusAddr {
+        self.data.buf.bus
+    }
+
+    /// What the manager published about itself and the controller, as the client read it
+    /// when it joined.
+    pub fn publication(&self) -> &Publication {
+        &self.publication
+    }
+
+    /// Allocates a segment of `len` bytes by `hints`, maps it for the device and for this
+    /// host's CPU (for a driver's own structures, such as PRP lists written once); returns
+    /// where the CPU and the controller reach it. [`Client::leave`] removes it.
+    pub fn extra_segment(&self, len: u64, hints: Hints) -> Result<DmaBuffer, DistError> {
+        let m = mapped_segment_of(
+            &self.smartio,
+            &self.os,
+            &self.hold,
+            &self.hold,
+            self.via,
+            len,
+            hints,
+        )?;
+        self.extra.borrow_mut().push(m);
+        Ok(m.buf)
     }
 
     /// The client's hold on the device (SmartIO drops it if the program dies).
@@ -464,6 +567,7 @@ impl Client {
         }
         self.smartio.unmap_cpu(self.regs)?;
         let mut segments = vec![self.data];
+        segments.extend(self.extra.take());
         for q in &queues {
             segments.extend([q.sq, q.cq, q.prp]);
         }
@@ -476,4 +580,35 @@ impl Client {
         }
         Ok(())
     }
+}
+
+/// Reads the manager's publication at `addr` (this host's CPU mapping of its `size`-byte
+/// segment): the header, then as many namespace entries as it says — and the segment holds.
+async fn read_publication(os: &HostOs, addr: BusAddr, size: u64) -> Result<Publication, DistError> {
+    let unreadable = |source| DistError::Publication {
+        device: String::new(),
+        source,
+    };
+    let mut page = vec![0u8; HEADER_BYTES];
+    os.cpu()
+        .read(addr, &mut page)
+        .await
+        .map_err(access("read the manager segment"))?;
+    let n = Publication::namespace_count(&page).map_err(unreadable)?;
+    let need = HEADER_BYTES + n * NAMESPACE_BYTES;
+    if need as u64 > size {
+        return Err(unreadable(PublicationError::Short {
+            len: usize::try_from(size).unwrap_or(usize::MAX),
+            need,
+        }));
+    }
+    if n > 0 {
+        let mut entries = vec![0u8; n * NAMESPACE_BYTES];
+        os.cpu()
+            .read(BusAddr(addr.get() + HEADER_BYTES as u64), &mut entries)
+            .await
+            .map_err(access("read the manager segment's namespaces"))?;
+        page.extend_from_slice(&entries);
+    }
+    Publication::decode(&page).map_err(unreadable)
 }

@@ -1,6 +1,7 @@
 //! The manager of the distributed NVMe driver: controller set-up, the admin queues, and the
 //! table of which client owns which I/O queue pair.
 
+use super::publication::Publication;
 use super::{access, DistError};
 use crate::nvme::QueuePair;
 use smartio_devices::nvme::spec::admin::{
@@ -18,7 +19,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Name under which the manager publishes where it runs.
+/// Name under which the manager publishes where it runs and what the controller is (see
+/// [`Publication`] for the layout).
 pub const MANAGER_SEGMENT: &str = "nvme-manager";
 
 /// First word of the published segment.
@@ -215,7 +217,7 @@ impl Manager {
         smartio.downgrade(&m.hold)?;
         let published = smartio.create_segment(
             &m.hold,
-            PAGE_SIZE,
+            Publication::segment_bytes(m.namespaces.len()),
             Hints {
                 host_reads: true,
                 multi_host: true,
@@ -223,10 +225,13 @@ impl Manager {
             },
         )?;
         let map = smartio.map_for_cpu(os.id(), &published)?;
-        let mut words = Vec::new();
-        for w in [MANAGER_MAGIC, u64::from(os.id().0), u64::from(m.granted)] {
-            words.extend_from_slice(&w.to_le_bytes());
-        }
+        let words = m
+            .publication()
+            .encode()
+            .map_err(|source| DistError::Publication {
+                device: format!("fdid {fdid}"),
+                source,
+            })?;
         os.cpu()
             .write(map.addr, &words)
             .await
@@ -248,6 +253,18 @@ impl Manager {
         smartio.unmap_cpu(map)?;
         smartio.publish(fdid, MANAGER_SEGMENT, published);
         Ok(Rc::new(m))
+    }
+
+    /// What the manager publishes about itself and the controller (see [`Publication`]).
+    pub fn publication(&self) -> Publication {
+        Publication {
+            host: self.os.id(),
+            granted: self.granted,
+            max_entries: self.max_entries,
+            max_transfer: self.max_transfer,
+            model: self.model.clone(),
+            namespaces: self.namespaces.clone(),
+        }
     }
 
     /// The host the manager runs on.

@@ -3,21 +3,29 @@
 //!
 //! - The [`Manager`] (on any host) holds the controller exclusively while it resets it,
 //!   places the admin queues, identifies the controller and asks for every I/O queue pair;
-//!   then it downgrades to a shared hold and publishes where it runs in a segment
-//!   ([`MANAGER_SEGMENT`]). It owns the admin queues, hands out queue ids, keeps which client
+//!   then it downgrades to a shared hold and publishes where it runs and what the
+//!   controller is in a segment ([`MANAGER_SEGMENT`], laid out as a [`Publication`]). It owns the admin queues, hands out queue ids, keeps which client
 //!   owns which pair, and relays the clients' admin work (a control message each way).
 //! - A [`Client`] (any host, several per host) holds the controller shared, maps its
 //!   doorbells, and gets queue pairs whose SQ and CQ live in segments SmartIO places by their
 //!   access hints. It submits, rings and polls on its own: no software between it and the
 //!   controller in the data path. Data moves by DMA straight into the client's segment.
+//! - A [`BlockClient`] is the kernel-space client of seed 003: a disk of its host's block
+//!   layer whose requests go through one queue pair per hardware queue, their data copied
+//!   through a bounce buffer mapped for the controller once, their completions polled.
 //! - A client leaving gives its queues back; the manager's [`Manager::sweep`] deletes the
 //!   queues of a client whose hold is gone without leaving.
 
+mod block;
+mod bounce;
 mod client;
 mod manager;
+mod publication;
 
+pub use block::{BlockClient, BlockClientConfig, BlockClientError, BlockClientStats, DRIVER_NAME};
 pub use client::{Client, ClientQueue, SqPlacement};
 pub use manager::{Manager, MANAGER_SEGMENT};
+pub use publication::{Publication, PublicationError, MAX_NAMESPACES};
 
 use smartio_platform::AccessError;
 use smartio_smartio::SmartIoError;
@@ -74,6 +82,14 @@ pub enum DistError {
         device: String,
         /// What is wrong.
         why: String,
+    },
+    /// The manager's published segment does not read as its metadata.
+    #[error("the NVMe manager's segment for {device} is unreadable: {source}")]
+    Publication {
+        /// The device.
+        device: String,
+        /// What is wrong with it.
+        source: PublicationError,
     },
     /// A command was given up on (a timeout, or its path went down); its queue pair is
     /// considered lost.

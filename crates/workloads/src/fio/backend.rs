@@ -1,15 +1,19 @@
-//! Where a fio workload's I/O goes: the native NVMe driver bound on the workload's host, or
-//! a client of the distributed NVMe driver (one queue pair per job, data in the client's
-//! data segment). The I/O loop in [`super`] is the same for both; only "do one I/O of these
-//! blocks with this buffer", where buffers come from, and the controller's description
-//! differ.
+//! Where a fio workload's I/O goes: the native NVMe driver bound on the workload's host, a
+//! client of the distributed NVMe driver (one queue pair per job, data in the client's data
+//! segment), or the disk of the distributed driver's block client (one hardware queue and
+//! queue pair per job, data in the program's buffers, copied through the bounce buffer). The
+//! I/O loop in [`super`] is the same for all; only "do one I/O of these blocks with this
+//! buffer", where buffers come from, and the controller's description differ.
 
 use super::FioError;
 use crate::booted::Booted;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NamespaceInfo, NvmeDevice};
-use smartio_drivers::nvme_dist::{Client, ClientQueue, DistError, Manager, SqPlacement};
-use smartio_host::HostOs;
+use smartio_drivers::nvme_dist::{
+    BlockClient, BlockClientConfig, BlockClientError, Client, ClientQueue, DistError, Manager,
+    SqPlacement,
+};
+use smartio_host::{BlockDevice, BlockRequest, HostOs, ReqOp};
 use smartio_platform::PhysAddr;
 use smartio_smartio::{Fdid, SmartIo};
 use std::cell::Cell;
@@ -41,7 +45,21 @@ pub(super) enum Backend {
         /// Bump allocator over the data segment.
         next: Cell<u64>,
     },
+    /// The disk of the distributed driver's block client on `os`.
+    Block {
+        /// The program's host.
+        os: HostOs,
+        /// Boxed: a client is much larger than a device handle.
+        client: Box<BlockClient>,
+        /// The disk, as the program opened it.
+        disk: BlockDevice,
+        /// The namespace behind the disk.
+        nsid: u32,
+    },
 }
+
+/// The disk the block client registers for a fio run.
+pub(super) const BLOCK_DISK: &str = "snvme0";
 
 impl Backend {
     /// The host whose CPU runs the workload.
@@ -49,6 +67,7 @@ impl Backend {
         match self {
             Backend::Native { os, .. } => os,
             Backend::Client { client, .. } => client.os(),
+            Backend::Block { os, .. } => os,
         }
     }
 
@@ -74,6 +93,22 @@ impl Backend {
                         known.join(", ")
                     ))
                 }),
+            Backend::Block {
+                disk, nsid: ours, ..
+            } => {
+                let g = disk.geometry();
+                if nsid != *ours {
+                    return Err(FioError::BadParameter(format!(
+                        "disk {} is namespace {ours}, not {nsid}",
+                        disk.name()
+                    )));
+                }
+                Ok(NamespaceInfo {
+                    nsid,
+                    blocks: g.blocks,
+                    lba_size: g.lba_size,
+                })
+            }
         }
     }
 
@@ -82,6 +117,8 @@ impl Backend {
         match self {
             Backend::Native { dev, .. } => dev.info().max_transfer,
             Backend::Client { manager, .. } => manager.max_transfer(),
+            // The disk's largest request: a bounce slot.
+            Backend::Block { disk, .. } => disk.geometry().max_transfer,
         }
     }
 
@@ -90,6 +127,7 @@ impl Backend {
         match self {
             Backend::Native { dev, .. } => dev.info().model.clone(),
             Backend::Client { manager, .. } => manager.model().to_string(),
+            Backend::Block { client, .. } => client.publication().model.clone(),
         }
     }
 
@@ -98,14 +136,15 @@ impl Backend {
         match self {
             Backend::Native { dev, .. } => dev.io_queue_count(),
             Backend::Client { queues, .. } => queues.len(),
+            Backend::Block { disk, .. } => usize::from(disk.geometry().hw_queues),
         }
     }
 
-    /// How completions are taken: the native driver's mode; a client always polls.
+    /// How completions are taken: the native driver's mode; the clients always poll.
     pub fn mode(&self) -> &'static str {
         match self {
             Backend::Native { dev, .. } => dev.mode().name(),
-            Backend::Client { .. } => "poll",
+            Backend::Client { .. } | Backend::Block { .. } => "poll",
         }
     }
 
@@ -113,7 +152,7 @@ impl Backend {
     /// request), the next free part of the data segment for a client.
     pub fn buffer(&self, len: u64) -> Result<Buffer, FioError> {
         match self {
-            Backend::Native { os, .. } => {
+            Backend::Native { os, .. } | Backend::Block { os, .. } => {
                 let cpu = os.alloc(len)?;
                 Ok(Buffer {
                     cpu,
@@ -140,7 +179,7 @@ impl Backend {
     /// Gives `buffer` back (for a client, only the most recent one is reused).
     pub fn free(&self, buffer: Buffer) {
         match self {
-            Backend::Native { os, .. } => os.free(buffer.cpu),
+            Backend::Native { os, .. } | Backend::Block { os, .. } => os.free(buffer.cpu),
             Backend::Client { next, .. } => {
                 if buffer.offset + buffer.len == next.get() {
                     next.set(buffer.offset);
@@ -174,6 +213,24 @@ impl Backend {
                     .await
                     .map_err(FioError::from)
             }
+            Backend::Block { disk, .. } => {
+                let op = match op {
+                    BlockOp::Read => ReqOp::Read,
+                    BlockOp::Write => ReqOp::Write,
+                    BlockOp::Flush | BlockOp::WriteZeroes => {
+                        return Err(FioError::Internal(
+                            "fio asked the block client for a request without data",
+                        ))
+                    }
+                };
+                let rq = BlockRequest {
+                    op,
+                    lba,
+                    blocks,
+                    buffer: buffer.cpu,
+                };
+                disk.submit(job, rq).await.map_err(FioError::from)
+            }
         }
     }
 
@@ -184,6 +241,10 @@ impl Backend {
             Backend::Client { client, queues, .. } => {
                 drop(queues);
                 client.leave().await.map_err(FioError::from)
+            }
+            Backend::Block { client, disk, .. } => {
+                drop(disk);
+                client.stop().await.map_err(FioError::from)
             }
         }
     }
@@ -285,6 +346,57 @@ impl ClientBench {
             client: Box::new(client),
             queues,
             next: Cell::new(0),
+        })
+    }
+}
+
+impl ClientBench {
+    /// Starts the manager and the block client on the workload's host: a disk with one
+    /// hardware queue (and queue pair) per job of `iodepth` requests, one bounce slot per
+    /// request, for namespace `nsid`. A refusal names the option it comes from.
+    pub async fn start_block(self, cfg: &super::FioConfig) -> Result<Backend, FioError> {
+        let manager = Manager::start(&self.smartio, &self.manager, self.fdid).await?;
+        let jobs = cfg.jobs;
+        // `FioConfig::check` bounds both: jobs by 65535, iodepth by 4095.
+        let config = BlockClientConfig {
+            nsid: cfg.nsid,
+            ..BlockClientConfig::new(
+                BLOCK_DISK,
+                u16::try_from(jobs).unwrap_or(u16::MAX),
+                u16::try_from(cfg.iodepth).unwrap_or(u16::MAX),
+            )
+        };
+        let client = BlockClient::start(&self.smartio, &self.client, self.fdid, &manager, &config)
+            .await
+            .map_err(|e| match e {
+                BlockClientError::NoNamespace { .. } => {
+                    FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid))
+                }
+                BlockClientError::Config {
+                    field: "hw_queues", ..
+                } => FioError::TooManyJobs {
+                    jobs,
+                    granted: usize::from(manager.granted()),
+                    what: "the manager",
+                },
+                BlockClientError::Dist(DistError::NoQueues { granted, owners }) => {
+                    FioError::BadParameter(format!(
+                        "--jobs {jobs}: every job needs its own I/O queue pair, and the manager has none left of the {granted} the controller granted (in use: {owners})"
+                    ))
+                }
+                BlockClientError::Config {
+                    field: "queue_depth",
+                    allowed,
+                    ..
+                } => FioError::BadParameter(format!("--iodepth {}: {allowed}", cfg.iodepth)),
+                e => e.into(),
+            })?;
+        let disk = client.disk().clone();
+        Ok(Backend::Block {
+            os: self.client,
+            client: Box::new(client),
+            disk,
+            nsid: cfg.nsid,
         })
     }
 }

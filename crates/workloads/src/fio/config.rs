@@ -97,6 +97,26 @@ pub enum FioMethod {
         /// Host running the manager.
         manager: String,
     },
+    /// The distributed NVMe driver's kernel-space block client (seed 003) on the workload's
+    /// host, its manager on `manager`: the workload's requests go through the host's block
+    /// layer to a disk with one hardware queue (and queue pair) per job of `iodepth`
+    /// requests, their data copied through the client's bounce buffer, completions polled
+    /// (the result's mode is `poll`).
+    NvmeBlock {
+        /// Host running the manager.
+        manager: String,
+    },
+}
+
+impl FioMethod {
+    /// The name `--method` takes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FioMethod::Native => "native",
+            FioMethod::NvmeClient { .. } => "nvme-client",
+            FioMethod::NvmeBlock { .. } => "nvme-block",
+        }
+    }
 }
 
 /// A workload.
