@@ -76,6 +76,13 @@ pub fn all() -> Vec<Figure> {
             run: pingpong_same_lender,
         },
         Figure {
+            id: "V-25s",
+            paper: "Paper V Fig. 25(b)",
+            claim: "the ping-pong latency distribution has three distinct steps with no measurements falling in between, alike for local and borrowed GPUs",
+            source: "thesis lines 8847-8849",
+            run: pingpong_steps,
+        },
+        Figure {
             id: "V-26",
             paper: "Paper V Fig. 26",
             claim: "GPUs in different lenders: peer-to-peer throughput drops for small transfers, not for large",
@@ -599,6 +606,65 @@ fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
         measured: format!("one way (p50): local {local:.1} ns, borrowed {lent:.1} ns"),
         rule: "borrowed within 1 % of local".into(),
         holds: pct(lent, local).abs() <= 1.0,
+        plots: Vec::new(),
+    })
+}
+
+/// The steps of 100,000 round trips (the paper's count) between `a` and `b`.
+fn gpu_steps(
+    ctx: &Ctx,
+    scenario: &str,
+    host: &str,
+    a: &str,
+    b: &str,
+) -> Result<Vec<smartio_workloads::RttStep>, String> {
+    let config = GpuPingPongConfig {
+        host: host.into(),
+        a: a.into(),
+        b: b.into(),
+        iterations: 100_000,
+        counters: CounterPlace::Gpu,
+    };
+    gpu_pingpong(&cluster(ctx, scenario)?, &config)
+        .map(|r| r.steps)
+        .map_err(|e| e.to_string())
+}
+
+fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {
+    let local = gpu_steps(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
+    let lent = gpu_steps(
+        ctx,
+        "back-to-back",
+        "borrower",
+        "lender:gpu0",
+        "lender:gpu1",
+    )?;
+    // A step holding at least 1 % of the round trips counts.
+    let major = |s: &[smartio_workloads::RttStep]| {
+        let total: u64 = s.iter().map(|x| x.count).sum();
+        s.iter()
+            .filter(|x| x.count * 100 >= total.max(1))
+            .map(|x| x.rtt_ns)
+            .collect::<Vec<_>>()
+    };
+    let (l, b) = (major(&local), major(&lent));
+    let show = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(Finding {
+        measured: format!(
+            "round trips (ns) with at least 1 % of 100,000 each: local {} ({} steps in all), borrowed {} ({} in all)",
+            show(&l),
+            local.len(),
+            show(&b),
+            lent.len()
+        ),
+        rule: "at least 3 steps each holding 1 % or more, on both; the same steps local and borrowed"
+            .into(),
+        holds: l.len() >= 3 && b.len() >= 3 && l == b,
         plots: Vec::new(),
     })
 }
