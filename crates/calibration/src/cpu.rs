@@ -30,7 +30,7 @@ pub struct CpuTiming {
     pub dma_unmap: SimDuration,
     /// Mapping one page into an IOMMU domain.
     pub iommu_map_page: SimDuration,
-    /// Unmapping from an IOMMU domain, invalidation included.
+    /// Unmapping from an IOMMU domain (page-table update, IOVA queued for a batched flush).
     pub iommu_unmap: SimDuration,
     /// The shadow device's DMA hook per map (`[smartio] dma_window_map_ns`).
     pub dma_window_map: SimDuration,

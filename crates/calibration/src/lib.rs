@@ -352,8 +352,9 @@ pub struct CpuParams {
     pub dma_unmap_ns: Param,
     /// Mapping one page into an IOMMU domain (IOVA allocation share, page-table update).
     pub iommu_map_page_ns: Param,
-    /// Unmapping from an IOMMU domain: the page-table update and the IOTLB invalidation the
-    /// CPU waits for (strict mode).
+    /// Unmapping from an IOMMU domain: the page-table update, the IOVA queued for the next
+    /// batched IOTLB flush (deferred flushing; a strict-mode calibration adds the wait for
+    /// the invalidation here).
     pub iommu_unmap_ns: Param,
     pub max_outstanding_reads: Param,
     pub max_store_bytes: Param,

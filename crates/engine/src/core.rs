@@ -82,10 +82,12 @@ pub(crate) struct Core {
     pub woke: bool,
     /// Where the chips' per-TLP latencies are drawn from.
     chip_stream: Stream,
-    /// Per host: where its interrupt delivery times are drawn from.
+    /// Per requester (hosts' CPUs, then endpoints): where the delivery times of the
+    /// interrupts it raises are drawn from — so a device's interrupts draw the same times
+    /// whichever host they reach.
     interrupt_streams: Vec<Stream>,
     /// Per host: its IOMMU's translation cache.
-    pub iotlbs: Vec<Iotlb>,
+    iotlbs: Vec<Iotlb>,
 }
 
 impl Core {
@@ -98,8 +100,8 @@ impl Core {
             iotlbs: (0..hosts)
                 .map(|_| Iotlb::new(timing.iotlb_entries, timing.iotlb_flush_batch))
                 .collect(),
-            interrupt_streams: (0..hosts as u64)
-                .map(|h| Stream::new(seed, Cause::Interrupt, h))
+            interrupt_streams: (0..(hosts + endpoints) as u64)
+                .map(|i| Stream::new(seed, Cause::Interrupt, i))
                 .collect(),
             now: SimTime::ZERO,
             shared_now: Rc::new(std::cell::Cell::new(SimTime::ZERO)),
@@ -335,7 +337,7 @@ impl Core {
                 target: route.target,
                 path,
                 fanout: fanout.into(),
-                translated_by: route.translated_by,
+                translations: route.translations.into(),
             });
             done += route.len;
         }
@@ -555,11 +557,13 @@ impl Core {
             }
         };
         let mut start = txn.next_issue;
-        // A translated TLP whose page the IOTLB misses waits for the page walk.
-        if let (Some(host), Requester::Device(e)) = (seg.translated_by, txn.requester) {
-            let invalidations = self.fabric.host(host).iommu.invalidations();
-            if let Some(iotlb) = self.iotlbs.get_mut(host.index()) {
-                if !iotlb.look_up(e, addr / smartio_platform::PAGE_SIZE, invalidations) {
+        // A translated TLP waits for a page walk at each IOMMU whose IOTLB misses its page.
+        for t in seg.translations.iter() {
+            let iommu = &self.fabric.host(t.host).iommu;
+            let (invalidations, forced) = (iommu.invalidations(), iommu.forced_flushes());
+            let page = (t.iova.get() + txn.issue_offset) / smartio_platform::PAGE_SIZE;
+            if let Some(iotlb) = self.iotlbs.get_mut(t.host.index()) {
+                if !iotlb.look_up(t.requester, page, invalidations, forced) {
                     start += SimDuration(self.timing.iotlb_miss_ps);
                 }
             }
@@ -673,7 +677,11 @@ impl Core {
                     typical: self.timing.cpu.interrupt_delivery,
                     p99: self.timing.cpu.interrupt_delivery_p99,
                 };
-                let at = match self.interrupt_streams.get_mut(host.index()) {
+                let raiser = match txn.requester {
+                    Requester::Cpu(h) => h.index(),
+                    Requester::Device(e) => self.fabric.hosts().len() + e.index(),
+                };
+                let at = match self.interrupt_streams.get_mut(raiser) {
                     Some(stream) => self.now + delivery.sample(stream),
                     None => self.now + delivery.typical,
                 };

@@ -21,13 +21,13 @@ pub struct Iotlb {
     uses: u64,
     /// Unmaps per flush (at least 1).
     batch: u64,
-    /// Flushes so far (the IOMMU's invalidations divided by the batch) that the cache has
-    /// carried out.
-    seen_flushes: u64,
+    /// Flushes the cache has carried out: (the IOMMU's unmaps divided by the batch, its
+    /// forced flushes).
+    seen_flushes: (u64, u64),
     /// Look-ups that missed.
-    pub misses: u64,
+    misses: u64,
     /// Look-ups that hit.
-    pub hits: u64,
+    hits: u64,
 }
 
 impl Iotlb {
@@ -39,16 +39,22 @@ impl Iotlb {
             entries: Vec::with_capacity(capacity),
             uses: 0,
             batch: batch.max(1),
-            seen_flushes: 0,
+            seen_flushes: (0, 0),
             misses: 0,
             hits: 0,
         }
     }
 
     /// Looks up `page` (an IOVA page number) of `requester`, given the IOMMU's current
-    /// invalidation count; returns whether it hit. A miss caches the translation.
-    pub fn look_up(&mut self, requester: EndpointId, page: u64, invalidations: u64) -> bool {
-        let flushes = invalidations / self.batch;
+    /// unmap and forced-flush counts; returns whether it hit. A miss caches the translation.
+    pub fn look_up(
+        &mut self,
+        requester: EndpointId,
+        page: u64,
+        invalidations: u64,
+        forced: u64,
+    ) -> bool {
+        let flushes = (invalidations / self.batch, forced);
         if flushes != self.seen_flushes {
             self.entries.clear();
             self.seen_flushes = flushes;
@@ -88,17 +94,17 @@ mod tests {
     fn a_page_misses_once_then_hits_until_evicted_or_invalidated() {
         let mut t = Iotlb::new(2, 1);
         let e = EndpointId(3);
-        assert!(!t.look_up(e, 10, 0));
-        assert!(t.look_up(e, 10, 0));
-        assert!(!t.look_up(EndpointId(4), 10, 0), "per requester");
-        assert!(t.look_up(e, 10, 0));
+        assert!(!t.look_up(e, 10, 0, 0));
+        assert!(t.look_up(e, 10, 0, 0));
+        assert!(!t.look_up(EndpointId(4), 10, 0, 0), "per requester");
+        assert!(t.look_up(e, 10, 0, 0));
         assert!(
-            !t.look_up(e, 11, 0),
+            !t.look_up(e, 11, 0, 0),
             "evicts the least recently used: device 4's"
         );
-        assert!(t.look_up(e, 10, 0));
-        assert!(!t.look_up(EndpointId(4), 10, 0), "it was evicted");
-        assert!(!t.look_up(e, 10, 1), "an unmap flushed everything");
+        assert!(t.look_up(e, 10, 0, 0));
+        assert!(!t.look_up(EndpointId(4), 10, 0, 0), "it was evicted");
+        assert!(!t.look_up(e, 10, 1, 0), "an unmap flushed everything");
         assert_eq!((t.hits, t.misses), (3, 5));
     }
 
@@ -106,13 +112,14 @@ mod tests {
     fn deferred_flushing_keeps_translations_until_a_batch_of_unmaps_is_complete() {
         let mut t = Iotlb::new(4, 3);
         let e = EndpointId(0);
-        assert!(!t.look_up(e, 1, 0));
-        assert!(t.look_up(e, 1, 1), "one unmap: still cached");
-        assert!(t.look_up(e, 1, 2));
+        assert!(!t.look_up(e, 1, 0, 0));
+        assert!(t.look_up(e, 1, 1, 0), "one unmap: still cached");
+        assert!(t.look_up(e, 1, 2, 0));
         assert!(
-            !t.look_up(e, 1, 3),
+            !t.look_up(e, 1, 3, 0),
             "the third unmap completed a batch: flushed"
         );
-        assert!(t.look_up(e, 1, 5));
+        assert!(t.look_up(e, 1, 5, 0));
+        assert!(!t.look_up(e, 1, 5, 1), "a re-attachment flushes at once");
     }
 }

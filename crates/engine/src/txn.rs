@@ -48,8 +48,8 @@ pub struct Segment {
     pub path: Rc<CostedPath>,
     /// A multicast write's copies: where each lands and its path (empty for unicast).
     pub fanout: Rc<[(Target, Rc<CostedPath>)]>,
-    /// The host whose IOMMU translates this piece (its TLPs look up that IOMMU's IOTLB).
-    pub translated_by: Option<smartio_fabric::HostId>,
+    /// The IOMMU translations of this piece (each TLP looks up those IOMMUs' IOTLBs).
+    pub translations: Rc<[smartio_fabric::Translation]>,
 }
 
 impl Segment {

@@ -117,8 +117,10 @@ pub struct Iommu {
     enabled: bool,
     domains: Vec<Domain>,
     attached: BTreeMap<EndpointId, DomainId>,
-    /// Unmaps and re-attachments so far: each invalidates what an IOTLB cached.
+    /// Unmaps so far: each invalidates what an IOTLB cached (flushed in batches).
     invalidations: u64,
+    /// Re-attachments so far: a device moved to another domain flushes at once.
+    forced_flushes: u64,
 }
 
 impl Iommu {
@@ -129,13 +131,19 @@ impl Iommu {
             domains: Vec::new(),
             attached: BTreeMap::new(),
             invalidations: 0,
+            forced_flushes: 0,
         }
     }
 
-    /// How many invalidations (unmaps, re-attachments) the IOMMU has had: a translation
-    /// cache that saw a smaller count must forget what it holds.
+    /// How many unmaps the IOMMU has had (a translation cache flushes after a batch of them).
     pub fn invalidations(&self) -> u64 {
         self.invalidations
+    }
+
+    /// How many times a device was moved to another domain (a translation cache that saw a
+    /// smaller count must forget what it holds at once).
+    pub fn forced_flushes(&self) -> u64 {
+        self.forced_flushes
     }
 
     /// Whether DMA is translated.
@@ -156,7 +164,7 @@ impl Iommu {
     pub fn attach(&mut self, endpoint: EndpointId, domain: DomainId) -> Result<(), IommuError> {
         self.domain(domain)?;
         if self.attached.insert(endpoint, domain).is_some() {
-            self.invalidations += 1;
+            self.forced_flushes += 1;
         }
         Ok(())
     }

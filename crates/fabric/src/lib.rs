@@ -27,7 +27,7 @@ pub use multicast::{GroupId, MulticastError};
 pub use ntb::{
     AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
 };
-pub use route::{Access, Branch, Hop, Route, RouteError, Target};
+pub use route::{Access, Branch, Hop, Route, RouteError, Target, Translation};
 pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
 pub use sriov::{vf_name, Function, SriovError, VirtualFunctions};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};

@@ -87,12 +87,26 @@ pub struct Route {
     pub len: u64,
     /// Links and chips crossed from the requester to the target, in order.
     pub hops: Vec<Hop>,
-    /// The host whose IOMMU translated the address (a device's DMA through an IOMMU that is
-    /// on); `None` when nothing translated it.
-    pub translated_by: Option<HostId>,
+    /// The IOMMU translations on the way, in order (a device's DMA through an IOMMU that is
+    /// on, and again in a far host whose IOMMU translates what its NTB adapter forwards);
+    /// empty when nothing translated the address.
+    pub translations: Vec<Translation>,
     /// For a multicast write, one branch per receiving member (`hops` then ends at the
     /// sending adapter); empty otherwise.
     pub branches: Vec<Branch>,
+}
+
+/// One IOMMU translation on a route: whose IOMMU, the requester as that IOMMU sees it (the
+/// device, or the NTB adapter that forwarded the request into its host), and the I/O virtual
+/// address at which the routed piece starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Translation {
+    /// The host whose IOMMU translated.
+    pub host: HostId,
+    /// The requester it translated for.
+    pub requester: EndpointId,
+    /// The piece's first byte before translation.
+    pub iova: BusAddr,
 }
 
 impl Route {
@@ -261,7 +275,7 @@ impl Fabric {
         let mut hops = Vec::new();
         let mut a = addr;
         let mut limit = len;
-        let mut translated_by = None;
+        let mut translations = Vec::new();
         // Each pass routes in one host's domain; an NTB window hands over to the next.
         'domains: for _ in 0..=MAX_NTB_CROSSINGS {
             let h = &self.hosts[host.index()];
@@ -303,9 +317,13 @@ impl Fabric {
                             access: access.name(),
                             reason,
                         })?;
+                    translations.push(Translation {
+                        host,
+                        requester: e,
+                        iova: BusAddr(a),
+                    });
                     a = pa.get();
                     limit = limit.min(run);
-                    translated_by = Some(host);
                 }
                 if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
                     return Ok(Route {
@@ -315,7 +333,7 @@ impl Fabric {
                         },
                         len: limit.min(r.end - a),
                         hops,
-                        translated_by,
+                        translations,
                         branches: Vec::new(),
                     });
                 }
@@ -327,7 +345,7 @@ impl Fabric {
                         },
                         len: limit.min(h.msi.end - a),
                         hops,
-                        translated_by,
+                        translations,
                         branches: Vec::new(),
                     });
                 }
@@ -359,7 +377,7 @@ impl Fabric {
                                 },
                                 len: limit.min(bar.range().end - a),
                                 hops,
-                                translated_by,
+                                translations,
                                 branches: Vec::new(),
                             });
                         };
@@ -400,7 +418,7 @@ impl Fabric {
                                     limit,
                                     access,
                                     hops,
-                                    translated_by,
+                                    translations,
                                     unsupported(a),
                                 );
                             }
@@ -435,7 +453,7 @@ impl Fabric {
         mut limit: u64,
         access: Access,
         hops: Vec<Hop>,
-        translated_by: Option<HostId>,
+        translations: Vec<Translation>,
         unsupported: RouteError,
     ) -> Result<Route, RouteError> {
         let g = match self.multicast.group(group) {
@@ -488,7 +506,7 @@ impl Fabric {
             target: Target::Multicast { group, offset },
             len: limit,
             hops,
-            translated_by,
+            translations,
             branches,
         })
     }

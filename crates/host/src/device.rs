@@ -451,8 +451,8 @@ impl DeviceHandle {
         self.dma_map(phys, len, dir)
     }
 
-    /// [`DeviceHandle::dma_unmap`] on the calling CPU's time (with an IOMMU, the wait for the
-    /// IOTLB invalidation).
+    /// [`DeviceHandle::dma_unmap`] on the calling CPU's time (with an IOMMU, the page-table
+    /// update and queueing the IOVA for a batched flush).
     pub async fn dma_unmap_timed(&self, bus: BusAddr) -> Result<(), DmaError> {
         self.dma_unmap(bus)?;
         let cost = self

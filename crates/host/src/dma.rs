@@ -128,10 +128,20 @@ pub trait DmaMapper {
     }
 }
 
-/// Pages of `len` bytes at `phys` (at least one).
-pub fn pages_spanned(phys: PhysAddr, len: u64) -> u64 {
-    let first = phys.get() & !(PAGE_SIZE - 1);
-    ((phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first) / PAGE_SIZE
+/// The whole pages `len` bytes at `addr` touch (at least one): first page, span in bytes.
+pub fn pages(addr: u64, len: u64) -> (u64, u64) {
+    let first = addr & !(PAGE_SIZE - 1);
+    (
+        first,
+        (addr + len.max(1)).next_multiple_of(PAGE_SIZE) - first,
+    )
+}
+
+/// What mapping `len` bytes at `phys` into an IOMMU domain costs the CPU: the DMA API's own
+/// work and a page-table entry per page.
+pub fn iommu_map_cost(phys: PhysAddr, len: u64, cpu: &CpuTiming) -> SimDuration {
+    let (_, span) = pages(phys.get(), len);
+    cpu.dma_map + cpu.iommu_map_page.times(span / PAGE_SIZE)
 }
 
 /// The DMA mapper of a function in its own host.
@@ -192,11 +202,12 @@ impl DmaMapper for LocalDma {
     fn map_cost(&self, phys: PhysAddr, len: u64, cpu: &CpuTiming) -> SimDuration {
         match self.domain {
             None => cpu.dma_map,
-            Some(_) => cpu.dma_map + cpu.iommu_map_page.times(pages_spanned(phys, len)),
+            Some(_) => iommu_map_cost(phys, len, cpu),
         }
     }
 
-    /// With the IOMMU on, the CPU waits for the IOTLB invalidation.
+    /// With the IOMMU on, the unmap updates the page table and queues the IOVA for the next
+    /// batched IOTLB flush.
     fn unmap_cost(&self, cpu: &CpuTiming) -> SimDuration {
         match self.domain {
             None => cpu.dma_unmap,
@@ -208,8 +219,7 @@ impl DmaMapper for LocalDma {
         let Some(domain) = self.domain else {
             return Ok(BusAddr(phys.get()));
         };
-        let first = phys.get() & !(PAGE_SIZE - 1);
-        let span = (phys.get() + len.max(1)).next_multiple_of(PAGE_SIZE) - first;
+        let (first, span) = pages(phys.get(), len);
         let iova = self
             .iova
             .borrow_mut()
@@ -244,9 +254,7 @@ impl DmaMapper for LocalDma {
         let Some(domain) = self.domain else {
             return Ok(bar.window.base);
         };
-        let base = bar.window.base.get();
-        let first = base & !(PAGE_SIZE - 1);
-        let span = (base + bar.window.size.max(1)).next_multiple_of(PAGE_SIZE) - first;
+        let (first, span) = pages(bar.window.base.get(), bar.window.size);
         let host = self.host;
         self.machine
             .with_fabric_mut(|f| {

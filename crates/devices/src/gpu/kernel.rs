@@ -367,8 +367,10 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
             let now = self.port.now().as_ps();
             if period == 0 {
                 next_read = now;
-            } else if now > next_read {
-                next_read += (now - next_read).div_ceil(period) * period;
+            } else if now >= next_read {
+                // The read at `next_read` (if it is now) already happened and missed: the
+                // loop's next read is a period on at least.
+                next_read += (now - next_read).div_ceil(period).max(1) * period;
             }
         }
     }

@@ -11,6 +11,7 @@ use super::{Fdid, SmartIoError};
 use smartio_fabric::{
     AdapterId, DomainId, HostId, IommuError, LutTarget, NtbError, NtbMapping, Requester,
 };
+use smartio_host::dma::pages;
 use smartio_host::{RamAllocator, RamError};
 use smartio_machine::Machine;
 use smartio_platform::PAGE_SIZE;
@@ -88,15 +89,6 @@ pub(crate) struct Taker<'a> {
     pub grants: &'a mut Vec<Grant>,
     /// `lender:device`, for errors.
     pub device: &'a str,
-}
-
-/// The whole pages `len` bytes at `base` touch (at least one): first page, span in bytes.
-pub(super) fn pages(base: u64, len: u64) -> (u64, u64) {
-    let first = base & !(PAGE_SIZE - 1);
-    (
-        first,
-        (base + len.max(1)).next_multiple_of(PAGE_SIZE) - first,
-    )
 }
 
 impl Taker<'_> {

@@ -187,16 +187,13 @@ impl DmaMapper for ShadowDma {
         match &self.kind {
             WindowKind::WholeRam { .. } => cpu.dma_map + cpu.dma_window_map,
             WindowKind::Iommu { .. } => {
-                cpu.dma_map
-                    + cpu.dma_window_map
-                    + cpu
-                        .iommu_map_page
-                        .times(smartio_host::dma::pages_spanned(phys, len))
+                smartio_host::dma::iommu_map_cost(phys, len, cpu) + cpu.dma_window_map
             }
         }
     }
 
-    /// With a borrower IOMMU, the CPU waits for the IOTLB invalidation.
+    /// With a borrower IOMMU, the unmap updates its page table and queues the IOVA for the
+    /// next batched IOTLB flush.
     fn unmap_cost(&self, cpu: &CpuTiming) -> SimDuration {
         match &self.kind {
             WindowKind::WholeRam { .. } => cpu.dma_unmap,
@@ -221,7 +218,7 @@ impl DmaMapper for ShadowDma {
                 space,
                 mapped,
             } => {
-                let (first, span) = super::grants::pages(phys.get(), len);
+                let (first, span) = smartio_host::dma::pages(phys.get(), len);
                 let iova = space.borrow_mut().alloc(span, PAGE_SIZE).map_err(|_| {
                     self.window_error(format!(
                         "DMA window of {} is full mapping {len:#x} bytes",

@@ -45,8 +45,8 @@ pub enum CounterPlace {
 /// Most distinct round trips reported as steps.
 pub const MAX_STEPS: usize = 32;
 
-/// One step of the round trips' distribution: values within [`STEP_CYCLES`] of each other
-/// (the cycle counter's own rounding) are one step.
+/// One step of the round trips' distribution: distinct values each within `STEP_CYCLES` of
+/// the next (the cycle counter's own rounding) form one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RttStep {
     /// The step's shortest round trip, in nanoseconds.
@@ -56,7 +56,7 @@ pub struct RttStep {
 }
 
 /// Distinct cycle counts at most this far apart belong to one step.
-pub const STEP_CYCLES: u64 = 2;
+const STEP_CYCLES: u64 = 2;
 
 /// The steps of `cycles` (round trips in A's clock cycles) at `khz`, with counts; empty
 /// when the values form more than [`MAX_STEPS`] steps (no step structure to speak of).
@@ -124,8 +124,8 @@ pub struct GpuPingPongResult {
     pub rtt_ns: LatencySummary,
     /// The distinct round trips A measured, shortest first, with how often each occurred —
     /// the distribution's steps (the polling loops notice a store only at their next
-    /// read, so round trips fall on a few values with none between); empty when there are
-    /// more than [`MAX_STEPS`] distinct values.
+    /// read, so round trips fall on a few values with none between); empty when they form
+    /// more than [`MAX_STEPS`] steps.
     pub steps: Vec<RttStep>,
     /// Nodes A's store to B's counter reaches, in order.
     pub path_a_to_b: Vec<String>,
