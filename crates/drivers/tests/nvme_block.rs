@@ -13,21 +13,30 @@ use smartio_drivers::nvme_dist::{
     BlockClient, BlockClientConfig, BlockClientError, Client, DistError, Manager, PublicationError,
     SqPlacement, DRIVER_NAME, MANAGER_SEGMENT,
 };
-use smartio_host::{BlockError, BlockRequest, HostOs, ReqOp};
+use smartio_host::{BlockError, BlockRequest, ReqOp};
 use smartio_platform::{PhysAddr, PAGE_SIZE};
-use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
+use smartio_smartio::{Fdid, SegmentLocation};
 use std::cell::RefCell;
-use std::future::Future;
 use std::rc::Rc;
+
+#[allow(dead_code)] // this suite uses only the rig
+mod common;
+use common::rig::Rig;
 
 const BORROWER: usize = 0;
 const LENDER: usize = 1;
 
+/// The booted cluster (`Rig`: hosts, SmartIO, running a task to the end) and the NVMe.
 struct Setup {
-    cluster: Cluster,
-    hosts: Vec<HostOs>,
-    smartio: SmartIo,
+    rig: Rig,
     nvme: Fdid,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = Rig;
+    fn deref(&self) -> &Rig {
+        &self.rig
+    }
 }
 
 fn setup() -> Setup {
@@ -67,30 +76,12 @@ fn setup_from(scenario: &str) -> Setup {
         &Calibration::default_embedded(),
     )
     .expect("loads");
-    let hosts = HostOs::boot_all(&cluster.machine).expect("boots");
-    let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-    smartio.register_all().expect("registers");
-    let nvme = smartio.find("lender:nvme0").expect("registered");
-    Setup {
-        cluster,
-        hosts,
-        smartio,
-        nvme,
-    }
+    let rig = Rig::new(cluster);
+    let nvme = rig.smartio.find("lender:nvme0").expect("registered");
+    Setup { rig, nvme }
 }
 
 impl Setup {
-    fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the task finished")
-    }
-
     fn manager(&self) -> Rc<Manager> {
         let (s, os, nvme) = (self.smartio.clone(), self.hosts[LENDER].clone(), self.nvme);
         self.run(async move { Manager::start(&s, &os, nvme).await })
