@@ -14,7 +14,7 @@
 
 use crate::time::SimDuration;
 use rand::{RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand_pcg::Pcg64Mcg;
 
 /// The seed of a run that names none (the command line's `--seed` default).
 pub const DEFAULT_SEED: u64 = 1;
@@ -34,15 +34,22 @@ pub enum Cause {
 /// One entity's random stream for one cause, derived from the run's seed.
 #[derive(Debug, Clone)]
 pub struct Stream {
-    rng: ChaCha8Rng,
+    rng: Pcg64Mcg,
 }
 
 impl Stream {
     /// The stream of `cause` for entity `index` (an endpoint or host index) under `seed`.
     pub fn new(seed: u64, cause: Cause, index: u64) -> Stream {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(((cause as u64) << 48) ^ index);
-        Stream { rng }
+        // The three numbers pick one 128-bit state; `seed_from_u64` spreads each through
+        // its own generator, so neighbouring seeds, causes and entities start far apart.
+        let mut state = [0u8; 16];
+        let a = Pcg64Mcg::seed_from_u64(seed).next_u64();
+        let b = Pcg64Mcg::seed_from_u64(((cause as u64) << 56) ^ index).next_u64();
+        state[..8].copy_from_slice(&a.to_le_bytes());
+        state[8..].copy_from_slice(&b.to_le_bytes());
+        Stream {
+            rng: Pcg64Mcg::from_seed(state),
+        }
     }
 
     /// A uniform draw in `[0, 1)` (53 random bits).
