@@ -5,7 +5,7 @@
 //! platform contract rather than from an engine.
 
 use crate::{Calibration, Param};
-use smartio_platform::SimDuration;
+use smartio_platform::{SimDuration, Spread};
 
 /// CPU and software costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,10 +18,8 @@ pub struct CpuTiming {
     pub mmio_issue: SimDuration,
     /// Interval of a polling loop.
     pub poll_interval: SimDuration,
-    /// MSI arrival to handler, typical (the median).
-    pub interrupt_delivery: SimDuration,
-    /// MSI arrival to handler, 99th percentile.
-    pub interrupt_delivery_p99: SimDuration,
+    /// MSI arrival to handler: its median and 99th percentile.
+    pub interrupt_delivery: Spread,
     /// System call entry and exit.
     pub syscall: SimDuration,
     /// The DMA API mapping a buffer without an IOMMU.
@@ -86,8 +84,10 @@ impl Calibration {
             memory_write: d(&cpu.memory_write_ns),
             mmio_issue: d(&cpu.mmio_issue_ns),
             poll_interval: d(&cpu.poll_interval_ns),
-            interrupt_delivery: d(&cpu.interrupt_delivery_ns),
-            interrupt_delivery_p99: d(&cpu.interrupt_delivery_p99_ns),
+            interrupt_delivery: Spread {
+                typical: d(&cpu.interrupt_delivery_ns),
+                p99: d(&cpu.interrupt_delivery_p99_ns),
+            },
             syscall: d(&cpu.syscall_ns),
             dma_map: d(&cpu.dma_map_ns),
             dma_unmap: d(&cpu.dma_unmap_ns),

@@ -111,15 +111,6 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn rq(op: ReqOp, lba: u64, blocks: u32, buffer: PhysAddr) -> BlockRequest {
-    BlockRequest {
-        op,
-        lba,
-        blocks,
-        buffer,
-    }
-}
-
 #[test]
 fn the_block_client_bootstraps_from_the_managers_segment_and_registers_a_disk_of_its_namespace() {
     let s = setup();
@@ -174,10 +165,11 @@ fn writes_and_reads_through_the_disk_move_the_programs_bytes_through_the_bounce_
                 let blocks = (len / 512) as u32;
                 os.write_memory(buffer, &pattern(i as u8 + 1, len))
                     .expect("poke");
-                disk.submit(0, rq(ReqOp::Write, lba, blocks, buffer))
+                disk.submit(0, BlockRequest::new(ReqOp::Write, lba, blocks, buffer))
                     .await?;
                 os.write_memory(buffer, &vec![0; len]).expect("clear");
-                disk.submit(0, rq(ReqOp::Read, lba, blocks, buffer)).await?;
+                disk.submit(0, BlockRequest::new(ReqOp::Read, lba, blocks, buffer))
+                    .await?;
                 let mut got = vec![0; len];
                 os.read_memory(buffer, &mut got).expect("peek");
                 back.push(got);
@@ -243,9 +235,11 @@ fn requests_beyond_the_slots_wait_for_one_and_every_request_keeps_its_own_bytes(
                     let lba = 64 * p as u64 + 8 * u64::from(round);
                     let data = pattern(16 * p as u8 + round, 4096);
                     os.write_memory(buffer, &data).expect("poke");
-                    disk.submit(0, rq(ReqOp::Write, lba, 8, buffer)).await?;
+                    disk.submit(0, BlockRequest::new(ReqOp::Write, lba, 8, buffer))
+                        .await?;
                     os.write_memory(buffer, &[0; 4096]).expect("clear");
-                    disk.submit(0, rq(ReqOp::Read, lba, 8, buffer)).await?;
+                    disk.submit(0, BlockRequest::new(ReqOp::Read, lba, 8, buffer))
+                        .await?;
                     let mut got = vec![0; 4096];
                     os.read_memory(buffer, &mut got).expect("peek");
                     same &= got == data;
@@ -288,7 +282,10 @@ fn requests_the_disk_cannot_take_are_refused_by_the_block_layer_and_never_reach_
     let errors = s.run(async move {
         let mut errors = Vec::new();
         for (lba, n) in [(0, 32), (blocks - 1, 2), (0, 0)] {
-            errors.push(disk.submit(0, rq(ReqOp::Read, lba, n, buffer)).await);
+            errors.push(
+                disk.submit(0, BlockRequest::new(ReqOp::Read, lba, n, buffer))
+                    .await,
+            );
         }
         errors
     });

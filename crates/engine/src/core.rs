@@ -13,8 +13,7 @@ use crate::waiters::{TimerKey, Timers, Watches};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Spread,
-    Stream,
+    AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Stream,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -673,10 +672,7 @@ impl Core {
                 let mut v = [0u8; 4];
                 let n = data.len().min(4);
                 v[..n].copy_from_slice(&data[..n]);
-                let delivery = Spread {
-                    typical: self.timing.cpu.interrupt_delivery,
-                    p99: self.timing.cpu.interrupt_delivery_p99,
-                };
+                let delivery = self.timing.cpu.interrupt_delivery;
                 let raiser = match txn.requester {
                     Requester::Cpu(h) => h.index(),
                     Requester::Device(e) => self.fabric.hosts().len() + e.index(),

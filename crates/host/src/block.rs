@@ -53,6 +53,18 @@ pub struct BlockRequest {
     pub buffer: PhysAddr,
 }
 
+impl BlockRequest {
+    /// `op` of `blocks` logical blocks at `lba`, into or out of `buffer`.
+    pub fn new(op: ReqOp, lba: u64, blocks: u32, buffer: PhysAddr) -> BlockRequest {
+        BlockRequest {
+            op,
+            lba,
+            blocks,
+            buffer,
+        }
+    }
+}
+
 /// What a disk is, as its driver registers it.
 ///
 /// Invariants (checked by [`HostOs::register_disk`]): the block size is a power of two of

@@ -7,7 +7,7 @@ use smartio_cluster::Cluster;
 use smartio_host::{
     BlockDevice, BlockDriver, BlockError, BlockRequest, BoxFuture, Geometry, HostOs, IoError, ReqOp,
 };
-use smartio_platform::{Clock, PhysAddr, SimDuration};
+use smartio_platform::{Clock, SimDuration};
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
@@ -94,15 +94,6 @@ impl Bench {
     }
 }
 
-fn request(op: ReqOp, lba: u64, blocks: u32, buffer: PhysAddr) -> BlockRequest {
-    BlockRequest {
-        op,
-        lba,
-        blocks,
-        buffer,
-    }
-}
-
 #[test]
 fn a_written_block_reads_back_through_the_block_layer() {
     let b = bench();
@@ -111,10 +102,12 @@ fn a_written_block_reads_back_through_the_block_layer() {
     let written: Vec<u8> = (0..2 * LBA).map(|i| (i * 7 % 251) as u8).collect();
     os.write_memory(buffer, &written).expect("poke");
     let back = b.run(async move {
-        disk.submit(0, request(ReqOp::Write, 5, 2, buffer)).await?;
+        disk.submit(0, BlockRequest::new(ReqOp::Write, 5, 2, buffer))
+            .await?;
         os.write_memory(buffer, &[0; 2 * LBA as usize])
             .expect("clear");
-        disk.submit(1, request(ReqOp::Read, 5, 2, buffer)).await?;
+        disk.submit(1, BlockRequest::new(ReqOp::Read, 5, 2, buffer))
+            .await?;
         let mut back = vec![0; 2 * LBA as usize];
         os.read_memory(buffer, &mut back).expect("peek");
         Ok::<_, BlockError>(back)
@@ -129,7 +122,7 @@ fn a_request_costs_the_system_call_and_both_block_layer_paths_around_its_driver(
     let (cpu, buffer) = (b.os.cpu(), b.os.alloc(4096).expect("ram"));
     let took = b.run(async move {
         let t0 = cpu.now();
-        disk.submit(0, request(ReqOp::Read, 0, 1, buffer))
+        disk.submit(0, BlockRequest::new(ReqOp::Read, 0, 1, buffer))
             .await
             .expect("reads");
         cpu.now().since(t0)
@@ -149,7 +142,7 @@ fn cpus_map_onto_the_hardware_queues_round_robin() {
     let buffer = b.os.alloc(4096).expect("ram");
     b.run(async move {
         for cpu in 0..7 {
-            disk.submit(cpu, request(ReqOp::Read, 0, 1, buffer))
+            disk.submit(cpu, BlockRequest::new(ReqOp::Read, 0, 1, buffer))
                 .await
                 .expect("reads");
         }
@@ -166,7 +159,7 @@ fn requests_the_disk_cannot_take_are_refused_before_the_driver_sees_them() {
         let mut errors = Vec::new();
         for (lba, blocks) in [(3, 0), (60, 5), (u64::MAX, 1), (0, 9)] {
             let e = disk
-                .submit(0, request(ReqOp::Write, lba, blocks, buffer))
+                .submit(0, BlockRequest::new(ReqOp::Write, lba, blocks, buffer))
                 .await
                 .expect_err("refused");
             errors.push(e);
@@ -201,7 +194,10 @@ fn a_driver_failure_reaches_the_program_with_the_request_and_the_drivers_reason(
     let disk = b.disk();
     let buffer = b.os.alloc(4096).expect("ram");
     let e = b
-        .run(async move { disk.submit(0, request(ReqOp::Read, 13, 1, buffer)).await })
+        .run(async move {
+            disk.submit(0, BlockRequest::new(ReqOp::Read, 13, 1, buffer))
+                .await
+        })
         .expect_err("bad block");
     assert_eq!(
         e.to_string(),

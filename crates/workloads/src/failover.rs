@@ -580,7 +580,7 @@ fn give_up(
                 seen += 1;
                 if e.link == primary_cable && !e.up {
                     // The adapter's link-down interrupt reaches the program.
-                    let delivery = machine.cpu_timing().interrupt_delivery;
+                    let delivery = machine.cpu_timing().interrupt_delivery.typical;
                     cpu.sleep(delivery).await;
                     return "link event".to_string();
                 }

@@ -580,17 +580,26 @@ fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, String> {
+/// `iterations` GPU ping-pong round trips between `a` and `b` on `scenario`.
+fn gpu_round_trips(
+    ctx: &Ctx,
+    (scenario, host): (&str, &str),
+    a: &str,
+    b: &str,
+    iterations: u32,
+) -> Result<smartio_workloads::GpuPingPongResult, String> {
     let config = GpuPingPongConfig {
         host: host.into(),
         a: a.into(),
         b: b.into(),
-        iterations: 1000,
+        iterations,
         counters: CounterPlace::Gpu,
     };
-    gpu_pingpong(&cluster(ctx, scenario)?, &config)
-        .map(|r| r.one_way_ns.p50)
-        .map_err(|e| e.to_string())
+    gpu_pingpong(&cluster(ctx, scenario)?, &config).map_err(|e| e.to_string())
+}
+
+fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, String> {
+    gpu_round_trips(ctx, (scenario, host), a, b, 1000).map(|r| r.one_way_ns.p50)
 }
 
 fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
@@ -618,16 +627,7 @@ fn gpu_steps(
     a: &str,
     b: &str,
 ) -> Result<Vec<smartio_workloads::RttStep>, String> {
-    let config = GpuPingPongConfig {
-        host: host.into(),
-        a: a.into(),
-        b: b.into(),
-        iterations: 100_000,
-        counters: CounterPlace::Gpu,
-    };
-    gpu_pingpong(&cluster(ctx, scenario)?, &config)
-        .map(|r| r.steps)
-        .map_err(|e| e.to_string())
+    gpu_round_trips(ctx, (scenario, host), a, b, 100_000).map(|r| r.steps)
 }
 
 fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {

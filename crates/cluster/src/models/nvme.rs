@@ -9,7 +9,7 @@ use smartio_devices::config::ConfigSpace;
 use smartio_devices::nvme::{MediaProfile, NamespaceStore, NvmeConfig, NvmeController, NvmeParams};
 use smartio_devices::DeviceKind;
 use smartio_fabric::{Endpoint, EndpointId};
-use smartio_platform::{Cause, SimDuration, Stream};
+use smartio_platform::{Cause, SimDuration, Spread, Stream};
 use std::rc::Rc;
 
 /// The media profile of calibration profile `name`.
@@ -18,10 +18,14 @@ pub fn media_profile(calibration: &Calibration, name: &str) -> Result<MediaProfi
     let ns = |p: &smartio_calibration::Param| SimDuration::from_ns_f64(p.value);
     Ok(MediaProfile {
         name: name.to_string(),
-        read_latency: ns(&p.read_latency_ns),
-        read_latency_p99: ns(&p.read_latency_p99_ns),
-        write_latency: ns(&p.write_latency_ns),
-        write_latency_p99: ns(&p.write_latency_p99_ns),
+        read_latency: Spread {
+            typical: ns(&p.read_latency_ns),
+            p99: ns(&p.read_latency_p99_ns),
+        },
+        write_latency: Spread {
+            typical: ns(&p.write_latency_ns),
+            p99: ns(&p.write_latency_p99_ns),
+        },
         flush_latency: ns(&p.flush_latency_ns),
         max_read_iops: p.max_read_iops.value,
         max_write_iops: p.max_write_iops.value,

@@ -126,7 +126,7 @@ impl NvmeController {
             _ => return Err(Status::INVALID_FIELD),
         }
         // The controller reads its tables like a small media read.
-        port.sleep(self.config.profile.read_latency).await;
+        port.sleep(self.config.profile.read_latency.typical).await;
         self.to_host(port, cmd, d).await.map(|()| 0)
     }
 
@@ -362,7 +362,7 @@ impl NvmeController {
         let avail = &page[offset as usize..];
         let n = avail.len().min(data.len());
         data[..n].copy_from_slice(&avail[..n]);
-        port.sleep(self.config.profile.read_latency).await;
+        port.sleep(self.config.profile.read_latency.typical).await;
         self.to_host(port, cmd, data).await.map(|()| 0)
     }
 

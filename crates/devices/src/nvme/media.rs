@@ -21,14 +21,10 @@ use std::cell::RefCell;
 pub struct MediaProfile {
     /// Profile name.
     pub name: String,
-    /// Read latency (median).
-    pub read_latency: SimDuration,
-    /// Read latency, 99th percentile (at least the median).
-    pub read_latency_p99: SimDuration,
-    /// Write latency (median).
-    pub write_latency: SimDuration,
-    /// Write latency, 99th percentile (at least the median).
-    pub write_latency_p99: SimDuration,
+    /// Read latency: its median and 99th percentile.
+    pub read_latency: Spread,
+    /// Write latency: its median and 99th percentile.
+    pub write_latency: Spread,
     /// Flush latency.
     pub flush_latency: SimDuration,
     /// Reads started per second, at most.
@@ -96,18 +92,12 @@ impl Media {
         let p = &self.profile;
         let (latency, gap, pipe) = match op {
             MediaOp::Read(bytes) => (
-                Spread {
-                    typical: p.read_latency,
-                    p99: p.read_latency_p99,
-                },
+                p.read_latency,
                 gap(p.max_read_iops, bytes as f64 / p.read_bandwidth),
                 0,
             ),
             MediaOp::Write(bytes) => (
-                Spread {
-                    typical: p.write_latency,
-                    p99: p.write_latency_p99,
-                },
+                p.write_latency,
                 gap(p.max_write_iops, bytes as f64 / p.write_bandwidth),
                 1,
             ),
@@ -151,10 +141,8 @@ mod tests {
     fn profile() -> MediaProfile {
         MediaProfile {
             name: "test".into(),
-            read_latency: SimDuration::from_us(10),
-            read_latency_p99: SimDuration::from_us(10),
-            write_latency: SimDuration::from_us(20),
-            write_latency_p99: SimDuration::from_us(20),
+            read_latency: Spread::fixed(SimDuration::from_us(10)),
+            write_latency: Spread::fixed(SimDuration::from_us(20)),
             flush_latency: SimDuration::from_us(1),
             max_read_iops: 1e6,
             max_write_iops: 1e6,
@@ -171,7 +159,10 @@ mod tests {
     #[test]
     fn latencies_vary_by_the_profiles_spread_and_repeat_per_stream() {
         let varied = MediaProfile {
-            read_latency_p99: SimDuration::from_us(12),
+            read_latency: Spread {
+                typical: SimDuration::from_us(10),
+                p99: SimDuration::from_us(12),
+            },
             ..profile()
         };
         let run = |seed| {

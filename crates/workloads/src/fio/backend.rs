@@ -223,12 +223,7 @@ impl Backend {
                         ))
                     }
                 };
-                let rq = BlockRequest {
-                    op,
-                    lba,
-                    blocks,
-                    buffer: buffer.cpu,
-                };
+                let rq = BlockRequest::new(op, lba, blocks, buffer.cpu);
                 disk.submit(job, rq).await.map_err(FioError::from)
             }
         }

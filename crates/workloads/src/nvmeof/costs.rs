@@ -83,7 +83,7 @@ impl RdmaCosts {
             offload_complete: ns("offload_complete_ns", p.offload_complete_ns.value)?,
             block_submit: cpu.block_submit,
             block_complete: cpu.block_complete,
-            interrupt: cpu.interrupt_delivery,
+            interrupt: cpu.interrupt_delivery.typical,
         })
     }
 
