@@ -290,8 +290,11 @@ fn notes(r: &NvmeofCompare, config: &NvmeofConfig) -> Vec<String> {
         "no gap is set: the SmartIO and native rows are the emulated fabric, controller and \
          host costs; the NVMe-oF rows add the [nvmeof] calibration's steps (HCA latency and \
          store-and-forward serialization, initiator and target software, the kernel \
-         initiator's registration and completion) and the [cpu] block layer and interrupt \
-         around the same emulated NVMe command on the target"
+         initiator's registration and completion), an HCA's DMA read of work requests \
+         announced by a doorbell only (the kernel's posts, and the target's two-request \
+         post of a read's data and response; a device read round trip from [root_complex] \
+         and [pcie]) and the [cpu] block layer and interrupt around the same emulated NVMe \
+         command on the target"
             .to_string(),
     );
     for row in r.rows.iter().filter(|x| !x.steps.is_empty()) {

@@ -231,6 +231,15 @@ impl<'a> Rdma<'a> {
             "initiator builds the command capsule and posts the send (initiator_post_ns)",
             self.machine.now(),
         );
+        if kernel {
+            // The kernel's mlx5 driver rings the doorbell only; the HCA reads the work
+            // requests (the registration's and the send's) from memory before it sends.
+            self.icpu.sleep(c.wqe_fetch).await;
+            laps.mark(
+                "initiator HCA fetches the work requests the doorbell announced (a DMA read)",
+                self.machine.now(),
+            );
+        }
 
         // The capsule (with the data of a small write) into the target's memory.
         let capsule_bytes = SQE_SIZE as u64 + if inline { len } else { 0 };
@@ -349,6 +358,13 @@ impl<'a> Rdma<'a> {
                 self.tcpu.sleep(c.target_complete).await;
                 laps.mark(
                     "target posts the RDMA write and the response (target_complete_ns)",
+                    self.machine.now(),
+                );
+                // Two work requests in one post: libmlx5 rings the doorbell only (it writes a
+                // whole request into the HCA's BAR for a single one), so the HCA reads them.
+                self.tcpu.sleep(c.wqe_fetch).await;
+                laps.mark(
+                    "target HCA fetches the two work requests the doorbell announced",
                     self.machine.now(),
                 );
             }
