@@ -69,7 +69,8 @@ pub(crate) struct Core {
     /// Tag pools: hosts' CPUs first, then endpoints, then each host's root complex (its
     /// slots for forwarded reads).
     tags: Vec<Option<TagPool>>,
-    path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>), Rc<CostedPath>>,
+    /// Costed paths by requester, hops and the root complex that cuts their reads (if any).
+    path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>, Option<HostId>), Rc<CostedPath>>,
     pub faults: Vec<FaultRecord>,
     /// Link state changes so far, in order.
     pub link_log: Vec<LinkEvent>,
@@ -231,13 +232,30 @@ impl Core {
         })
     }
 
+    /// The costed form of a route's `hops`. `translated_by` lists the hosts whose IOMMU
+    /// translated the route: a root complex in the middle of the path cuts the reads it
+    /// forwards only if it translated them (see below).
     fn costed_path(
         &mut self,
         requester: Requester,
         hops: &[smartio_fabric::Hop],
         target: Target,
+        translated_by: &[smartio_fabric::Translation],
     ) -> Rc<CostedPath> {
-        let key = (requester, hops.to_vec());
+        // A root complex in the middle of the path forwards the request to another port.
+        let root = hops.split_last().and_then(|(_, before)| {
+            before.iter().find_map(|h| {
+                let node = self.fabric.node(h.node);
+                matches!(node.kind, smartio_fabric::NodeKind::RootComplex)
+                    .then_some(node.host)
+                    .flatten()
+            })
+        });
+        // Xeon root complexes re-emit the read requests their IOMMU translated as smaller
+        // ones (Paper V §7.3.1: "on the other side of the IOMMU"); what one forwards
+        // untranslated, peer to peer, goes on as it came (the papers saw no cutting there).
+        let cuts = root.filter(|r| translated_by.iter().any(|t| t.host == *r));
+        let key = (requester, hops.to_vec(), cuts);
         if let Some(p) = self.path_cache.get(&key) {
             return p.clone();
         }
@@ -268,18 +286,8 @@ impl Core {
         } else {
             0
         };
-        // A root complex in the middle of the path forwards the request to another port and
-        // may cut it into smaller ones on the way (Xeon root complexes do, Paper V §7.3.1).
         let sizes = self.timing.sizes;
-        let root = hops.split_last().and_then(|(_, before)| {
-            before.iter().find_map(|h| {
-                let node = self.fabric.node(h.node);
-                matches!(node.kind, smartio_fabric::NodeKind::RootComplex)
-                    .then_some(node.host)
-                    .flatten()
-            })
-        });
-        let forwarded_by = root
+        let forwarded_by = cuts
             .filter(|_| sizes.forwarded_read_request > 0)
             .map(|h| h.index());
         let max_read_request = if forwarded_by.is_some() {
@@ -323,11 +331,14 @@ impl Core {
                     });
                     err
                 })?;
-            let path = self.costed_path(requester, &route.hops, route.target);
+            let path = self.costed_path(requester, &route.hops, route.target, &route.translations);
             let fanout: Vec<_> = route
                 .branches
                 .iter()
-                .map(|b| (b.target, self.costed_path(requester, &b.hops, b.target)))
+                .map(|b| {
+                    let p = self.costed_path(requester, &b.hops, b.target, &route.translations);
+                    (b.target, p)
+                })
                 .collect();
             segments.push(Segment {
                 offset: done,
