@@ -144,12 +144,12 @@ pub struct ChipParams {
 pub struct RootComplexParams {
     pub latency_ns: Param,
     pub memory_read_ns: Param,
-    /// Size of the read requests a root complex emits when it forwards a device's read
-    /// towards another port (peer-to-peer through the root, e.g. after IOMMU translation);
-    /// 0 forwards requests unchanged.
+    /// Size of the read requests a root complex emits when it forwards a device's read, after
+    /// its IOMMU translated it, towards another port (a lent device's read with the lender
+    /// IOMMU on); 0 forwards requests unchanged.
     pub forwarded_read_request_bytes: Param,
-    /// Read requests a root complex keeps open for the requests it forwards to another port
-    /// (its pool of outstanding non-posted requests, shared by every device).
+    /// Read requests a root complex keeps open for the translated reads it cuts and forwards
+    /// to another port (its pool of outstanding non-posted requests, shared by every device).
     pub forwarded_reads_outstanding: Param,
     /// Translations the IOMMU's IOTLB caches (0: every translated TLP walks).
     pub iotlb_entries: Param,
@@ -205,6 +205,9 @@ pub struct GpuProfileParams {
     pub dma_bits: Param,
     /// Device-memory bandwidth in bytes per second (copies inside the GPU).
     pub memory_bandwidth: Param,
+    /// The most one copy engine moves between the bus and device memory, in bytes per
+    /// second, whatever the link allows (0: no limit of its own, the path decides).
+    pub copy_bus_bandwidth: Param,
     /// The front end decoding one ring entry.
     pub command_ns: Param,
     /// A copy engine starting one copy (descriptor set-up) before its first TLP.

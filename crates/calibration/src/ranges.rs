@@ -57,6 +57,15 @@ pub enum Allowed {
         /// Largest value.
         max: u64,
     },
+    /// 0 (no limit) or a finite number in `min..=max` (`min > 0`: a rate or a bandwidth).
+    ZeroOrReal {
+        /// Smallest non-zero value.
+        min: f64,
+        /// Largest value.
+        max: f64,
+        /// The unit, for the message.
+        unit: &'static str,
+    },
     /// One of a few whole numbers.
     OneOf(&'static [u64]),
     /// A whole number of bytes that is a multiple of `step`, in `step..=max`.
@@ -151,6 +160,12 @@ impl Allowed {
                     .then_some(())
                     .ok_or(Problem::NotPowerOfTwo)
             }
+            Allowed::ZeroOrReal { min, max, .. } => {
+                if value == 0.0 {
+                    return Ok(());
+                }
+                between(min, max)
+            }
             Allowed::OneOf(values) => {
                 let listed = values.iter().any(|&v| v as f64 == value);
                 listed.then_some(()).ok_or(Problem::NotListed)
@@ -177,6 +192,9 @@ impl fmt::Display for Allowed {
             }
             Allowed::ZeroOrPowerOfTwo { min, max } => {
                 write!(f, "0 (off) or a power of two from {min} to {max}")
+            }
+            Allowed::ZeroOrReal { min, max, unit } => {
+                write!(f, "0 (no limit) or a number from {min} to {max} {unit}")
             }
             Allowed::OneOf(values) => {
                 let text: Vec<String> = values.iter().map(u64::to_string).collect();
@@ -520,6 +538,17 @@ pub const RULES: &[Rule] = &[
         Allowed::Real {
             min: 1e9,
             max: 1e14,
+            unit: "bytes/s",
+        },
+    ),
+    // A copy engine's own rate between the bus and device memory: 0 (the link is the limit)
+    // or 1 GB/s to 1 TB/s (above any PCIe or NVLink port).
+    rule(
+        "gpu.*",
+        "copy_bus_bandwidth",
+        Allowed::ZeroOrReal {
+            min: 1e9,
+            max: 1e12,
             unit: "bytes/s",
         },
     ),

@@ -635,6 +635,7 @@ fn with_the_lender_iommu_a_stray_dma_faults_is_reported_and_lender_memory_is_unt
             0,
             0,
             pages((66 << 30) + (1 << 20)),
+            0,
             pages((64 << 10) + (256 << 20))
         ]
     );

@@ -447,3 +447,44 @@ fn gpus_passed_through_to_vms_measure_what_bare_metal_measures_on_the_same_path(
         assert_eq!(vfio.samples, native.samples, "{direction:?}: VFIO = native");
     }
 }
+
+// Paper V Fig. 31's baseline: the K40c (`gpu2`, profile `k40c`) borrowed back to back copies
+// at its copy engine's own rate, [gpu.k40c] copy_bus_bandwidth = 10.5 GB/s (a local K40's
+// bandwidthTest figure), below what the path carries: the same GPU with no limit of its own
+// copies as fast as the P4000 (13.7 GB/s at 16 MiB). Measured here (copies 10, repeat 2,
+// 16 MiB): 10.49 GB/s both ways with the limit.
+#[test]
+fn the_k40c_copies_at_its_engines_own_rate_below_what_the_path_carries() {
+    let with_limit = Calibration::default_embedded().without_variation();
+    let mut without_limit = with_limit.clone();
+    without_limit
+        .gpu
+        .get_mut("k40c")
+        .expect("the k40c profile")
+        .copy_bus_bandwidth
+        .value = 0.0;
+    let largest = |cal: &Calibration, direction| {
+        let cluster = Cluster::new("back-to-back", cal).expect("scenario loads");
+        let r = bench_gpu_bandwidth(&cluster, &config("borrower", "lender:gpu2", direction))
+            .expect("bandwidthTest runs");
+        show("back-to-back lender:gpu2", &r);
+        r.samples.last().expect("a sample").median_bytes_per_s
+    };
+    for direction in [
+        GpuCopyDirection::HostToDevice,
+        GpuCopyDirection::DeviceToHost,
+    ] {
+        let limited = largest(&with_limit, direction);
+        let free = largest(&without_limit, direction);
+        assert!(
+            (10.3e9..=10.5e9).contains(&limited),
+            "{} with the K40c's limit: {limited} B/s",
+            direction.name()
+        );
+        assert!(
+            free > 13e9,
+            "{} with no limit: {free} B/s",
+            direction.name()
+        );
+    }
+}

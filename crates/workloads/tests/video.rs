@@ -108,7 +108,7 @@ fn the_borrowed_gpu_adds_throughput_only_once_the_local_gpus_are_saturated() {
     // 4 streams (120 frames/s) are within the local GPUs' 225: both pools deliver it all.
     let (local, lent) = (total(4, &LOCAL), total(4, &all_gpus()));
     assert!(
-        (local - 120.0).abs() < 1e-4 && (lent - 120.0).abs() < 1e-4,
+        (local - 120.0).abs() < 1e-3 && (lent - 120.0).abs() < 1e-3,
         "{local} {lent}"
     );
     // 12 streams (360 frames/s) are beyond them: the local GPUs deliver their profiles'

@@ -24,6 +24,9 @@ pub fn gpu_timing(p: &GpuProfileParams) -> GpuTiming {
         clock_khz: (p.clock_mhz.value * 1000.0).round() as u64,
         dma_bits: p.dma_bits.value as u8,
         memory_bandwidth: p.memory_bandwidth.value,
+        // Validation admits 0 (no limit) or 1e9..=1e12 bytes/s.
+        copy_bus_bandwidth: (p.copy_bus_bandwidth.value > 0.0)
+            .then_some(p.copy_bus_bandwidth.value),
         command: ns(&p.command_ns),
         copy_start: ns(&p.copy_start_ns),
         launch: ns(&p.launch_ns),

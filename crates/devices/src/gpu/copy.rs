@@ -6,7 +6,8 @@
 //! ([`ErrorCode::CopyFailed`], info: the offset), bus addresses below the DMA limit
 //! ([`ErrorCode::AddressLimit`], info: the address). Then it costs `copy_start` and moves its
 //! bytes: bus → device by DMA reads, device → bus by posted DMA writes, device → device at
-//! the memory bandwidth, bus → bus by reads then writes; a copy that wrote to the bus ends
+//! the memory bandwidth, bus → bus by reads then writes, never faster than the engine's own
+//! bus rate (`copy_bus_bandwidth`, if the profile has one); a copy that wrote to the bus ends
 //! with a flushing read of its last bytes. A bus error stops the channel with
 //! [`ErrorCode::CopyFailed`] and the address that failed. Bus transfers go in pieces of at
 //! most [`PIECE`] bytes so that no copy needs more than that in one buffer.
@@ -14,7 +15,7 @@
 use super::channel::Stop;
 use super::spec::{ErrorCode, GpuAddr};
 use super::Gpu;
-use smartio_platform::{BusAddr, Clock, FifoLock, Port, SimDuration, Spawner};
+use smartio_platform::{BusAddr, Clock, FifoLock, Port, SimDuration, SimTime, Spawner};
 
 /// Largest piece a bus transfer is moved in (one DMA read or write).
 pub(super) const PIECE: u64 = 16 << 20;
@@ -73,6 +74,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         let mut done = 0;
         while done < len {
             let n = (len - done).min(PIECE);
+            let started = port.now();
             // In range: both ends were checked to fit (no overflow, inside memory).
             let data = match src.offset(done) {
                 GpuAddr::Device(o) => self
@@ -94,6 +96,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
                     .await
                     .map_err(|_| Stop::new(ErrorCode::CopyFailed, a.get()))?,
             }
+            self.pace(started, n, port).await;
             done += n;
         }
         if let GpuAddr::Bus(a) = dst {
@@ -108,5 +111,21 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
                 .map_err(|_| Stop::new(ErrorCode::CopyFailed, last))?;
         }
         Ok(())
+    }
+
+    /// Holds a piece of `n` bytes started at `started` until the engine's own rate
+    /// (`copy_bus_bandwidth`) would have moved it, if the path moved it faster. The piece's
+    /// TLPs themselves went at the path's pace: the limit shows in the copy's duration (what
+    /// bandwidthTest measures), not in how its TLPs are spread over the links.
+    async fn pace(&self, started: SimTime, n: u64, port: &P) {
+        let Some(rate) = self.config.timing.copy_bus_bandwidth else {
+            return;
+        };
+        let at_rate = SimDuration::from_ns_f64(n as f64 / rate * 1e9);
+        let spent = port.now().since(started);
+        if spent < at_rate {
+            port.sleep(SimDuration::from_ps(at_rate.as_ps() - spent.as_ps()))
+                .await;
+        }
     }
 }

@@ -58,6 +58,9 @@ pub struct GpuTiming {
     pub dma_bits: u8,
     /// Device-memory bandwidth in bytes per second (device-to-device copies).
     pub memory_bandwidth: f64,
+    /// The most one copy engine moves between the bus and device memory, in bytes per
+    /// second (`None`: no limit of its own, the path's links and tags decide).
+    pub copy_bus_bandwidth: Option<f64>,
     /// The front end decoding one ring entry.
     pub command: SimDuration,
     /// A copy engine starting one copy, before its first access.

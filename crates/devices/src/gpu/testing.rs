@@ -57,6 +57,7 @@ pub(crate) fn timing() -> GpuTiming {
         clock_khz: 1_480_000,
         dma_bits: 47,
         memory_bandwidth: 243e9,
+        copy_bus_bandwidth: None,
         command: SimDuration::from_ns(100),
         copy_start: SimDuration::from_ns(1000),
         launch: SimDuration::from_ns(1500),
