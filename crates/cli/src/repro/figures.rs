@@ -774,7 +774,11 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
     let (rd, wd) = (r1 / r0, w1 / w0);
     Ok(Finding {
         measured: format!(
-            "largest reads {} → {} with the lender IOMMU, writes {} → {}",
+            "largest reads {} → {} with the lender IOMMU, writes {} → {}; causes: the \
+             K40c's own copy rate ([gpu.k40c] copy_bus_bandwidth) bounds the baseline; with \
+             the IOMMU each read crosses the lender's root complex twice and is cut into \
+             64-byte requests sharing its open-request slots, each write waits for IOTLB \
+             walks on new pages",
             gbs(r0),
             gbs(r1),
             gbs(w0),
