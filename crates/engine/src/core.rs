@@ -10,13 +10,14 @@ use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
+use rustc_hash::FxHashMap;
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, Requester, Target};
 pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Stream,
 };
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -45,6 +46,12 @@ struct TagPool {
     waiting: VecDeque<u32>,
 }
 
+/// Most routed accesses [`Core`] remembers before it starts over (a few hundred bytes each).
+const ROUTE_CACHE_ENTRIES: usize = 4096;
+
+/// A costed path's key: requester, hops, and the root complex that cuts its reads.
+type PathKey = (Requester, Vec<smartio_fabric::Hop>, Option<HostId>);
+
 pub(crate) struct Core {
     pub now: SimTime,
     /// `now`, readable while the core is borrowed (a BAR handler reading a clock register
@@ -70,7 +77,13 @@ pub(crate) struct Core {
     /// slots for forwarded reads).
     tags: Vec<Option<TagPool>>,
     /// Costed paths by requester, hops and the root complex that cuts their reads (if any).
-    path_cache: HashMap<(Requester, Vec<smartio_fabric::Hop>, Option<HostId>), Rc<CostedPath>>,
+    path_cache: FxHashMap<PathKey, Rc<CostedPath>>,
+    /// Routed accesses by requester, address, length and kind. The fabric answers the same
+    /// question the same way until it changes, so a repeated access (a doorbell, a queue
+    /// entry, a driver's buffer) is routed once. Invariant: emptied whenever the fabric
+    /// changes ([`Core::fabric_changed`]); at most [`ROUTE_CACHE_ENTRIES`] entries, so that
+    /// memory does not grow with a run's length.
+    route_cache: FxHashMap<(Requester, u64, u64, Access), Vec<Segment>>,
     pub faults: Vec<FaultRecord>,
     /// Link state changes so far, in order.
     pub link_log: Vec<LinkEvent>,
@@ -120,7 +133,8 @@ impl Core {
             watches: Watches::default(),
             waits: Vec::new(),
             tags: (0..2 * hosts + endpoints).map(|_| None).collect(),
-            path_cache: HashMap::new(),
+            path_cache: FxHashMap::default(),
+            route_cache: FxHashMap::default(),
             faults: Vec::new(),
             link_log: Vec::new(),
             link_waiters: Vec::new(),
@@ -160,9 +174,15 @@ impl Core {
         }
     }
 
+    /// Forgets every routed access: the fabric changed (a mapping, a link, a group).
+    pub fn fabric_changed(&mut self) {
+        self.route_cache.clear();
+    }
+
     /// Applies a link state change and tells the waiting tasks.
     pub fn set_link(&mut self, link: smartio_fabric::LinkId, up: bool) {
         self.fabric.set_link_up(link, up);
+        self.fabric_changed();
         self.link_log.push(LinkEvent {
             at: self.now,
             link,
@@ -310,6 +330,26 @@ impl Core {
 
     /// Routes every byte of an access into segments, or fails without side effects.
     fn segments(
+        &mut self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+        access: Access,
+    ) -> Result<Vec<Segment>, AccessError> {
+        let key = (requester, addr.get(), len, access);
+        if let Some(hit) = self.route_cache.get(&key) {
+            return Ok(hit.clone());
+        }
+        let segments = self.route_segments(requester, addr, len, access)?;
+        if self.route_cache.len() >= ROUTE_CACHE_ENTRIES {
+            self.route_cache.clear();
+        }
+        self.route_cache.insert(key, segments.clone());
+        Ok(segments)
+    }
+
+    /// [`Core::segments`] without the cache.
+    fn route_segments(
         &mut self,
         requester: Requester,
         addr: BusAddr,

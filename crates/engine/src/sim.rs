@@ -84,7 +84,10 @@ impl Sim {
 
     /// Changes the fabric (IOMMU mappings), e.g. from a driver's DMA API.
     pub fn with_fabric_mut<R>(&self, f: impl FnOnce(&mut Fabric) -> R) -> R {
-        f(&mut self.inner.core.borrow_mut().fabric)
+        let mut core = self.inner.core.borrow_mut();
+        let out = f(&mut core.fabric);
+        core.fabric_changed();
+        out
     }
 
     /// The resolved timing.

@@ -117,7 +117,7 @@ impl Route {
 }
 
 /// Whether an access reads or writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Access {
     /// A memory read request.
     Read,
