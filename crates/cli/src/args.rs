@@ -104,6 +104,12 @@ pub enum Command {
     Repro(crate::repro::ReproArgs),
     /// A short tour on a shipped scenario.
     Demo,
+    /// Sweeps: a grid of independent runs (scenario × options) in parallel on every core,
+    /// one JSON line per run; --shard I/N splits it across machines, `merge` joins the shards.
+    Sweep {
+        #[command(subcommand)]
+        sweep: crate::sweep::Sweep,
+    },
 }
 
 #[derive(clap::Args, Debug)]

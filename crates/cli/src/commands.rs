@@ -38,6 +38,7 @@ fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
 pub fn run(cli: Cli) -> Result<(), String> {
     let calibration = load_calibration(cli.calibration.as_deref())?;
     match cli.command {
+        Command::Sweep { sweep } => crate::sweep::run(sweep, cli.calibration.as_deref()),
         Command::Scenarios => {
             for s in SHIPPED {
                 let name = format!("{:<26} ", s.name);

@@ -31,6 +31,7 @@ mod output;
 mod progress;
 mod render;
 mod repro;
+mod sweep;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
 // fresh zeroed pages from the kernel each time (which cost more than the simulation).

@@ -1,0 +1,93 @@
+//! Runs a grid's runs as child processes of this same program, on a pool of worker threads
+//! (rayon), and turns each into one JSON line. A run is a plain `smartio` process with its
+//! own command line, so its result is what that command prints on its own, byte for byte.
+
+use super::grid::Run;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One run's line in a sweep's output.
+#[derive(Debug, Serialize)]
+pub struct Line<'a> {
+    /// The grid's name.
+    pub sweep: &'a str,
+    /// The run's place in the grid.
+    pub index: usize,
+    /// Runs in the grid.
+    pub runs: usize,
+    /// The varied options' values.
+    pub params: &'a BTreeMap<String, serde_json::Value>,
+    /// The run's `smartio` arguments.
+    pub argv: &'a [String],
+    /// What the command printed (with `--json`), if it succeeded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'a serde_json::Value>,
+    /// Why it failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
+}
+
+/// What became of one run.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The command's JSON, or why there is none.
+    pub result: Result<serde_json::Value, String>,
+    /// Its wall time.
+    pub wall: Duration,
+}
+
+/// Runs `runs` with `exe` on `jobs` worker threads; the outcomes in the order of `runs`.
+pub fn execute(exe: &Path, runs: &[&Run], jobs: usize) -> Result<Vec<Outcome>, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| format!("cannot start {jobs} worker threads: {e}"))?;
+    Ok(pool.install(|| runs.par_iter().map(|r| one(exe, r)).collect()))
+}
+
+fn one(exe: &Path, run: &Run) -> Outcome {
+    let start = Instant::now();
+    let output = Command::new(exe)
+        .args(&run.argv)
+        .stdin(Stdio::null())
+        .output();
+    let wall = start.elapsed();
+    let result = match output {
+        Err(e) => Err(format!("cannot start {}: {e}", exe.display())),
+        Ok(out) if !out.status.success() => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let why = stderr.trim().trim_start_matches("smartio: ");
+            Err(if why.is_empty() {
+                format!("exited with {}", out.status)
+            } else {
+                why.to_string()
+            })
+        }
+        Ok(out) => {
+            serde_json::from_slice(&out.stdout).map_err(|e| format!("printed no JSON ({e})"))
+        }
+    };
+    Outcome { result, wall }
+}
+
+/// The JSON line of `run` with its `outcome`.
+pub fn line(sweep: &str, total: usize, run: &Run, outcome: &Outcome) -> Result<String, String> {
+    let (result, error) = match &outcome.result {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e.as_str())),
+    };
+    serde_json::to_string(&Line {
+        sweep,
+        index: run.index,
+        runs: total,
+        params: &run.params,
+        argv: &run.argv,
+        result,
+        error,
+    })
+    .map_err(|e| e.to_string())
+}
