@@ -441,6 +441,18 @@ pub enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Wall time and peak memory of bringing up a large cluster: a three-level cascade of
+    /// 24-port cluster switches with N hosts, parsed, built and started as every command
+    /// does before it runs.
+    Topo {
+        /// Hosts, the lender of an NVMe included: 2 to 10000 (the scenario limit).
+        #[arg(long, default_value_t = 1000, value_name = "N",
+              value_parser = clap::value_parser!(u64).range(2..=smartio_workloads::topo_bench::MAX_HOSTS))]
+        hosts: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

@@ -134,6 +134,26 @@ pub fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Bench {
+            bench: Bench::Topo { hosts, json },
+        } => {
+            let r =
+                smartio_workloads::bench_topo(&calibration, hosts).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&r)?;
+            } else {
+                let memory = r.peak_memory_bytes.map_or_else(
+                    || "peak memory unknown".to_string(),
+                    |b| format!("peak memory {:.0} MiB", b as f64 / f64::from(1u32 << 20)),
+                );
+                print!("{}", render::wrapped(&format!(
+                    "{} hosts, {} cluster switches, {} fabric nodes: {:.3} s (parse {:.3} s, build {:.3} s, start {:.3} s), {memory}",
+                    r.hosts, r.cluster_switches, r.nodes, r.total_seconds, r.parse_seconds,
+                    r.build_seconds, r.start_seconds
+                ), "", "  "));
+            }
+            Ok(())
+        }
         Command::Devices { scenario, json } => {
             let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
             let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])

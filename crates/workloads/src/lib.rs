@@ -28,6 +28,7 @@ pub mod share;
 mod shm;
 pub mod shm_demo;
 mod stats;
+pub mod topo_bench;
 
 pub use attach::{AttachError, Workbench};
 pub use booted::{BootError, Booted, Stuck, UnknownHost};
@@ -75,3 +76,4 @@ pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};
 pub use smartio_smartio::DeviceInfo;
 pub use stats::LatencySummary;
+pub use topo_bench::{bench_topo, TopoBenchError, TopoBenchResult};
