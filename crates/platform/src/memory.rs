@@ -1,7 +1,7 @@
 //! Sparse, byte-exact memory: host RAM and device memory of any size, backed only where
 //! written. Unwritten bytes read as zero.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 const PAGE_SHIFT: u32 = 16;
 const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
@@ -9,7 +9,7 @@ const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 /// A sparse byte array addressed by `u64` offsets.
 #[derive(Debug, Default, Clone)]
 pub struct SparseMemory {
-    pages: HashMap<u64, Box<[u8]>>,
+    pages: FxHashMap<u64, Box<[u8]>>,
 }
 
 impl SparseMemory {
