@@ -306,6 +306,9 @@ pub struct NvmeofParams {
     /// receiver's memory (both HCAs' PCIe work and the wire's fixed latency), without the
     /// payload's serialization.
     pub hca_latency_ns: Param,
+    /// An HCA's DMA read of the work requests a doorbell announced, before it acts on them
+    /// (a post that did not write them into the HCA's BAR).
+    pub hca_wqe_fetch_ns: Param,
     /// Data rate of the network link in Gb/s (payload serialization).
     pub link_gbps: Param,
     /// Initiator software: build the command capsule, post the send, ring the HCA.

@@ -405,6 +405,7 @@ pub const RULES: &[Rule] = &[
     rule("vm", "irq_injection_ns", TIME),
     rule("vm", "page_pin_ns", TIME),
     rule("nvmeof", "hca_latency_ns", TIME),
+    rule("nvmeof", "hca_wqe_fetch_ns", TIME),
     // Network data rate: positive; 10 Tb/s is far above any RDMA link (XDR is 800 Gb/s).
     rule(
         "nvmeof",

@@ -424,6 +424,7 @@ impl Calibration {
         );
         let NvmeofParams {
             hca_latency_ns,
+            hca_wqe_fetch_ns,
             link_gbps,
             initiator_post_ns,
             target_poll_ns,
@@ -442,6 +443,7 @@ impl Calibration {
             Section::Nvmeof,
             [
                 ("hca_latency_ns", hca_latency_ns),
+                ("hca_wqe_fetch_ns", hca_wqe_fetch_ns),
                 ("link_gbps", link_gbps),
                 ("initiator_post_ns", initiator_post_ns),
                 ("target_poll_ns", target_poll_ns),

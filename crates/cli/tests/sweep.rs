@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const BIN: &str = env!("CARGO_BIN_EXE_smartio");
 
@@ -46,10 +47,17 @@ fn block<'a>(text: &'a str, lang: &str, marker: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {lang} block with {marker:?} in the README"))
 }
 
-/// The unsharded sweep's lines, as the README's first example writes them.
-fn whole(cwd: &Path) -> String {
-    smartio(cwd, "smartio sweep run qd1-seeds --out qd1.jsonl");
-    std::fs::read_to_string(cwd.join("qd1.jsonl")).expect("written")
+/// The unsharded sweep's lines, as the README's first example writes them (run once for all
+/// the tests).
+fn whole() -> &'static str {
+    static WHOLE: OnceLock<String> = OnceLock::new();
+    WHOLE.get_or_init(|| {
+        let d = dir("whole-shared");
+        smartio(&d, "smartio sweep run qd1-seeds --out qd1.jsonl");
+        let text = std::fs::read_to_string(d.join("qd1.jsonl")).expect("written");
+        let _ = std::fs::remove_dir_all(&d);
+        text
+    })
 }
 
 #[test]
@@ -93,10 +101,12 @@ fn the_whole_sweep_is_one_line_per_run_in_the_grids_order() {
         12
     );
     // The same sweep again gives the same bytes.
-    let again = dir("whole-again");
-    assert_eq!(whole(&again), text);
+    assert_eq!(
+        whole(),
+        text,
+        "the same sweep on one worker per core: the same bytes"
+    );
     let _ = std::fs::remove_dir_all(&d);
-    let _ = std::fs::remove_dir_all(&again);
 }
 
 #[test]
@@ -123,14 +133,12 @@ fn the_readmes_slurm_job_array_merged_equals_the_whole_sweep() {
         .expect("the merge line");
     smartio(&d, merge);
     let merged = std::fs::read_to_string(d.join("qd1.jsonl")).expect("merged");
-    let w = dir("slurm-whole");
     assert_eq!(
         merged,
-        whole(&w),
+        whole(),
         "three shards merged = the whole sweep, byte for byte"
     );
     let _ = std::fs::remove_dir_all(&d);
-    let _ = std::fs::remove_dir_all(&w);
 }
 
 #[test]
@@ -158,12 +166,10 @@ fn the_readmes_kubernetes_indexed_job_merged_equals_the_whole_sweep() {
         .expect("the merge line")
         .replace("/results", results.to_str().expect("utf-8"));
     let merged = smartio(&d, &merge);
-    let w = dir("k8s-whole");
     assert_eq!(
         merged,
-        whole(&w),
+        whole(),
         "three pods merged = the whole sweep, byte for byte"
     );
     let _ = std::fs::remove_dir_all(&d);
-    let _ = std::fs::remove_dir_all(&w);
 }

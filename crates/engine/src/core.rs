@@ -84,6 +84,9 @@ pub(crate) struct Core {
     /// changes ([`Core::fabric_changed`]); at most [`ROUTE_CACHE_ENTRIES`] entries, so that
     /// memory does not grow with a run's length.
     route_cache: FxHashMap<(Requester, u64, u64, Access), Vec<Segment>>,
+    /// Whether a CPU's access lands in its own host's RAM without crossing a link, by host,
+    /// address and length ([`Core::local_memory`]); kept like `route_cache`.
+    local_cache: FxHashMap<(HostId, u64, u64), Option<PhysAddr>>,
     pub faults: Vec<FaultRecord>,
     /// Link state changes so far, in order.
     pub link_log: Vec<LinkEvent>,
@@ -135,6 +138,7 @@ impl Core {
             tags: (0..2 * hosts + endpoints).map(|_| None).collect(),
             path_cache: FxHashMap::default(),
             route_cache: FxHashMap::default(),
+            local_cache: FxHashMap::default(),
             faults: Vec::new(),
             link_log: Vec::new(),
             link_waiters: Vec::new(),
@@ -177,6 +181,7 @@ impl Core {
     /// Forgets every routed access: the fabric changed (a mapping, a link, a group).
     pub fn fabric_changed(&mut self) {
         self.route_cache.clear();
+        self.local_cache.clear();
     }
 
     /// Applies a link state change and tells the waiting tasks.
@@ -263,18 +268,19 @@ impl Core {
         translated_by: &[smartio_fabric::Translation],
     ) -> Rc<CostedPath> {
         // A root complex in the middle of the path forwards the request to another port.
-        let root = hops.split_last().and_then(|(_, before)| {
-            before.iter().find_map(|h| {
-                let node = self.fabric.node(h.node);
-                matches!(node.kind, smartio_fabric::NodeKind::RootComplex)
-                    .then_some(node.host)
-                    .flatten()
-            })
-        });
         // Xeon root complexes re-emit the read requests their IOMMU translated as smaller
         // ones (Paper V §7.3.1: "on the other side of the IOMMU"); what one forwards
         // untranslated, peer to peer, goes on as it came (the papers saw no cutting there).
-        let cuts = root.filter(|r| translated_by.iter().any(|t| t.host == *r));
+        // The first such root that translated cuts.
+        let cuts = hops.split_last().and_then(|(_, before)| {
+            before.iter().find_map(|h| {
+                let node = self.fabric.node(h.node);
+                let host = node.host?;
+                let translated = translated_by.iter().any(|t| t.host == host);
+                (matches!(node.kind, smartio_fabric::NodeKind::RootComplex) && translated)
+                    .then_some(host)
+            })
+        });
         let key = (requester, hops.to_vec(), cuts);
         if let Some(p) = self.path_cache.get(&key) {
             return p.clone();
@@ -426,19 +432,35 @@ impl Core {
 
     /// Resolves an access that lands in the requester's own host RAM without crossing a link
     /// (a CPU touching local memory): `Some(phys)` if so.
-    pub fn local_memory(&self, requester: Requester, addr: BusAddr, len: u64) -> Option<PhysAddr> {
+    pub fn local_memory(
+        &mut self,
+        requester: Requester,
+        addr: BusAddr,
+        len: u64,
+    ) -> Option<PhysAddr> {
         let Requester::Cpu(h) = requester else {
             return None;
         };
-        let route = self.fabric.route(requester, addr, len, Access::Read).ok()?;
-        match route.target {
-            Target::Memory { host, addr }
-                if host == h && route.hops.is_empty() && route.len == len =>
-            {
-                Some(addr)
-            }
-            _ => None,
+        let key = (h, addr.get(), len);
+        if let Some(hit) = self.local_cache.get(&key) {
+            return *hit;
         }
+        let local = match self.fabric.route(requester, addr, len, Access::Read) {
+            Ok(route) => match route.target {
+                Target::Memory { host, addr }
+                    if host == h && route.hops.is_empty() && route.len == len =>
+                {
+                    Some(addr)
+                }
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        if self.local_cache.len() >= ROUTE_CACHE_ENTRIES {
+            self.local_cache.clear();
+        }
+        self.local_cache.insert(key, local);
+        local
     }
 
     fn insert_txn(

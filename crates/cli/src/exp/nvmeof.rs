@@ -292,8 +292,8 @@ fn notes(r: &NvmeofCompare, config: &NvmeofConfig) -> Vec<String> {
          store-and-forward serialization, initiator and target software, the kernel \
          initiator's registration and completion), an HCA's DMA read of work requests \
          announced by a doorbell only (the kernel's posts, and the target's two-request \
-         post of a read's data and response; a device read round trip from [root_complex] \
-         and [pcie]) and the [cpu] block layer and interrupt around the same emulated NVMe \
+         post of a read's data and response; [nvmeof] hca_wqe_fetch_ns) and the [cpu] \
+         block layer and interrupt around the same emulated NVMe \
          command on the target"
             .to_string(),
     );

@@ -4,6 +4,7 @@
 
 use super::grid::Grid;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 /// The part of a line the merge checks.
 #[derive(Debug, Deserialize)]
@@ -11,7 +12,10 @@ struct Head {
     sweep: String,
     index: usize,
     runs: usize,
+    params: BTreeMap<String, serde_json::Value>,
     argv: Vec<String>,
+    result: Option<serde_json::Value>,
+    error: Option<String>,
 }
 
 /// Most missing runs a message lists.
@@ -47,6 +51,23 @@ pub fn merge(grid: &Grid, parts: &[(String, String)]) -> Result<Vec<String>, Str
                     head.argv.join(" "),
                     head.index,
                     expected.argv.join(" ")
+                ));
+            }
+            if head.params != expected.params {
+                return Err(format!(
+                    "{at}: run {} has other params than the grid's run {} (a different grid?)",
+                    head.index, head.index
+                ));
+            }
+            if head.result.is_some() == head.error.is_some() {
+                return Err(format!(
+                    "{at}: run {} has {} (a run's line has its result or its error)",
+                    head.index,
+                    if head.error.is_some() {
+                        "both a result and an error"
+                    } else {
+                        "neither a result nor an error"
+                    }
                 ));
             }
             let slot = &mut lines[head.index];

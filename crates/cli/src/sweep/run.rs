@@ -1,6 +1,7 @@
 //! Runs a grid's runs as child processes of this same program, on a pool of worker threads
 //! (rayon), and turns each into one JSON line. A run is a plain `smartio` process with its
-//! own command line, so its result is what that command prints on its own, byte for byte.
+//! own command line, so its result is the JSON that command prints on its own (the same
+//! value, written compactly with its keys sorted).
 
 use super::grid::Run;
 use rayon::prelude::*;

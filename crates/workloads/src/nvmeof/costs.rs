@@ -2,11 +2,11 @@
 //! `[cpu]` block layer and interrupt: the HCAs' latency, a message's payload stored and
 //! forwarded through the sender's PCIe, the wire and the receiver's PCIe, and the software
 //! steps of the initiators and the target, and an HCA's fetch of work requests it was only
-//! told about by a doorbell. Every value is checked when the costs are built; a value the
+//! told about by a doorbell (`hca_wqe_fetch_ns`). Every value is checked when the costs are built; a value the
 //! model cannot use is an error naming its key.
 
 use super::{NvmeofError, NvmeofIo};
-use smartio_calibration::{Calibration, CpuTiming};
+use smartio_calibration::{CpuTiming, NvmeofParams};
 use smartio_platform::SimDuration;
 
 /// The network, HCA and software costs, from the calibration's `[nvmeof]` and `[cpu]`.
@@ -25,8 +25,8 @@ pub(super) struct RdmaCosts {
     pub(super) kernel_complete: SimDuration,
     pub(super) offload_submit: SimDuration,
     pub(super) offload_complete: SimDuration,
-    /// An HCA fetching work requests from host memory after a doorbell (see
-    /// [`RdmaCosts::wqe_fetch`]).
+    /// An HCA fetching work requests from host memory after a doorbell (`hca_wqe_fetch_ns`:
+    /// paid by posts that only rang the doorbell).
     pub(super) wqe_fetch: SimDuration,
     /// The host's shared software costs, as the native driver pays them.
     pub(super) block_submit: SimDuration,
@@ -35,10 +35,9 @@ pub(super) struct RdmaCosts {
 }
 
 impl RdmaCosts {
-    /// The costs of `cal`'s `[nvmeof]`, with the block layer and interrupt costs of `cpu`
-    /// (the machine's, the same the native NVMe driver pays).
-    pub fn new(cal: &Calibration, cpu: &CpuTiming) -> Result<RdmaCosts, NvmeofError> {
-        let p = &cal.nvmeof;
+    /// The costs of `p`, with the block layer and interrupt costs of `cpu` (the machine's,
+    /// the same the native NVMe driver pays).
+    pub fn new(p: &NvmeofParams, cpu: &CpuTiming) -> Result<RdmaCosts, NvmeofError> {
         let ns = |key: &'static str, value: f64| {
             if value.is_finite() && value >= 0.0 {
                 Ok(SimDuration::from_ns_f64(value))
@@ -86,25 +85,11 @@ impl RdmaCosts {
             )?,
             offload_submit: ns("offload_submit_ns", p.offload_submit_ns.value)?,
             offload_complete: ns("offload_complete_ns", p.offload_complete_ns.value)?,
-            wqe_fetch: Self::wqe_fetch(cal),
+            wqe_fetch: ns("hca_wqe_fetch_ns", p.hca_wqe_fetch_ns.value)?,
             block_submit: cpu.block_submit,
             block_complete: cpu.block_complete,
             interrupt: cpu.interrupt_delivery.typical,
         })
-    }
-
-    /// An HCA's DMA read of the work requests a doorbell announced: the read request up its
-    /// link to the root complex, the memory read, the completion back — a device's read
-    /// round trip on a direct link, from the same `[root_complex]` and `[pcie]` figures the
-    /// engine charges (~0.3 µs; 0.3-0.4 µs in Neugebauer et al. 2018). A post pays it unless
-    /// the CPU wrote the whole work request into the HCA's BAR (BlueFlame): the kernel's
-    /// mlx5 driver never does (it writes only the 8-byte doorbell, `mlx5r_ring_db`); user
-    /// space's libmlx5 does for a post of a single work request (`nreq == 1`, by default),
-    /// which is how `ib_send_lat` — the source of `hca_latency_ns` — posts, so that figure
-    /// holds no fetch. Calibration validation keeps these times finite and non-negative.
-    fn wqe_fetch(cal: &Calibration) -> SimDuration {
-        let one_way = cal.pcie.link_propagation_ns.value + cal.root_complex.latency_ns.value;
-        SimDuration::from_ns_f64(2.0 * one_way + cal.root_complex.memory_read_ns.value)
     }
 
     /// Time `bytes` of payload take on the wire.
@@ -143,7 +128,7 @@ mod tests {
 
     fn costs() -> RdmaCosts {
         let cal = Calibration::default_embedded();
-        RdmaCosts::new(&cal, &cal.cpu_timing()).expect("valid")
+        RdmaCosts::new(&cal.nvmeof, &cal.cpu_timing()).expect("valid")
     }
 
     #[test]
@@ -181,15 +166,15 @@ mod tests {
     #[test]
     fn a_zero_link_rate_is_refused_by_name() {
         let cal = Calibration::default_embedded();
-        let mut p = cal.clone();
-        p.nvmeof.link_gbps.value = 0.0;
+        let mut p = cal.nvmeof.clone();
+        p.link_gbps.value = 0.0;
         let err = RdmaCosts::new(&p, &cal.cpu_timing()).expect_err("no rate");
         assert_eq!(
             err.to_string(),
             "calibration [nvmeof] link_gbps = 0: must be a positive rate"
         );
-        let mut p = cal.clone();
-        p.nvmeof.in_capsule_data_bytes.value = 0.5;
+        let mut p = cal.nvmeof.clone();
+        p.in_capsule_data_bytes.value = 0.5;
         let err = RdmaCosts::new(&p, &cal.cpu_timing()).expect_err("half a byte");
         assert_eq!(
             err.to_string(),

@@ -297,7 +297,7 @@ pub fn nvmeof_compare(
     cluster: &Cluster,
     config: &NvmeofConfig,
 ) -> Result<NvmeofCompare, NvmeofError> {
-    let costs = RdmaCosts::new(&cluster.calibration, &cluster.machine.cpu_timing())?;
+    let costs = RdmaCosts::new(&cluster.calibration.nvmeof, &cluster.machine.cpu_timing())?;
     let (lender, local_name) =
         config
             .device
