@@ -2,8 +2,8 @@
 //! `[cpu]` block layer and interrupt: the HCAs' latency, a message's payload stored and
 //! forwarded through the sender's PCIe, the wire and the receiver's PCIe, and the software
 //! steps of the initiators and the target, and an HCA's fetch of work requests it was only
-//! told about by a doorbell (`hca_wqe_fetch_ns`). Every value is checked when the costs are built; a value the
-//! model cannot use is an error naming its key.
+//! told about by a doorbell (`hca_wqe_fetch_ns`). Every value is checked when the costs are
+//! built; a value the model cannot use is an error naming its key.
 
 use super::{NvmeofError, NvmeofIo};
 use smartio_calibration::{CpuTiming, NvmeofParams};
