@@ -407,7 +407,9 @@ impl Future for Completion {
                 let done = core.txn(id).is_some_and(|t| t.result.is_some());
                 if !done {
                     if let Some(t) = core.txn_mut(id) {
-                        t.waker = Some(cx.waker().clone());
+                        if !t.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            t.waker = Some(cx.waker().clone());
+                        }
                     }
                     core.waits.push(wait);
                     return Poll::Pending;

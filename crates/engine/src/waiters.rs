@@ -78,7 +78,9 @@ impl Timers {
         match self.slot(key) {
             Some(slot) if slot.fired => true,
             Some(slot) => {
-                slot.waker = Some(waker.clone());
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    slot.waker = Some(waker.clone());
+                }
                 false
             }
             // Given back: nothing will fire it.
