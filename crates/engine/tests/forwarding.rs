@@ -3,17 +3,19 @@
 //! saw the cutting "on the other side of the IOMMU"); untranslated peer-to-peer reads go on
 //! as the device sent them.
 
-use smartio_engine::{Calibration, Sim};
-use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric, HostId};
+use smartio_engine::Calibration;
+use smartio_fabric::HostId;
 use smartio_platform::{BarHandler, BusAddr, Clock, CompleterError, PhysAddr, Port, SimDuration};
 use std::cell::Cell;
 use std::rc::Rc;
+
+mod common;
 
 /// Two devices on two root ports of one host: a read of dev1's BAR by dev0 crosses the root
 /// complex in the middle of its path.
 ///
 ///   host ─┬─ root port ── dev0
-///         └─ root port ── dev1 (BAR0: 64 KiB)
+///         └─ root port ── dev1 (BAR0: 4 KiB)
 const TWO_ROOT_PORTS: &str = r#"
 [[host]]
 name = "h"
@@ -32,8 +34,8 @@ link = "gen3 x16"
 
 /// Where the IOMMU maps dev1's BAR for dev0 when it is on.
 const IOVA: u64 = 0x8000_0000;
-/// Bytes dev0 reads.
-const LEN: usize = 16 << 10;
+/// Bytes dev0 reads: all of dev1's BAR.
+const LEN: usize = 4096;
 
 /// dev1's BAR0: every byte reads as its offset's low byte.
 struct Counting;
@@ -51,21 +53,6 @@ impl BarHandler for Counting {
     }
 }
 
-fn layout(_: &str, _: &toml::Table) -> Result<EndpointLayout, String> {
-    Ok(EndpointLayout {
-        vendor_id: 1,
-        device_id: 1,
-        class_code: 0,
-        description: "test".into(),
-        bars: vec![BarSpec {
-            index: 0,
-            size: 64 << 10,
-            kind: BarKind::Mem64,
-        }],
-        sriov: None,
-    })
-}
-
 /// How long dev0's read of [`LEN`] bytes of dev1's BAR takes, with the host's IOMMU on or
 /// off, when the root complex cuts what it forwards to `cut` bytes (0: never).
 fn read_time(iommu: bool, cut: f64) -> SimDuration {
@@ -77,9 +64,7 @@ fn read_time(iommu: bool, cut: f64) -> SimDuration {
     let mut cal = Calibration::default_embedded().without_variation();
     cal.root_complex.forwarded_read_request_bytes.value = cut;
     cal.root_complex.iotlb_miss_ns.value = 0.0;
-    let spec = parse_scenario("two-root-ports", &text).expect("valid scenario");
-    let fabric = Fabric::build(&spec, &layout).expect("enumerates");
-    let sim = Sim::new(fabric, &cal).expect("calibrated");
+    let (sim, _) = common::sim_of(&text, cal);
     let (dev0, dev1) = {
         let f = sim.fabric();
         let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
@@ -93,7 +78,7 @@ fn read_time(iommu: bool, cut: f64) -> SimDuration {
             let d = iommu.create_domain().expect("domain");
             iommu.attach(dev0, d).expect("attach");
             iommu
-                .map(d, BusAddr(IOVA), PhysAddr(bar.get()), 64 << 10, false)
+                .map(d, BusAddr(IOVA), PhysAddr(bar.get()), LEN as u64, false)
                 .expect("map dev1's BAR");
         });
         BusAddr(IOVA)

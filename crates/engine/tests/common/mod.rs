@@ -64,7 +64,9 @@ pub fn sim_with_iommu(flush_batch: u64) -> (Sim, Calibration) {
     sim_of(&text, cal)
 }
 
-fn sim_of(text: &str, cal: Calibration) -> (Sim, Calibration) {
+/// The engine on the scenario `text`, every device of the test layout (one 4 KiB BAR).
+#[allow(dead_code)] // not every test target that includes this module uses it
+pub fn sim_of(text: &str, cal: Calibration) -> (Sim, Calibration) {
     let spec = parse_scenario("two-switches", text).expect("valid scenario");
     let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
     (Sim::new(fabric, &cal).expect("calibrated"), cal)
