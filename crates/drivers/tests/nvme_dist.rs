@@ -66,14 +66,10 @@ fn setup_with(profile: &str, extra: &str) -> Setup {
 
 impl Setup {
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the task finished")
+        self.cluster
+            .machine
+            .run_task(task)
+            .expect("the task finished")
     }
 
     fn manager(&self, host: usize) -> Rc<Manager> {

@@ -77,14 +77,10 @@ fn bench() -> Bench {
 
 impl Bench {
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the task finished")
+        self.cluster
+            .machine
+            .run_task(task)
+            .expect("the task finished")
     }
 
     fn disk(&self) -> BlockDevice {

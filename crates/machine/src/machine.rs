@@ -9,7 +9,7 @@ use smartio_platform::{
     AccessError, BarHandler, BusAddr, ConfigHandler, FunctionBarHandler, FunctionId, OneFunction,
     PhysAddr, SimDuration, SimTime,
 };
-use std::cell::Ref;
+use std::cell::{Ref, RefCell};
 use std::future::Future;
 use std::panic::Location;
 use std::rc::Rc;
@@ -146,6 +146,20 @@ impl Machine {
     /// Runs until no task is ready and nothing is pending.
     pub fn run(&self) -> RunSummary {
         self.engine.run()
+    }
+
+    /// Spawns `task`, runs until nothing is pending, and returns its output, or `None` if it
+    /// never finished (it waits for something that will not come).
+    #[track_caller]
+    pub fn run_task<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> Option<T> {
+        let out = Rc::new(RefCell::new(None));
+        let slot = out.clone();
+        self.spawn(async move {
+            *slot.borrow_mut() = Some(task.await);
+        });
+        self.run();
+        let r = out.borrow_mut().take();
+        r
     }
 
     /// Runs until `deadline`: what is due later stays pending.

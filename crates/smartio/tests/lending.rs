@@ -15,7 +15,6 @@ use smartio_platform::pci;
 use smartio_platform::SimDuration;
 use smartio_platform::{AccessError, BusAddr, PhysAddr, Port};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
-use std::cell::RefCell;
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -86,14 +85,10 @@ impl Setup {
 
     /// Runs `task` to the end of the simulation and returns its output.
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the task finished")
+        self.cluster
+            .machine
+            .run_task(task)
+            .expect("the task finished")
     }
 }
 

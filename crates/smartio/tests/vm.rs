@@ -13,7 +13,6 @@ use smartio_host::DeviceHandle;
 use smartio_host::{Driver, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
 use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
-use std::cell::RefCell;
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -106,14 +105,10 @@ impl Setup {
     }
 
     fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the task finished")
+        self.cluster
+            .machine
+            .run_task(task)
+            .expect("the task finished")
     }
 }
 

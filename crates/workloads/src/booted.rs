@@ -156,15 +156,7 @@ pub(crate) fn run_task<T: 'static>(
     machine: &Machine,
     task: impl Future<Output = T> + 'static,
 ) -> Result<T, Stuck> {
-    let outcome = Rc::new(RefCell::new(None));
-    let out = outcome.clone();
-    machine.spawn(async move {
-        let r = task.await;
-        *out.borrow_mut() = Some(r);
-    });
-    machine.run();
-    let r = outcome.borrow_mut().take();
-    r.ok_or_else(|| stuck(machine))
+    machine.run_task(task).ok_or_else(|| stuck(machine))
 }
 
 /// [`run_task`] for a workload that returns its own error, which can say it was [`Stuck`].

@@ -602,15 +602,25 @@ fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Resul
     gpu_round_trips(ctx, (scenario, host), a, b, 1000).map(|r| r.one_way_ns.p50)
 }
 
-fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
-    let local = gpu_one_way(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
-    let lent = gpu_one_way(
+/// `measure` on the local GPU pair (local-chassis) and on the lent one (back-to-back, from
+/// the borrower), as Paper V Fig. 25 compares them.
+fn local_and_lent<R>(
+    ctx: &Ctx,
+    measure: impl Fn(&Ctx, &str, &str, &str, &str) -> Result<R, String>,
+) -> Result<(R, R), String> {
+    let local = measure(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
+    let lent = measure(
         ctx,
         "back-to-back",
         "borrower",
         "lender:gpu0",
         "lender:gpu1",
     )?;
+    Ok((local, lent))
+}
+
+fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
+    let (local, lent) = local_and_lent(ctx, gpu_one_way)?;
     Ok(Finding {
         measured: format!("one way (p50): local {local:.1} ns, borrowed {lent:.1} ns"),
         rule: "borrowed within 1 % of local".into(),
@@ -631,14 +641,7 @@ fn gpu_steps(
 }
 
 fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {
-    let local = gpu_steps(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
-    let lent = gpu_steps(
-        ctx,
-        "back-to-back",
-        "borrower",
-        "lender:gpu0",
-        "lender:gpu1",
-    )?;
+    let (local, lent) = local_and_lent(ctx, gpu_steps)?;
     // A step holding at least 1 % of the round trips counts.
     let major = |s: &[smartio_workloads::RttStep]| {
         let total: u64 = s.iter().map(|x| x.count).sum();

@@ -6,9 +6,7 @@
 use smartio_cluster::Cluster;
 use smartio_host::HostOs;
 use smartio_smartio::SmartIo;
-use std::cell::RefCell;
 use std::future::Future;
-use std::rc::Rc;
 
 /// The cluster, its booted hosts and SmartIO.
 pub struct Rig {
@@ -41,13 +39,9 @@ impl Rig {
 
     /// Runs `task` to the end of the simulation and returns its output.
     pub fn run<T: 'static>(&self, task: impl Future<Output = T> + 'static) -> T {
-        let out = Rc::new(RefCell::new(None));
-        let slot = out.clone();
-        self.cluster.machine.spawn(async move {
-            *slot.borrow_mut() = Some(task.await);
-        });
-        self.cluster.machine.run();
-        let r = out.borrow_mut().take();
-        r.expect("the test task ran to the end")
+        self.cluster
+            .machine
+            .run_task(task)
+            .expect("the test task ran to the end")
     }
 }
