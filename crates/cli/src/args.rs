@@ -110,6 +110,12 @@ pub enum Command {
         #[command(subcommand)]
         sweep: crate::sweep::Sweep,
     },
+    /// Serve a host's view of the cluster to real clients: `serve nbd` exports an NVMe
+    /// namespace over NBD (fio's nbd engine, nbdcopy, qemu-img, nbdfuse).
+    Serve {
+        #[command(subcommand)]
+        serve: crate::serve::Serve,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -591,7 +597,7 @@ fn block_size(text: &str) -> Result<u64, String> {
     )
 }
 
-fn range_size(text: &str) -> Result<u64, String> {
+pub(crate) fn range_size(text: &str) -> Result<u64, String> {
     size(text, 1, u64::MAX, "at least one block")
 }
 

@@ -365,6 +365,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             crate::repro::run(&calibration, &text, args)
         }
         Command::Demo => demo::demo(&calibration),
+        Command::Serve { serve } => crate::serve::run(&calibration, serve),
     }
 }
 /// `smartio fio`: the option combinations are checked here, the values' ranges by clap
@@ -377,27 +378,7 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
             a.rw
         ));
     }
-    let method = match (a.method.as_str(), a.manager) {
-        ("native", None) => smartio_workloads::fio::FioMethod::Native,
-        ("native", Some(_)) => {
-            return Err(
-                "--manager: only with --method nvme-client or nvme-block (the native driver has no manager)"
-                    .into(),
-            );
-        }
-        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
-        ("nvme-block", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeBlock { manager },
-        (m @ ("nvme-client" | "nvme-block"), None) => {
-            return Err(format!(
-                "--method {m} needs --manager HOST (the host running the distributed driver's manager)"
-            ));
-        }
-        (m, _) => {
-            return Err(format!(
-                "--method: unknown method {m:?} (native, nvme-client, nvme-block)"
-            ))
-        }
-    };
+    let method = fio_method(&a.method, a.manager)?;
     let mode: CompletionMode = match (&a.mode, &method) {
         (
             Some(m),
@@ -442,11 +423,7 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         ..ClusterOptions::default()
     };
     let backing = a.backing.as_deref().map(|path| {
-        // The NVMe as the scenario names it: `lender:nvme0` is the lender's nvme0.
-        let key = match config.device.split_once(':') {
-            Some((lender, device)) => format!("{lender}.{device}"),
-            None => format!("{}.{}", config.host, config.device),
-        };
+        let key = nvme_key(&config.host, &config.device);
         options.nvme_backing.push((key, path.into()));
         (path, std::path::Path::new(path).exists())
     });
@@ -466,7 +443,7 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
 
 /// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that
 /// does not exist.
-fn check_backing(path: &str) -> Result<(), String> {
+pub(crate) fn check_backing(path: &str) -> Result<(), String> {
     let p = std::path::Path::new(path);
     if p.is_dir() {
         return Err(format!(
@@ -487,7 +464,7 @@ fn check_backing(path: &str) -> Result<(), String> {
 }
 
 /// Says on stderr that `--backing` created `path`, and how big it is.
-fn announce_backing(path: &str, device: &str) {
+pub(crate) fn announce_backing(path: &str, device: &str) {
     match std::fs::metadata(path) {
         Ok(m) => eprint!("{}", render::wrapped(&format!(
             "smartio: note: created {path}, a sparse file of {} bytes ({:.1} GB) holding {device}'s namespaces; only blocks written take disk space",
@@ -632,5 +609,41 @@ fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::Dev
                 }
             }
         }
+    }
+}
+
+/// The driver a `--method` (and `--manager`) names.
+pub(crate) fn fio_method(
+    method: &str,
+    manager: Option<String>,
+) -> Result<smartio_workloads::fio::FioMethod, String> {
+    Ok(match (method, manager) {
+        ("native", None) => smartio_workloads::fio::FioMethod::Native,
+        ("native", Some(_)) => {
+            return Err(
+                "--manager: only with --method nvme-client or nvme-block (the native driver has no manager)"
+                    .into(),
+            );
+        }
+        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
+        ("nvme-block", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeBlock { manager },
+        (m @ ("nvme-client" | "nvme-block"), None) => {
+            return Err(format!(
+                "--method {m} needs --manager HOST (the host running the distributed driver's manager)"
+            ));
+        }
+        (m, _) => {
+            return Err(format!(
+                "--method: unknown method {m:?} (native, nvme-client, nvme-block)"
+            ))
+        }
+    })
+}
+
+/// The NVMe as the scenario names it (`host.device`): `lender:nvme0` is the lender's nvme0.
+pub(crate) fn nvme_key(host: &str, device: &str) -> String {
+    match device.split_once(':') {
+        Some((lender, device)) => format!("{lender}.{device}"),
+        None => format!("{host}.{device}"),
     }
 }

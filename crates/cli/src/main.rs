@@ -31,6 +31,7 @@ mod output;
 mod progress;
 mod render;
 mod repro;
+mod serve;
 mod sweep;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping

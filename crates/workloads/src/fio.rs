@@ -11,7 +11,7 @@
 //! expected content is always defined. A workload that reads first writes version 0 over the
 //! whole range (not timed).
 
-mod backend;
+pub(crate) mod backend;
 mod config;
 
 pub use config::{

@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod iperf;
 pub mod migrate;
 pub mod multicast_identify;
+pub mod nbd;
 pub mod nvme_client;
 pub mod nvme_demo;
 pub mod nvmeof;

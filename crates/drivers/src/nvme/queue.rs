@@ -9,7 +9,9 @@ use smartio_host::{DmaBuffer, IrqVector, Mmio};
 use smartio_machine::Agent;
 use smartio_platform::{AccessError, BusAddr, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::poll_fn;
+use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 #[derive(Debug, Default)]
@@ -43,9 +45,17 @@ pub struct QueuePair {
     sq_fetched: Cell<(u16, u64)>,
     tags: RefCell<Vec<Tag>>,
     free: RefCell<Vec<u16>>,
-    tag_waiters: RefCell<Vec<Waker>>,
+    /// Requests waiting for a tag, oldest first (see [`QueuePair::acquire`]).
+    tag_waiters: RefCell<VecDeque<Rc<TagWaiter>>>,
     /// Per-tag PRP list pages, allocated on first use.
     pub(super) prp_lists: RefCell<Vec<Option<DmaBuffer>>>,
+}
+
+/// A request waiting for a tag: where the tag is handed over, and whom to wake.
+#[derive(Debug, Default)]
+struct TagWaiter {
+    handed: Cell<Option<u16>>,
+    waker: RefCell<Option<Waker>>,
 }
 
 impl QueuePair {
@@ -78,17 +88,26 @@ impl QueuePair {
             sq_fetched: Cell::new((0, 0)),
             tags: RefCell::new((0..tags).map(|_| Tag::default()).collect()),
             free: RefCell::new((0..tags).rev().collect()),
-            tag_waiters: RefCell::new(Vec::new()),
+            tag_waiters: RefCell::new(VecDeque::new()),
             prp_lists: RefCell::new(vec![None; tags as usize]),
         }
     }
 
-    /// Takes a free tag, waiting for one if all are in use.
+    /// Takes a free tag, waiting for one if all are in use. Waiters are served in arrival
+    /// order: a returned tag goes straight to the oldest (as the kernel's tag wait queues
+    /// do), so requests that keep arriving cannot starve one that waits.
     pub async fn acquire(&self) -> u16 {
-        poll_fn(|cx| match self.free.borrow_mut().pop() {
+        if self.tag_waiters.borrow().is_empty() {
+            if let Some(t) = self.free.borrow_mut().pop() {
+                return t;
+            }
+        }
+        let me = Rc::new(TagWaiter::default());
+        self.tag_waiters.borrow_mut().push_back(me.clone());
+        poll_fn(|cx| match me.handed.take() {
             Some(t) => Poll::Ready(t),
             None => {
-                self.tag_waiters.borrow_mut().push(cx.waker().clone());
+                *me.waker.borrow_mut() = Some(cx.waker().clone());
                 smartio_platform::waiting::note("a free command tag of an NVMe queue pair");
                 Poll::Pending
             }
@@ -96,12 +115,22 @@ impl QueuePair {
         .await
     }
 
-    /// Returns a tag.
+    /// Returns a tag (to the oldest waiter, if any).
     pub fn release(&self, tag: u16) {
         self.tags.borrow_mut()[tag as usize] = Tag::default();
-        self.free.borrow_mut().push(tag);
-        if let Some(w) = self.tag_waiters.borrow_mut().pop() {
-            w.wake();
+        // A waiter only this queue still holds was dropped (its request with it): skip it.
+        let next = {
+            let mut waiters = self.tag_waiters.borrow_mut();
+            std::iter::from_fn(|| waiters.pop_front()).find(|w| Rc::strong_count(w) > 1)
+        };
+        match next {
+            Some(w) => {
+                w.handed.set(Some(tag));
+                if let Some(waker) = w.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+            None => self.free.borrow_mut().push(tag),
         }
     }
 

@@ -22,7 +22,7 @@ use std::rc::Rc;
 /// An I/O buffer: where the workload's CPU sees it (to fill and check it) and, for a client,
 /// where it is in the client's data segment.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Buffer {
+pub(crate) struct Buffer {
     /// Address in the workload host's RAM.
     pub cpu: PhysAddr,
     /// Offset in the client's data segment (0 for the native driver).
@@ -31,7 +31,7 @@ pub(super) struct Buffer {
 }
 
 /// A started backend.
-pub(super) enum Backend {
+pub(crate) enum Backend {
     /// The native driver, bound on `os`.
     Native { os: HostOs, dev: Rc<NvmeDevice> },
     /// A client of the distributed driver.
@@ -59,7 +59,7 @@ pub(super) enum Backend {
 }
 
 /// The disk the block client registers for a fio run.
-pub(super) const BLOCK_DISK: &str = "snvme0";
+pub(crate) const BLOCK_DISK: &str = "snvme0";
 
 impl Backend {
     /// The host whose CPU runs the workload.
@@ -246,7 +246,7 @@ impl Backend {
 }
 
 /// The distributed driver's hosts and controller, resolved before the simulation runs.
-pub(super) struct ClientBench {
+pub(crate) struct ClientBench {
     smartio: SmartIo,
     fdid: Fdid,
     manager: HostOs,

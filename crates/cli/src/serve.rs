@@ -1,0 +1,213 @@
+//! `smartio serve nbd`: one host's view of an NVMe namespace, exported over NBD to
+//! unmodified clients. The cluster runs on this thread; the connections' threads hand it
+//! their requests ([`smartio_workloads::nbd`]).
+
+use crate::commands::{announce_backing, check_backing, fio_method};
+use smartio_calibration::Calibration;
+use smartio_cluster::{Cluster, ClusterOptions};
+use smartio_nbd::Listener;
+use smartio_workloads::nbd::{NbdConfig, NbdExport, NbdStats, ServeControl, MAX_DEPTH, MAX_QUEUES};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// What `serve` serves.
+#[derive(clap::Subcommand, Debug)]
+pub enum Serve {
+    /// Export a host's view of an NVMe namespace over NBD: every request becomes an I/O of
+    /// that host on the emulated cluster, through the driver --method names. Serves until
+    /// Ctrl-C or SIGTERM (or, with --once, until the last client leaves), then prints what
+    /// the I/Os saw in virtual time next to the wall time.
+    Nbd(NbdArgs),
+}
+
+/// The options of `serve nbd`.
+#[derive(clap::Args, Debug)]
+pub struct NbdArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// The host whose view is exported (its CPUs do the I/O).
+    #[arg(long)]
+    pub host: String,
+    /// NVMe device in that host's tree, or `lender:nvme0` to borrow it (Device Lending).
+    #[arg(long)]
+    pub device: String,
+    /// native (the NVMe driver on --host) or nvme-client (a client of the distributed
+    /// driver on --host; needs --manager).
+    #[arg(long, default_value = "native")]
+    pub method: String,
+    /// Host running the distributed driver's manager (with --method nvme-client).
+    #[arg(long)]
+    pub manager: Option<String>,
+    /// Listen on this Unix socket (clients: nbd+unix:///?socket=PATH).
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "port",
+        required_unless_present = "port"
+    )]
+    pub socket: Option<String>,
+    /// Listen on this TCP port of 127.0.0.1 (clients: nbd://127.0.0.1:PORT), 1 to 65535.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Namespace id, 1 to 4294967294.
+    #[arg(long, default_value = "1", value_name = "NSID", value_parser = clap::value_parser!(u32).range(1..0xFFFF_FFFF))]
+    pub nsid: u32,
+    /// Export only this many bytes from the namespace's start (K, M, G = KiB, MiB, GiB), a
+    /// multiple of its block size [default: the whole namespace].
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::range_size)]
+    pub size: Option<u64>,
+    /// Refuse writes (clients see a read-only export).
+    #[arg(long)]
+    pub read_only: bool,
+    /// I/O queue pairs the host uses; requests take them in turn.
+    #[arg(long, default_value = "4", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_QUEUES)))]
+    pub queues: u32,
+    /// Requests each queue pair holds at once (one I/O buffer of MDTS bytes each).
+    #[arg(long, default_value = "32", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_DEPTH)))]
+    pub depth: u32,
+    /// Exit when the last client leaves (otherwise serve until Ctrl-C or SIGTERM). fio
+    /// connects once to learn the size before its jobs connect: use --once with clients
+    /// that make one connection, such as nbdcopy and qemu-img.
+    #[arg(long)]
+    pub once: bool,
+    /// Also print the figures so far every this many seconds of wall time, 1 to 86400.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub stats_every: Option<u64>,
+    /// Keep the NVMe's namespaces in this file (created sparse if missing), so what clients
+    /// wrote outlives the server.
+    #[arg(long, value_name = "FILE")]
+    pub backing: Option<String>,
+    /// Seed of the emulation's variation.
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
+}
+
+/// Runs `serve`.
+pub fn run(calibration: &Calibration, serve: Serve) -> Result<(), String> {
+    match serve {
+        Serve::Nbd(a) => nbd(calibration, a),
+    }
+}
+
+fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
+    let method = fio_method(&a.method, a.manager)?;
+    let config = NbdConfig {
+        host: a.host,
+        device: a.device,
+        method,
+        nsid: a.nsid,
+        read_only: a.read_only,
+        queues: a.queues,
+        depth: a.depth,
+        size: a.size,
+    };
+    config.check().map_err(|e| e.to_string())?;
+    if let Some(path) = a.backing.as_deref() {
+        check_backing(path)?;
+    }
+    // Listen first: a socket another server holds is an error before anything boots.
+    let listener = match (&a.socket, a.port) {
+        (Some(path), _) => Listener::unix(std::path::Path::new(path)),
+        (None, Some(port)) => Listener::tcp(port),
+        (None, None) => return Err("give --socket PATH or --port N".into()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut options = ClusterOptions {
+        seed: a.seed,
+        ..ClusterOptions::default()
+    };
+    let backing = a.backing.as_deref().map(|path| {
+        options.nvme_backing.push((
+            crate::commands::nvme_key(&config.host, &config.device),
+            path.into(),
+        ));
+        (path, std::path::Path::new(path).exists())
+    });
+    let cluster =
+        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    if let Some((path, false)) = backing {
+        announce_backing(path, &config.device);
+    }
+    let export = NbdExport::start(&cluster, &config).map_err(|e| e.to_string())?;
+    let description = export.export();
+    let uri = listener.uri();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    // A second handler (a test harness that installs its own) is no reason to refuse.
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    let (tx, rx) = mpsc::channel();
+    let _socket = listener
+        .serve(description.clone(), tx)
+        .map_err(|e| format!("cannot start the listener: {e}"))?;
+    eprintln!(
+        "serving {:?} ({} bytes, {}-byte blocks, transfers of at most {} bytes){} at {uri}",
+        description.name,
+        description.size,
+        description.block.minimum,
+        export.max_transfer(),
+        if config.read_only { ", read-only" } else { "" },
+    );
+    let control = ServeControl {
+        stop: Some(&stop),
+        once: a.once,
+        every: a.stats_every.map(Duration::from_secs),
+    };
+    let stats = export
+        .serve(&rx, control, |s| print!("{}", render(s)))
+        .map_err(|e| e.to_string())?;
+    print!("{}", render(&stats));
+    export.close().map_err(|e| e.to_string())
+}
+
+/// The figures: virtual time first, then wall time, each saying which it is.
+fn render(s: &NbdStats) -> String {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let lat = |h: &hdrhistogram::Histogram<u64>| {
+        if h.is_empty() {
+            return "  lat (usec): no requests\n".to_string();
+        }
+        format!(
+            "  lat (usec): min={:.2}, avg={:.2}, p50={:.2}, p90={:.2}, p99={:.2}, p99.9={:.2}, max={:.2}\n",
+            us(h.min()),
+            h.mean() / 1000.0,
+            us(h.value_at_quantile(0.5)),
+            us(h.value_at_quantile(0.9)),
+            us(h.value_at_quantile(0.99)),
+            us(h.value_at_quantile(0.999)),
+            us(h.max())
+        )
+    };
+    let ops = s.ops();
+    let rate = |secs: f64| if secs > 0.0 { ops as f64 / secs } else { 0.0 };
+    let vsecs = s.virtual_elapsed.as_ps() as f64 * 1e-12;
+    let wsecs = s.wall_elapsed.as_secs_f64();
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{ops} requests: {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} write-zeroes; {} refused, {} failed; {} connections\n",
+        s.reads,
+        mib(s.bytes_read),
+        s.writes,
+        mib(s.bytes_written),
+        s.flushes,
+        s.zeroes,
+        s.refused,
+        s.failed,
+        s.connections
+    ));
+    out.push_str(&format!(
+        "virtual time (the emulated cluster's clock; it runs only while requests are in flight): {:.3} ms, IOPS={:.0}\n",
+        vsecs * 1e3,
+        rate(vsecs)
+    ));
+    out.push_str(&lat(&s.virtual_ns));
+    out.push_str(&format!(
+        "wall time (this machine's clock, first request to last reply, as the server saw them): {:.3} s, IOPS={:.0}\n",
+        wsecs,
+        rate(wsecs)
+    ));
+    out.push_str(&lat(&s.wall_ns));
+    out
+}

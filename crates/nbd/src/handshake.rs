@@ -1,0 +1,419 @@
+//! The fixed newstyle handshake, server side: greeting, client flags, then options until the
+//! client picks the export (`NBD_OPT_GO` or `NBD_OPT_EXPORT_NAME`) or leaves.
+//!
+//! Supported options: `EXPORT_NAME`, `ABORT`, `LIST`, `INFO`, `GO` (with `NBD_INFO_EXPORT`,
+//! `NAME`, `DESCRIPTION` and, always, `BLOCK_SIZE`) and `STRUCTURED_REPLY`. Anything else
+//! (TLS, metadata contexts) is answered `NBD_REP_ERR_UNSUP`, which clients handle by going
+//! on without it.
+
+use crate::wire::{client_flags, handshake_flags, info, option, reply, IHAVEOPT, NBDMAGIC};
+use crate::wire::{transmission_flags, OPTION_REPLY_MAGIC};
+use std::io::{self, Read, Write};
+use thiserror::Error;
+
+/// Size constraints the export advertises (`NBD_INFO_BLOCK_SIZE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockSizes {
+    /// Smallest addressable unit: requests must be aligned to it (the LBA size).
+    pub minimum: u32,
+    /// Size below which I/O is inefficient.
+    pub preferred: u32,
+    /// Largest read or write payload.
+    pub maximum: u32,
+}
+
+/// What the server exports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// Its name (the empty name also selects it: the default export).
+    pub name: String,
+    /// A description for people (`nbdinfo` shows it).
+    pub description: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Transmission flags ([`transmission_flags`]); `HAS_FLAGS` is added.
+    pub flags: u16,
+    /// Size constraints.
+    pub block: BlockSizes,
+}
+
+impl Export {
+    /// The transmission flags as sent.
+    pub fn transmission_flags(&self) -> u16 {
+        self.flags | transmission_flags::HAS_FLAGS
+    }
+
+    fn selected_by(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.name.as_bytes()
+    }
+}
+
+/// How the handshake ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The client asked for structured replies.
+    pub structured: bool,
+}
+
+/// Why a handshake ended without transmission.
+#[derive(Debug, Error)]
+pub enum HandshakeError {
+    /// The connection failed or closed.
+    #[error("connection: {0}")]
+    Io(#[from] io::Error),
+    /// The client sent flags this server did not offer: the session ends (as the
+    /// specification requires).
+    #[error("client flags {0:#x}: only fixed newstyle (1) and no zeroes (2) are known")]
+    ClientFlags(u32),
+    /// An option did not start with `IHAVEOPT`.
+    #[error("option magic {0:#018x}, expected IHAVEOPT")]
+    BadMagic(u64),
+    /// The client left (`NBD_OPT_ABORT`).
+    #[error("the client aborted the handshake")]
+    Aborted,
+    /// `NBD_OPT_EXPORT_NAME` named an export that is not here (that option cannot be
+    /// answered with an error, so the session ends).
+    #[error("no export named {0:?}")]
+    UnknownExport(String),
+    /// An option's data is too long to be an option this server takes.
+    #[error("option {option} carries {len} bytes of data")]
+    OptionTooLong {
+        /// The option.
+        option: u32,
+        /// Its length.
+        len: u32,
+    },
+}
+
+/// The most option data this server reads (an export name is at most 4 KiB).
+const MAX_OPTION_DATA: u32 = 16 << 10;
+
+/// Runs the server's side of the handshake on `s` for `export`.
+pub fn negotiate<S: Read + Write>(
+    s: &mut S,
+    export: &Export,
+) -> Result<Negotiated, HandshakeError> {
+    let mut hello = Vec::with_capacity(18);
+    hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
+    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    hello.extend_from_slice(
+        &(handshake_flags::FIXED_NEWSTYLE | handshake_flags::NO_ZEROES).to_be_bytes(),
+    );
+    s.write_all(&hello)?;
+    s.flush()?;
+    let flags = read_u32(s)?;
+    if flags & !(client_flags::FIXED_NEWSTYLE | client_flags::NO_ZEROES) != 0 {
+        return Err(HandshakeError::ClientFlags(flags));
+    }
+    let no_zeroes = flags & client_flags::NO_ZEROES != 0;
+    let mut structured = false;
+    loop {
+        let magic = read_u64(s)?;
+        if magic != IHAVEOPT {
+            return Err(HandshakeError::BadMagic(magic));
+        }
+        let opt = read_u32(s)?;
+        let len = read_u32(s)?;
+        if len > MAX_OPTION_DATA {
+            // Skip it, say so, and go on: the client may try something else.
+            io::copy(&mut Read::by_ref(s).take(u64::from(len)), &mut io::sink())?;
+            if opt == option::EXPORT_NAME {
+                return Err(HandshakeError::OptionTooLong { option: opt, len });
+            }
+            option_reply(s, opt, reply::ERR_TOO_BIG, b"option data too long")?;
+            continue;
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        match opt {
+            option::EXPORT_NAME => {
+                if !export.selected_by(&data) {
+                    return Err(HandshakeError::UnknownExport(
+                        String::from_utf8_lossy(&data).into_owned(),
+                    ));
+                }
+                let mut out = Vec::with_capacity(134);
+                out.extend_from_slice(&export.size.to_be_bytes());
+                out.extend_from_slice(&export.transmission_flags().to_be_bytes());
+                if !no_zeroes {
+                    out.extend_from_slice(&[0u8; 124]);
+                }
+                s.write_all(&out)?;
+                s.flush()?;
+                return Ok(Negotiated { structured });
+            }
+            option::ABORT => {
+                // The client may already be gone: an answer is a courtesy.
+                let _ = option_reply(s, opt, reply::ACK, &[]);
+                return Err(HandshakeError::Aborted);
+            }
+            option::LIST if !data.is_empty() => {
+                option_reply(s, opt, reply::ERR_INVALID, b"NBD_OPT_LIST takes no data")?
+            }
+            option::LIST => {
+                let mut server = Vec::new();
+                server.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
+                server.extend_from_slice(export.name.as_bytes());
+                server.extend_from_slice(export.description.as_bytes());
+                option_reply(s, opt, reply::SERVER, &server)?;
+                option_reply(s, opt, reply::ACK, &[])?;
+            }
+            option::STRUCTURED_REPLY if !data.is_empty() => option_reply(
+                s,
+                opt,
+                reply::ERR_INVALID,
+                b"NBD_OPT_STRUCTURED_REPLY takes no data",
+            )?,
+            option::STRUCTURED_REPLY => {
+                structured = true;
+                option_reply(s, opt, reply::ACK, &[])?;
+            }
+            option::INFO | option::GO => {
+                let Some((name, requests)) = parse_info(&data) else {
+                    option_reply(s, opt, reply::ERR_INVALID, b"malformed NBD_OPT_INFO/GO")?;
+                    continue;
+                };
+                if !export.selected_by(name) {
+                    let msg = format!(
+                        "no export named {:?}; this server exports {:?}",
+                        String::from_utf8_lossy(name),
+                        export.name
+                    );
+                    option_reply(s, opt, reply::ERR_UNKNOWN, msg.as_bytes())?;
+                    continue;
+                }
+                let mut item = Vec::with_capacity(14);
+                item.extend_from_slice(&info::EXPORT.to_be_bytes());
+                item.extend_from_slice(&export.size.to_be_bytes());
+                item.extend_from_slice(&export.transmission_flags().to_be_bytes());
+                option_reply(s, opt, reply::INFO, &item)?;
+                for &what in &requests {
+                    let text = match what {
+                        info::NAME => &export.name,
+                        info::DESCRIPTION => &export.description,
+                        _ => continue,
+                    };
+                    let mut item = what.to_be_bytes().to_vec();
+                    item.extend_from_slice(text.as_bytes());
+                    option_reply(s, opt, reply::INFO, &item)?;
+                }
+                // Always: requests must be aligned to the LBA size.
+                let b = export.block;
+                let mut item = info::BLOCK_SIZE.to_be_bytes().to_vec();
+                for v in [b.minimum, b.preferred, b.maximum] {
+                    item.extend_from_slice(&v.to_be_bytes());
+                }
+                option_reply(s, opt, reply::INFO, &item)?;
+                option_reply(s, opt, reply::ACK, &[])?;
+                if opt == option::GO {
+                    return Ok(Negotiated { structured });
+                }
+            }
+            _ => option_reply(s, opt, reply::ERR_UNSUP, b"not supported by this server")?,
+        }
+    }
+}
+
+/// The export name and the information requests of `NBD_OPT_INFO`/`GO` data.
+fn parse_info(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
+    let name_len = u32::from_be_bytes(data.get(0..4)?.try_into().ok()?) as usize;
+    let name = data.get(4..4usize.checked_add(name_len)?)?;
+    let rest = &data[4 + name_len..];
+    let n = u16::from_be_bytes(rest.get(0..2)?.try_into().ok()?) as usize;
+    let list = rest.get(2..)?;
+    if list.len() != 2 * n {
+        return None;
+    }
+    let requests = list
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    Some((name, requests))
+}
+
+fn option_reply(s: &mut impl Write, opt: u32, kind: u32, data: &[u8]) -> io::Result<()> {
+    let mut out = Vec::with_capacity(20 + data.len());
+    out.extend_from_slice(&OPTION_REPLY_MAGIC.to_be_bytes());
+    out.extend_from_slice(&opt.to_be_bytes());
+    out.extend_from_slice(&kind.to_be_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(data);
+    s.write_all(&out)?;
+    s.flush()
+}
+
+fn read_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_be_bytes(b))
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// A scripted client: what it sends, and what the server wrote back.
+    struct Pipe {
+        input: Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.output.write(buf)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn export() -> Export {
+        Export {
+            name: "borrower:lender:nvme0".into(),
+            description: "namespace 1".into(),
+            size: 1 << 30,
+            flags: transmission_flags::SEND_FLUSH,
+            block: BlockSizes {
+                minimum: 512,
+                preferred: 4096,
+                maximum: 1 << 20,
+            },
+        }
+    }
+
+    fn opt(out: &mut Vec<u8>, opt: u32, data: &[u8]) {
+        out.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        out.extend_from_slice(&opt.to_be_bytes());
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        out.extend_from_slice(data);
+    }
+
+    fn go_data(name: &str, requests: &[u16]) -> Vec<u8> {
+        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        d.extend_from_slice(&(requests.len() as u16).to_be_bytes());
+        for r in requests {
+            d.extend_from_slice(&r.to_be_bytes());
+        }
+        d
+    }
+
+    fn run(client: Vec<u8>) -> (Result<Negotiated, HandshakeError>, Vec<u8>) {
+        let mut p = Pipe {
+            input: Cursor::new(client),
+            output: Vec::new(),
+        };
+        let r = negotiate(&mut p, &export());
+        (r, p.output)
+    }
+
+    /// The option replies in `out` after the 18-byte greeting: (option, type, data).
+    fn replies(out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut r = &out[18..];
+        let mut v = Vec::new();
+        while r.len() >= 20 {
+            assert_eq!(r[0..8], OPTION_REPLY_MAGIC.to_be_bytes());
+            let o = u32::from_be_bytes(r[8..12].try_into().unwrap());
+            let t = u32::from_be_bytes(r[12..16].try_into().unwrap());
+            let n = u32::from_be_bytes(r[16..20].try_into().unwrap()) as usize;
+            v.push((o, t, r[20..20 + n].to_vec()));
+            r = &r[20 + n..];
+        }
+        v
+    }
+
+    #[test]
+    fn go_describes_the_export_and_enters_transmission() {
+        let mut c = 3u32.to_be_bytes().to_vec();
+        opt(&mut c, option::STRUCTURED_REPLY, &[]);
+        opt(
+            &mut c,
+            option::GO,
+            &go_data("", &[info::NAME, info::BLOCK_SIZE]),
+        );
+        let (r, out) = run(c);
+        assert_eq!(r.unwrap(), Negotiated { structured: true });
+        assert_eq!(out[0..8], NBDMAGIC.to_be_bytes());
+        assert_eq!(out[8..16], IHAVEOPT.to_be_bytes());
+        assert_eq!(out[16..18], 3u16.to_be_bytes());
+        let reps = replies(&out);
+        assert_eq!(reps[0], (option::STRUCTURED_REPLY, reply::ACK, vec![]));
+        let export_info = [
+            &0u16.to_be_bytes()[..],
+            &(1u64 << 30).to_be_bytes(),
+            &5u16.to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(reps[1], (option::GO, reply::INFO, export_info));
+        assert_eq!(reps[2].2[2..], *b"borrower:lender:nvme0");
+        let sizes = [
+            &3u16.to_be_bytes()[..],
+            &512u32.to_be_bytes(),
+            &4096u32.to_be_bytes(),
+            &(1u32 << 20).to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(reps[3], (option::GO, reply::INFO, sizes));
+        assert_eq!(reps[4], (option::GO, reply::ACK, vec![]));
+        assert_eq!(reps.len(), 5);
+    }
+
+    #[test]
+    fn an_unknown_export_or_option_gets_an_error_reply_and_the_client_may_go_on() {
+        let mut c = 1u32.to_be_bytes().to_vec();
+        opt(&mut c, option::GO, &go_data("nope", &[]));
+        opt(&mut c, 10, &[0; 8]); // NBD_OPT_SET_META_CONTEXT
+        opt(&mut c, option::GO, &[0, 0, 0, 9]); // name longer than the data
+        opt(&mut c, option::LIST, &[]);
+        opt(&mut c, option::EXPORT_NAME, b"borrower:lender:nvme0");
+        let (r, out) = run(c);
+        assert_eq!(r.unwrap(), Negotiated { structured: false });
+        let reps = replies(&out[..out.len() - 134]);
+        assert_eq!((reps[0].0, reps[0].1), (option::GO, reply::ERR_UNKNOWN));
+        assert!(String::from_utf8_lossy(&reps[0].2).contains("\"nope\""));
+        assert_eq!((reps[1].0, reps[1].1), (10, reply::ERR_UNSUP));
+        assert_eq!((reps[2].0, reps[2].1), (option::GO, reply::ERR_INVALID));
+        assert_eq!(
+            (reps[3].1, &reps[3].2[4..25]),
+            (reply::SERVER, &b"borrower:lender:nvme0"[..])
+        );
+        assert_eq!(reps[4].1, reply::ACK);
+        // EXPORT_NAME's answer: size, flags and 124 zeroes (no NO_ZEROES from this client).
+        let tail = &out[out.len() - 134..];
+        assert_eq!(tail[0..8], (1u64 << 30).to_be_bytes());
+        assert_eq!(tail[8..10], 5u16.to_be_bytes());
+        assert!(tail[10..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn unknown_client_flags_abort_and_unknown_export_names_end_the_session() {
+        let (r, _) = run(4u32.to_be_bytes().to_vec());
+        assert!(matches!(r, Err(HandshakeError::ClientFlags(4))));
+        let mut c = 3u32.to_be_bytes().to_vec();
+        opt(&mut c, option::EXPORT_NAME, b"other");
+        assert!(matches!(run(c).0, Err(HandshakeError::UnknownExport(n)) if n == "other"));
+        let mut c = 3u32.to_be_bytes().to_vec();
+        opt(&mut c, option::ABORT, &[]);
+        let (r, out) = run(c);
+        assert!(matches!(r, Err(HandshakeError::Aborted)));
+        assert_eq!(replies(&out), vec![(option::ABORT, reply::ACK, vec![])]);
+        let (r, _) = run(3u32.to_be_bytes().to_vec());
+        assert!(
+            matches!(r, Err(HandshakeError::Io(_))),
+            "a client that hangs up"
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! The server side of the NBD protocol (the public specification, `doc/proto.md` of the
+//! NetworkBlockDevice project), for exporting one block device to unmodified clients: fio's
+//! `nbd` engine, `nbdcopy`/`nbdinfo`/`nbdfuse` (libnbd), `qemu-img`.
+//!
+//! - [`wire`]: the protocol's numbers and the encoding of requests and replies.
+//! - [`handshake`]: the fixed newstyle negotiation, up to the transmission phase.
+//! - [`server`]: a listener (Unix socket or TCP) whose connections each get a reader and a
+//!   writer thread; every request goes, as an [`server::Event`], to the one thread that owns
+//!   the device (the emulated cluster is single-threaded), and replies come back through the
+//!   connection's [`server::Replier`].
+//!
+//! - [`client`]: a small client, for the test suite and scripts.
+//!
+//! Nothing here knows about the emulation; the export's owner decides what a request does.
+
+pub mod client;
+pub mod handshake;
+pub mod server;
+pub mod wire;
+
+pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
+pub use server::{Event, Listener, Replier, ServeError};
+pub use wire::{Command, Errno, Outcome, Request, RequestError};

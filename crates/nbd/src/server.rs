@@ -1,0 +1,578 @@
+//! A listener for one export. Each connection gets a thread that runs the handshake and then
+//! reads requests; replies are written by whoever answers (see [`Replier`]). A request the export cannot take
+//! (out of range, misaligned, an unknown command or flag, a write to a read-only export) is
+//! answered at once by the connection's thread; every other request goes to the device's
+//! owner as an [`Event`], and its answer comes back through the connection's [`Replier`],
+//! in whatever order the device finishes them (NBD replies carry the request's cookie).
+
+use crate::handshake::{negotiate, Export, HandshakeError};
+use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
+use crate::wire::{Command, Errno, Outcome, Request, RequestError};
+use std::io::{self, BufReader, BufWriter, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why the server could not listen.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// Another server answers on that socket.
+    #[error("{}: another server is already listening on this socket", .0.display())]
+    SocketInUse(PathBuf),
+    /// The path is something other than a socket.
+    #[error("{}: exists and is not a socket; not replacing it", .0.display())]
+    NotASocket(PathBuf),
+    /// The port is taken (or not ours to take).
+    #[error("127.0.0.1:{port}: {source}")]
+    Port {
+        /// The port.
+        port: u16,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The socket could not be made.
+    #[error("{}: {source}", path.display())]
+    Socket {
+        /// The path.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+/// Where the server listens.
+#[derive(Debug)]
+pub enum Listener {
+    /// A Unix domain socket (removed when the server ends).
+    Unix {
+        /// The listener.
+        listener: UnixListener,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// A TCP port on the loopback interface.
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    /// Listens on a Unix socket at `path`. A stale socket file (nobody answers) is
+    /// replaced; a live one is [`ServeError::SocketInUse`].
+    pub fn unix(path: &Path) -> Result<Listener, ServeError> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_socket() => {
+                return Err(ServeError::NotASocket(path.to_path_buf()))
+            }
+            Ok(_) => {
+                if UnixStream::connect(path).is_ok() {
+                    return Err(ServeError::SocketInUse(path.to_path_buf()));
+                }
+                std::fs::remove_file(path).map_err(|source| ServeError::Socket {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            }
+            Err(_) => {}
+        }
+        let listener = UnixListener::bind(path).map_err(|source| ServeError::Socket {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Listener::Unix {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Listens on TCP `port` of 127.0.0.1 (0: a free port; see [`Listener::uri`]).
+    pub fn tcp(port: u16) -> Result<Listener, ServeError> {
+        TcpListener::bind(("127.0.0.1", port))
+            .map(Listener::Tcp)
+            .map_err(|source| ServeError::Port { port, source })
+    }
+
+    /// The NBD URI a client connects to.
+    pub fn uri(&self) -> String {
+        match self {
+            Listener::Unix { path, .. } => format!("nbd+unix:///?socket={}", path.display()),
+            Listener::Tcp(l) => match l.local_addr() {
+                Ok(a) => format!("nbd://{a}"),
+                Err(_) => "nbd://127.0.0.1".into(),
+            },
+        }
+    }
+
+    /// Accepts connections on a thread of its own until the process ends; each one's
+    /// events go to `events`. The returned guard removes a Unix socket's file when dropped.
+    pub fn serve(self, export: Export, events: Sender<Event>) -> io::Result<SocketGuard> {
+        let guard = SocketGuard(match &self {
+            Listener::Unix { path, .. } => std::fs::metadata(path)
+                .ok()
+                .map(|m| (path.clone(), m.dev(), m.ino())),
+            Listener::Tcp(_) => None,
+        });
+        thread::Builder::new()
+            .name("nbd-accept".into())
+            .spawn(move || accept_loop(self, export, events))?;
+        Ok(guard)
+    }
+}
+
+/// Removes the server's socket file when the server ends — if the file is still the one it
+/// made (another server may have replaced a file that was removed meanwhile).
+#[derive(Debug)]
+pub struct SocketGuard(Option<(PathBuf, u64, u64)>);
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        if let Some((p, dev, ino)) = &self.0 {
+            let ours = std::fs::metadata(p).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino);
+            if ours {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// What a connection tells the device's owner.
+#[derive(Debug)]
+pub enum Event {
+    /// A client finished the handshake; its replies go through `replier`.
+    Opened {
+        /// The connection's number (from 0, in accept order).
+        conn: u64,
+        /// Where the answers to its requests go.
+        replier: Replier,
+    },
+    /// A request the export can take.
+    Request {
+        /// The connection.
+        conn: u64,
+        /// The request.
+        request: Request,
+        /// When it was read off the connection.
+        received: Instant,
+    },
+    /// A request the connection's thread answered itself (refused).
+    Refused {
+        /// The connection.
+        conn: u64,
+        /// The request's command.
+        command: String,
+        /// The error sent.
+        errno: Errno,
+        /// Why.
+        message: String,
+    },
+    /// The connection ended: the client left (`None`) or it failed.
+    Closed {
+        /// The connection.
+        conn: u64,
+        /// What went wrong, if anything.
+        error: Option<String>,
+    },
+}
+
+/// One answer: the request's cookie, its offset (a structured read reply carries it) and
+/// the outcome.
+pub type Answer = (u64, u64, Outcome);
+
+/// Sends the answers to one connection's requests: written to the socket by the thread
+/// that calls it (no thread in between to wake). A client that stops reading for
+/// [`WRITE_TIMEOUT`] is disconnected rather than allowed to stall the device's thread.
+#[derive(Debug, Clone)]
+pub struct Replier {
+    out: Arc<Mutex<BufWriter<Stream>>>,
+    structured: bool,
+}
+
+/// How long a reply may wait for the client to take it.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Replier {
+    /// Answers request `cookie` (a read of `offset`); false if the client is gone.
+    pub fn send(&self, cookie: u64, offset: u64, outcome: Outcome) -> bool {
+        self.send_all(vec![(cookie, offset, outcome)])
+    }
+
+    /// Answers several requests with one write to the socket; false if the client is gone
+    /// (the connection is then shut down, which ends its reading thread too).
+    pub fn send_all(&self, answers: Vec<Answer>) -> bool {
+        let Ok(mut w) = self.out.lock() else {
+            return false;
+        };
+        let written = answers
+            .iter()
+            .try_for_each(|(cookie, offset, outcome)| {
+                write_reply(&mut *w, self.structured, *cookie, *offset, outcome)
+            })
+            .and_then(|()| w.flush());
+        if written.is_err() {
+            w.get_ref().shutdown();
+            return false;
+        }
+        true
+    }
+}
+
+impl Export {
+    /// Whether the export takes `req`; if not, the error the specification names and why.
+    pub fn check(&self, req: &Request) -> Result<(), (Errno, String)> {
+        let flags = self.transmission_flags();
+        let inval = |m: String| Err((Errno::Inval, m));
+        let allowed_flags = match req.command {
+            Command::WriteZeroes => command_flags::NO_HOLE,
+            _ => 0,
+        } | if flags & transmission_flags::SEND_FUA != 0 {
+            command_flags::FUA
+        } else {
+            0
+        };
+        if req.flags & !allowed_flags != 0 {
+            return inval(format!(
+                "{}: command flags {:#x} not supported",
+                req.command.name(),
+                req.flags & !allowed_flags
+            ));
+        }
+        let writes = matches!(
+            req.command,
+            Command::Write(_) | Command::WriteZeroes | Command::Trim
+        );
+        let offered = match req.command {
+            Command::Read | Command::Write(_) | Command::Disconnect => true,
+            Command::Flush => flags & transmission_flags::SEND_FLUSH != 0,
+            Command::WriteZeroes => flags & transmission_flags::SEND_WRITE_ZEROES != 0,
+            Command::Trim => flags & transmission_flags::SEND_TRIM != 0,
+            Command::Cache | Command::BlockStatus | Command::Unknown(_) => false,
+        };
+        if !offered {
+            return inval(format!(
+                "{}: not supported by this export",
+                req.command.name()
+            ));
+        }
+        if writes && flags & transmission_flags::READ_ONLY != 0 {
+            return Err((
+                Errno::Perm,
+                format!("{}: the export is read-only", req.command.name()),
+            ));
+        }
+        if matches!(req.command, Command::Flush | Command::Disconnect) {
+            return Ok(());
+        }
+        let end = req.offset.checked_add(u64::from(req.len));
+        if end.is_none_or(|e| e > self.size) {
+            let errno = if writes && !matches!(req.command, Command::Trim) {
+                Errno::NoSpc
+            } else {
+                Errno::Inval
+            };
+            return Err((
+                errno,
+                format!(
+                    "{}: {} bytes at {} end past the export's {} bytes",
+                    req.command.name(),
+                    req.len,
+                    req.offset,
+                    self.size
+                ),
+            ));
+        }
+        let min = u64::from(self.block.minimum.max(1));
+        if req.len == 0
+            || !req.offset.is_multiple_of(min)
+            || !u64::from(req.len).is_multiple_of(min)
+        {
+            return inval(format!(
+                "{}: {} bytes at {}: offset and length must be non-zero multiples of {min}",
+                req.command.name(),
+                req.len,
+                req.offset
+            ));
+        }
+        if matches!(req.command, Command::Read) && req.len > self.block.maximum {
+            return inval(format!(
+                "NBD_CMD_READ: {} bytes exceed the largest payload, {}",
+                req.len, self.block.maximum
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn accept_loop(listener: Listener, export: Export, events: Sender<Event>) {
+    let mut next = 0u64;
+    loop {
+        let stream = match &listener {
+            Listener::Unix { listener, .. } => listener.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+        };
+        let Ok(stream) = stream else { continue };
+        let (conn, export, events) = (next, export.clone(), events.clone());
+        next += 1;
+        let spawned = thread::Builder::new()
+            .name(format!("nbd-conn-{conn}"))
+            .spawn(move || connection(conn, stream, &export, &events));
+        if spawned.is_err() {
+            // Out of threads: this client is dropped; the server goes on.
+            continue;
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn set_write_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(Some(t)),
+            Stream::Tcp(s) => s.set_write_timeout(Some(t)),
+        }
+    }
+
+    /// Ends both directions (a reader blocked on it returns).
+    fn shutdown(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+impl io::Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl io::Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.flush(),
+            Stream::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Event>) {
+    let negotiated = match negotiate(&mut stream, export) {
+        Ok(n) => n,
+        // A client that only asked (`nbdinfo --list`) or aborted is no failure.
+        Err(HandshakeError::Aborted) => return,
+        Err(e) => {
+            let _ = events.send(Event::Closed {
+                conn,
+                error: Some(format!("handshake: {e}")),
+            });
+            return;
+        }
+    };
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    if write_half.set_write_timeout(WRITE_TIMEOUT).is_err() {
+        return;
+    }
+    let replier = Replier {
+        out: Arc::new(Mutex::new(BufWriter::with_capacity(256 << 10, write_half))),
+        structured: negotiated.structured,
+    };
+    if events
+        .send(Event::Opened {
+            conn,
+            replier: replier.clone(),
+        })
+        .is_err()
+    {
+        return;
+    }
+    let mut reader = BufReader::with_capacity(256 << 10, stream);
+    let error = loop {
+        match read_request(&mut reader, export.block.maximum) {
+            Ok(None) => break None,
+            Ok(Some(req)) if req.command == Command::Disconnect => break None,
+            Ok(Some(req)) => {
+                if let Err((errno, message)) = export.check(&req) {
+                    replier.send(
+                        req.cookie,
+                        req.offset,
+                        Outcome::Failed(errno, message.clone()),
+                    );
+                    let _ = events.send(Event::Refused {
+                        conn,
+                        command: req.command.name(),
+                        errno,
+                        message,
+                    });
+                    continue;
+                }
+                let sent = events.send(Event::Request {
+                    conn,
+                    request: req,
+                    received: Instant::now(),
+                });
+                if sent.is_err() {
+                    break Some("the server is shutting down".into());
+                }
+            }
+            Err(RequestError::TooLong { cookie, len, max }) => {
+                let message = format!("{len}-byte write exceeds the largest payload, {max} bytes");
+                replier.send(cookie, 0, Outcome::Failed(Errno::Inval, message.clone()));
+                let _ = events.send(Event::Refused {
+                    conn,
+                    command: "NBD_CMD_WRITE".into(),
+                    errno: Errno::Inval,
+                    message,
+                });
+            }
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    let _ = events.send(Event::Closed { conn, error });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::BlockSizes;
+    use crate::wire::transmission_flags as tf;
+
+    fn export(flags: u16) -> Export {
+        Export {
+            name: String::new(),
+            description: String::new(),
+            size: 1 << 20,
+            flags,
+            block: BlockSizes {
+                minimum: 512,
+                preferred: 4096,
+                maximum: 64 << 10,
+            },
+        }
+    }
+
+    fn req(command: Command, offset: u64, len: u32, flags: u16) -> Request {
+        Request {
+            flags,
+            command,
+            cookie: 1,
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn requests_outside_the_export_or_its_alignment_get_the_errors_the_specification_names() {
+        let e = export(tf::SEND_FLUSH | tf::SEND_WRITE_ZEROES);
+        let errno = |r: Request| e.check(&r).err().map(|(n, _)| n);
+        assert_eq!(errno(req(Command::Read, 0, 4096, 0)), None);
+        assert_eq!(
+            errno(req(Command::Read, (1 << 20) - 512, 1024, 0)),
+            Some(Errno::Inval)
+        );
+        assert_eq!(
+            errno(req(Command::Write(vec![]), (1 << 20) - 512, 1024, 0)),
+            Some(Errno::NoSpc)
+        );
+        assert_eq!(
+            errno(req(Command::WriteZeroes, 1 << 20, 512, 0)),
+            Some(Errno::NoSpc)
+        );
+        assert_eq!(
+            errno(req(Command::Read, u64::MAX - 10, 512, 0)),
+            Some(Errno::Inval)
+        );
+        assert_eq!(errno(req(Command::Read, 100, 512, 0)), Some(Errno::Inval));
+        assert_eq!(errno(req(Command::Read, 0, 0, 0)), Some(Errno::Inval));
+        assert_eq!(
+            errno(req(Command::Read, 0, 128 << 10, 0)),
+            Some(Errno::Inval)
+        );
+        assert_eq!(
+            errno(req(Command::WriteZeroes, 0, 512, command_flags::NO_HOLE)),
+            None
+        );
+        assert_eq!(
+            errno(req(Command::Read, 0, 512, command_flags::FUA)),
+            Some(Errno::Inval)
+        );
+        assert_eq!(errno(req(Command::Trim, 0, 512, 0)), Some(Errno::Inval));
+        assert_eq!(
+            errno(req(Command::Unknown(99), 0, 512, 0)),
+            Some(Errno::Inval)
+        );
+        assert_eq!(errno(req(Command::Flush, 0, 0, 0)), None);
+        let ro = export(tf::READ_ONLY | tf::SEND_WRITE_ZEROES);
+        assert_eq!(
+            ro.check(&req(Command::Write(vec![]), 0, 512, 0))
+                .err()
+                .map(|e| e.0),
+            Some(Errno::Perm)
+        );
+        assert_eq!(
+            ro.check(&req(Command::WriteZeroes, 0, 512, 0))
+                .err()
+                .map(|e| e.0),
+            Some(Errno::Perm)
+        );
+        assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));
+    }
+
+    #[test]
+    fn a_second_server_on_a_live_socket_is_refused_and_a_stale_one_replaced() {
+        let dir = std::env::temp_dir().join(format!("smartio-nbd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let first = Listener::unix(&path).unwrap();
+        assert!(matches!(Listener::unix(&path), Err(ServeError::SocketInUse(p)) if p == path));
+        drop(first); // the file stays: now stale
+        assert!(path.exists());
+        let again = Listener::unix(&path).unwrap();
+        assert_eq!(
+            again.uri(),
+            format!("nbd+unix:///?socket={}", path.display())
+        );
+        drop(again);
+        let file = dir.join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(matches!(
+            Listener::unix(&file),
+            Err(ServeError::NotASocket(_))
+        ));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            b"x",
+            "the file is left alone"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,720 @@
+//! An NVMe namespace, as one host of the cluster sees it, served to NBD clients: every
+//! request becomes an I/O of that host on the emulated cluster, through the same drivers the
+//! `fio` workload uses (the native driver on a local or borrowed controller, or a client of
+//! the distributed driver).
+//!
+//! Time: the cluster's clock is virtual and runs only while requests are in flight. A
+//! request that arrives joins the emulation at the virtual time reached (at most one
+//! [`SLICE`] later than the requests already in flight would have it), so requests in flight
+//! at once are in flight at once in the emulation; between bursts the virtual clock stands
+//! still. Each request's virtual latency (from joining to its completion) and its wall
+//! latency (from being read off the socket to its reply being queued) are kept apart.
+//!
+//! Data: a request of up to the export's largest payload is cut into transfers of at most
+//! the controller's MDTS, done one after another through one I/O buffer of the workload's
+//! host; buffers come from a pool of one per queue entry, and a request waits for one.
+
+use crate::booted::run_workload;
+use crate::fio::backend::{Backend, Buffer, ClientBench};
+use crate::fio::{bind_nvme, nvme_host, FioError, FioMethod};
+use hdrhistogram::Histogram;
+use smartio_cluster::Cluster;
+use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
+use smartio_drivers::nvme_dist::DistError;
+use smartio_machine::Machine;
+use smartio_nbd::server::{Answer, Event, Replier};
+use smartio_nbd::wire::transmission_flags;
+use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
+use smartio_platform::{Clock, SimDuration, SimTime};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// How far the virtual clock runs before requests that arrived meanwhile join.
+pub const SLICE: SimDuration = SimDuration(20_000_000);
+
+/// The largest read or write payload the export takes (the size the NBD specification asks
+/// servers to accept by default).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+
+/// Most queue pairs and entries per queue an export asks for.
+pub const MAX_QUEUES: u32 = 64;
+/// See [`MAX_QUEUES`].
+pub const MAX_DEPTH: u32 = 1024;
+
+/// What to export, and through what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NbdConfig {
+    /// The host whose view is exported.
+    pub host: String,
+    /// Its NVMe controller: a device of its own tree, or `lender:device` to borrow.
+    pub device: String,
+    /// The driver: native, or a client of the distributed driver (`nvme-block` is not
+    /// offered: its disk takes only reads and writes).
+    pub method: FioMethod,
+    /// Namespace.
+    pub nsid: u32,
+    /// Refuse writes.
+    pub read_only: bool,
+    /// I/O queue pairs (requests take them in turn).
+    pub queues: u32,
+    /// Requests each queue pair holds at once.
+    pub depth: u32,
+    /// Export only this many bytes from the namespace's start (default: all of it).
+    pub size: Option<u64>,
+}
+
+impl Default for NbdConfig {
+    fn default() -> Self {
+        NbdConfig {
+            host: String::new(),
+            device: String::new(),
+            method: FioMethod::Native,
+            nsid: 1,
+            read_only: false,
+            queues: 4,
+            depth: 32,
+            size: None,
+        }
+    }
+}
+
+impl NbdConfig {
+    /// Checks the numbers a user chose.
+    pub fn check(&self) -> Result<(), FioError> {
+        if !(1..=MAX_QUEUES).contains(&self.queues) {
+            return Err(FioError::BadParameter(format!(
+                "--queues {}: 1..={MAX_QUEUES}",
+                self.queues
+            )));
+        }
+        if !(1..=MAX_DEPTH).contains(&self.depth) {
+            return Err(FioError::BadParameter(format!(
+                "--depth {}: 1..={MAX_DEPTH}",
+                self.depth
+            )));
+        }
+        if self.nsid == 0 {
+            return Err(FioError::BadParameter(
+                "--nsid 0: namespaces count from 1".into(),
+            ));
+        }
+        if matches!(self.method, FioMethod::NvmeBlock { .. }) {
+            return Err(FioError::BadParameter(
+                "--method nvme-block: the block client's disk takes only reads and writes; export through native or nvme-client".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the export's requests saw.
+#[derive(Debug, Clone)]
+pub struct NbdStats {
+    /// Connections that completed the handshake.
+    pub connections: u64,
+    /// Reads, writes, flushes and write-zeroes done.
+    pub reads: u64,
+    /// See `reads`.
+    pub writes: u64,
+    /// See `reads`.
+    pub flushes: u64,
+    /// See `reads`.
+    pub zeroes: u64,
+    /// Bytes read and written.
+    pub bytes_read: u64,
+    /// See `bytes_read`.
+    pub bytes_written: u64,
+    /// Requests refused by the protocol check (range, alignment, read-only, unknown).
+    pub refused: u64,
+    /// Requests the device failed.
+    pub failed: u64,
+    /// Virtual time the clock ran while serving.
+    pub virtual_elapsed: SimDuration,
+    /// Wall time from the first request to the last reply.
+    pub wall_elapsed: Duration,
+    /// Per request, virtual latency in ns.
+    pub virtual_ns: Histogram<u64>,
+    /// Per request, wall latency in ns (socket to reply queued: what the client waits,
+    /// less its own stack).
+    pub wall_ns: Histogram<u64>,
+}
+
+impl NbdStats {
+    fn new() -> Result<NbdStats, hdrhistogram::errors::CreationError> {
+        Ok(NbdStats {
+            connections: 0,
+            reads: 0,
+            writes: 0,
+            flushes: 0,
+            zeroes: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            refused: 0,
+            failed: 0,
+            virtual_elapsed: SimDuration(0),
+            wall_elapsed: Duration::ZERO,
+            virtual_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)?,
+            wall_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)?,
+        })
+    }
+
+    /// Requests done (not refused).
+    pub fn ops(&self) -> u64 {
+        self.reads + self.writes + self.flushes + self.zeroes
+    }
+}
+
+/// How the serving loop ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServeControl<'a> {
+    /// Set from outside (a signal): finish what is in flight and stop.
+    pub stop: Option<&'a AtomicBool>,
+    /// End when the last client leaves (once at least one came); otherwise serve until
+    /// `stop`.
+    pub once: bool,
+    /// Report the figures so far this often (wall time).
+    pub every: Option<Duration>,
+}
+
+/// Why serving ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum NbdError {
+    /// Setting up the host, driver or client failed.
+    #[error(transparent)]
+    Setup(#[from] FioError),
+    /// Requests stayed in flight with nothing left for the emulation to do (an emulator
+    /// bug); what every task waits for.
+    #[error("requests in flight but the emulation has nothing to do at {at}: {waiting}")]
+    Stuck {
+        /// Virtual time.
+        at: SimTime,
+        /// The waiting tasks.
+        waiting: String,
+    },
+}
+
+/// A started export: the bound driver or connected client, and its I/O buffers.
+pub struct NbdExport {
+    machine: Machine,
+    backend: Rc<Backend>,
+    pool: Rc<BufferPool>,
+    cfg: NbdConfig,
+    lba_size: u32,
+    size: u64,
+    transfer: u64,
+    model: String,
+    next_queue: Cell<usize>,
+}
+
+impl NbdExport {
+    /// Boots the cluster, binds the driver (or connects the client) on the host and
+    /// allocates the I/O buffers.
+    pub fn start(cluster: &Cluster, cfg: &NbdConfig) -> Result<NbdExport, FioError> {
+        cfg.check()?;
+        let slots = cfg.queues * cfg.depth;
+        let backend = match &cfg.method {
+            FioMethod::Native => {
+                let driver = NvmeDriverConfig {
+                    io_queues: u16::try_from(cfg.queues).unwrap_or(u16::MAX),
+                    queue_entries: u16::try_from(cfg.depth + 1).unwrap_or(u16::MAX),
+                    ..NvmeDriverConfig::default()
+                };
+                let bench = nvme_host(cluster, &cfg.host, &cfg.device, driver)?;
+                run_workload(&cluster.machine, async move {
+                    let (dev, _) = bind_nvme(&bench).await?;
+                    Ok::<_, FioError>(Backend::Native {
+                        os: bench.os.clone(),
+                        dev,
+                    })
+                })?
+            }
+            FioMethod::NvmeClient { manager } | FioMethod::NvmeBlock { manager } => {
+                let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
+                let (queues, depth) = (cfg.queues, cfg.depth);
+                run_workload(&cluster.machine, async move {
+                    bench
+                        .start(queues, depth + 1, |mdts| u64::from(slots) * mdts)
+                        .await
+                })?
+            }
+        };
+        let ns = backend.namespace(cfg.nsid)?;
+        let granted = backend.queues();
+        if granted < cfg.queues as usize {
+            return Err(FioError::TooManyJobs {
+                jobs: cfg.queues,
+                granted,
+                what: "the controller",
+            });
+        }
+        let transfer = backend.max_transfer();
+        let mut buffers = Vec::with_capacity(slots as usize);
+        for _ in 0..slots {
+            buffers.push(backend.buffer(transfer)?);
+        }
+        let capacity = ns.blocks.saturating_mul(u64::from(ns.lba_size));
+        let lba = u64::from(ns.lba_size);
+        let size = match cfg.size {
+            None => capacity,
+            Some(s) if s == 0 || s > capacity || !s.is_multiple_of(lba) => {
+                return Err(FioError::BadParameter(format!(
+                    "--size {s}: a non-zero multiple of the namespace's {lba}-byte blocks, at most its {capacity} bytes"
+                )))
+            }
+            Some(s) => s,
+        };
+        let model = backend.model();
+        Ok(NbdExport {
+            machine: cluster.machine.clone(),
+            backend: Rc::new(backend),
+            pool: Rc::new(BufferPool {
+                free: RefCell::new(buffers),
+                waiting: RefCell::new(VecDeque::new()),
+            }),
+            cfg: cfg.clone(),
+            lba_size: ns.lba_size,
+            size,
+            transfer,
+            model,
+            next_queue: Cell::new(0),
+        })
+    }
+
+    /// The NBD export this is: named `host:device`, the namespace's size, aligned to its LBA
+    /// size.
+    pub fn export(&self) -> Export {
+        let mut flags = transmission_flags::SEND_FLUSH
+            | transmission_flags::SEND_WRITE_ZEROES
+            // No cache in the server: every connection's writes reach the same controller.
+            | transmission_flags::CAN_MULTI_CONN;
+        if self.cfg.read_only {
+            flags |= transmission_flags::READ_ONLY;
+        }
+        Export {
+            name: format!("{}:{}", self.cfg.host, self.cfg.device),
+            description: format!(
+                "namespace {} of {} ({}) as {} sees it, {} driver",
+                self.cfg.nsid,
+                self.cfg.device,
+                self.model,
+                self.cfg.host,
+                self.cfg.method.name()
+            ),
+            size: self.size,
+            flags,
+            block: BlockSizes {
+                minimum: self.lba_size,
+                preferred: self.lba_size.max(4096),
+                maximum: MAX_PAYLOAD,
+            },
+        }
+    }
+
+    /// The controller's largest transfer (MDTS): requests are cut into pieces of it.
+    pub fn max_transfer(&self) -> u64 {
+        self.transfer
+    }
+
+    /// Serves the events of `events` until `control.stop` is set, the last client leaves
+    /// (with `control.once`), or the listener is gone; calls `report` every
+    /// `control.every` and returns the figures.
+    pub fn serve(
+        &self,
+        events: &Receiver<Event>,
+        control: ServeControl<'_>,
+        mut report: impl FnMut(&NbdStats),
+    ) -> Result<NbdStats, NbdError> {
+        let state = Rc::new(ServeState {
+            stats: RefCell::new(NbdStats::new().map_err(FioError::from)?),
+            in_flight: Cell::new(0),
+            first: Cell::new(None),
+            last: Cell::new(None),
+            outbox: RefCell::new(HashMap::new()),
+        });
+        let mut conns: HashMap<u64, Replier> = HashMap::new();
+        let mut seen_client = false;
+        let started = self.machine.now();
+        let mut horizon = started;
+        let mut last_report = Instant::now();
+        loop {
+            let stopping = control.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+            let idle = state.in_flight.get() == 0;
+            if idle && (stopping || (control.once && seen_client && conns.is_empty())) {
+                break;
+            }
+            let first = if idle {
+                match events.recv_timeout(Duration::from_millis(50)) {
+                    Ok(e) => Some(e),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                events.try_recv().ok()
+            };
+            let mut batch: Vec<Event> = first.into_iter().collect();
+            if !batch.is_empty() {
+                batch.extend(events.try_iter());
+            }
+            for event in batch {
+                match event {
+                    Event::Opened { conn, replier } => {
+                        seen_client = true;
+                        state.stats.borrow_mut().connections += 1;
+                        conns.insert(conn, replier);
+                    }
+                    Event::Closed { conn, error } => {
+                        conns.remove(&conn);
+                        if let Some(e) = error {
+                            eprintln!("nbd: connection {conn} ended: {e}");
+                        }
+                    }
+                    Event::Refused {
+                        conn,
+                        command,
+                        errno,
+                        message,
+                    } => {
+                        state.stats.borrow_mut().refused += 1;
+                        eprintln!(
+                            "nbd: connection {conn}: refused {command} with {}: {message}",
+                            errno.name()
+                        );
+                    }
+                    Event::Request {
+                        conn,
+                        request,
+                        received,
+                    } => {
+                        let Some(replier) = conns.get(&conn).cloned() else {
+                            continue;
+                        };
+                        if stopping {
+                            replier.send(
+                                request.cookie,
+                                request.offset,
+                                Outcome::Failed(Errno::Shutdown, "the server is stopping".into()),
+                            );
+                        } else {
+                            self.spawn_request(&state, conn, request, received, replier);
+                        }
+                    }
+                }
+            }
+            if state.in_flight.get() > 0 {
+                horizon = horizon.max(self.machine.now()) + SLICE;
+                self.machine.run_until(horizon);
+                state.flush();
+                if horizon.since(self.machine.now()) > SimDuration::from_ns(1_000_000_000) {
+                    return Err(NbdError::Stuck {
+                        at: self.machine.now(),
+                        waiting: self.machine.blocked_summary(),
+                    });
+                }
+            }
+            if let Some(every) = control.every {
+                if last_report.elapsed() >= every {
+                    last_report = Instant::now();
+                    let mut s = state.stats.borrow_mut();
+                    s.virtual_elapsed = self.machine.now().since(started);
+                    s.wall_elapsed = wall_span(&state);
+                    report(&s);
+                }
+            }
+        }
+        let mut stats = state.stats.borrow().clone();
+        stats.virtual_elapsed = self.machine.now().since(started);
+        stats.wall_elapsed = wall_span(&state);
+        Ok(stats)
+    }
+
+    /// Ends the export: a client of the distributed driver deletes its queue pairs and
+    /// leaves.
+    pub fn close(self) -> Result<(), FioError> {
+        let NbdExport {
+            machine,
+            backend,
+            pool,
+            ..
+        } = self;
+        drop(pool);
+        match Rc::try_unwrap(backend) {
+            Ok(backend) => run_workload(&machine, async move { backend.close().await }),
+            Err(_) => Err(FioError::Internal("a request still holds the NVMe backend")),
+        }
+    }
+
+    fn spawn_request(
+        &self,
+        state: &Rc<ServeState>,
+        conn: u64,
+        request: Request,
+        received: Instant,
+        replier: Replier,
+    ) {
+        // Requests take the queue pairs in turn, whichever connection they came on.
+        let job = self.next_queue.get();
+        self.next_queue.set((job + 1) % self.cfg.queues as usize);
+        let io = Io {
+            backend: self.backend.clone(),
+            pool: self.pool.clone(),
+            nsid: self.cfg.nsid,
+            lba: u64::from(self.lba_size),
+            transfer: self.transfer,
+            job,
+        };
+        let state = state.clone();
+        state.in_flight.set(state.in_flight.get() + 1);
+        state.first.set(Some(state.first.get().unwrap_or(received)));
+        let cpu = self.backend.os().cpu();
+        self.machine.spawn(async move {
+            let t0 = cpu.now();
+            let (cookie, offset, len) = (request.cookie, request.offset, request.len);
+            let name = request.command.name();
+            let outcome = io.run(request).await;
+            let virtual_ns = (cpu.now().since(t0).as_ps() / 1000).max(1);
+            if let Outcome::Failed(errno, message) = &outcome {
+                eprintln!(
+                    "nbd: connection {conn}: {name} of {len} bytes at {offset} failed, answered {}: {message}",
+                    errno.name()
+                );
+            }
+            {
+                let mut s = state.stats.borrow_mut();
+                match (&outcome, name.as_str()) {
+                    (Outcome::Failed(..), _) => s.failed += 1,
+                    (_, "NBD_CMD_READ") => {
+                        s.reads += 1;
+                        s.bytes_read += u64::from(len);
+                    }
+                    (_, "NBD_CMD_WRITE") => {
+                        s.writes += 1;
+                        s.bytes_written += u64::from(len);
+                    }
+                    (_, "NBD_CMD_FLUSH") => s.flushes += 1,
+                    _ => s.zeroes += 1,
+                }
+                let _ = s.virtual_ns.record(virtual_ns);
+            }
+            // Sent with the others that finish in this slice (see `flush`).
+            state
+                .outbox
+                .borrow_mut()
+                .entry(conn)
+                .or_insert_with(|| (replier, Vec::new()))
+                .1
+                .push(((cookie, offset, outcome), received));
+            state.in_flight.set(state.in_flight.get() - 1);
+        });
+    }
+}
+
+fn wall_span(state: &ServeState) -> Duration {
+    match (state.first.get(), state.last.get()) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a),
+        _ => Duration::ZERO,
+    }
+}
+
+struct ServeState {
+    stats: RefCell<NbdStats>,
+    in_flight: Cell<usize>,
+    first: Cell<Option<Instant>>,
+    last: Cell<Option<Instant>>,
+    /// Answers not sent yet, by connection.
+    outbox: RefCell<HashMap<u64, Pending>>,
+}
+
+/// A connection's answers not sent yet, each with when its request was received.
+type Pending = (Replier, Vec<(Answer, Instant)>);
+
+impl ServeState {
+    /// Sends every connection's finished answers, one batch per connection (a client that
+    /// left loses only its answers: what it wrote is written), and counts their wall
+    /// latency.
+    fn flush(&self) {
+        let outbox = std::mem::take(&mut *self.outbox.borrow_mut());
+        if outbox.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut stats = self.stats.borrow_mut();
+        for (_, (replier, answers)) in outbox {
+            let mut batch = Vec::with_capacity(answers.len());
+            for (answer, received) in answers {
+                let ns = now.duration_since(received).as_nanos();
+                let _ = stats
+                    .wall_ns
+                    .record(u64::try_from(ns).unwrap_or(u64::MAX).max(1));
+                batch.push(answer);
+            }
+            replier.send_all(batch);
+        }
+        self.last.set(Some(now));
+    }
+}
+
+/// The workload host's I/O buffers, one per queue entry. A request waits for one in arrival
+/// order: a freed buffer goes straight to the longest waiting request, so a stream of new
+/// requests cannot starve an old one.
+struct BufferPool {
+    free: RefCell<Vec<Buffer>>,
+    waiting: RefCell<VecDeque<Rc<Waiter>>>,
+}
+
+/// A request waiting for a buffer: where the buffer is handed over, and whom to wake.
+#[derive(Default)]
+struct Waiter {
+    handed: Cell<Option<Buffer>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl BufferPool {
+    async fn take(&self) -> Buffer {
+        if self.waiting.borrow().is_empty() {
+            if let Some(b) = self.free.borrow_mut().pop() {
+                return b;
+            }
+        }
+        let me = Rc::new(Waiter::default());
+        self.waiting.borrow_mut().push_back(me.clone());
+        poll_fn(|cx| match me.handed.take() {
+            Some(b) => Poll::Ready(b),
+            None => {
+                *me.waker.borrow_mut() = Some(cx.waker().clone());
+                smartio_platform::waiting::note("an NBD I/O buffer");
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn give(&self, b: Buffer) {
+        // A waiter only the pool still holds was dropped (its request with it): skip it.
+        let next = {
+            let mut waiters = self.waiting.borrow_mut();
+            std::iter::from_fn(|| waiters.pop_front()).find(|w| Rc::strong_count(w) > 1)
+        };
+        match next {
+            Some(w) => {
+                w.handed.set(Some(b));
+                if let Some(waker) = w.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+            None => self.free.borrow_mut().push(b),
+        }
+    }
+}
+
+/// One request's way through the driver.
+struct Io {
+    backend: Rc<Backend>,
+    pool: Rc<BufferPool>,
+    nsid: u32,
+    lba: u64,
+    transfer: u64,
+    job: usize,
+}
+
+impl Io {
+    async fn run(&self, req: Request) -> Outcome {
+        let buffer = self.pool.take().await;
+        let r = self.with_buffer(req, buffer).await;
+        self.pool.give(buffer);
+        match r {
+            Ok(data) => Outcome::Done(data),
+            Err(e) => Outcome::Failed(errno_of(&e), e.to_string()),
+        }
+    }
+
+    async fn with_buffer(&self, req: Request, buf: Buffer) -> Result<Option<Vec<u8>>, FioError> {
+        let os = self.backend.os();
+        let outside = || FioError::Internal("an NBD buffer is not in the host's memory");
+        let (offset, len) = (req.offset, u64::from(req.len));
+        match req.command {
+            Command::Read => {
+                let mut data = vec![0u8; len as usize];
+                let mut at = 0;
+                while at < len {
+                    let n = self.transfer.min(len - at);
+                    self.submit(BlockOp::Read, offset + at, n, buf).await?;
+                    let piece = &mut data[at as usize..(at + n) as usize];
+                    os.read_memory(buf.cpu, piece).map_err(|_| outside())?;
+                    at += n;
+                }
+                Ok(Some(data))
+            }
+            Command::Write(data) => {
+                let mut at = 0;
+                while at < len {
+                    let n = self.transfer.min(len - at);
+                    let piece = &data[at as usize..(at + n) as usize];
+                    os.write_memory(buf.cpu, piece).map_err(|_| outside())?;
+                    self.submit(BlockOp::Write, offset + at, n, buf).await?;
+                    at += n;
+                }
+                Ok(None)
+            }
+            Command::Flush => {
+                self.backend
+                    .submit(self.job, BlockOp::Flush, self.nsid, 0, 0, buf)
+                    .await?;
+                Ok(None)
+            }
+            Command::WriteZeroes => {
+                // Write Zeroes carries no data: up to 65,536 blocks per command.
+                let most = 65_536 * self.lba;
+                let mut at = 0;
+                while at < len {
+                    let n = most.min(len - at);
+                    self.submit(BlockOp::WriteZeroes, offset + at, n, buf)
+                        .await?;
+                    at += n;
+                }
+                Ok(None)
+            }
+            // The connection's check lets nothing else through.
+            _ => Err(FioError::Internal("a request the export does not offer")),
+        }
+    }
+
+    async fn submit(
+        &self,
+        op: BlockOp,
+        offset: u64,
+        len: u64,
+        buf: Buffer,
+    ) -> Result<(), FioError> {
+        // Aligned by the connection's check; at most 65,536 blocks by the callers.
+        let blocks = u32::try_from(len / self.lba).unwrap_or(u32::MAX);
+        self.backend
+            .submit(self.job, op, self.nsid, offset / self.lba, blocks, buf)
+            .await
+    }
+}
+
+/// The NBD error for a failed I/O: a status the controller returned maps as the
+/// specification suggests (LBA out of range: EINVAL; write-protected: EPERM; capacity
+/// exceeded: ENOSPC); everything else is an I/O error.
+fn errno_of(e: &FioError) -> Errno {
+    let status = match e {
+        FioError::Driver(NvmeError::Command { status, .. }) => {
+            Some((u16::from(status.sct) << 8) | u16::from(status.sc))
+        }
+        FioError::Dist(DistError::Command { status, .. }) => Some(*status),
+        _ => None,
+    };
+    match status {
+        Some(0x080) => Errno::Inval, // LBA Out of Range
+        Some(0x081) => Errno::NoSpc, // Capacity Exceeded
+        Some(0x020) => Errno::Perm,  // Namespace is Write Protected
+        Some(0x002) => Errno::Inval, // Invalid Field in Command
+        _ => Errno::Io,
+    }
+}
