@@ -49,12 +49,13 @@ pub enum ServeError {
 /// Where the server listens.
 #[derive(Debug)]
 pub enum Listener {
-    /// A Unix domain socket (removed when the server ends).
+    /// A Unix domain socket (its file is removed when the listener, or the guard
+    /// [`Listener::serve`] returns, is dropped).
     Unix {
         /// The listener.
         listener: UnixListener,
-        /// Its path.
-        path: PathBuf,
+        /// Its file.
+        file: SocketGuard,
     },
     /// A TCP port on the loopback interface.
     Tcp(TcpListener),
@@ -83,10 +84,12 @@ impl Listener {
             path: path.to_path_buf(),
             source,
         })?;
-        Ok(Listener::Unix {
-            listener,
-            path: path.to_path_buf(),
-        })
+        let file = SocketGuard(
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| (path.to_path_buf(), m.dev(), m.ino())),
+        );
+        Ok(Listener::Unix { listener, file })
     }
 
     /// Listens on TCP `port` of 127.0.0.1 (0: a free port; see [`Listener::uri`]).
@@ -99,7 +102,10 @@ impl Listener {
     /// The NBD URI a client connects to.
     pub fn uri(&self) -> String {
         match self {
-            Listener::Unix { path, .. } => format!("nbd+unix:///?socket={}", path.display()),
+            Listener::Unix { file, .. } => match &file.0 {
+                Some((path, ..)) => format!("nbd+unix:///?socket={}", path.display()),
+                None => "nbd+unix:///".into(),
+            },
             Listener::Tcp(l) => match l.local_addr() {
                 Ok(a) => format!("nbd://{a}"),
                 Err(_) => "nbd://127.0.0.1".into(),
@@ -110,15 +116,13 @@ impl Listener {
     /// Accepts connections on a thread of its own until the process ends; each one's
     /// events go to `events`. The returned guard removes a Unix socket's file when dropped.
     pub fn serve(self, export: Export, events: Sender<Event>) -> io::Result<SocketGuard> {
-        let guard = SocketGuard(match &self {
-            Listener::Unix { path, .. } => std::fs::metadata(path)
-                .ok()
-                .map(|m| (path.clone(), m.dev(), m.ino())),
-            Listener::Tcp(_) => None,
-        });
+        let (accepting, guard) = match self {
+            Listener::Unix { listener, file } => (Accepting::Unix(listener), file),
+            Listener::Tcp(l) => (Accepting::Tcp(l), SocketGuard(None)),
+        };
         thread::Builder::new()
             .name("nbd-accept".into())
-            .spawn(move || accept_loop(self, export, events))?;
+            .spawn(move || accept_loop(accepting, export, events))?;
         Ok(guard)
     }
 }
@@ -306,12 +310,18 @@ impl Export {
     }
 }
 
-fn accept_loop(listener: Listener, export: Export, events: Sender<Event>) {
+/// A listener on its accepting thread (its socket file stays with the serving side).
+enum Accepting {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+fn accept_loop(listener: Accepting, export: Export, events: Sender<Event>) {
     let mut next = 0u64;
     loop {
         let stream = match &listener {
-            Listener::Unix { listener, .. } => listener.accept().map(|(s, _)| Stream::Unix(s)),
-            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+            Accepting::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Accepting::Tcp(l) => l.accept().map(|(s, _)| {
                 let _ = s.set_nodelay(true);
                 Stream::Tcp(s)
             }),
@@ -554,14 +564,23 @@ mod tests {
         let path = dir.join("s.sock");
         let first = Listener::unix(&path).unwrap();
         assert!(matches!(Listener::unix(&path), Err(ServeError::SocketInUse(p)) if p == path));
-        drop(first); // the file stays: now stale
+        drop(first);
+        assert!(!path.exists(), "a listener takes its socket file with it");
+        // A stale socket: bound by a listener that is gone without removing it.
+        drop(UnixListener::bind(&path).unwrap());
         assert!(path.exists());
         let again = Listener::unix(&path).unwrap();
         assert_eq!(
             again.uri(),
             format!("nbd+unix:///?socket={}", path.display())
         );
+        // A newer server's socket at the same path is not removed by the older one.
+        std::fs::remove_file(&path).unwrap();
+        let newer = Listener::unix(&path).unwrap();
         drop(again);
+        assert!(path.exists(), "the newer server's socket stays");
+        drop(newer);
+        assert!(!path.exists());
         let file = dir.join("plain");
         std::fs::write(&file, b"x").unwrap();
         assert!(matches!(

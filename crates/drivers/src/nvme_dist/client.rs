@@ -435,7 +435,8 @@ impl Client {
     }
 
     /// Reads or writes `blocks` blocks at `lba` of `nsid` to or from the data segment at
-    /// `offset`, on queue `q`; polls for the completion.
+    /// `offset`, on queue `q`; polls for the completion. Flush (any `blocks`) and Write
+    /// Zeroes (1..=65536 blocks) use no data segment (`offset` is ignored).
     pub async fn io(
         &self,
         q: &ClientQueue,
@@ -472,19 +473,33 @@ impl Client {
             .find(|n| n.nsid == nsid)
             .map_or(512, |n| u64::from(n.lba_size));
         let len = u64::from(blocks) * lba_size;
-        if blocks == 0 || len > self.manager.max_transfer() || offset + len > self.data.buf.len {
+        // Flush and Write Zeroes move no data: no transfer, no PRPs.
+        let data = matches!(op, BlockOp::Read | BlockOp::Write);
+        if data
+            && (blocks == 0
+                || len > self.manager.max_transfer()
+                || offset + len > self.data.buf.len)
+        {
             return Err(DistError::BadRequest(format!(
                 "{blocks} blocks at data offset {offset}: the transfer must be 1..={} bytes inside the {}-byte data segment",
                 self.manager.max_transfer(),
                 self.data.buf.len
             )));
         }
+        if matches!(op, BlockOp::WriteZeroes) && !(1..=65_536).contains(&blocks) {
+            return Err(DistError::BadRequest(format!(
+                "Write Zeroes of {blocks} blocks: must be 1..=65536"
+            )));
+        }
         let command = op.command(BlockRange::new(nsid, lba, blocks));
         let tag = q.pair.acquire().await;
         let io = async {
-            let (prp1, prp2) = self
-                .prps(q, tag, self.data.buf.bus.get() + offset, len)
-                .await?;
+            let (prp1, prp2) = if data {
+                self.prps(q, tag, self.data.buf.bus.get() + offset, len)
+                    .await?
+            } else {
+                (0, 0)
+            };
             let cmd = Command::from(command).with_prps(prp1, prp2);
             q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
             q.pair.wait_polled(tag).await.map_err(access("poll"))

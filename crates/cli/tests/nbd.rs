@@ -1,0 +1,413 @@
+//! `smartio serve nbd`: a borrowed namespace served over NBD reads back what clients wrote,
+//! refuses what the specification says to refuse with the errors it names, keeps what was
+//! acknowledged when a client vanishes, and says what its I/Os saw; the README's scripts run
+//! with real clients (fio's nbd engine, qemu-img, nbdcopy) when they are installed.
+
+use smartio_nbd::client::Client;
+use smartio_nbd::wire::transmission_flags;
+use smartio_nbd::{Command, Errno};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_smartio");
+
+/// A server process on a socket in a directory of its own.
+struct Server {
+    child: Option<Child>,
+    sock: PathBuf,
+}
+
+/// What a server printed when it ended.
+struct Ended {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nbd-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Server {
+    /// `smartio serve nbd` for borrower's view of lender:nvme0 on back-to-back, plus `extra`.
+    fn start(name: &str, extra: &[&str]) -> Server {
+        let sock = dir(name).join("s.sock");
+        let child = Process::new(BIN)
+            .args([
+                "serve",
+                "nbd",
+                "--scenario",
+                "back-to-back",
+                "--host",
+                "borrower",
+            ])
+            .args(["--device", "lender:nvme0", "--socket"])
+            .arg(&sock)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Server {
+            child: Some(child),
+            sock,
+        }
+    }
+
+    /// A connection that has finished the handshake (the server may still be booting).
+    fn connect(&self, structured: bool) -> Client<UnixStream> {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Ok(s) = UnixStream::connect(&self.sock) {
+                s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+                return Client::connect(s, "borrower:lender:nvme0", structured).unwrap();
+            }
+            assert!(Instant::now() < deadline, "the server never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the server to end by itself (`--once`).
+    fn wait(mut self) -> Ended {
+        let child = self.child.take().unwrap();
+        let out = child.wait_with_output().unwrap();
+        Ended {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Stops it as Ctrl-C or SIGTERM would.
+    fn terminate(self) -> Ended {
+        let pid = self.child.as_ref().unwrap().id();
+        let ok = Process::new("kill").arg(pid.to_string()).status().unwrap();
+        assert!(ok.success());
+        self.wait()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn errno(r: &smartio_nbd::client::Reply) -> Option<u32> {
+    r.result.as_ref().err().map(|e| e.0)
+}
+
+#[test]
+fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowledged() {
+    let server = Server::start("borrowed", &["--size", "64M", "--once"]);
+    let mut c = server.connect(true);
+    assert_eq!(c.size, 64 << 20);
+    assert!(c.structured);
+    let f = c.flags;
+    assert_ne!(f & transmission_flags::SEND_FLUSH, 0);
+    assert_ne!(f & transmission_flags::SEND_WRITE_ZEROES, 0);
+    assert_eq!(f & transmission_flags::READ_ONLY, 0);
+
+    // 384 KiB: three transfers of the controller's MDTS (128 KiB).
+    let data = pattern(1, 384 << 10);
+    let w = c
+        .call(Command::Write(data.clone()), 1 << 20, 384 << 10)
+        .unwrap();
+    assert_eq!(w.result, Ok(vec![]));
+    let r = c.call(Command::Read, 1 << 20, 384 << 10).unwrap();
+    assert!(
+        r.result.as_ref().is_ok_and(|d| *d == data),
+        "read back differs"
+    );
+    // Zeroes in the middle, the rest stays.
+    let z = c
+        .call(Command::WriteZeroes, (1 << 20) + (64 << 10), 64 << 10)
+        .unwrap();
+    assert_eq!(z.result, Ok(vec![]));
+    let r = c
+        .call(Command::Read, 1 << 20, 384 << 10)
+        .unwrap()
+        .result
+        .unwrap();
+    assert_eq!(r[..64 << 10], data[..64 << 10]);
+    assert!(r[64 << 10..128 << 10].iter().all(|&b| b == 0));
+    assert_eq!(r[128 << 10..], data[128 << 10..]);
+    assert_eq!(c.call(Command::Flush, 0, 0).unwrap().result, Ok(vec![]));
+
+    // Refused, with the errors the specification names (and a message for the user).
+    let past = c.call(Command::Read, (64 << 20) - 512, 1024).unwrap();
+    assert_eq!(errno(&past), Some(Errno::Inval.code()));
+    assert!(past.result.unwrap_err().1.contains("end past the export"));
+    let past = c
+        .call(Command::Write(vec![0; 1024]), (64 << 20) - 512, 1024)
+        .unwrap();
+    assert_eq!(errno(&past), Some(Errno::NoSpc.code()));
+    let odd = c.call(Command::Read, 100, 512).unwrap();
+    assert_eq!(errno(&odd), Some(Errno::Inval.code()));
+    let trim = c.call(Command::Trim, 0, 512).unwrap();
+    assert_eq!(errno(&trim), Some(Errno::Inval.code()));
+
+    // Sixteen reads at once: every one answered, each by its cookie.
+    let mut sent: Vec<u64> = (0..16)
+        .map(|i| {
+            c.send(Command::Read, (1 << 20) + i * 4096, 4096, 0)
+                .unwrap()
+        })
+        .collect();
+    let mut got: Vec<u64> = (0..16)
+        .map(|_| {
+            let r = c.receive(|_| 4096).unwrap();
+            assert_eq!(r.result.as_ref().map(Vec::len), Ok(4096));
+            r.cookie
+        })
+        .collect();
+    sent.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, sent);
+
+    // A second connection, simple replies: the same bytes.
+    let mut d = server.connect(false);
+    assert!(!d.structured);
+    let r = d
+        .call(Command::Read, (1 << 20) + (128 << 10), 256 << 10)
+        .unwrap();
+    assert!(r.result.is_ok_and(|v| v == data[128 << 10..]));
+
+    // A client that writes, is answered, sends another write and vanishes: what was
+    // acknowledged is there for the next client.
+    let mut e = server.connect(true);
+    let kept = pattern(9, 64 << 10);
+    let w = e
+        .call(Command::Write(kept.clone()), 8 << 20, 64 << 10)
+        .unwrap();
+    assert_eq!(w.result, Ok(vec![]));
+    e.send(Command::Write(pattern(5, 64 << 10)), 16 << 20, 64 << 10, 0)
+        .unwrap();
+    drop(e.into_inner());
+    let mut g = server.connect(true);
+    let r = g.call(Command::Read, 8 << 20, 64 << 10).unwrap();
+    assert!(r.result.is_ok_and(|v| v == kept));
+
+    c.disconnect().unwrap();
+    d.disconnect().unwrap();
+    g.disconnect().unwrap();
+    let end = server.wait();
+    assert!(end.status.success(), "{}", end.stderr);
+    assert!(
+        end.stdout.contains("refused, 0 failed; 4 connections"),
+        "{}",
+        end.stdout
+    );
+    assert!(end.stdout.contains("4 refused"), "{}", end.stdout);
+    assert!(
+        end.stdout.contains("1 flushes, 1 write-zeroes"),
+        "{}",
+        end.stdout
+    );
+    assert!(end
+        .stdout
+        .contains("virtual time (the emulated cluster's clock"));
+    assert!(end.stdout.contains("wall time (this machine's clock"));
+    assert!(
+        end.stderr.contains("refused NBD_CMD_WRITE with ENOSPC"),
+        "{}",
+        end.stderr
+    );
+}
+
+#[test]
+fn a_read_only_export_refuses_writes_with_eperm_and_reads() {
+    let server = Server::start("read-only", &["--size", "1M", "--read-only", "--once"]);
+    let mut c = server.connect(false);
+    assert_ne!(c.flags & transmission_flags::READ_ONLY, 0);
+    let w = c.call(Command::Write(vec![1; 4096]), 0, 4096).unwrap();
+    assert_eq!(errno(&w), Some(Errno::Perm.code()));
+    let z = c.call(Command::WriteZeroes, 0, 4096).unwrap();
+    assert_eq!(errno(&z), Some(Errno::Perm.code()));
+    let r = c.call(Command::Read, 0, 4096).unwrap();
+    assert_eq!(r.result, Ok(vec![0; 4096]), "never written: zeroes");
+    c.disconnect().unwrap();
+    let end = server.wait();
+    assert!(end.status.success(), "{}", end.stderr);
+    assert!(end
+        .stderr
+        .contains("with EPERM: NBD_CMD_WRITE: the export is read-only"));
+}
+
+#[test]
+fn a_client_of_the_distributed_driver_serves_the_same_requests() {
+    let server = Server::start(
+        "nvme-client",
+        &[
+            "--method",
+            "nvme-client",
+            "--manager",
+            "lender",
+            "--size",
+            "16M",
+            "--once",
+        ],
+    );
+    let mut c = server.connect(true);
+    let data = pattern(3, 256 << 10);
+    assert_eq!(
+        c.call(Command::Write(data.clone()), 4 << 20, 256 << 10)
+            .unwrap()
+            .result,
+        Ok(vec![])
+    );
+    assert_eq!(
+        c.call(Command::WriteZeroes, 4 << 20, 4096).unwrap().result,
+        Ok(vec![])
+    );
+    assert_eq!(c.call(Command::Flush, 0, 0).unwrap().result, Ok(vec![]));
+    let r = c
+        .call(Command::Read, 4 << 20, 256 << 10)
+        .unwrap()
+        .result
+        .unwrap();
+    assert!(r[..4096].iter().all(|&b| b == 0));
+    assert_eq!(r[4096..], data[4096..]);
+    c.disconnect().unwrap();
+    let end = server.wait();
+    assert!(end.status.success(), "{}", end.stderr);
+    assert!(end.stdout.contains("0 failed"), "{}", end.stdout);
+}
+
+#[test]
+fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
+    let first = Server::start("twice", &["--size", "1M"]);
+    let mut c = first.connect(false);
+    assert_eq!(
+        c.call(Command::Read, 0, 512).unwrap().result,
+        Ok(vec![0; 512])
+    );
+    let second = Process::new(BIN)
+        .args([
+            "serve",
+            "nbd",
+            "--scenario",
+            "back-to-back",
+            "--host",
+            "borrower",
+        ])
+        .args(["--device", "lender:nvme0", "--socket"])
+        .arg(&first.sock)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("another server is already listening on this socket"),
+        "{err}"
+    );
+    // The first still serves, and stops on SIGTERM with its figures.
+    assert_eq!(
+        c.call(Command::Read, 512, 512).unwrap().result,
+        Ok(vec![0; 512])
+    );
+    let sock = first.sock.clone();
+    let end = first.terminate();
+    assert!(end.status.success(), "{}", end.stderr);
+    assert!(end.stdout.contains("2 requests: 2 reads"), "{}", end.stdout);
+    assert!(!sock.exists(), "the server removes its socket");
+}
+
+/// A script of the README's `bash` block that starts with `marker`.
+fn readme_script(marker: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in the README"));
+    let end = start + text[start..].find("```").unwrap();
+    text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether every tool is installed; if not, the test says so and is skipped — unless CI
+/// asks for them (`SMARTIO_REQUIRE_NBD_CLIENTS`), where it fails.
+fn have(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| {
+            !Process::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("SMARTIO_REQUIRE_NBD_CLIENTS").is_none(),
+        "NBD clients missing: {missing:?}"
+    );
+    eprintln!("SKIPPED: not installed: {missing:?} (apt-get install fio libnbd-bin qemu-utils)");
+    false
+}
+
+fn run_script(name: &str, script: &str) {
+    let d = dir(name);
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Process::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{script}")])
+        .current_dir(&d)
+        .env("PATH", path)
+        .env("SOCK", d.join("s.sock"))
+        .env("RUNTIME", "3")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{name}:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("virtual time ("), "{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}
+
+#[test]
+fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
+    if !have(&["fio"]) {
+        return;
+    }
+    let script = readme_script("# nbd-fio");
+    run_script("readme-fio", &script);
+}
+
+#[test]
+fn the_readmes_qemu_img_and_nbdcopy_script_round_trips_through_a_client() {
+    if !have(&["qemu-img", "qemu-io", "nbdcopy"]) {
+        return;
+    }
+    let script = readme_script("# nbd-qemu");
+    run_script("readme-qemu", &script);
+}
