@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Eight target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Nine target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -14,6 +14,7 @@
 //! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
+//! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies; what was written reads back |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -28,6 +29,7 @@ pub mod device_api;
 pub mod gpu;
 pub mod input;
 pub mod mutate;
+pub mod nbd;
 pub mod nic;
 pub mod nvme;
 pub mod scenario;
@@ -37,6 +39,7 @@ pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
 pub use gpu::gpu_commands;
+pub use nbd::nbd_requests;
 pub use nic::nic_commands;
 pub use nvme::nvme_commands;
 pub use scenario::scenario;
@@ -181,6 +184,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "nic_commands",
         run: nic_commands,
+        text: false,
+    },
+    Target {
+        name: "nbd_requests",
+        run: nbd_requests,
         text: false,
     },
 ];

@@ -32,7 +32,7 @@ enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
         /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config,
-        /// gpu_commands, nic_commands)
+        /// gpu_commands, nic_commands, nbd_requests)
         /// or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
@@ -62,7 +62,7 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
-    /// vm_config, gpu_commands, nic_commands).
+    /// vm_config, gpu_commands, nic_commands; nbd_requests prints what the server made of it).
     Decode {
         /// The target.
         target: String,
@@ -166,6 +166,9 @@ fn main() -> ExitCode {
                         }
                         Err(e) => println!("refused: {e}"),
                     }
+                }
+                "nbd_requests" => {
+                    println!("{:?}", smartio_fuzz::nbd_requests(&data));
                 }
                 _ => {
                     eprintln!("smartio-fuzz: {target:?} inputs are text; nothing to decode");

@@ -213,3 +213,8 @@ fn the_seed_inputs_reach_deep_states() {
         invalid.detail
     );
 }
+
+#[test]
+fn every_nbd_requests_corpus_input_runs_without_a_finding() {
+    assert!(replay("nbd_requests") >= 4);
+}

@@ -244,7 +244,9 @@ impl NbdExport {
                 })?
             }
         };
-        let ns = backend.namespace(cfg.nsid)?;
+        let ns = backend
+            .namespace(cfg.nsid)
+            .map_err(|e| FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid)))?;
         let granted = backend.queues();
         if granted < cfg.queues as usize {
             return Err(FioError::TooManyJobs {
