@@ -199,6 +199,18 @@ pub struct Replier {
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Replier {
+    /// Answers on `stream`, a connection whose handshake is done (`structured`: the client
+    /// negotiated structured replies) — for a server that accepts connections itself, and
+    /// for tests.
+    pub fn over_unix(stream: UnixStream, structured: bool) -> io::Result<Replier> {
+        let stream = Stream::Unix(stream);
+        stream.set_write_timeout(WRITE_TIMEOUT)?;
+        Ok(Replier {
+            out: Arc::new(Mutex::new(BufWriter::with_capacity(256 << 10, stream))),
+            structured,
+        })
+    }
+
     /// Answers request `cookie` (a read of `offset`); false if the client is gone.
     pub fn send(&self, cookie: u64, offset: u64, outcome: Outcome) -> bool {
         self.send_all(vec![(cookie, offset, outcome)])

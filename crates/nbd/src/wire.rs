@@ -354,20 +354,21 @@ pub fn write_reply(
     offset: u64,
     outcome: &Outcome,
 ) -> io::Result<()> {
-    let mut out = Vec::new();
+    // Headers are assembled here; a read's data goes to `w` as it is (one copy into a
+    // buffered writer, not two).
+    let mut out = Vec::with_capacity(32);
+    let mut data: &[u8] = &[];
     match (structured, outcome) {
-        (false, Outcome::Done(data)) => {
+        (false, Outcome::Done(d)) => {
             simple(&mut out, 0, cookie);
-            if let Some(d) = data {
-                out.extend_from_slice(d);
-            }
+            data = d.as_deref().unwrap_or_default();
         }
         (false, Outcome::Failed(errno, _)) => simple(&mut out, errno.code(), cookie),
-        (true, Outcome::Done(Some(data))) => {
-            let len = u32::try_from(data.len() + 8).map_err(|_| io::ErrorKind::InvalidInput)?;
+        (true, Outcome::Done(Some(d))) => {
+            let len = u32::try_from(d.len() + 8).map_err(|_| io::ErrorKind::InvalidInput)?;
             chunk_head(&mut out, chunk::FLAG_DONE, chunk::OFFSET_DATA, cookie, len);
             out.extend_from_slice(&offset.to_be_bytes());
-            out.extend_from_slice(data);
+            data = d;
         }
         (true, Outcome::Done(None)) => {
             chunk_head(&mut out, chunk::FLAG_DONE, chunk::NONE, cookie, 0)
@@ -387,7 +388,8 @@ pub fn write_reply(
             out.extend_from_slice(msg);
         }
     }
-    w.write_all(&out)
+    w.write_all(&out)?;
+    w.write_all(data)
 }
 
 fn simple(out: &mut Vec<u8>, error: u32, cookie: u64) {

@@ -35,8 +35,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// How far the virtual clock runs before requests that arrived meanwhile join.
-pub const SLICE: SimDuration = SimDuration(20_000_000);
+/// How far the virtual clock runs before requests that arrived meanwhile join and the
+/// answers finished meanwhile go out (longer slices mean fewer writes to the sockets but
+/// answers held back from a client that waits for them; see docs/architecture.md).
+pub const SLICE: SimDuration = SimDuration(100_000_000);
 
 /// The largest read or write payload the export takes (the size the NBD specification asks
 /// servers to accept by default).
@@ -409,10 +411,19 @@ impl NbdExport {
                 }
             }
             if state.in_flight.get() > 0 {
+                // A burst starts where the clock stands: the horizon of an earlier burst
+                // that ended early is no head start.
+                if idle {
+                    horizon = self.machine.now();
+                }
                 horizon = horizon.max(self.machine.now()) + SLICE;
                 self.machine.run_until(horizon);
                 state.flush();
-                if horizon.since(self.machine.now()) > SimDuration::from_ns(1_000_000_000) {
+                // The clock stands still while requests are in flight only if nothing in
+                // the emulation is left to happen: a second of virtual time with no event.
+                let stalled =
+                    horizon.since(self.machine.now()) > SimDuration::from_ns(1_000_000_000);
+                if state.in_flight.get() > 0 && stalled {
                     return Err(NbdError::Stuck {
                         at: self.machine.now(),
                         waiting: self.machine.blocked_summary(),
@@ -718,5 +729,74 @@ fn errno_of(e: &FioError) -> Errno {
         Some(0x020) => Errno::Perm,  // Namespace is Write Protected
         Some(0x002) => Errno::Inval, // Invalid Field in Command
         _ => Errno::Io,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smartio_devices::nvme::spec::Status;
+    use smartio_platform::PhysAddr;
+
+    fn driver(status: Status) -> FioError {
+        FioError::Driver(NvmeError::Command {
+            device: "nvme0".into(),
+            command: "Read".into(),
+            status,
+        })
+    }
+
+    #[test]
+    fn an_nvme_status_becomes_the_matching_nbd_error() {
+        assert_eq!(errno_of(&driver(Status::LBA_OUT_OF_RANGE)), Errno::Inval);
+        assert_eq!(errno_of(&driver(Status::INVALID_FIELD)), Errno::Inval);
+        assert_eq!(errno_of(&driver(Status::generic(0x20))), Errno::Perm);
+        assert_eq!(errno_of(&driver(Status::generic(0x81))), Errno::NoSpc);
+        assert_eq!(errno_of(&driver(Status::DATA_TRANSFER_ERROR)), Errno::Io);
+        assert_eq!(
+            errno_of(&driver(Status {
+                sct: 2,
+                sc: 0x81,
+                dnr: true
+            })),
+            Errno::Io,
+            "an unrecovered read error is an I/O error"
+        );
+        let dist = |status| {
+            FioError::Dist(DistError::Command {
+                what: "Write".into(),
+                status,
+            })
+        };
+        assert_eq!(errno_of(&dist(0x080)), Errno::Inval);
+        assert_eq!(errno_of(&dist(0x020)), Errno::Perm);
+        assert_eq!(errno_of(&dist(0x281)), Errno::Io);
+        assert_eq!(errno_of(&FioError::Internal("x")), Errno::Io);
+    }
+
+    #[test]
+    fn a_freed_buffer_goes_to_the_longest_waiting_request() {
+        let pool = BufferPool {
+            free: RefCell::new(Vec::new()),
+            waiting: RefCell::new(VecDeque::new()),
+        };
+        let first = Rc::new(Waiter::default());
+        let second = Rc::new(Waiter::default());
+        let gone = Rc::new(Waiter::default());
+        pool.waiting.borrow_mut().push_back(gone.clone());
+        pool.waiting.borrow_mut().push_back(first.clone());
+        pool.waiting.borrow_mut().push_back(second.clone());
+        drop(gone); // its request was dropped: skipped
+        let b = |cpu| Buffer::for_test(PhysAddr(cpu));
+        pool.give(b(0x1000));
+        assert_eq!(first.handed.take().map(|x| x.cpu), Some(PhysAddr(0x1000)));
+        pool.give(b(0x2000));
+        assert_eq!(second.handed.take().map(|x| x.cpu), Some(PhysAddr(0x2000)));
+        pool.give(b(0x3000));
+        assert_eq!(
+            pool.free.borrow().len(),
+            1,
+            "nobody waits: back to the pool"
+        );
     }
 }
