@@ -26,6 +26,9 @@ pub struct Client<S> {
 pub struct Reply {
     /// The cookie of the request it answers.
     pub cookie: u64,
+    /// Where a structured read reply says its data starts (`None` for simple replies and
+    /// replies without data).
+    pub offset: Option<u64>,
     /// `Ok(data)` (empty unless a read) or `Err((error, message))`.
     pub result: Result<Vec<u8>, (u32, String)>,
 }
@@ -128,6 +131,7 @@ impl<S: Read + Write> Client<S> {
                 if error != 0 {
                     return Ok(Reply {
                         cookie,
+                        offset: None,
                         result: Err((error, String::new())),
                     });
                 }
@@ -135,11 +139,13 @@ impl<S: Read + Write> Client<S> {
                 self.stream.read_exact(&mut data)?;
                 Ok(Reply {
                     cookie,
+                    offset: None,
                     result: Ok(data),
                 })
             }
             STRUCTURED_REPLY_MAGIC => {
                 let mut data = Vec::new();
+                let mut offset = None;
                 loop {
                     let mut head = [0u8; 16];
                     self.stream.read_exact(&mut head)?;
@@ -149,6 +155,9 @@ impl<S: Read + Write> Client<S> {
                     self.stream.read_exact(&mut payload)?;
                     let result = match kind {
                         chunk::OFFSET_DATA if payload.len() >= 8 => {
+                            // This client asks for whole reads: the data starts at the
+                            // request's offset, which the caller checks (`Reply::offset`).
+                            offset.get_or_insert(u64_at(&payload, 0));
                             data.extend_from_slice(&payload[8..]);
                             None
                         }
@@ -163,11 +172,16 @@ impl<S: Read + Write> Client<S> {
                         k => return Err(bad(format!("structured chunk type {k}"))),
                     };
                     if let Some(result) = result {
-                        return Ok(Reply { cookie, result });
+                        return Ok(Reply {
+                            cookie,
+                            offset,
+                            result,
+                        });
                     }
                     if flags & chunk::FLAG_DONE != 0 {
                         return Ok(Reply {
                             cookie,
+                            offset,
                             result: Ok(std::mem::take(&mut data)),
                         });
                     }
@@ -183,11 +197,25 @@ impl<S: Read + Write> Client<S> {
         }
     }
 
-    /// Sends a request and waits for its reply (nothing else in flight).
+    /// Sends a request and waits for its reply (nothing else in flight); a reply to another
+    /// cookie, or a read's data at another offset, is an error.
     pub fn call(&mut self, command: Command, offset: u64, len: u32) -> io::Result<Reply> {
         let is_read = command == Command::Read;
         let cookie = self.send(command, offset, len, 0)?;
-        self.receive(|c| if is_read && c == cookie { len } else { 0 })
+        let reply = self.receive(|c| if is_read && c == cookie { len } else { 0 })?;
+        if reply.cookie != cookie {
+            return Err(bad(format!(
+                "reply to cookie {}, sent {cookie}",
+                reply.cookie
+            )));
+        }
+        if reply.offset.is_some_and(|o| o != offset) {
+            return Err(bad(format!(
+                "read of {offset} answered at {:?}",
+                reply.offset
+            )));
+        }
+        Ok(reply)
     }
 
     /// Says goodbye (`NBD_CMD_DISC`).

@@ -7,7 +7,8 @@
 //! - [`server`]: a listener (Unix socket or TCP) whose connections each get a reader and a
 //!   writer thread; every request goes, as an [`server::Event`], to the one thread that owns
 //!   the device (the emulated cluster is single-threaded), and replies come back through the
-//!   connection's [`server::Replier`].
+//!   connection's [`server::Replier`] to its writer. A connection has at most
+//!   [`server::MAX_IN_FLIGHT`] requests and [`server::MAX_IN_FLIGHT_BYTES`] on their way.
 //!
 //! - [`client`]: a small client, for the test suite and scripts.
 //!

@@ -1,5 +1,5 @@
 //! A listener for one export. Each connection gets a thread that runs the handshake and then
-//! reads requests; replies are written by whoever answers (see [`Replier`]). A request the export cannot take
+//! reads requests, and a thread that writes replies. A request the export cannot take
 //! (out of range, misaligned, an unknown command or flag, a write to a read-only export) is
 //! answered at once by the connection's thread; every other request goes to the device's
 //! owner as an [`Event`], and its answer comes back through the connection's [`Replier`],
@@ -8,13 +8,14 @@
 use crate::handshake::{negotiate, Export, HandshakeError};
 use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -186,28 +187,93 @@ pub enum Event {
 /// the outcome.
 pub type Answer = (u64, u64, Outcome);
 
-/// Sends the answers to one connection's requests: written to the socket by the thread
-/// that calls it (no thread in between to wake). A client that stops reading for
-/// [`WRITE_TIMEOUT`] is disconnected rather than allowed to stall the device's thread.
+/// Sends the answers to one connection's requests to the connection's writing thread, which
+/// writes them to the socket: the device's thread never waits for a client. A client that
+/// takes no reply for [`WRITE_TIMEOUT`] is disconnected.
 #[derive(Debug, Clone)]
 pub struct Replier {
-    out: Arc<Mutex<BufWriter<Stream>>>,
-    structured: bool,
+    tx: Sender<Vec<Answer>>,
+    budget: Arc<Budget>,
 }
 
 /// How long a reply may wait for the client to take it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most requests of one connection on their way to the device at once: the connection's
+/// thread reads no further until some are answered (memory stays bounded whatever a client
+/// sends).
+pub const MAX_IN_FLIGHT: usize = 512;
+
+/// Most request bytes (reads' and writes' lengths) of one connection on their way at once;
+/// a request larger than what is left waits, unless nothing is in flight.
+pub const MAX_IN_FLIGHT_BYTES: u64 = 128 << 20;
+
+/// A connection's requests admitted to the device and not answered yet: their lengths by
+/// cookie, and the totals.
+#[derive(Debug, Default)]
+struct Budget {
+    state: Mutex<BudgetState>,
+    freed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct BudgetState {
+    requests: usize,
+    bytes: u64,
+    lengths: HashMap<u64, VecDeque<u64>>,
+}
+
+impl Budget {
+    /// Waits until a request of `len` bytes fits, then counts it.
+    fn admit(&self, cookie: u64, len: u64) {
+        let Ok(mut s) = self.state.lock() else { return };
+        while s.requests > 0
+            && (s.requests >= MAX_IN_FLIGHT || s.bytes.saturating_add(len) > MAX_IN_FLIGHT_BYTES)
+        {
+            s = match self.freed.wait(s) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        }
+        s.requests += 1;
+        s.bytes = s.bytes.saturating_add(len);
+        s.lengths.entry(cookie).or_default().push_back(len);
+    }
+
+    /// Forgets the answered requests.
+    fn release(&self, cookies: impl Iterator<Item = u64>) {
+        let Ok(mut s) = self.state.lock() else { return };
+        for cookie in cookies {
+            let len = s.lengths.get_mut(&cookie).and_then(VecDeque::pop_front);
+            if s.lengths.get(&cookie).is_some_and(VecDeque::is_empty) {
+                s.lengths.remove(&cookie);
+            }
+            if let Some(len) = len {
+                s.requests -= 1;
+                s.bytes -= len;
+            }
+        }
+        self.freed.notify_all();
+    }
+}
+
 impl Replier {
     /// Answers on `stream`, a connection whose handshake is done (`structured`: the client
-    /// negotiated structured replies) — for a server that accepts connections itself, and
-    /// for tests.
+    /// negotiated structured replies), through a writing thread of its own — for a server
+    /// that accepts connections itself, and for tests.
     pub fn over_unix(stream: UnixStream, structured: bool) -> io::Result<Replier> {
-        let stream = Stream::Unix(stream);
+        Replier::start(Stream::Unix(stream), structured, u64::MAX)
+    }
+
+    fn start(stream: Stream, structured: bool, conn: u64) -> io::Result<Replier> {
         stream.set_write_timeout(WRITE_TIMEOUT)?;
+        let (tx, rx) = mpsc::channel();
+        thread::Builder::new()
+            .name(format!("nbd-reply-{conn}"))
+            .spawn(move || replies(stream, structured, rx))?;
         Ok(Replier {
-            out: Arc::new(Mutex::new(BufWriter::with_capacity(256 << 10, stream))),
-            structured,
+            tx,
+            budget: Arc::new(Budget::default()),
         })
     }
 
@@ -216,23 +282,37 @@ impl Replier {
         self.send_all(vec![(cookie, offset, outcome)])
     }
 
-    /// Answers several requests with one write to the socket; false if the client is gone
-    /// (the connection is then shut down, which ends its reading thread too).
+    /// Answers several requests with one write to the socket; false if the client is gone.
     pub fn send_all(&self, answers: Vec<Answer>) -> bool {
-        let Ok(mut w) = self.out.lock() else {
-            return false;
-        };
-        let written = answers
+        let cookies: Vec<u64> = answers.iter().map(|a| a.0).collect();
+        let sent = self.tx.send(answers).is_ok();
+        self.budget.release(cookies.into_iter());
+        sent
+    }
+
+    /// Answers a request the device never saw (refused by the connection's check).
+    fn refuse(&self, cookie: u64, offset: u64, errno: Errno, message: String) {
+        let _ = self
+            .tx
+            .send(vec![(cookie, offset, Outcome::Failed(errno, message))]);
+    }
+}
+
+/// A connection's writing thread: each batch of answers in one write; on a failed or timed
+/// out write the connection is shut down (its reading thread then ends too).
+fn replies(stream: Stream, structured: bool, rx: Receiver<Vec<Answer>>) {
+    let mut w = BufWriter::with_capacity(256 << 10, stream);
+    while let Ok(batch) = rx.recv() {
+        let written = batch
             .iter()
             .try_for_each(|(cookie, offset, outcome)| {
-                write_reply(&mut *w, self.structured, *cookie, *offset, outcome)
+                write_reply(&mut w, structured, *cookie, *offset, outcome)
             })
             .and_then(|()| w.flush());
         if written.is_err() {
             w.get_ref().shutdown();
-            return false;
+            return;
         }
-        true
     }
 }
 
@@ -338,7 +418,11 @@ fn accept_loop(listener: Accepting, export: Export, events: Sender<Event>) {
                 Stream::Tcp(s)
             }),
         };
-        let Ok(stream) = stream else { continue };
+        let Ok(stream) = stream else {
+            // Out of descriptors, say: wait rather than spin on a core the emulation needs.
+            thread::sleep(Duration::from_millis(100));
+            continue;
+        };
         let (conn, export, events) = (next, export.clone(), events.clone());
         next += 1;
         let spawned = thread::Builder::new()
@@ -421,12 +505,8 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
     let Ok(write_half) = stream.try_clone() else {
         return;
     };
-    if write_half.set_write_timeout(WRITE_TIMEOUT).is_err() {
+    let Ok(replier) = Replier::start(write_half, negotiated.structured, conn) else {
         return;
-    }
-    let replier = Replier {
-        out: Arc::new(Mutex::new(BufWriter::with_capacity(256 << 10, write_half))),
-        structured: negotiated.structured,
     };
     if events
         .send(Event::Opened {
@@ -444,11 +524,7 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
             Ok(Some(req)) if req.command == Command::Disconnect => break None,
             Ok(Some(req)) => {
                 if let Err((errno, message)) = export.check(&req) {
-                    replier.send(
-                        req.cookie,
-                        req.offset,
-                        Outcome::Failed(errno, message.clone()),
-                    );
+                    replier.refuse(req.cookie, req.offset, errno, message.clone());
                     let _ = events.send(Event::Refused {
                         conn,
                         command: req.command.name(),
@@ -457,6 +533,7 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
                     });
                     continue;
                 }
+                replier.budget.admit(req.cookie, u64::from(req.len));
                 let sent = events.send(Event::Request {
                     conn,
                     request: req,
@@ -468,7 +545,7 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
             }
             Err(RequestError::TooLong { cookie, len, max }) => {
                 let message = format!("{len}-byte write exceeds the largest payload, {max} bytes");
-                replier.send(cookie, 0, Outcome::Failed(Errno::Inval, message.clone()));
+                replier.refuse(cookie, 0, Errno::Inval, message.clone());
                 let _ = events.send(Event::Refused {
                     conn,
                     command: "NBD_CMD_WRITE".into(),
@@ -567,6 +644,44 @@ mod tests {
             Some(Errno::Perm)
         );
         assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));
+    }
+
+    #[test]
+    fn a_connection_admits_no_more_than_its_budget_until_answers_come_back() {
+        let budget = Arc::new(Budget::default());
+        for cookie in 0..MAX_IN_FLIGHT as u64 {
+            budget.admit(cookie, 4096);
+        }
+        let b = budget.clone();
+        let (tx, rx) = mpsc::channel();
+        let waiting = thread::spawn(move || {
+            b.admit(9999, 4096);
+            tx.send(()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "one more than the budget got in"
+        );
+        budget.release([0u64].into_iter());
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("an answer lets the next request in");
+        waiting.join().unwrap();
+        // Bytes: a 100 MiB request waits while 64 MiB are out, not when nothing is.
+        let bytes = Arc::new(Budget::default());
+        bytes.admit(1, 64 << 20);
+        let b = bytes.clone();
+        let (tx, rx) = mpsc::channel();
+        let big = thread::spawn(move || {
+            b.admit(2, 100 << 20);
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        bytes.release([1u64].into_iter());
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("alone, it fits");
+        big.join().unwrap();
+        let s = bytes.state.lock().unwrap();
+        assert_eq!((s.requests, s.bytes), (1, 100 << 20));
     }
 
     #[test]

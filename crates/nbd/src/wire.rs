@@ -135,15 +135,16 @@ pub enum Errno {
     Perm = 1,
     /// The device failed the request.
     Io = 5,
-    /// Out of memory.
+    /// Out of memory (not sent by this server).
     NoMem = 12,
     /// A malformed request: unknown command or flag, out of range, misaligned.
     Inval = 22,
     /// A write past the end of the export.
     NoSpc = 28,
-    /// A request larger than the largest payload.
+    /// A value too large (the specification keeps it for `NBD_CMD_FLAG_DF` reads; not
+    /// sent by this server, which answers oversized requests EINVAL).
     Overflow = 75,
-    /// Not supported.
+    /// Not supported (kept for fast-zero requests; not sent by this server).
     NotSup = 95,
     /// The server is shutting down.
     Shutdown = 108,
@@ -279,7 +280,10 @@ pub fn read_request(r: &mut impl Read, max_payload: u32) -> Result<Option<Reques
         0 => Command::Read,
         1 => {
             if len > max_payload {
-                io::copy(&mut r.take(u64::from(len)), &mut io::sink())?;
+                let skipped = io::copy(&mut r.take(u64::from(len)), &mut io::sink())?;
+                if skipped < u64::from(len) {
+                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+                }
                 return Err(RequestError::TooLong {
                     cookie,
                     len,

@@ -326,7 +326,7 @@ impl NbdExport {
     }
 
     /// Serves the events of `events` until `control.stop` is set, the last client leaves
-    /// (with `control.once`), or the listener is gone; calls `report` every
+    /// (with `control.once`), or every sender of `events` is gone; calls `report` every
     /// `control.every` and returns the figures.
     pub fn serve(
         &self,
@@ -587,6 +587,24 @@ struct Waiter {
     waker: RefCell<Option<Waker>>,
 }
 
+/// A wait for a buffer in progress; dropped unfinished after a buffer was handed to it, it
+/// passes the buffer on.
+struct BufferWait<'a> {
+    pool: &'a BufferPool,
+    me: Rc<Waiter>,
+    done: bool,
+}
+
+impl Drop for BufferWait<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(b) = self.me.handed.take() {
+                self.pool.give(b);
+            }
+        }
+    }
+}
+
 impl BufferPool {
     async fn take(&self) -> Buffer {
         if self.waiting.borrow().is_empty() {
@@ -594,17 +612,23 @@ impl BufferPool {
                 return b;
             }
         }
-        let me = Rc::new(Waiter::default());
-        self.waiting.borrow_mut().push_back(me.clone());
-        poll_fn(|cx| match me.handed.take() {
+        let mut wait = BufferWait {
+            pool: self,
+            me: Rc::new(Waiter::default()),
+            done: false,
+        };
+        self.waiting.borrow_mut().push_back(wait.me.clone());
+        let buffer = poll_fn(|cx| match wait.me.handed.take() {
             Some(b) => Poll::Ready(b),
             None => {
-                *me.waker.borrow_mut() = Some(cx.waker().clone());
+                *wait.me.waker.borrow_mut() = Some(cx.waker().clone());
                 smartio_platform::waiting::note("an NBD I/O buffer");
                 Poll::Pending
             }
         })
-        .await
+        .await;
+        wait.done = true;
+        buffer
     }
 
     fn give(&self, b: Buffer) {
@@ -772,6 +796,38 @@ mod tests {
         assert_eq!(errno_of(&dist(0x020)), Errno::Perm);
         assert_eq!(errno_of(&dist(0x281)), Errno::Io);
         assert_eq!(errno_of(&FioError::Internal("x")), Errno::Io);
+    }
+
+    /// Polls `f` once with a waker that does nothing.
+    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[test]
+    fn waiting_requests_get_buffers_oldest_first_and_a_dropped_wait_passes_its_buffer_on() {
+        let pool = BufferPool {
+            free: RefCell::new(vec![Buffer::for_test(PhysAddr(0x1000))]),
+            waiting: RefCell::new(VecDeque::new()),
+        };
+        let mut a = Box::pin(pool.take());
+        let Poll::Ready(first) = poll_once(a.as_mut()) else {
+            panic!("a free buffer is taken at once")
+        };
+        let mut b = Box::pin(pool.take());
+        let mut c = Box::pin(pool.take());
+        assert!(poll_once(b.as_mut()).is_pending());
+        assert!(poll_once(c.as_mut()).is_pending());
+        // A newcomer does not jump the queue when a buffer comes back.
+        pool.give(first);
+        let mut d = Box::pin(pool.take());
+        assert!(poll_once(d.as_mut()).is_pending());
+        // b was handed the buffer but is dropped before it runs: it goes on to c.
+        drop(b);
+        assert_eq!(
+            poll_once(c.as_mut()).map(|x| x.cpu),
+            Poll::Ready(PhysAddr(0x1000))
+        );
+        assert!(poll_once(d.as_mut()).is_pending());
     }
 
     #[test]

@@ -58,6 +58,24 @@ struct TagWaiter {
     waker: RefCell<Option<Waker>>,
 }
 
+/// A wait for a tag in progress. Dropped unfinished (its request dropped with it) after a tag
+/// was handed to it, it passes the tag on, so no tag is ever lost.
+struct TagWait<'a> {
+    queue: &'a QueuePair,
+    me: Rc<TagWaiter>,
+    done: bool,
+}
+
+impl Drop for TagWait<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(tag) = self.me.handed.take() {
+                self.queue.release(tag);
+            }
+        }
+    }
+}
+
 impl QueuePair {
     /// A pair over `sq`/`cq` memory of `entries` entries each.
     #[allow(clippy::too_many_arguments)]
@@ -102,17 +120,23 @@ impl QueuePair {
                 return t;
             }
         }
-        let me = Rc::new(TagWaiter::default());
-        self.tag_waiters.borrow_mut().push_back(me.clone());
-        poll_fn(|cx| match me.handed.take() {
+        let mut wait = TagWait {
+            queue: self,
+            me: Rc::new(TagWaiter::default()),
+            done: false,
+        };
+        self.tag_waiters.borrow_mut().push_back(wait.me.clone());
+        let tag = poll_fn(|cx| match wait.me.handed.take() {
             Some(t) => Poll::Ready(t),
             None => {
-                *me.waker.borrow_mut() = Some(cx.waker().clone());
+                *wait.me.waker.borrow_mut() = Some(cx.waker().clone());
                 smartio_platform::waiting::note("a free command tag of an NVMe queue pair");
                 Poll::Pending
             }
         })
-        .await
+        .await;
+        wait.done = true;
+        tag
     }
 
     /// Returns a tag (to the oldest waiter, if any).
