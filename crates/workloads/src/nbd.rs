@@ -25,14 +25,12 @@ use smartio_machine::Machine;
 use smartio_nbd::server::{Answer, Event, Replier};
 use smartio_nbd::wire::transmission_flags;
 use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
-use smartio_platform::{Clock, SimDuration, SimTime};
+use smartio_platform::{Clock, FifoPool, SimDuration, SimTime};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
-use std::future::poll_fn;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// How far the virtual clock runs before requests that arrived meanwhile join and the
@@ -205,7 +203,9 @@ pub enum NbdError {
 pub struct NbdExport {
     machine: Machine,
     backend: Rc<Backend>,
-    pool: Rc<BufferPool>,
+    /// The workload host's I/O buffers, one per queue entry; a request waits for one, in
+    /// arrival order.
+    pool: Rc<FifoPool<Buffer>>,
     cfg: NbdConfig,
     lba_size: u32,
     size: u64,
@@ -277,10 +277,7 @@ impl NbdExport {
         Ok(NbdExport {
             machine: cluster.machine.clone(),
             backend: Rc::new(backend),
-            pool: Rc::new(BufferPool {
-                free: RefCell::new(buffers),
-                waiting: RefCell::new(VecDeque::new()),
-            }),
+            pool: Rc::new(FifoPool::new("an NBD I/O buffer", buffers)),
             cfg: cfg.clone(),
             lba_size: ns.lba_size,
             size,
@@ -572,87 +569,10 @@ impl ServeState {
     }
 }
 
-/// The workload host's I/O buffers, one per queue entry. A request waits for one in arrival
-/// order: a freed buffer goes straight to the longest waiting request, so a stream of new
-/// requests cannot starve an old one.
-struct BufferPool {
-    free: RefCell<Vec<Buffer>>,
-    waiting: RefCell<VecDeque<Rc<Waiter>>>,
-}
-
-/// A request waiting for a buffer: where the buffer is handed over, and whom to wake.
-#[derive(Default)]
-struct Waiter {
-    handed: Cell<Option<Buffer>>,
-    waker: RefCell<Option<Waker>>,
-}
-
-/// A wait for a buffer in progress; dropped unfinished after a buffer was handed to it, it
-/// passes the buffer on.
-struct BufferWait<'a> {
-    pool: &'a BufferPool,
-    me: Rc<Waiter>,
-    done: bool,
-}
-
-impl Drop for BufferWait<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            if let Some(b) = self.me.handed.take() {
-                self.pool.give(b);
-            }
-        }
-    }
-}
-
-impl BufferPool {
-    async fn take(&self) -> Buffer {
-        if self.waiting.borrow().is_empty() {
-            if let Some(b) = self.free.borrow_mut().pop() {
-                return b;
-            }
-        }
-        let mut wait = BufferWait {
-            pool: self,
-            me: Rc::new(Waiter::default()),
-            done: false,
-        };
-        self.waiting.borrow_mut().push_back(wait.me.clone());
-        let buffer = poll_fn(|cx| match wait.me.handed.take() {
-            Some(b) => Poll::Ready(b),
-            None => {
-                *wait.me.waker.borrow_mut() = Some(cx.waker().clone());
-                smartio_platform::waiting::note("an NBD I/O buffer");
-                Poll::Pending
-            }
-        })
-        .await;
-        wait.done = true;
-        buffer
-    }
-
-    fn give(&self, b: Buffer) {
-        // A waiter only the pool still holds was dropped (its request with it): skip it.
-        let next = {
-            let mut waiters = self.waiting.borrow_mut();
-            std::iter::from_fn(|| waiters.pop_front()).find(|w| Rc::strong_count(w) > 1)
-        };
-        match next {
-            Some(w) => {
-                w.handed.set(Some(b));
-                if let Some(waker) = w.waker.borrow_mut().take() {
-                    waker.wake();
-                }
-            }
-            None => self.free.borrow_mut().push(b),
-        }
-    }
-}
-
 /// One request's way through the driver.
 struct Io {
     backend: Rc<Backend>,
-    pool: Rc<BufferPool>,
+    pool: Rc<FifoPool<Buffer>>,
     nsid: u32,
     lba: u64,
     transfer: u64,
@@ -760,7 +680,6 @@ fn errno_of(e: &FioError) -> Errno {
 mod tests {
     use super::*;
     use smartio_devices::nvme::spec::Status;
-    use smartio_platform::PhysAddr;
 
     fn driver(status: Status) -> FioError {
         FioError::Driver(NvmeError::Command {
@@ -796,63 +715,5 @@ mod tests {
         assert_eq!(errno_of(&dist(0x020)), Errno::Perm);
         assert_eq!(errno_of(&dist(0x281)), Errno::Io);
         assert_eq!(errno_of(&FioError::Internal("x")), Errno::Io);
-    }
-
-    /// Polls `f` once with a waker that does nothing.
-    fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-        f.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
-    }
-
-    #[test]
-    fn waiting_requests_get_buffers_oldest_first_and_a_dropped_wait_passes_its_buffer_on() {
-        let pool = BufferPool {
-            free: RefCell::new(vec![Buffer::for_test(PhysAddr(0x1000))]),
-            waiting: RefCell::new(VecDeque::new()),
-        };
-        let mut a = Box::pin(pool.take());
-        let Poll::Ready(first) = poll_once(a.as_mut()) else {
-            panic!("a free buffer is taken at once")
-        };
-        let mut b = Box::pin(pool.take());
-        let mut c = Box::pin(pool.take());
-        assert!(poll_once(b.as_mut()).is_pending());
-        assert!(poll_once(c.as_mut()).is_pending());
-        // A newcomer does not jump the queue when a buffer comes back.
-        pool.give(first);
-        let mut d = Box::pin(pool.take());
-        assert!(poll_once(d.as_mut()).is_pending());
-        // b was handed the buffer but is dropped before it runs: it goes on to c.
-        drop(b);
-        assert_eq!(
-            poll_once(c.as_mut()).map(|x| x.cpu),
-            Poll::Ready(PhysAddr(0x1000))
-        );
-        assert!(poll_once(d.as_mut()).is_pending());
-    }
-
-    #[test]
-    fn a_freed_buffer_goes_to_the_longest_waiting_request() {
-        let pool = BufferPool {
-            free: RefCell::new(Vec::new()),
-            waiting: RefCell::new(VecDeque::new()),
-        };
-        let first = Rc::new(Waiter::default());
-        let second = Rc::new(Waiter::default());
-        let gone = Rc::new(Waiter::default());
-        pool.waiting.borrow_mut().push_back(gone.clone());
-        pool.waiting.borrow_mut().push_back(first.clone());
-        pool.waiting.borrow_mut().push_back(second.clone());
-        drop(gone); // its request was dropped: skipped
-        let b = |cpu| Buffer::for_test(PhysAddr(cpu));
-        pool.give(b(0x1000));
-        assert_eq!(first.handed.take().map(|x| x.cpu), Some(PhysAddr(0x1000)));
-        pool.give(b(0x2000));
-        assert_eq!(second.handed.take().map(|x| x.cpu), Some(PhysAddr(0x2000)));
-        pool.give(b(0x3000));
-        assert_eq!(
-            pool.free.borrow().len(),
-            1,
-            "nobody waits: back to the pool"
-        );
     }
 }

@@ -7,11 +7,9 @@
 use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
 use smartio_host::{DmaBuffer, IrqVector, Mmio};
 use smartio_machine::Agent;
-use smartio_platform::{AccessError, BusAddr, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{AccessError, BusAddr, FifoPool, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 #[derive(Debug, Default)]
@@ -44,36 +42,10 @@ pub struct QueuePair {
     /// it has fetched in all by then (its reported heads' progress, wraps included).
     sq_fetched: Cell<(u16, u64)>,
     tags: RefCell<Vec<Tag>>,
-    free: RefCell<Vec<u16>>,
-    /// Requests waiting for a tag, oldest first (see [`QueuePair::acquire`]).
-    tag_waiters: RefCell<VecDeque<Rc<TagWaiter>>>,
+    /// Free tags; requests wait for one in arrival order.
+    free: FifoPool<u16>,
     /// Per-tag PRP list pages, allocated on first use.
     pub(super) prp_lists: RefCell<Vec<Option<DmaBuffer>>>,
-}
-
-/// A request waiting for a tag: where the tag is handed over, and whom to wake.
-#[derive(Debug, Default)]
-struct TagWaiter {
-    handed: Cell<Option<u16>>,
-    waker: RefCell<Option<Waker>>,
-}
-
-/// A wait for a tag in progress. Dropped unfinished (its request dropped with it) after a tag
-/// was handed to it, it passes the tag on, so no tag is ever lost.
-struct TagWait<'a> {
-    queue: &'a QueuePair,
-    me: Rc<TagWaiter>,
-    done: bool,
-}
-
-impl Drop for TagWait<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            if let Some(tag) = self.me.handed.take() {
-                self.queue.release(tag);
-            }
-        }
-    }
 }
 
 impl QueuePair {
@@ -105,57 +77,25 @@ impl QueuePair {
             phase: Cell::new(true),
             sq_fetched: Cell::new((0, 0)),
             tags: RefCell::new((0..tags).map(|_| Tag::default()).collect()),
-            free: RefCell::new((0..tags).rev().collect()),
-            tag_waiters: RefCell::new(VecDeque::new()),
+            free: FifoPool::new(
+                "a free command tag of an NVMe queue pair",
+                (0..tags).rev().collect(),
+            ),
             prp_lists: RefCell::new(vec![None; tags as usize]),
         }
     }
 
     /// Takes a free tag, waiting for one if all are in use. Waiters are served in arrival
-    /// order: a returned tag goes straight to the oldest (as the kernel's tag wait queues
-    /// do), so requests that keep arriving cannot starve one that waits.
+    /// order (as the kernel's tag wait queues do), so requests that keep arriving cannot
+    /// starve one that waits.
     pub async fn acquire(&self) -> u16 {
-        if self.tag_waiters.borrow().is_empty() {
-            if let Some(t) = self.free.borrow_mut().pop() {
-                return t;
-            }
-        }
-        let mut wait = TagWait {
-            queue: self,
-            me: Rc::new(TagWaiter::default()),
-            done: false,
-        };
-        self.tag_waiters.borrow_mut().push_back(wait.me.clone());
-        let tag = poll_fn(|cx| match wait.me.handed.take() {
-            Some(t) => Poll::Ready(t),
-            None => {
-                *wait.me.waker.borrow_mut() = Some(cx.waker().clone());
-                smartio_platform::waiting::note("a free command tag of an NVMe queue pair");
-                Poll::Pending
-            }
-        })
-        .await;
-        wait.done = true;
-        tag
+        self.free.take().await
     }
 
     /// Returns a tag (to the oldest waiter, if any).
     pub fn release(&self, tag: u16) {
         self.tags.borrow_mut()[tag as usize] = Tag::default();
-        // A waiter only this queue still holds was dropped (its request with it): skip it.
-        let next = {
-            let mut waiters = self.tag_waiters.borrow_mut();
-            std::iter::from_fn(|| waiters.pop_front()).find(|w| Rc::strong_count(w) > 1)
-        };
-        match next {
-            Some(w) => {
-                w.handed.set(Some(tag));
-                if let Some(waker) = w.waker.borrow_mut().take() {
-                    waker.wake();
-                }
-            }
-            None => self.free.borrow_mut().push(tag),
-        }
+        self.free.give(tag);
     }
 
     /// Writes `cmd` (its `cid` set to `tag`) into the next slot and rings the doorbell.

@@ -30,18 +30,6 @@ pub(crate) struct Buffer {
     len: u64,
 }
 
-impl Buffer {
-    /// A buffer at `cpu` (for tests of code that only passes buffers around).
-    #[cfg(test)]
-    pub(crate) fn for_test(cpu: PhysAddr) -> Buffer {
-        Buffer {
-            cpu,
-            offset: 0,
-            len: 0,
-        }
-    }
-}
-
 /// A started backend.
 pub(crate) enum Backend {
     /// The native driver, bound on `os`.
