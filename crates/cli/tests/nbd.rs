@@ -327,6 +327,71 @@ fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
     assert!(!sock.exists(), "the server removes its socket");
 }
 
+#[test]
+fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
+    // A port of this process's own, away from the usual ones.
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let child = Process::new(BIN)
+        .args([
+            "serve",
+            "nbd",
+            "--scenario",
+            "back-to-back",
+            "--host",
+            "borrower",
+        ])
+        .args([
+            "--device",
+            "lender:nvme0",
+            "--size",
+            "1M",
+            "--once",
+            "--stats-every",
+            "1",
+        ])
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let stream = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
+    let mut c = Client::connect(stream, "", true).unwrap();
+    let data = pattern(7, 8192);
+    let w = c.call(Command::Write(data.clone()), 0, 8192).unwrap();
+    assert_eq!(w.result, Ok(vec![]));
+    // Long enough for a report of the figures so far.
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = c.call(Command::Read, 0, 8192).unwrap();
+    assert_eq!(r.result, Ok(data));
+    c.disconnect().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("at nbd://127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("1 requests: 0 reads (0.0 MiB), 1 writes"),
+        "a report while serving:\n{stdout}"
+    );
+    assert!(stdout.contains("2 requests: 1 reads"), "{stdout}");
+}
+
 /// A script of the README's `bash` block that starts with `marker`.
 fn readme_script(marker: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");

@@ -60,12 +60,22 @@ fn code_spans(text: &str) -> Vec<String> {
 fn readme_examples(text: &str) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = Vec::new();
     let mut in_sh = false;
+    let mut first = false;
     for line in text.lines() {
         let t = line.trim();
         if t.starts_with("```") {
             in_sh = !in_sh && (t == "```sh" || t == "```bash");
+            first = true;
             continue;
         }
+        // A script whose first line says which test runs it (a server and its clients
+        // together) is that test's business; `scripts_are_run_by_the_tests_they_name`
+        // checks the test exists and names the script.
+        if in_sh && first && script_runner(t).is_some() {
+            in_sh = false;
+            continue;
+        }
+        first = false;
         if in_sh {
             if let Some(args) = command_args(t) {
                 out.push(args);
@@ -88,6 +98,34 @@ fn readme_examples(text: &str) -> Vec<Vec<String>> {
         fresh
     });
     out
+}
+
+/// For a script's first line `# MARKER (run by crates/cli/tests/FILE.rs)`: the marker and
+/// the test file.
+fn script_runner(first_line: &str) -> Option<(&str, &str)> {
+    let rest = first_line.strip_prefix("# ")?;
+    let (marker, runner) = rest.split_once(" (run by ")?;
+    Some((marker, runner.strip_suffix(')')?))
+}
+
+#[test]
+fn scripts_are_run_by_the_tests_they_name() {
+    let text = readme();
+    let scripts: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| script_runner(l.trim()))
+        .collect();
+    assert!(scripts.len() >= 2, "the README's NBD scripts are marked");
+    for (marker, runner) in scripts {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(runner);
+        let test = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{runner}: {e}"));
+        assert!(
+            test.contains(&format!("readme_script(\"# {marker}")),
+            "{runner} does not run the README's script {marker:?}"
+        );
+    }
 }
 
 struct Outcome {
