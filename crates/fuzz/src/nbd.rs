@@ -4,9 +4,10 @@
 //!
 //! Checked: the server greets with the newstyle magic; every request the export's check lets
 //! through lies inside the export, is aligned to its blocks and within its largest payload
-//! (a write carries exactly its length); every reply carries its request's cookie, a read's
-//! structured reply carries its data at its offset, and what was written reads back (the
-//! byte array is the reference).
+//! (a write carries exactly its length); every reply carries its request's cookie and a
+//! read's structured reply its data at its offset. The byte array answers the requests (it
+//! is the device here, not a reference to check against); the connection's own loop
+//! (`server::connection`) is not driven yet.
 
 use crate::Outcome;
 use smartio_nbd::wire::{read_request, transmission_flags, write_reply, Outcome as Answer};
