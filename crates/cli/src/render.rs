@@ -415,6 +415,21 @@ pub fn pio_table(samples: &[smartio_workloads::PioSample]) -> Table {
     t
 }
 
+/// fio's two latency lines (min, mean, max; percentiles), in microseconds.
+pub fn latency_lines(l: &smartio_workloads::fio::LatencyNs) -> String {
+    let us = |ns: f64| ns / 1000.0;
+    format!(
+        "  lat (usec): min={:.2}, avg={:.2}, max={:.2}\n  lat percentiles (usec): 50.00th=[{:.2}], 90.00th=[{:.2}], 99.00th=[{:.2}], 99.90th=[{:.2}]\n",
+        us(l.min),
+        us(l.mean),
+        us(l.max),
+        us(l.p50),
+        us(l.p90),
+        us(l.p99),
+        us(l.p999)
+    )
+}
+
 /// A fio-style summary of a block workload.
 pub fn fio_summary(scenario: &str, r: &smartio_workloads::FioResult) -> String {
     let mut out = String::new();
@@ -435,21 +450,7 @@ pub fn fio_summary(scenario: &str, r: &smartio_workloads::FioResult) -> String {
         r.writes,
         r.runtime_ns / 1e6
     ));
-    let us = |ns: f64| ns / 1000.0;
-    let l = &r.lat_ns;
-    out.push_str(&format!(
-        "  lat (usec): min={:.2}, avg={:.2}, max={:.2}\n",
-        us(l.min),
-        us(l.mean),
-        us(l.max)
-    ));
-    out.push_str(&format!(
-        "  lat percentiles (usec): 50.00th=[{:.2}], 90.00th=[{:.2}], 99.00th=[{:.2}], 99.90th=[{:.2}]\n",
-        us(l.p50),
-        us(l.p90),
-        us(l.p99),
-        us(l.p999)
-    ));
+    out.push_str(&latency_lines(&r.lat_ns));
     if r.verified_bytes > 0 {
         out.push_str(&format!(
             "  verify: {} bytes read back equal to what was written\n",

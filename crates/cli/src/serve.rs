@@ -6,6 +6,7 @@ use crate::commands::{announce_backing, check_backing, fio_method};
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_nbd::Listener;
+use smartio_workloads::fio::LatencyNs;
 use smartio_workloads::nbd::{NbdConfig, NbdExport, NbdStats, ServeControl, MAX_DEPTH, MAX_QUEUES};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -163,21 +164,12 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
 
 /// The figures: virtual time first, then wall time, each saying which it is.
 fn render(s: &NbdStats) -> String {
-    let us = |ns: u64| ns as f64 / 1000.0;
-    let lat = |h: &hdrhistogram::Histogram<u64>| {
-        if h.is_empty() {
-            return "  lat (usec): no requests\n".to_string();
+    let lat = |r: &smartio_workloads::LatencyRecorder| {
+        if r.count() == 0 {
+            "  lat (usec): no requests\n".to_string()
+        } else {
+            crate::render::latency_lines(&LatencyNs::of(r))
         }
-        format!(
-            "  lat (usec): min={:.2}, avg={:.2}, p50={:.2}, p90={:.2}, p99={:.2}, p99.9={:.2}, max={:.2}\n",
-            us(h.min()),
-            h.mean() / 1000.0,
-            us(h.value_at_quantile(0.5)),
-            us(h.value_at_quantile(0.9)),
-            us(h.value_at_quantile(0.99)),
-            us(h.value_at_quantile(0.999)),
-            us(h.max())
-        )
     };
     let ops = s.ops();
     let rate = |secs: f64| if secs > 0.0 { ops as f64 / secs } else { 0.0 };
@@ -202,12 +194,12 @@ fn render(s: &NbdStats) -> String {
         vsecs * 1e3,
         rate(vsecs)
     ));
-    out.push_str(&lat(&s.virtual_ns));
+    out.push_str(&lat(&s.virtual_latency));
     out.push_str(&format!(
         "wall time (this machine's clock, first request to last reply, as the server saw them): {:.3} s, IOPS={:.0}\n",
         wsecs,
         rate(wsecs)
     ));
-    out.push_str(&lat(&s.wall_ns));
+    out.push_str(&lat(&s.wall_latency));
     out
 }

@@ -26,6 +26,21 @@ struct Ended {
     stderr: String,
 }
 
+/// `smartio serve nbd` for borrower's view of lender:nvme0 on back-to-back.
+fn serve_nbd() -> Process {
+    let mut p = Process::new(BIN);
+    p.args([
+        "serve",
+        "nbd",
+        "--scenario",
+        "back-to-back",
+        "--host",
+        "borrower",
+    ])
+    .args(["--device", "lender:nvme0"]);
+    p
+}
+
 fn dir(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nbd-{name}"));
     let _ = std::fs::remove_dir_all(&d);
@@ -34,19 +49,11 @@ fn dir(name: &str) -> PathBuf {
 }
 
 impl Server {
-    /// `smartio serve nbd` for borrower's view of lender:nvme0 on back-to-back, plus `extra`.
+    /// [`serve_nbd`] on a socket of its own, plus `extra`.
     fn start(name: &str, extra: &[&str]) -> Server {
         let sock = dir(name).join("s.sock");
-        let child = Process::new(BIN)
-            .args([
-                "serve",
-                "nbd",
-                "--scenario",
-                "back-to-back",
-                "--host",
-                "borrower",
-            ])
-            .args(["--device", "lender:nvme0", "--socket"])
+        let child = serve_nbd()
+            .arg("--socket")
             .arg(&sock)
             .args(extra)
             .stdout(Stdio::piped())
@@ -296,16 +303,8 @@ fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
         c.call(Command::Read, 0, 512).unwrap().result,
         Ok(vec![0; 512])
     );
-    let second = Process::new(BIN)
-        .args([
-            "serve",
-            "nbd",
-            "--scenario",
-            "back-to-back",
-            "--host",
-            "borrower",
-        ])
-        .args(["--device", "lender:nvme0", "--socket"])
+    let second = serve_nbd()
+        .arg("--socket")
         .arg(&first.sock)
         .output()
         .unwrap();
@@ -331,24 +330,8 @@ fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
 fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
     // A port of this process's own, away from the usual ones.
     let port = 20_000 + (std::process::id() % 20_000) as u16;
-    let child = Process::new(BIN)
-        .args([
-            "serve",
-            "nbd",
-            "--scenario",
-            "back-to-back",
-            "--host",
-            "borrower",
-        ])
-        .args([
-            "--device",
-            "lender:nvme0",
-            "--size",
-            "1M",
-            "--once",
-            "--stats-every",
-            "1",
-        ])
+    let child = serve_nbd()
+        .args(["--size", "1M", "--once", "--stats-every", "1"])
         .args(["--port", &port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -83,7 +83,7 @@ pub(crate) struct Core {
     /// entry, a driver's buffer) is routed once. Invariant: emptied whenever the fabric
     /// changes ([`Core::fabric_changed`]); at most [`ROUTE_CACHE_ENTRIES`] entries, so that
     /// memory does not grow with a run's length.
-    route_cache: FxHashMap<(Requester, u64, u64, Access), Vec<Segment>>,
+    route_cache: FxHashMap<(Requester, u64, u64, Access), Rc<[Segment]>>,
     /// Whether a CPU's access lands in its own host's RAM without crossing a link, by host,
     /// address and length ([`Core::local_memory`]); kept like `route_cache`.
     local_cache: FxHashMap<(HostId, u64, u64), Option<PhysAddr>>,
@@ -341,12 +341,12 @@ impl Core {
         addr: BusAddr,
         len: u64,
         access: Access,
-    ) -> Result<Vec<Segment>, AccessError> {
+    ) -> Result<Rc<[Segment]>, AccessError> {
         let key = (requester, addr.get(), len, access);
         if let Some(hit) = self.route_cache.get(&key) {
             return Ok(hit.clone());
         }
-        let segments = self.route_segments(requester, addr, len, access)?;
+        let segments: Rc<[Segment]> = self.route_segments(requester, addr, len, access)?.into();
         if self.route_cache.len() >= ROUTE_CACHE_ENTRIES {
             self.route_cache.clear();
         }
@@ -467,7 +467,7 @@ impl Core {
         &mut self,
         kind: TxnKind,
         requester: Requester,
-        segments: Vec<Segment>,
+        segments: Rc<[Segment]>,
         data: Vec<u8>,
         start: SimTime,
     ) -> u32 {

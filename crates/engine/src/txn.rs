@@ -128,8 +128,8 @@ pub struct Txn {
     pub kind: TxnKind,
     /// Who issued it.
     pub requester: Requester,
-    /// Where it lands, in order.
-    pub segments: Vec<Segment>,
+    /// Where it lands, in order (shared with the route cache).
+    pub segments: Rc<[Segment]>,
     /// Write data, or the read buffer being filled.
     pub data: Vec<u8>,
     /// Next segment to issue from.

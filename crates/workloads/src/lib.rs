@@ -76,5 +76,5 @@ pub use share::{
 pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};
 pub use smartio_smartio::DeviceInfo;
-pub use stats::LatencySummary;
+pub use stats::{LatencyRecorder, LatencySummary};
 pub use topo_bench::{bench_topo, TopoBenchError, TopoBenchResult};

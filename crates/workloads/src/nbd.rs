@@ -17,7 +17,7 @@
 use crate::booted::run_workload;
 use crate::fio::backend::{Backend, Buffer, ClientBench};
 use crate::fio::{bind_nvme, nvme_host, FioError, FioMethod};
-use hdrhistogram::Histogram;
+use crate::stats::LatencyRecorder;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
@@ -138,16 +138,16 @@ pub struct NbdStats {
     pub virtual_elapsed: SimDuration,
     /// Wall time from the first request to the last reply.
     pub wall_elapsed: Duration,
-    /// Per request, virtual latency in ns.
-    pub virtual_ns: Histogram<u64>,
-    /// Per request, wall latency in ns (socket to reply queued: what the client waits,
-    /// less its own stack).
-    pub wall_ns: Histogram<u64>,
+    /// Per request, virtual latency (ps).
+    pub virtual_latency: LatencyRecorder,
+    /// Per request, wall latency (ps; socket to reply queued: what the client waits, less
+    /// its own stack).
+    pub wall_latency: LatencyRecorder,
 }
 
 impl NbdStats {
-    fn new() -> Result<NbdStats, hdrhistogram::errors::CreationError> {
-        Ok(NbdStats {
+    fn new() -> NbdStats {
+        NbdStats {
             connections: 0,
             reads: 0,
             writes: 0,
@@ -159,9 +159,9 @@ impl NbdStats {
             failed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
-            virtual_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)?,
-            wall_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)?,
-        })
+            virtual_latency: LatencyRecorder::new(),
+            wall_latency: LatencyRecorder::new(),
+        }
     }
 
     /// Requests done (not refused).
@@ -210,7 +210,6 @@ pub struct NbdExport {
     lba_size: u32,
     size: u64,
     transfer: u64,
-    model: String,
     next_queue: Cell<usize>,
 }
 
@@ -273,7 +272,6 @@ impl NbdExport {
             }
             Some(s) => s,
         };
-        let model = backend.model();
         Ok(NbdExport {
             machine: cluster.machine.clone(),
             backend: Rc::new(backend),
@@ -282,7 +280,6 @@ impl NbdExport {
             lba_size: ns.lba_size,
             size,
             transfer,
-            model,
             next_queue: Cell::new(0),
         })
     }
@@ -303,7 +300,7 @@ impl NbdExport {
                 "namespace {} of {} ({}) as {} sees it, {} driver",
                 self.cfg.nsid,
                 self.cfg.device,
-                self.model,
+                self.backend.model(),
                 self.cfg.host,
                 self.cfg.method.name()
             ),
@@ -332,7 +329,7 @@ impl NbdExport {
         mut report: impl FnMut(&NbdStats),
     ) -> Result<NbdStats, NbdError> {
         let state = Rc::new(ServeState {
-            stats: RefCell::new(NbdStats::new().map_err(FioError::from)?),
+            stats: RefCell::new(NbdStats::new()),
             in_flight: Cell::new(0),
             first: Cell::new(None),
             last: Cell::new(None),
@@ -484,32 +481,32 @@ impl NbdExport {
         let cpu = self.backend.os().cpu();
         self.machine.spawn(async move {
             let t0 = cpu.now();
-            let (cookie, offset, len) = (request.cookie, request.offset, request.len);
-            let name = request.command.name();
+            let (cookie, offset, len) = (request.cookie, request.offset, u64::from(request.len));
+            let kind = Kind::of(&request.command);
             let outcome = io.run(request).await;
-            let virtual_ns = (cpu.now().since(t0).as_ps() / 1000).max(1);
-            if let Outcome::Failed(errno, message) = &outcome {
-                eprintln!(
-                    "nbd: connection {conn}: {name} of {len} bytes at {offset} failed, answered {}: {message}",
-                    errno.name()
-                );
-            }
             {
                 let mut s = state.stats.borrow_mut();
-                match (&outcome, name.as_str()) {
-                    (Outcome::Failed(..), _) => s.failed += 1,
-                    (_, "NBD_CMD_READ") => {
+                match (&outcome, kind) {
+                    (Outcome::Failed(errno, message), _) => {
+                        s.failed += 1;
+                        eprintln!(
+                            "nbd: connection {conn}: {} of {len} bytes at {offset} failed, answered {}: {message}",
+                            kind.name(),
+                            errno.name()
+                        );
+                    }
+                    (_, Kind::Read) => {
                         s.reads += 1;
-                        s.bytes_read += u64::from(len);
+                        s.bytes_read += len;
                     }
-                    (_, "NBD_CMD_WRITE") => {
+                    (_, Kind::Write) => {
                         s.writes += 1;
-                        s.bytes_written += u64::from(len);
+                        s.bytes_written += len;
                     }
-                    (_, "NBD_CMD_FLUSH") => s.flushes += 1,
-                    _ => s.zeroes += 1,
+                    (_, Kind::Flush) => s.flushes += 1,
+                    (_, Kind::WriteZeroes) => s.zeroes += 1,
                 }
-                let _ = s.virtual_ns.record(virtual_ns);
+                s.virtual_latency.record(cpu.now().since(t0).as_ps());
             }
             // Sent with the others that finish in this slice (see `flush`).
             state
@@ -521,6 +518,36 @@ impl NbdExport {
                 .push(((cookie, offset, outcome), received));
             state.in_flight.set(state.in_flight.get() - 1);
         });
+    }
+}
+
+/// What a request the export takes is, for the figures (its data moved away with it).
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Read,
+    Write,
+    Flush,
+    WriteZeroes,
+}
+
+impl Kind {
+    /// The connection's check lets only these through; anything else fails in `Io::run`.
+    fn of(command: &Command) -> Kind {
+        match command {
+            Command::Read => Kind::Read,
+            Command::Write(_) => Kind::Write,
+            Command::Flush => Kind::Flush,
+            _ => Kind::WriteZeroes,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Read => "NBD_CMD_READ",
+            Kind::Write => "NBD_CMD_WRITE",
+            Kind::Flush => "NBD_CMD_FLUSH",
+            Kind::WriteZeroes => "NBD_CMD_WRITE_ZEROES",
+        }
     }
 }
 
@@ -557,10 +584,10 @@ impl ServeState {
         for (_, (replier, answers)) in outbox {
             let mut batch = Vec::with_capacity(answers.len());
             for (answer, received) in answers {
-                let ns = now.duration_since(received).as_nanos();
-                let _ = stats
-                    .wall_ns
-                    .record(u64::try_from(ns).unwrap_or(u64::MAX).max(1));
+                let ps = now.duration_since(received).as_nanos().saturating_mul(1000);
+                stats
+                    .wall_latency
+                    .record(u64::try_from(ps).unwrap_or(u64::MAX));
                 batch.push(answer);
             }
             replier.send_all(batch);

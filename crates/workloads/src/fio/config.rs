@@ -194,6 +194,26 @@ pub struct LatencyNs {
     pub max: f64,
 }
 
+impl LatencyNs {
+    /// The figures of `r`'s samples (recorded in picoseconds); all 0 when empty.
+    pub fn of(r: &crate::stats::LatencyRecorder) -> LatencyNs {
+        let ns = |ps: u64| ps as f64 / 1000.0;
+        LatencyNs {
+            min: ns(r.min()),
+            mean: if r.count() > 0 {
+                r.sum() as f64 / r.count() as f64 / 1000.0
+            } else {
+                0.0
+            },
+            p50: ns(r.percentile(50.0)),
+            p90: ns(r.percentile(90.0)),
+            p99: ns(r.percentile(99.0)),
+            p999: ns(r.percentile(99.9)),
+            max: ns(r.max()),
+        }
+    }
+}
+
 /// What a run measured.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FioResult {
