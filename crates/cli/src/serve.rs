@@ -178,13 +178,14 @@ fn render(s: &NbdStats) -> String {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let mut out = String::new();
     out.push_str(&format!(
-        "{ops} requests: {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} write-zeroes; {} refused, {} failed; {} connections\n",
+        "{ops} requests: {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} write-zeroes, {} trims; {} refused, {} failed; {} connections\n",
         s.reads,
         mib(s.bytes_read),
         s.writes,
         mib(s.bytes_written),
         s.flushes,
         s.zeroes,
+        s.trims,
         s.refused,
         s.failed,
         s.connections

@@ -127,6 +127,7 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     let f = c.flags;
     assert_ne!(f & transmission_flags::SEND_FLUSH, 0);
     assert_ne!(f & transmission_flags::SEND_WRITE_ZEROES, 0);
+    assert_ne!(f & transmission_flags::SEND_TRIM, 0);
     assert_eq!(f & transmission_flags::READ_ONLY, 0);
 
     // 384 KiB: three transfers of the controller's MDTS (128 KiB).
@@ -153,6 +154,19 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     assert_eq!(r[..64 << 10], data[..64 << 10]);
     assert!(r[64 << 10..128 << 10].iter().all(|&b| b == 0));
     assert_eq!(r[128 << 10..], data[128 << 10..]);
+    // A trim deallocates (Dataset Management): those blocks read as zeroes after.
+    let t = c
+        .call(Command::Trim, (1 << 20) + (256 << 10), 8 << 10)
+        .unwrap();
+    assert_eq!(t.result, Ok(vec![]));
+    let r = c
+        .call(Command::Read, (1 << 20) + (248 << 10), 24 << 10)
+        .unwrap()
+        .result
+        .unwrap();
+    assert_eq!(r[..8 << 10], data[248 << 10..256 << 10]);
+    assert!(r[8 << 10..16 << 10].iter().all(|&b| b == 0));
+    assert_eq!(r[16 << 10..], data[264 << 10..272 << 10]);
     assert_eq!(c.call(Command::Flush, 0, 0).unwrap().result, Ok(vec![]));
 
     // Refused, with the errors the specification names (and a message for the user).
@@ -165,8 +179,14 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     assert_eq!(errno(&past), Some(Errno::NoSpc.code()));
     let odd = c.call(Command::Read, 100, 512).unwrap();
     assert_eq!(errno(&odd), Some(Errno::Inval.code()));
-    let trim = c.call(Command::Trim, 0, 512).unwrap();
-    assert_eq!(errno(&trim), Some(Errno::Inval.code()));
+    let trim = c.call(Command::Trim, (64 << 20) - 512, 1024).unwrap();
+    assert_eq!(
+        errno(&trim),
+        Some(Errno::Inval.code()),
+        "a trim past the end"
+    );
+    let cache = c.call(Command::Cache, 0, 512).unwrap();
+    assert_eq!(errno(&cache), Some(Errno::Inval.code()), "not offered");
 
     // Sixteen reads at once: every one answered, each by its cookie.
     let mut sent: Vec<u64> = (0..16)
@@ -192,7 +212,9 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     let r = d
         .call(Command::Read, (1 << 20) + (128 << 10), 256 << 10)
         .unwrap();
-    assert!(r.result.is_ok_and(|v| v == data[128 << 10..]));
+    let mut expected = data[128 << 10..].to_vec();
+    expected[128 << 10..136 << 10].fill(0); // trimmed above
+    assert!(r.result.is_ok_and(|v| v == expected));
 
     // A client that writes, is answered, sends another write and vanishes: what was
     // acknowledged is there for the next client.
@@ -219,9 +241,9 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
         "{}",
         end.stdout
     );
-    assert!(end.stdout.contains("4 refused"), "{}", end.stdout);
+    assert!(end.stdout.contains("5 refused"), "{}", end.stdout);
     assert!(
-        end.stdout.contains("1 flushes, 1 write-zeroes"),
+        end.stdout.contains("1 flushes, 1 write-zeroes, 1 trims"),
         "{}",
         end.stdout
     );
@@ -245,6 +267,8 @@ fn a_read_only_export_refuses_writes_with_eperm_and_reads() {
     assert_eq!(errno(&w), Some(Errno::Perm.code()));
     let z = c.call(Command::WriteZeroes, 0, 4096).unwrap();
     assert_eq!(errno(&z), Some(Errno::Perm.code()));
+    let t = c.call(Command::Trim, 0, 4096).unwrap();
+    assert_eq!(errno(&t), Some(Errno::Perm.code()));
     let r = c.call(Command::Read, 0, 4096).unwrap();
     assert_eq!(r.result, Ok(vec![0; 4096]), "never written: zeroes");
     c.disconnect().unwrap();
@@ -281,6 +305,13 @@ fn a_client_of_the_distributed_driver_serves_the_same_requests() {
         c.call(Command::WriteZeroes, 4 << 20, 4096).unwrap().result,
         Ok(vec![])
     );
+    // The client's deallocation range goes through its own PRP-list segment.
+    assert_eq!(
+        c.call(Command::Trim, (4 << 20) + (128 << 10), 64 << 10)
+            .unwrap()
+            .result,
+        Ok(vec![])
+    );
     assert_eq!(c.call(Command::Flush, 0, 0).unwrap().result, Ok(vec![]));
     let r = c
         .call(Command::Read, 4 << 20, 256 << 10)
@@ -288,7 +319,9 @@ fn a_client_of_the_distributed_driver_serves_the_same_requests() {
         .result
         .unwrap();
     assert!(r[..4096].iter().all(|&b| b == 0));
-    assert_eq!(r[4096..], data[4096..]);
+    assert_eq!(r[4096..128 << 10], data[4096..128 << 10]);
+    assert!(r[128 << 10..192 << 10].iter().all(|&b| b == 0));
+    assert_eq!(r[192 << 10..], data[192 << 10..]);
     c.disconnect().unwrap();
     let end = server.wait();
     assert!(end.status.success(), "{}", end.stderr);

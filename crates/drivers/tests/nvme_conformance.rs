@@ -6,6 +6,8 @@
 mod common;
 use common::nvme::*;
 use common::pattern;
+use smartio_devices::nvme::spec::io::DsmRange;
+use smartio_devices::nvme::spec::IoCommand;
 use smartio_platform::pci;
 
 // ---------------------------------------------------------------------------------------
@@ -39,9 +41,9 @@ fn identify_controller_reports_the_controller() {
         let serial = String::from_utf8_lossy(&d[id_ctrl::SN..id_ctrl::SN + 20]);
         assert!(serial.starts_with("SMARTIO"), "SN {serial:?}");
         assert_eq!(
-            le16(&d, id_ctrl::ONCS) & (1 << 3),
-            1 << 3,
-            "ONCS Write Zeroes"
+            le16(&d, id_ctrl::ONCS) & (1 << 2 | 1 << 3),
+            1 << 2 | 1 << 3,
+            "ONCS Dataset Management and Write Zeroes"
         );
         assert_eq!(ctx.dev.info().max_transfer, 128 << 10);
     });
@@ -60,6 +62,11 @@ fn identify_namespace_reports_size_and_lba_format() {
         assert_eq!(d[id_ns::NLBAF], 0, "NLBAF");
         assert_eq!(d[id_ns::FLBAS] & 0xf, 0, "FLBAS");
         assert_eq!((le32(&d, id_ns::LBAF0) >> 16) & 0xff, 9, "LBAF0.LBADS");
+        assert_eq!(
+            d[id_ns::DLFEAT] & 0b111,
+            0b001,
+            "DLFEAT: deallocated blocks read as zeroes"
+        );
     });
 }
 
@@ -940,6 +947,84 @@ fn write_zeroes_reads_back_zero_and_spares_neighbours() {
             c.status,
             Status::LBA_OUT_OF_RANGE,
             "write zeroes past the end"
+        );
+    });
+}
+
+#[test]
+fn dataset_management_deallocates_its_ranges_and_checks_them_all_first() {
+    run("dsm", Setup::default(), |ctx| async move {
+        let data = pattern(5, 16 * 512);
+        let buf = ctx.dma(2 * PAGE_SIZE);
+        ctx.fill(&buf, 0, &data).await;
+        let c = ctx
+            .io(rw(
+                io::WRITE,
+                1,
+                64,
+                16,
+                buf.bus.get(),
+                buf.bus.get() + PAGE_SIZE,
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "write");
+        let list = ctx.dma(PAGE_SIZE);
+        let dsm = |ranges: &[(u64, u32)], deallocate: bool| {
+            let bytes: Vec<u8> = ranges
+                .iter()
+                .flat_map(|&(slba, blocks)| DsmRange { slba, blocks }.encode())
+                .collect();
+            let cmd = Command::from(IoCommand::DatasetManagement {
+                nsid: 1,
+                ranges: ranges.len() as u16,
+                deallocate,
+            })
+            .with_prps(list.bus.get(), 0);
+            (bytes, cmd)
+        };
+        // Hints alone change nothing; a range past the end fails the whole command, and
+        // the range before it is left alone too.
+        for (ranges, deallocate, status) in [
+            (&[(64, 16)][..], false, Status::SUCCESS),
+            (
+                &[(66, 2), (BLOCKS_64M - 1, 2)][..],
+                true,
+                Status::LBA_OUT_OF_RANGE,
+            ),
+        ] {
+            let (bytes, cmd) = dsm(ranges, deallocate);
+            ctx.fill(&list, 0, &bytes).await;
+            assert_eq!(ctx.io(cmd).await.status, status, "{ranges:?}");
+        }
+        let (bytes, cmd) = dsm(&[(66, 2), (72, 3)], true);
+        ctx.fill(&list, 0, &bytes).await;
+        assert_eq!(ctx.io(cmd).await.status, Status::SUCCESS, "deallocate");
+        let out = ctx.dma(2 * PAGE_SIZE);
+        let c = ctx
+            .io(rw(
+                io::READ,
+                1,
+                64,
+                16,
+                out.bus.get(),
+                out.bus.get() + PAGE_SIZE,
+            ))
+            .await;
+        assert_eq!(c.status, Status::SUCCESS, "read");
+        let mut expected = data.clone();
+        expected[2 * 512..4 * 512].fill(0);
+        expected[8 * 512..11 * 512].fill(0);
+        assert_bytes(
+            &ctx.fetch(&out, 0, 16 * 512).await,
+            &expected,
+            "after deallocation",
+        );
+        let (_, cmd) = dsm(&[(0, 1)], true);
+        let wrong_ns = Command { nsid: 2, ..cmd };
+        assert_eq!(
+            ctx.io(wrong_ns).await.status,
+            Status::INVALID_NAMESPACE,
+            "namespace 2"
         );
     });
 }

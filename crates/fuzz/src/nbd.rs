@@ -46,7 +46,9 @@ fn export() -> Export {
         name: "fuzz".into(),
         description: "a byte array".into(),
         size: SIZE,
-        flags: transmission_flags::SEND_FLUSH | transmission_flags::SEND_WRITE_ZEROES,
+        flags: transmission_flags::SEND_FLUSH
+            | transmission_flags::SEND_WRITE_ZEROES
+            | transmission_flags::SEND_TRIM,
         block: BlockSizes {
             minimum: 512,
             preferred: 4096,
@@ -123,7 +125,7 @@ pub fn nbd_requests(data: &[u8]) -> Outcome {
                         disk[at..at + len].copy_from_slice(bytes);
                         Answer::Done(None)
                     }
-                    Command::WriteZeroes => {
+                    Command::WriteZeroes | Command::Trim => {
                         disk[at..at + len].fill(0);
                         Answer::Done(None)
                     }

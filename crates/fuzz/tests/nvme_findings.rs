@@ -72,6 +72,19 @@ impl Ops {
         self.0.extend([7, 0, 0, 4, 2, 100, 2, 7, 4, 1]);
         self
     }
+    /// A read of 8 blocks at LBA 100 on the first I/O queue.
+    fn read(mut self) -> Self {
+        self.0.extend([7, 0, 1, 4, 2, 100, 2, 7, 4, 0]);
+        self
+    }
+    /// A Dataset Management on the first I/O queue whose list names `ranges` (1..=4)
+    /// contiguous ranges of `blocks` (1..=16) blocks from `slba`, deallocating them or
+    /// (`deallocate` false) carrying only hints.
+    fn dataset_management(mut self, slba: u8, blocks: u8, ranges: u8, deallocate: bool) -> Self {
+        let seed = (ranges - 1) | if deallocate { 0 } else { 4 };
+        self.0.extend([7, 0, 7, 4, 2, slba, 2, blocks - 1, 4, seed]);
+        self
+    }
 }
 
 #[test]
@@ -182,4 +195,28 @@ fn a_completion_queue_head_beyond_the_tail_is_an_invalid_doorbell_write() {
         .doorbell(3, 5);
     let out = nvme_commands(&ops.0);
     assert!(out.detail.contains("1 events"), "{}", out.detail);
+}
+
+#[test]
+fn deallocated_blocks_read_back_as_zeroes_and_their_neighbours_keep_their_data() {
+    // The harness checks the read against its model: blocks 102..106 zero (two ranges of
+    // two), 100, 101, 106 and 107 the write's pattern; hints alone change nothing.
+    let ops = Ops::default()
+        .enable(4, 4)
+        .create_cq(1)
+        .create_sq(1, 1)
+        .write()
+        .wait_us(50)
+        .dataset_management(100, 8, 1, false)
+        .dataset_management(102, 2, 2, true)
+        .wait_us(50)
+        .read()
+        .wait_us(100);
+    let out = nvme_commands(&ops.0);
+    assert!(out.detail.contains("1 reads verified"), "{}", out.detail);
+    assert!(
+        out.detail.contains("Successful Completion x6"),
+        "{}",
+        out.detail
+    );
 }

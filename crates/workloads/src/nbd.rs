@@ -118,7 +118,7 @@ impl NbdConfig {
 pub struct NbdStats {
     /// Connections that completed the handshake.
     pub connections: u64,
-    /// Reads, writes, flushes and write-zeroes done.
+    /// Reads, writes, flushes, write-zeroes and trims done.
     pub reads: u64,
     /// See `reads`.
     pub writes: u64,
@@ -126,6 +126,8 @@ pub struct NbdStats {
     pub flushes: u64,
     /// See `reads`.
     pub zeroes: u64,
+    /// See `reads`.
+    pub trims: u64,
     /// Bytes read and written.
     pub bytes_read: u64,
     /// See `bytes_read`.
@@ -153,6 +155,7 @@ impl NbdStats {
             writes: 0,
             flushes: 0,
             zeroes: 0,
+            trims: 0,
             bytes_read: 0,
             bytes_written: 0,
             refused: 0,
@@ -166,7 +169,7 @@ impl NbdStats {
 
     /// Requests done (not refused).
     pub fn ops(&self) -> u64 {
-        self.reads + self.writes + self.flushes + self.zeroes
+        self.reads + self.writes + self.flushes + self.zeroes + self.trims
     }
 }
 
@@ -289,6 +292,7 @@ impl NbdExport {
     pub fn export(&self) -> Export {
         let mut flags = transmission_flags::SEND_FLUSH
             | transmission_flags::SEND_WRITE_ZEROES
+            | transmission_flags::SEND_TRIM
             // No cache in the server: every connection's writes reach the same controller.
             | transmission_flags::CAN_MULTI_CONN;
         if self.cfg.read_only {
@@ -505,6 +509,7 @@ impl NbdExport {
                     }
                     (_, Kind::Flush) => s.flushes += 1,
                     (_, Kind::WriteZeroes) => s.zeroes += 1,
+                    (_, Kind::Trim) => s.trims += 1,
                 }
                 s.virtual_latency.record(cpu.now().since(t0).as_ps());
             }
@@ -528,6 +533,7 @@ enum Kind {
     Write,
     Flush,
     WriteZeroes,
+    Trim,
 }
 
 impl Kind {
@@ -537,6 +543,7 @@ impl Kind {
             Command::Read => Kind::Read,
             Command::Write(_) => Kind::Write,
             Command::Flush => Kind::Flush,
+            Command::Trim => Kind::Trim,
             _ => Kind::WriteZeroes,
         }
     }
@@ -547,6 +554,7 @@ impl Kind {
             Kind::Write => "NBD_CMD_WRITE",
             Kind::Flush => "NBD_CMD_FLUSH",
             Kind::WriteZeroes => "NBD_CMD_WRITE_ZEROES",
+            Kind::Trim => "NBD_CMD_TRIM",
         }
     }
 }
@@ -663,6 +671,11 @@ impl Io {
                 }
                 Ok(None)
             }
+            Command::Trim => {
+                // One deallocation range holds up to 2^32 - 1 blocks: any NBD length fits.
+                self.submit(BlockOp::Deallocate, offset, len, buf).await?;
+                Ok(None)
+            }
             // The connection's check lets nothing else through.
             _ => Err(FioError::Internal("a request the export does not offer")),
         }
@@ -675,7 +688,7 @@ impl Io {
         len: u64,
         buf: Buffer,
     ) -> Result<(), FioError> {
-        // Aligned by the connection's check; at most 65,536 blocks by the callers.
+        // Aligned by the connection's check; within `op.max_blocks()` by the callers.
         let blocks = u32::try_from(len / self.lba).unwrap_or(u32::MAX);
         self.backend
             .submit(self.job, op, self.nsid, offset / self.lba, blocks, buf)

@@ -111,6 +111,7 @@ impl NvmeController {
                 }
                 d[id_ns::NLBAF] = 0;
                 d[id_ns::FLBAS] = 0;
+                d[id_ns::DLFEAT] = 0b001;
                 let lbads = self.config.lba_size.trailing_zeros();
                 d[id_ns::LBAF0..id_ns::LBAF0 + 4].copy_from_slice(&(lbads << 16).to_le_bytes());
             }
@@ -148,7 +149,7 @@ impl NvmeController {
         d[id_ctrl::CQES] = 0x44;
         d[514..516].copy_from_slice(&(MAX_QUEUE_ENTRIES as u16).to_le_bytes());
         d[id_ctrl::NN..id_ctrl::NN + 4].copy_from_slice(&self.store.count().to_le_bytes());
-        d[id_ctrl::ONCS..id_ctrl::ONCS + 2].copy_from_slice(&(1u16 << 3).to_le_bytes());
+        d[id_ctrl::ONCS..id_ctrl::ONCS + 2].copy_from_slice(&(1u16 << 2 | 1 << 3).to_le_bytes());
         d[id_ctrl::VWC] = 0;
     }
 

@@ -1,8 +1,8 @@
-//! NVM command set I/O: Read, Write, Flush, Write Zeroes.
+//! NVM command set I/O: Read, Write, Flush, Write Zeroes, Dataset Management (deallocate).
 
 use super::controller::{NvmeController, MDTS};
 use super::media::MediaOp;
-use super::spec::io::{BlockRange, IoCommand, ALL_NAMESPACES};
+use super::spec::io::{BlockRange, DsmRange, IoCommand, ALL_NAMESPACES};
 use super::spec::{Command, Status};
 use smartio_platform::{Clock, Port, PAGE_SIZE};
 
@@ -15,6 +15,14 @@ impl NvmeController {
             IoCommand::Write(r) => self.write(port, cmd, r).await,
             IoCommand::Flush { nsid } => self.flush(port, nsid).await,
             IoCommand::WriteZeroes(r) => self.write_zeroes(port, r).await,
+            IoCommand::DatasetManagement {
+                nsid,
+                ranges,
+                deallocate,
+            } => {
+                self.dataset_management(port, cmd, nsid, ranges, deallocate)
+                    .await
+            }
             IoCommand::Unsupported(_) => Err(Status::INVALID_OPCODE),
         };
         match r {
@@ -82,16 +90,54 @@ impl NvmeController {
         let (offset, len) = self.range(r, false)?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.sleep(done.since(port.now())).await;
-        let zeroes = vec![0u8; len.min(1 << 20) as usize];
-        let mut at = 0;
-        while at < len {
-            let n = (len - at).min(zeroes.len() as u64);
-            self.store
-                .write(r.nsid, offset + at, &zeroes[..n as usize])
-                .map_err(|_| self.media_error())?;
-            at += n;
-        }
+        self.store
+            .zero(r.nsid, offset, len)
+            .map_err(|_| self.media_error())?;
         self.state.borrow_mut().health.write_commands += 1;
+        Ok(())
+    }
+
+    /// Dataset Management: reads the range list, checks every range before touching any,
+    /// then (with the Deallocate attribute) deallocates them — they read as zeroes after
+    /// (Identify Namespace's DLFEAT says so). Without it the command only carries access
+    /// hints, which this controller takes and ignores. A deallocation costs the media what
+    /// a write of no data does (a mapping-table update).
+    async fn dataset_management<P: Port + Clock>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        nsid: u32,
+        ranges: u16,
+        deallocate: bool,
+    ) -> Result<(), Status> {
+        if nsid == 0 || nsid > self.store.count() {
+            return Err(Status::INVALID_NAMESPACE);
+        }
+        let len = u64::from(ranges) * DsmRange::SIZE as u64;
+        let list = self.fetch_from_host(port, cmd, len).await?;
+        let lba = u64::from(self.config.lba_size);
+        let mut extents = Vec::with_capacity(usize::from(ranges));
+        for chunk in list.chunks_exact(DsmRange::SIZE) {
+            let mut b = [0u8; DsmRange::SIZE];
+            b.copy_from_slice(chunk);
+            let r = DsmRange::decode(&b);
+            match r.slba.checked_add(u64::from(r.blocks)) {
+                Some(end) if end <= self.blocks() => {
+                    extents.push((r.slba * lba, u64::from(r.blocks) * lba))
+                }
+                _ => return Err(Status::LBA_OUT_OF_RANGE),
+            }
+        }
+        if !deallocate {
+            return Ok(());
+        }
+        let done = self.media.schedule(MediaOp::Write(0), port.now());
+        port.sleep(done.since(port.now())).await;
+        for (offset, len) in extents {
+            self.store
+                .zero(nsid, offset, len)
+                .map_err(|_| self.media_error())?;
+        }
         Ok(())
     }
 

@@ -114,6 +114,29 @@ impl NamespaceStore {
         }
     }
 
+    /// Zeroes `len` bytes at byte `offset` of namespace `nsid` (Write Zeroes, deallocation):
+    /// sparse memory gives whole pages back; a file gets zeroes written. Caller checks bounds.
+    pub fn zero(&self, nsid: u32, offset: u64, len: u64) -> Result<(), BackingError> {
+        let at = self.base(nsid) + offset;
+        match &mut *self.store.borrow_mut() {
+            Store::Sparse(m) => {
+                m.zero(at, len);
+                Ok(())
+            }
+            Store::File { file, path } => {
+                let zeroes = vec![0u8; len.min(1 << 20) as usize];
+                let mut done = 0;
+                while done < len {
+                    let n = (len - done).min(zeroes.len() as u64);
+                    write_at(file, at + done, &zeroes[..n as usize])
+                        .map_err(|e| self.io(path, e))?;
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Makes written data durable (a file-backed store syncs).
     pub fn flush(&self) -> Result<(), BackingError> {
         match &*self.store.borrow() {

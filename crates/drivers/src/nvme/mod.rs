@@ -14,7 +14,7 @@ use smartio_devices::nvme::prp;
 use smartio_devices::nvme::spec::admin::{
     self, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
 };
-use smartio_devices::nvme::spec::io::{BlockRange, IoCommand};
+use smartio_devices::nvme::spec::io::{BlockRange, DsmRange, IoCommand};
 use smartio_devices::nvme::spec::{
     self, aqa, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, Status,
     CQE_SIZE, SQE_SIZE,
@@ -209,16 +209,40 @@ pub enum BlockOp {
     Flush,
     /// Zero the blocks (no buffer).
     WriteZeroes,
+    /// Deallocate the blocks (a discard or trim: Dataset Management with the Deallocate
+    /// attribute, its one range written by the driver to the tag's list page; no buffer).
+    /// Up to `u32::MAX` blocks at once; afterwards they read as zeroes.
+    Deallocate,
 }
 
 impl BlockOp {
-    /// The NVMe command for this request on `range` (Flush names only its namespace).
+    /// The NVMe command for this request on `range` (Flush and Deallocate name only its
+    /// namespace: a deallocation's range travels in its list, see [`BlockOp::Deallocate`]).
     pub fn command(self, range: BlockRange) -> IoCommand {
         match self {
             BlockOp::Read => IoCommand::Read(range),
             BlockOp::Write => IoCommand::Write(range),
             BlockOp::Flush => IoCommand::Flush { nsid: range.nsid },
             BlockOp::WriteZeroes => IoCommand::WriteZeroes(range),
+            BlockOp::Deallocate => IoCommand::DatasetManagement {
+                nsid: range.nsid,
+                ranges: 1,
+                deallocate: true,
+            },
+        }
+    }
+
+    /// Whether the request moves data through a buffer.
+    pub fn moves_data(self) -> bool {
+        matches!(self, BlockOp::Read | BlockOp::Write)
+    }
+
+    /// The most blocks one request of this kind names: Write Zeroes' 16-bit count, a
+    /// deallocation range's 32-bit one (reads and writes are bounded by MDTS as well).
+    pub fn max_blocks(self) -> u32 {
+        match self {
+            BlockOp::Deallocate => u32::MAX,
+            _ => 1 << 16,
         }
     }
 }
@@ -644,9 +668,12 @@ impl NvmeDevice {
             device: self.handle.name().to_string(),
             message,
         };
-        let data = matches!(op, BlockOp::Read | BlockOp::Write);
-        if !matches!(op, BlockOp::Flush) && (blocks == 0 || blocks > 65536) {
-            return Err(bad(format!("{blocks} blocks: must be 1..=65536")));
+        let data = op.moves_data();
+        if !matches!(op, BlockOp::Flush) && (blocks == 0 || blocks > op.max_blocks()) {
+            return Err(bad(format!(
+                "{op:?} of {blocks} blocks: must be 1..={}",
+                op.max_blocks()
+            )));
         }
         if data && len > self.info.max_transfer {
             return Err(bad(format!(
@@ -679,9 +706,21 @@ impl NvmeDevice {
         let dir = match op {
             BlockOp::Read => Some(DmaDirection::FromDevice),
             BlockOp::Write => Some(DmaDirection::ToDevice),
-            BlockOp::Flush | BlockOp::WriteZeroes => None,
+            BlockOp::Flush | BlockOp::WriteZeroes | BlockOp::Deallocate => None,
         };
         let mut cmd = Command::from(op.command(BlockRange::new(nsid, lba, blocks)));
+        if op == BlockOp::Deallocate {
+            let list = self.prp_list(q, tag)?;
+            self.handle
+                .cpu()
+                .write(
+                    BusAddr(list.cpu.get()),
+                    &DsmRange { slba: lba, blocks }.encode(),
+                )
+                .await
+                .map_err(self.access())?;
+            cmd = cmd.with_prps(list.bus.get(), 0);
+        }
         let mapped = match dir {
             Some(dir) => Some(self.handle.dma_map_timed(buffer, len, dir).await?),
             None => None,

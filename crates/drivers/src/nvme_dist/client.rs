@@ -7,7 +7,7 @@ use super::publication::{Publication, PublicationError, HEADER_BYTES, NAMESPACE_
 use super::{access, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::prp;
-use smartio_devices::nvme::spec::io::BlockRange;
+use smartio_devices::nvme::spec::io::{BlockRange, DsmRange};
 use smartio_devices::nvme::spec::{Command, CQE_SIZE, SQE_SIZE};
 use smartio_host::{BarWindow, DmaBuffer, HostOs, Mmio};
 use smartio_platform::{BusAddr, PhysAddr, Port, PAGE_SIZE};
@@ -473,8 +473,9 @@ impl Client {
             .find(|n| n.nsid == nsid)
             .map_or(512, |n| u64::from(n.lba_size));
         let len = u64::from(blocks) * lba_size;
-        // Flush and Write Zeroes move no data: no transfer, no PRPs.
-        let data = matches!(op, BlockOp::Read | BlockOp::Write);
+        // Flush, Write Zeroes and Deallocate move no data: no transfer; a deallocation's
+        // range goes in the tag's page of the PRP-list segment.
+        let data = op.moves_data();
         if data
             && (blocks == 0
                 || len > self.manager.max_transfer()
@@ -486,9 +487,12 @@ impl Client {
                 self.data.buf.len
             )));
         }
-        if matches!(op, BlockOp::WriteZeroes) && !(1..=65_536).contains(&blocks) {
+        if matches!(op, BlockOp::WriteZeroes | BlockOp::Deallocate)
+            && !(1..=op.max_blocks()).contains(&blocks)
+        {
             return Err(DistError::BadRequest(format!(
-                "Write Zeroes of {blocks} blocks: must be 1..=65536"
+                "{op:?} of {blocks} blocks: must be 1..={}",
+                op.max_blocks()
             )));
         }
         let command = op.command(BlockRange::new(nsid, lba, blocks));
@@ -497,6 +501,17 @@ impl Client {
             let (prp1, prp2) = if data {
                 self.prps(q, tag, self.data.buf.bus.get() + offset, len)
                     .await?
+            } else if op == BlockOp::Deallocate {
+                let at = u64::from(tag) * PAGE_SIZE;
+                self.os
+                    .cpu()
+                    .write(
+                        BusAddr(q.prp.buf.cpu.get() + at),
+                        &DsmRange { slba: lba, blocks }.encode(),
+                    )
+                    .await
+                    .map_err(access("write a Dataset Management range"))?;
+                (q.prp.buf.bus.get() + at, 0)
             } else {
                 (0, 0)
             };

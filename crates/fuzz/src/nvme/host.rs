@@ -3,13 +3,13 @@
 //! reaps and checks completions after each one.
 
 use super::model::{
-    changes_queues, dnr_expected, expect_io, pattern_byte, queue_id, range, unmasks, Content, Kind,
-    Model, Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
+    changes_queues, dnr_expected, expect_dsm, expect_io, pattern_byte, queue_id, unmasks, Content,
+    Kind, Model, Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
 };
 use super::ops::{Op, PrpShape};
 use smartio_devices::nvme::spec::{
-    self, admin, async_event, cc, csts, io, log, reg, Command, Completion, Status, CQE_SIZE,
-    SQE_SIZE,
+    self, admin, async_event, cc, csts, io, io::DsmRange, log, reg, Command, Completion, Status,
+    CQE_SIZE, SQE_SIZE,
 };
 use smartio_fabric::HostId;
 use smartio_machine::{Agent, Machine};
@@ -486,8 +486,8 @@ impl Harness {
                     m.shadow_lost = true;
                 }
             }
-            if sqid != 0 && matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES) {
-                let (slba, n) = range(&cmd);
+            if sqid != 0 && kind.writes(&cmd) {
+                let (slba, n) = kind.extent(&cmd);
                 m.unknown(cmd.nsid, slba, n);
                 // Commands are not ordered: a read still outstanding may see this write.
                 m.forget_reads(cmd.nsid, slba, n);
@@ -533,7 +533,14 @@ impl Harness {
     ) {
         let sqid = self.pick_queue(queue, false);
         let blocks = u64::from(nlb) + 1;
-        let len = blocks * LBA;
+        // A Dataset Management's list: 1..=4 contiguous ranges of `blocks` blocks each.
+        let dsm = opcode == io::DATASET_MANAGEMENT;
+        let ranges = u64::from(seed % 4) + 1;
+        let len = if dsm {
+            ranges * DsmRange::SIZE as u64
+        } else {
+            blocks * LBA
+        };
         let slot = self.layout.slot(self.op.get());
         let offset = match prp {
             PrpShape::Offset(o) => u64::from(o) % PAGE_SIZE,
@@ -569,6 +576,24 @@ impl Harness {
         };
         cmd.prp1 = prp1;
         cmd.prp2 = prp2;
+        // Deallocation is asked for only through a list the host wrote: one read from other
+        // memory could name any blocks.
+        let deallocate = dsm && seed & 4 == 0 && !bad;
+        if dsm {
+            cmd.cdw = [(ranges - 1) as u32, u32::from(deallocate) << 2, 0, 0, 0, 0];
+            if !bad {
+                let list: Vec<u8> = (0..ranges)
+                    .flat_map(|k| {
+                        DsmRange {
+                            slba: slba.wrapping_add(k * blocks),
+                            blocks: blocks as u32,
+                        }
+                        .encode()
+                    })
+                    .collect();
+                self.poke(data_at, &list);
+            }
+        }
         if opcode == io::READ {
             // Like a block layer, order a read after the writes it overlaps (bounded).
             for _ in 0..50 {
@@ -579,7 +604,11 @@ impl Harness {
                 self.reap().await;
             }
         }
-        let expect = expect_io(&cmd, bad);
+        let expect = if dsm {
+            expect_dsm(nsid, slba, blocks * ranges, bad)
+        } else {
+            expect_io(&cmd, bad)
+        };
         let kind = {
             let mut m = self.model.borrow_mut();
             match opcode {
@@ -615,10 +644,14 @@ impl Harness {
                     }
                     Kind::Chosen { expect }
                 }
+                io::DATASET_MANAGEMENT if deallocate => Kind::Deallocate {
+                    slba,
+                    blocks: blocks * ranges,
+                    expect,
+                },
                 _ => Kind::Chosen { expect },
             }
         };
-        let _ = seed;
         let _ = self.submit(sqid, cmd, 0, kind).await;
     }
 
@@ -815,7 +848,10 @@ impl Harness {
             p.cmd.cdw(12)
         );
         match &p.kind {
-            Kind::Chosen { expect } | Kind::Write { expect, .. } | Kind::Read { expect, .. } => {
+            Kind::Chosen { expect }
+            | Kind::Write { expect, .. }
+            | Kind::Read { expect, .. }
+            | Kind::Deallocate { expect, .. } => {
                 // Any command may be aborted (Abort, or its queue deleted under it).
                 let aborted =
                     e.status == Status::ABORT_REQUESTED || e.status == Status::ABORTED_SQ_DELETION;
@@ -869,7 +905,7 @@ impl Harness {
         if p.sqid == 0 {
             return;
         }
-        let (slba, n) = range(&p.cmd);
+        let (slba, n) = p.kind.extent(&p.cmd);
         match &p.kind {
             Kind::Write { id, .. }
                 if ok && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) =>
@@ -882,6 +918,14 @@ impl Harness {
                 if ok
                     && p.cmd.opcode == io::WRITE_ZEROES
                     && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) =>
+            {
+                for lba in slba..(slba + n).min(BLOCKS) {
+                    m.shadow.insert((p.cmd.nsid, lba), Content::Zero);
+                }
+            }
+            // A deallocated block reads as zeroes (Identify Namespace's DLFEAT says so).
+            Kind::Deallocate { .. }
+                if ok && !m.overlapping_write(p.cmd.cid, p.cmd.nsid, slba, n) =>
             {
                 for lba in slba..(slba + n).min(BLOCKS) {
                     m.shadow.insert((p.cmd.nsid, lba), Content::Zero);

@@ -81,8 +81,34 @@ pub enum Kind {
         /// `raw_submitted` when it was submitted.
         raw_mark: u64,
     },
+    /// A Dataset Management with the Deallocate attribute whose range list (written by the
+    /// host) covers `blocks` blocks from `slba`, cut into contiguous ranges.
+    Deallocate {
+        /// First block.
+        slba: u64,
+        /// Blocks in all the ranges.
+        blocks: u64,
+        /// Acceptable statuses.
+        expect: Vec<Status>,
+    },
     /// Arbitrary bytes: any real status.
     Raw,
+}
+
+impl Kind {
+    /// Whether the command changes the blocks of `extent`.
+    pub fn writes(&self, cmd: &Command) -> bool {
+        matches!(self, Kind::Deallocate { .. })
+            || matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES)
+    }
+
+    /// The blocks the command names: its list's for a deallocation, else CDW10–12's.
+    pub fn extent(&self, cmd: &Command) -> (u64, u64) {
+        match self {
+            Kind::Deallocate { slba, blocks, .. } => (*slba, *blocks),
+            _ => range(cmd),
+        }
+    }
 }
 
 /// A command the host submitted and has not seen complete.
@@ -162,9 +188,9 @@ impl Model {
         let cut: Vec<(u32, u64, u64)> = self
             .pending
             .values()
-            .filter(|p| p.sqid != 0 && matches!(p.cmd.opcode, io::WRITE | io::WRITE_ZEROES))
+            .filter(|p| p.sqid != 0 && p.kind.writes(&p.cmd))
             .map(|p| {
-                let (slba, n) = range(&p.cmd);
+                let (slba, n) = p.kind.extent(&p.cmd);
                 (p.cmd.nsid, slba, n)
             })
             .collect();
@@ -263,11 +289,10 @@ impl Model {
     pub fn overlapping_write(&self, cid: u16, nsid: u32, slba: u64, n: u64) -> bool {
         self.pending.iter().any(|(&c, p)| {
             c != cid
-                && (matches!(p.kind, Kind::Raw)
-                    || matches!(p.cmd.opcode, io::WRITE | io::WRITE_ZEROES))
+                && (matches!(p.kind, Kind::Raw) || p.kind.writes(&p.cmd))
                 && p.sqid != 0
                 && (matches!(p.kind, Kind::Raw) || {
-                    let (s, m) = range(&p.cmd);
+                    let (s, m) = p.kind.extent(&p.cmd);
                     p.cmd.nsid == nsid && s < slba.saturating_add(n) && slba < s.saturating_add(m)
                 })
         })
@@ -321,6 +346,31 @@ pub fn expect_io(cmd: &Command, bad_prp: bool) -> Vec<Status> {
         errors.push(Status::SUCCESS);
     }
     errors
+}
+
+/// The statuses a Dataset Management of namespace `nsid` may end with, whose list names
+/// `blocks` blocks from `slba` in contiguous ranges, read through PRPs that are valid unless
+/// `bad_prp`. The namespace is checked before the list is read, the ranges after.
+pub fn expect_dsm(nsid: u32, slba: u64, blocks: u64, bad_prp: bool) -> Vec<Status> {
+    if !(1..=NAMESPACES).contains(&nsid) {
+        return vec![Status::INVALID_NAMESPACE];
+    }
+    let in_range = slba.checked_add(blocks).is_some_and(|end| end <= BLOCKS);
+    let mut out = Vec::new();
+    if bad_prp {
+        // The list may come from other memory: any ranges at all.
+        out.extend([
+            Status::PRP_OFFSET_INVALID,
+            Status::DATA_TRANSFER_ERROR,
+            Status::LBA_OUT_OF_RANGE,
+            Status::SUCCESS,
+        ]);
+    } else if in_range {
+        out.push(Status::SUCCESS);
+    } else {
+        out.push(Status::LBA_OUT_OF_RANGE);
+    }
+    out
 }
 
 /// Whether a completion with `status` must have DNR set (NVMe 1.4 §4.6.1.2.1: a command
@@ -386,6 +436,31 @@ mod tests {
             expect_io(&rw(io::WRITE_ZEROES, 1, 0, 256), false),
             [Status::SUCCESS]
         );
+    }
+
+    #[test]
+    fn a_deallocation_checks_its_namespace_first_then_its_ranges() {
+        assert_eq!(expect_dsm(3, BLOCKS, 1, true), [Status::INVALID_NAMESPACE]);
+        assert_eq!(expect_dsm(1, BLOCKS - 4, 4, false), [Status::SUCCESS]);
+        assert_eq!(
+            expect_dsm(2, BLOCKS - 4, 5, false),
+            [Status::LBA_OUT_OF_RANGE]
+        );
+        assert_eq!(
+            expect_dsm(1, u64::MAX, 2, false),
+            [Status::LBA_OUT_OF_RANGE]
+        );
+        let d = Kind::Deallocate {
+            slba: 7,
+            blocks: 9,
+            expect: vec![],
+        };
+        let dsm = Command {
+            opcode: io::DATASET_MANAGEMENT,
+            ..Command::default()
+        };
+        assert!(d.writes(&dsm));
+        assert_eq!(d.extent(&dsm), (7, 9));
     }
 
     #[test]

@@ -85,7 +85,8 @@ pub enum Op {
     Rw {
         /// Which known I/O queue (index among them), or SQ `qid` when none is known.
         queue: u8,
-        /// `io::WRITE`, `io::READ`, `io::WRITE_ZEROES` or `io::FLUSH`.
+        /// `io::WRITE`, `io::READ`, `io::WRITE_ZEROES`, `io::FLUSH`, an unknown opcode, or
+        /// `io::DATASET_MANAGEMENT` (its list of 1..=4 ranges chosen by `seed`).
         opcode: u8,
         /// Namespace.
         nsid: u32,
@@ -95,7 +96,8 @@ pub enum Op {
         nlb: u16,
         /// Buffer description.
         prp: PrpShape,
-        /// Seed of the data pattern.
+        /// A Dataset Management's ranges less one (bits 1:0) and, with bit 2 clear, its
+        /// Deallocate attribute.
         seed: u8,
     },
     /// An admin command with chosen fields: Identify, Get Log Page, Get/Set Features, Abort.
@@ -265,7 +267,7 @@ fn decode_one(i: &mut Input) -> Op {
 fn decode_rw(i: &mut Input) -> Op {
     let queue = i.u8();
     let opcode = i
-        .pick(&[0x01, 0x02, 0x01, 0x02, 0x08, 0x00, 0x05])
+        .pick(&[0x01, 0x02, 0x01, 0x02, 0x08, 0x00, 0x05, 0x09])
         .unwrap_or(0x02);
     let nsid = match i.u8() % 8 {
         0 => 0,

@@ -217,7 +217,7 @@ impl Backend {
                 let op = match op {
                     BlockOp::Read => ReqOp::Read,
                     BlockOp::Write => ReqOp::Write,
-                    BlockOp::Flush | BlockOp::WriteZeroes => {
+                    BlockOp::Flush | BlockOp::WriteZeroes | BlockOp::Deallocate => {
                         return Err(FioError::Internal(
                             "fio asked the block client for a request without data",
                         ))

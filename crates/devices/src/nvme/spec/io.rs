@@ -1,9 +1,9 @@
 //! The NVM command set's I/O commands (NVM Command Set 1.4 §6): opcodes, and Read, Write,
-//! Flush and Write Zeroes with their fields named.
+//! Flush, Write Zeroes and Dataset Management with their fields named.
 //!
 //! As for admin commands, [`IoCommand`] is built by drivers and decoded by the controller;
 //! decoding is total and range checks are the controller's. Bits not used here (FUA, LR,
-//! protection information, DSM hints) are dropped.
+//! protection information, Dataset Management's access hints and context attributes) are dropped.
 
 use super::command::Command;
 
@@ -15,6 +15,11 @@ pub const WRITE: u8 = 0x01;
 pub const READ: u8 = 0x02;
 /// Write Zeroes.
 pub const WRITE_ZEROES: u8 = 0x08;
+/// Dataset Management.
+pub const DATASET_MANAGEMENT: u8 = 0x09;
+
+/// Most ranges one Dataset Management command names (its 8-bit, 0-based Number of Ranges).
+pub const MAX_DSM_RANGES: u16 = 256;
 
 /// Flush's namespace id meaning every namespace.
 pub const ALL_NAMESPACES: u32 = 0xffff_ffff;
@@ -62,6 +67,17 @@ pub enum IoCommand {
     },
     /// Write Zeroes (no data pointer).
     WriteZeroes(BlockRange),
+    /// Dataset Management: the data pointer holds `ranges` [`DsmRange`]s; with `deallocate`
+    /// (the AD attribute) their blocks are deallocated.
+    DatasetManagement {
+        /// Namespace id.
+        nsid: u32,
+        /// Ranges in the list, 1..=[`MAX_DSM_RANGES`] (CDW10 7:0 holds it 0-based; a
+        /// caller's value outside is clamped into it).
+        ranges: u16,
+        /// Attribute – Deallocate (CDW11 bit 2).
+        deallocate: bool,
+    },
     /// An opcode this controller does not implement (Invalid Command Opcode).
     Unsupported(u8),
 }
@@ -74,6 +90,7 @@ impl IoCommand {
             IoCommand::Write(_) => WRITE,
             IoCommand::Flush { .. } => FLUSH,
             IoCommand::WriteZeroes(_) => WRITE_ZEROES,
+            IoCommand::DatasetManagement { .. } => DATASET_MANAGEMENT,
             IoCommand::Unsupported(op) => *op,
         }
     }
@@ -100,6 +117,22 @@ impl From<IoCommand> for Command {
                 ..c
             },
             IoCommand::Flush { nsid } => Command { nsid, ..c },
+            IoCommand::DatasetManagement {
+                nsid,
+                ranges,
+                deallocate,
+            } => Command {
+                nsid,
+                cdw: [
+                    u32::from(ranges.clamp(1, MAX_DSM_RANGES) - 1),
+                    u32::from(deallocate) << 2,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+                ..c
+            },
             IoCommand::Unsupported(_) => c,
         }
     }
@@ -117,7 +150,46 @@ impl From<&Command> for IoCommand {
             WRITE => IoCommand::Write(range()),
             FLUSH => IoCommand::Flush { nsid: c.nsid },
             WRITE_ZEROES => IoCommand::WriteZeroes(range()),
+            DATASET_MANAGEMENT => IoCommand::DatasetManagement {
+                nsid: c.nsid,
+                ranges: (c.cdw(10) & 0xff) as u16 + 1,
+                deallocate: c.cdw(11) & (1 << 2) != 0,
+            },
             op => IoCommand::Unsupported(op),
+        }
+    }
+}
+
+/// One range of a Dataset Management command's list (16 bytes in the host's memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DsmRange {
+    /// Starting LBA (bytes 15:8).
+    pub slba: u64,
+    /// Length in logical blocks, not 0-based (bytes 7:4); 0 names no block.
+    pub blocks: u32,
+}
+
+impl DsmRange {
+    /// Bytes of one range in the list.
+    pub const SIZE: usize = 16;
+
+    /// The range as it sits in the list (context attributes 0).
+    pub fn encode(&self) -> [u8; DsmRange::SIZE] {
+        let mut b = [0u8; DsmRange::SIZE];
+        b[4..8].copy_from_slice(&self.blocks.to_le_bytes());
+        b[8..16].copy_from_slice(&self.slba.to_le_bytes());
+        b
+    }
+
+    /// The range in `b`'s 16 bytes (the context attributes are dropped).
+    pub fn decode(b: &[u8; DsmRange::SIZE]) -> DsmRange {
+        let mut blocks = [0u8; 4];
+        let mut slba = [0u8; 8];
+        blocks.copy_from_slice(&b[4..8]);
+        slba.copy_from_slice(&b[8..16]);
+        DsmRange {
+            slba: u64::from_le_bytes(slba),
+            blocks: u32::from_le_bytes(blocks),
         }
     }
 }
@@ -139,6 +211,36 @@ mod tests {
             (flush.opcode, flush.nsid, flush.cdw),
             (FLUSH, u32::MAX, [0; 6])
         );
+    }
+
+    #[test]
+    fn dataset_management_counts_ranges_zero_based_and_deallocate_is_cdw11_bit_2() {
+        let c = Command::from(IoCommand::DatasetManagement {
+            nsid: 1,
+            ranges: 256,
+            deallocate: true,
+        });
+        assert_eq!((c.opcode, c.nsid), (DATASET_MANAGEMENT, 1));
+        assert_eq!(c.cdw, [255, 4, 0, 0, 0, 0]);
+        let hints_only = Command {
+            cdw: [0, 0b11, 0, 0, 0, 0], // IDR and IDW, no AD
+            ..c
+        };
+        assert_eq!(
+            IoCommand::from(&hints_only),
+            IoCommand::DatasetManagement {
+                nsid: 1,
+                ranges: 1,
+                deallocate: false
+            }
+        );
+        let r = DsmRange {
+            slba: 0x1122_3344_5566_7788,
+            blocks: 8,
+        };
+        let b = r.encode();
+        assert_eq!(&b[..8], &[0, 0, 0, 0, 8, 0, 0, 0]);
+        assert_eq!(DsmRange::decode(&b), r);
     }
 
     #[test]
@@ -165,9 +267,16 @@ mod tests {
             range.clone().prop_map(IoCommand::Write),
             range.prop_map(IoCommand::WriteZeroes),
             any::<u32>().prop_map(|nsid| IoCommand::Flush { nsid }),
+            (any::<u32>(), 1..=MAX_DSM_RANGES, any::<bool>()).prop_map(
+                |(nsid, ranges, deallocate)| IoCommand::DatasetManagement {
+                    nsid,
+                    ranges,
+                    deallocate
+                }
+            ),
             any::<u8>()
                 .prop_filter("not an implemented opcode", |op| {
-                    ![READ, WRITE, FLUSH, WRITE_ZEROES].contains(op)
+                    ![READ, WRITE, FLUSH, WRITE_ZEROES, DATASET_MANAGEMENT].contains(op)
                 })
                 .prop_map(IoCommand::Unsupported),
         ]

@@ -269,7 +269,7 @@ pub mod id_ctrl {
     pub const CQES: usize = 513;
     /// Number of namespaces (4 B).
     pub const NN: usize = 516;
-    /// Optional NVM commands (2 B); bit 3 = Write Zeroes.
+    /// Optional NVM commands (2 B); bit 2 = Dataset Management, bit 3 = Write Zeroes.
     pub const ONCS: usize = 520;
     /// Volatile write cache present.
     pub const VWC: usize = 525;
@@ -287,6 +287,9 @@ pub mod id_ns {
     pub const NLBAF: usize = 25;
     /// Formatted LBA size: index of the LBA format in use (bits 3:0).
     pub const FLBAS: usize = 26;
+    /// Deallocate logical block features: bits 2:0 = 001b, a deallocated block reads as
+    /// zeroes.
+    pub const DLFEAT: usize = 33;
     /// LBA format 0 (4 B): metadata size 15:0, LBA data size exponent 23:16.
     pub const LBAF0: usize = 128;
 }
