@@ -444,7 +444,9 @@ fn have(tools: &[&str]) -> bool {
         std::env::var_os("SMARTIO_REQUIRE_NBD_CLIENTS").is_none(),
         "NBD clients missing: {missing:?}"
     );
-    eprintln!("SKIPPED: not installed: {missing:?} (apt-get install fio libnbd-bin qemu-utils)");
+    eprintln!(
+        "SKIPPED: not installed: {missing:?} (apt-get install fio libnbd-bin qemu-utils e2fsprogs)"
+    );
     false
 }
 
@@ -486,9 +488,42 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
 
 #[test]
 fn the_readmes_qemu_img_and_nbdcopy_script_round_trips_through_a_client() {
-    if !have(&["qemu-img", "qemu-io", "nbdcopy"]) {
+    if !have(&["qemu-img", "nbdcopy", "mkfs.ext4", "e2fsck", "debugfs"]) {
         return;
     }
     let script = readme_script("# nbd-qemu");
     run_script("readme-qemu", &script);
+}
+
+/// Whether this process may mount a FUSE file system and a loop device (root, `/dev/fuse`,
+/// `/dev/loop-control`); if not, the test says so and is skipped. These are privileges, not
+/// packages: CI does not require them.
+fn may_mount() -> bool {
+    let root = Process::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let missing: Vec<&str> = [
+        ("root", root),
+        ("/dev/fuse", Path::new("/dev/fuse").exists()),
+        ("/dev/loop-control", Path::new("/dev/loop-control").exists()),
+    ]
+    .into_iter()
+    .filter(|(_, ok)| !ok)
+    .map(|(what, _)| what)
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    eprintln!("SKIPPED: the nbdfuse + loop + ext4 script needs {missing:?}");
+    false
+}
+
+#[test]
+fn the_readmes_nbdfuse_loop_and_ext4_script_makes_and_reads_back_a_file_system() {
+    if !have(&["nbdfuse", "mkfs.ext4", "e2fsck", "mount", "umount"]) || !may_mount() {
+        return;
+    }
+    let script = readme_script("# nbd-ext4");
+    run_script("readme-ext4", &script);
 }
