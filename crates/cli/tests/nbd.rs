@@ -486,6 +486,34 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
     run_script("readme-fio", &script);
 }
 
+/// fio writes with 32 requests in flight and is killed mid-run (SIGTERM: it saves which
+/// writes were acknowledged); a second fio dies with SIGKILL while writing elsewhere; a third
+/// connects and reads back every acknowledged write of the first.
+const FIO_KILLED: &str = r#"
+smartio serve nbd --scenario back-to-back --host borrower --device lender:nvme0 --socket "$SOCK" --size 256M &
+SERVER=$!; trap 'kill $SERVER 2>/dev/null || true' EXIT
+while [ ! -S "$SOCK" ]; do sleep 0.1; done
+JOB="--name=acked --ioengine=nbd --uri=nbd+unix:///?socket=$SOCK --rw=randwrite --bs=4k --iodepth=32 --size=64M --verify=crc32c --randseed=7"
+fio $JOB --do_verify=0 --verify_state_save=1 --time_based --runtime=60 > write.log 2>&1 &
+FIO=$!
+sleep 2; kill $FIO; wait $FIO || true
+test -s local-acked-0-verify.state
+fio --name=doomed --ioengine=nbd --uri="nbd+unix:///?socket=$SOCK" --rw=randwrite --bs=4k \
+    --iodepth=32 --offset=128M --size=64M --time_based --runtime=60 > doomed.log 2>&1 &
+DOOMED=$!
+sleep 2; pkill -KILL -P $DOOMED; kill -KILL $DOOMED; wait $DOOMED || true
+fio $JOB --verify_only --verify_state_load=1
+kill $SERVER; wait $SERVER
+"#;
+
+#[test]
+fn fio_killed_mid_run_reads_back_every_acknowledged_write_after_reconnecting() {
+    if !have(&["fio", "pkill"]) {
+        return;
+    }
+    run_script("fio-killed", FIO_KILLED);
+}
+
 #[test]
 fn the_readmes_qemu_img_and_nbdcopy_script_round_trips_through_a_client() {
     if !have(&["qemu-img", "nbdcopy", "mkfs.ext4", "e2fsck", "debugfs"]) {
