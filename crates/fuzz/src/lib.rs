@@ -14,7 +14,7 @@
 //! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
-//! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies |
+//! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies; in memory and through the connection loop |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for

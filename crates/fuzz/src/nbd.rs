@@ -1,24 +1,40 @@
 //! `nbd_requests`: the input is everything a client sends an NBD server — the handshake's
-//! flags and options, then requests — fed to the server's side of the protocol
-//! ([`smartio_nbd`]) for a 1 MiB export backed by a byte array.
+//! flags and options, then requests — for a 1 MiB export backed by a byte array. It is
+//! served twice:
+//!
+//! 1. step by step, in memory: the handshake ([`negotiate`]), then each request read
+//!    ([`read_request`]), checked ([`Export::check`]) and answered ([`write_reply`]);
+//! 2. by the server's own connection loop ([`serve_unix_connection`]: its reading thread,
+//!    its budget, its writing thread) over a socket pair, with a thread answering the
+//!    requests it hands on as the emulation's thread would.
 //!
 //! Checked: the server greets with the newstyle magic; every request the export's check lets
-//! through lies inside the export, is aligned to its blocks and within its largest payload
-//! (a write carries exactly its length); every reply carries its request's cookie and a
-//! read's structured reply its data at its offset. The byte array answers the requests (it
-//! is the device here, not a reference to check against); the connection's own loop
-//! (`server::connection`) is not driven yet.
+//! through — in either run — lies inside the export, is aligned to its blocks and within its
+//! largest payload (a write carries exactly its length); every reply of the first run
+//! carries its request's cookie and a read's structured reply its data at its offset; the
+//! second run ends (no request is left waiting), answers the same requests, refuses the same
+//! ones, sends the same handshake bytes and as many reply bytes (replies may go out in
+//! another order: refusals and answers come from different threads). The byte array answers
+//! the requests (it is the device here, not a reference to check against).
 
 use crate::Outcome;
 use smartio_nbd::wire::{read_request, transmission_flags, write_reply, Outcome as Answer};
 use smartio_nbd::wire::{IHAVEOPT, NBDMAGIC, SIMPLE_REPLY_MAGIC, STRUCTURED_REPLY_MAGIC};
-use smartio_nbd::{negotiate, BlockSizes, Command, Export, RequestError};
+use smartio_nbd::{negotiate, serve_unix_connection, BlockSizes, Command, Event, Export};
+use smartio_nbd::{Request, RequestError};
 use std::io::{self, Cursor, Read, Write};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
 
 /// The export's size.
 const SIZE: u64 = 1 << 20;
 /// Requests one input may make (bounds the work).
 const MOST_REQUESTS: usize = 256;
+/// Longest the connection loop may take to answer one input before it counts as stuck.
+const STUCK: Duration = Duration::from_secs(20);
 
 /// A client's bytes in, the server's bytes out.
 struct Pipe {
@@ -57,14 +73,48 @@ fn export() -> Export {
     }
 }
 
-/// Runs the server's side on `data`.
+/// What one run made of the input.
+#[derive(Debug, PartialEq, Eq)]
+struct Served {
+    /// Everything the server sent.
+    output: Vec<u8>,
+    /// Requests the device answered; requests refused without it.
+    served: usize,
+    refused: usize,
+}
+
+/// Serves the input both ways and compares.
 pub fn nbd_requests(data: &[u8]) -> Outcome {
     let export = export();
+    let (first, handshake_len, read_to, detail) = match in_memory(data, &export) {
+        Ok(r) => r,
+        Err(rejected) => return rejected,
+    };
+    // The connection loop gets the input the first run read, so both stop at the same
+    // request.
+    let second = through_connection(&data[..read_to], &export);
+    assert_eq!(
+        second.output.get(..handshake_len),
+        first.output.get(..handshake_len),
+        "the connection loop's handshake differs"
+    );
+    assert_eq!(
+        (second.served, second.refused, second.output.len()),
+        (first.served, first.refused, first.output.len()),
+        "the connection loop served (answered, refused, reply bytes) otherwise"
+    );
+    Outcome::accepted(detail)
+}
+
+/// The first run: handshake and requests step by step. Returns what it served, how long
+/// the handshake's output is, how far it read the input, and its account; or, when the
+/// handshake fails, the rejection (the second run is then not needed: it ends the same way).
+fn in_memory(data: &[u8], export: &Export) -> Result<(Served, usize, usize, String), Outcome> {
     let mut pipe = Pipe {
         input: Cursor::new(data.to_vec()),
         output: Vec::new(),
     };
-    let negotiated = negotiate(&mut pipe, &export);
+    let negotiated = negotiate(&mut pipe, export);
     assert!(
         pipe.output.len() >= 18
             && pipe.output[..8] == NBDMAGIC.to_be_bytes()
@@ -73,88 +123,182 @@ pub fn nbd_requests(data: &[u8]) -> Outcome {
     );
     let negotiated = match negotiated {
         Ok(n) => n,
-        Err(e) => return Outcome::rejected(format!("handshake: {e}")),
+        Err(e) => return Err(Outcome::rejected(format!("handshake: {e}"))),
     };
-    let mut disk = vec![0u8; SIZE as usize];
+    let handshake_len = pipe.output.len();
+    let mut device = Device::new();
     let (mut served, mut refused) = (0usize, 0usize);
     let mut ended = String::from("end of input");
     for _ in 0..MOST_REQUESTS {
-        let req = match read_request(&mut pipe.input, export.block.maximum) {
-            Ok(Some(r)) => r,
+        let (req, answer) = match read_request(&mut pipe.input, export.block.maximum) {
+            Ok(Some(r)) if r.command == Command::Disconnect => {
+                ended = "disconnect".into();
+                break;
+            }
+            Ok(Some(req)) => {
+                let answer = match export.check(&req) {
+                    Err((errno, message)) => {
+                        refused += 1;
+                        Answer::Failed(errno, message)
+                    }
+                    Ok(()) => {
+                        served += 1;
+                        device.answer(&req, export)
+                    }
+                };
+                ((req.cookie, req.offset), answer)
+            }
             Ok(None) => break,
-            Err(RequestError::TooLong { len, max, .. }) => {
+            Err(e @ RequestError::TooLong { cookie, len, max }) => {
                 assert!(len > max);
                 refused += 1;
-                continue;
+                let answer = Answer::Failed(smartio_nbd::Errno::Inval, e.to_string());
+                ((cookie, 0), answer)
             }
             Err(e) => {
                 ended = e.to_string();
                 break;
             }
         };
-        if req.command == Command::Disconnect {
-            ended = "disconnect".into();
-            break;
-        }
-        let answer = match export.check(&req) {
-            Err((errno, message)) => {
-                refused += 1;
-                Answer::Failed(errno, message)
-            }
-            Ok(()) => {
-                served += 1;
-                let at = req.offset as usize;
-                let len = req.len as usize;
-                if !matches!(req.command, Command::Flush) {
-                    assert!(
-                        req.offset + u64::from(req.len) <= SIZE,
-                        "{req:?} passed the check"
-                    );
-                    assert!(
-                        len > 0 && at.is_multiple_of(512) && len.is_multiple_of(512),
-                        "{req:?} unaligned"
-                    );
-                }
-                match &req.command {
-                    Command::Read => {
-                        assert!(req.len <= export.block.maximum);
-                        Answer::Done(Some(disk[at..at + len].to_vec()))
-                    }
-                    Command::Write(bytes) => {
-                        assert_eq!(bytes.len(), len, "a write's data is its length");
-                        disk[at..at + len].copy_from_slice(bytes);
-                        Answer::Done(None)
-                    }
-                    Command::WriteZeroes | Command::Trim => {
-                        disk[at..at + len].fill(0);
-                        Answer::Done(None)
-                    }
-                    Command::Flush => Answer::Done(None),
-                    other => panic!("{} passed the check but is not offered", other.name()),
-                }
-            }
-        };
+        let (cookie, offset) = req;
         let mut reply = Vec::new();
-        write_reply(
-            &mut reply,
-            negotiated.structured,
-            req.cookie,
-            req.offset,
-            &answer,
-        )
-        .unwrap_or_else(|e| panic!("a reply to a byte vector failed: {e}"));
-        check_reply(
-            &reply,
-            negotiated.structured,
-            req.cookie,
-            req.offset,
-            &answer,
-        );
+        write_reply(&mut reply, negotiated.structured, cookie, offset, &answer)
+            .unwrap_or_else(|e| panic!("a reply to a byte vector failed: {e}"));
+        check_reply(&reply, negotiated.structured, cookie, offset, &answer);
+        pipe.output.extend_from_slice(&reply);
     }
-    Outcome::accepted(format!(
+    let read_to = usize::try_from(pipe.input.position()).unwrap_or(data.len());
+    let detail = format!(
         "structured {}, {served} served, {refused} refused, then {ended}",
         negotiated.structured
-    ))
+    );
+    let first = Served {
+        output: pipe.output,
+        served,
+        refused,
+    };
+    Ok((first, handshake_len, read_to, detail))
+}
+
+/// The second run: the server's connection loop on one end of a socket pair, the input
+/// written into the other end (then closed) while a thread reads what comes back, and a
+/// device thread answering the requests as they arrive.
+fn through_connection(data: &[u8], export: &Export) -> Served {
+    let (client, server) =
+        UnixStream::pair().unwrap_or_else(|e| panic!("no socket pair for the fuzz target: {e}"));
+    for t in [
+        client.set_read_timeout(Some(STUCK)),
+        client.set_write_timeout(Some(STUCK)),
+    ] {
+        t.unwrap_or_else(|e| panic!("socket timeouts: {e}"));
+    }
+    let (events, arrivals) = mpsc::channel();
+    let conn = {
+        let export = export.clone();
+        thread::spawn(move || serve_unix_connection(0, server, &export, &events))
+    };
+    let device = {
+        let export = export.clone();
+        thread::spawn(move || {
+            let mut device = Device::new();
+            let (mut replier, mut served, mut refused) = (None, 0, 0);
+            // Ends when the connection's thread ends (it holds the only sender).
+            for event in arrivals {
+                match event {
+                    Event::Opened { replier: r, .. } => replier = Some(r),
+                    Event::Request { request, .. } => {
+                        assert!(
+                            export.check(&request).is_ok(),
+                            "the connection handed on a request its check refuses: {request:?}"
+                        );
+                        served += 1;
+                        let answer = device.answer(&request, &export);
+                        if let Some(r) = &replier {
+                            r.send(request.cookie, request.offset, answer);
+                        }
+                    }
+                    Event::Refused { .. } => refused += 1,
+                    Event::Closed { .. } => {}
+                }
+            }
+            (served, refused)
+        })
+    };
+    let mut reading = client
+        .try_clone()
+        .unwrap_or_else(|e| panic!("socket clone: {e}"));
+    let output = thread::spawn(move || {
+        let mut out = Vec::new();
+        reading.read_to_end(&mut out).map(|_| out)
+    });
+    // The server may stop reading early (a bad request ends the connection): then the
+    // rest of the input has nowhere to go, which is no failure.
+    let mut writing = client;
+    let _ = writing.write_all(data);
+    let _ = writing.shutdown(Shutdown::Write);
+    // A check that failed on another thread fails the input with its own message.
+    conn.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (served, refused) = device
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let output = match output
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    {
+        Ok(out) => out,
+        Err(e) => panic!("the connection loop did not end within {STUCK:?}: {e}"),
+    };
+    Served {
+        output,
+        served,
+        refused,
+    }
+}
+
+/// The byte array behind the export.
+struct Device {
+    disk: Vec<u8>,
+}
+
+impl Device {
+    fn new() -> Device {
+        Device {
+            disk: vec![0u8; SIZE as usize],
+        }
+    }
+
+    /// Answers a request the export's check let through, after checking that it may.
+    fn answer(&mut self, req: &Request, export: &Export) -> Answer {
+        let at = req.offset as usize;
+        let len = req.len as usize;
+        if !matches!(req.command, Command::Flush) {
+            assert!(
+                req.offset + u64::from(req.len) <= SIZE,
+                "{req:?} passed the check"
+            );
+            assert!(
+                len > 0 && at.is_multiple_of(512) && len.is_multiple_of(512),
+                "{req:?} unaligned"
+            );
+        }
+        match &req.command {
+            Command::Read => {
+                assert!(req.len <= export.block.maximum);
+                Answer::Done(Some(self.disk[at..at + len].to_vec()))
+            }
+            Command::Write(bytes) => {
+                assert_eq!(bytes.len(), len, "a write's data is its length");
+                self.disk[at..at + len].copy_from_slice(bytes);
+                Answer::Done(None)
+            }
+            Command::WriteZeroes | Command::Trim => {
+                self.disk[at..at + len].fill(0);
+                Answer::Done(None)
+            }
+            Command::Flush => Answer::Done(None),
+            other => panic!("{} passed the check but is not offered", other.name()),
+        }
+    }
 }
 
 fn check_reply(reply: &[u8], structured: bool, cookie: u64, offset: u64, answer: &Answer) {

@@ -20,5 +20,5 @@ pub mod server;
 pub mod wire;
 
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
-pub use server::{Event, Listener, Replier, ServeError};
+pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError};
 pub use wire::{Command, Errno, Outcome, Request, RequestError};

@@ -489,6 +489,19 @@ impl io::Write for Stream {
     }
 }
 
+/// Serves one connection over a Unix socket the caller accepted or made (with
+/// `UnixStream::pair`): the handshake, then every request as an [`Event`] on `events`, until
+/// the client leaves or the stream fails. A [`Listener`] does this on a thread of its own for
+/// every client; this is for tests and the fuzz target, which drive the same loop.
+pub fn serve_unix_connection(
+    conn: u64,
+    stream: UnixStream,
+    export: &Export,
+    events: &Sender<Event>,
+) {
+    connection(conn, Stream::Unix(stream), export, events);
+}
+
 fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Event>) {
     let negotiated = match negotiate(&mut stream, export) {
         Ok(n) => n,
@@ -543,8 +556,8 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
                     break Some("the server is shutting down".into());
                 }
             }
-            Err(RequestError::TooLong { cookie, len, max }) => {
-                let message = format!("{len}-byte write exceeds the largest payload, {max} bytes");
+            Err(e @ RequestError::TooLong { cookie, .. }) => {
+                let message = e.to_string();
                 replier.refuse(cookie, 0, Errno::Inval, message.clone());
                 let _ = events.send(Event::Refused {
                     conn,
