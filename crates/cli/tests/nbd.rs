@@ -450,7 +450,8 @@ fn have(tools: &[&str]) -> bool {
     false
 }
 
-fn run_script(name: &str, script: &str) {
+/// Runs `script` with bash in a directory of its own; returns what it printed.
+fn run_script(name: &str, script: &str) -> String {
     let d = dir(name);
     let bin = d.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -475,6 +476,7 @@ fn run_script(name: &str, script: &str) {
     assert!(out.status.success(), "{name}:\n{stdout}\n{stderr}");
     assert!(stdout.contains("virtual time ("), "{stdout}");
     assert!(stdout.contains(" 0 failed"), "{stdout}");
+    stdout.into_owned()
 }
 
 #[test]
@@ -486,23 +488,30 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
     run_script("readme-fio", &script);
 }
 
-/// fio writes with 32 requests in flight and is killed mid-run (SIGTERM: it saves which
-/// writes were acknowledged); a second fio dies with SIGKILL while writing elsewhere; a third
-/// connects and reads back every acknowledged write of the first.
+/// fio writes with 32 requests in flight and is killed mid-run (SIGTERM, once it has
+/// reported progress, far from done with its 2 GiB: it saves which writes were
+/// acknowledged); a second fio dies with SIGKILL while writing elsewhere; a third connects and
+/// reads back every acknowledged write of the first (each block is written once: no pass
+/// over the area repeats, so every block read back is the one write fio recorded).
 const FIO_KILLED: &str = r#"
-smartio serve nbd --scenario back-to-back --host borrower --device lender:nvme0 --socket "$SOCK" --size 256M &
-SERVER=$!; trap 'kill $SERVER 2>/dev/null || true' EXIT
+smartio serve nbd --scenario back-to-back --host borrower --device lender:nvme0 --socket "$SOCK" --size 4G &
+SERVER=$!; trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 while [ ! -S "$SOCK" ]; do sleep 0.1; done
-JOB="--name=acked --ioengine=nbd --uri=nbd+unix:///?socket=$SOCK --rw=randwrite --bs=4k --iodepth=32 --size=64M --verify=crc32c --randseed=7"
-fio $JOB --do_verify=0 --verify_state_save=1 --time_based --runtime=60 > write.log 2>&1 &
+URI="nbd+unix:///?socket=$SOCK"
+JOB=(--name=acked --ioengine=nbd "--uri=$URI" --rw=randwrite --bs=4k --iodepth=32 --size=2G
+     --verify=crc32c --randseed=7)
+fio "${JOB[@]}" --do_verify=0 --verify_state_save=1 --status-interval=1 > write.log 2>&1 &
 FIO=$!
-sleep 2; kill $FIO; wait $FIO || true
+for _ in $(seq 150); do grep -q 'write: IOPS' write.log && break; sleep 0.2; done
+kill $FIO; wait $FIO || true
 test -s local-acked-0-verify.state
-fio --name=doomed --ioengine=nbd --uri="nbd+unix:///?socket=$SOCK" --rw=randwrite --bs=4k \
-    --iodepth=32 --offset=128M --size=64M --time_based --runtime=60 > doomed.log 2>&1 &
+fio --name=doomed --ioengine=nbd "--uri=$URI" --rw=randwrite --bs=4k --iodepth=32 \
+    --offset=3G --size=512M --time_based --runtime=60 > doomed.log 2>&1 &
 DOOMED=$!
-sleep 2; pkill -KILL -P $DOOMED; kill -KILL $DOOMED; wait $DOOMED || true
-fio $JOB --verify_only --verify_state_load=1
+sleep 1
+pkill -KILL -P $DOOMED || true; kill -KILL $DOOMED || true; wait $DOOMED || true
+fio "${JOB[@]}" --verify_only --verify_state_load=1 | tee verify.log
+grep -q 'read: IOPS' verify.log
 kill $SERVER; wait $SERVER
 "#;
 
@@ -511,7 +520,8 @@ fn fio_killed_mid_run_reads_back_every_acknowledged_write_after_reconnecting() {
     if !have(&["fio", "pkill"]) {
         return;
     }
-    run_script("fio-killed", FIO_KILLED);
+    let out = run_script("fio-killed", FIO_KILLED);
+    assert!(out.contains("acked: (groupid=0"), "{out}");
 }
 
 #[test]
@@ -553,5 +563,12 @@ fn the_readmes_nbdfuse_loop_and_ext4_script_makes_and_reads_back_a_file_system()
         return;
     }
     let script = readme_script("# nbd-ext4");
-    run_script("readme-ext4", &script);
+    let out = run_script("readme-ext4", &script);
+    // mkfs.ext4's discards reached the NVMe as deallocations.
+    let trims = out
+        .split(" trims;")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(trims.is_some_and(|n| n > 0), "{out}");
 }

@@ -983,11 +983,11 @@ fn dataset_management_deallocates_its_ranges_and_checks_them_all_first() {
             (bytes, cmd)
         };
         // Hints alone change nothing; a range past the end fails the whole command, and
-        // the range before it is left alone too.
+        // the range before it (76..78, which nothing below deallocates) is left alone too.
         for (ranges, deallocate, status) in [
             (&[(64, 16)][..], false, Status::SUCCESS),
             (
-                &[(66, 2), (BLOCKS_64M - 1, 2)][..],
+                &[(76, 2), (BLOCKS_64M - 1, 2)][..],
                 true,
                 Status::LBA_OUT_OF_RANGE,
             ),

@@ -236,11 +236,10 @@ fn through_connection(data: &[u8], export: &Export) -> Served {
     let mut writing = client;
     let _ = writing.write_all(data);
     let _ = writing.shutdown(Shutdown::Write);
-    // A check that failed on another thread fails the input with its own message.
-    conn.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-    let (served, refused) = device
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    // The output ends when the server's side of the socket is closed — by both of the
+    // connection's threads — or the read times out: a stuck loop fails here instead of
+    // hanging the run. A check that failed on another thread fails the input with its own
+    // message.
     let output = match output
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
@@ -248,6 +247,10 @@ fn through_connection(data: &[u8], export: &Export) -> Served {
         Ok(out) => out,
         Err(e) => panic!("the connection loop did not end within {STUCK:?}: {e}"),
     };
+    conn.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (served, refused) = device
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
     Served {
         output,
         served,

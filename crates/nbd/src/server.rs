@@ -546,7 +546,13 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
                     });
                     continue;
                 }
-                replier.budget.admit(req.cookie, u64::from(req.len));
+                // Only data counts against the byte budget: a trim or write-zeroes of a
+                // gigabyte holds no memory here.
+                let bytes = match req.command {
+                    Command::Read | Command::Write(_) => u64::from(req.len),
+                    _ => 0,
+                };
+                replier.budget.admit(req.cookie, bytes);
                 let sent = events.send(Event::Request {
                     conn,
                     request: req,

@@ -118,9 +118,10 @@ impl NvmeController {
         let lba = u64::from(self.config.lba_size);
         let mut extents = Vec::with_capacity(usize::from(ranges));
         for chunk in list.chunks_exact(DsmRange::SIZE) {
-            let mut b = [0u8; DsmRange::SIZE];
-            b.copy_from_slice(chunk);
-            let r = DsmRange::decode(&b);
+            let Ok(b) = <&[u8; DsmRange::SIZE]>::try_from(chunk) else {
+                continue; // chunks_exact gives only whole ranges
+            };
+            let r = DsmRange::decode(b);
             match r.slba.checked_add(u64::from(r.blocks)) {
                 Some(end) if end <= self.blocks() => {
                     extents.push((r.slba * lba, u64::from(r.blocks) * lba))

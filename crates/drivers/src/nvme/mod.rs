@@ -649,7 +649,7 @@ impl NvmeDevice {
     }
 
     /// Performs one block request on the queue of `cpu` and waits for it. `buffer` is host
-    /// memory of `blocks × lba_size` bytes (unused for Flush and Write Zeroes); the driver
+    /// memory of `blocks × lba_size` bytes (unused for Flush, Write Zeroes and Deallocate); the driver
     /// maps it for the device for the duration of the request.
     pub async fn submit(
         &self,

@@ -4,7 +4,7 @@
 
 use super::model::{
     changes_queues, dnr_expected, expect_dsm, expect_io, pattern_byte, queue_id, unmasks, Content,
-    Kind, Model, Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
+    DsmList, Kind, Model, Pending, Queue, BLOCKS, LBA, MAX_ENTRIES,
 };
 use super::ops::{Op, PrpShape};
 use smartio_devices::nvme::spec::{
@@ -576,9 +576,15 @@ impl Harness {
         };
         cmd.prp1 = prp1;
         cmd.prp2 = prp2;
-        // Deallocation is asked for only through a list the host wrote: one read from other
-        // memory could name any blocks.
-        let deallocate = dsm && seed & 4 == 0 && !bad;
+        // Deallocation is asked for only where the list read is the one the host wrote or
+        // none at all (a misaligned PRP1 must fail before any block changes): one read from
+        // other memory could name any blocks.
+        let list = match prp {
+            _ if !bad => DsmList::Written,
+            PrpShape::Misaligned => DsmList::Misaligned,
+            _ => DsmList::Elsewhere,
+        };
+        let deallocate = dsm && seed & 4 == 0 && list != DsmList::Elsewhere;
         if dsm {
             cmd.cdw = [(ranges - 1) as u32, u32::from(deallocate) << 2, 0, 0, 0, 0];
             if !bad {
@@ -605,7 +611,7 @@ impl Harness {
             }
         }
         let expect = if dsm {
-            expect_dsm(nsid, slba, blocks * ranges, bad)
+            expect_dsm(nsid, slba, blocks * ranges, list)
         } else {
             expect_io(&cmd, bad)
         };

@@ -96,10 +96,14 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Whether the command changes the blocks of `extent`.
+    /// Whether the command may change the blocks of `extent`: a deallocation only when it
+    /// may succeed (one that must fail changes nothing, so the model keeps those blocks
+    /// known and a read catches a partial deallocation).
     pub fn writes(&self, cmd: &Command) -> bool {
-        matches!(self, Kind::Deallocate { .. })
-            || matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES)
+        match self {
+            Kind::Deallocate { expect, .. } => expect.contains(&Status::SUCCESS),
+            _ => matches!(cmd.opcode, io::WRITE | io::WRITE_ZEROES),
+        }
     }
 
     /// The blocks the command names: its list's for a deallocation, else CDW10–12's.
@@ -348,29 +352,36 @@ pub fn expect_io(cmd: &Command, bad_prp: bool) -> Vec<Status> {
     errors
 }
 
-/// The statuses a Dataset Management of namespace `nsid` may end with, whose list names
-/// `blocks` blocks from `slba` in contiguous ranges, read through PRPs that are valid unless
-/// `bad_prp`. The namespace is checked before the list is read, the ranges after.
-pub fn expect_dsm(nsid: u32, slba: u64, blocks: u64, bad_prp: bool) -> Vec<Status> {
+/// Where a Dataset Management's PRPs point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DsmList {
+    /// At the list the host wrote.
+    Written,
+    /// PRP1 is not dword-aligned: the list cannot be read (PRP Offset Invalid).
+    Misaligned,
+    /// Anywhere else: the list read may name any ranges, or not be read at all.
+    Elsewhere,
+}
+
+/// The statuses a Dataset Management of namespace `nsid` may end with, whose written list
+/// names `blocks` blocks from `slba` in contiguous ranges. The namespace is checked before
+/// the list is read, the ranges after.
+pub fn expect_dsm(nsid: u32, slba: u64, blocks: u64, list: DsmList) -> Vec<Status> {
     if !(1..=NAMESPACES).contains(&nsid) {
         return vec![Status::INVALID_NAMESPACE];
     }
     let in_range = slba.checked_add(blocks).is_some_and(|end| end <= BLOCKS);
-    let mut out = Vec::new();
-    if bad_prp {
-        // The list may come from other memory: any ranges at all.
-        out.extend([
+    match list {
+        DsmList::Written if in_range => vec![Status::SUCCESS],
+        DsmList::Written => vec![Status::LBA_OUT_OF_RANGE],
+        DsmList::Misaligned => vec![Status::PRP_OFFSET_INVALID],
+        DsmList::Elsewhere => vec![
             Status::PRP_OFFSET_INVALID,
             Status::DATA_TRANSFER_ERROR,
             Status::LBA_OUT_OF_RANGE,
             Status::SUCCESS,
-        ]);
-    } else if in_range {
-        out.push(Status::SUCCESS);
-    } else {
-        out.push(Status::LBA_OUT_OF_RANGE);
+        ],
     }
-    out
 }
 
 /// Whether a completion with `status` must have DNR set (NVMe 1.4 §4.6.1.2.1: a command
@@ -440,27 +451,36 @@ mod tests {
 
     #[test]
     fn a_deallocation_checks_its_namespace_first_then_its_ranges() {
-        assert_eq!(expect_dsm(3, BLOCKS, 1, true), [Status::INVALID_NAMESPACE]);
-        assert_eq!(expect_dsm(1, BLOCKS - 4, 4, false), [Status::SUCCESS]);
+        let written = DsmList::Written;
         assert_eq!(
-            expect_dsm(2, BLOCKS - 4, 5, false),
+            expect_dsm(3, BLOCKS, 1, DsmList::Elsewhere),
+            [Status::INVALID_NAMESPACE]
+        );
+        assert_eq!(expect_dsm(1, BLOCKS - 4, 4, written), [Status::SUCCESS]);
+        assert_eq!(
+            expect_dsm(1, 0, 4, DsmList::Misaligned),
+            [Status::PRP_OFFSET_INVALID]
+        );
+        assert_eq!(
+            expect_dsm(2, BLOCKS - 4, 5, written),
             [Status::LBA_OUT_OF_RANGE]
         );
         assert_eq!(
-            expect_dsm(1, u64::MAX, 2, false),
+            expect_dsm(1, u64::MAX, 2, written),
             [Status::LBA_OUT_OF_RANGE]
         );
-        let d = Kind::Deallocate {
-            slba: 7,
-            blocks: 9,
-            expect: vec![],
-        };
         let dsm = Command {
             opcode: io::DATASET_MANAGEMENT,
             ..Command::default()
         };
-        assert!(d.writes(&dsm));
-        assert_eq!(d.extent(&dsm), (7, 9));
+        let d = |expect| Kind::Deallocate {
+            slba: 7,
+            blocks: 9,
+            expect,
+        };
+        assert!(d(vec![Status::SUCCESS]).writes(&dsm));
+        assert!(!d(vec![Status::LBA_OUT_OF_RANGE]).writes(&dsm), "must fail");
+        assert_eq!(d(vec![]).extent(&dsm), (7, 9));
     }
 
     #[test]
