@@ -586,7 +586,9 @@ impl Harness {
         };
         let deallocate = dsm && seed & 4 == 0 && list != DsmList::Elsewhere;
         if dsm {
-            cmd.cdw = [(ranges - 1) as u32, u32::from(deallocate) << 2, 0, 0, 0, 0];
+            // Seed bits 7:3 go in CDW10's reserved bits 31:8, which change nothing.
+            let nr = (ranges - 1) as u32 | u32::from(seed >> 3) << 8;
+            cmd.cdw = [nr, u32::from(deallocate) << 2, 0, 0, 0, 0];
             if !bad {
                 let list: Vec<u8> = (0..ranges)
                     .flat_map(|k| {

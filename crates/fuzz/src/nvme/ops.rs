@@ -96,8 +96,8 @@ pub enum Op {
         nlb: u16,
         /// Buffer description.
         prp: PrpShape,
-        /// A Dataset Management's ranges less one (bits 1:0) and, with bit 2 clear, its
-        /// Deallocate attribute.
+        /// A Dataset Management's ranges less one (bits 1:0), with bit 2 clear its
+        /// Deallocate attribute, and bits 7:3 for CDW10's reserved bits.
         seed: u8,
     },
     /// An admin command with chosen fields: Identify, Get Log Page, Get/Set Features, Abort.
