@@ -187,12 +187,18 @@ fn write_at(mut file: &File, at: u64, data: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn namespaces_are_separate_and_a_file_keeps_its_data() {
-        let dir = std::env::temp_dir().join(format!("smartio-ns-{}", std::process::id()));
+    /// A fresh directory for test `name` and the path of a backing file in it.
+    fn scratch(name: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("smartio-ns-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("ns.img");
         let _ = std::fs::remove_file(&path);
+        (dir, path)
+    }
+
+    #[test]
+    fn namespaces_are_separate_and_a_file_keeps_its_data() {
+        let (dir, path) = scratch("keep");
         {
             let s = NamespaceStore::file(&path, 2, 1 << 20).expect("create");
             s.write(1, 512, b"first").expect("write");
@@ -210,10 +216,7 @@ mod tests {
 
     #[test]
     fn zeroing_clears_only_its_range_of_its_namespace_in_memory_and_in_a_file() {
-        let dir = std::env::temp_dir().join(format!("smartio-ns-zero-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("ns.img");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = scratch("zero");
         let stores = [
             NamespaceStore::sparse(2, 1 << 20),
             NamespaceStore::file(&path, 2, 1 << 20).expect("create"),
@@ -237,10 +240,7 @@ mod tests {
 
     #[test]
     fn a_read_past_the_end_of_the_backing_file_names_the_file() {
-        let dir = std::env::temp_dir().join(format!("smartio-ns-short-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("ns.img");
-        let _ = std::fs::remove_file(&path);
+        let (dir, path) = scratch("short");
         let s = NamespaceStore::file(&path, 1, 4096).expect("create");
         let mut b = [0u8; 16];
         // The caller checks bounds; the store reports what the file system says.
