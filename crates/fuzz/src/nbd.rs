@@ -18,11 +18,12 @@
 //! the requests (it is the device here, not a reference to check against).
 
 use crate::Outcome;
+use smartio_nbd::client::ScriptedStream;
 use smartio_nbd::wire::{read_request, transmission_flags, write_reply, Outcome as Answer};
 use smartio_nbd::wire::{IHAVEOPT, NBDMAGIC, SIMPLE_REPLY_MAGIC, STRUCTURED_REPLY_MAGIC};
 use smartio_nbd::{negotiate, serve_unix_connection, BlockSizes, Command, Event, Export};
 use smartio_nbd::{Request, RequestError};
-use std::io::{self, Cursor, Read, Write};
+use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
@@ -35,27 +36,6 @@ const SIZE: u64 = 1 << 20;
 const MOST_REQUESTS: usize = 256;
 /// Longest the connection loop may take to answer one input before it counts as stuck.
 const STUCK: Duration = Duration::from_secs(20);
-
-/// A client's bytes in, the server's bytes out.
-struct Pipe {
-    input: Cursor<Vec<u8>>,
-    output: Vec<u8>,
-}
-
-impl Read for Pipe {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.input.read(buf)
-    }
-}
-
-impl Write for Pipe {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.output.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 fn export() -> Export {
     Export {
@@ -110,10 +90,7 @@ pub fn nbd_requests(data: &[u8]) -> Outcome {
 /// the handshake's output is, how far it read the input, and its account; or, when the
 /// handshake fails, the rejection (the second run is then not needed: it ends the same way).
 fn in_memory(data: &[u8], export: &Export) -> Result<(Served, usize, usize, String), Outcome> {
-    let mut pipe = Pipe {
-        input: Cursor::new(data.to_vec()),
-        output: Vec::new(),
-    };
+    let mut pipe = ScriptedStream::new(data.to_vec());
     let negotiated = negotiate(&mut pipe, export);
     assert!(
         pipe.output.len() >= 18

@@ -5,7 +5,43 @@
 use crate::wire::STRUCTURED_REPLY_MAGIC;
 use crate::wire::{chunk, client_flags, info, option, reply, write_request, Command, Request};
 use crate::wire::{IHAVEOPT, NBDMAGIC, OPTION_REPLY_MAGIC, SIMPLE_REPLY_MAGIC};
-use std::io::{self, Read, Write};
+use std::io::{self, Cursor, Read, Write};
+
+/// A client's bytes, scripted, on one side and what the server wrote back on the other: a
+/// stream for driving the server's side without a socket (the handshake's tests, the fuzz
+/// target).
+#[derive(Debug, Default)]
+pub struct ScriptedStream {
+    /// What the client sends; its position is how far the server has read.
+    pub input: Cursor<Vec<u8>>,
+    /// What the server wrote.
+    pub output: Vec<u8>,
+}
+
+impl ScriptedStream {
+    /// A stream whose client sends `input`.
+    pub fn new(input: Vec<u8>) -> ScriptedStream {
+        ScriptedStream {
+            input: Cursor::new(input),
+            output: Vec::new(),
+        }
+    }
+}
+
+impl Read for ScriptedStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl Write for ScriptedStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.output.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// An open connection in the transmission phase.
 #[derive(Debug)]

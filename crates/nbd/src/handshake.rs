@@ -257,28 +257,7 @@ fn read_u64(r: &mut impl Read) -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
-
-    /// A scripted client: what it sends, and what the server wrote back.
-    struct Pipe {
-        input: Cursor<Vec<u8>>,
-        output: Vec<u8>,
-    }
-
-    impl Read for Pipe {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            self.input.read(buf)
-        }
-    }
-
-    impl Write for Pipe {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::client::ScriptedStream;
 
     fn export() -> Export {
         Export {
@@ -312,10 +291,7 @@ mod tests {
     }
 
     fn run(client: Vec<u8>) -> (Result<Negotiated, HandshakeError>, Vec<u8>) {
-        let mut p = Pipe {
-            input: Cursor::new(client),
-            output: Vec::new(),
-        };
+        let mut p = ScriptedStream::new(client);
         let r = negotiate(&mut p, &export());
         (r, p.output)
     }

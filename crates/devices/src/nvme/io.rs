@@ -117,10 +117,7 @@ impl NvmeController {
         let list = self.fetch_from_host(port, cmd, len).await?;
         let lba = u64::from(self.config.lba_size);
         let mut extents = Vec::with_capacity(usize::from(ranges));
-        for chunk in list.chunks_exact(DsmRange::SIZE) {
-            let Ok(b) = <&[u8; DsmRange::SIZE]>::try_from(chunk) else {
-                continue; // chunks_exact gives only whole ranges
-            };
+        for b in list.as_chunks::<{ DsmRange::SIZE }>().0 {
             let r = DsmRange::decode(b);
             match r.slba.checked_add(u64::from(r.blocks)) {
                 Some(end) if end <= self.blocks() => {

@@ -435,8 +435,9 @@ impl Client {
     }
 
     /// Reads or writes `blocks` blocks at `lba` of `nsid` to or from the data segment at
-    /// `offset`, on queue `q`; polls for the completion. Flush (any `blocks`) and Write
-    /// Zeroes (1..=65536 blocks) use no data segment (`offset` is ignored).
+    /// `offset`, on queue `q`; polls for the completion. Flush (any `blocks`), Write Zeroes
+    /// (1..=65536 blocks) and Deallocate (1..=`u32::MAX`) use no data segment (`offset` is
+    /// ignored).
     pub async fn io(
         &self,
         q: &ClientQueue,

@@ -200,11 +200,7 @@ impl LatencyNs {
         let ns = |ps: u64| ps as f64 / 1000.0;
         LatencyNs {
             min: ns(r.min()),
-            mean: if r.count() > 0 {
-                r.sum() as f64 / r.count() as f64 / 1000.0
-            } else {
-                0.0
-            },
+            mean: r.mean() / 1000.0,
             p50: ns(r.percentile(50.0)),
             p90: ns(r.percentile(90.0)),
             p99: ns(r.percentile(99.0)),
