@@ -899,36 +899,30 @@ fn a_prp_list_starting_inside_its_page_that_exactly_fills_it_or_needs_a_chain_en
     });
 }
 
+/// A read or write of 16 blocks at `slba` of namespace 1 through `buf`'s first two pages.
+fn sixteen_blocks(opcode: u8, slba: u64, buf: &DmaBuffer) -> Command {
+    rw(
+        opcode,
+        1,
+        slba,
+        16,
+        buf.bus.get(),
+        buf.bus.get() + PAGE_SIZE,
+    )
+}
+
 #[test]
 fn write_zeroes_reads_back_zero_and_spares_neighbours() {
     run("write-zeroes", Setup::default(), |ctx| async move {
         let data = pattern(3, 16 * 512);
         let buf = ctx.dma(2 * PAGE_SIZE);
         ctx.fill(&buf, 0, &data).await;
-        let c = ctx
-            .io(rw(
-                io::WRITE,
-                1,
-                64,
-                16,
-                buf.bus.get(),
-                buf.bus.get() + PAGE_SIZE,
-            ))
-            .await;
+        let c = ctx.io(sixteen_blocks(io::WRITE, 64, &buf)).await;
         assert_eq!(c.status, Status::SUCCESS, "write");
         let c = ctx.io(rw(io::WRITE_ZEROES, 1, 68, 4, 0, 0)).await;
         assert_eq!(c.status, Status::SUCCESS, "write zeroes");
         let out = ctx.dma(4 * PAGE_SIZE);
-        let c = ctx
-            .io(rw(
-                io::READ,
-                1,
-                64,
-                16,
-                out.bus.get(),
-                out.bus.get() + PAGE_SIZE,
-            ))
-            .await;
+        let c = ctx.io(sixteen_blocks(io::READ, 64, &out)).await;
         assert_eq!(c.status, Status::SUCCESS, "read");
         let mut expected = data.clone();
         expected[4 * 512..8 * 512].fill(0);
@@ -957,16 +951,7 @@ fn dataset_management_deallocates_its_ranges_and_checks_them_all_first() {
         let data = pattern(5, 16 * 512);
         let buf = ctx.dma(2 * PAGE_SIZE);
         ctx.fill(&buf, 0, &data).await;
-        let c = ctx
-            .io(rw(
-                io::WRITE,
-                1,
-                64,
-                16,
-                buf.bus.get(),
-                buf.bus.get() + PAGE_SIZE,
-            ))
-            .await;
+        let c = ctx.io(sixteen_blocks(io::WRITE, 64, &buf)).await;
         assert_eq!(c.status, Status::SUCCESS, "write");
         let list = ctx.dma(PAGE_SIZE);
         let dsm = |ranges: &[(u64, u32)], deallocate: bool| {
@@ -1000,16 +985,7 @@ fn dataset_management_deallocates_its_ranges_and_checks_them_all_first() {
         ctx.fill(&list, 0, &bytes).await;
         assert_eq!(ctx.io(cmd).await.status, Status::SUCCESS, "deallocate");
         let out = ctx.dma(2 * PAGE_SIZE);
-        let c = ctx
-            .io(rw(
-                io::READ,
-                1,
-                64,
-                16,
-                out.bus.get(),
-                out.bus.get() + PAGE_SIZE,
-            ))
-            .await;
+        let c = ctx.io(sixteen_blocks(io::READ, 64, &out)).await;
         assert_eq!(c.status, Status::SUCCESS, "read");
         let mut expected = data.clone();
         expected[2 * 512..4 * 512].fill(0);
