@@ -110,6 +110,12 @@ pub enum Command {
         #[command(subcommand)]
         sweep: crate::sweep::Sweep,
     },
+    /// The live engine: `cluster up` runs a scenario on the wall clock with hosts' RAM in
+    /// shared memory, for SISCI programs (libsisci) to run on; `cluster down` stops it.
+    Cluster {
+        #[command(subcommand)]
+        cluster: crate::cluster::ClusterCommand,
+    },
     /// Serve a host's view of the cluster to real clients: `serve nbd` exports an NVMe
     /// namespace over NBD (fio's nbd engine, nbdcopy, qemu-img, nbdfuse).
     Serve {

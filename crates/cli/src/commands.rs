@@ -366,6 +366,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Demo => demo::demo(&calibration),
         Command::Serve { serve } => crate::serve::run(&calibration, serve),
+        Command::Cluster { cluster } => crate::cluster::run(&calibration, cluster),
     }
 }
 /// `smartio fio`: the option combinations are checked here, the values' ranges by clap

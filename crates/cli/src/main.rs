@@ -22,6 +22,7 @@ macro_rules! print {
 
 mod app;
 mod args;
+mod cluster;
 mod commands;
 mod demo;
 mod exp;

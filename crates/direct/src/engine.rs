@@ -9,8 +9,8 @@ use smartio_machine::{
     Machine, PayloadAccess, RunSummary,
 };
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, LocalTask, PhysAddr,
-    SimDuration, SimTime, SparseMemory,
+    AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, HostMemory, LocalTask,
+    PhysAddr, SimDuration, SimTime, SparseMemory,
 };
 use std::cell::{Ref, RefCell};
 use std::collections::BTreeMap;
@@ -19,6 +19,7 @@ use std::panic::Location;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 /// An untimed engine behind the platform contract. Cheap to clone; not `Send`.
 #[derive(Clone)]
@@ -31,6 +32,19 @@ struct Inner {
     exec: RefCell<Executor>,
     /// `state.now`, readable while the state is borrowed (by a BAR handler).
     now: std::cell::Cell<SimTime>,
+    /// What moves the clock.
+    clock: Timekeeping,
+}
+
+/// What moves an engine's clock.
+#[derive(Clone, Copy)]
+enum Timekeeping {
+    /// Only sleeps: when no task is ready, the clock jumps to the earliest timer.
+    Virtual,
+    /// The wall clock, since `start` (the live engine): a timer fires when its time has
+    /// really come, and what happens outside the engine (a program's store into a register
+    /// page, a request on a socket) is fed in between [`DirectEngine::advance`] calls.
+    Wall { start: Instant },
 }
 
 /// A memory watch: armed by `written`, fired by the first write that overlaps it.
@@ -51,7 +65,7 @@ struct State {
     now: SimTime,
     fabric: Fabric,
     cpu: CpuTiming,
-    memory: Vec<SparseMemory>,
+    memory: Vec<Box<dyn HostMemory>>,
     bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
     config_handlers: Vec<Option<Rc<dyn ConfigHandler>>>,
     timers: Timers,
@@ -66,7 +80,41 @@ struct State {
 impl DirectEngine {
     /// An engine for `fabric`; the calibration configures the fabric's tables (look-up-table
     /// entries, multicast groups) and gives the software costs the OS model charges.
-    pub fn new(mut fabric: Fabric, calibration: &Calibration) -> DirectEngine {
+    pub fn new(fabric: Fabric, calibration: &Calibration) -> DirectEngine {
+        let memory = fabric
+            .hosts()
+            .iter()
+            .map(|_| Box::new(SparseMemory::new()) as Box<dyn HostMemory>)
+            .collect();
+        Self::build(fabric, calibration, memory, Timekeeping::Virtual)
+    }
+
+    /// The same engine on the wall clock, over the given memory of each host (in the
+    /// fabric's host order): the core of the live engine. Its time is the time since it was
+    /// made; a sleep lasts as long as it says. Drive it with [`DirectEngine::advance`].
+    ///
+    /// # Panics
+    /// If `memory` does not hold one entry per host of `fabric` (a caller's bug).
+    pub fn on_wall_clock(
+        fabric: Fabric,
+        calibration: &Calibration,
+        memory: Vec<Box<dyn HostMemory>>,
+    ) -> DirectEngine {
+        assert_eq!(
+            memory.len(),
+            fabric.hosts().len(),
+            "one memory per host of the fabric"
+        );
+        let start = Instant::now();
+        Self::build(fabric, calibration, memory, Timekeeping::Wall { start })
+    }
+
+    fn build(
+        mut fabric: Fabric,
+        calibration: &Calibration,
+        memory: Vec<Box<dyn HostMemory>>,
+        clock: Timekeeping,
+    ) -> DirectEngine {
         calibration.configure_fabric(&mut fabric);
         let hosts = fabric.hosts().len();
         let endpoints = fabric.endpoints().len();
@@ -76,7 +124,7 @@ impl DirectEngine {
                     now: SimTime::ZERO,
                     fabric,
                     cpu: calibration.cpu_timing(),
-                    memory: (0..hosts).map(|_| SparseMemory::new()).collect(),
+                    memory,
                     bar_handlers: vec![None; endpoints],
                     config_handlers: vec![None; endpoints],
                     timers: Timers::default(),
@@ -89,7 +137,51 @@ impl DirectEngine {
                 }),
                 exec: RefCell::new(Executor::default()),
                 now: std::cell::Cell::new(SimTime::ZERO),
+                clock,
             }),
+        }
+    }
+
+    /// On the wall clock: fires every timer whose time has come, runs every task that is
+    /// ready, again until neither is left, and returns when the next timer is due (`None`:
+    /// none is armed). On the virtual clock it does the same at the current time.
+    pub fn advance(&self) -> Option<SimTime> {
+        loop {
+            self.poll_ready();
+            let now = self.current_time();
+            let next = self.inner.state.borrow_mut().timers.pop_due(now);
+            match next {
+                Some((_, due)) => self.fire(due),
+                None => return self.inner.state.borrow_mut().timers.next_due(),
+            }
+        }
+    }
+
+    /// The current time: on the wall clock, read now (never earlier than a time already
+    /// seen).
+    fn current_time(&self) -> SimTime {
+        if let Timekeeping::Wall { start } = self.inner.clock {
+            let elapsed = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let wall = SimTime(elapsed.saturating_mul(1_000));
+            let now = self.inner.now.get().max(wall);
+            self.inner.now.set(now);
+            if let Ok(mut s) = self.inner.state.try_borrow_mut() {
+                s.now = now;
+            }
+        }
+        self.inner.now.get()
+    }
+
+    /// Fires one timer that is due.
+    fn fire(&self, due: Due) {
+        self.inner.state.borrow_mut().counters.events += 1;
+        match due {
+            Due::Wake(signal) => {
+                if let Some(w) = signal.fire() {
+                    w.wake();
+                }
+            }
+            Due::Link { link, up } => self.set_link(link, up),
         }
     }
 
@@ -195,8 +287,9 @@ impl DirectEngine {
     /// Arms a sleep now.
     fn arm_sleep(&self, duration: SimDuration) -> Awaited {
         let signal = Rc::new(Signal::default());
+        let now = self.current_time();
         let mut s = self.inner.state.borrow_mut();
-        let at = s.now + duration;
+        let at = now + duration;
         s.timers.add(at, Due::Wake(Rc::clone(&signal)));
         Awaited(signal)
     }
@@ -467,7 +560,7 @@ impl PayloadAccess for DirectEngine {
 
 impl Engine for DirectEngine {
     fn now(&self) -> SimTime {
-        self.inner.now.get()
+        self.current_time()
     }
 
     fn spawn(&self, task: LocalTask, at: &'static Location<'static>) {
@@ -494,23 +587,24 @@ impl Engine for DirectEngine {
     }
 
     fn run_until(&self, deadline: SimTime) -> RunSummary {
-        loop {
-            self.poll_ready();
-            let next = self.inner.state.borrow_mut().timers.pop_due(deadline);
-            let Some((at, due)) = next else { break };
-            {
-                let mut s = self.inner.state.borrow_mut();
-                s.now = s.now.max(at);
-                self.inner.now.set(s.now);
-                s.counters.events += 1;
-            }
-            match due {
-                Due::Wake(signal) => {
-                    if let Some(w) = signal.fire() {
-                        w.wake();
-                    }
+        match self.inner.clock {
+            Timekeeping::Virtual => loop {
+                self.poll_ready();
+                let next = self.inner.state.borrow_mut().timers.pop_due(deadline);
+                let Some((at, due)) = next else { break };
+                {
+                    let mut s = self.inner.state.borrow_mut();
+                    s.now = s.now.max(at);
+                    self.inner.now.set(s.now);
                 }
-                Due::Link { link, up } => self.set_link(link, up),
+                self.fire(due);
+            },
+            // Time passes by itself: wait (really) for each timer up to the deadline.
+            Timekeeping::Wall { .. } => {
+                while let Some(next) = self.advance().filter(|&t| t <= deadline) {
+                    let wait = next.since(self.current_time());
+                    std::thread::sleep(Duration::from_nanos(wait.as_ps() / 1_000));
+                }
             }
         }
         let s = self.inner.state.borrow();

@@ -107,6 +107,18 @@ impl Timers {
 
     /// The earliest timer that still matters, if it is due by `deadline` (cancelled sleeps
     /// are dropped on the way).
+    /// When the earliest timer still wanted is due.
+    pub fn next_due(&mut self) -> Option<SimTime> {
+        while let Some(Reverse(e)) = self.heap.peek() {
+            if matches!(&e.due, Due::Wake(signal) if signal.abandoned()) {
+                self.heap.pop();
+                continue;
+            }
+            return Some(e.at);
+        }
+        None
+    }
+
     pub fn pop_due(&mut self, deadline: SimTime) -> Option<(SimTime, Due)> {
         while let Some(Reverse(e)) = self.heap.peek() {
             if matches!(&e.due, Due::Wake(signal) if signal.abandoned()) {

@@ -196,3 +196,54 @@ fn configuration_requests_stay_in_the_functions_host() {
         Err(AccessError::UnsupportedRequest { .. })
     ));
 }
+
+/// The engine on the wall clock over memory the caller gives: the live engine's core.
+fn wall_clock() -> (DirectEngine, Machine) {
+    let spec = parse_scenario("one-host", ONE_HOST).expect("valid scenario");
+    let fabric = Fabric::build(&spec, &smartio_devices::layout_for).expect("enumerates");
+    let memory: Vec<Box<dyn smartio_platform::HostMemory>> =
+        vec![Box::new(smartio_platform::SparseMemory::new())];
+    let engine = DirectEngine::on_wall_clock(fabric, &Calibration::default_embedded(), memory);
+    let machine = engine.machine();
+    (engine, machine)
+}
+
+#[test]
+fn on_the_wall_clock_a_sleep_lasts_its_time_and_advance_says_when_the_next_timer_is_due() {
+    let (engine, m) = wall_clock();
+    let cpu = m.cpu(HostId(0));
+    let woke = Rc::new(RefCell::new(None));
+    let out = Rc::clone(&woke);
+    let started = std::time::Instant::now();
+    m.spawn(async move {
+        cpu.sleep(SimDuration::from_us(20_000)).await;
+        *out.borrow_mut() = Some(cpu.now());
+    });
+    // Nothing is due yet: advance runs the task up to its sleep and names the deadline.
+    let next = engine.advance().expect("a timer is armed");
+    assert!(
+        next >= SimTime::ZERO + SimDuration::from_us(20_000),
+        "{next:?}"
+    );
+    assert!(woke.borrow().is_none());
+    m.run();
+    let at = woke.borrow().expect("the task woke");
+    assert!(at >= SimTime::ZERO + SimDuration::from_us(20_000), "{at:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(20));
+    assert_eq!(engine.advance(), None, "no timer left");
+}
+
+#[test]
+fn on_the_wall_clock_accesses_land_in_the_memory_given() {
+    let (_engine, m) = wall_clock();
+    let dev = dev0(&m);
+    m.spawn(async move {
+        dev.write(BusAddr(0x2000), b"live")
+            .await
+            .expect("lands in RAM");
+    });
+    m.run();
+    let mut buf = [0u8; 4];
+    m.peek_memory(HostId(0), PhysAddr(0x2000), &mut buf);
+    assert_eq!(&buf, b"live");
+}

@@ -30,7 +30,7 @@ pub use broadcast::{Broadcast, Fired};
 pub use config::{ConfigHandler, SrIovControl};
 pub use fifo::{FifoHold, FifoLock};
 pub use function::{Bdf, FunctionBarHandler, FunctionId, OneFunction};
-pub use memory::SparseMemory;
+pub use memory::{HostMemory, SparseMemory};
 pub use msi::MsiMessage;
 pub use notify::Notify;
 pub use pool::FifoPool;

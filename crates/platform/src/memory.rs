@@ -6,6 +6,34 @@ use rustc_hash::FxHashMap;
 const PAGE_SHIFT: u32 = 16;
 const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 
+/// A host's RAM as an engine keeps it: byte-exact, addressed by physical address. The
+/// timed and direct engines keep it in [`SparseMemory`]; the live engine in shared memory
+/// that other processes map (a memfd), so what a device writes there a program sees.
+pub trait HostMemory {
+    /// Copies `buf.len()` bytes from `offset` into `buf`.
+    fn read(&self, offset: u64, buf: &mut [u8]);
+
+    /// Copies `data` to `offset`.
+    fn write(&mut self, offset: u64, data: &[u8]);
+
+    /// Zeroes `len` bytes from `offset`.
+    fn zero(&mut self, offset: u64, len: u64);
+}
+
+impl HostMemory for SparseMemory {
+    fn read(&self, offset: u64, buf: &mut [u8]) {
+        SparseMemory::read(self, offset, buf)
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) {
+        SparseMemory::write(self, offset, data)
+    }
+
+    fn zero(&mut self, offset: u64, len: u64) {
+        SparseMemory::zero(self, offset, len)
+    }
+}
+
 /// A sparse byte array addressed by `u64` offsets.
 #[derive(Debug, Default, Clone)]
 pub struct SparseMemory {

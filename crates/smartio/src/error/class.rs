@@ -50,7 +50,37 @@ pub enum SciErrorClass {
     NoSuchFdid,
 }
 
+/// Every SISCI error code has this bit set (`SCI_ERR_OK`, 0, has not).
+pub const SCI_ERR_MASK: u32 = 0x4000_0000;
+
 impl SciErrorClass {
+    /// The value of the `SCI_ERR_*` constant, as `sisci_error.h` defines it: the values
+    /// public SISCI code shows (0x900 upwards with [`SCI_ERR_MASK`]); `SCI_ERR_NO_SUCH_FDID`,
+    /// whose value no public source gives, is 0xC01 with the mask (a range SISCI does not
+    /// use). A program compares against the name, so only equality with the header matters.
+    pub fn code(self) -> u32 {
+        let low = match self {
+            SciErrorClass::Busy => 0x900,
+            SciErrorClass::Nospc => 0x904,
+            SciErrorClass::HwNospc => 0x906,
+            SciErrorClass::NoSuchAdapterNo => 0x909,
+            SciErrorClass::Timeout => 0x90A,
+            SciErrorClass::OutOfRange => 0x90B,
+            SciErrorClass::NoSuchSegment => 0x90C,
+            SciErrorClass::ConnectionRefused => 0x90E,
+            SciErrorClass::IllegalParameter => 0x912,
+            SciErrorClass::SegmentNotPrepared => 0x914,
+            SciErrorClass::IllegalAddress => 0x915,
+            SciErrorClass::IllegalOperation => 0x916,
+            SciErrorClass::SegmentIdUsed => 0x918,
+            SciErrorClass::NotConnected => 0x91B,
+            SciErrorClass::NoSuchNodeId => 0xA00,
+            SciErrorClass::TransferFailed => 0xA06,
+            SciErrorClass::NoSuchFdid => 0xC01,
+        };
+        SCI_ERR_MASK | low
+    }
+
     /// The `SCI_ERR_*` name of the class, as SISCI's headers spell it.
     pub fn name(self) -> &'static str {
         match self {
@@ -122,7 +152,7 @@ impl SciError {
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
             SciError::NoPath { .. } => C::NotConnected,
             SciError::SegmentIdInUse { .. } => C::SegmentIdUsed,
-            SciError::NoSuchSegment { .. } => C::NoSuchSegment,
+            SciError::NoSuchSegment { .. } | SciError::NoSuchInterrupt { .. } => C::NoSuchSegment,
             SciError::NotAvailable { .. } => C::ConnectionRefused,
             SciError::NotPrepared { .. } => C::SegmentNotPrepared,
             SciError::NotOwner { .. }
@@ -220,6 +250,14 @@ mod tests {
                     node_id: ClusterNodeId(4),
                     host: s("h"),
                     id: 9,
+                },
+                C::NoSuchSegment,
+            ),
+            (
+                SciError::NoSuchInterrupt {
+                    node_id: ClusterNodeId(4),
+                    host: s("h"),
+                    id: 3,
                 },
                 C::NoSuchSegment,
             ),

@@ -8,7 +8,7 @@
 
 mod class;
 
-pub use class::SciErrorClass;
+pub use class::{SciErrorClass, SCI_ERR_MASK};
 
 use crate::lending::Fdid;
 use smartio_fabric::units::format_size;
@@ -93,6 +93,17 @@ pub enum SciError {
         /// Host behind it.
         host: String,
         /// Segment id.
+        id: u32,
+    },
+    /// `SCI_ERR_NO_SUCH_INTNO` (the value of `SCI_ERR_NO_SUCH_SEGMENT`): no data interrupt
+    /// with this number on the host behind the node id.
+    #[error("node {node_id} (host {host}): no data interrupt {id}")]
+    NoSuchInterrupt {
+        /// Node id connected to.
+        node_id: ClusterNodeId,
+        /// Host behind it.
+        host: String,
+        /// Interrupt number.
         id: u32,
     },
     /// `SCI_ERR_CONNECTION_REFUSED`: the segment exists but is not available on that

@@ -151,12 +151,15 @@ impl Sisci {
         let key = (far_host, id);
         let (inbox, vector, slot) = {
             let mut st = self.state.borrow_mut();
-            let l = st.interrupts.local.get_mut(&key).ok_or_else(|| {
-                SciError::Stale(format!(
-                    "data interrupt {id} of node {node_id} (host {})",
-                    self.host_name(far_host)
-                ))
-            })?;
+            let l = st
+                .interrupts
+                .local
+                .get_mut(&key)
+                .ok_or_else(|| SciError::NoSuchInterrupt {
+                    node_id,
+                    host: self.host_name(far_host),
+                    id,
+                })?;
             let slot = (0..SLOTS)
                 .find(|s| !l.senders.contains_key(s))
                 .ok_or_else(|| SciError::Busy {

@@ -1,0 +1,357 @@
+//! The live engine from C: `smartio cluster up` runs a scenario with hosts' RAM in shared
+//! memory; C programs built with `-Wall -Werror` against the headers `smartio cluster
+//! install` puts in SISCI's layout run as programs of its hosts — a ping-pong through remote
+//! segments with a megabyte checked byte for byte, a remote procedure call over data
+//! interrupts, a look-up table filled from C (SCI_ERR_HW_NOSPC, never a crash) and a
+//! program killed while it holds every entry (the daemon gives them back).
+//!
+//! A C compiler is needed; without one the tests say SKIPPED, unless CI requires it
+//! (`SMARTIO_REQUIRE_C_COMPILER`), where they fail.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_smartio");
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sisci-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+/// The C compiler (`$CC`, else `cc`), if there is one.
+fn compiler() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let works = Command::new(&cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if works {
+        return Some(cc);
+    }
+    assert!(
+        std::env::var_os("SMARTIO_REQUIRE_C_COMPILER").is_none(),
+        "no C compiler ({cc})"
+    );
+    eprintln!("SKIPPED: no C compiler ({cc}; apt-get install gcc)");
+    None
+}
+
+/// The SISCI headers and library installed under `dir/prefix`, and a compiler.
+struct Sdk {
+    cc: String,
+    prefix: PathBuf,
+}
+
+impl Sdk {
+    fn install(dir: &Path) -> Option<Sdk> {
+        let cc = compiler()?;
+        let prefix = dir.join("prefix");
+        let out = Command::new(BIN)
+            .args(["cluster", "install", "--prefix"])
+            .arg(&prefix)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for header in [
+            "include/sisci_api.h",
+            "include/sisci_types.h",
+            "include/sisci_error.h",
+        ] {
+            assert!(prefix.join(header).is_file(), "{header} installed");
+        }
+        Some(Sdk { cc, prefix })
+    }
+
+    /// Builds `source` with -Wall -Werror -Wextra as SISCI programs are built.
+    fn build(&self, source: &Path) -> PathBuf {
+        let exe = self.prefix.join(source.file_stem().unwrap());
+        let p = &self.prefix;
+        let out = Command::new(&self.cc)
+            .args([
+                "-std=gnu11",
+                "-Wall",
+                "-Werror",
+                "-Wextra",
+                "-O2",
+                "-D_REENTRANT",
+            ])
+            .arg(format!("-I{}", p.join("include").display()))
+            .arg(format!("-I{}", p.join("include/dis").display()))
+            .arg(source)
+            .arg("-o")
+            .arg(&exe)
+            .arg(format!("-L{}", p.join("lib64").display()))
+            .arg("-lsisci")
+            .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
+            .arg("-lpthread")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} does not build:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        exe
+    }
+}
+
+/// A cluster daemon on a socket of its own; stopped with `cluster down` when dropped.
+struct Live {
+    child: Child,
+    sock: PathBuf,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl Live {
+    fn up(dir: &Path, scenario: &str) -> Live {
+        let sock = dir.join("cluster.sock");
+        let mut child = Command::new(BIN)
+            .args(["cluster", "up", "--scenario", scenario, "--socket"])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut said = String::new();
+        while !said.contains("programs run as") {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the daemon ended: {said}"
+            );
+            said.push_str(&line);
+        }
+        Live {
+            child,
+            sock,
+            _stdout: stdout,
+        }
+    }
+
+    /// A program of `host`.
+    fn program(&self, host: &str, exe: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(exe);
+        c.args(args)
+            .env("SMARTIO_HOST", host)
+            .env("SMARTIO_SOCKET", &self.sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let down = Command::new(BIN)
+            .args(["cluster", "down", "--socket"])
+            .arg(&self.sock)
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        assert!(down.is_ok_and(|s| s.success()) || std::thread::panicking());
+    }
+}
+
+/// Waits for `child`, killing it after `limit` (a hung program fails the test instead of
+/// hanging it).
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "a program did not finish in {limit:?}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn succeeded(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn two_c_programs_ping_pong_through_remote_segments_and_a_megabyte_arrives_intact() {
+    let d = dir("pingpong");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/pingpong.c"));
+    let live = Live::up(&d, "back-to-back");
+    // back-to-back: borrower's adapter is node 4, lender's node 8.
+    let responder = live
+        .program("lender", &exe, &["4", "responder", "20000"])
+        .spawn()
+        .unwrap();
+    let initiator = live
+        .program("borrower", &exe, &["8", "initiator", "20000"])
+        .spawn()
+        .unwrap();
+    let said = succeeded(&finish(initiator, LIMIT));
+    let heard = succeeded(&finish(responder, LIMIT));
+    assert!(said.contains("node 4: connected to node 8"), "{said}");
+    assert!(said.contains("round trip: 20000 rounds, "), "{said}");
+    assert!(said.contains("remote write: 256 x 1 MiB, "), "{said}");
+    assert!(said.contains("responder verified the data"), "{said}");
+    assert!(
+        heard.contains("node 8: 1 MiB from node 4 verified"),
+        "{heard}"
+    );
+    // The figures, for the record (wall-clock speeds are measured, not asserted).
+    eprintln!("{said}");
+}
+
+#[test]
+fn a_remote_procedure_call_over_data_interrupts_answers_every_call() {
+    let d = dir("rpc");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/rpc.c"));
+    let live = Live::up(&d, "back-to-back");
+    let server = live
+        .program("lender", &exe, &["server", "4", "300"])
+        .spawn()
+        .unwrap();
+    let client = live
+        .program("borrower", &exe, &["client", "8", "300"])
+        .spawn()
+        .unwrap();
+    let said = succeeded(&finish(client, LIMIT));
+    let heard = succeeded(&finish(server, LIMIT));
+    assert!(
+        said.contains("client: 300 calls answered correctly"),
+        "{said}"
+    );
+    assert!(heard.contains("server: answered 300 calls"), "{heard}");
+}
+
+/// Reads `child`'s standard output until a line contains `wanted`; returns what it read.
+fn read_until(child: &mut Child, wanted: &str) -> String {
+    let stdout = child.stdout.as_mut().unwrap();
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !seen.contains(wanted) {
+        match std::io::Read::read(stdout, &mut byte) {
+            Ok(1) => seen.push(byte[0] as char),
+            _ => panic!("the program ended before {wanted:?}:\n{seen}"),
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_full_look_up_table_is_hw_nospc_from_c_and_a_killed_program_gives_its_entries_back() {
+    let d = dir("exhaust");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("crates/cli/tests/sisci/exhaust.c"));
+    let live = Live::up(&d, "back-to-back");
+    let mut owner = live.program("lender", &exe, &["owner"]).spawn().unwrap();
+    read_until(&mut owner, "owner: segment 9 ready");
+    let mut holder = live
+        .program("borrower", &exe, &["mapper", "8", "hold"])
+        .spawn()
+        .unwrap();
+    let said = read_until(&mut holder, "mapper: holding");
+    // back-to-back's borrower adapter: 64 look-up-table entries (calibration), one per map.
+    assert!(
+        said.contains("mapper: 64 maps, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
+    // While it holds them, another program of the host finds the table full.
+    let full = finish(
+        live.program("borrower", &exe, &["mapper", "8"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    );
+    assert!(!full.status.success());
+    assert!(
+        String::from_utf8_lossy(&full.stdout).contains("mapper: 0 maps, then SCI_ERR_HW_NOSPC"),
+        "{}",
+        String::from_utf8_lossy(&full.stdout)
+    );
+    // Killed with everything mapped: the daemon sees the connection close and releases.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let again = loop {
+        let out = finish(
+            live.program("borrower", &exe, &["mapper", "8"])
+                .spawn()
+                .unwrap(),
+            LIMIT,
+        );
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = succeeded(&again);
+    assert!(
+        said.contains("mapper: 64 maps, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
+    assert!(said.contains("mapper: every entry given back"), "{said}");
+    let heard = succeeded(&finish(owner, LIMIT));
+    assert!(heard.contains("owner: done"), "{heard}");
+}
+
+#[test]
+fn a_program_without_a_daemon_or_a_known_host_gets_a_sisci_error_not_a_crash() {
+    let d = dir("refused");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/pingpong.c"));
+    let run = |host: Option<&str>, sock: &Path| {
+        let mut c = Command::new(&exe);
+        c.args(["8", "initiator", "1"]).env("SMARTIO_SOCKET", sock);
+        match host {
+            Some(h) => c.env("SMARTIO_HOST", h),
+            None => c.env_remove("SMARTIO_HOST"),
+        };
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let nowhere = d.join("nobody-listens.sock");
+    let e = run(Some("borrower"), &nowhere);
+    assert!(e.contains("SCIOpen: SCI_ERR_SYSTEM"), "{e}");
+    let live = Live::up(&d, "back-to-back");
+    let e = run(None, &live.sock);
+    assert!(e.contains("SCIOpen: SCI_ERR_NOT_INITIALIZED"), "{e}");
+    let e = run(Some("nobody"), &live.sock);
+    assert!(e.contains("SCIOpen: SCI_ERR_ILLEGAL_PARAMETER"), "{e}");
+}

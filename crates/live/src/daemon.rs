@@ -1,0 +1,718 @@
+//! The cluster daemon: one process that owns the fabric, the SmartIO service and the device
+//! models of a scenario, on the wall clock, and answers programs on a Unix socket.
+//!
+//! Each connection is a SISCI descriptor of a program on one emulated host (it says which
+//! in its first message). What it makes — segments, connections, maps, interrupts — is
+//! recorded against it and released, in teardown order, when it closes: a program that
+//! exits or dies leaves nothing behind. Calls that wait (a data interrupt) run as tasks of
+//! the engine and answer when they finish.
+
+use crate::protocol::{self, Handle, Reply, Request, WireError};
+use crate::shm::SharedRam;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::net::{
+    accept_with, bind, listen, socket_with, AddressFamily, SocketAddrUnix, SocketFlags, SocketType,
+};
+use smartio_calibration::Calibration;
+use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
+use smartio_direct::DirectEngine;
+use smartio_fabric::{Access, ClusterNodeId, HostId, Requester, Target};
+use smartio_host::HostOs;
+use smartio_platform::{BusAddr, HostMemory, SimDuration};
+use smartio_smartio::sisci::{
+    LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
+};
+use smartio_smartio::{SciError, SciErrorClass, SmartIo};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The scenario or its devices.
+    #[error("{0}")]
+    Cluster(#[from] ClusterError),
+    /// A host kernel would not boot.
+    #[error("booting the hosts: {0}")]
+    Boot(String),
+    /// The socket.
+    #[error("socket {path}: {source}")]
+    Socket {
+        /// Where.
+        path: String,
+        /// What the system said.
+        source: rustix::io::Errno,
+    },
+    /// Another daemon answers on the socket already.
+    #[error("socket {0}: a cluster daemon is already listening there")]
+    Running(String),
+}
+
+/// How long the daemon sleeps at most between looks at its sockets and timers.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// One object a descriptor made.
+enum Object {
+    Segment(LocalSegment),
+    Remote(RemoteSegment),
+    LocalMap(LocalMap),
+    RemoteMap(RemoteMap),
+    Interrupt(LocalDataInterrupt),
+    RemoteInterrupt(RemoteDataInterrupt),
+}
+
+impl Object {
+    /// Teardown order: maps first, segments last.
+    fn rank(&self) -> u8 {
+        match self {
+            Object::LocalMap(_) | Object::RemoteMap(_) => 0,
+            Object::RemoteInterrupt(_) => 1,
+            Object::Remote(_) => 2,
+            Object::Interrupt(_) => 3,
+            Object::Segment(_) => 4,
+        }
+    }
+}
+
+/// A connection: a descriptor, or an auxiliary connection acting for one.
+struct Conn {
+    socket: Rc<OwnedFd>,
+    /// The host, once it said hello.
+    host: Option<HostId>,
+    /// The descriptor whose objects it uses (itself, unless auxiliary).
+    acts_for: u64,
+    /// A reply is owed by a task: no request is read meanwhile.
+    waiting: bool,
+}
+
+#[derive(Default)]
+struct Table {
+    conns: BTreeMap<u64, Conn>,
+    objects: BTreeMap<Handle, (u64, Object)>,
+    /// Objects of closed descriptors that could not be released yet (a segment still
+    /// connected from elsewhere): retried whenever something is released.
+    orphans: Vec<Object>,
+    next: u64,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    engine: DirectEngine,
+    cluster: Cluster,
+    smartio: SmartIo,
+    /// Each host's RAM file, by host index (the engine owns the mappings).
+    ram_files: Vec<OwnedFd>,
+    listener: OwnedFd,
+    path: String,
+    table: Rc<RefCell<Table>>,
+    stop: Rc<std::cell::Cell<bool>>,
+}
+
+impl Daemon {
+    /// Builds the cluster of `scenario` on the live engine and listens at `path`.
+    pub fn up(
+        scenario: &str,
+        calibration: &Calibration,
+        path: &str,
+    ) -> Result<Daemon, DaemonError> {
+        let mut files = Vec::new();
+        let mut made = None;
+        let cluster = Cluster::with_engine(
+            scenario,
+            calibration,
+            &ClusterOptions::default(),
+            |fabric| {
+                let mut memory: Vec<Box<dyn HostMemory>> = Vec::new();
+                for host in fabric.hosts() {
+                    let size = host.ram.iter().map(|r| r.end).max().unwrap_or(0);
+                    let ram = SharedRam::new(&format!("smartio-{}-ram", host.name), size)
+                        .map_err(|e| e.to_string())?;
+                    files.push(ram.file().map_err(|e| e.to_string())?);
+                    memory.push(Box::new(ram));
+                }
+                let engine = DirectEngine::on_wall_clock(fabric, calibration, memory);
+                made = Some(engine.clone());
+                Ok(engine.machine())
+            },
+        )?;
+        let engine = made.ok_or_else(|| DaemonError::Boot("no engine was made".into()))?;
+        let hosts =
+            HostOs::boot_all(&cluster.machine).map_err(|e| DaemonError::Boot(e.to_string()))?;
+        let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
+        smartio
+            .register_all()
+            .map_err(|e| DaemonError::Boot(e.to_string()))?;
+        let listener = listen_at(path)?;
+        Ok(Daemon {
+            engine,
+            cluster,
+            smartio,
+            ram_files: files,
+            listener,
+            path: path.to_string(),
+            table: Rc::default(),
+            stop: Rc::default(),
+        })
+    }
+
+    /// The hosts and the node id of each one's adapters, for the start-up message.
+    pub fn hosts(&self) -> Vec<(String, Vec<u32>)> {
+        let f = self.cluster.machine.fabric();
+        f.hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let ids = (0..)
+                    .map_while(|n| f.host_adapter(HostId(i as u32), n))
+                    .map(|a| f.adapter(a).node_id.0)
+                    .collect();
+                (h.name.clone(), ids)
+            })
+            .collect()
+    }
+
+    /// Serves until a `Shutdown` request.
+    pub fn run(&mut self) -> Result<(), DaemonError> {
+        while !self.stop.get() {
+            let next = self.engine.advance();
+            let wait = match next {
+                Some(at) => {
+                    let ps = at.since(self.cluster.machine.now()).as_ps();
+                    Duration::from_nanos(ps / 1_000).min(IDLE_WAIT)
+                }
+                None => IDLE_WAIT,
+            };
+            self.serve_sockets(wait)?;
+        }
+        Ok(())
+    }
+
+    /// Waits up to `wait` for a socket to have something, then handles what has.
+    fn serve_sockets(&mut self, wait: Duration) -> Result<(), DaemonError> {
+        // A connection owed a reply is watched only for hanging up (its program died).
+        let ids: Vec<(u64, Rc<OwnedFd>, bool)> = {
+            let t = self.table.borrow();
+            t.conns
+                .iter()
+                .map(|(id, c)| (*id, Rc::clone(&c.socket), c.waiting))
+                .collect()
+        };
+        let mut fds = Vec::with_capacity(ids.len() + 1);
+        fds.push(PollFd::new(&self.listener, PollFlags::IN));
+        for (_, s, waiting) in &ids {
+            let events = if *waiting {
+                PollFlags::empty()
+            } else {
+                PollFlags::IN
+            };
+            fds.push(PollFd::new(s.as_ref(), events));
+        }
+        let timeout = Timespec {
+            tv_sec: wait.as_secs() as i64,
+            tv_nsec: i64::from(wait.subsec_nanos()),
+        };
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(source) => {
+                return Err(DaemonError::Socket {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
+        let ready: Vec<PollFlags> = fds.iter().map(PollFd::revents).collect();
+        drop(fds);
+        if !ready[0].is_empty() {
+            self.accept();
+        }
+        for ((id, socket, waiting), events) in ids.into_iter().zip(&ready[1..]) {
+            if waiting {
+                if events.intersects(PollFlags::HUP | PollFlags::ERR) {
+                    self.close(id);
+                }
+            } else if !events.is_empty() {
+                self.serve_one(id, &socket);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) {
+        let Ok(socket) = accept_with(&self.listener, SocketFlags::CLOEXEC) else {
+            return;
+        };
+        let mut t = self.table.borrow_mut();
+        t.next += 1;
+        let id = t.next;
+        t.conns.insert(
+            id,
+            Conn {
+                socket: Rc::new(socket),
+                host: None,
+                acts_for: id,
+                waiting: false,
+            },
+        );
+    }
+
+    /// Reads one request of connection `id` and answers it (or leaves a task to).
+    fn serve_one(&mut self, id: u64, socket: &Rc<OwnedFd>) {
+        let request = match protocol::receive::<Request>(socket.as_fd()) {
+            Ok((request, _)) => request,
+            Err(WireError::Malformed(e)) => {
+                let reply = error_reply(
+                    SciErrorClass::IllegalParameter.code(),
+                    format!("malformed request: {e}"),
+                );
+                let _ = protocol::send(socket.as_fd(), &reply, None);
+                return;
+            }
+            Err(_) => {
+                self.close(id);
+                return;
+            }
+        };
+        if let Some((reply, fd)) = self.handle(id, request) {
+            let fd = fd.as_ref().map(|f| self.ram_files[f.index()].as_fd());
+            if protocol::send(socket.as_fd(), &reply, fd).is_err() {
+                self.close(id);
+            }
+        }
+    }
+
+    /// Answers a request: `None` when a task will (it marks the connection waiting).
+    fn handle(&mut self, conn: u64, request: Request) -> Option<(Reply, Option<HostId>)> {
+        let host = self.table.borrow().conns.get(&conn).and_then(|c| c.host);
+        let result = match (host, request) {
+            (_, Request::Shutdown) => {
+                self.stop.set(true);
+                Ok(Some((Reply::Done, None)))
+            }
+            (None, Request::Hello { host, attach }) => self.hello(conn, &host, attach),
+            (Some(_), Request::Hello { .. }) => Err(SciError::Stale(
+                "this connection has already said which host it is".into(),
+            )),
+            (None, _) => Err(SciError::Stale(
+                "the first request on a connection must be Hello".into(),
+            )),
+            (Some(host), request) => self.dispatch(conn, host, request),
+        };
+        match result {
+            Ok(Some(answer)) => Some(answer),
+            Ok(None) => None,
+            Err(e) => Some((error_reply(e.class().code(), e.to_string()), None)),
+        }
+    }
+
+    fn hello(
+        &self,
+        conn: u64,
+        name: &str,
+        attach: Option<u64>,
+    ) -> Result<Option<(Reply, Option<HostId>)>, SciError> {
+        let host = self.smartio.host_by_name(name)?;
+        let mut t = self.table.borrow_mut();
+        if let Some(owner) = attach {
+            let same_host = t.conns.get(&owner).and_then(|c| c.host) == Some(host);
+            if !same_host || t.conns.get(&owner).map(|c| c.acts_for) != Some(owner) {
+                return Err(SciError::Stale(format!(
+                    "descriptor {owner} (no open descriptor of host {name} has that token)"
+                )));
+            }
+        }
+        let c = t
+            .conns
+            .get_mut(&conn)
+            .ok_or_else(|| SciError::Stale(format!("connection {conn}")))?;
+        c.host = Some(host);
+        c.acts_for = attach.unwrap_or(conn);
+        Ok(Some((
+            Reply::Hello {
+                host: host.0,
+                token: conn,
+            },
+            None,
+        )))
+    }
+
+    /// Records `object` for the descriptor `conn` acts for; returns its handle.
+    fn keep(&self, conn: u64, object: Object) -> Handle {
+        let mut t = self.table.borrow_mut();
+        let owner = t.conns.get(&conn).map_or(conn, |c| c.acts_for);
+        t.next += 1;
+        let handle = t.next;
+        t.objects.insert(handle, (owner, object));
+        handle
+    }
+
+    /// Runs `f` on the object `handle` if the descriptor `conn` acts for owns it.
+    fn with<R>(
+        &self,
+        conn: u64,
+        handle: Handle,
+        f: impl FnOnce(&Object) -> Result<R, SciError>,
+    ) -> Result<R, SciError> {
+        let t = self.table.borrow();
+        let owner = t.conns.get(&conn).map_or(conn, |c| c.acts_for);
+        match t.objects.get(&handle) {
+            Some((o, object)) if *o == owner => f(object),
+            _ => Err(SciError::Stale(format!("handle {handle}"))),
+        }
+    }
+
+    fn segment(&self, conn: u64, handle: Handle) -> Result<LocalSegment, SciError> {
+        self.with(conn, handle, |o| match o {
+            Object::Segment(s) => Ok(*s),
+            _ => Err(SciError::Stale(format!("segment handle {handle}"))),
+        })
+    }
+
+    fn forget(&self, handle: Handle) {
+        self.table.borrow_mut().objects.remove(&handle);
+    }
+
+    fn dispatch(
+        &mut self,
+        conn: u64,
+        host: HostId,
+        request: Request,
+    ) -> Result<Option<(Reply, Option<HostId>)>, SciError> {
+        let sisci = self.smartio.sisci().clone();
+        let done = |reply| Ok(Some((reply, None)));
+        match request {
+            Request::Hello { .. } | Request::Shutdown => unreachable!("handled by the caller"),
+            Request::LocalNodeId { adapter } => {
+                done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
+            }
+            Request::CreateSegment { id, size } => {
+                let seg = sisci.create_segment(host, id, size)?;
+                let handle = self.keep(conn, Object::Segment(seg));
+                done(Reply::Segment {
+                    handle,
+                    id: seg.id,
+                    size: seg.size,
+                    phys: seg.phys.get(),
+                })
+            }
+            Request::PrepareSegment { segment, adapter } => {
+                sisci.prepare_segment(&self.segment(conn, segment)?, adapter)?;
+                done(Reply::Done)
+            }
+            Request::SetAvailable { segment, adapter } => {
+                sisci.set_available(&self.segment(conn, segment)?, adapter)?;
+                done(Reply::Done)
+            }
+            Request::SetUnavailable { segment, adapter } => {
+                sisci.set_unavailable(&self.segment(conn, segment)?, adapter)?;
+                done(Reply::Done)
+            }
+            Request::RemoveSegment { segment } => {
+                sisci.remove_segment(&self.segment(conn, segment)?)?;
+                self.forget(segment);
+                done(Reply::Done)
+            }
+            Request::MapLocal {
+                segment,
+                offset,
+                size,
+            } => {
+                let seg = self.segment(conn, segment)?;
+                check_range("segment", offset, size, seg.size)?;
+                let map = sisci.map_local(&seg)?;
+                let handle = self.keep(conn, Object::LocalMap(map));
+                Ok(Some((
+                    Reply::Mapped {
+                        handle,
+                        offset: seg.phys.get() + offset,
+                        len: size,
+                    },
+                    Some(host),
+                )))
+            }
+            Request::ConnectSegment {
+                node_id,
+                segment_id,
+                adapter,
+            } => {
+                let remote =
+                    sisci.connect_segment(host, adapter, ClusterNodeId(node_id), segment_id)?;
+                let handle = self.keep(conn, Object::Remote(remote));
+                done(Reply::Remote {
+                    handle,
+                    size: remote.size,
+                })
+            }
+            Request::DisconnectSegment { remote } => {
+                let r = self.with(conn, remote, |o| match o {
+                    Object::Remote(r) => Ok(*r),
+                    _ => Err(SciError::Stale(format!("connection handle {remote}"))),
+                })?;
+                sisci.disconnect_segment(&r)?;
+                self.forget(remote);
+                done(Reply::Done)
+            }
+            Request::MapRemote {
+                remote,
+                offset,
+                size,
+            } => {
+                let r = self.with(conn, remote, |o| match o {
+                    Object::Remote(r) => Ok(*r),
+                    _ => Err(SciError::Stale(format!("connection handle {remote}"))),
+                })?;
+                let map = sisci.map_remote(&r, offset, size)?;
+                let landing = self.landing(host, map.bus_addr(), size);
+                let (far, phys) = match landing {
+                    Ok(l) => l,
+                    Err(e) => {
+                        sisci.unmap(&map)?;
+                        return Err(e);
+                    }
+                };
+                let handle = self.keep(conn, Object::RemoteMap(map));
+                Ok(Some((
+                    Reply::Mapped {
+                        handle,
+                        offset: phys,
+                        len: size,
+                    },
+                    Some(far),
+                )))
+            }
+            Request::Unmap { map } => {
+                self.with(conn, map, |o| match o {
+                    Object::LocalMap(m) => sisci.unmap_local(m),
+                    Object::RemoteMap(m) => sisci.unmap(m),
+                    _ => Err(SciError::Stale(format!("map handle {map}"))),
+                })?;
+                self.forget(map);
+                done(Reply::Done)
+            }
+            Request::CreateDataInterrupt { adapter, number } => {
+                let intr = sisci.create_data_interrupt(host, adapter, number)?;
+                let handle = self.keep(conn, Object::Interrupt(intr));
+                done(Reply::Interrupt {
+                    handle,
+                    number: intr.id,
+                })
+            }
+            Request::RemoveDataInterrupt { interrupt } => {
+                self.with(conn, interrupt, |o| match o {
+                    Object::Interrupt(i) => sisci.remove_data_interrupt(i),
+                    _ => Err(SciError::Stale(format!("interrupt handle {interrupt}"))),
+                })?;
+                self.forget(interrupt);
+                done(Reply::Done)
+            }
+            Request::ConnectDataInterrupt {
+                node_id,
+                adapter,
+                number,
+            } => {
+                let remote =
+                    sisci.connect_data_interrupt(host, adapter, ClusterNodeId(node_id), number)?;
+                let handle = self.keep(conn, Object::RemoteInterrupt(remote));
+                done(Reply::Interrupt { handle, number })
+            }
+            Request::DisconnectDataInterrupt { remote } => {
+                self.with(conn, remote, |o| match o {
+                    Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
+                    _ => Err(SciError::Stale(format!("interrupt handle {remote}"))),
+                })?;
+                self.forget(remote);
+                done(Reply::Done)
+            }
+            Request::TriggerDataInterrupt { remote, data } => {
+                let r = self.with(conn, remote, |o| match o {
+                    Object::RemoteInterrupt(r) => Ok(r.clone()),
+                    _ => Err(SciError::Stale(format!("interrupt handle {remote}"))),
+                })?;
+                self.answer_later(
+                    conn,
+                    async move { r.trigger(&data).await.map(|()| Reply::Done) },
+                );
+                Ok(None)
+            }
+            Request::WaitDataInterrupt {
+                interrupt,
+                timeout_ms,
+            } => {
+                let intr = self.with(conn, interrupt, |o| match o {
+                    Object::Interrupt(i) => Ok(*i),
+                    _ => Err(SciError::Stale(format!("interrupt handle {interrupt}"))),
+                })?;
+                // No timeout: a year is for ever here.
+                let ms = timeout_ms.map_or(365 * 24 * 3_600_000, u64::from);
+                let timeout = SimDuration::from_us(ms.saturating_mul(1_000));
+                self.answer_later(conn, async move {
+                    sisci
+                        .wait_data_interrupt(&intr, timeout)
+                        .await
+                        .map(Reply::Data)
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs `work` as a task of the engine; its result is the reply to connection `conn`,
+    /// which reads no request until then.
+    fn answer_later(
+        &self,
+        conn: u64,
+        work: impl std::future::Future<Output = Result<Reply, SciError>> + 'static,
+    ) {
+        let table = Rc::clone(&self.table);
+        let socket = match table.borrow_mut().conns.get_mut(&conn) {
+            Some(c) => {
+                c.waiting = true;
+                Rc::clone(&c.socket)
+            }
+            None => return,
+        };
+        self.cluster.machine.spawn(async move {
+            let reply = match work.await {
+                Ok(reply) => reply,
+                Err(e) => error_reply(e.class().code(), e.to_string()),
+            };
+            let _ = protocol::send(socket.as_fd(), &reply, None);
+            if let Some(c) = table.borrow_mut().conns.get_mut(&conn) {
+                c.waiting = false;
+            }
+        });
+    }
+
+    /// Where `size` bytes from the CPU address `addr` of `host` land: one host's RAM,
+    /// contiguous (a SISCI map of a segment), as its host and physical address.
+    fn landing(&self, host: HostId, addr: BusAddr, size: u64) -> Result<(HostId, u64), SciError> {
+        let fabric = self.cluster.machine.fabric();
+        let mut first: Option<(HostId, u64)> = None;
+        let mut done = 0;
+        while done < size {
+            let route = fabric
+                .route(
+                    Requester::Cpu(host),
+                    BusAddr(addr.get() + done),
+                    size - done,
+                    Access::Write,
+                )
+                .map_err(|e| SciError::Stale(format!("the map's address does not route: {e}")))?;
+            let Target::Memory {
+                host: far,
+                addr: phys,
+            } = route.target
+            else {
+                return Err(SciError::Stale(
+                    "the map does not land in RAM (device memory maps are not live yet)".into(),
+                ));
+            };
+            match first {
+                None => first = Some((far, phys.get())),
+                Some((h, start)) if h == far && start + done == phys.get() => {}
+                Some(_) => {
+                    return Err(SciError::Stale(
+                        "the map lands in memory that is not contiguous".into(),
+                    ))
+                }
+            }
+            done += route.len;
+        }
+        first.ok_or_else(|| SciError::Stale("an empty map".into()))
+    }
+
+    /// Releases everything the descriptor `id` made (and forgets its auxiliary
+    /// connections), in teardown order.
+    fn close(&mut self, id: u64) {
+        let sisci = self.smartio.sisci().clone();
+        let mut released: Vec<Object> = {
+            let mut t = self.table.borrow_mut();
+            let Some(c) = t.conns.remove(&id) else {
+                return;
+            };
+            if c.acts_for != id {
+                return;
+            }
+            t.conns.retain(|_, c| c.acts_for != id);
+            let handles: Vec<Handle> = t
+                .objects
+                .iter()
+                .filter(|(_, (o, _))| *o == id)
+                .map(|(h, _)| *h)
+                .collect();
+            let mut objects: Vec<Object> = handles
+                .into_iter()
+                .filter_map(|h| t.objects.remove(&h).map(|(_, o)| o))
+                .collect();
+            objects.append(&mut t.orphans);
+            objects
+        };
+        released.sort_by_key(Object::rank);
+        let mut left = Vec::new();
+        for object in released {
+            let result = match &object {
+                Object::LocalMap(m) => sisci.unmap_local(m),
+                Object::RemoteMap(m) => sisci.unmap(m),
+                Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
+                Object::Remote(r) => sisci.disconnect_segment(r),
+                Object::Interrupt(i) => sisci.remove_data_interrupt(i),
+                Object::Segment(s) => sisci.remove_segment(s),
+            };
+            if matches!(result, Err(SciError::Busy { .. })) {
+                left.push(object);
+            }
+        }
+        self.table.borrow_mut().orphans = left;
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        self.cluster.machine.shutdown();
+    }
+}
+
+fn error_reply(code: u32, message: String) -> Reply {
+    Reply::Error { code, message }
+}
+
+fn check_range(what: &'static str, offset: u64, len: u64, size: u64) -> Result<(), SciError> {
+    if len == 0 || offset > size || len > size - offset {
+        return Err(SciError::OutOfRange {
+            what,
+            offset,
+            len,
+            size,
+        });
+    }
+    Ok(())
+}
+
+/// A listening `SOCK_SEQPACKET` socket at `path`; a stale socket file (nobody answers) is
+/// replaced, a live one is an error.
+fn listen_at(path: &str) -> Result<OwnedFd, DaemonError> {
+    let error = |source| DaemonError::Socket {
+        path: path.to_string(),
+        source,
+    };
+    if std::path::Path::new(path).exists() {
+        if protocol::Connection::open(path).is_ok() {
+            return Err(DaemonError::Running(path.to_string()));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let socket = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(error)?;
+    let addr = SocketAddrUnix::new(path).map_err(error)?;
+    bind(&socket, &addr).map_err(error)?;
+    listen(&socket, 64).map_err(error)?;
+    Ok(socket)
+}

@@ -1,0 +1,325 @@
+//! What programs and the cluster daemon say to each other: one JSON message per packet on a
+//! Unix `SOCK_SEQPACKET` socket, a request answered by one reply. A reply that hands out
+//! memory (a map) carries the memory file's descriptor with it (`SCM_RIGHTS`).
+//!
+//! Handles are the daemon's numbers for the objects a connection made; they mean nothing
+//! on another connection, except on an auxiliary connection attached to the descriptor
+//! that made them (`Hello { attach }`), which a program opens to wait without blocking its
+//! other calls.
+
+use rustix::net::{
+    recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::{Deserialize, Serialize};
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// The environment variable naming the emulated host a program runs on (`SMARTIO_HOST=a`).
+pub const HOST_VAR: &str = "SMARTIO_HOST";
+
+/// The environment variable naming the daemon's socket (default [`DEFAULT_SOCKET`]).
+pub const SOCKET_VAR: &str = "SMARTIO_SOCKET";
+
+/// Where `smartio cluster up` listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/tmp/smartio-cluster.sock";
+
+/// The largest message either side sends.
+pub const MAX_MESSAGE: usize = 64 << 10;
+
+/// The daemon's number for an object a connection made.
+pub type Handle = u64;
+
+/// What a program asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// The first message on a connection: which host the program runs on; `attach` names
+    /// the descriptor (its token) an auxiliary connection acts for.
+    Hello {
+        /// The host's name in the scenario.
+        host: String,
+        /// The token of the descriptor this connection serves.
+        attach: Option<u64>,
+    },
+    /// The node id of the host's adapter `adapter`.
+    LocalNodeId {
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// A segment of `size` bytes of the host's RAM, with id `id` (or an automatic one).
+    CreateSegment {
+        /// The id, or `None` for an automatic one.
+        id: Option<u32>,
+        /// Bytes.
+        size: u64,
+    },
+    /// Prepares a segment on an adapter.
+    PrepareSegment {
+        /// The segment.
+        segment: Handle,
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// Lets other hosts connect through an adapter.
+    SetAvailable {
+        /// The segment.
+        segment: Handle,
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// Refuses new connections through an adapter.
+    SetUnavailable {
+        /// The segment.
+        segment: Handle,
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// Removes a segment.
+    RemoveSegment {
+        /// The segment.
+        segment: Handle,
+    },
+    /// Maps a local segment for the program.
+    MapLocal {
+        /// The segment.
+        segment: Handle,
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        size: u64,
+    },
+    /// Connects to segment `segment_id` of the host behind `node_id`.
+    ConnectSegment {
+        /// The owner's node id.
+        node_id: u32,
+        /// The segment's id.
+        segment_id: u32,
+        /// The local adapter.
+        adapter: u32,
+    },
+    /// Ends a connection.
+    DisconnectSegment {
+        /// The connection.
+        remote: Handle,
+    },
+    /// Maps a connected segment for the program (look-up-table entries on the adapter).
+    MapRemote {
+        /// The connection.
+        remote: Handle,
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        size: u64,
+    },
+    /// Removes a map (local or remote).
+    Unmap {
+        /// The map.
+        map: Handle,
+    },
+    /// A data interrupt on the host, reachable through `adapter`, numbered `number` or
+    /// the lowest free number.
+    CreateDataInterrupt {
+        /// Adapter number.
+        adapter: u32,
+        /// The number, or `None`.
+        number: Option<u32>,
+    },
+    /// Removes a data interrupt.
+    RemoveDataInterrupt {
+        /// The interrupt.
+        interrupt: Handle,
+    },
+    /// Connects to data interrupt `number` of the host behind `node_id`.
+    ConnectDataInterrupt {
+        /// The receiver's node id.
+        node_id: u32,
+        /// The local adapter.
+        adapter: u32,
+        /// The interrupt's number.
+        number: u32,
+    },
+    /// Ends a data interrupt connection.
+    DisconnectDataInterrupt {
+        /// The connection.
+        remote: Handle,
+    },
+    /// Sends a message and raises the interrupt.
+    TriggerDataInterrupt {
+        /// The connection.
+        remote: Handle,
+        /// The message.
+        data: Vec<u8>,
+    },
+    /// Waits for a message; `timeout_ms: None` waits for ever.
+    WaitDataInterrupt {
+        /// The interrupt.
+        interrupt: Handle,
+        /// Milliseconds.
+        timeout_ms: Option<u32>,
+    },
+    /// Stops the daemon (`smartio cluster down`).
+    Shutdown,
+}
+
+/// What the daemon answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The connection is the program's on `host`.
+    Hello {
+        /// The host's index.
+        host: u32,
+        /// The token an auxiliary connection names to act for this one.
+        token: u64,
+    },
+    /// Done, nothing to return.
+    Done,
+    /// A number (a node id).
+    Value(u64),
+    /// A segment was made.
+    Segment {
+        /// Its handle.
+        handle: Handle,
+        /// Its id.
+        id: u32,
+        /// Its size.
+        size: u64,
+        /// The physical address of its memory in the host.
+        phys: u64,
+    },
+    /// A connection was made.
+    Remote {
+        /// Its handle.
+        handle: Handle,
+        /// The segment's size.
+        size: u64,
+    },
+    /// A map: the descriptor that comes with this reply, mapped from `offset` for `len`
+    /// bytes, is the memory.
+    Mapped {
+        /// Its handle.
+        handle: Handle,
+        /// Offset in the memory file (page aligned).
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// A data interrupt was made or connected.
+    Interrupt {
+        /// Its handle.
+        handle: Handle,
+        /// Its number.
+        number: u32,
+    },
+    /// A message that arrived.
+    Data(Vec<u8>),
+    /// The request failed: the SISCI error code and what happened.
+    Error {
+        /// `SCI_ERR_*` value.
+        code: u32,
+        /// The daemon's message.
+        message: String,
+    },
+}
+
+/// Why a message could not be sent or received.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The socket failed.
+    #[error("socket: {0}")]
+    Socket(#[from] rustix::io::Errno),
+    /// The peer sent something that is not a message of this protocol.
+    #[error("malformed message: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// The peer closed the connection.
+    #[error("the other side closed the connection")]
+    Closed,
+}
+
+/// Sends one message, with a descriptor if given.
+pub fn send<T: Serialize>(
+    socket: BorrowedFd<'_>,
+    message: &T,
+    fd: Option<BorrowedFd<'_>>,
+) -> Result<(), WireError> {
+    let bytes = serde_json::to_vec(message)?;
+    let fds;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if let Some(fd) = fd {
+        fds = [fd];
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+    }
+    loop {
+        match sendmsg(
+            socket,
+            &[IoSlice::new(&bytes)],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(_) => return Ok(()),
+        }
+    }
+}
+
+/// Receives one message and the descriptor that came with it, if any.
+pub fn receive<T: for<'de> Deserialize<'de>>(
+    socket: BorrowedFd<'_>,
+) -> Result<(T, Option<OwnedFd>), WireError> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match recvmsg(
+            socket,
+            &mut [IoSliceMut::new(&mut buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
+    let mut fd = None;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for f in fds {
+                fd.get_or_insert(f);
+            }
+        }
+    }
+    if got.bytes == 0 {
+        return Err(WireError::Closed);
+    }
+    let message = serde_json::from_slice(&buf[..got.bytes])?;
+    Ok((message, fd))
+}
+
+/// A program's end of a connection to the daemon: one request, one reply.
+#[derive(Debug)]
+pub struct Connection {
+    socket: OwnedFd,
+}
+
+impl Connection {
+    /// Connects to the daemon listening at `path`.
+    pub fn open(path: &str) -> Result<Connection, WireError> {
+        use rustix::net::{connect, socket_with, AddressFamily, SocketAddrUnix, SocketFlags};
+        let socket = socket_with(
+            AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        connect(&socket, &SocketAddrUnix::new(path)?)?;
+        Ok(Connection { socket })
+    }
+
+    /// Sends `request` and waits for the reply.
+    pub fn call(&self, request: &Request) -> Result<(Reply, Option<OwnedFd>), WireError> {
+        send(self.socket.as_fd(), request, None)?;
+        receive(self.socket.as_fd())
+    }
+}

@@ -1,0 +1,240 @@
+//! Shared memory: the one place of the live engine that touches raw memory.
+//!
+//! A [`SharedRam`] is a host's RAM as a memfd, mapped whole into the daemon (sparse: a page
+//! takes memory only once written); [`Mapping`] is a window of such a file mapped into a
+//! program, which is what a SISCI map hands out as a pointer. Both are `MAP_SHARED`, so a
+//! device model's DMA into host RAM (a copy into the daemon's mapping) is what the program
+//! then reads through its own mapping, and a program's store is what the device reads.
+//!
+//! Programs in other processes write these pages at any time. Copies in and out are plain
+//! byte copies of shared memory: a copy racing a store may see part of it, as a DMA engine
+//! racing a CPU store does; it never reads or writes outside the mapping.
+
+#![allow(unsafe_code)]
+
+use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
+use smartio_platform::HostMemory;
+use std::ffi::c_void;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+
+/// Why shared memory could not be made or mapped.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// memfd_create or ftruncate failed.
+    #[error("cannot create shared memory {name} of {size} bytes: {source}")]
+    Create {
+        /// The memfd's name.
+        name: String,
+        /// Its size.
+        size: u64,
+        /// The system's answer.
+        source: rustix::io::Errno,
+    },
+    /// mmap failed.
+    #[error("cannot map {len} bytes at offset {offset:#x} of shared memory: {source}")]
+    Map {
+        /// Offset in the file.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// The system's answer.
+        source: rustix::io::Errno,
+    },
+}
+
+/// A shared mapping of `len` bytes of a memory file.
+///
+/// Invariant: `ptr..ptr + len` is mapped readable and writable for the value's whole life
+/// (it is unmapped on drop and never handed out as a Rust reference).
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a mapping is an address range valid until drop; the methods only copy through
+// it (no references into it), so moving it to or using it from another thread is as sound
+// as from the thread that made it.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` permits only copies in and out.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` from `offset` (a multiple of the page size), shared.
+    pub fn new(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<Mapping, ShmError> {
+        let error = |source| ShmError::Map {
+            offset,
+            len,
+            source,
+        };
+        let size = usize::try_from(len).map_err(|_| error(rustix::io::Errno::NOMEM))?;
+        if size == 0 {
+            return Err(error(rustix::io::Errno::INVAL));
+        }
+        // SAFETY: a new mapping at an address the kernel chooses aliases no Rust object.
+        let ptr = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                size,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::NORESERVE,
+                fd,
+                offset,
+            )
+        }
+        .map_err(error)?;
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(error(rustix::io::Errno::NOMEM))?;
+        Ok(Mapping { ptr, len: size })
+    }
+
+    /// The first byte: what a C program gets as the map's address.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: a mapping holds at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The start and length of `offset..offset + len` within the mapping.
+    ///
+    /// # Panics
+    /// If the range does not lie within the mapping (the caller routed it here: a bug).
+    fn span(&self, offset: u64, len: usize) -> usize {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        assert!(
+            start <= self.len && len <= self.len - start,
+            "emulator bug: {len} bytes at {offset:#x} outside shared memory of {} bytes",
+            self.len
+        );
+        start
+    }
+
+    /// Copies bytes out.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        let start = self.span(offset, buf.len());
+        // SAFETY: `span` checked the range lies within the live mapping; `buf` is a distinct
+        // Rust allocation, so the two do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(start), buf.as_mut_ptr(), buf.len())
+        }
+    }
+
+    /// Copies bytes in.
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        let start = self.span(offset, data.len());
+        // SAFETY: as in `read`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(start), data.len())
+        }
+    }
+
+    /// Zeroes bytes.
+    pub fn zero(&self, offset: u64, len: u64) {
+        let n = usize::try_from(len).unwrap_or(usize::MAX);
+        let start = self.span(offset, n);
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(start), 0, n) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by `new` with this address and length, and no
+        // reference into it outlives the value. A failure leaves it mapped: nothing to do.
+        let _ = unsafe { munmap(self.ptr.as_ptr().cast::<c_void>(), self.len) };
+    }
+}
+
+/// A host's RAM: a memfd as large as the host's highest RAM address, mapped whole. Its
+/// offsets are the host's physical addresses (the MMIO hole between RAM ranges is never
+/// written, so it takes no memory).
+#[derive(Debug)]
+pub struct SharedRam {
+    fd: OwnedFd,
+    map: Mapping,
+}
+
+impl SharedRam {
+    /// RAM of `size` bytes of physical address space, named `name` (seen in
+    /// /proc/PID/maps).
+    pub fn new(name: &str, size: u64) -> Result<SharedRam, ShmError> {
+        let error = |source| ShmError::Create {
+            name: name.to_string(),
+            size,
+            source,
+        };
+        let fd = memfd_create(name, MemfdFlags::CLOEXEC).map_err(error)?;
+        ftruncate(&fd, size).map_err(error)?;
+        let map = Mapping::new(fd.as_fd(), 0, size)?;
+        Ok(SharedRam { fd, map })
+    }
+
+    /// The memory file, to pass to a program.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Another descriptor of the memory file (for the daemon to keep while the engine owns
+    /// the RAM).
+    pub fn file(&self) -> std::io::Result<OwnedFd> {
+        self.fd.try_clone()
+    }
+
+    /// Bytes of physical address space.
+    pub fn size(&self) -> u64 {
+        self.map.len() as u64
+    }
+}
+
+impl HostMemory for SharedRam {
+    fn read(&self, offset: u64, buf: &mut [u8]) {
+        self.map.read(offset, buf)
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) {
+        self.map.write(offset, data)
+    }
+
+    fn zero(&mut self, offset: u64, len: u64) {
+        self.map.zero(offset, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_mappings_of_one_file_see_each_others_bytes() {
+        let mut ram = SharedRam::new("test-ram", 1 << 30).expect("memfd");
+        ram.write(0x1234_0000, b"written by a device");
+        let program = Mapping::new(ram.fd(), 0x1234_0000, 0x1_0000).expect("maps");
+        let mut seen = [0u8; 19];
+        program.read(0, &mut seen);
+        assert_eq!(&seen, b"written by a device");
+        program.write(0x100, b"a store");
+        let mut back = [0u8; 7];
+        ram.read(0x1234_0100, &mut back);
+        assert_eq!(&back, b"a store");
+        ram.zero(0x1234_0000, 0x200);
+        program.read(0, &mut seen);
+        assert_eq!(seen, [0u8; 19]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside shared memory")]
+    fn a_copy_past_the_end_is_refused_not_performed() {
+        let ram = SharedRam::new("small", 1 << 16).expect("memfd");
+        let mut buf = [0u8; 2];
+        HostMemory::read(&ram, (1 << 16) - 1, &mut buf);
+    }
+}

@@ -1,0 +1,14 @@
+/*
+ * dis_types.h -- smartio's SISCI library: fabric-wide constants.
+ *
+ * Written for smartio (MIT OR Apache-2.0). Programs do not include this file themselves;
+ * sisci_types.h does. It lives under include/dis because SISCI programs add both
+ * PREFIX/include and PREFIX/include/dis to their include path.
+ */
+#ifndef SMARTIO_DIS_TYPES_H
+#define SMARTIO_DIS_TYPES_H
+
+/* The node id that names every node of a multicast group (broadcast connections). */
+#define DIS_BROADCAST_NODEID_GROUP_ALL 252
+
+#endif

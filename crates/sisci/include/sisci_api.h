@@ -1,0 +1,96 @@
+/*
+ * sisci_api.h -- smartio's SISCI library: the calls.
+ *
+ * Written for smartio (MIT OR Apache-2.0) to be source compatible with programs for the
+ * public SISCI API. The library talks to a cluster daemon (`smartio cluster up`); a program
+ * says which emulated host it runs on in SMARTIO_HOST and finds the daemon at
+ * SMARTIO_SOCKET (default /tmp/smartio-cluster.sock). docs/sisci.md lists what is supported
+ * and what each unsupported call returns.
+ *
+ * Unless noted, a call reports its outcome in *error (SCI_ERR_OK on success).
+ */
+#ifndef SMARTIO_SISCI_API_H
+#define SMARTIO_SISCI_API_H
+
+#include "sisci_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library */
+void SCIInitialize(unsigned int flags, sci_error_t *error);
+void SCITerminate(void);
+void SCIOpen(sci_desc_t *sd, unsigned int flags, sci_error_t *error);
+void SCIClose(sci_desc_t sd, unsigned int flags, sci_error_t *error);
+const char *SCIGetErrorString(sci_error_t error);
+void SCIGetLocalNodeId(unsigned int adapterNo, unsigned int *nodeId, unsigned int flags,
+                       sci_error_t *error);
+void SCIQuery(unsigned int command, void *data, unsigned int flags, sci_error_t *error);
+
+/* Local segments */
+void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
+                      size_t size, sci_cb_local_segment_t callback, void *callbackArg,
+                      unsigned int flags, sci_error_t *error);
+void SCIPrepareSegment(sci_local_segment_t segment, unsigned int adapterNo, unsigned int flags,
+                       sci_error_t *error);
+void SCISetSegmentAvailable(sci_local_segment_t segment, unsigned int adapterNo,
+                            unsigned int flags, sci_error_t *error);
+void SCISetSegmentUnavailable(sci_local_segment_t segment, unsigned int adapterNo,
+                              unsigned int flags, sci_error_t *error);
+void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error);
+unsigned int SCIGetLocalSegmentId(sci_local_segment_t segment);
+size_t SCIGetLocalSegmentSize(sci_local_segment_t segment);
+
+/* Remote segments */
+void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment, unsigned int nodeId,
+                       unsigned int segmentId, unsigned int localAdapterNo,
+                       sci_cb_remote_segment_t callback, void *callbackArg,
+                       unsigned int timeout, unsigned int flags, sci_error_t *error);
+void SCIDisconnectSegment(sci_remote_segment_t segment, unsigned int flags, sci_error_t *error);
+size_t SCIGetRemoteSegmentSize(sci_remote_segment_t segment);
+unsigned int SCIGetRemoteSegmentNodeId(sci_remote_segment_t segment);
+unsigned int SCIGetRemoteSegmentId(sci_remote_segment_t segment);
+
+/* Maps */
+void *SCIMapLocalSegment(sci_local_segment_t segment, sci_map_t *map, size_t offset,
+                         size_t size, void *addr, unsigned int flags, sci_error_t *error);
+volatile void *SCIMapRemoteSegment(sci_remote_segment_t segment, sci_map_t *map, size_t offset,
+                                   size_t size, void *addr, unsigned int flags,
+                                   sci_error_t *error);
+void SCIUnmapSegment(sci_map_t map, unsigned int flags, sci_error_t *error);
+
+/* Sequences and flushing */
+void SCICreateMapSequence(sci_map_t map, sci_sequence_t *sequence, unsigned int flags,
+                          sci_error_t *error);
+sci_sequence_status_t SCIStartSequence(sci_sequence_t sequence, unsigned int flags,
+                                       sci_error_t *error);
+sci_sequence_status_t SCICheckSequence(sci_sequence_t sequence, unsigned int flags,
+                                       sci_error_t *error);
+void SCIRemoveSequence(sci_sequence_t sequence, unsigned int flags, sci_error_t *error);
+void SCIFlush(sci_sequence_t sequence, unsigned int flags);
+
+/* Data interrupts */
+void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *interrupt,
+                            unsigned int localAdapterNo, unsigned int *interruptNo,
+                            sci_cb_data_interrupt_t callback, void *callbackArg,
+                            unsigned int flags, sci_error_t *error);
+void SCIRemoveDataInterrupt(sci_local_data_interrupt_t interrupt, unsigned int flags,
+                            sci_error_t *error);
+void SCIWaitForDataInterrupt(sci_local_data_interrupt_t interrupt, void *data,
+                             unsigned int *length, unsigned int timeout, unsigned int flags,
+                             sci_error_t *error);
+void SCIConnectDataInterrupt(sci_desc_t sd, sci_remote_data_interrupt_t *interrupt,
+                             unsigned int nodeId, unsigned int localAdapterNo,
+                             unsigned int interruptNo, unsigned int timeout, unsigned int flags,
+                             sci_error_t *error);
+void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t interrupt, unsigned int flags,
+                                sci_error_t *error);
+void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
+                             unsigned int length, unsigned int flags, sci_error_t *error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

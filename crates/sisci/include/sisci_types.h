@@ -1,0 +1,104 @@
+/*
+ * sisci_types.h -- smartio's SISCI library: handles, flags, callbacks and query records.
+ *
+ * Written for smartio (MIT OR Apache-2.0) to be source compatible with programs for the
+ * public SISCI API. Handles are opaque pointers. Flags are named as SISCI names them; a
+ * flag's meaning belongs to the call it is passed to, so values repeat across calls.
+ */
+#ifndef SMARTIO_SISCI_TYPES_H
+#define SMARTIO_SISCI_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "sisci_error.h"
+#include "dis_types.h"
+
+typedef struct sci_desc *sci_desc_t;
+typedef struct sci_local_segment *sci_local_segment_t;
+typedef struct sci_remote_segment *sci_remote_segment_t;
+typedef struct sci_map *sci_map_t;
+typedef struct sci_sequence *sci_sequence_t;
+typedef struct sci_local_data_interrupt *sci_local_data_interrupt_t;
+typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
+
+/* An address as a device or adapter puts it on the bus. */
+typedef uint64_t sci_ioaddr_t;
+
+/* Wait for ever (any timeout argument, in milliseconds). */
+#define SCI_INFINITE_TIMEOUT 0xffffffffU
+
+/* Not a SISCI name, but defined by most SISCI programs; harmless to have. */
+#ifndef SCI_NO_FLAGS
+#define SCI_NO_FLAGS 0
+#endif
+
+/* Flags of segment and interrupt calls. */
+#define SCI_FLAG_USE_CALLBACK   0x1U
+#define SCI_FLAG_FIXED_INTNO    0x2U
+#define SCI_FLAG_EMPTY          0x2U
+#define SCI_FLAG_PRIVATE        0x4U
+#define SCI_FLAG_AUTO_ID        0x20000000U
+#define SCI_FLAG_FIXED_MAP_ADDR 0x1U
+#define SCI_FLAG_READONLY_MAP   0x2U
+#define SCI_FLAG_IO_MAP_IOSPACE 0x80U
+
+/* What a callback asks for: keep it (CONTINUE) or stop calling it (CANCEL). */
+typedef enum {
+    SCI_CALLBACK_CANCEL = 1,
+    SCI_CALLBACK_CONTINUE = 2
+} sci_callback_action_t;
+
+/* Why a segment callback was called. */
+typedef enum {
+    SCI_CB_CONNECT = 1,
+    SCI_CB_DISCONNECT = 2,
+    SCI_CB_NOT_OPERATIONAL = 3,
+    SCI_CB_OPERATIONAL = 4,
+    SCI_CB_LOST = 5
+} sci_segment_cb_reason_t;
+
+/* What a sequence saw. */
+typedef enum {
+    SCI_SEQ_OK = 0,
+    SCI_SEQ_RETRIABLE = 1,
+    SCI_SEQ_NOT_RETRIABLE = 2,
+    SCI_SEQ_PENDING = 3
+} sci_sequence_status_t;
+
+typedef sci_callback_action_t (*sci_cb_local_segment_t)(void *arg, sci_local_segment_t segment,
+                                                        sci_segment_cb_reason_t reason,
+                                                        unsigned int nodeId,
+                                                        unsigned int localAdapterNo,
+                                                        sci_error_t error);
+typedef sci_callback_action_t (*sci_cb_remote_segment_t)(void *arg, sci_remote_segment_t segment,
+                                                         sci_segment_cb_reason_t reason,
+                                                         sci_error_t error);
+typedef sci_callback_action_t (*sci_cb_data_interrupt_t)(void *arg,
+                                                         sci_local_data_interrupt_t interrupt,
+                                                         void *data, unsigned int length,
+                                                         sci_error_t error);
+
+/* SCIQuery commands and subcommands (smartio's numbers). */
+#define SCI_Q_ADAPTER 1U
+#define SCI_Q_LOCAL_SEGMENT 2U
+#define SCI_Q_REMOTE_SEGMENT 3U
+#define SCI_Q_ADAPTER_NODEID 0x101U
+#define SCI_Q_LOCAL_SEGMENT_IOADDR 0x201U
+#define SCI_Q_LOCAL_SEGMENT_PHYS_ADDR 0x202U
+
+typedef struct {
+    unsigned int localAdapterNo;
+    unsigned int portNo;
+    unsigned int subcommand;
+    void *data;
+} sci_query_adapter_t;
+
+typedef struct {
+    sci_local_segment_t segment;
+    unsigned int subcommand;
+    union {
+        sci_ioaddr_t ioaddr;
+    } data;
+} sci_query_local_segment_t;
+
+#endif

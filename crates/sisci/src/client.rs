@@ -1,0 +1,479 @@
+//! The library's safe side: a descriptor is a connection to the cluster daemon, and every
+//! SISCI object a handle of the daemon's plus what the program holds of it (a map's
+//! memory). `ffi` turns these into the C calls.
+
+use crate::code;
+use smartio_live::protocol::{
+    Connection, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
+};
+use smartio_live::shm::Mapping;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A failed call: the `SCI_ERR_*` value and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The `SCI_ERR_*` value.
+    pub code: u32,
+    /// What happened (the daemon's message, or the library's).
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure the library finds itself.
+    pub fn new(code: u32, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// An open descriptor: a connection to the daemon as a program of one host.
+#[derive(Debug)]
+pub struct Descriptor {
+    host: String,
+    path: String,
+    token: u64,
+    main: Mutex<Connection>,
+    /// Auxiliary connections for calls that wait, so they do not block the others.
+    spare: Mutex<Vec<Connection>>,
+    /// Objects made through this descriptor and not yet removed.
+    live: AtomicUsize,
+}
+
+impl Descriptor {
+    /// Opens a descriptor for the host named in `SMARTIO_HOST`, at the daemon named in
+    /// `SMARTIO_SOCKET` (or the default socket).
+    pub fn open() -> Result<Descriptor, Failure> {
+        let host = std::env::var(HOST_VAR).map_err(|_| {
+            Failure::new(
+                code::NOT_INITIALIZED,
+                format!("{HOST_VAR} is not set: which emulated host does this program run on?"),
+            )
+        })?;
+        let path = std::env::var(SOCKET_VAR).unwrap_or_else(|_| DEFAULT_SOCKET.to_string());
+        let (main, token) = Self::hello(&path, &host, None)?;
+        Ok(Descriptor {
+            host,
+            path,
+            token,
+            main: Mutex::new(main),
+            spare: Mutex::default(),
+            live: AtomicUsize::new(0),
+        })
+    }
+
+    fn hello(path: &str, host: &str, attach: Option<u64>) -> Result<(Connection, u64), Failure> {
+        let conn = Connection::open(path).map_err(|e| {
+            Failure::new(
+                code::SYSTEM,
+                format!("no cluster daemon at {path} ({e}); start one with `smartio cluster up`"),
+            )
+        })?;
+        let hello = Request::Hello {
+            host: host.to_string(),
+            attach,
+        };
+        match answer(conn.call(&hello))? {
+            (Reply::Hello { token, .. }, _) => Ok((conn, token)),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends a request on the main connection.
+    pub fn call(&self, request: &Request) -> Result<(Reply, Option<OwnedFd>), Failure> {
+        let conn = self.main.lock().unwrap_or_else(PoisonError::into_inner);
+        answer(conn.call(request))
+    }
+
+    /// Sends a request that may wait on an auxiliary connection of its own.
+    pub fn call_waiting(&self, request: &Request) -> Result<(Reply, Option<OwnedFd>), Failure> {
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let conn = match spare {
+            Some(c) => c,
+            None => Self::hello(&self.path, &self.host, Some(self.token))?.0,
+        };
+        let result = answer(conn.call(request));
+        // A connection that failed on the wire is dropped, not reused.
+        if !matches!(&result, Err(f) if f.code == code::SYSTEM) {
+            self.spare
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(conn);
+        }
+        result
+    }
+
+    /// Sends a request that must be answered `Done`.
+    pub fn call_done(&self, request: &Request) -> Result<(), Failure> {
+        match self.call(request)? {
+            (Reply::Done, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Objects made through this descriptor and not yet removed.
+    pub fn live_objects(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    fn made(&self) {
+        self.live.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn gone(&self) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The node id of the host's adapter `adapter`.
+    pub fn local_node_id(&self, adapter: u32) -> Result<u32, Failure> {
+        match self.call(&Request::LocalNodeId { adapter })? {
+            (Reply::Value(v), _) => Ok(v as u32),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// A reply, or its error as a failure.
+fn answer(
+    result: Result<(Reply, Option<OwnedFd>), smartio_live::protocol::WireError>,
+) -> Result<(Reply, Option<OwnedFd>), Failure> {
+    match result {
+        Ok((Reply::Error { code, message }, _)) => Err(Failure { code, message }),
+        Ok(ok) => Ok(ok),
+        Err(e) => Err(Failure::new(
+            code::SYSTEM,
+            format!("the cluster daemon: {e}"),
+        )),
+    }
+}
+
+fn unexpected(reply: &Reply) -> Failure {
+    Failure::new(
+        code::SYSTEM,
+        format!("the cluster daemon answered {reply:?} (a newer or older daemon?)"),
+    )
+}
+
+/// A segment of this host.
+#[derive(Debug)]
+pub struct LocalSegment {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+    /// Its id.
+    pub id: u32,
+    /// Bytes.
+    pub size: u64,
+    /// Physical address in the host.
+    pub phys: u64,
+}
+
+impl LocalSegment {
+    /// Creates a segment of `size` bytes with `id` (or an automatic id).
+    pub fn create(
+        desc: &Arc<Descriptor>,
+        id: Option<u32>,
+        size: u64,
+    ) -> Result<LocalSegment, Failure> {
+        match desc.call(&Request::CreateSegment { id, size })? {
+            (
+                Reply::Segment {
+                    handle,
+                    id,
+                    size,
+                    phys,
+                },
+                _,
+            ) => {
+                desc.made();
+                Ok(LocalSegment {
+                    desc: Arc::clone(desc),
+                    handle,
+                    id,
+                    size,
+                    phys,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Prepares it on `adapter`.
+    pub fn prepare(&self, adapter: u32) -> Result<(), Failure> {
+        self.desc.call_done(&Request::PrepareSegment {
+            segment: self.handle,
+            adapter,
+        })
+    }
+
+    /// Makes it available (or not) through `adapter`.
+    pub fn set_available(&self, adapter: u32, available: bool) -> Result<(), Failure> {
+        let segment = self.handle;
+        self.desc.call_done(&if available {
+            Request::SetAvailable { segment, adapter }
+        } else {
+            Request::SetUnavailable { segment, adapter }
+        })
+    }
+
+    /// Removes it; on failure it stays.
+    pub fn remove(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::RemoveSegment {
+                segment: self.handle,
+            })
+            .map(|()| self.desc.gone())
+    }
+
+    /// Maps `size` bytes from `offset` into this process.
+    pub fn map(&self, offset: u64, size: u64) -> Result<Map, Failure> {
+        let request = Request::MapLocal {
+            segment: self.handle,
+            offset,
+            size,
+        };
+        Map::from_reply(&self.desc, self.desc.call(&request)?)
+    }
+}
+
+/// A connection to another host's segment.
+#[derive(Debug)]
+pub struct RemoteSegment {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+    /// Bytes.
+    pub size: u64,
+    /// The owner's node id.
+    pub node_id: u32,
+    /// The segment's id.
+    pub segment_id: u32,
+}
+
+impl RemoteSegment {
+    /// Connects to segment `segment_id` behind `node_id` through `adapter`.
+    pub fn connect(
+        desc: &Arc<Descriptor>,
+        node_id: u32,
+        segment_id: u32,
+        adapter: u32,
+    ) -> Result<RemoteSegment, Failure> {
+        let request = Request::ConnectSegment {
+            node_id,
+            segment_id,
+            adapter,
+        };
+        match desc.call(&request)? {
+            (Reply::Remote { handle, size }, _) => {
+                desc.made();
+                Ok(RemoteSegment {
+                    desc: Arc::clone(desc),
+                    handle,
+                    size,
+                    node_id,
+                    segment_id,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Ends the connection; on failure it stays.
+    pub fn disconnect(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::DisconnectSegment {
+                remote: self.handle,
+            })
+            .map(|()| self.desc.gone())
+    }
+
+    /// Maps `size` bytes from `offset` into this process (look-up-table entries on the
+    /// adapter; the memory is the owner's).
+    pub fn map(&self, offset: u64, size: u64) -> Result<Map, Failure> {
+        let request = Request::MapRemote {
+            remote: self.handle,
+            offset,
+            size,
+        };
+        Map::from_reply(&self.desc, self.desc.call(&request)?)
+    }
+}
+
+/// A map: the segment's memory in this process.
+#[derive(Debug)]
+pub struct Map {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+    mapping: Mapping,
+    /// Where the map starts within the mapping (mappings start on a page).
+    skew: usize,
+    /// Bytes of the map.
+    pub len: u64,
+}
+
+/// Mappings start on a page boundary of the memory file.
+const PAGE: u64 = 4096;
+
+impl Map {
+    fn from_reply(desc: &Arc<Descriptor>, reply: (Reply, Option<OwnedFd>)) -> Result<Map, Failure> {
+        let (
+            Reply::Mapped {
+                handle,
+                offset,
+                len,
+            },
+            Some(fd),
+        ) = reply
+        else {
+            return Err(unexpected(&reply.0));
+        };
+        let start = offset & !(PAGE - 1);
+        let skew = offset - start;
+        let mapping = match Mapping::new(fd.as_fd(), start, len + skew) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = desc.call_done(&Request::Unmap { map: handle });
+                return Err(Failure::new(code::SYSTEM, e.to_string()));
+            }
+        };
+        desc.made();
+        Ok(Map {
+            desc: Arc::clone(desc),
+            handle,
+            mapping,
+            skew: skew as usize,
+            len,
+        })
+    }
+
+    /// The map's first byte in this process.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.mapping.as_ptr().wrapping_add(self.skew)
+    }
+
+    /// Copies bytes in (for Rust callers; C stores through the pointer).
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        self.mapping.write(offset + self.skew as u64, data)
+    }
+
+    /// Copies bytes out.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        self.mapping.read(offset + self.skew as u64, buf)
+    }
+
+    /// Unmaps it; on failure it stays.
+    pub fn unmap(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::Unmap { map: self.handle })
+            .map(|()| self.desc.gone())
+    }
+}
+
+/// A data interrupt of this host.
+#[derive(Debug)]
+pub struct LocalInterrupt {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+    /// Its number.
+    pub number: u32,
+    /// Set to stop a callback thread.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl LocalInterrupt {
+    /// Creates one reachable through `adapter`, numbered `number` or the lowest free.
+    pub fn create(
+        desc: &Arc<Descriptor>,
+        adapter: u32,
+        number: Option<u32>,
+    ) -> Result<LocalInterrupt, Failure> {
+        match desc.call(&Request::CreateDataInterrupt { adapter, number })? {
+            (Reply::Interrupt { handle, number }, _) => {
+                desc.made();
+                Ok(LocalInterrupt {
+                    desc: Arc::clone(desc),
+                    handle,
+                    number,
+                    stop: Arc::default(),
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Waits for a message (`None`: for ever).
+    pub fn wait(&self, timeout_ms: Option<u32>) -> Result<Vec<u8>, Failure> {
+        let request = Request::WaitDataInterrupt {
+            interrupt: self.handle,
+            timeout_ms,
+        };
+        match self.desc.call_waiting(&request)? {
+            (Reply::Data(data), _) => Ok(data),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Removes it; on failure it stays.
+    pub fn remove(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::RemoveDataInterrupt {
+                interrupt: self.handle,
+            })
+            .map(|()| self.desc.gone())
+    }
+}
+
+/// A connection to another host's data interrupt.
+#[derive(Debug)]
+pub struct RemoteInterrupt {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+}
+
+impl RemoteInterrupt {
+    /// Connects to interrupt `number` behind `node_id` through `adapter`.
+    pub fn connect(
+        desc: &Arc<Descriptor>,
+        node_id: u32,
+        adapter: u32,
+        number: u32,
+    ) -> Result<RemoteInterrupt, Failure> {
+        let request = Request::ConnectDataInterrupt {
+            node_id,
+            adapter,
+            number,
+        };
+        match desc.call(&request)? {
+            (Reply::Interrupt { handle, .. }, _) => {
+                desc.made();
+                Ok(RemoteInterrupt {
+                    desc: Arc::clone(desc),
+                    handle,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Sends `data` and raises the interrupt.
+    pub fn trigger(&self, data: &[u8]) -> Result<(), Failure> {
+        self.desc.call_done(&Request::TriggerDataInterrupt {
+            remote: self.handle,
+            data: data.to_vec(),
+        })
+    }
+
+    /// Ends the connection; on failure it stays.
+    pub fn disconnect(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::DisconnectDataInterrupt {
+                remote: self.handle,
+            })
+            .map(|()| self.desc.gone())
+    }
+}

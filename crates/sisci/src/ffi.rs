@@ -1,0 +1,832 @@
+//! The C calls of `sisci_api.h`. Every `unsafe` of the library is here: C hands in raw
+//! pointers — out-parameters, handles, buffers — and this module checks what it can (null
+//! pointers are `SCI_ERR_ILLEGAL_PARAMETER`, never a crash) and trusts the rest as C
+//! callers must be trusted (a handle is a pointer this library returned and the program
+//! has not freed).
+//!
+//! Handles are boxed objects of `client`; a call that frees a handle frees the box only
+//! when it succeeded, so a failed remove leaves the program's handle valid.
+
+#![allow(unsafe_code)]
+// The C names are SISCI's.
+#![allow(non_snake_case)]
+
+use crate::client::{
+    Descriptor, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
+};
+use crate::code;
+use std::ffi::{c_char, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `sci_error_t`.
+type SciError = c_uint;
+
+/// `sci_callback_action_t`.
+const SCI_CALLBACK_CANCEL: c_uint = 1;
+
+const SCI_INFINITE_TIMEOUT: c_uint = 0xffff_ffff;
+const SCI_FLAG_USE_CALLBACK: c_uint = 0x1;
+const SCI_FLAG_FIXED_INTNO: c_uint = 0x2;
+const SCI_FLAG_EMPTY: c_uint = 0x2;
+const SCI_FLAG_PRIVATE: c_uint = 0x4;
+const SCI_FLAG_AUTO_ID: c_uint = 0x2000_0000;
+
+const SCI_Q_ADAPTER: c_uint = 1;
+const SCI_Q_LOCAL_SEGMENT: c_uint = 2;
+const SCI_Q_ADAPTER_NODEID: c_uint = 0x101;
+const SCI_Q_LOCAL_SEGMENT_IOADDR: c_uint = 0x201;
+const SCI_Q_LOCAL_SEGMENT_PHYS_ADDR: c_uint = 0x202;
+
+/// `SCIInitialize` calls not yet matched by `SCITerminate`.
+static INITIALIZED: AtomicUsize = AtomicUsize::new(0);
+
+/// A descriptor's handle.
+pub struct Desc(Arc<Descriptor>);
+
+/// A sequence's handle: sequences see no transfer errors on the live engine (stores into
+/// shared memory cannot be lost).
+pub struct Sequence;
+
+/// Writes `result` to `error` (if the program gave somewhere to write it); with
+/// `SMARTIO_SISCI_VERBOSE` set, a failure's message goes to standard error.
+fn report(error: *mut SciError, result: Result<(), Failure>) {
+    let value = match result {
+        Ok(()) => code::OK,
+        Err(f) => {
+            if std::env::var_os("SMARTIO_SISCI_VERBOSE").is_some() {
+                eprintln!("libsisci: {:#x}: {}", f.code, f.message);
+            }
+            f.code
+        }
+    };
+    if !error.is_null() {
+        // SAFETY: a non-null `error` is the program's `sci_error_t` to write.
+        unsafe { error.write(value) }
+    }
+}
+
+fn illegal(what: &str) -> Failure {
+    Failure::new(code::ILLEGAL_PARAMETER, format!("{what} is NULL"))
+}
+
+fn initialized() -> Result<(), Failure> {
+    if INITIALIZED.load(Ordering::SeqCst) == 0 {
+        return Err(Failure::new(
+            code::NOT_INITIALIZED,
+            "SCIInitialize has not been called",
+        ));
+    }
+    Ok(())
+}
+
+/// The object behind a handle.
+///
+/// # Safety
+/// `handle` is null or a pointer this library returned for a `T` that is still live.
+unsafe fn object<'a, T>(handle: *mut T, what: &str) -> Result<&'a T, Failure> {
+    // SAFETY: the caller's contract.
+    unsafe { handle.as_ref() }.ok_or_else(|| illegal(what))
+}
+
+/// Stores a new handle in the program's out-parameter.
+///
+/// # Safety
+/// `out` is null or points to where the program wants the handle.
+unsafe fn hand_out<T>(out: *mut *mut T, value: T) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(illegal("the handle's out-parameter"));
+    }
+    // SAFETY: checked non-null; the caller's contract.
+    unsafe { out.write(Box::into_raw(Box::new(value))) };
+    Ok(())
+}
+
+/// Frees a handle after `remove` succeeded on it.
+///
+/// # Safety
+/// As for [`object`]; the program does not use the handle again once this succeeded.
+unsafe fn free_after<T>(
+    handle: *mut T,
+    what: &str,
+    remove: impl FnOnce(&T) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    remove(unsafe { object(handle, what) }?)?;
+    // SAFETY: made by `hand_out` with `Box::into_raw`; freed once, here.
+    drop(unsafe { Box::from_raw(handle) });
+    Ok(())
+}
+
+fn flags_only(flags: c_uint, allowed: c_uint) -> Result<(), Failure> {
+    if flags & !allowed != 0 {
+        return Err(Failure::new(
+            code::ILLEGAL_FLAG,
+            format!("flags {:#x} are not taken by this call", flags & !allowed),
+        ));
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn SCIInitialize(flags: c_uint, error: *mut SciError) {
+    let result = flags_only(flags, 0).map(|()| {
+        INITIALIZED.fetch_add(1, Ordering::SeqCst);
+    });
+    report(error, result)
+}
+
+#[no_mangle]
+pub extern "C" fn SCITerminate() {
+    let _ = INITIALIZED.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+}
+
+/// # Safety
+/// `sd` is where the program wants the descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIOpen(sd: *mut *mut Desc, flags: c_uint, error: *mut SciError) {
+    let result = (|| {
+        initialized()?;
+        flags_only(flags, 0)?;
+        let desc = Descriptor::open()?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(sd, Desc(Arc::new(desc))) }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIClose(sd: *mut Desc, flags: c_uint, error: *mut SciError) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            free_after(sd, "the descriptor", |d| match d.0.live_objects() {
+                0 => Ok(()),
+                n => Err(Failure::new(
+                    code::BUSY,
+                    format!("{n} segments, maps or interrupts of the descriptor are still live"),
+                )),
+            })
+        }
+    });
+    report(error, result)
+}
+
+#[no_mangle]
+pub extern "C" fn SCIGetErrorString(error: SciError) -> *const c_char {
+    code::describe(error).as_ptr().cast()
+}
+
+/// Opens a descriptor for one query (the calls without one).
+fn query_descriptor() -> Result<Descriptor, Failure> {
+    initialized()?;
+    Descriptor::open()
+}
+
+/// # Safety
+/// `node_id` is where the program wants the node id.
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetLocalNodeId(
+    adapter: c_uint,
+    node_id: *mut c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        if node_id.is_null() {
+            return Err(illegal("nodeId"));
+        }
+        let id = query_descriptor()?.local_node_id(adapter)?;
+        // SAFETY: checked non-null; the caller's contract.
+        unsafe { node_id.write(id) };
+        Ok(())
+    })();
+    report(error, result)
+}
+
+/// `sci_query_adapter_t`.
+#[repr(C)]
+pub struct QueryAdapter {
+    local_adapter_no: c_uint,
+    port_no: c_uint,
+    subcommand: c_uint,
+    data: *mut c_void,
+}
+
+/// `sci_query_local_segment_t`.
+#[repr(C)]
+pub struct QueryLocalSegment {
+    segment: *mut LocalSegment,
+    subcommand: c_uint,
+    ioaddr: u64,
+}
+
+/// # Safety
+/// `data` points to the record `command` names.
+#[no_mangle]
+pub unsafe extern "C" fn SCIQuery(
+    command: c_uint,
+    data: *mut c_void,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        if data.is_null() {
+            return Err(illegal("the query's data"));
+        }
+        match command {
+            SCI_Q_ADAPTER => {
+                // SAFETY: SCI_Q_ADAPTER's record, as the caller promises.
+                let q = unsafe { &mut *data.cast::<QueryAdapter>() };
+                if q.subcommand != SCI_Q_ADAPTER_NODEID || q.data.is_null() {
+                    return Err(Failure::new(
+                        code::ILLEGAL_QUERY,
+                        format!("adapter subcommand {:#x}", q.subcommand),
+                    ));
+                }
+                let id = query_descriptor()?.local_node_id(q.local_adapter_no)?;
+                // SAFETY: SCI_Q_ADAPTER_NODEID's answer is an unsigned int.
+                unsafe { q.data.cast::<c_uint>().write(id) };
+                Ok(())
+            }
+            SCI_Q_LOCAL_SEGMENT => {
+                // SAFETY: SCI_Q_LOCAL_SEGMENT's record, as the caller promises.
+                let q = unsafe { &mut *data.cast::<QueryLocalSegment>() };
+                // SAFETY: the caller's contract.
+                let seg = unsafe { object(q.segment, "the segment") }?;
+                match q.subcommand {
+                    SCI_Q_LOCAL_SEGMENT_IOADDR | SCI_Q_LOCAL_SEGMENT_PHYS_ADDR => {
+                        q.ioaddr = seg.phys;
+                        Ok(())
+                    }
+                    other => Err(Failure::new(
+                        code::ILLEGAL_QUERY,
+                        format!("local segment subcommand {other:#x}"),
+                    )),
+                }
+            }
+            other => Err(Failure::new(
+                code::ILLEGAL_QUERY,
+                format!("query {other:#x}"),
+            )),
+        }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `segment` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateSegment(
+    sd: *mut Desc,
+    segment: *mut *mut LocalSegment,
+    segment_id: c_uint,
+    size: usize,
+    _callback: *const c_void,
+    _callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY)?;
+        if flags & SCI_FLAG_EMPTY != 0 {
+            return Err(Failure::new(
+                code::NOT_IMPLEMENTED,
+                "SCI_FLAG_EMPTY segments (attached or registered memory) are not supported",
+            ));
+        }
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        let id = (flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE) == 0).then_some(segment_id);
+        let seg = LocalSegment::create(&desc.0, id, size as u64)?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(segment, seg) }
+    })();
+    report(error, result)
+}
+
+macro_rules! segment_call {
+    ($name:ident, |$seg:ident, $adapter:ident| $body:expr) => {
+        /// # Safety
+        /// `segment` is a live segment handle.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            segment: *mut LocalSegment,
+            $adapter: c_uint,
+            flags: c_uint,
+            error: *mut SciError,
+        ) {
+            let result = flags_only(flags, 0).and_then(|()| {
+                // SAFETY: the caller's contract.
+                let $seg = unsafe { object(segment, "the segment") }?;
+                $body
+            });
+            report(error, result)
+        }
+    };
+}
+
+segment_call!(SCIPrepareSegment, |seg, adapter| seg.prepare(adapter));
+segment_call!(SCISetSegmentAvailable, |seg, adapter| seg
+    .set_available(adapter, true));
+segment_call!(SCISetSegmentUnavailable, |seg, adapter| seg
+    .set_available(adapter, false));
+
+/// # Safety
+/// `segment` is a live segment handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRemoveSegment(
+    segment: *mut LocalSegment,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0)
+        // SAFETY: the caller's contract.
+        .and_then(|()| unsafe { free_after(segment, "the segment", LocalSegment::remove) });
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` is a live segment handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetLocalSegmentId(segment: *mut LocalSegment) -> c_uint {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.id)
+}
+
+/// # Safety
+/// `segment` is a live segment handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetLocalSegmentSize(segment: *mut LocalSegment) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.size as usize)
+}
+
+/// Runs `attempt` until it succeeds, fails with something other than "not there (yet)",
+/// or `timeout_ms` passes (`SCI_INFINITE_TIMEOUT`: never).
+fn retry<T>(
+    timeout_ms: c_uint,
+    mut attempt: impl FnMut() -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let deadline = (timeout_ms != SCI_INFINITE_TIMEOUT)
+        .then(|| Instant::now() + Duration::from_millis(u64::from(timeout_ms)));
+    loop {
+        match attempt() {
+            Err(f)
+                if (f.code == code::NO_SUCH_SEGMENT || f.code == code::CONNECTION_REFUSED)
+                    && deadline.is_none_or(|d| Instant::now() < d) =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `segment` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIConnectSegment(
+    sd: *mut Desc,
+    segment: *mut *mut RemoteSegment,
+    node_id: c_uint,
+    segment_id: c_uint,
+    adapter: c_uint,
+    _callback: *const c_void,
+    _callback_arg: *mut c_void,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_USE_CALLBACK)?;
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        let remote = retry(timeout, || {
+            RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(segment, remote) }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` is a live connection handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIDisconnectSegment(
+    segment: *mut RemoteSegment,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe { free_after(segment, "the remote segment", RemoteSegment::disconnect) }
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` is a live connection handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetRemoteSegmentSize(segment: *mut RemoteSegment) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.size as usize)
+}
+
+/// # Safety
+/// `segment` is a live connection handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetRemoteSegmentNodeId(segment: *mut RemoteSegment) -> c_uint {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.node_id)
+}
+
+/// # Safety
+/// `segment` is a live connection handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetRemoteSegmentId(segment: *mut RemoteSegment) -> c_uint {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.segment_id)
+}
+
+/// A map's address for C, or null after a failure.
+fn map_pointer(
+    map_out: *mut *mut Map,
+    made: Result<Map, Failure>,
+    error: *mut SciError,
+) -> *mut c_void {
+    let result = made.and_then(|map| {
+        let ptr = map.as_ptr();
+        // SAFETY: the caller's contract (passed on from the C call).
+        unsafe { hand_out(map_out, map) }.map(|()| ptr)
+    });
+    match result {
+        Ok(ptr) => {
+            report(error, Ok(()));
+            ptr.cast()
+        }
+        Err(f) => {
+            report(error, Err(f));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// `segment` is a live segment handle; `map` is where the program wants the map handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMapLocalSegment(
+    segment: *mut LocalSegment,
+    map: *mut *mut Map,
+    offset: usize,
+    size: usize,
+    _addr: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) -> *mut c_void {
+    let made = (|| {
+        flags_only(flags, 0x2 | 0x80)?;
+        // SAFETY: the caller's contract.
+        let seg = unsafe { object(segment, "the segment") }?;
+        seg.map(offset as u64, size as u64)
+    })();
+    map_pointer(map, made, error)
+}
+
+/// # Safety
+/// `segment` is a live connection handle; `map` is where the program wants the map handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMapRemoteSegment(
+    segment: *mut RemoteSegment,
+    map: *mut *mut Map,
+    offset: usize,
+    size: usize,
+    _addr: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) -> *mut c_void {
+    let made = (|| {
+        flags_only(flags, 0x2 | 0x80)?;
+        // SAFETY: the caller's contract.
+        let seg = unsafe { object(segment, "the remote segment") }?;
+        seg.map(offset as u64, size as u64)
+    })();
+    map_pointer(map, made, error)
+}
+
+/// # Safety
+/// `map` is a live map handle; it (and the memory) is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIUnmapSegment(map: *mut Map, flags: c_uint, error: *mut SciError) {
+    let result = flags_only(flags, 0)
+        // SAFETY: the caller's contract.
+        .and_then(|()| unsafe { free_after(map, "the map", Map::unmap) });
+    report(error, result)
+}
+
+/// # Safety
+/// `map` is a live map handle; `sequence` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateMapSequence(
+    map: *mut Map,
+    sequence: *mut *mut Sequence,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        unsafe { object(map, "the map") }?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(sequence, Sequence) }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sequence` is a live sequence handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIStartSequence(
+    sequence: *mut Sequence,
+    _flags: c_uint,
+    error: *mut SciError,
+) -> c_uint {
+    // SAFETY: the caller's contract.
+    let result = unsafe { object(sequence, "the sequence") }.map(|_| ());
+    let ok = result.is_ok();
+    report(error, result);
+    if ok {
+        0
+    } else {
+        2
+    }
+}
+
+/// # Safety
+/// `sequence` is a live sequence handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCICheckSequence(
+    sequence: *mut Sequence,
+    flags: c_uint,
+    error: *mut SciError,
+) -> c_uint {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    // SAFETY: the caller's contract.
+    unsafe { SCIStartSequence(sequence, flags, error) }
+}
+
+/// # Safety
+/// `sequence` is a live sequence handle; it is freed.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRemoveSequence(
+    sequence: *mut Sequence,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract.
+    let result = unsafe { free_after(sequence, "the sequence", |_| Ok(())) };
+    report(error, result)
+}
+
+#[no_mangle]
+pub extern "C" fn SCIFlush(_sequence: *mut Sequence, _flags: c_uint) {
+    // Stores into shared memory need no adapter flush; order them before what follows.
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// `sci_cb_data_interrupt_t`.
+type DataCallback = extern "C" fn(
+    arg: *mut c_void,
+    interrupt: *mut LocalInterrupt,
+    data: *mut c_void,
+    length: c_uint,
+    error: SciError,
+) -> c_uint;
+
+/// What a callback thread needs of the C side: pointers the program keeps valid while the
+/// interrupt exists.
+struct CallbackTarget {
+    callback: DataCallback,
+    arg: *mut c_void,
+    interrupt: *mut LocalInterrupt,
+}
+
+// SAFETY: SISCI calls callbacks on a thread of the library; the program that registers one
+// promises its argument may be used there.
+unsafe impl Send for CallbackTarget {}
+
+impl CallbackTarget {
+    /// Waits for messages and hands each to the callback until it cancels or the interrupt
+    /// is removed.
+    fn serve(self, intr: &LocalInterrupt) {
+        while !intr.stop.load(Ordering::SeqCst) {
+            match intr.wait(Some(50)) {
+                Ok(mut data) => {
+                    let action = (self.callback)(
+                        self.arg,
+                        self.interrupt,
+                        data.as_mut_ptr().cast(),
+                        data.len() as c_uint,
+                        code::OK,
+                    );
+                    if action == SCI_CALLBACK_CANCEL {
+                        return;
+                    }
+                }
+                Err(f) if f.code == code::TIMEOUT => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `interrupt` is where the program wants the handle;
+/// `number` is the interrupt number (in with SCI_FLAG_FIXED_INTNO, out always);
+/// `callback`, if given, is a `sci_cb_data_interrupt_t`.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateDataInterrupt(
+    sd: *mut Desc,
+    interrupt: *mut *mut LocalInterrupt,
+    adapter: c_uint,
+    number: *mut c_uint,
+    callback: Option<DataCallback>,
+    callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_FIXED_INTNO)?;
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        if number.is_null() || interrupt.is_null() {
+            return Err(illegal("interruptNo or the handle's out-parameter"));
+        }
+        let wanted = if flags & SCI_FLAG_FIXED_INTNO != 0 {
+            // SAFETY: checked non-null.
+            Some(unsafe { number.read() })
+        } else {
+            None
+        };
+        let use_callback = flags & SCI_FLAG_USE_CALLBACK != 0;
+        let callback = match (use_callback, callback) {
+            (true, Some(cb)) => Some(cb),
+            (true, None) => return Err(illegal("the callback")),
+            (false, _) => None,
+        };
+        let intr = LocalInterrupt::create(&desc.0, adapter, wanted)?;
+        // SAFETY: checked non-null.
+        unsafe { number.write(intr.number) };
+        let handle = Box::into_raw(Box::new(intr));
+        // SAFETY: checked non-null.
+        unsafe { interrupt.write(handle) };
+        if let Some(callback) = callback {
+            let target = CallbackTarget {
+                callback,
+                arg: callback_arg,
+                interrupt: handle,
+            };
+            // SAFETY: just made; freed only by SCIRemoveDataInterrupt, which stops this
+            // thread first.
+            let intr: &'static LocalInterrupt = unsafe { &*handle };
+            std::thread::spawn(move || target.serve(intr));
+        }
+        Ok(())
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `interrupt` is a live interrupt handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRemoveDataInterrupt(
+    interrupt: *mut LocalInterrupt,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            free_after(interrupt, "the interrupt", |i| {
+                i.stop.store(true, Ordering::SeqCst);
+                // A callback thread looks at `stop` at least every 50 ms: let it leave
+                // before the handle is freed.
+                std::thread::sleep(Duration::from_millis(120));
+                i.remove()
+            })
+        }
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// `interrupt` is a live interrupt handle; `data` holds `*length` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn SCIWaitForDataInterrupt(
+    interrupt: *mut LocalInterrupt,
+    data: *mut c_void,
+    length: *mut c_uint,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let intr = unsafe { object(interrupt, "the interrupt") }?;
+        if length.is_null() || data.is_null() {
+            return Err(illegal("data or length"));
+        }
+        let timeout = (timeout != SCI_INFINITE_TIMEOUT).then_some(timeout);
+        let message = intr.wait(timeout)?;
+        // SAFETY: checked non-null.
+        let room = unsafe { length.read() } as usize;
+        // SAFETY: checked non-null.
+        unsafe { length.write(message.len() as c_uint) };
+        if message.len() > room {
+            return Err(Failure::new(
+                code::OUT_OF_RANGE,
+                format!("a {}-byte message for a {room}-byte buffer", message.len()),
+            ));
+        }
+        // SAFETY: the program's buffer holds `room` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(message.as_ptr(), data.cast::<u8>(), message.len())
+        };
+        Ok(())
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `interrupt` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIConnectDataInterrupt(
+    sd: *mut Desc,
+    interrupt: *mut *mut RemoteInterrupt,
+    node_id: c_uint,
+    adapter: c_uint,
+    number: c_uint,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        let remote = retry(timeout, || {
+            RemoteInterrupt::connect(&desc.0, node_id, adapter, number)
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(interrupt, remote) }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `interrupt` is a live connection handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIDisconnectDataInterrupt(
+    interrupt: *mut RemoteInterrupt,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe { free_after(interrupt, "the interrupt", RemoteInterrupt::disconnect) }
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// `interrupt` is a live connection handle; `data` holds `length` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn SCITriggerDataInterrupt(
+    interrupt: *mut RemoteInterrupt,
+    data: *mut c_void,
+    length: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let remote = unsafe { object(interrupt, "the interrupt") }?;
+        let payload = if length == 0 {
+            &[][..]
+        } else if data.is_null() {
+            return Err(illegal("data"));
+        } else {
+            // SAFETY: the program's buffer holds `length` bytes.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length as usize) }
+        };
+        remote.trigger(payload)
+    })();
+    report(error, result)
+}
