@@ -73,20 +73,23 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
     }
 }
 
-/// The built libsisci.so: next to this binary (cargo puts the workspace's libraries
-/// there), or in its `deps` directory.
+/// The built libsisci.so: next to this binary (where cargo puts it when the package is
+/// built) or in its `deps` directory (where building this binary leaves it).
 fn library() -> Result<std::path::PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
     let dir = exe
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
+    // Both exist after building the package alone and then the workspace: the newer one.
     [
         dir.join("libsisci.so"),
         dir.join("deps").join("libsisci.so"),
     ]
     .into_iter()
-    .find(|p| p.is_file())
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max()
+    .map(|(_, p)| p)
     .ok_or_else(|| {
         format!(
             "libsisci.so is not next to {} (build it: cargo build --release -p smartio-sisci)",

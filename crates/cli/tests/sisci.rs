@@ -148,7 +148,10 @@ impl Live {
     /// A program of `host`.
     fn program(&self, host: &str, exe: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(exe);
+        // cargo's test environment points the loader at target/ (where an older
+        // libsisci.so may be): the program uses the one installed, as its rpath says.
         c.args(args)
+            .env_remove("LD_LIBRARY_PATH")
             .env("SMARTIO_HOST", host)
             .env("SMARTIO_SOCKET", &self.sock)
             .stdout(Stdio::piped())
@@ -337,7 +340,9 @@ fn a_program_without_a_daemon_or_a_known_host_gets_a_sisci_error_not_a_crash() {
     let exe = sdk.build(&repo("examples/c/pingpong.c"));
     let run = |host: Option<&str>, sock: &Path| {
         let mut c = Command::new(&exe);
-        c.args(["8", "initiator", "1"]).env("SMARTIO_SOCKET", sock);
+        c.args(["8", "initiator", "1"])
+            .env_remove("LD_LIBRARY_PATH")
+            .env("SMARTIO_SOCKET", sock);
         match host {
             Some(h) => c.env("SMARTIO_HOST", h),
             None => c.env_remove("SMARTIO_HOST"),
@@ -354,4 +359,117 @@ fn a_program_without_a_daemon_or_a_known_host_gets_a_sisci_error_not_a_crash() {
     assert!(e.contains("SCIOpen: SCI_ERR_NOT_INITIALIZED"), "{e}");
     let e = run(Some("nobody"), &live.sock);
     assert!(e.contains("SCIOpen: SCI_ERR_ILLEGAL_PARAMETER"), "{e}");
+}
+
+#[test]
+fn an_nvme_borrowed_from_c_is_reset_identified_written_and_read_back() {
+    let d = dir("nvme");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/nvme.c"));
+    let live = Live::up(&d, "back-to-back");
+    for round in 0..2 {
+        // The second run borrows the device the first returned.
+        let out = finish(
+            live.program("borrower", &exe, &["16"]).spawn().unwrap(),
+            LIMIT,
+        );
+        let said = succeeded(&out);
+        assert!(
+            said.contains("NVMe fdid 1 (lender:nvme0) behind node 8, class 010802"),
+            "round {round}: {said}"
+        );
+        assert!(said.contains("controller reset and enabled"), "{said}");
+        assert!(
+            said.contains("model \"smartio emulated NVMe (optane-p4800x)\""),
+            "{said}"
+        );
+        assert!(said.contains("identify namespace 1: "), "{said}");
+        assert!(said.contains("wrote and read back 128 blocks"), "{said}");
+        assert!(said.contains("every byte matches"), "{said}");
+    }
+}
+
+/// A lender with 34 DMA engines: more than its NTB adapter's requester-id table holds
+/// (32 entries, two the CPU's).
+fn many_devices(dir: &Path) -> PathBuf {
+    let mut s = String::from(
+        "name = \"many-devices\"\n\
+         description = \"a lender with more DMA engines than its adapter has requester ids\"\n\
+         [[host]]\nname = \"borrower\"\nram = \"16 GiB\"\niommu = false\n\
+         [[host.ntb]]\nname = \"ntb0\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
+         link = \"gen3 x16\"\nwindow = \"128 GiB\"\n\
+         [[host]]\nname = \"lender\"\nram = \"16 GiB\"\niommu = false\n\
+         [[host.switch]]\nname = \"sw\"\nchip = \"PEX8796\"\nparent = \"root\"\nlink = \"gen3 x16\"\n",
+    );
+    for i in 0..34 {
+        // A root complex has at most 31 ports: the last few sit behind a switch.
+        let parent = if i < 28 { "root" } else { "sw" };
+        s.push_str(&format!(
+            "[[host.device]]\nname = \"dma{i}\"\nkind = \"dma\"\nparent = \"{parent}\"\nlink = \"gen3 x8\"\n"
+        ));
+    }
+    s.push_str(
+        "[[host.ntb]]\nname = \"ntb0\"\nchip = \"PEX8733\"\nparent = \"root\"\nlink = \"gen3 x16\"\n\
+         window = \"128 GiB\"\nconnect = \"borrower.ntb0\"\ncable = \"gen3 x16\"\n",
+    );
+    let path = dir.join("many-devices.toml");
+    std::fs::write(&path, s).unwrap();
+    path
+}
+
+#[test]
+fn requester_ids_run_out_from_c_as_hw_nospc_and_a_killed_holder_gives_its_devices_back() {
+    let d = dir("requesters");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("crates/cli/tests/sisci/requesters.c"));
+    let scenario = many_devices(&d);
+    let live = Live::up(&d, scenario.to_str().unwrap());
+    let mut holder = live
+        .program("borrower", &exe, &["borrow", "hold"])
+        .spawn()
+        .unwrap();
+    let said = read_until(&mut holder, "holding");
+    assert!(
+        said.contains("30 of 34 devices mapped, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
+    // Another program finds the table full while the first holds its devices.
+    let full = finish(
+        live.program("borrower", &exe, &["borrow"]).spawn().unwrap(),
+        LIMIT,
+    );
+    let said = String::from_utf8_lossy(&full.stdout);
+    assert!(
+        said.contains("0 of 34 devices mapped, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
+    assert!(!full.status.success());
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let again = loop {
+        let out = finish(
+            live.program("borrower", &exe, &["borrow"]).spawn().unwrap(),
+            LIMIT,
+        );
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = succeeded(&again);
+    assert!(
+        said.contains("30 of 34 devices mapped, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
+    assert!(said.contains("every device returned"), "{said}");
+    // The lender's own functions as PCIe requesters of its adapter: the same 30 entries.
+    let said = succeeded(&finish(
+        live.program("lender", &exe, &["register"]).spawn().unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        said.contains("30 requesters registered, then SCI_ERR_HW_NOSPC"),
+        "{said}"
+    );
 }

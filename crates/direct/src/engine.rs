@@ -157,6 +157,41 @@ impl DirectEngine {
         }
     }
 
+    /// A store of `data` at `offset` of `endpoint`'s BAR `bar` that reached the device from
+    /// outside the engine's transactions (the live engine finds a program's stores in a
+    /// register page): the device model answers it as any store; a refusal is logged as a
+    /// fault and returned.
+    pub fn store_to_bar(
+        &self,
+        endpoint: EndpointId,
+        bar: u8,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
+        let handler = self.inner.state.borrow().bar_handler(endpoint);
+        let result = handler.and_then(|h| h.mmio_write(bar, offset, data));
+        result.map_err(|reason| {
+            self.inner
+                .state
+                .borrow_mut()
+                .refused(endpoint, bar, offset, reason)
+        })
+    }
+
+    /// A load of `buf.len()` bytes at `offset` of `endpoint`'s BAR `bar` from outside the
+    /// engine's transactions (the live engine refreshing a register page). A refusal is
+    /// returned, not logged: reading what a page shows is not an access of the program.
+    pub fn load_from_bar(
+        &self,
+        endpoint: EndpointId,
+        bar: u8,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), CompleterError> {
+        let handler = self.inner.state.borrow().bar_handler(endpoint)?;
+        handler.mmio_read(bar, offset, buf)
+    }
+
     /// The current time: on the wall clock, read now (never earlier than a time already
     /// seen).
     fn current_time(&self) -> SimTime {

@@ -7,6 +7,7 @@
 //! exits or dies leaves nothing behind. Calls that wait (a data interrupt) run as tasks of
 //! the engine and answer when they finish.
 
+use crate::pages::RegisterPages;
 use crate::protocol::{self, Handle, Reply, Request, WireError};
 use crate::shm::SharedRam;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -16,12 +17,13 @@ use rustix::net::{
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_direct::DirectEngine;
-use smartio_fabric::{Access, ClusterNodeId, HostId, Requester, Target};
+use smartio_fabric::{Access, ClusterNodeId, EndpointId, HostId, Requester, Target};
 use smartio_host::HostOs;
 use smartio_platform::{BusAddr, HostMemory, SimDuration};
 use smartio_smartio::sisci::{
     LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
 };
+use smartio_smartio::{CpuMap, DeviceBorrow, PeerRequester, Segment};
 use smartio_smartio::{SciError, SciErrorClass, SmartIo};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -54,28 +56,73 @@ pub enum DaemonError {
 /// How long the daemon sleeps at most between looks at its sockets and timers.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
+/// How long at most between looks at mapped register pages (a program's doorbell store
+/// waits this long at worst).
+const PAGE_LOOK: Duration = Duration::from_micros(20);
+
 /// One object a descriptor made.
-enum Object {
+pub(crate) enum Object {
     Segment(LocalSegment),
     Remote(RemoteSegment),
     LocalMap(LocalMap),
     RemoteMap(RemoteMap),
     Interrupt(LocalDataInterrupt),
     RemoteInterrupt(RemoteDataInterrupt),
+    /// A borrowed device.
+    Device(DeviceBorrow),
+    /// A connection to a device's segment (a BAR, or memory made for it).
+    DeviceRemote {
+        device: Handle,
+        seg: Segment,
+    },
+    /// A device segment's map for the program, and the register page it uses, if any.
+    CpuMap {
+        map: CpuMap,
+        /// The device segment connection it was made through.
+        via: Handle,
+        page: Option<(EndpointId, u8)>,
+    },
+    /// A segment mapped for a device.
+    DeviceMap {
+        device: Handle,
+        seg: Segment,
+    },
+    /// Memory SmartIO placed for a device (`CreateDeviceSegment`), by the program's id.
+    Created {
+        fdid: u32,
+        id: u32,
+        seg: Segment,
+        shared: bool,
+    },
+    /// A function registered in the host's requester-id tables.
+    Requester(PeerRequester),
 }
 
 impl Object {
-    /// Teardown order: maps first, segments last.
+    /// Teardown order: maps first, then connections, segments and devices.
     fn rank(&self) -> u8 {
         match self {
-            Object::LocalMap(_) | Object::RemoteMap(_) => 0,
-            Object::RemoteInterrupt(_) => 1,
-            Object::Remote(_) => 2,
-            Object::Interrupt(_) => 3,
-            Object::Segment(_) => 4,
+            Object::LocalMap(_) | Object::RemoteMap(_) | Object::CpuMap { .. } => 0,
+            Object::RemoteInterrupt(_) | Object::DeviceMap { .. } => 1,
+            Object::Remote(_) | Object::DeviceRemote { .. } => 2,
+            Object::Interrupt(_) | Object::Requester(_) => 3,
+            // Returning a device gives back its maps, so segments mapped for it go after.
+            Object::Device(_) => 4,
+            Object::Segment(_) | Object::Created { .. } => 5,
         }
     }
 }
+
+/// Which memory file a map's reply carries.
+pub(crate) enum FileOf {
+    /// A host's RAM.
+    Ram(HostId),
+    /// A device BAR's register page.
+    Page(EndpointId, u8),
+}
+
+/// A request's answer: the reply, and the memory file that goes with it.
+pub(crate) type Answer = Option<(Reply, Option<FileOf>)>;
 
 /// A connection: a descriptor, or an auxiliary connection acting for one.
 struct Conn {
@@ -89,9 +136,9 @@ struct Conn {
 }
 
 #[derive(Default)]
-struct Table {
+pub(crate) struct Table {
     conns: BTreeMap<u64, Conn>,
-    objects: BTreeMap<Handle, (u64, Object)>,
+    pub(crate) objects: BTreeMap<Handle, (u64, Object)>,
     /// Objects of closed descriptors that could not be released yet (a segment still
     /// connected from elsewhere): retried whenever something is released.
     orphans: Vec<Object>,
@@ -100,15 +147,23 @@ struct Table {
 
 /// The running daemon.
 pub struct Daemon {
-    engine: DirectEngine,
-    cluster: Cluster,
-    smartio: SmartIo,
+    pub(crate) engine: DirectEngine,
+    pub(crate) cluster: Cluster,
+    pub(crate) smartio: SmartIo,
+    pub(crate) pages: RegisterPages,
     /// Each host's RAM file, by host index (the engine owns the mappings).
     ram_files: Vec<OwnedFd>,
     listener: OwnedFd,
     path: String,
-    table: Rc<RefCell<Table>>,
+    pub(crate) table: Rc<RefCell<Table>>,
     stop: Rc<std::cell::Cell<bool>>,
+}
+
+impl Table {
+    /// The descriptor connection `conn` acts for.
+    pub(crate) fn owner_of(&self, conn: u64) -> u64 {
+        self.conns.get(&conn).map_or(conn, |c| c.acts_for)
+    }
 }
 
 impl Daemon {
@@ -150,6 +205,7 @@ impl Daemon {
             engine,
             cluster,
             smartio,
+            pages: RegisterPages::default(),
             ram_files: files,
             listener,
             path: path.to_string(),
@@ -177,14 +233,21 @@ impl Daemon {
     /// Serves until a `Shutdown` request.
     pub fn run(&mut self) -> Result<(), DaemonError> {
         while !self.stop.get() {
-            let next = self.engine.advance();
-            let wait = match next {
+            let mut next = self.engine.advance();
+            // Stores found in register pages wake device tasks: run them at once.
+            while self.pages.poll(&self.engine) {
+                next = self.engine.advance();
+            }
+            let mut wait = match next {
                 Some(at) => {
                     let ps = at.since(self.cluster.machine.now()).as_ps();
                     Duration::from_nanos(ps / 1_000).min(IDLE_WAIT)
                 }
                 None => IDLE_WAIT,
             };
+            if self.pages.watched() {
+                wait = wait.min(PAGE_LOOK);
+            }
             self.serve_sockets(wait)?;
         }
         Ok(())
@@ -275,8 +338,12 @@ impl Daemon {
                 return;
             }
         };
-        if let Some((reply, fd)) = self.handle(id, request) {
-            let fd = fd.as_ref().map(|f| self.ram_files[f.index()].as_fd());
+        if let Some((reply, file)) = self.handle(id, request) {
+            let fd = match file {
+                Some(FileOf::Ram(host)) => Some(self.ram_files[host.index()].as_fd()),
+                Some(FileOf::Page(endpoint, bar)) => self.pages.fd(endpoint, bar),
+                None => None,
+            };
             if protocol::send(socket.as_fd(), &reply, fd).is_err() {
                 self.close(id);
             }
@@ -284,7 +351,7 @@ impl Daemon {
     }
 
     /// Answers a request: `None` when a task will (it marks the connection waiting).
-    fn handle(&mut self, conn: u64, request: Request) -> Option<(Reply, Option<HostId>)> {
+    fn handle(&mut self, conn: u64, request: Request) -> Answer {
         let host = self.table.borrow().conns.get(&conn).and_then(|c| c.host);
         let result = match (host, request) {
             (_, Request::Shutdown) => {
@@ -307,12 +374,7 @@ impl Daemon {
         }
     }
 
-    fn hello(
-        &self,
-        conn: u64,
-        name: &str,
-        attach: Option<u64>,
-    ) -> Result<Option<(Reply, Option<HostId>)>, SciError> {
+    fn hello(&self, conn: u64, name: &str, attach: Option<u64>) -> Result<Answer, SciError> {
         let host = self.smartio.host_by_name(name)?;
         let mut t = self.table.borrow_mut();
         if let Some(owner) = attach {
@@ -339,7 +401,7 @@ impl Daemon {
     }
 
     /// Records `object` for the descriptor `conn` acts for; returns its handle.
-    fn keep(&self, conn: u64, object: Object) -> Handle {
+    pub(crate) fn keep(&self, conn: u64, object: Object) -> Handle {
         let mut t = self.table.borrow_mut();
         let owner = t.conns.get(&conn).map_or(conn, |c| c.acts_for);
         t.next += 1;
@@ -349,7 +411,7 @@ impl Daemon {
     }
 
     /// Runs `f` on the object `handle` if the descriptor `conn` acts for owns it.
-    fn with<R>(
+    pub(crate) fn with<R>(
         &self,
         conn: u64,
         handle: Handle,
@@ -370,20 +432,28 @@ impl Daemon {
         })
     }
 
-    fn forget(&self, handle: Handle) {
-        self.table.borrow_mut().objects.remove(&handle);
+    pub(crate) fn forget(&self, handle: Handle) -> Option<Object> {
+        self.table
+            .borrow_mut()
+            .objects
+            .remove(&handle)
+            .map(|(_, o)| o)
     }
 
-    fn dispatch(
-        &mut self,
-        conn: u64,
-        host: HostId,
-        request: Request,
-    ) -> Result<Option<(Reply, Option<HostId>)>, SciError> {
+    fn dispatch(&mut self, conn: u64, host: HostId, request: Request) -> Result<Answer, SciError> {
         let sisci = self.smartio.sisci().clone();
         let done = |reply| Ok(Some((reply, None)));
         match request {
             Request::Hello { .. } | Request::Shutdown => unreachable!("handled by the caller"),
+            Request::DeviceList
+            | Request::BorrowDevice { .. }
+            | Request::ReturnDevice { .. }
+            | Request::CreateDeviceSegment { .. }
+            | Request::ConnectDeviceSegment { .. }
+            | Request::MapForDevice { .. }
+            | Request::UnmapForDevice { .. }
+            | Request::RegisterRequester { .. }
+            | Request::UnregisterRequester { .. } => self.dispatch_device(conn, host, request),
             Request::LocalNodeId { adapter } => {
                 done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
             }
@@ -429,7 +499,7 @@ impl Daemon {
                         offset: seg.phys.get() + offset,
                         len: size,
                     },
-                    Some(host),
+                    Some(FileOf::Ram(host)),
                 )))
             }
             Request::ConnectSegment {
@@ -446,11 +516,12 @@ impl Daemon {
                 })
             }
             Request::DisconnectSegment { remote } => {
-                let r = self.with(conn, remote, |o| match o {
-                    Object::Remote(r) => Ok(*r),
+                self.with(conn, remote, |o| match o {
+                    Object::Remote(r) => sisci.disconnect_segment(r),
+                    // A device segment's connection holds nothing but the segment's name.
+                    Object::DeviceRemote { .. } => Ok(()),
                     _ => Err(SciError::Stale(format!("connection handle {remote}"))),
                 })?;
-                sisci.disconnect_segment(&r)?;
                 self.forget(remote);
                 done(Reply::Done)
             }
@@ -459,14 +530,26 @@ impl Daemon {
                 offset,
                 size,
             } => {
-                let r = self.with(conn, remote, |o| match o {
-                    Object::Remote(r) => Ok(*r),
+                let target = self.with(conn, remote, |o| match o {
+                    Object::Remote(r) => Ok(Ok(*r)),
+                    Object::DeviceRemote { seg, .. } => Ok(Err(*seg)),
                     _ => Err(SciError::Stale(format!("connection handle {remote}"))),
                 })?;
+                let r = match target {
+                    Ok(r) => r,
+                    Err(seg) => {
+                        return self.map_device_segment(conn, host, remote, seg, offset, size)
+                    }
+                };
                 let map = sisci.map_remote(&r, offset, size)?;
-                let landing = self.landing(host, map.bus_addr(), size);
-                let (far, phys) = match landing {
-                    Ok(l) => l,
+                let (file, at) = match self.landing(host, map.bus_addr(), size) {
+                    Ok(Landing::Ram { host, phys }) => (FileOf::Ram(host), phys),
+                    Ok(Landing::Bar { .. }) => {
+                        sisci.unmap(&map)?;
+                        return Err(SciError::Stale(
+                            "a SISCI connection that reaches a BAR".into(),
+                        ));
+                    }
                     Err(e) => {
                         sisci.unmap(&map)?;
                         return Err(e);
@@ -476,19 +559,26 @@ impl Daemon {
                 Ok(Some((
                     Reply::Mapped {
                         handle,
-                        offset: phys,
+                        offset: at,
                         len: size,
                     },
-                    Some(far),
+                    Some(file),
                 )))
             }
             Request::Unmap { map } => {
                 self.with(conn, map, |o| match o {
                     Object::LocalMap(m) => sisci.unmap_local(m),
                     Object::RemoteMap(m) => sisci.unmap(m),
+                    Object::CpuMap { map, .. } => self.smartio.unmap_cpu(*map),
                     _ => Err(SciError::Stale(format!("map handle {map}"))),
                 })?;
-                self.forget(map);
+                if let Some(Object::CpuMap {
+                    page: Some((endpoint, bar)),
+                    ..
+                }) = self.forget(map)
+                {
+                    self.pages.close(endpoint, bar);
+                }
                 done(Reply::Done)
             }
             Request::CreateDataInterrupt { adapter, number } => {
@@ -560,7 +650,7 @@ impl Daemon {
 
     /// Runs `work` as a task of the engine; its result is the reply to connection `conn`,
     /// which reads no request until then.
-    fn answer_later(
+    pub(crate) fn answer_later(
         &self,
         conn: u64,
         work: impl std::future::Future<Output = Result<Reply, SciError>> + 'static,
@@ -585,11 +675,16 @@ impl Daemon {
         });
     }
 
-    /// Where `size` bytes from the CPU address `addr` of `host` land: one host's RAM,
-    /// contiguous (a SISCI map of a segment), as its host and physical address.
-    fn landing(&self, host: HostId, addr: BusAddr, size: u64) -> Result<(HostId, u64), SciError> {
+    /// Where `size` bytes from the CPU address `addr` of `host` land: one host's RAM or one
+    /// BAR, contiguous (a map of a segment).
+    pub(crate) fn landing(
+        &self,
+        host: HostId,
+        addr: BusAddr,
+        size: u64,
+    ) -> Result<Landing, SciError> {
         let fabric = self.cluster.machine.fabric();
-        let mut first: Option<(HostId, u64)> = None;
+        let mut first: Option<Landing> = None;
         let mut done = 0;
         while done < size {
             let route = fabric
@@ -600,18 +695,29 @@ impl Daemon {
                     Access::Write,
                 )
                 .map_err(|e| SciError::Stale(format!("the map's address does not route: {e}")))?;
-            let Target::Memory {
-                host: far,
-                addr: phys,
-            } = route.target
-            else {
-                return Err(SciError::Stale(
-                    "the map does not land in RAM (device memory maps are not live yet)".into(),
-                ));
+            let here = match route.target {
+                Target::Memory { host, addr } => Landing::Ram {
+                    host,
+                    phys: addr.get(),
+                },
+                Target::Bar {
+                    endpoint,
+                    bar,
+                    offset,
+                } => Landing::Bar {
+                    endpoint,
+                    bar,
+                    offset,
+                },
+                _ => {
+                    return Err(SciError::Stale(
+                        "the map lands in neither RAM nor a BAR".into(),
+                    ))
+                }
             };
             match first {
-                None => first = Some((far, phys.get())),
-                Some((h, start)) if h == far && start + done == phys.get() => {}
+                None => first = Some(here),
+                Some(start) if start.advanced(done) == here => {}
                 Some(_) => {
                     return Err(SciError::Stale(
                         "the map lands in memory that is not contiguous".into(),
@@ -659,6 +765,17 @@ impl Daemon {
                 Object::Remote(r) => sisci.disconnect_segment(r),
                 Object::Interrupt(i) => sisci.remove_data_interrupt(i),
                 Object::Segment(s) => sisci.remove_segment(s),
+                Object::CpuMap { map, page, .. } => {
+                    if let Some((endpoint, bar)) = page {
+                        self.pages.close(*endpoint, *bar);
+                    }
+                    self.smartio.unmap_cpu(*map)
+                }
+                // Returning the device gives back what was mapped for it.
+                Object::DeviceMap { .. } | Object::DeviceRemote { .. } => Ok(()),
+                Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
+                Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
+                Object::Device(b) => self.smartio.return_device(*b),
             };
             if matches!(result, Err(SciError::Busy { .. })) {
                 left.push(object);
@@ -675,11 +792,50 @@ impl Drop for Daemon {
     }
 }
 
-fn error_reply(code: u32, message: String) -> Reply {
+/// Where a map lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Landing {
+    /// A host's RAM.
+    Ram { host: HostId, phys: u64 },
+    /// A device's BAR.
+    Bar {
+        endpoint: EndpointId,
+        bar: u8,
+        offset: u64,
+    },
+}
+
+impl Landing {
+    /// The same place `by` bytes further on.
+    fn advanced(self, by: u64) -> Landing {
+        match self {
+            Landing::Ram { host, phys } => Landing::Ram {
+                host,
+                phys: phys + by,
+            },
+            Landing::Bar {
+                endpoint,
+                bar,
+                offset,
+            } => Landing::Bar {
+                endpoint,
+                bar,
+                offset: offset + by,
+            },
+        }
+    }
+}
+
+pub(crate) fn error_reply(code: u32, message: String) -> Reply {
     Reply::Error { code, message }
 }
 
-fn check_range(what: &'static str, offset: u64, len: u64, size: u64) -> Result<(), SciError> {
+pub(crate) fn check_range(
+    what: &'static str,
+    offset: u64,
+    len: u64,
+    size: u64,
+) -> Result<(), SciError> {
     if len == 0 || offset > size || len > size - offset {
         return Err(SciError::OutOfRange {
             what,

@@ -11,6 +11,8 @@
 //! a program's side.
 
 pub mod daemon;
+mod device_api;
+mod pages;
 pub mod protocol;
 pub mod shm;
 

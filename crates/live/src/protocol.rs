@@ -158,8 +158,95 @@ pub enum Request {
         /// Milliseconds.
         timeout_ms: Option<u32>,
     },
+    /// The devices SmartIO lends.
+    DeviceList,
+    /// Borrows device `fdid` (and enables its memory decoding and bus mastering).
+    BorrowDevice {
+        /// Its fabric device id.
+        fdid: u32,
+        /// Nobody else may borrow it meanwhile.
+        exclusive: bool,
+    },
+    /// Returns a borrowed device (and everything made for it).
+    ReturnDevice {
+        /// The borrow.
+        device: Handle,
+    },
+    /// SmartIO places `size` bytes for the device by the access hints (`SCI_MEMACCESS_*`
+    /// bits) and records them as the device's segment `id`.
+    CreateDeviceSegment {
+        /// The borrow.
+        device: Handle,
+        /// The program's id for it.
+        id: u32,
+        /// Bytes.
+        size: u64,
+        /// `SCI_MEMTYPE_PRIVATE` (2) or `SCI_MEMTYPE_SHARED` (4).
+        memtype: u32,
+        /// `SCI_MEMACCESS_*` bits.
+        hints: u32,
+    },
+    /// Connects to one of the device's segments: BAR `id` (`SCI_MEMTYPE_BAR`, 1) or a
+    /// segment made by `CreateDeviceSegment`.
+    ConnectDeviceSegment {
+        /// The borrow.
+        device: Handle,
+        /// BAR number or segment id.
+        id: u32,
+        /// `SCI_MEMTYPE_*`.
+        memtype: u32,
+    },
+    /// Maps a segment (local, connected or the device's) for the device: the reply is the
+    /// address the device uses.
+    MapForDevice {
+        /// The borrow.
+        device: Handle,
+        /// The segment or connection.
+        segment: Handle,
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        size: u64,
+    },
+    /// Undoes a `MapForDevice`.
+    UnmapForDevice {
+        /// The borrow.
+        device: Handle,
+        /// The segment or connection.
+        segment: Handle,
+    },
+    /// Puts the host's function at bus `bus`, device/function `devfn` into its adapters'
+    /// requester-id tables.
+    RegisterRequester {
+        /// Bus number.
+        bus: u32,
+        /// Device and function (device << 3 | function).
+        devfn: u32,
+    },
+    /// Undoes a `RegisterRequester`.
+    UnregisterRequester {
+        /// The registration.
+        requester: Handle,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
+}
+
+/// A device SmartIO lends, as `SCIGetDeviceList` and `SCIQuery(SCI_Q_DEVICE)` tell it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceEntry {
+    /// Fabric device id.
+    pub fdid: u32,
+    /// The lender's node id (its adapter 0).
+    pub node_id: u32,
+    /// 24-bit class code.
+    pub class: u32,
+    /// PCI vendor id.
+    pub vendor: u16,
+    /// PCI device id.
+    pub device: u16,
+    /// `lender:device`.
+    pub name: String,
 }
 
 /// What the daemon answers.
@@ -213,6 +300,10 @@ pub enum Reply {
     },
     /// A message that arrived.
     Data(Vec<u8>),
+    /// Something was made; its handle.
+    Made(Handle),
+    /// The devices SmartIO lends.
+    Devices(Vec<DeviceEntry>),
     /// The request failed: the SISCI error code and what happened.
     Error {
         /// `SCI_ERR_*` value.

@@ -18,6 +18,7 @@ use smartio_platform::HostMemory;
 use std::ffi::c_void;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Why shared memory could not be made or mapped.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +136,32 @@ impl Mapping {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(start), data.len())
         }
+    }
+
+    /// The dword at `offset` (a multiple of 4), read atomically: a program's store is seen
+    /// whole or not at all.
+    pub fn load_u32(&self, offset: u64) -> u32 {
+        self.dword(offset).load(Ordering::SeqCst)
+    }
+
+    /// Replaces the dword at `offset` (a multiple of 4) with `new` if it still holds
+    /// `current`; `false` when a program stored something else meanwhile (which wins).
+    pub fn replace_u32(&self, offset: u64, current: u32, new: u32) -> bool {
+        self.dword(offset)
+            .compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn dword(&self, offset: u64) -> &AtomicU32 {
+        assert!(
+            offset.is_multiple_of(4),
+            "emulator bug: a dword at {offset:#x}"
+        );
+        let start = self.span(offset, 4);
+        // SAFETY: `span` checked the four bytes lie within the live mapping, which starts on
+        // a page boundary, so they are 4-byte aligned; shared memory is only ever accessed
+        // through copies and these atomics, never through a Rust reference to plain data.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(start).cast::<u32>()) }
     }
 
     /// Zeroes bytes.

@@ -89,6 +89,38 @@ void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t interrupt, unsigned 
 void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
                              unsigned int length, unsigned int flags, sci_error_t *error);
 
+/* SmartIO: devices */
+unsigned int SCIGetDeviceList(sci_desc_t sd, uint32_t *fdids, unsigned int length,
+                              const sci_smartio_device_info_t *filter, unsigned int flags,
+                              sci_error_t *error);
+void SCIBorrowDevice(sci_desc_t sd, sci_smartio_device_t *device, uint32_t fdid,
+                     unsigned int flags, sci_error_t *error);
+void SCIReturnDevice(sci_smartio_device_t device, unsigned int flags, sci_error_t *error);
+uint32_t SCIGetFabricDeviceId(sci_smartio_device_t device);
+void SCICreateDeviceSegment(sci_smartio_device_t device, unsigned int segmentId, size_t size,
+                            unsigned int memtype, unsigned int hints, unsigned int flags,
+                            sci_error_t *error);
+void SCIConnectDeviceSegment(sci_smartio_device_t device, sci_remote_segment_t *segment,
+                             unsigned int segmentId, unsigned int memtype,
+                             sci_cb_remote_segment_t callback, void *callbackArg,
+                             unsigned int flags, sci_error_t *error);
+void SCIMapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int adapterNo,
+                                 sci_smartio_device_t device, sci_ioaddr_t *address,
+                                 size_t offset, size_t size, unsigned int flags,
+                                 sci_error_t *error);
+void SCIUnmapLocalSegmentForDevice(sci_local_segment_t segment, unsigned int adapterNo,
+                                   sci_smartio_device_t device, unsigned int flags,
+                                   sci_error_t *error);
+void SCIMapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_device_t device,
+                                  sci_ioaddr_t *address, size_t offset, size_t size,
+                                  unsigned int flags, sci_error_t *error);
+void SCIUnmapRemoteSegmentForDevice(sci_remote_segment_t segment, sci_smartio_device_t device,
+                                    unsigned int flags, sci_error_t *error);
+void SCIRegisterPCIeRequester(sci_desc_t sd, unsigned int adapterNo, unsigned int bus,
+                              unsigned int devfn, unsigned int flags, sci_error_t *error);
+void SCIUnregisterPCIeRequester(sci_desc_t sd, unsigned int adapterNo, unsigned int bus,
+                                unsigned int devfn, unsigned int flags, sci_error_t *error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@ typedef struct sci_map *sci_map_t;
 typedef struct sci_sequence *sci_sequence_t;
 typedef struct sci_local_data_interrupt *sci_local_data_interrupt_t;
 typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
+typedef struct sci_smartio_device *sci_smartio_device_t;
 
 /* An address as a device or adapter puts it on the bus. */
 typedef uint64_t sci_ioaddr_t;
@@ -78,13 +79,52 @@ typedef sci_callback_action_t (*sci_cb_data_interrupt_t)(void *arg,
                                                          void *data, unsigned int length,
                                                          sci_error_t error);
 
+/* SmartIO: borrowing devices and their segments. */
+#define SCI_FLAG_EXCLUSIVE             0x01000000U
+#define SCI_FLAG_PCIE_REQUESTER_GLOBAL 0x1U
+
+/* Kinds of device segment: a BAR (its number is the segment id), memory for one borrower,
+ * memory every borrower of the device may connect to. */
+#define SCI_MEMTYPE_BAR     1U
+#define SCI_MEMTYPE_PRIVATE 2U
+#define SCI_MEMTYPE_SHARED  4U
+
+/* Who will access a device segment, so SmartIO can place it well. */
+#define SCI_MEMACCESS_DEVICE_READ     0x01U
+#define SCI_MEMACCESS_DEVICE_WRITE    0x02U
+#define SCI_MEMACCESS_HOST_READ       0x04U
+#define SCI_MEMACCESS_HOST_WRITE      0x08U
+#define SCI_MEMACCESS_MULTIHOST_READ  (0x10U | SCI_MEMACCESS_HOST_READ)
+#define SCI_MEMACCESS_MULTIHOST_WRITE (0x10U | SCI_MEMACCESS_HOST_WRITE)
+#define SCI_MEMACCESS_P2P_READ        (0x20U | SCI_MEMACCESS_DEVICE_READ)
+#define SCI_MEMACCESS_P2P_WRITE       (0x20U | SCI_MEMACCESS_DEVICE_WRITE)
+
+/* A device SmartIO lends; as a filter for SCIGetDeviceList, fields left 0 match any. */
+typedef struct {
+    uint32_t fdid;
+    unsigned int adapter;
+    unsigned int nodeid;
+    uint32_t pci_class;
+    uint16_t pci_vendor_id;
+    uint16_t pci_device_id;
+    char user_name[64];
+} sci_smartio_device_info_t;
+
+typedef struct {
+    uint32_t fdid;
+    unsigned int subcommand;
+    void *data;
+} sci_smartio_query_device_t;
+
 /* SCIQuery commands and subcommands (smartio's numbers). */
 #define SCI_Q_ADAPTER 1U
 #define SCI_Q_LOCAL_SEGMENT 2U
 #define SCI_Q_REMOTE_SEGMENT 3U
+#define SCI_Q_DEVICE 4U
 #define SCI_Q_ADAPTER_NODEID 0x101U
 #define SCI_Q_LOCAL_SEGMENT_IOADDR 0x201U
 #define SCI_Q_LOCAL_SEGMENT_PHYS_ADDR 0x202U
+#define SCI_Q_DEVICE_INFO 0x401U
 
 typedef struct {
     unsigned int localAdapterNo;

@@ -4,7 +4,7 @@
 
 use crate::code;
 use smartio_live::protocol::{
-    Connection, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
+    Connection, DeviceEntry, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
 };
 use smartio_live::shm::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
@@ -41,6 +41,8 @@ pub struct Descriptor {
     spare: Mutex<Vec<Connection>>,
     /// Objects made through this descriptor and not yet removed.
     live: AtomicUsize,
+    /// Requester registrations by (bus, devfn).
+    requesters: Mutex<Vec<((u32, u32), Handle)>>,
 }
 
 impl Descriptor {
@@ -62,6 +64,7 @@ impl Descriptor {
             main: Mutex::new(main),
             spare: Mutex::default(),
             live: AtomicUsize::new(0),
+            requesters: Mutex::default(),
         })
     }
 
@@ -131,6 +134,52 @@ impl Descriptor {
         self.live.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The devices SmartIO lends.
+    pub fn devices(&self) -> Result<Vec<DeviceEntry>, Failure> {
+        match self.call(&Request::DeviceList)? {
+            (Reply::Devices(list), _) => Ok(list),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Registers the host's function at `bus`/`devfn` as a requester of its adapters.
+    pub fn register_requester(&self, bus: u32, devfn: u32) -> Result<(), Failure> {
+        match self.call(&Request::RegisterRequester { bus, devfn })? {
+            (Reply::Made(handle), _) => {
+                self.made();
+                self.requesters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(((bus, devfn), handle));
+                Ok(())
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Undoes [`Descriptor::register_requester`].
+    pub fn unregister_requester(&self, bus: u32, devfn: u32) -> Result<(), Failure> {
+        let mut list = self
+            .requesters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = list
+            .iter()
+            .position(|(key, _)| *key == (bus, devfn))
+            .ok_or_else(|| {
+                Failure::new(
+                    code::ILLEGAL_PARAMETER,
+                    format!("bus {bus:#x} devfn {devfn:#x} is not registered by this descriptor"),
+                )
+            })?;
+        self.call_done(&Request::UnregisterRequester {
+            requester: list[at].1,
+        })?;
+        list.remove(at);
+        self.gone();
+        Ok(())
+    }
+
     /// The node id of the host's adapter `adapter`.
     pub fn local_node_id(&self, adapter: u32) -> Result<u32, Failure> {
         match self.call(&Request::LocalNodeId { adapter })? {
@@ -165,7 +214,7 @@ fn unexpected(reply: &Reply) -> Failure {
 #[derive(Debug)]
 pub struct LocalSegment {
     desc: Arc<Descriptor>,
-    handle: Handle,
+    pub(crate) handle: Handle,
     /// Its id.
     pub id: u32,
     /// Bytes.
@@ -246,7 +295,7 @@ impl LocalSegment {
 #[derive(Debug)]
 pub struct RemoteSegment {
     desc: Arc<Descriptor>,
-    handle: Handle,
+    pub(crate) handle: Handle,
     /// Bytes.
     pub size: u64,
     /// The owner's node id.
@@ -475,5 +524,109 @@ impl RemoteInterrupt {
                 remote: self.handle,
             })
             .map(|()| self.desc.gone())
+    }
+}
+
+/// A borrowed device.
+#[derive(Debug)]
+pub struct Device {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+    /// Its fabric device id.
+    pub fdid: u32,
+    /// The lender's node id.
+    pub node_id: u32,
+}
+
+impl Device {
+    /// Borrows `fdid`, exclusively or shared.
+    pub fn borrow(desc: &Arc<Descriptor>, fdid: u32, exclusive: bool) -> Result<Device, Failure> {
+        let node_id = desc
+            .devices()?
+            .iter()
+            .find(|d| d.fdid == fdid)
+            .map_or(0, |d| d.node_id);
+        match desc.call(&Request::BorrowDevice { fdid, exclusive })? {
+            (Reply::Made(handle), _) => {
+                desc.made();
+                Ok(Device {
+                    desc: Arc::clone(desc),
+                    handle,
+                    fdid,
+                    node_id,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Returns it.
+    pub fn give_back(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::ReturnDevice {
+                device: self.handle,
+            })
+            .map(|()| self.desc.gone())
+    }
+
+    /// Asks SmartIO to place `size` bytes for it as its segment `id`.
+    pub fn create_segment(
+        &self,
+        id: u32,
+        size: u64,
+        memtype: u32,
+        hints: u32,
+    ) -> Result<(), Failure> {
+        self.desc.call_done(&Request::CreateDeviceSegment {
+            device: self.handle,
+            id,
+            size,
+            memtype,
+            hints,
+        })
+    }
+
+    /// Connects to its BAR `id` or its segment `id`.
+    pub fn connect_segment(&self, id: u32, memtype: u32) -> Result<RemoteSegment, Failure> {
+        let request = Request::ConnectDeviceSegment {
+            device: self.handle,
+            id,
+            memtype,
+        };
+        match self.desc.call(&request)? {
+            (Reply::Remote { handle, size }, _) => {
+                self.desc.made();
+                Ok(RemoteSegment {
+                    desc: Arc::clone(&self.desc),
+                    handle,
+                    size,
+                    node_id: self.node_id,
+                    segment_id: id,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Maps a segment (by its handle) for the device; the address the device uses.
+    pub fn map(&self, segment: Handle, offset: u64, size: u64) -> Result<u64, Failure> {
+        let request = Request::MapForDevice {
+            device: self.handle,
+            segment,
+            offset,
+            size,
+        };
+        match self.desc.call(&request)? {
+            (Reply::Value(addr), _) => Ok(addr),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Undoes [`Device::map`].
+    pub fn unmap(&self, segment: Handle) -> Result<(), Failure> {
+        self.desc.call_done(&Request::UnmapForDevice {
+            device: self.handle,
+            segment,
+        })
     }
 }

@@ -26,6 +26,8 @@ pub const ILLEGAL_PARAMETER: u32 = SCI_ERR_MASK | 0x912;
 pub const ILLEGAL_QUERY: u32 = SCI_ERR_MASK | 0x917;
 /// `SCI_ERR_SYSTEM`.
 pub const SYSTEM: u32 = SCI_ERR_MASK | 0x919;
+/// `SCI_ERR_NO_SUCH_FDID` (smartio's value: no public source gives one).
+pub const NO_SUCH_FDID: u32 = SCI_ERR_MASK | 0xC01;
 /// `SCI_ERR_NOT_INITIALIZED`.
 pub const NOT_INITIALIZED: u32 = SCI_ERR_MASK | 0x920;
 
@@ -72,9 +74,7 @@ pub fn describe(code: u32) -> &'static str {
         c if c == SCI_ERR_MASK | 0xA06 => {
             "SCI_ERR_TRANSFER_FAILED: an access on the fabric failed\0"
         }
-        c if c == SCI_ERR_MASK | 0xC01 => {
-            "SCI_ERR_NO_SUCH_FDID: no device has that fabric device id\0"
-        }
+        c if c == NO_SUCH_FDID => "SCI_ERR_NO_SUCH_FDID: no device has that fabric device id\0",
         _ => "unknown SISCI error\0",
     }
 }

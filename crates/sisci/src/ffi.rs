@@ -12,7 +12,7 @@
 #![allow(non_snake_case)]
 
 use crate::client::{
-    Descriptor, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
+    Descriptor, Device, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
 };
 use crate::code;
 use std::ffi::{c_char, c_uint, c_void};
@@ -38,6 +38,11 @@ const SCI_Q_LOCAL_SEGMENT: c_uint = 2;
 const SCI_Q_ADAPTER_NODEID: c_uint = 0x101;
 const SCI_Q_LOCAL_SEGMENT_IOADDR: c_uint = 0x201;
 const SCI_Q_LOCAL_SEGMENT_PHYS_ADDR: c_uint = 0x202;
+const SCI_Q_DEVICE: c_uint = 4;
+const SCI_Q_DEVICE_INFO: c_uint = 0x401;
+
+const SCI_FLAG_EXCLUSIVE: c_uint = 0x0100_0000;
+const SCI_FLAG_PCIE_REQUESTER_GLOBAL: c_uint = 0x1;
 
 /// `SCIInitialize` calls not yet matched by `SCITerminate`.
 static INITIALIZED: AtomicUsize = AtomicUsize::new(0);
@@ -268,6 +273,24 @@ pub unsafe extern "C" fn SCIQuery(
                         format!("local segment subcommand {other:#x}"),
                     )),
                 }
+            }
+            SCI_Q_DEVICE => {
+                // SAFETY: SCI_Q_DEVICE's record, as the caller promises.
+                let q = unsafe { &mut *data.cast::<QueryDevice>() };
+                if q.subcommand != SCI_Q_DEVICE_INFO || q.data.is_null() {
+                    return Err(Failure::new(
+                        code::ILLEGAL_QUERY,
+                        format!("device subcommand {:#x}", q.subcommand),
+                    ));
+                }
+                let entry = query_descriptor()?
+                    .devices()?
+                    .into_iter()
+                    .find(|d| d.fdid == q.fdid)
+                    .ok_or_else(|| Failure::new(code::NO_SUCH_FDID, format!("fdid {}", q.fdid)))?;
+                // SAFETY: SCI_Q_DEVICE_INFO's answer is a sci_smartio_device_info_t.
+                unsafe { q.data.cast::<DeviceInfo>().write(DeviceInfo::of(&entry)) };
+                Ok(())
             }
             other => Err(Failure::new(
                 code::ILLEGAL_QUERY,
@@ -827,6 +850,327 @@ pub unsafe extern "C" fn SCITriggerDataInterrupt(
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length as usize) }
         };
         remote.trigger(payload)
+    })();
+    report(error, result)
+}
+
+/// `sci_smartio_device_info_t`.
+#[repr(C)]
+pub struct DeviceInfo {
+    fdid: u32,
+    adapter: c_uint,
+    nodeid: c_uint,
+    pci_class: u32,
+    pci_vendor_id: u16,
+    pci_device_id: u16,
+    user_name: [c_char; 64],
+}
+
+impl DeviceInfo {
+    fn of(d: &smartio_live::protocol::DeviceEntry) -> DeviceInfo {
+        let mut user_name = [0 as c_char; 64];
+        for (to, from) in user_name.iter_mut().zip(d.name.bytes().take(63)) {
+            *to = from as c_char;
+        }
+        DeviceInfo {
+            fdid: d.fdid,
+            adapter: 0,
+            nodeid: d.node_id,
+            pci_class: d.class,
+            pci_vendor_id: d.vendor,
+            pci_device_id: d.device,
+            user_name,
+        }
+    }
+
+    /// Whether `d` matches this record as a filter (fields left 0 match any).
+    fn admits(&self, d: &smartio_live::protocol::DeviceEntry) -> bool {
+        (self.fdid == 0 || self.fdid == d.fdid)
+            && (self.nodeid == 0 || self.nodeid == d.node_id)
+            && (self.pci_class == 0 || self.pci_class == d.class)
+            && (self.pci_vendor_id == 0 || self.pci_vendor_id == d.vendor)
+            && (self.pci_device_id == 0 || self.pci_device_id == d.device)
+    }
+}
+
+/// `sci_smartio_query_device_t`.
+#[repr(C)]
+pub struct QueryDevice {
+    fdid: u32,
+    subcommand: c_uint,
+    data: *mut c_void,
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `fdids` holds `length` entries; `filter` is null or a record.
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetDeviceList(
+    sd: *mut Desc,
+    fdids: *mut u32,
+    length: c_uint,
+    filter: *const DeviceInfo,
+    flags: c_uint,
+    error: *mut SciError,
+) -> c_uint {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        if fdids.is_null() && length > 0 {
+            return Err(illegal("fdids"));
+        }
+        // SAFETY: null or the program's record.
+        let filter = unsafe { filter.as_ref() };
+        let found: Vec<u32> = desc
+            .0
+            .devices()?
+            .iter()
+            .filter(|d| filter.is_none_or(|f| f.admits(d)))
+            .map(|d| d.fdid)
+            .take(length as usize)
+            .collect();
+        // SAFETY: the program's array holds `length` entries; `found` has no more.
+        unsafe { std::ptr::copy_nonoverlapping(found.as_ptr(), fdids, found.len()) };
+        Ok(found.len() as c_uint)
+    })();
+    match result {
+        Ok(n) => {
+            report(error, Ok(()));
+            n
+        }
+        Err(f) => {
+            report(error, Err(f));
+            0
+        }
+    }
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `device` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIBorrowDevice(
+    sd: *mut Desc,
+    device: *mut *mut Device,
+    fdid: u32,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_EXCLUSIVE)?;
+        // SAFETY: the caller's contract.
+        let desc = unsafe { object(sd, "the descriptor") }?;
+        let borrowed = Device::borrow(&desc.0, fdid, flags & SCI_FLAG_EXCLUSIVE != 0)?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(device, borrowed) }
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `device` is a live device handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIReturnDevice(device: *mut Device, flags: c_uint, error: *mut SciError) {
+    let result = flags_only(flags, 0)
+        // SAFETY: the caller's contract.
+        .and_then(|()| unsafe { free_after(device, "the device", Device::give_back) });
+    report(error, result)
+}
+
+/// # Safety
+/// `device` is a live device handle (or null: 0).
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetFabricDeviceId(device: *mut Device) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { object(device, "the device") }.map_or(0, |d| d.fdid)
+}
+
+/// # Safety
+/// `device` is a live device handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateDeviceSegment(
+    device: *mut Device,
+    segment_id: c_uint,
+    size: usize,
+    memtype: c_uint,
+    hints: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let d = unsafe { object(device, "the device") }?;
+        d.create_segment(segment_id, size as u64, memtype, hints)
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `device` is a live device handle; `segment` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIConnectDeviceSegment(
+    device: *mut Device,
+    segment: *mut *mut RemoteSegment,
+    segment_id: c_uint,
+    memtype: c_uint,
+    _callback: *const c_void,
+    _callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let d = unsafe { object(device, "the device") }?;
+        let remote = d.connect_segment(segment_id, memtype)?;
+        // SAFETY: the caller's contract.
+        unsafe { hand_out(segment, remote) }
+    })();
+    report(error, result)
+}
+
+/// Maps the segment behind `handle` for `device` and writes the address to `address`.
+///
+/// # Safety
+/// `device` is a live device handle; `address` is where the program wants the address.
+unsafe fn map_for_device(
+    device: *mut Device,
+    handle: Result<u64, Failure>,
+    address: *mut u64,
+    offset: usize,
+    size: usize,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let d = unsafe { object(device, "the device") }?;
+    if address.is_null() {
+        return Err(illegal("address"));
+    }
+    let addr = d.map(handle?, offset as u64, size as u64)?;
+    // SAFETY: checked non-null.
+    unsafe { address.write(addr) };
+    Ok(())
+}
+
+/// # Safety
+/// `segment` and `device` are live handles; `address` is where the address goes.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMapLocalSegmentForDevice(
+    segment: *mut LocalSegment,
+    _adapter: c_uint,
+    device: *mut Device,
+    address: *mut u64,
+    offset: usize,
+    size: usize,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        let handle = unsafe { object(segment, "the segment") }.map(|s| s.handle);
+        // SAFETY: the caller's contract.
+        unsafe { map_for_device(device, handle, address, offset, size) }
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` and `device` are live handles; `address` is where the address goes.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMapRemoteSegmentForDevice(
+    segment: *mut RemoteSegment,
+    device: *mut Device,
+    address: *mut u64,
+    offset: usize,
+    size: usize,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        let handle = unsafe { object(segment, "the remote segment") }.map(|s| s.handle);
+        // SAFETY: the caller's contract.
+        unsafe { map_for_device(device, handle, address, offset, size) }
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` and `device` are live handles.
+#[no_mangle]
+pub unsafe extern "C" fn SCIUnmapLocalSegmentForDevice(
+    segment: *mut LocalSegment,
+    _adapter: c_uint,
+    device: *mut Device,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let handle = unsafe { object(segment, "the segment") }?.handle;
+        // SAFETY: the caller's contract.
+        unsafe { object(device, "the device") }?.unmap(handle)
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `segment` and `device` are live handles.
+#[no_mangle]
+pub unsafe extern "C" fn SCIUnmapRemoteSegmentForDevice(
+    segment: *mut RemoteSegment,
+    device: *mut Device,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let handle = unsafe { object(segment, "the remote segment") }?.handle;
+        // SAFETY: the caller's contract.
+        unsafe { object(device, "the device") }?.unmap(handle)
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRegisterPCIeRequester(
+    sd: *mut Desc,
+    _adapter: c_uint,
+    bus: c_uint,
+    devfn: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_PCIE_REQUESTER_GLOBAL)?;
+        // SAFETY: the caller's contract.
+        unsafe { object(sd, "the descriptor") }?
+            .0
+            .register_requester(bus, devfn)
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIUnregisterPCIeRequester(
+    sd: *mut Desc,
+    _adapter: c_uint,
+    bus: c_uint,
+    devfn: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_PCIE_REQUESTER_GLOBAL)?;
+        // SAFETY: the caller's contract.
+        unsafe { object(sd, "the descriptor") }?
+            .0
+            .unregister_requester(bus, devfn)
     })();
     report(error, result)
 }

@@ -568,6 +568,17 @@ impl Sisci {
         Ok(remote)
     }
 
+    /// The segment a connection reaches (`None` for a multicast group, or once it is gone):
+    /// what the device API maps for a device when a program names a connected segment.
+    pub fn connected_segment(&self, remote: &RemoteSegment) -> Option<LocalSegment> {
+        let st = self.state.borrow();
+        let c = st
+            .connections
+            .get(&remote.id)
+            .filter(|c| c.remote == *remote)?;
+        st.segments.get(&c.segment?).map(|s| s.seg)
+    }
+
     /// Ends a connection. Fails with [`SciError::Busy`] while it is mapped.
     pub fn disconnect_segment(&self, remote: &RemoteSegment) -> Result<(), SciError> {
         let mut st = self.state.borrow_mut();

@@ -1,0 +1,190 @@
+//! Register pages: a device's BAR as shared memory a program maps.
+//!
+//! A program's loads and stores to a mapped BAR are plain memory operations here, so the
+//! daemon keeps each mapped BAR in a memory file and watches it: a dword that differs from
+//! what the daemon last saw there is a store, delivered to the device model
+//! ([`DirectEngine::store_to_bar`]); a register whose value the device changes is written
+//! back into the page ([`DirectEngine::load_from_bar`]) unless the program stored to it
+//! meanwhile (the program's store wins and is delivered next). Registers the device does
+//! not let be read (doorbells) keep what the program last stored.
+//!
+//! What this cannot see, and so the live engine does not model: a store of the value a
+//! register already shows (it changes nothing in the page), and the order of stores to
+//! different registers between two looks (they are delivered in address order; NVMe's
+//! enable, doorbells and queue registers do not depend on it, since the controller acts on
+//! them in its own task after the stores are in).
+
+use crate::shm::{Mapping, ShmError};
+use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+use smartio_direct::DirectEngine;
+use smartio_fabric::EndpointId;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// The largest BAR kept as a register page (device memory BARs of GPUs are not).
+pub const MAX_PAGE_BYTES: u64 = 1 << 20;
+
+/// How often registers are read back into a page when nothing was stored.
+const REFRESH: Duration = Duration::from_millis(1);
+
+/// One BAR of one device, as a memory file.
+struct Page {
+    file: OwnedFd,
+    map: Mapping,
+    /// What the daemon last saw (or put) in each dword.
+    shadow: Vec<u32>,
+    /// What the device last answered for each dword; `None`: it does not answer reads.
+    answered: Vec<Option<u32>>,
+    /// Maps of it that programs hold.
+    users: usize,
+    refreshed: Instant,
+}
+
+/// The register pages of the cluster, by device and BAR.
+#[derive(Default)]
+pub struct RegisterPages {
+    pages: BTreeMap<(EndpointId, u8), Page>,
+}
+
+impl RegisterPages {
+    /// The page of `endpoint`'s BAR `bar` of `size` bytes for one more map (made the first
+    /// time, with what the device's registers read).
+    pub fn open(
+        &mut self,
+        engine: &DirectEngine,
+        endpoint: EndpointId,
+        bar: u8,
+        size: u64,
+    ) -> Result<BorrowedFd<'_>, ShmError> {
+        let page = match self.pages.entry((endpoint, bar)) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(Page::new(engine, endpoint, bar, size)?)
+            }
+        };
+        page.users += 1;
+        Ok(page.file.as_fd())
+    }
+
+    /// One map of the page fewer; a page nobody maps is not watched.
+    pub fn close(&mut self, endpoint: EndpointId, bar: u8) {
+        if let Some(p) = self.pages.get_mut(&(endpoint, bar)) {
+            p.users = p.users.saturating_sub(1);
+        }
+    }
+
+    /// The memory file of a page.
+    pub fn fd(&self, endpoint: EndpointId, bar: u8) -> Option<BorrowedFd<'_>> {
+        self.pages.get(&(endpoint, bar)).map(|p| p.file.as_fd())
+    }
+
+    /// Whether any page is mapped (the daemon then looks often).
+    pub fn watched(&self) -> bool {
+        self.pages.values().any(|p| p.users > 0)
+    }
+
+    /// Delivers every store found in a mapped page and refreshes what the device changed;
+    /// returns whether a store was delivered.
+    pub fn poll(&mut self, engine: &DirectEngine) -> bool {
+        let mut stored = false;
+        for (&(endpoint, bar), page) in &mut self.pages {
+            if page.users > 0 {
+                stored |= page.poll(engine, endpoint, bar);
+            }
+        }
+        stored
+    }
+}
+
+impl Page {
+    fn new(
+        engine: &DirectEngine,
+        endpoint: EndpointId,
+        bar: u8,
+        size: u64,
+    ) -> Result<Page, ShmError> {
+        let len = size.max(4096).next_multiple_of(4096);
+        let error = |source| ShmError::Create {
+            name: format!("BAR{bar}"),
+            size: len,
+            source,
+        };
+        let file = memfd_create(format!("smartio-bar{bar}"), MemfdFlags::CLOEXEC).map_err(error)?;
+        ftruncate(&file, len).map_err(error)?;
+        let map = Mapping::new(file.as_fd(), 0, len)?;
+        let dwords = (size / 4) as usize;
+        let mut page = Page {
+            file,
+            map,
+            shadow: vec![0; dwords],
+            answered: vec![None; dwords],
+            users: 0,
+            refreshed: Instant::now(),
+        };
+        for i in 0..dwords {
+            if let Some(v) = read(engine, endpoint, bar, i) {
+                page.map.write(4 * i as u64, &v.to_le_bytes());
+                page.shadow[i] = v;
+                page.answered[i] = Some(v);
+            }
+        }
+        Ok(page)
+    }
+
+    fn poll(&mut self, engine: &DirectEngine, endpoint: EndpointId, bar: u8) -> bool {
+        let mut stores = Vec::new();
+        for (i, seen) in self.shadow.iter_mut().enumerate() {
+            let now = self.map.load_u32(4 * i as u64);
+            if now != *seen {
+                *seen = now;
+                stores.push((i, now));
+            }
+        }
+        for &(i, value) in &stores {
+            let offset = 4 * i as u64;
+            if engine
+                .store_to_bar(endpoint, bar, offset, &value.to_le_bytes())
+                .is_err()
+            {
+                // Refused (a read-only register): the page shows the register again.
+                let shown = self.answered[i].unwrap_or(0);
+                if self.map.replace_u32(offset, value, shown) {
+                    self.shadow[i] = shown;
+                }
+            }
+        }
+        if !stores.is_empty() || self.refreshed.elapsed() >= REFRESH {
+            self.refresh(engine, endpoint, bar);
+        }
+        !stores.is_empty()
+    }
+
+    /// Writes into the page every register the device now answers differently.
+    fn refresh(&mut self, engine: &DirectEngine, endpoint: EndpointId, bar: u8) {
+        self.refreshed = Instant::now();
+        for i in 0..self.shadow.len() {
+            let Some(before) = self.answered[i] else {
+                continue;
+            };
+            let Some(now) = read(engine, endpoint, bar, i) else {
+                continue;
+            };
+            if now != before {
+                self.answered[i] = Some(now);
+                if self.map.replace_u32(4 * i as u64, self.shadow[i], now) {
+                    self.shadow[i] = now;
+                }
+            }
+        }
+    }
+}
+
+/// Dword `i` of the BAR as the device answers it, if it answers.
+fn read(engine: &DirectEngine, endpoint: EndpointId, bar: u8, i: usize) -> Option<u32> {
+    let mut buf = [0u8; 4];
+    engine
+        .load_from_bar(endpoint, bar, 4 * i as u64, &mut buf)
+        .ok()
+        .map(|()| u32::from_le_bytes(buf))
+}
