@@ -433,6 +433,10 @@ fn requester_ids_run_out_from_c_as_hw_nospc_and_a_killed_holder_gives_its_device
         said.contains("30 of 34 devices mapped, then SCI_ERR_HW_NOSPC"),
         "{said}"
     );
+    assert!(
+        said.contains("an exclusive borrow of a held device: SCI_ERR_NOT_AVAILABLE"),
+        "{said}"
+    );
     // Another program finds the table full while the first holds its devices.
     let full = finish(
         live.program("borrower", &exe, &["borrow"]).spawn().unwrap(),
@@ -472,4 +476,87 @@ fn requester_ids_run_out_from_c_as_hw_nospc_and_a_killed_holder_gives_its_device
         said.contains("30 requesters registered, then SCI_ERR_HW_NOSPC"),
         "{said}"
     );
+}
+
+/// The README's `bash` block that starts with `marker`.
+fn readme_script(marker: &str) -> String {
+    let text = std::fs::read_to_string(repo("README.md")).unwrap();
+    let start = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in the README"));
+    let end = start + text[start..].find("```").unwrap();
+    text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_readmes_sisci_script_builds_and_runs_the_three_c_examples() {
+    if compiler().is_none() {
+        return;
+    }
+    let d = dir("readme");
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = readme_script("# sisci-c");
+    let child = Command::new("bash")
+        .args(["-c", &format!("set -euo pipefail\n{script}")])
+        .current_dir(&d)
+        .env("PATH", path)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("SOCK", d.join("cluster.sock"))
+        .env("EXAMPLES", repo("examples/c"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = succeeded(&finish(child, Duration::from_secs(120)));
+    assert!(said.contains("round trip: 10000 rounds"), "{said}");
+    assert!(said.contains("responder verified the data"), "{said}");
+    assert!(said.contains("client: 1000 calls answered correctly"), "{said}");
+    assert!(said.contains("wrote and read back 64 blocks"), "{said}");
+    assert!(said.contains("cluster back-to-back is down"), "{said}");
+}
+
+#[test]
+fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
+    let d = dir("calls");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("crates/cli/tests/sisci/calls.c"));
+    let live = Live::up(&d, "back-to-back");
+    let mut owner = live.program("lender", &exe, &["owner"]).spawn().unwrap();
+    let early = read_until(&mut owner, "owner: ready");
+    let user = finish(
+        live.program("borrower", &exe, &["user", "8"]).spawn().unwrap(),
+        LIMIT,
+    );
+    let said = succeeded(&user);
+    let heard = early + &succeeded(&finish(owner, LIMIT));
+    for line in [
+        "SCIOpen before SCIInitialize: SCI_ERR_NOT_INITIALIZED",
+        "a map of an empty segment: SCI_ERR_ILLEGAL_OPERATION",
+        "registering a misaligned buffer: SCI_ERR_ILLEGAL_ADDRESS",
+        "registering part of a page: SCI_ERR_SIZE_ALIGNMENT",
+        "attaching physical memory: SCI_ERR_NOT_IMPLEMENTED",
+        "an unknown query: SCI_ERR_ILLEGAL_QUERY",
+        "owner: the other host's bytes are in the registered buffer",
+        "owner: the buffer is private again and keeps its bytes",
+    ] {
+        assert!(heard.contains(line), "{line:?} in:\n{heard}");
+    }
+    for line in [
+        "a copy past the map's end: SCI_ERR_OUT_OF_RANGE",
+        "disconnecting a mapped segment: SCI_ERR_BUSY",
+        "user: read the owner's buffer, wrote it and rang",
+    ] {
+        assert!(said.contains(line), "{line:?} in:\n{said}");
+    }
 }

@@ -90,6 +90,67 @@ impl Mapping {
         Ok(Mapping { ptr, len: size })
     }
 
+    /// Maps `len` bytes of `fd` from `offset` at exactly `at`, replacing the pages there
+    /// (SISCI's registered user memory: the program's buffer becomes the segment's memory).
+    ///
+    /// # Safety
+    /// `at..at + len` is page-aligned memory of this process that the caller owns and that
+    /// no Rust reference points into; its previous contents are lost (copy them first).
+    pub unsafe fn over(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: u64,
+        at: *mut u8,
+    ) -> Result<Mapping, ShmError> {
+        let error = |source| ShmError::Map {
+            offset,
+            len,
+            source,
+        };
+        let size = usize::try_from(len).map_err(|_| error(rustix::io::Errno::NOMEM))?;
+        // SAFETY: the caller gives the range up to this mapping.
+        let ptr = unsafe {
+            mmap(
+                at.cast::<c_void>(),
+                size,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(error)?;
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(error(rustix::io::Errno::NOMEM))?;
+        Ok(Mapping { ptr, len: size })
+    }
+
+    /// Gives the range back to the process as private memory holding what the mapping holds
+    /// now (the end of registered user memory: the buffer stays the program's).
+    pub fn into_private(self) -> Result<(), ShmError> {
+        let mut copy = vec![0u8; self.len];
+        self.read(0, &mut copy);
+        let error = |source| ShmError::Map {
+            offset: 0,
+            len: self.len as u64,
+            source,
+        };
+        // SAFETY: the range is this mapping's own; replacing it with anonymous memory ends
+        // the shared mapping (so it is not unmapped again below).
+        let ptr = unsafe {
+            rustix::mm::mmap_anonymous(
+                self.ptr.as_ptr().cast::<c_void>(),
+                self.len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED,
+            )
+        }
+        .map_err(error)?;
+        // SAFETY: the new private mapping covers the same range, `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(copy.as_ptr(), ptr.cast::<u8>(), self.len) };
+        std::mem::forget(self);
+        Ok(())
+    }
+
     /// The first byte: what a C program gets as the map's address.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()

@@ -39,6 +39,11 @@ void SCISetSegmentAvailable(sci_local_segment_t segment, unsigned int adapterNo,
 void SCISetSegmentUnavailable(sci_local_segment_t segment, unsigned int adapterNo,
                               unsigned int flags, sci_error_t *error);
 void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error);
+void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t segment,
+                              unsigned int flags, sci_error_t *error);
+void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int busNo,
+                             size_t size, sci_local_segment_t segment, unsigned int flags,
+                             sci_error_t *error);
 unsigned int SCIGetLocalSegmentId(sci_local_segment_t segment);
 size_t SCIGetLocalSegmentSize(sci_local_segment_t segment);
 
@@ -69,6 +74,10 @@ sci_sequence_status_t SCICheckSequence(sci_sequence_t sequence, unsigned int fla
                                        sci_error_t *error);
 void SCIRemoveSequence(sci_sequence_t sequence, unsigned int flags, sci_error_t *error);
 void SCIFlush(sci_sequence_t sequence, unsigned int flags);
+void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap,
+               size_t remoteOffset, size_t size, unsigned int flags, sci_error_t *error);
+void SCICacheSync(sci_map_t map, void *addr, size_t size, unsigned int flags,
+                  sci_error_t *error);
 
 /* Data interrupts */
 void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *interrupt,
@@ -88,6 +97,22 @@ void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t interrupt, unsigned 
                                 sci_error_t *error);
 void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
                              unsigned int length, unsigned int flags, sci_error_t *error);
+
+/* Interrupts without data */
+void SCICreateInterrupt(sci_desc_t sd, sci_local_interrupt_t *interrupt,
+                        unsigned int localAdapterNo, unsigned int *interruptNo,
+                        sci_cb_interrupt_t callback, void *callbackArg, unsigned int flags,
+                        sci_error_t *error);
+void SCIRemoveInterrupt(sci_local_interrupt_t interrupt, unsigned int flags, sci_error_t *error);
+void SCIWaitForInterrupt(sci_local_interrupt_t interrupt, unsigned int timeout,
+                         unsigned int flags, sci_error_t *error);
+void SCIConnectInterrupt(sci_desc_t sd, sci_remote_interrupt_t *interrupt, unsigned int nodeId,
+                         unsigned int localAdapterNo, unsigned int interruptNo,
+                         unsigned int timeout, unsigned int flags, sci_error_t *error);
+void SCIDisconnectInterrupt(sci_remote_interrupt_t interrupt, unsigned int flags,
+                            sci_error_t *error);
+void SCITriggerInterrupt(sci_remote_interrupt_t interrupt, unsigned int flags,
+                         sci_error_t *error);
 
 /* SmartIO: devices */
 unsigned int SCIGetDeviceList(sci_desc_t sd, uint32_t *fdids, unsigned int length,

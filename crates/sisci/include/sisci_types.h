@@ -18,6 +18,8 @@ typedef struct sci_local_segment *sci_local_segment_t;
 typedef struct sci_remote_segment *sci_remote_segment_t;
 typedef struct sci_map *sci_map_t;
 typedef struct sci_sequence *sci_sequence_t;
+typedef struct sci_local_interrupt *sci_local_interrupt_t;
+typedef struct sci_remote_interrupt *sci_remote_interrupt_t;
 typedef struct sci_local_data_interrupt *sci_local_data_interrupt_t;
 typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
 typedef struct sci_smartio_device *sci_smartio_device_t;
@@ -42,6 +44,9 @@ typedef uint64_t sci_ioaddr_t;
 #define SCI_FLAG_FIXED_MAP_ADDR 0x1U
 #define SCI_FLAG_READONLY_MAP   0x2U
 #define SCI_FLAG_IO_MAP_IOSPACE 0x80U
+#define SCI_FLAG_LOCK_USER_MEM  0x400U
+#define SCI_FLAG_CACHE_FLUSH      0x100000U
+#define SCI_FLAG_CACHE_INVALIDATE 0x200000U
 
 /* What a callback asks for: keep it (CONTINUE) or stop calling it (CANCEL). */
 typedef enum {
@@ -74,6 +79,8 @@ typedef sci_callback_action_t (*sci_cb_local_segment_t)(void *arg, sci_local_seg
 typedef sci_callback_action_t (*sci_cb_remote_segment_t)(void *arg, sci_remote_segment_t segment,
                                                          sci_segment_cb_reason_t reason,
                                                          sci_error_t error);
+typedef sci_callback_action_t (*sci_cb_interrupt_t)(void *arg, sci_local_interrupt_t interrupt,
+                                                    sci_error_t error);
 typedef sci_callback_action_t (*sci_cb_data_interrupt_t)(void *arg,
                                                          sci_local_data_interrupt_t interrupt,
                                                          void *data, unsigned int length,

@@ -289,6 +289,20 @@ impl LocalSegment {
         };
         Map::from_reply(&self.desc, self.desc.call(&request)?)
     }
+
+    /// Maps the whole segment as the memory file and its offset, for the caller to map
+    /// where it must (registered user memory); [`Map::adopt`] makes the result a map.
+    pub fn map_file(&self) -> Result<(Handle, OwnedFd, u64), Failure> {
+        let request = Request::MapLocal {
+            segment: self.handle,
+            offset: 0,
+            size: self.size,
+        };
+        match self.desc.call(&request)? {
+            (Reply::Mapped { handle, offset, .. }, Some(fd)) => Ok((handle, fd, offset)),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// A connection to another host's segment.
@@ -400,6 +414,29 @@ impl Map {
         })
     }
 
+    /// A map whose memory the caller mapped itself from [`LocalSegment::map_file`].
+    pub fn adopt(segment: &LocalSegment, handle: Handle, mapping: Mapping) -> Map {
+        segment.desc.made();
+        Map {
+            desc: Arc::clone(&segment.desc),
+            handle,
+            len: mapping.len() as u64,
+            mapping,
+            skew: 0,
+        }
+    }
+
+    /// Unmaps it, leaving its memory to the process as private memory with the same bytes
+    /// (the end of registered user memory).
+    pub fn unmap_into_private(self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::Unmap { map: self.handle })?;
+        self.desc.gone();
+        self.mapping
+            .into_private()
+            .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))
+    }
+
     /// The map's first byte in this process.
     pub fn as_ptr(&self) -> *mut u8 {
         self.mapping.as_ptr().wrapping_add(self.skew)
@@ -432,6 +469,8 @@ pub struct LocalInterrupt {
     pub number: u32,
     /// Set to stop a callback thread.
     pub stop: Arc<AtomicBool>,
+    /// Shared with a callback thread while it runs (the remover waits for it to end).
+    pub running: Arc<AtomicBool>,
 }
 
 impl LocalInterrupt {
@@ -449,6 +488,7 @@ impl LocalInterrupt {
                     handle,
                     number,
                     stop: Arc::default(),
+                    running: Arc::default(),
                 })
             }
             (other, _) => Err(unexpected(&other)),

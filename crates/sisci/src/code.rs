@@ -22,6 +22,12 @@ pub const NO_SUCH_SEGMENT: u32 = SCI_ERR_MASK | 0x90C;
 pub const CONNECTION_REFUSED: u32 = SCI_ERR_MASK | 0x90E;
 /// `SCI_ERR_ILLEGAL_PARAMETER`.
 pub const ILLEGAL_PARAMETER: u32 = SCI_ERR_MASK | 0x912;
+/// `SCI_ERR_SIZE_ALIGNMENT`.
+pub const SIZE_ALIGNMENT: u32 = SCI_ERR_MASK | 0x910;
+/// `SCI_ERR_ILLEGAL_ADDRESS`.
+pub const ILLEGAL_ADDRESS: u32 = SCI_ERR_MASK | 0x915;
+/// `SCI_ERR_ILLEGAL_OPERATION`.
+pub const ILLEGAL_OPERATION: u32 = SCI_ERR_MASK | 0x916;
 /// `SCI_ERR_ILLEGAL_QUERY`.
 pub const ILLEGAL_QUERY: u32 = SCI_ERR_MASK | 0x917;
 /// `SCI_ERR_SYSTEM`.
@@ -64,10 +70,11 @@ pub fn describe(code: u32) -> &'static str {
         c if c == SCI_ERR_MASK | 0x914 => {
             "SCI_ERR_SEGMENT_NOT_PREPARED: the segment is not prepared on that adapter\0"
         }
-        c if c == SCI_ERR_MASK | 0x915 => {
+        c if c == SIZE_ALIGNMENT => "SCI_ERR_SIZE_ALIGNMENT: a size that is not whole pages\0",
+        c if c == ILLEGAL_ADDRESS => {
             "SCI_ERR_ILLEGAL_ADDRESS: an address the requester cannot use\0"
         }
-        c if c == SCI_ERR_MASK | 0x916 => "SCI_ERR_ILLEGAL_OPERATION: not allowed on this object\0",
+        c if c == ILLEGAL_OPERATION => "SCI_ERR_ILLEGAL_OPERATION: not allowed on this object\0",
         c if c == SCI_ERR_MASK | 0x918 => "SCI_ERR_SEGMENTID_USED: the segment id is taken\0",
         c if c == SCI_ERR_MASK | 0x91B => "SCI_ERR_NOT_CONNECTED: no working path\0",
         c if c == SCI_ERR_MASK | 0xA00 => "SCI_ERR_NO_SUCH_NODEID: no adapter has that node id\0",

@@ -17,7 +17,9 @@ use crate::client::{
 use crate::code;
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use smartio_live::shm::Mapping;
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// `sci_error_t`.
@@ -32,6 +34,10 @@ const SCI_FLAG_FIXED_INTNO: c_uint = 0x2;
 const SCI_FLAG_EMPTY: c_uint = 0x2;
 const SCI_FLAG_PRIVATE: c_uint = 0x4;
 const SCI_FLAG_AUTO_ID: c_uint = 0x2000_0000;
+const SCI_FLAG_LOCK_USER_MEM: c_uint = 0x400;
+
+/// The page size registered memory is counted in.
+const PAGE: usize = 4096;
 
 const SCI_Q_ADAPTER: c_uint = 1;
 const SCI_Q_LOCAL_SEGMENT: c_uint = 2;
@@ -49,6 +55,141 @@ static INITIALIZED: AtomicUsize = AtomicUsize::new(0);
 
 /// A descriptor's handle.
 pub struct Desc(Arc<Descriptor>);
+
+/// A local segment's handle. Its memory is the host's from the start, or (made with
+/// `SCI_FLAG_EMPTY`) the program's own buffer once it registers one.
+pub struct Seg {
+    desc: Arc<Descriptor>,
+    /// The id asked for (`None`: automatic).
+    id: Option<u32>,
+    size: u64,
+    backed: OnceLock<LocalSegment>,
+    /// Registered user memory: the program's pages, replaced by the segment's.
+    registered: Mutex<Option<Map>>,
+}
+
+impl Seg {
+    /// Gives it `size` bytes of the host's memory.
+    fn back(&self, size: u64) -> Result<&LocalSegment, Failure> {
+        let seg = LocalSegment::create(&self.desc, self.id, size)?;
+        self.backed.set(seg).map_err(|_| {
+            Failure::new(code::ILLEGAL_OPERATION, "the segment already has memory")
+        })?;
+        self.memory()
+    }
+
+    fn memory(&self) -> Result<&LocalSegment, Failure> {
+        self.backed.get().ok_or_else(|| {
+            Failure::new(
+                code::ILLEGAL_OPERATION,
+                "the segment was made with SCI_FLAG_EMPTY and has no memory yet (SCIRegisterSegmentMemory first)",
+            )
+        })
+    }
+
+    fn id(&self) -> c_uint {
+        self.backed.get().map_or(self.id.unwrap_or(0), |s| s.id)
+    }
+
+    /// Removes it; registered memory goes back to the program first, as private memory
+    /// holding what the segment held.
+    fn remove(&self) -> Result<(), Failure> {
+        let Some(seg) = self.backed.get() else {
+            return Ok(());
+        };
+        let registered = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(map) = registered {
+            map.unmap_into_private()?;
+        }
+        seg.remove()
+    }
+}
+
+/// The memory of a live segment handle.
+///
+/// # Safety
+/// As for [`object`].
+unsafe fn backed<'a>(segment: *mut Seg) -> Result<&'a LocalSegment, Failure> {
+    // SAFETY: the caller's contract.
+    unsafe { object(segment, "the segment") }?.memory()
+}
+
+/// # Safety
+/// `addr..addr + size` is memory of the program (page aligned, whole pages) that it gives
+/// the segment until the segment is removed; `segment` is a live handle made with
+/// `SCI_FLAG_EMPTY`.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRegisterSegmentMemory(
+    addr: *mut c_void,
+    size: usize,
+    segment: *mut Seg,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, SCI_FLAG_LOCK_USER_MEM)?;
+        // SAFETY: the caller's contract.
+        let seg = unsafe { object(segment, "the segment") }?;
+        if addr.is_null() || !(addr as usize).is_multiple_of(PAGE) {
+            return Err(Failure::new(
+                code::ILLEGAL_ADDRESS,
+                format!("{addr:p}: registered memory starts on a 4 KiB page"),
+            ));
+        }
+        if size == 0 || !size.is_multiple_of(PAGE) || size as u64 > seg.size {
+            return Err(Failure::new(
+                code::SIZE_ALIGNMENT,
+                format!(
+                    "{size} bytes: registered memory is whole 4 KiB pages, at most the segment's {} bytes",
+                    seg.size
+                ),
+            ));
+        }
+        let local = seg.back(size as u64)?;
+        let (handle, fd, offset) = local.map_file()?;
+        // The program's bytes move into the segment's memory, which then takes the
+        // buffer's place in the address space.
+        let mut bytes = vec![0u8; size];
+        // SAFETY: the program's buffer holds `size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(addr.cast::<u8>(), bytes.as_mut_ptr(), size) };
+        // SAFETY: the caller gives these pages to the segment; their bytes were copied.
+        let mapping = unsafe { Mapping::over(fd.as_fd(), offset, size as u64, addr.cast()) }
+            .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))?;
+        mapping.write(0, &bytes);
+        *seg
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Map::adopt(local, handle, mapping));
+        Ok(())
+    })();
+    report(error, result)
+}
+
+/// # Safety
+/// Takes no pointer it dereferences but `segment`, a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIAttachPhysicalMemory(
+    _ioaddr: u64,
+    _addr: *mut c_void,
+    _bus: c_uint,
+    _size: usize,
+    segment: *mut Seg,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract.
+    let result = unsafe { object(segment, "the segment") }.and_then(|_| {
+        Err(Failure::new(
+            code::NOT_IMPLEMENTED,
+            "SCIAttachPhysicalMemory: the live engine does not give programs physical memory to attach (register user memory instead)",
+        ))
+    });
+    report(error, result)
+}
 
 /// A sequence's handle: sequences see no transfer errors on the live engine (stores into
 /// shared memory cannot be lost).
@@ -225,7 +366,7 @@ pub struct QueryAdapter {
 /// `sci_query_local_segment_t`.
 #[repr(C)]
 pub struct QueryLocalSegment {
-    segment: *mut LocalSegment,
+    segment: *mut Seg,
     subcommand: c_uint,
     ioaddr: u64,
 }
@@ -262,7 +403,7 @@ pub unsafe extern "C" fn SCIQuery(
                 // SAFETY: SCI_Q_LOCAL_SEGMENT's record, as the caller promises.
                 let q = unsafe { &mut *data.cast::<QueryLocalSegment>() };
                 // SAFETY: the caller's contract.
-                let seg = unsafe { object(q.segment, "the segment") }?;
+                let seg = unsafe { backed(q.segment) }?;
                 match q.subcommand {
                     SCI_Q_LOCAL_SEGMENT_IOADDR | SCI_Q_LOCAL_SEGMENT_PHYS_ADDR => {
                         q.ioaddr = seg.phys;
@@ -306,7 +447,7 @@ pub unsafe extern "C" fn SCIQuery(
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateSegment(
     sd: *mut Desc,
-    segment: *mut *mut LocalSegment,
+    segment: *mut *mut Seg,
     segment_id: c_uint,
     size: usize,
     _callback: *const c_void,
@@ -316,16 +457,21 @@ pub unsafe extern "C" fn SCICreateSegment(
 ) {
     let result = (|| {
         flags_only(flags, SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY)?;
-        if flags & SCI_FLAG_EMPTY != 0 {
-            return Err(Failure::new(
-                code::NOT_IMPLEMENTED,
-                "SCI_FLAG_EMPTY segments (attached or registered memory) are not supported",
-            ));
-        }
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
         let id = (flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE) == 0).then_some(segment_id);
-        let seg = LocalSegment::create(&desc.0, id, size as u64)?;
+        let seg = Seg {
+            desc: Arc::clone(&desc.0),
+            id,
+            size: size as u64,
+            backed: OnceLock::new(),
+            registered: Mutex::new(None),
+        };
+        // Without SCI_FLAG_EMPTY the memory is the host's at once; with it, it comes from
+        // SCIRegisterSegmentMemory.
+        if flags & SCI_FLAG_EMPTY == 0 {
+            seg.back(size as u64)?;
+        }
         // SAFETY: the caller's contract.
         unsafe { hand_out(segment, seg) }
     })();
@@ -338,14 +484,14 @@ macro_rules! segment_call {
         /// `segment` is a live segment handle.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
-            segment: *mut LocalSegment,
+            segment: *mut Seg,
             $adapter: c_uint,
             flags: c_uint,
             error: *mut SciError,
         ) {
             let result = flags_only(flags, 0).and_then(|()| {
                 // SAFETY: the caller's contract.
-                let $seg = unsafe { object(segment, "the segment") }?;
+                let $seg = unsafe { backed(segment) }?;
                 $body
             });
             report(error, result)
@@ -363,28 +509,28 @@ segment_call!(SCISetSegmentUnavailable, |seg, adapter| seg
 /// `segment` is a live segment handle; it is freed when this succeeds.
 #[no_mangle]
 pub unsafe extern "C" fn SCIRemoveSegment(
-    segment: *mut LocalSegment,
+    segment: *mut Seg,
     flags: c_uint,
     error: *mut SciError,
 ) {
     let result = flags_only(flags, 0)
         // SAFETY: the caller's contract.
-        .and_then(|()| unsafe { free_after(segment, "the segment", LocalSegment::remove) });
+        .and_then(|()| unsafe { free_after(segment, "the segment", Seg::remove) });
     report(error, result)
 }
 
 /// # Safety
 /// `segment` is a live segment handle (or null: 0).
 #[no_mangle]
-pub unsafe extern "C" fn SCIGetLocalSegmentId(segment: *mut LocalSegment) -> c_uint {
+pub unsafe extern "C" fn SCIGetLocalSegmentId(segment: *mut Seg) -> c_uint {
     // SAFETY: the caller's contract.
-    unsafe { object(segment, "the segment") }.map_or(0, |s| s.id)
+    unsafe { object(segment, "the segment") }.map_or(0, Seg::id)
 }
 
 /// # Safety
 /// `segment` is a live segment handle (or null: 0).
 #[no_mangle]
-pub unsafe extern "C" fn SCIGetLocalSegmentSize(segment: *mut LocalSegment) -> usize {
+pub unsafe extern "C" fn SCIGetLocalSegmentSize(segment: *mut Seg) -> usize {
     // SAFETY: the caller's contract.
     unsafe { object(segment, "the segment") }.map_or(0, |s| s.size as usize)
 }
@@ -504,7 +650,7 @@ fn map_pointer(
 /// `segment` is a live segment handle; `map` is where the program wants the map handle.
 #[no_mangle]
 pub unsafe extern "C" fn SCIMapLocalSegment(
-    segment: *mut LocalSegment,
+    segment: *mut Seg,
     map: *mut *mut Map,
     offset: usize,
     size: usize,
@@ -515,7 +661,7 @@ pub unsafe extern "C" fn SCIMapLocalSegment(
     let made = (|| {
         flags_only(flags, 0x2 | 0x80)?;
         // SAFETY: the caller's contract.
-        let seg = unsafe { object(segment, "the segment") }?;
+        let seg = unsafe { backed(segment) }?;
         seg.map(offset as u64, size as u64)
     })();
     map_pointer(map, made, error)
@@ -631,10 +777,21 @@ type DataCallback = extern "C" fn(
     error: SciError,
 ) -> c_uint;
 
+/// `sci_cb_interrupt_t`.
+type PlainCallback =
+    extern "C" fn(arg: *mut c_void, interrupt: *mut LocalInterrupt, error: SciError) -> c_uint;
+
+/// A program's interrupt callback, with or without the message.
+#[derive(Clone, Copy)]
+enum Callback {
+    Data(DataCallback),
+    Plain(PlainCallback),
+}
+
 /// What a callback thread needs of the C side: pointers the program keeps valid while the
 /// interrupt exists.
 struct CallbackTarget {
-    callback: DataCallback,
+    callback: Callback,
     arg: *mut c_void,
     interrupt: *mut LocalInterrupt,
 }
@@ -643,28 +800,110 @@ struct CallbackTarget {
 // promises its argument may be used there.
 unsafe impl Send for CallbackTarget {}
 
+thread_local! {
+    /// Set on a callback thread: a remove called from a callback does not wait for itself.
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl CallbackTarget {
     /// Waits for messages and hands each to the callback until it cancels or the interrupt
-    /// is removed.
-    fn serve(self, intr: &LocalInterrupt) {
+    /// is removed. `running` is dropped when it ends (the remover waits for that).
+    fn serve(self, intr: &LocalInterrupt, running: Arc<std::sync::atomic::AtomicBool>) {
+        IN_CALLBACK.with(|c| c.set(true));
         while !intr.stop.load(Ordering::SeqCst) {
             match intr.wait(Some(50)) {
                 Ok(mut data) => {
-                    let action = (self.callback)(
-                        self.arg,
-                        self.interrupt,
-                        data.as_mut_ptr().cast(),
-                        data.len() as c_uint,
-                        code::OK,
-                    );
+                    let action = match self.callback {
+                        Callback::Data(cb) => cb(
+                            self.arg,
+                            self.interrupt,
+                            data.as_mut_ptr().cast(),
+                            data.len() as c_uint,
+                            code::OK,
+                        ),
+                        Callback::Plain(cb) => cb(self.arg, self.interrupt, code::OK),
+                    };
                     if action == SCI_CALLBACK_CANCEL {
-                        return;
+                        break;
                     }
                 }
                 Err(f) if f.code == code::TIMEOUT => {}
-                Err(_) => return,
+                Err(_) => break,
             }
         }
+        drop(running);
+    }
+}
+
+/// Creates a (data) interrupt, with a callback thread if asked.
+///
+/// # Safety
+/// As for the C calls that use it.
+unsafe fn create_interrupt(
+    sd: *mut Desc,
+    interrupt: *mut *mut LocalInterrupt,
+    adapter: c_uint,
+    number: *mut c_uint,
+    callback: Option<Callback>,
+    callback_arg: *mut c_void,
+    flags: c_uint,
+) -> Result<(), Failure> {
+    flags_only(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_FIXED_INTNO)?;
+    // SAFETY: the caller's contract.
+    let desc = unsafe { object(sd, "the descriptor") }?;
+    if number.is_null() || interrupt.is_null() {
+        return Err(illegal("interruptNo or the handle's out-parameter"));
+    }
+    let wanted = if flags & SCI_FLAG_FIXED_INTNO != 0 {
+        // SAFETY: checked non-null.
+        Some(unsafe { number.read() })
+    } else {
+        None
+    };
+    let callback = match (flags & SCI_FLAG_USE_CALLBACK != 0, callback) {
+        (true, Some(cb)) => Some(cb),
+        (true, None) => return Err(illegal("the callback")),
+        (false, _) => None,
+    };
+    let intr = LocalInterrupt::create(&desc.0, adapter, wanted)?;
+    // SAFETY: checked non-null.
+    unsafe { number.write(intr.number) };
+    let running = Arc::clone(&intr.running);
+    let handle = Box::into_raw(Box::new(intr));
+    // SAFETY: checked non-null.
+    unsafe { interrupt.write(handle) };
+    if let Some(callback) = callback {
+        let target = CallbackTarget {
+            callback,
+            arg: callback_arg,
+            interrupt: handle,
+        };
+        // SAFETY: just made; freed only by a remove, which stops this thread first.
+        let intr: &'static LocalInterrupt = unsafe { &*handle };
+        std::thread::spawn(move || target.serve(intr, running));
+    }
+    Ok(())
+}
+
+/// Stops an interrupt's callback thread (if any) and removes it.
+///
+/// # Safety
+/// `interrupt` is a live interrupt handle; it is freed when this succeeds.
+unsafe fn remove_interrupt(interrupt: *mut LocalInterrupt, flags: c_uint) -> Result<(), Failure> {
+    flags_only(flags, 0)?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        free_after(interrupt, "the interrupt", |i| {
+            i.stop.store(true, Ordering::SeqCst);
+            // A callback thread looks at `stop` at least every 50 ms; wait for it to leave
+            // before the handle is freed (unless this is that thread).
+            if !IN_CALLBACK.with(std::cell::Cell::get) {
+                while Arc::strong_count(&i.running) > 1 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            i.remove()
+        })
     }
 }
 
@@ -683,44 +922,30 @@ pub unsafe extern "C" fn SCICreateDataInterrupt(
     flags: c_uint,
     error: *mut SciError,
 ) {
-    let result = (|| {
-        flags_only(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_FIXED_INTNO)?;
-        // SAFETY: the caller's contract.
-        let desc = unsafe { object(sd, "the descriptor") }?;
-        if number.is_null() || interrupt.is_null() {
-            return Err(illegal("interruptNo or the handle's out-parameter"));
-        }
-        let wanted = if flags & SCI_FLAG_FIXED_INTNO != 0 {
-            // SAFETY: checked non-null.
-            Some(unsafe { number.read() })
-        } else {
-            None
-        };
-        let use_callback = flags & SCI_FLAG_USE_CALLBACK != 0;
-        let callback = match (use_callback, callback) {
-            (true, Some(cb)) => Some(cb),
-            (true, None) => return Err(illegal("the callback")),
-            (false, _) => None,
-        };
-        let intr = LocalInterrupt::create(&desc.0, adapter, wanted)?;
-        // SAFETY: checked non-null.
-        unsafe { number.write(intr.number) };
-        let handle = Box::into_raw(Box::new(intr));
-        // SAFETY: checked non-null.
-        unsafe { interrupt.write(handle) };
-        if let Some(callback) = callback {
-            let target = CallbackTarget {
-                callback,
-                arg: callback_arg,
-                interrupt: handle,
-            };
-            // SAFETY: just made; freed only by SCIRemoveDataInterrupt, which stops this
-            // thread first.
-            let intr: &'static LocalInterrupt = unsafe { &*handle };
-            std::thread::spawn(move || target.serve(intr));
-        }
-        Ok(())
-    })();
+    let callback = callback.map(Callback::Data);
+    // SAFETY: the caller's contract.
+    let result =
+        unsafe { create_interrupt(sd, interrupt, adapter, number, callback, callback_arg, flags) };
+    report(error, result)
+}
+
+/// # Safety
+/// As for [`SCICreateDataInterrupt`]; `callback`, if given, is a `sci_cb_interrupt_t`.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateInterrupt(
+    sd: *mut Desc,
+    interrupt: *mut *mut LocalInterrupt,
+    adapter: c_uint,
+    number: *mut c_uint,
+    callback: Option<PlainCallback>,
+    callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let callback = callback.map(Callback::Plain);
+    // SAFETY: the caller's contract.
+    let result =
+        unsafe { create_interrupt(sd, interrupt, adapter, number, callback, callback_arg, flags) };
     report(error, result)
 }
 
@@ -732,18 +957,38 @@ pub unsafe extern "C" fn SCIRemoveDataInterrupt(
     flags: c_uint,
     error: *mut SciError,
 ) {
-    let result = flags_only(flags, 0).and_then(|()| {
+    // SAFETY: the caller's contract.
+    report(error, unsafe { remove_interrupt(interrupt, flags) })
+}
+
+/// # Safety
+/// `interrupt` is a live interrupt handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRemoveInterrupt(
+    interrupt: *mut LocalInterrupt,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract.
+    report(error, unsafe { remove_interrupt(interrupt, flags) })
+}
+
+/// # Safety
+/// `interrupt` is a live interrupt handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIWaitForInterrupt(
+    interrupt: *mut LocalInterrupt,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
         // SAFETY: the caller's contract.
-        unsafe {
-            free_after(interrupt, "the interrupt", |i| {
-                i.stop.store(true, Ordering::SeqCst);
-                // A callback thread looks at `stop` at least every 50 ms: let it leave
-                // before the handle is freed.
-                std::thread::sleep(Duration::from_millis(120));
-                i.remove()
-            })
-        }
-    });
+        let intr = unsafe { object(interrupt, "the interrupt") }?;
+        intr.wait((timeout != SCI_INFINITE_TIMEOUT).then_some(timeout))
+            .map(drop)
+    })();
     report(error, result)
 }
 
@@ -1055,7 +1300,7 @@ unsafe fn map_for_device(
 /// `segment` and `device` are live handles; `address` is where the address goes.
 #[no_mangle]
 pub unsafe extern "C" fn SCIMapLocalSegmentForDevice(
-    segment: *mut LocalSegment,
+    segment: *mut Seg,
     _adapter: c_uint,
     device: *mut Device,
     address: *mut u64,
@@ -1066,7 +1311,7 @@ pub unsafe extern "C" fn SCIMapLocalSegmentForDevice(
 ) {
     let result = flags_only(flags, 0).and_then(|()| {
         // SAFETY: the caller's contract.
-        let handle = unsafe { object(segment, "the segment") }.map(|s| s.handle);
+        let handle = unsafe { backed(segment) }.map(|s| s.handle);
         // SAFETY: the caller's contract.
         unsafe { map_for_device(device, handle, address, offset, size) }
     });
@@ -1098,7 +1343,7 @@ pub unsafe extern "C" fn SCIMapRemoteSegmentForDevice(
 /// `segment` and `device` are live handles.
 #[no_mangle]
 pub unsafe extern "C" fn SCIUnmapLocalSegmentForDevice(
-    segment: *mut LocalSegment,
+    segment: *mut Seg,
     _adapter: c_uint,
     device: *mut Device,
     flags: c_uint,
@@ -1107,7 +1352,7 @@ pub unsafe extern "C" fn SCIUnmapLocalSegmentForDevice(
     let result = (|| {
         flags_only(flags, 0)?;
         // SAFETY: the caller's contract.
-        let handle = unsafe { object(segment, "the segment") }?.handle;
+        let handle = unsafe { backed(segment) }?.handle;
         // SAFETY: the caller's contract.
         unsafe { object(device, "the device") }?.unmap(handle)
     })();
@@ -1173,4 +1418,101 @@ pub unsafe extern "C" fn SCIUnregisterPCIeRequester(
             .unregister_requester(bus, devfn)
     })();
     report(error, result)
+}
+
+/// # Safety
+/// `sd` is a live descriptor; `interrupt` is where the program wants the handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIConnectInterrupt(
+    sd: *mut Desc,
+    interrupt: *mut *mut RemoteInterrupt,
+    node_id: c_uint,
+    adapter: c_uint,
+    number: c_uint,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract (the same call: a plain interrupt is a data interrupt
+    // whose messages are empty).
+    unsafe {
+        SCIConnectDataInterrupt(
+            sd, interrupt, node_id, adapter, number, timeout, flags, error,
+        )
+    }
+}
+
+/// # Safety
+/// `interrupt` is a live connection handle; it is freed when this succeeds.
+#[no_mangle]
+pub unsafe extern "C" fn SCIDisconnectInterrupt(
+    interrupt: *mut RemoteInterrupt,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { SCIDisconnectDataInterrupt(interrupt, flags, error) }
+}
+
+/// # Safety
+/// `interrupt` is a live connection handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCITriggerInterrupt(
+    interrupt: *mut RemoteInterrupt,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    // SAFETY: the caller's contract; an empty message needs no buffer.
+    unsafe { SCITriggerDataInterrupt(interrupt, std::ptr::null_mut(), 0, flags, error) }
+}
+
+/// # Safety
+/// `map` is a live map handle; `source` holds `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMemCpy(
+    _sequence: *mut Sequence,
+    source: *mut c_void,
+    map: *mut Map,
+    offset: usize,
+    size: usize,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        // SAFETY: the caller's contract.
+        let map = unsafe { object(map, "the map") }?;
+        if size as u64 > map.len || offset as u64 > map.len - size as u64 {
+            return Err(Failure::new(
+                code::OUT_OF_RANGE,
+                format!("{size} bytes at {offset} of a {}-byte map", map.len),
+            ));
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        if source.is_null() {
+            return Err(illegal("the source"));
+        }
+        // SAFETY: the program's buffer holds `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(source.cast::<u8>(), size) };
+        map.write(offset as u64, bytes);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(())
+    })();
+    report(error, result)
+}
+
+#[no_mangle]
+pub extern "C" fn SCICacheSync(
+    _map: *mut Map,
+    _addr: *mut c_void,
+    _size: usize,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    // Shared memory between processes of one machine is cache coherent: ordering is all
+    // there is to do.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    report(error, Ok(()))
 }

@@ -59,6 +59,7 @@ fn every_daemon_error_class_has_the_headers_value() {
         C::NoSuchNodeId,
         C::TransferFailed,
         C::NoSuchFdid,
+        C::NotAvailable,
     ];
     for class in classes {
         assert_eq!(class.code(), value_of(class.name()), "{}", class.name());

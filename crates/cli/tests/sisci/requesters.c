@@ -72,6 +72,16 @@ static int borrow(sci_desc_t sd, int hold)
     if (last != SCI_ERR_HW_NOSPC) {
         return 1;
     }
+    /* Held (shared) by this program: nobody may have it exclusively now. */
+    if (mapped > 0) {
+        sci_smartio_device_t excl;
+        SCIBorrowDevice(sd, &excl, fdids[0], SCI_FLAG_EXCLUSIVE, &err);
+        printf("an exclusive borrow of a held device: %s\n",
+               err == SCI_ERR_NOT_AVAILABLE ? "SCI_ERR_NOT_AVAILABLE" : SCIGetErrorString(err));
+        if (err != SCI_ERR_NOT_AVAILABLE) {
+            return 1;
+        }
+    }
     if (hold) {
         printf("holding\n");
         fflush(stdout);

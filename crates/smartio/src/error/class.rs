@@ -48,6 +48,9 @@ pub enum SciErrorClass {
     TransferFailed,
     /// `SCI_ERR_NO_SUCH_FDID`: no registered device has that fdid (SmartIO extension).
     NoSuchFdid,
+    /// `SCI_ERR_NOT_AVAILABLE`: the device is held by someone else (SmartIO extension:
+    /// what a borrow of a device another holder excludes returns).
+    NotAvailable,
 }
 
 /// Every SISCI error code has this bit set (`SCI_ERR_OK`, 0, has not).
@@ -77,6 +80,7 @@ impl SciErrorClass {
             SciErrorClass::NoSuchNodeId => 0xA00,
             SciErrorClass::TransferFailed => 0xA06,
             SciErrorClass::NoSuchFdid => 0xC01,
+            SciErrorClass::NotAvailable => 0x91C,
         };
         SCI_ERR_MASK | low
     }
@@ -101,6 +105,7 @@ impl SciErrorClass {
             SciErrorClass::NoSuchNodeId => "SCI_ERR_NO_SUCH_NODEID",
             SciErrorClass::TransferFailed => "SCI_ERR_TRANSFER_FAILED",
             SciErrorClass::NoSuchFdid => "SCI_ERR_NO_SUCH_FDID",
+            SciErrorClass::NotAvailable => "SCI_ERR_NOT_AVAILABLE",
         }
     }
 }
@@ -161,8 +166,8 @@ impl SciError {
             | SciError::NotBorrowed { .. } => C::IllegalOperation,
             SciError::Busy { .. }
             | SciError::AlreadyRegistered { .. }
-            | SciError::Borrowed { .. }
             | SciError::InUseByLender { .. } => C::Busy,
+            SciError::Borrowed { .. } => C::NotAvailable,
             SciError::OutOfRange { .. } | SciError::PayloadTooLarge { .. } => C::OutOfRange,
             SciError::Memory { .. } => C::Nospc,
             SciError::Ntb(e) | SciError::DeviceNtb { source: e, .. } => ntb_class(e),
@@ -394,7 +399,7 @@ mod tests {
                     fdid: Fdid(1),
                     borrower: s("b"),
                 },
-                C::Busy,
+                C::NotAvailable,
             ),
             (
                 SciError::InUseByLender {

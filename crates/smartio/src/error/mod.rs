@@ -274,8 +274,8 @@ pub enum SciError {
         /// Its fdid.
         fdid: Fdid,
     },
-    /// `SCI_ERR_BUSY`: a second exclusive borrow (or a shared one while a host holds the
-    /// device exclusively).
+    /// `SCI_ERR_NOT_AVAILABLE`: a second exclusive borrow (or a shared one while a host
+    /// holds the device exclusively).
     #[error("{device} (fdid {fdid}) is borrowed exclusively by {borrower}")]
     Borrowed {
         /// `lender:device`.
