@@ -521,7 +521,10 @@ fn the_readmes_sisci_script_builds_and_runs_the_three_c_examples() {
     let said = succeeded(&finish(child, Duration::from_secs(120)));
     assert!(said.contains("round trip: 10000 rounds"), "{said}");
     assert!(said.contains("responder verified the data"), "{said}");
-    assert!(said.contains("client: 1000 calls answered correctly"), "{said}");
+    assert!(
+        said.contains("client: 1000 calls answered correctly"),
+        "{said}"
+    );
     assert!(said.contains("wrote and read back 64 blocks"), "{said}");
     assert!(said.contains("cluster back-to-back is down"), "{said}");
 }
@@ -535,7 +538,9 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
     let mut owner = live.program("lender", &exe, &["owner"]).spawn().unwrap();
     let early = read_until(&mut owner, "owner: ready");
     let user = finish(
-        live.program("borrower", &exe, &["user", "8"]).spawn().unwrap(),
+        live.program("borrower", &exe, &["user", "8"])
+            .spawn()
+            .unwrap(),
         LIMIT,
     );
     let said = succeeded(&user);

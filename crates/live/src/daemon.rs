@@ -142,6 +142,8 @@ pub(crate) struct Table {
     /// Objects of closed descriptors that could not be released yet (a segment still
     /// connected from elsewhere): retried whenever something is released.
     orphans: Vec<Object>,
+    /// The program ends of sessions opened without a program ([`Daemon::open_session`]).
+    sessions: BTreeMap<u64, OwnedFd>,
     next: u64,
 }
 
@@ -228,6 +230,87 @@ impl Daemon {
                 (h.name.clone(), ids)
             })
             .collect()
+    }
+
+    /// Opens a session without a program (tests and the fuzzer): requests go in through
+    /// [`Daemon::request`], as a program's would come on its socket.
+    pub fn open_session(&mut self) -> Result<u64, DaemonError> {
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|source| DaemonError::Socket {
+            path: "a session's socket pair".into(),
+            source,
+        })?;
+        let mut t = self.table.borrow_mut();
+        t.next += 1;
+        let id = t.next;
+        t.conns.insert(
+            id,
+            Conn {
+                socket: Rc::new(ours),
+                host: None,
+                acts_for: id,
+                waiting: false,
+            },
+        );
+        t.sessions.insert(id, theirs);
+        Ok(id)
+    }
+
+    /// Answers one request of a session: at once, or after running the engine until a
+    /// waiting call answers (at most `patience` of wall time; `None` after that).
+    pub fn request(&mut self, session: u64, request: Request, patience: Duration) -> Option<Reply> {
+        if let Some((reply, _)) = self.handle(session, request) {
+            return Some(reply);
+        }
+        let theirs = self
+            .table
+            .borrow()
+            .sessions
+            .get(&session)?
+            .try_clone()
+            .ok()?;
+        let deadline = std::time::Instant::now() + patience;
+        while std::time::Instant::now() < deadline {
+            self.engine.advance();
+            self.pages.poll(&self.engine);
+            let mut ready = [PollFd::new(&theirs, PollFlags::IN)];
+            let no_wait = Timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000,
+            };
+            if poll(&mut ready, Some(&no_wait)).is_ok_and(|n| n > 0) {
+                return protocol::receive::<Reply>(theirs.as_fd())
+                    .ok()
+                    .map(|(r, _)| r);
+            }
+        }
+        None
+    }
+
+    /// Ends a session as a program's exit would: everything it made is released.
+    pub fn close_session(&mut self, session: u64) {
+        self.table.borrow_mut().sessions.remove(&session);
+        self.close(session);
+    }
+
+    /// What is taken of the fabric's finite tables (look-up-table and requester-id entries
+    /// per adapter) and which devices are borrowed: after every session closed, the same as
+    /// before any opened.
+    pub fn resources_in_use(&self) -> String {
+        let tables = self.cluster.machine.fabric().tables_in_use();
+        let borrowed: Vec<String> = self
+            .smartio
+            .devices()
+            .into_iter()
+            .filter(|d| !d.borrowers.is_empty())
+            .map(|d| d.qualified())
+            .collect();
+        format!("{tables:?}; borrowed {borrowed:?}")
     }
 
     /// Serves until a `Shutdown` request.

@@ -429,8 +429,7 @@ impl Map {
     /// Unmaps it, leaving its memory to the process as private memory with the same bytes
     /// (the end of registered user memory).
     pub fn unmap_into_private(self) -> Result<(), Failure> {
-        self.desc
-            .call_done(&Request::Unmap { map: self.handle })?;
+        self.desc.call_done(&Request::Unmap { map: self.handle })?;
         self.desc.gone();
         self.mapping
             .into_private()

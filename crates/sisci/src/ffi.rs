@@ -15,10 +15,10 @@ use crate::client::{
     Descriptor, Device, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
 };
 use crate::code;
-use std::ffi::{c_char, c_uint, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use smartio_live::shm::Mapping;
+use std::ffi::{c_char, c_uint, c_void};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -72,9 +72,9 @@ impl Seg {
     /// Gives it `size` bytes of the host's memory.
     fn back(&self, size: u64) -> Result<&LocalSegment, Failure> {
         let seg = LocalSegment::create(&self.desc, self.id, size)?;
-        self.backed.set(seg).map_err(|_| {
-            Failure::new(code::ILLEGAL_OPERATION, "the segment already has memory")
-        })?;
+        self.backed
+            .set(seg)
+            .map_err(|_| Failure::new(code::ILLEGAL_OPERATION, "the segment already has memory"))?;
         self.memory()
     }
 
@@ -160,10 +160,10 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
         let mapping = unsafe { Mapping::over(fd.as_fd(), offset, size as u64, addr.cast()) }
             .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))?;
         mapping.write(0, &bytes);
-        *seg
-            .registered
+        *seg.registered
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Map::adopt(local, handle, mapping));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(Map::adopt(local, handle, mapping));
         Ok(())
     })();
     report(error, result)
@@ -508,11 +508,7 @@ segment_call!(SCISetSegmentUnavailable, |seg, adapter| seg
 /// # Safety
 /// `segment` is a live segment handle; it is freed when this succeeds.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveSegment(
-    segment: *mut Seg,
-    flags: c_uint,
-    error: *mut SciError,
-) {
+pub unsafe extern "C" fn SCIRemoveSegment(segment: *mut Seg, flags: c_uint, error: *mut SciError) {
     let result = flags_only(flags, 0)
         // SAFETY: the caller's contract.
         .and_then(|()| unsafe { free_after(segment, "the segment", Seg::remove) });
@@ -924,8 +920,17 @@ pub unsafe extern "C" fn SCICreateDataInterrupt(
 ) {
     let callback = callback.map(Callback::Data);
     // SAFETY: the caller's contract.
-    let result =
-        unsafe { create_interrupt(sd, interrupt, adapter, number, callback, callback_arg, flags) };
+    let result = unsafe {
+        create_interrupt(
+            sd,
+            interrupt,
+            adapter,
+            number,
+            callback,
+            callback_arg,
+            flags,
+        )
+    };
     report(error, result)
 }
 
@@ -944,8 +949,17 @@ pub unsafe extern "C" fn SCICreateInterrupt(
 ) {
     let callback = callback.map(Callback::Plain);
     // SAFETY: the caller's contract.
-    let result =
-        unsafe { create_interrupt(sd, interrupt, adapter, number, callback, callback_arg, flags) };
+    let result = unsafe {
+        create_interrupt(
+            sd,
+            interrupt,
+            adapter,
+            number,
+            callback,
+            callback_arg,
+            flags,
+        )
+    };
     report(error, result)
 }
 
