@@ -19,7 +19,7 @@ use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_direct::DirectEngine;
 use smartio_fabric::{Access, ClusterNodeId, EndpointId, HostId, Requester, Target};
 use smartio_host::HostOs;
-use smartio_platform::{BusAddr, HostMemory, SimDuration};
+use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
 use smartio_smartio::sisci::{
     LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
 };
@@ -55,6 +55,9 @@ pub enum DaemonError {
 
 /// How long the daemon sleeps at most between looks at its sockets and timers.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// How often a waiting call looks whether its program is still there.
+const LEFT_LOOK: SimDuration = SimDuration::from_us(20_000);
 
 /// How long at most between looks at mapped register pages (a program's doorbell store
 /// waits this long at worst).
@@ -746,10 +749,20 @@ impl Daemon {
             }
             None => return,
         };
+        // A program that leaves while it waits is owed nothing: its wait ends with it (and
+        // stops listening for an interrupt a later program may be given).
+        let cpu = self.cluster.machine.cpu(HostId(0));
+        let watch = Rc::clone(&table);
+        let left = async move {
+            while watch.borrow().conns.contains_key(&conn) {
+                cpu.sleep(LEFT_LOOK).await;
+            }
+        };
         self.cluster.machine.spawn(async move {
-            let reply = match work.await {
-                Ok(reply) => reply,
-                Err(e) => error_reply(e.class().code(), e.to_string()),
+            let reply = match race(work, left).await {
+                Either::Left(Ok(reply)) => reply,
+                Either::Left(Err(e)) => error_reply(e.class().code(), e.to_string()),
+                Either::Right(()) => return,
             };
             let _ = protocol::send(socket.as_fd(), &reply, None);
             if let Some(c) = table.borrow_mut().conns.get_mut(&conn) {
