@@ -553,6 +553,7 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
         "attaching physical memory: SCI_ERR_NOT_IMPLEMENTED",
         "an unknown query: SCI_ERR_ILLEGAL_QUERY",
         "owner: the other host's bytes are in the registered buffer",
+        "removing a connected segment: SCI_ERR_BUSY",
         "owner: the buffer is private again and keeps its bytes",
     ] {
         assert!(heard.contains(line), "{line:?} in:\n{heard}");
@@ -560,6 +561,7 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
     for line in [
         "a copy past the map's end: SCI_ERR_OUT_OF_RANGE",
         "disconnecting a mapped segment: SCI_ERR_BUSY",
+        "user: the owner's store after a refused removal arrived",
         "user: read the owner's buffer, wrote it and rang",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");

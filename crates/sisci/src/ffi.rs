@@ -92,21 +92,45 @@ impl Seg {
     }
 
     /// Removes it; registered memory goes back to the program first, as private memory
-    /// holding what the segment held.
+    /// holding what the segment held — and is registered again if the removal is refused
+    /// (still connected: `SCI_ERR_BUSY`), so a refused remove changes nothing.
     fn remove(&self) -> Result<(), Failure> {
         let Some(seg) = self.backed.get() else {
             return Ok(());
         };
-        let registered = self
+        let mut registered = self
             .registered
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(map) = registered {
-            map.unmap_into_private()?;
-        }
-        seg.remove()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(map) = registered.take() else {
+            return seg.remove();
+        };
+        let (at, len) = (map.as_ptr(), map.len);
+        map.unmap_into_private()?;
+        seg.remove().inspect_err(|_| {
+            // SAFETY: the buffer was registered until just now and is the program's again.
+            if let Ok(again) = unsafe { register(seg, at, len as usize) } {
+                *registered = Some(again);
+            }
+        })
     }
+}
+
+/// Makes the segment's memory take the place of the program's buffer `at..at + len`, with
+/// the buffer's bytes.
+///
+/// # Safety
+/// `at..at + len` is page-aligned memory of the program that it gives to the segment.
+unsafe fn register(local: &LocalSegment, at: *mut u8, len: usize) -> Result<Map, Failure> {
+    let (handle, fd, offset) = local.map_file()?;
+    let mut bytes = vec![0u8; len];
+    // SAFETY: the program's buffer holds `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), len) };
+    // SAFETY: the caller gives these pages to the segment; their bytes were copied.
+    let mapping = unsafe { Mapping::over(fd.as_fd(), offset, len as u64, at) }
+        .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))?;
+    mapping.write(0, &bytes);
+    Ok(Map::adopt(local, handle, mapping))
 }
 
 /// The memory of a live segment handle.
@@ -150,20 +174,13 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
             ));
         }
         let local = seg.back(size as u64)?;
-        let (handle, fd, offset) = local.map_file()?;
         // The program's bytes move into the segment's memory, which then takes the
         // buffer's place in the address space.
-        let mut bytes = vec![0u8; size];
-        // SAFETY: the program's buffer holds `size` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(addr.cast::<u8>(), bytes.as_mut_ptr(), size) };
-        // SAFETY: the caller gives these pages to the segment; their bytes were copied.
-        let mapping = unsafe { Mapping::over(fd.as_fd(), offset, size as u64, addr.cast()) }
-            .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))?;
-        mapping.write(0, &bytes);
+        // SAFETY: the caller gives the buffer to the segment.
+        let map = unsafe { register(local, addr.cast(), size) }?;
         *seg.registered
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some(Map::adopt(local, handle, mapping));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
         Ok(())
     })();
     report(error, result)

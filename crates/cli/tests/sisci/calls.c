@@ -105,6 +105,11 @@ static int owner(sci_desc_t sd)
         }
     }
     printf("owner: the other host's bytes are in the registered buffer\n");
+    /* Still connected: the removal is refused, and the buffer stays the segment's (the
+     * other host sees this store through its map). */
+    SCIRemoveSegment(seg, SCI_NO_FLAGS, &err);
+    expect("removing a connected segment", err, SCI_ERR_BUSY, "SCI_ERR_BUSY");
+    buf[0] = 0xee;
     do {
         SCIRemoveInterrupt(intr, SCI_NO_FLAGS, &err);
     } while (err == SCI_ERR_BUSY);
@@ -115,7 +120,7 @@ static int owner(sci_desc_t sd)
     check("SCIRemoveSegment", err);
     /* The buffer is the program's again, with what it held. */
     for (size_t i = 0; i < SIZE; i++) {
-        if (buf[i] != b_byte(i)) {
+        if (buf[i] != (i == 0 ? 0xee : b_byte(i))) {
             fprintf(stderr, "removing the segment changed byte %zu\n", i);
             return 1;
         }
@@ -176,6 +181,10 @@ static int user(sci_desc_t sd, unsigned int node)
     check("SCIConnectInterrupt", err);
     SCITriggerInterrupt(ring, SCI_NO_FLAGS, &err);
     check("SCITriggerInterrupt", err);
+    /* The owner's refused removal leaves its buffer shared: its store arrives here. */
+    while (p[0] != 0xee) {
+    }
+    printf("user: the owner's store after a refused removal arrived\n");
     SCIDisconnectInterrupt(ring, SCI_NO_FLAGS, &err);
     check("SCIDisconnectInterrupt", err);
     SCIUnmapSegment(map, SCI_NO_FLAGS, &err);
