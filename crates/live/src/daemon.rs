@@ -926,13 +926,15 @@ pub(crate) fn error_reply(code: u32, message: String) -> Reply {
     Reply::Error { code, message }
 }
 
+/// `Ok` if a map of `len` bytes at `offset` lies inside `size` bytes of a `what` (a map
+/// covers at least one byte).
 pub(crate) fn check_range(
     what: &'static str,
     offset: u64,
     len: u64,
     size: u64,
 ) -> Result<(), SciError> {
-    if len == 0 || offset > size || len > size - offset {
+    if len == 0 {
         return Err(SciError::OutOfRange {
             what,
             offset,
@@ -940,7 +942,7 @@ pub(crate) fn check_range(
             size,
         });
     }
-    Ok(())
+    smartio_smartio::check_range(what, offset, len, size)
 }
 
 /// A listening `SOCK_SEQPACKET` socket at `path`; a stale socket file (nobody answers) is

@@ -399,12 +399,7 @@ fn for_device(device: &Option<String>) -> String {
 }
 
 /// `Ok` if `len` bytes at `offset` lie inside `size` bytes of a `what`.
-pub(crate) fn check_range(
-    what: &'static str,
-    offset: u64,
-    len: u64,
-    size: u64,
-) -> Result<(), SciError> {
+pub fn check_range(what: &'static str, offset: u64, len: u64, size: u64) -> Result<(), SciError> {
     if offset.checked_add(len).is_none_or(|end| end > size) {
         return Err(SciError::OutOfRange {
             what,
