@@ -3,6 +3,9 @@
 //! acknowledged when a client vanishes, and says what its I/Os saw; the README's scripts run
 //! with real clients (fio's nbd engine, qemu-img, nbdcopy) when they are installed.
 
+mod common;
+
+use common::readme_script;
 use smartio_nbd::client::Client;
 use smartio_nbd::wire::transmission_flags;
 use smartio_nbd::{Command, Errno};
@@ -406,21 +409,6 @@ fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
         "a report while serving:\n{stdout}"
     );
     assert!(stdout.contains("2 requests: 1 reads"), "{stdout}");
-}
-
-/// A script of the README's `bash` block that starts with `marker`.
-fn readme_script(marker: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let text = std::fs::read_to_string(path).unwrap();
-    let start = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("no {marker:?} in the README"));
-    let end = start + text[start..].find("```").unwrap();
-    text[start..end]
-        .lines()
-        .map(|l| l.strip_prefix("  ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Whether every tool is installed; if not, the test says so and is skipped — unless CI

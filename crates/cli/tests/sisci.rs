@@ -8,6 +8,9 @@
 //! A C compiler is needed; without one the tests say SKIPPED, unless CI requires it
 //! (`SMARTIO_REQUIRE_C_COMPILER`), where they fail.
 
+mod common;
+
+use common::readme_script;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
@@ -476,20 +479,6 @@ fn requester_ids_run_out_from_c_as_hw_nospc_and_a_killed_holder_gives_its_device
         said.contains("30 requesters registered, then SCI_ERR_HW_NOSPC"),
         "{said}"
     );
-}
-
-/// The README's `bash` block that starts with `marker`.
-fn readme_script(marker: &str) -> String {
-    let text = std::fs::read_to_string(repo("README.md")).unwrap();
-    let start = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("no {marker:?} in the README"));
-    let end = start + text[start..].find("```").unwrap();
-    text[start..end]
-        .lines()
-        .map(|l| l.strip_prefix("  ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! What the command-line tests share: running the built `smartio` and reading its JSON.
+//! What the command-line tests share: running the built `smartio`, reading its JSON, and the
+//! README's scripts.
 
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
@@ -21,4 +22,20 @@ pub fn smartio(args: &[&str]) -> (bool, String, String) {
 /// `out` parsed as JSON (a panic naming the text if it is not).
 pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// The script of the README's `bash` block that starts with `marker` (its first line,
+/// `# MARKER (run by FILE)`), unindented.
+pub fn readme_script(marker: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let text = std::fs::read_to_string(path).expect("the README");
+    let start = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in the README"));
+    let end = start + text[start..].find("```").expect("the block ends");
+    text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
