@@ -445,10 +445,10 @@ impl Daemon {
                 Ok(Some((Reply::Done, None)))
             }
             (None, Request::Hello { host, attach }) => self.hello(conn, &host, attach),
-            (Some(_), Request::Hello { .. }) => Err(SciError::Stale(
+            (Some(_), Request::Hello { .. }) => Err(SciError::Illegal(
                 "this connection has already said which host it is".into(),
             )),
-            (None, _) => Err(SciError::Stale(
+            (None, _) => Err(SciError::Illegal(
                 "the first request on a connection must be Hello".into(),
             )),
             (Some(host), request) => self.dispatch(conn, host, request),
@@ -466,7 +466,7 @@ impl Daemon {
         if let Some(owner) = attach {
             let same_host = t.conns.get(&owner).and_then(|c| c.host) == Some(host);
             if !same_host || t.conns.get(&owner).map(|c| c.acts_for) != Some(owner) {
-                return Err(SciError::Stale(format!(
+                return Err(SciError::Illegal(format!(
                     "descriptor {owner} (no open descriptor of host {name} has that token)"
                 )));
             }
@@ -632,7 +632,7 @@ impl Daemon {
                     Ok(Landing::Ram { host, phys }) => (FileOf::Ram(host), phys),
                     Ok(Landing::Bar { .. }) => {
                         sisci.unmap(&map)?;
-                        return Err(SciError::Stale(
+                        return Err(SciError::Illegal(
                             "a SISCI connection that reaches a BAR".into(),
                         ));
                     }
@@ -790,7 +790,7 @@ impl Daemon {
                     size - done,
                     Access::Write,
                 )
-                .map_err(|e| SciError::Stale(format!("the map's address does not route: {e}")))?;
+                .map_err(|e| SciError::Illegal(format!("the map's address does not route: {e}")))?;
             let here = match route.target {
                 Target::Memory { host, addr } => Landing::Ram {
                     host,
@@ -806,7 +806,7 @@ impl Daemon {
                     offset,
                 },
                 _ => {
-                    return Err(SciError::Stale(
+                    return Err(SciError::Illegal(
                         "the map lands in neither RAM nor a BAR".into(),
                     ))
                 }
@@ -815,21 +815,20 @@ impl Daemon {
                 None => first = Some(here),
                 Some(start) if start.advanced(done) == here => {}
                 Some(_) => {
-                    return Err(SciError::Stale(
+                    return Err(SciError::Illegal(
                         "the map lands in memory that is not contiguous".into(),
                     ))
                 }
             }
             done += route.len;
         }
-        first.ok_or_else(|| SciError::Stale("an empty map".into()))
+        first.ok_or_else(|| SciError::Illegal("an empty map".into()))
     }
 
     /// Releases everything the descriptor `id` made (and forgets its auxiliary
     /// connections), in teardown order.
     fn close(&mut self, id: u64) {
-        let sisci = self.smartio.sisci().clone();
-        let mut released: Vec<Object> = {
+        let released: Vec<Object> = {
             let mut t = self.table.borrow_mut();
             let Some(c) = t.conns.remove(&id) else {
                 return;
@@ -844,16 +843,23 @@ impl Daemon {
                 .filter(|(_, (o, _))| *o == id)
                 .map(|(h, _)| *h)
                 .collect();
-            let mut objects: Vec<Object> = handles
+            handles
                 .into_iter()
                 .filter_map(|h| t.objects.remove(&h).map(|(_, o)| o))
-                .collect();
-            objects.append(&mut t.orphans);
-            objects
+                .collect()
         };
-        released.sort_by_key(Object::rank);
+        self.release_all(released);
+    }
+
+    /// Releases `objects` in teardown order; what is still in use elsewhere (a segment
+    /// another program connects to: `SCI_ERR_BUSY`) is kept and retried at the next
+    /// release.
+    pub(crate) fn release_all(&mut self, mut objects: Vec<Object>) {
+        let sisci = self.smartio.sisci().clone();
+        objects.append(&mut self.table.borrow_mut().orphans);
+        objects.sort_by_key(Object::rank);
         let mut left = Vec::new();
-        for object in released {
+        for object in objects {
             let result = match &object {
                 Object::LocalMap(m) => sisci.unmap_local(m),
                 Object::RemoteMap(m) => sisci.unmap(m),
@@ -877,7 +883,7 @@ impl Daemon {
                 left.push(object);
             }
         }
-        self.table.borrow_mut().orphans = left;
+        self.table.borrow_mut().orphans.append(&mut left);
     }
 }
 

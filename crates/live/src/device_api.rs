@@ -24,7 +24,7 @@ const P2P: u32 = 0x20;
 const ALL_HINTS: u32 = DEVICE_READ | DEVICE_WRITE | HOST_READ | HOST_WRITE | MULTIHOST | P2P;
 
 fn illegal(what: String) -> SciError {
-    SciError::Stale(what)
+    SciError::Illegal(what)
 }
 
 impl Daemon {
@@ -173,7 +173,7 @@ impl Daemon {
             Request::UnregisterRequester { requester } => {
                 let r = self.with(conn, requester, |o| match o {
                     Object::Requester(r) => Ok(r.clone()),
-                    _ => Err(illegal(format!("requester handle {requester}"))),
+                    _ => Err(SciError::Stale(format!("requester handle {requester}"))),
                 })?;
                 self.smartio.unregister_peer_requester(r)?;
                 self.forget(requester);
@@ -270,25 +270,31 @@ impl Daemon {
             });
         }
         self.smartio.return_device(borrow)?;
-        for h in self.handles(conn, |o| match o {
-            Object::DeviceRemote { device: d, .. } | Object::DeviceMap { device: d, .. } => {
-                *d == device
-            }
-            Object::Created { fdid, .. } => *fdid == borrow.fdid.0,
-            _ => false,
-        }) {
-            if let Some(Object::Created { seg, .. }) = self.forget(h) {
-                let _ = self.smartio.remove_segment(seg);
-            }
-        }
+        let gone: Vec<Object> = self
+            .handles(conn, |o| match o {
+                Object::DeviceRemote { device: d, .. } | Object::DeviceMap { device: d, .. } => {
+                    *d == device
+                }
+                Object::Created { fdid, .. } => *fdid == borrow.fdid.0,
+                _ => false,
+            })
+            .into_iter()
+            .filter_map(|h| self.forget(h))
+            .collect();
         self.forget(device);
+        // Memory made for the device goes too — once nobody else maps it.
+        let made: Vec<Object> = gone
+            .into_iter()
+            .filter(|o| matches!(o, Object::Created { .. }))
+            .collect();
+        self.release_all(made);
         Ok(())
     }
 
     fn borrow(&self, conn: u64, device: Handle) -> Result<DeviceBorrow, SciError> {
         self.with(conn, device, |o| match o {
             Object::Device(b) => Ok(*b),
-            _ => Err(illegal(format!("device handle {device}"))),
+            _ => Err(SciError::Stale(format!("device handle {device}"))),
         })
     }
 
@@ -303,7 +309,7 @@ impl Daemon {
                 .map(Segment::from)
                 .ok_or_else(|| illegal(format!("connection {handle} reaches no segment"))),
             Object::DeviceRemote { seg, .. } => Ok(*seg),
-            _ => Err(illegal(format!("segment handle {handle}"))),
+            _ => Err(SciError::Stale(format!("segment handle {handle}"))),
         })
     }
 

@@ -152,6 +152,7 @@ impl SciError {
             | SciError::SegmentSize { .. }
             | SciError::NotMember { .. }
             | SciError::Stale(_)
+            | SciError::Illegal(_)
             | SciError::UnknownDevice { .. }
             | SciError::LocalDevice { .. } => C::IllegalParameter,
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
@@ -306,6 +307,10 @@ mod tests {
                 C::Busy,
             ),
             (SciError::Stale(s("map 3")), C::IllegalParameter),
+            (
+                SciError::Illegal(s("memory type 3 for a device segment")),
+                C::IllegalParameter,
+            ),
             (
                 SciError::OutOfRange {
                     what: "map",

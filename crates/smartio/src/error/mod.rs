@@ -160,6 +160,11 @@ pub enum SciError {
     /// `SCI_ERR_ILLEGAL_PARAMETER`: the handle does not (or no longer) name a live object.
     #[error("{0} does not exist (already removed, disconnected or unmapped)")]
     Stale(String),
+    /// `SCI_ERR_ILLEGAL_PARAMETER`: a request that cannot be carried out as asked (a wrong
+    /// memory type, a BAR too large to map for a program, a request out of order); the text
+    /// says what was wrong.
+    #[error("{0}")]
+    Illegal(String),
     /// `SCI_ERR_OUT_OF_RANGE`: an access outside a map or segment.
     #[error("access of {len} bytes at offset {offset:#x} is outside the {size}-byte {what}")]
     OutOfRange {

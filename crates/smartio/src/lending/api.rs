@@ -186,7 +186,7 @@ pub(super) struct ApiState {
     /// Free and used space of each device memory BAR, by device and BAR.
     device_memory: BTreeMap<(Fdid, u8), RamAllocator>,
     /// CPU maps by id, with what each took.
-    cpu_maps: BTreeMap<u32, (CpuMap, Vec<Grant>)>,
+    cpu_maps: BTreeMap<u32, (CpuMap, Vec<Grant>, LocalSegment)>,
     /// Peer requesters by id, with what each took.
     requesters: BTreeMap<u32, (PeerRequester, Vec<Grant>)>,
     published: BTreeMap<(Fdid, String), Segment>,
@@ -697,8 +697,8 @@ impl SmartIo {
 
     /// Frees a segment made by [`SmartIo::create_segment`] (or by SISCI), or forgets a BAR
     /// segment. Mappings of it must be gone first — for devices (returning the device
-    /// removes those), SISCI connections and maps: until then it is
-    /// [`SmartIoError::Busy`].
+    /// removes those), SISCI connections and maps, CPU maps ([`SmartIo::map_for_cpu`]): until
+    /// then it is [`SmartIoError::Busy`].
     pub fn remove_segment(&self, seg: Segment) -> Result<(), SmartIoError> {
         let svc = &self.inner;
         let local = self.sisci_segment(&seg)?;
@@ -988,7 +988,8 @@ impl SmartIo {
             addr: BusAddr(cpu_addr),
             size: seg.size,
         };
-        st.api.cpu_maps.insert(id, (map, grants));
+        st.api.cpu_maps.insert(id, (map, grants, local));
+        svc.sisci.note_cpu_map(&local, true);
         Ok(map)
     }
 
@@ -1063,14 +1064,20 @@ impl SmartIo {
         let svc = &self.inner;
         let mut st = svc.state.borrow_mut();
         let st = &mut *st;
-        if !st.api.cpu_maps.get(&map.id).is_some_and(|(m, _)| *m == map) {
+        if !st
+            .api
+            .cpu_maps
+            .get(&map.id)
+            .is_some_and(|(m, ..)| *m == map)
+        {
             return Err(self.stale(format!("map {}", map.id)));
         }
-        let (_, grants) = st
+        let (_, grants, local) = st
             .api
             .cpu_maps
             .remove(&map.id)
             .ok_or_else(|| self.stale(format!("map {}", map.id)))?;
+        svc.sisci.note_cpu_map(&local, false);
         svc.release_for(&mut st.ledger, grants, format!("map {}", map.id), map.host)
     }
 }

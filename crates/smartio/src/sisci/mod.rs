@@ -118,6 +118,8 @@ struct SegmentState {
     groups: BTreeSet<(GroupId, AdapterId)>,
     /// Devices the device API has mapped the segment for.
     device_maps: u32,
+    /// CPU maps the device API made of it (`SmartIo::map_for_cpu`).
+    cpu_maps: u32,
 }
 
 #[derive(Debug)]
@@ -343,6 +345,7 @@ impl Sisci {
                 local_maps: BTreeSet::new(),
                 groups: BTreeSet::new(),
                 device_maps: 0,
+                cpu_maps: 0,
             },
         );
         Ok(seg)
@@ -463,18 +466,33 @@ impl Sisci {
         self.remove(seg).map(|_| ())
     }
 
+    /// Counts a CPU map of `seg` made (`true`) or undone (`false`) by the device API; a
+    /// segment a CPU maps is busy.
+    pub(crate) fn note_cpu_map(&self, seg: &LocalSegment, mapped: bool) {
+        let _ = self.with_segment(seg, |s| {
+            s.cpu_maps = if mapped {
+                s.cpu_maps + 1
+            } else {
+                s.cpu_maps.saturating_sub(1)
+            };
+            Ok(())
+        });
+    }
+
     /// Removes the record of `seg` (refused with [`SciError::Busy`] while anything uses it),
     /// takes its pages out of adapters' IOMMU domains and frees its RAM if it has any.
     /// Returns how it was backed.
     pub(crate) fn remove(&self, seg: &LocalSegment) -> Result<Backing, SciError> {
         let (prepared, backing) = self.with_segment(seg, |s| {
-            let users = s.connections + s.device_maps;
+            let users = s.connections + s.device_maps + s.cpu_maps;
             if users > 0 || !s.local_maps.is_empty() || !s.groups.is_empty() {
-                let devices = if s.device_maps > 0 {
-                    format!(", mapped for {} devices", s.device_maps)
-                } else {
-                    String::new()
-                };
+                let mut devices = String::new();
+                if s.device_maps > 0 {
+                    devices += &format!(", mapped for {} devices", s.device_maps);
+                }
+                if s.cpu_maps > 0 {
+                    devices += &format!(", {} CPU maps", s.cpu_maps);
+                }
                 return Err(SciError::Busy {
                     what: format!("segment {}", s.seg.id),
                     users: format!(
