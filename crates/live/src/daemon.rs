@@ -22,6 +22,7 @@ use smartio_host::HostOs;
 use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
 use smartio_smartio::sisci::{
     LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
+    Sisci,
 };
 use smartio_smartio::{CpuMap, DeviceBorrow, PeerRequester, Segment};
 use smartio_smartio::{SciError, SciErrorClass, SmartIo};
@@ -51,6 +52,14 @@ pub enum DaemonError {
     /// Another daemon answers on the socket already.
     #[error("socket {0}: a cluster daemon is already listening there")]
     Running(String),
+    /// The socket path cannot be one.
+    #[error("socket {path:?}: {why}")]
+    SocketPath {
+        /// The path given.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// How long the daemon sleeps at most between looks at its sockets and timers.
@@ -73,10 +82,12 @@ pub(crate) enum Object {
     RemoteInterrupt(RemoteDataInterrupt),
     /// A borrowed device.
     Device(DeviceBorrow),
-    /// A connection to a device's segment (a BAR, or memory made for it).
+    /// A connection to a device's segment: a BAR (whose segment record the connection
+    /// made, and removes), or memory made for the device.
     DeviceRemote {
         device: Handle,
         seg: Segment,
+        bar: bool,
     },
     /// A device segment's map for the program, and the register page it uses, if any.
     CpuMap {
@@ -178,6 +189,8 @@ impl Daemon {
         calibration: &Calibration,
         path: &str,
     ) -> Result<Daemon, DaemonError> {
+        // A path that cannot be the socket fails before the cluster is built.
+        check_socket_path(path)?;
         let mut files = Vec::new();
         let mut made = None;
         let cluster = Cluster::with_engine(
@@ -302,7 +315,7 @@ impl Daemon {
     }
 
     /// What is taken of the fabric's finite tables (look-up-table and requester-id entries
-    /// per adapter) and which devices are borrowed: after every session closed, the same as
+    /// per adapter), which devices are borrowed and how many segments exist: after every session closed, the same as
     /// before any opened.
     pub fn resources_in_use(&self) -> String {
         let tables = self.cluster.machine.fabric().tables_in_use();
@@ -313,7 +326,8 @@ impl Daemon {
             .filter(|d| !d.borrowers.is_empty())
             .map(|d| d.qualified())
             .collect();
-        format!("{tables:?}; borrowed {borrowed:?}")
+        let segments = self.smartio.sisci().segment_count();
+        format!("{tables:?}; borrowed {borrowed:?}; {segments} segments")
     }
 
     /// Serves until a `Shutdown` request.
@@ -602,10 +616,20 @@ impl Daemon {
                 })
             }
             Request::DisconnectSegment { remote } => {
+                let mapped = self
+                    .table
+                    .borrow()
+                    .objects
+                    .values()
+                    .filter(|(_, o)| matches!(o, Object::CpuMap { via, .. } if *via == remote))
+                    .count();
                 self.with(conn, remote, |o| match o {
                     Object::Remote(r) => sisci.disconnect_segment(r),
-                    // A device segment's connection holds nothing but the segment's name.
-                    Object::DeviceRemote { .. } => Ok(()),
+                    Object::DeviceRemote { .. } if mapped > 0 => Err(SciError::Busy {
+                        what: format!("connection {remote}"),
+                        users: format!("{mapped} maps"),
+                    }),
+                    Object::DeviceRemote { seg, bar, .. } => self.release_device_remote(*seg, *bar),
                     _ => Err(SciError::Stale(format!("connection handle {remote}"))),
                 })?;
                 self.forget(remote);
@@ -851,6 +875,16 @@ impl Daemon {
         self.release_all(released);
     }
 
+    /// Ends a connection to a device segment: a BAR's segment record goes with it (memory
+    /// made for the device stays until its maker returns the device).
+    pub(crate) fn release_device_remote(&self, seg: Segment, bar: bool) -> Result<(), SciError> {
+        if bar {
+            self.smartio.remove_segment(seg)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Releases `objects` in teardown order; what is still in use elsewhere (a segment
     /// another program connects to: `SCI_ERR_BUSY`) is kept and retried at the next
     /// release.
@@ -858,6 +892,21 @@ impl Daemon {
         let sisci = self.smartio.sisci().clone();
         objects.append(&mut self.table.borrow_mut().orphans);
         objects.sort_by_key(Object::rank);
+        // One pass in teardown order; what a later step freed (a device returned gives back
+        // its device maps, which kept its BAR segment busy) is tried again, until a pass
+        // releases nothing more.
+        loop {
+            let before = objects.len();
+            objects = self.release_pass(&sisci, objects);
+            if objects.is_empty() || objects.len() == before {
+                break;
+            }
+        }
+        self.table.borrow_mut().orphans.append(&mut objects);
+    }
+
+    /// Releases what it can of `objects`, in order; returns what is still busy.
+    fn release_pass(&mut self, sisci: &Sisci, objects: Vec<Object>) -> Vec<Object> {
         let mut left = Vec::new();
         for object in objects {
             let result = match &object {
@@ -874,7 +923,8 @@ impl Daemon {
                     self.smartio.unmap_cpu(*map)
                 }
                 // Returning the device gives back what was mapped for it.
-                Object::DeviceMap { .. } | Object::DeviceRemote { .. } => Ok(()),
+                Object::DeviceMap { .. } => Ok(()),
+                Object::DeviceRemote { seg, bar, .. } => self.release_device_remote(*seg, *bar),
                 Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
                 Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
                 Object::Device(b) => self.smartio.return_device(*b),
@@ -883,7 +933,7 @@ impl Daemon {
                 left.push(object);
             }
         }
-        self.table.borrow_mut().orphans.append(&mut left);
+        left
     }
 }
 
@@ -951,6 +1001,46 @@ pub(crate) fn check_range(
     smartio_smartio::check_range(what, offset, len, size)
 }
 
+/// The longest path a Unix socket address holds (`sun_path`, with its terminating NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// `Ok` if `path` can be the daemon's socket: not empty, short enough for a socket address,
+/// in a directory that exists, and not something other than a socket already (which would
+/// be lost).
+fn check_socket_path(path: &str) -> Result<(), DaemonError> {
+    let refuse = |why: String| DaemonError::SocketPath {
+        path: path.to_string(),
+        why,
+    };
+    if path.is_empty() {
+        return Err(refuse("an empty path".into()));
+    }
+    if path.len() > MAX_SOCKET_PATH {
+        return Err(refuse(format!(
+            "{} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH}",
+            path.len()
+        )));
+    }
+    let p = std::path::Path::new(path);
+    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(refuse(format!(
+                "the directory {} does not exist",
+                dir.display()
+            )));
+        }
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(p) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            return Err(refuse(
+                "it exists and is not a socket (it is left as it is)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A listening `SOCK_SEQPACKET` socket at `path`; a stale socket file (nobody answers) is
 /// replaced, a live one is an error.
 fn listen_at(path: &str) -> Result<OwnedFd, DaemonError> {
@@ -958,10 +1048,12 @@ fn listen_at(path: &str) -> Result<OwnedFd, DaemonError> {
         path: path.to_string(),
         source,
     };
+    check_socket_path(path)?;
     if std::path::Path::new(path).exists() {
         if protocol::Connection::open(path).is_ok() {
             return Err(DaemonError::Running(path.to_string()));
         }
+        // A socket nobody answers on is a daemon's that ended without removing it.
         let _ = std::fs::remove_file(path);
     }
     let socket = socket_with(

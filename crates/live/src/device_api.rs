@@ -124,7 +124,8 @@ impl Daemon {
                     }
                     other => return Err(illegal(format!("memory type {other}"))),
                 };
-                let handle = self.keep(conn, Object::DeviceRemote { device, seg });
+                let bar = memtype == MEMTYPE_BAR;
+                let handle = self.keep(conn, Object::DeviceRemote { device, seg, bar });
                 done(Reply::Remote {
                     handle,
                     size: seg.size,
@@ -282,10 +283,15 @@ impl Daemon {
             .filter_map(|h| self.forget(h))
             .collect();
         self.forget(device);
-        // Memory made for the device goes too — once nobody else maps it.
+        // BAR segments go with the device, and memory made for it — once nobody else maps it.
         let made: Vec<Object> = gone
             .into_iter()
-            .filter(|o| matches!(o, Object::Created { .. }))
+            .filter(|o| {
+                matches!(
+                    o,
+                    Object::Created { .. } | Object::DeviceRemote { bar: true, .. }
+                )
+            })
             .collect();
         self.release_all(made);
         Ok(())

@@ -416,3 +416,21 @@ fn a_removed_segments_automatic_id_is_not_handed_out_again() {
     sci.remove_segment(&second)
         .expect("the live one is removed");
 }
+
+#[test]
+fn a_data_interrupt_on_an_adapter_the_host_lacks_is_refused_and_leaves_no_inbox() {
+    let (machine, sci) = cluster("back-to-back");
+    let lender = host(&machine, "lender");
+    let before = sci.segment_count();
+    let refused = sci
+        .create_data_interrupt(lender, 1, Some(3))
+        .expect_err("the lender has one adapter");
+    assert!(
+        matches!(refused, SciError::UnknownAdapter { number: 1, .. }),
+        "{refused}"
+    );
+    assert_eq!(sci.segment_count(), before, "the inbox segment went again");
+    // The number is still free.
+    sci.create_data_interrupt(lender, 0, Some(3))
+        .expect("adapter 0 exists");
+}

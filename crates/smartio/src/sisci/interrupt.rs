@@ -89,8 +89,14 @@ impl Sisci {
             }
         };
         let inbox = self.create_segment(host, None, SLOT * SLOTS)?;
-        self.prepare_segment(&inbox, adapter)?;
-        self.set_available(&inbox, adapter)?;
+        let reachable = self
+            .prepare_segment(&inbox, adapter)
+            .and_then(|()| self.set_available(&inbox, adapter));
+        if let Err(e) = reachable {
+            // No such adapter (or no room on it): the inbox goes again.
+            let _ = self.remove_segment(&inbox);
+            return Err(e);
+        }
         let intr = LocalDataInterrupt {
             host,
             id,

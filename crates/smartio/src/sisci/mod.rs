@@ -586,6 +586,11 @@ impl Sisci {
         Ok(remote)
     }
 
+    /// How many segments exist on all hosts (whichever API made them).
+    pub fn segment_count(&self) -> usize {
+        self.state.borrow().segments.len()
+    }
+
     /// The segment a connection reaches (`None` for a multicast group, or once it is gone):
     /// what the device API maps for a device when a program names a connected segment.
     pub fn connected_segment(&self, remote: &RemoteSegment) -> Option<LocalSegment> {
