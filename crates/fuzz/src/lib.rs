@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Nine target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Ten target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -15,6 +15,7 @@
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
 //! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies; in memory and through the connection loop |
+//! | [`live_requests`] | sessions and requests | the live engine's cluster daemon: SISCI requests of 2–3 sessions, with their own, strangers' and made-up handles; every request answered, SISCI error codes, strangers refused; closing every session gives back every table entry and device |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
@@ -28,6 +29,7 @@ pub mod corpus;
 pub mod device_api;
 pub mod gpu;
 pub mod input;
+pub mod live;
 pub mod mutate;
 pub mod nbd;
 pub mod nic;
@@ -39,6 +41,7 @@ pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
 pub use gpu::gpu_commands;
+pub use live::live_requests;
 pub use nbd::nbd_requests;
 pub use nic::nic_commands;
 pub use nvme::nvme_commands;
@@ -189,6 +192,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "nbd_requests",
         run: nbd_requests,
+        text: false,
+    },
+    Target {
+        name: "live_requests",
+        run: live_requests,
         text: false,
     },
 ];

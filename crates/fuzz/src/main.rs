@@ -32,7 +32,7 @@ enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
         /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config,
-        /// gpu_commands, nic_commands, nbd_requests)
+        /// gpu_commands, nic_commands, nbd_requests, live_requests)
         /// or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
@@ -62,7 +62,8 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
-    /// vm_config, gpu_commands, nic_commands; nbd_requests prints what the server made of it).
+    /// vm_config, gpu_commands, nic_commands, live_requests; nbd_requests prints what the
+    /// server made of it).
     Decode {
         /// The target.
         target: String,
@@ -169,6 +170,11 @@ fn main() -> ExitCode {
                 }
                 "nbd_requests" => {
                     println!("{:?}", smartio_fuzz::nbd_requests(&data));
+                }
+                "live_requests" => {
+                    let plan = smartio_fuzz::live::ops::decode(&data);
+                    println!("sessions {:?}", plan.sessions);
+                    plan.ops.iter().for_each(|o| println!("{o:?}"));
                 }
                 _ => {
                     eprintln!("smartio-fuzz: {target:?} inputs are text; nothing to decode");

@@ -218,3 +218,78 @@ fn the_seed_inputs_reach_deep_states() {
 fn every_nbd_requests_corpus_input_runs_without_a_finding() {
     assert!(replay("nbd_requests") >= 4);
 }
+
+#[test]
+fn every_live_requests_corpus_input_and_regression_runs_without_a_finding() {
+    assert!(replay("live_requests") >= 4);
+}
+
+#[test]
+fn the_live_seeds_map_segments_raise_interrupts_lend_devices_and_refuse_bad_sessions() {
+    // The hand-made seeds of the live daemon get as far as maps of a connected segment, a
+    // message through a data interrupt, a device mapped and returned and a requester
+    // registered, and sessions refused for want of a Hello; a change that made them shallow
+    // would make the fuzzer start from nothing.
+    let run = |name: &str| -> Outcome {
+        let path = corpus::seed_dir("live_requests").join(name);
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        smartio_fuzz::live_requests(&data)
+    };
+    let expect = [
+        (
+            "segments.bin",
+            &[
+                "ConnectSegment:ok",
+                "MapLocal:ok",
+                "MapRemote:ok",
+                "MapRemote:SCI_ERR_OUT_OF_RANGE",
+                "PrepareSegment:SCI_ERR_ILLEGAL_PARAMETER",
+                "RemoveSegment:ok",
+            ][..],
+        ),
+        (
+            "interrupts.bin",
+            &[
+                "ConnectDataInterrupt:ok",
+                "TriggerDataInterrupt:ok",
+                "TriggerDataInterrupt:SCI_ERR_OUT_OF_RANGE",
+                "WaitDataInterrupt:answered",
+                "RemoveDataInterrupt:SCI_ERR_BUSY",
+                "RemoveDataInterrupt:ok",
+            ][..],
+        ),
+        (
+            "devices.bin",
+            &[
+                "DeviceList:ok",
+                "BorrowDevice:ok",
+                "BorrowDevice:SCI_ERR_NOT_AVAILABLE",
+                "BorrowDevice:SCI_ERR_NO_SUCH_FDID",
+                "MapForDevice:ok",
+                "ConnectDeviceSegment:ok",
+                "CreateDeviceSegment:ok",
+                "ReturnDevice:SCI_ERR_BUSY",
+                "ReturnDevice:ok",
+                "RegisterRequester:ok",
+            ][..],
+        ),
+        (
+            "bad-sessions.bin",
+            &[
+                "1 sessions closed mid-way",
+                "LocalNodeId:SCI_ERR_ILLEGAL_PARAMETER",
+                "Hello:SCI_ERR_ILLEGAL_PARAMETER",
+                "RemoveSegment:SCI_ERR_ILLEGAL_PARAMETER",
+                "PrepareSegment:ok",
+                "ConnectSegment:SCI_ERR_NO_SUCH_NODEID",
+            ][..],
+        ),
+    ];
+    for (seed, wanted) in expect {
+        let out = run(seed);
+        assert!(out.accepted, "{seed}: {}", out.detail);
+        for w in wanted {
+            assert!(out.detail.contains(w), "{seed}: no {w} in {}", out.detail);
+        }
+    }
+}

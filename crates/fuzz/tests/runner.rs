@@ -22,6 +22,8 @@ fn the_runner_runs_every_target_for_its_budget_and_finds_nothing() {
         "vm_config",
         "gpu_commands",
         "nic_commands",
+        "nbd_requests",
+        "live_requests",
     ] {
         let line = stdout
             .lines()
