@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SEGMENT_ID 7
 #define ADAPTER 0
@@ -41,10 +43,14 @@ static double now_ns(void)
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* Waits until the peer has written `value` into word 0 of our segment. */
+/* Waits until the peer has written `value` into word 0 of our segment: spinning, and
+ * giving the core away now and then (the peer may share it). */
 static void await_word(volatile uint64_t *word, uint64_t value)
 {
-    while (*word != value) {
+    for (unsigned int spins = 0; *word != value; spins++) {
+        if (spins % 4096 == 4095) {
+            sched_yield();
+        }
     }
 }
 
@@ -165,9 +171,13 @@ int main(int argc, char **argv)
     SCIUnmapSegment(local_map, SCI_NO_FLAGS, &err);
     check("SCIUnmapSegment (local)", err);
     /* The peer may still be connected to our segment: removal is busy until it leaves. */
-    do {
+    for (;;) {
         SCIRemoveSegment(local, SCI_NO_FLAGS, &err);
-    } while (err == SCI_ERR_BUSY);
+        if (err != SCI_ERR_BUSY) {
+            break;
+        }
+        usleep(1000);
+    }
     check("SCIRemoveSegment", err);
     SCIClose(sd, SCI_NO_FLAGS, &err);
     check("SCIClose", err);

@@ -45,7 +45,7 @@ static void check(const char *what, sci_error_t err)
 
 struct server_state {
     sci_remote_data_interrupt_t reply;
-    volatile uint32_t served;
+    _Atomic uint32_t served; /* written by the callback thread, read by main */
     uint32_t calls;
 };
 
@@ -65,8 +65,8 @@ static sci_callback_action_t on_request(void *arg, sci_local_data_interrupt_t in
     sci_error_t err;
     SCITriggerDataInterrupt(state->reply, &ans, sizeof ans, SCI_NO_FLAGS, &err);
     check("SCITriggerDataInterrupt (answer)", err);
-    state->served++;
-    return state->served == state->calls ? SCI_CALLBACK_CANCEL : SCI_CALLBACK_CONTINUE;
+    uint32_t served = ++state->served;
+    return served == state->calls ? SCI_CALLBACK_CANCEL : SCI_CALLBACK_CONTINUE;
 }
 
 int main(int argc, char **argv)
@@ -142,9 +142,13 @@ int main(int argc, char **argv)
     SCIDisconnectDataInterrupt(outbox, SCI_NO_FLAGS, &err);
     check("SCIDisconnectDataInterrupt", err);
     /* Busy while the peer is still connected to ours. */
-    do {
+    for (;;) {
         SCIRemoveDataInterrupt(inbox, SCI_NO_FLAGS, &err);
-    } while (err == SCI_ERR_BUSY);
+        if (err != SCI_ERR_BUSY) {
+            break;
+        }
+        usleep(1000);
+    }
     check("SCIRemoveDataInterrupt", err);
     SCIClose(sd, SCI_NO_FLAGS, &err);
     check("SCIClose", err);

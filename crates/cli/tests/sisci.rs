@@ -221,17 +221,17 @@ fn two_c_programs_ping_pong_through_remote_segments_and_a_megabyte_arrives_intac
     let live = Live::up(&d, "back-to-back");
     // back-to-back: borrower's adapter is node 4, lender's node 8.
     let responder = live
-        .program("lender", &exe, &["4", "responder", "20000"])
+        .program("lender", &exe, &["4", "responder", "5000"])
         .spawn()
         .unwrap();
     let initiator = live
-        .program("borrower", &exe, &["8", "initiator", "20000"])
+        .program("borrower", &exe, &["8", "initiator", "5000"])
         .spawn()
         .unwrap();
     let said = succeeded(&finish(initiator, LIMIT));
     let heard = succeeded(&finish(responder, LIMIT));
     assert!(said.contains("node 4: connected to node 8"), "{said}");
-    assert!(said.contains("round trip: 20000 rounds, "), "{said}");
+    assert!(said.contains("round trip: 5000 rounds, "), "{said}");
     assert!(said.contains("remote write: 256 x 1 MiB, "), "{said}");
     assert!(said.contains("responder verified the data"), "{said}");
     assert!(

@@ -105,9 +105,8 @@ impl Timers {
         }));
     }
 
-    /// The earliest timer that still matters, if it is due by `deadline` (cancelled sleeps
-    /// are dropped on the way).
-    /// When the earliest timer still wanted is due.
+    /// When the earliest timer still wanted is due (cancelled sleeps are dropped on the
+    /// way).
     pub fn next_due(&mut self) -> Option<SimTime> {
         while let Some(Reverse(e)) = self.heap.peek() {
             if matches!(&e.due, Due::Wake(signal) if signal.abandoned()) {
@@ -119,6 +118,8 @@ impl Timers {
         None
     }
 
+    /// The earliest timer that still matters, if it is due by `deadline` (cancelled sleeps
+    /// are dropped on the way).
     pub fn pop_due(&mut self, deadline: SimTime) -> Option<(SimTime, Due)> {
         while let Some(Reverse(e)) = self.heap.peek() {
             if matches!(&e.due, Due::Wake(signal) if signal.abandoned()) {

@@ -149,9 +149,13 @@ fn a_shared_device_segment_mapped_for_another_borrowers_device_is_freed_once_bot
     );
     assert!(matches!(addr, Reply::Value(_)), "{addr:?}");
     // The maker returns its hold while the other borrower's device maps the segment (the
-    // segment cannot go yet), then the other returns its own.
+    // segment cannot go yet), then the other disconnects and returns its own.
     assert_eq!(
         ask(&mut d, a, Request::ReturnDevice { device: da }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, b, Request::DisconnectSegment { remote: conn }),
         Reply::Done
     );
     assert_eq!(

@@ -430,7 +430,7 @@ impl Daemon {
                     SciErrorClass::IllegalParameter.code(),
                     format!("malformed request: {e}"),
                 );
-                let _ = protocol::send(socket.as_fd(), &reply, None);
+                let _ = protocol::send_now(socket.as_fd(), &reply, None);
                 return;
             }
             Err(_) => {
@@ -444,7 +444,7 @@ impl Daemon {
                 Some(FileOf::Page(endpoint, bar)) => self.pages.fd(endpoint, bar),
                 None => None,
             };
-            if protocol::send(socket.as_fd(), &reply, fd).is_err() {
+            if protocol::send_now(socket.as_fd(), &reply, fd).is_err() {
                 self.close(id);
             }
         }
@@ -467,11 +467,16 @@ impl Daemon {
             )),
             (Some(host), request) => self.dispatch(conn, host, request),
         };
-        match result {
+        let answer = match result {
             Ok(Some(answer)) => Some(answer),
             Ok(None) => None,
             Err(e) => Some((error_reply(e.class().code(), e.to_string()), None)),
+        };
+        // Something may have been released: what a closed program left busy may go now.
+        if !self.table.borrow().orphans.is_empty() {
+            self.release_all(Vec::new());
         }
+        answer
     }
 
     fn hello(&self, conn: u64, name: &str, attach: Option<u64>) -> Result<Answer, SciError> {
@@ -730,10 +735,9 @@ impl Daemon {
                     Object::RemoteInterrupt(r) => Ok(r.clone()),
                     _ => Err(SciError::Stale(format!("interrupt handle {remote}"))),
                 })?;
-                self.answer_later(
-                    conn,
-                    async move { r.trigger(&data).await.map(|()| Reply::Done) },
-                );
+                self.answer_later(conn, None, async move {
+                    r.trigger(&data).await.map(|()| Reply::Done)
+                });
                 Ok(None)
             }
             Request::WaitDataInterrupt {
@@ -744,10 +748,11 @@ impl Daemon {
                     Object::Interrupt(i) => Ok(*i),
                     _ => Err(SciError::Stale(format!("interrupt handle {interrupt}"))),
                 })?;
-                // No timeout: a year is for ever here.
-                let ms = timeout_ms.map_or(365 * 24 * 3_600_000, u64::from);
-                let timeout = SimDuration::from_us(ms.saturating_mul(1_000));
-                self.answer_later(conn, async move {
+                // No timeout: the longest wait there is (durations saturate at ~213 days).
+                let timeout = timeout_ms.map_or(SimDuration(u64::MAX), |ms| {
+                    SimDuration::from_us(u64::from(ms).saturating_mul(1_000))
+                });
+                self.answer_later(conn, Some(interrupt), async move {
                     sisci
                         .wait_data_interrupt(&intr, timeout)
                         .await
@@ -763,6 +768,7 @@ impl Daemon {
     pub(crate) fn answer_later(
         &self,
         conn: u64,
+        waits_on: Option<Handle>,
         work: impl std::future::Future<Output = Result<Reply, SciError>> + 'static,
     ) {
         let table = Rc::clone(&self.table);
@@ -773,22 +779,34 @@ impl Daemon {
             }
             None => return,
         };
-        // A program that leaves while it waits is owed nothing: its wait ends with it (and
-        // stops listening for an interrupt a later program may be given).
+        // A program that leaves while it waits is owed nothing, and a wait on an object
+        // that is removed meanwhile ends with an error: either way the wait stops listening
+        // (for an interrupt a later program may be given the number of).
         let cpu = self.cluster.machine.cpu(HostId(0));
         let watch = Rc::clone(&table);
-        let left = async move {
-            while watch.borrow().conns.contains_key(&conn) {
+        let gone = async move {
+            loop {
                 cpu.sleep(LEFT_LOOK).await;
+                let t = watch.borrow();
+                if !t.conns.contains_key(&conn) {
+                    return None;
+                }
+                if let Some(h) = waits_on.filter(|h| !t.objects.contains_key(h)) {
+                    return Some(SciError::Stale(format!(
+                        "handle {h}, removed while a call waited on it,"
+                    )));
+                }
             }
         };
         self.cluster.machine.spawn(async move {
-            let reply = match race(work, left).await {
+            let reply = match race(work, gone).await {
                 Either::Left(Ok(reply)) => reply,
-                Either::Left(Err(e)) => error_reply(e.class().code(), e.to_string()),
-                Either::Right(()) => return,
+                Either::Left(Err(e)) | Either::Right(Some(e)) => {
+                    error_reply(e.class().code(), e.to_string())
+                }
+                Either::Right(None) => return,
             };
-            let _ = protocol::send(socket.as_fd(), &reply, None);
+            let _ = protocol::send_now(socket.as_fd(), &reply, None);
             if let Some(c) = table.borrow_mut().conns.get_mut(&conn) {
                 c.waiting = false;
             }
@@ -917,10 +935,11 @@ impl Daemon {
                 Object::Interrupt(i) => sisci.remove_data_interrupt(i),
                 Object::Segment(s) => sisci.remove_segment(s),
                 Object::CpuMap { map, page, .. } => {
-                    if let Some((endpoint, bar)) = page {
+                    let unmapped = self.smartio.unmap_cpu(*map);
+                    if let (Ok(()), Some((endpoint, bar))) = (&unmapped, page) {
                         self.pages.close(*endpoint, *bar);
                     }
-                    self.smartio.unmap_cpu(*map)
+                    unmapped
                 }
                 // Returning the device gives back what was mapped for it.
                 Object::DeviceMap { .. } => Ok(()),
@@ -1041,14 +1060,13 @@ fn check_socket_path(path: &str) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// A listening `SOCK_SEQPACKET` socket at `path`; a stale socket file (nobody answers) is
+/// A listening `SOCK_SEQPACKET` socket at `path` (checked by [`check_socket_path`]); a stale socket file (nobody answers) is
 /// replaced, a live one is an error.
 fn listen_at(path: &str) -> Result<OwnedFd, DaemonError> {
     let error = |source| DaemonError::Socket {
         path: path.to_string(),
         source,
     };
-    check_socket_path(path)?;
     if std::path::Path::new(path).exists() {
         if protocol::Connection::open(path).is_ok() {
             return Err(DaemonError::Running(path.to_string()));

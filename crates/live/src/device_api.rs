@@ -43,7 +43,7 @@ impl Daemon {
                 let (smartio, table) = (self.smartio.clone(), Rc::clone(&self.table));
                 // A borrowed device decodes its BARs and masters the bus (the lender's
                 // configuration write), as SmartIO's driver does on a borrow.
-                self.answer_later(conn, async move {
+                self.answer_later(conn, None, async move {
                     match smartio.enable_device(&borrow).await {
                         Ok(()) => Ok(Reply::Made(handle)),
                         Err(e) => {
@@ -248,8 +248,9 @@ impl Daemon {
         )))
     }
 
-    /// Returns `borrow`: refused while the program still maps one of its segments; what was
-    /// connected, mapped or made for it through this descriptor goes with it.
+    /// Returns `borrow`: refused while the program is still connected to one of its segments
+    /// (as the library still holds those handles); what was mapped for it or made for it
+    /// through this descriptor goes with it.
     fn return_device(
         &mut self,
         conn: u64,
@@ -264,10 +265,14 @@ impl Daemon {
             conn,
             |o| matches!(o, Object::CpuMap { via, .. } if connections.contains(via)),
         );
-        if !mapped.is_empty() {
+        if !mapped.is_empty() || !connections.is_empty() {
             return Err(SciError::Busy {
                 what: format!("device {}", borrow.fdid),
-                users: format!("{} maps of its segments", mapped.len()),
+                users: format!(
+                    "{} connections to its segments, {} maps of them (disconnect first)",
+                    connections.len(),
+                    mapped.len()
+                ),
             });
         }
         self.smartio.return_device(borrow)?;

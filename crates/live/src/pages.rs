@@ -63,6 +63,12 @@ impl RegisterPages {
                 e.insert(Page::new(engine, endpoint, bar, size)?)
             }
         };
+        if page.users == 0 {
+            // Mapped again after nobody did: it shows the registers as they are now, and
+            // what the device does not let be read (doorbells) as zero, so the next
+            // program's first store is seen whatever the last one left there.
+            page.reset(engine, endpoint, bar);
+        }
         page.users += 1;
         Ok(page.file.as_fd())
     }
@@ -122,14 +128,19 @@ impl Page {
             users: 0,
             refreshed: Instant::now(),
         };
-        for i in 0..dwords {
-            if let Some(v) = read(engine, endpoint, bar, i) {
-                page.map.write(4 * i as u64, &v.to_le_bytes());
-                page.shadow[i] = v;
-                page.answered[i] = Some(v);
-            }
-        }
+        page.reset(engine, endpoint, bar);
         Ok(page)
+    }
+
+    fn reset(&mut self, engine: &DirectEngine, endpoint: EndpointId, bar: u8) {
+        for i in 0..self.shadow.len() {
+            let v = read(engine, endpoint, bar, i);
+            let shown = v.unwrap_or(0);
+            self.map.write(4 * i as u64, &shown.to_le_bytes());
+            self.shadow[i] = shown;
+            self.answered[i] = v;
+        }
+        self.refreshed = Instant::now();
     }
 
     fn poll(&mut self, engine: &DirectEngine, endpoint: EndpointId, bar: u8) -> bool {

@@ -327,11 +327,36 @@ pub enum WireError {
     Closed,
 }
 
-/// Sends one message, with a descriptor if given.
+/// Sends one message, with a descriptor if given (waiting for room in the socket).
 pub fn send<T: Serialize>(
     socket: BorrowedFd<'_>,
     message: &T,
     fd: Option<BorrowedFd<'_>>,
+) -> Result<(), WireError> {
+    send_with(socket, message, fd, SendFlags::NOSIGNAL)
+}
+
+/// Sends one message without waiting: a peer that does not read its replies gets
+/// `EAGAIN` here instead of stopping the sender (the daemon, which serves every program on
+/// one thread, then drops that connection).
+pub fn send_now<T: Serialize>(
+    socket: BorrowedFd<'_>,
+    message: &T,
+    fd: Option<BorrowedFd<'_>>,
+) -> Result<(), WireError> {
+    send_with(
+        socket,
+        message,
+        fd,
+        SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+    )
+}
+
+fn send_with<T: Serialize>(
+    socket: BorrowedFd<'_>,
+    message: &T,
+    fd: Option<BorrowedFd<'_>>,
+    flags: SendFlags,
 ) -> Result<(), WireError> {
     let bytes = serde_json::to_vec(message)?;
     let fds;
@@ -342,12 +367,7 @@ pub fn send<T: Serialize>(
         control.push(SendAncillaryMessage::ScmRights(&fds));
     }
     loop {
-        match sendmsg(
-            socket,
-            &[IoSlice::new(&bytes)],
-            &mut control,
-            SendFlags::NOSIGNAL,
-        ) {
+        match sendmsg(socket, &[IoSlice::new(&bytes)], &mut control, flags) {
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
             Ok(_) => return Ok(()),

@@ -127,27 +127,29 @@ impl Mapping {
     /// Gives the range back to the process as private memory holding what the mapping holds
     /// now (the end of registered user memory: the buffer stays the program's).
     pub fn into_private(self) -> Result<(), ShmError> {
-        let mut copy = vec![0u8; self.len];
+        let (at, len) = (self.ptr.as_ptr(), self.len);
+        let mut copy = vec![0u8; len];
         self.read(0, &mut copy);
-        let error = |source| ShmError::Map {
-            offset: 0,
-            len: self.len as u64,
-            source,
-        };
-        // SAFETY: the range is this mapping's own; replacing it with anonymous memory ends
-        // the shared mapping (so it is not unmapped again below).
+        // From here the range is not this value's to unmap: on success it is private memory,
+        // on failure it stays the shared memory it was, which the program can still use.
+        std::mem::forget(self);
+        // SAFETY: the range was this mapping's own; replacing it with anonymous memory ends
+        // the shared mapping.
         let ptr = unsafe {
             rustix::mm::mmap_anonymous(
-                self.ptr.as_ptr().cast::<c_void>(),
-                self.len,
+                at.cast::<c_void>(),
+                len,
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::PRIVATE | MapFlags::FIXED,
             )
         }
-        .map_err(error)?;
+        .map_err(|source| ShmError::Map {
+            offset: 0,
+            len: len as u64,
+            source,
+        })?;
         // SAFETY: the new private mapping covers the same range, `len` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(copy.as_ptr(), ptr.cast::<u8>(), self.len) };
-        std::mem::forget(self);
+        unsafe { std::ptr::copy_nonoverlapping(copy.as_ptr(), ptr.cast::<u8>(), len) };
         Ok(())
     }
 

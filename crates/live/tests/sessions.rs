@@ -195,3 +195,50 @@ fn requests_out_of_order_or_on_strangers_handles_are_sisci_errors() {
         Reply::Done
     );
 }
+
+#[test]
+fn a_segment_a_closed_program_left_connected_goes_when_its_last_user_disconnects() {
+    let mut d = daemon("orphan");
+    let before = d.resources_in_use();
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let seg = handle(ask(
+        &mut d,
+        lender,
+        Request::CreateSegment {
+            id: Some(9),
+            size: 65536,
+        },
+    ));
+    for request in [
+        Request::PrepareSegment {
+            segment: seg,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: seg,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, request), Reply::Done);
+    }
+    let remote = handle(ask(
+        &mut d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: 9,
+            adapter: 0,
+        },
+    ));
+    // The owner exits while the borrower is connected: the segment cannot go yet.
+    d.close_session(lender);
+    assert_ne!(d.resources_in_use(), before);
+    // The borrower lets it go and keeps running: the segment goes now.
+    assert_eq!(
+        ask(&mut d, borrower, Request::DisconnectSegment { remote }),
+        Reply::Done
+    );
+    assert_eq!(d.resources_in_use(), before);
+    d.close_session(borrower);
+}

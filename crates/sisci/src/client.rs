@@ -467,9 +467,7 @@ pub struct LocalInterrupt {
     /// Its number.
     pub number: u32,
     /// Set to stop a callback thread.
-    pub stop: Arc<AtomicBool>,
-    /// Shared with a callback thread while it runs (the remover waits for it to end).
-    pub running: Arc<AtomicBool>,
+    pub stop: AtomicBool,
 }
 
 impl LocalInterrupt {
@@ -486,8 +484,7 @@ impl LocalInterrupt {
                     desc: Arc::clone(desc),
                     handle,
                     number,
-                    stop: Arc::default(),
-                    running: Arc::default(),
+                    stop: AtomicBool::new(false),
                 })
             }
             (other, _) => Err(unexpected(&other)),
@@ -550,6 +547,17 @@ impl RemoteInterrupt {
 
     /// Sends `data` and raises the interrupt.
     pub fn trigger(&self, data: &[u8]) -> Result<(), Failure> {
+        // Checked here too: a message far too large would not fit the daemon's packet.
+        let max = smartio_smartio::sisci::MAX_PAYLOAD;
+        if data.len() > max {
+            return Err(Failure::new(
+                code::OUT_OF_RANGE,
+                format!(
+                    "a {}-byte message; a data interrupt carries at most {max}",
+                    data.len()
+                ),
+            ));
+        }
         self.desc.call_done(&Request::TriggerDataInterrupt {
             remote: self.handle,
             data: data.to_vec(),

@@ -34,6 +34,8 @@ pub const ILLEGAL_QUERY: u32 = SCI_ERR_MASK | 0x917;
 pub const SYSTEM: u32 = SCI_ERR_MASK | 0x919;
 /// `SCI_ERR_NO_SUCH_FDID` (smartio's value: no public source gives one).
 pub const NO_SUCH_FDID: u32 = SCI_ERR_MASK | 0xC01;
+/// `SCI_ERR_NOT_AVAILABLE`.
+pub const NOT_AVAILABLE: u32 = SCI_ERR_MASK | 0x91C;
 /// `SCI_ERR_NOT_INITIALIZED`.
 pub const NOT_INITIALIZED: u32 = SCI_ERR_MASK | 0x920;
 
@@ -77,6 +79,7 @@ pub fn describe(code: u32) -> &'static str {
         c if c == ILLEGAL_OPERATION => "SCI_ERR_ILLEGAL_OPERATION: not allowed on this object\0",
         c if c == SCI_ERR_MASK | 0x918 => "SCI_ERR_SEGMENTID_USED: the segment id is taken\0",
         c if c == SCI_ERR_MASK | 0x91B => "SCI_ERR_NOT_CONNECTED: no working path\0",
+        c if c == NOT_AVAILABLE => "SCI_ERR_NOT_AVAILABLE: the device is held by someone else\0",
         c if c == SCI_ERR_MASK | 0xA00 => "SCI_ERR_NO_SUCH_NODEID: no adapter has that node id\0",
         c if c == SCI_ERR_MASK | 0xA06 => {
             "SCI_ERR_TRANSFER_FAILED: an access on the fabric failed\0"

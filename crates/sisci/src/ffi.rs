@@ -35,6 +35,8 @@ const SCI_FLAG_EMPTY: c_uint = 0x2;
 const SCI_FLAG_PRIVATE: c_uint = 0x4;
 const SCI_FLAG_AUTO_ID: c_uint = 0x2000_0000;
 const SCI_FLAG_LOCK_USER_MEM: c_uint = 0x400;
+const SCI_FLAG_READONLY_MAP: c_uint = 0x2;
+const SCI_FLAG_IO_MAP_IOSPACE: c_uint = 0x80;
 
 /// The page size registered memory is counted in.
 const PAGE: usize = 4096;
@@ -108,28 +110,50 @@ impl Seg {
         let (at, len) = (map.as_ptr(), map.len);
         map.unmap_into_private()?;
         seg.remove().inspect_err(|_| {
+            // The segment stays: its memory, which holds every byte written to it since
+            // (by other hosts too), takes the buffer's place again.
             // SAFETY: the buffer was registered until just now and is the program's again.
-            if let Ok(again) = unsafe { register(seg, at, len as usize) } {
+            if let Ok(again) = unsafe { register(seg, at, len as usize, Bytes::Segments) } {
                 *registered = Some(again);
             }
         })
     }
 }
 
-/// Makes the segment's memory take the place of the program's buffer `at..at + len`, with
-/// the buffer's bytes.
+/// Whose bytes registered memory holds once mapped.
+enum Bytes {
+    /// The program's buffer's (registering).
+    Buffers,
+    /// The segment's (registering again after a refused removal).
+    Segments,
+}
+
+/// Makes the segment's memory take the place of the program's buffer `at..at + len`.
 ///
 /// # Safety
 /// `at..at + len` is page-aligned memory of the program that it gives to the segment.
-unsafe fn register(local: &LocalSegment, at: *mut u8, len: usize) -> Result<Map, Failure> {
+unsafe fn register(
+    local: &LocalSegment,
+    at: *mut u8,
+    len: usize,
+    bytes: Bytes,
+) -> Result<Map, Failure> {
     let (handle, fd, offset) = local.map_file()?;
-    let mut bytes = vec![0u8; len];
-    // SAFETY: the program's buffer holds `len` bytes.
-    unsafe { std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), len) };
-    // SAFETY: the caller gives these pages to the segment; their bytes were copied.
+    let kept = match bytes {
+        Bytes::Buffers => {
+            let mut copy = vec![0u8; len];
+            // SAFETY: the program's buffer holds `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(at, copy.as_mut_ptr(), len) };
+            Some(copy)
+        }
+        Bytes::Segments => None,
+    };
+    // SAFETY: the caller gives these pages to the segment; what they must hold was copied.
     let mapping = unsafe { Mapping::over(fd.as_fd(), offset, len as u64, at) }
         .map_err(|e| Failure::new(code::SYSTEM, e.to_string()))?;
-    mapping.write(0, &bytes);
+    if let Some(copy) = kept {
+        mapping.write(0, &copy);
+    }
     Ok(Map::adopt(local, handle, mapping))
 }
 
@@ -177,7 +201,7 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
         // The program's bytes move into the segment's memory, which then takes the
         // buffer's place in the address space.
         // SAFETY: the caller gives the buffer to the segment.
-        let map = unsafe { register(local, addr.cast(), size) }?;
+        let map = unsafe { register(local, addr.cast(), size, Bytes::Buffers) }?;
         *seg.registered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
@@ -282,6 +306,15 @@ unsafe fn free_after<T>(
     Ok(())
 }
 
+/// `Ok` if the program gave somewhere to put a handle (checked before anything is made,
+/// so a NULL out-parameter leaves nothing behind).
+fn need<T>(out: *mut *mut T, what: &str) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(illegal(what));
+    }
+    Ok(())
+}
+
 fn flags_only(flags: c_uint, allowed: c_uint) -> Result<(), Failure> {
     if flags & !allowed != 0 {
         return Err(Failure::new(
@@ -312,6 +345,7 @@ pub unsafe extern "C" fn SCIOpen(sd: *mut *mut Desc, flags: c_uint, error: *mut 
     let result = (|| {
         initialized()?;
         flags_only(flags, 0)?;
+        need(sd, "sd")?;
         let desc = Descriptor::open()?;
         // SAFETY: the caller's contract.
         unsafe { hand_out(sd, Desc(Arc::new(desc))) }
@@ -405,7 +439,10 @@ pub unsafe extern "C" fn SCIQuery(
             SCI_Q_ADAPTER => {
                 // SAFETY: SCI_Q_ADAPTER's record, as the caller promises.
                 let q = unsafe { &mut *data.cast::<QueryAdapter>() };
-                if q.subcommand != SCI_Q_ADAPTER_NODEID || q.data.is_null() {
+                if q.data.is_null() {
+                    return Err(illegal("the adapter query's data"));
+                }
+                if q.subcommand != SCI_Q_ADAPTER_NODEID {
                     return Err(Failure::new(
                         code::ILLEGAL_QUERY,
                         format!("adapter subcommand {:#x}", q.subcommand),
@@ -435,7 +472,10 @@ pub unsafe extern "C" fn SCIQuery(
             SCI_Q_DEVICE => {
                 // SAFETY: SCI_Q_DEVICE's record, as the caller promises.
                 let q = unsafe { &mut *data.cast::<QueryDevice>() };
-                if q.subcommand != SCI_Q_DEVICE_INFO || q.data.is_null() {
+                if q.data.is_null() {
+                    return Err(illegal("the device query's data"));
+                }
+                if q.subcommand != SCI_Q_DEVICE_INFO {
                     return Err(Failure::new(
                         code::ILLEGAL_QUERY,
                         format!("device subcommand {:#x}", q.subcommand),
@@ -473,7 +513,11 @@ pub unsafe extern "C" fn SCICreateSegment(
     error: *mut SciError,
 ) {
     let result = (|| {
-        flags_only(flags, SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY)?;
+        flags_only(
+            flags,
+            SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY | SCI_FLAG_USE_CALLBACK,
+        )?;
+        need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
         let id = (flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE) == 0).then_some(segment_id);
@@ -586,6 +630,7 @@ pub unsafe extern "C" fn SCIConnectSegment(
 ) {
     let result = (|| {
         flags_only(flags, SCI_FLAG_USE_CALLBACK)?;
+        need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
         let remote = retry(timeout, || {
@@ -672,7 +717,8 @@ pub unsafe extern "C" fn SCIMapLocalSegment(
     error: *mut SciError,
 ) -> *mut c_void {
     let made = (|| {
-        flags_only(flags, 0x2 | 0x80)?;
+        flags_only(flags, SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE)?;
+        need(map, "map")?;
         // SAFETY: the caller's contract.
         let seg = unsafe { backed(segment) }?;
         seg.map(offset as u64, size as u64)
@@ -693,7 +739,8 @@ pub unsafe extern "C" fn SCIMapRemoteSegment(
     error: *mut SciError,
 ) -> *mut c_void {
     let made = (|| {
-        flags_only(flags, 0x2 | 0x80)?;
+        flags_only(flags, SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE)?;
+        need(map, "map")?;
         // SAFETY: the caller's contract.
         let seg = unsafe { object(segment, "the remote segment") }?;
         seg.map(offset as u64, size as u64)
@@ -722,6 +769,7 @@ pub unsafe extern "C" fn SCICreateMapSequence(
 ) {
     let result = (|| {
         flags_only(flags, 0)?;
+        need(sequence, "sequence")?;
         // SAFETY: the caller's contract.
         unsafe { object(map, "the map") }?;
         // SAFETY: the caller's contract.
@@ -784,7 +832,7 @@ pub extern "C" fn SCIFlush(_sequence: *mut Sequence, _flags: c_uint) {
 /// `sci_cb_data_interrupt_t`.
 type DataCallback = extern "C" fn(
     arg: *mut c_void,
-    interrupt: *mut LocalInterrupt,
+    interrupt: *mut Intr,
     data: *mut c_void,
     length: c_uint,
     error: SciError,
@@ -792,7 +840,7 @@ type DataCallback = extern "C" fn(
 
 /// `sci_cb_interrupt_t`.
 type PlainCallback =
-    extern "C" fn(arg: *mut c_void, interrupt: *mut LocalInterrupt, error: SciError) -> c_uint;
+    extern "C" fn(arg: *mut c_void, interrupt: *mut Intr, error: SciError) -> c_uint;
 
 /// A program's interrupt callback, with or without the message.
 #[derive(Clone, Copy)]
@@ -801,40 +849,39 @@ enum Callback {
     Plain(PlainCallback),
 }
 
+/// A local interrupt's handle: shared with its callback thread and with calls waiting on
+/// it, so removing it while they run frees nothing they use.
+pub type Intr = Arc<LocalInterrupt>;
+
 /// What a callback thread needs of the C side: pointers the program keeps valid while the
 /// interrupt exists.
 struct CallbackTarget {
     callback: Callback,
     arg: *mut c_void,
-    interrupt: *mut LocalInterrupt,
+    /// The program's handle, passed back to it (never dereferenced here).
+    handle: *mut Intr,
 }
 
 // SAFETY: SISCI calls callbacks on a thread of the library; the program that registers one
-// promises its argument may be used there.
+// promises its argument may be used there. `handle` is only passed back to the program.
 unsafe impl Send for CallbackTarget {}
-
-thread_local! {
-    /// Set on a callback thread: a remove called from a callback does not wait for itself.
-    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
 
 impl CallbackTarget {
     /// Waits for messages and hands each to the callback until it cancels or the interrupt
-    /// is removed. `running` is dropped when it ends (the remover waits for that).
-    fn serve(self, intr: &LocalInterrupt, running: Arc<std::sync::atomic::AtomicBool>) {
-        IN_CALLBACK.with(|c| c.set(true));
+    /// is removed (its waits are then refused).
+    fn serve(self, intr: Intr) {
         while !intr.stop.load(Ordering::SeqCst) {
             match intr.wait(Some(50)) {
                 Ok(mut data) => {
                     let action = match self.callback {
                         Callback::Data(cb) => cb(
                             self.arg,
-                            self.interrupt,
+                            self.handle,
                             data.as_mut_ptr().cast(),
                             data.len() as c_uint,
                             code::OK,
                         ),
-                        Callback::Plain(cb) => cb(self.arg, self.interrupt, code::OK),
+                        Callback::Plain(cb) => cb(self.arg, self.handle, code::OK),
                     };
                     if action == SCI_CALLBACK_CANCEL {
                         break;
@@ -844,7 +891,6 @@ impl CallbackTarget {
                 Err(_) => break,
             }
         }
-        drop(running);
     }
 }
 
@@ -854,7 +900,7 @@ impl CallbackTarget {
 /// As for the C calls that use it.
 unsafe fn create_interrupt(
     sd: *mut Desc,
-    interrupt: *mut *mut LocalInterrupt,
+    interrupt: *mut *mut Intr,
     adapter: c_uint,
     number: *mut c_uint,
     callback: Option<Callback>,
@@ -878,44 +924,46 @@ unsafe fn create_interrupt(
         (true, None) => return Err(illegal("the callback")),
         (false, _) => None,
     };
-    let intr = LocalInterrupt::create(&desc.0, adapter, wanted)?;
+    let intr = Arc::new(LocalInterrupt::create(&desc.0, adapter, wanted)?);
     // SAFETY: checked non-null.
     unsafe { number.write(intr.number) };
-    let running = Arc::clone(&intr.running);
-    let handle = Box::into_raw(Box::new(intr));
-    // SAFETY: checked non-null.
-    unsafe { interrupt.write(handle) };
+    let handle = Box::into_raw(Box::new(Arc::clone(&intr)));
     if let Some(callback) = callback {
         let target = CallbackTarget {
             callback,
             arg: callback_arg,
-            interrupt: handle,
+            handle,
         };
-        // SAFETY: just made; freed only by a remove, which stops this thread first.
-        let intr: &'static LocalInterrupt = unsafe { &*handle };
-        std::thread::spawn(move || target.serve(intr, running));
+        let spawned = std::thread::Builder::new()
+            .name("sisci-callback".into())
+            .spawn(move || target.serve(intr));
+        if let Err(e) = spawned {
+            // SAFETY: made above and not handed out.
+            let made = unsafe { Box::from_raw(handle) };
+            let _ = made.remove();
+            return Err(Failure::new(
+                code::SYSTEM,
+                format!("no thread for the callback: {e}"),
+            ));
+        }
     }
+    // SAFETY: checked non-null.
+    unsafe { interrupt.write(handle) };
     Ok(())
 }
 
-/// Stops an interrupt's callback thread (if any) and removes it.
+/// Removes an interrupt; its callback thread (if any) ends when it next looks.
 ///
 /// # Safety
 /// `interrupt` is a live interrupt handle; it is freed when this succeeds.
-unsafe fn remove_interrupt(interrupt: *mut LocalInterrupt, flags: c_uint) -> Result<(), Failure> {
+unsafe fn remove_interrupt(interrupt: *mut Intr, flags: c_uint) -> Result<(), Failure> {
     flags_only(flags, 0)?;
     // SAFETY: the caller's contract.
     unsafe {
         free_after(interrupt, "the interrupt", |i| {
+            i.remove()?;
             i.stop.store(true, Ordering::SeqCst);
-            // A callback thread looks at `stop` at least every 50 ms; wait for it to leave
-            // before the handle is freed (unless this is that thread).
-            if !IN_CALLBACK.with(std::cell::Cell::get) {
-                while Arc::strong_count(&i.running) > 1 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            i.remove()
+            Ok(())
         })
     }
 }
@@ -927,7 +975,7 @@ unsafe fn remove_interrupt(interrupt: *mut LocalInterrupt, flags: c_uint) -> Res
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateDataInterrupt(
     sd: *mut Desc,
-    interrupt: *mut *mut LocalInterrupt,
+    interrupt: *mut *mut Intr,
     adapter: c_uint,
     number: *mut c_uint,
     callback: Option<DataCallback>,
@@ -956,7 +1004,7 @@ pub unsafe extern "C" fn SCICreateDataInterrupt(
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateInterrupt(
     sd: *mut Desc,
-    interrupt: *mut *mut LocalInterrupt,
+    interrupt: *mut *mut Intr,
     adapter: c_uint,
     number: *mut c_uint,
     callback: Option<PlainCallback>,
@@ -984,7 +1032,7 @@ pub unsafe extern "C" fn SCICreateInterrupt(
 /// `interrupt` is a live interrupt handle; it is freed when this succeeds.
 #[no_mangle]
 pub unsafe extern "C" fn SCIRemoveDataInterrupt(
-    interrupt: *mut LocalInterrupt,
+    interrupt: *mut Intr,
     flags: c_uint,
     error: *mut SciError,
 ) {
@@ -996,7 +1044,7 @@ pub unsafe extern "C" fn SCIRemoveDataInterrupt(
 /// `interrupt` is a live interrupt handle; it is freed when this succeeds.
 #[no_mangle]
 pub unsafe extern "C" fn SCIRemoveInterrupt(
-    interrupt: *mut LocalInterrupt,
+    interrupt: *mut Intr,
     flags: c_uint,
     error: *mut SciError,
 ) {
@@ -1008,15 +1056,15 @@ pub unsafe extern "C" fn SCIRemoveInterrupt(
 /// `interrupt` is a live interrupt handle.
 #[no_mangle]
 pub unsafe extern "C" fn SCIWaitForInterrupt(
-    interrupt: *mut LocalInterrupt,
+    interrupt: *mut Intr,
     timeout: c_uint,
     flags: c_uint,
     error: *mut SciError,
 ) {
     let result = (|| {
         flags_only(flags, 0)?;
-        // SAFETY: the caller's contract.
-        let intr = unsafe { object(interrupt, "the interrupt") }?;
+        // SAFETY: the caller's contract. A clone: a remove meanwhile frees nothing used here.
+        let intr = Arc::clone(unsafe { object(interrupt, "the interrupt") }?);
         intr.wait((timeout != SCI_INFINITE_TIMEOUT).then_some(timeout))
             .map(drop)
     })();
@@ -1027,7 +1075,7 @@ pub unsafe extern "C" fn SCIWaitForInterrupt(
 /// `interrupt` is a live interrupt handle; `data` holds `*length` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn SCIWaitForDataInterrupt(
-    interrupt: *mut LocalInterrupt,
+    interrupt: *mut Intr,
     data: *mut c_void,
     length: *mut c_uint,
     timeout: c_uint,
@@ -1036,8 +1084,8 @@ pub unsafe extern "C" fn SCIWaitForDataInterrupt(
 ) {
     let result = (|| {
         flags_only(flags, 0)?;
-        // SAFETY: the caller's contract.
-        let intr = unsafe { object(interrupt, "the interrupt") }?;
+        // SAFETY: the caller's contract. A clone: a remove meanwhile frees nothing used here.
+        let intr = Arc::clone(unsafe { object(interrupt, "the interrupt") }?);
         if length.is_null() || data.is_null() {
             return Err(illegal("data or length"));
         }
@@ -1077,6 +1125,7 @@ pub unsafe extern "C" fn SCIConnectDataInterrupt(
 ) {
     let result = (|| {
         flags_only(flags, 0)?;
+        need(interrupt, "interrupt")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
         let remote = retry(timeout, || {
@@ -1233,6 +1282,7 @@ pub unsafe extern "C" fn SCIBorrowDevice(
 ) {
     let result = (|| {
         flags_only(flags, SCI_FLAG_EXCLUSIVE)?;
+        need(device, "device")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
         let borrowed = Device::borrow(&desc.0, fdid, flags & SCI_FLAG_EXCLUSIVE != 0)?;
@@ -1295,7 +1345,8 @@ pub unsafe extern "C" fn SCIConnectDeviceSegment(
     error: *mut SciError,
 ) {
     let result = (|| {
-        flags_only(flags, 0)?;
+        flags_only(flags, SCI_FLAG_USE_CALLBACK)?;
+        need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let d = unsafe { object(device, "the device") }?;
         let remote = d.connect_segment(segment_id, memtype)?;

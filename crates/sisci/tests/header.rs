@@ -63,6 +63,13 @@ fn every_daemon_error_class_has_the_headers_value() {
     ];
     for class in classes {
         assert_eq!(class.code(), value_of(class.name()), "{}", class.name());
+        // SCIGetErrorString names every code the daemon answers with.
+        assert!(
+            sisci::code::describe(class.code()).starts_with(class.name()),
+            "SCIGetErrorString({}) is {:?}",
+            class.name(),
+            sisci::code::describe(class.code())
+        );
     }
 }
 
@@ -82,6 +89,11 @@ fn the_librarys_own_errors_have_the_headers_values() {
         ("SCI_ERR_ILLEGAL_QUERY", code::ILLEGAL_QUERY),
         ("SCI_ERR_SYSTEM", code::SYSTEM),
         ("SCI_ERR_NOT_INITIALIZED", code::NOT_INITIALIZED),
+        ("SCI_ERR_SIZE_ALIGNMENT", code::SIZE_ALIGNMENT),
+        ("SCI_ERR_ILLEGAL_ADDRESS", code::ILLEGAL_ADDRESS),
+        ("SCI_ERR_ILLEGAL_OPERATION", code::ILLEGAL_OPERATION),
+        ("SCI_ERR_NO_SUCH_FDID", code::NO_SUCH_FDID),
+        ("SCI_ERR_NOT_AVAILABLE", code::NOT_AVAILABLE),
     ] {
         assert_eq!(value, value_of(name), "{name}");
         assert!(

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SEGMENT_ID 11
 #define INTNO 7
@@ -110,13 +111,13 @@ static int owner(sci_desc_t sd)
     SCIRemoveSegment(seg, SCI_NO_FLAGS, &err);
     expect("removing a connected segment", err, SCI_ERR_BUSY, "SCI_ERR_BUSY");
     buf[0] = 0xee;
-    do {
-        SCIRemoveInterrupt(intr, SCI_NO_FLAGS, &err);
-    } while (err == SCI_ERR_BUSY);
+    while (SCIRemoveInterrupt(intr, SCI_NO_FLAGS, &err), err == SCI_ERR_BUSY) {
+        usleep(1000);
+    }
     check("SCIRemoveInterrupt", err);
-    do {
-        SCIRemoveSegment(seg, SCI_NO_FLAGS, &err);
-    } while (err == SCI_ERR_BUSY);
+    while (SCIRemoveSegment(seg, SCI_NO_FLAGS, &err), err == SCI_ERR_BUSY) {
+        usleep(1000);
+    }
     check("SCIRemoveSegment", err);
     /* The buffer is the program's again, with what it held. */
     for (size_t i = 0; i < SIZE; i++) {
@@ -183,6 +184,7 @@ static int user(sci_desc_t sd, unsigned int node)
     check("SCITriggerInterrupt", err);
     /* The owner's refused removal leaves its buffer shared: its store arrives here. */
     while (p[0] != 0xee) {
+        usleep(100);
     }
     printf("user: the owner's store after a refused removal arrived\n");
     SCIDisconnectInterrupt(ring, SCI_NO_FLAGS, &err);

@@ -52,9 +52,9 @@ static int owner(sci_desc_t sd)
     }
     SCIUnmapSegment(map, SCI_NO_FLAGS, &err);
     check("SCIUnmapSegment", err);
-    do {
-        SCIRemoveSegment(seg, SCI_NO_FLAGS, &err);
-    } while (err == SCI_ERR_BUSY);
+    while (SCIRemoveSegment(seg, SCI_NO_FLAGS, &err), err == SCI_ERR_BUSY) {
+        usleep(1000);
+    }
     check("SCIRemoveSegment", err);
     printf("owner: done\n");
     return 0;
