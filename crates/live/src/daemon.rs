@@ -176,6 +176,22 @@ pub struct Daemon {
 }
 
 impl Table {
+    /// A new connection on `socket`, not yet a descriptor of any host; its number.
+    fn connect(&mut self, socket: OwnedFd) -> u64 {
+        self.next += 1;
+        let id = self.next;
+        self.conns.insert(
+            id,
+            Conn {
+                socket: Rc::new(socket),
+                host: None,
+                acts_for: id,
+                waiting: false,
+            },
+        );
+        id
+    }
+
     /// The descriptor connection `conn` acts for.
     pub(crate) fn owner_of(&self, conn: u64) -> u64 {
         self.conns.get(&conn).map_or(conn, |c| c.acts_for)
@@ -261,19 +277,8 @@ impl Daemon {
             path: "a session's socket pair".into(),
             source,
         })?;
-        let mut t = self.table.borrow_mut();
-        t.next += 1;
-        let id = t.next;
-        t.conns.insert(
-            id,
-            Conn {
-                socket: Rc::new(ours),
-                host: None,
-                acts_for: id,
-                waiting: false,
-            },
-        );
-        t.sessions.insert(id, theirs);
+        let id = self.table.borrow_mut().connect(ours);
+        self.table.borrow_mut().sessions.insert(id, theirs);
         Ok(id)
     }
 
@@ -404,21 +409,9 @@ impl Daemon {
     }
 
     fn accept(&mut self) {
-        let Ok(socket) = accept_with(&self.listener, SocketFlags::CLOEXEC) else {
-            return;
-        };
-        let mut t = self.table.borrow_mut();
-        t.next += 1;
-        let id = t.next;
-        t.conns.insert(
-            id,
-            Conn {
-                socket: Rc::new(socket),
-                host: None,
-                acts_for: id,
-                waiting: false,
-            },
-        );
+        if let Ok(socket) = accept_with(&self.listener, SocketFlags::CLOEXEC) {
+            self.table.borrow_mut().connect(socket);
+        }
     }
 
     /// Reads one request of connection `id` and answers it (or leaves a task to).
@@ -508,7 +501,7 @@ impl Daemon {
     /// Records `object` for the descriptor `conn` acts for; returns its handle.
     pub(crate) fn keep(&self, conn: u64, object: Object) -> Handle {
         let mut t = self.table.borrow_mut();
-        let owner = t.conns.get(&conn).map_or(conn, |c| c.acts_for);
+        let owner = t.owner_of(conn);
         t.next += 1;
         let handle = t.next;
         t.objects.insert(handle, (owner, object));
@@ -523,7 +516,7 @@ impl Daemon {
         f: impl FnOnce(&Object) -> Result<R, SciError>,
     ) -> Result<R, SciError> {
         let t = self.table.borrow();
-        let owner = t.conns.get(&conn).map_or(conn, |c| c.acts_for);
+        let owner = t.owner_of(conn);
         match t.objects.get(&handle) {
             Some((o, object)) if *o == owner => f(object),
             _ => Err(SciError::Stale(format!("handle {handle}"))),
@@ -584,11 +577,9 @@ impl Daemon {
                 sisci.set_unavailable(&self.segment(conn, segment)?, adapter)?;
                 done(Reply::Done)
             }
-            Request::RemoveSegment { segment } => {
-                sisci.remove_segment(&self.segment(conn, segment)?)?;
-                self.forget(segment);
-                done(Reply::Done)
-            }
+            Request::RemoveSegment { segment } => self.end(conn, segment, "segment", |o| {
+                matches!(o, Object::Segment(_))
+            }),
             Request::MapLocal {
                 segment,
                 offset,
@@ -598,14 +589,12 @@ impl Daemon {
                 check_range("segment", offset, size, seg.size)?;
                 let map = sisci.map_local(&seg)?;
                 let handle = self.keep(conn, Object::LocalMap(map));
-                Ok(Some((
-                    Reply::Mapped {
-                        handle,
-                        offset: seg.phys.get() + offset,
-                        len: size,
-                    },
-                    Some(FileOf::Ram(host)),
-                )))
+                Ok(mapped(
+                    handle,
+                    seg.phys.get() + offset,
+                    size,
+                    FileOf::Ram(host),
+                ))
             }
             Request::ConnectSegment {
                 node_id,
@@ -621,6 +610,8 @@ impl Daemon {
                 })
             }
             Request::DisconnectSegment { remote } => {
+                // A device segment's maps are the daemon's (a SISCI connection's maps are
+                // counted by the model, which refuses the same way).
                 let mapped = self
                     .table
                     .borrow()
@@ -628,17 +619,15 @@ impl Daemon {
                     .values()
                     .filter(|(_, o)| matches!(o, Object::CpuMap { via, .. } if *via == remote))
                     .count();
-                self.with(conn, remote, |o| match o {
-                    Object::Remote(r) => sisci.disconnect_segment(r),
-                    Object::DeviceRemote { .. } if mapped > 0 => Err(SciError::Busy {
+                if mapped > 0 {
+                    return Err(SciError::Busy {
                         what: format!("connection {remote}"),
                         users: format!("{mapped} maps"),
-                    }),
-                    Object::DeviceRemote { seg, bar, .. } => self.release_device_remote(*seg, *bar),
-                    _ => Err(SciError::Stale(format!("connection handle {remote}"))),
-                })?;
-                self.forget(remote);
-                done(Reply::Done)
+                    });
+                }
+                self.end(conn, remote, "connection", |o| {
+                    matches!(o, Object::Remote(_) | Object::DeviceRemote { .. })
+                })
             }
             Request::MapRemote {
                 remote,
@@ -671,31 +660,14 @@ impl Daemon {
                     }
                 };
                 let handle = self.keep(conn, Object::RemoteMap(map));
-                Ok(Some((
-                    Reply::Mapped {
-                        handle,
-                        offset: at,
-                        len: size,
-                    },
-                    Some(file),
-                )))
+                Ok(mapped(handle, at, size, file))
             }
-            Request::Unmap { map } => {
-                self.with(conn, map, |o| match o {
-                    Object::LocalMap(m) => sisci.unmap_local(m),
-                    Object::RemoteMap(m) => sisci.unmap(m),
-                    Object::CpuMap { map, .. } => self.smartio.unmap_cpu(*map),
-                    _ => Err(SciError::Stale(format!("map handle {map}"))),
-                })?;
-                if let Some(Object::CpuMap {
-                    page: Some((endpoint, bar)),
-                    ..
-                }) = self.forget(map)
-                {
-                    self.pages.close(endpoint, bar);
-                }
-                done(Reply::Done)
-            }
+            Request::Unmap { map } => self.end(conn, map, "map", |o| {
+                matches!(
+                    o,
+                    Object::LocalMap(_) | Object::RemoteMap(_) | Object::CpuMap { .. }
+                )
+            }),
             Request::CreateDataInterrupt { adapter, number } => {
                 let intr = sisci.create_data_interrupt(host, adapter, number)?;
                 let handle = self.keep(conn, Object::Interrupt(intr));
@@ -705,12 +677,9 @@ impl Daemon {
                 })
             }
             Request::RemoveDataInterrupt { interrupt } => {
-                self.with(conn, interrupt, |o| match o {
-                    Object::Interrupt(i) => sisci.remove_data_interrupt(i),
-                    _ => Err(SciError::Stale(format!("interrupt handle {interrupt}"))),
-                })?;
-                self.forget(interrupt);
-                done(Reply::Done)
+                self.end(conn, interrupt, "interrupt", |o| {
+                    matches!(o, Object::Interrupt(_))
+                })
             }
             Request::ConnectDataInterrupt {
                 node_id,
@@ -723,12 +692,9 @@ impl Daemon {
                 done(Reply::Interrupt { handle, number })
             }
             Request::DisconnectDataInterrupt { remote } => {
-                self.with(conn, remote, |o| match o {
-                    Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
-                    _ => Err(SciError::Stale(format!("interrupt handle {remote}"))),
-                })?;
-                self.forget(remote);
-                done(Reply::Done)
+                self.end(conn, remote, "interrupt", |o| {
+                    matches!(o, Object::RemoteInterrupt(_))
+                })
             }
             Request::TriggerDataInterrupt { remote, data } => {
                 let r = self.with(conn, remote, |o| match o {
@@ -893,16 +859,6 @@ impl Daemon {
         self.release_all(released);
     }
 
-    /// Ends a connection to a device segment: a BAR's segment record goes with it (memory
-    /// made for the device stays until its maker returns the device).
-    pub(crate) fn release_device_remote(&self, seg: Segment, bar: bool) -> Result<(), SciError> {
-        if bar {
-            self.smartio.remove_segment(seg)
-        } else {
-            Ok(())
-        }
-    }
-
     /// Releases `objects` in teardown order; what is still in use elsewhere (a segment
     /// another program connects to: `SCI_ERR_BUSY`) is kept and retried at the next
     /// release.
@@ -927,32 +883,76 @@ impl Daemon {
     fn release_pass(&mut self, sisci: &Sisci, objects: Vec<Object>) -> Vec<Object> {
         let mut left = Vec::new();
         for object in objects {
-            let result = match &object {
-                Object::LocalMap(m) => sisci.unmap_local(m),
-                Object::RemoteMap(m) => sisci.unmap(m),
-                Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
-                Object::Remote(r) => sisci.disconnect_segment(r),
-                Object::Interrupt(i) => sisci.remove_data_interrupt(i),
-                Object::Segment(s) => sisci.remove_segment(s),
-                Object::CpuMap { map, page, .. } => {
-                    let unmapped = self.smartio.unmap_cpu(*map);
-                    if let (Ok(()), Some((endpoint, bar))) = (&unmapped, page) {
-                        self.pages.close(*endpoint, *bar);
-                    }
-                    unmapped
-                }
-                // Returning the device gives back what was mapped for it.
-                Object::DeviceMap { .. } => Ok(()),
-                Object::DeviceRemote { seg, bar, .. } => self.release_device_remote(*seg, *bar),
-                Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
-                Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
-                Object::Device(b) => self.smartio.return_device(*b),
-            };
-            if matches!(result, Err(SciError::Busy { .. })) {
+            if matches!(self.release(sisci, &object), Err(SciError::Busy { .. })) {
                 left.push(object);
             }
         }
         left
+    }
+
+    /// Releases one object: the one way objects end, whether a program asks or its
+    /// descriptor closes.
+    fn release(&mut self, sisci: &Sisci, object: &Object) -> Result<(), SciError> {
+        match object {
+            Object::LocalMap(m) => sisci.unmap_local(m),
+            Object::RemoteMap(m) => sisci.unmap(m),
+            Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
+            Object::Remote(r) => sisci.disconnect_segment(r),
+            Object::Interrupt(i) => sisci.remove_data_interrupt(i),
+            Object::Segment(s) => sisci.remove_segment(s),
+            Object::CpuMap { map, page, .. } => {
+                let unmapped = self.smartio.unmap_cpu(*map);
+                if let (Ok(()), Some((endpoint, bar))) = (&unmapped, page) {
+                    self.pages.close(*endpoint, *bar);
+                }
+                unmapped
+            }
+            // Returning the device gives back what was mapped for it.
+            Object::DeviceMap { .. } => Ok(()),
+            // A BAR's segment record goes with its connection; memory made for the device
+            // stays until its maker returns the device.
+            Object::DeviceRemote { seg, bar, .. } if *bar => self.smartio.remove_segment(*seg),
+            Object::DeviceRemote { .. } => Ok(()),
+            Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
+            Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
+            Object::Device(b) => self.smartio.return_device(*b),
+        }
+    }
+
+    /// Ends the object `handle` of the descriptor `conn` acts for, if `kind` accepts it
+    /// (`what` names the kind for the error): released as a closing program's would be,
+    /// and forgotten; if that is refused, it stays.
+    pub(crate) fn end(
+        &mut self,
+        conn: u64,
+        handle: Handle,
+        what: &str,
+        kind: impl Fn(&Object) -> bool,
+    ) -> Result<Answer, SciError> {
+        let (owner, object) = {
+            let mut t = self.table.borrow_mut();
+            let owner = t.owner_of(conn);
+            match t.objects.remove(&handle) {
+                Some((o, object)) if o == owner && kind(&object) => (owner, object),
+                other => {
+                    if let Some(entry) = other {
+                        t.objects.insert(handle, entry);
+                    }
+                    return Err(SciError::Stale(format!("{what} handle {handle}")));
+                }
+            }
+        };
+        let sisci = self.smartio.sisci().clone();
+        match self.release(&sisci, &object) {
+            Ok(()) => Ok(Some((Reply::Done, None))),
+            Err(e) => {
+                self.table
+                    .borrow_mut()
+                    .objects
+                    .insert(handle, (owner, object));
+                Err(e)
+            }
+        }
     }
 }
 
@@ -995,6 +995,18 @@ impl Landing {
             },
         }
     }
+}
+
+/// The answer to a map: the reply and the memory file it hands out.
+pub(crate) fn mapped(handle: Handle, offset: u64, len: u64, file: FileOf) -> Answer {
+    Some((
+        Reply::Mapped {
+            handle,
+            offset,
+            len,
+        },
+        Some(file),
+    ))
 }
 
 pub(crate) fn error_reply(code: u32, message: String) -> Reply {

@@ -2,7 +2,7 @@
 //! and memory SmartIO places for them), maps for the program and for the device, and
 //! requester-id registrations. A BAR a program maps is a register page ([`crate::pages`]).
 
-use crate::daemon::{check_range, Answer, Daemon, FileOf, Landing, Object};
+use crate::daemon::{check_range, mapped, Answer, Daemon, FileOf, Landing, Object};
 use crate::pages::MAX_PAGE_BYTES;
 use crate::protocol::{DeviceEntry, Handle, Reply, Request};
 use smartio_fabric::HostId;
@@ -172,13 +172,9 @@ impl Daemon {
                 done(Reply::Made(handle))
             }
             Request::UnregisterRequester { requester } => {
-                let r = self.with(conn, requester, |o| match o {
-                    Object::Requester(r) => Ok(r.clone()),
-                    _ => Err(SciError::Stale(format!("requester handle {requester}"))),
-                })?;
-                self.smartio.unregister_peer_requester(r)?;
-                self.forget(requester);
-                done(Reply::Done)
+                self.end(conn, requester, "requester", |o| {
+                    matches!(o, Object::Requester(_))
+                })
             }
             _ => unreachable!("only device requests come here"),
         }
@@ -238,14 +234,7 @@ impl Daemon {
             }
         };
         let handle = self.keep(conn, Object::CpuMap { map, via, page });
-        Ok(Some((
-            Reply::Mapped {
-                handle,
-                offset: at,
-                len: size,
-            },
-            Some(file),
-        )))
+        Ok(mapped(handle, at, size, file))
     }
 
     /// Returns `borrow`: refused while the program is still connected to one of its segments
