@@ -20,6 +20,8 @@ pub struct CpuTiming {
     pub poll_interval: SimDuration,
     /// MSI arrival to handler: its median and 99th percentile.
     pub interrupt_delivery: Spread,
+    /// Waking the thread an I/O completed for, and switching to it.
+    pub wakeup: SimDuration,
     /// System call entry and exit.
     pub syscall: SimDuration,
     /// The DMA API mapping a buffer without an IOMMU.
@@ -88,6 +90,7 @@ impl Calibration {
                 typical: d(&cpu.interrupt_delivery_ns),
                 p99: d(&cpu.interrupt_delivery_p99_ns),
             },
+            wakeup: d(&cpu.wakeup_ns),
             syscall: d(&cpu.syscall_ns),
             dma_map: d(&cpu.dma_map_ns),
             dma_unmap: d(&cpu.dma_unmap_ns),

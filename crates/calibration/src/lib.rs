@@ -115,6 +115,9 @@ pub struct PcieParams {
     pub posted_credits_tlps: Param,
     pub link_propagation_ns: Param,
     pub cable_propagation_ns: Param,
+    /// How far one TLP's cut-through latency in a switch chip may lie from the chip's typical
+    /// latency, either way (at most up to its worst case).
+    pub chip_latency_spread_ns: Param,
 }
 
 /// A switch chip.
@@ -142,7 +145,13 @@ pub struct ChipParams {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RootComplexParams {
+    /// Between a root port and the memory controller or the cores (the coherent part of the
+    /// root complex): a TLP into memory or the interrupt controller, a CPU's access leaving
+    /// for a root port, a completion back to the core.
     pub latency_ns: Param,
+    /// Between two root ports, peer to peer: a TLP the root complex forwards without the
+    /// memory controller or the cores.
+    pub peer_forward_ns: Param,
     pub memory_read_ns: Param,
     /// Size of the read requests a root complex emits when it forwards a device's read, after
     /// its IOMMU translated it, towards another port (a lent device's read with the lender
@@ -351,6 +360,9 @@ pub struct CpuParams {
     /// 99th percentile of the interrupt delivery time (its spread; the typical value is
     /// `interrupt_delivery_ns`).
     pub interrupt_delivery_p99_ns: Param,
+    /// The scheduler waking a thread blocked on an I/O and switching to it (paid once, by
+    /// the thread an interrupt's handler completes a request for).
+    pub wakeup_ns: Param,
     pub syscall_ns: Param,
     /// The DMA API mapping a buffer without an IOMMU (`dma_map_single`, direct).
     pub dma_map_ns: Param,
@@ -498,6 +510,7 @@ impl Calibration {
         for chip in cal.chips.values_mut() {
             chip.latency_max_ns.value = chip.latency_ns.value;
         }
+        cal.pcie.chip_latency_spread_ns.value = 0.0;
         for p in cal.nvme.values_mut() {
             p.read_latency_p99_ns.value = p.read_latency_ns.value;
             p.write_latency_p99_ns.value = p.write_latency_ns.value;

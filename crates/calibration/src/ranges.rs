@@ -333,7 +333,9 @@ pub const RULES: &[Rule] = &[
         "multicast_groups",
         Allowed::Count { min: 1, max: 64 },
     ),
+    rule("pcie", "chip_latency_spread_ns", TIME),
     rule("root_complex", "latency_ns", TIME),
+    rule("root_complex", "peer_forward_ns", TIME),
     rule("root_complex", "memory_read_ns", TIME),
     // 0 turns the splitting off; otherwise a read request size (at least the 64 B the papers
     // traced, at most the largest MRRS).
@@ -367,6 +369,7 @@ pub const RULES: &[Rule] = &[
     rule("cpu", "poll_interval_ns", TIME),
     rule("cpu", "interrupt_delivery_ns", TIME),
     rule("cpu", "interrupt_delivery_p99_ns", TIME),
+    rule("cpu", "wakeup_ns", TIME),
     rule("cpu", "syscall_ns", TIME),
     rule("cpu", "dma_map_ns", TIME),
     rule("cpu", "dma_unmap_ns", TIME),

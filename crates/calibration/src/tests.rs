@@ -7,7 +7,7 @@ use smartio_platform::SimDuration;
 #[test]
 fn the_embedded_calibration_parses_and_every_value_has_a_source() {
     let cal = Calibration::default_embedded();
-    assert_eq!(cal.chips["PEX8733"].latency_ns.value, 120.0);
+    assert_eq!(cal.chips["PEX8733"].latency_ns.value, 100.0);
     assert_eq!(cal.chips["PEX8733"].latency_max_ns.value, 132.0);
     assert!(cal
         .entries()
@@ -86,10 +86,10 @@ fn zero_and_negative_link_rates_are_rejected_with_their_key() {
 
 #[test]
 fn negative_nan_and_infinite_latencies_are_rejected() {
-    let chip = "latency_ns = { value = 120,";
+    let chip = "latency_ns = { value = 100, source = \"derived";
     rejected(
         chip,
-        "latency_ns = { value = -1,",
+        "latency_ns = { value = -1, source = \"derived",
         &[
             "[chips.PEX8733] latency_ns = -1: too small",
             "0 to 1000000000 ns",
@@ -97,7 +97,7 @@ fn negative_nan_and_infinite_latencies_are_rejected() {
     );
     rejected(
         chip,
-        "latency_ns = { value = nan,",
+        "latency_ns = { value = nan, source = \"derived",
         &[
             "[chips.PEX8733] latency_ns = NaN: not a number",
             "allowed: a time",
@@ -389,7 +389,7 @@ fn a_worst_case_chip_latency_below_the_typical_one_is_rejected_on_its_line() {
         "latency_max_ns = { value = 150,",
         "latency_max_ns = { value = 100,",
         &[
-            "[chips.PEX8796] latency_max_ns = 100: smaller than latency_ns (135)",
+            "[chips.PEX8796] latency_max_ns = 100: smaller than latency_ns (114)",
             "at least the typical latency",
         ],
     );

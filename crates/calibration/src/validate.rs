@@ -281,6 +281,7 @@ impl Calibration {
             posted_credits_tlps,
             link_propagation_ns,
             cable_propagation_ns,
+            chip_latency_spread_ns,
         } = &self.pcie;
         push(
             &mut out,
@@ -301,6 +302,7 @@ impl Calibration {
                 ("posted_credits_tlps", posted_credits_tlps),
                 ("link_propagation_ns", link_propagation_ns),
                 ("cable_propagation_ns", cable_propagation_ns),
+                ("chip_latency_spread_ns", chip_latency_spread_ns),
             ],
         );
         for (name, chip) in &self.chips {
@@ -332,6 +334,7 @@ impl Calibration {
         }
         let RootComplexParams {
             latency_ns,
+            peer_forward_ns,
             memory_read_ns,
             forwarded_read_request_bytes,
             forwarded_reads_outstanding,
@@ -344,6 +347,7 @@ impl Calibration {
             Section::RootComplex,
             [
                 ("latency_ns", latency_ns),
+                ("peer_forward_ns", peer_forward_ns),
                 ("memory_read_ns", memory_read_ns),
                 ("forwarded_read_request_bytes", forwarded_read_request_bytes),
                 ("forwarded_reads_outstanding", forwarded_reads_outstanding),
@@ -359,6 +363,7 @@ impl Calibration {
             poll_interval_ns,
             interrupt_delivery_ns,
             interrupt_delivery_p99_ns,
+            wakeup_ns,
             syscall_ns,
             dma_map_ns,
             dma_unmap_ns,
@@ -381,6 +386,7 @@ impl Calibration {
                 ("poll_interval_ns", poll_interval_ns),
                 ("interrupt_delivery_ns", interrupt_delivery_ns),
                 ("interrupt_delivery_p99_ns", interrupt_delivery_p99_ns),
+                ("wakeup_ns", wakeup_ns),
                 ("syscall_ns", syscall_ns),
                 ("dma_map_ns", dma_map_ns),
                 ("dma_unmap_ns", dma_unmap_ns),

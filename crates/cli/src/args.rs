@@ -281,6 +281,9 @@ pub struct FioArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Where the time went (--breakdown, --trace).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
 }
 
 /// The options of `bench p2p` and `bench gpu-p2p`.

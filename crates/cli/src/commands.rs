@@ -428,16 +428,56 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         options.nvme_backing.push((key, path.into()));
         (path, std::path::Path::new(path).exists())
     });
+    a.explain.check()?;
     let cluster =
         Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
     if let Some((path, false)) = backing {
         announce_backing(path, &config.device);
     }
     let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;
+    if !a.explain.any() {
+        return if a.json {
+            print_json(&result)
+        } else {
+            print!("{}", render::fio_summary(&a.scenario, &result));
+            Ok(())
+        };
+    }
+    // The same run again, recorded (a fresh cluster: the run is deterministic).
+    let spec = a.explain.spec(Some((result.lat_ns.p50, result.lat_ns.p99)));
+    let cluster =
+        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    let (again, explanation) =
+        smartio_workloads::fio::run_fio_explained(&cluster, &config, Some(&spec))
+            .map_err(|e| e.to_string())?;
+    if again != result {
+        return Err(
+            "emulator bug: the recorded run measured something else than the first run".into(),
+        );
+    }
+    if let (Some(path), Some(trace)) = (&a.explain.trace, &explanation.trace) {
+        crate::explain::write_trace(path, trace)?;
+    }
+    let explained = if a.explain.breakdown {
+        explanation.explained
+    } else {
+        Vec::new()
+    };
     if a.json {
-        print_json(&result)
+        #[derive(serde::Serialize)]
+        struct WithBreakdown<'a> {
+            #[serde(flatten)]
+            result: &'a smartio_workloads::FioResult,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            breakdown: Vec<crate::explain::ExplainedJson>,
+        }
+        print_json(&WithBreakdown {
+            result: &result,
+            breakdown: crate::explain::to_json(&explained),
+        })
     } else {
         print!("{}", render::fio_summary(&a.scenario, &result));
+        print!("{}", crate::explain::render(&explained, "I/O"));
         Ok(())
     }
 }

@@ -127,12 +127,12 @@ fn dma_step(calibration: &Calibration) -> Result<(), String> {
     );
     for line in wrap(
         &format!(
-            "GB/s = 10^9 bytes per second. Both paths cross the same three switch chips (the \
-             lender's NTB adapter sits in the chassis, in place of its host adapters); the \
-             cable's propagation ({} ns against {} ns for a board link) is all that differs, \
-             which matters for small transfers only. Large ones run at the Gen3 x16 link's \
-             payload rate with 256-byte TLPs: 13.75 GB/s.",
-            calibration.pcie.cable_propagation_ns.value, calibration.pcie.link_propagation_ns.value
+            "GB/s = 10^9 bytes per second. Both paths cross the same three switch chips and \
+             the same kind of cable ({} ns of propagation; the lender's NTB adapter sits in \
+             the chassis, in place of its host adapters), so what differs is the chips' \
+             per-TLP variation. Large transfers run at the Gen3 x16 link's payload rate with \
+             256-byte TLPs: 13.75 GB/s.",
+            calibration.pcie.cable_propagation_ns.value
         ),
         "   ",
     ) {
@@ -299,38 +299,41 @@ fn print_ladder(l: &Ladder, calibration: &Calibration) {
         format!(
             "1: {:.0} ns of media time (the profile's median read latency) plus the PCIe \
              transfers (command fetch, 4 KiB of data over the controller's Gen3 x4 link, \
-             completion entry), the interrupt ({:.0} ns), the block layer ({:.0} + {:.0} ns) \
-             and the DMA API mapping the buffer ({:.0} + {:.0} ns).",
+             completion entry), the interrupt and the waiting thread's wake-up ({:.0} ns), \
+             the block layer ({:.0} + {:.0} ns) and the DMA API mapping the buffer ({:.0} + \
+             {:.0} ns).",
             media,
-            cpu.interrupt_delivery_ns.value,
+            cpu.interrupt_delivery_ns.value + cpu.wakeup_ns.value,
             cpu.block_submit_ns.value,
             cpu.block_complete_ns.value,
             cpu.dma_map_ns.value,
             cpu.dma_unmap_ns.value
         ),
         format!(
-            "2 vs 1: no interrupt delivery ({:.0} ns); the polling CPU sees the completion \
-             entry land, reads it and rings the head doorbell before it returns.",
-            cpu.interrupt_delivery_ns.value
+            "2 vs 1: no interrupt delivery and no wake-up ({:.0} ns); the polling CPU sees the \
+             completion entry land, reads it and rings the head doorbell before it returns.",
+            cpu.interrupt_delivery_ns.value + cpu.wakeup_ns.value
         ),
         format!(
-            "3 vs 2: no block layer ({:.0} + {:.0} ns) and no per-I/O DMA mapping ({:.0} + {:.0} \
-             ns): the SmartIO driver's client rings the controller's doorbell itself through \
-             its mapping of the BAR, into segments mapped once.",
+            "3 vs 2: no system call ({:.0} ns), no block layer ({:.0} + {:.0} ns) and no \
+             per-I/O DMA mapping ({:.0} + {:.0} ns): the SmartIO driver's client rings the \
+             controller's doorbell itself through its mapping of the BAR, into segments \
+             mapped once.",
+            cpu.syscall_ns.value,
             cpu.block_submit_ns.value,
             cpu.block_complete_ns.value,
             cpu.dma_map_ns.value,
             cpu.dma_unmap_ns.value
         ),
-        "4 vs 3: the same chips carry command fetch, data and completion (the NTB adapters \
-         stand where the lender's host adapters were); four crossings of the cable instead \
-         of a board link add its extra propagation."
+        "4 vs 3: the same chips and cables carry command fetch, data and completion (the NTB \
+         adapters stand where the lender's host adapters were); only the chips' per-TLP \
+         variation differs."
             .to_string(),
         format!(
             "5 vs 1: Device Lending: SmartIO maps nvme0's BARs, a DMA window and an MSI window \
              through the NTBs and hot-adds it to the borrower's PCI tree — {} — where the \
-             unchanged kernel driver binds to it. The same cable difference as row 4, and the \
-             shadow device's DMA hook finding the window for each buffer ({:.0} ns).",
+             unchanged kernel driver binds to it. The same path as row 4, and the shadow \
+             device's DMA hook finding the window for each buffer ({:.0} ns).",
             l.borrower_tree.join(", "),
             calibration.smartio.dma_window_map_ns.value
         ),
@@ -725,13 +728,14 @@ mod tests {
         // Variation closed: the rows' medians then differ by exactly what the notes name.
         let cal = Calibration::default_embedded().without_variation();
         let l = measure_ladder(&cal).expect("measured");
-        let interrupt = cal.cpu.interrupt_delivery_ns.value;
-        let block = cal.cpu.block_submit_ns.value
+        let interrupt = cal.cpu.interrupt_delivery_ns.value + cal.cpu.wakeup_ns.value;
+        let block = cal.cpu.syscall_ns.value
+            + cal.cpu.block_submit_ns.value
             + cal.cpu.block_complete_ns.value
             + cal.cpu.dma_map_ns.value
             + cal.cpu.dma_unmap_ns.value;
-        let cable_extra =
-            4.0 * (cal.pcie.cable_propagation_ns.value - cal.pcie.link_propagation_ns.value);
+        // The chassis' host adapters are cabled as the NTB adapters are: no difference.
+        let cable_extra = 0.0;
         // 2 vs 1: the interrupt is gone; polling pays a CQ read and the doorbell instead.
         let saved = l.kernel_irq.p50_ns - l.kernel_poll.p50_ns;
         assert!(
@@ -741,13 +745,13 @@ mod tests {
         // fio's medians come from an HdrHistogram of 3 significant digits: exact to 0.1 % of
         // the value (8 ns buckets around 10 µs); the SmartIO rows are exact to the nanosecond.
         let bucket = |ns: f64| 2.0 + ns * 1e-3;
-        // 3 vs 2: exactly the block layer and the DMA API's per-I/O mapping.
+        // 3 vs 2: exactly the system call, the block layer and the DMA API's per-I/O mapping.
         let block_saved = l.kernel_poll.p50_ns - l.smartio_local.p50_ns;
         assert!(
             (block_saved - block).abs() <= bucket(l.kernel_poll.p50_ns),
             "{block_saved} vs {block}"
         );
-        // 4 vs 3 and 5 vs 1: four cable crossings; 5 also the shadow's DMA hook per map.
+        // 4 vs 3 and 5 vs 1: the same path; 5 also the shadow's DMA hook per map.
         let hook = cal.smartio.dma_window_map_ns.value;
         for (far, near, expected) in [
             (&l.smartio_remote, &l.smartio_local, cable_extra),

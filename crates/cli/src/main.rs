@@ -26,6 +26,7 @@ mod cluster;
 mod commands;
 mod demo;
 mod exp;
+mod explain;
 mod gpu;
 mod iperf;
 mod output;

@@ -201,9 +201,11 @@ fn nvmeof_compare_puts_remote_smartio_within_1_5_us_and_nvmeof_microseconds_behi
             .expect("a difference")
     };
     for io in ["read", "write"] {
+        // Back to back the remote path crosses the same chips as the local one (the NTB pair
+        // where the HIB68 pair was): the medians differ by the variation of two runs.
         let remote = added("remote-smartio", io, "p50");
         assert!(
-            (0.0..1500.0).contains(&remote),
+            (-50.0..1500.0).contains(&remote),
             "{io}: remote − local {remote}"
         );
         assert_eq!(
@@ -408,9 +410,12 @@ fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_th
     );
     let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}"));
     // Polling, the same data path; the VM only skips the per-I/O IOMMU mapping of the
-    // bare-metal borrower's DMA API (window hook 50 + page-table entry 300 + unmap 200 ns),
-    // give or take the chips' per-TLP variation.
-    let dma_api = 50.0 + 300.0 + 200.0;
+    // bare-metal borrower's DMA API (window hook + page-table entry + unmap), give or take
+    // the chips' per-TLP variation.
+    let cal = smartio_calibration::Calibration::default_embedded();
+    let dma_api = cal.smartio.dma_window_map_ns.value
+        + cal.cpu.iommu_map_page_ns.value
+        + cal.cpu.iommu_unmap_ns.value;
     assert!(
         (f("vm_minus_bare_poll_ns") + dma_api).abs() < 30.0,
         "polling: {} ns",

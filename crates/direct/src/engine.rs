@@ -598,6 +598,18 @@ impl Engine for DirectEngine {
         self.current_time()
     }
 
+    fn raise_interrupt(&self, host: HostId, vector: u32) {
+        let waker = {
+            let mut s = self.inner.state.borrow_mut();
+            let line = s.irqs[host.index()].entry(vector).or_default();
+            line.pending += 1;
+            line.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
     fn spawn(&self, task: LocalTask, at: &'static Location<'static>) {
         self.inner.exec.borrow_mut().spawn(task, at);
     }

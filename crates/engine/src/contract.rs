@@ -6,8 +6,8 @@ use crate::sim::{Agent, Sim, Sleep};
 use crate::timing::{LinkTiming, Timing};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
 use smartio_machine::{
-    AgentPort, Counters, CpuTiming, Engine, FabricControl, FaultRecord, IdleReadCost, LinkEvent,
-    LocalFuture, Machine, PayloadAccess, RunSummary,
+    AgentPort, Counters, CpuTiming, CriticalPath, Engine, FabricControl, FaultRecord, IdleReadCost,
+    LinkEvent, LocalFuture, Machine, PayloadAccess, RecordingOptions, RunSummary, StepRef, Trace,
 };
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, ConfigHandler, LocalTask, PhysAddr, Port, SimDuration,
@@ -136,6 +136,31 @@ impl Engine for Sim {
             timing.cpu.mmio_issue + SimDuration(timing.root_complex_ps)
         })
     }
+
+    fn raise_interrupt(&self, host: HostId, vector: u32) {
+        Sim::raise_interrupt(self, host, vector)
+    }
+
+    fn start_recording(&self, options: RecordingOptions) -> bool {
+        Sim::start_recording(self, options.trace_limit);
+        true
+    }
+
+    fn current_step(&self) -> Option<StepRef> {
+        Sim::current_step(self).map(StepRef)
+    }
+
+    fn critical_path(&self, last: StepRef, start: SimTime, end: SimTime) -> Option<CriticalPath> {
+        Sim::critical_path(self, last.0, start, end)
+    }
+
+    fn trace_span(&self, track: &str, name: &str, start: SimTime, end: SimTime) {
+        Sim::trace_span(self, track, name, start, end)
+    }
+
+    fn take_trace(&self) -> Option<Trace> {
+        Sim::take_trace(self)
+    }
 }
 
 impl AgentPort for Agent {
@@ -154,7 +179,7 @@ impl AgentPort for Agent {
     }
 
     fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
-        Box::pin(Sleep::new(self.sim(), duration))
+        Box::pin(Sleep::new(self.sim(), duration, self.requester()))
     }
 
     fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {

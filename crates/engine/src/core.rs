@@ -5,7 +5,9 @@
 //! deterministic. Device BAR handlers are called while the core is borrowed: they must only
 //! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
 
+use crate::executor::Ready;
 use crate::iotlb::Iotlb;
+use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
 use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
 use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
@@ -19,6 +21,7 @@ use smartio_platform::{
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Waker;
 
 /// A scheduled event.
@@ -28,8 +31,12 @@ pub(crate) enum Event {
     Txn(u32),
     /// A timer fires.
     Timer(TimerKey),
-    /// An interrupt reaches its handler.
-    Interrupt { host: u32, vector: u32 },
+    /// An interrupt reaches its handler (`step`: its recorded delivery).
+    Interrupt {
+        host: u32,
+        vector: u32,
+        step: StepId,
+    },
     /// A link goes down or comes up.
     LinkState { link: u32, up: bool },
 }
@@ -104,11 +111,28 @@ pub(crate) struct Core {
     interrupt_streams: Vec<Stream>,
     /// Per host: its IOMMU's translation cache.
     iotlbs: Vec<Iotlb>,
+    /// Where wake-ups learn their cause (the executor's ready queue).
+    ready: Arc<Ready>,
+    /// The recording of where time goes, when on.
+    pub recorder: Option<Box<Recorder>>,
+    /// A TLP's hops while it is costed (recording only).
+    hop_scratch: Vec<HopRec>,
+    /// While recording: the step that last wrote each 64-byte line of host memory, by host
+    /// and line, and whether a CPU has loaded the line since (what a polling load that sees
+    /// new data was waiting for).
+    last_writer: FxHashMap<(u32, u64), (StepId, bool)>,
 }
+
+/// Lines of host memory whose last writer the recording keeps, at most (then it starts
+/// over: a poll that looks at a line forgotten is explained by the poller's own chain).
+const LAST_WRITERS: usize = 1 << 20;
+
+/// The granule of [`Core::last_writer`].
+const LINE: u64 = 64;
 
 impl Core {
     /// A core for `fabric` whose varying times are drawn from streams of `seed`.
-    pub fn new(fabric: Fabric, timing: Timing, seed: u64) -> Core {
+    pub fn new(fabric: Fabric, timing: Timing, seed: u64, ready: Arc<Ready>) -> Core {
         let hosts = fabric.hosts().len();
         let endpoints = fabric.endpoints().len();
         Core {
@@ -144,6 +168,108 @@ impl Core {
             link_waiters: Vec::new(),
             counters: Counters::default(),
             woke: false,
+            ready,
+            recorder: None,
+            hop_scratch: Vec::new(),
+            last_writer: FxHashMap::default(),
+        }
+    }
+
+    /// While recording: the cause of a CPU's load of `len` bytes at `addr` of `host`'s
+    /// memory made with `cause` as its context. A load that is the first to see bytes
+    /// written since they were last read (a poll that finds new data) waited for that write:
+    /// the latest such writer is the cause; a load that finds nothing new is caused by its
+    /// task's own chain.
+    pub fn load_cause(&mut self, host: HostId, addr: PhysAddr, len: u64, cause: StepId) -> StepId {
+        let Some(r) = self.recorder.as_deref() else {
+            return cause;
+        };
+        let mut best: Option<(SimTime, StepId)> = None;
+        let first = addr.get() / LINE;
+        let last = (addr.get() + len.max(1) - 1) / LINE;
+        for line in first..=last.min(first + 64) {
+            if let Some((w, seen)) = self.last_writer.get_mut(&(host.0, line)) {
+                if !*seen {
+                    *seen = true;
+                    let end = r.end_of(*w);
+                    if best.is_none_or(|(e, _)| end > e) {
+                        best = Some((end, *w));
+                    }
+                }
+            }
+        }
+        best.map_or(cause, |(_, w)| w)
+    }
+
+    /// Starts recording (see [`crate::record`]).
+    pub fn start_recording(&mut self, trace_limit: Option<usize>) {
+        self.recorder = Some(Box::new(Recorder::new(trace_limit)));
+    }
+
+    /// The recording, if on.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.recorder.as_deref()
+    }
+
+    /// The recording, if on.
+    pub fn recorder_mut(&mut self) -> Option<&mut Recorder> {
+        self.recorder.as_deref_mut()
+    }
+
+    /// Whether steps are recorded.
+    #[inline]
+    pub fn recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// The step the engine acts on now: what wake-ups and new steps are caused by.
+    pub fn context(&self) -> StepId {
+        if self.recording() {
+            self.ready.context()
+        } else {
+            NONE
+        }
+    }
+
+    /// Makes `step` what wake-ups and new steps are caused by (while recording).
+    #[inline]
+    pub fn set_context(&self, step: StepId) {
+        if self.recording() {
+            self.ready.set_context(step);
+        }
+    }
+
+    /// Records that the TLP of step `tlp` has left its requester's first link at `until`
+    /// (what lets the transfer's next TLP go); returns that step, or `cause` if it took no
+    /// time.
+    fn record_send(&mut self, tlp: StepId, until: SimTime, cause: StepId) -> StepId {
+        match &mut self.recorder {
+            Some(r) => r.send(tlp, until, cause),
+            None => NONE,
+        }
+    }
+
+    /// Records a step (while recording; [`NONE`] otherwise).
+    pub fn record(
+        &mut self,
+        kind: Kind,
+        start: SimTime,
+        end: SimTime,
+        cause: StepId,
+        label: Option<&'static str>,
+    ) -> StepId {
+        match &mut self.recorder {
+            Some(r) => r.step(
+                Step {
+                    kind,
+                    start,
+                    end,
+                    cause,
+                    label,
+                },
+                &self.hop_scratch,
+            ),
+            None => NONE,
         }
     }
 
@@ -161,10 +287,10 @@ impl Core {
         self.queue.pop().map(|Reverse((t, _, e))| (t, e))
     }
 
-    /// Arms a timer due at `at`. A timer at [`SimTime::NEVER`] gets no event: it never
-    /// fires.
-    pub fn add_timer(&mut self, at: SimTime) -> TimerKey {
-        let key = self.timers.add(at);
+    /// Arms a timer due at `at` that ends recorded step `step`. A timer at
+    /// [`SimTime::NEVER`] gets no event: it never fires.
+    pub fn add_timer(&mut self, at: SimTime, step: StepId) -> TimerKey {
+        let key = self.timers.add(at, step);
         if at != SimTime::NEVER {
             self.schedule(at, Event::Timer(key));
         }
@@ -172,6 +298,9 @@ impl Core {
     }
 
     pub fn fire_timer(&mut self, key: TimerKey) {
+        if self.recording() {
+            self.set_context(self.timers.step(key));
+        }
         if let Some(w) = self.timers.fire(key) {
             w.wake();
             self.woke = true;
@@ -201,6 +330,17 @@ impl Core {
 
     /// Writes host memory and wakes the watchers of the range.
     pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        if self.recording() && !data.is_empty() {
+            let step = self.context();
+            if self.last_writer.len() >= LAST_WRITERS {
+                self.last_writer.clear();
+            }
+            let first = addr.get() / LINE;
+            let last = (addr.get() + data.len() as u64 - 1) / LINE;
+            for line in first..=last {
+                self.last_writer.insert((host.0, line), (step, false));
+            }
+        }
         self.memory[host.index()].write(addr.get(), data);
         self.memory_changed(host, addr, data.len() as u64);
     }
@@ -400,25 +540,36 @@ impl Core {
         Ok(segments)
     }
 
-    /// Starts a posted write; returns the transaction id.
+    /// Starts a posted write; returns the transaction id. While recording, `cause` is the
+    /// step its first TLP waits for and `label` what the requester said it was doing.
     pub fn start_write(
         &mut self,
         requester: Requester,
         addr: BusAddr,
         data: Vec<u8>,
         start: SimTime,
+        (cause, label): (StepId, Option<&'static str>),
     ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
-        Ok(self.insert_txn(TxnKind::Write, requester, segments, data, start))
+        Ok(self.insert_txn(
+            TxnKind::Write,
+            requester,
+            segments,
+            data,
+            start,
+            cause,
+            label,
+        ))
     }
 
-    /// Starts a non-posted read of `len` bytes.
+    /// Starts a non-posted read of `len` bytes (`cause` and `label` as for a write).
     pub fn start_read(
         &mut self,
         requester: Requester,
         addr: BusAddr,
         len: u64,
         start: SimTime,
+        (cause, label): (StepId, Option<&'static str>),
     ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, len, Access::Read)?;
         Ok(self.insert_txn(
@@ -427,6 +578,8 @@ impl Core {
             segments,
             vec![0u8; len as usize],
             start,
+            cause,
+            label,
         ))
     }
 
@@ -463,6 +616,7 @@ impl Core {
         local
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn insert_txn(
         &mut self,
         kind: TxnKind,
@@ -470,6 +624,8 @@ impl Core {
         segments: Rc<[Segment]>,
         data: Vec<u8>,
         start: SimTime,
+        gate: StepId,
+        label: Option<&'static str>,
     ) -> u32 {
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
         let txn = Box::new(Txn {
@@ -494,6 +650,9 @@ impl Core {
                 TxnKind::Write => self.timing.posted_credits * path_links,
                 TxnKind::Read => usize::MAX,
             },
+            gate,
+            label,
+            issued_after: gate,
         });
         let id = match self.free_txns.pop() {
             Some(id) => {
@@ -553,6 +712,7 @@ impl Core {
             if txn.completions.front().is_some_and(|c| c.at <= now) {
                 if let Some(c) = txn.completions.pop_front() {
                     self.counters.tlp_arrivals += 1;
+                    self.set_context(c.step);
                     txn.done_bytes += c.len as u64;
                     if c.last {
                         let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
@@ -564,11 +724,15 @@ impl Core {
             if txn.requests.front().is_some_and(|r| r.at <= now) {
                 if let Some(r) = txn.requests.pop_front() {
                     self.counters.tlp_arrivals += 1;
+                    self.set_context(r.step);
                     match txn.kind {
                         TxnKind::Write => {
                             self.deliver_write(&txn, r);
                             txn.done_bytes += r.len as u64;
                             // A credit came back: the next TLP may go now.
+                            if self.recording() && txn.requests.len() + 1 == txn.window {
+                                txn.gate = r.step;
+                            }
                             txn.next_issue = txn.next_issue.max(now);
                         }
                         TxnKind::Read => self.answer_read(&mut txn, r),
@@ -590,6 +754,11 @@ impl Core {
             // A completer abort has already set the result; the reader must still wake.
             txn.result.get_or_insert(Ok(()));
             if let Some(w) = txn.waker.take() {
+                // A writer goes on once its last TLP has left (what let that TLP leave is
+                // the cause); a reader when its last completion has come (the context).
+                if txn.kind == TxnKind::Write {
+                    self.set_context(txn.issued_after);
+                }
                 w.wake();
                 self.woke = true;
             }
@@ -629,6 +798,9 @@ impl Core {
             }
         };
         let mut start = txn.next_issue;
+        let recording = self.recording();
+        let mut cause = txn.gate;
+        txn.issued_after = cause;
         // A translated TLP waits for a page walk at each IOMMU whose IOTLB misses its page.
         for t in seg.translations.iter() {
             let iommu = &self.fabric.host(t.host).iommu;
@@ -636,12 +808,28 @@ impl Core {
             let page = (t.iova.get() + txn.issue_offset) / smartio_platform::PAGE_SIZE;
             if let Some(iotlb) = self.iotlbs.get_mut(t.host.index()) {
                 if !iotlb.look_up(t.requester, page, invalidations, forced) {
-                    start += SimDuration(self.timing.iotlb_miss_ps);
+                    let walk = start + SimDuration(self.timing.iotlb_miss_ps);
+                    if recording {
+                        self.hop_scratch.clear();
+                        cause =
+                            self.record(Kind::IotlbMiss { host: t.host }, start, walk, cause, None);
+                    }
+                    start = walk;
                 }
             }
         }
         let who = self.booking(txn.requester);
+        let tlp = match txn.kind {
+            TxnKind::Write => TlpKind::Write,
+            TxnKind::Read => TlpKind::ReadRequest,
+        };
         let first_link_done = if seg.fanout.is_empty() {
+            let record = if recording {
+                self.hop_scratch.clear();
+                Some(&mut self.hop_scratch)
+            } else {
+                None
+            };
             let crossing = traverse(
                 &mut self.links,
                 &path.forward,
@@ -649,8 +837,29 @@ impl Core {
                 payload,
                 who,
                 Some(&mut self.chip_stream),
+                record,
             );
             let at = crossing.arrival + SimDuration(path.arrive_ps);
+            let mut step = NONE;
+            if recording {
+                let target = seg.target_at(offset - seg.offset);
+                let kind = Kind::Tlp {
+                    tlp,
+                    requester: txn.requester,
+                    payload: len as u32,
+                    target,
+                    hops: 0,
+                    nhops: 0,
+                };
+                step = self.record(kind, start, crossing.arrival, cause, txn.label);
+                let send = self.record_send(step, crossing.first_link_done.max(start), cause);
+                if path.arrive_ps > 0 {
+                    self.hop_scratch.clear();
+                    let host = memory_host(&target);
+                    step = self.record(Kind::IntoMemory { host }, crossing.arrival, at, step, None);
+                }
+                txn.gate = send;
+            }
             insert_ordered(
                 &mut txn.requests,
                 InFlight {
@@ -660,6 +869,7 @@ impl Core {
                     len: len as u32,
                     last: false,
                     copy: 0,
+                    step,
                 },
             );
             crossing.first_link_done
@@ -669,16 +879,32 @@ impl Core {
             let paths: Vec<&[crate::timing::HopCost]> =
                 fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
             let ends = traverse_tree(&mut self.links, &paths, start, payload, who);
-            for (copy, (end, (_, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
+            for (copy, (end, (target, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
+                let at = end + SimDuration(p.arrive_ps);
+                let mut step = NONE;
+                if recording {
+                    // The copies' hops are not kept: each is one step.
+                    self.hop_scratch.clear();
+                    let kind = Kind::Tlp {
+                        tlp,
+                        requester: txn.requester,
+                        payload: len as u32,
+                        target: *target,
+                        hops: 0,
+                        nhops: 0,
+                    };
+                    step = self.record(kind, start, at, cause, txn.label);
+                }
                 insert_ordered(
                     &mut txn.requests,
                     InFlight {
-                        at: end + SimDuration(p.arrive_ps),
+                        at,
                         segment,
                         offset,
                         len: len as u32,
                         last: false,
                         copy: copy as u32,
+                        step,
                     },
                 );
             }
@@ -709,12 +935,15 @@ impl Core {
         pool.free += 1;
         // Wake one waiting transaction (possibly this one).
         if let Some(waiter) = pool.waiting.pop_front() {
+            let freed_by = self.context();
             if waiter == own {
                 txn.waiting_for_tag = false;
                 txn.next_issue = txn.next_issue.max(now);
+                txn.gate = freed_by;
             } else if let Some(t) = self.txn_mut(waiter) {
                 t.waiting_for_tag = false;
                 t.next_issue = t.next_issue.max(now);
+                t.gate = freed_by;
                 self.reschedule(waiter);
             }
         }
@@ -754,15 +983,48 @@ impl Core {
                     Some(stream) => self.now + delivery.sample(stream),
                     None => self.now + delivery.typical,
                 };
+                let vector = u32::from_le_bytes(v);
+                let mut step = NONE;
+                if self.recording() {
+                    self.hop_scratch.clear();
+                    let kind = Kind::InterruptDelivery { host, vector };
+                    step = self.record(kind, self.now, at, r.step, None);
+                }
                 self.schedule(
                     at,
                     Event::Interrupt {
                         host: host.0,
-                        vector: u32::from_le_bytes(v),
+                        vector,
+                        step,
                     },
                 );
             }
         }
+    }
+
+    /// An interrupt raised by `host`'s own CPUs (no TLP): delivered after the interrupt
+    /// delivery time, drawn from the host CPU's stream.
+    pub fn raise_interrupt(&mut self, host: HostId, vector: u32) {
+        let delivery = self.timing.cpu.interrupt_delivery;
+        let at = match self.interrupt_streams.get_mut(host.index()) {
+            Some(stream) => self.now + delivery.sample(stream),
+            None => self.now + delivery.typical,
+        };
+        let mut step = NONE;
+        if self.recording() {
+            self.hop_scratch.clear();
+            let cause = self.context();
+            let kind = Kind::InterruptDelivery { host, vector };
+            step = self.record(kind, self.now, at, cause, None);
+        }
+        self.schedule(
+            at,
+            Event::Interrupt {
+                host: host.0,
+                vector,
+                step,
+            },
+        );
     }
 
     fn bar_write(
@@ -840,6 +1102,19 @@ impl Core {
         let sizes = self.timing.sizes;
         // The completer answers after its read latency; completions then queue on its link.
         let start = self.now + SimDuration(path.read_ps);
+        let recording = self.recording();
+        let mut read_step = NONE;
+        if recording {
+            self.hop_scratch.clear();
+            let target = seg.target_at(r.offset - seg.offset);
+            read_step = self.record(
+                Kind::CompleterRead { target },
+                self.now,
+                start,
+                r.step,
+                None,
+            );
+        }
         let mut done = 0u64;
         let bus = seg.bus_addr + (r.offset - seg.offset);
         let who = self.booking(txn.requester);
@@ -850,16 +1125,43 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let end = traverse(
+            let record = if recording {
+                self.hop_scratch.clear();
+                Some(&mut self.hop_scratch)
+            } else {
+                None
+            };
+            let arrival = traverse(
                 &mut self.links,
                 &path.backward,
                 start,
                 n,
                 who,
                 Some(&mut self.chip_stream),
+                record,
             )
-            .arrival
-                + SimDuration(path.return_ps);
+            .arrival;
+            let end = arrival + SimDuration(path.return_ps);
+            let mut step = NONE;
+            if recording {
+                let kind = Kind::Tlp {
+                    tlp: TlpKind::Completion,
+                    requester: txn.requester,
+                    payload: n as u32,
+                    target: seg.target_at(r.offset - seg.offset + done),
+                    hops: 0,
+                    nhops: 0,
+                };
+                step = self.record(kind, start, arrival, read_step, txn.label);
+                if path.return_ps > 0 {
+                    self.hop_scratch.clear();
+                    let host = match txn.requester {
+                        Requester::Cpu(h) => h,
+                        Requester::Device(e) => self.fabric.endpoint(e).host,
+                    };
+                    step = self.record(Kind::ReturnToCore { host }, arrival, end, step, None);
+                }
+            }
             let last = done + n >= r.len as u64;
             insert_ordered(
                 &mut txn.completions,
@@ -870,9 +1172,19 @@ impl Core {
                     len: n as u32,
                     last,
                     copy: 0,
+                    step,
                 },
             );
             done += n;
         }
+    }
+}
+
+/// The host whose memory (or interrupt controller) a target is in, for the root complex's
+/// last leg; a BAR or a group has none (their paths add nothing at the target).
+fn memory_host(target: &Target) -> HostId {
+    match *target {
+        Target::Memory { host, .. } | Target::Interrupt { host, .. } => host,
+        Target::Bar { .. } | Target::Multicast { .. } => HostId(0),
     }
 }

@@ -9,20 +9,48 @@
 //! task was spawned and what the task's last poll said it waits for
 //! ([`crate::wait::Wait`]).
 
+use crate::record::{self, StepId};
 use crate::wait::Wait;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 
 /// A spawned agent.
 pub(crate) type Task = Pin<Box<dyn Future<Output = ()>>>;
 
-/// Tasks to poll, as (slot, generation).
-type ReadyQueue = Arc<Mutex<VecDeque<(u32, u32)>>>;
+/// Tasks to poll, as (slot, generation, the recorded step that woke it), and the step the
+/// engine is acting on now (what a wake-up is caused by; [`record::NONE`] unless
+/// recording).
+pub(crate) struct Ready {
+    queue: Mutex<VecDeque<(u32, u32, StepId)>>,
+    context: AtomicU32,
+}
+
+impl Ready {
+    /// Makes `step` the cause of the wake-ups from now on (while recording).
+    pub fn set_context(&self, step: StepId) {
+        self.context.store(step, Ordering::Relaxed);
+    }
+
+    /// The cause of the wake-ups now.
+    pub fn context(&self) -> StepId {
+        self.context.load(Ordering::Relaxed)
+    }
+
+    fn push(&self, id: u32, gen: u32) {
+        let cause = self.context();
+        if let Ok(mut q) = self.queue.lock() {
+            q.push_back((id, gen, cause));
+        }
+    }
+}
+
+type ReadyQueue = Arc<Ready>;
 
 struct TaskWaker {
     id: u32,
@@ -35,9 +63,7 @@ impl Wake for TaskWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Ok(mut q) = self.ready.lock() {
-            q.push_back((self.id, self.gen));
-        }
+        self.ready.push(self.id, self.gen);
     }
 }
 
@@ -75,6 +101,8 @@ pub(crate) struct Taken {
     pub id: u32,
     pub task: Task,
     pub waker: Waker,
+    /// The recorded step that woke it.
+    pub cause: StepId,
 }
 
 impl Executor {
@@ -82,8 +110,16 @@ impl Executor {
         Executor {
             slots: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
-            ready: Arc::new(Mutex::new(VecDeque::new())),
+            ready: Arc::new(Ready {
+                queue: Mutex::new(VecDeque::new()),
+                context: AtomicU32::new(record::NONE),
+            }),
         }
+    }
+
+    /// The ready queue, where the engine says what wake-ups are caused by.
+    pub fn ready(&self) -> Arc<Ready> {
+        self.ready.clone()
     }
 
     /// Adds a task, ready to run.
@@ -118,15 +154,13 @@ impl Executor {
             gen: slot.gen,
             ready: self.ready.clone(),
         }));
-        if let Ok(mut q) = self.ready.lock() {
-            q.push_back((id, slot.gen));
-        }
+        self.ready.push(id, slot.gen);
     }
 
     /// The next ready task, taken out of its slot (stale wake-ups are skipped).
     pub fn take_ready(&self) -> Option<Taken> {
         loop {
-            let (id, gen) = self.ready.lock().ok()?.pop_front()?;
+            let (id, gen, cause) = self.ready.queue.lock().ok()?.pop_front()?;
             let mut slots = self.slots.borrow_mut();
             let Some(slot) = slots.get_mut(id as usize) else {
                 continue;
@@ -141,6 +175,7 @@ impl Executor {
                 id,
                 task,
                 waker: slot.waker.clone(),
+                cause,
             });
         }
     }
@@ -187,7 +222,7 @@ impl Executor {
     /// Drops every task, ready or waiting, and frees their slots (their futures hold handles
     /// to the simulation, so a simulation with tasks left would never be freed).
     pub fn clear(&self) {
-        if let Ok(mut q) = self.ready.lock() {
+        if let Ok(mut q) = self.ready.queue.lock() {
             q.clear();
         }
         let tasks: Vec<Task> = {

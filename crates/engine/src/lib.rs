@@ -16,6 +16,7 @@ mod contract;
 mod core;
 mod executor;
 pub mod iotlb;
+pub mod record;
 pub mod sim;
 pub mod timing;
 pub mod txn;

@@ -9,6 +9,7 @@
 use crate::calibration::Calibration;
 use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
 use crate::executor::Executor;
+use crate::record;
 use crate::timing::{LinkState, Timing, TimingError};
 use crate::wait::{BlockedTask, Wait};
 use crate::waiters::{TimerKey, WatchKey, WatchState};
@@ -62,12 +63,13 @@ impl Sim {
     ) -> Result<Sim, TimingError> {
         calibration.configure_fabric(&mut fabric);
         let timing = Timing::resolve(&fabric, calibration)?;
-        let core = Core::new(fabric, timing, seed);
+        let exec = Executor::new();
+        let core = Core::new(fabric, timing, seed, exec.ready());
         Ok(Sim {
             inner: Rc::new(Inner {
                 now: core.shared_now.clone(),
                 core: RefCell::new(core),
-                exec: Executor::new(),
+                exec,
             }),
         })
     }
@@ -154,7 +156,8 @@ impl Sim {
                 Event::Txn(id) => core.on_txn_event(id, at),
                 Event::Timer(key) => core.fire_timer(key),
                 Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
-                Event::Interrupt { host, vector } => {
+                Event::Interrupt { host, vector, step } => {
+                    core.set_context(step);
                     let line = core.irqs[host as usize].entry(vector).or_default();
                     line.pending += 1;
                     if let Some(w) = line.waker.take() {
@@ -176,7 +179,15 @@ impl Sim {
         let mut waits = Vec::new();
         let mut notes = Vec::new();
         while let Some(mut taken) = self.inner.exec.take_ready() {
-            self.inner.core.borrow_mut().waits.clear();
+            {
+                let mut core = self.inner.core.borrow_mut();
+                core.waits.clear();
+                if core.recording() {
+                    // The task acts on what woke it.
+                    core.set_context(taken.cause);
+                    smartio_platform::activity::clear();
+                }
+            }
             smartio_platform::waiting::clear();
             let mut cx = Context::from_waker(&taken.waker);
             if taken.task.as_mut().poll(&mut cx).is_pending() {
@@ -258,6 +269,58 @@ impl Sim {
         .await
     }
 
+    /// Raises interrupt `vector` on `host` from its own CPUs (an inter-processor interrupt):
+    /// delivered after the interrupt delivery time, no TLP.
+    pub fn raise_interrupt(&self, host: HostId, vector: u32) {
+        self.inner.core.borrow_mut().raise_interrupt(host, vector);
+    }
+
+    /// Starts recording where time goes from now on; with `trace_limit`, the first that
+    /// many steps are also kept for [`Sim::take_trace`].
+    pub fn start_recording(&self, trace_limit: Option<usize>) {
+        self.inner.core.borrow_mut().start_recording(trace_limit);
+    }
+
+    /// While recording: the step that woke the running task.
+    pub fn current_step(&self) -> Option<record::StepId> {
+        let core = self.inner.core.borrow();
+        core.recording().then(|| core.context())
+    }
+
+    /// While recording: the critical path of an operation from `start` to `end` whose end
+    /// step `last` announced.
+    pub fn critical_path(
+        &self,
+        last: record::StepId,
+        start: SimTime,
+        end: SimTime,
+    ) -> Option<smartio_machine::CriticalPath> {
+        let core = self.inner.core.borrow();
+        let names = record::Names {
+            fabric: &core.fabric,
+            timing: &core.timing,
+        };
+        Some(core.recorder()?.critical_path(&names, last, start, end))
+    }
+
+    /// Adds a workload's operation to the trace.
+    pub fn trace_span(&self, track: &str, name: &str, start: SimTime, end: SimTime) {
+        if let Some(r) = self.inner.core.borrow_mut().recorder_mut() {
+            r.span(track, name, start, end);
+        }
+    }
+
+    /// The trace kept so far, taken.
+    pub fn take_trace(&self) -> Option<smartio_machine::Trace> {
+        let mut core = self.inner.core.borrow_mut();
+        let core = &mut *core;
+        let names = record::Names {
+            fabric: &core.fabric,
+            timing: &core.timing,
+        };
+        core.recorder.as_deref_mut()?.take_trace(&names)
+    }
+
     /// Engine counters so far.
     pub fn counters(&self) -> Counters {
         self.inner.core.borrow().counters
@@ -314,11 +377,16 @@ impl Sim {
     ) -> Result<Started, AccessError> {
         let mut core = self.inner.core.borrow_mut();
         let cpu = core.timing.cpu;
+        let (cause, label) = if core.recording() {
+            (core.context(), smartio_platform::activity::take())
+        } else {
+            (record::NONE, None)
+        };
         if len == 0 {
             // Nothing to move: no TLP leaves, and the access is done at once.
             let now = core.now;
             return Ok(Started::Local {
-                timer: core.add_timer(now),
+                timer: core.add_timer(now, cause),
                 data: Vec::new(),
             });
         }
@@ -326,33 +394,59 @@ impl Sim {
             let Requester::Cpu(host) = requester else {
                 unreachable!("local memory is a CPU path")
             };
+            let now = core.now;
+            let write_it = write.is_some();
+            let at = now
+                + if write_it {
+                    cpu.memory_write
+                } else {
+                    cpu.memory_read
+                };
+            // A load that finds what was written after its task last woke (a poll that
+            // sees new data) waited for that write.
+            let cause = if write_it {
+                cause
+            } else {
+                core.load_cause(host, pa, len, cause)
+            };
+            let step = core.record(
+                record::Kind::LocalMemory {
+                    host,
+                    write: write_it,
+                },
+                now,
+                at,
+                cause,
+                label,
+            );
             return Ok(match write {
                 Some(data) => {
                     core.write_memory(host, pa, &data);
-                    let at = core.now + cpu.memory_write;
                     Started::Local {
-                        timer: core.add_timer(at),
+                        timer: core.add_timer(at, step),
                         data: Vec::new(),
                     }
                 }
                 None => {
                     let mut data = vec![0u8; len as usize];
                     core.memory[host.index()].read(pa.get(), &mut data);
-                    let at = core.now + cpu.memory_read;
                     Started::Local {
-                        timer: core.add_timer(at),
+                        timer: core.add_timer(at, step),
                         data,
                     }
                 }
             });
         }
         let mut start = core.now;
-        if matches!(requester, Requester::Cpu(_)) {
+        let mut gate = cause;
+        if let Requester::Cpu(host) = requester {
             start += cpu.mmio_issue + SimDuration(core.timing.root_complex_ps);
+            let now = core.now;
+            gate = core.record(record::Kind::CpuIssue { host }, now, start, cause, label);
         }
         let id = match write {
-            Some(data) => core.start_write(requester, addr, data, start)?,
-            None => core.start_read(requester, addr, len, start)?,
+            Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
+            None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
         Ok(Started::Txn(id))
     }
@@ -465,11 +559,18 @@ pub(crate) struct Sleep {
 }
 
 impl Sleep {
-    pub(crate) fn new(sim: &Sim, duration: SimDuration) -> Sleep {
+    pub(crate) fn new(sim: &Sim, duration: SimDuration, requester: Requester) -> Sleep {
         let timer = {
             let mut core = sim.inner.core.borrow_mut();
-            let at = core.now + duration;
-            core.add_timer(at)
+            let now = core.now;
+            let at = now + duration;
+            let step = if core.recording() {
+                let (cause, label) = (core.context(), smartio_platform::activity::take());
+                core.record(record::Kind::Sleep { requester }, now, at, cause, label)
+            } else {
+                record::NONE
+            };
+            core.add_timer(at, step)
         };
         Sleep {
             sim: sim.clone(),
@@ -683,7 +784,7 @@ impl Agent {
     /// consumed), `false` on timeout.
     pub async fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> bool {
         let host = self.host();
-        let mut timer = Sleep::new(&self.sim, timeout);
+        let mut timer = Sleep::new(&self.sim, timeout, self.requester);
         std::future::poll_fn(|cx| {
             let mut core = self.sim.inner.core.borrow_mut();
             let line = core.irqs[host.index()].entry(vector).or_default();
@@ -749,7 +850,7 @@ impl smartio_platform::Clock for Agent {
     }
 
     fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
-        Sleep::new(&self.sim, duration)
+        Sleep::new(&self.sim, duration, self.requester)
     }
 }
 

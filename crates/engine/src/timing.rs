@@ -23,7 +23,8 @@
 //! overhead fraction; wire bytes are payload plus per-TLP overhead (framing, header, CRC).
 
 use crate::calibration::Calibration;
-use smartio_fabric::{Fabric, Hop, LinkKind, NodeKind};
+use crate::record::HopRec;
+use smartio_fabric::{Fabric, Hop, NodeKind};
 use smartio_platform::{SimDuration, SimTime, Stream};
 use std::collections::VecDeque;
 use thiserror::Error;
@@ -140,19 +141,23 @@ impl Timing {
                 LinkTiming {
                     fs_per_byte: fs.round() as u64,
                     overhead: cal.tlp_overhead(l.spec.gen),
-                    prop_ps: match l.kind {
-                        LinkKind::Tree => ns(&cal.pcie.link_propagation_ns),
-                        LinkKind::Cable => ns(&cal.pcie.cable_propagation_ns),
+                    // NTB cables, and tree links over an external cable.
+                    prop_ps: if l.cabled {
+                        ns(&cal.pcie.cable_propagation_ns)
+                    } else {
+                        ns(&cal.pcie.link_propagation_ns)
                     },
                 }
             })
             .collect();
         let root_complex_ps = ns(&cal.root_complex.latency_ns);
+        let peer_forward_ps = ns(&cal.root_complex.peer_forward_ns);
         let mut node_latency_ps = Vec::with_capacity(fabric.nodes().len());
         let mut node_jitter_ps = Vec::with_capacity(fabric.nodes().len());
         for (i, n) in fabric.nodes().iter().enumerate() {
             let (lat, jitter) = match &n.kind {
-                NodeKind::RootComplex => (root_complex_ps, 0),
+                // In the middle of a path a root complex forwards between its ports.
+                NodeKind::RootComplex => (peer_forward_ps, 0),
                 NodeKind::Device { .. } => (0, 0),
                 _ => {
                     let chip = fabric
@@ -167,10 +172,11 @@ impl Timing {
                             known: cal.chips.keys().cloned().collect::<Vec<_>>().join(", "),
                         })?;
                     let typical = ns(&params.latency_ns);
-                    // Validation keeps the worst case at or above the typical value; a
-                    // TLP's latency lies as far below the typical as the worst case above.
-                    let jitter = ns(&params.latency_max_ns)
-                        .saturating_sub(typical)
+                    // A TLP's latency lies within the spread either side of the typical,
+                    // never past the chip's worst case (validation keeps that at or above
+                    // the typical) nor below zero.
+                    let jitter = ns(&cal.pcie.chip_latency_spread_ns)
+                        .min(ns(&params.latency_max_ns).saturating_sub(typical))
                         .min(typical);
                     (typical, jitter)
                 }
@@ -315,6 +321,8 @@ pub struct Crossing {
 /// drawn from `chips` when given (the typical latency otherwise). A TLP drawn faster than
 /// the one before it in its flow still leaves each link after it (the timeline keeps a
 /// flow's order), so variation never reorders one requester's TLPs.
+///
+/// With `record`, each hop's timing is appended to it (for the engine's recording).
 pub fn traverse(
     links: &mut [LinkState],
     path: &[HopCost],
@@ -322,6 +330,7 @@ pub fn traverse(
     payload: u64,
     who: Booking,
     mut chips: Option<&mut Stream>,
+    record: Option<&mut Vec<HopRec>>,
 ) -> Crossing {
     match path.first() {
         Some(h) => {
@@ -336,6 +345,7 @@ pub fn traverse(
                 who,
                 None,
                 &mut chips,
+                record,
             );
             Crossing {
                 arrival: SimTime(arrival),
@@ -409,6 +419,7 @@ pub fn traverse_tree(
             who,
             Some(&mut b),
             &mut None,
+            None,
         );
         out.push(SimTime(end));
         begins.push(b);
@@ -430,6 +441,7 @@ fn run_hops(
     who: Booking,
     mut begins: Option<&mut Vec<u64>>,
     chips: &mut Option<&mut Stream>,
+    mut record: Option<&mut Vec<HopRec>>,
 ) -> (u64, u64) {
     let mut first_begin = head;
     for i in from..path.len() {
@@ -449,13 +461,38 @@ fn run_hops(
         state.payload_bytes[d] += payload;
         state.busy_ps[d] += ser;
         match path.get(i + 1) {
-            None => return (begin + ser + hop.timing.prop_ps, first_begin),
+            None => {
+                if let Some(r) = record.as_deref_mut() {
+                    r.push(HopRec {
+                        link: hop.link,
+                        dir: hop.dir,
+                        head,
+                        begin,
+                        ser,
+                        prop: hop.timing.prop_ps,
+                        node: 0,
+                        mismatch: 0,
+                    });
+                }
+                return (begin + ser + hop.timing.prop_ps, first_begin);
+            }
             Some(next) => {
                 let next_ser = next.timing.serialization_ps(payload);
-                head = begin
-                    + hop.timing.prop_ps
-                    + hop.node_latency(chips)
-                    + ser.saturating_sub(next_ser);
+                let node = hop.node_latency(chips);
+                let mismatch = ser.saturating_sub(next_ser);
+                if let Some(r) = record.as_deref_mut() {
+                    r.push(HopRec {
+                        link: hop.link,
+                        dir: hop.dir,
+                        head,
+                        begin,
+                        ser,
+                        prop: hop.timing.prop_ps,
+                        node,
+                        mismatch,
+                    });
+                }
+                head = begin + hop.timing.prop_ps + node + mismatch;
                 ser = next_ser;
             }
         }
@@ -571,7 +608,7 @@ mod tests {
             },
         ];
         let mut links = vec![LinkState::default(); 2];
-        let end = traverse(&mut links, &path, SimTime(0), 64, WHO, None).arrival;
+        let end = traverse(&mut links, &path, SimTime(0), 64, WHO, None, None).arrival;
         // 90 wire bytes at 1 ps each; cut-through: 2 ns + 150 ns, then 90 ps + 2 ns.
         assert_eq!(end, SimTime(2_000 + 150_000 + 90 + 2_000));
         assert_eq!(links[1].busy_until[1], 154_090 - 2_000);
@@ -588,8 +625,8 @@ mod tests {
             node_jitter_ps: 0,
         }];
         let mut links = vec![LinkState::default(); 1];
-        let a = traverse(&mut links, &path, SimTime(0), 100, WHO, None).arrival;
-        let b = traverse(&mut links, &path, SimTime(0), 100, WHO, None).arrival;
+        let a = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None).arrival;
+        let b = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None).arrival;
         assert_eq!(b.as_ps() - a.as_ps(), 126);
     }
 
@@ -612,7 +649,7 @@ mod tests {
             },
         ];
         let mut links = vec![LinkState::default(); 2];
-        let end = traverse(&mut links, &path, SimTime(0), 74, WHO, None).arrival;
+        let end = traverse(&mut links, &path, SimTime(0), 74, WHO, None, None).arrival;
         // 100 wire bytes: 400 ps on the slow link, 100 on the fast one; the tail decides.
         assert_eq!(end, SimTime(2_000 + 300 + 100 + 2_000));
     }
@@ -633,13 +670,14 @@ mod tests {
     fn a_tlp_reaching_an_idle_link_early_does_not_wait_behind_one_booked_for_later() {
         let mut links = vec![LinkState::default(); 1];
         let path = one_link();
-        let late = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None);
+        let late = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None, None);
         let early = traverse(
             &mut links,
             &path,
             SimTime(0),
             100,
             Booking { now: 0, flow: 2 },
+            None,
             None,
         );
         assert_eq!(early.arrival, SimTime(126 + 2_000), "it went at once");
@@ -652,6 +690,7 @@ mod tests {
             100,
             Booking { now: 0, flow: 3 },
             None,
+            None,
         );
         assert_eq!(third.arrival, SimTime(1_000_126 + 126 + 2_000));
         assert_eq!(links[0].busy_until[0], 1_000_252);
@@ -661,8 +700,8 @@ mod tests {
     fn one_requesters_tlps_stay_in_order_even_when_a_gap_would_fit() {
         let mut links = vec![LinkState::default(); 1];
         let path = one_link();
-        let first = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None);
-        let second = traverse(&mut links, &path, SimTime(0), 100, WHO, None);
+        let first = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None, None);
+        let second = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None);
         assert!(
             second.arrival > first.arrival,
             "the same flow may not pass itself"
@@ -693,7 +732,7 @@ mod tests {
         for i in 0..200u64 {
             // Alone on the links: the arrival is the chip's latency plus two serializations.
             let start = SimTime(i * 10_000_000);
-            let c = traverse(&mut links, &path, start, 4, WHO, Some(&mut stream));
+            let c = traverse(&mut links, &path, start, 4, WHO, Some(&mut stream), None);
             let chip = c.arrival.as_ps() - start.as_ps() - 30;
             assert!((108_000..=132_000).contains(&chip), "{chip} ps");
             seen.insert(chip);
@@ -705,6 +744,7 @@ mod tests {
                 4,
                 WHO,
                 Some(&mut stream),
+                None,
             );
             let b = traverse(
                 &mut links,
@@ -713,6 +753,7 @@ mod tests {
                 4,
                 WHO,
                 Some(&mut stream),
+                None,
             );
             assert!(b.arrival > a.arrival && a.arrival.as_ps() > last);
             last = b.arrival.as_ps();

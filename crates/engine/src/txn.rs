@@ -110,6 +110,8 @@ pub struct InFlight {
     pub last: bool,
     /// For multicast writes: which copy (index into the segment's fanout).
     pub copy: u32,
+    /// The recorded step that brings it (`record::NONE` unless recording).
+    pub step: crate::record::StepId,
 }
 
 /// Read or write.
@@ -156,6 +158,12 @@ pub struct Txn {
     pub detached: bool,
     /// Posted TLPs that may be on their way at once (flow-control credits); reads use tags.
     pub window: usize,
+    /// While recording: the step that let the next TLP leave (what set `next_issue`).
+    pub gate: crate::record::StepId,
+    /// While recording: what the requester said it was doing when it started this.
+    pub label: Option<&'static str>,
+    /// While recording: what let the last TLP issued leave (a writer goes on after it).
+    pub issued_after: crate::record::StepId,
 }
 
 impl Txn {

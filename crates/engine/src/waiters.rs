@@ -10,6 +10,7 @@
 //! [`smartio_platform::MemoryWatch`]). Watches are indexed by host and start address, so a
 //! memory write only looks at the watches that can overlap it.
 
+use crate::record::StepId;
 use smartio_fabric::HostId;
 use smartio_platform::{PhysAddr, SimTime};
 use std::cell::{Cell, RefCell};
@@ -31,6 +32,8 @@ struct TimerSlot {
     fired: bool,
     at: SimTime,
     waker: Option<Waker>,
+    /// The recorded step the timer ends (`record::NONE` unless recording).
+    step: StepId,
 }
 
 /// Every armed timer.
@@ -41,8 +44,9 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
-    /// A new timer due at `at` (the caller schedules its event).
-    pub fn add(&mut self, at: SimTime) -> TimerKey {
+    /// A new timer due at `at` that ends recorded step `step` (the caller schedules its
+    /// event).
+    pub fn add(&mut self, at: SimTime, step: StepId) -> TimerKey {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -56,7 +60,16 @@ impl Timers {
         slot.fired = false;
         slot.at = at;
         slot.waker = None;
+        slot.step = step;
         TimerKey { id, gen: slot.gen }
+    }
+
+    /// The recorded step the timer ends.
+    pub fn step(&self, key: TimerKey) -> StepId {
+        self.slots
+            .get(key.id as usize)
+            .filter(|s| s.live && s.gen == key.gen)
+            .map_or(crate::record::NONE, |s| s.step)
     }
 
     fn slot(&mut self, key: TimerKey) -> Option<&mut TimerSlot> {
@@ -206,9 +219,9 @@ mod tests {
     #[test]
     fn a_given_back_timer_slot_is_reused_and_its_old_key_is_ignored() {
         let mut t = Timers::default();
-        let a = t.add(SimTime(10));
+        let a = t.add(SimTime(10), 0);
         t.remove(a);
-        let b = t.add(SimTime(20));
+        let b = t.add(SimTime(20), 0);
         assert_eq!(a.id, b.id, "the slot is reused");
         assert_ne!(a.gen, b.gen);
         assert!(t.fire(a).is_none());

@@ -89,6 +89,8 @@ pub struct Link {
     pub spec: LinkSpec,
     /// Tree link or NTB cable.
     pub kind: LinkKind,
+    /// A tree link over an external cable (a transparent adapter pair).
+    pub cabled: bool,
     /// A readable name, `a -> b`.
     pub name: String,
 }
@@ -382,6 +384,7 @@ impl Fabric {
                     Parent::Switch(i) => nodes[i],
                 };
                 let link = fabric.add_link(parent, node, c.link, LinkKind::Tree);
+                fabric.links[link.index()].cabled = c.cabled;
                 fabric.nodes[node.index()].up = Some(link);
                 fabric.nodes[parent.index()].down.push(link);
                 nodes.push(node);
@@ -445,6 +448,7 @@ impl Fabric {
             b,
             spec,
             kind,
+            cabled: kind == LinkKind::Cable,
             name,
         });
         id

@@ -261,11 +261,13 @@ impl BlockDevice {
     pub async fn submit(&self, cpu: usize, rq: BlockRequest) -> Result<(), BlockError> {
         let d = &self.disk;
         let costs = d.cpu.machine().cpu_timing();
-        d.cpu.sleep(costs.syscall).await;
+        d.cpu.spend("system call", costs.syscall).await;
         self.check(&rq)?;
-        d.cpu.sleep(costs.block_submit).await;
+        d.cpu.spend("block layer: submit", costs.block_submit).await;
         let done = d.driver.queue_rq(self.hw_queue_of(cpu), rq).await;
-        d.cpu.sleep(costs.block_complete).await;
+        d.cpu
+            .spend("block layer: complete", costs.block_complete)
+            .await;
         done.map_err(|e| BlockError::Io {
             disk: d.name.clone(),
             op: rq.op,

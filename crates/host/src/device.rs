@@ -447,7 +447,7 @@ impl DeviceHandle {
             .inner
             .dma
             .map_cost(phys, len, &self.inner.cpu.machine().cpu_timing());
-        self.inner.cpu.sleep(cost).await;
+        self.inner.cpu.spend("DMA API: map the buffer", cost).await;
         self.dma_map(phys, len, dir)
     }
 
@@ -459,7 +459,10 @@ impl DeviceHandle {
             .inner
             .dma
             .unmap_cost(&self.inner.cpu.machine().cpu_timing());
-        self.inner.cpu.sleep(cost).await;
+        self.inner
+            .cpu
+            .spend("DMA API: unmap the buffer", cost)
+            .await;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! What an engine implements. Every trait here is dyn-compatible: software holds an engine
 //! as `Rc<dyn Engine>` and its agents as `Rc<dyn AgentPort>`.
 
+use crate::explain::{CriticalPath, RecordingOptions, StepRef, Trace};
 use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 use smartio_calibration::CpuTiming;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
@@ -105,6 +106,42 @@ pub trait Engine: FabricControl + PayloadAccess {
     /// What a CPU store costs the core before it leaves: into its own RAM (`local`) or
     /// uncached through the root complex. `None` from an engine without a timing model.
     fn cpu_store_cost(&self, local: bool) -> Option<SimDuration>;
+
+    /// Raises interrupt `vector` on `host`'s CPUs from software on that host (an
+    /// inter-processor interrupt, a hypervisor's posted interrupt): it reaches a handler
+    /// after the interrupt delivery, without a TLP.
+    fn raise_interrupt(&self, host: HostId, vector: u32);
+
+    /// Starts recording every step from now on (see [`crate::explain`]); `false` from an
+    /// engine without a timing model, which records nothing.
+    fn start_recording(&self, _options: RecordingOptions) -> bool {
+        false
+    }
+
+    /// The step that woke the running task (its last wake-up's cause), while recording.
+    fn current_step(&self) -> Option<StepRef> {
+        None
+    }
+
+    /// The critical path of an operation that started at `start` and ended at `end`, when
+    /// `last` woke the task that saw it end; `None` without a recording.
+    fn critical_path(
+        &self,
+        _last: StepRef,
+        _start: SimTime,
+        _end: SimTime,
+    ) -> Option<CriticalPath> {
+        None
+    }
+
+    /// Adds a workload's operation to the trace, as a slice on the track `track`.
+    fn trace_span(&self, _track: &str, _name: &str, _start: SimTime, _end: SimTime) {}
+
+    /// The trace recorded so far (kept when recording started with a trace limit), taken;
+    /// `None` without one.
+    fn take_trace(&self) -> Option<Trace> {
+        None
+    }
 }
 
 /// One requester's view of an engine: a host's CPU or a device's DMA engine.

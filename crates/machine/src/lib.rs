@@ -30,11 +30,16 @@
 
 mod agent;
 mod engine;
+pub mod explain;
 mod machine;
 mod records;
 
 pub use agent::{Agent, ConfigAccess, Interrupts};
 pub use engine::{AgentPort, Engine, FabricControl, LocalFuture, PayloadAccess};
+pub use explain::{
+    CriticalPath, PathStep, RecordingOptions, StepClass, StepRef, Trace, TraceEvent, TraceTrack,
+    TrackKind,
+};
 pub use machine::Machine;
 pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 pub use smartio_calibration::CpuTiming;

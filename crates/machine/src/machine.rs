@@ -2,6 +2,7 @@
 
 use crate::agent::Agent;
 use crate::engine::{AgentPort, Engine};
+use crate::explain::{CriticalPath, RecordingOptions, StepRef, Trace};
 use crate::records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 use smartio_calibration::CpuTiming;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkId, Requester};
@@ -235,5 +236,45 @@ impl Machine {
     /// What a CPU store costs the core before it leaves (`None` without a timing model).
     pub fn cpu_store_cost(&self, local: bool) -> Option<SimDuration> {
         self.engine.cpu_store_cost(local)
+    }
+
+    /// Raises interrupt `vector` on `host`'s CPUs from software on that host (an
+    /// inter-processor interrupt): it reaches a handler after the interrupt delivery, and no
+    /// TLP crosses the fabric.
+    pub fn raise_interrupt(&self, host: HostId, vector: u32) {
+        self.engine.raise_interrupt(host, vector)
+    }
+
+    /// Starts recording where time goes (see [`crate::explain`]); `false` on an engine
+    /// without a timing model.
+    pub fn start_recording(&self, options: RecordingOptions) -> bool {
+        self.engine.start_recording(options)
+    }
+
+    /// What woke the running task, while recording: hand it to [`Machine::critical_path`]
+    /// when an operation has ended.
+    pub fn current_step(&self) -> Option<StepRef> {
+        self.engine.current_step()
+    }
+
+    /// The critical path of an operation from `start` to `end` whose end `last` announced
+    /// (the [`Machine::current_step`] of the task that saw it end).
+    pub fn critical_path(
+        &self,
+        last: StepRef,
+        start: SimTime,
+        end: SimTime,
+    ) -> Option<CriticalPath> {
+        self.engine.critical_path(last, start, end)
+    }
+
+    /// Adds a workload's operation to the trace as a slice of track `track`.
+    pub fn trace_span(&self, track: &str, name: &str, start: SimTime, end: SimTime) {
+        self.engine.trace_span(track, name, start, end)
+    }
+
+    /// The trace recorded so far, taken (`None` unless recording keeps one).
+    pub fn take_trace(&self) -> Option<Trace> {
+        self.engine.take_trace()
     }
 }

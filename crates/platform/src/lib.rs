@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod activity;
 pub mod addr;
 pub mod broadcast;
 pub mod config;

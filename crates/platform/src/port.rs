@@ -117,6 +117,13 @@ pub trait Clock {
 
     /// Let `duration` pass (a software step's cost, a timer).
     fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()>;
+
+    /// [`Clock::sleep`] for a named cost: `what` ("block layer: submit", "media read") names
+    /// the step for an engine that explains where time goes ([`crate::activity`]).
+    fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
+        crate::activity::doing(what);
+        self.sleep(duration)
+    }
 }
 
 /// Waiting for memory to be written, the way a CPU polls a completion word.

@@ -580,8 +580,12 @@ fn give_up(
                 seen += 1;
                 if e.link == primary_cable && !e.up {
                     // The adapter's link-down interrupt reaches the program.
-                    let delivery = machine.cpu_timing().interrupt_delivery.typical;
-                    cpu.sleep(delivery).await;
+                    let t = machine.cpu_timing();
+                    cpu.spend(
+                        "link-down interrupt and the program woken",
+                        t.interrupt_delivery.typical + t.wakeup,
+                    )
+                    .await;
                     return "link event".to_string();
                 }
             }

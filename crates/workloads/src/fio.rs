@@ -21,6 +21,7 @@ pub use config::{
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::{BootError, Stuck, UnknownHost};
+use crate::explain::{ExplainSpec, Explainer, Explanation};
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
@@ -185,13 +186,27 @@ struct Shared {
     error: RefCell<Option<FioError>>,
     /// I/Os done, or virtual time spent, for a terminal's progress bar.
     progress: RefCell<Option<(SimTime, progress::Phase)>>,
+    /// While the run is recorded: where each I/O's end is reported.
+    explainer: RefCell<Option<Rc<Explainer>>>,
 }
 
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
 /// device, and the workload run to its end.
 pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError> {
+    run_fio_explained(cluster, cfg, None).map(|(result, _)| result)
+}
+
+/// [`run_fio`], recording the run to explain the I/Os `explain` asks for (and to keep its
+/// trace); without `explain`, or on an engine that records nothing, the explanation is
+/// empty.
+pub fn run_fio_explained(
+    cluster: &Cluster,
+    cfg: &FioConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(FioResult, Explanation), FioError> {
     cfg.check()?;
     let cfg = cfg.clone();
+    let explain = explain.cloned();
     match &cfg.method {
         FioMethod::Native => {
             // Both fit: `check` bounds jobs by MAX_JOBS and iodepth by MAX_IODEPTH.
@@ -208,14 +223,14 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                     os: bench.os.clone(),
                     dev,
                 };
-                run_on(backend, cfg).await
+                run_on(backend, cfg, explain).await
             })
         }
         FioMethod::NvmeBlock { manager } => {
             let bench = ClientBench::new(cluster, &cfg.host, &cfg.device, manager)?;
             crate::booted::run_workload(&cluster.machine, async move {
                 let backend = bench.start_block(&cfg).await?;
-                run_on(backend, cfg).await
+                run_on(backend, cfg, explain).await
             })
         }
         FioMethod::NvmeClient { manager } => {
@@ -229,7 +244,7 @@ pub fn run_fio(cluster: &Cluster, cfg: &FioConfig) -> Result<FioResult, FioError
                         workers.max((mdts / bs).max(1) * bs)
                     })
                     .await?;
-                run_on(backend, cfg).await
+                run_on(backend, cfg, explain).await
             })
         }
     }
@@ -269,9 +284,13 @@ pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, Stri
 }
 
 /// Runs the workload on `backend`, then closes it (a client leaves).
-async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError> {
+async fn run_on(
+    backend: Backend,
+    cfg: FioConfig,
+    explain: Option<ExplainSpec>,
+) -> Result<(FioResult, Explanation), FioError> {
     let backend = Rc::new(backend);
-    let result = measure(&backend, &cfg).await;
+    let result = measure(&backend, &cfg, explain.as_ref()).await;
     match Rc::try_unwrap(backend) {
         Ok(backend) => {
             let closed = backend.close().await;
@@ -285,7 +304,11 @@ async fn run_on(backend: Backend, cfg: FioConfig) -> Result<FioResult, FioError>
     }
 }
 
-async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, FioError> {
+async fn measure(
+    backend: &Rc<Backend>,
+    cfg: &FioConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(FioResult, Explanation), FioError> {
     let os = backend.os().clone();
     let ns = backend
         .namespace(cfg.nsid)
@@ -344,6 +367,7 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
         last: Cell::new(cpu.now()),
         error: RefCell::new(None),
         progress: RefCell::new(None),
+        explainer: RefCell::new(None),
         cfg: cfg.clone(),
     });
     if cfg.verify && cfg.rw.reads() {
@@ -380,6 +404,8 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
         buffers.push(backend.buffer(cfg.bs)?);
     }
     let mut buffers = buffers.into_iter();
+    // Recorded from the first I/O on (set-up and the verify prefill are not explained).
+    *shared.explainer.borrow_mut() = explain.and_then(|spec| Explainer::start(os.machine(), spec));
     let running = Rc::new(Cell::new(cfg.jobs * cfg.iodepth));
     let finished = Rc::new(Notify::new());
     for j in 0..cfg.jobs {
@@ -426,7 +452,13 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
     let runtime = shared.last.get().since(start).as_ps() as f64 / 1000.0;
     let q = |p: f64| hist.value_at_quantile(p) as f64;
     let secs = runtime / 1e9;
-    Ok(FioResult {
+    let explanation = shared
+        .explainer
+        .borrow_mut()
+        .take()
+        .map(|e| e.finish())
+        .unwrap_or_default();
+    let result = FioResult {
         host: cfg.host.clone(),
         device: cfg.device.clone(),
         model: backend.model(),
@@ -460,7 +492,8 @@ async fn measure(backend: &Rc<Backend>, cfg: &FioConfig) -> Result<FioResult, Fi
             max: hist.max() as f64,
         },
         verified_bytes: shared.verified.get(),
-    })
+    };
+    Ok((result, explanation))
 }
 
 /// Writes version 0 of every block in the range, in transfers of up to the controller's
@@ -575,6 +608,15 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
             return;
         }
         let ns = t1.since(t0).as_ps() / 1000;
+        if let Some(explainer) = &*s.explainer.borrow() {
+            let what = || {
+                format!(
+                    "{} {bs} B at LBA {lba} (job {index})",
+                    if read { "read" } else { "write" }
+                )
+            };
+            explainer.done(&format!("fio job {index}"), &what, t0, t1);
+        }
         let _ = s.hist.borrow_mut().record(ns.max(1));
         s.sum_ns.set(s.sum_ns.get() + ns as f64);
         if t1 > s.last.get() {

@@ -11,6 +11,7 @@ pub mod booted;
 pub mod device_pingpong;
 pub mod dma_bench;
 pub mod engine_bench;
+pub mod explain;
 pub mod failover;
 pub mod fio;
 pub mod gpu;
@@ -39,6 +40,7 @@ pub use dma_bench::{
     DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
+pub use explain::{ExplainSpec, Explained, Explainer, Explanation};
 pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
 };

@@ -19,7 +19,7 @@ fn config() -> FailoverConfig {
     FailoverConfig {
         ops: 600,
         blocks: 64,
-        cut_after: SimDuration::from_ns_f64(2_000_000.0),
+        cut_after: SimDuration::from_ns_f64(1_918_000.0),
         ..FailoverConfig::default()
     }
 }
@@ -114,7 +114,7 @@ fn wherever_the_cut_falls_in_a_command_nothing_is_lost_or_written_twice() {
 /// sweeping the cut in 1 us steps, as the test above does).
 fn cut_on_an_unlanded_write(blocks: u64) -> FailoverConfig {
     FailoverConfig {
-        cut_after: SimDuration::from_ns_f64(1_944_000.0),
+        cut_after: SimDuration::from_ns_f64(1_914_500.0),
         blocks,
         verify: false,
         ..config()

@@ -163,6 +163,7 @@ fn nvmeof_adds_microseconds_over_its_own_baseline_where_the_remote_smartio_drive
         + n.kernel_reg_mr_ns.value
         + fetch
         + cpu.interrupt_delivery_ns.value
+        + cpu.wakeup_ns.value
         + n.kernel_initiator_complete_ns.value
         + cpu.block_complete_ns.value
         - n.initiator_complete_ns.value;

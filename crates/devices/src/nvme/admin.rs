@@ -10,6 +10,7 @@ use super::spec::admin::{
 use super::spec::{
     self, async_event, cns, feature, id_ctrl, id_ns, log, vs, Command, Status, SQE_SIZE,
 };
+use smartio_platform::activity;
 use smartio_platform::{BusAddr, Clock, Port, PAGE_SIZE};
 use std::task::Poll;
 
@@ -46,6 +47,7 @@ impl NvmeController {
         let segs =
             super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
         if segs.len() == 1 {
+            activity::doing("data to the host");
             return port
                 .write_owned(BusAddr(segs[0].addr), data)
                 .await
@@ -55,6 +57,7 @@ impl NvmeController {
         for s in segs {
             let chunk = data[at..at + s.len as usize].to_vec();
             at += s.len as usize;
+            activity::doing("data to the host");
             port.write_owned(BusAddr(s.addr), chunk)
                 .await
                 .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
@@ -71,6 +74,7 @@ impl NvmeController {
     ) -> Result<Vec<u8>, Status> {
         let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE).await?;
         if segs.len() == 1 {
+            activity::doing("data from the host");
             return port
                 .read_owned(BusAddr(segs[0].addr), len as usize)
                 .await
@@ -78,6 +82,7 @@ impl NvmeController {
         }
         let mut out = Vec::with_capacity(len as usize);
         for s in segs {
+            activity::doing("data from the host");
             let chunk = port
                 .read_owned(BusAddr(s.addr), s.len as usize)
                 .await

@@ -21,6 +21,7 @@ use super::spec::{
 };
 use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::{self, MsixTable};
+use smartio_platform::activity;
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
     SparseMemory, Spawner, Stream, PAGE_SIZE,
@@ -535,7 +536,10 @@ impl NvmeController {
                 self.cmb.borrow().read(off, &mut b);
                 Ok(b)
             }
-            None => port.read_owned(BusAddr(addr), len as usize).await,
+            None => {
+                activity::doing("fetch submission queue entries");
+                port.read_owned(BusAddr(addr), len as usize).await
+            }
         }
     }
 
@@ -696,12 +700,14 @@ impl NvmeController {
             phase,
             status,
         };
+        activity::doing("post the completion entry");
         if port.write(BusAddr(addr), &entry.to_bytes()).await.is_err() {
             self.state.borrow_mut().csts |= csts::CFS;
             return;
         }
         // MSI-X, or legacy INTx: an assertion reaches the root complex as the routed line.
         if let Some(m) = vector.and_then(|v| msix::interrupt_message(&self.pci, &self.msix, v)) {
+            activity::doing("MSI-X message");
             let _ = port.write(m.address, &m.payload()).await;
         }
     }

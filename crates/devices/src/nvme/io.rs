@@ -55,7 +55,7 @@ impl NvmeController {
     ) -> Result<(), Status> {
         let (offset, len) = self.range(r, true)?;
         let done = self.media.schedule(MediaOp::Read(len), port.now());
-        port.sleep(done.since(port.now())).await;
+        port.spend("media: read", done.since(port.now())).await;
         let mut data = vec![0u8; len as usize];
         self.store
             .read(r.nsid, offset, &mut data)
@@ -76,7 +76,7 @@ impl NvmeController {
         let (offset, len) = self.range(r, true)?;
         let data = self.fetch_from_host(port, cmd, len).await?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
-        port.sleep(done.since(port.now())).await;
+        port.spend("media: write", done.since(port.now())).await;
         self.store
             .write(r.nsid, offset, &data)
             .map_err(|_| self.media_error())?;
@@ -144,7 +144,7 @@ impl NvmeController {
             return Err(Status::INVALID_NAMESPACE);
         }
         let done = self.media.schedule(MediaOp::Flush, port.now());
-        port.sleep(done.since(port.now())).await;
+        port.spend("media: flush", done.since(port.now())).await;
         self.store.flush().map_err(|_| self.media_error())
     }
 

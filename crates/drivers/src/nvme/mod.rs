@@ -550,7 +550,16 @@ impl NvmeDevice {
 
     async fn wait(&self, q: &QueuePair, tag: u16) -> Result<Completion, NvmeError> {
         match self.mode {
-            CompletionMode::Interrupt => Ok(q.wait_interrupt(tag).await),
+            CompletionMode::Interrupt => {
+                let c = q.wait_interrupt(tag).await;
+                // The handler completed it; the thread that sleeps on it runs again.
+                let wakeup = self.handle.cpu().machine().cpu_timing().wakeup;
+                self.handle
+                    .cpu()
+                    .spend("scheduler: wake the waiting thread", wakeup)
+                    .await;
+                Ok(c)
+            }
             CompletionMode::Poll => q.wait_polled(tag).await.map_err(self.access()),
         }
     }
@@ -661,7 +670,10 @@ impl NvmeDevice {
         buffer: PhysAddr,
     ) -> Result<(), NvmeError> {
         let costs = self.handle.costs();
-        self.handle.cpu().sleep(costs.block_submit).await;
+        self.handle
+            .cpu()
+            .spend("block layer: submit", costs.block_submit)
+            .await;
         let ns = self.namespace(nsid)?;
         let len = u64::from(blocks) * u64::from(ns.lba_size);
         let bad = |message: String| NvmeError::BadRequest {
@@ -687,7 +699,10 @@ impl NvmeDevice {
             .request(q, tag, op, nsid, lba, blocks, buffer, len)
             .await;
         q.release(tag);
-        self.handle.cpu().sleep(costs.block_complete).await;
+        self.handle
+            .cpu()
+            .spend("block layer: complete", costs.block_complete)
+            .await;
         r
     }
 

@@ -7,6 +7,7 @@
 use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
 use smartio_host::{DmaBuffer, IrqVector, Mmio};
 use smartio_machine::Agent;
+use smartio_platform::activity;
 use smartio_platform::{AccessError, BusAddr, FifoPool, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -105,7 +106,9 @@ impl QueuePair {
         let next = (slot + 1) % self.entries;
         self.sq_tail.set(next);
         let at = BusAddr(self.sq.cpu.get() + u64::from(slot) * SQE_SIZE as u64);
+        activity::doing("write the submission queue entry");
         self.cpu.write(at, &cmd.encode()).await?;
+        activity::doing("ring the SQ tail doorbell");
         self.bar
             .write32(self.sq_doorbell, u32::from(self.sq_tail.get()))
             .await
@@ -122,6 +125,14 @@ impl QueuePair {
         Ok(n)
     }
 
+    /// Completes when the completion entry at the CQ head is next written (armed now): what
+    /// a core spinning on that cached line waits for.
+    pub fn head_written(&self) -> smartio_machine::LocalFuture<()> {
+        self.cpu
+            .port()
+            .written(self.cq_slot(self.cq_head.get()), CQE_SIZE as u64)
+    }
+
     /// Where the completion entry at `slot` is in host memory.
     fn cq_slot(&self, slot: u16) -> PhysAddr {
         PhysAddr(self.cq.cpu.get() + u64::from(slot) * CQE_SIZE as u64)
@@ -132,6 +143,7 @@ impl QueuePair {
     async fn consume_next(&self) -> Result<Next, AccessError> {
         let head = self.cq_head.get();
         let mut raw = [0u8; CQE_SIZE];
+        activity::doing("read the completion entry");
         self.cpu
             .read(BusAddr(self.cq_slot(head).get()), &mut raw)
             .await?;
@@ -165,6 +177,7 @@ impl QueuePair {
         if consumed == 0 {
             return Ok(());
         }
+        activity::doing("ring the CQ head doorbell");
         self.bar
             .write32(self.cq_doorbell, u32::from(self.cq_head.get()))
             .await

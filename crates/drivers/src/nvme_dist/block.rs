@@ -36,7 +36,6 @@ use smartio_devices::nvme::spec::{Command, Completion, Status};
 use smartio_host::{
     BlockDevice, BlockDriver, BlockError, BlockRequest, BoxFuture, Geometry, HostOs, IoError, ReqOp,
 };
-use smartio_machine::Agent;
 use smartio_platform::{
     race, AccessError, Broadcast, Clock, Either, Notify, SimDuration, PAGE_SIZE,
 };
@@ -215,7 +214,7 @@ impl Poller {
 
     /// The poller's task: idle until work comes, then one CQ reap per `interval` (a reap
     /// that takes longer starts the next one at once) until nothing is outstanding.
-    async fn run(self: Rc<Self>, queue: Rc<ClientQueue>, cpu: Agent, interval: SimDuration) {
+    async fn run(self: Rc<Self>, queue: Rc<ClientQueue>) {
         loop {
             while self.outstanding.get() == 0 {
                 if self.stop.get() {
@@ -223,16 +222,21 @@ impl Poller {
                 }
                 self.wake.notified().await;
             }
-            let next = cpu.now() + interval;
-            if let Err(e) = queue.pair.reap().await {
-                *self.failed.borrow_mut() = Some(e);
-                self.failure.fire();
-                return;
-            }
+            // The core spins on the CQ's head entry, a cached line, until the device's
+            // write lands in it: armed before the reap, so an entry landing meanwhile is
+            // seen at once, and found by the load after it lands.
+            let landed = queue.pair.head_written();
+            let reaped = match queue.pair.reap().await {
+                Ok(n) => n,
+                Err(e) => {
+                    *self.failed.borrow_mut() = Some(e);
+                    self.failure.fire();
+                    return;
+                }
+            };
             self.polls.set(self.polls.get() + 1);
-            let now = cpu.now();
-            if now < next {
-                cpu.sleep(next.since(now)).await;
+            if reaped == 0 && self.outstanding.get() > 0 {
+                race(landed, self.wake.notified()).await;
             }
         }
     }
@@ -354,6 +358,13 @@ impl Inner {
         }
         let completion = hq.poller.wait(pair, tag).await;
         hq.poller.end();
+        // The request's thread slept in the block layer while the poller (another thread)
+        // found its completion; the poller's completion wakes it, as an interrupt handler's
+        // would.
+        let cpu = self.os.cpu();
+        let wakeup = cpu.machine().cpu_timing().wakeup;
+        cpu.spend("scheduler: wake the waiting thread", wakeup)
+            .await;
         let c = completion.map_err(|source| BlockClientError::PollerStopped { qid, source })?;
         pair.release(tag);
         if !c.status.is_success() {
@@ -582,9 +593,8 @@ impl BlockClient {
             Ok(disk) => disk,
             Err(e) => return Err((client, e.into())),
         };
-        let interval = os.machine().cpu_timing().poll_interval;
         for hq in &inner.queues {
-            let task = hq.poller.clone().run(hq.queue.clone(), os.cpu(), interval);
+            let task = hq.poller.clone().run(hq.queue.clone());
             os.machine().spawn(task);
         }
         Ok(BlockClient {

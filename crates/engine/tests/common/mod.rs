@@ -5,7 +5,8 @@ use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric};
 
 /// host ── root port ── sw1 (PEX8796) ── sw2 (PEX8733) ─┬─ dev0
 ///                                                       └─ dev1
-const TWO_SWITCHES: &str = r#"
+#[allow(dead_code)] // not every test target that includes this module uses it
+pub const TWO_SWITCHES: &str = r#"
 [[host]]
 name = "h"
 ram = "4 GiB"

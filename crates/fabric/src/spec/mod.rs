@@ -325,6 +325,7 @@ impl Builder<'_> {
             name: String,
             parent: Spanned<String>,
             link: LinkSpec,
+            cabled: bool,
             kind: ComponentKind,
             loc: SourceLoc,
             connect: Option<(String, LinkSpec, SourceLoc)>,
@@ -335,6 +336,7 @@ impl Builder<'_> {
                 name: s.name.get_ref().clone(),
                 parent: s.parent.clone(),
                 link: self.link("link", &s.link)?,
+                cabled: s.cabled,
                 kind: ComponentKind::Switch {
                     chip: s.chip.clone(),
                 },
@@ -347,6 +349,7 @@ impl Builder<'_> {
                 name: d.name.get_ref().clone(),
                 parent: d.parent.clone(),
                 link: self.link("link", &d.link)?,
+                cabled: false,
                 kind: ComponentKind::Device {
                     kind: d.kind.clone(),
                     params: d.params.clone(),
@@ -414,6 +417,7 @@ impl Builder<'_> {
                 name: n.name.get_ref().clone(),
                 parent: n.parent.clone(),
                 link: self.link("link", &n.link)?,
+                cabled: false,
                 kind: ComponentKind::Ntb(NtbSpec {
                     chip: n.chip.clone(),
                     window,
@@ -513,6 +517,7 @@ impl Builder<'_> {
                 name: e.name,
                 parent,
                 link: e.link,
+                cabled: e.cabled,
                 kind: e.kind,
                 loc: e.loc,
             });

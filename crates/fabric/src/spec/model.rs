@@ -105,6 +105,9 @@ pub struct ComponentSpec {
     pub parent: Parent,
     /// The link to the parent.
     pub link: LinkSpec,
+    /// Whether that link is an external cable (a transparent target adapter cabled to its
+    /// host adapter, as the papers' HIB68 pair): it then propagates as the NTB cables do.
+    pub cabled: bool,
     /// What it is.
     pub kind: ComponentKind,
     /// Where it was declared.

@@ -53,6 +53,10 @@ pub(super) struct RawSwitch {
     pub chip: String,
     pub parent: Spanned<String>,
     pub link: Spanned<String>,
+    /// The link to the parent is an external cable (a transparent target adapter cabled to
+    /// its host adapter).
+    #[serde(default)]
+    pub cabled: bool,
 }
 
 #[derive(Deserialize)]

@@ -40,7 +40,7 @@ use crate::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout};
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{EndpointId, HostId};
 use smartio_platform::{race, Either};
-use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, Port};
+use smartio_platform::{AccessError, Clock, MsiMessage};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use thiserror::Error;
@@ -214,7 +214,7 @@ impl VmContext {
         machine.spawn(async move {
             let handler = cpu.machine().cpu_timing().vm.irq_handler;
             while vm.interrupt_while_running(&cpu, host_vector).await {
-                cpu.sleep(handler).await;
+                cpu.spend("host: the VM's interrupt handler", handler).await;
                 vm.inject(guest_vector).await;
             }
         });
@@ -246,21 +246,21 @@ impl VmContext {
     }
 
     /// Injects `vector` into the guest, from the host's side of an interrupt relay: signal
-    /// the VM's eventfd, let KVM inject, and the vCPU takes the interrupt (its entry is the
-    /// host's interrupt delivery, paid by the engine). The injection is an interrupt message
-    /// the host CPU sends to itself.
+    /// the VM's eventfd, let KVM inject (its MSI fast path, from the handler), and the vCPU
+    /// takes the interrupt as a posted interrupt: the notification reaches its core as an
+    /// inter-processor interrupt, no TLP, and its entry is the interrupt delivery the engine
+    /// charges.
     pub async fn inject(&self, vector: u32) {
         if !self.running() {
             return;
         }
         let cpu = self.host.machine().cpu(self.host.id());
         let t = cpu.machine().cpu_timing().vm;
-        cpu.sleep(t.eventfd_signal).await;
-        cpu.sleep(t.irq_injection).await;
-        let msi = self.host.machine().fabric().host(self.host.id()).msi.start;
-        // A message to the host's own interrupt controller cannot fail to route; if it did,
-        // the guest would simply not see this interrupt (its driver's timeout tells).
-        let _ = cpu.write(BusAddr(msi), &vector.to_le_bytes()).await;
+        cpu.spend("host: eventfd signal to KVM", t.eventfd_signal)
+            .await;
+        cpu.spend("KVM: inject the interrupt", t.irq_injection)
+            .await;
+        cpu.machine().raise_interrupt(self.host.id(), vector);
     }
 }
 

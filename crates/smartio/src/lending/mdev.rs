@@ -614,7 +614,9 @@ impl Mdev {
                 .interrupt_while_running(&lender_cpu, lender_vector)
                 .await
             {
-                lender_cpu.sleep(handler).await;
+                lender_cpu
+                    .spend("lender: MDEV interrupt handler", handler)
+                    .await;
                 // A notification lost to a link failure is a lost interrupt, as on hardware.
                 let _ = lender_cpu
                     .write(BusAddr(notify_window), &borrower_vector.to_le_bytes())

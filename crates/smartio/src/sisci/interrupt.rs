@@ -265,6 +265,10 @@ impl Sisci {
                 }
                 return Err(SciError::Timeout(timeout));
             }
+            // The handler ran; the program sleeping in its wait runs again.
+            let wakeup = self.machine.cpu_timing().wakeup;
+            cpu.spend("scheduler: wake the waiting program", wakeup)
+                .await;
         }
     }
 

@@ -14,7 +14,7 @@ use smartio_drivers::nvme_dist::{
     SqPlacement,
 };
 use smartio_host::{BlockDevice, BlockRequest, HostOs, ReqOp};
-use smartio_platform::PhysAddr;
+use smartio_platform::{Clock, PhysAddr};
 use smartio_smartio::{Fdid, SmartIo};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -200,10 +200,16 @@ impl Backend {
         buffer: Buffer,
     ) -> Result<(), FioError> {
         match self {
-            Backend::Native { dev, .. } => dev
-                .submit(job, op, nsid, lba, blocks, buffer.cpu)
-                .await
-                .map_err(FioError::from),
+            Backend::Native { os, dev } => {
+                // fio's synchronous engine enters the kernel for each I/O (pread/pwrite on
+                // the block device), as it does through the host's block layer for a disk.
+                let cpu = os.cpu();
+                let syscall = cpu.machine().cpu_timing().syscall;
+                cpu.spend("system call", syscall).await;
+                dev.submit(job, op, nsid, lba, blocks, buffer.cpu)
+                    .await
+                    .map_err(FioError::from)
+            }
             Backend::Client { client, queues, .. } => {
                 let q = queues
                     .get(job % queues.len().max(1))

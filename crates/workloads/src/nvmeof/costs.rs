@@ -88,7 +88,8 @@ impl RdmaCosts {
             wqe_fetch: ns("hca_wqe_fetch_ns", p.hca_wqe_fetch_ns.value)?,
             block_submit: cpu.block_submit,
             block_complete: cpu.block_complete,
-            interrupt: cpu.interrupt_delivery.typical,
+            // The HCA's interrupt, then the waiting thread woken.
+            interrupt: cpu.interrupt_delivery.typical + cpu.wakeup,
         })
     }
 

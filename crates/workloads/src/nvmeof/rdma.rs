@@ -421,7 +421,7 @@ impl<'a> Rdma<'a> {
         if kernel {
             self.icpu.sleep(c.interrupt).await;
             laps.mark(
-                "the HCA's completion interrupt reaches the initiator CPU (interrupt_delivery_ns)",
+                "the HCA's completion interrupt reaches the initiator CPU and wakes the waiting thread (interrupt_delivery_ns + wakeup_ns)",
                 self.machine.now(),
             );
         }
