@@ -35,6 +35,6 @@ mod records;
 
 pub use agent::{Agent, ConfigAccess, Interrupts};
 pub use engine::{AgentPort, Engine, FabricControl, LocalFuture, PayloadAccess};
-pub use machine::Machine;
+pub use machine::{Machine, WeakMachine};
 pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 pub use smartio_calibration::CpuTiming;
