@@ -144,6 +144,20 @@ fn figures_reading_one_experiment_show_each_of_its_plots_once() {
 }
 
 #[test]
+fn seed_003s_runs_draw_their_variation_from_the_runs_seed() {
+    let measured = |seed: &str| {
+        let (ok, out, err) = smartio(&["repro", "--figure", "003-lat", "--json", "--seed", seed]);
+        assert!(ok, "{err}");
+        json(&out)["figures"][0]["measured"]
+            .as_str()
+            .expect("measured")
+            .to_string()
+    };
+    assert_eq!(measured("9"), measured("9"), "same seed, same bytes");
+    assert_ne!(measured("9"), measured("1"), "--seed reaches the runs");
+}
+
+#[test]
 fn an_unknown_figure_is_refused_with_the_known_ones() {
     let (ok, _, err) = smartio(&["repro", "--figure", "V-99"]);
     assert!(!ok);

@@ -49,7 +49,8 @@ impl Who {
 
 /// One QD1 4 KiB run's latencies.
 fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, String> {
-    let cluster = Cluster::new(SCENARIO, ctx.calibration()).map_err(|e| e.to_string())?;
+    let cluster =
+        Cluster::seeded(SCENARIO, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())?;
     let manager = FioMethod::NvmeBlock {
         manager: "lender".into(),
     };
