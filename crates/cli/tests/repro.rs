@@ -105,6 +105,59 @@ fn the_html_report_holds_the_verdicts_the_plots_and_the_calibration() {
 }
 
 #[test]
+fn figures_reading_one_experiment_show_each_of_its_plots_once() {
+    // 003-10, 003-10w and 004-10 read one nvmeof-compare run: its overview and its four
+    // step-by-step plots (two initiators, reads and writes) appear once each, each with the
+    // figure it is about.
+    let path = std::env::temp_dir().join(format!("repro-once-{}.html", std::process::id()));
+    let (ok, _, err) = smartio(&[
+        "repro",
+        "--figure",
+        "003-10",
+        "--figure",
+        "003-10w",
+        "--figure",
+        "004-10",
+        "--html",
+        path.to_str().expect("utf-8"),
+    ]);
+    let page = std::fs::read_to_string(&path).expect("written");
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{err}");
+    let svgs: Vec<&str> = page
+        .split("<svg")
+        .skip(1)
+        .map(|s| s.split("</svg>").next().expect("closed"))
+        .collect();
+    assert_eq!(svgs.len(), 5, "the overview and four step plots");
+    for (i, a) in svgs.iter().enumerate() {
+        assert!(!svgs[i + 1..].contains(a), "plot {i} is shown twice");
+    }
+    let section = |id: &str| {
+        let from = page.find(&format!("<h2 id=\"{id}\">")).expect("a section");
+        let rest = &page[from + 4..];
+        &rest[..rest.find("<h2").unwrap_or(rest.len())]
+    };
+    assert!(section("003-10").contains("read, kernel initiator"));
+    assert!(section("003-10w").contains("write, kernel initiator"));
+    assert!(section("004-10").contains("read, polled initiator"));
+}
+
+#[test]
+fn seed_003s_runs_draw_their_variation_from_the_runs_seed() {
+    let measured = |seed: &str| {
+        let (ok, out, err) = smartio(&["repro", "--figure", "003-lat", "--json", "--seed", seed]);
+        assert!(ok, "{err}");
+        json(&out)["figures"][0]["measured"]
+            .as_str()
+            .expect("measured")
+            .to_string()
+    };
+    assert_eq!(measured("9"), measured("9"), "same seed, same bytes");
+    assert_ne!(measured("9"), measured("1"), "--seed reaches the runs");
+}
+
+#[test]
 fn an_unknown_figure_is_refused_with_the_known_ones() {
     let (ok, _, err) = smartio(&["repro", "--figure", "V-99"]);
     assert!(!ok);

@@ -19,7 +19,13 @@
 //! | 0x38   | ID              | `DEVICE_MAGIC` (read-only)                                  |
 //!
 //! After the copy, the device writes the sequence number to COMPLETION_ADDR (with bit 63 set
-//! if the copy failed). PCIe ordering makes the data visible before the completion word.
+//! if the copy failed). A copy that wrote to a bus address first reads back its last bytes
+//! (a flushing read, as the GPU's copy engines do): posted writes give no sign of arriving,
+//! and PCIe orders the completion-word write behind them only where the two share a path —
+//! where they part (a peer's BAR, reached through a root complex or a switch) and the data
+//! still queues on its own links, the completion word would land first. The read cannot pass
+//! the writes on their path, so its completion proves they landed; the completion word
+//! follows it. The data is then visible before the completion word, wherever it went.
 //!
 //! # SR-IOV (`params.vfs`)
 //!
@@ -144,6 +150,9 @@ pub mod status {
 
 /// Bit set in the completion word when the copy failed.
 pub const COMPLETION_ERROR: u64 = 1 << 63;
+
+/// Bytes of the flushing read that ends a copy to a bus address.
+pub const FLUSH_BYTES: u64 = 4;
 
 const REGISTER_COUNT: usize = 8;
 /// The BAR holding the registers.
@@ -352,6 +361,14 @@ impl DmaDevice {
             self.write_memory(dst, &data);
         } else {
             port.write_owned(BusAddr(dst), data).await.map_err(|_| ())?;
+            // The flushing read (see the module's notes): done when the writes have landed.
+            if len > 0 {
+                let n = len.min(FLUSH_BYTES);
+                let last = dst.checked_add(len - n).ok_or(())?;
+                port.read_owned(BusAddr(last), n as usize)
+                    .await
+                    .map_err(|_| ())?;
+            }
         }
         Ok(())
     }
@@ -452,6 +469,7 @@ impl FunctionBarHandler for DmaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smartio_platform::{AccessError, SimTime};
     use std::future::Future;
     use std::pin::pin;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -472,6 +490,191 @@ mod tests {
         fn wakes(&self) -> usize {
             self.0.load(Ordering::SeqCst)
         }
+    }
+
+    /// Where [`Bus`] puts the copy's target (a peer's BAR) and the completion word (RAM).
+    const TARGET: u64 = 1 << 40;
+    const COMPLETION: u64 = 1 << 32;
+
+    /// A bus for the copy engine's ordering: a clock that moves only as the device's
+    /// accesses take time, posted writes that leave the device at 16 bytes/ns but cross the
+    /// last link to [`TARGET`] at 4 (queued one behind the other there), a completion word in
+    /// RAM that lands as it leaves, and reads that — as PCIe orders them — complete only
+    /// behind the writes on their path. `refuse_reads` makes every read fail (a link gone).
+    #[derive(Debug, Clone, Default)]
+    struct Bus {
+        now: Rc<Cell<SimTime>>,
+        /// When the last link to the target is free: its last write has landed.
+        target_free: Rc<Cell<SimTime>>,
+        /// Every write: where, how many bytes, when it landed.
+        landed: Rc<RefCell<Vec<(u64, usize, SimTime)>>>,
+        reads: Rc<Cell<usize>>,
+        /// The last completion word written.
+        word: Rc<Cell<u64>>,
+        refuse_reads: bool,
+    }
+
+    impl Bus {
+        fn pass(&self, ns: u64) -> SimTime {
+            let t = self.now.get() + SimDuration::from_ns(ns);
+            self.now.set(t);
+            t
+        }
+    }
+
+    impl Port for Bus {
+        fn read(
+            &self,
+            addr: BusAddr,
+            buf: &mut [u8],
+        ) -> impl Future<Output = Result<(), AccessError>> {
+            self.reads.set(self.reads.get() + 1);
+            if addr.get() >= TARGET {
+                // Behind the writes on the path to the target.
+                self.now.set(self.now.get().max(self.target_free.get()));
+            }
+            self.pass(500);
+            buf.fill(0);
+            std::future::ready(if self.refuse_reads {
+                Err(AccessError::LinkDown { link: "x".into() })
+            } else {
+                Ok(())
+            })
+        }
+
+        fn write(
+            &self,
+            addr: BusAddr,
+            data: &[u8],
+        ) -> impl Future<Output = Result<(), AccessError>> {
+            let issued = self.now.get();
+            let left = self.pass((data.len() as u64).div_ceil(16));
+            let landed = if addr.get() >= TARGET {
+                let at = issued.max(self.target_free.get())
+                    + SimDuration::from_ns((data.len() as u64).div_ceil(4));
+                self.target_free.set(at);
+                at
+            } else {
+                if let Ok(word) = <[u8; 8]>::try_from(data) {
+                    self.word.set(u64::from_le_bytes(word));
+                }
+                left
+            };
+            self.landed
+                .borrow_mut()
+                .push((addr.get(), data.len(), landed));
+            std::future::ready(Ok(()))
+        }
+    }
+
+    impl Clock for Bus {
+        fn now(&self) -> SimTime {
+            self.now.get()
+        }
+
+        fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
+            self.now.set(self.now.get() + duration);
+            std::future::ready(())
+        }
+    }
+
+    /// Programs a copy of `len` bytes from device memory to `dst`, rings the doorbell and lets
+    /// the engine run it on `bus`; returns the completion word.
+    fn copy_on(bus: &Bus, dst: u64, len: u64) -> u64 {
+        let dev = DmaDevice::new(1 << 20, SimDuration::from_ns(100));
+        for (r, value) in [
+            (reg::SRC, 0),
+            (reg::DST, dst),
+            (reg::LEN, len),
+            (reg::FLAGS, flags::SRC_LOCAL),
+            (reg::COMPLETION_ADDR, COMPLETION),
+            (reg::DOORBELL, 1),
+        ] {
+            dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
+                .expect("a register");
+        }
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let mut engine = pin!(dev.run(bus.clone()));
+        assert!(
+            engine
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending(),
+            "the engine waits for its next doorbell"
+        );
+        let landed = bus.landed.borrow();
+        let &(at, len, _) = landed.last().expect("a completion word");
+        assert_eq!(
+            (at, len),
+            (COMPLETION, 8),
+            "the completion word is written last"
+        );
+        let mut word = [0u8; 8];
+        dev.mmio_read(REGISTER_BAR, reg::STATUS, &mut word)
+            .expect("STATUS");
+        u64::from_le_bytes(word)
+    }
+
+    #[test]
+    fn a_copy_to_a_slower_path_reports_done_only_after_its_last_byte_has_landed() {
+        let bus = Bus::default();
+        assert_eq!(copy_on(&bus, TARGET, 64 << 10), status::IDLE);
+        assert_eq!(bus.word.get(), 1, "the sequence number");
+        let landed = bus.landed.borrow();
+        let (data, completion) = landed.split_at(landed.len() - 1);
+        let last_byte = data
+            .iter()
+            .filter(|w| w.0 >= TARGET)
+            .map(|w| w.2)
+            .max()
+            .expect("the data was written");
+        // 64 KiB leave in 4 µs and land in 16 µs: without the flushing read the completion
+        // word landed 12 µs before the data.
+        assert!(
+            completion[0].2 > last_byte,
+            "completion word at {:?}, last byte at {last_byte:?}",
+            completion[0].2
+        );
+        assert_eq!(bus.reads.get(), 1, "one flushing read");
+    }
+
+    #[test]
+    fn a_copy_into_device_memory_needs_no_flushing_read() {
+        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
+        let bus = Bus::default();
+        for (r, value) in [
+            (reg::SRC, TARGET),
+            (reg::DST, 0),
+            (reg::LEN, 4096),
+            (reg::FLAGS, flags::DST_LOCAL),
+            (reg::COMPLETION_ADDR, COMPLETION),
+            (reg::DOORBELL, 1),
+        ] {
+            dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
+                .expect("a register");
+        }
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let mut engine = pin!(dev.run(bus.clone()));
+        assert!(engine
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(bus.reads.get(), 1, "the source read only");
+        assert_eq!(bus.landed.borrow().len(), 1, "the completion word only");
+    }
+
+    #[test]
+    fn a_copy_whose_flushing_read_fails_is_reported_failed() {
+        let bus = Bus {
+            refuse_reads: true,
+            ..Bus::default()
+        };
+        assert_eq!(copy_on(&bus, TARGET, 4096), status::ERROR);
+        assert_eq!(
+            bus.word.get(),
+            1 | COMPLETION_ERROR,
+            "the sequence, marked failed"
+        );
     }
 
     #[test]

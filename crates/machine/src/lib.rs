@@ -40,6 +40,6 @@ pub use explain::{
     CriticalPath, PathStep, RecordingOptions, StepClass, StepRef, Trace, TraceEvent, TraceTrack,
     TrackKind,
 };
-pub use machine::Machine;
+pub use machine::{Machine, WeakMachine};
 pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 pub use smartio_calibration::CpuTiming;

@@ -13,7 +13,7 @@ use smartio_platform::{
 use std::cell::{Ref, RefCell};
 use std::future::Future;
 use std::panic::Location;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 /// A handle to the machine: an engine behind the platform contract. Cheap to clone; not
 /// `Send` (see the crate's threading note).
@@ -25,6 +25,29 @@ pub struct Machine {
 impl std::fmt::Debug for Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Machine").field("now", &self.now()).finish()
+    }
+}
+
+/// A handle to a machine that does not keep it alive ([`Machine::downgrade`]): it tells
+/// whether anything still holds the machine, and reaches it while something does.
+#[derive(Clone)]
+pub struct WeakMachine {
+    engine: Weak<dyn Engine>,
+}
+
+impl std::fmt::Debug for WeakMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakMachine")
+            .field("alive", &(self.engine.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakMachine {
+    /// The machine, unless every handle to it (the owner's, agents', tasks') is gone and
+    /// its engine freed.
+    pub fn upgrade(&self) -> Option<Machine> {
+        self.engine.upgrade().map(|engine| Machine { engine })
     }
 }
 
@@ -166,6 +189,13 @@ impl Machine {
     /// Runs until `deadline`: what is due later stays pending.
     pub fn run_until(&self, deadline: SimTime) -> RunSummary {
         self.engine.run_until(deadline)
+    }
+
+    /// A handle that does not keep this machine alive.
+    pub fn downgrade(&self) -> WeakMachine {
+        WeakMachine {
+            engine: Rc::downgrade(&self.engine),
+        }
     }
 
     /// Drops every task (see [`Engine::shutdown`]).

@@ -9,10 +9,12 @@ use smartio_smartio::sisci::{SciError, Sisci};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-fn cluster(scenario: &str) -> (Machine, Sisci) {
+/// A cluster of `scenario` (kept by the caller: dropping it ends its simulation) and SISCI
+/// on it.
+fn cluster(scenario: &str) -> (Cluster, Sisci) {
     let c = Cluster::new(scenario, &Calibration::default_embedded()).expect("scenario loads");
     let sci = Sisci::new(&c.machine);
-    (c.machine, sci)
+    (c, sci)
 }
 
 fn host(machine: &Machine, name: &str) -> HostId {
@@ -34,7 +36,8 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn bytes_stored_through_a_remote_map_are_read_back_equal_by_the_owner() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let seg = sci
         .create_segment(lender, Some(7), 1 << 20)
@@ -72,7 +75,8 @@ fn bytes_stored_through_a_remote_map_are_read_back_equal_by_the_owner() {
 
 #[test]
 fn the_lut_limit_is_an_error_naming_the_adapter_and_unmapping_frees_entries() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let adapter = sci.adapter(borrower, 0).expect("adapter");
     let (used0, limit) = sci.lut_usage(adapter);
@@ -129,7 +133,8 @@ fn the_lut_limit_is_an_error_naming_the_adapter_and_unmapping_frees_entries() {
 
 #[test]
 fn connecting_needs_an_available_segment_and_a_known_node() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let node = sci.node_id(lender, 0).expect("node id");
     assert!(matches!(
@@ -162,7 +167,8 @@ fn connecting_needs_an_available_segment_and_a_known_node() {
 
 #[test]
 fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let seg = sci.create_segment(lender, Some(1), 4096).expect("segment");
     sci.prepare_segment(&seg, 0).expect("prepare");
@@ -243,7 +249,8 @@ fn link_down_loses_stores_reads_all_ones_and_sequences_report_it_until_link_up()
 
 #[test]
 fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
-    let (machine, sci) = cluster("cluster-switch");
+    let (c, sci) = cluster("cluster-switch");
+    let machine = c.machine.clone();
     let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
     let intr = sci
         .create_data_interrupt(lender, 0, Some(5))
@@ -330,7 +337,7 @@ fn one_multicast_store_lands_in_the_segments_of_all_59_other_hosts() {
 
 #[test]
 fn only_the_segment_that_joined_a_group_can_leave_it() {
-    let (_sim, sci) = cluster("cascade-60");
+    let (_cluster, sci) = cluster("cascade-60");
     let group = sci.create_multicast_group(64 << 10).expect("group");
     let joined = sci.create_segment(HostId(1), Some(1), 64 << 10).expect("1");
     let other = sci.create_segment(HostId(1), Some(2), 64 << 10).expect("2");
@@ -365,7 +372,8 @@ fn only_the_segment_that_joined_a_group_can_leave_it() {
 
 #[test]
 fn multicast_groups_are_limited() {
-    let (machine, sci) = cluster("cascade-60");
+    let (c, sci) = cluster("cascade-60");
+    let machine = c.machine.clone();
     let limit = machine.fabric().multicast().limit();
     assert_eq!(limit, 64);
     for _ in 0..limit {
@@ -399,7 +407,8 @@ impl<F: std::future::Future + 'static> AwaitBlocking for F {}
 
 #[test]
 fn a_removed_segments_automatic_id_is_not_handed_out_again() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let lender = host(&machine, "lender");
     let first = sci.create_segment(lender, None, 4096).expect("segment");
     sci.remove_segment(&first).expect("removed");
@@ -419,7 +428,8 @@ fn a_removed_segments_automatic_id_is_not_handed_out_again() {
 
 #[test]
 fn a_data_interrupt_on_an_adapter_the_host_lacks_is_refused_and_leaves_no_inbox() {
-    let (machine, sci) = cluster("back-to-back");
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
     let lender = host(&machine, "lender");
     let before = sci.segment_count();
     let refused = sci

@@ -218,7 +218,8 @@ pub struct NbdExport {
 
 impl NbdExport {
     /// Boots the cluster, binds the driver (or connects the client) on the host and
-    /// allocates the I/O buffers.
+    /// allocates the I/O buffers. The export serves while `cluster` lives: dropping the
+    /// cluster ends its simulation, device models included.
     pub fn start(cluster: &Cluster, cfg: &NbdConfig) -> Result<NbdExport, FioError> {
         cfg.check()?;
         let slots = cfg.queues * cfg.depth;

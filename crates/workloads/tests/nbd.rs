@@ -13,7 +13,9 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Instant;
 
-fn export(queues: u32, depth: u32) -> NbdExport {
+/// An export of the borrowed NVMe with its cluster, which the caller keeps while it serves
+/// (dropping a cluster ends its simulation).
+fn export(queues: u32, depth: u32) -> (Cluster, NbdExport) {
     let cluster = Cluster::new("back-to-back", &Calibration::default_embedded()).expect("loads");
     let cfg = NbdConfig {
         host: "borrower".into(),
@@ -23,7 +25,8 @@ fn export(queues: u32, depth: u32) -> NbdExport {
         depth,
         ..NbdConfig::default()
     };
-    NbdExport::start(&cluster, &cfg).expect("starts")
+    let export = NbdExport::start(&cluster, &cfg).expect("starts");
+    (cluster, export)
 }
 
 fn read(cookie: u64, offset: u64, len: u32) -> Event {
@@ -69,7 +72,7 @@ fn replies(s: &mut UnixStream, n: usize, len: usize) -> Vec<u64> {
 
 #[test]
 fn thousands_of_one_request_bursts_are_each_served_and_timed() {
-    let export = export(1, 4);
+    let (_cluster, export) = export(1, 4);
     let (tx, rx, mut theirs) = opened();
     // One request at a time: each is a burst of its own, shorter than a slice.
     const N: u64 = 20_000;
@@ -105,7 +108,7 @@ fn thousands_of_one_request_bursts_are_each_served_and_timed() {
 #[test]
 fn a_burst_larger_than_the_buffers_waits_and_every_request_is_answered() {
     // Two queue pairs of two: four buffers for sixty-four requests at once.
-    let export = export(2, 2);
+    let (_cluster, export) = export(2, 2);
     let (tx, rx, mut theirs) = opened();
     for i in 0..64 {
         tx.send(read(i, i * 8192, 8192)).unwrap();

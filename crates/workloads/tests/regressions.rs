@@ -36,3 +36,46 @@ fn nvme_client_randrw_runs_finish_at_the_op_counts_that_hung() {
         assert!(r.reads > 400 && r.writes > 400, "--ops {ops}: a mix");
     }
 }
+
+/// `smartio repro` once held 4 GB: every cluster it ran stayed alive to the end of the
+/// process, because the tasks left on a machine when a workload ends (device engines
+/// waiting for their next doorbell, interrupt handlers, a VM's hypervisor) hold handles to
+/// it. A dropped cluster must free its simulation, host RAM and device memory, whatever ran
+/// on it: here a GPU borrowed through SmartIO's MDEV by a VM, and a borrowed NVMe.
+#[test]
+fn a_dropped_cluster_frees_its_simulation_after_workloads_ran_on_it() {
+    let cal = Calibration::default_embedded();
+    let gpu = Cluster::new("vm-chassis", &cal).expect("cluster");
+    let config = smartio_workloads::GpuBandwidthConfig {
+        host: "borrower/vm0".into(),
+        device: "lender:gpu2".into(),
+        direction: smartio_workloads::GpuCopyDirection::HostToDevice,
+        sizes: vec![64 << 10, 1 << 20],
+        copies: 1,
+        repeat: 1,
+    };
+    let r = smartio_workloads::bench_gpu_bandwidth(&gpu, &config).expect("runs");
+    assert_eq!(r.verified_bytes, 1 << 20);
+    let weak = gpu.machine.downgrade();
+    drop(gpu);
+    assert!(
+        weak.upgrade().is_none(),
+        "the GPU run's cluster is still alive"
+    );
+
+    let nvme = Cluster::new("back-to-back", &cal).expect("cluster");
+    let cfg = FioConfig {
+        rw: RwMode::RandRead,
+        verify: true,
+        amount: Amount::Ops(50),
+        ..FioConfig::new("borrower", "lender:nvme0")
+    };
+    let r = run_fio(&nvme, &cfg).expect("runs");
+    assert_eq!(r.reads, 50);
+    let weak = nvme.machine.downgrade();
+    drop(nvme);
+    assert!(
+        weak.upgrade().is_none(),
+        "the fio run's cluster is still alive"
+    );
+}

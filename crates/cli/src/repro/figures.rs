@@ -340,7 +340,8 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
 /// Each placement of `exp train` and its mean epoch time.
 type Epochs = Vec<(String, f64)>;
 
-/// The mean epoch time of each placement of `exp train`, by label, and its plots.
+/// The mean epoch time of each placement of `exp train`, by label, and its plots that no
+/// earlier figure showed (IV-21 and V-30 read one run and one plot).
 fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), String> {
     let report = ctx.exp(ExpName::Train, Some(1))?;
     let rows = report
@@ -355,7 +356,7 @@ fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), String> {
             )
         })
         .collect();
-    Ok((rows, report.plots.clone()))
+    Ok((rows, ctx.unshown(&report.plots)))
 }
 
 fn epoch(rows: &[(String, f64)], label: &str) -> f64 {
@@ -424,7 +425,7 @@ fn gpu_nvme(ctx: &Ctx) -> Result<Finding, String> {
         measured: measured.join("; "),
         rule: "GPU-driven within 5 % of CPU-driven for every GPU".into(),
         holds: !rows.is_empty() && worst <= 5.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -713,7 +714,7 @@ fn sriov_lent(ctx: &Ctx) -> Result<Finding, String> {
         ),
         rule: "lent within 1 % of local".into(),
         holds: pct(lent, local).abs() <= 1.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -754,7 +755,7 @@ fn sriov_shared(ctx: &Ctx) -> Result<Finding, String> {
         ),
         rule: "two clients, each at least 25 % of the bytes, together at least 90 Gbit/s".into(),
         holds: bytes.len() == 2 && least >= 0.25 && total >= 90.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -790,7 +791,7 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
         rule: "baseline reads 9-11.5 GB/s, with the IOMMU 1.2-2.0 GB/s; writes keep a larger share"
             .into(),
         holds: (9e9..=11.5e9).contains(&r0) && (1.2e9..=2.0e9).contains(&r1) && wd > rd,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -818,7 +819,7 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
             .join(", "),
         rule: "medians strictly decrease as the SQ moves closer to the NVMe".into(),
         holds: ordered,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -841,7 +842,7 @@ fn share_30(ctx: &Ctx) -> Result<Finding, String> {
         rule: "30 clients, every one read and verified data, and one more queue pair is refused"
             .into(),
         holds: clients.len() == 30 && each > 0.0 && refused,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -874,7 +875,7 @@ fn multicast(ctx: &Ctx) -> Result<Finding, String> {
         ),
         rule: "one command, 59 receivers verified".into(),
         holds: commands == 1.0 && verified == 59.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -902,7 +903,7 @@ fn vm_nvme(ctx: &Ctx) -> Result<Finding, String> {
         rule: "physical borrower adds 0 to 1000 ns; the VM borrower adds more, by under 1 µs"
             .into(),
         holds: (0.0..1000.0).contains(&(phys - local)) && vm > phys && vm - phys < 1000.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(&report.plots),
     })
 }
 
@@ -913,6 +914,16 @@ fn nvmeof_row<'a>(j: &'a Value, path: &str, io: &str) -> &'a Value {
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["path"] == path && r["io"] == io))
         .unwrap_or(&Value::Null)
+}
+
+/// Of nvmeof-compare's plots, the overview and the step-by-step plots of the initiator and
+/// I/O a figure is about (`steps` begins their file's part after `nvmeof-steps-`: `kernel-read`,
+/// `polled-`), so each figure shows its own.
+fn nvmeof_plots<'p>(plots: &'p [Plot], steps: &str) -> impl Iterator<Item = &'p Plot> {
+    let steps = format!("nvmeof-steps-{steps}");
+    plots
+        .iter()
+        .filter(move |p| p.file == "nvmeof-compare.svg" || p.file.starts_with(&steps))
 }
 
 /// Seed 003 Fig. 10: the kernel initiator against the native driver with interrupts and
@@ -933,7 +944,7 @@ fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, String> {
         rule: "NVMe-oF (kernel initiator) − local (native, interrupts) minimum latency 6.5-9 µs"
             .into(),
         holds: (6500.0..=9000.0).contains(&min),
-        plots: report.plots.clone(),
+        plots: ctx.unshown(nvmeof_plots(&report.plots, &format!("kernel-{io}"))),
     })
 }
 
@@ -959,6 +970,6 @@ fn nvmeof(ctx: &Ctx) -> Result<Finding, String> {
         ),
         rule: "NVMe-oF (polled initiator) adds 6.5-9 µs at the 99th percentile; SmartIO remote adds less than 1 µs".into(),
         holds: (6500.0..=9000.0).contains(&added) && smartio < 1000.0,
-        plots: report.plots.clone(),
+        plots: ctx.unshown(nvmeof_plots(&report.plots, "polled-")),
     })
 }

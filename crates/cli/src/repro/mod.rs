@@ -16,8 +16,9 @@ mod seed003;
 use crate::exp::{Plot, Report, Setup};
 use serde::Serialize;
 use smartio_calibration::Calibration;
+use std::any::Any;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -74,15 +75,30 @@ pub struct Figure {
 /// An experiment and its `--ops`.
 type ExpRun = (crate::exp::ExpName, Option<u64>);
 
-/// What a figure's run gets: the calibration, and the experiments already run (two figures
-/// may read one experiment).
+/// What a figure's run gets: the calibration, and what earlier figures already ran and
+/// showed — two figures may read one experiment or one set of runs, and show its plots once.
 pub struct Ctx<'a> {
     calibration: &'a Calibration,
     seed: u64,
     reports: RefCell<BTreeMap<ExpRun, Rc<Report>>>,
+    /// Results of other runs figures share ([`Ctx::once`]), by what they measure.
+    runs: RefCell<BTreeMap<String, Rc<dyn Any>>>,
+    /// The files of the plots already shown by a figure.
+    shown: RefCell<BTreeSet<String>>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// Nothing run or shown yet.
+    fn new(calibration: &'a Calibration, seed: u64) -> Ctx<'a> {
+        Ctx {
+            calibration,
+            seed,
+            reports: RefCell::default(),
+            runs: RefCell::default(),
+            shown: RefCell::default(),
+        }
+    }
+
     /// The calibration in force.
     pub fn calibration(&self) -> &Calibration {
         self.calibration
@@ -110,6 +126,38 @@ impl Ctx<'_> {
             .borrow_mut()
             .insert((name, ops), report.clone());
         Ok(report)
+    }
+
+    /// What `run` measures, run once per repro: the first figure asking for `key` runs it,
+    /// later ones get the same result. `key` names everything the run depends on (its
+    /// scenario, parameters and the run's seed are the same for every figure).
+    pub fn once<T: 'static>(
+        &self,
+        key: &str,
+        run: impl FnOnce() -> Result<T, String>,
+    ) -> Result<Rc<T>, String> {
+        let known = self.runs.borrow().get(key).cloned();
+        if let Some(done) = known {
+            return done
+                .downcast::<T>()
+                .map_err(|_| format!("repro: the run {key:?} is kept as another type"));
+        }
+        let done = Rc::new(run()?);
+        self.runs
+            .borrow_mut()
+            .insert(key.to_string(), done.clone() as Rc<dyn Any>);
+        Ok(done)
+    }
+
+    /// The plots of `plots` that no earlier figure showed (by file), now marked shown: a
+    /// plot two figures read appears once in the report, with the first.
+    pub fn unshown<'p>(&self, plots: impl IntoIterator<Item = &'p Plot>) -> Vec<Plot> {
+        let mut shown = self.shown.borrow_mut();
+        plots
+            .into_iter()
+            .filter(|p| shown.insert(p.file.clone()))
+            .cloned()
+            .collect()
     }
 }
 
@@ -167,11 +215,7 @@ pub fn run(
             args.figures.is_empty() || args.figures.iter().any(|id| f.id.eq_ignore_ascii_case(id))
         })
         .collect();
-    let ctx = Ctx {
-        calibration,
-        seed: args.seed,
-        reports: RefCell::default(),
-    };
+    let ctx = Ctx::new(calibration, args.seed);
     let mut phase = smartio_workloads::progress::begin(
         "figures",
         chosen.len() as u64,
@@ -234,4 +278,60 @@ pub fn run(
             .unwrap_or_default()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exp::Chart;
+    use std::cell::Cell;
+
+    fn plot(file: &str) -> Plot {
+        Plot {
+            file: file.into(),
+            title: file.into(),
+            x_label: String::new(),
+            y_label: String::new(),
+            chart: Chart::Bars(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn a_run_two_figures_share_runs_once_and_both_get_its_result() {
+        let calibration = Calibration::default_embedded();
+        let ctx = Ctx::new(&calibration, 1);
+        let runs = Cell::new(0);
+        let run = || {
+            runs.set(runs.get() + 1);
+            Ok(vec![7u64])
+        };
+        let first = ctx.once("reads", run).expect("runs");
+        let second = ctx.once("reads", run).expect("kept");
+        assert_eq!(runs.get(), 1);
+        assert!(Rc::ptr_eq(&first, &second));
+        ctx.once("writes", run).expect("another run");
+        assert_eq!(runs.get(), 2);
+        let wrong = ctx.once("reads", || Ok("text"));
+        assert!(wrong.expect_err("another type").contains("\"reads\""));
+    }
+
+    #[test]
+    fn a_failed_run_is_not_kept() {
+        let calibration = Calibration::default_embedded();
+        let ctx = Ctx::new(&calibration, 1);
+        let failed: Result<Rc<u8>, String> = ctx.once("x", || Err("stuck".into()));
+        assert_eq!(failed.expect_err("fails"), "stuck");
+        assert_eq!(*ctx.once("x", || Ok(3u8)).expect("runs again"), 3);
+    }
+
+    #[test]
+    fn a_plot_two_figures_read_is_shown_by_the_first_only() {
+        let calibration = Calibration::default_embedded();
+        let ctx = Ctx::new(&calibration, 1);
+        let report = [plot("a.svg"), plot("b.svg")];
+        let files = |plots: Vec<Plot>| plots.into_iter().map(|p| p.file).collect::<Vec<_>>();
+        assert_eq!(files(ctx.unshown(&report[..1])), ["a.svg"]);
+        assert_eq!(files(ctx.unshown(&report)), ["b.svg"]);
+        assert!(ctx.unshown(&report).is_empty());
+    }
 }

@@ -18,6 +18,7 @@ use smartio_cluster::Cluster;
 use smartio_drivers::nvme::CompletionMode;
 use smartio_workloads::fio::LatencyNs;
 use smartio_workloads::fio::{run_fio, Amount, FioConfig, FioMethod, RwMode};
+use std::rc::Rc;
 
 /// The scenario of Fig. 9b.
 const SCENARIO: &str = "nvme-cluster";
@@ -48,7 +49,8 @@ impl Who {
 
 /// One QD1 4 KiB run's latencies.
 fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, String> {
-    let cluster = Cluster::new(SCENARIO, ctx.calibration()).map_err(|e| e.to_string())?;
+    let cluster =
+        Cluster::seeded(SCENARIO, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())?;
     let manager = FioMethod::NvmeBlock {
         manager: "lender".into(),
     };
@@ -77,11 +79,15 @@ struct Runs {
 }
 
 impl Runs {
-    fn of(ctx: &Ctx, rw: RwMode) -> Result<Runs, String> {
-        Ok(Runs {
-            stock: qd1(ctx, Who::StockLocal, rw)?,
-            local: qd1(ctx, Who::BlockLocal, rw)?,
-            remote: qd1(ctx, Who::BlockRemote, rw)?,
+    /// The three runs doing `rw`, made once per repro: the baseline statement reads the
+    /// runs of the read and write statements.
+    fn of(ctx: &Ctx, rw: RwMode) -> Result<Rc<Runs>, String> {
+        ctx.once(&format!("seed 003 QD1 {rw:?}"), || {
+            Ok(Runs {
+                stock: qd1(ctx, Who::StockLocal, rw)?,
+                local: qd1(ctx, Who::BlockLocal, rw)?,
+                remote: qd1(ctx, Who::BlockRemote, rw)?,
+            })
         })
     }
 

@@ -4,7 +4,10 @@
 //! `cudaEventElapsedTime`. Queueing lets the GPU's front end run the copies back to back;
 //! the host's calls and doorbells overlap with them.
 
-use super::{check_count, gpu_endpoint, host_memory, open, pattern, GpuWorkloadError};
+use super::{
+    check_count, gpu_endpoint, host_memory, open, pattern_differs, write_pattern, write_zeros,
+    GpuWorkloadError,
+};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
@@ -35,6 +38,9 @@ impl GpuCopyDirection {
         }
     }
 }
+
+/// The seed of the bytes the copies move.
+const SEED: u64 = 0x5eed;
 
 /// Most copies queued per sample (bandwidthTest's own default is 100).
 pub const MAX_COPIES: u32 = 1000;
@@ -164,11 +170,7 @@ async fn measure(
         GpuCopyDirection::DeviceToDevice => (device.addr(), device.at(largest)),
     };
     // What the copies move, set up untimed as bandwidthTest initialises its buffers.
-    let data = pattern(largest, 0x5eed);
-    bench
-        .os
-        .write_memory(host.cpu, &data)
-        .map_err(host_memory("host buffer"))?;
+    write_pattern(&bench.os, host.cpu, largest, SEED).map_err(host_memory("host buffer"))?;
     if config.direction != GpuCopyDirection::HostToDevice {
         ctx.memcpy(device.addr(), host.addr(), largest).await?;
     }
@@ -199,7 +201,7 @@ async fn measure(
     }
     stream.destroy().await?;
     // The last copy of the largest size moved `largest` bytes: check them.
-    let verified = verify(ctx, bench, config, &host, &device, largest, &data).await?;
+    let verified = verify(ctx, bench, config, &host, &device, largest).await?;
     ctx.free(&device)?;
     ctx.host_free(host)?;
     Ok((samples, verified))
@@ -213,7 +215,6 @@ async fn verify(
     host: &smartio_drivers::gpu::HostBuffer,
     device: &smartio_drivers::gpu::DeviceBuffer,
     largest: u64,
-    data: &[u8],
 ) -> Result<u64, GpuWorkloadError> {
     let last = *config.sizes.last().unwrap_or(&largest);
     if last != largest {
@@ -227,19 +228,12 @@ async fn verify(
     };
     if let Some(from) = written {
         // Clear the host buffer, then bring the device copy back into it.
-        bench
-            .os
-            .write_memory(host.cpu, &vec![0u8; largest as usize])
-            .map_err(host_memory("host buffer"))?;
+        write_zeros(&bench.os, host.cpu, largest).map_err(host_memory("host buffer"))?;
         ctx.memcpy(host.addr(), from, largest).await?;
     }
-    let mut got = vec![0u8; largest as usize];
-    bench
-        .os
-        .read_memory(host.cpu, &mut got)
-        .map_err(host_memory("host buffer"))?;
-    if got != data {
-        let at = got.iter().zip(data).position(|(a, b)| a != b).unwrap_or(0);
+    let differs =
+        pattern_differs(&bench.os, host.cpu, largest, SEED).map_err(host_memory("host buffer"))?;
+    if let Some(at) = differs {
         return Err(GpuWorkloadError::Verify(format!(
             "{} copy of {largest} bytes differs at byte {at}",
             config.direction.name()

@@ -30,8 +30,9 @@ use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::GpuAddr;
 use smartio_drivers::gpu::{GpuContext, GpuError, RuntimeCosts};
 use smartio_fabric::{Access, EndpointId, Requester};
+use smartio_host::{GuestMemoryError, HostOs};
 use smartio_machine::Machine;
-use smartio_platform::BusAddr;
+use smartio_platform::{BusAddr, PhysAddr};
 use thiserror::Error;
 
 /// Why a GPU workload could not run. None is fatal to the emulator: each is a bad request,
@@ -266,11 +267,66 @@ pub(crate) fn get_u64(params: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(w))
 }
 
-/// Distinct bytes, so a missing or shifted byte shows.
+/// Distinct bytes, so a missing or shifted byte shows. Byte `i` depends on `i + seed` only,
+/// so the part from `at` is `pattern(n, seed + at)`.
 pub(crate) fn pattern(len: u64, seed: u64) -> Vec<u8> {
     (0..len)
         .map(|i| (i.wrapping_add(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 29) as u8)
         .collect()
+}
+
+/// Bytes of a buffer the workloads set up, clear or check at a time: a copy of 128 MiB is
+/// already in host RAM and in device memory, and need not be a third and fourth time in the
+/// workload's own.
+const CHUNK: u64 = 1 << 20;
+
+/// The pieces `(offset, len)` of `len` bytes, [`CHUNK`] at a time.
+fn chunks(len: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..len)
+        .step_by(CHUNK as usize)
+        .map(move |at| (at, CHUNK.min(len - at)))
+}
+
+/// Writes [`pattern`]`(len, seed)` to the `len` bytes at `addr` of `os`'s memory.
+pub(crate) fn write_pattern(
+    os: &HostOs,
+    addr: PhysAddr,
+    len: u64,
+    seed: u64,
+) -> Result<(), GuestMemoryError> {
+    for (at, n) in chunks(len) {
+        os.write_memory(addr.offset(at), &pattern(n, seed.wrapping_add(at)))?;
+    }
+    Ok(())
+}
+
+/// Zeroes the `len` bytes at `addr` of `os`'s memory.
+pub(crate) fn write_zeros(os: &HostOs, addr: PhysAddr, len: u64) -> Result<(), GuestMemoryError> {
+    let zeros = vec![0u8; CHUNK.min(len) as usize];
+    for (at, n) in chunks(len) {
+        os.write_memory(addr.offset(at), &zeros[..n as usize])?;
+    }
+    Ok(())
+}
+
+/// The first byte of the `len` bytes at `addr` of `os`'s memory that differs from
+/// [`pattern`]`(len, seed)`, or `None` if they all hold it.
+pub(crate) fn pattern_differs(
+    os: &HostOs,
+    addr: PhysAddr,
+    len: u64,
+    seed: u64,
+) -> Result<Option<u64>, GuestMemoryError> {
+    let mut got = vec![0u8; CHUNK.min(len) as usize];
+    for (at, n) in chunks(len) {
+        let got = &mut got[..n as usize];
+        os.read_memory(addr.offset(at), got)?;
+        let want = pattern(n, seed.wrapping_add(at));
+        if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+            return Ok(Some(at + i as u64));
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses a count of 0 or above `max` for option `what`.
@@ -305,6 +361,43 @@ mod tests {
         p[16] = 7;
         assert_eq!(get_addr(&p, 16), None, "unknown tag");
         assert_eq!(get_u64(&p, usize::MAX - 2), None, "no overflow");
+    }
+
+    #[test]
+    fn a_pattern_made_a_chunk_at_a_time_is_the_whole_pattern() {
+        let len = 2 * CHUNK + 12_345;
+        let pieces: Vec<(u64, u64)> = chunks(len).collect();
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces[2], (2 * CHUNK, 12_345));
+        let joined: Vec<u8> = pieces
+            .iter()
+            .flat_map(|&(at, n)| pattern(n, 0x5eed_u64.wrapping_add(at)))
+            .collect();
+        assert_eq!(joined, pattern(len, 0x5eed));
+        assert_eq!(chunks(0).count(), 0);
+    }
+
+    #[test]
+    fn a_pattern_written_in_chunks_checks_and_a_wrong_byte_is_found_where_it_is() {
+        let cal = smartio_calibration::Calibration::default_embedded();
+        let cluster = Cluster::new("local-chassis", &cal).expect("loads");
+        let booted = crate::Booted::boot(&cluster).expect("boots");
+        let os = &booted.hosts[0];
+        let len = CHUNK + 1000;
+        let at = os.alloc(len).expect("RAM");
+        write_pattern(os, at, len, 7).expect("written");
+        let mut whole = vec![0u8; len as usize];
+        os.read_memory(at, &mut whole).expect("read");
+        assert_eq!(whole, pattern(len, 7));
+        assert_eq!(pattern_differs(os, at, len, 7).expect("read"), None);
+        let wrong = CHUNK + 3;
+        os.write_memory(at.offset(wrong), &[!whole[wrong as usize]])
+            .expect("written");
+        assert_eq!(pattern_differs(os, at, len, 7).expect("read"), Some(wrong));
+        write_zeros(os, at, len).expect("cleared");
+        os.read_memory(at, &mut whole).expect("read");
+        assert!(whole.iter().all(|&b| b == 0));
+        assert_eq!(pattern_differs(os, at, len, 7).expect("read"), Some(0));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
-use super::{check_count, host_memory, on_two_gpus, path, pattern, GpuWorkloadError};
+use super::{
+    check_count, host_memory, on_two_gpus, path, pattern_differs, write_pattern, write_zeros,
+    GpuWorkloadError,
+};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
@@ -16,6 +19,9 @@ use smartio_devices::gpu::kernel::{KernelFn, KernelFuture};
 use smartio_drivers::gpu::GpuContext;
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
+
+/// The seed of the bytes the copies move.
+const SEED: u64 = 0xd2d;
 
 /// Most copies per size.
 pub const MAX_REPEAT: u32 = 1000;
@@ -129,12 +135,8 @@ async fn measure(
         P2pDirection::Read => (remote_addr, local.addr()),
     };
     // What the copies move, put in place before the timed part.
-    let data = pattern(largest, 0xd2d);
     let staging = source.host_alloc(largest)?;
-    bench
-        .os
-        .write_memory(staging.cpu, &data)
-        .map_err(host_memory("host buffer"))?;
+    write_pattern(&bench.os, staging.cpu, largest, SEED).map_err(host_memory("host buffer"))?;
     match config.direction {
         P2pDirection::Write => source.memcpy(local.addr(), staging.addr(), largest).await?,
         P2pDirection::Read => source.memcpy(remote_addr, staging.addr(), largest).await?,
@@ -178,18 +180,11 @@ async fn measure(
     stream.destroy().await?;
     // The destination holds the first `last` bytes of the pattern.
     let last = *config.sizes.last().unwrap_or(&largest);
-    bench
-        .os
-        .write_memory(staging.cpu, &vec![0u8; last as usize])
-        .map_err(host_memory("host buffer"))?;
+    write_zeros(&bench.os, staging.cpu, last).map_err(host_memory("host buffer"))?;
     source.memcpy(staging.addr(), dst, last).await?;
-    let mut got = vec![0u8; last as usize];
-    bench
-        .os
-        .read_memory(staging.cpu, &mut got)
-        .map_err(host_memory("host buffer"))?;
-    if got[..] != data[..last as usize] {
-        let at = got.iter().zip(&data).position(|(a, b)| a != b).unwrap_or(0);
+    let differs =
+        pattern_differs(&bench.os, staging.cpu, last, SEED).map_err(host_memory("host buffer"))?;
+    if let Some(at) = differs {
         return Err(GpuWorkloadError::Verify(format!(
             "peer copy of {last} bytes differs at byte {at}"
         )));
