@@ -76,8 +76,9 @@ pub fn load_calibrated_fabric(
 ) -> Result<Fabric, ClusterError> {
     let spec = load_spec(scenario)?;
     let mut fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+    let calibration = calibration.configured_by(fabric.pcie());
     calibration.configure_fabric(&mut fabric);
-    smartio_engine::Timing::resolve(&fabric, calibration).map_err(|e| located(Some(&spec), e))?;
+    smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| located(Some(&spec), e))?;
     Ok(fabric)
 }
 
@@ -164,7 +165,7 @@ pub struct Cluster {
     /// The timed engine behind `machine`, for what only it can tell (link occupancy, resolved
     /// timing); `None` on the direct engine.
     timed: Option<Sim>,
-    /// The calibration in force.
+    /// The calibration in force (with the scenario's `[pcie]` sizes, if it configures any).
     pub calibration: Calibration,
     /// The device models, by endpoint (one per endpoint whose kind has a factory).
     models: Models,
@@ -225,8 +226,9 @@ impl Cluster {
     ) -> Result<Cluster, ClusterError> {
         let spec = load_spec(scenario)?;
         let fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+        let calibration = calibration.configured_by(fabric.pcie());
         let machine = engine(fabric).map_err(ClusterError::Engine)?;
-        Self::assemble(machine, None, calibration, options, Some(&spec))
+        Self::assemble(machine, None, &calibration, options, Some(&spec))
     }
 
     /// [`Cluster::with_options`] for a fabric already built (from a scenario text that is
@@ -240,13 +242,15 @@ impl Cluster {
     }
 
     /// Times `fabric` and starts its devices; errors name the scenario line of what they are
-    /// about when `spec` is known.
+    /// about when `spec` is known. The transaction-layer sizes the scenario configures
+    /// (`[pcie]`) replace the calibration's for this cluster ([`Calibration::configured_by`]).
     fn start(
         fabric: Fabric,
         calibration: &Calibration,
         options: &ClusterOptions,
         spec: Option<&ClusterSpec>,
     ) -> Result<Cluster, ClusterError> {
+        let calibration = &calibration.configured_by(fabric.pcie());
         let (machine, timed) = match options.engine {
             EngineKind::Timed => {
                 let sim =
