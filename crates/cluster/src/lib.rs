@@ -11,8 +11,9 @@
 //! calibration `[nic.*]` profile, whose port joins the Ethernet segment its `params.network`
 //! names in the cluster's one [`Network`] ([`Cluster::network`]). Every GPU of a cluster launches kernels from one
 //! [`KernelLibrary`] ([`Cluster::gpu_kernels`]): load a kernel there, then name its id in a
-//! ring's launch entry. Every endpoint without a richer model answers configuration requests
-//! from its layout.
+//! ring's launch entry. Every NTB adapter has its own DMA engine
+//! ([`smartio_devices::ntb_dma::AdapterDma`], [`Cluster::adapter_dma`]). Every endpoint
+//! without a richer model answers configuration requests from its layout.
 
 #![forbid(unsafe_code)]
 
@@ -28,12 +29,14 @@ pub use smartio_calibration::Calibration;
 use smartio_devices::dma::DmaDevice;
 use smartio_devices::gpu::{Gpu, KernelLibrary};
 use smartio_devices::nic::{Network, Nic};
+use smartio_devices::ntb_dma::AdapterDma;
 use smartio_devices::nvme::NvmeController;
 use smartio_direct::DirectEngine;
 use smartio_engine::TimingError;
 pub use smartio_engine::{Sim, Timing};
 use smartio_fabric::{ClusterSpec, EndpointId, Fabric, ScenarioError};
 use smartio_machine::{Agent, Machine};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use thiserror::Error;
@@ -173,6 +176,8 @@ pub struct Cluster {
     gpu_kernels: Rc<KernelLibrary<Agent>>,
     /// The Ethernet segments between NICs (when the calibration times them).
     network: Option<Rc<Network>>,
+    /// Every NTB adapter's own DMA engine, by the adapter's endpoint.
+    adapter_dmas: BTreeMap<EndpointId, Rc<AdapterDma>>,
 }
 
 impl Default for ClusterOptions {
@@ -294,6 +299,7 @@ impl Cluster {
                 });
             }
         };
+        let adapter_dmas = models::adapter_dma::start_all(&cx);
         Ok(Cluster {
             machine,
             timed,
@@ -301,6 +307,7 @@ impl Cluster {
             models,
             gpu_kernels,
             network,
+            adapter_dmas,
         })
     }
 
@@ -388,6 +395,11 @@ impl Cluster {
     /// The Ethernet segments between NICs (`None` when the calibration has no `[network]`).
     pub fn network(&self) -> Option<&Rc<Network>> {
         self.network.as_ref()
+    }
+
+    /// The DMA engine of the NTB adapter whose function is `endpoint`.
+    pub fn adapter_dma(&self, endpoint: EndpointId) -> Option<Rc<AdapterDma>> {
+        self.adapter_dmas.get(&endpoint).cloned()
     }
 
     /// The NVMe controllers, in endpoint order.
