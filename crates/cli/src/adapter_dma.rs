@@ -38,9 +38,7 @@ fn first_host_with_an_adapter(cluster: &Cluster, scenario: &str) -> Result<Strin
         .map(|a| a.host)
         .min()
         .map(|h| f.host(h).name.clone())
-        .ok_or_else(|| {
-            format!("--adapter: no host of scenario {scenario} has an NTB adapter")
-        })
+        .ok_or_else(|| format!("--adapter: no host of scenario {scenario} has an NTB adapter"))
 }
 
 /// Runs it.
@@ -48,8 +46,7 @@ pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), String
     let scenario = args
         .scenario
         .unwrap_or_else(|| DEFAULT_SCENARIO.to_string());
-    let cluster =
-        Cluster::seeded(&scenario, calibration, args.seed).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&scenario, calibration, args.seed).map_err(|e| e.to_string())?;
     let host = match args.host {
         Some(h) => h,
         None => first_host_with_an_adapter(&cluster, &scenario)?,

@@ -125,12 +125,18 @@ fn bench_dma_adapter_prints_the_bench_dma_table_with_what_moved_where() {
         out.contains("Adapter DMA reads (lender RAM -> borrower RAM) on back-to-back"),
         "{out}"
     );
-    assert!(out.contains("borrower.ntb0") && out.contains("MPS 256 B"), "{out}");
+    assert!(
+        out.contains("borrower.ntb0") && out.contains("MPS 256 B"),
+        "{out}"
+    );
     for column in ["transfer size", "median GB/s", "median time (µs)", "64 KiB"] {
         assert!(out.contains(column), "{column}: {out}");
     }
     let (ok, _, err) = smartio(&["bench", "dma", "--adapter", "--device", "dma0"]);
-    assert!(!ok && err.contains("--adapter") && err.contains("--device"), "{err}");
+    assert!(
+        !ok && err.contains("--adapter") && err.contains("--device"),
+        "{err}"
+    );
     let (ok, _, err) = smartio(&["bench", "dma"]);
     assert!(!ok && err.contains("--scenario"), "{err}");
 }

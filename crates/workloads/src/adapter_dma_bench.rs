@@ -58,6 +58,10 @@ pub struct AdapterDmaBenchRun {
     pub samples: Vec<DmaSample>,
     /// Bytes compared after the run (the largest size, once).
     pub verified_bytes: u64,
+    /// The timing model's account of one read request of the read request size from the
+    /// engine to the remote side on an idle fabric (request out, completions back and the
+    /// completer's time), in ns; `None` on an engine without timing.
+    pub read_round_trip_ns: Option<f64>,
 }
 
 /// Why the benchmark could not run.
@@ -210,6 +214,15 @@ pub fn bench_adapter_dma(
         .with_fabric_mut(|f| f.ntb_add_requester(adapter, Requester::Device(endpoint)))
         .map_err(AdapterDmaBenchError::RequesterId)?;
 
+    let read_round_trip_ns = machine
+        .idle_read_cost(
+            Requester::Device(endpoint),
+            window.bus_addr(),
+            cluster.calibration.pcie.max_read_request_size.value as u64,
+        )
+        .and_then(Result::ok)
+        .map(|c| (c.path_ps + c.completer_ps) as f64 / 1000.0);
+
     // What the engine reads: the source side's pattern, set up untimed.
     let pattern = host_pattern(largest);
     let (source_host, source_phys, dest_host, dest_phys) = match config.direction {
@@ -294,5 +307,6 @@ pub fn bench_adapter_dma(
         direction: config.direction,
         samples,
         verified_bytes: largest,
+        read_round_trip_ns,
     })
 }
