@@ -500,6 +500,42 @@ impl Calibration {
         fabric.set_multicast_groups(groups);
     }
 
+    /// This calibration with the transaction-layer sizes a scenario configures (`[pcie]`: what
+    /// its firmware programmed into every function's Device Control register) in force
+    /// instead of the file's; each replaced entry's source names the scenario line. A
+    /// completion carries at most MPS, so `completion_max_payload` comes down to a smaller
+    /// configured MPS. Sizes the scenario leaves out keep the calibration's value.
+    pub fn configured_by(&self, pcie: &smartio_fabric::PcieSpec) -> Calibration {
+        let mut cal = self.clone();
+        let set = |param: &mut Param, size: &smartio_fabric::ConfiguredSize, key: &str| {
+            param.value = size.bytes as f64;
+            param.source = format!(
+                "scenario {}:{}: [pcie] {key} = {} (the calibration file's value is replaced)",
+                size.loc.file, size.loc.line, size.bytes
+            );
+        };
+        if let Some(mps) = &pcie.max_payload_size {
+            set(&mut cal.pcie.max_payload_size, mps, "max_payload_size");
+            if cal.pcie.completion_max_payload.value > mps.bytes as f64 {
+                cal.pcie.completion_max_payload = Param {
+                    value: mps.bytes as f64,
+                    source: format!(
+                        "scenario {}:{}: a completion carries at most the configured MPS ({} B)",
+                        mps.loc.file, mps.loc.line, mps.bytes
+                    ),
+                };
+            }
+        }
+        if let Some(mrrs) = &pcie.max_read_request_size {
+            set(
+                &mut cal.pcie.max_read_request_size,
+                mrrs,
+                "max_read_request_size",
+            );
+        }
+        cal
+    }
+
     /// This calibration with every source of variation closed: chips at their typical
     /// latency (the worst case set to it), media and interrupt delivery at their medians (the
     /// 99th percentiles set to them). What the model then computes is exactly the typical

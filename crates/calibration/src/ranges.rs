@@ -457,7 +457,7 @@ pub const RULES: &[Rule] = &[
     ),
     rule("devices.*", "mmio_read_ns", TIME),
     // The one `extra` key the code reads (`Calibration::device_extra`): a copy engine's
-    // start-up time.
+    // start-up time (the DMA test device's, the NTB adapter's DMA engine's).
     rule("devices.*", "setup_ns", TIME),
     rule("nvme.*", "read_latency_ns", TIME),
     rule("nvme.*", "read_latency_p99_ns", TIME),

@@ -242,8 +242,8 @@ fn zero_credits_tags_and_fractional_or_zero_table_sizes_are_rejected() {
         &["[cpu] max_outstanding_reads = 0: too small", "1 to 256"],
     );
     rejected(
-        "max_outstanding_reads = { value = 64,",
-        "max_outstanding_reads = { value = 0,",
+        "max_outstanding_reads = { value = 64, source = \"estimate: an NVMe",
+        "max_outstanding_reads = { value = 0, source = \"estimate: an NVMe",
         &["[devices.nvme] max_outstanding_reads = 0", "1 to 16384"],
     );
     rejected(
@@ -511,4 +511,69 @@ fn a_copy_costs_the_first_lines_latency_and_its_bytes_at_the_copy_rate() {
     assert_eq!(cpu.memcpy(0), SimDuration::ZERO);
     // One byte still pays the line and a rounded-up picosecond share.
     assert_eq!(cpu.memcpy(1), SimDuration::from_ns(90) + SimDuration(125));
+}
+
+fn configured(bytes: u64, line: usize) -> smartio_fabric::ConfiguredSize {
+    smartio_fabric::ConfiguredSize {
+        bytes,
+        loc: smartio_fabric::spec::SourceLoc {
+            file: "s.toml".into(),
+            line,
+        },
+    }
+}
+
+#[test]
+fn a_scenario_configured_mps_replaces_the_files_and_caps_completions() {
+    let cal = Calibration::default_embedded();
+    let pcie = smartio_fabric::PcieSpec {
+        max_payload_size: Some(configured(128, 7)),
+        max_read_request_size: None,
+    };
+    let c = cal.configured_by(&pcie);
+    assert_eq!(c.pcie.max_payload_size.value, 128.0);
+    assert!(
+        c.pcie
+            .max_payload_size
+            .source
+            .starts_with("scenario s.toml:7: [pcie] max_payload_size"),
+        "{}",
+        c.pcie.max_payload_size.source
+    );
+    assert_eq!(c.pcie.completion_max_payload.value, 128.0);
+    assert_eq!(c.pcie.max_read_request_size, cal.pcie.max_read_request_size);
+    c.validate("configured").expect("still valid");
+    // A larger MPS leaves the completions' limit alone (it is the calibration's estimate).
+    let big = cal.configured_by(&smartio_fabric::PcieSpec {
+        max_payload_size: Some(configured(512, 7)),
+        max_read_request_size: Some(configured(1024, 8)),
+    });
+    assert_eq!(
+        big.pcie.completion_max_payload,
+        cal.pcie.completion_max_payload
+    );
+    assert_eq!(big.pcie.max_read_request_size.value, 1024.0);
+    assert_eq!(cal.configured_by(&Default::default()), cal);
+}
+
+#[test]
+fn the_adapter_dma_engine_has_its_sourced_read_limit_and_checked_entries() {
+    let cal = Calibration::default_embedded();
+    let ntb = cal.device("ntb");
+    assert_eq!(ntb.max_outstanding_reads.value, 64.0);
+    assert!(ntb.max_outstanding_reads.source.starts_with("Paper I §6.1"));
+    assert!(cal.device_extra("ntb", "setup_ns").is_some());
+    rejected(
+        "max_outstanding_reads = { value = 64, source = \"Paper I",
+        "max_outstanding_reads = { value = 64.5, source = \"Paper I",
+        &[
+            "[devices.ntb] max_outstanding_reads = 64.5: not a whole number",
+            "1 to 16384",
+        ],
+    );
+    rejected(
+        "setup_ns = { value = 200, source = \"estimate: the adapter",
+        "setup_ns = { value = -1, source = \"estimate: the adapter",
+        &["[devices.ntb] setup_ns = -1: too small"],
+    );
 }

@@ -329,22 +329,31 @@ pub struct P2pArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Bench {
-    /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest).
+    /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest), or
+    /// with --adapter of the host's NTB adapter's own DMA engine, RAM to remote RAM.
     Dma {
-        /// A shipped scenario name or a scenario file.
-        #[arg(long)]
-        scenario: String,
-        /// Host whose CPU drives the device (default: the host that has the device).
+        /// A shipped scenario name or a scenario file (with --adapter: default
+        /// pxh810-back-to-back, Paper I's machines).
+        #[arg(long, required_unless_present = "adapter")]
+        scenario: Option<String>,
+        /// Host whose CPU drives the device (default: the host that has the device; with
+        /// --adapter, the first host with an NTB adapter).
         #[arg(long)]
         host: Option<String>,
         /// The DMA test device.
-        #[arg(long, default_value = "dma0")]
+        #[arg(long, default_value = "dma0", conflicts_with = "adapter")]
         device: String,
-        /// write: device memory to host RAM; read: host RAM to device memory.
+        /// Drive the DMA engine of the host's NTB adapter 0 instead (through a DMA queue, as
+        /// SISCI does): between a segment in the host's RAM and one in the RAM of the host its
+        /// adapter is cabled to (Paper I Fig. 4a).
+        #[arg(long)]
+        adapter: bool,
+        /// write: device memory to host RAM; read: host RAM to device memory. With --adapter,
+        /// write pushes host RAM into the peer's RAM, read pulls the peer's RAM into host RAM.
         #[arg(long, value_enum, default_value = "write")]
         direction: Direction,
         /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
-        /// device's memory, e.g. 4K,64K,1M,128M.
+        /// device's memory (with --adapter, what both hosts' RAM holds), e.g. 4K,64K,1M,128M.
         #[arg(
             long,
             value_delimiter = ',',

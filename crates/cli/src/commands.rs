@@ -66,6 +66,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     scenario,
                     host,
                     device,
+                    adapter,
                     direction,
                     sizes,
                     repeat,
@@ -73,6 +74,20 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     seed,
                 },
         } => {
+            if adapter {
+                let args = crate::adapter_dma::AdapterDmaArgs {
+                    scenario,
+                    host,
+                    direction,
+                    sizes,
+                    repeat,
+                    seed,
+                    json,
+                };
+                return crate::adapter_dma::run(&calibration, args);
+            }
+            // clap requires --scenario without --adapter.
+            let scenario = scenario.ok_or("--scenario: required without --adapter")?;
             let cluster =
                 Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
             let host = match host {

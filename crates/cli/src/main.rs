@@ -20,6 +20,7 @@ macro_rules! print {
     };
 }
 
+mod adapter_dma;
 mod app;
 mod args;
 mod cluster;

@@ -76,6 +76,72 @@ fn bench_dma_json_is_byte_identical_across_runs_and_has_the_documented_keys() {
 }
 
 #[test]
+fn bench_dma_adapter_json_is_byte_identical_across_runs_and_names_both_ends() {
+    let args = [
+        "bench",
+        "dma",
+        "--adapter",
+        "--sizes",
+        "4K,1M",
+        "--repeat",
+        "2",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    let (ok, first, err) = smartio(&args);
+    assert!(ok, "{err}");
+    let (_, second, _) = smartio(&args);
+    assert_eq!(first, second, "same seed, same bytes");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("valid JSON");
+    assert_eq!(v["host"], "machine-a", "the first host with an adapter");
+    assert_eq!(v["adapter"], "machine-a.ntb0");
+    assert_eq!(v["peer"], "machine-b");
+    assert_eq!(v["direction"], "write");
+    assert_eq!(v["verified_bytes"], 1 << 20);
+    let samples = v["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), 2);
+    let plateau = samples[1]["median_bytes_per_s"].as_f64().expect("a number");
+    assert!((1e9..8e9).contains(&plateau), "{plateau}");
+}
+
+#[test]
+fn bench_dma_adapter_prints_the_bench_dma_table_with_what_moved_where() {
+    let (ok, out, err) = smartio(&[
+        "bench",
+        "dma",
+        "--adapter",
+        "--scenario",
+        "back-to-back",
+        "--direction",
+        "read",
+        "--sizes",
+        "64K",
+        "--repeat",
+        "1",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("Adapter DMA reads (lender RAM -> borrower RAM) on back-to-back"),
+        "{out}"
+    );
+    assert!(
+        out.contains("borrower.ntb0") && out.contains("MPS 256 B"),
+        "{out}"
+    );
+    for column in ["transfer size", "median GB/s", "median time (µs)", "64 KiB"] {
+        assert!(out.contains(column), "{column}: {out}");
+    }
+    let (ok, _, err) = smartio(&["bench", "dma", "--adapter", "--device", "dma0"]);
+    assert!(
+        !ok && err.contains("--adapter") && err.contains("--device"),
+        "{err}"
+    );
+    let (ok, _, err) = smartio(&["bench", "dma"]);
+    assert!(!ok && err.contains("--scenario"), "{err}");
+}
+
+#[test]
 fn bad_input_is_a_clear_error_with_a_failing_exit_code() {
     let (ok, _, err) = smartio(&["topo", "--scenario", "nonexistent"]);
     assert!(!ok && err.contains("local-chassis"), "{err}");

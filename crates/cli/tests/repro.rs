@@ -162,7 +162,7 @@ fn an_unknown_figure_is_refused_with_the_known_ones() {
     let (ok, _, err) = smartio(&["repro", "--figure", "V-99"]);
     assert!(!ok);
     assert!(
-        err.contains("--figure V-99: no such figure (known: III-rtt"),
+        err.contains("--figure V-99: no such figure (known: I-4, I-6, III-rtt"),
         "{err}"
     );
 }
@@ -265,4 +265,48 @@ fn seed_003s_block_driver_verdicts_follow_the_block_clients_copy_and_the_fabric(
             ("003-base".to_string(), false)
         ]
     );
+}
+
+/// The percentages a finding's text puts after each measured peak (`(+31 % from ...`).
+fn percentages(measured: &str) -> Vec<f64> {
+    measured
+        .split('(')
+        .skip(1)
+        .filter_map(|part| part.split_once(" % from")?.0.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn paper_is_figures_are_judged_by_the_adapters_and_the_borrowed_k40s_peaks_and_say_why() {
+    let (ok, out, err) = smartio(&["repro", "--figure", "I-4", "--figure", "I-6", "--json"]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let found = verdicts(&v);
+    assert_eq!(
+        found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        ["I-4", "I-6"]
+    );
+    for (i, (id, holds)) in found.iter().enumerate() {
+        let f = &v["figures"][i];
+        let measured = f["measured"].as_str().expect("measured");
+        let off = percentages(measured);
+        assert_eq!(off.len(), 2, "{id}: a write and a read peak: {measured}");
+        assert_eq!(
+            *holds,
+            off.iter().all(|p| p.abs() <= 10.0),
+            "{id}: the verdict is the ±10 % rule on both peaks: {measured}"
+        );
+        assert!(
+            measured.contains("payload bound"),
+            "{id} names its legs: {measured}"
+        );
+        assert!(f["source"]
+            .as_str()
+            .expect("source")
+            .contains("thesis lines"));
+    }
+    let adapter = v["figures"][0]["measured"].as_str().expect("measured");
+    assert!(adapter.contains("64 reads of 512 B"), "{adapter}");
+    let k40 = v["figures"][1]["measured"].as_str().expect("measured");
+    assert!(k40.contains("machine B's IOMMU is on"), "{k40}");
 }

@@ -11,8 +11,9 @@
 //! calibration `[nic.*]` profile, whose port joins the Ethernet segment its `params.network`
 //! names in the cluster's one [`Network`] ([`Cluster::network`]). Every GPU of a cluster launches kernels from one
 //! [`KernelLibrary`] ([`Cluster::gpu_kernels`]): load a kernel there, then name its id in a
-//! ring's launch entry. Every endpoint without a richer model answers configuration requests
-//! from its layout.
+//! ring's launch entry. Every NTB adapter has its own DMA engine
+//! ([`smartio_devices::ntb_dma::AdapterDma`], [`Cluster::adapter_dma`]). Every endpoint
+//! without a richer model answers configuration requests from its layout.
 
 #![forbid(unsafe_code)]
 
@@ -28,12 +29,14 @@ pub use smartio_calibration::Calibration;
 use smartio_devices::dma::DmaDevice;
 use smartio_devices::gpu::{Gpu, KernelLibrary};
 use smartio_devices::nic::{Network, Nic};
+use smartio_devices::ntb_dma::AdapterDma;
 use smartio_devices::nvme::NvmeController;
 use smartio_direct::DirectEngine;
 use smartio_engine::TimingError;
 pub use smartio_engine::{Sim, Timing};
 use smartio_fabric::{ClusterSpec, EndpointId, Fabric, ScenarioError};
 use smartio_machine::{Agent, Machine};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use thiserror::Error;
@@ -76,8 +79,9 @@ pub fn load_calibrated_fabric(
 ) -> Result<Fabric, ClusterError> {
     let spec = load_spec(scenario)?;
     let mut fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+    let calibration = calibration.configured_by(fabric.pcie());
     calibration.configure_fabric(&mut fabric);
-    smartio_engine::Timing::resolve(&fabric, calibration).map_err(|e| located(Some(&spec), e))?;
+    smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| located(Some(&spec), e))?;
     Ok(fabric)
 }
 
@@ -171,7 +175,7 @@ pub struct Cluster {
     /// The timed engine behind `machine`, for what only it can tell (link occupancy, resolved
     /// timing); `None` on the direct engine.
     timed: Option<Sim>,
-    /// The calibration in force.
+    /// The calibration in force (with the scenario's `[pcie]` sizes, if it configures any).
     pub calibration: Calibration,
     /// The device models, by endpoint (one per endpoint whose kind has a factory).
     models: Models,
@@ -179,6 +183,8 @@ pub struct Cluster {
     gpu_kernels: Rc<KernelLibrary<Agent>>,
     /// The Ethernet segments between NICs (when the calibration times them).
     network: Option<Rc<Network>>,
+    /// Every NTB adapter's own DMA engine, by the adapter's endpoint.
+    adapter_dmas: BTreeMap<EndpointId, Rc<AdapterDma>>,
 }
 
 impl Default for ClusterOptions {
@@ -232,8 +238,9 @@ impl Cluster {
     ) -> Result<Cluster, ClusterError> {
         let spec = load_spec(scenario)?;
         let fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+        let calibration = calibration.configured_by(fabric.pcie());
         let machine = engine(fabric).map_err(ClusterError::Engine)?;
-        Self::assemble(machine, None, calibration, options, Some(&spec))
+        Self::assemble(machine, None, &calibration, options, Some(&spec))
     }
 
     /// [`Cluster::with_options`] for a fabric already built (from a scenario text that is
@@ -247,13 +254,15 @@ impl Cluster {
     }
 
     /// Times `fabric` and starts its devices; errors name the scenario line of what they are
-    /// about when `spec` is known.
+    /// about when `spec` is known. The transaction-layer sizes the scenario configures
+    /// (`[pcie]`) replace the calibration's for this cluster ([`Calibration::configured_by`]).
     fn start(
         fabric: Fabric,
         calibration: &Calibration,
         options: &ClusterOptions,
         spec: Option<&ClusterSpec>,
     ) -> Result<Cluster, ClusterError> {
+        let calibration = &calibration.configured_by(fabric.pcie());
         let (machine, timed) = match options.engine {
             EngineKind::Timed => {
                 let sim =
@@ -297,6 +306,7 @@ impl Cluster {
                 });
             }
         };
+        let adapter_dmas = models::adapter_dma::start_all(&cx);
         Ok(Cluster {
             machine,
             timed,
@@ -304,6 +314,7 @@ impl Cluster {
             models,
             gpu_kernels,
             network,
+            adapter_dmas,
         })
     }
 
@@ -391,6 +402,11 @@ impl Cluster {
     /// The Ethernet segments between NICs (`None` when the calibration has no `[network]`).
     pub fn network(&self) -> Option<&Rc<Network>> {
         self.network.as_ref()
+    }
+
+    /// The DMA engine of the NTB adapter whose function is `endpoint`.
+    pub fn adapter_dma(&self, endpoint: EndpointId) -> Option<Rc<AdapterDma>> {
+        self.adapter_dmas.get(&endpoint).cloned()
     }
 
     /// The NVMe controllers, in endpoint order.

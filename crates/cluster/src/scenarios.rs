@@ -72,6 +72,10 @@ pub const SHIPPED: &[ShippedScenario] = &[
         name: "video-lending",
         text: include_str!("../../../scenarios/video-lending.toml"),
     },
+    ShippedScenario {
+        name: "pxh810-back-to-back",
+        text: include_str!("../../../scenarios/pxh810-back-to-back.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.

@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod kinds;
 pub mod msix;
 pub mod nic;
+pub mod ntb_dma;
 pub mod nvme;
 
 pub use kinds::{layout_for, DeviceKind, ParamError, UnknownDeviceKind};

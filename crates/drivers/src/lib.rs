@@ -8,6 +8,7 @@ pub mod dma;
 pub mod gpu;
 pub mod net;
 pub mod nic;
+pub mod ntb_dma;
 pub mod nvme;
 pub mod nvme_dist;
 pub mod nvme_gpu;
@@ -17,6 +18,7 @@ pub use gpu::{
     DeviceBuffer, Event, GpuContext, GpuError, GpuProperties, HostBuffer, PeerAccess, RuntimeCosts,
     Stream,
 };
+pub use ntb_dma::{AdapterDmaError, AdapterDmaQueue, Batch, QueueMemory, QueueView};
 pub use nvme::{
     BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError,
     UnknownCompletionMode,

@@ -28,7 +28,7 @@ pub use ntb::{
     AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
 };
 pub use route::{Access, Branch, Hop, Route, RouteError, Target, Translation};
-pub use spec::{parse_scenario, ClusterSpec, ScenarioError};
+pub use spec::{parse_scenario, ClusterSpec, ConfiguredSize, PcieSpec, ScenarioError};
 pub use sriov::{vf_name, Function, SriovError, VirtualFunctions};
 pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
 pub use units::{LinkError, LinkSpec, SizeError, SizeValueError};

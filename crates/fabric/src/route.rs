@@ -3,7 +3,8 @@
 //! Rules (PCIe base specification, address routing):
 //! - A device's request goes upstream until a switch has a downstream port whose window
 //!   claims the address (peer-to-peer through the lowest common switch), else to the root
-//!   complex.
+//!   complex. An NTB adapter's own requests (its DMA engine) to its own BARs stay inside its
+//!   chip: into its window they go straight over the NTB.
 //! - With the host IOMMU on, ACS redirects every device request to the root complex, where the
 //!   IOMMU translates it (except in the MSI range, which x86 IOMMUs leave to interrupt
 //!   remapping); the translated address is then routed like a CPU access.
@@ -284,8 +285,10 @@ impl Fabric {
                 addr: BusAddr(a),
             };
 
-            // Upstream phase (devices only).
-            if device.is_some() {
+            // Upstream phase (devices only). An NTB adapter's own DMA engine sits inside the
+            // adapter's chip: what it sends to the adapter's own BARs (its window, its
+            // registers) is switched inside the chip and never crosses the adapter's link.
+            if device.is_some() && !(hops.is_empty() && self.own_bar_of_adapter(node, a)) {
                 let acs_redirect = h.iommu.enabled();
                 while let Some(up) = self.nodes[node.index()].up {
                     node = self.links[up.index()].a;
@@ -533,6 +536,17 @@ impl Fabric {
         let (n, bar) = v.slice_at(addr)?;
         let vf = *v.vfs.get(usize::from(n).checked_sub(1)?)?;
         v.control.vf_decodes(n).then_some((vf, bar))
+    }
+
+    /// Whether `node` is an NTB adapter and `addr` lies in one of its own BARs.
+    fn own_bar_of_adapter(&self, node: NodeId, addr: u64) -> bool {
+        match self.nodes[node.index()].kind {
+            NodeKind::Ntb { endpoint, .. } => self.endpoints[endpoint.index()]
+                .bars
+                .iter()
+                .any(|b| b.range().contains(&addr)),
+            _ => false,
+        }
     }
 
     /// The child link of `node` whose window contains `addr`.

@@ -256,6 +256,8 @@ pub struct Fabric {
     pub(crate) adapter_by_endpoint: Vec<Option<crate::ntb::AdapterId>>,
     /// Shortest cable paths between cluster switches (see [`crate::cables`]).
     pub(crate) cable_paths: crate::cables::CablePaths,
+    /// Transaction-layer sizes the scenario configures (`[pcie]`).
+    pub(crate) pcie: crate::spec::PcieSpec,
 }
 
 /// Supplies an endpoint's layout from its device kind and parameters. The fabric does not
@@ -305,6 +307,7 @@ impl Fabric {
             next_mapping: 0,
             adapter_by_endpoint: Vec::new(),
             cable_paths: crate::cables::CablePaths::default(),
+            pcie: spec.pcie.clone(),
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
@@ -542,6 +545,12 @@ impl Fabric {
     /// One endpoint.
     pub fn endpoint(&self, id: EndpointId) -> &Endpoint {
         &self.endpoints[id.index()]
+    }
+
+    /// The transaction-layer sizes the scenario configures (`[pcie]`; where none is given,
+    /// the calibration's apply).
+    pub fn pcie(&self) -> &crate::spec::PcieSpec {
+        &self.pcie
     }
 
     /// Finds the endpoint `name` in `host`.

@@ -681,6 +681,60 @@ fn requester_entries_are_reference_counted() {
     );
 }
 
+#[test]
+fn an_adapters_own_dma_into_its_window_goes_straight_over_the_ntb() {
+    let (mut fabric, l, m) = lender_to_borrower();
+    let own = Requester::Device(fabric.adapter(l).endpoint);
+    let write = fabric
+        .route(own, BusAddr(m.bus_addr + 64), 64, Access::Write)
+        .expect("routes");
+    assert_eq!(write.target, borrower_ram(&fabric, 0x10_0040));
+    // Inside the chip, then the cable, the far adapter and its link to the far root: the
+    // adapter's own link to its host is not crossed, nor is the lender's root.
+    assert_eq!(
+        node_names(&fabric, &write.hops),
+        ["borrower.ntb0", "borrower"]
+    );
+    assert_eq!(
+        fabric.route(own, BusAddr(m.bus_addr), 8, Access::Read),
+        Err(RouteError::NtbNoRequesterId {
+            adapter: "lender.ntb0".into(),
+            requester: "lender.ntb0".into(),
+        }),
+        "its reads need a requester-id entry like any device's"
+    );
+    fabric.ntb_add_requester(l, own).expect("room");
+    let read = fabric
+        .route(own, BusAddr(m.bus_addr), 8, Access::Read)
+        .expect("routes");
+    assert_eq!(read.hops, write.hops);
+}
+
+#[test]
+fn an_adapters_own_dma_to_its_host_ram_goes_up_its_link() {
+    let (fabric, l, _) = lender_to_borrower();
+    let own = Requester::Device(fabric.adapter(l).endpoint);
+    let read = fabric
+        .route(own, BusAddr(0x20_0000), 512, Access::Read)
+        .expect("routes");
+    assert_eq!(
+        read.target,
+        Target::Memory {
+            host: host(&fabric, "lender"),
+            addr: PhysAddr(0x20_0000),
+        }
+    );
+    assert_eq!(
+        node_names(&fabric, &read.hops),
+        [
+            "lender.chassis",
+            "lender.hib68-target",
+            "lender.hib68-host",
+            "lender"
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4. Cable paths and node ids
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! Fuzz targets for smartio and the corpus they are run on.
 //!
-//! Ten target functions take arbitrary bytes and must never panic, hang or allocate without
+//! Eleven target functions take arbitrary bytes and must never panic, hang or allocate without
 //! bound; each checks invariants of its subject and panics (the fuzzer's signal) when one
 //! breaks:
 //!
@@ -15,6 +15,7 @@
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
 //! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies; in memory and through the connection loop |
+//! | [`adapter_dma`] | operations | an NTB adapter's DMA engine: registers, ring and done word set-up, descriptors (any length, flags, local and remote side), doorbells, aborts; statuses, done words, bytes moved and memory untouched against a model |
 //! | [`live_requests`] | sessions and requests | the live engine's cluster daemon: SISCI requests of 2–3 sessions, with their own, strangers' and made-up handles; every request answered, SISCI error codes, strangers refused; closing every session gives back every table entry and device |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
@@ -23,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adapter_dma;
 pub mod calibration;
 pub mod config_space;
 pub mod corpus;
@@ -37,6 +39,7 @@ pub mod nvme;
 pub mod scenario;
 pub mod vm_config;
 
+pub use adapter_dma::adapter_dma;
 pub use calibration::calibration;
 pub use config_space::config_space;
 pub use device_api::device_api;
@@ -197,6 +200,11 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "live_requests",
         run: live_requests,
+        text: false,
+    },
+    Target {
+        name: "adapter_dma",
+        run: adapter_dma,
         text: false,
     },
 ];

@@ -62,8 +62,8 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the operations an input decodes to (nvme_commands, device_api, config_space,
-    /// vm_config, gpu_commands, nic_commands, live_requests; nbd_requests prints what the
-    /// server made of it).
+    /// vm_config, gpu_commands, nic_commands, live_requests, adapter_dma; nbd_requests prints
+    /// what the server made of it).
     Decode {
         /// The target.
         target: String,
@@ -171,6 +171,9 @@ fn main() -> ExitCode {
                 "nbd_requests" => {
                     println!("{:?}", smartio_fuzz::nbd_requests(&data));
                 }
+                "adapter_dma" => smartio_fuzz::adapter_dma::ops::decode(&data)
+                    .iter()
+                    .for_each(|o| println!("{o:?}")),
                 "live_requests" => {
                     let plan = smartio_fuzz::live::ops::decode(&data);
                     println!("sessions {:?}", plan.sessions);

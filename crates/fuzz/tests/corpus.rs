@@ -66,6 +66,42 @@ fn every_nic_commands_corpus_input_and_regression_runs_without_a_finding() {
 }
 
 #[test]
+fn every_adapter_dma_corpus_input_and_regression_runs_without_a_finding() {
+    assert!(replay("adapter_dma") >= 3);
+}
+
+#[test]
+fn the_adapter_dma_seeds_move_bytes_abort_fail_each_way_and_halt() {
+    // The hand-made seeds reach every descriptor status, an abort and the halts; a change
+    // that made them shallow would make the fuzzer start from nothing.
+    let run = |name: &str| -> String {
+        let path = corpus::seed_dir("adapter_dma").join(name);
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        smartio_fuzz::adapter_dma(&data).detail
+    };
+    let good = run("good.bin");
+    assert!(
+        good.contains("Done 6") && good.contains("aborts 1"),
+        "{good}"
+    );
+    let errors = run("errors.bin");
+    for status in [
+        "ZeroLength",
+        "TooLong",
+        "AddressOverflow",
+        "UnknownFlags",
+        "ReadFailed",
+        "WriteFailed",
+        "NotRun",
+    ] {
+        assert!(errors.contains(status), "{status}: {errors}");
+    }
+    assert!(errors.contains("refused accesses 2"), "{errors}");
+    let halts = run("halts.bin");
+    assert!(halts.contains("halts 3"), "{halts}");
+}
+
+#[test]
 fn the_nic_seeds_send_receive_and_reach_every_transmit_status_and_ring_error() {
     // The hand-made NIC seeds carry frames both ways with every byte matched, and reach the
     // statuses and ring errors the checks are about; a change that made them shallow would

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adapter_dma_bench;
 pub mod apps;
 pub mod attach;
 pub mod booted;
@@ -32,6 +33,9 @@ pub mod shm_demo;
 mod stats;
 pub mod topo_bench;
 
+pub use adapter_dma_bench::{
+    bench_adapter_dma, AdapterDmaBenchConfig, AdapterDmaBenchError, AdapterDmaBenchRun,
+};
 pub use attach::{AttachError, Workbench};
 pub use booted::{BootError, Booted, Stuck, UnknownHost};
 pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};

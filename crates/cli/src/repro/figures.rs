@@ -18,7 +18,8 @@ use smartio_workloads::{
 
 /// Every figure, in the papers' order.
 pub fn all() -> Vec<Figure> {
-    vec![
+    let paper_i = super::paper1::figures();
+    paper_i.into_iter().chain([
         Figure {
             id: "III-rtt",
             paper: "Paper III §5 (PXH830)",
@@ -201,7 +202,7 @@ pub fn all() -> Vec<Figure> {
             source: "seed 004 line 172",
             run: nvmeof,
         },
-    ]
+    ]).collect()
 }
 
 fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {

@@ -11,6 +11,7 @@
 
 mod figures;
 mod html;
+mod paper1;
 mod seed003;
 
 use crate::exp::{Plot, Report, Setup};

@@ -7,6 +7,7 @@
 //! endpoint order. Starting spawns the model's engine, and the spawn order is part of what
 //! makes a run deterministic — append new kinds at the end, never reorder.
 
+pub mod adapter_dma;
 mod copy_engine;
 mod gpu;
 mod nic;

@@ -112,6 +112,10 @@ pub const MIN_ENTRY_SIZE: u64 = 4096;
 /// Requester-id entries of an adapter: the host CPU's two reserved ones at least.
 pub const REQUESTER_IDS: RangeInclusive<i64> = CPU_RESERVED_REQUESTER_IDS as i64..=1024;
 
+/// Max_Payload_Size and Max_Read_Request_Size (`[pcie]`): 3-bit encodings of the Device
+/// Control register, 128 B to 4096 B in powers of two (PCIe base spec §7.5.3.4).
+pub const TLP_SIZE: RangeInclusive<u64> = 128..=4096;
+
 /// Ports of a cluster switch: PCIe switch chips have at most about a hundred lanes (the
 /// PM8536 has 96); 256 leaves room for imagined larger boxes.
 pub const SWITCH_PORTS: RangeInclusive<i64> = 1..=256;

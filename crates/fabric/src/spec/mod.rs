@@ -40,13 +40,13 @@ mod template;
 mod tests;
 
 pub use model::{
-    CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec, HostSpec,
-    NtbSpec, Parent, ScenarioError, SourceLoc, VmSpec,
+    CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec,
+    ConfiguredSize, HostSpec, NtbSpec, Parent, PcieSpec, ScenarioError, SourceLoc, VmSpec,
 };
 pub use template::{expand_template, TemplateError};
 
 use crate::units::{format_size, size_value, LinkSpec};
-use raw::{shown, RawHost, RawScenario};
+use raw::{shown, RawHost, RawPcie, RawScenario};
 use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
 
@@ -263,6 +263,12 @@ impl Builder<'_> {
             });
         }
         let cables = resolve_cables(&hosts, &cluster_switches, pending)?;
+        let pcie = raw
+            .pcie
+            .as_ref()
+            .map(|p| self.pcie(p))
+            .transpose()?
+            .unwrap_or_default();
         Ok(ClusterSpec {
             name: raw
                 .name
@@ -271,6 +277,26 @@ impl Builder<'_> {
             hosts,
             cluster_switches,
             cables,
+            pcie,
+        })
+    }
+
+    /// `[pcie]`: each size given is a power of two in [`limits::TLP_SIZE`].
+    fn pcie(&self, raw: &RawPcie) -> Result<PcieSpec, ScenarioError> {
+        let size = |key: &str, value: &Option<Spanned<toml::Value>>| {
+            let Some(v) = value else { return Ok(None) };
+            let written = shown(v.get_ref());
+            let bytes = self.size(key, v)?;
+            let bytes = limits::power_of_two_size(key, &written, bytes, &limits::TLP_SIZE)
+                .map_err(|m| self.loc(v).error(format!("[pcie] {m}")))?;
+            Ok(Some(ConfiguredSize {
+                bytes,
+                loc: self.loc(v),
+            }))
+        };
+        Ok(PcieSpec {
+            max_payload_size: size("max_payload_size", &raw.max_payload_size)?,
+            max_read_request_size: size("max_read_request_size", &raw.max_read_request_size)?,
         })
     }
 

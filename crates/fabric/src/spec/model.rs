@@ -50,6 +50,28 @@ pub struct ClusterSpec {
     pub cluster_switches: Vec<ClusterSwitchSpec>,
     /// Cables between NTB adapters and cluster switches.
     pub cables: Vec<CableSpec>,
+    /// Transaction-layer sizes the scenario configures (`[pcie]`), if any.
+    pub pcie: PcieSpec,
+}
+
+/// Transaction-layer sizes a scenario configures for its whole cluster (`[pcie]`): what the
+/// firmware of the system it describes programmed into every function's Device Control
+/// register (PCIe base spec §7.5.3.4). Where a size is not given, the calibration's applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PcieSpec {
+    /// Max_Payload_Size: the largest payload of a write or a completion.
+    pub max_payload_size: Option<ConfiguredSize>,
+    /// Max_Read_Request_Size: the largest read request.
+    pub max_read_request_size: Option<ConfiguredSize>,
+}
+
+/// A size in bytes as a scenario configures it, and where it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredSize {
+    /// Bytes: a power of two in [`super::limits::TLP_SIZE`].
+    pub bytes: u64,
+    /// Where the scenario gives it.
+    pub loc: SourceLoc,
 }
 
 /// A host: a root complex with RAM and an optional IOMMU, and the components below it.

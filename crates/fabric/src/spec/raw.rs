@@ -15,6 +15,15 @@ pub(super) struct RawScenario {
     pub host: Vec<RawHost>,
     #[serde(default)]
     pub cluster_switch: Vec<RawClusterSwitch>,
+    pub pcie: Option<RawPcie>,
+}
+
+/// `[pcie]`: transaction-layer sizes the cluster's firmware configured everywhere.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPcie {
+    pub max_payload_size: Option<Spanned<toml::Value>>,
+    pub max_read_request_size: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

@@ -658,3 +658,43 @@ fn vm_devices_that_are_malformed_repeated_too_many_or_missing_are_refused_at_the
         assert!(message.contains(expected), "{list}\n→ {message}");
     }
 }
+
+#[test]
+fn a_scenario_may_configure_mps_and_mrrs_and_each_is_remembered_with_its_line() {
+    let text =
+        format!("{MINIMAL}\n[pcie]\nmax_payload_size = 128\nmax_read_request_size = \"1K\"\n");
+    let spec = parse_scenario("t.toml", &text).expect("valid");
+    let mps = spec.pcie.max_payload_size.expect("given");
+    assert_eq!((mps.bytes, mps.loc.line), (128, 20));
+    let mrrs = spec.pcie.max_read_request_size.expect("given");
+    assert_eq!((mrrs.bytes, mrrs.loc.line), (1024, 21));
+    let none = parse_scenario("t.toml", MINIMAL).expect("valid");
+    assert_eq!(none.pcie, PcieSpec::default(), "the calibration's apply");
+}
+
+#[test]
+fn a_configured_size_outside_the_device_control_encodings_is_refused() {
+    for (value, problem) in [
+        ("192", "not a power of two"),
+        ("64", "too small"),
+        ("8192", "too large"),
+        ("0", "not a power of two"),
+    ] {
+        let text = format!("{MINIMAL}\n[pcie]\nmax_payload_size = {value}\n");
+        let err = parse_scenario("t.toml", &text).expect_err("must fail");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "t.toml:20: [pcie] max_payload_size = {value}: {problem} (allowed: a power of \
+                 two from 128 to 4K)"
+            )
+        );
+    }
+    let text = format!("{MINIMAL}\n[pcie]\nmax_read_request_size = -512\n");
+    let err = parse_scenario("t.toml", &text).expect_err("must fail");
+    assert_eq!(err.line, Some(20));
+    assert!(err.message.contains("max_read_request_size"), "{err}");
+    let text = format!("{MINIMAL}\n[pcie]\nread_completion_boundary = 128\n");
+    let err = parse_scenario("t.toml", &text).expect_err("must fail");
+    assert!(err.message.contains("read_completion_boundary"), "{err}");
+}

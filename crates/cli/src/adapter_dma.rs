@@ -1,0 +1,105 @@
+//! `smartio bench dma --adapter`: the NTB adapter's own DMA engine moving RAM to remote RAM
+//! (write, a push) or remote RAM to RAM (read, a pull), driven through a DMA queue as SISCI
+//! drives it (Paper I Fig. 4a), with the table `bench dma` prints.
+
+use crate::args::Direction;
+use crate::render;
+use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
+use smartio_workloads::{bench_adapter_dma, AdapterDmaBenchConfig, DmaDirection};
+
+/// The scenario `--adapter` runs on without `--scenario`: Paper I's machines.
+pub const DEFAULT_SCENARIO: &str = "pxh810-back-to-back";
+
+/// `bench dma --adapter`'s options (already range-checked).
+#[derive(Debug)]
+pub struct AdapterDmaArgs {
+    /// `--scenario`.
+    pub scenario: Option<String>,
+    /// `--host`.
+    pub host: Option<String>,
+    /// `--direction`.
+    pub direction: Direction,
+    /// `--sizes`.
+    pub sizes: Vec<u64>,
+    /// `--repeat`.
+    pub repeat: u32,
+    /// `--seed`.
+    pub seed: u64,
+    /// `--json`.
+    pub json: bool,
+}
+
+/// The first host (in scenario order) with an NTB adapter.
+fn first_host_with_an_adapter(cluster: &Cluster, scenario: &str) -> Result<String, String> {
+    let f = cluster.machine.fabric();
+    f.adapters()
+        .iter()
+        .map(|a| a.host)
+        .min()
+        .map(|h| f.host(h).name.clone())
+        .ok_or_else(|| format!("--adapter: no host of scenario {scenario} has an NTB adapter"))
+}
+
+/// Runs it.
+pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), String> {
+    let scenario = args
+        .scenario
+        .unwrap_or_else(|| DEFAULT_SCENARIO.to_string());
+    let cluster = Cluster::seeded(&scenario, calibration, args.seed).map_err(|e| e.to_string())?;
+    let host = match args.host {
+        Some(h) => h,
+        None => first_host_with_an_adapter(&cluster, &scenario)?,
+    };
+    let direction = match args.direction {
+        Direction::Write => DmaDirection::Write,
+        Direction::Read => DmaDirection::Read,
+    };
+    let config = AdapterDmaBenchConfig {
+        host,
+        direction,
+        sizes: args.sizes,
+        repeat: args.repeat,
+    };
+    let run = bench_adapter_dma(&cluster, &config).map_err(|e| error_chain(&e))?;
+    if args.json {
+        return crate::commands::print_json(&run);
+    }
+    let what = match direction {
+        DmaDirection::Write => format!("writes ({} RAM -> {} RAM)", run.host, run.peer),
+        DmaDirection::Read => format!("reads ({} RAM -> {} RAM)", run.peer, run.host),
+    };
+    print!(
+        "{}",
+        render::wrapped(
+            &format!(
+                "Adapter DMA {what} on {scenario} (the DMA engine of {}), {} repeats per \
+                 size; MPS {} B, MRRS {} B",
+                run.adapter,
+                args.repeat,
+                cluster.calibration.pcie.max_payload_size.value,
+                cluster.calibration.pcie.max_read_request_size.value,
+            ),
+            "",
+            "  "
+        )
+    );
+    println!("{}", render::dma_table(&run.samples));
+    Ok(())
+}
+
+/// An error and the errors it came from, as one line (a cause whose message an error
+/// already shows is not repeated).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
