@@ -310,3 +310,178 @@ fn paper_is_figures_are_judged_by_the_adapters_and_the_borrowed_k40s_peaks_and_s
     let k40 = v["figures"][1]["measured"].as_str().expect("measured");
     assert!(k40.contains("machine B's IOMMU is on"), "{k40}");
 }
+
+/// Every signed number in `text` followed by `unit` (`"+12.5 ns"` with `" ns"`), in order.
+fn signed(text: &str, unit: &str) -> Vec<f64> {
+    text.split(unit)
+        .filter_map(|before| {
+            let token = before.rsplit([' ', '(']).next()?;
+            if token.starts_with('+') || token.starts_with('-') {
+                token.parse().ok()
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// `smartio repro` of `figures` as JSON, with the calibration `calibration` when given.
+fn repro(figures: &[&str], calibration: Option<&str>) -> serde_json::Value {
+    let mut args = vec!["repro", "--json"];
+    for f in figures {
+        args.extend_from_slice(&["--figure", f]);
+    }
+    if let Some(path) = calibration {
+        args.extend_from_slice(&["--calibration", path]);
+    }
+    let (ok, out, err) = smartio(&args);
+    assert!(ok, "{err}");
+    json(&out)
+}
+
+/// The embedded calibration with `from` (which must occur once) replaced by `to`, written to
+/// a file of its own; the caller removes it.
+fn calibration_with(name: &str, changes: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    for (from, to) in changes {
+        assert_eq!(text.matches(from).count(), 1, "{from}");
+        text = text.replace(from, to);
+    }
+    let path = std::env::temp_dir().join(format!("repro-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// The one figure of a run of `id` with `changes` to the calibration: its verdict and what
+/// it measured.
+fn judged_with(id: &str, name: &str, changes: &[(&str, &str)]) -> (bool, String) {
+    let path = calibration_with(name, changes);
+    let v = repro(&[id], Some(path.to_str().expect("utf-8")));
+    let _ = std::fs::remove_file(&path);
+    let f = &v["figures"][0];
+    assert_eq!(f["id"], id);
+    (
+        f["holds"].as_bool().expect("holds"),
+        f["measured"].as_str().expect("measured").to_string(),
+    )
+}
+
+const NEW_STATEMENTS: [&str; 7] = [
+    "III-6", "III-6L", "III-10", "III-11", "III-11n", "III-11r", "III-ram",
+];
+
+#[test]
+fn paper_iiis_statements_are_listed_with_the_papers_words_and_lines() {
+    let (ok, out, err) = smartio(&["repro", "--list"]);
+    assert!(ok, "{err}");
+    let text = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for id in NEW_STATEMENTS {
+        let from = text
+            .find(&format!(" {id} Paper "))
+            .unwrap_or_else(|| panic!("{id} missing:\n{out}"));
+        let entry = &text[from..(from + 400).min(text.len())];
+        assert!(entry.contains("thesis line"), "{id}: {entry}");
+        assert!(entry.contains('"'), "{id} quotes the paper: {entry}");
+    }
+}
+
+#[test]
+fn paper_iiis_figures_on_mesh_3_judge_what_they_measured() {
+    let v = repro(&NEW_STATEMENTS[..7], None);
+    let found = verdicts(&v);
+    assert_eq!(
+        found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        NEW_STATEMENTS[..7]
+    );
+    let measured = |i: usize| v["figures"][i]["measured"].as_str().expect("measured");
+    // The lender IOMMU's cutting of reads: both directions drop, reads most.
+    assert!(found[0].1, "{}", measured(0));
+    assert!(measured(0).contains("64-byte requests"), "{}", measured(0));
+    // 1L-P2P and Local take one path: the same round trip, by both papers' measures.
+    let same = signed(measured(3), " ns");
+    assert_eq!(same.len(), 2, "{}", measured(3));
+    assert_eq!(found[3].1, same.iter().all(|d| d.abs() <= 25.0));
+    assert!(found[3].1, "{}", measured(3));
+    // 2L-P2P − 1L-P2P is judged on what it measured, and the finding names the chips.
+    let added: Vec<f64> = signed(measured(4), " ns").into_iter().take(2).collect();
+    assert_eq!(found[4].1, added.iter().all(|a| *a > 700.0 && *a <= 770.0));
+    assert!(
+        measured(4).contains("lender-a.ntb1 (PEX8733)"),
+        "{}",
+        measured(4)
+    );
+    // 1L-RAM-P2P and 2L-RAM-IOMMU: the 99th percentiles within 25 ns.
+    let d = signed(measured(5), " ns");
+    assert_eq!(found[5].1, d.first().is_some_and(|d| d.abs() <= 25.0));
+    // lender-b's RAM is one switch farther from the borrower's than back to back.
+    assert!(
+        measured(6).contains("motherboard switch"),
+        "{}",
+        measured(6)
+    );
+}
+
+#[test]
+fn paper_iiis_verdicts_follow_the_legs_the_model_charges() {
+    // Without the Xeon root complex cutting reads into 64-byte requests, the lender's IOMMU
+    // no longer hurts reads more than writes.
+    let (holds, measured) = judged_with(
+        "III-6",
+        "uncut",
+        &[(
+            "forwarded_read_request_bytes = { value = 64,",
+            "forwarded_read_request_bytes = { value = 0,",
+        )],
+    );
+    assert!(!holds, "{measured}");
+    // Free IOTLB walks on the borrower: large writes of the borrowed K420 converge to local.
+    let (holds, measured) = judged_with(
+        "III-6L",
+        "free-walks",
+        &[(
+            "iotlb_miss_ns = { value = 200,",
+            "iotlb_miss_ns = { value = 0,",
+        )],
+    );
+    assert!(holds, "{measured}");
+    // A fifth of every link's time lost to DLLPs: reads fall a little under 6 GB/s.
+    let (holds, measured) = judged_with(
+        "III-10",
+        "dllp",
+        &[(
+            "dllp_overhead_fraction = { value = 0.04,",
+            "dllp_overhead_fraction = { value = 0.2,",
+        )],
+    );
+    assert!(holds, "{measured}");
+    // PEX8733s of 140 ns: two more crossings each way add a little more than 700 ns.
+    let (holds, measured) = judged_with(
+        "III-11n",
+        "slow-ntb",
+        &[
+            (
+                "latency_ns = { value = 100, source = \"derived from the ICPP",
+                "latency_ns = { value = 140, source = \"derived from the ICPP",
+            ),
+            (
+                "latency_max_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733",
+                "latency_max_ns = { value = 140, source = \"Paper V §7.1.5: PEX8733",
+            ),
+        ],
+    );
+    assert!(holds, "{measured}");
+    // Without lender-b's motherboard switch in the way, its RAM is as near as back to back.
+    let (holds, measured) = judged_with(
+        "III-ram",
+        "no-switch",
+        &[(
+            "latency_ns = { value = 76, source = \"estimate: the 100 ns",
+            "latency_ns = { value = 0, source = \"estimate: the 100 ns",
+        )],
+    );
+    assert!(!holds, "{measured}");
+}

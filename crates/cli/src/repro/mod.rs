@@ -12,6 +12,7 @@
 mod figures;
 mod html;
 mod paper1;
+mod paper3;
 mod seed003;
 
 use crate::exp::{Plot, Report, Setup};
