@@ -202,7 +202,7 @@ pub fn all() -> Vec<Figure> {
             source: "seed 004 line 172",
             run: nvmeof,
         },
-    ]).chain(super::paper3::figures()).collect()
+    ]).chain(super::paper3::figures()).chain(super::paper5::figures()).collect()
 }
 
 fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {

@@ -13,6 +13,7 @@ mod figures;
 mod html;
 mod paper1;
 mod paper3;
+mod paper5;
 mod seed003;
 
 use crate::exp::{Plot, Report, Setup};
