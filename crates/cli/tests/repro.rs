@@ -517,9 +517,10 @@ fn paper_v_figs_33_and_38_judge_the_shared_experiments_runs() {
     for i in [0, 1] {
         assert!(measured(i).contains("DMA test devices"), "{}", measured(i));
     }
-    let overheads = signed(measured(0), " %");
-    assert_eq!(overheads.len(), 2, "{}", measured(0));
-    assert_eq!(found[0].1, overheads.iter().all(|p| *p <= 1.0));
+    // Throughput from lowest to highest relative to bare metal's, then the latency's.
+    let relative = signed(measured(0), " %");
+    assert_eq!(relative.len(), 3, "{}", measured(0));
+    assert_eq!(found[0].1, relative[0] >= -1.0 && relative[2] <= 1.0);
     // SmartIO local and remote the same; NVMe-oF above local's 99th percentile.
     let same = signed(measured(2), " %");
     assert_eq!(same.len(), 2, "{}", measured(2));

@@ -58,14 +58,14 @@ pub fn figures() -> [Figure; 7] {
             id: "III-6L",
             paper: "Paper III Fig. 6 / Paper IV Fig. 10",
             claim: "\"The achieved bandwidth of the local run is slightly better than our peer-to-peer performance for smaller transfer sizes [...] for sizes of 1 megabyte and more, the significance of this additional latency decreases and the reported bandwidths starts to converge\"",
-            source: "thesis lines 6087-6116 (Paper III: lines 4264-4271)",
+            source: "thesis lines 6087-6116 (Paper III: lines 4264-4271, seed 001 line 214)",
             run: local_converges,
         },
         Figure {
             id: "III-10",
             paper: "Paper III Fig. 10 / Paper IV Fig. 12",
             claim: "\"Peer-to-peer transactions that do not cross the root achieve a little under 6 GB/s (2L-RAM-P2P), which is the maximum expected for reads\"",
-            source: "thesis lines 4429-4431 (seed 001 line 283)",
+            source: "thesis lines 4429-4431 (seed 001 line 276)",
             run: bounce_through_ram,
         },
         Figure {
@@ -765,8 +765,8 @@ fn ram_to_ram_lender_b(ctx: &Ctx) -> Result<Finding, String> {
             "{one_way:.0} ns one way (p50), borrower ↔ lender-b on mesh-3 ({:+.0} % from the \
              paper's 700): the CPU's store crosses the borrower's adapter, the cable, \
              lender-b's adapter and its motherboard switch (lender-b's adapter is behind it, \
-             with its K420) into lender-b's RAM; back to back, with no switch, it is 550-580 ns \
-             (III-rtt)",
+             with its K420) into lender-b's RAM; back to back, with no switch, the paper \
+             measured 550-580 ns (statement III-rtt)",
             pct(one_way, PAPER)
         ),
         rule: format!("one way within ±{BOUND} % of 700 ns ({lo:.0} to {hi:.0} ns)"),

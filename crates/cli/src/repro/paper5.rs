@@ -232,7 +232,8 @@ fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
     let report = vm_p2p(ctx)?;
     let j = &report.json;
     let (mdev, bare) = (vm_p2p_row(j, "MDEV")?, vm_p2p_row(j, "bare metal")?);
-    let mut worst: f64 = f64::NEG_INFINITY;
+    // MDEV's median throughput relative to bare metal's, lowest and highest over the sizes.
+    let (mut lowest, mut highest) = (f64::INFINITY, f64::NEG_INFINITY);
     let mut spread: f64 = 0.0;
     let mut sizes = 0;
     for way in ["write", "read"] {
@@ -242,8 +243,9 @@ fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
         );
         for (m, b) in m.iter().zip(&b) {
             let base = num(&b["median_bytes_per_s"]);
-            // Overhead: how far MDEV's median throughput lies below bare metal's.
-            worst = worst.max(-pct(num(&m["median_bytes_per_s"]), base));
+            let relative = pct(num(&m["median_bytes_per_s"]), base);
+            lowest = lowest.min(relative);
+            highest = highest.max(relative);
             spread = spread
                 .max((num(&b["max_bytes_per_s"]) - num(&b["min_bytes_per_s"])) / base * 100.0);
             sizes += 1;
@@ -257,8 +259,9 @@ fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
     Ok(Finding {
         measured: format!(
             "{VM_P2P_DEVICES}. Over {sizes} size and direction pairs (4 KiB to 128 MiB, \
-             writes and reads), MDEV's median throughput lies at most {worst:+.2} % below bare \
-             metal's (bare metal's own spread over its repeats: up to {spread:.2} %); \
+             writes and reads), MDEV's median throughput relative to bare metal's lies \
+             between {lowest:+.2} % and {highest:+.2} % (bare metal's own spread over its \
+             repeats of one size: up to {spread:.2} %); \
              one-way ping-pong median MDEV {mp:.1} ns, bare metal {bp:.1} ns ({latency:+.2} \
              %). MDEV and bare metal take the same data path (lender IOMMU, its root complex); \
              what MDEV adds is off it (borrowing at the guest's reset, mapping at Bus Master, \
@@ -268,7 +271,7 @@ fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
             "at every size, writes and reads, MDEV's median throughput at most {SAME} % below \
              bare metal's, and its one-way ping-pong median at most {SAME} % above"
         ),
-        holds: sizes > 0 && worst <= SAME && latency <= SAME,
+        holds: sizes > 0 && lowest >= -SAME && latency <= SAME,
         plots: ctx.unshown(&report.plots),
     })
 }
