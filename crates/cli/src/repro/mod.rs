@@ -13,6 +13,7 @@ mod figures;
 mod html;
 mod paper1;
 mod paper3;
+mod paper3_latency;
 mod paper5;
 mod seed003;
 
