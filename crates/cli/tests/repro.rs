@@ -310,3 +310,233 @@ fn paper_is_figures_are_judged_by_the_adapters_and_the_borrowed_k40s_peaks_and_s
     let k40 = v["figures"][1]["measured"].as_str().expect("measured");
     assert!(k40.contains("machine B's IOMMU is on"), "{k40}");
 }
+
+/// Every signed number in `text` followed by `unit` (`"+12.5 ns"` with `" ns"`), in order.
+fn signed(text: &str, unit: &str) -> Vec<f64> {
+    text.split(unit)
+        .filter_map(|before| {
+            let token = before.rsplit([' ', '(']).next()?;
+            if token.starts_with('+') || token.starts_with('-') {
+                token.parse().ok()
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// `smartio repro` of `figures` as JSON, with the calibration `calibration` when given.
+fn repro(figures: &[&str], calibration: Option<&str>) -> serde_json::Value {
+    let mut args = vec!["repro", "--json"];
+    for f in figures {
+        args.extend_from_slice(&["--figure", f]);
+    }
+    if let Some(path) = calibration {
+        args.extend_from_slice(&["--calibration", path]);
+    }
+    let (ok, out, err) = smartio(&args);
+    assert!(ok, "{err}");
+    json(&out)
+}
+
+/// The embedded calibration with `from` (which must occur once) replaced by `to`, written to
+/// a file of its own; the caller removes it.
+fn calibration_with(name: &str, changes: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    for (from, to) in changes {
+        assert_eq!(text.matches(from).count(), 1, "{from}");
+        text = text.replace(from, to);
+    }
+    let path = std::env::temp_dir().join(format!("repro-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// The one figure of a run of `id` with `changes` to the calibration: its verdict and what
+/// it measured.
+fn judged_with(id: &str, name: &str, changes: &[(&str, &str)]) -> (bool, String) {
+    let path = calibration_with(name, changes);
+    let v = repro(&[id], Some(path.to_str().expect("utf-8")));
+    let _ = std::fs::remove_file(&path);
+    let f = &v["figures"][0];
+    assert_eq!(f["id"], id);
+    (
+        f["holds"].as_bool().expect("holds"),
+        f["measured"].as_str().expect("measured").to_string(),
+    )
+}
+
+const NEW_STATEMENTS: [&str; 12] = [
+    "III-6", "III-6L", "III-10", "III-11", "III-11n", "III-11r", "III-ram", "V-21", "V-33",
+    "V-33p", "V-38", "V-38f",
+];
+
+#[test]
+fn paper_iii_and_v_statements_are_listed_with_the_papers_words_and_lines() {
+    let (ok, out, err) = smartio(&["repro", "--list"]);
+    assert!(ok, "{err}");
+    let text = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for id in NEW_STATEMENTS {
+        let from = text
+            .find(&format!(" {id} Paper "))
+            .unwrap_or_else(|| panic!("{id} missing:\n{out}"));
+        let entry = &text[from..(from + 400).min(text.len())];
+        assert!(entry.contains("thesis line"), "{id}: {entry}");
+        assert!(entry.contains('"'), "{id} quotes the paper: {entry}");
+    }
+}
+
+#[test]
+fn paper_iiis_figures_on_mesh_3_judge_what_they_measured() {
+    let v = repro(&NEW_STATEMENTS[..7], None);
+    let found = verdicts(&v);
+    assert_eq!(
+        found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+        NEW_STATEMENTS[..7]
+    );
+    let measured = |i: usize| v["figures"][i]["measured"].as_str().expect("measured");
+    // The lender IOMMU's cutting of reads: both directions drop, reads most.
+    assert!(found[0].1, "{}", measured(0));
+    assert!(measured(0).contains("64-byte requests"), "{}", measured(0));
+    // 1L-P2P and Local take one path: the same round trip, by both papers' measures.
+    let same = signed(measured(3), " ns");
+    assert_eq!(same.len(), 2, "{}", measured(3));
+    assert_eq!(found[3].1, same.iter().all(|d| d.abs() <= 25.0));
+    assert!(found[3].1, "{}", measured(3));
+    // 2L-P2P − 1L-P2P is judged on what it measured, and the finding names the chips.
+    let added: Vec<f64> = signed(measured(4), " ns").into_iter().take(2).collect();
+    assert_eq!(found[4].1, added.iter().all(|a| *a > 700.0 && *a <= 770.0));
+    assert!(
+        measured(4).contains("lender-a.ntb1 (PEX8733)"),
+        "{}",
+        measured(4)
+    );
+    // 1L-RAM-P2P and 2L-RAM-IOMMU: the 99th percentiles within 25 ns.
+    let d = signed(measured(5), " ns");
+    assert_eq!(found[5].1, d.first().is_some_and(|d| d.abs() <= 25.0));
+    // lender-b's RAM is one switch farther from the borrower's than back to back.
+    assert!(
+        measured(6).contains("motherboard switch"),
+        "{}",
+        measured(6)
+    );
+}
+
+#[test]
+fn paper_iiis_verdicts_follow_the_legs_the_model_charges() {
+    // Without the Xeon root complex cutting reads into 64-byte requests, the lender's IOMMU
+    // no longer hurts reads more than writes.
+    let (holds, measured) = judged_with(
+        "III-6",
+        "uncut",
+        &[(
+            "forwarded_read_request_bytes = { value = 64,",
+            "forwarded_read_request_bytes = { value = 0,",
+        )],
+    );
+    assert!(!holds, "{measured}");
+    // Free IOTLB walks on the borrower: large writes of the borrowed K420 converge to local.
+    let (holds, measured) = judged_with(
+        "III-6L",
+        "free-walks",
+        &[(
+            "iotlb_miss_ns = { value = 200,",
+            "iotlb_miss_ns = { value = 0,",
+        )],
+    );
+    assert!(holds, "{measured}");
+    // A fifth of every link's time lost to DLLPs: reads fall a little under 6 GB/s.
+    let (holds, measured) = judged_with(
+        "III-10",
+        "dllp",
+        &[(
+            "dllp_overhead_fraction = { value = 0.04,",
+            "dllp_overhead_fraction = { value = 0.2,",
+        )],
+    );
+    assert!(holds, "{measured}");
+    // PEX8733s of 140 ns: two more crossings each way add a little more than 700 ns.
+    let (holds, measured) = judged_with(
+        "III-11n",
+        "slow-ntb",
+        &[
+            (
+                "latency_ns = { value = 100, source = \"derived from the ICPP",
+                "latency_ns = { value = 140, source = \"derived from the ICPP",
+            ),
+            (
+                "latency_max_ns = { value = 132, source = \"Paper V §7.1.5: PEX8733",
+                "latency_max_ns = { value = 140, source = \"Paper V §7.1.5: PEX8733",
+            ),
+        ],
+    );
+    assert!(holds, "{measured}");
+    // Without lender-b's motherboard switch in the way, its RAM is as near as back to back.
+    let (holds, measured) = judged_with(
+        "III-ram",
+        "no-switch",
+        &[(
+            "latency_ns = { value = 76, source = \"estimate: the 100 ns",
+            "latency_ns = { value = 0, source = \"estimate: the 100 ns",
+        )],
+    );
+    assert!(!holds, "{measured}");
+}
+
+#[test]
+fn paper_v_fig_21_is_judged_on_the_medians_and_says_it_is_partly_fitted() {
+    let v = repro(&["V-21"], None);
+    let f = &v["figures"][0];
+    let measured = f["measured"].as_str().expect("measured");
+    assert_eq!(f["holds"], true, "{measured}");
+    assert!(measured.contains("partly fitted"), "{measured}");
+    assert!(measured.contains("software +20"), "the hook: {measured}");
+    // A hook five times dearer: the medians differ by more than the paper's 23 ns.
+    let (holds, measured) = judged_with(
+        "V-21",
+        "dear-hook",
+        &[(
+            "dma_window_map_ns = { value = 20,",
+            "dma_window_map_ns = { value = 100,",
+        )],
+    );
+    assert!(!holds, "{measured}");
+    assert!(measured.contains("software +100"), "{measured}");
+}
+
+#[test]
+fn paper_v_figs_33_and_38_judge_the_shared_experiments_runs() {
+    let v = repro(&NEW_STATEMENTS[8..], None);
+    let found = verdicts(&v);
+    let measured = |i: usize| v["figures"][i]["measured"].as_str().expect("measured");
+    // MDEV against bare metal: every overhead it states within 1 %.
+    for i in [0, 1] {
+        assert!(measured(i).contains("DMA test devices"), "{}", measured(i));
+    }
+    // Throughput from lowest to highest relative to bare metal's, then the latency's.
+    let relative = signed(measured(0), " %");
+    assert_eq!(relative.len(), 3, "{}", measured(0));
+    assert_eq!(found[0].1, relative[0] >= -1.0 && relative[2] <= 1.0);
+    // SmartIO local and remote the same; NVMe-oF above local's 99th percentile.
+    let same = signed(measured(2), " %");
+    assert_eq!(same.len(), 2, "{}", measured(2));
+    let visible = measured(2).contains(", above local's 99th percentile");
+    assert!(
+        visible || measured(2).contains(", not above local's 99th percentile"),
+        "{}",
+        measured(2)
+    );
+    assert_eq!(found[2].1, visible && same.iter().all(|p| p.abs() <= 1.0));
+    // The driver "around 600 ns faster" than local SPDK: the model has one polled driver.
+    let faster = signed(measured(3), " ns faster");
+    assert_eq!(faster.len(), 2, "{}", measured(3));
+    assert_eq!(
+        found[3].1,
+        faster.iter().all(|f| (540.0..=660.0).contains(f))
+    );
+    assert!(measured(3).contains("one polled driver"), "{}", measured(3));
+}

@@ -76,6 +76,14 @@ pub const SHIPPED: &[ShippedScenario] = &[
         name: "pxh810-back-to-back",
         text: include_str!("../../../scenarios/pxh810-back-to-back.toml"),
     },
+    ShippedScenario {
+        name: "mesh-3",
+        text: include_str!("../../../scenarios/mesh-3.toml"),
+    },
+    ShippedScenario {
+        name: "mesh-3-lender-iommu",
+        text: include_str!("../../../scenarios/mesh-3-lender-iommu.toml"),
+    },
 ];
 
 /// Parses a shipped scenario by name, or a scenario file by path.
@@ -156,6 +164,28 @@ mod tests {
             let fabric = load_fabric(s.name).unwrap_or_else(|e| panic!("{}: {e}", s.name));
             assert_eq!(fabric.name, s.name);
             assert!(!description(s).is_empty(), "{} has no description", s.name);
+        }
+    }
+
+    #[test]
+    fn mesh_3s_bars_lie_within_the_k420s_40_bit_reach() {
+        for name in ["mesh-3", "mesh-3-lender-iommu"] {
+            let fabric = load_fabric(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut bars = 0;
+            for e in fabric.endpoints() {
+                for bar in &e.bars {
+                    let end = bar.base.0 + bar.size;
+                    assert!(
+                        end <= 1 << 40,
+                        "{name}: {} BAR{} ends at {end:#x}",
+                        e.name,
+                        bar.index
+                    );
+                    bars += 1;
+                }
+            }
+            assert!(bars >= 10, "{name}: {bars} BARs");
+            assert!(fabric.hosts().iter().all(|h| h.mmio64.start == 66 << 30));
         }
     }
 

@@ -11,6 +11,10 @@
 //! 1 TiB-aligned         64-bit MMIO: prefetchable BARs and bridge prefetchable windows
 //! ```
 //!
+//! A scenario may say where the host's firmware starts the 64-bit MMIO region (`mmio64`, a
+//! multiple of 1 GiB at or above the top of RAM): firmware that places 64-bit BARs right
+//! above RAM lets a device that addresses 40 bits (a Kepler GPU) reach them.
+//!
 //! BARs are naturally aligned (a BAR's base is a multiple of its size). Bridge windows have
 //! 1 MiB granularity and contain all windows and BARs below them. Items are placed in order of
 //! decreasing alignment, which leaves no holes between power-of-two BARs.
@@ -41,7 +45,13 @@ const MSI: Range<u64> = smartio_platform::msi::INTERRUPT_CONTROLLER
     ..smartio_platform::msi::INTERRUPT_CONTROLLER + (1 << 20);
 const HIGH_RAM_BASE: u64 = 1 << 32;
 const MMIO64_ALIGN: u64 = 1 << 40;
-const MMIO64_SIZE: u64 = 1 << 44;
+/// The size of the 64-bit MMIO region (16 TiB).
+pub const MMIO64_SIZE: u64 = 1 << 44;
+/// The granule of a base of the 64-bit MMIO region a scenario states (1 GiB).
+pub const MMIO64_GRANULE: u64 = 1 << 30;
+/// The highest base of the 64-bit MMIO region a scenario may state: the region then ends at
+/// 2^51, inside x86-64's 52-bit physical address space.
+pub const MMIO64_MAX_BASE: u64 = (1 << 51) - MMIO64_SIZE;
 const WINDOW_GRANULE: u64 = 1 << 20;
 
 /// The fixed parts of a host's physical address map.
@@ -61,14 +71,31 @@ impl AddressMap {
     /// The map for a host with `ram` bytes of memory; `None` if the 64-bit MMIO region would
     /// end beyond 2^64 (never for RAM up to [`MAX_RAM`]).
     pub fn for_ram(ram: u64) -> Option<AddressMap> {
+        Self::for_host(ram, None)
+    }
+
+    /// The map for a host with `ram` bytes of memory whose firmware starts the 64-bit MMIO
+    /// region at `mmio64` (`None`: the first 1 TiB boundary above RAM); `None` if that base
+    /// is not a multiple of [`MMIO64_GRANULE`], lies below the top of RAM ([`ram_top`]) or
+    /// above [`MMIO64_MAX_BASE`], or the region would end beyond 2^64.
+    pub fn for_host(ram: u64, mmio64: Option<u64>) -> Option<AddressMap> {
         let low: Range<u64> = 0..ram.min(LOW_RAM_LIMIT);
         let mut ranges = Vec::from([low]);
-        let mut top = ram.min(LOW_RAM_LIMIT);
         if ram > LOW_RAM_LIMIT {
-            top = HIGH_RAM_BASE.checked_add(ram - LOW_RAM_LIMIT)?;
-            ranges.push(HIGH_RAM_BASE..top);
+            ranges.push(HIGH_RAM_BASE..HIGH_RAM_BASE.checked_add(ram - LOW_RAM_LIMIT)?);
         }
-        let base = align_up(top.max(HIGH_RAM_BASE), MMIO64_ALIGN)?;
+        let top = ram_top(ram)?;
+        let base = match mmio64 {
+            None => align_up(top, MMIO64_ALIGN)?,
+            Some(base)
+                if base >= top
+                    && base <= MMIO64_MAX_BASE
+                    && base.is_multiple_of(MMIO64_GRANULE) =>
+            {
+                base
+            }
+            Some(_) => return None,
+        };
         Some(AddressMap {
             ram: ranges,
             mmio32: MMIO32,
@@ -76,6 +103,12 @@ impl AddressMap {
             msi: MSI,
         })
     }
+}
+
+/// The lowest address above a host's RAM and its 32-bit MMIO hole, where a 64-bit MMIO
+/// region may start: 4 GiB plus the RAM above the first 2 GiB; `None` past 2^64.
+pub fn ram_top(ram: u64) -> Option<u64> {
+    HIGH_RAM_BASE.checked_add(ram.saturating_sub(LOW_RAM_LIMIT))
 }
 
 /// `value` rounded up to a multiple of `align` (a power of two); `None` past 2^64.
@@ -549,6 +582,27 @@ mod tests {
         let map = AddressMap::for_ram(1 << 30).expect("fits");
         assert_eq!(map.ram, vec![0..1 << 30]);
         assert_eq!(map.mmio64.start, 1 << 40);
+    }
+
+    #[test]
+    fn firmware_may_start_64_bit_mmio_right_above_ram() {
+        let ram = 64 << 30;
+        let map = AddressMap::for_host(ram, Some(128 << 30)).expect("fits");
+        assert_eq!(map.mmio64, 128 << 30..(128 << 30) + MMIO64_SIZE);
+        assert_eq!(map.ram, AddressMap::for_ram(ram).expect("fits").ram);
+        assert_eq!(ram_top(ram), Some(66 << 30));
+        assert!(AddressMap::for_host(ram, Some(66 << 30)).is_some());
+        for refused in [
+            64 << 30,
+            (66 << 30) + 4096,
+            MMIO64_MAX_BASE + MMIO64_GRANULE,
+        ] {
+            assert_eq!(
+                AddressMap::for_host(ram, Some(refused)),
+                None,
+                "{refused:#x}"
+            );
+        }
     }
 
     #[test]

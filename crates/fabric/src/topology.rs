@@ -313,7 +313,7 @@ impl Fabric {
         for (hi, h) in spec.hosts.iter().enumerate() {
             let host = HostId(hi as u32);
             let root = fabric.add_node(h.name.clone(), Some(host), NodeKind::RootComplex);
-            let map = crate::enumerate::AddressMap::for_ram(h.ram).ok_or_else(|| {
+            let map = crate::enumerate::AddressMap::for_host(h.ram, h.mmio64).ok_or_else(|| {
                 h.loc.error(format!(
                     "host {:?}: ram of {} bytes leaves no room for the address map (allowed: {} \
                      to {})",

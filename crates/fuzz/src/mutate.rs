@@ -57,6 +57,7 @@ pub const DICTIONARY: &[&str] = &[
     "\"2 MiB\"",
     "iommu = ",
     "cores = ",
+    "mmio64 = ",
     "connect = ",
     "uplink = ",
     "chip = ",

@@ -207,7 +207,7 @@ pub fn all() -> Vec<Figure> {
             source: "seed 004 line 172",
             run: nvmeof,
         },
-    ]).collect()
+    ]).chain(super::paper3::figures()).chain(super::paper5::figures()).collect()
 }
 
 /// What of statement `id`'s mechanism is derived from the paper's own figure (a fitted

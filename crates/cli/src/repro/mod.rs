@@ -12,6 +12,9 @@
 mod figures;
 mod html;
 mod paper1;
+mod paper3;
+mod paper3_latency;
+mod paper5;
 mod seed003;
 
 use crate::exp::{Plot, Report, Setup};
@@ -184,11 +187,13 @@ pub fn run(
 ) -> Result<(), String> {
     let all = figures::all();
     if args.list {
+        // Ids in a column at least one space wider than the longest.
+        let width = all.iter().map(|f| f.id.len() + 1).max().unwrap_or(0).max(8);
         for f in &all {
             let text = format!("{}: {} ({})", f.paper, f.claim, f.source);
             print!(
                 "{}",
-                crate::render::wrapped(&text, &format!("{:<8}", f.id), &" ".repeat(8))
+                crate::render::wrapped(&text, &format!("{:<width$}", f.id), &" ".repeat(width))
             );
         }
         return Ok(());

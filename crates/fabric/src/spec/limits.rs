@@ -2,7 +2,7 @@
 //! that apply them. Messages have the form `key = value: why (allowed: range)`; the caller
 //! prefixes the entity (`host "a": `) and the file and line.
 
-use crate::enumerate::{MAX_RAM, MIN_RAM};
+use crate::enumerate::{ram_top, MAX_RAM, MIN_RAM, MMIO64_GRANULE, MMIO64_MAX_BASE};
 use crate::ntb::CPU_RESERVED_REQUESTER_IDS;
 use crate::units::format_size;
 use std::fmt::Display;
@@ -234,9 +234,76 @@ pub fn ram(shown: &str, bytes: u64) -> Result<u64, LimitError> {
     })
 }
 
+/// Where a host's firmware starts its 64-bit MMIO region (`mmio64`), for a host with `ram`
+/// bytes: a multiple of 1 GiB (firmware sets the region's base in such units), at or above
+/// the top of RAM (RAM above the first 2 GiB continues from 4 GiB, and no BAR may overlap
+/// it), and at most [`MMIO64_MAX_BASE`] (the 16 TiB region then ends at 2^51, inside
+/// x86-64's 52-bit physical address space); `shown` is the value as written.
+pub fn mmio64(shown: &str, bytes: u64, ram: u64) -> Result<u64, LimitError> {
+    let top = ram_top(ram).unwrap_or(u64::MAX);
+    let (problem, why) = if bytes < top {
+        (
+            "below the top of RAM",
+            format!(
+                " ({} of RAM ends at {})",
+                format_size(ram),
+                format_size(top)
+            ),
+        )
+    } else if bytes > MMIO64_MAX_BASE {
+        (
+            "too high",
+            " (its 16 TiB would end beyond x86-64's 52-bit physical addresses)".to_string(),
+        )
+    } else if !bytes.is_multiple_of(MMIO64_GRANULE) {
+        ("not a multiple of 1 GiB", String::new())
+    } else {
+        return Ok(bytes);
+    };
+    Err(LimitError::OutOfRange {
+        key: "mmio64".to_string(),
+        value: shown.to_string(),
+        problem,
+        why,
+        allowed: format!(
+            "a multiple of 1G from {} to {}",
+            format_size(top.min(MMIO64_MAX_BASE)),
+            format_size(MMIO64_MAX_BASE)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_64_bit_mmio_base_lies_above_ram_on_a_gib_boundary() {
+        assert_eq!(mmio64("\"128G\"", 128 << 30, 64 << 30), Ok(128 << 30));
+        // 64 GiB of RAM: 2 GiB below the hole, 62 GiB from 4 GiB, so it ends at 66 GiB.
+        assert_eq!(mmio64("\"66G\"", 66 << 30, 64 << 30), Ok(66 << 30));
+        assert_eq!(mmio64("\"4G\"", 4 << 30, 1 << 30), Ok(4 << 30));
+        let message = |r: Result<u64, LimitError>| r.map_err(|e| e.to_string());
+        assert_eq!(
+            message(mmio64("\"64G\"", 64 << 30, 64 << 30)),
+            Err(
+                "mmio64 = \"64G\": below the top of RAM (64G of RAM ends at 66G) (allowed: a \
+                 multiple of 1G from 66G to 2032T)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            message(mmio64("\"100.5G\"", 201 << 29, 64 << 30)),
+            Err(
+                "mmio64 = \"100.5G\": not a multiple of 1 GiB (allowed: a multiple of 1G from \
+                 66G to 2032T)"
+                    .into()
+            )
+        );
+        assert!(message(mmio64("\"2040T\"", 2040 << 40, 64 << 30))
+            .expect_err("too high")
+            .contains("too high (its 16 TiB would end beyond x86-64's 52-bit"));
+    }
 
     #[test]
     fn names_allow_letters_digits_dash_and_underscore_only() {

@@ -1,7 +1,8 @@
 //! Scenario files: the TOML description of a cluster, parsed and validated into a
 //! [`ClusterSpec`].
 //!
-//! A scenario lists hosts (RAM, IOMMU, cores) and, inside each host, the PCIe components
+//! A scenario lists hosts (RAM, IOMMU, cores, optionally where the firmware starts the
+//! 64-bit MMIO region: `mmio64`) and, inside each host, the PCIe components
 //! attached below its root complex: transparent switch chips (expansion chassis switches,
 //! transparent host/target adapter cards), endpoint devices, and NTB adapters. NTB adapters are
 //! cabled to another adapter (back-to-back) or to a cluster switch; cluster switches may have an
@@ -341,6 +342,16 @@ impl Builder<'_> {
                 cores as u32
             }
         };
+        let mmio64 = match &raw.mmio64 {
+            None => None,
+            Some(v) => {
+                let base = self.size("mmio64", v)?;
+                Some(
+                    limits::mmio64(&shown(v.get_ref()), base, ram)
+                        .map_err(|m| self.loc(v).error(format!("host {name:?}: {m}")))?,
+                )
+            }
+        };
         let count = raw.switch.len() + raw.device.len() + raw.ntb.len();
         if count > limits::MAX_COMPONENTS {
             return Err(loc.error(format!(
@@ -558,6 +569,7 @@ impl Builder<'_> {
             ram,
             iommu: raw.iommu,
             cores,
+            mmio64,
             components,
             vms,
             loc,

@@ -85,6 +85,9 @@ pub struct HostSpec {
     pub iommu: bool,
     /// CPU cores available to agents.
     pub cores: u32,
+    /// Where the host's firmware starts the 64-bit MMIO region (`mmio64`); `None`: the
+    /// first 1 TiB boundary above RAM.
+    pub mmio64: Option<u64>,
     /// Components, ordered so that every parent comes before its children.
     pub components: Vec<ComponentSpec>,
     /// Virtual machines the host runs, in scenario order (named `host/vm`).

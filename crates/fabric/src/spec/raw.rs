@@ -34,6 +34,7 @@ pub(super) struct RawHost {
     #[serde(default)]
     pub iommu: bool,
     pub cores: Option<Spanned<i64>>,
+    pub mmio64: Option<Spanned<toml::Value>>,
     pub repeat: Option<Spanned<Vec<i64>>>,
     #[serde(default)]
     pub switch: Vec<RawSwitch>,

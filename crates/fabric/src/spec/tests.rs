@@ -233,6 +233,36 @@ fn a_ram_size_near_2_to_the_64_is_rejected_before_it_can_wrap_the_address_map() 
 }
 
 #[test]
+fn a_host_may_say_where_its_firmware_starts_64_bit_mmio() {
+    let spec = parse_scenario("t.toml", NTB).expect("valid");
+    assert_eq!(
+        spec.hosts[0].mmio64, None,
+        "unless it says, the 1 TiB boundary"
+    );
+    let low = NTB.replace("ram = \"1 GiB\"", "ram = \"1 GiB\"\nmmio64 = \"8 GiB\"");
+    let spec = parse_scenario("t.toml", &low).expect("valid");
+    assert_eq!(spec.hosts[0].mmio64, Some(8 << 30));
+    for (value, needle) in [
+        (
+            "\"2 GiB\"",
+            "host \"a\": mmio64 = \"2 GiB\": below the top of RAM (1G of RAM ends at 4G)",
+        ),
+        ("\"4097M\"", "mmio64 = \"4097M\": not a multiple of 1 GiB"),
+        ("\"2040T\"", "mmio64 = \"2040T\": too high"),
+        ("-1", "mmio64 = -1: a size cannot be negative"),
+    ] {
+        rejected(
+            &NTB.replace(
+                "ram = \"1 GiB\"",
+                &format!("ram = \"1 GiB\"\nmmio64 = {value}"),
+            ),
+            5,
+            &[needle],
+        );
+    }
+}
+
+#[test]
 fn a_size_that_overflows_64_bits_is_an_error_with_its_text() {
     rejected(
         &NTB.replace("ram = \"1 GiB\"", "ram = \"18446744073709551616\""),
