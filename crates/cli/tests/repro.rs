@@ -540,3 +540,55 @@ fn paper_v_figs_33_and_38_judge_the_shared_experiments_runs() {
     );
     assert!(measured(3).contains("one polled driver"), "{}", measured(3));
 }
+
+/// The whole set, once: every statement runs, each one that fails says why, and
+/// `docs/repro.md` lists each with the paper's quoted words, its place and its rule as the
+/// report states them.
+#[test]
+fn every_statement_runs_says_why_it_fails_and_is_listed_in_the_docs_as_the_report_states_it() {
+    let (ok, out, err) = smartio(&["repro", "--json"]);
+    assert!(ok, "{err}");
+    let v = json(&out);
+    let figures = v["figures"].as_array().expect("figures");
+    assert!(figures.len() >= 32, "{} statements", figures.len());
+    assert_eq!(v["of"].as_u64(), Some(figures.len() as u64));
+    let holding = figures
+        .iter()
+        .filter(|f| f["holds"].as_bool() == Some(true))
+        .count();
+    assert_eq!(v["holding"].as_u64(), Some(holding as u64));
+    let docs_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/repro.md");
+    let docs = std::fs::read_to_string(docs_path).expect("docs/repro.md");
+    // The docs wrap nothing: each field is one line, so it is found whole.
+    for f in figures {
+        let id = f["id"].as_str().expect("id");
+        let field = |k: &str| f[k].as_str().unwrap_or_else(|| panic!("{id}: {k}"));
+        if f["holds"].as_bool() == Some(false) {
+            assert!(
+                field("measured").contains("Why it fails"),
+                "{id} fails without saying why: {}",
+                field("measured")
+            );
+        }
+        let section = docs
+            .split("\n### ")
+            .find(|s| s.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("docs/repro.md has no section for {id}"));
+        for k in ["paper", "claim", "source", "rule"] {
+            assert!(
+                section.contains(field(k)),
+                "docs/repro.md's {id} does not give its {k} as the report does: {}",
+                field(k)
+            );
+        }
+        if let Some(fitted) = f["fitted"].as_str() {
+            assert!(section.contains(fitted), "{id}: the fitted note is missing");
+        }
+    }
+    let sections = docs.matches("\n### ").count();
+    assert_eq!(
+        sections,
+        figures.len(),
+        "docs/repro.md lists statements no longer run"
+    );
+}

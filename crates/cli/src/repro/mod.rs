@@ -62,6 +62,16 @@ pub struct Finding {
     pub plots: Vec<Plot>,
 }
 
+/// What introduces the cause in a finding's text: a statement that fails says why
+/// ("Why it fails: …"); one that holds gives the same account as its mechanism.
+pub fn why(holds: bool) -> &'static str {
+    if holds {
+        ""
+    } else {
+        "Why it fails: "
+    }
+}
+
 /// One reproduced figure or table.
 pub struct Figure {
     /// Short id (`V-27`: Paper V, Fig. 27; `II-3`: Paper II, Fig. 3).

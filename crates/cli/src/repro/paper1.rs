@@ -31,15 +31,15 @@ pub fn figures() -> [Figure; 2] {
         Figure {
             id: "I-4",
             paper: "Paper I Fig. 4(a)",
-            claim: "RAM-to-RAM DMA by the NTB's own engine (PXH810, MRRS 512 B, MPS 128 B, 64 reads in flight): writes peak at around 4.8 GB/s, reads at around 3 GB/s",
-            source: "thesis lines 3117-3129 (seed 002 line 198)",
+            claim: "\"Write requests peak at around 4.8 GB/s on our test configuration\" ... \"the maximum read request size is 512 bytes, and the TLP maximum payload size is 128 bytes. The DMA engine on the NTB handles 64 read requests in flight. As seen in Figure 4a, read requests peak at around 3 GB/s on our configuration.\"",
+            source: "thesis lines 3117-3130 (seed 002 lines 198-200)",
             run: adapter_dma,
         },
         Figure {
             id: "I-6",
             paper: "Paper I Fig. 6",
-            claim: "bandwidthTest on machine B's K40 lent to machine A: its DMA engine writes to remote RAM at around 4.9 GB/s and reads from remote RAM at around 2 GB/s",
-            source: "thesis lines 3205-3210 and 3219-3221 (seed 002 lines 208, 218)",
+            claim: "\"Machine B was configured to lend its Tesla K40 GPU to Machine A\" ... \"making the onboard DMA engine write to remote RAM on Machine B (around 4.9 GB/s), while on the right we see the results of making the onboard DMA engine read data from remote RAM (around 2 GB/s).\"",
+            source: "thesis lines 3203-3210 (seed 002 line 208)",
             run: borrowed_k40,
         },
     ]
@@ -126,10 +126,11 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
         .read_round_trip_ns
         .ok_or("the figure needs the timed engine")?;
     let carried = in_flight * request / (rtt * 1e-9);
+    let holds = off(w, PAPER_WRITE).abs() <= BOUND && off(r, PAPER_READ).abs() <= BOUND;
     Ok(Finding {
         measured: format!(
             "writes peak at {} ({:+.0} % from the paper's 4.8), reads at {} ({:+.0} % from its \
-             3). Both are the Gen3 x8 cable's and adapter links' payload bound at MPS {} B, {} \
+             3). {}Both are the Gen3 x8 cable's and adapter links' payload bound at MPS {} B, {} \
              (each TLP carries {} of payload in {} wire bytes): the read limit does not bind — \
              {} reads of {} B over the model's idle round trip of {:.0} ns to machine B's RAM \
              could carry {}. The model has no cost of the PXH810's engine beyond these (none is \
@@ -138,6 +139,7 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
             off(w, PAPER_WRITE),
             gbs(r),
             off(r, PAPER_READ),
+            super::why(holds),
             c.calibration.pcie.max_payload_size.value,
             gbs(bound),
             c.calibration.pcie.max_payload_size.value,
@@ -152,7 +154,7 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
             "the write peak within ±{BOUND} % of 4.8 GB/s and the read peak within ±{BOUND} % \
              of 3 GB/s"
         ),
-        holds: off(w, PAPER_WRITE).abs() <= BOUND && off(r, PAPER_READ).abs() <= BOUND,
+        holds,
         plots: vec![size_lines(
             "i-4.svg",
             "Adapter DMA, machine A's RAM ↔ machine B's RAM (paper: writes 4.8, reads 3 GB/s)",
@@ -196,12 +198,13 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
     let cut = cal.root_complex.forwarded_read_request_bytes.value;
     let slots = cal.root_complex.forwarded_reads_outstanding.value;
     let window = cut * slots;
+    let holds = off(w, PAPER_WRITE).abs() <= BOUND && off(r, PAPER_READ).abs() <= BOUND;
     Ok(Finding {
         measured: format!(
-            "writes to machine A's RAM peak at {} ({:+.0} % from the paper's 4.9): the x8 links' \
-             payload bound at MPS {} B, {}; the K40's copy engine ({}) is faster, so the x8 \
-             legs bind. Reads peak at {} ({:+.0} % from \
-             its 2): machine B's IOMMU is on, so its root complex re-issues the GPU's reads as \
+            "writes to machine A's RAM peak at {} ({:+.0} % from the paper's 4.9), reads from it \
+             at {} ({:+.0} % from its 2). {}Writes run at the x8 links' payload bound at MPS {} \
+             B, {}: the K40's copy engine ({}) is faster, so the x8 legs bind. For reads, \
+             machine B's IOMMU is on, so its root complex re-issues the GPU's reads as \
              {} B requests with {} open at a time — {} B in flight per round trip, which at \
              this rate is {:.0} ns from machine B's root complex to machine A's DRAM and back \
              (two PEX8733 crossings, the cable, machine A's root complex). Nothing in the \
@@ -209,11 +212,12 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
              implies",
             gbs(w),
             off(w, PAPER_WRITE),
+            gbs(r),
+            off(r, PAPER_READ),
+            super::why(holds),
             cal.pcie.max_payload_size.value,
             gbs(bound),
             gbs(engine_rate),
-            gbs(r),
-            off(r, PAPER_READ),
             cut,
             slots,
             window,
@@ -224,7 +228,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
             "the write peak within ±{BOUND} % of 4.9 GB/s and the read peak within ±{BOUND} % \
              of 2 GB/s"
         ),
-        holds: off(w, PAPER_WRITE).abs() <= BOUND && off(r, PAPER_READ).abs() <= BOUND,
+        holds,
         plots: vec![size_lines(
             "i-6.svg",
             "bandwidthTest on the borrowed K40 (paper: 4.9 GB/s to remote RAM, 2 GB/s from it)",

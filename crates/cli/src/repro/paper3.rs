@@ -330,7 +330,7 @@ fn local_converges(ctx: &Ctx) -> Result<Finding, String> {
     let cal = &c.calibration.root_complex;
     Ok(Finding {
         measured: format!(
-            "{}. The borrowed K420's driver is farther away: every copy's doorbell, command \
+            "{}. {}The borrowed K420's driver is farther away: every copy's doorbell, command \
              fetch and completion cross the NTB, a constant per copy that fades as copies \
              grow. What keeps large writes apart is the borrower's IOMMU (on, as Paper III's \
              Device Lending uses it for the DMA window): each 4 KiB page the GPU writes into \
@@ -339,6 +339,7 @@ fn local_converges(ctx: &Ctx) -> Result<Finding, String> {
              cable's {} plus one walk is {}; reads keep enough requests open to hide the \
              walks",
             why.join("; "),
+            super::why(holds),
             cal.iotlb_miss_ns.value,
             cal.iotlb_entries.value,
             gbs(cable),
@@ -400,10 +401,11 @@ fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, String> {
     let tags = c.calibration.device("gpu").max_outstanding_reads.value;
     let mrrs = c.calibration.pcie.max_read_request_size.value;
     let miss = c.calibration.root_complex.iotlb_miss_ns.value;
+    let holds = (PAPER * (1.0 - BOUND / 100.0)..PAPER).contains(&r);
     Ok(Finding {
         measured: format!(
             "the read leg (lender-b's K420 reading the borrower's RAM) peaks at {} ({:+.0} % \
-             from the paper's 6); the write leg (lender-a's gpu2 writing it) at {}. Reads \
+             from the paper's 6); the write leg (lender-a's gpu2 writing it) at {}. {}Reads \
              run at the Gen3 x8 cable's payload bound at MPS {mps:.0} B, {} (the K420's Gen2 \
              x16 link carries {}): {tags:.0} reads of {mrrs:.0} B in flight fill the cable, \
              so the model has nothing that holds reads under 6 GB/s. Writes stay below it: \
@@ -413,6 +415,7 @@ fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, String> {
             gbs(r),
             pct(r, PAPER),
             gbs(w),
+            super::why(holds),
             gbs(cable),
             gbs(gpu_link),
             gbs(walked_writes(cable, miss)),
@@ -421,7 +424,7 @@ fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, String> {
             "the read leg's peak \"a little under 6 GB/s\": at least 6 GB/s less {BOUND} % \
              (5.4) and below 6"
         ),
-        holds: (PAPER * (1.0 - BOUND / 100.0)..PAPER).contains(&r),
+        holds,
         plots: vec![Plot {
             file: "iii-10.svg".into(),
             title: "2L-RAM-P2P on mesh-3: the two legs through the borrower's RAM (paper: a \

@@ -246,15 +246,17 @@ pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, String> {
         + (far.cables as f64 - near.cables as f64)
             * (cal.cable_propagation_ns.value - cal.link_propagation_ns.value);
     let top = PAPER * (1.0 + BOUND / 100.0);
+    let holds = [a99, amean].iter().all(|a| *a > PAPER && *a <= top);
     Ok(Finding {
         measured: format!(
             "2L-P2P − 1L-P2P round trip: {a99:+.1} ns by the 99th percentile, {amean:+.1} ns by \
-             the mean. Each way 2L-P2P crosses {} where 1L-P2P crosses {}: the chips' typical \
+             the mean. {}Each way 2L-P2P crosses {} where 1L-P2P crosses {}: the chips' typical \
              latencies add {typical:.0} ns and the wires {wires:.0} ns, {:.0} ns a round trip. \
              The paper's 350 ns one way \"added by the NTB\" is its RAM-to-RAM figure, which \
              also holds CPU legs no GPU store pays ([chips.PEX8733] latency_ns is derived from \
              it without them); at the datasheets' maxima the chips would add {worst:.0} ns a \
              way, {:.0} ns a round trip",
+            super::why(holds),
             far.chips
                 .iter()
                 .map(|c| c.0.as_str())
@@ -272,7 +274,7 @@ pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, String> {
             "\"a little more than 700 ns\": above 700 and at most 700 + {BOUND} % ({top:.0} ns), \
              by the 99th percentile (Paper III Fig. 11) and by the mean (Paper IV Fig. 14)"
         ),
-        holds: [a99, amean].iter().all(|a| *a > PAPER && *a <= top),
+        holds,
         plots,
     })
 }
