@@ -162,7 +162,7 @@ fn an_unknown_figure_is_refused_with_the_known_ones() {
     let (ok, _, err) = smartio(&["repro", "--figure", "V-99"]);
     assert!(!ok);
     assert!(
-        err.contains("--figure V-99: no such figure (known: I-4, I-6, III-rtt"),
+        err.contains("--figure V-99: no such figure (known: I-4, I-lat, I-6, II-3, III-rtt"),
         "{err}"
     );
 }
@@ -384,7 +384,7 @@ fn paper_iii_and_v_statements_are_listed_with_the_papers_words_and_lines() {
         let from = text
             .find(&format!(" {id} Paper "))
             .unwrap_or_else(|| panic!("{id} missing:\n{out}"));
-        let entry = &text[from..(from + 400).min(text.len())];
+        let entry: String = text[from..].chars().take(400).collect();
         assert!(entry.contains("thesis line"), "{id}: {entry}");
         assert!(entry.contains('"'), "{id} quotes the paper: {entry}");
     }
@@ -393,12 +393,29 @@ fn paper_iii_and_v_statements_are_listed_with_the_papers_words_and_lines() {
 #[test]
 fn paper_iiis_figures_on_mesh_3_judge_what_they_measured() {
     let v = repro(&NEW_STATEMENTS[..7], None);
-    let found = verdicts(&v);
-    assert_eq!(
-        found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
-        NEW_STATEMENTS[..7]
-    );
-    let measured = |i: usize| v["figures"][i]["measured"].as_str().expect("measured");
+    // The report lists them in the papers' order; here they are read in NEW_STATEMENTS'.
+    let figures: Vec<&serde_json::Value> = NEW_STATEMENTS[..7]
+        .iter()
+        .map(|id| {
+            v["figures"]
+                .as_array()
+                .expect("figures")
+                .iter()
+                .find(|f| f["id"] == *id)
+                .unwrap_or_else(|| panic!("{id} not run"))
+        })
+        .collect();
+    assert_eq!(v["figures"].as_array().map(Vec::len), Some(7));
+    let found: Vec<(String, bool)> = figures
+        .iter()
+        .map(|f| {
+            (
+                f["id"].as_str().expect("id").to_string(),
+                f["holds"].as_bool().expect("holds"),
+            )
+        })
+        .collect();
+    let measured = |i: usize| figures[i]["measured"].as_str().expect("measured");
     // The lender IOMMU's cutting of reads: both directions drop, reads most.
     assert!(found[0].1, "{}", measured(0));
     assert!(measured(0).contains("64-byte requests"), "{}", measured(0));
@@ -591,4 +608,50 @@ fn every_statement_runs_says_why_it_fails_and_is_listed_in_the_docs_as_the_repor
         figures.len(),
         "docs/repro.md lists statements no longer run"
     );
+}
+
+#[test]
+fn paper_is_ram_to_remote_ram_latency_is_judged_on_the_pxh810_pair_and_moves_with_its_chips() {
+    let run = |calibration: Option<&str>| {
+        let mut args = vec!["repro", "--figure", "I-lat", "--json"];
+        if let Some(path) = calibration {
+            args.extend_from_slice(&["--calibration", path]);
+        }
+        let (ok, out, err) = smartio(&args);
+        assert!(ok, "{err}");
+        json(&out)
+    };
+    let v = run(None);
+    assert_eq!(verdicts(&v), [("I-lat".to_string(), true)]);
+    let f = &v["figures"][0];
+    let measured = f["measured"].as_str().expect("measured");
+    assert!(measured.contains("on pxh810-back-to-back"), "{measured}");
+    let one_way: f64 = measured
+        .split(" ns one way")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number of ns first");
+    assert!((515.7..=630.3).contains(&one_way), "{measured}");
+    assert!(f["rule"].as_str().expect("rule").contains("515.7-630.3 ns"));
+    // Each way crosses two PEX8733s: 60 ns more in each puts it past 630 ns.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    let from = "[chips.PEX8733]\nlatency_ns = { value = 100,";
+    assert_eq!(text.matches(from).count(), 1);
+    let slow = text
+        .replace(from, "[chips.PEX8733]\nlatency_ns = { value = 160,")
+        .replace(
+            "latency_max_ns = { value = 132,",
+            "latency_max_ns = { value = 160,",
+        );
+    let path = std::env::temp_dir().join(format!("repro-slow-ntb-{}.toml", std::process::id()));
+    std::fs::write(&path, slow).expect("write");
+    let slow = run(Some(path.to_str().expect("utf-8")));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(verdicts(&slow), [("I-lat".to_string(), false)]);
+    let measured = slow["figures"][0]["measured"].as_str().expect("measured");
+    assert!(measured.contains("Why it fails: "), "{measured}");
 }

@@ -24,7 +24,7 @@ use smartio_workloads::{
 /// Every figure, in the papers' order.
 pub fn all() -> Vec<Figure> {
     let paper_i = super::paper1::figures();
-    paper_i.into_iter().chain([
+    let mut figures = paper_i.into_iter().chain([
         Figure {
             id: "III-rtt",
             paper: "Paper III §7.2 (ICPP'18; Paper IV §7.4)",
@@ -207,7 +207,30 @@ pub fn all() -> Vec<Figure> {
             source: "seed 004 line 172",
             run: nvmeof,
         },
-    ]).chain(super::paper3::figures()).chain(super::paper5::figures()).collect()
+    ]).chain(super::paper3::figures()).chain(super::paper5::figures()).collect::<Vec<_>>();
+    // In the papers' order: by paper, then by figure (statements about a section's text
+    // before those about its figures), then as listed.
+    figures.sort_by_key(|f| place(f.id, f.paper));
+    figures
+}
+
+/// Where statement `id` (about `paper`) stands in the papers' order: the paper (I to V, then
+/// seeds 003 and 004) and the figure number the id or the place names (0 for none).
+fn place(id: &str, paper: &str) -> (usize, u32) {
+    const PAPERS: [&str; 7] = ["I", "II", "III", "IV", "V", "003", "004"];
+    let (prefix, rest) = id.split_once('-').unwrap_or((id, ""));
+    let rank = PAPERS
+        .iter()
+        .position(|p| *p == prefix)
+        .unwrap_or(PAPERS.len());
+    let leading = |t: &str| -> Option<u32> {
+        let digits: String = t.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let figure = leading(rest)
+        .or_else(|| paper.split_once("Fig. ").and_then(|(_, t)| leading(t)))
+        .unwrap_or(0);
+    (rank, figure)
 }
 
 /// What of statement `id`'s mechanism is derived from the paper's own figure (a fitted
@@ -243,12 +266,16 @@ pub(super) fn near(value: f64, lo: f64, hi: f64) -> bool {
 
 /// The rule [`near`] tests, in words: "`what` within ±10 % of `stated` (`lo`-`hi` `unit`)".
 pub(super) fn near_rule(what: &str, stated: &str, lo: f64, hi: f64, unit: &str) -> String {
+    // Four decimals at most, without trailing zeros: 9.18, 495, 515.7.
+    let short = |x: f64| {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
     format!(
-        "{what} within ±10 % of {stated} ({:.4}-{:.4} {unit})",
-        0.9 * lo,
-        1.1 * hi
+        "{what} within ±10 % of {stated} ({}-{} {unit})",
+        short(0.9 * lo),
+        short(1.1 * hi)
     )
-    .replace(".0000", "")
 }
 
 /// `a` relative to `b`, in percent.

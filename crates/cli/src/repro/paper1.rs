@@ -16,8 +16,8 @@ use crate::exp::{Chart, Plot, Series};
 use smartio_cluster::Cluster;
 use smartio_fabric::LinkKind;
 use smartio_workloads::{
-    bench_adapter_dma, bench_gpu_bandwidth, AdapterDmaBenchConfig, DmaDirection, DmaSample,
-    GpuBandwidthConfig, GpuCopyDirection,
+    bench_adapter_dma, bench_gpu_bandwidth, pingpong, AdapterDmaBenchConfig, DmaDirection,
+    DmaSample, GpuBandwidthConfig, GpuCopyDirection, PingPongConfig,
 };
 
 /// Paper I's machines.
@@ -26,7 +26,7 @@ const SCENARIO: &str = "pxh810-back-to-back";
 const BOUND: f64 = 10.0;
 
 /// Paper I's figures, in its order.
-pub fn figures() -> [Figure; 2] {
+pub fn figures() -> [Figure; 3] {
     [
         Figure {
             id: "I-4",
@@ -34,6 +34,13 @@ pub fn figures() -> [Figure; 2] {
             claim: "\"Write requests peak at around 4.8 GB/s on our test configuration\" ... \"the maximum read request size is 512 bytes, and the TLP maximum payload size is 128 bytes. The DMA engine on the NTB handles 64 read requests in flight. As seen in Figure 4a, read requests peak at around 3 GB/s on our configuration.\"",
             source: "thesis lines 3117-3130 (seed 002 lines 198-200)",
             run: adapter_dma,
+        },
+        Figure {
+            id: "I-lat",
+            paper: "Paper I §4.1, Fig. 4",
+            claim: "\"RAM to remote RAM latency is approximately 573 ns.\"",
+            source: "thesis lines 3114-3115 (seed 002 line 196)",
+            run: ram_to_remote_ram,
         },
         Figure {
             id: "I-6",
@@ -237,5 +244,50 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
                 ("remote RAM → GPU (h2d)".into(), &reads),
             ],
         )],
+    })
+}
+
+/// Machine A's CPU storing into machine B's RAM through the PXH810 pair, answered the same
+/// way: half the median round trip of `pingpong --scenario pxh810-back-to-back`. [chips.PEX8733] latency_ns is derived from
+/// Paper III's 550-580 ns on its PXH830 pair, not from this figure: the PXH810's x8 links and
+/// Paper I's own machines make this an independent check.
+fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, String> {
+    const PAPER: f64 = 573.0;
+    let r = pingpong(
+        &cluster(ctx)?,
+        &PingPongConfig {
+            from: "machine-a".into(),
+            to: "machine-b".into(),
+            iterations: 200,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let one_way = r.rtt_ns.p50 / 2.0;
+    let holds = super::figures::near(one_way, PAPER, PAPER);
+    Ok(Finding {
+        measured: format!(
+            "{one_way:.0} ns one way (p50), machine-a ↔ machine-b on {SCENARIO} ({:+.1} % from \
+             the paper's 573){}",
+            (one_way / PAPER - 1.0) * 100.0,
+            if holds {
+                String::new()
+            } else {
+                format!(
+                    ". {}the store crosses the same chips as Paper III's pair (two PEX8733, \
+                     the cable) over x8 links; see `smartio pingpong --scenario {SCENARIO} \
+                     --from machine-a --to machine-b --breakdown`",
+                    super::why(holds)
+                )
+            }
+        ),
+        rule: super::figures::near_rule(
+            "one way (half the median round trip)",
+            "approximately 573 ns",
+            PAPER,
+            PAPER,
+            "ns",
+        ),
+        holds,
+        plots: Vec::new(),
     })
 }
