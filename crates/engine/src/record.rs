@@ -31,6 +31,10 @@ pub(crate) const NONE: StepId = 0;
 /// Steps kept for critical paths (the most recent ones).
 pub(crate) const RING_STEPS: usize = 1 << 18;
 
+/// Timers of one CPU between two looks of a polling loop, at most (a poll interval, and
+/// perhaps a named cost or two).
+const POLL_LOOP_STEPS: usize = 4;
+
 /// Hops kept for the TLP steps in the ring.
 const RING_HOPS: usize = 1 << 20;
 
@@ -84,9 +88,9 @@ pub(crate) enum Kind {
         target: Target,
         hop: u32,
     },
-    /// A TLP's last leg at its target: the root complex into memory (or the interrupt
-    /// controller).
-    IntoMemory { host: HostId },
+    /// A TLP's last leg at its target: the root complex into memory, or to the interrupt
+    /// controller (an MSI).
+    IntoMemory { host: HostId, interrupt: bool },
     /// A completer reading what a read request asked.
     CompleterRead { target: Target },
     /// A completion from the root complex back to the core.
@@ -265,6 +269,31 @@ impl Recorder {
         };
         // Not a slice of its own in the trace: the TLP's link slices show it.
         self.steps.push(step).unwrap_or(NONE)
+    }
+
+    /// Whether step `id`, the context of a CPU of `host` about to load from its memory,
+    /// is a polling loop's wait: a timer of that CPU, back through its own timers (at most
+    /// a few), to its previous look at its memory.
+    pub fn polling(&self, host: HostId, id: StepId) -> bool {
+        let mut cur = id;
+        for _ in 0..POLL_LOOP_STEPS {
+            let Some(step) = self.get(cur) else {
+                return false;
+            };
+            match step.kind {
+                Kind::Sleep {
+                    requester: Requester::Cpu(h),
+                } if h == host => cur = step.cause,
+                // A look right before is not a loop's wait (a handler reading one entry
+                // after another); a look, a timer, a look is.
+                Kind::LocalMemory {
+                    host: h,
+                    write: false,
+                } if h == host && cur != id => return true,
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// A workload's operation, for the trace.
@@ -725,13 +754,18 @@ impl Names<'_> {
                 }
                 rows
             }
-            Kind::IntoMemory { host } => vec![row(
+            Kind::IntoMemory { host, interrupt } => vec![row(
                 step.start,
                 step.end,
                 StepClass::RootComplex,
                 format!(
-                    "{} root complex: from the root port into memory",
-                    self.host(host)
+                    "{} root complex: from the root port {}",
+                    self.host(host),
+                    if interrupt {
+                        "to the interrupt controller"
+                    } else {
+                        "into memory"
+                    }
                 ),
                 "",
             )],
@@ -833,7 +867,7 @@ impl Names<'_> {
             Kind::Send { .. } => {}
             Kind::LocalMemory { host, .. }
             | Kind::CpuIssue { host }
-            | Kind::IntoMemory { host }
+            | Kind::IntoMemory { host, .. }
             | Kind::ReturnToCore { host }
             | Kind::IotlbMiss { host } => out.push(event(
                 track(TrackKind::Host, self.host(host)),
