@@ -184,7 +184,11 @@ pub(crate) struct Recorder {
 
 #[derive(Debug)]
 struct TraceBuffer {
+    /// Most slices the trace may hold (a TLP is one slice, plus one per link it crossed;
+    /// any other step or a workload's operation is one).
     limit: usize,
+    /// Slices the kept steps and operations make.
+    slices: usize,
     steps: Vec<Step>,
     hops: Vec<HopRec>,
     dropped: u64,
@@ -197,6 +201,7 @@ impl Recorder {
             hops: Ring::new(RING_HOPS),
             trace: trace_limit.map(|limit| TraceBuffer {
                 limit,
+                slices: 0,
                 steps: Vec::new(),
                 hops: Vec::new(),
                 dropped: 0,
@@ -223,7 +228,15 @@ impl Recorder {
             *nhops = u16::try_from(hops.len()).unwrap_or(u16::MAX);
         }
         if let Some(t) = &mut self.trace {
-            if t.steps.len() < t.limit {
+            // A TLP's slice and one per link; a step of any other kind is one slice.
+            let slices = match step.kind {
+                Kind::Tlp { .. } => 1 + hops.len(),
+                _ => 1,
+            };
+            // The trace is the run's beginning: once a step is left out, so is every later
+            // one.
+            if t.dropped == 0 && t.slices + slices <= t.limit {
+                t.slices += slices;
                 let mut kept = step;
                 if let Kind::Tlp { hops: first, .. } = &mut kept.kind {
                     *first = u32::try_from(t.hops.len()).unwrap_or(u32::MAX);
@@ -298,9 +311,15 @@ impl Recorder {
 
     /// A workload's operation, for the trace.
     pub fn span(&mut self, track: &str, name: &str, start: SimTime, end: SimTime) {
-        if self.trace.as_ref().is_some_and(|t| t.steps.len() < t.limit) {
+        let Some(t) = &mut self.trace else {
+            return;
+        };
+        if t.dropped == 0 && t.slices < t.limit {
+            t.slices += 1;
             self.spans
                 .push((track.to_string(), name.to_string(), start, end));
+        } else {
+            t.dropped += 1;
         }
     }
 

@@ -221,7 +221,8 @@ fn recording_changes_nothing_about_the_run() {
 }
 
 /// The trace keeps every TLP as a slice on its requester's track and one per link it
-/// crossed, inside the TLP's own slice; the limit is kept and what is left out counted.
+/// crossed, inside the TLP's own slice; the limit on slices is kept and what is left out
+/// counted.
 #[test]
 fn a_trace_has_a_slice_per_tlp_per_link_within_the_tlp_and_respects_its_limit() {
     let (sim, _) = sim();
@@ -238,7 +239,15 @@ fn a_trace_has_a_slice_per_tlp_per_link_within_the_tlp_and_respects_its_limit() 
     });
     sim.run();
     let trace = sim.take_trace().expect("a trace was kept");
-    assert!(trace.dropped > 0, "16 TLPs and their sends exceed 10 steps");
+    assert!(
+        trace.dropped > 0,
+        "16 TLPs and their links exceed 10 slices"
+    );
+    assert!(
+        trace.events.len() <= 10,
+        "the limit counts slices: {}",
+        trace.events.len()
+    );
     let tlps: Vec<_> = trace
         .events
         .iter()
