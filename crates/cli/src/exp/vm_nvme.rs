@@ -171,7 +171,7 @@ fn compare_by_class(rows: &[RowBreakdown]) -> (comfy_table::Table, serde_json::V
         .iter()
         .map(|(_, e)| e.path.total().as_ps())
         .collect();
-    let mut line = vec!["total (the p50 latency)".to_string()];
+    let mut line = vec!["total".to_string()];
     for (i, ps) in totals.iter().enumerate() {
         line.push(cell(i, *ps, totals.first().copied().unwrap_or(0)));
     }
