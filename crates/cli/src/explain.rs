@@ -321,7 +321,11 @@ pub fn render(explained: &[Explained], unit: &str) -> String {
                     fmt_ns(s.start.since(e.path.start).as_ps()),
                     fmt_ns(s.duration.as_ps()),
                     s.class.name().to_string(),
-                    if nested { format!("  {what}") } else { what },
+                    if nested {
+                        format!("\u{a0}\u{a0}{what}")
+                    } else {
+                        what
+                    },
                     s.waited_for.clone(),
                 ]);
             }
