@@ -74,6 +74,8 @@ pub struct VmTiming {
     pub irq_injection: SimDuration,
     /// Resolving and pinning one page of guest memory.
     pub page_pin: SimDuration,
+    /// How much longer a guest's own CPU work takes, in parts per million.
+    pub cpu_overhead_ppm: u32,
 }
 
 impl Calibration {
@@ -108,6 +110,8 @@ impl Calibration {
                 eventfd_signal: d(&self.vm.eventfd_signal_ns),
                 irq_injection: d(&self.vm.irq_injection_ns),
                 page_pin: d(&self.vm.page_pin_ns),
+                // In range: validation admits fractions below 1.
+                cpu_overhead_ppm: (self.vm.cpu_overhead_fraction.value * 1e6).round() as u32,
             },
         }
     }

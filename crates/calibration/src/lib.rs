@@ -196,6 +196,10 @@ pub struct VmParams {
     /// Resolving and pinning one page of guest memory through KVM (when SmartIO maps a VM's
     /// memory for a device).
     pub page_pin_ns: Param,
+    /// How much longer a guest's own CPU work takes than the same work on the host
+    /// (two-dimensional page walks on TLB misses, the exits a running guest still takes),
+    /// as a fraction.
+    pub cpu_overhead_fraction: Param,
 }
 
 /// A GPU profile (device model `gpu`, scenario `params.profile`): the GPU's engines and

@@ -407,6 +407,7 @@ pub const RULES: &[Rule] = &[
     rule("vm", "eventfd_signal_ns", TIME),
     rule("vm", "irq_injection_ns", TIME),
     rule("vm", "page_pin_ns", TIME),
+    rule("vm", "cpu_overhead_fraction", Allowed::Fraction),
     rule("nvmeof", "hca_latency_ns", TIME),
     rule("nvmeof", "hca_wqe_fetch_ns", TIME),
     // Network data rate: positive; 10 Tb/s is far above any RDMA link (XDR is 800 Gb/s).

@@ -417,6 +417,7 @@ impl Calibration {
             eventfd_signal_ns,
             irq_injection_ns,
             page_pin_ns,
+            cpu_overhead_fraction,
         } = &self.vm;
         push(
             &mut out,
@@ -426,6 +427,7 @@ impl Calibration {
                 ("eventfd_signal_ns", eventfd_signal_ns),
                 ("irq_injection_ns", irq_injection_ns),
                 ("page_pin_ns", page_pin_ns),
+                ("cpu_overhead_fraction", cpu_overhead_fraction),
             ],
         );
         let NvmeofParams {

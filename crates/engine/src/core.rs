@@ -217,6 +217,7 @@ impl Core {
 
     /// Starts recording (see [`crate::record`]).
     pub fn start_recording(&mut self, trace_limit: Option<usize>) {
+        smartio_platform::activity::wanted();
         self.recorder = Some(Box::new(Recorder::new(trace_limit)));
     }
 
@@ -231,7 +232,7 @@ impl Core {
     }
 
     /// Whether steps are recorded.
-    #[inline]
+    #[inline(always)]
     pub fn recording(&self) -> bool {
         self.recorder.is_some()
     }
@@ -246,7 +247,7 @@ impl Core {
     }
 
     /// Makes `step` what wake-ups and new steps are caused by (while recording).
-    #[inline]
+    #[inline(always)]
     pub fn set_context(&self, step: StepId) {
         if self.recording() {
             self.ready.set_context(step);

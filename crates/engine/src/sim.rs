@@ -377,7 +377,8 @@ impl Sim {
     ) -> Result<Started, AccessError> {
         let mut core = self.inner.core.borrow_mut();
         let cpu = core.timing.cpu;
-        let (cause, label) = if core.recording() {
+        let recording = core.recording();
+        let (cause, label) = if recording {
             (core.context(), smartio_platform::activity::take())
         } else {
             (record::NONE, None)
@@ -402,23 +403,21 @@ impl Sim {
                 } else {
                     cpu.memory_read
                 };
-            // A load that finds what was written after its task last woke (a poll that
-            // sees new data) waited for that write.
-            let cause = if write_it {
-                cause
-            } else {
-                core.load_cause(host, pa, len, cause)
-            };
-            let step = core.record(
-                record::Kind::LocalMemory {
+            let mut step = record::NONE;
+            if recording {
+                // A load that finds what was written after its task last woke (a poll that
+                // sees new data) waited for that write.
+                let cause = if write_it {
+                    cause
+                } else {
+                    core.load_cause(host, pa, len, cause)
+                };
+                let kind = record::Kind::LocalMemory {
                     host,
                     write: write_it,
-                },
-                now,
-                at,
-                cause,
-                label,
-            );
+                };
+                step = core.record(kind, now, at, cause, label);
+            }
             return Ok(match write {
                 Some(data) => {
                     core.write_memory(host, pa, &data);
@@ -441,8 +440,10 @@ impl Sim {
         let mut gate = cause;
         if let Requester::Cpu(host) = requester {
             start += cpu.mmio_issue + SimDuration(core.timing.root_complex_ps);
-            let now = core.now;
-            gate = core.record(record::Kind::CpuIssue { host }, now, start, cause, label);
+            if recording {
+                let now = core.now;
+                gate = core.record(record::Kind::CpuIssue { host }, now, start, cause, label);
+            }
         }
         let id = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,

@@ -189,3 +189,41 @@ fn the_same_run_twice_gives_identical_times_and_link_statistics() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn a_cabled_link_costs_the_cables_propagation_instead_of_a_traces() {
+    // The same 64-byte write as above, once with sw2's link to sw1 an external cable.
+    fn landed(text: &str) -> SimTime {
+        let sim = common::sim_of(text, Calibration::default_embedded().without_variation()).0;
+        let dev = sim
+            .fabric()
+            .endpoint_by_name(HostId(0), "dev0")
+            .expect("dev0");
+        let at = Rc::new(Cell::new(None));
+        let cpu = sim.cpu(HostId(0));
+        let a = at.clone();
+        sim.spawn(async move {
+            cpu.written(PhysAddr(0x1000), 64).await;
+            a.set(Some(cpu.now()));
+        });
+        let port = sim.device(dev);
+        sim.spawn(async move {
+            port.write(BusAddr(0x1000), &[0x5a; 64])
+                .await
+                .expect("write lands in RAM");
+        });
+        sim.run();
+        at.get().expect("the write landed")
+    }
+    let cal = Calibration::default_embedded();
+    let board = landed(common::TWO_SWITCHES);
+    let cabled_text = common::TWO_SWITCHES.replace(
+        "parent = \"sw1\"\nlink = \"gen3 x16\"",
+        "parent = \"sw1\"\nlink = \"gen3 x16\"\ncabled = true",
+    );
+    assert_ne!(cabled_text, common::TWO_SWITCHES, "the edit found sw2");
+    let cable = landed(&cabled_text);
+    let extra = ps(cal.pcie.cable_propagation_ns.value) - ps(cal.pcie.link_propagation_ns.value);
+    assert!(extra > 0, "a cable is longer than a board trace");
+    assert_eq!(cable.0 - board.0, extra);
+}

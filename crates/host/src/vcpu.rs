@@ -102,12 +102,20 @@ impl Ept {
 pub struct VcpuPort {
     host: Rc<dyn AgentPort>,
     ept: Rc<Ept>,
+    /// How much longer the guest's own CPU work takes than the host's, in parts per million
+    /// (`[vm] cpu_overhead_fraction`).
+    overhead_ppm: u32,
 }
 
 impl VcpuPort {
-    /// A vCPU on the host CPU `host`, translating through `ept`.
-    pub fn new(host: Rc<dyn AgentPort>, ept: Rc<Ept>) -> VcpuPort {
-        VcpuPort { host, ept }
+    /// A vCPU on the host CPU `host`, translating through `ept`, whose own work takes
+    /// `overhead_ppm` parts per million longer than on the host.
+    pub fn new(host: Rc<dyn AgentPort>, ept: Rc<Ept>, overhead_ppm: u32) -> VcpuPort {
+        VcpuPort {
+            host,
+            ept,
+            overhead_ppm,
+        }
     }
 }
 
@@ -148,8 +156,12 @@ impl AgentPort for VcpuPort {
         })
     }
 
+    /// The guest's own work (a software cost, a timer): what it takes on the host and the
+    /// virtualization overhead on top.
     fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
-        self.host.sleep(duration)
+        let extra = u128::from(duration.as_ps()) * u128::from(self.overhead_ppm) / 1_000_000;
+        let extra = SimDuration::from_ps(u64::try_from(extra).unwrap_or(u64::MAX));
+        self.host.sleep(duration + extra)
     }
 
     /// Armed on the host page behind the watched range's first byte (a driver watches a

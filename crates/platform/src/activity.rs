@@ -10,14 +10,27 @@
 //! store of a `&'static str`; nothing is formatted.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 thread_local! {
     static DOING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
 
+/// Whether any engine of the process has asked for phrases ([`wanted`]): until then naming
+/// a step costs one load.
+static WANTED: AtomicBool = AtomicBool::new(false);
+
+/// An engine that records steps asks for the phrases from now on (for the whole process).
+pub fn wanted() {
+    WANTED.store(true, Ordering::Relaxed);
+}
+
 /// Names the next step the running task makes (a phrase such as "block layer: submit").
+#[inline]
 pub fn doing(what: &'static str) {
-    DOING.with(|d| d.set(Some(what)));
+    if WANTED.load(Ordering::Relaxed) {
+        DOING.with(|d| d.set(Some(what)));
+    }
 }
 
 /// Takes the phrase set by [`doing`], if any (it names one step only).
@@ -36,6 +49,7 @@ mod tests {
 
     #[test]
     fn a_phrase_names_one_step_and_is_gone_after_it_is_taken_or_cleared() {
+        wanted();
         clear();
         assert_eq!(take(), None);
         doing("block layer: submit");

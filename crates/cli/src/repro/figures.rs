@@ -1,9 +1,14 @@
 //! The reproduced figures: each states the paper's claim and its source line, runs what
 //! measures it, and computes its verdict by the rule it states.
 //!
-//! Sources: "thesis" is `000_*.txt` in the seeds (Paper V is its last paper, Paper IV the
-//! ICPP'18 journal version, Paper II the EIR demo, Paper III the NOSSDAV'16 paper); "seed
-//! 003"/"seed 004" are the distributed-driver paper and the NVMe-oF white paper.
+//! Sources: "thesis" is `000_*.txt` in the seeds: Paper I is the NOSSDAV'16 paper, Paper II
+//! the EIR demo, Paper III the ICPP'18 paper (also seed 001), Paper IV its journal extension,
+//! Paper V the TOCS article; "seed 003"/"seed 004" are the distributed-driver paper and the
+//! NVMe-oF white paper. Each claim is the paper's own words, quoted.
+//!
+//! The rules are the same everywhere: where the paper states a number or a range, the
+//! measurement holds within ±10 % of it ([`near`]); where it states that two things are the
+//! same, they differ by at most the rule's stated tolerance; an order is tested as an order.
 
 use super::{Ctx, Figure, Finding};
 use crate::exp::{Bar, Chart, ExpName, Plot};
@@ -22,191 +27,228 @@ pub fn all() -> Vec<Figure> {
     paper_i.into_iter().chain([
         Figure {
             id: "III-rtt",
-            paper: "Paper III §5 (PXH830)",
-            claim: "RAM-to-RAM latency over a back-to-back NTB link is 550-580 ns one way",
-            source: "thesis line 4281",
+            paper: "Paper III §7.2 (ICPP'18; Paper IV §7.4)",
+            claim: "\"The RAM-to-RAM latency was measured to 550-580 nanoseconds, where the NTB adds around 350-370 nanoseconds.\"",
+            source: "thesis lines 4281-4282; seed 001 line 224",
             run: ram_to_ram,
         },
         Figure {
             id: "II-3",
             paper: "Paper II Fig. 3",
-            claim: "three local GPUs keep up with up to 7 full-HD streams; more need the borrowed GPU",
-            source: "thesis lines 3517-3518",
+            claim: "\"for up to 7 parallel full HD streams, the 3 local GPUs are fast enough. For more than 7 streams, GPU lending is required.\"",
+            source: "thesis lines 3517-3519",
             run: video_crossover,
+        },
+        Figure {
+            id: "III-7",
+            paper: "Paper III Fig. 7 (ICPP'18; Paper IV Fig. 19)",
+            claim: "\"the difference between running locally and on the physical borrower is an increase in a little less than 1 microsecond\" ... \"passing the disk to a VM running on the borrower (B-VM), only increases the latency slightly compared to the physical borrower (B-Phys).\"",
+            source: "thesis lines 4298-4305; seed 001 line 226",
+            run: vm_nvme,
         },
         Figure {
             id: "IV-21",
             paper: "Paper IV Fig. 21",
-            claim: "training is slower with the GPUs remote, natively and in a VM, and the local VM is slower than the native remote",
-            source: "thesis lines 7184-7187",
+            claim: "\"the remote run (NatRem-SW) runs as fast as the local native comparison (NatLoc). Enabling the IOMMU and forcing traffic through the lender's root (NatRem-IOMMU) increases the overall runtime.\" ... \"the local VM runtime is higher than the remote native using the IOMMU.\"",
+            source: "thesis lines 7008-7022",
             run: keras_vms,
         },
         Figure {
             id: "V-18",
-            paper: "Paper V Fig. 18",
-            claim: "a GPU kernel operates the NVMe through queues in GPU memory without the CPU, as fast as the CPU does",
-            source: "thesis line 8467",
+            paper: "Paper V §6.4, Fig. 18",
+            claim: "\"By hosting I/O queues in GPU memory and mapping doorbell registers for the GPU, a CUDA kernel running on the GPU can operate the NVMe without involving the CPU.\"",
+            source: "thesis lines 8467-8468",
             run: gpu_nvme,
         },
         Figure {
             id: "V-22",
-            paper: "Paper V Fig. 22",
-            claim: "a borrowed GPU's DMA bandwidth is the same as the local baseline's",
-            source: "thesis line 8716",
+            paper: "Paper V §7.1.2, Fig. 22",
+            claim: "\"The throughput for Local Baseline and Back-to-Back scenarios overlap almost perfectly\"",
+            source: "thesis lines 8747-8748",
             run: gpu_local_equals_borrowed,
         },
         Figure {
             id: "V-23",
-            paper: "Paper V Fig. 23",
-            claim: "one more hop lowers the GPU's DMA reads (link utilization); writes are not affected",
-            source: "thesis line 8771",
+            paper: "Paper V §7.1.3, Fig. 23",
+            claim: "\"smaller writes are affected by the increased latency through the switch\" ... \"the throughput converges towards the Back-to-Back performance for transfers larger than 512 kB. DMA reads suffer noticeably from the increased distance.\"",
+            source: "thesis lines 8783-8789",
             run: gpu_extra_hop,
         },
         Figure {
             id: "V-24",
-            paper: "Paper V Fig. 24",
-            claim: "peer-to-peer throughput between two borrowed GPUs of one lender equals local (shortest path)",
-            source: "thesis line 8838",
+            paper: "Paper V §7.1.4, Fig. 24",
+            claim: "\"We see that the distributions of throughput and latency measurements are similar for both scenarios, proving that there is no difference between local and remote.\"",
+            source: "thesis lines 8848-8849",
             run: p2p_same_lender,
         },
         Figure {
             id: "V-25",
-            paper: "Paper V Fig. 25",
-            claim: "GPU-to-GPU ping-pong latency of two borrowed GPUs equals local",
-            source: "thesis line 8841",
+            paper: "Paper V §7.1.4, Fig. 25",
+            claim: "\"the distributions of throughput and latency measurements are similar for both scenarios, proving that there is no difference between local and remote\"",
+            source: "thesis lines 8848-8849",
             run: pingpong_same_lender,
         },
         Figure {
             id: "V-25s",
-            paper: "Paper V Fig. 25(b)",
-            claim: "the ping-pong latency distribution has three distinct steps with no measurements falling in between, alike for local and borrowed GPUs",
-            source: "thesis lines 8847-8849",
+            paper: "Paper V §7.1.4, Fig. 25(b)",
+            claim: "\"As the distribution has three distinct \u{201c}steps,\u{201d} with no measurements falling in between\"",
+            source: "thesis lines 8846-8847",
             run: pingpong_steps,
         },
         Figure {
             id: "V-26",
-            paper: "Paper V Fig. 26",
-            claim: "GPUs in different lenders: peer-to-peer throughput drops for small transfers, not for large",
-            source: "thesis line 8872",
+            paper: "Paper V §7.1.5, Fig. 26",
+            claim: "\"While we observe that the additional distance affects the measured throughput and back-and-forth latency, this difference is less than the worst case.\"",
+            source: "thesis lines 8891-8893",
             run: p2p_two_lenders,
         },
         Figure {
             id: "V-27",
-            paper: "Paper V Fig. 27",
-            claim: "GPUs in different lenders add ping-pong latency, less than the chips' worst-case sum (132+170+132+150 = 584 ns)",
-            source: "thesis lines 8873-8881",
+            paper: "Paper V §7.1.5, Fig. 27",
+            claim: "\"this difference is less than the worst case\" (PEX8733 \"up to 132 ns\", PEX8796 \"up to 150 ns\", PM8536 \"around 170 ns\": 132+170+132+150 = 584 ns added one way)",
+            source: "thesis lines 8873-8881, 8892-8893",
             run: pingpong_two_lenders,
         },
         Figure {
             id: "V-28",
-            paper: "Paper V Fig. 28",
-            claim: "a borrowed SR-IOV virtual function sends as fast as one used locally",
-            source: "thesis line 8960",
+            paper: "Paper V §7.1.6, Fig. 28",
+            claim: "\"we prove that accessing a borrowed virtual function does not introduce any performance overhead\"",
+            source: "thesis lines 8962-8963",
             run: sriov_lent,
         },
         Figure {
             id: "V-29",
-            paper: "Paper V Fig. 29",
-            claim: "the lender and a borrower share one SR-IOV adapter simultaneously, each with a VF",
-            source: "thesis line 8971",
+            paper: "Paper V §7.1.6, Fig. 29",
+            claim: "\"While throughput for the two clients fluctuate a little, they approach the same throughput over time\"",
+            source: "thesis lines 8983-8985",
             run: sriov_shared,
         },
         Figure {
             id: "V-30",
-            paper: "Paper V Fig. 30",
-            claim: "training with every device on one lender takes about as long as local; two lenders slightly longer",
-            source: "thesis lines 9021-9037",
+            paper: "Paper V §7.2, Fig. 30",
+            claim: "\"this scenario achieves approximately the same epoch runtimes as the local comparison scenario\" ... \"As the GPUs reside in different hosts, the path between them increases. This appears to slightly affect the epoch runtimes\"",
+            source: "thesis lines 9028-9037",
             run: keras_lenders,
         },
         Figure {
             id: "V-31",
-            paper: "Paper V Fig. 31",
-            claim: "with the lender IOMMU, DMA reads drop from 10.2 GB/s to a little over 1.5 GB/s; writes drop less",
-            source: "thesis line 9132",
+            paper: "Paper V §7.3.1, Fig. 31",
+            claim: "\"the throughput drops significantly when the IOMMU is enabled, particularly for reads (drops from 10.2 GB/s to just a little over 1.5 GB/s\"",
+            source: "thesis lines 9131-9133",
             run: iommu_penalty,
         },
         Figure {
             id: "V-34",
-            paper: "Paper V Fig. 34",
-            claim: "moving the SQ closer to the NVMe lowers the command completion latency",
-            source: "thesis line 9291",
+            paper: "Paper V §7.4.1, Fig. 34",
+            claim: "\"Our results demonstrate that moving the SQ memory closer to the NVMe device significantly reduces latency, as the distance that the NVMe device has to read across shrinks.\"",
+            source: "thesis lines 9321-9323",
             run: sq_placement,
         },
         Figure {
             id: "V-35",
             paper: "Paper V §7.4.2 (Fig. 35)",
-            claim: "30 hosts each operate one NVMe through their own queue pair, independently of each other",
-            source: "thesis lines 9360-9367",
+            claim: "\"Each of the 30 clients configured one SQ and one CQ, allowing them to operate the NVMe independently of the other nodes\"",
+            source: "thesis lines 9363-9366",
             run: share_30,
         },
         Figure {
             id: "V-35s",
             paper: "Paper V §7.4.2",
-            claim: "under the controller's round-robin arbitration some of the 30 borrowers starve: their commands wait significantly longer",
-            source: "thesis lines 9379-9382",
+            claim: "\"Some borrowers suffer from starvation: they are unlucky with regard to timing, ending up having to wait significantly longer than other borrowers for their commands to be executed by the NVMe.\"",
+            source: "thesis lines 9379-9381",
             run: share_30_starvation,
         },
         Figure {
             id: "V-mc",
             paper: "Paper V §7.4.2",
-            claim: "one NVMe Identify into a multicast segment replicates 4 kB to the memory of all 59 other nodes in a single operation",
-            source: "thesis lines 9369-9372",
+            claim: "\"We then used one of the nodes to initiate an NVMe identify command using the address of the multicast segment. This replicated 4 kB of controller information to the memory of all 59 nodes in a single operation.\"",
+            source: "thesis lines 9370-9372",
             run: multicast,
-        },
-        Figure {
-            id: "IV-7",
-            paper: "Paper IV (ICPP'18) Fig. 7",
-            claim: "the physical borrower adds a little less than 1 µs over local (two NTB crossings, 700-730 ns); a VM on the borrower only slightly more",
-            source: "seed 001 line 226",
-            run: vm_nvme,
         },
         Figure {
             id: "003-lat",
             paper: "seed 003 §VI, Fig. 10",
-            claim: "the distributed driver's block device on a remote NVMe adds around 1 µs to the minimum read latency over the same driver on a local one (NVMe-oF: 7.7 µs)",
-            source: "seed 003 lines 164, 168",
+            claim: "\"The difference in minimum read latency is 7.7 µs for NVMe-oF vs. local, while it is around 1 µs for our implementation.\"",
+            source: "seed 003 line 168",
             run: super::seed003::reads,
         },
         Figure {
             id: "003-write",
             paper: "seed 003 §VI, Fig. 10",
-            claim: "for writes the distributed driver's block device adds around 2 µs to the minimum latency (NVMe-oF: 7.5 µs)",
-            source: "seed 003 line 170",
+            claim: "\"For write, the difference in the minimum latency is 7.5 µs for NVMe-oF vs. local and around 2 µs for our implementation.\"",
+            source: "seed 003 lines 168-170",
             run: super::seed003::writes,
         },
         Figure {
             id: "003-base",
-            paper: "seed 003 Fig. 10",
-            claim: "the distributed driver, not as mature as the kernel's NVMe driver (polling, a bounce-buffer copy), has a higher baseline latency",
-            source: "seed 003 lines 160, 168",
+            paper: "seed 003 §VI, Fig. 10",
+            claim: "\"Since our driver is not as mature as the kernel's NVMe driver, it has a higher baseline latency.\"",
+            source: "seed 003 Fig. 10 caption (line 160)",
             run: super::seed003::baseline,
         },
         Figure {
             id: "003-10",
-            paper: "seed 003 Fig. 10",
-            claim: "with the stock Linux drivers (kernel NVMe-oF initiator, SPDK target), NVMe-oF adds 7.7 µs to the minimum read latency over the local NVMe",
+            paper: "seed 003 §VI, Fig. 10",
+            claim: "\"The difference in minimum read latency is 7.7 µs for NVMe-oF vs. local\"",
             source: "seed 003 line 168",
             run: nvmeof_kernel_read,
         },
         Figure {
             id: "003-10w",
-            paper: "seed 003 Fig. 10",
-            claim: "with the stock Linux drivers, NVMe-oF adds 7.5 µs to the minimum write latency over the local NVMe",
-            source: "seed 003 line 170",
+            paper: "seed 003 §VI, Fig. 10",
+            claim: "\"For write, the difference in the minimum latency is 7.5 µs for NVMe-oF vs. local\"",
+            source: "seed 003 lines 168-170",
             run: nvmeof_kernel_write,
         },
         Figure {
             id: "004-10",
             paper: "seed 004 Fig. 10",
-            claim: "SPDK's NVMe-oF over RDMA adds about 7.5 µs to a read (99th percentile) over SPDK on the local NVMe; SmartIO remote adds (almost) nothing",
+            claim: "\"NVMeoF using RDMA adds approximately 7.5 µs compared to SPDK running locally.\" (99th percentiles of the read latencies)",
             source: "seed 004 line 172",
             run: nvmeof,
         },
     ]).collect()
 }
 
+/// What of statement `id`'s mechanism is derived from the paper's own figure (a fitted
+/// input), so that its verdict is not an independent reproduction.
+pub fn fitted(id: &str) -> Option<&'static str> {
+    Some(match id {
+        "III-rtt" => {
+            "[chips.PEX8733] latency_ns is derived from this figure (550-580 ns less the legs \
+             every CPU store pays): the one-way time reproduces its input"
+        }
+        "II-3" => {
+            "[gpu.*] eir_frame_ns is derived from this figure (7 streams kept up, 8 not: 225 \
+             frames/s over the three local GPUs): the crossover reproduces its input"
+        }
+        "V-21" => {
+            "[smartio] dma_window_map_ns is derived from this figure (the medians differ by \
+             23 ns with the mapping in the critical path)"
+        }
+        _ => return None,
+    })
+}
+
 fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
     Cluster::seeded(scenario, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
+}
+
+/// Whether `value` lies within ±10 % of what a paper states: a number (`lo == hi`) or the
+/// range `lo..=hi` (10 % below its low end to 10 % above its high end). The same rule for
+/// every statement that states a number.
+pub(super) fn near(value: f64, lo: f64, hi: f64) -> bool {
+    value >= 0.9 * lo && value <= 1.1 * hi
+}
+
+/// The rule [`near`] tests, in words: "`what` within ±10 % of `stated` (`lo`-`hi` `unit`)".
+pub(super) fn near_rule(what: &str, stated: &str, lo: f64, hi: f64, unit: &str) -> String {
+    format!(
+        "{what} within ±10 % of {stated} ({:.4}-{:.4} {unit})",
+        0.9 * lo,
+        1.1 * hi
+    )
+    .replace(".0000", "")
 }
 
 /// `a` relative to `b`, in percent.
@@ -257,6 +299,15 @@ fn same_at_sizes(
     }
 }
 
+/// `finding` with `why` added to what it measured when it does not hold: what the
+/// emulator's costs give, and what the paper's number would need.
+fn explained(mut finding: Finding, why: impl FnOnce() -> String) -> Finding {
+    if !finding.holds {
+        finding.measured = format!("{}. Why it fails: {}", finding.measured, why());
+    }
+    finding
+}
+
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
@@ -292,8 +343,14 @@ fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
     let one_way = r.rtt_ns.p50 / 2.0;
     Ok(Finding {
         measured: format!("{one_way:.0} ns one way (p50), borrower ↔ lender on vm-back-to-back"),
-        rule: "550 ≤ one way ≤ 580 ns".into(),
-        holds: (550.0..=580.0).contains(&one_way),
+        rule: near_rule(
+            "one way (half the median round trip)",
+            "550-580 ns",
+            550.0,
+            580.0,
+            "ns",
+        ) + "; what the NTB adds is not tested: the paper does not say against what",
+        holds: near(one_way, 550.0, 580.0),
         plots: Vec::new(),
     })
 }
@@ -317,13 +374,17 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
     let (l7, p7) = (total(7, &local)?, total(7, &pool)?);
     let (l8, p8) = (total(8, &local)?, total(8, &pool)?);
     let (g7, g8) = (pct(p7, l7), pct(p8, l8));
+    // The order the runs print in; the rule reads the rates themselves.
     Ok(Finding {
         measured: format!(
             "7 streams: {l7:.1} frames/s local, {p7:.1} with the borrowed K40c ({g7:+.1} %); \
              8 streams: {l8:.1} and {p8:.1} ({g8:+.1} %)"
         ),
-        rule: "the borrowed GPU adds at most 1 % at 7 streams and more than 1 % at 8".into(),
-        holds: g7 <= 1.0 && g8 > 1.0,
+        rule: "the local GPUs deliver 7 streams' 30 frames/s (210 frames/s) but not 8 streams' \
+               (240); with the borrowed K40c they deliver 8: to deliver is to reach 99 % of the \
+               streams' rate (a frame short of it at the run's 24 frames a stream)"
+            .into(),
+        holds: l7 >= 0.99 * 210.0 && l8 < 0.99 * 240.0 && p8 >= 0.99 * 240.0,
         plots: vec![bars(
             "ii-3.svg",
             "Total frames/s at 7 and 8 streams",
@@ -370,8 +431,10 @@ fn keras_vms(ctx: &Ctx) -> Result<Finding, String> {
     let (rows, plots) = train_epochs(ctx)?;
     let (nat_loc, nat_rem) = (epoch(&rows, "NatLoc"), epoch(&rows, "NatRem-IOMMU"));
     let (vm_loc, vm_rem) = (epoch(&rows, "VMLoc (VFIO)"), epoch(&rows, "VMRem (MDEV)"));
+    // VMRem is shown; the quoted words compare the others.
     let nat_rem_sw = epoch(&rows, "single lender");
-    Ok(Finding {
+    let vm_share = pct(vm_loc, nat_loc);
+    let finding = Finding {
         measured: format!(
             "epoch: NatLoc {:.1} ms, NatRem-IOMMU {:+.2} %, VMLoc {:+.4} %, VMRem {:+.2} %, \
              NatRem-SW {:+.4} % (against NatLoc)",
@@ -381,10 +444,23 @@ fn keras_vms(ctx: &Ctx) -> Result<Finding, String> {
             pct(vm_rem, nat_loc),
             pct(nat_rem_sw, nat_loc)
         ),
-        rule: "NatRem-IOMMU > NatLoc, VMRem > VMLoc, VMLoc > NatRem-SW".into(),
-        holds: nat_rem > nat_loc && vm_rem > vm_loc && vm_loc > nat_rem_sw,
+        rule: "NatRem-SW within 1 % of NatLoc (\"as fast as\"), NatRem-IOMMU longer than NatLoc, \
+               VMLoc longer than NatRem-IOMMU"
+            .into(),
+        holds: pct(nat_rem_sw, nat_loc).abs() <= 1.0 && nat_rem > nat_loc && vm_loc > nat_rem,
         plots,
-    })
+    };
+    Ok(explained(finding, || {
+        format!(
+            "a guest's own CPU work costs {:.0} % more ([vm] cpu_overhead_fraction), but this \
+             workload's CPU work on an epoch's critical path is a few launches, copies and \
+             read-backs per step, so VMLoc gains {vm_share:+.4} %; NatRem-IOMMU's {:+.2} % is \
+             its GPUs' traffic through the lender's root complex. The paper's Keras pipeline \
+             (Python, loading and batching images on 4 vCPUs against 6 cores) is not modelled",
+            ctx.calibration().vm.cpu_overhead_fraction.value * 100.0,
+            pct(nat_rem, nat_loc)
+        )
+    }))
 }
 
 fn keras_lenders(ctx: &Ctx) -> Result<Finding, String> {
@@ -392,40 +468,56 @@ fn keras_lenders(ctx: &Ctx) -> Result<Finding, String> {
     let local = epoch(&rows, "local devices");
     let one = epoch(&rows, "single lender");
     let two = epoch(&rows, "two lenders");
-    Ok(Finding {
+    let finding = Finding {
         measured: format!(
             "epoch: local {:.1} ms, single lender {:+.4} %, two lenders {:+.4} %",
             local / 1e6,
             pct(one, local),
             pct(two, local)
         ),
-        rule: "single lender within 2 % of local; two lenders slower than one, within 5 %".into(),
-        holds: pct(one, local).abs() <= 2.0 && two > one && pct(two, local) <= 5.0,
+        rule: "single lender within 0.5 % of local (\"approximately the same\"); two lenders \
+               0.5 % to 10 % longer than local (\"slightly\": visible in the figure, not large)"
+            .into(),
+        holds: pct(one, local).abs() <= 0.5 && (0.5..=10.0).contains(&pct(two, local)),
         plots,
-    })
+    };
+    Ok(explained(finding, || {
+        format!(
+            "the longer path between the GPUs (two NTBs and the cluster switch) only lengthens \
+             each step's gradient exchange, a few hundred kilobytes over a Gen3 x16 path, \
+             against the GPUs' compute ({:.0} ms an image): the epoch grows by {:+.4} %, \
+             far under what a figure shows",
+            ctx.calibration()
+                .gpu
+                .get("p4000")
+                .map_or(0.0, |g| g.vgg19_forward_image_ns.value / 1e6),
+            pct(two, local)
+        )
+    }))
 }
 
 fn gpu_nvme(ctx: &Ctx) -> Result<Finding, String> {
     let report = ctx.exp(ExpName::GpuNvme, Some(512))?;
     let rows = report.json.as_array().ok_or("exp gpu-nvme gave no rows")?;
-    let mut worst: f64 = 0.0;
+    let mut all_read = true;
     let mut measured = Vec::new();
     for r in rows {
-        let (g, c) = (
-            num(&r["gpu_driven"]["mib_s"]),
-            num(&r["cpu_driven"]["mib_s"]),
-        );
-        worst = worst.max(pct(g, c).abs());
+        let g = &r["gpu_driven"];
+        let (mib_s, c) = (num(&g["mib_s"]), num(&r["cpu_driven"]["mib_s"]));
+        all_read &= num(&g["errors"]) == 0.0 && num(&g["verified_bytes"]) == num(&r["bytes"]);
         measured.push(format!(
-            "{}:{} kernel {g:.0} MiB/s, CPU {c:.0} MiB/s",
+            "{}:{} kernel {mib_s:.0} MiB/s ({:.0} bytes verified; the CPU-driven run {c:.0} MiB/s)",
             r["host"].as_str().unwrap_or(""),
-            r["gpu"].as_str().unwrap_or("")
+            r["gpu"].as_str().unwrap_or(""),
+            num(&g["verified_bytes"])
         ));
     }
     Ok(Finding {
         measured: measured.join("; "),
-        rule: "GPU-driven within 5 % of CPU-driven for every GPU".into(),
-        holds: !rows.is_empty() && worst <= 5.0,
+        rule: "for every GPU, a kernel alone (queues in GPU memory, doorbells rung by the GPU) \
+               reads every byte of its run without an error"
+            .into(),
+        holds: !rows.is_empty() && all_read,
         plots: ctx.unshown(&report.plots),
     })
 }
@@ -460,11 +552,12 @@ fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, String> {
     let h2d = GpuCopyDirection::HostToDevice;
     let local = gpu_bw(ctx, "local-chassis", "local", "gpu0", h2d, &sizes)?;
     let lent = gpu_bw(ctx, "back-to-back", "borrower", "lender:gpu0", h2d, &sizes)?;
+    // "overlap almost perfectly": within 2 % at every size.
     Ok(same_at_sizes("host to GPU", &local, &lent, &sizes, 2.0))
 }
 
 fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, String> {
-    let sizes = [MIB1, MIB16];
+    let sizes = [KIB4, MIB1, MIB16];
     let (h2d, d2h) = (
         GpuCopyDirection::HostToDevice,
         GpuCopyDirection::DeviceToHost,
@@ -488,18 +581,24 @@ fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, String> {
         &sizes,
     )?;
     let read_drop = pct(at(&far_r, MIB1), at(&local_r, MIB1));
+    let small_write = pct(at(&far_w, KIB4), at(&local_w, KIB4));
     let write_drop = pct(at(&far_w, MIB16), at(&local_w, MIB16));
     Ok(Finding {
         measured: format!(
             "reads (host to GPU) at 1 MiB: {} local, {} over the cluster switch ({read_drop:+.1} \
-             %); writes at 16 MiB: {} and {} ({write_drop:+.1} %)",
+             %); writes at 4 KiB: {} and {} ({small_write:+.1} %), at 16 MiB: {} and {} \
+             ({write_drop:+.1} %)",
             gbs(at(&local_r, MIB1)),
             gbs(at(&far_r, MIB1)),
+            gbs(at(&local_w, KIB4)),
+            gbs(at(&far_w, KIB4)),
             gbs(at(&local_w, MIB16)),
             gbs(at(&far_w, MIB16))
         ),
-        rule: "reads lower by more than 2 %, writes within 2 %".into(),
-        holds: read_drop < -2.0 && write_drop.abs() <= 2.0,
+        rule: "with the extra hop, 4 KiB writes and 1 MiB reads lower by more than 2 % (the \
+               run's own variation), 16 MiB writes within 2 % (\"converges\")"
+            .into(),
+        holds: small_write < -2.0 && read_drop < -2.0 && write_drop.abs() <= 2.0,
         plots: Vec::new(),
     })
 }
@@ -576,8 +675,10 @@ fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
             gbs(at(&near, MIB16)),
             gbs(at(&far, MIB16))
         ),
-        rule: "more than 10 % lower at 4 KiB, within 5 % at 16 MiB".into(),
-        holds: small < -10.0 && large.abs() <= 5.0,
+        rule: "the additional distance lowers the throughput by more than 2 % at some size \
+               (\"affects the measured throughput\")"
+            .into(),
+        holds: small < -2.0 || large < -2.0,
         plots: Vec::new(),
     })
 }
@@ -667,9 +768,10 @@ fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {
             show(&b),
             lent.len()
         ),
-        rule: "at least 3 steps each holding 1 % or more, on both; the same steps local and borrowed"
+        rule: "exactly three distinct round-trip values (steps) holding 1 % or more of the \
+               round trips, and no other value at all, local and borrowed alike"
             .into(),
-        holds: l.len() >= 3 && b.len() >= 3 && l == b,
+        holds: l.len() == 3 && local.len() == 3 && lent.len() == 3 && l == b,
         plots: Vec::new(),
     })
 }
@@ -754,8 +856,9 @@ fn sriov_shared(ctx: &Ctx) -> Result<Finding, String> {
             bytes.len(),
             least * 100.0
         ),
-        rule: "two clients, each at least 25 % of the bytes, together at least 90 Gbit/s".into(),
-        holds: bytes.len() == 2 && least >= 0.25 && total >= 90.0,
+        rule: "two clients whose shares of the bytes are the same within ±10 % (each 45-55 %)"
+            .into(),
+        holds: bytes.len() == 2 && least >= 0.45,
         plots: ctx.unshown(&report.plots),
     })
 }
@@ -777,7 +880,7 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
     let (r0, r1) = (largest(base, "read"), largest(iommu, "read"));
     let (w0, w1) = (largest(base, "write"), largest(iommu, "write"));
     let (rd, wd) = (r1 / r0, w1 / w0);
-    Ok(Finding {
+    let finding = Finding {
         measured: format!(
             "largest reads {} → {} with the lender IOMMU, writes {} → {}; causes: the \
              K40c's own copy rate ([gpu.k40c] copy_bus_bandwidth) bounds the baseline; with \
@@ -789,11 +892,26 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
             gbs(w0),
             gbs(w1)
         ),
-        rule: "baseline reads 9-11.5 GB/s, with the IOMMU 1.2-2.0 GB/s; writes keep a larger share"
+        rule: "reads without the IOMMU within ±10 % of 10.2 GB/s (9.18-11.22), with it within \
+               ±10 % above 1.5 GB/s (\"a little over\": 1.5-1.65); writes drop less"
             .into(),
-        holds: (9e9..=11.5e9).contains(&r0) && (1.2e9..=2.0e9).contains(&r1) && wd > rd,
+        holds: near(r0, 10.2e9, 10.2e9) && (1.5e9..=1.65e9).contains(&r1) && wd > rd,
         plots: ctx.unshown(&report.plots),
-    })
+    };
+    let rc = &ctx.calibration().root_complex;
+    let slots = rc.forwarded_reads_outstanding.value;
+    let piece = rc.forwarded_read_request_bytes.value;
+    Ok(explained(finding, || {
+        format!(
+            "with the lender IOMMU each read request is re-issued by the lender's root complex \
+             as {piece:.0}-byte requests holding its slots for forwarded reads ([root_complex] \
+             forwarded_reads_outstanding = {slots:.0}, an estimate): {slots:.0} × {piece:.0} B \
+             per round trip of {:.2} µs give {}; the paper's \"a little over 1.5 GB/s\" would \
+             take fewer slots or a longer round trip",
+            slots * piece / r1 * 1e6,
+            gbs(r1)
+        )
+    }))
 }
 
 fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
@@ -812,14 +930,20 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
         })
         .collect();
     let ordered = p50.len() >= 2 && p50.windows(2).all(|w| w[0].1 > w[1].1);
+    let first_to_last = match (p50.first(), p50.last()) {
+        (Some(a), Some(b)) => pct(b.1, a.1),
+        _ => 0.0,
+    };
     Ok(Finding {
         measured: p50
             .iter()
             .map(|(at, ns)| format!("SQ in {at}: {ns:.0} ns"))
             .collect::<Vec<_>>()
             .join(", "),
-        rule: "medians strictly decrease as the SQ moves closer to the NVMe".into(),
-        holds: ordered,
+        rule: "medians decrease at each step closer to the NVMe, by more than 2 % in all \
+               (\"significantly\")"
+            .into(),
+        holds: ordered && first_to_last < -2.0,
         plots: ctx.unshown(&report.plots),
     })
 }
@@ -852,14 +976,23 @@ fn share_30_starvation(ctx: &Ctx) -> Result<Finding, String> {
     let j = &report.json;
     let (lo, hi) = (num(&j["p50_min_ns"]), num(&j["p50_max_ns"]));
     let fairness = num(&j["fairness"]);
-    Ok(Finding {
+    let finding = Finding {
         measured: format!(
             "clients' median latencies {lo:.0} to {hi:.0} ns; Jain's index of their rates {fairness:.4}"
         ),
-        rule: "the slowest client's median at least 10 % above the fastest's".into(),
+        rule: "the slowest client's median at least 10 % above the fastest's (\"significantly \
+               longer\")"
+            .into(),
         holds: hi > 1.1 * lo,
         plots: Vec::new(),
-    })
+    };
+    Ok(explained(finding, || {
+        "the emulated controller arbitrates round robin over the 30 submission queues and \
+         every client keeps one read in flight, so each waits for the same turns: nothing in \
+         the model makes one client's timing unlucky (the paper names timing, not a cause the \
+         model could carry)"
+            .to_string()
+    }))
 }
 
 fn multicast(ctx: &Ctx) -> Result<Finding, String> {
@@ -901,9 +1034,11 @@ fn vm_nvme(ctx: &Ctx) -> Result<Finding, String> {
             phys - local,
             vm - local
         ),
-        rule: "physical borrower adds 0 to 1000 ns; the VM borrower adds more, by under 1 µs"
+        rule: "the physical borrower adds 700 to 1000 ns (\"a little less than 1 microsecond\", \
+               no less than the paper's own 700-730 ns for its NTB crossings); the VM borrower \
+               adds more than the physical one, by under 1 µs (\"slightly\")"
             .into(),
-        holds: (0.0..1000.0).contains(&(phys - local)) && vm > phys && vm - phys < 1000.0,
+        holds: (700.0..=1000.0).contains(&(phys - local)) && vm > phys && vm - phys < 1000.0,
         plots: ctx.unshown(&report.plots),
     })
 }
@@ -937,16 +1072,23 @@ fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, String> {
         nvmeof_row(j, "nvmeof-kernel", io),
     );
     let (min, p50) = (num(&kernel["added"]["min"]), num(&kernel["added"]["p50"]));
-    Ok(Finding {
+    let stated = if io == "read" { 7700.0 } else { 7500.0 };
+    let finding = Finding {
         measured: format!(
             "4 KiB {io}: native driver (interrupts, block layer) min {:.0} ns; NVMe-oF with the kernel initiator {min:+.0} ns at the minimum, {p50:+.0} ns at the median",
             num(&native["latency"]["min"])
         ),
-        rule: "NVMe-oF (kernel initiator) − local (native, interrupts) minimum latency 6.5-9 µs"
-            .into(),
-        holds: (6500.0..=9000.0).contains(&min),
+        rule: near_rule(
+            "NVMe-oF (kernel initiator) − local (native, interrupts), by the minima,",
+            &format!("{:.1} µs", stated / 1000.0),
+            stated,
+            stated,
+            "ns",
+        ),
+        holds: near(min, stated, stated),
         plots: ctx.unshown(nvmeof_plots(&report.plots, &format!("kernel-{io}"))),
-    })
+    };
+    Ok(explained(finding, || nvmeof_why(min, stated)))
 }
 
 fn nvmeof_kernel_read(ctx: &Ctx) -> Result<Finding, String> {
@@ -965,12 +1107,33 @@ fn nvmeof(ctx: &Ctx) -> Result<Finding, String> {
     let local = num(&nvmeof_row(j, "local-smartio", "read")["latency"]["p99"]);
     let smartio = num(&nvmeof_row(j, "remote-smartio", "read")["added"]["p99"]);
     let added = num(&nvmeof_row(j, "nvmeof-polled", "read")["added"]["p99"]);
-    Ok(Finding {
+    let finding = Finding {
         measured: format!(
             "4 KiB read p99: local polled driver {local:.0} ns, SmartIO remote {smartio:+.0} ns, NVMe-oF with the polled initiator {added:+.0} ns"
         ),
-        rule: "NVMe-oF (polled initiator) adds 6.5-9 µs at the 99th percentile; SmartIO remote adds less than 1 µs".into(),
-        holds: (6500.0..=9000.0).contains(&added) && smartio < 1000.0,
+        rule: near_rule(
+            "NVMe-oF (polled initiator) − local (polled) at the 99th percentile",
+            "7.5 µs",
+            7500.0,
+            7500.0,
+            "ns",
+        ),
+        holds: near(added, 7500.0, 7500.0),
         plots: ctx.unshown(nvmeof_plots(&report.plots, "polled-")),
-    })
+    };
+    Ok(explained(finding, || nvmeof_why(added, 7500.0)))
+}
+
+/// Why NVMe-oF adds `added` ns where the paper measured `stated`.
+fn nvmeof_why(added: f64, stated: f64) -> String {
+    format!(
+        "what NVMe-oF adds is the sum of its steps (the HCAs and the wire, the initiator's and \
+         the target's software, the NVMe's write into the target's memory: `smartio exp \
+         nvmeof-compare` lists each with its time); their [nvmeof] costs, estimates from \
+         ib_send_lat and SPDK's paths, add {:.1} µs, {:.1} µs short of the paper's: the \
+         paper's initiator and target spend more than those estimates, or its fabric more \
+         than one EDR hop",
+        added / 1000.0,
+        (stated - added) / 1000.0
+    )
 }

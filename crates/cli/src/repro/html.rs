@@ -54,7 +54,14 @@ pub(super) fn page(outcomes: &[Outcome], calibration: &str) -> Result<String, St
             paper = escape(o.paper),
             claim = escape(o.claim),
             source = escape(o.source),
-            measured = escape(&o.finding.measured),
+            measured = match o.fitted {
+                Some(f) => format!(
+                    "{}<br><small>fitted: {}</small>",
+                    escape(&o.finding.measured),
+                    escape(f)
+                ),
+                None => escape(&o.finding.measured),
+            },
             rule = escape(&o.finding.rule),
         ));
     }

@@ -169,6 +169,9 @@ struct Outcome {
     paper: &'static str,
     claim: &'static str,
     source: &'static str,
+    /// What of the statement's mechanism is fitted to the paper's own figure, not emergent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fitted: Option<&'static str>,
     #[serde(flatten)]
     finding: Finding,
 }
@@ -235,6 +238,7 @@ pub fn run(
             paper: f.paper,
             claim: f.claim,
             source: f.source,
+            fitted: figures::fitted(f.id),
             finding,
         });
         phase.set(i as u64 + 1);
@@ -265,7 +269,10 @@ pub fn run(
             format!("{}\n{}", o.id, o.paper),
             if o.finding.holds { "holds" } else { "FAILS" }.to_string(),
             format!("{} ({})", o.claim, o.source),
-            o.finding.measured.clone(),
+            match o.fitted {
+                Some(f) => format!("{} [fitted: {f}]", o.finding.measured),
+                None => o.finding.measured.clone(),
+            },
             o.finding.rule.clone(),
         ]);
     }

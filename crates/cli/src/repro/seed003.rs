@@ -111,12 +111,12 @@ impl Runs {
     }
 }
 
-/// The finding that the block client remote adds `lo..=hi` ns over itself local, by the
-/// difference of the minima and of the medians.
-fn added(runs: &Runs, what: &str, lo: f64, hi: f64, file: &str) -> Finding {
+/// The finding that the block client remote adds around `stated` ns over itself local, by
+/// the difference of the minima (what seed 003 compares), within ±10 %.
+fn added(runs: &Runs, what: &str, stated: f64, file: &str) -> Finding {
     let (l, r, s) = (&runs.local, &runs.remote, &runs.stock);
     let (min, p50) = (r.min - l.min, r.p50 - l.p50);
-    Finding {
+    let mut finding = Finding {
         measured: format!(
             "QD1 4 KiB {what}, block client remote − local: {min:+.0} ns (min), {p50:+.0} ns (p50); \
              local {:.0} ns min. Remote − stock driver local (interrupts): {:+.0} ns (min), {:+.0} ns (p50)",
@@ -124,26 +124,53 @@ fn added(runs: &Runs, what: &str, lo: f64, hi: f64, file: &str) -> Finding {
             r.min - s.min,
             r.p50 - s.p50
         ),
-        rule: format!(
-            "block client remote − local within {:.1} to {:.1} µs, by the minima and by the medians",
-            lo / 1000.0,
-            hi / 1000.0
+        rule: super::figures::near_rule(
+            "block client remote − local, by the minima,",
+            &format!("around {:.0} µs", stated / 1000.0),
+            stated,
+            stated,
+            "ns",
         ),
-        holds: (lo..=hi).contains(&min) && (lo..=hi).contains(&p50),
+        holds: super::figures::near(min, stated, stated),
         plots: vec![runs.plot(file, what)],
+    };
+    if !finding.holds {
+        let crossings = if stated > 1500.0 { 4.0 } else { 2.0 };
+        finding.measured = format!(
+            "{}. Why it fails: a remote {} crosses the NTB {crossings:.0} more times than a \
+             local one (the doorbell with its SQ entry, {}the completion entry), each through \
+             two PEX8733 adapters, the PM8536 cluster switch, two cables and the lender's root \
+             complex: ~{:.0} ns a crossing here (see `smartio fio --scenario {SCENARIO} --host \
+             borrower --device lender:nvme0 --method nvme-block --manager lender --rw rand{} \
+             --breakdown`); \
+             around {:.0} µs would need ~{:.0} ns. Seed 003's Gen4 MXH932 adapters and MXS924 \
+             switch are not calibrated; the Gen3 chips stand in for them",
+            finding.measured,
+            what.trim_end_matches('s'),
+            if crossings > 2.0 {
+                "the data read's request and completion, "
+            } else {
+                ""
+            },
+            min / crossings,
+            what.trim_end_matches('s'),
+            stated / 1000.0,
+            stated / crossings
+        );
     }
+    finding
 }
 
 /// Seed 003 line 168: reads, around 1 µs.
 pub fn reads(ctx: &Ctx) -> Result<Finding, String> {
     let runs = Runs::of(ctx, RwMode::RandRead)?;
-    Ok(added(&runs, "reads", 500.0, 1500.0, "seed003-reads.svg"))
+    Ok(added(&runs, "reads", 1000.0, "seed003-reads.svg"))
 }
 
 /// Seed 003 line 170: writes, around 2 µs.
 pub fn writes(ctx: &Ctx) -> Result<Finding, String> {
     let runs = Runs::of(ctx, RwMode::RandWrite)?;
-    Ok(added(&runs, "writes", 1500.0, 2500.0, "seed003-writes.svg"))
+    Ok(added(&runs, "writes", 2000.0, "seed003-writes.svg"))
 }
 
 /// Seed 003 line 160: the block client's local baseline is above the stock driver's.

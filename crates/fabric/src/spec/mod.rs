@@ -25,6 +25,10 @@
 //! link = "gen3 x4"
 //! ```
 //!
+//! A switch whose link to its parent is an external cable (the target adapter of an expansion
+//! chassis, cabled to the host adapter) says `cabled = true`; the timing model charges that
+//! link the cable's propagation instead of a board trace's.
+//!
 //! A host entry with `repeat = [1, 59]` stands for one host per index; `{i}`, `{i:02}` and
 //! `{i/10}` in its name and in its adapters' `connect` are replaced by the index.
 //!

@@ -698,3 +698,18 @@ fn a_configured_size_outside_the_device_control_encodings_is_refused() {
     let err = parse_scenario("t.toml", &text).expect_err("must fail");
     assert!(err.message.contains("read_completion_boundary"), "{err}");
 }
+
+#[test]
+fn a_cabled_switch_link_is_marked_and_a_non_boolean_is_refused_with_its_line() {
+    let text = MINIMAL.replace(
+        "parent = \"root\"\nlink = \"gen3 x16\"",
+        "parent = \"root\"\nlink = \"gen3 x16\"\ncabled = true",
+    );
+    let spec = parse_scenario("t.toml", &text).expect("valid");
+    assert!(spec.hosts[0].components[0].cabled, "sw's link is a cable");
+    assert!(!spec.hosts[0].components[1].cabled, "d0's link is a trace");
+    let bad = text.replace("cabled = true", "cabled = \"yes\"");
+    let err = parse_scenario("t.toml", &bad).expect_err("must fail");
+    assert_eq!(err.line, Some(12), "{err}");
+    assert!(err.message.contains("cabled"), "{err}");
+}

@@ -299,9 +299,11 @@ impl Vm {
         let layout = VmMemoryLayout::x86(config.memory, config.page).map_err(memory_error)?;
         let memory = VmMemory::back(host, layout).map_err(memory_error)?;
         let ept = Rc::new(Ept::new(&name, memory.memory().clone()));
-        let vcpu = host
-            .machine()
-            .agent_with_port(Rc::new(VcpuPort::new(host.cpu().port(), ept.clone())));
+        let vcpu = host.machine().agent_with_port(Rc::new(VcpuPort::new(
+            host.cpu().port(),
+            ept.clone(),
+            host.machine().cpu_timing().vm.cpu_overhead_ppm,
+        )));
         let ranges: Vec<_> = memory.layout().ranges().collect();
         let guest = HostOs::boot_guest(host, &name, memory.memory(), &ranges, vcpu);
         for d in drivers {
