@@ -168,6 +168,9 @@ pub struct PingpongArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Where the time went (--breakdown, --trace).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -327,54 +330,61 @@ pub struct P2pArgs {
     pub json: bool,
 }
 
+/// `bench dma`'s options.
+#[derive(clap::Args, Debug)]
+pub struct DmaArgs {
+    /// A shipped scenario name or a scenario file (with --adapter: default
+    /// pxh810-back-to-back, Paper I's machines).
+    #[arg(long, required_unless_present = "adapter")]
+    pub scenario: Option<String>,
+    /// Host whose CPU drives the device (default: the host that has the device; with
+    /// --adapter, the first host with an NTB adapter).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The DMA test device.
+    #[arg(long, default_value = "dma0", conflicts_with = "adapter")]
+    pub device: String,
+    /// Drive the DMA engine of the host's NTB adapter 0 instead (through a DMA queue, as
+    /// SISCI does): between a segment in the host's RAM and one in the RAM of the host its
+    /// adapter is cabled to (Paper I Fig. 4a).
+    #[arg(long)]
+    pub adapter: bool,
+    /// write: device memory to host RAM; read: host RAM to device memory. With --adapter,
+    /// write pushes host RAM into the peer's RAM, read pulls the peer's RAM into host RAM.
+    #[arg(long, value_enum, default_value = "write")]
+    pub direction: Direction,
+    /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
+    /// device's memory (with --adapter, what both hosts' RAM holds), e.g. 4K,64K,1M,128M.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SIZES",
+        value_parser = transfer_size,
+        default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
+    )]
+    pub sizes: Vec<u64>,
+    /// Copies per size, 1 to 1000 (the median is reported; a deterministic model
+    /// settles within a few).
+    #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+    pub repeat: u32,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the time went (--breakdown, --trace; not with --adapter).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Bench {
     /// DMA throughput of the DMA test device per transfer size (like CUDA bandwidthTest), or
     /// with --adapter of the host's NTB adapter's own DMA engine, RAM to remote RAM.
-    Dma {
-        /// A shipped scenario name or a scenario file (with --adapter: default
-        /// pxh810-back-to-back, Paper I's machines).
-        #[arg(long, required_unless_present = "adapter")]
-        scenario: Option<String>,
-        /// Host whose CPU drives the device (default: the host that has the device; with
-        /// --adapter, the first host with an NTB adapter).
-        #[arg(long)]
-        host: Option<String>,
-        /// The DMA test device.
-        #[arg(long, default_value = "dma0", conflicts_with = "adapter")]
-        device: String,
-        /// Drive the DMA engine of the host's NTB adapter 0 instead (through a DMA queue, as
-        /// SISCI does): between a segment in the host's RAM and one in the RAM of the host its
-        /// adapter is cabled to (Paper I Fig. 4a).
-        #[arg(long)]
-        adapter: bool,
-        /// write: device memory to host RAM; read: host RAM to device memory. With --adapter,
-        /// write pushes host RAM into the peer's RAM, read pulls the peer's RAM into host RAM.
-        #[arg(long, value_enum, default_value = "write")]
-        direction: Direction,
-        /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
-        /// device's memory (with --adapter, what both hosts' RAM holds), e.g. 4K,64K,1M,128M.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            value_name = "SIZES",
-            value_parser = transfer_size,
-            default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
-        )]
-        sizes: Vec<u64>,
-        /// Copies per size, 1 to 1000 (the median is reported; a deterministic model
-        /// settles within a few).
-        #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
-        repeat: u32,
-        /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
-        /// its random choices: the same seed gives the same output byte for byte (any 64-bit
-        /// number).
-        #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
-        seed: u64,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Dma(DmaArgs),
     /// Peer-to-peer DMA throughput between two devices' memories per transfer size (the
     /// GPU-to-GPU bandwidth test; between GPUs the same as `bench gpu-p2p`).
     P2p(P2pArgs),

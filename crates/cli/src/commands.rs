@@ -2,25 +2,17 @@
 //! scenario, run the workload, print a table or JSON. Errors are strings naming the option
 //! and the value; `main` prints them after `smartio: ` and exits with status 1.
 
-use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs, PingpongArgs};
-use crate::{demo, exp, gpu, render};
+use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs};
+use crate::{demo, exp, explain, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
 use smartio_drivers::CompletionMode;
 use smartio_workloads::gpu::is_gpu;
 use smartio_workloads::{
-    bench_dma, bench_engine, bench_p2p, bench_pio, device_pingpong, pingpong, run_fio, Amount,
-    DevicePingPongConfig, DmaBenchConfig, DmaDirection, FioConfig, GpuBandwidthConfig,
-    GpuP2pConfig, GpuPingPongConfig, P2pConfig, P2pDirection, PingPongConfig, PioBenchConfig,
-    RwMode, Workbench,
+    bench_engine, bench_p2p, bench_pio, run_fio, Amount, FioConfig, GpuBandwidthConfig,
+    GpuP2pConfig, P2pConfig, P2pDirection, PioBenchConfig, RwMode, Workbench,
 };
-
-/// Round trips of a ping-pong when `--iterations` is not given.
-const PINGPONG_ITERATIONS: u32 = 1000;
-/// Round trips of a GPU ping-pong when `--iterations` is not given: the papers' 100,000
-/// (Paper V §7.1.4).
-const GPU_PINGPONG_ITERATIONS: u32 = 100_000;
 
 /// The calibration file at `path`, or the embedded one.
 fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
@@ -61,77 +53,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Bench {
-            bench:
-                Bench::Dma {
-                    scenario,
-                    host,
-                    device,
-                    adapter,
-                    direction,
-                    sizes,
-                    repeat,
-                    json,
-                    seed,
-                },
-        } => {
-            if adapter {
-                let args = crate::adapter_dma::AdapterDmaArgs {
-                    scenario,
-                    host,
-                    direction,
-                    sizes,
-                    repeat,
-                    seed,
-                    json,
-                };
-                return crate::adapter_dma::run(&calibration, args);
-            }
-            // clap requires --scenario without --adapter.
-            let scenario = scenario.ok_or("--scenario: required without --adapter")?;
-            let cluster =
-                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
-            let host = match host {
-                Some(h) => h,
-                None => host_of_device(&cluster, &device)?,
-            };
-            let direction = match direction {
-                Direction::Write => DmaDirection::Write,
-                Direction::Read => DmaDirection::Read,
-            };
-            let config = DmaBenchConfig {
-                host,
-                device,
-                direction,
-                sizes,
-                repeat,
-            };
-            let samples = bench_dma(&cluster, &config).map_err(|e| e.to_string())?;
-            if json {
-                print_json(&samples)?;
-            } else {
-                print!(
-                    "{}",
-                    render::wrapped(
-                        &format!(
-                            "DMA {} on {} ({}:{}), {} repeats per size",
-                            if matches!(direction, DmaDirection::Write) {
-                                "writes (device -> host RAM)"
-                            } else {
-                                "reads (host RAM -> device)"
-                            },
-                            scenario,
-                            config.host,
-                            config.device,
-                            repeat
-                        ),
-                        "",
-                        "  "
-                    )
-                );
-                println!("{}", render::dma_table(&samples));
-            }
-            Ok(())
-        }
+            bench: Bench::Dma(args),
+        } => crate::dma::run(&calibration, args),
         Command::Bench {
             bench: Bench::Engine { bytes, json },
         } => {
@@ -209,92 +132,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Bench {
             bench: Bench::P2p(args),
         } => p2p(&calibration, args, false),
-        Command::Pingpong(PingpongArgs {
-            scenario,
-            device_a: Some(a),
-            device_b: Some(b),
-            host,
-            iterations,
-            json,
-            seed,
-            gpu: want_gpu,
-            counters,
-            ..
-        }) => {
-            let cluster =
-                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
-            let host = match host {
-                Some(h) => h,
-                None => first_host(&cluster)?,
-            };
-            if want_gpu || is_gpu(&cluster, &host, &a) || is_gpu(&cluster, &host, &b) {
-                let config = GpuPingPongConfig {
-                    host,
-                    a,
-                    b,
-                    iterations: iterations.unwrap_or(GPU_PINGPONG_ITERATIONS),
-                    counters: gpu::counter_place(counters),
-                };
-                return gpu::pingpong(&cluster, config, json);
-            }
-            if counters.is_some() {
-                return Err(format!(
-                    "--counters: only for a ping-pong between GPUs (kernels); {a} and {b} are not GPUs"
-                ));
-            }
-            let config = DevicePingPongConfig {
-                host,
-                a,
-                b,
-                iterations: iterations.unwrap_or(PINGPONG_ITERATIONS),
-            };
-            let result = device_pingpong(&cluster, &config).map_err(|e| e.to_string())?;
-            if json {
-                print_json(&result)?;
-            } else {
-                print!("{}", render::device_pingpong(&result));
-            }
-            Ok(())
-        }
-        Command::Pingpong(PingpongArgs {
-            scenario,
-            from,
-            to,
-            host,
-            iterations,
-            json,
-            seed,
-            ..
-        }) => {
-            let (Some(from), Some(to)) = (from, to) else {
-                return Err(
-                    "pingpong needs --from and --to (hosts), or --device-a and --device-b".into(),
-                );
-            };
-            if let Some(h) = host {
-                return Err(format!(
-                    "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
-                ));
-            }
-            let cluster =
-                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
-            let config = PingPongConfig {
-                from,
-                to,
-                iterations: iterations.unwrap_or(PINGPONG_ITERATIONS),
-            };
-            let result = pingpong(&cluster, &config).map_err(|e| e.to_string())?;
-            if json {
-                print_json(&result)?;
-            } else {
-                print!("{}", render::wrapped(&format!(
-                    "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
-                    result.scenario, result.from, result.to, result.from, result.iterations
-                ), "", "  "));
-                println!("{}", render::latency_table("round trip", &result.rtt_ns));
-            }
-            Ok(())
-        }
+        Command::Pingpong(args) => crate::pingpong::run(&calibration, args),
         Command::Bench {
             bench:
                 Bench::GpuBandwidth {
@@ -449,50 +287,25 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
     if let Some((path, false)) = backing {
         announce_backing(path, &config.device);
     }
-    let result = run_fio(&cluster, &config).map_err(|e| e.to_string())?;
-    if !a.explain.any() {
-        return if a.json {
-            print_json(&result)
-        } else {
-            print!("{}", render::fio_summary(&a.scenario, &result));
-            Ok(())
-        };
-    }
-    // The same run again, recorded (a fresh cluster: the run is deterministic).
-    let spec = a.explain.spec(Some((result.lat_ns.p50, result.lat_ns.p99)));
-    let cluster =
-        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
-    let (again, explanation) =
-        smartio_workloads::fio::run_fio_explained(&cluster, &config, Some(&spec))
-            .map_err(|e| e.to_string())?;
-    if again != result {
-        return Err(
-            "emulator bug: the recorded run measured something else than the first run".into(),
-        );
-    }
-    if let (Some(path), Some(trace)) = (&a.explain.trace, &explanation.trace) {
-        crate::explain::write_trace(path, trace)?;
-    }
-    let explained = if a.explain.breakdown {
-        explanation.explained
-    } else {
-        Vec::new()
-    };
+    let explain = &a.explain;
+    let (result, explained) = explain
+        .run(
+            || run_fio(&cluster, &config).map_err(|e| e.to_string()),
+            |r| explain::p50_p99(r.lat_ns.p50, r.lat_ns.p99),
+            |spec| {
+                // The same run again, recorded, on a fresh cluster.
+                let cluster = Cluster::with_options(&a.scenario, calibration, &options)
+                    .map_err(|e| e.to_string())?;
+                smartio_workloads::fio::run_fio_explained(&cluster, &config, Some(spec))
+                    .map_err(|e| e.to_string())
+            },
+        )?
+        .write_trace(explain)?;
     if a.json {
-        #[derive(serde::Serialize)]
-        struct WithBreakdown<'a> {
-            #[serde(flatten)]
-            result: &'a smartio_workloads::FioResult,
-            #[serde(skip_serializing_if = "Vec::is_empty")]
-            breakdown: Vec<crate::explain::ExplainedJson>,
-        }
-        print_json(&WithBreakdown {
-            result: &result,
-            breakdown: crate::explain::to_json(&explained),
-        })
+        print_json(&explain::WithBreakdown::new(&result, &explained))
     } else {
         print!("{}", render::fio_summary(&a.scenario, &result));
-        print!("{}", crate::explain::render(&explained, "I/O"));
+        print!("{}", explain::render(&explained, "I/O"));
         Ok(())
     }
 }
@@ -617,7 +430,7 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), S
 }
 
 /// The scenario's first host (where commands run when no host is named).
-fn first_host(cluster: &Cluster) -> Result<String, String> {
+pub(crate) fn first_host(cluster: &Cluster) -> Result<String, String> {
     cluster
         .machine
         .fabric()
@@ -627,7 +440,7 @@ fn first_host(cluster: &Cluster) -> Result<String, String> {
         .ok_or_else(|| "the scenario has no host".to_string())
 }
 
-fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
+pub(crate) fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
     let fabric = cluster.machine.fabric();
     let owners: Vec<&str> = fabric
         .endpoints()

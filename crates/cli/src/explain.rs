@@ -1,6 +1,11 @@
 //! `--breakdown` and `--trace`: where a measured time went, as a table (or JSON) of the
 //! critical path of representative operations, and as a Chrome/Perfetto trace of the run.
 //!
+//! Every explained command goes the same way ([`ExplainArgs::run`]): the workload runs once
+//! as usual, its percentiles say which operations are representative, and it runs again on
+//! a fresh cluster, recorded, keeping those operations' critical paths; the second run must
+//! measure exactly what the first did (the run is deterministic), or the command fails.
+//!
 //! The trace file is the Trace Event Format's JSON object form: `traceEvents` holds one
 //! complete event (`"ph": "X"`, times in microseconds) per slice, and metadata events
 //! (`"ph": "M"`) naming a process per kind of track (hosts, VMs, devices, links, workload)
@@ -9,20 +14,75 @@
 use crate::render;
 use serde::Serialize;
 use smartio_machine::{CriticalPath, Trace, TrackKind};
-use smartio_workloads::{ExplainSpec, Explained};
+use smartio_workloads::{ExplainSpec, Explained, Explanation, Target};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Most trace steps `--trace-limit` allows (a step is a few hundred bytes of JSON).
+/// Most trace slices `--trace-limit` allows (a slice is a few hundred bytes of JSON).
 pub const MAX_TRACE_LIMIT: usize = 5_000_000;
+
+/// Trace slices kept when `--trace-limit` is not given.
+pub const DEFAULT_TRACE_LIMIT: usize = 100_000;
+
+/// What [`ExplainArgs::run`] gives back: the first run's result, the operations explained
+/// (with `--breakdown`) and the recorded run's trace (with `--trace`).
+#[derive(Debug)]
+pub struct Recorded<R> {
+    /// The first run's result (the recorded run's is equal).
+    pub result: R,
+    /// The explained operations, in the targets' order.
+    pub explained: Vec<Explained>,
+    /// The recorded run's timeline.
+    pub trace: Option<Trace>,
+}
+
+impl<R> Recorded<R> {
+    /// Writes the trace where `--trace` says (if it does); the result and the explained
+    /// operations remain.
+    pub fn write_trace(self, args: &ExplainArgs) -> Result<(R, Vec<Explained>), String> {
+        if let (Some(path), Some(trace)) = (&args.trace, &self.trace) {
+            write_trace(path, trace)?;
+        }
+        Ok((self.result, self.explained))
+    }
+}
+
+/// The median and 99th-percentile operations, from a run's percentiles in nanoseconds.
+pub fn p50_p99(p50_ns: f64, p99_ns: f64) -> Vec<Target> {
+    vec![Target::at_ns("p50", p50_ns), Target::at_ns("p99", p99_ns)]
+}
+
+/// A result with its breakdown as one JSON object (the result's fields, then `breakdown`
+/// when there is one).
+#[derive(Debug, Serialize)]
+pub struct WithBreakdown<'a, R: Serialize> {
+    /// The result.
+    #[serde(flatten)]
+    pub result: &'a R,
+    /// The explained operations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breakdown: Vec<ExplainedJson>,
+}
+
+impl<'a, R: Serialize> WithBreakdown<'a, R> {
+    /// `result` with `explained` as its `breakdown`.
+    pub fn new(result: &'a R, explained: &[Explained]) -> Self {
+        WithBreakdown {
+            result,
+            breakdown: to_json(explained),
+        }
+    }
+}
 
 /// The options every explainable command takes.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ExplainArgs {
-    /// Show where the time of a representative operation went: the critical path of the
-    /// median (p50) and the 99th-percentile one, step by step (each link and chip of each
-    /// crossing, the media, interrupts, software), summing to its latency. Runs the
-    /// workload twice (the second time recording; the results are the same).
+    /// Show where the time of representative operations went: each one's critical path,
+    /// step by step (each link and chip of each crossing, the media, interrupts, software),
+    /// summing to its latency — fio and pingpong: the median (p50) and 99th-percentile
+    /// operation; bench dma: the median copy of the smallest and of the largest size; exp
+    /// vm-nvme: each row's p50 QD1 read with interrupts. Runs the workload twice (the
+    /// second time recording; the results are the same).
     #[arg(long)]
     pub breakdown: bool,
     /// Write the run's timeline to FILE as Chrome/Perfetto trace-event JSON (one track per
@@ -30,8 +90,8 @@ pub struct ExplainArgs {
     /// chrome://tracing.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// With --trace: the most steps kept, 1 to 5000000 [default: 100000]; later steps are
-    /// counted, not kept.
+    /// With --trace: the most slices the trace holds, 1 to 5000000 [default: 100000]; the
+    /// run's steps after that are counted, not kept.
     #[arg(long, value_name = "N", value_parser = trace_limit, requires = "trace")]
     pub trace_limit: Option<usize>,
 }
@@ -42,7 +102,7 @@ fn trace_limit(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("{s:?} is not a whole number"))?;
     if !(1..=MAX_TRACE_LIMIT).contains(&n) {
         return Err(format!(
-            "{n} is out of range 1..={MAX_TRACE_LIMIT} (each kept step is a few hundred bytes of the trace file)"
+            "{n} is out of range 1..={MAX_TRACE_LIMIT} (each slice is a few hundred bytes of the trace file)"
         ));
     }
     Ok(n)
@@ -54,24 +114,52 @@ impl ExplainArgs {
         self.breakdown || self.trace.is_some()
     }
 
-    /// What to record, given the first run's percentiles (`p50`, `p99` in ns) when
-    /// breaking down.
-    pub fn spec(&self, p50_p99: Option<(f64, f64)>) -> ExplainSpec {
+    /// What to record: `targets` when breaking down, the trace when tracing.
+    pub fn spec(&self, targets: Vec<Target>) -> ExplainSpec {
         ExplainSpec {
-            targets: match (self.breakdown, p50_p99) {
-                (true, Some((p50, p99))) => {
-                    vec![
-                        ("p50".to_string(), p50 as u64),
-                        ("p99".to_string(), p99 as u64),
-                    ]
-                }
-                _ => Vec::new(),
-            },
+            targets: if self.breakdown { targets } else { Vec::new() },
             trace_limit: self
                 .trace
                 .as_ref()
-                .map(|_| self.trace_limit.unwrap_or(100_000)),
+                .map(|_| self.trace_limit.unwrap_or(DEFAULT_TRACE_LIMIT)),
         }
+    }
+
+    /// The sequence every explained command follows: `first` runs the workload as usual;
+    /// unless asked to explain, that is all. Otherwise `targets` picks the operations to
+    /// explain from its result, `again` runs it once more recorded (on a fresh cluster),
+    /// and the two results must be equal. What was explained is kept only with
+    /// `--breakdown`, the trace only with `--trace` (see [`Recorded::write_trace`]).
+    pub fn run<R: PartialEq>(
+        &self,
+        first: impl FnOnce() -> Result<R, String>,
+        targets: impl FnOnce(&R) -> Vec<Target>,
+        again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), String>,
+    ) -> Result<Recorded<R>, String> {
+        let result = first()?;
+        if !self.any() {
+            return Ok(Recorded {
+                result,
+                explained: Vec::new(),
+                trace: None,
+            });
+        }
+        let spec = self.spec(targets(&result));
+        let (recorded, explanation) = again(&spec)?;
+        if recorded != result {
+            return Err(
+                "emulator bug: the recorded run measured something else than the first run".into(),
+            );
+        }
+        Ok(Recorded {
+            result,
+            explained: if self.breakdown {
+                explanation.explained
+            } else {
+                Vec::new()
+            },
+            trace: explanation.trace,
+        })
     }
 
     /// Refuses a trace file that cannot be written, before anything runs.
@@ -122,6 +210,9 @@ pub struct ExplainedJson {
     pub operation: String,
     /// Its latency in ns.
     pub latency_ns: f64,
+    /// The latency the workload counted it at in its percentiles, in ns (fio's histogram
+    /// rounds to three significant digits, a GPU's cycle counter to whole cycles).
+    pub recorded_ns: f64,
     /// The sum of the steps, in ns (equal to the latency).
     pub steps_sum_ns: f64,
     /// Time per class of step, in ns.
@@ -142,6 +233,7 @@ pub fn to_json(explained: &[Explained]) -> Vec<ExplainedJson> {
             name: e.name.clone(),
             operation: e.what.clone(),
             latency_ns: ns(e.path.end.since(e.path.start).as_ps()),
+            recorded_ns: ns(e.recorded.as_ps()),
             steps_sum_ns: ns(e.path.total().as_ps()),
             by_class: e
                 .path
@@ -174,9 +266,17 @@ pub fn render(explained: &[Explained], unit: &str) -> String {
     let mut out = String::new();
     for e in explained {
         let latency = e.path.end.since(e.path.start);
+        let counted = if e.recorded == latency {
+            String::new()
+        } else {
+            format!(
+                " (counted as {} ns in the percentiles)",
+                fmt_ns(e.recorded.as_ps())
+            )
+        };
         out.push_str(&render::wrapped(
             &format!(
-                "{} {unit} — {}: {} ns, where the time went (its critical path; the steps sum to {} ns):",
+                "{} {unit} — {}: {} ns{counted}, where the time went (its critical path; the steps sum to {} ns):",
                 e.name,
                 e.what,
                 fmt_ns(latency.as_ps()),
@@ -221,7 +321,11 @@ pub fn render(explained: &[Explained], unit: &str) -> String {
                     fmt_ns(s.start.since(e.path.start).as_ps()),
                     fmt_ns(s.duration.as_ps()),
                     s.class.name().to_string(),
-                    if nested { format!("  {what}") } else { what },
+                    if nested {
+                        format!("\u{a0}\u{a0}{what}")
+                    } else {
+                        what
+                    },
                     s.waited_for.clone(),
                 ]);
             }
@@ -256,86 +360,94 @@ pub fn fmt_ns(ps: u64) -> String {
     }
 }
 
-/// A trace in the Trace Event Format (JSON object form).
-pub fn trace_json(trace: &Trace) -> serde_json::Value {
+/// Several runs' traces in one file (exp vm-nvme's rows): each run's tracks are processes
+/// of their own, named after the run ("local: hosts"); every run starts at time 0.
+pub fn traces_json(runs: &[(Option<&str>, &Trace)]) -> serde_json::Value {
     use serde_json::{json, Map, Value};
-    let pid = |k: TrackKind| match k {
-        TrackKind::Host => 1,
-        TrackKind::Vm => 2,
-        TrackKind::Device => 3,
-        TrackKind::Link => 4,
-        TrackKind::Workload => 5,
-    };
-    let mut tids: BTreeMap<(TrackKind, String), usize> = BTreeMap::new();
-    for e in &trace.events {
-        let n = tids.len() + 1;
-        tids.entry((e.track.kind, e.track.name.clone()))
-            .or_insert(n);
-    }
-    let mut events: Vec<Value> = Vec::with_capacity(trace.events.len() + tids.len() + 5);
-    for (kind, name) in [
+    const KINDS: [(TrackKind, &str); 5] = [
         (TrackKind::Host, "hosts"),
         (TrackKind::Vm, "VMs"),
         (TrackKind::Device, "devices"),
         (TrackKind::Link, "links"),
         (TrackKind::Workload, "workload"),
-    ] {
-        events.push(
-            json!({"ph": "M", "name": "process_name", "pid": pid(kind), "tid": 0,
-            "args": {"name": name}}),
-        );
-    }
-    for ((kind, name), tid) in &tids {
-        events.push(
-            json!({"ph": "M", "name": "thread_name", "pid": pid(*kind), "tid": tid,
-            "args": {"name": name}}),
-        );
-    }
-    for e in &trace.events {
-        let tid = tids
-            .get(&(e.track.kind, e.track.name.clone()))
-            .copied()
-            .unwrap_or(0);
-        let args: Map<String, Value> = e
-            .args
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
-            .collect();
-        events.push(json!({
-            "ph": "X",
-            "name": e.name,
-            "cat": e.category,
-            "pid": pid(e.track.kind),
-            "tid": tid,
-            "ts": e.start.as_ps() as f64 / 1e6,
-            "dur": e.duration.as_ps() as f64 / 1e6,
-            "args": args,
-        }));
+    ];
+    let pid = |run: usize, k: TrackKind| {
+        let kind = KINDS.iter().position(|(c, _)| *c == k).unwrap_or(0);
+        run * KINDS.len() + kind + 1
+    };
+    let mut events: Vec<Value> = Vec::new();
+    let mut dropped = 0;
+    for (run, (label, trace)) in runs.iter().enumerate() {
+        dropped += trace.dropped;
+        let mut tids: BTreeMap<(TrackKind, String), usize> = BTreeMap::new();
+        for e in &trace.events {
+            let n = tids.len() + 1;
+            tids.entry((e.track.kind, e.track.name.clone()))
+                .or_insert(n);
+        }
+        for (kind, name) in KINDS {
+            let name = match label {
+                Some(l) => format!("{l}: {name}"),
+                None => name.to_string(),
+            };
+            events.push(
+                json!({"ph": "M", "name": "process_name", "pid": pid(run, kind),
+                "tid": 0, "args": {"name": name}}),
+            );
+        }
+        for ((kind, name), tid) in &tids {
+            events.push(
+                json!({"ph": "M", "name": "thread_name", "pid": pid(run, *kind),
+                "tid": tid, "args": {"name": name}}),
+            );
+        }
+        for e in &trace.events {
+            let tid = tids
+                .get(&(e.track.kind, e.track.name.clone()))
+                .copied()
+                .unwrap_or(0);
+            let args: Map<String, Value> = e
+                .args
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
+                .collect();
+            events.push(json!({
+                "ph": "X",
+                "name": e.name,
+                "cat": e.category,
+                "pid": pid(run, e.track.kind),
+                "tid": tid,
+                "ts": e.start.as_ps() as f64 / 1e6,
+                "dur": e.duration.as_ps() as f64 / 1e6,
+                "args": args,
+            }));
+        }
     }
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": {"producer": "smartio", "steps_not_kept": trace.dropped},
+        "otherData": {"producer": "smartio", "steps_not_kept": dropped},
     })
 }
 
 /// Writes `trace` to `path`; says on standard error what was written.
 pub fn write_trace(path: &std::path::Path, trace: &Trace) -> Result<(), String> {
-    let text = serde_json::to_string(&trace_json(trace)).map_err(|e| e.to_string())?;
+    write_traces(path, &[(None, trace)])
+}
+
+/// Writes several runs' traces to `path` as one file ([`traces_json`]); says on standard
+/// error what was written.
+pub fn write_traces(path: &std::path::Path, runs: &[(Option<&str>, &Trace)]) -> Result<(), String> {
+    let text = serde_json::to_string(&traces_json(runs)).map_err(|e| e.to_string())?;
     std::fs::write(path, text).map_err(|e| format!("--trace {}: {e}", path.display()))?;
-    let note = if trace.dropped > 0 {
-        format!(
-            " ({} later steps not kept: raise --trace-limit)",
-            trace.dropped
-        )
+    let slices: usize = runs.iter().map(|(_, t)| t.events.len()).sum();
+    let dropped: u64 = runs.iter().map(|(_, t)| t.dropped).sum();
+    let note = if dropped > 0 {
+        format!(" ({dropped} later steps not kept: raise --trace-limit)")
     } else {
         String::new()
     };
-    eprintln!(
-        "trace: {} slices written to {}{note}",
-        trace.events.len(),
-        path.display()
-    );
+    eprintln!("trace: {slices} slices written to {}{note}", path.display());
     Ok(())
 }
 

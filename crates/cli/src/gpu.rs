@@ -1,14 +1,14 @@
-//! The GPU commands: `bench gpu-bandwidth`, `bench gpu-p2p`, and the GPU forms of `bench
-//! p2p` and `pingpong --device-a/--device-b` (which run on the GPU model when both devices
-//! are GPUs, as the papers' programs did).
+//! The GPU commands: `bench gpu-bandwidth`, `bench gpu-p2p`, and the GPU form of `bench
+//! p2p` (which runs on the GPU model when both devices are GPUs, as the papers' programs
+//! did); `pingpong`'s GPU form is in [`crate::pingpong`].
 
 use crate::args::{Counters, GpuDirection};
 use crate::commands::print_json;
 use crate::render;
 use smartio_cluster::Cluster;
 use smartio_workloads::{
-    bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, CounterPlace, GpuBandwidthConfig,
-    GpuCopyDirection, GpuP2pConfig, GpuPingPongConfig, P2pDirection,
+    bench_gpu_bandwidth, bench_gpu_p2p, CounterPlace, GpuBandwidthConfig, GpuCopyDirection,
+    GpuP2pConfig, P2pDirection,
 };
 
 /// `bench gpu-bandwidth`.
@@ -99,16 +99,6 @@ pub fn p2p(
             "  "
         )
     );
-    Ok(())
-}
-
-/// `pingpong --device-a A --device-b B` between two GPUs.
-pub fn pingpong(cluster: &Cluster, config: GpuPingPongConfig, json: bool) -> Result<(), String> {
-    let result = gpu_pingpong(cluster, &config).map_err(|e| e.to_string())?;
-    if json {
-        return print_json(&result);
-    }
-    print!("{}", render::gpu_pingpong(&result));
     Ok(())
 }
 

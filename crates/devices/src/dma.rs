@@ -43,8 +43,8 @@ use crate::kinds::ParamError;
 use smartio_fabric::spec::limits::in_range;
 use smartio_fabric::{BarKind, BarSpec, SriovSpec};
 use smartio_platform::{
-    BarHandler, BusAddr, Clock, CompleterError, FunctionBarHandler, FunctionId, Notify, Port,
-    SimDuration, SparseMemory,
+    activity, BarHandler, BusAddr, Clock, CompleterError, FunctionBarHandler, FunctionId, Notify,
+    Port, SimDuration, SparseMemory,
 };
 use std::cell::{Cell, RefCell};
 use std::ops::RangeInclusive;
@@ -319,7 +319,7 @@ impl DmaDevice {
                 continue;
             };
             self.regs.borrow_mut()[(reg::STATUS / 8) as usize] = status::BUSY;
-            port.sleep(self.setup).await;
+            port.spend("DMA engine: setup", self.setup).await;
             let ok = self.copy(&port).await.is_ok();
             self.regs.borrow_mut()[(reg::STATUS / 8) as usize] =
                 if ok { status::IDLE } else { status::ERROR };
@@ -330,6 +330,7 @@ impl DmaDevice {
             };
             let completion = BusAddr(self.reg(reg::COMPLETION_ADDR));
             // A failed completion write has nowhere to be reported but the fabric's fault log.
+            activity::doing("DMA engine: write the completion word");
             let _ = port.write(completion, &word.to_le_bytes()).await;
         }
     }
@@ -350,6 +351,7 @@ impl DmaDevice {
             self.memory.borrow().read(src, &mut data);
             data
         } else {
+            activity::doing("DMA engine: read the source");
             port.read_owned(BusAddr(src), len as usize)
                 .await
                 .map_err(|_| ())?
@@ -360,11 +362,13 @@ impl DmaDevice {
             }
             self.write_memory(dst, &data);
         } else {
+            activity::doing("DMA engine: write the destination");
             port.write_owned(BusAddr(dst), data).await.map_err(|_| ())?;
             // The flushing read (see the module's notes): done when the writes have landed.
             if len > 0 {
                 let n = len.min(FLUSH_BYTES);
                 let last = dst.checked_add(len - n).ok_or(())?;
+                activity::doing("DMA engine: flushing read of the last bytes");
                 port.read_owned(BusAddr(last), n as usize)
                     .await
                     .map_err(|_| ())?;

@@ -2,7 +2,7 @@
 //! word in host memory.
 
 use smartio_devices::dma::{flags, reg, COMPLETION_ERROR, DEVICE_MAGIC};
-use smartio_platform::{AccessError, BusAddr, Clock, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{activity, AccessError, BusAddr, Clock, MemoryWatch, PhysAddr, Port};
 use std::cell::Cell;
 use thiserror::Error;
 
@@ -86,9 +86,11 @@ impl<P: Port + Clock + MemoryWatch> DmaTestDriver<P> {
             descriptor.extend_from_slice(&value.to_le_bytes());
         }
         // SRC..COMPLETION_ADDR are consecutive: one write-combined store, then the doorbell.
+        activity::doing("DMA test driver: write the copy descriptor");
         self.cpu
             .write(self.registers.offset(reg::SRC), &descriptor)
             .await?;
+        activity::doing("DMA test driver: ring the doorbell");
         self.cpu
             .write(
                 self.registers.offset(reg::DOORBELL),
@@ -97,6 +99,7 @@ impl<P: Port + Clock + MemoryWatch> DmaTestDriver<P> {
             .await?;
         loop {
             let mut word = [0u8; 8];
+            activity::doing("DMA test driver: read the completion word");
             self.cpu
                 .read(BusAddr(self.completion_cpu.get()), &mut word)
                 .await?;

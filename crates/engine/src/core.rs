@@ -177,9 +177,18 @@ impl Core {
 
     /// While recording: the cause of a CPU's load of `len` bytes at `addr` of `host`'s
     /// memory made with `cause` as its context. A load that is the first to see bytes
-    /// written since they were last read (a poll that finds new data) waited for that write:
-    /// the latest such writer is the cause; a load that finds nothing new is caused by its
-    /// task's own chain.
+    /// written since they were last read may have waited for that write:
+    ///
+    /// - in a polling loop (the task's context is its own timer, back through its own
+    ///   timers to its previous look at memory), the look that finds new data is the one
+    ///   after the write landed, so the latest such writer is the cause (the critical path
+    ///   shows the wait for the loop's next look);
+    /// - otherwise the task was woken by something (an interrupt, a watched write, another
+    ///   task): what ended last, that wake-up or the write, is the cause. An interrupt
+    ///   handler reading a completion entry waited for the interrupt, which came after the
+    ///   entry.
+    ///
+    /// A load that finds nothing new is caused by its task's own chain.
     pub fn load_cause(&mut self, host: HostId, addr: PhysAddr, len: u64, cause: StepId) -> StepId {
         let Some(r) = self.recorder.as_deref() else {
             return cause;
@@ -198,7 +207,12 @@ impl Core {
                 }
             }
         }
-        best.map_or(cause, |(_, w)| w)
+        match best {
+            None => cause,
+            Some((_, w)) if r.polling(host, cause) => w,
+            Some((end, w)) if end >= r.end_of(cause) => w,
+            Some(_) => cause,
+        }
     }
 
     /// Starts recording (see [`crate::record`]).
@@ -857,7 +871,9 @@ impl Core {
                 if path.arrive_ps > 0 {
                     self.hop_scratch.clear();
                     let host = memory_host(&target);
-                    step = self.record(Kind::IntoMemory { host }, crossing.arrival, at, step, None);
+                    let interrupt = matches!(target, Target::Interrupt { .. });
+                    let kind = Kind::IntoMemory { host, interrupt };
+                    step = self.record(kind, crossing.arrival, at, step, None);
                 }
                 txn.gate = send;
             }

@@ -31,6 +31,10 @@ pub(crate) const NONE: StepId = 0;
 /// Steps kept for critical paths (the most recent ones).
 pub(crate) const RING_STEPS: usize = 1 << 18;
 
+/// Timers of one CPU between two looks of a polling loop, at most (a poll interval, and
+/// perhaps a named cost or two).
+const POLL_LOOP_STEPS: usize = 4;
+
 /// Hops kept for the TLP steps in the ring.
 const RING_HOPS: usize = 1 << 20;
 
@@ -84,9 +88,9 @@ pub(crate) enum Kind {
         target: Target,
         hop: u32,
     },
-    /// A TLP's last leg at its target: the root complex into memory (or the interrupt
-    /// controller).
-    IntoMemory { host: HostId },
+    /// A TLP's last leg at its target: the root complex into memory, or to the interrupt
+    /// controller (an MSI).
+    IntoMemory { host: HostId, interrupt: bool },
     /// A completer reading what a read request asked.
     CompleterRead { target: Target },
     /// A completion from the root complex back to the core.
@@ -180,7 +184,11 @@ pub(crate) struct Recorder {
 
 #[derive(Debug)]
 struct TraceBuffer {
+    /// Most slices the trace may hold (a TLP is one slice, plus one per link it crossed;
+    /// any other step or a workload's operation is one).
     limit: usize,
+    /// Slices the kept steps and operations make.
+    slices: usize,
     steps: Vec<Step>,
     hops: Vec<HopRec>,
     dropped: u64,
@@ -193,6 +201,7 @@ impl Recorder {
             hops: Ring::new(RING_HOPS),
             trace: trace_limit.map(|limit| TraceBuffer {
                 limit,
+                slices: 0,
                 steps: Vec::new(),
                 hops: Vec::new(),
                 dropped: 0,
@@ -219,7 +228,15 @@ impl Recorder {
             *nhops = u16::try_from(hops.len()).unwrap_or(u16::MAX);
         }
         if let Some(t) = &mut self.trace {
-            if t.steps.len() < t.limit {
+            // A TLP's slice and one per link; a step of any other kind is one slice.
+            let slices = match step.kind {
+                Kind::Tlp { .. } => 1 + hops.len(),
+                _ => 1,
+            };
+            // The trace is the run's beginning: once a step is left out, so is every later
+            // one.
+            if t.dropped == 0 && t.slices + slices <= t.limit {
+                t.slices += slices;
                 let mut kept = step;
                 if let Kind::Tlp { hops: first, .. } = &mut kept.kind {
                     *first = u32::try_from(t.hops.len()).unwrap_or(u32::MAX);
@@ -267,11 +284,42 @@ impl Recorder {
         self.steps.push(step).unwrap_or(NONE)
     }
 
+    /// Whether step `id`, the context of a CPU of `host` about to load from its memory,
+    /// is a polling loop's wait: a timer of that CPU, back through its own timers (at most
+    /// a few), to its previous look at its memory.
+    pub fn polling(&self, host: HostId, id: StepId) -> bool {
+        let mut cur = id;
+        for _ in 0..POLL_LOOP_STEPS {
+            let Some(step) = self.get(cur) else {
+                return false;
+            };
+            match step.kind {
+                Kind::Sleep {
+                    requester: Requester::Cpu(h),
+                } if h == host => cur = step.cause,
+                // A look right before is not a loop's wait (a handler reading one entry
+                // after another); a look, a timer, a look is.
+                Kind::LocalMemory {
+                    host: h,
+                    write: false,
+                } if h == host && cur != id => return true,
+                _ => return false,
+            }
+        }
+        false
+    }
+
     /// A workload's operation, for the trace.
     pub fn span(&mut self, track: &str, name: &str, start: SimTime, end: SimTime) {
-        if self.trace.as_ref().is_some_and(|t| t.steps.len() < t.limit) {
+        let Some(t) = &mut self.trace else {
+            return;
+        };
+        if t.dropped == 0 && t.slices < t.limit {
+            t.slices += 1;
             self.spans
                 .push((track.to_string(), name.to_string(), start, end));
+        } else {
+            t.dropped += 1;
         }
     }
 
@@ -725,13 +773,18 @@ impl Names<'_> {
                 }
                 rows
             }
-            Kind::IntoMemory { host } => vec![row(
+            Kind::IntoMemory { host, interrupt } => vec![row(
                 step.start,
                 step.end,
                 StepClass::RootComplex,
                 format!(
-                    "{} root complex: from the root port into memory",
-                    self.host(host)
+                    "{} root complex: from the root port {}",
+                    self.host(host),
+                    if interrupt {
+                        "to the interrupt controller"
+                    } else {
+                        "into memory"
+                    }
                 ),
                 "",
             )],
@@ -833,7 +886,7 @@ impl Names<'_> {
             Kind::Send { .. } => {}
             Kind::LocalMemory { host, .. }
             | Kind::CpuIssue { host }
-            | Kind::IntoMemory { host }
+            | Kind::IntoMemory { host, .. }
             | Kind::ReturnToCore { host }
             | Kind::IotlbMiss { host } => out.push(event(
                 track(TrackKind::Host, self.host(host)),

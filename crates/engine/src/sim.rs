@@ -275,8 +275,8 @@ impl Sim {
         self.inner.core.borrow_mut().raise_interrupt(host, vector);
     }
 
-    /// Starts recording where time goes from now on; with `trace_limit`, the first that
-    /// many steps are also kept for [`Sim::take_trace`].
+    /// Starts recording where time goes from now on; with `trace_limit`, the run's first
+    /// steps, up to that many trace slices, are also kept for [`Sim::take_trace`].
     pub fn start_recording(&self, trace_limit: Option<usize>) {
         self.inner.core.borrow_mut().start_recording(trace_limit);
     }

@@ -221,7 +221,8 @@ fn recording_changes_nothing_about_the_run() {
 }
 
 /// The trace keeps every TLP as a slice on its requester's track and one per link it
-/// crossed, inside the TLP's own slice; the limit is kept and what is left out counted.
+/// crossed, inside the TLP's own slice; the limit on slices is kept and what is left out
+/// counted.
 #[test]
 fn a_trace_has_a_slice_per_tlp_per_link_within_the_tlp_and_respects_its_limit() {
     let (sim, _) = sim();
@@ -238,7 +239,15 @@ fn a_trace_has_a_slice_per_tlp_per_link_within_the_tlp_and_respects_its_limit() 
     });
     sim.run();
     let trace = sim.take_trace().expect("a trace was kept");
-    assert!(trace.dropped > 0, "16 TLPs and their sends exceed 10 steps");
+    assert!(
+        trace.dropped > 0,
+        "16 TLPs and their links exceed 10 slices"
+    );
+    assert!(
+        trace.events.len() <= 10,
+        "the limit counts slices: {}",
+        trace.events.len()
+    );
     let tlps: Vec<_> = trace
         .events
         .iter()
@@ -265,5 +274,112 @@ fn a_trace_has_a_slice_per_tlp_per_link_within_the_tlp_and_respects_its_limit() 
     assert!(
         sim.take_trace().is_some_and(|t| t.events.is_empty()),
         "taken"
+    );
+}
+
+/// A device writes a word into RAM, then signals an MSI; the CPU's handler, woken by the
+/// interrupt, reads the word. The handler waited for the interrupt, which came after the
+/// word: the path crosses the MSI and its delivery, and has no wait for a polling loop.
+#[test]
+fn a_handler_reading_a_word_written_before_its_interrupt_waited_for_the_interrupt() {
+    let (sim, _) = sim();
+    sim.start_recording(None);
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let msi = sim.fabric().host(HostId(0)).msi.start;
+    let cpu = sim.cpu(HostId(0));
+    let s = seen();
+    let out = s.clone();
+    let sim2 = sim.clone();
+    sim.spawn(async move {
+        cpu.interrupt(5).await;
+        let mut word = [0u8; 8];
+        cpu.read(BusAddr(0x3000), &mut word).await.expect("RAM");
+        *out.borrow_mut() = Some((cpu.now(), sim2.current_step().expect("recording")));
+    });
+    let port = sim.device(dev);
+    sim.spawn(async move {
+        port.spend("media: read", SimDuration::from_ns(2_000)).await;
+        port.write(BusAddr(0x3000), &[9; 8]).await.expect("lands");
+        port.write(BusAddr(msi), &5u32.to_le_bytes())
+            .await
+            .expect("an MSI");
+    });
+    sim.run();
+    let p = path(&sim, &s, SimTime::ZERO);
+    assert_tiles(&p);
+    assert!(
+        p.steps
+            .iter()
+            .all(|s| s.class != StepClass::Waiting
+                || s.waited_for == "the link, busy with other TLPs"),
+        "no polling wait, nothing unrecorded: {p:#?}"
+    );
+    let delivery = p
+        .steps
+        .iter()
+        .position(|s| s.class == StepClass::Interrupt)
+        .expect("the interrupt's delivery is on the path");
+    assert!(p.steps[..delivery]
+        .iter()
+        .any(|s| s.part_of.starts_with("h.dev0 write 4 B → h interrupt")));
+    assert_eq!(
+        p.steps[delivery - 1].what,
+        "h root complex: from the root port to the interrupt controller"
+    );
+    let load = p.steps.last().expect("steps");
+    assert_eq!(load.class, StepClass::Cpu, "the handler's load ends it");
+    assert_eq!(p.steps[0].what, "h.dev0: media: read");
+}
+
+/// A CPU looks at a word, sleeps a poll interval, looks again: the look that finds the
+/// device's write waited for that write, and the rest of the interval is the loop's wait.
+#[test]
+fn a_polling_loops_look_that_finds_new_data_waited_for_the_write() {
+    let (sim, _) = sim();
+    sim.start_recording(None);
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let cpu = sim.cpu(HostId(0));
+    let s = seen();
+    let out = s.clone();
+    let sim2 = sim.clone();
+    sim.spawn(async move {
+        loop {
+            let mut word = [0u8; 8];
+            cpu.read(BusAddr(0x4000), &mut word).await.expect("RAM");
+            if word == [3; 8] {
+                break;
+            }
+            cpu.spend("poll interval", SimDuration::from_ns(1_000))
+                .await;
+        }
+        *out.borrow_mut() = Some((cpu.now(), sim2.current_step().expect("recording")));
+    });
+    let port = sim.device(dev);
+    sim.spawn(async move {
+        port.spend("media: read", SimDuration::from_ns(2_500)).await;
+        port.write(BusAddr(0x4000), &[3; 8]).await.expect("lands");
+    });
+    sim.run();
+    let p = path(&sim, &s, SimTime::ZERO);
+    assert_tiles(&p);
+    assert_eq!(p.steps[0].what, "h.dev0: media: read", "{p:#?}");
+    let n = p.steps.len();
+    assert_eq!(
+        (p.steps[n - 2].class, p.steps[n - 2].waited_for.as_str()),
+        (
+            StepClass::Waiting,
+            "the polling loop's next look at the word"
+        )
+    );
+    assert_eq!(p.steps[n - 1].class, StepClass::Cpu);
+    assert!(
+        !p.steps.iter().any(|s| s.what.contains("poll interval")),
+        "the intervals are not what it waited for: {p:#?}"
     );
 }

@@ -17,8 +17,9 @@ use smartio_platform::{SimDuration, SimTime};
 /// What a recording keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecordingOptions {
-    /// Keep the first this many steps as a trace ([`Engine::take_trace`](crate::Engine));
-    /// `None`: keep no trace, only what critical paths need.
+    /// Keep the run's first steps as a trace ([`Engine::take_trace`](crate::Engine)), up to
+    /// this many slices (a TLP is one, plus one per link it crosses; any other step, or a
+    /// workload's operation, is one); `None`: keep no trace, only what critical paths need.
     pub trace_limit: Option<usize>,
 }
 

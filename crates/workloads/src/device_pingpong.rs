@@ -15,8 +15,12 @@
 //! device's own requester id ([`smartio_machine::Machine::device`]) and spins on a word of its
 //! own memory ([`DmaDevice::wait_word`]). Kernel A times each round trip with its clock;
 //! the one-way latency is half of it.
+//!
+//! Recorded ([`device_pingpong_explained`]), kernel A reports each round trip's end to an
+//! [`Explainer`].
 
 use crate::attach::{AttachError, Workbench};
+use crate::explain::{ExplainSpec, Explainer, Explanation};
 use crate::p2p::{copy_engine_pair, P2pError};
 use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
@@ -73,6 +77,17 @@ pub fn device_pingpong(
     cluster: &Cluster,
     config: &DevicePingPongConfig,
 ) -> Result<DevicePingPongResult, P2pError> {
+    device_pingpong_explained(cluster, config, None).map(|(result, _)| result)
+}
+
+/// [`device_pingpong`], recording the round trips to explain those `explain` asks for (and
+/// to keep the trace); without `explain`, or on an engine that records nothing, the
+/// explanation is empty.
+pub fn device_pingpong_explained(
+    cluster: &Cluster,
+    config: &DevicePingPongConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(DevicePingPongResult, Explanation), P2pError> {
     let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
     let (a, b) = copy_engine_pair(cluster, &bench, &config.a, &config.b)?;
     if config.iterations == 0 {
@@ -86,6 +101,10 @@ pub fn device_pingpong(
     let echo_failed = Rc::new(RefCell::new(None::<P2pError>));
     let out = results.clone();
     let echo_out = echo_failed.clone();
+    let explain = explain.cloned();
+    let explanation = Rc::new(RefCell::new(Explanation::default()));
+    let explained = explanation.clone();
+    let route = format!("{} -> {} -> {}", config.a, config.b, config.a);
     cluster.machine.spawn(async move {
         let run = async {
             let name_a = bench.attach_nth(0).await?;
@@ -131,6 +150,11 @@ pub fn device_pingpong(
             });
             let kernel_a = machine.device(endpoint_a);
             let mut rtt_ps = LatencyRecorder::new();
+            // Recorded from the first round trip on (attaching and mapping are not
+            // explained).
+            let explainer = explain
+                .as_ref()
+                .and_then(|spec| Explainer::start(&machine, spec));
             for i in 1..=n {
                 let t0 = kernel_a.now();
                 kernel_a
@@ -138,7 +162,15 @@ pub fn device_pingpong(
                     .await
                     .map_err(|e| P2pError::Driver(e.to_string()))?;
                 a.model.wait_word(FLAG_OFFSET, i).await;
-                rtt_ps.record(kernel_a.now().since(t0).as_ps());
+                let t1 = kernel_a.now();
+                if let Some(explainer) = &explainer {
+                    let what = || format!("round trip {i} ({route})");
+                    explainer.done("ping-pong", &what, t0, t1);
+                }
+                rtt_ps.record(t1.since(t0).as_ps());
+            }
+            if let Some(explainer) = explainer {
+                *explained.borrow_mut() = explainer.finish();
             }
             handle_a.dma_unmap(a_to_b).map_err(dma_error)?;
             handle_b.dma_unmap(b_to_a).map_err(dma_error)?;
@@ -162,7 +194,7 @@ pub fn device_pingpong(
         }
     };
     let rtt_ns = LatencySummary::of(&measured.rtt_ps);
-    Ok(DevicePingPongResult {
+    let result = DevicePingPongResult {
         scenario: cluster.machine.fabric().name.clone(),
         host: config.host.clone(),
         a: config.a.clone(),
@@ -172,7 +204,8 @@ pub fn device_pingpong(
         rtt_ns,
         path_a_to_b: measured.path_a_to_b,
         path_b_to_a: measured.path_b_to_a,
-    })
+    };
+    Ok((result, explanation.take()))
 }
 
 /// What the kernels measured.

@@ -2,10 +2,14 @@
 //! host RAM, driven by the CPU through the DMA test driver, like CUDA's `bandwidthTest`
 //! (Paper V §7.1.2). Each copy is timed from the first register write to the moment the CPU
 //! sees the completion word; throughput = bytes / that time.
+//!
+//! Recorded ([`bench_dma_explained`]), each copy is an operation of the kind
+//! [`copy_kind`] names (its size), reported to an [`Explainer`] by the driving CPU's task.
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
 use crate::booted::UnknownHost;
+use crate::explain::{ExplainSpec, Explainer, Explanation, Operation};
 use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -171,6 +175,22 @@ pub fn bench_dma_run(
     cluster: &Cluster,
     config: &DmaBenchConfig,
 ) -> Result<DmaBenchRun, DmaBenchError> {
+    bench_dma_explained(cluster, config, None).map(|(run, _)| run)
+}
+
+/// The kind of operation a copy of `size` bytes is, for an [`ExplainSpec`]'s targets.
+pub fn copy_kind(size: u64) -> String {
+    format!("{size} B")
+}
+
+/// [`bench_dma_run`], recording the copies to explain those `explain` asks for (a target
+/// of kind [`copy_kind`] picks among copies of that size), and to keep the trace; without
+/// `explain`, or on an engine that records nothing, the explanation is empty.
+pub fn bench_dma_explained(
+    cluster: &Cluster,
+    config: &DmaBenchConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(DmaBenchRun, Explanation), DmaBenchError> {
     if config.repeat == 0 {
         return Err(DmaBenchError::BadParameter(
             "--repeat 0: at least one copy per size".into(),
@@ -193,6 +213,8 @@ pub fn bench_dma_run(
         });
     }
     let config = config.clone();
+    let explain = explain.cloned();
+    let machine = cluster.machine.clone();
     crate::booted::run_workload(&cluster.machine, async move {
         let run = async {
             let name = bench.attach().await?;
@@ -237,9 +259,14 @@ pub fn bench_dma_run(
             });
             let mut phase = crate::progress::begin("DMA", total, crate::progress::Unit::Bytes);
             let mut moved = 0u64;
+            // Recorded from the first copy on (attaching and probing are not explained).
+            let explainer = explain
+                .as_ref()
+                .and_then(|spec| Explainer::start(&machine, spec));
             for &size in &config.sizes {
+                let kind = copy_kind(size);
                 let mut times = Vec::new();
-                for _ in 0..config.repeat {
+                for copy in 1..=config.repeat {
                     moved = moved.saturating_add(size);
                     phase.set(moved);
                     let (src, dst) = match config.direction {
@@ -255,15 +282,36 @@ pub fn bench_dma_run(
                         .copy(src, dst, size)
                         .await
                         .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
-                    times.push(cpu.now().since(start).as_secs_f64());
+                    let end = cpu.now();
+                    if let Some(explainer) = &explainer {
+                        let what = || {
+                            format!(
+                                "copy {copy} of {size} B ({})",
+                                match config.direction {
+                                    DmaDirection::Write => "device memory -> host RAM",
+                                    DmaDirection::Read => "host RAM -> device memory",
+                                }
+                            )
+                        };
+                        explainer.report(&Operation {
+                            kind: Some(&kind),
+                            track: "DMA copies",
+                            what: &what,
+                            start,
+                            end,
+                            recorded: end.since(start),
+                        });
+                    }
+                    times.push(end.since(start).as_secs_f64());
                 }
                 samples.push(DmaSample::from_seconds(size, &times));
             }
+            let explanation = explainer.map(|e| e.finish()).unwrap_or_default();
             handle.dma_unmap(buffer_bus).map_err(driver_error)?;
             handle.dma_free_coherent(completion).map_err(driver_error)?;
             bench.os.free(buffer);
             bench.detach().await?;
-            Ok(DmaBenchRun { samples, buffer })
+            Ok((DmaBenchRun { samples, buffer }, explanation))
         };
         run.await
     })

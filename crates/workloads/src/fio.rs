@@ -21,7 +21,7 @@ pub use config::{
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::{BootError, Stuck, UnknownHost};
-use crate::explain::{ExplainSpec, Explainer, Explanation};
+use crate::explain::{ExplainSpec, Explainer, Explanation, Operation};
 use crate::progress;
 use backend::{Backend, Buffer, ClientBench};
 use hdrhistogram::Histogram;
@@ -31,7 +31,7 @@ use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::{BlockClientError, DistError};
 use smartio_host::{BlockError, HostError, RamError};
-use smartio_platform::{Clock, Notify, SimTime};
+use smartio_platform::{Clock, Notify, SimDuration, SimTime};
 use smartio_smartio::SmartIoError;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -615,7 +615,15 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
                     if read { "read" } else { "write" }
                 )
             };
-            explainer.done(&format!("fio job {index}"), &what, t0, t1);
+            explainer.report(&Operation {
+                kind: None,
+                track: &format!("fio job {index}"),
+                what: &what,
+                start: t0,
+                end: t1,
+                // As the percentiles count it: the top of its histogram bucket.
+                recorded: SimDuration::from_ns(s.hist.borrow().highest_equivalent(ns.max(1))),
+            });
         }
         let _ = s.hist.borrow_mut().record(ns.max(1));
         s.sum_ns.set(s.sum_ns.get() + ns as f64);

@@ -38,22 +38,24 @@ pub use adapter_dma_bench::{
 };
 pub use attach::{AttachError, Workbench};
 pub use booted::{BootError, Booted, Stuck, UnknownHost};
-pub use device_pingpong::{device_pingpong, DevicePingPongConfig, DevicePingPongResult};
+pub use device_pingpong::{
+    device_pingpong, device_pingpong_explained, DevicePingPongConfig, DevicePingPongResult,
+};
 pub use dma_bench::{
-    bench_dma, bench_dma_run, host_pattern, DmaBenchConfig, DmaBenchError, DmaBenchRun,
-    DmaDirection, DmaSample,
+    bench_dma, bench_dma_explained, bench_dma_run, copy_kind, host_pattern, DmaBenchConfig,
+    DmaBenchError, DmaBenchRun, DmaDirection, DmaSample,
 };
 pub use engine_bench::{bench_engine, EngineBenchResult};
-pub use explain::{ExplainSpec, Explained, Explainer, Explanation};
+pub use explain::{ExplainSpec, Explained, Explainer, Explanation, Operation, Target};
 pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,
 };
 pub use fio::{run_fio, Amount, FioConfig, FioError, FioMethod, FioResult, RwMode, UnknownRwMode};
 pub use gpu::{
-    bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, CounterPlace, DrivenRead,
-    GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection, GpuNvmeConfig, GpuNvmeResult,
-    GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError, RttStep,
-    MAX_GPU_NVME_BYTES, MAX_STEPS,
+    bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, gpu_pingpong_explained,
+    CounterPlace, DrivenRead, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection,
+    GpuNvmeConfig, GpuNvmeResult, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult,
+    GpuWorkloadError, RttStep, MAX_GPU_NVME_BYTES, MAX_STEPS,
 };
 pub use iperf::{
     iperf, run_iperf, IperfConfig, IperfEnd, IperfError, IperfInterval, IperfReport, IperfResult,
@@ -74,7 +76,7 @@ pub use nvmeof::{
     NvmeofError, NvmeofIo, NvmeofRow, NvmeofStep, TargetMode,
 };
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
-pub use pingpong::{pingpong, PingPongConfig, PingPongResult};
+pub use pingpong::{pingpong, pingpong_explained, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use share::{
     jain_fairness, share_clients, ClientStep, ShareClient, ShareConfig, ShareError, ShareResult,

@@ -2,7 +2,10 @@
 //! and Linux `ntb_pingpong`: host A stores a counter into B's segment; B polls its own memory,
 //! sees it and stores it back into A's segment; A polls and sees the echo. The round trip is
 //! timed at A from its store to the load that sees the echo.
+//!
+//! Recorded ([`pingpong_explained`]), A reports each round trip's end to an [`Explainer`].
 
+use crate::explain::{ExplainSpec, Explainer, Explanation};
 use crate::shm::{find_host, pair, ShmError};
 use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
@@ -40,6 +43,17 @@ pub struct PingPongResult {
 
 /// Runs the ping-pong on `cluster`.
 pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongResult, ShmError> {
+    pingpong_explained(cluster, config, None).map(|(result, _)| result)
+}
+
+/// [`pingpong`], recording the round trips to explain those `explain` asks for (and to keep
+/// the trace); without `explain`, or on an engine that records nothing, the explanation is
+/// empty.
+pub fn pingpong_explained(
+    cluster: &Cluster,
+    config: &PingPongConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(PingPongResult, Explanation), ShmError> {
     let a = find_host(cluster, &config.from)?;
     let b = find_host(cluster, &config.to)?;
     if a == b {
@@ -60,6 +74,10 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
 
     let out = samples.clone();
     let cpu = cluster.machine.cpu(a);
+    // Recorded from the first round trip on (the segments' set-up is not explained).
+    let explainer = explain.and_then(|spec| Explainer::start(&cluster.machine, spec));
+    let reporter = explainer.clone();
+    let route = format!("{} -> {} -> {}", config.from, config.to, config.from);
     cluster.machine.spawn(async move {
         let mut phase = crate::progress::begin(
             "round trips",
@@ -71,7 +89,12 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
             let t0 = cpu.now();
             let _ = ping.remote.store(0, &i.to_le_bytes()).await;
             let _ = ping.local.poll_until(0, 8, |b| b == i.to_le_bytes()).await;
-            out.borrow_mut().record(cpu.now().since(t0).as_ps());
+            let t1 = cpu.now();
+            if let Some(explainer) = &reporter {
+                let what = || format!("round trip {i} ({route})");
+                explainer.done("ping-pong", &what, t0, t1);
+            }
+            out.borrow_mut().record(t1.since(t0).as_ps());
         }
     });
     cluster.machine.spawn(async move {
@@ -89,11 +112,12 @@ pub fn pingpong(cluster: &Cluster, config: &PingPongConfig) -> Result<PingPongRe
             stuck: crate::booted::stuck(&cluster.machine),
         });
     }
-    Ok(PingPongResult {
+    let result = PingPongResult {
         scenario: cluster.machine.fabric().name.clone(),
         from: config.from.clone(),
         to: config.to.clone(),
         iterations: config.iterations,
         rtt_ns: LatencySummary::of(&samples),
-    })
+    };
+    Ok((result, explainer.map(|e| e.finish()).unwrap_or_default()))
 }

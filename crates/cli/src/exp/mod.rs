@@ -151,6 +151,10 @@ pub struct ExpArgs {
     /// serves the commands) [default: spdk].
     #[arg(long, value_enum, value_name = "MODE")]
     pub target_mode: Option<nvmeof::Target>,
+    /// vm-nvme only: where the time went (--breakdown: each row's p50 QD1 read with
+    /// interrupts and a table of the rows by kind of step; --trace: the four recorded runs).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
 }
 
 /// What an experiment gets.
@@ -267,7 +271,20 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             iommu_penalty::IOMMU_SCENARIO
         ));
     }
-    let report = produce(&setup, args.name, args.verify)?;
+    if let (Some(option), false) = (
+        crate::dma::explain_option(&args.explain),
+        args.name == ExpName::VmNvme,
+    ) {
+        return Err(format!(
+            "{option}: only with vm-nvme ({} is not explained yet)",
+            args.name.name()
+        ));
+    }
+    let (report, breakdown) = if args.explain.any() {
+        vm_nvme::run_explained(&setup, &args.explain)?
+    } else {
+        (produce(&setup, args.name, args.verify)?, String::new())
+    };
     let written = match &args.plots {
         Some(dir) => report
             .plots
@@ -299,6 +316,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         for note in &report.notes {
             print!("{}", crate::render::wrapped(note, "- ", "  "));
         }
+        print!("{breakdown}");
         for path in &written {
             println!("wrote {path}");
         }

@@ -8,10 +8,20 @@
 //! (lender handler, a notification over the NTB, the borrower's handler, an eventfd, KVM's
 //! injection, the guest's interrupt entry) where the bare-metal borrower's MSI crosses the
 //! NTB itself.
+//!
+//! With `--breakdown` ([`run_explained`]), each row's QD1 interrupt-mode run is done again
+//! recorded, and its p50 read's critical path is shown, with one table comparing the rows
+//! by kind of step: where the VM and the borrower spend what local does not.
 
 use super::{ns, table, Chart, Plot, Report, Setup};
+use crate::explain::{self, ExplainArgs, Recorded};
 use smartio_drivers::CompletionMode;
-use smartio_workloads::{pingpong, run_fio, Amount, FioConfig, FioResult, PingPongConfig, RwMode};
+use smartio_machine::{StepClass, Trace};
+use smartio_platform::SimDuration;
+use smartio_workloads::fio::run_fio_explained;
+use smartio_workloads::{
+    pingpong, run_fio, Amount, Explained, FioConfig, FioResult, PingPongConfig, RwMode, Target,
+};
 
 /// QD1 reads per row unless `--ops` says otherwise.
 const OPS: u64 = 2000;
@@ -38,6 +48,140 @@ struct Measured {
 }
 
 pub fn run(setup: &Setup) -> Result<Report, String> {
+    measure(setup, &ExplainArgs::default()).map(|(report, _)| report)
+}
+
+/// One row's explained p50 QD1 read (interrupt mode), and its recorded run's trace.
+pub struct RowBreakdown {
+    /// The row's label ("local", "VM borrower (MDEV)").
+    pub row: &'static str,
+    /// The host it ran on.
+    pub host: String,
+    /// The p50 read, if it was explained.
+    pub explained: Option<Explained>,
+    /// The recorded run's trace (with `--trace`).
+    pub trace: Option<Trace>,
+}
+
+/// [`run`] with `--breakdown` / `--trace`: the report (its JSON with a `breakdown` field
+/// when breaking down), the text to print after it, and what each row's recorded run
+/// explained. The traces of the four recorded runs are written to one file, a process per
+/// row and kind of track.
+pub fn run_explained(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, String), String> {
+    explain.check()?;
+    let (mut report, rows) = measure(setup, explain)?;
+    if let Some(path) = &explain.trace {
+        let runs: Vec<(Option<&str>, &Trace)> = rows
+            .iter()
+            .filter_map(|r| r.trace.as_ref().map(|t| (Some(r.row), t)))
+            .collect();
+        explain::write_traces(path, &runs)?;
+    }
+    if !explain.breakdown {
+        return Ok((report, String::new()));
+    }
+    let mut text = String::new();
+    for r in &rows {
+        if let Some(e) = &r.explained {
+            let e = Explained {
+                name: format!("{} ({}):", r.row, r.host),
+                ..e.clone()
+            };
+            text.push_str(&explain::render(
+                std::slice::from_ref(&e),
+                "p50 QD1 4 KiB read with interrupts",
+            ));
+        }
+    }
+    let (table, by_class) = compare_by_class(&rows);
+    text.push_str(&crate::render::wrapped(
+        "where the rows' p50 reads spent their time, by kind of step (ns; in brackets the difference from local):",
+        "",
+        "  ",
+    ));
+    text.push_str(&format!("{table}\n"));
+    if let Some(json) = report.json.as_object_mut() {
+        let rows_json: Vec<serde_json::Value> = rows
+            .iter()
+            .filter_map(|r| {
+                let e = r.explained.as_ref()?;
+                let mut v = serde_json::to_value(explain::to_json(std::slice::from_ref(e)))
+                    .ok()?
+                    .as_array_mut()?
+                    .pop()?;
+                let o = v.as_object_mut()?;
+                o.insert("row".into(), r.row.into());
+                o.insert("host".into(), r.host.clone().into());
+                Some(v)
+            })
+            .collect();
+        json.insert(
+            "breakdown".into(),
+            serde_json::json!({"rows": rows_json, "by_class": by_class}),
+        );
+    }
+    Ok((report, text))
+}
+
+/// The rows' p50 reads side by side, a line per kind of step (and the total); the JSON
+/// form maps each kind to each row's nanoseconds.
+fn compare_by_class(rows: &[RowBreakdown]) -> (comfy_table::Table, serde_json::Value) {
+    let explained: Vec<(&RowBreakdown, &Explained)> = rows
+        .iter()
+        .filter_map(|r| r.explained.as_ref().map(|e| (r, e)))
+        .collect();
+    let sums: Vec<Vec<(StepClass, SimDuration)>> =
+        explained.iter().map(|(_, e)| e.path.by_class()).collect();
+    let mut classes: Vec<StepClass> = sums.iter().flatten().map(|(c, _)| *c).collect();
+    classes.sort();
+    classes.dedup();
+    let of = |i: usize, c: StepClass| {
+        sums[i]
+            .iter()
+            .find(|(k, _)| *k == c)
+            .map_or(0, |(_, d)| d.as_ps())
+    };
+    let mut header = vec!["kind of step"];
+    header.extend(explained.iter().map(|(r, _)| r.row));
+    let mut t = table(&header);
+    let cell = |i: usize, ps: u64, local: u64| {
+        let v = explain::fmt_ns(ps);
+        if i == 0 {
+            v
+        } else {
+            let d = ps as i128 - local as i128;
+            let sign = if d < 0 { "-" } else { "+" };
+            format!("{v} ({sign}{})", explain::fmt_ns(d.unsigned_abs() as u64))
+        }
+    };
+    let mut json = serde_json::Map::new();
+    for c in &classes {
+        let local = of(0, *c);
+        let mut line = vec![c.name().to_string()];
+        let mut per_row = serde_json::Map::new();
+        for (i, (r, _)) in explained.iter().enumerate() {
+            let ps = of(i, *c);
+            line.push(cell(i, ps, local));
+            per_row.insert(r.row.to_string(), (ps as f64 / 1000.0).into());
+        }
+        t.add_row(line);
+        json.insert(c.name().to_string(), per_row.into());
+    }
+    let totals: Vec<u64> = explained
+        .iter()
+        .map(|(_, e)| e.path.total().as_ps())
+        .collect();
+    let mut line = vec!["total".to_string()];
+    for (i, ps) in totals.iter().enumerate() {
+        line.push(cell(i, *ps, totals.first().copied().unwrap_or(0)));
+    }
+    t.add_row(line);
+    (t, json.into())
+}
+
+/// Runs the experiment; with `explain` asking, each row's QD1 interrupt-mode run goes
+/// through [`ExplainArgs::run`] (its p50 read explained).
+fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreakdown>), String> {
     let probe = setup.fabric()?;
     let nvme = probe
         .endpoints()
@@ -121,20 +265,50 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         };
         run_fio(&setup.cluster()?, &cfg).map_err(|e| format!("{} ({}): {e}", row.label, row.host))
     };
+    let qd1_interrupt = |row: &Row| FioConfig {
+        rw: RwMode::RandRead,
+        bs: 4096,
+        iodepth: 1,
+        amount: Amount::Ops(ops),
+        seed: setup.seed,
+        mode: CompletionMode::Interrupt,
+        ..FioConfig::new(&row.host, &row.device)
+    };
     let mut measured = Vec::new();
+    let mut breakdowns = Vec::new();
     for row in &rows {
+        let Recorded {
+            result: qd1,
+            explained,
+            trace,
+        } = explain.run(
+            || {
+                fio(
+                    row,
+                    CompletionMode::Interrupt,
+                    RwMode::RandRead,
+                    4096,
+                    1,
+                    ops,
+                )
+            },
+            |r| vec![Target::at_ns("p50", r.lat_ns.p50)],
+            |spec| {
+                run_fio_explained(&setup.cluster()?, &qd1_interrupt(row), Some(spec))
+                    .map_err(|e| format!("{} ({}): {e}", row.label, row.host))
+            },
+        )?;
+        breakdowns.push(RowBreakdown {
+            row: row.label,
+            host: row.host.clone(),
+            explained: explained.into_iter().next(),
+            trace,
+        });
         measured.push(Measured {
             row: row.label,
             host: row.host.clone(),
             device: row.device.clone(),
-            qd1_interrupt: fio(
-                row,
-                CompletionMode::Interrupt,
-                RwMode::RandRead,
-                4096,
-                1,
-                ops,
-            )?,
+            qd1_interrupt: qd1,
             qd1_poll: fio(row, CompletionMode::Poll, RwMode::RandRead, 4096, 1, ops)?,
             sequential: fio(
                 row,
@@ -267,7 +441,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             chart: bars(|m| m.sequential.bw_bytes_per_s / 1e6),
         },
     ];
-    Ok(Report {
+    let report = Report {
         title: "vm-nvme: local, local VFIO VM, bare-metal borrower and MDEV VM borrower".into(),
         table: t,
         notes,
@@ -281,5 +455,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             "remote_minus_local_poll_ns": remote_poll,
             "remote_minus_local_interrupt_ns": remote_irq,
         }),
-    })
+    };
+    Ok((report, breakdowns))
 }

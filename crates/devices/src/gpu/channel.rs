@@ -224,7 +224,8 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         let Some(entry) = front.entries.pop_front() else {
             return Ok(false); // unreachable: a fetch of at least one entry succeeded
         };
-        port.sleep(self.config.timing.command).await;
+        port.spend("channel: decode a command", self.config.timing.command)
+            .await;
         let command = Command::decode(&entry)
             .map_err(|e| Stop::new(ErrorCode::BadCommand, e.opcode().into()))?;
         let (extra, params) = match command {

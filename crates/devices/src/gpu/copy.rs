@@ -62,10 +62,15 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         self.check_end(dst, len)?;
         let engine = &self.engines[usize::from(c) % self.engines.len()];
         let _hold = engine.acquire().await;
-        port.sleep(self.config.timing.copy_start).await;
+        port.spend("copy engine: start", self.config.timing.copy_start)
+            .await;
         if let (GpuAddr::Device(s), GpuAddr::Device(d)) = (src, dst) {
             let seconds = len as f64 / self.config.timing.memory_bandwidth;
-            port.sleep(SimDuration::from_ns_f64(seconds * 1e9)).await;
+            port.spend(
+                "copy engine: device memory to device memory",
+                SimDuration::from_ns_f64(seconds * 1e9),
+            )
+            .await;
             return self
                 .memory
                 .copy_within(s, d, len)
@@ -124,8 +129,11 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         let at_rate = SimDuration::from_ns_f64(n as f64 / rate * 1e9);
         let spent = port.now().since(started);
         if spent < at_rate {
-            port.sleep(SimDuration::from_ps(at_rate.as_ps() - spent.as_ps()))
-                .await;
+            port.spend(
+                "copy engine: paced to its bus bandwidth",
+                SimDuration::from_ps(at_rate.as_ps() - spent.as_ps()),
+            )
+            .await;
         }
     }
 }

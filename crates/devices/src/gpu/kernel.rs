@@ -262,7 +262,9 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
                     .memory
                     .check(o, buf.len() as u64)
                     .map_err(|_| self.outside(addr))?;
-                self.port.sleep(self.env.memory_access).await;
+                self.port
+                    .spend("kernel: load from device memory", self.env.memory_access)
+                    .await;
                 self.env.memory.read(o, buf).map_err(|_| self.outside(addr))
             }
             GpuAddr::Bus(a) => {
@@ -283,7 +285,9 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
                     .memory
                     .check(o, data.len() as u64)
                     .map_err(|_| self.outside(addr))?;
-                self.port.sleep(self.env.memory_access).await;
+                self.port
+                    .spend("kernel: store to device memory", self.env.memory_access)
+                    .await;
                 self.env
                     .memory
                     .write(o, data)
@@ -321,7 +325,9 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
             .memory
             .check(offset, 8)
             .map_err(|_| self.outside(address))?;
-        self.port.sleep(self.env.memory_access).await;
+        self.port
+            .spend("kernel: atomicAdd in device memory", self.env.memory_access)
+            .await;
         self.env
             .memory
             .fetch_add_u64(offset, value)
@@ -352,7 +358,10 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
             let written = self.env.memory.word_written(offset);
             let now = self.port.now().as_ps();
             self.port
-                .sleep(SimDuration::from_ps(next_read.saturating_sub(now)))
+                .spend(
+                    "kernel: the spin loop's next read of the word",
+                    SimDuration::from_ps(next_read.saturating_sub(now)),
+                )
                 .await;
             let v = self
                 .env
@@ -398,7 +407,9 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
 
     /// The cycle counter (`now × clock`); reading it costs `clock_read`.
     pub async fn clock64(&self) -> u64 {
-        self.port.sleep(self.env.clock_read).await;
+        self.port
+            .spend("kernel: clock64()", self.env.clock_read)
+            .await;
         let ps = u128::from(self.port.now().as_ps());
         let cycles = ps * u128::from(self.env.clock_khz) / 1_000_000_000;
         u64::try_from(cycles).unwrap_or(u64::MAX)
@@ -406,7 +417,14 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
 
     /// Sleeps `d` of virtual time.
     pub async fn nanosleep(&self, d: SimDuration) {
-        self.port.sleep(d).await;
+        self.port.spend("kernel: __nanosleep()", d).await;
+    }
+
+    /// The simulation's time. Not something a CUDA kernel can read (it has
+    /// [`ThreadContext::clock64`]): for a workload that reports its operations' start and
+    /// end to explain where their time went.
+    pub fn now(&self) -> smartio_platform::SimTime {
+        self.port.now()
     }
 }
 

@@ -50,7 +50,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
             .kernels
             .get(kernel)
             .ok_or(Stop::new(ErrorCode::UnknownKernel, u64::from(kernel.0)))?;
-        port.sleep(self.config.timing.launch).await;
+        port.spend("kernel launch", self.config.timing.launch).await;
         let launch = Rc::new(Launch {
             remaining: Cell::new(threads),
             fault: RefCell::new(None),

@@ -25,7 +25,7 @@ use smartio_devices::gpu::spec::{
     self, channel, Command, ErrorNotice, GpuAddr, KernelId, ENTRY_SIZE,
 };
 use smartio_host::DmaBuffer;
-use smartio_platform::{BusAddr, Clock, FifoLock, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{activity, BusAddr, Clock, FifoLock, MemoryWatch, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -101,6 +101,7 @@ impl StreamInner {
 
     /// Reads semaphore and notifier.
     async fn read_control(&self, shared: &Shared) -> Result<Control, GpuError> {
+        activity::doing("GPU runtime: read the stream's semaphore");
         let bytes = shared
             .cpu
             .read_owned(BusAddr(self.control.cpu.get()), CONTROL_LEN as usize)
@@ -238,11 +239,13 @@ impl StreamInner {
             new_release = new_put;
             bytes.extend_from_slice(&self.release(new_put));
         }
+        activity::doing("GPU runtime: write the command entries");
         self.write_ring(shared, put, &bytes).await?;
         self.ring_state.set(RingState {
             put: new_put,
             last_release: new_release,
         });
+        activity::doing("GPU runtime: ring the channel's doorbell (PUT)");
         shared
             .write_channel(self.channel, channel::PUT, new_put)
             .await?;
@@ -356,9 +359,14 @@ impl Stream {
         Ok(())
     }
 
-    /// An asynchronous call: its CPU cost, then its entries into the ring and the doorbell.
-    async fn call(&self, entries: &[[u8; ENTRY_SIZE as usize]]) -> Result<u64, GpuError> {
-        self.shared.cpu.sleep(self.shared.costs.call).await;
+    /// An asynchronous call (`what` names it: "GPU runtime: cudaMemcpyAsync"): its CPU cost,
+    /// then its entries into the ring and the doorbell.
+    async fn call(
+        &self,
+        what: &'static str,
+        entries: &[[u8; ENTRY_SIZE as usize]],
+    ) -> Result<u64, GpuError> {
+        self.shared.cpu.spend(what, self.shared.costs.call).await;
         let _held = self.inner.lock.acquire().await;
         self.usable()?;
         self.inner.queue(&self.shared, entries).await
@@ -375,9 +383,12 @@ impl Stream {
         if len > memory {
             return Err(GpuError::CopyTooLarge { len, memory });
         }
-        self.call(&[Command::Copy { src, dst, len }.encode()])
-            .await
-            .map(|_| ())
+        self.call(
+            "GPU runtime: cudaMemcpyAsync",
+            &[Command::Copy { src, dst, len }.encode()],
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Queues a launch of `kernel` with `threads` threads and `params` as its parameter
@@ -419,7 +430,9 @@ impl Stream {
             e[..chunk.len()].copy_from_slice(chunk);
             entries.push(e);
         }
-        self.call(&entries).await.map(|_| ())
+        self.call("GPU runtime: cudaLaunchKernel", &entries)
+            .await
+            .map(|_| ())
     }
 
     /// Queues a GPU timestamp into `event` (`cudaEventRecord`).
@@ -430,7 +443,10 @@ impl Stream {
                 "event of another GPU context".into(),
             ));
         }
-        self.shared.cpu.sleep(self.shared.costs.call).await;
+        self.shared
+            .cpu
+            .spend("GPU runtime: cudaEventRecord", self.shared.costs.call)
+            .await;
         let _held = self.inner.lock.acquire().await;
         self.usable()?;
         let slot = event.rearm(&self.shared).await?;
@@ -466,9 +482,12 @@ impl Stream {
                     flag.len, flag.offset
                 ))
             })?;
-        self.call(&[Command::Acquire { offset: at, value }.encode()])
-            .await
-            .map(|_| ())
+        self.call(
+            "GPU runtime: cuStreamWaitValue64",
+            &[Command::Acquire { offset: at, value }.encode()],
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Waits until everything queued so far has run (`cudaStreamSynchronize`): a RELEASE of
@@ -507,7 +526,10 @@ impl Stream {
             }
             landed.await;
         }
-        self.shared.cpu.sleep(self.shared.costs.sync).await;
+        self.shared
+            .cpu
+            .spend("GPU runtime: cudaStreamSynchronize", self.shared.costs.sync)
+            .await;
         Ok(())
     }
 

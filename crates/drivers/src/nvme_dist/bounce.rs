@@ -197,6 +197,7 @@ async fn copy(os: &HostOs, from: PhysAddr, to: PhysAddr, len: u64) -> Result<(),
     os.write_memory(to, &bytes).map_err(failed)?;
     let cpu = os.cpu();
     let cost = cpu.machine().cpu_timing().memcpy(len);
-    cpu.sleep(cost).await;
+    cpu.spend("block client: copy through the bounce buffer", cost)
+        .await;
     Ok(())
 }

@@ -212,7 +212,8 @@ impl PassThrough for Vfio {
             let pages = result?;
             // VFIO pins every page of guest memory before the VM runs.
             let pin = cpu.machine().cpu_timing().vm.page_pin;
-            cpu.sleep(pin.times(pages)).await;
+            cpu.spend("VFIO: pin the guest's memory", pin.times(pages))
+                .await;
             // The reset: the function stops decoding and mastering until the guest enables it.
             let mut cmd = [0u8; 2];
             let reset = async {

@@ -378,7 +378,7 @@ impl SmartIo {
             svc.hosts[lender.index()].cpu(),
         );
         svc.count_lender_interaction();
-        cpu.sleep(svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
         let mut cmd = [0u8; 2];
         let result = async {
             lender_cpu
@@ -393,7 +393,7 @@ impl SmartIo {
                 .await
         }
         .await;
-        cpu.sleep(svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
         result.map_err(|source| {
             SmartIoError::Host(smartio_host::HostError::Access {
                 device: qualified,

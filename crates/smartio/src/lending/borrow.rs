@@ -83,8 +83,8 @@ impl SmartIo {
         // The request to the lender and its answer.
         svc.count_lender_interaction();
         let cpu = self.host(borrower).cpu();
-        cpu.sleep(svc.message).await;
-        cpu.sleep(svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
         if let Err(e) = self.host(borrower).hot_add(handle).await {
             let _ = self.host(borrower).hot_remove(&name).await;
             svc.release_borrow(fdid)?;
@@ -122,7 +122,7 @@ impl SmartIo {
         // The lender stops the function before its windows go away.
         svc.count_lender_interaction();
         let cpu = self.host(borrower).cpu();
-        cpu.sleep(svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
         let lender_cpu = self.host(lender).cpu();
         let mut cmd = [0u8; 2];
         let quiesce = async {
@@ -135,7 +135,7 @@ impl SmartIo {
                 .await
         };
         let quiesced: Result<(), AccessError> = quiesce.await;
-        cpu.sleep(svc.message).await;
+        cpu.spend("SmartIO: control message", svc.message).await;
         svc.release_borrow(fdid)?;
         quiesced.map_err(|source| {
             SmartIoError::Host(smartio_host::HostError::Access {

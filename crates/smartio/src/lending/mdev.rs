@@ -120,7 +120,10 @@ impl Mdev {
     /// One control message's time, on `host`'s CPU.
     async fn message(&self, host: HostId) {
         let svc = &self.service;
-        svc.hosts[host.index()].cpu().sleep(svc.message).await;
+        svc.hosts[host.index()]
+            .cpu()
+            .spend("SmartIO: control message", svc.message)
+            .await;
     }
 
     /// A configuration step the lender performs for `vm`'s host: a control message there,
@@ -456,13 +459,13 @@ impl PassThrough for Mdev {
         Box::pin(async move {
             svc.count_lender_interaction();
             let cpu = svc.hosts[borrower.index()].cpu();
-            cpu.sleep(svc.message).await;
+            cpu.spend("SmartIO: control message", svc.message).await;
             let mut buf = vec![0u8; len];
             let r = svc.hosts[lender.index()]
                 .cpu()
                 .config_read(endpoint, offset, &mut buf)
                 .await;
-            cpu.sleep(svc.message).await;
+            cpu.spend("SmartIO: control message", svc.message).await;
             r.map(|()| buf)
         })
     }
@@ -474,12 +477,12 @@ impl PassThrough for Mdev {
         Box::pin(async move {
             svc.count_lender_interaction();
             let cpu = svc.hosts[borrower.index()].cpu();
-            cpu.sleep(svc.message).await;
+            cpu.spend("SmartIO: control message", svc.message).await;
             let r = svc.hosts[lender.index()]
                 .cpu()
                 .config_write(endpoint, offset, &data)
                 .await;
-            cpu.sleep(svc.message).await;
+            cpu.spend("SmartIO: control message", svc.message).await;
             r
         })
     }
@@ -497,10 +500,13 @@ impl PassThrough for Mdev {
             svc.count_lender_interaction();
             let cpu = svc.hosts[borrower.index()].cpu();
             // KVM resolves and pins every page that the probe found.
-            cpu.sleep(cpu.machine().cpu_timing().vm.page_pin.times(probed))
-                .await;
-            cpu.sleep(svc.message).await;
-            cpu.sleep(svc.message).await;
+            cpu.spend(
+                "KVM: pin the probed pages",
+                cpu.machine().cpu_timing().vm.page_pin.times(probed),
+            )
+            .await;
+            cpu.spend("SmartIO: control message", svc.message).await;
+            cpu.spend("SmartIO: control message", svc.message).await;
             Ok(())
         })
     }

@@ -55,12 +55,22 @@ impl DeviceBackend for ShadowFunction {
         let me = self.clone();
         Box::pin(async move {
             me.count();
-            me.borrower_cpu.sleep(me.message).await;
+            me.borrower_cpu
+                .spend(
+                    "SmartIO: configuration access relayed to the lender",
+                    me.message,
+                )
+                .await;
             let mut buf = vec![0u8; len];
             me.lender_cpu
                 .config_read(me.endpoint, offset, &mut buf)
                 .await?;
-            me.borrower_cpu.sleep(me.message).await;
+            me.borrower_cpu
+                .spend(
+                    "SmartIO: configuration access relayed to the lender",
+                    me.message,
+                )
+                .await;
             // Legacy interrupts cannot be routed over the NTB: the device has no INTx pin.
             let pin = usize::from(pci::INTERRUPT_PIN);
             let at = usize::from(offset);
@@ -82,11 +92,21 @@ impl DeviceBackend for ShadowFunction {
             if (at..at + data.len()).contains(&(cmd + 1)) {
                 data[cmd + 1 - at] |= (command::INTX_DISABLE >> 8) as u8;
             }
-            me.borrower_cpu.sleep(me.message).await;
+            me.borrower_cpu
+                .spend(
+                    "SmartIO: configuration access relayed to the lender",
+                    me.message,
+                )
+                .await;
             me.lender_cpu
                 .config_write(me.endpoint, offset, &data)
                 .await?;
-            me.borrower_cpu.sleep(me.message).await;
+            me.borrower_cpu
+                .spend(
+                    "SmartIO: configuration access relayed to the lender",
+                    me.message,
+                )
+                .await;
             Ok(())
         })
     }

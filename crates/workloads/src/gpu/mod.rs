@@ -21,7 +21,8 @@ pub use nvme::{
 };
 pub use p2p::{bench_gpu_p2p, GpuP2pConfig, GpuP2pResult};
 pub use pingpong::{
-    gpu_pingpong, CounterPlace, GpuPingPongConfig, GpuPingPongResult, RttStep, MAX_STEPS,
+    gpu_pingpong, gpu_pingpong_explained, CounterPlace, GpuPingPongConfig, GpuPingPongResult,
+    RttStep, MAX_STEPS,
 };
 
 use crate::attach::{AttachError, Workbench};

@@ -12,11 +12,16 @@
 //!   wait own counter == i                      ◄──  store i ──► A's counter
 //!   t1 = clock64(); results[i] = t1 - t0
 //! ```
+//!
+//! Recorded ([`gpu_pingpong_explained`]), the ping kernel reports each round trip's end to
+//! an [`Explainer`], in the simulation's time from its first `clock64()` to its second
+//! (what the cycle counter rounds to whole cycles).
 
 use super::{
     check_count, get_addr, get_u64, host_memory, on_two_gpus, path, put_addr, GpuWorkloadError,
 };
 use crate::attach::Workbench;
+use crate::explain::{ExplainSpec, Explainer, Explanation, Operation};
 use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -27,6 +32,8 @@ use smartio_devices::gpu::spec::GpuAddr;
 use smartio_drivers::gpu::GpuContext;
 use smartio_host::DmaDirection;
 use smartio_machine::{Agent, Machine};
+use smartio_platform::SimDuration;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// Most round trips (the CLI's limit too).
@@ -151,9 +158,31 @@ async fn wait_counter(t: &ThreadContext<Agent>, own: GpuAddr, i: u64) -> Result<
     }
 }
 
+/// Where the ping kernel reports its round trips while the run is recorded. The kernel
+/// stays loaded after the run (in the cluster's registry, which the GPUs' models hold), so
+/// it holds the explainer — and through it the machine — only until the slot is emptied,
+/// at the latest when the run's [`Reporting`] guard is dropped.
+type ReportSlot = Rc<RefCell<Option<Rc<Explainer>>>>;
+
+/// Empties a [`ReportSlot`] when dropped, whichever way the run ends.
+struct Reporting(ReportSlot);
+
+impl Drop for Reporting {
+    fn drop(&mut self) {
+        self.0.borrow_mut().take();
+    }
+}
+
+/// `cycles` of a clock of `khz` kHz, in picoseconds (rounded down).
+fn cycles_to_ps(cycles: u64, khz: u64) -> u64 {
+    u64::try_from(u128::from(cycles) * 1_000_000_000 / u128::from(khz.max(1))).unwrap_or(u64::MAX)
+}
+
 /// The ping kernel. Parameters: peer counter, own counter, results offset, iterations.
-fn ping() -> KernelFn<Agent> {
-    Rc::new(|t: ThreadContext<Agent>| -> KernelFuture {
+/// Each round trip's end goes to the explainer in `report`, if any.
+fn ping(report: ReportSlot) -> KernelFn<Agent> {
+    Rc::new(move |t: ThreadContext<Agent>| -> KernelFuture {
+        let explainer = report.borrow().clone();
         Box::pin(async move {
             let p = t.params();
             let (Some(peer), Some(own), Some(results), Some(n)) = (
@@ -166,9 +195,22 @@ fn ping() -> KernelFn<Agent> {
             };
             for i in 1..=n {
                 let t0 = t.clock64().await;
+                let start = t.now();
                 t.store_u64(peer, i).await?;
                 wait_counter(&t, own, i).await?;
                 let t1 = t.clock64().await;
+                if let Some(explainer) = &explainer {
+                    let what = || format!("round trip {i} (clock64 {t0} -> {t1})");
+                    explainer.report(&Operation {
+                        kind: None,
+                        track: "ping-pong",
+                        what: &what,
+                        start,
+                        end: t.now(),
+                        // As `measure` converts the cycles.
+                        recorded: SimDuration::from_ps(cycles_to_ps(t1 - t0, t.clock_khz())),
+                    });
+                }
                 t.store_u64(GpuAddr::Device(results + 8 * (i - 1)), t1 - t0)
                     .await?;
             }
@@ -202,15 +244,29 @@ pub fn gpu_pingpong(
     cluster: &Cluster,
     config: &GpuPingPongConfig,
 ) -> Result<GpuPingPongResult, GpuWorkloadError> {
+    gpu_pingpong_explained(cluster, config, None).map(|(result, _)| result)
+}
+
+/// [`gpu_pingpong`], recording the round trips to explain those `explain` asks for (and to
+/// keep the trace); without `explain`, or on an engine that records nothing, the
+/// explanation is empty.
+pub fn gpu_pingpong_explained(
+    cluster: &Cluster,
+    config: &GpuPingPongConfig,
+    explain: Option<&ExplainSpec>,
+) -> Result<(GpuPingPongResult, Explanation), GpuWorkloadError> {
     check_count("--iterations", config.iterations, MAX_ITERATIONS)?;
     let config = config.clone();
+    let explain = explain.cloned();
     let (host, a, b) = (config.host.clone(), config.a.clone(), config.b.clone());
     on_two_gpus(
         cluster,
         &host,
         &a,
         &b,
-        async move |machine, bench, ga, gb| measure(machine, bench, ga, gb, &config).await,
+        async move |machine, bench, ga, gb| {
+            measure(machine, bench, ga, gb, &config, explain.as_ref()).await
+        },
     )
 }
 
@@ -282,11 +338,17 @@ async fn measure(
     ga: &GpuContext,
     gb: &GpuContext,
     config: &GpuPingPongConfig,
-) -> Result<GpuPingPongResult, GpuWorkloadError> {
+    explain: Option<&ExplainSpec>,
+) -> Result<(GpuPingPongResult, Explanation), GpuWorkloadError> {
     let n = u64::from(config.iterations);
     let (c, host_buffers) = counters(bench, ga, gb, config.counters).await?;
     let results = ga.malloc(8 * n)?;
-    let ping = ga.load_kernel("smartio.pingpong.ping", ping());
+    // Recorded from the kernels' launch on (opening the GPUs and the counters' set-up are
+    // not explained).
+    let report = Reporting(Rc::new(RefCell::new(
+        explain.and_then(|spec| Explainer::start(machine, spec)),
+    )));
+    let ping = ga.load_kernel("smartio.pingpong.ping", ping(report.0.clone()));
     let pong = gb.load_kernel("smartio.pingpong.pong", pong());
     let mut ping_params = Vec::new();
     put_addr(&mut ping_params, c.a_to_b);
@@ -305,6 +367,12 @@ async fn measure(
     sb.synchronize().await?;
     sa.destroy().await?;
     sb.destroy().await?;
+    let explanation = report
+        .0
+        .borrow_mut()
+        .take()
+        .map(|e| e.finish())
+        .unwrap_or_default();
     // The round trips, as A's cycle counter saw them.
     let back = ga.host_alloc(8 * n)?;
     ga.memcpy(back.addr(), results.addr(), 8 * n).await?;
@@ -321,7 +389,7 @@ async fn measure(
         b.copy_from_slice(w);
         let cycles = u64::from_le_bytes(b);
         all_cycles.push(cycles);
-        rtt_ps.record((u128::from(cycles) * 1_000_000_000 / u128::from(khz)) as u64);
+        rtt_ps.record(cycles_to_ps(cycles, khz));
     }
     let rtt_ns = LatencySummary::of(&rtt_ps);
     let result = GpuPingPongResult {
@@ -346,5 +414,5 @@ async fn measure(
     for h in host_buffers {
         ga.host_free(h)?;
     }
-    Ok(result)
+    Ok((result, explanation))
 }

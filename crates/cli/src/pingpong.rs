@@ -1,0 +1,147 @@
+//! `smartio pingpong`: the round trip between two hosts' CPUs through NTB-mapped segments
+//! (`--from`, `--to`), between two devices' kernels by peer-to-peer stores (`--device-a`,
+//! `--device-b`), or between kernels on two GPUs timed by the pinging GPU's cycle counter
+//! (`--gpu`, or both devices GPUs). With `--breakdown`, the p50 and p99 round trips'
+//! critical paths, reported by the pinging task; with `--trace`, the recorded run's
+//! timeline.
+
+use crate::args::PingpongArgs;
+use crate::commands::{first_host, print_json};
+use crate::explain;
+use crate::{gpu, render};
+use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
+use smartio_workloads::gpu::is_gpu;
+use smartio_workloads::{
+    device_pingpong_explained, gpu_pingpong_explained, pingpong_explained, DevicePingPongConfig,
+    ExplainSpec, GpuPingPongConfig, PingPongConfig,
+};
+
+/// Round trips of a ping-pong when `--iterations` is not given.
+const PINGPONG_ITERATIONS: u32 = 1000;
+/// Round trips of a GPU ping-pong when `--iterations` is not given: the papers' 100,000
+/// (Paper V §7.1.4).
+const GPU_PINGPONG_ITERATIONS: u32 = 100_000;
+
+/// Runs `smartio pingpong`.
+pub fn run(calibration: &Calibration, args: PingpongArgs) -> Result<(), String> {
+    args.explain.check()?;
+    match (&args.device_a, &args.device_b) {
+        (Some(a), Some(b)) => devices(calibration, &args, a, b),
+        _ => cpus(calibration, &args),
+    }
+}
+
+/// A fresh cluster of the run's scenario and seed (each run, recorded or not, boots its own).
+fn cluster(calibration: &Calibration, args: &PingpongArgs) -> Result<Cluster, String> {
+    Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())
+}
+
+/// `--device-a A --device-b B`: kernels on two devices (GPUs, or DMA test devices).
+fn devices(calibration: &Calibration, args: &PingpongArgs, a: &str, b: &str) -> Result<(), String> {
+    let first = cluster(calibration, args)?;
+    let host = match &args.host {
+        Some(h) => h.clone(),
+        None => first_host(&first)?,
+    };
+    let explain = &args.explain;
+    if args.gpu || is_gpu(&first, &host, a) || is_gpu(&first, &host, b) {
+        let config = GpuPingPongConfig {
+            host,
+            a: a.to_string(),
+            b: b.to_string(),
+            iterations: args.iterations.unwrap_or(GPU_PINGPONG_ITERATIONS),
+            counters: gpu::counter_place(args.counters),
+        };
+        let run = |cluster: &Cluster, spec: Option<&ExplainSpec>| {
+            gpu_pingpong_explained(cluster, &config, spec).map_err(|e| e.to_string())
+        };
+        let (result, explained) = explain
+            .run(
+                || run(&first, None).map(|(r, _)| r),
+                |r| explain::p50_p99(r.rtt_ns.p50, r.rtt_ns.p99),
+                |spec| run(&cluster(calibration, args)?, Some(spec)),
+            )?
+            .write_trace(explain)?;
+        return report(args, &result, &explained, render::gpu_pingpong);
+    }
+    if args.counters.is_some() {
+        return Err(format!(
+            "--counters: only for a ping-pong between GPUs (kernels); {a} and {b} are not GPUs"
+        ));
+    }
+    let config = DevicePingPongConfig {
+        host,
+        a: a.to_string(),
+        b: b.to_string(),
+        iterations: args.iterations.unwrap_or(PINGPONG_ITERATIONS),
+    };
+    let run = |cluster: &Cluster, spec: Option<&ExplainSpec>| {
+        device_pingpong_explained(cluster, &config, spec).map_err(|e| e.to_string())
+    };
+    let (result, explained) = explain
+        .run(
+            || run(&first, None).map(|(r, _)| r),
+            |r| explain::p50_p99(r.rtt_ns.p50, r.rtt_ns.p99),
+            |spec| run(&cluster(calibration, args)?, Some(spec)),
+        )?
+        .write_trace(explain)?;
+    report(args, &result, &explained, render::device_pingpong)
+}
+
+/// `--from A --to B`: two hosts' CPUs.
+fn cpus(calibration: &Calibration, args: &PingpongArgs) -> Result<(), String> {
+    let (Some(from), Some(to)) = (&args.from, &args.to) else {
+        return Err("pingpong needs --from and --to (hosts), or --device-a and --device-b".into());
+    };
+    if let Some(h) = &args.host {
+        return Err(format!(
+            "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
+        ));
+    }
+    let config = PingPongConfig {
+        from: from.clone(),
+        to: to.clone(),
+        iterations: args.iterations.unwrap_or(PINGPONG_ITERATIONS),
+    };
+    let run = |spec: Option<&ExplainSpec>| {
+        pingpong_explained(&cluster(calibration, args)?, &config, spec).map_err(|e| e.to_string())
+    };
+    let explain = &args.explain;
+    let (result, explained) = explain
+        .run(
+            || run(None).map(|(r, _)| r),
+            |r| explain::p50_p99(r.rtt_ns.p50, r.rtt_ns.p99),
+            |spec| run(Some(spec)),
+        )?
+        .write_trace(explain)?;
+    report(args, &result, &explained, |r| {
+        format!(
+            "{}{}\n",
+            render::wrapped(
+                &format!(
+                    "ping-pong on {}: {} -> {} -> {}, {} round trips (8-byte stores into the peer's segment, polled locally)",
+                    r.scenario, r.from, r.to, r.from, r.iterations
+                ),
+                "",
+                "  "
+            ),
+            render::latency_table("round trip", &r.rtt_ns)
+        )
+    })
+}
+
+/// Prints `result` (`text` renders it) and its breakdown, or both as JSON.
+fn report<R: serde::Serialize>(
+    args: &PingpongArgs,
+    result: &R,
+    explained: &[smartio_workloads::Explained],
+    text: impl Fn(&R) -> String,
+) -> Result<(), String> {
+    if args.json {
+        return print_json(&explain::WithBreakdown::new(result, explained));
+    }
+    print!("{}", text(result));
+    print!("{}", explain::render(explained, "round trip"));
+    Ok(())
+}
