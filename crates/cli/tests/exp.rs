@@ -386,6 +386,7 @@ fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_th
         "--ops",
         "200",
         "--json",
+        "--breakdown",
         "--plots",
         dir.to_str().expect("utf-8"),
     ]);
@@ -411,15 +412,54 @@ fn vm_nvme_puts_the_vm_borrower_level_with_bare_metal_when_polling_and_within_th
     let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}"));
     // Polling, the same data path; the VM only skips the per-I/O IOMMU mapping of the
     // bare-metal borrower's DMA API (window hook + page-table entry + unmap), give or take
-    // the chips' per-TLP variation.
+    // the chips' per-TLP variation, and its own CPU work costs [vm] cpu_overhead_fraction
+    // more: at most that share of its software steps (the interrupt-mode breakdown's, which
+    // hold the polled ones and the wake-up besides).
     let cal = smartio_calibration::Calibration::default_embedded();
     let dma_api = cal.smartio.dma_window_map_ns.value
         + cal.cpu.iommu_map_page_ns.value
         + cal.cpu.iommu_unmap_ns.value;
+    let software = r["breakdown"]["by_class"]["software"]["VM borrower (MDEV)"]
+        .as_f64()
+        .expect("the VM borrower's software steps");
+    let overhead = cal.vm.cpu_overhead_fraction.value * software;
+    let poll = f("vm_minus_bare_poll_ns");
     assert!(
-        (f("vm_minus_bare_poll_ns") + dma_api).abs() < 30.0,
-        "polling: {} ns",
-        f("vm_minus_bare_poll_ns")
+        poll + dma_api > 0.0 && poll + dma_api < overhead + 30.0,
+        "polling: {poll} ns (the DMA API {dma_api} ns, the guest's overhead at most {overhead} ns)"
+    );
+    // With the guest's CPU as fast as the host's, only the DMA API remains.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/default.toml"
+    ))
+    .expect("default calibration");
+    let from = "cpu_overhead_fraction = { value = 0.03,";
+    assert_eq!(text.matches(from).count(), 1);
+    let path =
+        std::env::temp_dir().join(format!("vm-nvme-no-overhead-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        text.replace(from, "cpu_overhead_fraction = { value = 0,"),
+    )
+    .expect("write");
+    let (ok, out, err) = smartio(&[
+        "exp",
+        "vm-nvme",
+        "--ops",
+        "200",
+        "--json",
+        "--calibration",
+        path.to_str().expect("utf-8"),
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert!(ok, "{err}");
+    let same_cpu = json(&out)["result"]["vm_minus_bare_poll_ns"]
+        .as_f64()
+        .expect("vm_minus_bare_poll_ns");
+    assert!(
+        (same_cpu + dma_api).abs() < 30.0,
+        "polling with the host's CPU speed: {same_cpu} ns"
     );
     let extra = f("vm_minus_bare_interrupt_ns");
     assert!(

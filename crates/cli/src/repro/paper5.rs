@@ -20,7 +20,7 @@ use serde_json::Value;
 use smartio_cluster::Cluster;
 use smartio_machine::StepClass;
 use smartio_workloads::fio::{run_fio_explained, LatencyNs};
-use smartio_workloads::{Amount, ExplainSpec, FioConfig};
+use smartio_workloads::{Amount, ExplainSpec, FioConfig, Target};
 use std::rc::Rc;
 
 /// "The same", in percent.
@@ -109,7 +109,7 @@ fn fig21_side(ctx: &Ctx, (scenario, host, device): (&str, &str, &str)) -> Result
         |e: smartio_workloads::FioError| format!("fio on {scenario} ({host}, {device}): {e}");
     let (first, _) = run_fio_explained(&cluster(ctx, scenario)?, &config, None).map_err(failed)?;
     let median = ExplainSpec {
-        targets: vec![("p50".into(), first.lat_ns.p50.round() as u64)],
+        targets: vec![Target::at_ns("p50", first.lat_ns.p50)],
         trace_limit: None,
     };
     let (again, explained) =
