@@ -26,7 +26,6 @@ use crate::calibration::Calibration;
 use crate::record::HopRec;
 use smartio_fabric::{Fabric, Hop, NodeKind};
 use smartio_platform::{SimDuration, SimTime, Stream};
-use std::collections::VecDeque;
 use thiserror::Error;
 
 /// A scenario names something the calibration does not cover.
@@ -502,9 +501,14 @@ fn run_hops(
 
 /// The intervals booked on one direction of a link, in time order, that have not ended.
 /// At most the TLPs in flight on the link are kept (intervals that ended are dropped).
+///
+/// Invariant: `slots[head..]` are the live intervals, in time order; `slots[..head]` have
+/// ended and are dropped in one go once all have (or when they outnumber the live ones), so
+/// dropping one is an index step and the common booking an append.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Timeline {
-    booked: VecDeque<Slot>,
+    slots: Vec<Slot>,
+    head: usize,
 }
 
 /// One TLP's occupancy of a link direction.
@@ -518,15 +522,40 @@ struct Slot {
 }
 
 impl Timeline {
+    /// The live intervals.
+    fn live(&self) -> &[Slot] {
+        &self.slots[self.head..]
+    }
+
+    /// How many intervals are live.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.len() - self.head
+    }
+
+    /// Drops the intervals that ended by `now`.
+    #[inline]
+    fn drop_ended(&mut self, now: u64) {
+        while self.slots.get(self.head).is_some_and(|s| s.end <= now) {
+            self.head += 1;
+        }
+        if self.head == self.slots.len() {
+            self.slots.clear();
+            self.head = 0;
+        } else if self.head > 32 && self.head * 2 > self.slots.len() {
+            self.slots.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
     /// Books `ser` picoseconds for a TLP of `who` whose head arrives at `head`; returns when
     /// it starts: the first gap that fits it, not before it arrives, not before any TLP that
     /// reached the link before it has left (the port is a FIFO in arrival order: PCIe lets
     /// no request pass an earlier posted write), and not before the same flow's last TLP on
     /// this link has left.
+    #[inline]
     fn book(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
-        while self.booked.front().is_some_and(|s| s.end <= who.now) {
-            self.booked.pop_front();
-        }
+        self.drop_ended(who.now);
         let slot = |begin: u64| Slot {
             arrival: head,
             begin,
@@ -534,33 +563,30 @@ impl Timeline {
             flow: who.flow,
         };
         // The usual case: after everything booked (in order, as a FIFO would).
-        match self.booked.back() {
-            None => {
-                self.booked.push_back(slot(head));
-                return head;
-            }
-            Some(last) if head >= last.end => {
-                self.booked.push_back(slot(head));
-                return head;
-            }
+        let begin = match self.live().last() {
+            None => head,
+            Some(last) if head >= last.end => head,
             // The same flow booked last (the next TLP of a transfer): right behind it.
-            Some(last) if last.flow == who.flow => {
-                let begin = last.end;
-                self.booked.push_back(slot(begin));
-                return begin;
-            }
-            _ => {}
-        }
-        let after_earlier = self
-            .booked
+            Some(last) if last.flow == who.flow => last.end,
+            _ => return self.book_in_gap(who, head, ser),
+        };
+        self.slots.push(slot(begin));
+        begin
+    }
+
+    /// [`Timeline::book`] when the TLP may start before the last interval booked ends.
+    #[cold]
+    fn book_in_gap(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
+        let live = self.live();
+        let after_earlier = live
             .iter()
             .filter(|s| s.flow == who.flow || s.arrival <= head)
             .map(|s| s.end)
             .max()
             .unwrap_or(0);
         let mut begin = head.max(after_earlier);
-        let mut at = self.booked.len();
-        for (i, s) in self.booked.iter().enumerate() {
+        let mut at = live.len();
+        for (i, s) in live.iter().enumerate() {
             if s.end <= begin {
                 continue;
             }
@@ -570,7 +596,15 @@ impl Timeline {
             }
             begin = begin.max(s.end);
         }
-        self.booked.insert(at, slot(begin));
+        self.slots.insert(
+            self.head + at,
+            Slot {
+                arrival: head,
+                begin,
+                end: begin + ser,
+                flow: who.flow,
+            },
+        );
         begin
     }
 }
@@ -800,8 +834,8 @@ mod tests {
             1050,
             "arrived after it: may not pass it"
         );
-        assert_eq!(t.booked.len(), 5);
+        assert_eq!(t.len(), 5);
         t.book(at(1_000, 5), 1_000, 1);
-        assert_eq!(t.booked.len(), 1, "everything that ended by now is gone");
+        assert_eq!(t.len(), 1, "everything that ended by now is gone");
     }
 }

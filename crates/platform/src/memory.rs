@@ -61,6 +61,23 @@ impl SparseMemory {
         }
     }
 
+    /// Appends the `len` bytes from `offset` to `out` (unwritten bytes as zeroes): a read
+    /// into a buffer that is not zeroed first.
+    pub fn read_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
+        out.reserve(len);
+        let mut done = 0usize;
+        while done < len {
+            let at = offset + done as u64;
+            let in_page = (at & (PAGE_SIZE - 1)) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min(len - done);
+            match self.pages.get(&(at >> PAGE_SHIFT)) {
+                Some(page) => out.extend_from_slice(&page[in_page..in_page + n]),
+                None => out.resize(out.len() + n, 0),
+            }
+            done += n;
+        }
+    }
+
     /// Copies `data` to `offset`.
     pub fn write(&mut self, offset: u64, data: &[u8]) {
         let mut done = 0usize;
@@ -139,6 +156,28 @@ impl SparseMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_appending_read_gives_what_a_read_gives_across_written_and_unwritten_pages() {
+        let mut m = SparseMemory::new();
+        let pattern: Vec<u8> = (0..PAGE_SIZE as usize + 300)
+            .map(|i| (i % 251) as u8 + 1)
+            .collect();
+        m.write(PAGE_SIZE - 100, &pattern);
+        for (offset, len) in [
+            (0, 10),
+            (PAGE_SIZE - 150, 400),
+            (PAGE_SIZE - 100, pattern.len()),
+            (2 * PAGE_SIZE + 150, PAGE_SIZE as usize),
+        ] {
+            let mut want = vec![0xeeu8; len];
+            m.read(offset, &mut want);
+            let mut got = vec![9u8, 9];
+            m.read_append(offset, len, &mut got);
+            assert_eq!(&got[..2], &[9, 9], "what was there is kept");
+            assert_eq!(&got[2..], &want[..], "{offset}+{len}");
+        }
+    }
 
     #[test]
     fn zeroing_gives_whole_pages_back_and_clears_partial_ones() {

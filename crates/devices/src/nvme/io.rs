@@ -56,9 +56,9 @@ impl NvmeController {
         let (offset, len) = self.range(r, true)?;
         let done = self.media.schedule(MediaOp::Read(len), port.now());
         port.spend("media: read", done.since(port.now())).await;
-        let mut data = vec![0u8; len as usize];
-        self.store
-            .read(r.nsid, offset, &mut data)
+        let data = self
+            .store
+            .read_to_vec(r.nsid, offset, len as usize)
             .map_err(|_| self.media_error())?;
         self.to_host(port, cmd, data).await?;
         let mut s = self.state.borrow_mut();

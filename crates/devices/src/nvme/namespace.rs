@@ -102,6 +102,24 @@ impl NamespaceStore {
         }
     }
 
+    /// The `len` bytes at byte `offset` of namespace `nsid`, in a buffer of their own (not
+    /// zeroed first when the store is memory). Caller checks bounds.
+    pub fn read_to_vec(&self, nsid: u32, offset: u64, len: usize) -> Result<Vec<u8>, BackingError> {
+        let at = self.base(nsid) + offset;
+        match &*self.store.borrow() {
+            Store::Sparse(m) => {
+                let mut data = Vec::new();
+                m.read_append(at, len, &mut data);
+                Ok(data)
+            }
+            Store::File { file, path } => {
+                let mut data = vec![0u8; len];
+                read_at(file, at, &mut data).map_err(|e| self.io(path, e))?;
+                Ok(data)
+            }
+        }
+    }
+
     /// Writes `data` at byte `offset` of namespace `nsid`. Caller checks bounds.
     pub fn write(&self, nsid: u32, offset: u64, data: &[u8]) -> Result<(), BackingError> {
         let at = self.base(nsid) + offset;
