@@ -74,6 +74,12 @@ pub(crate) struct Core {
     pub config_handlers: Vec<Option<Rc<dyn smartio_platform::ConfigHandler>>>,
     txns: Vec<Option<Box<Txn>>>,
     free_txns: Vec<u32>,
+    /// Finished transactions kept for the next ones (their queues keep their capacity), at
+    /// most [`SPARE_TXNS`]. Invariant: each has empty queues, no data, no waker and
+    /// `empty_segments` for its segments.
+    spare_txns: Vec<Box<Txn>>,
+    /// The segments of a spare transaction (shared, so parking one allocates nothing).
+    empty_segments: Rc<[Segment]>,
     pub timers: Timers,
     pub watches: Watches,
     /// What the task being polled waits for (filled by the engine's futures, moved into the
@@ -123,6 +129,9 @@ pub(crate) struct Core {
     last_writer: FxHashMap<(u32, u64), (StepId, bool)>,
 }
 
+/// Finished transactions [`Core`] keeps for reuse, at most.
+const SPARE_TXNS: usize = 64;
+
 /// Lines of host memory whose last writer the recording keeps, at most (then it starts
 /// over: a poll that looks at a line forgotten is explained by the poller's own chain).
 const LAST_WRITERS: usize = 1 << 20;
@@ -156,6 +165,8 @@ impl Core {
             timing,
             txns: Vec::new(),
             free_txns: Vec::new(),
+            spare_txns: Vec::new(),
+            empty_segments: Rc::from(Vec::new()),
             timers: Timers::default(),
             watches: Watches::default(),
             waits: Vec::new(),
@@ -383,13 +394,25 @@ impl Core {
             .and_then(|t| t.as_deref_mut())
     }
 
-    /// Removes a finished transaction, returning its data.
-    pub fn take_txn(&mut self, id: u32) -> Option<Box<Txn>> {
-        let t = self.txns.get_mut(id as usize)?.take();
-        if t.is_some() {
-            self.free_txns.push(id);
+    /// Removes a finished transaction, returning its result (if it has one) and its data.
+    pub fn take_txn(&mut self, id: u32) -> Option<(Option<Result<(), AccessError>>, Vec<u8>)> {
+        let mut t = self.txns.get_mut(id as usize)?.take()?;
+        self.free_txns.push(id);
+        let out = (t.result.take(), std::mem::take(&mut t.data));
+        self.park(t);
+        Some(out)
+    }
+
+    /// Keeps a finished transaction for reuse (see [`Core::spare_txns`]).
+    fn park(&mut self, mut t: Box<Txn>) {
+        if self.spare_txns.len() < SPARE_TXNS {
+            t.requests.clear();
+            t.completions.clear();
+            t.data = Vec::new();
+            t.waker = None;
+            t.segments = self.empty_segments.clone();
+            self.spare_txns.push(t);
         }
-        t
     }
 
     /// The pool a read request takes its tag from: the requester's own, or that of the root
@@ -643,7 +666,15 @@ impl Core {
         label: Option<&'static str>,
     ) -> u32 {
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
-        let txn = Box::new(Txn {
+        let (requests, completions, mut txn) = match self.spare_txns.pop() {
+            Some(mut spare) => (
+                std::mem::take(&mut spare.requests),
+                std::mem::take(&mut spare.completions),
+                Some(spare),
+            ),
+            None => (VecDeque::new(), VecDeque::new(), None),
+        };
+        let fresh = Txn {
             kind,
             requester,
             segments,
@@ -651,8 +682,8 @@ impl Core {
             issue_segment: 0,
             issue_offset: 0,
             next_issue: start,
-            requests: VecDeque::new(),
-            completions: VecDeque::new(),
+            requests,
+            completions,
             done_bytes: 0,
             waiting_for_tag: false,
             waker: None,
@@ -668,7 +699,14 @@ impl Core {
             gate,
             label,
             issued_after: gate,
-        });
+        };
+        let txn = match txn.take() {
+            Some(mut spare) => {
+                *spare = fresh;
+                spare
+            }
+            None => Box::new(fresh),
+        };
         let id = match self.free_txns.pop() {
             Some(id) => {
                 self.txns[id as usize] = Some(txn);
@@ -780,6 +818,7 @@ impl Core {
         }
         if txn.detached && txn.finished() {
             self.free_txns.push(id);
+            self.park(txn);
         } else {
             self.txns[id as usize] = Some(txn);
         }

@@ -512,10 +512,8 @@ impl Future for Completion {
                 self.done = true;
                 let finished = core.txn(id).is_some_and(|t| t.finished());
                 let result = if finished {
-                    core.take_txn(id).and_then(|t| {
-                        let t = *t;
-                        t.result.map(|r| r.map(|()| t.data))
-                    })
+                    core.take_txn(id)
+                        .and_then(|(result, data)| result.map(|r| r.map(|()| data)))
                 } else {
                     // A posted write: the requester is done; the TLPs still travel.
                     core.txn_mut(id).and_then(|t| {
