@@ -157,10 +157,16 @@ impl Executor {
         self.ready.push(id, slot.gen);
     }
 
-    /// The next ready task, taken out of its slot (stale wake-ups are skipped).
+    /// The next wake-up, in the order they came.
+    fn next_wake(&self) -> Option<(u32, u32, StepId)> {
+        self.ready.queue.lock().ok()?.pop_front()
+    }
+
+    /// The next ready task, taken out of its slot with its waker (stale wake-ups are
+    /// skipped); [`Executor::put_back`] or [`Executor::finish`] gives both back.
     pub fn take_ready(&self) -> Option<Taken> {
         loop {
-            let (id, gen, cause) = self.ready.queue.lock().ok()?.pop_front()?;
+            let (id, gen, cause) = self.next_wake()?;
             let mut slots = self.slots.borrow_mut();
             let Some(slot) = slots.get_mut(id as usize) else {
                 continue;
@@ -174,7 +180,7 @@ impl Executor {
             return Some(Taken {
                 id,
                 task,
-                waker: slot.waker.clone(),
+                waker: std::mem::replace(&mut slot.waker, Waker::noop().clone()),
                 cause,
             });
         }
@@ -185,6 +191,7 @@ impl Executor {
         let mut slots = self.slots.borrow_mut();
         if let Some(slot) = slots.get_mut(taken.id as usize) {
             slot.task = Some(taken.task);
+            slot.waker = taken.waker;
             std::mem::swap(&mut slot.waits, waits);
         }
     }
