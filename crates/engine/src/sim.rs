@@ -27,6 +27,9 @@ struct Inner {
     exec: Executor,
     /// The core's time, readable while the core is borrowed (by a BAR handler).
     now: Rc<std::cell::Cell<SimTime>>,
+    /// The poll loop's scratch lists (what a task waits for, its notes), kept between
+    /// loops so that their capacity is reused.
+    scratch: RefCell<(Vec<Wait>, Vec<&'static str>)>,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -70,6 +73,7 @@ impl Sim {
                 now: core.shared_now.clone(),
                 core: RefCell::new(core),
                 exec,
+                scratch: RefCell::new((Vec::new(), Vec::new())),
             }),
         })
     }
@@ -176,8 +180,7 @@ impl Sim {
     }
 
     fn poll_ready(&self) {
-        let mut waits = Vec::new();
-        let mut notes = Vec::new();
+        let (mut waits, mut notes) = std::mem::take(&mut *self.inner.scratch.borrow_mut());
         while let Some(mut taken) = self.inner.exec.take_ready() {
             {
                 let mut core = self.inner.core.borrow_mut();
@@ -200,6 +203,8 @@ impl Sim {
                 self.inner.exec.finish(taken);
             }
         }
+        notes.clear();
+        *self.inner.scratch.borrow_mut() = (waits, notes);
     }
 
     /// The tasks that have not finished: where each was spawned and what it waits for.
