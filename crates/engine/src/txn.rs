@@ -200,7 +200,17 @@ impl Txn {
 }
 
 /// Inserts keeping arrival order (nearly always an append).
+#[inline]
 pub fn insert_ordered(queue: &mut VecDeque<InFlight>, item: InFlight) {
+    match queue.back() {
+        Some(last) if last.at > item.at => insert_before_later(queue, item),
+        _ => queue.push_back(item),
+    }
+}
+
+/// [`insert_ordered`] when the item arrives before the last one queued.
+#[cold]
+fn insert_before_later(queue: &mut VecDeque<InFlight>, item: InFlight) {
     let pos = queue
         .iter()
         .rposition(|q| q.at <= item.at)
@@ -219,6 +229,25 @@ pub fn next_chunk(addr: u64, remaining: u64, limit: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tlps_queue_in_arrival_order_and_equal_times_keep_their_issue_order() {
+        let tlp = |at: u64, offset: u64| InFlight {
+            at: SimTime(at),
+            segment: 0,
+            offset,
+            len: 0,
+            last: false,
+            copy: 0,
+            step: crate::record::NONE,
+        };
+        let mut q = VecDeque::new();
+        for (at, offset) in [(10, 0), (30, 1), (20, 2), (30, 3), (5, 4), (20, 5)] {
+            insert_ordered(&mut q, tlp(at, offset));
+        }
+        let got: Vec<(u64, u64)> = q.iter().map(|t| (t.at.0, t.offset)).collect();
+        assert_eq!(got, [(5, 4), (10, 0), (20, 2), (20, 5), (30, 1), (30, 3)]);
+    }
 
     #[test]
     fn tlps_never_cross_4k_or_the_size_limit() {
