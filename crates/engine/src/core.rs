@@ -398,6 +398,12 @@ impl Core {
     pub fn take_txn(&mut self, id: u32) -> Option<(Option<Result<(), AccessError>>, Vec<u8>)> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
+        if t.kind == TxnKind::Read {
+            // Bytes no request answered (none, unless the transaction was cut short) read as
+            // zeroes, as they did when the buffer was zeroed up front.
+            let len = t.segments.last().map_or(0, |s| s.offset + s.len) as usize;
+            t.data.resize(len, 0);
+        }
         let out = (t.result.take(), std::mem::take(&mut t.data));
         self.park(t);
         Some(out)
@@ -614,7 +620,8 @@ impl Core {
             TxnKind::Read,
             requester,
             segments,
-            vec![0u8; len as usize],
+            // Filled as the requests are answered (see `answer_read`), to `len` when taken.
+            Vec::with_capacity(len as usize),
             start,
             cause,
             label,
@@ -1125,10 +1132,22 @@ impl Core {
         let seg = &txn.segments[r.segment as usize];
         let path = seg.path.clone();
         let range = r.offset as usize..r.offset as usize + r.len as usize;
-        match seg.target_at(r.offset - seg.offset) {
-            Target::Memory { host, addr } => {
-                self.memory[host.index()].read(addr.get(), &mut txn.data[range])
+        let target = seg.target_at(r.offset - seg.offset);
+        if let Target::Memory { host, addr } = target {
+            if txn.data.len() == range.start {
+                // Answered in order (the usual case): the bytes are appended, never zeroed.
+                self.memory[host.index()].read_append(addr.get(), range.len(), &mut txn.data);
+            } else {
+                if txn.data.len() < range.end {
+                    txn.data.resize(range.end, 0);
+                }
+                self.memory[host.index()].read(addr.get(), &mut txn.data[range.clone()]);
             }
+        } else if txn.data.len() < range.end {
+            txn.data.resize(range.end, 0);
+        }
+        match target {
+            Target::Memory { .. } => {}
             Target::Bar {
                 endpoint,
                 bar,

@@ -432,8 +432,8 @@ impl Sim {
                     }
                 }
                 None => {
-                    let mut data = vec![0u8; len as usize];
-                    core.memory[host.index()].read(pa.get(), &mut data);
+                    let mut data = Vec::new();
+                    core.memory[host.index()].read_append(pa.get(), len as usize, &mut data);
                     Started::Local {
                         timer: core.add_timer(at, step),
                         data,
