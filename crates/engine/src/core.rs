@@ -77,6 +77,8 @@ pub(crate) struct Core {
     /// Finished transactions kept for the next ones (their queues keep their capacity), at
     /// most [`SPARE_TXNS`]. Invariant: each has empty queues, no data, no waker and
     /// `empty_segments` for its segments.
+    // Boxed: a spare is the very allocation `txns` holds, moved back without a copy.
+    #[allow(clippy::vec_box)]
     spare_txns: Vec<Box<Txn>>,
     /// The segments of a spare transaction (shared, so parking one allocates nothing).
     empty_segments: Rc<[Segment]>,
