@@ -131,6 +131,9 @@ pub(crate) struct Core {
     last_writer: FxHashMap<(u32, u64), (StepId, bool)>,
 }
 
+/// How a transaction ended, once it has (`None` before).
+pub(crate) type TxnResult = Option<Result<(), AccessError>>;
+
 /// Finished transactions [`Core`] keeps for reuse, at most.
 const SPARE_TXNS: usize = 64;
 
@@ -397,7 +400,7 @@ impl Core {
     }
 
     /// Removes a finished transaction, returning its result (if it has one) and its data.
-    pub fn take_txn(&mut self, id: u32) -> Option<(Option<Result<(), AccessError>>, Vec<u8>)> {
+    pub fn take_txn(&mut self, id: u32) -> Option<(TxnResult, Vec<u8>)> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
         if t.kind == TxnKind::Read {
