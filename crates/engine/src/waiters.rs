@@ -147,6 +147,10 @@ pub(crate) struct Watches {
     seq: u64,
     /// The longest watched range so far (bounds how far below a write a watch can start).
     longest: u64,
+    /// Per host: an address range holding every watch armed on it since the index was last
+    /// empty (a superset: disarming does not shrink it), so most writes are found to touch
+    /// no watch without a look at the index. Cleared whenever the index empties.
+    span: Vec<(u64, u64)>,
 }
 
 impl Watches {
@@ -163,19 +167,29 @@ impl Watches {
         let state = Rc::new(WatchState::default());
         let end = addr.get().saturating_add(len);
         self.index.insert(key, (end, state.clone()));
+        let h = host.index();
+        if self.span.len() <= h {
+            self.span.resize(h + 1, (u64::MAX, 0));
+        }
+        let span = &mut self.span[h];
+        *span = (span.0.min(addr.get()), span.1.max(end));
         (key, state)
     }
 
     /// Disarms a watch (its future was dropped or completed).
     pub fn remove(&mut self, key: WatchKey) {
         self.index.remove(&key);
+        if self.index.is_empty() {
+            self.span.clear();
+        }
     }
 
     /// A write of `[start, end)` to `host`'s memory landed: fires and disarms every watch it
     /// overlaps; returns whether any waiting task was woken.
     pub fn written(&mut self, host: HostId, start: u64, end: u64) -> bool {
-        if self.index.is_empty() || end <= start {
-            return false;
+        match self.span.get(host.index()) {
+            Some(&(low, high)) if start < high && end > low && end > start => {}
+            _ => return false,
         }
         let from = WatchKey {
             host: host.0,
@@ -202,6 +216,9 @@ impl Watches {
                     woke = true;
                 }
             }
+        }
+        if self.index.is_empty() {
+            self.span.clear();
         }
         woke
     }
@@ -256,6 +273,29 @@ mod tests {
         assert!(!other_host.fired.get());
         assert!(!after.fired.get(), "the write ends where this watch starts");
         assert_eq!(w.len(), 3, "fired watches are disarmed");
+    }
+
+    #[test]
+    fn writes_outside_every_watched_span_skip_the_index_and_spans_restart_once_it_empties() {
+        let mut w = Watches::default();
+        let (_, far) = w.add(HostId(2), PhysAddr(0x9000), 8);
+        assert!(
+            !w.written(HostId(0), 0x9000, 0x9008),
+            "a host with no watch"
+        );
+        assert!(
+            !w.written(HostId(7), 0x9000, 0x9008),
+            "a host beyond any armed"
+        );
+        w.written(HostId(2), 0x8ff8, 0x9000);
+        assert!(!far.fired.get(), "ends where the watch starts");
+        w.written(HostId(2), 0x9007, 0x9010);
+        assert!(far.fired.get(), "its last byte");
+        assert_eq!(w.len(), 0);
+        // A new watch anywhere, after the index emptied, is found again.
+        let (_, low) = w.add(HostId(2), PhysAddr(0x10), 4);
+        w.written(HostId(2), 0x12, 0x13);
+        assert!(low.fired.get());
     }
 
     #[test]
