@@ -38,12 +38,14 @@
 //! range)`, prefixed by the host, adapter or switch it concerns.
 
 pub mod limits;
+mod lines;
 mod model;
 mod raw;
 mod template;
 #[cfg(test)]
 mod tests;
 
+pub use lines::{line_of, LineIndex};
 pub use model::{
     CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec,
     ConfiguredSize, HostSpec, NtbSpec, Parent, PcieSpec, ScenarioError, SourceLoc, VmSpec,
@@ -73,7 +75,11 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<ClusterSpec, ScenarioErr
             },
         }
     })?;
-    Builder { file, text }.build(raw)
+    Builder {
+        file,
+        lines: LineIndex::new(text),
+    }
+    .build(raw)
 }
 
 /// The key assigned on `line` (`ram` of `ram = 99999999999999999999999`), to name it in an
@@ -88,19 +94,10 @@ fn key_on_line(text: &str, line: usize) -> Option<&str> {
     bare.then_some(key)
 }
 
-/// The 1-based line of byte `offset` in `text` (scenario and calibration errors name it).
-pub fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset)
-        .unwrap_or(text)
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
-}
-
 struct Builder<'a> {
     file: &'a str,
-    text: &'a str,
+    /// The lines of the scenario's text: every value's error names its line.
+    lines: LineIndex,
 }
 
 /// Connections requested from an NTB (`connect`) or a cluster switch (`uplink`).
@@ -115,7 +112,7 @@ impl Builder<'_> {
     fn loc<T>(&self, spanned: &Spanned<T>) -> SourceLoc {
         SourceLoc {
             file: self.file.to_string(),
-            line: line_of(self.text, spanned.span().start),
+            line: self.lines.line_of(spanned.span().start),
         }
     }
 
