@@ -225,15 +225,12 @@ impl Builder<'_> {
             )));
         }
         let mut cluster_switches = Vec::new();
+        let mut switch_names = BTreeSet::new();
         for sw in &raw.cluster_switch {
             let loc = self.loc(&sw.name);
             let name = sw.name.get_ref().clone();
             limits::check_name("cluster switch name", &name).map_err(|m| loc.error(m))?;
-            if names.contains(&name)
-                || cluster_switches
-                    .iter()
-                    .any(|c: &ClusterSwitchSpec| c.name == name)
-            {
+            if names.contains(&name) || !switch_names.insert(name.clone()) {
                 return Err(loc.error(format!("cluster switch {name:?}: the name is already used")));
             }
             let ports = match &sw.ports {
@@ -683,11 +680,12 @@ impl Builder<'_> {
 /// Every VM's `devices` name a device that exists: `device` in the VM's own host,
 /// `lender:device` in host `lender`.
 fn check_vm_devices(hosts: &[HostSpec]) -> Result<(), ScenarioError> {
+    let by_name: BTreeMap<&str, &HostSpec> = hosts.iter().map(|h| (h.name.as_str(), h)).collect();
     for h in hosts {
         for vm in &h.vms {
             for (name, loc) in &vm.devices {
                 let (lender, device) = name.split_once(':').unwrap_or((&h.name, name));
-                let Some(l) = hosts.iter().find(|o| o.name == lender) else {
+                let Some(&l) = by_name.get(lender) else {
                     return Err(loc.error(format!(
                         "VM {}/{}: {name:?}: no host {lender:?} (hosts: {})",
                         h.name,
