@@ -7,6 +7,7 @@
 //! answers "which line". On a text it cannot parse (the typed parse would have failed first)
 //! errors simply carry no line.
 
+use smartio_fabric::spec::LineIndex;
 use std::collections::BTreeMap;
 use toml_edit::{ImDocument, Item, Table, Value};
 
@@ -22,7 +23,7 @@ impl Lines {
     pub fn of(text: &str) -> Lines {
         let mut lines = Lines::default();
         if let Ok(doc) = ImDocument::parse(text) {
-            lines.table(text, &mut Vec::new(), doc.as_table());
+            lines.table(&LineIndex::new(text), &mut Vec::new(), doc.as_table());
         }
         lines
     }
@@ -55,33 +56,33 @@ impl Lines {
         }
     }
 
-    fn record(&mut self, text: &str, path: &[String], span: Option<std::ops::Range<usize>>) {
+    fn record(&mut self, index: &LineIndex, path: &[String], span: Option<std::ops::Range<usize>>) {
         if let Some(span) = span {
-            self.lines.insert(path.to_vec(), line_of(text, span.start));
+            self.lines.insert(path.to_vec(), index.line_of(span.start));
         }
     }
 
-    fn table(&mut self, text: &str, path: &mut Vec<String>, table: &Table) {
+    fn table(&mut self, index: &LineIndex, path: &mut Vec<String>, table: &Table) {
         for (key, item) in table.iter() {
             path.push(key.to_string());
             match item {
                 Item::Table(t) => {
-                    self.record(text, path, t.span());
-                    self.table(text, path, t);
+                    self.record(index, path, t.span());
+                    self.table(index, path, t);
                 }
-                Item::Value(v) => self.value(text, path, v),
+                Item::Value(v) => self.value(index, path, v),
                 Item::ArrayOfTables(_) | Item::None => {}
             }
             path.pop();
         }
     }
 
-    fn value(&mut self, text: &str, path: &mut Vec<String>, value: &Value) {
-        self.record(text, path, value.span());
+    fn value(&mut self, index: &LineIndex, path: &mut Vec<String>, value: &Value) {
+        self.record(index, path, value.span());
         if let Value::InlineTable(t) = value {
             for (key, v) in t.iter() {
                 path.push(key.to_string());
-                self.value(text, path, v);
+                self.value(index, path, v);
                 path.pop();
             }
         }

@@ -7,64 +7,96 @@
 //!
 //! Every adapter a scenario declares has at most one cable, so a path is its first cable, a
 //! shortest path between two cluster switches, and the far adapter's cable. The fabric keeps,
-//! for every cluster switch, the breadth-first tree of the switch graph from it (`S²` hops for
-//! `S` switches) instead of a path for every pair of adapters (`n²` paths and `n³` time,
-//! which took minutes at a thousand hosts). The tree explores cables in the same order as a
-//! breadth-first search from the adapter would, so the chosen paths are the same. An adapter
-//! with several cables (possible only in a hand-built [`crate::ClusterSpec`]) falls back to
-//! a breadth-first search per call.
+//! for every cluster switch, the breadth-first tree of the switch graph from it instead of a
+//! path for every pair of adapters (`n²` paths and `n³` time, which took minutes at a
+//! thousand hosts). A tree is made the first time a path leaves from its switch: building
+//! the fabric only lists each switch's cables to other switches (linear in the cables), and
+//! a tree costs `O(S)` for `S` switches when first asked for, so a cluster whose programs
+//! use a few switches never pays the `S²` of all trees (at ten thousand hosts that was half
+//! of building the fabric). The tree explores cables in the same order as a breadth-first
+//! search from the adapter would, so the chosen paths are the same. An adapter with several
+//! cables (possible only in a hand-built [`crate::ClusterSpec`]) falls back to a
+//! breadth-first search per call.
 
 use crate::ids::{LinkId, NodeId};
 use crate::ntb::AdapterId;
 use crate::route::Hop;
 use crate::topology::{Dir, Fabric, LinkKind, NodeKind};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::OnceLock;
 
-/// Breadth-first trees of the cluster-switch graph, one per switch.
+/// Breadth-first trees of the cluster-switch graph, one per switch, each made when first
+/// needed.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CablePaths {
-    /// The ordinal of each cluster switch node.
-    ordinal: BTreeMap<NodeId, usize>,
+    /// The ordinal of each node that is a cluster switch, indexed by node.
+    ordinal: Vec<Option<usize>>,
+    /// `links[s]`: the hops over the cables of switch `s` that reach another switch, in the
+    /// order of the switch's cables, with the ordinal of the switch reached.
+    links: Vec<Vec<(Hop, usize)>>,
     /// `trees[s][t]`: the hop by which the search from switch `s` first reached switch `t`
     /// (`None` for `s` itself and for switches it cannot reach).
-    trees: Vec<Vec<Option<Hop>>>,
+    trees: Vec<OnceLock<Vec<Option<Hop>>>>,
 }
 
 impl CablePaths {
-    /// The trees of every cluster switch of `fabric`.
+    /// The switch graph of `fabric`: one pass over the cluster switches' cables.
     pub(crate) fn build(fabric: &Fabric) -> CablePaths {
-        let switches: Vec<NodeId> = (0..fabric.nodes.len())
-            .map(|i| NodeId(i as u32))
-            .filter(|&n| is_switch(fabric, n))
-            .collect();
-        let ordinal: BTreeMap<NodeId, usize> =
-            switches.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        let trees = switches
+        let mut ordinal = vec![None; fabric.nodes.len()];
+        let mut switches = Vec::new();
+        for (i, slot) in ordinal.iter_mut().enumerate() {
+            let n = NodeId(i as u32);
+            if is_switch(fabric, n) {
+                *slot = Some(switches.len());
+                switches.push(n);
+            }
+        }
+        let links = switches
             .iter()
-            .map(|&root| {
-                let mut tree: Vec<Option<Hop>> = vec![None; switches.len()];
-                let mut seen = vec![false; switches.len()];
-                if let Some(&r) = ordinal.get(&root) {
-                    seen[r] = true;
-                }
-                let mut queue = VecDeque::from([root]);
-                while let Some(n) = queue.pop_front() {
-                    for &link in &fabric.nodes[n.index()].cables {
-                        let hop = cross(fabric, n, link);
-                        let Some(&t) = ordinal.get(&hop.node) else {
-                            continue; // an adapter: never a transit node
-                        };
-                        if !seen[t] {
-                            seen[t] = true;
-                            tree[t] = Some(hop);
-                            queue.push_back(hop.node);
-                        }
-                    }
-                }
-                tree
+            .map(|&s| {
+                fabric.nodes[s.index()]
+                    .cables
+                    .iter()
+                    .filter_map(|&link| {
+                        let hop = cross(fabric, s, link);
+                        // An adapter is never a transit node.
+                        ordinal[hop.node.index()].map(|t| (hop, t))
+                    })
+                    .collect()
             })
             .collect();
-        CablePaths { ordinal, trees }
+        let trees = switches.iter().map(|_| OnceLock::new()).collect();
+        CablePaths {
+            ordinal,
+            links,
+            trees,
+        }
+    }
+
+    /// The ordinal of `node` if it is a cluster switch.
+    fn ordinal(&self, node: NodeId) -> Option<usize> {
+        self.ordinal.get(node.index()).copied().flatten()
+    }
+
+    /// The breadth-first tree from switch `root` (an ordinal), made on first use.
+    fn tree(&self, root: usize) -> Option<&[Option<Hop>]> {
+        let tree = self.trees.get(root)?.get_or_init(|| {
+            let mut tree: Vec<Option<Hop>> = vec![None; self.links.len()];
+            let mut seen = vec![false; self.links.len()];
+            seen[root] = true;
+            let mut queue = VecDeque::from([root]);
+            while let Some(n) = queue.pop_front() {
+                for &(hop, t) in &self.links[n] {
+                    if !seen[t] {
+                        seen[t] = true;
+                        tree[t] = Some(hop);
+                        queue.push_back(t);
+                    }
+                }
+            }
+            tree
+        });
+        Some(tree)
     }
 }
 
@@ -115,15 +147,16 @@ impl Fabric {
             return Some(vec![first]);
         }
         let paths = &self.cable_paths;
-        let s1 = *paths.ordinal.get(&first.node)?;
+        let s1 = paths.ordinal(first.node)?;
+        let tree = paths.tree(s1)?;
         let s2_node = cross(self, b.node, b_cable).node;
-        let mut at = *paths.ordinal.get(&s2_node)?;
+        let mut at = paths.ordinal(s2_node)?;
         let mut middle = Vec::new();
         while at != s1 {
-            let hop = paths.trees.get(s1)?.get(at).copied().flatten()?;
+            let hop = tree.get(at).copied().flatten()?;
             middle.push(hop);
             let back = cross(self, hop.node, hop.link).node;
-            at = *paths.ordinal.get(&back)?;
+            at = paths.ordinal(back)?;
         }
         let last = cross(self, s2_node, b_cable);
         let mut hops = Vec::with_capacity(middle.len() + 2);

@@ -38,12 +38,14 @@
 //! range)`, prefixed by the host, adapter or switch it concerns.
 
 pub mod limits;
+mod lines;
 mod model;
 mod raw;
 mod template;
 #[cfg(test)]
 mod tests;
 
+pub use lines::{line_of, LineIndex};
 pub use model::{
     CableEnd, CableSpec, ClusterSpec, ClusterSwitchSpec, ComponentKind, ComponentSpec,
     ConfiguredSize, HostSpec, NtbSpec, Parent, PcieSpec, ScenarioError, SourceLoc, VmSpec,
@@ -73,7 +75,11 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<ClusterSpec, ScenarioErr
             },
         }
     })?;
-    Builder { file, text }.build(raw)
+    Builder {
+        file,
+        lines: LineIndex::new(text),
+    }
+    .build(raw)
 }
 
 /// The key assigned on `line` (`ram` of `ram = 99999999999999999999999`), to name it in an
@@ -88,19 +94,10 @@ fn key_on_line(text: &str, line: usize) -> Option<&str> {
     bare.then_some(key)
 }
 
-/// The 1-based line of byte `offset` in `text` (scenario and calibration errors name it).
-pub fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset)
-        .unwrap_or(text)
-        .bytes()
-        .filter(|&b| b == b'\n')
-        .count()
-        + 1
-}
-
 struct Builder<'a> {
     file: &'a str,
-    text: &'a str,
+    /// The lines of the scenario's text: every value's error names its line.
+    lines: LineIndex,
 }
 
 /// Connections requested from an NTB (`connect`) or a cluster switch (`uplink`).
@@ -115,7 +112,7 @@ impl Builder<'_> {
     fn loc<T>(&self, spanned: &Spanned<T>) -> SourceLoc {
         SourceLoc {
             file: self.file.to_string(),
-            line: line_of(self.text, spanned.span().start),
+            line: self.lines.line_of(spanned.span().start),
         }
     }
 
@@ -228,15 +225,12 @@ impl Builder<'_> {
             )));
         }
         let mut cluster_switches = Vec::new();
+        let mut switch_names = BTreeSet::new();
         for sw in &raw.cluster_switch {
             let loc = self.loc(&sw.name);
             let name = sw.name.get_ref().clone();
             limits::check_name("cluster switch name", &name).map_err(|m| loc.error(m))?;
-            if names.contains(&name)
-                || cluster_switches
-                    .iter()
-                    .any(|c: &ClusterSwitchSpec| c.name == name)
-            {
+            if names.contains(&name) || !switch_names.insert(name.clone()) {
                 return Err(loc.error(format!("cluster switch {name:?}: the name is already used")));
             }
             let ports = match &sw.ports {
@@ -686,11 +680,12 @@ impl Builder<'_> {
 /// Every VM's `devices` name a device that exists: `device` in the VM's own host,
 /// `lender:device` in host `lender`.
 fn check_vm_devices(hosts: &[HostSpec]) -> Result<(), ScenarioError> {
+    let by_name: BTreeMap<&str, &HostSpec> = hosts.iter().map(|h| (h.name.as_str(), h)).collect();
     for h in hosts {
         for vm in &h.vms {
             for (name, loc) in &vm.devices {
                 let (lender, device) = name.split_once(':').unwrap_or((&h.name, name));
-                let Some(l) = hosts.iter().find(|o| o.name == lender) else {
+                let Some(&l) = by_name.get(lender) else {
                     return Err(loc.error(format!(
                         "VM {}/{}: {name:?}: no host {lender:?} (hosts: {})",
                         h.name,

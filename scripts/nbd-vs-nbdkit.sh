@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# smartio's NBD export against nbdkit's memory plugin, measured the same way, for notes (not
+# a test).
+#
+# A (smartio): `smartio serve nbd` exporting the first GiB of an NVMe namespace that host
+# `borrower` of the back-to-back scenario borrows from `lender` by Device Lending: every
+# request is an I/O of the emulated cluster through the native NVMe driver (the server's
+# default 4 queue pairs of 32 requests).
+# B (nbdkit): `nbdkit memory 1G`, a RAM disk of the same size: the cost of serving NBD with
+# no device behind it.
+#
+# Both listen on a Unix socket and are driven by fio's nbd engine (ioengine=nbd, libnbd),
+# one job, for DURATION seconds of wall time per run, in three tests:
+#   1. random 4 KiB reads at queue depth 32: IOPS;
+#   2. random 4 KiB writes at queue depth 32 with crc32c verification: write IOPS. With a
+#      time-based run fio's verify phase after the writes would never start, so every
+#      block written is read back and checked while the run goes on, at most 64 writes
+#      later (verify_backlog=64); the IOPS counted are the writes;
+#   3. random 4 KiB reads at queue depth 1: the median (p50) completion latency.
+# Runs alternate A B A B ... (REPS pairs per test), so a drift of the machine (other load,
+# frequency) falls on both alike. Each run is printed, then per test the mean of each side
+# and the ratio smartio / nbdkit (for IOPS above 1 is smartio faster; for latency below 1).
+# Both servers run throughout; the reads of test 3 see what test 2 wrote, on both sides.
+#
+# Usage: scripts/nbd-vs-nbdkit.sh
+# Environment: DURATION (seconds per run, default 10), REPS (A B pairs per test, default 2),
+# SMARTIO (a built binary; default: build target/release/smartio with cargo).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+duration=${DURATION:-10}
+reps=${REPS:-2}
+case $duration$reps in *[!0-9]*)
+    echo "DURATION and REPS are whole numbers (seconds, pairs)" >&2
+    exit 2
+    ;;
+esac
+
+sudo_if_needed() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Tools this needs, as command:package.
+missing=()
+for tool in fio:fio nbdkit:nbdkit jq:jq; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]} with apt-get" >&2
+    sudo_if_needed apt-get update
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+fi
+if ! fio --enghelp 2>/dev/null | grep -qw nbd; then
+    echo "this fio has no nbd engine (it is built with libnbd in Debian's fio 3.x)" >&2
+    exit 1
+fi
+
+if [ -n "${SMARTIO:-}" ]; then
+    bin=$SMARTIO
+else
+    cargo build --release -p smartio-cli --manifest-path "$root/Cargo.toml" >&2
+    target=${CARGO_TARGET_DIR:-$root/target}
+    case $target in /*) ;; *) target=$root/$target ;; esac
+    bin=$target/release/smartio
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# wait_for SOCKET PID NAME: until the server listens, or fail if it exits first.
+wait_for() {
+    for _ in $(seq 600); do
+        [ -S "$1" ] && return 0
+        if ! kill -0 "$2" 2>/dev/null; then
+            echo "$3 exited before listening; its output:" >&2
+            cat "$work/$3.log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "$3 did not listen on $1 within 60 s" >&2
+    exit 1
+}
+
+"$bin" serve nbd --scenario back-to-back --host borrower --device lender:nvme0 \
+    --socket "$work/smartio.sock" --size 1G >"$work/smartio.log" 2>&1 &
+pids+=($!)
+wait_for "$work/smartio.sock" "${pids[-1]}" smartio
+nbdkit --foreground --exit-with-parent --unix "$work/nbdkit.sock" memory 1G \
+    >"$work/nbdkit.log" 2>&1 &
+pids+=($!)
+wait_for "$work/nbdkit.sock" "${pids[-1]}" nbdkit
+
+# run SERVER TEST FIO-ARGS...: one fio run against SERVER's socket; its JSON is
+# $work/SERVER-TEST.json.
+run() {
+    local server=$1 test=$2
+    shift 2
+    fio --name="$test" --ioengine=nbd --uri="nbd+unix:///?socket=$work/$server.sock" \
+        --bs=4k --time_based --runtime="$duration" --output-format=json \
+        --output="$work/$server-$test.json" "$@" >"$work/$server-$test.fio" 2>&1 || {
+        echo "fio $test against $server failed:" >&2
+        cat "$work/$server-$test.fio" >&2
+        exit 1
+    }
+}
+
+tests=(randread-qd32 randwrite-qd32-verify randread-qd1)
+declare -A label=(
+    [randread-qd32]="randread 4 KiB QD32, IOPS"
+    [randwrite-qd32-verify]="randwrite 4 KiB QD32 crc32c verify, IOPS"
+    [randread-qd1]="randread 4 KiB QD1, p50 latency (us)"
+)
+declare -A args=(
+    [randread-qd32]="--rw=randread --iodepth=32"
+    [randwrite-qd32-verify]="--rw=randwrite --iodepth=32 --verify=crc32c --verify_backlog=64 --verify_state_save=0"
+    [randread-qd1]="--rw=randread --iodepth=1"
+)
+# The figure each test reports, from fio's JSON.
+declare -A figure=(
+    [randread-qd32]='.jobs[0].read.iops'
+    [randwrite-qd32-verify]='.jobs[0].write.iops'
+    [randread-qd1]='.jobs[0].read.clat_ns.percentile["50.000000"] / 1000'
+)
+declare -A sum=()
+
+echo "${duration} s per run, ${reps} smartio/nbdkit pairs per test"
+for test in "${tests[@]}"; do
+    for rep in $(seq "$reps"); do
+        for server in smartio nbdkit; do
+            # shellcheck disable=SC2086 # the test's fio options, split on purpose
+            run "$server" "$test" ${args[$test]}
+            value=$(jq -r "${figure[$test]}" "$work/$server-$test.json")
+            printf '%-42s %-8s run %d: %12.1f\n' "${label[$test]}" "$server" "$rep" "$value"
+            sum[$server-$test]=$(awk -v s="${sum[$server-$test]:-0}" -v v="$value" \
+                'BEGIN { printf "%.6f", s + v }')
+        done
+    done
+done
+
+echo
+printf '%-42s %12s %12s %16s\n' test smartio nbdkit "smartio/nbdkit"
+for test in "${tests[@]}"; do
+    awk -v name="${label[$test]}" -v a="${sum[smartio-$test]}" -v b="${sum[nbdkit-$test]}" \
+        -v n="$reps" 'BEGIN { printf "%-42s %12.1f %12.1f %16.3f\n", name, a / n, b / n, a / b }'
+done
+echo "(means over the runs; IOPS: above 1 smartio is faster; latency: below 1 it is faster)"
