@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 
@@ -28,6 +28,9 @@ pub(crate) type Task = Pin<Box<dyn Future<Output = ()>>>;
 /// recording).
 pub(crate) struct Ready {
     queue: Mutex<VecDeque<(u32, u32, StepId)>>,
+    /// How many wake-ups `queue` holds (kept with it), so that finding it empty — what the
+    /// engine asks before every event — takes no lock.
+    queued: AtomicUsize,
     context: AtomicU32,
 }
 
@@ -46,6 +49,7 @@ impl Ready {
         let cause = self.context();
         if let Ok(mut q) = self.queue.lock() {
             q.push_back((id, gen, cause));
+            self.queued.store(q.len(), Ordering::Relaxed);
         }
     }
 }
@@ -112,6 +116,7 @@ impl Executor {
             free: RefCell::new(Vec::new()),
             ready: Arc::new(Ready {
                 queue: Mutex::new(VecDeque::new()),
+                queued: AtomicUsize::new(0),
                 context: AtomicU32::new(record::NONE),
             }),
         }
@@ -159,11 +164,18 @@ impl Executor {
 
     /// The next wake-up, in the order they came.
     fn next_wake(&self) -> Option<(u32, u32, StepId)> {
-        self.ready.queue.lock().ok()?.pop_front()
+        if self.ready.queued.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut q = self.ready.queue.lock().ok()?;
+        let next = q.pop_front();
+        self.ready.queued.store(q.len(), Ordering::Relaxed);
+        next
     }
 
     /// The next ready task, taken out of its slot with its waker (stale wake-ups are
     /// skipped); [`Executor::put_back`] or [`Executor::finish`] gives both back.
+    #[inline]
     pub fn take_ready(&self) -> Option<Taken> {
         loop {
             let (id, gen, cause) = self.next_wake()?;
@@ -187,6 +199,7 @@ impl Executor {
     }
 
     /// Puts a task that is still pending back, with what it now waits for.
+    #[inline]
     pub fn put_back(&self, taken: Taken, waits: &mut Vec<Wait>) {
         let mut slots = self.slots.borrow_mut();
         if let Some(slot) = slots.get_mut(taken.id as usize) {
@@ -231,6 +244,7 @@ impl Executor {
     pub fn clear(&self) {
         if let Ok(mut q) = self.ready.queue.lock() {
             q.clear();
+            self.ready.queued.store(0, Ordering::Relaxed);
         }
         let tasks: Vec<Task> = {
             let mut slots = self.slots.borrow_mut();
