@@ -162,6 +162,12 @@ impl Executor {
         self.ready.push(id, slot.gen);
     }
 
+    /// Whether a wake-up may be waiting (no lock taken).
+    #[inline]
+    pub fn any_ready(&self) -> bool {
+        self.ready.queued.load(Ordering::Relaxed) != 0
+    }
+
     /// The next wake-up, in the order they came.
     fn next_wake(&self) -> Option<(u32, u32, StepId)> {
         if self.ready.queued.load(Ordering::Relaxed) == 0 {

@@ -180,6 +180,9 @@ impl Sim {
     }
 
     fn poll_ready(&self) {
+        if !self.inner.exec.any_ready() {
+            return;
+        }
         let (mut waits, mut notes) = std::mem::take(&mut *self.inner.scratch.borrow_mut());
         while let Some(mut taken) = self.inner.exec.take_ready() {
             {
