@@ -511,6 +511,9 @@ pub(crate) struct Timeline {
     head: usize,
 }
 
+/// Intervals a [`Timeline`] keeps before it drops those that ended on an append.
+const COMPACT_AT: usize = 64;
+
 /// One TLP's occupancy of a link direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -553,24 +556,50 @@ impl Timeline {
     /// reached the link before it has left (the port is a FIFO in arrival order: PCIe lets
     /// no request pass an earlier posted write), and not before the same flow's last TLP on
     /// this link has left.
+    ///
+    /// Intervals that ended are dropped lazily (by the slow path, or once [`COMPACT_AT`] are
+    /// kept): the usual bookings look at the last interval only, and an ended one there
+    /// answers them as dropping it would have.
     #[inline]
     fn book(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
-        self.drop_ended(who.now);
-        let slot = |begin: u64| Slot {
+        // The usual case: after everything booked (in order, as a FIFO would). The last
+        // interval ends last; if it ended by now, so did all, and a TLP arriving after it
+        // starts on arrival as it would on an empty timeline.
+        let begin = match self.slots.last() {
+            None => head,
+            Some(last) if head >= last.end => head,
+            // The same flow booked last (the next TLP of a transfer): right behind it.
+            Some(last) if last.flow == who.flow && last.end > who.now => last.end,
+            _ => return self.book_after_dropping(who, head, ser),
+        };
+        if self.slots.len() >= COMPACT_AT {
+            self.drop_ended(who.now);
+        }
+        self.slots.push(Slot {
             arrival: head,
             begin,
             end: begin + ser,
             flow: who.flow,
-        };
-        // The usual case: after everything booked (in order, as a FIFO would).
+        });
+        begin
+    }
+
+    /// [`Timeline::book`] with the intervals that ended dropped first.
+    #[cold]
+    fn book_after_dropping(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
+        self.drop_ended(who.now);
         let begin = match self.live().last() {
             None => head,
             Some(last) if head >= last.end => head,
-            // The same flow booked last (the next TLP of a transfer): right behind it.
             Some(last) if last.flow == who.flow => last.end,
             _ => return self.book_in_gap(who, head, ser),
         };
-        self.slots.push(slot(begin));
+        self.slots.push(Slot {
+            arrival: head,
+            begin,
+            end: begin + ser,
+            flow: who.flow,
+        });
         begin
     }
 
@@ -835,7 +864,18 @@ mod tests {
             "arrived after it: may not pass it"
         );
         assert_eq!(t.len(), 5);
-        t.book(at(1_000, 5), 1_000, 1);
-        assert_eq!(t.len(), 1, "everything that ended by now is gone");
+        // Ended intervals go once a booking needs the gaps, or once too many are kept.
+        q.book(at(1_000, 9), 1_001, 1);
+        q.book(at(1_000, 5), 1_000, 1);
+        assert_eq!(
+            q.len(),
+            4,
+            "the slow path dropped the two that ended by now"
+        );
+        let mut long = Timeline::default();
+        for i in 0..1_000u64 {
+            long.book(at(i * 10, 1), i * 10, 5);
+            assert!(long.len() <= COMPACT_AT + 1, "{} kept", long.len());
+        }
     }
 }
