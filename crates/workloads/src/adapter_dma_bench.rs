@@ -286,7 +286,7 @@ pub fn bench_adapter_dma(
 
     let mut landed = vec![0u8; largest as usize];
     machine.peek_memory(dest_host, dest_phys, &mut landed);
-    if let Some(offset) = landed.iter().zip(&pattern).position(|(a, b)| a != b) {
+    if let Some(offset) = crate::verify::first_difference(&landed, &pattern) {
         return Err(AdapterDmaBenchError::Mismatch {
             offset: offset as u64,
             size: largest,

@@ -646,7 +646,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
                     s.error.borrow_mut().get_or_insert(OUTSIDE_MEMORY);
                 }
                 pattern(s.cfg.seed, block, version(s, block), expect);
-                if let Some(at) = data.iter().zip(expect.iter()).position(|(a, b)| a != b) {
+                if let Some(at) = crate::verify::first_difference(data, expect) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
                         block,
                         offset: block * bs,

@@ -32,6 +32,7 @@ mod shm;
 pub mod shm_demo;
 mod stats;
 pub mod topo_bench;
+mod verify;
 
 pub use adapter_dma_bench::{
     bench_adapter_dma, AdapterDmaBenchConfig, AdapterDmaBenchError, AdapterDmaBenchRun,

@@ -212,7 +212,7 @@ pub fn migrate(cluster: &Cluster, config: &MigrateConfig) -> Result<MigrateResul
             t,
             machine.now(),
         ));
-        if let Some(at) = back.iter().zip(&data).position(|(a, b)| a != b) {
+        if let Some(at) = crate::verify::first_difference(&back, &data) {
             return Err(MigrateError::Differs(at as u64));
         }
         let t = machine.now();

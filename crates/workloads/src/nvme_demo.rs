@@ -158,7 +158,7 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     os.machine().peek_memory(os.id(), sink, &mut back);
     os.free(source);
     os.free(sink);
-    if let Some(at) = data.iter().zip(&back).position(|(a, b)| a != b) {
+    if let Some(at) = crate::verify::first_difference(&data, &back) {
         return Err(FioError::VerifyFailed {
             block: DEMO_OFFSET / len,
             offset: DEMO_OFFSET,

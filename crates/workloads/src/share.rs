@@ -664,7 +664,7 @@ async fn read_and_verify(
         progress.add(1);
         os.machine().peek_memory(os.id(), buffer, &mut got);
         pattern(l.seed_of(m.index), block, 0, &mut want);
-        if let Some(at) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        if let Some(at) = crate::verify::first_difference(&got, &want) {
             return Err(ShareError::VerifyFailed {
                 index: m.index,
                 host: os.name().to_string(),
