@@ -323,7 +323,7 @@ pub(crate) fn pattern_differs(
         let got = &mut got[..n as usize];
         os.read_memory(addr.offset(at), got)?;
         let want = pattern(n, seed.wrapping_add(at));
-        if let Some(i) = crate::verify::first_difference(&got, &want) {
+        if let Some(i) = crate::verify::first_difference(got, &want) {
             return Ok(Some(at + i as u64));
         }
     }
