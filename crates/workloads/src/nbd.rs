@@ -458,6 +458,14 @@ impl NbdExport {
         Ok(stats)
     }
 
+    /// The controller's lifetime counts of read and write commands (its SMART / health
+    /// log), read through the export's driver while it does not serve: how many NVMe
+    /// commands the requests served became.
+    pub fn io_commands(&self) -> Result<(u64, u64), FioError> {
+        let backend = self.backend.clone();
+        run_workload(&self.machine, async move { backend.io_commands().await })
+    }
+
     /// Ends the export: a client of the distributed driver deletes its queue pairs and
     /// leaves.
     pub fn close(self) -> Result<(), FioError> {
