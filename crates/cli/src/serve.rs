@@ -156,10 +156,19 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
         once: a.once,
         every: a.stats_every.map(Duration::from_secs),
     };
+    // What the controller was asked to do, read through the driver before and after.
+    let commands_before = export.io_commands().ok();
     let stats = export
         .serve(&rx, control, |s| print!("{}", render(s)))
         .map_err(|e| e.to_string())?;
     print!("{}", render(&stats));
+    if let (Some((r0, w0)), Ok((r1, w1))) = (commands_before, export.io_commands()) {
+        println!(
+            "the controller carried out {} Read and {} Write commands (its SMART log)",
+            r1.saturating_sub(r0),
+            w1.saturating_sub(w0)
+        );
+    }
     export.close().map_err(|e| e.to_string())
 }
 
@@ -207,6 +216,14 @@ fn render(s: &NbdStats) -> String {
         s.refused,
         s.failed,
         s.connections
+    ));
+    let per = |n: u64| if ops > 0 { n as f64 / ops as f64 } else { 0.0 };
+    out.push_str(&format!(
+        "emulation: {} events, {} TLPs ({:.1} and {:.1} per request)\n",
+        s.events,
+        s.tlp_arrivals,
+        per(s.events),
+        per(s.tlp_arrivals)
     ));
     out.push_str(&format!(
         "virtual time (the emulated cluster's clock; it runs only while requests are in flight): {:.3} ms, IOPS={:.0}\n",

@@ -21,7 +21,7 @@ use crate::stats::LatencyRecorder;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
-use smartio_machine::Machine;
+use smartio_machine::{Counters, Machine};
 use smartio_nbd::server::{Answer, Event, Replier};
 use smartio_nbd::wire::transmission_flags;
 use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
@@ -148,6 +148,11 @@ pub struct NbdStats {
     pub virtual_elapsed: SimDuration,
     /// Wall time from the first request to the last reply.
     pub wall_elapsed: Duration,
+    /// The emulation's work while serving: events processed and TLPs delivered (all of
+    /// the cluster's, the requests' and anything else running).
+    pub events: u64,
+    /// See `events`.
+    pub tlp_arrivals: u64,
     /// Per request, virtual latency (ps).
     pub virtual_latency: LatencyRecorder,
     /// Per request, wall latency (ps; socket to reply queued: what the client waits, less
@@ -170,6 +175,8 @@ impl NbdStats {
             failed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
+            events: 0,
+            tlp_arrivals: 0,
             virtual_latency: LatencyRecorder::new(),
             wall_latency: LatencyRecorder::new(),
         }
@@ -351,6 +358,7 @@ impl NbdExport {
         let mut conns: HashMap<u64, Replier> = HashMap::new();
         let mut seen_client = false;
         let started = self.machine.now();
+        let counted = self.machine.counters();
         let mut horizon = started;
         let mut last_report = Instant::now();
         let mut last_busy = Instant::now();
@@ -446,15 +454,13 @@ impl NbdExport {
                 if last_report.elapsed() >= every {
                     last_report = Instant::now();
                     let mut s = state.stats.borrow_mut();
-                    s.virtual_elapsed = self.machine.now().since(started);
-                    s.wall_elapsed = wall_span(&state);
+                    self.elapsed(&mut s, &state, started, counted);
                     report(&s);
                 }
             }
         }
         let mut stats = state.stats.borrow().clone();
-        stats.virtual_elapsed = self.machine.now().since(started);
-        stats.wall_elapsed = wall_span(&state);
+        self.elapsed(&mut stats, &state, started, counted);
         Ok(stats)
     }
 
@@ -464,6 +470,15 @@ impl NbdExport {
     pub fn io_commands(&self) -> Result<(u64, u64), FioError> {
         let backend = self.backend.clone();
         run_workload(&self.machine, async move { backend.io_commands().await })
+    }
+
+    /// Brings the figures that are not counted per request up to now.
+    fn elapsed(&self, s: &mut NbdStats, state: &ServeState, started: SimTime, counted: Counters) {
+        let now = self.machine.counters();
+        s.virtual_elapsed = self.machine.now().since(started);
+        s.wall_elapsed = wall_span(state);
+        s.events = now.events - counted.events;
+        s.tlp_arrivals = now.tlp_arrivals - counted.tlp_arrivals;
     }
 
     /// Ends the export: a client of the distributed driver deletes its queue pairs and
