@@ -7,13 +7,15 @@
 //! - [`server`]: a listener (Unix socket or TCP) whose connections each get a reader and a
 //!   writer thread; every request goes, as an [`server::Event`], to the one thread that owns
 //!   the device (the emulated cluster is single-threaded), and replies come back through the
-//!   connection's [`server::Replier`] to its writer. A connection has at most
-//!   [`server::MAX_IN_FLIGHT`] requests and [`server::MAX_IN_FLIGHT_BYTES`] on their way.
+//!   connection's [`server::Replier`] to its writer.
+//! - [`budget`]: a connection has at most [`budget::MAX_IN_FLIGHT`] requests and
+//!   [`budget::MAX_IN_FLIGHT_BYTES`] on their way, from its reader to its writer.
 //!
 //! - [`client`]: a small client, for the test suite and scripts.
 //!
 //! Nothing here knows about the emulation; the export's owner decides what a request does.
 
+pub mod budget;
 pub mod client;
 pub mod handshake;
 pub mod server;

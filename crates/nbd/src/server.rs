@@ -5,17 +5,17 @@
 //! owner as an [`Event`], and its answer comes back through the connection's [`Replier`],
 //! in whatever order the device finishes them (NBD replies carry the request's cookie).
 
+use crate::budget::Budget;
 use crate::handshake::{negotiate, Export, HandshakeError};
 use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
-use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -192,70 +192,21 @@ pub type Answer = (u64, u64, Outcome);
 /// takes no reply for [`WRITE_TIMEOUT`] is disconnected.
 #[derive(Debug, Clone)]
 pub struct Replier {
-    tx: Sender<Vec<Answer>>,
+    tx: Sender<Outgoing>,
     budget: Arc<Budget>,
+}
+
+/// What a connection's writing thread is given to write.
+#[derive(Debug)]
+enum Outgoing {
+    /// Answers to requests the connection admitted: written, then released from its budget.
+    Answers(Vec<Answer>),
+    /// The answer to a request the connection's check refused (never admitted).
+    Refusal(Answer),
 }
 
 /// How long a reply may wait for the client to take it.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Most requests of one connection on their way to the device at once: the connection's
-/// thread reads no further until some are answered (memory stays bounded whatever a client
-/// sends).
-pub const MAX_IN_FLIGHT: usize = 512;
-
-/// Most request bytes (reads' and writes' lengths) of one connection on their way at once;
-/// a request larger than what is left waits, unless nothing is in flight.
-pub const MAX_IN_FLIGHT_BYTES: u64 = 128 << 20;
-
-/// A connection's requests admitted to the device and not answered yet: their lengths by
-/// cookie, and the totals.
-#[derive(Debug, Default)]
-struct Budget {
-    state: Mutex<BudgetState>,
-    freed: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct BudgetState {
-    requests: usize,
-    bytes: u64,
-    lengths: HashMap<u64, VecDeque<u64>>,
-}
-
-impl Budget {
-    /// Waits until a request of `len` bytes fits, then counts it.
-    fn admit(&self, cookie: u64, len: u64) {
-        let Ok(mut s) = self.state.lock() else { return };
-        while s.requests > 0
-            && (s.requests >= MAX_IN_FLIGHT || s.bytes.saturating_add(len) > MAX_IN_FLIGHT_BYTES)
-        {
-            s = match self.freed.wait(s) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
-        }
-        s.requests += 1;
-        s.bytes = s.bytes.saturating_add(len);
-        s.lengths.entry(cookie).or_default().push_back(len);
-    }
-
-    /// Forgets the answered requests.
-    fn release(&self, cookies: impl Iterator<Item = u64>) {
-        let Ok(mut s) = self.state.lock() else { return };
-        for cookie in cookies {
-            let len = s.lengths.get_mut(&cookie).and_then(VecDeque::pop_front);
-            if s.lengths.get(&cookie).is_some_and(VecDeque::is_empty) {
-                s.lengths.remove(&cookie);
-            }
-            if let Some(len) = len {
-                s.requests -= 1;
-                s.bytes -= len;
-            }
-        }
-        self.freed.notify_all();
-    }
-}
 
 impl Replier {
     /// Answers on `stream`, a connection whose handshake is done (`structured`: the client
@@ -268,13 +219,12 @@ impl Replier {
     fn start(stream: Stream, structured: bool, conn: u64) -> io::Result<Replier> {
         stream.set_write_timeout(WRITE_TIMEOUT)?;
         let (tx, rx) = mpsc::channel();
+        let budget = Arc::new(Budget::default());
+        let released = budget.clone();
         thread::Builder::new()
             .name(format!("nbd-reply-{conn}"))
-            .spawn(move || replies(stream, structured, rx))?;
-        Ok(Replier {
-            tx,
-            budget: Arc::new(Budget::default()),
-        })
+            .spawn(move || replies(stream, structured, &rx, &released))?;
+        Ok(Replier { tx, budget })
     }
 
     /// Answers request `cookie` (a read of `offset`); false if the client is gone.
@@ -283,36 +233,70 @@ impl Replier {
     }
 
     /// Answers several requests with one write to the socket; false if the client is gone.
+    /// The caller's thread only hands them over: encoding, writing and the connection's
+    /// budget are the writing thread's.
     pub fn send_all(&self, answers: Vec<Answer>) -> bool {
-        let cookies: Vec<u64> = answers.iter().map(|a| a.0).collect();
-        let sent = self.tx.send(answers).is_ok();
-        self.budget.release(cookies.into_iter());
-        sent
+        self.tx.send(Outgoing::Answers(answers)).is_ok()
     }
 
     /// Answers a request the device never saw (refused by the connection's check).
     fn refuse(&self, cookie: u64, offset: u64, errno: Errno, message: String) {
-        let _ = self
-            .tx
-            .send(vec![(cookie, offset, Outcome::Failed(errno, message))]);
+        let _ = self.tx.send(Outgoing::Refusal((
+            cookie,
+            offset,
+            Outcome::Failed(errno, message),
+        )));
     }
 }
 
-/// A connection's writing thread: each batch of answers in one write; on a failed or timed
+/// Most reply bytes a writing thread gathers from the batches waiting for it before it
+/// writes them out (and releases their requests from the budget).
+const GATHER_BYTES: usize = 1 << 20;
+
+/// A connection's writing thread: every batch waiting (up to [`GATHER_BYTES`]) in one
+/// write, then their requests released from the connection's budget; on a failed or timed
 /// out write the connection is shut down (its reading thread then ends too).
-fn replies(stream: Stream, structured: bool, rx: Receiver<Vec<Answer>>) {
+fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &Budget) {
     let mut w = BufWriter::with_capacity(256 << 10, stream);
-    while let Ok(batch) = rx.recv() {
-        let written = batch
-            .iter()
-            .try_for_each(|(cookie, offset, outcome)| {
+    let mut answered = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        let mut gathered = 0;
+        let mut written = Ok(());
+        while let Some(out) = next.take() {
+            let answers = match &out {
+                Outgoing::Answers(answers) => {
+                    answered.extend(answers.iter().map(|a| a.0));
+                    answers.as_slice()
+                }
+                Outgoing::Refusal(answer) => std::slice::from_ref(answer),
+            };
+            written = answers.iter().try_for_each(|(cookie, offset, outcome)| {
+                gathered += reply_bytes(outcome);
                 write_reply(&mut w, structured, *cookie, *offset, outcome)
-            })
-            .and_then(|()| w.flush());
+            });
+            if written.is_err() || gathered >= GATHER_BYTES {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        let written = written.and_then(|()| w.flush());
+        budget.release(answered.drain(..));
         if written.is_err() {
+            budget.close();
             w.get_ref().shutdown();
             return;
         }
+    }
+    budget.close();
+}
+
+/// About how many bytes an answer's reply takes (its header and data).
+fn reply_bytes(outcome: &Outcome) -> usize {
+    match outcome {
+        Outcome::Done(Some(data)) => 32 + data.len(),
+        Outcome::Done(None) => 16,
+        Outcome::Failed(_, message) => 32 + message.len(),
     }
 }
 
@@ -663,44 +647,6 @@ mod tests {
             Some(Errno::Perm)
         );
         assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));
-    }
-
-    #[test]
-    fn a_connection_admits_no_more_than_its_budget_until_answers_come_back() {
-        let budget = Arc::new(Budget::default());
-        for cookie in 0..MAX_IN_FLIGHT as u64 {
-            budget.admit(cookie, 4096);
-        }
-        let b = budget.clone();
-        let (tx, rx) = mpsc::channel();
-        let waiting = thread::spawn(move || {
-            b.admit(9999, 4096);
-            tx.send(()).unwrap();
-        });
-        assert!(
-            rx.recv_timeout(Duration::from_millis(200)).is_err(),
-            "one more than the budget got in"
-        );
-        budget.release([0u64].into_iter());
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("an answer lets the next request in");
-        waiting.join().unwrap();
-        // Bytes: a 100 MiB request waits while 64 MiB are out, not when nothing is.
-        let bytes = Arc::new(Budget::default());
-        bytes.admit(1, 64 << 20);
-        let b = bytes.clone();
-        let (tx, rx) = mpsc::channel();
-        let big = thread::spawn(move || {
-            b.admit(2, 100 << 20);
-            tx.send(()).unwrap();
-        });
-        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
-        bytes.release([1u64].into_iter());
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("alone, it fits");
-        big.join().unwrap();
-        let s = bytes.state.lock().unwrap();
-        assert_eq!((s.requests, s.bytes), (1, 100 << 20));
     }
 
     #[test]

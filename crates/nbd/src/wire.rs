@@ -290,8 +290,13 @@ pub fn read_request(r: &mut impl Read, max_payload: u32) -> Result<Option<Reques
                     max: max_payload,
                 });
             }
-            let mut data = vec![0u8; len as usize];
-            r.read_exact(&mut data)?;
+            // Read into spare capacity: zeroing the payload first would cost as much as
+            // copying it.
+            let mut data = Vec::with_capacity(len as usize);
+            r.take(u64::from(len)).read_to_end(&mut data)?;
+            if data.len() < len as usize {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            }
             Command::Write(data)
         }
         2 => Command::Disconnect,

@@ -21,7 +21,7 @@ use crate::stats::LatencyRecorder;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
-use smartio_machine::Machine;
+use smartio_machine::{Counters, Machine};
 use smartio_nbd::server::{Answer, Event, Replier};
 use smartio_nbd::wire::transmission_flags;
 use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
@@ -30,13 +30,21 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How far the virtual clock runs before requests that arrived meanwhile join and the
 /// answers finished meanwhile go out (longer slices mean fewer writes to the sockets but
 /// answers held back from a client that waits for them; see docs/architecture.md).
 pub const SLICE: SimDuration = SimDuration(100_000_000);
+
+/// How long the serving loop, with nothing in flight after a burst, keeps looking for the
+/// next request before it sleeps. A sleeping thread is woken by a system call of the connection's thread
+/// and then waits for a CPU: on a 2-vCPU virtual machine, fio at queue depth 1 saw a median
+/// of 100 µs per 4 KiB read with no such wait and 42 µs with it (`nbdkit memory`: 44 µs),
+/// and no loss at depth 32. A client that pauses longer costs the server at most this much
+/// CPU time per pause; an idle server sleeps.
+pub const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// The largest read or write payload the export takes (the size the NBD specification asks
 /// servers to accept by default).
@@ -140,6 +148,11 @@ pub struct NbdStats {
     pub virtual_elapsed: SimDuration,
     /// Wall time from the first request to the last reply.
     pub wall_elapsed: Duration,
+    /// The emulation's work while serving: events processed and TLPs delivered (all of
+    /// the cluster's, the requests' and anything else running).
+    pub events: u64,
+    /// See `events`.
+    pub tlp_arrivals: u64,
     /// Per request, virtual latency (ps).
     pub virtual_latency: LatencyRecorder,
     /// Per request, wall latency (ps; socket to reply queued: what the client waits, less
@@ -162,6 +175,8 @@ impl NbdStats {
             failed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
+            events: 0,
+            tlp_arrivals: 0,
             virtual_latency: LatencyRecorder::new(),
             wall_latency: LatencyRecorder::new(),
         }
@@ -343,8 +358,10 @@ impl NbdExport {
         let mut conns: HashMap<u64, Replier> = HashMap::new();
         let mut seen_client = false;
         let started = self.machine.now();
+        let counted = self.machine.counters();
         let mut horizon = started;
         let mut last_report = Instant::now();
+        let mut last_busy = Instant::now();
         loop {
             let stopping = control.stop.is_some_and(|s| s.load(Ordering::Relaxed));
             let idle = state.in_flight.get() == 0;
@@ -352,15 +369,19 @@ impl NbdExport {
                 break;
             }
             let first = if idle {
-                match events.recv_timeout(Duration::from_millis(50)) {
-                    Ok(e) => Some(e),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break,
+                // Looks without sleeping only just after a burst: an idle server sleeps.
+                match next_event(events, IDLE_SPIN.saturating_sub(last_busy.elapsed())) {
+                    Ok(e) => e,
+                    // Every sender (the listener, the connections) is gone.
+                    Err(RecvError) => break,
                 }
             } else {
                 events.try_recv().ok()
             };
             let mut batch: Vec<Event> = first.into_iter().collect();
+            if !batch.is_empty() || !idle {
+                last_busy = Instant::now();
+            }
             if !batch.is_empty() {
                 batch.extend(events.try_iter());
             }
@@ -433,16 +454,31 @@ impl NbdExport {
                 if last_report.elapsed() >= every {
                     last_report = Instant::now();
                     let mut s = state.stats.borrow_mut();
-                    s.virtual_elapsed = self.machine.now().since(started);
-                    s.wall_elapsed = wall_span(&state);
+                    self.elapsed(&mut s, &state, started, counted);
                     report(&s);
                 }
             }
         }
         let mut stats = state.stats.borrow().clone();
-        stats.virtual_elapsed = self.machine.now().since(started);
-        stats.wall_elapsed = wall_span(&state);
+        self.elapsed(&mut stats, &state, started, counted);
         Ok(stats)
+    }
+
+    /// The controller's lifetime counts of read and write commands (its SMART / health
+    /// log), read through the export's driver while it does not serve: how many NVMe
+    /// commands the requests served became.
+    pub fn io_commands(&self) -> Result<(u64, u64), FioError> {
+        let backend = self.backend.clone();
+        run_workload(&self.machine, async move { backend.io_commands().await })
+    }
+
+    /// Brings the figures that are not counted per request up to now.
+    fn elapsed(&self, s: &mut NbdStats, state: &ServeState, started: SimTime, counted: Counters) {
+        let now = self.machine.counters();
+        s.virtual_elapsed = self.machine.now().since(started);
+        s.wall_elapsed = wall_span(state);
+        s.events = now.events - counted.events;
+        s.tlp_arrivals = now.tlp_arrivals - counted.tlp_arrivals;
     }
 
     /// Ends the export: a client of the distributed driver deletes its queue pairs and
@@ -557,6 +593,26 @@ impl Kind {
             Kind::WriteZeroes => "NBD_CMD_WRITE_ZEROES",
             Kind::Trim => "NBD_CMD_TRIM",
         }
+    }
+}
+
+/// The next event: looked for without sleeping (giving the CPU to any other thread that
+/// wants it between looks) for `spin`, then waited for up to 50 ms (`Ok(None)`: nothing
+/// came).
+fn next_event(events: &Receiver<Event>, spin: Duration) -> Result<Option<Event>, RecvError> {
+    let start = Instant::now();
+    loop {
+        match events.try_recv() {
+            Ok(e) => return Ok(Some(e)),
+            Err(TryRecvError::Disconnected) => return Err(RecvError),
+            Err(TryRecvError::Empty) if start.elapsed() < spin => std::thread::yield_now(),
+            Err(TryRecvError::Empty) => break,
+        }
+    }
+    match events.recv_timeout(Duration::from_millis(50)) {
+        Ok(e) => Ok(Some(e)),
+        Err(RecvTimeoutError::Timeout) => Ok(None),
+        Err(RecvTimeoutError::Disconnected) => Err(RecvError),
     }
 }
 

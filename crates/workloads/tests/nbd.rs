@@ -1,7 +1,8 @@
 //! The NBD export's serving loop, fed events directly: many bursts of one request each (an
 //! earlier loop let the clock's horizon drift ahead of it by a slice per burst and then
-//! called the idle server stuck), and what a burst of many requests at once does to the
-//! buffers and queue pairs.
+//! called the idle server stuck), what a burst of many requests at once does to the
+//! buffers and queue pairs, and how many NVMe commands requests become (the controller's
+//! SMART counts) with the bytes read back.
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -134,4 +135,112 @@ fn a_burst_larger_than_the_buffers_waits_and_every_request_is_answered() {
     let max_us = stats.virtual_latency.max() as f64 / 1e6;
     let min_us = stats.virtual_latency.min() as f64 / 1e6;
     assert!(max_us > 8.0 * min_us, "max {max_us} µs, min {min_us} µs");
+}
+
+fn write(cookie: u64, offset: u64, data: Vec<u8>) -> Event {
+    Event::Request {
+        conn: 0,
+        request: Request {
+            flags: 0,
+            len: u32::try_from(data.len()).unwrap(),
+            command: Command::Write(data),
+            cookie,
+            offset,
+        },
+        received: Instant::now(),
+    }
+}
+
+/// Reads one simple reply of `len` data bytes off `s`: its cookie and data.
+fn reply(s: &mut UnixStream, len: usize) -> (u64, Vec<u8>) {
+    let mut head = [0u8; 16];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(head[4..8], [0, 0, 0, 0], "an error reply");
+    let mut data = vec![0u8; len];
+    s.read_exact(&mut data).unwrap();
+    (u64::from_be_bytes(head[8..16].try_into().unwrap()), data)
+}
+
+#[test]
+fn a_4_kib_write_is_one_nvme_write_and_its_read_back_one_read_with_the_same_bytes() {
+    let (_cluster, export) = export(4, 32);
+    let (reads0, writes0) = export.io_commands().expect("the SMART log");
+    let (tx, rx, mut theirs) = opened();
+    const N: u64 = 64;
+    let block = |i: u64| -> Vec<u8> { (0..4096).map(|b| (i * 131 + b * 7) as u8).collect() };
+    // Written in bursts of 32, as fio at queue depth 32 would, then read back the same way.
+    let client = std::thread::spawn(move || {
+        let offset = |i: u64| (i * 37 % 4096) * 4096;
+        for burst in 0..N / 32 {
+            for i in burst * 32..(burst + 1) * 32 {
+                tx.send(write(i, offset(i), block(i))).unwrap();
+            }
+            let mut got: Vec<u64> = (0..32).map(|_| reply(&mut theirs, 0).0).collect();
+            got.sort_unstable();
+            assert_eq!(got, (burst * 32..(burst + 1) * 32).collect::<Vec<_>>());
+        }
+        for burst in 0..N / 32 {
+            for i in burst * 32..(burst + 1) * 32 {
+                tx.send(read(N + i, offset(i), 4096)).unwrap();
+            }
+            for _ in 0..32 {
+                let (cookie, data) = reply(&mut theirs, 4096);
+                assert_eq!(data, block(cookie - N), "block {} read back", cookie - N);
+            }
+        }
+        tx.send(Event::Closed {
+            conn: 0,
+            error: None,
+        })
+        .unwrap();
+    });
+    let control = ServeControl {
+        once: true,
+        ..ServeControl::default()
+    };
+    let stats = export.serve(&rx, control, |_| {}).expect("serves");
+    client.join().unwrap();
+    assert_eq!((stats.writes, stats.reads, stats.failed), (N, N, 0));
+    let (reads, writes) = export.io_commands().expect("the SMART log");
+    assert_eq!(
+        (reads - reads0, writes - writes0),
+        (N, N),
+        "NVMe Read and Write commands for {N} NBD reads and writes of 4 KiB"
+    );
+}
+
+#[test]
+fn a_write_larger_than_the_controllers_largest_transfer_is_cut_into_that_many_commands() {
+    let (_cluster, export) = export(1, 4);
+    let mdts = export.max_transfer();
+    let (_, writes0) = export.io_commands().expect("the SMART log");
+    let (tx, rx, mut theirs) = opened();
+    let len = 3 * mdts + 4096;
+    let data: Vec<u8> = (0..len).map(|b| (b % 251) as u8).collect();
+    let expected = data.clone();
+    let client = std::thread::spawn(move || {
+        tx.send(write(1, 8192, data)).unwrap();
+        assert_eq!(reply(&mut theirs, 0).0, 1);
+        tx.send(read(2, 8192, u32::try_from(len).unwrap())).unwrap();
+        let (cookie, back) = reply(&mut theirs, len as usize);
+        assert_eq!(cookie, 2);
+        assert!(back == expected, "the bytes read back differ");
+        tx.send(Event::Closed {
+            conn: 0,
+            error: None,
+        })
+        .unwrap();
+    });
+    let control = ServeControl {
+        once: true,
+        ..ServeControl::default()
+    };
+    export.serve(&rx, control, |_| {}).expect("serves");
+    client.join().unwrap();
+    let (_, writes) = export.io_commands().expect("the SMART log");
+    assert_eq!(
+        writes - writes0,
+        4,
+        "{len} bytes in writes of at most {mdts}"
+    );
 }

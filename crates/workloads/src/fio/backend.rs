@@ -8,6 +8,7 @@
 use super::FioError;
 use crate::booted::Booted;
 use smartio_cluster::Cluster;
+use smartio_devices::nvme::spec::log;
 use smartio_drivers::nvme::{BlockOp, NamespaceInfo, NvmeDevice};
 use smartio_drivers::nvme_dist::{
     BlockClient, BlockClientConfig, BlockClientError, Client, ClientQueue, DistError, Manager,
@@ -232,6 +233,29 @@ impl Backend {
                 let rq = BlockRequest::new(op, lba, blocks, buffer.cpu);
                 disk.submit(job, rq).await.map_err(FioError::from)
             }
+        }
+    }
+
+    /// The controller's lifetime counts of read and write commands (its SMART / health
+    /// log): what the device was asked to do, however the workload cut its I/O.
+    pub async fn io_commands(&self) -> Result<(u64, u64), FioError> {
+        match self {
+            Backend::Native { dev, .. } => {
+                let page = dev
+                    .log_page(log::SMART_HEALTH, log::SMART_SIZE as u32)
+                    .await?;
+                // 128-bit counts, the low 64 bits kept.
+                let count = |at: usize| {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&page[at..at + 8]);
+                    u64::from_le_bytes(w)
+                };
+                Ok((count(log::SMART_HOST_READS), count(log::SMART_HOST_WRITES)))
+            }
+            Backend::Client { manager, .. } => Ok(manager.io_commands().await?),
+            Backend::Block { .. } => Err(FioError::Internal(
+                "the block client's disk does not show the controller's counts",
+            )),
         }
     }
 
