@@ -524,6 +524,18 @@ struct Slot {
     flow: Flow,
 }
 
+impl Slot {
+    /// The interval of `ser` picoseconds from `begin` booked for `who`'s TLP arriving at `head`.
+    fn booked(who: Booking, head: u64, begin: u64, ser: u64) -> Slot {
+        Slot {
+            arrival: head,
+            begin,
+            end: begin + ser,
+            flow: who.flow,
+        }
+    }
+}
+
 impl Timeline {
     /// The live intervals.
     fn live(&self) -> &[Slot] {
@@ -570,40 +582,21 @@ impl Timeline {
             Some(last) if head >= last.end => head,
             // The same flow booked last (the next TLP of a transfer): right behind it.
             Some(last) if last.flow == who.flow && last.end > who.now => last.end,
-            _ => return self.book_after_dropping(who, head, ser),
+            _ => {
+                self.drop_ended(who.now);
+                return self.book_in_gap(who, head, ser);
+            }
         };
         if self.slots.len() >= COMPACT_AT {
             self.drop_ended(who.now);
         }
-        self.slots.push(Slot {
-            arrival: head,
-            begin,
-            end: begin + ser,
-            flow: who.flow,
-        });
+        self.slots.push(Slot::booked(who, head, begin, ser));
         begin
     }
 
-    /// [`Timeline::book`] with the intervals that ended dropped first.
-    #[cold]
-    fn book_after_dropping(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
-        self.drop_ended(who.now);
-        let begin = match self.live().last() {
-            None => head,
-            Some(last) if head >= last.end => head,
-            Some(last) if last.flow == who.flow => last.end,
-            _ => return self.book_in_gap(who, head, ser),
-        };
-        self.slots.push(Slot {
-            arrival: head,
-            begin,
-            end: begin + ser,
-            flow: who.flow,
-        });
-        begin
-    }
-
-    /// [`Timeline::book`] when the TLP may start before the last interval booked ends.
+    /// [`Timeline::book`] on the live intervals, when the last one booked may not let the TLP
+    /// simply follow it: the general rule (an empty timeline, a TLP arriving after the last
+    /// interval or behind its own flow's last one come out as in the usual case).
     #[cold]
     fn book_in_gap(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
         let live = self.live();
@@ -625,15 +618,8 @@ impl Timeline {
             }
             begin = begin.max(s.end);
         }
-        self.slots.insert(
-            self.head + at,
-            Slot {
-                arrival: head,
-                begin,
-                end: begin + ser,
-                flow: who.flow,
-            },
-        );
+        self.slots
+            .insert(self.head + at, Slot::booked(who, head, begin, ser));
         begin
     }
 }
