@@ -503,6 +503,24 @@ impl Names<'_> {
         }
     }
 
+    /// A TLP's first row: who sent what to where, and what the sender was doing.
+    fn tlp_head(
+        &self,
+        tlp: TlpKind,
+        requester: Requester,
+        payload: u32,
+        target: &Target,
+        label: Option<&'static str>,
+    ) -> String {
+        format!(
+            "{} {} {payload} B → {}{}",
+            self.requester(requester),
+            tlp.name(),
+            self.target(target),
+            label.map(|l| format!(" ({l})")).unwrap_or_default()
+        )
+    }
+
     fn target(&self, t: &Target) -> String {
         match *t {
             Target::Memory { host, .. } => format!("{} RAM", self.host(host)),
@@ -651,13 +669,7 @@ impl Names<'_> {
                 target,
                 ..
             } => {
-                let head = format!(
-                    "{} {} {payload} B → {}{}",
-                    self.requester(requester),
-                    tlp.name(),
-                    self.target(&target),
-                    step.label.map(|l| format!(" ({l})")).unwrap_or_default()
-                );
+                let head = self.tlp_head(tlp, requester, payload, &target, step.label);
                 let mut rows = Vec::with_capacity(hops.len() * 3 + 1);
                 let mut at = step.start;
                 for (i, h) in hops.iter().enumerate() {
@@ -732,13 +744,7 @@ impl Names<'_> {
                 target,
                 ..
             } => {
-                let head = format!(
-                    "{} {} {payload} B → {}{}",
-                    self.requester(requester),
-                    tlp.name(),
-                    self.target(&target),
-                    step.label.map(|l| format!(" ({l})")).unwrap_or_default()
-                );
+                let head = self.tlp_head(tlp, requester, payload, &target, step.label);
                 let mut rows = Vec::with_capacity(2);
                 let mut at = step.start;
                 if let Some(h) = hops.first() {
