@@ -678,14 +678,16 @@ impl Core {
         label: Option<&'static str>,
     ) -> u32 {
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
-        let (requests, completions, mut txn) = match self.spare_txns.pop() {
-            Some(mut spare) => (
-                std::mem::take(&mut spare.requests),
-                std::mem::take(&mut spare.completions),
-                Some(spare),
-            ),
-            None => (VecDeque::new(), VecDeque::new(), None),
-        };
+        let mut spare = self.spare_txns.pop();
+        let (requests, completions) = spare
+            .as_mut()
+            .map(|t| {
+                (
+                    std::mem::take(&mut t.requests),
+                    std::mem::take(&mut t.completions),
+                )
+            })
+            .unwrap_or_default();
         let fresh = Txn {
             kind,
             requester,
@@ -712,10 +714,10 @@ impl Core {
             label,
             issued_after: gate,
         };
-        let txn = match txn.take() {
-            Some(mut spare) => {
-                *spare = fresh;
-                spare
+        let txn = match spare {
+            Some(mut t) => {
+                *t = fresh;
+                t
             }
             None => Box::new(fresh),
         };

@@ -170,7 +170,7 @@ impl Executor {
 
     /// The next wake-up, in the order they came.
     fn next_wake(&self) -> Option<(u32, u32, StepId)> {
-        if self.ready.queued.load(Ordering::Relaxed) == 0 {
+        if !self.any_ready() {
             return None;
         }
         let mut q = self.ready.queue.lock().ok()?;
