@@ -49,31 +49,37 @@ impl SparseMemory {
     /// Copies `buf.len()` bytes from `offset` into `buf`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         let mut done = 0usize;
-        while done < buf.len() {
-            let at = offset + done as u64;
-            let in_page = (at & (PAGE_SIZE - 1)) as usize;
-            let n = (PAGE_SIZE as usize - in_page).min(buf.len() - done);
-            match self.pages.get(&(at >> PAGE_SHIFT)) {
-                Some(page) => buf[done..done + n].copy_from_slice(&page[in_page..in_page + n]),
-                None => buf[done..done + n].fill(0),
+        self.pieces(offset, buf.len(), |piece, n| {
+            let to = &mut buf[done..done + n];
+            match piece {
+                Some(bytes) => to.copy_from_slice(bytes),
+                None => to.fill(0),
             }
             done += n;
-        }
+        });
     }
 
     /// Appends the `len` bytes from `offset` to `out` (unwritten bytes as zeroes): a read
     /// into a buffer that is not zeroed first.
     pub fn read_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
         out.reserve(len);
+        self.pieces(offset, len, |piece, n| match piece {
+            Some(bytes) => out.extend_from_slice(bytes),
+            None => out.resize(out.len() + n, 0),
+        });
+    }
+
+    /// Walks `len` bytes from `offset` a page at a time: each piece's bytes, or `None` and
+    /// its length where the page was never written.
+    #[inline]
+    fn pieces(&self, offset: u64, len: usize, mut each: impl FnMut(Option<&[u8]>, usize)) {
         let mut done = 0usize;
         while done < len {
             let at = offset + done as u64;
             let in_page = (at & (PAGE_SIZE - 1)) as usize;
             let n = (PAGE_SIZE as usize - in_page).min(len - done);
-            match self.pages.get(&(at >> PAGE_SHIFT)) {
-                Some(page) => out.extend_from_slice(&page[in_page..in_page + n]),
-                None => out.resize(out.len() + n, 0),
-            }
+            let page = self.pages.get(&(at >> PAGE_SHIFT));
+            each(page.map(|p| &p[in_page..in_page + n]), n);
             done += n;
         }
     }
