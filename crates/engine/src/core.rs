@@ -18,7 +18,6 @@ pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Stream,
 };
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -39,6 +38,49 @@ pub(crate) enum Event {
     },
     /// A link goes down or comes up.
     LinkState { link: u32, up: bool },
+}
+
+/// An event in the queue, ordered by its time, then by when it was scheduled (its
+/// sequence number), earliest first. Both are one 128-bit key, time in the high half, so an
+/// ordering is one comparison; `BinaryHeap` is a max-heap, so the order is reversed.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    key: u128,
+    event: Event,
+}
+
+impl Queued {
+    fn new(at: SimTime, seq: u64, event: Event) -> Queued {
+        Queued {
+            key: (u128::from(at.as_ps()) << 64) | u128::from(seq),
+            event,
+        }
+    }
+
+    fn time(&self) -> SimTime {
+        SimTime((self.key >> 64) as u64)
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Queued) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Queued) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    /// Reversed: the earliest key is the greatest.
+    fn cmp(&self, other: &Queued) -> std::cmp::Ordering {
+        other.key.cmp(&self.key)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -65,7 +107,7 @@ pub(crate) struct Core {
     /// runs inside the core). Set wherever `now` moves.
     pub shared_now: Rc<std::cell::Cell<SimTime>>,
     seq: u64,
-    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    queue: BinaryHeap<Queued>,
     pub fabric: Fabric,
     pub timing: Timing,
     pub links: Vec<LinkState>,
@@ -307,15 +349,15 @@ impl Core {
     pub fn schedule(&mut self, at: SimTime, event: Event) {
         self.seq += 1;
         self.queue
-            .push(Reverse((at.max(self.now), self.seq, event)));
+            .push(Queued::new(at.max(self.now), self.seq, event));
     }
 
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.queue.peek().map(|Reverse((t, _, _))| *t)
+        self.queue.peek().map(Queued::time)
     }
 
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
-        self.queue.pop().map(|Reverse((t, _, e))| (t, e))
+        self.queue.pop().map(|q| (q.time(), q.event))
     }
 
     /// Arms a timer due at `at` that ends recorded step `step`. A timer at
@@ -1268,5 +1310,41 @@ fn memory_host(target: &Target) -> HostId {
     match *target {
         Target::Memory { host, .. } | Target::Interrupt { host, .. } => host,
         Target::Bar { .. } | Target::Multicast { .. } => HostId(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_pops_the_earliest_time_first_and_equal_times_in_the_order_scheduled() {
+        let mut queue = BinaryHeap::new();
+        let scheduled = [
+            (30, Event::Txn(0)),
+            (10, Event::Txn(1)),
+            (30, Event::Txn(2)),
+        ];
+        let more = [
+            (10, Event::Txn(3)),
+            (u64::MAX, Event::Txn(4)),
+            (0, Event::Txn(5)),
+        ];
+        for (seq, (at, event)) in scheduled.into_iter().chain(more).enumerate() {
+            queue.push(Queued::new(SimTime(at), seq as u64 + 1, event));
+        }
+        let order: Vec<(u64, Event)> =
+            std::iter::from_fn(|| queue.pop().map(|q| (q.time().0, q.event))).collect();
+        assert_eq!(
+            order,
+            [
+                (0, Event::Txn(5)),
+                (10, Event::Txn(1)),
+                (10, Event::Txn(3)),
+                (30, Event::Txn(0)),
+                (30, Event::Txn(2)),
+                (u64::MAX, Event::Txn(4)),
+            ]
+        );
     }
 }

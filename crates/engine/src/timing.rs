@@ -264,19 +264,6 @@ pub struct HopCost {
     pub node_jitter_ps: u64,
 }
 
-impl HopCost {
-    /// The latency of the node reached for one TLP: uniform within typical ± jitter, drawn
-    /// from `chips` (the typical value, and no draw, without a stream or without jitter).
-    fn node_latency(&self, chips: &mut Option<&mut Stream>) -> u64 {
-        match chips {
-            Some(stream) if self.node_jitter_ps > 0 => {
-                self.node_latency_ps - self.node_jitter_ps + stream.up_to(2 * self.node_jitter_ps)
-            }
-            _ => self.node_latency_ps,
-        }
-    }
-}
-
 /// Per-link, per-direction occupancy and statistics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkState {
@@ -328,33 +315,27 @@ pub fn traverse(
     start: SimTime,
     payload: u64,
     who: Booking,
-    mut chips: Option<&mut Stream>,
+    chips: Option<&mut Stream>,
     record: Option<&mut Vec<HopRec>>,
 ) -> Crossing {
-    match path.first() {
-        Some(h) => {
-            let ser = h.timing.serialization_ps(payload);
-            let (arrival, first_begin) = run_hops(
-                links,
-                path,
-                0,
-                start.as_ps(),
-                ser,
-                payload,
-                who,
-                None,
-                &mut chips,
-                record,
-            );
-            Crossing {
-                arrival: SimTime(arrival),
-                first_link_done: SimTime(first_begin + ser),
-            }
-        }
-        None => Crossing {
+    let Some(h) = path.first() else {
+        return Crossing {
             arrival: start,
             first_link_done: start,
-        },
+        };
+    };
+    let ser = h.timing.serialization_ps(payload);
+    let head = start.as_ps();
+    // One loop per combination, each without the checks the others need.
+    let (arrival, first_begin) = match (chips, record) {
+        (Some(chips), None) => run_hops(links, path, 0, head, ser, payload, who, chips, &mut ()),
+        (None, None) => run_hops(links, path, 0, head, ser, payload, who, &mut (), &mut ()),
+        (Some(chips), Some(r)) => run_hops(links, path, 0, head, ser, payload, who, chips, r),
+        (None, Some(r)) => run_hops(links, path, 0, head, ser, payload, who, &mut (), r),
+    };
+    Crossing {
+        arrival: SimTime(arrival),
+        first_link_done: SimTime(first_begin + ser),
     }
 }
 
@@ -393,12 +374,12 @@ pub fn traverse_tree(
             });
             continue;
         }
-        let mut b = Vec::with_capacity(path.len());
+        let mut b = Begins(Vec::with_capacity(path.len()));
         let ser = path[k].timing.serialization_ps(payload);
         let head = if k == 0 {
             start.as_ps()
         } else {
-            b.extend_from_slice(&begins[j][..k]);
+            b.0.extend_from_slice(&begins[j][..k]);
             let prev = &path[k - 1];
             let prev_ser = prev.timing.serialization_ps(payload);
             begins[j][k - 1]
@@ -408,28 +389,73 @@ pub fn traverse_tree(
         };
         // The copies of a multicast write cross their chips at the typical latency (the
         // branches re-derive the shared prefix's timing from it).
-        let (end, _) = run_hops(
-            links,
-            path,
-            k,
-            head,
-            ser,
-            payload,
-            who,
-            Some(&mut b),
-            &mut None,
-            None,
-        );
+        let (end, _) = run_hops(links, path, k, head, ser, payload, who, &mut (), &mut b);
         out.push(SimTime(end));
-        begins.push(b);
+        begins.push(b.0);
     }
     out
 }
 
+/// Where a node's latency for one TLP comes from: a stream to draw it from, or `()` for the
+/// typical latency.
+trait ChipDraw {
+    /// The latency of the node `hop` reaches.
+    fn latency(&mut self, hop: &HopCost) -> u64;
+}
+
+impl ChipDraw for () {
+    #[inline(always)]
+    fn latency(&mut self, hop: &HopCost) -> u64 {
+        hop.node_latency_ps
+    }
+}
+
+impl ChipDraw for Stream {
+    /// Uniform within typical ± jitter (the typical value, and no draw, without jitter).
+    #[inline(always)]
+    fn latency(&mut self, hop: &HopCost) -> u64 {
+        if hop.node_jitter_ps > 0 {
+            hop.node_latency_ps - hop.node_jitter_ps + self.up_to(2 * hop.node_jitter_ps)
+        } else {
+            hop.node_latency_ps
+        }
+    }
+}
+
+/// What a crossing keeps of each hop: nothing (`()`), the hops' timing for the recording
+/// (a `Vec<HopRec>`), or when each hop's link started sending ([`Begins`]).
+trait HopLog {
+    /// The TLP started on `hop`'s link at `begin`; `rec` describes the whole hop.
+    fn hop(&mut self, begin: u64, rec: impl FnOnce() -> HopRec);
+}
+
+impl HopLog for () {
+    #[inline(always)]
+    fn hop(&mut self, _: u64, _: impl FnOnce() -> HopRec) {}
+}
+
+impl HopLog for Vec<HopRec> {
+    #[inline(always)]
+    fn hop(&mut self, _: u64, rec: impl FnOnce() -> HopRec) {
+        self.push(rec());
+    }
+}
+
+/// When each hop's link started sending the TLP, in path order.
+struct Begins(Vec<u64>);
+
+impl HopLog for Begins {
+    #[inline(always)]
+    fn hop(&mut self, begin: u64, _: impl FnOnce() -> HopRec) {
+        self.0.push(begin);
+    }
+}
+
 /// Crosses `path[from..]` with the head at `head` and serialization `ser` on the first of
-/// those links; records each hop's start time in `begins` if given. Returns the arrival at
-/// the final node and when the TLP started on the first of those links.
+/// those links, drawing chip latencies from `chips` and keeping each hop in `log`. Returns
+/// the arrival at the final node and when the TLP started on the first of those links.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn run_hops(
     links: &mut [LinkState],
     path: &[HopCost],
@@ -438,65 +464,55 @@ fn run_hops(
     mut ser: u64,
     payload: u64,
     who: Booking,
-    mut begins: Option<&mut Vec<u64>>,
-    chips: &mut Option<&mut Stream>,
-    mut record: Option<&mut Vec<HopRec>>,
+    chips: &mut impl ChipDraw,
+    log: &mut impl HopLog,
 ) -> (u64, u64) {
-    let mut first_begin = head;
-    for i in from..path.len() {
-        let hop = &path[i];
+    let mut first_begin = None;
+    let mut hops = path[from..].iter().peekable();
+    while let Some(hop) = hops.next() {
         let state = &mut links[hop.link as usize];
-        let d = hop.dir as usize;
+        let d = hop.dir as usize & 1;
         let begin = state.booked[d].book(who, head, ser);
-        if i == from {
-            first_begin = begin;
-        }
-        if let Some(b) = begins.as_deref_mut() {
-            b.push(begin);
-        }
+        let first = *first_begin.get_or_insert(begin);
         state.busy_until[d] = state.busy_until[d].max(begin + ser);
         state.tlps[d] += 1;
         state.wire_bytes[d] += payload + hop.timing.overhead as u64;
         state.payload_bytes[d] += payload;
         state.busy_ps[d] += ser;
-        match path.get(i + 1) {
-            None => {
-                if let Some(r) = record.as_deref_mut() {
-                    r.push(HopRec {
-                        link: hop.link,
-                        dir: hop.dir,
-                        head,
-                        begin,
-                        ser,
-                        prop: hop.timing.prop_ps,
-                        node: 0,
-                        mismatch: 0,
-                    });
-                }
-                return (begin + ser + hop.timing.prop_ps, first_begin);
-            }
-            Some(next) => {
-                let next_ser = next.timing.serialization_ps(payload);
-                let node = hop.node_latency(chips);
-                let mismatch = ser.saturating_sub(next_ser);
-                if let Some(r) = record.as_deref_mut() {
-                    r.push(HopRec {
-                        link: hop.link,
-                        dir: hop.dir,
-                        head,
-                        begin,
-                        ser,
-                        prop: hop.timing.prop_ps,
-                        node,
-                        mismatch,
-                    });
-                }
-                head = begin + hop.timing.prop_ps + node + mismatch;
-                ser = next_ser;
-            }
-        }
+        let Some(next) = hops.peek() else {
+            log.hop(begin, || HopRec {
+                link: hop.link,
+                dir: hop.dir,
+                head,
+                begin,
+                ser,
+                prop: hop.timing.prop_ps,
+                node: 0,
+                mismatch: 0,
+            });
+            return (begin + ser + hop.timing.prop_ps, first);
+        };
+        let next_ser = if next.timing == hop.timing {
+            ser
+        } else {
+            next.timing.serialization_ps(payload)
+        };
+        let node = chips.latency(hop);
+        let mismatch = ser.saturating_sub(next_ser);
+        log.hop(begin, || HopRec {
+            link: hop.link,
+            dir: hop.dir,
+            head,
+            begin,
+            ser,
+            prop: hop.timing.prop_ps,
+            node,
+            mismatch,
+        });
+        head = begin + hop.timing.prop_ps + node + mismatch;
+        ser = next_ser;
     }
-    (head, first_begin)
+    (head, first_begin.unwrap_or(head))
 }
 
 /// The intervals booked on one direction of a link, in time order, that have not ended.
@@ -572,7 +588,7 @@ impl Timeline {
     /// Intervals that ended are dropped lazily (by the slow path, or once [`COMPACT_AT`] are
     /// kept): the usual bookings look at the last interval only, and an ended one there
     /// answers them as dropping it would have.
-    #[inline]
+    #[inline(always)]
     fn book(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
         // The usual case: after everything booked (in order, as a FIFO would). The last
         // interval ends last; if it ended by now, so did all, and a TLP arriving after it
