@@ -9,7 +9,7 @@ use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
 use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
-use crate::txn::{insert_ordered, next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
+use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
 use rustc_hash::FxHashMap;
@@ -972,18 +972,15 @@ impl Core {
                 }
                 txn.gate = send;
             }
-            insert_ordered(
-                &mut txn.requests,
-                InFlight {
-                    at,
-                    segment,
-                    offset,
-                    len: len as u32,
-                    last: false,
-                    copy: 0,
-                    step,
-                },
-            );
+            txn.requests.insert(InFlight {
+                at,
+                segment,
+                offset,
+                len: len as u32,
+                last: false,
+                copy: 0,
+                step,
+            });
             crossing.first_link_done
         } else {
             // A multicast write: the switches replicate it; shared links carry it once.
@@ -1007,18 +1004,15 @@ impl Core {
                     };
                     step = self.record(kind, start, at, cause, txn.label);
                 }
-                insert_ordered(
-                    &mut txn.requests,
-                    InFlight {
-                        at,
-                        segment,
-                        offset,
-                        len: len as u32,
-                        last: false,
-                        copy: copy as u32,
-                        step,
-                    },
-                );
+                txn.requests.insert(InFlight {
+                    at,
+                    segment,
+                    offset,
+                    len: len as u32,
+                    last: false,
+                    copy: copy as u32,
+                    step,
+                });
             }
             // The replicated TLP leaves the requester's link once, at its booked end.
             match path.forward.first() {
@@ -1287,18 +1281,15 @@ impl Core {
                 }
             }
             let last = done + n >= r.len as u64;
-            insert_ordered(
-                &mut txn.completions,
-                InFlight {
-                    at: end,
-                    segment: r.segment,
-                    offset: r.offset + done,
-                    len: n as u32,
-                    last,
-                    copy: 0,
-                    step,
-                },
-            );
+            txn.completions.insert(InFlight {
+                at: end,
+                segment: r.segment,
+                offset: r.offset + done,
+                len: n as u32,
+                last,
+                copy: 0,
+                step,
+            });
             done += n;
         }
     }

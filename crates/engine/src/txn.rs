@@ -7,7 +7,6 @@
 use crate::timing::HopCost;
 use smartio_fabric::{Requester, Target};
 use smartio_platform::{AccessError, SimTime};
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -141,9 +140,9 @@ pub struct Txn {
     /// Earliest time the next TLP may leave the requester.
     pub next_issue: SimTime,
     /// Writes and read requests on their way to the target.
-    pub requests: VecDeque<InFlight>,
+    pub requests: Flights,
     /// Completions on their way back.
-    pub completions: VecDeque<InFlight>,
+    pub completions: Flights,
     /// Bytes delivered (writes) or received (reads).
     pub done_bytes: u64,
     /// Read requests waiting for a free tag.
@@ -199,23 +198,86 @@ impl Txn {
     }
 }
 
-/// Inserts keeping arrival order (nearly always an append).
-#[inline]
-pub fn insert_ordered(queue: &mut VecDeque<InFlight>, item: InFlight) {
-    match queue.back() {
-        Some(last) if last.at > item.at => insert_before_later(queue, item),
-        _ => queue.push_back(item),
-    }
+/// TLPs on their way, in arrival order (equal times in the order inserted).
+///
+/// Invariant: `items[head..]` are the TLPs on their way, ordered by `at`; `items[..head]`
+/// have arrived and are dropped once all have (so `items` is empty when none is on its
+/// way), or on an append once they are most of `items` (a long stream's queue may never
+/// empty), so taking the first is an index step and the usual insert an append.
+#[derive(Debug, Default)]
+pub struct Flights {
+    items: Vec<InFlight>,
+    head: usize,
 }
 
-/// [`insert_ordered`] when the item arrives before the last one queued.
-#[cold]
-fn insert_before_later(queue: &mut VecDeque<InFlight>, item: InFlight) {
-    let pos = queue
-        .iter()
-        .rposition(|q| q.at <= item.at)
-        .map_or(0, |p| p + 1);
-    queue.insert(pos, item);
+impl Flights {
+    /// The first to arrive.
+    #[inline]
+    pub fn front(&self) -> Option<&InFlight> {
+        self.items.get(self.head)
+    }
+
+    /// Takes the first to arrive.
+    #[inline]
+    pub fn pop_front(&mut self) -> Option<InFlight> {
+        let first = *self.items.get(self.head)?;
+        self.head += 1;
+        if self.head == self.items.len() {
+            self.items.clear();
+            self.head = 0;
+        }
+        Some(first)
+    }
+
+    /// How many are on their way.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len() - self.head
+    }
+
+    /// Whether none is on its way.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.items.len()
+    }
+
+    /// Forgets them all (keeps the capacity).
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.head = 0;
+    }
+
+    /// Inserts keeping arrival order (nearly always an append).
+    #[inline]
+    pub fn insert(&mut self, item: InFlight) {
+        match self.items.last() {
+            Some(last) if last.at > item.at => self.insert_before_later(item),
+            _ => {
+                // A long stream may never drain: drop the arrived ones once they are most.
+                if self.head >= 64 && self.head * 2 >= self.items.len() {
+                    self.items.drain(..self.head);
+                    self.head = 0;
+                }
+                self.items.push(item)
+            }
+        }
+    }
+
+    /// [`Flights::insert`] when the item arrives before the last one queued.
+    #[cold]
+    fn insert_before_later(&mut self, item: InFlight) {
+        let pos = self.items[self.head..]
+            .iter()
+            .rposition(|q| q.at <= item.at)
+            .map_or(self.head, |p| self.head + p + 1);
+        self.items.insert(pos, item);
+    }
+
+    /// The arrival times, in order (for tests).
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = &InFlight> {
+        self.items[self.head..].iter()
+    }
 }
 
 /// Length of the next TLP from `addr` given `remaining` bytes, a size limit and 4 KiB
@@ -241,12 +303,44 @@ mod tests {
             copy: 0,
             step: crate::record::NONE,
         };
-        let mut q = VecDeque::new();
+        let mut q = Flights::default();
         for (at, offset) in [(10, 0), (30, 1), (20, 2), (30, 3), (5, 4), (20, 5)] {
-            insert_ordered(&mut q, tlp(at, offset));
+            q.insert(tlp(at, offset));
         }
         let got: Vec<(u64, u64)> = q.iter().map(|t| (t.at.0, t.offset)).collect();
         assert_eq!(got, [(5, 4), (10, 0), (20, 2), (20, 5), (30, 1), (30, 3)]);
+        // Arrived ones are gone; a later insert earlier than the rest goes before them.
+        assert_eq!(q.pop_front().map(|t| t.offset), Some(4));
+        assert_eq!(q.pop_front().map(|t| t.offset), Some(0));
+        q.insert(tlp(15, 6));
+        let got: Vec<u64> = q.iter().map(|t| t.offset).collect();
+        assert_eq!(got, [6, 2, 5, 1, 3]);
+        assert_eq!(q.len(), 5);
+        while q.pop_front().is_some() {}
+        assert!(q.is_empty());
+        q.insert(tlp(1, 7));
+        assert_eq!(q.front().map(|t| t.offset), Some(7));
+    }
+
+    #[test]
+    fn a_stream_that_never_drains_keeps_only_a_bounded_number_of_arrived_tlps() {
+        let tlp = |at: u64| InFlight {
+            at: SimTime(at),
+            segment: 0,
+            offset: at,
+            len: 0,
+            last: false,
+            copy: 0,
+            step: crate::record::NONE,
+        };
+        let mut q = Flights::default();
+        q.insert(tlp(0));
+        for at in 1..10_000 {
+            q.insert(tlp(at));
+            assert_eq!(q.pop_front().map(|t| t.offset), Some(at - 1));
+            assert!(q.items.len() <= 130, "{} kept after {at}", q.items.len());
+        }
+        assert_eq!(q.len(), 1);
     }
 
     #[test]
