@@ -789,34 +789,42 @@ impl Core {
         }
     }
 
-    /// Handles a queue entry for a transaction; stale entries are ignored.
+    /// Handles a queue entry for a transaction; stale entries are ignored. The transaction
+    /// is taken out of its slot while it runs, and goes on without the queue while nothing
+    /// else can come first (no task woke, no event is due before its next time).
     pub fn on_txn_event(&mut self, id: u32, at: SimTime) {
         self.woke = false;
-        match self.txn_mut(id) {
-            Some(t) if t.scheduled == Some(at) => t.scheduled = None,
-            _ => return,
+        let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        if txn.scheduled != Some(at) {
+            self.txns[id as usize] = Some(txn);
+            return;
         }
+        txn.scheduled = None;
         loop {
-            self.step_txn(id);
-            // Keep going without the queue while nothing else can come first.
-            let Some(t) = self.txn(id) else { return };
-            let Some(next) = t.next_time() else { return };
+            self.step_txn(id, &mut txn);
+            if txn.detached && txn.finished() {
+                self.free_txns.push(id);
+                self.park(txn);
+                return;
+            }
+            let Some(next) = txn.next_time() else { break };
             if self.woke || self.peek_time().is_some_and(|q| q <= next) {
+                txn.scheduled = Some(next);
+                self.schedule(next, Event::Txn(id));
                 break;
             }
             self.now = next;
             self.shared_now.set(next);
             self.counters.events += 1;
         }
-        self.reschedule(id);
+        self.txns[id as usize] = Some(txn);
     }
 
-    /// Does everything the transaction has due at `now`.
-    fn step_txn(&mut self, id: u32) {
+    /// Does everything transaction `id` has due at `now` (it is out of its slot meanwhile).
+    fn step_txn(&mut self, id: u32, txn: &mut Txn) {
         let now = self.now;
-        let Some(mut txn) = self.txns[id as usize].take() else {
-            return;
-        };
         loop {
             if txn.completions.front().is_some_and(|c| c.at <= now) {
                 if let Some(c) = txn.completions.pop_front() {
@@ -825,7 +833,7 @@ impl Core {
                     txn.done_bytes += c.len as u64;
                     if c.last {
                         let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
-                        self.free_tag(txn.requester, forwarded_by, id, &mut txn);
+                        self.free_tag(txn.requester, forwarded_by, id, txn);
                     }
                 }
                 continue;
@@ -836,7 +844,7 @@ impl Core {
                     self.set_context(r.step);
                     match txn.kind {
                         TxnKind::Write => {
-                            self.deliver_write(&txn, r);
+                            self.deliver_write(txn, r);
                             txn.done_bytes += r.len as u64;
                             // A credit came back: the next TLP may go now.
                             if self.recording() && txn.requests.len() + 1 == txn.window {
@@ -844,13 +852,13 @@ impl Core {
                             }
                             txn.next_issue = txn.next_issue.max(now);
                         }
-                        TxnKind::Read => self.answer_read(&mut txn, r),
+                        TxnKind::Read => self.answer_read(txn, r),
                     }
                 }
                 continue;
             }
             if txn.can_issue() && txn.next_issue <= now {
-                self.issue(id, &mut txn);
+                self.issue(id, txn);
                 continue;
             }
             break;
@@ -871,12 +879,6 @@ impl Core {
                 w.wake();
                 self.woke = true;
             }
-        }
-        if txn.detached && txn.finished() {
-            self.free_txns.push(id);
-            self.park(txn);
-        } else {
-            self.txns[id as usize] = Some(txn);
         }
     }
 
