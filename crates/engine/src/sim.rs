@@ -27,9 +27,6 @@ struct Inner {
     exec: Executor,
     /// The core's time, readable while the core is borrowed (by a BAR handler).
     now: Rc<std::cell::Cell<SimTime>>,
-    /// The poll loop's scratch lists (what a task waits for, its notes), kept between
-    /// loops so that their capacity is reused.
-    scratch: RefCell<(Vec<Wait>, Vec<&'static str>)>,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -73,7 +70,6 @@ impl Sim {
                 now: core.shared_now.clone(),
                 core: RefCell::new(core),
                 exec,
-                scratch: RefCell::new((Vec::new(), Vec::new())),
             }),
         })
     }
@@ -183,7 +179,6 @@ impl Sim {
         if !self.inner.exec.any_ready() {
             return;
         }
-        let (mut waits, mut notes) = std::mem::take(&mut *self.inner.scratch.borrow_mut());
         while let Some(mut taken) = self.inner.exec.take_ready() {
             {
                 let mut core = self.inner.core.borrow_mut();
@@ -197,17 +192,15 @@ impl Sim {
             smartio_platform::waiting::clear();
             let mut cx = Context::from_waker(&taken.waker);
             if taken.task.as_mut().poll(&mut cx).is_pending() {
-                std::mem::swap(&mut waits, &mut self.inner.core.borrow_mut().waits);
-                smartio_platform::waiting::take(&mut notes);
-                waits.extend(notes.iter().map(|&n| Wait::Note(n)));
-                self.inner.exec.put_back(taken, &mut waits);
-                waits.clear();
+                // What it waits for goes to its slot (the slot's old list comes back, to be
+                // cleared before the next poll).
+                let mut core = self.inner.core.borrow_mut();
+                smartio_platform::waiting::drain(|n| core.waits.push(Wait::Note(n)));
+                self.inner.exec.put_back(taken, &mut core.waits);
             } else {
                 self.inner.exec.finish(taken);
             }
         }
-        notes.clear();
-        *self.inner.scratch.borrow_mut() = (waits, notes);
     }
 
     /// The tasks that have not finished: where each was spawned and what it waits for.

@@ -42,6 +42,11 @@ pub fn take(into: &mut Vec<&'static str>) {
     NOTES.with(|n| into.append(&mut n.borrow_mut()));
 }
 
+/// Hands each note left by the last poll to `each`, in order, and forgets them.
+pub fn drain(mut each: impl FnMut(&'static str)) {
+    NOTES.with(|n| n.borrow_mut().drain(..).for_each(&mut each));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +64,12 @@ mod tests {
         assert_eq!(got, vec!["a doorbell", "b", "c", "d"]);
         take(&mut got);
         assert!(got.is_empty(), "take empties the notes");
+        note("x");
+        note("y");
+        let mut drained = Vec::new();
+        drain(|n| drained.push(n));
+        assert_eq!(drained, ["x", "y"]);
+        drain(|n| drained.push(n));
+        assert_eq!(drained, ["x", "y"], "drain empties the notes");
     }
 }
