@@ -826,34 +826,30 @@ impl Core {
     fn step_txn(&mut self, id: u32, txn: &mut Txn) {
         let now = self.now;
         loop {
-            if txn.completions.front().is_some_and(|c| c.at <= now) {
-                if let Some(c) = txn.completions.pop_front() {
-                    self.counters.tlp_arrivals += 1;
-                    self.set_context(c.step);
-                    txn.done_bytes += c.len as u64;
-                    if c.last {
-                        let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
-                        self.free_tag(txn.requester, forwarded_by, id, txn);
-                    }
+            if let Some(c) = txn.completions.pop_due(now) {
+                self.counters.tlp_arrivals += 1;
+                self.set_context(c.step);
+                txn.done_bytes += c.len as u64;
+                if c.last {
+                    let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
+                    self.free_tag(txn.requester, forwarded_by, id, txn);
                 }
                 continue;
             }
-            if txn.requests.front().is_some_and(|r| r.at <= now) {
-                if let Some(r) = txn.requests.pop_front() {
-                    self.counters.tlp_arrivals += 1;
-                    self.set_context(r.step);
-                    match txn.kind {
-                        TxnKind::Write => {
-                            self.deliver_write(txn, r);
-                            txn.done_bytes += r.len as u64;
-                            // A credit came back: the next TLP may go now.
-                            if self.recording() && txn.requests.len() + 1 == txn.window {
-                                txn.gate = r.step;
-                            }
-                            txn.next_issue = txn.next_issue.max(now);
+            if let Some(r) = txn.requests.pop_due(now) {
+                self.counters.tlp_arrivals += 1;
+                self.set_context(r.step);
+                match txn.kind {
+                    TxnKind::Write => {
+                        self.deliver_write(txn, r);
+                        txn.done_bytes += r.len as u64;
+                        // A credit came back: the next TLP may go now.
+                        if self.recording() && txn.requests.len() + 1 == txn.window {
+                            txn.gate = r.step;
                         }
-                        TxnKind::Read => self.answer_read(txn, r),
+                        txn.next_issue = txn.next_issue.max(now);
                     }
+                    TxnKind::Read => self.answer_read(txn, r),
                 }
                 continue;
             }

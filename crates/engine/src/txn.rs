@@ -183,18 +183,16 @@ impl Txn {
 
     /// The next time it has something to do, if any.
     pub fn next_time(&self) -> Option<SimTime> {
-        let mut t = None::<SimTime>;
-        let mut consider = |x: SimTime| t = Some(t.map_or(x, |y| y.min(x)));
-        if let Some(r) = self.requests.front() {
-            consider(r.at);
-        }
-        if let Some(c) = self.completions.front() {
-            consider(c.at);
-        }
+        let earliest = |a: Option<SimTime>, b: Option<SimTime>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) | (None, x) => x,
+        };
+        let arriving = earliest(self.requests.next_at(), self.completions.next_at());
         if self.can_issue() {
-            consider(self.next_issue);
+            earliest(arriving, Some(self.next_issue))
+        } else {
+            arriving
         }
-        t
     }
 }
 
@@ -208,6 +206,8 @@ impl Txn {
 pub struct Flights {
     items: Vec<InFlight>,
     head: usize,
+    /// When the first arrives (`items[head].at`), kept apart: it is asked at every step.
+    next_at: Option<SimTime>,
 }
 
 impl Flights {
@@ -215,6 +215,21 @@ impl Flights {
     #[inline]
     pub fn front(&self) -> Option<&InFlight> {
         self.items.get(self.head)
+    }
+
+    /// When the first arrives.
+    #[inline]
+    pub fn next_at(&self) -> Option<SimTime> {
+        self.next_at
+    }
+
+    /// Takes the first to arrive if it has arrived by `now`.
+    #[inline]
+    pub fn pop_due(&mut self, now: SimTime) -> Option<InFlight> {
+        match self.next_at {
+            Some(at) if at <= now => self.pop_front(),
+            _ => None,
+        }
     }
 
     /// Takes the first to arrive.
@@ -225,6 +240,9 @@ impl Flights {
         if self.head == self.items.len() {
             self.items.clear();
             self.head = 0;
+            self.next_at = None;
+        } else {
+            self.next_at = self.items.get(self.head).map(|t| t.at);
         }
         Some(first)
     }
@@ -245,6 +263,7 @@ impl Flights {
     pub fn clear(&mut self) {
         self.items.clear();
         self.head = 0;
+        self.next_at = None;
     }
 
     /// Inserts keeping arrival order (nearly always an append).
@@ -252,12 +271,16 @@ impl Flights {
     pub fn insert(&mut self, item: InFlight) {
         match self.items.last() {
             Some(last) if last.at > item.at => self.insert_before_later(item),
-            _ => {
+            Some(_) => {
                 // A long stream may never drain: drop the arrived ones once they are most.
                 if self.head >= 64 && self.head * 2 >= self.items.len() {
                     self.items.drain(..self.head);
                     self.head = 0;
                 }
+                self.items.push(item)
+            }
+            None => {
+                self.next_at = Some(item.at);
                 self.items.push(item)
             }
         }
@@ -271,6 +294,7 @@ impl Flights {
             .rposition(|q| q.at <= item.at)
             .map_or(self.head, |p| self.head + p + 1);
         self.items.insert(pos, item);
+        self.next_at = self.items.get(self.head).map(|t| t.at);
     }
 
     /// The arrival times, in order (for tests).
@@ -320,6 +344,10 @@ mod tests {
         assert!(q.is_empty());
         q.insert(tlp(1, 7));
         assert_eq!(q.front().map(|t| t.offset), Some(7));
+        assert_eq!(q.next_at(), Some(SimTime(1)));
+        assert!(q.pop_due(SimTime(0)).is_none(), "not yet arrived");
+        assert_eq!(q.pop_due(SimTime(1)).map(|t| t.offset), Some(7));
+        assert_eq!(q.next_at(), None);
     }
 
     #[test]
