@@ -8,7 +8,7 @@
 use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
-use crate::timing::{traverse, traverse_tree, Booking, LinkState, Timing};
+use crate::timing::{lane, traverse, traverse_tree, Booking, Lane, Timing};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
@@ -110,7 +110,8 @@ pub(crate) struct Core {
     queue: BinaryHeap<Queued>,
     pub fabric: Fabric,
     pub timing: Timing,
-    pub links: Vec<LinkState>,
+    /// Every link's two directions ([`lane`]).
+    pub lanes: Vec<Lane>,
     pub memory: Vec<SparseMemory>,
     pub bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
     pub config_handlers: Vec<Option<Rc<dyn smartio_platform::ConfigHandler>>>,
@@ -203,7 +204,7 @@ impl Core {
             shared_now: Rc::new(std::cell::Cell::new(SimTime::ZERO)),
             seq: 0,
             queue: BinaryHeap::new(),
-            links: vec![LinkState::default(); fabric.links().len()],
+            lanes: vec![Lane::default(); 2 * fabric.links().len()],
             memory: (0..hosts).map(|_| SparseMemory::new()).collect(),
             bar_handlers: (0..endpoints).map(|_| None).collect(),
             config_handlers: (0..endpoints).map(|_| None).collect(),
@@ -939,7 +940,7 @@ impl Core {
                 None
             };
             let crossing = traverse(
-                &mut self.links,
+                &mut self.lanes,
                 &path.forward,
                 start,
                 payload,
@@ -985,7 +986,7 @@ impl Core {
             let fanout = seg.fanout.clone();
             let paths: Vec<&[crate::timing::HopCost]> =
                 fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
-            let ends = traverse_tree(&mut self.links, &paths, start, payload, who);
+            let ends = traverse_tree(&mut self.lanes, &paths, start, payload, who);
             for (copy, (end, (target, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
                 let at = end + SimDuration(p.arrive_ps);
                 let mut step = NONE;
@@ -1014,7 +1015,7 @@ impl Core {
             }
             // The replicated TLP leaves the requester's link once, at its booked end.
             match path.forward.first() {
-                Some(h) => SimTime(self.links[h.link as usize].busy_until[h.dir as usize]),
+                Some(h) => SimTime(self.lanes[lane(h.link, h.dir)].busy_until),
                 None => start,
             }
         };
@@ -1248,7 +1249,7 @@ impl Core {
                 None
             };
             let arrival = traverse(
-                &mut self.links,
+                &mut self.lanes,
                 &path.backward,
                 start,
                 n,

@@ -329,7 +329,7 @@ impl Sim {
 
     /// Per-link occupancy and statistics.
     pub fn link_states(&self) -> Vec<LinkState> {
-        self.inner.core.borrow().links.clone()
+        LinkState::of_lanes(&self.inner.core.borrow().lanes)
     }
 
     /// Faults recorded so far (IOMMU faults, unsupported requests, completer aborts).

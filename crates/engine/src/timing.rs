@@ -227,7 +227,8 @@ impl Timing {
 
     /// The costed form of a fabric path.
     pub fn costed(&self, hops: &[Hop]) -> Vec<HopCost> {
-        hops.iter()
+        let mut path: Vec<HopCost> = hops
+            .iter()
             .enumerate()
             .map(|(i, h)| HopCost {
                 link: h.link.0,
@@ -244,8 +245,13 @@ impl Timing {
                 } else {
                     self.node_jitter_ps[h.node.index()]
                 },
+                same_rate_next: false,
             })
-            .collect()
+            .collect();
+        for i in 1..path.len() {
+            path[i - 1].same_rate_next = path[i - 1].timing == path[i].timing;
+        }
+        path
     }
 }
 
@@ -262,15 +268,16 @@ pub struct HopCost {
     pub node_latency_ps: u64,
     /// How far one TLP's latency at that node may lie from the typical, either way.
     pub node_jitter_ps: u64,
+    /// Whether the next hop's link has the same timing (a TLP's serialization there is the
+    /// same, and there is no rate mismatch); false for the last hop.
+    pub same_rate_next: bool,
 }
 
-/// Per-link, per-direction occupancy and statistics.
+/// Per-link, per-direction occupancy and statistics (a snapshot of a link's two [`Lane`]s).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkState {
     /// The end of the latest interval booked in each direction.
     pub busy_until: [u64; 2],
-    /// The intervals booked in each direction that have not ended yet.
-    booked: [Timeline; 2],
     /// TLPs sent per direction.
     pub tlps: [u64; 2],
     /// Wire bytes per direction.
@@ -279,6 +286,49 @@ pub struct LinkState {
     pub payload_bytes: [u64; 2],
     /// Time busy per direction (ps).
     pub busy_ps: [u64; 2],
+}
+
+impl LinkState {
+    /// The statistics of each link, from its lanes (see [`lane`]).
+    pub(crate) fn of_lanes(lanes: &[Lane]) -> Vec<LinkState> {
+        lanes
+            .chunks(2)
+            .map(|pair| {
+                let both = |f: fn(&Lane) -> u64| [f(&pair[0]), pair.get(1).map_or(0, f)];
+                LinkState {
+                    busy_until: both(|l| l.busy_until),
+                    tlps: both(|l| l.tlps),
+                    wire_bytes: both(|l| l.wire_bytes),
+                    payload_bytes: both(|l| l.payload_bytes),
+                    busy_ps: both(|l| l.busy_ps),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One direction of a link: its occupancy and statistics. A fabric's lanes are in one
+/// list, link `l`'s direction `d` at [`lane`]`(l, d)`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Lane {
+    /// The intervals booked that have not ended yet.
+    booked: Timeline,
+    /// The end of the latest interval booked.
+    pub busy_until: u64,
+    /// TLPs sent.
+    pub tlps: u64,
+    /// Wire bytes.
+    pub wire_bytes: u64,
+    /// Payload bytes.
+    pub payload_bytes: u64,
+    /// Time busy (ps).
+    pub busy_ps: u64,
+}
+
+/// Where direction `dir` (0 down, 1 up) of link `link` is in a list of [`Lane`]s.
+#[inline(always)]
+pub(crate) fn lane(link: u32, dir: u8) -> usize {
+    ((link as usize) << 1) | (dir as usize & 1)
 }
 
 /// Which TLPs must stay in order on a link: those of one requester (a CPU, a device). TLPs
@@ -309,8 +359,8 @@ pub struct Crossing {
 /// flow's order), so variation never reorders one requester's TLPs.
 ///
 /// With `record`, each hop's timing is appended to it (for the engine's recording).
-pub fn traverse(
-    links: &mut [LinkState],
+pub(crate) fn traverse(
+    links: &mut [Lane],
     path: &[HopCost],
     start: SimTime,
     payload: u64,
@@ -342,8 +392,8 @@ pub fn traverse(
 /// Sends one TLP along several paths that share prefixes (a multicast write replicated by
 /// the switches): a shared link carries the TLP once, and each path continues from the time
 /// the head reached the point where it branches off. Returns each path's arrival time.
-pub fn traverse_tree(
-    links: &mut [LinkState],
+pub(crate) fn traverse_tree(
+    links: &mut [Lane],
     paths: &[&[HopCost]],
     start: SimTime,
     payload: u64,
@@ -457,7 +507,7 @@ impl HopLog for Begins {
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn run_hops(
-    links: &mut [LinkState],
+    links: &mut [Lane],
     path: &[HopCost],
     from: usize,
     mut head: u64,
@@ -470,15 +520,14 @@ fn run_hops(
     let mut first_begin = None;
     let mut hops = path[from..].iter().peekable();
     while let Some(hop) = hops.next() {
-        let state = &mut links[hop.link as usize];
-        let d = hop.dir as usize & 1;
-        let begin = state.booked[d].book(who, head, ser);
+        let state = &mut links[lane(hop.link, hop.dir)];
+        let begin = state.booked.book(who, head, ser);
         let first = *first_begin.get_or_insert(begin);
-        state.busy_until[d] = state.busy_until[d].max(begin + ser);
-        state.tlps[d] += 1;
-        state.wire_bytes[d] += payload + hop.timing.overhead as u64;
-        state.payload_bytes[d] += payload;
-        state.busy_ps[d] += ser;
+        state.busy_until = state.busy_until.max(begin + ser);
+        state.tlps += 1;
+        state.wire_bytes += payload + hop.timing.overhead as u64;
+        state.payload_bytes += payload;
+        state.busy_ps += ser;
         let Some(next) = hops.peek() else {
             log.hop(begin, || HopRec {
                 link: hop.link,
@@ -492,7 +541,7 @@ fn run_hops(
             });
             return (begin + ser + hop.timing.prop_ps, first);
         };
-        let next_ser = if next.timing == hop.timing {
+        let next_ser = if hop.same_rate_next {
             ser
         } else {
             next.timing.serialization_ps(payload)
@@ -663,6 +712,7 @@ mod tests {
                 timing: link(1000),
                 node_latency_ps: 150_000,
                 node_jitter_ps: 0,
+                same_rate_next: false,
             },
             HopCost {
                 link: 1,
@@ -670,14 +720,15 @@ mod tests {
                 timing: link(1000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
+                same_rate_next: false,
             },
         ];
-        let mut links = vec![LinkState::default(); 2];
+        let mut links = vec![Lane::default(); 4];
         let end = traverse(&mut links, &path, SimTime(0), 64, WHO, None, None).arrival;
         // 90 wire bytes at 1 ps each; cut-through: 2 ns + 150 ns, then 90 ps + 2 ns.
         assert_eq!(end, SimTime(2_000 + 150_000 + 90 + 2_000));
-        assert_eq!(links[1].busy_until[1], 154_090 - 2_000);
-        assert_eq!(links[0].tlps, [0, 1]);
+        assert_eq!(links[lane(1, 1)].busy_until, 154_090 - 2_000);
+        assert_eq!([links[lane(0, 0)].tlps, links[lane(0, 1)].tlps], [0, 1]);
     }
 
     #[test]
@@ -688,8 +739,9 @@ mod tests {
             timing: link(1000),
             node_latency_ps: 0,
             node_jitter_ps: 0,
+            same_rate_next: false,
         }];
-        let mut links = vec![LinkState::default(); 1];
+        let mut links = vec![Lane::default(); 2];
         let a = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None).arrival;
         let b = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None).arrival;
         assert_eq!(b.as_ps() - a.as_ps(), 126);
@@ -704,6 +756,7 @@ mod tests {
                 timing: link(4000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
+                same_rate_next: false,
             },
             HopCost {
                 link: 1,
@@ -711,9 +764,10 @@ mod tests {
                 timing: link(1000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
+                same_rate_next: false,
             },
         ];
-        let mut links = vec![LinkState::default(); 2];
+        let mut links = vec![Lane::default(); 4];
         let end = traverse(&mut links, &path, SimTime(0), 74, WHO, None, None).arrival;
         // 100 wire bytes: 400 ps on the slow link, 100 on the fast one; the tail decides.
         assert_eq!(end, SimTime(2_000 + 300 + 100 + 2_000));
@@ -726,6 +780,7 @@ mod tests {
             timing: link(1000),
             node_latency_ps: 0,
             node_jitter_ps: 0,
+            same_rate_next: false,
         }]
     }
 
@@ -733,7 +788,7 @@ mod tests {
     /// reaches the link earlier takes the idle time before it, as the port would send it.
     #[test]
     fn a_tlp_reaching_an_idle_link_early_does_not_wait_behind_one_booked_for_later() {
-        let mut links = vec![LinkState::default(); 1];
+        let mut links = vec![Lane::default(); 2];
         let path = one_link();
         let late = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None, None);
         let early = traverse(
@@ -758,12 +813,12 @@ mod tests {
             None,
         );
         assert_eq!(third.arrival, SimTime(1_000_126 + 126 + 2_000));
-        assert_eq!(links[0].busy_until[0], 1_000_252);
+        assert_eq!(links[lane(0, 0)].busy_until, 1_000_252);
     }
 
     #[test]
     fn one_requesters_tlps_stay_in_order_even_when_a_gap_would_fit() {
-        let mut links = vec![LinkState::default(); 1];
+        let mut links = vec![Lane::default(); 2];
         let path = one_link();
         let first = traverse(&mut links, &path, SimTime(1_000_000), 100, WHO, None, None);
         let second = traverse(&mut links, &path, SimTime(0), 100, WHO, None, None);
@@ -778,6 +833,7 @@ mod tests {
     #[test]
     fn chip_latencies_vary_within_their_range_without_reordering_a_flow() {
         let hop = |latency, jitter| HopCost {
+            same_rate_next: false,
             link: 0,
             dir: 0,
             timing: LinkTiming {
@@ -791,7 +847,7 @@ mod tests {
         let mut path = vec![hop(120_000, 12_000), hop(0, 0)];
         path[1].link = 1;
         let mut stream = Stream::new(1, smartio_platform::Cause::Chip, 0);
-        let mut links = vec![LinkState::default(); 2];
+        let mut links = vec![Lane::default(); 4];
         let mut last = 0;
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..200u64 {

@@ -267,7 +267,7 @@ impl Flights {
     }
 
     /// Inserts keeping arrival order (nearly always an append).
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, item: InFlight) {
         match self.items.last() {
             Some(last) if last.at > item.at => self.insert_before_later(item),
