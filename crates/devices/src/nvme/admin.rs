@@ -216,7 +216,7 @@ impl NvmeController {
     fn create_sq(&self, q: CreateIoSq) -> Result<u32, Status> {
         let mut s = self.state.borrow_mut();
         let (qid, entries) = self.check_new_queue(q.qid, q.qsize, q.pc, q.base, s.granted.0)?;
-        if s.sqs[qid as usize].is_some() || s.deleting.iter().any(|d| d.0 == qid) {
+        if s.sqs.exists(qid as usize) || s.deleting.iter().any(|d| d.0 == qid) {
             return Err(Status::INVALID_QUEUE_ID);
         }
         if spec::cc::iosqes(s.cc) != 6 {
@@ -226,15 +226,21 @@ impl NvmeController {
         if cqid == 0 || s.cqs.get(cqid as usize).is_none_or(Option::is_none) {
             return Err(Status::COMPLETION_QUEUE_INVALID);
         }
-        s.sqs[qid as usize] = Some(SubQueue {
-            base: q.base,
-            entries,
-            head: 0,
-            tail: 0,
-            cqid,
-            fetching: false,
-            aborted: Vec::new(),
-        });
+        let created = s.sqs.put(
+            qid,
+            SubQueue {
+                base: q.base,
+                entries,
+                head: 0,
+                tail: 0,
+                cqid,
+                fetching: false,
+                aborted: Vec::new(),
+            },
+        );
+        if !created {
+            return Err(Status::INVALID_QUEUE_ID);
+        }
         s.io_queue_created = true;
         Ok(0)
     }
@@ -246,9 +252,9 @@ impl NvmeController {
         let (q, generation) = {
             let mut s = self.state.borrow_mut();
             let generation = s.generation;
-            let q = match s.sqs.get_mut(qid as usize) {
-                Some(slot) if qid != 0 && slot.is_some() => slot.take(),
-                _ => return Err(Status::INVALID_QUEUE_ID),
+            let q = match qid {
+                0 => return Err(Status::INVALID_QUEUE_ID),
+                _ => s.sqs.take(qid),
             };
             if let Some(q) = &q {
                 s.deleting.push((qid, q.cqid));
@@ -291,7 +297,7 @@ impl NvmeController {
         if qid == 0 || s.cqs.get(qid as usize).is_none_or(Option::is_none) {
             return Err(Status::INVALID_QUEUE_ID);
         }
-        if s.sqs.iter().flatten().any(|q| q.cqid == qid) || s.deleting.iter().any(|d| d.1 == qid) {
+        if s.sqs.iter().any(|q| q.cqid == qid) || s.deleting.iter().any(|d| d.1 == qid) {
             return Err(Status::INVALID_QUEUE_DELETION);
         }
         s.cqs[qid as usize] = None;
@@ -453,7 +459,6 @@ impl NvmeController {
             .sqs
             .get(sqid as usize)
             .cloned()
-            .flatten()
             .ok_or(Status::INVALID_FIELD)?;
         // The scan reads entries while the fetcher may take them: an entry found is marked
         // only if it is still waiting (the fetcher consults the marks when its read of the
@@ -465,7 +470,7 @@ impl NvmeController {
             let raw = self.read_sq(port, addr, SQE_SIZE as u64).await.ok();
             if raw.is_some_and(|raw| Command::from_bytes(&raw).0.cid == cid) {
                 let mut s = self.state.borrow_mut();
-                let Some(now) = s.sqs[sqid as usize].as_mut() else {
+                let Some(now) = s.sqs.get_mut(sqid as usize) else {
                     break; // deleted meanwhile: the deletion completed it as aborted
                 };
                 let taken = (now.head + entries - head) % entries;

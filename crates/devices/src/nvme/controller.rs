@@ -15,6 +15,7 @@
 
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
+use super::queues::SubmissionQueues;
 use super::spec::{
     self, aqa, async_event, cap, cc, cmbsz, csts, log, reg, vs, Command, Completion, Status,
     CQE_SIZE, SQE_SIZE,
@@ -126,7 +127,7 @@ pub(super) struct State {
     pub intms: u32,
     pub enabled: bool,
     pub generation: u64,
-    pub sqs: Vec<Option<SubQueue>>,
+    pub sqs: SubmissionQueues,
     pub cqs: Vec<Option<CompQueue>>,
     /// Granted I/O submission and completion queues (Set Features, Number of Queues).
     pub granted: (u16, u16),
@@ -198,7 +199,7 @@ impl NvmeController {
                 intms: 0,
                 enabled: false,
                 generation: 0,
-                sqs: vec![None; pairs],
+                sqs: SubmissionQueues::new(pairs),
                 cqs: vec![None; pairs],
                 granted: (io, io),
                 io_queue_created: false,
@@ -337,7 +338,7 @@ impl NvmeController {
             return; // no queue exists while the controller is disabled
         }
         let outcome = if index.is_multiple_of(2) {
-            match s.sqs.get_mut(qid).and_then(Option::as_mut) {
+            match s.sqs.get_mut(qid) {
                 Some(q) if value < u32::from(q.entries) => {
                     q.tail = value as u16;
                     None
@@ -418,7 +419,7 @@ impl NvmeController {
                 s.csts |= csts::CFS;
                 return;
             }
-            s.sqs[0] = Some(SubQueue {
+            let admin = SubQueue {
                 base: s.asq,
                 entries: asqs as u16,
                 head: 0,
@@ -426,7 +427,9 @@ impl NvmeController {
                 cqid: 0,
                 fetching: false,
                 aborted: Vec::new(),
-            });
+            };
+            // Slot 0 always exists (a controller has at least the admin queue pair).
+            s.sqs.put(0, admin);
             s.cqs[0] = Some(CompQueue {
                 base: s.acq,
                 entries: acqs as u16,
@@ -443,7 +446,7 @@ impl NvmeController {
                 let mut s = self.state.borrow_mut();
                 s.enabled = false;
                 s.generation += 1;
-                s.sqs.iter_mut().for_each(|q| *q = None);
+                s.sqs.remove_all();
                 s.cqs.iter_mut().for_each(|q| *q = None);
                 let io = self.config.queue_pairs.saturating_sub(1);
                 s.granted = (io, io);
@@ -481,13 +484,16 @@ impl NvmeController {
         if !s.enabled {
             return;
         }
-        let n = s.sqs.len();
+        let n = s.sqs.slots();
         let start = s.rr_next;
         let burst = s.burst;
         let generation = s.generation;
-        for i in 0..n {
-            let qid = (start + i) % n;
-            let Some(q) = s.sqs[qid].as_mut() else {
+        // The queues that exist, in round-robin order from `rr_next`.
+        for k in 0..s.sqs.count() {
+            let Some(qid) = s.sqs.round_robin(start, k).map(usize::from) else {
+                continue;
+            };
+            let Some(q) = s.sqs.get_mut(qid) else {
                 continue;
             };
             if q.fetching || q.head == q.tail {
@@ -567,7 +573,7 @@ impl NvmeController {
                 let n = &mut s.inflight[qid as usize];
                 *n = n.saturating_sub(u32::from(count));
             };
-            let Some(q) = s.sqs[qid as usize].as_mut() else {
+            let Some(q) = s.sqs.get_mut(qid as usize) else {
                 // Deleted meanwhile: the deletion completed these entries as aborted.
                 unfetched(&mut s);
                 drop(s);

@@ -15,6 +15,7 @@ pub mod media;
 pub mod namespace;
 pub mod params;
 pub mod prp;
+mod queues;
 pub mod spec;
 
 pub use controller::{NvmeConfig, NvmeController};
