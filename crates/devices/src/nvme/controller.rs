@@ -489,8 +489,9 @@ impl NvmeController {
         let burst = s.burst;
         let generation = s.generation;
         // The queues that exist, in round-robin order from `rr_next`.
-        for k in 0..s.sqs.count() {
-            let Some(qid) = s.sqs.round_robin(start, k).map(usize::from) else {
+        let from = s.sqs.round_robin_from(start);
+        for at in from..from + s.sqs.count() {
+            let Some(qid) = s.sqs.nth(at).map(usize::from) else {
                 continue;
             };
             let Some(q) = s.sqs.get_mut(qid) else {

@@ -85,15 +85,19 @@ impl SubmissionQueues {
         self.created.len()
     }
 
-    /// The id of the `k`-th existing queue in round-robin order from id `start` (the first
-    /// existing id at or after `start`, wrapping), for `k` in `0..count()`.
-    pub fn round_robin(&self, start: usize, k: usize) -> Option<u16> {
-        let n = self.created.len();
-        if n == 0 {
-            return None;
+    /// Where round-robin order from id `start` begins among the existing queues: the
+    /// position of the first existing id at or after `start` (wrapping). With
+    /// [`SubmissionQueues::nth`], positions `from..from + count()` are that order.
+    pub fn round_robin_from(&self, start: usize) -> usize {
+        self.created.partition_point(|&c| (c as usize) < start)
+    }
+
+    /// The id of the existing queue at position `at` (wrapping; `None` when none exists).
+    pub fn nth(&self, at: usize) -> Option<u16> {
+        match self.created.len() {
+            0 => None,
+            n => self.created.get(at % n).copied(),
         }
-        let first = self.created.partition_point(|&c| (c as usize) < start);
-        self.created.get((first + k) % n).copied()
     }
 }
 
@@ -121,8 +125,9 @@ mod tests {
         }
         assert!(!qs.put(8, queue(8)), "no slot 8");
         fn order(qs: &SubmissionQueues, start: usize) -> Vec<u16> {
-            (0..qs.count())
-                .filter_map(|k| qs.round_robin(start, k))
+            let from = qs.round_robin_from(start);
+            (from..from + qs.count())
+                .filter_map(|at| qs.nth(at))
                 .collect()
         }
         assert_eq!(order(&qs, 0), [1, 3, 5]);
@@ -138,6 +143,6 @@ mod tests {
         qs.remove_all();
         assert_eq!(qs.count(), 0);
         assert!(!qs.exists(1) && !qs.exists(5));
-        assert_eq!(qs.round_robin(0, 0), None);
+        assert_eq!(qs.nth(qs.round_robin_from(0)), None);
     }
 }
