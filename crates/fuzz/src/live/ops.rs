@@ -25,9 +25,6 @@ pub const MAX_SEGMENT: u64 = 1 << 20;
 /// Milliseconds a `WaitDataInterrupt` may wait at most.
 pub const MAX_WAIT_MS: u32 = 5;
 
-/// The payload bytes a `TriggerDataInterrupt` may carry at most (a data interrupt takes 56).
-pub const MAX_PAYLOAD: usize = 64;
-
 /// How a session starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Greeting {
@@ -184,7 +181,8 @@ pub enum Ask {
     ConnectDataInterrupt(u32, u32, u32),
     /// `DisconnectDataInterrupt`.
     DisconnectDataInterrupt(Pick),
-    /// `TriggerDataInterrupt` with a payload of `len` bytes counting up from `first`.
+    /// `TriggerDataInterrupt` with a payload of `len` bytes counting up from `first` (any
+    /// `u8`: past the 248 bytes a data interrupt takes).
     TriggerDataInterrupt(Pick, u8, u8),
     /// `WaitDataInterrupt` for up to [`MAX_WAIT_MS`].
     WaitDataInterrupt(Pick, u32),
@@ -312,7 +310,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
         18 => Ask::RemoveDataInterrupt(pick(i)),
         19 => Ask::ConnectDataInterrupt(node(i), adapter(i), u32::from(i.u8() % 4)),
         20 => Ask::DisconnectDataInterrupt(pick(i)),
-        21 => Ask::TriggerDataInterrupt(pick(i), i.u8() % (MAX_PAYLOAD as u8 + 1), i.u8()),
+        21 => Ask::TriggerDataInterrupt(pick(i), i.u8(), i.u8()),
         22 => Ask::WaitDataInterrupt(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
         23 => Ask::DeviceList,
         24 | 25 => Ask::BorrowDevice(fdid(i), i.bool()),
