@@ -25,6 +25,11 @@ pub const SOCKET_VAR: &str = "SMARTIO_SOCKET";
 /// Where `smartio cluster up` listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/tmp/smartio-cluster.sock";
 
+/// The most adapters a host of the live engine has (`DIS_MAX_NSCIS` in `dis/dis_types.h`:
+/// SISCI programs size per-adapter arrays with it, so a host with more would have adapters
+/// they cannot name). The daemon refuses scenarios beyond it.
+pub const MAX_ADAPTERS: u32 = 4;
+
 /// The largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 << 10;
 
