@@ -349,7 +349,7 @@ impl World {
             },
             Ask::TriggerDataInterrupt(p, len, first) => Request::TriggerDataInterrupt {
                 remote: one(p, &[RemoteInterrupt]).0,
-                data: (0..len).map(|k| first.wrapping_add(k)).collect(),
+                data: (0..len).map(|k| first.wrapping_add(k as u8)).collect(),
             },
             Ask::WaitDataInterrupt(p, ms) => Request::WaitDataInterrupt {
                 interrupt: one(p, &[Interrupt]).0,
