@@ -5,7 +5,9 @@
 //! Handles are the daemon's numbers for the objects a connection made; they mean nothing
 //! on another connection, except on an auxiliary connection attached to the descriptor
 //! that made them (`Hello { attach }`), which a program opens to wait without blocking its
-//! other calls.
+//! other calls, and as the second object of a call (the segment of `MapForDevice`,
+//! `UnmapForDevice`) on another descriptor of the same program (process), as Dolphin's
+//! handles combine within a process.
 
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
