@@ -304,8 +304,8 @@ fn libnvm_builds_unmodified_and_its_examples_identify_write_and_read_back_the_nv
 }
 
 /// Runs `nvm-read-blocks --write`: its writes complete before it reads back; the read-back
-/// of the same run may hang (libnvm's completion-thread race, above), so after the writes a
-/// run that has not ended in 20 s is stopped — the later run checks the bytes.
+/// of the same run may hang (libnvm's completion-thread race, above), so a run still going
+/// 5 s after it started reading is stopped — the later run checks the bytes.
 fn write_blocks(live: &Live, exe: &Path, args: &[&str], d: &Path) {
     let log = d.join("read-blocks-write.log");
     let mut child = live
@@ -313,15 +313,21 @@ fn write_blocks(live: &Live, exe: &Path, args: &[&str], d: &Path) {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
+    let started = Instant::now();
+    let mut reading: Option<Instant> = None;
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            assert!(
-                status.success(),
-                "{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(status.success(), "{said}");
             return;
+        }
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if reading.is_none() && said.contains("Reading") {
+            reading = Some(Instant::now());
+        }
+        let hung = reading.is_some_and(|r| r.elapsed() > Duration::from_secs(5));
+        if hung || started.elapsed() > LIMIT {
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
