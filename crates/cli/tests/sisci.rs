@@ -10,206 +10,11 @@
 
 mod common;
 
+use common::live::{compiler, dir, finish, repo, succeeded, Live, Sdk, BIN};
 use common::readme_script;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_smartio");
-
-fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sisci-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
-
-/// The C compiler (`$CC`, else `cc`), if there is one.
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let works = Command::new(&cc)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if works {
-        return Some(cc);
-    }
-    assert!(
-        std::env::var_os("SMARTIO_REQUIRE_C_COMPILER").is_none(),
-        "no C compiler ({cc})"
-    );
-    eprintln!("SKIPPED: no C compiler ({cc}; apt-get install gcc)");
-    None
-}
-
-/// The SISCI headers and library installed under `dir/prefix`, and a compiler.
-struct Sdk {
-    cc: String,
-    prefix: PathBuf,
-}
-
-impl Sdk {
-    fn install(dir: &Path) -> Option<Sdk> {
-        let cc = compiler()?;
-        let prefix = dir.join("prefix");
-        let out = Command::new(BIN)
-            .args(["cluster", "install", "--prefix"])
-            .arg(&prefix)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for header in [
-            "include/sisci_api.h",
-            "include/sisci_types.h",
-            "include/sisci_error.h",
-        ] {
-            assert!(prefix.join(header).is_file(), "{header} installed");
-        }
-        Some(Sdk { cc, prefix })
-    }
-
-    /// Builds `source` with -Wall -Werror -Wextra as SISCI programs are built.
-    fn build(&self, source: &Path) -> PathBuf {
-        let exe = self.prefix.join(source.file_stem().unwrap());
-        let p = &self.prefix;
-        let out = Command::new(&self.cc)
-            .args([
-                "-std=gnu11",
-                "-Wall",
-                "-Werror",
-                "-Wextra",
-                "-O2",
-                "-D_REENTRANT",
-            ])
-            .arg(format!("-I{}", p.join("include").display()))
-            .arg(format!("-I{}", p.join("include/dis").display()))
-            .arg(source)
-            .arg("-o")
-            .arg(&exe)
-            .arg(format!("-L{}", p.join("lib64").display()))
-            .arg("-lsisci")
-            .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
-            .arg("-lpthread")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{} does not build:\n{}",
-            source.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        exe
-    }
-}
-
-/// A cluster daemon on a socket of its own; stopped with `cluster down` when dropped.
-struct Live {
-    child: Child,
-    sock: PathBuf,
-    _stdout: BufReader<ChildStdout>,
-}
-
-impl Live {
-    fn up(dir: &Path, scenario: &str) -> Live {
-        let sock = dir.join("cluster.sock");
-        let mut child = Command::new(BIN)
-            .args(["cluster", "up", "--scenario", scenario, "--socket"])
-            .arg(&sock)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut said = String::new();
-        while !said.contains("programs run as") {
-            let mut line = String::new();
-            assert!(
-                stdout.read_line(&mut line).unwrap() > 0,
-                "the daemon ended: {said}"
-            );
-            said.push_str(&line);
-        }
-        Live {
-            child,
-            sock,
-            _stdout: stdout,
-        }
-    }
-
-    /// A program of `host`.
-    fn program(&self, host: &str, exe: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new(exe);
-        // cargo's test environment points the loader at target/ (where an older
-        // libsisci.so may be): the program uses the one installed, as its rpath says.
-        c.args(args)
-            .env_remove("LD_LIBRARY_PATH")
-            .env("SMARTIO_HOST", host)
-            .env("SMARTIO_SOCKET", &self.sock)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        let down = Command::new(BIN)
-            .args(["cluster", "down", "--socket"])
-            .arg(&self.sock)
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        assert!(down.is_ok_and(|s| s.success()) || std::thread::panicking());
-    }
-}
-
-/// Waits for `child`, killing it after `limit` (a hung program fails the test instead of
-/// hanging it).
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    panic!(
-        "a program did not finish in {limit:?}:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn succeeded(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -555,4 +360,78 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
     }
+}
+
+/// The daemon's resident memory in KiB (`Rss` of /proc/PID/smaps_rollup: its heap and the
+/// pages of the hosts' RAM files it maps).
+fn resident_kib(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Rss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Rss in {text}"))
+}
+
+#[test]
+fn segment_memory_is_committed_lazily_given_back_on_removal_and_sizes_are_checked() {
+    let d = dir("segment-memory");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("scripts/segment-memory.c"));
+    let live = Live::up(&d, "back-to-back");
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["limits"]).spawn().unwrap(),
+        LIMIT,
+    ));
+    for line in [
+        "a segment of 0 bytes: SCI_ERR_SIZE_ALIGNMENT",
+        "a segment larger than the host's RAM: SCI_ERR_NOSPC",
+        "registering a second buffer: SCI_ERR_ILLEGAL_OPERATION",
+        "the segment's size after registering 16384 of 65536 bytes: 16384",
+        "the map of its size holds the buffer's bytes",
+        "a map past its size: SCI_ERR_OUT_OF_RANGE",
+        "closing the descriptor after a refused registration: SCI_ERR_OK",
+    ] {
+        assert!(said.contains(line), "{line:?} in:\n{said}");
+    }
+    // 16 segments of 64 MiB, each filled: what they took is given back each time.
+    let before = resident_kib(live.pid());
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["churn", "64", "16"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        said.contains("churn: 16 cycles of 64 MiB segments"),
+        "{said}"
+    );
+    let after = resident_kib(live.pid());
+    assert!(
+        after < before + 32 * 1024,
+        "the daemon held {before} KiB before 16 x 64 MiB segments came and went, {after} KiB after"
+    );
+    // A 6 GiB segment is made without a zero-fill; a program asking the daemon meanwhile
+    // is answered (its longest wait is printed, not asserted: wall-clock).
+    let probe = live
+        .program("lender", &exe, &["probe", "1"])
+        .spawn()
+        .unwrap();
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["big", "6144"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        said.contains("big: a 6144 MiB segment created in"),
+        "{said}"
+    );
+    let heard = succeeded(&finish(probe, LIMIT));
+    assert!(heard.contains("probe: "), "{heard}");
+    let end = resident_kib(live.pid());
+    assert!(
+        end < before + 32 * 1024,
+        "{before} KiB before, {end} KiB after a 6 GiB segment came and went"
+    );
+    eprintln!("{said}{heard}daemon resident: {before} KiB, {after} KiB, {end} KiB");
 }

@@ -49,6 +49,16 @@ pub enum DaemonError {
         /// What the system said.
         source: rustix::io::Errno,
     },
+    /// A host has more adapters than SISCI programs can name.
+    #[error("host {host} has {adapters} NTB adapters; SISCI programs name at most {max} per host (DIS_MAX_NSCIS)")]
+    TooManyAdapters {
+        /// The host.
+        host: String,
+        /// Its adapters.
+        adapters: u32,
+        /// [`protocol::MAX_ADAPTERS`].
+        max: u32,
+    },
     /// Another daemon answers on the socket already.
     #[error("socket {0}: a cluster daemon is already listening there")]
     Running(String),
@@ -138,9 +148,24 @@ pub(crate) enum FileOf {
 /// A request's answer: the reply, and the memory file that goes with it.
 pub(crate) type Answer = Option<(Reply, Option<FileOf>)>;
 
+/// The program a connection belongs to. Descriptors of one program may name each other's
+/// objects where a call takes a second object (Dolphin's handles are pointers of one
+/// process: a segment made on one descriptor can be mapped for a device borrowed on
+/// another); programs never see each other's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Process {
+    /// A program, by the process id its socket's peer credentials give.
+    Pid(u32),
+    /// A session opened without a program ([`Daemon::open_session`]): its own, unless it
+    /// was opened beside another ([`Daemon::open_session_beside`]).
+    Session(u64),
+}
+
 /// A connection: a descriptor, or an auxiliary connection acting for one.
 struct Conn {
     socket: Rc<OwnedFd>,
+    /// The program it belongs to.
+    process: Process,
     /// The host, once it said hello.
     host: Option<HostId>,
     /// The descriptor whose objects it uses (itself, unless auxiliary).
@@ -176,14 +201,16 @@ pub struct Daemon {
 }
 
 impl Table {
-    /// A new connection on `socket`, not yet a descriptor of any host; its number.
-    fn connect(&mut self, socket: OwnedFd) -> u64 {
+    /// A new connection on `socket` of the program `process` (`None`: a program of its
+    /// own), not yet a descriptor of any host; its number.
+    fn connect(&mut self, socket: OwnedFd, process: Option<Process>) -> u64 {
         self.next += 1;
         let id = self.next;
         self.conns.insert(
             id,
             Conn {
                 socket: Rc::new(socket),
+                process: process.unwrap_or(Process::Session(id)),
                 host: None,
                 acts_for: id,
                 waiting: false,
@@ -195,6 +222,15 @@ impl Table {
     /// The descriptor connection `conn` acts for.
     pub(crate) fn owner_of(&self, conn: u64) -> u64 {
         self.conns.get(&conn).map_or(conn, |c| c.acts_for)
+    }
+
+    /// Whether the descriptors `a` and `b` belong to one program (a descriptor that is
+    /// gone belongs to none).
+    pub(crate) fn same_process(&self, a: u64, b: u64) -> bool {
+        match (self.conns.get(&a), self.conns.get(&b)) {
+            (Some(x), Some(y)) => x.process == y.process,
+            _ => false,
+        }
     }
 }
 
@@ -228,6 +264,7 @@ impl Daemon {
             },
         )?;
         let engine = made.ok_or_else(|| DaemonError::Boot("no engine was made".into()))?;
+        check_adapters(&cluster)?;
         let hosts =
             HostOs::boot_all(&cluster.machine).map_err(|e| DaemonError::Boot(e.to_string()))?;
         let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
@@ -277,8 +314,21 @@ impl Daemon {
             path: "a session's socket pair".into(),
             source,
         })?;
-        let id = self.table.borrow_mut().connect(ours);
+        let id = self.table.borrow_mut().connect(ours, None);
         self.table.borrow_mut().sessions.insert(id, theirs);
+        Ok(id)
+    }
+
+    /// Opens a session as another descriptor of the program `beside` is a session of (as a
+    /// program calls `SCIOpen` twice): each may name the other's objects where a call
+    /// takes a second object.
+    pub fn open_session_beside(&mut self, beside: u64) -> Result<u64, DaemonError> {
+        let id = self.open_session()?;
+        let mut t = self.table.borrow_mut();
+        let process = t.conns.get(&beside).map(|c| c.process);
+        if let (Some(process), Some(c)) = (process, t.conns.get_mut(&id)) {
+            c.process = process;
+        }
         Ok(id)
     }
 
@@ -410,7 +460,11 @@ impl Daemon {
 
     fn accept(&mut self) {
         if let Ok(socket) = accept_with(&self.listener, SocketFlags::CLOEXEC) {
-            self.table.borrow_mut().connect(socket);
+            // Without credentials (never on Linux) the connection is a program of its own.
+            let process = rustix::net::sockopt::socket_peercred(&socket)
+                .ok()
+                .map(|c| Process::Pid(c.pid.as_raw_nonzero().get().unsigned_abs()));
+            self.table.borrow_mut().connect(socket, process);
         }
     }
 
@@ -519,6 +573,23 @@ impl Daemon {
         let owner = t.owner_of(conn);
         match t.objects.get(&handle) {
             Some((o, object)) if *o == owner => f(object),
+            _ => Err(SciError::Stale(format!("handle {handle}"))),
+        }
+    }
+
+    /// Runs `f` on the object `handle` if a descriptor of the program `conn` belongs to
+    /// owns it: for an object a call takes besides its first (the segment mapped for a
+    /// device), which may come from another descriptor of the same program.
+    pub(crate) fn with_in_process<R>(
+        &self,
+        conn: u64,
+        handle: Handle,
+        f: impl FnOnce(&Object) -> Result<R, SciError>,
+    ) -> Result<R, SciError> {
+        let t = self.table.borrow();
+        let owner = t.owner_of(conn);
+        match t.objects.get(&handle) {
+            Some((o, object)) if *o == owner || t.same_process(*o, owner) => f(object),
             _ => Err(SciError::Stale(format!("handle {handle}"))),
         }
     }
@@ -899,7 +970,7 @@ impl Daemon {
             Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
             Object::Remote(r) => sisci.disconnect_segment(r),
             Object::Interrupt(i) => sisci.remove_data_interrupt(i),
-            Object::Segment(s) => sisci.remove_segment(s),
+            Object::Segment(s) => sisci.remove_segment(s).map(|()| self.give_back(s)),
             Object::CpuMap { map, page, .. } => {
                 let unmapped = self.smartio.unmap_cpu(*map);
                 if let (Ok(()), Some((endpoint, bar))) = (&unmapped, page) {
@@ -917,6 +988,25 @@ impl Daemon {
             Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
             Object::Device(b) => self.smartio.return_device(*b),
         }
+    }
+
+    /// Gives the memory of a removed segment back to the system: its pages are punched
+    /// out of the host's RAM file ([`crate::shm`]), so removed segments leave nothing
+    /// committed (a new segment there reads as zeroes without a zero-fill).
+    fn give_back(&self, seg: &LocalSegment) {
+        self.cluster
+            .machine
+            .zero_memory(seg.host, seg.phys, seg.size);
+    }
+
+    /// Bytes of `host`'s RAM file that take memory: what programs and devices wrote there
+    /// and removal has not given back (measurements and tests).
+    pub fn committed_ram(&self, host: &str) -> Option<u64> {
+        let fabric = self.cluster.machine.fabric();
+        let index = fabric.hosts().iter().position(|h| h.name == host)?;
+        self.ram_files
+            .get(index)
+            .map(|f| crate::shm::committed(f.as_fd()))
     }
 
     /// Ends the object `handle` of the descriptor `conn` acts for, if `kind` accepts it
@@ -1030,6 +1120,24 @@ pub(crate) fn check_range(
         });
     }
     smartio_smartio::check_range(what, offset, len, size)
+}
+
+/// `Ok` if no host of the cluster has more adapters than [`protocol::MAX_ADAPTERS`].
+fn check_adapters(cluster: &Cluster) -> Result<(), DaemonError> {
+    let fabric = cluster.machine.fabric();
+    for (i, host) in fabric.hosts().iter().enumerate() {
+        let adapters = (0..)
+            .take_while(|n| fabric.host_adapter(HostId(i as u32), *n).is_some())
+            .count() as u32;
+        if adapters > protocol::MAX_ADAPTERS {
+            return Err(DaemonError::TooManyAdapters {
+                host: host.name.clone(),
+                adapters,
+                max: protocol::MAX_ADAPTERS,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The longest path a Unix socket address holds (`sun_path`, with its terminating NUL).

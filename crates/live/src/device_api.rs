@@ -299,10 +299,10 @@ impl Daemon {
     }
 
     /// The device-API segment a handle names: a local segment, a connection to another
-    /// host's segment, or a device segment.
+    /// host's segment, or a device segment — of any descriptor of the program.
     fn segment_of(&self, conn: u64, handle: Handle) -> Result<Segment, SciError> {
         let sisci = self.smartio.sisci().clone();
-        self.with(conn, handle, |o| match o {
+        self.with_in_process(conn, handle, |o| match o {
             Object::Segment(s) => Ok(Segment::from(*s)),
             Object::Remote(r) => sisci
                 .connected_segment(r)

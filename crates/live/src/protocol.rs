@@ -5,7 +5,9 @@
 //! Handles are the daemon's numbers for the objects a connection made; they mean nothing
 //! on another connection, except on an auxiliary connection attached to the descriptor
 //! that made them (`Hello { attach }`), which a program opens to wait without blocking its
-//! other calls.
+//! other calls, and as the second object of a call (the segment of `MapForDevice`,
+//! `UnmapForDevice`) on another descriptor of the same program (process), as Dolphin's
+//! handles combine within a process.
 
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -24,6 +26,11 @@ pub const SOCKET_VAR: &str = "SMARTIO_SOCKET";
 
 /// Where `smartio cluster up` listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/tmp/smartio-cluster.sock";
+
+/// The most adapters a host of the live engine has (`DIS_MAX_NSCIS` in `dis/dis_types.h`:
+/// SISCI programs size per-adapter arrays with it, so a host with more would have adapters
+/// they cannot name). The daemon refuses scenarios beyond it.
+pub const MAX_ADAPTERS: u32 = 4;
 
 /// The largest message either side sends.
 pub const MAX_MESSAGE: usize = 64 << 10;

@@ -6,13 +6,18 @@
 //! device model's DMA into host RAM (a copy into the daemon's mapping) is what the program
 //! then reads through its own mapping, and a program's store is what the device reads.
 //!
+//! Memory is committed lazily and given back: a page of a memory file takes memory only
+//! once written, and zeroing whole pages punches them out of the file
+//! (`fallocate(PUNCH_HOLE)`), which frees them in every process that maps them — so a
+//! segment's creation costs no zero-fill and its removal returns what it used.
+//!
 //! Programs in other processes write these pages at any time. Copies in and out are plain
 //! byte copies of shared memory: a copy racing a store may see part of it, as a DMA engine
 //! racing a CPU store does; it never reads or writes outside the mapping.
 
 #![allow(unsafe_code)]
 
-use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
+use rustix::fs::{fallocate, fstat, ftruncate, memfd_create, FallocateFlags, MemfdFlags};
 use rustix::mm::{mmap, munmap, MapFlags, ProtFlags};
 use smartio_platform::HostMemory;
 use std::ffi::c_void;
@@ -283,6 +288,40 @@ impl SharedRam {
     pub fn size(&self) -> u64 {
         self.map.len() as u64
     }
+
+    /// Bytes of the memory file that take memory: the pages written and not given back.
+    pub fn committed(&self) -> u64 {
+        committed(self.fd.as_fd())
+    }
+}
+
+/// The page the memory files are punched in.
+const PAGE: u64 = 4096;
+
+/// Bytes of the memory file `fd` that take memory (its allocated blocks).
+pub fn committed(fd: BorrowedFd<'_>) -> u64 {
+    // st_blocks counts 512-byte units whatever the file system's block size.
+    fstat(fd).map_or(0, |st| (st.st_blocks as u64).saturating_mul(512))
+}
+
+/// Zeroes `len` bytes of `map` (a mapping of all of `fd` from offset 0) from `offset`: the
+/// whole pages among them are punched out of the file — they read as zeroes and take no
+/// memory until written again — and the partial pages at either end are zeroed by stores.
+/// Where punching is refused (a file system without holes) every byte is stored.
+fn zero_file(fd: BorrowedFd<'_>, map: &Mapping, offset: u64, len: u64) {
+    let end = offset.saturating_add(len);
+    let (first, last) = (offset.next_multiple_of(PAGE), end - end % PAGE);
+    if first >= last {
+        map.zero(offset, len);
+        return;
+    }
+    let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+    if fallocate(fd, punch, first, last - first).is_err() {
+        map.zero(offset, len);
+        return;
+    }
+    map.zero(offset, first - offset);
+    map.zero(last, end - last);
 }
 
 impl HostMemory for SharedRam {
@@ -295,7 +334,7 @@ impl HostMemory for SharedRam {
     }
 
     fn zero(&mut self, offset: u64, len: u64) {
-        self.map.zero(offset, len)
+        zero_file(self.fd.as_fd(), &self.map, offset, len)
     }
 }
 
@@ -318,6 +357,43 @@ mod tests {
         ram.zero(0x1234_0000, 0x200);
         program.read(0, &mut seen);
         assert_eq!(seen, [0u8; 19]);
+    }
+
+    #[test]
+    fn zeroed_pages_are_given_back_and_read_as_zeroes_in_every_mapping() {
+        let mut ram = SharedRam::new("punched", 1 << 30).expect("memfd");
+        assert_eq!(
+            ram.committed(),
+            0,
+            "nothing is committed before it is written"
+        );
+        let program = Mapping::new(ram.fd(), 0, 1 << 30).expect("maps");
+        let bytes = vec![0xa5u8; 8 << 20];
+        program.write(0x10_0000, &bytes);
+        assert!(ram.committed() >= 8 << 20, "{}", ram.committed());
+        // Zero from the middle of a page to the middle of another: the whole pages go back,
+        // the partial ones are stored to.
+        ram.zero(0x10_0800, (8 << 20) - 0x1000);
+        assert!(ram.committed() <= 2 * PAGE, "{}", ram.committed());
+        let mut seen = vec![0xffu8; 8 << 20];
+        program.read(0x10_0000, &mut seen);
+        assert_eq!(&seen[..0x800], &bytes[..0x800], "the bytes before are kept");
+        assert!(seen[0x800..(8 << 20) - 0x800].iter().all(|b| *b == 0));
+        assert_eq!(
+            &seen[(8 << 20) - 0x800..],
+            &bytes[..0x800],
+            "the bytes after are kept"
+        );
+    }
+
+    #[test]
+    fn zeroing_a_huge_untouched_range_commits_nothing() {
+        let mut ram = SharedRam::new("huge", 64 << 30).expect("memfd");
+        ram.zero(0x1_0000_0000, 40 << 30);
+        assert_eq!(ram.committed(), 0);
+        let mut b = [1u8; 16];
+        ram.read(0x1_0000_0000 + (20 << 30), &mut b);
+        assert_eq!(b, [0u8; 16]);
     }
 
     #[test]

@@ -242,3 +242,138 @@ fn a_segment_a_closed_program_left_connected_goes_when_its_last_user_disconnects
     assert_eq!(d.resources_in_use(), before);
     d.close_session(borrower);
 }
+
+/// `SCI_ERR_*` values the daemon answers with.
+const SIZE_ALIGNMENT: u32 = 0x4000_0910;
+const NOSPC: u32 = 0x4000_0904;
+const ILLEGAL_PARAMETER: u32 = 0x4000_0912;
+
+fn refused(reply: Reply) -> u32 {
+    match reply {
+        Reply::Error { code, .. } => code,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn segment_sizes_are_checked_first_and_a_huge_segment_commits_nothing() {
+    let mut d = daemon("sizes");
+    let s = hello(&mut d, "borrower");
+    let create = |size| Request::CreateSegment { id: None, size };
+    assert_eq!(refused(ask(&mut d, s, create(0))), SIZE_ALIGNMENT);
+    assert_eq!(refused(ask(&mut d, s, create((64 << 30) + 1))), NOSPC);
+    assert_eq!(refused(ask(&mut d, s, create(u64::MAX))), NOSPC);
+    let before = d.committed_ram("borrower").expect("a host");
+    let started = std::time::Instant::now();
+    let seg = handle(ask(&mut d, s, create(6 << 30)));
+    let took = started.elapsed();
+    let after = d.committed_ram("borrower").expect("a host");
+    assert!(
+        after <= before + (1 << 20),
+        "a 6 GiB segment committed {} bytes",
+        after - before
+    );
+    assert_eq!(
+        ask(&mut d, s, Request::RemoveSegment { segment: seg }),
+        Reply::Done
+    );
+    eprintln!("a 6 GiB segment made in {took:?}");
+}
+
+#[test]
+fn a_segment_of_one_descriptor_maps_for_a_device_borrowed_on_another_of_the_same_program() {
+    let mut d = daemon("beside");
+    let first = hello(&mut d, "borrower");
+    let second = d.open_session_beside(first).unwrap();
+    let reply = ask(
+        &mut d,
+        second,
+        Request::Hello {
+            host: "borrower".into(),
+            attach: None,
+        },
+    );
+    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
+    let stranger = hello(&mut d, "borrower");
+    let seg = handle(ask(
+        &mut d,
+        first,
+        Request::CreateSegment {
+            id: None,
+            size: 1 << 16,
+        },
+    ));
+    let device = handle(ask(
+        &mut d,
+        second,
+        Request::BorrowDevice {
+            fdid: 1,
+            exclusive: false,
+        },
+    ));
+    let map = |device| Request::MapForDevice {
+        device,
+        segment: seg,
+        offset: 0,
+        size: 1 << 16,
+    };
+    assert!(
+        matches!(ask(&mut d, second, map(device)), Reply::Value(_)),
+        "the device maps the other descriptor's segment"
+    );
+    let theirs = handle(ask(
+        &mut d,
+        stranger,
+        Request::BorrowDevice {
+            fdid: 1,
+            exclusive: false,
+        },
+    ));
+    assert_eq!(
+        refused(ask(&mut d, stranger, map(theirs))),
+        ILLEGAL_PARAMETER,
+        "another program's segment stays out of reach"
+    );
+    let before = d.resources_in_use();
+    for s in [stranger, second, first] {
+        d.close_session(s);
+    }
+    assert!(
+        d.resources_in_use().ends_with("0 segments"),
+        "{before} -> {}",
+        d.resources_in_use()
+    );
+}
+
+#[test]
+fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-adapters");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut toml = String::from(
+        "name = \"five-adapters\"\ndescription = \"a host with five NTB adapters\"\n\n\
+         [[host]]\nname = \"wide\"\nram = \"1 GiB\"\niommu = false\ncores = 1\n",
+    );
+    for n in 0..5 {
+        toml += &format!(
+            "\n[[host.ntb]]\nname = \"ntb{n}\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
+             link = \"gen3 x16\"\nwindow = \"1 GiB\"\n"
+        );
+    }
+    let scenario = dir.join("five.toml");
+    std::fs::write(&scenario, toml).unwrap();
+    let sock = dir.join("cluster.sock");
+    match Daemon::up(
+        scenario.to_str().unwrap(),
+        &Calibration::default_embedded(),
+        sock.to_str().unwrap(),
+    ) {
+        Err(smartio_live::DaemonError::TooManyAdapters {
+            host,
+            adapters: 5,
+            max: 4,
+        }) => assert_eq!(host, "wide"),
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("a host with five adapters was accepted"),
+    }
+}

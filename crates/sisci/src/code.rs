@@ -72,7 +72,9 @@ pub fn describe(code: u32) -> &'static str {
         c if c == SCI_ERR_MASK | 0x914 => {
             "SCI_ERR_SEGMENT_NOT_PREPARED: the segment is not prepared on that adapter\0"
         }
-        c if c == SIZE_ALIGNMENT => "SCI_ERR_SIZE_ALIGNMENT: a size that is not whole pages\0",
+        c if c == SIZE_ALIGNMENT => {
+            "SCI_ERR_SIZE_ALIGNMENT: a size no segment can have (none, or not whole pages)\0"
+        }
         c if c == ILLEGAL_ADDRESS => {
             "SCI_ERR_ILLEGAL_ADDRESS: an address the requester cannot use\0"
         }

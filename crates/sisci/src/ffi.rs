@@ -71,13 +71,27 @@ pub struct Seg {
 }
 
 impl Seg {
-    /// Gives it `size` bytes of the host's memory.
+    /// Gives it `size` bytes of the host's memory; refused (making nothing) if it has
+    /// memory already — a second `SCIRegisterSegmentMemory` leaves no segment behind that
+    /// would keep the descriptor from closing.
     fn back(&self, size: u64) -> Result<&LocalSegment, Failure> {
+        let already = || Failure::new(code::ILLEGAL_OPERATION, "the segment already has memory");
+        if self.backed.get().is_some() {
+            return Err(already());
+        }
         let seg = LocalSegment::create(&self.desc, self.id, size)?;
-        self.backed
-            .set(seg)
-            .map_err(|_| Failure::new(code::ILLEGAL_OPERATION, "the segment already has memory"))?;
+        if let Err(made) = self.backed.set(seg) {
+            // Another thread gave it memory meanwhile: this one's goes again.
+            let _ = made.remove();
+            return Err(already());
+        }
         self.memory()
+    }
+
+    /// Bytes of the segment: those of its memory once it has some (registered memory may
+    /// be smaller than the size it was created with), what it was created with before.
+    fn size(&self) -> u64 {
+        self.backed.get().map_or(self.size, |s| s.size)
     }
 
     fn memory(&self) -> Result<&LocalSegment, Failure> {
@@ -589,7 +603,7 @@ pub unsafe extern "C" fn SCIGetLocalSegmentId(segment: *mut Seg) -> c_uint {
 #[no_mangle]
 pub unsafe extern "C" fn SCIGetLocalSegmentSize(segment: *mut Seg) -> usize {
     // SAFETY: the caller's contract.
-    unsafe { object(segment, "the segment") }.map_or(0, |s| s.size as usize)
+    unsafe { object(segment, "the segment") }.map_or(0, |s| s.size() as usize)
 }
 
 /// Runs `attempt` until it succeeds, fails with something other than "not there (yet)",

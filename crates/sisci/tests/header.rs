@@ -52,6 +52,7 @@ fn every_daemon_error_class_has_the_headers_value() {
         C::ConnectionRefused,
         C::IllegalParameter,
         C::SegmentNotPrepared,
+        C::SizeAlignment,
         C::IllegalAddress,
         C::IllegalOperation,
         C::SegmentIdUsed,
@@ -114,4 +115,19 @@ fn names_with_one_value_are_the_ones_sisci_gives_one_value() {
             assert!(va != vb || alias, "{a} and {b} share {va:#x}");
         }
     }
+}
+
+#[test]
+fn dis_max_nscis_is_the_daemons_limit_of_adapters_per_host() {
+    let text = sisci::HEADERS
+        .iter()
+        .find(|(path, _)| path.ends_with("dis/dis_types.h"))
+        .map(|(_, text)| *text)
+        .expect("dis/dis_types.h is installed");
+    let value: u32 = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("#define DIS_MAX_NSCIS "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("DIS_MAX_NSCIS is defined as a number");
+    assert_eq!(value, smartio_live::protocol::MAX_ADAPTERS);
 }

@@ -260,8 +260,8 @@ fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
         .expect("connect");
     let r = remote.clone();
     assert!(matches!(
-        async move { r.trigger(&[0; 57]).await }.await_blocking(&machine),
-        Err(SciError::PayloadTooLarge { len: 57, max: 56 })
+        async move { r.trigger(&[0; 249]).await }.await_blocking(&machine),
+        Err(SciError::PayloadTooLarge { len: 249, max: 248 })
     ));
     let got = Rc::new(RefCell::new(Vec::new()));
     let (s, g) = (sci.clone(), got.clone());
@@ -293,6 +293,45 @@ fn a_data_interrupt_carries_a_payload_and_times_out_when_nothing_comes() {
         Err(SciError::Busy { .. })
     ));
     sci.disconnect_data_interrupt(&remote).expect("connected");
+    sci.remove_data_interrupt(&intr).expect("no senders");
+}
+
+#[test]
+fn a_sender_that_reconnects_to_its_slot_is_heard_every_time_with_libnvms_message_sizes() {
+    let (c, sci) = cluster("cluster-switch");
+    let machine = c.machine.clone();
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
+    let node = sci.node_id(lender, 0).expect("id");
+    let intr = sci
+        .create_data_interrupt(lender, 0, Some(9))
+        .expect("interrupt");
+    // libnvm's RPC server connects, sends one 80-byte completion and disconnects, each time:
+    // every message takes the same slot and must still be a new one.
+    for round in 0..3u8 {
+        let remote = sci
+            .connect_data_interrupt(borrower, 0, node, 9)
+            .expect("connect");
+        let message = vec![round; 80];
+        let r = remote.clone();
+        let m = message.clone();
+        machine.spawn(async move { r.trigger(&m).await.expect("fits") });
+        let got = Rc::new(RefCell::new(None));
+        let (s, g) = (sci.clone(), got.clone());
+        machine.spawn(async move {
+            *g.borrow_mut() = Some(
+                s.wait_data_interrupt(&intr, SimDuration::from_us(100))
+                    .await,
+            );
+        });
+        machine.run();
+        let heard = got.borrow_mut().take().expect("the wait ended");
+        assert_eq!(
+            heard.expect("a message, not a timeout"),
+            message,
+            "round {round}"
+        );
+        sci.disconnect_data_interrupt(&remote).expect("connected");
+    }
     sci.remove_data_interrupt(&intr).expect("no senders");
 }
 

@@ -4,6 +4,8 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::process::Command;
 
 /// Runs `smartio` with `args`: whether it succeeded, its standard output and error.

@@ -10,7 +10,7 @@ use smartio_smartio::SciErrorClass;
 use std::collections::BTreeSet;
 
 /// Every class of SISCI error; a reply's code must be one of theirs.
-const CLASSES: [SciErrorClass; 18] = [
+const CLASSES: [SciErrorClass; 19] = [
     SciErrorClass::Busy,
     SciErrorClass::Nospc,
     SciErrorClass::HwNospc,
@@ -21,6 +21,7 @@ const CLASSES: [SciErrorClass; 18] = [
     SciErrorClass::ConnectionRefused,
     SciErrorClass::IllegalParameter,
     SciErrorClass::SegmentNotPrepared,
+    SciErrorClass::SizeAlignment,
     SciErrorClass::IllegalAddress,
     SciErrorClass::IllegalOperation,
     SciErrorClass::SegmentIdUsed,
@@ -30,6 +31,19 @@ const CLASSES: [SciErrorClass; 18] = [
     SciErrorClass::NoSuchFdid,
     SciErrorClass::NotAvailable,
 ];
+
+/// The RAM of each host of the fuzzed scenario (`back-to-back`: 64 GiB each).
+const HOST_RAM: u64 = 64 << 30;
+
+/// The class a segment of `size` bytes must be refused with whatever else holds, if any:
+/// no bytes is `SCI_ERR_SIZE_ALIGNMENT`, more than the host's RAM `SCI_ERR_NOSPC`.
+fn size_refusal(size: u64) -> Option<SciErrorClass> {
+    match size {
+        0 => Some(SciErrorClass::SizeAlignment),
+        s if s > HOST_RAM => Some(SciErrorClass::Nospc),
+        _ => None,
+    }
+}
 
 /// The size assumed for a handle the target knows nothing of.
 const UNKNOWN_SIZE: u64 = 4096;
@@ -335,7 +349,7 @@ impl World {
             },
             Ask::TriggerDataInterrupt(p, len, first) => Request::TriggerDataInterrupt {
                 remote: one(p, &[RemoteInterrupt]).0,
-                data: (0..len).map(|k| first.wrapping_add(k)).collect(),
+                data: (0..len).map(|k| first.wrapping_add(k as u8)).collect(),
             },
             Ask::WaitDataInterrupt(p, ms) => Request::WaitDataInterrupt {
                 interrupt: one(p, &[Interrupt]).0,
@@ -424,6 +438,11 @@ impl World {
                 sent.request,
                 class.name()
             );
+            if let (Request::CreateSegment { size, .. }, false) = (&sent.request, sent.must_fail) {
+                if let Some(expected) = size_refusal(*size) {
+                    assert_eq!(*class, expected, "a segment of {size} bytes: {message}");
+                }
+            }
             if matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout {
                 // Whether the message came in time is the wall clock's to decide.
                 self.waits += 1;
@@ -478,6 +497,11 @@ impl World {
                     ..
                 },
             ) => {
+                assert_eq!(
+                    size_refusal(*size),
+                    None,
+                    "a segment of {size} bytes was made"
+                );
                 if let Some(asked) = asked {
                     assert_eq!(*asked, id, "CreateSegment: the id asked for");
                 }

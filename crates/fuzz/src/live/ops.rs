@@ -25,9 +25,6 @@ pub const MAX_SEGMENT: u64 = 1 << 20;
 /// Milliseconds a `WaitDataInterrupt` may wait at most.
 pub const MAX_WAIT_MS: u32 = 5;
 
-/// The payload bytes a `TriggerDataInterrupt` may carry at most (a data interrupt takes 56).
-pub const MAX_PAYLOAD: usize = 64;
-
 /// How a session starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Greeting {
@@ -184,8 +181,9 @@ pub enum Ask {
     ConnectDataInterrupt(u32, u32, u32),
     /// `DisconnectDataInterrupt`.
     DisconnectDataInterrupt(Pick),
-    /// `TriggerDataInterrupt` with a payload of `len` bytes counting up from `first`.
-    TriggerDataInterrupt(Pick, u8, u8),
+    /// `TriggerDataInterrupt` with a payload of `len` bytes counting up from `first`
+    /// ([`message_len`]: up to 256, past the 248 bytes a data interrupt takes).
+    TriggerDataInterrupt(Pick, u16, u8),
     /// `WaitDataInterrupt` for up to [`MAX_WAIT_MS`].
     WaitDataInterrupt(Pick, u32),
     /// `DeviceList`.
@@ -312,7 +310,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
         18 => Ask::RemoveDataInterrupt(pick(i)),
         19 => Ask::ConnectDataInterrupt(node(i), adapter(i), u32::from(i.u8() % 4)),
         20 => Ask::DisconnectDataInterrupt(pick(i)),
-        21 => Ask::TriggerDataInterrupt(pick(i), i.u8() % (MAX_PAYLOAD as u8 + 1), i.u8()),
+        21 => Ask::TriggerDataInterrupt(pick(i), message_len(i.u8()), i.u8()),
         22 => Ask::WaitDataInterrupt(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
         23 => Ask::DeviceList,
         24 | 25 => Ask::BorrowDevice(fdid(i), i.bool()),
@@ -386,6 +384,19 @@ fn node(i: &mut Input) -> u32 {
     }
 }
 
+/// A data interrupt message's length from byte `b`: `b % 65` up to 56 (short messages; from
+/// 192 more when `b` is 130 or above, so up to 248, the most a message holds), and 249 to
+/// 256 for 57 to 64 (too long). Seeds written when messages held 56 bytes keep their
+/// meaning: a length that was too long still is.
+fn message_len(b: u8) -> u16 {
+    let n = u16::from(b % 65);
+    match n {
+        57.. => n + 192,
+        _ if b >= 130 => n + 192,
+        _ => n,
+    }
+}
+
 /// A segment size: 0, up to 1 MiB, or beyond any host's RAM.
 fn size(i: &mut Input) -> u64 {
     match i.u8() % 8 {
@@ -447,6 +458,18 @@ fn memtype(i: &mut Input) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_lengths_cover_short_long_and_too_long_and_old_seeds_keep_their_meaning() {
+        let lens: Vec<u16> = (0..=255u8).map(message_len).collect();
+        assert!(lens.iter().all(|&l| l <= 256));
+        assert!(lens.contains(&0) && lens.contains(&56) && lens.contains(&248));
+        assert!(lens.contains(&249) && lens.contains(&256));
+        for b in 0..=255u8 {
+            let too_long_then = b % 65 > 56;
+            assert_eq!(message_len(b) > 248, too_long_then, "byte {b}");
+        }
+    }
 
     #[test]
     fn operations_are_bounded_and_empty_input_is_two_lenders_doing_nothing() {

@@ -8,6 +8,13 @@
 #ifndef SMARTIO_DIS_TYPES_H
 #define SMARTIO_DIS_TYPES_H
 
+/*
+ * The most adapters one node has (Dolphin's "number of SCI interfaces"): adapter numbers
+ * run from 0 to DIS_MAX_NSCIS - 1, and programs size per-adapter arrays with it. The
+ * cluster daemon refuses a scenario with a host of more adapters.
+ */
+#define DIS_MAX_NSCIS 4
+
 /* The node id that names every node of a multicast group (broadcast connections). */
 #define DIS_BROADCAST_NODEID_GROUP_ALL 252
 

@@ -34,6 +34,8 @@ pub enum SciErrorClass {
     IllegalParameter,
     /// `SCI_ERR_SEGMENT_NOT_PREPARED`: the segment is not prepared on that adapter.
     SegmentNotPrepared,
+    /// `SCI_ERR_SIZE_ALIGNMENT`: a size no segment can have (none at all).
+    SizeAlignment,
     /// `SCI_ERR_ILLEGAL_ADDRESS`: an address the requester cannot use.
     IllegalAddress,
     /// `SCI_ERR_ILLEGAL_OPERATION`: the call is not allowed on this object.
@@ -71,6 +73,7 @@ impl SciErrorClass {
             SciErrorClass::OutOfRange => 0x90B,
             SciErrorClass::NoSuchSegment => 0x90C,
             SciErrorClass::ConnectionRefused => 0x90E,
+            SciErrorClass::SizeAlignment => 0x910,
             SciErrorClass::IllegalParameter => 0x912,
             SciErrorClass::SegmentNotPrepared => 0x914,
             SciErrorClass::IllegalAddress => 0x915,
@@ -98,6 +101,7 @@ impl SciErrorClass {
             SciErrorClass::ConnectionRefused => "SCI_ERR_CONNECTION_REFUSED",
             SciErrorClass::IllegalParameter => "SCI_ERR_ILLEGAL_PARAMETER",
             SciErrorClass::SegmentNotPrepared => "SCI_ERR_SEGMENT_NOT_PREPARED",
+            SciErrorClass::SizeAlignment => "SCI_ERR_SIZE_ALIGNMENT",
             SciErrorClass::IllegalAddress => "SCI_ERR_ILLEGAL_ADDRESS",
             SciErrorClass::IllegalOperation => "SCI_ERR_ILLEGAL_OPERATION",
             SciErrorClass::SegmentIdUsed => "SCI_ERR_SEGMENTID_USED",
@@ -170,7 +174,8 @@ impl SciError {
             | SciError::InUseByLender { .. } => C::Busy,
             SciError::Borrowed { .. } => C::NotAvailable,
             SciError::OutOfRange { .. } | SciError::PayloadTooLarge { .. } => C::OutOfRange,
-            SciError::Memory { .. } => C::Nospc,
+            SciError::Memory { .. } | SciError::LargerThanRam { .. } => C::Nospc,
+            SciError::EmptySegment => C::SizeAlignment,
             SciError::Ntb(e) | SciError::DeviceNtb { source: e, .. } => ntb_class(e),
             SciError::Multicast(e) => multicast_class(e),
             SciError::Iommu { .. }
@@ -243,6 +248,15 @@ mod tests {
                     why: s("w"),
                 },
                 C::IllegalParameter,
+            ),
+            (SciError::EmptySegment, C::SizeAlignment),
+            (
+                SciError::LargerThanRam {
+                    host: s("h"),
+                    size: 2,
+                    ram: 1,
+                },
+                C::Nospc,
             ),
             (
                 SciError::SegmentIdInUse {

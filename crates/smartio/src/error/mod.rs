@@ -77,6 +77,24 @@ pub enum SciError {
         /// Why.
         why: String,
     },
+    /// `SCI_ERR_SIZE_ALIGNMENT`: a segment of no bytes (Dolphin's library refuses a size
+    /// it cannot make a segment of with this code, as libsisci refuses registering no
+    /// memory).
+    #[error("a segment of 0 bytes cannot be created: a segment holds at least one byte")]
+    EmptySegment,
+    /// `SCI_ERR_NOSPC`: a segment larger than the host's RAM (refused before anything is
+    /// allocated).
+    #[error(
+        "host {host}: a segment of {size} bytes cannot be created: the host has {ram} bytes of RAM"
+    )]
+    LargerThanRam {
+        /// Host name.
+        host: String,
+        /// The size asked for.
+        size: u64,
+        /// The host's RAM.
+        ram: u64,
+    },
     /// `SCI_ERR_SEGMENTID_USED`: the segment id is taken on this host.
     #[error("host {host}: segment id {id} is already in use")]
     SegmentIdInUse {

@@ -8,18 +8,21 @@
 //! receiver took the first replaces it.
 //!
 //! ```text
-//!   slot:  | seq: u32 | len: u32 | payload: up to 56 bytes |
+//!   slot:  | seq: u32 | len: u32 | payload: up to 248 bytes |
 //! ```
 
 use super::{LocalSegment, RemoteMap, RemoteSegment, SciError, Sisci};
 use smartio_fabric::{ClusterNodeId, HostId, LutTarget, NtbMapping};
-use smartio_platform::{BusAddr, Clock, Port, SimDuration};
+use smartio_platform::{BusAddr, Clock, PhysAddr, Port, SimDuration};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Bytes per inbox slot.
-pub const SLOT: u64 = 64;
+/// Bytes per inbox slot: room for the messages SISCI programs send (libnvm's RPC sends
+/// 72-byte commands and 80-byte completions).
+pub const SLOT: u64 = 256;
+/// The handler reads a message in lines of this many bytes (header and payload).
+const LINE: u64 = 64;
 /// Slots per inbox: at most this many senders per interrupt.
 pub const SLOTS: u64 = 64;
 /// Largest payload of one message.
@@ -155,7 +158,7 @@ impl Sisci {
             (far, f.adapter(far).host)
         };
         let key = (far_host, id);
-        let (inbox, vector, slot) = {
+        let (inbox, vector, slot, seen) = {
             let mut st = self.state.borrow_mut();
             let l = st
                 .interrupts
@@ -173,8 +176,18 @@ impl Sisci {
                     users: format!("all {SLOTS} sender slots are taken"),
                 })?;
             l.senders.insert(slot, ());
-            (l.intr.inbox, l.intr.vector, slot)
+            (l.intr.inbox, l.intr.vector, slot, l.seen[slot as usize])
         };
+        // A sender goes on from the slot's last sequence number (the one the receiver saw,
+        // or a later one still unread there): an earlier sender of this slot may have used
+        // the numbers a fresh count would repeat, and a repeated number is not a message.
+        let mut head = [0u8; 4];
+        self.machine.peek_memory(
+            far_host,
+            PhysAddr(inbox.phys.get() + slot * SLOT),
+            &mut head,
+        );
+        let last = seen.max(u32::from_le_bytes(head));
         let release = |sci: &Sisci| {
             if let Some(l) = sci.state.borrow_mut().interrupts.local.get_mut(&key) {
                 l.senders.remove(&slot);
@@ -216,7 +229,7 @@ impl Sisci {
             message,
             msi,
             vector,
-            sequence: Rc::new(Cell::new(0)),
+            sequence: Rc::new(Cell::new(last)),
         })
     }
 
@@ -247,8 +260,9 @@ impl Sisci {
         let deadline = cpu.now() + timeout;
         loop {
             if let Some((slot, payload)) = self.take_message(intr)? {
-                // The handler reads the slot.
-                let mut buf = [0u8; SLOT as usize];
+                // The handler reads the message: its header and payload, in whole lines.
+                let read = (8 + payload.len() as u64).next_multiple_of(LINE).min(SLOT);
+                let mut buf = vec![0u8; read as usize];
                 let addr = BusAddr(intr.inbox.phys.get() + slot * SLOT);
                 let _ = cpu.read(addr, &mut buf).await;
                 return Ok(payload);

@@ -263,7 +263,9 @@ impl Sisci {
     }
 
     /// Creates a segment of `size` bytes in `host`'s RAM, with id `id` or the lowest free
-    /// automatic id. The memory reads as zeroes.
+    /// automatic id. The memory reads as zeroes. Refused at once, before anything is
+    /// allocated: no bytes ([`SciError::EmptySegment`]), more than the host's RAM
+    /// ([`SciError::LargerThanRam`]).
     pub fn create_segment(
         &self,
         host: HostId,
@@ -271,11 +273,15 @@ impl Sisci {
         size: u64,
     ) -> Result<LocalSegment, SciError> {
         self.check_host(host)?;
-        if size > self.machine.fabric().host(host).ram_bytes {
-            return Err(SciError::SegmentSize {
-                device: None,
+        if size == 0 {
+            return Err(SciError::EmptySegment);
+        }
+        let ram = self.machine.fabric().host(host).ram_bytes;
+        if size > ram {
+            return Err(SciError::LargerThanRam {
+                host: self.host_name(host),
                 size,
-                why: "it is larger than the host's RAM".into(),
+                ram,
             });
         }
         self.create(
