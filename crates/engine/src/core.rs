@@ -5,6 +5,7 @@
 //! deterministic. Device BAR handlers are called while the core is borrowed: they must only
 //! touch their own state and wake tasks (see [`smartio_platform::BarHandler`]).
 
+use crate::events::EventQueue;
 use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
@@ -18,7 +19,7 @@ pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Stream,
 };
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
@@ -38,49 +39,6 @@ pub(crate) enum Event {
     },
     /// A link goes down or comes up.
     LinkState { link: u32, up: bool },
-}
-
-/// An event in the queue, ordered by its time, then by when it was scheduled (its
-/// sequence number), earliest first. Both are one 128-bit key, time in the high half, so an
-/// ordering is one comparison; `BinaryHeap` is a max-heap, so the order is reversed.
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    key: u128,
-    event: Event,
-}
-
-impl Queued {
-    fn new(at: SimTime, seq: u64, event: Event) -> Queued {
-        Queued {
-            key: (u128::from(at.as_ps()) << 64) | u128::from(seq),
-            event,
-        }
-    }
-
-    fn time(&self) -> SimTime {
-        SimTime((self.key >> 64) as u64)
-    }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Queued) -> bool {
-        self.key == other.key
-    }
-}
-
-impl Eq for Queued {}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Queued) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Queued {
-    /// Reversed: the earliest key is the greatest.
-    fn cmp(&self, other: &Queued) -> std::cmp::Ordering {
-        other.key.cmp(&self.key)
-    }
 }
 
 #[derive(Debug, Default)]
@@ -107,7 +65,7 @@ pub(crate) struct Core {
     /// runs inside the core). Set wherever `now` moves.
     pub shared_now: Rc<std::cell::Cell<SimTime>>,
     seq: u64,
-    queue: BinaryHeap<Queued>,
+    queue: EventQueue<Event>,
     pub fabric: Fabric,
     pub timing: Timing,
     /// Every link's two directions ([`lane`]).
@@ -203,7 +161,7 @@ impl Core {
             now: SimTime::ZERO,
             shared_now: Rc::new(std::cell::Cell::new(SimTime::ZERO)),
             seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             lanes: vec![Lane::default(); 2 * fabric.links().len()],
             memory: (0..hosts).map(|_| SparseMemory::new()).collect(),
             bar_handlers: (0..endpoints).map(|_| None).collect(),
@@ -349,16 +307,15 @@ impl Core {
 
     pub fn schedule(&mut self, at: SimTime, event: Event) {
         self.seq += 1;
-        self.queue
-            .push(Queued::new(at.max(self.now), self.seq, event));
+        self.queue.push(at.max(self.now), self.seq, event);
     }
 
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.queue.peek().map(Queued::time)
+        self.queue.peek_time()
     }
 
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
-        self.queue.pop().map(|q| (q.time(), q.event))
+        self.queue.pop()
     }
 
     /// Arms a timer due at `at` that ends recorded step `step`. A timer at
@@ -1300,41 +1257,5 @@ fn memory_host(target: &Target) -> HostId {
     match *target {
         Target::Memory { host, .. } | Target::Interrupt { host, .. } => host,
         Target::Bar { .. } | Target::Multicast { .. } => HostId(0),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_queue_pops_the_earliest_time_first_and_equal_times_in_the_order_scheduled() {
-        let mut queue = BinaryHeap::new();
-        let scheduled = [
-            (30, Event::Txn(0)),
-            (10, Event::Txn(1)),
-            (30, Event::Txn(2)),
-        ];
-        let more = [
-            (10, Event::Txn(3)),
-            (u64::MAX, Event::Txn(4)),
-            (0, Event::Txn(5)),
-        ];
-        for (seq, (at, event)) in scheduled.into_iter().chain(more).enumerate() {
-            queue.push(Queued::new(SimTime(at), seq as u64 + 1, event));
-        }
-        let order: Vec<(u64, Event)> =
-            std::iter::from_fn(|| queue.pop().map(|q| (q.time().0, q.event))).collect();
-        assert_eq!(
-            order,
-            [
-                (0, Event::Txn(5)),
-                (10, Event::Txn(1)),
-                (10, Event::Txn(3)),
-                (30, Event::Txn(0)),
-                (30, Event::Txn(2)),
-                (u64::MAX, Event::Txn(4)),
-            ]
-        );
     }
 }

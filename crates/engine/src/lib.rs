@@ -14,6 +14,7 @@
 pub use smartio_calibration as calibration;
 mod contract;
 mod core;
+mod events;
 mod executor;
 pub mod iotlb;
 pub mod record;
