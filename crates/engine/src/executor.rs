@@ -11,13 +11,14 @@
 
 use crate::record::{self, StepId};
 use crate::wait::Wait;
+use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 /// A spawned agent.
@@ -47,10 +48,9 @@ impl Ready {
 
     fn push(&self, id: u32, gen: u32) {
         let cause = self.context();
-        if let Ok(mut q) = self.queue.lock() {
-            q.push_back((id, gen, cause));
-            self.queued.store(q.len(), Ordering::Relaxed);
-        }
+        let mut q = self.queue.lock();
+        q.push_back((id, gen, cause));
+        self.queued.store(q.len(), Ordering::Relaxed);
     }
 }
 
@@ -173,7 +173,7 @@ impl Executor {
         if !self.any_ready() {
             return None;
         }
-        let mut q = self.ready.queue.lock().ok()?;
+        let mut q = self.ready.queue.lock();
         let next = q.pop_front();
         self.ready.queued.store(q.len(), Ordering::Relaxed);
         next
@@ -248,7 +248,8 @@ impl Executor {
     /// Drops every task, ready or waiting, and frees their slots (their futures hold handles
     /// to the simulation, so a simulation with tasks left would never be freed).
     pub fn clear(&self) {
-        if let Ok(mut q) = self.ready.queue.lock() {
+        {
+            let mut q = self.ready.queue.lock();
             q.clear();
             self.ready.queued.store(0, Ordering::Relaxed);
         }
