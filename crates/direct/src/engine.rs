@@ -6,7 +6,7 @@ use smartio_calibration::{Calibration, CpuTiming};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, Requester, Route, Target};
 use smartio_machine::{
     AgentPort, Counters, Engine, FabricControl, FaultRecord, IdleReadCost, LinkEvent, LocalFuture,
-    Machine, PayloadAccess, RunSummary,
+    Machine, PayloadAccess, RunSummary, Started, Ticket,
 };
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, HostMemory, LocalTask,
@@ -717,31 +717,75 @@ impl AgentPort for DirectAgent {
         self.requester
     }
 
-    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<ReadResult> {
-        let (engine, requester) = (self.engine.clone(), self.requester);
-        Box::pin(async move {
-            let result = engine.read_now(requester, addr, len);
+    /// Answered now (the machine's future calls this when first polled); the future
+    /// returned yields once so that the other ready tasks run before the requester goes on.
+    fn read(&self, addr: BusAddr, len: usize) -> Started<ReadResult> {
+        let result = self.engine.read_now(self.requester, addr, len);
+        Started::Boxed(Box::pin(async move {
             YieldOnce::default().await;
             result
-        })
+        }))
     }
 
-    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
-        let (engine, requester) = (self.engine.clone(), self.requester);
-        Box::pin(async move {
-            let result = engine.write_now(requester, addr, &data);
+    /// Landed now, then yields once, as a read.
+    fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
+        let result = self.engine.write_now(self.requester, addr, data);
+        Started::Boxed(Box::pin(async move {
             YieldOnce::default().await;
             result
-        })
+        }))
     }
 
-    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
-        Box::pin(self.engine.arm_sleep(duration))
+    fn sleep(&self, duration: SimDuration) -> Started<()> {
+        Started::Boxed(Box::pin(self.engine.arm_sleep(duration)))
     }
 
-    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+    fn written(&self, addr: PhysAddr, len: u64) -> Started<()> {
         let host = self.engine.host_of(self.requester);
-        Box::pin(self.engine.arm_watch(host, addr, len))
+        Started::Boxed(Box::pin(self.engine.arm_watch(host, addr, len)))
+    }
+
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> Started<bool> {
+        let engine = self.engine.clone();
+        let host = engine.host_of(self.requester);
+        let mut timer = timeout.map(|t| engine.arm_sleep(t));
+        Started::Boxed(Box::pin(std::future::poll_fn(move |cx| {
+            {
+                let mut s = engine.inner.state.borrow_mut();
+                let line = s.irqs[host.index()].entry(vector).or_default();
+                if line.pending > 0 {
+                    line.pending -= 1;
+                    return Poll::Ready(true);
+                }
+                line.waker = Some(cx.waker().clone());
+            }
+            let timed_out = timer
+                .as_mut()
+                .is_some_and(|sleep| Pin::new(sleep).poll(cx).is_ready());
+            if timed_out {
+                Poll::Ready(false)
+            } else {
+                Poll::Pending
+            }
+        })))
+    }
+
+    /// The direct engine keeps no operations: every one it starts is a future of its own.
+    fn poll_access(
+        &self,
+        ticket: Ticket,
+        _buf: &mut [u8],
+        _cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        no_tickets(ticket)
+    }
+
+    fn poll_wait(&self, ticket: Ticket, _cx: &mut Context<'_>) -> Poll<bool> {
+        no_tickets(ticket)
+    }
+
+    fn cancel(&self, ticket: Ticket) {
+        no_tickets(ticket)
     }
 
     fn config_read(
@@ -786,29 +830,9 @@ impl AgentPort for DirectAgent {
             Ok(())
         })
     }
+}
 
-    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
-        let engine = self.engine.clone();
-        let host = engine.host_of(self.requester);
-        let mut timer = timeout.map(|t| engine.arm_sleep(t));
-        Box::pin(std::future::poll_fn(move |cx| {
-            {
-                let mut s = engine.inner.state.borrow_mut();
-                let line = s.irqs[host.index()].entry(vector).or_default();
-                if line.pending > 0 {
-                    line.pending -= 1;
-                    return Poll::Ready(true);
-                }
-                line.waker = Some(cx.waker().clone());
-            }
-            let timed_out = timer
-                .as_mut()
-                .is_some_and(|sleep| Pin::new(sleep).poll(cx).is_ready());
-            if timed_out {
-                Poll::Ready(false)
-            } else {
-                Poll::Pending
-            }
-        }))
-    }
+/// A ticket the direct engine never issued: a bug of the port that polled it.
+fn no_tickets(ticket: Ticket) -> ! {
+    panic!("emulator bug: the direct engine issues no tickets, yet {ticket:?} was polled")
 }

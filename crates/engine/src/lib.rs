@@ -16,6 +16,7 @@ mod contract;
 mod core;
 mod executor;
 pub mod iotlb;
+mod ops;
 pub mod record;
 pub mod sim;
 pub mod timing;
