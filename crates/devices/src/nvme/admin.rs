@@ -42,23 +42,16 @@ impl NvmeController {
         &self,
         port: &P,
         cmd: &Command,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), Status> {
         let segs =
             super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
-        if segs.len() == 1 {
-            activity::doing("data to the host");
-            return port
-                .write_owned(BusAddr(segs[0].addr), data)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR);
-        }
         let mut at = 0usize;
         for s in segs {
-            let chunk = data[at..at + s.len as usize].to_vec();
+            let chunk = &data[at..at + s.len as usize];
             at += s.len as usize;
             activity::doing("data to the host");
-            port.write_owned(BusAddr(s.addr), chunk)
+            port.write(BusAddr(s.addr), chunk)
                 .await
                 .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
         }
@@ -133,7 +126,7 @@ impl NvmeController {
         }
         // The controller reads its tables like a small media read.
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, d).await.map(|()| 0)
+        self.to_host(port, cmd, &d).await.map(|()| 0)
     }
 
     fn identify_controller(&self, d: &mut [u8]) {
@@ -369,7 +362,7 @@ impl NvmeController {
         let n = avail.len().min(data.len());
         data[..n].copy_from_slice(&avail[..n]);
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, data).await.map(|()| 0)
+        self.to_host(port, cmd, &data).await.map(|()| 0)
     }
 
     fn error_log(&self) -> Vec<u8> {
@@ -460,10 +453,11 @@ impl NvmeController {
         // entry returns, so one being fetched right now is caught too).
         let (head, entries) = (q.head, q.entries);
         let mut at = head;
+        let mut raw = Vec::with_capacity(SQE_SIZE);
         while at != q.tail {
             let addr = q.base + u64::from(at) * SQE_SIZE as u64;
-            let raw = self.read_sq(port, addr, SQE_SIZE as u64).await.ok();
-            if raw.is_some_and(|raw| Command::from_bytes(&raw).0.cid == cid) {
+            let read = self.read_sq(port, addr, SQE_SIZE as u64, &mut raw).await;
+            if read.is_ok() && Command::from_bytes(&raw).0.cid == cid {
                 let mut s = self.state.borrow_mut();
                 let Some(now) = s.sqs[sqid as usize].as_mut() else {
                     break; // deleted meanwhile: the deletion completed it as aborted
