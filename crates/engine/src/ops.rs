@@ -15,11 +15,10 @@
 use crate::core::Core;
 use crate::record;
 use crate::wait::Wait;
-use crate::waiters::{TimerKey, WatchKey, WatchState};
+use crate::waiters::{TimerKey, WatchKey};
 use smartio_fabric::{HostId, Requester};
 use smartio_machine::Ticket;
 use smartio_platform::{AccessError, SimDuration};
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 /// A local read's buffer is kept for the slot's next operation up to this capacity (a
@@ -158,34 +157,30 @@ impl TimerOp {
 #[derive(Debug)]
 pub(crate) struct WatchOp {
     key: WatchKey,
-    state: Rc<WatchState>,
     wait: Wait,
 }
 
 impl WatchOp {
     /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
     pub fn arm(core: &mut Core, host: HostId, addr: smartio_platform::PhysAddr, len: u64) -> Self {
-        let (key, state) = core.watches.add(host, addr, len);
         WatchOp {
-            key,
-            state,
+            key: core.watches.add(host, addr, len),
             wait: Wait::MemoryWrite { host, addr, len },
         }
     }
 
+    /// Ready once a write landed; the watch is then given back.
     fn poll(&self, core: &mut Core, cx: &Context<'_>) -> Poll<()> {
-        if self.state.fired.get() {
+        if core.watches.poll(self.key, cx.waker()) {
+            core.watches.remove(self.key);
             return Poll::Ready(());
         }
-        *self.state.waker.borrow_mut() = Some(cx.waker().clone());
         core.waits.push(self.wait);
         Poll::Pending
     }
 
     fn cancel(&self, core: &mut Core) {
-        if !self.state.fired.get() {
-            core.watches.remove(self.key);
-        }
+        core.watches.remove(self.key);
     }
 }
 
