@@ -46,6 +46,7 @@ impl AccessOp {
     /// Whether the access is done. When it is, a read's data — the transaction's, or
     /// `local` for a local read — is in `buf` (as long as the read), and the transaction is
     /// freed or, for a posted write whose TLPs still travel, detached.
+    #[inline]
     fn poll(
         &self,
         core: &mut Core,
@@ -132,6 +133,7 @@ impl TimerOp {
     }
 
     /// Whether the timer fired; otherwise the task is woken when it does.
+    #[inline]
     fn fired(&mut self, core: &mut Core, cx: &Context<'_>) -> bool {
         if self.done || core.timers.poll(self.timer, cx.waker()) {
             if !self.done {
@@ -280,6 +282,7 @@ fn stale(ticket: Ticket) -> ! {
 impl Ops {
     /// Starts an operation in a free slot: `start` gets the slot's buffer (emptied) for a
     /// local read's data. The slot stays free if it fails.
+    #[inline]
     pub fn start<E>(
         &mut self,
         start: impl FnOnce(&mut Vec<u8>) -> Result<Op, E>,
@@ -306,6 +309,7 @@ impl Ops {
         }
     }
 
+    #[inline]
     fn slot(&mut self, ticket: Ticket) -> &mut Slot {
         let (gen, id) = ((ticket.0 >> 32) as u32, ticket.0 as u32);
         match self.slots.get_mut(id as usize) {
@@ -315,6 +319,7 @@ impl Ops {
     }
 
     /// Frees the slot of a finished or cancelled operation.
+    #[inline]
     fn release(&mut self, ticket: Ticket) {
         let id = ticket.0 as u32;
         let slot = self.slot(ticket);
@@ -327,6 +332,7 @@ impl Ops {
     }
 
     /// Polls an access; ready, it is given back (see [`AccessOp::poll`]).
+    #[inline]
     pub fn poll_access(
         &mut self,
         core: &mut Core,
@@ -345,6 +351,7 @@ impl Ops {
 
     /// Polls a sleep, a watch or an interrupt wait; ready, it is given back. `true` unless
     /// an interrupt wait timed out.
+    #[inline]
     pub fn poll_wait(&mut self, core: &mut Core, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
         let slot = self.slot(ticket);
         let outcome = match &mut slot.op {

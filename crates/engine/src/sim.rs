@@ -512,6 +512,7 @@ impl Sim {
     }
 
     /// Polls an access (see [`smartio_machine::AgentPort::poll_access`]).
+    #[inline]
     pub(crate) fn poll_access(
         &self,
         ticket: Ticket,
@@ -527,6 +528,7 @@ impl Sim {
 
     /// Polls a sleep, a watch or an interrupt wait (see
     /// [`smartio_machine::AgentPort::poll_wait`]).
+    #[inline]
     pub(crate) fn poll_wait(&self, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
         let mut core = self.inner.core.borrow_mut();
         self.inner.ops.borrow_mut().poll_wait(&mut core, ticket, cx)

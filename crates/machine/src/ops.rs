@@ -23,8 +23,6 @@ enum Progress<T> {
     Ticket(Ticket),
     /// Under way in a future of the port's own.
     Boxed(LocalFuture<T>),
-    /// Finished when started; the outcome not yet handed out.
-    Ready(T),
     /// Ready, and its outcome handed out (or given back).
     Done,
 }
@@ -37,41 +35,46 @@ enum Step<T> {
     Own(T),
 }
 
-impl<T> Progress<T> {
-    fn from_started(started: Started<T>) -> Progress<T> {
+impl<T: 'static> Progress<T> {
+    /// An operation started when its future was made (a sleep, a watch). One that finished
+    /// at once (no engine does so today) becomes a future that is ready.
+    fn armed(started: Started<T>) -> Progress<T> {
         match started {
-            Started::Ready(v) => Progress::Ready(v),
             Started::Ticket(t) => Progress::Ticket(t),
             Started::Boxed(f) => Progress::Boxed(f),
+            Started::Ready(v) => Progress::Boxed(Box::pin(std::future::ready(v))),
         }
     }
 
     /// Starts the operation if it has not started (with `start`), and polls a future of the
     /// port's own; a ticket is left to the caller, who calls [`Progress::finish`] when the
     /// port says it is ready.
+    #[inline]
     fn advance(
         &mut self,
         cx: &mut Context<'_>,
         start: impl FnOnce() -> Started<T>,
     ) -> Poll<Step<T>> {
         if let Progress::Unstarted = self {
-            *self = Progress::from_started(start());
+            match start() {
+                Started::Ready(v) => {
+                    *self = Progress::Done;
+                    return Poll::Ready(Step::Own(v));
+                }
+                Started::Ticket(t) => *self = Progress::Ticket(t),
+                Started::Boxed(f) => *self = Progress::Boxed(f),
+            }
         }
         match self {
-            Progress::Ticket(t) => return Poll::Ready(Step::Ticket(*t)),
+            Progress::Ticket(t) => Poll::Ready(Step::Ticket(*t)),
             Progress::Boxed(f) => {
                 let v = ready!(f.as_mut().poll(cx));
                 *self = Progress::Done;
-                return Poll::Ready(Step::Own(v));
+                Poll::Ready(Step::Own(v))
             }
-            Progress::Ready(_) => {}
             Progress::Unstarted | Progress::Done => {
                 panic!("emulator bug: an agent's operation was polled after it completed")
             }
-        }
-        match std::mem::replace(self, Progress::Done) {
-            Progress::Ready(v) => Poll::Ready(Step::Own(v)),
-            _ => unreachable!("matched as ready above"),
         }
     }
 
@@ -187,13 +190,13 @@ pub struct Armed {
 impl Armed {
     /// A timer `port` has armed for `duration`.
     pub fn sleep(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
-        let progress = Progress::from_started(port.sleep(duration));
+        let progress = Progress::armed(port.sleep(duration));
         Armed { port, progress }
     }
 
     /// A watch `port` has armed on `len` bytes at `addr` of its host's memory.
     pub fn written(port: Rc<dyn AgentPort>, addr: smartio_platform::PhysAddr, len: u64) -> Armed {
-        let progress = Progress::from_started(port.written(addr, len));
+        let progress = Progress::armed(port.written(addr, len));
         Armed { port, progress }
     }
 }
@@ -204,6 +207,7 @@ impl Future for Armed {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let port = &this.port;
+        // Armed when made: there is nothing left to start.
         match ready!(this.progress.advance(cx, || Started::Ready(()))) {
             Step::Own(()) => Poll::Ready(()),
             Step::Ticket(t) => {
