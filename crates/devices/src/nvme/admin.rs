@@ -3,6 +3,7 @@
 use super::controller::{
     CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_AERS, MAX_QUEUE_ENTRIES, MDTS,
 };
+use super::prp::segments_into;
 use super::spec::admin::{
     Abort, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetFeatures, GetLogPage, Identify,
     SetFeatures,
@@ -44,45 +45,59 @@ impl NvmeController {
         cmd: &Command,
         data: &[u8],
     ) -> Result<(), Status> {
-        let segs =
-            super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
-        let mut at = 0usize;
-        for s in segs {
-            let chunk = &data[at..at + s.len as usize];
-            at += s.len as usize;
-            activity::doing("data to the host");
-            port.write(BusAddr(s.addr), chunk)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+        let mut segs = self.segment_lists.take();
+        let moved = async {
+            let len = data.len() as u64;
+            segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            let mut at = 0usize;
+            for s in &segs {
+                let chunk = &data[at..at + s.len as usize];
+                at += s.len as usize;
+                activity::doing("data to the host");
+                port.write(BusAddr(s.addr), chunk)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            }
+            Ok(())
         }
-        Ok(())
+        .await;
+        self.segment_lists.give(segs);
+        moved
     }
 
-    /// Reads `len` bytes from the host buffer the command's PRPs describe.
+    /// Reads `len` bytes from the host buffer the command's PRPs describe, into a buffer of
+    /// [`NvmeController::buffers`] (give it back when done with it).
     pub(super) async fn fetch_from_host<P: Port>(
         &self,
         port: &P,
         cmd: &Command,
         len: u64,
     ) -> Result<Vec<u8>, Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE).await?;
-        if segs.len() == 1 {
-            activity::doing("data from the host");
-            return port
-                .read_owned(BusAddr(segs[0].addr), len as usize)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR);
+        let mut segs = self.segment_lists.take();
+        let mut out = self.buffers.take();
+        let fetched = async {
+            segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            out.resize(len as usize, 0);
+            let mut at = 0usize;
+            for s in &segs {
+                activity::doing("data from the host");
+                let to = at + s.len as usize;
+                port.read(BusAddr(s.addr), &mut out[at..to])
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                at = to;
+            }
+            Ok(())
         }
-        let mut out = Vec::with_capacity(len as usize);
-        for s in segs {
-            activity::doing("data from the host");
-            let chunk = port
-                .read_owned(BusAddr(s.addr), s.len as usize)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
-            out.extend_from_slice(&chunk);
+        .await;
+        self.segment_lists.give(segs);
+        match fetched {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                self.buffers.give(out);
+                Err(e)
+            }
         }
-        Ok(out)
     }
 
     /// Logical blocks per namespace.

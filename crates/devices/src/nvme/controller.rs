@@ -16,6 +16,7 @@
 use super::buffers::Buffers;
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
+use super::prp::Segment;
 use super::spec::{
     self, aqa, async_event, cap, cc, cmbsz, csts, log, reg, vs, Command, Completion, Status,
     CQE_SIZE, SQE_SIZE,
@@ -173,6 +174,8 @@ pub struct NvmeController {
     cmb: RefCell<SparseMemory>,
     /// Buffers for media data and submission queue entries, reused.
     pub(super) buffers: Buffers,
+    /// Lists of a command's PRP segments, reused.
+    pub(super) segment_lists: Buffers<Segment>,
     pub(super) state: RefCell<State>,
     wake: Notify,
     cq_space: RefCell<Vec<Waker>>,
@@ -203,6 +206,7 @@ impl NvmeController {
             store,
             cmb: RefCell::new(SparseMemory::new()),
             buffers: Buffers::default(),
+            segment_lists: Buffers::default(),
             state: RefCell::new(State {
                 cc: 0,
                 csts: 0,

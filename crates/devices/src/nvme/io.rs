@@ -82,9 +82,9 @@ impl NvmeController {
         let data = self.fetch_from_host(port, cmd, len).await?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.spend("media: write", done.since(port.now())).await;
-        self.store
-            .write(r.nsid, offset, &data)
-            .map_err(|_| self.media_error())?;
+        let stored = self.store.write(r.nsid, offset, &data);
+        self.buffers.give(data);
+        stored.map_err(|_| self.media_error())?;
         let mut s = self.state.borrow_mut();
         s.health.write_commands += 1;
         s.health.bytes_written += len;
