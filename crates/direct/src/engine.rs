@@ -1,5 +1,6 @@
 //! [`DirectEngine`]: state, accesses and the run loop.
 
+use crate::accesses::Accesses;
 use crate::executor::Executor;
 use crate::timers::{Awaited, Due, Signal, Timers};
 use smartio_calibration::{Calibration, CpuTiming};
@@ -29,6 +30,8 @@ pub struct DirectEngine {
 
 struct Inner {
     state: RefCell<State>,
+    /// Accesses done and not yet handed out, named by tickets.
+    accesses: RefCell<Accesses>,
     exec: RefCell<Executor>,
     /// `state.now`, readable while the state is borrowed (by a BAR handler).
     now: std::cell::Cell<SimTime>,
@@ -120,6 +123,7 @@ impl DirectEngine {
         let endpoints = fabric.endpoints().len();
         DirectEngine {
             inner: Rc::new(Inner {
+                accesses: RefCell::new(Accesses::default()),
                 state: RefCell::new(State {
                     now: SimTime::ZERO,
                     fabric,
@@ -288,11 +292,18 @@ impl DirectEngine {
         Ok(())
     }
 
-    /// A non-posted read, answered now.
-    fn read_now(&self, requester: Requester, addr: BusAddr, len: usize) -> ReadResult {
+    /// A non-posted read of `len` bytes, answered now into `data`.
+    fn read_now(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: usize,
+        data: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         let mut state = self.inner.state.borrow_mut();
         let pieces = Self::routes(&mut state, requester, addr, len as u64, Access::Read)?;
-        let mut data = vec![0u8; len];
+        data.clear();
+        data.resize(len, 0);
         let mut result = Ok(());
         for (offset, route) in pieces {
             let buf = &mut data[offset as usize..(offset + route.len) as usize];
@@ -300,7 +311,7 @@ impl DirectEngine {
                 result = result.and(Err(e));
             }
         }
-        result.map(|()| data)
+        result
     }
 
     /// Arms a memory watch now.
@@ -717,23 +728,28 @@ impl AgentPort for DirectAgent {
         self.requester
     }
 
-    /// Answered now (the machine's future calls this when first polled); the future
-    /// returned yields once so that the other ready tasks run before the requester goes on.
+    /// Answered now (the machine's future calls this when first polled); the outcome is
+    /// handed out after one yield, so that the other ready tasks run before the requester
+    /// goes on.
     fn read(&self, addr: BusAddr, len: usize) -> Started<ReadResult> {
-        let result = self.engine.read_now(self.requester, addr, len);
-        Started::Boxed(Box::pin(async move {
-            YieldOnce::default().await;
-            result
-        }))
+        let ticket = self
+            .engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .start(|data| self.engine.read_now(self.requester, addr, len, data));
+        Started::Ticket(ticket)
     }
 
-    /// Landed now, then yields once, as a read.
+    /// Landed now, then handed out after one yield, as a read.
     fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
-        let result = self.engine.write_now(self.requester, addr, data);
-        Started::Boxed(Box::pin(async move {
-            YieldOnce::default().await;
-            result
-        }))
+        let ticket = self
+            .engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .start(|_| self.engine.write_now(self.requester, addr, data));
+        Started::Ticket(ticket)
     }
 
     fn sleep(&self, duration: SimDuration) -> Started<()> {
@@ -770,22 +786,28 @@ impl AgentPort for DirectAgent {
         })))
     }
 
-    /// The direct engine keeps no operations: every one it starts is a future of its own.
     fn poll_access(
         &self,
         ticket: Ticket,
-        _buf: &mut [u8],
-        _cx: &mut Context<'_>,
+        buf: &mut [u8],
+        cx: &mut Context<'_>,
     ) -> Poll<Result<(), AccessError>> {
-        no_tickets(ticket)
+        self.engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .poll(ticket, buf, cx)
     }
 
+    /// Sleeps, watches and interrupt waits are futures of their own: no ticket names one.
     fn poll_wait(&self, ticket: Ticket, _cx: &mut Context<'_>) -> Poll<bool> {
         no_tickets(ticket)
     }
 
     fn cancel(&self, ticket: Ticket) {
-        no_tickets(ticket)
+        if let Ok(mut accesses) = self.engine.inner.accesses.try_borrow_mut() {
+            accesses.release(ticket);
+        }
     }
 
     fn config_read(
@@ -832,7 +854,7 @@ impl AgentPort for DirectAgent {
     }
 }
 
-/// A ticket the direct engine never issued: a bug of the port that polled it.
+/// A ticket polled as a wait: the direct engine issues tickets only for accesses.
 fn no_tickets(ticket: Ticket) -> ! {
-    panic!("emulator bug: the direct engine issues no tickets, yet {ticket:?} was polled")
+    panic!("emulator bug: {ticket:?} polled as a wait names a direct engine's access")
 }
