@@ -1,12 +1,13 @@
 //! [`DirectEngine`]: state, accesses and the run loop.
 
+use crate::accesses::Accesses;
 use crate::executor::Executor;
 use crate::timers::{Awaited, Due, Signal, Timers};
 use smartio_calibration::{Calibration, CpuTiming};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, Requester, Route, Target};
 use smartio_machine::{
     AgentPort, Counters, Engine, FabricControl, FaultRecord, IdleReadCost, LinkEvent, LocalFuture,
-    Machine, PayloadAccess, RunSummary,
+    Machine, PayloadAccess, RunSummary, Started, Ticket,
 };
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, CompleterError, ConfigHandler, HostMemory, LocalTask,
@@ -29,6 +30,8 @@ pub struct DirectEngine {
 
 struct Inner {
     state: RefCell<State>,
+    /// Accesses done and not yet handed out, named by tickets.
+    accesses: RefCell<Accesses>,
     exec: RefCell<Executor>,
     /// `state.now`, readable while the state is borrowed (by a BAR handler).
     now: std::cell::Cell<SimTime>,
@@ -120,6 +123,7 @@ impl DirectEngine {
         let endpoints = fabric.endpoints().len();
         DirectEngine {
             inner: Rc::new(Inner {
+                accesses: RefCell::new(Accesses::default()),
                 state: RefCell::new(State {
                     now: SimTime::ZERO,
                     fabric,
@@ -288,11 +292,18 @@ impl DirectEngine {
         Ok(())
     }
 
-    /// A non-posted read, answered now.
-    fn read_now(&self, requester: Requester, addr: BusAddr, len: usize) -> ReadResult {
+    /// A non-posted read of `len` bytes, answered now into `data`.
+    fn read_now(
+        &self,
+        requester: Requester,
+        addr: BusAddr,
+        len: usize,
+        data: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         let mut state = self.inner.state.borrow_mut();
         let pieces = Self::routes(&mut state, requester, addr, len as u64, Access::Read)?;
-        let mut data = vec![0u8; len];
+        data.clear();
+        data.resize(len, 0);
         let mut result = Ok(());
         for (offset, route) in pieces {
             let buf = &mut data[offset as usize..(offset + route.len) as usize];
@@ -300,7 +311,7 @@ impl DirectEngine {
                 result = result.and(Err(e));
             }
         }
-        result.map(|()| data)
+        result
     }
 
     /// Arms a memory watch now.
@@ -717,31 +728,86 @@ impl AgentPort for DirectAgent {
         self.requester
     }
 
-    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<ReadResult> {
-        let (engine, requester) = (self.engine.clone(), self.requester);
-        Box::pin(async move {
-            let result = engine.read_now(requester, addr, len);
-            YieldOnce::default().await;
-            result
-        })
+    /// Answered now (the machine's future calls this when first polled); the outcome is
+    /// handed out after one yield, so that the other ready tasks run before the requester
+    /// goes on.
+    fn read(&self, addr: BusAddr, len: usize) -> Started<ReadResult> {
+        let ticket = self
+            .engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .start(|data| self.engine.read_now(self.requester, addr, len, data));
+        Started::Ticket(ticket)
     }
 
-    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
-        let (engine, requester) = (self.engine.clone(), self.requester);
-        Box::pin(async move {
-            let result = engine.write_now(requester, addr, &data);
-            YieldOnce::default().await;
-            result
-        })
+    /// Landed now, then handed out after one yield, as a read.
+    fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
+        let ticket = self
+            .engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .start(|_| self.engine.write_now(self.requester, addr, data));
+        Started::Ticket(ticket)
     }
 
-    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
-        Box::pin(self.engine.arm_sleep(duration))
+    fn sleep(&self, duration: SimDuration) -> Started<()> {
+        Started::Boxed(Box::pin(self.engine.arm_sleep(duration)))
     }
 
-    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+    fn written(&self, addr: PhysAddr, len: u64) -> Started<()> {
         let host = self.engine.host_of(self.requester);
-        Box::pin(self.engine.arm_watch(host, addr, len))
+        Started::Boxed(Box::pin(self.engine.arm_watch(host, addr, len)))
+    }
+
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> Started<bool> {
+        let engine = self.engine.clone();
+        let host = engine.host_of(self.requester);
+        let mut timer = timeout.map(|t| engine.arm_sleep(t));
+        Started::Boxed(Box::pin(std::future::poll_fn(move |cx| {
+            {
+                let mut s = engine.inner.state.borrow_mut();
+                let line = s.irqs[host.index()].entry(vector).or_default();
+                if line.pending > 0 {
+                    line.pending -= 1;
+                    return Poll::Ready(true);
+                }
+                line.waker = Some(cx.waker().clone());
+            }
+            let timed_out = timer
+                .as_mut()
+                .is_some_and(|sleep| Pin::new(sleep).poll(cx).is_ready());
+            if timed_out {
+                Poll::Ready(false)
+            } else {
+                Poll::Pending
+            }
+        })))
+    }
+
+    fn poll_access(
+        &self,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        self.engine
+            .inner
+            .accesses
+            .borrow_mut()
+            .poll(ticket, buf, cx)
+    }
+
+    /// Sleeps, watches and interrupt waits are futures of their own: no ticket names one.
+    fn poll_wait(&self, ticket: Ticket, _cx: &mut Context<'_>) -> Poll<bool> {
+        no_tickets(ticket)
+    }
+
+    fn cancel(&self, ticket: Ticket) {
+        if let Ok(mut accesses) = self.engine.inner.accesses.try_borrow_mut() {
+            accesses.release(ticket);
+        }
     }
 
     fn config_read(
@@ -786,29 +852,9 @@ impl AgentPort for DirectAgent {
             Ok(())
         })
     }
+}
 
-    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
-        let engine = self.engine.clone();
-        let host = engine.host_of(self.requester);
-        let mut timer = timeout.map(|t| engine.arm_sleep(t));
-        Box::pin(std::future::poll_fn(move |cx| {
-            {
-                let mut s = engine.inner.state.borrow_mut();
-                let line = s.irqs[host.index()].entry(vector).or_default();
-                if line.pending > 0 {
-                    line.pending -= 1;
-                    return Poll::Ready(true);
-                }
-                line.waker = Some(cx.waker().clone());
-            }
-            let timed_out = timer
-                .as_mut()
-                .is_some_and(|sleep| Pin::new(sleep).poll(cx).is_ready());
-            if timed_out {
-                Poll::Ready(false)
-            } else {
-                Poll::Pending
-            }
-        }))
-    }
+/// A ticket polled as a wait: the direct engine issues tickets only for accesses.
+fn no_tickets(ticket: Ticket) -> ! {
+    panic!("emulator bug: {ticket:?} polled as a wait names a direct engine's access")
 }

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+mod accesses;
 mod engine;
 mod executor;
 mod timers;

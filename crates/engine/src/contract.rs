@@ -2,20 +2,21 @@
 //! and its [`Agent`]s are [`AgentPort`]s, so the OS model, SmartIO, drivers and workloads
 //! run on it through a [`Machine`] without naming it.
 
-use crate::sim::{Agent, Sim, Sleep};
+use crate::sim::{Agent, Sim};
 use crate::timing::{LinkTiming, Timing};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
 use smartio_machine::{
     AgentPort, Counters, CpuTiming, CriticalPath, Engine, FabricControl, FaultRecord, IdleReadCost,
-    LinkEvent, LocalFuture, Machine, PayloadAccess, RecordingOptions, RunSummary, StepRef, Trace,
+    LinkEvent, LocalFuture, Machine, PayloadAccess, RecordingOptions, RunSummary, Started, StepRef,
+    Ticket, Trace,
 };
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, ConfigHandler, LocalTask, PhysAddr, Port, SimDuration,
-    SimTime,
+    AccessError, BarHandler, BusAddr, ConfigHandler, LocalTask, PhysAddr, SimDuration, SimTime,
 };
 use std::cell::Ref;
 use std::panic::Location;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 impl Sim {
     /// This simulation behind the platform contract.
@@ -168,22 +169,57 @@ impl AgentPort for Agent {
         Agent::requester(self)
     }
 
-    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>> {
-        let agent = self.clone();
-        Box::pin(async move { agent.read_owned(addr, len).await })
+    fn read(&self, addr: BusAddr, len: usize) -> Started<Result<Vec<u8>, AccessError>> {
+        match self
+            .sim()
+            .start_access(self.requester(), None, addr, len as u64)
+        {
+            Ok(ticket) => Started::Ticket(ticket),
+            Err(e) => Started::Ready(Err(e)),
+        }
     }
 
-    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
-        let agent = self.clone();
-        Box::pin(async move { agent.write_owned(addr, data).await })
+    fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
+        let len = data.len() as u64;
+        match self
+            .sim()
+            .start_access(self.requester(), Some(data), addr, len)
+        {
+            Ok(ticket) => Started::Ticket(ticket),
+            Err(e) => Started::Ready(Err(e)),
+        }
     }
 
-    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
-        Box::pin(Sleep::new(self.sim(), duration, self.requester()))
+    fn sleep(&self, duration: SimDuration) -> Started<()> {
+        Started::Ticket(self.sim().arm_sleep(duration, self.requester()))
     }
 
-    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
-        Box::pin(self.watch(addr, len))
+    fn written(&self, addr: PhysAddr, len: u64) -> Started<()> {
+        Started::Ticket(self.sim().arm_watch(self.host(), addr, len))
+    }
+
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> Started<bool> {
+        let ticket = self
+            .sim()
+            .wait_interrupt(self.requester(), self.host(), vector, timeout);
+        Started::Ticket(ticket)
+    }
+
+    fn poll_access(
+        &self,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        self.sim().poll_access(ticket, buf, cx)
+    }
+
+    fn poll_wait(&self, ticket: Ticket, cx: &mut Context<'_>) -> Poll<bool> {
+        self.sim().poll_wait(ticket, cx)
+    }
+
+    fn cancel(&self, ticket: Ticket) {
+        self.sim().cancel(ticket)
     }
 
     fn config_read(
@@ -210,19 +246,6 @@ impl AgentPort for Agent {
     ) -> LocalFuture<Result<(), AccessError>> {
         let agent = self.clone();
         Box::pin(async move { agent.config_write(function, offset, &data).await })
-    }
-
-    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
-        let agent = self.clone();
-        match timeout {
-            None => Box::pin(async move {
-                agent.interrupt(vector).await;
-                true
-            }),
-            Some(timeout) => {
-                Box::pin(async move { agent.interrupt_timeout(vector, timeout).await })
-            }
-        }
     }
 }
 

@@ -76,8 +76,8 @@ pub(crate) struct Core {
     txns: Vec<Option<Box<Txn>>>,
     free_txns: Vec<u32>,
     /// Finished transactions kept for the next ones (their queues keep their capacity), at
-    /// most [`SPARE_TXNS`]. Invariant: each has empty queues, no data, no waker and
-    /// `empty_segments` for its segments.
+    /// most [`SPARE_TXNS`]. Invariant: each has empty queues, empty data (its capacity
+    /// kept, up to [`SPARE_DATA_BYTES`]), no waker and `empty_segments` for its segments.
     // Boxed: a spare is the very allocation `txns` holds, moved back without a copy.
     #[allow(clippy::vec_box)]
     spare_txns: Vec<Box<Txn>>,
@@ -137,6 +137,10 @@ pub(crate) type TxnResult = Option<Result<(), AccessError>>;
 
 /// Finished transactions [`Core`] keeps for reuse, at most.
 const SPARE_TXNS: usize = 64;
+
+/// A spare transaction keeps its data buffer up to this capacity (a larger one is freed, so
+/// that the spares of big DMA transfers do not hold memory for the run).
+const SPARE_DATA_BYTES: usize = 64 * 1024;
 
 /// Lines of host memory whose last writer the recording keeps, at most (then it starts
 /// over: a poll that looks at a line forgotten is explained by the poller's own chain).
@@ -399,19 +403,30 @@ impl Core {
             .and_then(|t| t.as_deref_mut())
     }
 
-    /// Removes a finished transaction, returning its result (if it has one) and its data.
-    pub fn take_txn(&mut self, id: u32) -> Option<(TxnResult, Vec<u8>)> {
+    /// Removes a finished transaction, returning its result (if it has one). A read that
+    /// succeeded copies its data into `buf` (as long as the read; bytes no request answered
+    /// — none, unless the transaction was cut short — read as zeroes, as they did when the
+    /// buffer was zeroed up front).
+    pub fn take_txn(&mut self, id: u32, buf: &mut [u8]) -> Option<TxnResult> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
-        if t.kind == TxnKind::Read {
-            // Bytes no request answered (none, unless the transaction was cut short) read as
-            // zeroes, as they did when the buffer was zeroed up front.
-            let len = t.segments.last().map_or(0, |s| s.offset + s.len) as usize;
-            t.data.resize(len, 0);
+        if t.kind == TxnKind::Read && matches!(t.result, Some(Ok(()))) {
+            let n = t.data.len().min(buf.len());
+            buf[..n].copy_from_slice(&t.data[..n]);
+            buf[n..].fill(0);
         }
-        let out = (t.result.take(), std::mem::take(&mut t.data));
+        let out = t.result.take();
         self.park(t);
         Some(out)
+    }
+
+    /// A data buffer for the next transaction: the spare's that [`Core::insert_txn`] will
+    /// take, emptied, so that its capacity is reused.
+    fn spare_data(&mut self) -> Vec<u8> {
+        self.spare_txns
+            .last_mut()
+            .map(|t| std::mem::take(&mut t.data))
+            .unwrap_or_default()
     }
 
     /// Keeps a finished transaction for reuse (see [`Core::spare_txns`]).
@@ -419,7 +434,10 @@ impl Core {
         if self.spare_txns.len() < SPARE_TXNS {
             t.requests.clear();
             t.completions.clear();
-            t.data = Vec::new();
+            t.data.clear();
+            if t.data.capacity() > SPARE_DATA_BYTES {
+                t.data = Vec::new();
+            }
             t.waker = None;
             t.segments = self.empty_segments.clone();
             self.spare_txns.push(t);
@@ -595,11 +613,14 @@ impl Core {
         &mut self,
         requester: Requester,
         addr: BusAddr,
-        data: Vec<u8>,
+        data: &[u8],
         start: SimTime,
         (cause, label): (StepId, Option<&'static str>),
     ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
+        let mut buf = self.spare_data();
+        buf.extend_from_slice(data);
+        let data = buf;
         Ok(self.insert_txn(
             TxnKind::Write,
             requester,
@@ -621,12 +642,14 @@ impl Core {
         (cause, label): (StepId, Option<&'static str>),
     ) -> Result<u32, AccessError> {
         let segments = self.segments(requester, addr, len, Access::Read)?;
+        // Filled as the requests are answered (see `answer_read`), to `len` when taken.
+        let mut data = self.spare_data();
+        data.reserve(len as usize);
         Ok(self.insert_txn(
             TxnKind::Read,
             requester,
             segments,
-            // Filled as the requests are answered (see `answer_read`), to `len` when taken.
-            Vec::with_capacity(len as usize),
+            data,
             start,
             cause,
             label,

@@ -3,7 +3,9 @@
 //! A finished task's slot is given back and reused, so a run that spawns a task per command
 //! (the NVMe controller does) does not grow with its length. Every slot carries a
 //! generation; a wake-up for an older generation of a reused slot is ignored. A task's waker
-//! is made once per slot generation, not once per poll.
+//! is made once per slot generation, not once per poll, and renewed in place when no waker
+//! of the slot's previous task is left (so spawning a task into a reused slot allocates
+//! nothing but the task).
 //!
 //! For the report of a run that ends with tasks still waiting, each slot remembers where its
 //! task was spawned and what the task's last poll said it waits for
@@ -77,6 +79,9 @@ struct Slot {
     task: Option<Task>,
     live: bool,
     waker: Waker,
+    /// What `waker` wakes through, kept so that a reused slot whose old waker nobody holds
+    /// any more (no stale wake-up can come) renews it in place instead of allocating one.
+    handle: Arc<TaskWaker>,
     spawned_at: &'static Location<'static>,
     waits: Vec<Wait>,
 }
@@ -141,6 +146,11 @@ impl Executor {
                     task: None,
                     live: false,
                     waker: Waker::noop().clone(),
+                    handle: Arc::new(TaskWaker {
+                        id,
+                        gen: 0,
+                        ready: self.ready.clone(),
+                    }),
                     spawned_at,
                     waits: Vec::new(),
                 });
@@ -154,11 +164,19 @@ impl Executor {
         slot.live = true;
         slot.spawned_at = spawned_at;
         slot.waits.clear();
-        slot.waker = Waker::from(Arc::new(TaskWaker {
-            id,
-            gen: slot.gen,
-            ready: self.ready.clone(),
-        }));
+        match Arc::get_mut(&mut slot.handle) {
+            Some(handle) => handle.gen = slot.gen,
+            // A waker of the slot's previous task is still held somewhere: it keeps the old
+            // generation (and is ignored), this task gets a handle of its own.
+            None => {
+                slot.handle = Arc::new(TaskWaker {
+                    id,
+                    gen: slot.gen,
+                    ready: self.ready.clone(),
+                })
+            }
+        }
+        slot.waker = Waker::from(slot.handle.clone());
         self.ready.push(id, slot.gen);
     }
 

@@ -17,6 +17,7 @@ mod core;
 mod events;
 mod executor;
 pub mod iotlb;
+mod ops;
 pub mod record;
 pub mod sim;
 pub mod timing;

@@ -9,21 +9,24 @@
 use crate::calibration::Calibration;
 use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
 use crate::executor::Executor;
+use crate::ops::{Access, AccessOp, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
 use crate::timing::{LinkState, Timing, TimingError};
 use crate::wait::{BlockedTask, Wait};
-use crate::waiters::{TimerKey, WatchKey, WatchState};
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
+use smartio_machine::Ticket;
 use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
 use std::cell::{Ref, RefCell};
+use std::convert::Infallible;
 use std::future::Future;
 use std::panic::Location;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
 struct Inner {
     core: RefCell<Core>,
+    /// The operations agents have under way, named by tickets.
+    ops: RefCell<Ops>,
     exec: Executor,
     /// The core's time, readable while the core is borrowed (by a BAR handler).
     now: Rc<std::cell::Cell<SimTime>>,
@@ -69,6 +72,7 @@ impl Sim {
             inner: Rc::new(Inner {
                 now: core.shared_now.clone(),
                 core: RefCell::new(core),
+                ops: RefCell::new(Ops::default()),
                 exec,
             }),
         })
@@ -369,13 +373,16 @@ impl Sim {
         }
     }
 
+    /// Starts an access of `len` bytes at `addr` (a write of `write`, else a read). A CPU's
+    /// access to its own RAM takes a read's data now, into `local`.
     fn start(
         &self,
         requester: Requester,
-        write: Option<Vec<u8>>,
+        write: Option<&[u8]>,
         addr: BusAddr,
         len: u64,
-    ) -> Result<Started, AccessError> {
+        local: &mut Vec<u8>,
+    ) -> Result<Access, AccessError> {
         let mut core = self.inner.core.borrow_mut();
         let cpu = core.timing.cpu;
         let recording = core.recording();
@@ -387,10 +394,7 @@ impl Sim {
         if len == 0 {
             // Nothing to move: no TLP leaves, and the access is done at once.
             let now = core.now;
-            return Ok(Started::Local {
-                timer: core.add_timer(now, cause),
-                data: Vec::new(),
-            });
+            return Ok(Access::Local(core.add_timer(now, cause)));
         }
         if let Some(pa) = core.local_memory(requester, addr, len) {
             let Requester::Cpu(host) = requester else {
@@ -419,23 +423,11 @@ impl Sim {
                 };
                 step = core.record(kind, now, at, cause, label);
             }
-            return Ok(match write {
-                Some(data) => {
-                    core.write_memory(host, pa, &data);
-                    Started::Local {
-                        timer: core.add_timer(at, step),
-                        data: Vec::new(),
-                    }
-                }
-                None => {
-                    let mut data = Vec::new();
-                    core.memory[host.index()].read_append(pa.get(), len as usize, &mut data);
-                    Started::Local {
-                        timer: core.add_timer(at, step),
-                        data,
-                    }
-                }
-            });
+            match write {
+                Some(data) => core.write_memory(host, pa, data),
+                None => core.memory[host.index()].read_append(pa.get(), len as usize, local),
+            }
+            return Ok(Access::Local(core.add_timer(at, step)));
         }
         let mut start = core.now;
         let mut gate = cause;
@@ -450,201 +442,159 @@ impl Sim {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
-        Ok(Started::Txn(id))
+        Ok(Access::Txn(id))
     }
 
-    /// Waits for what [`Sim::start`] began.
-    fn completion(&self, started: Started, wait: Wait) -> Completion {
-        Completion {
-            sim: self.clone(),
-            started,
-            wait,
-            done: false,
+    /// Starts an access of `requester` (a write of `write`, else a read of `len` bytes).
+    pub(crate) fn start_access(
+        &self,
+        requester: Requester,
+        write: Option<&[u8]>,
+        addr: BusAddr,
+        len: u64,
+    ) -> Result<Ticket, AccessError> {
+        let wait = Wait::Access {
+            requester,
+            addr,
+            len,
+            write: write.is_some(),
+        };
+        self.inner.ops.borrow_mut().start(|local| {
+            let access = self.start(requester, write, addr, len, local)?;
+            Ok(Op::Access(AccessOp { access, wait }))
+        })
+    }
+
+    /// Arms a timer `duration` after now for `requester`.
+    pub(crate) fn arm_sleep(&self, duration: SimDuration, requester: Requester) -> Ticket {
+        let mut core = self.inner.core.borrow_mut();
+        let op = Op::Sleep(TimerOp::arm(&mut core, duration, requester));
+        self.started(op)
+    }
+
+    /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
+    pub(crate) fn arm_watch(&self, host: HostId, addr: PhysAddr, len: u64) -> Ticket {
+        let mut core = self.inner.core.borrow_mut();
+        let op = Op::Watch(WatchOp::arm(&mut core, host, addr, len));
+        self.started(op)
+    }
+
+    /// Starts waiting for interrupt `vector` on `host`, for at most `timeout` (armed now).
+    pub(crate) fn wait_interrupt(
+        &self,
+        requester: Requester,
+        host: HostId,
+        vector: u32,
+        timeout: Option<SimDuration>,
+    ) -> Ticket {
+        let mut core = self.inner.core.borrow_mut();
+        let timeout = timeout.map(|t| TimerOp::arm(&mut core, t, requester));
+        self.started(Op::Interrupt(InterruptOp::new(host, vector, timeout)))
+    }
+
+    fn started(&self, op: Op) -> Ticket {
+        let started = self
+            .inner
+            .ops
+            .borrow_mut()
+            .start(|_| Ok::<_, Infallible>(op));
+        match started {
+            Ok(ticket) => ticket,
+            Err(never) => match never {},
         }
     }
-}
 
-enum Started {
-    Txn(u32),
-    Local { timer: TimerKey, data: Vec<u8> },
-}
-
-/// Waits for a transaction (or a local memory access) and returns its data. Dropped before
-/// it is done, it gives its timer back, or leaves its transaction to finish on its own.
-struct Completion {
-    sim: Sim,
-    started: Started,
-    /// What the waiting task is told to wait for.
-    wait: Wait,
-    done: bool,
-}
-
-impl Future for Completion {
-    type Output = Result<Vec<u8>, AccessError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let sim = self.sim.clone();
-        let mut core = sim.inner.core.borrow_mut();
-        let wait = self.wait;
-        match &mut self.started {
-            Started::Local { timer, data } => {
-                if core.timers.poll(*timer, cx.waker()) {
-                    let data = std::mem::take(data);
-                    core.timers.remove(*timer);
-                    self.done = true;
-                    Poll::Ready(Ok(data))
-                } else {
-                    core.waits.push(wait);
-                    Poll::Pending
-                }
-            }
-            Started::Txn(id) => {
-                let id = *id;
-                let done = core.txn(id).is_some_and(|t| t.result.is_some());
-                if !done {
-                    if let Some(t) = core.txn_mut(id) {
-                        if !t.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                            t.waker = Some(cx.waker().clone());
-                        }
-                    }
-                    core.waits.push(wait);
-                    return Poll::Pending;
-                }
-                self.done = true;
-                let finished = core.txn(id).is_some_and(|t| t.finished());
-                let result = if finished {
-                    core.take_txn(id)
-                        .and_then(|(result, data)| result.map(|r| r.map(|()| data)))
-                } else {
-                    // A posted write: the requester is done; the TLPs still travel.
-                    core.txn_mut(id).and_then(|t| {
-                        t.detached = true;
-                        t.result.clone().map(|r| r.map(|()| Vec::new()))
-                    })
-                };
-                Poll::Ready(result.unwrap_or(Ok(Vec::new())))
-            }
-        }
+    /// Polls an access (see [`smartio_machine::AgentPort::poll_access`]).
+    #[inline]
+    pub(crate) fn poll_access(
+        &self,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        let mut core = self.inner.core.borrow_mut();
+        self.inner
+            .ops
+            .borrow_mut()
+            .poll_access(&mut core, ticket, buf, cx)
     }
-}
 
-impl Drop for Completion {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        // Dropped while waiting (the other side of a race won): give back what it holds.
-        let Ok(mut core) = self.sim.inner.core.try_borrow_mut() else {
+    /// Polls a sleep, a watch or an interrupt wait (see
+    /// [`smartio_machine::AgentPort::poll_wait`]).
+    #[inline]
+    pub(crate) fn poll_wait(&self, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
+        let mut core = self.inner.core.borrow_mut();
+        self.inner.ops.borrow_mut().poll_wait(&mut core, ticket, cx)
+    }
+
+    /// Gives back an operation dropped before it was ready. Dropped while the engine is
+    /// busy (a task dropped from inside the engine), it is left as it is.
+    pub(crate) fn cancel(&self, ticket: Ticket) {
+        let (Ok(mut core), Ok(mut ops)) = (
+            self.inner.core.try_borrow_mut(),
+            self.inner.ops.try_borrow_mut(),
+        ) else {
             return;
         };
-        match self.started {
-            Started::Local { timer, .. } => core.timers.remove(timer),
-            Started::Txn(id) => {
-                if core.txn(id).is_some_and(|t| t.finished()) {
-                    core.take_txn(id);
-                } else if let Some(t) = core.txn_mut(id) {
-                    t.detached = true;
-                    t.waker = None;
-                }
-            }
+        ops.cancel(&mut core, ticket);
+    }
+
+    /// Operations under way that a ticket names (a run's memory must not grow with its
+    /// length; tests check this stays bounded).
+    pub fn live_operations(&self) -> usize {
+        self.inner.ops.borrow().live()
+    }
+}
+
+/// An engine operation's future, polled through its ticket; dropped before it is ready, it
+/// gives the ticket back. A read's data lands in `buf`.
+struct Pending<'a> {
+    sim: &'a Sim,
+    ticket: Option<Ticket>,
+    buf: &'a mut [u8],
+}
+
+impl<'a> Pending<'a> {
+    fn new(sim: &'a Sim, ticket: Ticket, buf: &'a mut [u8]) -> Pending<'a> {
+        Pending {
+            sim,
+            ticket: Some(ticket),
+            buf,
+        }
+    }
+
+    /// An access's outcome.
+    fn access(mut self) -> impl Future<Output = Result<(), AccessError>> + 'a {
+        std::future::poll_fn(move |cx| {
+            let ticket = self.ticket();
+            let out = std::task::ready!(self.sim.poll_access(ticket, self.buf, cx));
+            self.ticket = None;
+            Poll::Ready(out)
+        })
+    }
+
+    /// A wait's outcome (`false`: an interrupt wait timed out).
+    fn wait(mut self) -> impl Future<Output = bool> + 'a {
+        std::future::poll_fn(move |cx| {
+            let ticket = self.ticket();
+            let out = std::task::ready!(self.sim.poll_wait(ticket, cx));
+            self.ticket = None;
+            Poll::Ready(out)
+        })
+    }
+
+    fn ticket(&self) -> Ticket {
+        match self.ticket {
+            Some(t) => t,
+            None => panic!("emulator bug: an engine future was polled after it completed"),
         }
     }
 }
 
-/// Sleeps until a timer fires; dropped early, it gives the timer back.
-pub(crate) struct Sleep {
-    sim: Sim,
-    timer: TimerKey,
-    done: bool,
-}
-
-impl Sleep {
-    pub(crate) fn new(sim: &Sim, duration: SimDuration, requester: Requester) -> Sleep {
-        let timer = {
-            let mut core = sim.inner.core.borrow_mut();
-            let now = core.now;
-            let at = now + duration;
-            let step = if core.recording() {
-                let (cause, label) = (core.context(), smartio_platform::activity::take());
-                core.record(record::Kind::Sleep { requester }, now, at, cause, label)
-            } else {
-                record::NONE
-            };
-            core.add_timer(at, step)
-        };
-        Sleep {
-            sim: sim.clone(),
-            timer,
-            done: false,
-        }
-    }
-
-    /// Whether the timer fired; otherwise the task is woken when it does.
-    fn fired(&mut self, core: &mut Core, cx: &Context<'_>) -> bool {
-        if self.done || core.timers.poll(self.timer, cx.waker()) {
-            if !self.done {
-                core.timers.remove(self.timer);
-                self.done = true;
-            }
-            return true;
-        }
-        if let Some(due) = core.timers.due(self.timer) {
-            core.waits.push(Wait::Timer { due });
-        }
-        false
-    }
-}
-
-impl Future for Sleep {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let sim = self.sim.clone();
-        let mut core = sim.inner.core.borrow_mut();
-        if self.fired(&mut core, cx) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-impl Drop for Sleep {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            if let Ok(mut core) = self.sim.inner.core.try_borrow_mut() {
-                core.timers.remove(self.timer);
-            }
-        }
-    }
-}
-
-/// A memory watch armed at creation (see [`smartio_platform::MemoryWatch`]); dropped, it
-/// disarms.
-pub(crate) struct Watch {
-    sim: Sim,
-    key: WatchKey,
-    state: Rc<WatchState>,
-    wait: Wait,
-}
-
-impl Future for Watch {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.state.fired.get() {
-            return Poll::Ready(());
-        }
-        *self.state.waker.borrow_mut() = Some(cx.waker().clone());
-        self.sim.inner.core.borrow_mut().waits.push(self.wait);
-        Poll::Pending
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        if !self.state.fired.get() {
-            if let Ok(mut core) = self.sim.inner.core.try_borrow_mut() {
-                core.watches.remove(self.key);
-            }
+        if let Some(ticket) = self.ticket {
+            self.sim.cancel(ticket);
         }
     }
 }
@@ -669,18 +619,8 @@ impl Agent {
         &self.sim
     }
 
-    /// What a task waiting for this agent's access is told it waits for.
-    fn access(&self, addr: BusAddr, len: u64, write: bool) -> Wait {
-        Wait::Access {
-            requester: self.requester,
-            addr,
-            len,
-            write,
-        }
-    }
-
     /// The host this agent's requests start in.
-    fn host(&self) -> HostId {
+    pub(crate) fn host(&self) -> HostId {
         match self.requester {
             Requester::Cpu(h) => h,
             Requester::Device(e) => self.sim.fabric().endpoint(e).host,
@@ -764,76 +704,36 @@ impl Agent {
 
     /// Waits for interrupt `vector` on this agent's host (CPU agents), consuming one.
     pub async fn interrupt(&self, vector: u32) {
-        let host = self.host();
-        std::future::poll_fn(|cx| {
-            let mut core = self.sim.inner.core.borrow_mut();
-            let line = core.irqs[host.index()].entry(vector).or_default();
-            if line.pending > 0 {
-                line.pending -= 1;
-                Poll::Ready(())
-            } else {
-                line.waker = Some(cx.waker().clone());
-                core.waits.push(Wait::Interrupt { host, vector });
-                Poll::Pending
-            }
-        })
-        .await
+        let ticket = self
+            .sim
+            .wait_interrupt(self.requester, self.host(), vector, None);
+        Pending::new(&self.sim, ticket, &mut []).wait().await;
     }
 
     /// Waits for interrupt `vector` for at most `timeout`; `true` if it came (and was
     /// consumed), `false` on timeout.
     pub async fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> bool {
         let host = self.host();
-        let mut timer = Sleep::new(&self.sim, timeout, self.requester);
-        std::future::poll_fn(|cx| {
-            let mut core = self.sim.inner.core.borrow_mut();
-            let line = core.irqs[host.index()].entry(vector).or_default();
-            if line.pending > 0 {
-                line.pending -= 1;
-                return Poll::Ready(true);
-            }
-            line.waker = Some(cx.waker().clone());
-            core.waits.push(Wait::Interrupt { host, vector });
-            if timer.fired(&mut core, cx) {
-                Poll::Ready(false)
-            } else {
-                Poll::Pending
-            }
-        })
-        .await
+        let ticket = self
+            .sim
+            .wait_interrupt(self.requester, host, vector, Some(timeout));
+        Pending::new(&self.sim, ticket, &mut []).wait().await
     }
 }
 
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
         let len = buf.len() as u64;
-        let started = self.sim.start(self.requester, None, addr, len)?;
-        let data = self
-            .sim
-            .completion(started, self.access(addr, len, false))
-            .await?;
-        buf.copy_from_slice(&data);
-        Ok(())
+        let ticket = self.sim.start_access(self.requester, None, addr, len)?;
+        Pending::new(&self.sim, ticket, buf).access().await
     }
 
     async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
-        self.write_owned(addr, data.to_vec()).await
-    }
-
-    async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
         let len = data.len() as u64;
-        let started = self.sim.start(self.requester, Some(data), addr, len)?;
-        self.sim
-            .completion(started, self.access(addr, len, true))
-            .await
-            .map(|_| ())
-    }
-
-    async fn read_owned(&self, addr: BusAddr, len: usize) -> Result<Vec<u8>, AccessError> {
-        let started = self.sim.start(self.requester, None, addr, len as u64)?;
-        self.sim
-            .completion(started, self.access(addr, len as u64, false))
-            .await
+        let ticket = self
+            .sim
+            .start_access(self.requester, Some(data), addr, len)?;
+        Pending::new(&self.sim, ticket, &mut []).access().await
     }
 }
 
@@ -850,26 +750,13 @@ impl smartio_platform::Clock for Agent {
     }
 
     fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
-        Sleep::new(&self.sim, duration, self.requester)
-    }
-}
-
-impl Agent {
-    /// [`MemoryWatch::written`](smartio_platform::MemoryWatch::written), owning its handle.
-    pub(crate) fn watch(&self, addr: PhysAddr, len: u64) -> Watch {
-        let host = self.host();
-        let (key, state) = self
-            .sim
-            .inner
-            .core
-            .borrow_mut()
-            .watches
-            .add(host, addr, len);
-        Watch {
-            sim: self.sim.clone(),
-            key,
-            state,
-            wait: Wait::MemoryWrite { host, addr, len },
+        let waiting = Pending::new(
+            &self.sim,
+            self.sim.arm_sleep(duration, self.requester),
+            &mut [],
+        );
+        async move {
+            waiting.wait().await;
         }
     }
 }
@@ -877,6 +764,10 @@ impl Agent {
 impl smartio_platform::MemoryWatch for Agent {
     /// Armed now, before the returned future is polled (the trait's contract).
     fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()> {
-        self.watch(addr, len)
+        let ticket = self.sim.arm_watch(self.host(), addr, len);
+        let waiting = Pending::new(&self.sim, ticket, &mut []);
+        async move {
+            waiting.wait().await;
+        }
     }
 }

@@ -2,20 +2,20 @@
 //!
 //! Both live in slabs whose slots are given back when the waiting future completes or is
 //! dropped, so a run's memory does not grow with its length (a run of millions of I/Os arms
-//! millions of timers, a few at a time). A slot carries a generation; an event or a future
-//! that names an older generation of a reused slot is ignored.
+//! millions of timers, a few at a time) and arming one allocates nothing once the slabs have
+//! grown to what a run keeps armed at once. A slot carries a generation (a watch: its
+//! sequence number); an event or a future that names an older one of a reused slot is
+//! ignored.
 //!
 //! A memory watch is armed when it is created — not when its future is first polled — so a
 //! write that lands while the watcher is still reading the watched word is not lost (see
-//! [`smartio_platform::MemoryWatch`]). Watches are indexed by host and start address, so a
-//! memory write only looks at the watches that can overlap it.
+//! [`smartio_platform::MemoryWatch`]). Watches are indexed by host and start address (a
+//! sorted list per host: a host has a few armed at once), so a memory write only looks at
+//! the watches that can overlap it.
 
 use crate::record::StepId;
 use smartio_fabric::HostId;
 use smartio_platform::{PhysAddr, SimTime};
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
-use std::rc::Rc;
 use std::task::Waker;
 
 /// A timer's slot and generation.
@@ -125,25 +125,43 @@ impl Timers {
     }
 }
 
-/// A watch's shared state: set when a write lands, read by its future.
+/// A watch armed and not yet given back: fired or not, and the task to wake when it fires.
 #[derive(Debug, Default)]
-pub(crate) struct WatchState {
-    pub fired: Cell<bool>,
-    pub waker: RefCell<Option<Waker>>,
+struct WatchSlot {
+    /// The watch's sequence number (a key of an older watch in a reused slot is ignored).
+    seq: u64,
+    fired: bool,
+    waker: Option<Waker>,
 }
 
-/// Where a watch sits in the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A watch's handle: where it sits in its host's index, and its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WatchKey {
     host: u32,
     start: u64,
     seq: u64,
+    slot: u32,
 }
 
-/// Every armed memory watch, by host and start address.
+/// One armed watch in its host's index.
+#[derive(Debug, Clone, Copy)]
+struct Indexed {
+    start: u64,
+    seq: u64,
+    end: u64,
+    slot: u32,
+}
+
+/// Every armed memory watch: per host, the watches not yet fired sorted by start address and
+/// arming order (so the watches one write fires wake in that order); their state in slots
+/// that are reused, so arming one allocates nothing once a run has warmed up.
 #[derive(Debug, Default)]
 pub(crate) struct Watches {
-    index: BTreeMap<WatchKey, (u64, Rc<WatchState>)>,
+    index: Vec<Vec<Indexed>>,
+    /// Watches in `index`, all hosts.
+    indexed: usize,
+    slots: Vec<WatchSlot>,
+    free: Vec<u32>,
     seq: u64,
     /// The longest watched range so far (bounds how far below a write a watch can start).
     longest: u64,
@@ -155,31 +173,94 @@ pub(crate) struct Watches {
 
 impl Watches {
     /// Arms a watch on `[addr, addr + len)` of `host`'s memory.
-    pub fn add(&mut self, host: HostId, addr: PhysAddr, len: u64) -> (WatchKey, Rc<WatchState>) {
+    pub fn add(&mut self, host: HostId, addr: PhysAddr, len: u64) -> WatchKey {
         self.seq += 1;
         let len = len.max(1);
         self.longest = self.longest.max(len);
-        let key = WatchKey {
-            host: host.0,
-            start: addr.get(),
-            seq: self.seq,
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(WatchSlot::default());
+                // 2^32 watches armed at once would need far more memory than exists.
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
         };
-        let state = Rc::new(WatchState::default());
-        let end = addr.get().saturating_add(len);
-        self.index.insert(key, (end, state.clone()));
+        self.slots[slot as usize] = WatchSlot {
+            seq: self.seq,
+            fired: false,
+            waker: None,
+        };
+        let (start, end) = (addr.get(), addr.get().saturating_add(len));
         let h = host.index();
+        if self.index.len() <= h {
+            self.index.resize_with(h + 1, Vec::new);
+        }
+        // After every watch with the same start: sequence numbers only grow.
+        let list = &mut self.index[h];
+        let at = list.partition_point(|w| w.start <= start);
+        let seq = self.seq;
+        list.insert(
+            at,
+            Indexed {
+                start,
+                seq,
+                end,
+                slot,
+            },
+        );
+        self.indexed += 1;
         if self.span.len() <= h {
             self.span.resize(h + 1, (u64::MAX, 0));
         }
         let span = &mut self.span[h];
-        *span = (span.0.min(addr.get()), span.1.max(end));
-        (key, state)
+        *span = (span.0.min(start), span.1.max(end));
+        WatchKey {
+            host: host.0,
+            start,
+            seq,
+            slot,
+        }
     }
 
-    /// Disarms a watch (its future was dropped or completed).
+    fn slot(&mut self, key: WatchKey) -> Option<&mut WatchSlot> {
+        self.slots
+            .get_mut(key.slot as usize)
+            .filter(|s| s.seq == key.seq)
+    }
+
+    /// Whether the watch fired; if not, `waker` is woken when it does.
+    pub fn poll(&mut self, key: WatchKey, waker: &Waker) -> bool {
+        match self.slot(key) {
+            Some(slot) if slot.fired => true,
+            Some(slot) => {
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    slot.waker = Some(waker.clone());
+                }
+                false
+            }
+            // Given back: nothing will fire it.
+            None => false,
+        }
+    }
+
+    /// Gives the watch back (its future completed or was dropped): disarmed if it has not
+    /// fired, and its slot freed.
     pub fn remove(&mut self, key: WatchKey) {
-        self.index.remove(&key);
-        if self.index.is_empty() {
+        let Some(slot) = self.slot(key) else { return };
+        let fired = slot.fired;
+        *slot = WatchSlot::default();
+        self.free.push(key.slot);
+        if fired {
+            return;
+        }
+        if let Some(list) = self.index.get_mut(key.host as usize) {
+            let from = list.partition_point(|w| w.start < key.start);
+            if let Some(i) = list[from..].iter().position(|w| w.seq == key.seq) {
+                list.remove(from + i);
+                self.indexed -= 1;
+            }
+        }
+        if self.indexed == 0 {
             self.span.clear();
         }
     }
@@ -191,47 +272,51 @@ impl Watches {
             Some(&(low, high)) if start < high && end > low && end > start => {}
             _ => return false,
         }
-        let from = WatchKey {
-            host: host.0,
-            start: start.saturating_sub(self.longest - 1),
-            seq: 0,
+        let Some(list) = self.index.get_mut(host.index()) else {
+            return false;
         };
-        let to = WatchKey {
-            host: host.0,
-            start: end,
-            seq: 0,
-        };
-        let hit: Vec<WatchKey> = self
-            .index
-            .range(from..to)
-            .filter(|(_, (w_end, _))| *w_end > start)
-            .map(|(k, _)| *k)
-            .collect();
+        let from = start.saturating_sub(self.longest - 1);
+        let mut i = list.partition_point(|w| w.start < from);
         let mut woke = false;
-        for key in hit {
-            if let Some((_, state)) = self.index.remove(&key) {
-                state.fired.set(true);
-                if let Some(w) = state.waker.borrow_mut().take() {
+        while i < list.len() && list[i].start < end {
+            if list[i].end <= start {
+                i += 1;
+                continue;
+            }
+            let hit = list.remove(i);
+            self.indexed -= 1;
+            if let Some(slot) = self.slots.get_mut(hit.slot as usize) {
+                slot.fired = true;
+                if let Some(w) = slot.waker.take() {
                     w.wake();
                     woke = true;
                 }
             }
         }
-        if self.index.is_empty() {
+        if self.indexed == 0 {
             self.span.clear();
         }
         woke
     }
 
-    /// Watches armed.
+    /// Watches armed and not given back (fired or not).
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether the watch has fired (tests).
+    #[cfg(test)]
+    fn fired(&self, key: WatchKey) -> bool {
+        self.slots
+            .get(key.slot as usize)
+            .is_some_and(|s| s.seq == key.seq && s.fired)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn a_given_back_timer_slot_is_reused_and_its_old_key_is_ignored() {
@@ -258,27 +343,31 @@ mod tests {
     fn a_write_fires_exactly_the_watches_it_overlaps() {
         let mut w = Watches::default();
         let h = HostId(0);
-        let (_, before) = w.add(h, PhysAddr(0x1000), 16);
-        let (_, inside) = w.add(h, PhysAddr(0x2008), 8);
-        let (_, long) = w.add(h, PhysAddr(0x1f00), 0x200);
-        let (_, other_host) = w.add(HostId(1), PhysAddr(0x2008), 8);
-        let (_, after) = w.add(h, PhysAddr(0x2010), 8);
+        let before = w.add(h, PhysAddr(0x1000), 16);
+        let inside = w.add(h, PhysAddr(0x2008), 8);
+        let long = w.add(h, PhysAddr(0x1f00), 0x200);
+        let other_host = w.add(HostId(1), PhysAddr(0x2008), 8);
+        let after = w.add(h, PhysAddr(0x2010), 8);
         w.written(h, 0x2000, 0x2010);
-        assert!(!before.fired.get());
-        assert!(inside.fired.get());
+        assert!(!w.fired(before));
+        assert!(w.fired(inside));
         assert!(
-            long.fired.get(),
+            w.fired(long),
             "a watch starting below the write but reaching into it"
         );
-        assert!(!other_host.fired.get());
-        assert!(!after.fired.get(), "the write ends where this watch starts");
-        assert_eq!(w.len(), 3, "fired watches are disarmed");
+        assert!(!w.fired(other_host));
+        assert!(!w.fired(after), "the write ends where this watch starts");
+        assert_eq!(w.indexed, 3, "fired watches are disarmed");
+        for key in [before, inside, long, other_host, after] {
+            w.remove(key);
+        }
+        assert_eq!((w.len(), w.indexed), (0, 0), "every slot given back");
     }
 
     #[test]
     fn writes_outside_every_watched_span_skip_the_index_and_spans_restart_once_it_empties() {
         let mut w = Watches::default();
-        let (_, far) = w.add(HostId(2), PhysAddr(0x9000), 8);
+        let far = w.add(HostId(2), PhysAddr(0x9000), 8);
         assert!(
             !w.written(HostId(0), 0x9000, 0x9008),
             "a host with no watch"
@@ -288,23 +377,48 @@ mod tests {
             "a host beyond any armed"
         );
         w.written(HostId(2), 0x8ff8, 0x9000);
-        assert!(!far.fired.get(), "ends where the watch starts");
+        assert!(!w.fired(far), "ends where the watch starts");
         w.written(HostId(2), 0x9007, 0x9010);
-        assert!(far.fired.get(), "its last byte");
-        assert_eq!(w.len(), 0);
+        assert!(w.fired(far), "its last byte");
+        assert_eq!(w.indexed, 0);
         // A new watch anywhere, after the index emptied, is found again.
-        let (_, low) = w.add(HostId(2), PhysAddr(0x10), 4);
+        let low = w.add(HostId(2), PhysAddr(0x10), 4);
         w.written(HostId(2), 0x12, 0x13);
-        assert!(low.fired.get());
+        assert!(w.fired(low));
+    }
+
+    #[test]
+    fn watches_one_write_fires_wake_in_address_then_arming_order() {
+        let mut w = Watches::default();
+        let h = HostId(0);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let keys = [0x40, 0x20, 0x40, 0x30].map(|a| w.add(h, PhysAddr(a), 8));
+        for (i, key) in keys.iter().enumerate() {
+            let waker = Waker::from(Arc::new(Noting(i, order.clone())));
+            assert!(!w.poll(*key, &waker));
+        }
+        assert!(w.written(h, 0, 0x100));
+        assert_eq!(*order.lock().expect("not poisoned"), [1, 3, 0, 2]);
+    }
+
+    /// A waker that notes its number when woken.
+    struct Noting(usize, Arc<Mutex<Vec<usize>>>);
+
+    impl std::task::Wake for Noting {
+        fn wake(self: Arc<Self>) {
+            self.1.lock().expect("not poisoned").push(self.0);
+        }
     }
 
     #[test]
     fn a_removed_watch_does_not_fire() {
         let mut w = Watches::default();
-        let (key, state) = w.add(HostId(0), PhysAddr(64), 8);
+        let key = w.add(HostId(0), PhysAddr(64), 8);
         w.remove(key);
+        let other = w.add(HostId(0), PhysAddr(4096), 8);
         w.written(HostId(0), 0, 4096);
-        assert!(!state.fired.get());
-        assert_eq!(w.len(), 0);
+        assert!(!w.fired(key));
+        assert!(!w.fired(other));
+        assert_eq!((w.len(), w.indexed), (1, 1));
     }
 }

@@ -157,11 +157,61 @@ fn timers_watches_and_task_slots_are_given_back_so_long_runs_do_not_grow() {
     let summary = sim.run();
     assert_eq!(summary.blocked_tasks, 0);
     assert_eq!(sim.armed_waiters(), (0, 0), "timers, watches");
+    assert_eq!(sim.live_operations(), 0, "operations under way");
     assert!(
         sim.task_slots() <= 3,
         "{} task slots for at most 3 tasks alive at once",
         sim.task_slots()
     );
+}
+
+/// Through the platform contract every operation is a ticket into one slab: reads that
+/// lose a race (their transactions finish on their own), interrupt waits that time out and
+/// watches dropped unused all give their slots back, and a read's data lands in the
+/// caller's buffer — a DMA read's and a CPU's read of its own RAM alike.
+#[test]
+fn operations_through_the_contract_are_given_back_whether_they_finish_or_lose_a_race() {
+    let (sim, _) = sim();
+    let machine = sim.machine();
+    let cpu = machine.cpu(HostId(0));
+    let dev = machine.device(
+        sim.fabric()
+            .endpoint_by_name(HostId(0), "dev0")
+            .expect("dev0"),
+    );
+    let pattern: Vec<u8> = (0..64u8).collect();
+    sim.poke_memory(HostId(0), PhysAddr(0x4000), &pattern);
+    let rounds = Rc::new(Cell::new(0u32));
+    let r = rounds.clone();
+    machine.spawn(async move {
+        for i in 0..1000u64 {
+            let mut lost = [0u8; 64];
+            let raced = race(
+                dev.read(BusAddr(0x4000), &mut lost),
+                cpu.sleep(SimDuration::from_ps(1)),
+            )
+            .await;
+            assert!(matches!(raced, smartio_platform::Either::Right(())));
+            let mut dma = [0u8; 64];
+            dev.read(BusAddr(0x4000), &mut dma).await.expect("DMA read");
+            let mut local = [0u8; 64];
+            cpu.read(BusAddr(0x4000), &mut local)
+                .await
+                .expect("local read");
+            assert_eq!((&dma[..], &local[..]), (&pattern[..], &pattern[..]));
+            assert!(!cpu.interrupt_timeout(3, SimDuration::from_ns(1)).await);
+            let _ = race(
+                cpu.written(PhysAddr(0x5000 + (i % 8) * 8), 8),
+                dev.write(BusAddr(0x6000), &[i as u8; 16]),
+            )
+            .await;
+            r.set(r.get() + 1);
+        }
+    });
+    assert_eq!(machine.run().blocked_tasks, 0);
+    assert_eq!(rounds.get(), 1000);
+    assert_eq!(sim.live_operations(), 0, "operations under way");
+    assert_eq!(sim.armed_waiters(), (0, 0), "timers, watches");
 }
 
 #[test]

@@ -10,11 +10,12 @@
 
 use crate::guest::GuestMemory;
 use smartio_fabric::{EndpointId, Requester};
-use smartio_machine::{AgentPort, LocalFuture};
+use smartio_machine::{AgentPort, LocalFuture, Read, Started, Ticket, Write};
 use smartio_platform::{AccessError, BusAddr, GuestPhysAddr, PhysAddr, SimDuration};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 /// One guest MMIO range: `len` bytes from its guest start reach the host at `host`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,41 +125,55 @@ impl AgentPort for VcpuPort {
         self.host.requester()
     }
 
-    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>> {
-        let pieces = self.ept.translate(GuestPhysAddr(addr.get()), len as u64);
+    /// An access within one host piece is the host CPU's own operation; one across pieces
+    /// (host pages that are not contiguous) is a future that reads them in turn.
+    fn read(&self, addr: BusAddr, len: usize) -> Started<Result<Vec<u8>, AccessError>> {
+        let pieces = match self.ept.translate(GuestPhysAddr(addr.get()), len as u64) {
+            Ok(pieces) => pieces,
+            Err(e) => return Started::Ready(Err(e)),
+        };
+        if let [(at, _)] = pieces[..] {
+            return self.host.read(at, len);
+        }
         let host = self.host.clone();
-        Box::pin(async move {
-            let mut out = Vec::with_capacity(len);
-            for (at, n) in pieces? {
-                out.extend(host.read(at, n as usize).await?);
-            }
-            Ok(out)
-        })
-    }
-
-    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>> {
-        let pieces = self
-            .ept
-            .translate(GuestPhysAddr(addr.get()), data.len() as u64);
-        let host = self.host.clone();
-        Box::pin(async move {
-            let pieces = pieces?;
-            if let [(at, _)] = pieces[..] {
-                return host.write(at, data).await;
-            }
+        Started::Boxed(Box::pin(async move {
+            let mut out = vec![0u8; len];
             let mut from = 0usize;
             for (at, n) in pieces {
-                host.write(at, data[from..from + n as usize].to_vec())
-                    .await?;
-                from += n as usize;
+                let to = from + n as usize;
+                Read::new(host.clone(), at, &mut out[from..to]).await?;
+                from = to;
+            }
+            Ok(out)
+        }))
+    }
+
+    fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
+        let pieces = match self
+            .ept
+            .translate(GuestPhysAddr(addr.get()), data.len() as u64)
+        {
+            Ok(pieces) => pieces,
+            Err(e) => return Started::Ready(Err(e)),
+        };
+        if let [(at, _)] = pieces[..] {
+            return self.host.write(at, data);
+        }
+        let (host, data) = (self.host.clone(), data.to_vec());
+        Started::Boxed(Box::pin(async move {
+            let mut from = 0usize;
+            for (at, n) in pieces {
+                let to = from + n as usize;
+                Write::new(host.clone(), at, &data[from..to]).await?;
+                from = to;
             }
             Ok(())
-        })
+        }))
     }
 
     /// The guest's own work (a software cost, a timer): what it takes on the host and the
     /// virtualization overhead on top.
-    fn sleep(&self, duration: SimDuration) -> LocalFuture<()> {
+    fn sleep(&self, duration: SimDuration) -> Started<()> {
         let extra = u128::from(duration.as_ps()) * u128::from(self.overhead_ppm) / 1_000_000;
         let extra = SimDuration::from_ps(u64::try_from(extra).unwrap_or(u64::MAX));
         self.host.sleep(duration + extra)
@@ -167,11 +182,34 @@ impl AgentPort for VcpuPort {
     /// Armed on the host page behind the watched range's first byte (a driver watches a
     /// completion entry, which never crosses a page). A range the VM has no RAM at is never
     /// written by anyone: the future never completes.
-    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()> {
+    fn written(&self, addr: PhysAddr, len: u64) -> Started<()> {
         match self.ept.memory.translate(GuestPhysAddr(addr.get()), len) {
             Ok(pieces) if !pieces.is_empty() => self.host.written(pieces[0].addr, pieces[0].len),
-            _ => Box::pin(std::future::pending()),
+            _ => Started::Boxed(Box::pin(std::future::pending())),
         }
+    }
+
+    /// A guest's vectors are host vectors set aside for it; the hypervisor injects them.
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> Started<bool> {
+        self.host.interrupt(vector, timeout)
+    }
+
+    /// The tickets a vCPU hands out are its host CPU's.
+    fn poll_access(
+        &self,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        self.host.poll_access(ticket, buf, cx)
+    }
+
+    fn poll_wait(&self, ticket: Ticket, cx: &mut Context<'_>) -> Poll<bool> {
+        self.host.poll_wait(ticket, cx)
+    }
+
+    fn cancel(&self, ticket: Ticket) {
+        self.host.cancel(ticket)
     }
 
     /// A vCPU has no configuration mechanism of its own: the hypervisor traps the guest's
@@ -194,11 +232,6 @@ impl AgentPort for VcpuPort {
     ) -> LocalFuture<Result<(), AccessError>> {
         let e = self.ept.refused(GuestPhysAddr(0));
         Box::pin(async move { Err(e) })
-    }
-
-    /// A guest's vectors are host vectors set aside for it; the hypervisor injects them.
-    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool> {
-        self.host.interrupt(vector, timeout)
     }
 }
 

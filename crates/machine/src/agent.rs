@@ -3,6 +3,7 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
+use crate::ops::{Armed, InterruptWait, Read, Write};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -96,6 +97,11 @@ impl Agent {
         ConfigAccess::config_write(self, function, offset, data).await
     }
 
+    /// [`MemoryWatch::written`] as a named future (armed now), for a caller that keeps it.
+    pub fn watch(&self, addr: PhysAddr, len: u64) -> Armed {
+        Armed::written(self.port.clone(), addr, len)
+    }
+
     /// [`Interrupts::interrupt`], callable without importing the trait.
     pub async fn interrupt(&self, vector: u32) {
         Interrupts::interrupt(self, vector).await
@@ -108,30 +114,12 @@ impl Agent {
 }
 
 impl Port for Agent {
-    async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
-        let data = self.port.read(addr, buf.len()).await?;
-        buf.copy_from_slice(&data);
-        Ok(())
+    fn read(&self, addr: BusAddr, buf: &mut [u8]) -> impl Future<Output = Result<(), AccessError>> {
+        Read::new(self.port.clone(), addr, buf)
     }
 
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
-        self.port.write(addr, data.to_vec())
-    }
-
-    fn write_owned(
-        &self,
-        addr: BusAddr,
-        data: Vec<u8>,
-    ) -> impl Future<Output = Result<(), AccessError>> {
-        self.port.write(addr, data)
-    }
-
-    fn read_owned(
-        &self,
-        addr: BusAddr,
-        len: usize,
-    ) -> impl Future<Output = Result<Vec<u8>, AccessError>> {
-        self.port.read(addr, len)
+        Write::new(self.port.clone(), addr, data)
     }
 }
 
@@ -141,14 +129,14 @@ impl Clock for Agent {
     }
 
     fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
-        self.port.sleep(duration)
+        Armed::sleep(self.port.clone(), duration)
     }
 }
 
 impl MemoryWatch for Agent {
     /// Armed now, before the returned future is polled (the trait's contract).
     fn written(&self, addr: PhysAddr, len: u64) -> impl Future<Output = ()> {
-        self.port.written(addr, len)
+        self.watch(addr, len)
     }
 }
 
@@ -161,11 +149,11 @@ impl Spawner for Agent {
 
 impl Interrupts for Agent {
     async fn interrupt(&self, vector: u32) {
-        self.port.interrupt(vector, None).await;
+        InterruptWait::new(self.port.clone(), vector, None).await;
     }
 
     fn interrupt_timeout(&self, vector: u32, timeout: SimDuration) -> impl Future<Output = bool> {
-        self.port.interrupt(vector, Some(timeout))
+        InterruptWait::new(self.port.clone(), vector, Some(timeout))
     }
 }
 

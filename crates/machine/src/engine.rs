@@ -13,6 +13,7 @@ use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 /// A boxed, `!Send` future: what the dyn-compatible traits return.
 pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
@@ -144,26 +145,91 @@ pub trait Engine: FabricControl + PayloadAccess {
     }
 }
 
+/// An operation an engine has under way for one of its agents (an access, a timer, a memory
+/// watch, an interrupt wait), named by the port that started it. Only that port can poll it
+/// or give it back; what the number means is the engine's business.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket(pub u64);
+
+/// What starting an operation of an [`AgentPort`] gives.
+pub enum Started<T> {
+    /// Finished at once with this outcome (an access refused before it left).
+    Ready(T),
+    /// Under way in the engine: polled with the port's [`AgentPort::poll_access`] or
+    /// [`AgentPort::poll_wait`], and given back with [`AgentPort::cancel`] if it is dropped
+    /// before it finished. A ticket is held by one future, and not used after the poll that
+    /// returned ready.
+    Ticket(Ticket),
+    /// A future of its own, for a port that composes other operations (a vCPU's access split
+    /// across host pages) or an engine that keeps no operations.
+    Boxed(LocalFuture<T>),
+}
+
+impl<T> std::fmt::Debug for Started<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Started::Ready(_) => f.write_str("Ready"),
+            Started::Ticket(t) => f.debug_tuple("Ticket").field(&t.0).finish(),
+            Started::Boxed(_) => f.write_str("Boxed"),
+        }
+    }
+}
+
 /// One requester's view of an engine: a host's CPU or a device's DMA engine.
 ///
-/// Every future is `'static` (it owns what it needs). Accesses start when first polled;
-/// [`AgentPort::written`] and [`AgentPort::sleep`] are armed when called.
+/// The everyday operations — [`read`](AgentPort::read), [`write`](AgentPort::write),
+/// [`sleep`](AgentPort::sleep), [`written`](AgentPort::written),
+/// [`interrupt`](AgentPort::interrupt) — are poll-style, so that an engine can run them
+/// without a future allocated per call: the port starts one and returns what it
+/// [`Started`] (usually a [`Ticket`]), and the futures of [`crate::Agent`] poll the ticket
+/// through the port and cancel it when dropped. Those futures call `read`, `write` and
+/// `interrupt` when first polled (an access starts when first polled); `sleep` and
+/// `written` are armed when called. Configuration requests are rare and stay futures
+/// (`'static`, owning what they need).
 pub trait AgentPort {
     /// Who this agent is.
     fn requester(&self) -> Requester;
 
-    /// A non-posted read of `len` bytes.
-    fn read(&self, addr: BusAddr, len: usize) -> LocalFuture<Result<Vec<u8>, AccessError>>;
+    /// Starts a non-posted read of `len` bytes; its data is copied into the caller's buffer
+    /// by [`AgentPort::poll_access`] (a boxed future returns it instead).
+    fn read(&self, addr: BusAddr, len: usize) -> Started<Result<Vec<u8>, AccessError>>;
 
-    /// A posted write.
-    fn write(&self, addr: BusAddr, data: Vec<u8>) -> LocalFuture<Result<(), AccessError>>;
+    /// Starts a posted write of `data` (copied: the caller's buffer is free once this
+    /// returns). Done when its last TLP has left the requester.
+    fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>>;
 
-    /// Completes `duration` after now.
-    fn sleep(&self, duration: SimDuration) -> LocalFuture<()>;
+    /// Arms a timer that completes `duration` after now.
+    fn sleep(&self, duration: SimDuration) -> Started<()>;
 
-    /// Completes when `len` bytes at `addr` of the agent's host memory are next written
-    /// (armed now, not when polled).
-    fn written(&self, addr: PhysAddr, len: u64) -> LocalFuture<()>;
+    /// Arms a watch that completes when `len` bytes at `addr` of the agent's host memory are
+    /// next written (armed now, not when polled).
+    fn written(&self, addr: PhysAddr, len: u64) -> Started<()>;
+
+    /// Starts waiting for interrupt `vector` on the agent's host; completes when it came
+    /// (consuming it) with `true`, or with `false` when `timeout` passed first (never,
+    /// without a timeout).
+    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> Started<bool>;
+
+    /// Polls an access (a read or a write) this port started. When it is ready, a read's
+    /// data has been copied into `buf`, which is as long as the read (a write passes an
+    /// empty `buf`); the ticket is then spent.
+    fn poll_access(
+        &self,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AccessError>>;
+
+    /// Polls a sleep, a memory watch or an interrupt wait this port started: `true` when
+    /// it completed (for an interrupt wait: the interrupt came), `false` when an interrupt
+    /// wait's timeout passed first. When it is ready the ticket is spent.
+    fn poll_wait(&self, ticket: Ticket, cx: &mut Context<'_>) -> Poll<bool>;
+
+    /// Gives back an operation whose future was dropped before it was ready (the loser of
+    /// a race): a timer, a watch or an interrupt wait is disarmed; an access goes on by
+    /// itself (its TLPs still travel; a posted write still lands) and its result is
+    /// dropped.
+    fn cancel(&self, ticket: Ticket);
 
     /// A configuration read of `len` bytes at `offset` of `function`'s configuration space.
     /// Only a CPU of the function's own host can issue one; an absent function reads as
@@ -182,8 +248,4 @@ pub trait AgentPort {
         offset: u16,
         data: Vec<u8>,
     ) -> LocalFuture<Result<(), AccessError>>;
-
-    /// Waits for interrupt `vector` on the agent's host and consumes it: `true` when it
-    /// came, `false` when `timeout` passed first (never, without a timeout).
-    fn interrupt(&self, vector: u32, timeout: Option<SimDuration>) -> LocalFuture<bool>;
 }

@@ -32,14 +32,16 @@ mod agent;
 mod engine;
 pub mod explain;
 mod machine;
+mod ops;
 mod records;
 
 pub use agent::{Agent, ConfigAccess, Interrupts};
-pub use engine::{AgentPort, Engine, FabricControl, LocalFuture, PayloadAccess};
+pub use engine::{AgentPort, Engine, FabricControl, LocalFuture, PayloadAccess, Started, Ticket};
 pub use explain::{
     CriticalPath, PathStep, RecordingOptions, StepClass, StepRef, Trace, TraceEvent, TraceTrack,
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
+pub use ops::{Armed, InterruptWait, Read, Write};
 pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 pub use smartio_calibration::CpuTiming;

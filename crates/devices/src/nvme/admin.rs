@@ -3,6 +3,7 @@
 use super::controller::{
     CompQueue, NvmeController, SubQueue, ERROR_LOG_ENTRIES, MAX_AERS, MAX_QUEUE_ENTRIES, MDTS,
 };
+use super::prp::segments_into;
 use super::spec::admin::{
     Abort, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetFeatures, GetLogPage, Identify,
     SetFeatures,
@@ -42,54 +43,61 @@ impl NvmeController {
         &self,
         port: &P,
         cmd: &Command,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), Status> {
-        let segs =
-            super::prp::segments(port, cmd.prp1, cmd.prp2, data.len() as u64, PAGE_SIZE).await?;
-        if segs.len() == 1 {
-            activity::doing("data to the host");
-            return port
-                .write_owned(BusAddr(segs[0].addr), data)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR);
+        let mut segs = self.segment_lists.take();
+        let moved = async {
+            let len = data.len() as u64;
+            segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            let mut at = 0usize;
+            for s in &segs {
+                let chunk = &data[at..at + s.len as usize];
+                at += s.len as usize;
+                activity::doing("data to the host");
+                port.write(BusAddr(s.addr), chunk)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            }
+            Ok(())
         }
-        let mut at = 0usize;
-        for s in segs {
-            let chunk = data[at..at + s.len as usize].to_vec();
-            at += s.len as usize;
-            activity::doing("data to the host");
-            port.write_owned(BusAddr(s.addr), chunk)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
-        }
-        Ok(())
+        .await;
+        self.segment_lists.give(segs);
+        moved
     }
 
-    /// Reads `len` bytes from the host buffer the command's PRPs describe.
+    /// Reads `len` bytes from the host buffer the command's PRPs describe, into a buffer of
+    /// [`NvmeController::buffers`] (give it back when done with it).
     pub(super) async fn fetch_from_host<P: Port>(
         &self,
         port: &P,
         cmd: &Command,
         len: u64,
     ) -> Result<Vec<u8>, Status> {
-        let segs = super::prp::segments(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE).await?;
-        if segs.len() == 1 {
-            activity::doing("data from the host");
-            return port
-                .read_owned(BusAddr(segs[0].addr), len as usize)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR);
+        let mut segs = self.segment_lists.take();
+        let mut out = self.buffers.take();
+        let fetched = async {
+            segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            out.resize(len as usize, 0);
+            let mut at = 0usize;
+            for s in &segs {
+                activity::doing("data from the host");
+                let to = at + s.len as usize;
+                port.read(BusAddr(s.addr), &mut out[at..to])
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                at = to;
+            }
+            Ok(())
         }
-        let mut out = Vec::with_capacity(len as usize);
-        for s in segs {
-            activity::doing("data from the host");
-            let chunk = port
-                .read_owned(BusAddr(s.addr), s.len as usize)
-                .await
-                .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
-            out.extend_from_slice(&chunk);
+        .await;
+        self.segment_lists.give(segs);
+        match fetched {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                self.buffers.give(out);
+                Err(e)
+            }
         }
-        Ok(out)
     }
 
     /// Logical blocks per namespace.
@@ -133,7 +141,7 @@ impl NvmeController {
         }
         // The controller reads its tables like a small media read.
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, d).await.map(|()| 0)
+        self.to_host(port, cmd, &d).await.map(|()| 0)
     }
 
     fn identify_controller(&self, d: &mut [u8]) {
@@ -375,7 +383,7 @@ impl NvmeController {
         let n = avail.len().min(data.len());
         data[..n].copy_from_slice(&avail[..n]);
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, data).await.map(|()| 0)
+        self.to_host(port, cmd, &data).await.map(|()| 0)
     }
 
     fn error_log(&self) -> Vec<u8> {
@@ -465,10 +473,11 @@ impl NvmeController {
         // entry returns, so one being fetched right now is caught too).
         let (head, entries) = (q.head, q.entries);
         let mut at = head;
+        let mut raw = Vec::with_capacity(SQE_SIZE);
         while at != q.tail {
             let addr = q.base + u64::from(at) * SQE_SIZE as u64;
-            let raw = self.read_sq(port, addr, SQE_SIZE as u64).await.ok();
-            if raw.is_some_and(|raw| Command::from_bytes(&raw).0.cid == cid) {
+            let read = self.read_sq(port, addr, SQE_SIZE as u64, &mut raw).await;
+            if read.is_ok() && Command::from_bytes(&raw).0.cid == cid {
                 let mut s = self.state.borrow_mut();
                 let Some(now) = s.sqs.get_mut(sqid as usize) else {
                     break; // deleted meanwhile: the deletion completed it as aborted

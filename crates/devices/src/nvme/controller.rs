@@ -13,8 +13,10 @@
 //! - Everything a command does after a reset is discarded: tasks compare the controller
 //!   generation they started in with the current one.
 
+use super::buffers::Buffers;
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
+use super::prp::Segment;
 use super::queues::SubmissionQueues;
 use super::spec::{
     self, aqa, async_event, cap, cc, cmbsz, csts, log, reg, vs, Command, Completion, Status,
@@ -71,6 +73,16 @@ pub struct NvmeConfig {
     /// The stream the media's latencies are drawn from (the run's seed and this
     /// controller's own index: see [`smartio_platform::variation`]).
     pub media_stream: Stream,
+}
+
+/// A fetch of submission queue entries: `count` from slot `head` of queue `qid`, in the
+/// controller's `generation` (a reset since makes it stale).
+#[derive(Debug, Clone, Copy)]
+struct Fetched {
+    qid: u16,
+    head: u16,
+    count: u16,
+    generation: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +173,10 @@ pub struct NvmeController {
     pub(super) media: Media,
     pub(super) store: NamespaceStore,
     cmb: RefCell<SparseMemory>,
+    /// Buffers for media data and submission queue entries, reused.
+    pub(super) buffers: Buffers,
+    /// Lists of a command's PRP segments, reused.
+    pub(super) segment_lists: Buffers<Segment>,
     pub(super) state: RefCell<State>,
     wake: Notify,
     cq_space: RefCell<Vec<Waker>>,
@@ -190,6 +206,8 @@ impl NvmeController {
             media: Media::new(config.profile.clone(), config.media_stream.clone()),
             store,
             cmb: RefCell::new(SparseMemory::new()),
+            buffers: Buffers::default(),
+            segment_lists: Buffers::default(),
             state: RefCell::new(State {
                 cc: 0,
                 csts: 0,
@@ -529,23 +547,24 @@ impl NvmeController {
         (addr >= base && end <= base.saturating_add(self.config.cmb_size)).then(|| addr - base)
     }
 
-    /// Reads `len` bytes of submission queue entries at `addr`: from the memory buffer when
-    /// they are in it (the controller's own memory, no bus access), else by DMA.
+    /// Reads `len` bytes of submission queue entries at `addr` into `out`: from the memory
+    /// buffer when they are in it (the controller's own memory, no bus access), else by DMA.
     pub(super) async fn read_sq<P: Port>(
         &self,
         port: &P,
         addr: u64,
         len: u64,
-    ) -> Result<Vec<u8>, AccessError> {
+        out: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        out.resize(len as usize, 0);
         match self.cmb_offset(addr, len) {
             Some(off) => {
-                let mut b = vec![0u8; len as usize];
-                self.cmb.borrow().read(off, &mut b);
-                Ok(b)
+                self.cmb.borrow().read(off, out);
+                Ok(())
             }
             None => {
                 activity::doing("fetch submission queue entries");
-                port.read_owned(BusAddr(addr), len as usize).await
+                port.read(BusAddr(addr), out).await
             }
         }
     }
@@ -563,50 +582,77 @@ impl NvmeController {
     {
         let addr = base + u64::from(head) * SQE_SIZE as u64;
         let len = u64::from(count) * SQE_SIZE as u64;
-        let bytes = self.read_sq(&port, addr, len).await;
-        let mut commands = Vec::with_capacity(count as usize);
-        {
-            let mut s = self.state.borrow_mut();
-            if s.generation != generation {
-                return;
-            }
-            let unfetched = |s: &mut State| {
-                let n = &mut s.inflight[qid as usize];
-                *n = n.saturating_sub(u32::from(count));
-            };
-            let Some(q) = s.sqs.get_mut(qid as usize) else {
-                // Deleted meanwhile: the deletion completed these entries as aborted.
-                unfetched(&mut s);
-                drop(s);
-                for w in self.drained.borrow_mut().drain(..) {
-                    w.wake();
-                }
-                return;
-            };
-            q.fetching = false;
-            let Ok(bytes) = bytes else {
-                // The queue is unreachable: nothing sensible can continue.
-                unfetched(&mut s);
-                s.csts |= csts::CFS;
-                return;
-            };
-            for (i, raw) in bytes.chunks_exact(SQE_SIZE).enumerate() {
-                let mut entry = [0u8; SQE_SIZE];
-                entry.copy_from_slice(raw);
-                let (cmd, flags) = Command::decode(&entry);
-                let after = (head + i as u16 + 1) % q.entries;
-                let aborted = match q.aborted.iter().position(|&c| c == cmd.cid) {
-                    Some(p) => {
-                        q.aborted.swap_remove(p);
-                        true
-                    }
-                    None => false,
-                };
-                commands.push((cmd, flags, after, aborted, q.cqid));
-            }
-            q.head = (head + count) % q.entries;
+        let mut bytes = self.buffers.take();
+        let read = self.read_sq(&port, addr, len, &mut bytes).await;
+        let fetched = Fetched {
+            qid,
+            head,
+            count,
+            generation,
+        };
+        let started = self.start_fetched(&port, fetched, read.map(|()| &bytes[..]));
+        self.buffers.give(bytes);
+        if started {
+            self.wake.notify();
         }
-        for (cmd, flags, sq_head, aborted, cqid) in commands {
+    }
+
+    /// Decodes the entries a fetch read (`bytes`, or why it could not) and starts a task
+    /// per command; `false` when nothing was started (the queue was deleted or reset
+    /// meanwhile, or is unreachable).
+    fn start_fetched<P>(
+        self: &Rc<Self>,
+        port: &P,
+        fetched: Fetched,
+        bytes: Result<&[u8], AccessError>,
+    ) -> bool
+    where
+        P: Port + Clock + Spawner + Clone + 'static,
+    {
+        let Fetched {
+            qid,
+            head,
+            count,
+            generation,
+        } = fetched;
+        let mut s = self.state.borrow_mut();
+        if s.generation != generation {
+            return false;
+        }
+        let unfetched = |s: &mut State| {
+            let n = &mut s.inflight[qid as usize];
+            *n = n.saturating_sub(u32::from(count));
+        };
+        let Some(q) = s.sqs.get_mut(qid as usize) else {
+            // Deleted meanwhile: the deletion completed these entries as aborted.
+            unfetched(&mut s);
+            drop(s);
+            for w in self.drained.borrow_mut().drain(..) {
+                w.wake();
+            }
+            return false;
+        };
+        q.fetching = false;
+        let Ok(bytes) = bytes else {
+            // The queue is unreachable: nothing sensible can continue.
+            unfetched(&mut s);
+            s.csts |= csts::CFS;
+            return false;
+        };
+        // Each command's task first runs after this fetch is done (spawning runs nothing).
+        for (i, raw) in bytes.chunks_exact(SQE_SIZE).enumerate() {
+            let mut entry = [0u8; SQE_SIZE];
+            entry.copy_from_slice(raw);
+            let (cmd, flags) = Command::decode(&entry);
+            let sq_head = (head + i as u16 + 1) % q.entries;
+            let aborted = match q.aborted.iter().position(|&c| c == cmd.cid) {
+                Some(p) => {
+                    q.aborted.swap_remove(p);
+                    true
+                }
+                None => false,
+            };
+            let cqid = q.cqid;
             let me = self.clone();
             let p = port.clone();
             port.spawn_task(Box::pin(async move {
@@ -630,7 +676,8 @@ impl NvmeController {
                 me.retire(qid, generation);
             }));
         }
-        self.wake.notify();
+        q.head = (head + count) % q.entries;
+        true
     }
 
     /// A command fetched from `sqid` has finished (its completion is posted or discarded).

@@ -56,11 +56,16 @@ impl NvmeController {
         let (offset, len) = self.range(r, true)?;
         let done = self.media.schedule(MediaOp::Read(len), port.now());
         port.spend("media: read", done.since(port.now())).await;
-        let data = self
+        let mut data = self.buffers.take();
+        let moved = match self
             .store
-            .read_to_vec(r.nsid, offset, len as usize)
-            .map_err(|_| self.media_error())?;
-        self.to_host(port, cmd, data).await?;
+            .read_into(r.nsid, offset, len as usize, &mut data)
+        {
+            Ok(()) => self.to_host(port, cmd, &data).await,
+            Err(_) => Err(self.media_error()),
+        };
+        self.buffers.give(data);
+        moved?;
         let mut s = self.state.borrow_mut();
         s.health.read_commands += 1;
         s.health.bytes_read += len;
@@ -77,9 +82,9 @@ impl NvmeController {
         let data = self.fetch_from_host(port, cmd, len).await?;
         let done = self.media.schedule(MediaOp::Write(len), port.now());
         port.spend("media: write", done.since(port.now())).await;
-        self.store
-            .write(r.nsid, offset, &data)
-            .map_err(|_| self.media_error())?;
+        let stored = self.store.write(r.nsid, offset, &data);
+        self.buffers.give(data);
+        stored.map_err(|_| self.media_error())?;
         let mut s = self.state.borrow_mut();
         s.health.write_commands += 1;
         s.health.bytes_written += len;

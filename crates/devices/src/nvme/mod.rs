@@ -6,9 +6,11 @@
 //! - [`controller`]: registers, doorbells, MSI-X, enable/reset, arbitration, completions.
 //! - [`admin`] and [`io`]: the commands.
 //! - [`prp`]: PRP entries and lists, built (drivers) and walked (the controller).
-//! - [`media`]: the time a command takes, by profile; [`namespace`]: where blocks live.
+//! - [`media`]: the time a command takes, by profile; [`namespace`]: where blocks live;
+//!   `buffers`: data buffers reused from one command to the next.
 
 mod admin;
+mod buffers;
 pub mod controller;
 mod io;
 pub mod media;

@@ -102,20 +102,26 @@ impl NamespaceStore {
         }
     }
 
-    /// The `len` bytes at byte `offset` of namespace `nsid`, in a buffer of their own (not
+    /// The `len` bytes at byte `offset` of namespace `nsid`, into `out` (emptied first; not
     /// zeroed first when the store is memory). Caller checks bounds.
-    pub fn read_to_vec(&self, nsid: u32, offset: u64, len: usize) -> Result<Vec<u8>, BackingError> {
+    pub fn read_into(
+        &self,
+        nsid: u32,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), BackingError> {
         let at = self.base(nsid) + offset;
         match &*self.store.borrow() {
             Store::Sparse(m) => {
-                let mut data = Vec::new();
-                m.read_append(at, len, &mut data);
-                Ok(data)
+                out.clear();
+                m.read_append(at, len, out);
+                Ok(())
             }
             Store::File { file, path } => {
-                let mut data = vec![0u8; len];
-                read_at(file, at, &mut data).map_err(|e| self.io(path, e))?;
-                Ok(data)
+                out.clear();
+                out.resize(len, 0);
+                read_at(file, at, out).map_err(|e| self.io(path, e))
             }
         }
     }

@@ -127,10 +127,9 @@ impl QueuePair {
 
     /// Completes when the completion entry at the CQ head is next written (armed now): what
     /// a core spinning on that cached line waits for.
-    pub fn head_written(&self) -> smartio_machine::LocalFuture<()> {
+    pub fn head_written(&self) -> smartio_machine::Armed {
         self.cpu
-            .port()
-            .written(self.cq_slot(self.cq_head.get()), CQE_SIZE as u64)
+            .watch(self.cq_slot(self.cq_head.get()), CQE_SIZE as u64)
     }
 
     /// Where the completion entry at `slot` is in host memory.

@@ -20,4 +20,4 @@ pub mod build;
 pub mod walk;
 
 pub use build::{build, list_pages_needed, ListPage, PrpError, Prps};
-pub use walk::{segments, Segment};
+pub use walk::{segments, segments_into, Segment};

@@ -27,22 +27,36 @@ pub async fn segments<P: Port>(
     len: u64,
     page: u64,
 ) -> Result<Vec<Segment>, Status> {
+    let mut out = Vec::new();
+    segments_into(port, prp1, prp2, len, page, &mut out).await?;
+    Ok(out)
+}
+
+/// [`segments`] into `out` (emptied first), a list the caller reuses.
+pub async fn segments_into<P: Port>(
+    port: &P,
+    prp1: u64,
+    prp2: u64,
+    len: u64,
+    page: u64,
+    out: &mut Vec<Segment>,
+) -> Result<(), Status> {
+    out.clear();
     if prp1 & 3 != 0 {
         return Err(Status::PRP_OFFSET_INVALID);
     }
-    let mut out: Vec<Segment> = Vec::new();
     let first = len.min(page - (prp1 & (page - 1)));
-    push(&mut out, prp1, first)?;
+    push(out, prp1, first)?;
     let mut left = len - first;
     if left == 0 {
-        return Ok(out);
+        return Ok(());
     }
     if left <= page {
         if prp2 & (page - 1) != 0 {
             return Err(Status::PRP_OFFSET_INVALID);
         }
-        push(&mut out, prp2, left)?;
-        return Ok(out);
+        push(out, prp2, left)?;
+        return Ok(());
     }
     // PRP2 points to a list; its last entry chains to the next list page when more follow.
     let mut list = prp2;
@@ -65,7 +79,7 @@ pub async fn segments<P: Port>(
                 return Err(Status::PRP_OFFSET_INVALID);
             }
             let l = left.min(page);
-            push(&mut out, addr, l)?;
+            push(out, addr, l)?;
             left -= l;
         }
         if chained {
@@ -76,7 +90,7 @@ pub async fn segments<P: Port>(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Appends `len` bytes at `addr`, merged with the previous range when adjacent.

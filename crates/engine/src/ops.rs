@@ -1,0 +1,389 @@
+//! What agents have under way in the engine — accesses, timers, memory watches, interrupt
+//! waits — as small states polled against the [`Core`], and the slab ([`Ops`]) that the
+//! platform contract's tickets name them in.
+//!
+//! A slot of the slab, and the buffer beside it that holds a local read's data until the
+//! read is done, are reused once the operation is given back, so an everyday operation
+//! allocates nothing. Every future the engine hands out (the contract's, through
+//! [`smartio_machine::Agent`], and [`crate::Agent`]'s own) is a ticket into this slab.
+//!
+//! What a dropped operation gives back is what today's hardware model needs: a timer, a
+//! watch or an interrupt wait's timer is disarmed; an access goes on by itself (its TLPs
+//! still travel, a posted write still lands), its transaction detached so that the core
+//! frees it when it finishes.
+
+use crate::core::Core;
+use crate::record;
+use crate::wait::Wait;
+use crate::waiters::{TimerKey, WatchKey};
+use smartio_fabric::{HostId, Requester};
+use smartio_machine::Ticket;
+use smartio_platform::{AccessError, SimDuration};
+use std::task::{Context, Poll};
+
+/// A local read's buffer is kept for the slot's next operation up to this capacity (a
+/// larger one is freed, so that one big read does not hold memory for the run).
+const KEPT_LOCAL_BYTES: usize = 64 * 1024;
+
+/// How an access travels.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Access {
+    /// A transaction of TLPs.
+    Txn(u32),
+    /// A CPU's access to its own RAM, done when the timer fires (a read's data is taken
+    /// when it starts, into the buffer beside its slot).
+    Local(TimerKey),
+}
+
+/// An access under way, and what its task is told it waits for.
+#[derive(Debug)]
+pub(crate) struct AccessOp {
+    pub access: Access,
+    pub wait: Wait,
+}
+
+impl AccessOp {
+    /// Whether the access is done. When it is, a read's data — the transaction's, or
+    /// `local` for a local read — is in `buf` (as long as the read), and the transaction is
+    /// freed or, for a posted write whose TLPs still travel, detached.
+    #[inline]
+    fn poll(
+        &self,
+        core: &mut Core,
+        cx: &Context<'_>,
+        local: &[u8],
+        buf: &mut [u8],
+    ) -> Poll<Result<(), AccessError>> {
+        match self.access {
+            Access::Local(timer) => {
+                if !core.timers.poll(timer, cx.waker()) {
+                    core.waits.push(self.wait);
+                    return Poll::Pending;
+                }
+                core.timers.remove(timer);
+                let n = local.len().min(buf.len());
+                buf[..n].copy_from_slice(&local[..n]);
+                Poll::Ready(Ok(()))
+            }
+            Access::Txn(id) => {
+                let done = core.txn(id).is_some_and(|t| t.result.is_some());
+                if !done {
+                    if let Some(t) = core.txn_mut(id) {
+                        if !t.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                            t.waker = Some(cx.waker().clone());
+                        }
+                    }
+                    core.waits.push(self.wait);
+                    return Poll::Pending;
+                }
+                let finished = core.txn(id).is_some_and(|t| t.finished());
+                let result = if finished {
+                    core.take_txn(id, buf).flatten()
+                } else {
+                    // A posted write: the requester is done; the TLPs still travel.
+                    core.txn_mut(id).and_then(|t| {
+                        t.detached = true;
+                        t.result.clone()
+                    })
+                };
+                Poll::Ready(result.unwrap_or(Ok(())))
+            }
+        }
+    }
+
+    /// Dropped while waiting (the other side of a race won): the timer is given back, the
+    /// transaction left to finish on its own.
+    fn cancel(&self, core: &mut Core) {
+        match self.access {
+            Access::Local(timer) => core.timers.remove(timer),
+            Access::Txn(id) => {
+                if core.txn(id).is_some_and(|t| t.finished()) {
+                    core.take_txn(id, &mut []);
+                } else if let Some(t) = core.txn_mut(id) {
+                    t.detached = true;
+                    t.waker = None;
+                }
+            }
+        }
+    }
+}
+
+/// A sleep: a timer, given back when it fired or was dropped.
+#[derive(Debug)]
+pub(crate) struct TimerOp {
+    timer: TimerKey,
+    done: bool,
+}
+
+impl TimerOp {
+    /// A timer `duration` after now; while recording, a step of `requester`'s sleep.
+    pub fn arm(core: &mut Core, duration: SimDuration, requester: Requester) -> TimerOp {
+        let now = core.now;
+        let at = now + duration;
+        let step = if core.recording() {
+            let (cause, label) = (core.context(), smartio_platform::activity::take());
+            core.record(record::Kind::Sleep { requester }, now, at, cause, label)
+        } else {
+            record::NONE
+        };
+        TimerOp {
+            timer: core.add_timer(at, step),
+            done: false,
+        }
+    }
+
+    /// Whether the timer fired; otherwise the task is woken when it does.
+    #[inline]
+    fn fired(&mut self, core: &mut Core, cx: &Context<'_>) -> bool {
+        if self.done || core.timers.poll(self.timer, cx.waker()) {
+            if !self.done {
+                core.timers.remove(self.timer);
+                self.done = true;
+            }
+            return true;
+        }
+        if let Some(due) = core.timers.due(self.timer) {
+            core.waits.push(Wait::Timer { due });
+        }
+        false
+    }
+
+    fn cancel(&self, core: &mut Core) {
+        if !self.done {
+            core.timers.remove(self.timer);
+        }
+    }
+}
+
+/// A memory watch, armed when made (see [`smartio_platform::MemoryWatch`]).
+#[derive(Debug)]
+pub(crate) struct WatchOp {
+    key: WatchKey,
+    wait: Wait,
+}
+
+impl WatchOp {
+    /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
+    pub fn arm(core: &mut Core, host: HostId, addr: smartio_platform::PhysAddr, len: u64) -> Self {
+        WatchOp {
+            key: core.watches.add(host, addr, len),
+            wait: Wait::MemoryWrite { host, addr, len },
+        }
+    }
+
+    /// Ready once a write landed; the watch is then given back.
+    fn poll(&self, core: &mut Core, cx: &Context<'_>) -> Poll<()> {
+        if core.watches.poll(self.key, cx.waker()) {
+            core.watches.remove(self.key);
+            return Poll::Ready(());
+        }
+        core.waits.push(self.wait);
+        Poll::Pending
+    }
+
+    fn cancel(&self, core: &mut Core) {
+        core.watches.remove(self.key);
+    }
+}
+
+/// Waiting for an interrupt vector of a host, with a timeout's timer if it has one.
+#[derive(Debug)]
+pub(crate) struct InterruptOp {
+    host: HostId,
+    vector: u32,
+    timeout: Option<TimerOp>,
+}
+
+impl InterruptOp {
+    /// A wait for `vector` on `host`; `timeout` is armed now.
+    pub fn new(host: HostId, vector: u32, timeout: Option<TimerOp>) -> InterruptOp {
+        InterruptOp {
+            host,
+            vector,
+            timeout,
+        }
+    }
+
+    /// `true` when the interrupt came (one is consumed), `false` when the timeout fired
+    /// first.
+    fn poll(&mut self, core: &mut Core, cx: &Context<'_>) -> Poll<bool> {
+        let (host, vector) = (self.host, self.vector);
+        let line = core.irqs[host.index()].entry(vector).or_default();
+        if line.pending > 0 {
+            line.pending -= 1;
+            if let Some(timer) = &self.timeout {
+                timer.cancel(core);
+            }
+            return Poll::Ready(true);
+        }
+        line.waker = Some(cx.waker().clone());
+        core.waits.push(Wait::Interrupt { host, vector });
+        let timed_out = self
+            .timeout
+            .as_mut()
+            .is_some_and(|timer| timer.fired(core, cx));
+        if timed_out {
+            Poll::Ready(false)
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Dropped while waiting: its timeout is given back (the line keeps the waker it was
+    /// last given; a wake-up of a task that no longer waits is harmless).
+    fn cancel(&self, core: &mut Core) {
+        if let Some(timer) = &self.timeout {
+            timer.cancel(core);
+        }
+    }
+}
+
+/// One operation under way.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Access(AccessOp),
+    Sleep(TimerOp),
+    Watch(WatchOp),
+    Interrupt(InterruptOp),
+}
+
+impl Op {
+    fn cancel(&self, core: &mut Core) {
+        match self {
+            Op::Access(op) => op.cancel(core),
+            Op::Sleep(op) => op.cancel(core),
+            Op::Watch(op) => op.cancel(core),
+            Op::Interrupt(op) => op.cancel(core),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    gen: u32,
+    op: Option<Op>,
+    /// A local read's data, from its start until it is done.
+    local: Vec<u8>,
+}
+
+/// Every operation under way that a ticket names. A ticket is the slot's index and its
+/// generation: a slot given back and reused does not answer to an old ticket.
+#[derive(Debug, Default)]
+pub(crate) struct Ops {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+/// What a ticket names that no slot holds: a bug of the port that polled it.
+fn stale(ticket: Ticket) -> ! {
+    panic!("emulator bug: the timed engine has no operation under way for {ticket:?}")
+}
+
+impl Ops {
+    /// Starts an operation in a free slot: `start` gets the slot's buffer (emptied) for a
+    /// local read's data. The slot stays free if it fails.
+    #[inline]
+    pub fn start<E>(
+        &mut self,
+        start: impl FnOnce(&mut Vec<u8>) -> Result<Op, E>,
+    ) -> Result<Ticket, E> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(Slot::default());
+                // 2^32 operations under way at once would need far more memory than exists.
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let slot = &mut self.slots[id as usize];
+        slot.local.clear();
+        match start(&mut slot.local) {
+            Ok(op) => {
+                slot.op = Some(op);
+                Ok(Ticket(u64::from(slot.gen) << 32 | u64::from(id)))
+            }
+            Err(e) => {
+                self.free.push(id);
+                Err(e)
+            }
+        }
+    }
+
+    #[inline]
+    fn slot(&mut self, ticket: Ticket) -> &mut Slot {
+        let (gen, id) = ((ticket.0 >> 32) as u32, ticket.0 as u32);
+        match self.slots.get_mut(id as usize) {
+            Some(slot) if slot.gen == gen && slot.op.is_some() => slot,
+            _ => stale(ticket),
+        }
+    }
+
+    /// Frees the slot of a finished or cancelled operation.
+    #[inline]
+    fn release(&mut self, ticket: Ticket) {
+        let id = ticket.0 as u32;
+        let slot = self.slot(ticket);
+        slot.op = None;
+        slot.gen = slot.gen.wrapping_add(1);
+        if slot.local.capacity() > KEPT_LOCAL_BYTES {
+            slot.local = Vec::new();
+        }
+        self.free.push(id);
+    }
+
+    /// Polls an access; ready, it is given back (see [`AccessOp::poll`]).
+    #[inline]
+    pub fn poll_access(
+        &mut self,
+        core: &mut Core,
+        ticket: Ticket,
+        buf: &mut [u8],
+        cx: &Context<'_>,
+    ) -> Poll<Result<(), AccessError>> {
+        let slot = self.slot(ticket);
+        let Some(Op::Access(op)) = &slot.op else {
+            panic!("emulator bug: {ticket:?} polled as an access names another operation")
+        };
+        let result = std::task::ready!(op.poll(core, cx, &slot.local, buf));
+        self.release(ticket);
+        Poll::Ready(result)
+    }
+
+    /// Polls a sleep, a watch or an interrupt wait; ready, it is given back. `true` unless
+    /// an interrupt wait timed out.
+    #[inline]
+    pub fn poll_wait(&mut self, core: &mut Core, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
+        let slot = self.slot(ticket);
+        let outcome = match &mut slot.op {
+            Some(Op::Sleep(op)) => op.fired(core, cx).then_some(true),
+            Some(Op::Watch(op)) => op.poll(core, cx).is_ready().then_some(true),
+            Some(Op::Interrupt(op)) => match op.poll(core, cx) {
+                Poll::Ready(came) => Some(came),
+                Poll::Pending => None,
+            },
+            Some(Op::Access(_)) | None => {
+                panic!("emulator bug: {ticket:?} polled as a wait names an access")
+            }
+        };
+        match outcome {
+            Some(outcome) => {
+                self.release(ticket);
+                Poll::Ready(outcome)
+            }
+            None => Poll::Pending,
+        }
+    }
+
+    /// Gives back an operation whose future was dropped before it was ready.
+    pub fn cancel(&mut self, core: &mut Core, ticket: Ticket) {
+        if let Some(op) = &self.slot(ticket).op {
+            op.cancel(core);
+        }
+        self.release(ticket);
+    }
+
+    /// Operations under way.
+    pub fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}

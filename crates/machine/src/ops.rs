@@ -1,0 +1,277 @@
+//! The futures of an agent's everyday operations — read, write, sleep, memory watch,
+//! interrupt wait — over the poll-style [`AgentPort`] contract.
+//!
+//! Each future holds the port and what the port [`Started`]: usually a [`Ticket`] it polls
+//! through the port (an engine then allocates nothing per operation), sometimes a future of
+//! the port's own. A future dropped before it is ready gives its ticket back
+//! ([`AgentPort::cancel`]): a timer, watch or interrupt wait is disarmed, an access goes on
+//! by itself. Accesses and interrupt waits start when first polled; sleeps and watches are
+//! armed when their future is made.
+
+use crate::engine::{AgentPort, LocalFuture, Started, Ticket};
+use smartio_platform::{AccessError, BusAddr};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+
+/// Where one operation is.
+enum Progress<T> {
+    /// Not started: an access or an interrupt wait before its first poll.
+    Unstarted,
+    /// Under way in the engine.
+    Ticket(Ticket),
+    /// Under way in a future of the port's own.
+    Boxed(LocalFuture<T>),
+    /// Ready, and its outcome handed out (or given back).
+    Done,
+}
+
+/// What a poll of [`Progress::advance`] leaves to its future.
+enum Step<T> {
+    /// The engine's operation: poll it through the port.
+    Ticket(Ticket),
+    /// The outcome, from the port at once or from its own future.
+    Own(T),
+}
+
+impl<T: 'static> Progress<T> {
+    /// An operation started when its future was made (a sleep, a watch). One that finished
+    /// at once (no engine does so today) becomes a future that is ready.
+    fn armed(started: Started<T>) -> Progress<T> {
+        match started {
+            Started::Ticket(t) => Progress::Ticket(t),
+            Started::Boxed(f) => Progress::Boxed(f),
+            Started::Ready(v) => Progress::Boxed(Box::pin(std::future::ready(v))),
+        }
+    }
+
+    /// Starts the operation if it has not started (with `start`), and polls a future of the
+    /// port's own; a ticket is left to the caller, who calls [`Progress::finish`] when the
+    /// port says it is ready.
+    #[inline]
+    fn advance(
+        &mut self,
+        cx: &mut Context<'_>,
+        start: impl FnOnce() -> Started<T>,
+    ) -> Poll<Step<T>> {
+        if let Progress::Unstarted = self {
+            match start() {
+                Started::Ready(v) => {
+                    *self = Progress::Done;
+                    return Poll::Ready(Step::Own(v));
+                }
+                Started::Ticket(t) => *self = Progress::Ticket(t),
+                Started::Boxed(f) => *self = Progress::Boxed(f),
+            }
+        }
+        match self {
+            Progress::Ticket(t) => Poll::Ready(Step::Ticket(*t)),
+            Progress::Boxed(f) => {
+                let v = ready!(f.as_mut().poll(cx));
+                *self = Progress::Done;
+                Poll::Ready(Step::Own(v))
+            }
+            Progress::Unstarted | Progress::Done => {
+                panic!("emulator bug: an agent's operation was polled after it completed")
+            }
+        }
+    }
+
+    /// The port said the ticket is ready: it is spent.
+    fn finish(&mut self) {
+        *self = Progress::Done;
+    }
+
+    /// Gives a ticket still under way back to `port` (the future is dropped).
+    fn cancel(&mut self, port: &dyn AgentPort) {
+        if let Progress::Ticket(t) = std::mem::replace(self, Progress::Done) {
+            port.cancel(t);
+        }
+    }
+}
+
+/// A non-posted read into the caller's buffer ([`AgentPort::read`]), started when first
+/// polled.
+pub struct Read<'a> {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    buf: &'a mut [u8],
+    progress: Progress<Result<Vec<u8>, AccessError>>,
+}
+
+impl<'a> Read<'a> {
+    /// A read of `buf.len()` bytes at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, buf: &'a mut [u8]) -> Read<'a> {
+        Read {
+            port,
+            addr,
+            buf,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for Read<'_> {
+    type Output = Result<(), AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, len) = (&this.port, this.addr, this.buf.len());
+        match ready!(this.progress.advance(cx, || port.read(addr, len))) {
+            // A port's own future returns the data: exactly `len` bytes.
+            Step::Own(data) => Poll::Ready(data.map(|data| this.buf.copy_from_slice(&data))),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_access(t, this.buf, cx));
+                this.progress.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl Drop for Read<'_> {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
+/// A posted write of the caller's data ([`AgentPort::write`]), started when first polled
+/// (the data is copied then).
+pub struct Write<'a> {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    data: &'a [u8],
+    progress: Progress<Result<(), AccessError>>,
+}
+
+impl<'a> Write<'a> {
+    /// A write of `data` at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, data: &'a [u8]) -> Write<'a> {
+        Write {
+            port,
+            addr,
+            data,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for Write<'_> {
+    type Output = Result<(), AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, data) = (&this.port, this.addr, this.data);
+        match ready!(this.progress.advance(cx, || port.write(addr, data))) {
+            Step::Own(result) => Poll::Ready(result),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_access(t, &mut [], cx));
+                this.progress.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl Drop for Write<'_> {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
+/// A timer or a memory watch, armed when made ([`AgentPort::sleep`],
+/// [`AgentPort::written`]); dropped before it completes, it is disarmed.
+pub struct Armed {
+    port: Rc<dyn AgentPort>,
+    progress: Progress<()>,
+}
+
+impl Armed {
+    /// A timer `port` has armed for `duration`.
+    pub fn sleep(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
+        let progress = Progress::armed(port.sleep(duration));
+        Armed { port, progress }
+    }
+
+    /// A watch `port` has armed on `len` bytes at `addr` of its host's memory.
+    pub fn written(port: Rc<dyn AgentPort>, addr: smartio_platform::PhysAddr, len: u64) -> Armed {
+        let progress = Progress::armed(port.written(addr, len));
+        Armed { port, progress }
+    }
+}
+
+impl Future for Armed {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let port = &this.port;
+        // Armed when made: there is nothing left to start.
+        match ready!(this.progress.advance(cx, || Started::Ready(()))) {
+            Step::Own(()) => Poll::Ready(()),
+            Step::Ticket(t) => {
+                ready!(port.poll_wait(t, cx));
+                this.progress.finish();
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
+/// Waiting for an interrupt ([`AgentPort::interrupt`]), started when first polled: `true`
+/// when it came (consumed), `false` when the timeout passed first.
+pub struct InterruptWait {
+    port: Rc<dyn AgentPort>,
+    vector: u32,
+    timeout: Option<smartio_platform::SimDuration>,
+    progress: Progress<bool>,
+}
+
+impl InterruptWait {
+    /// A wait for interrupt `vector` on `port`'s host, for at most `timeout`.
+    pub fn new(
+        port: Rc<dyn AgentPort>,
+        vector: u32,
+        timeout: Option<smartio_platform::SimDuration>,
+    ) -> InterruptWait {
+        InterruptWait {
+            port,
+            vector,
+            timeout,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for InterruptWait {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = self.get_mut();
+        let (port, vector, timeout) = (&this.port, this.vector, this.timeout);
+        match ready!(this
+            .progress
+            .advance(cx, || port.interrupt(vector, timeout)))
+        {
+            Step::Own(came) => Poll::Ready(came),
+            Step::Ticket(t) => {
+                let came = ready!(port.poll_wait(t, cx));
+                this.progress.finish();
+                Poll::Ready(came)
+            }
+        }
+    }
+}
+
+impl Drop for InterruptWait {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
