@@ -273,6 +273,24 @@ pub struct HopCost {
     pub same_rate_next: bool,
 }
 
+impl HopCost {
+    /// This hop as the recording keeps it: the head reached the link at `head`, the link
+    /// sent the TLP from `begin` for `ser`, then `node` at the node reached and `mismatch`
+    /// for a slower link's tail.
+    fn record(&self, head: u64, begin: u64, ser: u64, node: u64, mismatch: u64) -> HopRec {
+        HopRec {
+            link: self.link,
+            dir: self.dir,
+            head,
+            begin,
+            ser,
+            prop: self.timing.prop_ps,
+            node,
+            mismatch,
+        }
+    }
+}
+
 /// Per-link, per-direction occupancy and statistics (a snapshot of a link's two [`Lane`]s).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkState {
@@ -529,16 +547,7 @@ fn run_hops(
         state.payload_bytes += payload;
         state.busy_ps += ser;
         let Some(next) = hops.peek() else {
-            log.hop(begin, || HopRec {
-                link: hop.link,
-                dir: hop.dir,
-                head,
-                begin,
-                ser,
-                prop: hop.timing.prop_ps,
-                node: 0,
-                mismatch: 0,
-            });
+            log.hop(begin, || hop.record(head, begin, ser, 0, 0));
             return (begin + ser + hop.timing.prop_ps, first);
         };
         let next_ser = if hop.same_rate_next {
@@ -548,16 +557,7 @@ fn run_hops(
         };
         let node = chips.latency(hop);
         let mismatch = ser.saturating_sub(next_ser);
-        log.hop(begin, || HopRec {
-            link: hop.link,
-            dir: hop.dir,
-            head,
-            begin,
-            ser,
-            prop: hop.timing.prop_ps,
-            node,
-            mismatch,
-        });
+        log.hop(begin, || hop.record(head, begin, ser, node, mismatch));
         head = begin + hop.timing.prop_ps + node + mismatch;
         ser = next_ser;
     }
