@@ -214,6 +214,15 @@ impl AgentPort for Agent {
         self.sim().poll_access(ticket, buf, cx)
     }
 
+    fn poll_read_owned(
+        &self,
+        ticket: Ticket,
+        _len: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<u8>, AccessError>> {
+        self.sim().poll_read_owned(ticket, cx)
+    }
+
     fn poll_wait(&self, ticket: Ticket, cx: &mut Context<'_>) -> Poll<bool> {
         self.sim().poll_wait(ticket, cx)
     }

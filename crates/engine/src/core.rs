@@ -420,6 +420,22 @@ impl Core {
         Some(out)
     }
 
+    /// Removes a finished transaction, returning its result (if it has one); a successful
+    /// read's buffer is moved into `out` (no copy), as long as the read (bytes no request
+    /// answered, none unless it was cut short, read as zeroes).
+    pub fn take_txn_data(&mut self, id: u32, out: &mut Vec<u8>) -> Option<TxnResult> {
+        let mut t = self.txns.get_mut(id as usize)?.take()?;
+        self.free_txns.push(id);
+        if t.kind == TxnKind::Read && matches!(t.result, Some(Ok(()))) {
+            let len = t.segments.last().map_or(0, |s| s.offset + s.len) as usize;
+            *out = std::mem::take(&mut t.data);
+            out.resize(len, 0);
+        }
+        let result = t.result.take();
+        self.park(t);
+        Some(result)
+    }
+
     /// A data buffer for the next transaction: the spare's that [`Core::insert_txn`] will
     /// take, emptied, so that its capacity is reused.
     fn spare_data(&mut self) -> Vec<u8> {

@@ -12,7 +12,7 @@
 //! still travel, a posted write still lands), its transaction detached so that the core
 //! frees it when it finishes.
 
-use crate::core::Core;
+use crate::core::{Core, TxnResult};
 use crate::record;
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, WatchKey};
@@ -42,17 +42,54 @@ pub(crate) struct AccessOp {
     pub wait: Wait,
 }
 
+/// Where a finished read's bytes go: copied into the caller's buffer, as long as the read
+/// (`&mut [u8]`; a write passes an empty one), or handed over in a buffer of their own
+/// (`&mut Vec<u8>`: the transaction's buffer is moved there, no copy). Each kind of
+/// destination gets its own copy of the poll path.
+pub(crate) trait ReadInto {
+    /// A local read's bytes (taken when it started).
+    fn local(self, local: &[u8]);
+
+    /// Frees finished transaction `id`, a successful read's bytes going here.
+    fn take(self, core: &mut Core, id: u32) -> Option<TxnResult>;
+}
+
+impl ReadInto for &mut [u8] {
+    #[inline(always)]
+    fn local(self, local: &[u8]) {
+        let n = local.len().min(self.len());
+        self[..n].copy_from_slice(&local[..n]);
+    }
+
+    #[inline(always)]
+    fn take(self, core: &mut Core, id: u32) -> Option<TxnResult> {
+        core.take_txn(id, self)
+    }
+}
+
+impl ReadInto for &mut Vec<u8> {
+    #[inline(always)]
+    fn local(self, local: &[u8]) {
+        self.extend_from_slice(local);
+    }
+
+    #[inline(always)]
+    fn take(self, core: &mut Core, id: u32) -> Option<TxnResult> {
+        core.take_txn_data(id, self)
+    }
+}
+
 impl AccessOp {
     /// Whether the access is done. When it is, a read's data — the transaction's, or
-    /// `local` for a local read — is in `buf` (as long as the read), and the transaction is
-    /// freed or, for a posted write whose TLPs still travel, detached.
+    /// `local` for a local read — is in `into`, and the transaction is freed or, for a
+    /// posted write whose TLPs still travel, detached.
     #[inline]
     fn poll(
         &self,
         core: &mut Core,
         cx: &Context<'_>,
         local: &[u8],
-        buf: &mut [u8],
+        into: impl ReadInto,
     ) -> Poll<Result<(), AccessError>> {
         match self.access {
             Access::Local(timer) => {
@@ -61,8 +98,7 @@ impl AccessOp {
                     return Poll::Pending;
                 }
                 core.timers.remove(timer);
-                let n = local.len().min(buf.len());
-                buf[..n].copy_from_slice(&local[..n]);
+                into.local(local);
                 Poll::Ready(Ok(()))
             }
             Access::Txn(id) => {
@@ -78,7 +114,7 @@ impl AccessOp {
                 }
                 let finished = core.txn(id).is_some_and(|t| t.finished());
                 let result = if finished {
-                    core.take_txn(id, buf).flatten()
+                    into.take(core, id).flatten()
                 } else {
                     // A posted write: the requester is done; the TLPs still travel.
                     core.txn_mut(id).and_then(|t| {
@@ -333,18 +369,18 @@ impl Ops {
 
     /// Polls an access; ready, it is given back (see [`AccessOp::poll`]).
     #[inline]
-    pub fn poll_access(
+    pub fn poll_read(
         &mut self,
         core: &mut Core,
         ticket: Ticket,
-        buf: &mut [u8],
+        into: impl ReadInto,
         cx: &Context<'_>,
     ) -> Poll<Result<(), AccessError>> {
         let slot = self.slot(ticket);
         let Some(Op::Access(op)) = &slot.op else {
             panic!("emulator bug: {ticket:?} polled as an access names another operation")
         };
-        let result = std::task::ready!(op.poll(core, cx, &slot.local, buf));
+        let result = std::task::ready!(op.poll(core, cx, &slot.local, into));
         self.release(ticket);
         Poll::Ready(result)
     }

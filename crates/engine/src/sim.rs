@@ -516,7 +516,21 @@ impl Sim {
         self.inner
             .ops
             .borrow_mut()
-            .poll_access(&mut core, ticket, buf, cx)
+            .poll_read(&mut core, ticket, buf, cx)
+    }
+
+    /// Polls a read, handing its bytes over in a buffer of their own (see
+    /// [`smartio_machine::AgentPort::poll_read_owned`]).
+    pub(crate) fn poll_read_owned(
+        &self,
+        ticket: Ticket,
+        cx: &Context<'_>,
+    ) -> Poll<Result<Vec<u8>, AccessError>> {
+        let mut core = self.inner.core.borrow_mut();
+        let mut data = Vec::new();
+        let ops = &mut self.inner.ops.borrow_mut();
+        ops.poll_read(&mut core, ticket, &mut data, cx)
+            .map(|result| result.map(|()| data))
     }
 
     /// Polls a sleep, a watch or an interrupt wait (see

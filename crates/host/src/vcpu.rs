@@ -204,6 +204,15 @@ impl AgentPort for VcpuPort {
         self.host.poll_access(ticket, buf, cx)
     }
 
+    fn poll_read_owned(
+        &self,
+        ticket: Ticket,
+        len: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<u8>, AccessError>> {
+        self.host.poll_read_owned(ticket, len, cx)
+    }
+
     fn poll_wait(&self, ticket: Ticket, cx: &mut Context<'_>) -> Poll<bool> {
         self.host.poll_wait(ticket, cx)
     }

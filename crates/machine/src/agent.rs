@@ -3,7 +3,7 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
-use crate::ops::{Armed, InterruptWait, Read, Write};
+use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Write};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -120,6 +120,14 @@ impl Port for Agent {
 
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
         Write::new(self.port.clone(), addr, data)
+    }
+
+    fn read_owned(
+        &self,
+        addr: BusAddr,
+        len: usize,
+    ) -> impl Future<Output = Result<Vec<u8>, AccessError>> {
+        ReadOwned::new(self.port.clone(), addr, len)
     }
 }
 

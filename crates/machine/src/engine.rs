@@ -220,6 +220,20 @@ pub trait AgentPort {
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), AccessError>>;
 
+    /// Polls a read this port started, handing its `len` bytes over as a buffer of their
+    /// own (large DMA data: an engine that keeps the read's bytes in a buffer hands that
+    /// over, with no zeroing and no copy). The default polls into a new zeroed buffer.
+    fn poll_read_owned(
+        &self,
+        ticket: Ticket,
+        len: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<u8>, AccessError>> {
+        let mut buf = vec![0u8; len];
+        self.poll_access(ticket, &mut buf, cx)
+            .map(|result| result.map(|()| buf))
+    }
+
     /// Polls a sleep, a memory watch or an interrupt wait this port started: `true` when
     /// it completed (for an interrupt wait: the interrupt came), `false` when an interrupt
     /// wait's timeout passed first. When it is ready the ticket is spent.

@@ -42,6 +42,6 @@ pub use explain::{
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
-pub use ops::{Armed, InterruptWait, Read, Write};
+pub use ops::{Armed, InterruptWait, Read, ReadOwned, Write};
 pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
 pub use smartio_calibration::CpuTiming;

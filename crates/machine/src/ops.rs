@@ -136,6 +136,50 @@ impl Drop for Read<'_> {
     }
 }
 
+/// A non-posted read into a buffer of its own ([`AgentPort::poll_read_owned`]), started
+/// when first polled.
+pub struct ReadOwned {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    len: usize,
+    progress: Progress<Result<Vec<u8>, AccessError>>,
+}
+
+impl ReadOwned {
+    /// A read of `len` bytes at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, len: usize) -> ReadOwned {
+        ReadOwned {
+            port,
+            addr,
+            len,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for ReadOwned {
+    type Output = Result<Vec<u8>, AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, len) = (&this.port, this.addr, this.len);
+        match ready!(this.progress.advance(cx, || port.read(addr, len))) {
+            Step::Own(data) => Poll::Ready(data),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_read_owned(t, len, cx));
+                this.progress.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl Drop for ReadOwned {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
 /// A posted write of the caller's data ([`AgentPort::write`]), started when first polled
 /// (the data is copied then).
 pub struct Write<'a> {

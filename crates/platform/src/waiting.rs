@@ -32,6 +32,7 @@ pub fn note(what: &'static str) {
 }
 
 /// Forgets the notes (an engine calls this before polling a task).
+#[inline]
 pub fn clear() {
     NOTES.with(|n| n.borrow_mut().clear());
 }
@@ -43,6 +44,7 @@ pub fn take(into: &mut Vec<&'static str>) {
 }
 
 /// Hands each note left by the last poll to `each`, in order, and forgets them.
+#[inline]
 pub fn drain(mut each: impl FnMut(&'static str)) {
     NOTES.with(|n| {
         let mut n = n.borrow_mut();
