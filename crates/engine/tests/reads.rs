@@ -83,7 +83,9 @@ fn an_owned_read_returns_what_a_read_into_a_buffer_returns_for_a_device_and_a_cp
     });
     let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
     let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
-    let got: Rc<RefCell<Vec<(Vec<u8>, Vec<u8>)>>> = Rc::default();
+    // Each read's bytes: handed over, and copied into a buffer.
+    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+    let got: Rc<RefCell<Pairs>> = Rc::default();
     let out = got.clone();
     machine.spawn(async move {
         for (addr, len) in [(IOVA + 1000, 5000usize), (IOVA, 8192), (IOVA + 4000, 100)] {
