@@ -14,17 +14,8 @@ const IOVA: u64 = 0x4000_0000;
 const PAGE_A: u64 = 0x30_0000;
 const PAGE_B: u64 = 0x10_0000;
 
-#[test]
-fn a_read_over_two_scattered_pages_returns_their_bytes_and_zeroes_where_nothing_was_written() {
-    let (sim, _) = sim_with_iommu(1);
-    let dev = sim
-        .fabric()
-        .endpoint_by_name(HostId(0), "dev0")
-        .expect("dev0");
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8 + 1).collect();
-    sim.poke_memory(HostId(0), PhysAddr(PAGE_A), &pattern);
-    // PAGE_B holds 100 written bytes, the rest of it was never written.
-    sim.poke_memory(HostId(0), PhysAddr(PAGE_B + 50), &[0xcd; 100]);
+/// Maps `IOVA` to `PAGE_A` and the next page to `PAGE_B` for `dev` (host 0's IOMMU).
+fn map_two_pages(sim: &smartio_engine::sim::Sim, dev: smartio_fabric::EndpointId) {
     sim.with_fabric_mut(|f| {
         let iommu = f.iommu_mut(HostId(0));
         let d = iommu.create_domain().expect("domain");
@@ -36,6 +27,20 @@ fn a_read_over_two_scattered_pages_returns_their_bytes_and_zeroes_where_nothing_
             .map(d, BusAddr(IOVA + 4096), PhysAddr(PAGE_B), 4096, true)
             .expect("map B");
     });
+}
+
+#[test]
+fn a_read_over_two_scattered_pages_returns_their_bytes_and_zeroes_where_nothing_was_written() {
+    let (sim, _) = sim_with_iommu(1);
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8 + 1).collect();
+    sim.poke_memory(HostId(0), PhysAddr(PAGE_A), &pattern);
+    // PAGE_B holds 100 written bytes, the rest of it was never written.
+    sim.poke_memory(HostId(0), PhysAddr(PAGE_B + 50), &[0xcd; 100]);
+    map_two_pages(&sim, dev);
     let got: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let (port, out) = (sim.device(dev), got.clone());
     sim.spawn(async move {
@@ -70,17 +75,7 @@ fn an_owned_read_returns_what_a_read_into_a_buffer_returns_for_a_device_and_a_cp
     let pattern: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8 + 1).collect();
     sim.poke_memory(HostId(0), PhysAddr(PAGE_A), &pattern[..4096]);
     sim.poke_memory(HostId(0), PhysAddr(PAGE_B + 50), &[0xcd; 100]);
-    sim.with_fabric_mut(|f| {
-        let iommu = f.iommu_mut(HostId(0));
-        let d = iommu.create_domain().expect("domain");
-        iommu.attach(dev, d).expect("attach");
-        iommu
-            .map(d, BusAddr(IOVA), PhysAddr(PAGE_A), 4096, true)
-            .expect("map A");
-        iommu
-            .map(d, BusAddr(IOVA + 4096), PhysAddr(PAGE_B), 4096, true)
-            .expect("map B");
-    });
+    map_two_pages(&sim, dev);
     let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
     let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
     // Each read's bytes: handed over, and copied into a buffer.

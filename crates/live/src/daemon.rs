@@ -569,12 +569,7 @@ impl Daemon {
         handle: Handle,
         f: impl FnOnce(&Object) -> Result<R, SciError>,
     ) -> Result<R, SciError> {
-        let t = self.table.borrow();
-        let owner = t.owner_of(conn);
-        match t.objects.get(&handle) {
-            Some((o, object)) if *o == owner => f(object),
-            _ => Err(SciError::Stale(format!("handle {handle}"))),
-        }
+        self.with_owned(conn, handle, false, f)
     }
 
     /// Runs `f` on the object `handle` if a descriptor of the program `conn` belongs to
@@ -586,10 +581,24 @@ impl Daemon {
         handle: Handle,
         f: impl FnOnce(&Object) -> Result<R, SciError>,
     ) -> Result<R, SciError> {
+        self.with_owned(conn, handle, true, f)
+    }
+
+    /// Runs `f` on the object `handle` if `conn`'s descriptor owns it or, with
+    /// `in_process`, another descriptor of the same program does.
+    fn with_owned<R>(
+        &self,
+        conn: u64,
+        handle: Handle,
+        in_process: bool,
+        f: impl FnOnce(&Object) -> Result<R, SciError>,
+    ) -> Result<R, SciError> {
         let t = self.table.borrow();
         let owner = t.owner_of(conn);
         match t.objects.get(&handle) {
-            Some((o, object)) if *o == owner || t.same_process(*o, owner) => f(object),
+            Some((o, object)) if *o == owner || (in_process && t.same_process(*o, owner)) => {
+                f(object)
+            }
             _ => Err(SciError::Stale(format!("handle {handle}"))),
         }
     }
