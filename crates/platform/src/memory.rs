@@ -2,6 +2,7 @@
 //! written. Unwritten bytes read as zero.
 
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 
 const PAGE_SHIFT: u32 = 16;
 const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
@@ -35,15 +36,98 @@ impl HostMemory for SparseMemory {
 }
 
 /// A sparse byte array addressed by `u64` offsets.
-#[derive(Debug, Default, Clone)]
+///
+/// Invariants: `index` maps page `p` to slot `i` exactly when `frames[i]` holds page `p`'s
+/// bytes; the other slots are `None` and listed in `free`; `last` is [`NO_PAGE`] or names
+/// an entry of `index` (the page looked up last: consecutive accesses to one page, the TLPs
+/// of a transfer, skip the map).
+#[derive(Debug, Clone)]
 pub struct SparseMemory {
-    pages: FxHashMap<u64, Box<[u8]>>,
+    index: FxHashMap<u64, u32>,
+    frames: Vec<Option<Box<[u8]>>>,
+    free: Vec<u32>,
+    last: Cell<(u64, u32)>,
+}
+
+/// No page: page numbers are offsets shifted by [`PAGE_SHIFT`], so never this.
+const NO_PAGE: u64 = u64::MAX;
+
+impl Default for SparseMemory {
+    fn default() -> Self {
+        SparseMemory {
+            index: FxHashMap::default(),
+            frames: Vec::new(),
+            free: Vec::new(),
+            last: Cell::new((NO_PAGE, 0)),
+        }
+    }
 }
 
 impl SparseMemory {
     /// Empty memory (all zero).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The slot of `page`, if it is backed.
+    #[inline]
+    fn slot(&self, page: u64) -> Option<usize> {
+        let (last, slot) = self.last.get();
+        if last == page {
+            return Some(slot as usize);
+        }
+        let slot = *self.index.get(&page)?;
+        self.last.set((page, slot));
+        Some(slot as usize)
+    }
+
+    /// The bytes of `page`, if it is backed.
+    #[inline]
+    fn page(&self, page: u64) -> Option<&[u8]> {
+        self.frames.get(self.slot(page)?)?.as_deref()
+    }
+
+    /// The bytes of `page`, if it is backed.
+    fn page_mut(&mut self, page: u64) -> Option<&mut [u8]> {
+        let slot = self.slot(page)?;
+        self.frames.get_mut(slot)?.as_deref_mut()
+    }
+
+    /// The bytes of `page`, backed (zeroed) first if it was not.
+    #[inline]
+    fn page_backed(&mut self, page: u64) -> &mut [u8] {
+        let slot = match self.slot(page) {
+            Some(slot) => slot,
+            None => {
+                let zeroed = vec![0u8; PAGE_SIZE as usize].into_boxed_slice();
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.frames[slot as usize] = Some(zeroed);
+                        slot
+                    }
+                    None => {
+                        self.frames.push(Some(zeroed));
+                        // 2^32 pages of 64 KiB would be 256 TiB of backed memory.
+                        u32::try_from(self.frames.len() - 1).unwrap_or(u32::MAX)
+                    }
+                };
+                self.index.insert(page, slot);
+                self.last.set((page, slot));
+                slot as usize
+            }
+        };
+        self.frames[slot].get_or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice())
+    }
+
+    /// Gives `page` back (it reads as zero again).
+    fn drop_page(&mut self, page: u64) {
+        if let Some(slot) = self.index.remove(&page) {
+            self.frames[slot as usize] = None;
+            self.free.push(slot);
+            if self.last.get().0 == page {
+                self.last.set((NO_PAGE, 0));
+            }
+        }
     }
 
     /// Copies `buf.len()` bytes from `offset` into `buf`.
@@ -78,7 +162,7 @@ impl SparseMemory {
             let at = offset + done as u64;
             let in_page = (at & (PAGE_SIZE - 1)) as usize;
             let n = (PAGE_SIZE as usize - in_page).min(len - done);
-            let page = self.pages.get(&(at >> PAGE_SHIFT));
+            let page = self.page(at >> PAGE_SHIFT);
             each(page.map(|p| &p[in_page..in_page + n]), n);
             done += n;
         }
@@ -91,10 +175,7 @@ impl SparseMemory {
             let at = offset + done as u64;
             let in_page = (at & (PAGE_SIZE - 1)) as usize;
             let n = (PAGE_SIZE as usize - in_page).min(data.len() - done);
-            let page = self
-                .pages
-                .entry(at >> PAGE_SHIFT)
-                .or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice());
+            let page = self.page_backed(at >> PAGE_SHIFT);
             page[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
@@ -110,10 +191,10 @@ impl SparseMemory {
         let (first, last) = (offset >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
         // Visit only pages that can hold data: the range's, or the resident ones in it when
         // there are fewer of those (a range may span far more pages than are resident).
-        if last - first >= self.pages.len() as u64 {
+        if last - first >= self.index.len() as u64 {
             let span = first..=last;
             let resident: Vec<u64> = self
-                .pages
+                .index
                 .keys()
                 .copied()
                 .filter(|p| span.contains(p))
@@ -135,8 +216,8 @@ impl SparseMemory {
         let from = offset.max(base) - base;
         let to = end.min(base.saturating_add(PAGE_SIZE)) - base;
         if to - from == PAGE_SIZE {
-            self.pages.remove(&page);
-        } else if let Some(p) = self.pages.get_mut(&page) {
+            self.drop_page(page);
+        } else if let Some(p) = self.page_mut(page) {
             p[from as usize..to as usize].fill(0);
         }
     }
@@ -155,7 +236,7 @@ impl SparseMemory {
 
     /// Bytes actually backed (a multiple of the internal page size).
     pub fn resident_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE_SIZE
+        self.index.len() as u64 * PAGE_SIZE
     }
 }
 
@@ -221,6 +302,31 @@ mod tests {
         m.read(far + 10, &mut b);
         assert_eq!(b, [0; 8]);
         assert_eq!(m.resident_bytes(), PAGE_SIZE, "only the first page is left");
+    }
+
+    #[test]
+    fn pages_given_back_and_backed_again_hold_only_their_own_bytes() {
+        let mut m = SparseMemory::new();
+        m.write(0, &[1u8; 8]);
+        m.write(PAGE_SIZE, &[2u8; 8]);
+        // The page looked up last is given back; a read of it is zero, not a stale slot.
+        m.zero(PAGE_SIZE, PAGE_SIZE);
+        assert_eq!(m.read_u64(PAGE_SIZE), 0);
+        m.zero(0, PAGE_SIZE);
+        assert_eq!(m.resident_bytes(), 0);
+        // Slots are reused by other pages; each reads back its own bytes.
+        m.write(5 * PAGE_SIZE, &[5u8; 8]);
+        m.write(7 * PAGE_SIZE + 4, &[7u8; 4]);
+        assert_eq!(m.read_u64(5 * PAGE_SIZE), u64::from_le_bytes([5; 8]));
+        assert_eq!(
+            m.read_u64(7 * PAGE_SIZE),
+            u64::from_le_bytes([0, 0, 0, 0, 7, 7, 7, 7])
+        );
+        assert_eq!(m.read_u64(0), 0, "page 0 was given back");
+        assert_eq!(m.read_u64(PAGE_SIZE), 0, "page 1 was given back");
+        assert_eq!(m.resident_bytes(), 2 * PAGE_SIZE);
+        let copy = m.clone();
+        assert_eq!(copy.read_u64(5 * PAGE_SIZE), u64::from_le_bytes([5; 8]));
     }
 
     #[test]
