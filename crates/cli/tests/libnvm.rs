@@ -32,9 +32,9 @@
 
 mod common;
 
-use common::live::{compiler, dir, finish, succeeded, Live, Sdk};
+use common::live::{compiler, dir, finish, runs, succeeded, Live, Sdk};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// The libnvm source release the tests build.
@@ -58,13 +58,7 @@ fn missing(what: &str) -> Option<()> {
 
 /// CMake, if there is one.
 fn cmake() -> Option<()> {
-    let works = Command::new("cmake")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if works {
+    if runs("cmake") {
         Some(())
     } else {
         missing("no cmake (apt-get install cmake)")

@@ -403,33 +403,37 @@ impl Core {
             .and_then(|t| t.as_deref_mut())
     }
 
-    /// Removes a finished transaction, returning its result (if it has one). A read that
-    /// succeeded copies its data into `buf` (as long as the read; bytes no request answered
-    /// — none, unless the transaction was cut short — read as zeroes, as they did when the
-    /// buffer was zeroed up front).
+    /// Removes a finished transaction, returning its result (if it has one); a successful
+    /// read's data is copied into `buf` (as long as the read; bytes no request answered,
+    /// none unless it was cut short, read as zeroes).
     pub fn take_txn(&mut self, id: u32, buf: &mut [u8]) -> Option<TxnResult> {
-        let mut t = self.txns.get_mut(id as usize)?.take()?;
-        self.free_txns.push(id);
-        if t.kind == TxnKind::Read && matches!(t.result, Some(Ok(()))) {
-            let n = t.data.len().min(buf.len());
-            buf[..n].copy_from_slice(&t.data[..n]);
+        self.take_txn_with(id, |data, _| {
+            let n = data.len().min(buf.len());
+            buf[..n].copy_from_slice(&data[..n]);
             buf[n..].fill(0);
-        }
-        let out = t.result.take();
-        self.park(t);
-        Some(out)
+        })
     }
 
-    /// Removes a finished transaction, returning its result (if it has one); a successful
-    /// read's buffer is moved into `out` (no copy), as long as the read (bytes no request
-    /// answered, none unless it was cut short, read as zeroes).
+    /// [`Core::take_txn`], with a successful read's buffer moved into `out` (no copy).
     pub fn take_txn_data(&mut self, id: u32, out: &mut Vec<u8>) -> Option<TxnResult> {
+        self.take_txn_with(id, |data, len| {
+            *out = std::mem::take(data);
+            out.resize(len, 0);
+        })
+    }
+
+    /// Removes a finished transaction and parks it; a successful read's data buffer and
+    /// the read's length go to `read` first.
+    fn take_txn_with(
+        &mut self,
+        id: u32,
+        read: impl FnOnce(&mut Vec<u8>, usize),
+    ) -> Option<TxnResult> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
         if t.kind == TxnKind::Read && matches!(t.result, Some(Ok(()))) {
             let len = t.segments.last().map_or(0, |s| s.offset + s.len) as usize;
-            *out = std::mem::take(&mut t.data);
-            out.resize(len, 0);
+            read(&mut t.data, len);
         }
         let result = t.result.take();
         self.park(t);

@@ -15,7 +15,7 @@
 use crate::core::{Core, TxnResult};
 use crate::record;
 use crate::wait::Wait;
-use crate::waiters::{TimerKey, WatchKey};
+use crate::waiters::{keep_waker, TimerKey, WatchKey};
 use smartio_fabric::{HostId, Requester};
 use smartio_machine::Ticket;
 use smartio_platform::{AccessError, SimDuration};
@@ -102,17 +102,16 @@ impl AccessOp {
                 Poll::Ready(Ok(()))
             }
             Access::Txn(id) => {
-                let done = core.txn(id).is_some_and(|t| t.result.is_some());
-                if !done {
-                    if let Some(t) = core.txn_mut(id) {
-                        if !t.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                            t.waker = Some(cx.waker().clone());
+                let finished = match core.txn_mut(id) {
+                    Some(t) if t.result.is_some() => t.finished(),
+                    not_done => {
+                        if let Some(t) = not_done {
+                            keep_waker(&mut t.waker, cx.waker());
                         }
+                        core.waits.push(self.wait);
+                        return Poll::Pending;
                     }
-                    core.waits.push(self.wait);
-                    return Poll::Pending;
-                }
-                let finished = core.txn(id).is_some_and(|t| t.finished());
+                };
                 let result = if finished {
                     into.take(core, id).flatten()
                 } else {

@@ -18,6 +18,15 @@ use smartio_fabric::HostId;
 use smartio_platform::{PhysAddr, SimTime};
 use std::task::Waker;
 
+/// Keeps `waker` in `kept` to wake when a wait ends, unless the one kept already wakes the
+/// same task (a task polled again does not clone its waker again).
+#[inline]
+pub(crate) fn keep_waker(kept: &mut Option<Waker>, waker: &Waker) {
+    if !kept.as_ref().is_some_and(|w| w.will_wake(waker)) {
+        *kept = Some(waker.clone());
+    }
+}
+
 /// A timer's slot and generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct TimerKey {
@@ -91,9 +100,7 @@ impl Timers {
         match self.slot(key) {
             Some(slot) if slot.fired => true,
             Some(slot) => {
-                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                    slot.waker = Some(waker.clone());
-                }
+                keep_waker(&mut slot.waker, waker);
                 false
             }
             // Given back: nothing will fire it.
@@ -233,9 +240,7 @@ impl Watches {
         match self.slot(key) {
             Some(slot) if slot.fired => true,
             Some(slot) => {
-                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                    slot.waker = Some(waker.clone());
-                }
+                keep_waker(&mut slot.waker, waker);
                 false
             }
             // Given back: nothing will fire it.

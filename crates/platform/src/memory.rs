@@ -52,6 +52,11 @@ pub struct SparseMemory {
 /// No page: page numbers are offsets shifted by [`PAGE_SHIFT`], so never this.
 const NO_PAGE: u64 = u64::MAX;
 
+/// A page of zeroes.
+fn zeroed_page() -> Box<[u8]> {
+    vec![0u8; PAGE_SIZE as usize].into_boxed_slice()
+}
+
 impl Default for SparseMemory {
     fn default() -> Self {
         SparseMemory {
@@ -99,7 +104,7 @@ impl SparseMemory {
         let slot = match self.slot(page) {
             Some(slot) => slot,
             None => {
-                let zeroed = vec![0u8; PAGE_SIZE as usize].into_boxed_slice();
+                let zeroed = zeroed_page();
                 let slot = match self.free.pop() {
                     Some(slot) => {
                         self.frames[slot as usize] = Some(zeroed);
@@ -116,7 +121,7 @@ impl SparseMemory {
                 slot as usize
             }
         };
-        self.frames[slot].get_or_insert_with(|| vec![0u8; PAGE_SIZE as usize].into_boxed_slice())
+        self.frames[slot].get_or_insert_with(zeroed_page)
     }
 
     /// Gives `page` back (it reads as zero again).

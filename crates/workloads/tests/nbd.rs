@@ -71,6 +71,23 @@ fn replies(s: &mut UnixStream, n: usize, len: usize) -> Vec<u64> {
         .collect()
 }
 
+/// The client of connection 0 hangs up.
+fn hang_up(tx: &mpsc::Sender<Event>) {
+    tx.send(Event::Closed {
+        conn: 0,
+        error: None,
+    })
+    .unwrap();
+}
+
+/// Serve one connection, then return.
+fn serve_once() -> ServeControl<'static> {
+    ServeControl {
+        once: true,
+        ..ServeControl::default()
+    }
+}
+
 #[test]
 fn thousands_of_one_request_bursts_are_each_served_and_timed() {
     let (_cluster, export) = export(1, 4);
@@ -82,16 +99,9 @@ fn thousands_of_one_request_bursts_are_each_served_and_timed() {
             tx.send(read(i, (i % 4096) * 4096, 4096)).unwrap();
             assert_eq!(replies(&mut theirs, 1, 4096), vec![i]);
         }
-        tx.send(Event::Closed {
-            conn: 0,
-            error: None,
-        })
-        .unwrap();
+        hang_up(&tx);
     });
-    let control = ServeControl {
-        once: true,
-        ..ServeControl::default()
-    };
+    let control = serve_once();
     let stats = export
         .serve(&rx, control, |_| {})
         .expect("serves every burst");
@@ -116,18 +126,11 @@ fn a_burst_larger_than_the_buffers_waits_and_every_request_is_answered() {
     }
     let client = std::thread::spawn(move || {
         let mut got = replies(&mut theirs, 64, 8192);
-        tx.send(Event::Closed {
-            conn: 0,
-            error: None,
-        })
-        .unwrap();
+        hang_up(&tx);
         got.sort_unstable();
         got
     });
-    let control = ServeControl {
-        once: true,
-        ..ServeControl::default()
-    };
+    let control = serve_once();
     let stats = export.serve(&rx, control, |_| {}).expect("serves");
     assert_eq!(client.join().unwrap(), (0..64).collect::<Vec<u64>>());
     assert_eq!(stats.reads, 64);
@@ -188,16 +191,9 @@ fn a_4_kib_write_is_one_nvme_write_and_its_read_back_one_read_with_the_same_byte
                 assert_eq!(data, block(cookie - N), "block {} read back", cookie - N);
             }
         }
-        tx.send(Event::Closed {
-            conn: 0,
-            error: None,
-        })
-        .unwrap();
+        hang_up(&tx);
     });
-    let control = ServeControl {
-        once: true,
-        ..ServeControl::default()
-    };
+    let control = serve_once();
     let stats = export.serve(&rx, control, |_| {}).expect("serves");
     client.join().unwrap();
     assert_eq!((stats.writes, stats.reads, stats.failed), (N, N, 0));
@@ -225,16 +221,9 @@ fn a_write_larger_than_the_controllers_largest_transfer_is_cut_into_that_many_co
         let (cookie, back) = reply(&mut theirs, len as usize);
         assert_eq!(cookie, 2);
         assert!(back == expected, "the bytes read back differ");
-        tx.send(Event::Closed {
-            conn: 0,
-            error: None,
-        })
-        .unwrap();
+        hang_up(&tx);
     });
-    let control = ServeControl {
-        once: true,
-        ..ServeControl::default()
-    };
+    let control = serve_once();
     export.serve(&rx, control, |_| {}).expect("serves");
     client.join().unwrap();
     let (_, writes) = export.io_commands().expect("the SMART log");

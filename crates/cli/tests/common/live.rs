@@ -24,16 +24,20 @@ pub fn repo(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// The C compiler (`$CC`, else `cc`), if there is one.
-pub fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let works = Command::new(&cc)
+/// Whether `program --version` runs and succeeds (the tool is installed).
+pub fn runs(program: &str) -> bool {
+    Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if works {
+        .is_ok_and(|s| s.success())
+}
+
+/// The C compiler (`$CC`, else `cc`), if there is one.
+pub fn compiler() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    if runs(&cc) {
         return Some(cc);
     }
     assert!(
