@@ -1,6 +1,6 @@
 //! `smartio app train` and `smartio exp train` as a user runs them.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 

@@ -1,7 +1,7 @@
 //! `smartio app video` and `smartio exp video` as a user runs them (Paper II on
 //! `video-lending`): the figures, the notes that say where they come from, and refusals.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! The `smartio` command as a user runs it.
 
-mod common;
+use crate::common;
 
 use common::smartio;
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! `smartio exp` as a user runs it: tables or JSON, and SVG figures on disk.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 use std::path::PathBuf;

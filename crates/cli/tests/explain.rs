@@ -3,7 +3,7 @@
 //! same times, each link slice inside its TLP's), the limit bounds the slices, a trace needs
 //! no breakdown, and every command's breakdown tiles its operations exactly.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 use serde_json::Value;

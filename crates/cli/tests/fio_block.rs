@@ -3,7 +3,7 @@
 //! depth and with several jobs, determinism, and the latencies that emerge from the block
 //! layer, the copy, polling and the fabric.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 

@@ -4,7 +4,7 @@
 //! random streams) re-records them once, in its own commit that says why: run this test with
 //! `SMARTIO_BLESS=1` to rewrite the files.
 
-mod common;
+use crate::common;
 
 use common::smartio;
 use std::path::PathBuf;

@@ -30,7 +30,7 @@
 //! - not a bug, a size: data interrupt messages of 72 and 80 bytes (`rpc_cmd`, `rpc_cpl`): more than the 56
 //!   bytes smartio's data interrupts once carried (now 248).
 
-mod common;
+use crate::common;
 
 use common::live::{compiler, dir, finish, runs, succeeded, Live, Sdk};
 use std::path::{Path, PathBuf};

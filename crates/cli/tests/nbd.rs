@@ -3,7 +3,7 @@
 //! acknowledged when a client vanishes, and says what its I/Os saw; the README's scripts run
 //! with real clients (fio's nbd engine, qemu-img, nbdcopy) when they are installed.
 
-mod common;
+use crate::common;
 
 use common::readme_script;
 use smartio_nbd::client::Client;

@@ -1,7 +1,7 @@
 //! `smartio repro` as a user runs it: verdicts computed from measurements (a different
 //! calibration changes them), the HTML report, and refusals.
 
-mod common;
+use crate::common;
 
 use common::{json, smartio};
 

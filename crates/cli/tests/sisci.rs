@@ -8,7 +8,7 @@
 //! A C compiler is needed; without one the tests say SKIPPED, unless CI requires it
 //! (`SMARTIO_REQUIRE_C_COMPILER`), where they fail.
 
-mod common;
+use crate::common;
 
 use common::live::{compiler, dir, finish, repo, succeeded, Live, Sdk, BIN};
 use common::readme_script;

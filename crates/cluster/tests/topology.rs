@@ -13,7 +13,7 @@ use smartio_platform::{BusAddr, PhysAddr};
 use std::collections::BTreeSet;
 use std::ops::Range;
 
-mod common;
+use crate::common;
 use common::{bridges_above, host_ids};
 
 // ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ use smartio_fabric::units::format_size;
 use smartio_fabric::{parse_scenario, Fabric};
 use std::fmt::Write;
 
-mod common;
+use crate::common;
 
 /// Choices drawn from a list of random numbers (0 once it runs out).
 struct Draw {

@@ -11,7 +11,7 @@
 //!                                        ╚═ lender2 ── chassis ── gpu2
 //! ```
 
-mod common;
+use crate::common;
 use common::pattern;
 use common::rig::Rig;
 
@@ -39,7 +39,11 @@ fn rig(scenario: &str) -> Rig {
 impl Rig {
     /// Opens the GPUs `specs` as host `on` reaches them: a local device by its name, a
     /// lender's (`lender:gpu0`) borrowed by Device Lending first.
-    fn open(&self, on: &str, specs: &[&str]) -> impl Future<Output = Vec<GpuContext>> + 'static {
+    fn open_gpus(
+        &self,
+        on: &str,
+        specs: &[&str],
+    ) -> impl Future<Output = Vec<GpuContext>> + 'static {
         let host = self.host(on);
         let smartio = self.smartio.clone();
         let kernels = self.cluster.gpu_kernels().clone();
@@ -117,7 +121,7 @@ fn a_1mib_round_trip_gives_the_same_bytes_on_a_local_and_on_a_borrowed_gpu() {
     .into_iter()
     .map(|(scenario, host, gpu)| {
         let r = rig(scenario);
-        let open = r.open(host, &[gpu]);
+        let open = r.open_gpus(host, &[gpu]);
         let data = data.clone();
         r.run(async move {
             let gpus = open.await;
@@ -138,7 +142,7 @@ fn a_gpu_copies_into_its_peer_through_the_peer_aperture_local_borrowed_and_acros
         ("cluster-switch", "borrower", "lender:gpu0", "lender2:gpu2"),
     ] {
         let r = rig(scenario);
-        let open = r.open(host, &[a, b]);
+        let open = r.open_gpus(host, &[a, b]);
         let data = pattern(7, 256 << 10);
         let sent = data.clone();
         let back = r.run(async move {
@@ -181,7 +185,7 @@ fn every_thread_of_a_kernel_stores_its_index_into_pinned_host_memory_local_and_b
         ("back-to-back", "borrower", "lender:gpu0"),
     ] {
         let r = rig(scenario);
-        let open = r.open(host, &[gpu]);
+        let open = r.open_gpus(host, &[gpu]);
         let words = r.run(async move {
             let gpus = open.await;
             let g = &gpus[0];
@@ -239,7 +243,7 @@ fn two_gpus_play_ping_pong_by_kernels_on_their_own_streams_and_the_counters_add_
         ("back-to-back", "borrower", "lender:gpu0", "lender:gpu1"),
     ] {
         let r = rig(scenario);
-        let open = r.open(host, &[a, b]);
+        let open = r.open_gpus(host, &[a, b]);
         let (c0, c1) = r.run(async move {
             let gpus = open.await;
             let (g0, g1) = (&gpus[0], &gpus[1]);
@@ -303,7 +307,7 @@ fn gate() -> KernelFn<Agent> {
 /// gate so that the GPU runs them back to back (no host call between them on the clock).
 fn timed_copies(scenario: &str, host: &str, gpu: &str) -> (SimDuration, SimDuration) {
     let r = rig(scenario);
-    let open = r.open(host, &[gpu]);
+    let open = r.open_gpus(host, &[gpu]);
     r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -362,7 +366,7 @@ fn events_time_a_4mib_copy_longer_than_a_4kib_one_and_two_runs_agree_exactly() {
 fn a_kernel_storing_to_an_unmapped_bus_address_is_a_channel_error_at_synchronize_and_the_stream_recovers(
 ) {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let (error, after) = r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -398,7 +402,7 @@ fn a_kernel_storing_to_an_unmapped_bus_address_is_a_channel_error_at_synchronize
 #[test]
 fn a_copy_larger_than_device_memory_is_refused_before_it_is_queued() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let (memory, refused) = r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -421,7 +425,7 @@ fn a_copy_larger_than_device_memory_is_refused_before_it_is_queued() {
 #[test]
 fn peer_access_to_a_buffer_beyond_the_peer_aperture_is_refused() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0", "gpu1"]);
+    let open = r.open_gpus("local", &["gpu0", "gpu1"]);
     let (aperture, beyond, refused) = r.run(async move {
         let gpus = open.await;
         let aperture = gpus[1].properties().aperture;
@@ -444,7 +448,7 @@ fn peer_access_to_a_buffer_beyond_the_peer_aperture_is_refused() {
 #[test]
 fn a_call_after_the_borrowed_gpu_was_returned_fails_as_device_gone_and_close_still_cleans_up() {
     let r = rig("back-to-back");
-    let open = r.open("borrower", &["lender:gpu0"]);
+    let open = r.open_gpus("borrower", &["lender:gpu0"]);
     let smartio = r.smartio.clone();
     let borrower = r.host("borrower");
     let (copy, malloc, closed, ram) = r.run(async move {
@@ -481,7 +485,7 @@ fn a_call_after_the_borrowed_gpu_was_returned_fails_as_device_gone_and_close_sti
 #[test]
 fn malloc_beyond_device_memory_says_what_was_asked_and_what_is_free() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let (memory, whole, rest) = r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -510,7 +514,7 @@ fn malloc_beyond_device_memory_says_what_was_asked_and_what_is_free() {
 #[test]
 fn bad_arguments_are_refused_before_anything_is_queued() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let errors = r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -537,7 +541,7 @@ fn bad_arguments_are_refused_before_anything_is_queued() {
 #[test]
 fn a_ninth_stream_finds_no_free_channel_and_a_destroyed_one_frees_its_channel() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let (ninth, reused) = r.run(async move {
         let gpus = open.await;
         let g = &gpus[0];
@@ -560,7 +564,7 @@ fn thousands_of_copies_queued_without_a_synchronize_wrap_the_ring_and_all_land()
     const COPIES: u64 = 3000;
     const CHUNK: u64 = 256;
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0"]);
+    let open = r.open_gpus("local", &["gpu0"]);
     let data = pattern(3, (COPIES * CHUNK) as usize);
     let expected = data.clone();
     let (back, elapsed) = r.run(async move {
@@ -597,7 +601,7 @@ fn thousands_of_copies_queued_without_a_synchronize_wrap_the_ring_and_all_land()
 #[test]
 fn close_gives_every_pinned_page_back_and_later_calls_say_closed() {
     let r = rig("local-chassis");
-    let open = r.open("local", &["gpu0", "gpu1"]);
+    let open = r.open_gpus("local", &["gpu0", "gpu1"]);
     let local = r.host("local");
     let (before, after, later) = r.run(async move {
         let before = local.ram_in_use();
@@ -640,7 +644,7 @@ fn peer_access_beyond_a_gpus_address_bits_is_refused_as_out_of_reach() {
     let path = std::env::temp_dir().join(format!("k420-chassis-{}.toml", std::process::id()));
     std::fs::write(&path, text).expect("write the variant");
     let r = rig(path.to_str().expect("utf-8"));
-    let opened = r.open("local", &["gpu0", "gpu1"]);
+    let opened = r.open_gpus("local", &["gpu0", "gpu1"]);
     let (refused, allowed) = r.run(async move {
         let gpus = opened.await;
         let refused = gpus[0].enable_peer_access(&gpus[1]).map(|p| p.base());

@@ -12,7 +12,7 @@
 //!              receiver ── nic0 ═════════════════════════════╝
 //! ```
 
-mod common;
+use crate::common;
 use common::pattern;
 use common::rig::Rig;
 
@@ -69,7 +69,7 @@ fn rig(text: &str) -> Rig {
 impl Rig {
     /// Binds the NIC `spec` as host `on` reaches it: its own by name, a lender's
     /// (`lender:nic0`) borrowed by Device Lending first.
-    fn open(
+    fn open_nic(
         &self,
         on: &str,
         spec: &str,
@@ -119,8 +119,8 @@ fn transfer(
     payload: impl Fn(u64) -> usize + 'static,
 ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, u64, f64) {
     let r = rig(text);
-    let tx = r.open(from, from_spec, NicDriverConfig::default());
-    let rx = r.open(to, to_spec, NicDriverConfig::default());
+    let tx = r.open_nic(from, from_spec, NicDriverConfig::default());
+    let rx = r.open_nic(to, to_spec, NicDriverConfig::default());
     let cpu = r.host(from).cpu();
     r.run(async move {
         let (tx, rx) = (
@@ -180,8 +180,8 @@ fn a_burst_larger_than_the_posted_buffers_is_dropped_and_counted() {
         queue_pairs: 1,
         ring_entries: 8,
     };
-    let tx = r.open("alpha", "nic0", NicDriverConfig::default());
-    let rx = r.open("beta", "nic0", small);
+    let tx = r.open_nic("alpha", "nic0", NicDriverConfig::default());
+    let rx = r.open_nic("beta", "nic0", small);
     let (dropped, first, counters) = r.run(async move {
         let (tx, rx) = (tx.await.expect("binds"), rx.await.expect("binds"));
         for n in 0..20 {
@@ -215,8 +215,8 @@ fn a_frame_to_a_function_of_the_same_nic_crosses_the_eswitch_and_never_the_wire(
     // its own address is one to a function of the same NIC. Two functions are the model's
     // unit test `a_frame_to_the_other_function_crosses_the_eswitch_and_never_the_wire`.
     let r = rig(&pair("network = \"lan\""));
-    let a = r.open("alpha", "nic0", NicDriverConfig::default());
-    let b = r.open("beta", "nic0", NicDriverConfig::default());
+    let a = r.open_nic("alpha", "nic0", NicDriverConfig::default());
+    let b = r.open_nic("beta", "nic0", NicDriverConfig::default());
     let (sent, got, ca, cb) = r.run(async move {
         let (a, b) = (a.await.expect("binds"), b.await.expect("binds"));
         let f = frame(a.mac(), a.mac(), 7, 1400);
@@ -307,7 +307,7 @@ fn the_same_stream_takes_the_same_virtual_time_in_every_run() {
 #[test]
 fn a_returned_nic_fails_as_gone() {
     let r = rig(&lending("network = \"lan\""));
-    let nic = r.open("borrower", "lender:nic0", NicDriverConfig::default());
+    let nic = r.open_nic("borrower", "lender:nic0", NicDriverConfig::default());
     let smartio = r.smartio.clone();
     let borrower = r.host("borrower");
     let (before, after, again) = r.run(async move {
@@ -334,7 +334,7 @@ fn a_returned_nic_fails_as_gone() {
 #[test]
 fn a_frame_larger_than_the_mtu_is_refused_before_it_reaches_the_ring() {
     let r = rig(&pair("network = \"lan\""));
-    let nic = r.open("alpha", "nic0", NicDriverConfig::default());
+    let nic = r.open_nic("alpha", "nic0", NicDriverConfig::default());
     let result = r.run(async move {
         let nic = nic.await.expect("binds");
         nic.send(frame(MacAddr::BROADCAST, nic.mac(), 0, 1501))
@@ -352,7 +352,7 @@ fn a_frame_larger_than_the_mtu_is_refused_before_it_reaches_the_ring() {
 #[test]
 fn driver_settings_out_of_range_are_refused_with_their_key() {
     let r = rig(&pair("network = \"lan\""));
-    let bad = r.open(
+    let bad = r.open_nic(
         "alpha",
         "nic0",
         NicDriverConfig {

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 #[allow(dead_code)] // this suite uses only the rig
-mod common;
+use crate::common;
 use common::rig::Rig;
 
 const BORROWER: usize = 0;

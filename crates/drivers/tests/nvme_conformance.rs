@@ -3,7 +3,7 @@
 //! and ring themselves. Every case asserts the exact completion status, and the data where
 //! data moves.
 
-mod common;
+use crate::common;
 use common::nvme::*;
 use common::pattern;
 use smartio_devices::nvme::spec::io::DsmRange;

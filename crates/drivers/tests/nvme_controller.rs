@@ -8,7 +8,7 @@
 //! has probed; raw commands through the driver's passthrough or through queues the test
 //! builds itself.
 
-mod common;
+use crate::common;
 use common::nvme::*;
 use common::pattern;
 use smartio_platform::pci;

@@ -1,7 +1,7 @@
 //! The native NVMe driver on the emulated controller: probe, data integrity through PRP
 //! lists, both completion modes, unbind.
 
-mod common;
+use crate::common;
 use common::pattern;
 
 use smartio_calibration::Calibration;

@@ -2,7 +2,7 @@
 //! of finished tasks, timers and watches given back, and the report of tasks that never
 //! finish.
 
-mod common;
+use crate::common;
 use common::sim;
 
 use smartio_engine::Sim;

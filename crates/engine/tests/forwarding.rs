@@ -9,7 +9,7 @@ use smartio_platform::{BarHandler, BusAddr, Clock, CompleterError, PhysAddr, Por
 use std::cell::Cell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 
 /// Two devices on two root ports of one host: a read of dev1's BAR by dev0 crosses the root
 /// complex in the middle of its path.

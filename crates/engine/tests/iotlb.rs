@@ -6,7 +6,7 @@ use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimDuration}
 use std::cell::RefCell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 use common::sim_with_iommu;
 
 const IOVA: u64 = 0x4000_0000;

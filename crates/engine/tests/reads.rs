@@ -7,7 +7,7 @@ use smartio_platform::{BusAddr, PhysAddr, Port};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 use common::sim_with_iommu;
 
 const IOVA: u64 = 0x4000_0000;

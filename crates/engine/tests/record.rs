@@ -9,7 +9,7 @@ use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimDuration,
 use std::cell::RefCell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 use common::{sim, sim_of, TWO_SWITCHES};
 
 /// What a task saw at an operation's end: when, and the step that woke it.

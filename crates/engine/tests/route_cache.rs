@@ -7,7 +7,7 @@ use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration}
 use std::cell::RefCell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 use common::sim_with_iommu;
 
 const IOVA: u64 = 0x4000_0000;

@@ -7,7 +7,7 @@ use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimTime};
 use std::cell::Cell;
 use std::rc::Rc;
 
-mod common;
+use crate::common;
 use common::sim;
 
 /// Hand computation of the calibration formulas for a Gen3 x16 link.

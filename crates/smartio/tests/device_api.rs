@@ -2,7 +2,7 @@
 //! segments placed by access hints, mapped for a device and for CPUs — and a device driven
 //! by programs on two hosts at once through nothing else.
 
-mod common;
+use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;

@@ -1,7 +1,7 @@
 //! Device Lending end to end: registry, exclusive borrow and return, the shadow device under
 //! the native drivers, the DMA and MSI windows, the lender's IOMMU, and resource accounting.
 
-mod common;
+use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;

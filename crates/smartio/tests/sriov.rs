@@ -7,7 +7,7 @@
 //! Scenario: `tests/scenarios/sriov-lending.toml` (dma0 with 8 VFs in a lender whose IOMMU is
 //! on; two borrowers; one cluster switch).
 
-mod common;
+use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;

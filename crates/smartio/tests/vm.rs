@@ -1,7 +1,7 @@
 //! VMs: functions passed through by local VFIO and by SmartIO's MDEV parent, driven by the
 //! same native drivers inside the guest (Paper V §5, §7.3).
 
-mod common;
+use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;
