@@ -17,26 +17,38 @@ mod repro;
 mod sisci;
 mod sweep;
 
-/// Every test file of the crate is a module of this binary or of `suite_on_direct` (the
-/// crate's Cargo.toml turns automatic test targets off, so a file left out would never run).
+/// Every crate's test files are modules of its `tests/suite.rs` or `tests/suite_on_direct.rs`
+/// (the crates turn automatic test targets off, so a file left out would never run).
 #[test]
-fn every_test_file_is_compiled() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let this = include_str!("suite.rs");
-    let direct = std::fs::read_to_string(dir.join("suite_on_direct.rs")).unwrap_or_default();
-    let entries = std::fs::read_dir(&dir).expect("the tests directory");
-    for entry in entries {
-        let path = entry.expect("a directory entry").path();
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+fn every_test_file_of_the_workspace_is_compiled() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    for krate in std::fs::read_dir(&crates).expect("the crates directory") {
+        let tests = krate.expect("a directory entry").path().join("tests");
+        let Ok(suite) = std::fs::read_to_string(tests.join("suite.rs")) else {
             continue;
         };
-        if path.extension().is_none_or(|e| e != "rs") || stem.starts_with("suite") {
-            continue;
+        let direct = std::fs::read_to_string(tests.join("suite_on_direct.rs")).unwrap_or_default();
+        for entry in std::fs::read_dir(&tests).expect("a tests directory") {
+            let path = entry.expect("a directory entry").path();
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if path.extension().is_none_or(|e| e != "rs") || stem.starts_with("suite") {
+                continue;
+            }
+            let module = format!("mod {stem};");
+            assert!(
+                suite.contains(&module) || direct.contains(&module),
+                "{} is not a module of its crate's tests/suite.rs",
+                path.display()
+            );
+            checked += 1;
         }
-        let module = format!("mod {stem};");
-        assert!(
-            this.contains(&module) || direct.contains(&module),
-            "tests/{stem}.rs is not a module of tests/suite.rs"
-        );
     }
+    assert!(
+        checked > 50,
+        "only {checked} test files found under {}",
+        crates.display()
+    );
 }
