@@ -66,4 +66,11 @@ impl ProgressSink for Bar {
             bar.finish_and_clear();
         }
     }
+
+    fn line(&self, text: &str) {
+        match &*self.current.borrow() {
+            Some((bar, _, true)) => bar.suspend(|| eprintln!("{text}")),
+            _ => eprintln!("{text}"),
+        }
+    }
 }

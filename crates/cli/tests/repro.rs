@@ -44,6 +44,11 @@ fn a_verdict_is_computed_from_the_measurement_and_moves_with_the_calibration() {
     );
     let measured = v["figures"][1]["measured"].as_str().expect("measured");
     assert!(measured.contains("+509.8 ns"), "{measured}");
+    // Each verdict was printed on standard error as it came, in the order run.
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("repro [")).collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("repro [1/2] V-25 holds ("), "{err}");
+    assert!(lines[1].starts_with("repro [2/2] V-27 holds ("), "{err}");
     // A cluster-switch chip four times slower: the added latency passes the worst-case sum
     // the paper compares with, and the same rule now says so.
     let text = std::fs::read_to_string(concat!(
@@ -602,6 +607,24 @@ fn every_statement_runs_says_why_it_fails_and_is_listed_in_the_docs_as_the_repor
             assert!(section.contains(fitted), "{id}: the fitted note is missing");
         }
     }
+    // The README states the score and names the statements that fail, as this run found.
+    let failing: Vec<&str> = figures
+        .iter()
+        .filter(|f| f["holds"].as_bool() == Some(false))
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    let score = format!(
+        "Today's score: {holding} of {} statements hold; these fail, each saying why: {}.",
+        figures.len(),
+        failing.join(", ")
+    );
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        readme.contains(&score),
+        "the README does not state the run's score; it should say: {score}"
+    );
     let sections = docs.matches("\n### ").count();
     assert_eq!(
         sections,

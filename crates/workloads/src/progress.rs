@@ -30,6 +30,10 @@ pub trait ProgressSink {
     fn set(&self, done: u64);
     /// The phase is over.
     fn end(&self);
+    /// A line for the person watching (a result as it comes), printed above any bar.
+    fn line(&self, text: &str) {
+        eprintln!("{text}");
+    }
 }
 
 thread_local! {
@@ -67,6 +71,16 @@ impl std::fmt::Debug for Phase {
         f.debug_struct("Phase")
             .field("reported", &self.sink.is_some())
             .finish()
+    }
+}
+
+/// Prints `text` on standard error as a line of its own: through the installed sink (above
+/// its bar), or directly when none is installed (output not on a terminal), so a long run
+/// shows its results as they come wherever its standard output goes.
+pub fn line(text: &str) {
+    match SINK.with(|s| s.borrow().clone()) {
+        Some(sink) => sink.line(text),
+        None => eprintln!("{text}"),
     }
 }
 
@@ -143,6 +157,9 @@ impl ProgressSink for Recorder {
     fn end(&self) {
         self.events.borrow_mut().push("end".to_string());
     }
+    fn line(&self, text: &str) {
+        self.events.borrow_mut().push(format!("line {text}"));
+    }
 }
 
 #[cfg(test)]
@@ -173,5 +190,15 @@ mod tests {
         // After the guard is gone, nothing more arrives.
         begin("after", 1, Unit::Bytes).set(1);
         assert_eq!(recorder.events.borrow().len(), 1002);
+    }
+
+    #[test]
+    fn a_line_goes_to_the_installed_sink_and_nowhere_else() {
+        let recorder = Rc::new(Recorder::default());
+        let guard = install(recorder.clone());
+        line("V-27 holds");
+        drop(guard);
+        line("after: on standard error, not to the sink");
+        assert_eq!(*recorder.events.borrow(), ["line V-27 holds"]);
     }
 }

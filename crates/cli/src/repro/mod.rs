@@ -242,6 +242,7 @@ pub fn run(
     );
     let mut outcomes = Vec::new();
     for (i, f) in chosen.iter().enumerate() {
+        let started = std::time::Instant::now();
         let finding = (f.run)(&ctx).unwrap_or_else(|e| Finding {
             measured: format!("the run failed: {e}"),
             rule: "the run completes".into(),
@@ -256,6 +257,19 @@ pub fn run(
             fitted: figures::fitted(f.id),
             finding,
         });
+        // Each verdict as it comes (standard error): the table waits for the whole set.
+        let verdict = if outcomes[i].finding.holds {
+            "holds"
+        } else {
+            "FAILS"
+        };
+        smartio_workloads::progress::line(&format!(
+            "repro [{}/{}] {} {verdict} ({:.1} s)",
+            i + 1,
+            chosen.len(),
+            f.id,
+            started.elapsed().as_secs_f64()
+        ));
         phase.set(i as u64 + 1);
     }
     drop(phase);
