@@ -102,7 +102,8 @@ pub enum Command {
     /// Run the papers' reproduced figures: each paper statement (with its source line), the
     /// emulated result and a verdict computed by a stated rule; --html writes a report.
     Repro(crate::repro::ReproArgs),
-    /// A short tour on a shipped scenario.
+    /// A short tour: lending an NVMe and a DMA engine, sharing an NVMe and passing it to VMs,
+    /// on four shipped scenarios, each figure measured as it is printed.
     Demo,
     /// Sweeps: a grid of independent runs (scenario × options) in parallel on every core,
     /// one JSON line per run; --shard I/N splits it across machines, `merge` joins the shards.

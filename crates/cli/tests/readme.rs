@@ -320,3 +320,149 @@ fn cargo_run_at_the_top_of_the_workspace_runs_smartio() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The subcommands `smartio --help` lists (without `help`), each with the subcommands (or,
+/// for `exp`, the experiments) its own help lists: `["bench", "dma"]`, `["demo"]`, ...
+fn subcommands() -> Vec<Vec<String>> {
+    let listed = |args: &[&str]| -> Vec<String> {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--help")
+            .output()
+            .expect("smartio runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(rest) = text.split("\nCommands:\n").nth(1) {
+            return rest
+                .lines()
+                .take_while(|l| l.starts_with("  "))
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|name| *name != "help")
+                .map(str::to_string)
+                .collect();
+        }
+        // A command whose argument names what to run (`exp NAME`): its possible values.
+        let arguments = text
+            .split("\nArguments:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\nOptions:\n").next())
+            .unwrap_or("");
+        arguments
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("- "))
+            .filter_map(|l| l.split(':').next())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut all = Vec::new();
+    for command in listed(&[]) {
+        let subs = listed(&[&command]);
+        if subs.is_empty() {
+            all.push(vec![command]);
+            continue;
+        }
+        for sub in subs {
+            all.push(vec![command.clone(), sub]);
+        }
+    }
+    all
+}
+
+/// The README's command list (the `text` block under "## Commands") as the names it gives
+/// each command: a line `smartio exp a|b|` continued by `c|d [--x]` gives `exp a` to `exp d`.
+fn readme_command_list(readme: &str) -> Vec<Vec<String>> {
+    let block = readme
+        .split("## Commands")
+        .nth(1)
+        .and_then(|s| s.split("```text\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("the README's command list");
+    let mut joined = String::new();
+    for line in block.lines() {
+        if line.starts_with("smartio ") {
+            joined.push('\n');
+        } else if !joined.ends_with('|') {
+            continue;
+        }
+        joined.push_str(line.trim());
+    }
+    let mut names = Vec::new();
+    for line in joined.lines().filter(|l| !l.is_empty()) {
+        let mut words = line.split_whitespace().skip(1);
+        let Some(command) = words.next() else {
+            continue;
+        };
+        match words
+            .next()
+            .filter(|w| !w.starts_with('-') && !w.starts_with('['))
+        {
+            Some(subs) => {
+                for sub in subs.split('|') {
+                    names.push(vec![command.to_string(), sub.to_string()]);
+                }
+            }
+            None => names.push(vec![command.to_string()]),
+        }
+    }
+    names
+}
+
+#[test]
+fn the_readmes_command_list_gives_every_subcommand_and_nothing_else() {
+    let commands = subcommands();
+    assert!(commands.len() > 20, "{commands:?}");
+    let listed = readme_command_list(&readme());
+    let missing: Vec<String> = commands
+        .iter()
+        .filter(|c| !listed.contains(c))
+        .map(|c| c.join(" "))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README's command list misses: {missing:?}"
+    );
+    let unknown: Vec<String> = listed
+        .iter()
+        .filter(|c| !commands.contains(c))
+        .map(|c| c.join(" "))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "the README lists commands smartio does not have: {unknown:?}"
+    );
+}
+
+/// Every relative link of the README and of `docs/` names a file of the repository.
+#[test]
+fn the_docs_link_only_to_files_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository");
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a page");
+        for link in text.split("](").skip(1) {
+            let target = link.split(')').next().unwrap_or("");
+            let file = target.split('#').next().unwrap_or("");
+            if file.is_empty() || file.contains("://") || file.starts_with("mailto:") {
+                continue;
+            }
+            let dir = page.parent().expect("a page's directory");
+            let resolved = dir.join(file).canonicalize();
+            assert!(
+                resolved.as_ref().is_ok_and(|p| p.starts_with(&root)),
+                "{}: the link {target} is not a file of the repository",
+                page.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 3, "only {checked} links found");
+}

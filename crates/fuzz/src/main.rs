@@ -32,8 +32,7 @@ enum Command {
     /// Replay the corpus, then fuzz for a time or run budget.
     Run {
         /// A target (scenario, calibration, nvme_commands, device_api, config_space, vm_config,
-        /// gpu_commands, nic_commands, nbd_requests, live_requests)
-        /// or `all`.
+        /// gpu_commands, nic_commands, nbd_requests, live_requests, adapter_dma) or `all`.
         target: String,
         /// Wall-clock budget per target, e.g. 30s, 2m, 500ms.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
