@@ -25,6 +25,7 @@ mod app;
 mod args;
 mod cluster;
 mod commands;
+mod contrast;
 mod demo;
 mod dma;
 mod exp;

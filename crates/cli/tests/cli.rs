@@ -910,7 +910,15 @@ fn the_demo_tells_one_story_in_100_columns_and_explains_its_rows() {
     ] {
         assert!(out.contains(row), "missing row {row:?}");
     }
-    for note in ["2 vs 1:", "3 vs 2:", "4 vs 3:", "5 vs 1:", "6 vs 3:"] {
+    for note in [
+        "2 vs 1:",
+        "3 vs 2:",
+        "4 vs 3:",
+        "5 vs 1:",
+        "6 vs 3:",
+        "2 vs 1, interrupts:",
+        "4 vs 3, polling:",
+    ] {
         assert!(out.contains(note), "row note {note:?} missing");
     }
     // Prose wraps: compare with the whitespace folded.
@@ -923,6 +931,49 @@ fn the_demo_tells_one_story_in_100_columns_and_explains_its_rows() {
     assert_eq!(out.matches("819200").count(), 3, "three clients verified");
     assert!(prose.contains("no I/O queue pair left"), "{out}");
     assert!(!out.contains("0x000000000000-"), "no address map dump");
+    // Every explanation adds up: "2 vs 1: -1.313 µs (9.886 against 11.199 µs) = without X:
+    // -1300 ns; ...; links: +3 ns." — the parts (whole ns) sum to the total, the total is the
+    // difference of the two latencies it names; "1, the median I/O: 11.199 µs = ..." the same
+    // for one I/O's time.
+    let mut explained = 0;
+    for sentence in prose
+        .split(". ")
+        .filter(|s| s.contains(" = ") && s.contains(" ns"))
+    {
+        let (head, parts) = sentence.split_once(" = ").expect("split");
+        let Some((_, numbers)) = head.rsplit_once(": ") else {
+            continue;
+        };
+        let words: Vec<&str> = numbers.split_whitespace().collect();
+        let total: f64 = words[0].parse().unwrap_or_else(|_| panic!("{sentence}"));
+        if let (Some(a), Some(b)) = (words.get(2), words.get(4)) {
+            let a: f64 = a.trim_start_matches('(').parse().expect("a latency");
+            let b: f64 = b.parse().expect("a latency");
+            assert!(
+                (a - b - total).abs() < 0.0015,
+                "{sentence}: {a} - {b} is not {total}"
+            );
+        }
+        let parts: Vec<f64> = parts
+            .trim_end_matches('.')
+            .split("; ")
+            .filter(|p| *p != "nothing")
+            .map(|p| {
+                let n = p.rsplit(": ").next().and_then(|n| n.strip_suffix(" ns"));
+                n.and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("{sentence}: {p:?} is not `what: N ns`"))
+            })
+            .collect();
+        let sum: f64 = parts.iter().sum();
+        let slack = 0.5 * (parts.len() as f64 + 2.0);
+        assert!(
+            (sum - total * 1000.0).abs() <= slack,
+            "{sentence}: the parts sum to {sum} ns, not {total} µs"
+        );
+        explained += 1;
+    }
+    assert!(explained >= 13, "{explained} explanations found:\n{out}");
+    assert!(!prose.contains("no random variation"), "{out}");
     for line in out
         .lines()
         .filter(|l| !l.trim_start().starts_with("`smartio"))
