@@ -185,6 +185,11 @@ impl<P: Port + Clock + MemoryWatch> AdapterDmaQueue<P> {
         Ok(queue)
     }
 
+    /// The CPU that drives the queue.
+    pub fn cpu(&self) -> &P {
+        &self.cpu
+    }
+
     /// The queue's ring size.
     pub fn entries(&self) -> u64 {
         self.entries

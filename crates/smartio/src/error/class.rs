@@ -53,6 +53,10 @@ pub enum SciErrorClass {
     /// `SCI_ERR_NOT_AVAILABLE`: the device is held by someone else (SmartIO extension:
     /// what a borrow of a device another holder excludes returns).
     NotAvailable,
+    /// `SCI_ERR_ILLEGAL_FLAG`: a flag the call (or a DMA vector entry) does not take.
+    IllegalFlag,
+    /// `SCI_ERR_MAX_ENTRIES`: more entries than a DMA queue or vector holds.
+    MaxEntries,
 }
 
 /// Every SISCI error code has this bit set (`SCI_ERR_OK`, 0, has not).
@@ -84,6 +88,8 @@ impl SciErrorClass {
             SciErrorClass::TransferFailed => 0xA06,
             SciErrorClass::NoSuchFdid => 0xC01,
             SciErrorClass::NotAvailable => 0x91C,
+            SciErrorClass::IllegalFlag => 0x902,
+            SciErrorClass::MaxEntries => 0x913,
         };
         SCI_ERR_MASK | low
     }
@@ -110,6 +116,8 @@ impl SciErrorClass {
             SciErrorClass::TransferFailed => "SCI_ERR_TRANSFER_FAILED",
             SciErrorClass::NoSuchFdid => "SCI_ERR_NO_SUCH_FDID",
             SciErrorClass::NotAvailable => "SCI_ERR_NOT_AVAILABLE",
+            SciErrorClass::IllegalFlag => "SCI_ERR_ILLEGAL_FLAG",
+            SciErrorClass::MaxEntries => "SCI_ERR_MAX_ENTRIES",
         }
     }
 }
