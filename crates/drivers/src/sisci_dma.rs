@@ -419,6 +419,12 @@ impl<P: Port + Clock + MemoryWatch> SisciDmaQueue<P> {
         self.pending.borrow().iter().map(|b| b.end - b.first).sum()
     }
 
+    /// The first transfer not waited for yet, if any (the windows of transfers before it
+    /// may go).
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.pending.borrow().front().map(|b| b.first)
+    }
+
     /// `SCIStartDmaTransfer(Vec)`: posts a checked vector, the local segment at `local`, the
     /// remote bytes from `vector.remote_start` at `window`. The queue is then POSTED.
     pub async fn start(
@@ -455,9 +461,11 @@ impl<P: Port + Clock + MemoryWatch> SisciDmaQueue<P> {
                 self.engine_clock().sleep(REAPER_LOOK).await;
                 continue;
             }
-            self.reaping.set(true);
-            let statuses = self.engine.wait(batch).await;
-            self.reaping.set(false);
+            let statuses = {
+                // Reset even when the wait is dropped (a timeout, a program that left).
+                let _reaping = Reaping::hold(&self.reaping);
+                self.engine.wait(batch).await
+            };
             let statuses = match statuses {
                 Ok(s) => s,
                 Err(e) => {
@@ -535,6 +543,22 @@ impl<P: Port + Clock + MemoryWatch> SisciDmaQueue<P> {
 
     fn engine_clock(&self) -> &P {
         self.engine.cpu()
+    }
+}
+
+/// Marks a queue as being reaped for as long as it lives.
+struct Reaping<'a>(&'a Cell<bool>);
+
+impl<'a> Reaping<'a> {
+    fn hold(flag: &'a Cell<bool>) -> Self {
+        flag.set(true);
+        Reaping(flag)
+    }
+}
+
+impl Drop for Reaping<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
     }
 }
 

@@ -120,13 +120,19 @@ pub(crate) enum Object {
     },
     /// A function registered in the host's requester-id tables.
     Requester(PeerRequester),
+    /// A DMA queue on one of the host's adapters.
+    DmaQueue(Rc<crate::dma::LiveDmaQueue>),
 }
 
 impl Object {
     /// Teardown order: maps first, then connections, segments and devices.
     fn rank(&self) -> u8 {
         match self {
-            Object::LocalMap(_) | Object::RemoteMap(_) | Object::CpuMap { .. } => 0,
+            // A DMA queue holds windows onto connections: it goes with the maps.
+            Object::LocalMap(_)
+            | Object::RemoteMap(_)
+            | Object::CpuMap { .. }
+            | Object::DmaQueue(_) => 0,
             Object::RemoteInterrupt(_) | Object::DeviceMap { .. } => 1,
             Object::Remote(_) | Object::DeviceRemote { .. } => 2,
             Object::Interrupt(_) | Object::Requester(_) => 3,
@@ -197,6 +203,10 @@ pub struct Daemon {
     listener: OwnedFd,
     path: String,
     pub(crate) table: Rc<RefCell<Table>>,
+    /// Adapters whose DMA engine carries a queue ([`crate::dma`]).
+    pub(crate) dma_engines: crate::dma::Engines,
+    /// DMA queues of closed programs still draining ([`Daemon::settle`]).
+    pub(crate) dma_releasing: Rc<std::cell::Cell<u32>>,
     stop: Rc<std::cell::Cell<bool>>,
 }
 
@@ -281,6 +291,8 @@ impl Daemon {
             listener,
             path: path.to_string(),
             table: Rc::default(),
+            dma_engines: Rc::default(),
+            dma_releasing: Rc::default(),
             stop: Rc::default(),
         })
     }
@@ -363,6 +375,43 @@ impl Daemon {
         None
     }
 
+    /// Runs the engine until what closed programs left in flight (a DMA queue's transfers,
+    /// aborted and drained before its ring and windows go) has been given back, for at
+    /// most `patience` of wall time; whether it all was.
+    pub fn settle(&mut self, patience: Duration) -> bool {
+        let deadline = std::time::Instant::now() + patience;
+        while self.dma_releasing.get() > 0 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            self.engine.advance();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // What the drained queues kept busy (their connections) may go now.
+        if !self.table.borrow().orphans.is_empty() {
+            self.release_all(Vec::new());
+        }
+        true
+    }
+
+    /// Bytes of `host`'s RAM at physical address `phys` (tests and measurements).
+    pub fn peek_ram(&self, host: &str, phys: u64, buf: &mut [u8]) -> Option<()> {
+        let h = self.cluster.machine.fabric().host_by_name(host)?;
+        self.cluster
+            .machine
+            .peek_memory(h, smartio_platform::PhysAddr(phys), buf);
+        Some(())
+    }
+
+    /// Writes `data` into `host`'s RAM at physical address `phys` (tests and measurements).
+    pub fn poke_ram(&self, host: &str, phys: u64, data: &[u8]) -> Option<()> {
+        let h = self.cluster.machine.fabric().host_by_name(host)?;
+        self.cluster
+            .machine
+            .poke_memory(h, smartio_platform::PhysAddr(phys), data);
+        Some(())
+    }
+
     /// Ends a session as a program's exit would: everything it made is released.
     pub fn close_session(&mut self, session: u64) {
         self.table.borrow_mut().sessions.remove(&session);
@@ -388,7 +437,12 @@ impl Daemon {
     /// Serves until a `Shutdown` request.
     pub fn run(&mut self) -> Result<(), DaemonError> {
         while !self.stop.get() {
+            let draining = self.dma_releasing.get();
             let mut next = self.engine.advance();
+            // A closed program's DMA queue drained: what it kept busy may go now.
+            if self.dma_releasing.get() < draining && !self.table.borrow().orphans.is_empty() {
+                self.release_all(Vec::new());
+            }
             // Stores found in register pages wake device tasks: run them at once.
             while self.pages.poll(&self.engine) {
                 next = self.engine.advance();
@@ -632,6 +686,12 @@ impl Daemon {
             | Request::UnmapForDevice { .. }
             | Request::RegisterRequester { .. }
             | Request::UnregisterRequester { .. } => self.dispatch_device(conn, host, request),
+            Request::CreateDmaQueue { .. }
+            | Request::StartDma { .. }
+            | Request::WaitDma { .. }
+            | Request::DmaQueueState { .. }
+            | Request::AbortDma { .. }
+            | Request::RemoveDmaQueue { .. } => self.dispatch_dma(conn, host, request),
             Request::LocalNodeId { adapter } => {
                 done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
             }
@@ -996,6 +1056,10 @@ impl Daemon {
             Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
             Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
             Object::Device(b) => self.smartio.return_device(*b),
+            Object::DmaQueue(q) => {
+                self.release_dma_queue(q);
+                Ok(())
+            }
         }
     }
 

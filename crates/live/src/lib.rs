@@ -12,6 +12,7 @@
 
 pub mod daemon;
 mod device_api;
+mod dma;
 mod pages;
 pub mod protocol;
 pub mod shm;

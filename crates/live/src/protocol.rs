@@ -235,8 +235,69 @@ pub enum Request {
         /// The registration.
         requester: Handle,
     },
+    /// A DMA queue of `entries` transfers on the host's adapter `adapter`, carried out by
+    /// the adapter's DMA engine (`SCICreateDMAQueue`).
+    CreateDmaQueue {
+        /// Adapter number.
+        adapter: u32,
+        /// Most transfers not yet waited for (`maxEntries`).
+        entries: u32,
+    },
+    /// Starts a vector of transfers between a local segment and a connected one
+    /// (`SCIStartDmaTransfer(Vec)`); the reply's value names the transfers for a later
+    /// `WaitDma { until }`.
+    StartDma {
+        /// The queue.
+        queue: Handle,
+        /// The local segment (of any descriptor of the program).
+        local: Handle,
+        /// The connection to the remote segment (of any descriptor of the program).
+        remote: Handle,
+        /// The transfers (`dis_dma_vec_t`), at most 256.
+        entries: Vec<DmaEntry>,
+        /// `SCI_FLAG_*` bits of the call.
+        flags: u32,
+    },
+    /// Waits for the transfers started before `until` (`None`: all) and answers the
+    /// queue's state (`SCIWaitForDMAQueue`); `timeout_ms: None` waits for ever.
+    WaitDma {
+        /// The queue.
+        queue: Handle,
+        /// A `StartDma` reply's value.
+        until: Option<u64>,
+        /// Milliseconds.
+        timeout_ms: Option<u32>,
+    },
+    /// The queue's state without waiting (`SCIDMAQueueState`).
+    DmaQueueState {
+        /// The queue.
+        queue: Handle,
+    },
+    /// Aborts what the queue was given (`SCIAbortDMAQueue`).
+    AbortDma {
+        /// The queue.
+        queue: Handle,
+    },
+    /// Removes a queue whose transfers were waited for (`SCIRemoveDMAQueue`).
+    RemoveDmaQueue {
+        /// The queue.
+        queue: Handle,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
+}
+
+/// One transfer of a DMA vector, as a program gives it (`dis_dma_vec_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaEntry {
+    /// Bytes.
+    pub size: u64,
+    /// Where it starts in the local segment.
+    pub local_offset: u64,
+    /// Where it starts in the remote segment.
+    pub remote_offset: u64,
+    /// `SCI_FLAG_DMA_READ` or 0.
+    pub flags: u32,
 }
 
 /// A device SmartIO lends, as `SCIGetDeviceList` and `SCIQuery(SCI_Q_DEVICE)` tell it.

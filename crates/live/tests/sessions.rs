@@ -377,3 +377,147 @@ fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
         Ok(_) => panic!("a host with five adapters was accepted"),
     }
 }
+
+/// More `SCI_ERR_*` values.
+const ILLEGAL_FLAG: u32 = 0x4000_0902;
+const OUT_OF_RANGE: u32 = 0x4000_090B;
+const HW_NOSPC: u32 = 0x4000_0906;
+const SEGMENT_NOT_PREPARED: u32 = 0x4000_0914;
+const BUSY: u32 = 0x4000_0900;
+/// `SCI_DMAQUEUE_DONE`.
+const DMAQUEUE_DONE: u64 = 3;
+/// `SCI_FLAG_DMA_READ`, `SCI_FLAG_DMA_SYSDMA`.
+const DMA_READ: u32 = 0x10;
+const DMA_SYSDMA: u32 = 0x100;
+
+fn segment(d: &mut Daemon, s: u64, size: u64) -> (u64, u32, u64) {
+    match ask(d, s, Request::CreateSegment { id: None, size }) {
+        Reply::Segment {
+            handle, id, phys, ..
+        } => (handle, id, phys),
+        other => panic!("no segment: {other:?}"),
+    }
+}
+
+fn entry(size: u64, local_offset: u64, remote_offset: u64) -> smartio_live::protocol::DmaEntry {
+    smartio_live::protocol::DmaEntry {
+        size,
+        local_offset,
+        remote_offset,
+        flags: 0,
+    }
+}
+
+#[test]
+fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes() {
+    let mut d = daemon("dma");
+    let before = d.resources_in_use();
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let (far, far_id, far_phys) = segment(&mut d, lender, 1 << 20);
+    for r in [
+        Request::PrepareSegment {
+            segment: far,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: far,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, r), Reply::Done);
+    }
+    let (near, _, near_phys) = segment(&mut d, borrower, 1 << 20);
+    let (unprepared, _, _) = segment(&mut d, borrower, 4096);
+    let prepare = Request::PrepareSegment {
+        segment: near,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, borrower, prepare), Reply::Done);
+    let remote = handle(ask(
+        &mut d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: far_id,
+            adapter: 0,
+        },
+    ));
+    let create = Request::CreateDmaQueue {
+        adapter: 0,
+        entries: 8,
+    };
+    let queue = handle(ask(&mut d, borrower, create.clone()));
+    assert_eq!(refused(ask(&mut d, borrower, create)), HW_NOSPC);
+    let data: Vec<u8> = (0..64 << 10).map(|i: u32| (i % 253) as u8).collect();
+    d.poke_ram("borrower", near_phys, &data).expect("a host");
+    d.poke_ram("lender", far_phys + (512 << 10), &data[..4096])
+        .expect("a host");
+    let start = |entries, flags, local| Request::StartDma {
+        queue,
+        local,
+        remote,
+        entries,
+        flags,
+    };
+    let wait = Request::WaitDma {
+        queue,
+        until: None,
+        timeout_ms: Some(5_000),
+    };
+    // Push 64 KiB to remote offset 4096, then pull 4 KiB from remote 512 KiB to local 128 KiB.
+    assert!(matches!(
+        ask(
+            &mut d,
+            borrower,
+            start(vec![entry(64 << 10, 0, 4096)], 0, near)
+        ),
+        Reply::Value(_)
+    ));
+    assert_eq!(
+        ask(&mut d, borrower, wait.clone()),
+        Reply::Value(DMAQUEUE_DONE)
+    );
+    let pulled = vec![entry(4096, 128 << 10, 512 << 10)];
+    assert!(matches!(
+        ask(&mut d, borrower, start(pulled, DMA_READ, near)),
+        Reply::Value(_)
+    ));
+    assert_eq!(
+        ask(&mut d, borrower, wait.clone()),
+        Reply::Value(DMAQUEUE_DONE)
+    );
+    let mut landed = vec![0u8; 64 << 10];
+    d.peek_ram("lender", far_phys + 4096, &mut landed);
+    assert_eq!(landed, data, "pushed bytes");
+    let mut landed = vec![0u8; 4096];
+    d.peek_ram("borrower", near_phys + (128 << 10), &mut landed);
+    assert_eq!(landed, data[..4096], "pulled bytes");
+    // Refusals, each before anything is posted.
+    for (entries, flags, local, code) in [
+        (vec![entry(8, 0, 0)], DMA_SYSDMA, near, ILLEGAL_FLAG),
+        (vec![entry(8, 0, (1 << 20) - 4)], 0, near, OUT_OF_RANGE),
+        (vec![entry(8, 1 << 20, 0)], 0, near, OUT_OF_RANGE),
+        (vec![], 0, near, ILLEGAL_PARAMETER),
+        (vec![entry(8, 0, 0)], 0, unprepared, SEGMENT_NOT_PREPARED),
+    ] {
+        assert_eq!(
+            refused(ask(&mut d, borrower, start(entries, flags, local))),
+            code
+        );
+    }
+    // A transfer in flight keeps the queue and its connection busy; a program that leaves
+    // meanwhile gives everything back once the engine has stopped.
+    assert!(matches!(
+        ask(&mut d, borrower, start(vec![entry(1 << 20, 0, 0)], 0, near)),
+        Reply::Value(_)
+    ));
+    assert_eq!(
+        refused(ask(&mut d, borrower, Request::RemoveDmaQueue { queue })),
+        BUSY
+    );
+    d.close_session(borrower);
+    d.close_session(lender);
+    assert!(d.settle(Duration::from_secs(5)), "the queue drains");
+    assert_eq!(d.resources_in_use(), before);
+}

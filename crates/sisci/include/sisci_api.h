@@ -79,6 +79,28 @@ void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap,
 void SCICacheSync(sci_map_t map, void *addr, size_t size, unsigned int flags,
                   sci_error_t *error);
 
+/* DMA queues: the adapter's DMA engine moves bytes between a local segment (prepared on
+ * the queue's adapter) and a segment connected through that adapter. */
+void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int localAdapterNo,
+                       unsigned int maxEntries, unsigned int flags, sci_error_t *error);
+void SCIRemoveDMAQueue(sci_dma_queue_t dq, unsigned int flags, sci_error_t *error);
+void SCIAbortDMAQueue(sci_dma_queue_t dq, unsigned int flags, sci_error_t *error);
+sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq);
+sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int timeout,
+                                         unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                         sci_remote_segment_t remoteSegment, size_t localOffset, size_t size,
+                         size_t remoteOffset, sci_cb_dma_t callback, void *callbackArg,
+                         unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                            sci_remote_segment_t remoteSegment, size_t vecLength,
+                            dis_dma_vec_t *disDmaVec, sci_cb_dma_t callback,
+                            void *callbackArg, unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransferMem(sci_dma_queue_t dq, void *localAddress,
+                            sci_remote_segment_t remoteSegment, size_t size,
+                            size_t remoteOffset, sci_cb_dma_t callback, void *callbackArg,
+                            unsigned int flags, sci_error_t *error);
+
 /* Data interrupts */
 void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *interrupt,
                             unsigned int localAdapterNo, unsigned int *interruptNo,

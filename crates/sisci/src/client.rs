@@ -4,7 +4,7 @@
 
 use crate::code;
 use smartio_live::protocol::{
-    Connection, DeviceEntry, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
+    Connection, DeviceEntry, DmaEntry, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
 };
 use smartio_live::shm::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
@@ -675,5 +675,87 @@ impl Device {
             device: self.handle,
             segment,
         })
+    }
+}
+
+/// A DMA queue on one of the host's adapters (the adapter's DMA engine moves the bytes).
+#[derive(Debug)]
+pub struct DmaQueue {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+}
+
+impl DmaQueue {
+    /// Creates a queue of `entries` transfers on adapter `adapter`.
+    pub fn create(desc: &Arc<Descriptor>, adapter: u32, entries: u32) -> Result<DmaQueue, Failure> {
+        match desc.call(&Request::CreateDmaQueue { adapter, entries })? {
+            (Reply::Made(handle), _) => {
+                desc.made();
+                Ok(DmaQueue {
+                    desc: Arc::clone(desc),
+                    handle,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Starts `entries` between `local` and `remote`; what names them for [`DmaQueue::wait`].
+    pub fn start(
+        &self,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        entries: Vec<DmaEntry>,
+        flags: u32,
+    ) -> Result<u64, Failure> {
+        let request = Request::StartDma {
+            queue: self.handle,
+            local: local.handle,
+            remote: remote.handle,
+            entries,
+            flags,
+        };
+        match self.desc.call(&request)? {
+            (Reply::Value(end), _) => Ok(end),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Waits for the transfers started before `until` (`None`: all); the queue's state
+    /// (`sci_dma_queue_state_t`).
+    pub fn wait(&self, until: Option<u64>, timeout_ms: Option<u32>) -> Result<u32, Failure> {
+        let request = Request::WaitDma {
+            queue: self.handle,
+            until,
+            timeout_ms,
+        };
+        match self.desc.call_waiting(&request)? {
+            (Reply::Value(state), _) => Ok(state as u32),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// The queue's state without waiting.
+    pub fn state(&self) -> Result<u32, Failure> {
+        match self
+            .desc
+            .call(&Request::DmaQueueState { queue: self.handle })?
+        {
+            (Reply::Value(state), _) => Ok(state as u32),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Aborts what was started.
+    pub fn abort(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::AbortDma { queue: self.handle })
+    }
+
+    /// Removes it; on failure it stays.
+    pub fn remove(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::RemoveDmaQueue { queue: self.handle })
+            .map(|()| self.desc.gone())
     }
 }

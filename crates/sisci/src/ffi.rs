@@ -11,6 +11,8 @@
 // The C names are SISCI's.
 #![allow(non_snake_case)]
 
+mod dma;
+
 use crate::client::{
     Descriptor, Device, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
 };

@@ -190,7 +190,8 @@ impl SciError {
             | SciError::DeviceIommu { .. }
             | SciError::WindowTooSmall { .. }
             | SciError::VmWindowTooSmall { .. }
-            | SciError::LowSpaceExhausted { .. } => C::HwNospc,
+            | SciError::LowSpaceExhausted { .. }
+            | SciError::DmaEngineTaken { .. } => C::HwNospc,
             SciError::Timeout(_) => C::Timeout,
             SciError::UnknownFdid(_) | SciError::FunctionGone { .. } => C::NoSuchFdid,
             SciError::AddressLimit { .. } => C::IllegalAddress,
@@ -492,6 +493,12 @@ mod tests {
                     device: s("d"),
                     limit: 1 << 32,
                     len: 1 << 30,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::DmaEngineTaken {
+                    adapter: s("a.ntb0"),
                 },
                 C::HwNospc,
             ),

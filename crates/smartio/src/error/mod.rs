@@ -251,6 +251,13 @@ pub enum SciError {
         /// Limit.
         max: usize,
     },
+    /// `SCI_ERR_HW_NOSPC`: the adapter's DMA engine carries a queue already (it has one
+    /// ring).
+    #[error("{adapter}: its DMA engine already carries a DMA queue (it has one ring)")]
+    DmaEngineTaken {
+        /// The adapter's name.
+        adapter: String,
+    },
     /// `SCI_ERR_TIMEOUT`: no message arrived in time.
     #[error("no data interrupt arrived within {0}")]
     Timeout(smartio_platform::SimDuration),

@@ -435,6 +435,12 @@ impl Sisci {
         })
     }
 
+    /// Whether the segment is prepared on its host's adapter `adapter` (what a DMA queue on
+    /// that adapter needs of its local segment).
+    pub fn is_prepared(&self, seg: &LocalSegment, adapter: u32) -> Result<bool, SciError> {
+        self.with_segment(seg, |s| Ok(s.prepared.contains(&adapter)))
+    }
+
     /// Lets other hosts connect through adapter `adapter` (it must be prepared there).
     pub fn set_available(&self, seg: &LocalSegment, adapter: u32) -> Result<(), SciError> {
         let host = self.host_name(seg.host);
