@@ -10,7 +10,7 @@ use smartio_smartio::SciErrorClass;
 use std::collections::BTreeSet;
 
 /// Every class of SISCI error; a reply's code must be one of theirs.
-const CLASSES: [SciErrorClass; 19] = [
+const CLASSES: [SciErrorClass; 21] = [
     SciErrorClass::Busy,
     SciErrorClass::Nospc,
     SciErrorClass::HwNospc,
@@ -30,7 +30,12 @@ const CLASSES: [SciErrorClass; 19] = [
     SciErrorClass::TransferFailed,
     SciErrorClass::NoSuchFdid,
     SciErrorClass::NotAvailable,
+    SciErrorClass::IllegalFlag,
+    SciErrorClass::MaxEntries,
 ];
+
+/// `SCI_DMAQUEUE_ERROR`, the largest `sci_dma_queue_state_t`.
+const LAST_DMA_STATE: u64 = 5;
 
 /// The RAM of each host of the fuzzed scenario (`back-to-back`: 64 GiB each).
 const HOST_RAM: u64 = 64 << 30;
@@ -67,6 +72,8 @@ pub enum Kind {
     Device,
     /// A requester-id registration (`RegisterRequester`).
     Requester,
+    /// A DMA queue (`CreateDmaQueue`).
+    DmaQueue,
 }
 
 /// A handle a reply gave.
@@ -399,6 +406,41 @@ impl World {
             Ask::UnregisterRequester(p) => Request::UnregisterRequester {
                 requester: one(p, &[Requester]).0,
             },
+            Ask::CreateDmaQueue(adapter, entries) => Request::CreateDmaQueue { adapter, entries },
+            Ask::StartDma(queue, local, remote, ref entries, flags) => {
+                let queue = one(queue, &[DmaQueue]).0;
+                let (local, local_size) = one(local, &[Segment]);
+                let (remote, remote_size) = one(remote, &[Connection]);
+                Request::StartDma {
+                    queue,
+                    local,
+                    remote,
+                    entries: entries
+                        .iter()
+                        .map(|e| smartio_live::protocol::DmaEntry {
+                            size: e.size.of(local_size),
+                            local_offset: e.local_offset.of(local_size),
+                            remote_offset: e.remote_offset.of(remote_size),
+                            flags: e.flags,
+                        })
+                        .collect(),
+                    flags,
+                }
+            }
+            Ask::WaitDma(p, until, ms) => Request::WaitDma {
+                queue: one(p, &[DmaQueue]).0,
+                until,
+                timeout_ms: Some(ms),
+            },
+            Ask::DmaQueueState(p) => Request::DmaQueueState {
+                queue: one(p, &[DmaQueue]).0,
+            },
+            Ask::AbortDma(p) => Request::AbortDma {
+                queue: one(p, &[DmaQueue]).0,
+            },
+            Ask::RemoveDmaQueue(p) => Request::RemoveDmaQueue {
+                queue: one(p, &[DmaQueue]).0,
+            },
         };
         Sent {
             request,
@@ -443,7 +485,9 @@ impl World {
                     assert_eq!(*class, expected, "a segment of {size} bytes: {message}");
                 }
             }
-            if matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout {
+            if ask.is_dma()
+                || matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout
+            {
                 // Whether the message came in time is the wall clock's to decide.
                 self.waits += 1;
                 self.seen.insert(format!("{name}:answered"));
@@ -466,7 +510,7 @@ impl World {
         let host = self.live(s);
         let mismatch = || -> ! { panic!("{request:?} succeeded with the wrong kind of reply") };
         let name = ask.name();
-        let mut answered = false;
+        let mut answered = ask.is_dma();
         match (request, reply) {
             (Request::Hello { host: h, attach }, Reply::Hello { host: index, token }) => {
                 let expected = self.hosts.iter().position(|(n, _)| n == h);
@@ -590,7 +634,16 @@ impl World {
             (Request::RegisterRequester { .. }, Reply::Made(handle)) => {
                 self.give(s, handle, Kind::Requester, 0, None)
             }
-            (Request::MapForDevice { .. }, Reply::Value(_)) => {}
+            (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
+            (Request::CreateDmaQueue { .. }, Reply::Made(handle)) => {
+                self.give(s, handle, Kind::DmaQueue, 0, None)
+            }
+            (Request::WaitDma { .. } | Request::DmaQueueState { .. }, Reply::Value(state)) => {
+                assert!(
+                    state <= LAST_DMA_STATE,
+                    "{request:?}: {state} is no sci_dma_queue_state_t"
+                );
+            }
             (
                 Request::PrepareSegment { .. }
                 | Request::SetAvailable { .. }
@@ -603,7 +656,9 @@ impl World {
                 | Request::ReturnDevice { .. }
                 | Request::CreateDeviceSegment { .. }
                 | Request::UnmapForDevice { .. }
-                | Request::UnregisterRequester { .. },
+                | Request::UnregisterRequester { .. }
+                | Request::AbortDma { .. }
+                | Request::RemoveDmaQueue { .. },
                 Reply::Done,
             ) => {}
             _ => mismatch(),
