@@ -476,3 +476,43 @@ fn a_dma_queue_moves_megabytes_both_ways_between_two_programs_and_every_byte_arr
     // The figures, for the record (wall-clock speeds are measured, not asserted).
     eprintln!("{said}");
 }
+
+#[test]
+fn a_store_by_one_host_into_reflective_memory_appears_in_every_members_copy() {
+    let d = dir("reflective");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/reflective.c"));
+    // cluster-switch: borrower (node 4), lender (8) and lender2 (12) on one cluster switch.
+    let live = Live::up(&d, "cluster-switch");
+    let mut members = Vec::new();
+    for host in ["lender", "lender2"] {
+        let mut m = live
+            .program(host, &exe, &["member", "256"])
+            .spawn()
+            .unwrap();
+        read_until(&mut m, "joined broadcast segment 21");
+        members.push(m);
+    }
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["writer", "256", "4"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        said.contains("writer: connected to broadcast segment 21 (262144 bytes)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("writer: 4 rounds of 256 KiB to every member: "),
+        "{said}"
+    );
+    for (m, node) in members.into_iter().zip([8, 12]) {
+        let heard = succeeded(&finish(m, LIMIT));
+        assert!(
+            heard.contains(&format!("member: node {node}: 256 KiB of round 4 verified")),
+            "{heard}"
+        );
+    }
+    eprintln!("{said}");
+}

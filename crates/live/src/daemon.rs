@@ -122,6 +122,12 @@ pub(crate) enum Object {
     Requester(PeerRequester),
     /// A DMA queue on one of the host's adapters.
     DmaQueue(Rc<crate::dma::LiveDmaQueue>),
+    /// A broadcast segment's membership of its reflective memory group.
+    Member {
+        seg: LocalSegment,
+        adapter: u32,
+        id: u32,
+    },
 }
 
 impl Object {
@@ -135,7 +141,7 @@ impl Object {
             | Object::DmaQueue(_) => 0,
             Object::RemoteInterrupt(_) | Object::DeviceMap { .. } => 1,
             Object::Remote(_) | Object::DeviceRemote { .. } => 2,
-            Object::Interrupt(_) | Object::Requester(_) => 3,
+            Object::Interrupt(_) | Object::Requester(_) | Object::Member { .. } => 3,
             // Returning a device gives back its maps, so segments mapped for it go after.
             Object::Device(_) => 4,
             Object::Segment(_) | Object::Created { .. } => 5,
@@ -149,6 +155,8 @@ pub(crate) enum FileOf {
     Ram(HostId),
     /// A device BAR's register page.
     Page(EndpointId, u8),
+    /// A broadcast map's window, by the map's id ([`crate::reflect`]).
+    Window(u32),
 }
 
 /// A request's answer: the reply, and the memory file that goes with it.
@@ -207,6 +215,8 @@ pub struct Daemon {
     pub(crate) dma_engines: crate::dma::Engines,
     /// DMA queues of closed programs still draining ([`Daemon::settle`]).
     pub(crate) dma_releasing: Rc<std::cell::Cell<u32>>,
+    /// Reflective memory groups and senders' windows ([`crate::reflect`]).
+    pub(crate) reflective: crate::reflect::Reflective,
     stop: Rc<std::cell::Cell<bool>>,
 }
 
@@ -293,6 +303,7 @@ impl Daemon {
             table: Rc::default(),
             dma_engines: Rc::default(),
             dma_releasing: Rc::default(),
+            reflective: crate::reflect::Reflective::default(),
             stop: Rc::default(),
         })
     }
@@ -361,6 +372,7 @@ impl Daemon {
         while std::time::Instant::now() < deadline {
             self.engine.advance();
             self.pages.poll(&self.engine);
+            self.reflective.poll(&self.cluster.machine);
             let mut ready = [PollFd::new(&theirs, PollFlags::IN)];
             let no_wait = Timespec {
                 tv_sec: 0,
@@ -419,8 +431,8 @@ impl Daemon {
     }
 
     /// What is taken of the fabric's finite tables (look-up-table and requester-id entries
-    /// per adapter), which devices are borrowed and how many segments exist: after every session closed, the same as
-    /// before any opened.
+    /// per adapter), which devices are borrowed, how many segments and multicast groups
+    /// exist: after every session closed, the same as before any opened.
     pub fn resources_in_use(&self) -> String {
         let tables = self.cluster.machine.fabric().tables_in_use();
         let borrowed: Vec<String> = self
@@ -431,7 +443,8 @@ impl Daemon {
             .map(|d| d.qualified())
             .collect();
         let segments = self.smartio.sisci().segment_count();
-        format!("{tables:?}; borrowed {borrowed:?}; {segments} segments")
+        let groups = self.cluster.machine.fabric().multicast().used();
+        format!("{tables:?}; borrowed {borrowed:?}; {segments} segments; {groups} multicast groups")
     }
 
     /// Serves until a `Shutdown` request.
@@ -443,8 +456,9 @@ impl Daemon {
             if self.dma_releasing.get() < draining && !self.table.borrow().orphans.is_empty() {
                 self.release_all(Vec::new());
             }
-            // Stores found in register pages wake device tasks: run them at once.
-            while self.pages.poll(&self.engine) {
+            // Stores found in register pages wake device tasks, stores in broadcast
+            // windows are writes to send: run them at once.
+            while self.pages.poll(&self.engine) | self.reflective.poll(&self.cluster.machine) {
                 next = self.engine.advance();
             }
             let mut wait = match next {
@@ -454,7 +468,7 @@ impl Daemon {
                 }
                 None => IDLE_WAIT,
             };
-            if self.pages.watched() {
+            if self.pages.watched() || self.reflective.watched() {
                 wait = wait.min(PAGE_LOOK);
             }
             self.serve_sockets(wait)?;
@@ -543,6 +557,7 @@ impl Daemon {
             let fd = match file {
                 Some(FileOf::Ram(host)) => Some(self.ram_files[host.index()].as_fd()),
                 Some(FileOf::Page(endpoint, bar)) => self.pages.fd(endpoint, bar),
+                Some(FileOf::Window(map)) => self.reflective.fd(map),
                 None => None,
             };
             if protocol::send_now(socket.as_fd(), &reply, fd).is_err() {
@@ -692,6 +707,26 @@ impl Daemon {
             | Request::DmaQueueState { .. }
             | Request::AbortDma { .. }
             | Request::RemoveDmaQueue { .. } => self.dispatch_dma(conn, host, request),
+            Request::JoinReflective { segment, adapter } => {
+                self.join_reflective(conn, segment, adapter)
+            }
+            Request::ConnectReflective {
+                segment_id,
+                adapter,
+            } => self.connect_reflective(conn, host, segment_id, adapter),
+            Request::Flush { map } => {
+                let id = self.with(conn, map, |o| match o {
+                    Object::RemoteMap(m) => Ok(Some(m.id())),
+                    Object::LocalMap(_) | Object::CpuMap { .. } => Ok(None),
+                    _ => Err(SciError::Stale(format!("map handle {map}"))),
+                })?;
+                if let Some(id) = id {
+                    if self.reflective.flush(id, &self.cluster.machine) {
+                        self.engine.advance();
+                    }
+                }
+                done(Reply::Done)
+            }
             Request::LocalNodeId { adapter } => {
                 done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
             }
@@ -717,9 +752,26 @@ impl Daemon {
                 sisci.set_unavailable(&self.segment(conn, segment)?, adapter)?;
                 done(Reply::Done)
             }
-            Request::RemoveSegment { segment } => self.end(conn, segment, "segment", |o| {
-                matches!(o, Object::Segment(_))
-            }),
+            Request::RemoveSegment { segment } => {
+                // A broadcast segment leaves its group as it goes.
+                let seg = self.segment(conn, segment)?;
+                let memberships: Vec<Handle> = self
+                    .table
+                    .borrow()
+                    .objects
+                    .iter()
+                    .filter(|(_, (_, o))| matches!(o, Object::Member { seg: s, .. } if *s == seg))
+                    .map(|(h, _)| *h)
+                    .collect();
+                for m in memberships {
+                    self.end(conn, m, "membership", |o| {
+                        matches!(o, Object::Member { .. })
+                    })?;
+                }
+                self.end(conn, segment, "segment", |o| {
+                    matches!(o, Object::Segment(_))
+                })
+            }
             Request::MapLocal {
                 segment,
                 offset,
@@ -786,6 +838,15 @@ impl Daemon {
                     }
                 };
                 let map = sisci.map_remote(&r, offset, size)?;
+                if matches!(r.target, smartio_fabric::LutTarget::Multicast(_)) {
+                    if let Err(e) = self.open_window(host, &map, size) {
+                        sisci.unmap(&map)?;
+                        return Err(e);
+                    }
+                    let id = map.id();
+                    let handle = self.keep(conn, Object::RemoteMap(map));
+                    return Ok(mapped(handle, 0, size, FileOf::Window(id)));
+                }
                 let (file, at) = match self.landing(host, map.bus_addr(), size) {
                     Ok(Landing::Ram { host, phys }) => (FileOf::Ram(host), phys),
                     Ok(Landing::Bar { .. }) => {
@@ -1035,9 +1096,12 @@ impl Daemon {
     fn release(&mut self, sisci: &Sisci, object: &Object) -> Result<(), SciError> {
         match object {
             Object::LocalMap(m) => sisci.unmap_local(m),
-            Object::RemoteMap(m) => sisci.unmap(m),
+            Object::RemoteMap(m) => {
+                self.close_window(m);
+                sisci.unmap(m)
+            }
             Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
-            Object::Remote(r) => sisci.disconnect_segment(r),
+            Object::Remote(r) => sisci.disconnect_segment(r).map(|()| self.sender_gone(r)),
             Object::Interrupt(i) => sisci.remove_data_interrupt(i),
             Object::Segment(s) => sisci.remove_segment(s).map(|()| self.give_back(s)),
             Object::CpuMap { map, page, .. } => {
@@ -1060,6 +1124,7 @@ impl Daemon {
                 self.release_dma_queue(q);
                 Ok(())
             }
+            Object::Member { seg, adapter, id } => self.leave_reflective(seg, *adapter, *id),
         }
     }
 

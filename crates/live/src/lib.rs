@@ -15,6 +15,7 @@ mod device_api;
 mod dma;
 mod pages;
 pub mod protocol;
+mod reflect;
 pub mod shm;
 
 pub use daemon::{Daemon, DaemonError};

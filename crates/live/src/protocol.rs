@@ -283,6 +283,29 @@ pub enum Request {
         /// The queue.
         queue: Handle,
     },
+    /// Makes a segment created as a broadcast segment a member of its id's reflective
+    /// memory group through `adapter` (`SCIPrepareSegment` of a segment made with
+    /// `SCI_FLAG_BROADCAST`).
+    JoinReflective {
+        /// The segment.
+        segment: Handle,
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// Connects to broadcast segment `segment_id`'s group for sending (`SCIConnectSegment`
+    /// to `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST`).
+    ConnectReflective {
+        /// The broadcast segment id.
+        segment_id: u32,
+        /// The local adapter.
+        adapter: u32,
+    },
+    /// Delivers what a broadcast map holds before answering (`SCIStoreBarrier`); on other
+    /// maps, nothing to do.
+    Flush {
+        /// The map.
+        map: Handle,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
 }

@@ -74,6 +74,11 @@ sci_sequence_status_t SCICheckSequence(sci_sequence_t sequence, unsigned int fla
                                        sci_error_t *error);
 void SCIRemoveSequence(sci_sequence_t sequence, unsigned int flags, sci_error_t *error);
 void SCIFlush(sci_sequence_t sequence, unsigned int flags);
+/* Orders the program's stores before what follows; on a sequence of a broadcast map, returns
+ * once they have reached every member of the group. */
+void SCIStoreBarrier(sci_sequence_t sequence, unsigned int flags);
+void SCIMemWrite(void *memAddr, volatile void *remoteAddr, size_t size, unsigned int flags,
+                 sci_error_t *error);
 void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap,
                size_t remoteOffset, size_t size, unsigned int flags, sci_error_t *error);
 void SCICacheSync(sci_map_t map, void *addr, size_t size, unsigned int flags,

@@ -261,6 +261,15 @@ impl LocalSegment {
         })
     }
 
+    /// Makes it (a broadcast segment) a member of its id's reflective memory group through
+    /// `adapter`.
+    pub fn join_reflective(&self, adapter: u32) -> Result<(), Failure> {
+        self.desc.call_done(&Request::JoinReflective {
+            segment: self.handle,
+            adapter,
+        })
+    }
+
     /// Makes it available (or not) through `adapter`.
     pub fn set_available(&self, adapter: u32, available: bool) -> Result<(), Failure> {
         let segment = self.handle;
@@ -316,6 +325,8 @@ pub struct RemoteSegment {
     pub node_id: u32,
     /// The segment's id.
     pub segment_id: u32,
+    /// A connection to a broadcast segment's group (reflective memory).
+    pub broadcast: bool,
 }
 
 impl RemoteSegment {
@@ -340,6 +351,35 @@ impl RemoteSegment {
                     size,
                     node_id,
                     segment_id,
+                    broadcast: false,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Connects `adapter` to broadcast segment `segment_id`'s group, for sending to every
+    /// member (reflective memory); its node id is `node_id` (`DIS_BROADCAST_NODEID_GROUP_ALL`).
+    pub fn connect_reflective(
+        desc: &Arc<Descriptor>,
+        node_id: u32,
+        segment_id: u32,
+        adapter: u32,
+    ) -> Result<RemoteSegment, Failure> {
+        let request = Request::ConnectReflective {
+            segment_id,
+            adapter,
+        };
+        match desc.call(&request)? {
+            (Reply::Remote { handle, size }, _) => {
+                desc.made();
+                Ok(RemoteSegment {
+                    desc: Arc::clone(desc),
+                    handle,
+                    size,
+                    node_id,
+                    segment_id,
+                    broadcast: true,
                 })
             }
             (other, _) => Err(unexpected(&other)),
@@ -363,7 +403,9 @@ impl RemoteSegment {
             offset,
             size,
         };
-        Map::from_reply(&self.desc, self.desc.call(&request)?)
+        let mut map = Map::from_reply(&self.desc, self.desc.call(&request)?)?;
+        map.broadcast = self.broadcast;
+        Ok(map)
     }
 }
 
@@ -377,6 +419,9 @@ pub struct Map {
     skew: usize,
     /// Bytes of the map.
     pub len: u64,
+    /// A map of a broadcast connection (reflective memory): stores are delivered by the
+    /// daemon, and a store barrier asks it to.
+    broadcast: bool,
 }
 
 /// Mappings start on a page boundary of the memory file.
@@ -411,6 +456,7 @@ impl Map {
             mapping,
             skew: skew as usize,
             len,
+            broadcast: false,
         })
     }
 
@@ -423,6 +469,7 @@ impl Map {
             len: mapping.len() as u64,
             mapping,
             skew: 0,
+            broadcast: false,
         }
     }
 
@@ -456,6 +503,29 @@ impl Map {
         self.desc
             .call_done(&Request::Unmap { map: self.handle })
             .map(|()| self.desc.gone())
+    }
+
+    /// What a store barrier on it needs: for a broadcast map, the daemon's word that what
+    /// the program stored was delivered.
+    pub fn barrier(&self) -> Option<StoreBarrier> {
+        self.broadcast.then(|| StoreBarrier {
+            desc: Arc::clone(&self.desc),
+            map: self.handle,
+        })
+    }
+}
+
+/// A broadcast map's store barrier: asks the daemon to deliver what the map holds.
+#[derive(Debug, Clone)]
+pub struct StoreBarrier {
+    desc: Arc<Descriptor>,
+    map: Handle,
+}
+
+impl StoreBarrier {
+    /// Delivers what the program stored so far to every member before returning.
+    pub fn wait(&self) -> Result<(), Failure> {
+        self.desc.call_done(&Request::Flush { map: self.map })
     }
 }
 
@@ -649,6 +719,7 @@ impl Device {
                     size,
                     node_id: self.node_id,
                     segment_id: id,
+                    broadcast: false,
                 })
             }
             (other, _) => Err(unexpected(&other)),

@@ -39,6 +39,9 @@ const SCI_FLAG_AUTO_ID: c_uint = 0x2000_0000;
 const SCI_FLAG_LOCK_USER_MEM: c_uint = 0x400;
 const SCI_FLAG_READONLY_MAP: c_uint = 0x2;
 const SCI_FLAG_IO_MAP_IOSPACE: c_uint = 0x80;
+const SCI_FLAG_BROADCAST: c_uint = 0x40000;
+/// `DIS_BROADCAST_NODEID_GROUP_ALL`: the node id of every member of a broadcast group.
+const BROADCAST_NODE_ID: c_uint = 252;
 
 /// The page size registered memory is counted in.
 const PAGE: usize = 4096;
@@ -70,6 +73,9 @@ pub struct Seg {
     backed: OnceLock<LocalSegment>,
     /// Registered user memory: the program's pages, replaced by the segment's.
     registered: Mutex<Option<Map>>,
+    /// Made with `SCI_FLAG_BROADCAST`: a member of its id's reflective memory group once
+    /// prepared.
+    broadcast: bool,
 }
 
 impl Seg {
@@ -249,8 +255,19 @@ pub unsafe extern "C" fn SCIAttachPhysicalMemory(
 }
 
 /// A sequence's handle: sequences see no transfer errors on the live engine (stores into
-/// shared memory cannot be lost).
-pub struct Sequence;
+/// shared memory cannot be lost). A sequence of a broadcast map carries its store barrier.
+pub struct Sequence {
+    barrier: Option<crate::client::StoreBarrier>,
+}
+
+impl Sequence {
+    /// Orders the program's stores before what follows; on a broadcast map, waits until the
+    /// daemon delivered them to every member.
+    fn barrier(&self) -> Result<(), Failure> {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.barrier.as_ref().map_or(Ok(()), |b| b.wait())
+    }
+}
 
 /// Writes `result` to `error` (if the program gave somewhere to write it); with
 /// `SMARTIO_SISCI_VERBOSE` set, a failure's message goes to standard error.
@@ -531,8 +548,19 @@ pub unsafe extern "C" fn SCICreateSegment(
     let result = (|| {
         flags_only(
             flags,
-            SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY | SCI_FLAG_USE_CALLBACK,
+            SCI_FLAG_AUTO_ID
+                | SCI_FLAG_PRIVATE
+                | SCI_FLAG_EMPTY
+                | SCI_FLAG_USE_CALLBACK
+                | SCI_FLAG_BROADCAST,
         )?;
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        if broadcast && flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE) != 0 {
+            return Err(Failure::new(
+                code::ILLEGAL_FLAG,
+                "a broadcast segment's id names its group: SCI_FLAG_BROADCAST takes no SCI_FLAG_AUTO_ID or SCI_FLAG_PRIVATE",
+            ));
+        }
         need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
@@ -543,6 +571,7 @@ pub unsafe extern "C" fn SCICreateSegment(
             size: size as u64,
             backed: OnceLock::new(),
             registered: Mutex::new(None),
+            broadcast,
         };
         // Without SCI_FLAG_EMPTY the memory is the host's at once; with it, it comes from
         // SCIRegisterSegmentMemory.
@@ -555,32 +584,60 @@ pub unsafe extern "C" fn SCICreateSegment(
     report(error, result)
 }
 
-macro_rules! segment_call {
-    ($name:ident, |$seg:ident, $adapter:ident| $body:expr) => {
+/// The flags `SCIPrepareSegment` and `SCISetSegmentAvailable` take: `SCI_FLAG_BROADCAST` for
+/// a broadcast segment.
+fn segment_flags(seg: &Seg, flags: c_uint) -> Result<(), Failure> {
+    flags_only(flags, if seg.broadcast { SCI_FLAG_BROADCAST } else { 0 })
+}
+
+/// # Safety
+/// `segment` is a live segment handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIPrepareSegment(
+    segment: *mut Seg,
+    adapter: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        // SAFETY: the caller's contract.
+        let seg = unsafe { object(segment, "the segment") }?;
+        segment_flags(seg, flags)?;
+        let local = seg.memory()?;
+        local.prepare(adapter)?;
+        // A broadcast segment receives its group through the adapter it is prepared on.
+        if seg.broadcast {
+            local.join_reflective(adapter)?;
+        }
+        Ok(())
+    })();
+    report(error, result)
+}
+
+macro_rules! availability_call {
+    ($name:ident, $available:expr) => {
         /// # Safety
         /// `segment` is a live segment handle.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             segment: *mut Seg,
-            $adapter: c_uint,
+            adapter: c_uint,
             flags: c_uint,
             error: *mut SciError,
         ) {
-            let result = flags_only(flags, 0).and_then(|()| {
+            let result = (|| {
                 // SAFETY: the caller's contract.
-                let $seg = unsafe { backed(segment) }?;
-                $body
-            });
+                let seg = unsafe { object(segment, "the segment") }?;
+                segment_flags(seg, flags)?;
+                seg.memory()?.set_available(adapter, $available)
+            })();
             report(error, result)
         }
     };
 }
 
-segment_call!(SCIPrepareSegment, |seg, adapter| seg.prepare(adapter));
-segment_call!(SCISetSegmentAvailable, |seg, adapter| seg
-    .set_available(adapter, true));
-segment_call!(SCISetSegmentUnavailable, |seg, adapter| seg
-    .set_available(adapter, false));
+availability_call!(SCISetSegmentAvailable, true);
+availability_call!(SCISetSegmentUnavailable, false);
 
 /// # Safety
 /// `segment` is a live segment handle; it is freed when this succeeds.
@@ -645,12 +702,23 @@ pub unsafe extern "C" fn SCIConnectSegment(
     error: *mut SciError,
 ) {
     let result = (|| {
-        flags_only(flags, SCI_FLAG_USE_CALLBACK)?;
+        flags_only(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_BROADCAST)?;
         need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        if broadcast != (node_id == BROADCAST_NODE_ID) {
+            return Err(Failure::new(
+                code::ILLEGAL_PARAMETER,
+                format!("node id {node_id} with flags {flags:#x}: a broadcast connection names DIS_BROADCAST_NODEID_GROUP_ALL ({BROADCAST_NODE_ID}) and SCI_FLAG_BROADCAST, together"),
+            ));
+        }
         let remote = retry(timeout, || {
-            RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
+            if broadcast {
+                RemoteSegment::connect_reflective(&desc.0, node_id, segment_id, adapter)
+            } else {
+                RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
+            }
         })?;
         // SAFETY: the caller's contract.
         unsafe { hand_out(segment, remote) }
@@ -755,7 +823,10 @@ pub unsafe extern "C" fn SCIMapRemoteSegment(
     error: *mut SciError,
 ) -> *mut c_void {
     let made = (|| {
-        flags_only(flags, SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE)?;
+        flags_only(
+            flags,
+            SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE | SCI_FLAG_BROADCAST,
+        )?;
         need(map, "map")?;
         // SAFETY: the caller's contract.
         let seg = unsafe { object(segment, "the remote segment") }?;
@@ -787,9 +858,9 @@ pub unsafe extern "C" fn SCICreateMapSequence(
         flags_only(flags, 0)?;
         need(sequence, "sequence")?;
         // SAFETY: the caller's contract.
-        unsafe { object(map, "the map") }?;
+        let barrier = unsafe { object(map, "the map") }?.barrier();
         // SAFETY: the caller's contract.
-        unsafe { hand_out(sequence, Sequence) }
+        unsafe { hand_out(sequence, Sequence { barrier }) }
     })();
     report(error, result)
 }
@@ -839,10 +910,54 @@ pub unsafe extern "C" fn SCIRemoveSequence(
     report(error, result)
 }
 
+/// # Safety
+/// `sequence` is null or a live sequence handle.
 #[no_mangle]
-pub extern "C" fn SCIFlush(_sequence: *mut Sequence, _flags: c_uint) {
-    // Stores into shared memory need no adapter flush; order them before what follows.
-    std::sync::atomic::fence(Ordering::SeqCst);
+pub unsafe extern "C" fn SCIFlush(sequence: *mut Sequence, _flags: c_uint) {
+    // Stores into shared memory need no adapter flush; order them before what follows (and
+    // deliver a broadcast map's).
+    // SAFETY: null or a live handle, the caller's contract.
+    match unsafe { sequence.as_ref() } {
+        Some(s) => {
+            let _ = s.barrier();
+        }
+        None => std::sync::atomic::fence(Ordering::SeqCst),
+    }
+}
+
+/// # Safety
+/// `sequence` is null or a live sequence handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIStoreBarrier(sequence: *mut Sequence, flags: c_uint) {
+    // SAFETY: the caller's contract.
+    unsafe { SCIFlush(sequence, flags) }
+}
+
+/// # Safety
+/// `source` holds `size` bytes; `dest` is `size` bytes of a map of the program.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMemWrite(
+    source: *mut c_void,
+    dest: *mut c_void,
+    size: usize,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        if size == 0 {
+            return Ok(());
+        }
+        if source.is_null() || dest.is_null() {
+            return Err(illegal("memAddr or remoteAddr"));
+        }
+        // SAFETY: the caller's contract: both hold `size` bytes (a remote map is memory of
+        // the process here).
+        unsafe { std::ptr::copy(source.cast::<u8>(), dest.cast::<u8>(), size) };
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(())
+    })();
+    report(error, result)
 }
 
 /// `sci_cb_data_interrupt_t`.

@@ -241,6 +241,17 @@ impl World {
         (handle, self.given.iter().find(|g| g.handle == handle))
     }
 
+    /// The segment id `id` names.
+    fn segment_id(&self, id: SegmentId) -> u32 {
+        match id {
+            SegmentId::Seen(i) if !self.segment_ids.is_empty() => {
+                self.segment_ids[usize::from(i) % self.segment_ids.len()]
+            }
+            SegmentId::Seen(i) => u32::from(i % 8),
+            SegmentId::Literal(n) => n,
+        }
+    }
+
     /// Whether a handle must be refused to session `s`: another descriptor was given it.
     fn foreign(&self, s: usize, g: Option<&Given>) -> bool {
         let descriptor = self.sessions.get(s).map_or(s, |x| x.descriptor);
@@ -317,13 +328,7 @@ impl World {
             }
             Ask::ConnectSegment(node_id, id, adapter) => Request::ConnectSegment {
                 node_id,
-                segment_id: match id {
-                    SegmentId::Seen(i) if !self.segment_ids.is_empty() => {
-                        self.segment_ids[usize::from(i) % self.segment_ids.len()]
-                    }
-                    SegmentId::Seen(i) => u32::from(i % 8),
-                    SegmentId::Literal(n) => n,
-                },
+                segment_id: self.segment_id(id),
                 adapter,
             },
             Ask::DisconnectSegment(p) => Request::DisconnectSegment {
@@ -441,6 +446,17 @@ impl World {
             Ask::RemoveDmaQueue(p) => Request::RemoveDmaQueue {
                 queue: one(p, &[DmaQueue]).0,
             },
+            Ask::JoinReflective(p, adapter) => Request::JoinReflective {
+                segment: one(p, &[Segment]).0,
+                adapter,
+            },
+            Ask::ConnectReflective(id, adapter) => Request::ConnectReflective {
+                segment_id: self.segment_id(id),
+                adapter,
+            },
+            Ask::Flush(p) => Request::Flush {
+                map: one(p, &[Map]).0,
+            },
         };
         Sent {
             request,
@@ -553,9 +569,10 @@ impl World {
                 self.segment_ids.push(id);
                 self.give(s, handle, Kind::Segment, got, None);
             }
-            (Request::ConnectSegment { .. }, Reply::Remote { handle, size }) => {
-                self.give(s, handle, Kind::Connection, size, None)
-            }
+            (
+                Request::ConnectSegment { .. } | Request::ConnectReflective { .. },
+                Reply::Remote { handle, size },
+            ) => self.give(s, handle, Kind::Connection, size, None),
             (Request::ConnectDeviceSegment { .. }, Reply::Remote { handle, size }) => {
                 self.give(s, handle, Kind::DeviceConnection, size, None)
             }
@@ -658,7 +675,9 @@ impl World {
                 | Request::UnmapForDevice { .. }
                 | Request::UnregisterRequester { .. }
                 | Request::AbortDma { .. }
-                | Request::RemoveDmaQueue { .. },
+                | Request::RemoveDmaQueue { .. }
+                | Request::JoinReflective { .. }
+                | Request::Flush { .. },
                 Reply::Done,
             ) => {}
             _ => mismatch(),

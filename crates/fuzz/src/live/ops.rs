@@ -217,6 +217,12 @@ pub enum Ask {
     AbortDma(Pick),
     /// `RemoveDmaQueue`.
     RemoveDmaQueue(Pick),
+    /// `JoinReflective`: segment, adapter.
+    JoinReflective(Pick, u32),
+    /// `ConnectReflective`: broadcast segment id, adapter.
+    ConnectReflective(SegmentId, u32),
+    /// `Flush`: a map.
+    Flush(Pick),
 }
 
 /// One entry of a DMA vector: size and local offset relative to the local segment, remote
@@ -289,6 +295,9 @@ impl Ask {
             Ask::DmaQueueState(..) => "DmaQueueState",
             Ask::AbortDma(..) => "AbortDma",
             Ask::RemoveDmaQueue(..) => "RemoveDmaQueue",
+            Ask::JoinReflective(..) => "JoinReflective",
+            Ask::ConnectReflective(..) => "ConnectReflective",
+            Ask::Flush(..) => "Flush",
         }
     }
 }
@@ -389,7 +398,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
             Ask::RegisterRequester(bus, u32::from(b % 8) << 3 | func)
         }
         33 => Ask::UnregisterRequester(pick(i)),
-        // 34 opens the DMA queue requests (a second byte says which).
+        // 34 opens the DMA queue and reflective memory requests (a second byte says which).
         _ => dma(i),
     }
 }
@@ -398,7 +407,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
 const DMA_READ: u32 = 0x10;
 
 fn dma(i: &mut Input) -> Ask {
-    match i.u8() % 8 {
+    match i.u8() % 11 {
         0 => {
             let entries = match i.u8() % 8 {
                 0 => 0,
@@ -437,7 +446,10 @@ fn dma(i: &mut Input) -> Ask {
         ),
         5 => Ask::DmaQueueState(pick(i)),
         6 => Ask::AbortDma(pick(i)),
-        _ => Ask::RemoveDmaQueue(pick(i)),
+        7 => Ask::RemoveDmaQueue(pick(i)),
+        8 => Ask::JoinReflective(pick(i), adapter(i)),
+        9 => Ask::ConnectReflective(segment_id(i), adapter(i)),
+        _ => Ask::Flush(pick(i)),
     }
 }
 
