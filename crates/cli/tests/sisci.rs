@@ -516,3 +516,53 @@ fn a_store_by_one_host_into_reflective_memory_appears_in_every_members_copy() {
     }
     eprintln!("{said}");
 }
+
+#[test]
+fn a_segment_hears_programs_connect_and_disconnect_through_a_callback_and_a_wait() {
+    let d = dir("events");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/events.c"));
+    let live = Live::up(&d, "back-to-back");
+    let mut owner = live.program("lender", &exe, &["owner"]).spawn().unwrap();
+    let early = read_until(&mut owner, "owner: ready");
+    let first = succeeded(&finish(
+        live.program("borrower", &exe, &["user", "8"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        first.contains("user: connected and disconnected"),
+        "{first}"
+    );
+    let second = succeeded(&finish(
+        live.program("borrower", &exe, &["user", "8", "exit"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(second.contains("user: exiting connected"), "{second}");
+    let heard = early + &succeeded(&finish(owner, LIMIT));
+    assert!(
+        heard.contains("owner: nothing yet: SCI_ERR_TIMEOUT"),
+        "{heard}"
+    );
+    for line in [
+        "owner: callback: SCI_CB_CONNECT from node 4 on adapter 0 (SCI_ERR_OK)",
+        "owner: callback: SCI_CB_DISCONNECT from node 4 on adapter 0 (SCI_ERR_OK)",
+        "owner: done",
+    ] {
+        assert!(heard.contains(line), "{line:?} in:\n{heard}");
+    }
+    // Segment 32: two connects and two disconnects, the second by a program's exit.
+    let waited = |what: &str| {
+        heard
+            .matches(&format!("owner: waited: {what} from node 4 on adapter 0"))
+            .count()
+    };
+    assert_eq!(
+        (waited("SCI_CB_CONNECT"), waited("SCI_CB_DISCONNECT")),
+        (2, 2),
+        "{heard}"
+    );
+}

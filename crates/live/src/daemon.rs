@@ -217,6 +217,8 @@ pub struct Daemon {
     pub(crate) dma_releasing: Rc<std::cell::Cell<u32>>,
     /// Reflective memory groups and senders' windows ([`crate::reflect`]).
     pub(crate) reflective: crate::reflect::Reflective,
+    /// Segment events waiting to be taken ([`crate::events`]).
+    pub(crate) segment_events: crate::events::Events,
     stop: Rc<std::cell::Cell<bool>>,
 }
 
@@ -304,6 +306,7 @@ impl Daemon {
             dma_engines: Rc::default(),
             dma_releasing: Rc::default(),
             reflective: crate::reflect::Reflective::default(),
+            segment_events: Rc::default(),
             stop: Rc::default(),
         })
     }
@@ -714,6 +717,10 @@ impl Daemon {
                 segment_id,
                 adapter,
             } => self.connect_reflective(conn, host, segment_id, adapter),
+            Request::WaitSegmentEvent {
+                segment,
+                timeout_ms,
+            } => self.wait_segment_event(conn, host, segment, timeout_ms),
             Request::Flush { map } => {
                 let id = self.with(conn, map, |o| match o {
                     Object::RemoteMap(m) => Ok(Some(m.id())),
@@ -796,6 +803,7 @@ impl Daemon {
                 let remote =
                     sisci.connect_segment(host, adapter, ClusterNodeId(node_id), segment_id)?;
                 let handle = self.keep(conn, Object::Remote(remote));
+                self.note_connected(&remote);
                 done(Reply::Remote {
                     handle,
                     size: remote.size,
@@ -1052,11 +1060,21 @@ impl Daemon {
                 .filter(|(_, (o, _))| *o == id)
                 .map(|(h, _)| *h)
                 .collect();
+            let mut events = self.segment_events.borrow_mut();
             handles
                 .into_iter()
-                .filter_map(|h| t.objects.remove(&h).map(|(_, o)| o))
+                .filter_map(|h| {
+                    events.forget(h);
+                    t.objects.remove(&h).map(|(_, o)| o)
+                })
                 .collect()
         };
+        // Programs still connected to its segments lose them.
+        for o in &released {
+            if let Object::Segment(seg) = o {
+                self.owner_left(seg);
+            }
+        }
         self.release_all(released);
     }
 
@@ -1101,7 +1119,15 @@ impl Daemon {
                 sisci.unmap(m)
             }
             Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
-            Object::Remote(r) => sisci.disconnect_segment(r).map(|()| self.sender_gone(r)),
+            Object::Remote(r) => {
+                let event = self.disconnect_event(r);
+                sisci.disconnect_segment(r).map(|()| {
+                    self.sender_gone(r);
+                    if let Some(e) = event {
+                        self.note(e);
+                    }
+                })
+            }
             Object::Interrupt(i) => sisci.remove_data_interrupt(i),
             Object::Segment(s) => sisci.remove_segment(s).map(|()| self.give_back(s)),
             Object::CpuMap { map, page, .. } => {
@@ -1172,7 +1198,10 @@ impl Daemon {
         };
         let sisci = self.smartio.sisci().clone();
         match self.release(&sisci, &object) {
-            Ok(()) => Ok(Some((Reply::Done, None))),
+            Ok(()) => {
+                self.segment_events.borrow_mut().forget(handle);
+                Ok(Some((Reply::Done, None)))
+            }
             Err(e) => {
                 self.table
                     .borrow_mut()

@@ -13,6 +13,7 @@
 pub mod daemon;
 mod device_api;
 mod dma;
+mod events;
 mod pages;
 pub mod protocol;
 mod reflect;

@@ -306,6 +306,15 @@ pub enum Request {
         /// The map.
         map: Handle,
     },
+    /// Waits for the next event of a local segment or a connection
+    /// (`SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`, segment callbacks);
+    /// `timeout_ms: None` waits for ever.
+    WaitSegmentEvent {
+        /// The segment or connection.
+        segment: Handle,
+        /// Milliseconds.
+        timeout_ms: Option<u32>,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
 }
@@ -395,6 +404,15 @@ pub enum Reply {
     Made(Handle),
     /// The devices SmartIO lends.
     Devices(Vec<DeviceEntry>),
+    /// A segment event.
+    SegmentEvent {
+        /// `sci_segment_cb_reason_t`.
+        reason: u32,
+        /// The other side's node id.
+        node_id: u32,
+        /// The local adapter it concerns.
+        adapter: u32,
+    },
     /// The request failed: the SISCI error code and what happened.
     Error {
         /// `SCI_ERR_*` value.

@@ -521,3 +521,86 @@ fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes()
     assert!(d.settle(Duration::from_secs(5)), "the queue drains");
     assert_eq!(d.resources_in_use(), before);
 }
+
+/// `sci_segment_cb_reason_t` values.
+const CB_CONNECT: u32 = 1;
+const CB_DISCONNECT: u32 = 2;
+const CB_LOST: u32 = 5;
+const TIMEOUT: u32 = 0x4000_090A;
+
+fn event(d: &mut Daemon, s: u64, segment: u64) -> (u32, u32, u32) {
+    match ask(
+        d,
+        s,
+        Request::WaitSegmentEvent {
+            segment,
+            timeout_ms: Some(2_000),
+        },
+    ) {
+        Reply::SegmentEvent {
+            reason,
+            node_id,
+            adapter,
+        } => (reason, node_id, adapter),
+        other => panic!("no event: {other:?}"),
+    }
+}
+
+#[test]
+fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave() {
+    let mut d = daemon("events");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let (seg, id, _) = segment(&mut d, lender, 1 << 16);
+    for r in [
+        Request::PrepareSegment {
+            segment: seg,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: seg,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, r), Reply::Done);
+    }
+    let quiet = Request::WaitSegmentEvent {
+        segment: seg,
+        timeout_ms: Some(5),
+    };
+    assert_eq!(refused(ask(&mut d, lender, quiet.clone())), TIMEOUT);
+    let connect = Request::ConnectSegment {
+        node_id: 8,
+        segment_id: id,
+        adapter: 0,
+    };
+    let remote = handle(ask(&mut d, borrower, connect.clone()));
+    // The borrower's adapter is node 4; it came through the lender's adapter 0.
+    assert_eq!(event(&mut d, lender, seg), (CB_CONNECT, 4, 0));
+    assert_eq!(
+        ask(&mut d, borrower, Request::DisconnectSegment { remote }),
+        Reply::Done
+    );
+    assert_eq!(event(&mut d, lender, seg), (CB_DISCONNECT, 4, 0));
+    // A program that dies while connected disconnects too.
+    let again = hello(&mut d, "borrower");
+    handle(ask(&mut d, again, connect.clone()));
+    assert_eq!(event(&mut d, lender, seg), (CB_CONNECT, 4, 0));
+    d.close_session(again);
+    assert_eq!(event(&mut d, lender, seg), (CB_DISCONNECT, 4, 0));
+    // The owner leaving while connected: the connection is lost.
+    let remote = handle(ask(&mut d, borrower, connect));
+    d.close_session(lender);
+    assert_eq!(event(&mut d, borrower, remote), (CB_LOST, 8, 0));
+    assert_eq!(
+        refused(ask(
+            &mut d,
+            borrower,
+            Request::WaitSegmentEvent {
+                segment: 9999,
+                timeout_ms: None
+            }
+        )),
+        ILLEGAL_PARAMETER
+    );
+}

@@ -54,6 +54,16 @@ void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment, unsigned in
                        unsigned int timeout, unsigned int flags, sci_error_t *error);
 void SCIDisconnectSegment(sci_remote_segment_t segment, unsigned int flags, sci_error_t *error);
 size_t SCIGetRemoteSegmentSize(sci_remote_segment_t segment);
+/* Segment events: CONNECT / DISCONNECT on a local segment (nodeId: the other side, even when
+ * its program died), LOST on a connection whose owner left. 0 on failure. */
+sci_segment_cb_reason_t SCIWaitForLocalSegmentEvent(sci_local_segment_t segment,
+                                                    unsigned int *sourcenodeId,
+                                                    unsigned int *localAdapterNo,
+                                                    unsigned int timeout, unsigned int flags,
+                                                    sci_error_t *error);
+sci_segment_cb_reason_t SCIWaitForRemoteSegmentEvent(sci_remote_segment_t segment,
+                                                     sci_error_t *status, unsigned int timeout,
+                                                     unsigned int flags, sci_error_t *error);
 unsigned int SCIGetRemoteSegmentNodeId(sci_remote_segment_t segment);
 unsigned int SCIGetRemoteSegmentId(sci_remote_segment_t segment);
 

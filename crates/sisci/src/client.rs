@@ -180,6 +180,34 @@ impl Descriptor {
         Ok(())
     }
 
+    /// The next event of the local segment or connection `handle` (`None`: wait for ever):
+    /// the `sci_segment_cb_reason_t`, the other side's node id and the local adapter.
+    pub fn wait_segment_event(
+        &self,
+        handle: Handle,
+        timeout_ms: Option<u32>,
+    ) -> Result<SegmentEvent, Failure> {
+        let request = Request::WaitSegmentEvent {
+            segment: handle,
+            timeout_ms,
+        };
+        match self.call_waiting(&request)? {
+            (
+                Reply::SegmentEvent {
+                    reason,
+                    node_id,
+                    adapter,
+                },
+                _,
+            ) => Ok(SegmentEvent {
+                reason,
+                node_id,
+                adapter,
+            }),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
     /// The node id of the host's adapter `adapter`.
     pub fn local_node_id(&self, adapter: u32) -> Result<u32, Failure> {
         match self.call(&Request::LocalNodeId { adapter })? {
@@ -187,6 +215,17 @@ impl Descriptor {
             (other, _) => Err(unexpected(&other)),
         }
     }
+}
+
+/// A segment event (`sci_segment_cb_reason_t` and where it came from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentEvent {
+    /// `sci_segment_cb_reason_t`.
+    pub reason: u32,
+    /// The other side's node id.
+    pub node_id: u32,
+    /// The local adapter.
+    pub adapter: u32,
 }
 
 /// A reply, or its error as a failure.
@@ -259,6 +298,11 @@ impl LocalSegment {
             segment: self.handle,
             adapter,
         })
+    }
+
+    /// The daemon's handle (what events are waited for by).
+    pub fn handle(&self) -> Handle {
+        self.handle
     }
 
     /// Makes it (a broadcast segment) a member of its id's reflective memory group through
@@ -384,6 +428,11 @@ impl RemoteSegment {
             }
             (other, _) => Err(unexpected(&other)),
         }
+    }
+
+    /// The descriptor it was made through.
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.desc
     }
 
     /// Ends the connection; on failure it stays.

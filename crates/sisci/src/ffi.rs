@@ -12,6 +12,7 @@
 #![allow(non_snake_case)]
 
 mod dma;
+mod events;
 
 use crate::client::{
     Descriptor, Device, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
@@ -76,6 +77,8 @@ pub struct Seg {
     /// Made with `SCI_FLAG_BROADCAST`: a member of its id's reflective memory group once
     /// prepared.
     broadcast: bool,
+    /// A callback waiting for the segment's memory (`SCI_FLAG_EMPTY`) to start.
+    callback: Mutex<Option<events::SegmentCallback>>,
 }
 
 impl Seg {
@@ -227,6 +230,14 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
         *seg.registered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
+        let waiting = seg
+            .callback
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(target) = waiting {
+            target.serve(Arc::clone(&seg.desc), local.handle())?;
+        }
         Ok(())
     })();
     report(error, result)
@@ -533,15 +544,16 @@ pub unsafe extern "C" fn SCIQuery(
 }
 
 /// # Safety
-/// `sd` is a live descriptor; `segment` is where the program wants the handle.
+/// `sd` is a live descriptor; `segment` is where the program wants the handle; `callback`,
+/// if given, is a `sci_cb_local_segment_t` whose argument may be used on another thread.
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateSegment(
     sd: *mut Desc,
     segment: *mut *mut Seg,
     segment_id: c_uint,
     size: usize,
-    _callback: *const c_void,
-    _callback_arg: *mut c_void,
+    callback: Option<events::LocalSegmentCallback>,
+    callback_arg: *mut c_void,
     flags: c_uint,
     error: *mut SciError,
 ) {
@@ -561,6 +573,7 @@ pub unsafe extern "C" fn SCICreateSegment(
                 "a broadcast segment's id names its group: SCI_FLAG_BROADCAST takes no SCI_FLAG_AUTO_ID or SCI_FLAG_PRIVATE",
             ));
         }
+        let callback = events::chosen(flags, callback)?;
         need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
@@ -572,14 +585,38 @@ pub unsafe extern "C" fn SCICreateSegment(
             backed: OnceLock::new(),
             registered: Mutex::new(None),
             broadcast,
+            callback: Mutex::new(None),
         };
         // Without SCI_FLAG_EMPTY the memory is the host's at once; with it, it comes from
         // SCIRegisterSegmentMemory.
         if flags & SCI_FLAG_EMPTY == 0 {
             seg.back(size as u64)?;
         }
-        // SAFETY: the caller's contract.
-        unsafe { hand_out(segment, seg) }
+        let handle = Box::into_raw(Box::new(seg));
+        if let Some(cb) = callback {
+            // SAFETY: made just above, not handed out yet.
+            let seg = unsafe { &*handle };
+            let target = events::SegmentCallback::Local(cb, callback_arg, handle);
+            let started = match seg.backed.get() {
+                Some(local) => target.serve(Arc::clone(&seg.desc), local.handle()),
+                // Events begin with memory: SCIRegisterSegmentMemory starts the callbacks.
+                None => {
+                    *seg.callback
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(target);
+                    Ok(())
+                }
+            };
+            if let Err(f) = started {
+                // SAFETY: made above with Box::into_raw and not handed out.
+                let made = unsafe { Box::from_raw(handle) };
+                let _ = made.remove();
+                return Err(f);
+            }
+        }
+        // SAFETY: checked non-null by `need`; the caller's contract.
+        unsafe { segment.write(handle) };
+        Ok(())
     })();
     report(error, result)
 }
@@ -695,8 +732,8 @@ pub unsafe extern "C" fn SCIConnectSegment(
     node_id: c_uint,
     segment_id: c_uint,
     adapter: c_uint,
-    _callback: *const c_void,
-    _callback_arg: *mut c_void,
+    callback: Option<events::RemoteSegmentCallback>,
+    callback_arg: *mut c_void,
     timeout: c_uint,
     flags: c_uint,
     error: *mut SciError,
@@ -713,6 +750,7 @@ pub unsafe extern "C" fn SCIConnectSegment(
                 format!("node id {node_id} with flags {flags:#x}: a broadcast connection names DIS_BROADCAST_NODEID_GROUP_ALL ({BROADCAST_NODE_ID}) and SCI_FLAG_BROADCAST, together"),
             ));
         }
+        let callback = events::chosen(flags, callback)?;
         let remote = retry(timeout, || {
             if broadcast {
                 RemoteSegment::connect_reflective(&desc.0, node_id, segment_id, adapter)
@@ -720,8 +758,20 @@ pub unsafe extern "C" fn SCIConnectSegment(
                 RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
             }
         })?;
-        // SAFETY: the caller's contract.
-        unsafe { hand_out(segment, remote) }
+        let daemon_handle = remote.handle;
+        let handle = Box::into_raw(Box::new(remote));
+        if let Some(cb) = callback {
+            let target = events::SegmentCallback::Remote(cb, callback_arg, handle);
+            if let Err(f) = target.serve(Arc::clone(&desc.0), daemon_handle) {
+                // SAFETY: made above with Box::into_raw and not handed out.
+                let made = unsafe { Box::from_raw(handle) };
+                let _ = made.disconnect();
+                return Err(f);
+            }
+        }
+        // SAFETY: checked non-null by `need`; the caller's contract.
+        unsafe { segment.write(handle) };
+        Ok(())
     })();
     report(error, result)
 }

@@ -34,6 +34,11 @@ const CLASSES: [SciErrorClass; 21] = [
     SciErrorClass::MaxEntries,
 ];
 
+/// The `sci_segment_cb_reason_t` values the live engine reports.
+const CB_CONNECT: u32 = 1;
+const CB_DISCONNECT: u32 = 2;
+const CB_LOST: u32 = 5;
+
 /// `SCI_DMAQUEUE_ERROR`, the largest `sci_dma_queue_state_t`.
 const LAST_DMA_STATE: u64 = 5;
 
@@ -457,6 +462,10 @@ impl World {
             Ask::Flush(p) => Request::Flush {
                 map: one(p, &[Map]).0,
             },
+            Ask::WaitSegmentEvent(p, ms) => Request::WaitSegmentEvent {
+                segment: one(p, &[Segment, Connection]).0,
+                timeout_ms: Some(ms),
+            },
         };
         Sent {
             request,
@@ -501,7 +510,7 @@ impl World {
                     assert_eq!(*class, expected, "a segment of {size} bytes: {message}");
                 }
             }
-            if ask.is_dma()
+            if ask.is_timed()
                 || matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout
             {
                 // Whether the message came in time is the wall clock's to decide.
@@ -526,7 +535,7 @@ impl World {
         let host = self.live(s);
         let mismatch = || -> ! { panic!("{request:?} succeeded with the wrong kind of reply") };
         let name = ask.name();
-        let mut answered = ask.is_dma();
+        let mut answered = ask.is_timed();
         match (request, reply) {
             (Request::Hello { host: h, attach }, Reply::Hello { host: index, token }) => {
                 let expected = self.hosts.iter().position(|(n, _)| n == h);
@@ -654,6 +663,12 @@ impl World {
             (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
             (Request::CreateDmaQueue { .. }, Reply::Made(handle)) => {
                 self.give(s, handle, Kind::DmaQueue, 0, None)
+            }
+            (Request::WaitSegmentEvent { .. }, Reply::SegmentEvent { reason, .. }) => {
+                assert!(
+                    [CB_CONNECT, CB_DISCONNECT, CB_LOST].contains(&reason),
+                    "{request:?}: reason {reason} is none the live engine reports"
+                );
             }
             (Request::WaitDma { .. } | Request::DmaQueueState { .. }, Reply::Value(state)) => {
                 assert!(

@@ -223,6 +223,8 @@ pub enum Ask {
     ConnectReflective(SegmentId, u32),
     /// `Flush`: a map.
     Flush(Pick),
+    /// `WaitSegmentEvent`: a segment or connection, for up to [`MAX_WAIT_MS`].
+    WaitSegmentEvent(Pick, u32),
 }
 
 /// One entry of a DMA vector: size and local offset relative to the local segment, remote
@@ -243,14 +245,15 @@ pub struct DmaAsk {
 pub const LONG_VECTOR: usize = 257;
 
 impl Ask {
-    /// Whether it is a DMA queue request: what those answer depends on how far the engine
-    /// got on the wall clock (a wait that timed out leaves a queue full, a queue being
-    /// drained keeps its adapter's engine), so the outcome counts them as answered, not by
-    /// their class; their replies are checked all the same.
-    pub fn is_dma(&self) -> bool {
+    /// Whether what it answers depends on the wall clock — a DMA queue request (a wait that
+    /// timed out leaves a queue full, a queue being drained keeps its adapter's engine) or a
+    /// wait for a segment event — so the outcome counts it as answered, not by its class;
+    /// its reply is checked all the same.
+    pub fn is_timed(&self) -> bool {
         matches!(
             self,
-            Ask::CreateDmaQueue(..)
+            Ask::WaitSegmentEvent(..)
+                | Ask::CreateDmaQueue(..)
                 | Ask::StartDma(..)
                 | Ask::WaitDma(..)
                 | Ask::DmaQueueState(..)
@@ -298,6 +301,7 @@ impl Ask {
             Ask::JoinReflective(..) => "JoinReflective",
             Ask::ConnectReflective(..) => "ConnectReflective",
             Ask::Flush(..) => "Flush",
+            Ask::WaitSegmentEvent(..) => "WaitSegmentEvent",
         }
     }
 }
@@ -407,7 +411,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
 const DMA_READ: u32 = 0x10;
 
 fn dma(i: &mut Input) -> Ask {
-    match i.u8() % 11 {
+    match i.u8() % 12 {
         0 => {
             let entries = match i.u8() % 8 {
                 0 => 0,
@@ -449,7 +453,8 @@ fn dma(i: &mut Input) -> Ask {
         7 => Ask::RemoveDmaQueue(pick(i)),
         8 => Ask::JoinReflective(pick(i), adapter(i)),
         9 => Ask::ConnectReflective(segment_id(i), adapter(i)),
-        _ => Ask::Flush(pick(i)),
+        10 => Ask::Flush(pick(i)),
+        _ => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
     }
 }
 
