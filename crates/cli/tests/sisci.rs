@@ -357,6 +357,11 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
         "disconnecting a mapped segment: SCI_ERR_BUSY",
         "user: the owner's store after a refused removal arrived",
         "user: read the owner's buffer, wrote it and rang",
+        "user: SCIMemWrite's bytes read back",
+        "user: node 8 reachable: 1",
+        "probing a node id no adapter has: SCI_ERR_NO_SUCH_NODEID",
+        "user: node 200 reachable: 0",
+        "user: DMA offset alignment 1",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
     }

@@ -721,6 +721,10 @@ impl Daemon {
                 segment,
                 timeout_ms,
             } => self.wait_segment_event(conn, host, segment, timeout_ms),
+            Request::ProbeNode { adapter, node_id } => {
+                sisci.probe_node(host, adapter, ClusterNodeId(node_id))?;
+                done(Reply::Value(1))
+            }
             Request::Flush { map } => {
                 let id = self.with(conn, map, |o| match o {
                     Object::RemoteMap(m) => Ok(Some(m.id())),

@@ -315,6 +315,14 @@ pub enum Request {
         /// Milliseconds.
         timeout_ms: Option<u32>,
     },
+    /// Whether the host's adapter `adapter` reaches node id `node_id` now (`SCIProbeNode`):
+    /// `Value(1)`, or the error that says why not.
+    ProbeNode {
+        /// The local adapter.
+        adapter: u32,
+        /// The node id probed.
+        node_id: u32,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
 }

@@ -27,6 +27,9 @@ const char *SCIGetErrorString(sci_error_t error);
 void SCIGetLocalNodeId(unsigned int adapterNo, unsigned int *nodeId, unsigned int flags,
                        sci_error_t *error);
 void SCIQuery(unsigned int command, void *data, unsigned int flags, sci_error_t *error);
+/* 1 if the local adapter reaches the node now; 0, with the reason in *error, if not. */
+int SCIProbeNode(sci_desc_t sd, unsigned int localAdapterNo, unsigned int nodeId,
+                 unsigned int flags, sci_error_t *error);
 
 /* Local segments */
 void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,

@@ -208,6 +208,14 @@ impl Descriptor {
         }
     }
 
+    /// Whether the host's adapter `adapter` reaches `node_id` now (`Err` says why not).
+    pub fn probe_node(&self, adapter: u32, node_id: u32) -> Result<(), Failure> {
+        match self.call(&Request::ProbeNode { adapter, node_id })? {
+            (Reply::Value(_), _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
     /// The node id of the host's adapter `adapter`.
     pub fn local_node_id(&self, adapter: u32) -> Result<u32, Failure> {
         match self.call(&Request::LocalNodeId { adapter })? {

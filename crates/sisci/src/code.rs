@@ -94,6 +94,10 @@ pub fn describe(code: u32) -> &'static str {
             "SCI_ERR_MAX_ENTRIES: more entries than the DMA queue or vector holds\0"
         }
         c if c == CANCELLED => "SCI_ERR_CANCELLED: the operation was aborted\0",
+        c if c == SCI_ERR_MASK | 0xA05 => {
+            "SCI_ERR_NO_LINK_ACCESS: a link between the adapters is down\0"
+        }
+        c if c == SCI_ERR_MASK | 0x90D => "SCI_ERR_ILLEGAL_NODEID: not a node id\0",
         c if c == NO_SUCH_FDID => "SCI_ERR_NO_SUCH_FDID: no device has that fabric device id\0",
         _ => "unknown SISCI error\0",
     }

@@ -50,6 +50,9 @@ const PAGE: usize = 4096;
 const SCI_Q_ADAPTER: c_uint = 1;
 const SCI_Q_LOCAL_SEGMENT: c_uint = 2;
 const SCI_Q_ADAPTER_NODEID: c_uint = 0x101;
+const SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT: c_uint = 0x102;
+const SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT: c_uint = 0x103;
+const SCI_Q_ADAPTER_DMA_MTU: c_uint = 0x104;
 const SCI_Q_LOCAL_SEGMENT_IOADDR: c_uint = 0x201;
 const SCI_Q_LOCAL_SEGMENT_PHYS_ADDR: c_uint = 0x202;
 const SCI_Q_DEVICE: c_uint = 4;
@@ -449,6 +452,27 @@ pub unsafe extern "C" fn SCIGetLocalNodeId(
     report(error, result)
 }
 
+/// # Safety
+/// `sd` is a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIProbeNode(
+    sd: *mut Desc,
+    adapter: c_uint,
+    node_id: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) -> std::ffi::c_int {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe { object(sd, "the descriptor") }?
+            .0
+            .probe_node(adapter, node_id)
+    });
+    let reachable = result.is_ok();
+    report(error, result);
+    std::ffi::c_int::from(reachable)
+}
+
 /// `sci_query_adapter_t`.
 #[repr(C)]
 pub struct QueryAdapter {
@@ -486,15 +510,25 @@ pub unsafe extern "C" fn SCIQuery(
                 if q.data.is_null() {
                     return Err(illegal("the adapter query's data"));
                 }
-                if q.subcommand != SCI_Q_ADAPTER_NODEID {
-                    return Err(Failure::new(
-                        code::ILLEGAL_QUERY,
-                        format!("adapter subcommand {:#x}", q.subcommand),
-                    ));
-                }
+                // The adapter must exist whatever is asked of it.
                 let id = query_descriptor()?.local_node_id(q.local_adapter_no)?;
-                // SAFETY: SCI_Q_ADAPTER_NODEID's answer is an unsigned int.
-                unsafe { q.data.cast::<c_uint>().write(id) };
+                let answer = match q.subcommand {
+                    SCI_Q_ADAPTER_NODEID => id,
+                    // The adapter's DMA engine moves any byte count from any byte offset.
+                    SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT | SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT => 1,
+                    // One vector entry moves at most this much.
+                    SCI_Q_ADAPTER_DMA_MTU => {
+                        smartio_devices::ntb_dma::spec::MAX_TRANSFER_BYTES as c_uint
+                    }
+                    other => {
+                        return Err(Failure::new(
+                            code::ILLEGAL_QUERY,
+                            format!("adapter subcommand {other:#x}"),
+                        ))
+                    }
+                };
+                // SAFETY: each of these subcommands' answer is an unsigned int.
+                unsafe { q.data.cast::<c_uint>().write(answer) };
                 Ok(())
             }
             SCI_Q_LOCAL_SEGMENT => {

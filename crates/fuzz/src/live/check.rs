@@ -10,7 +10,7 @@ use smartio_smartio::SciErrorClass;
 use std::collections::BTreeSet;
 
 /// Every class of SISCI error; a reply's code must be one of theirs.
-const CLASSES: [SciErrorClass; 21] = [
+const CLASSES: [SciErrorClass; 22] = [
     SciErrorClass::Busy,
     SciErrorClass::Nospc,
     SciErrorClass::HwNospc,
@@ -32,6 +32,7 @@ const CLASSES: [SciErrorClass; 21] = [
     SciErrorClass::NotAvailable,
     SciErrorClass::IllegalFlag,
     SciErrorClass::MaxEntries,
+    SciErrorClass::NoLinkAccess,
 ];
 
 /// The `sci_segment_cb_reason_t` values the live engine reports.
@@ -462,6 +463,7 @@ impl World {
             Ask::Flush(p) => Request::Flush {
                 map: one(p, &[Map]).0,
             },
+            Ask::ProbeNode(adapter, node_id) => Request::ProbeNode { adapter, node_id },
             Ask::WaitSegmentEvent(p, ms) => Request::WaitSegmentEvent {
                 segment: one(p, &[Segment, Connection]).0,
                 timeout_ms: Some(ms),
@@ -661,6 +663,13 @@ impl World {
                 self.give(s, handle, Kind::Requester, 0, None)
             }
             (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
+            (Request::ProbeNode { node_id, .. }, Reply::Value(v)) => {
+                assert_eq!(v, 1, "ProbeNode answers 1 when it succeeds");
+                assert!(
+                    self.host_of_node(*node_id).is_some(),
+                    "node id {node_id}, which no adapter has, was reachable"
+                );
+            }
             (Request::CreateDmaQueue { .. }, Reply::Made(handle)) => {
                 self.give(s, handle, Kind::DmaQueue, 0, None)
             }

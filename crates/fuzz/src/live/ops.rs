@@ -225,6 +225,8 @@ pub enum Ask {
     Flush(Pick),
     /// `WaitSegmentEvent`: a segment or connection, for up to [`MAX_WAIT_MS`].
     WaitSegmentEvent(Pick, u32),
+    /// `ProbeNode`: adapter, node id.
+    ProbeNode(u32, u32),
 }
 
 /// One entry of a DMA vector: size and local offset relative to the local segment, remote
@@ -302,6 +304,7 @@ impl Ask {
             Ask::ConnectReflective(..) => "ConnectReflective",
             Ask::Flush(..) => "Flush",
             Ask::WaitSegmentEvent(..) => "WaitSegmentEvent",
+            Ask::ProbeNode(..) => "ProbeNode",
         }
     }
 }
@@ -411,7 +414,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
 const DMA_READ: u32 = 0x10;
 
 fn dma(i: &mut Input) -> Ask {
-    match i.u8() % 12 {
+    match i.u8() % 13 {
         0 => {
             let entries = match i.u8() % 8 {
                 0 => 0,
@@ -454,7 +457,8 @@ fn dma(i: &mut Input) -> Ask {
         8 => Ask::JoinReflective(pick(i), adapter(i)),
         9 => Ask::ConnectReflective(segment_id(i), adapter(i)),
         10 => Ask::Flush(pick(i)),
-        _ => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
+        11 => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
+        _ => Ask::ProbeNode(adapter(i), node(i)),
     }
 }
 

@@ -57,6 +57,8 @@ pub enum SciErrorClass {
     IllegalFlag,
     /// `SCI_ERR_MAX_ENTRIES`: more entries than a DMA queue or vector holds.
     MaxEntries,
+    /// `SCI_ERR_NO_LINK_ACCESS`: a link between the adapters is down.
+    NoLinkAccess,
 }
 
 /// Every SISCI error code has this bit set (`SCI_ERR_OK`, 0, has not).
@@ -90,6 +92,7 @@ impl SciErrorClass {
             SciErrorClass::NotAvailable => 0x91C,
             SciErrorClass::IllegalFlag => 0x902,
             SciErrorClass::MaxEntries => 0x913,
+            SciErrorClass::NoLinkAccess => 0xA05,
         };
         SCI_ERR_MASK | low
     }
@@ -118,6 +121,7 @@ impl SciErrorClass {
             SciErrorClass::NotAvailable => "SCI_ERR_NOT_AVAILABLE",
             SciErrorClass::IllegalFlag => "SCI_ERR_ILLEGAL_FLAG",
             SciErrorClass::MaxEntries => "SCI_ERR_MAX_ENTRIES",
+            SciErrorClass::NoLinkAccess => "SCI_ERR_NO_LINK_ACCESS",
         }
     }
 }
@@ -169,6 +173,7 @@ impl SciError {
             | SciError::LocalDevice { .. } => C::IllegalParameter,
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
             SciError::NoPath { .. } => C::NotConnected,
+            SciError::LinkDown { .. } => C::NoLinkAccess,
             SciError::SegmentIdInUse { .. } => C::SegmentIdUsed,
             SciError::NoSuchSegment { .. } | SciError::NoSuchInterrupt { .. } => C::NoSuchSegment,
             SciError::NotAvailable { .. } => C::ConnectionRefused,
@@ -495,6 +500,14 @@ mod tests {
                     len: 1 << 30,
                 },
                 C::HwNospc,
+            ),
+            (
+                SciError::LinkDown {
+                    from: s("a.ntb0"),
+                    to: s("b.ntb0"),
+                    link: s("cable"),
+                },
+                C::NoLinkAccess,
             ),
             (
                 SciError::DmaEngineTaken {

@@ -61,6 +61,16 @@ pub enum SciError {
         /// The other.
         to: String,
     },
+    /// `SCI_ERR_NO_LINK_ACCESS`: a link between two adapters is down.
+    #[error("{from} cannot reach {to}: link {link} is down")]
+    LinkDown {
+        /// The near adapter.
+        from: String,
+        /// The far adapter.
+        to: String,
+        /// The link that is down.
+        link: String,
+    },
 
     // --- Segments ---------------------------------------------------------------------
     /// `SCI_ERR_ILLEGAL_PARAMETER`: a segment size no segment can have (larger than the
