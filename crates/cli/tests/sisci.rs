@@ -362,6 +362,9 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
         "probing a node id no adapter has: SCI_ERR_NO_SUCH_NODEID",
         "user: node 200 reachable: 0",
         "user: DMA offset alignment 1",
+        "user: lender's node ids: 8 0",
+        "user: lender.ntb0's node id: 8",
+        "user: nobody's node id: 0",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
     }

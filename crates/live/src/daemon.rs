@@ -327,6 +327,22 @@ impl Daemon {
             .collect()
     }
 
+    /// The node ids `name` stands for: a host's adapters, or the adapter of that name.
+    fn node_ids_named(&self, name: &str) -> Vec<u32> {
+        let f = self.cluster.machine.fabric();
+        if let Some(host) = f.host_by_name(name) {
+            return (0..)
+                .map_while(|n| f.host_adapter(host, n))
+                .map(|a| f.adapter(a).node_id.0)
+                .collect();
+        }
+        (0..f.adapters().len() as u32)
+            .map(smartio_fabric::AdapterId)
+            .filter(|&a| f.adapter_name(a) == name)
+            .map(|a| f.adapter(a).node_id.0)
+            .collect()
+    }
+
     /// Opens a session without a program (tests and the fuzzer): requests go in through
     /// [`Daemon::request`], as a program's would come on its socket.
     pub fn open_session(&mut self) -> Result<u64, DaemonError> {
@@ -721,6 +737,16 @@ impl Daemon {
                 segment,
                 timeout_ms,
             } => self.wait_segment_event(conn, host, segment, timeout_ms),
+            Request::NodeIdsByName { name } => {
+                if name.len() > protocol::MAX_NAME {
+                    return Err(SciError::Illegal(format!(
+                        "an adapter name of {} bytes; at most {}",
+                        name.len(),
+                        protocol::MAX_NAME
+                    )));
+                }
+                done(Reply::NodeIds(self.node_ids_named(&name)))
+            }
             Request::ProbeNode { adapter, node_id } => {
                 sisci.probe_node(host, adapter, ClusterNodeId(node_id))?;
                 done(Reply::Value(1))

@@ -323,9 +323,19 @@ pub enum Request {
         /// The node id probed.
         node_id: u32,
     },
+    /// The node ids an adapter name stands for (`SCIGetNodeIdByAdapterName`): a host's name
+    /// (all its adapters, in order) or one adapter's (`host.ntb0`); none for a name nothing
+    /// has. At most [`MAX_NAME`] bytes.
+    NodeIdsByName {
+        /// The name.
+        name: String,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
 }
+
+/// The longest name `NodeIdsByName` takes.
+pub const MAX_NAME: usize = 256;
 
 /// One transfer of a DMA vector, as a program gives it (`dis_dma_vec_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -412,6 +422,8 @@ pub enum Reply {
     Made(Handle),
     /// The devices SmartIO lends.
     Devices(Vec<DeviceEntry>),
+    /// Node ids.
+    NodeIds(Vec<u32>),
     /// A segment event.
     SegmentEvent {
         /// `sci_segment_cb_reason_t`.

@@ -27,6 +27,10 @@ const char *SCIGetErrorString(sci_error_t error);
 void SCIGetLocalNodeId(unsigned int adapterNo, unsigned int *nodeId, unsigned int flags,
                        sci_error_t *error);
 void SCIQuery(unsigned int command, void *data, unsigned int flags, sci_error_t *error);
+/* The node ids of an adapter name: a host's name (its adapters, in order) or one adapter's
+ * (host.ntb0); a name nothing has gives a list of zeroes. */
+void SCIGetNodeIdByAdapterName(char *adaptername, dis_nodeId_list_t *nodeId,
+                               dis_virt_adapter_t *type, unsigned int flags, sci_error_t *error);
 /* 1 if the local adapter reaches the node now; 0, with the reason in *error, if not. */
 int SCIProbeNode(sci_desc_t sd, unsigned int localAdapterNo, unsigned int nodeId,
                  unsigned int flags, sci_error_t *error);

@@ -208,6 +208,17 @@ impl Descriptor {
         }
     }
 
+    /// The node ids an adapter name (a host's, or `host.ntb0`) stands for.
+    pub fn node_ids_named(&self, name: &str) -> Result<Vec<u32>, Failure> {
+        let request = Request::NodeIdsByName {
+            name: name.to_string(),
+        };
+        match self.call(&request)? {
+            (Reply::NodeIds(ids), _) => Ok(ids),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
     /// Whether the host's adapter `adapter` reaches `node_id` now (`Err` says why not).
     pub fn probe_node(&self, adapter: u32, node_id: u32) -> Result<(), Failure> {
         match self.call(&Request::ProbeNode { adapter, node_id })? {

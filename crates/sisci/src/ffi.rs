@@ -473,6 +473,47 @@ pub unsafe extern "C" fn SCIProbeNode(
     std::ffi::c_int::from(reachable)
 }
 
+/// Entries of `dis_nodeId_list_t`: an adapter name stands for at most `DIS_MAX_NSCIS`
+/// adapters, and the list ends with a 0.
+const NODE_ID_LIST: usize = 5;
+
+/// # Safety
+/// `name` is a NUL-terminated string; `list` and `kind` are null or the program's.
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetNodeIdByAdapterName(
+    name: *const c_char,
+    list: *mut [c_uint; NODE_ID_LIST],
+    kind: *mut c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        if name.is_null() || list.is_null() {
+            return Err(illegal("adaptername or nodeId"));
+        }
+        // SAFETY: the caller's contract: a NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(name) };
+        let name = name
+            .to_str()
+            .map_err(|_| Failure::new(code::ILLEGAL_PARAMETER, "the adapter name is not UTF-8"))?;
+        let ids = query_descriptor()?.node_ids_named(name)?;
+        let mut out = [0 as c_uint; NODE_ID_LIST];
+        for (to, id) in out.iter_mut().zip(ids.iter().take(NODE_ID_LIST - 1)) {
+            *to = *id;
+        }
+        // SAFETY: checked non-null; the program's list.
+        unsafe { list.write(out) };
+        // SAFETY: null or the program's.
+        if let Some(k) = unsafe { kind.as_mut() } {
+            // DIS_VIRTUAL_ADAPTER_NONE: every adapter here is a physical one.
+            *k = 0;
+        }
+        Ok(())
+    })();
+    report(error, result)
+}
+
 /// `sci_query_adapter_t`.
 #[repr(C)]
 pub struct QueryAdapter {

@@ -186,6 +186,18 @@ static int user(sci_desc_t sd, unsigned int node)
     SCIQuery(SCI_Q_ADAPTER, &qa, SCI_NO_FLAGS, &err);
     check("SCIQuery (DMA offset alignment)", err);
     printf("user: DMA offset alignment %u\n", alignment);
+    dis_nodeId_list_t ids;
+    dis_virt_adapter_t kind;
+    char by_host[] = "lender", by_adapter[] = "lender.ntb0", by_nobody[] = "nobody";
+    SCIGetNodeIdByAdapterName(by_host, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (host)", err);
+    printf("user: lender's node ids: %u %u\n", ids[0], ids[1]);
+    SCIGetNodeIdByAdapterName(by_adapter, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (adapter)", err);
+    printf("user: lender.ntb0's node id: %u\n", ids[0]);
+    SCIGetNodeIdByAdapterName(by_nobody, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (nobody)", err);
+    printf("user: nobody's node id: %u\n", ids[0]);
     SCIMemCpy(seq, bytes, map, 8, SIZE, SCI_NO_FLAGS, &err);
     expect("a copy past the map's end", err, SCI_ERR_OUT_OF_RANGE, "SCI_ERR_OUT_OF_RANGE");
     status = SCICheckSequence(seq, SCI_NO_FLAGS, &err);

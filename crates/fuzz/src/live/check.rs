@@ -464,6 +464,7 @@ impl World {
                 map: one(p, &[Map]).0,
             },
             Ask::ProbeNode(adapter, node_id) => Request::ProbeNode { adapter, node_id },
+            Ask::NodeIdsByName(name) => Request::NodeIdsByName { name: name.name() },
             Ask::WaitSegmentEvent(p, ms) => Request::WaitSegmentEvent {
                 segment: one(p, &[Segment, Connection]).0,
                 timeout_ms: Some(ms),
@@ -663,6 +664,16 @@ impl World {
                 self.give(s, handle, Kind::Requester, 0, None)
             }
             (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
+            (Request::NodeIdsByName { name }, Reply::NodeIds(ids)) => {
+                let host = self.hosts.iter().find(|(n, _)| n == name);
+                match host {
+                    Some((_, own)) => assert_eq!(&ids, own, "the node ids of host {name}"),
+                    None => assert!(
+                        ids.iter().all(|id| self.host_of_node(*id).is_some()),
+                        "{name} stands for node ids {ids:?}, which no host has"
+                    ),
+                }
+            }
             (Request::ProbeNode { node_id, .. }, Reply::Value(v)) => {
                 assert_eq!(v, 1, "ProbeNode answers 1 when it succeeds");
                 assert!(

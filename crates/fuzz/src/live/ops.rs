@@ -227,6 +227,30 @@ pub enum Ask {
     WaitSegmentEvent(Pick, u32),
     /// `ProbeNode`: adapter, node id.
     ProbeNode(u32, u32),
+    /// `NodeIdsByName`: a host's name, an adapter's, or a name too long.
+    NodeIdsByName(NodeName),
+}
+
+/// A name `NodeIdsByName` asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeName {
+    /// A host of the cluster.
+    Host(HostName),
+    /// `lender.ntb0`.
+    Adapter,
+    /// 257 bytes: one past what the request takes.
+    TooLong,
+}
+
+impl NodeName {
+    /// The name sent.
+    pub fn name(self) -> String {
+        match self {
+            NodeName::Host(h) => h.name().to_string(),
+            NodeName::Adapter => "lender.ntb0".to_string(),
+            NodeName::TooLong => "x".repeat(257),
+        }
+    }
 }
 
 /// One entry of a DMA vector: size and local offset relative to the local segment, remote
@@ -305,6 +329,7 @@ impl Ask {
             Ask::Flush(..) => "Flush",
             Ask::WaitSegmentEvent(..) => "WaitSegmentEvent",
             Ask::ProbeNode(..) => "ProbeNode",
+            Ask::NodeIdsByName(..) => "NodeIdsByName",
         }
     }
 }
@@ -414,7 +439,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
 const DMA_READ: u32 = 0x10;
 
 fn dma(i: &mut Input) -> Ask {
-    match i.u8() % 13 {
+    match i.u8() % 14 {
         0 => {
             let entries = match i.u8() % 8 {
                 0 => 0,
@@ -458,7 +483,12 @@ fn dma(i: &mut Input) -> Ask {
         9 => Ask::ConnectReflective(segment_id(i), adapter(i)),
         10 => Ask::Flush(pick(i)),
         11 => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
-        _ => Ask::ProbeNode(adapter(i), node(i)),
+        12 => Ask::ProbeNode(adapter(i), node(i)),
+        _ => Ask::NodeIdsByName(match i.u8() % 4 {
+            0 | 1 => NodeName::Host(host_name(i)),
+            2 => NodeName::Adapter,
+            _ => NodeName::TooLong,
+        }),
     }
 }
 
