@@ -51,6 +51,11 @@ void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t se
 void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int busNo,
                              size_t size, sci_local_segment_t segment, unsigned int flags,
                              sci_error_t *error);
+/* Not provided on the live engine: SCI_ERR_NOT_IMPLEMENTED. */
+void SCIShareSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error);
+void SCIAttachLocalSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
+                           size_t *size, sci_cb_local_segment_t callback, void *callbackArg,
+                           unsigned int flags, sci_error_t *error);
 unsigned int SCIGetLocalSegmentId(sci_local_segment_t segment);
 size_t SCIGetLocalSegmentSize(sci_local_segment_t segment);
 

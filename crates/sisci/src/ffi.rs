@@ -268,6 +268,42 @@ pub unsafe extern "C" fn SCIAttachPhysicalMemory(
     report(error, result)
 }
 
+/// # Safety
+/// Dereferences nothing but `segment`, a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIShareSegment(segment: *mut Seg, _flags: c_uint, error: *mut SciError) {
+    // SAFETY: the caller's contract.
+    let result = unsafe { object(segment, "the segment") }.and_then(|_| {
+        Err(Failure::new(
+            code::NOT_IMPLEMENTED,
+            "SCIShareSegment: programs of one host do not share local segments on the live engine; connect to the segment instead",
+        ))
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// Dereferences no pointer.
+#[no_mangle]
+pub unsafe extern "C" fn SCIAttachLocalSegment(
+    _sd: *mut Desc,
+    _segment: *mut *mut Seg,
+    _segment_id: c_uint,
+    _size: *mut usize,
+    _callback: *const c_void,
+    _callback_arg: *mut c_void,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    report(
+        error,
+        Err(Failure::new(
+            code::NOT_IMPLEMENTED,
+            "SCIAttachLocalSegment: programs of one host do not share local segments on the live engine; connect to the segment instead",
+        )),
+    )
+}
+
 /// A sequence's handle: sequences see no transfer errors on the live engine (stores into
 /// shared memory cannot be lost). A sequence of a broadcast map carries its store barrier.
 pub struct Sequence {
