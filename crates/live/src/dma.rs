@@ -13,8 +13,7 @@
 
 use crate::daemon::{error_reply, Answer, Daemon, Object};
 use crate::protocol::{DmaEntry, Handle, Reply, Request};
-use smartio_devices::ntb_dma::spec::REGISTER_BAR;
-use smartio_drivers::ntb_dma::{queue_memory_bytes, QueueMemory};
+use smartio_drivers::ntb_dma::{engine_registers, queue_memory_bytes, QueueMemory};
 use smartio_drivers::sisci_dma::{
     SisciDmaError, SisciDmaQueue, VecEntry, Vector, MAX_QUEUE_ENTRIES,
 };
@@ -195,13 +194,7 @@ impl Daemon {
         let machine = self.cluster.machine.clone();
         let (endpoint, bar0, name) = {
             let f = machine.fabric();
-            let endpoint = f.adapter(adapter).endpoint;
-            let bar0 = f
-                .endpoint(endpoint)
-                .bars
-                .iter()
-                .find(|b| b.index == REGISTER_BAR)
-                .map(|b| b.base);
+            let (endpoint, bar0) = engine_registers(&f, adapter);
             (endpoint, bar0, f.adapter_name(adapter))
         };
         let bar0 = bar0.ok_or_else(|| SciError::Illegal(format!("{name} has no register BAR")))?;

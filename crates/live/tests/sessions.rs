@@ -399,6 +399,22 @@ fn segment(d: &mut Daemon, s: u64, size: u64) -> (u64, u32, u64) {
     }
 }
 
+/// Prepares `segment` on adapter 0 and makes it available there.
+fn offer(d: &mut Daemon, s: u64, segment: u64) {
+    for r in [
+        Request::PrepareSegment {
+            segment,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(d, s, r), Reply::Done);
+    }
+}
+
 fn entry(size: u64, local_offset: u64, remote_offset: u64) -> smartio_live::protocol::DmaEntry {
     smartio_live::protocol::DmaEntry {
         size,
@@ -415,18 +431,7 @@ fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes()
     let lender = hello(&mut d, "lender");
     let borrower = hello(&mut d, "borrower");
     let (far, far_id, far_phys) = segment(&mut d, lender, 1 << 20);
-    for r in [
-        Request::PrepareSegment {
-            segment: far,
-            adapter: 0,
-        },
-        Request::SetAvailable {
-            segment: far,
-            adapter: 0,
-        },
-    ] {
-        assert_eq!(ask(&mut d, lender, r), Reply::Done);
-    }
+    offer(&mut d, lender, far);
     let (near, _, near_phys) = segment(&mut d, borrower, 1 << 20);
     let (unprepared, _, _) = segment(&mut d, borrower, 4096);
     let prepare = Request::PrepareSegment {
@@ -552,18 +557,7 @@ fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave
     let lender = hello(&mut d, "lender");
     let borrower = hello(&mut d, "borrower");
     let (seg, id, _) = segment(&mut d, lender, 1 << 16);
-    for r in [
-        Request::PrepareSegment {
-            segment: seg,
-            adapter: 0,
-        },
-        Request::SetAvailable {
-            segment: seg,
-            adapter: 0,
-        },
-    ] {
-        assert_eq!(ask(&mut d, lender, r), Reply::Done);
-    }
+    offer(&mut d, lender, seg);
     let quiet = Request::WaitSegmentEvent {
         segment: seg,
         timeout_ms: Some(5),

@@ -405,20 +405,7 @@ impl RemoteSegment {
             segment_id,
             adapter,
         };
-        match desc.call(&request)? {
-            (Reply::Remote { handle, size }, _) => {
-                desc.made();
-                Ok(RemoteSegment {
-                    desc: Arc::clone(desc),
-                    handle,
-                    size,
-                    node_id,
-                    segment_id,
-                    broadcast: false,
-                })
-            }
-            (other, _) => Err(unexpected(&other)),
-        }
+        Self::made(desc, &request, node_id, segment_id, false)
     }
 
     /// Connects `adapter` to broadcast segment `segment_id`'s group, for sending to every
@@ -433,7 +420,18 @@ impl RemoteSegment {
             segment_id,
             adapter,
         };
-        match desc.call(&request)? {
+        Self::made(desc, &request, node_id, segment_id, true)
+    }
+
+    /// The connection `request` makes.
+    fn made(
+        desc: &Arc<Descriptor>,
+        request: &Request,
+        node_id: u32,
+        segment_id: u32,
+        broadcast: bool,
+    ) -> Result<RemoteSegment, Failure> {
+        match desc.call(request)? {
             (Reply::Remote { handle, size }, _) => {
                 desc.made();
                 Ok(RemoteSegment {
@@ -442,7 +440,7 @@ impl RemoteSegment {
                     size,
                     node_id,
                     segment_id,
-                    broadcast: true,
+                    broadcast,
                 })
             }
             (other, _) => Err(unexpected(&other)),

@@ -373,6 +373,33 @@ unsafe fn hand_out<T>(out: *mut *mut T, value: T) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Hands out `handle` (made with `Box::into_raw`) once its callbacks `started`; if they did
+/// not, `undo` ends the object and the handle is freed.
+///
+/// # Safety
+/// `out` is non-null and the program's; `handle` was made with `Box::into_raw` and not
+/// handed out.
+unsafe fn hand_out_started<T>(
+    out: *mut *mut T,
+    handle: *mut T,
+    started: Result<(), Failure>,
+    undo: impl FnOnce(&T),
+) -> Result<(), Failure> {
+    match started {
+        Ok(()) => {
+            // SAFETY: the caller's contract.
+            unsafe { out.write(handle) };
+            Ok(())
+        }
+        Err(f) => {
+            // SAFETY: the caller's contract: made with Box::into_raw, freed once, here.
+            let made = unsafe { Box::from_raw(handle) };
+            undo(&made);
+            Err(f)
+        }
+    }
+}
+
 /// Frees a handle after `remove` succeeded on it.
 ///
 /// # Safety
@@ -704,30 +731,27 @@ pub unsafe extern "C" fn SCICreateSegment(
             seg.back(size as u64)?;
         }
         let handle = Box::into_raw(Box::new(seg));
-        if let Some(cb) = callback {
-            // SAFETY: made just above, not handed out yet.
-            let seg = unsafe { &*handle };
-            let target = events::SegmentCallback::Local(cb, callback_arg, handle);
-            let started = match seg.backed.get() {
-                Some(local) => target.serve(Arc::clone(&seg.desc), local.handle()),
-                // Events begin with memory: SCIRegisterSegmentMemory starts the callbacks.
-                None => {
-                    *seg.callback
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(target);
-                    Ok(())
+        // SAFETY: made just above, not handed out yet.
+        let made = unsafe { &*handle };
+        let started = match callback {
+            Some(cb) => {
+                let target = events::SegmentCallback::Local(cb, callback_arg, handle);
+                match made.backed.get() {
+                    Some(local) => target.serve(Arc::clone(&made.desc), local.handle()),
+                    // Events begin with memory: SCIRegisterSegmentMemory starts the callbacks.
+                    None => {
+                        *made
+                            .callback
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(target);
+                        Ok(())
+                    }
                 }
-            };
-            if let Err(f) = started {
-                // SAFETY: made above with Box::into_raw and not handed out.
-                let made = unsafe { Box::from_raw(handle) };
-                let _ = made.remove();
-                return Err(f);
             }
-        }
-        // SAFETY: checked non-null by `need`; the caller's contract.
-        unsafe { segment.write(handle) };
-        Ok(())
+            None => Ok(()),
+        };
+        // SAFETY: made above and not handed out; `segment` checked by `need`.
+        unsafe { hand_out_started(segment, handle, started, |s| drop(s.remove())) }
     })();
     report(error, result)
 }
@@ -871,18 +895,13 @@ pub unsafe extern "C" fn SCIConnectSegment(
         })?;
         let daemon_handle = remote.handle;
         let handle = Box::into_raw(Box::new(remote));
-        if let Some(cb) = callback {
-            let target = events::SegmentCallback::Remote(cb, callback_arg, handle);
-            if let Err(f) = target.serve(Arc::clone(&desc.0), daemon_handle) {
-                // SAFETY: made above with Box::into_raw and not handed out.
-                let made = unsafe { Box::from_raw(handle) };
-                let _ = made.disconnect();
-                return Err(f);
-            }
-        }
-        // SAFETY: checked non-null by `need`; the caller's contract.
-        unsafe { segment.write(handle) };
-        Ok(())
+        let started = match callback {
+            Some(cb) => events::SegmentCallback::Remote(cb, callback_arg, handle)
+                .serve(Arc::clone(&desc.0), daemon_handle),
+            None => Ok(()),
+        };
+        // SAFETY: made above and not handed out; `segment` checked by `need`.
+        unsafe { hand_out_started(segment, handle, started, |r| drop(r.disconnect())) }
     })();
     report(error, result)
 }

@@ -17,7 +17,7 @@ use crate::booted::UnknownHost;
 use crate::dma_bench::{host_pattern, DmaDirection, DmaSample};
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_drivers::ntb_dma::{queue_memory_bytes, QueueMemory};
+use smartio_drivers::ntb_dma::{engine_registers, queue_memory_bytes, QueueMemory};
 use smartio_drivers::sisci_dma::{
     flag, QueueState, SisciDmaError, SisciDmaQueue, VecEntry, Vector,
 };
@@ -189,13 +189,7 @@ impl AdapterDmaSetup {
         let (adapter, peer, peer_adapter) = adapter_and_peer(cluster, host, host_name)?;
         let (endpoint, adapter_name, peer_name, bar0) = {
             let f = machine.fabric();
-            let endpoint = f.adapter(adapter).endpoint;
-            let bar0 = f
-                .endpoint(endpoint)
-                .bars
-                .iter()
-                .find(|b| b.index == smartio_devices::ntb_dma::spec::REGISTER_BAR)
-                .map(|b| b.base);
+            let (endpoint, bar0) = engine_registers(&f, adapter);
             (
                 endpoint,
                 f.adapter_name(adapter),

@@ -110,16 +110,7 @@ pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
         }
         Ok(e.reason)
     })();
-    match result {
-        Ok(reason) => {
-            report(error, Ok(()));
-            reason
-        }
-        Err(f) => {
-            report(error, Err(f));
-            0
-        }
-    }
+    reason_of(error, result)
 }
 
 /// # Safety
@@ -144,6 +135,11 @@ pub unsafe extern "C" fn SCIWaitForRemoteSegmentEvent(
         }
         Ok(e.reason)
     })();
+    reason_of(error, result)
+}
+
+/// The reason a wait returns (0 after a failure), its outcome reported in `error`.
+fn reason_of(error: *mut SciError, result: Result<c_uint, Failure>) -> c_uint {
     match result {
         Ok(reason) => {
             report(error, Ok(()));
