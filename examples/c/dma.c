@@ -139,7 +139,7 @@ static int client(sci_desc_t sd, unsigned int peer, size_t bytes, unsigned int r
     sci_local_segment_t local;
     sci_remote_segment_t remote;
     sci_map_t local_map, remote_map;
-    sci_dma_queue_t queue;
+    sci_dma_queue_t queue, spare;
 
     SCICreateSegment(sd, &local, 0, 2 * bytes, NULL, NULL, SCI_FLAG_AUTO_ID, &err);
     check("SCICreateSegment", err);
@@ -230,6 +230,21 @@ static int client(sci_desc_t sd, unsigned int peer, size_t bytes, unsigned int r
     SCIStartDmaTransfer(queue, local, remote, 0, bytes, CONTROL + 8, NULL, NULL, SCI_NO_FLAGS,
                         &err);
     print_refusal("past the remote segment's end", err);
+    SCIStartDmaTransfer(queue, local, remote, 0, 4096, CONTROL, NULL, NULL, SCI_FLAG_USE_CALLBACK,
+                        &err);
+    print_refusal("a callback flag without a callback", err);
+    dis_dma_vec_t many[DIS_DMA_MAX_VECLEN + 1];
+    for (size_t i = 0; i <= DIS_DMA_MAX_VECLEN; i++) {
+        many[i].size = 64;
+        many[i].local_offset = 64 * i;
+        many[i].remote_offset = CONTROL;
+        many[i].flags = 0;
+    }
+    SCIStartDmaTransferVec(queue, local, remote, DIS_DMA_MAX_VECLEN + 1, many, NULL, NULL,
+                           SCI_NO_FLAGS, &err);
+    print_refusal("a vector longer than DIS_DMA_MAX_VECLEN", err);
+    SCICreateDMAQueue(sd, &spare, ADAPTER, QUEUE_ENTRIES, SCI_NO_FLAGS, &err);
+    print_refusal("a second queue on the adapter", err);
 
     /* Tell the server, and clean up. */
     *(volatile uint64_t *)far = 1;

@@ -5,10 +5,13 @@
  *
  *   events owner                  (creates segments 31, with a callback, and 32)
  *   events user <owner node> [exit]
+ *   events keeper                 (creates segment 33 and waits to be killed)
+ *   events watcher <keeper node>  (connects to 33 with a callback, hears the keeper go)
  *
  * The owner waits for two users: one that connects to both segments and disconnects, and
- * one (`exit`) that connects to segment 32 and exits without disconnecting. Built by
- * smartio's test suite with -Wall -Werror -Wextra.
+ * one (`exit`) that connects to segment 32 and exits without disconnecting. The watcher's
+ * connection callback hears SCI_CB_LOST when the keeper is killed. Built by smartio's test
+ * suite with -Wall -Werror -Wextra.
  */
 #include <sisci_api.h>
 #include <sisci_error.h>
@@ -138,10 +141,67 @@ static int user(sci_desc_t sd, unsigned int owner_node, int leave)
     return 0;
 }
 
+static volatile int lost = 0;
+
+static sci_callback_action_t on_remote_event(void *arg, sci_remote_segment_t segment,
+                                             sci_segment_cb_reason_t reason, sci_error_t status)
+{
+    (void)arg;
+    (void)segment;
+    printf("watcher: callback: %s (%s)\n", reason_name(reason),
+           status == SCI_ERR_OK ? "SCI_ERR_OK" : "an error");
+    fflush(stdout);
+    if (reason == SCI_CB_LOST) {
+        lost = 1;
+        return SCI_CALLBACK_CANCEL;
+    }
+    return SCI_CALLBACK_CONTINUE;
+}
+
+static int keeper(sci_desc_t sd)
+{
+    offer(sd, 33, NULL);
+    printf("keeper: ready\n");
+    fflush(stdout);
+    /* Killed long before this. */
+    time_t deadline = time(NULL) + 60;
+    while (time(NULL) < deadline) {
+        sched_yield();
+    }
+    return 1;
+}
+
+static int watcher(sci_desc_t sd, unsigned int keeper_node)
+{
+    sci_error_t err;
+    sci_remote_segment_t seg;
+    SCIConnectSegment(sd, &seg, keeper_node, 33, ADAPTER, on_remote_event, NULL, 30000,
+                      SCI_FLAG_USE_CALLBACK, &err);
+    check("SCIConnectSegment", err);
+    printf("watcher: connected\n");
+    fflush(stdout);
+    time_t deadline = time(NULL) + 30;
+    while (!lost && time(NULL) < deadline) {
+        sched_yield();
+    }
+    if (!lost) {
+        fprintf(stderr, "watcher: never heard the keeper go\n");
+        return 1;
+    }
+    SCIDisconnectSegment(seg, SCI_NO_FLAGS, &err);
+    check("SCIDisconnectSegment", err);
+    printf("watcher: disconnected from the lost segment\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || (strcmp(argv[1], "user") == 0 && argc < 3)) {
-        fprintf(stderr, "usage: %s owner | user <owner node> [exit]\n", argv[0]);
+    int needs_node = strcmp(argv[argc > 1 ? 1 : 0], "user") == 0 ||
+                     strcmp(argv[argc > 1 ? 1 : 0], "watcher") == 0;
+    if (argc < 2 || (needs_node && argc < 3)) {
+        fprintf(stderr,
+                "usage: %s owner | user <owner node> [exit] | keeper | watcher <keeper node>\n",
+                argv[0]);
         return 2;
     }
     sci_error_t err;
@@ -153,6 +213,10 @@ int main(int argc, char **argv)
     int rc;
     if (strcmp(argv[1], "owner") == 0) {
         rc = owner(sd);
+    } else if (strcmp(argv[1], "keeper") == 0) {
+        rc = keeper(sd);
+    } else if (strcmp(argv[1], "watcher") == 0) {
+        rc = watcher(sd, (unsigned int)strtoul(argv[2], NULL, 0));
     } else {
         int leave = argc > 3 && strcmp(argv[3], "exit") == 0;
         rc = user(sd, (unsigned int)strtoul(argv[2], NULL, 0), leave);

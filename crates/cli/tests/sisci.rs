@@ -473,6 +473,9 @@ fn a_dma_queue_moves_megabytes_both_ways_between_two_programs_and_every_byte_arr
         "client: SCI_FLAG_DMA_WAIT returned with the queue SCI_DMAQUEUE_DONE",
         "client: the system DMA engine: SCI_ERR_ILLEGAL_FLAG",
         "client: past the remote segment's end: SCI_ERR_OUT_OF_RANGE",
+        "client: a callback flag without a callback: SCI_ERR_ILLEGAL_PARAMETER",
+        "client: a vector longer than DIS_DMA_MAX_VECLEN: SCI_ERR_MAX_ENTRIES",
+        "client: a second queue on the adapter: SCI_ERR_HW_NOSPC",
         "client: done",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
@@ -572,5 +575,24 @@ fn a_segment_hears_programs_connect_and_disconnect_through_a_callback_and_a_wait
         (waited("SCI_CB_CONNECT"), waited("SCI_CB_DISCONNECT")),
         (2, 2),
         "{heard}"
+    );
+    // A connection's callback hears its segment's owner die.
+    let mut keeper = live.program("lender", &exe, &["keeper"]).spawn().unwrap();
+    read_until(&mut keeper, "keeper: ready");
+    let mut watcher = live
+        .program("borrower", &exe, &["watcher", "8"])
+        .spawn()
+        .unwrap();
+    read_until(&mut watcher, "watcher: connected");
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
+    let said = succeeded(&finish(watcher, LIMIT));
+    assert!(
+        said.contains("watcher: callback: SCI_CB_LOST (SCI_ERR_OK)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("watcher: disconnected from the lost segment"),
+        "{said}"
     );
 }
