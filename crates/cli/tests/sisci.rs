@@ -357,6 +357,14 @@ fn registered_user_memory_plain_interrupts_memcpy_and_misuse_from_c() {
         "disconnecting a mapped segment: SCI_ERR_BUSY",
         "user: the owner's store after a refused removal arrived",
         "user: read the owner's buffer, wrote it and rang",
+        "user: SCIMemWrite's bytes read back",
+        "user: node 8 reachable: 1",
+        "probing a node id no adapter has: SCI_ERR_NO_SUCH_NODEID",
+        "user: node 200 reachable: 0",
+        "user: DMA offset alignment 1",
+        "user: lender's node ids: 8 0",
+        "user: lender.ntb0's node id: 8",
+        "user: nobody's node id: 0",
     ] {
         assert!(said.contains(line), "{line:?} in:\n{said}");
     }
@@ -434,4 +442,157 @@ fn segment_memory_is_committed_lazily_given_back_on_removal_and_sizes_are_checke
         "{before} KiB before, {end} KiB after a 6 GiB segment came and went"
     );
     eprintln!("{said}{heard}daemon resident: {before} KiB, {after} KiB, {end} KiB");
+}
+
+#[test]
+fn a_dma_queue_moves_megabytes_both_ways_between_two_programs_and_every_byte_arrives() {
+    let d = dir("dma");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/dma.c"));
+    let live = Live::up(&d, "back-to-back");
+    let mut server = live
+        .program("lender", &exe, &["server", "4", "4"])
+        .spawn()
+        .unwrap();
+    read_until(&mut server, "server: segment 11 of");
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["client", "8", "4", "8"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    let heard = succeeded(&finish(server, LIMIT));
+    for line in [
+        "client: node 4, peer node 8",
+        "client: queue of 16 entries on adapter 0, state SCI_DMAQUEUE_IDLE",
+        "client: write 4 MiB x 8: ",
+        "client: read 4 MiB x 8: ",
+        "queue SCI_DMAQUEUE_DONE",
+        "client: every byte verified both ways",
+        "client: callback called: yes, status SCI_ERR_OK",
+        "client: SCI_FLAG_DMA_WAIT returned with the queue SCI_DMAQUEUE_DONE",
+        "client: the system DMA engine: SCI_ERR_ILLEGAL_FLAG",
+        "client: past the remote segment's end: SCI_ERR_OUT_OF_RANGE",
+        "client: a callback flag without a callback: SCI_ERR_ILLEGAL_PARAMETER",
+        "client: a vector longer than DIS_DMA_MAX_VECLEN: SCI_ERR_MAX_ENTRIES",
+        "client: a second queue on the adapter: SCI_ERR_HW_NOSPC",
+        "client: done",
+    ] {
+        assert!(said.contains(line), "{line:?} in:\n{said}");
+    }
+    assert!(
+        heard.contains("server: 4 MiB pushed by the client's DMA engine verified"),
+        "{heard}"
+    );
+    // The figures, for the record (wall-clock speeds are measured, not asserted).
+    eprintln!("{said}");
+}
+
+#[test]
+fn a_store_by_one_host_into_reflective_memory_appears_in_every_members_copy() {
+    let d = dir("reflective");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/reflective.c"));
+    // cluster-switch: borrower (node 4), lender (8) and lender2 (12) on one cluster switch.
+    let live = Live::up(&d, "cluster-switch");
+    let mut members = Vec::new();
+    for host in ["lender", "lender2"] {
+        let mut m = live
+            .program(host, &exe, &["member", "256"])
+            .spawn()
+            .unwrap();
+        read_until(&mut m, "joined broadcast segment 21");
+        members.push(m);
+    }
+    let said = succeeded(&finish(
+        live.program("borrower", &exe, &["writer", "256", "4"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        said.contains("writer: connected to broadcast segment 21 (262144 bytes)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("writer: 4 rounds of 256 KiB to every member: "),
+        "{said}"
+    );
+    for (m, node) in members.into_iter().zip([8, 12]) {
+        let heard = succeeded(&finish(m, LIMIT));
+        assert!(
+            heard.contains(&format!("member: node {node}: 256 KiB of round 4 verified")),
+            "{heard}"
+        );
+    }
+    eprintln!("{said}");
+}
+
+#[test]
+fn a_segment_hears_programs_connect_and_disconnect_through_a_callback_and_a_wait() {
+    let d = dir("events");
+    let Some(sdk) = Sdk::install(&d) else { return };
+    let exe = sdk.build(&repo("examples/c/events.c"));
+    let live = Live::up(&d, "back-to-back");
+    let mut owner = live.program("lender", &exe, &["owner"]).spawn().unwrap();
+    let early = read_until(&mut owner, "owner: ready");
+    let first = succeeded(&finish(
+        live.program("borrower", &exe, &["user", "8"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(
+        first.contains("user: connected and disconnected"),
+        "{first}"
+    );
+    let second = succeeded(&finish(
+        live.program("borrower", &exe, &["user", "8", "exit"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    ));
+    assert!(second.contains("user: exiting connected"), "{second}");
+    let heard = early + &succeeded(&finish(owner, LIMIT));
+    assert!(
+        heard.contains("owner: nothing yet: SCI_ERR_TIMEOUT"),
+        "{heard}"
+    );
+    for line in [
+        "owner: callback: SCI_CB_CONNECT from node 4 on adapter 0 (SCI_ERR_OK)",
+        "owner: callback: SCI_CB_DISCONNECT from node 4 on adapter 0 (SCI_ERR_OK)",
+        "owner: done",
+    ] {
+        assert!(heard.contains(line), "{line:?} in:\n{heard}");
+    }
+    // Segment 32: two connects and two disconnects, the second by a program's exit.
+    let waited = |what: &str| {
+        heard
+            .matches(&format!("owner: waited: {what} from node 4 on adapter 0"))
+            .count()
+    };
+    assert_eq!(
+        (waited("SCI_CB_CONNECT"), waited("SCI_CB_DISCONNECT")),
+        (2, 2),
+        "{heard}"
+    );
+    // A connection's callback hears its segment's owner die.
+    let mut keeper = live.program("lender", &exe, &["keeper"]).spawn().unwrap();
+    read_until(&mut keeper, "keeper: ready");
+    let mut watcher = live
+        .program("borrower", &exe, &["watcher", "8"])
+        .spawn()
+        .unwrap();
+    read_until(&mut watcher, "watcher: connected");
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
+    let said = succeeded(&finish(watcher, LIMIT));
+    assert!(
+        said.contains("watcher: callback: SCI_CB_LOST (SCI_ERR_OK)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("watcher: disconnected from the lost segment"),
+        "{said}"
+    );
 }

@@ -12,6 +12,7 @@ pub mod ntb_dma;
 pub mod nvme;
 pub mod nvme_dist;
 pub mod nvme_gpu;
+pub mod sisci_dma;
 
 pub use dma::{DmaTestDriver, DriverError, Location};
 pub use gpu::{
@@ -23,3 +24,4 @@ pub use nvme::{
     BlockOp, CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig, NvmeError,
     UnknownCompletionMode,
 };
+pub use sisci_dma::{SisciDmaError, SisciDmaQueue};

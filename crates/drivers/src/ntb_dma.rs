@@ -88,6 +88,22 @@ pub struct QueueMemory {
     pub bus: BusAddr,
 }
 
+/// Where the DMA engine's registers of `adapter` are: its function and its BAR0 (as the
+/// host's CPU sees it), if the BAR was assigned.
+pub fn engine_registers(
+    fabric: &smartio_fabric::Fabric,
+    adapter: smartio_fabric::AdapterId,
+) -> (smartio_fabric::EndpointId, Option<BusAddr>) {
+    let endpoint = fabric.adapter(adapter).endpoint;
+    let bar0 = fabric
+        .endpoint(endpoint)
+        .bars
+        .iter()
+        .find(|b| b.index == smartio_devices::ntb_dma::spec::REGISTER_BAR)
+        .map(|b| b.base);
+    (endpoint, bar0)
+}
+
 /// Bytes of host memory a queue of `entries` needs: the ring, then the done word.
 pub const fn queue_memory_bytes(entries: u64) -> u64 {
     entries * DESCRIPTOR_BYTES + 8
@@ -183,6 +199,11 @@ impl<P: Port + Clock + MemoryWatch> AdapterDmaQueue<P> {
         queue.store(reg::CONTROL, control::ENABLE).await?;
         queue.check("the queue's ring").await?;
         Ok(queue)
+    }
+
+    /// The CPU that drives the queue.
+    pub fn cpu(&self) -> &P {
+        &self.cpu
     }
 
     /// The queue's ring size.

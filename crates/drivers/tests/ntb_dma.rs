@@ -290,3 +290,136 @@ fn a_ring_the_engine_does_not_take_is_refused_when_the_queue_is_made() {
     );
     assert!(queue_memory_bytes(4) == 4 * 32 + 8);
 }
+
+/// SISCI's queue on top of the driver (`sisci_dma`): a checked vector posted from segment
+/// offsets, the states SISCI reports, and the refusals it names.
+mod sisci_queue {
+    use super::*;
+    use smartio_drivers::sisci_dma::{
+        flag, QueueState, SisciDmaError, SisciDmaQueue, VecEntry, Vector,
+    };
+    use smartio_smartio::SciErrorClass;
+
+    fn entry(size: u64, local_offset: u64, remote_offset: u64, flags: u32) -> VecEntry {
+        VecEntry {
+            size,
+            local_offset,
+            remote_offset,
+            flags,
+        }
+    }
+
+    #[test]
+    fn a_vector_is_pushed_and_pulled_at_its_offsets_and_the_queue_goes_idle_posted_done() {
+        let s = setup();
+        s.cluster
+            .machine
+            .poke_memory(s.borrower, PhysAddr(LOCAL), &pattern(64 << 10));
+        s.cluster
+            .machine
+            .poke_memory(s.lender, PhysAddr(REMOTE + (1 << 20)), &pattern(8192)[1..]);
+        let (bar0, memory, window) = (s.bar0, s.memory(), s.window);
+        let states = s.run(move |cpu| {
+            Box::new(async move {
+                let q = SisciDmaQueue::create(cpu, bar0, memory, 4).await?;
+                let mut seen = vec![q.state().await?];
+                // Push 64 KiB to remote offset 4096; pull 8191 bytes from remote 1 MiB into
+                // local offset 1 MiB.
+                let v = Vector::check(
+                    &[
+                        entry(64 << 10, 0, 4096, 0),
+                        entry(8191, 1 << 20, 1 << 20, flag::DMA_READ),
+                    ],
+                    flag::DMA_GLOBAL,
+                    MAPPED,
+                    MAPPED,
+                )?;
+                q.start(&v, BusAddr(LOCAL), window.offset(v.remote_start))
+                    .await?;
+                seen.push(QueueState::Posted);
+                seen.push(q.wait(None).await?);
+                seen.push(q.state().await?);
+                q.remove().await?;
+                Ok::<_, SisciDmaError>(seen)
+            })
+        });
+        assert_eq!(
+            states.expect("runs"),
+            [
+                QueueState::Idle,
+                QueueState::Posted,
+                QueueState::Done,
+                QueueState::Done
+            ]
+        );
+        assert_eq!(s.peek(s.lender, REMOTE + 4096, 64 << 10), pattern(64 << 10));
+        assert_eq!(
+            s.peek(s.borrower, LOCAL + (1 << 20), 8191),
+            pattern(8192)[1..]
+        );
+    }
+
+    #[test]
+    fn more_transfers_than_the_queue_holds_are_max_entries_until_it_is_waited_for() {
+        let s = setup();
+        let (bar0, memory, window) = (s.bar0, s.memory(), s.window);
+        let out = s.run(move |cpu| {
+            Box::new(async move {
+                let q = SisciDmaQueue::create(cpu, bar0, memory, 2).await?;
+                let two = Vector::check(
+                    &[entry(64, 0, 0, 0), entry(64, 64, 64, 0)],
+                    0,
+                    MAPPED,
+                    MAPPED,
+                )?;
+                let one = Vector::check(&[entry(64, 0, 0, 0)], 0, MAPPED, MAPPED)?;
+                q.start(&two, BusAddr(LOCAL), window).await?;
+                let full = q.start(&one, BusAddr(LOCAL), window).await;
+                let busy = q.remove().await;
+                let done = q.wait(None).await?;
+                q.start(&one, BusAddr(LOCAL), window).await?;
+                let again = q.wait(None).await?;
+                Ok::<_, SisciDmaError>((full, busy, done, again))
+            })
+        });
+        let (full, busy, done, again) = out.expect("runs");
+        assert_eq!(full.expect_err("full").class(), SciErrorClass::MaxEntries);
+        assert_eq!(busy, Err(SisciDmaError::Busy { outstanding: 2 }));
+        assert_eq!((done, again), (QueueState::Done, QueueState::Done));
+    }
+
+    #[test]
+    fn an_aborted_transfer_leaves_the_queue_aborted() {
+        let s = setup();
+        let (bar0, memory, window) = (s.bar0, s.memory(), s.window);
+        let out = s.run(move |cpu| {
+            Box::new(async move {
+                let q = SisciDmaQueue::create(cpu.clone(), bar0, memory, 4).await?;
+                let v = Vector::check(&[entry(MAPPED, 0, 0, 0)], 0, MAPPED, MAPPED)?;
+                q.start(&v, BusAddr(LOCAL), window).await?;
+                cpu.sleep(SimDuration::from_us(20)).await;
+                q.abort().await?;
+                let state = q.wait(None).await?;
+                q.remove().await?;
+                Ok::<_, SisciDmaError>(state)
+            })
+        });
+        assert_eq!(out.expect("runs"), QueueState::Aborted);
+    }
+
+    #[test]
+    fn a_queue_of_no_entries_or_beyond_the_ring_is_max_entries() {
+        let s = setup();
+        let (bar0, memory) = (s.bar0, s.memory());
+        let out = s.run(move |cpu| {
+            Box::new(async move {
+                let none = SisciDmaQueue::create(cpu.clone(), bar0, memory, 0).await;
+                let many = SisciDmaQueue::create(cpu, bar0, memory, 1 << 20).await;
+                (none.map(|_| ()), many.map(|_| ()))
+            })
+        });
+        for r in [out.0, out.1] {
+            assert_eq!(r.expect_err("refused").class(), SciErrorClass::MaxEntries);
+        }
+    }
+}

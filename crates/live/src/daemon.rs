@@ -120,16 +120,28 @@ pub(crate) enum Object {
     },
     /// A function registered in the host's requester-id tables.
     Requester(PeerRequester),
+    /// A DMA queue on one of the host's adapters.
+    DmaQueue(Rc<crate::dma::LiveDmaQueue>),
+    /// A broadcast segment's membership of its reflective memory group.
+    Member {
+        seg: LocalSegment,
+        adapter: u32,
+        id: u32,
+    },
 }
 
 impl Object {
     /// Teardown order: maps first, then connections, segments and devices.
     fn rank(&self) -> u8 {
         match self {
-            Object::LocalMap(_) | Object::RemoteMap(_) | Object::CpuMap { .. } => 0,
+            // A DMA queue holds windows onto connections: it goes with the maps.
+            Object::LocalMap(_)
+            | Object::RemoteMap(_)
+            | Object::CpuMap { .. }
+            | Object::DmaQueue(_) => 0,
             Object::RemoteInterrupt(_) | Object::DeviceMap { .. } => 1,
             Object::Remote(_) | Object::DeviceRemote { .. } => 2,
-            Object::Interrupt(_) | Object::Requester(_) => 3,
+            Object::Interrupt(_) | Object::Requester(_) | Object::Member { .. } => 3,
             // Returning a device gives back its maps, so segments mapped for it go after.
             Object::Device(_) => 4,
             Object::Segment(_) | Object::Created { .. } => 5,
@@ -143,6 +155,8 @@ pub(crate) enum FileOf {
     Ram(HostId),
     /// A device BAR's register page.
     Page(EndpointId, u8),
+    /// A broadcast map's window, by the map's id ([`crate::reflect`]).
+    Window(u32),
 }
 
 /// A request's answer: the reply, and the memory file that goes with it.
@@ -197,6 +211,14 @@ pub struct Daemon {
     listener: OwnedFd,
     path: String,
     pub(crate) table: Rc<RefCell<Table>>,
+    /// Adapters whose DMA engine carries a queue ([`crate::dma`]).
+    pub(crate) dma_engines: crate::dma::Engines,
+    /// DMA queues of closed programs still draining ([`Daemon::settle`]).
+    pub(crate) dma_releasing: Rc<std::cell::Cell<u32>>,
+    /// Reflective memory groups and senders' windows ([`crate::reflect`]).
+    pub(crate) reflective: crate::reflect::Reflective,
+    /// Segment events waiting to be taken ([`crate::events`]).
+    pub(crate) segment_events: crate::events::Events,
     stop: Rc<std::cell::Cell<bool>>,
 }
 
@@ -281,6 +303,10 @@ impl Daemon {
             listener,
             path: path.to_string(),
             table: Rc::default(),
+            dma_engines: Rc::default(),
+            dma_releasing: Rc::default(),
+            reflective: crate::reflect::Reflective::default(),
+            segment_events: Rc::default(),
             stop: Rc::default(),
         })
     }
@@ -298,6 +324,22 @@ impl Daemon {
                     .collect();
                 (h.name.clone(), ids)
             })
+            .collect()
+    }
+
+    /// The node ids `name` stands for: a host's adapters, or the adapter of that name.
+    fn node_ids_named(&self, name: &str) -> Vec<u32> {
+        let f = self.cluster.machine.fabric();
+        if let Some(host) = f.host_by_name(name) {
+            return (0..)
+                .map_while(|n| f.host_adapter(host, n))
+                .map(|a| f.adapter(a).node_id.0)
+                .collect();
+        }
+        (0..f.adapters().len() as u32)
+            .map(smartio_fabric::AdapterId)
+            .filter(|&a| f.adapter_name(a) == name)
+            .map(|a| f.adapter(a).node_id.0)
             .collect()
     }
 
@@ -349,6 +391,7 @@ impl Daemon {
         while std::time::Instant::now() < deadline {
             self.engine.advance();
             self.pages.poll(&self.engine);
+            self.reflective.poll(&self.cluster.machine);
             let mut ready = [PollFd::new(&theirs, PollFlags::IN)];
             let no_wait = Timespec {
                 tv_sec: 0,
@@ -363,6 +406,43 @@ impl Daemon {
         None
     }
 
+    /// Runs the engine until what closed programs left in flight (a DMA queue's transfers,
+    /// aborted and drained before its ring and windows go) has been given back, for at
+    /// most `patience` of wall time; whether it all was.
+    pub fn settle(&mut self, patience: Duration) -> bool {
+        let deadline = std::time::Instant::now() + patience;
+        while self.dma_releasing.get() > 0 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            self.engine.advance();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // What the drained queues kept busy (their connections) may go now.
+        if !self.table.borrow().orphans.is_empty() {
+            self.release_all(Vec::new());
+        }
+        true
+    }
+
+    /// Bytes of `host`'s RAM at physical address `phys` (tests and measurements).
+    pub fn peek_ram(&self, host: &str, phys: u64, buf: &mut [u8]) -> Option<()> {
+        let h = self.cluster.machine.fabric().host_by_name(host)?;
+        self.cluster
+            .machine
+            .peek_memory(h, smartio_platform::PhysAddr(phys), buf);
+        Some(())
+    }
+
+    /// Writes `data` into `host`'s RAM at physical address `phys` (tests and measurements).
+    pub fn poke_ram(&self, host: &str, phys: u64, data: &[u8]) -> Option<()> {
+        let h = self.cluster.machine.fabric().host_by_name(host)?;
+        self.cluster
+            .machine
+            .poke_memory(h, smartio_platform::PhysAddr(phys), data);
+        Some(())
+    }
+
     /// Ends a session as a program's exit would: everything it made is released.
     pub fn close_session(&mut self, session: u64) {
         self.table.borrow_mut().sessions.remove(&session);
@@ -370,8 +450,8 @@ impl Daemon {
     }
 
     /// What is taken of the fabric's finite tables (look-up-table and requester-id entries
-    /// per adapter), which devices are borrowed and how many segments exist: after every session closed, the same as
-    /// before any opened.
+    /// per adapter), which devices are borrowed, how many segments and multicast groups
+    /// exist: after every session closed, the same as before any opened.
     pub fn resources_in_use(&self) -> String {
         let tables = self.cluster.machine.fabric().tables_in_use();
         let borrowed: Vec<String> = self
@@ -382,15 +462,22 @@ impl Daemon {
             .map(|d| d.qualified())
             .collect();
         let segments = self.smartio.sisci().segment_count();
-        format!("{tables:?}; borrowed {borrowed:?}; {segments} segments")
+        let groups = self.cluster.machine.fabric().multicast().used();
+        format!("{tables:?}; borrowed {borrowed:?}; {segments} segments; {groups} multicast groups")
     }
 
     /// Serves until a `Shutdown` request.
     pub fn run(&mut self) -> Result<(), DaemonError> {
         while !self.stop.get() {
+            let draining = self.dma_releasing.get();
             let mut next = self.engine.advance();
-            // Stores found in register pages wake device tasks: run them at once.
-            while self.pages.poll(&self.engine) {
+            // A closed program's DMA queue drained: what it kept busy may go now.
+            if self.dma_releasing.get() < draining && !self.table.borrow().orphans.is_empty() {
+                self.release_all(Vec::new());
+            }
+            // Stores found in register pages wake device tasks, stores in broadcast
+            // windows are writes to send: run them at once.
+            while self.pages.poll(&self.engine) | self.reflective.poll(&self.cluster.machine) {
                 next = self.engine.advance();
             }
             let mut wait = match next {
@@ -400,7 +487,7 @@ impl Daemon {
                 }
                 None => IDLE_WAIT,
             };
-            if self.pages.watched() {
+            if self.pages.watched() || self.reflective.watched() {
                 wait = wait.min(PAGE_LOOK);
             }
             self.serve_sockets(wait)?;
@@ -489,6 +576,7 @@ impl Daemon {
             let fd = match file {
                 Some(FileOf::Ram(host)) => Some(self.ram_files[host.index()].as_fd()),
                 Some(FileOf::Page(endpoint, bar)) => self.pages.fd(endpoint, bar),
+                Some(FileOf::Window(map)) => self.reflective.fd(map),
                 None => None,
             };
             if protocol::send_now(socket.as_fd(), &reply, fd).is_err() {
@@ -632,6 +720,50 @@ impl Daemon {
             | Request::UnmapForDevice { .. }
             | Request::RegisterRequester { .. }
             | Request::UnregisterRequester { .. } => self.dispatch_device(conn, host, request),
+            Request::CreateDmaQueue { .. }
+            | Request::StartDma { .. }
+            | Request::WaitDma { .. }
+            | Request::DmaQueueState { .. }
+            | Request::AbortDma { .. }
+            | Request::RemoveDmaQueue { .. } => self.dispatch_dma(conn, host, request),
+            Request::JoinReflective { segment, adapter } => {
+                self.join_reflective(conn, segment, adapter)
+            }
+            Request::ConnectReflective {
+                segment_id,
+                adapter,
+            } => self.connect_reflective(conn, host, segment_id, adapter),
+            Request::WaitSegmentEvent {
+                segment,
+                timeout_ms,
+            } => self.wait_segment_event(conn, host, segment, timeout_ms),
+            Request::NodeIdsByName { name } => {
+                if name.len() > protocol::MAX_NAME {
+                    return Err(SciError::Illegal(format!(
+                        "an adapter name of {} bytes; at most {}",
+                        name.len(),
+                        protocol::MAX_NAME
+                    )));
+                }
+                done(Reply::NodeIds(self.node_ids_named(&name)))
+            }
+            Request::ProbeNode { adapter, node_id } => {
+                sisci.probe_node(host, adapter, ClusterNodeId(node_id))?;
+                done(Reply::Value(1))
+            }
+            Request::Flush { map } => {
+                let id = self.with(conn, map, |o| match o {
+                    Object::RemoteMap(m) => Ok(Some(m.id())),
+                    Object::LocalMap(_) | Object::CpuMap { .. } => Ok(None),
+                    _ => Err(SciError::Stale(format!("map handle {map}"))),
+                })?;
+                if let Some(id) = id {
+                    if self.reflective.flush(id, &self.cluster.machine) {
+                        self.engine.advance();
+                    }
+                }
+                done(Reply::Done)
+            }
             Request::LocalNodeId { adapter } => {
                 done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
             }
@@ -657,9 +789,26 @@ impl Daemon {
                 sisci.set_unavailable(&self.segment(conn, segment)?, adapter)?;
                 done(Reply::Done)
             }
-            Request::RemoveSegment { segment } => self.end(conn, segment, "segment", |o| {
-                matches!(o, Object::Segment(_))
-            }),
+            Request::RemoveSegment { segment } => {
+                // A broadcast segment leaves its group as it goes.
+                let seg = self.segment(conn, segment)?;
+                let memberships: Vec<Handle> = self
+                    .table
+                    .borrow()
+                    .objects
+                    .iter()
+                    .filter(|(_, (_, o))| matches!(o, Object::Member { seg: s, .. } if *s == seg))
+                    .map(|(h, _)| *h)
+                    .collect();
+                for m in memberships {
+                    self.end(conn, m, "membership", |o| {
+                        matches!(o, Object::Member { .. })
+                    })?;
+                }
+                self.end(conn, segment, "segment", |o| {
+                    matches!(o, Object::Segment(_))
+                })
+            }
             Request::MapLocal {
                 segment,
                 offset,
@@ -684,6 +833,7 @@ impl Daemon {
                 let remote =
                     sisci.connect_segment(host, adapter, ClusterNodeId(node_id), segment_id)?;
                 let handle = self.keep(conn, Object::Remote(remote));
+                self.note_connected(&remote);
                 done(Reply::Remote {
                     handle,
                     size: remote.size,
@@ -726,6 +876,15 @@ impl Daemon {
                     }
                 };
                 let map = sisci.map_remote(&r, offset, size)?;
+                if matches!(r.target, smartio_fabric::LutTarget::Multicast(_)) {
+                    if let Err(e) = self.open_window(host, &map, size) {
+                        sisci.unmap(&map)?;
+                        return Err(e);
+                    }
+                    let id = map.id();
+                    let handle = self.keep(conn, Object::RemoteMap(map));
+                    return Ok(mapped(handle, 0, size, FileOf::Window(id)));
+                }
                 let (file, at) = match self.landing(host, map.bus_addr(), size) {
                     Ok(Landing::Ram { host, phys }) => (FileOf::Ram(host), phys),
                     Ok(Landing::Bar { .. }) => {
@@ -931,11 +1090,21 @@ impl Daemon {
                 .filter(|(_, (o, _))| *o == id)
                 .map(|(h, _)| *h)
                 .collect();
+            let mut events = self.segment_events.borrow_mut();
             handles
                 .into_iter()
-                .filter_map(|h| t.objects.remove(&h).map(|(_, o)| o))
+                .filter_map(|h| {
+                    events.forget(h);
+                    t.objects.remove(&h).map(|(_, o)| o)
+                })
                 .collect()
         };
+        // Programs still connected to its segments lose them.
+        for o in &released {
+            if let Object::Segment(seg) = o {
+                self.owner_left(seg);
+            }
+        }
         self.release_all(released);
     }
 
@@ -975,9 +1144,20 @@ impl Daemon {
     fn release(&mut self, sisci: &Sisci, object: &Object) -> Result<(), SciError> {
         match object {
             Object::LocalMap(m) => sisci.unmap_local(m),
-            Object::RemoteMap(m) => sisci.unmap(m),
+            Object::RemoteMap(m) => {
+                self.close_window(m);
+                sisci.unmap(m)
+            }
             Object::RemoteInterrupt(r) => sisci.disconnect_data_interrupt(r),
-            Object::Remote(r) => sisci.disconnect_segment(r),
+            Object::Remote(r) => {
+                let event = self.disconnect_event(r);
+                sisci.disconnect_segment(r).map(|()| {
+                    self.sender_gone(r);
+                    if let Some(e) = event {
+                        self.note(e);
+                    }
+                })
+            }
             Object::Interrupt(i) => sisci.remove_data_interrupt(i),
             Object::Segment(s) => sisci.remove_segment(s).map(|()| self.give_back(s)),
             Object::CpuMap { map, page, .. } => {
@@ -996,6 +1176,11 @@ impl Daemon {
             Object::Created { seg, .. } => self.smartio.remove_segment(*seg),
             Object::Requester(r) => self.smartio.unregister_peer_requester(r.clone()),
             Object::Device(b) => self.smartio.return_device(*b),
+            Object::DmaQueue(q) => {
+                self.release_dma_queue(q);
+                Ok(())
+            }
+            Object::Member { seg, adapter, id } => self.leave_reflective(seg, *adapter, *id),
         }
     }
 
@@ -1043,7 +1228,10 @@ impl Daemon {
         };
         let sisci = self.smartio.sisci().clone();
         match self.release(&sisci, &object) {
-            Ok(()) => Ok(Some((Reply::Done, None))),
+            Ok(()) => {
+                self.segment_events.borrow_mut().forget(handle);
+                Ok(Some((Reply::Done, None)))
+            }
             Err(e) => {
                 self.table
                     .borrow_mut()

@@ -12,8 +12,11 @@
 
 pub mod daemon;
 mod device_api;
+mod dma;
+mod events;
 mod pages;
 pub mod protocol;
+mod reflect;
 pub mod shm;
 
 pub use daemon::{Daemon, DaemonError};

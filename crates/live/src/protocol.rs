@@ -235,8 +235,119 @@ pub enum Request {
         /// The registration.
         requester: Handle,
     },
+    /// A DMA queue of `entries` transfers on the host's adapter `adapter`, carried out by
+    /// the adapter's DMA engine (`SCICreateDMAQueue`).
+    CreateDmaQueue {
+        /// Adapter number.
+        adapter: u32,
+        /// Most transfers not yet waited for (`maxEntries`).
+        entries: u32,
+    },
+    /// Starts a vector of transfers between a local segment and a connected one
+    /// (`SCIStartDmaTransfer(Vec)`); the reply's value names the transfers for a later
+    /// `WaitDma { until }`.
+    StartDma {
+        /// The queue.
+        queue: Handle,
+        /// The local segment (of any descriptor of the program).
+        local: Handle,
+        /// The connection to the remote segment (of any descriptor of the program).
+        remote: Handle,
+        /// The transfers (`dis_dma_vec_t`), at most 256.
+        entries: Vec<DmaEntry>,
+        /// `SCI_FLAG_*` bits of the call.
+        flags: u32,
+    },
+    /// Waits for the transfers started before `until` (`None`: all) and answers the
+    /// queue's state (`SCIWaitForDMAQueue`); `timeout_ms: None` waits for ever.
+    WaitDma {
+        /// The queue.
+        queue: Handle,
+        /// A `StartDma` reply's value.
+        until: Option<u64>,
+        /// Milliseconds.
+        timeout_ms: Option<u32>,
+    },
+    /// The queue's state without waiting (`SCIDMAQueueState`).
+    DmaQueueState {
+        /// The queue.
+        queue: Handle,
+    },
+    /// Aborts what the queue was given (`SCIAbortDMAQueue`).
+    AbortDma {
+        /// The queue.
+        queue: Handle,
+    },
+    /// Removes a queue whose transfers were waited for (`SCIRemoveDMAQueue`).
+    RemoveDmaQueue {
+        /// The queue.
+        queue: Handle,
+    },
+    /// Makes a segment created as a broadcast segment a member of its id's reflective
+    /// memory group through `adapter` (`SCIPrepareSegment` of a segment made with
+    /// `SCI_FLAG_BROADCAST`).
+    JoinReflective {
+        /// The segment.
+        segment: Handle,
+        /// Adapter number.
+        adapter: u32,
+    },
+    /// Connects to broadcast segment `segment_id`'s group for sending (`SCIConnectSegment`
+    /// to `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST`).
+    ConnectReflective {
+        /// The broadcast segment id.
+        segment_id: u32,
+        /// The local adapter.
+        adapter: u32,
+    },
+    /// Delivers what a broadcast map holds before answering (`SCIStoreBarrier`); on other
+    /// maps, nothing to do.
+    Flush {
+        /// The map.
+        map: Handle,
+    },
+    /// Waits for the next event of a local segment or a connection
+    /// (`SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`, segment callbacks);
+    /// `timeout_ms: None` waits for ever.
+    WaitSegmentEvent {
+        /// The segment or connection.
+        segment: Handle,
+        /// Milliseconds.
+        timeout_ms: Option<u32>,
+    },
+    /// Whether the host's adapter `adapter` reaches node id `node_id` now (`SCIProbeNode`):
+    /// `Value(1)`, or the error that says why not.
+    ProbeNode {
+        /// The local adapter.
+        adapter: u32,
+        /// The node id probed.
+        node_id: u32,
+    },
+    /// The node ids an adapter name stands for (`SCIGetNodeIdByAdapterName`): a host's name
+    /// (all its adapters, in order) or one adapter's (`host.ntb0`); none for a name nothing
+    /// has. At most [`MAX_NAME`] bytes.
+    NodeIdsByName {
+        /// The name.
+        name: String,
+    },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
+}
+
+/// The longest name `NodeIdsByName` takes.
+pub const MAX_NAME: usize = 256;
+
+/// One transfer of a DMA vector, as a program gives it (`dis_dma_vec_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaEntry {
+    /// Bytes.
+    pub size: u64,
+    /// Where it starts in the local segment.
+    pub local_offset: u64,
+    /// Where it starts in the remote segment.
+    pub remote_offset: u64,
+    /// `SCI_FLAG_DMA_READ` or 0.
+    pub flags: u32,
 }
 
 /// A device SmartIO lends, as `SCIGetDeviceList` and `SCIQuery(SCI_Q_DEVICE)` tell it.
@@ -311,6 +422,17 @@ pub enum Reply {
     Made(Handle),
     /// The devices SmartIO lends.
     Devices(Vec<DeviceEntry>),
+    /// Node ids.
+    NodeIds(Vec<u32>),
+    /// A segment event.
+    SegmentEvent {
+        /// `sci_segment_cb_reason_t`.
+        reason: u32,
+        /// The other side's node id.
+        node_id: u32,
+        /// The local adapter it concerns.
+        adapter: u32,
+    },
     /// The request failed: the SISCI error code and what happened.
     Error {
         /// `SCI_ERR_*` value.

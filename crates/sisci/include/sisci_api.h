@@ -27,6 +27,13 @@ const char *SCIGetErrorString(sci_error_t error);
 void SCIGetLocalNodeId(unsigned int adapterNo, unsigned int *nodeId, unsigned int flags,
                        sci_error_t *error);
 void SCIQuery(unsigned int command, void *data, unsigned int flags, sci_error_t *error);
+/* The node ids of an adapter name: a host's name (its adapters, in order) or one adapter's
+ * (host.ntb0); a name nothing has gives a list of zeroes. */
+void SCIGetNodeIdByAdapterName(char *adaptername, dis_nodeId_list_t *nodeId,
+                               dis_virt_adapter_t *type, unsigned int flags, sci_error_t *error);
+/* 1 if the local adapter reaches the node now; 0, with the reason in *error, if not. */
+int SCIProbeNode(sci_desc_t sd, unsigned int localAdapterNo, unsigned int nodeId,
+                 unsigned int flags, sci_error_t *error);
 
 /* Local segments */
 void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
@@ -44,6 +51,11 @@ void SCIRegisterSegmentMemory(void *address, size_t size, sci_local_segment_t se
 void SCIAttachPhysicalMemory(sci_ioaddr_t ioaddress, void *address, unsigned int busNo,
                              size_t size, sci_local_segment_t segment, unsigned int flags,
                              sci_error_t *error);
+/* Not provided on the live engine: SCI_ERR_NOT_IMPLEMENTED. */
+void SCIShareSegment(sci_local_segment_t segment, unsigned int flags, sci_error_t *error);
+void SCIAttachLocalSegment(sci_desc_t sd, sci_local_segment_t *segment, unsigned int segmentId,
+                           size_t *size, sci_cb_local_segment_t callback, void *callbackArg,
+                           unsigned int flags, sci_error_t *error);
 unsigned int SCIGetLocalSegmentId(sci_local_segment_t segment);
 size_t SCIGetLocalSegmentSize(sci_local_segment_t segment);
 
@@ -54,6 +66,16 @@ void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment, unsigned in
                        unsigned int timeout, unsigned int flags, sci_error_t *error);
 void SCIDisconnectSegment(sci_remote_segment_t segment, unsigned int flags, sci_error_t *error);
 size_t SCIGetRemoteSegmentSize(sci_remote_segment_t segment);
+/* Segment events: CONNECT / DISCONNECT on a local segment (nodeId: the other side, even when
+ * its program died), LOST on a connection whose owner left. 0 on failure. */
+sci_segment_cb_reason_t SCIWaitForLocalSegmentEvent(sci_local_segment_t segment,
+                                                    unsigned int *sourcenodeId,
+                                                    unsigned int *localAdapterNo,
+                                                    unsigned int timeout, unsigned int flags,
+                                                    sci_error_t *error);
+sci_segment_cb_reason_t SCIWaitForRemoteSegmentEvent(sci_remote_segment_t segment,
+                                                     sci_error_t *status, unsigned int timeout,
+                                                     unsigned int flags, sci_error_t *error);
 unsigned int SCIGetRemoteSegmentNodeId(sci_remote_segment_t segment);
 unsigned int SCIGetRemoteSegmentId(sci_remote_segment_t segment);
 
@@ -74,10 +96,37 @@ sci_sequence_status_t SCICheckSequence(sci_sequence_t sequence, unsigned int fla
                                        sci_error_t *error);
 void SCIRemoveSequence(sci_sequence_t sequence, unsigned int flags, sci_error_t *error);
 void SCIFlush(sci_sequence_t sequence, unsigned int flags);
+/* Orders the program's stores before what follows; on a sequence of a broadcast map, returns
+ * once they have reached every member of the group. */
+void SCIStoreBarrier(sci_sequence_t sequence, unsigned int flags);
+void SCIMemWrite(void *memAddr, volatile void *remoteAddr, size_t size, unsigned int flags,
+                 sci_error_t *error);
 void SCIMemCpy(sci_sequence_t sequence, void *memAddr, sci_map_t remoteMap,
                size_t remoteOffset, size_t size, unsigned int flags, sci_error_t *error);
 void SCICacheSync(sci_map_t map, void *addr, size_t size, unsigned int flags,
                   sci_error_t *error);
+
+/* DMA queues: the adapter's DMA engine moves bytes between a local segment (prepared on
+ * the queue's adapter) and a segment connected through that adapter. */
+void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq, unsigned int localAdapterNo,
+                       unsigned int maxEntries, unsigned int flags, sci_error_t *error);
+void SCIRemoveDMAQueue(sci_dma_queue_t dq, unsigned int flags, sci_error_t *error);
+void SCIAbortDMAQueue(sci_dma_queue_t dq, unsigned int flags, sci_error_t *error);
+sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq);
+sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq, unsigned int timeout,
+                                         unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                         sci_remote_segment_t remoteSegment, size_t localOffset, size_t size,
+                         size_t remoteOffset, sci_cb_dma_t callback, void *callbackArg,
+                         unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransferVec(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                            sci_remote_segment_t remoteSegment, size_t vecLength,
+                            dis_dma_vec_t *disDmaVec, sci_cb_dma_t callback,
+                            void *callbackArg, unsigned int flags, sci_error_t *error);
+void SCIStartDmaTransferMem(sci_dma_queue_t dq, void *localAddress,
+                            sci_remote_segment_t remoteSegment, size_t size,
+                            size_t remoteOffset, sci_cb_dma_t callback, void *callbackArg,
+                            unsigned int flags, sci_error_t *error);
 
 /* Data interrupts */
 void SCICreateDataInterrupt(sci_desc_t sd, sci_local_data_interrupt_t *interrupt,

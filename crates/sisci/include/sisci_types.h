@@ -23,6 +23,7 @@ typedef struct sci_remote_interrupt *sci_remote_interrupt_t;
 typedef struct sci_local_data_interrupt *sci_local_data_interrupt_t;
 typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
 typedef struct sci_smartio_device *sci_smartio_device_t;
+typedef struct sci_dma_queue *sci_dma_queue_t;
 
 /* An address as a device or adapter puts it on the bus. */
 typedef uint64_t sci_ioaddr_t;
@@ -82,10 +83,47 @@ typedef sci_callback_action_t (*sci_cb_remote_segment_t)(void *arg, sci_remote_s
                                                          sci_error_t error);
 typedef sci_callback_action_t (*sci_cb_interrupt_t)(void *arg, sci_local_interrupt_t interrupt,
                                                     sci_error_t error);
+typedef sci_callback_action_t (*sci_cb_dma_t)(void *arg, sci_dma_queue_t queue,
+                                              sci_error_t status);
 typedef sci_callback_action_t (*sci_cb_data_interrupt_t)(void *arg,
                                                          sci_local_data_interrupt_t interrupt,
                                                          void *data, unsigned int length,
                                                          sci_error_t error);
+
+/* DMA queues: what a queue reports (SCIDMAQueueState, SCIWaitForDMAQueue). GATHER is never
+ * reported here: transfers are posted as they are started. */
+typedef enum {
+    SCI_DMAQUEUE_IDLE,
+    SCI_DMAQUEUE_GATHER,
+    SCI_DMAQUEUE_POSTED,
+    SCI_DMAQUEUE_DONE,
+    SCI_DMAQUEUE_ABORTED,
+    SCI_DMAQUEUE_ERROR
+} sci_dma_queue_state_t;
+
+/* One transfer of SCIStartDmaTransferVec: bytes, where they start in the local and the
+ * remote segment, and SCI_FLAG_DMA_READ or 0. */
+typedef struct {
+    size_t size;
+    size_t local_offset;
+    size_t remote_offset;
+    unsigned int flags;
+} dis_dma_vec_t;
+
+/* The most entries of one vector. */
+#define DIS_DMA_MAX_VECLEN 256
+
+/* Flags of DMA calls. SCI_FLAG_DMA_GLOBAL and SCI_FLAG_DMA_ADAPTER are taken (the
+ * adapter's engine runs every transfer); SOURCE_ONLY, PHDMA, SYSDMA and USER_MEM are
+ * refused with SCI_ERR_ILLEGAL_FLAG. */
+#define SCI_FLAG_DMA_WAIT        0x4U
+#define SCI_FLAG_DMA_SOURCE_ONLY 0x8U
+#define SCI_FLAG_DMA_READ        0x10U
+#define SCI_FLAG_DMA_PHDMA       0x20U
+#define SCI_FLAG_DMA_GLOBAL      0x40U
+#define SCI_FLAG_DMA_SYSDMA      0x100U
+#define SCI_FLAG_DMA_USER_MEM    0x200U
+#define SCI_FLAG_DMA_ADAPTER     0x800U
 
 /* SmartIO: borrowing devices and their segments. */
 #define SCI_FLAG_EXCLUSIVE             0x01000000U
@@ -130,6 +168,9 @@ typedef struct {
 #define SCI_Q_REMOTE_SEGMENT 3U
 #define SCI_Q_DEVICE 4U
 #define SCI_Q_ADAPTER_NODEID 0x101U
+#define SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT 0x102U
+#define SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT 0x103U
+#define SCI_Q_ADAPTER_DMA_MTU 0x104U
 #define SCI_Q_LOCAL_SEGMENT_IOADDR 0x201U
 #define SCI_Q_LOCAL_SEGMENT_PHYS_ADDR 0x202U
 #define SCI_Q_DEVICE_INFO 0x401U

@@ -4,7 +4,7 @@
 
 use crate::code;
 use smartio_live::protocol::{
-    Connection, DeviceEntry, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
+    Connection, DeviceEntry, DmaEntry, Handle, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR,
 };
 use smartio_live::shm::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
@@ -180,6 +180,53 @@ impl Descriptor {
         Ok(())
     }
 
+    /// The next event of the local segment or connection `handle` (`None`: wait for ever):
+    /// the `sci_segment_cb_reason_t`, the other side's node id and the local adapter.
+    pub fn wait_segment_event(
+        &self,
+        handle: Handle,
+        timeout_ms: Option<u32>,
+    ) -> Result<SegmentEvent, Failure> {
+        let request = Request::WaitSegmentEvent {
+            segment: handle,
+            timeout_ms,
+        };
+        match self.call_waiting(&request)? {
+            (
+                Reply::SegmentEvent {
+                    reason,
+                    node_id,
+                    adapter,
+                },
+                _,
+            ) => Ok(SegmentEvent {
+                reason,
+                node_id,
+                adapter,
+            }),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// The node ids an adapter name (a host's, or `host.ntb0`) stands for.
+    pub fn node_ids_named(&self, name: &str) -> Result<Vec<u32>, Failure> {
+        let request = Request::NodeIdsByName {
+            name: name.to_string(),
+        };
+        match self.call(&request)? {
+            (Reply::NodeIds(ids), _) => Ok(ids),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Whether the host's adapter `adapter` reaches `node_id` now (`Err` says why not).
+    pub fn probe_node(&self, adapter: u32, node_id: u32) -> Result<(), Failure> {
+        match self.call(&Request::ProbeNode { adapter, node_id })? {
+            (Reply::Value(_), _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
     /// The node id of the host's adapter `adapter`.
     pub fn local_node_id(&self, adapter: u32) -> Result<u32, Failure> {
         match self.call(&Request::LocalNodeId { adapter })? {
@@ -187,6 +234,17 @@ impl Descriptor {
             (other, _) => Err(unexpected(&other)),
         }
     }
+}
+
+/// A segment event (`sci_segment_cb_reason_t` and where it came from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentEvent {
+    /// `sci_segment_cb_reason_t`.
+    pub reason: u32,
+    /// The other side's node id.
+    pub node_id: u32,
+    /// The local adapter.
+    pub adapter: u32,
 }
 
 /// A reply, or its error as a failure.
@@ -261,6 +319,20 @@ impl LocalSegment {
         })
     }
 
+    /// The daemon's handle (what events are waited for by).
+    pub fn handle(&self) -> Handle {
+        self.handle
+    }
+
+    /// Makes it (a broadcast segment) a member of its id's reflective memory group through
+    /// `adapter`.
+    pub fn join_reflective(&self, adapter: u32) -> Result<(), Failure> {
+        self.desc.call_done(&Request::JoinReflective {
+            segment: self.handle,
+            adapter,
+        })
+    }
+
     /// Makes it available (or not) through `adapter`.
     pub fn set_available(&self, adapter: u32, available: bool) -> Result<(), Failure> {
         let segment = self.handle;
@@ -316,6 +388,8 @@ pub struct RemoteSegment {
     pub node_id: u32,
     /// The segment's id.
     pub segment_id: u32,
+    /// A connection to a broadcast segment's group (reflective memory).
+    pub broadcast: bool,
 }
 
 impl RemoteSegment {
@@ -331,7 +405,33 @@ impl RemoteSegment {
             segment_id,
             adapter,
         };
-        match desc.call(&request)? {
+        Self::made(desc, &request, node_id, segment_id, false)
+    }
+
+    /// Connects `adapter` to broadcast segment `segment_id`'s group, for sending to every
+    /// member (reflective memory); its node id is `node_id` (`DIS_BROADCAST_NODEID_GROUP_ALL`).
+    pub fn connect_reflective(
+        desc: &Arc<Descriptor>,
+        node_id: u32,
+        segment_id: u32,
+        adapter: u32,
+    ) -> Result<RemoteSegment, Failure> {
+        let request = Request::ConnectReflective {
+            segment_id,
+            adapter,
+        };
+        Self::made(desc, &request, node_id, segment_id, true)
+    }
+
+    /// The connection `request` makes.
+    fn made(
+        desc: &Arc<Descriptor>,
+        request: &Request,
+        node_id: u32,
+        segment_id: u32,
+        broadcast: bool,
+    ) -> Result<RemoteSegment, Failure> {
+        match desc.call(request)? {
             (Reply::Remote { handle, size }, _) => {
                 desc.made();
                 Ok(RemoteSegment {
@@ -340,10 +440,16 @@ impl RemoteSegment {
                     size,
                     node_id,
                     segment_id,
+                    broadcast,
                 })
             }
             (other, _) => Err(unexpected(&other)),
         }
+    }
+
+    /// The descriptor it was made through.
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.desc
     }
 
     /// Ends the connection; on failure it stays.
@@ -363,7 +469,9 @@ impl RemoteSegment {
             offset,
             size,
         };
-        Map::from_reply(&self.desc, self.desc.call(&request)?)
+        let mut map = Map::from_reply(&self.desc, self.desc.call(&request)?)?;
+        map.broadcast = self.broadcast;
+        Ok(map)
     }
 }
 
@@ -377,6 +485,9 @@ pub struct Map {
     skew: usize,
     /// Bytes of the map.
     pub len: u64,
+    /// A map of a broadcast connection (reflective memory): stores are delivered by the
+    /// daemon, and a store barrier asks it to.
+    broadcast: bool,
 }
 
 /// Mappings start on a page boundary of the memory file.
@@ -411,6 +522,7 @@ impl Map {
             mapping,
             skew: skew as usize,
             len,
+            broadcast: false,
         })
     }
 
@@ -423,6 +535,7 @@ impl Map {
             len: mapping.len() as u64,
             mapping,
             skew: 0,
+            broadcast: false,
         }
     }
 
@@ -456,6 +569,29 @@ impl Map {
         self.desc
             .call_done(&Request::Unmap { map: self.handle })
             .map(|()| self.desc.gone())
+    }
+
+    /// What a store barrier on it needs: for a broadcast map, the daemon's word that what
+    /// the program stored was delivered.
+    pub fn barrier(&self) -> Option<StoreBarrier> {
+        self.broadcast.then(|| StoreBarrier {
+            desc: Arc::clone(&self.desc),
+            map: self.handle,
+        })
+    }
+}
+
+/// A broadcast map's store barrier: asks the daemon to deliver what the map holds.
+#[derive(Debug, Clone)]
+pub struct StoreBarrier {
+    desc: Arc<Descriptor>,
+    map: Handle,
+}
+
+impl StoreBarrier {
+    /// Delivers what the program stored so far to every member before returning.
+    pub fn wait(&self) -> Result<(), Failure> {
+        self.desc.call_done(&Request::Flush { map: self.map })
     }
 }
 
@@ -649,6 +785,7 @@ impl Device {
                     size,
                     node_id: self.node_id,
                     segment_id: id,
+                    broadcast: false,
                 })
             }
             (other, _) => Err(unexpected(&other)),
@@ -675,5 +812,87 @@ impl Device {
             device: self.handle,
             segment,
         })
+    }
+}
+
+/// A DMA queue on one of the host's adapters (the adapter's DMA engine moves the bytes).
+#[derive(Debug)]
+pub struct DmaQueue {
+    desc: Arc<Descriptor>,
+    handle: Handle,
+}
+
+impl DmaQueue {
+    /// Creates a queue of `entries` transfers on adapter `adapter`.
+    pub fn create(desc: &Arc<Descriptor>, adapter: u32, entries: u32) -> Result<DmaQueue, Failure> {
+        match desc.call(&Request::CreateDmaQueue { adapter, entries })? {
+            (Reply::Made(handle), _) => {
+                desc.made();
+                Ok(DmaQueue {
+                    desc: Arc::clone(desc),
+                    handle,
+                })
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Starts `entries` between `local` and `remote`; what names them for [`DmaQueue::wait`].
+    pub fn start(
+        &self,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        entries: Vec<DmaEntry>,
+        flags: u32,
+    ) -> Result<u64, Failure> {
+        let request = Request::StartDma {
+            queue: self.handle,
+            local: local.handle,
+            remote: remote.handle,
+            entries,
+            flags,
+        };
+        match self.desc.call(&request)? {
+            (Reply::Value(end), _) => Ok(end),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Waits for the transfers started before `until` (`None`: all); the queue's state
+    /// (`sci_dma_queue_state_t`).
+    pub fn wait(&self, until: Option<u64>, timeout_ms: Option<u32>) -> Result<u32, Failure> {
+        let request = Request::WaitDma {
+            queue: self.handle,
+            until,
+            timeout_ms,
+        };
+        match self.desc.call_waiting(&request)? {
+            (Reply::Value(state), _) => Ok(state as u32),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// The queue's state without waiting.
+    pub fn state(&self) -> Result<u32, Failure> {
+        match self
+            .desc
+            .call(&Request::DmaQueueState { queue: self.handle })?
+        {
+            (Reply::Value(state), _) => Ok(state as u32),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+
+    /// Aborts what was started.
+    pub fn abort(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::AbortDma { queue: self.handle })
+    }
+
+    /// Removes it; on failure it stays.
+    pub fn remove(&self) -> Result<(), Failure> {
+        self.desc
+            .call_done(&Request::RemoveDmaQueue { queue: self.handle })
+            .map(|()| self.desc.gone())
     }
 }

@@ -30,6 +30,12 @@ pub const ILLEGAL_ADDRESS: u32 = SCI_ERR_MASK | 0x915;
 pub const ILLEGAL_OPERATION: u32 = SCI_ERR_MASK | 0x916;
 /// `SCI_ERR_ILLEGAL_QUERY`.
 pub const ILLEGAL_QUERY: u32 = SCI_ERR_MASK | 0x917;
+/// `SCI_ERR_MAX_ENTRIES`.
+pub const MAX_ENTRIES: u32 = SCI_ERR_MASK | 0x913;
+/// `SCI_ERR_CANCELLED`.
+pub const CANCELLED: u32 = SCI_ERR_MASK | 0x91A;
+/// `SCI_ERR_TRANSFER_FAILED`.
+pub const TRANSFER_FAILED: u32 = SCI_ERR_MASK | 0xA06;
 /// `SCI_ERR_SYSTEM`.
 pub const SYSTEM: u32 = SCI_ERR_MASK | 0x919;
 /// `SCI_ERR_NO_SUCH_FDID` (smartio's value: no public source gives one).
@@ -83,9 +89,15 @@ pub fn describe(code: u32) -> &'static str {
         c if c == SCI_ERR_MASK | 0x91B => "SCI_ERR_NOT_CONNECTED: no working path\0",
         c if c == NOT_AVAILABLE => "SCI_ERR_NOT_AVAILABLE: the device is held by someone else\0",
         c if c == SCI_ERR_MASK | 0xA00 => "SCI_ERR_NO_SUCH_NODEID: no adapter has that node id\0",
-        c if c == SCI_ERR_MASK | 0xA06 => {
-            "SCI_ERR_TRANSFER_FAILED: an access on the fabric failed\0"
+        c if c == TRANSFER_FAILED => "SCI_ERR_TRANSFER_FAILED: an access on the fabric failed\0",
+        c if c == MAX_ENTRIES => {
+            "SCI_ERR_MAX_ENTRIES: more entries than the DMA queue or vector holds\0"
         }
+        c if c == CANCELLED => "SCI_ERR_CANCELLED: the operation was aborted\0",
+        c if c == SCI_ERR_MASK | 0xA05 => {
+            "SCI_ERR_NO_LINK_ACCESS: a link between the adapters is down\0"
+        }
+        c if c == SCI_ERR_MASK | 0x90D => "SCI_ERR_ILLEGAL_NODEID: not a node id\0",
         c if c == NO_SUCH_FDID => "SCI_ERR_NO_SUCH_FDID: no device has that fabric device id\0",
         _ => "unknown SISCI error\0",
     }

@@ -11,6 +11,9 @@
 // The C names are SISCI's.
 #![allow(non_snake_case)]
 
+mod dma;
+mod events;
+
 use crate::client::{
     Descriptor, Device, Failure, LocalInterrupt, LocalSegment, Map, RemoteInterrupt, RemoteSegment,
 };
@@ -37,6 +40,9 @@ const SCI_FLAG_AUTO_ID: c_uint = 0x2000_0000;
 const SCI_FLAG_LOCK_USER_MEM: c_uint = 0x400;
 const SCI_FLAG_READONLY_MAP: c_uint = 0x2;
 const SCI_FLAG_IO_MAP_IOSPACE: c_uint = 0x80;
+const SCI_FLAG_BROADCAST: c_uint = 0x40000;
+/// `DIS_BROADCAST_NODEID_GROUP_ALL`: the node id of every member of a broadcast group.
+const BROADCAST_NODE_ID: c_uint = 252;
 
 /// The page size registered memory is counted in.
 const PAGE: usize = 4096;
@@ -44,6 +50,9 @@ const PAGE: usize = 4096;
 const SCI_Q_ADAPTER: c_uint = 1;
 const SCI_Q_LOCAL_SEGMENT: c_uint = 2;
 const SCI_Q_ADAPTER_NODEID: c_uint = 0x101;
+const SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT: c_uint = 0x102;
+const SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT: c_uint = 0x103;
+const SCI_Q_ADAPTER_DMA_MTU: c_uint = 0x104;
 const SCI_Q_LOCAL_SEGMENT_IOADDR: c_uint = 0x201;
 const SCI_Q_LOCAL_SEGMENT_PHYS_ADDR: c_uint = 0x202;
 const SCI_Q_DEVICE: c_uint = 4;
@@ -68,6 +77,11 @@ pub struct Seg {
     backed: OnceLock<LocalSegment>,
     /// Registered user memory: the program's pages, replaced by the segment's.
     registered: Mutex<Option<Map>>,
+    /// Made with `SCI_FLAG_BROADCAST`: a member of its id's reflective memory group once
+    /// prepared.
+    broadcast: bool,
+    /// A callback waiting for the segment's memory (`SCI_FLAG_EMPTY`) to start.
+    callback: Mutex<Option<events::SegmentCallback>>,
 }
 
 impl Seg {
@@ -219,6 +233,14 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
         *seg.registered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(map);
+        let waiting = seg
+            .callback
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(target) = waiting {
+            target.serve(Arc::clone(&seg.desc), local.handle())?;
+        }
         Ok(())
     })();
     report(error, result)
@@ -246,9 +268,56 @@ pub unsafe extern "C" fn SCIAttachPhysicalMemory(
     report(error, result)
 }
 
+/// # Safety
+/// Dereferences nothing but `segment`, a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIShareSegment(segment: *mut Seg, _flags: c_uint, error: *mut SciError) {
+    // SAFETY: the caller's contract.
+    let result = unsafe { object(segment, "the segment") }.and_then(|_| {
+        Err(Failure::new(
+            code::NOT_IMPLEMENTED,
+            "SCIShareSegment: programs of one host do not share local segments on the live engine; connect to the segment instead",
+        ))
+    });
+    report(error, result)
+}
+
+/// # Safety
+/// Dereferences no pointer.
+#[no_mangle]
+pub unsafe extern "C" fn SCIAttachLocalSegment(
+    _sd: *mut Desc,
+    _segment: *mut *mut Seg,
+    _segment_id: c_uint,
+    _size: *mut usize,
+    _callback: *const c_void,
+    _callback_arg: *mut c_void,
+    _flags: c_uint,
+    error: *mut SciError,
+) {
+    report(
+        error,
+        Err(Failure::new(
+            code::NOT_IMPLEMENTED,
+            "SCIAttachLocalSegment: programs of one host do not share local segments on the live engine; connect to the segment instead",
+        )),
+    )
+}
+
 /// A sequence's handle: sequences see no transfer errors on the live engine (stores into
-/// shared memory cannot be lost).
-pub struct Sequence;
+/// shared memory cannot be lost). A sequence of a broadcast map carries its store barrier.
+pub struct Sequence {
+    barrier: Option<crate::client::StoreBarrier>,
+}
+
+impl Sequence {
+    /// Orders the program's stores before what follows; on a broadcast map, waits until the
+    /// daemon delivered them to every member.
+    fn barrier(&self) -> Result<(), Failure> {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.barrier.as_ref().map_or(Ok(()), |b| b.wait())
+    }
+}
 
 /// Writes `result` to `error` (if the program gave somewhere to write it); with
 /// `SMARTIO_SISCI_VERBOSE` set, a failure's message goes to standard error.
@@ -302,6 +371,33 @@ unsafe fn hand_out<T>(out: *mut *mut T, value: T) -> Result<(), Failure> {
     // SAFETY: checked non-null; the caller's contract.
     unsafe { out.write(Box::into_raw(Box::new(value))) };
     Ok(())
+}
+
+/// Hands out `handle` (made with `Box::into_raw`) once its callbacks `started`; if they did
+/// not, `undo` ends the object and the handle is freed.
+///
+/// # Safety
+/// `out` is non-null and the program's; `handle` was made with `Box::into_raw` and not
+/// handed out.
+unsafe fn hand_out_started<T>(
+    out: *mut *mut T,
+    handle: *mut T,
+    started: Result<(), Failure>,
+    undo: impl FnOnce(&T),
+) -> Result<(), Failure> {
+    match started {
+        Ok(()) => {
+            // SAFETY: the caller's contract.
+            unsafe { out.write(handle) };
+            Ok(())
+        }
+        Err(f) => {
+            // SAFETY: the caller's contract: made with Box::into_raw, freed once, here.
+            let made = unsafe { Box::from_raw(handle) };
+            undo(&made);
+            Err(f)
+        }
+    }
 }
 
 /// Frees a handle after `remove` succeeded on it.
@@ -419,6 +515,68 @@ pub unsafe extern "C" fn SCIGetLocalNodeId(
     report(error, result)
 }
 
+/// # Safety
+/// `sd` is a live descriptor.
+#[no_mangle]
+pub unsafe extern "C" fn SCIProbeNode(
+    sd: *mut Desc,
+    adapter: c_uint,
+    node_id: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) -> std::ffi::c_int {
+    let result = flags_only(flags, 0).and_then(|()| {
+        // SAFETY: the caller's contract.
+        unsafe { object(sd, "the descriptor") }?
+            .0
+            .probe_node(adapter, node_id)
+    });
+    let reachable = result.is_ok();
+    report(error, result);
+    std::ffi::c_int::from(reachable)
+}
+
+/// Entries of `dis_nodeId_list_t`: an adapter name stands for at most `DIS_MAX_NSCIS`
+/// adapters, and the list ends with a 0.
+const NODE_ID_LIST: usize = 5;
+
+/// # Safety
+/// `name` is a NUL-terminated string; `list` and `kind` are null or the program's.
+#[no_mangle]
+pub unsafe extern "C" fn SCIGetNodeIdByAdapterName(
+    name: *const c_char,
+    list: *mut [c_uint; NODE_ID_LIST],
+    kind: *mut c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        if name.is_null() || list.is_null() {
+            return Err(illegal("adaptername or nodeId"));
+        }
+        // SAFETY: the caller's contract: a NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(name) };
+        let name = name
+            .to_str()
+            .map_err(|_| Failure::new(code::ILLEGAL_PARAMETER, "the adapter name is not UTF-8"))?;
+        let ids = query_descriptor()?.node_ids_named(name)?;
+        let mut out = [0 as c_uint; NODE_ID_LIST];
+        for (to, id) in out.iter_mut().zip(ids.iter().take(NODE_ID_LIST - 1)) {
+            *to = *id;
+        }
+        // SAFETY: checked non-null; the program's list.
+        unsafe { list.write(out) };
+        // SAFETY: null or the program's.
+        if let Some(k) = unsafe { kind.as_mut() } {
+            // DIS_VIRTUAL_ADAPTER_NONE: every adapter here is a physical one.
+            *k = 0;
+        }
+        Ok(())
+    })();
+    report(error, result)
+}
+
 /// `sci_query_adapter_t`.
 #[repr(C)]
 pub struct QueryAdapter {
@@ -456,15 +614,25 @@ pub unsafe extern "C" fn SCIQuery(
                 if q.data.is_null() {
                     return Err(illegal("the adapter query's data"));
                 }
-                if q.subcommand != SCI_Q_ADAPTER_NODEID {
-                    return Err(Failure::new(
-                        code::ILLEGAL_QUERY,
-                        format!("adapter subcommand {:#x}", q.subcommand),
-                    ));
-                }
+                // The adapter must exist whatever is asked of it.
                 let id = query_descriptor()?.local_node_id(q.local_adapter_no)?;
-                // SAFETY: SCI_Q_ADAPTER_NODEID's answer is an unsigned int.
-                unsafe { q.data.cast::<c_uint>().write(id) };
+                let answer = match q.subcommand {
+                    SCI_Q_ADAPTER_NODEID => id,
+                    // The adapter's DMA engine moves any byte count from any byte offset.
+                    SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT | SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT => 1,
+                    // One vector entry moves at most this much.
+                    SCI_Q_ADAPTER_DMA_MTU => {
+                        smartio_devices::ntb_dma::spec::MAX_TRANSFER_BYTES as c_uint
+                    }
+                    other => {
+                        return Err(Failure::new(
+                            code::ILLEGAL_QUERY,
+                            format!("adapter subcommand {other:#x}"),
+                        ))
+                    }
+                };
+                // SAFETY: each of these subcommands' answer is an unsigned int.
+                unsafe { q.data.cast::<c_uint>().write(answer) };
                 Ok(())
             }
             SCI_Q_LOCAL_SEGMENT => {
@@ -514,23 +682,36 @@ pub unsafe extern "C" fn SCIQuery(
 }
 
 /// # Safety
-/// `sd` is a live descriptor; `segment` is where the program wants the handle.
+/// `sd` is a live descriptor; `segment` is where the program wants the handle; `callback`,
+/// if given, is a `sci_cb_local_segment_t` whose argument may be used on another thread.
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateSegment(
     sd: *mut Desc,
     segment: *mut *mut Seg,
     segment_id: c_uint,
     size: usize,
-    _callback: *const c_void,
-    _callback_arg: *mut c_void,
+    callback: Option<events::LocalSegmentCallback>,
+    callback_arg: *mut c_void,
     flags: c_uint,
     error: *mut SciError,
 ) {
     let result = (|| {
         flags_only(
             flags,
-            SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY | SCI_FLAG_USE_CALLBACK,
+            SCI_FLAG_AUTO_ID
+                | SCI_FLAG_PRIVATE
+                | SCI_FLAG_EMPTY
+                | SCI_FLAG_USE_CALLBACK
+                | SCI_FLAG_BROADCAST,
         )?;
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        if broadcast && flags & (SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE) != 0 {
+            return Err(Failure::new(
+                code::ILLEGAL_FLAG,
+                "a broadcast segment's id names its group: SCI_FLAG_BROADCAST takes no SCI_FLAG_AUTO_ID or SCI_FLAG_PRIVATE",
+            ));
+        }
+        let callback = events::chosen(flags, callback)?;
         need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
@@ -541,44 +722,94 @@ pub unsafe extern "C" fn SCICreateSegment(
             size: size as u64,
             backed: OnceLock::new(),
             registered: Mutex::new(None),
+            broadcast,
+            callback: Mutex::new(None),
         };
         // Without SCI_FLAG_EMPTY the memory is the host's at once; with it, it comes from
         // SCIRegisterSegmentMemory.
         if flags & SCI_FLAG_EMPTY == 0 {
             seg.back(size as u64)?;
         }
-        // SAFETY: the caller's contract.
-        unsafe { hand_out(segment, seg) }
+        let handle = Box::into_raw(Box::new(seg));
+        // SAFETY: made just above, not handed out yet.
+        let made = unsafe { &*handle };
+        let started = match callback {
+            Some(cb) => {
+                let target = events::SegmentCallback::Local(cb, callback_arg, handle);
+                match made.backed.get() {
+                    Some(local) => target.serve(Arc::clone(&made.desc), local.handle()),
+                    // Events begin with memory: SCIRegisterSegmentMemory starts the callbacks.
+                    None => {
+                        *made
+                            .callback
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(target);
+                        Ok(())
+                    }
+                }
+            }
+            None => Ok(()),
+        };
+        // SAFETY: made above and not handed out; `segment` checked by `need`.
+        unsafe { hand_out_started(segment, handle, started, |s| drop(s.remove())) }
     })();
     report(error, result)
 }
 
-macro_rules! segment_call {
-    ($name:ident, |$seg:ident, $adapter:ident| $body:expr) => {
+/// The flags `SCIPrepareSegment` and `SCISetSegmentAvailable` take: `SCI_FLAG_BROADCAST` for
+/// a broadcast segment.
+fn segment_flags(seg: &Seg, flags: c_uint) -> Result<(), Failure> {
+    flags_only(flags, if seg.broadcast { SCI_FLAG_BROADCAST } else { 0 })
+}
+
+/// # Safety
+/// `segment` is a live segment handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIPrepareSegment(
+    segment: *mut Seg,
+    adapter: c_uint,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        // SAFETY: the caller's contract.
+        let seg = unsafe { object(segment, "the segment") }?;
+        segment_flags(seg, flags)?;
+        let local = seg.memory()?;
+        local.prepare(adapter)?;
+        // A broadcast segment receives its group through the adapter it is prepared on.
+        if seg.broadcast {
+            local.join_reflective(adapter)?;
+        }
+        Ok(())
+    })();
+    report(error, result)
+}
+
+macro_rules! availability_call {
+    ($name:ident, $available:expr) => {
         /// # Safety
         /// `segment` is a live segment handle.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             segment: *mut Seg,
-            $adapter: c_uint,
+            adapter: c_uint,
             flags: c_uint,
             error: *mut SciError,
         ) {
-            let result = flags_only(flags, 0).and_then(|()| {
+            let result = (|| {
                 // SAFETY: the caller's contract.
-                let $seg = unsafe { backed(segment) }?;
-                $body
-            });
+                let seg = unsafe { object(segment, "the segment") }?;
+                segment_flags(seg, flags)?;
+                seg.memory()?.set_available(adapter, $available)
+            })();
             report(error, result)
         }
     };
 }
 
-segment_call!(SCIPrepareSegment, |seg, adapter| seg.prepare(adapter));
-segment_call!(SCISetSegmentAvailable, |seg, adapter| seg
-    .set_available(adapter, true));
-segment_call!(SCISetSegmentUnavailable, |seg, adapter| seg
-    .set_available(adapter, false));
+availability_call!(SCISetSegmentAvailable, true);
+availability_call!(SCISetSegmentUnavailable, false);
 
 /// # Safety
 /// `segment` is a live segment handle; it is freed when this succeeds.
@@ -636,22 +867,41 @@ pub unsafe extern "C" fn SCIConnectSegment(
     node_id: c_uint,
     segment_id: c_uint,
     adapter: c_uint,
-    _callback: *const c_void,
-    _callback_arg: *mut c_void,
+    callback: Option<events::RemoteSegmentCallback>,
+    callback_arg: *mut c_void,
     timeout: c_uint,
     flags: c_uint,
     error: *mut SciError,
 ) {
     let result = (|| {
-        flags_only(flags, SCI_FLAG_USE_CALLBACK)?;
+        flags_only(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_BROADCAST)?;
         need(segment, "segment")?;
         // SAFETY: the caller's contract.
         let desc = unsafe { object(sd, "the descriptor") }?;
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        if broadcast != (node_id == BROADCAST_NODE_ID) {
+            return Err(Failure::new(
+                code::ILLEGAL_PARAMETER,
+                format!("node id {node_id} with flags {flags:#x}: a broadcast connection names DIS_BROADCAST_NODEID_GROUP_ALL ({BROADCAST_NODE_ID}) and SCI_FLAG_BROADCAST, together"),
+            ));
+        }
+        let callback = events::chosen(flags, callback)?;
         let remote = retry(timeout, || {
-            RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
+            if broadcast {
+                RemoteSegment::connect_reflective(&desc.0, node_id, segment_id, adapter)
+            } else {
+                RemoteSegment::connect(&desc.0, node_id, segment_id, adapter)
+            }
         })?;
-        // SAFETY: the caller's contract.
-        unsafe { hand_out(segment, remote) }
+        let daemon_handle = remote.handle;
+        let handle = Box::into_raw(Box::new(remote));
+        let started = match callback {
+            Some(cb) => events::SegmentCallback::Remote(cb, callback_arg, handle)
+                .serve(Arc::clone(&desc.0), daemon_handle),
+            None => Ok(()),
+        };
+        // SAFETY: made above and not handed out; `segment` checked by `need`.
+        unsafe { hand_out_started(segment, handle, started, |r| drop(r.disconnect())) }
     })();
     report(error, result)
 }
@@ -753,7 +1003,10 @@ pub unsafe extern "C" fn SCIMapRemoteSegment(
     error: *mut SciError,
 ) -> *mut c_void {
     let made = (|| {
-        flags_only(flags, SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE)?;
+        flags_only(
+            flags,
+            SCI_FLAG_READONLY_MAP | SCI_FLAG_IO_MAP_IOSPACE | SCI_FLAG_BROADCAST,
+        )?;
         need(map, "map")?;
         // SAFETY: the caller's contract.
         let seg = unsafe { object(segment, "the remote segment") }?;
@@ -785,9 +1038,9 @@ pub unsafe extern "C" fn SCICreateMapSequence(
         flags_only(flags, 0)?;
         need(sequence, "sequence")?;
         // SAFETY: the caller's contract.
-        unsafe { object(map, "the map") }?;
+        let barrier = unsafe { object(map, "the map") }?.barrier();
         // SAFETY: the caller's contract.
-        unsafe { hand_out(sequence, Sequence) }
+        unsafe { hand_out(sequence, Sequence { barrier }) }
     })();
     report(error, result)
 }
@@ -837,10 +1090,54 @@ pub unsafe extern "C" fn SCIRemoveSequence(
     report(error, result)
 }
 
+/// # Safety
+/// `sequence` is null or a live sequence handle.
 #[no_mangle]
-pub extern "C" fn SCIFlush(_sequence: *mut Sequence, _flags: c_uint) {
-    // Stores into shared memory need no adapter flush; order them before what follows.
-    std::sync::atomic::fence(Ordering::SeqCst);
+pub unsafe extern "C" fn SCIFlush(sequence: *mut Sequence, _flags: c_uint) {
+    // Stores into shared memory need no adapter flush; order them before what follows (and
+    // deliver a broadcast map's).
+    // SAFETY: null or a live handle, the caller's contract.
+    match unsafe { sequence.as_ref() } {
+        Some(s) => {
+            let _ = s.barrier();
+        }
+        None => std::sync::atomic::fence(Ordering::SeqCst),
+    }
+}
+
+/// # Safety
+/// `sequence` is null or a live sequence handle.
+#[no_mangle]
+pub unsafe extern "C" fn SCIStoreBarrier(sequence: *mut Sequence, flags: c_uint) {
+    // SAFETY: the caller's contract.
+    unsafe { SCIFlush(sequence, flags) }
+}
+
+/// # Safety
+/// `source` holds `size` bytes; `dest` is `size` bytes of a map of the program.
+#[no_mangle]
+pub unsafe extern "C" fn SCIMemWrite(
+    source: *mut c_void,
+    dest: *mut c_void,
+    size: usize,
+    flags: c_uint,
+    error: *mut SciError,
+) {
+    let result = (|| {
+        flags_only(flags, 0)?;
+        if size == 0 {
+            return Ok(());
+        }
+        if source.is_null() || dest.is_null() {
+            return Err(illegal("memAddr or remoteAddr"));
+        }
+        // SAFETY: the caller's contract: both hold `size` bytes (a remote map is memory of
+        // the process here).
+        unsafe { std::ptr::copy(source.cast::<u8>(), dest.cast::<u8>(), size) };
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(())
+    })();
+    report(error, result)
 }
 
 /// `sci_cb_data_interrupt_t`.

@@ -483,3 +483,39 @@ fn a_data_interrupt_on_an_adapter_the_host_lacks_is_refused_and_leaves_no_inbox(
     sci.create_data_interrupt(lender, 0, Some(3))
         .expect("adapter 0 exists");
 }
+
+#[test]
+fn probing_a_node_answers_whether_its_adapter_is_reachable_now() {
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
+    let far = sci.node_id(lender, 0).expect("id");
+    assert_eq!(sci.probe_node(borrower, 0, far), Ok(()));
+    assert_eq!(
+        sci.probe_node(borrower, 0, sci.node_id(borrower, 0).expect("id")),
+        Ok(()),
+        "an adapter reaches itself"
+    );
+    let unknown = sci
+        .probe_node(borrower, 0, smartio_fabric::ClusterNodeId(200))
+        .expect_err("no such node");
+    assert_eq!(
+        unknown.class(),
+        smartio_smartio::SciErrorClass::NoSuchNodeId
+    );
+    let no_adapter = sci.probe_node(borrower, 3, far).expect_err("no adapter 3");
+    assert_eq!(
+        no_adapter.class(),
+        smartio_smartio::SciErrorClass::NoSuchAdapterNo
+    );
+    let cable = machine
+        .fabric()
+        .adapter(sci.adapter(borrower, 0).expect("adapter"))
+        .cable
+        .expect("cabled");
+    machine.with_fabric_mut(|f| f.set_link_up(cable, false));
+    let down = sci.probe_node(borrower, 0, far).expect_err("link down");
+    assert_eq!(down.class(), smartio_smartio::SciErrorClass::NoLinkAccess);
+    machine.with_fabric_mut(|f| f.set_link_up(cable, true));
+    assert_eq!(sci.probe_node(borrower, 0, far), Ok(()));
+}

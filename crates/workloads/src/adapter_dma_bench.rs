@@ -17,13 +17,14 @@ use crate::booted::UnknownHost;
 use crate::dma_bench::{host_pattern, DmaDirection, DmaSample};
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_drivers::ntb_dma::{
-    queue_memory_bytes, AdapterDmaError, AdapterDmaQueue, Descriptor, DescriptorStatus, Direction,
-    QueueMemory,
+use smartio_drivers::ntb_dma::{engine_registers, queue_memory_bytes, QueueMemory};
+use smartio_drivers::sisci_dma::{
+    flag, QueueState, SisciDmaError, SisciDmaQueue, VecEntry, Vector,
 };
-use smartio_fabric::{AdapterId, HostId, NtbError, Requester};
+use smartio_fabric::{AdapterId, EndpointId, HostId, NtbError, Requester};
+use smartio_machine::Agent;
 use smartio_platform::{BusAddr, Clock};
-use smartio_smartio::sisci::{SciError, Sisci};
+use smartio_smartio::sisci::{LocalSegment, RemoteMap, RemoteSegment, SciError, Sisci};
 use thiserror::Error;
 
 /// Ring entries of the benchmark's queue (one transfer is posted at a time).
@@ -95,14 +96,14 @@ pub enum AdapterDmaBenchError {
     RequesterId(#[source] NtbError),
     /// The DMA queue refused or failed.
     #[error("the adapter's DMA queue failed")]
-    Queue(#[source] AdapterDmaError),
-    /// The engine completed a transfer without moving it.
-    #[error("the {size}-byte transfer ended \"{}\"", status.describe())]
+    Queue(#[source] SisciDmaError),
+    /// The queue ended a transfer without moving it (its state says how).
+    #[error("the {size}-byte transfer left the DMA queue {state:?}")]
     TransferFailed {
         /// Its size.
         size: u64,
-        /// Its status.
-        status: DescriptorStatus,
+        /// The queue's state after the wait.
+        state: QueueState,
     },
     /// The destination does not hold the source's bytes (an emulator bug).
     #[error("the destination differs from the source at byte {offset} of {size}")]
@@ -145,6 +146,181 @@ fn adapter_and_peer(
     Ok((ours, peer, number))
 }
 
+/// A host's adapter DMA engine set up for copies of up to `size` bytes between a segment of
+/// the host's RAM and one of its peer's, as a SISCI program sets it up: both segments (the
+/// local one prepared on the adapter, the remote one connected and mapped through the
+/// adapter's window), the queue's ring in a local segment, and the adapter's own function in
+/// its requester-id table. [`AdapterDmaSetup::tear_down`] undoes it.
+pub struct AdapterDmaSetup {
+    sci: Sisci,
+    /// The host driving the engine.
+    pub host: HostId,
+    /// Its peer.
+    pub peer: HostId,
+    adapter: AdapterId,
+    endpoint: EndpointId,
+    /// The adapter's name (`host.ntb0`).
+    pub adapter_name: String,
+    /// The peer's name.
+    pub peer_name: String,
+    bar0: BusAddr,
+    /// The local segment.
+    pub local: LocalSegment,
+    /// The peer's segment.
+    pub remote: LocalSegment,
+    ring: LocalSegment,
+    connection: RemoteSegment,
+    window: RemoteMap,
+}
+
+impl AdapterDmaSetup {
+    /// Sets up `host`'s adapter 0 for copies of `size` bytes with its first peer.
+    pub fn new(
+        cluster: &Cluster,
+        host_name: &str,
+        size: u64,
+    ) -> Result<Self, AdapterDmaBenchError> {
+        let machine = &cluster.machine;
+        let host = {
+            let f = machine.fabric();
+            f.host_by_name(host_name)
+                .ok_or_else(|| UnknownHost::named(host_name, f.host_names()))?
+        };
+        let (adapter, peer, peer_adapter) = adapter_and_peer(cluster, host, host_name)?;
+        let (endpoint, adapter_name, peer_name, bar0) = {
+            let f = machine.fabric();
+            let (endpoint, bar0) = engine_registers(&f, adapter);
+            (
+                endpoint,
+                f.adapter_name(adapter),
+                f.host(peer).name.clone(),
+                bar0,
+            )
+        };
+        let Some(bar0) = bar0 else {
+            return Err(AdapterDmaBenchError::NoAdapter {
+                host: host_name.to_string(),
+            });
+        };
+        let number = machine.fabric().adapter(adapter).number;
+        // Segments: the data on both sides, the queue's ring in local RAM (prepared on the
+        // adapter, so that with the IOMMU on the adapter's domain maps them).
+        let sci = Sisci::new(machine);
+        let seg = AdapterDmaBenchError::Segment;
+        let local = sci.create_segment(host, None, size).map_err(seg)?;
+        let ring = sci
+            .create_segment(host, None, queue_memory_bytes(QUEUE_ENTRIES))
+            .map_err(seg)?;
+        let remote = sci.create_segment(peer, None, size).map_err(seg)?;
+        for s in [&local, &ring] {
+            sci.prepare_segment(s, number).map_err(seg)?;
+        }
+        sci.prepare_segment(&remote, peer_adapter).map_err(seg)?;
+        sci.set_available(&remote, peer_adapter).map_err(seg)?;
+        let node = sci.node_id(peer, peer_adapter).map_err(seg)?;
+        let connection = sci
+            .connect_segment(host, number, node, remote.id)
+            .map_err(seg)?;
+        let window = sci.map_remote(&connection, 0, size).map_err(seg)?;
+        machine
+            .with_fabric_mut(|f| f.ntb_add_requester(adapter, Requester::Device(endpoint)))
+            .map_err(AdapterDmaBenchError::RequesterId)?;
+        Ok(AdapterDmaSetup {
+            sci,
+            host,
+            peer,
+            adapter,
+            endpoint,
+            adapter_name,
+            peer_name,
+            bar0,
+            local,
+            remote,
+            ring,
+            connection,
+            window,
+        })
+    }
+
+    /// Creates the SISCI DMA queue on the adapter (`SCICreateDMAQueue`), driven by `cpu`.
+    pub async fn queue(&self, cpu: Agent) -> Result<SisciDmaQueue<Agent>, AdapterDmaBenchError> {
+        let memory = QueueMemory {
+            cpu: self.ring.phys,
+            bus: BusAddr(self.ring.phys.get()),
+        };
+        SisciDmaQueue::create(cpu, self.bar0, memory, QUEUE_ENTRIES)
+            .await
+            .map_err(AdapterDmaBenchError::Queue)
+    }
+
+    /// Starts one copy of `size` bytes from `local_offset` / `remote_offset` (a read when
+    /// `direction` is [`DmaDirection::Read`]) and waits for it (`SCIStartDmaTransfer`,
+    /// `SCIWaitForDMAQueue`); refused as SISCI refuses a bad transfer.
+    pub async fn copy(
+        &self,
+        queue: &SisciDmaQueue<Agent>,
+        direction: DmaDirection,
+        size: u64,
+        local_offset: u64,
+        remote_offset: u64,
+    ) -> Result<(), AdapterDmaBenchError> {
+        let flags = match direction {
+            DmaDirection::Write => 0,
+            DmaDirection::Read => flag::DMA_READ,
+        };
+        let entry = VecEntry {
+            size,
+            local_offset,
+            remote_offset,
+            flags: 0,
+        };
+        let vector = Vector::check(&[entry], flags, self.local.size, self.remote.size)
+            .map_err(AdapterDmaBenchError::Queue)?;
+        let local_bus = BusAddr(self.local.phys.get());
+        let window = self.window.bus_addr().offset(vector.remote_start);
+        let batch = queue
+            .start(&vector, local_bus, window)
+            .await
+            .map_err(AdapterDmaBenchError::Queue)?;
+        match queue.wait(Some(batch.end)).await {
+            Ok(QueueState::Done) => Ok(()),
+            Ok(state) => Err(AdapterDmaBenchError::TransferFailed { size, state }),
+            Err(e) => Err(AdapterDmaBenchError::Queue(e)),
+        }
+    }
+
+    /// The timing model's account of one read request of `bytes` from the engine to the
+    /// remote side on an idle fabric, in ns.
+    fn read_round_trip_ns(&self, cluster: &Cluster, bytes: u64) -> Option<f64> {
+        cluster
+            .machine
+            .idle_read_cost(
+                Requester::Device(self.endpoint),
+                self.window.bus_addr(),
+                bytes,
+            )
+            .and_then(Result::ok)
+            .map(|c| (c.path_ps + c.completer_ps) as f64 / 1000.0)
+    }
+
+    /// Undoes [`AdapterDmaSetup::new`].
+    pub fn tear_down(&self, cluster: &Cluster) -> Result<(), AdapterDmaBenchError> {
+        let seg = AdapterDmaBenchError::Segment;
+        cluster
+            .machine
+            .with_fabric_mut(|f| {
+                f.ntb_remove_requester(self.adapter, Requester::Device(self.endpoint))
+            })
+            .map_err(AdapterDmaBenchError::RequesterId)?;
+        self.sci.unmap(&self.window).map_err(seg)?;
+        self.sci.disconnect_segment(&self.connection).map_err(seg)?;
+        for s in [&self.local, &self.ring, &self.remote] {
+            self.sci.remove_segment(s).map_err(seg)?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs the benchmark on `cluster` (which it leaves at a later virtual time).
 pub fn bench_adapter_dma(
     cluster: &Cluster,
@@ -162,91 +338,28 @@ pub fn bench_adapter_dma(
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let machine = &cluster.machine;
-    let host = {
-        let f = machine.fabric();
-        f.host_by_name(&config.host)
-            .ok_or_else(|| UnknownHost::named(&config.host, f.host_names()))?
-    };
-    let (adapter, peer, peer_adapter) = adapter_and_peer(cluster, host, &config.host)?;
-    let (endpoint, adapter_name, peer_name, bar0) = {
-        let f = machine.fabric();
-        let endpoint = f.adapter(adapter).endpoint;
-        let bar0 = f
-            .endpoint(endpoint)
-            .bars
-            .iter()
-            .find(|b| b.index == smartio_devices::ntb_dma::spec::REGISTER_BAR)
-            .map(|b| b.base);
-        (
-            endpoint,
-            f.adapter_name(adapter),
-            f.host(peer).name.clone(),
-            bar0,
-        )
-    };
-    let Some(bar0) = bar0 else {
-        return Err(AdapterDmaBenchError::NoAdapter {
-            host: config.host.clone(),
-        });
-    };
-    let number = machine.fabric().adapter(adapter).number;
-
-    // Segments: the data on both sides, the queue's ring in local RAM (prepared on the
-    // adapter, so that with the IOMMU on the adapter's domain maps them).
-    let sci = Sisci::new(machine);
-    let seg = AdapterDmaBenchError::Segment;
-    let local = sci.create_segment(host, None, largest).map_err(seg)?;
-    let ring = sci
-        .create_segment(host, None, queue_memory_bytes(QUEUE_ENTRIES))
-        .map_err(seg)?;
-    let remote = sci.create_segment(peer, None, largest).map_err(seg)?;
-    for s in [&local, &ring] {
-        sci.prepare_segment(s, number).map_err(seg)?;
-    }
-    sci.prepare_segment(&remote, peer_adapter).map_err(seg)?;
-    sci.set_available(&remote, peer_adapter).map_err(seg)?;
-    let node = sci.node_id(peer, peer_adapter).map_err(seg)?;
-    let connection = sci
-        .connect_segment(host, number, node, remote.id)
-        .map_err(seg)?;
-    let window = sci.map_remote(&connection, 0, largest).map_err(seg)?;
-    machine
-        .with_fabric_mut(|f| f.ntb_add_requester(adapter, Requester::Device(endpoint)))
-        .map_err(AdapterDmaBenchError::RequesterId)?;
-
-    let read_round_trip_ns = machine
-        .idle_read_cost(
-            Requester::Device(endpoint),
-            window.bus_addr(),
-            cluster.calibration.pcie.max_read_request_size.value as u64,
-        )
-        .and_then(Result::ok)
-        .map(|c| (c.path_ps + c.completer_ps) as f64 / 1000.0);
+    let setup = std::rc::Rc::new(AdapterDmaSetup::new(cluster, &config.host, largest)?);
+    let read_round_trip_ns = setup.read_round_trip_ns(
+        cluster,
+        cluster.calibration.pcie.max_read_request_size.value as u64,
+    );
 
     // What the engine reads: the source side's pattern, set up untimed.
     let pattern = host_pattern(largest);
-    let (source_host, source_phys, dest_host, dest_phys) = match config.direction {
-        DmaDirection::Write => (host, local.phys, peer, remote.phys),
-        DmaDirection::Read => (peer, remote.phys, host, local.phys),
+    let (source, dest) = match config.direction {
+        DmaDirection::Write => (setup.local, setup.remote),
+        DmaDirection::Read => (setup.remote, setup.local),
     };
-    machine.poke_memory(source_host, source_phys, &pattern);
+    machine.poke_memory(source.host, source.phys, &pattern);
 
-    let cpu = machine.cpu(host);
-    let memory = QueueMemory {
-        cpu: ring.phys,
-        bus: BusAddr(ring.phys.get()),
-    };
-    let (local_bus, remote_bus) = (BusAddr(local.phys.get()), window.bus_addr());
-    let direction = match config.direction {
-        DmaDirection::Write => Direction::Write,
-        DmaDirection::Read => Direction::Read,
-    };
+    let cpu = machine.cpu(setup.host);
     let sizes = config.sizes.clone();
     let repeat = config.repeat;
+    let direction = config.direction;
+    let on_task = std::rc::Rc::clone(&setup);
     let samples = crate::booted::run_workload(machine, async move {
-        let queue = AdapterDmaQueue::create(cpu.clone(), bar0, memory, QUEUE_ENTRIES)
-            .await
-            .map_err(AdapterDmaBenchError::Queue)?;
+        let setup = on_task;
+        let queue = setup.queue(cpu.clone()).await?;
         let total = sizes.iter().fold(0u64, |t, s| {
             t.saturating_add(s.saturating_mul(u64::from(repeat)))
         });
@@ -258,55 +371,123 @@ pub fn bench_adapter_dma(
             for _ in 0..repeat {
                 moved = moved.saturating_add(size);
                 phase.set(moved);
-                let transfer = Descriptor {
-                    local: local_bus,
-                    remote: remote_bus,
-                    length: size,
-                    direction,
-                };
                 let start = cpu.now();
-                let batch = queue
-                    .post(&[transfer])
-                    .await
-                    .map_err(AdapterDmaBenchError::Queue)?;
-                let statuses = queue
-                    .wait(batch)
-                    .await
-                    .map_err(AdapterDmaBenchError::Queue)?;
+                setup.copy(&queue, direction, size, 0, 0).await?;
                 seconds.push(cpu.now().since(start).as_secs_f64());
-                if let Some(&status) = statuses.iter().find(|s| s.is_failure()) {
-                    return Err(AdapterDmaBenchError::TransferFailed { size, status });
-                }
             }
             samples.push(DmaSample::from_seconds(size, &seconds));
         }
         queue.remove().await.map_err(AdapterDmaBenchError::Queue)?;
-        Ok(samples)
+        Ok::<_, AdapterDmaBenchError>(samples)
     })?;
 
     let mut landed = vec![0u8; largest as usize];
-    machine.peek_memory(dest_host, dest_phys, &mut landed);
+    machine.peek_memory(dest.host, dest.phys, &mut landed);
     if let Some(offset) = crate::verify::first_difference(&landed, &pattern) {
         return Err(AdapterDmaBenchError::Mismatch {
             offset: offset as u64,
             size: largest,
         });
     }
-    machine
-        .with_fabric_mut(|f| f.ntb_remove_requester(adapter, Requester::Device(endpoint)))
-        .map_err(AdapterDmaBenchError::RequesterId)?;
-    sci.unmap(&window).map_err(seg)?;
-    sci.disconnect_segment(&connection).map_err(seg)?;
-    for s in [&local, &ring, &remote] {
-        sci.remove_segment(s).map_err(seg)?;
-    }
-    Ok(AdapterDmaBenchRun {
+    let run = AdapterDmaBenchRun {
         host: config.host.clone(),
-        adapter: adapter_name,
-        peer: peer_name,
+        adapter: setup.adapter_name.clone(),
+        peer: setup.peer_name.clone(),
         direction: config.direction,
         samples,
         verified_bytes: largest,
         read_round_trip_ns,
+    };
+    setup.tear_down(cluster)?;
+    Ok(run)
+}
+
+/// One transfer of a SISCI DMA-queue program, as `examples/c/dma.c` makes it on the live
+/// engine: segments of `size` bytes past the offsets on the host and its peer, a queue on
+/// the host's adapter, one `SCIStartDmaTransfer` of `size` bytes at the offsets, and
+/// `SCIWaitForDMAQueue`.
+#[derive(Debug, Clone)]
+pub struct DmaQueueTransfer {
+    /// The host whose adapter moves the bytes.
+    pub host: String,
+    /// Push (write) or pull (read).
+    pub direction: DmaDirection,
+    /// Bytes.
+    pub size: u64,
+    /// Where the bytes start in the local segment.
+    pub local_offset: u64,
+    /// Where the bytes start in the remote segment.
+    pub remote_offset: u64,
+}
+
+/// What the transfer took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DmaQueueTransferRun {
+    /// From the start call until the wait returned, in seconds of virtual time.
+    pub seconds: f64,
+    /// Bytes compared at the destination after the transfer.
+    pub verified_bytes: u64,
+}
+
+/// Runs a DMA-queue program's transfer on `cluster`'s engine and checks its bytes landed.
+pub fn dma_queue_transfer(
+    cluster: &Cluster,
+    t: &DmaQueueTransfer,
+) -> Result<DmaQueueTransferRun, AdapterDmaBenchError> {
+    let span = t
+        .size
+        .checked_add(t.local_offset.max(t.remote_offset))
+        .ok_or_else(|| {
+            AdapterDmaBenchError::BadParameter(format!(
+                "{} bytes past offset {}",
+                t.size,
+                t.local_offset.max(t.remote_offset)
+            ))
+        })?;
+    let setup = std::rc::Rc::new(AdapterDmaSetup::new(cluster, &t.host, span)?);
+    let pattern = host_pattern(t.size);
+    let ((source, source_offset), (dest, dest_offset)) = match t.direction {
+        DmaDirection::Write => (
+            (setup.local, t.local_offset),
+            (setup.remote, t.remote_offset),
+        ),
+        DmaDirection::Read => (
+            (setup.remote, t.remote_offset),
+            (setup.local, t.local_offset),
+        ),
+    };
+    let machine = &cluster.machine;
+    machine.poke_memory(source.host, source.phys.offset(source_offset), &pattern);
+    let cpu = machine.cpu(setup.host);
+    let on_task = std::rc::Rc::clone(&setup);
+    let transfer = t.clone();
+    let seconds = crate::booted::run_workload(machine, async move {
+        let queue = on_task.queue(cpu.clone()).await?;
+        let start = cpu.now();
+        on_task
+            .copy(
+                &queue,
+                transfer.direction,
+                transfer.size,
+                transfer.local_offset,
+                transfer.remote_offset,
+            )
+            .await?;
+        let seconds = cpu.now().since(start).as_secs_f64();
+        queue.remove().await.map_err(AdapterDmaBenchError::Queue)?;
+        Ok::<f64, AdapterDmaBenchError>(seconds)
+    })?;
+    let mut landed = vec![0u8; t.size as usize];
+    machine.peek_memory(dest.host, dest.phys.offset(dest_offset), &mut landed);
+    if let Some(offset) = crate::verify::first_difference(&landed, &pattern) {
+        return Err(AdapterDmaBenchError::Mismatch {
+            offset: offset as u64,
+            size: t.size,
+        });
+    }
+    setup.tear_down(cluster)?;
+    Ok(DmaQueueTransferRun {
+        seconds,
+        verified_bytes: t.size,
     })
 }

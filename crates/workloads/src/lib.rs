@@ -35,7 +35,8 @@ pub mod topo_bench;
 mod verify;
 
 pub use adapter_dma_bench::{
-    bench_adapter_dma, AdapterDmaBenchConfig, AdapterDmaBenchError, AdapterDmaBenchRun,
+    bench_adapter_dma, dma_queue_transfer, AdapterDmaBenchConfig, AdapterDmaBenchError,
+    AdapterDmaBenchRun, AdapterDmaSetup, DmaQueueTransfer, DmaQueueTransferRun,
 };
 pub use attach::{AttachError, Workbench};
 pub use booted::{BootError, Booted, Stuck, UnknownHost};

@@ -6,8 +6,8 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_workloads::{
-    bench_adapter_dma, AdapterDmaBenchConfig, AdapterDmaBenchError, AdapterDmaBenchRun,
-    DmaDirection,
+    bench_adapter_dma, dma_queue_transfer, AdapterDmaBenchConfig, AdapterDmaBenchError,
+    AdapterDmaBenchRun, DmaDirection, DmaQueueTransfer,
 };
 
 const MIB: u64 = 1 << 20;
@@ -165,4 +165,46 @@ fn a_host_without_an_adapter_or_a_bad_count_is_refused() {
         .expect_err("refused")
         .to_string()
         .contains("--repeat 0"));
+}
+
+#[test]
+fn a_dma_queue_transfer_takes_what_bench_dma_adapter_reports_for_the_same_adapter_and_size() {
+    for direction in [DmaDirection::Write, DmaDirection::Read] {
+        for size in [4096, MIB, 8 * MIB] {
+            let bench = bench_adapter_dma(
+                &cluster("pxh810-back-to-back", 1),
+                &AdapterDmaBenchConfig {
+                    repeat: 1,
+                    ..config("machine-a", direction, &[size])
+                },
+            )
+            .expect("bench runs");
+            // A program's transfer at page offsets into both segments, as dma.c makes it.
+            let program = dma_queue_transfer(
+                &cluster("pxh810-back-to-back", 1),
+                &DmaQueueTransfer {
+                    host: "machine-a".into(),
+                    direction,
+                    size,
+                    local_offset: 4096,
+                    remote_offset: 8192,
+                },
+            )
+            .expect("program runs");
+            assert_eq!(program.verified_bytes, size);
+            let bench_s = bench.samples[0].median_ns * 1e-9;
+            let ratio = program.seconds / bench_s;
+            eprintln!(
+                "{direction:?} {size} B: DMA queue {:.3} us, bench dma --adapter {:.3} us",
+                program.seconds * 1e6,
+                bench_s * 1e6
+            );
+            assert!(
+                (ratio - 1.0).abs() < 0.005,
+                "{direction:?} {size} B: program {} s vs bench {} s",
+                program.seconds,
+                bench_s
+            );
+        }
+    }
 }

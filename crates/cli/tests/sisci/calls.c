@@ -162,6 +162,42 @@ static int user(sci_desc_t sd, unsigned int node)
     }
     SCIMemCpy(seq, bytes, map, 0, SIZE, SCI_NO_FLAGS, &err);
     check("SCIMemCpy", err);
+    SCIMemWrite(bytes, p, SIZE, SCI_NO_FLAGS, &err);
+    check("SCIMemWrite", err);
+    SCIStoreBarrier(seq, SCI_NO_FLAGS);
+    if (memcmp(bytes, (const void *)p, SIZE) != 0) {
+        fprintf(stderr, "SCIMemWrite's bytes differ\n");
+        return 1;
+    }
+    printf("user: SCIMemWrite's bytes read back\n");
+    int reachable = SCIProbeNode(sd, 0, node, SCI_NO_FLAGS, &err);
+    check("SCIProbeNode", err);
+    printf("user: node %u reachable: %d\n", node, reachable);
+    reachable = SCIProbeNode(sd, 0, 200, SCI_NO_FLAGS, &err);
+    expect("probing a node id no adapter has", err, SCI_ERR_NO_SUCH_NODEID,
+           "SCI_ERR_NO_SUCH_NODEID");
+    printf("user: node 200 reachable: %d\n", reachable);
+    unsigned int alignment = 0;
+    sci_query_adapter_t qa;
+    qa.localAdapterNo = 0;
+    qa.portNo = 0;
+    qa.subcommand = SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT;
+    qa.data = &alignment;
+    SCIQuery(SCI_Q_ADAPTER, &qa, SCI_NO_FLAGS, &err);
+    check("SCIQuery (DMA offset alignment)", err);
+    printf("user: DMA offset alignment %u\n", alignment);
+    dis_nodeId_list_t ids;
+    dis_virt_adapter_t kind;
+    char by_host[] = "lender", by_adapter[] = "lender.ntb0", by_nobody[] = "nobody";
+    SCIGetNodeIdByAdapterName(by_host, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (host)", err);
+    printf("user: lender's node ids: %u %u\n", ids[0], ids[1]);
+    SCIGetNodeIdByAdapterName(by_adapter, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (adapter)", err);
+    printf("user: lender.ntb0's node id: %u\n", ids[0]);
+    SCIGetNodeIdByAdapterName(by_nobody, &ids, &kind, SCI_NO_FLAGS, &err);
+    check("SCIGetNodeIdByAdapterName (nobody)", err);
+    printf("user: nobody's node id: %u\n", ids[0]);
     SCIMemCpy(seq, bytes, map, 8, SIZE, SCI_NO_FLAGS, &err);
     expect("a copy past the map's end", err, SCI_ERR_OUT_OF_RANGE, "SCI_ERR_OUT_OF_RANGE");
     status = SCICheckSequence(seq, SCI_NO_FLAGS, &err);

@@ -10,7 +10,7 @@ use smartio_smartio::SciErrorClass;
 use std::collections::BTreeSet;
 
 /// Every class of SISCI error; a reply's code must be one of theirs.
-const CLASSES: [SciErrorClass; 19] = [
+const CLASSES: [SciErrorClass; 22] = [
     SciErrorClass::Busy,
     SciErrorClass::Nospc,
     SciErrorClass::HwNospc,
@@ -30,7 +30,18 @@ const CLASSES: [SciErrorClass; 19] = [
     SciErrorClass::TransferFailed,
     SciErrorClass::NoSuchFdid,
     SciErrorClass::NotAvailable,
+    SciErrorClass::IllegalFlag,
+    SciErrorClass::MaxEntries,
+    SciErrorClass::NoLinkAccess,
 ];
+
+/// The `sci_segment_cb_reason_t` values the live engine reports.
+const CB_CONNECT: u32 = 1;
+const CB_DISCONNECT: u32 = 2;
+const CB_LOST: u32 = 5;
+
+/// `SCI_DMAQUEUE_ERROR`, the largest `sci_dma_queue_state_t`.
+const LAST_DMA_STATE: u64 = 5;
 
 /// The RAM of each host of the fuzzed scenario (`back-to-back`: 64 GiB each).
 const HOST_RAM: u64 = 64 << 30;
@@ -67,6 +78,8 @@ pub enum Kind {
     Device,
     /// A requester-id registration (`RegisterRequester`).
     Requester,
+    /// A DMA queue (`CreateDmaQueue`).
+    DmaQueue,
 }
 
 /// A handle a reply gave.
@@ -234,6 +247,17 @@ impl World {
         (handle, self.given.iter().find(|g| g.handle == handle))
     }
 
+    /// The segment id `id` names.
+    fn segment_id(&self, id: SegmentId) -> u32 {
+        match id {
+            SegmentId::Seen(i) if !self.segment_ids.is_empty() => {
+                self.segment_ids[usize::from(i) % self.segment_ids.len()]
+            }
+            SegmentId::Seen(i) => u32::from(i % 8),
+            SegmentId::Literal(n) => n,
+        }
+    }
+
     /// Whether a handle must be refused to session `s`: another descriptor was given it.
     fn foreign(&self, s: usize, g: Option<&Given>) -> bool {
         let descriptor = self.sessions.get(s).map_or(s, |x| x.descriptor);
@@ -310,13 +334,7 @@ impl World {
             }
             Ask::ConnectSegment(node_id, id, adapter) => Request::ConnectSegment {
                 node_id,
-                segment_id: match id {
-                    SegmentId::Seen(i) if !self.segment_ids.is_empty() => {
-                        self.segment_ids[usize::from(i) % self.segment_ids.len()]
-                    }
-                    SegmentId::Seen(i) => u32::from(i % 8),
-                    SegmentId::Literal(n) => n,
-                },
+                segment_id: self.segment_id(id),
                 adapter,
             },
             Ask::DisconnectSegment(p) => Request::DisconnectSegment {
@@ -399,6 +417,58 @@ impl World {
             Ask::UnregisterRequester(p) => Request::UnregisterRequester {
                 requester: one(p, &[Requester]).0,
             },
+            Ask::CreateDmaQueue(adapter, entries) => Request::CreateDmaQueue { adapter, entries },
+            Ask::StartDma(queue, local, remote, ref entries, flags) => {
+                let queue = one(queue, &[DmaQueue]).0;
+                let (local, local_size) = one(local, &[Segment]);
+                let (remote, remote_size) = one(remote, &[Connection]);
+                Request::StartDma {
+                    queue,
+                    local,
+                    remote,
+                    entries: entries
+                        .iter()
+                        .map(|e| smartio_live::protocol::DmaEntry {
+                            size: e.size.of(local_size),
+                            local_offset: e.local_offset.of(local_size),
+                            remote_offset: e.remote_offset.of(remote_size),
+                            flags: e.flags,
+                        })
+                        .collect(),
+                    flags,
+                }
+            }
+            Ask::WaitDma(p, until, ms) => Request::WaitDma {
+                queue: one(p, &[DmaQueue]).0,
+                until,
+                timeout_ms: Some(ms),
+            },
+            Ask::DmaQueueState(p) => Request::DmaQueueState {
+                queue: one(p, &[DmaQueue]).0,
+            },
+            Ask::AbortDma(p) => Request::AbortDma {
+                queue: one(p, &[DmaQueue]).0,
+            },
+            Ask::RemoveDmaQueue(p) => Request::RemoveDmaQueue {
+                queue: one(p, &[DmaQueue]).0,
+            },
+            Ask::JoinReflective(p, adapter) => Request::JoinReflective {
+                segment: one(p, &[Segment]).0,
+                adapter,
+            },
+            Ask::ConnectReflective(id, adapter) => Request::ConnectReflective {
+                segment_id: self.segment_id(id),
+                adapter,
+            },
+            Ask::Flush(p) => Request::Flush {
+                map: one(p, &[Map]).0,
+            },
+            Ask::ProbeNode(adapter, node_id) => Request::ProbeNode { adapter, node_id },
+            Ask::NodeIdsByName(name) => Request::NodeIdsByName { name: name.name() },
+            Ask::WaitSegmentEvent(p, ms) => Request::WaitSegmentEvent {
+                segment: one(p, &[Segment, Connection]).0,
+                timeout_ms: Some(ms),
+            },
         };
         Sent {
             request,
@@ -443,7 +513,9 @@ impl World {
                     assert_eq!(*class, expected, "a segment of {size} bytes: {message}");
                 }
             }
-            if matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout {
+            if ask.is_timed()
+                || matches!(ask, Ask::WaitDataInterrupt(..)) && *class == SciErrorClass::Timeout
+            {
                 // Whether the message came in time is the wall clock's to decide.
                 self.waits += 1;
                 self.seen.insert(format!("{name}:answered"));
@@ -466,7 +538,7 @@ impl World {
         let host = self.live(s);
         let mismatch = || -> ! { panic!("{request:?} succeeded with the wrong kind of reply") };
         let name = ask.name();
-        let mut answered = false;
+        let mut answered = ask.is_timed();
         match (request, reply) {
             (Request::Hello { host: h, attach }, Reply::Hello { host: index, token }) => {
                 let expected = self.hosts.iter().position(|(n, _)| n == h);
@@ -509,9 +581,10 @@ impl World {
                 self.segment_ids.push(id);
                 self.give(s, handle, Kind::Segment, got, None);
             }
-            (Request::ConnectSegment { .. }, Reply::Remote { handle, size }) => {
-                self.give(s, handle, Kind::Connection, size, None)
-            }
+            (
+                Request::ConnectSegment { .. } | Request::ConnectReflective { .. },
+                Reply::Remote { handle, size },
+            ) => self.give(s, handle, Kind::Connection, size, None),
             (Request::ConnectDeviceSegment { .. }, Reply::Remote { handle, size }) => {
                 self.give(s, handle, Kind::DeviceConnection, size, None)
             }
@@ -590,7 +663,39 @@ impl World {
             (Request::RegisterRequester { .. }, Reply::Made(handle)) => {
                 self.give(s, handle, Kind::Requester, 0, None)
             }
-            (Request::MapForDevice { .. }, Reply::Value(_)) => {}
+            (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
+            (Request::NodeIdsByName { name }, Reply::NodeIds(ids)) => {
+                let host = self.hosts.iter().find(|(n, _)| n == name);
+                match host {
+                    Some((_, own)) => assert_eq!(&ids, own, "the node ids of host {name}"),
+                    None => assert!(
+                        ids.iter().all(|id| self.host_of_node(*id).is_some()),
+                        "{name} stands for node ids {ids:?}, which no host has"
+                    ),
+                }
+            }
+            (Request::ProbeNode { node_id, .. }, Reply::Value(v)) => {
+                assert_eq!(v, 1, "ProbeNode answers 1 when it succeeds");
+                assert!(
+                    self.host_of_node(*node_id).is_some(),
+                    "node id {node_id}, which no adapter has, was reachable"
+                );
+            }
+            (Request::CreateDmaQueue { .. }, Reply::Made(handle)) => {
+                self.give(s, handle, Kind::DmaQueue, 0, None)
+            }
+            (Request::WaitSegmentEvent { .. }, Reply::SegmentEvent { reason, .. }) => {
+                assert!(
+                    [CB_CONNECT, CB_DISCONNECT, CB_LOST].contains(&reason),
+                    "{request:?}: reason {reason} is none the live engine reports"
+                );
+            }
+            (Request::WaitDma { .. } | Request::DmaQueueState { .. }, Reply::Value(state)) => {
+                assert!(
+                    state <= LAST_DMA_STATE,
+                    "{request:?}: {state} is no sci_dma_queue_state_t"
+                );
+            }
             (
                 Request::PrepareSegment { .. }
                 | Request::SetAvailable { .. }
@@ -603,7 +708,11 @@ impl World {
                 | Request::ReturnDevice { .. }
                 | Request::CreateDeviceSegment { .. }
                 | Request::UnmapForDevice { .. }
-                | Request::UnregisterRequester { .. },
+                | Request::UnregisterRequester { .. }
+                | Request::AbortDma { .. }
+                | Request::RemoveDmaQueue { .. }
+                | Request::JoinReflective { .. }
+                | Request::Flush { .. },
                 Reply::Done,
             ) => {}
             _ => mismatch(),

@@ -16,7 +16,8 @@
 //! of the same host, or not at all) succeeds, a second one fails; a success has its
 //! request's kind of reply; `LocalNodeId` is the host's node id; a map is as long as asked;
 //! a segment or interrupt gets the id or number asked; a message waited for is one a
-//! trigger sent to that interrupt; and when every session is closed at the end, the
+//! trigger sent to that interrupt; a DMA queue's state is a `sci_dma_queue_state_t`; and
+//! when every session is closed at the end (and closed programs' DMA queues drained), the
 //! fabric's tables and the borrowed devices (`Daemon::resources_in_use`) are as they were
 //! before the first session opened.
 //!
@@ -118,6 +119,11 @@ pub fn live_requests(data: &[u8]) -> Outcome {
     for s in 0..plan.sessions.len() {
         w.close(&mut d, s);
     }
+    // A closed program's DMA queue drains before its ring and windows go.
+    assert!(
+        d.settle(PATIENCE),
+        "a closed program's DMA queue did not drain within {PATIENCE:?}"
+    );
     let after = d.resources_in_use();
     assert_eq!(
         before, after,

@@ -204,9 +204,90 @@ pub enum Ask {
     RegisterRequester(u32, u32),
     /// `UnregisterRequester`.
     UnregisterRequester(Pick),
+    /// `CreateDmaQueue`: adapter, entries.
+    CreateDmaQueue(u32, u32),
+    /// `StartDma`: queue, local segment, connection, the vector, the call's flags.
+    StartDma(Pick, Pick, Pick, Vec<DmaAsk>, u32),
+    /// `WaitDma`: queue, until everything (`None`) or a transfer number, up to
+    /// [`MAX_WAIT_MS`].
+    WaitDma(Pick, Option<u64>, u32),
+    /// `DmaQueueState`.
+    DmaQueueState(Pick),
+    /// `AbortDma`.
+    AbortDma(Pick),
+    /// `RemoveDmaQueue`.
+    RemoveDmaQueue(Pick),
+    /// `JoinReflective`: segment, adapter.
+    JoinReflective(Pick, u32),
+    /// `ConnectReflective`: broadcast segment id, adapter.
+    ConnectReflective(SegmentId, u32),
+    /// `Flush`: a map.
+    Flush(Pick),
+    /// `WaitSegmentEvent`: a segment or connection, for up to [`MAX_WAIT_MS`].
+    WaitSegmentEvent(Pick, u32),
+    /// `ProbeNode`: adapter, node id.
+    ProbeNode(u32, u32),
+    /// `NodeIdsByName`: a host's name, an adapter's, or a name too long.
+    NodeIdsByName(NodeName),
 }
 
+/// A name `NodeIdsByName` asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeName {
+    /// A host of the cluster.
+    Host(HostName),
+    /// `lender.ntb0`.
+    Adapter,
+    /// 257 bytes: one past what the request takes.
+    TooLong,
+}
+
+impl NodeName {
+    /// The name sent.
+    pub fn name(self) -> String {
+        match self {
+            NodeName::Host(h) => h.name().to_string(),
+            NodeName::Adapter => "lender.ntb0".to_string(),
+            NodeName::TooLong => "x".repeat(257),
+        }
+    }
+}
+
+/// One entry of a DMA vector: size and local offset relative to the local segment, remote
+/// offset relative to the remote one, and its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaAsk {
+    /// Bytes.
+    pub size: Len,
+    /// Offset in the local segment.
+    pub local_offset: Len,
+    /// Offset in the remote segment.
+    pub remote_offset: Len,
+    /// `SCI_FLAG_DMA_READ`, 0 or anything.
+    pub flags: u32,
+}
+
+/// Entries a long vector has: past the 256 a vector takes.
+pub const LONG_VECTOR: usize = 257;
+
 impl Ask {
+    /// Whether what it answers depends on the wall clock — a DMA queue request (a wait that
+    /// timed out leaves a queue full, a queue being drained keeps its adapter's engine) or a
+    /// wait for a segment event — so the outcome counts it as answered, not by its class;
+    /// its reply is checked all the same.
+    pub fn is_timed(&self) -> bool {
+        matches!(
+            self,
+            Ask::WaitSegmentEvent(..)
+                | Ask::CreateDmaQueue(..)
+                | Ask::StartDma(..)
+                | Ask::WaitDma(..)
+                | Ask::DmaQueueState(..)
+                | Ask::AbortDma(..)
+                | Ask::RemoveDmaQueue(..)
+        )
+    }
+
     /// The request's name (for the outcome).
     pub fn name(&self) -> &'static str {
         match self {
@@ -237,6 +318,18 @@ impl Ask {
             Ask::UnmapForDevice(..) => "UnmapForDevice",
             Ask::RegisterRequester(..) => "RegisterRequester",
             Ask::UnregisterRequester(..) => "UnregisterRequester",
+            Ask::CreateDmaQueue(..) => "CreateDmaQueue",
+            Ask::StartDma(..) => "StartDma",
+            Ask::WaitDma(..) => "WaitDma",
+            Ask::DmaQueueState(..) => "DmaQueueState",
+            Ask::AbortDma(..) => "AbortDma",
+            Ask::RemoveDmaQueue(..) => "RemoveDmaQueue",
+            Ask::JoinReflective(..) => "JoinReflective",
+            Ask::ConnectReflective(..) => "ConnectReflective",
+            Ask::Flush(..) => "Flush",
+            Ask::WaitSegmentEvent(..) => "WaitSegmentEvent",
+            Ask::ProbeNode(..) => "ProbeNode",
+            Ask::NodeIdsByName(..) => "NodeIdsByName",
         }
     }
 }
@@ -337,7 +430,76 @@ fn ask(k: u8, i: &mut Input) -> Ask {
             Ask::RegisterRequester(bus, u32::from(b % 8) << 3 | func)
         }
         33 => Ask::UnregisterRequester(pick(i)),
-        _ => Ask::DeviceList,
+        // 34 opens the DMA queue and reflective memory requests (a second byte says which).
+        _ => dma(i),
+    }
+}
+
+/// `SCI_FLAG_DMA_READ`.
+const DMA_READ: u32 = 0x10;
+
+fn dma(i: &mut Input) -> Ask {
+    match i.u8() % 14 {
+        0 => {
+            let entries = match i.u8() % 8 {
+                0 => 0,
+                1 => 5000,
+                n => 1 << (n - 1),
+            };
+            Ask::CreateDmaQueue(adapter(i), entries)
+        }
+        1..=3 => {
+            let (queue, local, remote) = (pick(i), pick(i), pick(i));
+            let n = match i.u8() {
+                0xff => LONG_VECTOR,
+                b => usize::from(b % 4),
+            };
+            let mut entries = Vec::with_capacity(n);
+            for k in 0..n {
+                if k < 4 {
+                    entries.push(DmaAsk {
+                        size: len(i),
+                        local_offset: len(i),
+                        remote_offset: len(i),
+                        flags: dma_flags(i),
+                    });
+                } else {
+                    // The rest of a long vector repeats its first entry.
+                    let first = entries[0];
+                    entries.push(first);
+                }
+            }
+            Ask::StartDma(queue, local, remote, entries, dma_flags(i))
+        }
+        4 => Ask::WaitDma(
+            pick(i),
+            i.bool().then(|| u64::from(i.u8() % 8)),
+            u32::from(i.u8()) % (MAX_WAIT_MS + 1),
+        ),
+        5 => Ask::DmaQueueState(pick(i)),
+        6 => Ask::AbortDma(pick(i)),
+        7 => Ask::RemoveDmaQueue(pick(i)),
+        8 => Ask::JoinReflective(pick(i), adapter(i)),
+        9 => Ask::ConnectReflective(segment_id(i), adapter(i)),
+        10 => Ask::Flush(pick(i)),
+        11 => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
+        12 => Ask::ProbeNode(adapter(i), node(i)),
+        _ => Ask::NodeIdsByName(match i.u8() % 4 {
+            0 | 1 => NodeName::Host(host_name(i)),
+            2 => NodeName::Adapter,
+            _ => NodeName::TooLong,
+        }),
+    }
+}
+
+/// Flags of a DMA call or entry: none, a read, taken ones, one refused, or any bits.
+fn dma_flags(i: &mut Input) -> u32 {
+    match i.u8() % 8 {
+        0..=2 => 0,
+        3 | 4 => DMA_READ,
+        5 => 0x40 | 0x800,
+        6 => 0x100,
+        _ => i.u32(),
     }
 }
 

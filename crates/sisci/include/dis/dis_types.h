@@ -15,6 +15,16 @@
  */
 #define DIS_MAX_NSCIS 4
 
+/* The node ids an adapter name stands for (SCIGetNodeIdByAdapterName): at most one per
+ * adapter, the rest 0. */
+typedef unsigned int dis_nodeId_list_t[DIS_MAX_NSCIS + 1];
+
+/* What kind of adapter a name stands for; every adapter of the live engine is a physical one
+ * (smartio's value: no public source gives the others'). */
+typedef enum {
+    DIS_VIRTUAL_ADAPTER_NONE = 0
+} dis_virt_adapter_t;
+
 /* The node id that names every node of a multicast group (broadcast connections). */
 #define DIS_BROADCAST_NODEID_GROUP_ALL 252
 

@@ -53,6 +53,12 @@ pub enum SciErrorClass {
     /// `SCI_ERR_NOT_AVAILABLE`: the device is held by someone else (SmartIO extension:
     /// what a borrow of a device another holder excludes returns).
     NotAvailable,
+    /// `SCI_ERR_ILLEGAL_FLAG`: a flag the call (or a DMA vector entry) does not take.
+    IllegalFlag,
+    /// `SCI_ERR_MAX_ENTRIES`: more entries than a DMA queue or vector holds.
+    MaxEntries,
+    /// `SCI_ERR_NO_LINK_ACCESS`: a link between the adapters is down.
+    NoLinkAccess,
 }
 
 /// Every SISCI error code has this bit set (`SCI_ERR_OK`, 0, has not).
@@ -84,6 +90,9 @@ impl SciErrorClass {
             SciErrorClass::TransferFailed => 0xA06,
             SciErrorClass::NoSuchFdid => 0xC01,
             SciErrorClass::NotAvailable => 0x91C,
+            SciErrorClass::IllegalFlag => 0x902,
+            SciErrorClass::MaxEntries => 0x913,
+            SciErrorClass::NoLinkAccess => 0xA05,
         };
         SCI_ERR_MASK | low
     }
@@ -110,6 +119,9 @@ impl SciErrorClass {
             SciErrorClass::TransferFailed => "SCI_ERR_TRANSFER_FAILED",
             SciErrorClass::NoSuchFdid => "SCI_ERR_NO_SUCH_FDID",
             SciErrorClass::NotAvailable => "SCI_ERR_NOT_AVAILABLE",
+            SciErrorClass::IllegalFlag => "SCI_ERR_ILLEGAL_FLAG",
+            SciErrorClass::MaxEntries => "SCI_ERR_MAX_ENTRIES",
+            SciErrorClass::NoLinkAccess => "SCI_ERR_NO_LINK_ACCESS",
         }
     }
 }
@@ -161,6 +173,7 @@ impl SciError {
             | SciError::LocalDevice { .. } => C::IllegalParameter,
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
             SciError::NoPath { .. } => C::NotConnected,
+            SciError::LinkDown { .. } => C::NoLinkAccess,
             SciError::SegmentIdInUse { .. } => C::SegmentIdUsed,
             SciError::NoSuchSegment { .. } | SciError::NoSuchInterrupt { .. } => C::NoSuchSegment,
             SciError::NotAvailable { .. } => C::ConnectionRefused,
@@ -182,7 +195,8 @@ impl SciError {
             | SciError::DeviceIommu { .. }
             | SciError::WindowTooSmall { .. }
             | SciError::VmWindowTooSmall { .. }
-            | SciError::LowSpaceExhausted { .. } => C::HwNospc,
+            | SciError::LowSpaceExhausted { .. }
+            | SciError::DmaEngineTaken { .. } => C::HwNospc,
             SciError::Timeout(_) => C::Timeout,
             SciError::UnknownFdid(_) | SciError::FunctionGone { .. } => C::NoSuchFdid,
             SciError::AddressLimit { .. } => C::IllegalAddress,
@@ -484,6 +498,20 @@ mod tests {
                     device: s("d"),
                     limit: 1 << 32,
                     len: 1 << 30,
+                },
+                C::HwNospc,
+            ),
+            (
+                SciError::LinkDown {
+                    from: s("a.ntb0"),
+                    to: s("b.ntb0"),
+                    link: s("cable"),
+                },
+                C::NoLinkAccess,
+            ),
+            (
+                SciError::DmaEngineTaken {
+                    adapter: s("a.ntb0"),
                 },
                 C::HwNospc,
             ),

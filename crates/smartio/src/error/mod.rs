@@ -61,6 +61,16 @@ pub enum SciError {
         /// The other.
         to: String,
     },
+    /// `SCI_ERR_NO_LINK_ACCESS`: a link between two adapters is down.
+    #[error("{from} cannot reach {to}: link {link} is down")]
+    LinkDown {
+        /// The near adapter.
+        from: String,
+        /// The far adapter.
+        to: String,
+        /// The link that is down.
+        link: String,
+    },
 
     // --- Segments ---------------------------------------------------------------------
     /// `SCI_ERR_ILLEGAL_PARAMETER`: a segment size no segment can have (larger than the
@@ -250,6 +260,13 @@ pub enum SciError {
         len: usize,
         /// Limit.
         max: usize,
+    },
+    /// `SCI_ERR_HW_NOSPC`: the adapter's DMA engine carries a queue already (it has one
+    /// ring).
+    #[error("{adapter}: its DMA engine already carries a DMA queue (it has one ring)")]
+    DmaEngineTaken {
+        /// The adapter's name.
+        adapter: String,
     },
     /// `SCI_ERR_TIMEOUT`: no message arrived in time.
     #[error("no data interrupt arrived within {0}")]

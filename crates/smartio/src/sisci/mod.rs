@@ -435,6 +435,12 @@ impl Sisci {
         })
     }
 
+    /// Whether the segment is prepared on its host's adapter `adapter` (what a DMA queue on
+    /// that adapter needs of its local segment).
+    pub fn is_prepared(&self, seg: &LocalSegment, adapter: u32) -> Result<bool, SciError> {
+        self.with_segment(seg, |s| Ok(s.prepared.contains(&adapter)))
+    }
+
     /// Lets other hosts connect through adapter `adapter` (it must be prepared there).
     pub fn set_available(&self, seg: &LocalSegment, adapter: u32) -> Result<(), SciError> {
         let host = self.host_name(seg.host);
@@ -590,6 +596,38 @@ impl Sisci {
             },
         );
         Ok(remote)
+    }
+
+    /// `SCIProbeNode`: whether `host`'s adapter `adapter` reaches the adapter with node id
+    /// `node_id` now — over a cable path whose links are all up.
+    pub fn probe_node(
+        &self,
+        host: HostId,
+        adapter: u32,
+        node_id: ClusterNodeId,
+    ) -> Result<(), SciError> {
+        let near = self.adapter(host, adapter)?;
+        let f = self.machine.fabric();
+        let far = f
+            .adapter_by_node_id(node_id)
+            .ok_or(SciError::UnknownNodeId(node_id))?;
+        if far == near {
+            return Ok(());
+        }
+        let path = f.cable_path(near, far).ok_or_else(|| {
+            SciError::from(smartio_fabric::NtbError::NoPath {
+                from: f.adapter_name(near),
+                to: f.adapter_name(far),
+            })
+        })?;
+        match path.iter().find(|h| !f.link_is_up(h.link)) {
+            Some(down) => Err(SciError::LinkDown {
+                from: f.adapter_name(near),
+                to: f.adapter_name(far),
+                link: f.link(down.link).name.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// How many segments exist on all hosts (whichever API made them).
