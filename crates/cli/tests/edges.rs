@@ -174,8 +174,8 @@ fn iperfs_last_interval_ends_with_the_run() {
     assert!(end > 4.0 && end.fract() != 0.0, "{out}");
     // Its rate is over its own length: no lower than the full intervals' by much.
     let rate = |row: &str| -> f64 {
-        row.split('┆')
-            .last()
+        row.rsplit('┆')
+            .next()
             .and_then(|c| c.trim().trim_end_matches('│').trim().parse().ok())
             .unwrap_or_else(|| panic!("a rate: {row}"))
     };
