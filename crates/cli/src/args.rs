@@ -40,11 +40,18 @@ pub const MAX_EXP_OPS: u64 = 10_000_000;
 /// The highest namespace id: 0 is no namespace and 0xFFFFFFFF means "every namespace".
 pub const MAX_NSID: u64 = 0xFFFF_FFFE;
 
+/// The widest a help line gets (on a wider terminal, or when not on a terminal).
+pub const HELP_WIDTH: usize = 100;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "smartio",
     version,
-    about = "Emulated PCIe/NTB clusters running SmartIO"
+    about = "Emulated PCIe/NTB clusters running SmartIO",
+    // Help wraps at the terminal's width, at most 100 columns (100 when not a terminal).
+    max_term_width = HELP_WIDTH,
+    after_help = "Sizes are binary: 4K = 4KiB = 4096 bytes (4KB is refused). Durations name \
+                  their unit: 500us, 10ms, 1s."
 )]
 pub struct Cli {
     /// Calibration file (default: the embedded calibration/default.toml).
@@ -237,7 +244,8 @@ pub struct FioArgs {
     #[arg(long, conflicts_with = "runtime", value_name = "N", value_parser = fio_ops)]
     pub ops: Option<u64>,
     /// Virtual run time instead of --ops, e.g. 10ms, 1s: more than 0 and at most 3600s (an
-    /// hour of virtual time takes an hour or more of wall time). Units ns, us, ms, s.
+    /// hour of virtual time takes an hour or more of wall time). Units ns, us, ms, s; the
+    /// unit is required (a bare 10 is refused).
     #[arg(long, value_name = "TIME", value_parser = runtime)]
     pub runtime: Option<SimDuration>,
     /// Jobs, each on its own CPU and its own I/O queue pair; more jobs than the controller
@@ -672,9 +680,12 @@ fn write_len(text: &str) -> Result<u64, String> {
     )
 }
 
-/// A virtual duration such as `500us`, `10ms`, `1.5s` or `2` (seconds), more than 0 and at
-/// most [`MAX_RUNTIME`]; converted exactly to picoseconds (rounded to the nearest).
-pub fn runtime(text: &str) -> Result<SimDuration, String> {
+/// The units a duration takes, in picoseconds each. A duration always names its unit: a bare
+/// number is refused rather than taken as seconds (`10` could as well be 10 ms).
+const DURATION_UNITS: [(&str, f64); 4] = [("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)];
+
+/// A duration with its unit (`500us`, `10ms`, `1.5s`) in picoseconds, not yet range-checked.
+fn duration_ps(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -683,20 +694,30 @@ pub fn runtime(text: &str) -> Result<SimDuration, String> {
     let value: f64 = num
         .parse()
         .map_err(|_| format!("{text:?}: expected a duration such as 500us, 10ms or 2s"))?;
-    let ps_per_unit = match unit.trim() {
-        "ns" => 1e3,
-        "us" => 1e6,
-        "ms" => 1e9,
-        "s" | "" => 1e12,
-        u => return Err(format!("{text:?}: unknown unit {u:?} (ns, us, ms, s)")),
-    };
-    let ps = value * ps_per_unit;
+    let unit = unit.trim();
+    if unit.is_empty() {
+        return Err(format!(
+            "{text:?} has no unit: write {num}s, {num}ms, {num}us or {num}ns (units ns, us, ms, s)"
+        ));
+    }
+    let ps_per_unit = DURATION_UNITS
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|(_, ps)| *ps)
+        .ok_or_else(|| format!("{text:?}: unknown unit {unit:?} (ns, us, ms, s)"))?;
+    // Finite: `num` holds only digits and dots.
+    Ok(value * ps_per_unit)
+}
+
+/// A virtual duration such as `500us`, `10ms` or `1.5s` (the unit is required), more than 0
+/// and at most [`MAX_RUNTIME`]; converted exactly to picoseconds (rounded to the nearest).
+pub fn runtime(text: &str) -> Result<SimDuration, String> {
+    let ps = duration_ps(text)?;
     let max = MAX_RUNTIME.as_ps();
     let limit = format!(
         "must be more than 0 and at most {}s (an hour of virtual time takes an hour or more of wall time)",
         max / 1_000_000_000_000
     );
-    // `ps` is finite: `num` holds only digits and dots.
     if !(ps.is_finite() && ps <= max as f64) {
         return Err(format!("{text:?}: {limit}"));
     }
@@ -705,6 +726,20 @@ pub fn runtime(text: &str) -> Result<SimDuration, String> {
         return Err(format!("{text:?} is less than 1 ps; {limit}"));
     }
     Ok(SimDuration(ps))
+}
+
+/// Longest wall-clock period of `serve nbd --stats-every`: a day.
+pub const MAX_STATS_EVERY_S: u64 = 86_400;
+
+/// A wall-clock period in whole seconds with its unit (`1s`, `2000ms`), 1s to a day.
+pub fn wall_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let ps = duration_ps(text)?;
+    let seconds = ps / 1e12;
+    let range = format!("must be a whole number of seconds, 1s..={MAX_STATS_EVERY_S}s");
+    if !((1.0..=MAX_STATS_EVERY_S as f64).contains(&seconds) && seconds.fract() == 0.0) {
+        return Err(format!("{text:?}: {range}"));
+    }
+    Ok(std::time::Duration::from_secs(seconds as u64))
 }
 
 #[cfg(test)]
@@ -733,14 +768,36 @@ mod tests {
     fn runtimes_convert_exactly_and_past_the_maximum_are_refused() {
         assert_eq!(runtime("10ms"), Ok(SimDuration(10_000_000_000)));
         assert_eq!(runtime("1.5us"), Ok(SimDuration(1_500_000)));
-        assert_eq!(runtime("3600"), Ok(MAX_RUNTIME));
+        assert_eq!(runtime("3600s"), Ok(MAX_RUNTIME));
         for bad in ["3601s", "18446744073709551616ns", "99999999999999999999s"] {
             let err = runtime(bad).expect_err(bad);
             assert!(err.contains("at most 3600s"), "{bad}: {err}");
         }
         let err = runtime("0.0001ns").expect_err("below a picosecond");
         assert!(err.contains("less than 1 ps"), "{err}");
-        assert!(runtime("0").is_err());
+        assert!(runtime("0s").is_err());
+    }
+
+    #[test]
+    fn a_duration_without_a_unit_is_refused_with_the_spellings_to_use() {
+        for bare in ["10", "0", "1.5", " 3600 "] {
+            let err = runtime(bare).expect_err(bare);
+            assert!(
+                err.contains("has no unit") && err.contains("ms"),
+                "{bare}: {err}"
+            );
+        }
+        let err = runtime("10").expect_err("bare");
+        assert!(err.contains("10s, 10ms, 10us or 10ns"), "{err}");
+        let err = wall_seconds("5").expect_err("bare");
+        assert!(err.contains("5s, 5ms"), "{err}");
+        assert_eq!(wall_seconds("2s"), Ok(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            wall_seconds("3000ms"),
+            Ok(std::time::Duration::from_secs(3))
+        );
+        assert!(wall_seconds("1500ms").is_err());
+        assert!(wall_seconds("86401s").is_err());
     }
 
     #[test]

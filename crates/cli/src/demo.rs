@@ -670,7 +670,9 @@ fn next_steps() {
         ("a GPU kernel reading an NVMe, no CPU involved", "smartio exp gpu-nvme"),
     ] {
         println!("  - {what}:");
-        println!("      `{command}`");
+        for line in crate::render::shell_lines(command, "      `", "          ", "`") {
+            println!("{line}");
+        }
     }
 }
 

@@ -51,6 +51,44 @@ pub fn wrapped(text: &str, first: &str, rest: &str) -> String {
         .collect()
 }
 
+/// `command` over lines of at most [`COLUMNS`] columns, continued shell-style (` \` at the
+/// end of a line, so that it pastes into a shell as one command), an option and its value
+/// kept together; the first line starts with `first`, the others with `rest`, and `close`
+/// ends the last (a closing backquote, or nothing).
+pub fn shell_lines(command: &str, first: &str, rest: &str, close: &str) -> Vec<String> {
+    const WIDTH: usize = COLUMNS;
+    let mut lines = Vec::new();
+    // An option and its value stay on one line.
+    let mut units: Vec<String> = Vec::new();
+    for word in command.split_whitespace() {
+        match units.last_mut() {
+            Some(last)
+                if last.starts_with("--") && !last.contains(' ') && !word.starts_with('-') =>
+            {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => units.push(word.to_string()),
+        }
+    }
+    let mut line = String::from(first);
+    for word in &units {
+        let len = line.chars().count();
+        // Room for the word, and for ` \` (or `close`) after it.
+        let after = 2.max(close.chars().count());
+        if len > rest.len() && len + 1 + word.chars().count() + after > WIDTH {
+            lines.push(std::mem::replace(&mut line, String::from(rest)) + " \\");
+        }
+        if !line.ends_with(['`', ' ']) {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    line.push_str(close);
+    lines.push(line);
+    lines
+}
+
 /// Each host's tree and address map.
 pub fn topology(report: &TopologyReport) -> String {
     let mut out = String::new();
@@ -561,4 +599,35 @@ pub fn iec_size(bytes: u64) -> String {
         }
     }
     format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_command_continues_shell_style_within_100_columns() {
+        let command = format!("smartio fio {}", "--option value ".repeat(12));
+        let lines = shell_lines(&command, "      `", "          ", "`");
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+        assert!(lines[..lines.len() - 1].iter().all(|l| l.ends_with(" \\")));
+        assert!(lines[0].starts_with("      `smartio fio --option"));
+        let joined: String = lines.concat().replace(" \\", " ");
+        let words: Vec<&str> = joined.trim().trim_matches('`').split_whitespace().collect();
+        assert_eq!(words.join(" "), command.trim());
+        let short = shell_lines("smartio exp multicast", "      `", "          ", "`");
+        assert_eq!(short, ["      `smartio exp multicast`"]);
+    }
+
+    #[test]
+    fn an_option_and_its_value_stay_on_one_line() {
+        let command = format!("smartio fio {}--method nvme-client", "--flag ".repeat(20));
+        let lines = shell_lines(&command, "", "    ", "");
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("--method nvme-client")),
+            "{lines:?}"
+        );
+    }
 }

@@ -73,9 +73,10 @@ pub struct NbdArgs {
     /// that make one connection, such as nbdcopy and qemu-img.
     #[arg(long)]
     pub once: bool,
-    /// Also print the figures so far every this many seconds of wall time, 1 to 86400.
-    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub stats_every: Option<u64>,
+    /// Also print the figures so far every this long in wall time, whole seconds with their
+    /// unit, 1s to 86400s (e.g. 1s, 10s).
+    #[arg(long, value_name = "TIME", value_parser = crate::args::wall_seconds)]
+    pub stats_every: Option<Duration>,
     /// Keep the NVMe's namespaces in this file (created sparse if missing), so what clients
     /// wrote outlives the server.
     #[arg(long, value_name = "FILE")]
@@ -154,7 +155,7 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
     let control = ServeControl {
         stop: Some(&stop),
         once: a.once,
-        every: a.stats_every.map(Duration::from_secs),
+        every: a.stats_every,
     };
     // What the controller was asked to do, read through the driver before and after.
     let commands_before = export.io_commands().ok();

@@ -367,7 +367,7 @@ fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
     // A port of this process's own, away from the usual ones.
     let port = 20_000 + (std::process::id() % 20_000) as u16;
     let child = serve_nbd()
-        .args(["--size", "1M", "--once", "--stats-every", "1"])
+        .args(["--size", "1M", "--once", "--stats-every", "1s"])
         .args(["--port", &port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -474,6 +474,16 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
     }
     let script = readme_script("# nbd-fio");
     run_script("readme-fio", &script);
+    // fio's verify state file went to a temporary directory, not the working one (which
+    // holds only what the test put there: the smartio link and the server's socket).
+    let cwd = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nbd-readme-fio");
+    let left: Vec<String> = std::fs::read_dir(cwd)
+        .expect("the working directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "bin" && n != "s.sock")
+        .collect();
+    assert!(left.is_empty(), "left in the working directory: {left:?}");
 }
 
 /// fio writes with 32 requests in flight and is killed mid-run (SIGTERM, once it has

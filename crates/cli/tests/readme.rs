@@ -25,7 +25,13 @@ fn command_args(line: &str) -> Option<Vec<String>> {
     let rest = line
         .strip_prefix("smartio ")
         .or_else(|| line.strip_prefix("cargo run --release -- "))?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
+    // A `\` alone is a shell line continuation (the demo wraps long commands so).
+    Some(
+        rest.split_whitespace()
+            .filter(|w| *w != "\\")
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// Whether an inline command is a concrete example rather than a synopsis.
@@ -202,14 +208,13 @@ fn run_all(what: &str, commands: Vec<Vec<String>>) {
                     args.join(" "),
                     o.took.as_secs_f64()
                 );
-                // Text output fits 100 columns (a suggested command may be longer).
+                // Text output fits 100 columns (a suggested command is continued shell-style).
                 let wide: Vec<&str> = if args.iter().any(|a| a == "--json") {
                     Vec::new()
                 } else {
                     o.stdout
                         .lines()
                         .filter(|l| l.chars().count() > 100)
-                        .filter(|l| !l.trim_start().starts_with("`smartio"))
                         .collect()
                 };
                 if !wide.is_empty() {

@@ -6,6 +6,7 @@ mod app_train;
 mod app_video;
 mod cli;
 mod common;
+mod edges;
 mod exp;
 mod explain;
 mod fio_block;

@@ -115,9 +115,17 @@ fn the_whole_sweep_is_one_line_per_run_in_the_grids_order() {
     }
     // The table shows the metric of every run.
     assert!(
-        table.contains("/lat_ns/p50") && table.contains("cluster-switch"),
+        table.contains("/lat_ns/mean") && table.contains("cluster-switch"),
         "{table}"
     );
+    // The seed visibly changes what the table shows: the mean is exact (the medians of
+    // twelve seeds fall in one or two 8 ns buckets of the percentile histogram).
+    let means: std::collections::BTreeSet<String> = table
+        .lines()
+        .filter(|l| l.contains("back-to-back"))
+        .filter_map(|l| l.split('┆').nth(3).map(|c| c.trim().to_string()))
+        .collect();
+    assert!(means.len() >= 10, "the seeds' means: {means:?}\n{table}");
     assert_eq!(
         table.lines().filter(|l| l.contains("back-to-back")).count(),
         12

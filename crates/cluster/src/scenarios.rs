@@ -101,14 +101,28 @@ pub fn load_spec(name_or_path: &str) -> Result<ClusterSpec, ScenarioError> {
         return parse_scenario(name_or_path, &text);
     }
     let known: Vec<&str> = SHIPPED.iter().map(|s| s.name).collect();
+    let hint = nearest(name_or_path, known.iter().copied())
+        .map(|n| format!("; did you mean `{n}`?"))
+        .unwrap_or_default();
     Err(ScenarioError {
         file: name_or_path.to_string(),
         line: None,
         message: format!(
-            "no shipped scenario of that name and no such file (shipped: {})",
+            "no shipped scenario of that name and no such file{hint} (shipped: {}; `smartio scenarios` describes them)",
             known.join(", ")
         ),
     })
+}
+
+/// The candidate closest to `name`, if one is close enough to be a misspelling of it: the
+/// highest Jaro similarity above 0.7, the rule clap uses to suggest a subcommand.
+pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro(name, c), c))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
 }
 
 /// Parses and enumerates a scenario with the device layer's endpoint layouts.
@@ -156,6 +170,28 @@ mod tests {
         let d = diagram(b2b);
         assert!(d[0].contains("borrower (64 GiB)"), "{d:?}");
         assert!(d.iter().any(|l| l.contains("ntb0 (PEX8733, NTB)")));
+    }
+
+    #[test]
+    fn a_misspelt_scenario_name_suggests_the_nearest_shipped_one() {
+        let err = load_spec("back-to-bak").expect_err("misspelt");
+        assert_eq!(err.line, None);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("back-to-bak: no shipped scenario"),
+            "{text}"
+        );
+        assert!(text.contains("did you mean `back-to-back`?"), "{text}");
+        assert_eq!(
+            nearest("clustr-switch", SHIPPED.iter().map(|s| s.name)),
+            Some("cluster-switch")
+        );
+        assert_eq!(
+            nearest("sriov-shar", SHIPPED.iter().map(|s| s.name)),
+            Some("sriov-share")
+        );
+        let far = load_spec("zzzz").expect_err("unknown").to_string();
+        assert!(!far.contains("did you mean"), "{far}");
     }
 
     #[test]

@@ -21,6 +21,23 @@ pub enum SizeError {
         /// The unit part.
         unit: String,
     },
+    /// A decimal-looking unit (`KB`, `MB`, `GB`, `TB`): sizes are binary, and `4KB` would
+    /// read as 4000 bytes to many, so it is refused with the binary spellings.
+    #[error(
+        "size {text:?}: {unit:?} is ambiguous (1000 or 1024?); sizes are binary: write {number}{letter} or {number}{letter}iB for {number} × 2^{shift} bytes"
+    )]
+    DecimalUnit {
+        /// As written.
+        text: String,
+        /// The unit part.
+        unit: String,
+        /// The number part.
+        number: String,
+        /// `K`, `M`, `G` or `T`.
+        letter: char,
+        /// Its power of two.
+        shift: u32,
+    },
     /// A unit without a number.
     #[error("size {text:?}: no number")]
     NoNumber {
@@ -122,7 +139,8 @@ pub enum LinkError {
 }
 
 /// Parses a byte size such as `4096`, `"4K"`, `"64 GiB"`, `"1.5M"` (binary multiples: K, M,
-/// G, T; `B`, `KB`/`KiB`, ... are accepted too).
+/// G, T, also written KiB, MiB, GiB, TiB; `B` for bytes). `KB`, `MB`, `GB` and `TB` are refused
+/// ([`SizeError::DecimalUnit`]): many read them as powers of ten.
 ///
 /// The number is parsed exactly, without going through floating point: a fraction is allowed
 /// when it makes a whole number of bytes (`"1.5K"` is 1536, `"0.3"` is an error), and a size
@@ -138,12 +156,28 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
-    let shift: u32 = match unit.to_ascii_lowercase().as_str() {
+    let lower = unit.to_ascii_lowercase();
+    if let [letter @ (b'k' | b'm' | b'g' | b't'), b'b'] = lower.as_bytes() {
+        let (letter, shift) = match letter {
+            b'k' => ('K', 10),
+            b'm' => ('M', 20),
+            b'g' => ('G', 30),
+            _ => ('T', 40),
+        };
+        return Err(SizeError::DecimalUnit {
+            text: text_owned(),
+            unit: unit.to_string(),
+            number: num.to_string(),
+            letter,
+            shift,
+        });
+    }
+    let shift: u32 = match lower.as_str() {
         "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
         _ => {
             return Err(SizeError::UnknownUnit {
                 text: text_owned(),
@@ -335,6 +369,9 @@ mod tests {
             ("-4K", "cannot be negative"),
             ("GiB", "no number"),
             ("4 KB/s", "unknown unit"),
+            ("4KB", "sizes are binary: write 4K or 4KiB"),
+            ("64 GB", "write 64G or 64GiB"),
+            ("1.5mb", "ambiguous"),
         ] {
             let err = parse_size(text).expect_err(text).to_string();
             assert!(err.contains(problem), "{text}: {err}");
@@ -352,7 +389,7 @@ mod tests {
         fn every_size_the_parser_accepts_round_trips(
             whole in 0u64..1 << 24,
             fraction in "[0-9]{0,6}",
-            unit in proptest::sample::select(&["", "K", "KiB", "M", "g", "T", " GB", "b"][..]),
+            unit in proptest::sample::select(&["", "K", "KiB", "M", "g", "T", " GiB", "b"][..]),
         ) {
             let text = if fraction.is_empty() {
                 format!("{whole}{unit}")

@@ -98,7 +98,8 @@ pub enum IperfError {
 /// One interval of one stream, both ends.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IperfInterval {
-    /// End of the interval, seconds after the start.
+    /// End of the interval, seconds after the start; the last one ends with the run (the
+    /// last byte read), not a whole interval after the one before.
     pub end_s: f64,
     /// Gigabits per second the client wrote.
     pub sent_gbit_per_s: f64,
@@ -329,15 +330,23 @@ where
         for _ in 0..*n {
             let mut intervals = Vec::new();
             let mut before = (0.0, 0u64, 0u64);
-            for (at, sent, received) in samples.iter() {
+            for (k, (at, sent, received)) in samples.iter().enumerate() {
+                // The reporter wakes a whole interval after the one before, also past the
+                // run's end: the last interval is clipped to the last byte read, and its
+                // rate is over that shorter span (iperf reports a short last interval so).
+                let at = if k + 1 == samples.len() {
+                    at.min(elapsed_s).max(before.0)
+                } else {
+                    *at
+                };
                 let span = (at - before.0).max(f64::MIN_POSITIVE);
                 let rate = |now: u64, then: u64| (now - then) as f64 * 8.0 / 1e9 / span;
                 intervals.push(IperfInterval {
-                    end_s: *at,
+                    end_s: at,
                     sent_gbit_per_s: rate(sent[id], before.1),
                     received_gbit_per_s: rate(received[id], before.2),
                 });
-                before = (*at, sent[id], received[id]);
+                before = (at, sent[id], received[id]);
             }
             report_streams.push(IperfStream {
                 client: name.clone(),

@@ -23,7 +23,7 @@ pub struct TrainArgs {
     pub host: String,
     /// The GPUs, comma-separated: devices of the host (`gpu0`) or `lender:gpu0` (borrowed
     /// for the run); 1 to 8.
-    #[arg(long, value_name = "G,G,...", value_parser = gpu_list)]
+    #[arg(long, value_name = "G,...", value_parser = gpu_list)]
     pub gpus: GpuList,
     /// The NVMe holding the training set: `nvme0` or `lender:nvme0`.
     #[arg(long)]

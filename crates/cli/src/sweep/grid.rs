@@ -47,9 +47,11 @@ pub const SHIPPED: [(&str, &str); 1] = [(
 pub enum GridError {
     #[error("{file}: {message}")]
     Toml { file: String, message: String },
-    #[error("{file}: no such file and no shipped grid of that name (shipped: {shipped}): {why}")]
+    #[error("{file}: no such file and no shipped grid of that name{} (shipped: {shipped}): {why}",
+        nearest.map_or_else(String::new, |n| format!("; did you mean `{n}`?")))]
     Missing {
         file: String,
+        nearest: Option<&'static str>,
         shipped: String,
         why: String,
     },
@@ -175,6 +177,7 @@ pub fn load(file: &str, calibration: Option<&str>) -> Result<Grid, GridError> {
             None => {
                 return Err(GridError::Missing {
                     file: file.into(),
+                    nearest: smartio_cluster::scenarios::nearest(file, SHIPPED.map(|(n, _)| n)),
                     shipped: SHIPPED.map(|(n, _)| n).join(", "),
                     why: e.to_string(),
                 })

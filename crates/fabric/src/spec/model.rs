@@ -6,7 +6,7 @@ use thiserror::Error;
 
 /// A scenario that failed to parse or validate.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{file}:{}: {message}", line.map_or_else(|| "?".to_string(), |l| l.to_string()))]
+#[error("{file}{}: {message}", line.map_or_else(String::new, |l| format!(":{l}")))]
 pub struct ScenarioError {
     /// The scenario file (or shipped scenario name).
     pub file: String,

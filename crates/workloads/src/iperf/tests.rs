@@ -104,3 +104,31 @@ fn the_pattern_helpers_agree_byte_for_byte() {
     assert_eq!(first_wrong(&table, 12345, &buf), Some(777));
     assert_ne!(pattern_table(5), pattern_table(6));
 }
+
+#[test]
+fn the_last_interval_ends_with_the_run_and_its_rate_is_over_its_real_length() {
+    let r = run(4, None);
+    for s in &r.streams {
+        let last = s.intervals.last().expect("intervals");
+        assert_eq!(last.end_s, r.elapsed_s, "stream {}", s.stream);
+        let before = s.intervals[s.intervals.len() - 2].end_s;
+        assert!(before < last.end_s, "{before} then {}", last.end_s);
+        // Every byte a stream's intervals count adds up to what it sent, whatever the lengths.
+        let mut start = 0.0;
+        let sent: f64 = s
+            .intervals
+            .iter()
+            .map(|i| {
+                let bytes = i.sent_gbit_per_s * 1e9 / 8.0 * (i.end_s - start);
+                start = i.end_s;
+                bytes
+            })
+            .sum();
+        assert!(
+            (sent - s.bytes as f64).abs() < 1.0,
+            "stream {}: {sent} of {} bytes",
+            s.stream,
+            s.bytes
+        );
+    }
+}
