@@ -3,8 +3,8 @@
 //! own CMake files against `smartio cluster install`, and its example programs run on a
 //! live `back-to-back` cluster: `nvm-identify` names the NVMe `smartio devices` lists,
 //! `nvm-integrity-util` and `nvm-read-blocks` write bytes and a later run reads the same
-//! bytes back, and the RPC examples (`nvm-rpc-server` on the lender; `nvm-rpc-identify` and
-//! `nvm-rpc-dd` on the borrower) share the controller's admin queue.
+//! bytes back, and the RPC examples (`nvm-rpc-server` on the lender; `nvm-rpc-identify`,
+//! `nvm-rpc-dd` and `nvm-rpc-flush` on the borrower) share the controller's admin queue.
 //!
 //! The source is a test input, never part of smartio (`../shared/thirdparty/README.md`);
 //! `SMARTIO_THIRDPARTY` names its directory when it is not `../shared/thirdparty` beside
@@ -22,8 +22,8 @@
 //!   back in a second run.
 //! - `nvm-rpc-flush` ignores its command line: it borrows fdid 0xc0c00 (hard-coded, a Dolphin
 //!   cluster's id), checks no call's result and goes on with a NULL controller when the
-//!   borrow fails (it crashes after printing "OK"). It is built, not run: no scenario gives
-//!   a device that fdid.
+//!   borrow fails (it crashes after printing "OK"). The test gives the NVMe that fdid (the
+//!   scenario key `fdid`, on a copy of back-to-back), so it runs unmodified.
 //! - `nvm-rpc-server` says nothing when it is ready; a client started at once fails with
 //!   "Cannot allocate memory" (the shared device segment is not there yet): the test
 //!   retries the first client.
@@ -192,9 +192,25 @@ fn libnvm_builds_unmodified_and_its_examples_identify_write_and_read_back_the_nv
     let Some(sdk) = Sdk::install(&d) else { return };
     let bin = build_libnvm(&d, &sdk, &tarball);
     let built = started.elapsed();
-    let scenario = "back-to-back";
+    // back-to-back, with the lender's NVMe at the fdid nvm-rpc-flush borrows.
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/back-to-back.toml"),
+    )
+    .unwrap();
+    let nvme = "name = \"nvme0\"\nkind = \"nvme\"\n";
+    assert!(shipped.contains(nvme), "back-to-back's nvme0 moved");
+    let file = d.join("back-to-back-fdid.toml");
+    std::fs::write(
+        &file,
+        shipped.replace(nvme, &format!("{nvme}fdid = 0xc0c00\n")),
+    )
+    .unwrap();
+    let scenario = file.to_str().unwrap();
     let (fdid, name) = listed_nvme(scenario);
-    let ctrl = fdid.to_string();
+    assert_eq!(fdid, 0xc0c00, "the scenario's fdid");
+    // libnvm's examples read `--ctrl` in hexadecimal (most; `nvm-integrity-util` as C does
+    // numbers, where 0x says hexadecimal): 0x-prefixed hexadecimal suits them all.
+    let ctrl = format!("{fdid:#x}");
     let live = Live::up(&d, scenario);
 
     // nvm-identify: the controller `smartio devices` lists (its lender's NVMe model).
@@ -283,11 +299,15 @@ fn libnvm_builds_unmodified_and_its_examples_identify_write_and_read_back_the_nv
         "{said}"
     );
     rpc_dd_round_trip(&live, &bin, &ctrl, &d);
-    // nvm-rpc-flush is built but not run: it takes no options and borrows fdid 0xc0c00
-    // (a Dolphin cluster's), which no scenario gives a device (see the notes above).
-    assert!(
-        bin.join("nvm-rpc-flush").is_file(),
-        "nvm-rpc-flush is built"
+    // nvm-rpc-flush borrows fdid 0xc0c00 (hard-coded), has the server create a queue pair
+    // and flushes namespace 1 ten times, printing each completion's status.
+    let (out, err) = on(&live, "borrower", &bin.join("nvm-rpc-flush"), &[]);
+    let said = format!("{out}{err}");
+    assert!(said.lines().any(|l| l == "OK"), "{said}");
+    assert_eq!(
+        said.lines().filter(|l| *l == "Success").count(),
+        10,
+        "ten flushes, each completed with success: {said}"
     );
     server.stop();
     eprintln!(

@@ -218,6 +218,7 @@ impl Fabric {
                     name: vf_name(&parent.name, n),
                     kind: parent.kind.clone(),
                     params: toml::Table::new(),
+                    fdid: None,
                     layout,
                     bdf,
                     bars: v.slices_of(n),

@@ -147,6 +147,8 @@ pub struct Endpoint {
     pub kind: String,
     /// Device parameters from the scenario.
     pub params: toml::Table,
+    /// The SmartIO id the scenario gives it, if it gives one.
+    pub fdid: Option<u32>,
     /// Ids, class and BAR requirements.
     pub layout: EndpointLayout,
     /// Bus/device/function, which is also its requester id.
@@ -343,7 +345,7 @@ impl Fabric {
                 let name = format!("{}.{}", h.name, c.name);
                 let kind = match &c.kind {
                     ComponentKind::Switch { chip } => NodeKind::Switch { chip: chip.clone() },
-                    ComponentKind::Device { kind, params } => {
+                    ComponentKind::Device { kind, params, fdid } => {
                         let refused = |m: &dyn std::fmt::Display| {
                             c.loc
                                 .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
@@ -358,6 +360,7 @@ impl Fabric {
                             layout,
                             &c.loc,
                         );
+                        fabric.endpoints[endpoint.index()].fdid = *fdid;
                         NodeKind::Device { endpoint }
                     }
                     ComponentKind::Ntb(ntb) => {
@@ -477,6 +480,7 @@ impl Fabric {
             name: name.to_string(),
             kind: kind.to_string(),
             params,
+            fdid: None,
             layout,
             bdf: Bdf::new(0, 0, 0),
             bars: Vec::new(),

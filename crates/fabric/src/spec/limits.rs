@@ -105,6 +105,10 @@ pub const WINDOW: RangeInclusive<u64> = 1 << 20..=8 << 40;
 /// to hundreds, and the model keeps one slot per entry.
 pub const LUT_ENTRIES: RangeInclusive<i64> = 1..=4096;
 
+/// A device's SmartIO id (fdid) chosen by the scenario: any non-zero 32-bit number (SISCI's
+/// `SCIBorrowDevice` and friends take it as an `unsigned int`; 0 is no device).
+pub const FDID: RangeInclusive<i64> = 1..=u32::MAX as i64;
+
 /// The smallest look-up-table entry: one 4 KiB page (IOMMU and segment mappings are
 /// page-granular).
 pub const MIN_ENTRY_SIZE: u64 = 4096;

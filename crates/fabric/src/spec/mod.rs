@@ -379,7 +379,29 @@ impl Builder<'_> {
                 connect: None,
             });
         }
+        let mut fdids: Vec<(u32, &str)> = Vec::new();
         for d in &raw.device {
+            let fdid = match &d.fdid {
+                None => None,
+                Some(f) => {
+                    let device = |m: &dyn std::fmt::Display| {
+                        self.loc(f)
+                            .error(format!("device {:?}: {m}", d.name.get_ref()))
+                    };
+                    let fdid = limits::in_range("fdid", *f.get_ref(), &limits::FDID, "")
+                        .map_err(|m| device(&m))?;
+                    // In range: 1..=u32::MAX.
+                    let fdid = fdid as u32;
+                    if let Some((_, other)) = fdids.iter().find(|(x, _)| *x == fdid) {
+                        return Err(device(&format_args!(
+                            "fdid = {fdid:#x} is already device {other:?}'s (each device's \
+                             fdid is its own)"
+                        )));
+                    }
+                    fdids.push((fdid, d.name.get_ref()));
+                    Some(fdid)
+                }
+            };
             entries.push(Entry {
                 name: d.name.get_ref().clone(),
                 parent: d.parent.clone(),
@@ -388,6 +410,7 @@ impl Builder<'_> {
                 kind: ComponentKind::Device {
                     kind: d.kind.clone(),
                     params: d.params.clone(),
+                    fdid,
                 },
                 loc: self.loc(&d.name),
                 connect: None,

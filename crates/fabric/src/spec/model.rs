@@ -153,6 +153,9 @@ pub enum ComponentKind {
         kind: String,
         /// Kind-specific parameters.
         params: toml::Table,
+        /// The SmartIO id the scenario gives it (`fdid = 0xc0c00`); SmartIO numbers the
+        /// others itself. Unique in the scenario.
+        fdid: Option<u32>,
     },
     /// A non-transparent bridge adapter.
     Ntb(NtbSpec),

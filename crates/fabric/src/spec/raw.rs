@@ -76,6 +76,7 @@ pub(super) struct RawDevice {
     pub kind: String,
     pub parent: Spanned<String>,
     pub link: Spanned<String>,
+    pub fdid: Option<Spanned<i64>>,
     #[serde(default)]
     pub params: toml::Table,
 }

@@ -743,3 +743,41 @@ fn a_cabled_switch_link_is_marked_and_a_non_boolean_is_refused_with_its_line() {
     assert_eq!(err.line, Some(12), "{err}");
     assert!(err.message.contains("cabled"), "{err}");
 }
+
+#[test]
+fn a_devices_fdid_is_kept_and_must_be_in_range_and_its_own() {
+    let with =
+        |fdid: &str| MINIMAL.replace("kind = \"dma\"", &format!("kind = \"dma\"\nfdid = {fdid}"));
+    let spec = parse_scenario("t.toml", &with("0xc0c00")).expect("valid");
+    assert!(matches!(
+        spec.hosts[0].components[1].kind,
+        ComponentKind::Device {
+            fdid: Some(0xc0c00),
+            ..
+        }
+    ));
+    let plain = parse_scenario("t.toml", MINIMAL).expect("valid");
+    assert!(matches!(
+        plain.hosts[0].components[1].kind,
+        ComponentKind::Device { fdid: None, .. }
+    ));
+    rejected(
+        &with("0"),
+        16,
+        &["device \"d0\": fdid = 0: too small (allowed: 1 to 4294967295)"],
+    );
+    rejected(
+        &with("0x100000000"),
+        16,
+        &["fdid = 4294967296: too large (allowed: 1 to 4294967295)"],
+    );
+    let twice = format!(
+        "{}\n[[host.device]]\nname = \"d1\"\nkind = \"dma\"\nparent = \"sw\"\nlink = \"gen3 x16\"\nfdid = 7\n",
+        with("7")
+    );
+    rejected(
+        &twice,
+        25,
+        &["device \"d1\": fdid = 0x7 is already device \"d0\"'s"],
+    );
+}

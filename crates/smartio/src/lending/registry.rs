@@ -114,10 +114,17 @@ impl SmartIo {
                 spec: format!("{}:{device}", os.name()),
                 why: "only functions installed in the lender can be registered".into(),
             })?;
-        let (kind, class) = {
+        let (kind, class, chosen, reserved) = {
             let f = self.inner.machine.fabric();
             let ep = f.endpoint(endpoint);
-            (ep.kind.clone(), ep.layout.description.clone())
+            // The fdids the scenario gives devices are theirs: the numbering skips them.
+            let reserved: Vec<u32> = f.endpoints().iter().filter_map(|e| e.fdid).collect();
+            (
+                ep.kind.clone(),
+                ep.layout.description.clone(),
+                ep.fdid,
+                reserved,
+            )
         };
         let qualified = format!("{}:{device}", os.name());
         let mut st = self.inner.state.borrow_mut();
@@ -131,8 +138,16 @@ impl SmartIo {
                 fdid,
             });
         }
-        let fdid = Fdid(st.next);
-        st.next += 1;
+        let fdid = match chosen {
+            Some(chosen) => Fdid(chosen),
+            None => {
+                while reserved.contains(&st.next) || st.devices.contains_key(&Fdid(st.next)) {
+                    st.next += 1;
+                }
+                st.next += 1;
+                Fdid(st.next - 1)
+            }
+        };
         st.devices.insert(
             fdid,
             Registered {
