@@ -340,6 +340,8 @@ fn subcommands() -> Vec<Vec<String>> {
             return rest
                 .lines()
                 .take_while(|l| l.starts_with("  "))
+                // A name is indented two spaces; its wrapped description, more.
+                .filter(|l| !l.starts_with("   "))
                 .filter_map(|l| l.split_whitespace().next())
                 .filter(|name| *name != "help")
                 .map(str::to_string)

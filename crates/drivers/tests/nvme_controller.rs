@@ -336,6 +336,41 @@ fn a_full_completion_queue_holds_the_next_completion_until_its_head_moves() {
     });
 }
 
+/// Reading a doorbell is vendor specific; this controller answers with the pointer last
+/// written, and 0 for a queue that does not exist (so a deleted queue's doorbells read 0).
+#[test]
+fn a_doorbell_reads_its_last_pointer_and_zero_once_its_queue_is_deleted() {
+    run("doorbell-read", Setup::default(), |ctx| async move {
+        ctx.free_pair(2).await;
+        let (sq_bell, cq_bell) = (
+            spec::doorbell_offset(2, false, 0),
+            spec::doorbell_offset(2, true, 0),
+        );
+        assert_eq!(ctx.reg32(sq_bell).await, 0, "no SQ 2");
+        assert_eq!(ctx.reg32(cq_bell).await, 0, "no CQ 2");
+        let cq = RawCq::new(&ctx, 2, 4);
+        let c = ctx.admin(create_cq(2, 3, cq.buf.bus.get(), None)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
+        let sq = RawSq::host(&ctx, 2, 8);
+        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
+        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let buf = ctx.dma(PAGE_SIZE);
+        for lba in 0..3u64 {
+            sq.push(&ctx, rw(io::READ, 1, lba, 1, buf.bus.get(), 0))
+                .await;
+        }
+        sq.ring(&ctx).await;
+        for _ in 0..3 {
+            assert_eq!(cq.next(&ctx).await.status, Status::SUCCESS);
+        }
+        assert_eq!(ctx.reg32(sq_bell).await, 3, "the SQ tail written");
+        assert_eq!(ctx.reg32(cq_bell).await, 3, "the CQ head written");
+        ctx.free_pair(2).await;
+        assert_eq!(ctx.reg32(sq_bell).await, 0, "SQ 2 deleted");
+        assert_eq!(ctx.reg32(cq_bell).await, 0, "CQ 2 deleted");
+    });
+}
+
 #[test]
 fn an_lba_with_high_bits_set_is_out_of_range_not_wrapped() {
     run("lba-64", Setup::default(), |ctx| async move {

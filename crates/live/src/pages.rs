@@ -6,7 +6,9 @@
 //! ([`DirectEngine::store_to_bar`]); a register whose value the device changes is written
 //! back into the page ([`DirectEngine::load_from_bar`]) unless the program stored to it
 //! meanwhile (the program's store wins and is delivered next). Registers the device does
-//! not let be read (doorbells) keep what the program last stored.
+//! not let be read keep what the program last stored. NVMe doorbells read as the queue's
+//! pointer (0 once the queue is deleted), so a program that makes a queue another program
+//! used before has its first store seen, even while a third keeps the BAR mapped.
 //!
 //! What this cannot see, and so the live engine does not model: a store of the value a
 //! register already shows (it changes nothing in the page), and the order of stores to

@@ -296,6 +296,22 @@ impl NvmeController {
                 u64::from(cmbsz::SQS) | ((self.config.cmb_size / PAGE_SIZE) << cmbsz::SZ_SHIFT)
             }
             o if o < reg::DOORBELLS => 0,
+            // Reading a doorbell is vendor specific (NVMe 1.4 §3.1.24): this controller
+            // answers with the pointer last written, so a queue that does not exist (deleted,
+            // or not created yet) reads 0. Shared pages of a BAR (the live engine) rely on it:
+            // a deleted queue's doorbells read 0 again, so a new queue's first store is seen.
+            o if o < MSIX_TABLE => {
+                let index = (o - reg::DOORBELLS) / 4;
+                let qid = (index / 2) as usize;
+                let pointer = if !s.enabled {
+                    None
+                } else if index.is_multiple_of(2) {
+                    s.sqs.get(qid).map(|q| q.tail)
+                } else {
+                    s.cqs.get(qid).and_then(Option::as_ref).map(|q| q.head)
+                };
+                u64::from(pointer.unwrap_or(0))
+            }
             _ => return None,
         })
     }
