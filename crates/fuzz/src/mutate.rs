@@ -71,6 +71,8 @@ pub const DICTIONARY: &[&str] = &[
     "lba_size = ",
     "vfs = ",
     "backing = ",
+    "fdid = ",
+    "0xc0c00",
     "value = ",
     "source = ",
     "\"gen3 x16\"",

@@ -108,6 +108,26 @@ pub fn check_fabric(fabric: &Fabric) {
         check_sibling_windows(fabric, host);
         check_requester_ids(fabric, host);
     }
+    check_fdids(fabric);
+}
+
+/// The fdids an accepted scenario gives devices are non-zero and each device's own.
+fn check_fdids(fabric: &Fabric) {
+    let mut chosen: Vec<u32> = fabric.endpoints().iter().filter_map(|e| e.fdid).collect();
+    assert!(
+        !chosen.contains(&0),
+        "{}: a device was given fdid 0",
+        fabric.name
+    );
+    let given = chosen.len();
+    chosen.sort_unstable();
+    chosen.dedup();
+    assert_eq!(
+        chosen.len(),
+        given,
+        "{}: two devices share an fdid",
+        fabric.name
+    );
 }
 
 fn check_bars(fabric: &Fabric, host: HostId) {
