@@ -110,7 +110,8 @@ pub enum Command {
     /// emulated result and a verdict computed by a stated rule; --html writes a report.
     Repro(crate::repro::ReproArgs),
     /// A short tour: lending an NVMe and a DMA engine, sharing an NVMe and passing it to VMs,
-    /// on four shipped scenarios, each figure measured as it is printed.
+    /// on three shipped scenarios (back-to-back, cluster-switch, vm-back-to-back), each
+    /// figure measured as it is printed.
     Demo,
     /// Sweeps: a grid of independent runs (scenario × options) in parallel on every core,
     /// one JSON line per run; --shard I/N splits it across machines, `merge` joins the shards.

@@ -972,7 +972,25 @@ fn the_demo_tells_one_story_in_100_columns_and_explains_its_rows() {
         );
         explained += 1;
     }
-    assert!(explained >= 13, "{explained} explanations found:\n{out}");
+    assert!(explained >= 14, "{explained} explanations found:\n{out}");
+    assert!(prose.contains("Its median round trip: "), "{out}");
+    // Its help names the scenarios it tells the story on: those its sections name.
+    let (ok, help, err) = smartio(&["demo", "--help"]);
+    assert!(ok, "{err}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut used: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split("scenario ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    assert_eq!(used, ["back-to-back", "cluster-switch", "vm-back-to-back"]);
+    assert!(
+        help.contains("on three shipped scenarios (back-to-back, cluster-switch, vm-back-to-back)"),
+        "{help}"
+    );
     assert!(!prose.contains("no random variation"), "{out}");
     for line in out.lines() {
         assert!(
