@@ -28,6 +28,20 @@ async fn disable(ctx: &Ctx) {
     ctx.wait_ready(false).await;
 }
 
+/// I/O queue pair 2 made (after the driver's was freed): a CQ of `cq_entries` and an SQ of
+/// `sq_entries` in host memory, both created successfully.
+async fn make_pair_2(ctx: &Ctx, cq_entries: u16, sq_entries: u16) -> (RawCq, RawSq) {
+    let cq = RawCq::new(ctx, 2, cq_entries);
+    let c = ctx
+        .admin(create_cq(2, cq_entries - 1, cq.buf.bus.get(), None))
+        .await;
+    assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
+    let sq = RawSq::host(ctx, 2, sq_entries);
+    let c = ctx.admin(create_sq(2, sq_entries - 1, sq.bus(), 2)).await;
+    assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+    (cq, sq)
+}
+
 #[test]
 fn admin_queue_bases_take_a_64_bit_store_or_two_32_bit_halves_and_read_back_either_way() {
     run("reg-halves", Setup::default(), |ctx| async move {
@@ -300,12 +314,7 @@ fn a_full_completion_queue_holds_the_next_completion_until_its_head_moves() {
     run("cq-full", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
         // A 4-entry CQ holds 3 completions; the SQ takes 4 commands.
-        let cq = RawCq::new(&ctx, 2, 4);
-        let c = ctx.admin(create_cq(2, 3, cq.buf.bus.get(), None)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
-        let sq = RawSq::host(&ctx, 2, 8);
-        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let (cq, sq) = make_pair_2(&ctx, 4, 8).await;
         let buf = ctx.dma(PAGE_SIZE);
         for cid in 0..4u16 {
             let mut cmd = rw(io::READ, 1, u64::from(cid), 1, buf.bus.get(), 0);
@@ -348,12 +357,7 @@ fn a_doorbell_reads_its_last_pointer_and_zero_once_its_queue_is_deleted() {
         );
         assert_eq!(ctx.reg32(sq_bell).await, 0, "no SQ 2");
         assert_eq!(ctx.reg32(cq_bell).await, 0, "no CQ 2");
-        let cq = RawCq::new(&ctx, 2, 4);
-        let c = ctx.admin(create_cq(2, 3, cq.buf.bus.get(), None)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
-        let sq = RawSq::host(&ctx, 2, 8);
-        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let (cq, sq) = make_pair_2(&ctx, 4, 8).await;
         let buf = ctx.dma(PAGE_SIZE);
         for lba in 0..3u64 {
             sq.push(&ctx, rw(io::READ, 1, lba, 1, buf.bus.get(), 0))
@@ -510,12 +514,7 @@ fn a_fetch_from_the_memory_buffer_crosses_no_link() {
 fn commands_still_in_a_deleted_submission_queue_complete_as_aborted_in_order() {
     run("delete-pending", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
-        let cq = RawCq::new(&ctx, 2, 8);
-        let c = ctx.admin(create_cq(2, 7, cq.buf.bus.get(), None)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
-        let sq = RawSq::host(&ctx, 2, 8);
-        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let (cq, sq) = make_pair_2(&ctx, 8, 8).await;
         let buf = ctx.dma(PAGE_SIZE);
         // Move the queue's head near its end so the pending commands wrap.
         for lba in 0..6u64 {
@@ -579,12 +578,7 @@ fn commands_still_in_a_deleted_submission_queue_complete_as_aborted_in_order() {
 fn an_abort_agrees_with_what_the_command_did_and_spares_a_later_command_with_its_id() {
     run("abort-race", Setup::default(), |ctx| async move {
         ctx.free_pair(2).await;
-        let cq = RawCq::new(&ctx, 2, 8);
-        let c = ctx.admin(create_cq(2, 7, cq.buf.bus.get(), None)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create CQ 2");
-        let sq = RawSq::host(&ctx, 2, 8);
-        let c = ctx.admin(create_sq(2, 7, sq.bus(), 2)).await;
-        assert_eq!(c.status, Status::SUCCESS, "create SQ 2");
+        let (cq, sq) = make_pair_2(&ctx, 8, 8).await;
         let buf = ctx.dma(PAGE_SIZE);
         let handle = ctx.dev.handle().clone();
         let command = |bits: u16| {
