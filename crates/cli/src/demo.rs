@@ -5,6 +5,7 @@
 //! explanations it prints.
 
 use crate::contrast::{composition_sentence, Contrast};
+use crate::explain::ExplainArgs;
 use crate::render;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -17,7 +18,7 @@ use smartio_workloads::{
     DmaBenchConfig, DmaDirection, FioConfig, FioMethod, InitiatorChoice, IoChoice, IoPath,
     NvmeofConfig, NvmeofIo, PingPongConfig, ShareConfig,
 };
-use smartio_workloads::{ExplainSpec, Target};
+use smartio_workloads::{ExplainSpec, Explanation, Target};
 
 /// I/Os per measured row: enough for a steady state, quick enough for a demo.
 const OPS: u64 = 2000;
@@ -78,23 +79,14 @@ fn ntb_step(calibration: &Calibration) -> Result<(), String> {
         to: "lender".into(),
         iterations: 100,
     };
-    let pp =
-        pingpong(&cluster("back-to-back", calibration)?, &config).map_err(|e| e.to_string())?;
-    let spec = ExplainSpec {
-        targets: vec![Target::at_ns("p50", pp.rtt_ns.p50)],
-        trace_limit: None,
-    };
-    let (again, explanation) =
-        pingpong_explained(&cluster("back-to-back", calibration)?, &config, Some(&spec))
-            .map_err(|e| e.to_string())?;
-    if again != pp {
-        return Err("emulator bug: the recorded ping-pong measured something else".into());
-    }
-    let median = explanation
-        .explained
-        .into_iter()
-        .next()
-        .ok_or("no round trip of the ping-pong was explained")?;
+    let (_, median) = median_of(
+        || pingpong(&cluster("back-to-back", calibration)?, &config).map_err(|e| e.to_string()),
+        |r| r.rtt_ns.p50,
+        |spec| {
+            pingpong_explained(&cluster("back-to-back", calibration)?, &config, Some(spec))
+                .map_err(|e| e.to_string())
+        },
+    )?;
     let notes = [
         format!(
             "The lender exports a {} segment; mapping it takes 1 of the {} look-up-table \
@@ -108,9 +100,9 @@ fn ntb_step(calibration: &Calibration) -> Result<(), String> {
             size(r.window_bytes),
             r.message,
             r.store_to_seen_ns,
-            median.path.total().as_ps() as f64 / 1000.0
+            median.total().as_ps() as f64 / 1000.0
         ),
-        composition_sentence("Its median round trip", &median.path),
+        composition_sentence("Its median round trip", &median),
     ];
     for note in notes {
         for line in wrap(&note, "   ") {
@@ -188,23 +180,36 @@ fn median_io(
     calibration: &Calibration,
     cfg: &FioConfig,
 ) -> Result<CriticalPath, String> {
-    let first = run_fio(&cluster(scenario, calibration)?, cfg).map_err(|e| e.to_string())?;
-    let spec = ExplainSpec {
-        targets: vec![Target::at_ns("p50", first.lat_ns.p50)],
-        trace_limit: None,
+    median_of(
+        || run_fio(&cluster(scenario, calibration)?, cfg).map_err(|e| e.to_string()),
+        |r| r.lat_ns.p50,
+        |spec| {
+            run_fio_explained(&cluster(scenario, calibration)?, cfg, Some(spec))
+                .map_err(|e| e.to_string())
+        },
+    )
+    .map(|(_, path)| path)
+}
+
+/// A workload's result and where its median operation's time went, the way `--breakdown`
+/// gets it ([`ExplainArgs::run`]): `first` runs it, `p50` says its median in ns, `again`
+/// runs it recorded (and must measure the same).
+fn median_of<R: PartialEq>(
+    first: impl FnOnce() -> Result<R, String>,
+    p50: impl FnOnce(&R) -> f64,
+    again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), String>,
+) -> Result<(R, CriticalPath), String> {
+    let breakdown = ExplainArgs {
+        breakdown: true,
+        ..ExplainArgs::default()
     };
-    let (again, explanation) =
-        run_fio_explained(&cluster(scenario, calibration)?, cfg, Some(&spec))
-            .map_err(|e| e.to_string())?;
-    if again != first {
-        return Err("emulator bug: the recorded run measured something else".into());
-    }
-    let median = explanation
+    let recorded = breakdown.run(first, |r| vec![Target::at_ns("p50", p50(r))], again)?;
+    let median = recorded
         .explained
         .into_iter()
         .next()
-        .ok_or_else(|| format!("{scenario}: no I/O of the run was explained"))?;
-    Ok(median.path)
+        .ok_or("no operation of the run was explained")?;
+    Ok((recorded.result, median.path))
 }
 
 /// The six ways, in the order the story tells them.
