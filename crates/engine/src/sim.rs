@@ -333,7 +333,10 @@ impl Sim {
 
     /// Per-link occupancy and statistics.
     pub fn link_states(&self) -> Vec<LinkState> {
-        LinkState::of_lanes(&self.inner.core.borrow().lanes)
+        {
+            let core = self.inner.core.borrow();
+            LinkState::of_lanes(&core.lanes, &core.timing.links)
+        }
     }
 
     /// Faults recorded so far (IOMMU faults, unsupported requests, completer aborts).

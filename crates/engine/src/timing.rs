@@ -233,6 +233,7 @@ impl Timing {
             .map(|(i, h)| HopCost {
                 link: h.link.0,
                 dir: h.dir as u8,
+                lane: lane(h.link.0, h.dir as u8) as u32,
                 timing: self.links[h.link.index()],
                 // The last node is the target; its cost is the transaction's business.
                 node_latency_ps: if i + 1 == hops.len() {
@@ -262,6 +263,8 @@ pub struct HopCost {
     pub link: u32,
     /// Direction index (0 down, 1 up).
     pub dir: u8,
+    /// Where that direction is in the engine's list of [`Lane`]s ([`lane`]`(link, dir)`).
+    pub lane: u32,
     /// The link's timing.
     pub timing: LinkTiming,
     /// Typical latency of the node reached (0 for the final node).
@@ -307,18 +310,20 @@ pub struct LinkState {
 }
 
 impl LinkState {
-    /// The statistics of each link, from its lanes (see [`lane`]).
-    pub(crate) fn of_lanes(lanes: &[Lane]) -> Vec<LinkState> {
+    /// The statistics of each link, from its lanes (see [`lane`]) and timings (a TLP's wire
+    /// bytes are its payload plus the link's per-TLP overhead).
+    pub(crate) fn of_lanes(lanes: &[Lane], links: &[LinkTiming]) -> Vec<LinkState> {
         lanes
             .chunks(2)
-            .map(|pair| {
-                let both = |f: fn(&Lane) -> u64| [f(&pair[0]), pair.get(1).map_or(0, f)];
+            .zip(links)
+            .map(|(pair, timing)| {
+                let both = |f: &dyn Fn(&Lane) -> u64| [f(&pair[0]), pair.get(1).map_or(0, f)];
                 LinkState {
-                    busy_until: both(|l| l.busy_until),
-                    tlps: both(|l| l.tlps),
-                    wire_bytes: both(|l| l.wire_bytes),
-                    payload_bytes: both(|l| l.payload_bytes),
-                    busy_ps: both(|l| l.busy_ps),
+                    busy_until: both(&|l| l.busy_until),
+                    tlps: both(&|l| l.tlps),
+                    wire_bytes: both(&|l| l.payload_bytes + l.tlps * timing.overhead as u64),
+                    payload_bytes: both(&|l| l.payload_bytes),
+                    busy_ps: both(&|l| l.busy_ps),
                 }
             })
             .collect()
@@ -335,12 +340,24 @@ pub(crate) struct Lane {
     pub busy_until: u64,
     /// TLPs sent.
     pub tlps: u64,
-    /// Wire bytes.
-    pub wire_bytes: u64,
-    /// Payload bytes.
+    /// Payload bytes (wire bytes add the link's per-TLP overhead to each TLP).
     pub payload_bytes: u64,
     /// Time busy (ps).
     pub busy_ps: u64,
+}
+
+impl Lane {
+    /// Books `ser` picoseconds for `who`'s TLP of `payload` bytes whose head arrives at
+    /// `head` (see [`Timeline::book`]) and counts it; returns when it starts.
+    #[inline(always)]
+    fn send(&mut self, who: Booking, head: u64, ser: u64, payload: u64) -> u64 {
+        let begin = self.booked.book(who, head, ser);
+        self.busy_until = self.busy_until.max(begin + ser);
+        self.tlps += 1;
+        self.payload_bytes += payload;
+        self.busy_ps += ser;
+        begin
+    }
 }
 
 /// Where direction `dir` (0 down, 1 up) of link `link` is in a list of [`Lane`]s.
@@ -535,25 +552,18 @@ fn run_hops(
     chips: &mut impl ChipDraw,
     log: &mut impl HopLog,
 ) -> (u64, u64) {
-    let mut first_begin = None;
-    let mut hops = path[from..].iter().peekable();
-    while let Some(hop) = hops.next() {
-        let state = &mut links[lane(hop.link, hop.dir)];
-        let begin = state.booked.book(who, head, ser);
-        let first = *first_begin.get_or_insert(begin);
-        state.busy_until = state.busy_until.max(begin + ser);
-        state.tlps += 1;
-        state.wire_bytes += payload + hop.timing.overhead as u64;
-        state.payload_bytes += payload;
-        state.busy_ps += ser;
-        let Some(next) = hops.peek() else {
-            log.hop(begin, || hop.record(head, begin, ser, 0, 0));
-            return (begin + ser + hop.timing.prop_ps, first);
-        };
+    let hops = &path[from..];
+    let Some((last, through)) = hops.split_last() else {
+        return (head, head);
+    };
+    let mut first = None;
+    for (i, hop) in through.iter().enumerate() {
+        let begin = links[hop.lane as usize].send(who, head, ser, payload);
+        first.get_or_insert(begin);
         let next_ser = if hop.same_rate_next {
             ser
         } else {
-            next.timing.serialization_ps(payload)
+            hops[i + 1].timing.serialization_ps(payload)
         };
         let node = chips.latency(hop);
         let mismatch = ser.saturating_sub(next_ser);
@@ -561,7 +571,9 @@ fn run_hops(
         head = begin + hop.timing.prop_ps + node + mismatch;
         ser = next_ser;
     }
-    (head, first_begin.unwrap_or(head))
+    let begin = links[last.lane as usize].send(who, head, ser, payload);
+    log.hop(begin, || last.record(head, begin, ser, 0, 0));
+    (begin + ser + last.timing.prop_ps, first.unwrap_or(begin))
 }
 
 /// The intervals booked on one direction of a link, in time order, that have not ended.
@@ -709,6 +721,7 @@ mod tests {
             HopCost {
                 link: 0,
                 dir: 1,
+                lane: 1,
                 timing: link(1000),
                 node_latency_ps: 150_000,
                 node_jitter_ps: 0,
@@ -717,6 +730,7 @@ mod tests {
             HopCost {
                 link: 1,
                 dir: 1,
+                lane: 3,
                 timing: link(1000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
@@ -736,6 +750,7 @@ mod tests {
         let path = [HopCost {
             link: 0,
             dir: 0,
+            lane: 0,
             timing: link(1000),
             node_latency_ps: 0,
             node_jitter_ps: 0,
@@ -753,6 +768,7 @@ mod tests {
             HopCost {
                 link: 0,
                 dir: 0,
+                lane: 0,
                 timing: link(4000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
@@ -761,6 +777,7 @@ mod tests {
             HopCost {
                 link: 1,
                 dir: 0,
+                lane: 2,
                 timing: link(1000),
                 node_latency_ps: 0,
                 node_jitter_ps: 0,
@@ -777,6 +794,7 @@ mod tests {
         [HopCost {
             link: 0,
             dir: 0,
+            lane: 0,
             timing: link(1000),
             node_latency_ps: 0,
             node_jitter_ps: 0,
@@ -836,6 +854,7 @@ mod tests {
             same_rate_next: false,
             link: 0,
             dir: 0,
+            lane: 0,
             timing: LinkTiming {
                 fs_per_byte: 1_000,
                 overhead: 26,
@@ -846,6 +865,7 @@ mod tests {
         };
         let mut path = vec![hop(120_000, 12_000), hop(0, 0)];
         path[1].link = 1;
+        path[1].lane = 2;
         let mut stream = Stream::new(1, smartio_platform::Cause::Chip, 0);
         let mut links = vec![Lane::default(); 4];
         let mut last = 0;
