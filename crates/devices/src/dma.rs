@@ -347,8 +347,9 @@ impl DmaDevice {
             if !local_ok(src) {
                 return Err(());
             }
-            let mut data = vec![0u8; len as usize];
-            self.memory.borrow().read(src, &mut data);
+            // Appended, not zeroed first: unwritten bytes are zeroed once, by the read.
+            let mut data = Vec::new();
+            self.memory.borrow().read_append(src, len as usize, &mut data);
             data
         } else {
             activity::doing("DMA engine: read the source");
