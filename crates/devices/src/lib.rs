@@ -15,3 +15,6 @@ pub mod ntb_dma;
 pub mod nvme;
 
 pub use kinds::{layout_for, DeviceKind, ParamError, UnknownDeviceKind};
+
+#[cfg(test)]
+pub(crate) mod testing;

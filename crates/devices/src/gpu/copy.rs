@@ -137,3 +137,82 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::GpuAddr;
+    use super::super::testing::{gpu_on, timing};
+    use crate::testing::World;
+    use smartio_platform::{LocalTask, SimDuration, SimTime};
+    use std::rc::Rc;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A copy of `len` bytes inside device memory takes `copy_start` plus the bytes at the
+    /// memory bandwidth.
+    fn device_copy_time(len: u64) -> SimDuration {
+        let t = timing();
+        t.copy_start + SimDuration::from_ns_f64(len as f64 / t.memory_bandwidth * 1e9)
+    }
+
+    #[test]
+    fn a_device_to_device_copy_moves_the_source_to_the_destination() {
+        let world = World::default();
+        let gpu = Rc::new(gpu_on::<World>(16 * MIB));
+        let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        gpu.poke(MIB, &pattern).expect("inside memory");
+        let (g, w) = (gpu.clone(), world.clone());
+        let done = world.block_on(
+            async move {
+                let r = g
+                    .copy(0, GpuAddr::Device(MIB), GpuAddr::Device(4 * MIB), 4096, &w)
+                    .await;
+                (r.is_ok(), w.now())
+            },
+            [],
+        );
+        assert_eq!(done, (true, SimTime::ZERO + device_copy_time(4096)));
+        let (mut src, mut dst) = (vec![0u8; 4096], vec![0u8; 4096]);
+        gpu.peek(MIB, &mut src).expect("inside memory");
+        gpu.peek(4 * MIB, &mut dst).expect("inside memory");
+        assert_eq!(dst, pattern, "the destination holds the source's bytes");
+        assert_eq!(src, pattern, "the source is left as it was");
+    }
+
+    /// Channel `c` copies on engine `c % copy_engines` (two engines here): channels 0 and 1
+    /// copy side by side, channels 0 and 2 share engine 0 and take turns.
+    #[test]
+    fn channels_share_copy_engines_by_their_number_modulo_the_engines() {
+        let len = 8 * MIB;
+        let one = device_copy_time(len);
+        for (channels, want) in [([0u16, 1], one), ([0, 2], one + one), ([1, 3], one + one)] {
+            let world = World::default();
+            let gpu = Rc::new(gpu_on::<World>(64 * MIB));
+            assert_eq!(timing().copy_engines, 2);
+            let ends = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let tasks: Vec<LocalTask> = channels
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| {
+                    let (g, w, ends) = (gpu.clone(), world.clone(), ends.clone());
+                    let at = i as u64 * 16 * MIB;
+                    Box::pin(async move {
+                        let src = GpuAddr::Device(at);
+                        let dst = GpuAddr::Device(at + 8 * MIB);
+                        let r = g.copy(c, src, dst, len, &w).await;
+                        ends.borrow_mut().push((r.is_ok(), w.now()));
+                    }) as LocalTask
+                })
+                .collect();
+            assert_eq!(world.run(tasks), 0);
+            let last = ends.borrow().iter().map(|&(_, at)| at).max();
+            assert!(ends.borrow().iter().all(|&(ok, _)| ok));
+            assert_eq!(
+                last,
+                Some(SimTime::ZERO + want),
+                "channels {channels:?} on {} engines",
+                timing().copy_engines
+            );
+        }
+    }
+}

@@ -68,6 +68,11 @@ pub(crate) fn timing() -> GpuTiming {
 
 /// A GPU with `memory` bytes and a 1 MiB aperture, its BARs at made-up addresses.
 pub(crate) fn gpu(memory: u64) -> Gpu<Stub> {
+    gpu_on(memory)
+}
+
+/// [`gpu`], for an engine of any kind (the device harness, [`crate::testing::World`]).
+pub(crate) fn gpu_on<P>(memory: u64) -> Gpu<P> {
     let layout = layout_for("gpu", &toml::Table::new()).expect("default layout");
     let bars: Vec<AssignedBar> = layout
         .bars
@@ -83,7 +88,7 @@ pub(crate) fn gpu(memory: u64) -> Gpu<Stub> {
     let pci = Rc::new(ConfigSpace::new(
         &layout,
         &bars,
-        Some(Gpu::<Stub>::msix_layout()),
+        Some(Gpu::<P>::msix_layout()),
     ));
     let config = GpuConfig {
         memory,
