@@ -5,8 +5,9 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_host::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout, HIGH_MEMORY_BASE};
+use smartio_host::hypervisor::{Vm, VmConfig};
 use smartio_host::HostOs;
-use smartio_platform::GuestPhysAddr;
+use smartio_platform::{Clock, GuestPhysAddr, SimDuration};
 
 fn borrower() -> (Cluster, HostOs) {
     let cluster = Cluster::new("back-to-back", &Calibration::default_embedded()).expect("cluster");
@@ -54,4 +55,55 @@ fn a_vm_larger_than_the_hosts_free_ram_is_refused_and_leaves_nothing_behind() {
     let err = VmMemory::back(&os, layout).expect_err("64 GiB host");
     assert!(matches!(err, VmMemoryError::HostRam { .. }), "{err}");
     assert_eq!(os.ram_in_use(), before);
+}
+
+/// A VM of 64 MiB on the borrower, no function passed through.
+fn small_vm(os: &HostOs) -> Vm {
+    let config = VmConfig {
+        name: "vm0".into(),
+        memory: 64 << 20,
+        page: GuestPageSize::Huge,
+    };
+    Vm::create(os, &config, &[]).expect("vm")
+}
+
+/// An interrupt for a relay that reaches the host after the VM stopped is not the VM's: the
+/// relay's wait says so (it ends instead of handling it), even when the interrupt is already
+/// pending as the wait starts.
+#[test]
+fn an_interrupt_pending_for_a_stopped_vm_is_not_taken_as_delivered() {
+    let (cluster, os) = borrower();
+    let vm = small_vm(&os);
+    let ctx = vm.context().clone();
+    let cpu = cluster.machine.cpu(os.id());
+    let host = os.id();
+    let seen = cluster.machine.run_task(async move {
+        cpu.machine().raise_interrupt(host, 40);
+        let running = ctx.interrupt_while_running(&cpu, 40).await;
+        vm.power_off().await.expect("powered off");
+        assert!(!ctx.running());
+        cpu.machine().raise_interrupt(host, 40);
+        cpu.sleep(SimDuration::from_us(10)).await;
+        let stopped = ctx.interrupt_while_running(&cpu, 40).await;
+        (running, stopped)
+    });
+    assert_eq!(seen, Some((true, false)));
+}
+
+/// Injecting into a stopped VM raises nothing in its guest.
+#[test]
+fn nothing_is_injected_into_a_stopped_vm() {
+    let (cluster, os) = borrower();
+    let vm = small_vm(&os);
+    let ctx = vm.context().clone();
+    let cpu = cluster.machine.cpu(os.id());
+    let raised = cluster.machine.run_task(async move {
+        ctx.inject(41).await;
+        let while_running = cpu.interrupt_timeout(41, SimDuration::from_us(50)).await;
+        vm.power_off().await.expect("powered off");
+        ctx.inject(41).await;
+        let after_stop = cpu.interrupt_timeout(41, SimDuration::from_us(50)).await;
+        (while_running, after_stop)
+    });
+    assert_eq!(raised, Some((true, false)));
 }
