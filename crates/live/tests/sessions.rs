@@ -171,12 +171,40 @@ fn requests_out_of_order_or_on_strangers_handles_are_sisci_errors() {
             size: 4096,
         },
     ));
-    // Another program's handle names nothing for it.
+    // Another program's handle names nothing for it: neither to end the object nor to
+    // act on it.
     let stranger = ask(&mut d, b, Request::RemoveSegment { segment: seg });
     assert!(
         matches!(&stranger, Reply::Error { code, .. } if *code == 0x4000_0912),
         "{stranger:?}"
     );
+    for request in [
+        Request::PrepareSegment {
+            segment: seg,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: seg,
+            adapter: 0,
+        },
+    ] {
+        let acted = ask(&mut d, b, request.clone());
+        assert!(
+            matches!(&acted, Reply::Error { code, .. } if *code == 0x4000_0912),
+            "{request:?} by a stranger: {acted:?}"
+        );
+    }
+    // The owner's segment was not touched: it still has to be prepared before it is made
+    // available.
+    let unprepared = ask(
+        &mut d,
+        a,
+        Request::SetAvailable {
+            segment: seg,
+            adapter: 0,
+        },
+    );
+    assert!(matches!(&unprepared, Reply::Error { .. }), "{unprepared:?}");
     let no_node = ask(
         &mut d,
         b,
