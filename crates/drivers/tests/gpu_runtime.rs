@@ -598,6 +598,53 @@ fn thousands_of_copies_queued_without_a_synchronize_wrap_the_ring_and_all_land()
     );
 }
 
+/// The runtime queues a RELEASE every quarter of the ring: a host that found the ring full
+/// goes on once the GPU is a quarter of the ring further, not only once it has run the whole
+/// ring (which would leave the GPU idle while the host fills it again).
+#[test]
+fn a_host_waiting_for_room_in_a_full_ring_goes_on_after_a_quarter_of_it_has_run() {
+    const COPIES: u64 = 2000;
+    const RING: u64 = smartio_drivers::gpu::stream::RING_ENTRIES;
+    let r = rig("local-chassis");
+    let open = r.open_gpus("local", &["gpu0"]);
+    let (returns, gate_end, all_done) = r.run(async move {
+        let gpus = open.await;
+        let g = &gpus[0];
+        let dev = g.malloc(MIB).expect("device");
+        let s = g.create_stream().await.expect("stream");
+        let gate = g.load_kernel("gate", gate());
+        let cpu = g.handle().cpu();
+        s.launch(gate, 1, &10_000_000u64.to_le_bytes())
+            .await
+            .expect("gate");
+        let gate_end = cpu.now() + SimDuration::from_us(10_000);
+        let mut returns = Vec::new();
+        for i in 0..COPIES {
+            let at = (i % 64) * 256;
+            s.memcpy_async(dev.at(at + 16384), dev.at(at), 256)
+                .await
+                .expect("queued");
+            returns.push(cpu.now());
+        }
+        s.synchronize().await.expect("all ran");
+        (returns, gate_end, cpu.now())
+    });
+    // The first call that found no room returned after the gate, once the GPU made room.
+    let waited = returns
+        .iter()
+        .position(|&at| at > gate_end)
+        .expect("the ring filled while the gate held the GPU");
+    assert!(waited as u64 >= RING / 2, "{waited}: the ring holds more");
+    let per_copy = all_done.since(gate_end).as_ps() / COPIES;
+    let resumed = returns[waited].since(gate_end).as_ps();
+    assert!(
+        resumed < per_copy * RING / 2,
+        "the host went on {resumed} ps after the gate, {:.0} copies' worth (a quarter ring is {})",
+        resumed as f64 / per_copy as f64,
+        RING / 4
+    );
+}
+
 #[test]
 fn close_gives_every_pinned_page_back_and_later_calls_say_closed() {
     let r = rig("local-chassis");
