@@ -12,6 +12,7 @@ mod explain;
 mod fio_block;
 mod golden;
 mod libnvm;
+mod links;
 mod nbd;
 mod readme;
 mod repro;

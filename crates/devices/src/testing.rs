@@ -9,7 +9,7 @@
 //! model's own costs add up to, with tasks overlapping as they would on an engine.
 
 use smartio_platform::{
-    AccessError, BusAddr, Clock, LocalTask, Port, SimDuration, SimTime, Spawner, SparseMemory,
+    AccessError, BusAddr, Clock, LocalTask, Port, SimDuration, SimTime, SparseMemory, Spawner,
 };
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, ready, Future};
@@ -142,7 +142,10 @@ impl Port for World {
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
         let r = World::outside(addr, data.len()).map(|()| {
             self.inner.memory.borrow_mut().write(addr.get(), data);
-            self.inner.writes.borrow_mut().push((addr.get(), data.to_vec()));
+            self.inner
+                .writes
+                .borrow_mut()
+                .push((addr.get(), data.to_vec()));
         });
         ready(r)
     }

@@ -110,6 +110,27 @@ impl Engine for Sim {
         Sim::counters(self)
     }
 
+    fn link_traffic(&self) -> Vec<smartio_machine::LinkTraffic> {
+        let fabric = self.fabric();
+        self.link_states()
+            .iter()
+            .zip(fabric.links())
+            .map(|(s, l)| {
+                let lane = |d: usize| smartio_machine::LaneTraffic {
+                    tlps: s.tlps[d],
+                    wire_bytes: s.wire_bytes[d],
+                    payload_bytes: s.payload_bytes[d],
+                    busy_ps: s.busy_ps[d],
+                };
+                smartio_machine::LinkTraffic {
+                    link: l.name.clone(),
+                    down: lane(0),
+                    up: lane(1),
+                }
+            })
+            .collect()
+    }
+
     fn cpu_timing(&self) -> CpuTiming {
         self.timing().cpu
     }

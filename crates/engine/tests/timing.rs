@@ -110,6 +110,43 @@ fn a_4k_read_on_a_two_switch_path_is_request_latency_plus_link_bound_completions
     assert_eq!(expected, 919_588, "the documented hand calculation");
 }
 
+/// What each link carried for one 4 KiB read by dev0: 8 read requests (no payload) up each
+/// of the three links, 16 completions of 256 B down; wire bytes add each TLP's overhead, and
+/// each direction was busy one serialization per TLP. Links dev1 never used carried nothing.
+#[test]
+fn each_link_counts_the_tlps_bytes_and_busy_time_a_read_put_on_it() {
+    use smartio_machine::Engine;
+    let (sim, cal) = sim();
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let port = sim.device(dev);
+    sim.spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        port.read(BusAddr(0x10_0000), &mut buf)
+            .await
+            .expect("RAM answers");
+    });
+    let before = sim.link_traffic();
+    sim.run();
+    let link = Gen3x16::new(&cal);
+    let traffic = smartio_machine::LinkTraffic::carried_since(&before, sim.link_traffic());
+    let names: Vec<&str> = traffic.iter().map(|l| l.link.as_str()).collect();
+    assert_eq!(names, ["h -> h.sw1", "h.sw1 -> h.sw2", "h.sw2 -> h.dev0"]);
+    for l in &traffic {
+        let (requests, completions) = (l.up, l.down);
+        assert_eq!(requests.tlps, 8, "{}", l.link);
+        assert_eq!(requests.payload_bytes, 0);
+        assert_eq!(requests.wire_bytes, 8 * link.overhead);
+        assert_eq!(requests.busy_ps, 8 * link.ser(0));
+        assert_eq!(completions.tlps, 16, "{}", l.link);
+        assert_eq!(completions.payload_bytes, 4096);
+        assert_eq!(completions.wire_bytes, 4096 + 16 * link.overhead);
+        assert_eq!(completions.busy_ps, 16 * link.ser(256));
+    }
+}
+
 #[test]
 fn two_writers_sharing_an_upstream_link_take_twice_as_long() {
     let size = 1 << 20;

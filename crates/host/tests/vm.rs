@@ -4,8 +4,8 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_host::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout, HIGH_MEMORY_BASE};
 use smartio_host::hypervisor::{Vm, VmConfig};
+use smartio_host::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout, HIGH_MEMORY_BASE};
 use smartio_host::HostOs;
 use smartio_platform::{Clock, GuestPhysAddr, SimDuration};
 

@@ -91,6 +91,12 @@ pub trait Engine: FabricControl + PayloadAccess {
     /// What the engine has counted so far.
     fn counters(&self) -> Counters;
 
+    /// What each link of the fabric carried so far, in the fabric's link order; empty for an
+    /// engine that costs no TLPs.
+    fn link_traffic(&self) -> Vec<crate::LinkTraffic> {
+        Vec::new()
+    }
+
     /// The CPU's and the host software's costs (block layer, interrupt delivery, ...), which
     /// the OS model and drivers charge themselves.
     fn cpu_timing(&self) -> CpuTiming;

@@ -43,5 +43,7 @@ pub use explain::{
 };
 pub use machine::{Machine, WeakMachine};
 pub use ops::{Armed, InterruptWait, Read, ReadOwned, Write};
-pub use records::{Counters, FaultRecord, IdleReadCost, LinkEvent, RunSummary};
+pub use records::{
+    Counters, FaultRecord, IdleReadCost, LaneTraffic, LinkEvent, LinkTraffic, RunSummary,
+};
 pub use smartio_calibration::CpuTiming;

@@ -213,6 +213,11 @@ impl Machine {
         self.engine.counters()
     }
 
+    /// What each link carried so far (see [`Engine::link_traffic`]).
+    pub fn link_traffic(&self) -> Vec<crate::LinkTraffic> {
+        self.engine.link_traffic()
+    }
+
     /// Reads host memory directly, taking no time (set-up and verification).
     pub fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
         self.engine.peek_memory(host, addr, buf)

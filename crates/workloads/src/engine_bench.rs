@@ -20,6 +20,8 @@ pub struct EngineBenchResult {
     pub tlp_arrivals_per_s: f64,
     /// Simulated time covered, in seconds.
     pub simulated_seconds: f64,
+    /// What each link carried (links that carried nothing left out).
+    pub links: Vec<smartio_machine::LinkTraffic>,
 }
 
 /// Streams `bytes` of DMA writes and reads through the engine and times it.
@@ -63,5 +65,6 @@ pub fn bench_engine(
         wall_seconds: wall,
         tlp_arrivals_per_s: counters.tlp_arrivals as f64 / wall,
         simulated_seconds: cluster.machine.now().as_ps() as f64 * 1e-12,
+        links: smartio_machine::LinkTraffic::carried_since(&[], cluster.machine.link_traffic()),
     })
 }

@@ -392,6 +392,7 @@ async fn measure(
         prefill(backend, &shared).await?;
     }
     let start = cpu.now();
+    let traffic_before = os.machine().link_traffic();
     let deadline = match cfg.amount {
         Amount::Runtime(d) => Some(
             start
@@ -510,6 +511,10 @@ async fn measure(
             max: hist.max() as f64,
         },
         verified_bytes: shared.verified.get(),
+        links: smartio_machine::LinkTraffic::carried_since(
+            &traffic_before,
+            os.machine().link_traffic(),
+        ),
     };
     Ok((result, explanation))
 }

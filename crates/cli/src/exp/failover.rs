@@ -47,9 +47,9 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
         cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0 + 4_500.0),
         ..base
     };
-    let by_event = failover(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let by_event = failover(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
     let by_timeout = failover(
-        &setup.cluster()?,
+        &*setup.cluster()?,
         &FailoverConfig {
             link_events: false,
             ..config.clone()
@@ -203,6 +203,7 @@ mod tests {
             ops: Some(200),
             seed: 1,
             nvmeof: Default::default(),
+            traffic: Default::default(),
         };
         let report = run(&setup, false).expect("runs");
         let text = report.table.to_string();

@@ -59,7 +59,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             gpu,
             ..base.clone()
         };
-        results.push(gpu_nvme_read(&setup.cluster()?, &config).map_err(|e| e.to_string())?);
+        results.push(gpu_nvme_read(&*setup.cluster()?, &config).map_err(|e| e.to_string())?);
     }
     let mut t = table(&[
         "GPU",

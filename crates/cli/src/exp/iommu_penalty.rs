@@ -98,7 +98,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 copies: COPIES,
                 repeat,
             };
-            bench_gpu_bandwidth(&setup.cluster_of(c.scenario)?, &config)
+            bench_gpu_bandwidth(&*setup.cluster_of(c.scenario)?, &config)
                 .map(|r| r.samples)
                 .map_err(|e| format!("{} ({} on {}): {e}", c.name, c.host, c.scenario))
         };

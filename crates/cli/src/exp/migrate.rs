@@ -42,7 +42,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         ..MigrateConfig::default()
     };
     drop(probe);
-    let r = migrate(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = migrate(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
     let mut t = table(&["step", "time (µs)"]);
     for s in &r.steps {
         t.add_row(vec![s.step.clone(), format!("{:.1}", s.ns / 1000.0)]);

@@ -29,7 +29,10 @@ use clap::ValueEnum;
 use comfy_table::Table;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
+use smartio_machine::LinkTraffic;
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// The experiments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -169,17 +172,62 @@ pub struct Setup<'a> {
     pub seed: u64,
     /// `--rw`, `--initiator`, `--target-mode` (nvmeof-compare's own).
     pub nvmeof: NvmeofOptions,
+    /// What the links of each cluster the experiment ran carried, in the order the clusters
+    /// were done with (see [`RecordedCluster`]).
+    pub traffic: Rc<RefCell<Vec<RunTraffic>>>,
+}
+
+/// What the links of one cluster an experiment ran carried over its whole life (set-up
+/// included), the links that carried nothing left out.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunTraffic {
+    /// The cluster's scenario.
+    pub scenario: String,
+    /// Its links.
+    pub links: Vec<LinkTraffic>,
+}
+
+/// A cluster an experiment runs, which adds what its links carried to the experiment's
+/// [`Setup::traffic`] when the experiment is done with it.
+pub struct RecordedCluster {
+    cluster: Cluster,
+    scenario: String,
+    log: Rc<RefCell<Vec<RunTraffic>>>,
+}
+
+impl std::ops::Deref for RecordedCluster {
+    type Target = Cluster;
+
+    fn deref(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+impl Drop for RecordedCluster {
+    fn drop(&mut self) {
+        let links = LinkTraffic::carried_since(&[], self.cluster.machine.link_traffic());
+        self.log.borrow_mut().push(RunTraffic {
+            scenario: std::mem::take(&mut self.scenario),
+            links,
+        });
+    }
 }
 
 impl Setup<'_> {
     /// A fresh cluster of the scenario (every measured run boots its own).
-    pub fn cluster(&self) -> Result<Cluster, String> {
+    pub fn cluster(&self) -> Result<RecordedCluster, String> {
         self.cluster_of(&self.scenario)
     }
 
     /// A fresh cluster of another scenario, for experiments that compare two.
-    pub fn cluster_of(&self, scenario: &str) -> Result<Cluster, String> {
-        Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())
+    pub fn cluster_of(&self, scenario: &str) -> Result<RecordedCluster, String> {
+        let cluster =
+            Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())?;
+        Ok(RecordedCluster {
+            cluster,
+            scenario: scenario.to_string(),
+            log: self.traffic.clone(),
+        })
     }
 
     /// The scenario's enumerated fabric only, to read host and device names from (no
@@ -219,6 +267,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             initiator: args.initiator,
             target_mode: args.target_mode,
         },
+        traffic: Default::default(),
     };
     if let (Some(given), false) = (
         setup.nvmeof.first_given(),
@@ -300,6 +349,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "result": report.json,
             "notes": report.notes,
             "plots": written,
+            "links": *setup.traffic.borrow(),
         });
         println!(
             "{}",

@@ -144,7 +144,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         target_mode: options.target_mode(),
         ..NvmeofConfig::default()
     };
-    let r = nvmeof_compare(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = nvmeof_compare(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
     Ok(Report {
         title: "nvmeof-compare: the native and SmartIO drivers, local and remote, vs NVMe-oF"
             .into(),

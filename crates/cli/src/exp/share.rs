@@ -40,7 +40,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         seed: setup.seed,
         ..ShareConfig::default()
     };
-    let r = share_clients(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = share_clients(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
     let expected = config.ops * config.bs;
     if let Some(c) = r.clients.iter().find(|c| c.verified_bytes != expected) {
         return Err(format!(

@@ -59,7 +59,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     });
     let mut results: Vec<ClientQd1Result> = Vec::new();
     for config in &runs {
-        let r = client_qd1(&setup.cluster()?, config).map_err(|e| e.to_string())?;
+        let r = client_qd1(&*setup.cluster()?, config).map_err(|e| e.to_string())?;
         // Without a controller memory buffer, "device memory" falls back to lender RAM,
         // which is already measured.
         if results.iter().all(|seen| seen.sq_in != r.sq_in) {

@@ -133,7 +133,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             )],
             timing,
         };
-        let result = iperf(&setup.cluster()?, &config).map_err(|e| e.to_string())?;
+        let result = iperf(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
         rows.push(Row {
             function: function.into(),
             how: how.into(),

@@ -92,7 +92,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 )
             })?,
     };
-    let (host, pool) = default_pool(&setup.cluster()?, None)?;
+    let (host, pool) = default_pool(&*setup.cluster()?, None)?;
     let local: Vec<String> = pool.iter().filter(|g| !g.contains(':')).cloned().collect();
     let borrowed: Vec<String> = pool.iter().filter(|g| g.contains(':')).cloned().collect();
     if local.is_empty() || borrowed.is_empty() {
@@ -116,7 +116,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 frames,
                 spoil: None,
             };
-            video(&setup.cluster()?, &config).map_err(|e| e.to_string())
+            video(&*setup.cluster()?, &config).map_err(|e| e.to_string())
         };
         let a = point(&local)?;
         let b = point(&pool)?;

@@ -263,7 +263,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             mode,
             ..FioConfig::new(&row.host, &row.device)
         };
-        run_fio(&setup.cluster()?, &cfg).map_err(|e| format!("{} ({}): {e}", row.label, row.host))
+        run_fio(&*setup.cluster()?, &cfg).map_err(|e| format!("{} ({}): {e}", row.label, row.host))
     };
     let qd1_interrupt = |row: &Row| FioConfig {
         rw: RwMode::RandRead,
@@ -294,7 +294,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             },
             |r| vec![Target::at_ns("p50", r.lat_ns.p50)],
             |spec| {
-                run_fio_explained(&setup.cluster()?, &qd1_interrupt(row), Some(spec))
+                run_fio_explained(&*setup.cluster()?, &qd1_interrupt(row), Some(spec))
                     .map_err(|e| format!("{} ({}): {e}", row.label, row.host))
             },
         )?;

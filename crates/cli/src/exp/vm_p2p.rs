@@ -132,12 +132,12 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 sizes: bandwidth::SIZES.to_vec(),
                 repeat,
             };
-            bench_p2p(&setup.cluster()?, &config).map_err(|e| failed(e.to_string()))
+            bench_p2p(&*setup.cluster()?, &config).map_err(|e| failed(e.to_string()))
         };
         let write = copies(P2pDirection::Write)?;
         let read = copies(P2pDirection::Read)?;
         let pingpong = device_pingpong(
-            &setup.cluster()?,
+            &*setup.cluster()?,
             &DevicePingPongConfig {
                 host: c.host.clone(),
                 a: c.a.clone(),

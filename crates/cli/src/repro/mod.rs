@@ -134,6 +134,7 @@ impl<'a> Ctx<'a> {
             ops,
             seed: self.seed,
             nvmeof: Default::default(),
+            traffic: Default::default(),
         };
         let report = Rc::new(crate::exp::produce(&setup, name, false)?);
         self.reports

@@ -247,6 +247,9 @@ pub struct FioResult {
     pub lat_ns: LatencyNs,
     /// Bytes read that were checked against what was written.
     pub verified_bytes: u64,
+    /// What each link carried from the first submission to the last completion (links that
+    /// carried nothing left out; none on an engine that costs no TLPs).
+    pub links: Vec<smartio_machine::LinkTraffic>,
 }
 
 impl FioConfig {
