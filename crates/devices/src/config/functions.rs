@@ -22,7 +22,7 @@
 //! gives to the fabric.
 
 use super::{bar, CapabilityError, CapabilityList, ConfigSpace, MsixLayout, PciExpress};
-use super::{Msix, SrIov, SrIovLayout};
+use super::{Msix, SrIov};
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{Endpoint, EndpointLayout};
 use smartio_platform::pci::{self, command, ext_cap, sriov};
@@ -64,13 +64,7 @@ impl SrIovFunctions {
         if let Some(m) = pf_msix {
             list = list.with(Msix(m));
         }
-        list = list.with_extended(SrIov(SrIovLayout {
-            total_vfs: spec.total_vfs,
-            first_vf_offset: spec.first_vf_offset,
-            vf_stride: spec.vf_stride,
-            vf_device_id: spec.vf_device_id,
-            vf_bars: spec.vf_bars.clone(),
-        }));
+        list = list.with_extended(SrIov(spec.clone()));
         let space = ConfigSpace::with_capabilities(&pf.layout, &pf.bars, &list)?;
         let Some(sriov_at) = space.extended_capability(ext_cap::SRIOV) else {
             return Ok(None);

@@ -36,7 +36,7 @@ pub use caps::{
 };
 pub use functions::{FunctionSpace, PfConfig, SrIovFunctions, VfConfig};
 pub use registers::{Accept, RegisterBlock};
-pub use sriov::{vf_routing_id, SrIovError, SrIovSettings, VfBar};
+pub use sriov::{SrIovSettings, VfBar};
 
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{BarKind, EndpointLayout};
@@ -343,6 +343,7 @@ mod tests {
 
     #[test]
     fn a_pf_driver_reads_back_what_it_programmed_in_the_sriov_capability() {
+        use smartio_fabric::sriov::vf_bdf as sriov_vf;
         use smartio_platform::pci::sriov;
         use smartio_platform::Bdf;
         let list = CapabilityList::new()
@@ -375,10 +376,18 @@ mod tests {
             (3, 4, 0x2702)
         );
         let bar0 = s.vf_bar(0).expect("VF BAR0");
-        assert_eq!(bar0.base_of(3), Some(BusAddr(0x38_0100_8000)));
+        assert_eq!((bar0.base, bar0.size), (BusAddr(0x38_0100_0000), 16 << 10));
+        // What the registers say, the fabric's arithmetic turns into routing ids.
+        let read = smartio_fabric::SriovSpec {
+            total_vfs: s.total_vfs,
+            first_vf_offset: s.first_vf_offset,
+            vf_stride: s.vf_stride,
+            vf_device_id: s.vf_device_id,
+            vf_bars: Vec::new(),
+        };
         let pf = Bdf::new(2, 0, 0);
-        assert_eq!(s.vf_routing_id(pf, 1), Ok(Bdf::new(2, 0, 4)));
-        assert_eq!(s.vf_routing_id(pf, 3), Ok(Bdf::new(2, 1, 0)));
+        assert_eq!(sriov_vf(pf, &read, 1), Some(Bdf::new(2, 0, 4)));
+        assert_eq!(sriov_vf(pf, &read, 3), Some(Bdf::new(2, 1, 0)));
         assert_eq!(
             c.bar_base(0),
             Some(0x38_0000_4000),

@@ -4,9 +4,10 @@
 //! share out — VF n's region of each VF BAR starts `(n − 1)` region sizes after the base.
 //!
 //! This is the capability only: the registers a PF driver programs (NumVFs, System Page
-//! Size, the VF BARs, then VF Enable and VF MSE) with the write rules of a real PF, and the
-//! arithmetic the fabric needs to turn them into functions ([`vf_routing_id`],
-//! [`VfBar::base_of`]). Nothing here makes a VF exist at run time.
+//! Size, the VF BARs, then VF Enable and VF MSE) with the write rules of a real PF, read back
+//! as [`SrIovSettings`]. The arithmetic that turns them into functions (each VF's routing id
+//! and its slice of every VF BAR) is the fabric's (`smartio_fabric::sriov`), which makes the
+//! VFs exist at run time; nothing here does.
 //!
 //! Not modelled: VF migration (VF Migration Capable is clear, so its control, status and
 //! state-array registers read zero), page sizes other than 4 KiB, and First VF Offset / VF
@@ -15,10 +16,9 @@
 use super::bar;
 use super::capability::ExtendedCapability;
 use super::registers::{Accept, RegisterBlock};
-use smartio_fabric::{BarKind, BarSpec};
+use smartio_fabric::BarKind;
 use smartio_platform::pci::{self, ext_cap, sriov};
-use smartio_platform::{Bdf, BusAddr};
-use thiserror::Error;
+use smartio_platform::BusAddr;
 
 /// The page sizes this PF supports: 4 KiB only. (The specification asks PFs for 8 KiB to
 /// 4 MiB as well; supporting them would make each VF BAR's alignment follow System Page
@@ -26,25 +26,14 @@ use thiserror::Error;
 pub const SUPPORTED_PAGE_SIZES: u32 = sriov::PAGE_4K;
 
 /// The smallest VF BAR region: one page of the only System Page Size (VF BARs are aligned
-/// to it).
-pub const MIN_VF_BAR_SIZE: u64 = 1 << sriov::PAGE_SHIFT;
+/// to it), as the fabric has it.
+pub use smartio_fabric::layout::MIN_VF_BAR_SIZE;
 
-/// What a PF's SR-IOV capability is built from: everything the device fixes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SrIovLayout {
-    /// TotalVFs: the most VFs the PF can have (InitialVFs is the same: no VF migration).
-    pub total_vfs: u16,
-    /// First VF Offset: VF 1's routing id minus the PF's.
-    pub first_vf_offset: u16,
-    /// VF Stride: the routing-id distance between consecutive VFs.
-    pub vf_stride: u16,
-    /// VF Device ID: the device id every VF reports.
-    pub vf_device_id: u16,
-    /// The VF BARs, like a function's own BAR specs: index 0 to 5 (a 64-bit one takes two
-    /// slots), the size of one VF's region (at least [`MIN_VF_BAR_SIZE`] once laid out), and
-    /// its kind.
-    pub vf_bars: Vec<BarSpec>,
-}
+/// What a PF's SR-IOV capability is built from: everything the device fixes — the fabric's
+/// description of the capability (one owner: the fabric checks it when a layout is read and
+/// does the routing-id and VF BAR arithmetic with it). VF BARs smaller than
+/// [`MIN_VF_BAR_SIZE`] are laid out as one page.
+pub type SrIovLayout = smartio_fabric::SriovSpec;
 
 /// The SR-IOV extended capability, version 1, of a PF with an [`SrIovLayout`].
 ///
@@ -115,51 +104,6 @@ impl ExtendedCapability for SrIov {
     }
 }
 
-/// Why a VF's routing id cannot be given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum SrIovError {
-    /// VFs are numbered from 1 to NumVFs; software asked for another one.
-    #[error("VF {n} does not exist: the PF has NumVFs = {num_vfs}")]
-    NoSuchVf {
-        /// The VF asked for.
-        n: u16,
-        /// NumVFs.
-        num_vfs: u16,
-    },
-    /// The VF's routing id would lie past the last bus (255): the device was given an
-    /// offset, stride or NumVFs it cannot use.
-    #[error("VF {n} of {pf} would have routing id {routing_id:#x}, past bus 255")]
-    PastLastBus {
-        /// The PF.
-        pf: Bdf,
-        /// The VF.
-        n: u16,
-        /// The routing id it would have (more than 16 bits).
-        routing_id: u32,
-    },
-}
-
-/// The routing id (requester id) of VF `n` (1-based) of the PF `pf`: the PF's routing id
-/// plus First VF Offset plus `(n − 1)` VF Strides (Base Specification §9.2.1.2). An error
-/// when `n` is 0 or more than `num_vfs`, or when the result is past bus 255.
-pub fn vf_routing_id(
-    pf: Bdf,
-    first_vf_offset: u16,
-    vf_stride: u16,
-    num_vfs: u16,
-    n: u16,
-) -> Result<Bdf, SrIovError> {
-    if n == 0 || n > num_vfs {
-        return Err(SrIovError::NoSuchVf { n, num_vfs });
-    }
-    let routing_id = u32::from(pf.requester_id())
-        + u32::from(first_vf_offset)
-        + u32::from(n - 1) * u32::from(vf_stride);
-    let id =
-        u16::try_from(routing_id).map_err(|_| SrIovError::PastLastBus { pf, n, routing_id })?;
-    Ok(Bdf::from_requester_id(id))
-}
-
 /// A VF BAR as software programmed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VfBar {
@@ -171,15 +115,6 @@ pub struct VfBar {
     pub base: BusAddr,
     /// The size of one VF's region.
     pub size: u64,
-}
-
-impl VfBar {
-    /// The base of VF `n`'s region (1-based): `(n − 1)` region sizes after the base; `None`
-    /// for VF 0 or an address past 2^64.
-    pub fn base_of(&self, n: u16) -> Option<BusAddr> {
-        let offset = u64::from(n.checked_sub(1)?).checked_mul(self.size)?;
-        self.base.get().checked_add(offset).map(BusAddr)
-    }
 }
 
 /// A PF's SR-IOV capability as software programmed it, read back from configuration space.
@@ -259,11 +194,6 @@ impl SrIovSettings {
         }
     }
 
-    /// The routing id of VF `n` (1 to NumVFs) of the PF `pf` ([`vf_routing_id`]).
-    pub fn vf_routing_id(&self, pf: Bdf, n: u16) -> Result<Bdf, SrIovError> {
-        vf_routing_id(pf, self.first_vf_offset, self.vf_stride, self.num_vfs, n)
-    }
-
     /// VF BAR `index`, if the PF implements it.
     pub fn vf_bar(&self, index: u8) -> Option<&VfBar> {
         self.vf_bars.iter().find(|b| b.index == index)
@@ -276,6 +206,7 @@ mod tests {
     use super::super::caps::DeviceSerialNumber;
     use super::*;
     use proptest::prelude::*;
+    use smartio_fabric::BarSpec;
 
     const MIB: u64 = 1 << 20;
 
@@ -479,8 +410,6 @@ mod tests {
         let programmed = SrIovSettings::read(&s, at);
         let bar0 = programmed.vf_bar(0).expect("VF BAR0");
         assert_eq!(bar0.base, BusAddr(0x38_0010_0000));
-        assert_eq!(bar0.base_of(3), Some(BusAddr(0x38_0030_0000)));
-        assert_eq!(bar0.base_of(0), None);
         assert_eq!(
             programmed.vf_bar(2).map(|b| b.base),
             Some(BusAddr(0xfe00_4000))
@@ -509,52 +438,6 @@ mod tests {
         let read = SrIovSettings::read(&r, 0);
         assert_eq!(read.vf_bars.len(), 1);
         assert_eq!(read.vf_bars[0].size, MIN_VF_BAR_SIZE);
-    }
-
-    #[test]
-    fn routing_ids_of_the_first_and_last_vf_follow_offset_and_stride() {
-        let pf = Bdf::new(3, 0, 0);
-        assert_eq!(vf_routing_id(pf, 1, 1, 8, 1), Ok(Bdf::new(3, 0, 1)));
-        assert_eq!(vf_routing_id(pf, 1, 1, 8, 8), Ok(Bdf::new(3, 1, 0)));
-        assert_eq!(
-            vf_routing_id(pf, 0x80, 2, 64, 64),
-            Ok(Bdf::from_requester_id(0x0300 + 0x80 + 63 * 2))
-        );
-        let (mut s, at) = laid_out();
-        write16(&mut s, at + sriov::NUM_VFS, 8);
-        let read = SrIovSettings::read(&s, at);
-        assert_eq!(read.vf_routing_id(pf, 8), Ok(Bdf::new(3, 1, 0)));
-        assert_eq!(
-            read.vf_routing_id(pf, 9),
-            Err(SrIovError::NoSuchVf { n: 9, num_vfs: 8 })
-        );
-        assert_eq!(
-            read.vf_routing_id(pf, 0),
-            Err(SrIovError::NoSuchVf { n: 0, num_vfs: 8 })
-        );
-    }
-
-    #[test]
-    fn a_routing_id_past_the_last_bus_is_an_error() {
-        let pf = Bdf::new(0xff, 0x1f, 0);
-        assert_eq!(
-            vf_routing_id(pf, 1, 1, 8, 7),
-            Ok(Bdf::new(0xff, 0x1f, 7)),
-            "the last routing id"
-        );
-        assert_eq!(
-            vf_routing_id(pf, 1, 1, 8, 8),
-            Err(SrIovError::PastLastBus {
-                pf,
-                n: 8,
-                routing_id: 0x1_0000
-            })
-        );
-        assert_eq!(
-            vf_routing_id(Bdf::new(0, 0, 0), u16::MAX, u16::MAX, u16::MAX, u16::MAX)
-                .map_err(|e| matches!(e, SrIovError::PastLastBus { .. })),
-            Err(true)
-        );
     }
 
     proptest! {
