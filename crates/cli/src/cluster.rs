@@ -28,6 +28,18 @@ pub enum ClusterCommand {
         #[arg(long, value_name = "DIR")]
         prefix: std::path::PathBuf,
     },
+    /// Print the daemon's own figures: descriptors, devices and their borrowers, segments,
+    /// each NTB adapter's look-up-table and requester-id usage against its limits, and the
+    /// accesses it emulated over each link (CPU loads and stores into mapped segments are
+    /// shared-memory accesses it never sees, so they are not counted).
+    Stats {
+        /// Its socket [default: $SMARTIO_SOCKET, else /tmp/smartio-cluster.sock].
+        #[arg(long, value_name = "PATH")]
+        socket: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the daemon listening at --socket.
     Down {
         /// Its socket [default: $SMARTIO_SOCKET, else /tmp/smartio-cluster.sock].
@@ -60,6 +72,23 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
             Ok(())
         }
         ClusterCommand::Install { prefix } => install(&prefix),
+        ClusterCommand::Stats { socket, json } => {
+            let path = socket_path(socket);
+            let conn = Connection::open(&path)
+                .map_err(|e| format!("no cluster daemon answers at {path}: {e}"))?;
+            let stats = match conn.call(&Request::Stats) {
+                Ok((Reply::Stats(stats), _)) => stats,
+                Ok((other, _)) => return Err(format!("the daemon at {path} answered {other:?}")),
+                Err(e) => return Err(format!("the daemon at {path}: {e}")),
+            };
+            if json {
+                let text = serde_json::to_string_pretty(&stats).map_err(|e| e.to_string())?;
+                println!("{text}");
+            } else {
+                print!("{}", render_stats(&stats));
+            }
+            Ok(())
+        }
         ClusterCommand::Down { socket } => {
             let path = socket_path(socket);
             let conn = Connection::open(&path)
@@ -71,6 +100,44 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
             }
         }
     }
+}
+
+/// `cluster stats` as text.
+fn render_stats(s: &smartio_live::stats::ClusterStats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cluster {}: {} descriptors open, {} segments, {} accesses emulated",
+        s.scenario, s.descriptors, s.segments, s.accesses
+    );
+    let _ = writeln!(out, "devices:");
+    for d in &s.devices {
+        let by = if d.borrowers.is_empty() {
+            "available".to_string()
+        } else {
+            format!("borrowed by {}", d.borrowers.join(", "))
+        };
+        let _ = writeln!(out, "  {} (fdid {}, {}): {by}", d.device, d.fdid, d.kind);
+    }
+    let _ = writeln!(out, "adapters:");
+    for a in &s.adapters {
+        let _ = writeln!(
+            out,
+            "  {} (node {}): LUT {}/{}, requester ids {}/{}",
+            a.adapter, a.node_id, a.lut_used, a.lut_entries, a.requester_ids_used, a.requester_ids
+        );
+    }
+    let _ = writeln!(out, "links (accesses and bytes each way):");
+    for l in &s.links {
+        let _ = writeln!(
+            out,
+            "  {}: down {} / {} B, up {} / {} B",
+            l.link, l.down.accesses, l.down.bytes, l.up.accesses, l.up.bytes
+        );
+    }
+    let _ = writeln!(out, "not counted: {}", s.not_counted);
+    out
 }
 
 /// The environment variable naming the libsisci.so to install (searched first).

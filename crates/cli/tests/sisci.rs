@@ -596,3 +596,34 @@ fn a_segment_hears_programs_connect_and_disconnect_through_a_callback_and_a_wait
         "{said}"
     );
 }
+
+/// `cluster stats` asks a running daemon for its own figures: as text and as JSON, with every
+/// device, every adapter's tables within their limits, and what is not counted said.
+#[test]
+fn cluster_stats_prints_the_daemons_figures_as_text_and_json() {
+    let dir = dir("stats");
+    let live = Live::up(&dir, "back-to-back");
+    let sock = live.sock.to_str().expect("a UTF-8 path").to_string();
+    let sock = sock.as_str();
+    let (ok, text, err) = common::smartio(&["cluster", "stats", "--socket", sock]);
+    assert!(ok, "{err}");
+    assert!(
+        text.starts_with("cluster back-to-back: 0 descriptors open, 0 segments"),
+        "{text}"
+    );
+    assert!(text.contains("lender:nvme0 (fdid"), "{text}");
+    assert!(text.contains("not counted: CPU loads and stores"), "{text}");
+    let (ok, json, err) = common::smartio(&["cluster", "stats", "--socket", sock, "--json"]);
+    assert!(ok, "{err}");
+    let v = common::json(&json);
+    assert_eq!(v["scenario"], "back-to-back");
+    let adapters = v["adapters"].as_array().expect("adapters");
+    assert_eq!(adapters.len(), 2);
+    for a in adapters {
+        let (used, of) = (a["lut_used"].as_u64(), a["lut_entries"].as_u64());
+        assert!(used <= of && of > Some(0), "{a}");
+    }
+    drop(live);
+    let (ok, _, err) = common::smartio(&["cluster", "stats", "--socket", sock]);
+    assert!(!ok && err.contains("no cluster daemon answers at"), "{err}");
+}

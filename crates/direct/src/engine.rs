@@ -78,6 +78,8 @@ struct State {
     link_waiters: Vec<Waker>,
     faults: Vec<FaultRecord>,
     counters: Counters,
+    /// What each link carried, by link and direction (see [`State::count_route`]).
+    links: Vec<[smartio_machine::LaneTraffic; 2]>,
 }
 
 impl DirectEngine {
@@ -138,6 +140,7 @@ impl DirectEngine {
                     link_waiters: Vec::new(),
                     faults: Vec::new(),
                     counters: Counters::default(),
+                    links: Vec::new(),
                 }),
                 exec: RefCell::new(Executor::default()),
                 now: std::cell::Cell::new(SimTime::ZERO),
@@ -279,6 +282,7 @@ impl DirectEngine {
             )?;
             for (offset, route) in pieces {
                 let piece = &data[offset as usize..(offset + route.len) as usize];
+                state.count_route(&route.hops, route.len, false);
                 if route.branches.is_empty() {
                     state.deliver(route.target, piece, &mut wakers);
                 } else {
@@ -306,6 +310,7 @@ impl DirectEngine {
         data.resize(len, 0);
         let mut result = Ok(());
         for (offset, route) in pieces {
+            state.count_route(&route.hops, route.len, true);
             let buf = &mut data[offset as usize..(offset + route.len) as usize];
             if let Err(e) = state.answer(route.target, buf) {
                 result = result.and(Err(e));
@@ -407,6 +412,30 @@ impl DirectEngine {
 type ReadResult = Result<Vec<u8>, AccessError>;
 
 impl State {
+    /// Counts one access of `bytes` on every link `hops` crosses (the way they go), and with
+    /// `answered`, its answer of those bytes the other way (a read's request carries none).
+    /// The direct engine moves whole accesses: one per access, its bytes as payload and on
+    /// the wire alike, no time busy.
+    fn count_route(&mut self, hops: &[smartio_fabric::Hop], bytes: u64, answered: bool) {
+        for hop in hops {
+            let link = hop.link.index();
+            if self.links.len() <= link {
+                self.links.resize(link + 1, Default::default());
+            }
+            let dir = hop.dir as usize;
+            let lanes = &mut self.links[link];
+            lanes[dir].tlps += 1;
+            let carrying = if answered {
+                lanes[1 - dir].tlps += 1;
+                &mut lanes[1 - dir]
+            } else {
+                &mut lanes[dir]
+            };
+            carrying.payload_bytes += bytes;
+            carrying.wire_bytes += bytes;
+        }
+    }
+
     /// Lands `data` at `target`, collecting the wakers to call once the state is released.
     fn deliver(&mut self, target: Target, data: &[u8], wakers: &mut Vec<Waker>) {
         self.counters.tlp_arrivals += 1;
@@ -697,6 +726,23 @@ impl Engine for DirectEngine {
 
     fn counters(&self) -> Counters {
         self.inner.state.borrow().counters
+    }
+
+    fn link_traffic(&self) -> Vec<smartio_machine::LinkTraffic> {
+        let s = self.inner.state.borrow();
+        s.fabric
+            .links()
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let [down, up] = s.links.get(i).copied().unwrap_or_default();
+                smartio_machine::LinkTraffic {
+                    link: l.name.clone(),
+                    down,
+                    up,
+                }
+            })
+            .collect()
     }
 
     fn cpu_timing(&self) -> CpuTiming {

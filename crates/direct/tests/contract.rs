@@ -247,3 +247,33 @@ fn on_the_wall_clock_accesses_land_in_the_memory_given() {
     m.peek_memory(HostId(0), PhysAddr(0x2000), &mut buf);
     assert_eq!(&buf, b"live");
 }
+
+/// The direct engine moves whole accesses, and counts them per link: a device's write of
+/// 4 KiB and its read of 100 bytes are one access each up its link (the write's bytes; the
+/// read's request carries none), the read's answer one access of 100 bytes down. The CPU's
+/// own RAM crosses no link.
+#[test]
+fn each_link_counts_the_accesses_and_bytes_it_carried_each_way() {
+    let m = machine();
+    let (dev, cpu) = (dev0(&m), m.cpu(HostId(0)));
+    m.spawn(async move {
+        dev.write(BusAddr(0x1000), &[7; 4096])
+            .await
+            .expect("lands in RAM");
+        let mut buf = [0u8; 100];
+        dev.read(BusAddr(0x1000), &mut buf).await.expect("RAM");
+        cpu.write(BusAddr(0x9000), &[1; 64]).await.expect("RAM");
+    });
+    m.run();
+    let links = m.link_traffic();
+    assert_eq!(links.len(), 1);
+    let l = &links[0];
+    assert_eq!(l.link, "h -> h.dev0");
+    assert_eq!((l.up.tlps, l.up.payload_bytes), (2, 4096));
+    assert_eq!((l.down.tlps, l.down.payload_bytes), (1, 100));
+    assert_eq!(
+        (l.up.wire_bytes, l.up.busy_ps, l.down.busy_ps),
+        (4096, 0, 0),
+        "no framing and no time in this engine"
+    );
+}

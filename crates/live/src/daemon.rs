@@ -220,6 +220,8 @@ pub struct Daemon {
     /// Segment events waiting to be taken ([`crate::events`]).
     pub(crate) segment_events: crate::events::Events,
     stop: Rc<std::cell::Cell<bool>>,
+    /// The scenario it runs, as `cluster up` named it.
+    pub(crate) scenario: String,
 }
 
 impl Table {
@@ -308,7 +310,18 @@ impl Daemon {
             reflective: crate::reflect::Reflective::default(),
             segment_events: Rc::default(),
             stop: Rc::default(),
+            scenario: scenario.to_string(),
         })
+    }
+
+    /// Descriptors open: connections that said which host they are.
+    pub(crate) fn descriptors(&self) -> usize {
+        self.table
+            .borrow()
+            .conns
+            .values()
+            .filter(|c| c.host.is_some())
+            .count()
     }
 
     /// The hosts and the node id of each one's adapters, for the start-up message.
@@ -593,6 +606,7 @@ impl Daemon {
                 self.stop.set(true);
                 Ok(Some((Reply::Done, None)))
             }
+            (_, Request::Stats) => Ok(Some((Reply::Stats(Box::new(self.stats())), None))),
             (None, Request::Hello { host, attach }) => self.hello(conn, &host, attach),
             (Some(_), Request::Hello { .. }) => Err(SciError::Illegal(
                 "this connection has already said which host it is".into(),
@@ -710,7 +724,9 @@ impl Daemon {
         let sisci = self.smartio.sisci().clone();
         let done = |reply| Ok(Some((reply, None)));
         match request {
-            Request::Hello { .. } | Request::Shutdown => unreachable!("handled by the caller"),
+            Request::Hello { .. } | Request::Shutdown | Request::Stats => {
+                unreachable!("handled by the caller")
+            }
             Request::DeviceList
             | Request::BorrowDevice { .. }
             | Request::ReturnDevice { .. }

@@ -18,5 +18,6 @@ mod pages;
 pub mod protocol;
 mod reflect;
 pub mod shm;
+pub mod stats;
 
 pub use daemon::{Daemon, DaemonError};

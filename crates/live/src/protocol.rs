@@ -332,6 +332,8 @@ pub enum Request {
     },
     /// Stops the daemon (`smartio cluster down`).
     Shutdown,
+    /// The daemon's own figures (`smartio cluster stats`); needs no Hello.
+    Stats,
 }
 
 /// The longest name `NodeIdsByName` takes.
@@ -422,6 +424,8 @@ pub enum Reply {
     Made(Handle),
     /// The devices SmartIO lends.
     Devices(Vec<DeviceEntry>),
+    /// The daemon's figures.
+    Stats(Box<crate::stats::ClusterStats>),
     /// Node ids.
     NodeIds(Vec<u32>),
     /// A segment event.

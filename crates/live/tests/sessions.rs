@@ -456,6 +456,7 @@ fn entry(size: u64, local_offset: u64, remote_offset: u64) -> smartio_live::prot
 fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes() {
     let mut d = daemon("dma");
     let before = d.resources_in_use();
+    let idle = d.stats();
     let lender = hello(&mut d, "lender");
     let borrower = hello(&mut d, "borrower");
     let (far, far_id, far_phys) = segment(&mut d, lender, 1 << 20);
@@ -526,6 +527,26 @@ fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes()
     let mut landed = vec![0u8; 4096];
     d.peek_ram("borrower", near_phys + (128 << 10), &mut landed);
     assert_eq!(landed, data[..4096], "pulled bytes");
+    // The daemon's own figures: two descriptors, four segments (three of the program's and
+    // the DMA queue's ring), the borrower's adapter a requester id more (its DMA engine's,
+    // for the read requests of the pull it sends through), and the cable carried the push towards the
+    // lender and the pull back.
+    let stats = d.stats();
+    assert_eq!((stats.descriptors, stats.segments), (2, 4));
+    let ids = |s: &smartio_live::stats::ClusterStats| -> Vec<usize> {
+        s.adapters.iter().map(|a| a.requester_ids_used).collect()
+    };
+    assert_eq!(ids(&idle), [2, 2], "the CPUs' own: {:?}", idle.adapters);
+    assert_eq!(ids(&stats), [3, 2], "{:?}", stats.adapters);
+    assert!(stats.accesses > 0);
+    let cable = stats
+        .links
+        .iter()
+        .find(|l| l.link == "lender.ntb0 -> borrower.ntb0")
+        .expect("the cable carried the copies");
+    assert!(cable.up.bytes >= 64 << 10, "{cable:?}");
+    assert!(cable.down.bytes >= 4096, "{cable:?}");
+    assert!(stats.not_counted.contains("CPU loads and stores"));
     // Refusals, each before anything is posted.
     for (entries, flags, local, code) in [
         (vec![entry(8, 0, 0)], DMA_SYSDMA, near, ILLEGAL_FLAG),
@@ -625,4 +646,54 @@ fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave
         )),
         ILLEGAL_PARAMETER
     );
+}
+
+/// `cluster stats` follows a borrow: the device shows its borrower while it is borrowed, and
+/// closing the program gives it and every table entry back.
+#[test]
+fn the_daemons_figures_follow_a_borrow_and_its_return() {
+    let mut d = daemon("stats");
+    let idle = d.stats();
+    assert_eq!(
+        (idle.scenario.as_str(), idle.descriptors),
+        ("back-to-back", 0)
+    );
+    assert!(idle.devices.iter().all(|dev| dev.borrowers.is_empty()));
+    let limits = |s: &smartio_live::stats::ClusterStats| {
+        s.adapters
+            .iter()
+            .all(|a| a.lut_used <= a.lut_entries && a.requester_ids_used <= a.requester_ids)
+    };
+    assert!(limits(&idle));
+    let borrower = hello(&mut d, "borrower");
+    let nvme = d
+        .stats()
+        .devices
+        .into_iter()
+        .find(|dev| dev.device == "lender:nvme0")
+        .expect("lent");
+    assert_eq!(nvme.kind, "nvme");
+    handle(ask(
+        &mut d,
+        borrower,
+        Request::BorrowDevice {
+            fdid: nvme.fdid,
+            exclusive: true,
+        },
+    ));
+    let lent = d.stats();
+    assert_eq!(lent.descriptors, 1);
+    let now = lent
+        .devices
+        .iter()
+        .find(|dev| dev.device == "lender:nvme0")
+        .expect("lent");
+    assert_eq!(now.borrowers, ["borrower"]);
+    assert!(limits(&lent));
+    d.close_session(borrower);
+    assert!(d.settle(Duration::from_secs(5)));
+    let back = d.stats();
+    assert_eq!(back.descriptors, 0);
+    assert!(back.devices.iter().all(|dev| dev.borrowers.is_empty()));
+    assert_eq!(back.adapters, idle.adapters, "every table entry given back");
 }

@@ -276,6 +276,14 @@ impl World {
         };
         let mut must_succeed = false;
         let request = match *ask {
+            // Needs no Hello; a closed session's socket may still be answered.
+            Ask::Stats => {
+                return Sent {
+                    request: Request::Stats,
+                    must_fail: false,
+                    must_succeed: !self.sessions[s].gone,
+                };
+            }
             Ask::Hello(name, attach) => {
                 let session = &self.sessions[s];
                 let host = self.host_index(name);
@@ -664,6 +672,20 @@ impl World {
                 self.give(s, handle, Kind::Requester, 0, None)
             }
             (Request::MapForDevice { .. } | Request::StartDma { .. }, Reply::Value(_)) => {}
+            (Request::Stats, Reply::Stats(stats)) => {
+                for a in &stats.adapters {
+                    assert!(
+                        a.lut_used <= a.lut_entries && a.requester_ids_used <= a.requester_ids,
+                        "{a:?}: past its limits"
+                    );
+                }
+                let open = self.sessions.iter().filter(|x| x.host.is_some()).count();
+                assert!(
+                    stats.descriptors <= open,
+                    "{} descriptors open, the sessions said which host they are {open} times",
+                    stats.descriptors
+                );
+            }
             (Request::NodeIdsByName { name }, Reply::NodeIds(ids)) => {
                 let host = self.hosts.iter().find(|(n, _)| n == name);
                 match host {

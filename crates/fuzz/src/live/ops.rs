@@ -229,6 +229,8 @@ pub enum Ask {
     ProbeNode(u32, u32),
     /// `NodeIdsByName`: a host's name, an adapter's, or a name too long.
     NodeIdsByName(NodeName),
+    /// `Stats`: the daemon's own figures (no Hello needed).
+    Stats,
 }
 
 /// A name `NodeIdsByName` asks about.
@@ -330,6 +332,7 @@ impl Ask {
             Ask::WaitSegmentEvent(..) => "WaitSegmentEvent",
             Ask::ProbeNode(..) => "ProbeNode",
             Ask::NodeIdsByName(..) => "NodeIdsByName",
+            Ask::Stats => "Stats",
         }
     }
 }
@@ -439,7 +442,7 @@ fn ask(k: u8, i: &mut Input) -> Ask {
 const DMA_READ: u32 = 0x10;
 
 fn dma(i: &mut Input) -> Ask {
-    match i.u8() % 14 {
+    match i.u8() % 15 {
         0 => {
             let entries = match i.u8() % 8 {
                 0 => 0,
@@ -484,6 +487,7 @@ fn dma(i: &mut Input) -> Ask {
         10 => Ask::Flush(pick(i)),
         11 => Ask::WaitSegmentEvent(pick(i), u32::from(i.u8()) % (MAX_WAIT_MS + 1)),
         12 => Ask::ProbeNode(adapter(i), node(i)),
+        13 => Ask::Stats,
         _ => Ask::NodeIdsByName(match i.u8() % 4 {
             0 | 1 => NodeName::Host(host_name(i)),
             2 => NodeName::Adapter,

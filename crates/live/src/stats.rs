@@ -1,0 +1,152 @@
+//! The daemon's own figures (`smartio cluster stats`): what it holds and what it has emulated
+//! so far — descriptors, devices and who borrows them, segments, each NTB adapter's
+//! look-up-table and requester-id usage against its limits, and the accesses it carried over
+//! each link.
+//!
+//! What the daemon never sees is not counted: a program's CPU loads and stores into a
+//! mapped segment are plain accesses to shared memory, so they are in no figure here (the
+//! device DMA, NVMe commands, SISCI DMA queues and interrupts the daemon emulates are).
+
+use crate::daemon::Daemon;
+use serde::{Deserialize, Serialize};
+use smartio_fabric::{AdapterId, HostId};
+
+/// The daemon's figures at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStats {
+    /// The scenario it runs.
+    pub scenario: String,
+    /// Descriptors open (programs' connections that said which host they are).
+    pub descriptors: usize,
+    /// Segments that exist.
+    pub segments: usize,
+    /// Every registered device and who borrows it.
+    pub devices: Vec<DeviceStats>,
+    /// Every NTB adapter's tables.
+    pub adapters: Vec<AdapterStats>,
+    /// Accesses the daemon emulated (each device DMA, register access and interrupt it
+    /// carried: one per access).
+    pub accesses: u64,
+    /// What each link carried, each way, as accesses and bytes (links that carried nothing
+    /// left out).
+    pub links: Vec<LinkStats>,
+    /// What the figures leave out.
+    pub not_counted: String,
+}
+
+/// A registered device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceStats {
+    /// `lender:device`.
+    pub device: String,
+    /// Its fabric device id.
+    pub fdid: u32,
+    /// Its kind (`nvme`, `gpu`, `dma`, ...).
+    pub kind: String,
+    /// The hosts (or `host/vm`) borrowing it now.
+    pub borrowers: Vec<String>,
+}
+
+/// An NTB adapter's tables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterStats {
+    /// The adapter, as `topo` names it.
+    pub adapter: String,
+    /// Its host.
+    pub host: String,
+    /// Its cluster-wide node id.
+    pub node_id: u32,
+    /// Look-up-table entries in use.
+    pub lut_used: usize,
+    /// Look-up-table entries it has.
+    pub lut_entries: usize,
+    /// Requester-id entries in use (the CPU's reserved ones included).
+    pub requester_ids_used: usize,
+    /// Requester-id entries it has.
+    pub requester_ids: usize,
+}
+
+/// What one link carried, each way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Carried {
+    /// Accesses.
+    pub accesses: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// One link's traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkStats {
+    /// The link, `a -> b`.
+    pub link: String,
+    /// From `a` to `b`.
+    pub down: Carried,
+    /// From `b` to `a`.
+    pub up: Carried,
+}
+
+/// What [`ClusterStats::not_counted`] says.
+pub const NOT_COUNTED: &str = "CPU loads and stores into mapped segments: programs make them \
+     on shared memory, which the daemon never sees";
+
+impl Daemon {
+    /// The daemon's figures now.
+    pub fn stats(&self) -> ClusterStats {
+        let machine = &self.cluster.machine;
+        let fabric = machine.fabric();
+        let host_name = |h: HostId| fabric.host(h).name.clone();
+        let adapters = (0..fabric.adapters().len() as u32)
+            .map(AdapterId)
+            .map(|id| {
+                let a = fabric.adapter(id);
+                AdapterStats {
+                    adapter: fabric.adapter_name(id),
+                    host: host_name(a.host),
+                    node_id: a.node_id.0,
+                    lut_used: a.lut_used(),
+                    lut_entries: a.lut().len(),
+                    requester_ids_used: a.requester_ids_used(),
+                    requester_ids: a.requester_ids(),
+                }
+            })
+            .collect();
+        let devices = self
+            .smartio
+            .devices()
+            .into_iter()
+            .map(|d| DeviceStats {
+                device: d.qualified(),
+                fdid: d.fdid.0,
+                kind: d.kind.clone(),
+                borrowers: d.borrowers.iter().map(|b| b.host.clone()).collect(),
+            })
+            .collect();
+        let links = machine
+            .link_traffic()
+            .into_iter()
+            .filter(|l| l.down.tlps + l.up.tlps > 0)
+            .map(|l| {
+                let carried = |t: smartio_machine::LaneTraffic| Carried {
+                    accesses: t.tlps,
+                    bytes: t.payload_bytes,
+                };
+                LinkStats {
+                    link: l.link,
+                    down: carried(l.down),
+                    up: carried(l.up),
+                }
+            })
+            .collect();
+        ClusterStats {
+            scenario: self.scenario.clone(),
+            descriptors: self.descriptors(),
+            segments: self.smartio.sisci().segment_count(),
+            devices,
+            adapters,
+            accesses: machine.counters().tlp_arrivals,
+            links,
+            not_counted: NOT_COUNTED.into(),
+        }
+    }
+}
