@@ -362,6 +362,55 @@ fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
     assert!(!sock.exists(), "the server removes its socket");
 }
 
+/// What `command` printed, if it ends within `limit`; a command still running then (a
+/// server that listens) is killed and fails the test.
+fn output_within(command: &mut Process, limit: Duration) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_empty_socket_path_is_refused_as_cluster_up_refuses_it_and_nothing_listens() {
+    // Bound as given, "" listened on an automatically named abstract socket and printed
+    // `nbd+unix:///`, a URI no client can reach.
+    let mut serve = serve_nbd();
+    serve.args(["--socket", ""]);
+    let mut cluster = Process::new(BIN);
+    cluster.args([
+        "cluster",
+        "up",
+        "--scenario",
+        "back-to-back",
+        "--socket",
+        "",
+    ]);
+    for command in [&mut serve, &mut cluster] {
+        let out = output_within(command, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "smartio: socket \"\": an empty path\n"
+        );
+        assert!(out.stdout.is_empty(), "{out:?}");
+    }
+}
+
 #[test]
 fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
     // A port of this process's own, away from the usual ones.

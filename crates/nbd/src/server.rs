@@ -7,11 +7,12 @@
 
 use crate::budget::Budget;
 use crate::handshake::{negotiate, Export, HandshakeError};
+use crate::socket_path::{check_socket_path, SocketPathError};
 use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -26,9 +27,10 @@ pub enum ServeError {
     /// Another server answers on that socket.
     #[error("{}: another server is already listening on this socket", .0.display())]
     SocketInUse(PathBuf),
-    /// The path is something other than a socket.
-    #[error("{}: exists and is not a socket; not replacing it", .0.display())]
-    NotASocket(PathBuf),
+    /// The path cannot be a socket (empty, too long, in a missing directory, or something
+    /// other than a socket is there).
+    #[error(transparent)]
+    SocketPath(#[from] SocketPathError),
     /// The port is taken (or not ours to take).
     #[error("127.0.0.1:{port}: {source}")]
     Port {
@@ -63,13 +65,13 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Listens on a Unix socket at `path`. A stale socket file (nobody answers) is
-    /// replaced; a live one is [`ServeError::SocketInUse`].
+    /// Listens on a Unix socket at `path`, which must pass [`check_socket_path`] (an empty
+    /// path, say, is refused rather than bound to an automatically named abstract address).
+    /// A stale socket file (nobody answers) is replaced; a live one is
+    /// [`ServeError::SocketInUse`].
     pub fn unix(path: &Path) -> Result<Listener, ServeError> {
+        check_socket_path(path)?;
         match std::fs::symlink_metadata(path) {
-            Ok(meta) if !meta.file_type().is_socket() => {
-                return Err(ServeError::NotASocket(path.to_path_buf()))
-            }
             Ok(_) => {
                 if UnixStream::connect(path).is_ok() {
                     return Err(ServeError::SocketInUse(path.to_path_buf()));
@@ -650,6 +652,18 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_socket_path_is_refused_rather_than_bound_to_an_abstract_address() {
+        match Listener::unix(Path::new("")) {
+            Err(ServeError::SocketPath(e)) => {
+                assert_eq!(e.problem, crate::socket_path::SocketPathProblem::Empty);
+                assert_eq!(e.to_string(), "socket \"\": an empty path");
+            }
+            Ok(l) => panic!("listening at {}", l.uri()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
     fn a_second_server_on_a_live_socket_is_refused_and_a_stale_one_replaced() {
         let dir = std::env::temp_dir().join(format!("smartio-nbd-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -677,7 +691,10 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         assert!(matches!(
             Listener::unix(&file),
-            Err(ServeError::NotASocket(_))
+            Err(ServeError::SocketPath(SocketPathError {
+                problem: crate::socket_path::SocketPathProblem::NotASocket,
+                ..
+            }))
         ));
         assert_eq!(
             std::fs::read(&file).unwrap(),
