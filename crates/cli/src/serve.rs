@@ -170,7 +170,12 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
             w1.saturating_sub(w0)
         );
     }
-    export.close().map_err(|e| e.to_string())
+    // Writes acknowledged since the last FLUSH reach the backing file before the process
+    // ends; if they cannot, the exit status says so.
+    let durable = export.make_durable(&stats);
+    let closed = export.close();
+    durable.map_err(|e| e.to_string())?;
+    closed.map_err(|e| e.to_string())
 }
 
 /// Turns transparent huge pages off for this process, before the cluster allocates anything.

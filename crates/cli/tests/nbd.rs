@@ -129,6 +129,7 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     assert!(c.structured);
     let f = c.flags;
     assert_ne!(f & transmission_flags::SEND_FLUSH, 0);
+    assert_ne!(f & transmission_flags::SEND_FUA, 0);
     assert_ne!(f & transmission_flags::SEND_WRITE_ZEROES, 0);
     assert_ne!(f & transmission_flags::SEND_TRIM, 0);
     assert_eq!(f & transmission_flags::READ_ONLY, 0);

@@ -13,6 +13,14 @@
 //! Data: a request of up to the export's largest payload is cut into transfers of at most
 //! the controller's MDTS, done one after another through one I/O buffer of the workload's
 //! host; buffers come from a pool of one per queue entry, and a request waits for one.
+//!
+//! Durability: `NBD_CMD_FLUSH` is an NVMe Flush, and a request with `NBD_CMD_FLAG_FUA`
+//! (the export offers it) is its NVMe commands followed by a Flush, before the reply — as
+//! Linux's block layer does for a device without FUA. What a Flush makes durable is the
+//! controller's store's business: a backing file is synced (`fdatasync`), memory has nothing
+//! to make durable beyond the process. Writes acknowledged and not covered by a later
+//! Flush are counted ([`NbdStats::unflushed`]); [`NbdExport::make_durable`] flushes them
+//! when serving ends.
 
 use crate::booted::run_workload;
 use crate::fio::backend::{Backend, Buffer, ClientBench};
@@ -23,7 +31,7 @@ use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
 use smartio_machine::{Counters, Machine};
 use smartio_nbd::server::{Answer, Event, Replier};
-use smartio_nbd::wire::transmission_flags;
+use smartio_nbd::wire::{command_flags, transmission_flags};
 use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
 use smartio_platform::{Clock, FifoPool, SimDuration, SimTime};
 use std::cell::{Cell, RefCell};
@@ -144,6 +152,11 @@ pub struct NbdStats {
     pub refused: u64,
     /// Requests the device failed.
     pub failed: u64,
+    /// Writes, write-zeroes and trims acknowledged (answered as done) and not covered by a
+    /// Flush that started after they completed: what a power loss could take if the store
+    /// is a file (memory keeps nothing past the process anyway). A FUA request is durable
+    /// on its own and never counts here.
+    pub unflushed: u64,
     /// Virtual time the clock ran while serving.
     pub virtual_elapsed: SimDuration,
     /// Wall time from the first request to the last reply.
@@ -173,6 +186,7 @@ impl NbdStats {
             bytes_written: 0,
             refused: 0,
             failed: 0,
+            unflushed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
             events: 0,
@@ -206,6 +220,17 @@ pub enum NbdError {
     /// Setting up the host, driver or client failed.
     #[error(transparent)]
     Setup(#[from] FioError),
+    /// Acknowledged writes could not be made durable: the Flush after serving failed
+    /// (with a backing file, its `fdatasync`). Fatal: the caller must not claim success.
+    #[error(
+        "{writes} acknowledged writes may not be durable: the flush after serving failed: {source}"
+    )]
+    NotDurable {
+        /// Writes acknowledged and not covered by a successful Flush.
+        writes: u64,
+        /// Why the Flush failed.
+        source: FioError,
+    },
     /// Requests stayed in flight with nothing left for the emulation to do (an emulator
     /// bug); what every task waits for.
     #[error("requests in flight but the emulation has nothing to do at {at}: {waiting}")]
@@ -307,6 +332,8 @@ impl NbdExport {
     /// size.
     pub fn export(&self) -> Export {
         let mut flags = transmission_flags::SEND_FLUSH
+            // Honoured by a Flush after the request's commands (see the module's docs).
+            | transmission_flags::SEND_FUA
             | transmission_flags::SEND_WRITE_ZEROES
             | transmission_flags::SEND_TRIM
             // No cache in the server: every connection's writes reach the same controller.
@@ -354,6 +381,7 @@ impl NbdExport {
             first: Cell::new(None),
             last: Cell::new(None),
             outbox: RefCell::new(HashMap::new()),
+            durability: Rc::new(Durability::default()),
         });
         let mut conns: HashMap<u64, Replier> = HashMap::new();
         let mut seen_client = false;
@@ -472,8 +500,30 @@ impl NbdExport {
         run_workload(&self.machine, async move { backend.io_commands().await })
     }
 
+    /// Makes every write `stats` counts as acknowledged and not flushed durable: one NVMe
+    /// Flush through the export's driver (with a backing file, an `fdatasync` of it). Nothing
+    /// to do when `stats.unflushed` is 0. Its failure is [`NbdError::NotDurable`], naming
+    /// how many acknowledged writes are at risk.
+    pub fn make_durable(&self, stats: &NbdStats) -> Result<(), NbdError> {
+        if stats.unflushed == 0 {
+            return Ok(());
+        }
+        let (backend, pool, nsid) = (self.backend.clone(), self.pool.clone(), self.cfg.nsid);
+        run_workload(&self.machine, async move {
+            let buffer = pool.take().await;
+            let flushed = backend.submit(0, BlockOp::Flush, nsid, 0, 0, buffer).await;
+            pool.give(buffer);
+            flushed
+        })
+        .map_err(|source| NbdError::NotDurable {
+            writes: stats.unflushed,
+            source,
+        })
+    }
+
     /// Brings the figures that are not counted per request up to now.
     fn elapsed(&self, s: &mut NbdStats, state: &ServeState, started: SimTime, counted: Counters) {
+        s.unflushed = state.durability.unflushed();
         let now = self.machine.counters();
         s.virtual_elapsed = self.machine.now().since(started);
         s.wall_elapsed = wall_span(state);
@@ -515,6 +565,7 @@ impl NbdExport {
             lba: u64::from(self.lba_size),
             transfer: self.transfer,
             job,
+            durability: state.durability.clone(),
         };
         let state = state.clone();
         state.in_flight.set(state.in_flight.get() + 1);
@@ -524,7 +575,11 @@ impl NbdExport {
             let t0 = cpu.now();
             let (cookie, offset, len) = (request.cookie, request.offset, u64::from(request.len));
             let kind = Kind::of(&request.command);
+            let fua = request.flags & command_flags::FUA != 0;
             let outcome = io.run(request).await;
+            if matches!(outcome, Outcome::Done(_)) && kind.writes() && !fua {
+                state.durability.acknowledged();
+            }
             {
                 let mut s = state.stats.borrow_mut();
                 match (&outcome, kind) {
@@ -585,6 +640,11 @@ impl Kind {
         }
     }
 
+    /// Whether it changes the export's bytes (and so has something to make durable).
+    fn writes(self) -> bool {
+        matches!(self, Kind::Write | Kind::WriteZeroes | Kind::Trim)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Read => "NBD_CMD_READ",
@@ -630,6 +690,39 @@ struct ServeState {
     last: Cell<Option<Instant>>,
     /// Answers not sent yet, by connection.
     outbox: RefCell<HashMap<u64, Pending>>,
+    /// Which acknowledged writes a Flush has covered.
+    durability: Rc<Durability>,
+}
+
+/// Which acknowledged writes are durable. Writes are numbered as they are acknowledged; a
+/// Flush covers those numbered before it started (a write acknowledged while it runs may
+/// have reached the store after the sync), and once it succeeds they are durable.
+#[derive(Debug, Default)]
+struct Durability {
+    /// Writes acknowledged (FUA requests excepted: durable on their own).
+    acknowledged: Cell<u64>,
+    /// How many of the first acknowledged writes a successful Flush covered.
+    durable: Cell<u64>,
+}
+
+impl Durability {
+    fn acknowledged(&self) {
+        self.acknowledged.set(self.acknowledged.get() + 1);
+    }
+
+    /// Acknowledged writes a Flush starting now covers.
+    fn covering(&self) -> u64 {
+        self.acknowledged.get()
+    }
+
+    /// A Flush that covered the first `covered` acknowledged writes succeeded.
+    fn flushed(&self, covered: u64) {
+        self.durable.set(self.durable.get().max(covered));
+    }
+
+    fn unflushed(&self) -> u64 {
+        self.acknowledged.get() - self.durable.get()
+    }
 }
 
 /// A connection's answers not sent yet, each with when its request was received.
@@ -669,6 +762,7 @@ struct Io {
     lba: u64,
     transfer: u64,
     job: usize,
+    durability: Rc<Durability>,
 }
 
 impl Io {
@@ -682,7 +776,32 @@ impl Io {
         }
     }
 
+    /// The request's commands, then, for a write-type request with `NBD_CMD_FLAG_FUA`, a
+    /// Flush: its data is durable before its reply (a FUA read has nothing to make durable).
     async fn with_buffer(&self, req: Request, buf: Buffer) -> Result<Option<Vec<u8>>, FioError> {
+        let fua = req.flags & command_flags::FUA != 0
+            && matches!(
+                req.command,
+                Command::Write(_) | Command::WriteZeroes | Command::Trim
+            );
+        let data = self.commands(req, buf).await?;
+        if fua {
+            self.flush(buf).await?;
+        }
+        Ok(data)
+    }
+
+    /// An NVMe Flush: every write the controller completed is durable when it succeeds.
+    async fn flush(&self, buf: Buffer) -> Result<(), FioError> {
+        let covered = self.durability.covering();
+        self.backend
+            .submit(self.job, BlockOp::Flush, self.nsid, 0, 0, buf)
+            .await?;
+        self.durability.flushed(covered);
+        Ok(())
+    }
+
+    async fn commands(&self, req: Request, buf: Buffer) -> Result<Option<Vec<u8>>, FioError> {
         let os = self.backend.os();
         let outside = || FioError::Internal("an NBD buffer is not in the host's memory");
         let (offset, len) = (req.offset, u64::from(req.len));
@@ -711,9 +830,7 @@ impl Io {
                 Ok(None)
             }
             Command::Flush => {
-                self.backend
-                    .submit(self.job, BlockOp::Flush, self.nsid, 0, 0, buf)
-                    .await?;
+                self.flush(buf).await?;
                 Ok(None)
             }
             Command::WriteZeroes => {

@@ -12,6 +12,7 @@ mod iperf;
 mod lending;
 mod multicast;
 mod nbd;
+mod nbd_durability;
 mod nvme_client;
 mod nvmeof;
 mod p2p;
