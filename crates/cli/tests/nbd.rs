@@ -412,6 +412,72 @@ fn an_empty_socket_path_is_refused_as_cluster_up_refuses_it_and_nothing_listens(
     }
 }
 
+/// The number after `key` in `text` (`"dropped: "`, say), the first time it occurs.
+fn number_after(text: &str, key: &str) -> Option<u64> {
+    let at = text.find(key)? + key.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[test]
+fn sigterm_under_load_answers_every_request_and_the_summary_counts_what_the_client_saw() {
+    const BURST: u64 = 64;
+    let server = Server::start("stop-under-load", &["--size", "16M"]);
+    let mut c = server.connect(true);
+    let write = |c: &mut Client<UnixStream>, i: u64| {
+        c.send(Command::Write(pattern(i as u8, 4096)), i * 4096, 4096, 0)
+            .is_ok()
+    };
+    let mut sent = (0..BURST).filter(|&i| write(&mut c, i)).count() as u64;
+    let (mut done, mut shutdown, mut other) = (0u64, 0u64, Vec::new());
+    let mut count = |r: smartio_nbd::client::Reply| match r.result {
+        Ok(_) => done += 1,
+        Err((e, _)) if e == Errno::Shutdown.code() => shutdown += 1,
+        Err(e) => other.push(e),
+    };
+    count(c.receive(|_| 0).unwrap());
+    // Under load: the rest of the first burst is in flight or on its way.
+    let pid = server.child.as_ref().unwrap().id();
+    assert!(Process::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success());
+    sent += (BURST..2 * BURST).filter(|&i| write(&mut c, i)).count() as u64;
+    let mut replies = 1;
+    while replies < sent {
+        match c.receive(|_| 0) {
+            Ok(r) => count(r),
+            Err(_) => break,
+        }
+        replies += 1;
+    }
+    let unanswered = sent - replies;
+    let _ = c.disconnect();
+    let end = server.wait();
+    assert!(end.status.success(), "{}", end.stderr);
+    let out = &end.stdout;
+    assert!(other.is_empty(), "errors other than ESHUTDOWN: {other:?}");
+    assert_eq!(unanswered, 0, "requests without a reply:\n{out}");
+    let requests = out
+        .split_once(" requests: ")
+        .and_then(|(n, _)| n.trim().parse::<u64>().ok());
+    let dropped = number_after(out, "dropped: ");
+    let answered_shutdown = number_after(out, "(read after the stop: ").unwrap_or(0);
+    assert_eq!(requests, Some(done), "{out}");
+    assert_eq!(dropped, Some(shutdown), "{out}");
+    assert_eq!(answered_shutdown, shutdown, "{out}");
+    assert!(out.contains(" 0 failed;"), "{out}");
+    assert!(
+        shutdown > 0,
+        "the requests sent after SIGTERM were dropped:\n{out}"
+    );
+    assert_eq!(done + shutdown, sent);
+}
+
 #[test]
 fn a_tcp_export_on_the_loopback_serves_and_reports_as_it_goes() {
     // A port of this process's own, away from the usual ones.

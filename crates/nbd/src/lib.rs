@@ -25,6 +25,6 @@ pub mod socket_path;
 pub mod wire;
 
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
-pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError};
+pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError, WriterEnded};
 pub use socket_path::{check_socket_path, SocketPathError, SocketPathProblem};
 pub use wire::{Command, Errno, Outcome, Request, RequestError};

@@ -16,7 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -196,6 +196,7 @@ pub type Answer = (u64, u64, Outcome);
 pub struct Replier {
     tx: Sender<Outgoing>,
     budget: Arc<Budget>,
+    ended: WriterEnded,
 }
 
 /// What a connection's writing thread is given to write.
@@ -205,6 +206,52 @@ enum Outgoing {
     Answers(Vec<Answer>),
     /// The answer to a request the connection's check refused (never admitted).
     Refusal(Answer),
+    /// Write everything handed over before this, then close the connection.
+    Close,
+}
+
+/// Whether a connection's writing thread has ended — after writing every answer handed to
+/// it before [`Replier::close`], or because the connection failed — without keeping it
+/// alive as a [`Replier`] would: a server waits on it before the process ends, so no answer
+/// handed over is lost on the way to the socket.
+#[derive(Debug, Clone, Default)]
+pub struct WriterEnded(Arc<(Mutex<bool>, Condvar)>);
+
+impl WriterEnded {
+    /// Waits up to `limit` for the writing thread to end; whether it has.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let (lock, ended) = &*self.0;
+        match lock.lock() {
+            Ok(done) => match ended.wait_timeout_while(done, limit, |done| !*done) {
+                Ok((done, _)) => *done,
+                // A poisoned lock: the thread panicked, so it has ended.
+                Err(_) => true,
+            },
+            Err(_) => true,
+        }
+    }
+
+    /// Whether the writing thread has ended.
+    pub fn has_ended(&self) -> bool {
+        self.wait(Duration::ZERO)
+    }
+
+    fn set(&self) {
+        let (lock, ended) = &*self.0;
+        if let Ok(mut done) = lock.lock() {
+            *done = true;
+        }
+        ended.notify_all();
+    }
+}
+
+/// Marks the writing thread ended however it returns.
+struct EndsWriter(WriterEnded);
+
+impl Drop for EndsWriter {
+    fn drop(&mut self) {
+        self.0.set();
+    }
 }
 
 /// How long a reply may wait for the client to take it.
@@ -223,10 +270,15 @@ impl Replier {
         let (tx, rx) = mpsc::channel();
         let budget = Arc::new(Budget::default());
         let released = budget.clone();
+        let ended = WriterEnded::default();
+        let marks = EndsWriter(ended.clone());
         thread::Builder::new()
             .name(format!("nbd-reply-{conn}"))
-            .spawn(move || replies(stream, structured, &rx, &released))?;
-        Ok(Replier { tx, budget })
+            .spawn(move || {
+                let _ended = marks;
+                replies(stream, structured, &rx, &released)
+            })?;
+        Ok(Replier { tx, budget, ended })
     }
 
     /// Answers request `cookie` (a read of `offset`); false if the client is gone.
@@ -239,6 +291,18 @@ impl Replier {
     /// budget are the writing thread's.
     pub fn send_all(&self, answers: Vec<Answer>) -> bool {
         self.tx.send(Outgoing::Answers(answers)).is_ok()
+    }
+
+    /// Closes the connection once every answer handed over before is written: the server is
+    /// stopping. The client's requests still unread are never read (the connection's thread
+    /// ends and says [`Event::Closed`]); answers handed over after this are not sent.
+    pub fn close(&self) {
+        let _ = self.tx.send(Outgoing::Close);
+    }
+
+    /// Tells when the connection's writing thread has ended.
+    pub fn writer(&self) -> WriterEnded {
+        self.ended.clone()
     }
 
     /// Answers a request the device never saw (refused by the connection's check).
@@ -257,10 +321,12 @@ const GATHER_BYTES: usize = 1 << 20;
 
 /// A connection's writing thread: every batch waiting (up to [`GATHER_BYTES`]) in one
 /// write, then their requests released from the connection's budget; on a failed or timed
-/// out write the connection is shut down (its reading thread then ends too).
+/// out write, or once everything before an [`Outgoing::Close`] is written, the connection
+/// is shut down (its reading thread then ends too).
 fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &Budget) {
     let mut w = BufWriter::with_capacity(256 << 10, stream);
     let mut answered = Vec::new();
+    let mut closing = false;
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         let mut gathered = 0;
@@ -272,6 +338,10 @@ fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &B
                     answers.as_slice()
                 }
                 Outgoing::Refusal(answer) => std::slice::from_ref(answer),
+                Outgoing::Close => {
+                    closing = true;
+                    break;
+                }
             };
             written = answers.iter().try_for_each(|(cookie, offset, outcome)| {
                 gathered += reply_bytes(outcome);
@@ -284,7 +354,7 @@ fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &B
         }
         let written = written.and_then(|()| w.flush());
         budget.release(answered.drain(..));
-        if written.is_err() {
+        if written.is_err() || closing {
             budget.close();
             w.get_ref().shutdown();
             return;

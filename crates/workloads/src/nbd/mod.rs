@@ -41,6 +41,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
+mod connections;
+mod durability;
+
+use connections::Connections;
+pub use connections::{STOP_GRACE, STOP_QUIET};
+use durability::Durability;
+
 /// How far the virtual clock runs before requests that arrived meanwhile join and the
 /// answers finished meanwhile go out (longer slices mean fewer writes to the sockets but
 /// answers held back from a client that waits for them; see docs/architecture.md).
@@ -152,6 +159,12 @@ pub struct NbdStats {
     pub refused: u64,
     /// Requests the device failed.
     pub failed: u64,
+    /// Requests read off a connection after the stop began and not carried out: answered
+    /// `ESHUTDOWN`, or, read while their connection was closing, not answered at all
+    /// (`dropped_unanswered` of them).
+    pub dropped: u64,
+    /// See `dropped`.
+    pub dropped_unanswered: u64,
     /// Writes, write-zeroes and trims acknowledged (answered as done) and not covered by a
     /// Flush that started after they completed: what a power loss could take if the store
     /// is a file (memory keeps nothing past the process anyway). A FUA request is durable
@@ -186,6 +199,8 @@ impl NbdStats {
             bytes_written: 0,
             refused: 0,
             failed: 0,
+            dropped: 0,
+            dropped_unanswered: 0,
             unflushed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
@@ -205,7 +220,9 @@ impl NbdStats {
 /// How the serving loop ends.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServeControl<'a> {
-    /// Set from outside (a signal): finish what is in flight and stop.
+    /// Set from outside (a signal): finish and answer what is in flight, answer what comes
+    /// after `ESHUTDOWN` until the clients leave or fall quiet, then close the connections
+    /// and stop (module `connections`: [`STOP_QUIET`], [`STOP_GRACE`]).
     pub stop: Option<&'a AtomicBool>,
     /// End when the last client leaves (once at least one came); otherwise serve until
     /// `stop`.
@@ -366,9 +383,10 @@ impl NbdExport {
         self.transfer
     }
 
-    /// Serves the events of `events` until `control.stop` is set, the last client leaves
-    /// (with `control.once`), or every sender of `events` is gone; calls `report` every
-    /// `control.every` and returns the figures.
+    /// Serves the events of `events` until `control.stop` is set (then as
+    /// [`ServeControl::stop`] says), the last client leaves (with `control.once`), or every
+    /// sender of `events` is gone; calls `report` every `control.every` and returns the
+    /// figures once every answer handed to a connection is written.
     pub fn serve(
         &self,
         events: &Receiver<Event>,
@@ -383,17 +401,18 @@ impl NbdExport {
             outbox: RefCell::new(HashMap::new()),
             durability: Rc::new(Durability::default()),
         });
-        let mut conns: HashMap<u64, Replier> = HashMap::new();
-        let mut seen_client = false;
+        let mut conns = Connections::default();
         let started = self.machine.now();
         let counted = self.machine.counters();
         let mut horizon = started;
         let mut last_report = Instant::now();
         let mut last_busy = Instant::now();
         loop {
-            let stopping = control.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+            if control.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                conns.stop();
+            }
             let idle = state.in_flight.get() == 0;
-            if idle && (stopping || (control.once && seen_client && conns.is_empty())) {
+            if idle && ((control.once && conns.all_left()) || conns.drained(last_busy)) {
                 break;
             }
             let first = if idle {
@@ -416,12 +435,11 @@ impl NbdExport {
             for event in batch {
                 match event {
                     Event::Opened { conn, replier } => {
-                        seen_client = true;
                         state.stats.borrow_mut().connections += 1;
-                        conns.insert(conn, replier);
+                        conns.opened(conn, replier);
                     }
                     Event::Closed { conn, error } => {
-                        conns.remove(&conn);
+                        conns.closed(conn);
                         if let Some(e) = error {
                             eprintln!("nbd: connection {conn} ended: {e}");
                         }
@@ -443,10 +461,16 @@ impl NbdExport {
                         request,
                         received,
                     } => {
-                        let Some(replier) = conns.get(&conn).cloned() else {
+                        let Some(replier) = conns.replier(conn).cloned() else {
+                            // Never: a connection's requests come between its Opened and
+                            // its Closed. Counted rather than lost if it did happen.
+                            let mut s = state.stats.borrow_mut();
+                            s.dropped += 1;
+                            s.dropped_unanswered += 1;
                             continue;
                         };
-                        if stopping {
+                        if conns.stopping() {
+                            state.stats.borrow_mut().dropped += 1;
                             replier.send(
                                 request.cookie,
                                 request.offset,
@@ -488,6 +512,7 @@ impl NbdExport {
             }
         }
         let mut stats = state.stats.borrow().clone();
+        conns.hang_up(events, &mut stats);
         self.elapsed(&mut stats, &state, started, counted);
         Ok(stats)
     }
@@ -692,37 +717,6 @@ struct ServeState {
     outbox: RefCell<HashMap<u64, Pending>>,
     /// Which acknowledged writes a Flush has covered.
     durability: Rc<Durability>,
-}
-
-/// Which acknowledged writes are durable. Writes are numbered as they are acknowledged; a
-/// Flush covers those numbered before it started (a write acknowledged while it runs may
-/// have reached the store after the sync), and once it succeeds they are durable.
-#[derive(Debug, Default)]
-struct Durability {
-    /// Writes acknowledged (FUA requests excepted: durable on their own).
-    acknowledged: Cell<u64>,
-    /// How many of the first acknowledged writes a successful Flush covered.
-    durable: Cell<u64>,
-}
-
-impl Durability {
-    fn acknowledged(&self) {
-        self.acknowledged.set(self.acknowledged.get() + 1);
-    }
-
-    /// Acknowledged writes a Flush starting now covers.
-    fn covering(&self) -> u64 {
-        self.acknowledged.get()
-    }
-
-    /// A Flush that covered the first `covered` acknowledged writes succeeded.
-    fn flushed(&self, covered: u64) {
-        self.durable.set(self.durable.get().max(covered));
-    }
-
-    fn unflushed(&self) -> u64 {
-        self.acknowledged.get() - self.durable.get()
-    }
 }
 
 /// A connection's answers not sent yet, each with when its request was received.
