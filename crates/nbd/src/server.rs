@@ -722,6 +722,31 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_replier_writes_every_answer_handed_over_before_and_then_hangs_up() {
+        use std::io::Read;
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let replier = Replier::over_unix(ours, false).unwrap();
+        let ended = replier.writer();
+        assert!(!ended.has_ended());
+        replier.send_all((1..=100).map(|c| (c, 0, Outcome::Done(None))).collect());
+        replier.close();
+        // Handed over after the close: never written.
+        let _ = replier.send(999, 0, Outcome::Done(None));
+        assert!(ended.wait(Duration::from_secs(10)), "the writer ended");
+        let mut out = Vec::new();
+        theirs.read_to_end(&mut out).unwrap();
+        let cookies: Vec<u64> = out
+            .chunks(16)
+            .map(|r| u64::from_be_bytes(r[8..16].try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            cookies,
+            (1..=100).collect::<Vec<u64>>(),
+            "nothing after the close"
+        );
+    }
+
+    #[test]
     fn an_empty_socket_path_is_refused_rather_than_bound_to_an_abstract_address() {
         match Listener::unix(Path::new("")) {
             Err(ServeError::SocketPath(e)) => {
