@@ -71,17 +71,15 @@ impl Listener {
     /// [`ServeError::SocketInUse`].
     pub fn unix(path: &Path) -> Result<Listener, ServeError> {
         check_socket_path(path)?;
-        match std::fs::symlink_metadata(path) {
-            Ok(_) => {
-                if UnixStream::connect(path).is_ok() {
-                    return Err(ServeError::SocketInUse(path.to_path_buf()));
-                }
-                std::fs::remove_file(path).map_err(|source| ServeError::Socket {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
+        // Something at the path is a socket now (the check refuses anything else).
+        if std::fs::symlink_metadata(path).is_ok() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ServeError::SocketInUse(path.to_path_buf()));
             }
-            Err(_) => {}
+            std::fs::remove_file(path).map_err(|source| ServeError::Socket {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
         let listener = UnixListener::bind(path).map_err(|source| ServeError::Socket {
             path: path.to_path_buf(),

@@ -13,7 +13,7 @@ use smartio_nbd::wire::{command_flags::FUA, transmission_flags};
 use smartio_nbd::{serve_unix_connection, Command, Errno};
 use smartio_workloads::nbd::{NbdConfig, NbdError, NbdExport, ServeControl};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -41,9 +41,9 @@ impl Syncs {
 
 /// The borrowed NVMe of back-to-back, its namespaces in `file`, exported (16 MiB) with a
 /// sync hook on its store; the cluster must outlive the export's serving.
-fn export(file: &PathBuf) -> (Cluster, NbdExport, Syncs) {
+fn export(file: &Path) -> (Cluster, NbdExport, Syncs) {
     let options = ClusterOptions {
-        nvme_backing: vec![("lender.nvme0".into(), file.clone())],
+        nvme_backing: vec![("lender.nvme0".into(), file.to_path_buf())],
         ..ClusterOptions::default()
     };
     let cluster = Cluster::with_options("back-to-back", &Calibration::default_embedded(), &options)

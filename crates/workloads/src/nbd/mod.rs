@@ -245,8 +245,8 @@ pub enum NbdError {
     NotDurable {
         /// Writes acknowledged and not covered by a successful Flush.
         writes: u64,
-        /// Why the Flush failed.
-        source: FioError,
+        /// Why the Flush failed (boxed: it is large, and this variant is rare).
+        source: Box<FioError>,
     },
     /// Requests stayed in flight with nothing left for the emulation to do (an emulator
     /// bug); what every task waits for.
@@ -542,7 +542,7 @@ impl NbdExport {
         })
         .map_err(|source| NbdError::NotDurable {
             writes: stats.unflushed,
-            source,
+            source: Box::new(source),
         })
     }
 
