@@ -95,10 +95,32 @@ impl Server {
 
     /// Stops it as Ctrl-C or SIGTERM would.
     fn terminate(self) -> Ended {
+        self.signal();
+        self.wait()
+    }
+
+    /// Sends it SIGTERM.
+    fn signal(&self) {
         let pid = self.child.as_ref().unwrap().id();
         let ok = Process::new("kill").arg(pid.to_string()).status().unwrap();
         assert!(ok.success());
-        self.wait()
+    }
+
+    /// Its standard error, line by line as it writes them (then [`Server::wait`]'s
+    /// `stderr` is empty).
+    fn stderr_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        use std::io::BufRead;
+        let stderr = self.child.as_mut().unwrap().stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
     }
 }
 
@@ -425,7 +447,8 @@ fn number_after(text: &str, key: &str) -> Option<u64> {
 #[test]
 fn sigterm_under_load_answers_every_request_and_the_summary_counts_what_the_client_saw() {
     const BURST: u64 = 64;
-    let server = Server::start("stop-under-load", &["--size", "16M"]);
+    let mut server = Server::start("stop-under-load", &["--size", "16M"]);
+    let stderr = server.stderr_lines();
     let mut c = server.connect(true);
     let write = |c: &mut Client<UnixStream>, i: u64| {
         c.send(Command::Write(pattern(i as u8, 4096)), i * 4096, 4096, 0)
@@ -439,13 +462,21 @@ fn sigterm_under_load_answers_every_request_and_the_summary_counts_what_the_clie
         Err(e) => other.push(e),
     };
     count(c.receive(|_| 0).unwrap());
-    // Under load: the rest of the first burst is in flight or on its way.
-    let pid = server.child.as_ref().unwrap().id();
-    assert!(Process::new("kill")
-        .arg(pid.to_string())
-        .status()
-        .unwrap()
-        .success());
+    // Under load: the rest of the first burst is in flight or on its way. The second burst
+    // goes once the server says it is stopping, so it comes after the stop.
+    server.signal();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut said = Vec::new();
+    while !said
+        .iter()
+        .any(|l: &String| l.starts_with("nbd: stopping:"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stderr.recv_timeout(left) {
+            Ok(line) => said.push(line),
+            Err(e) => panic!("no word of the stop ({e}); stderr: {said:?}"),
+        }
+    }
     sent += (BURST..2 * BURST).filter(|&i| write(&mut c, i)).count() as u64;
     let mut replies = 1;
     while replies < sent {
@@ -458,7 +489,8 @@ fn sigterm_under_load_answers_every_request_and_the_summary_counts_what_the_clie
     let unanswered = sent - replies;
     let _ = c.disconnect();
     let end = server.wait();
-    assert!(end.status.success(), "{}", end.stderr);
+    said.extend(stderr.iter());
+    assert!(end.status.success(), "{said:?}");
     let out = &end.stdout;
     assert!(other.is_empty(), "errors other than ESHUTDOWN: {other:?}");
     assert_eq!(unanswered, 0, "requests without a reply:\n{out}");

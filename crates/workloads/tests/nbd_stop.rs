@@ -1,6 +1,7 @@
 //! Stopping the NBD export under load (what Ctrl-C or SIGTERM does to `serve nbd`): the
 //! crate's NBD client, through the server's own connection loop, has many requests in
-//! flight when the stop comes and sends more after it. Every request is answered — done, or
+//! flight when the stop comes and sends more after it (once one of them is answered
+//! `ESHUTDOWN`: the server has seen the stop). Every request is answered — done, or
 //! `ESHUTDOWN` —, and the figures count exactly what the client saw: its successes are the
 //! requests done, its `ESHUTDOWN`s the dropped ones, and nothing is left unanswered; a
 //! client that stays connected and silent is hung up on once everything is written.
@@ -41,8 +42,9 @@ fn write(cookie: u64) -> Request {
 }
 
 /// Serves one client that sends [`BURST`] writes, waits for the first reply, asks the
-/// server to stop, sends [`BURST`] more and reads replies until it has one for each or the
-/// server hangs up; then it disconnects if `leaves`, or stays silent. Returns what the
+/// server to stop, sends [`BURST`] more — one at a time until one is answered `ESHUTDOWN`,
+/// then the rest at once — and reads replies until it has one for each or the server hangs
+/// up; then it disconnects if `leaves`, or stays silent. Returns what the
 /// client saw, the server's figures, and how long the server took to end after the
 /// client's last reply.
 fn stop_under_load(leaves: bool) -> (Seen, NbdStats, Duration) {
@@ -77,12 +79,33 @@ fn stop_under_load(leaves: bool) -> (Seen, NbdStats, Duration) {
         };
         let first = c.receive(|_| 0).expect("the first reply");
         count(first.result, &mut seen);
+        let mut replies = 1;
         // Under load: the other requests of the first burst are in flight or on their way.
         asks.store(true, Ordering::SeqCst);
-        for cookie in BURST + 1..=2 * BURST {
+        // One request at a time until one is answered ESHUTDOWN: the server has seen the
+        // stop (one read with the flag just set may still be served), and everything
+        // sent after that comes after it.
+        let shutdown = Errno::Shutdown.code();
+        let mut sent = BURST;
+        while sent < 2 * BURST && !seen.errors.contains_key(&shutdown) {
+            sent += 1;
+            write_request(&mut sending, &write(sent)).expect("sent");
+            loop {
+                let r = c.receive(|_| 0).expect("a reply");
+                count(r.result, &mut seen);
+                replies += 1;
+                if r.cookie == sent {
+                    break;
+                }
+            }
+        }
+        assert!(
+            seen.errors.contains_key(&shutdown),
+            "no request answered ESHUTDOWN after the stop: {seen:?}"
+        );
+        for cookie in sent + 1..=2 * BURST {
             write_request(&mut sending, &write(cookie)).expect("sent");
         }
-        let mut replies = 1;
         while replies < 2 * BURST {
             match c.receive(|_| 0) {
                 Ok(r) => count(r.result, &mut seen),
@@ -142,6 +165,10 @@ fn check(seen: &Seen, stats: &NbdStats) {
     assert!(
         stats.dropped > 0,
         "the requests sent after the stop were dropped"
+    );
+    assert!(
+        dropped_answered >= BURST / 2,
+        "only {dropped_answered} of the {BURST} requests sent after the stop were dropped"
     );
 }
 

@@ -408,8 +408,12 @@ impl NbdExport {
         let mut last_report = Instant::now();
         let mut last_busy = Instant::now();
         loop {
-            if control.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if control.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && !conns.stopping() {
                 conns.stop();
+                eprintln!(
+                    "nbd: stopping: {} requests in flight are finished; later ones are answered ESHUTDOWN",
+                    state.in_flight.get()
+                );
             }
             let idle = state.in_flight.get() == 0;
             if idle && ((control.once && conns.all_left()) || conns.drained(last_busy)) {
