@@ -18,7 +18,9 @@ pub enum Serve {
     /// Export a host's view of an NVMe namespace over NBD: every request becomes an I/O of
     /// that host on the emulated cluster, through the driver --method names. Serves until
     /// Ctrl-C or SIGTERM (or, with --once, until the last client leaves), then prints what
-    /// the I/Os saw in virtual time next to the wall time.
+    /// the I/Os saw in virtual time next to the wall time. On Ctrl-C or SIGTERM, requests in
+    /// flight are finished and answered, later ones answered ESHUTDOWN and counted as
+    /// dropped.
     Nbd(NbdArgs),
 }
 
@@ -78,7 +80,9 @@ pub struct NbdArgs {
     #[arg(long, value_name = "TIME", value_parser = crate::args::wall_seconds)]
     pub stats_every: Option<Duration>,
     /// Keep the NVMe's namespaces in this file (created sparse if missing), so what clients
-    /// wrote outlives the server.
+    /// wrote outlives the server: a FLUSH, and a request with FUA, fdatasync it before
+    /// their reply, and writes acknowledged since the last are synced when the server
+    /// ends (exit status 1 if that fails).
     #[arg(long, value_name = "FILE")]
     pub backing: Option<String>,
     /// Seed of the emulation's variation.
@@ -170,7 +174,12 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
             w1.saturating_sub(w0)
         );
     }
-    export.close().map_err(|e| e.to_string())
+    // Writes acknowledged since the last FLUSH reach the backing file before the process
+    // ends; if they cannot, the exit status says so.
+    let durable = export.make_durable(&stats);
+    let closed = export.close();
+    durable.map_err(|e| e.to_string())?;
+    closed.map_err(|e| e.to_string())
 }
 
 /// Turns transparent huge pages off for this process, before the cluster allocates anything.
@@ -218,6 +227,16 @@ fn render(s: &NbdStats) -> String {
         s.failed,
         s.connections
     ));
+    if s.dropped == 0 {
+        out.push_str("dropped: 0\n");
+    } else {
+        out.push_str(&format!(
+            "dropped: {} (read after the stop: {} answered ESHUTDOWN, {} unanswered as their connection closed)\n",
+            s.dropped,
+            s.dropped - s.dropped_unanswered,
+            s.dropped_unanswered
+        ));
+    }
     let per = |n: u64| if ops > 0 { n as f64 / ops as f64 } else { 0.0 };
     out.push_str(&format!(
         "emulation: {} events, {} TLPs ({:.1} and {:.1} per request)\n",

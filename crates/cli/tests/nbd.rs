@@ -95,10 +95,32 @@ impl Server {
 
     /// Stops it as Ctrl-C or SIGTERM would.
     fn terminate(self) -> Ended {
+        self.signal();
+        self.wait()
+    }
+
+    /// Sends it SIGTERM.
+    fn signal(&self) {
         let pid = self.child.as_ref().unwrap().id();
         let ok = Process::new("kill").arg(pid.to_string()).status().unwrap();
         assert!(ok.success());
-        self.wait()
+    }
+
+    /// Its standard error, line by line as it writes them (then [`Server::wait`]'s
+    /// `stderr` is empty).
+    fn stderr_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        use std::io::BufRead;
+        let stderr = self.child.as_mut().unwrap().stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
     }
 }
 
@@ -129,6 +151,7 @@ fn a_borrowed_namespace_reads_back_what_was_written_and_keeps_what_was_acknowled
     assert!(c.structured);
     let f = c.flags;
     assert_ne!(f & transmission_flags::SEND_FLUSH, 0);
+    assert_ne!(f & transmission_flags::SEND_FUA, 0);
     assert_ne!(f & transmission_flags::SEND_WRITE_ZEROES, 0);
     assert_ne!(f & transmission_flags::SEND_TRIM, 0);
     assert_eq!(f & transmission_flags::READ_ONLY, 0);
@@ -360,6 +383,131 @@ fn a_second_server_on_the_socket_is_an_error_and_sigterm_prints_the_figures() {
     assert!(end.status.success(), "{}", end.stderr);
     assert!(end.stdout.contains("2 requests: 2 reads"), "{}", end.stdout);
     assert!(!sock.exists(), "the server removes its socket");
+}
+
+/// What `command` printed, if it ends within `limit`; a command still running then (a
+/// server that listens) is killed and fails the test.
+fn output_within(command: &mut Process, limit: Duration) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_empty_socket_path_is_refused_as_cluster_up_refuses_it_and_nothing_listens() {
+    // Bound as given, "" listened on an automatically named abstract socket and printed
+    // `nbd+unix:///`, a URI no client can reach.
+    let mut serve = serve_nbd();
+    serve.args(["--socket", ""]);
+    let mut cluster = Process::new(BIN);
+    cluster.args([
+        "cluster",
+        "up",
+        "--scenario",
+        "back-to-back",
+        "--socket",
+        "",
+    ]);
+    for command in [&mut serve, &mut cluster] {
+        let out = output_within(command, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "smartio: socket \"\": an empty path\n"
+        );
+        assert!(out.stdout.is_empty(), "{out:?}");
+    }
+}
+
+/// The number after `key` in `text` (`"dropped: "`, say), the first time it occurs.
+fn number_after(text: &str, key: &str) -> Option<u64> {
+    let at = text.find(key)? + key.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[test]
+fn sigterm_under_load_answers_every_request_and_the_summary_counts_what_the_client_saw() {
+    const BURST: u64 = 64;
+    let mut server = Server::start("stop-under-load", &["--size", "16M"]);
+    let stderr = server.stderr_lines();
+    let mut c = server.connect(true);
+    let write = |c: &mut Client<UnixStream>, i: u64| {
+        c.send(Command::Write(pattern(i as u8, 4096)), i * 4096, 4096, 0)
+            .is_ok()
+    };
+    let mut sent = (0..BURST).filter(|&i| write(&mut c, i)).count() as u64;
+    let (mut done, mut shutdown, mut other) = (0u64, 0u64, Vec::new());
+    let mut count = |r: smartio_nbd::client::Reply| match r.result {
+        Ok(_) => done += 1,
+        Err((e, _)) if e == Errno::Shutdown.code() => shutdown += 1,
+        Err(e) => other.push(e),
+    };
+    count(c.receive(|_| 0).unwrap());
+    // Under load: the rest of the first burst is in flight or on its way. The second burst
+    // goes once the server says it is stopping, so it comes after the stop.
+    server.signal();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut said = Vec::new();
+    while !said
+        .iter()
+        .any(|l: &String| l.starts_with("nbd: stopping:"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stderr.recv_timeout(left) {
+            Ok(line) => said.push(line),
+            Err(e) => panic!("no word of the stop ({e}); stderr: {said:?}"),
+        }
+    }
+    sent += (BURST..2 * BURST).filter(|&i| write(&mut c, i)).count() as u64;
+    let mut replies = 1;
+    while replies < sent {
+        match c.receive(|_| 0) {
+            Ok(r) => count(r),
+            Err(_) => break,
+        }
+        replies += 1;
+    }
+    let unanswered = sent - replies;
+    let _ = c.disconnect();
+    let end = server.wait();
+    said.extend(stderr.iter());
+    assert!(end.status.success(), "{said:?}");
+    let out = &end.stdout;
+    assert!(other.is_empty(), "errors other than ESHUTDOWN: {other:?}");
+    assert_eq!(unanswered, 0, "requests without a reply:\n{out}");
+    let requests = out
+        .split_once(" requests: ")
+        .and_then(|(n, _)| n.trim().parse::<u64>().ok());
+    let dropped = number_after(out, "dropped: ");
+    let answered_shutdown = number_after(out, "(read after the stop: ").unwrap_or(0);
+    assert_eq!(requests, Some(done), "{out}");
+    assert_eq!(dropped, Some(shutdown), "{out}");
+    assert_eq!(answered_shutdown, shutdown, "{out}");
+    assert!(out.contains(" 0 failed;"), "{out}");
+    assert!(
+        shutdown > 0,
+        "the requests sent after SIGTERM were dropped:\n{out}"
+    );
+    assert_eq!(done + shutdown, sent);
 }
 
 #[test]

@@ -8,18 +8,24 @@
 //!    its budget, its writing thread) over a socket pair, with a thread answering the
 //!    requests it hands on as the emulation's thread would.
 //!
+//! The export offers FLUSH and FUA (as `serve nbd` does): `NBD_CMD_FLAG_FUA` is accepted on
+//! every command, `NBD_CMD_FLAG_NO_HOLE` on write-zeroes only, any other flag refused.
+//!
 //! Checked: the server greets with the newstyle magic; every request the export's check lets
 //! through — in either run — lies inside the export, is aligned to its blocks and within its
-//! largest payload (a write carries exactly its length); every reply of the first run
-//! carries its request's cookie and a read's structured reply its data at its offset; the
-//! second run ends (no request is left waiting), answers the same requests, refuses the same
-//! ones, sends the same handshake bytes and as many reply bytes (replies may go out in
-//! another order: refusals and answers come from different threads). The byte array answers
-//! the requests (it is the device here, not a reference to check against).
+//! largest payload (a write carries exactly its length) and carries no flag but those; every
+//! reply of the first run carries its request's cookie and a read's structured reply its
+//! data at its offset; the second run ends (no request is left waiting), answers the same
+//! requests — as many of them FLUSHes and FUA writes, write-zeroes and trims, which the
+//! connection loop must hand on with their flags —, refuses the same ones, sends the same
+//! handshake bytes and as many reply bytes (replies may go out in another order: refusals
+//! and answers come from different threads). The byte array answers the requests (it is the
+//! device here, not a reference to check against).
 
 use crate::Outcome;
 use smartio_nbd::client::ScriptedStream;
-use smartio_nbd::wire::{read_request, transmission_flags, write_reply, Outcome as Answer};
+use smartio_nbd::wire::{command_flags, read_request, transmission_flags};
+use smartio_nbd::wire::{write_reply, Outcome as Answer};
 use smartio_nbd::wire::{IHAVEOPT, NBDMAGIC, SIMPLE_REPLY_MAGIC, STRUCTURED_REPLY_MAGIC};
 use smartio_nbd::{negotiate, serve_unix_connection, BlockSizes, Command, Event, Export};
 use smartio_nbd::{Request, RequestError};
@@ -43,6 +49,7 @@ fn export() -> Export {
         description: "a byte array".into(),
         size: SIZE,
         flags: transmission_flags::SEND_FLUSH
+            | transmission_flags::SEND_FUA
             | transmission_flags::SEND_WRITE_ZEROES
             | transmission_flags::SEND_TRIM,
         block: BlockSizes {
@@ -61,6 +68,9 @@ struct Served {
     /// Requests the device answered; requests refused without it.
     served: usize,
     refused: usize,
+    /// Of those answered, the ones that must be durable before their reply: FLUSHes and
+    /// FUA writes, write-zeroes and trims.
+    durable: usize,
 }
 
 /// Serves the input both ways and compares.
@@ -79,9 +89,19 @@ pub fn nbd_requests(data: &[u8]) -> Outcome {
         "the connection loop's handshake differs"
     );
     assert_eq!(
-        (second.served, second.refused, second.output.len()),
-        (first.served, first.refused, first.output.len()),
-        "the connection loop served (answered, refused, reply bytes) otherwise"
+        (
+            second.served,
+            second.refused,
+            second.durable,
+            second.output.len()
+        ),
+        (
+            first.served,
+            first.refused,
+            first.durable,
+            first.output.len()
+        ),
+        "the connection loop served (answered, refused, durable, reply bytes) otherwise"
     );
     Outcome::accepted(detail)
 }
@@ -146,13 +166,14 @@ fn in_memory(data: &[u8], export: &Export) -> Result<(Served, usize, usize, Stri
     }
     let read_to = usize::try_from(pipe.input.position()).unwrap_or(data.len());
     let detail = format!(
-        "structured {}, {served} served, {refused} refused, then {ended}",
-        negotiated.structured
+        "structured {}, {served} served ({} durable), {refused} refused, then {ended}",
+        negotiated.structured, device.durable
     );
     let first = Served {
         output: pipe.output,
         served,
         refused,
+        durable: device.durable,
     };
     Ok((first, handshake_len, read_to, detail))
 }
@@ -198,7 +219,7 @@ fn through_connection(data: &[u8], export: &Export) -> Served {
                     Event::Closed { .. } => {}
                 }
             }
-            (served, refused)
+            (served, refused, device.durable)
         })
     };
     let mut reading = client
@@ -225,25 +246,30 @@ fn through_connection(data: &[u8], export: &Export) -> Served {
         Err(e) => panic!("the connection loop did not end within {STUCK:?}: {e}"),
     };
     conn.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-    let (served, refused) = device
+    let (served, refused, durable) = device
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p));
     Served {
         output,
         served,
         refused,
+        durable,
     }
 }
 
 /// The byte array behind the export.
 struct Device {
     disk: Vec<u8>,
+    /// Requests answered that must be durable before their reply (a byte array has nothing
+    /// to sync; `serve nbd` issues an NVMe Flush).
+    durable: usize,
 }
 
 impl Device {
     fn new() -> Device {
         Device {
             disk: vec![0u8; SIZE as usize],
+            durable: 0,
         }
     }
 
@@ -251,6 +277,23 @@ impl Device {
     fn answer(&mut self, req: &Request, export: &Export) -> Answer {
         let at = req.offset as usize;
         let len = req.len as usize;
+        let no_hole = match req.command {
+            Command::WriteZeroes => command_flags::NO_HOLE,
+            _ => 0,
+        };
+        assert_eq!(
+            req.flags & !(command_flags::FUA | no_hole),
+            0,
+            "{req:?} passed the check with a flag the export does not take"
+        );
+        let fua = req.flags & command_flags::FUA != 0;
+        let writes = matches!(
+            req.command,
+            Command::Write(_) | Command::WriteZeroes | Command::Trim
+        );
+        if matches!(req.command, Command::Flush) || (fua && writes) {
+            self.durable += 1;
+        }
         if !matches!(req.command, Command::Flush) {
             assert!(
                 req.offset + u64::from(req.len) <= SIZE,

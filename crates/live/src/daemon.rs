@@ -19,6 +19,7 @@ use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_direct::DirectEngine;
 use smartio_fabric::{Access, ClusterNodeId, EndpointId, HostId, Requester, Target};
 use smartio_host::HostOs;
+use smartio_nbd::socket_path::{check_socket_path, SocketPathError};
 use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
 use smartio_smartio::sisci::{
     LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
@@ -62,14 +63,9 @@ pub enum DaemonError {
     /// Another daemon answers on the socket already.
     #[error("socket {0}: a cluster daemon is already listening there")]
     Running(String),
-    /// The socket path cannot be one.
-    #[error("socket {path:?}: {why}")]
-    SocketPath {
-        /// The path given.
-        path: String,
-        /// What is wrong with it.
-        why: String,
-    },
+    /// The socket path cannot be one (the check every server's Unix socket passes).
+    #[error(transparent)]
+    SocketPath(#[from] SocketPathError),
 }
 
 /// How long the daemon sleeps at most between looks at its sockets and timers.
@@ -266,7 +262,7 @@ impl Daemon {
         path: &str,
     ) -> Result<Daemon, DaemonError> {
         // A path that cannot be the socket fails before the cluster is built.
-        check_socket_path(path)?;
+        check_socket_path(std::path::Path::new(path))?;
         let mut files = Vec::new();
         let mut made = None;
         let cluster = Cluster::with_engine(
@@ -1348,46 +1344,6 @@ fn check_adapters(cluster: &Cluster) -> Result<(), DaemonError> {
                 adapters,
                 max: protocol::MAX_ADAPTERS,
             });
-        }
-    }
-    Ok(())
-}
-
-/// The longest path a Unix socket address holds (`sun_path`, with its terminating NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
-/// `Ok` if `path` can be the daemon's socket: not empty, short enough for a socket address,
-/// in a directory that exists, and not something other than a socket already (which would
-/// be lost).
-fn check_socket_path(path: &str) -> Result<(), DaemonError> {
-    let refuse = |why: String| DaemonError::SocketPath {
-        path: path.to_string(),
-        why,
-    };
-    if path.is_empty() {
-        return Err(refuse("an empty path".into()));
-    }
-    if path.len() > MAX_SOCKET_PATH {
-        return Err(refuse(format!(
-            "{} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH}",
-            path.len()
-        )));
-    }
-    let p = std::path::Path::new(path);
-    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.is_dir() {
-            return Err(refuse(format!(
-                "the directory {} does not exist",
-                dir.display()
-            )));
-        }
-    }
-    if let Ok(meta) = std::fs::symlink_metadata(p) {
-        use std::os::unix::fs::FileTypeExt;
-        if !meta.file_type().is_socket() {
-            return Err(refuse(
-                "it exists and is not a socket (it is left as it is)".into(),
-            ));
         }
     }
     Ok(())

@@ -12,6 +12,8 @@
 //!   [`budget::MAX_IN_FLIGHT_BYTES`] on their way, from its reader to its writer.
 //!
 //! - [`client`]: a small client, for the test suite and scripts.
+//! - [`socket_path`]: whether a path can be a server's Unix socket (shared with the live
+//!   engine's cluster daemon).
 //!
 //! Nothing here knows about the emulation; the export's owner decides what a request does.
 
@@ -19,8 +21,10 @@ pub mod budget;
 pub mod client;
 pub mod handshake;
 pub mod server;
+pub mod socket_path;
 pub mod wire;
 
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
-pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError};
+pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError, WriterEnded};
+pub use socket_path::{check_socket_path, SocketPathError, SocketPathProblem};
 pub use wire::{Command, Errno, Outcome, Request, RequestError};

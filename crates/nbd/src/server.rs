@@ -7,15 +7,16 @@
 
 use crate::budget::Budget;
 use crate::handshake::{negotiate, Export, HandshakeError};
+use crate::socket_path::{check_socket_path, SocketPathError};
 use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -26,9 +27,10 @@ pub enum ServeError {
     /// Another server answers on that socket.
     #[error("{}: another server is already listening on this socket", .0.display())]
     SocketInUse(PathBuf),
-    /// The path is something other than a socket.
-    #[error("{}: exists and is not a socket; not replacing it", .0.display())]
-    NotASocket(PathBuf),
+    /// The path cannot be a socket (empty, too long, in a missing directory, or something
+    /// other than a socket is there).
+    #[error(transparent)]
+    SocketPath(#[from] SocketPathError),
     /// The port is taken (or not ours to take).
     #[error("127.0.0.1:{port}: {source}")]
     Port {
@@ -63,23 +65,21 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Listens on a Unix socket at `path`. A stale socket file (nobody answers) is
-    /// replaced; a live one is [`ServeError::SocketInUse`].
+    /// Listens on a Unix socket at `path`, which must pass [`check_socket_path`] (an empty
+    /// path, say, is refused rather than bound to an automatically named abstract address).
+    /// A stale socket file (nobody answers) is replaced; a live one is
+    /// [`ServeError::SocketInUse`].
     pub fn unix(path: &Path) -> Result<Listener, ServeError> {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if !meta.file_type().is_socket() => {
-                return Err(ServeError::NotASocket(path.to_path_buf()))
+        check_socket_path(path)?;
+        // Something at the path is a socket now (the check refuses anything else).
+        if std::fs::symlink_metadata(path).is_ok() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ServeError::SocketInUse(path.to_path_buf()));
             }
-            Ok(_) => {
-                if UnixStream::connect(path).is_ok() {
-                    return Err(ServeError::SocketInUse(path.to_path_buf()));
-                }
-                std::fs::remove_file(path).map_err(|source| ServeError::Socket {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-            }
-            Err(_) => {}
+            std::fs::remove_file(path).map_err(|source| ServeError::Socket {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
         let listener = UnixListener::bind(path).map_err(|source| ServeError::Socket {
             path: path.to_path_buf(),
@@ -194,6 +194,7 @@ pub type Answer = (u64, u64, Outcome);
 pub struct Replier {
     tx: Sender<Outgoing>,
     budget: Arc<Budget>,
+    ended: WriterEnded,
 }
 
 /// What a connection's writing thread is given to write.
@@ -203,6 +204,52 @@ enum Outgoing {
     Answers(Vec<Answer>),
     /// The answer to a request the connection's check refused (never admitted).
     Refusal(Answer),
+    /// Write everything handed over before this, then close the connection.
+    Close,
+}
+
+/// Whether a connection's writing thread has ended — after writing every answer handed to
+/// it before [`Replier::close`], or because the connection failed — without keeping it
+/// alive as a [`Replier`] would: a server waits on it before the process ends, so no answer
+/// handed over is lost on the way to the socket.
+#[derive(Debug, Clone, Default)]
+pub struct WriterEnded(Arc<(Mutex<bool>, Condvar)>);
+
+impl WriterEnded {
+    /// Waits up to `limit` for the writing thread to end; whether it has.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let (lock, ended) = &*self.0;
+        match lock.lock() {
+            Ok(done) => match ended.wait_timeout_while(done, limit, |done| !*done) {
+                Ok((done, _)) => *done,
+                // A poisoned lock: the thread panicked, so it has ended.
+                Err(_) => true,
+            },
+            Err(_) => true,
+        }
+    }
+
+    /// Whether the writing thread has ended.
+    pub fn has_ended(&self) -> bool {
+        self.wait(Duration::ZERO)
+    }
+
+    fn set(&self) {
+        let (lock, ended) = &*self.0;
+        if let Ok(mut done) = lock.lock() {
+            *done = true;
+        }
+        ended.notify_all();
+    }
+}
+
+/// Marks the writing thread ended however it returns.
+struct EndsWriter(WriterEnded);
+
+impl Drop for EndsWriter {
+    fn drop(&mut self) {
+        self.0.set();
+    }
 }
 
 /// How long a reply may wait for the client to take it.
@@ -221,10 +268,15 @@ impl Replier {
         let (tx, rx) = mpsc::channel();
         let budget = Arc::new(Budget::default());
         let released = budget.clone();
+        let ended = WriterEnded::default();
+        let marks = EndsWriter(ended.clone());
         thread::Builder::new()
             .name(format!("nbd-reply-{conn}"))
-            .spawn(move || replies(stream, structured, &rx, &released))?;
-        Ok(Replier { tx, budget })
+            .spawn(move || {
+                let _ended = marks;
+                replies(stream, structured, &rx, &released)
+            })?;
+        Ok(Replier { tx, budget, ended })
     }
 
     /// Answers request `cookie` (a read of `offset`); false if the client is gone.
@@ -237,6 +289,18 @@ impl Replier {
     /// budget are the writing thread's.
     pub fn send_all(&self, answers: Vec<Answer>) -> bool {
         self.tx.send(Outgoing::Answers(answers)).is_ok()
+    }
+
+    /// Closes the connection once every answer handed over before is written: the server is
+    /// stopping. The client's requests still unread are never read (the connection's thread
+    /// ends and says [`Event::Closed`]); answers handed over after this are not sent.
+    pub fn close(&self) {
+        let _ = self.tx.send(Outgoing::Close);
+    }
+
+    /// Tells when the connection's writing thread has ended.
+    pub fn writer(&self) -> WriterEnded {
+        self.ended.clone()
     }
 
     /// Answers a request the device never saw (refused by the connection's check).
@@ -255,10 +319,12 @@ const GATHER_BYTES: usize = 1 << 20;
 
 /// A connection's writing thread: every batch waiting (up to [`GATHER_BYTES`]) in one
 /// write, then their requests released from the connection's budget; on a failed or timed
-/// out write the connection is shut down (its reading thread then ends too).
+/// out write, or once everything before an [`Outgoing::Close`] is written, the connection
+/// is shut down (its reading thread then ends too).
 fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &Budget) {
     let mut w = BufWriter::with_capacity(256 << 10, stream);
     let mut answered = Vec::new();
+    let mut closing = false;
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         let mut gathered = 0;
@@ -270,6 +336,10 @@ fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &B
                     answers.as_slice()
                 }
                 Outgoing::Refusal(answer) => std::slice::from_ref(answer),
+                Outgoing::Close => {
+                    closing = true;
+                    break;
+                }
             };
             written = answers.iter().try_for_each(|(cookie, offset, outcome)| {
                 gathered += reply_bytes(outcome);
@@ -282,7 +352,7 @@ fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &B
         }
         let written = written.and_then(|()| w.flush());
         budget.release(answered.drain(..));
-        if written.is_err() {
+        if written.is_err() || closing {
             budget.close();
             w.get_ref().shutdown();
             return;
@@ -650,6 +720,43 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_replier_writes_every_answer_handed_over_before_and_then_hangs_up() {
+        use std::io::Read;
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let replier = Replier::over_unix(ours, false).unwrap();
+        let ended = replier.writer();
+        assert!(!ended.has_ended());
+        replier.send_all((1..=100).map(|c| (c, 0, Outcome::Done(None))).collect());
+        replier.close();
+        // Handed over after the close: never written.
+        let _ = replier.send(999, 0, Outcome::Done(None));
+        assert!(ended.wait(Duration::from_secs(10)), "the writer ended");
+        let mut out = Vec::new();
+        theirs.read_to_end(&mut out).unwrap();
+        let cookies: Vec<u64> = out
+            .chunks(16)
+            .map(|r| u64::from_be_bytes(r[8..16].try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            cookies,
+            (1..=100).collect::<Vec<u64>>(),
+            "nothing after the close"
+        );
+    }
+
+    #[test]
+    fn an_empty_socket_path_is_refused_rather_than_bound_to_an_abstract_address() {
+        match Listener::unix(Path::new("")) {
+            Err(ServeError::SocketPath(e)) => {
+                assert_eq!(e.problem, crate::socket_path::SocketPathProblem::Empty);
+                assert_eq!(e.to_string(), "socket \"\": an empty path");
+            }
+            Ok(l) => panic!("listening at {}", l.uri()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
     fn a_second_server_on_a_live_socket_is_refused_and_a_stale_one_replaced() {
         let dir = std::env::temp_dir().join(format!("smartio-nbd-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -677,7 +784,10 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         assert!(matches!(
             Listener::unix(&file),
-            Err(ServeError::NotASocket(_))
+            Err(ServeError::SocketPath(SocketPathError {
+                problem: crate::socket_path::SocketPathProblem::NotASocket,
+                ..
+            }))
         ));
         assert_eq!(
             std::fs::read(&file).unwrap(),

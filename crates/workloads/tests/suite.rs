@@ -12,6 +12,8 @@ mod iperf;
 mod lending;
 mod multicast;
 mod nbd;
+mod nbd_durability;
+mod nbd_stop;
 mod nvme_client;
 mod nvmeof;
 mod p2p;

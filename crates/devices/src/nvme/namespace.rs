@@ -1,7 +1,9 @@
 //! Namespace storage: where the blocks of a controller's namespaces live.
 //!
 //! Sparse memory by default (unwritten blocks read as zero); or one file holding every
-//! namespace back to back, so data persists between runs.
+//! namespace back to back, so data persists between runs. A file's writes land in the page
+//! cache; [`NamespaceStore::flush`] (the NVMe Flush command) makes them durable with
+//! `fdatasync`, and a hook ([`NamespaceStore::on_sync`]) sees every such sync.
 
 use smartio_platform::SparseMemory;
 use std::cell::RefCell;
@@ -25,6 +27,17 @@ enum Store {
     File { file: File, path: PathBuf },
 }
 
+/// What runs before each `fdatasync` of a file-backed store; an error it returns is the
+/// sync's error (the file is then not synced). For tests: to count syncs, and to make one
+/// fail as a failing disk would.
+pub struct SyncHook(Box<dyn Fn() -> std::io::Result<()>>);
+
+impl std::fmt::Debug for SyncHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SyncHook")
+    }
+}
+
 /// The blocks of every namespace of one controller.
 #[derive(Debug)]
 pub struct NamespaceStore {
@@ -34,6 +47,8 @@ pub struct NamespaceStore {
     count: u32,
     /// The first I/O error of a file-backed store, for the error log.
     io_error: RefCell<Option<String>>,
+    /// Runs before each sync of a file-backed store.
+    sync_hook: RefCell<Option<SyncHook>>,
 }
 
 impl NamespaceStore {
@@ -44,6 +59,7 @@ impl NamespaceStore {
             capacity,
             count,
             io_error: RefCell::new(None),
+            sync_hook: RefCell::new(None),
         }
     }
 
@@ -73,6 +89,7 @@ impl NamespaceStore {
             capacity,
             count,
             io_error: RefCell::new(None),
+            sync_hook: RefCell::new(None),
         })
     }
 
@@ -163,12 +180,26 @@ impl NamespaceStore {
         }
     }
 
-    /// Makes written data durable (a file-backed store syncs).
+    /// Makes written data durable: a file-backed store calls `fdatasync` (after the
+    /// [`on_sync`](Self::on_sync) hook, if any), so what was written survives a power loss
+    /// once this returns `Ok`; memory has nothing to make durable beyond the process.
     pub fn flush(&self) -> Result<(), BackingError> {
         match &*self.store.borrow() {
             Store::Sparse(_) => Ok(()),
-            Store::File { file, path } => file.sync_data().map_err(|e| self.io(path, e)),
+            Store::File { file, path } => {
+                let hook = self.sync_hook.borrow();
+                let before = hook.as_ref().map_or(Ok(()), |h| (h.0)());
+                before
+                    .and_then(|()| file.sync_data())
+                    .map_err(|e| self.io(path, e))
+            }
         }
+    }
+
+    /// Runs `hook` before every `fdatasync` of a file-backed store from now on (replacing
+    /// any earlier hook); see [`SyncHook`]. A memory store never syncs, so never runs it.
+    pub fn on_sync(&self, hook: impl Fn() -> std::io::Result<()> + 'static) {
+        *self.sync_hook.borrow_mut() = Some(SyncHook(Box::new(hook)));
     }
 
     /// A failed access to the backing file at `path`; the first is kept for the error log.
@@ -259,6 +290,38 @@ mod tests {
             s.read(1, 4096, &mut got).expect("read");
             assert_eq!(got, data, "namespace 1 keeps its data");
         }
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn a_file_store_syncs_once_per_flush_and_a_failed_sync_names_the_file() {
+        use std::cell::Cell;
+        use std::rc::Rc;
+        let (dir, path) = scratch("sync");
+        let file = NamespaceStore::file(&path, 1, 1 << 20).expect("create");
+        let memory = NamespaceStore::sparse(1, 1 << 20);
+        let syncs = Rc::new(Cell::new(0u32));
+        for s in [&file, &memory] {
+            let n = syncs.clone();
+            s.on_sync(move || {
+                n.set(n.get() + 1);
+                Ok(())
+            });
+        }
+        file.write(1, 0, b"data").expect("write");
+        assert_eq!(syncs.get(), 0, "a write does not sync");
+        file.flush().expect("flush");
+        file.flush().expect("flush");
+        memory.flush().expect("flush");
+        assert_eq!(
+            syncs.get(),
+            2,
+            "one sync per flush of the file, none of memory"
+        );
+        file.on_sync(|| Err(std::io::Error::other("the disk is gone")));
+        let e = file.flush().expect_err("the sync failed");
+        assert_eq!(e.path, path);
+        assert_eq!(e.source.to_string(), "the disk is gone");
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 

@@ -13,6 +13,14 @@
 //! Data: a request of up to the export's largest payload is cut into transfers of at most
 //! the controller's MDTS, done one after another through one I/O buffer of the workload's
 //! host; buffers come from a pool of one per queue entry, and a request waits for one.
+//!
+//! Durability: `NBD_CMD_FLUSH` is an NVMe Flush, and a request with `NBD_CMD_FLAG_FUA`
+//! (the export offers it) is its NVMe commands followed by a Flush, before the reply — as
+//! Linux's block layer does for a device without FUA. What a Flush makes durable is the
+//! controller's store's business: a backing file is synced (`fdatasync`), memory has nothing
+//! to make durable beyond the process. Writes acknowledged and not covered by a later
+//! Flush are counted ([`NbdStats::unflushed`]); [`NbdExport::make_durable`] flushes them
+//! when serving ends.
 
 use crate::booted::run_workload;
 use crate::fio::backend::{Backend, Buffer, ClientBench};
@@ -23,7 +31,7 @@ use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
 use smartio_drivers::nvme_dist::DistError;
 use smartio_machine::{Counters, Machine};
 use smartio_nbd::server::{Answer, Event, Replier};
-use smartio_nbd::wire::transmission_flags;
+use smartio_nbd::wire::{command_flags, transmission_flags};
 use smartio_nbd::{BlockSizes, Command, Errno, Export, Outcome, Request};
 use smartio_platform::{Clock, FifoPool, SimDuration, SimTime};
 use std::cell::{Cell, RefCell};
@@ -32,6 +40,13 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
+
+mod connections;
+mod durability;
+
+use connections::Connections;
+pub use connections::{STOP_GRACE, STOP_QUIET};
+use durability::Durability;
 
 /// How far the virtual clock runs before requests that arrived meanwhile join and the
 /// answers finished meanwhile go out (longer slices mean fewer writes to the sockets but
@@ -144,6 +159,17 @@ pub struct NbdStats {
     pub refused: u64,
     /// Requests the device failed.
     pub failed: u64,
+    /// Requests read off a connection after the stop began and not carried out: answered
+    /// `ESHUTDOWN`, or, read while their connection was closing, not answered at all
+    /// (`dropped_unanswered` of them).
+    pub dropped: u64,
+    /// See `dropped`.
+    pub dropped_unanswered: u64,
+    /// Writes, write-zeroes and trims acknowledged (answered as done) and not covered by a
+    /// Flush that started after they completed: what a power loss could take if the store
+    /// is a file (memory keeps nothing past the process anyway). A FUA request is durable
+    /// on its own and never counts here.
+    pub unflushed: u64,
     /// Virtual time the clock ran while serving.
     pub virtual_elapsed: SimDuration,
     /// Wall time from the first request to the last reply.
@@ -173,6 +199,9 @@ impl NbdStats {
             bytes_written: 0,
             refused: 0,
             failed: 0,
+            dropped: 0,
+            dropped_unanswered: 0,
+            unflushed: 0,
             virtual_elapsed: SimDuration(0),
             wall_elapsed: Duration::ZERO,
             events: 0,
@@ -191,7 +220,9 @@ impl NbdStats {
 /// How the serving loop ends.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServeControl<'a> {
-    /// Set from outside (a signal): finish what is in flight and stop.
+    /// Set from outside (a signal): finish and answer what is in flight, answer what comes
+    /// after `ESHUTDOWN` until the clients leave or fall quiet, then close the connections
+    /// and stop (module `connections`: [`STOP_QUIET`], [`STOP_GRACE`]).
     pub stop: Option<&'a AtomicBool>,
     /// End when the last client leaves (once at least one came); otherwise serve until
     /// `stop`.
@@ -206,6 +237,17 @@ pub enum NbdError {
     /// Setting up the host, driver or client failed.
     #[error(transparent)]
     Setup(#[from] FioError),
+    /// Acknowledged writes could not be made durable: the Flush after serving failed
+    /// (with a backing file, its `fdatasync`). Fatal: the caller must not claim success.
+    #[error(
+        "{writes} acknowledged writes may not be durable: the flush after serving failed: {source}"
+    )]
+    NotDurable {
+        /// Writes acknowledged and not covered by a successful Flush.
+        writes: u64,
+        /// Why the Flush failed (boxed: it is large, and this variant is rare).
+        source: Box<FioError>,
+    },
     /// Requests stayed in flight with nothing left for the emulation to do (an emulator
     /// bug); what every task waits for.
     #[error("requests in flight but the emulation has nothing to do at {at}: {waiting}")]
@@ -307,6 +349,8 @@ impl NbdExport {
     /// size.
     pub fn export(&self) -> Export {
         let mut flags = transmission_flags::SEND_FLUSH
+            // Honoured by a Flush after the request's commands (see the module's docs).
+            | transmission_flags::SEND_FUA
             | transmission_flags::SEND_WRITE_ZEROES
             | transmission_flags::SEND_TRIM
             // No cache in the server: every connection's writes reach the same controller.
@@ -339,9 +383,10 @@ impl NbdExport {
         self.transfer
     }
 
-    /// Serves the events of `events` until `control.stop` is set, the last client leaves
-    /// (with `control.once`), or every sender of `events` is gone; calls `report` every
-    /// `control.every` and returns the figures.
+    /// Serves the events of `events` until `control.stop` is set (then as
+    /// [`ServeControl::stop`] says), the last client leaves (with `control.once`), or every
+    /// sender of `events` is gone; calls `report` every `control.every` and returns the
+    /// figures once every answer handed to a connection is written.
     pub fn serve(
         &self,
         events: &Receiver<Event>,
@@ -354,18 +399,24 @@ impl NbdExport {
             first: Cell::new(None),
             last: Cell::new(None),
             outbox: RefCell::new(HashMap::new()),
+            durability: Rc::new(Durability::default()),
         });
-        let mut conns: HashMap<u64, Replier> = HashMap::new();
-        let mut seen_client = false;
+        let mut conns = Connections::default();
         let started = self.machine.now();
         let counted = self.machine.counters();
         let mut horizon = started;
         let mut last_report = Instant::now();
         let mut last_busy = Instant::now();
         loop {
-            let stopping = control.stop.is_some_and(|s| s.load(Ordering::Relaxed));
+            if control.stop.is_some_and(|s| s.load(Ordering::Relaxed)) && !conns.stopping() {
+                conns.stop();
+                eprintln!(
+                    "nbd: stopping: {} requests in flight are finished; later ones are answered ESHUTDOWN",
+                    state.in_flight.get()
+                );
+            }
             let idle = state.in_flight.get() == 0;
-            if idle && (stopping || (control.once && seen_client && conns.is_empty())) {
+            if idle && ((control.once && conns.all_left()) || conns.drained(last_busy)) {
                 break;
             }
             let first = if idle {
@@ -388,12 +439,11 @@ impl NbdExport {
             for event in batch {
                 match event {
                     Event::Opened { conn, replier } => {
-                        seen_client = true;
                         state.stats.borrow_mut().connections += 1;
-                        conns.insert(conn, replier);
+                        conns.opened(conn, replier);
                     }
                     Event::Closed { conn, error } => {
-                        conns.remove(&conn);
+                        conns.closed(conn);
                         if let Some(e) = error {
                             eprintln!("nbd: connection {conn} ended: {e}");
                         }
@@ -415,10 +465,16 @@ impl NbdExport {
                         request,
                         received,
                     } => {
-                        let Some(replier) = conns.get(&conn).cloned() else {
+                        let Some(replier) = conns.replier(conn).cloned() else {
+                            // Never: a connection's requests come between its Opened and
+                            // its Closed. Counted rather than lost if it did happen.
+                            let mut s = state.stats.borrow_mut();
+                            s.dropped += 1;
+                            s.dropped_unanswered += 1;
                             continue;
                         };
-                        if stopping {
+                        if conns.stopping() {
+                            state.stats.borrow_mut().dropped += 1;
                             replier.send(
                                 request.cookie,
                                 request.offset,
@@ -460,6 +516,7 @@ impl NbdExport {
             }
         }
         let mut stats = state.stats.borrow().clone();
+        conns.hang_up(events, &mut stats);
         self.elapsed(&mut stats, &state, started, counted);
         Ok(stats)
     }
@@ -472,8 +529,30 @@ impl NbdExport {
         run_workload(&self.machine, async move { backend.io_commands().await })
     }
 
+    /// Makes every write `stats` counts as acknowledged and not flushed durable: one NVMe
+    /// Flush through the export's driver (with a backing file, an `fdatasync` of it). Nothing
+    /// to do when `stats.unflushed` is 0. Its failure is [`NbdError::NotDurable`], naming
+    /// how many acknowledged writes are at risk.
+    pub fn make_durable(&self, stats: &NbdStats) -> Result<(), NbdError> {
+        if stats.unflushed == 0 {
+            return Ok(());
+        }
+        let (backend, pool, nsid) = (self.backend.clone(), self.pool.clone(), self.cfg.nsid);
+        run_workload(&self.machine, async move {
+            let buffer = pool.take().await;
+            let flushed = backend.submit(0, BlockOp::Flush, nsid, 0, 0, buffer).await;
+            pool.give(buffer);
+            flushed
+        })
+        .map_err(|source| NbdError::NotDurable {
+            writes: stats.unflushed,
+            source: Box::new(source),
+        })
+    }
+
     /// Brings the figures that are not counted per request up to now.
     fn elapsed(&self, s: &mut NbdStats, state: &ServeState, started: SimTime, counted: Counters) {
+        s.unflushed = state.durability.unflushed();
         let now = self.machine.counters();
         s.virtual_elapsed = self.machine.now().since(started);
         s.wall_elapsed = wall_span(state);
@@ -515,6 +594,7 @@ impl NbdExport {
             lba: u64::from(self.lba_size),
             transfer: self.transfer,
             job,
+            durability: state.durability.clone(),
         };
         let state = state.clone();
         state.in_flight.set(state.in_flight.get() + 1);
@@ -524,7 +604,11 @@ impl NbdExport {
             let t0 = cpu.now();
             let (cookie, offset, len) = (request.cookie, request.offset, u64::from(request.len));
             let kind = Kind::of(&request.command);
+            let fua = request.flags & command_flags::FUA != 0;
             let outcome = io.run(request).await;
+            if matches!(outcome, Outcome::Done(_)) && kind.writes() && !fua {
+                state.durability.acknowledged();
+            }
             {
                 let mut s = state.stats.borrow_mut();
                 match (&outcome, kind) {
@@ -585,6 +669,11 @@ impl Kind {
         }
     }
 
+    /// Whether it changes the export's bytes (and so has something to make durable).
+    fn writes(self) -> bool {
+        matches!(self, Kind::Write | Kind::WriteZeroes | Kind::Trim)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Read => "NBD_CMD_READ",
@@ -630,6 +719,8 @@ struct ServeState {
     last: Cell<Option<Instant>>,
     /// Answers not sent yet, by connection.
     outbox: RefCell<HashMap<u64, Pending>>,
+    /// Which acknowledged writes a Flush has covered.
+    durability: Rc<Durability>,
 }
 
 /// A connection's answers not sent yet, each with when its request was received.
@@ -669,6 +760,7 @@ struct Io {
     lba: u64,
     transfer: u64,
     job: usize,
+    durability: Rc<Durability>,
 }
 
 impl Io {
@@ -682,7 +774,32 @@ impl Io {
         }
     }
 
+    /// The request's commands, then, for a write-type request with `NBD_CMD_FLAG_FUA`, a
+    /// Flush: its data is durable before its reply (a FUA read has nothing to make durable).
     async fn with_buffer(&self, req: Request, buf: Buffer) -> Result<Option<Vec<u8>>, FioError> {
+        let fua = req.flags & command_flags::FUA != 0
+            && matches!(
+                req.command,
+                Command::Write(_) | Command::WriteZeroes | Command::Trim
+            );
+        let data = self.commands(req, buf).await?;
+        if fua {
+            self.flush(buf).await?;
+        }
+        Ok(data)
+    }
+
+    /// An NVMe Flush: every write the controller completed is durable when it succeeds.
+    async fn flush(&self, buf: Buffer) -> Result<(), FioError> {
+        let covered = self.durability.covering();
+        self.backend
+            .submit(self.job, BlockOp::Flush, self.nsid, 0, 0, buf)
+            .await?;
+        self.durability.flushed(covered);
+        Ok(())
+    }
+
+    async fn commands(&self, req: Request, buf: Buffer) -> Result<Option<Vec<u8>>, FioError> {
         let os = self.backend.os();
         let outside = || FioError::Internal("an NBD buffer is not in the host's memory");
         let (offset, len) = (req.offset, u64::from(req.len));
@@ -711,9 +828,7 @@ impl Io {
                 Ok(None)
             }
             Command::Flush => {
-                self.backend
-                    .submit(self.job, BlockOp::Flush, self.nsid, 0, 0, buf)
-                    .await?;
+                self.flush(buf).await?;
                 Ok(None)
             }
             Command::WriteZeroes => {
