@@ -349,7 +349,9 @@ impl DmaDevice {
             }
             // Appended, not zeroed first: unwritten bytes are zeroed once, by the read.
             let mut data = Vec::new();
-            self.memory.borrow().read_append(src, len as usize, &mut data);
+            self.memory
+                .borrow()
+                .read_append(src, len as usize, &mut data);
             data
         } else {
             activity::doing("DMA engine: read the source");
