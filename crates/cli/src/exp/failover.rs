@@ -203,6 +203,7 @@ mod tests {
             ops: Some(200),
             seed: 1,
             nvmeof: Default::default(),
+            used: Default::default(),
         };
         let report = run(&setup, false).expect("runs");
         let text = report.table.to_string();

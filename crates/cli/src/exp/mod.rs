@@ -29,7 +29,10 @@ use clap::ValueEnum;
 use comfy_table::Table;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// The experiments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -157,6 +160,23 @@ pub struct ExpArgs {
     pub explain: crate::explain::ExplainArgs,
 }
 
+/// The scenarios experiments booted, for a report that shows them (`repro`); clones share
+/// one log.
+#[derive(Debug, Clone, Default)]
+pub struct ScenarioLog(Rc<RefCell<BTreeSet<String>>>);
+
+impl ScenarioLog {
+    /// Notes that `scenario` was booted.
+    pub fn record(&self, scenario: &str) {
+        self.0.borrow_mut().insert(scenario.to_string());
+    }
+
+    /// Every scenario noted, by name.
+    pub fn names(&self) -> Vec<String> {
+        self.0.borrow().iter().cloned().collect()
+    }
+}
+
 /// What an experiment gets.
 pub struct Setup<'a> {
     /// The scenario to load.
@@ -169,6 +189,8 @@ pub struct Setup<'a> {
     pub seed: u64,
     /// `--rw`, `--initiator`, `--target-mode` (nvmeof-compare's own).
     pub nvmeof: NvmeofOptions,
+    /// Where the scenarios booted are noted.
+    pub used: ScenarioLog,
 }
 
 impl Setup<'_> {
@@ -179,12 +201,14 @@ impl Setup<'_> {
 
     /// A fresh cluster of another scenario, for experiments that compare two.
     pub fn cluster_of(&self, scenario: &str) -> Result<Cluster, String> {
+        self.used.record(scenario);
         Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())
     }
 
     /// The scenario's enumerated fabric only, to read host and device names from (no
     /// devices started, nothing booted).
     pub fn fabric(&self) -> Result<smartio_fabric::Fabric, String> {
+        self.used.record(&self.scenario);
         smartio_cluster::load_calibrated_fabric(&self.scenario, self.calibration)
             .map_err(|e| e.to_string())
     }
@@ -219,6 +243,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             initiator: args.initiator,
             target_mode: args.target_mode,
         },
+        used: ScenarioLog::default(),
     };
     if let (Some(given), false) = (
         setup.nvmeof.first_given(),
