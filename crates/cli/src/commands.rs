@@ -46,7 +46,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         } => {
             let done =
                 crate::picture::write(&scenario, &calibration, &file).map_err(|e| e.to_string())?;
-            print!("{}", render::wrapped(&done, "", "  "));
+            print!("{}", render::wrapped(&done.written, "", "  "));
+            print!("{}", render::wrapped(&done.shows, "  ", "  "));
             Ok(())
         }
         Command::Topo { scenario, json, .. } => {

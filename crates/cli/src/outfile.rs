@@ -21,6 +21,9 @@ pub enum OutputFileError {
     /// The path is a directory.
     #[error("{}: is a directory; give a file name", .path.display())]
     IsDirectory { path: PathBuf },
+    /// The path ends with `/`: it can only name a directory.
+    #[error("{}: ends with '/', so names a directory; give a file name", .path.display())]
+    DirectoryName { path: PathBuf },
     /// The directory the file would be in does not exist.
     #[error("{}: the directory {} does not exist", .path.display(), .dir.display())]
     NoDirectory { path: PathBuf, dir: PathBuf },
@@ -53,8 +56,11 @@ impl OutputFile {
             return Err(OutputFileError::Empty);
         }
         let path = PathBuf::from(text);
-        if path.is_dir() || text.ends_with('/') {
+        if path.is_dir() {
             return Err(OutputFileError::IsDirectory { path });
+        }
+        if text.ends_with('/') {
+            return Err(OutputFileError::DirectoryName { path });
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             let dir = dir.to_path_buf();
@@ -150,6 +156,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!("{through}: {d}/file is not a directory")
+        );
+        let err = OutputFile::parse(&format!("{d}/new/")).expect_err("a directory's name");
+        assert_eq!(
+            err.to_string(),
+            format!("{d}/new/: ends with '/', so names a directory; give a file name")
         );
         assert!(
             OutputFile::parse("t.svg").is_ok(),

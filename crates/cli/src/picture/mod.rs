@@ -74,7 +74,8 @@ pub fn device_ids(devices: &[DeviceInfo]) -> DeviceIds {
 
 /// The picture of `scenario` (a shipped name or a file), checked against the overlap rule.
 pub fn draw(scenario: &str, calibration: &Calibration) -> Result<Picture, PictureError> {
-    let cluster = Cluster::new(scenario, calibration).map_err(|e| PictureError::Cluster(Box::new(e)))?;
+    let cluster =
+        Cluster::new(scenario, calibration).map_err(|e| PictureError::Cluster(Box::new(e)))?;
     let devices = registered_devices(&cluster).map_err(|source| PictureError::Devices {
         scenario: scenario.to_string(),
         source: Box::new(source),
@@ -105,12 +106,20 @@ fn title(scenario: &str) -> String {
     format!("smartio topo --scenario {scenario}")
 }
 
-/// Draws `scenario` into `file`; returns what to print: the file and what it shows.
+/// What [`write`] wrote, to print.
+pub struct Drawn {
+    /// The file, the scenario and the picture's size.
+    pub written: String,
+    /// How many of each thing it shows.
+    pub shows: String,
+}
+
+/// Draws `scenario` into `file`.
 pub fn write(
     scenario: &str,
     calibration: &Calibration,
     file: &OutputFile,
-) -> Result<String, PictureError> {
+) -> Result<Drawn, PictureError> {
     let picture = draw(scenario, calibration)?;
     let text = svg::document(&picture, &title(scenario));
     file.write(text.as_bytes()).map_err(PictureError::Write)?;
@@ -121,17 +130,21 @@ pub fn write(
         .iter()
         .filter(|l| l.arrow && l.layer == geometry::Layer::Over)
         .count();
-    Ok(format!(
-        "{file}: {scenario} drawn in {} x {} pixels: {} hosts, {} cluster switches, {} NTB \
-         adapters, {} expansion chassis, {} devices, {} VMs, {} devices passed through to VMs",
-        picture.width,
-        picture.height,
-        of(FrameKind::Host),
-        of(FrameKind::ClusterSwitch),
-        of(FrameKind::Adapter),
-        of(FrameKind::Chassis),
-        of(FrameKind::Device),
-        of(FrameKind::Vm),
-        arrows,
-    ))
+    Ok(Drawn {
+        written: format!(
+            "{file}: {scenario} drawn in {} x {} pixels",
+            picture.width, picture.height
+        ),
+        shows: format!(
+            "{} hosts, {} cluster switches, {} NTB adapters, {} expansion chassis, {} devices, \
+             {} VMs, {} devices passed through to VMs",
+            of(FrameKind::Host),
+            of(FrameKind::ClusterSwitch),
+            of(FrameKind::Adapter),
+            of(FrameKind::Chassis),
+            of(FrameKind::Device),
+            of(FrameKind::Vm),
+            arrows,
+        ),
+    })
 }
