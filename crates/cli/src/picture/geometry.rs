@@ -82,6 +82,11 @@ impl Point {
     }
 }
 
+/// `n` things as a length multiplier (a count past `i64` cannot occur; it saturates).
+pub fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX / 4)
+}
+
 /// The width of `text` as a label.
 pub fn text_width(text: &str) -> i64 {
     i64::try_from(text.chars().count()).map_or(i64::MAX / 4, |n| n.saturating_mul(CHAR_WIDTH))

@@ -21,8 +21,8 @@
 //! rest of the cluster.
 
 use super::geometry::{
-    text_width, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Point, Rect,
-    LABEL_HEIGHT,
+    count, text_width, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Point,
+    Rect, LABEL_HEIGHT,
 };
 use super::layout::{DeviceIds, Lending};
 use smartio_fabric::units::format_size;
@@ -365,7 +365,7 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         }
     }
     let first_lane = b.right + LANE_GAP;
-    let lane = |k: usize| first_lane + i64::try_from(k).unwrap_or(0) * LANE_W;
+    let lane = |k: usize| first_lane + count(k) * LANE_W;
     let width = if ports.is_empty() {
         b.right + PAD
     } else {

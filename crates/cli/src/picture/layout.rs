@@ -21,21 +21,19 @@
 //! step higher than the last. Lines outside hosts are drawn under the boxes.
 
 use super::geometry::{
-    text_width, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Picture, Point,
+    count, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Picture, Point,
     Rect, LABEL_HEIGHT,
 };
+use super::grid::{Group, EXIT_RISE};
 use super::host::{self, HostDrawing, Port, BOX_H};
-use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId, NodeKind};
+use super::switches::{cluster_switches, place_switches, Switch};
+use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId};
 use std::collections::BTreeMap;
 
 /// Around the whole picture.
-const MARGIN: i64 = 16;
+pub const MARGIN: i64 = 16;
 /// Between the groups of hosts.
 const GROUP_GAP: i64 = 32;
-/// Least room between two columns of hosts.
-const MIN_COLUMN_GAP: i64 = 28;
-/// Between two cluster switches of a level.
-const SWITCH_GAP: i64 = 24;
 /// Between two levels of cluster switches.
 const LEVEL_GAP: i64 = 48;
 /// Room between the lowest switches and the first row of hosts.
@@ -43,14 +41,6 @@ const BAND_MIN: i64 = 48;
 /// The first arch's height, and how much higher each next one goes.
 const ARC_BASE: i64 = 30;
 const ARC_STEP: i64 = 12;
-/// A channel's offset right of its column, and between two channels.
-const CHANNEL_PAD: i64 = 8;
-const CHANNEL_STEP: i64 = 5;
-/// How far above its host a line turns towards its channel, and between two of one host.
-const ROUTE_DY: i64 = 8;
-const ROUTE_STEP: i64 = 5;
-/// How far above the first row a channel ends.
-const EXIT_RISE: i64 = 6;
 /// A label's room in a box.
 const BOX_PAD_X: i64 = 6;
 const BOX_PAD_Y: i64 = 4;
@@ -124,112 +114,6 @@ pub fn lendings(fabric: &Fabric) -> Vec<Lending> {
         }
     }
     out
-}
-
-/// A cluster switch's box and where it hangs.
-struct Switch {
-    node: NodeId,
-    text: String,
-    w: i64,
-    /// The switch it is cabled up to (`uplink`).
-    parent: Option<usize>,
-    level: usize,
-    /// Its box's left edge and top, once placed.
-    x: i64,
-    y: i64,
-}
-
-impl Switch {
-    fn center(&self) -> i64 {
-        self.x + self.w / 2
-    }
-}
-
-/// The hosts under one cluster switch (or under none), in a grid.
-struct Group {
-    switch: Option<usize>,
-    hosts: Vec<usize>,
-    cols: usize,
-    /// The widest host of each column.
-    col_w: Vec<i64>,
-    gap: i64,
-    /// Height of each row, and the room above each row but the first.
-    row_h: Vec<i64>,
-    row_band: i64,
-    /// The hosts' part of the block, and the whole block (with the last column's channels
-    /// and room for its switch).
-    hosts_w: i64,
-    block_w: i64,
-    x: i64,
-}
-
-impl Group {
-    fn new(switch: Option<usize>, hosts: Vec<usize>, drawings: &[HostDrawing]) -> Group {
-        let n = hosts.len().max(1);
-        let cols = n.min(ceil_sqrt(n).max(4));
-        let rows = n.div_ceil(cols);
-        let mut col_w = vec![0; cols];
-        let mut row_h = vec![0; rows];
-        // Lines from rows below the first climb in channels right of their column.
-        let mut slots = vec![0i64; cols];
-        let mut ports_most = 0i64;
-        for (k, &h) in hosts.iter().enumerate() {
-            let (r, c) = (k / cols, k % cols);
-            row_h[r] = row_h[r].max(drawings[h].height);
-            col_w[c] = col_w[c].max(drawings[h].width);
-            if r > 0 {
-                let ports = count(drawings[h].ports.len());
-                slots[c] += ports;
-                ports_most = ports_most.max(ports);
-            }
-        }
-        let most = slots.iter().copied().max().unwrap_or(0);
-        let gap = MIN_COLUMN_GAP.max(2 * CHANNEL_PAD + CHANNEL_STEP * most);
-        let row_band = (2 * ROUTE_DY + ROUTE_STEP * ports_most).max(MIN_COLUMN_GAP);
-        let cols_i = count(cols);
-        let hosts_w = col_w.iter().sum::<i64>() + (cols_i - 1) * gap;
-        let block_w = if rows > 1 { hosts_w + gap } else { hosts_w };
-        Group {
-            switch,
-            hosts,
-            cols,
-            col_w,
-            gap,
-            row_h,
-            row_band,
-            hosts_w,
-            block_w,
-            x: 0,
-        }
-    }
-
-    /// The top of row `r`, from the first row's top.
-    fn row_top(&self, r: usize) -> i64 {
-        self.row_h[..r].iter().map(|h| h + self.row_band).sum()
-    }
-
-    /// The left edge of column `c`.
-    fn col_x(&self, c: usize) -> i64 {
-        self.x + self.col_w[..c].iter().map(|w| w + self.gap).sum::<i64>()
-    }
-
-    /// The top-left corner of the `k`th host's cell.
-    fn cell(&self, k: usize, y_hosts: i64) -> (i64, i64) {
-        let (r, c) = (k / self.cols, k % self.cols);
-        (self.col_x(c), y_hosts + self.row_top(r))
-    }
-}
-
-fn count(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX / 4)
-}
-
-fn ceil_sqrt(n: usize) -> usize {
-    let mut r = 0;
-    while r * r < n {
-        r += 1;
-    }
-    r
 }
 
 /// The picture of `fabric`, with `ids` from SmartIO's registry.
@@ -338,101 +222,21 @@ pub fn lay_out(fabric: &Fabric, ids: &DeviceIds) -> Picture {
         band = band.max(BAND_MIN);
     }
     let y_hosts = y + band;
-
     // The hosts in their cells, and where each port's line leaves for the band.
     let mut host_at = vec![(0, 0); drawings.len()];
     let mut exits: BTreeMap<Port, Point> = BTreeMap::new();
     for g in &groups {
-        let mut slot = vec![0i64; g.cols];
-        for (k, &h) in g.hosts.iter().enumerate() {
-            let (hx, hy) = g.cell(k, y_hosts);
-            host_at[h] = (hx, hy);
-            let (r, c) = (k / g.cols, k % g.cols);
-            for (i, &(port, lane)) in drawings[h].ports.iter().enumerate() {
-                let at = Point::new(hx + lane, hy);
-                if r == 0 {
-                    exits.insert(port, at);
-                    continue;
-                }
-                let turn = hy - ROUTE_DY - ROUTE_STEP * count(i);
-                let channel = g.col_x(c) + g.col_w[c] + CHANNEL_PAD + CHANNEL_STEP * slot[c];
-                slot[c] += 1;
-                let exit = Point::new(channel, y_hosts - EXIT_RISE);
-                lines.push(under_line(
-                    port_kind(port, &lendings),
-                    Course::Polyline(vec![
-                        at,
-                        Point::new(at.x, turn),
-                        Point::new(channel, turn),
-                        exit,
-                    ]),
-                ));
-                exits.insert(port, exit);
-            }
-        }
+        g.place(
+            &drawings,
+            &lendings,
+            y_hosts,
+            &mut host_at,
+            &mut exits,
+            &mut lines,
+        );
     }
 
-    // Cables and lendings between hosts arch through the band; cables to switches run
-    // straight to them.
-    let mut attach: Vec<Vec<Point>> = vec![Vec::new(); switches.len()];
-    let mut arc = 0i64;
-    let mut arch = |from: Point, to: Point, kind: LineKind, lines: &mut Vec<Line>| {
-        let h = ARC_BASE + ARC_STEP * arc;
-        arc += 1;
-        lines.push(under_line(
-            kind,
-            Course::Curve([
-                from,
-                Point::new(from.x, from.y - h),
-                Point::new(to.x, to.y - h),
-                to,
-            ]),
-        ));
-    };
-    for l in fabric.links().iter().filter(|l| l.kind == LinkKind::Cable) {
-        let exit = |node: NodeId| exits.get(&Port::Adapter(node)).copied();
-        match (switch_of_node(l.a), switch_of_node(l.b)) {
-            (None, None) => {
-                if let (Some(a), Some(b)) = (exit(l.a), exit(l.b)) {
-                    arch(a, b, LineKind::Cable, &mut lines);
-                }
-            }
-            (Some(s), None) | (None, Some(s)) => {
-                let host_end = if switch_of_node(l.a).is_some() {
-                    l.b
-                } else {
-                    l.a
-                };
-                if let Some(e) = exit(host_end) {
-                    attach[s].push(e);
-                }
-            }
-            (Some(child), Some(parent)) => {
-                let c = &switches[child];
-                attach[parent].push(Point::new(c.center(), c.y));
-            }
-        }
-    }
-    for (i, l) in lendings.iter().enumerate() {
-        if l.lender == l.borrower {
-            continue;
-        }
-        if let (Some(&a), Some(&b)) = (exits.get(&Port::Lent(i)), exits.get(&Port::Borrowed(i))) {
-            arch(a, b, l.kind, &mut lines);
-        }
-    }
-    for (s, ends) in attach.iter_mut().enumerate() {
-        ends.sort_by_key(|p| (p.x, p.y));
-        let sw = &switches[s];
-        let n = count(ends.len());
-        for (i, &from) in ends.iter().enumerate() {
-            let to = Point::new(sw.x + sw.w * (count(i) + 1) / (n + 1), sw.y + BOX_H);
-            lines.push(under_line(
-                LineKind::Cable,
-                Course::Polyline(vec![from, to]),
-            ));
-        }
-    }
+    lines.extend(connect(fabric, &switches, &switch_at, &lendings, &exits));
 
     // Everything in one picture: switches, then each host's frames, labels and lines.
     let mut frames = Vec::new();
@@ -501,91 +305,76 @@ pub fn lay_out(fabric: &Fabric, ids: &DeviceIds) -> Picture {
     }
 }
 
-/// The cluster switches in scenario order, each with the switch it is cabled up to and its
-/// level (0: cabled up to none).
-fn cluster_switches(fabric: &Fabric) -> Vec<Switch> {
-    let mut switches: Vec<Switch> = fabric
-        .nodes()
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| match &n.kind {
-            NodeKind::ClusterSwitch { chip } => {
-                let text = format!("{}: cluster switch {chip}", n.name);
-                Some(Switch {
-                    node: NodeId(u32::try_from(i).unwrap_or(u32::MAX)),
-                    w: text_width(&text) + 2 * BOX_PAD_X,
-                    text,
-                    parent: None,
-                    level: 0,
-                    x: 0,
-                    y: 0,
-                })
-            }
-            _ => None,
-        })
-        .collect();
-    // A switch-to-switch cable runs from the switch that declared it (`uplink`) up.
+/// The lines between hosts and cluster switches, from each port's exit: a cable between two
+/// hosts, or a device lent to another host's VM, arches through the band above the hosts,
+/// each arch a step higher than the last; a cable to a switch (a host's, or a switch's up to
+/// its parent) runs straight to its bottom edge, where the cables arriving are spread in the
+/// order of where they come from.
+fn connect(
+    fabric: &Fabric,
+    switches: &[Switch],
+    switch_at: &BTreeMap<NodeId, usize>,
+    lendings: &[Lending],
+    exits: &BTreeMap<Port, Point>,
+) -> Vec<Line> {
+    let switch_of = |node: NodeId| switch_at.get(&node).copied();
+    let mut lines = Vec::new();
+    let mut attach: Vec<Vec<Point>> = vec![Vec::new(); switches.len()];
+    let mut arc = 0i64;
+    let mut arch = |from: Point, to: Point, kind: LineKind, lines: &mut Vec<Line>| {
+        let h = ARC_BASE + ARC_STEP * arc;
+        arc += 1;
+        lines.push(under_line(
+            kind,
+            Course::Curve([
+                from,
+                Point::new(from.x, from.y - h),
+                Point::new(to.x, to.y - h),
+                to,
+            ]),
+        ));
+    };
     for l in fabric.links().iter().filter(|l| l.kind == LinkKind::Cable) {
-        let child = switches.iter().position(|s| s.node == l.a);
-        let parent = switches.iter().position(|s| s.node == l.b);
-        if let (Some(c), Some(p)) = (child, parent) {
-            if switches[c].parent.is_none() && c != p {
-                switches[c].parent = Some(p);
-            }
-        }
-    }
-    // Levels by walking up; a loop of uplinks stops after as many steps as there are switches.
-    for s in 0..switches.len() {
-        let mut level = 0;
-        let mut at = s;
-        while let Some(p) = switches[at].parent {
-            if level >= switches.len() {
-                break;
-            }
-            level += 1;
-            at = p;
-        }
-        switches[s].level = level;
-    }
-    switches
-}
-
-/// Places each switch across: over its group of hosts, or over the switches cabled up to it
-/// (the lowest level first), or after everything; then pushes apart, level by level, any two
-/// that would touch. `x` is where the groups end.
-fn place_switches(switches: &mut [Switch], groups: &[Group], mut x: i64) {
-    let deepest = switches.iter().map(|s| s.level).max().unwrap_or(0);
-    for level in (0..=deepest).rev() {
-        let here: Vec<usize> = (0..switches.len())
-            .filter(|&s| switches[s].level == level)
-            .collect();
-        for &s in &here {
-            let center = if let Some(g) = groups.iter().find(|g| g.switch == Some(s)) {
-                Some(g.x + g.hosts_w / 2)
-            } else {
-                let below: Vec<&Switch> = switches.iter().filter(|c| c.parent == Some(s)).collect();
-                let left = below.iter().map(|c| c.x).min();
-                let right = below.iter().map(|c| c.x + c.w).max();
-                left.zip(right).map(|(l, r)| (l + r) / 2)
-            };
-            let w = switches[s].w;
-            switches[s].x = match center {
-                Some(c) => c - w / 2,
-                None => {
-                    let left = x;
-                    x += w + SWITCH_GAP;
-                    left
+        let exit = |node: NodeId| exits.get(&Port::Adapter(node)).copied();
+        match (switch_of(l.a), switch_of(l.b)) {
+            (None, None) => {
+                if let (Some(a), Some(b)) = (exit(l.a), exit(l.b)) {
+                    arch(a, b, LineKind::Cable, &mut lines);
                 }
-            };
-        }
-        let mut order = here;
-        order.sort_by_key(|&s| (switches[s].x, s));
-        let mut free = MARGIN;
-        for s in order {
-            switches[s].x = switches[s].x.max(free);
-            free = switches[s].x + switches[s].w + SWITCH_GAP;
+            }
+            (Some(s), None) | (None, Some(s)) => {
+                let host_end = if switch_of(l.a).is_some() { l.b } else { l.a };
+                if let Some(e) = exit(host_end) {
+                    attach[s].push(e);
+                }
+            }
+            (Some(child), Some(parent)) => {
+                let c = &switches[child];
+                attach[parent].push(Point::new(c.center(), c.y));
+            }
         }
     }
+    for (i, l) in lendings.iter().enumerate() {
+        if l.lender == l.borrower {
+            continue;
+        }
+        if let (Some(&a), Some(&b)) = (exits.get(&Port::Lent(i)), exits.get(&Port::Borrowed(i))) {
+            arch(a, b, l.kind, &mut lines);
+        }
+    }
+    for (s, ends) in attach.iter_mut().enumerate() {
+        ends.sort_by_key(|p| (p.x, p.y));
+        let sw = &switches[s];
+        let n = count(ends.len());
+        for (i, &from) in ends.iter().enumerate() {
+            let to = Point::new(sw.x + sw.w * (count(i) + 1) / (n + 1), sw.y + BOX_H);
+            lines.push(under_line(
+                LineKind::Cable,
+                Course::Polyline(vec![from, to]),
+            ));
+        }
+    }
+    lines
 }
 
 /// The legend's row at `(x, y)`: a short line of each kind and what it means. Returns the
@@ -623,14 +412,14 @@ fn split_long(line: &str) -> Vec<String> {
 }
 
 /// The kind of line a port carries.
-fn port_kind(port: Port, lendings: &[Lending]) -> LineKind {
+pub fn port_kind(port: Port, lendings: &[Lending]) -> LineKind {
     match port {
         Port::Adapter(_) => LineKind::Cable,
         Port::Lent(i) | Port::Borrowed(i) => lendings.get(i).map_or(LineKind::Cable, |l| l.kind),
     }
 }
 
-fn under_line(kind: LineKind, course: Course) -> Line {
+pub fn under_line(kind: LineKind, course: Course) -> Line {
     Line {
         kind,
         layer: Layer::Under,

@@ -9,9 +9,11 @@
 //! (as `smartio devices` does) and checks the layout before anything is written.
 
 pub mod geometry;
+mod grid;
 mod host;
 pub mod layout;
 pub mod svg;
+mod switches;
 
 use crate::outfile::{OutputFile, OutputFileError};
 use geometry::{FrameKind, Picture, Violation};
