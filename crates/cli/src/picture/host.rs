@@ -31,8 +31,8 @@ use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId, NodeKind};
 /// Room between a host's edge and its contents.
 pub const PAD: i64 = 8;
 /// Room between a box's edge and its label.
-const BOX_PAD_X: i64 = 6;
-const BOX_PAD_Y: i64 = 4;
+pub const BOX_PAD_X: i64 = 6;
+pub const BOX_PAD_Y: i64 = 4;
 /// A component's box: its label and the room around it.
 pub const BOX_H: i64 = LABEL_HEIGHT + 2 * BOX_PAD_Y;
 /// Between two rows.

@@ -25,7 +25,7 @@ use super::geometry::{
     Rect, LABEL_HEIGHT,
 };
 use super::grid::{Group, EXIT_RISE};
-use super::host::{self, HostDrawing, Port, BOX_H};
+use super::host::{self, HostDrawing, Port, BOX_H, BOX_PAD_X, BOX_PAD_Y};
 use super::switches::{cluster_switches, place_switches, Switch};
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId};
 use std::collections::BTreeMap;
@@ -41,9 +41,6 @@ const BAND_MIN: i64 = 48;
 /// The first arch's height, and how much higher each next one goes.
 const ARC_BASE: i64 = 30;
 const ARC_STEP: i64 = 12;
-/// A label's room in a box.
-const BOX_PAD_X: i64 = 6;
-const BOX_PAD_Y: i64 = 4;
 /// Characters of the title per line.
 const TITLE_COLUMNS: usize = 100;
 

@@ -4,8 +4,9 @@
 //! scenario passes through to a VM to that VM.
 //!
 //! [`layout`] turns a fabric into boxes, labels and lines with coordinates (pure; a host's
-//! box in [`host`], the shapes and the overlap rule in [`geometry`]); [`svg`] writes them as
-//! SVG text. This module boots the cluster for the ids SmartIO's registry gives its devices
+//! box in [`host`], the cluster switches in [`switches`], the grid of hosts under each in
+//! [`grid`], the shapes and the overlap rule in [`geometry`]); [`svg`] writes them as SVG
+//! text. This module boots the cluster for the ids SmartIO's registry gives its devices
 //! (as `smartio devices` does) and checks the layout before anything is written.
 
 pub mod geometry;

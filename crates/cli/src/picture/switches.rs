@@ -3,13 +3,12 @@
 
 use super::geometry::text_width;
 use super::grid::Group;
+use super::host::BOX_PAD_X;
 use super::layout::MARGIN;
 use smartio_fabric::{Fabric, LinkKind, NodeId, NodeKind};
 
 /// Between two cluster switches of a level.
 const SWITCH_GAP: i64 = 24;
-/// A label's room in a box.
-const BOX_PAD_X: i64 = 6;
 
 /// A cluster switch's box and where it hangs.
 pub struct Switch {
