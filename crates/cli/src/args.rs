@@ -65,7 +65,7 @@ pub struct Cli {
 pub enum Command {
     /// List the shipped scenarios.
     Scenarios,
-    /// Print each host's PCI tree and address map.
+    /// Print each host's PCI tree and address map, or draw the whole cluster (--svg FILE).
     Topo {
         /// A shipped scenario name or a scenario file.
         #[arg(long)]
@@ -73,6 +73,11 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Draw the cluster into FILE as an SVG picture instead: hosts, NTB adapters, cables,
+        /// cluster switches, expansion chassis, devices (kind, fdid) and the devices the
+        /// scenario passes through to VMs. The file is replaced whole or not at all.
+        #[arg(long, value_name = "FILE", conflicts_with = "json", value_parser = crate::outfile::OutputFile::parse)]
+        svg: Option<crate::outfile::OutputFile>,
     },
     /// List every device SmartIO can lend: its cluster-wide id, lender and who uses it.
     Devices {

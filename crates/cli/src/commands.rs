@@ -39,7 +39,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Topo { scenario, json } => {
+        Command::Topo {
+            scenario,
+            svg: Some(file),
+            ..
+        } => {
+            let done =
+                crate::picture::write(&scenario, &calibration, &file).map_err(|e| e.to_string())?;
+            print!("{}", render::wrapped(&done.written, "", "  "));
+            print!("{}", render::wrapped(&done.shows, "  ", "  "));
+            Ok(())
+        }
+        Command::Topo { scenario, json, .. } => {
             // Table sizes as the simulations see them (calibration fills what the scenario
             // leaves out); every chip and link must have timing, as for a run.
             let fabric = smartio_cluster::load_calibrated_fabric(&scenario, &calibration)

@@ -107,6 +107,27 @@ fn the_html_report_holds_the_verdicts_the_plots_and_the_calibration() {
         "the calibration is in the page"
     );
     assert!(page.contains("seed 004 line 172"));
+    // The scenarios the two figures ran on, each linked and drawn as `topo --svg` draws it.
+    for scenario in ["cluster-switch", "back-to-back"] {
+        assert!(
+            page.contains(&format!("<a href=\"#scenario-{scenario}\">{scenario}</a>")),
+            "{scenario} is linked"
+        );
+        let from = page
+            .find(&format!("<h3 id=\"scenario-{scenario}\">"))
+            .unwrap_or_else(|| panic!("{scenario} has a section"));
+        let section = &page[from..];
+        let svg = &section[section.find("<svg").expect("a picture")..];
+        let svg = &svg[..svg.find("</svg>").expect("closed") + "</svg>".len()];
+        assert!(svg.contains("class=\"topology\""));
+        let doc = roxmltree::Document::parse(svg).expect("the picture is well-formed XML");
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .collect();
+        assert!(texts.contains(&"lender"), "{scenario}: {texts:?}");
+    }
 }
 
 #[test]
@@ -129,10 +150,12 @@ fn figures_reading_one_experiment_show_each_of_its_plots_once() {
     let page = std::fs::read_to_string(&path).expect("written");
     let _ = std::fs::remove_file(&path);
     assert!(ok, "{err}");
+    // The plots; the scenarios' pictures (class "topology") are the report's own.
     let svgs: Vec<&str> = page
         .split("<svg")
         .skip(1)
         .map(|s| s.split("</svg>").next().expect("closed"))
+        .filter(|s| !s.contains("class=\"topology\""))
         .collect();
     assert_eq!(svgs.len(), 5, "the overview and four step plots");
     for (i, a) in svgs.iter().enumerate() {

@@ -18,6 +18,7 @@ mod readme;
 mod repro;
 mod sisci;
 mod sweep;
+mod topo_svg;
 
 /// Every crate's test files are modules of its `tests/suite.rs` or `tests/suite_on_direct.rs`
 /// (the crates turn automatic test targets off, so a file left out would never run).

@@ -204,6 +204,7 @@ mod tests {
             seed: 1,
             nvmeof: Default::default(),
             traffic: Default::default(),
+            used: Default::default(),
         };
         let report = run(&setup, false).expect("runs");
         let text = report.table.to_string();

@@ -31,6 +31,7 @@ use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_machine::LinkTraffic;
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -160,6 +161,23 @@ pub struct ExpArgs {
     pub explain: crate::explain::ExplainArgs,
 }
 
+/// The scenarios experiments booted, for a report that shows them (`repro`); clones share
+/// one log.
+#[derive(Debug, Clone, Default)]
+pub struct ScenarioLog(Rc<RefCell<BTreeSet<String>>>);
+
+impl ScenarioLog {
+    /// Notes that `scenario` was booted.
+    pub fn record(&self, scenario: &str) {
+        self.0.borrow_mut().insert(scenario.to_string());
+    }
+
+    /// Every scenario noted, by name.
+    pub fn names(&self) -> Vec<String> {
+        self.0.borrow().iter().cloned().collect()
+    }
+}
+
 /// What an experiment gets.
 pub struct Setup<'a> {
     /// The scenario to load.
@@ -175,6 +193,8 @@ pub struct Setup<'a> {
     /// What the links of each cluster the experiment ran carried, in the order the clusters
     /// were done with (see [`RecordedCluster`]).
     pub traffic: Rc<RefCell<Vec<RunTraffic>>>,
+    /// Where the scenarios booted are noted.
+    pub used: ScenarioLog,
 }
 
 /// What the links of one cluster an experiment ran carried over its whole life (set-up
@@ -221,6 +241,7 @@ impl Setup<'_> {
 
     /// A fresh cluster of another scenario, for experiments that compare two.
     pub fn cluster_of(&self, scenario: &str) -> Result<RecordedCluster, String> {
+        self.used.record(scenario);
         let cluster =
             Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())?;
         Ok(RecordedCluster {
@@ -233,6 +254,7 @@ impl Setup<'_> {
     /// The scenario's enumerated fabric only, to read host and device names from (no
     /// devices started, nothing booted).
     pub fn fabric(&self) -> Result<smartio_fabric::Fabric, String> {
+        self.used.record(&self.scenario);
         smartio_cluster::load_calibrated_fabric(&self.scenario, self.calibration)
             .map_err(|e| e.to_string())
     }
@@ -268,6 +290,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             target_mode: args.target_mode,
         },
         traffic: Default::default(),
+        used: ScenarioLog::default(),
     };
     if let (Some(given), false) = (
         setup.nvmeof.first_given(),

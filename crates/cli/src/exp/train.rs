@@ -12,7 +12,6 @@
 //! phase: the phases whose transfers crossed more hops are the ones that grew.
 
 use super::{ms, table, Bar, Chart, Plot, Report, Setup};
-use smartio_cluster::Cluster;
 use smartio_workloads::apps::train::{
     train, EpochTime, Storage, TrainConfig, TrainResult, MAX_EPOCHS,
 };
@@ -163,8 +162,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             seed: setup.seed,
             ..TrainConfig::local_default()
         };
-        let cluster = Cluster::seeded(p.scenario, setup.calibration, setup.seed)
-            .map_err(|e| e.to_string())?;
+        let cluster = setup.cluster_of(p.scenario)?;
         results.push(train(&cluster, &config).map_err(|e| e.to_string())?);
     }
     let mut header = vec!["placement", "host", "epoch (ms)", "vs base"];

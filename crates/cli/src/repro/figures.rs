@@ -13,7 +13,6 @@
 use super::{Ctx, Figure, Finding};
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
-use smartio_cluster::Cluster;
 use smartio_workloads::apps::video::{video, VideoConfig};
 use smartio_workloads::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, pingpong, CounterPlace, DmaSample,
@@ -253,10 +252,6 @@ pub fn fitted(id: &str) -> Option<&'static str> {
     })
 }
 
-fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
-    Cluster::seeded(scenario, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
-}
-
 /// Whether `value` lies within ±10 % of what a paper states: a number (`lo == hi`) or the
 /// range `lo..=hi` (10 % below its low end to 10 % above its high end). The same rule for
 /// every statement that states a number.
@@ -359,7 +354,7 @@ fn bars(file: &str, title: &str, y: &str, bars: Vec<(String, f64)>) -> Plot {
 
 fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
     let r = pingpong(
-        &cluster(ctx, "vm-back-to-back")?,
+        &ctx.cluster("vm-back-to-back")?,
         &PingPongConfig {
             from: "borrower".into(),
             to: "lender".into(),
@@ -394,7 +389,7 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
             frames: 24,
             spoil: None,
         };
-        video(&cluster(ctx, "video-lending")?, &config)
+        video(&ctx.cluster("video-lending")?, &config)
             .map(|r| r.total_fps)
             .map_err(|e| e.to_string())
     };
@@ -565,7 +560,7 @@ fn gpu_bw(
         copies: 4,
         repeat: 2,
     };
-    bench_gpu_bandwidth(&cluster(ctx, scenario)?, &config)
+    bench_gpu_bandwidth(&ctx.cluster(scenario)?, &config)
         .map(|r| r.samples)
         .map_err(|e| e.to_string())
 }
@@ -646,7 +641,7 @@ fn p2p(
         sizes: sizes.to_vec(),
         repeat: 3,
     };
-    bench_gpu_p2p(&cluster(ctx, scenario)?, &config)
+    bench_gpu_p2p(&ctx.cluster(scenario)?, &config)
         .map(|r| r.samples)
         .map_err(|e| e.to_string())
 }
@@ -725,7 +720,7 @@ fn gpu_round_trips(
         iterations,
         counters: CounterPlace::Gpu,
     };
-    gpu_pingpong(&cluster(ctx, scenario)?, &config).map_err(|e| e.to_string())
+    gpu_pingpong(&ctx.cluster(scenario)?, &config).map_err(|e| e.to_string())
 }
 
 fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, String> {

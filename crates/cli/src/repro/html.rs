@@ -1,5 +1,6 @@
 //! The self-contained HTML page of `smartio repro --html`: the verdicts, each figure's
-//! plots as inline SVG, and the calibration the run used.
+//! plots as inline SVG, a picture of each scenario the figures ran on (`topo --svg`'s), and
+//! the calibration the run used.
 
 use super::Outcome;
 
@@ -18,8 +19,28 @@ fn escape(text: &str) -> String {
     out
 }
 
-/// The page.
-pub(super) fn page(outcomes: &[Outcome], calibration: &str) -> Result<String, String> {
+/// The anchor of a scenario's picture.
+fn anchor(scenario: &str) -> String {
+    let safe: String = scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("scenario-{safe}")
+}
+
+/// The page; `scenarios` are the scenarios run, each with its picture (an `<svg>` element)
+/// or why there is none.
+pub(super) fn page(
+    outcomes: &[Outcome],
+    scenarios: &[(String, Result<String, String>)],
+    calibration: &str,
+) -> Result<String, String> {
     let holding = outcomes.iter().filter(|o| o.finding.holds).count();
     let mut s = String::new();
     s.push_str(
@@ -36,6 +57,16 @@ pub(super) fn page(outcomes: &[Outcome], calibration: &str) -> Result<String, St
          statements hold. Each verdict is computed from the measurement by the rule shown.</p>\n",
         outcomes.len()
     ));
+    if !scenarios.is_empty() {
+        let links: Vec<String> = scenarios
+            .iter()
+            .map(|(name, _)| format!("<a href=\"#{}\">{}</a>", anchor(name), escape(name)))
+            .collect();
+        s.push_str(&format!(
+            "<p>Scenarios run (each drawn <a href=\"#scenarios\">below</a>): {}.</p>\n",
+            links.join(", ")
+        ));
+    }
     s.push_str(
         "<table><tr><th>figure</th><th>verdict</th><th>the paper</th><th>the emulator</th>\
          <th>rule</th></tr>\n",
@@ -78,6 +109,23 @@ pub(super) fn page(outcomes: &[Outcome], calibration: &str) -> Result<String, St
             s.push('\n');
         }
     }
+    if !scenarios.is_empty() {
+        s.push_str(
+            "<h2 id=\"scenarios\">Scenarios</h2>\n<p>Each scenario the figures ran on, as \
+             <code>smartio topo --scenario NAME --svg FILE</code> draws it.</p>\n",
+        );
+        for (name, picture) in scenarios {
+            s.push_str(&format!(
+                "<h3 id=\"{}\">{}</h3>\n",
+                anchor(name),
+                escape(name)
+            ));
+            match picture {
+                Ok(svg) => s.push_str(svg),
+                Err(why) => s.push_str(&format!("<p>Not drawn: {}</p>\n", escape(why))),
+            }
+        }
+    }
     s.push_str(&format!(
         "<h2>Calibration</h2>\n<details><summary>the calibration this run used</summary>\
          <pre>{}</pre></details>\n</body></html>\n",
@@ -93,5 +141,21 @@ mod tests {
     #[test]
     fn markup_in_text_is_escaped() {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+    }
+
+    #[test]
+    fn each_scenario_is_linked_and_drawn_or_says_why_not() {
+        let scenarios = vec![
+            (
+                "back-to-back".to_string(),
+                Ok("<svg class=\"topology\"></svg>".to_string()),
+            ),
+            ("odd <name>".to_string(), Err("no such <file>".to_string())),
+        ];
+        let page = page(&[], &scenarios, "").expect("a page");
+        assert!(page.contains("<a href=\"#scenario-back-to-back\">back-to-back</a>"));
+        assert!(page.contains("<h3 id=\"scenario-back-to-back\">back-to-back</h3>\n<svg"));
+        assert!(page.contains("<h3 id=\"scenario-odd__name_\">odd &lt;name&gt;</h3>"));
+        assert!(page.contains("<p>Not drawn: no such &lt;file&gt;</p>"));
     }
 }

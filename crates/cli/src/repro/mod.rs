@@ -17,9 +17,10 @@ mod paper3_latency;
 mod paper5;
 mod seed003;
 
-use crate::exp::{Plot, Report, Setup};
+use crate::exp::{Plot, Report, ScenarioLog, Setup};
 use serde::Serialize;
 use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,6 +100,8 @@ pub struct Ctx<'a> {
     runs: RefCell<BTreeMap<String, Rc<dyn Any>>>,
     /// The files of the plots already shown by a figure.
     shown: RefCell<BTreeSet<String>>,
+    /// The scenarios the figures booted (the report draws each).
+    scenarios: ScenarioLog,
 }
 
 impl<'a> Ctx<'a> {
@@ -110,7 +113,15 @@ impl<'a> Ctx<'a> {
             reports: RefCell::default(),
             runs: RefCell::default(),
             shown: RefCell::default(),
+            scenarios: ScenarioLog::default(),
         }
+    }
+
+    /// A fresh cluster of `scenario` with the run's calibration and seed (noted for the
+    /// report's pictures).
+    pub fn cluster(&self, scenario: &str) -> Result<Cluster, String> {
+        self.scenarios.record(scenario);
+        Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())
     }
 
     /// The calibration in force.
@@ -135,6 +146,7 @@ impl<'a> Ctx<'a> {
             seed: self.seed,
             nvmeof: Default::default(),
             traffic: Default::default(),
+            used: self.scenarios.clone(),
         };
         let report = Rc::new(crate::exp::produce(&setup, name, false)?);
         self.reports
@@ -276,7 +288,20 @@ pub fn run(
     drop(phase);
     let holding = outcomes.iter().filter(|o| o.finding.holds).count();
     if let Some(path) = &args.html {
-        let page = html::page(&outcomes, calibration_text)?;
+        // Each scenario the figures ran on, drawn (a scenario that cannot be drawn says why
+        // in its place).
+        let pictures: Vec<(String, Result<String, String>)> = ctx
+            .scenarios
+            .names()
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let svg = crate::picture::element(&name, calibration, &format!("s{i}"))
+                    .map_err(|e| e.to_string());
+                (name, svg)
+            })
+            .collect();
+        let page = html::page(&outcomes, &pictures, calibration_text)?;
         std::fs::write(path, page)
             .map_err(|e| format!("--html {}: cannot write: {e}", path.display()))?;
     }

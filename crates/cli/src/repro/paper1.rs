@@ -52,10 +52,6 @@ pub fn figures() -> [Figure; 3] {
     ]
 }
 
-fn cluster(ctx: &Ctx) -> Result<Cluster, String> {
-    Cluster::seeded(SCENARIO, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
-}
-
 fn gbs(bytes_per_s: f64) -> String {
     format!("{:.2} GB/s", bytes_per_s / 1e9)
 }
@@ -120,12 +116,12 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
             sizes: sizes.to_vec(),
             repeat: 2,
         };
-        bench_adapter_dma(&cluster(ctx)?, &config).map_err(|e| e.to_string())
+        bench_adapter_dma(&ctx.cluster(SCENARIO)?, &config).map_err(|e| e.to_string())
     };
     let (pushed, pulled) = (run(DmaDirection::Write)?, run(DmaDirection::Read)?);
     let (writes, reads) = (pushed.samples, pulled.samples);
     let (w, r) = (peak(&writes), peak(&reads));
-    let c = cluster(ctx)?;
+    let c = ctx.cluster(SCENARIO)?;
     let bound = cable_payload_bound(&c)?;
     let request = c.calibration.pcie.max_read_request_size.value;
     let in_flight = c.calibration.device("ntb").max_outstanding_reads.value;
@@ -186,7 +182,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
             copies: 4,
             repeat: 2,
         };
-        bench_gpu_bandwidth(&cluster(ctx)?, &config)
+        bench_gpu_bandwidth(&ctx.cluster(SCENARIO)?, &config)
             .map(|r| r.samples)
             .map_err(|e| e.to_string())
     };
@@ -195,7 +191,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
     let writes = run(GpuCopyDirection::DeviceToHost)?;
     let reads = run(GpuCopyDirection::HostToDevice)?;
     let (w, r) = (peak(&writes), peak(&reads));
-    let c = cluster(ctx)?;
+    let c = ctx.cluster(SCENARIO)?;
     let bound = cable_payload_bound(&c)?;
     let cal = &c.calibration;
     let engine_rate = cal
@@ -254,7 +250,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
 fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, String> {
     const PAPER: f64 = 573.0;
     let r = pingpong(
-        &cluster(ctx)?,
+        &ctx.cluster(SCENARIO)?,
         &PingPongConfig {
             from: "machine-a".into(),
             to: "machine-b".into(),

@@ -90,10 +90,6 @@ pub fn figures() -> [Figure; 7] {
     ]
 }
 
-pub(super) fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
-    Cluster::seeded(scenario, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
-}
-
 fn gbs(bytes_per_s: f64) -> String {
     format!("{:.2} GB/s", bytes_per_s / 1e9)
 }
@@ -173,7 +169,7 @@ fn bandwidth(
             copies: 4,
             repeat: 2,
         };
-        bench_gpu_bandwidth(&cluster(ctx, scenario)?, &config)
+        bench_gpu_bandwidth(&ctx.cluster(scenario)?, &config)
             .map(|r| r.samples)
             .map_err(|e| format!("bandwidthTest on {scenario} ({host}, {device}): {e}"))
     })
@@ -325,7 +321,7 @@ fn local_converges(ctx: &Ctx) -> Result<Finding, String> {
             compared(&fig, direction, Place::Loc, Place::RemSw)
         ));
     }
-    let c = cluster(ctx, MESH)?;
+    let c = ctx.cluster(MESH)?;
     let cable = payload_bound(&c, LinkKind::Cable, None)?;
     let cal = &c.calibration.root_complex;
     Ok(Finding {
@@ -394,7 +390,7 @@ fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, String> {
         GpuCopyDirection::DeviceToHost,
     )?;
     let (r, w) = (peak(&reads), peak(&writes));
-    let c = cluster(ctx, MESH)?;
+    let c = ctx.cluster(MESH)?;
     let cable = payload_bound(&c, LinkKind::Cable, None)?;
     let gpu_link = payload_bound(&c, LinkKind::Tree, Some("lender-b.gpu0"))?;
     let mps = c.calibration.pcie.max_payload_size.value;

@@ -9,7 +9,7 @@
 //! ("less than 25 nanoseconds between minimum and maximum observed latency for each
 //! scenario", thesis line 4454). A stated number holds within ±10 %.
 
-use super::paper3::{cluster, pct, BOUND, MESH, MESH_IOMMU};
+use super::paper3::{pct, BOUND, MESH, MESH_IOMMU};
 use super::{Ctx, Finding};
 use crate::exp::{Bar, Chart, Plot};
 use smartio_cluster::Cluster;
@@ -106,7 +106,7 @@ fn round_trips(ctx: &Ctx, pair: Pair) -> Result<Rc<GpuPingPongResult>, String> {
             iterations: ROUND_TRIPS,
             counters,
         };
-        gpu_pingpong(&cluster(ctx, scenario)?, &config)
+        gpu_pingpong(&ctx.cluster(scenario)?, &config)
             .map_err(|e| format!("{} ping-pong on {scenario}: {e}", pair.label()))
     })
 }
@@ -235,7 +235,7 @@ pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, String> {
         two.rtt_ns.p99 - one.rtt_ns.p99,
         two.rtt_ns.mean - one.rtt_ns.mean,
     );
-    let c = cluster(ctx, MESH)?;
+    let c = ctx.cluster(MESH)?;
     let (near, far) = (legs(&c, &one.path_a_to_b), legs(&c, &two.path_a_to_b));
     let sum =
         |l: &Legs, pick: fn(&(String, f64, f64)) -> f64| l.chips.iter().map(pick).sum::<f64>();
@@ -283,7 +283,7 @@ pub(super) fn same_path_same_latency(ctx: &Ctx) -> Result<Finding, String> {
     let (runs, plots) = fig11(ctx, &[Pair::OneLenderRam, Pair::TwoLendersRamIommu])?;
     let (one, two) = (&runs[0], &runs[1]);
     let d99 = two.rtt_ns.p99 - one.rtt_ns.p99;
-    let c = cluster(ctx, MESH)?;
+    let c = ctx.cluster(MESH)?;
     let names = |r: &GpuPingPongResult| {
         legs(&c, &r.path_a_to_b)
             .chips
@@ -318,7 +318,7 @@ pub(super) fn ram_to_ram_lender_b(ctx: &Ctx) -> Result<Finding, String> {
     const PAPER: f64 = 700.0;
     let r = ctx.once("paper III RAM-to-RAM borrower lender-b", || {
         pingpong(
-            &cluster(ctx, MESH)?,
+            &ctx.cluster(MESH)?,
             &PingPongConfig {
                 from: "borrower".into(),
                 to: "lender-b".into(),

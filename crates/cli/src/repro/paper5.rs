@@ -17,7 +17,6 @@
 use super::{Ctx, Figure, Finding};
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
-use smartio_cluster::Cluster;
 use smartio_machine::StepClass;
 use smartio_workloads::fio::{run_fio_explained, LatencyNs};
 use smartio_workloads::{Amount, ExplainSpec, FioConfig, Target};
@@ -76,10 +75,6 @@ pub fn figures() -> [Figure; 5] {
     ]
 }
 
-fn cluster(ctx: &Ctx, scenario: &str) -> Result<Cluster, String> {
-    Cluster::seeded(scenario, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())
-}
-
 /// `a` relative to `b`, in percent.
 fn pct(a: f64, b: f64) -> f64 {
     (a / b - 1.0) * 100.0
@@ -107,13 +102,13 @@ fn fig21_side(ctx: &Ctx, (scenario, host, device): (&str, &str, &str)) -> Result
     };
     let failed =
         |e: smartio_workloads::FioError| format!("fio on {scenario} ({host}, {device}): {e}");
-    let (first, _) = run_fio_explained(&cluster(ctx, scenario)?, &config, None).map_err(failed)?;
+    let (first, _) = run_fio_explained(&ctx.cluster(scenario)?, &config, None).map_err(failed)?;
     let median = ExplainSpec {
         targets: vec![Target::at_ns("p50", first.lat_ns.p50)],
         trace_limit: None,
     };
     let (again, explained) =
-        run_fio_explained(&cluster(ctx, scenario)?, &config, Some(&median)).map_err(failed)?;
+        run_fio_explained(&ctx.cluster(scenario)?, &config, Some(&median)).map_err(failed)?;
     let median_steps = explained
         .explained
         .first()

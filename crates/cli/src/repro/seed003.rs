@@ -14,7 +14,6 @@
 
 use super::{Ctx, Finding};
 use crate::exp::{Bar, Chart, Plot};
-use smartio_cluster::Cluster;
 use smartio_drivers::nvme::CompletionMode;
 use smartio_workloads::fio::LatencyNs;
 use smartio_workloads::fio::{run_fio, Amount, FioConfig, FioMethod, RwMode};
@@ -49,8 +48,7 @@ impl Who {
 
 /// One QD1 4 KiB run's latencies.
 fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, String> {
-    let cluster =
-        Cluster::seeded(SCENARIO, ctx.calibration(), ctx.seed()).map_err(|e| e.to_string())?;
+    let cluster = ctx.cluster(SCENARIO)?;
     let manager = FioMethod::NvmeBlock {
         manager: "lender".into(),
     };
