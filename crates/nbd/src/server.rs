@@ -667,6 +667,12 @@ mod tests {
         let e = export(tf::SEND_FLUSH | tf::SEND_WRITE_ZEROES);
         let errno = |r: Request| e.check(&r).err().map(|(n, _)| n);
         assert_eq!(errno(req(Command::Read, 0, 4096, 0)), None);
+        // The last block is the export's: a request ending exactly at its end is taken.
+        assert_eq!(errno(req(Command::Read, (1 << 20) - 512, 512, 0)), None);
+        assert_eq!(
+            errno(req(Command::Write(vec![]), (1 << 20) - 4096, 4096, 0)),
+            None
+        );
         assert_eq!(
             errno(req(Command::Read, (1 << 20) - 512, 1024, 0)),
             Some(Errno::Inval)
