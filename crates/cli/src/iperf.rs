@@ -29,9 +29,10 @@ fn end(option: &str, text: &str, default_device: Option<&str>) -> Result<IperfEn
             "--{option} {text:?}: both the host and the device must be named (HOST=DEVICE)"
         ));
     }
+    let device = crate::args::device(device).map_err(|e| format!("--{option} {text:?}: {e}"))?;
     Ok(IperfEnd {
         host: host.into(),
-        device: device.into(),
+        device,
     })
 }
 

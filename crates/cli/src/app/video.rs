@@ -73,13 +73,10 @@ pub fn frames(text: &str) -> Result<u32, String> {
     )
 }
 
-/// One name of `--gpus`: `gpu` or `lender:gpu`, no part empty.
+/// One name of `--gpus`: `gpu`, `lender:gpu` (or a virtual function's name), by the one
+/// parser of device names.
 fn gpu_name(text: &str) -> Result<String, String> {
-    smartio_workloads::attach::check_device_name(text.trim())
-        .map(|()| text.trim().to_string())
-        .map_err(|_| {
-            format!("{text:?}: write a GPU of the host (gpu0) or lender:gpu (machine-b:gpu0)")
-        })
+    crate::args::device(text.trim())
 }
 
 /// The host and pool a run uses when the options leave them out: the first host with a
