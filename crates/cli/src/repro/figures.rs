@@ -14,7 +14,7 @@ use super::{Ctx, Figure, Finding};
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::video::{video, VideoConfig};
+use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, pingpong, CounterPlace, DmaSample,
     GpuBandwidthConfig, GpuCopyDirection, GpuP2pConfig, GpuPingPongConfig, P2pDirection,
@@ -392,6 +392,7 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
             streams,
             fps: 30,
             frames: 24,
+            out_of_reach: OutOfReach::Refuse,
             spoil: None,
         };
         video(&cluster(ctx, "video-lending")?, &config)
