@@ -57,6 +57,11 @@ pub struct Cli {
     /// Calibration file (default: the embedded calibration/default.toml).
     #[arg(long, global = true)]
     pub calibration: Option<String>,
+    /// Run even when the input is estimated to take more than 60 s of wall time or 2 GiB of
+    /// memory (every command but the servers is estimated before it starts and refused
+    /// over that budget; with this option the estimate is printed and the run starts).
+    #[arg(long, global = true)]
+    pub no_budget: bool,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -42,9 +42,9 @@ pub enum DeviceRefError {
     Name {
         /// As given.
         text: String,
-        /// What is wrong with the part.
+        /// What is wrong with the part (boxed: the limits' error is large).
         #[source]
-        source: LimitError,
+        source: Box<LimitError>,
     },
     /// A virtual function's number that is not 1 to 65535 in plain digits.
     #[error(
@@ -92,7 +92,7 @@ impl DeviceRef {
         let named = |what: &str, name: &str| {
             check_name(what, name).map_err(|source| DeviceRefError::Name {
                 text: text.to_string(),
-                source,
+                source: Box::new(source),
             })
         };
         if let Some(l) = lender {

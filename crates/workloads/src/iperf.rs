@@ -309,11 +309,18 @@ where
             }
         });
     }
+    // How far the writing is, for a person watching (virtual time of `-t`).
+    let progress = Rc::new(RefCell::new(crate::progress::begin(
+        "iperf",
+        timing.duration.as_ps(),
+        crate::progress::Unit::VirtualPs,
+    )));
     // The clients: each stream writes until the duration is over, then closes.
     let mut number = 0u64;
     for (name, stack, n) in clients {
         for _ in 0..*n {
             let (stack, counts, clock) = (stack.clone(), counts.clone(), clock.clone());
+            let progress = progress.clone();
             let (who, peer, id) = (format!("{name} stream {number}"), server.mac(), number);
             machine.spawn(async move {
                 let result = async {
@@ -329,6 +336,7 @@ where
                         stream.write(&chunk).await?;
                         offset += chunk.len() as u64;
                         counts.borrow_mut().sent[id as usize] = offset;
+                        progress.borrow_mut().set(clock.now().since(start).as_ps());
                     }
                     stream.close().await?;
                     counts.borrow_mut().retransmissions[id as usize] = stream.retransmissions();

@@ -361,8 +361,8 @@ pub(crate) struct PoolGpu {
     pub borrowed: bool,
 }
 
-/// Checks the counts.
-fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
+/// Checks the counts (what can be checked before anything runs).
+pub fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
     if config.streams == 0 || config.streams > MAX_STREAMS {
         return Err(VideoError::Streams {
             value: config.streams,
