@@ -153,7 +153,7 @@ fn a_copy_whose_buffers_outgrow_the_memory_budget_is_refused() {
     ]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("an estimated 3.1 GiB of memory, over the budget of 2.0 GiB"),
+        err.contains("an estimated 3.3 GiB of memory, over the budget of 2.0 GiB"),
         "{err}"
     );
 }
