@@ -57,6 +57,11 @@ pub struct Cli {
     /// Calibration file (default: the embedded calibration/default.toml).
     #[arg(long, global = true)]
     pub calibration: Option<String>,
+    /// Run even when the input is estimated to take more than 60 s of wall time or 2 GiB of
+    /// memory (every command but the servers is estimated before it starts and refused
+    /// over that budget; with this option the estimate is printed and the run starts).
+    #[arg(long, global = true)]
+    pub no_budget: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -154,10 +159,10 @@ pub struct PingpongArgs {
     #[arg(long, required_unless_present = "device_a", conflicts_with_all = ["device_a", "device_b"])]
     pub to: Option<String>,
     /// The pinging device (a GPU or DMA test device): `gpu0`, or `lender:gpu0` to borrow it.
-    #[arg(long, requires = "device_b")]
+    #[arg(long, requires = "device_b", value_parser = device)]
     pub device_a: Option<String>,
     /// The echoing device.
-    #[arg(long, requires = "device_a")]
+    #[arg(long, requires = "device_a", value_parser = device)]
     pub device_b: Option<String>,
     /// Host the devices are attached to (default: the scenario's first host).
     #[arg(long, requires = "device_a")]
@@ -232,7 +237,7 @@ pub struct FioArgs {
     #[arg(long)]
     pub host: String,
     /// NVMe device in that host's tree, or `lender:nvme0` to borrow it.
-    #[arg(long)]
+    #[arg(long, value_parser = device)]
     pub device: String,
     /// read, write, randread, randwrite or randrw.
     #[arg(long, default_value = "randread")]
@@ -314,10 +319,10 @@ pub struct P2pArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// The device whose copy engine moves the data: `gpu0`, or `lender:gpu0` to borrow it.
-    #[arg(long)]
+    #[arg(long, value_parser = device)]
     pub source: String,
     /// The device whose memory is written or read: `gpu1` or `lender2:gpu2`.
-    #[arg(long)]
+    #[arg(long, value_parser = device)]
     pub target: String,
     /// write: source memory to target memory; read: target memory to source memory.
     #[arg(long, value_enum, default_value = "write")]
@@ -357,7 +362,7 @@ pub struct DmaArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// The DMA test device.
-    #[arg(long, default_value = "dma0", conflicts_with = "adapter")]
+    #[arg(long, default_value = "dma0", conflicts_with = "adapter", value_parser = device)]
     pub device: String,
     /// Drive the DMA engine of the host's NTB adapter 0 instead (through a DMA queue, as
     /// SISCI does): between a segment in the host's RAM and one in the RAM of the host its
@@ -414,7 +419,7 @@ pub enum Bench {
         #[arg(long)]
         host: Option<String>,
         /// The GPU: `gpu0`, or `lender:gpu0` to borrow it.
-        #[arg(long, default_value = "gpu0")]
+        #[arg(long, default_value = "gpu0", value_parser = device)]
         device: String,
         /// h2d: pinned host memory to GPU memory; d2h: the reverse; d2d: inside the GPU.
         #[arg(long, value_enum, default_value = "h2d")]
@@ -521,6 +526,15 @@ pub enum GpuDirection {
 pub enum Counters {
     Gpu,
     Host,
+}
+
+/// A device option's value — `nvme0`, `nic0.vf1` (a virtual function), `lender:nvme0` or
+/// `lender:nic0.vf1` — checked by the one parser of device names
+/// ([`smartio_fabric::DeviceRef`]), which the scenario's VM device lists use too.
+pub fn device(text: &str) -> Result<String, String> {
+    smartio_fabric::DeviceRef::parse(text)
+        .map(|r| r.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// A whole number within `min..=max`; `why` says where the bound comes from.

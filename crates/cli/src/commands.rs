@@ -3,7 +3,7 @@
 //! and the value; `main` prints them after `smartio: ` and exits with status 1.
 
 use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs};
-use crate::{demo, exp, explain, gpu, render};
+use crate::{budget, demo, exp, explain, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
 use smartio_cluster::{Cluster, SHIPPED};
@@ -26,11 +26,26 @@ fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
     }
 }
 
-/// Runs the command `cli` names.
+/// Runs the command `cli` names, once its estimate fits the budget (or `--no-budget` says
+/// to run it anyway; the servers have no estimate).
 pub fn run(cli: Cli) -> Result<(), String> {
     let calibration = load_calibration(cli.calibration.as_deref())?;
+    let facts = budget::models::Facts {
+        calibration: &calibration,
+    };
+    if let Some(estimate) = budget::models::estimate(&cli, &facts) {
+        let command = budget::models::command_name(&cli.command);
+        budget::Budget {
+            overridden: cli.no_budget,
+        }
+        .check(&command, &estimate)
+        .map_err(|e| e.to_string())?;
+        crate::progress::announce(&command, &estimate);
+    }
     match cli.command {
-        Command::Sweep { sweep } => crate::sweep::run(sweep, cli.calibration.as_deref()),
+        Command::Sweep { sweep } => {
+            crate::sweep::run(sweep, cli.calibration.as_deref(), cli.no_budget)
+        }
         Command::Scenarios => {
             for s in SHIPPED {
                 let name = format!("{:<26} ", s.name);
@@ -236,50 +251,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
 /// `smartio fio`: the option combinations are checked here, the values' ranges by clap
 /// and [`FioConfig::check`], what depends on the controller by the workload.
 fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
-    let rw: RwMode = a.rw.parse().map_err(|e| format!("--rw: {e}"))?;
-    if a.rwmixread.is_some() && rw != RwMode::RandRw {
-        return Err(format!(
-            "--rwmixread: only with --rw randrw (it sets the mix of reads and writes; --rw {} has none)",
-            a.rw
-        ));
-    }
-    let method = fio_method(&a.method, a.manager)?;
-    let mode: CompletionMode = match (&a.mode, &method) {
-        (
-            Some(m),
-            smartio_workloads::fio::FioMethod::NvmeClient { .. }
-            | smartio_workloads::fio::FioMethod::NvmeBlock { .. },
-        ) => {
-            return Err(format!(
-                "--mode {m}: only with --method native (the distributed driver's clients always poll their completions)"
-            ));
-        }
-        (Some(m), _) => m.parse().map_err(|e| format!("--mode: {e}"))?,
-        (None, _) => CompletionMode::Interrupt,
-    };
-    let amount = match (a.ops, a.runtime) {
-        (Some(n), _) => Amount::Ops(n),
-        (None, Some(t)) => Amount::Runtime(t),
-        (None, None) => Amount::Ops(10_000),
-    };
-    let config = FioConfig {
-        host: a.host,
-        device: a.device,
-        rw,
-        bs: a.bs,
-        iodepth: a.iodepth,
-        amount,
-        jobs: a.jobs,
-        verify: a.verify,
-        seed: a.seed,
-        size: a.size,
-        nsid: a.nsid,
-        rwmixread: a.rwmixread.unwrap_or(50),
-        mode,
-        method,
-    };
-    // Before anything is booted or created.
-    config.check().map_err(|e| e.to_string())?;
+    let config = fio_config(&a)?;
     if let Some(path) = a.backing.as_deref() {
         check_backing(path)?;
     }
@@ -319,6 +291,56 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         print!("{}", explain::render(&explained, "I/O"));
         Ok(())
     }
+}
+
+/// The workload `a` asks for, with every option combination and value checked
+/// ([`FioConfig::check`]) — all that can be checked before anything is booted; the budget's
+/// model of fio reckons only with inputs that pass.
+pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, String> {
+    let rw: RwMode = a.rw.parse().map_err(|e| format!("--rw: {e}"))?;
+    if a.rwmixread.is_some() && rw != RwMode::RandRw {
+        return Err(format!(
+            "--rwmixread: only with --rw randrw (it sets the mix of reads and writes; --rw {} has none)",
+            a.rw
+        ));
+    }
+    let method = fio_method(&a.method, a.manager.clone())?;
+    let mode: CompletionMode = match (&a.mode, &method) {
+        (
+            Some(m),
+            smartio_workloads::fio::FioMethod::NvmeClient { .. }
+            | smartio_workloads::fio::FioMethod::NvmeBlock { .. },
+        ) => {
+            return Err(format!(
+                "--mode {m}: only with --method native (the distributed driver's clients always poll their completions)"
+            ));
+        }
+        (Some(m), _) => m.parse().map_err(|e| format!("--mode: {e}"))?,
+        (None, _) => CompletionMode::Interrupt,
+    };
+    let amount = match (a.ops, a.runtime) {
+        (Some(n), _) => Amount::Ops(n),
+        (None, Some(t)) => Amount::Runtime(t),
+        (None, None) => Amount::Ops(10_000),
+    };
+    let config = FioConfig {
+        host: a.host.clone(),
+        device: a.device.clone(),
+        rw,
+        bs: a.bs,
+        iodepth: a.iodepth,
+        amount,
+        jobs: a.jobs,
+        verify: a.verify,
+        seed: a.seed,
+        size: a.size,
+        nsid: a.nsid,
+        rwmixread: a.rwmixread.unwrap_or(50),
+        mode,
+        method,
+    };
+    config.check().map_err(|e| e.to_string())?;
+    Ok(config)
 }
 
 /// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that

@@ -29,13 +29,16 @@ fn end(option: &str, text: &str, default_device: Option<&str>) -> Result<IperfEn
             "--{option} {text:?}: both the host and the device must be named (HOST=DEVICE)"
         ));
     }
+    let device = crate::args::device(device).map_err(|e| format!("--{option} {text:?}: {e}"))?;
     Ok(IperfEnd {
         host: host.into(),
-        device: device.into(),
+        device,
     })
 }
 
-pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
+/// The report interval `a` asks for (default: a quarter of `--time`), checked against the
+/// duration: at most `--time`, and at most [`MAX_REPORTS`] reports in it.
+pub(crate) fn interval(a: &IperfArgs) -> Result<SimDuration, String> {
     let interval = a
         .interval
         .unwrap_or(SimDuration::from_ps((a.time.as_ps() / 4).max(1)));
@@ -54,6 +57,11 @@ pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
             us(a.time)
         ));
     }
+    Ok(interval)
+}
+
+pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
+    let interval = interval(&a)?;
     let config = IperfConfig {
         server: end("server", &a.server, Some("nic0"))?,
         clients: a

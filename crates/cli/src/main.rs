@@ -23,6 +23,7 @@ macro_rules! print {
 mod adapter_dma;
 mod app;
 mod args;
+mod budget;
 mod cluster;
 mod commands;
 mod contrast;

@@ -74,3 +74,19 @@ impl ProgressSink for Bar {
         }
     }
 }
+
+/// A run estimated to take longer than this says so on a terminal before it starts.
+const ANNOUNCE_AFTER_S: f64 = 10.0;
+
+/// Says on standard error, when it is a terminal, how long a run is estimated to take if
+/// that is more than [`ANNOUNCE_AFTER_S`] (its progress bar follows once a phase has run a
+/// second).
+pub fn announce(command: &str, estimate: &crate::budget::Estimate) {
+    if estimate.wall_s > ANNOUNCE_AFTER_S && std::io::stderr().is_terminal() {
+        eprintln!(
+            "smartio: {command}: {}: estimated {} of wall time",
+            estimate.work,
+            crate::budget::seconds(estimate.wall_s)
+        );
+    }
+}

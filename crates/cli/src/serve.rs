@@ -34,7 +34,7 @@ pub struct NbdArgs {
     #[arg(long)]
     pub host: String,
     /// NVMe device in that host's tree, or `lender:nvme0` to borrow it (Device Lending).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::device)]
     pub device: String,
     /// native (the NVMe driver on --host) or nvme-client (a client of the distributed
     /// driver on --host; needs --manager).

@@ -3,10 +3,14 @@
 //!
 //! The cases are data, in `tests/adversarial/cases.toml` (its header says how to write one).
 //! Each runs in its own empty directory, under a 4 GiB address-space limit and a 60 s
-//! watchdog, two at a time. A case passes when the binary
+//! watchdog, two at a time, its peak resident memory sampled (`VmHWM`, every 10 ms). No
+//! command may run longer than 60 s or above 2 GiB without having said so before it started
+//! (the budget's note, `smartio: note: over budget:`, which `--no-budget` prints; a case
+//! that said so may run up to ten minutes). A case passes when the binary
 //!
 //! - did not panic (exit 101, "panicked"), abort or die by a signal (an allocation beyond
 //!   the limit aborts), and finished before the watchdog;
+//! - stayed under 2 GiB of resident memory, or said first that it would not;
 //! - for `expect = "error"`: exited non-zero and said every `contains` text on stderr;
 //! - for `expect = "ok"`: exited 0 and printed every `contains` text on stdout, and none of
 //!   `absent`;
@@ -26,6 +30,15 @@ use std::time::{Duration, Instant};
 
 /// Longest a case may run before the watchdog kills it.
 const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Longest a case that said it is over the budget may run.
+const WATCHDOG_ANNOUNCED: Duration = Duration::from_secs(600);
+
+/// Most resident memory a case may reach without having said so.
+const PEAK_LIMIT: u64 = 2 << 30;
+
+/// How a run over the budget says so before it starts (`budget::NOTE_PREFIX`).
+const ANNOUNCED: &str = "smartio: note: over budget:";
 
 /// Address space a case may use (`ulimit -v`, KiB): far above what any valid case needs,
 /// far below what would endanger the machine.
@@ -136,6 +149,16 @@ struct Outcome {
     stderr: String,
     stray: Vec<String>,
     elapsed: Duration,
+    /// Peak resident memory, bytes (the last `VmHWM` sampled).
+    peak: u64,
+}
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), if it is still there.
+fn high_water_mark(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Runs `case` in `dir`.
@@ -164,10 +187,20 @@ fn run(case: &Case, dir: &Path) -> Result<Outcome, String> {
         .spawn()
         .map_err(|e| format!("spawn: {e}"))?;
     let mut timed_out = false;
+    let mut peak = 0;
+    // `sh` execs smartio, so the child's pid is smartio's.
+    let pid = child.id();
+    let announced = || std::fs::read_to_string(&err_path).is_ok_and(|e| e.contains(ANNOUNCED));
     let status = loop {
+        if let Some(hwm) = high_water_mark(pid) {
+            peak = peak.max(hwm);
+        }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() > WATCHDOG => {
+            Ok(None)
+                if started.elapsed() > WATCHDOG
+                    && (started.elapsed() > WATCHDOG_ANNOUNCED || !announced()) =>
+            {
                 let _ = child.kill();
                 let _ = child.wait();
                 timed_out = true;
@@ -196,6 +229,7 @@ fn run(case: &Case, dir: &Path) -> Result<Outcome, String> {
         stderr: read(&err_path),
         stray,
         elapsed,
+        peak,
     })
 }
 
@@ -203,9 +237,27 @@ fn run(case: &Case, dir: &Path) -> Result<Outcome, String> {
 fn judge(case: &Case, dir: &Path, o: &Outcome) -> Vec<String> {
     let d = dir.to_string_lossy();
     let mut why = Vec::new();
+    let said_so = o.stderr.contains(ANNOUNCED);
     if o.timed_out {
-        why.push(format!("hung: killed after {} s", WATCHDOG.as_secs()));
+        why.push(if said_so {
+            format!(
+                "ran past {} s although it had said it was over the budget",
+                WATCHDOG_ANNOUNCED.as_secs()
+            )
+        } else {
+            format!(
+                "hung: killed after {} s without having said it would run that long",
+                WATCHDOG.as_secs()
+            )
+        });
         return why;
+    }
+    if o.peak > PEAK_LIMIT && !said_so {
+        why.push(format!(
+            "reached {} MiB of resident memory, above {} MiB, without having said so first",
+            o.peak >> 20,
+            PEAK_LIMIT >> 20
+        ));
     }
     let code = o.status.and_then(|s| s.code());
     if o.status.is_some() && code.is_none() {
@@ -263,6 +315,7 @@ struct Ran {
     /// The report, if the case failed.
     failure: Option<String>,
     elapsed: Duration,
+    peak: u64,
 }
 
 /// The first lines of `text`, indented.
@@ -312,7 +365,7 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(case) = cases.get(i) else { break };
                 let dir = root.join(format!("{i:03}"));
-                let (failure, elapsed) = match run(case, &dir) {
+                let (failure, elapsed, peak) = match run(case, &dir) {
                     Ok(o) => {
                         let why = judge(case, &dir, &o);
                         let report = (!why.is_empty()).then(|| {
@@ -328,11 +381,12 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
                                 excerpt(&o.stdout)
                             )
                         });
-                        (report, o.elapsed)
+                        (report, o.elapsed, o.peak)
                     }
                     Err(e) => (
                         Some(format!("{} ({}): the case itself is broken: {e}", case.name, case.class)),
                         Duration::ZERO,
+                        0,
                     ),
                 };
                 let _ = std::fs::remove_dir_all(&dir);
@@ -342,6 +396,7 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
                         name: case.name.clone(),
                         failure,
                         elapsed,
+                        peak,
                     });
                 }
             });
@@ -363,8 +418,12 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
         .take(3)
         .map(|r| format!("{} {:.1} s", r.name, r.elapsed.as_secs_f64()))
         .collect();
+    let largest = results
+        .iter()
+        .max_by_key(|r| r.peak)
+        .map_or_else(String::new, |r| format!("{} {} MiB", r.name, r.peak >> 20));
     let mut summary = format!(
-        "adversarial corpus: {} cases, {:.0} s of runs (slowest: {})\n",
+        "adversarial corpus: {} cases, {:.0} s of runs (slowest: {}; largest: {largest})\n",
         results.len(),
         total.as_secs_f64(),
         slowest.join(", ")
@@ -384,4 +443,45 @@ fn every_adversarial_case_fails_cleanly_or_runs_as_expected() {
             .collect::<Vec<_>>()
             .join("\n\n")
     );
+}
+
+/// The runner's own rule can fail: a case that grew past 2 GiB, or was killed by the
+/// watchdog, without the budget's note fails; with the note it passes.
+#[test]
+fn the_corpus_runner_fails_a_case_that_grew_or_ran_on_without_saying_so() {
+    let case = Case {
+        name: "big".into(),
+        class: "test".into(),
+        args: vec![],
+        expect: Expect::Ok,
+        contains: vec![],
+        absent: vec![],
+        files: vec![],
+        writes: vec![],
+    };
+    let outcome = |peak: u64, stderr: &str, timed_out: bool| Outcome {
+        status: if timed_out {
+            None
+        } else {
+            Command::new("true").status().ok()
+        },
+        timed_out,
+        stdout: String::new(),
+        stderr: stderr.into(),
+        stray: vec![],
+        elapsed: Duration::from_secs(1),
+        peak,
+    };
+    let dir = Path::new("/nonexistent");
+    let why = judge(&case, dir, &outcome(3 << 30, "", false));
+    assert!(
+        why.iter()
+            .any(|w| w.contains("without having said so first")),
+        "{why:?}"
+    );
+    let note = format!("{ANNOUNCED} fio: 3 GiB");
+    assert!(judge(&case, dir, &outcome(3 << 30, &note, false)).is_empty());
+    assert!(judge(&case, dir, &outcome(1 << 30, "", false)).is_empty());
+    let why = judge(&case, dir, &outcome(0, "", true));
+    assert!(why.iter().any(|w| w.starts_with("hung")), "{why:?}");
 }

@@ -4,6 +4,7 @@
 mod adversarial;
 mod app_train;
 mod app_video;
+mod budget;
 mod cli;
 mod common;
 mod edges;

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod cables;
+pub mod device_ref;
 pub mod enumerate;
 pub mod ids;
 pub mod iommu;
@@ -20,6 +21,7 @@ pub mod sriov;
 pub mod topology;
 pub mod units;
 
+pub use device_ref::{DeviceRef, DeviceRefError};
 pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
 pub use iommu::{DomainId, Iommu, IommuError};
 pub use layout::{BarKind, BarSpec, EndpointLayout, LayoutError, SriovSpec};

@@ -23,6 +23,7 @@
 
 use crate::ids::{Bdf, EndpointId};
 use crate::layout::{EndpointLayout, SriovSpec};
+use crate::spec::ScenarioError;
 use crate::topology::{AssignedBar, Endpoint, Fabric};
 use smartio_platform::{BusAddr, SrIovControl};
 use thiserror::Error;
@@ -186,6 +187,56 @@ impl Fabric {
             });
         }
         v.control = control;
+        Ok(())
+    }
+
+    /// Checks that every VM `devices` entry naming a virtual function (`nic0.vf2`,
+    /// `lender:nic0.vf2`) names one its physical function has: its number is at most the
+    /// PF's TotalVFs. (The scenario checked the PF exists; the TotalVFs come from the
+    /// device's layout, known only now.)
+    pub(crate) fn check_vm_functions(&self) -> Result<(), ScenarioError> {
+        for h in &self.hosts {
+            for vm in &h.vms {
+                for (name, loc) in &vm.devices {
+                    let Ok(r) = crate::DeviceRef::parse(name) else {
+                        continue; // refused when the scenario was parsed
+                    };
+                    let Some(n) = r.vf else {
+                        continue;
+                    };
+                    let lender = r.lender.as_deref().unwrap_or(&h.name);
+                    let total = self
+                        .endpoints
+                        .iter()
+                        .enumerate()
+                        .find(|(_, e)| {
+                            e.name == r.device
+                                && e.function == Function::Physical
+                                && self.hosts[e.host.index()].name == lender
+                        })
+                        .and_then(|(i, _)| self.endpoints[i].sriov.as_ref())
+                        .map(|v| v.spec.total_vfs);
+                    let why = match total {
+                        Some(t) if n <= t => continue,
+                        Some(t) => format!(
+                            "{lender}'s {} has {t} virtual functions ({} to {})",
+                            r.device,
+                            vf_name(&r.device, 1),
+                            vf_name(&r.device, t)
+                        ),
+                        None => format!(
+                            "{lender}'s {} has no virtual functions (no SR-IOV capability; a \
+                             NIC or DMA test device gets them with params.vfs)",
+                            r.device
+                        ),
+                    };
+                    return Err(loc.error(format!(
+                        "VM {}/{}: devices entry {name:?}: {why}",
+                        h.name, vm.name
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 

@@ -424,6 +424,7 @@ impl Fabric {
             crate::enumerate::enumerate_host(&mut fabric, HostId(hi as u32))?;
         }
         fabric.create_virtual_functions();
+        fabric.check_vm_functions()?;
         fabric.collect_adapters();
         Ok(fabric)
     }

@@ -307,3 +307,38 @@ fn a_vf_reading_across_an_ntb_needs_a_requester_id_entry_of_its_own() {
         .expect("room");
     assert!(read(&f, vf1).is_ok());
 }
+
+/// `h` with PF `a` (4 VFs) and plain `b`, and a VM listing `devices`.
+fn build_with_vm(devices: &str) -> Result<Fabric, String> {
+    let text = format!(
+        "name = \"vf\"\ndescription = \"t\"\n[[host]]\nname = \"h\"\nram = \"4G\"\niommu = true\n\
+         [[host.vm]]\nname = \"vm0\"\nmemory = \"1G\"\ndevices = {devices}\n\
+         [[host.device]]\nname = \"a\"\nkind = \"pf\"\nparent = \"root\"\nlink = \"gen3 x8\"\n\
+         params = {{ vfs = 4 }}\n\
+         [[host.device]]\nname = \"b\"\nkind = \"plain\"\nparent = \"root\"\nlink = \"gen3 x8\"\n"
+    );
+    let spec = parse_scenario("vf.toml", &text).map_err(|e| e.to_string())?;
+    Fabric::build(&spec, &layout).map_err(|e| e.to_string())
+}
+
+/// A VM may list a virtual function by the name `smartio devices` shows (`a.vf2`, or
+/// `h:a.vf2` through SmartIO), and one its PF does not have is refused at its line.
+#[test]
+fn a_vm_lists_virtual_functions_by_their_names_and_only_those_that_exist() {
+    let f = build_with_vm("[\"a.vf4\", \"h:a.vf1\", \"a\"]").expect("VFs 1 and 4 of a exist");
+    let vm = &f.hosts()[0].vms[0];
+    let names: Vec<&str> = vm.devices.iter().map(|(d, _)| d.as_str()).collect();
+    assert_eq!(names, ["a.vf4", "h:a.vf1", "a"]);
+    let e = build_with_vm("[\"a.vf5\"]").expect_err("a has 4 VFs");
+    assert_eq!(
+        e,
+        "vf.toml:10: VM h/vm0: devices entry \"a.vf5\": h's a has 4 virtual functions (a.vf1 to a.vf4)"
+    );
+    let e = build_with_vm("[\"b.vf1\"]").expect_err("b has no SR-IOV");
+    assert!(
+        e.starts_with("vf.toml:10:") && e.contains("h's b has no virtual functions"),
+        "{e}"
+    );
+    let e = build_with_vm("[\"c.vf1\"]").expect_err("no c");
+    assert!(e.contains("host h has no device \"c\""), "{e}");
+}

@@ -10,7 +10,7 @@
 use crate::booted::UnknownHost;
 use crate::booted::{BootError, Booted};
 use smartio_cluster::Cluster;
-use smartio_fabric::EndpointId;
+use smartio_fabric::{DeviceRef, DeviceRefError, EndpointId};
 use smartio_host::vm::GuestPageSize;
 use smartio_host::{HostError, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
@@ -30,9 +30,20 @@ pub enum AttachError {
     /// SmartIO refused (unknown or busy device, windows exhausted).
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
-    /// A device name that is neither `device` nor `lender:device`.
-    #[error("device {0:?}: write a device of the host (nvme0) or lender:device (lender:nvme0)")]
-    BadName(String),
+    /// A device name that is not `device`, `device.vfN`, `lender:device` or
+    /// `lender:device.vfN` ([`DeviceRef`]).
+    #[error("device {source}")]
+    BadName {
+        /// What is wrong with it.
+        #[from]
+        source: DeviceRefError,
+    },
+    /// A VM named without its host (`host/vm`).
+    #[error("{name:?}: write a VM as host/vm (borrower/vm0)")]
+    NotAVm {
+        /// As given.
+        name: String,
+    },
     /// `host/vm` names a VM the scenario does not declare.
     #[error("host {host} has no VM {vm:?} (its VMs: {known}); declare one with [[host.vm]]")]
     UnknownVm {
@@ -58,18 +69,10 @@ impl From<BootError> for AttachError {
     }
 }
 
-/// Checks the form of a device name given by the user: `device` or `lender:device`, neither
-/// part empty, at most one colon.
-pub fn check_device_name(device: &str) -> Result<(), AttachError> {
-    let well_formed = match device.split_once(':') {
-        None => !device.is_empty(),
-        Some((lender, name)) => !lender.is_empty() && !name.is_empty() && !name.contains(':'),
-    };
-    if well_formed {
-        Ok(())
-    } else {
-        Err(AttachError::BadName(device.to_string()))
-    }
+/// Checks the form of a device name given by the user: `device`, `device.vfN`,
+/// `lender:device` or `lender:device.vfN` (the one parser, [`DeviceRef::parse`]).
+pub fn check_device_name(device: &str) -> Result<DeviceRef, AttachError> {
+    Ok(DeviceRef::parse(device)?)
 }
 
 /// One device a workload uses, as named on the command line.
@@ -324,9 +327,9 @@ pub(crate) fn vm_config(
     booted: &Booted,
     name: &str,
 ) -> Result<(HostOs, VmConfig), AttachError> {
-    let (host, vm) = name
-        .split_once('/')
-        .ok_or_else(|| AttachError::BadName(name.to_string()))?;
+    let (host, vm) = name.split_once('/').ok_or_else(|| AttachError::NotAVm {
+        name: name.to_string(),
+    })?;
     let host_os = booted.host(host)?;
     let f = cluster.machine.fabric();
     let vms = &f.host(host_os.id()).vms;

@@ -155,7 +155,10 @@ pub fn device_pingpong_explained(
             let explainer = explain
                 .as_ref()
                 .and_then(|spec| Explainer::start(&machine, spec));
+            let mut phase =
+                crate::progress::begin("ping-pong", n, crate::progress::Unit::Items("round trips"));
             for i in 1..=n {
+                phase.set(i);
                 let t0 = kernel_a.now();
                 kernel_a
                     .write(a_to_b.offset(FLAG_OFFSET), &i.to_le_bytes())

@@ -133,8 +133,8 @@ impl From<AttachError> for DmaBenchError {
                 device,
                 known,
             },
-            e @ AttachError::BadName(_) => DmaBenchError::BadParameter(format!("--{e}")),
-            e @ AttachError::UnknownVm { .. } => {
+            e @ AttachError::BadName { .. } => DmaBenchError::BadParameter(format!("--{e}")),
+            e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
                 DmaBenchError::BadParameter(format!("--host: {e}"))
             }
             other => DmaBenchError::Driver(other.to_string()),

@@ -139,8 +139,10 @@ impl From<AttachError> for FioError {
             AttachError::UnknownHost(e) => FioError::UnknownHost(e),
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
-            e @ AttachError::BadName(_) => FioError::BadParameter(format!("--{e}")),
-            e @ AttachError::UnknownVm { .. } => FioError::BadParameter(format!("--host: {e}")),
+            e @ AttachError::BadName { .. } => FioError::BadParameter(format!("--{e}")),
+            e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
+                FioError::BadParameter(format!("--host: {e}"))
+            }
             AttachError::Vm(e) => FioError::Vm(e),
         }
     }

@@ -83,6 +83,31 @@ pub enum IperfError {
     /// The set-up never finished (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] crate::booted::Stuck),
+    /// A client's interface sends larger frames than the server's takes: its full-size
+    /// segments would be dropped at the server however often they were sent.
+    #[error(
+        "{client} sends frames of up to {client_mtu} payload bytes (the MTU of its port), but \
+         the server's port takes at most {server_mtu}: every full-size segment would be \
+         dropped on arrival and the run could never finish; give both ports the same mtu in \
+         the scenario (1500 or 9000)"
+    )]
+    MtuMismatch {
+        /// The client.
+        client: String,
+        /// Its interface's MTU.
+        client_mtu: usize,
+        /// The server's interface's MTU.
+        server_mtu: usize,
+    },
+    /// The run ended without a byte read by the server: nothing was measured, and a table
+    /// of zeroes would say nothing.
+    #[error("{}", nothing_measured(*duration, *connected))]
+    NothingMeasured {
+        /// How long the clients wrote (`-t`).
+        duration: SimDuration,
+        /// When the first stream was connected, after the start (`None`: none was).
+        connected: Option<SimDuration>,
+    },
     /// The run ended with streams unfinished.
     #[error("{finished} of {streams} streams finished: {stuck}")]
     DidNotFinish {
@@ -93,6 +118,21 @@ pub enum IperfError {
         /// What the engine's tasks were waiting for.
         stuck: String,
     },
+}
+
+/// The message of [`IperfError::NothingMeasured`].
+fn nothing_measured(duration: SimDuration, connected: Option<SimDuration>) -> String {
+    match connected {
+        Some(c) if c >= duration => format!(
+            "nothing was measured: the server read no byte, because the clients write for \
+             {duration} (-t) and their first connection took {c} to set up; give -t longer \
+             than {c}"
+        ),
+        _ => format!(
+            "nothing was measured: the server read no byte in the {duration} the clients wrote \
+             (-t)"
+        ),
+    }
 }
 
 /// One interval of one stream, both ends.
@@ -198,6 +238,8 @@ struct Counts {
     finished: usize,
     error: Option<IperfError>,
     last_read: Option<SimTime>,
+    /// When the first stream was connected.
+    connected: Option<SimTime>,
 }
 
 /// Runs the test on `machine`: each client `(name, stack, streams)` opens its streams to the
@@ -213,6 +255,15 @@ where
     L: FrameLink + 'static,
     C: Clock + Clone + 'static,
 {
+    for (name, stack, _) in clients {
+        if stack.mtu() > server.mtu() {
+            return Err(IperfError::MtuMismatch {
+                client: name.clone(),
+                client_mtu: stack.mtu(),
+                server_mtu: server.mtu(),
+            });
+        }
+    }
     let streams: usize = clients.iter().map(|(_, _, n)| *n as usize).sum();
     let counts = Rc::new(RefCell::new(Counts {
         sent: vec![0; streams],
@@ -258,15 +309,23 @@ where
             }
         });
     }
+    // How far the writing is, for a person watching (virtual time of `-t`).
+    let progress = Rc::new(RefCell::new(crate::progress::begin(
+        "iperf",
+        timing.duration.as_ps(),
+        crate::progress::Unit::VirtualPs,
+    )));
     // The clients: each stream writes until the duration is over, then closes.
     let mut number = 0u64;
     for (name, stack, n) in clients {
         for _ in 0..*n {
             let (stack, counts, clock) = (stack.clone(), counts.clone(), clock.clone());
+            let progress = progress.clone();
             let (who, peer, id) = (format!("{name} stream {number}"), server.mac(), number);
             machine.spawn(async move {
                 let result = async {
                     let stream = stack.connect(peer, IPERF_PORT).await?;
+                    counts.borrow_mut().connected.get_or_insert(clock.now());
                     stream.write(&id.to_le_bytes()).await?;
                     let mut offset = 0u64;
                     let mut chunk = vec![0u8; timing.write_bytes];
@@ -277,6 +336,7 @@ where
                         stream.write(&chunk).await?;
                         offset += chunk.len() as u64;
                         counts.borrow_mut().sent[id as usize] = offset;
+                        progress.borrow_mut().set(clock.now().since(start).as_ps());
                     }
                     stream.close().await?;
                     counts.borrow_mut().retransmissions[id as usize] = stream.retransmissions();
@@ -290,12 +350,15 @@ where
             number += 1;
         }
     }
-    // The reporter: samples both ends' counts at every interval until the streams finish.
+    // The reporter: samples both ends' counts at every interval that ends within the
+    // duration (at most duration / interval samples, however long the streams take to set up
+    // and drain); the run's end gives the last sample.
     let samples = Rc::new(RefCell::new(Vec::<(f64, Vec<u64>, Vec<u64>)>::new()));
     {
         let (counts, samples, clock) = (counts.clone(), samples.clone(), clock.clone());
+        let reports = timing.duration.as_ps() / timing.interval.as_ps().max(1);
         machine.spawn(async move {
-            loop {
+            for _ in 0..reports {
                 clock.sleep(timing.interval).await;
                 let c = counts.borrow();
                 let at = clock.now().since(start).as_ps() as f64 / 1e12;
@@ -320,10 +383,20 @@ where
             stuck: machine.blocked_summary(),
         });
     }
+    let verified_bytes: u64 = c.received.iter().sum();
+    if verified_bytes == 0 {
+        return Err(IperfError::NothingMeasured {
+            duration: timing.duration,
+            connected: c.connected.map(|t| t.since(start)),
+        });
+    }
     let elapsed_s = c
         .last_read
         .map_or(0.0, |t| t.since(start).as_ps() as f64 / 1e12);
-    let samples = samples.borrow();
+    let mut samples = samples.borrow_mut();
+    if samples.last().is_none_or(|(at, _, _)| *at < elapsed_s) {
+        samples.push((elapsed_s, c.sent.clone(), c.received.clone()));
+    }
     let mut report_streams = Vec::new();
     let mut id = 0usize;
     for (name, _, n) in clients {
@@ -358,7 +431,6 @@ where
             id += 1;
         }
     }
-    let verified_bytes: u64 = c.received.iter().sum();
     Ok(IperfReport {
         streams: report_streams,
         verified_bytes,

@@ -202,9 +202,17 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
                 P2pDirection::Read => (Location::Bus(peer), Location::DeviceMemory(0)),
             };
             let mut samples = Vec::with_capacity(config.sizes.len());
+            let total = config.sizes.iter().fold(0u64, |t, s| {
+                t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
+            });
+            let mut phase =
+                crate::progress::begin("peer-to-peer DMA", total, crate::progress::Unit::Bytes);
+            let mut moved = 0u64;
             for &size in &config.sizes {
                 let mut times = Vec::new();
                 for _ in 0..config.repeat {
+                    moved = moved.saturating_add(size);
+                    phase.set(moved);
                     let faults = machine.faults().len();
                     let start = cpu.now();
                     driver

@@ -70,12 +70,20 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
     let out = times.clone();
     let cpu = cluster.machine.cpu(a);
     let plan = sizes.clone();
+    let total = sizes.iter().fold(0u64, |t, s| {
+        t.saturating_add(s.saturating_mul(u64::from(repeat)))
+    });
     cluster.machine.spawn(async move {
+        let mut phase =
+            crate::progress::begin("remote stores", total, crate::progress::Unit::Bytes);
+        let mut stored = 0u64;
         let mut round = 0u64;
         for size in plan {
             let block = vec![0x5a_u8; size as usize];
             for _ in 0..repeat {
                 round += 1;
+                stored = stored.saturating_add(size);
+                phase.set(stored);
                 let t0 = cpu.now();
                 let _ = writer.remote.store(0, &block).await;
                 let _ = writer.remote.store(flag_at, &round.to_le_bytes()).await;

@@ -208,3 +208,108 @@ fn bad_stream_counts_and_unknown_nics_are_refused_clearly() {
         "borrower and lender both use lender:nic0: each end needs a NIC function of its own (a VF of an SR-IOV NIC, or another NIC)"
     );
 }
+
+/// A client whose port sends jumbo frames to a server whose port takes only standard ones
+/// could never get a full segment through: the run is refused, naming both MTUs, before a
+/// byte is written (it used to retransmit for ever, and its reports grew without bound).
+#[test]
+fn ports_whose_mtus_differ_are_refused_naming_both() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/scenarios/mtu-mismatch.toml"
+    );
+    let cluster = Cluster::new(path, &Calibration::default_embedded()).expect("scenario");
+    let e = iperf(
+        &cluster,
+        &IperfConfig {
+            server: end("receiver", "nic0"),
+            clients: vec![(end("lender", "nic0"), 1)],
+            timing: TIMING,
+        },
+    )
+    .expect_err("a 9000-byte port cannot send to a 1500-byte one");
+    assert_eq!(
+        e,
+        IperfError::MtuMismatch {
+            client: "lender".into(),
+            client_mtu: 9000,
+            server_mtu: 1500
+        }
+    );
+    assert!(
+        e.to_string().contains("give both ports the same mtu"),
+        "{e}"
+    );
+    // The other way round works: the server's acknowledgements are small.
+    let cluster = Cluster::new(path, &Calibration::default_embedded()).expect("scenario");
+    let r = iperf(
+        &cluster,
+        &IperfConfig {
+            server: end("lender", "nic0"),
+            clients: vec![(end("receiver", "nic0"), 1)],
+            timing: TIMING,
+        },
+    )
+    .expect("standard frames to a jumbo port");
+    checked(&r);
+}
+
+/// A run whose clients stop writing before their connection is even set up moves no byte:
+/// that is an error saying so and how long the set-up took, not a table of zeroes.
+#[test]
+fn a_run_shorter_than_its_connection_set_up_measured_nothing_and_says_so() {
+    let cluster = Cluster::new("sriov", &Calibration::default_embedded()).expect("scenario");
+    let duration = SimDuration::from_ns(1);
+    let e = iperf(
+        &cluster,
+        &IperfConfig {
+            server: end("receiver", "nic0"),
+            clients: vec![(end("lender", "nic0"), 1)],
+            timing: IperfTiming {
+                duration,
+                interval: SimDuration::from_ps(250),
+                write_bytes: DEFAULT_WRITE_BYTES,
+            },
+        },
+    )
+    .expect_err("nothing measured");
+    match &e {
+        IperfError::NothingMeasured {
+            duration: d,
+            connected: Some(c),
+        } => {
+            assert_eq!(*d, duration);
+            assert!(c.as_ps() > 1_000_000, "connected after {} ps", c.as_ps());
+        }
+        other => panic!("expected NothingMeasured, got {other:?}"),
+    }
+    assert!(e.to_string().contains("give -t longer than"), "{e}");
+}
+
+/// Reports come every interval within the duration, and one more at the run's end: however
+/// long connecting and draining take, a run makes at most duration / interval + 1 of them
+/// (a 20 µs run reported every 2 ns used to sample until its streams drained, and a
+/// picosecond interval grew to gigabytes).
+#[test]
+fn reports_stop_at_the_duration_however_long_the_streams_take() {
+    let cluster = Cluster::new("sriov", &Calibration::default_embedded()).expect("scenario");
+    let r = iperf(
+        &cluster,
+        &IperfConfig {
+            server: end("receiver", "nic0"),
+            clients: vec![(end("lender", "nic0"), 2)],
+            timing: IperfTiming {
+                duration: SimDuration::from_us(20),
+                interval: SimDuration::from_ns(2),
+                write_bytes: DEFAULT_WRITE_BYTES,
+            },
+        },
+    )
+    .expect("iperf runs");
+    checked(&r);
+    for s in &r.report.streams {
+        assert_eq!(s.intervals.len(), 10_001, "stream {}", s.stream);
+        let last = s.intervals.last().expect("intervals");
+        assert_eq!(last.end_s, r.report.elapsed_s);
+    }
+}

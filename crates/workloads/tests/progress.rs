@@ -72,3 +72,65 @@ fn training_reports_every_step_and_the_result_is_unchanged() {
     assert_eq!(last_set.map(String::as_str), Some("set 8"));
     assert_eq!(events.iter().filter(|e| *e == "end").count(), 1);
 }
+
+/// The runs whose length the budget reckons by bytes or virtual time say how far they are
+/// too: iperf in virtual time up to `-t`, remote stores in bytes up to every block's.
+#[test]
+fn iperf_and_remote_stores_report_their_progress_and_the_results_are_unchanged() {
+    use smartio_platform::SimDuration;
+    use smartio_workloads::{bench_pio, iperf, IperfConfig, IperfEnd, IperfTiming, PioBenchConfig};
+    let cal = Calibration::default_embedded();
+    let run_iperf = || {
+        let cluster = Cluster::new("sriov", &cal).expect("cluster");
+        let config = IperfConfig {
+            server: IperfEnd {
+                host: "receiver".into(),
+                device: "nic0".into(),
+            },
+            clients: vec![(
+                IperfEnd {
+                    host: "lender".into(),
+                    device: "nic0".into(),
+                },
+                2,
+            )],
+            timing: IperfTiming {
+                duration: SimDuration::from_us(200),
+                interval: SimDuration::from_us(50),
+                write_bytes: 128 << 10,
+            },
+        };
+        iperf(&cluster, &config).expect("iperf runs")
+    };
+    let run_pio = || {
+        let cluster = Cluster::new("back-to-back", &cal).expect("cluster");
+        let config = PioBenchConfig {
+            from: "borrower".into(),
+            to: "lender".into(),
+            sizes: vec![4096, 65536],
+            repeat: 3,
+        };
+        bench_pio(&cluster, &config).expect("stores")
+    };
+    let (quiet_iperf, quiet_pio) = (run_iperf(), run_pio());
+    let recorder = Rc::new(Recorder::default());
+    let guard = install(recorder.clone());
+    let (watched_iperf, watched_pio) = (run_iperf(), run_pio());
+    drop(guard);
+    assert_eq!(quiet_iperf, watched_iperf);
+    assert_eq!(quiet_pio, watched_pio);
+    let events = recorder.events.borrow();
+    let phases: Vec<&String> = events.iter().filter(|e| e.starts_with("begin")).collect();
+    assert_eq!(
+        phases,
+        ["begin iperf 200000000", "begin remote stores 208896"]
+    );
+    // iperf's last report is at or past -t (a write ends after it); the stores reach their
+    // total exactly.
+    let sets: Vec<u64> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("set ")?.parse().ok())
+        .collect();
+    assert!(sets.contains(&208_896), "{sets:?}");
+    assert!(sets.iter().any(|&s| s >= 200_000_000), "{sets:?}");
+}

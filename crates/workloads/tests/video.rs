@@ -10,7 +10,9 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::video::{video, FrameId, VideoConfig, VideoError, VideoResult};
+use smartio_workloads::apps::video::{
+    video, FrameId, OutOfReach, VideoConfig, VideoError, VideoResult,
+};
 use smartio_workloads::progress::{install, Recorder};
 use smartio_workloads::{AttachError, GpuWorkloadError};
 use std::rc::Rc;
@@ -224,5 +226,48 @@ fn bad_requests_are_refused_by_name() {
             device: "nvme0".into(),
             kind: "nvme".into()
         }
+    );
+}
+
+/// A default pool takes only GPUs the host can reach: on machine-b, machine-a's K2200 and
+/// GTX 750 (40 address bits) cannot address machine-b's memory behind machine-a's NTB window
+/// above 1 TiB, so they are left out and named, and the run goes on with the K40cs.
+#[test]
+fn a_default_pool_leaves_out_the_gpus_that_cannot_reach_the_host() {
+    let cfg = VideoConfig {
+        host: "machine-b".into(),
+        out_of_reach: OutOfReach::LeaveOut,
+        ..config(
+            2,
+            4,
+            &["gpu0", "machine-a:gpu0", "machine-a:gpu1", "machine-a:gpu2"],
+        )
+    };
+    let r = run(&cfg).expect("the GPUs in reach run the streams");
+    let used: Vec<&str> = r.gpus.iter().map(|g| g.device.as_str()).collect();
+    assert_eq!(used, ["gpu0", "machine-a:gpu0"]);
+    let left: Vec<(&str, u8)> = r
+        .left_out
+        .iter()
+        .map(|l| (l.device.as_str(), l.bits))
+        .collect();
+    assert_eq!(left, [("machine-a:gpu1", 40), ("machine-a:gpu2", 40)]);
+    assert!(r.left_out.iter().all(|l| l.addr >= 1 << 40));
+    assert_eq!(r.frames_verified, 8);
+    // Named by the user, the same pool is refused.
+    let named = VideoConfig {
+        out_of_reach: OutOfReach::Refuse,
+        ..cfg.clone()
+    };
+    assert!(matches!(run(&named), Err(VideoError::OutOfReach { .. })));
+    // With no GPU in reach there is nothing to run on, and the error names why.
+    let none = VideoConfig {
+        gpus: vec!["machine-a:gpu1".into(), "machine-a:gpu2".into()],
+        ..cfg
+    };
+    let e = run(&none).expect_err("nothing in reach");
+    assert!(
+        matches!(&e, VideoError::NoGpuInReach { host, left_out } if host == "machine-b" && left_out.len() == 2),
+        "{e}"
     );
 }

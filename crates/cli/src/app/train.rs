@@ -26,7 +26,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "G,...", value_parser = gpu_list)]
     pub gpus: GpuList,
     /// The NVMe holding the training set: `nvme0` or `lender:nvme0`.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::device)]
     pub nvme: String,
     /// Which driver reads it: `native` (the NVMe driver bound to it, borrowing it if remote)
     /// or `nvme-client` (a client of the distributed NVMe driver; needs --manager).
@@ -72,6 +72,9 @@ fn gpu_list(text: &str) -> Result<GpuList, String> {
     let names: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
     if names.iter().any(String::is_empty) {
         return Err("an empty name in the list; give GPUs as gpu0,lender:gpu1".into());
+    }
+    for name in &names {
+        crate::args::device(name)?;
     }
     if names.len() > MAX_GPUS {
         return Err(format!(

@@ -8,7 +8,7 @@ use crate::render;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::video::{
-    video, VideoConfig, VideoResult, MAX_FPS, MAX_FRAMES, MAX_STREAMS, MIN_FRAMES,
+    video, OutOfReach, VideoConfig, VideoResult, MAX_FPS, MAX_FRAMES, MAX_STREAMS, MIN_FRAMES,
 };
 
 /// `smartio app video` arguments.
@@ -22,7 +22,7 @@ pub struct VideoArgs {
     pub host: Option<String>,
     /// The GPU pool, comma-separated: the host's own (gpu0) or borrowed (lender:gpu0); ties
     /// of the scheduler go to the one listed first (default: the host's GPUs, then every
-    /// other host's, borrowed).
+    /// other host's, borrowed, leaving out any that cannot reach the host's memory).
     #[arg(long, value_delimiter = ',', value_name = "GPU,...", value_parser = gpu_name)]
     pub gpus: Vec<String>,
     /// Live full-HD streams.
@@ -73,13 +73,10 @@ pub fn frames(text: &str) -> Result<u32, String> {
     )
 }
 
-/// One name of `--gpus`: `gpu` or `lender:gpu`, no part empty.
+/// One name of `--gpus`: `gpu`, `lender:gpu` (or a virtual function's name), by the one
+/// parser of device names.
 fn gpu_name(text: &str) -> Result<String, String> {
-    smartio_workloads::attach::check_device_name(text.trim())
-        .map(|()| text.trim().to_string())
-        .map_err(|_| {
-            format!("{text:?}: write a GPU of the host (gpu0) or lender:gpu (machine-b:gpu0)")
-        })
+    crate::args::device(text.trim())
 }
 
 /// The host and pool a run uses when the options leave them out: the first host with a
@@ -122,16 +119,21 @@ pub fn run(calibration: &Calibration, args: VideoArgs) -> Result<(), String> {
     let cluster =
         Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())?;
     let (host, pool) = default_pool(&cluster, args.host.as_deref())?;
+    // The default pool takes only GPUs the host can reach: one that cannot address the
+    // host's memory (a 40-bit GPU borrowed through a high NTB window) is left out and named.
+    // GPUs the user names are used or refused.
+    let (gpus, out_of_reach) = if args.gpus.is_empty() {
+        (pool, OutOfReach::LeaveOut)
+    } else {
+        (args.gpus, OutOfReach::Refuse)
+    };
     let config = VideoConfig {
         host,
-        gpus: if args.gpus.is_empty() {
-            pool
-        } else {
-            args.gpus
-        },
+        gpus,
         streams: args.streams,
         fps: args.fps,
         frames: args.frames,
+        out_of_reach,
         spoil: None,
     };
     let result = video(&cluster, &config).map_err(|e| e.to_string())?;
@@ -298,6 +300,17 @@ pub(crate) fn notes(r: &VideoResult, calibration: &Calibration) -> Vec<String> {
             } else {
                 "more than its kernel's time: the copies limit it"
             }
+        ));
+    }
+    if !r.left_out.is_empty() {
+        notes.push(format!(
+            "left out of the default pool, which takes only GPUs {} can reach: {}",
+            r.host,
+            r.left_out
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     notes

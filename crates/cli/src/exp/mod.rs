@@ -5,7 +5,7 @@
 //! An experiment is a function from a [`Setup`] to a [`Report`]; the workloads it runs live
 //! in `smartio-workloads`, this module only chooses their parameters and presents them.
 
-mod bandwidth;
+pub(crate) mod bandwidth;
 mod failover;
 mod gpu_nvme;
 mod iommu_penalty;
@@ -15,7 +15,7 @@ mod nvmeof;
 mod plot;
 mod share;
 mod sq_placement;
-mod sriov;
+pub(crate) mod sriov;
 mod sriov_share;
 mod train;
 mod video;
@@ -106,7 +106,8 @@ impl ExpName {
         }
     }
 
-    fn name(self) -> String {
+    /// The experiment's name as the command line writes it (`share-30`).
+    pub fn name(self) -> String {
         self.to_possible_value()
             .map_or_else(|| format!("{self:?}"), |v| v.get_name().to_string())
     }

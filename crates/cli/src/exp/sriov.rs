@@ -28,7 +28,7 @@ const STREAMS: u32 = 4;
 /// Milliseconds of writing per run unless `--ops` says otherwise.
 const MILLISECONDS: u64 = 4;
 /// The longest run `--ops` may ask for, in milliseconds.
-const MAX_MILLISECONDS: u64 = 60_000;
+pub const MAX_MILLISECONDS: u64 = 60_000;
 
 /// One configuration's result.
 #[derive(Debug, Clone, Serialize)]

@@ -8,7 +8,9 @@
 use super::{table, Chart, Plot, Report, Series, Setup};
 use crate::app::video::{default_pool, pool_capacity};
 use serde::Serialize;
-use smartio_workloads::apps::video::{video, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES};
+use smartio_workloads::apps::video::{
+    video, OutOfReach, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES,
+};
 
 /// Frames per stream unless `--ops` says otherwise: enough for a stream's rate to settle
 /// (a 7-stream run on the three local GPUs, 93 % loaded, is within 1 % of 30 fps), few
@@ -114,6 +116,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 streams,
                 fps: FPS,
                 frames,
+                out_of_reach: OutOfReach::Refuse,
                 spoil: None,
             };
             video(&*setup.cluster()?, &config).map_err(|e| e.to_string())

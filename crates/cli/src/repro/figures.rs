@@ -13,7 +13,7 @@
 use super::{Ctx, Figure, Finding};
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
-use smartio_workloads::apps::video::{video, VideoConfig};
+use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, pingpong, CounterPlace, DmaSample,
     GpuBandwidthConfig, GpuCopyDirection, GpuP2pConfig, GpuPingPongConfig, P2pDirection,
@@ -387,6 +387,7 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
             streams,
             fps: 30,
             frames: 24,
+            out_of_reach: OutOfReach::Refuse,
             spoil: None,
         };
         video(&ctx.cluster("video-lending")?, &config)

@@ -30,11 +30,20 @@ pub const COMMANDS: [&str; 8] = [
 
 /// Options a grid may not give, as a key or among its `command` words: the sweep adds
 /// `--json` itself, and options that write files would have every run write the same file.
-const RESERVED: [&str; 6] = ["json", "plots", "html", "backing", "help", "version"];
+const RESERVED: [&str; 7] = [
+    "json",
+    "plots",
+    "html",
+    "backing",
+    "help",
+    "version",
+    "no-budget",
+];
 
 /// Why a [`RESERVED`] option is refused.
-const RESERVED_WHY: &str =
-    "a sweep sets --json itself and refuses options that write files or print help";
+const RESERVED_WHY: &str = "a sweep sets --json itself, refuses options that write files or \
+     print help, and lets its runs over the budget only as a whole (smartio sweep run \
+     --no-budget)";
 
 /// Shipped grids: `sweeps/*.toml`, by name.
 pub const SHIPPED: [(&str, &str); 1] = [(

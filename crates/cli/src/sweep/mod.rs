@@ -8,6 +8,8 @@ mod grid;
 mod merge;
 mod run;
 
+use crate::args::Cli;
+use clap::Parser;
 use std::io::Write;
 use std::time::Instant;
 
@@ -75,10 +77,69 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
     Ok(Shard { index, count })
 }
 
-/// Runs `sweep`; `calibration` is the command line's own `--calibration`.
-pub fn run(sweep: Sweep, calibration: Option<&str>) -> Result<(), String> {
+/// The budget's estimate of `sweep` (see [`crate::budget::models`]): a run's estimate is
+/// its command's, the runs share the workers (the wall time is their sum over the workers,
+/// the memory one run's at most on each worker at once). A grid that does not load is
+/// estimated as nothing: the sweep then fails on it before any run.
+pub fn estimate(
+    sweep: &Sweep,
+    cli: &crate::args::Cli,
+    facts: &crate::budget::models::Facts,
+) -> crate::budget::Estimate {
+    use crate::budget::{models, rates, Estimate};
+    let Sweep::Run(args) = sweep else {
+        return Estimate::new(
+            rates::START_S,
+            rates::START_MEMORY,
+            "merging a sweep's shards",
+        );
+    };
+    let Ok(grid) = grid::load(&args.grid, cli.calibration.as_deref()) else {
+        return Estimate::new(
+            rates::START_S,
+            rates::START_MEMORY,
+            "a grid that does not load",
+        );
+    };
+    let runs: Vec<&grid::Run> = grid
+        .runs
+        .iter()
+        .filter(|r| args.shard.is_none_or(|s| r.index % s.count == s.index))
+        .collect();
+    let workers = jobs(args).min(runs.len()).max(1);
+    let (mut wall, mut memory) = (0.0, 0u64);
+    for r in &runs {
+        let parsed =
+            Cli::try_parse_from(std::iter::once("smartio".to_string()).chain(r.argv.clone()));
+        if let Some(e) = parsed
+            .ok()
+            .as_ref()
+            .and_then(|c| models::estimate(c, facts))
+        {
+            wall += e.wall_s;
+            memory = memory.max(e.memory);
+        }
+    }
+    Estimate::new(
+        rates::START_S + wall / workers as f64,
+        memory.saturating_mul(workers as u64),
+        format!("{} runs on {workers} workers", runs.len()),
+    )
+}
+
+/// The workers a sweep runs on: `--jobs`, or one per core.
+fn jobs(args: &RunArgs) -> usize {
+    match args.jobs {
+        Some(j) => usize::from(j),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// Runs `sweep`; `calibration` is the command line's own `--calibration`, `no_budget` its
+/// `--no-budget` (which every run then gets too).
+pub fn run(sweep: Sweep, calibration: Option<&str>, no_budget: bool) -> Result<(), String> {
     match sweep {
-        Sweep::Run(args) => run_grid(&args, calibration),
+        Sweep::Run(args) => run_grid(&args, calibration, no_budget),
         Sweep::Merge(args) => {
             let grid = grid::load(&args.grid, calibration).map_err(|e| e.to_string())?;
             let parts = args
@@ -96,7 +157,7 @@ pub fn run(sweep: Sweep, calibration: Option<&str>) -> Result<(), String> {
     }
 }
 
-fn run_grid(args: &RunArgs, calibration: Option<&str>) -> Result<(), String> {
+fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Result<(), String> {
     let grid = grid::load(&args.grid, calibration).map_err(|e| e.to_string())?;
     let total = grid.runs.len();
     let runs: Vec<&grid::Run> = grid
@@ -104,13 +165,10 @@ fn run_grid(args: &RunArgs, calibration: Option<&str>) -> Result<(), String> {
         .iter()
         .filter(|r| args.shard.is_none_or(|s| r.index % s.count == s.index))
         .collect();
-    let jobs = match args.jobs {
-        Some(j) => usize::from(j),
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let jobs = jobs(args);
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let start = Instant::now();
-    let outcomes = run::execute(&exe, &runs, jobs)?;
+    let outcomes = run::execute(&exe, &runs, jobs, no_budget)?;
     let wall = start.elapsed();
     let lines = runs
         .iter()

@@ -41,19 +41,27 @@ pub struct Outcome {
     pub wall: Duration,
 }
 
-/// Runs `runs` with `exe` on `jobs` worker threads; the outcomes in the order of `runs`.
-pub fn execute(exe: &Path, runs: &[&Run], jobs: usize) -> Result<Vec<Outcome>, String> {
+/// Runs `runs` with `exe` on `jobs` worker threads, each with `--no-budget` when
+/// `no_budget` (the sweep as a whole was let over its budget); the outcomes in the order of
+/// `runs`.
+pub fn execute(
+    exe: &Path,
+    runs: &[&Run],
+    jobs: usize,
+    no_budget: bool,
+) -> Result<Vec<Outcome>, String> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
         .map_err(|e| format!("cannot start {jobs} worker threads: {e}"))?;
-    Ok(pool.install(|| runs.par_iter().map(|r| one(exe, r)).collect()))
+    Ok(pool.install(|| runs.par_iter().map(|r| one(exe, r, no_budget)).collect()))
 }
 
-fn one(exe: &Path, run: &Run) -> Outcome {
+fn one(exe: &Path, run: &Run, no_budget: bool) -> Outcome {
     let start = Instant::now();
     let output = Command::new(exe)
         .args(&run.argv)
+        .args(no_budget.then_some(crate::budget::OVERRIDE))
         .stdin(Stdio::null())
         .output();
     let wall = start.elapsed();

@@ -97,6 +97,27 @@ pub enum NetError {
         /// Its port.
         port: u16,
     },
+    /// Nothing came back from the peer through [`MAX_RETRANSMISSIONS`] retransmission
+    /// timeouts in a row: the path to it loses every segment (a dead link, frames larger than
+    /// it takes), so the connection is given up at the next timeout, as Linux gives one up
+    /// after `tcp_retries2` (15). A peer that answers, if only with a zero window, is alive.
+    #[error(
+        "{peer} port {port} sent nothing back through {retransmissions} retransmission \
+         timeouts in a row ({bytes} bytes unacknowledged, in segments of up to {mss} payload \
+         bytes): the connection is given up"
+    )]
+    Unacknowledged {
+        /// The peer.
+        peer: MacAddr,
+        /// Its port.
+        port: u16,
+        /// Retransmission timeouts in a row.
+        retransmissions: u32,
+        /// Bytes (and FIN) sent and not acknowledged.
+        bytes: u64,
+        /// The sender's largest payload per segment.
+        mss: u64,
+    },
     /// Every ephemeral port towards this peer is in use.
     #[error("no free local port towards {peer}")]
     NoFreePort {
@@ -107,6 +128,11 @@ pub enum NetError {
 
 /// SYNs a `connect` sends before it gives up.
 pub(super) const SYN_ATTEMPTS: u32 = 6;
+/// Retransmissions after a timeout, in a row with nothing acknowledged, after which the next
+/// timeout gives a connection up (Linux `net.ipv4.tcp_retries2`, 15). With the timeout
+/// doubling from 200 ms to its 60 s ceiling, the sixteen timeouts take about 8.7 minutes of
+/// virtual time, which cost no wall time.
+pub const MAX_RETRANSMISSIONS: u32 = 15;
 /// The longest retransmission timeout (RFC 6298 §2.5 allows an upper bound of 60 s or more).
 pub(super) const MAX_RETRANSMIT_TIMEOUT: SimDuration = SimDuration::from_us(60_000_000);
 /// First ephemeral port (IANA dynamic range).
@@ -201,6 +227,11 @@ impl<L: FrameLink + 'static, C: Clock + 'static> NetStack<L, C> {
     /// The interface's address.
     pub fn mac(&self) -> MacAddr {
         self.inner.link.mac()
+    }
+
+    /// Largest payload per frame of the interface (its MTU).
+    pub fn mtu(&self) -> usize {
+        self.inner.link.mtu()
     }
 
     /// Largest payload per segment.

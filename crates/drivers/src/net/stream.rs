@@ -5,7 +5,8 @@
 use super::connection::Phase;
 use super::segment::{flags, Segment};
 use super::stack::{
-    Conn, Inner, Listening, NetError, NetStack, MAX_RETRANSMIT_TIMEOUT, SYN_ATTEMPTS,
+    Conn, Inner, Listening, NetError, NetStack, MAX_RETRANSMISSIONS, MAX_RETRANSMIT_TIMEOUT,
+    SYN_ATTEMPTS,
 };
 use super::FrameLink;
 use smartio_devices::ethernet::MacAddr;
@@ -144,6 +145,8 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
     /// first (once per stall, after twice the smoothed round trip, at least the calibrated
     /// floor) and goes back to the first unacknowledged byte; then the retransmission
     /// timeout (doubling while nothing is acknowledged) does the same from one segment.
+    /// After [`MAX_RETRANSMISSIONS`] timeouts in a row with nothing heard from the peer the
+    /// next one gives the connection up ([`NetError::Unacknowledged`]).
     async fn wait_as_sender(&self, timers: &Timers) -> Result<(), NetError> {
         let costs = self.inner().costs;
         let probe = self.conn.rtt.get().probe_timeout(costs.probe_timeout_min);
@@ -158,6 +161,8 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
         .await
         {
             Either::Left(()) => {
+                // The peer answered: it is alive, whatever it said (a zero window too).
+                timers.expired.set(0);
                 if self.process().await? {
                     timers.rto.set(costs.retransmit_timeout);
                     timers.probed.set(false);
@@ -169,7 +174,17 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
                 }
             }
             Either::Right(()) => {
+                if timers.expired.get() >= MAX_RETRANSMISSIONS {
+                    return Err(NetError::Unacknowledged {
+                        peer: self.conn.peer,
+                        port: self.conn.peer_port,
+                        retransmissions: timers.expired.get(),
+                        bytes: self.conn.state.borrow().outstanding(),
+                        mss: self.stack.inner.limits.mss,
+                    });
+                }
                 if self.conn.state.borrow_mut().on_timeout() {
+                    timers.expired.set(timers.expired.get() + 1);
                     let doubled = timers.rto.get().as_ps().saturating_mul(2);
                     timers.rto.set(SimDuration::from_ps(
                         doubled.min(MAX_RETRANSMIT_TIMEOUT.as_ps()),
@@ -242,6 +257,7 @@ impl<L: FrameLink + 'static, C: Clock + 'static> Stream<L, C> {
         Timers {
             rto: Cell::new(self.inner().costs.retransmit_timeout),
             probed: Cell::new(false),
+            expired: Cell::new(0),
         }
     }
 
@@ -323,4 +339,6 @@ struct Timers {
     rto: Cell<SimDuration>,
     /// The tail-loss probe fired since the last progress.
     probed: Cell<bool>,
+    /// Retransmission timeouts since the peer was last heard from.
+    expired: Cell<u32>,
 }

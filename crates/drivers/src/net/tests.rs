@@ -25,6 +25,12 @@ struct Bench {
 }
 
 fn bench(lose_every: Option<u64>) -> Bench {
+    bench_on(lose_every, None)
+}
+
+/// A bench whose wire loses every `lose_every`-th frame from A, and every frame A sends after
+/// its first `cut_after`.
+fn bench_on(lose_every: Option<u64>, cut_after: Option<u64>) -> Bench {
     let cal = Calibration::default_embedded();
     let cluster = Cluster::new("back-to-back", &cal).expect("scenario");
     let cpu = cluster.machine.cpu(HostId(0));
@@ -33,6 +39,7 @@ fn bench(lose_every: Option<u64>) -> Bench {
         latency: SimDuration::from_ns(500),
         mtu: JUMBO_MTU,
         lose_every,
+        cut_after,
     };
     let (end_a, end_b) = wire(config, cpu.clone(), A, B);
     let costs = StackCosts::from_calibration(&cal);
@@ -234,4 +241,52 @@ fn a_lost_tail_is_repaired_by_the_probe_long_before_the_retransmission_timeout()
     assert_eq!(retransmissions, 1);
     let ms = took.as_ps() as f64 / 1e9;
     assert!(ms > 10.0 && ms < 20.0, "{ms} ms");
+}
+
+/// A path that loses every segment once the connection is up (here: every frame after A's
+/// SYN) must not keep a sender retransmitting for ever: after 15 timeouts in a row with
+/// nothing heard back (Linux's tcp_retries2), the next one gives the connection up, some 8.7
+/// minutes of virtual time later with the timeout doubling from 200 ms to 60 s.
+#[test]
+fn a_connection_whose_segments_all_vanish_is_given_up_after_fifteen_retransmissions() {
+    let bench = bench_on(None, Some(1));
+    let listener = bench.b.listen(PORT).expect("listen");
+    bench.cluster.machine.spawn(async move {
+        let _accepted = listener.accept().await;
+        std::future::pending::<()>().await;
+    });
+    let result = Rc::new(RefCell::new(None));
+    let (a, r) = (bench.a.clone(), result.clone());
+    let cpu = bench.cluster.machine.cpu(HostId(0));
+    let clock = cpu.clone();
+    bench.cluster.machine.spawn(async move {
+        let outcome = async {
+            let stream = a.connect(B, PORT).await?;
+            stream.write(&pattern(100_000, 1)).await?;
+            stream.close().await
+        }
+        .await;
+        *r.borrow_mut() = Some((outcome, clock.now()));
+    });
+    bench.cluster.machine.run();
+    let (outcome, at) = result.borrow_mut().take().expect("the writer ended");
+    let mss = bench.a.mss();
+    match outcome {
+        Err(NetError::Unacknowledged {
+            peer,
+            port,
+            retransmissions,
+            bytes,
+            mss: m,
+        }) => {
+            assert_eq!((peer, port, retransmissions, m), (B, PORT, 15, mss));
+            assert!(bytes > 0 && bytes <= 100_000, "{bytes} bytes out");
+        }
+        other => panic!("expected the connection to be given up, got {other:?}"),
+    }
+    let seconds = at.as_ps() as f64 / 1e12;
+    assert!(
+        (500.0..560.0).contains(&seconds),
+        "given up after {seconds} s"
+    );
 }

@@ -1,7 +1,7 @@
 //! A point-to-point Ethernet wire for testing the transport without a NIC: two
 //! [`FrameLink`] ends, serialization at a line rate per direction (frames queue behind each
 //! other; a sender waits until its frame starts), a propagation delay, and losses on purpose
-//! (every n-th frame in one direction).
+//! (every n-th frame in one direction, or every frame after the first n).
 
 use super::{FrameLink, LinkError};
 use smartio_devices::ethernet::{wire_bytes, MacAddr, HEADER_BYTES};
@@ -21,6 +21,9 @@ pub struct WireConfig {
     pub mtu: usize,
     /// Drop every n-th frame sent from end A to end B (`None`: no loss).
     pub lose_every: Option<u64>,
+    /// Drop every frame end A sends after its first n (`None`: never): a path that dies
+    /// once a connection is up.
+    pub cut_after: Option<u64>,
 }
 
 struct Direction {
@@ -111,7 +114,9 @@ impl<C: Clock> FrameLink for WireEnd<C> {
         let arrival = start + serialize + config.latency.as_ps();
         let n = dir.sent.get() + 1;
         dir.sent.set(n);
-        let lost = self.out == 0 && config.lose_every.is_some_and(|k| n.is_multiple_of(k));
+        let lost = self.out == 0
+            && (config.lose_every.is_some_and(|k| n.is_multiple_of(k))
+                || config.cut_after.is_some_and(|k| n > k));
         if !lost {
             dir.arriving.borrow_mut().push_back((arrival, frame));
             dir.notify.notify();

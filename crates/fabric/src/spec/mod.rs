@@ -659,8 +659,9 @@ impl Builder<'_> {
 
 impl Builder<'_> {
     /// `devices = [...]` of VM `vm` of `host`: at most [`limits::MAX_VM_DEVICES`] names, each
-    /// `device` or `lender:device` with both parts valid names, none twice. Whether they
-    /// exist is checked once every host is known ([`check_vm_devices`]).
+    /// a [`crate::DeviceRef`] (`device`, `device.vfN`, `lender:device`, `lender:device.vfN`),
+    /// none twice. Whether they exist is checked once every host is known
+    /// ([`check_vm_devices`]; a VF's number once the fabric knows its PF's TotalVFs).
     fn vm_devices(
         &self,
         host: &str,
@@ -681,15 +682,8 @@ impl Builder<'_> {
         for d in list.get_ref() {
             let loc = self.loc(d);
             let name = d.get_ref();
-            let (lender, device) = name.split_once(':').unwrap_or(("", name));
-            let parts_ok = (lender.is_empty() && !name.contains(':')
-                || limits::check_name("host name", lender).is_ok())
-                && limits::check_name("device name", device).is_ok();
-            if !parts_ok {
-                return Err(loc.error(format!(
-                    "VM {host}/{vm}: devices entry {name:?}: write a device of {host} (nvme0) \
-                     or lender:device (lender:nvme0)"
-                )));
+            if let Err(e) = crate::DeviceRef::parse(name) {
+                return Err(loc.error(format!("VM {host}/{vm}: devices entry {e}")));
             }
             if out.iter().any(|(o, _)| o == name) {
                 return Err(loc.error(format!("VM {host}/{vm}: {name:?} is listed twice")));
@@ -701,13 +695,18 @@ impl Builder<'_> {
 }
 
 /// Every VM's `devices` name a device that exists: `device` in the VM's own host,
-/// `lender:device` in host `lender`.
+/// `lender:device` in host `lender` (for a VF, its PF; the VF's number is checked against
+/// the PF's TotalVFs when the fabric is built).
 fn check_vm_devices(hosts: &[HostSpec]) -> Result<(), ScenarioError> {
     let by_name: BTreeMap<&str, &HostSpec> = hosts.iter().map(|h| (h.name.as_str(), h)).collect();
     for h in hosts {
         for vm in &h.vms {
             for (name, loc) in &vm.devices {
-                let (lender, device) = name.split_once(':').unwrap_or((&h.name, name));
+                let parsed = crate::DeviceRef::parse(name).map_err(|e| {
+                    loc.error(format!("VM {}/{}: devices entry {e}", h.name, vm.name))
+                })?;
+                let lender = parsed.lender.as_deref().unwrap_or(&h.name);
+                let device = parsed.device.as_str();
                 let Some(&l) = by_name.get(lender) else {
                     return Err(loc.error(format!(
                         "VM {}/{}: {name:?}: no host {lender:?} (hosts: {})",

@@ -667,7 +667,18 @@ fn vm_devices_that_are_malformed_repeated_too_many_or_missing_are_refused_at_the
     let cases = [
         (
             "[\"a:b:c\"]",
-            "devices entry \"a:b:c\": write a device of a (nvme0) or lender:device",
+            "devices entry \"a:b:c\": write a device of the host (nvme0, or a virtual \
+             function: nic0.vf1) or lender:device",
+        ),
+        (
+            "[\"d0.vf0\"]",
+            "devices entry \"d0.vf0\": virtual function \"0\"",
+        ),
+        ("[\"a:d0.vf01\"]", "virtual function \"01\": not a number"),
+        ("[\"d0.pf1\"]", "devices entry \"d0.pf1\": write a device"),
+        (
+            "[\"d9.vf1\"]",
+            "VM a/vm0: \"d9.vf1\": host a has no device \"d9\" (its devices: d0)",
         ),
         ("[\":d0\"]", "devices entry \":d0\""),
         ("[\"a:\"]", "devices entry \"a:\""),

@@ -154,6 +154,11 @@ async fn measure(
     let opener = source.host_alloc(8)?;
     let mut generation = 0u64;
     let mut samples = Vec::with_capacity(config.sizes.len());
+    let total = config.sizes.iter().fold(0u64, |t, s| {
+        t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
+    });
+    let mut phase = crate::progress::begin("GPU peer copies", total, crate::progress::Unit::Bytes);
+    let mut moved = 0u64;
     for &size in &config.sizes {
         for batch in events.chunks(2 * GATED_COPIES) {
             generation += 1;
@@ -171,6 +176,8 @@ async fn measure(
             source.memcpy(gate.addr(), opener.addr(), 8).await?;
         }
         stream.synchronize().await?;
+        moved = moved.saturating_add(size.saturating_mul(u64::from(config.repeat)));
+        phase.set(moved);
         let mut seconds = Vec::with_capacity(config.repeat as usize);
         for pair in events.chunks(2) {
             seconds.push(source.elapsed(&pair[0], &pair[1]).await?.as_secs_f64());

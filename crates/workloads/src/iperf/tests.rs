@@ -21,6 +21,7 @@ fn run(streams: u32, lose_every: Option<u64>) -> IperfReport {
         latency: SimDuration::from_ns(500),
         mtu: JUMBO_MTU,
         lose_every,
+        cut_after: None,
     };
     let (a, b) = wire(config, cpu.clone(), CLIENT, SERVER);
     let costs = StackCosts::from_calibration(&cal);

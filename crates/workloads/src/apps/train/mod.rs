@@ -229,8 +229,9 @@ fn bad(msg: String) -> GpuWorkloadError {
     GpuWorkloadError::BadParameter(msg)
 }
 
-/// Checks what can be checked before anything runs.
-fn check(config: &TrainConfig) -> Result<(), GpuWorkloadError> {
+/// Checks what can be checked before anything runs (the counts; the devices need the
+/// cluster).
+pub fn check(config: &TrainConfig) -> Result<(), GpuWorkloadError> {
     let g = config.gpus.len();
     if g == 0 || g > MAX_GPUS {
         return Err(bad(format!(

@@ -74,10 +74,45 @@ pub struct VideoConfig {
     pub fps: u32,
     /// Frames of each stream.
     pub frames: u32,
+    /// What a GPU of the pool that cannot address the host's memory does to the run.
+    pub out_of_reach: OutOfReach,
     /// For tests of the verification: this frame's bytes are spoiled in the GPU's memory
     /// after its copy in and before the kernel reads them (the run must then fail with
     /// [`VideoError::Verify`]). `None` in every real run.
     pub spoil: Option<FrameId>,
+}
+
+/// What a GPU of the pool that cannot address the host's memory where it appears to it (a
+/// GPU with 40 address bits borrowed through an NTB window above 1 TiB) does to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutOfReach {
+    /// The run is refused ([`VideoError::OutOfReach`]): the pool was named by the user.
+    #[default]
+    Refuse,
+    /// The GPU is left out of the pool, and named in [`VideoResult::left_out`]: the pool is
+    /// a default one, which must take only GPUs the host can reach.
+    LeaveOut,
+}
+
+/// A GPU left out of a default pool because it cannot reach the host's memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// As the pool named it (`machine-a:gpu1`).
+    pub device: String,
+    /// The address bits it puts on the bus.
+    pub bits: u8,
+    /// Where the host's pinned memory appears to it.
+    pub addr: u64,
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (it puts {} address bits on the bus; the host's memory appears to it at {:#x})",
+            self.device, self.bits, self.addr
+        )
+    }
 }
 
 impl VideoConfig {
@@ -92,6 +127,7 @@ impl VideoConfig {
             streams: 8,
             fps: 30,
             frames: 60,
+            out_of_reach: OutOfReach::Refuse,
             spoil: None,
         }
     }
@@ -182,6 +218,18 @@ pub enum VideoError {
         host: String,
         /// Where a pinned host buffer appears to the GPU.
         addr: u64,
+    },
+    /// Every GPU of a default pool was left out: none can reach the host's memory.
+    #[error(
+        "no GPU of the default pool can reach {host}'s memory: {}; name GPUs with --gpus (the \
+         host's own, or borrowed ones with more address bits)",
+        left_out.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    NoGpuInReach {
+        /// The host running the streams.
+        host: String,
+        /// The GPUs left out, and why.
+        left_out: Vec<LeftOut>,
     },
     /// Frames whose features did not match their bytes.
     #[error(
@@ -298,6 +346,8 @@ pub struct VideoResult {
     pub gpus: Vec<GpuUse>,
     /// The GPUs borrowed for the run.
     pub borrowed: Vec<String>,
+    /// GPUs of a default pool left out because they cannot reach the host's memory.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// A GPU of the pool, resolved.
@@ -311,8 +361,8 @@ pub(crate) struct PoolGpu {
     pub borrowed: bool,
 }
 
-/// Checks the counts.
-fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
+/// Checks the counts (what can be checked before anything runs).
+pub fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
     if config.streams == 0 || config.streams > MAX_STREAMS {
         return Err(VideoError::Streams {
             value: config.streams,

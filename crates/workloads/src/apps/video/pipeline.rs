@@ -13,7 +13,9 @@
 mod summary;
 
 use super::frame::{self, Features, FrameId, KernelParams, FEATURE_BYTES, FRAME_BYTES, LOCK_BYTES};
-use super::{PoolGpu, VideoConfig, VideoError, VideoResult, IN_FLIGHT_PER_GPU};
+use super::{
+    LeftOut, OutOfReach, PoolGpu, VideoConfig, VideoError, VideoResult, IN_FLIGHT_PER_GPU,
+};
 use crate::apps::gpu_profile;
 use crate::attach::Workbench;
 use crate::gpu::{close_all, host_memory, open_all, GpuWorkloadError};
@@ -140,6 +142,8 @@ struct Run {
     mismatches: RefCell<Vec<String>>,
     /// The first failure of the GPU runtime or host memory.
     error: RefCell<Option<VideoError>>,
+    /// GPUs of a default pool left out: they cannot reach the host's memory.
+    left_out: Vec<LeftOut>,
     progress: RefCell<Phase>,
 }
 
@@ -209,6 +213,7 @@ pub(super) fn run(
             let mut members = Vec::new();
             let mut failed = None;
             let mut unused = Vec::new();
+            let mut left_out = Vec::new();
             for ((ctx, g), (profile, compute, model)) in
                 contexts.into_iter().zip(pool).zip(profiles)
             {
@@ -217,6 +222,12 @@ pub(super) fn run(
                     continue;
                 }
                 match set_up(&ctx, &g.spec, &config.host).await {
+                    Err(VideoError::OutOfReach {
+                        device, bits, addr, ..
+                    }) if config.out_of_reach == OutOfReach::LeaveOut => {
+                        left_out.push(LeftOut { device, bits, addr });
+                        unused.push(ctx);
+                    }
                     Ok(res) => members.push(Member {
                         spec: g.spec,
                         borrowed: g.borrowed,
@@ -237,10 +248,18 @@ pub(super) fn run(
                     }
                 }
             }
+            if members.is_empty() && failed.is_none() {
+                failed = Some(VideoError::NoGpuInReach {
+                    host: config.host.clone(),
+                    left_out: left_out.clone(),
+                });
+            }
             if let Some(e) = failed {
                 let _ = close_all(members.into_iter().map(|m| m.ctx).chain(unused)).await;
                 return Err(e);
             }
+            // The GPUs left out give their channels back before the streams start.
+            close_all(unused).await?;
             let run = Rc::new(Run {
                 machine: machine.clone(),
                 cpu: bench.os.cpu(),
@@ -260,6 +279,7 @@ pub(super) fn run(
                 all_done: Notify::new(),
                 mismatches: RefCell::default(),
                 error: RefCell::default(),
+                left_out,
                 progress: RefCell::new(progress::begin(
                     "video frames",
                     u64::from(config.streams) * u64::from(config.frames),

@@ -130,5 +130,6 @@ pub(super) fn summarize(
             .map(|g| g.device.clone())
             .collect(),
         gpus,
+        left_out: run.left_out.clone(),
     })
 }
