@@ -3,8 +3,8 @@
 //! line leaving a host below the first row, up to the band above the first row.
 
 use super::geometry::{count, Course, Line, Point};
-use super::host::{HostDrawing, Port};
-use super::layout::{port_kind, under_line, Lending};
+use super::host::{port_kind, HostDrawing, Port};
+use super::parts::{under_line, Lending};
 use std::collections::BTreeMap;
 
 /// Least room between two columns of hosts (and between two rows).

@@ -24,7 +24,7 @@ use super::geometry::{
     count, text_width, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Point,
     Rect, LABEL_HEIGHT,
 };
-use super::layout::{DeviceIds, Lending};
+use super::parts::{DeviceIds, Lending};
 use smartio_fabric::units::format_size;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId, NodeKind};
 
@@ -446,5 +446,13 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         labels: b.labels,
         lines: all_lines,
         ports: placed,
+    }
+}
+
+/// The kind of line a port carries.
+pub fn port_kind(port: Port, lendings: &[Lending]) -> LineKind {
+    match port {
+        Port::Adapter(_) => LineKind::Cable,
+        Port::Lent(i) | Port::Borrowed(i) => lendings.get(i).map_or(LineKind::Cable, |l| l.kind),
     }
 }

@@ -26,12 +26,11 @@ use super::geometry::{
 };
 use super::grid::{Group, EXIT_RISE};
 use super::host::{self, HostDrawing, Port, BOX_H, BOX_PAD_X, BOX_PAD_Y};
+use super::parts::{lendings, under_line, DeviceIds, Lending, MARGIN};
 use super::switches::{cluster_switches, place_switches, Switch};
-use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId};
+use smartio_fabric::{Fabric, HostId, LinkKind, NodeId};
 use std::collections::BTreeMap;
 
-/// Around the whole picture.
-pub const MARGIN: i64 = 16;
 /// Between the groups of hosts.
 const GROUP_GAP: i64 = 32;
 /// Between two levels of cluster switches.
@@ -43,75 +42,6 @@ const ARC_BASE: i64 = 30;
 const ARC_STEP: i64 = 12;
 /// Characters of the title per line.
 const TITLE_COLUMNS: usize = 100;
-
-/// The fdid SmartIO's registry gave each device, by lender and device name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeviceIds(BTreeMap<(String, String), u32>);
-
-impl DeviceIds {
-    /// From `(lender, device, fdid)` triples.
-    pub fn new(entries: impl IntoIterator<Item = (String, String, u32)>) -> DeviceIds {
-        DeviceIds(
-            entries
-                .into_iter()
-                .map(|(host, device, fdid)| ((host, device), fdid))
-                .collect(),
-        )
-    }
-
-    /// The fdid of `device` of `host`, if it is registered.
-    pub fn get(&self, host: &str, device: &str) -> Option<u32> {
-        self.0.get(&(host.to_string(), device.to_string())).copied()
-    }
-}
-
-/// A device the scenario passes through to a VM (`[[host.vm]] devices`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lending {
-    pub device: EndpointId,
-    pub lender: HostId,
-    /// The VM's host.
-    pub borrower: HostId,
-    /// The VM, an index into its host's VMs.
-    pub vm: usize,
-    /// [`LineKind::Mdev`] (`lender:device`) or [`LineKind::Vfio`] (a device of its own host).
-    pub kind: LineKind,
-}
-
-/// Every device the scenario's VMs are given, in host, VM and entry order (entries naming
-/// nothing the fabric has are left out: the scenario's validation refuses them anyway).
-pub fn lendings(fabric: &Fabric) -> Vec<Lending> {
-    let mut out = Vec::new();
-    for (hi, h) in fabric.hosts().iter().enumerate() {
-        let borrower = HostId(u32::try_from(hi).unwrap_or(u32::MAX));
-        for (vm, v) in h.vms.iter().enumerate() {
-            for (entry, _) in &v.devices {
-                let (lender, device, kind) = match entry.split_once(':') {
-                    Some((lender, device)) => (lender, device, LineKind::Mdev),
-                    None => (h.name.as_str(), entry.as_str(), LineKind::Vfio),
-                };
-                let Some(lender) = fabric.host_by_name(lender) else {
-                    continue;
-                };
-                let Some(device) = fabric
-                    .endpoints()
-                    .iter()
-                    .position(|e| e.host == lender && e.name == device)
-                else {
-                    continue;
-                };
-                out.push(Lending {
-                    device: EndpointId(u32::try_from(device).unwrap_or(u32::MAX)),
-                    lender,
-                    borrower,
-                    vm,
-                    kind,
-                });
-            }
-        }
-    }
-    out
-}
 
 /// The picture of `fabric`, with `ids` from SmartIO's registry.
 pub fn lay_out(fabric: &Fabric, ids: &DeviceIds) -> Picture {
@@ -406,23 +336,6 @@ fn split_long(line: &str) -> Vec<String> {
         .chunks(TITLE_COLUMNS)
         .map(|c| c.iter().collect())
         .collect()
-}
-
-/// The kind of line a port carries.
-pub fn port_kind(port: Port, lendings: &[Lending]) -> LineKind {
-    match port {
-        Port::Adapter(_) => LineKind::Cable,
-        Port::Lent(i) | Port::Borrowed(i) => lendings.get(i).map_or(LineKind::Cable, |l| l.kind),
-    }
-}
-
-pub fn under_line(kind: LineKind, course: Course) -> Line {
-    Line {
-        kind,
-        layer: Layer::Under,
-        course,
-        arrow: false,
-    }
 }
 
 fn shifted(course: &Course, dx: i64, dy: i64) -> Course {

@@ -13,12 +13,13 @@ pub mod geometry;
 mod grid;
 mod host;
 pub mod layout;
+mod parts;
 pub mod svg;
 mod switches;
 
 use crate::outfile::{OutputFile, OutputFileError};
 use geometry::{FrameKind, Picture, Violation};
-use layout::DeviceIds;
+use parts::DeviceIds;
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterError};
 use smartio_workloads::{AttachError, DeviceInfo, Workbench};

@@ -4,7 +4,7 @@
 use super::geometry::text_width;
 use super::grid::Group;
 use super::host::BOX_PAD_X;
-use super::layout::MARGIN;
+use super::parts::MARGIN;
 use smartio_fabric::{Fabric, LinkKind, NodeId, NodeKind};
 
 /// Between two cluster switches of a level.
