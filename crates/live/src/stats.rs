@@ -122,10 +122,8 @@ impl Daemon {
                 borrowers: d.borrowers.iter().map(|b| b.host.clone()).collect(),
             })
             .collect();
-        let links = machine
-            .link_traffic()
+        let links = smartio_machine::LinkTraffic::carried_since(&[], machine.link_traffic())
             .into_iter()
-            .filter(|l| l.down.tlps + l.up.tlps > 0)
             .map(|l| {
                 let carried = |t: smartio_machine::LaneTraffic| Carried {
                     accesses: t.tlps,

@@ -91,8 +91,9 @@ pub trait Engine: FabricControl + PayloadAccess {
     /// What the engine has counted so far.
     fn counters(&self) -> Counters;
 
-    /// What each link of the fabric carried so far, in the fabric's link order; empty for an
-    /// engine that costs no TLPs.
+    /// What each link of the fabric carried so far, in the fabric's link order. An engine
+    /// that moves whole accesses counts one per access, its bytes as payload and on the wire,
+    /// and no busy time; the default, for an engine with no links to count, is empty.
     fn link_traffic(&self) -> Vec<crate::LinkTraffic> {
         Vec::new()
     }

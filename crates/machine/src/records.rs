@@ -46,7 +46,7 @@ pub struct LaneTraffic {
     pub busy_ps: u64,
 }
 
-/// What a link carried each way so far (an engine that costs no TLPs counts none).
+/// What a link carried each way so far (see [`crate::Engine::link_traffic`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LinkTraffic {
     /// The link, `a -> b` as the fabric names it.

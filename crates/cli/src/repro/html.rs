@@ -3,21 +3,8 @@
 //! the calibration the run used.
 
 use super::Outcome;
-
-/// `text` with HTML's special characters escaped.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+// One escape for the page and the pictures in it: XML's is also HTML's.
+use crate::picture::svg::escape;
 
 /// The anchor of a scenario's picture.
 fn anchor(scenario: &str) -> String {

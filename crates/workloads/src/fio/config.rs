@@ -248,7 +248,7 @@ pub struct FioResult {
     /// Bytes read that were checked against what was written.
     pub verified_bytes: u64,
     /// What each link carried from the first submission to the last completion (links that
-    /// carried nothing left out; none on an engine that costs no TLPs).
+    /// carried nothing left out; see `Engine::link_traffic`).
     pub links: Vec<smartio_machine::LinkTraffic>,
 }
 
