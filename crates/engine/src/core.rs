@@ -10,7 +10,7 @@ use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
 use crate::timing::{lane, traverse, traverse_tree, Booking, Lane, Timing};
-use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
+use crate::txn::{next_chunk, CostedPath, Flights, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
 use rustc_hash::FxHashMap;
@@ -721,48 +721,56 @@ impl Core {
         label: Option<&'static str>,
     ) -> u32 {
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
-        let mut spare = self.spare_txns.pop();
-        let (requests, completions) = spare
-            .as_mut()
-            .map(|t| {
-                (
-                    std::mem::take(&mut t.requests),
-                    std::mem::take(&mut t.completions),
-                )
-            })
-            .unwrap_or_default();
-        let fresh = Txn {
-            kind,
-            requester,
-            segments,
-            data,
-            issue_segment: 0,
-            issue_offset: 0,
-            next_issue: start,
-            requests,
-            completions,
-            done_bytes: 0,
-            waiting_for_tag: false,
-            waker: None,
-            result: None,
-            scheduled: None,
-            detached: false,
-            // Flow control is per link: every link on the path buffers its own share of
-            // posted TLPs, so a longer path holds more of them in flight.
-            window: match kind {
-                TxnKind::Write => self.timing.posted_credits * path_links,
-                TxnKind::Read => usize::MAX,
-            },
-            gate,
-            label,
-            issued_after: gate,
+        // Flow control is per link: every link on the path buffers its own share of posted
+        // TLPs, so a longer path holds more of them in flight.
+        let window = match kind {
+            TxnKind::Write => self.timing.posted_credits * path_links,
+            TxnKind::Read => usize::MAX,
         };
-        let txn = match spare {
+        let txn = match self.spare_txns.pop() {
+            // Set field by field: a spare's queues are empty (see `park`) and keep their
+            // capacity, and no whole transaction is built to be copied over it.
             Some(mut t) => {
-                *t = fresh;
+                t.kind = kind;
+                t.requester = requester;
+                t.segments = segments;
+                t.data = data;
+                t.issue_segment = 0;
+                t.issue_offset = 0;
+                t.next_issue = start;
+                t.done_bytes = 0;
+                t.waiting_for_tag = false;
+                t.waker = None;
+                t.result = None;
+                t.scheduled = None;
+                t.detached = false;
+                t.window = window;
+                t.gate = gate;
+                t.label = label;
+                t.issued_after = gate;
                 t
             }
-            None => Box::new(fresh),
+            None => Box::new(Txn {
+                kind,
+                requester,
+                segments,
+                data,
+                issue_segment: 0,
+                issue_offset: 0,
+                next_issue: start,
+                requests: Flights::default(),
+                completions: Flights::default(),
+                done_bytes: 0,
+                waiting_for_tag: false,
+                waker: None,
+                result: None,
+                scheduled: None,
+                detached: false,
+                window,
+                gate,
+                label,
+                issued_after: gate,
+            }),
         };
         let id = match self.free_txns.pop() {
             Some(id) => {

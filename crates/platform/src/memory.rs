@@ -148,6 +148,15 @@ impl SparseMemory {
         });
     }
 
+    /// Whether none of the `len` bytes from `offset` was ever written (or all were given
+    /// back): they all read as zero. One look-up per page.
+    pub fn is_unwritten(&self, offset: u64, len: u64) -> bool {
+        let Some(last) = len.checked_sub(1).and_then(|l| offset.checked_add(l)) else {
+            return len == 0;
+        };
+        (offset >> PAGE_SHIFT..=last >> PAGE_SHIFT).all(|p| self.page(p).is_none())
+    }
+
     /// Appends the `len` bytes from `offset` to `out` (unwritten bytes as zeroes): a read
     /// into a buffer that is not zeroed first.
     pub fn read_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
@@ -248,6 +257,30 @@ impl SparseMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_is_unwritten_until_a_byte_of_one_of_its_pages_is_written_and_again_once_zeroed() {
+        let mut m = SparseMemory::new();
+        assert!(m.is_unwritten(0, 3 * PAGE_SIZE));
+        assert!(m.is_unwritten(u64::MAX, 1), "the last byte, no overflow");
+        assert!(m.is_unwritten(5, 0));
+        m.write(2 * PAGE_SIZE + 7, &[1]);
+        assert!(m.is_unwritten(0, 2 * PAGE_SIZE), "the pages before it");
+        assert!(
+            !m.is_unwritten(0, 2 * PAGE_SIZE + 1),
+            "reaches into the written page"
+        );
+        assert!(
+            !m.is_unwritten(2 * PAGE_SIZE + 100, 1),
+            "a page is written as a whole"
+        );
+        assert!(m.is_unwritten(3 * PAGE_SIZE, PAGE_SIZE));
+        m.zero(2 * PAGE_SIZE, PAGE_SIZE);
+        assert!(
+            m.is_unwritten(0, 4 * PAGE_SIZE),
+            "a zeroed page is given back"
+        );
+    }
 
     #[test]
     fn an_appending_read_gives_what_a_read_gives_across_written_and_unwritten_pages() {

@@ -56,16 +56,22 @@ impl NvmeController {
         let (offset, len) = self.range(r, true)?;
         let done = self.media.schedule(MediaOp::Read(len), port.now());
         port.spend("media: read", done.since(port.now())).await;
-        let mut data = self.buffers.take();
-        let moved = match self
-            .store
-            .read_into(r.nsid, offset, len as usize, &mut data)
-        {
-            Ok(()) => self.to_host(port, cmd, &data).await,
-            Err(_) => Err(self.media_error()),
-        };
-        self.buffers.give(data);
-        moved?;
+        if self.store.reads_as_zero(r.nsid, offset, len) {
+            // Deallocated blocks: sent from the controller's zeroes, not read into a buffer.
+            let zeroes = self.zeroes.at_least(len as usize);
+            self.to_host(port, cmd, &zeroes[..len as usize]).await?;
+        } else {
+            let mut data = self.buffers.take();
+            let moved = match self
+                .store
+                .read_into(r.nsid, offset, len as usize, &mut data)
+            {
+                Ok(()) => self.to_host(port, cmd, &data).await,
+                Err(_) => Err(self.media_error()),
+            };
+            self.buffers.give(data);
+            moved?;
+        }
         let mut s = self.state.borrow_mut();
         s.health.read_commands += 1;
         s.health.bytes_read += len;

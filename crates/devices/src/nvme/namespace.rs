@@ -119,6 +119,16 @@ impl NamespaceStore {
         }
     }
 
+    /// Whether the `len` bytes at byte `offset` of namespace `nsid` were never written (or
+    /// all deallocated), so they read as zeroes without reading them: only a store in memory
+    /// knows (a backing file is read). Caller checks bounds.
+    pub fn reads_as_zero(&self, nsid: u32, offset: u64, len: u64) -> bool {
+        match &*self.store.borrow() {
+            Store::Sparse(m) => m.is_unwritten(self.base(nsid) + offset, len),
+            Store::File { .. } => false,
+        }
+    }
+
     /// The `len` bytes at byte `offset` of namespace `nsid`, into `out` (emptied first; not
     /// zeroed first when the store is memory). Caller checks bounds.
     pub fn read_into(
