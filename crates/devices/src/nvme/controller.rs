@@ -378,6 +378,7 @@ impl NvmeController {
             match s.sqs.get_mut(qid) {
                 Some(q) if value < u32::from(q.entries) => {
                     q.tail = value as u16;
+                    s.sqs.note(qid);
                     None
                 }
                 Some(_) => Some(async_event::INVALID_DOORBELL_VALUE),
@@ -522,37 +523,38 @@ impl NvmeController {
             return;
         }
         let n = s.sqs.slots();
-        let start = s.rr_next;
+        let start = s.rr_next.min(n);
         let burst = s.burst;
         let generation = s.generation;
-        // The queues that exist, in round-robin order from `rr_next`.
-        let from = s.sqs.round_robin_from(start);
-        for at in from..from + s.sqs.count() {
-            let Some(qid) = s.sqs.nth(at).map(usize::from) else {
-                continue;
-            };
-            let Some(q) = s.sqs.get_mut(qid) else {
-                continue;
-            };
-            if q.fetching || q.head == q.tail {
-                continue;
+        // The noted queues in round-robin order from `rr_next` (those with entries to fetch
+        // and no fetch in flight are among them; see `SubmissionQueues`).
+        for (from, to) in [(start, n), (0, start)] {
+            let mut at = from;
+            while let Some(qid) = s.sqs.take_noted(at, to) {
+                at = qid + 1;
+                let Some(q) = s.sqs.get_mut(qid) else {
+                    continue;
+                };
+                if q.fetching || q.head == q.tail {
+                    continue;
+                }
+                let available = if q.tail > q.head {
+                    q.tail - q.head
+                } else {
+                    q.entries - q.head
+                };
+                let count = available.min(burst);
+                q.fetching = true;
+                let (base, head) = (q.base, q.head);
+                // Entries being fetched are in flight: a Delete SQ waits for them too.
+                s.inflight[qid] += u32::from(count);
+                s.rr_next = (qid + 1) % n;
+                let me = self.clone();
+                let p = port.clone();
+                port.spawn_task(Box::pin(async move {
+                    me.fetch(p, qid as u16, base, head, count, generation).await;
+                }));
             }
-            let available = if q.tail > q.head {
-                q.tail - q.head
-            } else {
-                q.entries - q.head
-            };
-            let count = available.min(burst);
-            q.fetching = true;
-            let (base, head) = (q.base, q.head);
-            // Entries being fetched are in flight: a Delete SQ waits for them too.
-            s.inflight[qid] += u32::from(count);
-            s.rr_next = (qid + 1) % n;
-            let me = self.clone();
-            let p = port.clone();
-            port.spawn_task(Box::pin(async move {
-                me.fetch(p, qid as u16, base, head, count, generation).await;
-            }));
         }
     }
 
@@ -696,6 +698,8 @@ impl NvmeController {
             }));
         }
         q.head = (head + count) % q.entries;
+        // No fetch in flight now: arbitration looks at it again.
+        s.sqs.note(qid as usize);
         true
     }
 

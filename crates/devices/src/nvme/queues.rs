@@ -1,6 +1,7 @@
-//! The controller's submission queue slots, with the ids of those that exist kept in order
-//! so that arbitration visits only them (a controller has up to 65,536 slots; a driver
-//! creates a few).
+//! The controller's submission queue slots, with the ids of those that exist kept in order,
+//! and a mark on each queue that may have entries to fetch, so that arbitration visits only
+//! those (a controller has up to 65,536 slots; a driver creates a few, and few of them have
+//! work at any moment).
 
 use super::controller::SubQueue;
 
@@ -9,10 +10,16 @@ use super::controller::SubQueue;
 /// Invariant: `created` holds, in increasing order, exactly the ids whose slot is `Some`.
 /// Only [`SubmissionQueues::put`], [`SubmissionQueues::take`] and
 /// [`SubmissionQueues::remove_all`] change which slots are filled.
+///
+/// `noted` has a bit per slot. The controller keeps this invariant: every queue with
+/// entries to fetch (`head != tail`) and no fetch in flight has its bit set — it notes a
+/// queue ([`SubmissionQueues::note`]) whenever its tail moves or a fetch from it ends. A bit
+/// may be set on a queue without work (arbitration clears it when it looks).
 #[derive(Debug)]
 pub(super) struct SubmissionQueues {
     slots: Vec<Option<SubQueue>>,
     created: Vec<u16>,
+    noted: Vec<u64>,
 }
 
 impl SubmissionQueues {
@@ -21,6 +28,7 @@ impl SubmissionQueues {
         SubmissionQueues {
             slots: vec![None; count],
             created: Vec::new(),
+            noted: vec![0; count.div_ceil(64)],
         }
     }
 
@@ -71,6 +79,7 @@ impl SubmissionQueues {
             self.slots[qid as usize] = None;
         }
         self.created.clear();
+        self.noted.fill(0);
     }
 
     /// The queues that exist.
@@ -81,23 +90,36 @@ impl SubmissionQueues {
     }
 
     /// How many queues exist.
+    #[cfg(test)]
     pub fn count(&self) -> usize {
         self.created.len()
     }
 
-    /// Where round-robin order from id `start` begins among the existing queues: the
-    /// position of the first existing id at or after `start` (wrapping). With
-    /// [`SubmissionQueues::nth`], positions `from..from + count()` are that order.
-    pub fn round_robin_from(&self, start: usize) -> usize {
-        self.created.partition_point(|&c| (c as usize) < start)
+    /// Marks queue `qid` as one that may have entries to fetch.
+    pub fn note(&mut self, qid: usize) {
+        if let Some(word) = self.noted.get_mut(qid / 64) {
+            *word |= 1 << (qid % 64);
+        }
     }
 
-    /// The id of the existing queue at position `at` (wrapping; `None` when none exists).
-    pub fn nth(&self, at: usize) -> Option<u16> {
-        match self.created.len() {
-            0 => None,
-            n => self.created.get(at % n).copied(),
+    /// Takes the mark of the first noted queue id in `from..to`, returning that id.
+    pub fn take_noted(&mut self, from: usize, to: usize) -> Option<usize> {
+        let mut at = from;
+        while at < to {
+            let (w, bit) = (at / 64, at % 64);
+            let word = *self.noted.get(w)? >> bit;
+            if word == 0 {
+                at = (w + 1) * 64;
+                continue;
+            }
+            let qid = at + word.trailing_zeros() as usize;
+            if qid >= to {
+                return None;
+            }
+            self.noted[w] &= !(1 << (qid % 64));
+            return Some(qid);
         }
+        None
     }
 }
 
@@ -118,31 +140,41 @@ mod tests {
     }
 
     #[test]
-    fn round_robin_visits_existing_queues_in_id_order_from_start_wrapping() {
+    fn existing_queues_are_kept_in_id_order_and_replaced_in_place() {
         let mut qs = SubmissionQueues::new(8);
         for qid in [5, 1, 3] {
             assert!(qs.put(qid, queue(qid as u64)));
         }
         assert!(!qs.put(8, queue(8)), "no slot 8");
-        fn order(qs: &SubmissionQueues, start: usize) -> Vec<u16> {
-            let from = qs.round_robin_from(start);
-            (from..from + qs.count())
-                .filter_map(|at| qs.nth(at))
-                .collect()
-        }
-        assert_eq!(order(&qs, 0), [1, 3, 5]);
-        assert_eq!(order(&qs, 2), [3, 5, 1]);
-        assert_eq!(order(&qs, 5), [5, 1, 3]);
-        assert_eq!(order(&qs, 6), [1, 3, 5]);
+        let bases = |qs: &SubmissionQueues| qs.iter().map(|q| q.base).collect::<Vec<_>>();
+        assert_eq!(bases(&qs), [1, 3, 5]);
         assert_eq!(qs.take(3).map(|q| q.base), Some(3));
         assert!(qs.take(3).is_none());
-        assert_eq!(order(&qs, 2), [5, 1]);
         assert!(qs.put(1, queue(10)), "replacing keeps one entry");
         assert_eq!(qs.count(), 2);
-        assert_eq!(qs.get(1).map(|q| q.base), Some(10));
+        assert_eq!(bases(&qs), [10, 5]);
         qs.remove_all();
         assert_eq!(qs.count(), 0);
         assert!(!qs.exists(1) && !qs.exists(5));
-        assert_eq!(qs.nth(qs.round_robin_from(0)), None);
+    }
+
+    #[test]
+    fn noted_queues_are_taken_in_id_order_within_a_range_once_each() {
+        let mut qs = SubmissionQueues::new(200);
+        for qid in [130, 3, 64, 63, 199, 3] {
+            qs.note(qid);
+        }
+        qs.note(200); // no such slot: ignored
+        assert_eq!(qs.take_noted(4, 130), Some(63));
+        assert_eq!(qs.take_noted(4, 130), Some(64));
+        assert_eq!(qs.take_noted(4, 130), None, "130 is past the range");
+        assert_eq!(qs.take_noted(0, 200), Some(3), "noted twice, taken once");
+        assert_eq!(qs.take_noted(0, 200), Some(130));
+        assert_eq!(qs.take_noted(0, 200), Some(199));
+        assert_eq!(qs.take_noted(0, 200), None);
+        assert_eq!(qs.take_noted(0, 1000), None, "a range past the slots");
+        qs.note(7);
+        qs.remove_all();
+        assert_eq!(qs.take_noted(0, 200), None, "a reset forgets the marks");
     }
 }
