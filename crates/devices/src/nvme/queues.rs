@@ -97,8 +97,8 @@ impl SubmissionQueues {
 
     /// Marks queue `qid` as one that may have entries to fetch.
     pub fn note(&mut self, qid: usize) {
-        if let Some(word) = self.noted.get_mut(qid / 64) {
-            *word |= 1 << (qid % 64);
+        if qid < self.slots.len() {
+            self.noted[qid / 64] |= 1 << (qid % 64);
         }
     }
 
