@@ -4,9 +4,8 @@
 //! the latest update as a Server-Sent Event when it changes and at least every
 //! [`HEARTBEAT`], until the browser goes away.
 
-use super::watch::{Latest, Update};
+use super::watch::{self, Latest, Update};
 use super::{metrics, page, WebError};
-use smartio_live::protocol::{Connection, Reply, Request};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -70,7 +69,7 @@ fn route(request: HttpRequest, socket: &str, latest: &Latest, streams: &Arc<Atom
     let has_picture = picture_of(request.url());
     let response = match (request.method(), path.as_str()) {
         (Method::Get, "/") => text(200, "text/html; charset=utf-8", page::render(&latest.now())),
-        (Method::Get, "/metrics") => match stats(socket) {
+        (Method::Get, "/metrics") => match watch::ask_once(socket) {
             Ok(stats) => text(200, metrics::CONTENT_TYPE, metrics::render(&stats)),
             Err(why) => text(503, "text/plain; charset=utf-8", format!("{why}\n")),
         },
@@ -113,17 +112,6 @@ fn route(request: HttpRequest, socket: &str, latest: &Latest, streams: &Arc<Atom
     };
     // A browser that went away before its answer: nothing to do about it.
     let _ = request.respond(response);
-}
-
-/// The daemon's figures now, asked on a connection of this request's own.
-fn stats(socket: &str) -> Result<smartio_live::stats::ClusterStats, String> {
-    let conn = Connection::open(socket)
-        .map_err(|e| format!("no cluster daemon answers at {socket}: {e}"))?;
-    match conn.call(&Request::Stats) {
-        Ok((Reply::Stats(stats), _)) => Ok(*stats),
-        Ok((other, _)) => Err(format!("the daemon at {socket} answered {other:?}")),
-        Err(e) => Err(format!("the daemon at {socket}: {e}")),
-    }
 }
 
 /// An event stream on `out` (the connection itself: the head is written here, the body has

@@ -3,7 +3,7 @@
 //! not answer, and the scenario's picture with the devices borrowed now, drawn again only
 //! when the borrowings change. Readers wait for a newer one ([`Latest::wait_newer`]).
 
-use smartio_live::protocol::{Connection, Reply, Request};
+use smartio_live::protocol::{Connection, Reply, Request, WireError};
 use smartio_live::stats::ClusterStats;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -121,7 +121,7 @@ pub fn borrowings(stats: &ClusterStats) -> Vec<(String, String)> {
 }
 
 fn watch(socket: &str, scenario: &str, latest: &Latest) {
-    let fabric = smartio_cluster::load_fabric(scenario).map_err(|e| e.to_string());
+    let fabric = smartio_cluster::load_fabric(scenario);
     let mut conn: Option<Connection> = None;
     let mut drawn: Option<Vec<(String, String)>> = None;
     loop {
@@ -135,45 +135,89 @@ fn watch(socket: &str, scenario: &str, latest: &Latest) {
                 drawn = Some(now);
             }
         }
-        latest.record(answer, picture);
+        latest.record(answer.map_err(|e| e.to_string()), picture);
         std::thread::sleep(POLL.saturating_sub(started.elapsed()));
     }
 }
 
-/// The daemon's figures, on the connection kept (opened again after a failure).
-fn ask(conn: &mut Option<Connection>, socket: &str) -> Result<ClusterStats, String> {
-    if conn.is_none() {
-        *conn = Some(
-            Connection::open(socket)
-                .map_err(|e| format!("no cluster daemon answers at {socket}: {e}"))?,
-        );
+/// Why the daemon gave no figures.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    /// Nothing listens at the socket (the daemon is down, or not up yet).
+    #[error("no cluster daemon answers at {socket}: {source}")]
+    Connect {
+        socket: String,
+        #[source]
+        source: WireError,
+    },
+    /// The connection failed during the request.
+    #[error("the daemon at {socket}: {source}")]
+    Wire {
+        socket: String,
+        #[source]
+        source: WireError,
+    },
+    /// It answered something else (a daemon of another version).
+    #[error("the daemon at {socket} answered {reply} instead of its figures")]
+    Unexpected { socket: String, reply: String },
+}
+
+/// The daemon's figures, on a connection of their own (what a scrape asks).
+pub fn ask_once(socket: &str) -> Result<ClusterStats, AskError> {
+    let conn = Connection::open(socket).map_err(|source| AskError::Connect {
+        socket: socket.to_string(),
+        source,
+    })?;
+    stats_on(&conn, socket)
+}
+
+fn stats_on(conn: &Connection, socket: &str) -> Result<ClusterStats, AskError> {
+    match conn.call(&Request::Stats) {
+        Ok((Reply::Stats(stats), _)) => Ok(*stats),
+        Ok((other, _)) => Err(AskError::Unexpected {
+            socket: socket.to_string(),
+            reply: format!("{other:?}"),
+        }),
+        Err(source) => Err(AskError::Wire {
+            socket: socket.to_string(),
+            source,
+        }),
     }
-    let answer = match conn.as_ref().map(|c| c.call(&Request::Stats)) {
-        Some(Ok((Reply::Stats(stats), _))) => Ok(*stats),
-        Some(Ok((other, _))) => Err(format!("the daemon at {socket} answered {other:?}")),
-        Some(Err(e)) => Err(format!("the daemon at {socket}: {e}")),
-        None => Err(format!("no connection to the daemon at {socket}")),
+}
+
+/// The daemon's figures, on the connection kept (opened again after a failure).
+fn ask(conn: &mut Option<Connection>, socket: &str) -> Result<ClusterStats, AskError> {
+    let kept = match conn.take() {
+        Some(c) => c,
+        None => Connection::open(socket).map_err(|source| AskError::Connect {
+            socket: socket.to_string(),
+            source,
+        })?,
     };
-    if answer.is_err() {
-        *conn = None;
+    let answer = stats_on(&kept, socket);
+    if answer.is_ok() {
+        *conn = Some(kept);
     }
     answer
 }
 
 /// The picture with `borrowed`, or a paragraph saying why there is none.
 fn draw(
-    fabric: &Result<smartio_fabric::Fabric, String>,
+    fabric: &Result<smartio_fabric::Fabric, smartio_fabric::ScenarioError>,
     scenario: &str,
     stats: &ClusterStats,
     borrowed: &[(String, String)],
 ) -> String {
-    let drawn = fabric.as_ref().map_err(String::clone).and_then(|fabric| {
-        let ids = stats.devices.iter().filter_map(|d| {
-            let (lender, device) = d.device.split_once(':')?;
-            Some((lender.to_string(), device.to_string(), d.fdid))
-        });
-        crate::picture::live_element(fabric, scenario, ids, borrowed).map_err(|e| e.to_string())
-    });
+    let drawn = match fabric {
+        Ok(fabric) => {
+            let ids = stats.devices.iter().filter_map(|d| {
+                let (lender, device) = d.device.split_once(':')?;
+                Some((lender.to_string(), device.to_string(), d.fdid))
+            });
+            crate::picture::live_element(fabric, scenario, ids, borrowed).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
     match drawn {
         Ok(svg) => svg,
         Err(why) => format!(
