@@ -18,6 +18,16 @@ pub enum ClusterCommand {
         /// The socket to listen on [default: $SMARTIO_SOCKET, else /tmp/smartio-cluster.sock].
         #[arg(long, value_name = "PATH")]
         socket: Option<String>,
+        /// Also serve a live view in a browser at ADDR (IP:PORT, e.g. 127.0.0.1:8080; port 0
+        /// picks a free one, and the address is printed): the cluster's picture with the
+        /// devices borrowed now, tables of borrowers, segments, adapters' tables and link
+        /// traffic, updated as they change (GET /events), and Prometheus metrics (GET
+        /// /metrics). Loopback addresses only, unless --web-allow-remote.
+        #[arg(long, value_name = "ADDR", value_parser = crate::web::address::parse)]
+        web: Option<crate::web::WebAddress>,
+        /// Serve --web on an address that is not loopback (the view has no authentication).
+        #[arg(long, requires = "web")]
+        web_allow_remote: bool,
     },
     /// Install the SISCI library and headers in SISCI's layout for building C programs:
     /// PREFIX/include (sisci_api.h, sisci_types.h, sisci_error.h), PREFIX/include/dis,
@@ -57,14 +67,30 @@ fn socket_path(option: Option<String>) -> String {
 /// Runs `smartio cluster ...`.
 pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), String> {
     match command {
-        ClusterCommand::Up { scenario, socket } => {
+        ClusterCommand::Up {
+            scenario,
+            socket,
+            web,
+            web_allow_remote,
+        } => {
             let path = socket_path(socket);
+            // The web view's address is taken first: a refusal comes before the cluster is
+            // built.
+            let view = web
+                .map(|addr| crate::web::Web::bind(addr, web_allow_remote))
+                .transpose()
+                .map_err(|e| e.to_string())?;
             let mut daemon =
                 Daemon::up(&scenario, calibration, &path).map_err(|e| e.to_string())?;
             println!("cluster {scenario} is up on the live engine; socket {path}");
             for (host, nodes) in daemon.hosts() {
                 let ids: Vec<String> = nodes.iter().map(u32::to_string).collect();
                 println!("  host {host}: node ids {}", ids.join(", "));
+            }
+            if let Some(view) = view {
+                let url = view.url();
+                view.serve(&path, &scenario).map_err(|e| e.to_string())?;
+                println!("live view at {url} (updates at {url}events, metrics at {url}metrics)");
             }
             println!("programs run as a host with {HOST_VAR}=<host> {SOCKET_VAR}={path}");
             daemon.run().map_err(|e| e.to_string())?;
@@ -120,6 +146,12 @@ fn render_stats(s: &smartio_live::stats::ClusterStats) -> String {
         };
         let _ = writeln!(out, "  {} (fdid {}, {}): {by}", d.device, d.fdid, d.kind);
     }
+    if !s.segment_list.is_empty() {
+        let _ = writeln!(out, "segments:");
+    }
+    for g in &s.segment_list {
+        let _ = writeln!(out, "  {}", segment_line(g));
+    }
     let _ = writeln!(out, "adapters:");
     for a in &s.adapters {
         let _ = writeln!(
@@ -138,6 +170,29 @@ fn render_stats(s: &smartio_live::stats::ClusterStats) -> String {
     }
     let _ = writeln!(out, "not counted: {}", s.not_counted);
     out
+}
+
+/// One segment as `cluster stats` prints it: `lender segment 3: 64K ram, available on
+/// lender.ntb0, connected from borrower, mapped for 1 device`.
+pub fn segment_line(g: &smartio_live::stats::SegmentStats) -> String {
+    let mut line = format!(
+        "{} segment {}: {} {}",
+        g.host,
+        g.id,
+        smartio_fabric::units::format_size(g.size),
+        g.kind
+    );
+    if !g.available_on.is_empty() {
+        line += &format!(", available on {}", g.available_on.join(", "));
+    }
+    if !g.connected.is_empty() {
+        line += &format!(", connected from {}", g.connected.join(", "));
+    }
+    if g.device_maps > 0 {
+        let s = if g.device_maps == 1 { "" } else { "s" };
+        line += &format!(", mapped for {} device{s}", g.device_maps);
+    }
+    line
 }
 
 /// The environment variable naming the libsisci.so to install (searched first).
@@ -286,6 +341,39 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(d.join("bin")).expect("a scratch directory");
         d
+    }
+
+    #[test]
+    fn cluster_stats_prints_each_segment_with_its_owner_size_and_connections() {
+        use smartio_live::stats::{ClusterStats, SegmentStats, NOT_COUNTED};
+        let segment = SegmentStats {
+            host: "lender".into(),
+            id: 3,
+            size: 64 << 10,
+            kind: "ram".into(),
+            available_on: vec!["lender.ntb0".into()],
+            connected: vec!["borrower".into(), "borrower".into()],
+            device_maps: 1,
+        };
+        let stats = ClusterStats {
+            scenario: "back-to-back".into(),
+            descriptors: 2,
+            segments: 1,
+            segment_list: vec![segment],
+            devices: Vec::new(),
+            adapters: Vec::new(),
+            accesses: 0,
+            links: Vec::new(),
+            not_counted: NOT_COUNTED.into(),
+        };
+        let text = render_stats(&stats);
+        assert!(
+            text.contains(
+                "segments:\n  lender segment 3: 64K ram, available on lender.ntb0, \
+                 connected from borrower, borrower, mapped for 1 device\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

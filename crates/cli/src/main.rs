@@ -42,6 +42,7 @@ mod render;
 mod repro;
 mod serve;
 mod sweep;
+mod web;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
 // fresh zeroed pages from the kernel each time (which cost more than the simulation).

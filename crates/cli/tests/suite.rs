@@ -20,6 +20,7 @@ mod repro;
 mod sisci;
 mod sweep;
 mod topo_svg;
+mod web;
 
 /// Every crate's test files are modules of its `tests/suite.rs` or `tests/suite_on_direct.rs`
 /// (the crates turn automatic test targets off, so a file left out would never run).

@@ -20,6 +20,8 @@ pub struct ClusterStats {
     pub descriptors: usize,
     /// Segments that exist.
     pub segments: usize,
+    /// Each of them: its owner, size and who is connected to it.
+    pub segment_list: Vec<SegmentStats>,
     /// Every registered device and who borrows it.
     pub devices: Vec<DeviceStats>,
     /// Every NTB adapter's tables.
@@ -45,6 +47,25 @@ pub struct DeviceStats {
     pub kind: String,
     /// The hosts (or `host/vm`) borrowing it now.
     pub borrowers: Vec<String>,
+}
+
+/// A segment and what is made of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentStats {
+    /// The host whose memory (or device) it is.
+    pub host: String,
+    /// Its id on that host.
+    pub id: u32,
+    /// Bytes.
+    pub size: u64,
+    /// What backs it: `ram`, `bar` (a device's BAR) or `device memory`.
+    pub kind: String,
+    /// The owner's adapters it is available on, as `topo` names them.
+    pub available_on: Vec<String>,
+    /// The host of each connection to it (a host connected twice is named twice).
+    pub connected: Vec<String>,
+    /// Devices it is mapped for.
+    pub device_maps: u32,
 }
 
 /// An NTB adapter's tables.
@@ -136,10 +157,31 @@ impl Daemon {
                 }
             })
             .collect();
+        let segment_list: Vec<SegmentStats> = self
+            .smartio
+            .sisci()
+            .segments()
+            .into_iter()
+            .map(|s| SegmentStats {
+                host: host_name(s.segment.host),
+                id: s.segment.id,
+                size: s.segment.size,
+                kind: s.kind.name().to_string(),
+                available_on: s
+                    .available_on
+                    .iter()
+                    .filter_map(|&n| fabric.host_adapter(s.segment.host, n))
+                    .map(|a| fabric.adapter_name(a))
+                    .collect(),
+                connected: s.connected.into_iter().map(host_name).collect(),
+                device_maps: s.device_maps,
+            })
+            .collect();
         ClusterStats {
             scenario: self.scenario.clone(),
             descriptors: self.descriptors(),
-            segments: self.smartio.sisci().segment_count(),
+            segments: segment_list.len(),
+            segment_list,
             devices,
             adapters,
             accesses: machine.counters().tlp_arrivals,

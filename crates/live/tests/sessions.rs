@@ -620,6 +620,16 @@ fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave
     let remote = handle(ask(&mut d, borrower, connect.clone()));
     // The borrower's adapter is node 4; it came through the lender's adapter 0.
     assert_eq!(event(&mut d, lender, seg), (CB_CONNECT, 4, 0));
+    // The daemon's figures name the segment's owner, size, adapter and who is connected.
+    let listed = d.stats().segment_list;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let s = &listed[0];
+    assert_eq!(
+        (s.host.as_str(), s.id, s.size, s.kind.as_str()),
+        ("lender", id, 1 << 16, "ram")
+    );
+    assert_eq!(s.available_on, ["lender.ntb0"]);
+    assert_eq!(s.connected, ["borrower"]);
     assert_eq!(
         ask(&mut d, borrower, Request::DisconnectSegment { remote }),
         Reply::Done

@@ -519,3 +519,30 @@ fn probing_a_node_answers_whether_its_adapter_is_reachable_now() {
     machine.with_fabric_mut(|f| f.set_link_up(cable, true));
     assert_eq!(sci.probe_node(borrower, 0, far), Ok(()));
 }
+
+#[test]
+fn the_segment_list_names_each_segments_owner_size_adapters_and_connected_hosts() {
+    use smartio_smartio::sisci::SegmentKind;
+    let (c, sci) = cluster("back-to-back");
+    let machine = c.machine.clone();
+    let (borrower, lender) = (host(&machine, "borrower"), host(&machine, "lender"));
+    assert_eq!(sci.segments(), []);
+    let seg = sci
+        .create_segment(lender, Some(3), 1 << 16)
+        .expect("segment");
+    sci.prepare_segment(&seg, 0).expect("prepare");
+    sci.set_available(&seg, 0).expect("available");
+    let node = sci.node_id(lender, 0).expect("node id");
+    let first = sci.connect_segment(borrower, 0, node, 3).expect("connect");
+    let _second = sci.connect_segment(borrower, 0, node, 3).expect("connect");
+    let list = sci.segments();
+    assert_eq!(list.len(), 1);
+    let s = &list[0];
+    assert_eq!((s.segment, s.kind), (seg, SegmentKind::Ram));
+    assert_eq!(s.available_on, [0]);
+    assert_eq!(s.connected, [borrower, borrower]);
+    assert_eq!(s.device_maps, 0);
+    sci.disconnect_segment(&first).expect("disconnect");
+    assert_eq!(sci.segments()[0].connected, [borrower]);
+    assert_eq!(sci.segments().len(), sci.segment_count());
+}

@@ -198,6 +198,8 @@ pub enum LineKind {
     Mdev,
     /// A device of a VM's own host passed through by VFIO.
     Vfio,
+    /// A device a running cluster's host borrows (its programs, through the device API).
+    Borrow,
 }
 
 impl LineKind {
@@ -207,6 +209,7 @@ impl LineKind {
             LineKind::Cable => "cable",
             LineKind::Mdev => "mdev",
             LineKind::Vfio => "vfio",
+            LineKind::Borrow => "borrow",
         }
     }
 }
@@ -236,6 +239,9 @@ pub struct Line {
     pub course: Course,
     /// An arrowhead at its end.
     pub arrow: bool,
+    /// The lending it draws, if it draws one: the device (`lender:device`) and its borrower
+    /// (`host` or `host/vm`).
+    pub lending: Option<(String, String)>,
 }
 
 /// The whole picture.

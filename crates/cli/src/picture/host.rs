@@ -24,7 +24,7 @@ use super::geometry::{
     count, text_width, Course, Frame, FrameKind, Label, LabelStyle, Layer, Line, LineKind, Point,
     Rect, LABEL_HEIGHT,
 };
-use super::parts::{DeviceIds, Lending};
+use super::parts::{lending_names, DeviceIds, Lending};
 use smartio_fabric::units::format_size;
 use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId, NodeKind};
 
@@ -151,6 +151,7 @@ impl Builder<'_> {
             layer: Layer::Over,
             course: Course::Polyline(vec![from, Point::new(from.x, mid), Point::new(to.x, mid)]),
             arrow: false,
+            lending: None,
         });
     }
 
@@ -323,6 +324,11 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         LabelStyle::Text,
     );
     b.reach(title.rect.right().max(detail.rect.right()));
+    // Where a device the host's programs borrow points: its name.
+    let own = Anchor {
+        right: title.rect.right(),
+        mid: title.rect.y + title.rect.h / 2,
+    };
     let root_spine = Point::new(PAD + 4, detail.rect.bottom() + 2);
     b.y = detail.rect.bottom() + 2 + ROW_GAP;
     b.labels.push(title);
@@ -372,6 +378,11 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         lane(ports.len() - 1) + LANE_GAP
     };
     let device = |e: EndpointId| b.devices.iter().find(|(d, _)| *d == e).map(|&(_, a)| a);
+    // Where a lending's arrow ends in the borrowing host: its VM, or its name.
+    let to = |l: &Lending| match l.vm {
+        Some(vm) => vms.get(vm).copied(),
+        None => Some(own),
+    };
     let mut lines = Vec::new();
     let mut placed = Vec::new();
     for (k, port) in ports.iter().enumerate() {
@@ -396,8 +407,9 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
                 let Some(a) = device(l.device) else { continue };
                 let from = vec![Point::new(a.right, a.mid), Point::new(x, a.mid)];
                 if l.borrower == host {
-                    // Passed to a VM of this host: down (or up) the lane to it.
-                    let Some(vm) = vms.get(l.vm) else { continue };
+                    // Passed to a VM of this host (or borrowed by its programs): down (or
+                    // up) the lane to it.
+                    let Some(vm) = to(l) else { continue };
                     let mut course = from;
                     course.push(Point::new(x, vm.mid));
                     course.push(Point::new(vm.right, vm.mid));
@@ -410,7 +422,7 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
             }
             Port::Borrowed(i) => {
                 let l = &lendings[i];
-                let Some(vm) = vms.get(l.vm) else { continue };
+                let Some(vm) = to(l) else { continue };
                 (
                     l.kind,
                     vec![
@@ -422,11 +434,16 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
                 )
             }
         };
+        let lending = match *port {
+            Port::Lent(i) | Port::Borrowed(i) => lendings.get(i).map(|l| lending_names(fabric, l)),
+            Port::Adapter(_) => None,
+        };
         lines.push(Line {
             kind,
             layer: Layer::Over,
             course: Course::Polyline(course),
             arrow,
+            lending,
         });
         // A lending within the host has no port: nothing leaves.
         let inside = matches!(*port, Port::Lent(i) if lendings[i].borrower == host);

@@ -26,7 +26,7 @@ use super::geometry::{
 };
 use super::grid::{Group, EXIT_RISE};
 use super::host::{self, HostDrawing, Port, BOX_H, BOX_PAD_X, BOX_PAD_Y};
-use super::parts::{lendings, under_line, DeviceIds, Lending, MARGIN};
+use super::parts::{lending_names, lendings, under_line, DeviceIds, Lending, MARGIN};
 use super::switches::{cluster_switches, place_switches, Switch};
 use smartio_fabric::{Fabric, HostId, LinkKind, NodeId};
 use std::collections::BTreeMap;
@@ -45,7 +45,15 @@ const TITLE_COLUMNS: usize = 100;
 
 /// The picture of `fabric`, with `ids` from SmartIO's registry.
 pub fn lay_out(fabric: &Fabric, ids: &DeviceIds) -> Picture {
-    let lendings = lendings(fabric);
+    lay_out_with(fabric, ids, &[])
+}
+
+/// The picture of `fabric` with `borrowed`, the devices a running cluster's hosts borrow
+/// ([`super::parts::borrowings`]), drawn as arrows beside the scenario's own lendings; the
+/// legend names that kind of arrow when there is one.
+pub fn lay_out_with(fabric: &Fabric, ids: &DeviceIds, borrowed: &[Lending]) -> Picture {
+    let mut lendings = lendings(fabric);
+    lendings.extend_from_slice(borrowed);
     let drawings: Vec<HostDrawing> = (0..fabric.hosts().len())
         .map(|h| {
             let id = HostId(u32::try_from(h).unwrap_or(u32::MAX));
@@ -120,7 +128,8 @@ pub fn lay_out(fabric: &Fabric, ids: &DeviceIds) -> Picture {
         y += LABEL_HEIGHT + 2;
     }
     y += 6;
-    y = legend(MARGIN, y, &mut labels, &mut lines) + 12;
+    let borrows = lendings.iter().any(|l| l.kind == LineKind::Borrow);
+    y = legend(MARGIN, y, borrows, &mut labels, &mut lines) + 12;
     let levels = switches.iter().map(|s| s.level + 1).max().unwrap_or(0);
     for s in &mut switches {
         s.y = y + count(s.level) * (BOX_H + LEVEL_GAP);
@@ -287,6 +296,9 @@ fn connect(
         }
         if let (Some(&a), Some(&b)) = (exits.get(&Port::Lent(i)), exits.get(&Port::Borrowed(i))) {
             arch(a, b, l.kind, &mut lines);
+            if let Some(line) = lines.last_mut() {
+                line.lending = Some(lending_names(fabric, l));
+            }
         }
     }
     for (s, ends) in attach.iter_mut().enumerate() {
@@ -306,13 +318,22 @@ fn connect(
 
 /// The legend's row at `(x, y)`: a short line of each kind and what it means. Returns the
 /// row's bottom.
-fn legend(mut x: i64, y: i64, labels: &mut Vec<Label>, lines: &mut Vec<Line>) -> i64 {
+fn legend(
+    mut x: i64,
+    y: i64,
+    borrows: bool,
+    labels: &mut Vec<Label>,
+    lines: &mut Vec<Line>,
+) -> i64 {
     const SAMPLE: i64 = 28;
-    let items = [
+    let mut items = vec![
         (LineKind::Cable, false, "PCIe cable (NTB, cluster switch)"),
         (LineKind::Mdev, true, "lent to a VM (MDEV)"),
         (LineKind::Vfio, true, "passed to a VM of its host (VFIO)"),
     ];
+    if borrows {
+        items.push((LineKind::Borrow, true, "borrowed by a host's programs"));
+    }
     let mid = y + LABEL_HEIGHT / 2;
     for (kind, arrow, text) in items {
         lines.push(Line {
@@ -320,6 +341,7 @@ fn legend(mut x: i64, y: i64, labels: &mut Vec<Label>, lines: &mut Vec<Line>) ->
             layer: Layer::Under,
             course: Course::Polyline(vec![Point::new(x, mid), Point::new(x + SAMPLE, mid)]),
             arrow,
+            lending: None,
         });
         let label = Label::at(text.to_string(), x + SAMPLE + 6, y, None, LabelStyle::Text);
         x = label.rect.right() + 20;
@@ -473,6 +495,72 @@ mod tests {
             .filter(|l| l.kind == LineKind::Mdev && matches!(l.course, Course::Curve(_)))
             .count();
         assert_eq!(between, 3);
+    }
+
+    #[test]
+    fn a_running_clusters_borrowings_are_arrows_to_the_borrowing_host_marked_with_both_names() {
+        let cluster =
+            Cluster::new("back-to-back", &Calibration::default_embedded()).expect("boots");
+        let devices = crate::picture::registered_devices(&cluster).expect("registers");
+        let ids = crate::picture::device_ids(&devices);
+        let fabric = cluster.machine.fabric();
+        let borrowed = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(d, b)| (d.to_string(), b.to_string()))
+                .collect();
+            crate::picture::parts::borrowings(&fabric, &pairs)
+        };
+        let plain = lay_out(&fabric, &ids);
+        assert_eq!(lay_out_with(&fabric, &ids, &[]), plain, "nothing borrowed");
+        // One device borrowed by another host, one by its own lender's programs, and names
+        // the fabric does not have, which are left out.
+        let lent = borrowed(&[
+            ("lender:nvme0", "borrower"),
+            ("lender:gpu0", "lender"),
+            ("lender:nothing", "borrower"),
+            ("lender:gpu1", "nobody"),
+        ]);
+        assert_eq!(lent.len(), 2);
+        let p = lay_out_with(&fabric, &ids, &lent);
+        assert_eq!(violations(&p), []);
+        let arrows: Vec<&Line> = p
+            .lines
+            .iter()
+            .filter(|l| l.arrow && l.layer == Layer::Over && l.kind == LineKind::Borrow)
+            .collect();
+        let names = |l: &Line| l.lending.clone().expect("marked");
+        let mut marked: Vec<(String, String)> = arrows.iter().map(|l| names(l)).collect();
+        marked.sort();
+        assert_eq!(
+            marked,
+            [
+                ("lender:gpu0".to_string(), "lender".to_string()),
+                ("lender:nvme0".to_string(), "borrower".to_string()),
+            ]
+        );
+        // The arrow to another host ends at its name.
+        let borrower = p
+            .labels
+            .iter()
+            .find(|l| l.text == "borrower")
+            .map(|l| l.rect)
+            .expect("the host's name");
+        let to_borrower = arrows
+            .iter()
+            .find(|l| names(l).1 == "borrower")
+            .expect("the arrow to borrower");
+        let end = match &to_borrower.course {
+            Course::Polyline(points) => points.last().copied(),
+            Course::Curve(_) => None,
+        }
+        .expect("a polyline");
+        assert_eq!(
+            end,
+            Point::new(borrower.right(), borrower.y + borrower.h / 2)
+        );
+        assert!(texts(&p).contains(&"borrowed by a host's programs"));
+        assert!(!texts(&plain).contains(&"borrowed by a host's programs"));
     }
 
     #[test]

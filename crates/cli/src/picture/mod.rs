@@ -13,7 +13,7 @@ pub mod geometry;
 mod grid;
 mod host;
 pub mod layout;
-mod parts;
+pub(crate) mod parts;
 pub mod svg;
 mod switches;
 
@@ -104,6 +104,27 @@ pub fn element(
 ) -> Result<String, PictureError> {
     let picture = draw(scenario, calibration)?;
     Ok(svg::element(&picture, id, &title(scenario)))
+}
+
+/// The `<svg>` element of a running cluster's `scenario` (its `fabric`, the fdids `ids` as
+/// `(lender, device, fdid)`) with `borrowed`, the devices its hosts borrow now as
+/// `(lender:device, host or host/vm)`, each drawn as an arrow to its borrower (`cluster up
+/// --web`), checked against the overlap rule.
+pub fn live_element(
+    fabric: &smartio_fabric::Fabric,
+    scenario: &str,
+    ids: impl IntoIterator<Item = (String, String, u32)>,
+    borrowed: &[(String, String)],
+) -> Result<String, PictureError> {
+    let lent = parts::borrowings(fabric, borrowed);
+    let picture = layout::lay_out_with(fabric, &DeviceIds::new(ids), &lent);
+    if let Some(source) = geometry::violations(&picture).into_iter().next() {
+        return Err(PictureError::Layout {
+            scenario: scenario.to_string(),
+            source,
+        });
+    }
+    Ok(svg::element(&picture, "live", &title(scenario)))
 }
 
 fn title(scenario: &str) -> String {

@@ -8,8 +8,9 @@
 //! - a label is `<text class="STYLE" x y textLength>` with `y` its baseline: its box is
 //!   `x..x+textLength` across and `y−13..y+4` down ([`ASCENT`], [`LABEL_HEIGHT`]), the font
 //!   13 px monospace, `textLength` pinning the width the layout measured;
-//! - a line is `<path class="KIND">` (`tree`, `cable`, `mdev`, `vfio`), with `marker-end` when
-//!   it ends in an arrowhead;
+//! - a line is `<path class="KIND">` (`tree`, `cable`, `mdev`, `vfio`, `borrow`), with
+//!   `marker-end` when it ends in an arrowhead; a lending's line also has
+//!   `data-device="lender:device"` and `data-borrower="host"` (or `host/vm`);
 //! - drawing order: lines between boxes, then the boxes (parents first), then lines inside
 //!   hosts, then the labels.
 
@@ -75,6 +76,7 @@ fn line_colour(kind: LineKind) -> &'static str {
         LineKind::Cable => "#2e5c9a",
         LineKind::Mdev => "#c0392b",
         LineKind::Vfio => "#8e44ad",
+        LineKind::Borrow => "#d35400",
     }
 }
 
@@ -84,6 +86,7 @@ fn line_style(kind: LineKind) -> &'static str {
         LineKind::Cable => r#"stroke-width="2""#,
         LineKind::Mdev => r#"stroke-width="1.5""#,
         LineKind::Vfio => r#"stroke-width="1.5" stroke-dasharray="4,3""#,
+        LineKind::Borrow => r#"stroke-width="2""#,
     }
 }
 
@@ -114,9 +117,17 @@ fn write_line(out: &mut String, line: &Line, ids: &str) {
     } else {
         String::new()
     };
+    let lending = match &line.lending {
+        Some((device, borrower)) => format!(
+            r#" data-device="{}" data-borrower="{}""#,
+            escape(device),
+            escape(borrower)
+        ),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        r#"<path class="{}" d="{}" fill="none" stroke="{}" {}{arrow}/>"#,
+        r#"<path class="{}" d="{}" fill="none" stroke="{}" {}{arrow}{lending}/>"#,
         kind.class(),
         path_data(&line.course),
         line_colour(kind),
@@ -136,7 +147,14 @@ pub fn element(picture: &Picture, id: &str, title: &str) -> String {
     );
     let _ = writeln!(out, "<title>{}</title>", escape(title));
     out.push_str("<defs>\n");
-    for kind in [LineKind::Mdev, LineKind::Vfio] {
+    // A borrow's arrowhead only where there is one: other pictures stay as they were.
+    let borrows = picture.lines.iter().any(|l| l.kind == LineKind::Borrow);
+    let heads: &[LineKind] = if borrows {
+        &[LineKind::Mdev, LineKind::Vfio, LineKind::Borrow]
+    } else {
+        &[LineKind::Mdev, LineKind::Vfio]
+    };
+    for &kind in heads {
         let _ = writeln!(
             out,
             r#"<marker id="{ids}-arrow-{}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0 0 L10 5 L0 10 z" fill="{}"/></marker>"#,
@@ -239,6 +257,7 @@ mod tests {
                 layer: Layer::Over,
                 course: Course::Polyline(vec![Point::new(1, 2), Point::new(3, 4)]),
                 arrow: true,
+                lending: Some(("lender:nvme0".into(), "b&b".into())),
             }],
         };
         let svg = document(&p, "t & t");
@@ -249,6 +268,7 @@ mod tests {
             svg.contains(r#"d="M1 2 L3 4""#)
                 && svg.contains("marker-end=\"url(#t-topo-arrow-mdev)\"")
         );
+        assert!(svg.contains(r#"data-device="lender:nvme0" data-borrower="b&amp;b""#));
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         assert_eq!(doc.root_element().tag_name().name(), "svg");
     }

@@ -124,10 +124,16 @@ pub struct Live {
 
 impl Live {
     pub fn up(dir: &Path, scenario: &str) -> Live {
+        Live::up_with(dir, scenario, &[]).0
+    }
+
+    /// A daemon started with `extra` arguments too; what it said as it came up.
+    pub fn up_with(dir: &Path, scenario: &str, extra: &[&str]) -> (Live, String) {
         let sock = dir.join("cluster.sock");
         let mut child = Command::new(BIN)
             .args(["cluster", "up", "--scenario", scenario, "--socket"])
             .arg(&sock)
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -141,11 +147,14 @@ impl Live {
             );
             said.push_str(&line);
         }
-        Live {
-            child,
-            sock,
-            _stdout: stdout,
-        }
+        (
+            Live {
+                child,
+                sock,
+                _stdout: stdout,
+            },
+            said,
+        )
     }
 
     /// The daemon's process id.

@@ -62,6 +62,43 @@ pub struct LocalSegment {
     pub size: u64,
 }
 
+/// What backs a segment, as [`Sisci::segments`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// The owner's RAM.
+    Ram,
+    /// A device's BAR exported as a segment.
+    Bar,
+    /// Memory of a device that the device API allocated for a segment.
+    DeviceMemory,
+}
+
+impl SegmentKind {
+    /// `ram`, `bar` or `device memory`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SegmentKind::Ram => "ram",
+            SegmentKind::Bar => "bar",
+            SegmentKind::DeviceMemory => "device memory",
+        }
+    }
+}
+
+/// One segment and what is made of it ([`Sisci::segments`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentSummary {
+    /// The segment: owner, id, size.
+    pub segment: LocalSegment,
+    /// What backs it.
+    pub kind: SegmentKind,
+    /// The owner's adapters (indices) it is available on.
+    pub available_on: Vec<u32>,
+    /// The host of each connection to it (a host connected twice is there twice).
+    pub connected: Vec<HostId>,
+    /// Devices it is mapped for.
+    pub device_maps: u32,
+}
+
 /// A connection to a segment of another host (or to a multicast group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteSegment {
@@ -633,6 +670,35 @@ impl Sisci {
     /// How many segments exist on all hosts (whichever API made them).
     pub fn segment_count(&self) -> usize {
         self.state.borrow().segments.len()
+    }
+
+    /// Every segment on all hosts, in host and id order, with what is made of it: the hosts
+    /// connected to it (one entry per connection) and the devices it is mapped for.
+    pub fn segments(&self) -> Vec<SegmentSummary> {
+        let st = self.state.borrow();
+        st.segments
+            .iter()
+            .map(|(key, s)| {
+                let mut connected: Vec<HostId> = st
+                    .connections
+                    .values()
+                    .filter(|c| c.segment == Some(*key))
+                    .map(|c| c.remote.host)
+                    .collect();
+                connected.sort();
+                SegmentSummary {
+                    segment: s.seg,
+                    kind: match s.backing {
+                        Backing::Ram { .. } => SegmentKind::Ram,
+                        Backing::Bar(_) => SegmentKind::Bar,
+                        Backing::DeviceMemory(_) => SegmentKind::DeviceMemory,
+                    },
+                    available_on: s.available.iter().copied().collect(),
+                    connected,
+                    device_maps: s.device_maps,
+                }
+            })
+            .collect()
     }
 
     /// The segment a connection reaches (`None` for a multicast group, or once it is gone):
