@@ -832,6 +832,7 @@ impl Core {
     }
 
     /// Does everything transaction `id` has due at `now` (it is out of its slot meanwhile).
+    #[inline(always)]
     fn step_txn(&mut self, id: u32, txn: &mut Txn) {
         let now = self.now;
         loop {
@@ -887,145 +888,30 @@ impl Core {
         }
     }
 
+    /// Sends transaction `id`'s next TLP (a write's next piece, or a read request once a tag
+    /// is free), booking its whole path now.
     fn issue(&mut self, id: u32, txn: &mut Txn) {
+        let Some((len, payload)) = self.next_tlp(id, txn) else {
+            return;
+        };
         let seg = &txn.segments[txn.issue_segment];
         let path = seg.path.clone();
-        let addr = seg.bus_addr + txn.issue_offset;
-        let remaining = seg.len - txn.issue_offset;
         let offset = seg.offset + txn.issue_offset;
-        let segment = txn.issue_segment as u32;
-        let (len, payload) = match txn.kind {
-            TxnKind::Write => {
-                let limit = match txn.requester {
-                    Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
-                    Requester::Device(_) => self.timing.sizes.mps,
-                };
-                let n = next_chunk(addr, remaining, limit);
-                (n, n)
-            }
-            TxnKind::Read => {
-                let pool = self.tag_pool(txn.requester, path.forwarded_by);
-                if pool.free == 0 {
-                    pool.waiting.push_back(id);
-                    txn.waiting_for_tag = true;
-                    return;
-                }
-                pool.free -= 1;
-                (next_chunk(addr, remaining, path.max_read_request), 0)
-            }
-        };
-        let mut start = txn.next_issue;
-        let recording = self.recording();
         let mut cause = txn.gate;
         txn.issued_after = cause;
-        // A translated TLP waits for a page walk at each IOMMU whose IOTLB misses its page.
-        for t in seg.translations.iter() {
-            let iommu = &self.fabric.host(t.host).iommu;
-            let (invalidations, forced) = (iommu.invalidations(), iommu.forced_flushes());
-            let page = (t.iova.get() + txn.issue_offset) / smartio_platform::PAGE_SIZE;
-            if let Some(iotlb) = self.iotlbs.get_mut(t.host.index()) {
-                if !iotlb.look_up(t.requester, page, invalidations, forced) {
-                    let walk = start + SimDuration(self.timing.iotlb_miss_ps);
-                    if recording {
-                        self.hop_scratch.clear();
-                        cause =
-                            self.record(Kind::IotlbMiss { host: t.host }, start, walk, cause, None);
-                    }
-                    start = walk;
-                }
-            }
-        }
-        let who = self.booking(txn.requester);
-        let tlp = match txn.kind {
-            TxnKind::Write => TlpKind::Write,
-            TxnKind::Read => TlpKind::ReadRequest,
+        let start = self.walk_iommus(txn, &mut cause);
+        let tlp = Outgoing {
+            segment: txn.issue_segment as u32,
+            offset,
+            len,
+            payload,
+            start,
+            cause,
         };
         let first_link_done = if seg.fanout.is_empty() {
-            let record = if recording {
-                self.hop_scratch.clear();
-                Some(&mut self.hop_scratch)
-            } else {
-                None
-            };
-            let crossing = traverse(
-                &mut self.lanes,
-                &path.forward,
-                start,
-                payload,
-                who,
-                Some(&mut self.chip_stream),
-                record,
-            );
-            let at = crossing.arrival + SimDuration(path.arrive_ps);
-            let mut step = NONE;
-            if recording {
-                let target = seg.target_at(offset - seg.offset);
-                let kind = Kind::Tlp {
-                    tlp,
-                    requester: txn.requester,
-                    payload: len as u32,
-                    target,
-                    hops: 0,
-                    nhops: 0,
-                };
-                step = self.record(kind, start, crossing.arrival, cause, txn.label);
-                let send = self.record_send(step, crossing.first_link_done.max(start), cause);
-                if path.arrive_ps > 0 {
-                    self.hop_scratch.clear();
-                    let host = memory_host(&target);
-                    let interrupt = matches!(target, Target::Interrupt { .. });
-                    let kind = Kind::IntoMemory { host, interrupt };
-                    step = self.record(kind, crossing.arrival, at, step, None);
-                }
-                txn.gate = send;
-            }
-            txn.requests.insert(InFlight {
-                at,
-                segment,
-                offset,
-                len: len as u32,
-                last: false,
-                copy: 0,
-                step,
-            });
-            crossing.first_link_done
+            self.send_unicast(txn, &path, tlp)
         } else {
-            // A multicast write: the switches replicate it; shared links carry it once.
-            let fanout = seg.fanout.clone();
-            let paths: Vec<&[crate::timing::HopCost]> =
-                fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
-            let ends = traverse_tree(&mut self.lanes, &paths, start, payload, who);
-            for (copy, (end, (target, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
-                let at = end + SimDuration(p.arrive_ps);
-                let mut step = NONE;
-                if recording {
-                    // The copies' hops are not kept: each is one step.
-                    self.hop_scratch.clear();
-                    let kind = Kind::Tlp {
-                        tlp,
-                        requester: txn.requester,
-                        payload: len as u32,
-                        target: *target,
-                        hops: 0,
-                        nhops: 0,
-                    };
-                    step = self.record(kind, start, at, cause, txn.label);
-                }
-                txn.requests.insert(InFlight {
-                    at,
-                    segment,
-                    offset,
-                    len: len as u32,
-                    last: false,
-                    copy: copy as u32,
-                    step,
-                });
-            }
-            // The replicated TLP leaves the requester's link once, at its booked end.
-            match path.forward.first() {
-                Some(h) => SimTime(self.lanes[lane(h.link, h.dir)].busy_until),
-                None => start,
-            }
+            self.send_multicast(txn, &path, tlp)
         };
         // The next TLP may leave once this one has left the requester's link.
         txn.next_issue = first_link_done.max(start);
@@ -1033,6 +919,166 @@ impl Core {
         if txn.issue_offset >= txn.segments[txn.issue_segment].len {
             txn.issue_segment += 1;
             txn.issue_offset = 0;
+        }
+    }
+
+    /// The length and payload of transaction `id`'s next TLP: a write's next piece, or a read
+    /// request's length once it has a tag (`None`, and the transaction waits, when none is
+    /// free).
+    #[inline(always)]
+    fn next_tlp(&mut self, id: u32, txn: &mut Txn) -> Option<(u64, u64)> {
+        let seg = &txn.segments[txn.issue_segment];
+        let addr = seg.bus_addr + txn.issue_offset;
+        let remaining = seg.len - txn.issue_offset;
+        match txn.kind {
+            TxnKind::Write => {
+                let limit = match txn.requester {
+                    Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
+                    Requester::Device(_) => self.timing.sizes.mps,
+                };
+                let n = next_chunk(addr, remaining, limit);
+                Some((n, n))
+            }
+            TxnKind::Read => {
+                let max_read_request = seg.path.max_read_request;
+                let pool = self.tag_pool(txn.requester, seg.path.forwarded_by);
+                if pool.free == 0 {
+                    pool.waiting.push_back(id);
+                    txn.waiting_for_tag = true;
+                    return None;
+                }
+                pool.free -= 1;
+                Some((next_chunk(addr, remaining, max_read_request), 0))
+            }
+        }
+    }
+
+    /// When the next TLP of `txn` may leave: after a page walk at each IOMMU whose IOTLB
+    /// misses its page (each walk recorded as the cause of what follows).
+    #[inline(always)]
+    fn walk_iommus(&mut self, txn: &Txn, cause: &mut StepId) -> SimTime {
+        let mut start = txn.next_issue;
+        let seg = &txn.segments[txn.issue_segment];
+        for t in seg.translations.iter() {
+            let iommu = &self.fabric.host(t.host).iommu;
+            let (invalidations, forced) = (iommu.invalidations(), iommu.forced_flushes());
+            let page = (t.iova.get() + txn.issue_offset) / smartio_platform::PAGE_SIZE;
+            if let Some(iotlb) = self.iotlbs.get_mut(t.host.index()) {
+                if !iotlb.look_up(t.requester, page, invalidations, forced) {
+                    let walk = start + SimDuration(self.timing.iotlb_miss_ps);
+                    if self.recording() {
+                        self.hop_scratch.clear();
+                        *cause = self.record(
+                            Kind::IotlbMiss { host: t.host },
+                            start,
+                            walk,
+                            *cause,
+                            None,
+                        );
+                    }
+                    start = walk;
+                }
+            }
+        }
+        start
+    }
+
+    /// Sends `tlp` along `path` to the one target of its segment; returns when it has left
+    /// the requester's link.
+    #[inline(always)]
+    fn send_unicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
+        let recording = self.recording();
+        let who = self.booking(txn.requester);
+        let record = if recording {
+            self.hop_scratch.clear();
+            Some(&mut self.hop_scratch)
+        } else {
+            None
+        };
+        let crossing = traverse(
+            &mut self.lanes,
+            &path.forward,
+            tlp.start,
+            tlp.payload,
+            who,
+            Some(&mut self.chip_stream),
+            record,
+        );
+        let at = crossing.arrival + SimDuration(path.arrive_ps);
+        let mut step = NONE;
+        if recording {
+            let seg = &txn.segments[tlp.segment as usize];
+            let target = seg.target_at(tlp.offset - seg.offset);
+            let kind = Kind::Tlp {
+                tlp: tlp_kind(txn.kind),
+                requester: txn.requester,
+                payload: tlp.len as u32,
+                target,
+                hops: 0,
+                nhops: 0,
+            };
+            step = self.record(kind, tlp.start, crossing.arrival, tlp.cause, txn.label);
+            let left = crossing.first_link_done.max(tlp.start);
+            let send = self.record_send(step, left, tlp.cause);
+            if path.arrive_ps > 0 {
+                self.hop_scratch.clear();
+                let host = memory_host(&target);
+                let interrupt = matches!(target, Target::Interrupt { .. });
+                let kind = Kind::IntoMemory { host, interrupt };
+                step = self.record(kind, crossing.arrival, at, step, None);
+            }
+            txn.gate = send;
+        }
+        txn.requests.insert(InFlight {
+            at,
+            segment: tlp.segment,
+            offset: tlp.offset,
+            len: tlp.len as u32,
+            last: false,
+            copy: 0,
+            step,
+        });
+        crossing.first_link_done
+    }
+
+    /// Sends `tlp`, a multicast write, to every copy of its segment: the switches replicate
+    /// it and shared links carry it once. Returns when it has left the requester's link.
+    fn send_multicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
+        let fanout = txn.segments[tlp.segment as usize].fanout.clone();
+        let paths: Vec<&[crate::timing::HopCost]> =
+            fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
+        let who = self.booking(txn.requester);
+        let ends = traverse_tree(&mut self.lanes, &paths, tlp.start, tlp.payload, who);
+        for (copy, (end, (target, p))) in ends.into_iter().zip(fanout.iter()).enumerate() {
+            let at = end + SimDuration(p.arrive_ps);
+            let mut step = NONE;
+            if self.recording() {
+                // The copies' hops are not kept: each is one step.
+                self.hop_scratch.clear();
+                let kind = Kind::Tlp {
+                    tlp: tlp_kind(txn.kind),
+                    requester: txn.requester,
+                    payload: tlp.len as u32,
+                    target: *target,
+                    hops: 0,
+                    nhops: 0,
+                };
+                step = self.record(kind, tlp.start, at, tlp.cause, txn.label);
+            }
+            txn.requests.insert(InFlight {
+                at,
+                segment: tlp.segment,
+                offset: tlp.offset,
+                len: tlp.len as u32,
+                last: false,
+                copy: copy as u32,
+                step,
+            });
+        }
+        // The replicated TLP leaves the requester's link once, at its booked end.
+        match path.forward.first() {
+            Some(h) => SimTime(self.lanes[lane(h.link, h.dir)].busy_until),
+            None => tlp.start,
         }
     }
 
@@ -1178,9 +1224,20 @@ impl Core {
         }
     }
 
+    /// A read request reached its completer: the bytes asked are read into the transaction's
+    /// buffer, then sent back as completions.
+    #[inline(always)]
     fn answer_read(&mut self, txn: &mut Txn, r: InFlight) {
+        self.read_completer(txn, r);
+        self.send_completions(txn, r);
+    }
+
+    /// Reads request `r`'s bytes from its target into `txn`'s buffer: memory (appended when
+    /// answered in order, the usual case), a BAR's handler (all ones and a completer abort
+    /// when it refuses), or all ones for an interrupt or an empty group.
+    #[inline(always)]
+    fn read_completer(&mut self, txn: &mut Txn, r: InFlight) {
         let seg = &txn.segments[r.segment as usize];
-        let path = seg.path.clone();
         let range = r.offset as usize..r.offset as usize + r.len as usize;
         let target = seg.target_at(r.offset - seg.offset);
         if let Target::Memory { host, addr } = target {
@@ -1223,7 +1280,14 @@ impl Core {
             }
             Target::Interrupt { .. } | Target::Multicast { .. } => txn.data[range].fill(0xff),
         }
-        // Completions: split at RCB boundaries, at most `completion_max` each.
+    }
+
+    /// Sends request `r`'s completions back to the requester after the completer's read
+    /// latency: split at read-completion boundaries, at most `completion_max` each.
+    #[inline(always)]
+    fn send_completions(&mut self, txn: &mut Txn, r: InFlight) {
+        let seg = &txn.segments[r.segment as usize];
+        let path = seg.path.clone();
         let sizes = self.timing.sizes;
         // The completer answers after its read latency; completions then queue on its link.
         let start = self.now + SimDuration(path.read_ps);
@@ -1299,6 +1363,28 @@ impl Core {
             });
             done += n;
         }
+    }
+}
+
+/// A TLP about to be sent: where it is in its transaction, its size, when it may leave and
+/// (while recording) what it waited for.
+#[derive(Debug, Clone, Copy)]
+struct Outgoing {
+    segment: u32,
+    offset: u64,
+    /// Its length (a read request's: the length asked).
+    len: u64,
+    /// Payload bytes on the wire (none for a read request).
+    payload: u64,
+    start: SimTime,
+    cause: StepId,
+}
+
+/// The kind of TLP a transaction sends.
+fn tlp_kind(kind: TxnKind) -> TlpKind {
+    match kind {
+        TxnKind::Write => TlpKind::Write,
+        TxnKind::Read => TlpKind::ReadRequest,
     }
 }
 

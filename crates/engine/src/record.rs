@@ -588,21 +588,10 @@ impl Names<'_> {
 
     /// The rows of one step, in time order, tiling `step.start..step.end`.
     fn expand(&self, step: &Step, hops: &[HopRec]) -> Vec<PathStep> {
-        let part =
-            |start: SimTime, end: SimTime, class, part_of: &str, what: String, waited: &str| {
-                PathStep {
-                    start,
-                    duration: end.since(start),
-                    class,
-                    part_of: part_of.to_string(),
-                    what,
-                    waited_for: waited.to_string(),
-                    count: 1,
-                }
-            };
-        let row = |start: SimTime, end: SimTime, class, what: String, waited: &str| {
-            part(start, end, class, "", what, waited)
+        let row = |start: SimTime, end: SimTime, class, what: String| {
+            part(start, end, class, "", what, "")
         };
+        let whole = |class, what: String| vec![row(step.start, step.end, class, what)];
         let label = |default: &str| step.label.unwrap_or(default).to_string();
         match step.kind {
             Kind::Sleep { requester } => {
@@ -610,17 +599,12 @@ impl Names<'_> {
                     Requester::Cpu(_) => StepClass::Software,
                     Requester::Device(_) => StepClass::Device,
                 };
-                vec![row(
-                    step.start,
-                    step.end,
+                whole(
                     class,
                     format!("{}: {}", self.requester(requester), label("a timer")),
-                    "",
-                )]
+                )
             }
-            Kind::LocalMemory { host, write } => vec![row(
-                step.start,
-                step.end,
+            Kind::LocalMemory { host, write } => whole(
                 StepClass::Cpu,
                 format!(
                     "{} CPU: {} its own RAM{}",
@@ -628,40 +612,12 @@ impl Names<'_> {
                     if write { "store into" } else { "load from" },
                     step.label.map(|l| format!(" ({l})")).unwrap_or_default()
                 ),
-                "",
-            )],
-            Kind::CpuIssue { host } => {
-                // The core's part first, then the root complex's (see `Sim::start`).
-                let core = self.timing.cpu.mmio_issue;
-                let split = (step.start + core).min(step.end);
-                let what = step.label.map(|l| format!(" ({l})")).unwrap_or_default();
-                vec![
-                    row(
-                        step.start,
-                        split,
-                        StepClass::Cpu,
-                        format!("{} CPU: MMIO access leaves the core{what}", self.host(host)),
-                        "",
-                    ),
-                    row(
-                        split,
-                        step.end,
-                        StepClass::RootComplex,
-                        format!(
-                            "{} root complex: from the core to a root port",
-                            self.host(host)
-                        ),
-                        "",
-                    ),
-                ]
-            }
-            Kind::IotlbMiss { host } => vec![row(
-                step.start,
-                step.end,
+            ),
+            Kind::CpuIssue { host } => self.cpu_issue_rows(step, host),
+            Kind::IotlbMiss { host } => whole(
                 StepClass::Iommu,
                 format!("{} IOMMU: IOTLB miss, page walk", self.host(host)),
-                "",
-            )],
+            ),
             Kind::Tlp {
                 tlp,
                 requester,
@@ -670,72 +626,7 @@ impl Names<'_> {
                 ..
             } => {
                 let head = self.tlp_head(tlp, requester, payload, &target, step.label);
-                let mut rows = Vec::with_capacity(hops.len() * 3 + 1);
-                let mut at = step.start;
-                for (i, h) in hops.iter().enumerate() {
-                    let last = i + 1 == hops.len();
-                    if h.begin > h.head {
-                        rows.push(part(
-                            SimTime(h.head),
-                            SimTime(h.begin),
-                            StepClass::Waiting,
-                            &head,
-                            format!("link {}", self.link_name(h)),
-                            "the link, busy with other TLPs",
-                        ));
-                    }
-                    let link_end = if last {
-                        h.begin + h.ser + h.prop
-                    } else {
-                        h.begin + h.prop
-                    };
-                    rows.push(part(
-                        SimTime(h.begin),
-                        SimTime(link_end),
-                        StepClass::Link,
-                        &head,
-                        format!("link {}", self.link_name(h)),
-                        "",
-                    ));
-                    at = SimTime(link_end);
-                    if !last {
-                        let (class, what) = self.node_row(self.node_reached(h));
-                        rows.push(part(at, at + SimDuration(h.node), class, &head, what, ""));
-                        at += SimDuration(h.node);
-                        if h.mismatch > 0 {
-                            rows.push(part(
-                                at,
-                                at + SimDuration(h.mismatch),
-                                StepClass::Link,
-                                &head,
-                                "the tail on the slower link before".to_string(),
-                                "",
-                            ));
-                            at += SimDuration(h.mismatch);
-                        }
-                    }
-                }
-                if hops.is_empty() {
-                    rows.push(part(
-                        step.start,
-                        step.end,
-                        StepClass::Link,
-                        &head,
-                        "crossing".to_string(),
-                        "",
-                    ));
-                } else if at < step.end {
-                    // Hops no longer kept in the ring: the rest as one row.
-                    rows.push(part(
-                        at,
-                        step.end,
-                        StepClass::Link,
-                        &head,
-                        "the rest of its crossing".to_string(),
-                        "",
-                    ));
-                }
-                rows
+                self.crossing_rows(step, hops, &head)
             }
             Kind::Send {
                 tlp,
@@ -745,43 +636,9 @@ impl Names<'_> {
                 ..
             } => {
                 let head = self.tlp_head(tlp, requester, payload, &target, step.label);
-                let mut rows = Vec::with_capacity(2);
-                let mut at = step.start;
-                if let Some(h) = hops.first() {
-                    if h.begin > h.head {
-                        rows.push(part(
-                            SimTime(h.head),
-                            SimTime(h.begin),
-                            StepClass::Waiting,
-                            &head,
-                            format!("sent on link {}", self.link_name(h)),
-                            "the link, busy with other TLPs",
-                        ));
-                        at = SimTime(h.begin);
-                    }
-                    rows.push(part(
-                        at,
-                        step.end,
-                        StepClass::Link,
-                        &head,
-                        format!("sent on link {}", self.link_name(h)),
-                        "",
-                    ));
-                } else {
-                    rows.push(part(
-                        at,
-                        step.end,
-                        StepClass::Link,
-                        &head,
-                        "sent".to_string(),
-                        "",
-                    ));
-                }
-                rows
+                self.send_rows(step, hops, &head)
             }
-            Kind::IntoMemory { host, interrupt } => vec![row(
-                step.start,
-                step.end,
+            Kind::IntoMemory { host, interrupt } => whole(
                 StepClass::RootComplex,
                 format!(
                     "{} root complex: from the root port {}",
@@ -792,39 +649,165 @@ impl Names<'_> {
                         "into memory"
                     }
                 ),
-                "",
-            )],
-            Kind::CompleterRead { target } => vec![row(
-                step.start,
-                step.end,
+            ),
+            Kind::CompleterRead { target } => whole(
                 match target {
                     Target::Bar { .. } => StepClass::Device,
                     _ => StepClass::Memory,
                 },
                 format!("read of {}", self.target(&target)),
-                "",
-            )],
-            Kind::ReturnToCore { host } => vec![row(
-                step.start,
-                step.end,
+            ),
+            Kind::ReturnToCore { host } => whole(
                 StepClass::RootComplex,
                 format!(
                     "{} root complex: completion back to the core",
                     self.host(host)
                 ),
-                "",
-            )],
-            Kind::InterruptDelivery { host, vector } => vec![row(
-                step.start,
-                step.end,
+            ),
+            Kind::InterruptDelivery { host, vector } => whole(
                 StepClass::Interrupt,
                 format!(
                     "{} CPU: interrupt delivery to its handler (vector {vector})",
                     self.host(host)
                 ),
-                "",
-            )],
+            ),
         }
+    }
+
+    /// The rows of a CPU's MMIO access leaving `host`: the core's part first, then the root
+    /// complex's (see `Sim::start`).
+    fn cpu_issue_rows(&self, step: &Step, host: HostId) -> Vec<PathStep> {
+        let core = self.timing.cpu.mmio_issue;
+        let split = (step.start + core).min(step.end);
+        let what = step.label.map(|l| format!(" ({l})")).unwrap_or_default();
+        let host = self.host(host);
+        vec![
+            part(
+                step.start,
+                split,
+                StepClass::Cpu,
+                "",
+                format!("{host} CPU: MMIO access leaves the core{what}"),
+                "",
+            ),
+            part(
+                split,
+                step.end,
+                StepClass::RootComplex,
+                "",
+                format!("{host} root complex: from the core to a root port"),
+                "",
+            ),
+        ]
+    }
+
+    /// The rows of a TLP's crossing (`head` names it): for each hop, any wait for the link,
+    /// the link, then the node reached and the tail of a slower link before.
+    fn crossing_rows(&self, step: &Step, hops: &[HopRec], head: &str) -> Vec<PathStep> {
+        let mut rows = Vec::with_capacity(hops.len() * 3 + 1);
+        let mut at = step.start;
+        for (i, h) in hops.iter().enumerate() {
+            let last = i + 1 == hops.len();
+            if h.begin > h.head {
+                rows.push(part(
+                    SimTime(h.head),
+                    SimTime(h.begin),
+                    StepClass::Waiting,
+                    head,
+                    format!("link {}", self.link_name(h)),
+                    "the link, busy with other TLPs",
+                ));
+            }
+            let link_end = if last {
+                h.begin + h.ser + h.prop
+            } else {
+                h.begin + h.prop
+            };
+            rows.push(part(
+                SimTime(h.begin),
+                SimTime(link_end),
+                StepClass::Link,
+                head,
+                format!("link {}", self.link_name(h)),
+                "",
+            ));
+            at = SimTime(link_end);
+            if !last {
+                let (class, what) = self.node_row(self.node_reached(h));
+                rows.push(part(at, at + SimDuration(h.node), class, head, what, ""));
+                at += SimDuration(h.node);
+                if h.mismatch > 0 {
+                    rows.push(part(
+                        at,
+                        at + SimDuration(h.mismatch),
+                        StepClass::Link,
+                        head,
+                        "the tail on the slower link before".to_string(),
+                        "",
+                    ));
+                    at += SimDuration(h.mismatch);
+                }
+            }
+        }
+        if hops.is_empty() {
+            rows.push(part(
+                step.start,
+                step.end,
+                StepClass::Link,
+                head,
+                "crossing".to_string(),
+                "",
+            ));
+        } else if at < step.end {
+            // Hops no longer kept in the ring: the rest as one row.
+            rows.push(part(
+                at,
+                step.end,
+                StepClass::Link,
+                head,
+                "the rest of its crossing".to_string(),
+                "",
+            ));
+        }
+        rows
+    }
+
+    /// The rows of a TLP leaving its requester (`head` names it): any wait for the first
+    /// link, then its sending.
+    fn send_rows(&self, step: &Step, hops: &[HopRec], head: &str) -> Vec<PathStep> {
+        let mut rows = Vec::with_capacity(2);
+        let mut at = step.start;
+        let Some(h) = hops.first() else {
+            rows.push(part(
+                at,
+                step.end,
+                StepClass::Link,
+                head,
+                "sent".to_string(),
+                "",
+            ));
+            return rows;
+        };
+        if h.begin > h.head {
+            rows.push(part(
+                SimTime(h.head),
+                SimTime(h.begin),
+                StepClass::Waiting,
+                head,
+                format!("sent on link {}", self.link_name(h)),
+                "the link, busy with other TLPs",
+            ));
+            at = SimTime(h.begin);
+        }
+        rows.push(part(
+            at,
+            step.end,
+            StepClass::Link,
+            head,
+            format!("sent on link {}", self.link_name(h)),
+            "",
+        ));
+        rows
     }
 
     /// The trace slices of one step.
@@ -924,6 +907,27 @@ impl Names<'_> {
                 out.push(event(t, what, "memory", step.start, step.end, Vec::new()));
             }
         }
+    }
+}
+
+/// A row from `start` to `end`: `what`, of the TLP `part_of` names (empty for a step of its
+/// own), waiting for `waited` (empty unless it waits).
+fn part(
+    start: SimTime,
+    end: SimTime,
+    class: StepClass,
+    part_of: &str,
+    what: String,
+    waited: &str,
+) -> PathStep {
+    PathStep {
+        start,
+        duration: end.since(start),
+        class,
+        part_of: part_of.to_string(),
+        what,
+        waited_for: waited.to_string(),
+        count: 1,
     }
 }
 
