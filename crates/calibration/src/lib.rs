@@ -9,6 +9,31 @@
 //! missing ones are errors there), then [`Calibration::validate`], which checks every value
 //! against its range in [`ranges::RULES`] and reports `file:line: [section] key = value: why
 //! (allowed: range)`.
+//!
+//! # Inside this crate
+//!
+//! The calibration file (`calibration/default.toml`, embedded; another file may be passed).
+//! Every entry is `{ value, source }`; an entry without a source, or with a blank one, is
+//! rejected. After the typed parse, `validate` checks every value against one table of rules
+//! (`ranges`: finite, non-negative, powers of two where PCIe says so, whole numbers for counts,
+//! each bound with its reason), and `spans` finds the line of each key for the error. `cpu`
+//! resolves the `[cpu]` section into durations (`CpuTiming`): the timed engine charges the access
+//! costs, the OS model and drivers charge the software costs themselves. A crate apart from the
+//! engine because software above the contract reads it too (the SmartIO control-message cost,
+//! the NVMe-oF baseline's costs, the network stack's) and must not depend on an engine to do so.
+//! A switch chip has a typical cut-through latency (`latency_ns`, what the timing model charges)
+//! and a worst case (`latency_max_ns`, the datasheet's maximum, checked to be at least the
+//! typical): datasheets give only maxima, and the papers compare measured path latencies with
+//! the sum of those maxima (Paper V Fig. 27), so charging the maxima would make every path as
+//! slow as the worst case. The PEX8733's typical value (100 ns) is derived from Paper III's
+//! RAM-to-RAM store latency back to back (550–580 ns, Fig. 7) less the CPU's and the far memory's
+//! legs; the other chips are scaled from it by their datasheets' maxima and say so. How far one
+//! TLP lies from a chip's typical value is a few of its clock cycles (`[pcie]
+//! chip_latency_spread_ns`), not the distance to the datasheet's maximum, which bounds the latency
+//! under load. Where one published figure contains several legs (the borrowed NVMe's extra
+//! latency, the VM's interrupt relay, Paper V Fig. 21's DMA-hook cost), the file has one entry per
+//! leg and each entry's source says which part of which figure it is; `smartio fio --breakdown`
+//! shows the legs of a run, so a figure that fails can be explained leg by leg.
 
 mod cpu;
 pub mod ranges;

@@ -14,6 +14,53 @@
 //! ring's launch entry. Every NTB adapter has its own DMA engine
 //! ([`smartio_devices::ntb_dma::AdapterDma`], [`Cluster::adapter_dma`]). Every endpoint
 //! without a richer model answers configuration requests from its layout.
+//!
+//! # Inside this crate
+//!
+//! Turns a scenario into a running cluster: the shipped scenarios (`scenarios/*.toml`, embedded
+//! with `include_str!` so the binary works from any directory), a scenario argument that is either
+//! a shipped name or a path, the fabric built with the device layouts, the engine with a
+//! calibration, and a model attached to every modelled device.
+//!
+//! `models` is the device-model registry: one entry per `DeviceKind` naming its factory, which
+//! builds the model from the endpoint, the calibration and `ClusterOptions`, attaches its BAR
+//! (and, if it has one, configuration) handlers and spawns its engine. `models/copy_engine.rs`
+//! serves `dma`; `models/gpu.rs` builds GPUs from their `[gpu.*]` profile (`gpu_timing`), with
+//! their own configuration space and MSI-X, all launching kernels from the cluster's one
+//! `KernelLibrary` (`Cluster::gpu_kernels`; `Cluster::gpu`, `Cluster::gpus`);
+//! `models/nvme.rs` builds NVMe controllers (profile from the calibration's `[nvme.*]`,
+//! namespace backing from the scenario or `ClusterOptions`; `media_profile`); `models/nic.rs`
+//! builds NICs from their `[nic.*]` profile (`nic_timing`) and puts each port on its segment of
+//! the cluster's one `Network`, built from `[network]` like the GPUs' kernel library
+//! (`Cluster::network`, `Cluster::nic`, `Cluster::nics`; a NIC naming a network when the
+//! calibration has no `[network]` is `ModelError::NoNetwork`); an SR-IOV NIC is one model
+//! serving the PF and every VF, each `NicFunction` attached to its own endpoint and running on
+//! its endpoint's port, so its DMA carries its own requester id. `models/adapter_dma.rs` gives
+//! every NTB adapter its DMA engine (`Cluster::adapter_dma`), after every kind's models, so no
+//! existing model's spawn order moves (adapters have no `DeviceKind`). `Cluster::start`
+//! walks the table and knows no kind by name; every endpoint without a model of its own gets a
+//! configuration space from its layout. Models start kind by kind in table order, endpoints in
+//! fabric order within a kind — spawn order is part of determinism, so new kinds go at the end.
+//! `Cluster` keeps the attached models in one map keyed by endpoint (`Attached { endpoint, kind,
+//! model: DeviceModel }`) with typed accessors: `model`, `models`, `models_of(kind)`,
+//! `copy_engine(endpoint)`, `nvme(endpoint)`, `copy_engines(kind)`, `nvme_controllers()`. A
+//! factory's failure is a `ModelError`, which the cluster wraps in `ClusterError::Device` with the
+//! device's name and scenario line.
+//!
+//! A `Cluster` owns its simulation: dropping it shuts its machine down (`Machine::shutdown`), so
+//! the tasks left on it — device engines waiting for a doorbell, interrupt handlers, a VM's
+//! hypervisor — drop the handles they hold and the engine, host RAM and device memory are freed
+//! (`Machine::downgrade` gives a `WeakMachine` that tells; the cluster and workloads tests check
+//! it). Whatever serves from a cluster (an `NbdExport`) is used while the cluster lives.
+//!
+//! Kinds are compared as `DeviceKind` everywhere past the fabric: the fabric carries an
+//! endpoint's kind as the scenario's string (it knows no devices), and `DeviceKind::of(endpoint)`
+//! converts it at that boundary (`None` for an NTB adapter). `smartio_cluster` re-exports
+//! `DeviceKind` for crates that do not depend on the device layer.
+//!
+//! Errors about what the calibration must cover (an unknown chip model, an NVMe profile) name
+//! the scenario line that uses it; `load_calibrated_fabric` is the fabric `topo` shows, checked
+//! the same way a run is.
 
 #![forbid(unsafe_code)]
 

@@ -21,6 +21,41 @@
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,
 //! libFuzzer, nightly) and this crate's `smartio-fuzz` binary (stable, seeded mutation for
 //! CI) both call them; [`corpus`] finds the seed and regression inputs.
+//!
+//! # Inside this crate
+//!
+//! Eleven targets written once as library functions — `scenario`, `calibration`, `nvme_commands`
+//! (the controller driven with decoded operations: arbitrary commands, PRP lists, doorbells,
+//! register writes), `device_api` (sequences of SmartIO and SISCI calls with live, stale and
+//! forged handles, segments over a host's own device memory included), `config_space` (a function's configuration space built from a decoded
+//! BAR layout and capability list — every capability type, vendor-specific ones with
+//! input-chosen write rules, lists too long to fit — then read and written at any offset and
+//! width; checked against a model written from the specifications: read-only bits never
+//! change, RW1C bits only clear, a write touches only its bytes, BAR sizing reads back the size
+//! mask, both list walks find the list as built) and `vm_config` (a VM on `vm-back-to-back`
+//! with nvme0, dma0 or dma0 and dma1 passed through by VFIO or MDEV, whose guest sizes and
+//! places BARs anywhere, toggles Bus Master, writes MSI-X, loads and stores at guest BARs and
+//! any guest-physical address and runs DMA test copies; checked: sizing shows the real BAR's
+//! size, a completed copy's bytes are where the guest reads them, the run finishes, and after
+//! the shutdown the real BARs have not moved, the functions are stopped, and every table,
+//! domain, RAM allocator and SmartIO holder is back) and `gpu_commands` (both GPUs of
+//! `local-chassis` driven with raw MMIO — rings set up right or wrong, structured and garbage
+//! ring entries, any `PUT`, `RESET`, registers and BAR1 at any offset and width — against a
+//! reference model of the spec: channel registers, error codes, notices and `GET`, every byte
+//! copied, host RAM outside the targeted buffers unchanged), `nic_commands` and `nbd_requests` (a
+//! client's bytes through the NBD server's side against a byte array, twice: step by step in
+//! memory, and through the server's own connection loop over a socket pair, which must end and
+//! serve the same requests the same way), `live_requests` and `adapter_dma` (an NTB adapter's
+//! DMA engine driven with raw register accesses, rings and done words anywhere, descriptors of
+//! every length, flag and side, doorbells and aborts, against a reference model of the
+//! interface and the fabric's routes: each access's completer error and value, ERROR, STATE,
+//! HEAD, TAIL, every descriptor's status and the done word, every done transfer's bytes and no
+//! other tracked byte written, never more reads in flight than the engine takes) — each with
+//! invariants that can fail. They run three ways: the test suite
+//! replays the corpora and regressions, a stable seeded runner mutates inputs for a time budget
+//! (CI, 30 s each), and `fuzz/` wraps them for `cargo fuzz` (libFuzzer, nightly). The runner is
+//! the workspace's second binary, so the workspace's `default-members` is the CLI alone: a bare
+//! `cargo run` at the top runs `smartio`, and `--workspace` builds and tests everything.
 
 #![forbid(unsafe_code)]
 

@@ -16,6 +16,30 @@
 //!   engine's cluster daemon).
 //!
 //! Nothing here knows about the emulation; the export's owner decides what a request does.
+//!
+//! # Inside this crate
+//!
+//! The server side of the NBD protocol from its public specification, knowing nothing of the
+//! emulation: `wire` (the numbers; requests, simple and structured replies), `handshake` (fixed
+//! newstyle: `GO`/`INFO`/`EXPORT_NAME`/`LIST`/`ABORT`/`STRUCTURED_REPLY`, the rest answered
+//! `ERR_UNSUP`), `server` (a Unix-socket or loopback-TCP listener that owns its socket file; a
+//! thread per connection runs the handshake, reads requests, answers what the export refuses —
+//! `Export::check`: range, alignment, payload size, read-only, unknown commands and flags, with
+//! the errors the specification names — and hands the rest to the device's thread as `Event`s,
+//! at most 512 requests and 128 MiB of them on their way per connection (`budget`: admitted by
+//! the connection's reader, released by its writer once their replies are written); answers go
+//! through the connection's `Replier` to a writer thread of its own, which writes every batch
+//! waiting for it at once, so a client that reads slowly never stalls the device's thread (it
+//! only hands answers over), and one that takes nothing for 10 s is disconnected; `close` has
+//! it write what was handed over and hang up, and `WriterEnded` tells when it has) and `client` (a
+//! small client for the tests and the fuzz target's model) and `socket_path` (whether a path
+//! can be a server's Unix socket: not empty — `bind` would take "" as an automatically named
+//! abstract address no client can name —, at most 107 bytes, in a directory that exists, not a
+//! file of another kind; the live engine's daemon runs the same check, so `cluster up --socket`
+//! and `serve nbd --socket` refuse a path with the same words, and `live` depends on this crate
+//! for it). It is a crate of its own so the
+//! protocol is tested and fuzzed without a cluster, and so the emulation's single thread is the
+//! only thing that touches the cluster: the connections' threads see bytes only.
 
 pub mod budget;
 pub mod client;

@@ -6,6 +6,20 @@
 //! library in SISCI's layout. A program's descriptor is a connection to the cluster daemon
 //! (`smartio cluster up`) as a program of the host in `SMARTIO_HOST`; a map is the daemon's
 //! shared memory mapped into the program. See docs/sisci.md.
+//!
+//! # Inside this crate
+//!
+//! The C library (`cdylib` named `sisci`, so `libsisci.so`, plus an `rlib` for tests) and its
+//! headers (`include/`: `sisci_api.h`, `sisci_types.h`, `sisci_error.h`, `dis/dis_types.h`),
+//! written from the public API's shapes; `smartio cluster install --prefix DIR` lays them out as
+//! Dolphin's installation does. `client` is the safe side — a `Descriptor` is a connection to the
+//! daemon (plus auxiliary connections for calls that wait, attached by the descriptor's token),
+//! objects are daemon handles plus what the process holds (a `Map`'s mapping). `ffi` is every C
+//! call and every `unsafe` of the crate: handles are boxed client objects, freed only when the
+//! call that ends them succeeded; NULL pointers are `SCI_ERR_ILLEGAL_PARAMETER`; callbacks run on
+//! a thread of the library. `code` holds the error values the library returns itself; the
+//! daemon's come from `smartio::SciErrorClass::code`, and a test reads the header and checks both.
+//! What is supported and what each unsupported call returns: sisci.md (`docs/sisci.md`).
 
 pub mod client;
 pub mod code;
