@@ -273,14 +273,13 @@ impl Daemon {
                 let mut memory: Vec<Box<dyn HostMemory>> = Vec::new();
                 for host in fabric.hosts() {
                     let size = host.ram.iter().map(|r| r.end).max().unwrap_or(0);
-                    let ram = SharedRam::new(&format!("smartio-{}-ram", host.name), size)
-                        .map_err(|e| e.to_string())?;
-                    files.push(ram.file().map_err(|e| e.to_string())?);
+                    let ram = SharedRam::new(&format!("smartio-{}-ram", host.name), size)?;
+                    files.push(ram.file()?);
                     memory.push(Box::new(ram));
                 }
                 let engine = DirectEngine::on_wall_clock(fabric, calibration, memory);
                 made = Some(engine.clone());
-                Ok(engine.machine())
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(engine.machine())
             },
         )?;
         let engine = made.ok_or_else(|| DaemonError::Boot("no engine was made".into()))?;
