@@ -36,7 +36,7 @@ use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
 use smartio_host::hypervisor::{PeerChange, PeerMappings};
 use smartio_host::vm::HIGH_MEMORY_BASE;
-use smartio_host::{BoxFuture, GuestBar, PassThrough, VmContext, VmError};
+use smartio_host::{BoxFuture, GuestBar, PassThrough, Refusal, VmContext, VmError};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, Port};
 use std::rc::Rc;
@@ -113,7 +113,7 @@ impl Mdev {
         VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.qualified.clone(),
-            message: e.to_string(),
+            source: Refusal::backend(e),
         }
     }
 
@@ -533,7 +533,9 @@ impl PassThrough for Mdev {
                 .ok_or_else(|| VmError::PassThrough {
                     vm: vm.name().to_string(),
                     device: me.qualified.clone(),
-                    message: format!("every interrupt line of {} is in use", lender_os.name()),
+                    source: Refusal::NoInterruptLine {
+                        host: Some(lender_os.name().to_string()),
+                    },
                 })?;
             let cpu = lender_os.cpu();
             let line_register = [line as u8];
