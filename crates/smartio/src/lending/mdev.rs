@@ -32,6 +32,7 @@ use super::borrow::bar_groups;
 use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
+use crate::DeviceIommuFailure;
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
 use smartio_host::hypervisor::{PeerChange, PeerMappings};
@@ -345,7 +346,7 @@ impl Mdev {
                     SmartIoError::DeviceIommu {
                         device: self.qualified.clone(),
                         host: vm.name().to_string(),
-                        message: e.to_string(),
+                        why: e.into(),
                     }
                 })?;
                 let mut at = iova;
@@ -380,7 +381,7 @@ impl Mdev {
                         .map_err(|e| SmartIoError::DeviceIommu {
                             device: self.qualified.clone(),
                             host: svc.hosts[lender.index()].name().to_string(),
-                            message: format!("unmapping a moved guest BAR: {e}"),
+                            why: DeviceIommuFailure::MovedBar(e),
                         })?;
                     Ok(true)
                 }
