@@ -10,13 +10,16 @@
 //! the daemon's device models read and write. The SISCI C library (`crates/sisci`) is such
 //! a program's side.
 
+mod calls;
 pub mod daemon;
 mod device_api;
 mod dma;
 mod events;
+mod handles;
 mod pages;
 pub mod protocol;
 mod reflect;
+mod refusal;
 pub mod shm;
 pub mod stats;
 
