@@ -381,7 +381,9 @@ mod tests {
         assert!(matches!(r, Err(HandshakeError::ClientFlags(4))));
         let mut c = 3u32.to_be_bytes().to_vec();
         opt(&mut c, option::EXPORT_NAME, b"other");
-        assert!(matches!(run(c).0, Err(HandshakeError::UnknownExport { asked }) if asked == b"other"));
+        assert!(
+            matches!(run(c).0, Err(HandshakeError::UnknownExport { asked }) if asked == b"other")
+        );
         let mut c = 3u32.to_be_bytes().to_vec();
         opt(&mut c, option::ABORT, &[]);
         let (r, out) = run(c);

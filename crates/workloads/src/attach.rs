@@ -92,19 +92,19 @@ impl From<BootError> for AttachError {
 pub enum NameOption {
     /// The device name (`--device`, ...).
     #[error("--{0}")]
-    Device(#[source] AttachError),
+    Device(#[source] Box<AttachError>),
     /// The VM named as the host.
     #[error("--host: {0}")]
-    Host(#[source] AttachError),
+    Host(#[source] Box<AttachError>),
 }
 
 impl NameOption {
     /// The option `e` came from, if a name the user gave caused it; else `e` back.
     pub fn of(e: AttachError) -> Result<NameOption, AttachError> {
         match e {
-            e @ AttachError::BadName { .. } => Ok(NameOption::Device(e)),
+            e @ AttachError::BadName { .. } => Ok(NameOption::Device(Box::new(e))),
             e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
-                Ok(NameOption::Host(e))
+                Ok(NameOption::Host(Box::new(e)))
             }
             e => Err(e),
         }

@@ -345,7 +345,7 @@ async fn measure(
         .namespace(cfg.nsid)
         .map_err(|source| BadParameter::Nsid {
             nsid: cfg.nsid,
-            source,
+            source: Box::new(source),
         })?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {

@@ -122,7 +122,9 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     let os = &bench.os;
     let info = dev.info().clone();
     let nsid = 1;
-    let ns = dev.namespace(nsid).map_err(BadParameter::Namespace)?;
+    let ns = dev
+        .namespace(nsid)
+        .map_err(|e| BadParameter::Namespace(Box::new(e)))?;
     let lba_size = u64::from(ns.lba_size);
     let len = NVME_DEMO_BYTES;
     if !len.is_multiple_of(lba_size)

@@ -64,7 +64,7 @@ pub enum NicError {
         /// The device.
         device: String,
         /// The host's refusal.
-        source: HostError,
+        source: Box<HostError>,
     },
     /// The DMA API refused ring memory.
     #[error("{device}: {source}")]
@@ -205,7 +205,7 @@ impl NicDriver {
             .map_bar(spec::REGISTER_BAR)
             .map_err(|source| NicError::Host {
                 device: device.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let id = bar.read64(reg::ID).await.map_err(access)?;
         if id != NIC_MAGIC {

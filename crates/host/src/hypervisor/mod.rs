@@ -76,7 +76,7 @@ pub enum VmError {
         /// The function as the user named it.
         device: String,
         /// What the hypervisor or SmartIO refused for.
-        source: Refusal,
+        source: Box<Refusal>,
     },
     /// The VM is not running (already shut down).
     #[error("VM {vm} is not running")]
@@ -157,7 +157,7 @@ pub trait PassThrough {
         let e = VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.name(),
-            source: Refusal::NoIntxRoute,
+            source: Box::new(Refusal::NoIntxRoute),
         };
         Box::pin(async move { Err(e) })
     }

@@ -64,7 +64,7 @@ impl Vfio {
         VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.name.clone(),
-            source: source.into(),
+            source: Box::new(source.into()),
         }
     }
 
@@ -227,7 +227,7 @@ impl PassThrough for Vfio {
             reset.await.map_err(|e| VmError::PassThrough {
                 vm: vm.name().to_string(),
                 device: name,
-                source: Refusal::Access(e),
+                source: Box::new(Refusal::Access(e)),
             })
         })
     }
@@ -290,7 +290,7 @@ impl PassThrough for Vfio {
             let refuse = |source: Refusal| VmError::PassThrough {
                 vm: vm.name().to_string(),
                 device: name.clone(),
-                source,
+                source: Box::new(source),
             };
             let line = line.ok_or_else(|| refuse(Refusal::NoInterruptLine { host: None }))?;
             cpu.config_write(endpoint, pci::INTERRUPT_LINE, &[line as u8])

@@ -388,7 +388,7 @@ mod tests {
                 SciError::DeviceIommu {
                     device: s("d"),
                     host: s("h"),
-                    why: crate::DeviceIommuFailure::NoDomain,
+                    why: Box::new(crate::DeviceIommuFailure::NoDomain),
                 },
                 C::HwNospc,
             ),

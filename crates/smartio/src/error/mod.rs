@@ -252,7 +252,7 @@ pub enum SciError {
         host: String,
         /// What went wrong.
         #[source]
-        why: DeviceIommuFailure,
+        why: Box<DeviceIommuFailure>,
     },
 
     // --- Data interrupts ----------------------------------------------------------------

@@ -367,7 +367,7 @@ impl Service {
                     .ok_or_else(|| SmartIoError::DeviceIommu {
                         device: qualified.clone(),
                         host: self.hosts[borrower.index()].name().to_string(),
-                        why: DeviceIommuFailure::NoDomain,
+                        why: Box::new(DeviceIommuFailure::NoDomain),
                     })?;
             let size = options.dma_window.max(PAGE_SIZE).next_multiple_of(entry);
             let iova = taker.window_space(b, size, entry)?;

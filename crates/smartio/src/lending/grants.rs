@@ -112,7 +112,7 @@ impl Taker<'_> {
         SmartIoError::DeviceIommu {
             device: self.device.to_string(),
             host: self.machine.fabric().host(host).name.clone(),
-            why: why.into(),
+            why: Box::new(why.into()),
         }
     }
 
@@ -330,10 +330,10 @@ impl Taker<'_> {
             SmartIoError::DeviceIommu {
                 device: self.device.to_string(),
                 host: f.host(f.adapter(adapter).host).name.clone(),
-                why: DeviceIommuFailure::WindowSpace {
+                why: Box::new(DeviceIommuFailure::WindowSpace {
                     adapter: f.adapter_name(adapter),
                     source,
-                },
+                }),
             }
         })?;
         self.grants.push(Grant::WindowSpace { adapter, iova });

@@ -114,7 +114,7 @@ impl Mdev {
         VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.qualified.clone(),
-            source: Refusal::backend(e),
+            source: Box::new(Refusal::backend(e)),
         }
     }
 
@@ -346,7 +346,7 @@ impl Mdev {
                     SmartIoError::DeviceIommu {
                         device: self.qualified.clone(),
                         host: vm.name().to_string(),
-                        why: e.into(),
+                        why: Box::new(e.into()),
                     }
                 })?;
                 let mut at = iova;
@@ -381,7 +381,7 @@ impl Mdev {
                         .map_err(|e| SmartIoError::DeviceIommu {
                             device: self.qualified.clone(),
                             host: svc.hosts[lender.index()].name().to_string(),
-                            why: DeviceIommuFailure::MovedBar(e),
+                            why: Box::new(DeviceIommuFailure::MovedBar(e)),
                         })?;
                     Ok(true)
                 }
@@ -534,9 +534,9 @@ impl PassThrough for Mdev {
                 .ok_or_else(|| VmError::PassThrough {
                     vm: vm.name().to_string(),
                     device: me.qualified.clone(),
-                    source: Refusal::NoInterruptLine {
+                    source: Box::new(Refusal::NoInterruptLine {
                         host: Some(lender_os.name().to_string()),
-                    },
+                    }),
                 })?;
             let cpu = lender_os.cpu();
             let line_register = [line as u8];

@@ -236,7 +236,7 @@ impl Service {
         release(&self.machine, ledger, grants).map_err(|e| SmartIoError::DeviceIommu {
             device: what,
             host: self.hosts[host.index()].name().to_string(),
-            why: DeviceIommuFailure::GivingBack(e),
+            why: Box::new(DeviceIommuFailure::GivingBack(e)),
         })
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn gpu_profile(
     // errors are reported rather than assumed away.
     let params = GpuParams::parse(&ep.params).map_err(|source| BadParameter::GpuParams {
         gpu: ep.name.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let profile = cluster
         .calibration

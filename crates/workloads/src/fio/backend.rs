@@ -389,7 +389,7 @@ impl ClientBench {
             .map_err(|e| match e {
                 e @ BlockClientError::NoNamespace { .. } => BadParameter::BlockNsid {
                     nsid: cfg.nsid,
-                    source: e,
+                    source: Box::new(e),
                 }
                 .into(),
                 BlockClientError::Config {

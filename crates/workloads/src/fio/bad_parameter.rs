@@ -99,7 +99,7 @@ pub enum BadParameter {
         /// As given.
         nsid: u32,
         /// Why it names none.
-        source: NamespaceError,
+        source: Box<NamespaceError>,
     },
     /// `--nsid` the block client cannot make a disk of.
     #[error("--nsid {nsid}: {source}")]
@@ -107,11 +107,11 @@ pub enum BadParameter {
         /// As given.
         nsid: u32,
         /// The block client's refusal.
-        source: BlockClientError,
+        source: Box<BlockClientError>,
     },
     /// A namespace the driver does not have.
     #[error("{0}")]
-    Namespace(#[source] NvmeError),
+    Namespace(#[source] Box<NvmeError>),
     /// `--bs` that is not a whole number of blocks.
     #[error("--bs {bs} is not a multiple of the namespace's LBA size {lba}")]
     BsNotBlocks {

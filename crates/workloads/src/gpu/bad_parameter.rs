@@ -99,7 +99,7 @@ pub enum BadParameter {
         /// The program's host.
         host: String,
         /// The host's answer.
-        source: HostError,
+        source: Box<HostError>,
     },
     /// `--device` that is no NVMe.
     #[error("--device {device}: not an NVMe")]
@@ -210,7 +210,7 @@ pub enum BadParameter {
         /// The GPU.
         gpu: String,
         /// Why.
-        source: ParamError,
+        source: Box<ParamError>,
     },
     /// A GPU's profile the calibration does not have.
     #[error("{gpu}: {source}")]

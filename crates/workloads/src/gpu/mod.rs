@@ -47,7 +47,7 @@ use thiserror::Error;
 pub enum GpuWorkloadError {
     /// Unknown host or device, or SmartIO / the host OS refused to attach it.
     #[error("{0}")]
-    Attach(#[from] AttachError),
+    Attach(#[source] Box<AttachError>),
     /// The device is not a GPU.
     #[error("{device:?} is a {kind:?} device, not a GPU (kind \"gpu\")")]
     NotAGpu {
@@ -107,10 +107,22 @@ pub enum GpuWorkloadError {
     Internal(&'static str),
     /// The NVMe holding an application's data could not be bound, or failed a read.
     #[error("NVMe: {0}")]
-    Storage(#[from] crate::fio::FioError),
+    Storage(#[source] Box<crate::fio::FioError>),
     /// The run ended with the workload still waiting (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
+}
+
+impl From<AttachError> for GpuWorkloadError {
+    fn from(e: AttachError) -> GpuWorkloadError {
+        GpuWorkloadError::Attach(Box::new(e))
+    }
+}
+
+impl From<crate::fio::FioError> for GpuWorkloadError {
+    fn from(e: crate::fio::FioError) -> GpuWorkloadError {
+        GpuWorkloadError::Storage(Box::new(e))
+    }
 }
 
 /// Resolves `spec` (`gpu0` of the workbench's host, or `lender:gpu0`) to its endpoint and

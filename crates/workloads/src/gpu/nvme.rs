@@ -172,7 +172,7 @@ pub fn gpu_nvme_read(
             AttachError::Host(source) => GpuWorkloadError::from(BadParameter::NotHostGpu {
                 gpu: config.gpu.clone(),
                 host: config.host.clone(),
-                source,
+                source: Box::new(source),
             }),
             other => GpuWorkloadError::from(other),
         })?;

@@ -308,7 +308,7 @@ impl NbdExport {
             .namespace(cfg.nsid)
             .map_err(|source| BadParameter::Nsid {
                 nsid: cfg.nsid,
-                source,
+                source: Box::new(source),
             })?;
         let granted = backend.queues();
         if granted < cfg.queues as usize {

@@ -76,7 +76,7 @@ impl Reader {
             Reader::Native(dev) => dev
                 .submit(0, BlockOp::Read, 1, lba, blocks, dest)
                 .await
-                .map_err(|e| GpuWorkloadError::Storage(FioError::from(e))),
+                .map_err(|e| GpuWorkloadError::from(FioError::from(e))),
             Reader::Client {
                 client,
                 queue,

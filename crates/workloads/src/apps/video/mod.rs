@@ -258,7 +258,7 @@ impl From<GpuWorkloadError> for VideoError {
 
 impl From<AttachError> for VideoError {
     fn from(e: AttachError) -> Self {
-        GpuWorkloadError::Attach(e).into()
+        GpuWorkloadError::from(e).into()
     }
 }
 
