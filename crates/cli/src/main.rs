@@ -29,6 +29,7 @@ mod commands;
 mod contrast;
 mod demo;
 mod dma;
+mod error;
 mod exp;
 mod explain;
 mod gpu;
@@ -42,6 +43,8 @@ mod render;
 mod repro;
 mod serve;
 mod sweep;
+mod usage;
+mod value_error;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
 // fresh zeroed pages from the kernel each time (which cost more than the simulation).
@@ -56,8 +59,8 @@ fn main() -> ExitCode {
     let _progress = progress::install_on_terminal();
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("smartio: {message}");
+        Err(error) => {
+            eprintln!("smartio: {error}");
             ExitCode::FAILURE
         }
     }
