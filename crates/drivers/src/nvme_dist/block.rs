@@ -307,7 +307,7 @@ impl BlockDriver for Disk {
             inner
                 .request(hw_queue, rq)
                 .await
-                .map_err(|e| IoError::from(e.to_string()))
+                .map_err(|e| IoError::from(e))
         })
     }
 }
