@@ -3,7 +3,9 @@
 //! drives it (Paper I Fig. 4a), with the table `bench dma` prints.
 
 use crate::args::Direction;
+use crate::error::CliError;
 use crate::render;
+use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::{bench_adapter_dma, AdapterDmaBenchConfig, DmaDirection};
@@ -31,22 +33,24 @@ pub struct AdapterDmaArgs {
 }
 
 /// The first host (in scenario order) with an NTB adapter.
-fn first_host_with_an_adapter(cluster: &Cluster, scenario: &str) -> Result<String, String> {
+fn first_host_with_an_adapter(cluster: &Cluster, scenario: &str) -> Result<String, Usage> {
     let f = cluster.machine.fabric();
     f.adapters()
         .iter()
         .map(|a| a.host)
         .min()
         .map(|h| f.host(h).name.clone())
-        .ok_or_else(|| format!("--adapter: no host of scenario {scenario} has an NTB adapter"))
+        .ok_or_else(|| Usage::NoAdapter {
+            scenario: scenario.into(),
+        })
 }
 
 /// Runs it.
-pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), CliError> {
     let scenario = args
         .scenario
         .unwrap_or_else(|| DEFAULT_SCENARIO.to_string());
-    let cluster = Cluster::seeded(&scenario, calibration, args.seed).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&scenario, calibration, args.seed)?;
     let host = match args.host {
         Some(h) => h,
         None => first_host_with_an_adapter(&cluster, &scenario)?,
@@ -61,7 +65,7 @@ pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), String
         sizes: args.sizes,
         repeat: args.repeat,
     };
-    let run = bench_adapter_dma(&cluster, &config).map_err(|e| error_chain(&e))?;
+    let run = bench_adapter_dma(&cluster, &config)?;
     if args.json {
         return crate::commands::print_json(&run);
     }
@@ -86,20 +90,4 @@ pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), String
     );
     println!("{}", render::dma_table(&run.samples));
     Ok(())
-}
-
-/// An error and the errors it came from, as one line (a cause whose message an error
-/// already shows is not repeated).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
-    text
 }

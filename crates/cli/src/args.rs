@@ -7,6 +7,7 @@
 //! Checks that need the scenario (a device's memory, the queue pairs a controller grants)
 //! happen in the workloads, whose errors name the option too.
 
+use crate::value_error::{Bounds, ValueError};
 use clap::{Parser, Subcommand, ValueEnum};
 use smartio_platform::SimDuration;
 use smartio_workloads::fio::{MAX_BUFFER_BYTES, MAX_IODEPTH, MAX_JOBS, MAX_OPS, MAX_RUNTIME};
@@ -531,53 +532,45 @@ pub enum Counters {
 /// A device option's value — `nvme0`, `nic0.vf1` (a virtual function), `lender:nvme0` or
 /// `lender:nic0.vf1` — checked by the one parser of device names
 /// ([`smartio_fabric::DeviceRef`]), which the scenario's VM device lists use too.
-pub fn device(text: &str) -> Result<String, String> {
-    smartio_fabric::DeviceRef::parse(text)
-        .map(|r| r.to_string())
-        .map_err(|e| e.to_string())
+pub fn device(text: &str) -> Result<String, ValueError> {
+    Ok(smartio_fabric::DeviceRef::parse(text)?.to_string())
 }
 
 /// A whole number within `min..=max`; `why` says where the bound comes from.
-pub fn whole(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
+pub fn whole(text: &str, min: u64, max: u64, why: &'static str) -> Result<u64, ValueError> {
     let t = text.trim();
-    let range = if why.is_empty() {
-        format!("must be {min}..={max}")
-    } else {
-        format!("must be {min}..={max} ({why})")
-    };
+    let bounds = Bounds { min, max, why };
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("not a whole number; {range}"));
+        return Err(ValueError::NotWhole(bounds));
     }
     match t.parse::<u64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
-        _ => Err(range),
+        _ => Err(ValueError::Whole(bounds)),
     }
 }
 
 /// A whole number that fits `u32` by its bound.
-pub fn whole_u32(text: &str, min: u64, max: u64, why: &str) -> Result<u32, String> {
+pub fn whole_u32(text: &str, min: u64, max: u64, why: &'static str) -> Result<u32, ValueError> {
     let v = whole(text, min, max, why)?;
-    u32::try_from(v).map_err(|_| format!("must be {min}..={max}"))
+    u32::try_from(v).map_err(|_| ValueError::Whole(Bounds { min, max, why: "" }))
 }
 
 /// A size such as `4K` or `1.5M` (binary units) within `min..=max`.
-pub fn size(text: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
-    let v = smartio_fabric::units::parse_size(text).map_err(|e| e.to_string())?;
-    if (min..=max).contains(&v) {
-        Ok(v)
+pub fn size(text: &str, min: u64, max: u64, why: &'static str) -> Result<u64, ValueError> {
+    let value = smartio_fabric::units::parse_size(text)?;
+    if (min..=max).contains(&value) {
+        Ok(value)
     } else {
-        Err(format!(
-            "{v} bytes; must be {min}..={max} bytes ({})",
-            if why.is_empty() {
-                format!("{} at most", smartio_fabric::units::format_size(max))
-            } else {
-                why.to_string()
-            }
-        ))
+        Err(ValueError::Size {
+            value,
+            min,
+            max,
+            why,
+        })
     }
 }
 
-fn iterations(text: &str) -> Result<u32, String> {
+fn iterations(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -586,7 +579,7 @@ fn iterations(text: &str) -> Result<u32, String> {
     )
 }
 
-fn iodepth(text: &str) -> Result<u32, String> {
+fn iodepth(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -595,7 +588,7 @@ fn iodepth(text: &str) -> Result<u32, String> {
     )
 }
 
-fn jobs(text: &str) -> Result<u32, String> {
+fn jobs(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -604,7 +597,7 @@ fn jobs(text: &str) -> Result<u32, String> {
     )
 }
 
-fn fio_ops(text: &str) -> Result<u64, String> {
+fn fio_ops(text: &str) -> Result<u64, ValueError> {
     whole(
         text,
         1,
@@ -613,7 +606,7 @@ fn fio_ops(text: &str) -> Result<u64, String> {
     )
 }
 
-fn repeat(text: &str) -> Result<u32, String> {
+fn repeat(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -622,7 +615,7 @@ fn repeat(text: &str) -> Result<u32, String> {
     )
 }
 
-fn nsid(text: &str) -> Result<u32, String> {
+fn nsid(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -631,12 +624,12 @@ fn nsid(text: &str) -> Result<u32, String> {
     )
 }
 
-fn percent(text: &str) -> Result<u32, String> {
+fn percent(text: &str) -> Result<u32, ValueError> {
     whole_u32(text, 0, 100, "a percentage")
 }
 
 /// `exp --ops`.
-pub fn exp_ops(text: &str) -> Result<u64, String> {
+pub fn exp_ops(text: &str) -> Result<u64, ValueError> {
     whole(
         text,
         1,
@@ -645,7 +638,7 @@ pub fn exp_ops(text: &str) -> Result<u64, String> {
     )
 }
 
-fn block_size(text: &str) -> Result<u64, String> {
+fn block_size(text: &str) -> Result<u64, ValueError> {
     size(
         text,
         1,
@@ -654,11 +647,11 @@ fn block_size(text: &str) -> Result<u64, String> {
     )
 }
 
-pub(crate) fn range_size(text: &str) -> Result<u64, String> {
+pub(crate) fn range_size(text: &str) -> Result<u64, ValueError> {
     size(text, 1, u64::MAX, "at least one block")
 }
 
-fn transfer_size(text: &str) -> Result<u64, String> {
+fn transfer_size(text: &str) -> Result<u64, ValueError> {
     size(
         text,
         1,
@@ -667,7 +660,7 @@ fn transfer_size(text: &str) -> Result<u64, String> {
     )
 }
 
-fn engine_bytes(text: &str) -> Result<u64, String> {
+fn engine_bytes(text: &str) -> Result<u64, ValueError> {
     let v = size(
         text,
         ENGINE_STEP,
@@ -675,14 +668,15 @@ fn engine_bytes(text: &str) -> Result<u64, String> {
         "8M to 256G: one 4 MiB copy each way at the least, about three minutes of wall time at the most",
     )?;
     if !v.is_multiple_of(ENGINE_STEP) {
-        return Err(format!(
-            "{v} bytes is not a multiple of 8M ({ENGINE_STEP} bytes): the benchmark streams 4 MiB copies, as many written as read"
-        ));
+        return Err(ValueError::EngineStep {
+            value: v,
+            step: ENGINE_STEP,
+        });
     }
     Ok(v)
 }
 
-fn streams(text: &str) -> Result<u32, String> {
+fn streams(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -691,7 +685,7 @@ fn streams(text: &str) -> Result<u32, String> {
     )
 }
 
-fn write_len(text: &str) -> Result<u64, String> {
+fn write_len(text: &str) -> Result<u64, ValueError> {
     size(
         text,
         1,
@@ -705,45 +699,52 @@ fn write_len(text: &str) -> Result<u64, String> {
 const DURATION_UNITS: [(&str, f64); 4] = [("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)];
 
 /// A duration with its unit (`500us`, `10ms`, `1.5s`) in picoseconds, not yet range-checked.
-fn duration_ps(text: &str) -> Result<f64, String> {
+fn duration_ps(text: &str) -> Result<f64, ValueError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a duration such as 500us, 10ms or 2s"))?;
+    let value: f64 = num.parse().map_err(|_| ValueError::NotDuration {
+        text: text.to_string(),
+    })?;
     let unit = unit.trim();
     if unit.is_empty() {
-        return Err(format!(
-            "{text:?} has no unit: write {num}s, {num}ms, {num}us or {num}ns (units ns, us, ms, s)"
-        ));
+        return Err(ValueError::NoUnit {
+            text: text.to_string(),
+            number: num.to_string(),
+        });
     }
     let ps_per_unit = DURATION_UNITS
         .iter()
         .find(|(name, _)| *name == unit)
         .map(|(_, ps)| *ps)
-        .ok_or_else(|| format!("{text:?}: unknown unit {unit:?} (ns, us, ms, s)"))?;
+        .ok_or_else(|| ValueError::UnknownUnit {
+            text: text.to_string(),
+            unit: unit.to_string(),
+        })?;
     // Finite: `num` holds only digits and dots.
     Ok(value * ps_per_unit)
 }
 
 /// A virtual duration such as `500us`, `10ms` or `1.5s` (the unit is required), more than 0
 /// and at most [`MAX_RUNTIME`]; converted exactly to picoseconds (rounded to the nearest).
-pub fn runtime(text: &str) -> Result<SimDuration, String> {
+pub fn runtime(text: &str) -> Result<SimDuration, ValueError> {
     let ps = duration_ps(text)?;
     let max = MAX_RUNTIME.as_ps();
-    let limit = format!(
-        "must be more than 0 and at most {}s (an hour of virtual time takes an hour or more of wall time)",
-        max / 1_000_000_000_000
-    );
+    let max_s = max / 1_000_000_000_000;
     if !(ps.is_finite() && ps <= max as f64) {
-        return Err(format!("{text:?}: {limit}"));
+        return Err(ValueError::Runtime {
+            text: text.to_string(),
+            max_s,
+        });
     }
     let ps = ps.round() as u64;
     if ps == 0 {
-        return Err(format!("{text:?} is less than 1 ps; {limit}"));
+        return Err(ValueError::BelowPicosecond {
+            text: text.to_string(),
+            max_s,
+        });
     }
     Ok(SimDuration(ps))
 }
@@ -752,12 +753,14 @@ pub fn runtime(text: &str) -> Result<SimDuration, String> {
 pub const MAX_STATS_EVERY_S: u64 = 86_400;
 
 /// A wall-clock period in whole seconds with its unit (`1s`, `2000ms`), 1s to a day.
-pub fn wall_seconds(text: &str) -> Result<std::time::Duration, String> {
+pub fn wall_seconds(text: &str) -> Result<std::time::Duration, ValueError> {
     let ps = duration_ps(text)?;
     let seconds = ps / 1e12;
-    let range = format!("must be a whole number of seconds, 1s..={MAX_STATS_EVERY_S}s");
     if !((1.0..=MAX_STATS_EVERY_S as f64).contains(&seconds) && seconds.fract() == 0.0) {
-        return Err(format!("{text:?}: {range}"));
+        return Err(ValueError::WallSeconds {
+            text: text.to_string(),
+            max_s: MAX_STATS_EVERY_S,
+        });
     }
     Ok(std::time::Duration::from_secs(seconds as u64))
 }
@@ -769,16 +772,18 @@ mod tests {
     #[test]
     fn a_count_outside_its_range_names_the_range_and_the_reason() {
         assert_eq!(iodepth("4095"), Ok(4095));
-        let err = iodepth("0").expect_err("zero");
+        let err = iodepth("0").expect_err("zero").to_string();
         assert!(
             err.contains("1..=4095") && err.contains("4096 entries"),
             "{err}"
         );
-        let err = iodepth("5000000000").expect_err("too large");
+        let err = iodepth("5000000000").expect_err("too large").to_string();
         assert!(err.contains("1..=4095"), "{err}");
-        let err = fio_ops("18446744073709551616").expect_err("past u64");
+        let err = fio_ops("18446744073709551616")
+            .expect_err("past u64")
+            .to_string();
         assert!(err.contains("1..=1000000000"), "{err}");
-        let err = repeat("-1").expect_err("negative");
+        let err = repeat("-1").expect_err("negative").to_string();
         assert!(err.starts_with("not a whole number"), "{err}");
         assert_eq!(percent("100"), Ok(100));
         assert!(percent("101").is_err());
@@ -790,10 +795,12 @@ mod tests {
         assert_eq!(runtime("1.5us"), Ok(SimDuration(1_500_000)));
         assert_eq!(runtime("3600s"), Ok(MAX_RUNTIME));
         for bad in ["3601s", "18446744073709551616ns", "99999999999999999999s"] {
-            let err = runtime(bad).expect_err(bad);
+            let err = runtime(bad).expect_err(bad).to_string();
             assert!(err.contains("at most 3600s"), "{bad}: {err}");
         }
-        let err = runtime("0.0001ns").expect_err("below a picosecond");
+        let err = runtime("0.0001ns")
+            .expect_err("below a picosecond")
+            .to_string();
         assert!(err.contains("less than 1 ps"), "{err}");
         assert!(runtime("0s").is_err());
     }
@@ -801,15 +808,15 @@ mod tests {
     #[test]
     fn a_duration_without_a_unit_is_refused_with_the_spellings_to_use() {
         for bare in ["10", "0", "1.5", " 3600 "] {
-            let err = runtime(bare).expect_err(bare);
+            let err = runtime(bare).expect_err(bare).to_string();
             assert!(
                 err.contains("has no unit") && err.contains("ms"),
                 "{bare}: {err}"
             );
         }
-        let err = runtime("10").expect_err("bare");
+        let err = runtime("10").expect_err("bare").to_string();
         assert!(err.contains("10s, 10ms, 10us or 10ns"), "{err}");
-        let err = wall_seconds("5").expect_err("bare");
+        let err = wall_seconds("5").expect_err("bare").to_string();
         assert!(err.contains("5s, 5ms"), "{err}");
         assert_eq!(wall_seconds("2s"), Ok(std::time::Duration::from_secs(2)));
         assert_eq!(
@@ -823,9 +830,9 @@ mod tests {
     #[test]
     fn engine_bytes_must_be_whole_copies_each_way() {
         assert_eq!(engine_bytes("16M"), Ok(16 << 20));
-        let err = engine_bytes("12M").expect_err("not a multiple");
+        let err = engine_bytes("12M").expect_err("not a multiple").to_string();
         assert!(err.contains("multiple of 8M"), "{err}");
-        let err = engine_bytes("4M").expect_err("too small");
+        let err = engine_bytes("4M").expect_err("too small").to_string();
         assert!(err.contains("8388608..="), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! `smartio cluster`: the live engine's daemon. `up` runs a scenario's cluster on the wall
 //! clock and serves programs of its hosts (the SISCI library) until `down`.
 
+use crate::error::CliError;
 use smartio_calibration::Calibration;
 use smartio_live::protocol::{Connection, Reply, Request, DEFAULT_SOCKET, HOST_VAR, SOCKET_VAR};
 use smartio_live::Daemon;
@@ -65,7 +66,7 @@ fn socket_path(option: Option<String>) -> String {
 }
 
 /// Runs `smartio cluster ...`.
-pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), String> {
+pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), CliError> {
     match command {
         ClusterCommand::Up {
             scenario,
@@ -78,10 +79,8 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
             // built.
             let view = web
                 .map(|addr| crate::web::Web::bind(addr, web_allow_remote))
-                .transpose()
-                .map_err(|e| e.to_string())?;
-            let mut daemon =
-                Daemon::up(&scenario, calibration, &path).map_err(|e| e.to_string())?;
+                .transpose()?;
+            let mut daemon = Daemon::up(&scenario, calibration, &path)?;
             println!("cluster {scenario} is up on the live engine; socket {path}");
             for (host, nodes) in daemon.hosts() {
                 let ids: Vec<String> = nodes.iter().map(u32::to_string).collect();
@@ -89,26 +88,25 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
             }
             if let Some(view) = view {
                 let url = view.url();
-                view.serve(&path, &scenario).map_err(|e| e.to_string())?;
+                view.serve(&path, &scenario)?;
                 println!("live view at {url} (updates at {url}events, metrics at {url}metrics)");
             }
             println!("programs run as a host with {HOST_VAR}=<host> {SOCKET_VAR}={path}");
-            daemon.run().map_err(|e| e.to_string())?;
+            daemon.run()?;
             println!("cluster {scenario} is down");
             Ok(())
         }
         ClusterCommand::Install { prefix } => install(&prefix),
         ClusterCommand::Stats { socket, json } => {
             let path = socket_path(socket);
-            let conn = Connection::open(&path)
-                .map_err(|e| format!("no cluster daemon answers at {path}: {e}"))?;
+            let conn = Connection::open(&path).map_err(CliError::no_daemon(&path))?;
             let stats = match conn.call(&Request::Stats) {
                 Ok((Reply::Stats(stats), _)) => stats,
-                Ok((other, _)) => return Err(format!("the daemon at {path} answered {other:?}")),
-                Err(e) => return Err(format!("the daemon at {path}: {e}")),
+                Ok((other, _)) => return Err(CliError::answered(&path, other)),
+                Err(source) => return Err(CliError::DaemonCall { path, source }),
             };
             if json {
-                let text = serde_json::to_string_pretty(&stats).map_err(|e| e.to_string())?;
+                let text = serde_json::to_string_pretty(&stats)?;
                 println!("{text}");
             } else {
                 print!("{}", render_stats(&stats));
@@ -117,12 +115,11 @@ pub fn run(calibration: &Calibration, command: ClusterCommand) -> Result<(), Str
         }
         ClusterCommand::Down { socket } => {
             let path = socket_path(socket);
-            let conn = Connection::open(&path)
-                .map_err(|e| format!("no cluster daemon answers at {path}: {e}"))?;
+            let conn = Connection::open(&path).map_err(CliError::no_daemon(&path))?;
             match conn.call(&Request::Shutdown) {
                 Ok((Reply::Done, _)) => Ok(()),
-                Ok((other, _)) => Err(format!("the daemon at {path} answered {other:?}")),
-                Err(e) => Err(format!("the daemon at {path}: {e}")),
+                Ok((other, _)) => Err(CliError::answered(&path, other)),
+                Err(source) => Err(CliError::DaemonCall { path, source }),
             }
         }
     }
@@ -227,14 +224,13 @@ pub enum LibraryError {
 /// 3. the install prefix of this program, `DIR/../lib64/libsisci.so` or `DIR/../lib/...`;
 /// 4. the directory cargo built this program in (`deps/libsisci.so` there), which is how
 ///    `cargo install --path crates/cli --target-dir target` finds it.
-fn library() -> Result<std::path::PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
-    find_library(
+fn library() -> Result<std::path::PathBuf, CliError> {
+    let exe = std::env::current_exe().map_err(CliError::WhereAmI)?;
+    Ok(find_library(
         &exe,
         std::env::var_os(LIBSISCI_VAR).as_deref(),
         BUILD_DIR.map(std::path::Path::new),
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
 /// [`library`]'s search for the program at `exe`, with the variable's value `named` and the
@@ -293,19 +289,19 @@ fn find_library(
 }
 
 /// `cluster install`: headers and library in SISCI's layout.
-fn install(prefix: &std::path::Path) -> Result<(), String> {
+fn install(prefix: &std::path::Path) -> Result<(), CliError> {
     let library = library()?;
     for (path, text) in sisci::HEADERS {
         let to = prefix.join(path);
         if let Some(dir) = to.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(CliError::file(dir))?;
         }
-        std::fs::write(&to, text).map_err(|e| format!("{}: {e}", to.display()))?;
+        std::fs::write(&to, text).map_err(CliError::file(&to))?;
     }
     let lib = prefix.join("lib64");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+    std::fs::create_dir_all(&lib).map_err(CliError::file(&lib))?;
     let to = lib.join("libsisci.so");
-    std::fs::copy(&library, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+    std::fs::copy(&library, &to).map_err(CliError::file(&to))?;
     print!(
         "{}",
         crate::render::wrapped(

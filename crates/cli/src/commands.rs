@@ -1,8 +1,11 @@
 //! What each `smartio` command does with its (already range-checked) arguments: load the
-//! scenario, run the workload, print a table or JSON. Errors are strings naming the option
-//! and the value; `main` prints them after `smartio: ` and exits with status 1.
+//! scenario, run the workload, print a table or JSON. Errors are [`CliError`]s (each layer's
+//! own error, or the command line's refusal naming the option and the value); `main` prints
+//! their message after `smartio: ` and exits with status 1.
 
 use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs};
+use crate::error::CliError;
+use crate::usage::Usage;
 use crate::{budget, demo, exp, explain, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
@@ -15,20 +18,22 @@ use smartio_workloads::{
 };
 
 /// The calibration file at `path`, or the embedded one.
-fn load_calibration(path: Option<&str>) -> Result<Calibration, String> {
+fn load_calibration(path: Option<&str>) -> Result<Calibration, CliError> {
     match path {
         None => Ok(Calibration::default_embedded()),
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("--calibration {p}: cannot read the calibration: {e}"))?;
-            Calibration::parse(p, &text).map_err(|e| e.to_string())
+            let text = std::fs::read_to_string(p).map_err(|source| CliError::ReadCalibration {
+                path: p.into(),
+                source,
+            })?;
+            Ok(Calibration::parse(p, &text)?)
         }
     }
 }
 
 /// Runs the command `cli` names, once its estimate fits the budget (or `--no-budget` says
 /// to run it anyway; the servers have no estimate).
-pub fn run(cli: Cli) -> Result<(), String> {
+pub fn run(cli: Cli) -> Result<(), CliError> {
     let calibration = load_calibration(cli.calibration.as_deref())?;
     let facts = budget::models::Facts {
         calibration: &calibration,
@@ -38,8 +43,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         budget::Budget {
             overridden: cli.no_budget,
         }
-        .check(&command, &estimate)
-        .map_err(|e| e.to_string())?;
+        .check(&command, &estimate)?;
         crate::progress::announce(&command, &estimate);
     }
     match cli.command {
@@ -59,8 +63,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             svg: Some(file),
             ..
         } => {
-            let done =
-                crate::picture::write(&scenario, &calibration, &file).map_err(|e| e.to_string())?;
+            let done = crate::picture::write(&scenario, &calibration, &file)?;
             print!("{}", render::wrapped(&done.written, "", "  "));
             print!("{}", render::wrapped(&done.shows, "  ", "  "));
             Ok(())
@@ -68,8 +71,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Topo { scenario, json, .. } => {
             // Table sizes as the simulations see them (calibration fills what the scenario
             // leaves out); every chip and link must have timing, as for a run.
-            let fabric = smartio_cluster::load_calibrated_fabric(&scenario, &calibration)
-                .map_err(|e| e.to_string())?;
+            let fabric = smartio_cluster::load_calibrated_fabric(&scenario, &calibration)?;
             let report = fabric.report();
             if json {
                 print_json(&report)?;
@@ -84,7 +86,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Bench {
             bench: Bench::Engine { bytes, json },
         } => {
-            let result = bench_engine(&calibration, bytes).map_err(|e| e.to_string())?;
+            let result = bench_engine(&calibration, bytes)?;
             if json {
                 print_json(&result)?;
             } else {
@@ -101,8 +103,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Bench {
             bench: Bench::Topo { hosts, json },
         } => {
-            let r =
-                smartio_workloads::bench_topo(&calibration, hosts).map_err(|e| e.to_string())?;
+            let r = smartio_workloads::bench_topo(&calibration, hosts)?;
             if json {
                 print_json(&r)?;
             } else {
@@ -119,9 +120,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Devices { scenario, json } => {
-            let cluster = Cluster::new(&scenario, &calibration).map_err(|e| e.to_string())?;
-            let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])
-                .map_err(|e| e.to_string())?;
+            let cluster = Cluster::new(&scenario, &calibration)?;
+            let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])?;
             let mut devices = bench.smartio.devices();
             declared_assignments(&cluster, &mut devices);
             if json {
@@ -173,8 +173,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     seed,
                 },
         } => {
-            let cluster =
-                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
+            let cluster = Cluster::seeded(&scenario, &calibration, seed)?;
             let host = match host {
                 Some(h) => h,
                 None => host_of_device(&cluster, &device)?,
@@ -204,15 +203,14 @@ pub fn run(cli: Cli) -> Result<(), String> {
                     seed,
                 },
         } => {
-            let cluster =
-                Cluster::seeded(&scenario, &calibration, seed).map_err(|e| e.to_string())?;
+            let cluster = Cluster::seeded(&scenario, &calibration, seed)?;
             let config = PioBenchConfig {
                 from,
                 to,
                 sizes,
                 repeat,
             };
-            let samples = bench_pio(&cluster, &config).map_err(|e| e.to_string())?;
+            let samples = bench_pio(&cluster, &config)?;
             if json {
                 print_json(&samples)?;
             } else {
@@ -237,8 +235,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Exp(args) => exp::run(&calibration, args),
         Command::Repro(args) => {
             let text = match &cli.calibration {
-                Some(p) => std::fs::read_to_string(p)
-                    .map_err(|e| format!("--calibration {p}: cannot read the calibration: {e}"))?,
+                Some(p) => {
+                    std::fs::read_to_string(p).map_err(|source| CliError::ReadCalibration {
+                        path: p.into(),
+                        source,
+                    })?
+                }
                 None => smartio_calibration::DEFAULT_CALIBRATION.to_string(),
             };
             crate::repro::run(&calibration, &text, args)
@@ -250,7 +252,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
 }
 /// `smartio fio`: the option combinations are checked here, the values' ranges by clap
 /// and [`FioConfig::check`], what depends on the controller by the workload.
-fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
+fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), CliError> {
     let config = fio_config(&a)?;
     if let Some(path) = a.backing.as_deref() {
         check_backing(path)?;
@@ -265,22 +267,23 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
         (path, std::path::Path::new(path).exists())
     });
     a.explain.check()?;
-    let cluster =
-        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    let cluster = Cluster::with_options(&a.scenario, calibration, &options)?;
     if let Some((path, false)) = backing {
         announce_backing(path, &config.device);
     }
     let explain = &a.explain;
     let (result, explained) = explain
         .run(
-            || run_fio(&cluster, &config).map_err(|e| e.to_string()),
+            || Ok(run_fio(&cluster, &config)?),
             |r| explain::p50_p99(r.lat_ns.p50, r.lat_ns.p99),
             |spec| {
                 // The same run again, recorded, on a fresh cluster.
-                let cluster = Cluster::with_options(&a.scenario, calibration, &options)
-                    .map_err(|e| e.to_string())?;
-                smartio_workloads::fio::run_fio_explained(&cluster, &config, Some(spec))
-                    .map_err(|e| e.to_string())
+                let cluster = Cluster::with_options(&a.scenario, calibration, &options)?;
+                Ok(smartio_workloads::fio::run_fio_explained(
+                    &cluster,
+                    &config,
+                    Some(spec),
+                )?)
             },
         )?
         .write_trace(explain)?;
@@ -296,13 +299,10 @@ fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), String> {
 /// The workload `a` asks for, with every option combination and value checked
 /// ([`FioConfig::check`]) — all that can be checked before anything is booted; the budget's
 /// model of fio reckons only with inputs that pass.
-pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, String> {
-    let rw: RwMode = a.rw.parse().map_err(|e| format!("--rw: {e}"))?;
+pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, CliError> {
+    let rw: RwMode = a.rw.parse().map_err(Usage::Rw)?;
     if a.rwmixread.is_some() && rw != RwMode::RandRw {
-        return Err(format!(
-            "--rwmixread: only with --rw randrw (it sets the mix of reads and writes; --rw {} has none)",
-            a.rw
-        ));
+        return Err(Usage::Rwmixread { rw: a.rw.clone() }.into());
     }
     let method = fio_method(&a.method, a.manager.clone())?;
     let mode: CompletionMode = match (&a.mode, &method) {
@@ -311,11 +311,9 @@ pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, String> {
             smartio_workloads::fio::FioMethod::NvmeClient { .. }
             | smartio_workloads::fio::FioMethod::NvmeBlock { .. },
         ) => {
-            return Err(format!(
-                "--mode {m}: only with --method native (the distributed driver's clients always poll their completions)"
-            ));
+            return Err(Usage::ModeWithClient { mode: m.clone() }.into());
         }
-        (Some(m), _) => m.parse().map_err(|e| format!("--mode: {e}"))?,
+        (Some(m), _) => m.parse().map_err(Usage::Mode)?,
         (None, _) => CompletionMode::Interrupt,
     };
     let amount = match (a.ops, a.runtime) {
@@ -339,28 +337,27 @@ pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, String> {
         mode,
         method,
     };
-    config.check().map_err(|e| e.to_string())?;
+    config.check()?;
     Ok(config)
 }
 
 /// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that
 /// does not exist.
-pub(crate) fn check_backing(path: &str) -> Result<(), String> {
+pub(crate) fn check_backing(path: &str) -> Result<(), CliError> {
     let p = std::path::Path::new(path);
     if p.is_dir() {
-        return Err(format!(
-            "--backing {path}: is a directory; give a file (created if missing)"
-        ));
+        return Err(Usage::BackingIsDirectory { path: path.into() }.into());
     }
     let parent = match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
     if !parent.is_dir() {
-        return Err(format!(
-            "--backing {path}: the directory {} does not exist",
-            parent.display()
-        ));
+        return Err(Usage::BackingDirectory {
+            path: path.into(),
+            dir: parent.to_path_buf(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -380,18 +377,15 @@ pub(crate) fn announce_backing(path: &str, device: &str) {
 }
 
 /// Prints a result as pretty JSON.
-pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
-    );
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
 /// `bench p2p`, and `bench gpu-p2p` (`gpu_only`): two GPUs (or one, whose partner the GPU
 /// workload then refuses) run the papers' program on the GPU model; two DMA test devices
 /// the CPU-driven copy.
-fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), String> {
+fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), CliError> {
     let P2pArgs {
         scenario,
         host,
@@ -403,7 +397,7 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), S
         seed,
         json,
     } = args;
-    let cluster = Cluster::seeded(&scenario, calibration, seed).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&scenario, calibration, seed)?;
     let host = match host {
         Some(h) => h,
         None => first_host(&cluster)?,
@@ -431,7 +425,7 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), S
         sizes,
         repeat,
     };
-    let samples = bench_p2p(&cluster, &config).map_err(|e| e.to_string())?;
+    let samples = bench_p2p(&cluster, &config)?;
     if json {
         return print_json(&samples);
     }
@@ -463,17 +457,17 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), S
 }
 
 /// The scenario's first host (where commands run when no host is named).
-pub(crate) fn first_host(cluster: &Cluster) -> Result<String, String> {
+pub(crate) fn first_host(cluster: &Cluster) -> Result<String, CliError> {
     cluster
         .machine
         .fabric()
         .hosts()
         .first()
         .map(|h| h.name.clone())
-        .ok_or_else(|| "the scenario has no host".to_string())
+        .ok_or_else(|| Usage::NoHost.into())
 }
 
-pub(crate) fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, String> {
+pub(crate) fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, CliError> {
     let fabric = cluster.machine.fabric();
     let owners: Vec<&str> = fabric
         .endpoints()
@@ -483,13 +477,15 @@ pub(crate) fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, 
         .collect();
     match owners.as_slice() {
         [one] => Ok(one.to_string()),
-        [] => Err(format!(
-            "--device {device:?}: no host of the scenario has it (name a lender with --host, or use lender:device)"
-        )),
-        many => Err(format!(
-            "--device {device:?}: several hosts have it ({}); choose one with --host",
-            many.join(", ")
-        )),
+        [] => Err(Usage::NoOwner {
+            device: device.into(),
+        }
+        .into()),
+        many => Err(Usage::SeveralOwners {
+            device: device.into(),
+            owners: many.iter().map(|h| h.to_string()).collect(),
+        }
+        .into()),
     }
 }
 
@@ -518,27 +514,16 @@ fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::Dev
 pub(crate) fn fio_method(
     method: &str,
     manager: Option<String>,
-) -> Result<smartio_workloads::fio::FioMethod, String> {
+) -> Result<smartio_workloads::fio::FioMethod, CliError> {
     Ok(match (method, manager) {
         ("native", None) => smartio_workloads::fio::FioMethod::Native,
-        ("native", Some(_)) => {
-            return Err(
-                "--manager: only with --method nvme-client or nvme-block (the native driver has no manager)"
-                    .into(),
-            );
-        }
+        ("native", Some(_)) => return Err(Usage::ManagerWithNative.into()),
         ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
         ("nvme-block", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeBlock { manager },
         (m @ ("nvme-client" | "nvme-block"), None) => {
-            return Err(format!(
-                "--method {m} needs --manager HOST (the host running the distributed driver's manager)"
-            ));
+            return Err(Usage::NoManager { method: m.into() }.into());
         }
-        (m, _) => {
-            return Err(format!(
-                "--method: unknown method {m:?} (native, nvme-client, nvme-block)"
-            ))
-        }
+        (m, _) => return Err(Usage::Method { method: m.into() }.into()),
     })
 }
 

@@ -5,6 +5,7 @@
 //! explanations it prints.
 
 use crate::contrast::{composition_sentence, Contrast};
+use crate::error::CliError;
 use crate::explain::ExplainArgs;
 use crate::render;
 use smartio_calibration::Calibration;
@@ -23,7 +24,7 @@ use smartio_workloads::{ExplainSpec, Explanation, Target};
 /// I/Os per measured row: enough for a steady state, quick enough for a demo.
 const OPS: u64 = 2000;
 
-pub fn demo(calibration: &Calibration) -> Result<(), String> {
+pub fn demo(calibration: &Calibration) -> Result<(), CliError> {
     println!(
         "smartio demo — a host uses an NVMe another host lends it, on an emulated PCIe cluster"
     );
@@ -68,10 +69,9 @@ fn cluster_step() {
 
 /// 1. What the NTB does: a window, a look-up-table entry, a store that lands in the other
 ///    host's memory.
-fn ntb_step(calibration: &Calibration) -> Result<(), String> {
+fn ntb_step(calibration: &Calibration) -> Result<(), CliError> {
     println!("1. The NTB: the borrower's CPU stores into the lender's memory");
-    let r = shm_demo(&cluster("back-to-back", calibration)?, "borrower", "lender")
-        .map_err(|e| e.to_string())?;
+    let r = shm_demo(&cluster("back-to-back", calibration)?, "borrower", "lender")?;
     let size = render::iec_size;
     // The ping-pong's median round trip, explained: run again recorded (the same run).
     let config = PingPongConfig {
@@ -80,11 +80,14 @@ fn ntb_step(calibration: &Calibration) -> Result<(), String> {
         iterations: 100,
     };
     let (_, median) = median_of(
-        || pingpong(&cluster("back-to-back", calibration)?, &config).map_err(|e| e.to_string()),
+        || Ok(pingpong(&cluster("back-to-back", calibration)?, &config)?),
         |r| r.rtt_ns.p50,
         |spec| {
-            pingpong_explained(&cluster("back-to-back", calibration)?, &config, Some(spec))
-                .map_err(|e| e.to_string())
+            Ok(pingpong_explained(
+                &cluster("back-to-back", calibration)?,
+                &config,
+                Some(spec),
+            )?)
         },
     )?;
     let notes = [
@@ -114,7 +117,7 @@ fn ntb_step(calibration: &Calibration) -> Result<(), String> {
 }
 
 /// 2. Native PCIe speed: a lent DMA engine moves data as fast as the lender's own.
-fn dma_step(calibration: &Calibration) -> Result<(), String> {
+fn dma_step(calibration: &Calibration) -> Result<(), CliError> {
     println!("2. Native PCIe speed: the lender's DMA engine dma0, used locally and lent");
     let sizes = vec![4 << 10, 64 << 10, 1 << 20, 32 << 20];
     let run = |host: &str, device: &str| {
@@ -125,7 +128,7 @@ fn dma_step(calibration: &Calibration) -> Result<(), String> {
             sizes: sizes.clone(),
             repeat: 1,
         };
-        bench_dma(&cluster("back-to-back", calibration)?, &config).map_err(|e| e.to_string())
+        Ok::<_, CliError>(bench_dma(&cluster("back-to-back", calibration)?, &config)?)
     };
     let local = run("lender", "dma0")?;
     let lent = run("borrower", "lender:dma0")?;
@@ -179,13 +182,16 @@ fn median_io(
     scenario: &str,
     calibration: &Calibration,
     cfg: &FioConfig,
-) -> Result<CriticalPath, String> {
+) -> Result<CriticalPath, CliError> {
     median_of(
-        || run_fio(&cluster(scenario, calibration)?, cfg).map_err(|e| e.to_string()),
+        || Ok(run_fio(&cluster(scenario, calibration)?, cfg)?),
         |r| r.lat_ns.p50,
         |spec| {
-            run_fio_explained(&cluster(scenario, calibration)?, cfg, Some(spec))
-                .map_err(|e| e.to_string())
+            Ok(run_fio_explained(
+                &cluster(scenario, calibration)?,
+                cfg,
+                Some(spec),
+            )?)
         },
     )
     .map(|(_, path)| path)
@@ -195,10 +201,10 @@ fn median_io(
 /// gets it ([`ExplainArgs::run`]): `first` runs it, `p50` says its median in ns, `again`
 /// runs it recorded (and must measure the same).
 fn median_of<R: PartialEq>(
-    first: impl FnOnce() -> Result<R, String>,
+    first: impl FnOnce() -> Result<R, CliError>,
     p50: impl FnOnce(&R) -> f64,
-    again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), String>,
-) -> Result<(R, CriticalPath), String> {
+    again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), CliError>,
+) -> Result<(R, CriticalPath), CliError> {
     let breakdown = ExplainArgs {
         breakdown: true,
         ..ExplainArgs::default()
@@ -208,7 +214,7 @@ fn median_of<R: PartialEq>(
         .explained
         .into_iter()
         .next()
-        .ok_or("no operation of the run was explained")?;
+        .ok_or(CliError::NothingExplained)?;
     Ok((recorded.result, median.path))
 }
 
@@ -234,7 +240,7 @@ pub struct Ladder {
 }
 
 /// Measures every rung of the ladder on back-to-back.
-pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
+pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, CliError> {
     let rung = |host: &'static str, how: &'static str, device: &str, mode, method| {
         let cfg = FioConfig {
             amount: Amount::Ops(OPS),
@@ -293,8 +299,7 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
         "borrower",
         "lender:nvme0",
         CompletionMode::Interrupt,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let borrower_tree = walk
         .tree
         .iter()
@@ -311,11 +316,10 @@ pub fn measure_ladder(calibration: &Calibration) -> Result<Ladder, String> {
             initiators: InitiatorChoice::Polled,
             ..NvmeofConfig::default()
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let of_nvmeof = of
         .row(IoPath::NvmeofPolled, NvmeofIo::Read)
-        .ok_or("nvmeof-compare measured no NVMe-oF read")?;
+        .ok_or(CliError::NoNvmeofRead)?;
     Ok(Ladder {
         kernel_irq,
         kernel_poll,
@@ -430,7 +434,7 @@ pub struct Shared {
 
 /// Three clients of lender:nvme0 on `scenario` (cluster-switch or a variant of it), each
 /// alone and then all at once.
-pub fn measure_share(calibration: &Calibration, scenario: &str) -> Result<Shared, String> {
+pub fn measure_share(calibration: &Calibration, scenario: &str) -> Result<Shared, CliError> {
     let clients = ["borrower", "lender2", "lender"];
     let config = |clients: &[&str], extra: Option<&str>| ShareConfig {
         manager: "lender".into(),
@@ -442,15 +446,13 @@ pub fn measure_share(calibration: &Calibration, scenario: &str) -> Result<Shared
     };
     let mut alone = Vec::new();
     for c in clients {
-        let r = share_clients(&cluster(scenario, calibration)?, &config(&[c], None))
-            .map_err(|e| e.to_string())?;
+        let r = share_clients(&cluster(scenario, calibration)?, &config(&[c], None))?;
         alone.push(r.clients.first().map_or(0.0, |x| x.lat_ns.p50));
     }
     let together = share_clients(
         &cluster(scenario, calibration)?,
         &config(&clients, Some("borrower")),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let rows = together
         .clients
         .iter()
@@ -461,7 +463,7 @@ pub fn measure_share(calibration: &Calibration, scenario: &str) -> Result<Shared
 }
 
 /// 4. Sharing: three hosts, one queue pair each, every byte checked; then the queue limit.
-fn share_step(calibration: &Calibration) -> Result<(), String> {
+fn share_step(calibration: &Calibration) -> Result<(), CliError> {
     println!("4. Three hosts share the NVMe through the SmartIO driver: scenario cluster-switch");
     let Shared { rows, together } = measure_share(calibration, "cluster-switch")?;
     println!("{}", render::share_table(&rows));
@@ -502,7 +504,7 @@ fn share_step(calibration: &Calibration) -> Result<(), String> {
 
 /// 5. The same driver in a VM: local VFIO pass-through, and MDEV pass-through of the
 ///    borrowed device.
-fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), String> {
+fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
     const SCENARIO: &str = "vm-back-to-back";
     println!(
         "5. Pass-through to VMs: scenario {SCENARIO} (both IOMMUs on, a 4 GiB VM on each host)"
@@ -620,8 +622,7 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), String> {
         &cluster(SCENARIO, calibration)?,
         "borrower/vm0",
         "lender:nvme0",
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     println!("   While borrower/vm0 runs, SmartIO lists:");
     println!("{}", render::device_table(&glance.devices_while_running));
     if let Some(smartio_workloads::migrate::GuestDevice {
@@ -700,8 +701,8 @@ fn next_steps() {
 }
 
 /// A cluster of a shipped scenario.
-fn cluster(scenario: &str, calibration: &Calibration) -> Result<Cluster, String> {
-    Cluster::new(scenario, calibration).map_err(|e| e.to_string())
+fn cluster(scenario: &str, calibration: &Calibration) -> Result<Cluster, CliError> {
+    Ok(Cluster::new(scenario, calibration)?)
 }
 
 /// `text` in lines of at most 96 columns, each starting with `indent`.

@@ -10,8 +10,10 @@
 
 use crate::args::{Direction, DmaArgs};
 use crate::commands::{host_of_device, print_json};
+use crate::error::CliError;
 use crate::explain;
 use crate::render;
+use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
@@ -20,12 +22,10 @@ use smartio_workloads::{
 };
 
 /// Runs `bench dma`.
-pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
     if args.adapter {
         if let Some(option) = explain_option(&args.explain) {
-            return Err(format!(
-                "{option}: not with --adapter (the adapter's DMA engine is not explained yet; bench dma on a DMA test device is)"
-            ));
+            return Err(Usage::ExplainAdapter { option }.into());
         }
         let adapter = crate::adapter_dma::AdapterDmaArgs {
             scenario: args.scenario,
@@ -40,11 +40,8 @@ pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), String> {
     }
     args.explain.check()?;
     // clap requires --scenario without --adapter.
-    let scenario = args
-        .scenario
-        .clone()
-        .ok_or("--scenario: required without --adapter")?;
-    let cluster = || Cluster::seeded(&scenario, calibration, args.seed).map_err(|e| e.to_string());
+    let scenario = args.scenario.clone().ok_or(Usage::NoScenario)?;
+    let cluster = || Cluster::seeded(&scenario, calibration, args.seed);
     let first = cluster()?;
     let host = match &args.host {
         Some(h) => h.clone(),
@@ -64,13 +61,9 @@ pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), String> {
     let explain = &args.explain;
     let (samples, explained) = explain
         .run(
-            || {
-                bench_dma_explained(&first, &config, None)
-                    .map(|(run, _)| run)
-                    .map_err(|e| e.to_string())
-            },
+            || Ok(bench_dma_explained(&first, &config, None).map(|(run, _)| run)?),
             |run| median_copies(&run.samples),
-            |spec| bench_dma_explained(&cluster()?, &config, Some(spec)).map_err(|e| e.to_string()),
+            |spec| Ok(bench_dma_explained(&cluster()?, &config, Some(spec))?),
         )?
         .write_trace(explain)?;
     let samples = samples.samples;

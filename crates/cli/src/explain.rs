@@ -11,7 +11,10 @@
 //! (`"ph": "M"`) naming a process per kind of track (hosts, VMs, devices, links, workload)
 //! and a thread per track. Perfetto UI and chrome://tracing open it.
 
+use crate::error::CliError;
 use crate::render;
+use crate::usage::Usage;
+use crate::value_error::ValueError;
 use serde::Serialize;
 use smartio_machine::{CriticalPath, Trace, TrackKind};
 use smartio_workloads::{ExplainSpec, Explained, Explanation, Target};
@@ -39,7 +42,7 @@ pub struct Recorded<R> {
 impl<R> Recorded<R> {
     /// Writes the trace where `--trace` says (if it does); the result and the explained
     /// operations remain.
-    pub fn write_trace(self, args: &ExplainArgs) -> Result<(R, Vec<Explained>), String> {
+    pub fn write_trace(self, args: &ExplainArgs) -> Result<(R, Vec<Explained>), CliError> {
         if let (Some(path), Some(trace)) = (&args.trace, &self.trace) {
             write_trace(path, trace)?;
         }
@@ -96,14 +99,15 @@ pub struct ExplainArgs {
     pub trace_limit: Option<usize>,
 }
 
-fn trace_limit(s: &str) -> Result<usize, String> {
-    let n: usize = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number"))?;
+fn trace_limit(s: &str) -> Result<usize, ValueError> {
+    let n: usize = s.parse().map_err(|_| ValueError::NotCount {
+        text: s.to_string(),
+    })?;
     if !(1..=MAX_TRACE_LIMIT).contains(&n) {
-        return Err(format!(
-            "{n} is out of range 1..={MAX_TRACE_LIMIT} (each slice is a few hundred bytes of the trace file)"
-        ));
+        return Err(ValueError::TraceLimit {
+            n,
+            max: MAX_TRACE_LIMIT,
+        });
     }
     Ok(n)
 }
@@ -132,10 +136,10 @@ impl ExplainArgs {
     /// `--breakdown`, the trace only with `--trace` (see [`Recorded::write_trace`]).
     pub fn run<R: PartialEq>(
         &self,
-        first: impl FnOnce() -> Result<R, String>,
+        first: impl FnOnce() -> Result<R, CliError>,
         targets: impl FnOnce(&R) -> Vec<Target>,
-        again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), String>,
-    ) -> Result<Recorded<R>, String> {
+        again: impl FnOnce(&ExplainSpec) -> Result<(R, Explanation), CliError>,
+    ) -> Result<Recorded<R>, CliError> {
         let result = first()?;
         if !self.any() {
             return Ok(Recorded {
@@ -147,9 +151,7 @@ impl ExplainArgs {
         let spec = self.spec(targets(&result));
         let (recorded, explanation) = again(&spec)?;
         if recorded != result {
-            return Err(
-                "emulator bug: the recorded run measured something else than the first run".into(),
-            );
+            return Err(CliError::RecordedDiffers);
         }
         Ok(Recorded {
             result,
@@ -163,18 +165,18 @@ impl ExplainArgs {
     }
 
     /// Refuses a trace file that cannot be written, before anything runs.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CliError> {
         if let Some(path) = &self.trace {
             if path.is_dir() {
-                return Err(format!("--trace {}: is a directory", path.display()));
+                return Err(Usage::TraceIsDirectory { path: path.clone() }.into());
             }
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
             if let Some(dir) = dir.filter(|d| !d.is_dir()) {
-                return Err(format!(
-                    "--trace {}: the directory {} does not exist",
-                    path.display(),
-                    dir.display()
-                ));
+                return Err(Usage::TraceDirectory {
+                    path: path.clone(),
+                    dir: dir.to_path_buf(),
+                }
+                .into());
             }
         }
         Ok(())
@@ -431,15 +433,21 @@ pub fn traces_json(runs: &[(Option<&str>, &Trace)]) -> serde_json::Value {
 }
 
 /// Writes `trace` to `path`; says on standard error what was written.
-pub fn write_trace(path: &std::path::Path, trace: &Trace) -> Result<(), String> {
+pub fn write_trace(path: &std::path::Path, trace: &Trace) -> Result<(), CliError> {
     write_traces(path, &[(None, trace)])
 }
 
 /// Writes several runs' traces to `path` as one file ([`traces_json`]); says on standard
 /// error what was written.
-pub fn write_traces(path: &std::path::Path, runs: &[(Option<&str>, &Trace)]) -> Result<(), String> {
-    let text = serde_json::to_string(&traces_json(runs)).map_err(|e| e.to_string())?;
-    std::fs::write(path, text).map_err(|e| format!("--trace {}: {e}", path.display()))?;
+pub fn write_traces(
+    path: &std::path::Path,
+    runs: &[(Option<&str>, &Trace)],
+) -> Result<(), CliError> {
+    let text = serde_json::to_string(&traces_json(runs))?;
+    std::fs::write(path, text).map_err(|source| CliError::Trace {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let slices: usize = runs.iter().map(|(_, t)| t.events.len()).sum();
     let dropped: u64 = runs.iter().map(|(_, t)| t.dropped).sum();
     let note = if dropped > 0 {

@@ -4,6 +4,7 @@
 
 use crate::args::{Counters, GpuDirection};
 use crate::commands::print_json;
+use crate::error::CliError;
 use crate::render;
 use smartio_cluster::Cluster;
 use smartio_workloads::{
@@ -12,8 +13,12 @@ use smartio_workloads::{
 };
 
 /// `bench gpu-bandwidth`.
-pub fn bandwidth(cluster: &Cluster, config: GpuBandwidthConfig, json: bool) -> Result<(), String> {
-    let result = bench_gpu_bandwidth(cluster, &config).map_err(|e| e.to_string())?;
+pub fn bandwidth(
+    cluster: &Cluster,
+    config: GpuBandwidthConfig,
+    json: bool,
+) -> Result<(), CliError> {
+    let result = bench_gpu_bandwidth(cluster, &config)?;
     if json {
         return print_json(&result);
     }
@@ -49,8 +54,8 @@ pub fn p2p(
     config: GpuP2pConfig,
     json: bool,
     full_json: bool,
-) -> Result<(), String> {
-    let result = bench_gpu_p2p(cluster, &config).map_err(|e| e.to_string())?;
+) -> Result<(), CliError> {
+    let result = bench_gpu_p2p(cluster, &config)?;
     if json {
         // `bench p2p --json` keeps its shape (the samples); `bench gpu-p2p` prints everything.
         return if full_json {

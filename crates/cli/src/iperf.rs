@@ -4,7 +4,9 @@
 
 use crate::args::IperfArgs;
 use crate::commands::print_json;
+use crate::error::CliError;
 use crate::render;
+use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
@@ -14,22 +16,30 @@ use smartio_workloads::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming};
 const MAX_REPORTS: u64 = 10_000;
 
 /// `HOST=DEVICE` (or, for the server, `HOST` alone: its `nic0`).
-fn end(option: &str, text: &str, default_device: Option<&str>) -> Result<IperfEnd, String> {
+fn end(option: &'static str, text: &str, default_device: Option<&str>) -> Result<IperfEnd, Usage> {
     let (host, device) = match (text.split_once('='), default_device) {
         (Some((h, d)), _) => (h, d),
         (None, Some(d)) => (text, d),
         (None, None) => {
-            return Err(format!(
-                "--{option} {text:?}: expected HOST=DEVICE, e.g. borrower=lender:nic0"
-            ))
+            return Err(Usage::IperfEnd {
+                option,
+                text: text.into(),
+            })
         }
     };
     if host.is_empty() || device.is_empty() {
-        return Err(format!(
-            "--{option} {text:?}: both the host and the device must be named (HOST=DEVICE)"
-        ));
+        return Err(Usage::IperfEndHalf {
+            option,
+            text: text.into(),
+        });
     }
-    let device = crate::args::device(device).map_err(|e| format!("--{option} {text:?}: {e}"))?;
+    let device = smartio_fabric::DeviceRef::parse(device)
+        .map_err(|source| Usage::IperfDevice {
+            option,
+            text: text.into(),
+            source,
+        })?
+        .to_string();
     Ok(IperfEnd {
         host: host.into(),
         device,
@@ -38,29 +48,29 @@ fn end(option: &str, text: &str, default_device: Option<&str>) -> Result<IperfEn
 
 /// The report interval `a` asks for (default: a quarter of `--time`), checked against the
 /// duration: at most `--time`, and at most [`MAX_REPORTS`] reports in it.
-pub(crate) fn interval(a: &IperfArgs) -> Result<SimDuration, String> {
+pub(crate) fn interval(a: &IperfArgs) -> Result<SimDuration, CliError> {
     let interval = a
         .interval
         .unwrap_or(SimDuration::from_ps((a.time.as_ps() / 4).max(1)));
-    let us = |d: SimDuration| format!("{} us", d.as_ps() as f64 / 1e6);
     if interval.as_ps() > a.time.as_ps() {
-        return Err(format!(
-            "--interval {}: longer than --time {}: no report would fall inside the run",
-            us(interval),
-            us(a.time)
-        ));
+        return Err(Usage::IntervalPastTime {
+            interval,
+            time: a.time,
+        }
+        .into());
     }
     if a.time.as_ps() / interval.as_ps() > MAX_REPORTS {
-        return Err(format!(
-            "--interval {}: more than {MAX_REPORTS} reports in --time {} (allowed: an interval of at least a {MAX_REPORTS}th of the time)",
-            us(interval),
-            us(a.time)
-        ));
+        return Err(Usage::TooManyReports {
+            interval,
+            time: a.time,
+            max: MAX_REPORTS,
+        }
+        .into());
     }
     Ok(interval)
 }
 
-pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), CliError> {
     let interval = interval(&a)?;
     let config = IperfConfig {
         server: end("server", &a.server, Some("nic0"))?,
@@ -75,8 +85,8 @@ pub fn run(calibration: &Calibration, a: IperfArgs) -> Result<(), String> {
             write_bytes: a.len as usize,
         },
     };
-    let cluster = Cluster::seeded(&a.scenario, calibration, a.seed).map_err(|e| e.to_string())?;
-    let result = iperf(&cluster, &config).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&a.scenario, calibration, a.seed)?;
+    let result = iperf(&cluster, &config)?;
     if a.json {
         print_json(&result)
     } else {

@@ -112,6 +112,7 @@ mod commands;
 mod contrast;
 mod demo;
 mod dma;
+mod error;
 mod exp;
 mod explain;
 mod gpu;
@@ -125,6 +126,8 @@ mod render;
 mod repro;
 mod serve;
 mod sweep;
+mod usage;
+mod value_error;
 mod web;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping
@@ -140,8 +143,8 @@ fn main() -> ExitCode {
     let _progress = progress::install_on_terminal();
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("smartio: {message}");
+        Err(error) => {
+            eprintln!("smartio: {error}");
             ExitCode::FAILURE
         }
     }

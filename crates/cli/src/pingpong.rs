@@ -7,7 +7,9 @@
 
 use crate::args::PingpongArgs;
 use crate::commands::{first_host, print_json};
+use crate::error::CliError;
 use crate::explain;
+use crate::usage::Usage;
 use crate::{gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -24,7 +26,7 @@ const PINGPONG_ITERATIONS: u32 = 1000;
 const GPU_PINGPONG_ITERATIONS: u32 = 100_000;
 
 /// Runs `smartio pingpong`.
-pub fn run(calibration: &Calibration, args: PingpongArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, args: PingpongArgs) -> Result<(), CliError> {
     args.explain.check()?;
     match (&args.device_a, &args.device_b) {
         (Some(a), Some(b)) => devices(calibration, &args, a, b),
@@ -33,12 +35,17 @@ pub fn run(calibration: &Calibration, args: PingpongArgs) -> Result<(), String> 
 }
 
 /// A fresh cluster of the run's scenario and seed (each run, recorded or not, boots its own).
-fn cluster(calibration: &Calibration, args: &PingpongArgs) -> Result<Cluster, String> {
-    Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())
+fn cluster(calibration: &Calibration, args: &PingpongArgs) -> Result<Cluster, CliError> {
+    Ok(Cluster::seeded(&args.scenario, calibration, args.seed)?)
 }
 
 /// `--device-a A --device-b B`: kernels on two devices (GPUs, or DMA test devices).
-fn devices(calibration: &Calibration, args: &PingpongArgs, a: &str, b: &str) -> Result<(), String> {
+fn devices(
+    calibration: &Calibration,
+    args: &PingpongArgs,
+    a: &str,
+    b: &str,
+) -> Result<(), CliError> {
     let first = cluster(calibration, args)?;
     let host = match &args.host {
         Some(h) => h.clone(),
@@ -54,21 +61,23 @@ fn devices(calibration: &Calibration, args: &PingpongArgs, a: &str, b: &str) -> 
             counters: gpu::counter_place(args.counters),
         };
         let run = |cluster: &Cluster, spec: Option<&ExplainSpec>| {
-            gpu_pingpong_explained(cluster, &config, spec).map_err(|e| e.to_string())
+            gpu_pingpong_explained(cluster, &config, spec)
         };
         let (result, explained) = explain
             .run(
-                || run(&first, None).map(|(r, _)| r),
+                || Ok(run(&first, None).map(|(r, _)| r)?),
                 |r| explain::p50_p99(r.rtt_ns.p50, r.rtt_ns.p99),
-                |spec| run(&cluster(calibration, args)?, Some(spec)),
+                |spec| Ok(run(&cluster(calibration, args)?, Some(spec))?),
             )?
             .write_trace(explain)?;
         return report(args, &result, &explained, render::gpu_pingpong);
     }
     if args.counters.is_some() {
-        return Err(format!(
-            "--counters: only for a ping-pong between GPUs (kernels); {a} and {b} are not GPUs"
-        ));
+        return Err(Usage::CountersWithoutGpus {
+            a: a.to_string(),
+            b: b.to_string(),
+        }
+        .into());
     }
     let config = DevicePingPongConfig {
         host,
@@ -77,35 +86,37 @@ fn devices(calibration: &Calibration, args: &PingpongArgs, a: &str, b: &str) -> 
         iterations: args.iterations.unwrap_or(PINGPONG_ITERATIONS),
     };
     let run = |cluster: &Cluster, spec: Option<&ExplainSpec>| {
-        device_pingpong_explained(cluster, &config, spec).map_err(|e| e.to_string())
+        device_pingpong_explained(cluster, &config, spec)
     };
     let (result, explained) = explain
         .run(
-            || run(&first, None).map(|(r, _)| r),
+            || Ok(run(&first, None).map(|(r, _)| r)?),
             |r| explain::p50_p99(r.rtt_ns.p50, r.rtt_ns.p99),
-            |spec| run(&cluster(calibration, args)?, Some(spec)),
+            |spec| Ok(run(&cluster(calibration, args)?, Some(spec))?),
         )?
         .write_trace(explain)?;
     report(args, &result, &explained, render::device_pingpong)
 }
 
 /// `--from A --to B`: two hosts' CPUs.
-fn cpus(calibration: &Calibration, args: &PingpongArgs) -> Result<(), String> {
+fn cpus(calibration: &Calibration, args: &PingpongArgs) -> Result<(), CliError> {
     let (Some(from), Some(to)) = (&args.from, &args.to) else {
-        return Err("pingpong needs --from and --to (hosts), or --device-a and --device-b".into());
+        return Err(Usage::PingpongEnds.into());
     };
     if let Some(h) = &args.host {
-        return Err(format!(
-            "--host {h}: only with --device-a and --device-b (the host they are attached to); a ping-pong between CPUs runs between --from and --to"
-        ));
+        return Err(Usage::HostWithCpus { host: h.clone() }.into());
     }
     let config = PingPongConfig {
         from: from.clone(),
         to: to.clone(),
         iterations: args.iterations.unwrap_or(PINGPONG_ITERATIONS),
     };
-    let run = |spec: Option<&ExplainSpec>| {
-        pingpong_explained(&cluster(calibration, args)?, &config, spec).map_err(|e| e.to_string())
+    let run = |spec: Option<&ExplainSpec>| -> Result<_, CliError> {
+        Ok(pingpong_explained(
+            &cluster(calibration, args)?,
+            &config,
+            spec,
+        )?)
     };
     let explain = &args.explain;
     let (result, explained) = explain
@@ -137,7 +148,7 @@ fn report<R: serde::Serialize>(
     result: &R,
     explained: &[smartio_workloads::Explained],
     text: impl Fn(&R) -> String,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     if args.json {
         return print_json(&explain::WithBreakdown::new(result, explained));
     }

@@ -3,6 +3,8 @@
 //! their requests ([`smartio_workloads::nbd`]).
 
 use crate::commands::{announce_backing, check_backing, fio_method};
+use crate::error::CliError;
+use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
 use smartio_nbd::Listener;
@@ -91,13 +93,13 @@ pub struct NbdArgs {
 }
 
 /// Runs `serve`.
-pub fn run(calibration: &Calibration, serve: Serve) -> Result<(), String> {
+pub fn run(calibration: &Calibration, serve: Serve) -> Result<(), CliError> {
     match serve {
         Serve::Nbd(a) => nbd(calibration, a),
     }
 }
 
-fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
+fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), CliError> {
     let method = fio_method(&a.method, a.manager)?;
     let config = NbdConfig {
         host: a.host,
@@ -109,7 +111,7 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
         depth: a.depth,
         size: a.size,
     };
-    config.check().map_err(|e| e.to_string())?;
+    config.check()?;
     if let Some(path) = a.backing.as_deref() {
         check_backing(path)?;
     }
@@ -117,9 +119,8 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
     let listener = match (&a.socket, a.port) {
         (Some(path), _) => Listener::unix(std::path::Path::new(path)),
         (None, Some(port)) => Listener::tcp(port),
-        (None, None) => return Err("give --socket PATH or --port N".into()),
-    }
-    .map_err(|e| e.to_string())?;
+        (None, None) => return Err(Usage::NoListener.into()),
+    }?;
     no_huge_pages();
     let mut options = ClusterOptions {
         seed: a.seed,
@@ -132,12 +133,11 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
         ));
         (path, std::path::Path::new(path).exists())
     });
-    let cluster =
-        Cluster::with_options(&a.scenario, calibration, &options).map_err(|e| e.to_string())?;
+    let cluster = Cluster::with_options(&a.scenario, calibration, &options)?;
     if let Some((path, false)) = backing {
         announce_backing(path, &config.device);
     }
-    let export = NbdExport::start(&cluster, &config).map_err(|e| e.to_string())?;
+    let export = NbdExport::start(&cluster, &config)?;
     let description = export.export();
     let uri = listener.uri();
     let stop = Arc::new(AtomicBool::new(false));
@@ -147,7 +147,7 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
     let (tx, rx) = mpsc::channel();
     let _socket = listener
         .serve(description.clone(), tx)
-        .map_err(|e| format!("cannot start the listener: {e}"))?;
+        .map_err(CliError::Listener)?;
     eprintln!(
         "serving {:?} ({} bytes, {}-byte blocks, transfers of at most {} bytes){} at {uri}",
         description.name,
@@ -163,9 +163,7 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
     };
     // What the controller was asked to do, read through the driver before and after.
     let commands_before = export.io_commands().ok();
-    let stats = export
-        .serve(&rx, control, |s| print!("{}", render(s)))
-        .map_err(|e| e.to_string())?;
+    let stats = export.serve(&rx, control, |s| print!("{}", render(s)))?;
     print!("{}", render(&stats));
     if let (Some((r0, w0)), Ok((r1, w1))) = (commands_before, export.io_commands()) {
         println!(
@@ -178,8 +176,8 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), String> {
     // ends; if they cannot, the exit status says so.
     let durable = export.make_durable(&stats);
     let closed = export.close();
-    durable.map_err(|e| e.to_string())?;
-    closed.map_err(|e| e.to_string())
+    durable?;
+    Ok(closed?)
 }
 
 /// Turns transparent huge pages off for this process, before the cluster allocates anything.

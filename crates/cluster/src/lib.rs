@@ -89,7 +89,7 @@ use std::rc::Rc;
 use thiserror::Error;
 
 /// Why a cluster could not be assembled.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Debug, Error)]
 pub enum ClusterError {
     /// The scenario is malformed.
     #[error("{0}")]
@@ -114,7 +114,7 @@ pub enum ClusterError {
     },
     /// The engine could not be made (the live engine's shared memory).
     #[error("cannot start the engine: {0}")]
-    Engine(String),
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Loads `scenario` and sizes its tables from `calibration` (as a simulation would), after
@@ -277,16 +277,16 @@ impl Cluster {
 
     /// [`Cluster::with_options`] on an engine the caller makes from the fabric (the live
     /// engine gives each host shared memory first); `options.engine` is not consulted.
-    pub fn with_engine(
+    pub fn with_engine<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         scenario: &str,
         calibration: &Calibration,
         options: &ClusterOptions,
-        engine: impl FnOnce(Fabric) -> Result<Machine, String>,
+        engine: impl FnOnce(Fabric) -> Result<Machine, E>,
     ) -> Result<Cluster, ClusterError> {
         let spec = load_spec(scenario)?;
         let fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
         let calibration = calibration.configured_by(fabric.pcie());
-        let machine = engine(fabric).map_err(ClusterError::Engine)?;
+        let machine = engine(fabric).map_err(|e| ClusterError::Engine(e.into()))?;
         Self::assemble(machine, None, &calibration, options, Some(&spec))
     }
 

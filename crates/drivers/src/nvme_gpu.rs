@@ -66,9 +66,23 @@ pub mod ctl {
 /// Why a GPU queue could not be set up or taken down.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum GpuQueueError {
-    /// A size or count out of range (the message says which and the allowed range).
-    #[error("{0}")]
-    BadParameter(String),
+    /// The queues and data buffers do not fit the GPU memory its BAR1 aperture shows.
+    #[error(
+        "the queues and {entries} data buffers of {chunk} bytes need {len} bytes of GPU memory \
+         inside the {aperture}-byte BAR1 aperture; free from {base:#x} there is too little"
+    )]
+    ApertureTooSmall {
+        /// Queue entries (and data buffers) asked for.
+        entries: u16,
+        /// Bytes of each data buffer.
+        chunk: u64,
+        /// Bytes the queues and buffers need.
+        len: u64,
+        /// Bytes of GPU memory the aperture covers.
+        aperture: u64,
+        /// Where the free GPU memory starts.
+        base: u64,
+    },
     /// The GPU runtime refused (out of memory, device gone).
     #[error("GPU runtime: {0}")]
     Gpu(#[from] GpuError),
@@ -447,9 +461,13 @@ impl GpuQueue {
         let layout = Layout { base, ..probe };
         let aperture = gpu.properties().aperture;
         if base + len > aperture {
-            return Err(GpuQueueError::BadParameter(format!(
-                "the queues and {entries} data buffers of {chunk} bytes need {len} bytes of GPU memory inside the {aperture}-byte BAR1 aperture; free from {base:#x} there is too little"
-            )));
+            return Err(GpuQueueError::ApertureTooSmall {
+                entries,
+                chunk,
+                len,
+                aperture,
+                base,
+            });
         }
         let segment = *taken.segment.insert(smartio.local_device_segment(
             host,

@@ -5,7 +5,7 @@ use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, EngineKind, SHIPPED};
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme::BlockOp;
-use smartio_drivers::nvme_dist::{Client, DistError, Manager, SqPlacement};
+use smartio_drivers::nvme_dist::{BadRequest, Client, DistError, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_platform::{PhysAddr, PAGE_SIZE};
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
@@ -637,15 +637,17 @@ fn a_queue_may_have_exactly_the_controllers_maximum_entries_and_no_more() {
     assert_eq!(largest, Ok(1));
     assert_eq!(
         one,
-        Err(DistError::BadRequest(
-            "a queue needs 2..=4096 entries, not 1".into()
-        ))
+        Err(DistError::BadRequest(BadRequest::QueueEntries {
+            entries: 1,
+            max: 4096
+        }))
     );
     assert_eq!(
         over,
-        Err(DistError::BadRequest(
-            "a queue needs 2..=4096 entries, not 4097".into()
-        ))
+        Err(DistError::BadRequest(BadRequest::QueueEntries {
+            entries: 4097,
+            max: 4096
+        }))
     );
 }
 

@@ -15,7 +15,7 @@
 
 use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, PeerBar};
 use crate::driver::BoxFuture;
-use crate::os::{HostError, OsShared};
+use crate::os::{HostError, NoIntx, OsShared};
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command, msix};
@@ -75,7 +75,7 @@ pub trait DeviceBackend {
         Box::pin(async move {
             Err(HostError::NoIntx {
                 device: format!("function {}", endpoint.0),
-                why: "this kind of function has no legacy interrupt route".into(),
+                why: NoIntx::NoRoute,
             })
         })
     }
@@ -124,7 +124,7 @@ impl DeviceBackend for LocalFunction {
         Box::pin(async move {
             let line = u8::try_from(vector).map_err(|_| HostError::NoIntx {
                 device: format!("function {}", me.endpoint.0),
-                why: format!("vector {vector} is no interrupt line"),
+                why: NoIntx::NotALine(vector),
             })?;
             me.cpu
                 .config_write(me.endpoint, pci::INTERRUPT_LINE, &[line])
@@ -470,9 +470,9 @@ impl DeviceHandle {
     /// at which this device reaches the BAR's first byte, for peer-to-peer DMA.
     pub fn dma_map_peer(&self, target: &DeviceHandle, bar: u8) -> Result<BusAddr, DmaError> {
         self.present_dma()?;
-        let window = target.map_bar(bar).map_err(|e| DmaError::Window {
+        let window = target.map_bar(bar).map_err(|e| DmaError::PeerBar {
             device: self.inner.name.clone(),
-            message: e.to_string(),
+            source: Box::new(e),
         })?;
         let (host, endpoint) = target.function();
         self.inner.dma.map_peer(&PeerBar {
@@ -497,9 +497,9 @@ impl DeviceHandle {
             .inner
             .os
             .alloc(len)
-            .map_err(|e| DmaError::OutOfMemory {
+            .map_err(|source| DmaError::OutOfMemory {
                 device: self.inner.name.clone(),
-                message: e.to_string(),
+                source,
             })?;
         self.inner.os.zero(cpu, len);
         match self.inner.dma.map(cpu, len, DmaDirection::Bidirectional) {
@@ -607,7 +607,7 @@ impl DeviceHandle {
             .allocate_intx()
             .ok_or_else(|| HostError::NoIntx {
                 device: name.clone(),
-                why: "every interrupt line of the host is in use".into(),
+                why: NoIntx::LinesInUse,
             })?;
         let vector = self
             .inner

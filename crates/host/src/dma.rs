@@ -4,7 +4,7 @@
 //! function has its own domain and the DMA API hands out I/O virtual addresses mapped to the
 //! buffer's pages, so a device reaching anywhere else faults.
 
-use crate::memory::RamAllocator;
+use crate::memory::{RamAllocator, RamError};
 use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
 use smartio_machine::{CpuTiming, Machine};
 use smartio_platform::{BusAddr, PhysAddr, SimDuration, PAGE_SIZE};
@@ -56,12 +56,20 @@ pub enum DmaError {
         addr: BusAddr,
     },
     /// Host RAM is exhausted (coherent allocations).
-    #[error("{device}: {message}")]
+    #[error("{device}: {source}")]
     OutOfMemory {
         /// The device.
         device: String,
-        /// The allocator's message.
-        message: String,
+        /// The allocator's refusal.
+        source: RamError,
+    },
+    /// The peer's BAR could not be mapped for the CPU to find its window.
+    #[error("{device}: {source}")]
+    PeerBar {
+        /// The device doing DMA.
+        device: String,
+        /// The host's error about the peer.
+        source: Box<crate::HostError>,
     },
     /// The function is gone (a VF removed when its PF disabled SR-IOV).
     #[error("{device} is gone: its physical function disabled SR-IOV")]

@@ -127,6 +127,6 @@ pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId,
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver, ProbeError};
 pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
-pub use hypervisor::{GuestBar, PassThrough, Vfio, Vm, VmConfig, VmContext, VmError};
+pub use hypervisor::{GuestBar, PassThrough, Refusal, Vfio, Vm, VmConfig, VmContext, VmError};
 pub use memory::{RamAllocator, RamError};
 pub use os::{HostError, HostOs};

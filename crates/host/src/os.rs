@@ -109,7 +109,7 @@ pub enum HostError {
         /// The device.
         device: String,
         /// Why.
-        why: String,
+        why: NoIntx,
     },
     /// The function is gone (a VF removed when its PF disabled SR-IOV): every call on its
     /// handle answers this.
@@ -150,9 +150,50 @@ pub enum HostError {
         /// The PF.
         device: String,
     },
-    /// Something else a mapper or SmartIO reports.
+    /// A function named for VFIO pass-through that is not the host's own (a borrowed one).
+    #[error("{device} of {host} is not one of the host's own functions")]
+    NotOwnFunction {
+        /// The function as named.
+        device: String,
+        /// The host.
+        host: String,
+    },
+    /// A VM's guest kernel found no room in its PCI windows for a BAR.
+    #[error("{device}: no room for BAR{bar}: {source}")]
+    NoBarRoom {
+        /// The function.
+        device: String,
+        /// The BAR.
+        bar: u8,
+        /// The window allocator's refusal.
+        source: RamError,
+    },
+    /// The hypervisor could not give a guest function what it asked for (an interrupt).
+    #[error(transparent)]
+    Vm(Box<crate::VmError>),
+}
+
+/// Why a function's legacy INTx cannot be used ([`HostError::NoIntx`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NoIntx {
+    /// A borrowed device: its interrupt line is on the lender's side of the NTB.
+    #[error(
+        "legacy interrupts cannot cross the NTB; a borrowed device interrupts by MSI-X (a VM \
+         borrowing it by MDEV can use INTx)"
+    )]
+    AcrossNtb,
+    /// The function's backend has no line to route.
+    #[error("this kind of function has no legacy interrupt route")]
+    NoRoute,
+    /// The vector asked for is not an interrupt line number.
+    #[error("vector {0} is no interrupt line")]
+    NotALine(u32),
+    /// The host has no free interrupt line.
+    #[error("every interrupt line of the host is in use")]
+    LinesInUse,
+    /// The hypervisor could not route the line into the VM.
     #[error("{0}")]
-    Other(String),
+    Vm(#[source] Box<crate::VmError>),
 }
 
 /// State shared by a kernel and the handles of its devices.

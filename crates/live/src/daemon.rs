@@ -9,6 +9,7 @@
 
 use crate::pages::RegisterPages;
 use crate::protocol::{self, Handle, Reply, Request, WireError};
+use crate::refusal::{Refused, RequestError};
 use crate::shm::SharedRam;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::{
@@ -17,7 +18,7 @@ use rustix::net::{
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_direct::DirectEngine;
-use smartio_fabric::{Access, ClusterNodeId, EndpointId, HostId, Requester, Target};
+use smartio_fabric::{Access, EndpointId, HostId, Requester, Target};
 use smartio_host::HostOs;
 use smartio_nbd::socket_path::{check_socket_path, SocketPathError};
 use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
@@ -41,7 +42,13 @@ pub enum DaemonError {
     Cluster(#[from] ClusterError),
     /// A host kernel would not boot.
     #[error("booting the hosts: {0}")]
-    Boot(String),
+    Boot(#[source] smartio_host::HostError),
+    /// SmartIO would not register the hosts' devices.
+    #[error("booting the hosts: {0}")]
+    Register(#[source] SciError),
+    /// The engine maker returned without making the engine (an emulator bug).
+    #[error("booting the hosts: no engine was made")]
+    NoEngine,
     /// The socket.
     #[error("socket {path}: {source}")]
     Socket {
@@ -61,8 +68,11 @@ pub enum DaemonError {
         max: u32,
     },
     /// Another daemon answers on the socket already.
-    #[error("socket {0}: a cluster daemon is already listening there")]
-    Running(String),
+    #[error("socket {path}: a cluster daemon is already listening there")]
+    Running {
+        /// The socket's path.
+        path: String,
+    },
     /// The socket path cannot be one (the check every server's Unix socket passes).
     #[error(transparent)]
     SocketPath(#[from] SocketPathError),
@@ -193,7 +203,8 @@ pub(crate) struct Table {
     orphans: Vec<Object>,
     /// The program ends of sessions opened without a program ([`Daemon::open_session`]).
     sessions: BTreeMap<u64, OwnedFd>,
-    next: u64,
+    /// The last handle given out.
+    pub(crate) next: u64,
 }
 
 /// The running daemon.
@@ -273,24 +284,20 @@ impl Daemon {
                 let mut memory: Vec<Box<dyn HostMemory>> = Vec::new();
                 for host in fabric.hosts() {
                     let size = host.ram.iter().map(|r| r.end).max().unwrap_or(0);
-                    let ram = SharedRam::new(&format!("smartio-{}-ram", host.name), size)
-                        .map_err(|e| e.to_string())?;
-                    files.push(ram.file().map_err(|e| e.to_string())?);
+                    let ram = SharedRam::new(&format!("smartio-{}-ram", host.name), size)?;
+                    files.push(ram.file()?);
                     memory.push(Box::new(ram));
                 }
                 let engine = DirectEngine::on_wall_clock(fabric, calibration, memory);
                 made = Some(engine.clone());
-                Ok(engine.machine())
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(engine.machine())
             },
         )?;
-        let engine = made.ok_or_else(|| DaemonError::Boot("no engine was made".into()))?;
+        let engine = made.ok_or(DaemonError::NoEngine)?;
         check_adapters(&cluster)?;
-        let hosts =
-            HostOs::boot_all(&cluster.machine).map_err(|e| DaemonError::Boot(e.to_string()))?;
+        let hosts = HostOs::boot_all(&cluster.machine).map_err(DaemonError::Boot)?;
         let smartio = SmartIo::new(&cluster.machine, &hosts, &cluster.calibration);
-        smartio
-            .register_all()
-            .map_err(|e| DaemonError::Boot(e.to_string()))?;
+        smartio.register_all().map_err(DaemonError::Register)?;
         let listener = listen_at(path)?;
         Ok(Daemon {
             engine,
@@ -337,7 +344,7 @@ impl Daemon {
     }
 
     /// The node ids `name` stands for: a host's adapters, or the adapter of that name.
-    fn node_ids_named(&self, name: &str) -> Vec<u32> {
+    pub(crate) fn node_ids_named(&self, name: &str) -> Vec<u32> {
         let f = self.cluster.machine.fabric();
         if let Some(host) = f.host_by_name(name) {
             return (0..)
@@ -604,12 +611,8 @@ impl Daemon {
             }
             (_, Request::Stats) => Ok(Some((Reply::Stats(Box::new(self.stats())), None))),
             (None, Request::Hello { host, attach }) => self.hello(conn, &host, attach),
-            (Some(_), Request::Hello { .. }) => Err(SciError::Illegal(
-                "this connection has already said which host it is".into(),
-            )),
-            (None, _) => Err(SciError::Illegal(
-                "the first request on a connection must be Hello".into(),
-            )),
+            (Some(_), Request::Hello { .. }) => Err(Refused::HelloAgain.into()),
+            (None, _) => Err(Refused::NoHello.into()),
             (Some(host), request) => self.dispatch(conn, host, request),
         };
         let answer = match result {
@@ -624,21 +627,23 @@ impl Daemon {
         answer
     }
 
-    fn hello(&self, conn: u64, name: &str, attach: Option<u64>) -> Result<Answer, SciError> {
+    fn hello(&self, conn: u64, name: &str, attach: Option<u64>) -> Result<Answer, RequestError> {
         let host = self.smartio.host_by_name(name)?;
         let mut t = self.table.borrow_mut();
         if let Some(owner) = attach {
             let same_host = t.conns.get(&owner).and_then(|c| c.host) == Some(host);
             if !same_host || t.conns.get(&owner).map(|c| c.acts_for) != Some(owner) {
-                return Err(SciError::Illegal(format!(
-                    "descriptor {owner} (no open descriptor of host {name} has that token)"
-                )));
+                return Err(Refused::UnknownToken {
+                    token: owner,
+                    host: name.to_string(),
+                }
+                .into());
             }
         }
-        let c = t
-            .conns
-            .get_mut(&conn)
-            .ok_or_else(|| SciError::Stale(format!("connection {conn}")))?;
+        let c = t.conns.get_mut(&conn).ok_or(SciError::Stale {
+            what: "connection",
+            id: conn,
+        })?;
         c.host = Some(host);
         c.acts_for = attach.unwrap_or(conn);
         Ok(Some((
@@ -650,75 +655,13 @@ impl Daemon {
         )))
     }
 
-    /// Records `object` for the descriptor `conn` acts for; returns its handle.
-    pub(crate) fn keep(&self, conn: u64, object: Object) -> Handle {
-        let mut t = self.table.borrow_mut();
-        let owner = t.owner_of(conn);
-        t.next += 1;
-        let handle = t.next;
-        t.objects.insert(handle, (owner, object));
-        handle
-    }
-
-    /// Runs `f` on the object `handle` if the descriptor `conn` acts for owns it.
-    pub(crate) fn with<R>(
-        &self,
+    /// Sends `request` of `host`'s descriptor `conn` to the calls of its kind.
+    fn dispatch(
+        &mut self,
         conn: u64,
-        handle: Handle,
-        f: impl FnOnce(&Object) -> Result<R, SciError>,
-    ) -> Result<R, SciError> {
-        self.with_owned(conn, handle, false, f)
-    }
-
-    /// Runs `f` on the object `handle` if a descriptor of the program `conn` belongs to
-    /// owns it: for an object a call takes besides its first (the segment mapped for a
-    /// device), which may come from another descriptor of the same program.
-    pub(crate) fn with_in_process<R>(
-        &self,
-        conn: u64,
-        handle: Handle,
-        f: impl FnOnce(&Object) -> Result<R, SciError>,
-    ) -> Result<R, SciError> {
-        self.with_owned(conn, handle, true, f)
-    }
-
-    /// Runs `f` on the object `handle` if `conn`'s descriptor owns it or, with
-    /// `in_process`, another descriptor of the same program does.
-    fn with_owned<R>(
-        &self,
-        conn: u64,
-        handle: Handle,
-        in_process: bool,
-        f: impl FnOnce(&Object) -> Result<R, SciError>,
-    ) -> Result<R, SciError> {
-        let t = self.table.borrow();
-        let owner = t.owner_of(conn);
-        match t.objects.get(&handle) {
-            Some((o, object)) if *o == owner || (in_process && t.same_process(*o, owner)) => {
-                f(object)
-            }
-            _ => Err(SciError::Stale(format!("handle {handle}"))),
-        }
-    }
-
-    fn segment(&self, conn: u64, handle: Handle) -> Result<LocalSegment, SciError> {
-        self.with(conn, handle, |o| match o {
-            Object::Segment(s) => Ok(*s),
-            _ => Err(SciError::Stale(format!("segment handle {handle}"))),
-        })
-    }
-
-    pub(crate) fn forget(&self, handle: Handle) -> Option<Object> {
-        self.table
-            .borrow_mut()
-            .objects
-            .remove(&handle)
-            .map(|(_, o)| o)
-    }
-
-    fn dispatch(&mut self, conn: u64, host: HostId, request: Request) -> Result<Answer, SciError> {
-        let sisci = self.smartio.sisci().clone();
-        let done = |reply| Ok(Some((reply, None)));
+        host: HostId,
+        request: Request,
+    ) -> Result<Answer, RequestError> {
         match request {
             Request::Hello { .. } | Request::Shutdown | Request::Stats => {
                 unreachable!("handled by the caller")
@@ -749,234 +692,26 @@ impl Daemon {
                 segment,
                 timeout_ms,
             } => self.wait_segment_event(conn, host, segment, timeout_ms),
-            Request::NodeIdsByName { name } => {
-                if name.len() > protocol::MAX_NAME {
-                    return Err(SciError::Illegal(format!(
-                        "an adapter name of {} bytes; at most {}",
-                        name.len(),
-                        protocol::MAX_NAME
-                    )));
-                }
-                done(Reply::NodeIds(self.node_ids_named(&name)))
-            }
-            Request::ProbeNode { adapter, node_id } => {
-                sisci.probe_node(host, adapter, ClusterNodeId(node_id))?;
-                done(Reply::Value(1))
-            }
-            Request::Flush { map } => {
-                let id = self.with(conn, map, |o| match o {
-                    Object::RemoteMap(m) => Ok(Some(m.id())),
-                    Object::LocalMap(_) | Object::CpuMap { .. } => Ok(None),
-                    _ => Err(SciError::Stale(format!("map handle {map}"))),
-                })?;
-                if let Some(id) = id {
-                    if self.reflective.flush(id, &self.cluster.machine) {
-                        self.engine.advance();
-                    }
-                }
-                done(Reply::Done)
-            }
-            Request::LocalNodeId { adapter } => {
-                done(Reply::Value(u64::from(sisci.node_id(host, adapter)?.0)))
-            }
-            Request::CreateSegment { id, size } => {
-                let seg = sisci.create_segment(host, id, size)?;
-                let handle = self.keep(conn, Object::Segment(seg));
-                done(Reply::Segment {
-                    handle,
-                    id: seg.id,
-                    size: seg.size,
-                    phys: seg.phys.get(),
-                })
-            }
-            Request::PrepareSegment { segment, adapter } => {
-                sisci.prepare_segment(&self.segment(conn, segment)?, adapter)?;
-                done(Reply::Done)
-            }
-            Request::SetAvailable { segment, adapter } => {
-                sisci.set_available(&self.segment(conn, segment)?, adapter)?;
-                done(Reply::Done)
-            }
-            Request::SetUnavailable { segment, adapter } => {
-                sisci.set_unavailable(&self.segment(conn, segment)?, adapter)?;
-                done(Reply::Done)
-            }
-            Request::RemoveSegment { segment } => {
-                // A broadcast segment leaves its group as it goes.
-                let seg = self.segment(conn, segment)?;
-                let memberships: Vec<Handle> = self
-                    .table
-                    .borrow()
-                    .objects
-                    .iter()
-                    .filter(|(_, (_, o))| matches!(o, Object::Member { seg: s, .. } if *s == seg))
-                    .map(|(h, _)| *h)
-                    .collect();
-                for m in memberships {
-                    self.end(conn, m, "membership", |o| {
-                        matches!(o, Object::Member { .. })
-                    })?;
-                }
-                self.end(conn, segment, "segment", |o| {
-                    matches!(o, Object::Segment(_))
-                })
-            }
-            Request::MapLocal {
-                segment,
-                offset,
-                size,
-            } => {
-                let seg = self.segment(conn, segment)?;
-                check_range("segment", offset, size, seg.size)?;
-                let map = sisci.map_local(&seg)?;
-                let handle = self.keep(conn, Object::LocalMap(map));
-                Ok(mapped(
-                    handle,
-                    seg.phys.get() + offset,
-                    size,
-                    FileOf::Ram(host),
-                ))
-            }
-            Request::ConnectSegment {
-                node_id,
-                segment_id,
-                adapter,
-            } => {
-                let remote =
-                    sisci.connect_segment(host, adapter, ClusterNodeId(node_id), segment_id)?;
-                let handle = self.keep(conn, Object::Remote(remote));
-                self.note_connected(&remote);
-                done(Reply::Remote {
-                    handle,
-                    size: remote.size,
-                })
-            }
-            Request::DisconnectSegment { remote } => {
-                // A device segment's maps are the daemon's (a SISCI connection's maps are
-                // counted by the model, which refuses the same way).
-                let mapped = self
-                    .table
-                    .borrow()
-                    .objects
-                    .values()
-                    .filter(|(_, o)| matches!(o, Object::CpuMap { via, .. } if *via == remote))
-                    .count();
-                if mapped > 0 {
-                    return Err(SciError::Busy {
-                        what: format!("connection {remote}"),
-                        users: format!("{mapped} maps"),
-                    });
-                }
-                self.end(conn, remote, "connection", |o| {
-                    matches!(o, Object::Remote(_) | Object::DeviceRemote { .. })
-                })
-            }
-            Request::MapRemote {
-                remote,
-                offset,
-                size,
-            } => {
-                let target = self.with(conn, remote, |o| match o {
-                    Object::Remote(r) => Ok(Ok(*r)),
-                    Object::DeviceRemote { seg, .. } => Ok(Err(*seg)),
-                    _ => Err(SciError::Stale(format!("connection handle {remote}"))),
-                })?;
-                let r = match target {
-                    Ok(r) => r,
-                    Err(seg) => {
-                        return self.map_device_segment(conn, host, remote, seg, offset, size)
-                    }
-                };
-                let map = sisci.map_remote(&r, offset, size)?;
-                if matches!(r.target, smartio_fabric::LutTarget::Multicast(_)) {
-                    if let Err(e) = self.open_window(host, &map, size) {
-                        sisci.unmap(&map)?;
-                        return Err(e);
-                    }
-                    let id = map.id();
-                    let handle = self.keep(conn, Object::RemoteMap(map));
-                    return Ok(mapped(handle, 0, size, FileOf::Window(id)));
-                }
-                let (file, at) = match self.landing(host, map.bus_addr(), size) {
-                    Ok(Landing::Ram { host, phys }) => (FileOf::Ram(host), phys),
-                    Ok(Landing::Bar { .. }) => {
-                        sisci.unmap(&map)?;
-                        return Err(SciError::Illegal(
-                            "a SISCI connection that reaches a BAR".into(),
-                        ));
-                    }
-                    Err(e) => {
-                        sisci.unmap(&map)?;
-                        return Err(e);
-                    }
-                };
-                let handle = self.keep(conn, Object::RemoteMap(map));
-                Ok(mapped(handle, at, size, file))
-            }
-            Request::Unmap { map } => self.end(conn, map, "map", |o| {
-                matches!(
-                    o,
-                    Object::LocalMap(_) | Object::RemoteMap(_) | Object::CpuMap { .. }
-                )
-            }),
-            Request::CreateDataInterrupt { adapter, number } => {
-                let intr = sisci.create_data_interrupt(host, adapter, number)?;
-                let handle = self.keep(conn, Object::Interrupt(intr));
-                done(Reply::Interrupt {
-                    handle,
-                    number: intr.id,
-                })
-            }
-            Request::RemoveDataInterrupt { interrupt } => {
-                self.end(conn, interrupt, "interrupt", |o| {
-                    matches!(o, Object::Interrupt(_))
-                })
-            }
-            Request::ConnectDataInterrupt {
-                node_id,
-                adapter,
-                number,
-            } => {
-                let remote =
-                    sisci.connect_data_interrupt(host, adapter, ClusterNodeId(node_id), number)?;
-                let handle = self.keep(conn, Object::RemoteInterrupt(remote));
-                done(Reply::Interrupt { handle, number })
-            }
-            Request::DisconnectDataInterrupt { remote } => {
-                self.end(conn, remote, "interrupt", |o| {
-                    matches!(o, Object::RemoteInterrupt(_))
-                })
-            }
-            Request::TriggerDataInterrupt { remote, data } => {
-                let r = self.with(conn, remote, |o| match o {
-                    Object::RemoteInterrupt(r) => Ok(r.clone()),
-                    _ => Err(SciError::Stale(format!("interrupt handle {remote}"))),
-                })?;
-                self.answer_later(conn, None, async move {
-                    r.trigger(&data).await.map(|()| Reply::Done)
-                });
-                Ok(None)
-            }
-            Request::WaitDataInterrupt {
-                interrupt,
-                timeout_ms,
-            } => {
-                let intr = self.with(conn, interrupt, |o| match o {
-                    Object::Interrupt(i) => Ok(*i),
-                    _ => Err(SciError::Stale(format!("interrupt handle {interrupt}"))),
-                })?;
-                // No timeout: the longest wait there is (durations saturate at ~213 days).
-                let timeout = timeout_ms.map_or(SimDuration(u64::MAX), |ms| {
-                    SimDuration::from_us(u64::from(ms).saturating_mul(1_000))
-                });
-                self.answer_later(conn, Some(interrupt), async move {
-                    sisci
-                        .wait_data_interrupt(&intr, timeout)
-                        .await
-                        .map(Reply::Data)
-                });
-                Ok(None)
-            }
+            Request::NodeIdsByName { .. }
+            | Request::ProbeNode { .. }
+            | Request::LocalNodeId { .. } => self.dispatch_node(host, request),
+            Request::CreateSegment { .. }
+            | Request::PrepareSegment { .. }
+            | Request::SetAvailable { .. }
+            | Request::SetUnavailable { .. }
+            | Request::RemoveSegment { .. }
+            | Request::MapLocal { .. } => self.dispatch_segment(conn, host, request),
+            Request::ConnectSegment { .. }
+            | Request::DisconnectSegment { .. }
+            | Request::MapRemote { .. }
+            | Request::Unmap { .. }
+            | Request::Flush { .. } => self.dispatch_connection(conn, host, request),
+            Request::CreateDataInterrupt { .. }
+            | Request::RemoveDataInterrupt { .. }
+            | Request::ConnectDataInterrupt { .. }
+            | Request::DisconnectDataInterrupt { .. }
+            | Request::TriggerDataInterrupt { .. }
+            | Request::WaitDataInterrupt { .. } => self.dispatch_interrupt(conn, host, request),
         }
     }
 
@@ -986,7 +721,7 @@ impl Daemon {
         &self,
         conn: u64,
         waits_on: Option<Handle>,
-        work: impl std::future::Future<Output = Result<Reply, SciError>> + 'static,
+        work: impl std::future::Future<Output = Result<Reply, impl Into<RequestError>>> + 'static,
     ) {
         let table = Rc::clone(&self.table);
         let socket = match table.borrow_mut().conns.get_mut(&conn) {
@@ -1009,18 +744,20 @@ impl Daemon {
                     return None;
                 }
                 if let Some(h) = waits_on.filter(|h| !t.objects.contains_key(h)) {
-                    return Some(SciError::Stale(format!(
-                        "handle {h}, removed while a call waited on it,"
-                    )));
+                    return Some(RequestError::from(Refused::RemovedWhileWaiting {
+                        handle: h,
+                    }));
                 }
             }
         };
         self.cluster.machine.spawn(async move {
             let reply = match race(work, gone).await {
                 Either::Left(Ok(reply)) => reply,
-                Either::Left(Err(e)) | Either::Right(Some(e)) => {
+                Either::Left(Err(e)) => {
+                    let e: RequestError = e.into();
                     error_reply(e.class().code(), e.to_string())
                 }
+                Either::Right(Some(e)) => error_reply(e.class().code(), e.to_string()),
                 Either::Right(None) => return,
             };
             let _ = protocol::send_now(socket.as_fd(), &reply, None);
@@ -1037,7 +774,7 @@ impl Daemon {
         host: HostId,
         addr: BusAddr,
         size: u64,
-    ) -> Result<Landing, SciError> {
+    ) -> Result<Landing, Refused> {
         let fabric = self.cluster.machine.fabric();
         let mut first: Option<Landing> = None;
         let mut done = 0;
@@ -1049,7 +786,7 @@ impl Daemon {
                     size - done,
                     Access::Write,
                 )
-                .map_err(|e| SciError::Illegal(format!("the map's address does not route: {e}")))?;
+                .map_err(Refused::Unroutable)?;
             let here = match route.target {
                 Target::Memory { host, addr } => Landing::Ram {
                     host,
@@ -1064,24 +801,16 @@ impl Daemon {
                     bar,
                     offset,
                 },
-                _ => {
-                    return Err(SciError::Illegal(
-                        "the map lands in neither RAM nor a BAR".into(),
-                    ))
-                }
+                _ => return Err(Refused::NeitherRamNorBar),
             };
             match first {
                 None => first = Some(here),
                 Some(start) if start.advanced(done) == here => {}
-                Some(_) => {
-                    return Err(SciError::Illegal(
-                        "the map lands in memory that is not contiguous".into(),
-                    ))
-                }
+                Some(_) => return Err(Refused::NotContiguous),
             }
             done += route.len;
         }
-        first.ok_or_else(|| SciError::Illegal("an empty map".into()))
+        first.ok_or(Refused::EmptyMap)
     }
 
     /// Releases everything the descriptor `id` made (and forgets its auxiliary
@@ -1153,7 +882,7 @@ impl Daemon {
 
     /// Releases one object: the one way objects end, whether a program asks or its
     /// descriptor closes.
-    fn release(&mut self, sisci: &Sisci, object: &Object) -> Result<(), SciError> {
+    pub(crate) fn release(&mut self, sisci: &Sisci, object: &Object) -> Result<(), SciError> {
         match object {
             Object::LocalMap(m) => sisci.unmap_local(m),
             Object::RemoteMap(m) => {
@@ -1213,45 +942,6 @@ impl Daemon {
         self.ram_files
             .get(index)
             .map(|f| crate::shm::committed(f.as_fd()))
-    }
-
-    /// Ends the object `handle` of the descriptor `conn` acts for, if `kind` accepts it
-    /// (`what` names the kind for the error): released as a closing program's would be,
-    /// and forgotten; if that is refused, it stays.
-    pub(crate) fn end(
-        &mut self,
-        conn: u64,
-        handle: Handle,
-        what: &str,
-        kind: impl Fn(&Object) -> bool,
-    ) -> Result<Answer, SciError> {
-        let (owner, object) = {
-            let mut t = self.table.borrow_mut();
-            let owner = t.owner_of(conn);
-            match t.objects.remove(&handle) {
-                Some((o, object)) if o == owner && kind(&object) => (owner, object),
-                other => {
-                    if let Some(entry) = other {
-                        t.objects.insert(handle, entry);
-                    }
-                    return Err(SciError::Stale(format!("{what} handle {handle}")));
-                }
-            }
-        };
-        let sisci = self.smartio.sisci().clone();
-        match self.release(&sisci, &object) {
-            Ok(()) => {
-                self.segment_events.borrow_mut().forget(handle);
-                Ok(Some((Reply::Done, None)))
-            }
-            Err(e) => {
-                self.table
-                    .borrow_mut()
-                    .objects
-                    .insert(handle, (owner, object));
-                Err(e)
-            }
-        }
     }
 }
 
@@ -1358,7 +1048,9 @@ fn listen_at(path: &str) -> Result<OwnedFd, DaemonError> {
     };
     if std::path::Path::new(path).exists() {
         if protocol::Connection::open(path).is_ok() {
-            return Err(DaemonError::Running(path.to_string()));
+            return Err(DaemonError::Running {
+                path: path.to_string(),
+            });
         }
         // A socket nobody answers on is a daemon's that ended without removing it.
         let _ = std::fs::remove_file(path);

@@ -3,8 +3,10 @@
 //! requester-id registrations. A BAR a program maps is a register page ([`crate::pages`]).
 
 use crate::daemon::{check_range, mapped, Answer, Daemon, FileOf, Landing, Object};
+use crate::handles::Scope;
 use crate::pages::MAX_PAGE_BYTES;
 use crate::protocol::{DeviceEntry, Handle, Reply, Request};
+use crate::refusal::{Refused, RequestError};
 use smartio_fabric::HostId;
 use smartio_smartio::{DeviceBorrow, Fdid, Hints, SciError, Segment};
 use std::rc::Rc;
@@ -23,8 +25,32 @@ const MULTIHOST: u32 = 0x10;
 const P2P: u32 = 0x20;
 const ALL_HINTS: u32 = DEVICE_READ | DEVICE_WRITE | HOST_READ | HOST_WRITE | MULTIHOST | P2P;
 
-fn illegal(what: String) -> SciError {
-    SciError::Illegal(what)
+/// The memory a device segment request names (`SCI_MEMTYPE_*`), checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemType {
+    /// One of the device's BARs.
+    Bar,
+    /// Memory SmartIO places for the device, for the borrower that made it alone.
+    Private,
+    /// Memory SmartIO places for the device, for every borrower.
+    Shared,
+}
+
+impl MemType {
+    /// Decodes `SCI_MEMTYPE_*`.
+    fn decode(memtype: u32) -> Option<MemType> {
+        match memtype {
+            MEMTYPE_BAR => Some(MemType::Bar),
+            MEMTYPE_PRIVATE => Some(MemType::Private),
+            MEMTYPE_SHARED => Some(MemType::Shared),
+            _ => None,
+        }
+    }
+}
+
+/// A reply with no memory file.
+fn done(reply: Reply) -> Result<Answer, RequestError> {
+    Ok(Some((reply, None)))
 }
 
 impl Daemon {
@@ -33,27 +59,11 @@ impl Daemon {
         conn: u64,
         host: HostId,
         request: Request,
-    ) -> Result<Answer, SciError> {
-        let done = |reply| Ok(Some((reply, None)));
+    ) -> Result<Answer, RequestError> {
         match request {
             Request::DeviceList => done(Reply::Devices(self.device_entries())),
             Request::BorrowDevice { fdid, exclusive } => {
-                let borrow = self.smartio.borrow_device(host, Fdid(fdid), exclusive)?;
-                let handle = self.keep(conn, Object::Device(borrow));
-                let (smartio, table) = (self.smartio.clone(), Rc::clone(&self.table));
-                // A borrowed device decodes its BARs and masters the bus (the lender's
-                // configuration write), as SmartIO's driver does on a borrow.
-                self.answer_later(conn, None, async move {
-                    match smartio.enable_device(&borrow).await {
-                        Ok(()) => Ok(Reply::Made(handle)),
-                        Err(e) => {
-                            table.borrow_mut().objects.remove(&handle);
-                            let _ = smartio.return_device(borrow);
-                            Err(e)
-                        }
-                    }
-                });
-                Ok(None)
+                self.borrow_device(conn, host, Fdid(fdid), exclusive)
             }
             Request::ReturnDevice { device } => {
                 let borrow = self.borrow(conn, device)?;
@@ -66,104 +76,20 @@ impl Daemon {
                 size,
                 memtype,
                 hints,
-            } => {
-                let borrow = self.borrow(conn, device)?;
-                if memtype != MEMTYPE_PRIVATE && memtype != MEMTYPE_SHARED {
-                    return Err(illegal(format!(
-                        "memory type {memtype} for a device segment (SCI_MEMTYPE_PRIVATE or SCI_MEMTYPE_SHARED)"
-                    )));
-                }
-                if hints & !ALL_HINTS != 0 {
-                    return Err(illegal(format!("access hints {hints:#x}")));
-                }
-                if self.created(borrow.fdid.0, id).is_some() {
-                    return Err(SciError::SegmentIdInUse {
-                        host: format!("device {}", borrow.fdid),
-                        id,
-                    });
-                }
-                let seg = self
-                    .smartio
-                    .create_segment(&borrow, size, hints_of(hints))?;
-                self.keep(
-                    conn,
-                    Object::Created {
-                        fdid: borrow.fdid.0,
-                        id,
-                        seg,
-                        shared: memtype == MEMTYPE_SHARED,
-                    },
-                );
-                done(Reply::Done)
-            }
+            } => self.create_device_segment(conn, device, id, size, memtype, hints),
             Request::ConnectDeviceSegment {
                 device,
                 id,
                 memtype,
-            } => {
-                let borrow = self.borrow(conn, device)?;
-                let seg = match memtype {
-                    MEMTYPE_BAR => {
-                        let bar = u8::try_from(id)
-                            .map_err(|_| illegal(format!("BAR {id} of device {}", borrow.fdid)))?;
-                        self.smartio.bar_segment(&borrow, bar)?
-                    }
-                    MEMTYPE_PRIVATE | MEMTYPE_SHARED => {
-                        let (owner, seg, shared) =
-                            self.created(borrow.fdid.0, id).ok_or_else(|| {
-                                illegal(format!("device {} has no segment {id}", borrow.fdid))
-                            })?;
-                        let mine = self.table.borrow().owner_of(conn) == owner;
-                        if !shared && !mine {
-                            return Err(illegal(format!(
-                                "segment {id} of device {} is another borrower's private memory",
-                                borrow.fdid
-                            )));
-                        }
-                        seg
-                    }
-                    other => return Err(illegal(format!("memory type {other}"))),
-                };
-                let bar = memtype == MEMTYPE_BAR;
-                let handle = self.keep(conn, Object::DeviceRemote { device, seg, bar });
-                done(Reply::Remote {
-                    handle,
-                    size: seg.size,
-                })
-            }
+            } => self.connect_device_segment(conn, device, id, memtype),
             Request::MapForDevice {
                 device,
                 segment,
                 offset,
                 size,
-            } => {
-                let borrow = self.borrow(conn, device)?;
-                let seg = self.segment_of(conn, segment)?;
-                check_range("segment", offset, size, seg.size)?;
-                let addr = self.smartio.map_for_device(&borrow, &seg)?;
-                let known = self.table.borrow().objects.values().any(|(_, o)| {
-                    matches!(o, Object::DeviceMap { device: d, seg: s } if *d == device && *s == seg)
-                });
-                if !known {
-                    self.keep(conn, Object::DeviceMap { device, seg });
-                }
-                done(Reply::Value(addr.get() + offset))
-            }
+            } => self.map_for_device(conn, device, segment, offset, size),
             Request::UnmapForDevice { device, segment } => {
-                let borrow = self.borrow(conn, device)?;
-                let seg = self.segment_of(conn, segment)?;
-                let handle = self.find(conn, |o| {
-                    matches!(o, Object::DeviceMap { device: d, seg: s } if *d == device && *s == seg)
-                });
-                let handle = handle.ok_or_else(|| {
-                    illegal(format!(
-                        "the segment is not mapped for device {}",
-                        borrow.fdid
-                    ))
-                })?;
-                self.smartio.unmap_device(&borrow, &seg)?;
-                self.forget(handle);
-                done(Reply::Done)
+                self.unmap_for_device(conn, device, segment)
             }
             Request::RegisterRequester { bus, devfn } => {
                 let name = self.function_at(host, bus, devfn)?;
@@ -172,12 +98,164 @@ impl Daemon {
                 done(Reply::Made(handle))
             }
             Request::UnregisterRequester { requester } => {
-                self.end(conn, requester, "requester", |o| {
+                Ok(self.end(conn, requester, "requester handle", |o| {
                     matches!(o, Object::Requester(_))
-                })
+                })?)
             }
             _ => unreachable!("only device requests come here"),
         }
+    }
+
+    /// `BorrowDevice`: a borrowed device decodes its BARs and masters the bus (the
+    /// lender's configuration write), as SmartIO's driver does on a borrow; a task answers.
+    fn borrow_device(
+        &mut self,
+        conn: u64,
+        host: HostId,
+        fdid: Fdid,
+        exclusive: bool,
+    ) -> Result<Answer, RequestError> {
+        let borrow = self.smartio.borrow_device(host, fdid, exclusive)?;
+        let handle = self.keep(conn, Object::Device(borrow));
+        let (smartio, table) = (self.smartio.clone(), Rc::clone(&self.table));
+        self.answer_later(conn, None, async move {
+            match smartio.enable_device(&borrow).await {
+                Ok(()) => Ok(Reply::Made(handle)),
+                Err(e) => {
+                    table.borrow_mut().objects.remove(&handle);
+                    let _ = smartio.return_device(borrow);
+                    Err(e)
+                }
+            }
+        });
+        Ok(None)
+    }
+
+    /// `CreateDeviceSegment`: memory SmartIO places for the device, private or shared.
+    fn create_device_segment(
+        &mut self,
+        conn: u64,
+        device: Handle,
+        id: u32,
+        size: u64,
+        memtype: u32,
+        hints: u32,
+    ) -> Result<Answer, RequestError> {
+        let borrow = self.borrow(conn, device)?;
+        let shared = match MemType::decode(memtype) {
+            Some(MemType::Private) => false,
+            Some(MemType::Shared) => true,
+            Some(MemType::Bar) | None => return Err(Refused::DeviceSegmentType { memtype }.into()),
+        };
+        if hints & !ALL_HINTS != 0 {
+            return Err(Refused::Hints { hints }.into());
+        }
+        if self.created(borrow.fdid.0, id).is_some() {
+            return Err(SciError::SegmentIdInUse {
+                host: format!("device {}", borrow.fdid),
+                id,
+            }
+            .into());
+        }
+        let seg = self
+            .smartio
+            .create_segment(&borrow, size, hints_of(hints))?;
+        self.keep(
+            conn,
+            Object::Created {
+                fdid: borrow.fdid.0,
+                id,
+                seg,
+                shared,
+            },
+        );
+        done(Reply::Done)
+    }
+
+    /// `ConnectDeviceSegment`: a BAR of the device, or memory made for it (another
+    /// borrower's only if shared).
+    fn connect_device_segment(
+        &mut self,
+        conn: u64,
+        device: Handle,
+        id: u32,
+        memtype: u32,
+    ) -> Result<Answer, RequestError> {
+        let borrow = self.borrow(conn, device)?;
+        let kind = MemType::decode(memtype).ok_or(Refused::MemoryType { memtype })?;
+        let seg = match kind {
+            MemType::Bar => {
+                let bar = u8::try_from(id).map_err(|_| Refused::NoSuchBar {
+                    id,
+                    fdid: borrow.fdid,
+                })?;
+                self.smartio.bar_segment(&borrow, bar)?
+            }
+            MemType::Private | MemType::Shared => {
+                let (owner, seg, shared) =
+                    self.created(borrow.fdid.0, id)
+                        .ok_or(Refused::NoDeviceSegment {
+                            fdid: borrow.fdid,
+                            id,
+                        })?;
+                let mine = self.table.borrow().owner_of(conn) == owner;
+                if !shared && !mine {
+                    return Err(Refused::PrivateSegment {
+                        id,
+                        fdid: borrow.fdid,
+                    }
+                    .into());
+                }
+                seg
+            }
+        };
+        let bar = kind == MemType::Bar;
+        let handle = self.keep(conn, Object::DeviceRemote { device, seg, bar });
+        done(Reply::Remote {
+            handle,
+            size: seg.size,
+        })
+    }
+
+    /// `MapForDevice`: the device's address of `offset` in the segment.
+    fn map_for_device(
+        &mut self,
+        conn: u64,
+        device: Handle,
+        segment: Handle,
+        offset: u64,
+        size: u64,
+    ) -> Result<Answer, RequestError> {
+        let borrow = self.borrow(conn, device)?;
+        let seg = self.segment_of(conn, segment)?;
+        check_range("segment", offset, size, seg.size)?;
+        let addr = self.smartio.map_for_device(&borrow, &seg)?;
+        let known = self.table.borrow().objects.values().any(|(_, o)| {
+            matches!(o, Object::DeviceMap { device: d, seg: s } if *d == device && *s == seg)
+        });
+        if !known {
+            self.keep(conn, Object::DeviceMap { device, seg });
+        }
+        done(Reply::Value(addr.get() + offset))
+    }
+
+    /// `UnmapForDevice`: refused for a segment not mapped for the device.
+    fn unmap_for_device(
+        &mut self,
+        conn: u64,
+        device: Handle,
+        segment: Handle,
+    ) -> Result<Answer, RequestError> {
+        let borrow = self.borrow(conn, device)?;
+        let seg = self.segment_of(conn, segment)?;
+        let handle = self
+            .find(conn, |o| {
+                matches!(o, Object::DeviceMap { device: d, seg: s } if *d == device && *s == seg)
+            })
+            .ok_or(Refused::NotMappedForDevice { fdid: borrow.fdid })?;
+        self.smartio.unmap_device(&borrow, &seg)?;
+        self.forget(handle);
+        done(Reply::Done)
     }
 
     /// Maps a device segment for the program: RAM, or a BAR as its register page.
@@ -189,7 +267,7 @@ impl Daemon {
         seg: Segment,
         offset: u64,
         size: u64,
-    ) -> Result<Answer, SciError> {
+    ) -> Result<Answer, RequestError> {
         check_range("segment", offset, size, seg.size)?;
         let map = self.smartio.map_for_cpu(host, &seg)?;
         let landing = self.landing(
@@ -197,7 +275,7 @@ impl Daemon {
             smartio_platform::BusAddr(map.addr.get() + offset),
             size,
         );
-        let placed = match landing {
+        let placed = match landing.map_err(RequestError::from) {
             Ok(Landing::Ram { host, phys }) => Ok((FileOf::Ram(host), phys, None)),
             Ok(Landing::Bar {
                 endpoint,
@@ -214,14 +292,17 @@ impl Daemon {
                     .find(|b| b.index == bar)
                     .map_or(0, |b| b.size);
                 if bar_size > MAX_PAGE_BYTES {
-                    Err(illegal(format!(
-                        "BAR{bar} of {bar_size} bytes: the live engine maps BARs of up to {MAX_PAGE_BYTES} bytes"
-                    )))
+                    Err(Refused::BarTooLarge {
+                        bar,
+                        size: bar_size,
+                        max: MAX_PAGE_BYTES,
+                    }
+                    .into())
                 } else {
                     self.pages
                         .open(&self.engine, endpoint, bar, bar_size)
                         .map(|_| (FileOf::Page(endpoint, bar), offset, Some((endpoint, bar))))
-                        .map_err(|e| illegal(e.to_string()))
+                        .map_err(|e| Refused::Page(e).into())
                 }
             }
             Err(e) => Err(e),
@@ -292,25 +373,35 @@ impl Daemon {
     }
 
     fn borrow(&self, conn: u64, device: Handle) -> Result<DeviceBorrow, SciError> {
-        self.with(conn, device, |o| match o {
-            Object::Device(b) => Ok(*b),
-            _ => Err(SciError::Stale(format!("device handle {device}"))),
-        })
+        self.resolve(
+            conn,
+            device,
+            Scope::Descriptor,
+            "device handle",
+            |o| match o {
+                Object::Device(b) => Some(*b),
+                _ => None,
+            },
+        )
     }
 
     /// The device-API segment a handle names: a local segment, a connection to another
     /// host's segment, or a device segment — of any descriptor of the program.
-    fn segment_of(&self, conn: u64, handle: Handle) -> Result<Segment, SciError> {
+    fn segment_of(&self, conn: u64, handle: Handle) -> Result<Segment, RequestError> {
         let sisci = self.smartio.sisci().clone();
-        self.with_in_process(conn, handle, |o| match o {
-            Object::Segment(s) => Ok(Segment::from(*s)),
-            Object::Remote(r) => sisci
-                .connected_segment(r)
-                .map(Segment::from)
-                .ok_or_else(|| illegal(format!("connection {handle} reaches no segment"))),
-            Object::DeviceRemote { seg, .. } => Ok(*seg),
-            _ => Err(SciError::Stale(format!("segment handle {handle}"))),
-        })
+        let seg = self.resolve(
+            conn,
+            handle,
+            Scope::Process,
+            "segment handle",
+            |o| match o {
+                Object::Segment(s) => Some(Some(Segment::from(*s))),
+                Object::Remote(r) => Some(sisci.connected_segment(r).map(Segment::from)),
+                Object::DeviceRemote { seg, .. } => Some(Some(*seg)),
+                _ => None,
+            },
+        )?;
+        Ok(seg.ok_or(Refused::Unconnected { handle })?)
     }
 
     /// The segment `id` made for device `fdid`: its owner, the segment, whether shared.
@@ -328,21 +419,6 @@ impl Daemon {
                 } if *f == fdid && *i == id => Some((*owner, *seg, *shared)),
                 _ => None,
             })
-    }
-
-    /// Handles of the descriptor's objects that `wanted` picks.
-    fn handles(&self, conn: u64, wanted: impl Fn(&Object) -> bool) -> Vec<Handle> {
-        let t = self.table.borrow();
-        let owner = t.owner_of(conn);
-        t.objects
-            .iter()
-            .filter(|(_, (o, object))| *o == owner && wanted(object))
-            .map(|(h, _)| *h)
-            .collect()
-    }
-
-    fn find(&self, conn: u64, wanted: impl Fn(&Object) -> bool) -> Option<Handle> {
-        self.handles(conn, wanted).into_iter().next()
     }
 
     /// The devices SmartIO lends, with their PCI identity and the lender's node id.
@@ -371,7 +447,7 @@ impl Daemon {
     }
 
     /// The name of `host`'s function at bus `bus`, device/function `devfn`.
-    fn function_at(&self, host: HostId, bus: u32, devfn: u32) -> Result<String, SciError> {
+    fn function_at(&self, host: HostId, bus: u32, devfn: u32) -> Result<String, Refused> {
         let fabric = self.cluster.machine.fabric();
         fabric
             .endpoints()
@@ -382,11 +458,10 @@ impl Daemon {
                     && (u32::from(e.bdf.dev) << 3 | u32::from(e.bdf.func)) == devfn
             })
             .map(|e| e.name.clone())
-            .ok_or_else(|| {
-                illegal(format!(
-                    "host {} has no function at bus {bus:#x} devfn {devfn:#x}",
-                    fabric.host(host).name
-                ))
+            .ok_or_else(|| Refused::NoFunction {
+                host: fabric.host(host).name.clone(),
+                bus,
+                devfn,
             })
     }
 }

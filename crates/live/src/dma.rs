@@ -12,7 +12,9 @@
 //! through the window need one, as any device's do).
 
 use crate::daemon::{error_reply, Answer, Daemon, Object};
+use crate::handles::Scope;
 use crate::protocol::{DmaEntry, Handle, Reply, Request};
+use crate::refusal::{Refused, RequestError};
 use smartio_drivers::ntb_dma::{engine_registers, queue_memory_bytes, QueueMemory};
 use smartio_drivers::sisci_dma::{
     SisciDmaError, SisciDmaQueue, VecEntry, Vector, MAX_QUEUE_ENTRIES,
@@ -43,11 +45,8 @@ pub(crate) struct LiveDmaQueue {
 }
 
 impl LiveDmaQueue {
-    fn queue(&self) -> Result<Rc<SisciDmaQueue<Agent>>, SciError> {
-        self.queue
-            .borrow()
-            .clone()
-            .ok_or_else(|| SciError::Illegal("the DMA queue is still being created".into()))
+    fn queue(&self) -> Result<Rc<SisciDmaQueue<Agent>>, Refused> {
+        self.queue.borrow().clone().ok_or(Refused::QueueNotReady)
     }
 
     /// Transfers started and not waited for.
@@ -107,7 +106,7 @@ impl Daemon {
         conn: u64,
         host: HostId,
         request: Request,
-    ) -> Result<Answer, SciError> {
+    ) -> Result<Answer, RequestError> {
         match request {
             Request::CreateDmaQueue { adapter, entries } => {
                 self.create_dma_queue(conn, host, adapter, entries)
@@ -132,7 +131,7 @@ impl Daemon {
                 self.answer_later(conn, Some(queue), async move {
                     let state = q.wait_for(until, timeout).await;
                     live.unmap_waited(&sisci);
-                    Ok(dma_reply(state.map(|s| Reply::Value(u64::from(s.code())))))
+                    Ok::<_, SciError>(dma_reply(state.map(|s| Reply::Value(u64::from(s.code())))))
                 });
                 Ok(None)
             }
@@ -140,14 +139,14 @@ impl Daemon {
                 let q = self.dma_queue(conn, queue)?.queue()?;
                 self.answer_later(conn, Some(queue), async move {
                     let state = q.state().await;
-                    Ok(dma_reply(state.map(|s| Reply::Value(u64::from(s.code())))))
+                    Ok::<_, SciError>(dma_reply(state.map(|s| Reply::Value(u64::from(s.code())))))
                 });
                 Ok(None)
             }
             Request::AbortDma { queue } => {
                 let q = self.dma_queue(conn, queue)?.queue()?;
                 self.answer_later(conn, Some(queue), async move {
-                    Ok(dma_reply(q.abort().await.map(|()| Reply::Done)))
+                    Ok::<_, SciError>(dma_reply(q.abort().await.map(|()| Reply::Done)))
                 });
                 Ok(None)
             }
@@ -159,19 +158,25 @@ impl Daemon {
                         None,
                     )));
                 }
-                self.end(conn, queue, "DMA queue", |o| {
+                Ok(self.end(conn, queue, "DMA queue handle", |o| {
                     matches!(o, Object::DmaQueue(_))
-                })
+                })?)
             }
             _ => unreachable!("dispatch sends only DMA requests here"),
         }
     }
 
     fn dma_queue(&self, conn: u64, handle: Handle) -> Result<Rc<LiveDmaQueue>, SciError> {
-        self.with(conn, handle, |o| match o {
-            Object::DmaQueue(q) => Ok(Rc::clone(q)),
-            _ => Err(SciError::Stale(format!("DMA queue handle {handle}"))),
-        })
+        self.resolve(
+            conn,
+            handle,
+            Scope::Descriptor,
+            "DMA queue handle",
+            |o| match o {
+                Object::DmaQueue(q) => Some(Rc::clone(q)),
+                _ => None,
+            },
+        )
     }
 
     fn create_dma_queue(
@@ -180,7 +185,7 @@ impl Daemon {
         host: HostId,
         number: u32,
         entries: u32,
-    ) -> Result<Answer, SciError> {
+    ) -> Result<Answer, RequestError> {
         let sisci = self.smartio.sisci().clone();
         let adapter = sisci.adapter(host, number)?;
         let entries = u64::from(entries);
@@ -197,9 +202,11 @@ impl Daemon {
             let (endpoint, bar0) = engine_registers(&f, adapter);
             (endpoint, bar0, f.adapter_name(adapter))
         };
-        let bar0 = bar0.ok_or_else(|| SciError::Illegal(format!("{name} has no register BAR")))?;
+        let bar0 = bar0.ok_or_else(|| Refused::NoRegisterBar {
+            adapter: name.clone(),
+        })?;
         if self.dma_engines.borrow().contains(&adapter) {
-            return Err(SciError::DmaEngineTaken { adapter: name });
+            return Err(SciError::DmaEngineTaken { adapter: name }.into());
         }
         let ring = sisci.create_segment(host, None, queue_memory_bytes(entries))?;
         let taken = sisci.prepare_segment(&ring, number).and_then(|()| {
@@ -211,7 +218,7 @@ impl Daemon {
             if sisci.remove_segment(&ring).is_ok() {
                 machine.zero_memory(host, ring.phys, ring.size);
             }
-            return Err(e);
+            return Err(e.into());
         }
         self.dma_engines.borrow_mut().insert(adapter);
         let live = Rc::new(LiveDmaQueue {
@@ -235,7 +242,7 @@ impl Daemon {
             match SisciDmaQueue::create(cpu, bar0, memory, entries).await {
                 Ok(q) => {
                     *live.queue.borrow_mut() = Some(Rc::new(q));
-                    Ok(Reply::Made(handle))
+                    Ok::<_, SciError>(Reply::Made(handle))
                 }
                 Err(e) => {
                     table.borrow_mut().objects.remove(&handle);
@@ -255,30 +262,38 @@ impl Daemon {
         remote: Handle,
         entries: &[DmaEntry],
         flags: u32,
-    ) -> Result<Answer, SciError> {
+    ) -> Result<Answer, RequestError> {
         let live = self.dma_queue(conn, queue)?;
         let q = live.queue()?;
-        let seg = self.with_in_process(conn, local, |o| match o {
-            Object::Segment(s) => Ok(*s),
-            _ => Err(SciError::Stale(format!("segment handle {local}"))),
+        let seg = self.resolve(conn, local, Scope::Process, "segment handle", |o| match o {
+            Object::Segment(s) => Some(*s),
+            _ => None,
         })?;
-        let r: RemoteSegment = self.with_in_process(conn, remote, |o| match o {
-            Object::Remote(r) => Ok(*r),
-            _ => Err(SciError::Stale(format!("connection handle {remote}"))),
-        })?;
+        let r: RemoteSegment = self.resolve(
+            conn,
+            remote,
+            Scope::Process,
+            "connection handle",
+            |o| match o {
+                Object::Remote(r) => Some(*r),
+                _ => None,
+            },
+        )?;
         let sisci = self.smartio.sisci().clone();
         if seg.host != live.host || !sisci.is_prepared(&seg, live.number)? {
             return Err(SciError::NotPrepared {
                 host: self.cluster.machine.fabric().host(seg.host).name.clone(),
                 id: seg.id,
                 adapter: live.number,
-            });
+            }
+            .into());
         }
         if r.adapter != live.adapter || !matches!(r.target, LutTarget::Adapter(_)) {
-            return Err(SciError::Illegal(format!(
-                "connection {remote} is not made through the DMA queue's adapter {}",
-                live.number
-            )));
+            return Err(Refused::OtherAdapter {
+                connection: remote,
+                adapter: live.number,
+            }
+            .into());
         }
         let vector: Vec<VecEntry> = entries
             .iter()
@@ -298,7 +313,7 @@ impl Daemon {
             let started = q
                 .start(&vector, BusAddr(seg.phys.get()), window.bus_addr())
                 .await;
-            Ok(dma_reply(match started {
+            Ok::<_, SciError>(dma_reply(match started {
                 Ok(batch) => {
                     live.windows.borrow_mut().push((batch.end, window));
                     Ok(Reply::Value(batch.end))

@@ -11,7 +11,9 @@
 //! `SCI_CB_NOT_OPERATIONAL` and `SCI_CB_OPERATIONAL` do not happen here.
 
 use crate::daemon::{Answer, Daemon, Object};
+use crate::handles::Scope;
 use crate::protocol::{Handle, Reply};
+use crate::refusal::{Refused, RequestError};
 use smartio_fabric::{HostId, LutTarget};
 use smartio_platform::{Clock, SimDuration};
 use smartio_smartio::sisci::{LocalSegment, RemoteSegment};
@@ -194,13 +196,13 @@ impl Daemon {
         host: HostId,
         handle: Handle,
         timeout_ms: Option<u32>,
-    ) -> Result<Answer, SciError> {
-        self.with(conn, handle, |o| match o {
-            Object::Segment(_) | Object::Remote(_) => Ok(()),
-            _ => Err(SciError::Stale(format!(
-                "handle {handle} (neither a segment nor a connection)"
-            ))),
+    ) -> Result<Answer, RequestError> {
+        let source = self.resolve(conn, handle, Scope::Descriptor, "handle", |o| {
+            Some(matches!(o, Object::Segment(_) | Object::Remote(_)))
         })?;
+        if !source {
+            return Err(Refused::NoEventSource { handle }.into());
+        }
         let events = Rc::clone(&self.segment_events);
         let cpu = self.cluster.machine.cpu(host);
         let limit = timeout_ms.map(|ms| SimDuration::from_us(u64::from(ms).saturating_mul(1_000)));

@@ -55,13 +55,16 @@
 //!   and the accesses and bytes each link carried each way; `NOT_COUNTED` says what it never
 //!   sees (programs' loads and stores into mapped segments).
 
+mod calls;
 pub mod daemon;
 mod device_api;
 mod dma;
 mod events;
+mod handles;
 mod pages;
 pub mod protocol;
 mod reflect;
+mod refusal;
 pub mod shm;
 pub mod stats;
 

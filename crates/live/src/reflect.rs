@@ -21,6 +21,7 @@
 
 use crate::daemon::{Answer, Daemon, Object};
 use crate::protocol::{Handle, Reply};
+use crate::refusal::{Refused, RequestError};
 use crate::shm::{Mapping, ShmError};
 use rustix::fs::{ftruncate, memfd_create, MemfdFlags};
 use smartio_fabric::{GroupId, HostId, LutTarget};
@@ -162,19 +163,18 @@ impl Daemon {
         conn: u64,
         handle: Handle,
         adapter: u32,
-    ) -> Result<Answer, SciError> {
-        let seg: LocalSegment = self.with(conn, handle, |o| match o {
-            Object::Segment(s) => Ok(*s),
-            _ => Err(SciError::Stale(format!("segment handle {handle}"))),
-        })?;
+    ) -> Result<Answer, RequestError> {
+        let seg: LocalSegment = self.segment(conn, handle)?;
         let sisci = self.smartio.sisci().clone();
         let existing = self.reflective.group(seg.id);
         let group = match existing {
             Some(g) if g.size != seg.size => {
-                return Err(SciError::Illegal(format!(
-                    "broadcast segment {} is {} bytes; its group's members have {}",
-                    seg.id, seg.size, g.size
-                )))
+                return Err(Refused::GroupSize {
+                    segment: seg.id,
+                    size: seg.size,
+                    group: g.size,
+                }
+                .into())
             }
             Some(g) => g.group,
             None => sisci.create_multicast_group(seg.size)?,
@@ -183,7 +183,7 @@ impl Daemon {
             if existing.is_none() {
                 let _ = sisci.remove_multicast_group(group);
             }
-            return Err(e);
+            return Err(e.into());
         }
         self.reflective
             .groups
@@ -214,7 +214,7 @@ impl Daemon {
         host: HostId,
         id: u32,
         adapter: u32,
-    ) -> Result<Answer, SciError> {
+    ) -> Result<Answer, RequestError> {
         let g = self
             .reflective
             .group(id)
@@ -246,17 +246,17 @@ impl Daemon {
         host: HostId,
         map: &RemoteMap,
         size: u64,
-    ) -> Result<(), SciError> {
+    ) -> Result<(), RequestError> {
         if size > MAX_WINDOW_BYTES {
             return Err(SciError::OutOfRange {
                 what: "broadcast map (the live engine watches at most 4 MiB of one)",
                 offset: 0,
                 len: size,
                 size: MAX_WINDOW_BYTES,
-            });
+            }
+            .into());
         }
-        let w = Window::new(host, map.bus_addr(), size)
-            .map_err(|e| SciError::Illegal(format!("no memory file for the window: {e}")))?;
+        let w = Window::new(host, map.bus_addr(), size).map_err(Refused::WindowFile)?;
         self.reflective.windows.insert(map.id(), w);
         Ok(())
     }

@@ -73,8 +73,11 @@ pub enum HandshakeError {
     Aborted,
     /// `NBD_OPT_EXPORT_NAME` named an export that is not here (that option cannot be
     /// answered with an error, so the session ends).
-    #[error("no export named {0:?}")]
-    UnknownExport(String),
+    #[error("no export named {:?}", String::from_utf8_lossy(.asked))]
+    UnknownExport {
+        /// The name the client sent, as it sent it.
+        asked: Vec<u8>,
+    },
     /// An option's data is too long to be an option this server takes.
     #[error("option {option} carries {len} bytes of data")]
     OptionTooLong {
@@ -128,9 +131,7 @@ pub fn negotiate<S: Read + Write>(
         match opt {
             option::EXPORT_NAME => {
                 if !export.selected_by(&data) {
-                    return Err(HandshakeError::UnknownExport(
-                        String::from_utf8_lossy(&data).into_owned(),
-                    ));
+                    return Err(HandshakeError::UnknownExport { asked: data });
                 }
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&export.size.to_be_bytes());
@@ -380,7 +381,9 @@ mod tests {
         assert!(matches!(r, Err(HandshakeError::ClientFlags(4))));
         let mut c = 3u32.to_be_bytes().to_vec();
         opt(&mut c, option::EXPORT_NAME, b"other");
-        assert!(matches!(run(c).0, Err(HandshakeError::UnknownExport(n)) if n == "other"));
+        assert!(
+            matches!(run(c).0, Err(HandshakeError::UnknownExport { asked }) if asked == b"other")
+        );
         let mut c = 3u32.to_be_bytes().to_vec();
         opt(&mut c, option::ABORT, &[]);
         let (r, out) = run(c);

@@ -127,7 +127,7 @@ mod error;
 pub mod lending;
 pub mod sisci;
 
-pub use error::{check_range, SciError, SciErrorClass, SCI_ERR_MASK};
+pub use error::{check_range, DeviceIommuFailure, SciError, SciErrorClass, SCI_ERR_MASK};
 
 pub use lending::{
     BorrowOptions, CpuMap, DeviceBorrow, DeviceInfo, Fdid, Hints, Lent, Mdev, PeerRequester,

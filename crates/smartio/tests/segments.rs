@@ -107,7 +107,7 @@ fn the_lut_limit_is_an_error_naming_the_adapter_and_unmapping_frees_entries() {
         sci.unmap(m).expect("mapped");
     }
     assert_eq!(sci.lut_usage(adapter).0, limit - 10);
-    assert!(matches!(sci.unmap(&maps[0]), Err(SciError::Stale(_))));
+    assert!(matches!(sci.unmap(&maps[0]), Err(SciError::Stale { .. })));
     let again = sci
         .map_remote(&remote, 0, 4096)
         .expect("entries were freed");
@@ -458,7 +458,7 @@ fn a_removed_segments_automatic_id_is_not_handed_out_again() {
     );
     let stale = sci.remove_segment(&first);
     assert!(
-        matches!(stale, Err(SciError::Stale(_))),
+        matches!(stale, Err(SciError::Stale { .. })),
         "the removed segment's handle is stale: {stale:?}"
     );
     sci.remove_segment(&second)

@@ -10,12 +10,22 @@ use smartio_devices::dma::{MEMORY_BAR, REGISTER_BAR};
 use smartio_drivers::{BlockOp, DmaTestDriver, DriverError, Location, NvmeDevice, NvmeDriver};
 use smartio_host::vm::GuestPageSize;
 use smartio_host::DeviceHandle;
-use smartio_host::{Driver, HostOs, PassThrough, Vfio, Vm, VmConfig, VmError};
+use smartio_host::{Driver, HostOs, PassThrough, Refusal, Vfio, Vm, VmConfig, VmError};
 use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
+
+/// SmartIO's own error inside an MDEV pass-through refusal.
+fn smartio_refusal(err: &VmError) -> &SmartIoError {
+    match err {
+        VmError::PassThrough { source, .. } => source
+            .backend_error::<SmartIoError>()
+            .unwrap_or_else(|| panic!("not SmartIO's refusal: {err:?}")),
+        other => panic!("a pass-through refusal: {other:?}"),
+    }
+}
 
 struct Setup {
     cluster: Cluster,
@@ -301,14 +311,12 @@ fn a_second_vm_resetting_a_device_the_first_holds_is_told_who_holds_it_until_the
         vm.shutdown().await.expect("shuts down");
         (during, refused, after_refusal, lending, api, back)
     });
-    assert_eq!(
-        refused,
-        VmError::PassThrough {
-            vm: "borrower/vm1".into(),
-            device: "lender:nvme0".into(),
-            message: held.to_string(),
-        }
+    assert!(
+        matches!(&refused, VmError::PassThrough { vm, device, .. }
+            if vm == "borrower/vm1" && device == "lender:nvme0"),
+        "{refused:?}"
     );
+    assert_eq!(smartio_refusal(&refused), &held);
     assert!(refused.to_string().contains("borrower/vm0"), "{refused}");
     assert_eq!(
         after_refusal, during,
@@ -405,14 +413,12 @@ fn assert_needs_iommu(err: &VmError, host: &str) {
         vm: "borrower/vm0".into(),
         host: host.into(),
     };
-    assert_eq!(
-        *err,
-        VmError::PassThrough {
-            vm: "borrower/vm0".into(),
-            device: "lender:nvme0".into(),
-            message: needs.to_string(),
-        }
+    assert!(
+        matches!(err, VmError::PassThrough { vm, device, .. }
+            if vm == "borrower/vm0" && device == "lender:nvme0"),
+        "{err:?}"
     );
+    assert_eq!(smartio_refusal(err), &needs);
     assert!(
         err.to_string()
             .contains(&format!("MDEV needs the IOMMU of {host}")),
@@ -447,9 +453,6 @@ fn a_vm_larger_than_the_lender_ntb_window_is_refused_with_both_sizes_and_takes_n
         "lender:nvme0",
         config("vm0", 2 * GIB, GuestPageSize::Huge),
     );
-    let VmError::PassThrough { message, .. } = &err else {
-        panic!("a pass-through refusal: {err:?}");
-    };
     let adapter = s
         .cluster
         .machine
@@ -462,9 +465,9 @@ fn a_vm_larger_than_the_lender_ntb_window_is_refused_with_both_sizes_and_takes_n
         window: GIB,
         memory: 2 * GIB,
     };
-    assert_eq!(*message, small.to_string());
+    assert_eq!(smartio_refusal(&err), &small);
     assert_eq!(
-        message,
+        small.to_string(),
         "lender:nvme0: VM borrower/vm0 has 2G of memory, but lender.ntb0's NTB window is only 1G; MDEV maps all of it"
     );
 }
@@ -1230,8 +1233,13 @@ fn a_vm_refused_its_second_device_gives_back_the_first_it_had_already_reset() {
         (during, refused, after, dma0_holders)
     });
     assert!(
-        matches!(&refused, VmError::PassThrough { vm, device, message }
-            if vm == "borrower/vm1" && device == "lender:nvme0" && message.contains("borrower/vm0")),
+        matches!(&refused, VmError::PassThrough { vm, device, .. }
+            if vm == "borrower/vm1" && device == "lender:nvme0"),
+        "{refused:?}"
+    );
+    assert!(
+        matches!(smartio_refusal(&refused), SmartIoError::Borrowed { borrower, .. }
+            if borrower == "borrower/vm0"),
         "{refused:?}"
     );
     assert!(dma0_holders.is_empty(), "dma0 went back: {dma0_holders:?}");
@@ -1277,10 +1285,11 @@ fn a_function_passed_through_by_vfio_is_not_lent_and_a_lent_one_is_not_passed_th
         other => panic!("expected InUseByLender, got {other:?}"),
     }
     match mdev_refused {
-        Err(VmError::PassThrough { message, .. }) => {
-            assert!(message.contains("vfio-pci"), "{message}")
-        }
-        other => panic!("expected a refused pass-through, got {other:?}"),
+        Err(e) => assert!(
+            matches!(smartio_refusal(&e), SmartIoError::InUseByLender { driver, .. } if driver == "vfio-pci"),
+            "{e:?}"
+        ),
+        Ok(()) => panic!("expected a refused pass-through"),
     }
     assert_eq!(after, None, "VFIO let go of the function");
 
@@ -1303,8 +1312,11 @@ fn a_function_passed_through_by_vfio_is_not_lent_and_a_lent_one_is_not_passed_th
         (refused, lender.bound_driver("nvme0"))
     });
     match refused {
-        Err(VmError::PassThrough { message, .. }) => {
-            assert!(message.contains("in use by smartio"), "{message}")
+        Err(VmError::PassThrough { source, .. }) => {
+            assert!(
+                matches!(&*source, Refusal::InUse { driver, .. } if driver == "smartio"),
+                "{source:?}"
+            )
         }
         other => panic!("expected a refused pass-through, got {other:?}"),
     }

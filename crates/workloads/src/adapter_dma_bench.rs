@@ -14,6 +14,7 @@
 
 use crate::booted::Stuck;
 use crate::booted::UnknownHost;
+use crate::counts::BadCount;
 use crate::dma_bench::{host_pattern, DmaDirection, DmaSample};
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -87,7 +88,15 @@ pub enum AdapterDmaBenchError {
     },
     /// A count or size given by the user is out of range.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadCount),
+    /// A transfer whose end lies past 2^64 bytes.
+    #[error("{size} bytes past offset {offset}")]
+    Span {
+        /// Bytes.
+        size: u64,
+        /// The larger of its offsets.
+        offset: u64,
+    },
     /// A segment could not be made, connected or mapped.
     #[error("setting up the segments failed")]
     Segment(#[source] SciError),
@@ -327,14 +336,14 @@ pub fn bench_adapter_dma(
     config: &AdapterDmaBenchConfig,
 ) -> Result<AdapterDmaBenchRun, AdapterDmaBenchError> {
     if config.repeat == 0 {
-        return Err(AdapterDmaBenchError::BadParameter(
-            "--repeat 0: at least one copy per size".into(),
-        ));
+        return Err(BadCount::NoRepeat { per: "copy" }.into());
     }
-    if let Some(bad) = config.sizes.iter().find(|&&s| s == 0) {
-        return Err(AdapterDmaBenchError::BadParameter(format!(
-            "--sizes: transfer size {bad} is not allowed; give sizes of 1 byte or more"
-        )));
+    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
+        return Err(BadCount::ZeroSize {
+            what: "transfer",
+            size,
+        }
+        .into());
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let machine = &cluster.machine;
@@ -437,12 +446,9 @@ pub fn dma_queue_transfer(
     let span = t
         .size
         .checked_add(t.local_offset.max(t.remote_offset))
-        .ok_or_else(|| {
-            AdapterDmaBenchError::BadParameter(format!(
-                "{} bytes past offset {}",
-                t.size,
-                t.local_offset.max(t.remote_offset)
-            ))
+        .ok_or(AdapterDmaBenchError::Span {
+            size: t.size,
+            offset: t.local_offset.max(t.remote_offset),
         })?;
     let setup = std::rc::Rc::new(AdapterDmaSetup::new(cluster, &t.host, span)?);
     let pattern = host_pattern(t.size);

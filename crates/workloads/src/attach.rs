@@ -57,6 +57,23 @@ pub enum AttachError {
     /// The VM could not be created, powered on or shut down.
     #[error("{0}")]
     Vm(#[from] VmError),
+    /// A device the workbench does not have (an emulator bug: workloads ask by index).
+    #[error("no device {index} in the workbench")]
+    NoDevice {
+        /// The index asked for.
+        index: usize,
+    },
+    /// A VM that did not show a function passed through to it.
+    #[error("{vm} did not show the guest function {index}")]
+    NoGuestFunction {
+        /// The VM.
+        vm: String,
+        /// The function's index.
+        index: usize,
+    },
+    /// Enabling VFs at boot never finished (an emulator bug).
+    #[error("{0}")]
+    Stuck(#[from] crate::booted::Stuck),
 }
 
 impl From<BootError> for AttachError {
@@ -65,6 +82,31 @@ impl From<BootError> for AttachError {
             BootError::UnknownHost(e) => AttachError::UnknownHost(e),
             BootError::Host(e) => AttachError::Host(e),
             BootError::SmartIo(e) => AttachError::SmartIo(e),
+            BootError::Stuck(e) => AttachError::Stuck(e),
+        }
+    }
+}
+
+/// An attach error a name the user gave caused, with the option it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NameOption {
+    /// The device name (`--device`, ...).
+    #[error("--{0}")]
+    Device(#[source] Box<AttachError>),
+    /// The VM named as the host.
+    #[error("--host: {0}")]
+    Host(#[source] Box<AttachError>),
+}
+
+impl NameOption {
+    /// The option `e` came from, if a name the user gave caused it; else `e` back.
+    pub fn of(e: AttachError) -> Result<NameOption, AttachError> {
+        match e {
+            e @ AttachError::BadName { .. } => Ok(NameOption::Device(Box::new(e))),
+            e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
+                Ok(NameOption::Host(Box::new(e)))
+            }
+            e => Err(e),
         }
     }
 }
@@ -255,18 +297,19 @@ impl Workbench {
     /// Makes device `i` appear in the host's tree (borrowing it if remote, which binds the
     /// host's registered drivers to it) and returns its name there.
     pub async fn attach_nth(&self, i: usize) -> Result<String, AttachError> {
-        let d = self.devices.get(i).ok_or_else(|| {
-            AttachError::Host(HostError::Other(format!("no device {i} in the workbench")))
-        })?;
+        let d = self
+            .devices
+            .get(i)
+            .ok_or(AttachError::NoDevice { index: i })?;
         if let Some(v) = &self.vm {
             if !v.powered.replace(true) {
                 v.vm.power_on(v.devices.clone()).await?;
             }
             return v.vm.device_names().get(i).cloned().ok_or_else(|| {
-                AttachError::Host(HostError::Other(format!(
-                    "{} did not show the guest function {i}",
-                    v.vm.name()
-                )))
+                AttachError::NoGuestFunction {
+                    vm: v.vm.name().to_string(),
+                    index: i,
+                }
             });
         }
         match d.remote {

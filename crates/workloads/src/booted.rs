@@ -52,6 +52,9 @@ pub enum BootError {
     /// SmartIO refused to register a function.
     #[error("{0}")]
     SmartIo(#[from] SmartIoError),
+    /// Enabling the VFs never finished (an emulator bug).
+    #[error("{0}")]
+    Stuck(#[from] Stuck),
 }
 
 /// A cluster with its hosts booted and SmartIO started: the one way every workload (and the
@@ -132,7 +135,7 @@ fn enable_all_vfs(machine: &Machine, hosts: &[HostOs]) -> Result<(), BootError> 
     });
     match enabled {
         Ok(result) => Ok(result?),
-        Err(stuck) => Err(BootError::Host(HostError::Other(stuck.to_string()))),
+        Err(stuck) => Err(stuck.into()),
     }
 }
 

@@ -20,6 +20,8 @@
 //! [`Explainer`].
 
 use crate::attach::{AttachError, Workbench};
+use crate::counts::BadCount;
+use crate::driver_failure::DriverFailure;
 use crate::explain::{ExplainSpec, Explainer, Explanation};
 use crate::p2p::{copy_engine_pair, P2pError};
 use crate::stats::{LatencyRecorder, LatencySummary};
@@ -27,7 +29,7 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
 use smartio_fabric::{Access, Requester};
-use smartio_platform::{BarHandler, BusAddr, Clock, Port};
+use smartio_platform::{AccessError, BarHandler, BusAddr, Clock, Port};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -91,9 +93,7 @@ pub fn device_pingpong_explained(
     let bench = Workbench::with_devices(cluster, &config.host, &[&config.a, &config.b])?;
     let (a, b) = copy_engine_pair(cluster, &bench, &config.a, &config.b)?;
     if config.iterations == 0 {
-        return Err(P2pError::BadParameter(
-            "--iterations 0: at least one round trip".into(),
-        ));
+        return Err(BadCount::NoIterations.into());
     }
     let n = u64::from(config.iterations);
     let machine = cluster.machine.clone();
@@ -111,12 +111,10 @@ pub fn device_pingpong_explained(
             let name_b = bench.attach_nth(1).await?;
             let handle_a = bench.os.device(&name_a).map_err(AttachError::Host)?;
             let handle_b = bench.os.device(&name_b).map_err(AttachError::Host)?;
-            let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            let dma_error = DriverFailure::Dma;
             // pci_enable_device + pci_set_master, as any driver does first.
             for h in [&handle_a, &handle_b] {
-                h.enable()
-                    .await
-                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+                h.enable().await.map_err(DriverFailure::Access)?;
             }
             // Where each device reaches the other's memory.
             let a_to_b = handle_a
@@ -143,7 +141,7 @@ pub fn device_pingpong_explained(
                         .write(b_to_a.offset(FLAG_OFFSET), &i.to_le_bytes())
                         .await
                     {
-                        *echo_out.borrow_mut() = Some(P2pError::Driver(e.to_string()));
+                        *echo_out.borrow_mut() = Some(DriverFailure::Access(e).into());
                         return;
                     }
                 }
@@ -163,7 +161,7 @@ pub fn device_pingpong_explained(
                 kernel_a
                     .write(a_to_b.offset(FLAG_OFFSET), &i.to_le_bytes())
                     .await
-                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+                    .map_err(DriverFailure::Access)?;
                 a.model.wait_word(FLAG_OFFSET, i).await;
                 let t1 = kernel_a.now();
                 if let Some(explainer) = &explainer {
@@ -227,7 +225,7 @@ fn path(
     let fabric = machine.fabric();
     let route = fabric
         .route(requester, addr, 8, Access::Write)
-        .map_err(|e| P2pError::Driver(format!("no path to {addr}: {e}")))?;
+        .map_err(|source| DriverFailure::NoPath { addr, source })?;
     Ok(route
         .hops
         .iter()
@@ -238,17 +236,17 @@ fn path(
 /// Why a kernel never saw the other's store: what the fabric recorded since fault number
 /// `seen` (a posted write that faults is not reported to the kernel that issued it).
 fn lost(cluster: &Cluster, seen: usize) -> P2pError {
-    let faults: Vec<String> = cluster
+    let faults: Vec<AccessError> = cluster
         .machine
         .faults()
-        .iter()
+        .into_iter()
         .skip(seen)
-        .map(|f| f.error.to_string())
+        .map(|f| f.error)
         .collect();
     if faults.is_empty() {
         P2pError::Stuck(crate::booted::stuck(&cluster.machine))
     } else {
-        P2pError::Driver(format!("a store never arrived: {}", faults.join("; ")))
+        DriverFailure::Lost { faults }.into()
     }
 }
 
@@ -256,5 +254,5 @@ fn lost(cluster: &Cluster, seen: usize) -> P2pError {
 fn clear_flag(model: &DmaDevice) -> Result<(), P2pError> {
     model
         .mmio_write(model.memory_bar(), FLAG_OFFSET, &0u64.to_le_bytes())
-        .map_err(|e| P2pError::Driver(format!("clearing the flag word: {e}")))
+        .map_err(|e| DriverFailure::ClearFlag(e).into())
 }

@@ -6,9 +6,11 @@
 //! Recorded ([`bench_dma_explained`]), each copy is an operation of the kind
 //! [`copy_kind`] names (its size), reported to an [`Explainer`] by the driving CPU's task.
 
-use crate::attach::{AttachError, Workbench};
+use crate::attach::{AttachError, NameOption, Workbench};
 use crate::booted::Stuck;
 use crate::booted::UnknownHost;
+use crate::counts::BadCount;
+use crate::driver_failure::DriverFailure;
 use crate::explain::{ExplainSpec, Explainer, Explanation, Operation};
 use crate::stats::median;
 use serde::Serialize;
@@ -107,10 +109,13 @@ pub enum DmaBenchError {
     },
     /// A count given by the user is out of range.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadCount),
+    /// A device or VM name that names nothing.
+    #[error("{0}")]
+    Name(#[from] NameOption),
     /// The driver failed.
     #[error("driver error: {0}")]
-    Driver(String),
+    Driver(#[from] DriverFailure),
     /// The run ended with the benchmark unfinished (an emulator bug); reported, as before
     /// it had a type, as a driver error.
     #[error("driver error: {0}")]
@@ -133,11 +138,11 @@ impl From<AttachError> for DmaBenchError {
                 device,
                 known,
             },
-            e @ AttachError::BadName { .. } => DmaBenchError::BadParameter(format!("--{e}")),
-            e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
-                DmaBenchError::BadParameter(format!("--host: {e}"))
-            }
-            other => DmaBenchError::Driver(other.to_string()),
+            other => match NameOption::of(other) {
+                Ok(name) => DmaBenchError::Name(name),
+                Err(AttachError::Host(e)) => DriverFailure::Host(e).into(),
+                Err(e) => DriverFailure::Attach(Box::new(e)).into(),
+            },
         }
     }
 }
@@ -192,9 +197,7 @@ pub fn bench_dma_explained(
     explain: Option<&ExplainSpec>,
 ) -> Result<(DmaBenchRun, Explanation), DmaBenchError> {
     if config.repeat == 0 {
-        return Err(DmaBenchError::BadParameter(
-            "--repeat 0: at least one copy per size".into(),
-        ));
+        return Err(BadCount::NoRepeat { per: "copy" }.into());
     }
     let bench = Workbench::new(cluster, &config.host, &config.device)?;
     if bench.class() != DMA_CLASS {
@@ -220,10 +223,7 @@ pub fn bench_dma_explained(
             let name = bench.attach().await?;
             let handle = bench.os.device(&name).map_err(AttachError::Host)?;
             // pci_enable_device + pci_set_master, as any driver does first.
-            handle
-                .enable()
-                .await
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+            handle.enable().await.map_err(DriverFailure::Access)?;
             let registers = handle.map_bar(0).map_err(AttachError::Host)?.window().base;
             let device_memory = handle.map_bar(2).map_err(AttachError::Host)?.window().size;
             if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > device_memory) {
@@ -232,12 +232,9 @@ pub fn bench_dma_explained(
                     why: format!("the device has {device_memory} bytes of memory"),
                 });
             }
-            let driver_error = |e: smartio_host::DmaError| DmaBenchError::Driver(e.to_string());
+            let driver_error = |e: smartio_host::DmaError| DriverFailure::Dma(e);
             let completion = handle.dma_alloc_coherent(4096).map_err(driver_error)?;
-            let buffer = bench
-                .os
-                .alloc(largest)
-                .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+            let buffer = bench.os.alloc(largest).map_err(DriverFailure::Ram)?;
             let buffer_bus = handle
                 .dma_map(buffer, largest, HostDmaDirection::Bidirectional)
                 .map_err(driver_error)?;
@@ -246,13 +243,13 @@ pub fn bench_dma_explained(
                 bench
                     .os
                     .write_memory(buffer, &host_pattern(largest))
-                    .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+                    .map_err(DriverFailure::Memory)?;
             }
             let cpu = handle.cpu().clone();
             let driver =
                 DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
                     .await
-                    .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+                    .map_err(DriverFailure::Device)?;
             let mut samples = Vec::new();
             let total = config.sizes.iter().fold(0u64, |t, s| {
                 t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
@@ -281,7 +278,7 @@ pub fn bench_dma_explained(
                     driver
                         .copy(src, dst, size)
                         .await
-                        .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+                        .map_err(DriverFailure::Device)?;
                     let end = cpu.now();
                     if let Some(explainer) = &explainer {
                         let what = || {

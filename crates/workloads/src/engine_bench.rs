@@ -4,8 +4,9 @@
 use crate::dma_bench::{bench_dma, DmaBenchConfig, DmaBenchError, DmaDirection};
 use serde::Serialize;
 use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
+use smartio_cluster::{Cluster, ClusterError};
 use std::time::Instant;
+use thiserror::Error;
 
 /// The engine's measured speed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -24,13 +25,35 @@ pub struct EngineBenchResult {
     pub links: Vec<smartio_machine::LinkTraffic>,
 }
 
+/// Why the engine benchmark could not run.
+#[derive(Debug, Error)]
+pub enum EngineBenchError {
+    /// The shipped scenario it runs on would not start (an emulator bug).
+    #[error("driver error: {0}")]
+    Cluster(#[from] ClusterError),
+    /// `--bytes` that is not a whole number of copies each way.
+    #[error(
+        "--bytes {bytes}: a positive multiple of {pair} (one 4 MiB copy each way), at most {} \
+         copies each way",
+        u32::MAX
+    )]
+    Bytes {
+        /// As given.
+        bytes: u64,
+        /// Bytes of one copy each way.
+        pair: u64,
+    },
+    /// The DMA benchmark failed.
+    #[error(transparent)]
+    Dma(#[from] DmaBenchError),
+}
+
 /// Streams `bytes` of DMA writes and reads through the engine and times it.
 pub fn bench_engine(
     calibration: &Calibration,
     bytes: u64,
-) -> Result<EngineBenchResult, DmaBenchError> {
-    let cluster = Cluster::new("local-chassis", calibration)
-        .map_err(|e| DmaBenchError::Driver(e.to_string()))?;
+) -> Result<EngineBenchResult, EngineBenchError> {
+    let cluster = Cluster::new("local-chassis", calibration)?;
     // 4 MiB copies: large enough to stream, small enough for the allocator to reuse buffers,
     // so the figure measures the engine rather than page faults.
     let chunk: u64 = 4 << 20;
@@ -39,12 +62,9 @@ pub fn bench_engine(
         .then_some(bytes / 2 / chunk)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|&n| n > 0)
-        .ok_or_else(|| {
-            DmaBenchError::BadParameter(format!(
-                "--bytes {bytes}: a positive multiple of {} (one 4 MiB copy each way), at most {} copies each way",
-                2 * chunk,
-                u32::MAX
-            ))
+        .ok_or(EngineBenchError::Bytes {
+            bytes,
+            pair: 2 * chunk,
         })?;
     let started = Instant::now();
     for direction in [DmaDirection::Write, DmaDirection::Read] {

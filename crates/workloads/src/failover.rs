@@ -125,13 +125,35 @@ pub enum FailoverError {
     Stuck(#[from] Stuck),
 }
 
+/// How the program found its path gone.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PathLost {
+    /// It gave up on a command (`why`: `timeout`, `link event`).
+    #[error("{why}")]
+    GaveUp {
+        /// The queue pair.
+        qid: u16,
+        /// The command.
+        what: String,
+        /// What made the program give up.
+        why: String,
+    },
+    /// A doorbell or CQ-head write met the cut itself.
+    #[error("{what}: {source}")]
+    Cut {
+        /// The write.
+        what: String,
+        /// The link-down the fabric answered.
+        source: AccessError,
+    },
+}
+
 /// Why one I/O of the program failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum IoFailure {
-    /// The path is gone: the program gave up on the command (`"timeout"`, `"link event"`),
-    /// or a doorbell or CQ-head write met the cut itself.
+    /// The path is gone.
     #[error("{0}")]
-    PathLost(String),
+    PathLost(PathLost),
     /// Storing the block's pattern into the client's buffer failed.
     #[error("fill the buffer: {0}")]
     FillBuffer(#[source] AccessError),
@@ -413,8 +435,8 @@ pub fn failover(
                             *(if write { &mut writes } else { &mut reads }) += 1;
                             break;
                         }
-                        Err(IoFailure::PathLost(why)) if on == 0 => {
-                            detected = Some((cos.cpu().now(), why));
+                        Err(IoFailure::PathLost(lost)) if on == 0 => {
+                            detected = Some((cos.cpu().now(), lost.to_string()));
                             on = 1;
                             given_up_writes += u64::from(write);
                             // Once the manager has deleted the lost pair, the controller has
@@ -599,12 +621,14 @@ fn give_up(
 impl From<DistError> for IoFailure {
     fn from(e: DistError) -> IoFailure {
         match e {
-            DistError::Abandoned { why, .. } => IoFailure::PathLost(why),
+            DistError::Abandoned { qid, what, why } => {
+                IoFailure::PathLost(PathLost::GaveUp { qid, what, why })
+            }
             // A doorbell or CQ-head write that met the cut itself.
             DistError::Access {
                 what,
                 source: source @ AccessError::LinkDown { .. },
-            } => IoFailure::PathLost(format!("{what}: {source}")),
+            } => IoFailure::PathLost(PathLost::Cut { what, source }),
             other => IoFailure::Dist(other),
         }
     }

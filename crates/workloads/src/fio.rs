@@ -12,14 +12,16 @@
 //! whole range (not timed).
 
 pub(crate) mod backend;
+mod bad_parameter;
 mod config;
 
+pub use bad_parameter::{BadParameter, NamespaceError};
 pub use config::{
     Amount, FioConfig, FioMethod, FioResult, LatencyNs, RwMode, UnknownRwMode, MAX_BUFFER_BYTES,
     MAX_IODEPTH, MAX_JOBS, MAX_OPS, MAX_RUNTIME, MAX_VERIFY_BYTES,
 };
 
-use crate::attach::{AttachError, Workbench};
+use crate::attach::{AttachError, NameOption, Workbench};
 use crate::booted::{BootError, Stuck, UnknownHost};
 use crate::explain::{ExplainSpec, Explainer, Explanation, Operation};
 use crate::progress;
@@ -59,7 +61,7 @@ pub enum FioError {
     },
     /// A parameter makes no sense for this device.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadParameter),
     /// The NVMe driver failed a request (its status, or the path's error).
     #[error(transparent)]
     Driver(#[from] NvmeError),
@@ -125,6 +127,9 @@ pub enum FioError {
     /// The host's block layer refused or failed a request.
     #[error("{0}")]
     Disk(#[from] BlockError),
+    /// The workbench could not attach a device (an emulator bug).
+    #[error("{0}")]
+    Attach(#[source] Box<AttachError>),
 }
 
 impl From<BootError> for FioError {
@@ -139,11 +144,17 @@ impl From<AttachError> for FioError {
             AttachError::UnknownHost(e) => FioError::UnknownHost(e),
             AttachError::Host(e) => FioError::Host(e),
             AttachError::SmartIo(e) => FioError::SmartIo(e),
-            e @ AttachError::BadName { .. } => FioError::BadParameter(format!("--{e}")),
-            e @ (AttachError::UnknownVm { .. } | AttachError::NotAVm { .. }) => {
-                FioError::BadParameter(format!("--host: {e}"))
-            }
+            e @ (AttachError::BadName { .. }
+            | AttachError::UnknownVm { .. }
+            | AttachError::NotAVm { .. }) => match NameOption::of(e) {
+                Ok(name) => BadParameter::Name(name).into(),
+                Err(e) => FioError::Attach(Box::new(e)),
+            },
             AttachError::Vm(e) => FioError::Vm(e),
+            e @ (AttachError::NoDevice { .. } | AttachError::NoGuestFunction { .. }) => {
+                FioError::Attach(Box::new(e))
+            }
+            AttachError::Stuck(e) => FioError::DidNotFinish(e),
         }
     }
 }
@@ -332,28 +343,30 @@ async fn measure(
     let os = backend.os().clone();
     let ns = backend
         .namespace(cfg.nsid)
-        .map_err(|e| FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid)))?;
+        .map_err(|source| BadParameter::Nsid {
+            nsid: cfg.nsid,
+            source: Box::new(source),
+        })?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {
-        return Err(FioError::BadParameter(format!(
-            "--bs {} is not a multiple of the namespace's LBA size {lba}",
-            cfg.bs
-        )));
+        return Err(BadParameter::BsNotBlocks { bs: cfg.bs, lba }.into());
     }
     if cfg.bs > backend.max_transfer() {
-        return Err(FioError::BadParameter(format!(
-            "--bs {} exceeds the controller's maximum transfer {} (MDTS)",
-            cfg.bs,
-            backend.max_transfer()
-        )));
+        return Err(BadParameter::BsOverMdts {
+            bs: cfg.bs,
+            max: backend.max_transfer(),
+        }
+        .into());
     }
     let capacity = ns.blocks.saturating_mul(lba);
     let size = cfg.size.unwrap_or(capacity.min(1 << 30));
     if size > capacity || size < cfg.bs {
-        return Err(FioError::BadParameter(format!(
-            "--size {size} must be at least --bs {} and at most the namespace ({capacity} bytes)",
-            cfg.bs
-        )));
+        return Err(BadParameter::Size {
+            size,
+            bs: cfg.bs,
+            capacity,
+        }
+        .into());
     }
     let granted = backend.queues();
     if granted < cfg.jobs as usize {
@@ -401,12 +414,7 @@ async fn measure(
                 .as_ps()
                 .checked_add(d.as_ps())
                 .map(SimTime)
-                .ok_or_else(|| {
-                    FioError::BadParameter(format!(
-                        "--runtime {} s: the run would end past the virtual clock's limit (2^64 ps, about 213 days)",
-                        d.as_secs_f64()
-                    ))
-                })?,
+                .ok_or(BadParameter::RuntimePastClock { runtime: d })?,
         ),
         Amount::Ops(_) => None,
     };
@@ -718,9 +726,7 @@ pub fn read_back(
         let os = &bench.os;
         let lba = u64::from(dev.namespace(nsid)?.lba_size);
         if !offset.is_multiple_of(lba) || !len.is_multiple_of(lba) {
-            return Err(FioError::BadParameter(format!(
-                "offset {offset} and length {len} must be multiples of the LBA size {lba}"
-            )));
+            return Err(BadParameter::Unaligned { offset, len, lba }.into());
         }
         let chunk = dev.info().max_transfer;
         let buffer = os.alloc(chunk)?;

@@ -60,9 +60,32 @@ pub enum IperfError {
         /// What was written.
         want: u8,
     },
-    /// A value given by the user is out of range.
-    #[error("{0}")]
-    BadParameter(String),
+    /// No `--client` given.
+    #[error("no client: give at least one --client host=device")]
+    NoClient,
+    /// `--parallel` out of range for a client.
+    #[error("--parallel {streams} for {host}: 1 to {max} streams")]
+    Parallel {
+        /// As given.
+        streams: u32,
+        /// The client's host.
+        host: String,
+        /// The most streams a client runs.
+        max: u32,
+    },
+    /// Two ends on one NIC function.
+    #[error(
+        "{first} and {second} both use {function}: each end needs a NIC function of its own (a \
+         VF of an SR-IOV NIC, or another NIC)"
+    )]
+    SharedFunction {
+        /// The first end's host.
+        first: String,
+        /// The second end's host.
+        second: String,
+        /// The function both name (`lender:device`).
+        function: String,
+    },
     /// The hosts did not boot or a host is unknown.
     #[error(transparent)]
     Boot(#[from] crate::booted::BootError),

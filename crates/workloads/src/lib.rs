@@ -132,8 +132,10 @@ pub mod adapter_dma_bench;
 pub mod apps;
 pub mod attach;
 pub mod booted;
+pub mod counts;
 pub mod device_pingpong;
 pub mod dma_bench;
+pub mod driver_failure;
 pub mod engine_bench;
 pub mod explain;
 pub mod failover;
@@ -170,7 +172,7 @@ pub use dma_bench::{
     bench_dma, bench_dma_explained, bench_dma_run, copy_kind, host_pattern, DmaBenchConfig,
     DmaBenchError, DmaBenchRun, DmaDirection, DmaSample,
 };
-pub use engine_bench::{bench_engine, EngineBenchResult};
+pub use engine_bench::{bench_engine, EngineBenchError, EngineBenchResult};
 pub use explain::{ExplainSpec, Explained, Explainer, Explanation, Operation, Target};
 pub use failover::{
     failover, Completed, FailoverConfig, FailoverError, FailoverResult, IoFailure, RecoveryFault,

@@ -58,9 +58,37 @@ pub enum MigrateError {
     /// The guest's NVMe driver failed.
     #[error(transparent)]
     Nvme(#[from] NvmeError),
-    /// A size out of range, or two homes that are not two hosts.
+    /// `--bytes` that is not whole blocks in range.
+    #[error("--bytes {bytes}: whole 512-byte blocks, 512 to {max}")]
+    Bytes {
+        /// As given.
+        bytes: u64,
+        /// The most a migration moves.
+        max: u64,
+    },
+    /// Two homes on one host.
+    #[error("{from} and {to} are on the same host; a migration moves a VM to another host")]
+    SameHost {
+        /// The first home.
+        from: String,
+        /// The second.
+        to: String,
+    },
+    /// The VM shows no device.
+    #[error("the VM shows no device")]
+    NoDevice,
+    /// The VM's device is not an NVMe its driver bound.
+    #[error("{device} is not an NVMe the guest's driver bound")]
+    NotNvme {
+        /// The guest's name of the device.
+        device: String,
+    },
+    /// The guest's RAM for the transfer buffer ran out.
     #[error("{0}")]
-    BadParameter(String),
+    Ram(#[from] smartio_host::RamError),
+    /// The guest's memory could not be read or written.
+    #[error("{0}")]
+    Memory(#[from] smartio_host::GuestMemoryError),
     /// The data read back after the migration differs (first differing byte).
     #[error(
         "the data read back after the migration differs from what was written, first at byte {0}"
@@ -117,19 +145,19 @@ pub struct MigrateResult {
 /// Runs a cold migration on `cluster`.
 pub fn migrate(cluster: &Cluster, config: &MigrateConfig) -> Result<MigrateResult, MigrateError> {
     if config.bytes == 0 || !config.bytes.is_multiple_of(512) || config.bytes > MAX_MIGRATE_BYTES {
-        return Err(MigrateError::BadParameter(format!(
-            "--bytes {}: whole 512-byte blocks, 512 to {MAX_MIGRATE_BYTES}",
-            config.bytes
-        )));
+        return Err(MigrateError::Bytes {
+            bytes: config.bytes,
+            max: MAX_MIGRATE_BYTES,
+        });
     }
     let booted = Booted::boot(cluster).map_err(AttachError::from)?;
     let (from_os, from_vm) = vm_config(cluster, &booted, &config.from)?;
     let (to_os, to_vm) = vm_config(cluster, &booted, &config.to)?;
     if from_os.id() == to_os.id() {
-        return Err(MigrateError::BadParameter(format!(
-            "{} and {} are on the same host; a migration moves a VM to another host",
-            config.from, config.to
-        )));
+        return Err(MigrateError::SameHost {
+            from: config.from.clone(),
+            to: config.to.clone(),
+        });
     }
     let fdid = booted.smartio.find(&config.device)?;
     let config = config.clone();
@@ -282,16 +310,16 @@ impl Home<'_> {
 /// controller's maximum size.
 async fn transfer(guest: &HostOs, op: BlockOp, data: &mut [u8]) -> Result<(), MigrateError> {
     let Some(name) = guest.devices().first().map(|d| d.name().to_string()) else {
-        return Err(MigrateError::BadParameter("the VM shows no device".into()));
+        return Err(MigrateError::NoDevice);
     };
-    let dev = guest.driver_data::<NvmeDevice>(&name).ok_or_else(|| {
-        MigrateError::BadParameter(format!("{name} is not an NVMe the guest's driver bound"))
-    })?;
+    let dev = guest
+        .driver_data::<NvmeDevice>(&name)
+        .ok_or_else(|| MigrateError::NotNvme {
+            device: name.clone(),
+        })?;
     let chunk = dev.info().max_transfer.min(data.len() as u64) as usize;
-    let buf = guest
-        .alloc(chunk as u64)
-        .map_err(|e| MigrateError::BadParameter(e.to_string()))?;
-    let memory = |e: smartio_host::GuestMemoryError| MigrateError::BadParameter(e.to_string());
+    let buf = guest.alloc(chunk as u64)?;
+    let memory = MigrateError::Memory;
     let mut at = 0usize;
     while at < data.len() {
         let n = chunk.min(data.len() - at);

@@ -4,7 +4,7 @@
 //! two.
 
 use crate::attach::Workbench;
-use crate::fio::FioError;
+use crate::fio::{BadParameter, FioError};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -124,18 +124,23 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     let nsid = 1;
     let ns = dev
         .namespace(nsid)
-        .map_err(|e| FioError::BadParameter(e.to_string()))?;
+        .map_err(|e| BadParameter::Namespace(Box::new(e)))?;
     let lba_size = u64::from(ns.lba_size);
     let len = NVME_DEMO_BYTES;
     if !len.is_multiple_of(lba_size)
         || len > info.max_transfer
         || DEMO_OFFSET + len > ns.blocks * lba_size
     {
-        return Err(FioError::BadParameter(format!(
-            "{device}: cannot write {len} bytes at byte {DEMO_OFFSET} of namespace {nsid} \
-             ({} blocks of {lba_size} B, maximum transfer {} B)",
-            ns.blocks, info.max_transfer
-        )));
+        return Err(BadParameter::DemoWrite {
+            device: device.to_string(),
+            len,
+            offset: DEMO_OFFSET,
+            nsid,
+            blocks: ns.blocks,
+            lba_size,
+            max_transfer: info.max_transfer,
+        }
+        .into());
     }
     let lba = DEMO_OFFSET / lba_size;
     let blocks = (len / lba_size) as u32;

@@ -19,14 +19,16 @@
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
+use crate::counts::BadCount;
 use crate::dma_bench::DmaSample;
+use crate::driver_failure::DriverFailure;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
 use smartio_drivers::{DmaTestDriver, DriverError, Location};
 use smartio_fabric::EndpointId;
 use smartio_machine::Machine;
-use smartio_platform::Clock;
+use smartio_platform::{AccessError, Clock};
 use std::rc::Rc;
 use thiserror::Error;
 
@@ -91,10 +93,10 @@ pub enum P2pError {
     },
     /// The DMA API, the driver or the fabric failed.
     #[error("driver error: {0}")]
-    Driver(String),
+    Driver(#[from] DriverFailure),
     /// A count given by the user is out of range.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadCount),
     /// The simulation ended with the workload still waiting (an emulator bug): what every
     /// waiting task waited for.
     #[error(transparent)]
@@ -150,9 +152,7 @@ pub(crate) fn copy_engine_pair(
 /// source, and times copies of each size. Borrowed devices are given back at the end.
 pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>, P2pError> {
     if config.repeat == 0 {
-        return Err(P2pError::BadParameter(
-            "--repeat 0: at least one copy per size".into(),
-        ));
+        return Err(BadCount::NoRepeat { per: "copy" }.into());
     }
     let bench = Workbench::with_devices(
         cluster,
@@ -182,12 +182,10 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             let target_name = bench.attach_nth(1).await?;
             let src = bench.os.device(&source_name).map_err(AttachError::Host)?;
             let dst = bench.os.device(&target_name).map_err(AttachError::Host)?;
-            let dma_error = |e: smartio_host::DmaError| P2pError::Driver(e.to_string());
+            let dma_error = DriverFailure::Dma;
             // pci_enable_device + pci_set_master, as any driver does first.
             for h in [&src, &dst] {
-                h.enable()
-                    .await
-                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+                h.enable().await.map_err(DriverFailure::Access)?;
             }
             let peer = src.dma_map_peer(&dst, target_bar).map_err(dma_error)?;
             let registers = src.map_bar(0).map_err(AttachError::Host)?.window().base;
@@ -196,7 +194,7 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
             let driver =
                 DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
                     .await
-                    .map_err(|e| P2pError::Driver(e.to_string()))?;
+                    .map_err(DriverFailure::Device)?;
             let (from, to) = match config.direction {
                 P2pDirection::Write => (Location::DeviceMemory(0), Location::Bus(peer)),
                 P2pDirection::Read => (Location::Bus(peer), Location::DeviceMemory(0)),
@@ -233,16 +231,19 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
 
 /// A failed copy, with what the fabric recorded since fault number `seen` (the device
 /// itself only reports that the copy failed).
-fn copy_failed(machine: &Machine, seen: usize, e: &DriverError) -> P2pError {
-    let faults: Vec<String> = machine
+fn copy_failed(machine: &Machine, seen: usize, e: &DriverError) -> DriverFailure {
+    let faults: Vec<AccessError> = machine
         .faults()
-        .iter()
+        .into_iter()
         .skip(seen)
-        .map(|f| f.error.to_string())
+        .map(|f| f.error)
         .collect();
     if faults.is_empty() {
-        P2pError::Driver(e.to_string())
+        DriverFailure::Device(e.clone())
     } else {
-        P2pError::Driver(format!("{e}: {}", faults.join("; ")))
+        DriverFailure::Faulted {
+            source: e.clone(),
+            faults,
+        }
     }
 }

@@ -65,9 +65,7 @@ pub fn pingpong_explained(
     let sci = Sisci::new(&cluster.machine);
     let (ping, pong) = pair(&sci, a, b, 4096)?;
     if config.iterations == 0 {
-        return Err(ShmError::BadParameter(
-            "--iterations 0: at least one round trip".into(),
-        ));
+        return Err(crate::counts::BadCount::NoIterations.into());
     }
     let n = u64::from(config.iterations);
     let samples = Rc::new(RefCell::new(LatencyRecorder::new()));

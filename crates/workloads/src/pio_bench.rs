@@ -3,6 +3,7 @@
 //! last, so the time from A's first store to B seeing the flag covers the whole block.
 //! Stores leave the core as write-combined TLPs (`cpu.max_store_bytes`).
 
+use crate::counts::BadCount;
 use crate::shm::{find_host, pair, ShmError};
 use crate::stats::median;
 use serde::Serialize;
@@ -47,19 +48,20 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
         });
     }
     if config.repeat == 0 {
-        return Err(ShmError::BadParameter(
-            "--repeat 0: at least one block per size".into(),
-        ));
+        return Err(BadCount::NoRepeat { per: "block" }.into());
     }
-    if let Some(bad) = config.sizes.iter().find(|&&s| s == 0) {
-        return Err(ShmError::BadParameter(format!(
-            "--sizes: block size {bad} is not allowed; give sizes of 1 byte or more"
-        )));
+    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
+        return Err(BadCount::ZeroSize {
+            what: "block",
+            size,
+        }
+        .into());
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let sci = Sisci::new(&cluster.machine);
-    let segment = largest.checked_add(4096).ok_or_else(|| {
-        ShmError::BadParameter(format!("--sizes: block size {largest} is too large"))
+    let segment = largest.checked_add(4096).ok_or(BadCount::TooLarge {
+        what: "block",
+        size: largest,
     })?;
     let (writer, owner) = pair(&sci, a, b, segment)?;
     let flag_at = largest.next_multiple_of(64);

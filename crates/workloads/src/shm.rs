@@ -24,7 +24,7 @@ pub enum ShmError {
     },
     /// A count or size given by the user is out of range.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] crate::counts::BadCount),
     /// A segment operation failed (no NTB, not connected, table full...).
     #[error("{0}")]
     Sci(#[from] SciError),

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, ClusterOptions};
+use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_fabric::Fabric;
 use std::time::Instant;
 
@@ -45,7 +45,7 @@ pub enum TopoBenchError {
     Hosts(u64),
     /// The generated scenario failed (a bug: the generator writes only valid scenarios).
     #[error("the generated cascade: {0}")]
-    Scenario(String),
+    Scenario(#[from] ClusterError),
 }
 
 /// The cascade's scenario text: `lender` (an NVMe, on leaf0) and `hosts - 1` borrowers.
@@ -103,16 +103,14 @@ pub fn bench_topo(
         return Err(TopoBenchError::Hosts(hosts));
     }
     let text = cascade_scenario(hosts);
-    let scenario = |e: &dyn std::fmt::Display| TopoBenchError::Scenario(e.to_string());
     let t0 = Instant::now();
     let spec = smartio_fabric::parse_scenario(&format!("cascade-{hosts}.toml"), &text)
-        .map_err(|e| scenario(&e))?;
+        .map_err(ClusterError::from)?;
     let t1 = Instant::now();
-    let fabric = Fabric::build(&spec, &smartio_devices::layout_for).map_err(|e| scenario(&e))?;
+    let fabric = Fabric::build(&spec, &smartio_devices::layout_for).map_err(ClusterError::from)?;
     let nodes = fabric.nodes().len();
     let t2 = Instant::now();
-    let cluster = Cluster::from_fabric(fabric, calibration, &ClusterOptions::default())
-        .map_err(|e| scenario(&e))?;
+    let cluster = Cluster::from_fabric(fabric, calibration, &ClusterOptions::default())?;
     let t3 = Instant::now();
     let cluster_switches = (spec.cluster_switches.len()) as u64;
     drop(cluster);

@@ -13,6 +13,7 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
+use smartio_workloads::gpu::BadParameter;
 use smartio_workloads::{
     bench_gpu_bandwidth, gpu_pingpong, CounterPlace, DmaSample, GpuBandwidthConfig,
     GpuBandwidthResult, GpuCopyDirection, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
@@ -289,7 +290,14 @@ fn bench_gpu_bandwidth_refuses_zero_counts_devices_that_are_not_gpus_and_sizes_b
     )
     .expect_err("no copies");
     assert!(
-        matches!(&err, GpuWorkloadError::BadParameter(m) if m.starts_with("--copies 0")),
+        matches!(
+            &err,
+            GpuWorkloadError::BadParameter(BadParameter::Count {
+                option: "--copies",
+                value: 0,
+                ..
+            })
+        ),
         "{err}"
     );
     let err = bench_gpu_bandwidth(
@@ -301,7 +309,14 @@ fn bench_gpu_bandwidth_refuses_zero_counts_devices_that_are_not_gpus_and_sizes_b
     )
     .expect_err("no samples");
     assert!(
-        matches!(&err, GpuWorkloadError::BadParameter(m) if m.starts_with("--repeat 0")),
+        matches!(
+            &err,
+            GpuWorkloadError::BadParameter(BadParameter::Count {
+                option: "--repeat",
+                value: 0,
+                ..
+            })
+        ),
         "{err}"
     );
     for (device, kind) in [("nvme0", "nvme"), ("dma0", "dma")] {

@@ -188,8 +188,13 @@ fn bad_stream_counts_and_unknown_nics_are_refused_clearly() {
     let e = iperf(&cluster, &config(end("lender", "nic0"), 0)).expect_err("zero streams");
     assert_eq!(
         e,
-        IperfError::BadParameter("--parallel 0 for lender: 1 to 64 streams".into())
+        IperfError::Parallel {
+            streams: 0,
+            host: "lender".into(),
+            max: 64
+        }
     );
+    assert_eq!(e.to_string(), "--parallel 0 for lender: 1 to 64 streams");
     let e = iperf(&cluster, &config(end("borrower", "lender:nic9"), 1)).expect_err("no nic9");
     assert!(e.to_string().contains("nic9"), "{e}");
     let e = iperf(

@@ -12,6 +12,7 @@
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::train::{train, ExchangeRoute, Storage, TrainConfig, TrainResult};
+use smartio_workloads::gpu::Mismatch;
 use smartio_workloads::GpuWorkloadError;
 
 fn cluster(scenario: &str) -> Cluster {
@@ -135,7 +136,14 @@ fn a_damaged_image_on_the_disk_is_caught_by_the_gpu_that_trains_on_it() {
     match e {
         GpuWorkloadError::Verify(m) => {
             assert!(
-                m.ends_with("found 1 damaged image records, the first image 5"),
+                matches!(
+                    &m,
+                    Mismatch::Damaged {
+                        wrong: 1,
+                        first: 5,
+                        ..
+                    }
+                ),
                 "{m}"
             );
         }

@@ -198,7 +198,8 @@ fn bad_requests_are_refused_by_name() {
             &e,
             VideoError::Run(run) if matches!(
                 &**run,
-                GpuWorkloadError::Attach(AttachError::UnknownHost(u)) if u.host == "nobody"
+                GpuWorkloadError::Attach(a)
+                    if matches!(&**a, AttachError::UnknownHost(u) if u.host == "nobody")
             )
         ),
         "{e}"

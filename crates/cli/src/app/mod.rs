@@ -8,6 +8,7 @@ pub(crate) mod video;
 pub use train::TrainArgs;
 pub use video::VideoArgs;
 
+use crate::error::CliError;
 use clap::Subcommand;
 use smartio_calibration::Calibration;
 
@@ -24,7 +25,7 @@ pub enum App {
 }
 
 /// Runs `smartio app`.
-pub fn run(calibration: &Calibration, app: App) -> Result<(), String> {
+pub fn run(calibration: &Calibration, app: App) -> Result<(), CliError> {
     match app {
         App::Train(args) => train::run(calibration, args),
         App::Video(args) => video::run(calibration, args),

@@ -3,8 +3,11 @@
 
 use crate::args::whole;
 use crate::commands::print_json;
+use crate::error::CliError;
 use crate::exp::{ms, table};
 use crate::render;
+use crate::usage::Usage;
+use crate::value_error::ValueError;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::train::{
@@ -68,53 +71,46 @@ pub enum Method {
 #[derive(Debug, Clone)]
 pub struct GpuList(pub Vec<String>);
 
-fn gpu_list(text: &str) -> Result<GpuList, String> {
+fn gpu_list(text: &str) -> Result<GpuList, ValueError> {
     let names: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
     if names.iter().any(String::is_empty) {
-        return Err("an empty name in the list; give GPUs as gpu0,lender:gpu1".into());
+        return Err(ValueError::EmptyGpuName);
     }
     for name in &names {
         crate::args::device(name)?;
     }
     if names.len() > MAX_GPUS {
-        return Err(format!(
-            "{} GPUs; must be 1..={MAX_GPUS} (one model replica per GPU)",
-            names.len()
-        ));
+        return Err(ValueError::TooManyGpus {
+            count: names.len(),
+            max: MAX_GPUS,
+        });
     }
     Ok(GpuList(names))
 }
 
-fn images(text: &str) -> Result<u64, String> {
+fn images(text: &str) -> Result<u64, ValueError> {
     whole(text, 1, MAX_IMAGES, "images in the training set")
 }
 
-fn batch(text: &str) -> Result<u64, String> {
+fn batch(text: &str) -> Result<u64, ValueError> {
     whole(text, 1, MAX_BATCH, "images per step over all GPUs")
 }
 
-fn epochs(text: &str) -> Result<u64, String> {
+fn epochs(text: &str) -> Result<u64, ValueError> {
     whole(text, 1, MAX_EPOCHS, "passes over the training set")
 }
 
 /// Runs `smartio app train`.
-pub fn run(calibration: &Calibration, args: TrainArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, args: TrainArgs) -> Result<(), CliError> {
     let storage = match (args.method, args.manager) {
         (Method::Native, None) => Storage::Native,
-        (Method::Native, Some(m)) => {
-            return Err(format!(
-                "--manager {m}: only with --method nvme-client (the native driver has no manager)"
-            ))
+        (Method::Native, Some(manager)) => {
+            return Err(Usage::TrainManagerWithNative { manager }.into())
         }
         (Method::NvmeClient, Some(manager)) => Storage::Client { manager },
-        (Method::NvmeClient, None) => {
-            return Err(
-                "--method nvme-client: give --manager HOST, the host that runs the distributed driver's manager".into(),
-            )
-        }
+        (Method::NvmeClient, None) => return Err(Usage::TrainNoManager.into()),
     };
-    let cluster =
-        Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())?;
+    let cluster = Cluster::seeded(&args.scenario, calibration, args.seed)?;
     let config = TrainConfig {
         host: args.host,
         gpus: args.gpus.0,
@@ -126,7 +122,7 @@ pub fn run(calibration: &Calibration, args: TrainArgs) -> Result<(), String> {
         seed: args.seed,
         spoil_image: None,
     };
-    let result = train(&cluster, &config).map_err(|e| e.to_string())?;
+    let result = train(&cluster, &config)?;
     if args.json {
         return print_json(&result);
     }
@@ -263,7 +259,7 @@ mod tests {
         assert!(gpu_list("gpu0,,gpu1").is_err());
         let nine = ["g"; 9].join(",");
         assert_eq!(
-            gpu_list(&nine).map(|l| l.0).expect_err("nine"),
+            gpu_list(&nine).map(|l| l.0).expect_err("nine").to_string(),
             "9 GPUs; must be 1..=8 (one model replica per GPU)"
         );
     }

@@ -4,7 +4,10 @@
 //! come from and where the time went; `--json` prints the whole result.
 
 use crate::commands::print_json;
+use crate::error::CliError;
 use crate::render;
+use crate::usage::Usage;
+use crate::value_error::ValueError;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::apps::video::{
@@ -44,12 +47,12 @@ pub struct VideoArgs {
     pub json: bool,
 }
 
-fn whole_u32(text: &str, min: u32, max: u32, why: &str) -> Result<u32, String> {
+fn whole_u32(text: &str, min: u32, max: u32, why: &'static str) -> Result<u32, ValueError> {
     crate::args::whole_u32(text, u64::from(min), u64::from(max), why)
 }
 
 /// `--streams`.
-pub fn streams(text: &str) -> Result<u32, String> {
+pub fn streams(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
@@ -59,12 +62,12 @@ pub fn streams(text: &str) -> Result<u32, String> {
 }
 
 /// `--fps`.
-pub fn fps(text: &str) -> Result<u32, String> {
+pub fn fps(text: &str) -> Result<u32, ValueError> {
     whole_u32(text, 1, MAX_FPS, "frames per second of a live 1080p camera")
 }
 
 /// `--frames`.
-pub fn frames(text: &str) -> Result<u32, String> {
+pub fn frames(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         MIN_FRAMES,
@@ -75,7 +78,7 @@ pub fn frames(text: &str) -> Result<u32, String> {
 
 /// One name of `--gpus`: `gpu`, `lender:gpu` (or a virtual function's name), by the one
 /// parser of device names.
-fn gpu_name(text: &str) -> Result<String, String> {
+fn gpu_name(text: &str) -> Result<String, ValueError> {
     crate::args::device(text.trim())
 }
 
@@ -84,7 +87,7 @@ fn gpu_name(text: &str) -> Result<String, String> {
 pub(crate) fn default_pool(
     cluster: &Cluster,
     host: Option<&str>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(String, Vec<String>), CliError> {
     let f = cluster.machine.fabric();
     let gpu_hosts: Vec<&str> = f
         .endpoints()
@@ -97,7 +100,9 @@ pub(crate) fn default_pool(
         None => gpu_hosts
             .first()
             .map(|h| h.to_string())
-            .ok_or_else(|| format!("{} has no GPU to run video analysis on", f.name))?,
+            .ok_or_else(|| Usage::NoGpu {
+                scenario: f.name.clone(),
+            })?,
     };
     let home = host.split('/').next().unwrap_or(&host).to_string();
     let mut own = Vec::new();
@@ -115,9 +120,8 @@ pub(crate) fn default_pool(
 }
 
 /// Runs `smartio app video`.
-pub fn run(calibration: &Calibration, args: VideoArgs) -> Result<(), String> {
-    let cluster =
-        Cluster::seeded(&args.scenario, calibration, args.seed).map_err(|e| e.to_string())?;
+pub fn run(calibration: &Calibration, args: VideoArgs) -> Result<(), CliError> {
+    let cluster = Cluster::seeded(&args.scenario, calibration, args.seed)?;
     let (host, pool) = default_pool(&cluster, args.host.as_deref())?;
     // The default pool takes only GPUs the host can reach: one that cannot address the
     // host's memory (a 40-bit GPU borrowed through a high NTB window) is left out and named.
@@ -136,7 +140,7 @@ pub fn run(calibration: &Calibration, args: VideoArgs) -> Result<(), String> {
         out_of_reach,
         spoil: None,
     };
-    let result = video(&cluster, &config).map_err(|e| e.to_string())?;
+    let result = video(&cluster, &config)?;
     if args.json {
         return print_json(&result);
     }
@@ -323,10 +327,10 @@ mod tests {
     #[test]
     fn counts_outside_their_ranges_name_the_range_and_why() {
         assert_eq!(streams("16"), Ok(16));
-        let e = streams("65").expect_err("too many");
+        let e = streams("65").expect_err("too many").to_string();
         assert!(e.contains("1..=64") && e.contains("Paper II"), "{e}");
-        assert!(fps("0").expect_err("zero").contains("1..=120"));
-        let e = frames("1").expect_err("one frame");
+        assert!(fps("0").expect_err("zero").to_string().contains("1..=120"));
+        let e = frames("1").expect_err("one frame").to_string();
         assert!(
             e.contains("2..=10000") && e.contains("first and last"),
             "{e}"

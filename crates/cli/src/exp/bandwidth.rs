@@ -2,6 +2,7 @@
 //! one curve per configuration, a table with the configurations side by side and the
 //! relative difference of two of them, and a figure per direction.
 
+use super::ExpError;
 use super::{Chart, Plot, Series};
 use crate::render::iec_size;
 use comfy_table::Table;
@@ -111,14 +112,18 @@ pub fn plot(file: &str, title: &str, curves: &[Curve]) -> Plot {
 }
 
 /// Copies per size from `--ops`: `what` names the experiment in the refusal.
-pub fn repeat(ops: Option<u64>, what: &str) -> Result<u32, String> {
+pub fn repeat(ops: Option<u64>, what: &'static str) -> Result<u32, ExpError> {
+    let refused = |ops| ExpError::Copies {
+        ops,
+        exp: what,
+        max: MAX_REPEAT,
+    };
     match ops {
         None => Ok(REPEAT),
-        Some(n) if n <= MAX_REPEAT => u32::try_from(n).map_err(|e| e.to_string()),
-        Some(n) => Err(format!(
-            "--ops {n}: {what} times --ops copies of each transfer size; at most {MAX_REPEAT} \
-             (a deterministic model settles within a few)"
-        )),
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|_| n <= MAX_REPEAT)
+            .ok_or_else(|| refused(n)),
     }
 }
 
@@ -152,7 +157,9 @@ mod tests {
     fn ops_sets_the_copies_per_size_up_to_the_bench_limit() {
         assert_eq!(repeat(None, "x"), Ok(REPEAT));
         assert_eq!(repeat(Some(7), "x"), Ok(7));
-        let err = repeat(Some(1001), "iommu-penalty").expect_err("over the limit");
+        let err = repeat(Some(1001), "iommu-penalty")
+            .expect_err("over the limit")
+            .to_string();
         assert!(
             err.contains("--ops 1001: iommu-penalty") && err.contains("at most 1000"),
             "{err}"

@@ -1,7 +1,9 @@
 //! `failover` (Paper V §6.3): a client with two NTB adapters keeps a queue pair on each; the
 //! primary cable is cut mid-run, the client learns it and carries on over the backup.
 
+use super::ExpError;
 use super::{names, table, Chart, Plot, Report, Series, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult};
@@ -12,22 +14,18 @@ type Cell = dyn Fn(&FailoverResult) -> String;
 /// I/Os unless `--ops` says otherwise.
 const OPS: u64 = 2000;
 
-pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
+pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
-        format!(
-            "{} has no NVMe controller; failover needs one, and another host with two cabled \
-             NTB adapters (such as dual-path)",
-            setup.scenario
-        )
-    })?;
-    let client = names::host_with_two_paths(&probe, &lender).ok_or_else(|| {
-        format!(
-            "{} has no host besides {lender} with two cabled NTB adapters; failover needs \
-             one for the program's primary and backup paths (such as dual-path)",
-            setup.scenario
-        )
-    })?;
+    let (lender, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::Failover,
+        })?;
+    let client =
+        names::host_with_two_paths(&probe, &lender).ok_or_else(|| ExpError::NoDualPathHost {
+            scenario: setup.scenario.clone(),
+            lender: lender.clone(),
+        })?;
     drop(probe);
     let ops = setup.ops.unwrap_or(OPS);
     let base = FailoverConfig {
@@ -47,15 +45,14 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
         cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0 + 4_500.0),
         ..base
     };
-    let by_event = failover(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let by_event = failover(&*setup.cluster()?, &config)?;
     let by_timeout = failover(
         &*setup.cluster()?,
         &FailoverConfig {
             link_events: false,
             ..config.clone()
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let runs = [("link event", &by_event), ("timeout only", &by_timeout)];
     // One row per figure, one column per run: fits 100 columns; everything else is in
     // `--json`.
@@ -129,13 +126,13 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, String> {
     });
     let lost_or_twice = runs.iter().any(|(_, r)| r.lost + r.duplicated > 0);
     if lost_or_twice {
-        return Err(format!(
-            "I/O was lost or written twice: {}",
-            runs.iter()
-                .map(|(w, r)| format!("{w}: lost {}, twice {}", r.lost, r.duplicated))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
+        return Err(ExpError::LostOrTwice {
+            runs: runs
+                .iter()
+                .map(|(w, r)| (*w, r.lost, r.duplicated))
+                .collect(),
+        }
+        .into());
     }
     Ok(Report {
         title: format!("failover: a cut cable under {ops} QD1 I/Os"),
@@ -181,8 +178,8 @@ fn timeline(r: &FailoverResult) -> Plot {
 }
 
 /// The result for JSON, without the per-I/O timeline (which is in the plot).
-fn without_timeline(r: &FailoverResult) -> Result<serde_json::Value, String> {
-    let mut v = serde_json::to_value(r).map_err(|e| e.to_string())?;
+fn without_timeline(r: &FailoverResult) -> Result<serde_json::Value, CliError> {
+    let mut v = serde_json::to_value(r)?;
     if let Some(o) = v.as_object_mut() {
         o.remove("timeline");
     }

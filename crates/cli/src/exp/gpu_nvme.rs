@@ -4,7 +4,9 @@
 //! — against the same read driven by the host's CPU. One row with the GPU in another host
 //! than the NVMe (doorbells and data cross the NTBs), one with the GPU next to it.
 
+use super::ExpError;
 use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{gpu_nvme_read, GpuNvmeConfig, GpuNvmeResult, MAX_GPU_NVME_BYTES};
 
@@ -15,31 +17,33 @@ const CHUNK: u64 = 64 << 10;
 /// Commands in flight.
 const QUEUE_DEPTH: u32 = 32;
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
-        format!(
-            "{} has no NVMe controller; gpu-nvme needs one and a GPU",
-            setup.scenario
-        )
-    })?;
+    let (lender, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::GpuNvme,
+        })?;
     let remote = names::other_hosts(&probe, &lender)
         .into_iter()
         .find_map(|h| names::first_device(&probe, DeviceKind::Gpu, Some(&h)));
     let local = names::first_device(&probe, DeviceKind::Gpu, Some(&lender));
     drop(probe);
     if remote.is_none() && local.is_none() {
-        return Err(format!(
-            "{} has no GPU; gpu-nvme needs one in the NVMe's host {lender} or another",
-            setup.scenario
-        ));
+        return Err(ExpError::NoGpu {
+            scenario: setup.scenario.clone(),
+            lender,
+        }
+        .into());
     }
     let commands = setup.ops.unwrap_or(COMMANDS);
     let max_commands = MAX_GPU_NVME_BYTES / CHUNK;
     if commands > max_commands {
-        return Err(format!(
-            "--ops {commands}: at most {max_commands} commands of 64 KiB (a read of at most 64 GiB)"
-        ));
+        return Err(ExpError::Commands {
+            ops: commands,
+            max: max_commands,
+        }
+        .into());
     }
     let base = GpuNvmeConfig {
         host: String::new(),
@@ -59,7 +63,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             gpu,
             ..base.clone()
         };
-        results.push(gpu_nvme_read(&*setup.cluster()?, &config).map_err(|e| e.to_string())?);
+        results.push(gpu_nvme_read(&*setup.cluster()?, &config)?);
     }
     let mut t = table(&[
         "GPU",
@@ -134,7 +138,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots: vec![plot],
-        json: serde_json::to_value(&results).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&results)?,
     })
 }
 

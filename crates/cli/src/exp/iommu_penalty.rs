@@ -20,6 +20,7 @@
 
 use super::bandwidth::{self, Curve, Difference};
 use super::{table, Report, Setup};
+use crate::error::CliError;
 use serde::Serialize;
 use smartio_workloads::{bench_gpu_bandwidth, GpuBandwidthConfig, GpuCopyDirection};
 
@@ -85,11 +86,11 @@ struct MdevVsIommu {
     within_bound: bool,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let repeat = bandwidth::repeat(setup.ops, "iommu-penalty")?;
     let mut rows = Vec::new();
     for c in &CONFIGS {
-        let measure = |direction| -> Result<_, String> {
+        let measure = |direction| -> Result<_, CliError> {
             let config = GpuBandwidthConfig {
                 host: c.host.into(),
                 device: DEVICE.into(),
@@ -100,7 +101,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             };
             bench_gpu_bandwidth(&*setup.cluster_of(c.scenario)?, &config)
                 .map(|r| r.samples)
-                .map_err(|e| format!("{} ({} on {}): {e}", c.name, c.host, c.scenario))
+                .map_err(|e| CliError::run(format!("{} ({} on {})", c.name, c.host, c.scenario), e))
         };
         rows.push(Row {
             name: c.name.into(),

@@ -5,22 +5,22 @@
 //! The VM's two homes are the first two hosts of the scenario that declare a VM of the same
 //! name; the device is the first NVMe.
 
+use super::ExpError;
 use super::{table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{migrate, MigrateConfig};
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
     let nvme = probe
         .endpoints()
         .iter()
         .find(|e| DeviceKind::of(e) == Some(DeviceKind::Nvme))
         .map(|e| format!("{}:{}", probe.host(e.host).name, e.name))
-        .ok_or_else(|| {
-            format!(
-                "{} has no NVMe controller; migrate needs one",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::Migrate,
         })?;
     let homes: Vec<String> = probe
         .hosts()
@@ -28,11 +28,11 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         .filter_map(|h| h.vms.first().map(|v| format!("{}/{}", h.name, v.name)))
         .collect();
     let [from, to, ..] = homes.as_slice() else {
-        return Err(format!(
-            "{} declares a VM on {} host(s); migrate needs two hosts with a VM ([[host.vm]])",
-            setup.scenario,
-            homes.len()
-        ));
+        return Err(ExpError::TooFewVmHosts {
+            scenario: setup.scenario.clone(),
+            homes: homes.len(),
+        }
+        .into());
     };
     let config = MigrateConfig {
         from: from.clone(),
@@ -42,7 +42,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         ..MigrateConfig::default()
     };
     drop(probe);
-    let r = migrate(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = migrate(&*setup.cluster()?, &config)?;
     let mut t = table(&["step", "time (µs)"]);
     for s in &r.steps {
         t.add_row(vec![s.step.clone(), format!("{:.1}", s.ns / 1000.0)]);
@@ -85,6 +85,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots,
-        json: serde_json::to_value(&r).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&r)?,
     })
 }

@@ -13,6 +13,7 @@ mod migrate;
 mod multicast;
 mod nvmeof;
 mod plot;
+mod refusal;
 mod share;
 mod sq_placement;
 pub(crate) mod sriov;
@@ -23,10 +24,12 @@ mod vm_nvme;
 mod vm_p2p;
 
 pub use nvmeof::Options as NvmeofOptions;
-pub use plot::{Bar, Chart, Plot, Series};
+pub use plot::{Bar, Chart, Plot, PlotError, Series};
 
+use crate::error::CliError;
 use clap::ValueEnum;
 use comfy_table::Table;
+pub use refusal::ExpError;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_machine::LinkTraffic;
@@ -236,15 +239,14 @@ impl Drop for RecordedCluster {
 
 impl Setup<'_> {
     /// A fresh cluster of the scenario (every measured run boots its own).
-    pub fn cluster(&self) -> Result<RecordedCluster, String> {
+    pub fn cluster(&self) -> Result<RecordedCluster, CliError> {
         self.cluster_of(&self.scenario)
     }
 
     /// A fresh cluster of another scenario, for experiments that compare two.
-    pub fn cluster_of(&self, scenario: &str) -> Result<RecordedCluster, String> {
+    pub fn cluster_of(&self, scenario: &str) -> Result<RecordedCluster, CliError> {
         self.used.record(scenario);
-        let cluster =
-            Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())?;
+        let cluster = Cluster::seeded(scenario, self.calibration, self.seed)?;
         Ok(RecordedCluster {
             cluster,
             scenario: scenario.to_string(),
@@ -254,10 +256,12 @@ impl Setup<'_> {
 
     /// The scenario's enumerated fabric only, to read host and device names from (no
     /// devices started, nothing booted).
-    pub fn fabric(&self) -> Result<smartio_fabric::Fabric, String> {
+    pub fn fabric(&self) -> Result<smartio_fabric::Fabric, CliError> {
         self.used.record(&self.scenario);
-        smartio_cluster::load_calibrated_fabric(&self.scenario, self.calibration)
-            .map_err(|e| e.to_string())
+        Ok(smartio_cluster::load_calibrated_fabric(
+            &self.scenario,
+            self.calibration,
+        )?)
     }
 }
 
@@ -276,7 +280,7 @@ pub struct Report {
 }
 
 /// Runs `smartio exp`.
-pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
+pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), CliError> {
     let setup = Setup {
         scenario: args
             .scenario
@@ -293,66 +297,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
         traffic: Default::default(),
         used: ScenarioLog::default(),
     };
-    if let (Some(given), false) = (
-        setup.nvmeof.first_given(),
-        args.name == ExpName::NvmeofCompare,
-    ) {
-        return Err(format!(
-            "{given}: only with nvmeof-compare ({} has no NVMe-oF rows)",
-            args.name.name()
-        ));
-    }
-    if args.verify && args.name != ExpName::Failover {
-        return Err(format!(
-            "--verify: only with failover ({} {})",
-            args.name.name(),
-            match args.name {
-                ExpName::Share30 | ExpName::NvmeofCompare | ExpName::GpuNvme => {
-                    "checks every byte it reads anyway"
-                }
-                ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
-                ExpName::Sriov | ExpName::SriovShare => {
-                    "checks every byte the server reads anyway"
-                }
-                ExpName::Video => "checks every frame's features against its bytes anyway",
-                _ => "times its reads without checking them",
-            }
-        ));
-    }
-    if let (Some(ops), ExpName::Multicast) = (setup.ops, args.name) {
-        return Err(format!(
-            "--ops {ops}: multicast does one Identify through a multicast group and one per host; it has no I/O count to set"
-        ));
-    }
-    if let (Some(ops), ExpName::Migrate) = (setup.ops, args.name) {
-        return Err(format!(
-            "--ops {ops}: migrate writes 1 MiB before the migration and reads it back after; it has no I/O count to set"
-        ));
-    }
-    if let (Some(scenario), ExpName::Train) = (&args.scenario, args.name) {
-        return Err(format!(
-            "--scenario {scenario}: train compares its placements on local-chassis, \
-             back-to-back, cluster-switch and vm-chassis; it takes no --scenario (run \
-             `smartio app train` on another scenario)"
-        ));
-    }
-    if let (Some(scenario), ExpName::IommuPenalty) = (&args.scenario, args.name) {
-        return Err(format!(
-            "--scenario {scenario}: iommu-penalty compares {} (no IOMMU) with {} (the same \
-             topology with the IOMMUs on) and runs on those two; it takes no --scenario",
-            iommu_penalty::NO_IOMMU_SCENARIO,
-            iommu_penalty::IOMMU_SCENARIO
-        ));
-    }
-    if let (Some(option), false) = (
-        crate::dma::explain_option(&args.explain),
-        args.name == ExpName::VmNvme,
-    ) {
-        return Err(format!(
-            "{option}: only with vm-nvme ({} is not explained yet)",
-            args.name.name()
-        ));
-    }
+    check(&args, &setup)?;
     let (report, breakdown) = if args.explain.any() {
         vm_nvme::run_explained(&setup, &args.explain)?
     } else {
@@ -375,10 +320,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
             "plots": written,
             "links": *setup.traffic.borrow(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         // An experiment that picks its own scenarios names them itself.
         let title = match args.name {
@@ -413,7 +355,7 @@ pub fn run(calibration: &Calibration, args: ExpArgs) -> Result<(), String> {
 }
 
 /// Runs experiment `name` on `setup` (its arguments already checked).
-pub fn produce(setup: &Setup, name: ExpName, verify: bool) -> Result<Report, String> {
+pub fn produce(setup: &Setup, name: ExpName, verify: bool) -> Result<Report, CliError> {
     match name {
         ExpName::SqPlacement => sq_placement::run(setup),
         ExpName::Multicast => multicast::run(setup),
@@ -447,6 +389,33 @@ pub fn ns(v: f64) -> String {
 /// Nanoseconds as milliseconds with three decimals.
 pub fn ms(ns: f64) -> String {
     format!("{:.3}", ns / 1e6)
+}
+
+/// Refuses the options `args` gives that experiment `args.name` does not take.
+fn check(args: &ExpArgs, setup: &Setup) -> Result<(), ExpError> {
+    let exp = args.name;
+    if let (Some(given), false) = (setup.nvmeof.first_given(), exp == ExpName::NvmeofCompare) {
+        return Err(ExpError::NvmeofOption { given, exp });
+    }
+    if args.verify && exp != ExpName::Failover {
+        return Err(ExpError::Verify { exp });
+    }
+    if let (Some(ops), ExpName::Multicast | ExpName::Migrate) = (setup.ops, exp) {
+        return Err(ExpError::NoOps { ops, exp });
+    }
+    if let (Some(scenario), ExpName::Train | ExpName::IommuPenalty) = (&args.scenario, exp) {
+        return Err(ExpError::OwnScenarios {
+            scenario: scenario.clone(),
+            exp,
+        });
+    }
+    if let (Some(option), false) = (
+        crate::dma::explain_option(&args.explain),
+        exp == ExpName::VmNvme,
+    ) {
+        return Err(ExpError::NotExplained { option, exp });
+    }
+    Ok(())
 }
 
 /// The first host, device and other names an experiment needs, read from the scenario.

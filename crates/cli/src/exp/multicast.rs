@@ -1,15 +1,20 @@
 //! `multicast` (Paper V §6.5, §8.6): one Identify whose data buffer is a multicast group
 //! lands in the memory of every other host; compared with one Identify per host.
 
+use super::ExpError;
 use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{multicast_identify, MulticastIdentifyConfig};
 use std::collections::BTreeMap;
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let cluster = setup.cluster()?;
     let (lender, nvme) = names::first_device(&cluster.machine.fabric(), DeviceKind::Nvme, None)
-        .ok_or_else(|| format!("{} has no NVMe controller", setup.scenario))?;
+        .ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::Multicast,
+        })?;
     let r = multicast_identify(
         &cluster,
         &MulticastIdentifyConfig {
@@ -17,8 +22,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             manager: lender.clone(),
             unicast: true,
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut per_switch: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for x in &r.receivers {
         let e = per_switch.entry(x.switch.as_str()).or_default();
@@ -84,6 +88,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots: vec![plot],
-        json: serde_json::to_value(&r).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&r)?,
     })
 }

@@ -6,7 +6,9 @@
 //! The hosts come from the scenario: the target is the host of the first NVMe, the
 //! initiator the first other host (on `back-to-back`, lender and borrower).
 
+use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use clap::ValueEnum;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{
@@ -114,22 +116,19 @@ fn short(path: IoPath) -> &'static str {
     }
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
-    let (target, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
-        format!(
-            "{} has no NVMe controller; nvmeof-compare needs one, and another host to read it from",
-            setup.scenario
-        )
-    })?;
+    let (target, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::NvmeofCompare,
+        })?;
     let initiator = names::other_hosts(&probe, &target)
         .into_iter()
         .next()
-        .ok_or_else(|| {
-            format!(
-                "{} has no host besides {target}, which has the NVMe; nvmeof-compare needs another host for the remote reader",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoReader {
+            scenario: setup.scenario.clone(),
+            target: target.clone(),
         })?;
     drop(probe);
     let options = setup.nvmeof;
@@ -144,14 +143,14 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         target_mode: options.target_mode(),
         ..NvmeofConfig::default()
     };
-    let r = nvmeof_compare(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = nvmeof_compare(&*setup.cluster()?, &config)?;
     Ok(Report {
         title: "nvmeof-compare: the native and SmartIO drivers, local and remote, vs NVMe-oF"
             .into(),
         table: rows_table(&r, &config),
         notes: notes(&r, &config),
         plots: plots(&r),
-        json: serde_json::to_value(&r).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&r)?,
     })
 }
 

@@ -7,6 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// One bar of a bar chart.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,33 +66,69 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+/// A drawing error of the SVG backend.
+type DrawError = DrawingAreaErrorKind<std::io::Error>;
+
+/// Why a plot could not be drawn or written.
+#[derive(Debug, Error)]
+pub enum PlotError {
+    /// The plot directory cannot be made.
+    #[error("cannot create the plot directory {}: {source}", .dir.display())]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The plot file cannot be written.
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The chart could not be drawn.
+    #[error("drawing {file}: {source}")]
+    Draw {
+        /// The plot's file name.
+        file: String,
+        /// The backend's error.
+        source: DrawError,
+    },
+}
+
 impl Plot {
     /// Draws the figure into `dir` (created if missing); returns the file written.
-    pub fn write(&self, dir: &Path) -> Result<PathBuf, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the plot directory {}: {e}", dir.display()))?;
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, PlotError> {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Directory {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         let path = dir.join(&self.file);
         let svg = self.svg()?;
-        std::fs::write(&path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if let Err(source) = std::fs::write(&path, svg) {
+            return Err(PlotError::Write { path, source });
+        }
         Ok(path)
     }
 
     /// The figure as SVG text.
-    pub fn svg(&self) -> Result<String, String> {
+    pub fn svg(&self) -> Result<String, PlotError> {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-            self.draw(&root)
-                .map_err(|e| format!("drawing {}: {e}", self.file))?;
-            root.present()
-                .map_err(|e| format!("drawing {}: {e}", self.file))?;
+            let drawn = self.draw(&root).and_then(|()| root.present());
+            drawn.map_err(|source| PlotError::Draw {
+                file: self.file.clone(),
+                source,
+            })?;
         }
         Ok(svg)
     }
 
-    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
-        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-        root.fill(&WHITE).map_err(e)?;
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), DrawError> {
+        root.fill(&WHITE)?;
         match &self.chart {
             Chart::Bars(bars) => self.draw_bars(root, bars),
             Chart::Lines(series) => self.draw_lines(root, series, XAxis::Linear),
@@ -103,8 +140,7 @@ impl Plot {
         &self,
         root: &DrawingArea<SVGBackend<'_>, Shift>,
         bars: &[Bar],
-    ) -> Result<(), String> {
-        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    ) -> Result<(), DrawError> {
         let top = bars
             .iter()
             .map(|b| b.range.map_or(b.value, |r| r.1.max(b.value)))
@@ -116,8 +152,7 @@ impl Plot {
             .x_label_area_size(if n > 8 { 70 } else { 40 })
             .y_label_area_size(70)
             // A segmented range covers both ends: n bars are 0..n-1.
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..nice_top(top))
-            .map_err(e)?;
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..nice_top(top))?;
         let label = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) => bars
                 .get(*i as usize)
@@ -138,47 +173,40 @@ impl Plot {
             })
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
-            .draw()
-            .map_err(e)?;
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, b)| {
-                let i = i as u32;
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), b.value),
-                    ],
-                    PALETTE[0].mix(0.8).filled(),
-                );
-                bar.set_margin(0, 0, 6, 6);
-                bar
-            }))
-            .map_err(e)?;
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let i = i as u32;
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), b.value),
+                ],
+                PALETTE[0].mix(0.8).filled(),
+            );
+            bar.set_margin(0, 0, 6, 6);
+            bar
+        }))?;
         // Each bar's value above it: the differences matter more than the heights.
-        chart
-            .draw_series(bars.iter().enumerate().map(|(i, b)| {
-                Text::new(
-                    format!("{:.1}", b.value),
-                    (SegmentValue::CenterOf(i as u32), b.value),
-                    ("sans-serif", 12)
-                        .into_font()
-                        .into_text_style(root)
-                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
-                )
-            }))
-            .map_err(e)?;
-        chart
-            .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
-                let (low, high) = b.range?;
-                Some(PathElement::new(
-                    vec![
-                        (SegmentValue::CenterOf(i as u32), low),
-                        (SegmentValue::CenterOf(i as u32), high),
-                    ],
-                    BLACK.stroke_width(2),
-                ))
-            }))
-            .map_err(e)?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+            Text::new(
+                format!("{:.1}", b.value),
+                (SegmentValue::CenterOf(i as u32), b.value),
+                ("sans-serif", 12)
+                    .into_font()
+                    .into_text_style(root)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom)),
+            )
+        }))?;
+        chart.draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
+            let (low, high) = b.range?;
+            Some(PathElement::new(
+                vec![
+                    (SegmentValue::CenterOf(i as u32), low),
+                    (SegmentValue::CenterOf(i as u32), high),
+                ],
+                BLACK.stroke_width(2),
+            ))
+        }))?;
         Ok(())
     }
 
@@ -187,8 +215,7 @@ impl Plot {
         root: &DrawingArea<SVGBackend<'_>, Shift>,
         series: &[Series],
         axis: XAxis,
-    ) -> Result<(), String> {
-        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    ) -> Result<(), DrawError> {
         let series: Vec<Series> = match axis {
             XAxis::Linear => series.to_vec(),
             XAxis::Log2Bytes => series
@@ -222,13 +249,12 @@ impl Plot {
         let y = 0.0..nice_top(y1);
         match axis {
             XAxis::Linear => {
-                let mut chart = builder.build_cartesian_2d(x0..x1, y).map_err(e)?;
+                let mut chart = builder.build_cartesian_2d(x0..x1, y)?;
                 chart
                     .configure_mesh()
                     .x_desc(&self.x_label)
                     .y_desc(&self.y_label)
-                    .draw()
-                    .map_err(e)?;
+                    .draw()?;
                 draw_series(&mut chart, &series, SeriesLabelPosition::MiddleRight)
             }
             XAxis::Log2Bytes => {
@@ -240,13 +266,12 @@ impl Plot {
                     log2: (x0..x1).into(),
                     sizes,
                 };
-                let mut chart = builder.build_cartesian_2d(x, y).map_err(e)?;
+                let mut chart = builder.build_cartesian_2d(x, y)?;
                 chart
                     .configure_mesh()
                     .x_desc(&self.x_label)
                     .y_desc(&self.y_label)
-                    .draw()
-                    .map_err(e)?;
+                    .draw()?;
                 // Throughput curves rise to the right: the legend goes under them.
                 draw_series(&mut chart, &series, SeriesLabelPosition::LowerRight)
             }
@@ -260,21 +285,17 @@ fn draw_series<'a, X>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
     series: &[Series],
     legend: SeriesLabelPosition,
-) -> Result<(), String>
+) -> Result<(), DrawError>
 where
     X: Ranged<ValueType = f64>,
 {
-    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color))
-            .map_err(e)?
+            .draw_series(LineSeries::new(s.points.iter().copied(), color))?
             .label(&s.name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        chart
-            .draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))
-            .map_err(e)?;
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, color.filled())))?;
     }
     if series.len() > 1 {
         chart
@@ -282,8 +303,7 @@ where
             .position(legend)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .draw()
-            .map_err(e)?;
+            .draw()?;
     }
     Ok(())
 }

@@ -6,29 +6,31 @@
 //! that takes the remaining queue pairs on the host after them (or the first client's host).
 //! On `cascade-60` that is node00, node01..node30 and node31.
 
+use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{share_clients, ShareConfig};
 
 /// Clients the experiment wants: one per host.
 const CLIENTS: usize = 30;
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
-        format!(
-            "{} has no NVMe controller; share-30 needs one, and other hosts for its clients",
-            setup.scenario
-        )
-    })?;
+    let (lender, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::Share30,
+        })?;
     let others = names::other_hosts(&probe, &lender);
     drop(probe);
     let clients: Vec<String> = others.iter().take(CLIENTS).cloned().collect();
     let Some(first) = clients.first() else {
-        return Err(format!(
-            "{} has no host besides {lender}, which has the NVMe; share-30 needs at least one other host for a client",
-            setup.scenario
-        ));
+        return Err(ExpError::NoClientHost {
+            scenario: setup.scenario.clone(),
+            lender,
+        }
+        .into());
     };
     let extra_client = Some(others.get(CLIENTS).unwrap_or(first).clone());
     let config = ShareConfig {
@@ -40,22 +42,24 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         seed: setup.seed,
         ..ShareConfig::default()
     };
-    let r = share_clients(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
+    let r = share_clients(&*setup.cluster()?, &config)?;
     let expected = config.ops * config.bs;
     if let Some(c) = r.clients.iter().find(|c| c.verified_bytes != expected) {
-        return Err(format!(
-            "{} verified {} of {expected} bytes",
-            c.host, c.verified_bytes
-        ));
+        return Err(ExpError::Unverified {
+            host: c.host.clone(),
+            verified: c.verified_bytes,
+            expected,
+        }
+        .into());
     }
     let Some(refused) = &r.refused else {
-        return Err("the request after the last queue pair was not refused".into());
+        return Err(ExpError::NotRefused.into());
     };
     if !r.owners_after_leave.is_empty() {
-        return Err(format!(
-            "queue pairs still owned after every client left: {:?}",
-            r.owners_after_leave
-        ));
+        return Err(ExpError::StillOwned {
+            owners: r.owners_after_leave.clone(),
+        }
+        .into());
     }
     let mut t = table(&[
         "client",
@@ -151,6 +155,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots,
-        json: serde_json::to_value(&r).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&r)?,
     })
 }

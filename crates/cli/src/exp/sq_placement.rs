@@ -2,7 +2,9 @@
 //! queue decides how far the controller goes for every command it fetches. The CQ and the
 //! data stay in the client's RAM; only the SQ moves.
 
+use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_drivers::nvme_dist::SqPlacement;
 use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
@@ -10,22 +12,19 @@ use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
 /// QD1 reads per placement unless `--ops` says otherwise.
 const OPS: u64 = 2000;
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
-    let (lender, nvme) = names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| {
-        format!(
-            "{} has no NVMe controller; sq-placement needs one, and another host for the client",
-            setup.scenario
-        )
-    })?;
+    let (lender, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::SqPlacement,
+        })?;
     let client = names::other_hosts(&probe, &lender)
         .into_iter()
         .next()
-        .ok_or_else(|| {
-            format!(
-                "{} has no host besides the lender {lender}; sq-placement needs another host for the client",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoPlacementClient {
+            scenario: setup.scenario.clone(),
+            lender: lender.clone(),
         })?;
     let gpu = names::first_device(&probe, DeviceKind::Gpu, Some(&lender))
         .map(|(h, g)| format!("{h}:{g}"));
@@ -59,7 +58,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     });
     let mut results: Vec<ClientQd1Result> = Vec::new();
     for config in &runs {
-        let r = client_qd1(&*setup.cluster()?, config).map_err(|e| e.to_string())?;
+        let r = client_qd1(&*setup.cluster()?, config)?;
         // Without a controller memory buffer, "device memory" falls back to lender RAM,
         // which is already measured.
         if results.iter().all(|seen| seen.sq_in != r.sq_in) {
@@ -148,6 +147,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots: vec![plot],
-        json: serde_json::to_value(&results).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&results)?,
     })
 }

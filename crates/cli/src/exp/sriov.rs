@@ -15,7 +15,9 @@
 //! is the first host with a NIC on the same network that is neither; `--ops` is the virtual
 //! run time in milliseconds (default 4).
 
+use super::ExpError;
 use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
 use smartio_platform::SimDuration;
@@ -44,7 +46,7 @@ struct Row {
     result: IperfResult,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let f = setup.fabric()?;
     let nic_hosts: Vec<(String, String)> = f
         .hosts()
@@ -55,27 +57,22 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         .iter()
         .find(|(h, _)| names::other_hosts(&f, h).len() >= 2)
         .cloned()
-        .ok_or_else(|| {
-            format!(
-                "{} has no host with a NIC and two other hosts; sriov needs a lender, a borrower \
-                 and a receiver",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoNicLender {
+            scenario: setup.scenario.clone(),
         })?;
     let receiver = nic_hosts
         .iter()
         .find(|(h, _)| *h != lender.0)
         .cloned()
-        .ok_or_else(|| {
-            format!(
-                "{} has no second host with a NIC to receive",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoReceiver {
+            scenario: setup.scenario.clone(),
         })?;
     let borrower = names::other_hosts(&f, &lender.0)
         .into_iter()
         .find(|h| *h != receiver.0)
-        .ok_or_else(|| format!("{} has no host to lend the NIC to", setup.scenario))?;
+        .ok_or_else(|| ExpError::NoNicBorrower {
+            scenario: setup.scenario.clone(),
+        })?;
     // The first VF, if the NIC has SR-IOV (the scenario's `vfs`; enabled at boot).
     let first_vf = smartio_fabric::vf_name(&lender.1, 1);
     let vf = f
@@ -86,10 +83,12 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     drop(f);
     let ms = setup.ops.unwrap_or(MILLISECONDS);
     if ms > MAX_MILLISECONDS {
-        return Err(format!(
-            "--ops {ms}: sriov takes milliseconds of virtual time, 1 to {MAX_MILLISECONDS} (a \
-             millisecond of 100 Gbit/s takes about a tenth of a second of wall time per run)"
-        ));
+        return Err(ExpError::Milliseconds {
+            ops: ms,
+            exp: "sriov",
+            max: MAX_MILLISECONDS,
+        }
+        .into());
     }
     let timing = IperfTiming {
         duration: SimDuration::from_us(ms * 1000),
@@ -133,7 +132,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             )],
             timing,
         };
-        let result = iperf(&*setup.cluster()?, &config).map_err(|e| e.to_string())?;
+        let result = iperf(&*setup.cluster()?, &config)?;
         rows.push(Row {
             function: function.into(),
             how: how.into(),
@@ -217,7 +216,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots,
-        json: serde_json::to_value(&rows).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&rows)?,
     })
 }
 

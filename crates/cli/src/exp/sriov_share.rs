@@ -13,7 +13,9 @@
 //! NIC that has two VFs, the receiver the first other host with a NIC, the borrowers the
 //! others. `--ops` is milliseconds of virtual time (default 4).
 
+use super::ExpError;
 use super::{table, Chart, Plot, Report, Series, Setup};
+use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
 use smartio_platform::SimDuration;
@@ -47,7 +49,7 @@ fn end(host: &str, device: &str) -> IperfEnd {
     }
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let f = setup.fabric()?;
     let nic_of = |h: &str| super::names::first_device(&f, DeviceKind::Nic, Some(h));
     let lender = f
@@ -61,23 +63,16 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             };
             (has(1) && has(2)).then(|| (h.name.clone(), nic))
         })
-        .ok_or_else(|| {
-            format!(
-                "{} has no NIC with two virtual functions (params.vfs of 2 or more); \
-                 sriov-share needs one",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoTwoVfs {
+            scenario: setup.scenario.clone(),
         })?;
     let receiver = f
         .hosts()
         .iter()
         .filter(|h| h.name != lender.0)
         .find_map(|h| nic_of(&h.name))
-        .ok_or_else(|| {
-            format!(
-                "{} has no second host with a NIC to receive",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoReceiver {
+            scenario: setup.scenario.clone(),
         })?;
     let borrowers: Vec<String> = super::names::other_hosts(&f, &lender.0)
         .into_iter()
@@ -85,16 +80,19 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         .collect();
     drop(f);
     let (Some(a), Some(b)) = (borrowers.first(), borrowers.get(1)) else {
-        return Err(format!(
-            "{} has fewer than two hosts to lend VFs to besides the receiver",
-            setup.scenario
-        ));
+        return Err(ExpError::TooFewVfBorrowers {
+            scenario: setup.scenario.clone(),
+        }
+        .into());
     };
     let ms = setup.ops.unwrap_or(MILLISECONDS);
     if ms > MAX_MILLISECONDS {
-        return Err(format!(
-            "--ops {ms}: sriov-share takes milliseconds of virtual time, 1 to {MAX_MILLISECONDS}"
-        ));
+        return Err(ExpError::Milliseconds {
+            ops: ms,
+            exp: "sriov-share",
+            max: MAX_MILLISECONDS,
+        }
+        .into());
     }
     let timing = IperfTiming {
         duration: SimDuration::from_us(ms * 1000),
@@ -130,7 +128,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             clients,
             timing,
         };
-        let result = iperf(&cluster, &config).map_err(|e| e.to_string())?;
+        let result = iperf(&cluster, &config)?;
         let counters = {
             let fab = cluster.machine.fabric();
             cluster
@@ -138,7 +136,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 .find(|(ep, _)| fab.host(fab.endpoint(*ep).host).name == *lh)
                 .map(|(_, n)| n.port().counters())
         }
-        .ok_or_else(|| format!("{lh} has no NIC model"))?;
+        .ok_or_else(|| ExpError::NoNicModel { host: lh.clone() })?;
         out.push(Run {
             name: name.into(),
             wire_tx: counters.wire_tx,
@@ -257,6 +255,6 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots,
-        json: serde_json::to_value(&out).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&out)?,
     })
 }

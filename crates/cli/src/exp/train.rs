@@ -11,7 +11,9 @@
 //! Each epoch time is compared with its group's first row and each difference is split by
 //! phase: the phases whose transfers crossed more hops are the ones that grew.
 
+use super::ExpError;
 use super::{ms, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use smartio_workloads::apps::train::{
     train, EpochTime, Storage, TrainConfig, TrainResult, MAX_EPOCHS,
 };
@@ -144,12 +146,10 @@ fn difference(p: &Placement, r: &TrainResult, b: &Placement, base: &TrainResult)
     )
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let epochs = setup.ops.unwrap_or(EPOCHS);
     if epochs > MAX_EPOCHS {
-        return Err(format!(
-            "--ops {epochs}: train's --ops is epochs per placement, at most {MAX_EPOCHS}"
-        ));
+        return Err(ExpError::Epochs { ops: epochs }.into());
     }
     let mut results: Vec<TrainResult> = Vec::new();
     for p in &PLACEMENTS {
@@ -163,7 +163,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
             ..TrainConfig::local_default()
         };
         let cluster = setup.cluster_of(p.scenario)?;
-        results.push(train(&cluster, &config).map_err(|e| e.to_string())?);
+        results.push(train(&cluster, &config)?);
     }
     let mut header = vec!["placement", "host", "epoch (ms)", "vs base"];
     header.extend(PHASES.iter().map(|(name, _)| *name));

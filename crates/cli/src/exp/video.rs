@@ -5,8 +5,10 @@
 //! gain; the crossover is the fewest streams from which the borrowed GPUs add more than 1 %
 //! to the total. `--ops` is frames per stream.
 
+use super::ExpError;
 use super::{table, Chart, Plot, Report, Series, Setup};
 use crate::app::video::{default_pool, pool_capacity};
+use crate::error::CliError;
 use serde::Serialize;
 use smartio_workloads::apps::video::{
     video, OutOfReach, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES,
@@ -80,36 +82,30 @@ struct Row {
     gain_percent: f64,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let frames = match setup.ops {
         None => FRAMES,
         Some(n) => u32::try_from(n)
             .ok()
             .filter(|n| (MIN_FRAMES..=MAX_FRAMES).contains(n))
-            .ok_or_else(|| {
-                format!(
-                    "--ops {n}: video takes frames per stream, {MIN_FRAMES} to {MAX_FRAMES} (a \
-                     stream's rate is measured between its first and last frame; every frame \
-                     moves 3 MB through the timed engine, 32 runs of up to 16 streams)"
-                )
-            })?,
+            .ok_or(ExpError::Frames { ops: n })?,
     };
     let (host, pool) = default_pool(&*setup.cluster()?, None)?;
     let local: Vec<String> = pool.iter().filter(|g| !g.contains(':')).cloned().collect();
     let borrowed: Vec<String> = pool.iter().filter(|g| g.contains(':')).cloned().collect();
     if local.is_empty() || borrowed.is_empty() {
-        return Err(format!(
-            "{}: video compares {host}'s own GPUs with those plus GPUs borrowed from other \
-             hosts; it has {} of its own and {} on other hosts",
-            setup.scenario,
-            local.len(),
-            borrowed.len()
-        ));
+        return Err(ExpError::VideoPool {
+            scenario: setup.scenario.clone(),
+            host,
+            own: local.len(),
+            borrowed: borrowed.len(),
+        }
+        .into());
     }
     let mut rows = Vec::new();
     let mut capacity = (0.0, 0.0);
     for streams in 1..=MAX_STREAMS {
-        let point = |gpus: &[String]| -> Result<VideoResult, String> {
+        let point = |gpus: &[String]| -> Result<VideoResult, CliError> {
             let config = VideoConfig {
                 host: host.clone(),
                 gpus: gpus.to_vec(),
@@ -119,7 +115,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 out_of_reach: OutOfReach::Refuse,
                 spoil: None,
             };
-            video(&*setup.cluster()?, &config).map_err(|e| e.to_string())
+            Ok(video(&*setup.cluster()?, &config)?)
         };
         let a = point(&local)?;
         let b = point(&pool)?;
@@ -193,7 +189,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
         table: t,
         notes,
         plots,
-        json: serde_json::to_value(&rows).map_err(|e| e.to_string())?,
+        json: serde_json::to_value(&rows)?,
     })
 }
 

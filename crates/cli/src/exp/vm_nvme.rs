@@ -13,7 +13,9 @@
 //! recorded, and its p50 read's critical path is shown, with one table comparing the rows
 //! by kind of step: where the VM and the borrower spend what local does not.
 
+use super::ExpError;
 use super::{ns, table, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use crate::explain::{self, ExplainArgs, Recorded};
 use smartio_drivers::CompletionMode;
 use smartio_machine::{StepClass, Trace};
@@ -47,7 +49,7 @@ struct Measured {
     sequential: FioResult,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     measure(setup, &ExplainArgs::default()).map(|(report, _)| report)
 }
 
@@ -67,7 +69,7 @@ pub struct RowBreakdown {
 /// when breaking down), the text to print after it, and what each row's recorded run
 /// explained. The traces of the four recorded runs are written to one file, a process per
 /// row and kind of track.
-pub fn run_explained(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, String), String> {
+pub fn run_explained(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, String), CliError> {
     explain.check()?;
     let (mut report, rows) = measure(setup, explain)?;
     if let Some(path) = &explain.trace {
@@ -181,17 +183,15 @@ fn compare_by_class(rows: &[RowBreakdown]) -> (comfy_table::Table, serde_json::V
 
 /// Runs the experiment; with `explain` asking, each row's QD1 interrupt-mode run goes
 /// through [`ExplainArgs::run`] (its p50 read explained).
-fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreakdown>), String> {
+fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreakdown>), CliError> {
     let probe = setup.fabric()?;
     let nvme = probe
         .endpoints()
         .iter()
         .find(|e| smartio_cluster::DeviceKind::of(e) == Some(smartio_cluster::DeviceKind::Nvme))
-        .ok_or_else(|| {
-            format!(
-                "{} has no NVMe controller; vm-nvme needs one",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::VmNvme,
         })?;
     let lender = probe.host(nvme.host).name.clone();
     let device = nvme.name.clone();
@@ -208,11 +208,9 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
         .iter()
         .find(|h| h.name != lender && !h.vms.is_empty())
         .map(|h| h.name.clone())
-        .ok_or_else(|| {
-            format!(
-                "{} has no host besides {lender} with a VM ([[host.vm]]); vm-nvme needs one to borrow into",
-                setup.scenario
-            )
+        .ok_or_else(|| ExpError::NoVmBorrower {
+            scenario: setup.scenario.clone(),
+            lender: lender.clone(),
         })?;
     let borrower_vm = vm_of(&borrower).unwrap_or_default();
     let mut rows = vec![Row {
@@ -247,8 +245,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
                 to: borrower.clone(),
                 iterations: 10,
             },
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         r.rtt_ns.p50 / 2.0
     };
     drop(probe);
@@ -263,7 +260,8 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             mode,
             ..FioConfig::new(&row.host, &row.device)
         };
-        run_fio(&*setup.cluster()?, &cfg).map_err(|e| format!("{} ({}): {e}", row.label, row.host))
+        run_fio(&*setup.cluster()?, &cfg)
+            .map_err(|e| CliError::run(format!("{} ({})", row.label, row.host), e))
     };
     let qd1_interrupt = |row: &Row| FioConfig {
         rw: RwMode::RandRead,
@@ -295,7 +293,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             |r| vec![Target::at_ns("p50", r.lat_ns.p50)],
             |spec| {
                 run_fio_explained(&*setup.cluster()?, &qd1_interrupt(row), Some(spec))
-                    .map_err(|e| format!("{} ({}): {e}", row.label, row.host))
+                    .map_err(|e| CliError::run(format!("{} ({})", row.label, row.host), e))
             },
         )?;
         breakdowns.push(RowBreakdown {
@@ -326,7 +324,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
         get("bare-metal borrower"),
         get("VM borrower (MDEV)"),
     ) else {
-        return Err("vm-nvme: a row is missing (an emulator bug)".into());
+        return Err(ExpError::MissingRow.into());
     };
     let cal = setup.calibration;
     let step = |p: &smartio_calibration::Param| p.value;

@@ -19,7 +19,9 @@
 //! the first other host with a VM the borrower.
 
 use super::bandwidth::{self, Curve, Difference};
+use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
 use smartio_fabric::NodeKind;
@@ -58,33 +60,28 @@ struct Row {
     hops: usize,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, String> {
+pub fn run(setup: &Setup) -> Result<Report, CliError> {
     let repeat = bandwidth::REPEAT;
     let iterations = match setup.ops {
         None => ROUND_TRIPS,
-        Some(n) => u32::try_from(n).map_err(|e| format!("--ops {n}: {e}"))?,
+        Some(n) => u32::try_from(n).map_err(|source| ExpError::RoundTrips { ops: n, source })?,
     };
     let probe = setup.fabric()?;
-    let (lender, a, b) = names::device_pair(&probe, DeviceKind::Dma).ok_or_else(|| {
-        format!(
-            "{} has no host with two DMA test devices; vm-p2p needs two on one host",
-            setup.scenario
-        )
+    let (lender, a, b) =
+        names::device_pair(&probe, DeviceKind::Dma).ok_or_else(|| ExpError::NoDmaPair {
+            scenario: setup.scenario.clone(),
+        })?;
+    let lender_vm = names::first_vm(&probe, &lender).ok_or_else(|| ExpError::NoLenderVm {
+        scenario: setup.scenario.clone(),
+        lender: lender.clone(),
+        a: a.clone(),
+        b: b.clone(),
     })?;
-    let lender_vm = names::first_vm(&probe, &lender).ok_or_else(|| {
-        format!(
-            "{} declares no VM on {lender}, which has {a} and {b}; vm-p2p needs one there for \
-             local VFIO ([[host.vm]])",
-            setup.scenario
-        )
-    })?;
-    let (borrower, borrower_vm) = names::other_host_with_vm(&probe, &lender).ok_or_else(|| {
-        format!(
-            "{} has no host besides {lender} with a VM; vm-p2p needs one for MDEV \
-                 ([[host.vm]])",
-            setup.scenario
-        )
-    })?;
+    let (borrower, borrower_vm) =
+        names::other_host_with_vm(&probe, &lender).ok_or_else(|| ExpError::NoBorrowerVm {
+            scenario: setup.scenario.clone(),
+            lender: lender.clone(),
+        })?;
     let lender_iommu = probe
         .hosts()
         .iter()
@@ -122,7 +119,12 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
     ];
     let mut rows = Vec::new();
     for c in &configs {
-        let failed = |e: String| format!("{} ({} with {} and {}): {e}", c.name, c.host, c.a, c.b);
+        let failed = |e: CliError| {
+            CliError::run(
+                format!("{} ({} with {} and {})", c.name, c.host, c.a, c.b),
+                e,
+            )
+        };
         let copies = |direction| {
             let config = P2pConfig {
                 host: c.host.clone(),
@@ -132,7 +134,8 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 sizes: bandwidth::SIZES.to_vec(),
                 repeat,
             };
-            bench_p2p(&*setup.cluster()?, &config).map_err(|e| failed(e.to_string()))
+            let cluster = setup.cluster()?;
+            bench_p2p(&cluster, &config).map_err(|e| failed(e.into()))
         };
         let write = copies(P2pDirection::Write)?;
         let read = copies(P2pDirection::Read)?;
@@ -145,7 +148,7 @@ pub fn run(setup: &Setup) -> Result<Report, String> {
                 iterations,
             },
         )
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(e.into()))?;
         let between = pingpong
             .path_a_to_b
             .split_last()

@@ -10,7 +10,9 @@
 //! measurement holds within ±10 % of it ([`near`]); where it states that two things are the
 //! same, they differ by at most the rule's stated tolerance; an order is tested as an order.
 
+use super::error::ReproError;
 use super::{Ctx, Figure, Finding};
+use crate::error::CliError;
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
 use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
@@ -352,7 +354,7 @@ fn bars(file: &str, title: &str, y: &str, bars: Vec<(String, f64)>) -> Plot {
     }
 }
 
-fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
+fn ram_to_ram(ctx: &Ctx) -> Result<Finding, CliError> {
     let r = pingpong(
         &ctx.cluster("vm-back-to-back")?,
         &PingPongConfig {
@@ -360,8 +362,7 @@ fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
             to: "lender".into(),
             iterations: 200,
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let one_way = r.rtt_ns.p50 / 2.0;
     Ok(Finding {
         measured: format!("{one_way:.0} ns one way (p50), borrower ↔ lender on vm-back-to-back"),
@@ -377,10 +378,10 @@ fn ram_to_ram(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
+fn video_crossover(ctx: &Ctx) -> Result<Finding, CliError> {
     let local = ["gpu0", "gpu1", "gpu2"];
     let pool = ["gpu0", "gpu1", "gpu2", "machine-b:gpu0"];
-    let total = |streams: u32, gpus: &[&str]| -> Result<f64, String> {
+    let total = |streams: u32, gpus: &[&str]| -> Result<f64, CliError> {
         let config = VideoConfig {
             host: "machine-a".into(),
             gpus: gpus.iter().map(|g| g.to_string()).collect(),
@@ -390,9 +391,7 @@ fn video_crossover(ctx: &Ctx) -> Result<Finding, String> {
             out_of_reach: OutOfReach::Refuse,
             spoil: None,
         };
-        video(&ctx.cluster("video-lending")?, &config)
-            .map(|r| r.total_fps)
-            .map_err(|e| e.to_string())
+        Ok(video(&ctx.cluster("video-lending")?, &config).map(|r| r.total_fps)?)
     };
     let (l7, p7) = (total(7, &local)?, total(7, &pool)?);
     let (l8, p8) = (total(8, &local)?, total(8, &pool)?);
@@ -427,12 +426,12 @@ type Epochs = Vec<(String, f64)>;
 
 /// The mean epoch time of each placement of `exp train`, by label, and its plots that no
 /// earlier figure showed (IV-21 and V-30 read one run and one plot).
-fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), String> {
+fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), CliError> {
     let report = ctx.exp(ExpName::Train, Some(1))?;
     let rows = report
         .json
         .as_array()
-        .ok_or("exp train gave no rows")?
+        .ok_or(ReproError::NoRows { exp: "train" })?
         .iter()
         .map(|r| {
             (
@@ -450,7 +449,7 @@ fn epoch(rows: &[(String, f64)], label: &str) -> f64 {
         .map_or(f64::NAN, |r| r.1)
 }
 
-fn keras_vms(ctx: &Ctx) -> Result<Finding, String> {
+fn keras_vms(ctx: &Ctx) -> Result<Finding, CliError> {
     let (rows, plots) = train_epochs(ctx)?;
     let (nat_loc, nat_rem) = (epoch(&rows, "NatLoc"), epoch(&rows, "NatRem-IOMMU"));
     let (vm_loc, vm_rem) = (epoch(&rows, "VMLoc (VFIO)"), epoch(&rows, "VMRem (MDEV)"));
@@ -486,7 +485,7 @@ fn keras_vms(ctx: &Ctx) -> Result<Finding, String> {
     }))
 }
 
-fn keras_lenders(ctx: &Ctx) -> Result<Finding, String> {
+fn keras_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
     let (rows, plots) = train_epochs(ctx)?;
     let local = epoch(&rows, "local devices");
     let one = epoch(&rows, "single lender");
@@ -519,9 +518,12 @@ fn keras_lenders(ctx: &Ctx) -> Result<Finding, String> {
     }))
 }
 
-fn gpu_nvme(ctx: &Ctx) -> Result<Finding, String> {
+fn gpu_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::GpuNvme, Some(512))?;
-    let rows = report.json.as_array().ok_or("exp gpu-nvme gave no rows")?;
+    let rows = report
+        .json
+        .as_array()
+        .ok_or(ReproError::NoRows { exp: "gpu-nvme" })?;
     let mut all_read = true;
     let mut measured = Vec::new();
     for r in rows {
@@ -552,7 +554,7 @@ fn gpu_bw(
     device: &str,
     direction: GpuCopyDirection,
     sizes: &[u64],
-) -> Result<Vec<DmaSample>, String> {
+) -> Result<Vec<DmaSample>, CliError> {
     let config = GpuBandwidthConfig {
         host: host.into(),
         device: device.into(),
@@ -561,16 +563,14 @@ fn gpu_bw(
         copies: 4,
         repeat: 2,
     };
-    bench_gpu_bandwidth(&ctx.cluster(scenario)?, &config)
-        .map(|r| r.samples)
-        .map_err(|e| e.to_string())
+    Ok(bench_gpu_bandwidth(&ctx.cluster(scenario)?, &config).map(|r| r.samples)?)
 }
 
 const KIB4: u64 = 4 << 10;
 const MIB1: u64 = 1 << 20;
 const MIB16: u64 = 16 << 20;
 
-fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, String> {
+fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, CliError> {
     let sizes = [KIB4, MIB1, MIB16];
     let h2d = GpuCopyDirection::HostToDevice;
     let local = gpu_bw(ctx, "local-chassis", "local", "gpu0", h2d, &sizes)?;
@@ -579,7 +579,7 @@ fn gpu_local_equals_borrowed(ctx: &Ctx) -> Result<Finding, String> {
     Ok(same_at_sizes("host to GPU", &local, &lent, &sizes, 2.0))
 }
 
-fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, String> {
+fn gpu_extra_hop(ctx: &Ctx) -> Result<Finding, CliError> {
     let sizes = [KIB4, MIB1, MIB16];
     let (h2d, d2h) = (
         GpuCopyDirection::HostToDevice,
@@ -633,7 +633,7 @@ fn p2p(
     source: &str,
     target: &str,
     sizes: &[u64],
-) -> Result<Vec<DmaSample>, String> {
+) -> Result<Vec<DmaSample>, CliError> {
     let config = GpuP2pConfig {
         host: host.into(),
         source: source.into(),
@@ -642,12 +642,10 @@ fn p2p(
         sizes: sizes.to_vec(),
         repeat: 3,
     };
-    bench_gpu_p2p(&ctx.cluster(scenario)?, &config)
-        .map(|r| r.samples)
-        .map_err(|e| e.to_string())
+    Ok(bench_gpu_p2p(&ctx.cluster(scenario)?, &config).map(|r| r.samples)?)
 }
 
-fn p2p_same_lender(ctx: &Ctx) -> Result<Finding, String> {
+fn p2p_same_lender(ctx: &Ctx) -> Result<Finding, CliError> {
     let sizes = [KIB4, MIB1];
     let local = p2p(ctx, "local-chassis", "local", "gpu0", "gpu1", &sizes)?;
     let lent = p2p(
@@ -667,7 +665,7 @@ fn p2p_same_lender(ctx: &Ctx) -> Result<Finding, String> {
     ))
 }
 
-fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
+fn p2p_two_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
     let sizes = [KIB4, MIB16];
     let near = p2p(
         ctx,
@@ -713,7 +711,7 @@ fn gpu_round_trips(
     a: &str,
     b: &str,
     iterations: u32,
-) -> Result<smartio_workloads::GpuPingPongResult, String> {
+) -> Result<smartio_workloads::GpuPingPongResult, CliError> {
     let config = GpuPingPongConfig {
         host: host.into(),
         a: a.into(),
@@ -721,10 +719,10 @@ fn gpu_round_trips(
         iterations,
         counters: CounterPlace::Gpu,
     };
-    gpu_pingpong(&ctx.cluster(scenario)?, &config).map_err(|e| e.to_string())
+    Ok(gpu_pingpong(&ctx.cluster(scenario)?, &config)?)
 }
 
-fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, String> {
+fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Result<f64, CliError> {
     gpu_round_trips(ctx, (scenario, host), a, b, 1000).map(|r| r.one_way_ns.p50)
 }
 
@@ -732,8 +730,8 @@ fn gpu_one_way(ctx: &Ctx, scenario: &str, host: &str, a: &str, b: &str) -> Resul
 /// the borrower), as Paper V Fig. 25 compares them.
 fn local_and_lent<R>(
     ctx: &Ctx,
-    measure: impl Fn(&Ctx, &str, &str, &str, &str) -> Result<R, String>,
-) -> Result<(R, R), String> {
+    measure: impl Fn(&Ctx, &str, &str, &str, &str) -> Result<R, CliError>,
+) -> Result<(R, R), CliError> {
     let local = measure(ctx, "local-chassis", "local", "gpu0", "gpu1")?;
     let lent = measure(
         ctx,
@@ -745,7 +743,7 @@ fn local_and_lent<R>(
     Ok((local, lent))
 }
 
-fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, String> {
+fn pingpong_same_lender(ctx: &Ctx) -> Result<Finding, CliError> {
     let (local, lent) = local_and_lent(ctx, gpu_one_way)?;
     Ok(Finding {
         measured: format!("one way (p50): local {local:.1} ns, borrowed {lent:.1} ns"),
@@ -762,11 +760,11 @@ fn gpu_steps(
     host: &str,
     a: &str,
     b: &str,
-) -> Result<Vec<smartio_workloads::RttStep>, String> {
+) -> Result<Vec<smartio_workloads::RttStep>, CliError> {
     gpu_round_trips(ctx, (scenario, host), a, b, 100_000).map(|r| r.steps)
 }
 
-fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {
+fn pingpong_steps(ctx: &Ctx) -> Result<Finding, CliError> {
     let (local, lent) = local_and_lent(ctx, gpu_steps)?;
     // A step holding at least 1 % of the round trips counts.
     let major = |s: &[smartio_workloads::RttStep]| {
@@ -799,7 +797,7 @@ fn pingpong_steps(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
+fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
     let near = gpu_one_way(
         ctx,
         "cluster-switch",
@@ -825,9 +823,12 @@ fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn sriov_lent(ctx: &Ctx) -> Result<Finding, String> {
+fn sriov_lent(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::Sriov, Some(2))?;
-    let rows = report.json.as_array().ok_or("exp sriov gave no rows")?;
+    let rows = report
+        .json
+        .as_array()
+        .ok_or(ReproError::NoRows { exp: "sriov" })?;
     let steady = |function: &str, how: &str| {
         rows.iter()
             .find(|r| r["function"] == function && r["how"] == how)
@@ -844,16 +845,19 @@ fn sriov_lent(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn sriov_shared(ctx: &Ctx) -> Result<Finding, String> {
+fn sriov_shared(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::SriovShare, Some(2))?;
     let rows = report
         .json
         .as_array()
-        .ok_or("exp sriov-share gave no rows")?;
+        .ok_or(ReproError::NoRows { exp: "sriov-share" })?;
     let row = rows
         .iter()
         .find(|r| r["name"] == "lender and borrower")
-        .ok_or("exp sriov-share has no lender-and-borrower row")?;
+        .ok_or_else(|| ReproError::NoRow {
+            exp: "sriov-share",
+            row: "lender-and-borrower".into(),
+        })?;
     let streams = row["result"]["report"]["streams"]
         .as_array()
         .cloned()
@@ -886,11 +890,11 @@ fn sriov_shared(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
+fn iommu_penalty(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::IommuPenalty, Some(2))?;
-    let rows = report.json["rows"]
-        .as_array()
-        .ok_or("exp iommu-penalty gave no rows")?;
+    let rows = report.json["rows"].as_array().ok_or(ReproError::NoRows {
+        exp: "iommu-penalty",
+    })?;
     let largest = |name: &str, way: &str| {
         rows.iter()
             .find(|r| r["name"] == name)
@@ -937,12 +941,11 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, String> {
     }))
 }
 
-fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
+fn sq_placement(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::SqPlacement, Some(500))?;
-    let rows = report
-        .json
-        .as_array()
-        .ok_or("exp sq-placement gave no rows")?;
+    let rows = report.json.as_array().ok_or(ReproError::NoRows {
+        exp: "sq-placement",
+    })?;
     let p50: Vec<(String, f64)> = rows
         .iter()
         .map(|r| {
@@ -971,7 +974,7 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn share_30(ctx: &Ctx) -> Result<Finding, String> {
+fn share_30(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::Share30, Some(100))?;
     let j = &report.json;
     let clients = j["clients"].as_array().cloned().unwrap_or_default();
@@ -994,7 +997,7 @@ fn share_30(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn share_30_starvation(ctx: &Ctx) -> Result<Finding, String> {
+fn share_30_starvation(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::Share30, Some(100))?;
     let j = &report.json;
     let (lo, hi) = (num(&j["p50_min_ns"]), num(&j["p50_max_ns"]));
@@ -1018,7 +1021,7 @@ fn share_30_starvation(ctx: &Ctx) -> Result<Finding, String> {
     }))
 }
 
-fn multicast(ctx: &Ctx) -> Result<Finding, String> {
+fn multicast(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::Multicast, None)?;
     let j = &report.json;
     let (verified, commands) = (num(&j["verified"]), num(&j["multicast_commands"]));
@@ -1036,11 +1039,11 @@ fn multicast(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn vm_nvme(ctx: &Ctx) -> Result<Finding, String> {
+fn vm_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::VmNvme, Some(500))?;
     let rows = report.json["rows"]
         .as_array()
-        .ok_or("exp vm-nvme gave no rows")?;
+        .ok_or(ReproError::NoRows { exp: "vm-nvme" })?;
     let p50 = |row: &str| {
         rows.iter()
             .find(|r| r["row"] == row)
@@ -1087,7 +1090,7 @@ fn nvmeof_plots<'p>(plots: &'p [Plot], steps: &str) -> impl Iterator<Item = &'p 
 
 /// Seed 003 Fig. 10: the kernel initiator against the native driver with interrupts and
 /// the block layer, by the difference of the minimum latencies.
-fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, String> {
+fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let (native, kernel) = (
@@ -1114,17 +1117,17 @@ fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, String> {
     Ok(explained(finding, || nvmeof_why(min, stated)))
 }
 
-fn nvmeof_kernel_read(ctx: &Ctx) -> Result<Finding, String> {
+fn nvmeof_kernel_read(ctx: &Ctx) -> Result<Finding, CliError> {
     nvmeof_kernel(ctx, "read")
 }
 
-fn nvmeof_kernel_write(ctx: &Ctx) -> Result<Finding, String> {
+fn nvmeof_kernel_write(ctx: &Ctx) -> Result<Finding, CliError> {
     nvmeof_kernel(ctx, "write")
 }
 
 /// Seed 004 Fig. 10: SPDK on both sides, so the polled initiator against the polled local
 /// driver, by the 99th percentiles.
-fn nvmeof(ctx: &Ctx) -> Result<Finding, String> {
+fn nvmeof(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let local = num(&nvmeof_row(j, "local-smartio", "read")["latency"]["p99"]);

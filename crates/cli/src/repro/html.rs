@@ -3,6 +3,7 @@
 //! the calibration the run used.
 
 use super::Outcome;
+use crate::error::CliError;
 // One escape for the page and the pictures in it: XML's is also HTML's.
 use crate::picture::svg::escape;
 
@@ -25,9 +26,9 @@ fn anchor(scenario: &str) -> String {
 /// or why there is none.
 pub(super) fn page(
     outcomes: &[Outcome],
-    scenarios: &[(String, Result<String, String>)],
+    scenarios: &[(String, Result<String, impl std::fmt::Display>)],
     calibration: &str,
-) -> Result<String, String> {
+) -> Result<String, CliError> {
     let holding = outcomes.iter().filter(|o| o.finding.holds).count();
     let mut s = String::new();
     s.push_str(
@@ -109,7 +110,9 @@ pub(super) fn page(
             ));
             match picture {
                 Ok(svg) => s.push_str(svg),
-                Err(why) => s.push_str(&format!("<p>Not drawn: {}</p>\n", escape(why))),
+                Err(why) => {
+                    s.push_str(&format!("<p>Not drawn: {}</p>\n", escape(&why.to_string())))
+                }
             }
         }
     }

@@ -9,6 +9,7 @@
 //! than their commands' defaults where the model is deterministic (a median of a few equal
 //! samples is the median of many).
 
+mod error;
 mod figures;
 mod html;
 mod paper1;
@@ -17,7 +18,9 @@ mod paper3_latency;
 mod paper5;
 mod seed003;
 
+use crate::error::CliError;
 use crate::exp::{Plot, Report, ScenarioLog, Setup};
+pub use error::ReproError;
 use serde::Serialize;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -84,7 +87,7 @@ pub struct Figure {
     /// Where: the source document and line.
     pub source: &'static str,
     /// Runs it.
-    pub run: fn(&Ctx) -> Result<Finding, String>,
+    pub run: fn(&Ctx) -> Result<Finding, CliError>,
 }
 
 /// An experiment and its `--ops`.
@@ -119,9 +122,9 @@ impl<'a> Ctx<'a> {
 
     /// A fresh cluster of `scenario` with the run's calibration and seed (noted for the
     /// report's pictures).
-    pub fn cluster(&self, scenario: &str) -> Result<Cluster, String> {
+    pub fn cluster(&self, scenario: &str) -> Result<Cluster, CliError> {
         self.scenarios.record(scenario);
-        Cluster::seeded(scenario, self.calibration, self.seed).map_err(|e| e.to_string())
+        Ok(Cluster::seeded(scenario, self.calibration, self.seed)?)
     }
 
     /// The calibration in force.
@@ -135,7 +138,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Experiment `name` on its default scenario with `ops` (run once per repro).
-    pub fn exp(&self, name: crate::exp::ExpName, ops: Option<u64>) -> Result<Rc<Report>, String> {
+    pub fn exp(&self, name: crate::exp::ExpName, ops: Option<u64>) -> Result<Rc<Report>, CliError> {
         if let Some(r) = self.reports.borrow().get(&(name, ops)) {
             return Ok(r.clone());
         }
@@ -161,13 +164,16 @@ impl<'a> Ctx<'a> {
     pub fn once<T: 'static>(
         &self,
         key: &str,
-        run: impl FnOnce() -> Result<T, String>,
-    ) -> Result<Rc<T>, String> {
+        run: impl FnOnce() -> Result<T, CliError>,
+    ) -> Result<Rc<T>, CliError> {
         let known = self.runs.borrow().get(key).cloned();
         if let Some(done) = known {
-            return done
-                .downcast::<T>()
-                .map_err(|_| format!("repro: the run {key:?} is kept as another type"));
+            return done.downcast::<T>().map_err(|_| {
+                ReproError::KeptAsOther {
+                    key: key.to_string(),
+                }
+                .into()
+            });
         }
         let done = Rc::new(run()?);
         self.runs
@@ -207,7 +213,7 @@ pub fn run(
     calibration: &Calibration,
     calibration_text: &str,
     args: ReproArgs,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let all = figures::all();
     if args.list {
         // Ids in a column at least one space wider than the longest.
@@ -223,22 +229,22 @@ pub fn run(
     }
     for id in &args.figures {
         if !all.iter().any(|f| f.id.eq_ignore_ascii_case(id)) {
-            let known: Vec<&str> = all.iter().map(|f| f.id).collect();
-            return Err(format!(
-                "--figure {id}: no such figure (known: {})",
-                known.join(", ")
-            ));
+            return Err(ReproError::UnknownFigure {
+                id: id.clone(),
+                known: all.iter().map(|f| f.id).collect(),
+            }
+            .into());
         }
     }
     // A report that cannot be written is refused before the figures run, not after.
     if let Some(path) = &args.html {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir.filter(|d| !d.is_dir()) {
-            return Err(format!(
-                "--html {}: cannot write: the directory {} does not exist",
-                path.display(),
-                dir.display()
-            ));
+            return Err(ReproError::HtmlDirectory {
+                path: path.clone(),
+                dir: dir.to_path_buf(),
+            }
+            .into());
         }
     }
     let chosen: Vec<&Figure> = all
@@ -290,20 +296,21 @@ pub fn run(
     if let Some(path) = &args.html {
         // Each scenario the figures ran on, drawn (a scenario that cannot be drawn says why
         // in its place).
-        let pictures: Vec<(String, Result<String, String>)> = ctx
+        let pictures: Vec<(String, Result<String, crate::picture::PictureError>)> = ctx
             .scenarios
             .names()
             .into_iter()
             .enumerate()
             .map(|(i, name)| {
-                let svg = crate::picture::element(&name, calibration, &format!("s{i}"))
-                    .map_err(|e| e.to_string());
+                let svg = crate::picture::element(&name, calibration, &format!("s{i}"));
                 (name, svg)
             })
             .collect();
         let page = html::page(&outcomes, &pictures, calibration_text)?;
-        std::fs::write(path, page)
-            .map_err(|e| format!("--html {}: cannot write: {e}", path.display()))?;
+        std::fs::write(path, page).map_err(|source| ReproError::HtmlWrite {
+            path: path.clone(),
+            source,
+        })?;
     }
     if args.json {
         let out = serde_json::json!({
@@ -312,10 +319,7 @@ pub fn run(
             "of": outcomes.len(),
             "html": args.html.as_ref().map(|p| p.display().to_string()),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     let mut t = crate::exp::table(&["figure", "verdict", "the paper", "the emulator", "rule"]);
@@ -375,15 +379,18 @@ mod tests {
         ctx.once("writes", run).expect("another run");
         assert_eq!(runs.get(), 2);
         let wrong = ctx.once("reads", || Ok("text"));
-        assert!(wrong.expect_err("another type").contains("\"reads\""));
+        assert!(wrong
+            .expect_err("another type")
+            .to_string()
+            .contains("\"reads\""));
     }
 
     #[test]
     fn a_failed_run_is_not_kept() {
         let calibration = Calibration::default_embedded();
         let ctx = Ctx::new(&calibration, 1);
-        let failed: Result<Rc<u8>, String> = ctx.once("x", || Err("stuck".into()));
-        assert_eq!(failed.expect_err("fails"), "stuck");
+        let failed: Result<Rc<u8>, CliError> = ctx.once("x", || Err(CliError::NothingExplained));
+        assert!(matches!(failed, Err(CliError::NothingExplained)));
         assert_eq!(*ctx.once("x", || Ok(3u8)).expect("runs again"), 3);
     }
 

@@ -11,7 +11,9 @@
 //! also says what the timed engine's costs give and which legs of the path set it, so a
 //! failing verdict says why; nothing here is tuned to the paper's numbers.
 
+use super::error::ReproError;
 use super::{Ctx, Figure, Finding};
+use crate::error::CliError;
 use crate::exp::{Chart, Plot, Series};
 use smartio_cluster::Cluster;
 use smartio_fabric::LinkKind;
@@ -70,17 +72,17 @@ fn peak(samples: &[DmaSample]) -> f64 {
 }
 
 /// Payload the cable carries per second at the MPS in force: the x8 legs' bound.
-fn cable_payload_bound(c: &Cluster) -> Result<f64, String> {
-    let timed = c.timed().ok_or("the figure needs the timed engine")?;
+fn cable_payload_bound(c: &Cluster) -> Result<f64, CliError> {
+    let timed = c.timed().ok_or(ReproError::NeedsTimedEngine)?;
     let mps = c.calibration.pcie.max_payload_size.value as u64;
     let f = c.machine.fabric();
     let cable = f
         .links()
         .iter()
         .position(|l| l.kind == LinkKind::Cable)
-        .ok_or("the scenario has no cable")?;
+        .ok_or(ReproError::NoCable)?;
     let timing = timed.timing();
-    let link = timing.links.get(cable).ok_or("the cable has no timing")?;
+    let link = timing.links.get(cable).ok_or(ReproError::NoCableTiming)?;
     Ok(link.payload_bandwidth(mps))
 }
 
@@ -105,18 +107,18 @@ fn size_lines(file: &str, title: &str, series: Vec<(String, &[DmaSample])>) -> P
     }
 }
 
-fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
+fn adapter_dma(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER_WRITE: f64 = 4.8e9;
     const PAPER_READ: f64 = 3.0e9;
     let sizes = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20];
-    let run = |direction| -> Result<_, String> {
+    let run = |direction| -> Result<_, CliError> {
         let config = AdapterDmaBenchConfig {
             host: "machine-a".into(),
             direction,
             sizes: sizes.to_vec(),
             repeat: 2,
         };
-        bench_adapter_dma(&ctx.cluster(SCENARIO)?, &config).map_err(|e| e.to_string())
+        Ok(bench_adapter_dma(&ctx.cluster(SCENARIO)?, &config)?)
     };
     let (pushed, pulled) = (run(DmaDirection::Write)?, run(DmaDirection::Read)?);
     let (writes, reads) = (pushed.samples, pulled.samples);
@@ -127,7 +129,7 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
     let in_flight = c.calibration.device("ntb").max_outstanding_reads.value;
     let rtt = pulled
         .read_round_trip_ns
-        .ok_or("the figure needs the timed engine")?;
+        .ok_or(ReproError::NeedsTimedEngine)?;
     let carried = in_flight * request / (rtt * 1e-9);
     let holds = off(w, PAPER_WRITE).abs() <= BOUND && off(r, PAPER_READ).abs() <= BOUND;
     Ok(Finding {
@@ -169,11 +171,11 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
+fn borrowed_k40(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER_WRITE: f64 = 4.9e9;
     const PAPER_READ: f64 = 2.0e9;
     let sizes = [1 << 20, 4 << 20, 16 << 20];
-    let run = |direction| -> Result<Vec<DmaSample>, String> {
+    let run = |direction| -> Result<Vec<DmaSample>, CliError> {
         let config = GpuBandwidthConfig {
             host: "machine-a".into(),
             device: "machine-b:gpu0".into(),
@@ -182,9 +184,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
             copies: 4,
             repeat: 2,
         };
-        bench_gpu_bandwidth(&ctx.cluster(SCENARIO)?, &config)
-            .map(|r| r.samples)
-            .map_err(|e| e.to_string())
+        Ok(bench_gpu_bandwidth(&ctx.cluster(SCENARIO)?, &config).map(|r| r.samples)?)
     };
     // "write to remote RAM": GPU memory to machine A's pinned RAM; "read data from remote
     // RAM": machine A's RAM to GPU memory.
@@ -247,7 +247,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, String> {
 /// way: half the median round trip of `pingpong --scenario pxh810-back-to-back`. [chips.PEX8733] latency_ns is derived from
 /// Paper III's 550-580 ns on its PXH830 pair, not from this figure: the PXH810's x8 links and
 /// Paper I's own machines make this an independent check.
-fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, String> {
+fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 573.0;
     let r = pingpong(
         &ctx.cluster(SCENARIO)?,
@@ -256,8 +256,7 @@ fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, String> {
             to: "machine-b".into(),
             iterations: 200,
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let one_way = r.rtt_ns.p50 / 2.0;
     let holds = super::figures::near(one_way, PAPER, PAPER);
     Ok(Finding {

@@ -16,7 +16,9 @@
 //! Each finding says which legs of the timing model make its numbers; nothing here is tuned
 //! to the papers.
 
+use super::error::ReproError;
 use super::{Ctx, Figure, Finding};
+use crate::error::CliError;
 use crate::exp::{Chart, Plot, Series};
 use smartio_cluster::Cluster;
 use smartio_fabric::LinkKind;
@@ -158,7 +160,7 @@ fn bandwidth(
     ctx: &Ctx,
     (scenario, host, device): (&str, &str, &str),
     direction: GpuCopyDirection,
-) -> Result<Rc<Vec<DmaSample>>, String> {
+) -> Result<Rc<Vec<DmaSample>>, CliError> {
     let key = format!("bandwidthTest {scenario} {host} {device} {direction:?}");
     ctx.once(&key, || {
         let config = GpuBandwidthConfig {
@@ -171,7 +173,9 @@ fn bandwidth(
         };
         bench_gpu_bandwidth(&ctx.cluster(scenario)?, &config)
             .map(|r| r.samples)
-            .map_err(|e| format!("bandwidthTest on {scenario} ({host}, {device}): {e}"))
+            .map_err(|e| {
+                CliError::run(format!("bandwidthTest on {scenario} ({host}, {device})"), e)
+            })
     })
 }
 
@@ -182,7 +186,7 @@ struct Fig10 {
 }
 
 impl Fig10 {
-    fn run(ctx: &Ctx) -> Result<Fig10, String> {
+    fn run(ctx: &Ctx) -> Result<Fig10, CliError> {
         let mut fig = Fig10 {
             reads: Vec::new(),
             writes: Vec::new(),
@@ -253,7 +257,7 @@ fn compared(fig: &Fig10, direction: GpuCopyDirection, a: Place, b: Place) -> Str
         .join(", ")
 }
 
-fn iommu_reduces(ctx: &Ctx) -> Result<Finding, String> {
+fn iommu_reduces(ctx: &Ctx) -> Result<Finding, CliError> {
     let fig = Fig10::run(ctx)?;
     let (read, write) = (
         GpuCopyDirection::HostToDevice,
@@ -291,7 +295,7 @@ fn iommu_reduces(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn local_converges(ctx: &Ctx) -> Result<Finding, String> {
+fn local_converges(ctx: &Ctx) -> Result<Finding, CliError> {
     let fig = Fig10::run(ctx)?;
     let small: Vec<u64> = SIZES.iter().copied().filter(|&s| s < MIB).collect();
     let large: Vec<u64> = SIZES.iter().copied().filter(|&s| s >= MIB).collect();
@@ -352,8 +356,8 @@ fn local_converges(ctx: &Ctx) -> Result<Finding, String> {
 
 /// The payload a link of `kind` next to `node` (or the first cable) carries per second at
 /// the MPS in force.
-fn payload_bound(c: &Cluster, kind: LinkKind, node: Option<&str>) -> Result<f64, String> {
-    let timed = c.timed().ok_or("the figure needs the timed engine")?;
+fn payload_bound(c: &Cluster, kind: LinkKind, node: Option<&str>) -> Result<f64, CliError> {
+    let timed = c.timed().ok_or(ReproError::NeedsTimedEngine)?;
     let mps = c.calibration.pcie.max_payload_size.value as u64;
     let f = c.machine.fabric();
     let index = f
@@ -365,9 +369,11 @@ fn payload_bound(c: &Cluster, kind: LinkKind, node: Option<&str>) -> Result<f64,
                     f.nodes()[l.b.index()].name == n || f.nodes()[l.a.index()].name == n
                 })
         })
-        .ok_or_else(|| format!("{} has no such link", f.name))?;
+        .ok_or_else(|| ReproError::NoLink {
+            scenario: f.name.clone(),
+        })?;
     let timing = timed.timing();
-    let link = timing.links.get(index).ok_or("the link has no timing")?;
+    let link = timing.links.get(index).ok_or(ReproError::NoLinkTiming)?;
     Ok(link.payload_bandwidth(mps))
 }
 
@@ -378,7 +384,7 @@ fn walked_writes(link: f64, miss_ns: f64) -> f64 {
     PAGE / (PAGE / link + miss_ns * 1e-9)
 }
 
-fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, String> {
+fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 6.0e9;
     // Paper III's 2L-RAM-P2P: one GPU writes the borrower's RAM, a GPU of the other lender
     // reads it; neither crosses its lender's root (mesh-3: each shares a switch with its

@@ -11,6 +11,7 @@
 
 use super::paper3::{pct, BOUND, MESH, MESH_IOMMU};
 use super::{Ctx, Finding};
+use crate::error::CliError;
 use crate::exp::{Bar, Chart, Plot};
 use smartio_cluster::Cluster;
 use smartio_fabric::{LinkKind, NodeKind};
@@ -96,7 +97,7 @@ impl Pair {
 }
 
 /// The ping-pong of `pair`, run once per repro.
-fn round_trips(ctx: &Ctx, pair: Pair) -> Result<Rc<GpuPingPongResult>, String> {
+fn round_trips(ctx: &Ctx, pair: Pair) -> Result<Rc<GpuPingPongResult>, CliError> {
     let (scenario, host, a, b, counters) = pair.at();
     ctx.once(&format!("paper III ping-pong {}", pair.label()), || {
         let config = GpuPingPongConfig {
@@ -107,12 +108,12 @@ fn round_trips(ctx: &Ctx, pair: Pair) -> Result<Rc<GpuPingPongResult>, String> {
             counters,
         };
         gpu_pingpong(&ctx.cluster(scenario)?, &config)
-            .map_err(|e| format!("{} ping-pong on {scenario}: {e}", pair.label()))
+            .map_err(|e| CliError::run(format!("{} ping-pong on {scenario}", pair.label()), e))
     })
 }
 
 /// The round trips of every pair a figure compares, and the plot of all five (shown once).
-fn fig11(ctx: &Ctx, pairs: &[Pair]) -> Result<(Vec<Rc<GpuPingPongResult>>, Vec<Plot>), String> {
+fn fig11(ctx: &Ctx, pairs: &[Pair]) -> Result<(Vec<Rc<GpuPingPongResult>>, Vec<Plot>), CliError> {
     let runs = pairs
         .iter()
         .map(|&p| round_trips(ctx, p))
@@ -151,7 +152,7 @@ fn rtt(r: &GpuPingPongResult) -> String {
     format!("p99 {:.1} ns, mean {:.1} ns", r.rtt_ns.p99, r.rtt_ns.mean)
 }
 
-pub(super) fn same_switch_is_local(ctx: &Ctx) -> Result<Finding, String> {
+pub(super) fn same_switch_is_local(ctx: &Ctx) -> Result<Finding, CliError> {
     let (runs, plots) = fig11(ctx, &[Pair::Local, Pair::OneLender])?;
     let (local, one) = (&runs[0], &runs[1]);
     let (d99, dmean) = (
@@ -227,7 +228,7 @@ fn legs(c: &Cluster, path: &[String]) -> Legs {
     legs
 }
 
-pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, String> {
+pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 700.0;
     let (runs, plots) = fig11(ctx, &[Pair::OneLender, Pair::TwoLenders])?;
     let (one, two) = (&runs[0], &runs[1]);
@@ -279,7 +280,7 @@ pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-pub(super) fn same_path_same_latency(ctx: &Ctx) -> Result<Finding, String> {
+pub(super) fn same_path_same_latency(ctx: &Ctx) -> Result<Finding, CliError> {
     let (runs, plots) = fig11(ctx, &[Pair::OneLenderRam, Pair::TwoLendersRamIommu])?;
     let (one, two) = (&runs[0], &runs[1]);
     let d99 = two.rtt_ns.p99 - one.rtt_ns.p99;
@@ -314,18 +315,17 @@ pub(super) fn same_path_same_latency(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-pub(super) fn ram_to_ram_lender_b(ctx: &Ctx) -> Result<Finding, String> {
+pub(super) fn ram_to_ram_lender_b(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 700.0;
     let r = ctx.once("paper III RAM-to-RAM borrower lender-b", || {
-        pingpong(
+        Ok(pingpong(
             &ctx.cluster(MESH)?,
             &PingPongConfig {
                 from: "borrower".into(),
                 to: "lender-b".into(),
                 iterations: 200,
             },
-        )
-        .map_err(|e| e.to_string())
+        )?)
     })?;
     let one_way = r.rtt_ns.p50 / 2.0;
     let (lo, hi) = (PAPER * (1.0 - BOUND / 100.0), PAPER * (1.0 + BOUND / 100.0));

@@ -14,7 +14,9 @@
 //! the existing "equals local" statements (V-24, V-25, V-28); each finding shows the run's
 //! own variation next to it. A stated number holds within ±10 %.
 
+use super::error::ReproError;
 use super::{Ctx, Figure, Finding};
+use crate::error::CliError;
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
 use smartio_machine::StepClass;
@@ -94,14 +96,15 @@ struct Side {
 /// fio on `device` of `host` in `scenario`: QD1 4 KiB random reads through the kernel's
 /// NVMe driver with interrupts (Paper V: the sync engine with O_DIRECT, the in-kernel
 /// driver), then the same run again recording where its median read's time went.
-fn fig21_side(ctx: &Ctx, (scenario, host, device): (&str, &str, &str)) -> Result<Side, String> {
+fn fig21_side(ctx: &Ctx, (scenario, host, device): (&str, &str, &str)) -> Result<Side, CliError> {
     let config = FioConfig {
         amount: Amount::Ops(FIG21_READS),
         seed: ctx.seed(),
         ..FioConfig::new(host, device)
     };
-    let failed =
-        |e: smartio_workloads::FioError| format!("fio on {scenario} ({host}, {device}): {e}");
+    let failed = |e: smartio_workloads::FioError| {
+        CliError::run(format!("fio on {scenario} ({host}, {device})"), e)
+    };
     let (first, _) = run_fio_explained(&ctx.cluster(scenario)?, &config, None).map_err(failed)?;
     let median = ExplainSpec {
         targets: vec![Target::at_ns("p50", first.lat_ns.p50)],
@@ -134,7 +137,7 @@ fn class_ns(side: &Side, class: StepClass) -> f64 {
         .map_or(0.0, |(_, ns)| *ns)
 }
 
-fn dma_hook(ctx: &Ctx) -> Result<Finding, String> {
+fn dma_hook(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 23.0;
     let local = fig21_side(ctx, ("local-chassis", "local", "nvme0"))?;
     let lent = fig21_side(ctx, ("back-to-back", "borrower", "lender:nvme0"))?;
@@ -206,15 +209,18 @@ fn dma_hook(ctx: &Ctx) -> Result<Finding, String> {
 }
 
 /// exp vm-p2p's row `name` (`local VFIO`, `MDEV`, `bare metal`).
-fn vm_p2p_row<'a>(j: &'a Value, name: &str) -> Result<&'a Value, String> {
-    j["rows"]
+fn vm_p2p_row<'a>(j: &'a Value, name: &str) -> Result<&'a Value, CliError> {
+    Ok(j["rows"]
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["name"] == name))
-        .ok_or_else(|| format!("exp vm-p2p has no {name} row"))
+        .ok_or_else(|| ReproError::NoRow {
+            exp: "vm-p2p",
+            row: name.to_string(),
+        })?)
 }
 
 /// vm-p2p, run once per repro.
-fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, String> {
+fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
     ctx.exp(ExpName::VmP2p, Some(VM_P2P_ROUND_TRIPS))
 }
 
@@ -223,7 +229,7 @@ const VM_P2P_DEVICES: &str = "exp vm-p2p on vm-back-to-back: the lender's DMA te
      dma0 and dma1 at its root ports stand for the two K40c GPUs (copies by dma0's engine \
      between their memories, ping-pong by device kernels), lender IOMMU on";
 
-fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
+fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = vm_p2p(ctx)?;
     let j = &report.json;
     let (mdev, bare) = (vm_p2p_row(j, "MDEV")?, vm_p2p_row(j, "bare metal")?);
@@ -271,7 +277,7 @@ fn mdev_no_overhead(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn mdev_pingpong_similar(ctx: &Ctx) -> Result<Finding, String> {
+fn mdev_pingpong_similar(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = vm_p2p(ctx)?;
     let j = &report.json;
     let (mdev, bare) = (vm_p2p_row(j, "MDEV")?, vm_p2p_row(j, "bare metal")?);
@@ -303,17 +309,20 @@ fn mdev_pingpong_similar(ctx: &Ctx) -> Result<Finding, String> {
 }
 
 /// nvmeof-compare, as seed 003's and seed 004's statements run it.
-fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, String> {
+fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
     ctx.exp(ExpName::NvmeofCompare, Some(NVMEOF_OPS))
 }
 
 /// The read latencies of nvmeof-compare's row `path`.
-fn read_latency<'a>(j: &'a Value, path: &str) -> Result<&'a Value, String> {
-    j["rows"]
+fn read_latency<'a>(j: &'a Value, path: &str) -> Result<&'a Value, CliError> {
+    Ok(j["rows"]
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["path"] == path && r["io"] == "read"))
         .map(|r| &r["latency"])
-        .ok_or_else(|| format!("exp nvmeof-compare has no {path} read row"))
+        .ok_or_else(|| ReproError::NoRow {
+            exp: "nvmeof-compare",
+            row: format!("{path} read"),
+        })?)
 }
 
 /// Who the rows are in the model, for the findings.
@@ -323,7 +332,7 @@ const FIG38_ROWS: &str = "exp nvmeof-compare on back-to-back (the NVMe in the le
      lender; SmartIO remote is the same driver on the borrower; SPDK NVMe-oF is the polled \
      initiator on the borrower and SPDK's target on the lender over RDMA";
 
-fn smartio_same_nvmeof_visible(ctx: &Ctx) -> Result<Finding, String> {
+fn smartio_same_nvmeof_visible(ctx: &Ctx) -> Result<Finding, CliError> {
     let report = nvmeof(ctx)?;
     let j = &report.json;
     let (local, remote, nvmeof) = (
@@ -373,7 +382,7 @@ fn smartio_same_nvmeof_visible(ctx: &Ctx) -> Result<Finding, String> {
     })
 }
 
-fn smartio_faster_than_spdk(ctx: &Ctx) -> Result<Finding, String> {
+fn smartio_faster_than_spdk(ctx: &Ctx) -> Result<Finding, CliError> {
     const PAPER: f64 = 600.0;
     let report = nvmeof(ctx)?;
     let j = &report.json;

@@ -13,6 +13,7 @@
 //! the same seed.
 
 use super::{Ctx, Finding};
+use crate::error::CliError;
 use crate::exp::{Bar, Chart, Plot};
 use smartio_drivers::nvme::CompletionMode;
 use smartio_workloads::fio::LatencyNs;
@@ -47,7 +48,7 @@ impl Who {
 }
 
 /// One QD1 4 KiB run's latencies.
-fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, String> {
+fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, CliError> {
     let cluster = ctx.cluster(SCENARIO)?;
     let manager = FioMethod::NvmeBlock {
         manager: "lender".into(),
@@ -66,7 +67,7 @@ fn qd1(ctx: &Ctx, who: Who, rw: RwMode) -> Result<LatencyNs, String> {
     };
     run_fio(&cluster, &config)
         .map(|r| r.lat_ns)
-        .map_err(|e| format!("{} {rw:?}: {e}", who.label()))
+        .map_err(|e| CliError::run(format!("{} {rw:?}", who.label()), e))
 }
 
 /// The three runs of one direction.
@@ -79,7 +80,7 @@ struct Runs {
 impl Runs {
     /// The three runs doing `rw`, made once per repro: the baseline statement reads the
     /// runs of the read and write statements.
-    fn of(ctx: &Ctx, rw: RwMode) -> Result<Rc<Runs>, String> {
+    fn of(ctx: &Ctx, rw: RwMode) -> Result<Rc<Runs>, CliError> {
         ctx.once(&format!("seed 003 QD1 {rw:?}"), || {
             Ok(Runs {
                 stock: qd1(ctx, Who::StockLocal, rw)?,
@@ -160,19 +161,19 @@ fn added(runs: &Runs, what: &str, stated: f64, file: &str) -> Finding {
 }
 
 /// Seed 003 line 168: reads, around 1 µs.
-pub fn reads(ctx: &Ctx) -> Result<Finding, String> {
+pub fn reads(ctx: &Ctx) -> Result<Finding, CliError> {
     let runs = Runs::of(ctx, RwMode::RandRead)?;
     Ok(added(&runs, "reads", 1000.0, "seed003-reads.svg"))
 }
 
 /// Seed 003 line 170: writes, around 2 µs.
-pub fn writes(ctx: &Ctx) -> Result<Finding, String> {
+pub fn writes(ctx: &Ctx) -> Result<Finding, CliError> {
     let runs = Runs::of(ctx, RwMode::RandWrite)?;
     Ok(added(&runs, "writes", 2000.0, "seed003-writes.svg"))
 }
 
 /// Seed 003 line 160: the block client's local baseline is above the stock driver's.
-pub fn baseline(ctx: &Ctx) -> Result<Finding, String> {
+pub fn baseline(ctx: &Ctx) -> Result<Finding, CliError> {
     let reads = Runs::of(ctx, RwMode::RandRead)?;
     let writes = Runs::of(ctx, RwMode::RandWrite)?;
     let gap = |r: &Runs| r.local.min - r.stock.min;

@@ -111,16 +111,24 @@ enum Value {
     Flag(bool),
 }
 
+/// A grid value that is no option's value (an array, a table, a date).
+#[derive(Debug, thiserror::Error)]
+#[error("{value} is not a string, a number or true/false (an option's value)")]
+struct NotAValue {
+    /// As the grid wrote it.
+    value: toml::Value,
+}
+
 impl Value {
-    fn of(v: &toml::Value) -> Result<Value, String> {
+    fn of(v: &toml::Value) -> Result<Value, NotAValue> {
         match v {
             toml::Value::String(s) => Ok(Value::Text(s.clone(), s.clone().into())),
             toml::Value::Integer(i) => Ok(Value::Text(i.to_string(), (*i).into())),
             toml::Value::Float(f) if f.is_finite() => Ok(Value::Text(f.to_string(), (*f).into())),
             toml::Value::Boolean(b) => Ok(Value::Flag(*b)),
-            other => Err(format!(
-                "{other} is not a string, a number or true/false (an option's value)"
-            )),
+            other => Err(NotAValue {
+                value: other.clone(),
+            }),
         }
     }
 
@@ -273,7 +281,7 @@ pub fn parse(
     let mut fixed = Vec::new();
     for (key, v) in &raw.fixed {
         check_key("fixed", key)?;
-        let value = Value::of(v).map_err(|why| key_error("fixed", key, why))?;
+        let value = Value::of(v).map_err(|why| key_error("fixed", key, why.to_string()))?;
         fixed.push((key.clone(), value));
     }
     let mut vary = Vec::new();
@@ -301,7 +309,7 @@ pub fn parse(
             .iter()
             .map(Value::of)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|why| key_error("vary", key, why))?;
+            .map_err(|why| key_error("vary", key, why.to_string()))?;
         total = total
             .checked_mul(values.len())
             .filter(|&t| t <= MAX_RUNS)
@@ -341,11 +349,11 @@ pub fn parse(
             params,
             argv,
         };
-        check_run(&run).map_err(|why| GridError::Run {
+        check_run(&run).map_err(|e| GridError::Run {
             file: file.into(),
             index,
             params: run.described(),
-            why,
+            why: first_error_line(&e),
         })?;
         runs.push(run);
     }
@@ -370,17 +378,18 @@ fn push_option(argv: &mut Vec<String>, key: &str, value: &Value) {
 }
 
 /// Parses a run's command line as `smartio` would (its first word is one of [`COMMANDS`]).
-fn check_run(run: &Run) -> Result<(), String> {
-    Cli::try_parse_from(std::iter::once("smartio".to_string()).chain(run.argv.clone()))
-        .map(|_| ())
-        .map_err(|e| {
-            let text = e.to_string();
-            text.lines()
-                .find(|l| l.starts_with("error:"))
-                .unwrap_or(text.trim())
-                .trim_start_matches("error: ")
-                .to_string()
-        })
+fn check_run(run: &Run) -> Result<(), clap::Error> {
+    Cli::try_parse_from(std::iter::once("smartio".to_string()).chain(run.argv.clone())).map(|_| ())
+}
+
+/// The line of clap's message that says what is wrong (without `error: `).
+fn first_error_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or(text.trim())
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 #[cfg(test)]

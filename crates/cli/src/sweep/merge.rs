@@ -2,6 +2,7 @@
 //! written: every run of the grid exactly once, each line the one its shard wrote, in the
 //! grid's order. Lines are checked against the grid they claim to come from.
 
+use super::error::{LineAt, SweepError};
 use super::grid::Grid;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -18,95 +19,89 @@ struct Head {
     error: Option<String>,
 }
 
-/// Most missing runs a message lists.
-const LISTED: usize = 10;
-
 /// The merged lines of `parts` (`(file name, text)`), checked against `grid`.
-pub fn merge(grid: &Grid, parts: &[(String, String)]) -> Result<Vec<String>, String> {
+pub fn merge(grid: &Grid, parts: &[(String, String)]) -> Result<Vec<String>, SweepError> {
     let total = grid.runs.len();
-    let mut lines: Vec<Option<(String, &str)>> = vec![None; total];
+    let mut lines: Vec<Option<(LineAt, &str)>> = vec![None; total];
     for (file, text) in parts {
         for (n, line) in text
             .lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
         {
-            let at = format!("{file}:{}", n + 1);
-            let head: Head = serde_json::from_str(line)
-                .map_err(|e| format!("{at}: not a sweep's line ({e})"))?;
-            if head.sweep != grid.name || head.runs != total {
-                return Err(format!(
-                    "{at}: a line of sweep {:?} with {} runs, not of {:?} with {total}",
-                    head.sweep, head.runs, grid.name
-                ));
-            }
-            let expected = grid
-                .runs
-                .get(head.index)
-                .ok_or_else(|| format!("{at}: run {} is beyond the grid's {total}", head.index))?;
-            if head.argv != expected.argv {
-                return Err(format!(
-                    "{at}: run {} ran `{}`, the grid's run {} is `{}` (a different grid?)",
-                    head.index,
-                    head.argv.join(" "),
-                    head.index,
-                    expected.argv.join(" ")
-                ));
-            }
-            if head.params != expected.params {
-                return Err(format!(
-                    "{at}: run {} has other params than the grid's run {} (a different grid?)",
-                    head.index, head.index
-                ));
-            }
-            if head.result.is_some() == head.error.is_some() {
-                return Err(format!(
-                    "{at}: run {} has {} (a run's line has its result or its error)",
-                    head.index,
-                    if head.error.is_some() {
-                        "both a result and an error"
-                    } else {
-                        "neither a result nor an error"
-                    }
-                ));
-            }
+            let at = LineAt {
+                file: file.clone(),
+                line: n + 1,
+            };
+            let head: Head = match serde_json::from_str(line) {
+                Ok(head) => head,
+                Err(source) => return Err(SweepError::NotALine { at, source }),
+            };
+            check_line(grid, &at, &head)?;
             let slot = &mut lines[head.index];
             if let Some((first, _)) = slot {
-                return Err(format!(
-                    "{at}: run {} is also in {first} (overlapping shards?)",
-                    head.index
-                ));
+                return Err(SweepError::Overlap {
+                    at,
+                    index: head.index,
+                    first: first.clone(),
+                });
             }
             *slot = Some((at, line));
         }
     }
-    let missing: Vec<String> = lines
+    let missing: Vec<usize> = lines
         .iter()
         .enumerate()
         .filter(|(_, l)| l.is_none())
-        .map(|(i, _)| i.to_string())
+        .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {
-        let shown = missing
-            .iter()
-            .take(LISTED)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        let more = missing.len().saturating_sub(LISTED);
-        return Err(format!(
-            "{} of {total} runs missing: {shown}{} (a shard not run or not given?)",
-            missing.len(),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
+        return Err(SweepError::Missing { missing, total });
     }
     Ok(lines
         .into_iter()
         .flatten()
         .map(|(_, l)| l.to_string())
         .collect())
+}
+
+/// Checks the line `head` at `at` against the run of `grid` it claims to be.
+fn check_line(grid: &Grid, at: &LineAt, head: &Head) -> Result<(), SweepError> {
+    let total = grid.runs.len();
+    if head.sweep != grid.name || head.runs != total {
+        return Err(SweepError::OtherSweep {
+            at: at.clone(),
+            sweep: head.sweep.clone(),
+            runs: head.runs,
+            grid: grid.name.clone(),
+            total,
+        });
+    }
+    let expected = grid.runs.get(head.index).ok_or(SweepError::Beyond {
+        at: at.clone(),
+        index: head.index,
+        total,
+    })?;
+    if head.argv != expected.argv {
+        return Err(SweepError::OtherArgv {
+            at: at.clone(),
+            index: head.index,
+            argv: head.argv.clone(),
+            expected: expected.argv.clone(),
+        });
+    }
+    if head.params != expected.params {
+        return Err(SweepError::OtherParams {
+            at: at.clone(),
+            index: head.index,
+        });
+    }
+    if head.result.is_some() == head.error.is_some() {
+        return Err(SweepError::ResultOrError {
+            at: at.clone(),
+            index: head.index,
+            both: head.error.is_some(),
+        });
+    }
+    Ok(())
 }

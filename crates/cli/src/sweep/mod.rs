@@ -4,11 +4,16 @@
 //! Kubernetes Indexed Jobs) spreads one sweep over machines as plain processes; `sweep merge`
 //! joins the shards' lines into exactly the lines of the whole sweep ([`merge`]).
 
-mod grid;
+mod error;
+pub(crate) mod grid;
 mod merge;
 mod run;
 
+pub use error::SweepError;
+
 use crate::args::Cli;
+use crate::error::CliError;
+use crate::value_error::ValueError;
 use clap::Parser;
 use std::io::Write;
 use std::time::Instant;
@@ -66,8 +71,8 @@ pub struct Shard {
     pub count: usize,
 }
 
-fn parse_shard(s: &str) -> Result<Shard, String> {
-    let bad = || format!("must be I/N with 0 <= I < N <= {MAX_SHARDS}, e.g. 0/3");
+fn parse_shard(s: &str) -> Result<Shard, ValueError> {
+    let bad = || ValueError::Shard { max: MAX_SHARDS };
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let index: usize = i.trim().parse().map_err(|_| bad())?;
     let count: usize = n.trim().parse().map_err(|_| bad())?;
@@ -137,18 +142,18 @@ fn jobs(args: &RunArgs) -> usize {
 
 /// Runs `sweep`; `calibration` is the command line's own `--calibration`, `no_budget` its
 /// `--no-budget` (which every run then gets too).
-pub fn run(sweep: Sweep, calibration: Option<&str>, no_budget: bool) -> Result<(), String> {
+pub fn run(sweep: Sweep, calibration: Option<&str>, no_budget: bool) -> Result<(), CliError> {
     match sweep {
         Sweep::Run(args) => run_grid(&args, calibration, no_budget),
         Sweep::Merge(args) => {
-            let grid = grid::load(&args.grid, calibration).map_err(|e| e.to_string())?;
+            let grid = grid::load(&args.grid, calibration)?;
             let parts = args
                 .parts
                 .iter()
                 .map(|p| {
                     std::fs::read_to_string(p)
                         .map(|text| (p.clone(), text))
-                        .map_err(|e| format!("{p}: {e}"))
+                        .map_err(CliError::file(p))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let lines = merge::merge(&grid, &parts)?;
@@ -157,8 +162,8 @@ pub fn run(sweep: Sweep, calibration: Option<&str>, no_budget: bool) -> Result<(
     }
 }
 
-fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Result<(), String> {
-    let grid = grid::load(&args.grid, calibration).map_err(|e| e.to_string())?;
+fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Result<(), CliError> {
+    let grid = grid::load(&args.grid, calibration)?;
     let total = grid.runs.len();
     let runs: Vec<&grid::Run> = grid
         .runs
@@ -166,7 +171,7 @@ fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Resul
         .filter(|r| args.shard.is_none_or(|s| r.index % s.count == s.index))
         .collect();
     let jobs = jobs(args);
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let exe = std::env::current_exe().map_err(SweepError::NoProgram)?;
     let start = Instant::now();
     let outcomes = run::execute(&exe, &runs, jobs, no_budget)?;
     let wall = start.elapsed();
@@ -193,27 +198,25 @@ fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Resul
             0.0
         },
     );
-    let failed: Vec<String> = runs
+    let failed = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let first = runs
         .iter()
-        .zip(&outcomes)
-        .filter_map(|(r, o)| {
-            o.result
-                .as_ref()
-                .err()
-                .map(|e| format!("run {} ({}): {e}", r.index, r.described()))
-        })
-        .collect();
-    match failed.first() {
+        .zip(outcomes)
+        .find_map(|(r, o)| o.result.err().map(|e| (r, e)));
+    match first {
         None => Ok(()),
-        Some(first) => Err(format!(
-            "{} of {} runs failed (their lines say why); the first: {first}",
-            failed.len(),
-            runs.len()
-        )),
+        Some((r, error)) => Err(SweepError::RunsFailed {
+            failed,
+            runs: runs.len(),
+            index: r.index,
+            described: r.described(),
+            error,
+        }
+        .into()),
     }
 }
 
-fn write_lines(out: Option<&str>, lines: &[String]) -> Result<(), String> {
+fn write_lines(out: Option<&str>, lines: &[String]) -> Result<(), CliError> {
     match out {
         None => {
             for l in lines {
@@ -229,7 +232,7 @@ fn write_lines(out: Option<&str>, lines: &[String]) -> Result<(), String> {
                 }
                 f.flush()
             };
-            write().map_err(|e| format!("{path}: {e}"))
+            write().map_err(CliError::file(path))
         }
     }
 }
@@ -271,7 +274,7 @@ mod tests {
         assert_eq!(parse_shard("0/3"), Ok(Shard { index: 0, count: 3 }));
         assert_eq!(parse_shard("2/3"), Ok(Shard { index: 2, count: 3 }));
         for bad in ["3/3", "0/0", "1", "a/3", "-1/3", "0/10001", ""] {
-            let e = parse_shard(bad).expect_err(bad);
+            let e = parse_shard(bad).expect_err(bad).to_string();
             assert!(e.contains("0 <= I < N <= 10000"), "{bad}: {e}");
         }
     }

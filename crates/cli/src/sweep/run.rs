@@ -3,6 +3,7 @@
 //! own command line, so its result is the JSON that command prints on its own (the same
 //! value, written compactly with its keys sorted).
 
+use super::error::{RunFailure, SweepError};
 use super::grid::Run;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -36,7 +37,7 @@ pub struct Line<'a> {
 #[derive(Debug)]
 pub struct Outcome {
     /// The command's JSON, or why there is none.
-    pub result: Result<serde_json::Value, String>,
+    pub result: Result<serde_json::Value, RunFailure>,
     /// Its wall time.
     pub wall: Duration,
 }
@@ -49,11 +50,11 @@ pub fn execute(
     runs: &[&Run],
     jobs: usize,
     no_budget: bool,
-) -> Result<Vec<Outcome>, String> {
+) -> Result<Vec<Outcome>, SweepError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
-        .map_err(|e| format!("cannot start {jobs} worker threads: {e}"))?;
+        .map_err(|source| SweepError::Workers { jobs, source })?;
     Ok(pool.install(|| runs.par_iter().map(|r| one(exe, r, no_budget)).collect()))
 }
 
@@ -66,37 +67,42 @@ fn one(exe: &Path, run: &Run, no_budget: bool) -> Outcome {
         .output();
     let wall = start.elapsed();
     let result = match output {
-        Err(e) => Err(format!("cannot start {}: {e}", exe.display())),
+        Err(source) => Err(RunFailure::Start {
+            exe: exe.to_path_buf(),
+            source,
+        }),
         Ok(out) if !out.status.success() => {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let why = stderr.trim().trim_start_matches("smartio: ");
             Err(if why.is_empty() {
-                format!("exited with {}", out.status)
+                RunFailure::Exited { status: out.status }
             } else {
-                why.to_string()
+                RunFailure::Failed {
+                    status: out.status,
+                    message: why.to_string(),
+                }
             })
         }
-        Ok(out) => {
-            serde_json::from_slice(&out.stdout).map_err(|e| format!("printed no JSON ({e})"))
-        }
+        Ok(out) => serde_json::from_slice(&out.stdout).map_err(RunFailure::NoJson),
     };
     Outcome { result, wall }
 }
 
 /// The JSON line of `run` with its `outcome`.
-pub fn line(sweep: &str, total: usize, run: &Run, outcome: &Outcome) -> Result<String, String> {
-    let (result, error) = match &outcome.result {
-        Ok(v) => (Some(v), None),
-        Err(e) => (None, Some(e.as_str())),
-    };
+pub fn line(
+    sweep: &str,
+    total: usize,
+    run: &Run,
+    outcome: &Outcome,
+) -> Result<String, serde_json::Error> {
+    let message = outcome.result.as_ref().err().map(ToString::to_string);
     serde_json::to_string(&Line {
         sweep,
         index: run.index,
         runs: total,
         params: &run.params,
         argv: &run.argv,
-        result,
-        error,
+        result: outcome.result.as_ref().ok(),
+        error: message.as_deref(),
     })
-    .map_err(|e| e.to_string())
 }

@@ -12,20 +12,54 @@ pub struct WebAddress(pub SocketAddr);
 const TAKES: &str = "must be IP:PORT with a port 0..=65535 (0: any free port), e.g. \
                      127.0.0.1:8080, [::1]:8080 or localhost:8080";
 
+/// Why a `--web` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebAddressError {
+    /// No `:PORT`.
+    #[error("no port; {TAKES}")]
+    NoPort,
+    /// The port is not a whole number.
+    #[error("the port {port:?} is not a whole number; {TAKES}")]
+    PortNotWhole {
+        /// As given.
+        port: String,
+    },
+    /// The port is past 65535.
+    #[error("the port {port} is too large; {TAKES}")]
+    PortTooLarge {
+        /// As given.
+        port: String,
+    },
+    /// An IPv6 address without brackets.
+    #[error("an IPv6 address takes brackets: [{host}]:{port}; {TAKES}")]
+    Ipv6WithoutBrackets {
+        /// The address.
+        host: std::net::Ipv6Addr,
+        /// The port.
+        port: u16,
+    },
+    /// A host name (only `localhost` is known; nothing is looked up).
+    #[error("{host:?} is not an IP address (host names other than localhost are not looked up); {TAKES}")]
+    NotAnAddress {
+        /// As given.
+        host: String,
+    },
+}
+
 /// Parses `--web`'s value (clap's value parser).
-pub fn parse(text: &str) -> Result<WebAddress, String> {
+pub fn parse(text: &str) -> Result<WebAddress, WebAddressError> {
     let t = text.trim();
     if let Ok(addr) = t.parse::<SocketAddr>() {
         return Ok(WebAddress(addr));
     }
     let Some((host, port)) = t.rsplit_once(':') else {
-        return Err(format!("no port; {TAKES}"));
+        return Err(WebAddressError::NoPort);
     };
     if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("the port {port:?} is not a whole number; {TAKES}"));
+        return Err(WebAddressError::PortNotWhole { port: port.into() });
     }
     let Ok(port) = port.parse::<u16>() else {
-        return Err(format!("the port {port} is too large; {TAKES}"));
+        return Err(WebAddressError::PortTooLarge { port: port.into() });
     };
     if host.eq_ignore_ascii_case("localhost") {
         return Ok(WebAddress(SocketAddr::new(
@@ -33,14 +67,10 @@ pub fn parse(text: &str) -> Result<WebAddress, String> {
             port,
         )));
     }
-    if host.parse::<IpAddr>().is_ok() {
-        return Err(format!(
-            "an IPv6 address takes brackets: [{host}]:{port}; {TAKES}"
-        ));
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(host)) => Err(WebAddressError::Ipv6WithoutBrackets { host, port }),
+        _ => Err(WebAddressError::NotAnAddress { host: host.into() }),
     }
-    Err(format!(
-        "{host:?} is not an IP address (host names other than localhost are not looked up); {TAKES}"
-    ))
 }
 
 #[cfg(test)]
@@ -70,7 +100,7 @@ mod tests {
             ("example.org:80", "not an IP address"),
             ("::1:80", "takes brackets: [::1]:80"),
         ] {
-            let err = parse(text).expect_err(text);
+            let err = parse(text).expect_err(text).to_string();
             assert!(err.contains(why), "{text}: {err}");
             assert!(
                 err.contains("IP:PORT") && err.contains("0..=65535"),

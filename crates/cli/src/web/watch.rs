@@ -62,7 +62,7 @@ impl Latest {
 
     /// Records a poll: `answer` is the figures or why there were none, `picture` a newly
     /// drawn picture (if the borrowings changed).
-    fn record(&self, answer: Result<ClusterStats, String>, picture: Option<String>) {
+    fn record(&self, answer: Result<ClusterStats, AskError>, picture: Option<String>) {
         let mut u = self.lock();
         u.polls += 1;
         u.at_ms = SystemTime::now()
@@ -78,6 +78,8 @@ impl Latest {
                 }
             }
             Err(why) => {
+                // What the page shows.
+                let why = why.to_string();
                 if u.error.as_ref() != Some(&why) {
                     u.error = Some(why);
                     changed = true;
@@ -135,7 +137,7 @@ fn watch(socket: &str, scenario: &str, latest: &Latest) {
                 drawn = Some(now);
             }
         }
-        latest.record(answer.map_err(|e| e.to_string()), picture);
+        latest.record(answer, picture);
         std::thread::sleep(POLL.saturating_sub(started.elapsed()));
     }
 }
@@ -266,9 +268,19 @@ mod tests {
         let seen = reader.join().expect("the reader");
         assert_eq!(seen.version, 2);
         assert_eq!(seen.stats.map(|s| s.descriptors), Some(1));
-        latest.record(Err("gone".into()), None);
+        let gone = AskError::Unexpected {
+            socket: "s".into(),
+            reply: "Done".into(),
+        };
+        latest.record(Err(gone), None);
         let gone = latest.now();
-        assert_eq!((gone.version, gone.error.as_deref()), (3, Some("gone")));
+        assert_eq!(
+            (gone.version, gone.error.as_deref()),
+            (
+                3,
+                Some("the daemon at s answered Done instead of its figures")
+            )
+        );
         assert!(
             gone.stats.is_some(),
             "the last figures are kept, marked by the error"

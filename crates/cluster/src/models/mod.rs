@@ -33,7 +33,7 @@ use thiserror::Error;
 
 /// Why a device model could not be built: a value of the scenario or the calibration (never
 /// an emulator bug). The cluster adds the device's name and scenario line.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Debug, Error)]
 pub enum ModelError {
     /// The device's `params` in the scenario (the device layer's error, boxed: it is large).
     #[error("{0}")]
@@ -75,8 +75,8 @@ pub enum ModelError {
         lba: u64,
     },
     /// The namespace backing file cannot be used (the OS's message, with the path).
-    #[error("{0}")]
-    Backing(String),
+    #[error(transparent)]
+    Backing(#[from] smartio_devices::nvme::BackingError),
 }
 
 /// A device model attached to an endpoint.

@@ -90,8 +90,7 @@ pub(super) fn start(
         .map(|(_, p)| p.clone())
         .or(params.backing.clone());
     let store = match backing {
-        Some(path) => NamespaceStore::file(&path, params.namespaces, capacity)
-            .map_err(|e| ModelError::Backing(e.to_string()))?,
+        Some(path) => NamespaceStore::file(&path, params.namespaces, capacity)?,
         None => NamespaceStore::sparse(params.namespaces, capacity),
     };
     let pci = Rc::new(ConfigSpace::new(

@@ -21,6 +21,28 @@ pub struct BackingError {
     pub source: std::io::Error,
 }
 
+/// A copy says what the OS said (its kind and message; an OS error's number is in the
+/// message), so an error that carries this one can be cloned.
+impl Clone for BackingError {
+    fn clone(&self) -> BackingError {
+        BackingError {
+            path: self.path.clone(),
+            source: std::io::Error::new(self.source.kind(), self.source.to_string()),
+        }
+    }
+}
+
+/// Equal when about the same file with the same kind and message.
+impl PartialEq for BackingError {
+    fn eq(&self, other: &BackingError) -> bool {
+        self.path == other.path
+            && self.source.kind() == other.source.kind()
+            && self.source.to_string() == other.source.to_string()
+    }
+}
+
+impl Eq for BackingError {}
+
 #[derive(Debug)]
 enum Store {
     Sparse(SparseMemory),

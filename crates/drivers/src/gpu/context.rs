@@ -11,7 +11,7 @@
 //! - once an access shows the device is gone (returned to its lender, hot-removed), or the
 //!   context is closed, every later call fails with that same error (`Shared::check`).
 
-use super::error::GpuError;
+use super::error::{BadCall, GpuError};
 use super::event::{Event, EventSlots};
 use super::memory::{AllocError, DeviceAllocator, DeviceBuffer, HostBuffer};
 use super::stream::{Stream, StreamInner};
@@ -92,7 +92,7 @@ impl Shared {
             AccessError::NtbNoTranslation { .. } | AccessError::UnsupportedRequest { .. } => {
                 let gone = GpuError::DeviceGone {
                     device: self.handle.name().to_string(),
-                    cause: e.to_string(),
+                    cause: e,
                 };
                 self.failed.borrow_mut().get_or_insert(gone).clone()
             }
@@ -257,9 +257,7 @@ impl GpuContext {
         match self.shared.memory.borrow_mut().alloc(len) {
             Ok(offset) => Ok(DeviceBuffer { offset, len }),
             Err(AllocError::Full { asked, free }) => Err(GpuError::OutOfMemory { asked, free }),
-            Err(_) => Err(GpuError::BadParameter(
-                "malloc of 0 bytes (ask for at least 1)".into(),
-            )),
+            Err(_) => Err(BadCall::EmptyMalloc.into()),
         }
     }
 
@@ -270,12 +268,7 @@ impl GpuContext {
             .memory
             .borrow_mut()
             .free(buf.offset)
-            .map_err(|_| {
-                GpuError::BadParameter(format!(
-                    "free of device memory at {:#x} that malloc did not hand out (or was freed)",
-                    buf.offset
-                ))
-            })
+            .map_err(|_| BadCall::NotAllocated { offset: buf.offset }.into())
     }
 
     /// Bytes of device memory free in all (`cudaMemGetInfo`).
@@ -288,9 +281,7 @@ impl GpuContext {
     pub fn host_alloc(&self, len: u64) -> Result<HostBuffer, GpuError> {
         self.shared.check()?;
         if len == 0 {
-            return Err(GpuError::BadParameter(
-                "host_alloc of 0 bytes (ask for at least 1)".into(),
-            ));
+            return Err(BadCall::EmptyHostAlloc.into());
         }
         let buf = self.shared.alloc_pinned(len)?;
         self.shared.host.borrow_mut().insert(buf.cpu.get(), buf);
@@ -309,12 +300,7 @@ impl GpuContext {
             .host
             .borrow_mut()
             .remove(&buf.cpu.get())
-            .ok_or_else(|| {
-                GpuError::BadParameter(format!(
-                    "host_free of {} that host_alloc did not hand out (or was freed)",
-                    buf.cpu
-                ))
-            })?;
+            .ok_or(BadCall::NotHostAllocated { cpu: buf.cpu })?;
         self.shared.free_pinned(dma)
     }
 
@@ -336,11 +322,9 @@ impl GpuContext {
         self.shared.check()?;
         let t0 = start.timestamp(&self.shared).await?;
         let t1 = end.timestamp(&self.shared).await?;
-        let ns = t1.checked_sub(t0).ok_or_else(|| {
-            GpuError::BadParameter(format!(
-                "the end event ({t1} ns) was recorded before the start event ({t0} ns)"
-            ))
-        })?;
+        let ns = t1
+            .checked_sub(t0)
+            .ok_or(BadCall::EventsReversed { start: t0, end: t1 })?;
         Ok(SimDuration::from_ns(ns))
     }
 
@@ -437,17 +421,16 @@ impl GpuContext {
     /// The CPU address of `len` bytes at `offset` of `buf`, checked to lie inside it.
     fn host_range(&self, buf: &HostBuffer, offset: u64, len: u64) -> Result<BusAddr, GpuError> {
         if !self.shared.host.borrow().contains_key(&buf.cpu.get()) {
-            return Err(GpuError::BadParameter(format!(
-                "{} is not pinned memory of this context (freed, or another context's)",
-                buf.cpu
-            )));
+            return Err(BadCall::NotPinned { cpu: buf.cpu }.into());
         }
         match offset.checked_add(len) {
             Some(end) if end <= buf.len => Ok(BusAddr(buf.cpu.get() + offset)),
-            _ => Err(GpuError::BadParameter(format!(
-                "{len} bytes at offset {offset} pass the end of a {}-byte host buffer",
-                buf.len
-            ))),
+            _ => Err(BadCall::PastHostBuffer {
+                offset,
+                len,
+                size: buf.len,
+            }
+            .into()),
         }
     }
 

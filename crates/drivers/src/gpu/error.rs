@@ -8,9 +8,9 @@
 //! anything is queued; a device that went away under the runtime (returned to its lender,
 //! hot-removed) is [`GpuError::DeviceGone`] from the first access that notices it on.
 
-use smartio_devices::gpu::spec::ErrorCode;
+use smartio_devices::gpu::spec::{self, ErrorCode};
 use smartio_host::{DmaError, HostError};
-use smartio_platform::AccessError;
+use smartio_platform::{AccessError, PhysAddr};
 use thiserror::Error;
 
 /// A GPU runtime failure.
@@ -24,10 +24,10 @@ pub enum GpuError {
     Access(AccessError),
     /// The host OS refused (mapping a BAR).
     #[error("{0}")]
-    Host(String),
+    Host(#[from] HostError),
     /// The DMA API refused (pinned memory, a peer mapping).
     #[error("DMA API: {0}")]
-    Dma(String),
+    Dma(#[from] DmaError),
     /// Device memory has no free range of the size asked for.
     #[error("out of device memory: asked for {asked} bytes, the largest free range has {free}")]
     OutOfMemory {
@@ -104,7 +104,7 @@ pub enum GpuError {
         /// The device's name in the host.
         device: String,
         /// The access that noticed it.
-        cause: String,
+        cause: AccessError,
     },
     /// The context was closed; its streams, events and buffers are no longer usable.
     #[error("the GPU context was closed")]
@@ -119,19 +119,98 @@ pub enum GpuError {
     },
     /// An argument the call cannot take (said which, and why).
     #[error("bad parameter: {0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadCall),
 }
 
-impl From<DmaError> for GpuError {
-    fn from(e: DmaError) -> Self {
-        GpuError::Dma(e.to_string())
-    }
-}
-
-impl From<HostError> for GpuError {
-    fn from(e: HostError) -> Self {
-        GpuError::Host(e.to_string())
-    }
+/// An argument a runtime call cannot take ([`GpuError::BadParameter`]): refused before
+/// anything is queued.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BadCall {
+    /// `malloc(0)`.
+    #[error("malloc of 0 bytes (ask for at least 1)")]
+    EmptyMalloc,
+    /// `free` of an offset `malloc` did not hand out.
+    #[error("free of device memory at {offset:#x} that malloc did not hand out (or was freed)")]
+    NotAllocated {
+        /// The buffer's offset in device memory.
+        offset: u64,
+    },
+    /// `host_alloc(0)`.
+    #[error("host_alloc of 0 bytes (ask for at least 1)")]
+    EmptyHostAlloc,
+    /// `host_free` of memory `host_alloc` did not hand out.
+    #[error("host_free of {cpu} that host_alloc did not hand out (or was freed)")]
+    NotHostAllocated {
+        /// The buffer's CPU address.
+        cpu: PhysAddr,
+    },
+    /// `elapsed` with the end recorded before the start.
+    #[error("the end event ({end} ns) was recorded before the start event ({start} ns)")]
+    EventsReversed {
+        /// The start event's timestamp.
+        start: u64,
+        /// The end event's timestamp.
+        end: u64,
+    },
+    /// A host buffer that is not (or no longer) this context's pinned memory.
+    #[error("{cpu} is not pinned memory of this context (freed, or another context's)")]
+    NotPinned {
+        /// The buffer's CPU address.
+        cpu: PhysAddr,
+    },
+    /// A range past the end of a host buffer.
+    #[error("{len} bytes at offset {offset} pass the end of a {size}-byte host buffer")]
+    PastHostBuffer {
+        /// Offset in the buffer.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// The buffer's size.
+        size: u64,
+    },
+    /// An event of another context.
+    #[error("event of another GPU context")]
+    ForeignEvent,
+    /// A call on a destroyed stream.
+    #[error("stream on channel {channel} was destroyed")]
+    StreamDestroyed {
+        /// The stream's channel.
+        channel: u16,
+    },
+    /// A copy of no bytes.
+    #[error("copy of 0 bytes")]
+    EmptyCopy,
+    /// A launch of 0 or too many threads.
+    #[error("launch of {threads} threads (1 to {max})", max = spec::MAX_THREADS)]
+    Threads {
+        /// Threads asked for.
+        threads: u32,
+    },
+    /// Kernel parameters larger than a launch entry carries.
+    #[error("{bytes} parameter bytes (at most {max})", max = spec::MAX_PARAM_BYTES)]
+    ParamBytes {
+        /// Bytes given.
+        bytes: u64,
+    },
+    /// A launch of a kernel that is not loaded.
+    #[error("kernel {kernel} is not loaded")]
+    KernelNotLoaded {
+        /// The kernel's id.
+        kernel: u32,
+    },
+    /// `wait_value` at a word that is not an aligned u64 inside the buffer.
+    #[error(
+        "wait_value at byte {offset} of a {len}-byte buffer at {buffer:#x}: an aligned u64 \
+         inside the buffer"
+    )]
+    FlagWord {
+        /// Byte offset in the buffer.
+        offset: u64,
+        /// The buffer's length.
+        len: u64,
+        /// The buffer's offset in device memory.
+        buffer: u64,
+    },
 }
 
 /// The message of a channel error: what failed, and where.

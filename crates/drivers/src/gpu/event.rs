@@ -9,7 +9,7 @@
 //! on its way to it (recorded, never seen written).
 
 use super::context::Shared;
-use super::error::GpuError;
+use super::error::{BadCall, GpuError};
 use super::stream::{cpu_addr, StreamInner};
 use smartio_host::DmaBuffer;
 use smartio_platform::{race, BusAddr, MemoryWatch, PhysAddr, Port, PAGE_SIZE};
@@ -113,9 +113,7 @@ impl Event {
     /// stream's channel stopped on an error before writing it.
     pub(crate) async fn timestamp(&self, shared: &Rc<Shared>) -> Result<u64, GpuError> {
         if !self.belongs_to(shared) {
-            return Err(GpuError::BadParameter(
-                "event of another GPU context".into(),
-            ));
+            return Err(BadCall::ForeignEvent.into());
         }
         let Some(rec) = self.recorded.borrow().clone() else {
             return Err(GpuError::EventNotRecorded);

@@ -31,7 +31,7 @@ pub mod memory;
 pub mod stream;
 
 pub use context::{GpuContext, GpuProperties, PeerAccess};
-pub use error::GpuError;
+pub use error::{BadCall, GpuError};
 pub use event::Event;
 pub use memory::{DeviceBuffer, HostBuffer};
 pub use smartio_devices::gpu::spec::{ErrorCode, GpuAddr, KernelId};

@@ -18,7 +18,7 @@
 //! new epoch), reports the error once to whoever waits, and is usable again.
 
 use super::context::Shared;
-use super::error::GpuError;
+use super::error::{BadCall, GpuError};
 use super::event::Event;
 use super::memory::DeviceBuffer;
 use smartio_devices::gpu::spec::{
@@ -351,10 +351,10 @@ impl Stream {
     fn usable(&self) -> Result<(), GpuError> {
         self.shared.check()?;
         if self.inner.freed.get() {
-            return Err(GpuError::BadParameter(format!(
-                "stream on channel {} was destroyed",
-                self.inner.channel
-            )));
+            return Err(BadCall::StreamDestroyed {
+                channel: self.inner.channel,
+            }
+            .into());
         }
         Ok(())
     }
@@ -377,7 +377,7 @@ impl Stream {
     pub async fn memcpy_async(&self, dst: GpuAddr, src: GpuAddr, len: u64) -> Result<(), GpuError> {
         self.usable()?;
         if len == 0 {
-            return Err(GpuError::BadParameter("copy of 0 bytes".into()));
+            return Err(BadCall::EmptyCopy.into());
         }
         let memory = self.shared.props.memory;
         if len > memory {
@@ -401,23 +401,14 @@ impl Stream {
     ) -> Result<(), GpuError> {
         self.usable()?;
         if threads == 0 || threads > spec::MAX_THREADS {
-            return Err(GpuError::BadParameter(format!(
-                "launch of {threads} threads (1 to {})",
-                spec::MAX_THREADS
-            )));
+            return Err(BadCall::Threads { threads }.into());
         }
         let param_bytes = params.len() as u64;
         if param_bytes > spec::MAX_PARAM_BYTES {
-            return Err(GpuError::BadParameter(format!(
-                "{param_bytes} parameter bytes (at most {})",
-                spec::MAX_PARAM_BYTES
-            )));
+            return Err(BadCall::ParamBytes { bytes: param_bytes }.into());
         }
         if self.shared.kernels.get(kernel).is_none() {
-            return Err(GpuError::BadParameter(format!(
-                "kernel {} is not loaded",
-                kernel.0
-            )));
+            return Err(BadCall::KernelNotLoaded { kernel: kernel.0 }.into());
         }
         let mut entries = vec![Command::Launch {
             kernel,
@@ -439,9 +430,7 @@ impl Stream {
     pub async fn record(&self, event: &Event) -> Result<(), GpuError> {
         self.usable()?;
         if !event.belongs_to(&self.shared) {
-            return Err(GpuError::BadParameter(
-                "event of another GPU context".into(),
-            ));
+            return Err(BadCall::ForeignEvent.into());
         }
         self.shared
             .cpu
@@ -475,12 +464,10 @@ impl Stream {
             .offset
             .checked_add(offset)
             .filter(|at| at.is_multiple_of(8) && offset.saturating_add(8) <= flag.len)
-            .ok_or_else(|| {
-                GpuError::BadParameter(format!(
-                    "wait_value at byte {offset} of a {}-byte buffer at {:#x}: an aligned \
-                     u64 inside the buffer",
-                    flag.len, flag.offset
-                ))
+            .ok_or(BadCall::FlagWord {
+                offset,
+                len: flag.len,
+                buffer: flag.offset,
             })?;
         self.call(
             "GPU runtime: cuStreamWaitValue64",

@@ -14,6 +14,7 @@ pub mod wire;
 mod tests;
 
 use smartio_devices::ethernet::MacAddr;
+use smartio_platform::AccessError;
 use std::future::Future;
 use thiserror::Error;
 
@@ -34,8 +35,8 @@ pub enum LinkError {
     Gone {
         /// The interface.
         interface: String,
-        /// What happened.
-        reason: String,
+        /// The access that found it gone.
+        reason: AccessError,
     },
 }
 

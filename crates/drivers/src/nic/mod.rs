@@ -32,7 +32,7 @@ use smartio_devices::nic::spec::{
     self, queue, reg, RingError, RxDescriptor, Status, TxDescriptor, LINK_SPEED_SHIFT, LINK_UP,
     NIC_MAGIC,
 };
-use smartio_host::{DeviceHandle, Mmio};
+use smartio_host::{DeviceHandle, DmaError, HostError, Mmio};
 use smartio_machine::Agent;
 use smartio_platform::{AccessError, BusAddr, FifoLock, MemoryWatch, PhysAddr, Port};
 use std::cell::RefCell;
@@ -58,13 +58,21 @@ pub enum NicError {
         /// The failure.
         source: AccessError,
     },
-    /// The host refused (mapping BAR0, DMA memory).
-    #[error("{device}: {message}")]
+    /// The host refused to map BAR0.
+    #[error("{device}: {source}")]
     Host {
         /// The device.
         device: String,
-        /// The host's message.
-        message: String,
+        /// The host's refusal.
+        source: Box<HostError>,
+    },
+    /// The DMA API refused ring memory.
+    #[error("{device}: {source}")]
+    Dma {
+        /// The device.
+        device: String,
+        /// The DMA API's refusal.
+        source: DmaError,
     },
     /// A configuration value out of range.
     #[error("{device}: {key} = {value}: out of range (allowed: {allowed})")]
@@ -191,14 +199,14 @@ impl NicDriver {
             device: device.clone(),
             source,
         };
-        let host = |message: String| NicError::Host {
-            device: device.clone(),
-            message,
-        };
+
         handle.enable().await.map_err(access)?;
         let bar = handle
             .map_bar(spec::REGISTER_BAR)
-            .map_err(|e| host(e.to_string()))?;
+            .map_err(|source| NicError::Host {
+                device: device.clone(),
+                source: Box::new(source),
+            })?;
         let id = bar.read64(reg::ID).await.map_err(access)?;
         if id != NIC_MAGIC {
             return Err(NicError::NotANic { device, id });
@@ -215,7 +223,10 @@ impl NicDriver {
                     entries,
                     buffer_size: size,
                 })
-                .map_err(|e| host(e.to_string()))
+                .map_err(|source| NicError::Dma {
+                    device: device.clone(),
+                    source,
+                })
         };
         let tx: Vec<RingMemory> = (0..config.queue_pairs)
             .map(alloc)
@@ -335,7 +346,7 @@ impl NicDriver {
     fn failed(&self, e: AccessError) -> LinkError {
         let gone = LinkError::Gone {
             interface: self.inner.handle.name().to_string(),
-            reason: e.to_string(),
+            reason: e,
         };
         self.inner.gone.borrow_mut().get_or_insert(gone).clone()
     }

@@ -6,8 +6,10 @@
 //! It uses only the host OS model's device handle (configuration space, BAR0, the DMA API,
 //! MSI-X), so it runs unchanged on a local controller and on one lent by another host.
 
+mod error;
 mod queue;
 
+pub use error::{BadRequest, NvmeError};
 pub use queue::QueuePair;
 
 use smartio_devices::nvme::prp;
@@ -16,10 +18,10 @@ use smartio_devices::nvme::spec::admin::{
 };
 use smartio_devices::nvme::spec::io::{BlockRange, DsmRange, IoCommand};
 use smartio_devices::nvme::spec::{
-    self, aqa, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, Status,
-    CQE_SIZE, SQE_SIZE,
+    self, aqa, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, CQE_SIZE,
+    SQE_SIZE,
 };
-use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, DmaError, Driver, HostError, PciId};
+use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, Driver, HostError, PciId};
 use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::any::Any;
 use std::cell::RefCell;
@@ -84,69 +86,6 @@ impl Default for NvmeDriverConfig {
             intx: false,
         }
     }
-}
-
-/// A driver failure.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum NvmeError {
-    /// A register or memory access failed.
-    #[error("{device}: {source}")]
-    Access {
-        /// The device.
-        device: String,
-        /// What failed.
-        source: AccessError,
-    },
-    /// The host OS refused (MSI-X, BAR mapping).
-    #[error("{0}")]
-    Host(#[from] HostError),
-    /// The DMA API refused.
-    #[error("{0}")]
-    Dma(#[from] DmaError),
-    /// The controller did not become ready (or not-ready) in CAP.TO.
-    #[error("{device}: controller did not {what} within {timeout_ms} ms")]
-    Timeout {
-        /// The device.
-        device: String,
-        /// `become ready` / `reset`.
-        what: &'static str,
-        /// CAP.TO in ms.
-        timeout_ms: u64,
-    },
-    /// CSTS.CFS: the controller reported a fatal error.
-    #[error("{device}: controller fatal status (CSTS.CFS)")]
-    Fatal {
-        /// The device.
-        device: String,
-    },
-    /// A command completed with an error status.
-    #[error("{device}: {command} failed: {status}")]
-    Command {
-        /// The device.
-        device: String,
-        /// What was asked.
-        command: String,
-        /// What the controller answered.
-        status: Status,
-    },
-    /// No such namespace.
-    #[error("{device}: no namespace {nsid} (namespaces: {known:?})")]
-    NoNamespace {
-        /// The device.
-        device: String,
-        /// Asked for.
-        nsid: u32,
-        /// Present.
-        known: Vec<u32>,
-    },
-    /// A request the block layer cannot express.
-    #[error("{device}: {message}")]
-    BadRequest {
-        /// The device.
-        device: String,
-        /// What is wrong.
-        message: String,
-    },
 }
 
 /// What Identify Controller said.
@@ -322,7 +261,7 @@ impl NvmeDevice {
         if cap::css(capr) & 1 == 0 {
             return Err(NvmeError::BadRequest {
                 device: name.clone(),
-                message: "controller does not support the NVM command set".into(),
+                why: BadRequest::NoNvmCommandSet,
             });
         }
         let timeout_ms = u64::from(cap::to(capr).max(1)) * 500;
@@ -620,7 +559,7 @@ impl NvmeDevice {
             Ok(p) => self.admin_command(cmd.with_prps(p.prp1, p.prp2)).await,
             Err(e) => Err(NvmeError::BadRequest {
                 device: self.handle.name().to_string(),
-                message: e.to_string(),
+                why: e.into(),
             }),
         };
         let data = self
@@ -640,10 +579,10 @@ impl NvmeDevice {
         if len == 0 || !len.is_multiple_of(4) || u64::from(len) > 2 * PAGE_SIZE {
             return Err(NvmeError::BadRequest {
                 device: self.handle.name().to_string(),
-                message: format!(
-                    "log page length {len}: a multiple of 4 up to {}",
-                    2 * PAGE_SIZE
-                ),
+                why: BadRequest::LogPageLength {
+                    len,
+                    max: 2 * PAGE_SIZE,
+                },
             });
         }
         let cmd = AdminCommand::GetLogPage(GetLogPage {
@@ -676,22 +615,23 @@ impl NvmeDevice {
             .await;
         let ns = self.namespace(nsid)?;
         let len = u64::from(blocks) * u64::from(ns.lba_size);
-        let bad = |message: String| NvmeError::BadRequest {
+        let bad = |why: BadRequest| NvmeError::BadRequest {
             device: self.handle.name().to_string(),
-            message,
+            why,
         };
         let data = op.moves_data();
         if !matches!(op, BlockOp::Flush) && (blocks == 0 || blocks > op.max_blocks()) {
-            return Err(bad(format!(
-                "{op:?} of {blocks} blocks: must be 1..={}",
-                op.max_blocks()
-            )));
+            return Err(bad(BadRequest::Blocks {
+                op,
+                blocks,
+                max: op.max_blocks(),
+            }));
         }
         if data && len > self.info.max_transfer {
-            return Err(bad(format!(
-                "transfer of {len} bytes exceeds the controller's {} (MDTS)",
-                self.info.max_transfer
-            )));
+            return Err(bad(BadRequest::Transfer {
+                len,
+                max: self.info.max_transfer,
+            }));
         }
         let q = &self.io[cpu % self.io.len()];
         let tag = q.acquire().await;
@@ -772,18 +712,18 @@ impl NvmeDevice {
         bus: BusAddr,
         len: u64,
     ) -> Result<(u64, u64), NvmeError> {
-        let bad = |message: String| NvmeError::BadRequest {
+        let bad = |why: BadRequest| NvmeError::BadRequest {
             device: self.handle.name().to_string(),
-            message,
+            why,
         };
         let start = bus.get();
         let list = match prp::list_pages_needed(start, len) {
             0 => None,
             1 => Some(self.prp_list(q, tag)?),
-            _ => return Err(bad(format!("{len} bytes need a chained PRP list"))),
+            _ => return Err(bad(BadRequest::ChainedPrpList { len })),
         };
         let lists = list.as_ref().map(|l| l.bus.get());
-        let prps = prp::build(start, len, lists.as_slice()).map_err(|e| bad(e.to_string()))?;
+        let prps = prp::build(start, len, lists.as_slice()).map_err(|e| bad(e.into()))?;
         if let (Some(list), Some(entries)) = (list, prps.lists.first()) {
             self.handle
                 .cpu()

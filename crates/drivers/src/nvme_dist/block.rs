@@ -29,7 +29,7 @@
 
 use super::bounce::{Bounce, CopyError, Slots};
 use super::publication::Publication;
-use super::{Client, ClientQueue, DistError, Manager, SqPlacement};
+use super::{BadRequest, Client, ClientQueue, DistError, Manager, SqPlacement};
 use crate::nvme::{BlockOp, NamespaceInfo, QueuePair};
 use smartio_devices::nvme::spec::io::BlockRange;
 use smartio_devices::nvme::spec::{Command, Completion, Status};
@@ -149,11 +149,12 @@ pub enum BlockClientError {
     #[error("bounce copy from {from} to {to}: {why}")]
     Copy {
         /// Source.
-        from: String,
+        from: smartio_platform::PhysAddr,
         /// Destination.
-        to: String,
+        to: smartio_platform::PhysAddr,
         /// Why.
-        why: String,
+        #[source]
+        why: smartio_host::GuestMemoryError,
     },
     /// A request for a hardware queue the disk does not have (the block layer's bug).
     #[error("hardware queue {hw_queue} of {queues}")]
@@ -168,8 +169,8 @@ pub enum BlockClientError {
 impl From<CopyError> for BlockClientError {
     fn from(e: CopyError) -> Self {
         BlockClientError::Copy {
-            from: e.from.to_string(),
-            to: e.to.to_string(),
+            from: e.from,
+            to: e.to,
             why: e.why,
         }
     }
@@ -306,7 +307,7 @@ impl BlockDriver for Disk {
             inner
                 .request(hw_queue, rq)
                 .await
-                .map_err(|e| IoError::from(e.to_string()))
+                .map_err(|e| IoError::from(e))
         })
     }
 }
@@ -511,7 +512,7 @@ impl BlockClient {
         let Some(plan) = plan else {
             // connect_sized returns a client only after the closure said yes.
             let _ = client.leave().await;
-            return Err(DistError::BadRequest("the block client has no plan".into()).into());
+            return Err(DistError::BadRequest(BadRequest::NoPlan).into());
         };
         match Self::set_up(os, client, config, plan).await {
             Ok(started) => Ok(started),

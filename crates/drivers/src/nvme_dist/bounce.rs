@@ -12,7 +12,7 @@
 //! Invariant: a slot belongs to one request from [`Slots::acquire`] to [`Slots::release`];
 //! nothing else reads or writes it meanwhile, so the bytes a request copies are its own.
 
-use super::DistError;
+use super::{BadRequest, DistError};
 use smartio_devices::nvme::prp;
 use smartio_host::{DmaBuffer, HostOs};
 use smartio_platform::{BusAddr, Clock, FifoLock, Notify, PhysAddr, Port, PAGE_SIZE};
@@ -122,9 +122,8 @@ impl Bounce {
             let (Some((cpu, list)), (_, bus)) = (self.list(slot), self.slot(slot)) else {
                 return Ok(());
             };
-            let prps = prp::build(bus, self.slot_bytes, &[list]).map_err(|e| {
-                DistError::BadRequest(format!("PRPs of bounce slot {slot} at {bus:#x}: {e}"))
-            })?;
+            let prps = prp::build(bus, self.slot_bytes, &[list])
+                .map_err(|source| BadRequest::SlotList { slot, bus, source })?;
             if let Some(page) = prps.lists.first() {
                 os.cpu()
                     .write(cpu, &page.bytes())
@@ -139,8 +138,10 @@ impl Bounce {
     pub fn prps(&self, slot: u32, len: u64) -> Result<(u64, u64), DistError> {
         let (_, bus) = self.slot(slot);
         let lists: Vec<u64> = self.list(slot).map(|(_, l)| l).into_iter().collect();
-        let prps = prp::build(bus, len, &lists).map_err(|e| {
-            DistError::BadRequest(format!("{len} bytes in bounce slot {slot}: {e}"))
+        let prps = prp::build(bus, len, &lists).map_err(|source| BadRequest::SlotPrps {
+            len,
+            slot,
+            source,
         })?;
         Ok((prps.prp1, prps.prp2))
     }
@@ -180,17 +181,13 @@ pub(super) struct CopyError {
     /// Where it wrote.
     pub to: PhysAddr,
     /// What was wrong.
-    pub why: String,
+    pub why: smartio_host::GuestMemoryError,
 }
 
 /// One core's memcpy of `len` bytes from `from` to `to` in `os`'s memory: the bytes move
 /// and the CPU spends what the calibration says such a copy takes.
 async fn copy(os: &HostOs, from: PhysAddr, to: PhysAddr, len: u64) -> Result<(), CopyError> {
-    let failed = |e: smartio_host::GuestMemoryError| CopyError {
-        from,
-        to,
-        why: e.to_string(),
-    };
+    let failed = |e: smartio_host::GuestMemoryError| CopyError { from, to, why: e };
     // At most a slot (the controller's largest transfer).
     let mut bytes = vec![0u8; len as usize];
     os.read_memory(from, &mut bytes).map_err(failed)?;

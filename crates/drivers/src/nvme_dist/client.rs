@@ -4,7 +4,7 @@
 
 use super::manager::{mapped_segment_of, Manager, Mapped, MANAGER_SEGMENT};
 use super::publication::{Publication, PublicationError, HEADER_BYTES, NAMESPACE_BYTES};
-use super::{access, DistError};
+use super::{access, BadRequest, DistError};
 use crate::nvme::{BlockOp, QueuePair};
 use smartio_devices::nvme::prp;
 use smartio_devices::nvme::spec::io::{BlockRange, DsmRange};
@@ -482,19 +482,23 @@ impl Client {
                 || len > self.manager.max_transfer()
                 || offset + len > self.data.buf.len)
         {
-            return Err(DistError::BadRequest(format!(
-                "{blocks} blocks at data offset {offset}: the transfer must be 1..={} bytes inside the {}-byte data segment",
-                self.manager.max_transfer(),
-                self.data.buf.len
-            )));
+            return Err(BadRequest::Transfer {
+                blocks,
+                offset,
+                max_transfer: self.manager.max_transfer(),
+                segment: self.data.buf.len,
+            }
+            .into());
         }
         if matches!(op, BlockOp::WriteZeroes | BlockOp::Deallocate)
             && !(1..=op.max_blocks()).contains(&blocks)
         {
-            return Err(DistError::BadRequest(format!(
-                "{op:?} of {blocks} blocks: must be 1..={}",
-                op.max_blocks()
-            )));
+            return Err(BadRequest::RangeBlocks {
+                op,
+                blocks,
+                max: op.max_blocks(),
+            }
+            .into());
         }
         let command = op.command(BlockRange::new(nsid, lba, blocks));
         let tag = q.pair.acquire().await;
@@ -553,7 +557,7 @@ impl Client {
         // The tag's page of the PRP-list segment: one list page, no chaining.
         let at = u64::from(tag) * PAGE_SIZE;
         let prps = prp::build(bus, len, &[q.prp.buf.bus.get() + at])
-            .map_err(|e| DistError::BadRequest(format!("{len} bytes at {bus:#x}: {e}")))?;
+            .map_err(|source| BadRequest::Prps { len, bus, source })?;
         if let Some(list) = prps.lists.first() {
             self.os
                 .cpu()

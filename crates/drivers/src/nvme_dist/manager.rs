@@ -2,7 +2,7 @@
 //! table of which client owns which I/O queue pair.
 
 use super::publication::Publication;
-use super::{access, DistError};
+use super::{access, BadRequest, DistError};
 use crate::nvme::QueuePair;
 use smartio_devices::nvme::spec::admin::{
     AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
@@ -351,10 +351,7 @@ impl Manager {
         let result = if self.smartio.is_held(client) {
             self.identify_command(cns, nsid, data).await
         } else {
-            Err(DistError::BadRequest(format!(
-                "Identify for borrow {}, which no longer holds the device",
-                client.id
-            )))
+            Err(BadRequest::NotHeld { borrow: client.id }.into())
         };
         self.message(cpu).await;
         result
@@ -406,9 +403,7 @@ impl Manager {
 
     async fn identify_command(&self, cns: u8, nsid: u32, data: BusAddr) -> Result<(), DistError> {
         if !data.get().is_multiple_of(PAGE_SIZE) {
-            return Err(DistError::BadRequest(format!(
-                "Identify data must be page-aligned, not at {data}"
-            )));
+            return Err(BadRequest::UnalignedIdentify { data }.into());
         }
         self.admin_command(
             Command::from(AdminCommand::Identify(Identify { nsid, cns })).with_prps(data.get(), 0),
@@ -448,10 +443,11 @@ impl Manager {
         entries: u16,
     ) -> Result<u16, DistError> {
         if entries < 2 || u32::from(entries) > self.max_entries {
-            return Err(DistError::BadRequest(format!(
-                "a queue needs 2..={} entries, not {entries}",
-                self.max_entries
-            )));
+            return Err(BadRequest::QueueEntries {
+                entries,
+                max: self.max_entries,
+            }
+            .into());
         }
         let qid = {
             let mut owners = self.owners.borrow_mut();

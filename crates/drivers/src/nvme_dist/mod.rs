@@ -16,12 +16,14 @@
 //! - A client leaving gives its queues back; the manager's [`Manager::sweep`] deletes the
 //!   queues of a client whose hold is gone without leaving.
 
+mod bad_request;
 mod block;
 mod bounce;
 mod client;
 mod manager;
 mod publication;
 
+pub use bad_request::BadRequest;
 pub use block::{BlockClient, BlockClientConfig, BlockClientError, BlockClientStats, DRIVER_NAME};
 pub use client::{Client, ClientQueue, SqPlacement};
 pub use manager::{Manager, MANAGER_SEGMENT};
@@ -104,7 +106,7 @@ pub enum DistError {
     },
     /// A request the driver refuses (transfer too large, out of the data segment).
     #[error("{0}")]
-    BadRequest(String),
+    BadRequest(#[from] BadRequest),
 }
 
 pub(crate) fn access(what: &str) -> impl Fn(AccessError) -> DistError + '_ {

@@ -135,7 +135,11 @@ pub(super) async fn scan(
             };
             let base = window
                 .alloc(size.max(4096), size.max(4096))
-                .map_err(|e| HostError::Other(format!("{name}: no room for BAR{index}: {e}")))?;
+                .map_err(|source| HostError::NoBarRoom {
+                    device: name.clone(),
+                    bar: index,
+                    source,
+                })?;
             let at = pci::BAR0 + 4 * u16::from(index);
             f.write32(at, base as u32).await?;
             if is_64 {

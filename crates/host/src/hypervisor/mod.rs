@@ -26,6 +26,7 @@
 
 mod guest_pci;
 mod peers;
+mod refusal;
 mod vfio;
 mod virtual_function;
 
@@ -45,6 +46,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use thiserror::Error;
 use virtual_function::VirtualFunction;
+
+pub use refusal::Refusal;
 
 /// Why a VM could not start, or a function not be passed through.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -66,18 +69,21 @@ pub enum VmError {
         source: HostError,
     },
     /// A function could not be passed through (the host or SmartIO refused).
-    #[error("VM {vm}: passing {device} through: {message}")]
+    #[error("VM {vm}: passing {device} through: {source}")]
     PassThrough {
         /// The VM.
         vm: String,
         /// The function as the user named it.
         device: String,
-        /// What the hypervisor or SmartIO said.
-        message: String,
+        /// What the hypervisor or SmartIO refused for.
+        source: Box<Refusal>,
     },
     /// The VM is not running (already shut down).
-    #[error("VM {0} is not running")]
-    NotRunning(String),
+    #[error("VM {vm} is not running")]
+    NotRunning {
+        /// The VM.
+        vm: String,
+    },
 }
 
 /// What a VM is: its name on its host, its RAM and the pages backing it.
@@ -151,7 +157,7 @@ pub trait PassThrough {
         let e = VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.name(),
-            message: "no legacy INTx route".into(),
+            source: Box::new(Refusal::NoIntxRoute),
         };
         Box::pin(async move { Err(e) })
     }
@@ -348,7 +354,9 @@ impl Vm {
     /// their BARs, and binds its drivers. On failure the VM is left to be shut down.
     pub async fn power_on(&self, devices: Vec<Rc<dyn PassThrough>>) -> Result<(), VmError> {
         if !self.context.running() {
-            return Err(VmError::NotRunning(self.context.name.clone()));
+            return Err(VmError::NotRunning {
+                vm: self.context.name.clone(),
+            });
         }
         for d in devices {
             if let Err(e) = d.reset(&self.context).await {

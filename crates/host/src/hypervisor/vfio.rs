@@ -8,7 +8,7 @@
 //! signals the VM's eventfd; KVM injects them. Configuration requests are the host's own.
 
 use super::peers::{PeerChange, PeerMappings};
-use super::{GuestBar, PassThrough, VmContext, VmError};
+use super::{GuestBar, PassThrough, Refusal, VmContext, VmError};
 use crate::driver::BoxFuture;
 use crate::os::HostOs;
 use smartio_fabric::topology::AssignedBar;
@@ -44,12 +44,12 @@ impl Vfio {
     /// Function `device` of `host` for pass-through (nothing is taken until a VM resets it).
     pub fn new(host: &HostOs, device: &str) -> Result<Rc<Vfio>, crate::HostError> {
         host.device(device)?;
-        let endpoint = host.endpoint_of(device).ok_or_else(|| {
-            crate::HostError::Other(format!(
-                "{device} of {} is not one of the host's own functions",
-                host.name()
-            ))
-        })?;
+        let endpoint =
+            host.endpoint_of(device)
+                .ok_or_else(|| crate::HostError::NotOwnFunction {
+                    device: device.to_string(),
+                    host: host.name().to_string(),
+                })?;
         let bars = host.machine().fabric().endpoint(endpoint).bars.clone();
         Ok(Rc::new(Vfio {
             host: host.clone(),
@@ -60,11 +60,11 @@ impl Vfio {
         }))
     }
 
-    fn refuse(&self, vm: &VmContext, message: String) -> VmError {
+    fn refuse(&self, vm: &VmContext, source: impl Into<Refusal>) -> VmError {
         VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.name.clone(),
-            message,
+            source: Box::new(source.into()),
         }
     }
 
@@ -72,7 +72,9 @@ impl Vfio {
     fn map(&self, vm: &VmContext, iova: u64, target: u64, len: u64) -> Result<(), VmError> {
         let mut taken = self.taken.borrow_mut();
         let Some(t) = taken.as_mut() else {
-            return Err(VmError::NotRunning(vm.name().to_string()));
+            return Err(VmError::NotRunning {
+                vm: vm.name().to_string(),
+            });
         };
         let host = self.host.id();
         self.host
@@ -81,7 +83,7 @@ impl Vfio {
                 f.iommu_mut(host)
                     .map(t.domain, BusAddr(iova), PhysAddr(target), len, true)
             })
-            .map_err(|e| self.refuse(vm, e.to_string()))?;
+            .map_err(|e| self.refuse(vm, e))?;
         t.mapped.push((iova, len));
         Ok(())
     }
@@ -94,7 +96,9 @@ impl Vfio {
     fn sync_peers(&self, vm: &VmContext, peers: &[GuestBar]) -> Result<(), VmError> {
         let mut taken = self.taken.borrow_mut();
         let Some(t) = taken.as_mut() else {
-            return Err(VmError::NotRunning(vm.name().to_string()));
+            return Err(VmError::NotRunning {
+                vm: vm.name().to_string(),
+            });
         };
         let host = self.host.id();
         let domain = t.domain;
@@ -115,7 +119,7 @@ impl Vfio {
                     ),
                 })
                 .map(|()| true)
-                .map_err(|e| self.refuse(vm, e.to_string()))
+                .map_err(|e| self.refuse(vm, e))
         })?;
         Ok(())
     }
@@ -133,22 +137,21 @@ impl PassThrough for Vfio {
             if vm.host().id() != self.host.id() {
                 return Err(self.refuse(
                     &vm,
-                    format!(
-                        "VFIO passes through functions of the VM's own host, not of {}",
-                        self.host.name()
-                    ),
+                    Refusal::OtherHost {
+                        host: self.host.name().to_string(),
+                    },
                 ));
             }
             if let Some(t) = self.taken.borrow().as_ref() {
-                return Err(self.refuse(&vm, format!("already passed through to VM {}", t.vm)));
+                return Err(self.refuse(&vm, Refusal::AlreadyPassedThrough { vm: t.vm.clone() }));
             }
             if let Some(driver) = self.host.bound_driver(&self.name) {
                 return Err(self.refuse(
                     &vm,
-                    format!(
-                        "in use by {driver} on {} (unbind or return it first)",
-                        self.host.name()
-                    ),
+                    Refusal::InUse {
+                        driver,
+                        host: self.host.name().to_string(),
+                    },
                 ));
             }
             let host = self.host.id();
@@ -167,16 +170,15 @@ impl PassThrough for Vfio {
                 .map_err(|e: Option<smartio_fabric::IommuError>| match e {
                     None => self.refuse(
                         &vm,
-                        format!(
-                            "VFIO needs the IOMMU of {} (iommu = true in the scenario)",
-                            self.host.name()
-                        ),
+                        Refusal::NoIommu {
+                            host: self.host.name().to_string(),
+                        },
                     ),
-                    Some(e) => self.refuse(&vm, e.to_string()),
+                    Some(e) => self.refuse(&vm, e),
                 })?;
             self.host
                 .claim(&self.name, "vfio-pci")
-                .map_err(|e| self.refuse(&vm, e.to_string()))?;
+                .map_err(|e| self.refuse(&vm, Refusal::Claim(Box::new(e))))?;
             *self.taken.borrow_mut() = Some(Taken {
                 vm: vm.name().to_string(),
                 domain,
@@ -191,7 +193,7 @@ impl PassThrough for Vfio {
                     .memory()
                     .memory()
                     .translate(GuestPhysAddr(range.start), range.end - range.start)
-                    .map_err(|e| self.refuse(&vm, e.to_string()))?;
+                    .map_err(|e| self.refuse(&vm, e))?;
                 let mut iova = range.start;
                 for p in pieces {
                     self.map(&vm, iova, p.addr.get(), p.len)?;
@@ -202,7 +204,7 @@ impl PassThrough for Vfio {
             self.host
                 .machine()
                 .with_fabric_mut(|f| f.iommu_mut(host).attach(self.endpoint, domain))
-                .map_err(|e| self.refuse(&vm, e.to_string()))?;
+                .map_err(|e| self.refuse(&vm, e))?;
             Ok(pages)
         })();
         let cpu = self.host.cpu();
@@ -225,7 +227,7 @@ impl PassThrough for Vfio {
             reset.await.map_err(|e| VmError::PassThrough {
                 vm: vm.name().to_string(),
                 device: name,
-                message: e.to_string(),
+                source: Box::new(Refusal::Access(e)),
             })
         })
     }
@@ -285,16 +287,15 @@ impl PassThrough for Vfio {
             self.name.clone(),
         );
         Box::pin(async move {
-            let refuse = |message: String| VmError::PassThrough {
+            let refuse = |source: Refusal| VmError::PassThrough {
                 vm: vm.name().to_string(),
                 device: name.clone(),
-                message,
+                source: Box::new(source),
             };
-            let line =
-                line.ok_or_else(|| refuse("every interrupt line of the host is in use".into()))?;
+            let line = line.ok_or_else(|| refuse(Refusal::NoInterruptLine { host: None }))?;
             cpu.config_write(endpoint, pci::INTERRUPT_LINE, &[line as u8])
                 .await
-                .map_err(|e| refuse(e.to_string()))?;
+                .map_err(|e| refuse(Refusal::Access(e)))?;
             vm.relay(line, guest_vector);
             Ok(())
         })
@@ -333,7 +334,7 @@ impl PassThrough for Vfio {
                 Ok(())
             }),
         }
-        .map_err(|e: smartio_fabric::IommuError| self.refuse(vm, e.to_string()));
+        .map_err(|e: smartio_fabric::IommuError| self.refuse(vm, e));
         let cpu = self.host.cpu();
         Box::pin(async move {
             // Stop the function before the guest's memory goes back to the host.

@@ -162,7 +162,7 @@ impl DeviceBackend for Rc<VirtualFunction> {
     fn msi_message(&self, vector: u32) -> Result<MsiMessage, HostError> {
         self.device
             .interrupt(&self.vm, vector)
-            .map_err(|e| HostError::Other(e.to_string()))
+            .map_err(|e| HostError::Vm(Box::new(e)))
     }
 
     fn function(&self) -> (HostId, EndpointId) {
@@ -178,7 +178,7 @@ impl DeviceBackend for Rc<VirtualFunction> {
                 .await
                 .map_err(|e| HostError::NoIntx {
                     device: me.device.name(),
-                    why: e.to_string(),
+                    why: crate::os::NoIntx::Vm(Box::new(e)),
                 })?;
             Ok(vector)
         })

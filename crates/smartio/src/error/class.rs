@@ -167,8 +167,7 @@ impl SciError {
             | SciError::UnknownHost { .. }
             | SciError::SegmentSize { .. }
             | SciError::NotMember { .. }
-            | SciError::Stale(_)
-            | SciError::Illegal(_)
+            | SciError::Stale { .. }
             | SciError::UnknownDevice { .. }
             | SciError::LocalDevice { .. } => C::IllegalParameter,
             SciError::UnknownNodeId(_) => C::NoSuchNodeId,
@@ -334,11 +333,7 @@ mod tests {
                 },
                 C::Busy,
             ),
-            (SciError::Stale(s("map 3")), C::IllegalParameter),
-            (
-                SciError::Illegal(s("memory type 3 for a device segment")),
-                C::IllegalParameter,
-            ),
+            (SciError::Stale { what: "map", id: 3 }, C::IllegalParameter),
             (
                 SciError::OutOfRange {
                     what: "map",
@@ -385,7 +380,7 @@ mod tests {
             (
                 SciError::Iommu {
                     host: s("h"),
-                    message: s("m"),
+                    source: smartio_fabric::IommuError::Disabled,
                 },
                 C::HwNospc,
             ),
@@ -393,7 +388,7 @@ mod tests {
                 SciError::DeviceIommu {
                     device: s("d"),
                     host: s("h"),
-                    message: s("m"),
+                    why: Box::new(crate::DeviceIommuFailure::NoDomain),
                 },
                 C::HwNospc,
             ),

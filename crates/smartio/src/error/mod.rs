@@ -7,8 +7,10 @@
 //! the cluster: each refuses one call and leaves every table as it was before the call.
 
 mod class;
+mod iommu;
 
 pub use class::{SciErrorClass, SCI_ERR_MASK};
+pub use iommu::DeviceIommuFailure;
 
 use crate::lending::Fdid;
 use smartio_fabric::units::format_size;
@@ -186,13 +188,13 @@ pub enum SciError {
         users: String,
     },
     /// `SCI_ERR_ILLEGAL_PARAMETER`: the handle does not (or no longer) name a live object.
-    #[error("{0} does not exist (already removed, disconnected or unmapped)")]
-    Stale(String),
-    /// `SCI_ERR_ILLEGAL_PARAMETER`: a request that cannot be carried out as asked (a wrong
-    /// memory type, a BAR too large to map for a program, a request out of order); the text
-    /// says what was wrong.
-    #[error("{0}")]
-    Illegal(String),
+    #[error("{what} {id} does not exist (already removed, disconnected or unmapped)")]
+    Stale {
+        /// What kind of object (`segment`, `map handle`, ...).
+        what: &'static str,
+        /// Its id or handle.
+        id: u64,
+    },
     /// `SCI_ERR_OUT_OF_RANGE`: an access outside a map or segment.
     #[error("access of {len} bytes at offset {offset:#x} is outside the {size}-byte {what}")]
     OutOfRange {
@@ -233,23 +235,24 @@ pub enum SciError {
     #[error(transparent)]
     Multicast(#[from] MulticastError),
     /// `SCI_ERR_HW_NOSPC`: the host IOMMU refused the segment mapping for the adapter.
-    #[error("host {host}: IOMMU: {message}")]
+    #[error("host {host}: IOMMU: {source}")]
     Iommu {
         /// Host name.
         host: String,
         /// What went wrong.
-        message: String,
+        source: smartio_fabric::IommuError,
     },
     /// `SCI_ERR_HW_NOSPC`: an IOMMU operation for a device failed (or giving its resources
     /// back did).
-    #[error("{device}: IOMMU of {host}: {message}")]
+    #[error("{device}: IOMMU of {host}: {why}")]
     DeviceIommu {
         /// `lender:device`.
         device: String,
         /// Whose IOMMU.
         host: String,
-        /// What it said.
-        message: String,
+        /// What went wrong.
+        #[source]
+        why: Box<DeviceIommuFailure>,
     },
 
     // --- Data interrupts ----------------------------------------------------------------

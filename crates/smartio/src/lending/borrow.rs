@@ -7,6 +7,7 @@ use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::shadow::{ShadowDma, ShadowFunction, WindowKind};
 use super::{Fdid, Service, SmartIo, SmartIoError};
+use crate::DeviceIommuFailure;
 use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::{BarWindow, DeviceHandle, DmaMapper, RamAllocator};
 use smartio_platform::pci::{self, command};
@@ -366,7 +367,7 @@ impl Service {
                     .ok_or_else(|| SmartIoError::DeviceIommu {
                         device: qualified.clone(),
                         host: self.hosts[borrower.index()].name().to_string(),
-                        message: "IOMMU reported on but has no domain".into(),
+                        why: Box::new(DeviceIommuFailure::NoDomain),
                     })?;
             let size = options.dma_window.max(PAGE_SIZE).next_multiple_of(entry);
             let iova = taker.window_space(b, size, entry)?;

@@ -8,6 +8,7 @@
 //! unmaps them.
 
 use super::{Fdid, SmartIoError};
+use crate::DeviceIommuFailure;
 use smartio_fabric::{
     AdapterId, DomainId, HostId, IommuError, LutTarget, NtbError, NtbMapping, Requester,
 };
@@ -29,19 +30,27 @@ pub(crate) const LOW_SPACE: std::ops::Range<u64> = 0x1000_0000..0xf000_0000;
 
 /// Something shared between borrows and reference counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum SharedKey {
+pub enum SharedKey {
     /// A look-up-table mapping on `adapter` of `len` bytes at `remote` behind `far`.
     Lut {
+        /// The adapter whose table holds it.
         adapter: AdapterId,
+        /// The adapter it reaches.
         far: AdapterId,
+        /// The address behind `far`.
         remote: u64,
+        /// Bytes.
         len: u64,
     },
     /// An identity mapping of `len` bytes at `base` in an IOMMU domain.
     Identity {
+        /// The IOMMU's host.
         host: HostId,
+        /// The domain.
         domain: DomainId,
+        /// The address, mapped to itself.
         base: u64,
+        /// Bytes.
         len: u64,
     },
 }
@@ -99,11 +108,11 @@ impl Taker<'_> {
         }
     }
 
-    fn iommu_error(&self, host: HostId, message: String) -> SmartIoError {
+    fn iommu_error(&self, host: HostId, why: IommuError) -> SmartIoError {
         SmartIoError::DeviceIommu {
             device: self.device.to_string(),
             host: self.machine.fabric().host(host).name.clone(),
-            message,
+            why: Box::new(why.into()),
         }
     }
 
@@ -220,7 +229,7 @@ impl Taker<'_> {
                 f.iommu_mut(host)
                     .map(domain, BusAddr(iova), PhysAddr(target), len, true)
             })
-            .map_err(|e| self.iommu_error(host, e.to_string()))?;
+            .map_err(|e| self.iommu_error(host, e))?;
         self.grants.push(Grant::Iommu {
             host,
             domain,
@@ -275,7 +284,7 @@ impl Taker<'_> {
                         .map(domain, BusAddr(base), PhysAddr(base), len, true)
                 })
                 .map(|()| None)
-                .map_err(|e| t.iommu_error(host, e.to_string()))
+                .map_err(|e| t.iommu_error(host, e))
         })?;
         Ok(())
     }
@@ -300,7 +309,7 @@ impl Taker<'_> {
                 iommu.attach(endpoint, d)?;
                 Ok(Some(d))
             })
-            .map_err(|e: smartio_fabric::IommuError| self.iommu_error(host, e.to_string()))
+            .map_err(|e: smartio_fabric::IommuError| self.iommu_error(host, e))
     }
 
     /// A range of `len` bytes (aligned to `align`) of the DMA-window space of borrower
@@ -316,15 +325,15 @@ impl Taker<'_> {
             .window_space
             .entry(adapter)
             .or_insert_with(|| RamAllocator::space(WINDOW_SPACE));
-        let iova = space.alloc(len, align.max(PAGE_SIZE)).map_err(|e| {
+        let iova = space.alloc(len, align.max(PAGE_SIZE)).map_err(|source| {
             let f = self.machine.fabric();
             SmartIoError::DeviceIommu {
                 device: self.device.to_string(),
                 host: f.host(f.adapter(adapter).host).name.clone(),
-                message: format!(
-                    "DMA-window space of {} exhausted: {e}",
-                    f.adapter_name(adapter)
-                ),
+                why: Box::new(DeviceIommuFailure::WindowSpace {
+                    adapter: f.adapter_name(adapter),
+                    source,
+                }),
             }
         })?;
         self.grants.push(Grant::WindowSpace { adapter, iova });
@@ -348,8 +357,8 @@ impl Taker<'_> {
 
 /// Why giving a grant back failed: the ledger and the fabric's tables disagree (an emulator
 /// bug, reported rather than hidden).
-#[derive(Debug, Error)]
-pub(crate) enum ReleaseError {
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReleaseError {
     /// The NTB adapter refused to drop an entry.
     #[error("{0}")]
     Ntb(#[from] NtbError),
@@ -359,12 +368,18 @@ pub(crate) enum ReleaseError {
     /// An address-space allocator refused to take a range back.
     #[error("{0}")]
     Space(#[from] RamError),
-    /// A shared grant the ledger does not hold (its key).
-    #[error("{0} is not held")]
-    NotHeld(String),
-    /// A shared look-up-table grant without its mapping (its key).
-    #[error("{0} has no mapping")]
-    NoMapping(String),
+    /// A shared grant the ledger does not hold.
+    #[error("{key:?} is not held")]
+    NotHeld {
+        /// The grant's key.
+        key: SharedKey,
+    },
+    /// A shared look-up-table grant without its mapping.
+    #[error("{key:?} has no mapping")]
+    NoMapping {
+        /// The grant's key.
+        key: SharedKey,
+    },
     /// No allocator for a space the grant came from (`window` or `low`).
     #[error("no {0} space")]
     NoSpace(&'static str),
@@ -392,7 +407,7 @@ pub(crate) fn release(
             ),
             Grant::Shared(key) => {
                 let Some(s) = ledger.shared.get_mut(&key) else {
-                    note(Err(ReleaseError::NotHeld(format!("{key:?}"))));
+                    note(Err(ReleaseError::NotHeld { key }));
                     continue;
                 };
                 s.refs -= 1;
@@ -415,9 +430,7 @@ pub(crate) fn release(
                     ) => machine
                         .with_fabric_mut(|f| f.iommu_mut(host).unmap(domain, BusAddr(base), len))
                         .map_err(ReleaseError::from),
-                    (SharedKey::Lut { .. }, None) => {
-                        Err(ReleaseError::NoMapping(format!("{key:?}")))
-                    }
+                    (SharedKey::Lut { .. }, None) => Err(ReleaseError::NoMapping { key }),
                 });
             }
             Grant::Requester(adapter, requester) => note(

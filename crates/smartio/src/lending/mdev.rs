@@ -32,11 +32,12 @@ use super::borrow::bar_groups;
 use super::grants::{release, Grant, Taker};
 use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
+use crate::DeviceIommuFailure;
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
 use smartio_host::hypervisor::{PeerChange, PeerMappings};
 use smartio_host::vm::HIGH_MEMORY_BASE;
-use smartio_host::{BoxFuture, GuestBar, PassThrough, VmContext, VmError};
+use smartio_host::{BoxFuture, GuestBar, PassThrough, Refusal, VmContext, VmError};
 use smartio_platform::pci::{self, command};
 use smartio_platform::{AccessError, BusAddr, Clock, GuestPhysAddr, MsiMessage, Port};
 use std::rc::Rc;
@@ -113,7 +114,7 @@ impl Mdev {
         VmError::PassThrough {
             vm: vm.name().to_string(),
             device: self.qualified.clone(),
-            message: e.to_string(),
+            source: Box::new(Refusal::backend(e)),
         }
     }
 
@@ -345,7 +346,7 @@ impl Mdev {
                     SmartIoError::DeviceIommu {
                         device: self.qualified.clone(),
                         host: vm.name().to_string(),
-                        message: e.to_string(),
+                        why: Box::new(e.into()),
                     }
                 })?;
                 let mut at = iova;
@@ -380,7 +381,7 @@ impl Mdev {
                         .map_err(|e| SmartIoError::DeviceIommu {
                             device: self.qualified.clone(),
                             host: svc.hosts[lender.index()].name().to_string(),
-                            message: format!("unmapping a moved guest BAR: {e}"),
+                            why: Box::new(DeviceIommuFailure::MovedBar(e)),
                         })?;
                     Ok(true)
                 }
@@ -533,7 +534,9 @@ impl PassThrough for Mdev {
                 .ok_or_else(|| VmError::PassThrough {
                     vm: vm.name().to_string(),
                     device: me.qualified.clone(),
-                    message: format!("every interrupt line of {} is in use", lender_os.name()),
+                    source: Box::new(Refusal::NoInterruptLine {
+                        host: Some(lender_os.name().to_string()),
+                    }),
                 })?;
             let cpu = lender_os.cpu();
             let line_register = [line as u8];

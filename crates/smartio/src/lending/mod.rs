@@ -47,10 +47,12 @@ mod shadow;
 pub use crate::error::SmartIoError;
 pub use api::{CpuMap, DeviceBorrow, Hints, PeerRequester, Segment, SegmentLocation};
 pub use borrow::{BorrowOptions, Lent};
+pub use grants::{ReleaseError, SharedKey};
 pub use mdev::Mdev;
 pub use registry::{BorrowerInfo, DeviceInfo, Fdid, SharingMethod};
 
 use crate::sisci::Sisci;
+use crate::DeviceIommuFailure;
 use grants::{release, Grant, Ledger};
 use registry::Registered;
 use smartio_calibration::Calibration;
@@ -231,10 +233,10 @@ impl Service {
         what: String,
         host: HostId,
     ) -> Result<(), SmartIoError> {
-        release(&self.machine, ledger, grants).map_err(|message| SmartIoError::DeviceIommu {
+        release(&self.machine, ledger, grants).map_err(|e| SmartIoError::DeviceIommu {
             device: what,
             host: self.hosts[host.index()].name().to_string(),
-            message: format!("giving resources back: {message}"),
+            why: Box::new(DeviceIommuFailure::GivingBack(e)),
         })
     }
 }

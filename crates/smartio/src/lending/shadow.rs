@@ -127,9 +127,7 @@ impl DeviceBackend for ShadowFunction {
         Box::pin(async move {
             Err(HostError::NoIntx {
                 device: String::new(),
-                why: "legacy interrupts cannot cross the NTB; a borrowed device interrupts by \
-                      MSI-X (a VM borrowing it by MDEV can use INTx)"
-                    .into(),
+                why: smartio_host::os::NoIntx::AcrossNtb,
             })
         })
     }

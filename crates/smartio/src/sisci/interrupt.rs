@@ -126,7 +126,10 @@ impl Sisci {
                 .local
                 .get(&(intr.host, intr.id))
                 .filter(|l| l.intr == *intr)
-                .ok_or_else(|| SciError::Stale(format!("data interrupt {}", intr.id)))?;
+                .ok_or_else(|| SciError::Stale {
+                    what: "data interrupt",
+                    id: u64::from(intr.id),
+                })?;
             if !l.senders.is_empty() {
                 return Err(SciError::Busy {
                     what: format!("data interrupt {}", intr.id),
@@ -296,7 +299,10 @@ impl Sisci {
             .interrupts
             .local
             .get_mut(&(intr.host, intr.id))
-            .ok_or_else(|| SciError::Stale(format!("data interrupt {}", intr.id)))?;
+            .ok_or_else(|| SciError::Stale {
+                what: "data interrupt",
+                id: u64::from(intr.id),
+            })?;
         for slot in 0..SLOTS as usize {
             let m = &inbox[slot * SLOT as usize..(slot + 1) * SLOT as usize];
             let seq = u32::from_le_bytes([m[0], m[1], m[2], m[3]]);

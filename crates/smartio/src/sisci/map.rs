@@ -75,7 +75,10 @@ impl RemoteMap {
 
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, SciError> {
         if !self.sci.is_mapped(self.id) {
-            return Err(SciError::Stale(format!("map {}", self.id)));
+            return Err(SciError::Stale {
+                what: "map",
+                id: u64::from(self.id),
+            });
         }
         check_range("map", offset, len as u64, self.mapping.len)?;
         Ok(BusAddr(self.mapping.bus_addr + offset))
@@ -161,7 +164,10 @@ impl LocalMap {
 
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, SciError> {
         if !self.sci.is_local_mapped(&self.seg, self.id) {
-            return Err(SciError::Stale(format!("local map {}", self.id)));
+            return Err(SciError::Stale {
+                what: "local map",
+                id: u64::from(self.id),
+            });
         }
         check_range("segment", offset, len as u64, self.seg.size)?;
         Ok(BusAddr(self.seg.phys.get() + offset))

@@ -422,7 +422,10 @@ impl Sisci {
             .segments
             .get_mut(&(seg.host, seg.id))
             .filter(|s| s.seg == *seg)
-            .ok_or_else(|| SciError::Stale(format!("segment {}", seg.id)))?;
+            .ok_or_else(|| SciError::Stale {
+                what: "segment",
+                id: u64::from(seg.id),
+            })?;
         f(s)
     }
 
@@ -450,9 +453,9 @@ impl Sisci {
             if !iommu.enabled() {
                 return Ok(());
             }
-            let err = |e: smartio_fabric::IommuError| SciError::Iommu {
+            let err = |source: smartio_fabric::IommuError| SciError::Iommu {
                 host: host.clone(),
-                message: e.to_string(),
+                source,
             };
             let domain = match iommu.domain_of(ep) {
                 Some(d) => d,
@@ -719,7 +722,10 @@ impl Sisci {
             .connections
             .get(&remote.id)
             .filter(|c| c.remote == *remote)
-            .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
+            .ok_or_else(|| SciError::Stale {
+                what: "connection",
+                id: u64::from(remote.id),
+            })?;
         if c.maps > 0 {
             return Err(SciError::Busy {
                 what: format!("connection {}", remote.id),
@@ -750,7 +756,10 @@ impl Sisci {
                 .connections
                 .get(&remote.id)
                 .filter(|c| c.remote == *remote)
-                .ok_or_else(|| SciError::Stale(format!("connection {}", remote.id)))?;
+                .ok_or_else(|| SciError::Stale {
+                    what: "connection",
+                    id: u64::from(remote.id),
+                })?;
             c.remote_base
         };
         if size == 0 {
@@ -788,7 +797,10 @@ impl Sisci {
             .borrow_mut()
             .maps
             .remove(&map.id())
-            .ok_or_else(|| SciError::Stale(format!("map {}", map.id())))?;
+            .ok_or_else(|| SciError::Stale {
+                what: "map",
+                id: u64::from(map.id()),
+            })?;
         self.machine.with_fabric_mut(|f| f.ntb_unmap(&m.mapping))?;
         if let Some(c) = self.state.borrow_mut().connections.get_mut(&m.connection) {
             c.maps -= 1;
@@ -812,7 +824,10 @@ impl Sisci {
             if s.local_maps.remove(&map.id()) {
                 Ok(())
             } else {
-                Err(SciError::Stale(format!("local map {}", map.id())))
+                Err(SciError::Stale {
+                    what: "local map",
+                    id: u64::from(map.id()),
+                })
             }
         })
     }

@@ -9,7 +9,7 @@
 pub mod train;
 pub mod video;
 
-use crate::gpu::GpuWorkloadError;
+use crate::gpu::{BadParameter, GpuWorkloadError};
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::GpuParams;
 use smartio_fabric::EndpointId;
@@ -24,12 +24,17 @@ pub(crate) fn gpu_profile(
     let ep = fabric.endpoint(endpoint);
     // The model started with these parameters, so they parse and the profile exists; the
     // errors are reported rather than assumed away.
-    let params = GpuParams::parse(&ep.params)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("{}: {e}", ep.name)))?;
+    let params = GpuParams::parse(&ep.params).map_err(|source| BadParameter::GpuParams {
+        gpu: ep.name.clone(),
+        source: Box::new(source),
+    })?;
     let profile = cluster
         .calibration
         .gpu_profile(&params.profile)
-        .map_err(|e| GpuWorkloadError::BadParameter(format!("{}: {e}", ep.name)))?
+        .map_err(|source| BadParameter::GpuProfile {
+            gpu: ep.name.clone(),
+            source,
+        })?
         .clone();
     Ok((params.profile, profile))
 }

@@ -5,7 +5,7 @@
 //! I/O loop in [`super`] is the same for all; only "do one I/O of these blocks with this
 //! buffer", where buffers come from, and the controller's description differ.
 
-use super::FioError;
+use super::{BadParameter, FioError, NamespaceError};
 use crate::booted::Booted;
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::log;
@@ -73,36 +73,28 @@ impl Backend {
     }
 
     /// Namespace `nsid`.
-    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, FioError> {
+    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, NamespaceError> {
         match self {
-            Backend::Native { dev, .. } => dev
-                .namespace(nsid)
-                .map_err(|e| FioError::BadParameter(e.to_string())),
+            Backend::Native { dev, .. } => Ok(dev.namespace(nsid)?),
             Backend::Client { manager, .. } => manager
                 .namespaces()
                 .iter()
                 .find(|n| n.nsid == nsid)
                 .copied()
-                .ok_or_else(|| {
-                    let known: Vec<String> = manager
-                        .namespaces()
-                        .iter()
-                        .map(|n| n.nsid.to_string())
-                        .collect();
-                    FioError::BadParameter(format!(
-                        "the controller has no namespace {nsid} (active: {})",
-                        known.join(", ")
-                    ))
+                .ok_or_else(|| NamespaceError::NotActive {
+                    nsid,
+                    active: manager.namespaces().iter().map(|n| n.nsid).collect(),
                 }),
             Backend::Block {
                 disk, nsid: ours, ..
             } => {
                 let g = disk.geometry();
                 if nsid != *ours {
-                    return Err(FioError::BadParameter(format!(
-                        "disk {} is namespace {ours}, not {nsid}",
-                        disk.name()
-                    )));
+                    return Err(NamespaceError::OtherDisk {
+                        disk: disk.name().to_string(),
+                        ours: *ours,
+                        nsid,
+                    });
                 }
                 Ok(NamespaceInfo {
                     nsid,
@@ -340,11 +332,12 @@ impl ClientBench {
             .filter(|&e| (2..=most).contains(&u32::from(e)))
         else {
             let _ = client.leave().await;
-            return Err(FioError::BadParameter(format!(
-                "--iodepth {}: the controller's queues hold at most {} commands ({most} entries, one always empty)",
-                entries.saturating_sub(1),
-                most - 1
-            )));
+            return Err(BadParameter::QueueDepth {
+                iodepth: entries.saturating_sub(1),
+                most: most - 1,
+                entries: most,
+            }
+            .into());
         };
         let mut queues = Vec::new();
         for _ in 0..jobs {
@@ -394,9 +387,11 @@ impl ClientBench {
         let client = BlockClient::start(&self.smartio, &self.client, self.fdid, &manager, &config)
             .await
             .map_err(|e| match e {
-                BlockClientError::NoNamespace { .. } => {
-                    FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid))
+                e @ BlockClientError::NoNamespace { .. } => BadParameter::BlockNsid {
+                    nsid: cfg.nsid,
+                    source: Box::new(e),
                 }
+                .into(),
                 BlockClientError::Config {
                     field: "hw_queues", ..
                 } => FioError::TooManyJobs {
@@ -405,15 +400,22 @@ impl ClientBench {
                     what: "the manager",
                 },
                 BlockClientError::Dist(DistError::NoQueues { granted, owners }) => {
-                    FioError::BadParameter(format!(
-                        "--jobs {jobs}: every job needs its own I/O queue pair, and the manager has none left of the {granted} the controller granted (in use: {owners})"
-                    ))
+                    BadParameter::NoQueueLeft {
+                        jobs,
+                        granted,
+                        owners,
+                    }
+                    .into()
                 }
                 BlockClientError::Config {
                     field: "queue_depth",
                     allowed,
                     ..
-                } => FioError::BadParameter(format!("--iodepth {}: {allowed}", cfg.iodepth)),
+                } => BadParameter::BlockIodepth {
+                    iodepth: cfg.iodepth,
+                    allowed,
+                }
+                .into(),
                 e => e.into(),
             })?;
         let disk = client.disk().clone();

@@ -2,7 +2,7 @@
 //! against before anything runs ([`FioConfig::check`]), and what a run measured
 //! ([`FioResult`]).
 
-use super::FioError;
+use super::{BadParameter, FioError};
 use smartio_drivers::nvme::CompletionMode;
 use smartio_platform::SimDuration;
 /// Most I/Os in flight per job: an NVMe queue of the emulated controller has 4096 entries
@@ -256,61 +256,45 @@ impl FioConfig {
     /// Checks every count and size against its bound (the constants above) before anything
     /// is booted or allocated; errors name the option, the value and the range.
     pub fn check(&self) -> Result<(), FioError> {
-        let bad = |m: String| Err(FioError::BadParameter(m));
+        let bad = |e: BadParameter| Err(FioError::BadParameter(e));
         if self.bs == 0 {
-            return bad("--bs 0: a block size of at least one LBA".into());
+            return bad(BadParameter::ZeroBs);
         }
         if !(1..=MAX_IODEPTH).contains(&self.iodepth) {
-            return bad(format!(
-                "--iodepth {}: must be 1..={MAX_IODEPTH} (an NVMe queue of the emulated controller has {} entries, one always empty)",
-                self.iodepth,
-                MAX_IODEPTH + 1
-            ));
+            return bad(BadParameter::Iodepth {
+                iodepth: self.iodepth,
+            });
         }
         if !(1..=MAX_JOBS).contains(&self.jobs) {
-            return bad(format!(
-                "--jobs {}: must be 1..={MAX_JOBS} (one NVMe I/O queue pair per job)",
-                self.jobs
-            ));
+            return bad(BadParameter::Jobs { jobs: self.jobs });
         }
         let buffers = u64::from(self.jobs)
             .checked_mul(u64::from(self.iodepth))
             .and_then(|n| n.checked_mul(self.bs));
         if buffers.is_none_or(|b| b > MAX_BUFFER_BYTES) {
-            return bad(format!(
-                "--jobs {} × --iodepth {} × --bs {} = {} bytes of I/O buffers in flight; at most {MAX_BUFFER_BYTES} (1 GiB): they are emulated RAM held by this process",
-                self.jobs,
-                self.iodepth,
-                self.bs,
-                buffers.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
-            ));
+            return bad(BadParameter::Buffers {
+                jobs: self.jobs,
+                iodepth: self.iodepth,
+                bs: self.bs,
+                bytes: buffers,
+            });
         }
         match self.amount {
-            Amount::Ops(n) if !(1..=MAX_OPS).contains(&n) => {
-                return bad(format!(
-                    "--ops {n}: must be 1..={MAX_OPS} (about three hours of wall time at the emulator's ~100k I/Os per second)"
-                ));
+            Amount::Ops(ops) if !(1..=MAX_OPS).contains(&ops) => {
+                return bad(BadParameter::Ops { ops });
             }
-            Amount::Runtime(d) if d.as_ps() == 0 || d > MAX_RUNTIME => {
-                return bad(format!(
-                    "--runtime {} s: must be more than 0 and at most {} s (an hour of virtual time takes an hour or more of wall time)",
-                    d.as_secs_f64(),
-                    MAX_RUNTIME.as_secs_f64()
-                ));
+            Amount::Runtime(runtime) if runtime.as_ps() == 0 || runtime > MAX_RUNTIME => {
+                return bad(BadParameter::Runtime { runtime });
             }
             _ => {}
         }
         if self.rwmixread > 100 {
-            return bad(format!(
-                "--rwmixread {}: a percentage, 0..=100",
-                self.rwmixread
-            ));
+            return bad(BadParameter::Rwmixread {
+                percent: self.rwmixread,
+            });
         }
-        if self.verify && self.size.is_some_and(|s| s > MAX_VERIFY_BYTES) {
-            return bad(format!(
-                "--size {} with --verify: at most {MAX_VERIFY_BYTES} bytes (4 GiB); a verifying run first writes the whole range and keeps a version of every block",
-                self.size.unwrap_or_default()
-            ));
+        if let Some(size) = self.size.filter(|&s| self.verify && s > MAX_VERIFY_BYTES) {
+            return bad(BadParameter::VerifySize { size });
         }
         Ok(())
     }
@@ -322,7 +306,7 @@ mod tests {
 
     fn refused(cfg: FioConfig) -> String {
         match cfg.check() {
-            Err(FioError::BadParameter(m)) => m,
+            Err(FioError::BadParameter(m)) => m.to_string(),
             other => panic!("expected BadParameter, got {other:?}"),
         }
     }

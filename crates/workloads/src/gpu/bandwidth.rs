@@ -4,6 +4,7 @@
 //! `cudaEventElapsedTime`. Queueing lets the GPU's front end run the copies back to back;
 //! the host's calls and doorbells overlap with them.
 
+use super::Mismatch;
 use super::{
     check_count, gpu_endpoint, host_memory, open, pattern_differs, write_pattern, write_zeros,
     GpuWorkloadError,
@@ -234,10 +235,12 @@ async fn verify(
     let differs =
         pattern_differs(&bench.os, host.cpu, largest, SEED).map_err(host_memory("host buffer"))?;
     if let Some(at) = differs {
-        return Err(GpuWorkloadError::Verify(format!(
-            "{} copy of {largest} bytes differs at byte {at}",
-            config.direction.name()
-        )));
+        return Err(Mismatch::Copy {
+            direction: config.direction.name(),
+            len: largest,
+            at,
+        }
+        .into());
     }
     Ok(largest)
 }

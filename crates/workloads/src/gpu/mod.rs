@@ -8,7 +8,9 @@
 //! (`lender:gpu0`); the workload cannot tell them apart. Timing is taken on the GPU, as the
 //! papers took it, so the CPU's doorbell crossing the NTB is not part of a measured copy.
 
+mod bad_parameter;
 mod bandwidth;
+mod mismatch;
 mod nvme;
 mod p2p;
 mod pingpong;
@@ -24,6 +26,9 @@ pub use pingpong::{
     gpu_pingpong, gpu_pingpong_explained, CounterPlace, GpuPingPongConfig, GpuPingPongResult,
     RttStep, MAX_STEPS,
 };
+
+pub use bad_parameter::BadParameter;
+pub use mismatch::{ChunkFailure, Mismatch};
 
 use crate::attach::{AttachError, Workbench};
 use crate::booted::Stuck;
@@ -42,7 +47,7 @@ use thiserror::Error;
 pub enum GpuWorkloadError {
     /// Unknown host or device, or SmartIO / the host OS refused to attach it.
     #[error("{0}")]
-    Attach(#[from] AttachError),
+    Attach(#[source] Box<AttachError>),
     /// The device is not a GPU.
     #[error("{device:?} is a {kind:?} device, not a GPU (kind \"gpu\")")]
     NotAGpu {
@@ -67,9 +72,9 @@ pub enum GpuWorkloadError {
         /// Why.
         why: String,
     },
-    /// A count given by the user is out of range.
+    /// A count, size or device given by the user is out of range or wrong.
     #[error("{0}")]
-    BadParameter(String),
+    BadParameter(#[from] BadParameter),
     /// The host memory of a buffer could not be read or written (an emulator bug: the
     /// runtime gave the buffer).
     #[error("{what}: {source}")]
@@ -87,7 +92,7 @@ pub enum GpuWorkloadError {
     Runtime(#[from] GpuError),
     /// Data read back differs from what was written (an emulator bug).
     #[error("verification failed: {0}")]
-    Verify(String),
+    Verify(#[from] Mismatch),
     /// The GPU queue pair could not be set up or taken down.
     #[error("GPU queue: {0}")]
     GpuQueue(#[from] smartio_drivers::nvme_gpu::GpuQueueError),
@@ -102,10 +107,22 @@ pub enum GpuWorkloadError {
     Internal(&'static str),
     /// The NVMe holding an application's data could not be bound, or failed a read.
     #[error("NVMe: {0}")]
-    Storage(#[from] crate::fio::FioError),
+    Storage(#[source] Box<crate::fio::FioError>),
     /// The run ended with the workload still waiting (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
+}
+
+impl From<AttachError> for GpuWorkloadError {
+    fn from(e: AttachError) -> GpuWorkloadError {
+        GpuWorkloadError::Attach(Box::new(e))
+    }
+}
+
+impl From<crate::fio::FioError> for GpuWorkloadError {
+    fn from(e: crate::fio::FioError) -> GpuWorkloadError {
+        GpuWorkloadError::Storage(Box::new(e))
+    }
 }
 
 /// Resolves `spec` (`gpu0` of the workbench's host, or `lender:gpu0`) to its endpoint and
@@ -331,11 +348,13 @@ pub(crate) fn pattern_differs(
 }
 
 /// Refuses a count of 0 or above `max` for option `what`.
-pub(crate) fn check_count(what: &str, value: u32, max: u32) -> Result<(), GpuWorkloadError> {
+pub(crate) fn check_count(
+    option: &'static str,
+    value: u32,
+    max: u32,
+) -> Result<(), GpuWorkloadError> {
     if value == 0 || value > max {
-        return Err(GpuWorkloadError::BadParameter(format!(
-            "{what} {value}: allowed 1 to {max}"
-        )));
+        return Err(BadParameter::Count { option, value, max }.into());
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! ([`smartio_devices::nvme::NvmeController::namespaces`]). The GPU's time is taken by GPU
 //! events around the launch; the CPU's from its first submission to its last completion.
 
-use super::{gpu_endpoint, open, path, GpuWorkloadError};
+use super::{gpu_endpoint, open, path, BadParameter, ChunkFailure, GpuWorkloadError, Mismatch};
 use crate::attach::{AttachError, Workbench};
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -115,36 +115,37 @@ pub struct GpuNvmeResult {
     pub doorbell_path: Vec<String>,
 }
 
-fn bad(msg: String) -> GpuWorkloadError {
-    GpuWorkloadError::BadParameter(msg)
-}
-
 /// Checks what can be checked before anything runs.
 fn check(config: &GpuNvmeConfig) -> Result<(), GpuWorkloadError> {
     let max_qd = MAX_THREADS - 1;
     if config.queue_depth == 0 || config.queue_depth > max_qd {
-        return Err(bad(format!(
-            "--qd {}: allowed 1 to {max_qd} (one GPU thread per command and a reaper, {MAX_THREADS} threads at most)",
-            config.queue_depth
-        )));
+        return Err(BadParameter::QueueDepth {
+            qd: config.queue_depth,
+            max: max_qd,
+            threads: MAX_THREADS,
+        }
+        .into());
     }
     if config.chunk == 0 || config.bytes == 0 || !config.bytes.is_multiple_of(config.chunk) {
-        return Err(bad(format!(
-            "--bytes {} --chunk {}: both at least 1 and the bytes a whole number of chunks",
-            config.bytes, config.chunk
-        )));
+        return Err(BadParameter::Chunks {
+            bytes: config.bytes,
+            chunk: config.chunk,
+        }
+        .into());
     }
     if config.bytes > MAX_BYTES {
-        return Err(bad(format!(
-            "--bytes {}: at most {MAX_BYTES}",
-            config.bytes
-        )));
+        return Err(BadParameter::Bytes {
+            bytes: config.bytes,
+            max: MAX_BYTES,
+        }
+        .into());
     }
     if config.gpu.contains(':') {
-        return Err(bad(format!(
-            "--gpu {}: the GPU must be a device of the program's host {} (name it without a lender)",
-            config.gpu, config.host
-        )));
+        return Err(BadParameter::LentGpu {
+            gpu: config.gpu.clone(),
+            host: config.host.clone(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -168,11 +169,12 @@ pub fn gpu_nvme_read(
     check(config)?;
     let bench =
         Workbench::with_devices(cluster, &config.host, &[&config.gpu]).map_err(|e| match e {
-            AttachError::Host(h) => bad(format!(
-                "--gpu {}: not a device of the program's host {} ({h})",
-                config.gpu, config.host
-            )),
-            other => other.into(),
+            AttachError::Host(source) => GpuWorkloadError::from(BadParameter::NotHostGpu {
+                gpu: config.gpu.clone(),
+                host: config.host.clone(),
+                source: Box::new(source),
+            }),
+            other => GpuWorkloadError::from(other),
         })?;
     gpu_endpoint(cluster, &bench, &config.gpu)?;
     let fdid = bench
@@ -181,23 +183,27 @@ pub fn gpu_nvme_read(
         .map_err(AttachError::from)?;
     let nvme = endpoint_of(&cluster.machine, &config.device)
         .and_then(|ep| cluster.nvme(ep))
-        .ok_or_else(|| bad(format!("--device {}: not an NVMe", config.device)))?;
+        .ok_or_else(|| BadParameter::NotNvme {
+            device: config.device.clone(),
+        })?;
     let lba_size = u64::from(nvme.config().lba_size);
     let capacity = nvme.namespaces().capacity();
     if !config.chunk.is_multiple_of(lba_size) {
-        return Err(bad(format!(
-            "--chunk {}: a whole number of {lba_size}-byte blocks",
-            config.chunk
-        )));
+        return Err(BadParameter::ChunkBlocks {
+            chunk: config.chunk,
+            lba: lba_size,
+        }
+        .into());
     }
     if config.nsid == 0 || config.nsid > nvme.namespaces().count() || config.bytes > capacity {
-        return Err(bad(format!(
-            "{} bytes of namespace {}: {} has {} namespaces of {capacity} bytes",
-            config.bytes,
-            config.nsid,
-            config.device,
-            nvme.namespaces().count()
-        )));
+        return Err(BadParameter::Namespace {
+            bytes: config.bytes,
+            nsid: config.nsid,
+            device: config.device.clone(),
+            namespaces: nvme.namespaces().count(),
+            capacity,
+        }
+        .into());
     }
     // Set-up, untimed: the namespace holds the pattern.
     let mut buf = vec![0u8; 1 << 20];
@@ -207,7 +213,7 @@ pub fn gpu_nvme_read(
         pattern(config.seed, at, &mut buf[..n]);
         nvme.namespaces()
             .write(config.nsid, at, &buf[..n])
-            .map_err(|e| bad(format!("filling the namespace: {e}")))?;
+            .map_err(BadParameter::Fill)?;
         at += n as u64;
     }
     let manager_os = bench.host(&config.manager)?;
@@ -220,20 +226,21 @@ pub fn gpu_nvme_read(
             let smartio = bench.smartio.clone();
             let manager = Manager::start(&smartio, &manager_os, fdid).await?;
             if config.chunk > manager.max_transfer() {
-                return Err(bad(format!(
-                    "--chunk {}: above the controller's largest transfer (MDTS) of {} bytes",
-                    config.chunk,
-                    manager.max_transfer()
-                )));
+                return Err(BadParameter::ChunkOverMdts {
+                    chunk: config.chunk,
+                    max: manager.max_transfer(),
+                }
+                .into());
             }
             let max_entries = manager.max_entries.min(u32::from(u16::MAX));
             let entries = (2 * config.queue_depth).min(max_entries);
             if config.queue_depth >= entries {
-                return Err(bad(format!(
-                    "--qd {}: a queue of the controller holds at most {} commands ({max_entries} entries)",
-                    config.queue_depth,
-                    max_entries - 1
-                )));
+                return Err(BadParameter::QueueTooSmall {
+                    qd: config.queue_depth,
+                    most: max_entries - 1,
+                    entries: max_entries,
+                }
+                .into());
             }
             let entries = entries as u16;
             let data = u64::from(config.queue_depth) * config.chunk;
@@ -248,8 +255,9 @@ pub fn gpu_nvme_read(
             closed?;
             let cpu_driven =
                 cpu_read(&machine, &client, &bench.os, &config, entries, lba_size).await?;
-            let client = Rc::try_unwrap(client)
-                .map_err(|_| bad("the CPU-driven read's tasks still hold the client".into()))?;
+            let client = Rc::try_unwrap(client).map_err(|_| {
+                GpuWorkloadError::Internal("the CPU-driven read's tasks still hold the client")
+            })?;
             client.leave().await?;
             Ok(GpuNvmeResult {
                 scenario: machine.fabric().name.clone(),
@@ -332,12 +340,13 @@ async fn gpu_read(
     let ns = elapsed.as_ps() as f64 / 1e3;
     let errors = word(ctl::ERRORS);
     if errors > 0 || word(ctl::REAPED) != config.bytes / config.chunk {
-        return Err(GpuWorkloadError::Verify(format!(
-            "the GPU-driven read: {errors} chunks failed (first: {:#x}), {} of {} completions reaped",
-            word(ctl::FIRST_ERROR),
-            word(ctl::REAPED),
-            config.bytes / config.chunk
-        )));
+        return Err(Mismatch::GpuRead {
+            errors,
+            first: word(ctl::FIRST_ERROR),
+            reaped: word(ctl::REAPED),
+            expected: config.bytes / config.chunk,
+        }
+        .into());
     }
     Ok((
         DrivenRead {
@@ -364,7 +373,7 @@ async fn cpu_read(
     let blocks = (config.chunk / lba_size) as u32;
     let next = Rc::new(Cell::new(0u64));
     let verified = Rc::new(Cell::new(0u64));
-    let failed: Rc<RefCell<Vec<String>>> = Rc::default();
+    let failed: Rc<RefCell<Vec<ChunkFailure>>> = Rc::default();
     let left = Rc::new(Cell::new(config.queue_depth));
     let done = Rc::new(Notify::new());
     let cpu = os.cpu();
@@ -395,7 +404,9 @@ async fn cpu_read(
                     .io(&q, BlockOp::Read, nsid, lba, blocks, offset)
                     .await;
                 if let Err(e) = read {
-                    failed.borrow_mut().push(format!("LBA {lba}: {e}"));
+                    failed
+                        .borrow_mut()
+                        .push(ChunkFailure::Read { lba, source: e });
                     continue;
                 }
                 // Checked untimed: the measurement is of the I/O, as on the GPU side.
@@ -403,8 +414,10 @@ async fn cpu_read(
                 pattern(seed, lba * chunk / u64::from(blocks), &mut want);
                 match checked {
                     Ok(()) if got == want => verified.set(verified.get() + chunk),
-                    Ok(()) => failed.borrow_mut().push(format!("LBA {lba}: data differs")),
-                    Err(e) => failed.borrow_mut().push(format!("LBA {lba}: {e}")),
+                    Ok(()) => failed.borrow_mut().push(ChunkFailure::Differs { lba }),
+                    Err(e) => failed
+                        .borrow_mut()
+                        .push(ChunkFailure::Memory { lba, source: e }),
                 }
             }
             left.set(left.get() - 1);
@@ -418,10 +431,11 @@ async fn cpu_read(
     client.abandon_queue(&q).await?;
     let failed = failed.take();
     if let Some(first) = failed.first() {
-        return Err(GpuWorkloadError::Verify(format!(
-            "the CPU-driven read: {} chunks failed (first: {first})",
-            failed.len()
-        )));
+        return Err(Mismatch::CpuRead {
+            failed: failed.len(),
+            first: first.clone(),
+        }
+        .into());
     }
     Ok(DrivenRead {
         elapsed_ns: ns,

@@ -6,6 +6,7 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
+use super::Mismatch;
 use super::{
     check_count, host_memory, on_two_gpus, path, pattern_differs, write_pattern, write_zeros,
     GpuWorkloadError,
@@ -192,9 +193,12 @@ async fn measure(
     let differs =
         pattern_differs(&bench.os, staging.cpu, last, SEED).map_err(host_memory("host buffer"))?;
     if let Some(at) = differs {
-        return Err(GpuWorkloadError::Verify(format!(
-            "peer copy of {last} bytes differs at byte {at}"
-        )));
+        return Err(Mismatch::Copy {
+            direction: "peer",
+            len: last,
+            at,
+        }
+        .into());
     }
     let route = path(machine, source, remote_addr);
     source.host_free(staging)?;

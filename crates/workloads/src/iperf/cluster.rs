@@ -61,16 +61,15 @@ type Stack = NetStack<NicDriver, Agent>;
 /// Runs iperf on `cluster` as `config` says.
 pub fn iperf(cluster: &Cluster, config: &IperfConfig) -> Result<IperfResult, IperfError> {
     if config.clients.is_empty() {
-        return Err(IperfError::BadParameter(
-            "no client: give at least one --client host=device".into(),
-        ));
+        return Err(IperfError::NoClient);
     }
     for (end, streams) in &config.clients {
         if *streams == 0 || *streams > MAX_STREAMS {
-            return Err(IperfError::BadParameter(format!(
-                "--parallel {streams} for {}: 1 to {MAX_STREAMS} streams",
-                end.host
-            )));
+            return Err(IperfError::Parallel {
+                streams: *streams,
+                host: end.host.clone(),
+                max: MAX_STREAMS,
+            });
         }
     }
     // One driver per function: two ends on one NIC would reset each other's rings.
@@ -83,13 +82,11 @@ pub fn iperf(cluster: &Cluster, config: &IperfConfig) -> Result<IperfResult, Ipe
     };
     for (i, a) in ends.iter().enumerate() {
         if let Some(b) = ends[..i].iter().find(|b| function(b) == function(a)) {
-            return Err(IperfError::BadParameter(format!(
-                "{} and {} both use {}: each end needs a NIC function of its own (a VF of \
-                 an SR-IOV NIC, or another NIC)",
-                b.host,
-                a.host,
-                function(a)
-            )));
+            return Err(IperfError::SharedFunction {
+                first: b.host.clone(),
+                second: a.host.clone(),
+                function: function(a),
+            });
         }
     }
     let booted = Booted::boot(cluster)?;

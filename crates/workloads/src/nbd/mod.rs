@@ -24,7 +24,7 @@
 
 use crate::booted::run_workload;
 use crate::fio::backend::{Backend, Buffer, ClientBench};
-use crate::fio::{bind_nvme, nvme_host, FioError, FioMethod};
+use crate::fio::{bind_nvme, nvme_host, BadParameter, FioError, FioMethod};
 use crate::stats::LatencyRecorder;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{BlockOp, NvmeDriverConfig, NvmeError};
@@ -111,26 +111,24 @@ impl NbdConfig {
     /// Checks the numbers a user chose.
     pub fn check(&self) -> Result<(), FioError> {
         if !(1..=MAX_QUEUES).contains(&self.queues) {
-            return Err(FioError::BadParameter(format!(
-                "--queues {}: 1..={MAX_QUEUES}",
-                self.queues
-            )));
+            return Err(BadParameter::Queues {
+                queues: self.queues,
+                max: MAX_QUEUES,
+            }
+            .into());
         }
         if !(1..=MAX_DEPTH).contains(&self.depth) {
-            return Err(FioError::BadParameter(format!(
-                "--depth {}: 1..={MAX_DEPTH}",
-                self.depth
-            )));
+            return Err(BadParameter::Depth {
+                depth: self.depth,
+                max: MAX_DEPTH,
+            }
+            .into());
         }
         if self.nsid == 0 {
-            return Err(FioError::BadParameter(
-                "--nsid 0: namespaces count from 1".into(),
-            ));
+            return Err(BadParameter::ZeroNsid.into());
         }
         if matches!(self.method, FioMethod::NvmeBlock { .. }) {
-            return Err(FioError::BadParameter(
-                "--method nvme-block: the block client's disk takes only reads and writes; export through native or nvme-client".into(),
-            ));
+            return Err(BadParameter::ExportBlockMethod.into());
         }
         Ok(())
     }
@@ -308,7 +306,10 @@ impl NbdExport {
         };
         let ns = backend
             .namespace(cfg.nsid)
-            .map_err(|e| FioError::BadParameter(format!("--nsid {}: {e}", cfg.nsid)))?;
+            .map_err(|source| BadParameter::Nsid {
+                nsid: cfg.nsid,
+                source: Box::new(source),
+            })?;
         let granted = backend.queues();
         if granted < cfg.queues as usize {
             return Err(FioError::TooManyJobs {
@@ -327,9 +328,12 @@ impl NbdExport {
         let size = match cfg.size {
             None => capacity,
             Some(s) if s == 0 || s > capacity || !s.is_multiple_of(lba) => {
-                return Err(FioError::BadParameter(format!(
-                    "--size {s}: a non-zero multiple of the namespace's {lba}-byte blocks, at most its {capacity} bytes"
-                )))
+                return Err(BadParameter::ExportSize {
+                    size: s,
+                    lba,
+                    capacity,
+                }
+                .into())
             }
             Some(s) => s,
         };

@@ -46,7 +46,7 @@ mod run;
 pub use dataset::{Layout, IMAGE_BYTES};
 
 use crate::attach::Workbench;
-use crate::gpu::{gpu_endpoint, GpuWorkloadError};
+use crate::gpu::{gpu_endpoint, BadParameter, GpuWorkloadError};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::{CompletionMode, NvmeDriver, NvmeDriverConfig};
@@ -225,39 +225,42 @@ pub struct TrainResult {
     pub verified_weight_bytes: u64,
 }
 
-fn bad(msg: String) -> GpuWorkloadError {
-    GpuWorkloadError::BadParameter(msg)
-}
-
 /// Checks what can be checked before anything runs (the counts; the devices need the
 /// cluster).
 pub fn check(config: &TrainConfig) -> Result<(), GpuWorkloadError> {
     let g = config.gpus.len();
     if g == 0 || g > MAX_GPUS {
-        return Err(bad(format!(
-            "--gpus: {g} GPUs given; allowed 1 to {MAX_GPUS}"
-        )));
+        return Err(BadParameter::Gpus {
+            given: g,
+            max: MAX_GPUS,
+        }
+        .into());
     }
     if config.batch == 0 || config.batch > MAX_BATCH || !config.batch.is_multiple_of(g as u64) {
-        return Err(bad(format!(
-            "--batch {}: allowed 1 to {MAX_BATCH}, a multiple of the {g} GPUs (each trains on an equal share)",
-            config.batch
-        )));
+        return Err(BadParameter::Batch {
+            batch: config.batch,
+            max: MAX_BATCH,
+            gpus: g,
+        }
+        .into());
     }
     if config.images == 0
         || config.images > MAX_IMAGES
         || !config.images.is_multiple_of(config.batch)
     {
-        return Err(bad(format!(
-            "--images {}: allowed 1 to {MAX_IMAGES}, a whole number of batches of {}",
-            config.images, config.batch
-        )));
+        return Err(BadParameter::Images {
+            images: config.images,
+            max: MAX_IMAGES,
+            batch: config.batch,
+        }
+        .into());
     }
     if config.epochs == 0 || config.epochs > MAX_EPOCHS {
-        return Err(bad(format!(
-            "--epochs {}: allowed 1 to {MAX_EPOCHS}",
-            config.epochs
-        )));
+        return Err(BadParameter::Epochs {
+            epochs: config.epochs,
+            max: MAX_EPOCHS,
+        }
+        .into());
     }
     Ok(())
 }
@@ -276,13 +279,12 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
     crate::attach::check_device_name(&config.nvme)?;
     let bench = Workbench::with_devices(cluster, &config.host, &wanted)?;
     let nvme_ep = bench.endpoint_of(&config.nvme)?;
-    let controller = cluster.nvme(nvme_ep).ok_or_else(|| {
-        bad(format!(
-            "--nvme {}: not an NVMe controller (a {} device)",
-            config.nvme,
-            cluster.machine.fabric().endpoint(nvme_ep).kind
-        ))
-    })?;
+    let controller = cluster
+        .nvme(nvme_ep)
+        .ok_or_else(|| BadParameter::NotNvmeController {
+            nvme: config.nvme.clone(),
+            kind: cluster.machine.fabric().endpoint(nvme_ep).kind.clone(),
+        })?;
     let manager = match &config.storage {
         Storage::Native => None,
         Storage::Client { manager } => Some(bench.host(manager)?),
@@ -314,10 +316,13 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
     let capacity = controller.namespaces().capacity();
     let needed = config.images * layout.record();
     if needed > capacity {
-        return Err(bad(format!(
-            "--images {}: {needed} bytes of records; namespace 1 of {} holds {capacity}",
-            config.images, config.nvme
-        )));
+        return Err(BadParameter::DatasetTooLarge {
+            images: config.images,
+            needed,
+            nvme: config.nvme.clone(),
+            capacity,
+        }
+        .into());
     }
     // The dataset is on the disk before the program starts.
     for id in 0..config.images {
@@ -325,7 +330,10 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         controller
             .namespaces()
             .write(1, layout.lba(id) * layout.lba_size, &data)
-            .map_err(|e| bad(format!("writing the training set to {}: {e}", config.nvme)))?;
+            .map_err(|source| BadParameter::WriteDataset {
+                nvme: config.nvme.clone(),
+                source,
+            })?;
     }
     if let Some(id) = config.spoil_image.filter(|&id| id < config.images) {
         let at = layout.lba(id) * layout.lba_size + IMAGE_BYTES / 2;
@@ -334,7 +342,7 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
             .namespaces()
             .read(1, at, &mut byte)
             .and_then(|()| controller.namespaces().write(1, at, &[!byte[0]]))
-            .map_err(|e| bad(format!("spoiling image {id}: {e}")))?;
+            .map_err(|source| BadParameter::Spoil { id, source })?;
     }
     if config.storage == Storage::Native {
         bench.os.register_driver(Rc::new(NvmeDriver {

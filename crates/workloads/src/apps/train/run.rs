@@ -6,6 +6,7 @@ use super::kernels::{self, StepParams};
 use super::{EpochTime, ExchangeRoute, TrainConfig, TrainGpu, TrainResult, GRADIENT_BYTES};
 use crate::attach::Workbench;
 use crate::fio::FioError;
+use crate::gpu::Mismatch;
 use crate::gpu::{close_all, host_memory, open_all, path, GpuWorkloadError};
 use crate::progress;
 use smartio_devices::gpu::kernel::KernelLibrary;
@@ -75,7 +76,7 @@ impl Reader {
             Reader::Native(dev) => dev
                 .submit(0, BlockOp::Read, 1, lba, blocks, dest)
                 .await
-                .map_err(|e| GpuWorkloadError::Storage(FioError::from(e))),
+                .map_err(|e| GpuWorkloadError::from(FioError::from(e))),
             Reader::Client {
                 client,
                 queue,
@@ -538,16 +539,22 @@ async fn train_on(
             let (wrong, first_wrong) = (word(0), word(1));
             let found: Vec<u64> = (0..sub as usize).map(|j| word(j + 2)).collect();
             if wrong != 0 {
-                return Err(GpuWorkloadError::Verify(format!(
-                    "step {b}: {} found {wrong} damaged image records, the first image {first_wrong}",
-                    s.gpus[i].name
-                )));
+                return Err(Mismatch::Damaged {
+                    step: b,
+                    gpu: s.gpus[i].name.clone(),
+                    wrong,
+                    first: first_wrong,
+                }
+                .into());
             }
             if found != want {
-                return Err(GpuWorkloadError::Verify(format!(
-                    "step {b}: {} trained on images {found:?}; the loader read {want:?}",
-                    s.gpus[i].name
-                )));
+                return Err(Mismatch::Trained {
+                    step: b,
+                    gpu: s.gpus[i].name.clone(),
+                    found,
+                    want,
+                }
+                .into());
             }
             let id_sum = want.iter().fold(0u64, |a, &x| a.wrapping_add(x));
             seed_sum = seed_sum.wrapping_add(kernels::gradient_seed(b, i as u64, id_sum));
@@ -595,10 +602,11 @@ async fn train_on(
                 .wrapping_sub(seed_sum)
                 .wrapping_sub(updates.wrapping_mul(k as u32));
             if u32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want {
-                return Err(GpuWorkloadError::Verify(format!(
-                    "{}: weight {k} is not what the gradients sum to",
-                    s.gpus[i].name
-                )));
+                return Err(Mismatch::Weight {
+                    gpu: s.gpus[i].name.clone(),
+                    index: k,
+                }
+                .into());
             }
         }
         verified_weights += GRADIENT_BYTES;

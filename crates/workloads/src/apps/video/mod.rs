@@ -38,7 +38,7 @@ pub use frame::FrameId;
 
 use crate::attach::{check_device_name, AttachError};
 use crate::booted::UnknownHost;
-use crate::gpu::GpuWorkloadError;
+use crate::gpu::{BadParameter, GpuWorkloadError};
 use crate::stats::LatencySummary;
 use serde::Serialize;
 use smartio_cluster::Cluster;
@@ -258,7 +258,7 @@ impl From<GpuWorkloadError> for VideoError {
 
 impl From<AttachError> for VideoError {
     fn from(e: AttachError) -> Self {
-        GpuWorkloadError::Attach(e).into()
+        GpuWorkloadError::from(e).into()
     }
 }
 
@@ -386,10 +386,11 @@ pub fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
     }
     if let Some(id) = config.spoil {
         if id.stream >= config.streams || id.frame >= config.frames {
-            return Err(GpuWorkloadError::BadParameter(format!(
-                "the frame to spoil, {id}, is not in the run ({} streams of {} frames)",
-                config.streams, config.frames
-            ))
+            return Err(GpuWorkloadError::from(BadParameter::SpoilFrame {
+                id,
+                streams: config.streams,
+                frames: config.frames,
+            })
             .into());
         }
     }
