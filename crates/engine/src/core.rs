@@ -983,27 +983,42 @@ impl Core {
         start
     }
 
-    /// Sends `tlp` along `path` to the one target of its segment; returns when it has left
-    /// the requester's link.
+    /// Sends one TLP of `payload` bytes along `hops` from `start` for `who`, chip latencies
+    /// drawn from the engine's stream (see [`traverse`]); while recording, its hops are kept
+    /// in the scratch list for the step that records it.
     #[inline(always)]
-    fn send_unicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
-        let recording = self.recording();
-        let who = self.booking(txn.requester);
+    fn cross(
+        &mut self,
+        hops: &[crate::timing::HopCost],
+        start: SimTime,
+        payload: u64,
+        who: Booking,
+        recording: bool,
+    ) -> crate::timing::Crossing {
         let record = if recording {
             self.hop_scratch.clear();
             Some(&mut self.hop_scratch)
         } else {
             None
         };
-        let crossing = traverse(
+        traverse(
             &mut self.lanes,
-            &path.forward,
-            tlp.start,
-            tlp.payload,
+            hops,
+            start,
+            payload,
             who,
             Some(&mut self.chip_stream),
             record,
-        );
+        )
+    }
+
+    /// Sends `tlp` along `path` to the one target of its segment; returns when it has left
+    /// the requester's link.
+    #[inline(always)]
+    fn send_unicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
+        let recording = self.recording();
+        let who = self.booking(txn.requester);
+        let crossing = self.cross(&path.forward, tlp.start, tlp.payload, who, recording);
         let at = crossing.arrival + SimDuration(path.arrive_ps);
         let mut step = NONE;
         if recording {
@@ -1314,22 +1329,7 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let record = if recording {
-                self.hop_scratch.clear();
-                Some(&mut self.hop_scratch)
-            } else {
-                None
-            };
-            let arrival = traverse(
-                &mut self.lanes,
-                &path.backward,
-                start,
-                n,
-                who,
-                Some(&mut self.chip_stream),
-                record,
-            )
-            .arrival;
+            let arrival = self.cross(&path.backward, start, n, who, recording).arrival;
             let end = arrival + SimDuration(path.return_ps);
             let mut step = NONE;
             if recording {

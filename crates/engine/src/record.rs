@@ -708,16 +708,7 @@ impl Names<'_> {
         let mut at = step.start;
         for (i, h) in hops.iter().enumerate() {
             let last = i + 1 == hops.len();
-            if h.begin > h.head {
-                rows.push(part(
-                    SimTime(h.head),
-                    SimTime(h.begin),
-                    StepClass::Waiting,
-                    head,
-                    format!("link {}", self.link_name(h)),
-                    "the link, busy with other TLPs",
-                ));
-            }
+            rows.extend(self.wait_row(h, head, "link"));
             let link_end = if last {
                 h.begin + h.ser + h.prop
             } else {
@@ -772,6 +763,21 @@ impl Names<'_> {
         rows
     }
 
+    /// The row of a TLP (`head` names it) waiting at hop `h` for the link, busy with other
+    /// TLPs, if it waited: `what` and the link's name say where.
+    fn wait_row(&self, h: &HopRec, head: &str, what: &str) -> Option<PathStep> {
+        (h.begin > h.head).then(|| {
+            part(
+                SimTime(h.head),
+                SimTime(h.begin),
+                StepClass::Waiting,
+                head,
+                format!("{what} {}", self.link_name(h)),
+                "the link, busy with other TLPs",
+            )
+        })
+    }
+
     /// The rows of a TLP leaving its requester (`head` names it): any wait for the first
     /// link, then its sending.
     fn send_rows(&self, step: &Step, hops: &[HopRec], head: &str) -> Vec<PathStep> {
@@ -788,15 +794,8 @@ impl Names<'_> {
             ));
             return rows;
         };
-        if h.begin > h.head {
-            rows.push(part(
-                SimTime(h.head),
-                SimTime(h.begin),
-                StepClass::Waiting,
-                head,
-                format!("sent on link {}", self.link_name(h)),
-                "the link, busy with other TLPs",
-            ));
+        if let Some(wait) = self.wait_row(h, head, "sent on link") {
+            rows.push(wait);
             at = SimTime(h.begin);
         }
         rows.push(part(
