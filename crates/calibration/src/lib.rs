@@ -11,6 +11,7 @@
 //! (allowed: range)`.
 
 mod cpu;
+mod entries;
 pub mod ranges;
 mod spans;
 #[cfg(test)]
@@ -18,7 +19,7 @@ mod tests;
 mod validate;
 
 pub use cpu::{CpuTiming, VmTiming};
-pub use validate::{Entry, Section};
+pub use entries::{Entry, Section};
 
 use serde::Deserialize;
 use spans::Lines;
