@@ -307,7 +307,7 @@ impl BlockDriver for Disk {
             inner
                 .request(hw_queue, rq)
                 .await
-                .map_err(|e| IoError::from(e))
+                .map_err(IoError::from)
         })
     }
 }
