@@ -18,12 +18,14 @@
 //! Nothing here knows about the emulation; the export's owner decides what a request does.
 
 pub mod budget;
+pub mod check;
 pub mod client;
 pub mod handshake;
 pub mod server;
 pub mod socket_path;
 pub mod wire;
 
+pub use check::Refused;
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
 pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError, WriterEnded};
 pub use socket_path::{check_socket_path, SocketPathError, SocketPathProblem};
