@@ -303,12 +303,7 @@ impl BlockDriver for Disk {
 
     fn queue_rq(&self, hw_queue: u16, rq: BlockRequest) -> BoxFuture<Result<(), IoError>> {
         let inner = self.0.clone();
-        Box::pin(async move {
-            inner
-                .request(hw_queue, rq)
-                .await
-                .map_err(IoError::from)
-        })
+        Box::pin(async move { inner.request(hw_queue, rq).await.map_err(IoError::from) })
     }
 }
 
