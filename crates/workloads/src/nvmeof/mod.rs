@@ -307,7 +307,6 @@ pub fn nvmeof_compare(
     let names = booted.names();
     let Booted { smartio, .. } = booted;
     let cfg = config.clone();
-    let local_name = local_name.to_string();
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {
         let mut measured: Vec<(IoPath, NvmeofIo, Measured)> = Vec::new();
@@ -337,15 +336,7 @@ pub fn nvmeof_compare(
         };
         let blocks = match blocks {
             Some(b) => b,
-            None => {
-                let ns = *manager
-                    .namespaces()
-                    .first()
-                    .ok_or(NvmeofError::NoNamespace)?;
-                let b = geometry(&machine, ns, manager.max_transfer(), &cfg)?;
-                blocks::write_all(&b, &local_way).await?;
-                b
-            }
+            None => pattern_through(&machine, &manager, &local_way, &cfg).await?,
         };
         let rdma = Rdma::new(
             &machine,
@@ -383,12 +374,7 @@ pub fn nvmeof_compare(
         rdma.free(&ios, &tos);
         result?;
         drop(ways);
-        for (client, who) in [(local, "local"), (remote, "remote"), (target, "target")] {
-            client.leave().await.map_err(|source| NvmeofError::Leave {
-                who,
-                source: Box::new(source),
-            })?;
-        }
+        leave([(local, "local"), (remote, "remote"), (target, "target")]).await?;
         Ok(NvmeofCompare {
             ops: cfg.ops,
             bs: cfg.bs,
@@ -461,6 +447,34 @@ async fn connect(
             source: Box::new(source),
         })?;
     Ok((client, q))
+}
+
+/// The blocks of the manager's first namespace the rows touch, with the pattern written
+/// through `local_way` (when the native driver did not write it).
+async fn pattern_through<'m>(
+    machine: &'m smartio_machine::Machine,
+    manager: &Manager,
+    local_way: &Way<'_>,
+    cfg: &NvmeofConfig,
+) -> Result<Blocks<'m>, NvmeofError> {
+    let ns = *manager
+        .namespaces()
+        .first()
+        .ok_or(NvmeofError::NoNamespace)?;
+    let b = geometry(machine, ns, manager.max_transfer(), cfg)?;
+    blocks::write_all(&b, local_way).await?;
+    Ok(b)
+}
+
+/// Each client leaves the distributed driver, in order.
+async fn leave(clients: [(Client, &'static str); 3]) -> Result<(), NvmeofError> {
+    for (client, who) in clients {
+        client.leave().await.map_err(|source| NvmeofError::Leave {
+            who,
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
 }
 
 /// Where the remote client's SQ is, for the report.
