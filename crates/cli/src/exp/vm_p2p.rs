@@ -278,6 +278,52 @@ fn plots(a: &str, b: &str, write: &[Curve], read: &[Curve], rows: &[Row]) -> Vec
     ]
 }
 
+/// A configuration's device-to-device path: through which root complexes, in how many hops.
+fn path_note(c: &Config, r: &Row) -> String {
+    format!(
+        "{} ({}; {} and {} {}): device to device through {} root complex{} ({}) and {} \
+         hop{}: {} -> {}",
+        r.name,
+        r.host,
+        r.a,
+        r.b,
+        c.how,
+        r.roots.len(),
+        if r.roots.len() == 1 { "" } else { "es" },
+        if r.roots.is_empty() {
+            "shortest path".to_string()
+        } else {
+            r.roots.join(", ")
+        },
+        r.hops,
+        if r.hops == 1 { "" } else { "s" },
+        r.a,
+        r.pingpong.path_a_to_b.join(" -> "),
+    )
+}
+
+/// Whether the lender's IOMMU is on (and so where peer-to-peer goes), and whether the rows'
+/// paths are the same.
+fn iommu_note(rows: &[Row], lender_iommu: bool, lender: &str) -> String {
+    let same_path = rows
+        .windows(2)
+        .all(|w| w[0].pingpong.path_a_to_b == w[1].pingpong.path_a_to_b);
+    format!(
+        "{lender}'s IOMMU is {}; the three rows' device-to-device paths are {}",
+        if lender_iommu {
+            "on, so peer-to-peer goes up through its root complex to be translated in every \
+             row (local VFIO too: the VM's devices are in an IOMMU domain of the lender's own)"
+        } else {
+            "off (MDEV needs it on)"
+        },
+        if same_path {
+            "the same"
+        } else {
+            "NOT the same"
+        }
+    )
+}
+
 /// The model's account of the table: each row's path (as Table 2 gives it), why the rows
 /// differ where they do.
 fn notes(
@@ -302,45 +348,8 @@ fn notes(
         a = configs[0].a,
         b = configs[0].b,
     )];
-    for (c, r) in configs.iter().zip(rows) {
-        notes.push(format!(
-            "{} ({}; {} and {} {}): device to device through {} root complex{} ({}) and {} \
-             hop{}: {} -> {}",
-            r.name,
-            r.host,
-            r.a,
-            r.b,
-            c.how,
-            r.roots.len(),
-            if r.roots.len() == 1 { "" } else { "es" },
-            if r.roots.is_empty() {
-                "shortest path".to_string()
-            } else {
-                r.roots.join(", ")
-            },
-            r.hops,
-            if r.hops == 1 { "" } else { "s" },
-            r.a,
-            r.pingpong.path_a_to_b.join(" -> "),
-        ));
-    }
-    let same_path = rows
-        .windows(2)
-        .all(|w| w[0].pingpong.path_a_to_b == w[1].pingpong.path_a_to_b);
-    notes.push(format!(
-        "{lender}'s IOMMU is {}; the three rows' device-to-device paths are {}",
-        if lender_iommu {
-            "on, so peer-to-peer goes up through its root complex to be translated in every \
-             row (local VFIO too: the VM's devices are in an IOMMU domain of the lender's own)"
-        } else {
-            "off (MDEV needs it on)"
-        },
-        if same_path {
-            "the same"
-        } else {
-            "NOT the same"
-        }
-    ));
+    notes.extend(configs.iter().zip(rows).map(|(c, r)| path_note(c, r)));
+    notes.push(iommu_note(rows, lender_iommu, lender));
     // The per-copy cost that separates the rows: constant over sizes, so it fades.
     let gap = |row: &Row, i: usize| {
         let (x, y) = (row.write.get(i), first.write.get(i));
