@@ -25,10 +25,6 @@ use smartio_workloads::{
 
 /// Streams per client (the paper: two threads per client).
 const STREAMS: u32 = 2;
-/// Milliseconds of writing per run unless `--ops` says otherwise.
-const MILLISECONDS: u64 = 4;
-/// The longest run `--ops` may ask for, in milliseconds.
-const MAX_MILLISECONDS: u64 = 60_000;
 
 /// One run.
 #[derive(Debug, Clone, Serialize)]
@@ -57,7 +53,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         b,
     } = cast(setup)?;
     let (a, b) = (&a, &b);
-    let ms = milliseconds(setup)?;
+    let ms = super::sriov::milliseconds(setup, "sriov-share")?;
     let timing = IperfTiming {
         duration: SimDuration::from_us(ms * 1000),
         interval: SimDuration::from_us(500),
@@ -169,19 +165,6 @@ fn cast(setup: &Setup) -> Result<Cast, CliError> {
         a,
         b,
     })
-}
-
-/// The milliseconds of writing per run (`--ops`), checked.
-fn milliseconds(setup: &Setup) -> Result<u64, ExpError> {
-    let ms = setup.ops.unwrap_or(MILLISECONDS);
-    if ms > MAX_MILLISECONDS {
-        return Err(ExpError::Milliseconds {
-            ops: ms,
-            exp: "sriov-share",
-            max: MAX_MILLISECONDS,
-        });
-    }
-    Ok(ms)
 }
 
 /// One run on a fresh cluster: the clients' streams to the server, and what the lender's
