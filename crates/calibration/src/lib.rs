@@ -36,6 +36,7 @@
 //! shows the legs of a run, so a figure that fails can be explained leg by leg.
 
 mod cpu;
+mod entries;
 pub mod ranges;
 mod spans;
 #[cfg(test)]
@@ -43,7 +44,7 @@ mod tests;
 mod validate;
 
 pub use cpu::{CpuTiming, VmTiming};
-pub use validate::{Entry, Section};
+pub use entries::{Entry, Section};
 
 use serde::Deserialize;
 use spans::Lines;

@@ -5,6 +5,7 @@
 
 use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs};
 use crate::error::CliError;
+use crate::outfile::OutputFile;
 use crate::usage::Usage;
 use crate::{budget, demo, exp, explain, gpu, render};
 use smartio_calibration::Calibration;
@@ -50,130 +51,57 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Sweep { sweep } => {
             crate::sweep::run(sweep, cli.calibration.as_deref(), cli.no_budget)
         }
-        Command::Scenarios => {
-            for s in SHIPPED {
-                let name = format!("{:<26} ", s.name);
-                let description = smartio_cluster::scenarios::description(s);
-                print!("{}", render::wrapped(&description, &name, &" ".repeat(27)));
-            }
-            Ok(())
-        }
+        Command::Scenarios => scenarios(),
         Command::Topo {
             scenario,
             svg: Some(file),
             ..
-        } => {
-            let done = crate::picture::write(&scenario, &calibration, &file)?;
-            print!("{}", render::wrapped(&done.written, "", "  "));
-            print!("{}", render::wrapped(&done.shows, "  ", "  "));
-            Ok(())
-        }
-        Command::Topo { scenario, json, .. } => {
-            // Table sizes as the simulations see them (calibration fills what the scenario
-            // leaves out); every chip and link must have timing, as for a run.
-            let fabric = smartio_cluster::load_calibrated_fabric(&scenario, &calibration)?;
-            let report = fabric.report();
-            if json {
-                print_json(&report)?;
-            } else {
-                print!("{}", render::topology(&report));
-            }
-            Ok(())
-        }
-        Command::Bench {
-            bench: Bench::Dma(args),
-        } => crate::dma::run(&calibration, args),
-        Command::Bench {
-            bench: Bench::Engine { bytes, json },
-        } => {
-            let result = bench_engine(&calibration, bytes)?;
-            if json {
-                print_json(&result)?;
-            } else {
-                print!("{}", render::wrapped(&format!(
-                    "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
-                    result.tlp_arrivals,
-                    result.wall_seconds,
-                    result.simulated_seconds * 1e3,
-                    result.tlp_arrivals_per_s / 1e6
-                ), "", "  "));
-            }
-            Ok(())
-        }
-        Command::Bench {
-            bench: Bench::Topo { hosts, json },
-        } => {
-            let r = smartio_workloads::bench_topo(&calibration, hosts)?;
-            if json {
-                print_json(&r)?;
-            } else {
-                let memory = r.peak_memory_bytes.map_or_else(
-                    || "peak memory unknown".to_string(),
-                    |b| format!("peak memory {:.0} MiB", b as f64 / f64::from(1u32 << 20)),
-                );
-                print!("{}", render::wrapped(&format!(
-                    "{} hosts, {} cluster switches, {} fabric nodes: {:.3} s (parse {:.3} s, build {:.3} s, start {:.3} s), {memory}",
-                    r.hosts, r.cluster_switches, r.nodes, r.total_seconds, r.parse_seconds,
-                    r.build_seconds, r.start_seconds
-                ), "", "  "));
-            }
-            Ok(())
-        }
-        Command::Devices { scenario, json } => {
-            let cluster = Cluster::new(&scenario, &calibration)?;
-            let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])?;
-            let mut devices = bench.smartio.devices();
-            declared_assignments(&cluster, &mut devices);
-            if json {
-                print_json(&devices)?;
-            } else {
-                print!(
-                    "{}",
-                    render::wrapped(
-                        &format!(
-                            "devices registered with SmartIO on {scenario} ({} devices)",
-                            devices.len()
-                        ),
-                        "",
-                        "  "
-                    )
-                );
-                println!("{}", render::device_table(&devices));
-                print!(
-                    "{}",
-                    render::wrapped(
-                        "This is the cluster as it starts: nothing is borrowed yet. A workload \
-                         given a device as lender:device (fio, bench dma, bench p2p, pingpong) \
-                         borrows it for its run and gives it back at the end; run in a VM \
-                         (--host host/vm), it passes it through (MDEV) for as long as the VM \
-                         runs. The VMs a device is assigned to are the scenario's ([[host.vm]] \
-                         devices).",
-                        "",
-                        ""
-                    )
-                );
-            }
-            Ok(())
-        }
-        Command::Bench {
-            bench: Bench::P2p(args),
-        } => p2p(&calibration, args, false),
+        } => topo_picture(&calibration, &scenario, &file),
+        Command::Topo { scenario, json, .. } => topo(&calibration, &scenario, json),
+        Command::Bench { bench } => bench_command(&calibration, bench),
+        Command::Devices { scenario, json } => devices(&calibration, &scenario, json),
         Command::Pingpong(args) => crate::pingpong::run(&calibration, args),
-        Command::Bench {
-            bench:
-                Bench::GpuBandwidth {
-                    scenario,
-                    host,
-                    device,
-                    direction,
-                    sizes,
-                    copies,
-                    repeat,
-                    json,
-                    seed,
-                },
+        Command::Fio(args) => fio(&calibration, args),
+        Command::Iperf(args) => crate::iperf::run(&calibration, args),
+        Command::App { app } => crate::app::run(&calibration, app),
+        Command::Exp(args) => exp::run(&calibration, args),
+        Command::Repro(args) => {
+            let text = match &cli.calibration {
+                Some(p) => {
+                    std::fs::read_to_string(p).map_err(|source| CliError::ReadCalibration {
+                        path: p.into(),
+                        source,
+                    })?
+                }
+                None => smartio_calibration::DEFAULT_CALIBRATION.to_string(),
+            };
+            crate::repro::run(&calibration, &text, args)
+        }
+        Command::Demo => demo::demo(&calibration),
+        Command::Serve { serve } => crate::serve::run(&calibration, serve),
+        Command::Cluster { cluster } => crate::cluster::run(&calibration, cluster),
+    }
+}
+
+/// `smartio bench …`: the benchmark `bench` names.
+fn bench_command(calibration: &Calibration, bench: Bench) -> Result<(), CliError> {
+    match bench {
+        Bench::Dma(args) => crate::dma::run(calibration, args),
+        Bench::Engine { bytes, json } => engine(calibration, bytes, json),
+        Bench::Topo { hosts, json } => topo_bench(calibration, hosts, json),
+        Bench::P2p(args) => p2p(calibration, args, false),
+        Bench::GpuBandwidth {
+            scenario,
+            host,
+            device,
+            direction,
+            sizes,
+            copies,
+            repeat,
+            json,
+            seed,
         } => {
-            let cluster = Cluster::seeded(&scenario, &calibration, seed)?;
+            let cluster = Cluster::seeded(&scenario, calibration, seed)?;
             let host = match host {
                 Some(h) => h,
                 None => host_of_device(&cluster, &device)?,
@@ -188,22 +116,17 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             };
             gpu::bandwidth(&cluster, config, json)
         }
-        Command::Bench {
-            bench: Bench::GpuP2p(args),
-        } => p2p(&calibration, args, true),
-        Command::Bench {
-            bench:
-                Bench::Pio {
-                    scenario,
-                    from,
-                    to,
-                    sizes,
-                    repeat,
-                    json,
-                    seed,
-                },
+        Bench::GpuP2p(args) => p2p(calibration, args, true),
+        Bench::Pio {
+            scenario,
+            from,
+            to,
+            sizes,
+            repeat,
+            json,
+            seed,
         } => {
-            let cluster = Cluster::seeded(&scenario, &calibration, seed)?;
+            let cluster = Cluster::seeded(&scenario, calibration, seed)?;
             let config = PioBenchConfig {
                 from,
                 to,
@@ -229,27 +152,120 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Command::Fio(args) => fio(&calibration, args),
-        Command::Iperf(args) => crate::iperf::run(&calibration, args),
-        Command::App { app } => crate::app::run(&calibration, app),
-        Command::Exp(args) => exp::run(&calibration, args),
-        Command::Repro(args) => {
-            let text = match &cli.calibration {
-                Some(p) => {
-                    std::fs::read_to_string(p).map_err(|source| CliError::ReadCalibration {
-                        path: p.into(),
-                        source,
-                    })?
-                }
-                None => smartio_calibration::DEFAULT_CALIBRATION.to_string(),
-            };
-            crate::repro::run(&calibration, &text, args)
-        }
-        Command::Demo => demo::demo(&calibration),
-        Command::Serve { serve } => crate::serve::run(&calibration, serve),
-        Command::Cluster { cluster } => crate::cluster::run(&calibration, cluster),
     }
 }
+
+/// `smartio scenarios`: each shipped scenario's name and description.
+fn scenarios() -> Result<(), CliError> {
+    for s in SHIPPED {
+        let name = format!("{:<26} ", s.name);
+        let description = smartio_cluster::scenarios::description(s);
+        print!("{}", render::wrapped(&description, &name, &" ".repeat(27)));
+    }
+    Ok(())
+}
+
+/// `smartio topo --svg FILE`: the picture of the scenario, and what it shows.
+fn topo_picture(
+    calibration: &Calibration,
+    scenario: &str,
+    file: &OutputFile,
+) -> Result<(), CliError> {
+    let done = crate::picture::write(scenario, calibration, file)?;
+    print!("{}", render::wrapped(&done.written, "", "  "));
+    print!("{}", render::wrapped(&done.shows, "  ", "  "));
+    Ok(())
+}
+
+/// `smartio topo`: the fabric's report, as a table or JSON.
+fn topo(calibration: &Calibration, scenario: &str, json: bool) -> Result<(), CliError> {
+    // Table sizes as the simulations see them (calibration fills what the scenario
+    // leaves out); every chip and link must have timing, as for a run.
+    let fabric = smartio_cluster::load_calibrated_fabric(scenario, calibration)?;
+    let report = fabric.report();
+    if json {
+        print_json(&report)?;
+    } else {
+        print!("{}", render::topology(&report));
+    }
+    Ok(())
+}
+
+/// `smartio bench engine`: the engine's TLP arrivals per second.
+fn engine(calibration: &Calibration, bytes: u64, json: bool) -> Result<(), CliError> {
+    let result = bench_engine(calibration, bytes)?;
+    if json {
+        print_json(&result)?;
+    } else {
+        print!("{}", render::wrapped(&format!(
+            "{} TLP arrivals in {:.3} s wall ({:.3} ms simulated): {:.1} million TLP arrivals per second",
+            result.tlp_arrivals,
+            result.wall_seconds,
+            result.simulated_seconds * 1e3,
+            result.tlp_arrivals_per_s / 1e6
+        ), "", "  "));
+    }
+    Ok(())
+}
+
+/// `smartio bench topo`: how long a cluster of `hosts` hosts takes to parse, build and
+/// start.
+fn topo_bench(calibration: &Calibration, hosts: u64, json: bool) -> Result<(), CliError> {
+    let r = smartio_workloads::bench_topo(calibration, hosts)?;
+    if json {
+        print_json(&r)?;
+    } else {
+        let memory = r.peak_memory_bytes.map_or_else(
+            || "peak memory unknown".to_string(),
+            |b| format!("peak memory {:.0} MiB", b as f64 / f64::from(1u32 << 20)),
+        );
+        print!("{}", render::wrapped(&format!(
+            "{} hosts, {} cluster switches, {} fabric nodes: {:.3} s (parse {:.3} s, build {:.3} s, start {:.3} s), {memory}",
+            r.hosts, r.cluster_switches, r.nodes, r.total_seconds, r.parse_seconds,
+            r.build_seconds, r.start_seconds
+        ), "", "  "));
+    }
+    Ok(())
+}
+
+/// `smartio devices`: the devices registered with SmartIO as the cluster starts.
+fn devices(calibration: &Calibration, scenario: &str, json: bool) -> Result<(), CliError> {
+    let cluster = Cluster::new(scenario, calibration)?;
+    let bench = Workbench::with_devices(&cluster, &first_host(&cluster)?, &[])?;
+    let mut devices = bench.smartio.devices();
+    declared_assignments(&cluster, &mut devices);
+    if json {
+        print_json(&devices)?;
+    } else {
+        print!(
+            "{}",
+            render::wrapped(
+                &format!(
+                    "devices registered with SmartIO on {scenario} ({} devices)",
+                    devices.len()
+                ),
+                "",
+                "  "
+            )
+        );
+        println!("{}", render::device_table(&devices));
+        print!(
+            "{}",
+            render::wrapped(
+                "This is the cluster as it starts: nothing is borrowed yet. A workload \
+                 given a device as lender:device (fio, bench dma, bench p2p, pingpong) \
+                 borrows it for its run and gives it back at the end; run in a VM \
+                 (--host host/vm), it passes it through (MDEV) for as long as the VM \
+                 runs. The VMs a device is assigned to are the scenario's ([[host.vm]] \
+                 devices).",
+                "",
+                ""
+            )
+        );
+    }
+    Ok(())
+}
+
 /// `smartio fio`: the option combinations are checked here, the values' ranges by clap
 /// and [`FioConfig::check`], what depends on the controller by the workload.
 fn fio(calibration: &Calibration, a: FioArgs) -> Result<(), CliError> {

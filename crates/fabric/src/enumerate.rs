@@ -278,115 +278,141 @@ impl Enumerator<'_> {
     fn visit(&mut self, node: NodeId, bus: u8) -> Result<(Vec<Item>, Vec<Item>), ScenarioError> {
         match self.fabric.nodes[node.index()].kind.clone() {
             NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
-                let region = {
-                    let h = &self.fabric.hosts[self.host.index()];
-                    (h.mmio32.end - h.mmio32.start, h.mmio64.end - h.mmio64.start)
-                };
-                let ep = &mut self.fabric.endpoints[endpoint.index()];
-                ep.bdf = Bdf::new(bus, 0, 0);
-                for bar in &ep.layout.bars {
-                    let (size, name) = if bar.kind.is_prefetchable() {
-                        (region.1, "64-bit MMIO")
-                    } else {
-                        (region.0, "32-bit MMIO")
-                    };
-                    if bar.size > size {
-                        let message = format!(
-                            "device {:?} BAR{} of {} is larger than the whole {name} region \
-                             ({})",
-                            ep.name,
-                            bar.index,
-                            format_size(bar.size),
-                            format_size(size)
-                        );
-                        return Err(self.host_error(message));
-                    }
-                }
-                let ep = &self.fabric.endpoints[endpoint.index()];
-                let (mut mem, mut pref) = (Vec::new(), Vec::new());
-                for (slot, bar) in ep.layout.bars.iter().enumerate() {
-                    let item = Item {
-                        size: bar.size,
-                        align: bar.size,
-                        resource: Resource::Bar { endpoint, slot },
-                    };
-                    if bar.kind.is_prefetchable() {
-                        pref.push(item)
-                    } else {
-                        mem.push(item)
-                    }
-                }
-                if let Some(sriov) = ep.layout.sriov.clone() {
-                    self.reserve_vf_buses(endpoint, bus, &sriov)?;
-                    for (slot, bar) in sriov.vf_bars.iter().enumerate() {
-                        // Validated: slice × TotalVFs fits in 2^63.
-                        let item = Item {
-                            size: bar.size * u64::from(sriov.total_vfs),
-                            align: bar.size,
-                            resource: Resource::VfRegion { endpoint, slot },
-                        };
-                        let (limit, name) = if bar.kind.is_prefetchable() {
-                            (region.1, "64-bit MMIO")
-                        } else {
-                            (region.0, "32-bit MMIO")
-                        };
-                        if item.size > limit {
-                            let message = format!(
-                                "device {:?} VF BAR{} region of {} ({} VFs × {}) is larger \
-                                 than the whole {name} region ({})",
-                                self.fabric.endpoints[endpoint.index()].name,
-                                bar.index,
-                                format_size(item.size),
-                                sriov.total_vfs,
-                                format_size(bar.size),
-                                format_size(limit)
-                            );
-                            return Err(self.host_error(message));
-                        }
-                        if bar.kind.is_prefetchable() {
-                            pref.push(item)
-                        } else {
-                            mem.push(item)
-                        }
-                    }
-                }
-                Ok((mem, pref))
+                self.visit_endpoint(endpoint, bus)
             }
-            NodeKind::Switch { .. } => {
-                let up =
-                    self.add_bridge(node, BridgeRole::SwitchUpstream, Bdf::new(bus, 0, 0), None)?;
-                let internal = self.fabric.hosts[self.host.index()].bridges[up].secondary;
-                let children = self.fabric.nodes[node.index()].down.clone();
-                if children.len() > 32 {
-                    let name = self.fabric.nodes[node.index()].name.clone();
-                    return Err(self.host_error(format!(
-                        "switch {name} has {} downstream ports, at most 32",
-                        children.len()
-                    )));
-                }
-                let (mut mem, mut pref) = (Vec::new(), Vec::new());
-                for (d, &link) in children.iter().enumerate() {
-                    let down = self.add_bridge(
-                        node,
-                        BridgeRole::SwitchDownstream,
-                        Bdf::new(internal, d as u8, 0),
-                        Some(link),
-                    )?;
-                    let secondary = self.fabric.hosts[self.host.index()].bridges[down].secondary;
-                    let child = self.fabric.links[link.index()].b;
-                    let (m, p) = self.visit(child, secondary)?;
-                    self.finish_bridge(down, m, p);
-                    mem.extend(self.window_item(down, Class::Mem)?);
-                    pref.extend(self.window_item(down, Class::Pref)?);
-                }
-                self.finish_bridge(up, mem, pref);
-                Ok((
-                    self.window_item(up, Class::Mem)?.into_iter().collect(),
-                    self.window_item(up, Class::Pref)?.into_iter().collect(),
-                ))
-            }
+            NodeKind::Switch { .. } => self.visit_switch(node, bus),
             NodeKind::RootComplex | NodeKind::ClusterSwitch { .. } => Ok((Vec::new(), Vec::new())),
         }
+    }
+
+    /// The host's 32-bit and 64-bit MMIO region sizes.
+    fn regions(&self) -> (u64, u64) {
+        let h = &self.fabric.hosts[self.host.index()];
+        (h.mmio32.end - h.mmio32.start, h.mmio64.end - h.mmio64.start)
+    }
+
+    /// Places `endpoint` on `bus`; its BARs (and VF BAR regions) are the items its port's
+    /// windows must hold.
+    fn visit_endpoint(
+        &mut self,
+        endpoint: EndpointId,
+        bus: u8,
+    ) -> Result<(Vec<Item>, Vec<Item>), ScenarioError> {
+        let region = self.regions();
+        let ep = &mut self.fabric.endpoints[endpoint.index()];
+        ep.bdf = Bdf::new(bus, 0, 0);
+        for bar in &ep.layout.bars {
+            let (size, name) = region_of(bar.kind.is_prefetchable(), region);
+            if bar.size > size {
+                let message = format!(
+                    "device {:?} BAR{} of {} is larger than the whole {name} region \
+                     ({})",
+                    ep.name,
+                    bar.index,
+                    format_size(bar.size),
+                    format_size(size)
+                );
+                return Err(self.host_error(message));
+            }
+        }
+        let ep = &self.fabric.endpoints[endpoint.index()];
+        let (mut mem, mut pref) = (Vec::new(), Vec::new());
+        for (slot, bar) in ep.layout.bars.iter().enumerate() {
+            let item = Item {
+                size: bar.size,
+                align: bar.size,
+                resource: Resource::Bar { endpoint, slot },
+            };
+            if bar.kind.is_prefetchable() {
+                pref.push(item)
+            } else {
+                mem.push(item)
+            }
+        }
+        if let Some(sriov) = ep.layout.sriov.clone() {
+            self.reserve_vf_buses(endpoint, bus, &sriov)?;
+            self.vf_regions(endpoint, &sriov, region, &mut mem, &mut pref)?;
+        }
+        Ok((mem, pref))
+    }
+
+    /// The VF BAR regions of `endpoint`'s SR-IOV capability, each checked against its MMIO
+    /// region (`region`), into `mem` and `pref`.
+    fn vf_regions(
+        &self,
+        endpoint: EndpointId,
+        sriov: &crate::layout::SriovSpec,
+        region: (u64, u64),
+        mem: &mut Vec<Item>,
+        pref: &mut Vec<Item>,
+    ) -> Result<(), ScenarioError> {
+        for (slot, bar) in sriov.vf_bars.iter().enumerate() {
+            // Validated: slice × TotalVFs fits in 2^63.
+            let item = Item {
+                size: bar.size * u64::from(sriov.total_vfs),
+                align: bar.size,
+                resource: Resource::VfRegion { endpoint, slot },
+            };
+            let (limit, name) = region_of(bar.kind.is_prefetchable(), region);
+            if item.size > limit {
+                let message = format!(
+                    "device {:?} VF BAR{} region of {} ({} VFs × {}) is larger \
+                     than the whole {name} region ({})",
+                    self.fabric.endpoints[endpoint.index()].name,
+                    bar.index,
+                    format_size(item.size),
+                    sriov.total_vfs,
+                    format_size(bar.size),
+                    format_size(limit)
+                );
+                return Err(self.host_error(message));
+            }
+            if bar.kind.is_prefetchable() {
+                pref.push(item)
+            } else {
+                mem.push(item)
+            }
+        }
+        Ok(())
+    }
+
+    /// Numbers switch `node` (its upstream port on `bus`), its downstream ports and what is
+    /// below them; its upstream port's windows are the items its parent must hold.
+    fn visit_switch(
+        &mut self,
+        node: NodeId,
+        bus: u8,
+    ) -> Result<(Vec<Item>, Vec<Item>), ScenarioError> {
+        let up = self.add_bridge(node, BridgeRole::SwitchUpstream, Bdf::new(bus, 0, 0), None)?;
+        let internal = self.fabric.hosts[self.host.index()].bridges[up].secondary;
+        let children = self.fabric.nodes[node.index()].down.clone();
+        if children.len() > 32 {
+            let name = self.fabric.nodes[node.index()].name.clone();
+            return Err(self.host_error(format!(
+                "switch {name} has {} downstream ports, at most 32",
+                children.len()
+            )));
+        }
+        let (mut mem, mut pref) = (Vec::new(), Vec::new());
+        for (d, &link) in children.iter().enumerate() {
+            let down = self.add_bridge(
+                node,
+                BridgeRole::SwitchDownstream,
+                Bdf::new(internal, d as u8, 0),
+                Some(link),
+            )?;
+            let secondary = self.fabric.hosts[self.host.index()].bridges[down].secondary;
+            let child = self.fabric.links[link.index()].b;
+            let (m, p) = self.visit(child, secondary)?;
+            self.finish_bridge(down, m, p);
+            mem.extend(self.window_item(down, Class::Mem)?);
+            pref.extend(self.window_item(down, Class::Pref)?);
+        }
+        self.finish_bridge(up, mem, pref);
+        Ok((
+            self.window_item(up, Class::Mem)?.into_iter().collect(),
+            self.window_item(up, Class::Pref)?.into_iter().collect(),
+        ))
     }
 
     /// Takes the bus numbers a PF at `bus` needs for its VFs' routing ids (PF + First VF
@@ -571,6 +597,15 @@ fn sorted(items: &[Item]) -> Vec<Item> {
     let mut v = items.to_vec();
     v.sort_by(|a, b| b.align.cmp(&a.align).then(b.size.cmp(&a.size)));
     v
+}
+
+/// The size and name of the MMIO region (of `region`: 32-bit, 64-bit) a BAR goes in.
+fn region_of(prefetchable: bool, region: (u64, u64)) -> (u64, &'static str) {
+    if prefetchable {
+        (region.1, "64-bit MMIO")
+    } else {
+        (region.0, "32-bit MMIO")
+    }
 }
 
 #[cfg(test)]

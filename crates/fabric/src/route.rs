@@ -234,6 +234,46 @@ impl From<RouteError> for AccessError {
     }
 }
 
+/// A route being walked: the requester, and where in which host's domain it stands, with
+/// what it crossed so far.
+struct Walk {
+    requester: Requester,
+    access: Access,
+    /// The domain it is in.
+    host: HostId,
+    /// Where it is.
+    node: NodeId,
+    /// The device the request comes from in this domain (an NTB adapter after a crossing).
+    device: Option<EndpointId>,
+    /// The address in this domain.
+    addr: u64,
+    /// Bytes the route can still carry from `addr`.
+    limit: u64,
+    hops: Vec<Hop>,
+    translations: Vec<Translation>,
+}
+
+impl Walk {
+    /// The route ends at `target`, carrying `len` bytes.
+    fn arrive(&mut self, target: Target, len: u64) -> Route {
+        Route {
+            target,
+            len,
+            hops: std::mem::take(&mut self.hops),
+            translations: std::mem::take(&mut self.translations),
+            branches: Vec::new(),
+        }
+    }
+}
+
+/// Where one domain's leg of a walk ended.
+enum Leg {
+    /// At the target.
+    Arrived(Route),
+    /// Over an NTB, into another host's domain.
+    Crossed,
+}
+
 impl Fabric {
     /// Routes an access of up to `len` bytes by `requester` at `addr` in its host's domain.
     ///
@@ -266,178 +306,35 @@ impl Fabric {
         len: u64,
         access: Access,
     ) -> Result<Route, RouteError> {
-        let (mut host, mut node, mut device) = match requester {
+        let (host, node, device) = match requester {
             Requester::Cpu(h) => (h, self.hosts[h.index()].root, None),
             Requester::Device(e) => {
                 let ep = &self.endpoints[e.index()];
                 (ep.host, ep.node, Some(e))
             }
         };
-        let mut hops = Vec::new();
-        let mut a = addr;
-        let mut limit = len;
-        let mut translations = Vec::new();
+        let mut walk = Walk {
+            requester,
+            access,
+            host,
+            node,
+            device,
+            addr,
+            limit: len,
+            hops: Vec::new(),
+            translations: Vec::new(),
+        };
         // Each pass routes in one host's domain; an NTB window hands over to the next.
-        'domains: for _ in 0..=MAX_NTB_CROSSINGS {
-            let h = &self.hosts[host.index()];
-            let unsupported = |a: u64| RouteError::UnsupportedRequest {
-                host: h.name.clone(),
-                addr: BusAddr(a),
-            };
-
-            // Upstream phase (devices only). An NTB adapter's own DMA engine sits inside the
-            // adapter's chip: what it sends to the adapter's own BARs (its window, its
-            // registers) is switched inside the chip and never crosses the adapter's link.
-            if device.is_some() && !(hops.is_empty() && self.own_bar_of_adapter(node, a)) {
-                let acs_redirect = h.iommu.enabled();
-                while let Some(up) = self.nodes[node.index()].up {
-                    node = self.links[up.index()].a;
-                    hops.push(Hop {
-                        link: up,
-                        dir: Dir::Up,
-                        node,
-                    });
-                    if node == h.root {
-                        break;
-                    }
-                    if !acs_redirect && self.claim(node, a).is_some() {
-                        break;
-                    }
+        for _ in 0..=MAX_NTB_CROSSINGS {
+            self.climb(&mut walk);
+            if walk.node == self.hosts[walk.host.index()].root {
+                if let Some(route) = self.at_root(&mut walk)? {
+                    return Ok(route);
                 }
             }
-
-            // At the root complex: translate, then RAM / MSI / a root port. As on x86 (VT-d,
-            // AMD-Vi), the MSI range is not remapped: a device write there is an interrupt.
-            if node == h.root {
-                if let (Some(e), true) = (device, h.iommu.enabled() && !h.msi.contains(&a)) {
-                    let (pa, run) = h
-                        .iommu
-                        .translate(e, BusAddr(a), limit, access == Access::Write)
-                        .map_err(|reason| RouteError::IommuFault {
-                            host: h.name.clone(),
-                            requester: self.endpoints[e.index()].name.clone(),
-                            addr: BusAddr(a),
-                            access: access.name(),
-                            reason,
-                        })?;
-                    translations.push(Translation {
-                        host,
-                        requester: e,
-                        iova: BusAddr(a),
-                    });
-                    a = pa.get();
-                    limit = limit.min(run);
-                }
-                if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
-                    return Ok(Route {
-                        target: Target::Memory {
-                            host,
-                            addr: PhysAddr(a),
-                        },
-                        len: limit.min(r.end - a),
-                        hops,
-                        translations,
-                        branches: Vec::new(),
-                    });
-                }
-                if h.msi.contains(&a) {
-                    return Ok(Route {
-                        target: Target::Interrupt {
-                            host,
-                            addr: PhysAddr(a),
-                        },
-                        len: limit.min(h.msi.end - a),
-                        hops,
-                        translations,
-                        branches: Vec::new(),
-                    });
-                }
-            }
-
-            // Downstream phase.
-            loop {
-                match &self.nodes[node.index()].kind {
-                    NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
-                        let ep = &self.endpoints[endpoint.index()];
-                        // The PF's own BARs, else a present VF's slice of a VF BAR region.
-                        let (function, bar) = match ep.bars.iter().find(|b| b.range().contains(&a))
-                        {
-                            Some(bar) => (*endpoint, *bar),
-                            None => self.vf_slice_at(ep, a).ok_or_else(|| unsupported(a))?,
-                        };
-                        let adapter = match self.nodes[node.index()].kind {
-                            NodeKind::Ntb { .. } if bar.index == WINDOW_BAR => {
-                                self.adapter_of(*endpoint)
-                            }
-                            _ => None,
-                        };
-                        let Some(aid) = adapter else {
-                            return Ok(Route {
-                                target: Target::Bar {
-                                    endpoint: function,
-                                    bar: bar.index,
-                                    offset: a - bar.base.get(),
-                                },
-                                len: limit.min(bar.range().end - a),
-                                hops,
-                                translations,
-                                branches: Vec::new(),
-                            });
-                        };
-                        // Through the NTB: the look-up table decides where it goes.
-                        let ad = &self.adapters[aid.index()];
-                        let (_, target, remote) =
-                            ad.translate(a)
-                                .ok_or_else(|| RouteError::NtbNoTranslation {
-                                    adapter: self.adapter_name(aid),
-                                    addr: BusAddr(a),
-                                })?;
-                        if access == Access::Read && !ad.has_requester(requester) {
-                            return Err(RouteError::NtbNoRequesterId {
-                                adapter: self.adapter_name(aid),
-                                requester: self.requester_name(requester),
-                            });
-                        }
-                        limit = limit.min(ad.entry_size - (a - ad.window.start) % ad.entry_size);
-                        match target {
-                            LutTarget::Adapter(far) => {
-                                let cable = self.cable_path(aid, far).ok_or_else(|| {
-                                    RouteError::UnsupportedRequest {
-                                        host: h.name.clone(),
-                                        addr: BusAddr(a),
-                                    }
-                                })?;
-                                hops.extend(cable);
-                                let f = &self.adapters[far.index()];
-                                (host, node, device) = (f.host, f.node, Some(f.endpoint));
-                                a = remote;
-                                continue 'domains;
-                            }
-                            LutTarget::Multicast(group) => {
-                                return self.multicast_route(
-                                    aid,
-                                    group,
-                                    remote,
-                                    limit,
-                                    access,
-                                    hops,
-                                    translations,
-                                    unsupported(a),
-                                );
-                            }
-                        }
-                    }
-                    NodeKind::RootComplex | NodeKind::Switch { .. } => {
-                        let link = self.claim(node, a).ok_or_else(|| unsupported(a))?;
-                        node = self.links[link.index()].b;
-                        hops.push(Hop {
-                            link,
-                            dir: Dir::Down,
-                            node,
-                        });
-                    }
-                    NodeKind::ClusterSwitch { .. } => return Err(unsupported(a)),
-                }
+            match self.descend(&mut walk)? {
+                Leg::Arrived(route) => return Ok(route),
+                Leg::Crossed => {}
             }
         }
         Err(RouteError::TooManyCrossings {
@@ -445,20 +342,195 @@ impl Fabric {
         })
     }
 
+    /// The upstream phase (devices only): up to the root complex, or — without the IOMMU's
+    /// ACS redirect — to the first switch with a port claiming the address. An NTB adapter's
+    /// own DMA engine sits inside the adapter's chip: what it sends to the adapter's own BARs
+    /// (its window, its registers) is switched inside the chip and never crosses the
+    /// adapter's link.
+    fn climb(&self, w: &mut Walk) {
+        if w.device.is_none() || (w.hops.is_empty() && self.own_bar_of_adapter(w.node, w.addr)) {
+            return;
+        }
+        let h = &self.hosts[w.host.index()];
+        let acs_redirect = h.iommu.enabled();
+        while let Some(up) = self.nodes[w.node.index()].up {
+            w.node = self.links[up.index()].a;
+            w.hops.push(Hop {
+                link: up,
+                dir: Dir::Up,
+                node: w.node,
+            });
+            if w.node == h.root {
+                break;
+            }
+            if !acs_redirect && self.claim(w.node, w.addr).is_some() {
+                break;
+            }
+        }
+    }
+
+    /// At the root complex: translate a device's address through the IOMMU, then land in
+    /// RAM or the MSI range (`None`: a root port's business). As on x86 (VT-d, AMD-Vi), the
+    /// MSI range is not remapped: a device write there is an interrupt.
+    fn at_root(&self, w: &mut Walk) -> Result<Option<Route>, RouteError> {
+        let host = w.host;
+        let h = &self.hosts[host.index()];
+        if let (Some(e), true) = (w.device, h.iommu.enabled() && !h.msi.contains(&w.addr)) {
+            let (pa, run) = h
+                .iommu
+                .translate(e, BusAddr(w.addr), w.limit, w.access == Access::Write)
+                .map_err(|reason| RouteError::IommuFault {
+                    host: h.name.clone(),
+                    requester: self.endpoints[e.index()].name.clone(),
+                    addr: BusAddr(w.addr),
+                    access: w.access.name(),
+                    reason,
+                })?;
+            w.translations.push(Translation {
+                host,
+                requester: e,
+                iova: BusAddr(w.addr),
+            });
+            w.addr = pa.get();
+            w.limit = w.limit.min(run);
+        }
+        let a = w.addr;
+        if let Some(r) = h.ram.iter().find(|r| r.contains(&a)) {
+            let len = w.limit.min(r.end - a);
+            return Ok(Some(w.arrive(
+                Target::Memory {
+                    host,
+                    addr: PhysAddr(a),
+                },
+                len,
+            )));
+        }
+        if h.msi.contains(&a) {
+            let len = w.limit.min(h.msi.end - a);
+            return Ok(Some(w.arrive(
+                Target::Interrupt {
+                    host,
+                    addr: PhysAddr(a),
+                },
+                len,
+            )));
+        }
+        Ok(None)
+    }
+
+    /// The downstream phase: through switches to the endpoint whose BAR claims the address;
+    /// an NTB window hands the walk over to the far host ([`Leg::Crossed`]).
+    fn descend(&self, w: &mut Walk) -> Result<Leg, RouteError> {
+        loop {
+            match &self.nodes[w.node.index()].kind {
+                NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } => {
+                    return self.at_endpoint(w, *endpoint);
+                }
+                NodeKind::RootComplex | NodeKind::Switch { .. } => {
+                    let link = self
+                        .claim(w.node, w.addr)
+                        .ok_or_else(|| self.unsupported(w))?;
+                    w.node = self.links[link.index()].b;
+                    w.hops.push(Hop {
+                        link,
+                        dir: Dir::Down,
+                        node: w.node,
+                    });
+                }
+                NodeKind::ClusterSwitch { .. } => return Err(self.unsupported(w)),
+            }
+        }
+    }
+
+    /// At `endpoint`: the PF's own BARs, else a present VF's slice of a VF BAR region; an
+    /// NTB adapter's window goes on through the adapter.
+    fn at_endpoint(&self, w: &mut Walk, endpoint: EndpointId) -> Result<Leg, RouteError> {
+        let a = w.addr;
+        let ep = &self.endpoints[endpoint.index()];
+        let (function, bar) = match ep.bars.iter().find(|b| b.range().contains(&a)) {
+            Some(bar) => (endpoint, *bar),
+            None => self.vf_slice_at(ep, a).ok_or_else(|| self.unsupported(w))?,
+        };
+        let adapter = match self.nodes[w.node.index()].kind {
+            NodeKind::Ntb { .. } if bar.index == WINDOW_BAR => self.adapter_of(endpoint),
+            _ => None,
+        };
+        match adapter {
+            Some(aid) => self.through_ntb(w, aid),
+            None => {
+                let len = w.limit.min(bar.range().end - a);
+                Ok(Leg::Arrived(w.arrive(
+                    Target::Bar {
+                        endpoint: function,
+                        bar: bar.index,
+                        offset: a - bar.base.get(),
+                    },
+                    len,
+                )))
+            }
+        }
+    }
+
+    /// Through adapter `aid`'s NTB window: the look-up table decides where it goes — on
+    /// over the cable into the far adapter's host, or to a multicast group.
+    fn through_ntb(&self, w: &mut Walk, aid: AdapterId) -> Result<Leg, RouteError> {
+        let a = w.addr;
+        let ad = &self.adapters[aid.index()];
+        let (_, target, remote) = ad
+            .translate(a)
+            .ok_or_else(|| RouteError::NtbNoTranslation {
+                adapter: self.adapter_name(aid),
+                addr: BusAddr(a),
+            })?;
+        if w.access == Access::Read && !ad.has_requester(w.requester) {
+            return Err(RouteError::NtbNoRequesterId {
+                adapter: self.adapter_name(aid),
+                requester: self.requester_name(w.requester),
+            });
+        }
+        w.limit = w
+            .limit
+            .min(ad.entry_size - (a - ad.window.start) % ad.entry_size);
+        match target {
+            LutTarget::Adapter(far) => {
+                let cable = self
+                    .cable_path(aid, far)
+                    .ok_or_else(|| self.unsupported(w))?;
+                w.hops.extend(cable);
+                let f = &self.adapters[far.index()];
+                (w.host, w.node, w.device) = (f.host, f.node, Some(f.endpoint));
+                w.addr = remote;
+                Ok(Leg::Crossed)
+            }
+            LutTarget::Multicast(group) => {
+                let unsupported = self.unsupported(w);
+                self.multicast_route(aid, group, remote, w, unsupported)
+                    .map(Leg::Arrived)
+            }
+        }
+    }
+
+    /// Unsupported Request at the walk's address in its host.
+    fn unsupported(&self, w: &Walk) -> RouteError {
+        RouteError::UnsupportedRequest {
+            host: self.hosts[w.host.index()].name.clone(),
+            addr: BusAddr(w.addr),
+        }
+    }
+
     /// A write into a multicast group: one branch per member other than the sending adapter,
     /// each through the member's overlay into its host.
-    #[allow(clippy::too_many_arguments)]
     fn multicast_route(
         &self,
         from: AdapterId,
         group: GroupId,
         offset: u64,
-        mut limit: u64,
-        access: Access,
-        hops: Vec<Hop>,
-        translations: Vec<Translation>,
+        w: &mut Walk,
         unsupported: RouteError,
     ) -> Result<Route, RouteError> {
+        let (access, mut limit) = (w.access, w.limit);
+        let hops = std::mem::take(&mut w.hops);
+        let translations = std::mem::take(&mut w.translations);
         let g = match self.multicast.group(group) {
             Some(g) if access == Access::Write && offset < g.size => g,
             _ => return Err(unsupported),

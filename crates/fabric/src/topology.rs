@@ -15,7 +15,8 @@ use crate::ids::{Bdf, EndpointId, HostId, LinkId, NodeId};
 use crate::iommu::Iommu;
 use crate::layout::{BarKind, EndpointLayout};
 use crate::spec::{
-    CableEnd, ClusterSpec, ComponentKind, NtbSpec, Parent, ScenarioError, SourceLoc,
+    CableEnd, ClusterSpec, ComponentKind, ComponentSpec, HostSpec, NtbSpec, Parent, ScenarioError,
+    SourceLoc,
 };
 use crate::units::LinkSpec;
 use smartio_platform::BusAddr;
@@ -313,95 +314,116 @@ impl Fabric {
         };
         let mut component_nodes: Vec<Vec<NodeId>> = Vec::new();
         for (hi, h) in spec.hosts.iter().enumerate() {
-            let host = HostId(hi as u32);
-            let root = fabric.add_node(h.name.clone(), Some(host), NodeKind::RootComplex);
-            let map = crate::enumerate::AddressMap::for_host(h.ram, h.mmio64).ok_or_else(|| {
-                h.loc.error(format!(
-                    "host {:?}: ram of {} bytes leaves no room for the address map (allowed: {} \
-                     to {})",
-                    h.name,
-                    h.ram,
-                    crate::units::format_size(crate::enumerate::MIN_RAM),
-                    crate::units::format_size(crate::enumerate::MAX_RAM)
-                ))
-            })?;
-            fabric.hosts.push(Host {
-                name: h.name.clone(),
-                root,
-                ram_bytes: h.ram,
-                ram: map.ram,
-                mmio32: map.mmio32,
-                mmio64: map.mmio64,
-                msi: map.msi,
-                cores: h.cores,
-                iommu: Iommu::new(h.iommu),
-                bridges: Vec::new(),
-                endpoints: Vec::new(),
-                vms: h.vms.clone(),
-                loc: h.loc.clone(),
-            });
-            let mut nodes = Vec::with_capacity(h.components.len());
-            for c in &h.components {
-                let name = format!("{}.{}", h.name, c.name);
-                let kind = match &c.kind {
-                    ComponentKind::Switch { chip } => NodeKind::Switch { chip: chip.clone() },
-                    ComponentKind::Device { kind, params, fdid } => {
-                        let refused = |m: &dyn std::fmt::Display| {
-                            c.loc
-                                .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
-                        };
-                        let layout = layouts(kind, params).map_err(|m| refused(&m))?;
-                        layout.validate().map_err(|m| refused(&m))?;
-                        let endpoint = fabric.add_endpoint(
-                            host,
-                            &c.name,
-                            kind,
-                            params.clone(),
-                            layout,
-                            &c.loc,
-                        );
-                        fabric.endpoints[endpoint.index()].fdid = *fdid;
-                        NodeKind::Device { endpoint }
-                    }
-                    ComponentKind::Ntb(ntb) => {
-                        let layout = ntb_layout(ntb);
-                        let endpoint = fabric.add_endpoint(
-                            host,
-                            &c.name,
-                            "ntb",
-                            toml::Table::new(),
-                            layout,
-                            &c.loc,
-                        );
-                        NodeKind::Ntb {
-                            endpoint,
-                            spec: ntb.clone(),
-                        }
-                    }
-                };
-                let node = fabric.add_node(name, Some(host), kind);
-                if let NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } =
-                    fabric.nodes[node.index()].kind
-                {
-                    fabric.endpoints[endpoint.index()].node = node;
-                }
-                let parent = match c.parent {
-                    Parent::RootPort => root,
-                    Parent::Switch(i) => nodes[i],
-                };
-                let link = fabric.add_link(parent, node, c.link, LinkKind::Tree);
-                fabric.links[link.index()].cabled = c.cabled;
-                fabric.nodes[node.index()].up = Some(link);
-                fabric.nodes[parent.index()].down.push(link);
-                nodes.push(node);
-            }
-            component_nodes.push(nodes);
+            component_nodes.push(fabric.add_host(HostId(hi as u32), h, layouts)?);
         }
+        fabric.add_cables(spec, &component_nodes);
+        for hi in 0..fabric.hosts.len() {
+            crate::enumerate::enumerate_host(&mut fabric, HostId(hi as u32))?;
+        }
+        fabric.create_virtual_functions();
+        fabric.check_vm_functions()?;
+        fabric.collect_adapters();
+        Ok(fabric)
+    }
+
+    /// Adds host `host` as `h` declares it: its root complex, its address map and its
+    /// components in tree order; the components' nodes, in `h`'s order.
+    fn add_host<E: std::fmt::Display>(
+        &mut self,
+        host: HostId,
+        h: &HostSpec,
+        layouts: &LayoutSource<'_, E>,
+    ) -> Result<Vec<NodeId>, ScenarioError> {
+        let root = self.add_node(h.name.clone(), Some(host), NodeKind::RootComplex);
+        let map = crate::enumerate::AddressMap::for_host(h.ram, h.mmio64).ok_or_else(|| {
+            h.loc.error(format!(
+                "host {:?}: ram of {} bytes leaves no room for the address map (allowed: {} \
+                 to {})",
+                h.name,
+                h.ram,
+                crate::units::format_size(crate::enumerate::MIN_RAM),
+                crate::units::format_size(crate::enumerate::MAX_RAM)
+            ))
+        })?;
+        self.hosts.push(Host {
+            name: h.name.clone(),
+            root,
+            ram_bytes: h.ram,
+            ram: map.ram,
+            mmio32: map.mmio32,
+            mmio64: map.mmio64,
+            msi: map.msi,
+            cores: h.cores,
+            iommu: Iommu::new(h.iommu),
+            bridges: Vec::new(),
+            endpoints: Vec::new(),
+            vms: h.vms.clone(),
+            loc: h.loc.clone(),
+        });
+        let mut nodes = Vec::with_capacity(h.components.len());
+        for c in &h.components {
+            let kind = self.component_kind(host, c, layouts)?;
+            let node = self.add_node(format!("{}.{}", h.name, c.name), Some(host), kind);
+            if let NodeKind::Device { endpoint } | NodeKind::Ntb { endpoint, .. } =
+                self.nodes[node.index()].kind
+            {
+                self.endpoints[endpoint.index()].node = node;
+            }
+            let parent = match c.parent {
+                Parent::RootPort => root,
+                Parent::Switch(i) => nodes[i],
+            };
+            let link = self.add_link(parent, node, c.link, LinkKind::Tree);
+            self.links[link.index()].cabled = c.cabled;
+            self.nodes[node.index()].up = Some(link);
+            self.nodes[parent.index()].down.push(link);
+            nodes.push(node);
+        }
+        Ok(nodes)
+    }
+
+    /// The node kind of component `c` of `host`, adding its endpoint (a device, whose layout
+    /// `layouts` gives and which is checked, or an NTB adapter).
+    fn component_kind<E: std::fmt::Display>(
+        &mut self,
+        host: HostId,
+        c: &ComponentSpec,
+        layouts: &LayoutSource<'_, E>,
+    ) -> Result<NodeKind, ScenarioError> {
+        Ok(match &c.kind {
+            ComponentKind::Switch { chip } => NodeKind::Switch { chip: chip.clone() },
+            ComponentKind::Device { kind, params, fdid } => {
+                let refused = |m: &dyn std::fmt::Display| {
+                    c.loc
+                        .error(format!("device {:?} (kind {kind:?}): {m}", c.name))
+                };
+                let layout = layouts(kind, params).map_err(|m| refused(&m))?;
+                layout.validate().map_err(|m| refused(&m))?;
+                let endpoint =
+                    self.add_endpoint(host, &c.name, kind, params.clone(), layout, &c.loc);
+                self.endpoints[endpoint.index()].fdid = *fdid;
+                NodeKind::Device { endpoint }
+            }
+            ComponentKind::Ntb(ntb) => {
+                let layout = ntb_layout(ntb);
+                let endpoint =
+                    self.add_endpoint(host, &c.name, "ntb", toml::Table::new(), layout, &c.loc);
+                NodeKind::Ntb {
+                    endpoint,
+                    spec: ntb.clone(),
+                }
+            }
+        })
+    }
+
+    /// Adds the cluster switches and the cables between them and the hosts' NTB adapters
+    /// (`component_nodes`: each host's components' nodes).
+    fn add_cables(&mut self, spec: &ClusterSpec, component_nodes: &[Vec<NodeId>]) {
         let switch_nodes: Vec<NodeId> = spec
             .cluster_switches
             .iter()
             .map(|s| {
-                fabric.add_node(
+                self.add_node(
                     s.name.clone(),
                     None,
                     NodeKind::ClusterSwitch {
@@ -416,17 +438,10 @@ impl Fabric {
                 CableEnd::ClusterSwitch(i) => switch_nodes[i],
             };
             let (a, b) = (end(cable.a), end(cable.b));
-            let link = fabric.add_link(a, b, cable.link, LinkKind::Cable);
-            fabric.nodes[a.index()].cables.push(link);
-            fabric.nodes[b.index()].cables.push(link);
+            let link = self.add_link(a, b, cable.link, LinkKind::Cable);
+            self.nodes[a.index()].cables.push(link);
+            self.nodes[b.index()].cables.push(link);
         }
-        for hi in 0..fabric.hosts.len() {
-            crate::enumerate::enumerate_host(&mut fabric, HostId(hi as u32))?;
-        }
-        fabric.create_virtual_functions();
-        fabric.check_vm_functions()?;
-        fabric.collect_adapters();
-        Ok(fabric)
     }
 
     fn add_node(&mut self, name: String, host: Option<HostId>, kind: NodeKind) -> NodeId {

@@ -134,9 +134,9 @@ fn in_memory(data: &[u8], export: &Export) -> Result<(Served, usize, usize, Stri
             }
             Ok(Some(req)) => {
                 let answer = match export.check(&req) {
-                    Err((errno, message)) => {
+                    Err(why) => {
                         refused += 1;
-                        Answer::Failed(errno, message)
+                        Answer::Failed(why.errno(), why.to_string())
                     }
                     Ok(()) => {
                         served += 1;

@@ -108,50 +108,109 @@ pub fn negotiate<S: Read + Write>(
     if flags & !(client_flags::FIXED_NEWSTYLE | client_flags::NO_ZEROES) != 0 {
         return Err(HandshakeError::ClientFlags(flags));
     }
-    let no_zeroes = flags & client_flags::NO_ZEROES != 0;
-    let mut structured = false;
+    let mut session = Session {
+        no_zeroes: flags & client_flags::NO_ZEROES != 0,
+        structured: false,
+    };
     loop {
-        let magic = read_u64(s)?;
-        if magic != IHAVEOPT {
-            return Err(HandshakeError::BadMagic(magic));
-        }
-        let opt = read_u32(s)?;
-        let len = read_u32(s)?;
-        if len > MAX_OPTION_DATA {
-            // Skip it, say so, and go on: the client may try something else.
-            io::copy(&mut Read::by_ref(s).take(u64::from(len)), &mut io::sink())?;
-            if opt == option::EXPORT_NAME {
-                return Err(HandshakeError::OptionTooLong { option: opt, len });
-            }
-            option_reply(s, opt, reply::ERR_TOO_BIG, b"option data too long")?;
+        let Some((opt, data)) = read_option(s)? else {
             continue;
+        };
+        let request = OptionRequest::decode(opt, data);
+        if let Some(done) = session.answer(s, export, opt, request)? {
+            return Ok(done);
         }
-        let mut data = vec![0u8; len as usize];
-        s.read_exact(&mut data)?;
+    }
+}
+
+/// What the handshake settled so far.
+struct Session {
+    /// The client takes the export's reply without the 124 zero bytes.
+    no_zeroes: bool,
+    /// The client asked for structured replies.
+    structured: bool,
+}
+
+/// An option the client sent, decoded and checked.
+enum OptionRequest {
+    /// `NBD_OPT_EXPORT_NAME`: the export by name; ends the handshake.
+    ExportName(Vec<u8>),
+    /// `NBD_OPT_ABORT`.
+    Abort,
+    /// `NBD_OPT_LIST`.
+    List,
+    /// `NBD_OPT_STRUCTURED_REPLY`.
+    StructuredReply,
+    /// `NBD_OPT_INFO` (or `NBD_OPT_GO`, which then ends the handshake): the export by name
+    /// and the information asked for.
+    Info {
+        go: bool,
+        name: Vec<u8>,
+        requests: Vec<u16>,
+    },
+    /// An option this server takes, malformed: answered `NBD_REP_ERR_INVALID`.
+    Invalid(&'static [u8]),
+    /// An option this server does not take: answered `NBD_REP_ERR_UNSUP`.
+    Unsupported,
+}
+
+impl OptionRequest {
+    /// Decodes option `opt` with its `data`.
+    fn decode(opt: u32, data: Vec<u8>) -> OptionRequest {
         match opt {
-            option::EXPORT_NAME => {
-                if !export.selected_by(&data) {
-                    return Err(HandshakeError::UnknownExport { asked: data });
+            option::EXPORT_NAME => OptionRequest::ExportName(data),
+            option::ABORT => OptionRequest::Abort,
+            option::LIST if !data.is_empty() => {
+                OptionRequest::Invalid(b"NBD_OPT_LIST takes no data")
+            }
+            option::LIST => OptionRequest::List,
+            option::STRUCTURED_REPLY if !data.is_empty() => {
+                OptionRequest::Invalid(b"NBD_OPT_STRUCTURED_REPLY takes no data")
+            }
+            option::STRUCTURED_REPLY => OptionRequest::StructuredReply,
+            option::INFO | option::GO => match parse_info(&data) {
+                Some((name, requests)) => OptionRequest::Info {
+                    go: opt == option::GO,
+                    name: name.to_vec(),
+                    requests,
+                },
+                None => OptionRequest::Invalid(b"malformed NBD_OPT_INFO/GO"),
+            },
+            _ => OptionRequest::Unsupported,
+        }
+    }
+}
+
+impl Session {
+    /// Answers option `opt` (`request`); how the handshake ended, if it did.
+    fn answer(
+        &mut self,
+        s: &mut (impl Read + Write),
+        export: &Export,
+        opt: u32,
+        request: OptionRequest,
+    ) -> Result<Option<Negotiated>, HandshakeError> {
+        match request {
+            OptionRequest::ExportName(name) => {
+                if !export.selected_by(&name) {
+                    return Err(HandshakeError::UnknownExport { asked: name });
                 }
                 let mut out = Vec::with_capacity(134);
                 out.extend_from_slice(&export.size.to_be_bytes());
                 out.extend_from_slice(&export.transmission_flags().to_be_bytes());
-                if !no_zeroes {
+                if !self.no_zeroes {
                     out.extend_from_slice(&[0u8; 124]);
                 }
                 s.write_all(&out)?;
                 s.flush()?;
-                return Ok(Negotiated { structured });
+                return Ok(Some(self.negotiated()));
             }
-            option::ABORT => {
+            OptionRequest::Abort => {
                 // The client may already be gone: an answer is a courtesy.
                 let _ = option_reply(s, opt, reply::ACK, &[]);
                 return Err(HandshakeError::Aborted);
             }
-            option::LIST if !data.is_empty() => {
-                option_reply(s, opt, reply::ERR_INVALID, b"NBD_OPT_LIST takes no data")?
-            }
-            option::LIST => {
+            OptionRequest::List => {
                 let mut server = Vec::new();
                 server.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
                 server.extend_from_slice(export.name.as_bytes());
@@ -159,60 +218,88 @@ pub fn negotiate<S: Read + Write>(
                 option_reply(s, opt, reply::SERVER, &server)?;
                 option_reply(s, opt, reply::ACK, &[])?;
             }
-            option::STRUCTURED_REPLY if !data.is_empty() => option_reply(
-                s,
-                opt,
-                reply::ERR_INVALID,
-                b"NBD_OPT_STRUCTURED_REPLY takes no data",
-            )?,
-            option::STRUCTURED_REPLY => {
-                structured = true;
+            OptionRequest::StructuredReply => {
+                self.structured = true;
                 option_reply(s, opt, reply::ACK, &[])?;
             }
-            option::INFO | option::GO => {
-                let Some((name, requests)) = parse_info(&data) else {
-                    option_reply(s, opt, reply::ERR_INVALID, b"malformed NBD_OPT_INFO/GO")?;
-                    continue;
-                };
-                if !export.selected_by(name) {
+            OptionRequest::Info { go, name, requests } => {
+                if !export.selected_by(&name) {
                     let msg = format!(
                         "no export named {:?}; this server exports {:?}",
-                        String::from_utf8_lossy(name),
+                        String::from_utf8_lossy(&name),
                         export.name
                     );
                     option_reply(s, opt, reply::ERR_UNKNOWN, msg.as_bytes())?;
-                    continue;
+                    return Ok(None);
                 }
-                let mut item = Vec::with_capacity(14);
-                item.extend_from_slice(&info::EXPORT.to_be_bytes());
-                item.extend_from_slice(&export.size.to_be_bytes());
-                item.extend_from_slice(&export.transmission_flags().to_be_bytes());
-                option_reply(s, opt, reply::INFO, &item)?;
-                for &what in &requests {
-                    let text = match what {
-                        info::NAME => &export.name,
-                        info::DESCRIPTION => &export.description,
-                        _ => continue,
-                    };
-                    let mut item = what.to_be_bytes().to_vec();
-                    item.extend_from_slice(text.as_bytes());
-                    option_reply(s, opt, reply::INFO, &item)?;
-                }
-                // Always: requests must be aligned to the LBA size.
-                let b = export.block;
-                let mut item = info::BLOCK_SIZE.to_be_bytes().to_vec();
-                for v in [b.minimum, b.preferred, b.maximum] {
-                    item.extend_from_slice(&v.to_be_bytes());
-                }
-                option_reply(s, opt, reply::INFO, &item)?;
-                option_reply(s, opt, reply::ACK, &[])?;
-                if opt == option::GO {
-                    return Ok(Negotiated { structured });
+                info_replies(s, export, opt, &requests)?;
+                if go {
+                    return Ok(Some(self.negotiated()));
                 }
             }
-            _ => option_reply(s, opt, reply::ERR_UNSUP, b"not supported by this server")?,
+            OptionRequest::Invalid(why) => option_reply(s, opt, reply::ERR_INVALID, why)?,
+            OptionRequest::Unsupported => {
+                option_reply(s, opt, reply::ERR_UNSUP, b"not supported by this server")?
+            }
+        }
+        Ok(None)
+    }
+
+    fn negotiated(&self) -> Negotiated {
+        Negotiated {
+            structured: self.structured,
         }
     }
+}
+
+/// Reads the next option: its number and data. An option with more data than this server
+/// takes is skipped and answered `NBD_REP_ERR_TOO_BIG` (`None`: the client may try
+/// something else), except `NBD_OPT_EXPORT_NAME`, which cannot be answered with an error.
+fn read_option<S: Read + Write>(s: &mut S) -> Result<Option<(u32, Vec<u8>)>, HandshakeError> {
+    let magic = read_u64(s)?;
+    if magic != IHAVEOPT {
+        return Err(HandshakeError::BadMagic(magic));
+    }
+    let opt = read_u32(s)?;
+    let len = read_u32(s)?;
+    if len > MAX_OPTION_DATA {
+        io::copy(&mut Read::by_ref(s).take(u64::from(len)), &mut io::sink())?;
+        if opt == option::EXPORT_NAME {
+            return Err(HandshakeError::OptionTooLong { option: opt, len });
+        }
+        option_reply(s, opt, reply::ERR_TOO_BIG, b"option data too long")?;
+        return Ok(None);
+    }
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data)?;
+    Ok(Some((opt, data)))
+}
+
+/// The `NBD_REP_INFO` replies to `NBD_OPT_INFO`/`GO`: the export, what `requests` asks
+/// for, always the block sizes (requests must be aligned to the LBA size); then the ACK.
+fn info_replies(s: &mut impl Write, export: &Export, opt: u32, requests: &[u16]) -> io::Result<()> {
+    let mut item = Vec::with_capacity(14);
+    item.extend_from_slice(&info::EXPORT.to_be_bytes());
+    item.extend_from_slice(&export.size.to_be_bytes());
+    item.extend_from_slice(&export.transmission_flags().to_be_bytes());
+    option_reply(s, opt, reply::INFO, &item)?;
+    for &what in requests {
+        let text = match what {
+            info::NAME => &export.name,
+            info::DESCRIPTION => &export.description,
+            _ => continue,
+        };
+        let mut item = what.to_be_bytes().to_vec();
+        item.extend_from_slice(text.as_bytes());
+        option_reply(s, opt, reply::INFO, &item)?;
+    }
+    let b = export.block;
+    let mut item = info::BLOCK_SIZE.to_be_bytes().to_vec();
+    for v in [b.minimum, b.preferred, b.maximum] {
+        item.extend_from_slice(&v.to_be_bytes());
+    }
+    option_reply(s, opt, reply::INFO, &item)?;
+    option_reply(s, opt, reply::ACK, &[])
 }
 
 /// The export name and the information requests of `NBD_OPT_INFO`/`GO` data.

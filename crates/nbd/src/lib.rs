@@ -42,12 +42,14 @@
 //! only thing that touches the cluster: the connections' threads see bytes only.
 
 pub mod budget;
+pub mod check;
 pub mod client;
 pub mod handshake;
 pub mod server;
 pub mod socket_path;
 pub mod wire;
 
+pub use check::Refused;
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
 pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError, WriterEnded};
 pub use socket_path::{check_socket_path, SocketPathError, SocketPathProblem};

@@ -8,7 +8,7 @@
 use crate::budget::Budget;
 use crate::handshake::{negotiate, Export, HandshakeError};
 use crate::socket_path::{check_socket_path, SocketPathError};
-use crate::wire::{command_flags, read_request, transmission_flags, write_reply};
+use crate::wire::{read_request, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
@@ -370,92 +370,6 @@ fn reply_bytes(outcome: &Outcome) -> usize {
     }
 }
 
-impl Export {
-    /// Whether the export takes `req`; if not, the error the specification names and why.
-    pub fn check(&self, req: &Request) -> Result<(), (Errno, String)> {
-        let flags = self.transmission_flags();
-        let inval = |m: String| Err((Errno::Inval, m));
-        let allowed_flags = match req.command {
-            Command::WriteZeroes => command_flags::NO_HOLE,
-            _ => 0,
-        } | if flags & transmission_flags::SEND_FUA != 0 {
-            command_flags::FUA
-        } else {
-            0
-        };
-        if req.flags & !allowed_flags != 0 {
-            return inval(format!(
-                "{}: command flags {:#x} not supported",
-                req.command.name(),
-                req.flags & !allowed_flags
-            ));
-        }
-        let writes = matches!(
-            req.command,
-            Command::Write(_) | Command::WriteZeroes | Command::Trim
-        );
-        let offered = match req.command {
-            Command::Read | Command::Write(_) | Command::Disconnect => true,
-            Command::Flush => flags & transmission_flags::SEND_FLUSH != 0,
-            Command::WriteZeroes => flags & transmission_flags::SEND_WRITE_ZEROES != 0,
-            Command::Trim => flags & transmission_flags::SEND_TRIM != 0,
-            Command::Cache | Command::BlockStatus | Command::Unknown(_) => false,
-        };
-        if !offered {
-            return inval(format!(
-                "{}: not supported by this export",
-                req.command.name()
-            ));
-        }
-        if writes && flags & transmission_flags::READ_ONLY != 0 {
-            return Err((
-                Errno::Perm,
-                format!("{}: the export is read-only", req.command.name()),
-            ));
-        }
-        if matches!(req.command, Command::Flush | Command::Disconnect) {
-            return Ok(());
-        }
-        let end = req.offset.checked_add(u64::from(req.len));
-        if end.is_none_or(|e| e > self.size) {
-            let errno = if writes && !matches!(req.command, Command::Trim) {
-                Errno::NoSpc
-            } else {
-                Errno::Inval
-            };
-            return Err((
-                errno,
-                format!(
-                    "{}: {} bytes at {} end past the export's {} bytes",
-                    req.command.name(),
-                    req.len,
-                    req.offset,
-                    self.size
-                ),
-            ));
-        }
-        let min = u64::from(self.block.minimum.max(1));
-        if req.len == 0
-            || !req.offset.is_multiple_of(min)
-            || !u64::from(req.len).is_multiple_of(min)
-        {
-            return inval(format!(
-                "{}: {} bytes at {}: offset and length must be non-zero multiples of {min}",
-                req.command.name(),
-                req.len,
-                req.offset
-            ));
-        }
-        if matches!(req.command, Command::Read) && req.len > self.block.maximum {
-            return inval(format!(
-                "NBD_CMD_READ: {} bytes exceed the largest payload, {}",
-                req.len, self.block.maximum
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// A listener on its accepting thread (its socket file stays with the serving side).
 enum Accepting {
     Unix(UnixListener),
@@ -590,7 +504,8 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
             Ok(None) => break None,
             Ok(Some(req)) if req.command == Command::Disconnect => break None,
             Ok(Some(req)) => {
-                if let Err((errno, message)) = export.check(&req) {
+                if let Err(refused) = export.check(&req) {
+                    let (errno, message) = (refused.errno(), refused.to_string());
                     replier.refuse(req.cookie, req.offset, errno, message.clone());
                     let _ = events.send(Event::Refused {
                         conn,
@@ -636,6 +551,7 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
 mod tests {
     use super::*;
     use crate::handshake::BlockSizes;
+    use crate::wire::command_flags;
     use crate::wire::transmission_flags as tf;
 
     fn export(flags: u16) -> Export {
@@ -665,7 +581,7 @@ mod tests {
     #[test]
     fn requests_outside_the_export_or_its_alignment_get_the_errors_the_specification_names() {
         let e = export(tf::SEND_FLUSH | tf::SEND_WRITE_ZEROES);
-        let errno = |r: Request| e.check(&r).err().map(|(n, _)| n);
+        let errno = |r: Request| e.check(&r).err().map(|refused| refused.errno());
         assert_eq!(errno(req(Command::Read, 0, 4096, 0)), None);
         // The last block is the export's: a request ending exactly at its end is taken.
         assert_eq!(errno(req(Command::Read, (1 << 20) - 512, 512, 0)), None);
@@ -713,13 +629,13 @@ mod tests {
         assert_eq!(
             ro.check(&req(Command::Write(vec![]), 0, 512, 0))
                 .err()
-                .map(|e| e.0),
+                .map(|e| e.errno()),
             Some(Errno::Perm)
         );
         assert_eq!(
             ro.check(&req(Command::WriteZeroes, 0, 512, 0))
                 .err()
-                .map(|e| e.0),
+                .map(|e| e.errno()),
             Some(Errno::Perm)
         );
         assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));

@@ -28,7 +28,8 @@ use crate::stats::{LatencyRecorder, LatencySummary};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::dma::DmaDevice;
-use smartio_fabric::{Access, Requester};
+use smartio_fabric::{Access, EndpointId, Requester};
+use smartio_machine::{Agent, Machine};
 use smartio_platform::{AccessError, BarHandler, BusAddr, Clock, Port};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -132,44 +133,14 @@ pub fn device_pingpong_explained(
             clear_flag(&a.model)?;
             clear_flag(&b.model)?;
 
-            let kernel_b = machine.device(endpoint_b);
-            let model_b = b.model.clone();
-            machine.spawn(async move {
-                for i in 1..=n {
-                    model_b.wait_word(FLAG_OFFSET, i).await;
-                    if let Err(e) = kernel_b
-                        .write(b_to_a.offset(FLAG_OFFSET), &i.to_le_bytes())
-                        .await
-                    {
-                        *echo_out.borrow_mut() = Some(DriverFailure::Access(e).into());
-                        return;
-                    }
-                }
-            });
+            spawn_echo(&machine, endpoint_b, b.model.clone(), b_to_a, n, echo_out);
             let kernel_a = machine.device(endpoint_a);
-            let mut rtt_ps = LatencyRecorder::new();
             // Recorded from the first round trip on (attaching and mapping are not
             // explained).
             let explainer = explain
                 .as_ref()
                 .and_then(|spec| Explainer::start(&machine, spec));
-            let mut phase =
-                crate::progress::begin("ping-pong", n, crate::progress::Unit::Items("round trips"));
-            for i in 1..=n {
-                phase.set(i);
-                let t0 = kernel_a.now();
-                kernel_a
-                    .write(a_to_b.offset(FLAG_OFFSET), &i.to_le_bytes())
-                    .await
-                    .map_err(DriverFailure::Access)?;
-                a.model.wait_word(FLAG_OFFSET, i).await;
-                let t1 = kernel_a.now();
-                if let Some(explainer) = &explainer {
-                    let what = || format!("round trip {i} ({route})");
-                    explainer.done("ping-pong", &what, t0, t1);
-                }
-                rtt_ps.record(t1.since(t0).as_ps());
-            }
+            let rtt_ps = ping(&kernel_a, &a.model, a_to_b, n, explainer.as_deref(), &route).await?;
             if let Some(explainer) = explainer {
                 *explained.borrow_mut() = explainer.finish();
             }
@@ -207,6 +178,62 @@ pub fn device_pingpong_explained(
         path_b_to_a: measured.path_b_to_a,
     };
     Ok((result, explanation.take()))
+}
+
+/// Kernel B: waits for each store `1..=n` in its own memory and echoes it to A's
+/// (`b_to_a`); a store it cannot send ends it, with its failure in `failed`.
+fn spawn_echo(
+    machine: &Machine,
+    endpoint_b: EndpointId,
+    model_b: Rc<DmaDevice>,
+    b_to_a: BusAddr,
+    n: u64,
+    failed: Rc<RefCell<Option<P2pError>>>,
+) {
+    let kernel_b = machine.device(endpoint_b);
+    machine.spawn(async move {
+        for i in 1..=n {
+            model_b.wait_word(FLAG_OFFSET, i).await;
+            if let Err(e) = kernel_b
+                .write(b_to_a.offset(FLAG_OFFSET), &i.to_le_bytes())
+                .await
+            {
+                *failed.borrow_mut() = Some(DriverFailure::Access(e).into());
+                return;
+            }
+        }
+    });
+}
+
+/// Kernel A: stores `1..=n` to B's memory (`a_to_b`), each time waiting for the echo in
+/// its own, and times each round trip (reporting its end to `explainer`).
+async fn ping(
+    kernel_a: &Agent,
+    model_a: &DmaDevice,
+    a_to_b: BusAddr,
+    n: u64,
+    explainer: Option<&Explainer>,
+    route: &str,
+) -> Result<LatencyRecorder, P2pError> {
+    let mut rtt_ps = LatencyRecorder::new();
+    let mut phase =
+        crate::progress::begin("ping-pong", n, crate::progress::Unit::Items("round trips"));
+    for i in 1..=n {
+        phase.set(i);
+        let t0 = kernel_a.now();
+        kernel_a
+            .write(a_to_b.offset(FLAG_OFFSET), &i.to_le_bytes())
+            .await
+            .map_err(DriverFailure::Access)?;
+        model_a.wait_word(FLAG_OFFSET, i).await;
+        let t1 = kernel_a.now();
+        if let Some(explainer) = explainer {
+            let what = || format!("round trip {i} ({route})");
+            explainer.done("ping-pong", &what, t0, t1);
+        }
+        rtt_ps.record(t1.since(t0).as_ps());
+    }
+    Ok(rtt_ps)
 }
 
 /// What the kernels measured.

@@ -17,7 +17,8 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::{DmaTestDriver, Location};
 use smartio_host::{DmaDirection as HostDmaDirection, HostError};
-use smartio_platform::{Clock, PhysAddr};
+use smartio_machine::Agent;
+use smartio_platform::{BusAddr, Clock, PhysAddr};
 use thiserror::Error;
 
 /// Which way the data moves, seen from the device.
@@ -92,20 +93,20 @@ pub enum DmaBenchError {
         known: String,
     },
     /// The device is not a DMA test device.
-    #[error("{device:?} is a {kind:?} device, not a DMA test device (kind \"dma\")")]
+    #[error("{device:?} is a \"class {class:#08x}\" device, not a DMA test device (kind \"dma\")")]
     NotDma {
         /// Device.
         device: String,
-        /// Its kind.
-        kind: String,
+        /// Its PCI class code.
+        class: u32,
     },
     /// A size is zero or does not fit the device memory or host RAM.
     #[error("--sizes: transfer size {size} does not fit: {why}")]
     BadSize {
         /// The size.
         size: u64,
-        /// Why.
-        why: String,
+        /// What it does not fit in.
+        why: SizeLimit,
     },
     /// A count given by the user is out of range.
     #[error("{0}")]
@@ -120,6 +121,25 @@ pub enum DmaBenchError {
     /// it had a type, as a driver error.
     #[error("driver error: {0}")]
     Stuck(#[from] Stuck),
+}
+
+/// What a transfer size must fit in.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SizeLimit {
+    /// Half the host's RAM (the buffer and room for everything else).
+    #[error("host {host} has {bytes} bytes of RAM")]
+    HostRam {
+        /// The host.
+        host: String,
+        /// Its RAM.
+        bytes: u64,
+    },
+    /// The device's memory (BAR 2); zero fits nothing.
+    #[error("the device has {bytes} bytes of memory")]
+    DeviceMemory {
+        /// Its size.
+        bytes: u64,
+    },
 }
 
 /// Class code of the DMA test device.
@@ -183,6 +203,64 @@ pub fn bench_dma_run(
     bench_dma_explained(cluster, config, None).map(|(run, _)| run)
 }
 
+/// Each size's copies, `config.repeat` of each, between the device memory and the host
+/// buffer at `buffer_bus` in `config`'s direction, each timed on the driver's CPU (and
+/// reported to `explainer`).
+async fn copies(
+    driver: &DmaTestDriver<Agent>,
+    cpu: &Agent,
+    config: &DmaBenchConfig,
+    buffer_bus: BusAddr,
+    explainer: Option<&Explainer>,
+) -> Result<Vec<DmaSample>, DmaBenchError> {
+    let mut samples = Vec::new();
+    let total = config.sizes.iter().fold(0u64, |t, s| {
+        t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
+    });
+    let mut phase = crate::progress::begin("DMA", total, crate::progress::Unit::Bytes);
+    let mut moved = 0u64;
+    for &size in &config.sizes {
+        let kind = copy_kind(size);
+        let mut times = Vec::new();
+        for copy in 1..=config.repeat {
+            moved = moved.saturating_add(size);
+            phase.set(moved);
+            let (src, dst) = match config.direction {
+                DmaDirection::Write => (Location::DeviceMemory(0), Location::Bus(buffer_bus)),
+                DmaDirection::Read => (Location::Bus(buffer_bus), Location::DeviceMemory(0)),
+            };
+            let start = cpu.now();
+            driver
+                .copy(src, dst, size)
+                .await
+                .map_err(DriverFailure::Device)?;
+            let end = cpu.now();
+            if let Some(explainer) = explainer {
+                let what = || {
+                    format!(
+                        "copy {copy} of {size} B ({})",
+                        match config.direction {
+                            DmaDirection::Write => "device memory -> host RAM",
+                            DmaDirection::Read => "host RAM -> device memory",
+                        }
+                    )
+                };
+                explainer.report(&Operation {
+                    kind: Some(&kind),
+                    track: "DMA copies",
+                    what: &what,
+                    start,
+                    end,
+                    recorded: end.since(start),
+                });
+            }
+            times.push(end.since(start).as_secs_f64());
+        }
+        samples.push(DmaSample::from_seconds(size, &times));
+    }
+    Ok(samples)
+}
+
 /// The kind of operation a copy of `size` bytes is, for an [`ExplainSpec`]'s targets.
 pub fn copy_kind(size: u64) -> String {
     format!("{size} B")
@@ -203,7 +281,7 @@ pub fn bench_dma_explained(
     if bench.class() != DMA_CLASS {
         return Err(DmaBenchError::NotDma {
             device: config.device.clone(),
-            kind: format!("class {:#08x}", bench.class()),
+            class: bench.class(),
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
@@ -212,7 +290,10 @@ pub fn bench_dma_explained(
     if largest > ram_bytes / 2 {
         return Err(DmaBenchError::BadSize {
             size: largest,
-            why: format!("host {} has {ram_bytes} bytes of RAM", config.host),
+            why: SizeLimit::HostRam {
+                host: config.host.clone(),
+                bytes: ram_bytes,
+            },
         });
     }
     let config = config.clone();
@@ -229,7 +310,9 @@ pub fn bench_dma_explained(
             if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > device_memory) {
                 return Err(DmaBenchError::BadSize {
                     size,
-                    why: format!("the device has {device_memory} bytes of memory"),
+                    why: SizeLimit::DeviceMemory {
+                        bytes: device_memory,
+                    },
                 });
             }
             let driver_error = |e: smartio_host::DmaError| DriverFailure::Dma(e);
@@ -250,59 +333,11 @@ pub fn bench_dma_explained(
                 DmaTestDriver::probe(cpu.clone(), registers, completion.cpu, completion.bus)
                     .await
                     .map_err(DriverFailure::Device)?;
-            let mut samples = Vec::new();
-            let total = config.sizes.iter().fold(0u64, |t, s| {
-                t.saturating_add(s.saturating_mul(u64::from(config.repeat)))
-            });
-            let mut phase = crate::progress::begin("DMA", total, crate::progress::Unit::Bytes);
-            let mut moved = 0u64;
             // Recorded from the first copy on (attaching and probing are not explained).
             let explainer = explain
                 .as_ref()
                 .and_then(|spec| Explainer::start(&machine, spec));
-            for &size in &config.sizes {
-                let kind = copy_kind(size);
-                let mut times = Vec::new();
-                for copy in 1..=config.repeat {
-                    moved = moved.saturating_add(size);
-                    phase.set(moved);
-                    let (src, dst) = match config.direction {
-                        DmaDirection::Write => {
-                            (Location::DeviceMemory(0), Location::Bus(buffer_bus))
-                        }
-                        DmaDirection::Read => {
-                            (Location::Bus(buffer_bus), Location::DeviceMemory(0))
-                        }
-                    };
-                    let start = cpu.now();
-                    driver
-                        .copy(src, dst, size)
-                        .await
-                        .map_err(DriverFailure::Device)?;
-                    let end = cpu.now();
-                    if let Some(explainer) = &explainer {
-                        let what = || {
-                            format!(
-                                "copy {copy} of {size} B ({})",
-                                match config.direction {
-                                    DmaDirection::Write => "device memory -> host RAM",
-                                    DmaDirection::Read => "host RAM -> device memory",
-                                }
-                            )
-                        };
-                        explainer.report(&Operation {
-                            kind: Some(&kind),
-                            track: "DMA copies",
-                            what: &what,
-                            start,
-                            end,
-                            recorded: end.since(start),
-                        });
-                    }
-                    times.push(end.since(start).as_secs_f64());
-                }
-                samples.push(DmaSample::from_seconds(size, &times));
-            }
+            let samples = copies(&driver, &cpu, &config, buffer_bus, explainer.as_deref()).await?;
             let explanation = explainer.map(|e| e.finish()).unwrap_or_default();
             handle.dma_unmap(buffer_bus).map_err(driver_error)?;
             handle.dma_free_coherent(completion).map_err(driver_error)?;

@@ -355,191 +355,32 @@ pub fn failover(
     run_workload(&cluster.machine, async move {
         let run = async {
             let manager = Manager::start(&smartio, &mos, fdid).await?;
-            let mut paths = Vec::new();
-            for adapter in [0, 1] {
-                let client =
-                    Client::connect_via(&smartio, &cos, fdid, &manager, cfg.bs, Some(adapter))
-                        .await
-                        .map_err(|source| FailoverError::Path {
-                            step: "client",
-                            adapter,
-                            source,
-                        })?;
-                let queue = client
-                    .create_queue(4, SqPlacement::ClientRam)
-                    .await
-                    .map_err(|source| FailoverError::Path {
-                        step: "queue",
-                        adapter,
-                        source,
-                    })?;
-                paths.push(Path { client, queue });
-            }
-            let ns = *manager
-                .namespaces()
-                .first()
-                .ok_or(FailoverError::NoNamespace)?;
-            let lba_size = u64::from(ns.lba_size);
-            if !cfg.bs.is_multiple_of(lba_size) || cfg.blocks * cfg.bs > ns.blocks * lba_size {
-                return Err(FailoverError::DoesNotFit {
-                    blocks: cfg.blocks,
-                    bs: cfg.bs,
-                    nsid: ns.nsid,
-                    ns_blocks: ns.blocks,
-                    lba_size,
-                });
-            }
-            let io = Io {
-                machine: machine.clone(),
-                os: cos.clone(),
-                nsid: ns.nsid,
-                per_io: (cfg.bs / lba_size) as u32,
-                bs: cfg.bs,
-                seed: cfg.seed,
+            let paths = open_paths(&smartio, &cos, fdid, &manager, cfg.bs).await?;
+            let io = block_io(&manager, &machine, &cos, &cfg)?;
+            let rig = Rig {
+                io: &io,
+                paths: &paths,
+                machine: &machine,
+                os: &cos,
+                primary_cable,
+                cfg: &cfg,
             };
+            let mut program = Program::new(&cfg);
             // Every block starts at version 0 (untimed).
-            let mut versions = vec![0u32; cfg.blocks as usize];
             for b in 0..cfg.blocks {
                 io.write(&paths[0], b, 0, std::future::pending())
                     .await
                     .map_err(|failure| FailoverError::InitialWrite { block: b, failure })?;
             }
-
             let before = manager.io_commands().await?;
-            let (mut reads, mut writes) = (0u64, 0u64);
             let start = cos.cpu().now();
             machine.schedule_link_state(primary_cable, false, start + cfg.cut_after);
-            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-            let mut on = 0usize;
-            let mut timeline = Vec::with_capacity(cfg.ops.min(1 << 20) as usize);
-            let (mut verified, mut reissued, mut confirmed, mut given_up_writes) =
-                (0u64, 0u64, 0u64, 0u64);
-            let mut detected: Option<(SimTime, String)> = None;
-            let mut resumed: Option<SimTime> = None;
             for i in 0..cfg.ops {
-                let b = rng.random_range(0..cfg.blocks);
-                let write = rng.random_bool(0.5);
-                let version = versions[b as usize] + u32::from(write);
-                let t0 = cos.cpu().now();
-                loop {
-                    let give_up = give_up(&machine, &cos, primary_cable, on, &cfg);
-                    let result = if write {
-                        io.write(&paths[on], b, version, give_up).await
-                    } else {
-                        io.read(&paths[on], b, cfg.verify.then_some(version), give_up)
-                            .await
-                    };
-                    match result {
-                        Ok(bytes) => {
-                            verified += bytes;
-                            *(if write { &mut writes } else { &mut reads }) += 1;
-                            break;
-                        }
-                        Err(IoFailure::PathLost(lost)) if on == 0 => {
-                            detected = Some((cos.cpu().now(), lost.to_string()));
-                            on = 1;
-                            given_up_writes += u64::from(write);
-                            // Once the manager has deleted the lost pair, the controller has
-                            // finished with the command given up on: a write may have landed.
-                            paths[0]
-                                .client
-                                .abandon_queue(&paths[0].queue)
-                                .await
-                                .map_err(FailoverError::Abandon)?;
-                            if write && cfg.fault == RecoveryFault::DropGivenUpWrite {
-                                writes += 1;
-                                break;
-                            }
-                            if write && cfg.fault == RecoveryFault::None {
-                                let landed = io
-                                    .read(&paths[1], b, Some(version), std::future::pending())
-                                    .await
-                                    .is_ok();
-                                if landed {
-                                    confirmed += 1;
-                                    writes += 1;
-                                    break;
-                                }
-                            }
-                            reissued += 1;
-                        }
-                        Err(failure) => {
-                            return Err(FailoverError::Io {
-                                index: i,
-                                block: b,
-                                failure,
-                            });
-                        }
-                    }
-                }
-                let now = cos.cpu().now();
-                if on == 1 && resumed.is_none() {
-                    resumed = Some(now);
-                }
-                versions[b as usize] = version;
-                timeline.push(Completed {
-                    at_us: now.since(start).as_ps() as f64 / 1e6,
-                    latency_ns: now.since(t0).as_ps() as f64 / 1e3,
-                    path: on as u8,
-                });
+                program.one_io(&rig, i, start).await?;
             }
             let after = manager.io_commands().await?;
-            let (device_reads, device_writes) = (after.0 - before.0, after.1 - before.1);
-            // Read every block back on the surviving path and compare it with the version
-            // the program last wrote.
-            let mut stale_blocks = 0u64;
-            for (b, &v) in versions.iter().enumerate() {
-                match io
-                    .read_back(&paths[on], b as u64, v)
-                    .await
-                    .map_err(|failure| FailoverError::ReadBack {
-                        block: b as u64,
-                        failure,
-                    })? {
-                    Held::Expected => verified += cfg.bs,
-                    Held::Older => stale_blocks += 1,
-                }
-            }
-            let us = |t: SimTime| t.since(start).as_ps() as f64 / 1e6;
-            let cut = start + cfg.cut_after;
-            let (detected_at, detected_by) = detected
-                .map(|(t, why)| (us(t), why))
-                .unwrap_or((f64::NAN, "never (the run ended before the cut)".into()));
-            let resumed_at = resumed.map_or(f64::NAN, us);
-            let summary = |keep: &dyn Fn(&Completed) -> bool| {
-                let ps: Vec<u64> = timeline
-                    .iter()
-                    .filter(|c| keep(c))
-                    .map(|c| (c.latency_ns * 1000.0) as u64)
-                    .collect();
-                LatencySummary::from_ps(&ps)
-            };
-            let cut_us = us(cut);
-            let writes_missing = writes.saturating_sub(device_writes);
-            let result = FailoverResult {
-                ops: cfg.ops,
-                completed: reads + writes,
-                lost: writes_missing.max(stale_blocks),
-                writes_missing,
-                stale_blocks,
-                duplicated: device_writes.saturating_sub(writes),
-                reads_rerun: device_reads.saturating_sub(reads),
-                device_commands: device_reads + device_writes,
-                on_primary: timeline.iter().filter(|c| c.path == 0).count() as u64,
-                on_backup: timeline.iter().filter(|c| c.path == 1).count() as u64,
-                given_up_writes,
-                reissued,
-                confirmed,
-                verified_bytes: verified,
-                cut_at_us: cut_us,
-                detected_at_us: detected_at,
-                detected_by,
-                resumed_at_us: resumed_at,
-                interruption_us: resumed_at - cut_us,
-                before_ns: summary(&|c| c.at_us < cut_us),
-                after_ns: summary(&|c| c.at_us > resumed_at),
-                timeline,
-            };
+            let stale_blocks = program.read_back(&rig).await?;
+            let result = program.result(&cfg, start, (before, after), stale_blocks);
             for path in paths {
                 path.client.leave().await?;
             }
@@ -552,6 +393,291 @@ pub fn failover(
         };
         run.await
     })
+}
+
+/// The program's two paths: a client through each of the host's adapters, with a queue
+/// pair.
+async fn open_paths(
+    smartio: &smartio_smartio::SmartIo,
+    os: &HostOs,
+    fdid: smartio_smartio::Fdid,
+    manager: &Rc<Manager>,
+    bs: u64,
+) -> Result<Vec<Path>, FailoverError> {
+    let mut paths = Vec::new();
+    for adapter in [0, 1] {
+        let client = Client::connect_via(smartio, os, fdid, manager, bs, Some(adapter))
+            .await
+            .map_err(|source| FailoverError::Path {
+                step: "client",
+                adapter,
+                source,
+            })?;
+        let queue = client
+            .create_queue(4, SqPlacement::ClientRam)
+            .await
+            .map_err(|source| FailoverError::Path {
+                step: "queue",
+                adapter,
+                source,
+            })?;
+        paths.push(Path { client, queue });
+    }
+    Ok(paths)
+}
+
+/// The block I/O on the manager's first namespace, refused when `cfg`'s blocks do not fit
+/// it.
+fn block_io(
+    manager: &Manager,
+    machine: &Machine,
+    os: &HostOs,
+    cfg: &FailoverConfig,
+) -> Result<Io, FailoverError> {
+    let ns = *manager
+        .namespaces()
+        .first()
+        .ok_or(FailoverError::NoNamespace)?;
+    let lba_size = u64::from(ns.lba_size);
+    if !cfg.bs.is_multiple_of(lba_size) || cfg.blocks * cfg.bs > ns.blocks * lba_size {
+        return Err(FailoverError::DoesNotFit {
+            blocks: cfg.blocks,
+            bs: cfg.bs,
+            nsid: ns.nsid,
+            ns_blocks: ns.blocks,
+            lba_size,
+        });
+    }
+    Ok(Io {
+        machine: machine.clone(),
+        os: os.clone(),
+        nsid: ns.nsid,
+        per_io: (cfg.bs / lba_size) as u32,
+        bs: cfg.bs,
+        seed: cfg.seed,
+    })
+}
+
+/// What the program runs on.
+struct Rig<'a> {
+    io: &'a Io,
+    /// Primary, backup.
+    paths: &'a [Path],
+    machine: &'a Machine,
+    /// The program's host.
+    os: &'a HostOs,
+    primary_cable: LinkId,
+    cfg: &'a FailoverConfig,
+}
+
+/// The program's state: the version each block holds, the path it is on, what it did.
+struct Program {
+    rng: ChaCha8Rng,
+    versions: Vec<u32>,
+    /// 0: the primary, 1: the backup.
+    on: usize,
+    timeline: Vec<Completed>,
+    reads: u64,
+    writes: u64,
+    verified: u64,
+    reissued: u64,
+    confirmed: u64,
+    given_up_writes: u64,
+    /// When it gave up on the primary, and what told it.
+    detected: Option<(SimTime, String)>,
+    /// When the first I/O completed on the backup.
+    resumed: Option<SimTime>,
+}
+
+impl Program {
+    fn new(cfg: &FailoverConfig) -> Program {
+        Program {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            versions: vec![0u32; cfg.blocks as usize],
+            on: 0,
+            timeline: Vec::with_capacity(cfg.ops.min(1 << 20) as usize),
+            reads: 0,
+            writes: 0,
+            verified: 0,
+            reissued: 0,
+            confirmed: 0,
+            given_up_writes: 0,
+            detected: None,
+            resumed: None,
+        }
+    }
+
+    /// I/O number `i`: a read or write of a random block, until it completes (on the
+    /// backup after the primary is given up on); recorded in the timeline (times after
+    /// `start`).
+    async fn one_io(&mut self, rig: &Rig<'_>, i: u64, start: SimTime) -> Result<(), FailoverError> {
+        let cfg = rig.cfg;
+        let b = self.rng.random_range(0..cfg.blocks);
+        let write = self.rng.random_bool(0.5);
+        let version = self.versions[b as usize] + u32::from(write);
+        let t0 = rig.os.cpu().now();
+        loop {
+            let give_up = give_up(rig.machine, rig.os, rig.primary_cable, self.on, cfg);
+            let on = &rig.paths[self.on];
+            let result = if write {
+                rig.io.write(on, b, version, give_up).await
+            } else {
+                rig.io
+                    .read(on, b, cfg.verify.then_some(version), give_up)
+                    .await
+            };
+            match result {
+                Ok(bytes) => {
+                    self.verified += bytes;
+                    *(if write {
+                        &mut self.writes
+                    } else {
+                        &mut self.reads
+                    }) += 1;
+                    break;
+                }
+                Err(IoFailure::PathLost(lost)) if self.on == 0 => {
+                    if self.fail_over(rig, lost, b, write, version).await? {
+                        break;
+                    }
+                }
+                Err(failure) => {
+                    return Err(FailoverError::Io {
+                        index: i,
+                        block: b,
+                        failure,
+                    });
+                }
+            }
+        }
+        let now = rig.os.cpu().now();
+        if self.on == 1 && self.resumed.is_none() {
+            self.resumed = Some(now);
+        }
+        self.versions[b as usize] = version;
+        self.timeline.push(Completed {
+            at_us: now.since(start).as_ps() as f64 / 1e6,
+            latency_ns: now.since(t0).as_ps() as f64 / 1e3,
+            path: self.on as u8,
+        });
+        Ok(())
+    }
+
+    /// The primary is `lost`: the program moves to the backup. The I/O in flight (a write
+    /// of block `b` at `version`, or a read) is done if the fault drops the given-up write,
+    /// or if the write is found to have landed (`true`); else it is issued again.
+    async fn fail_over(
+        &mut self,
+        rig: &Rig<'_>,
+        lost: PathLost,
+        b: u64,
+        write: bool,
+        version: u32,
+    ) -> Result<bool, FailoverError> {
+        self.detected = Some((rig.os.cpu().now(), lost.to_string()));
+        self.on = 1;
+        self.given_up_writes += u64::from(write);
+        // Once the manager has deleted the lost pair, the controller has finished with the
+        // command given up on: a write may have landed.
+        let primary = &rig.paths[0];
+        primary
+            .client
+            .abandon_queue(&primary.queue)
+            .await
+            .map_err(FailoverError::Abandon)?;
+        if write && rig.cfg.fault == RecoveryFault::DropGivenUpWrite {
+            self.writes += 1;
+            return Ok(true);
+        }
+        if write && rig.cfg.fault == RecoveryFault::None {
+            let landed = rig
+                .io
+                .read(&rig.paths[1], b, Some(version), std::future::pending())
+                .await
+                .is_ok();
+            if landed {
+                self.confirmed += 1;
+                self.writes += 1;
+                return Ok(true);
+            }
+        }
+        self.reissued += 1;
+        Ok(false)
+    }
+
+    /// Reads every block back on the surviving path and compares it with the version the
+    /// program last wrote; the blocks that hold an older one.
+    async fn read_back(&mut self, rig: &Rig<'_>) -> Result<u64, FailoverError> {
+        let mut stale_blocks = 0u64;
+        for (b, &v) in self.versions.iter().enumerate() {
+            match rig
+                .io
+                .read_back(&rig.paths[self.on], b as u64, v)
+                .await
+                .map_err(|failure| FailoverError::ReadBack {
+                    block: b as u64,
+                    failure,
+                })? {
+                Held::Expected => self.verified += rig.cfg.bs,
+                Held::Older => stale_blocks += 1,
+            }
+        }
+        Ok(stale_blocks)
+    }
+
+    /// What the run found, with the controller's read and write counts `before` and
+    /// `after` the timed I/O.
+    fn result(
+        self,
+        cfg: &FailoverConfig,
+        start: SimTime,
+        (before, after): ((u64, u64), (u64, u64)),
+        stale_blocks: u64,
+    ) -> FailoverResult {
+        let (device_reads, device_writes) = (after.0 - before.0, after.1 - before.1);
+        let us = |t: SimTime| t.since(start).as_ps() as f64 / 1e6;
+        let cut_us = us(start + cfg.cut_after);
+        let (detected_at, detected_by) = self
+            .detected
+            .map(|(t, why)| (us(t), why))
+            .unwrap_or((f64::NAN, "never (the run ended before the cut)".into()));
+        let resumed_at = self.resumed.map_or(f64::NAN, us);
+        let timeline = self.timeline;
+        let summary = |keep: &dyn Fn(&Completed) -> bool| {
+            let ps: Vec<u64> = timeline
+                .iter()
+                .filter(|c| keep(c))
+                .map(|c| (c.latency_ns * 1000.0) as u64)
+                .collect();
+            LatencySummary::from_ps(&ps)
+        };
+        let (reads, writes) = (self.reads, self.writes);
+        let writes_missing = writes.saturating_sub(device_writes);
+        FailoverResult {
+            ops: cfg.ops,
+            completed: reads + writes,
+            lost: writes_missing.max(stale_blocks),
+            writes_missing,
+            stale_blocks,
+            duplicated: device_writes.saturating_sub(writes),
+            reads_rerun: device_reads.saturating_sub(reads),
+            device_commands: device_reads + device_writes,
+            on_primary: timeline.iter().filter(|c| c.path == 0).count() as u64,
+            on_backup: timeline.iter().filter(|c| c.path == 1).count() as u64,
+            given_up_writes: self.given_up_writes,
+            reissued: self.reissued,
+            confirmed: self.confirmed,
+            verified_bytes: self.verified,
+            cut_at_us: cut_us,
+            detected_at_us: detected_at,
+            detected_by,
+            resumed_at_us: resumed_at,
+            interruption_us: resumed_at - cut_us,
+            before_ns: summary(&|c| c.at_us < cut_us),
+            after_ns: summary(&|c| c.at_us > resumed_at),
+            timeline,
+        }
+    }
 }
 
 /// The cable of `host`'s NTB adapter `number`.

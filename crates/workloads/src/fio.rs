@@ -341,6 +341,67 @@ async fn measure(
     explain: Option<&ExplainSpec>,
 ) -> Result<(FioResult, Explanation), FioError> {
     let os = backend.os().clone();
+    let (lba, blocks) = check_against(backend, cfg)?;
+    let cpu = os.cpu();
+    let shared = Rc::new(Shared {
+        blocks,
+        lba_size: lba,
+        // At most MAX_VERIFY_BYTES / 512 entries (`check`); with the default range, 1 GiB.
+        versions: RefCell::new(if cfg.verify {
+            vec![0; usize::try_from(blocks).unwrap_or(0)]
+        } else {
+            Vec::new()
+        }),
+        scratch: RefCell::new((Vec::new(), Vec::new())),
+        in_flight: RefCell::new(HashSet::new()),
+        hist: RefCell::new(
+            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(FioError::from)?,
+        ),
+        sum_ns: Cell::new(0.0),
+        reads: Cell::new(0),
+        writes: Cell::new(0),
+        verified: Cell::new(0),
+        deadline: Cell::new(None),
+        last: Cell::new(cpu.now()),
+        error: RefCell::new(None),
+        progress: RefCell::new(None),
+        explainer: RefCell::new(None),
+        cfg: cfg.clone(),
+    });
+    if cfg.verify && cfg.rw.reads() {
+        prefill(backend, &shared).await?;
+    }
+    let start = cpu.now();
+    let traffic_before = os.machine().link_traffic();
+    shared.start(start)?;
+    // Every buffer before any worker starts, so a failure leaves no worker running.
+    let mut buffers = Vec::new();
+    for _ in 0..cfg.jobs * cfg.iodepth {
+        buffers.push(backend.buffer(cfg.bs)?);
+    }
+    // Recorded from the first I/O on (set-up and the verify prefill are not explained).
+    *shared.explainer.borrow_mut() = explain.and_then(|spec| Explainer::start(os.machine(), spec));
+    let finished = spawn_workers(backend, &shared, buffers)?;
+    // Wait for every worker.
+    finished.notified().await;
+    shared.progress.borrow_mut().take();
+    if let Some(e) = shared.error.borrow_mut().take() {
+        return Err(e);
+    }
+    let explanation = shared
+        .explainer
+        .borrow_mut()
+        .take()
+        .map(|e| e.finish())
+        .unwrap_or_default();
+    let links =
+        smartio_machine::LinkTraffic::carried_since(&traffic_before, os.machine().link_traffic());
+    Ok((fio_result(backend, &shared, start, links), explanation))
+}
+
+/// Checks `cfg` against the namespace and controller `backend` reaches (the block size, the
+/// range, the queue pairs); the namespace's block size and the range's blocks of `bs`.
+fn check_against(backend: &Backend, cfg: &FioConfig) -> Result<(u64, u64), FioError> {
     let ns = backend
         .namespace(cfg.nsid)
         .map_err(|source| BadParameter::Nsid {
@@ -376,65 +437,46 @@ async fn measure(
             what: "the controller",
         });
     }
-    let blocks = size / cfg.bs;
-    let cpu = os.cpu();
-    let shared = Rc::new(Shared {
-        blocks,
-        lba_size: lba,
-        // At most MAX_VERIFY_BYTES / 512 entries (`check`); with the default range, 1 GiB.
-        versions: RefCell::new(if cfg.verify {
-            vec![0; usize::try_from(blocks).unwrap_or(0)]
-        } else {
-            Vec::new()
-        }),
-        scratch: RefCell::new((Vec::new(), Vec::new())),
-        in_flight: RefCell::new(HashSet::new()),
-        hist: RefCell::new(
-            Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(FioError::from)?,
-        ),
-        sum_ns: Cell::new(0.0),
-        reads: Cell::new(0),
-        writes: Cell::new(0),
-        verified: Cell::new(0),
-        deadline: Cell::new(None),
-        last: Cell::new(cpu.now()),
-        error: RefCell::new(None),
-        progress: RefCell::new(None),
-        explainer: RefCell::new(None),
-        cfg: cfg.clone(),
-    });
-    if cfg.verify && cfg.rw.reads() {
-        prefill(backend, &shared).await?;
+    Ok((lba, size / cfg.bs))
+}
+
+impl Shared {
+    /// The timed run starts at `start`: its deadline (a runtime), and the progress shown.
+    fn start(&self, start: SimTime) -> Result<(), FioError> {
+        let cfg = &self.cfg;
+        let deadline = match cfg.amount {
+            Amount::Runtime(d) => Some(
+                start
+                    .as_ps()
+                    .checked_add(d.as_ps())
+                    .map(SimTime)
+                    .ok_or(BadParameter::RuntimePastClock { runtime: d })?,
+            ),
+            Amount::Ops(_) => None,
+        };
+        self.deadline.set(deadline);
+        self.last.set(start);
+        *self.progress.borrow_mut() = Some((
+            start,
+            match cfg.amount {
+                Amount::Ops(n) => progress::begin("I/Os", n, progress::Unit::Items("I/Os")),
+                Amount::Runtime(d) => progress::begin("I/Os", d.as_ps(), progress::Unit::VirtualPs),
+            },
+        ));
+        Ok(())
     }
-    let start = cpu.now();
-    let traffic_before = os.machine().link_traffic();
-    let deadline = match cfg.amount {
-        Amount::Runtime(d) => Some(
-            start
-                .as_ps()
-                .checked_add(d.as_ps())
-                .map(SimTime)
-                .ok_or(BadParameter::RuntimePastClock { runtime: d })?,
-        ),
-        Amount::Ops(_) => None,
-    };
-    shared.deadline.set(deadline);
-    shared.last.set(start);
-    *shared.progress.borrow_mut() = Some((
-        start,
-        match cfg.amount {
-            Amount::Ops(n) => progress::begin("I/Os", n, progress::Unit::Items("I/Os")),
-            Amount::Runtime(d) => progress::begin("I/Os", d.as_ps(), progress::Unit::VirtualPs),
-        },
-    ));
-    // Every buffer before any worker starts, so a failure leaves no worker running.
-    let mut buffers = Vec::new();
-    for _ in 0..cfg.jobs * cfg.iodepth {
-        buffers.push(backend.buffer(cfg.bs)?);
-    }
+}
+
+/// Starts `iodepth` workers for each job, each with one of `buffers`; notified when the
+/// last worker is done.
+fn spawn_workers(
+    backend: &Rc<Backend>,
+    shared: &Rc<Shared>,
+    buffers: Vec<Buffer>,
+) -> Result<Rc<Notify>, FioError> {
+    let cfg = &shared.cfg;
+    let os = backend.os();
     let mut buffers = buffers.into_iter();
-    // Recorded from the first I/O on (set-up and the verify prefill are not explained).
-    *shared.explainer.borrow_mut() = explain.and_then(|spec| Explainer::start(os.machine(), spec));
     let running = Rc::new(Cell::new(cfg.jobs * cfg.iodepth));
     let finished = Rc::new(Notify::new());
     for j in 0..cfg.jobs {
@@ -470,24 +512,23 @@ async fn measure(
             });
         }
     }
-    // Wait for every worker.
-    finished.notified().await;
-    shared.progress.borrow_mut().take();
-    if let Some(e) = shared.error.borrow_mut().take() {
-        return Err(e);
-    }
+    Ok(finished)
+}
+
+/// What the run measured (from `start`), with the links' traffic.
+fn fio_result(
+    backend: &Backend,
+    shared: &Shared,
+    start: SimTime,
+    links: Vec<smartio_machine::LinkTraffic>,
+) -> FioResult {
+    let cfg = &shared.cfg;
     let hist = shared.hist.borrow();
     let ops = shared.reads.get() + shared.writes.get();
     let runtime = shared.last.get().since(start).as_ps() as f64 / 1000.0;
     let q = |p: f64| hist.value_at_quantile(p) as f64;
     let secs = runtime / 1e9;
-    let explanation = shared
-        .explainer
-        .borrow_mut()
-        .take()
-        .map(|e| e.finish())
-        .unwrap_or_default();
-    let result = FioResult {
+    FioResult {
         host: cfg.host.clone(),
         device: cfg.device.clone(),
         model: backend.model(),
@@ -521,12 +562,8 @@ async fn measure(
             max: hist.max() as f64,
         },
         verified_bytes: shared.verified.get(),
-        links: smartio_machine::LinkTraffic::carried_since(
-            &traffic_before,
-            os.machine().link_traffic(),
-        ),
-    };
-    Ok((result, explanation))
+        links,
+    }
 }
 
 /// Writes version 0 of every block in the range, in transfers of up to the controller's

@@ -294,12 +294,6 @@ where
         retransmissions: vec![0; streams],
         ..Counts::default()
     }));
-    let fail = |counts: &Rc<RefCell<Counts>>, e: IperfError| {
-        let mut c = counts.borrow_mut();
-        if c.error.is_none() {
-            c.error = Some(e);
-        }
-    };
     let listener = server
         .listen(IPERF_PORT)
         .map_err(|source| IperfError::Net {
@@ -307,95 +301,186 @@ where
             source,
         })?;
     let start = clock.now();
-    // The server: one reader per stream, checking every byte.
-    {
-        let (counts, machine2, clock) = (counts.clone(), machine.clone(), clock.clone());
-        machine.spawn(async move {
-            for _ in 0..streams {
-                let stream = match listener.accept().await {
-                    Ok(s) => s,
-                    Err(source) => {
-                        let who = "server".to_string();
-                        fail(&counts, IperfError::Net { who, source });
-                        return;
-                    }
-                };
-                let (counts, clock) = (counts.clone(), clock.clone());
-                machine2.spawn(async move {
-                    if let Err(e) = serve(&stream, &counts, timing.write_bytes).await {
-                        fail(&counts, e);
-                    }
-                    let mut c = counts.borrow_mut();
-                    c.finished += 1;
-                    c.last_read = Some(clock.now());
-                });
-            }
-        });
-    }
+    spawn_server(machine, &clock, listener, &counts, streams, timing);
     // How far the writing is, for a person watching (virtual time of `-t`).
     let progress = Rc::new(RefCell::new(crate::progress::begin(
         "iperf",
         timing.duration.as_ps(),
         crate::progress::Unit::VirtualPs,
     )));
-    // The clients: each stream writes until the duration is over, then closes.
     let mut number = 0u64;
     for (name, stack, n) in clients {
         for _ in 0..*n {
-            let (stack, counts, clock) = (stack.clone(), counts.clone(), clock.clone());
-            let progress = progress.clone();
-            let (who, peer, id) = (format!("{name} stream {number}"), server.mac(), number);
-            machine.spawn(async move {
-                let result = async {
-                    let stream = stack.connect(peer, IPERF_PORT).await?;
-                    counts.borrow_mut().connected.get_or_insert(clock.now());
-                    stream.write(&id.to_le_bytes()).await?;
-                    let mut offset = 0u64;
-                    let mut chunk = vec![0u8; timing.write_bytes];
-                    let table = pattern_table(id);
-                    let end = SimTime(start.as_ps() + timing.duration.as_ps());
-                    while clock.now() < end {
-                        fill(&table, offset, &mut chunk);
-                        stream.write(&chunk).await?;
-                        offset += chunk.len() as u64;
-                        counts.borrow_mut().sent[id as usize] = offset;
-                        progress.borrow_mut().set(clock.now().since(start).as_ps());
-                    }
-                    stream.close().await?;
-                    counts.borrow_mut().retransmissions[id as usize] = stream.retransmissions();
-                    Ok::<(), NetError>(())
-                }
-                .await;
-                if let Err(source) = result {
-                    fail(&counts, IperfError::Net { who, source });
-                }
-            });
+            let end = Client {
+                who: format!("{name} stream {number}"),
+                id: number,
+                peer: server.mac(),
+            };
+            spawn_client(
+                machine,
+                &clock,
+                stack,
+                end,
+                &counts,
+                &progress,
+                (start, timing),
+            );
             number += 1;
         }
     }
-    // The reporter: samples both ends' counts at every interval that ends within the
-    // duration (at most duration / interval samples, however long the streams take to set up
-    // and drain); the run's end gives the last sample.
-    let samples = Rc::new(RefCell::new(Vec::<(f64, Vec<u64>, Vec<u64>)>::new()));
-    {
-        let (counts, samples, clock) = (counts.clone(), samples.clone(), clock.clone());
-        let reports = timing.duration.as_ps() / timing.interval.as_ps().max(1);
-        machine.spawn(async move {
-            for _ in 0..reports {
-                clock.sleep(timing.interval).await;
-                let c = counts.borrow();
-                let at = clock.now().since(start).as_ps() as f64 / 1e12;
-                samples
-                    .borrow_mut()
-                    .push((at, c.sent.clone(), c.received.clone()));
-                if c.finished == streams || c.error.is_some() {
-                    return;
-                }
-            }
-        });
-    }
+    let samples = spawn_reporter(machine, &clock, &counts, streams, (start, timing));
     machine.run();
     let c = counts.borrow();
+    let verified_bytes = check_finished(machine, &c, streams, (start, timing))?;
+    let elapsed_s = c
+        .last_read
+        .map_or(0.0, |t| t.since(start).as_ps() as f64 / 1e12);
+    let mut samples = samples.borrow_mut();
+    if samples.last().is_none_or(|(at, _, _)| *at < elapsed_s) {
+        samples.push((elapsed_s, c.sent.clone(), c.received.clone()));
+    }
+    Ok(IperfReport {
+        streams: stream_reports(clients, &c, &samples, elapsed_s),
+        verified_bytes,
+        elapsed_s,
+        server_gbit_per_s: verified_bytes as f64 * 8.0 / 1e9 / elapsed_s.max(f64::MIN_POSITIVE),
+    })
+}
+
+/// Notes the test's first error.
+fn fail(counts: &Rc<RefCell<Counts>>, e: IperfError) {
+    let mut c = counts.borrow_mut();
+    if c.error.is_none() {
+        c.error = Some(e);
+    }
+}
+
+/// The server: one reader per stream, checking every byte.
+fn spawn_server<L, C>(
+    machine: &Machine,
+    clock: &C,
+    listener: smartio_drivers::net::stream::Listener<L, C>,
+    counts: &Rc<RefCell<Counts>>,
+    streams: usize,
+    timing: IperfTiming,
+) where
+    L: FrameLink + 'static,
+    C: Clock + Clone + 'static,
+{
+    let (counts, machine2, clock) = (counts.clone(), machine.clone(), clock.clone());
+    machine.spawn(async move {
+        for _ in 0..streams {
+            let stream = match listener.accept().await {
+                Ok(s) => s,
+                Err(source) => {
+                    let who = "server".to_string();
+                    fail(&counts, IperfError::Net { who, source });
+                    return;
+                }
+            };
+            let (counts, clock) = (counts.clone(), clock.clone());
+            machine2.spawn(async move {
+                if let Err(e) = serve(&stream, &counts, timing.write_bytes).await {
+                    fail(&counts, e);
+                }
+                let mut c = counts.borrow_mut();
+                c.finished += 1;
+                c.last_read = Some(clock.now());
+            });
+        }
+    });
+}
+
+/// One client stream: who it is, its number and the server it writes to.
+struct Client {
+    who: String,
+    id: u64,
+    peer: smartio_devices::ethernet::MacAddr,
+}
+
+/// A client stream on `stack`: writes until the duration (from `start`) is over, then
+/// closes.
+fn spawn_client<L, C>(
+    machine: &Machine,
+    clock: &C,
+    stack: &NetStack<L, C>,
+    end: Client,
+    counts: &Rc<RefCell<Counts>>,
+    progress: &Rc<RefCell<crate::progress::Phase>>,
+    (start, timing): (SimTime, IperfTiming),
+) where
+    L: FrameLink + 'static,
+    C: Clock + Clone + 'static,
+{
+    let (stack, counts, clock) = (stack.clone(), counts.clone(), clock.clone());
+    let progress = progress.clone();
+    let Client { who, id, peer } = end;
+    machine.spawn(async move {
+        let result = async {
+            let stream = stack.connect(peer, IPERF_PORT).await?;
+            counts.borrow_mut().connected.get_or_insert(clock.now());
+            stream.write(&id.to_le_bytes()).await?;
+            let mut offset = 0u64;
+            let mut chunk = vec![0u8; timing.write_bytes];
+            let table = pattern_table(id);
+            let end = SimTime(start.as_ps() + timing.duration.as_ps());
+            while clock.now() < end {
+                fill(&table, offset, &mut chunk);
+                stream.write(&chunk).await?;
+                offset += chunk.len() as u64;
+                counts.borrow_mut().sent[id as usize] = offset;
+                progress.borrow_mut().set(clock.now().since(start).as_ps());
+            }
+            stream.close().await?;
+            counts.borrow_mut().retransmissions[id as usize] = stream.retransmissions();
+            Ok::<(), NetError>(())
+        }
+        .await;
+        if let Err(source) = result {
+            fail(&counts, IperfError::Net { who, source });
+        }
+    });
+}
+
+/// Samples of both ends' counts: `(seconds after start, sent, received)`.
+type Samples = Rc<RefCell<Vec<(f64, Vec<u64>, Vec<u64>)>>>;
+
+/// The reporter: samples both ends' counts at every interval that ends within the duration
+/// (at most duration / interval samples, however long the streams take to set up and
+/// drain); the run's end gives the last sample.
+fn spawn_reporter<C: Clock + Clone + 'static>(
+    machine: &Machine,
+    clock: &C,
+    counts: &Rc<RefCell<Counts>>,
+    streams: usize,
+    (start, timing): (SimTime, IperfTiming),
+) -> Samples {
+    let samples: Samples = Rc::default();
+    let (counts, samples2, clock) = (counts.clone(), samples.clone(), clock.clone());
+    let reports = timing.duration.as_ps() / timing.interval.as_ps().max(1);
+    machine.spawn(async move {
+        for _ in 0..reports {
+            clock.sleep(timing.interval).await;
+            let c = counts.borrow();
+            let at = clock.now().since(start).as_ps() as f64 / 1e12;
+            samples2
+                .borrow_mut()
+                .push((at, c.sent.clone(), c.received.clone()));
+            if c.finished == streams || c.error.is_some() {
+                return;
+            }
+        }
+    });
+    samples
+}
+
+/// The run's first error, or an unfinished or empty run; else the bytes the server checked.
+fn check_finished(
+    machine: &Machine,
+    c: &Counts,
+    streams: usize,
+    (start, timing): (SimTime, IperfTiming),
+) -> Result<u64, IperfError> {
     if let Some(e) = &c.error {
         return Err(e.clone());
     }
@@ -413,13 +498,17 @@ where
             connected: c.connected.map(|t| t.since(start)),
         });
     }
-    let elapsed_s = c
-        .last_read
-        .map_or(0.0, |t| t.since(start).as_ps() as f64 / 1e12);
-    let mut samples = samples.borrow_mut();
-    if samples.last().is_none_or(|(at, _, _)| *at < elapsed_s) {
-        samples.push((elapsed_s, c.sent.clone(), c.received.clone()));
-    }
+    Ok(verified_bytes)
+}
+
+/// Each stream's report: its bytes, retransmissions and per-interval rates from `samples`
+/// (the last interval clipped to the last byte read, `elapsed_s`).
+fn stream_reports<L, C>(
+    clients: &[(String, NetStack<L, C>, u32)],
+    c: &Counts,
+    samples: &[(f64, Vec<u64>, Vec<u64>)],
+    elapsed_s: f64,
+) -> Vec<IperfStream> {
     let mut report_streams = Vec::new();
     let mut id = 0usize;
     for (name, _, n) in clients {
@@ -454,12 +543,7 @@ where
             id += 1;
         }
     }
-    Ok(IperfReport {
-        streams: report_streams,
-        verified_bytes,
-        elapsed_s,
-        server_gbit_per_s: verified_bytes as f64 * 8.0 / 1e9 / elapsed_s.max(f64::MIN_POSITIVE),
-    })
+    report_streams
 }
 
 /// Reads one stream to its end, checking every byte.

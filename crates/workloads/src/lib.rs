@@ -170,7 +170,7 @@ pub use device_pingpong::{
 };
 pub use dma_bench::{
     bench_dma, bench_dma_explained, bench_dma_run, copy_kind, host_pattern, DmaBenchConfig,
-    DmaBenchError, DmaBenchRun, DmaDirection, DmaSample,
+    DmaBenchError, DmaBenchRun, DmaDirection, DmaSample, SizeLimit,
 };
 pub use engine_bench::{bench_engine, EngineBenchError, EngineBenchResult};
 pub use explain::{ExplainSpec, Explained, Explainer, Explanation, Operation, Target};
@@ -189,8 +189,8 @@ pub use iperf::{
     IperfStream, IperfTiming, DEFAULT_WRITE_BYTES, IPERF_PORT,
 };
 pub use migrate::{
-    migrate, vm_glance, MigrateConfig, MigrateError, MigrateResult, MigrateStep, VmGlance,
-    MAX_MIGRATE_BYTES,
+    migrate, vm_glance, Leftover, MigrateConfig, MigrateError, MigrateResult, MigrateStep,
+    VmGlance, MAX_MIGRATE_BYTES,
 };
 pub use multicast_identify::{
     multicast_identify, MulticastIdentifyConfig, MulticastIdentifyError, MulticastIdentifyResult,

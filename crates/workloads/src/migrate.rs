@@ -11,6 +11,7 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::{BlockOp, NvmeDevice, NvmeDriver, NvmeError};
 use smartio_host::{Driver, HostOs, PassThrough, Vm, VmConfig, VmError};
+use smartio_machine::Machine;
 use smartio_smartio::{Fdid, SmartIo, SmartIoError};
 use std::rc::Rc;
 use thiserror::Error;
@@ -100,7 +101,7 @@ pub enum MigrateError {
         /// The host.
         host: String,
         /// What is still taken.
-        what: String,
+        what: Leftover,
     },
     /// The simulation ran out of events before the run finished (an emulator bug).
     #[error(transparent)]
@@ -140,6 +141,26 @@ pub struct MigrateResult {
     /// Whether every table entry (look-up tables, requester ids, IOMMU pages) was as before
     /// the first start once the first VM had shut down.
     pub released_on_first_host: bool,
+}
+
+/// What the first host's VM took and still holds after it shut down.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Leftover {
+    /// Entries of the fabric's tables.
+    #[error("look-up-table, requester-id or IOMMU entries")]
+    Tables,
+    /// RAM of the host.
+    #[error("{bytes} bytes of RAM")]
+    Ram {
+        /// How much more is allocated than before the VM started.
+        bytes: u64,
+    },
+    /// The device, still borrowed.
+    #[error("the device is still held by {holder}")]
+    Held {
+        /// The host holding it.
+        holder: String,
+    },
 }
 
 /// Runs a cold migration on `cluster`.
@@ -204,25 +225,7 @@ pub fn migrate(cluster: &Cluster, config: &MigrateConfig) -> Result<MigrateResul
             t,
             machine.now(),
         ));
-        let released = machine.fabric().tables_in_use() == tables_before;
-        if !released {
-            return Err(MigrateError::Leftover {
-                host: from_os.name().to_string(),
-                what: "look-up-table, requester-id or IOMMU entries".into(),
-            });
-        }
-        if from_os.ram_in_use() != ram_before {
-            return Err(MigrateError::Leftover {
-                host: from_os.name().to_string(),
-                what: format!("{} bytes of RAM", from_os.ram_in_use() - ram_before),
-            });
-        }
-        if let Some(holder) = home.holder_now() {
-            return Err(MigrateError::Leftover {
-                host: from_os.name().to_string(),
-                what: format!("the device is still held by {holder}"),
-            });
-        }
+        check_released(&machine, &from_os, &home, &tables_before, ram_before)?;
 
         let t = machine.now();
         let vm = home.start(&to_os, &to_vm).await?;
@@ -254,10 +257,42 @@ pub fn migrate(cluster: &Cluster, config: &MigrateConfig) -> Result<MigrateResul
             verified_bytes: config.bytes,
             steps,
             holders,
-            released_on_first_host: released,
+            // Checked above: a leftover is an error.
+            released_on_first_host: true,
         })
     })
 }
+
+/// Checks that the first host got back everything its VM took: the fabric's table entries
+/// (`tables_before`), its RAM (`ram_before`) and the device.
+fn check_released(
+    machine: &Machine,
+    from_os: &HostOs,
+    home: &Home<'_>,
+    tables_before: &TablesInUse,
+    ram_before: u64,
+) -> Result<(), MigrateError> {
+    let leftover = |what| MigrateError::Leftover {
+        host: from_os.name().to_string(),
+        what,
+    };
+    if machine.fabric().tables_in_use() != *tables_before {
+        return Err(leftover(Leftover::Tables));
+    }
+    if from_os.ram_in_use() != ram_before {
+        return Err(leftover(Leftover::Ram {
+            bytes: from_os.ram_in_use() - ram_before,
+        }));
+    }
+    if let Some(holder) = home.holder_now() {
+        return Err(leftover(Leftover::Held { holder }));
+    }
+    Ok(())
+}
+
+/// The fabric's table entries in use, as the fabric counts them (per adapter, then per
+/// host's IOMMU).
+type TablesInUse = (Vec<(usize, usize)>, Vec<Vec<usize>>);
 
 fn step(
     step: String,

@@ -10,10 +10,11 @@ use crate::booted::{run_workload, BootError, Booted, Stuck};
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::spec::cns;
 use smartio_drivers::nvme_dist::{DistError, Manager};
+use smartio_machine::Agent;
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{Clock, PhysAddr};
-use smartio_smartio::sisci::SciError;
-use smartio_smartio::{Hints, SegmentLocation};
+use smartio_smartio::sisci::{LocalSegment, SciError};
+use smartio_smartio::{Fdid, Hints, SegmentLocation, SmartIo};
 use thiserror::Error;
 
 /// Why [`multicast_identify`] could not run or did not finish. Every variant passes on the
@@ -126,54 +127,20 @@ pub fn multicast_identify(
             // through the cascade land before looking.
             cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
                 .await;
-            let matches = |host: smartio_fabric::HostId, at: PhysAddr| {
-                let mut page = vec![0u8; PAGE_SIZE as usize];
-                machine.peek_memory(host, at, &mut page);
-                page == reference
-            };
             let receivers: Vec<Receiver> = members
                 .iter()
                 .map(|seg| Receiver {
                     host: hosts[seg.host.index()].name().to_string(),
                     switch: uplink_switch(&machine, seg.host),
-                    verified: matches(seg.host, seg.phys),
+                    verified: page_matches(&machine, seg.host, seg.phys, &reference),
                 })
                 .collect();
 
-            let (mut unicast_ns, mut unicast_verified, mut unicast_commands) = (0.0, 0, 0);
-            if cfg.unicast {
-                let t0 = cpu.now();
-                let fetched = manager.admin_commands_fetched();
-                let mut copies = Vec::new();
-                for seg in &members {
-                    let theirs = smartio.borrow_device(seg.host, fdid, false)?;
-                    let page = smartio.create_segment(
-                        &theirs,
-                        PAGE_SIZE,
-                        Hints {
-                            device_writes: true,
-                            host_reads: true,
-                            ..Hints::default()
-                        },
-                    )?;
-                    let at = smartio.map_for_device(&theirs, &page)?;
-                    manager
-                        .identify_to(&theirs, &cpu, cns::CONTROLLER, 0, at)
-                        .await?;
-                    copies.push((theirs, page));
-                }
-                unicast_commands = manager.admin_commands_fetched() - fetched;
-                unicast_ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
-                cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
-                    .await;
-                for (theirs, page) in copies {
-                    if let SegmentLocation::Ram { host, phys } = page.location {
-                        unicast_verified += usize::from(matches(host, phys));
-                    }
-                    smartio.return_device(theirs)?;
-                    smartio.remove_segment(page)?;
-                }
-            }
+            let unicast = if cfg.unicast {
+                unicast(&smartio, &manager, &cpu, fdid, &members, &reference).await?
+            } else {
+                Unicast::default()
+            };
 
             smartio.return_device(hold)?;
             for seg in &members {
@@ -189,13 +156,85 @@ pub fn multicast_identify(
                 receivers,
                 multicast_commands,
                 multicast_ns,
-                unicast_commands,
-                unicast_ns,
-                unicast_verified,
+                unicast_commands: unicast.commands,
+                unicast_ns: unicast.ns,
+                unicast_verified: unicast.verified,
             })
         };
         run.await
     })
+}
+
+/// What delivering the Identify page to each member in turn took.
+#[derive(Debug, Default)]
+struct Unicast {
+    /// Admin commands the controller fetched.
+    commands: u64,
+    /// Time of the deliveries, one after the other (ns).
+    ns: f64,
+    /// Members whose copy is exact.
+    verified: usize,
+}
+
+/// Delivers the Identify page to each member host in turn, each borrowing the device and
+/// giving it a page of its own, and checks each copy against `reference`.
+async fn unicast(
+    smartio: &SmartIo,
+    manager: &Manager,
+    cpu: &Agent,
+    fdid: Fdid,
+    members: &[LocalSegment],
+    reference: &[u8],
+) -> Result<Unicast, MulticastIdentifyError> {
+    let mut verified = 0;
+    let t0 = cpu.now();
+    let fetched = manager.admin_commands_fetched();
+    let mut copies = Vec::new();
+    for seg in members {
+        let theirs = smartio.borrow_device(seg.host, fdid, false)?;
+        let page = smartio.create_segment(
+            &theirs,
+            PAGE_SIZE,
+            Hints {
+                device_writes: true,
+                host_reads: true,
+                ..Hints::default()
+            },
+        )?;
+        let at = smartio.map_for_device(&theirs, &page)?;
+        manager
+            .identify_to(&theirs, cpu, cns::CONTROLLER, 0, at)
+            .await?;
+        copies.push((theirs, page));
+    }
+    let commands = manager.admin_commands_fetched() - fetched;
+    let ns = cpu.now().since(t0).as_ps() as f64 / 1000.0;
+    cpu.sleep(smartio_platform::SimDuration::from_ns_f64(10_000.0))
+        .await;
+    for (theirs, page) in copies {
+        if let SegmentLocation::Ram { host, phys } = page.location {
+            verified += usize::from(page_matches(smartio.machine(), host, phys, reference));
+        }
+        smartio.return_device(theirs)?;
+        smartio.remove_segment(page)?;
+    }
+    Ok(Unicast {
+        commands,
+        ns,
+        verified,
+    })
+}
+
+/// Whether the page at `at` in `host`'s memory holds `reference`.
+fn page_matches(
+    machine: &smartio_machine::Machine,
+    host: smartio_fabric::HostId,
+    at: PhysAddr,
+    reference: &[u8],
+) -> bool {
+    let mut page = vec![0u8; PAGE_SIZE as usize];
+    machine.peek_memory(host, at, &mut page);
+    page == reference
 }
 
 /// The cluster switch `host`'s first NTB adapter is cabled to ("-" if none).

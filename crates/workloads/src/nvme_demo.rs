@@ -9,9 +9,12 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_drivers::nvme::{BlockOp, CompletionMode, NvmeDriverConfig};
-use smartio_platform::Clock;
+use smartio_drivers::nvme::{
+    BlockOp, CompletionMode, ControllerInfo, NamespaceInfo, NvmeDevice, NvmeDriverConfig,
+};
+use smartio_host::HostOs;
 use smartio_platform::PAGE_SIZE;
+use smartio_platform::{Clock, SimTime};
 
 /// Bytes the walk writes and reads back: 16 pages, so PRP1 plus a PRP list of 15 entries.
 pub const NVME_DEMO_BYTES: u64 = 64 << 10;
@@ -125,67 +128,13 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
     let ns = dev
         .namespace(nsid)
         .map_err(|e| BadParameter::Namespace(Box::new(e)))?;
-    let lba_size = u64::from(ns.lba_size);
     let len = NVME_DEMO_BYTES;
-    if !len.is_multiple_of(lba_size)
-        || len > info.max_transfer
-        || DEMO_OFFSET + len > ns.blocks * lba_size
-    {
-        return Err(BadParameter::DemoWrite {
-            device: device.to_string(),
-            len,
-            offset: DEMO_OFFSET,
-            nsid,
-            blocks: ns.blocks,
-            lba_size,
-            max_transfer: info.max_transfer,
-        }
-        .into());
-    }
-    let lba = DEMO_OFFSET / lba_size;
-    let blocks = (len / lba_size) as u32;
-
-    let mut data = vec![0u8; len as usize];
-    ChaCha8Rng::seed_from_u64(DEMO_SEED).fill_bytes(&mut data);
-    // Two page-aligned buffers: the written data and the one the read lands in.
-    let source = os.alloc(len)?;
-    let sink = os.alloc(len)?;
-    os.machine().poke_memory(os.id(), source, &data);
-    let cpu = os.cpu();
-    let t0 = cpu.now();
-    dev.submit(0, BlockOp::Write, nsid, lba, blocks, source)
-        .await?;
-    let t1 = cpu.now();
-    dev.submit(0, BlockOp::Read, nsid, lba, blocks, sink)
-        .await?;
-    let t2 = cpu.now();
-    let mut back = vec![0u8; len as usize];
-    os.machine().peek_memory(os.id(), sink, &mut back);
-    os.free(source);
-    os.free(sink);
-    if let Some(at) = crate::verify::first_difference(&data, &back) {
-        return Err(FioError::VerifyFailed {
-            block: DEMO_OFFSET / len,
-            offset: DEMO_OFFSET,
-            nsid,
-            at,
-        });
-    }
+    let (lba, blocks) = demo_extent(device, &ns, &info)?;
+    let [t0, t1, t2] = write_then_read(os, &dev, nsid, lba, blocks).await?;
     let ns_ps = |a: smartio_platform::SimTime, b: smartio_platform::SimTime| {
         b.since(a).as_ps() as f64 / 1000.0
     };
-    let host_of = |h: smartio_fabric::HostId| {
-        (h != os.id()).then(|| os.machine().fabric().host(h).name.clone())
-    };
-    let tree = os
-        .devices()
-        .iter()
-        .map(|d| TreeEntry {
-            name: d.name().to_string(),
-            class: d.id().class,
-            lender: host_of(d.function().0),
-        })
-        .collect::<Vec<_>>();
+    let tree = device_tree(os);
     let lender = tree
         .iter()
         .find(|t| t.name == device)
@@ -232,6 +181,88 @@ async fn walk(bench: &Workbench, config: NvmeDriverConfig) -> Result<NvmeDemoRep
         read_ns: ns_ps(t1, t2),
         identical: true,
     })
+}
+
+/// Checks that the demo's write ([`NVME_DEMO_BYTES`] at [`DEMO_OFFSET`]) is whole blocks of
+/// the namespace, fits in one transfer and in the namespace; its first block and count.
+fn demo_extent(
+    device: &str,
+    ns: &NamespaceInfo,
+    info: &ControllerInfo,
+) -> Result<(u64, u32), FioError> {
+    let nsid = ns.nsid;
+    let lba_size = u64::from(ns.lba_size);
+    let len = NVME_DEMO_BYTES;
+    if !len.is_multiple_of(lba_size)
+        || len > info.max_transfer
+        || DEMO_OFFSET + len > ns.blocks * lba_size
+    {
+        return Err(BadParameter::DemoWrite {
+            device: device.to_string(),
+            len,
+            offset: DEMO_OFFSET,
+            nsid,
+            blocks: ns.blocks,
+            lba_size,
+            max_transfer: info.max_transfer,
+        }
+        .into());
+    }
+    Ok((DEMO_OFFSET / lba_size, (len / lba_size) as u32))
+}
+
+/// Writes the seeded data to the blocks and reads it back into a second buffer, checking
+/// it; when the write started, ended (the read started) and the read ended.
+async fn write_then_read(
+    os: &HostOs,
+    dev: &NvmeDevice,
+    nsid: u32,
+    lba: u64,
+    blocks: u32,
+) -> Result<[SimTime; 3], FioError> {
+    let len = NVME_DEMO_BYTES;
+    let mut data = vec![0u8; len as usize];
+    ChaCha8Rng::seed_from_u64(DEMO_SEED).fill_bytes(&mut data);
+    // Two page-aligned buffers: the written data and the one the read lands in.
+    let source = os.alloc(len)?;
+    let sink = os.alloc(len)?;
+    os.machine().poke_memory(os.id(), source, &data);
+    let cpu = os.cpu();
+    let t0 = cpu.now();
+    dev.submit(0, BlockOp::Write, nsid, lba, blocks, source)
+        .await?;
+    let t1 = cpu.now();
+    dev.submit(0, BlockOp::Read, nsid, lba, blocks, sink)
+        .await?;
+    let t2 = cpu.now();
+    let mut back = vec![0u8; len as usize];
+    os.machine().peek_memory(os.id(), sink, &mut back);
+    os.free(source);
+    os.free(sink);
+    if let Some(at) = crate::verify::first_difference(&data, &back) {
+        return Err(FioError::VerifyFailed {
+            block: DEMO_OFFSET / len,
+            offset: DEMO_OFFSET,
+            nsid,
+            at,
+        });
+    }
+    Ok([t0, t1, t2])
+}
+
+/// The host's devices, each with its lender when borrowed.
+fn device_tree(os: &HostOs) -> Vec<TreeEntry> {
+    let host_of = |h: smartio_fabric::HostId| {
+        (h != os.id()).then(|| os.machine().fabric().host(h).name.clone())
+    };
+    os.devices()
+        .iter()
+        .map(|d| TreeEntry {
+            name: d.name().to_string(),
+            class: d.id().class,
+            lender: host_of(d.function().0),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::shm::{find_host, pair, ShmError};
 use crate::stats::median;
 use serde::Serialize;
 use smartio_cluster::Cluster;
-use smartio_platform::Clock;
+use smartio_platform::{Clock, SimTime};
 use smartio_smartio::sisci::Sisci;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -47,16 +47,7 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
             workload: "a remote-store benchmark",
         });
     }
-    if config.repeat == 0 {
-        return Err(BadCount::NoRepeat { per: "block" }.into());
-    }
-    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
-        return Err(BadCount::ZeroSize {
-            what: "block",
-            size,
-        }
-        .into());
-    }
+    check_counts(config)?;
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
     let sci = Sisci::new(&cluster.machine);
     let segment = largest.checked_add(4096).ok_or(BadCount::TooLarge {
@@ -121,7 +112,28 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
             stuck: crate::booted::stuck(&cluster.machine),
         });
     }
-    Ok(sizes
+    Ok(samples(&sizes, &times, &seen))
+}
+
+/// Checks the repeats and block sizes: at least one repeat, no empty block.
+fn check_counts(config: &PioBenchConfig) -> Result<(), ShmError> {
+    if config.repeat == 0 {
+        return Err(BadCount::NoRepeat { per: "block" }.into());
+    }
+    if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
+        return Err(BadCount::ZeroSize {
+            what: "block",
+            size,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Each size's median over its rounds, from when the writer stored the block (`times`) to
+/// when the owner saw its flag (`seen`).
+fn samples(sizes: &[u64], times: &[(u64, SimTime)], seen: &[SimTime]) -> Vec<PioSample> {
+    sizes
         .iter()
         .map(|&size| {
             let mut ns: Vec<f64> = times
@@ -141,5 +153,5 @@ pub fn bench_pio(cluster: &Cluster, config: &PioBenchConfig) -> Result<Vec<PioSa
                 median_ns: m,
             }
         })
-        .collect())
+        .collect()
 }

@@ -394,23 +394,7 @@ async fn run(
     let written_bytes = n as u64 * layout.blocks * layout.bs;
 
     // 2. The measured reads: all clients at once.
-    let counter = progress::Counter::new(
-        "verified reads",
-        (n as u64).saturating_mul(cfg.ops),
-        progress::Unit::Items("reads"),
-    );
-    let reads = members.into_iter().map(|m| {
-        let (ops, counter) = (cfg.ops, counter.clone());
-        async move { read_and_verify(m, ops, layout, counter).await }
-    });
-    let mut members = Vec::with_capacity(n);
-    let mut clients = Vec::with_capacity(n);
-    for r in crate::booted::join_all(machine, reads.collect()).await {
-        let (m, c) = r?;
-        members.push(m);
-        clients.push(c);
-    }
-    drop(counter);
+    let (members, clients) = measured_reads(machine, members, cfg, layout).await?;
 
     // 3. The queue limit: one more client takes what is left, then asks once more.
     let (extra_qids, held_at_refusal, refused) = match (&extra_os, &cfg.extra_client) {
@@ -423,18 +407,7 @@ async fn run(
     };
 
     // 4. Everyone leaves.
-    for m in members {
-        let host = &cfg.clients[m.index];
-        drop(m.queue);
-        m.client
-            .leave()
-            .await
-            .map_err(|source| ShareError::Client {
-                who: format!("client {} on {host}", m.index),
-                step: ClientStep::Leave,
-                source: Box::new(source),
-            })?;
-    }
+    leave(members, cfg).await?;
     let owners_after_leave = manager
         .owners()
         .into_iter()
@@ -467,6 +440,52 @@ async fn run(
         owners_after_leave,
         holders_after_leave,
     })
+}
+
+/// The measured reads, all clients at once, each verifying what it read; the members
+/// back, with each one's figures.
+async fn measured_reads(
+    machine: &Machine,
+    members: Vec<Member>,
+    cfg: &ShareConfig,
+    layout: Layout,
+) -> Result<(Vec<Member>, Vec<ShareClient>), ShareError> {
+    let n = members.len();
+    let counter = progress::Counter::new(
+        "verified reads",
+        (n as u64).saturating_mul(cfg.ops),
+        progress::Unit::Items("reads"),
+    );
+    let reads = members.into_iter().map(|m| {
+        let (ops, counter) = (cfg.ops, counter.clone());
+        async move { read_and_verify(m, ops, layout, counter).await }
+    });
+    let mut members = Vec::with_capacity(n);
+    let mut clients = Vec::with_capacity(n);
+    for r in crate::booted::join_all(machine, reads.collect()).await {
+        let (m, c) = r?;
+        members.push(m);
+        clients.push(c);
+    }
+    drop(counter);
+    Ok((members, clients))
+}
+
+/// Each member drops its queue pair and leaves, in order.
+async fn leave(members: Vec<Member>, cfg: &ShareConfig) -> Result<(), ShareError> {
+    for m in members {
+        let host = &cfg.clients[m.index];
+        drop(m.queue);
+        m.client
+            .leave()
+            .await
+            .map_err(|source| ShareError::Client {
+                who: format!("client {} on {host}", m.index),
+                step: ClientStep::Leave,
+                source: Box::new(source),
+            })?;
+    }
+    Ok(())
 }
 
 /// The queue-limit phase: a client on `os` takes every queue pair the `n` clients left, then

@@ -15,6 +15,35 @@ type Cell = dyn Fn(&FailoverResult) -> String;
 const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
+    let config = config(setup, verify)?;
+    let ops = config.ops;
+    let by_event = failover(&*setup.cluster()?, &config)?;
+    let by_timeout = failover(
+        &*setup.cluster()?,
+        &FailoverConfig {
+            link_events: false,
+            ..config.clone()
+        },
+    )?;
+    let runs = [("link event", &by_event), ("timeout only", &by_timeout)];
+    let t = runs_table(&runs);
+    let notes = notes(setup, &config, &by_event, &by_timeout);
+    check(&runs)?;
+    Ok(Report {
+        title: format!("failover: a cut cable under {ops} QD1 I/Os"),
+        table: t,
+        notes,
+        plots: vec![timeline(&by_event), timeline(&by_timeout)],
+        json: serde_json::json!({
+            "link_event": without_timeline(&by_event)?,
+            "timeout": without_timeline(&by_timeout)?,
+        }),
+    })
+}
+
+/// The run: the manager where the first NVMe is, the program on a host with two paths to
+/// it, the primary cable cut about a third of the way in.
+fn config(setup: &Setup, verify: bool) -> Result<FailoverConfig, CliError> {
     let probe = setup.fabric()?;
     let (lender, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
@@ -41,21 +70,15 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
     // so that the cut tends to fall in a command's media time, where only the link event or
     // the timeout can reveal it (a cut that meets a doorbell or CQ-head write is revealed by
     // that access failing, in both runs alike).
-    let config = FailoverConfig {
+    Ok(FailoverConfig {
         cut_after: SimDuration::from_ns_f64(ops as f64 * 9_000.0 / 3.0 + 4_500.0),
         ..base
-    };
-    let by_event = failover(&*setup.cluster()?, &config)?;
-    let by_timeout = failover(
-        &*setup.cluster()?,
-        &FailoverConfig {
-            link_events: false,
-            ..config.clone()
-        },
-    )?;
-    let runs = [("link event", &by_event), ("timeout only", &by_timeout)];
-    // One row per figure, one column per run: fits 100 columns; everything else is in
-    // `--json`.
+    })
+}
+
+/// One row per figure, one column per run.
+fn runs_table(runs: &[(&str, &FailoverResult); 2]) -> comfy_table::Table {
+    // Fits 100 columns; everything else is in `--json`.
     let mut t = table(&["detected by", "link event", "timeout only"]);
     fn us(v: f64) -> String {
         format!("{v:.3}")
@@ -96,6 +119,17 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
         row.extend(runs.iter().map(|(_, r)| cell(r)));
         t.add_row(row);
     }
+    t
+}
+
+/// What the program does, how lost and written twice are measured, and what was verified.
+fn notes(
+    setup: &Setup,
+    config: &FailoverConfig,
+    by_event: &FailoverResult,
+    by_timeout: &FailoverResult,
+) -> Vec<String> {
+    let (ops, verify) = (config.ops, config.verify);
     let mut notes = vec![
         format!(
             "{} on {}: manager on {}, the program on {} with a client (and a queue pair) through each of its two NTB adapters; {} QD1 4 KiB I/Os, half writes; times in us after the timed I/O started",
@@ -124,6 +158,11 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
             by_event.verified_bytes, by_timeout.verified_bytes
         )
     });
+    notes
+}
+
+/// Refuses a run that lost a write or ran one twice.
+fn check(runs: &[(&'static str, &FailoverResult); 2]) -> Result<(), ExpError> {
     let lost_or_twice = runs.iter().any(|(_, r)| r.lost + r.duplicated > 0);
     if lost_or_twice {
         return Err(ExpError::LostOrTwice {
@@ -131,19 +170,9 @@ pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
                 .iter()
                 .map(|(w, r)| (*w, r.lost, r.duplicated))
                 .collect(),
-        }
-        .into());
+        });
     }
-    Ok(Report {
-        title: format!("failover: a cut cable under {ops} QD1 I/Os"),
-        table: t,
-        notes,
-        plots: vec![timeline(&by_event), timeline(&by_timeout)],
-        json: serde_json::json!({
-            "link_event": without_timeline(&by_event)?,
-            "timeout": without_timeline(&by_timeout)?,
-        }),
-    })
+    Ok(())
 }
 
 /// Latency against time, one series per path, with the cut visible as the gap.

@@ -18,6 +18,68 @@ const CHUNK: u64 = 64 << 10;
 const QUEUE_DEPTH: u32 = 32;
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
+    let (base, gpus) = plan(setup)?;
+    let commands = base.bytes / CHUNK;
+    let mut results: Vec<GpuNvmeResult> = Vec::new();
+    for (host, gpu) in gpus {
+        let config = GpuNvmeConfig {
+            host,
+            gpu,
+            ..base.clone()
+        };
+        results.push(gpu_nvme_read(&*setup.cluster()?, &config)?);
+    }
+    let (t, bars) = rows(&results);
+    let mut notes = vec![format!(
+        "{} of namespace 1 of {} per row and way, {} commands of {} KiB, QD {QUEUE_DEPTH}; manager on {}",
+        mib(base.bytes),
+        base.device,
+        commands,
+        CHUNK >> 10,
+        base.manager
+    )];
+    for r in &results {
+        notes.push(format!(
+            "{}:{}: queues ({} entries), PRP lists and data buffers in GPU memory (BAR1), mapped for the NVMe; the SQ doorbell store passes {}",
+            r.host,
+            r.gpu,
+            r.entries,
+            r.doorbell_path.join(" → ")
+        ));
+    }
+    notes.push(
+        "GPU-driven: one launch of QD worker threads and a reaper, timed by GPU events around \
+         it; every byte checked in GPU memory by the kernel. CPU-driven: an ordinary client \
+         queue pair (SQ placed by hints, CQ and data in the host's RAM), QD tasks, timed by \
+         the host's clock from the first submission to the last completion; data checked \
+         untimed"
+            .to_string(),
+    );
+    let plot = Plot {
+        file: "gpu-nvme.svg".into(),
+        title: format!(
+            "Reads of {} KiB at QD {QUEUE_DEPTH}: driven by the GPU vs the CPU",
+            CHUNK >> 10
+        ),
+        x_label: "GPU, driven by".into(),
+        y_label: "MiB/s".into(),
+        chart: Chart::Bars(bars),
+    };
+    Ok(Report {
+        title: format!(
+            "gpu-nvme: GPU-initiated reads of {} through queues in GPU memory",
+            base.device
+        ),
+        table: t,
+        notes,
+        plots: vec![plot],
+        json: serde_json::to_value(&results)?,
+    })
+}
+
+/// The read every row does (its GPU left to fill in) and the GPUs doing it: the first in
+/// a host other than the NVMe's, then the first next to it; the commands checked.
+fn plan(setup: &Setup) -> Result<(GpuNvmeConfig, Vec<(String, String)>), CliError> {
     let probe = setup.fabric()?;
     let (lender, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
@@ -56,15 +118,11 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         nsid: 1,
         seed: setup.seed,
     };
-    let mut results: Vec<GpuNvmeResult> = Vec::new();
-    for (host, gpu) in remote.into_iter().chain(local) {
-        let config = GpuNvmeConfig {
-            host,
-            gpu,
-            ..base.clone()
-        };
-        results.push(gpu_nvme_read(&*setup.cluster()?, &config)?);
-    }
+    Ok((base, remote.into_iter().chain(local).collect()))
+}
+
+/// Each GPU's rows, driven by its kernel and by its host's CPU, with their bars.
+fn rows(results: &[GpuNvmeResult]) -> (comfy_table::Table, Vec<Bar>) {
     let mut t = table(&[
         "GPU",
         "NVMe",
@@ -75,7 +133,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         "errors",
     ]);
     let mut bars = Vec::new();
-    for r in &results {
+    for r in results {
         let gpu = format!("{}:{}", r.host, r.gpu);
         for (by, d) in [("GPU", &r.gpu_driven), ("CPU", &r.cpu_driven)] {
             t.add_row(vec![
@@ -98,48 +156,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             });
         }
     }
-    let mut notes = vec![format!(
-        "{} of namespace 1 of {lender}:{nvme} per row and way, {} commands of {} KiB, QD {QUEUE_DEPTH}; manager on {lender}",
-        mib(base.bytes),
-        commands,
-        CHUNK >> 10
-    )];
-    for r in &results {
-        notes.push(format!(
-            "{}:{}: queues ({} entries), PRP lists and data buffers in GPU memory (BAR1), mapped for the NVMe; the SQ doorbell store passes {}",
-            r.host,
-            r.gpu,
-            r.entries,
-            r.doorbell_path.join(" → ")
-        ));
-    }
-    notes.push(
-        "GPU-driven: one launch of QD worker threads and a reaper, timed by GPU events around \
-         it; every byte checked in GPU memory by the kernel. CPU-driven: an ordinary client \
-         queue pair (SQ placed by hints, CQ and data in the host's RAM), QD tasks, timed by \
-         the host's clock from the first submission to the last completion; data checked \
-         untimed"
-            .to_string(),
-    );
-    let plot = Plot {
-        file: "gpu-nvme.svg".into(),
-        title: format!(
-            "Reads of {} KiB at QD {QUEUE_DEPTH}: driven by the GPU vs the CPU",
-            CHUNK >> 10
-        ),
-        x_label: "GPU, driven by".into(),
-        y_label: "MiB/s".into(),
-        chart: Chart::Bars(bars),
-    };
-    Ok(Report {
-        title: format!(
-            "gpu-nvme: GPU-initiated reads of {lender}:{nvme} through queues in GPU memory"
-        ),
-        table: t,
-        notes,
-        plots: vec![plot],
-        json: serde_json::to_value(&results)?,
-    })
+    (t, bars)
 }
 
 fn mib(bytes: u64) -> String {

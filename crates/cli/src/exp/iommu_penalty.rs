@@ -179,10 +179,6 @@ fn notes(
     mdev: &MdevVsIommu,
 ) -> Vec<String> {
     let cal = setup.calibration;
-    let tags = cal.device("gpu").max_outstanding_reads.value;
-    let mrrs = cal.pcie.max_read_request_size.value;
-    let forwarded = cal.root_complex.forwarded_read_request_bytes.value;
-    let slots = cal.root_complex.forwarded_reads_outstanding.value;
     let engine = cal
         .gpu
         .get(PROFILE)
@@ -194,25 +190,7 @@ fn notes(
         .samples
         .last()
         .map_or_else(String::new, |s| crate::render::iec_size(s.size_bytes));
-    let percents = |d: &[Difference]| {
-        d.iter()
-            .map(|d| {
-                format!(
-                    "{} {:+.1}",
-                    crate::render::iec_size(d.size_bytes),
-                    d.percent
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let worst = mdev
-        .read
-        .iter()
-        .chain(&mdev.write)
-        .map(|d| d.percent.abs())
-        .fold(0.0, f64::max);
-    vec![
+    let mut notes = vec![
         format!(
             "{repeat} samples per size per row, each on a fresh cluster; a sample is one copy \
              by the K40c's copy engine timed between two GPU events, as CUDA's bandwidthTest \
@@ -232,25 +210,7 @@ fn notes(
             read_bare / 1e9,
             write_bare / 1e9,
         ),
-        format!(
-            "reads suffer most: with the lender IOMMU on, every read request gpu2 sends to \
-             the borrower's RAM climbs to the lender's root complex to be translated before \
-             it goes down to the NTB, and its completions come back the same way, so each read \
-             passes the lender's root complex twice; and the root complex re-emits every read \
-             request it forwards as {forwarded:.0}-byte ones ([root_complex] \
-             forwarded_read_request_bytes), each holding one of its {slots:.0} slots for open \
-             forwarded reads ([root_complex] forwarded_reads_outstanding, shared by every \
-             device), so at most {:.0} bytes are on their way instead of gpu2's {tags:.0} tags \
-             × {mrrs:.0} (MRRS) = {:.0}. At {largest}: {:.3} GB/s without the lender IOMMU, \
-             {:.3} with it ({:.1}x less); with all {slots:.0} slots busy that is {:.2} µs per \
-             {forwarded:.0}-byte read, root complex to completion (Little's law)",
-            slots * forwarded,
-            tags * mrrs,
-            read_bare / 1e9,
-            read_iommu / 1e9,
-            read_bare / read_iommu,
-            slots * forwarded / read_iommu * 1e6,
-        ),
+        read_detour(setup, read_bare, read_iommu, &largest),
         format!(
             "writes are posted, so no tag waits for the detour: they keep more, at {largest} \
              {:.3} GB/s without the lender IOMMU and {:.3} with it ({:.0}% kept, reads {:.0}%); \
@@ -262,6 +222,62 @@ fn notes(
             write_iommu / write_bare * 100.0,
             read_iommu / read_bare * 100.0,
         ),
+    ];
+    notes.extend(mdev_notes(mdev));
+    notes
+}
+
+/// Why reads suffer most with the lender IOMMU: the detour through its root complex, whose
+/// forwarded-read slots bound the bytes on their way.
+fn read_detour(setup: &Setup, read_bare: f64, read_iommu: f64, largest: &str) -> String {
+    let cal = setup.calibration;
+    let tags = cal.device("gpu").max_outstanding_reads.value;
+    let mrrs = cal.pcie.max_read_request_size.value;
+    let forwarded = cal.root_complex.forwarded_read_request_bytes.value;
+    let slots = cal.root_complex.forwarded_reads_outstanding.value;
+    format!(
+        "reads suffer most: with the lender IOMMU on, every read request gpu2 sends to \
+         the borrower's RAM climbs to the lender's root complex to be translated before \
+         it goes down to the NTB, and its completions come back the same way, so each read \
+         passes the lender's root complex twice; and the root complex re-emits every read \
+         request it forwards as {forwarded:.0}-byte ones ([root_complex] \
+         forwarded_read_request_bytes), each holding one of its {slots:.0} slots for open \
+         forwarded reads ([root_complex] forwarded_reads_outstanding, shared by every \
+         device), so at most {:.0} bytes are on their way instead of gpu2's {tags:.0} tags \
+         × {mrrs:.0} (MRRS) = {:.0}. At {largest}: {:.3} GB/s without the lender IOMMU, \
+         {:.3} with it ({:.1}x less); with all {slots:.0} slots busy that is {:.2} µs per \
+         {forwarded:.0}-byte read, root complex to completion (Little's law)",
+        slots * forwarded,
+        tags * mrrs,
+        read_bare / 1e9,
+        read_iommu / 1e9,
+        read_bare / read_iommu,
+        slots * forwarded / read_iommu * 1e6,
+    )
+}
+
+/// MDEV against bare metal with the lender IOMMU, per size and at worst, and the paper's
+/// figures for comparison.
+fn mdev_notes(mdev: &MdevVsIommu) -> Vec<String> {
+    let percents = |d: &[Difference]| {
+        d.iter()
+            .map(|d| {
+                format!(
+                    "{} {:+.1}",
+                    crate::render::iec_size(d.size_bytes),
+                    d.percent
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let worst = mdev
+        .read
+        .iter()
+        .chain(&mdev.write)
+        .map(|d| d.percent.abs())
+        .fold(0.0, f64::max);
+    vec![
         format!(
             "MDEV vs bare metal with the lender IOMMU, per size (%): reads {}; writes {}",
             percents(&mdev.read),

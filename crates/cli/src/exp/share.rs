@@ -10,77 +10,16 @@ use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use crate::error::CliError;
 use smartio_cluster::DeviceKind;
-use smartio_workloads::{share_clients, ShareConfig};
+use smartio_workloads::{share_clients, ShareConfig, ShareResult};
 
 /// Clients the experiment wants: one per host.
 const CLIENTS: usize = 30;
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
-    let probe = setup.fabric()?;
-    let (lender, nvme) =
-        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
-            scenario: setup.scenario.clone(),
-            exp: super::ExpName::Share30,
-        })?;
-    let others = names::other_hosts(&probe, &lender);
-    drop(probe);
-    let clients: Vec<String> = others.iter().take(CLIENTS).cloned().collect();
-    let Some(first) = clients.first() else {
-        return Err(ExpError::NoClientHost {
-            scenario: setup.scenario.clone(),
-            lender,
-        }
-        .into());
-    };
-    let extra_client = Some(others.get(CLIENTS).unwrap_or(first).clone());
-    let config = ShareConfig {
-        manager: lender.clone(),
-        device: format!("{lender}:{nvme}"),
-        clients,
-        extra_client,
-        ops: setup.ops.unwrap_or(ShareConfig::default().ops),
-        seed: setup.seed,
-        ..ShareConfig::default()
-    };
+    let (config, others) = config(setup)?;
     let r = share_clients(&*setup.cluster()?, &config)?;
-    let expected = config.ops * config.bs;
-    if let Some(c) = r.clients.iter().find(|c| c.verified_bytes != expected) {
-        return Err(ExpError::Unverified {
-            host: c.host.clone(),
-            verified: c.verified_bytes,
-            expected,
-        }
-        .into());
-    }
-    let Some(refused) = &r.refused else {
-        return Err(ExpError::NotRefused.into());
-    };
-    if !r.owners_after_leave.is_empty() {
-        return Err(ExpError::StillOwned {
-            owners: r.owners_after_leave.clone(),
-        }
-        .into());
-    }
-    let mut t = table(&[
-        "client",
-        "qid",
-        "reads",
-        "verified bytes",
-        "p50 (ns)",
-        "p99 (ns)",
-        "IOPS",
-    ]);
-    for c in &r.clients {
-        t.add_row(vec![
-            c.host.clone(),
-            c.qid.to_string(),
-            c.ops.to_string(),
-            c.verified_bytes.to_string(),
-            ns(c.lat_ns.p50),
-            ns(c.lat_ns.p99),
-            format!("{:.0}", c.iops),
-        ]);
-    }
+    let refused = check(&r, &config)?;
+    let t = clients_table(&r);
     let total_iops: f64 = r.clients.iter().map(|c| c.iops).sum();
     let mut notes = vec![
         format!(
@@ -120,6 +59,98 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             r.clients.len()
         ));
     }
+    let plots = plots(&r);
+    Ok(Report {
+        title: format!("share-30: {} clients, one NVMe", r.clients.len()),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::to_value(&r)?,
+    })
+}
+
+/// The sharing to run: the manager where the first NVMe is, a client on each of the next
+/// [`CLIENTS`] hosts, and the one taking the remaining queue pairs after them (or on the
+/// first client's host); with the hosts other than the manager's.
+fn config(setup: &Setup) -> Result<(ShareConfig, Vec<String>), CliError> {
+    let probe = setup.fabric()?;
+    let (lender, nvme) =
+        names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
+            scenario: setup.scenario.clone(),
+            exp: super::ExpName::Share30,
+        })?;
+    let others = names::other_hosts(&probe, &lender);
+    drop(probe);
+    let clients: Vec<String> = others.iter().take(CLIENTS).cloned().collect();
+    let Some(first) = clients.first() else {
+        return Err(ExpError::NoClientHost {
+            scenario: setup.scenario.clone(),
+            lender,
+        }
+        .into());
+    };
+    let extra_client = Some(others.get(CLIENTS).unwrap_or(first).clone());
+    let config = ShareConfig {
+        manager: lender.clone(),
+        device: format!("{lender}:{nvme}"),
+        clients,
+        extra_client,
+        ops: setup.ops.unwrap_or(ShareConfig::default().ops),
+        seed: setup.seed,
+        ..ShareConfig::default()
+    };
+    Ok((config, others))
+}
+
+/// Checks the run: every client read back all it wrote, the queue pair over the limit was
+/// refused (the refusal), and no queue pair is owned after everyone left.
+fn check<'r>(r: &'r ShareResult, config: &ShareConfig) -> Result<&'r str, ExpError> {
+    let expected = config.ops * config.bs;
+    if let Some(c) = r.clients.iter().find(|c| c.verified_bytes != expected) {
+        return Err(ExpError::Unverified {
+            host: c.host.clone(),
+            verified: c.verified_bytes,
+            expected,
+        });
+    }
+    let Some(refused) = &r.refused else {
+        return Err(ExpError::NotRefused);
+    };
+    if !r.owners_after_leave.is_empty() {
+        return Err(ExpError::StillOwned {
+            owners: r.owners_after_leave.clone(),
+        });
+    }
+    Ok(refused)
+}
+
+/// Each client's queue pair, reads, verified bytes, latency and IOPS.
+fn clients_table(r: &ShareResult) -> comfy_table::Table {
+    let mut t = table(&[
+        "client",
+        "qid",
+        "reads",
+        "verified bytes",
+        "p50 (ns)",
+        "p99 (ns)",
+        "IOPS",
+    ]);
+    for c in &r.clients {
+        t.add_row(vec![
+            c.host.clone(),
+            c.qid.to_string(),
+            c.ops.to_string(),
+            c.verified_bytes.to_string(),
+            ns(c.lat_ns.p50),
+            ns(c.lat_ns.p99),
+            format!("{:.0}", c.iops),
+        ]);
+    }
+    t
+}
+
+/// Each client's p50 latency and IOPS, as bars.
+fn plots(r: &ShareResult) -> Vec<Plot> {
     let bars = |value: &dyn Fn(&smartio_workloads::ShareClient) -> f64| {
         r.clients
             .iter()
@@ -130,7 +161,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             })
             .collect()
     };
-    let plots = vec![
+    vec![
         Plot {
             file: "share-30-latency.svg".into(),
             title: format!(
@@ -149,12 +180,5 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             y_label: "IOPS".into(),
             chart: Chart::Bars(bars(&|c| c.iops)),
         },
-    ];
-    Ok(Report {
-        title: format!("share-30: {} clients, one NVMe", r.clients.len()),
-        table: t,
-        notes,
-        plots,
-        json: serde_json::to_value(&r)?,
-    })
+    ]
 }

@@ -13,6 +13,66 @@ use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
 const OPS: u64 = 2000;
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
+    let (runs, nvme) = placements(setup)?;
+    let base = &runs[0];
+    let (lender, client) = (&base.manager, &base.client);
+    let results = measure(setup, &runs)?;
+    let mut notes = vec![format!(
+        "manager on {lender}, client on {client}; {} QD1 4 KiB random reads per row; CQ and data in {client} RAM",
+        base.ops
+    )];
+    if !results.iter().any(|r| r.sq_in == "controller memory") {
+        notes.push(format!(
+            "{lender}:{nvme} has no controller memory buffer (give it params cmb = \"1M\" in a scenario file to add that row)"
+        ));
+    }
+    let t = rows(&results, &mut notes);
+    let ordered = results
+        .windows(2)
+        .all(|w| w[0].lat_ns.p50 > w[1].lat_ns.p50);
+    notes.push(format!(
+        "medians {} ordered from the farthest SQ to the nearest; a row's gap is its p50 minus the next row's; chips are those the SQE fetch crosses",
+        if ordered { "are" } else { "are NOT" }
+    ));
+    notes.push(
+        "model: the fetch path is the SQE read request and its 64-byte completion on idle \
+         links (propagation, chip latency, serialization; the engine's cut-through rule); \
+         the completer is the root complex and DRAM for RAM, a BAR read for GPU memory, \
+         nothing for the controller's own buffer; an SQE store into the client's own RAM \
+         costs its CPU a store-buffer write, anywhere else an uncached store through its \
+         root complex. The rest of a read (doorbell, data, completion) is the same in every \
+         row, so the gaps between rows are the model's prediction"
+            .to_string(),
+    );
+    let plot = Plot {
+        file: "sq-placement.svg".into(),
+        title: "QD1 4 KiB read latency by SQ placement (bars p50, whiskers min to p99)".into(),
+        x_label: "where the SQ is".into(),
+        y_label: "latency (ns)".into(),
+        chart: Chart::Bars(
+            results
+                .iter()
+                .map(|r| Bar {
+                    label: r.sq_in.clone(),
+                    value: r.lat_ns.p50,
+                    range: Some((r.lat_ns.min, r.lat_ns.p99)),
+                })
+                .collect(),
+        ),
+    };
+    Ok(Report {
+        title: format!("sq-placement: QD1 4 KiB reads through a client on {client}"),
+        table: t,
+        notes,
+        plots: vec![plot],
+        json: serde_json::to_value(&results)?,
+    })
+}
+
+/// The placements to measure, farthest first: the client's RAM, the lender's RAM, a GPU's
+/// memory on the lender if it has one, the controller's memory buffer; with the NVMe's
+/// name on the lender.
+fn placements(setup: &Setup) -> Result<(Vec<ClientQd1Config>, String), CliError> {
     let probe = setup.fabric()?;
     let (lender, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
@@ -56,8 +116,14 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         placement: SqPlacement::DeviceMemory,
         ..base.clone()
     });
+    Ok((runs, nvme))
+}
+
+/// Each placement's QD1 reads on a fresh cluster; a placement that falls back to one
+/// already measured (device memory without a controller memory buffer) is left out.
+fn measure(setup: &Setup, runs: &[ClientQd1Config]) -> Result<Vec<ClientQd1Result>, CliError> {
     let mut results: Vec<ClientQd1Result> = Vec::new();
-    for config in &runs {
+    for config in runs {
         let r = client_qd1(&*setup.cluster()?, config)?;
         // Without a controller memory buffer, "device memory" falls back to lender RAM,
         // which is already measured.
@@ -65,15 +131,12 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             results.push(r);
         }
     }
-    let mut notes = vec![format!(
-        "manager on {lender}, client on {client}; {} QD1 4 KiB random reads per row; CQ and data in {client} RAM",
-        base.ops
-    )];
-    if !results.iter().any(|r| r.sq_in == "controller memory") {
-        notes.push(format!(
-            "{lender}:{nvme} has no controller memory buffer (give it params cmb = \"1M\" in a scenario file to add that row)"
-        ));
-    }
+    Ok(results)
+}
+
+/// The table of the placements, each with its gap to the next and the model's; each row's
+/// details go to `notes`.
+fn rows(results: &[ClientQd1Result], notes: &mut Vec<String>) -> comfy_table::Table {
     let model = |r: &ClientQd1Result| r.sq_fetch_path_ns + r.sq_completer_ns + r.sq_store_ns;
     let mut t = table(&[
         "SQ in",
@@ -109,44 +172,5 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             ns(r.sq_store_ns),
         ));
     }
-    let ordered = results
-        .windows(2)
-        .all(|w| w[0].lat_ns.p50 > w[1].lat_ns.p50);
-    notes.push(format!(
-        "medians {} ordered from the farthest SQ to the nearest; a row's gap is its p50 minus the next row's; chips are those the SQE fetch crosses",
-        if ordered { "are" } else { "are NOT" }
-    ));
-    notes.push(
-        "model: the fetch path is the SQE read request and its 64-byte completion on idle \
-         links (propagation, chip latency, serialization; the engine's cut-through rule); \
-         the completer is the root complex and DRAM for RAM, a BAR read for GPU memory, \
-         nothing for the controller's own buffer; an SQE store into the client's own RAM \
-         costs its CPU a store-buffer write, anywhere else an uncached store through its \
-         root complex. The rest of a read (doorbell, data, completion) is the same in every \
-         row, so the gaps between rows are the model's prediction"
-            .to_string(),
-    );
-    let plot = Plot {
-        file: "sq-placement.svg".into(),
-        title: "QD1 4 KiB read latency by SQ placement (bars p50, whiskers min to p99)".into(),
-        x_label: "where the SQ is".into(),
-        y_label: "latency (ns)".into(),
-        chart: Chart::Bars(
-            results
-                .iter()
-                .map(|r| Bar {
-                    label: r.sq_in.clone(),
-                    value: r.lat_ns.p50,
-                    range: Some((r.lat_ns.min, r.lat_ns.p99)),
-                })
-                .collect(),
-        ),
-    };
-    Ok(Report {
-        title: format!("sq-placement: QD1 4 KiB reads through a client on {client}"),
-        table: t,
-        notes,
-        plots: vec![plot],
-        json: serde_json::to_value(&results)?,
-    })
+    t
 }

@@ -47,6 +47,81 @@ struct Row {
 }
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
+    let Cast {
+        lender,
+        receiver,
+        borrower,
+        vf,
+    } = cast(setup)?;
+    let ms = milliseconds(setup, "sriov")?;
+    let timing = IperfTiming {
+        duration: SimDuration::from_us(ms * 1000),
+        interval: SimDuration::from_us(500),
+        write_bytes: DEFAULT_WRITE_BYTES,
+    };
+    let (lender_host, nic) = lender;
+    let mut configs = vec![
+        ("PF", "local", lender_host.clone(), nic.clone()),
+        (
+            "PF",
+            "lent",
+            borrower.clone(),
+            format!("{lender_host}:{nic}"),
+        ),
+    ];
+    if let Some(vf) = &vf {
+        configs.push(("VF", "local", lender_host.clone(), vf.clone()));
+        configs.push((
+            "VF",
+            "lent",
+            borrower.clone(),
+            format!("{lender_host}:{vf}"),
+        ));
+    }
+    let mut rows = Vec::new();
+    for (function, how, host, device) in configs {
+        rows.push(one_row(
+            setup, &receiver, function, how, host, device, timing,
+        )?);
+    }
+    let t = rows_table(&rows);
+    let notes = notes(&rows, ms, &receiver.0, &nic, vf.as_deref());
+    let plots = vec![Plot {
+        file: "sriov.svg".into(),
+        title: "iperf throughput, local and lent (Paper V Fig. 28)".into(),
+        x_label: "function, used".into(),
+        y_label: "GB/s (steady)".into(),
+        chart: Chart::Bars(
+            rows.iter()
+                .map(|r| Bar {
+                    label: format!("{} {}", r.function, r.how),
+                    value: r.steady_gbit_per_s / 8.0,
+                    range: None,
+                })
+                .collect(),
+        ),
+    }];
+    Ok(Report {
+        title: format!("sriov: iperf, {STREAMS} streams, a NIC function used locally and lent"),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::to_value(&rows)?,
+    })
+}
+
+/// Who plays which part: the NIC's host and the NIC, the receiver (its host and NIC), the
+/// borrower, and the NIC's first VF if it has SR-IOV.
+struct Cast {
+    lender: (String, String),
+    receiver: (String, String),
+    borrower: String,
+    vf: Option<String>,
+}
+
+/// Picks the cast from the scenario: the first host with a NIC and two other hosts lends,
+/// the first other host with a NIC receives, a host that is neither borrows.
+fn cast(setup: &Setup) -> Result<Cast, CliError> {
     let f = setup.fabric()?;
     let nic_hosts: Vec<(String, String)> = f
         .hosts()
@@ -81,68 +156,66 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         .any(|e| e.name == first_vf)
         .then_some(first_vf);
     drop(f);
+    Ok(Cast {
+        lender,
+        receiver,
+        borrower,
+        vf,
+    })
+}
+
+/// The milliseconds of writing per run (`--ops`) of the experiment `exp`, checked.
+pub(super) fn milliseconds(setup: &Setup, exp: &'static str) -> Result<u64, ExpError> {
     let ms = setup.ops.unwrap_or(MILLISECONDS);
     if ms > MAX_MILLISECONDS {
         return Err(ExpError::Milliseconds {
             ops: ms,
-            exp: "sriov",
+            exp,
             max: MAX_MILLISECONDS,
-        }
-        .into());
-    }
-    let timing = IperfTiming {
-        duration: SimDuration::from_us(ms * 1000),
-        interval: SimDuration::from_us(500),
-        write_bytes: DEFAULT_WRITE_BYTES,
-    };
-    let (lender_host, nic) = lender;
-    // The first VF, if the NIC has SR-IOV (the scenario's `vfs`; enabled at boot).
-
-    let mut configs = vec![
-        ("PF", "local", lender_host.clone(), nic.clone()),
-        (
-            "PF",
-            "lent",
-            borrower.clone(),
-            format!("{lender_host}:{nic}"),
-        ),
-    ];
-    if let Some(vf) = &vf {
-        configs.push(("VF", "local", lender_host.clone(), vf.clone()));
-        configs.push((
-            "VF",
-            "lent",
-            borrower.clone(),
-            format!("{lender_host}:{vf}"),
-        ));
-    }
-    let mut rows = Vec::new();
-    for (function, how, host, device) in configs {
-        let config = IperfConfig {
-            server: IperfEnd {
-                host: receiver.0.clone(),
-                device: receiver.1.clone(),
-            },
-            clients: vec![(
-                IperfEnd {
-                    host: host.clone(),
-                    device: device.clone(),
-                },
-                STREAMS,
-            )],
-            timing,
-        };
-        let result = iperf(&*setup.cluster()?, &config)?;
-        rows.push(Row {
-            function: function.into(),
-            how: how.into(),
-            host,
-            device,
-            gbit_per_s: result.report.server_gbit_per_s,
-            steady_gbit_per_s: steady(&result),
-            result,
         });
     }
+    Ok(ms)
+}
+
+/// One configuration's run on a fresh cluster: `STREAMS` streams from `device` on `host`
+/// to the receiver.
+fn one_row(
+    setup: &Setup,
+    receiver: &(String, String),
+    function: &str,
+    how: &str,
+    host: String,
+    device: String,
+    timing: IperfTiming,
+) -> Result<Row, CliError> {
+    let config = IperfConfig {
+        server: IperfEnd {
+            host: receiver.0.clone(),
+            device: receiver.1.clone(),
+        },
+        clients: vec![(
+            IperfEnd {
+                host: host.clone(),
+                device: device.clone(),
+            },
+            STREAMS,
+        )],
+        timing,
+    };
+    let result = iperf(&*setup.cluster()?, &config)?;
+    Ok(Row {
+        function: function.into(),
+        how: how.into(),
+        host,
+        device,
+        gbit_per_s: result.report.server_gbit_per_s,
+        steady_gbit_per_s: steady(&result),
+        result,
+    })
+}
+
+/// Each configuration's rates over the run and steady, and the bytes checked.
+fn rows_table(rows: &[Row]) -> comfy_table::Table {
     let mut t = table(&[
         "function",
         "used",
@@ -152,7 +225,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         "GB/s (steady)",
         "bytes checked",
     ]);
-    for r in &rows {
+    for r in rows {
         t.add_row(vec![
             r.function.clone(),
             r.how.clone(),
@@ -163,6 +236,11 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             r.result.report.verified_bytes.to_string(),
         ]);
     }
+    t
+}
+
+/// The run's settings, lent against local, the link's bound and what the VF is.
+fn notes(rows: &[Row], ms: u64, receiver: &str, nic: &str, vf: Option<&str>) -> Vec<String> {
     let mss = rows.first().map_or(0, |r| r.result.mss);
     let bound = 100.0 * mss as f64 / (mss as f64 + 40.0 + 14.0 + 24.0);
     let pf_local = &rows[0];
@@ -171,7 +249,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         format!(
             "{STREAMS} streams to {} for {ms} ms of virtual time, reports every 0.5 ms; steady = \
              the reports between the first and the last (past slow start, before the drain)",
-            receiver.0
+            receiver
         ),
         format!(
             "{} {} − PF local: {:+.2} Gbit/s ({:+.2} %) over the steady reports",
@@ -189,35 +267,14 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             mss + 40 + 14 + 24
         ),
     ];
-    notes.push(match &vf {
+    notes.push(match vf {
         Some(vf) => format!(
             "{vf} is a virtual function of {nic}: its own requester id, BAR and queues, lent \
              like any device; the same NIC driver binds to the PF and to the VF"
         ),
         None => format!("{nic} has no SR-IOV (give it params.vfs for VF rows)"),
     });
-    let plots = vec![Plot {
-        file: "sriov.svg".into(),
-        title: "iperf throughput, local and lent (Paper V Fig. 28)".into(),
-        x_label: "function, used".into(),
-        y_label: "GB/s (steady)".into(),
-        chart: Chart::Bars(
-            rows.iter()
-                .map(|r| Bar {
-                    label: format!("{} {}", r.function, r.how),
-                    value: r.steady_gbit_per_s / 8.0,
-                    range: None,
-                })
-                .collect(),
-        ),
-    }];
-    Ok(Report {
-        title: format!("sriov: iperf, {STREAMS} streams, a NIC function used locally and lent"),
-        table: t,
-        notes,
-        plots,
-        json: serde_json::to_value(&rows)?,
-    })
+    notes
 }
 
 /// The server's rate over the reports between the first and the last.

@@ -25,10 +25,6 @@ use smartio_workloads::{
 
 /// Streams per client (the paper: two threads per client).
 const STREAMS: u32 = 2;
-/// Milliseconds of writing per run unless `--ops` says otherwise.
-const MILLISECONDS: u64 = 4;
-/// The longest run `--ops` may ask for, in milliseconds.
-const MAX_MILLISECONDS: u64 = 60_000;
 
 /// One run.
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +46,83 @@ fn end(host: &str, device: &str) -> IperfEnd {
 }
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
+    let Cast {
+        lender,
+        receiver,
+        a,
+        b,
+    } = cast(setup)?;
+    let (a, b) = (&a, &b);
+    let ms = super::sriov::milliseconds(setup, "sriov-share")?;
+    let timing = IperfTiming {
+        duration: SimDuration::from_us(ms * 1000),
+        interval: SimDuration::from_us(500),
+        write_bytes: DEFAULT_WRITE_BYTES,
+    };
+    let (lh, nic) = (&lender.0, &lender.1);
+    let vf = |n: u16| smartio_fabric::vf_name(nic, n);
+    let lent = |n: u16| format!("{lh}:{}", vf(n));
+    let receiver_end = end(&receiver.0, &receiver.1);
+    let runs = [
+        (
+            "lender and borrower",
+            receiver_end.clone(),
+            vec![(end(lh, &vf(1)), STREAMS), (end(a, &lent(2)), STREAMS)],
+        ),
+        (
+            "two borrowers",
+            receiver_end,
+            vec![(end(a, &lent(1)), STREAMS), (end(b, &lent(2)), STREAMS)],
+        ),
+        (
+            "borrower to lender, internal switch",
+            end(lh, &vf(1)),
+            vec![(end(a, &lent(2)), STREAMS)],
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, server, clients) in runs {
+        out.push(one_run(setup, lh, name, server, clients, timing)?);
+    }
+    let t = runs_table(&out);
+    let notes = vec![
+        format!(
+            "{STREAMS} streams per client for {ms} ms of virtual time, reports every 0.5 ms; the \
+             clients' rates are over the run (first connect to last byte read), every byte \
+             checked at the server"
+        ),
+        "the clients share the 100 GbE port: the receiver's rate is their sum, and they \
+         converge on equal shares as the NIC's transmit queues take turns"
+            .to_string(),
+        format!(
+            "through the internal switch the lender's NIC carried {} frames between its two VFs \
+             and put {} on the wire; no line rate bounds it, so the {STREAMS} streams' CPU costs \
+             do ([net_stack]; one stream alone reaches about a third of 100 Gbit/s)",
+            out[2].internal_switch, out[2].wire_tx
+        ),
+    ];
+    let plots = plots(&out);
+    Ok(Report {
+        title: "sriov-share: one SR-IOV NIC, a virtual function per host".into(),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::to_value(&out)?,
+    })
+}
+
+/// Who plays which part: the lender (its host and NIC with two VFs), the receiver (its
+/// host and NIC) and the two borrowers.
+struct Cast {
+    lender: (String, String),
+    receiver: (String, String),
+    a: String,
+    b: String,
+}
+
+/// Picks the cast from the scenario: the first host with a NIC that has two VFs lends,
+/// the first other host with a NIC receives, the others borrow.
+fn cast(setup: &Setup) -> Result<Cast, CliError> {
     let f = setup.fabric()?;
     let nic_of = |h: &str| super::names::first_device(&f, DeviceKind::Nic, Some(h));
     let lender = f
@@ -79,72 +152,60 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         .filter(|h| *h != receiver.0)
         .collect();
     drop(f);
-    let (Some(a), Some(b)) = (borrowers.first(), borrowers.get(1)) else {
+    let mut borrowers = borrowers.into_iter();
+    let (Some(a), Some(b)) = (borrowers.next(), borrowers.next()) else {
         return Err(ExpError::TooFewVfBorrowers {
             scenario: setup.scenario.clone(),
         }
         .into());
     };
-    let ms = setup.ops.unwrap_or(MILLISECONDS);
-    if ms > MAX_MILLISECONDS {
-        return Err(ExpError::Milliseconds {
-            ops: ms,
-            exp: "sriov-share",
-            max: MAX_MILLISECONDS,
-        }
-        .into());
-    }
-    let timing = IperfTiming {
-        duration: SimDuration::from_us(ms * 1000),
-        interval: SimDuration::from_us(500),
-        write_bytes: DEFAULT_WRITE_BYTES,
+    Ok(Cast {
+        lender,
+        receiver,
+        a,
+        b,
+    })
+}
+
+/// One run on a fresh cluster: the clients' streams to the server, and what the lender's
+/// (`lh`) NIC carried.
+fn one_run(
+    setup: &Setup,
+    lh: &str,
+    name: &str,
+    server: IperfEnd,
+    clients: Vec<(IperfEnd, u32)>,
+    timing: IperfTiming,
+) -> Result<Run, CliError> {
+    let cluster = setup.cluster()?;
+    let config = IperfConfig {
+        server,
+        clients,
+        timing,
     };
-    let (lh, nic) = (&lender.0, &lender.1);
-    let vf = |n: u16| smartio_fabric::vf_name(nic, n);
-    let lent = |n: u16| format!("{lh}:{}", vf(n));
-    let receiver_end = end(&receiver.0, &receiver.1);
-    let runs = [
-        (
-            "lender and borrower",
-            receiver_end.clone(),
-            vec![(end(lh, &vf(1)), STREAMS), (end(a, &lent(2)), STREAMS)],
-        ),
-        (
-            "two borrowers",
-            receiver_end,
-            vec![(end(a, &lent(1)), STREAMS), (end(b, &lent(2)), STREAMS)],
-        ),
-        (
-            "borrower to lender, internal switch",
-            end(lh, &vf(1)),
-            vec![(end(a, &lent(2)), STREAMS)],
-        ),
-    ];
-    let mut out = Vec::new();
-    for (name, server, clients) in runs {
-        let cluster = setup.cluster()?;
-        let config = IperfConfig {
-            server,
-            clients,
-            timing,
-        };
-        let result = iperf(&cluster, &config)?;
-        let counters = {
-            let fab = cluster.machine.fabric();
-            cluster
-                .nics()
-                .find(|(ep, _)| fab.host(fab.endpoint(*ep).host).name == *lh)
-                .map(|(_, n)| n.port().counters())
-        }
-        .ok_or_else(|| ExpError::NoNicModel { host: lh.clone() })?;
-        out.push(Run {
-            name: name.into(),
-            wire_tx: counters.wire_tx,
-            wire_rx: counters.wire_rx,
-            internal_switch: counters.eswitch,
-            result,
-        });
+    let result = iperf(&cluster, &config)?;
+    let counters = {
+        let fab = cluster.machine.fabric();
+        cluster
+            .nics()
+            .find(|(ep, _)| fab.host(fab.endpoint(*ep).host).name == *lh)
+            .map(|(_, n)| n.port().counters())
     }
+    .ok_or_else(|| ExpError::NoNicModel {
+        host: lh.to_string(),
+    })?;
+    Ok(Run {
+        name: name.into(),
+        wire_tx: counters.wire_tx,
+        wire_rx: counters.wire_rx,
+        internal_switch: counters.eswitch,
+        result,
+    })
+}
+
+/// Each run's clients with their rates, the server's steady rate and the lender's NIC's
+/// frame counts.
+fn runs_table(out: &[Run]) -> comfy_table::Table {
     let mut t = table(&[
         "run",
         "client",
@@ -152,7 +213,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         "server Gbit/s (steady)",
         "lender's NIC: wire out / in / internal switch (frames)",
     ]);
-    for r in &out {
+    for r in out {
         for (i, (client, g)) in r.result.report.client_gbit_per_s().iter().enumerate() {
             let first = i == 0;
             t.add_row(vec![
@@ -179,24 +240,12 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             ]);
         }
     }
-    let notes = vec![
-        format!(
-            "{STREAMS} streams per client for {ms} ms of virtual time, reports every 0.5 ms; the \
-             clients' rates are over the run (first connect to last byte read), every byte \
-             checked at the server"
-        ),
-        "the clients share the 100 GbE port: the receiver's rate is their sum, and they \
-         converge on equal shares as the NIC's transmit queues take turns"
-            .to_string(),
-        format!(
-            "through the internal switch the lender's NIC carried {} frames between its two VFs \
-             and put {} on the wire; no line rate bounds it, so the {STREAMS} streams' CPU costs \
-             do ([net_stack]; one stream alone reaches about a third of 100 Gbit/s)",
-            out[2].internal_switch, out[2].wire_tx
-        ),
-    ];
-    let plots = out
-        .iter()
+    t
+}
+
+/// The first two runs' throughput over time, per client and at the server.
+fn plots(out: &[Run]) -> Vec<Plot> {
+    out.iter()
         .take(2)
         .enumerate()
         .map(|(i, r)| {
@@ -249,12 +298,5 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
                 chart: Chart::Lines(series),
             }
         })
-        .collect();
-    Ok(Report {
-        title: "sriov-share: one SR-IOV NIC, a virtual function per host".into(),
-        table: t,
-        notes,
-        plots,
-        json: serde_json::to_value(&out)?,
-    })
+        .collect()
 }

@@ -83,13 +83,7 @@ struct Row {
 }
 
 pub fn run(setup: &Setup) -> Result<Report, CliError> {
-    let frames = match setup.ops {
-        None => FRAMES,
-        Some(n) => u32::try_from(n)
-            .ok()
-            .filter(|n| (MIN_FRAMES..=MAX_FRAMES).contains(n))
-            .ok_or(ExpError::Frames { ops: n })?,
-    };
+    let frames = frames(setup)?;
     let (host, pool) = default_pool(&*setup.cluster()?, None)?;
     let local: Vec<String> = pool.iter().filter(|g| !g.contains(':')).cloned().collect();
     let borrowed: Vec<String> = pool.iter().filter(|g| g.contains(':')).cloned().collect();
@@ -127,25 +121,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             with_borrowed: Point::of(&b),
         });
     }
-    let mut t = table(&[
-        "streams",
-        "local fps/stream",
-        "local total",
-        "+ borrowed fps/stream",
-        "+ borrowed total",
-        "gain",
-    ]);
-    for r in &rows {
-        t.add_row(vec![
-            r.streams.to_string(),
-            format!("{:.2}", r.local.fps_per_stream),
-            format!("{:.1}", r.local.total_fps),
-            format!("{:.2}", r.with_borrowed.fps_per_stream),
-            format!("{:.1}", r.with_borrowed.total_fps),
-            // Totals equal but for rounding show +0.0, not -0.0.
-            format!("{:+.1} %", (r.gain_percent * 10.0).round() / 10.0 + 0.0),
-        ]);
-    }
+    let t = rows_table(&rows);
     let scenario = if setup.scenario == "video-lending" {
         String::new()
     } else {
@@ -191,6 +167,42 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         plots,
         json: serde_json::to_value(&rows)?,
     })
+}
+
+/// The frames per stream (`--ops`), checked.
+fn frames(setup: &Setup) -> Result<u32, ExpError> {
+    let frames = match setup.ops {
+        None => FRAMES,
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|n| (MIN_FRAMES..=MAX_FRAMES).contains(n))
+            .ok_or(ExpError::Frames { ops: n })?,
+    };
+    Ok(frames)
+}
+
+/// Each stream count's rates on the host's own GPUs and with the borrowed ones, and the gain.
+fn rows_table(rows: &[Row]) -> comfy_table::Table {
+    let mut t = table(&[
+        "streams",
+        "local fps/stream",
+        "local total",
+        "+ borrowed fps/stream",
+        "+ borrowed total",
+        "gain",
+    ]);
+    for r in rows {
+        t.add_row(vec![
+            r.streams.to_string(),
+            format!("{:.2}", r.local.fps_per_stream),
+            format!("{:.1}", r.local.total_fps),
+            format!("{:.2}", r.with_borrowed.fps_per_stream),
+            format!("{:.1}", r.with_borrowed.total_fps),
+            // Totals equal but for rounding show +0.0, not -0.0.
+            format!("{:+.1} %", (r.gain_percent * 10.0).round() / 10.0 + 0.0),
+        ]);
+    }
+    t
 }
 
 /// The largest stream count a pool keeps up with, counting up from 1.

@@ -184,6 +184,16 @@ fn compare_by_class(rows: &[RowBreakdown]) -> (comfy_table::Table, serde_json::V
 /// Runs the experiment; with `explain` asking, each row's QD1 interrupt-mode run goes
 /// through [`ExplainArgs::run`] (its p50 read explained).
 fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreakdown>), CliError> {
+    let (rows, notify_one_way_ns) = rows(setup)?;
+    let (measured, breakdowns) = measure_rows(setup, explain, &rows)?;
+    let report = report(setup, &measured, notify_one_way_ns)?;
+    Ok((report, breakdowns))
+}
+
+/// The ways of reaching the scenario's first NVMe (locally, from a local VM if its lender
+/// has one, from a bare-metal borrower and from that borrower's VM), and the one-way time
+/// of a store between the lender and the borrower (the relay's notification).
+fn rows(setup: &Setup) -> Result<(Vec<Row>, f64), CliError> {
     let probe = setup.fabric()?;
     let nvme = probe
         .endpoints()
@@ -249,6 +259,16 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
         r.rtt_ns.p50 / 2.0
     };
     drop(probe);
+    Ok((rows, notify_one_way_ns))
+}
+
+/// Each row's QD1 reads with interrupts (explained when asked), polled, and its sequential
+/// reads; with each row's breakdown.
+fn measure_rows(
+    setup: &Setup,
+    explain: &ExplainArgs,
+    rows: &[Row],
+) -> Result<(Vec<Measured>, Vec<RowBreakdown>), CliError> {
     let ops = setup.ops.unwrap_or(OPS);
     let fio = |row: &Row, mode: CompletionMode, rw: RwMode, bs: u64, iodepth: u32, n: u64| {
         let cfg = FioConfig {
@@ -274,7 +294,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
     };
     let mut measured = Vec::new();
     let mut breakdowns = Vec::new();
-    for row in &rows {
+    for row in rows {
         let Recorded {
             result: qd1,
             explained,
@@ -318,6 +338,17 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             )?,
         });
     }
+    Ok((measured, breakdowns))
+}
+
+/// The report of what the rows measured: the table, the notes comparing the rows with the
+/// interrupt relay's steps, the plots and the JSON.
+fn report(
+    setup: &Setup,
+    measured: &[Measured],
+    notify_one_way_ns: f64,
+) -> Result<Report, CliError> {
+    let ops = setup.ops.unwrap_or(OPS);
     let get = |label: &str| measured.iter().find(|m| m.row == label);
     let (Some(local), Some(bare), Some(vm)) = (
         get("local"),
@@ -328,24 +359,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
     };
     let cal = setup.calibration;
     let step = |p: &smartio_calibration::Param| p.value;
-    let relay_steps = [
-        ("lender's MDEV handler", step(&cal.vm.irq_handler_ns)),
-        (
-            "notification over the NTB (one-way store, measured)",
-            notify_one_way_ns,
-        ),
-        (
-            "borrower's interrupt entry",
-            step(&cal.cpu.interrupt_delivery_ns),
-        ),
-        ("borrower's SmartIO handler", step(&cal.vm.irq_handler_ns)),
-        ("eventfd signal", step(&cal.vm.eventfd_signal_ns)),
-        ("KVM injection", step(&cal.vm.irq_injection_ns)),
-        (
-            "guest's interrupt entry",
-            step(&cal.cpu.interrupt_delivery_ns),
-        ),
-    ];
+    let relay_steps = relay_steps(cal, notify_one_way_ns);
     let relay: f64 = relay_steps.iter().map(|(_, v)| v).sum();
     let mut t = table(&[
         "",
@@ -354,7 +368,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
         "QD1 poll p50 (ns)",
         "sequential 128 KiB (MB/s)",
     ]);
-    for m in &measured {
+    for m in measured {
         t.add_row(vec![
             m.row.to_string(),
             m.host.clone(),
@@ -404,6 +418,54 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             ns(vfio.qd1_poll.lat_ns.p50 - local.qd1_poll.lat_ns.p50)
         ));
     }
+    let plots = plots(measured);
+    let report = Report {
+        title: "vm-nvme: local, local VFIO VM, bare-metal borrower and MDEV VM borrower".into(),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::json!({
+            "rows": measured,
+            "relay_ns": relay,
+            "relay_steps": relay_steps.iter().map(|(w, v)| serde_json::json!({"step": w, "ns": v})).collect::<Vec<_>>(),
+            "vm_minus_bare_interrupt_ns": vm_vs_bare_irq,
+            "vm_minus_bare_poll_ns": vm_vs_bare_poll,
+            "remote_minus_local_poll_ns": remote_poll,
+            "remote_minus_local_interrupt_ns": remote_irq,
+        }),
+    };
+    Ok(report)
+}
+
+/// The steps of the interrupt relay from the lender's MDEV handler to the guest's
+/// interrupt entry, each with its calibrated (or, the notification, measured) time.
+fn relay_steps(
+    cal: &smartio_calibration::Calibration,
+    notify_one_way_ns: f64,
+) -> [(&'static str, f64); 7] {
+    let step = |p: &smartio_calibration::Param| p.value;
+    [
+        ("lender's MDEV handler", step(&cal.vm.irq_handler_ns)),
+        (
+            "notification over the NTB (one-way store, measured)",
+            notify_one_way_ns,
+        ),
+        (
+            "borrower's interrupt entry",
+            step(&cal.cpu.interrupt_delivery_ns),
+        ),
+        ("borrower's SmartIO handler", step(&cal.vm.irq_handler_ns)),
+        ("eventfd signal", step(&cal.vm.eventfd_signal_ns)),
+        ("KVM injection", step(&cal.vm.irq_injection_ns)),
+        (
+            "guest's interrupt entry",
+            step(&cal.cpu.interrupt_delivery_ns),
+        ),
+    ]
+}
+
+/// The rows' latencies with interrupts and polled, and their bandwidth, as bars.
+fn plots(measured: &[Measured]) -> Vec<Plot> {
     let bars = |f: fn(&Measured) -> f64| {
         Chart::Bars(
             measured
@@ -416,7 +478,7 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
                 .collect(),
         )
     };
-    let plots = vec![
+    vec![
         Plot {
             file: "vm-nvme-latency.svg".into(),
             title: "QD1 4 KiB read latency (p50), interrupt completions".into(),
@@ -438,21 +500,5 @@ fn measure(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, Vec<RowBreak
             y_label: "MB/s".into(),
             chart: bars(|m| m.sequential.bw_bytes_per_s / 1e6),
         },
-    ];
-    let report = Report {
-        title: "vm-nvme: local, local VFIO VM, bare-metal borrower and MDEV VM borrower".into(),
-        table: t,
-        notes,
-        plots,
-        json: serde_json::json!({
-            "rows": measured,
-            "relay_ns": relay,
-            "relay_steps": relay_steps.iter().map(|(w, v)| serde_json::json!({"step": w, "ns": v})).collect::<Vec<_>>(),
-            "vm_minus_bare_interrupt_ns": vm_vs_bare_irq,
-            "vm_minus_bare_poll_ns": vm_vs_bare_poll,
-            "remote_minus_local_poll_ns": remote_poll,
-            "remote_minus_local_interrupt_ns": remote_irq,
-        }),
-    };
-    Ok((report, breakdowns))
+    ]
 }

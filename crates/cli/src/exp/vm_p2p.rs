@@ -22,6 +22,7 @@ use super::bandwidth::{self, Curve, Difference};
 use super::ExpError;
 use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use crate::error::CliError;
+use comfy_table::Table;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
 use smartio_fabric::NodeKind;
@@ -119,55 +120,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
     ];
     let mut rows = Vec::new();
     for c in &configs {
-        let failed = |e: CliError| {
-            CliError::run(
-                format!("{} ({} with {} and {})", c.name, c.host, c.a, c.b),
-                e,
-            )
-        };
-        let copies = |direction| {
-            let config = P2pConfig {
-                host: c.host.clone(),
-                source: c.a.clone(),
-                target: c.b.clone(),
-                direction,
-                sizes: bandwidth::SIZES.to_vec(),
-                repeat,
-            };
-            let cluster = setup.cluster()?;
-            bench_p2p(&cluster, &config).map_err(|e| failed(e.into()))
-        };
-        let write = copies(P2pDirection::Write)?;
-        let read = copies(P2pDirection::Read)?;
-        let pingpong = device_pingpong(
-            &*setup.cluster()?,
-            &DevicePingPongConfig {
-                host: c.host.clone(),
-                a: c.a.clone(),
-                b: c.b.clone(),
-                iterations,
-            },
-        )
-        .map_err(|e| failed(e.into()))?;
-        let between = pingpong
-            .path_a_to_b
-            .split_last()
-            .map_or(&[][..], |(_, before)| before);
-        rows.push(Row {
-            name: c.name.into(),
-            host: c.host.clone(),
-            a: c.a.clone(),
-            b: c.b.clone(),
-            write,
-            read,
-            roots: between
-                .iter()
-                .filter(|n| root_complexes.contains(n))
-                .cloned()
-                .collect(),
-            hops: between.len(),
-            pingpong,
-        });
+        rows.push(measure(setup, c, repeat, iterations, &root_complexes)?);
     }
     let curves = |pick: fn(&Row) -> &Vec<DmaSample>| -> Vec<Curve> {
         rows.iter()
@@ -188,6 +141,95 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
     ));
     bandwidth::add_rows(&mut t, "write GB/s", &write, &write_diff);
     bandwidth::add_rows(&mut t, "read GB/s", &read, &read_diff);
+    add_latency_rows(&mut t, &rows);
+    let notes = notes(
+        setup,
+        &configs,
+        &rows,
+        lender_iommu,
+        &lender,
+        [&write_diff, &read_diff],
+    );
+    let plots = plots(&a, &b, &write, &read, &rows);
+    Ok(Report {
+        title: format!(
+            "vm-p2p: {a} and {b} of {lender} by local VFIO, by MDEV and borrowed bare metal"
+        ),
+        table: t,
+        notes,
+        plots,
+        json: serde_json::json!({
+            "repeat": repeat,
+            "iterations": iterations,
+            "rows": rows,
+            "mdev_vs_bare_metal_percent": { "write": write_diff, "read": read_diff },
+        }),
+    })
+}
+
+/// One configuration's peer-to-peer writes and reads and its ping-pong, each on a fresh
+/// cluster, with the root complexes (of `root_complexes`) and hops between the devices.
+fn measure(
+    setup: &Setup,
+    c: &Config,
+    repeat: u32,
+    iterations: u32,
+    root_complexes: &[String],
+) -> Result<Row, CliError> {
+    let failed = |e: CliError| {
+        CliError::run(
+            format!("{} ({} with {} and {})", c.name, c.host, c.a, c.b),
+            e,
+        )
+    };
+    let copies = |direction| {
+        let config = P2pConfig {
+            host: c.host.clone(),
+            source: c.a.clone(),
+            target: c.b.clone(),
+            direction,
+            sizes: bandwidth::SIZES.to_vec(),
+            repeat,
+        };
+        let cluster = setup.cluster()?;
+        bench_p2p(&cluster, &config).map_err(|e| failed(e.into()))
+    };
+    let write = copies(P2pDirection::Write)?;
+    let read = copies(P2pDirection::Read)?;
+    let pingpong = device_pingpong(
+        &*setup.cluster()?,
+        &DevicePingPongConfig {
+            host: c.host.clone(),
+            a: c.a.clone(),
+            b: c.b.clone(),
+            iterations,
+        },
+    )
+    .map_err(|e| failed(e.into()))?;
+    let between = pingpong
+        .path_a_to_b
+        .split_last()
+        .map_or(&[][..], |(_, before)| before);
+    Ok(Row {
+        name: c.name.into(),
+        host: c.host.clone(),
+        a: c.a.clone(),
+        b: c.b.clone(),
+        write,
+        read,
+        roots: between
+            .iter()
+            .filter(|n| root_complexes.contains(n))
+            .cloned()
+            .collect(),
+        hops: between.len(),
+        pingpong,
+    })
+}
+
+/// The one-way ping-pong latencies (p50, p99) of each configuration, and MDEV's against
+/// bare metal.
+fn add_latency_rows(t: &mut Table, rows: &[Row]) {
     for (measure, pick) in [
         (
             "one-way p50 ns",
@@ -203,24 +245,20 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         ));
         t.add_row(row);
     }
-    let notes = notes(
-        setup,
-        &configs,
-        &rows,
-        lender_iommu,
-        &lender,
-        [&write_diff, &read_diff],
-    );
-    let plots = vec![
+}
+
+/// The write and read bandwidth curves, and the ping-pong's one-way latency as bars.
+fn plots(a: &str, b: &str, write: &[Curve], read: &[Curve], rows: &[Row]) -> Vec<Plot> {
+    vec![
         bandwidth::plot(
             "vm-p2p-write.svg",
             &format!("peer-to-peer writes, {a} memory to {b} memory"),
-            &write,
+            write,
         ),
         bandwidth::plot(
             "vm-p2p-read.svg",
             &format!("peer-to-peer reads, {b} memory to {a} memory"),
-            &read,
+            read,
         ),
         Plot {
             file: "vm-p2p-pingpong.svg".into(),
@@ -237,21 +275,53 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
                     .collect(),
             ),
         },
-    ];
-    Ok(Report {
-        title: format!(
-            "vm-p2p: {a} and {b} of {lender} by local VFIO, by MDEV and borrowed bare metal"
-        ),
-        table: t,
-        notes,
-        plots,
-        json: serde_json::json!({
-            "repeat": repeat,
-            "iterations": iterations,
-            "rows": rows,
-            "mdev_vs_bare_metal_percent": { "write": write_diff, "read": read_diff },
-        }),
-    })
+    ]
+}
+
+/// A configuration's device-to-device path: through which root complexes, in how many hops.
+fn path_note(c: &Config, r: &Row) -> String {
+    format!(
+        "{} ({}; {} and {} {}): device to device through {} root complex{} ({}) and {} \
+         hop{}: {} -> {}",
+        r.name,
+        r.host,
+        r.a,
+        r.b,
+        c.how,
+        r.roots.len(),
+        if r.roots.len() == 1 { "" } else { "es" },
+        if r.roots.is_empty() {
+            "shortest path".to_string()
+        } else {
+            r.roots.join(", ")
+        },
+        r.hops,
+        if r.hops == 1 { "" } else { "s" },
+        r.a,
+        r.pingpong.path_a_to_b.join(" -> "),
+    )
+}
+
+/// Whether the lender's IOMMU is on (and so where peer-to-peer goes), and whether the rows'
+/// paths are the same.
+fn iommu_note(rows: &[Row], lender_iommu: bool, lender: &str) -> String {
+    let same_path = rows
+        .windows(2)
+        .all(|w| w[0].pingpong.path_a_to_b == w[1].pingpong.path_a_to_b);
+    format!(
+        "{lender}'s IOMMU is {}; the three rows' device-to-device paths are {}",
+        if lender_iommu {
+            "on, so peer-to-peer goes up through its root complex to be translated in every \
+             row (local VFIO too: the VM's devices are in an IOMMU domain of the lender's own)"
+        } else {
+            "off (MDEV needs it on)"
+        },
+        if same_path {
+            "the same"
+        } else {
+            "NOT the same"
+        }
+    )
 }
 
 /// The model's account of the table: each row's path (as Table 2 gives it), why the rows
@@ -278,45 +348,8 @@ fn notes(
         a = configs[0].a,
         b = configs[0].b,
     )];
-    for (c, r) in configs.iter().zip(rows) {
-        notes.push(format!(
-            "{} ({}; {} and {} {}): device to device through {} root complex{} ({}) and {} \
-             hop{}: {} -> {}",
-            r.name,
-            r.host,
-            r.a,
-            r.b,
-            c.how,
-            r.roots.len(),
-            if r.roots.len() == 1 { "" } else { "es" },
-            if r.roots.is_empty() {
-                "shortest path".to_string()
-            } else {
-                r.roots.join(", ")
-            },
-            r.hops,
-            if r.hops == 1 { "" } else { "s" },
-            r.a,
-            r.pingpong.path_a_to_b.join(" -> "),
-        ));
-    }
-    let same_path = rows
-        .windows(2)
-        .all(|w| w[0].pingpong.path_a_to_b == w[1].pingpong.path_a_to_b);
-    notes.push(format!(
-        "{lender}'s IOMMU is {}; the three rows' device-to-device paths are {}",
-        if lender_iommu {
-            "on, so peer-to-peer goes up through its root complex to be translated in every \
-             row (local VFIO too: the VM's devices are in an IOMMU domain of the lender's own)"
-        } else {
-            "off (MDEV needs it on)"
-        },
-        if same_path {
-            "the same"
-        } else {
-            "NOT the same"
-        }
-    ));
+    notes.extend(configs.iter().zip(rows).map(|(c, r)| path_note(c, r)));
+    notes.push(iommu_note(rows, lender_iommu, lender));
     // The per-copy cost that separates the rows: constant over sizes, so it fades.
     let gap = |row: &Row, i: usize| {
         let (x, y) = (row.write.get(i), first.write.get(i));

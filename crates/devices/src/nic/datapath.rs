@@ -17,6 +17,7 @@
 //! `RX_HEAD`, raise the vector if enabled.
 
 use super::port::{Arrival, Delivery};
+use super::queues::{QueuePair, Ring};
 use super::regs::{FunctionCounters, NicFunction};
 use super::spec::{irq, RingError, RxDescriptor, Status, TxDescriptor, DESCRIPTOR_BYTES};
 use super::{switch, Nic};
@@ -50,13 +51,39 @@ struct InFlight {
     read: Rc<Read>,
 }
 
-/// The lowest index of the work in hand (0 with none): a ring enabled again restarts at 0.
-fn current_head(in_flight: &VecDeque<InFlight>, fetched: &VecDeque<(u64, TxDescriptor)>) -> u64 {
-    in_flight
-        .front()
-        .map(|f| f.index)
-        .or_else(|| fetched.front().map(|(i, _)| *i))
-        .unwrap_or(0)
+/// A transmit engine's work in hand: descriptors fetched and not yet started, frames whose
+/// buffers are being read, and the ring they belong to.
+#[derive(Default)]
+struct TxWork {
+    fetched: VecDeque<(u64, TxDescriptor)>,
+    in_flight: VecDeque<InFlight>,
+    /// The ring's base, size and enable the work belongs to.
+    ring: (u64, u64, bool),
+}
+
+impl TxWork {
+    /// The lowest index of the work in hand (0 with none): a ring enabled again restarts at 0.
+    fn head(&self) -> u64 {
+        self.in_flight
+            .front()
+            .map(|f| f.index)
+            .or_else(|| self.fetched.front().map(|(i, _)| *i))
+            .unwrap_or(0)
+    }
+
+    /// Drops what `ring` no longer holds: all of it when the ring was disabled or set up
+    /// again (even between two looks), so no descriptor of the old ring is sent or written
+    /// back; the descriptors at or above a lowered tail, which are the driver's again.
+    fn follow(&mut self, ring: &Ring) {
+        let now = (ring.base, ring.size, ring.enabled);
+        if !ring.enabled || now != self.ring || ring.head < self.head() {
+            self.fetched.clear();
+            self.in_flight.clear();
+            self.ring = now;
+        }
+        self.fetched.retain(|(i, _)| *i < ring.tail);
+        self.in_flight.retain(|f| f.index < ring.tail);
+    }
 }
 
 /// Reads `count` descriptors from `at`.
@@ -97,102 +124,129 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
         let Some(queue) = function.queue(q) else {
             return;
         };
-        let timing = self.config.timing;
-        let mut fetched: VecDeque<(u64, TxDescriptor)> = VecDeque::new();
-        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-        // The ring the work in hand belongs to: a ring disabled or set up again (even between
-        // two looks) drops it, so no descriptor of the old ring is sent or written back.
-        let mut current = (0u64, 0u64, false);
+        let mut work = TxWork::default();
         loop {
             let ring = *queue.tx.borrow();
-            let now_ring = (ring.base, ring.size, ring.enabled);
-            if !ring.enabled
-                || now_ring != current
-                || ring.head < current_head(&in_flight, &fetched)
-            {
-                fetched.clear();
-                in_flight.clear();
-                current = now_ring;
-            }
-            // Descriptors at or above a lowered tail are the driver's again.
-            fetched.retain(|(i, _)| *i < ring.tail);
-            in_flight.retain(|f| f.index < ring.tail);
-            // Decode and validate, keeping up to `tx_pipeline` buffers being read.
-            while in_flight.len() < timing.tx_pipeline.max(1) {
-                if fetched.is_empty() {
-                    let next = ring.head + in_flight.len() as u64;
-                    let count = ring.batch(next, timing.fetch_batch.max(1));
-                    if !ring.enabled || count == 0 {
-                        break;
-                    }
-                    match fetch(&port, ring.descriptor(next), count).await {
-                        Some(ds) => fetched.extend(
-                            ds.iter()
-                                .enumerate()
-                                .map(|(i, d)| (next + i as u64, TxDescriptor::from_bytes(d))),
-                        ),
-                        None => {
-                            queue.fail(RingError::DescriptorDma);
-                            *queue.tx.borrow_mut() = Default::default();
-                            break;
-                        }
-                    }
-                }
-                let Some((i, d)) = fetched.pop_front() else {
-                    break;
-                };
-                let read = Rc::new(Read::default());
-                match d.validate(self.config.mtu) {
-                    Err(status) => *read.result.borrow_mut() = Some(Err(status)),
-                    Ok(len) => {
-                        let (r, p) = (read.clone(), port.clone());
-                        port.spawn_task(Box::pin(async move {
-                            let data = p.read_owned(d.buffer, len).await;
-                            *r.result.borrow_mut() = Some(data.map_err(|_| Status::DmaFailed));
-                            r.done.notify();
-                        }));
-                    }
-                }
-                in_flight.push_back(InFlight { index: i, read });
-            }
-            let Some(next) = in_flight.pop_front() else {
+            work.follow(&ring);
+            self.fetch_and_validate(&mut work, &ring, queue, &port)
+                .await;
+            let Some(next) = work.in_flight.pop_front() else {
                 queue.tx_doorbell.notified().await;
                 continue;
             };
-            let status = match next.read.wait().await {
-                Ok(frame) => {
-                    port.sleep(timing.per_frame).await;
-                    if next.index >= queue.tx.borrow().tail {
-                        continue;
-                    }
-                    self.send(index, frame, &port).await;
-                    Status::Ok
-                }
-                Err(status) => status,
-            };
-            // Complete: write the status back, then advance the head.
-            let ring = *queue.tx.borrow();
-            if !ring.enabled || next.index >= ring.tail {
+            let Some(status) = self.transmit(index, &next, queue, &port).await else {
                 continue;
-            }
-            let at = ring
-                .descriptor(next.index)
-                .offset(super::spec::STATUS_OFFSET);
-            if port.write(at, &status.code().to_le_bytes()).await.is_err() {
-                queue.fail(RingError::DescriptorDma);
-            }
-            {
-                let mut ring = queue.tx.borrow_mut();
-                if ring.enabled && ring.head == next.index {
-                    ring.head += 1;
+            };
+            self.complete_tx(&function, q, &next, status, &port).await;
+        }
+    }
+
+    /// Decode and validate: keeps up to `tx_pipeline` buffers being read, fetching ready
+    /// descriptors in batches and checking each against the MTU before its buffer is read.
+    async fn fetch_and_validate(
+        &self,
+        work: &mut TxWork,
+        ring: &Ring,
+        queue: &QueuePair,
+        port: &P,
+    ) {
+        let timing = self.config.timing;
+        while work.in_flight.len() < timing.tx_pipeline.max(1) {
+            if work.fetched.is_empty() {
+                let next = ring.head + work.in_flight.len() as u64;
+                let count = ring.batch(next, timing.fetch_batch.max(1));
+                if !ring.enabled || count == 0 {
+                    break;
+                }
+                match fetch(port, ring.descriptor(next), count).await {
+                    Some(ds) => work.fetched.extend(
+                        ds.iter()
+                            .enumerate()
+                            .map(|(i, d)| (next + i as u64, TxDescriptor::from_bytes(d))),
+                    ),
+                    None => {
+                        queue.fail(RingError::DescriptorDma);
+                        *queue.tx.borrow_mut() = Default::default();
+                        break;
+                    }
                 }
             }
-            if status == Status::Ok {
-                FunctionCounters::bump(&function.counters.tx_frames);
+            let Some((i, d)) = work.fetched.pop_front() else {
+                break;
+            };
+            let read = Rc::new(Read::default());
+            match d.validate(self.config.mtu) {
+                Err(status) => *read.result.borrow_mut() = Some(Err(status)),
+                Ok(len) => {
+                    let (r, p) = (read.clone(), port.clone());
+                    port.spawn_task(Box::pin(async move {
+                        let data = p.read_owned(d.buffer, len).await;
+                        *r.result.borrow_mut() = Some(data.map_err(|_| Status::DmaFailed));
+                        r.done.notify();
+                    }));
+                }
             }
-            if queue.irq() & irq::TX != 0 {
-                self.interrupt(&function, q, &port).await;
+            work.in_flight.push_back(InFlight { index: i, read });
+        }
+    }
+
+    /// Execute: once its buffer is read, pays the per-frame cost and sends the frame of
+    /// function `index`; its status, or `None` when the driver took the descriptor back
+    /// meanwhile (a lowered tail).
+    async fn transmit(
+        &self,
+        index: usize,
+        next: &InFlight,
+        queue: &QueuePair,
+        port: &P,
+    ) -> Option<Status> {
+        match next.read.wait().await {
+            Ok(frame) => {
+                port.sleep(self.config.timing.per_frame).await;
+                if next.index >= queue.tx.borrow().tail {
+                    return None;
+                }
+                self.send(index, frame, port).await;
+                Some(Status::Ok)
             }
+            Err(status) => Some(status),
+        }
+    }
+
+    /// Complete: writes `status` back into the descriptor, advances the head, counts the
+    /// frame and raises queue `q`'s vector if enabled.
+    async fn complete_tx(
+        &self,
+        function: &NicFunction,
+        q: u16,
+        next: &InFlight,
+        status: Status,
+        port: &P,
+    ) {
+        let Some(queue) = function.queue(q) else {
+            return;
+        };
+        let ring = *queue.tx.borrow();
+        if !ring.enabled || next.index >= ring.tail {
+            return;
+        }
+        let at = ring
+            .descriptor(next.index)
+            .offset(super::spec::STATUS_OFFSET);
+        if port.write(at, &status.code().to_le_bytes()).await.is_err() {
+            queue.fail(RingError::DescriptorDma);
+        }
+        {
+            let mut ring = queue.tx.borrow_mut();
+            if ring.enabled && ring.head == next.index {
+                ring.head += 1;
+            }
+        }
+        if status == Status::Ok {
+            FunctionCounters::bump(&function.counters.tx_frames);
+        }
+        if queue.irq() & irq::TX != 0 {
+            self.interrupt(function, q, port).await;
         }
     }
 

@@ -174,32 +174,11 @@ impl NicDriver {
         config: NicDriverConfig,
     ) -> Result<NicDriver, NicError> {
         let device = handle.name().to_string();
-        let cfg_err = |key, value, allowed: &str| NicError::Config {
-            device: device.clone(),
-            key,
-            value,
-            allowed: allowed.to_string(),
-        };
-        if !(1..=spec::QUEUE_PAIRS).contains(&config.queue_pairs) {
-            return Err(cfg_err(
-                "queue_pairs",
-                u64::from(config.queue_pairs),
-                "1 to 8",
-            ));
-        }
-        let entries = config.ring_entries;
-        if !entries.is_power_of_two() || !spec::RING_ENTRIES.contains(&entries) {
-            return Err(cfg_err(
-                "ring_entries",
-                entries,
-                "a power of two from 8 to 4096",
-            ));
-        }
+        let entries = check_config(&device, &config)?;
         let access = |source| NicError::Access {
             device: device.clone(),
             source,
         };
-
         handle.enable().await.map_err(access)?;
         let bar = handle
             .map_bar(spec::REGISTER_BAR)
@@ -215,68 +194,12 @@ impl NicDriver {
         let mtu = bar.read64(reg::MTU).await.map_err(access)? as usize;
         let link = bar.read64(reg::LINK).await.map_err(access)?;
         let size = buffer_size(mtu);
-        let alloc = |_| {
-            handle
-                .dma_alloc_coherent(RingMemory::bytes(entries, size))
-                .map(|dma| RingMemory {
-                    dma,
-                    entries,
-                    buffer_size: size,
-                })
-                .map_err(|source| NicError::Dma {
-                    device: device.clone(),
-                    source,
-                })
-        };
-        let tx: Vec<RingMemory> = (0..config.queue_pairs)
-            .map(alloc)
-            .collect::<Result<_, _>>()?;
-        let rx = alloc(0)?;
-        for (q, m) in tx.iter().enumerate() {
-            let base = queue::base(q as u16);
-            bar.write64(base + queue::TX_BASE, m.dma.bus.get())
-                .await
-                .map_err(access)?;
-            bar.write64(base + queue::TX_SIZE, entries)
-                .await
-                .map_err(access)?;
-        }
-        // Post every receive buffer, then enable the ring and hand them over.
-        for i in 0..entries {
-            let d = RxDescriptor {
-                buffer: rx.buffer_bus(i),
-                len: size as u32,
-                status: 0,
-            };
-            handle
-                .cpu()
-                .write(BusAddr(rx.descriptor_cpu(i).get()), &d.to_bytes())
-                .await
-                .map_err(access)?;
-        }
-        let q0 = queue::base(0);
-        bar.write64(q0 + queue::RX_BASE, rx.dma.bus.get())
+        let (tx, rx) = allocate_rings(&handle, config.queue_pairs, entries, size)?;
+        program_tx_rings(&bar, &tx, entries).await.map_err(access)?;
+        post_rx_ring(&handle, &bar, &rx, entries, size)
             .await
             .map_err(access)?;
-        bar.write64(q0 + queue::RX_SIZE, entries)
-            .await
-            .map_err(access)?;
-        bar.write64(q0 + queue::RX_TAIL, entries)
-            .await
-            .map_err(access)?;
-        for q in 0..config.queue_pairs {
-            let code = bar
-                .read64(queue::base(q) + queue::ERROR)
-                .await
-                .map_err(access)?;
-            if let Some(error) = RingError::from_code(code) {
-                return Err(NicError::Ring {
-                    device,
-                    queue: q,
-                    error,
-                });
-            }
-        }
+        check_rings(&bar, &device, config.queue_pairs).await?;
         let rx_at = RxIndices::default();
         rx_at.posted.set(entries);
         let cpu = handle.cpu().clone();
@@ -507,4 +430,111 @@ impl FrameLink for NicDriver {
     fn recv(&self) -> impl std::future::Future<Output = Result<Vec<u8>, LinkError>> {
         self.recv_frame()
     }
+}
+/// Refuses `config`'s counts outside what the NIC has; the ring entries.
+fn check_config(device: &str, config: &NicDriverConfig) -> Result<u64, NicError> {
+    let refused = |key, value, allowed: &str| NicError::Config {
+        device: device.to_string(),
+        key,
+        value,
+        allowed: allowed.to_string(),
+    };
+    if !(1..=spec::QUEUE_PAIRS).contains(&config.queue_pairs) {
+        return Err(refused(
+            "queue_pairs",
+            u64::from(config.queue_pairs),
+            "1 to 8",
+        ));
+    }
+    let entries = config.ring_entries;
+    if !entries.is_power_of_two() || !spec::RING_ENTRIES.contains(&entries) {
+        return Err(refused(
+            "ring_entries",
+            entries,
+            "a power of two from 8 to 4096",
+        ));
+    }
+    Ok(entries)
+}
+
+/// The transmit rings (one per queue pair) and the receive ring, in DMA memory, of
+/// `entries` descriptors with buffers of `size` bytes.
+fn allocate_rings(
+    handle: &DeviceHandle,
+    queue_pairs: u16,
+    entries: u64,
+    size: u64,
+) -> Result<(Vec<RingMemory>, RingMemory), NicError> {
+    let alloc = |_| {
+        handle
+            .dma_alloc_coherent(RingMemory::bytes(entries, size))
+            .map(|dma| RingMemory {
+                dma,
+                entries,
+                buffer_size: size,
+            })
+            .map_err(|source| NicError::Dma {
+                device: handle.name().to_string(),
+                source,
+            })
+    };
+    let tx: Vec<RingMemory> = (0..queue_pairs).map(alloc).collect::<Result<_, _>>()?;
+    let rx = alloc(0)?;
+    Ok((tx, rx))
+}
+
+/// Gives the NIC each transmit ring's place and size.
+async fn program_tx_rings(bar: &Mmio, tx: &[RingMemory], entries: u64) -> Result<(), AccessError> {
+    for (q, m) in tx.iter().enumerate() {
+        let base = queue::base(q as u16);
+        bar.write64(base + queue::TX_BASE, m.dma.bus.get()).await?;
+        bar.write64(base + queue::TX_SIZE, entries).await?;
+    }
+    Ok(())
+}
+
+/// Posts every receive buffer, then enables the ring and hands them over.
+async fn post_rx_ring(
+    handle: &DeviceHandle,
+    bar: &Mmio,
+    rx: &RingMemory,
+    entries: u64,
+    size: u64,
+) -> Result<(), AccessError> {
+    for i in 0..entries {
+        let d = RxDescriptor {
+            buffer: rx.buffer_bus(i),
+            len: size as u32,
+            status: 0,
+        };
+        handle
+            .cpu()
+            .write(BusAddr(rx.descriptor_cpu(i).get()), &d.to_bytes())
+            .await?;
+    }
+    let q0 = queue::base(0);
+    bar.write64(q0 + queue::RX_BASE, rx.dma.bus.get()).await?;
+    bar.write64(q0 + queue::RX_SIZE, entries).await?;
+    bar.write64(q0 + queue::RX_TAIL, entries).await
+}
+
+/// Refuses a ring the NIC reports an error for (after it took the set-up).
+async fn check_rings(bar: &Mmio, device: &str, queue_pairs: u16) -> Result<(), NicError> {
+    for q in 0..queue_pairs {
+        let code = bar
+            .read64(queue::base(q) + queue::ERROR)
+            .await
+            .map_err(|source| NicError::Access {
+                device: device.to_string(),
+                source,
+            })?;
+        if let Some(error) = RingError::from_code(code) {
+            return Err(NicError::Ring {
+                device: device.to_string(),
+                queue: q,
+                error,
+            });
+        }
+    }
+    Ok(())
 }

@@ -7,21 +7,17 @@
 //! MSI-X), so it runs unchanged on a local controller and on one lent by another host.
 
 mod error;
+mod probe;
 mod queue;
 
 pub use error::{BadRequest, NvmeError};
 pub use queue::QueuePair;
 
 use smartio_devices::nvme::prp;
-use smartio_devices::nvme::spec::admin::{
-    self, AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
-};
+use smartio_devices::nvme::spec::admin::{self, AdminCommand, DeleteQueue, GetLogPage, Identify};
 use smartio_devices::nvme::spec::io::{BlockRange, DsmRange, IoCommand};
-use smartio_devices::nvme::spec::{
-    self, aqa, cap, cc, cns, csts, feature, id_ctrl, id_ns, reg, Command, Completion, CQE_SIZE,
-    SQE_SIZE,
-};
-use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, Driver, HostError, PciId};
+use smartio_devices::nvme::spec::{self, csts, id_ns, reg, Command, Completion};
+use smartio_host::{DeviceHandle, DmaBuffer, DmaDirection, Driver, PciId};
 use smartio_platform::{AccessError, BusAddr, Clock, PhysAddr, Port, SimDuration, PAGE_SIZE};
 use std::any::Any;
 use std::cell::RefCell;
@@ -243,210 +239,6 @@ impl NvmeDevice {
             device: self.handle.name().to_string(),
             source,
         }
-    }
-
-    /// Resets and enables the controller behind `handle` and sets up its queues.
-    pub async fn probe(
-        handle: DeviceHandle,
-        config: NvmeDriverConfig,
-    ) -> Result<NvmeDevice, NvmeError> {
-        let name = handle.name().to_string();
-        let access = |source| NvmeError::Access {
-            device: name.clone(),
-            source,
-        };
-        handle.enable().await.map_err(access)?;
-        let bar = handle.map_bar(0)?;
-        let capr = bar.read64(reg::CAP).await.map_err(access)?;
-        if cap::css(capr) & 1 == 0 {
-            return Err(NvmeError::BadRequest {
-                device: name.clone(),
-                why: BadRequest::NoNvmCommandSet,
-            });
-        }
-        let timeout_ms = u64::from(cap::to(capr).max(1)) * 500;
-        let stride = cap::dstrd(capr);
-        let max_entries = cap::mqes(capr) + 1;
-        // Reset: CC.EN = 0 and wait for CSTS.RDY = 0.
-        bar.write32(reg::CC, 0).await.map_err(access)?;
-        wait_ready(&handle, &bar, false, timeout_ms).await?;
-
-        let admin_sq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64)?;
-        let admin_cq = handle.dma_alloc_coherent(u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64)?;
-        bar.write32(reg::AQA, aqa::new(ADMIN_ENTRIES, ADMIN_ENTRIES))
-            .await
-            .map_err(access)?;
-        bar.write64(reg::ASQ, admin_sq.bus.get())
-            .await
-            .map_err(access)?;
-        bar.write64(reg::ACQ, admin_cq.bus.get())
-            .await
-            .map_err(access)?;
-        // Legacy INTx: one vector for every queue, one handler reaping them all.
-        let intx = match config.mode {
-            CompletionMode::Interrupt if config.intx => Some(handle.enable_intx().await?),
-            _ => None,
-        };
-        let intx_queues: Rc<RefCell<Vec<Rc<QueuePair>>>> = Rc::default();
-        let vectors = match config.mode {
-            CompletionMode::Interrupt if intx.is_some() => Vec::new(),
-            CompletionMode::Interrupt => {
-                let wanted = config.io_queues.saturating_add(1);
-                // Ask for what the table has if fewer than wanted.
-                match handle.enable_msix(wanted).await {
-                    Ok(v) => v,
-                    Err(HostError::TooManyVectors { available, .. }) => {
-                        handle.enable_msix(available).await?
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            CompletionMode::Poll => Vec::new(),
-        };
-        bar.write32(reg::CC, cc::EN | cc::IOSQES_64 | cc::IOCQES_16)
-            .await
-            .map_err(access)?;
-        wait_ready(&handle, &bar, true, timeout_ms).await?;
-
-        let doorbells = |qid: u16| {
-            (
-                spec::doorbell_offset(qid, false, stride),
-                spec::doorbell_offset(qid, true, stride),
-            )
-        };
-        let admin = Rc::new(QueuePair::new(
-            0,
-            ADMIN_ENTRIES,
-            admin_sq,
-            admin_cq,
-            vectors.first().cloned(),
-            handle.cpu().clone(),
-            bar.clone(),
-            doorbells(0),
-        ));
-        let mut dev = NvmeDevice {
-            handle: handle.clone(),
-            bar: bar.clone(),
-            mode: config.mode,
-            info: ControllerInfo {
-                vendor: 0,
-                serial: String::new(),
-                model: String::new(),
-                firmware: String::new(),
-                max_transfer: 0,
-                namespaces: 0,
-                version: 0,
-                io_queues: 0,
-            },
-            namespaces: Vec::new(),
-            admin: admin.clone(),
-            io: Vec::new(),
-            timeout_ms,
-        };
-        if let Some(irq) = &intx {
-            intx_queues.borrow_mut().push(admin.clone());
-            spawn_intx_handler(&handle, irq.clone(), intx_queues.clone());
-        } else if config.mode == CompletionMode::Interrupt {
-            spawn_handler(&handle, admin);
-        }
-
-        let page = dev.identify(cns::CONTROLLER, 0).await?;
-        let text = |r: std::ops::Range<usize>| String::from_utf8_lossy(&page[r]).trim().to_string();
-        let mdts = page[id_ctrl::MDTS];
-        dev.info = ControllerInfo {
-            vendor: u16::from_le_bytes([page[id_ctrl::VID], page[id_ctrl::VID + 1]]),
-            serial: text(id_ctrl::SN..id_ctrl::SN + 20),
-            model: text(id_ctrl::MN..id_ctrl::MN + 40),
-            firmware: text(id_ctrl::FR..id_ctrl::FR + 8),
-            max_transfer: if mdts == 0 {
-                1 << 20
-            } else {
-                PAGE_SIZE << mdts
-            },
-            namespaces: le32(&page, id_ctrl::NN),
-            version: le32(&page, id_ctrl::VER),
-            io_queues: 0,
-        };
-        let list = dev.identify(cns::ACTIVE_NAMESPACES, 0).await?;
-        for chunk in list.chunks_exact(4) {
-            let nsid = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if nsid == 0 {
-                break;
-            }
-            let ns = dev.identify(cns::NAMESPACE, nsid).await?;
-            dev.namespaces.push(NamespaceInfo::from_identify(nsid, &ns));
-        }
-
-        // Queues: one pair per CPU, as many as granted and as vectors allow.
-        let wanted = match config.mode {
-            CompletionMode::Interrupt if intx.is_some() => config.io_queues,
-            CompletionMode::Interrupt => {
-                config.io_queues.min(vectors.len().saturating_sub(1) as u16)
-            }
-            CompletionMode::Poll => config.io_queues,
-        }
-        .max(1);
-        let granted = dev
-            .admin_command(
-                AdminCommand::SetFeatures(SetFeatures {
-                    fid: feature::NUMBER_OF_QUEUES,
-                    save: false,
-                    value: feature::queues(wanted - 1, wanted - 1),
-                })
-                .into(),
-            )
-            .await?;
-        let (nsqa, ncqa) = feature::queues_of(granted.result);
-        let granted = nsqa.min(ncqa).wrapping_add(1);
-        let count = wanted.min(granted);
-        let entries = u32::from(config.queue_entries).clamp(2, max_entries) as u16;
-        for qid in 1..=count {
-            let sq = handle.dma_alloc_coherent(u64::from(entries) * SQE_SIZE as u64)?;
-            let cq = handle.dma_alloc_coherent(u64::from(entries) * CQE_SIZE as u64)?;
-            let irq = vectors.get(qid as usize).cloned();
-            dev.admin_command(
-                AdminCommand::CreateIoCq(CreateIoCq {
-                    qid,
-                    qsize: entries - 1,
-                    base: cq.bus.get(),
-                    pc: true,
-                    ien: irq.is_some() || intx.is_some(),
-                    iv: irq.as_ref().map_or(0, |v| v.index),
-                })
-                .into(),
-            )
-            .await?;
-            dev.admin_command(
-                AdminCommand::CreateIoSq(CreateIoSq {
-                    qid,
-                    qsize: entries - 1,
-                    base: sq.bus.get(),
-                    pc: true,
-                    qprio: 0,
-                    cqid: qid,
-                })
-                .into(),
-            )
-            .await?;
-            let pair = Rc::new(QueuePair::new(
-                qid,
-                entries,
-                sq,
-                cq,
-                irq,
-                handle.cpu().clone(),
-                bar.clone(),
-                doorbells(qid),
-            ));
-            if intx.is_some() {
-                intx_queues.borrow_mut().push(pair.clone());
-            } else if config.mode == CompletionMode::Interrupt {
-                spawn_handler(&handle, pair.clone());
-            }
-            dev.io.push(pair);
-        }
-        dev.info.io_queues = count;
-        Ok(dev)
     }
 
     /// The device handle.

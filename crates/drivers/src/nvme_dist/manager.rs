@@ -111,39 +111,13 @@ impl Manager {
     ) -> Result<Rc<Manager>, DistError> {
         let hold = smartio.borrow_device(os.id(), fdid, true)?;
         smartio.enable_device(&hold).await?;
-        let regs = smartio.bar_segment(&hold, 0)?;
-        let regs_map = smartio.map_for_cpu(os.id(), &regs)?;
-        let bar = Mmio::new(
-            os.cpu(),
-            BarWindow {
-                index: 0,
-                base: regs_map.addr,
-                size: regs.size,
-            },
-            "nvme manager BAR0",
-        );
+        let bar = registers(smartio, os, &hold)?;
         let capr = bar.read64(reg::CAP).await.map_err(access("read CAP"))?;
         let timeout_ms = u64::from(cap::to(capr).max(1)) * 500;
         let stride = cap::dstrd(capr);
         bar.write32(reg::CC, 0).await.map_err(access("reset"))?;
         wait_ready(os, &bar, false, timeout_ms).await?;
-
-        // Admin queues: the SQ where the device reads it best, the CQ in this host's RAM.
-        let sq_hints = Hints {
-            device_reads: true,
-            host_writes: true,
-            ..Hints::default()
-        };
-        let cq_hints = Hints {
-            device_writes: true,
-            host_reads: true,
-            ..Hints::default()
-        };
-        let asq_len = u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64;
-        let acq_len = u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64;
-        let asq = mapped_segment(smartio, os, &hold, asq_len, sq_hints)?;
-        let acq = mapped_segment(smartio, os, &hold, acq_len, cq_hints)?;
-        let scratch = mapped_segment(smartio, os, &hold, 2 * PAGE_SIZE, cq_hints)?;
+        let (asq, acq, scratch) = admin_segments(smartio, os, &hold)?;
         let setup = async {
             bar.write32(reg::AQA, aqa::new(ADMIN_ENTRIES, ADMIN_ENTRIES))
                 .await?;
@@ -178,28 +152,41 @@ impl Manager {
             max_transfer: 0,
             model: String::new(),
         };
-        let page = m.identify(cns::CONTROLLER, 0).await?;
+        m.identify_all().await?;
+        m.ask_for_queues().await?;
+        m.share_and_publish(fdid).await?;
+        Ok(Rc::new(m))
+    }
+
+    /// Identify Controller (the largest transfer, the model), then Identify Namespace of each
+    /// active namespace.
+    async fn identify_all(&mut self) -> Result<(), DistError> {
+        let page = self.identify(cns::CONTROLLER, 0).await?;
         let mdts = page[id_ctrl::MDTS];
-        m.max_transfer = if mdts == 0 {
+        self.max_transfer = if mdts == 0 {
             1 << 20
         } else {
             PAGE_SIZE << mdts
         };
-        m.model = String::from_utf8_lossy(&page[id_ctrl::MN..id_ctrl::MN + 40])
+        self.model = String::from_utf8_lossy(&page[id_ctrl::MN..id_ctrl::MN + 40])
             .trim()
             .to_string();
-        let list = m.identify(cns::ACTIVE_NAMESPACES, 0).await?;
+        let list = self.identify(cns::ACTIVE_NAMESPACES, 0).await?;
         for chunk in list.chunks_exact(4) {
             let nsid = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
             if nsid == 0 {
                 break;
             }
-            let ns = m.identify(cns::NAMESPACE, nsid).await?;
-            m.namespaces.push(Namespace::from_identify(nsid, &ns));
+            let ns = self.identify(cns::NAMESPACE, nsid).await?;
+            self.namespaces.push(Namespace::from_identify(nsid, &ns));
         }
-        // Every I/O queue pair the controller will give.
-        // (0xffff, 65536 queues, is not a valid count: 0xfffe asks for the most.)
-        let c = m
+        Ok(())
+    }
+
+    /// Every I/O queue pair the controller will give (0xffff, 65536 queues, is not a valid
+    /// count: 0xfffe asks for the most).
+    async fn ask_for_queues(&mut self) -> Result<(), DistError> {
+        let c = self
             .admin_command(
                 AdminCommand::SetFeatures(SetFeatures {
                     fid: feature::NUMBER_OF_QUEUES,
@@ -211,13 +198,18 @@ impl Manager {
             )
             .await?;
         let (nsqa, ncqa) = feature::queues_of(c.result);
-        m.granted = nsqa.min(ncqa).wrapping_add(1);
+        self.granted = nsqa.min(ncqa).wrapping_add(1);
+        Ok(())
+    }
 
-        // Share the device and say where the manager runs.
-        smartio.downgrade(&m.hold)?;
+    /// Shares the device and says where the manager runs: its publication, in a segment of
+    /// the device published as [`MANAGER_SEGMENT`], written and read back.
+    async fn share_and_publish(&self, fdid: Fdid) -> Result<(), DistError> {
+        let (smartio, os) = (&self.smartio, &self.os);
+        smartio.downgrade(&self.hold)?;
         let published = smartio.create_segment(
-            &m.hold,
-            Publication::segment_bytes(m.namespaces.len()),
+            &self.hold,
+            Publication::segment_bytes(self.namespaces.len()),
             Hints {
                 host_reads: true,
                 multi_host: true,
@@ -225,7 +217,7 @@ impl Manager {
             },
         )?;
         let map = smartio.map_for_cpu(os.id(), &published)?;
-        let words = m
+        let words = self
             .publication()
             .encode()
             .map_err(|source| DistError::Publication {
@@ -252,7 +244,7 @@ impl Manager {
         }
         smartio.unmap_cpu(map)?;
         smartio.publish(fdid, MANAGER_SEGMENT, published);
-        Ok(Rc::new(m))
+        Ok(())
     }
 
     /// What the manager publishes about itself and the controller (see [`Publication`]).
@@ -610,6 +602,46 @@ fn owners_summary(count: &BTreeMap<String, u32>) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The controller's registers (BAR0's segment) mapped for `os`'s CPU.
+fn registers(smartio: &SmartIo, os: &HostOs, hold: &DeviceBorrow) -> Result<Mmio, DistError> {
+    let regs = smartio.bar_segment(hold, 0)?;
+    let regs_map = smartio.map_for_cpu(os.id(), &regs)?;
+    Ok(Mmio::new(
+        os.cpu(),
+        BarWindow {
+            index: 0,
+            base: regs_map.addr,
+            size: regs.size,
+        },
+        "nvme manager BAR0",
+    ))
+}
+
+/// The admin queues' segments — the SQ where the device reads it best, the CQ in `os`'s RAM
+/// — and a scratch segment for Identify data, each mapped.
+fn admin_segments(
+    smartio: &SmartIo,
+    os: &HostOs,
+    hold: &DeviceBorrow,
+) -> Result<(Mapped, Mapped, Mapped), DistError> {
+    let sq_hints = Hints {
+        device_reads: true,
+        host_writes: true,
+        ..Hints::default()
+    };
+    let cq_hints = Hints {
+        device_writes: true,
+        host_reads: true,
+        ..Hints::default()
+    };
+    let asq_len = u64::from(ADMIN_ENTRIES) * SQE_SIZE as u64;
+    let acq_len = u64::from(ADMIN_ENTRIES) * CQE_SIZE as u64;
+    let asq = mapped_segment(smartio, os, hold, asq_len, sq_hints)?;
+    let acq = mapped_segment(smartio, os, hold, acq_len, cq_hints)?;
+    let scratch = mapped_segment(smartio, os, hold, 2 * PAGE_SIZE, cq_hints)?;
+    Ok((asq, acq, scratch))
 }
 
 #[cfg(test)]

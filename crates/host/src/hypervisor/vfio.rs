@@ -68,6 +68,93 @@ impl Vfio {
         }
     }
 
+    /// Refuses a VM of another host, and a function another VM or a driver holds.
+    fn check_free(&self, vm: &VmContext) -> Result<(), VmError> {
+        if vm.host().id() != self.host.id() {
+            return Err(self.refuse(
+                vm,
+                Refusal::OtherHost {
+                    host: self.host.name().to_string(),
+                },
+            ));
+        }
+        if let Some(t) = self.taken.borrow().as_ref() {
+            return Err(self.refuse(vm, Refusal::AlreadyPassedThrough { vm: t.vm.clone() }));
+        }
+        if let Some(driver) = self.host.bound_driver(&self.name) {
+            return Err(self.refuse(
+                vm,
+                Refusal::InUse {
+                    driver,
+                    host: self.host.name().to_string(),
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes the function for `vm`: a domain of its own in the host IOMMU, the claim, the
+    /// whole guest memory mapped in the domain; the guest pages to pin.
+    fn take(&self, vm: &VmContext) -> Result<u64, VmError> {
+        let host = self.host.id();
+        let (domain, previous) = self
+            .host
+            .machine()
+            .with_fabric_mut(|f| {
+                let iommu = f.iommu_mut(host);
+                if !iommu.enabled() {
+                    return Err(None);
+                }
+                let previous = iommu.domain_of(self.endpoint);
+                let d = iommu.create_domain().map_err(Some)?;
+                Ok((d, previous))
+            })
+            .map_err(|e: Option<smartio_fabric::IommuError>| match e {
+                None => self.refuse(
+                    vm,
+                    Refusal::NoIommu {
+                        host: self.host.name().to_string(),
+                    },
+                ),
+                Some(e) => self.refuse(vm, e),
+            })?;
+        self.host
+            .claim(&self.name, "vfio-pci")
+            .map_err(|e| self.refuse(vm, Refusal::Claim(Box::new(e))))?;
+        *self.taken.borrow_mut() = Some(Taken {
+            vm: vm.name().to_string(),
+            domain,
+            previous,
+            mapped: Vec::new(),
+            peers: PeerMappings::new(),
+        });
+        let pages = self.map_guest_memory(vm)?;
+        self.host
+            .machine()
+            .with_fabric_mut(|f| f.iommu_mut(host).attach(self.endpoint, domain))
+            .map_err(|e| self.refuse(vm, e))?;
+        Ok(pages)
+    }
+
+    /// Maps the whole guest memory, guest-physical → host-physical; the guest pages.
+    fn map_guest_memory(&self, vm: &VmContext) -> Result<u64, VmError> {
+        let mut pages = 0u64;
+        for range in vm.layout().ranges() {
+            let pieces = vm
+                .memory()
+                .memory()
+                .translate(GuestPhysAddr(range.start), range.end - range.start)
+                .map_err(|e| self.refuse(vm, e))?;
+            let mut iova = range.start;
+            for p in pieces {
+                self.map(vm, iova, p.addr.get(), p.len)?;
+                iova += p.len;
+            }
+            pages += (range.end - range.start) / vm.layout().page.bytes();
+        }
+        Ok(pages)
+    }
+
     /// Maps `len` bytes at I/O virtual address `iova` to `target` in the VM's domain.
     fn map(&self, vm: &VmContext, iova: u64, target: u64, len: u64) -> Result<(), VmError> {
         let mut taken = self.taken.borrow_mut();
@@ -133,80 +220,7 @@ impl PassThrough for Vfio {
     fn reset(&self, vm: &Rc<VmContext>) -> BoxFuture<Result<(), VmError>> {
         let vm = vm.clone();
         // Everything but the pinning time and the reset itself happens now, in order.
-        let result = (|| {
-            if vm.host().id() != self.host.id() {
-                return Err(self.refuse(
-                    &vm,
-                    Refusal::OtherHost {
-                        host: self.host.name().to_string(),
-                    },
-                ));
-            }
-            if let Some(t) = self.taken.borrow().as_ref() {
-                return Err(self.refuse(&vm, Refusal::AlreadyPassedThrough { vm: t.vm.clone() }));
-            }
-            if let Some(driver) = self.host.bound_driver(&self.name) {
-                return Err(self.refuse(
-                    &vm,
-                    Refusal::InUse {
-                        driver,
-                        host: self.host.name().to_string(),
-                    },
-                ));
-            }
-            let host = self.host.id();
-            let (domain, previous) = self
-                .host
-                .machine()
-                .with_fabric_mut(|f| {
-                    let iommu = f.iommu_mut(host);
-                    if !iommu.enabled() {
-                        return Err(None);
-                    }
-                    let previous = iommu.domain_of(self.endpoint);
-                    let d = iommu.create_domain().map_err(Some)?;
-                    Ok((d, previous))
-                })
-                .map_err(|e: Option<smartio_fabric::IommuError>| match e {
-                    None => self.refuse(
-                        &vm,
-                        Refusal::NoIommu {
-                            host: self.host.name().to_string(),
-                        },
-                    ),
-                    Some(e) => self.refuse(&vm, e),
-                })?;
-            self.host
-                .claim(&self.name, "vfio-pci")
-                .map_err(|e| self.refuse(&vm, Refusal::Claim(Box::new(e))))?;
-            *self.taken.borrow_mut() = Some(Taken {
-                vm: vm.name().to_string(),
-                domain,
-                previous,
-                mapped: Vec::new(),
-                peers: PeerMappings::new(),
-            });
-            // The whole guest memory, guest-physical → host-physical.
-            let mut pages = 0u64;
-            for range in vm.layout().ranges() {
-                let pieces = vm
-                    .memory()
-                    .memory()
-                    .translate(GuestPhysAddr(range.start), range.end - range.start)
-                    .map_err(|e| self.refuse(&vm, e))?;
-                let mut iova = range.start;
-                for p in pieces {
-                    self.map(&vm, iova, p.addr.get(), p.len)?;
-                    iova += p.len;
-                }
-                pages += (range.end - range.start) / vm.layout().page.bytes();
-            }
-            self.host
-                .machine()
-                .with_fabric_mut(|f| f.iommu_mut(host).attach(self.endpoint, domain))
-                .map_err(|e| self.refuse(&vm, e))?;
-            Ok(pages)
-        })();
+        let result = self.check_free(&vm).and_then(|()| self.take(&vm));
         let cpu = self.host.cpu();
         let endpoint = self.endpoint;
         let name = self.name.clone();

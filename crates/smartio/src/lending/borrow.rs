@@ -8,8 +8,9 @@ use super::path::{ntb_pair, DeviceSide};
 use super::shadow::{ShadowDma, ShadowFunction, WindowKind};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use crate::DeviceIommuFailure;
-use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
-use smartio_host::{BarWindow, DeviceHandle, DmaMapper, RamAllocator};
+use smartio_fabric::topology::AssignedBar;
+use smartio_fabric::{AdapterId, DomainId, EndpointId, Fabric, HostId, Requester};
+use smartio_host::{BarWindow, DeviceHandle, DmaMapper, PciId, RamAllocator};
 use smartio_platform::pci::{self, command};
 use smartio_platform::PAGE_SIZE;
 use smartio_platform::{AccessError, Clock};
@@ -67,6 +68,97 @@ struct Windows {
     dma: ShadowDma,
     msi_address: u64,
     domain: Option<DomainId>,
+}
+
+/// A registered device that may be borrowed.
+struct Lendable {
+    lender: HostId,
+    endpoint: EndpointId,
+    /// Its name on the lender.
+    name: String,
+    /// `lender:device`.
+    qualified: String,
+    id: PciId,
+}
+
+/// What a borrow's windows are sized and placed by, read from the fabric.
+struct BorrowEnds {
+    /// The device's host.
+    lender: HostId,
+    /// The device's BARs.
+    bars: Vec<AssignedBar>,
+    /// The end of the borrower's RAM, and its bytes.
+    ram_end: u64,
+    ram_bytes: u64,
+    /// The borrower's MSI range.
+    msi: std::ops::Range<u64>,
+    borrower_iommu: bool,
+    /// Bytes of the lender adapter's NTB window, and its look-up-table entry size.
+    lender_window: u64,
+    entry: u64,
+    /// The borrower adapter's entry size.
+    b_entry: u64,
+    /// The adapters' own functions.
+    b_ep: EndpointId,
+    l_ep: EndpointId,
+}
+
+impl BorrowEnds {
+    fn of(
+        f: &Fabric,
+        endpoint: EndpointId,
+        borrower: HostId,
+        (b, l): (AdapterId, AdapterId),
+    ) -> BorrowEnds {
+        let ep = f.endpoint(endpoint);
+        let h = f.host(borrower);
+        let la = f.adapter(l);
+        BorrowEnds {
+            lender: ep.host,
+            bars: ep.bars.clone(),
+            ram_end: h.ram.iter().map(|r| r.end).max().unwrap_or(0),
+            ram_bytes: h.ram.iter().map(|r| r.end - r.start).sum::<u64>(),
+            msi: h.msi.clone(),
+            borrower_iommu: h.iommu.enabled(),
+            lender_window: la.window.end - la.window.start,
+            entry: la.entry_size,
+            b_entry: f.adapter(b).entry_size,
+            b_ep: f.adapter(b).endpoint,
+            l_ep: la.endpoint,
+        }
+    }
+}
+
+/// The BARs' windows: mappings on the borrower's adapter; BARs that share look-up-table
+/// entries (or sit in neighbouring ones) share one mapping.
+fn bar_windows(
+    taker: &mut Taker<'_>,
+    ends: &BorrowEnds,
+    (b, l): (AdapterId, AdapterId),
+) -> Result<Vec<BarWindow>, SmartIoError> {
+    let mut windows = Vec::new();
+    let lender_domain = taker.domain_of(ends.lender, ends.l_ep)?;
+    for group in bar_groups(&ends.bars, ends.b_entry) {
+        let (start, end) = (group.start, group.end);
+        let m = taker.lut(b, l, start, end - start)?;
+        windows.extend(
+            ends.bars
+                .iter()
+                .filter(|bar| group.contains(&bar.base.get()))
+                .map(|bar| BarWindow {
+                    index: bar.index,
+                    base: smartio_platform::BusAddr(m.bus_addr + (bar.base.get() - start)),
+                    size: bar.size,
+                }),
+        );
+        // With the lender's IOMMU on, requests arriving through its adapter are translated
+        // in the adapter's domain: the BARs must be mapped there.
+        if let Some(d) = lender_domain {
+            taker.identity(ends.lender, d, start, end - start)?;
+        }
+    }
+    windows.sort_by_key(|w| w.index);
+    Ok(windows)
 }
 
 impl SmartIo {
@@ -174,43 +266,8 @@ impl Service {
         fdid: Fdid,
         options: &BorrowOptions,
     ) -> Result<DeviceHandle, SmartIoError> {
-        self.check_host(borrower)?;
-        let (lender, endpoint, name, qualified, id) = {
-            let st = self.state.borrow();
-            let d = st
-                .devices
-                .get(&fdid)
-                .ok_or(SmartIoError::UnknownFdid(fdid))?;
-            if let Some(holder) = self.holder(&st, fdid) {
-                return Err(SmartIoError::Borrowed {
-                    device: d.qualified.clone(),
-                    fdid,
-                    borrower: holder,
-                });
-            }
-            (
-                d.lender,
-                d.endpoint,
-                d.name.clone(),
-                d.qualified.clone(),
-                d.id,
-            )
-        };
-        self.check_present(endpoint, &qualified)?;
-        if lender == borrower {
-            return Err(SmartIoError::OwnDevice {
-                device: qualified,
-                host: self.hosts[lender.index()].name().to_string(),
-            });
-        }
-        if let Some(driver) = self.lender_user(lender, &name) {
-            return Err(SmartIoError::InUseByLender {
-                device: qualified,
-                driver,
-            });
-        }
-        let lender_name = name.clone();
-        let (b, l) = ntb_pair(&self.machine, borrower, lender)?;
+        let device = self.check_borrow(borrower, fdid)?;
+        let (b, l) = ntb_pair(&self.machine, borrower, device.lender)?;
         let mut grants = Vec::new();
         let taken = {
             let mut st = self.state.borrow_mut();
@@ -218,16 +275,11 @@ impl Service {
                 machine: &self.machine,
                 ledger: &mut st.ledger,
                 grants: &mut grants,
-                device: &qualified,
+                device: &device.qualified,
             };
-            self.take_windows(&mut taker, borrower, fdid, endpoint, (b, l), options)
+            self.take_windows(&mut taker, borrower, fdid, device.endpoint, (b, l), options)
         };
-        let Windows {
-            bars,
-            dma,
-            msi_address,
-            domain,
-        } = match taken {
+        let windows = match taken {
             Ok(t) => t,
             Err(e) => {
                 let mut st = self.state.borrow_mut();
@@ -235,36 +287,9 @@ impl Service {
                 return Err(e);
             }
         };
-        let os = &self.hosts[borrower.index()];
-        let shadow = if os.device(&name).is_ok() {
-            format!("{name}-{}", self.hosts[lender.index()].name())
-        } else {
-            name
-        };
-        let dma = Rc::new(ShadowDma {
-            name: shadow.clone(),
-            fdid,
-            service: Rc::downgrade(self),
-            ..dma
-        });
-        let backend = Rc::new(ShadowFunction {
-            borrower_cpu: os.cpu(),
-            lender_cpu: self.hosts[lender.index()].cpu(),
-            lender,
-            endpoint,
-            message: self.message,
-            msi_address,
-            service: Rc::downgrade(self),
-        });
-        let handle = DeviceHandle::new(
-            os,
-            &shadow,
-            id,
-            bars,
-            backend,
-            dma.clone() as Rc<dyn DmaMapper>,
-        );
-        self.claim(lender, &lender_name);
+        let domain = windows.domain;
+        let (handle, shadow, dma) = self.shadow_device(borrower, fdid, &device, windows);
+        self.claim(device.lender, &device.name);
         let mut st = self.state.borrow_mut();
         if let Some(d) = st.devices.get_mut(&fdid) {
             d.borrow = Some(Borrow {
@@ -280,6 +305,96 @@ impl Service {
         Ok(handle)
     }
 
+    /// The device `fdid` if `borrower` may borrow it: registered, held by nobody, present,
+    /// another host's, and not in use by a driver of its lender.
+    fn check_borrow(&self, borrower: HostId, fdid: Fdid) -> Result<Lendable, SmartIoError> {
+        self.check_host(borrower)?;
+        let device = {
+            let st = self.state.borrow();
+            let d = st
+                .devices
+                .get(&fdid)
+                .ok_or(SmartIoError::UnknownFdid(fdid))?;
+            if let Some(holder) = self.holder(&st, fdid) {
+                return Err(SmartIoError::Borrowed {
+                    device: d.qualified.clone(),
+                    fdid,
+                    borrower: holder,
+                });
+            }
+            Lendable {
+                lender: d.lender,
+                endpoint: d.endpoint,
+                name: d.name.clone(),
+                qualified: d.qualified.clone(),
+                id: d.id,
+            }
+        };
+        self.check_present(device.endpoint, &device.qualified)?;
+        if device.lender == borrower {
+            return Err(SmartIoError::OwnDevice {
+                device: device.qualified,
+                host: self.hosts[device.lender.index()].name().to_string(),
+            });
+        }
+        if let Some(driver) = self.lender_user(device.lender, &device.name) {
+            return Err(SmartIoError::InUseByLender {
+                device: device.qualified,
+                driver,
+            });
+        }
+        Ok(device)
+    }
+
+    /// The shadow device's handle on `borrower` over the taken `windows` (named after the
+    /// lender's function, or with the lender's name added when the borrower has one of that
+    /// name); its name and DMA window.
+    fn shadow_device(
+        self: &Rc<Self>,
+        borrower: HostId,
+        fdid: Fdid,
+        device: &Lendable,
+        windows: Windows,
+    ) -> (DeviceHandle, String, Rc<ShadowDma>) {
+        let Windows {
+            bars,
+            dma,
+            msi_address,
+            domain: _,
+        } = windows;
+        let lender = device.lender;
+        let os = &self.hosts[borrower.index()];
+        let shadow = if os.device(&device.name).is_ok() {
+            format!("{}-{}", device.name, self.hosts[lender.index()].name())
+        } else {
+            device.name.clone()
+        };
+        let dma = Rc::new(ShadowDma {
+            name: shadow.clone(),
+            fdid,
+            service: Rc::downgrade(self),
+            ..dma
+        });
+        let backend = Rc::new(ShadowFunction {
+            borrower_cpu: os.cpu(),
+            lender_cpu: self.hosts[lender.index()].cpu(),
+            lender,
+            endpoint: device.endpoint,
+            message: self.message,
+            msi_address,
+            service: Rc::downgrade(self),
+        });
+        let handle = DeviceHandle::new(
+            os,
+            &shadow,
+            device.id,
+            bars,
+            backend,
+            dma.clone() as Rc<dyn DmaMapper>,
+        );
+        (handle, shadow, dma)
+    }
+
     /// Takes the BAR, DMA and MSI windows of one borrow through borrower adapter `b` and
     /// lender adapter `l`.
     fn take_windows(
@@ -291,114 +406,24 @@ impl Service {
         (b, l): (AdapterId, AdapterId),
         options: &BorrowOptions,
     ) -> Result<Windows, SmartIoError> {
-        let (
-            lender,
-            bars,
-            ram_end,
-            ram_bytes,
-            msi,
-            borrower_iommu,
-            lender_window,
-            entry,
-            b_entry,
-            b_ep,
-            l_ep,
-        ) = {
-            let f = self.machine.fabric();
-            let ep = f.endpoint(endpoint);
-            let h = f.host(borrower);
-            let la = f.adapter(l);
-            (
-                ep.host,
-                ep.bars.clone(),
-                h.ram.iter().map(|r| r.end).max().unwrap_or(0),
-                h.ram.iter().map(|r| r.end - r.start).sum::<u64>(),
-                h.msi.clone(),
-                h.iommu.enabled(),
-                la.window.end - la.window.start,
-                la.entry_size,
-                f.adapter(b).entry_size,
-                f.adapter(b).endpoint,
-                la.endpoint,
-            )
-        };
-        let qualified = taker.device.to_string();
-
-        // BARs: mappings on the borrower's adapter; BARs that share look-up-table entries
-        // (or sit in neighbouring ones) share one mapping.
-        let mut windows = Vec::new();
-        let lender_domain = taker.domain_of(lender, l_ep)?;
-        for group in bar_groups(&bars, b_entry) {
-            let (start, end) = (group.start, group.end);
-            let m = taker.lut(b, l, start, end - start)?;
-            windows.extend(
-                bars.iter()
-                    .filter(|bar| group.contains(&bar.base.get()))
-                    .map(|bar| BarWindow {
-                        index: bar.index,
-                        base: smartio_platform::BusAddr(m.bus_addr + (bar.base.get() - start)),
-                        size: bar.size,
-                    }),
-            );
-            // With the lender's IOMMU on, requests arriving through its adapter are
-            // translated in the adapter's domain: the BARs must be mapped there.
-            if let Some(d) = lender_domain {
-                taker.identity(lender, d, start, end - start)?;
-            }
-        }
-        windows.sort_by_key(|w| w.index);
-
+        let ends = BorrowEnds::of(&self.machine.fabric(), endpoint, borrower, (b, l));
+        let bars = bar_windows(taker, &ends, (b, l))?;
         let side = DeviceSide {
-            lender,
+            lender: ends.lender,
             fdid,
-            domain: taker.domain_of(lender, endpoint)?,
+            domain: taker.domain_of(ends.lender, endpoint)?,
             limit: options.dma_limit,
-            qualified: qualified.clone(),
+            qualified: taker.device.to_string(),
             via: None,
         };
         // Reads through the lender's NTB need the device in its requester-id table.
         taker.requester(l, Requester::Device(endpoint))?;
-
-        // DMA window.
-        let (kind, lender_bus, size) = if borrower_iommu {
-            let domain =
-                taker
-                    .domain_of(borrower, b_ep)?
-                    .ok_or_else(|| SmartIoError::DeviceIommu {
-                        device: qualified.clone(),
-                        host: self.hosts[borrower.index()].name().to_string(),
-                        why: Box::new(DeviceIommuFailure::NoDomain),
-                    })?;
-            let size = options.dma_window.max(PAGE_SIZE).next_multiple_of(entry);
-            let iova = taker.window_space(b, size, entry)?;
-            let m = taker.lut(l, b, iova, size)?;
-            let kind = WindowKind::Iommu {
-                host: borrower,
-                domain,
-                iova_base: iova,
-                space: RefCell::new(RamAllocator::space(iova..iova + size)),
-                mapped: RefCell::new(BTreeMap::new()),
-            };
-            (kind, m.bus_addr, size)
-        } else {
-            if ram_end > lender_window {
-                return Err(SmartIoError::WindowTooSmall {
-                    device: qualified,
-                    borrower: self.hosts[borrower.index()].name().to_string(),
-                    adapter: self.machine.fabric().adapter_name(l),
-                    window: lender_window,
-                    needed: ram_end,
-                    ram: ram_bytes,
-                });
-            }
-            let m = taker.shared_lut(l, b, 0, ram_end)?;
-            (WindowKind::WholeRam { ram_end }, m.bus_addr, ram_end)
-        };
+        let (kind, lender_bus, size) = self.dma_window(taker, &ends, borrower, (b, l), options)?;
         let device_base = side.expose(taker, lender_bus, size, "DMA window")?;
 
         // MSI window: the borrower's interrupt controller, as the device reaches it.
-        let msi_len = msi.end - msi.start;
-        let m = taker.shared_lut(l, b, msi.start, msi_len)?;
+        let msi_len = ends.msi.end - ends.msi.start;
+        let m = taker.shared_lut(l, b, ends.msi.start, msi_len)?;
         let msi_address = side.expose(taker, m.bus_addr, msi_len, "MSI window")?;
 
         let dma = ShadowDma {
@@ -410,11 +435,66 @@ impl Service {
             fdid,
         };
         Ok(Windows {
-            bars: windows,
+            bars,
             dma,
             msi_address,
             domain: side.domain,
         })
+    }
+
+    /// The DMA window: with the borrower's IOMMU, a window of `options.dma_window` in its own
+    /// I/O virtual space; without, the borrower's whole RAM (refused when the lender's NTB
+    /// window cannot hold it). Its kind, its address behind the lender's adapter and size.
+    fn dma_window(
+        &self,
+        taker: &mut Taker<'_>,
+        ends: &BorrowEnds,
+        borrower: HostId,
+        (b, l): (AdapterId, AdapterId),
+        options: &BorrowOptions,
+    ) -> Result<(WindowKind, u64, u64), SmartIoError> {
+        if ends.borrower_iommu {
+            let domain =
+                taker
+                    .domain_of(borrower, ends.b_ep)?
+                    .ok_or_else(|| SmartIoError::DeviceIommu {
+                        device: taker.device.to_string(),
+                        host: self.hosts[borrower.index()].name().to_string(),
+                        why: Box::new(DeviceIommuFailure::NoDomain),
+                    })?;
+            let size = options
+                .dma_window
+                .max(PAGE_SIZE)
+                .next_multiple_of(ends.entry);
+            let iova = taker.window_space(b, size, ends.entry)?;
+            let m = taker.lut(l, b, iova, size)?;
+            let kind = WindowKind::Iommu {
+                host: borrower,
+                domain,
+                iova_base: iova,
+                space: RefCell::new(RamAllocator::space(iova..iova + size)),
+                mapped: RefCell::new(BTreeMap::new()),
+            };
+            return Ok((kind, m.bus_addr, size));
+        }
+        if ends.ram_end > ends.lender_window {
+            return Err(SmartIoError::WindowTooSmall {
+                device: taker.device.to_string(),
+                borrower: self.hosts[borrower.index()].name().to_string(),
+                adapter: self.machine.fabric().adapter_name(l),
+                window: ends.lender_window,
+                needed: ends.ram_end,
+                ram: ends.ram_bytes,
+            });
+        }
+        let m = taker.shared_lut(l, b, 0, ends.ram_end)?;
+        Ok((
+            WindowKind::WholeRam {
+                ram_end: ends.ram_end,
+            },
+            m.bus_addr,
+            ends.ram_end,
+        ))
     }
 
     /// Undoes a borrow's bookkeeping and gives its resources back (DMA mappings a driver

@@ -34,7 +34,7 @@ use super::path::{ntb_pair, DeviceSide};
 use super::{Fdid, Service, SmartIo, SmartIoError};
 use crate::DeviceIommuFailure;
 use smartio_fabric::topology::AssignedBar;
-use smartio_fabric::{DomainId, EndpointId, HostId, Requester};
+use smartio_fabric::{AdapterId, DomainId, EndpointId, HostId, Requester};
 use smartio_host::hypervisor::{PeerChange, PeerMappings};
 use smartio_host::vm::HIGH_MEMORY_BASE;
 use smartio_host::{BoxFuture, GuestBar, PassThrough, Refusal, VmContext, VmError};
@@ -109,6 +109,56 @@ impl SmartIo {
     }
 }
 
+/// What an MDEV borrow's windows are taken by, read from the fabric (after the checks of
+/// who may take the device).
+struct MdevEnds {
+    /// The device's name on its lender.
+    name: String,
+    lender: HostId,
+    endpoint: EndpointId,
+    borrower: HostId,
+    /// The borrower's and the lender's adapter.
+    adapters: (AdapterId, AdapterId),
+    lender_iommu: bool,
+    borrower_iommu: bool,
+    /// Bytes of the lender adapter's NTB window.
+    window: u64,
+    /// The device's BARs.
+    bars: Vec<AssignedBar>,
+    /// The borrower adapter's look-up-table entry size.
+    b_entry: u64,
+    /// The lender adapter's own function.
+    l_ep: EndpointId,
+    /// The borrower's MSI range.
+    msi: std::ops::Range<u64>,
+}
+
+impl MdevEnds {
+    fn of(
+        f: &smartio_fabric::Fabric,
+        name: String,
+        (lender, endpoint): (HostId, EndpointId),
+        borrower: HostId,
+        (b, l): (AdapterId, AdapterId),
+    ) -> MdevEnds {
+        let la = f.adapter(l);
+        MdevEnds {
+            name,
+            lender,
+            endpoint,
+            borrower,
+            adapters: (b, l),
+            lender_iommu: f.host(lender).iommu.enabled(),
+            borrower_iommu: f.host(borrower).iommu.enabled(),
+            window: la.window.end - la.window.start,
+            bars: f.endpoint(endpoint).bars.clone(),
+            b_entry: f.adapter(b).entry_size,
+            l_ep: la.endpoint,
+            msi: f.host(borrower).msi.clone(),
+        }
+    }
+}
+
 impl Mdev {
     fn refuse(&self, vm: &VmContext, e: SmartIoError) -> VmError {
         VmError::PassThrough {
@@ -166,6 +216,44 @@ impl Mdev {
     /// the notification window and its lender domain, and records the borrow.
     fn take(&self, vm: &VmContext) -> Result<(), SmartIoError> {
         let svc = &self.service;
+        let ends = self.check_take(vm)?;
+        let mut grants = Vec::new();
+        let mut st = svc.state.borrow_mut();
+        let st = &mut *st;
+        let mut taker = Taker {
+            machine: &svc.machine,
+            ledger: &mut st.ledger,
+            grants: &mut grants,
+            device: &self.qualified,
+        };
+        let (bars, notify_window, domain) = match self.take_windows(&mut taker, vm, &ends) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = release(&svc.machine, &mut st.ledger, grants);
+                return Err(e);
+            }
+        };
+        svc.claim(ends.lender, &ends.name);
+        if let Some(d) = st.devices.get_mut(&self.fdid) {
+            d.mdev = Some(MdevBorrow {
+                vm: vm.name().to_string(),
+                borrower: ends.borrower,
+                grants,
+                domain,
+                bars,
+                notify_window,
+                memory_mapped: false,
+                peers: PeerMappings::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `vm` may take the device: held by nobody, another host's, not in use by its
+    /// lender's drivers, both hosts' IOMMUs on, and the VM's memory within the lender
+    /// adapter's window. What the windows are taken by.
+    fn check_take(&self, vm: &VmContext) -> Result<MdevEnds, SmartIoError> {
+        let svc = &self.service;
         let borrower = vm.host().id();
         svc.check_host(borrower)?;
         let (name, lender, endpoint) = {
@@ -196,21 +284,15 @@ impl Mdev {
                 driver,
             });
         }
-        let (b, l) = ntb_pair(&svc.machine, borrower, lender)?;
-        let (lender_iommu, borrower_iommu, window, bars, b_entry, l_ep, msi) = {
-            let f = svc.machine.fabric();
-            let la = f.adapter(l);
-            (
-                f.host(lender).iommu.enabled(),
-                f.host(borrower).iommu.enabled(),
-                la.window.end - la.window.start,
-                f.endpoint(endpoint).bars.clone(),
-                f.adapter(b).entry_size,
-                la.endpoint,
-                f.host(borrower).msi.clone(),
-            )
-        };
-        for (on, host) in [(lender_iommu, lender), (borrower_iommu, borrower)] {
+        let adapters = ntb_pair(&svc.machine, borrower, lender)?;
+        let ends = MdevEnds::of(
+            &svc.machine.fabric(),
+            name,
+            (lender, endpoint),
+            borrower,
+            adapters,
+        );
+        for (on, host) in [(ends.lender_iommu, lender), (ends.borrower_iommu, borrower)] {
             if !on {
                 return Err(SmartIoError::MdevNeedsIommu {
                     device: self.qualified.clone(),
@@ -220,78 +302,59 @@ impl Mdev {
             }
         }
         let memory = vm.layout().size();
-        if memory > window {
+        if memory > ends.window {
             return Err(SmartIoError::VmWindowTooSmall {
                 device: self.qualified.clone(),
                 vm: vm.name().to_string(),
-                adapter: svc.machine.fabric().adapter_name(l),
-                window,
+                adapter: svc.machine.fabric().adapter_name(adapters.1),
+                window: ends.window,
                 memory,
             });
         }
-        let mut grants = Vec::new();
-        let mut st = svc.state.borrow_mut();
-        let st = &mut *st;
-        let mut taker = Taker {
-            machine: &svc.machine,
-            ledger: &mut st.ledger,
-            grants: &mut grants,
-            device: &self.qualified,
-        };
-        let taken = (|| {
-            // BARs: mapped through the borrower's adapter, as for Device Lending; the
-            // hypervisor maps them into the guest.
-            let mut windows = Vec::new();
-            let adapter_domain = taker.domain_of(lender, l_ep)?;
-            for group in bar_groups(&bars, b_entry) {
-                let m = taker.lut(b, l, group.start, group.end - group.start)?;
-                windows.extend(
-                    bars.iter()
-                        .filter(|bar| group.contains(&bar.base.get()))
-                        .map(|bar| AssignedBar {
-                            base: BusAddr(m.bus_addr + (bar.base.get() - group.start)),
-                            ..*bar
-                        }),
-                );
-                if let Some(d) = adapter_domain {
-                    taker.identity(lender, d, group.start, group.end - group.start)?;
-                }
+        Ok(ends)
+    }
+
+    /// Takes the BARs' windows (mapped through the borrower's adapter, as for Device
+    /// Lending; the hypervisor maps them into the guest), the device's requester-id entry,
+    /// the notification window and the device's lender domain.
+    fn take_windows(
+        &self,
+        taker: &mut Taker<'_>,
+        vm: &VmContext,
+        ends: &MdevEnds,
+    ) -> Result<(Vec<AssignedBar>, u64, DomainId), SmartIoError> {
+        let (b, l) = ends.adapters;
+        let lender = ends.lender;
+        let mut windows = Vec::new();
+        let adapter_domain = taker.domain_of(lender, ends.l_ep)?;
+        for group in bar_groups(&ends.bars, ends.b_entry) {
+            let m = taker.lut(b, l, group.start, group.end - group.start)?;
+            windows.extend(
+                ends.bars
+                    .iter()
+                    .filter(|bar| group.contains(&bar.base.get()))
+                    .map(|bar| AssignedBar {
+                        base: BusAddr(m.bus_addr + (bar.base.get() - group.start)),
+                        ..*bar
+                    }),
+            );
+            if let Some(d) = adapter_domain {
+                taker.identity(lender, d, group.start, group.end - group.start)?;
             }
-            windows.sort_by_key(|w| w.index);
-            taker.requester(l, Requester::Device(endpoint))?;
-            // The lender's handler notifies the borrower through its interrupt controller.
-            let notify = taker.shared_lut(l, b, msi.start, msi.end - msi.start)?;
-            let domain =
-                taker
-                    .domain_of(lender, endpoint)?
-                    .ok_or_else(|| SmartIoError::MdevNeedsIommu {
-                        device: self.qualified.clone(),
-                        vm: vm.name().to_string(),
-                        host: host_name(lender),
-                    })?;
-            Ok::<_, SmartIoError>((windows, notify.bus_addr, domain))
-        })();
-        let (bars, notify_window, domain) = match taken {
-            Ok(t) => t,
-            Err(e) => {
-                let _ = release(&svc.machine, &mut st.ledger, grants);
-                return Err(e);
-            }
-        };
-        svc.claim(lender, &name);
-        if let Some(d) = st.devices.get_mut(&self.fdid) {
-            d.mdev = Some(MdevBorrow {
-                vm: vm.name().to_string(),
-                borrower,
-                grants,
-                domain,
-                bars,
-                notify_window,
-                memory_mapped: false,
-                peers: PeerMappings::new(),
-            });
         }
-        Ok(())
+        windows.sort_by_key(|w| w.index);
+        taker.requester(l, Requester::Device(ends.endpoint))?;
+        // The lender's handler notifies the borrower through its interrupt controller.
+        let msi = &ends.msi;
+        let notify = taker.shared_lut(l, b, msi.start, msi.end - msi.start)?;
+        let domain = taker.domain_of(lender, ends.endpoint)?.ok_or_else(|| {
+            SmartIoError::MdevNeedsIommu {
+                device: self.qualified.clone(),
+                vm: vm.name().to_string(),
+                host: self.service.hosts[lender.index()].name().to_string(),
+            }
+        })?;
+        Ok((windows, notify.bus_addr, domain))
     }
 
     /// Maps the VM's memory (probed from the low and high bases) and `peers` for the
@@ -312,11 +375,8 @@ impl Mdev {
                 host: vm.name().to_string(),
             });
         };
-        let (b, l) = ntb_pair(&svc.machine, m.borrower, lender)?;
-        let (entry, b_ep) = {
-            let f = svc.machine.fabric();
-            (f.adapter(l).entry_size, f.adapter(b).endpoint)
-        };
+        let (borrower, domain) = (m.borrower, m.domain);
+        let adapters = ntb_pair(&svc.machine, borrower, lender)?;
         let mut taker = Taker {
             machine: &svc.machine,
             ledger: &mut st.ledger,
@@ -325,53 +385,90 @@ impl Mdev {
         };
         let mut probed = 0;
         if !m.memory_mapped {
-            let memory = vm.memory().memory();
-            let b_domain =
-                taker
-                    .domain_of(m.borrower, b_ep)?
-                    .ok_or_else(|| SmartIoError::MdevNeedsIommu {
-                        device: self.qualified.clone(),
-                        vm: vm.name().to_string(),
-                        host: svc.hosts[m.borrower.index()].name().to_string(),
-                    })?;
-            for base in [0, HIGH_MEMORY_BASE] {
-                let len = memory.resolvable_from(GuestPhysAddr(base));
-                if len == 0 {
-                    continue;
-                }
-                probed += len / vm.layout().page.bytes();
-                let size = len.next_multiple_of(entry);
-                let iova = taker.window_space(b, size, entry)?;
-                let pieces = memory.translate(GuestPhysAddr(base), len).map_err(|e| {
-                    SmartIoError::DeviceIommu {
-                        device: self.qualified.clone(),
-                        host: vm.name().to_string(),
-                        why: Box::new(e.into()),
-                    }
-                })?;
-                let mut at = iova;
-                for p in pieces {
-                    taker.iommu(m.borrower, b_domain, at, p.addr.get(), p.len)?;
-                    at += p.len;
-                }
-                let window = taker.lut(l, b, iova, size)?;
-                taker.iommu(lender, m.domain, base, window.bus_addr, len)?;
-            }
+            probed = self.map_memory(&mut taker, vm, (borrower, lender), domain, adapters)?;
             m.memory_mapped = true;
         }
         let side = DeviceSide {
             lender,
             fdid: self.fdid,
-            domain: Some(m.domain),
+            domain: Some(domain),
             limit: u64::MAX,
             qualified: self.qualified.clone(),
             via: None,
         };
-        // The other functions' guest BARs where the guest has them now, in the device's
-        // lender domain (an unmap gives back the grant its map took).
-        let domain = m.domain;
         let mut peers_mapped = std::mem::take(&mut m.peers);
-        let synced = peers_mapped.sync::<SmartIoError>(
+        let synced = self.sync_peers(&mut taker, &side, domain, &mut peers_mapped, peers);
+        m.peers = peers_mapped;
+        synced?;
+        Ok(probed)
+    }
+
+    /// Maps the VM's guest memory for the device, range by range from the low and high
+    /// bases: in the borrower's IOMMU (guest-physical → host pages) behind an I/O virtual
+    /// window, reached through the lender's adapter and mapped at guest-physical addresses
+    /// in the device's lender `domain`. The guest pages probed.
+    fn map_memory(
+        &self,
+        taker: &mut Taker<'_>,
+        vm: &VmContext,
+        (borrower, lender): (HostId, HostId),
+        domain: DomainId,
+        (b, l): (AdapterId, AdapterId),
+    ) -> Result<u64, SmartIoError> {
+        let svc = &self.service;
+        let (entry, b_ep) = {
+            let f = svc.machine.fabric();
+            (f.adapter(l).entry_size, f.adapter(b).endpoint)
+        };
+        let memory = vm.memory().memory();
+        let b_domain =
+            taker
+                .domain_of(borrower, b_ep)?
+                .ok_or_else(|| SmartIoError::MdevNeedsIommu {
+                    device: self.qualified.clone(),
+                    vm: vm.name().to_string(),
+                    host: svc.hosts[borrower.index()].name().to_string(),
+                })?;
+        let mut probed = 0;
+        for base in [0, HIGH_MEMORY_BASE] {
+            let len = memory.resolvable_from(GuestPhysAddr(base));
+            if len == 0 {
+                continue;
+            }
+            probed += len / vm.layout().page.bytes();
+            let size = len.next_multiple_of(entry);
+            let iova = taker.window_space(b, size, entry)?;
+            let pieces = memory.translate(GuestPhysAddr(base), len).map_err(|e| {
+                SmartIoError::DeviceIommu {
+                    device: self.qualified.clone(),
+                    host: vm.name().to_string(),
+                    why: Box::new(e.into()),
+                }
+            })?;
+            let mut at = iova;
+            for p in pieces {
+                taker.iommu(borrower, b_domain, at, p.addr.get(), p.len)?;
+                at += p.len;
+            }
+            let window = taker.lut(l, b, iova, size)?;
+            taker.iommu(lender, domain, base, window.bus_addr, len)?;
+        }
+        Ok(probed)
+    }
+
+    /// The other functions' guest BARs where the guest has them now, in the device's lender
+    /// domain (an unmap gives back the grant its map took).
+    fn sync_peers(
+        &self,
+        taker: &mut Taker<'_>,
+        side: &DeviceSide,
+        domain: DomainId,
+        mapped: &mut PeerMappings,
+        peers: &[GuestBar],
+    ) -> Result<(), SmartIoError> {
+        let svc = &self.service;
+        let lender = side.lender;
+        mapped.sync::<SmartIoError>(
             peers,
             |p| p.size,
             |change| match change {
@@ -397,15 +494,12 @@ impl Mdev {
                     let Some(base) = real else {
                         return Ok(false);
                     };
-                    let bus = side.towards(&mut taker, self.endpoint, bar.host, base, len)?;
+                    let bus = side.towards(taker, self.endpoint, bar.host, base, len)?;
                     taker.iommu(lender, domain, bar.guest, bus, len)?;
                     Ok(true)
                 }
             },
-        );
-        m.peers = peers_mapped;
-        synced?;
-        Ok(probed)
+        )
     }
 
     /// Gives back everything `vm`'s borrow took (nothing if `vm` holds no borrow).

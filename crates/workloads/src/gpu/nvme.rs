@@ -15,6 +15,7 @@ use crate::attach::{AttachError, Workbench};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::{GpuAddr, MAX_THREADS};
+use smartio_devices::nvme::NvmeController;
 use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 use smartio_drivers::nvme::BlockOp;
 use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
@@ -186,36 +187,8 @@ pub fn gpu_nvme_read(
         .ok_or_else(|| BadParameter::NotNvme {
             device: config.device.clone(),
         })?;
-    let lba_size = u64::from(nvme.config().lba_size);
-    let capacity = nvme.namespaces().capacity();
-    if !config.chunk.is_multiple_of(lba_size) {
-        return Err(BadParameter::ChunkBlocks {
-            chunk: config.chunk,
-            lba: lba_size,
-        }
-        .into());
-    }
-    if config.nsid == 0 || config.nsid > nvme.namespaces().count() || config.bytes > capacity {
-        return Err(BadParameter::Namespace {
-            bytes: config.bytes,
-            nsid: config.nsid,
-            device: config.device.clone(),
-            namespaces: nvme.namespaces().count(),
-            capacity,
-        }
-        .into());
-    }
-    // Set-up, untimed: the namespace holds the pattern.
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < config.bytes {
-        let n = (config.bytes - at).min(buf.len() as u64) as usize;
-        pattern(config.seed, at, &mut buf[..n]);
-        nvme.namespaces()
-            .write(config.nsid, at, &buf[..n])
-            .map_err(BadParameter::Fill)?;
-        at += n as u64;
-    }
+    let lba_size = check_namespace(config, &nvme)?;
+    fill(config, &nvme)?;
     let manager_os = bench.host(&config.manager)?;
     let kernels = cluster.gpu_kernels().clone();
     let costs = RuntimeCosts::from_calibration(&cluster.calibration.gpu_runtime);
@@ -225,24 +198,7 @@ pub fn gpu_nvme_read(
         let run = async {
             let smartio = bench.smartio.clone();
             let manager = Manager::start(&smartio, &manager_os, fdid).await?;
-            if config.chunk > manager.max_transfer() {
-                return Err(BadParameter::ChunkOverMdts {
-                    chunk: config.chunk,
-                    max: manager.max_transfer(),
-                }
-                .into());
-            }
-            let max_entries = manager.max_entries.min(u32::from(u16::MAX));
-            let entries = (2 * config.queue_depth).min(max_entries);
-            if config.queue_depth >= entries {
-                return Err(BadParameter::QueueTooSmall {
-                    qd: config.queue_depth,
-                    most: max_entries - 1,
-                    entries: max_entries,
-                }
-                .into());
-            }
-            let entries = entries as u16;
+            let entries = queue_entries(&config, &manager)?;
             let data = u64::from(config.queue_depth) * config.chunk;
             let client = Rc::new(Client::connect(&smartio, &bench.os, fdid, &manager, data).await?);
             let gpu = open(&kernels, costs, &bench, 0).await?;
@@ -277,6 +233,69 @@ pub fn gpu_nvme_read(
         };
         bench.detach_after(run).await
     })
+}
+
+/// Checks that `config`'s chunk is whole blocks of the controller and its bytes fit in the
+/// namespace it names; the block size.
+fn check_namespace(config: &GpuNvmeConfig, nvme: &NvmeController) -> Result<u64, GpuWorkloadError> {
+    let lba_size = u64::from(nvme.config().lba_size);
+    let capacity = nvme.namespaces().capacity();
+    if !config.chunk.is_multiple_of(lba_size) {
+        return Err(BadParameter::ChunkBlocks {
+            chunk: config.chunk,
+            lba: lba_size,
+        }
+        .into());
+    }
+    if config.nsid == 0 || config.nsid > nvme.namespaces().count() || config.bytes > capacity {
+        return Err(BadParameter::Namespace {
+            bytes: config.bytes,
+            nsid: config.nsid,
+            device: config.device.clone(),
+            namespaces: nvme.namespaces().count(),
+            capacity,
+        }
+        .into());
+    }
+    Ok(lba_size)
+}
+
+/// Set-up, untimed: the namespace holds the pattern.
+fn fill(config: &GpuNvmeConfig, nvme: &NvmeController) -> Result<(), GpuWorkloadError> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < config.bytes {
+        let n = (config.bytes - at).min(buf.len() as u64) as usize;
+        pattern(config.seed, at, &mut buf[..n]);
+        nvme.namespaces()
+            .write(config.nsid, at, &buf[..n])
+            .map_err(BadParameter::Fill)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// The entries of each queue: twice the queue depth, as the manager allows; refused when a
+/// chunk is over the controller's largest transfer or the queue cannot hold the depth.
+fn queue_entries(config: &GpuNvmeConfig, manager: &Manager) -> Result<u16, GpuWorkloadError> {
+    if config.chunk > manager.max_transfer() {
+        return Err(BadParameter::ChunkOverMdts {
+            chunk: config.chunk,
+            max: manager.max_transfer(),
+        }
+        .into());
+    }
+    let max_entries = manager.max_entries.min(u32::from(u16::MAX));
+    let entries = (2 * config.queue_depth).min(max_entries);
+    if config.queue_depth >= entries {
+        return Err(BadParameter::QueueTooSmall {
+            qd: config.queue_depth,
+            most: max_entries - 1,
+            entries: max_entries,
+        }
+        .into());
+    }
+    Ok(entries as u16)
 }
 
 fn mib_s(bytes: u64, ns: f64) -> f64 {

@@ -17,7 +17,9 @@ use crate::p2p::P2pDirection;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::kernel::{KernelFn, KernelFuture};
-use smartio_drivers::gpu::GpuContext;
+use smartio_devices::gpu::spec::GpuAddr;
+use smartio_drivers::gpu::{GpuContext, HostBuffer};
+use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
 use std::rc::Rc;
 
@@ -113,20 +115,7 @@ async fn measure(
     config: &GpuP2pConfig,
     largest: u64,
 ) -> Result<GpuP2pResult, GpuWorkloadError> {
-    // The target's buffer must lie in its BAR1 aperture to be reachable by the peer.
-    let room = source.properties().memory.min(target.properties().aperture);
-    if largest > room {
-        return Err(GpuWorkloadError::BadSize {
-            size: largest,
-            why: format!(
-                "{} has {} bytes of memory and {} exposes {} bytes through BAR1",
-                config.source,
-                source.properties().memory,
-                config.target,
-                target.properties().aperture
-            ),
-        });
-    }
+    check_room(config, source, target, largest)?;
     let local = source.malloc(largest)?;
     let remote = target.malloc(largest)?;
     let peer = source.enable_peer_access(target)?;
@@ -188,18 +177,7 @@ async fn measure(
     stream.destroy().await?;
     // The destination holds the first `last` bytes of the pattern.
     let last = *config.sizes.last().unwrap_or(&largest);
-    write_zeros(&bench.os, staging.cpu, last).map_err(host_memory("host buffer"))?;
-    source.memcpy(staging.addr(), dst, last).await?;
-    let differs =
-        pattern_differs(&bench.os, staging.cpu, last, SEED).map_err(host_memory("host buffer"))?;
-    if let Some(at) = differs {
-        return Err(Mismatch::Copy {
-            direction: "peer",
-            len: last,
-            at,
-        }
-        .into());
-    }
+    verify_destination(&bench.os, source, &staging, dst, last).await?;
     let route = path(machine, source, remote_addr);
     source.host_free(staging)?;
     source.host_free(opener)?;
@@ -217,4 +195,52 @@ async fn measure(
         path: route,
         verified_bytes: last,
     })
+}
+
+/// Checks that the largest copy fits in the source's memory and the target's BAR1
+/// aperture: the target's buffer must lie in it to be reachable by the peer.
+fn check_room(
+    config: &GpuP2pConfig,
+    source: &GpuContext,
+    target: &GpuContext,
+    largest: u64,
+) -> Result<(), GpuWorkloadError> {
+    let room = source.properties().memory.min(target.properties().aperture);
+    if largest > room {
+        return Err(GpuWorkloadError::BadSize {
+            size: largest,
+            why: format!(
+                "{} has {} bytes of memory and {} exposes {} bytes through BAR1",
+                config.source,
+                source.properties().memory,
+                config.target,
+                target.properties().aperture
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Copies the destination's first `last` bytes back through `staging` (zeroed first) and
+/// checks they are the pattern.
+async fn verify_destination(
+    os: &HostOs,
+    source: &GpuContext,
+    staging: &HostBuffer,
+    dst: GpuAddr,
+    last: u64,
+) -> Result<(), GpuWorkloadError> {
+    write_zeros(os, staging.cpu, last).map_err(host_memory("host buffer"))?;
+    source.memcpy(staging.addr(), dst, last).await?;
+    let differs =
+        pattern_differs(os, staging.cpu, last, SEED).map_err(host_memory("host buffer"))?;
+    if let Some(at) = differs {
+        return Err(Mismatch::Copy {
+            direction: "peer",
+            len: last,
+            at,
+        }
+        .into());
+    }
+    Ok(())
 }

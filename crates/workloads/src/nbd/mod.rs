@@ -441,74 +441,10 @@ impl NbdExport {
                 batch.extend(events.try_iter());
             }
             for event in batch {
-                match event {
-                    Event::Opened { conn, replier } => {
-                        state.stats.borrow_mut().connections += 1;
-                        conns.opened(conn, replier);
-                    }
-                    Event::Closed { conn, error } => {
-                        conns.closed(conn);
-                        if let Some(e) = error {
-                            eprintln!("nbd: connection {conn} ended: {e}");
-                        }
-                    }
-                    Event::Refused {
-                        conn,
-                        command,
-                        errno,
-                        message,
-                    } => {
-                        state.stats.borrow_mut().refused += 1;
-                        eprintln!(
-                            "nbd: connection {conn}: refused {command} with {}: {message}",
-                            errno.name()
-                        );
-                    }
-                    Event::Request {
-                        conn,
-                        request,
-                        received,
-                    } => {
-                        let Some(replier) = conns.replier(conn).cloned() else {
-                            // Never: a connection's requests come between its Opened and
-                            // its Closed. Counted rather than lost if it did happen.
-                            let mut s = state.stats.borrow_mut();
-                            s.dropped += 1;
-                            s.dropped_unanswered += 1;
-                            continue;
-                        };
-                        if conns.stopping() {
-                            state.stats.borrow_mut().dropped += 1;
-                            replier.send(
-                                request.cookie,
-                                request.offset,
-                                Outcome::Failed(Errno::Shutdown, "the server is stopping".into()),
-                            );
-                        } else {
-                            self.spawn_request(&state, conn, request, received, replier);
-                        }
-                    }
-                }
+                self.take(&state, &mut conns, event);
             }
             if state.in_flight.get() > 0 {
-                // A burst starts where the clock stands: the horizon of an earlier burst
-                // that ended early is no head start.
-                if idle {
-                    horizon = self.machine.now();
-                }
-                horizon = horizon.max(self.machine.now()) + SLICE;
-                self.machine.run_until(horizon);
-                state.flush();
-                // The clock stands still while requests are in flight only if nothing in
-                // the emulation is left to happen: a second of virtual time with no event.
-                let stalled =
-                    horizon.since(self.machine.now()) > SimDuration::from_ns(1_000_000_000);
-                if state.in_flight.get() > 0 && stalled {
-                    return Err(NbdError::Stuck {
-                        at: self.machine.now(),
-                        waiting: self.machine.blocked_summary(),
-                    });
-                }
+                horizon = self.advance(&state, horizon, idle)?;
             }
             if let Some(every) = control.every {
                 if last_report.elapsed() >= every {
@@ -523,6 +459,88 @@ impl NbdExport {
         conns.hang_up(events, &mut stats);
         self.elapsed(&mut stats, &state, started, counted);
         Ok(stats)
+    }
+
+    /// Takes one event: a connection opened or closed, a request refused while decoding, or
+    /// a request — answered ESHUTDOWN while stopping, else started.
+    fn take(&self, state: &Rc<ServeState>, conns: &mut Connections, event: Event) {
+        match event {
+            Event::Opened { conn, replier } => {
+                state.stats.borrow_mut().connections += 1;
+                conns.opened(conn, replier);
+            }
+            Event::Closed { conn, error } => {
+                conns.closed(conn);
+                if let Some(e) = error {
+                    eprintln!("nbd: connection {conn} ended: {e}");
+                }
+            }
+            Event::Refused {
+                conn,
+                command,
+                errno,
+                message,
+            } => {
+                state.stats.borrow_mut().refused += 1;
+                eprintln!(
+                    "nbd: connection {conn}: refused {command} with {}: {message}",
+                    errno.name()
+                );
+            }
+            Event::Request {
+                conn,
+                request,
+                received,
+            } => {
+                let Some(replier) = conns.replier(conn).cloned() else {
+                    // Never: a connection's requests come between its Opened and
+                    // its Closed. Counted rather than lost if it did happen.
+                    let mut s = state.stats.borrow_mut();
+                    s.dropped += 1;
+                    s.dropped_unanswered += 1;
+                    return;
+                };
+                if conns.stopping() {
+                    state.stats.borrow_mut().dropped += 1;
+                    replier.send(
+                        request.cookie,
+                        request.offset,
+                        Outcome::Failed(Errno::Shutdown, "the server is stopping".into()),
+                    );
+                } else {
+                    self.spawn_request(state, conn, request, received, replier);
+                }
+            }
+        }
+    }
+
+    /// Runs the emulation one slice past `horizon` (from the clock when the server was
+    /// `idle`: an earlier burst's horizon is no head start), writes the answers, and
+    /// refuses to go on if requests are in flight with nothing left to happen; the new
+    /// horizon.
+    fn advance(
+        &self,
+        state: &ServeState,
+        horizon: SimTime,
+        idle: bool,
+    ) -> Result<SimTime, NbdError> {
+        let mut horizon = horizon;
+        if idle {
+            horizon = self.machine.now();
+        }
+        horizon = horizon.max(self.machine.now()) + SLICE;
+        self.machine.run_until(horizon);
+        state.flush();
+        // The clock stands still while requests are in flight only if nothing in the
+        // emulation is left to happen: a second of virtual time with no event.
+        let stalled = horizon.since(self.machine.now()) > SimDuration::from_ns(1_000_000_000);
+        if state.in_flight.get() > 0 && stalled {
+            return Err(NbdError::Stuck {
+                at: self.machine.now(),
+                waiting: self.machine.blocked_summary(),
+            });
+        }
+        Ok(horizon)
     }
 
     /// The controller's lifetime counts of read and write commands (its SMART / health

@@ -42,9 +42,9 @@ use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::nvme::NamespaceInfo;
 use smartio_drivers::nvme::{CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverConfig};
-use smartio_drivers::nvme_dist::{Client, Manager, SqPlacement};
+use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
 use smartio_host::HostOs;
-use smartio_smartio::SegmentLocation;
+use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
 use std::rc::Rc;
 
 /// One NVMe operation.
@@ -298,31 +298,7 @@ pub fn nvmeof_compare(
     config: &NvmeofConfig,
 ) -> Result<NvmeofCompare, NvmeofError> {
     let costs = RdmaCosts::new(&cluster.calibration.nvmeof, &cluster.machine.cpu_timing())?;
-    let (lender, local_name) =
-        config
-            .device
-            .split_once(':')
-            .ok_or_else(|| NvmeofError::NotQualified {
-                device: config.device.clone(),
-            })?;
-    if lender != config.target {
-        return Err(NvmeofError::TargetNotLender {
-            device: config.device.clone(),
-            lender: lender.to_string(),
-            target: config.target.clone(),
-        });
-    }
-    if config.initiator == config.target {
-        return Err(NvmeofError::SameHost {
-            host: config.target.clone(),
-        });
-    }
-    if config.ops == 0 {
-        return Err(NvmeofError::NoOps);
-    }
-    if config.bs == 0 {
-        return Err(NvmeofError::ZeroBlockSize);
-    }
+    let local_name = check_config(config)?;
     let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
     let (tos, ios) = (
         booted.host(&config.target)?,
@@ -331,7 +307,6 @@ pub fn nvmeof_compare(
     let names = booted.names();
     let Booted { smartio, .. } = booted;
     let cfg = config.clone();
-    let local_name = local_name.to_string();
     let machine = cluster.machine.clone();
     run_workload(&cluster.machine, async move {
         let mut measured: Vec<(IoPath, NvmeofIo, Measured)> = Vec::new();
@@ -349,60 +324,19 @@ pub fn nvmeof_compare(
                 host: cfg.target.clone(),
                 source: Box::new(source),
             })?;
-        let bs = cfg.bs;
-        let connect = |os: HostOs, who: &'static str| {
-            let (smartio, manager) = (smartio.clone(), manager.clone());
-            async move {
-                let client = Client::connect(&smartio, &os, fdid, &manager, bs)
-                    .await
-                    .map_err(|source| NvmeofError::Connect {
-                        who,
-                        host: os.name().to_string(),
-                        source: Box::new(source),
-                    })?;
-                let placement = if os.id() == manager.host() {
-                    SqPlacement::ClientRam
-                } else {
-                    REMOTE_SQ
-                };
-                let q = client
-                    .create_queue(QD1_ENTRIES, placement)
-                    .await
-                    .map_err(|source| NvmeofError::QueuePair {
-                        who,
-                        source: Box::new(source),
-                    })?;
-                Ok::<_, NvmeofError>((client, q))
-            }
-        };
+        let connect =
+            |os: HostOs, who: &'static str| connect(&smartio, &manager, fdid, os, who, cfg.bs);
         let (local, lq) = connect(tos.clone(), "local client").await?;
         let (remote, rq) = connect(ios.clone(), "remote client").await?;
         let (target, tq) = connect(tos.clone(), "NVMe-oF target").await?;
-        let remote_sq_in = match rq.sq_location() {
-            SegmentLocation::Ram { host, .. } => format!(
-                "{} RAM",
-                names
-                    .get(host.index())
-                    .map_or("an unknown host's", String::as_str)
-            ),
-            SegmentLocation::Device { .. } => "controller memory".to_string(),
-            SegmentLocation::LocalDevice { .. } => "a host's device memory".to_string(),
-        };
+        let remote_sq_in = sq_in(&rq, &names);
         let local_way = Way::Client {
             client: &local,
             q: &lq,
         };
         let blocks = match blocks {
             Some(b) => b,
-            None => {
-                let ns = *manager
-                    .namespaces()
-                    .first()
-                    .ok_or(NvmeofError::NoNamespace)?;
-                let b = geometry(&machine, ns, manager.max_transfer(), &cfg)?;
-                blocks::write_all(&b, &local_way).await?;
-                b
-            }
+            None => pattern_through(&machine, &manager, &local_way, &cfg).await?,
         };
         let rdma = Rdma::new(
             &machine,
@@ -436,27 +370,11 @@ pub fn nvmeof_compare(
         if cfg.initiators.kernel() {
             ways.push((IoPath::NvmeofKernel, &kernel_way, "NVMe-oF kernel"));
         }
-        let mut result = Ok(());
-        'rows: for &op in cfg.io.ios() {
-            for (path, way, label) in &ways {
-                match blocks::row(&blocks, way, &local_way, op, label).await {
-                    Ok(m) => measured.push((*path, op, m)),
-                    Err(e) => {
-                        result = Err(e);
-                        break 'rows;
-                    }
-                }
-            }
-        }
+        let result = measure_rows(&blocks, &ways, &local_way, &cfg, &mut measured).await;
         rdma.free(&ios, &tos);
         result?;
         drop(ways);
-        for (client, who) in [(local, "local"), (remote, "remote"), (target, "target")] {
-            client.leave().await.map_err(|source| NvmeofError::Leave {
-                who,
-                source: Box::new(source),
-            })?;
-        }
+        leave([(local, "local"), (remote, "remote"), (target, "target")]).await?;
         Ok(NvmeofCompare {
             ops: cfg.ops,
             bs: cfg.bs,
@@ -465,6 +383,130 @@ pub fn nvmeof_compare(
             rows: rows(measured),
         })
     })
+}
+
+/// Refuses a configuration that names no lender's device on the target, one host for both
+/// ends, or no I/O; the device's name on its lender.
+fn check_config(config: &NvmeofConfig) -> Result<String, NvmeofError> {
+    let (lender, local_name) =
+        config
+            .device
+            .split_once(':')
+            .ok_or_else(|| NvmeofError::NotQualified {
+                device: config.device.clone(),
+            })?;
+    if lender != config.target {
+        return Err(NvmeofError::TargetNotLender {
+            device: config.device.clone(),
+            lender: lender.to_string(),
+            target: config.target.clone(),
+        });
+    }
+    if config.initiator == config.target {
+        return Err(NvmeofError::SameHost {
+            host: config.target.clone(),
+        });
+    }
+    if config.ops == 0 {
+        return Err(NvmeofError::NoOps);
+    }
+    if config.bs == 0 {
+        return Err(NvmeofError::ZeroBlockSize);
+    }
+    Ok(local_name.to_string())
+}
+
+/// A client of the distributed driver on `os` (`who` names it in errors), with a QD1
+/// queue pair: its SQ in the client's RAM on the manager's host, else placed as
+/// [`REMOTE_SQ`].
+async fn connect(
+    smartio: &SmartIo,
+    manager: &Rc<Manager>,
+    fdid: Fdid,
+    os: HostOs,
+    who: &'static str,
+    bs: u64,
+) -> Result<(Client, Rc<ClientQueue>), NvmeofError> {
+    let client = Client::connect(smartio, &os, fdid, manager, bs)
+        .await
+        .map_err(|source| NvmeofError::Connect {
+            who,
+            host: os.name().to_string(),
+            source: Box::new(source),
+        })?;
+    let placement = if os.id() == manager.host() {
+        SqPlacement::ClientRam
+    } else {
+        REMOTE_SQ
+    };
+    let q = client
+        .create_queue(QD1_ENTRIES, placement)
+        .await
+        .map_err(|source| NvmeofError::QueuePair {
+            who,
+            source: Box::new(source),
+        })?;
+    Ok((client, q))
+}
+
+/// The blocks of the manager's first namespace the rows touch, with the pattern written
+/// through `local_way` (when the native driver did not write it).
+async fn pattern_through<'m>(
+    machine: &'m smartio_machine::Machine,
+    manager: &Manager,
+    local_way: &Way<'_>,
+    cfg: &NvmeofConfig,
+) -> Result<Blocks<'m>, NvmeofError> {
+    let ns = *manager
+        .namespaces()
+        .first()
+        .ok_or(NvmeofError::NoNamespace)?;
+    let b = geometry(machine, ns, manager.max_transfer(), cfg)?;
+    blocks::write_all(&b, local_way).await?;
+    Ok(b)
+}
+
+/// Each client leaves the distributed driver, in order.
+async fn leave(clients: [(Client, &'static str); 3]) -> Result<(), NvmeofError> {
+    for (client, who) in clients {
+        client.leave().await.map_err(|source| NvmeofError::Leave {
+            who,
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
+}
+
+/// Where the remote client's SQ is, for the report.
+fn sq_in(q: &ClientQueue, names: &[String]) -> String {
+    match q.sq_location() {
+        SegmentLocation::Ram { host, .. } => format!(
+            "{} RAM",
+            names
+                .get(host.index())
+                .map_or("an unknown host's", String::as_str)
+        ),
+        SegmentLocation::Device { .. } => "controller memory".to_string(),
+        SegmentLocation::LocalDevice { .. } => "a host's device memory".to_string(),
+    }
+}
+
+/// Measures each way's row for each operation into `measured` (stopping at the first
+/// failure).
+async fn measure_rows(
+    blocks: &Blocks<'_>,
+    ways: &[(IoPath, &Way<'_>, &'static str)],
+    local_way: &Way<'_>,
+    cfg: &NvmeofConfig,
+    measured: &mut Vec<(IoPath, NvmeofIo, Measured)>,
+) -> Result<(), NvmeofError> {
+    for &op in cfg.io.ios() {
+        for (path, way, label) in ways {
+            let m = blocks::row(blocks, way, local_way, op, label).await?;
+            measured.push((*path, op, m));
+        }
+    }
+    Ok(())
 }
 
 /// Binds the native NVMe driver (interrupts, one QD1 queue pair) to `device` on the target,

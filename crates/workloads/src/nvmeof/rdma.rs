@@ -83,6 +83,20 @@ impl Laps {
     }
 }
 
+/// One I/O through [`Rdma::io`]: what it moves and how.
+struct OneIo<'w> {
+    op: NvmeofIo,
+    cid: u16,
+    /// Bytes.
+    len: u64,
+    /// A write whose data travels inside the command capsule.
+    inline: bool,
+    /// Through the kernel's initiator.
+    kernel: bool,
+    /// The I/O as errors name it.
+    what: &'w str,
+}
+
 /// The NVMe-oF initiator and target: their buffers and the target's NVMe queue pair.
 pub(super) struct Rdma<'a> {
     machine: &'a Machine,
@@ -174,31 +188,36 @@ impl<'a> Rdma<'a> {
         lba: u64,
         what: &str,
     ) -> Result<Laps, NvmeofError> {
-        let c = &self.costs;
-        let kernel = stack == Stack::Kernel;
         let len = blocks.bs();
-        let inline = c.in_capsule(op, len);
+        let io = OneIo {
+            op,
+            cid,
+            len,
+            inline: self.costs.in_capsule(op, len),
+            kernel: stack == Stack::Kernel,
+            what,
+        };
         let mut laps = Laps::new(self.machine.now());
+        let (sent, flags, sgl) = self.capsule(&io, blocks, lba);
+        self.initiator_submit(&io, &mut laps).await;
+        self.send_capsule(&io, &sent, flags, &mut laps).await;
+        let got = self
+            .target_takes(&io, (&sent, flags, sgl), &mut laps)
+            .await?;
+        self.fetch_write_data(&io, sgl, &mut laps).await;
+        self.target_executes(&io, &got, &mut laps).await?;
+        self.target_completes(&io, &mut laps).await;
+        self.respond(&io, &got, sgl, &mut laps).await;
+        self.initiator_completes(&io, &mut laps).await?;
+        Ok(laps)
+    }
 
-        // The initiator: system call and block layer (kernel), registration of the buffer
-        // for the target's RDMA (kernel, data not in the capsule), the capsule posted.
-        if kernel {
-            self.icpu.sleep(c.block_submit).await;
-            laps.mark(
-                "system call and block layer submit (block_submit_ns)",
-                self.machine.now(),
-            );
-            if !inline {
-                self.icpu.sleep(c.reg_mr).await;
-                laps.mark(
-                    "nvme-rdma maps and registers the buffer for RDMA (kernel_reg_mr_ns)",
-                    self.machine.now(),
-                );
-            }
-        }
+    /// The command capsule of `io`: the NVMe command with an SGL for its data (in the
+    /// capsule for a small write, else keyed to the initiator's data region).
+    fn capsule(&self, io: &OneIo<'_>, blocks: &Blocks<'_>, lba: u64) -> (Command, Flags, Sgl) {
         // At most 16 MiB - 1 (checked before the run: a keyed SGL's length field).
-        let len32 = u32::try_from(len).unwrap_or(u32::MAX);
-        let sgl = if inline {
+        let len32 = u32::try_from(io.len).unwrap_or(u32::MAX);
+        let sgl = if io.inline {
             Sgl::InCapsule {
                 offset: 0,
                 len: len32,
@@ -207,16 +226,16 @@ impl<'a> Rdma<'a> {
             Sgl::Keyed {
                 addr: self.idata.get(),
                 len: len32,
-                key: 0x5a00_0000 | u32::from(cid),
+                key: 0x5a00_0000 | u32::from(io.cid),
             }
         };
         let (qw0, qw1) = sgl.encode();
         let sent = Command {
-            opcode: match op {
+            opcode: match io.op {
                 NvmeofIo::Read => io::READ,
                 NvmeofIo::Write => io::WRITE,
             },
-            cid,
+            cid: io.cid,
             nsid: blocks.nsid(),
             prp1: qw0,
             prp2: qw1,
@@ -226,12 +245,34 @@ impl<'a> Rdma<'a> {
             fuse: 0,
             psdt: PSDT_SGL,
         };
+        (sent, flags, sgl)
+    }
+
+    /// The initiator: system call and block layer (kernel), registration of the buffer for
+    /// the target's RDMA (kernel, data not in the capsule), the capsule posted (and, for the
+    /// kernel's driver, the work requests fetched by the HCA).
+    async fn initiator_submit(&self, io: &OneIo<'_>, laps: &mut Laps) {
+        let c = &self.costs;
+        if io.kernel {
+            self.icpu.sleep(c.block_submit).await;
+            laps.mark(
+                "system call and block layer submit (block_submit_ns)",
+                self.machine.now(),
+            );
+            if !io.inline {
+                self.icpu.sleep(c.reg_mr).await;
+                laps.mark(
+                    "nvme-rdma maps and registers the buffer for RDMA (kernel_reg_mr_ns)",
+                    self.machine.now(),
+                );
+            }
+        }
         self.icpu.sleep(c.initiator_post).await;
         laps.mark(
             "initiator builds the command capsule and posts the send (initiator_post_ns)",
             self.machine.now(),
         );
-        if kernel {
+        if io.kernel {
             // The kernel's mlx5 driver rings the doorbell only; the HCA reads the work
             // requests (the registration's and the send's) from memory before it sends.
             self.icpu.sleep(c.wqe_fetch).await;
@@ -240,35 +281,45 @@ impl<'a> Rdma<'a> {
                 self.machine.now(),
             );
         }
+    }
 
-        // The capsule (with the data of a small write) into the target's memory.
-        let capsule_bytes = SQE_SIZE as u64 + if inline { len } else { 0 };
-        self.icpu.sleep(c.message(capsule_bytes)).await;
+    /// The capsule (with the data of a small write) into the target's memory.
+    async fn send_capsule(&self, io: &OneIo<'_>, sent: &Command, flags: Flags, laps: &mut Laps) {
+        let capsule_bytes = SQE_SIZE as u64 + if io.inline { io.len } else { 0 };
+        self.icpu.sleep(self.costs.message(capsule_bytes)).await;
         self.machine
             .poke_memory(self.thost, self.tcapsule, &sent.encode_with(flags));
-        let (tdata, _) = self.target.data();
-        if inline {
-            self.carry(self.ihost, self.idata, self.thost, tdata, len);
+        if io.inline {
+            let (tdata, _) = self.target.data();
+            self.carry(self.ihost, self.idata, self.thost, tdata, io.len);
         }
         laps.mark(
-            if inline {
+            if io.inline {
                 "command capsule with the write's data: initiator HCA, wire, target HCA"
             } else {
                 "command capsule: initiator HCA, wire, target HCA writes target memory"
             },
             self.machine.now(),
         );
+    }
 
-        // The target takes the command: its software polls and parses it, or its HCA does.
+    /// The target takes the command — its software polls and loads the capsule, or its HCA
+    /// does — decodes it and checks it is the one sent.
+    async fn target_takes(
+        &self,
+        io: &OneIo<'_>,
+        (sent, flags, sgl): (&Command, Flags, Sgl),
+        laps: &mut Laps,
+    ) -> Result<Command, NvmeofError> {
         let mut raw = [0u8; SQE_SIZE];
         match self.mode {
             TargetMode::Spdk => {
-                self.tcpu.sleep(c.target_poll).await;
+                self.tcpu.sleep(self.costs.target_poll).await;
                 self.tcpu
                     .read(BusAddr(self.tcapsule.get()), &mut raw)
                     .await
                     .map_err(|source| NvmeofError::Load {
-                        io: what.to_string(),
+                        io: io.what.to_string(),
                         what: "target loading the capsule",
                         source,
                     })?;
@@ -279,39 +330,54 @@ impl<'a> Rdma<'a> {
         }
         let (got, got_flags) = Command::decode(&raw);
         let got_sgl = Sgl::decode(got.prp1, got.prp2);
-        if got != sent || got_flags != flags || got_sgl != Some(sgl) {
+        if got != *sent || got_flags != flags || got_sgl != Some(sgl) {
             return Err(NvmeofError::WrongCapsule {
-                io: what.to_string(),
+                io: io.what.to_string(),
                 got: format!("{got:?} {got_flags:?} {got_sgl:?}"),
                 sent: format!("{sent:?} {flags:?} {sgl:?}"),
             });
         }
-        let (slba, nlb) = (got.cdw10_11(), got.cdw(12) + 1);
         if self.mode == TargetMode::Spdk {
             laps.mark(
                 "target polls the receive completion and loads the capsule (target_poll_ns)",
                 self.machine.now(),
             );
         }
+        Ok(got)
+    }
 
-        // A write not in the capsule: the target fetches its data with an RDMA READ.
-        if op == NvmeofIo::Write && !inline {
-            if let Sgl::Keyed { addr, len, .. } = sgl {
-                let len = u64::from(len);
-                // The read request to the initiator's HCA, then the data back.
-                self.tcpu.sleep(c.message(0) + c.message(len)).await;
-                self.carry(self.ihost, PhysAddr(addr), self.thost, tdata, len);
-                if self.mode == TargetMode::Spdk {
-                    self.tcpu.sleep(c.target_poll).await;
-                }
-                laps.mark(
-                    "RDMA READ: the target HCA fetches the data from initiator memory",
-                    self.machine.now(),
-                );
-            }
+    /// A write not in the capsule: the target fetches its data with an RDMA READ.
+    async fn fetch_write_data(&self, io: &OneIo<'_>, sgl: Sgl, laps: &mut Laps) {
+        if io.op != NvmeofIo::Write || io.inline {
+            return;
         }
+        let Sgl::Keyed { addr, len, .. } = sgl else {
+            return;
+        };
+        let c = &self.costs;
+        let len = u64::from(len);
+        let (tdata, _) = self.target.data();
+        // The read request to the initiator's HCA, then the data back.
+        self.tcpu.sleep(c.message(0) + c.message(len)).await;
+        self.carry(self.ihost, PhysAddr(addr), self.thost, tdata, len);
+        if self.mode == TargetMode::Spdk {
+            self.tcpu.sleep(c.target_poll).await;
+        }
+        laps.mark(
+            "RDMA READ: the target HCA fetches the data from initiator memory",
+            self.machine.now(),
+        );
+    }
 
-        // Into the NVMe: SPDK's driver, or the HCA ringing the doorbell itself.
+    /// Into the NVMe — SPDK's driver, or the HCA ringing the doorbell itself — and the
+    /// command carried out by the emulated controller.
+    async fn target_executes(
+        &self,
+        io: &OneIo<'_>,
+        got: &Command,
+        laps: &mut Laps,
+    ) -> Result<(), NvmeofError> {
+        let c = &self.costs;
         match self.mode {
             TargetMode::Spdk => {
                 self.tcpu.sleep(c.target_submit).await;
@@ -328,7 +394,8 @@ impl<'a> Rdma<'a> {
                 );
             }
         }
-        let block_op = match op {
+        let (slba, nlb) = (got.cdw10_11(), got.cdw(12) + 1);
+        let block_op = match io.op {
             NvmeofIo::Read => BlockOp::Read,
             NvmeofIo::Write => BlockOp::Write,
         };
@@ -336,12 +403,12 @@ impl<'a> Rdma<'a> {
             .io(self.tq, block_op, got.nsid, slba, nlb, 0)
             .await
             .map_err(|source| NvmeofError::TargetIo {
-                io: what.to_string(),
+                io: io.what.to_string(),
                 lba: slba,
                 source: Box::new(source),
             })?;
         laps.mark(
-            match op {
+            match io.op {
                 NvmeofIo::Read => {
                     "NVMe read into target memory (emulated controller, its completion polled)"
                 }
@@ -351,9 +418,15 @@ impl<'a> Rdma<'a> {
             },
             self.machine.now(),
         );
+        Ok(())
+    }
 
-        // The completion: the RDMA write of a read's data, then the response behind it.
-        match (self.mode, op) {
+    /// The target's completion: its software posts the RDMA write of a read's data and the
+    /// response (the HCA fetching the work requests), or its HCA reacts to the NVMe
+    /// completion itself.
+    async fn target_completes(&self, io: &OneIo<'_>, laps: &mut Laps) {
+        let c = &self.costs;
+        match (self.mode, io.op) {
             (TargetMode::Spdk, NvmeofIo::Read) => {
                 self.tcpu.sleep(c.target_complete).await;
                 laps.mark(
@@ -383,6 +456,12 @@ impl<'a> Rdma<'a> {
                 );
             }
         }
+    }
+
+    /// A read's data by RDMA write with the response behind it, or the response alone, into
+    /// the initiator's memory.
+    async fn respond(&self, io: &OneIo<'_>, got: &Command, sgl: Sgl, laps: &mut Laps) {
+        let c = &self.costs;
         let response = Completion {
             result: 0,
             sq_head: 0,
@@ -392,8 +471,9 @@ impl<'a> Rdma<'a> {
             status: Status::SUCCESS,
         };
         match sgl {
-            Sgl::Keyed { addr, len, .. } if op == NvmeofIo::Read => {
+            Sgl::Keyed { addr, len, .. } if io.op == NvmeofIo::Read => {
                 let len = u64::from(len);
+                let (tdata, _) = self.target.data();
                 self.tcpu.sleep(c.message(len)).await;
                 self.carry(self.thost, tdata, self.ihost, PhysAddr(addr), len);
                 laps.mark(
@@ -416,9 +496,17 @@ impl<'a> Rdma<'a> {
         }
         self.machine
             .poke_memory(self.ihost, self.iresponse, &response.to_bytes());
+    }
 
-        // The initiator: its poll finds the response, or the HCA interrupts its CPU.
-        if kernel {
+    /// The initiator: its poll finds the response, or the HCA interrupts its CPU; the
+    /// response is loaded and checked, and the I/O completes.
+    async fn initiator_completes(
+        &self,
+        io: &OneIo<'_>,
+        laps: &mut Laps,
+    ) -> Result<(), NvmeofError> {
+        let c = &self.costs;
+        if io.kernel {
             self.icpu.sleep(c.interrupt).await;
             laps.mark(
                 "the HCA's completion interrupt reaches the initiator CPU and wakes the waiting thread (interrupt_delivery_ns + wakeup_ns)",
@@ -430,20 +518,20 @@ impl<'a> Rdma<'a> {
             .read(BusAddr(self.iresponse.get()), &mut raw)
             .await
             .map_err(|source| NvmeofError::Load {
-                io: what.to_string(),
+                io: io.what.to_string(),
                 what: "initiator loading the response",
                 source,
             })?;
         let got = Completion::from_bytes(&raw);
-        if got.cid != cid || got.status != Status::SUCCESS {
+        if got.cid != io.cid || got.status != Status::SUCCESS {
             return Err(NvmeofError::WrongResponse {
-                io: what.to_string(),
+                io: io.what.to_string(),
                 cid: got.cid,
                 status: got.status,
-                expected: cid,
+                expected: io.cid,
             });
         }
-        if kernel {
+        if io.kernel {
             self.icpu.sleep(c.kernel_complete).await;
             laps.mark(
                 "nvme-rdma: softirq polls the CQ, matches the response (kernel_initiator_complete_ns)",
@@ -461,6 +549,6 @@ impl<'a> Rdma<'a> {
                 self.machine.now(),
             );
         }
-        Ok(laps)
+        Ok(())
     }
 }

@@ -49,6 +49,7 @@ use crate::attach::Workbench;
 use crate::gpu::{gpu_endpoint, BadParameter, GpuWorkloadError};
 use serde::Serialize;
 use smartio_cluster::Cluster;
+use smartio_devices::nvme::NvmeController;
 use smartio_drivers::nvme::{CompletionMode, NvmeDriver, NvmeDriverConfig};
 use std::rc::Rc;
 
@@ -289,29 +290,7 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         Storage::Native => None,
         Storage::Client { manager } => Some(bench.host(manager)?),
     };
-    let mut endpoints = Vec::new();
-    let mut gpus = Vec::new();
-    let mut bandwidth = Vec::new();
-    for name in &config.gpus {
-        let ep = gpu_endpoint(cluster, &bench, name)?;
-        if let Some(i) = endpoints.iter().position(|&e| e == ep) {
-            return Err(GpuWorkloadError::SameDevice {
-                a: config.gpus[i].clone(),
-                b: name.clone(),
-            });
-        }
-        endpoints.push(ep);
-        let (profile, params) = super::gpu_profile(cluster, ep)?;
-        bandwidth.push(params.memory_bandwidth.value);
-        gpus.push(TrainGpu {
-            name: name.clone(),
-            profile,
-            forward_image_ns: params.vgg19_forward_image_ns.value,
-            borrowed: name.contains(':'),
-            copy_path: Vec::new(),
-            exchange_path: Vec::new(),
-        });
-    }
+    let (gpus, bandwidth) = profile_gpus(cluster, &bench, config)?;
     let layout = Layout::new(u64::from(controller.config().lba_size));
     let capacity = controller.namespaces().capacity();
     let needed = config.images * layout.record();
@@ -324,26 +303,7 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         }
         .into());
     }
-    // The dataset is on the disk before the program starts.
-    for id in 0..config.images {
-        let data = kernels::image(id, IMAGE_BYTES as usize);
-        controller
-            .namespaces()
-            .write(1, layout.lba(id) * layout.lba_size, &data)
-            .map_err(|source| BadParameter::WriteDataset {
-                nvme: config.nvme.clone(),
-                source,
-            })?;
-    }
-    if let Some(id) = config.spoil_image.filter(|&id| id < config.images) {
-        let at = layout.lba(id) * layout.lba_size + IMAGE_BYTES / 2;
-        let mut byte = [0u8];
-        controller
-            .namespaces()
-            .read(1, at, &mut byte)
-            .and_then(|()| controller.namespaces().write(1, at, &[!byte[0]]))
-            .map_err(|source| BadParameter::Spoil { id, source })?;
-    }
+    stage_dataset(&controller, &layout, config)?;
     if config.storage == Storage::Native {
         bench.os.register_driver(Rc::new(NvmeDriver {
             config: NvmeDriverConfig {
@@ -385,6 +345,67 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
     crate::booted::run_workload(&cluster.machine, async move {
         b.detach_after(run::run(&b, setup)).await
     })
+}
+
+/// Each GPU of `config` (none named twice) with its profile, and its memory bandwidth.
+fn profile_gpus(
+    cluster: &Cluster,
+    bench: &Workbench,
+    config: &TrainConfig,
+) -> Result<(Vec<TrainGpu>, Vec<f64>), GpuWorkloadError> {
+    let mut endpoints = Vec::new();
+    let mut gpus = Vec::new();
+    let mut bandwidth = Vec::new();
+    for name in &config.gpus {
+        let ep = gpu_endpoint(cluster, bench, name)?;
+        if let Some(i) = endpoints.iter().position(|&e| e == ep) {
+            return Err(GpuWorkloadError::SameDevice {
+                a: config.gpus[i].clone(),
+                b: name.clone(),
+            });
+        }
+        endpoints.push(ep);
+        let (profile, params) = super::gpu_profile(cluster, ep)?;
+        bandwidth.push(params.memory_bandwidth.value);
+        gpus.push(TrainGpu {
+            name: name.clone(),
+            profile,
+            forward_image_ns: params.vgg19_forward_image_ns.value,
+            borrowed: name.contains(':'),
+            copy_path: Vec::new(),
+            exchange_path: Vec::new(),
+        });
+    }
+    Ok((gpus, bandwidth))
+}
+
+/// Writes the dataset to the disk before the program starts (and spoils the image the
+/// configuration names, if any).
+fn stage_dataset(
+    controller: &NvmeController,
+    layout: &Layout,
+    config: &TrainConfig,
+) -> Result<(), GpuWorkloadError> {
+    for id in 0..config.images {
+        let data = kernels::image(id, IMAGE_BYTES as usize);
+        controller
+            .namespaces()
+            .write(1, layout.lba(id) * layout.lba_size, &data)
+            .map_err(|source| BadParameter::WriteDataset {
+                nvme: config.nvme.clone(),
+                source,
+            })?;
+    }
+    if let Some(id) = config.spoil_image.filter(|&id| id < config.images) {
+        let at = layout.lba(id) * layout.lba_size + IMAGE_BYTES / 2;
+        let mut byte = [0u8];
+        controller
+            .namespaces()
+            .read(1, at, &mut byte)
+            .and_then(|()| controller.namespaces().write(1, at, &[!byte[0]]))
+            .map_err(|source| BadParameter::Spoil { id, source })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -436,24 +436,13 @@ async fn train_on(
 ) -> Result<TrainResult, GpuWorkloadError> {
     let config = &s.config;
     let reps = replicas(s, contexts).await?;
-    let g = reps.len();
     let os = bench.os.clone();
-    let cpu = os.cpu().clone();
-    let step_k = contexts[0].load_kernel(kernels::STEP, kernels::step());
-    let reduce_k = contexts[0].load_kernel(kernels::REDUCE, kernels::reduce());
-    let update_k = contexts[0].load_kernel(kernels::UPDATE, kernels::update());
-    // Every replica starts from the same weights (untimed: the model is loaded before).
-    let words = GRADIENT_BYTES / 4;
-    let w0: Vec<u8> = (0..words)
-        .flat_map(|k| kernels::initial_weight(k).to_le_bytes())
-        .collect();
-    for r in &reps {
-        os.write_memory(r.readback.cpu, &w0)
-            .map_err(host_memory("weights"))?;
-        r.ctx
-            .memcpy(r.weights.addr(), r.readback.addr(), GRADIENT_BYTES)
-            .await?;
-    }
+    let kernels = Kernels {
+        step: contexts[0].load_kernel(kernels::STEP, kernels::step()),
+        reduce: contexts[0].load_kernel(kernels::REDUCE, kernels::reduce()),
+        update: contexts[0].load_kernel(kernels::UPDATE, kernels::update()),
+    };
+    load_weights(&os, &reps).await?;
     let mut gpus = s.gpus.clone();
     for (i, r) in reps.iter().enumerate() {
         gpus[i].copy_path = path(&s.machine, r.ctx, r.slots[0].addr());
@@ -472,43 +461,160 @@ async fn train_on(
         reps.iter().map(|r| r.slots.clone()).collect(),
         loader.clone(),
     ));
-    let steps = config.steps();
-    let total = config.epochs * steps;
-    let sub = config.sub_batch();
+    let mut run = Steps {
+        s,
+        reps: &reps,
+        kernels,
+        loader: &loader,
+        cpu: os.cpu().clone(),
+        epochs: vec![EpochTime::default(); config.epochs as usize],
+        seed_sum: 0,
+        verified: 0,
+    };
+    let total = config.epochs * config.steps();
     let mut phase = progress::begin("training", total, progress::Unit::Items("steps"));
-    let mut epochs = vec![EpochTime::default(); config.epochs as usize];
-    let mut seed_sum = 0u32;
-    let mut verified = 0u64;
     for b in 0..total {
+        run.step(b).await?;
+        phase.set(b + 1);
+    }
+    drop(phase);
+    let Steps {
+        mut epochs,
+        seed_sum,
+        verified,
+        ..
+    } = run;
+    for (time, reads) in epochs.iter_mut().zip(loader.reads_ns.borrow().iter()) {
+        time.reads_ns = *reads;
+    }
+    for time in &mut epochs {
+        time.total_ns =
+            time.io_wait_ns + time.copy_ns + time.compute_ns + time.exchange_ns + time.update_ns;
+    }
+    let updates = (total as u32).wrapping_mul(reps.len() as u32);
+    let verified_weights = check_weights(s, &os, &reps, seed_sum, updates).await?;
+    let reps_route = route(&reps);
+    for r in reps {
+        r.stream.destroy().await?;
+    }
+    Ok(result(
+        s,
+        gpus,
+        epochs,
+        reps_route,
+        verified,
+        verified_weights,
+    ))
+}
+
+/// The training kernels, loaded.
+#[derive(Clone, Copy)]
+struct Kernels {
+    step: KernelId,
+    reduce: KernelId,
+    update: KernelId,
+}
+
+/// Every replica starts from the same weights (untimed: the model is loaded before).
+async fn load_weights(os: &HostOs, reps: &[Replica<'_>]) -> Result<(), GpuWorkloadError> {
+    let words = GRADIENT_BYTES / 4;
+    let w0: Vec<u8> = (0..words)
+        .flat_map(|k| kernels::initial_weight(k).to_le_bytes())
+        .collect();
+    for r in reps {
+        os.write_memory(r.readback.cpu, &w0)
+            .map_err(host_memory("weights"))?;
+        r.ctx
+            .memcpy(r.weights.addr(), r.readback.addr(), GRADIENT_BYTES)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The training steps as they run: the replicas, what each epoch's phases took, and what
+/// the replicas were checked to have trained on.
+struct Steps<'a, 'r> {
+    s: &'a Setup,
+    reps: &'a [Replica<'r>],
+    kernels: Kernels,
+    loader: &'a Loader,
+    cpu: Agent,
+    epochs: Vec<EpochTime>,
+    /// The sum of every gradient's seed: what the weights end up short of.
+    seed_sum: u32,
+    /// Images the replicas were checked to have trained on.
+    verified: u64,
+}
+
+impl Steps<'_, '_> {
+    /// Step `b`: wait for its batch, copy each replica's share in, compute and check the
+    /// replicas' results, exchange the gradients, update the weights; each phase timed.
+    async fn step(&mut self, b: u64) -> Result<(), GpuWorkloadError> {
+        let config = &self.s.config;
+        let steps = config.steps();
         let e = (b / steps) as usize;
-        let order = loader.order(b / steps);
+        let order = self.loader.order(b / steps);
         let slot = (b as usize) % SLOTS;
-        let t = cpu.now();
-        while loader.ready.get() <= b {
-            loader.ready_signal.notified().await;
+        let t = self.cpu.now();
+        while self.loader.ready.get() <= b {
+            self.loader.ready_signal.notified().await;
         }
-        if let Some(err) = loader.failed.borrow_mut().take() {
+        if let Some(err) = self.loader.failed.borrow_mut().take() {
             return Err(err);
         }
-        epochs[e].io_wait_ns += ns_since(&cpu, t);
+        self.epochs[e].io_wait_ns += ns_since(&self.cpu, t);
 
-        let t = cpu.now();
-        for r in &reps {
+        let t = self.cpu.now();
+        self.copy_in(b, slot).await?;
+        self.epochs[e].copy_ns += ns_since(&self.cpu, t);
+
+        let t = self.cpu.now();
+        self.compute(b, &order).await?;
+        self.epochs[e].compute_ns += ns_since(&self.cpu, t);
+
+        let t = self.cpu.now();
+        if self.reps.len() > 1 {
+            all_reduce(self.reps, self.kernels.reduce).await?;
+        }
+        self.epochs[e].exchange_ns += ns_since(&self.cpu, t);
+
+        let t = self.cpu.now();
+        for r in self.reps {
+            let ps = elementwise_ps(GRADIENT_BYTES, r.bandwidth);
+            let params =
+                kernels::elementwise_params(r.weights.offset, r.grad.offset, GRADIENT_BYTES, ps);
+            r.stream.launch(self.kernels.update, 1, &params).await?;
+        }
+        sync_all(self.reps).await?;
+        self.epochs[e].update_ns += ns_since(&self.cpu, t);
+        Ok(())
+    }
+
+    /// Copies each replica's share of step `b`'s batch from loader slot `slot` into its
+    /// device memory, then frees the slot.
+    async fn copy_in(&self, b: u64, slot: usize) -> Result<(), GpuWorkloadError> {
+        let sub = self.s.config.sub_batch();
+        for r in self.reps {
             r.stream
                 .memcpy_async(
                     r.images.addr(),
                     r.slots[slot].addr(),
-                    sub * s.layout.record(),
+                    sub * self.s.layout.record(),
                 )
                 .await?;
         }
-        sync_all(&reps).await?;
-        loader.freed.set(b + 1);
-        loader.freed_signal.notify();
-        epochs[e].copy_ns += ns_since(&cpu, t);
+        sync_all(self.reps).await?;
+        self.loader.freed.set(b + 1);
+        self.loader.freed_signal.notify();
+        Ok(())
+    }
 
-        let t = cpu.now();
-        for (i, r) in reps.iter().enumerate() {
+    /// Runs step `b`'s kernel on each replica and checks what it trained on against the
+    /// images the loader read (`order`: the epoch's order).
+    async fn compute(&mut self, b: u64, order: &[u64]) -> Result<(), GpuWorkloadError> {
+        let s = self.s;
+        let sub = s.config.sub_batch();
+        for (i, r) in self.reps.iter().enumerate() {
             let params = StepParams {
                 images: r.images.offset,
                 count: sub,
@@ -521,7 +627,9 @@ async fn train_on(
                 step: b,
                 replica: i as u64,
             };
-            r.stream.launch(step_k, 1, &params.encode()).await?;
+            r.stream
+                .launch(self.kernels.step, 1, &params.encode())
+                .await?;
             r.stream
                 .memcpy_async(
                     r.readback.addr(),
@@ -530,11 +638,11 @@ async fn train_on(
                 )
                 .await?;
         }
-        sync_all(&reps).await?;
-        for (i, r) in reps.iter().enumerate() {
+        sync_all(self.reps).await?;
+        for (i, r) in self.reps.iter().enumerate() {
             let mut got = vec![0u8; kernels::result_bytes(sub) as usize];
             r.ctx.read_host(&r.readback, 0, &mut got).await?;
-            let want = ids_of(&order, config, b, i);
+            let want = ids_of(order, &s.config, b, i);
             let word = |j: usize| crate::gpu::get_u64(&got, 8 * j).unwrap_or(u64::MAX);
             let (wrong, first_wrong) = (word(0), word(1));
             let found: Vec<u64> = (0..sub as usize).map(|j| word(j + 2)).collect();
@@ -557,38 +665,24 @@ async fn train_on(
                 .into());
             }
             let id_sum = want.iter().fold(0u64, |a, &x| a.wrapping_add(x));
-            seed_sum = seed_sum.wrapping_add(kernels::gradient_seed(b, i as u64, id_sum));
-            verified += sub;
+            self.seed_sum = self
+                .seed_sum
+                .wrapping_add(kernels::gradient_seed(b, i as u64, id_sum));
+            self.verified += sub;
         }
-        epochs[e].compute_ns += ns_since(&cpu, t);
+        Ok(())
+    }
+}
 
-        let t = cpu.now();
-        if g > 1 {
-            all_reduce(&reps, reduce_k).await?;
-        }
-        epochs[e].exchange_ns += ns_since(&cpu, t);
-
-        let t = cpu.now();
-        for r in &reps {
-            let ps = elementwise_ps(GRADIENT_BYTES, r.bandwidth);
-            let params =
-                kernels::elementwise_params(r.weights.offset, r.grad.offset, GRADIENT_BYTES, ps);
-            r.stream.launch(update_k, 1, &params).await?;
-        }
-        sync_all(&reps).await?;
-        epochs[e].update_ns += ns_since(&cpu, t);
-        phase.set(b + 1);
-    }
-    drop(phase);
-    for (time, reads) in epochs.iter_mut().zip(loader.reads_ns.borrow().iter()) {
-        time.reads_ns = *reads;
-    }
-    for time in &mut epochs {
-        time.total_ns =
-            time.io_wait_ns + time.copy_ns + time.compute_ns + time.exchange_ns + time.update_ns;
-    }
-    // Every replica's weights: w0 - (sum of seeds) - (steps x GPUs) x k, word by word.
-    let updates = (total as u32).wrapping_mul(g as u32);
+/// Every replica's weights: w0 - (sum of seeds) - (steps x GPUs) x k, word by word; the
+/// bytes checked.
+async fn check_weights(
+    s: &Setup,
+    os: &HostOs,
+    reps: &[Replica<'_>],
+    seed_sum: u32,
+    updates: u32,
+) -> Result<u64, GpuWorkloadError> {
     let mut verified_weights = 0u64;
     for (i, r) in reps.iter().enumerate() {
         r.ctx
@@ -611,12 +705,21 @@ async fn train_on(
         }
         verified_weights += GRADIENT_BYTES;
     }
-    let reps_route = route(&reps);
-    for r in reps {
-        r.stream.destroy().await?;
-    }
+    Ok(verified_weights)
+}
+
+/// What the training found.
+fn result(
+    s: &Setup,
+    gpus: Vec<TrainGpu>,
+    epochs: Vec<EpochTime>,
+    exchange: ExchangeRoute,
+    verified: u64,
+    verified_weights: u64,
+) -> TrainResult {
+    let config = &s.config;
     let mean = epochs.iter().map(|e| e.total_ns).sum::<f64>() / epochs.len().max(1) as f64;
-    Ok(TrainResult {
+    TrainResult {
         scenario: s.scenario.clone(),
         host: config.host.clone(),
         nvme: config.nvme.clone(),
@@ -633,15 +736,15 @@ async fn train_on(
         gpus,
         images: config.images,
         batch: config.batch,
-        steps,
+        steps: config.steps(),
         record_bytes: s.layout.record(),
         gradient_bytes: GRADIENT_BYTES,
-        exchange: reps_route,
+        exchange,
         epochs,
         mean_epoch_ns: mean,
         verified_images: verified,
         verified_weight_bytes: verified_weights,
-    })
+    }
 }
 
 /// Sums the replicas' gradients in place by a ring: reduce-scatter, then all-gather.

@@ -70,6 +70,16 @@ struct Member {
     reckoned: Cell<SimTime>,
 }
 
+/// A GPU of the pool with its profile, before it is set up.
+struct Profiled {
+    /// The profile's name.
+    profile: String,
+    /// The profile's time per frame.
+    compute: SimDuration,
+    /// The model, for the test hook that spoils a frame in device memory.
+    model: Option<Rc<Gpu<Agent>>>,
+}
+
 /// The host's CPU cores as decoders: handed out first come, first served.
 ///
 /// Invariant: a core released while someone waits goes straight to the first waiter, so
@@ -195,11 +205,11 @@ pub(super) fn run(
     let mut profiles = Vec::new();
     for g in &pool {
         let (name, profile) = gpu_profile(cluster, g.endpoint)?;
-        profiles.push((
-            name,
-            SimDuration::from_ns_f64(profile.eir_frame_ns.value),
-            cluster.gpu(g.endpoint),
-        ));
+        profiles.push(Profiled {
+            profile: name,
+            compute: SimDuration::from_ns_f64(profile.eir_frame_ns.value),
+            model: cluster.gpu(g.endpoint),
+        });
     }
     let decode = SimDuration::from_ns_f64(cluster.calibration.video.decode_frame_ns.value);
     let kernels = cluster.gpu_kernels().clone();
@@ -210,56 +220,7 @@ pub(super) fn run(
     crate::booted::run_workload(&cluster.machine, async move {
         let work = async {
             let contexts = open_all(&kernels, costs, &bench, 0..pool.len()).await?;
-            let mut members = Vec::new();
-            let mut failed = None;
-            let mut unused = Vec::new();
-            let mut left_out = Vec::new();
-            for ((ctx, g), (profile, compute, model)) in
-                contexts.into_iter().zip(pool).zip(profiles)
-            {
-                if failed.is_some() {
-                    unused.push(ctx);
-                    continue;
-                }
-                match set_up(&ctx, &g.spec, &config.host).await {
-                    Err(VideoError::OutOfReach {
-                        device, bits, addr, ..
-                    }) if config.out_of_reach == OutOfReach::LeaveOut => {
-                        left_out.push(LeftOut { device, bits, addr });
-                        unused.push(ctx);
-                    }
-                    Ok(res) => members.push(Member {
-                        spec: g.spec,
-                        borrowed: g.borrowed,
-                        profile,
-                        compute,
-                        model,
-                        free: RefCell::new((0..res.slots.len()).collect()),
-                        freed: Notify::new(),
-                        queue: RefCell::default(),
-                        queued: Notify::new(),
-                        reckoned: Cell::new(SimTime::ZERO),
-                        res,
-                        ctx,
-                    }),
-                    Err(e) => {
-                        failed = Some(e);
-                        unused.push(ctx);
-                    }
-                }
-            }
-            if members.is_empty() && failed.is_none() {
-                failed = Some(VideoError::NoGpuInReach {
-                    host: config.host.clone(),
-                    left_out: left_out.clone(),
-                });
-            }
-            if let Some(e) = failed {
-                let _ = close_all(members.into_iter().map(|m| m.ctx).chain(unused)).await;
-                return Err(e);
-            }
-            // The GPUs left out give their channels back before the streams start.
-            close_all(unused).await?;
+            let (members, left_out) = enlist(contexts, pool, profiles, &config).await?;
             let run = Rc::new(Run {
                 machine: machine.clone(),
                 cpu: bench.os.cpu(),
@@ -306,6 +267,75 @@ pub(super) fn run(
         };
         bench.detach_after(work).await
     })
+}
+
+/// Sets each opened GPU up as a member of the pool (`profiles` in the pool's order): one
+/// out of the host's reach is left out when the configuration says so; on the first other
+/// failure, or with no member, every context is closed and the run refused. The GPUs left
+/// out give their channels back before the streams start.
+async fn enlist(
+    contexts: Vec<GpuContext>,
+    pool: Vec<PoolGpu>,
+    profiles: Vec<Profiled>,
+    config: &VideoConfig,
+) -> Result<(Vec<Member>, Vec<LeftOut>), VideoError> {
+    let mut members = Vec::new();
+    let mut failed = None;
+    let mut unused = Vec::new();
+    let mut left_out = Vec::new();
+    for (
+        (ctx, g),
+        Profiled {
+            profile,
+            compute,
+            model,
+        },
+    ) in contexts.into_iter().zip(pool).zip(profiles)
+    {
+        if failed.is_some() {
+            unused.push(ctx);
+            continue;
+        }
+        match set_up(&ctx, &g.spec, &config.host).await {
+            Err(VideoError::OutOfReach {
+                device, bits, addr, ..
+            }) if config.out_of_reach == OutOfReach::LeaveOut => {
+                left_out.push(LeftOut { device, bits, addr });
+                unused.push(ctx);
+            }
+            Ok(res) => members.push(Member {
+                spec: g.spec,
+                borrowed: g.borrowed,
+                profile,
+                compute,
+                model,
+                free: RefCell::new((0..res.slots.len()).collect()),
+                freed: Notify::new(),
+                queue: RefCell::default(),
+                queued: Notify::new(),
+                reckoned: Cell::new(SimTime::ZERO),
+                res,
+                ctx,
+            }),
+            Err(e) => {
+                failed = Some(e);
+                unused.push(ctx);
+            }
+        }
+    }
+    if members.is_empty() && failed.is_none() {
+        failed = Some(VideoError::NoGpuInReach {
+            host: config.host.clone(),
+            left_out: left_out.clone(),
+        });
+    }
+    if let Some(e) = failed {
+        let _ = close_all(members.into_iter().map(|m| m.ctx).chain(unused)).await;
+        return Err(e);
+    }
+    // The GPUs left out give their channels back before the streams start.
+    close_all(unused).await?;
+    Ok((members, left_out))
 }
 
 /// Gives a GPU (`spec`, of the pool of `host`) its kernel, its zeroed ticket lock and its

@@ -39,10 +39,45 @@ pub(super) fn summarize(
         )
         .into());
     }
-    let frames = run.config.frames as usize;
     let end = records.iter().map(|r| r.done).max().unwrap_or(start);
     let span = end.since(start);
-    let stream_fps: Vec<f64> = records
+    let stream_fps = stream_rates(run, &records, start);
+    let stages = stages(&records);
+    let latencies: Vec<u64> = records
+        .iter()
+        .map(|r| r.done.since(r.captured).as_ps())
+        .collect();
+    let gpus = gpu_uses(run, &records, span);
+    Ok(VideoResult {
+        scenario: scenario.to_string(),
+        host: run.config.host.clone(),
+        cores,
+        streams: run.config.streams,
+        fps: run.config.fps,
+        frames: run.config.frames,
+        decode_ms: ms(run.decode),
+        total_fps: stream_fps.iter().sum(),
+        min_stream_fps: stream_fps.iter().copied().fold(f64::INFINITY, f64::min),
+        stream_fps,
+        latency_ns: LatencySummary::from_ps(&latencies),
+        stages,
+        frames_verified: verified,
+        span_ms: ms(span),
+        borrowed: gpus
+            .iter()
+            .filter(|g| g.borrowed)
+            .map(|g| g.device.clone())
+            .collect(),
+        gpus,
+        left_out: run.left_out.clone(),
+    })
+}
+
+/// Each stream's rate: its frames but one over the time from its first frame done to its
+/// last (the configured rate if they all came out at one instant).
+fn stream_rates(run: &Run, records: &[Record], start: SimTime) -> Vec<f64> {
+    let frames = run.config.frames as usize;
+    records
         .chunks(frames.max(1))
         .map(|stream| {
             let first = stream.iter().map(|r| r.done).min().unwrap_or(start);
@@ -56,24 +91,28 @@ pub(super) fn summarize(
                 f64::from(run.config.fps)
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The mean time of a frame in each stage.
+fn stages(records: &[Record]) -> Stages {
     let n = records.len().max(1) as f64;
     let mean =
         |f: &dyn Fn(&Record) -> SimDuration| records.iter().map(|r| ms(f(r))).sum::<f64>() / n;
-    let stages = Stages {
+    Stages {
         queued_ms: mean(&|r| r.decode_start.since(r.captured)),
         decode_ms: mean(&|r| r.decode_end.since(r.decode_start)),
         copy_in_ms: mean(&|r| r.kernel_entry.since(r.decode_end)),
         turn_ms: mean(&|r| r.kernel_start.since(r.kernel_entry)),
         kernel_ms: mean(&|r| r.kernel_end.since(r.kernel_start)),
         back_ms: mean(&|r| r.done.since(r.kernel_end)),
-    };
-    let latencies: Vec<u64> = records
-        .iter()
-        .map(|r| r.done.since(r.captured).as_ps())
-        .collect();
-    let gpus = run
-        .gpus
+    }
+}
+
+/// Each GPU's share of the frames, how busy it was over `span`, and its path to the
+/// host's memory.
+fn gpu_uses(run: &Run, records: &[Record], span: SimDuration) -> Vec<GpuUse> {
+    run.gpus
         .iter()
         .enumerate()
         .map(|(i, g)| {
@@ -108,28 +147,5 @@ pub(super) fn summarize(
                 }),
             }
         })
-        .collect::<Vec<_>>();
-    Ok(VideoResult {
-        scenario: scenario.to_string(),
-        host: run.config.host.clone(),
-        cores,
-        streams: run.config.streams,
-        fps: run.config.fps,
-        frames: run.config.frames,
-        decode_ms: ms(run.decode),
-        total_fps: stream_fps.iter().sum(),
-        min_stream_fps: stream_fps.iter().copied().fold(f64::INFINITY, f64::min),
-        stream_fps,
-        latency_ns: LatencySummary::from_ps(&latencies),
-        stages,
-        frames_verified: verified,
-        span_ms: ms(span),
-        borrowed: gpus
-            .iter()
-            .filter(|g| g.borrowed)
-            .map(|g| g.device.clone())
-            .collect(),
-        gpus,
-        left_out: run.left_out.clone(),
-    })
+        .collect()
 }
