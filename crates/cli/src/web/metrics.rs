@@ -53,9 +53,19 @@ fn count(n: usize) -> u64 {
 /// `stats` as Prometheus text.
 pub fn render(stats: &ClusterStats) -> String {
     let mut out = String::new();
+    objects(&mut out, stats);
+    segments(&mut out, stats);
+    devices(&mut out, stats);
+    adapters(&mut out, stats);
+    traffic(&mut out, stats);
+    out
+}
+
+/// Descriptors and segments open.
+fn objects(out: &mut String, stats: &ClusterStats) {
     let scenario = stats.scenario.as_str();
     family(
-        &mut out,
+        out,
         "smartio_descriptors",
         "gauge",
         "Descriptors open: programs' connections that said which host they are.",
@@ -66,14 +76,18 @@ pub fn render(stats: &ClusterStats) -> String {
         count(stats.descriptors),
     );
     family(
-        &mut out,
+        out,
         "smartio_segments",
         "gauge",
         "Segments that exist, made by any program or the device API.",
     )
     .sample("smartio_segments", &[], count(stats.segments));
+}
+
+/// Each segment's size and connections.
+fn segments(out: &mut String, stats: &ClusterStats) {
     let mut f = family(
-        &mut out,
+        out,
         "smartio_segment_bytes",
         "gauge",
         "Size of each segment, by owner host and segment id.",
@@ -87,7 +101,7 @@ pub fn render(stats: &ClusterStats) -> String {
         );
     }
     let mut f = family(
-        &mut out,
+        out,
         "smartio_segment_connections",
         "gauge",
         "Connections to each segment, by owner host, segment id and connecting host.",
@@ -105,8 +119,12 @@ pub fn render(stats: &ClusterStats) -> String {
             );
         }
     }
+}
+
+/// Each device's borrowers.
+fn devices(out: &mut String, stats: &ClusterStats) {
     let mut f = family(
-        &mut out,
+        out,
         "smartio_device_borrowers",
         "gauge",
         "Hosts (or host/vm) borrowing each registered device now.",
@@ -120,7 +138,7 @@ pub fn render(stats: &ClusterStats) -> String {
         );
     }
     let mut f = family(
-        &mut out,
+        out,
         "smartio_device_borrowed",
         "gauge",
         "1 for each device and a host (or host/vm) that borrows it now.",
@@ -134,6 +152,10 @@ pub fn render(stats: &ClusterStats) -> String {
             );
         }
     }
+}
+
+/// Each adapter's look-up-table and requester-id entries, in use and in all.
+fn adapters(out: &mut String, stats: &ClusterStats) {
     type Field = fn(&smartio_live::stats::AdapterStats) -> usize;
     let tables: [(&str, &str, Field); 4] = [
         (
@@ -158,7 +180,7 @@ pub fn render(stats: &ClusterStats) -> String {
         ),
     ];
     for (name, help, field) in tables {
-        let mut f = family(&mut out, name, "gauge", help);
+        let mut f = family(out, name, "gauge", help);
         for a in &stats.adapters {
             let node = a.node_id.to_string();
             f.sample(
@@ -172,9 +194,13 @@ pub fn render(stats: &ClusterStats) -> String {
             );
         }
     }
+}
+
+/// The accesses the daemon emulated, and what each link carried.
+fn traffic(out: &mut String, stats: &ClusterStats) {
     let not_counted = format!("Not counted: {NOT_COUNTED}.");
     family(
-        &mut out,
+        out,
         "smartio_accesses_total",
         "counter",
         &format!(
@@ -188,7 +214,7 @@ pub fn render(stats: &ClusterStats) -> String {
         ("smartio_link_bytes_total", "Bytes"),
     ] {
         let mut f = family(
-            &mut out,
+            out,
             name,
             "counter",
             &format!(
@@ -207,7 +233,6 @@ pub fn render(stats: &ClusterStats) -> String {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
