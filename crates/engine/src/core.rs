@@ -1044,15 +1044,7 @@ impl Core {
             }
             txn.gate = send;
         }
-        txn.requests.insert(InFlight {
-            at,
-            segment: tlp.segment,
-            offset: tlp.offset,
-            len: tlp.len as u32,
-            last: false,
-            copy: 0,
-            step,
-        });
+        txn.requests.insert(tlp.in_flight(at, 0, step));
         crossing.first_link_done
     }
 
@@ -1080,15 +1072,7 @@ impl Core {
                 };
                 step = self.record(kind, tlp.start, at, tlp.cause, txn.label);
             }
-            txn.requests.insert(InFlight {
-                at,
-                segment: tlp.segment,
-                offset: tlp.offset,
-                len: tlp.len as u32,
-                last: false,
-                copy: copy as u32,
-                step,
-            });
+            txn.requests.insert(tlp.in_flight(at, copy as u32, step));
         }
         // The replicated TLP leaves the requester's link once, at its booked end.
         match path.forward.first() {
@@ -1378,6 +1362,23 @@ struct Outgoing {
     payload: u64,
     start: SimTime,
     cause: StepId,
+}
+
+impl Outgoing {
+    /// This TLP on its way, arriving at `at` (`copy`: which copy of a multicast write;
+    /// `step`: the recorded step that brings it).
+    #[inline(always)]
+    fn in_flight(&self, at: SimTime, copy: u32, step: StepId) -> InFlight {
+        InFlight {
+            at,
+            segment: self.segment,
+            offset: self.offset,
+            len: self.len as u32,
+            last: false,
+            copy,
+            step,
+        }
+    }
 }
 
 /// The kind of TLP a transaction sends.
