@@ -72,8 +72,17 @@ impl Backend {
         }
     }
 
-    /// Namespace `nsid`.
-    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, NamespaceError> {
+    /// Namespace `nsid`; one the backend does not reach is the `nsid` parameter's refusal.
+    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, BadParameter> {
+        self.find_namespace(nsid)
+            .map_err(|source| BadParameter::Nsid {
+                nsid,
+                source: Box::new(source),
+            })
+    }
+
+    /// Namespace `nsid`, or why the backend does not reach it.
+    fn find_namespace(&self, nsid: u32) -> Result<NamespaceInfo, NamespaceError> {
         match self {
             Backend::Native { dev, .. } => Ok(dev.namespace(nsid)?),
             Backend::Client { manager, .. } => manager

@@ -304,12 +304,7 @@ impl NbdExport {
                 })?
             }
         };
-        let ns = backend
-            .namespace(cfg.nsid)
-            .map_err(|source| BadParameter::Nsid {
-                nsid: cfg.nsid,
-                source: Box::new(source),
-            })?;
+        let ns = backend.namespace(cfg.nsid)?;
         let granted = backend.queues();
         if granted < cfg.queues as usize {
             return Err(FioError::TooManyJobs {
