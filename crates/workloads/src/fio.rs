@@ -424,14 +424,7 @@ fn check_against(backend: &Backend, cfg: &FioConfig) -> Result<(u64, u64), FioEr
         }
         .into());
     }
-    let granted = backend.queues();
-    if granted < cfg.jobs as usize {
-        return Err(FioError::TooManyJobs {
-            jobs: cfg.jobs,
-            granted,
-            what: "the controller",
-        });
-    }
+    backend.check_queues(cfg.jobs)?;
     Ok((lba, size / cfg.bs))
 }
 

@@ -133,6 +133,20 @@ impl Backend {
         }
     }
 
+    /// Refuses `jobs` queue pairs (fio's jobs, an export's queues) over the I/O queue pairs
+    /// the controller granted.
+    pub fn check_queues(&self, jobs: u32) -> Result<(), FioError> {
+        let granted = self.queues();
+        if granted < jobs as usize {
+            return Err(FioError::TooManyJobs {
+                jobs,
+                granted,
+                what: "the controller",
+            });
+        }
+        Ok(())
+    }
+
     /// I/O queue pairs the workload uses.
     pub fn queues(&self) -> usize {
         match self {

@@ -305,14 +305,7 @@ impl NbdExport {
             }
         };
         let ns = backend.namespace(cfg.nsid)?;
-        let granted = backend.queues();
-        if granted < cfg.queues as usize {
-            return Err(FioError::TooManyJobs {
-                jobs: cfg.queues,
-                granted,
-                what: "the controller",
-            });
-        }
+        backend.check_queues(cfg.queues)?;
         let transfer = backend.max_transfer();
         let mut buffers = Vec::with_capacity(slots as usize);
         for _ in 0..slots {
