@@ -545,6 +545,25 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
             read(host, device, CompletionMode::Poll)?,
         ));
     }
+    print_vm_table(&rows, &measured);
+    let notes = vm_notes(ladder, &measured);
+    for note in notes {
+        for line in wrap(&note, "   ") {
+            println!("{line}");
+        }
+    }
+    print_glance(calibration, SCENARIO)?;
+    println!();
+    Ok(())
+}
+
+/// One of section 5's rows: what it is, its host and device, and the row it is compared
+/// with (numbered from 1).
+type VmRow<'a> = (&'a str, &'a str, &'a str, Option<usize>);
+
+/// Section 5's table: each row's median read with interrupts and polling, and its
+/// difference from the row it is compared with.
+fn print_vm_table(rows: &[VmRow<'_>], measured: &[(CriticalPath, CriticalPath)]) {
     let us = |p: &CriticalPath| p.total().as_ps() as f64 / 1e6;
     let mut t = render::table();
     t.set_header(vec![
@@ -555,7 +574,7 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
         "vs row",
         "difference µs (int / poll)",
     ]);
-    for (i, ((what, _, _, vs), (irq, poll))) in rows.iter().zip(&measured).enumerate() {
+    for (i, ((what, _, _, vs), (irq, poll))) in rows.iter().zip(measured).enumerate() {
         let (vs, diff) = match vs {
             Some(j) => {
                 let (bi, bp) = &measured[j - 1];
@@ -576,6 +595,10 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
         ]);
     }
     println!("{t}");
+}
+
+/// What section 5's rows differ by: section 3's row, VFIO, the lender's IOMMU and MDEV.
+fn vm_notes(ladder: &Ladder, measured: &[(CriticalPath, CriticalPath)]) -> Vec<String> {
     let both = |row: usize, vs: usize| {
         let ((ai, ap), (bi, bp)) = (&measured[row - 1], &measured[vs - 1]);
         (
@@ -613,13 +636,13 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
          software: the lender's handler notifies the borrower over the NTB, whose handler \
          signals the eventfd and KVM injects — where row 3's MSI crossed the NTB by itself."
     ));
-    for note in notes {
-        for line in wrap(&note, "   ") {
-            println!("{line}");
-        }
-    }
+    notes
+}
+
+/// What SmartIO lists while the MDEV VM runs, and the device inside the guest.
+fn print_glance(calibration: &Calibration, scenario: &str) -> Result<(), CliError> {
     let glance = smartio_workloads::vm_glance(
-        &cluster(SCENARIO, calibration)?,
+        &cluster(scenario, calibration)?,
         "borrower/vm0",
         "lender:nvme0",
     )?;
@@ -647,7 +670,6 @@ fn vm_step(calibration: &Calibration, ladder: &Ladder) -> Result<(), CliError> {
             println!("{line}");
         }
     }
-    println!();
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use smartio_smartio::sisci::{LocalSegment, RemoteSegment, Sisci};
 use smartio_smartio::{SciError, Segment};
 
 /// A reply with no memory file.
-fn done(reply: Reply) -> Result<Answer, RequestError> {
+pub(crate) fn done(reply: Reply) -> Result<Answer, RequestError> {
     Ok(Some((reply, None)))
 }
 

@@ -2,6 +2,7 @@
 //! and memory SmartIO places for them), maps for the program and for the device, and
 //! requester-id registrations. A BAR a program maps is a register page ([`crate::pages`]).
 
+use crate::calls::done;
 use crate::daemon::{check_range, mapped, Answer, Daemon, FileOf, Landing, Object};
 use crate::handles::Scope;
 use crate::pages::MAX_PAGE_BYTES;
@@ -46,11 +47,6 @@ impl MemType {
             _ => None,
         }
     }
-}
-
-/// A reply with no memory file.
-fn done(reply: Reply) -> Result<Answer, RequestError> {
-    Ok(Some((reply, None)))
 }
 
 impl Daemon {

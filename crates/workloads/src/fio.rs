@@ -402,12 +402,7 @@ async fn measure(
 /// Checks `cfg` against the namespace and controller `backend` reaches (the block size, the
 /// range, the queue pairs); the namespace's block size and the range's blocks of `bs`.
 fn check_against(backend: &Backend, cfg: &FioConfig) -> Result<(u64, u64), FioError> {
-    let ns = backend
-        .namespace(cfg.nsid)
-        .map_err(|source| BadParameter::Nsid {
-            nsid: cfg.nsid,
-            source: Box::new(source),
-        })?;
+    let ns = backend.namespace(cfg.nsid)?;
     let lba = u64::from(ns.lba_size);
     if !cfg.bs.is_multiple_of(lba) {
         return Err(BadParameter::BsNotBlocks { bs: cfg.bs, lba }.into());
@@ -429,14 +424,7 @@ fn check_against(backend: &Backend, cfg: &FioConfig) -> Result<(u64, u64), FioEr
         }
         .into());
     }
-    let granted = backend.queues();
-    if granted < cfg.jobs as usize {
-        return Err(FioError::TooManyJobs {
-            jobs: cfg.jobs,
-            granted,
-            what: "the controller",
-        });
-    }
+    backend.check_queues(cfg.jobs)?;
     Ok((lba, size / cfg.bs))
 }
 

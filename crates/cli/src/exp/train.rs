@@ -165,26 +165,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         let cluster = setup.cluster_of(p.scenario)?;
         results.push(train(&cluster, &config)?);
     }
-    let mut header = vec!["placement", "host", "epoch (ms)", "vs base"];
-    header.extend(PHASES.iter().map(|(name, _)| *name));
-    let mut t = table(&header);
-    let mut bars = Vec::new();
-    for (p, r) in PLACEMENTS.iter().zip(&results) {
-        let base = results[p.baseline].mean_epoch_ns;
-        let mut row = vec![
-            p.label.to_string(),
-            p.host.to_string(),
-            ms(r.mean_epoch_ns),
-            format!("{:+.4} %", (r.mean_epoch_ns / base - 1.0) * 100.0),
-        ];
-        row.extend(PHASES.iter().map(|(_, f)| ms(mean(r, *f))));
-        t.add_row(row);
-        bars.push(Bar {
-            label: p.label.to_string(),
-            value: r.mean_epoch_ns / 1e9,
-            range: None,
-        });
-    }
+    let (t, bars) = placements_table(&results);
     let first = &results[0];
     let mut notes = vec![format!(
         "{epochs} epoch{} of {} images in batches of {} on two GPUs per placement (times in ms, \
@@ -247,4 +228,30 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         plots: vec![plot],
         json: serde_json::Value::Array(json),
     })
+}
+
+/// Each placement's epoch time against its base and its phases, with the epoch times as
+/// bars.
+fn placements_table(results: &[TrainResult]) -> (comfy_table::Table, Vec<Bar>) {
+    let mut header = vec!["placement", "host", "epoch (ms)", "vs base"];
+    header.extend(PHASES.iter().map(|(name, _)| *name));
+    let mut t = table(&header);
+    let mut bars = Vec::new();
+    for (p, r) in PLACEMENTS.iter().zip(results) {
+        let base = results[p.baseline].mean_epoch_ns;
+        let mut row = vec![
+            p.label.to_string(),
+            p.host.to_string(),
+            ms(r.mean_epoch_ns),
+            format!("{:+.4} %", (r.mean_epoch_ns / base - 1.0) * 100.0),
+        ];
+        row.extend(PHASES.iter().map(|(_, f)| ms(mean(r, *f))));
+        t.add_row(row);
+        bars.push(Bar {
+            label: p.label.to_string(),
+            value: r.mean_epoch_ns / 1e9,
+            range: None,
+        });
+    }
+    (t, bars)
 }

@@ -94,30 +94,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         .map(|n| n.name.clone())
         .collect();
     drop(probe);
-    let remote = |d: &str| format!("{lender}:{d}");
-    let configs = [
-        Config {
-            name: "local VFIO",
-            host: format!("{lender}/{lender_vm}"),
-            a: a.clone(),
-            b: b.clone(),
-            how: "its host's own, by VFIO",
-        },
-        Config {
-            name: "MDEV",
-            host: format!("{borrower}/{borrower_vm}"),
-            a: remote(&a),
-            b: remote(&b),
-            how: "by SmartIO's MDEV parent",
-        },
-        Config {
-            name: "bare metal",
-            host: borrower.clone(),
-            a: remote(&a),
-            b: remote(&b),
-            how: "by Device Lending",
-        },
-    ];
+    let configs = configs(&lender, &lender_vm, &borrower, &borrower_vm, &a, &b);
     let mut rows = Vec::new();
     for c in &configs {
         rows.push(measure(setup, c, repeat, iterations, &root_complexes)?);
@@ -165,6 +142,42 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
             "mdev_vs_bare_metal_percent": { "write": write_diff, "read": read_diff },
         }),
     })
+}
+
+/// The three ways the pair is used: by a VM on the lender (VFIO), by a VM on the borrower
+/// (MDEV) and by the borrower itself (Device Lending).
+fn configs(
+    lender: &str,
+    lender_vm: &str,
+    borrower: &str,
+    borrower_vm: &str,
+    a: &str,
+    b: &str,
+) -> [Config; 3] {
+    let remote = |d: &str| format!("{lender}:{d}");
+    [
+        Config {
+            name: "local VFIO",
+            host: format!("{lender}/{lender_vm}"),
+            a: a.to_string(),
+            b: b.to_string(),
+            how: "its host's own, by VFIO",
+        },
+        Config {
+            name: "MDEV",
+            host: format!("{borrower}/{borrower_vm}"),
+            a: remote(a),
+            b: remote(b),
+            how: "by SmartIO's MDEV parent",
+        },
+        Config {
+            name: "bare metal",
+            host: borrower.to_string(),
+            a: remote(a),
+            b: remote(b),
+            how: "by Device Lending",
+        },
+    ]
 }
 
 /// One configuration's peer-to-peer writes and reads and its ping-pong, each on a fresh

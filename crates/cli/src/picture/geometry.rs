@@ -283,7 +283,16 @@ pub fn violations(p: &Picture) -> Vec<Violation> {
         h: p.height,
     };
     let mut out = Vec::new();
-    // Ancestors of each frame, itself included (parents come first, so this is one pass).
+    let lineage = frames_inside(p, canvas, &mut out);
+    frames_apart(p, &lineage, &mut out);
+    labels_inside(p, canvas, &mut out);
+    labels_apart(p, &lineage, &mut out);
+    out
+}
+
+/// Each frame inside its parent (or the picture), its parent before it; the ancestors of
+/// each frame, itself included (parents come first, so this is one pass).
+fn frames_inside(p: &Picture, canvas: Rect, out: &mut Vec<Violation>) -> Vec<Vec<usize>> {
     let mut lineage: Vec<Vec<usize>> = Vec::with_capacity(p.frames.len());
     for (i, f) in p.frames.iter().enumerate() {
         let mut mine = f
@@ -311,7 +320,12 @@ pub fn violations(p: &Picture) -> Vec<Violation> {
             });
         }
     }
-    // Frames against frames, swept by x: only frames whose x ranges meet are compared.
+    lineage
+}
+
+/// Frames against frames, swept by x: only frames whose x ranges meet are compared; a frame
+/// may meet its ancestors (`lineage`) only.
+fn frames_apart(p: &Picture, lineage: &[Vec<usize>], out: &mut Vec<Violation>) {
     let mut order: Vec<usize> = (0..p.frames.len()).collect();
     order.sort_by_key(|&i| (p.frames[i].rect.x, i));
     for (k, &i) in order.iter().enumerate() {
@@ -331,7 +345,10 @@ pub fn violations(p: &Picture) -> Vec<Violation> {
             }
         }
     }
-    // Labels inside their frames.
+}
+
+/// Each label inside its frame (or the picture).
+fn labels_inside(p: &Picture, canvas: Rect, out: &mut Vec<Violation>) {
     for l in &p.labels {
         let (outer, name) = match l.owner.and_then(|o| p.frames.get(o)) {
             Some(f) => (f.rect, f.name.clone()),
@@ -344,7 +361,11 @@ pub fn violations(p: &Picture) -> Vec<Violation> {
             });
         }
     }
-    // Labels against labels and against frames, swept by x together.
+}
+
+/// Labels against labels and against frames, swept by x together: a label may meet only
+/// its own frame and the frames holding it.
+fn labels_apart(p: &Picture, lineage: &[Vec<usize>], out: &mut Vec<Violation>) {
     enum Item {
         Frame(usize),
         Label(usize),
@@ -397,7 +418,6 @@ pub fn violations(p: &Picture) -> Vec<Violation> {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::geometry::{
 };
 use super::parts::{lending_names, DeviceIds, Lending};
 use smartio_fabric::units::format_size;
-use smartio_fabric::{EndpointId, Fabric, HostId, LinkKind, NodeId, NodeKind};
+use smartio_fabric::{EndpointId, Fabric, Host, HostId, LinkKind, NodeId, NodeKind};
 
 /// Room between a host's edge and its contents.
 pub const PAD: i64 = 8;
@@ -310,29 +310,7 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         adapters: Vec::new(),
         devices: Vec::new(),
     };
-    let title = Label::at(h.name.clone(), PAD, PAD, Some(0), LabelStyle::Name);
-    let detail = Label::at(
-        format!(
-            "RAM {}, {} cores, IOMMU {}",
-            format_size(h.ram_bytes),
-            h.cores,
-            if h.iommu.enabled() { "on" } else { "off" }
-        ),
-        PAD,
-        title.rect.bottom() + 2,
-        Some(0),
-        LabelStyle::Text,
-    );
-    b.reach(title.rect.right().max(detail.rect.right()));
-    // Where a device the host's programs borrow points: its name.
-    let own = Anchor {
-        right: title.rect.right(),
-        mid: title.rect.y + title.rect.h / 2,
-    };
-    let root_spine = Point::new(PAD + 4, detail.rect.bottom() + 2);
-    b.y = detail.rect.bottom() + 2 + ROW_GAP;
-    b.labels.push(title);
-    b.labels.push(detail);
+    let (root_spine, own) = b.heading(h);
     for &link in &fabric.node(h.root).down {
         let l = fabric.link(link);
         if l.kind == LinkKind::Tree {
@@ -340,36 +318,10 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         }
     }
     // The VMs, below the tree.
-    let mut vms = Vec::new();
-    if !h.vms.is_empty() {
-        b.y += VM_GAP - ROW_GAP;
-        for vm in &h.vms {
-            let text = format!(
-                "{}: VM, {} in {} pages",
-                vm.name,
-                format_size(vm.memory),
-                format_size(vm.page_bytes)
-            );
-            let rect = b.row(FrameKind::Vm, format!("{}/{}", h.name, vm.name), text, PAD);
-            vms.push(Anchor {
-                right: rect.right(),
-                mid: rect.y + rect.h / 2,
-            });
-        }
-    }
+    let vms = b.vms(h);
     let height = b.y - ROW_GAP + PAD;
     // Lanes: the cabled adapters in tree order, then each lending's end here.
-    let mut ports: Vec<Port> = b.adapters.iter().map(|&(n, _)| Port::Adapter(n)).collect();
-    for (i, l) in lendings.iter().enumerate() {
-        if l.lender == host {
-            ports.push(Port::Lent(i));
-        }
-    }
-    for (i, l) in lendings.iter().enumerate() {
-        if l.borrower == host && l.lender != host {
-            ports.push(Port::Borrowed(i));
-        }
-    }
+    let ports = b.ports(host, lendings);
     let first_lane = b.right + LANE_GAP;
     let lane = |k: usize| first_lane + count(k) * LANE_W;
     let width = if ports.is_empty() {
@@ -377,62 +329,12 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
     } else {
         lane(ports.len() - 1) + LANE_GAP
     };
-    let device = |e: EndpointId| b.devices.iter().find(|(d, _)| *d == e).map(|&(_, a)| a);
-    // Where a lending's arrow ends in the borrowing host: its VM, or its name.
-    let to = |l: &Lending| match l.vm {
-        Some(vm) => vms.get(vm).copied(),
-        None => Some(own),
-    };
     let mut lines = Vec::new();
     let mut placed = Vec::new();
     for (k, port) in ports.iter().enumerate() {
         let x = lane(k);
-        let (kind, course, arrow) = match *port {
-            Port::Adapter(node) => {
-                let Some(&(_, a)) = b.adapters.iter().find(|(n, _)| *n == node) else {
-                    continue;
-                };
-                (
-                    LineKind::Cable,
-                    vec![
-                        Point::new(a.right, a.mid),
-                        Point::new(x, a.mid),
-                        Point::new(x, 0),
-                    ],
-                    false,
-                )
-            }
-            Port::Lent(i) => {
-                let l = &lendings[i];
-                let Some(a) = device(l.device) else { continue };
-                let from = vec![Point::new(a.right, a.mid), Point::new(x, a.mid)];
-                if l.borrower == host {
-                    // Passed to a VM of this host (or borrowed by its programs): down (or
-                    // up) the lane to it.
-                    let Some(vm) = to(l) else { continue };
-                    let mut course = from;
-                    course.push(Point::new(x, vm.mid));
-                    course.push(Point::new(vm.right, vm.mid));
-                    (l.kind, course, true)
-                } else {
-                    let mut course = from;
-                    course.push(Point::new(x, 0));
-                    (l.kind, course, false)
-                }
-            }
-            Port::Borrowed(i) => {
-                let l = &lendings[i];
-                let Some(vm) = to(l) else { continue };
-                (
-                    l.kind,
-                    vec![
-                        Point::new(x, 0),
-                        Point::new(x, vm.mid),
-                        Point::new(vm.right, vm.mid),
-                    ],
-                    true,
-                )
-            }
+        let Some((kind, course, arrow)) = b.port_line(*port, x, host, lendings, (&vms, own)) else {
+            continue;
         };
         let lending = match *port {
             Port::Lent(i) | Port::Borrowed(i) => lendings.get(i).map(|l| lending_names(fabric, l)),
@@ -463,6 +365,147 @@ pub fn draw(fabric: &Fabric, host: HostId, ids: &DeviceIds, lendings: &[Lending]
         labels: b.labels,
         lines: all_lines,
         ports: placed,
+    }
+}
+
+impl Builder<'_> {
+    /// The host's name and its RAM, cores and IOMMU at the top; where the root port's
+    /// spine starts.
+    fn heading(&mut self, h: &Host) -> (Point, Anchor) {
+        let title = Label::at(h.name.clone(), PAD, PAD, Some(0), LabelStyle::Name);
+        let detail = Label::at(
+            format!(
+                "RAM {}, {} cores, IOMMU {}",
+                format_size(h.ram_bytes),
+                h.cores,
+                if h.iommu.enabled() { "on" } else { "off" }
+            ),
+            PAD,
+            title.rect.bottom() + 2,
+            Some(0),
+            LabelStyle::Text,
+        );
+        self.reach(title.rect.right().max(detail.rect.right()));
+        // Where a device the host's programs borrow points: its name.
+        let own = Anchor {
+            right: title.rect.right(),
+            mid: title.rect.y + title.rect.h / 2,
+        };
+        let root_spine = Point::new(PAD + 4, detail.rect.bottom() + 2);
+        self.y = detail.rect.bottom() + 2 + ROW_GAP;
+        self.labels.push(title);
+        self.labels.push(detail);
+        (root_spine, own)
+    }
+
+    /// The host's VMs, a row each below the tree; where each one's box is.
+    fn vms(&mut self, h: &Host) -> Vec<Anchor> {
+        let mut vms = Vec::new();
+        if !h.vms.is_empty() {
+            self.y += VM_GAP - ROW_GAP;
+            for vm in &h.vms {
+                let text = format!(
+                    "{}: VM, {} in {} pages",
+                    vm.name,
+                    format_size(vm.memory),
+                    format_size(vm.page_bytes)
+                );
+                let rect = self.row(FrameKind::Vm, format!("{}/{}", h.name, vm.name), text, PAD);
+                vms.push(Anchor {
+                    right: rect.right(),
+                    mid: rect.y + rect.h / 2,
+                });
+            }
+        }
+        vms
+    }
+
+    /// The lanes: the cabled adapters in tree order, then each lending's end in `host`.
+    fn ports(&self, host: HostId, lendings: &[Lending]) -> Vec<Port> {
+        let mut ports: Vec<Port> = self
+            .adapters
+            .iter()
+            .map(|&(n, _)| Port::Adapter(n))
+            .collect();
+        for (i, l) in lendings.iter().enumerate() {
+            if l.lender == host {
+                ports.push(Port::Lent(i));
+            }
+        }
+        for (i, l) in lendings.iter().enumerate() {
+            if l.borrower == host && l.lender != host {
+                ports.push(Port::Borrowed(i));
+            }
+        }
+        ports
+    }
+
+    /// Where a device placed in the tree is.
+    fn device(&self, e: EndpointId) -> Option<Anchor> {
+        self.devices.iter().find(|(d, _)| *d == e).map(|&(_, a)| a)
+    }
+
+    /// The line of `port` in lane `x`: a cable up from its adapter, a lent device's line up
+    /// (or to a VM of `host`), a borrowed device's down to its VM; its kind and whether it
+    /// ends in an arrow. None if what it joins is not in the drawing.
+    fn port_line(
+        &self,
+        port: Port,
+        x: i64,
+        host: HostId,
+        lendings: &[Lending],
+        (vms, own): (&[Anchor], Anchor),
+    ) -> Option<(LineKind, Vec<Point>, bool)> {
+        // Where a lending's arrow ends in the borrowing host: its VM, or its name.
+        let to = |l: &Lending| match l.vm {
+            Some(vm) => vms.get(vm).copied(),
+            None => Some(own),
+        };
+        Some(match port {
+            Port::Adapter(node) => {
+                let &(_, a) = self.adapters.iter().find(|(n, _)| *n == node)?;
+                (
+                    LineKind::Cable,
+                    vec![
+                        Point::new(a.right, a.mid),
+                        Point::new(x, a.mid),
+                        Point::new(x, 0),
+                    ],
+                    false,
+                )
+            }
+            Port::Lent(i) => {
+                let l = &lendings[i];
+                let a = self.device(l.device)?;
+                let from = vec![Point::new(a.right, a.mid), Point::new(x, a.mid)];
+                if l.borrower == host {
+                    // Passed to a VM of this host (or borrowed by its programs): down (or
+                    // up) the lane to it.
+                    let vm = to(l)?;
+                    let mut course = from;
+                    course.push(Point::new(x, vm.mid));
+                    course.push(Point::new(vm.right, vm.mid));
+                    (l.kind, course, true)
+                } else {
+                    let mut course = from;
+                    course.push(Point::new(x, 0));
+                    (l.kind, course, false)
+                }
+            }
+            Port::Borrowed(i) => {
+                let l = &lendings[i];
+                let vm = to(l)?;
+                (
+                    l.kind,
+                    vec![
+                        Point::new(x, 0),
+                        Point::new(x, vm.mid),
+                        Point::new(vm.right, vm.mid),
+                    ],
+                    true,
+                )
+            }
+        })
     }
 }
 

@@ -69,31 +69,7 @@ pub fn lay_out_with(fabric: &Fabric, ids: &DeviceIds, borrowed: &[Lending]) -> P
     let switch_of_node = |node: NodeId| switch_at.get(&node).copied();
 
     // Each host under the switch its first cabled adapter leads to.
-    let mut groups: Vec<Group> = Vec::new();
-    let mut under: Vec<Option<usize>> = vec![None; drawings.len()];
-    for (h, d) in drawings.iter().enumerate() {
-        under[h] = d.ports.iter().find_map(|&(port, _)| match port {
-            Port::Adapter(node) => fabric.node(node).cables.iter().find_map(|&c| {
-                let l = fabric.link(c);
-                switch_of_node(if l.a == node { l.b } else { l.a })
-            }),
-            _ => None,
-        });
-    }
-    for s in 0..switches.len() {
-        let hosts: Vec<usize> = (0..drawings.len())
-            .filter(|&h| under[h] == Some(s))
-            .collect();
-        if !hosts.is_empty() {
-            groups.push(Group::new(Some(s), hosts, &drawings));
-        }
-    }
-    let alone: Vec<usize> = (0..drawings.len())
-        .filter(|&h| under[h].is_none())
-        .collect();
-    if !alone.is_empty() {
-        groups.push(Group::new(None, alone, &drawings));
-    }
+    let mut groups = groups(fabric, &drawings, switches.len(), &switch_of_node);
 
     // Across: the groups side by side, each switch over its group or its switches below.
     let mut x = MARGIN;
@@ -110,6 +86,79 @@ pub fn lay_out_with(fabric: &Fabric, ids: &DeviceIds, borrowed: &[Lending]) -> P
     let mut labels = Vec::new();
     let mut lines = Vec::new();
     let mut y = MARGIN;
+    y = title(fabric, y, &mut labels);
+    y += 6;
+    let borrows = lendings.iter().any(|l| l.kind == LineKind::Borrow);
+    y = legend(MARGIN, y, borrows, &mut labels, &mut lines) + 12;
+    let levels = switches.iter().map(|s| s.level + 1).max().unwrap_or(0);
+    for s in &mut switches {
+        s.y = y + count(s.level) * (BOX_H + LEVEL_GAP);
+    }
+    if levels > 0 {
+        y += count(levels) * (BOX_H + LEVEL_GAP) - LEVEL_GAP;
+    }
+    let band = band(fabric, &lendings, levels, &switch_of_node);
+    let y_hosts = y + band;
+    // The hosts in their cells, and where each port's line leaves for the band.
+    let mut host_at = vec![(0, 0); drawings.len()];
+    let mut exits: BTreeMap<Port, Point> = BTreeMap::new();
+    for g in &groups {
+        g.place(
+            &drawings,
+            &lendings,
+            y_hosts,
+            &mut host_at,
+            &mut exits,
+            &mut lines,
+        );
+    }
+
+    lines.extend(connect(fabric, &switches, &switch_at, &lendings, &exits));
+
+    assemble(fabric, &switches, &drawings, &host_at, labels, lines)
+}
+
+/// The groups of hosts: each switch's (of `switches` switches) the hosts whose first cabled
+/// adapter leads to it, then the hosts cabled to no switch.
+fn groups(
+    fabric: &Fabric,
+    drawings: &[HostDrawing],
+    switches: usize,
+    switch_of_node: &dyn Fn(NodeId) -> Option<usize>,
+) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut under: Vec<Option<usize>> = vec![None; drawings.len()];
+    for (h, d) in drawings.iter().enumerate() {
+        under[h] = d.ports.iter().find_map(|&(port, _)| match port {
+            Port::Adapter(node) => fabric.node(node).cables.iter().find_map(|&c| {
+                let l = fabric.link(c);
+                switch_of_node(if l.a == node { l.b } else { l.a })
+            }),
+            _ => None,
+        });
+    }
+    for s in 0..switches {
+        let hosts: Vec<usize> = (0..drawings.len())
+            .filter(|&h| under[h] == Some(s))
+            .collect();
+        if !hosts.is_empty() {
+            groups.push(Group::new(Some(s), hosts, drawings));
+        }
+    }
+    let alone: Vec<usize> = (0..drawings.len())
+        .filter(|&h| under[h].is_none())
+        .collect();
+    if !alone.is_empty() {
+        groups.push(Group::new(None, alone, drawings));
+    }
+
+    groups
+}
+
+/// The title's lines from `y` down (the first as the title, long words split); the `y`
+/// below them.
+fn title(fabric: &Fabric, y: i64, labels: &mut Vec<Label>) -> i64 {
+    let mut y = y;
     let title = if fabric.description.is_empty() {
         fabric.name.clone()
     } else {
@@ -127,16 +176,18 @@ pub fn lay_out_with(fabric: &Fabric, ids: &DeviceIds, borrowed: &[Lending]) -> P
         labels.push(Label::at(text, MARGIN, y, None, style));
         y += LABEL_HEIGHT + 2;
     }
-    y += 6;
-    let borrows = lendings.iter().any(|l| l.kind == LineKind::Borrow);
-    y = legend(MARGIN, y, borrows, &mut labels, &mut lines) + 12;
-    let levels = switches.iter().map(|s| s.level + 1).max().unwrap_or(0);
-    for s in &mut switches {
-        s.y = y + count(s.level) * (BOX_H + LEVEL_GAP);
-    }
-    if levels > 0 {
-        y += count(levels) * (BOX_H + LEVEL_GAP) - LEVEL_GAP;
-    }
+    y
+}
+
+/// The band between the lowest switches (`levels` of them) and the hosts: room for every
+/// arch (a cable between two hosts, a device lent to another host's VM), at least
+/// [`BAND_MIN`] under switches.
+fn band(
+    fabric: &Fabric,
+    lendings: &[Lending],
+    levels: usize,
+    switch_of_node: &dyn Fn(NodeId) -> Option<usize>,
+) -> i64 {
     let arcs = count(
         fabric
             .links()
@@ -157,26 +208,22 @@ pub fn lay_out_with(fabric: &Fabric, ids: &DeviceIds, borrowed: &[Lending]) -> P
     if levels > 0 {
         band = band.max(BAND_MIN);
     }
-    let y_hosts = y + band;
-    // The hosts in their cells, and where each port's line leaves for the band.
-    let mut host_at = vec![(0, 0); drawings.len()];
-    let mut exits: BTreeMap<Port, Point> = BTreeMap::new();
-    for g in &groups {
-        g.place(
-            &drawings,
-            &lendings,
-            y_hosts,
-            &mut host_at,
-            &mut exits,
-            &mut lines,
-        );
-    }
+    band
+}
 
-    lines.extend(connect(fabric, &switches, &switch_at, &lendings, &exits));
-
-    // Everything in one picture: switches, then each host's frames, labels and lines.
+/// Everything in one picture: switches, then each host's frames, labels and lines, moved
+/// to where the host is (`host_at`); the picture as large as what it holds.
+fn assemble(
+    fabric: &Fabric,
+    switches: &[Switch],
+    drawings: &[HostDrawing],
+    host_at: &[(i64, i64)],
+    labels: Vec<Label>,
+    lines: Vec<Line>,
+) -> Picture {
+    let (mut labels, mut lines) = (labels, lines);
     let mut frames = Vec::new();
-    for s in &switches {
+    for s in switches {
         frames.push(Frame {
             kind: FrameKind::ClusterSwitch,
             rect: Rect {

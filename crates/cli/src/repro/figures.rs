@@ -25,7 +25,24 @@ use smartio_workloads::{
 /// Every figure, in the papers' order.
 pub fn all() -> Vec<Figure> {
     let paper_i = super::paper1::figures();
-    let mut figures = paper_i.into_iter().chain([
+    let mut figures = paper_i
+        .into_iter()
+        .chain(papers_ii_to_iv())
+        .chain(paper_v_devices())
+        .chain(paper_v_apps_and_nvme())
+        .chain(seeds())
+        .chain(super::paper3::figures())
+        .chain(super::paper5::figures())
+        .collect::<Vec<_>>();
+    // In the papers' order: by paper, then by figure (statements about a section's text
+    // before those about its figures), then as listed.
+    figures.sort_by_key(|f| place(f.id, f.paper));
+    figures
+}
+
+/// Papers II to IV's statements (and Paper III's RAM-to-RAM latency).
+fn papers_ii_to_iv() -> [Figure; 4] {
+    [
         Figure {
             id: "III-rtt",
             paper: "Paper III §7.2 (ICPP'18; Paper IV §7.4)",
@@ -54,6 +71,12 @@ pub fn all() -> Vec<Figure> {
             source: "thesis lines 7008-7022",
             run: keras_vms,
         },
+    ]
+}
+
+/// Paper V's statements on GPUs, peer-to-peer and SR-IOV (§6.4, §7.1).
+fn paper_v_devices() -> [Figure; 10] {
+    [
         Figure {
             id: "V-18",
             paper: "Paper V §6.4, Fig. 18",
@@ -124,6 +147,12 @@ pub fn all() -> Vec<Figure> {
             source: "thesis lines 8983-8985",
             run: sriov_shared,
         },
+    ]
+}
+
+/// Paper V's statements on applications, the IOMMU and NVMe sharing (§7.2 to §7.4).
+fn paper_v_apps_and_nvme() -> [Figure; 6] {
+    [
         Figure {
             id: "V-30",
             paper: "Paper V §7.2, Fig. 30",
@@ -166,6 +195,12 @@ pub fn all() -> Vec<Figure> {
             source: "thesis lines 9370-9372",
             run: multicast,
         },
+    ]
+}
+
+/// The distributed-driver paper's (seed 003) and the NVMe-oF white paper's (seed 004) statements.
+fn seeds() -> [Figure; 6] {
+    [
         Figure {
             id: "003-lat",
             paper: "seed 003 §VI, Fig. 10",
@@ -208,11 +243,7 @@ pub fn all() -> Vec<Figure> {
             source: "seed 004 line 172",
             run: nvmeof,
         },
-    ]).chain(super::paper3::figures()).chain(super::paper5::figures()).collect::<Vec<_>>();
-    // In the papers' order: by paper, then by figure (statements about a section's text
-    // before those about its figures), then as listed.
-    figures.sort_by_key(|f| place(f.id, f.paper));
-    figures
+    ]
 }
 
 /// Where statement `id` (about `paper`) stands in the papers' order: the paper (I to V, then

@@ -27,7 +27,7 @@ use smartio_cluster::Cluster;
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// `smartio repro` arguments.
@@ -216,37 +216,10 @@ pub fn run(
 ) -> Result<(), CliError> {
     let all = figures::all();
     if args.list {
-        // Ids in a column at least one space wider than the longest.
-        let width = all.iter().map(|f| f.id.len() + 1).max().unwrap_or(0).max(8);
-        for f in &all {
-            let text = format!("{}: {} ({})", f.paper, f.claim, f.source);
-            print!(
-                "{}",
-                crate::render::wrapped(&text, &format!("{:<width$}", f.id), &" ".repeat(width))
-            );
-        }
+        list(&all);
         return Ok(());
     }
-    for id in &args.figures {
-        if !all.iter().any(|f| f.id.eq_ignore_ascii_case(id)) {
-            return Err(ReproError::UnknownFigure {
-                id: id.clone(),
-                known: all.iter().map(|f| f.id).collect(),
-            }
-            .into());
-        }
-    }
-    // A report that cannot be written is refused before the figures run, not after.
-    if let Some(path) = &args.html {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
-            return Err(ReproError::HtmlDirectory {
-                path: path.clone(),
-                dir: dir.to_path_buf(),
-            }
-            .into());
-        }
-    }
+    check(&args, &all)?;
     let chosen: Vec<&Figure> = all
         .iter()
         .filter(|f| {
@@ -254,6 +227,64 @@ pub fn run(
         })
         .collect();
     let ctx = Ctx::new(calibration, args.seed);
+    let outcomes = run_figures(&ctx, &chosen);
+    let holding = outcomes.iter().filter(|o| o.finding.holds).count();
+    if let Some(path) = &args.html {
+        write_html(path, &ctx, &outcomes, calibration, calibration_text)?;
+    }
+    if args.json {
+        let out = serde_json::json!({
+            "figures": outcomes,
+            "holding": holding,
+            "of": outcomes.len(),
+            "html": args.html.as_ref().map(|p| p.display().to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    print_table(&outcomes, holding, args.html.as_deref());
+    Ok(())
+}
+
+/// Every statement's id, paper, claim and source, ids in a column.
+fn list(all: &[Figure]) {
+    // Ids in a column at least one space wider than the longest.
+    let width = all.iter().map(|f| f.id.len() + 1).max().unwrap_or(0).max(8);
+    for f in all {
+        let text = format!("{}: {} ({})", f.paper, f.claim, f.source);
+        print!(
+            "{}",
+            crate::render::wrapped(&text, &format!("{:<width$}", f.id), &" ".repeat(width))
+        );
+    }
+}
+
+/// Refuses a figure id that names none, and an HTML report whose directory does not exist
+/// (before the figures run, not after).
+fn check(args: &ReproArgs, all: &[Figure]) -> Result<(), ReproError> {
+    for id in &args.figures {
+        if !all.iter().any(|f| f.id.eq_ignore_ascii_case(id)) {
+            return Err(ReproError::UnknownFigure {
+                id: id.clone(),
+                known: all.iter().map(|f| f.id).collect(),
+            });
+        }
+    }
+    if let Some(path) = &args.html {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            return Err(ReproError::HtmlDirectory {
+                path: path.clone(),
+                dir: dir.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs each chosen figure, reporting each verdict as it comes (a run that fails is a
+/// verdict that fails).
+fn run_figures(ctx: &Ctx, chosen: &[&Figure]) -> Vec<Outcome> {
     let mut phase = smartio_workloads::progress::begin(
         "figures",
         chosen.len() as u64,
@@ -262,7 +293,7 @@ pub fn run(
     let mut outcomes = Vec::new();
     for (i, f) in chosen.iter().enumerate() {
         let started = std::time::Instant::now();
-        let finding = (f.run)(&ctx).unwrap_or_else(|e| Finding {
+        let finding = (f.run)(ctx).unwrap_or_else(|e| Finding {
             measured: format!("the run failed: {e}"),
             rule: "the run completes".into(),
             holds: false,
@@ -292,38 +323,40 @@ pub fn run(
         phase.set(i as u64 + 1);
     }
     drop(phase);
-    let holding = outcomes.iter().filter(|o| o.finding.holds).count();
-    if let Some(path) = &args.html {
-        // Each scenario the figures ran on, drawn (a scenario that cannot be drawn says why
-        // in its place).
-        let pictures: Vec<(String, Result<String, crate::picture::PictureError>)> = ctx
-            .scenarios
-            .names()
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let svg = crate::picture::element(&name, calibration, &format!("s{i}"));
-                (name, svg)
-            })
-            .collect();
-        let page = html::page(&outcomes, &pictures, calibration_text)?;
-        std::fs::write(path, page).map_err(|source| ReproError::HtmlWrite {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    if args.json {
-        let out = serde_json::json!({
-            "figures": outcomes,
-            "holding": holding,
-            "of": outcomes.len(),
-            "html": args.html.as_ref().map(|p| p.display().to_string()),
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
+    outcomes
+}
+
+/// Writes the HTML report to `path`, with each scenario the figures ran on drawn (a
+/// scenario that cannot be drawn says why in its place).
+fn write_html(
+    path: &Path,
+    ctx: &Ctx,
+    outcomes: &[Outcome],
+    calibration: &Calibration,
+    calibration_text: &str,
+) -> Result<(), CliError> {
+    let pictures: Vec<(String, Result<String, crate::picture::PictureError>)> = ctx
+        .scenarios
+        .names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let svg = crate::picture::element(&name, calibration, &format!("s{i}"));
+            (name, svg)
+        })
+        .collect();
+    let page = html::page(outcomes, &pictures, calibration_text)?;
+    std::fs::write(path, page).map_err(|source| ReproError::HtmlWrite {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// The verdicts as a table, and how many statements hold.
+fn print_table(outcomes: &[Outcome], holding: usize, html: Option<&Path>) {
     let mut t = crate::exp::table(&["figure", "verdict", "the paper", "the emulator", "rule"]);
-    for o in &outcomes {
+    for o in outcomes {
         t.add_row(vec![
             format!("{}\n{}", o.id, o.paper),
             if o.finding.holds { "holds" } else { "FAILS" }.to_string(),
@@ -339,12 +372,9 @@ pub fn run(
     println!(
         "{holding} of {} statements hold{}",
         outcomes.len(),
-        args.html
-            .as_ref()
-            .map(|p| format!("; report written to {}", p.display()))
+        html.map(|p| format!("; report written to {}", p.display()))
             .unwrap_or_default()
     );
-    Ok(())
 }
 
 #[cfg(test)]

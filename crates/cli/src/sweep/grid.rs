@@ -221,6 +221,24 @@ pub fn parse(
         file: file.into(),
         message: e.to_string().trim_end().replace('\n', " "),
     })?;
+    check_command(file, &raw)?;
+    let fixed = fixed(file, &raw)?;
+    let (vary, total) = vary(file, &raw)?;
+    let mut runs = Vec::with_capacity(total);
+    for index in 0..total {
+        runs.push(run_at(file, &raw, &fixed, &vary, index, calibration)?);
+    }
+    Ok(Grid {
+        name: name.into(),
+        metric: raw.metric,
+        keys: vary.into_iter().map(|(k, _)| k).collect(),
+        runs,
+    })
+}
+
+/// Refuses a command that is not one of [`COMMANDS`] or that gives an option the sweep
+/// sets itself, and a metric that is not a JSON pointer.
+fn check_command(file: &str, raw: &RawGrid) -> Result<(), GridError> {
     let allowed = COMMANDS.join(", ");
     let first = raw.command.first().ok_or_else(|| GridError::NoCommand {
         file: file.into(),
@@ -254,42 +272,62 @@ pub fn parse(
             });
         }
     }
-    let key_error = |section, key: &str, why: String| GridError::Key {
+    Ok(())
+}
+
+/// A refusal of `key` of `section`, saying why.
+fn key_error(file: &str, section: &'static str, key: &str, why: String) -> GridError {
+    GridError::Key {
         file: file.into(),
         section,
         key: key.into(),
         why,
-    };
-    let check_key = |section, key: &str| -> Result<(), GridError> {
-        let well_formed = key.starts_with(|c: char| c.is_ascii_lowercase())
-            && key
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-        if !well_formed {
-            return Err(key_error(
-                section,
-                key,
-                "an option name is lower-case letters, digits, '-' and '_' (e.g. ops, device-a)"
-                    .into(),
-            ));
-        }
-        if RESERVED.contains(&key) {
-            return Err(key_error(section, key, RESERVED_WHY.into()));
-        }
-        Ok(())
-    };
+    }
+}
+
+/// Refuses a key that is not an option name, or one the sweep sets itself.
+fn check_key(file: &str, section: &'static str, key: &str) -> Result<(), GridError> {
+    let well_formed = key.starts_with(|c: char| c.is_ascii_lowercase())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !well_formed {
+        return Err(key_error(
+            file,
+            section,
+            key,
+            "an option name is lower-case letters, digits, '-' and '_' (e.g. ops, device-a)".into(),
+        ));
+    }
+    if RESERVED.contains(&key) {
+        return Err(key_error(file, section, key, RESERVED_WHY.into()));
+    }
+    Ok(())
+}
+
+/// The options every run gives, checked.
+fn fixed(file: &str, raw: &RawGrid) -> Result<Vec<(String, Value)>, GridError> {
     let mut fixed = Vec::new();
     for (key, v) in &raw.fixed {
-        check_key("fixed", key)?;
-        let value = Value::of(v).map_err(|why| key_error("fixed", key, why.to_string()))?;
+        check_key(file, "fixed", key)?;
+        let value = Value::of(v).map_err(|why| key_error(file, "fixed", key, why.to_string()))?;
         fixed.push((key.clone(), value));
     }
+    Ok(fixed)
+}
+
+/// A varied option and its values.
+type Varied = (String, Vec<Value>);
+
+/// The options the runs vary, each with its values, checked; and how many runs they make.
+fn vary(file: &str, raw: &RawGrid) -> Result<(Vec<Varied>, usize), GridError> {
     let mut vary = Vec::new();
     let mut total: usize = 1;
     for (key, v) in &raw.vary {
-        check_key("vary", key)?;
+        check_key(file, "vary", key)?;
         if raw.fixed.contains_key(key) {
             return Err(key_error(
+                file,
                 "vary",
                 key,
                 "is in [fixed] too; an option is either fixed or varied".into(),
@@ -297,72 +335,82 @@ pub fn parse(
         }
         let toml::Value::Array(items) = v else {
             return Err(key_error(
+                file,
                 "vary",
                 key,
                 format!("{v} is not a list of values (write [{v}] for one)"),
             ));
         };
         if items.is_empty() {
-            return Err(key_error("vary", key, "an empty list gives no run".into()));
+            return Err(key_error(
+                file,
+                "vary",
+                key,
+                "an empty list gives no run".into(),
+            ));
         }
         let values = items
             .iter()
             .map(Value::of)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|why| key_error("vary", key, why.to_string()))?;
+            .map_err(|why| key_error(file, "vary", key, why.to_string()))?;
         total = total
             .checked_mul(values.len())
             .filter(|&t| t <= MAX_RUNS)
             .ok_or(GridError::TooManyRuns { file: file.into() })?;
         vary.push((key.clone(), values));
     }
-    let mut runs = Vec::with_capacity(total);
-    for index in 0..total {
-        // Mixed radix, the last key fastest.
-        let mut rest = index;
-        let mut picked = vec![0; vary.len()];
-        for (slot, (_, values)) in picked.iter_mut().zip(&vary).rev() {
-            *slot = rest % values.len();
-            rest /= values.len();
-        }
-        let mut argv = raw.command.clone();
-        let mut params = BTreeMap::new();
-        let chosen = vary
-            .iter()
-            .zip(&picked)
-            .map(|((k, values), &i)| (k, &values[i]));
-        for (key, value) in fixed.iter().map(|(k, v)| (k, v)).chain(chosen.clone()) {
-            push_option(&mut argv, key, value);
-        }
-        for (key, value) in chosen {
-            params.insert(key.clone(), value.json());
-        }
-        if let Some(c) = calibration {
-            if !raw.fixed.contains_key("calibration") && !raw.vary.contains_key("calibration") {
-                argv.push("--calibration".into());
-                argv.push(c.into());
-            }
-        }
-        argv.push("--json".into());
-        let run = Run {
-            index,
-            params,
-            argv,
-        };
-        check_run(&run).map_err(|e| GridError::Run {
-            file: file.into(),
-            index,
-            params: run.described(),
-            why: first_error_line(&e),
-        })?;
-        runs.push(run);
+    Ok((vary, total))
+}
+
+/// Run `index` of the grid: its values of the varied options (mixed radix, the last key
+/// fastest), its command line, checked as `smartio` would parse it.
+fn run_at(
+    file: &str,
+    raw: &RawGrid,
+    fixed: &[(String, Value)],
+    vary: &[Varied],
+    index: usize,
+    calibration: Option<&str>,
+) -> Result<Run, GridError> {
+    // Mixed radix, the last key fastest.
+    let mut rest = index;
+    let mut picked = vec![0; vary.len()];
+    for (slot, (_, values)) in picked.iter_mut().zip(vary).rev() {
+        *slot = rest % values.len();
+        rest /= values.len();
     }
-    Ok(Grid {
-        name: name.into(),
-        metric: raw.metric,
-        keys: vary.into_iter().map(|(k, _)| k).collect(),
-        runs,
-    })
+    let mut argv = raw.command.clone();
+    let mut params = BTreeMap::new();
+    let chosen = vary
+        .iter()
+        .zip(&picked)
+        .map(|((k, values), &i)| (k, &values[i]));
+    for (key, value) in fixed.iter().map(|(k, v)| (k, v)).chain(chosen.clone()) {
+        push_option(&mut argv, key, value);
+    }
+    for (key, value) in chosen {
+        params.insert(key.clone(), value.json());
+    }
+    if let Some(c) = calibration {
+        if !raw.fixed.contains_key("calibration") && !raw.vary.contains_key("calibration") {
+            argv.push("--calibration".into());
+            argv.push(c.into());
+        }
+    }
+    argv.push("--json".into());
+    let run = Run {
+        index,
+        params,
+        argv,
+    };
+    check_run(&run).map_err(|e| GridError::Run {
+        file: file.into(),
+        index,
+        params: run.described(),
+        why: first_error_line(&e),
+    })?;
+    Ok(run)
 }
 
 fn push_option(argv: &mut Vec<String>, key: &str, value: &Value) {

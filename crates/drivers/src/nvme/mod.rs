@@ -638,6 +638,14 @@ fn admin_name(opcode: u8) -> String {
     }
 }
 
+/// The namespace ids an Identify Active Namespace ID list names, in order (the list ends at
+/// its first 0).
+pub(crate) fn active_nsids(list: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    list.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .take_while(|&nsid| nsid != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! create the I/O queue pairs. Each step is a function of its own.
 
 use super::{
-    le32, spawn_handler, spawn_intx_handler, wait_ready, BadRequest, CompletionMode,
+    active_nsids, le32, spawn_handler, spawn_intx_handler, wait_ready, BadRequest, CompletionMode,
     ControllerInfo, NamespaceInfo, NvmeDevice, NvmeDriverConfig, NvmeError, QueuePair,
     ADMIN_ENTRIES,
 };
@@ -129,11 +129,7 @@ impl NvmeDevice {
         let page = self.identify(cns::CONTROLLER, 0).await?;
         self.info = controller_info(&page);
         let list = self.identify(cns::ACTIVE_NAMESPACES, 0).await?;
-        for chunk in list.chunks_exact(4) {
-            let nsid = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if nsid == 0 {
-                break;
-            }
+        for nsid in active_nsids(&list) {
             let ns = self.identify(cns::NAMESPACE, nsid).await?;
             self.namespaces
                 .push(NamespaceInfo::from_identify(nsid, &ns));

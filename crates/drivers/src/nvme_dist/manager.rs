@@ -3,7 +3,7 @@
 
 use super::publication::Publication;
 use super::{access, BadRequest, DistError};
-use crate::nvme::QueuePair;
+use crate::nvme::{active_nsids, QueuePair};
 use smartio_devices::nvme::spec::admin::{
     AdminCommand, CreateIoCq, CreateIoSq, DeleteQueue, GetLogPage, Identify, SetFeatures,
 };
@@ -172,11 +172,7 @@ impl Manager {
             .trim()
             .to_string();
         let list = self.identify(cns::ACTIVE_NAMESPACES, 0).await?;
-        for chunk in list.chunks_exact(4) {
-            let nsid = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if nsid == 0 {
-                break;
-            }
+        for nsid in active_nsids(&list) {
             let ns = self.identify(cns::NAMESPACE, nsid).await?;
             self.namespaces.push(Namespace::from_identify(nsid, &ns));
         }

@@ -72,8 +72,17 @@ impl Backend {
         }
     }
 
-    /// Namespace `nsid`.
-    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, NamespaceError> {
+    /// Namespace `nsid`; one the backend does not reach is the `nsid` parameter's refusal.
+    pub fn namespace(&self, nsid: u32) -> Result<NamespaceInfo, BadParameter> {
+        self.find_namespace(nsid)
+            .map_err(|source| BadParameter::Nsid {
+                nsid,
+                source: Box::new(source),
+            })
+    }
+
+    /// Namespace `nsid`, or why the backend does not reach it.
+    fn find_namespace(&self, nsid: u32) -> Result<NamespaceInfo, NamespaceError> {
         match self {
             Backend::Native { dev, .. } => Ok(dev.namespace(nsid)?),
             Backend::Client { manager, .. } => manager
@@ -122,6 +131,20 @@ impl Backend {
             Backend::Client { manager, .. } => manager.model().to_string(),
             Backend::Block { client, .. } => client.publication().model.clone(),
         }
+    }
+
+    /// Refuses `jobs` queue pairs (fio's jobs, an export's queues) over the I/O queue pairs
+    /// the controller granted.
+    pub fn check_queues(&self, jobs: u32) -> Result<(), FioError> {
+        let granted = self.queues();
+        if granted < jobs as usize {
+            return Err(FioError::TooManyJobs {
+                jobs,
+                granted,
+                what: "the controller",
+            });
+        }
+        Ok(())
     }
 
     /// I/O queue pairs the workload uses.

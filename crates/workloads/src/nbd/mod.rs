@@ -304,20 +304,8 @@ impl NbdExport {
                 })?
             }
         };
-        let ns = backend
-            .namespace(cfg.nsid)
-            .map_err(|source| BadParameter::Nsid {
-                nsid: cfg.nsid,
-                source: Box::new(source),
-            })?;
-        let granted = backend.queues();
-        if granted < cfg.queues as usize {
-            return Err(FioError::TooManyJobs {
-                jobs: cfg.queues,
-                granted,
-                what: "the controller",
-            });
-        }
+        let ns = backend.namespace(cfg.nsid)?;
+        backend.check_queues(cfg.queues)?;
         let transfer = backend.max_transfer();
         let mut buffers = Vec::with_capacity(slots as usize);
         for _ in 0..slots {
