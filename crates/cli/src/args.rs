@@ -680,7 +680,7 @@ fn streams(text: &str) -> Result<u32, ValueError> {
     whole_u32(
         text,
         1,
-        u64::from(smartio_workloads::iperf::MAX_STREAMS),
+        u64::from(smartio_net::iperf::MAX_STREAMS),
         "streams per client",
     )
 }

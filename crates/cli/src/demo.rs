@@ -12,12 +12,12 @@ use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_drivers::CompletionMode;
 use smartio_machine::CriticalPath;
+use smartio_nvmeof::{nvmeof_compare, InitiatorChoice, IoChoice, IoPath, NvmeofConfig, NvmeofIo};
 use smartio_workloads::fio::run_fio_explained;
 use smartio_workloads::pingpong_explained;
 use smartio_workloads::{
-    bench_dma, nvme_demo, nvmeof_compare, pingpong, run_fio, share_clients, shm_demo, Amount,
-    DmaBenchConfig, DmaDirection, FioConfig, FioMethod, InitiatorChoice, IoChoice, IoPath,
-    NvmeofConfig, NvmeofIo, PingPongConfig, ShareConfig,
+    bench_dma, nvme_demo, pingpong, run_fio, share_clients, shm_demo, Amount, DmaBenchConfig,
+    DmaDirection, FioConfig, FioMethod, PingPongConfig, ShareConfig,
 };
 use smartio_workloads::{ExplainSpec, Explanation, Target};
 

@@ -166,10 +166,10 @@ pub enum CliError {
     Gpu(Box<workloads::GpuWorkloadError>),
     /// `app video`.
     #[error(transparent)]
-    Video(Box<workloads::apps::video::VideoError>),
+    Video(Box<smartio_apps::video::VideoError>),
     /// `iperf`.
     #[error(transparent)]
-    Iperf(Box<workloads::IperfError>),
+    Iperf(Box<smartio_net::IperfError>),
     /// `exp migrate`.
     #[error(transparent)]
     Migrate(Box<workloads::MigrateError>),
@@ -184,7 +184,7 @@ pub enum CliError {
     Multicast(Box<workloads::MulticastIdentifyError>),
     /// NVMe-oF comparisons.
     #[error(transparent)]
-    Nvmeof(Box<workloads::NvmeofError>),
+    Nvmeof(Box<smartio_nvmeof::NvmeofError>),
     /// The client's queue-depth-1 run.
     #[error(transparent)]
     ClientQd1(Box<workloads::ClientQd1Error>),
@@ -232,13 +232,13 @@ boxed_from! {
     Shm: workloads::ShmError,
     P2p: workloads::P2pError,
     Gpu: workloads::GpuWorkloadError,
-    Video: workloads::apps::video::VideoError,
-    Iperf: workloads::IperfError,
+    Video: smartio_apps::video::VideoError,
+    Iperf: smartio_net::IperfError,
     Migrate: workloads::MigrateError,
     Failover: workloads::FailoverError,
     Share: workloads::ShareError,
     Multicast: workloads::MulticastIdentifyError,
-    Nvmeof: workloads::NvmeofError,
+    Nvmeof: smartio_nvmeof::NvmeofError,
     ClientQd1: workloads::ClientQd1Error,
     Nbd: workloads::nbd::NbdError,
 }

@@ -9,8 +9,8 @@ use crate::render;
 use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
+use smartio_net::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming};
 use smartio_platform::SimDuration;
-use smartio_workloads::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming};
 
 /// Most interval reports a run may make.
 const MAX_REPORTS: u64 = 10_000;

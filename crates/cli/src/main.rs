@@ -14,7 +14,7 @@
 //! FLUSH, exit status 1 if that fails), `cluster up`/`down`/`install`/`stats` (module
 //! `cluster`: the live engine's daemon and libsisci's installation), `cluster up --web` (module
 //! `web/`, below), `demo`; tables on the
-//! terminal and `--json`. `app` presents the applications (`workloads::apps`); `repro` (module
+//! terminal and `--json`. `app` presents the applications (`smartio-apps`); `repro` (module
 //! `repro/`) runs the papers' figures — each a statement with its source line, a run of
 //! workloads or experiments (`exp::produce`, shared with `exp`), and a verdict computed by a
 //! stated rule — and writes the HTML report (`Plot::svg` inlines the figures); Paper I's

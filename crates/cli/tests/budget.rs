@@ -23,10 +23,10 @@ fn timed(args: &[&str]) -> (Option<i32>, String, String, Duration) {
     )
 }
 
-/// A scenario of the workloads' tests.
+/// A scenario of the network workloads' tests.
 fn scenario(name: &str) -> String {
     format!(
-        "{}/../workloads/tests/scenarios/{name}",
+        "{}/../net/tests/scenarios/{name}",
         env!("CARGO_MANIFEST_DIR")
     )
 }

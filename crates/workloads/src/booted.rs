@@ -155,7 +155,7 @@ pub struct Stuck {
 /// Spawns `task` on `machine` and runs the simulation until nothing is left to do; the task's
 /// output, or — if it never finished, waiting for something that cannot happen — what every
 /// task still waiting waits for ([`stuck`]).
-pub(crate) fn run_task<T: 'static>(
+pub fn run_task<T: 'static>(
     machine: &Machine,
     task: impl Future<Output = T> + 'static,
 ) -> Result<T, Stuck> {
@@ -163,7 +163,7 @@ pub(crate) fn run_task<T: 'static>(
 }
 
 /// [`run_task`] for a workload that returns its own error, which can say it was [`Stuck`].
-pub(crate) fn run_workload<T: 'static, E: From<Stuck> + 'static>(
+pub fn run_workload<T: 'static, E: From<Stuck> + 'static>(
     machine: &Machine,
     task: impl Future<Output = Result<T, E>> + 'static,
 ) -> Result<T, E> {
@@ -180,7 +180,7 @@ pub(crate) fn stuck(machine: &Machine) -> Stuck {
 
 /// Runs `tasks` as concurrent agents of `machine` and waits for all of them; their outputs in
 /// order.
-pub(crate) async fn join_all<T: 'static, F: Future<Output = T> + 'static>(
+pub async fn join_all<T: 'static, F: Future<Output = T> + 'static>(
     machine: &Machine,
     tasks: Vec<F>,
 ) -> Vec<T> {

@@ -304,7 +304,7 @@ pub(crate) fn nvme_host(
 
 /// Attaches the bench's device (borrowing it if remote) and binds the registered NVMe
 /// driver to it; returns the bound controller and its name in the host's tree.
-pub(crate) async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, String), FioError> {
+pub async fn bind_nvme(bench: &Workbench) -> Result<(Rc<NvmeDevice>, String), FioError> {
     let device = bench.attach().await?;
     bench.os.probe(&device).await?;
     let dev = bench

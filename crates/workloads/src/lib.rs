@@ -30,20 +30,8 @@
 //! The distributed-driver experiments: `client_qd1` (SQ placement, with the timing model's
 //! account of each SQE fetch: chips crossed, path, completer and SQE-store costs),
 //! `share_clients` (many clients, verified, fairness, the refused extra queue pair),
-//! `multicast_identify`, `failover` (two paths, a cut cable, link-event or timeout detection,
-//! nothing lost or written twice, checked against the controller's SMART counts and every byte)
-//! and `nvmeof_compare` (module `nvmeof/`: the native driver with interrupts and the block
-//! layer, and local and remote SmartIO clients, against NVMe-oF over RDMA with a polled or a
-//! kernel initiator and an SPDK or offloading target, reads and writes, every byte checked:
-//! the NVMe command on the target is the emulated controller, the network, HCA, initiator
-//! and target steps are `[nvmeof]` calibration entries, plus an HCA's DMA read of work requests
-//! it was told about by a doorbell only — the kernel's mlx5 driver always posts that way,
-//! user-space libmlx5 only for more than one request at once (a single one it writes into the
-//! HCA's BAR, BlueFlame) — `[nvmeof] hca_wqe_fetch_ns`, a device's DMA read round trip as
-//! Neugebauer et al. measured it (the engine's own device reads on a direct link come to ~0.19
-//! µs, below that measurement);
-//! `rdma` has the steps of one I/O,
-//! `blocks` the offsets, the pattern versions and the rows' I/O loop).
+//! `multicast_identify` and `failover` (two paths, a cut cable, link-event or timeout detection,
+//! nothing lost or written twice, checked against the controller's SMART counts and every byte).
 //!
 //! `adapter_dma_bench` (`bench dma --adapter`) is Paper I Fig. 4(a): the host's adapter 0 DMA
 //! engine, through the driver's queue, pushes a segment of the host's RAM into a segment of the
@@ -64,36 +52,14 @@
 //! `drivers::nvme_gpu`'s GPU-resident queues and, for comparison, through an ordinary client
 //! queue pair driven by the CPU at the same depth and chunk (`exp gpu-nvme`).
 //!
-//! `apps` holds the applications a user of a composable cluster runs on lent devices. What
-//! is not derived from the fabric is the compute: the GPU's per item, a `[gpu.*]` calibration
-//! figure of each GPU's profile (`apps::gpu_profile`), and for video the CPU's decode per frame
-//! (`[video]`); everything else runs on the emulated devices and paths. `apps::train` is data-parallel CNN training as Paper V §7.2 ran
-//! it: a loader task reads batches of image records from the NVMe (native driver, or a client of
-//! the distributed driver) into pinned buffers ahead of the steps; each step copies the sub-batches into the GPUs, runs step kernels
-//! that check every image and write a gradient derived from the images they saw, sums the
-//! gradients by a ring all-reduce (copy engines writing into the next GPU's aperture, or through
-//! host memory from a GPU whose peer access is refused) and applies them; phases are timed on the host's
-//! clock between synchronizes so an epoch's breakdown sums to the epoch, and the final weights
-//! are checked against the closed form of all gradients. `apps::video` is Paper II's video
-//! analysis: live streams captured at their frame rate, an earliest-finish scheduler over the
-//! pool of local and borrowed GPUs (by each profile's `eir_frame_ns`), decodes on the host's
-//! cores into the chosen GPU's pinned buffers (two frames in flight per GPU), a feature kernel
-//! that takes the GPU's ticket lock (the GPU model charges no contention between channels'
-//! launches), digests the frame in GPU memory and works the profile's figure, and every frame
-//! verified against the decoded bytes.
+//! The applications (training, video) are `smartio-apps`; NVMe-oF is `smartio-nvmeof`; iperf
+//! is `smartio-net`. They build on this crate's `booted`, `attach`, `gpu`, `fio` and `progress`.
 //!
 //! Latency statistics go to `stats::LatencyRecorder` (exact count, min, max and sum; exact
 //! percentiles while a run has at most 4096 distinct values, an HdrHistogram beyond), so memory
 //! does not grow with a run's length. `progress` lets long runs say how far they are; the CLI
 //! shows it on a terminal. A run that ends with its workload unfinished returns the engine's
 //! account of every waiting task (`booted::stuck`).
-//!
-//! `iperf` is iperf2's client/server test over any `FrameLink` (`run_iperf`: clients with
-//! parallel streams write for a duration of virtual time, the server reads and checks every byte
-//! against its stream's pattern, both ends' counts sampled every interval) and on a cluster
-//! (`iperf`: each end binds a NIC function — a host's own or a lender's borrowed by Device
-//! Lending, PF or VF — with the NIC driver, puts a `net::NetStack` on it and runs the core; two
-//! ends on one function are refused).
 //!
 //! `nbd` exports an NVMe namespace, as one host sees it, to real NBD clients (`NbdExport`): it
 //! binds the native driver or connects a distributed-driver client through the `fio` backends,
@@ -129,7 +95,6 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter_dma_bench;
-pub mod apps;
 pub mod attach;
 pub mod booted;
 pub mod counts;
@@ -141,13 +106,11 @@ pub mod explain;
 pub mod failover;
 pub mod fio;
 pub mod gpu;
-pub mod iperf;
 pub mod migrate;
 pub mod multicast_identify;
 pub mod nbd;
 pub mod nvme_client;
 pub mod nvme_demo;
-pub mod nvmeof;
 pub mod p2p;
 pub mod pingpong;
 pub mod pio_bench;
@@ -184,10 +147,6 @@ pub use gpu::{
     GpuNvmeConfig, GpuNvmeResult, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult,
     GpuWorkloadError, RttStep, MAX_GPU_NVME_BYTES, MAX_STEPS,
 };
-pub use iperf::{
-    iperf, run_iperf, IperfConfig, IperfEnd, IperfError, IperfInterval, IperfReport, IperfResult,
-    IperfStream, IperfTiming, DEFAULT_WRITE_BYTES, IPERF_PORT,
-};
 pub use migrate::{
     migrate, vm_glance, Leftover, MigrateConfig, MigrateError, MigrateResult, MigrateStep,
     VmGlance, MAX_MIGRATE_BYTES,
@@ -198,10 +157,6 @@ pub use multicast_identify::{
 };
 pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Error, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
-pub use nvmeof::{
-    nvmeof_compare, Gap, InitiatorChoice, IoChoice, IoPath, NvmeofCompare, NvmeofConfig,
-    NvmeofError, NvmeofIo, NvmeofRow, NvmeofStep, TargetMode,
-};
 pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
 pub use pingpong::{pingpong, pingpong_explained, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};

@@ -8,12 +8,12 @@ use crate::exp::{ms, table};
 use crate::render;
 use crate::usage::Usage;
 use crate::value_error::ValueError;
-use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
-use smartio_workloads::apps::train::{
+use smartio_apps::train::{
     train, ExchangeRoute, Storage, TrainConfig, TrainResult, MAX_BATCH, MAX_EPOCHS, MAX_GPUS,
     MAX_IMAGES,
 };
+use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
 
 /// `smartio app train` arguments.
 #[derive(clap::Args, Debug)]

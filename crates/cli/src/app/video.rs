@@ -8,11 +8,11 @@ use crate::error::CliError;
 use crate::render;
 use crate::usage::Usage;
 use crate::value_error::ValueError;
-use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
-use smartio_workloads::apps::video::{
+use smartio_apps::video::{
     video, OutOfReach, VideoConfig, VideoResult, MAX_FPS, MAX_FRAMES, MAX_STREAMS, MIN_FRAMES,
 };
+use smartio_calibration::Calibration;
+use smartio_cluster::Cluster;
 
 /// `smartio app video` arguments.
 #[derive(clap::Args, Debug)]

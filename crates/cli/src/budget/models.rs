@@ -393,7 +393,7 @@ fn fio(a: &FioArgs) -> Option<Estimate> {
 
 /// `app train`: images × epochs, and the training set held in memory.
 fn train(a: &crate::app::TrainArgs) -> Option<Estimate> {
-    use smartio_workloads::apps::train::{check, Storage, TrainConfig};
+    use smartio_apps::train::{check, Storage, TrainConfig};
     let config = TrainConfig {
         host: a.host.clone(),
         gpus: a.gpus.0.clone(),
@@ -420,7 +420,7 @@ fn train(a: &crate::app::TrainArgs) -> Option<Estimate> {
 
 /// `app video`: streams × frames.
 fn video(a: &crate::app::VideoArgs) -> Option<Estimate> {
-    use smartio_workloads::apps::video::{check_counts, VideoConfig};
+    use smartio_apps::video::{check_counts, VideoConfig};
     let config = VideoConfig {
         streams: a.streams,
         fps: a.fps,
@@ -568,7 +568,7 @@ pub fn exp_model(name: ExpName) -> ExpModel {
         ),
         ExpName::Train => within(
             m(2, "epochs in each of 7 placements", 5.0, 16.0, 384, 0),
-            1..=smartio_workloads::apps::train::MAX_EPOCHS,
+            1..=smartio_apps::train::MAX_EPOCHS,
         ),
         ExpName::Video => within(
             m(
@@ -579,8 +579,7 @@ pub fn exp_model(name: ExpName) -> ExpModel {
                 128,
                 272 * FRAME_MEMORY,
             ),
-            u64::from(smartio_workloads::apps::video::MIN_FRAMES)
-                ..=u64::from(smartio_workloads::apps::video::MAX_FRAMES),
+            u64::from(smartio_apps::video::MIN_FRAMES)..=u64::from(smartio_apps::video::MAX_FRAMES),
         ),
     }
 }

@@ -11,7 +11,7 @@ use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
 use crate::error::CliError;
 use clap::ValueEnum;
 use smartio_cluster::DeviceKind;
-use smartio_workloads::{
+use smartio_nvmeof::{
     nvmeof_compare, InitiatorChoice, IoChoice, IoPath, NvmeofCompare, NvmeofConfig, NvmeofIo,
     TargetMode,
 };

@@ -3,8 +3,8 @@
 //! I/O lost or written twice): each with the scenario and the values.
 
 use super::ExpName;
-use smartio_workloads::apps::train::MAX_EPOCHS;
-use smartio_workloads::apps::video::{MAX_FRAMES, MIN_FRAMES};
+use smartio_apps::train::MAX_EPOCHS;
+use smartio_apps::video::{MAX_FRAMES, MIN_FRAMES};
 use thiserror::Error;
 
 /// An experiment that refused to run or found its result wrong.

@@ -20,10 +20,8 @@ use super::{names, table, Bar, Chart, Plot, Report, Setup};
 use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
+use smartio_net::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES};
 use smartio_platform::SimDuration;
-use smartio_workloads::{
-    iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES,
-};
 
 /// Streams per client (the paper's iperf2 runs used four).
 const STREAMS: u32 = 4;

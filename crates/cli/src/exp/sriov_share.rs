@@ -18,10 +18,8 @@ use super::{table, Chart, Plot, Report, Series, Setup};
 use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
+use smartio_net::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES};
 use smartio_platform::SimDuration;
-use smartio_workloads::{
-    iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES,
-};
 
 /// Streams per client (the paper: two threads per client).
 const STREAMS: u32 = 2;

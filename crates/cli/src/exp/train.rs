@@ -14,9 +14,7 @@
 use super::ExpError;
 use super::{ms, table, Bar, Chart, Plot, Report, Setup};
 use crate::error::CliError;
-use smartio_workloads::apps::train::{
-    train, EpochTime, Storage, TrainConfig, TrainResult, MAX_EPOCHS,
-};
+use smartio_apps::train::{train, EpochTime, Storage, TrainConfig, TrainResult, MAX_EPOCHS};
 
 /// Epochs per placement unless `--ops` says otherwise.
 const EPOCHS: u64 = 2;
@@ -121,9 +119,8 @@ const PHASES: [Phase; 5] = [
 
 /// Nodes the longest copy path and the longest exchange path of `r`'s GPUs pass.
 fn path_lengths(r: &TrainResult) -> (usize, usize) {
-    let most = |f: fn(&smartio_workloads::apps::train::TrainGpu) -> usize| {
-        r.gpus.iter().map(f).max().unwrap_or(0)
-    };
+    let most =
+        |f: fn(&smartio_apps::train::TrainGpu) -> usize| r.gpus.iter().map(f).max().unwrap_or(0);
     (most(|g| g.copy_path.len()), most(|g| g.exchange_path.len()))
 }
 

@@ -10,9 +10,7 @@ use super::{table, Chart, Plot, Report, Series, Setup};
 use crate::app::video::{default_pool, pool_capacity};
 use crate::error::CliError;
 use serde::Serialize;
-use smartio_workloads::apps::video::{
-    video, OutOfReach, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES,
-};
+use smartio_apps::video::{video, OutOfReach, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES};
 
 /// Frames per stream unless `--ops` says otherwise: enough for a stream's rate to settle
 /// (a 7-stream run on the three local GPUs, 93 % loaded, is within 1 % of 30 fps), few

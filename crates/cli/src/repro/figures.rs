@@ -15,7 +15,7 @@ use super::{Ctx, Figure, Finding};
 use crate::error::CliError;
 use crate::exp::{Bar, Chart, ExpName, Plot};
 use serde_json::Value;
-use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
+use smartio_apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_pingpong, pingpong, CounterPlace, DmaSample,
     GpuBandwidthConfig, GpuCopyDirection, GpuP2pConfig, GpuPingPongConfig, P2pDirection,

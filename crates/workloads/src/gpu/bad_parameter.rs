@@ -1,7 +1,6 @@
 //! The parameters of a GPU workload or application it refuses (counts, sizes, devices), with
 //! the values given and the bounds they broke ([`super::GpuWorkloadError::BadParameter`]).
 
-use crate::apps::video::FrameId;
 use smartio_calibration::UnknownProfile;
 use smartio_devices::nvme::BackingError;
 use smartio_devices::ParamError;
@@ -221,10 +220,15 @@ pub enum BadParameter {
         source: UnknownProfile,
     },
     /// A frame to spoil outside the run.
-    #[error("the frame to spoil, {id}, is not in the run ({streams} streams of {frames} frames)")]
+    #[error(
+        "the frame to spoil, stream {stream} frame {frame}, is not in the run ({streams} \
+         streams of {frames} frames)"
+    )]
     SpoilFrame {
-        /// The frame.
-        id: FrameId,
+        /// The frame's stream, from 0.
+        stream: u32,
+        /// The frame within its stream, from 0.
+        frame: u32,
         /// Streams of the run.
         streams: u32,
         /// Frames of each.

@@ -127,7 +127,7 @@ impl From<crate::fio::FioError> for GpuWorkloadError {
 
 /// Resolves `spec` (`gpu0` of the workbench's host, or `lender:gpu0`) to its endpoint and
 /// checks that it is a GPU.
-pub(crate) fn gpu_endpoint(
+pub fn gpu_endpoint(
     cluster: &Cluster,
     bench: &Workbench,
     spec: &str,
@@ -168,7 +168,7 @@ pub(crate) async fn open(
 
 /// Attaches devices `devices` of `bench` and opens the GPU runtime on each, in order; if one
 /// fails, the ones opened are closed and its error returned.
-pub(crate) async fn open_all(
+pub async fn open_all(
     kernels: &std::rc::Rc<smartio_devices::gpu::kernel::KernelLibrary<smartio_machine::Agent>>,
     costs: RuntimeCosts,
     bench: &Workbench,
@@ -188,7 +188,7 @@ pub(crate) async fn open_all(
 }
 
 /// Closes every context, all of them even when one fails; the first error.
-pub(crate) async fn close_all(
+pub async fn close_all(
     contexts: impl IntoIterator<Item = GpuContext>,
 ) -> Result<(), GpuWorkloadError> {
     let mut first = Ok(());
@@ -240,7 +240,7 @@ pub(crate) fn on_two_gpus<T: 'static>(
 }
 
 /// The names of the nodes an 8-byte write from GPU `from` to `addr` reaches, in order.
-pub(crate) fn path(machine: &Machine, from: &GpuContext, addr: GpuAddr) -> Vec<String> {
+pub fn path(machine: &Machine, from: &GpuContext, addr: GpuAddr) -> Vec<String> {
     let GpuAddr::Bus(addr) = addr else {
         return vec!["(its own memory)".to_string()];
     };
@@ -257,7 +257,7 @@ pub(crate) fn path(machine: &Machine, from: &GpuContext, addr: GpuAddr) -> Vec<S
 }
 
 /// A GPU address as 16 parameter bytes: a tag (0 device memory, 1 bus) and the value.
-pub(crate) fn put_addr(params: &mut Vec<u8>, addr: GpuAddr) {
+pub fn put_addr(params: &mut Vec<u8>, addr: GpuAddr) {
     let (tag, value) = match addr {
         GpuAddr::Device(o) => (0u64, o),
         GpuAddr::Bus(a) => (1, a.get()),
@@ -267,7 +267,7 @@ pub(crate) fn put_addr(params: &mut Vec<u8>, addr: GpuAddr) {
 }
 
 /// Reads what [`put_addr`] wrote at byte `at` of `params`, or `None` if it is not there.
-pub(crate) fn get_addr(params: &[u8], at: usize) -> Option<GpuAddr> {
+pub fn get_addr(params: &[u8], at: usize) -> Option<GpuAddr> {
     let tag = get_u64(params, at)?;
     let value = get_u64(params, at + 8)?;
     match tag {
@@ -278,7 +278,7 @@ pub(crate) fn get_addr(params: &[u8], at: usize) -> Option<GpuAddr> {
 }
 
 /// The little-endian u64 at byte `at` of `params`.
-pub(crate) fn get_u64(params: &[u8], at: usize) -> Option<u64> {
+pub fn get_u64(params: &[u8], at: usize) -> Option<u64> {
     let bytes = params.get(at..at.checked_add(8)?)?;
     let mut w = [0u8; 8];
     w.copy_from_slice(bytes);
@@ -360,7 +360,7 @@ pub(crate) fn check_count(
 }
 
 /// Maps a host-memory failure on buffer `what` to [`GpuWorkloadError::HostMemory`].
-pub(crate) fn host_memory(
+pub fn host_memory(
     what: &'static str,
 ) -> impl Fn(smartio_host::GuestMemoryError) -> GpuWorkloadError {
     move |source| GpuWorkloadError::HostMemory { what, source }

@@ -45,12 +45,12 @@ mod run;
 
 pub use dataset::{Layout, IMAGE_BYTES};
 
-use crate::attach::Workbench;
-use crate::gpu::{gpu_endpoint, BadParameter, GpuWorkloadError};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_devices::nvme::NvmeController;
 use smartio_drivers::nvme::{CompletionMode, NvmeDriver, NvmeDriverConfig};
+use smartio_workloads::attach::Workbench;
+use smartio_workloads::gpu::{gpu_endpoint, BadParameter, GpuWorkloadError};
 use std::rc::Rc;
 
 /// Bytes of the gradient the GPUs exchange every step: the new classification block of
@@ -277,7 +277,7 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
         wanted.push(config.nvme.as_str());
     }
     wanted.extend(config.gpus.iter().map(String::as_str));
-    crate::attach::check_device_name(&config.nvme)?;
+    smartio_workloads::attach::check_device_name(&config.nvme)?;
     let bench = Workbench::with_devices(cluster, &config.host, &wanted)?;
     let nvme_ep = bench.endpoint_of(&config.nvme)?;
     let controller = cluster
@@ -336,13 +336,13 @@ pub fn train(cluster: &Cluster, config: &TrainConfig) -> Result<TrainResult, Gpu
                 let fdid = bench
                     .smartio
                     .find(&qualified)
-                    .map_err(crate::attach::AttachError::from)?;
+                    .map_err(smartio_workloads::attach::AttachError::from)?;
                 Some((manager, fdid))
             }
         },
     };
     let b = bench.clone();
-    crate::booted::run_workload(&cluster.machine, async move {
+    smartio_workloads::booted::run_workload(&cluster.machine, async move {
         b.detach_after(run::run(&b, setup)).await
     })
 }

@@ -3,9 +3,9 @@
 //! its stages, and each GPU's share — or the run's first error, or its verification failures.
 
 use super::{Record, Run};
-use crate::apps::video::{GpuUse, Stages, VideoError, VideoResult};
-use crate::stats::LatencySummary;
+use crate::video::{GpuUse, Stages, VideoError, VideoResult};
 use smartio_platform::{SimDuration, SimTime};
+use smartio_workloads::LatencySummary;
 
 fn ms(d: SimDuration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -34,7 +34,7 @@ pub(super) fn summarize(
     // twice in its place) is a bug of the workload, not a result.
     let verified = records.iter().filter(|r| r.verified).count() as u64;
     if verified != run.total() {
-        return Err(crate::gpu::GpuWorkloadError::Internal(
+        return Err(smartio_workloads::gpu::GpuWorkloadError::Internal(
             "a frame was never processed (or another was processed twice)",
         )
         .into());
@@ -143,7 +143,7 @@ fn gpu_uses(run: &Run, records: &[Record], span: SimDuration) -> Vec<GpuUse> {
                 copy_in_ms: per_frame(&|r| r.kernel_entry.since(r.decode_end)),
                 turn_ms: per_frame(&|r| r.kernel_start.since(r.kernel_entry)),
                 path: g.res.slots.first().map_or_else(Vec::new, |s| {
-                    crate::gpu::path(&run.machine, &g.ctx, s.host_in.addr())
+                    smartio_workloads::gpu::path(&run.machine, &g.ctx, s.host_in.addr())
                 }),
             }
         })

@@ -9,9 +9,9 @@
 //!                                            ╚══ lender2 … gpu2
 //! ```
 
+use smartio_apps::train::{train, ExchangeRoute, Storage, TrainConfig, TrainResult};
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::train::{train, ExchangeRoute, Storage, TrainConfig, TrainResult};
 use smartio_workloads::gpu::Mismatch;
 use smartio_workloads::GpuWorkloadError;
 

@@ -3,13 +3,13 @@
 //! same NIC driver, puts a network stack on it, and runs [`run_iperf`].
 
 use super::{run_iperf, IperfError, IperfReport, IperfTiming};
-use crate::booted::{run_task, Booted};
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_drivers::net::stack::{NetStack, StackCosts};
 use smartio_drivers::nic::{NicDriver, NicDriverConfig};
 use smartio_machine::Agent;
 use smartio_smartio::BorrowOptions;
+use smartio_workloads::booted::{run_task, Booted};
 
 /// One end: a host and the NIC it uses.
 #[derive(Debug, Clone, PartialEq, Eq)]

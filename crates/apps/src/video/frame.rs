@@ -21,13 +21,13 @@
 //! concurrently and charges no contention between them: without it two frames in flight on
 //! one GPU would each get the whole GPU.
 
-use crate::gpu::{get_addr, get_u64, put_addr};
 use smartio_devices::gpu::kernel::{
     FaultReason, KernelFault, KernelFn, KernelFuture, ThreadContext,
 };
 use smartio_devices::gpu::spec::GpuAddr;
 use smartio_machine::Agent;
 use smartio_platform::SimDuration;
+use smartio_workloads::gpu::{get_addr, get_u64, put_addr};
 use std::rc::Rc;
 
 /// Width of a full-HD frame in pixels.

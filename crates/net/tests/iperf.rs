@@ -4,10 +4,10 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_platform::SimDuration;
-use smartio_workloads::{
+use smartio_net::{
     iperf, IperfConfig, IperfEnd, IperfError, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES,
 };
+use smartio_platform::SimDuration;
 
 fn end(host: &str, device: &str) -> IperfEnd {
     IperfEnd {

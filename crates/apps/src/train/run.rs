@@ -4,11 +4,6 @@
 use super::dataset::{epoch_order, Layout};
 use super::kernels::{self, StepParams};
 use super::{EpochTime, ExchangeRoute, TrainConfig, TrainGpu, TrainResult, GRADIENT_BYTES};
-use crate::attach::Workbench;
-use crate::fio::FioError;
-use crate::gpu::Mismatch;
-use crate::gpu::{close_all, host_memory, open_all, path, GpuWorkloadError};
-use crate::progress;
 use smartio_devices::gpu::kernel::KernelLibrary;
 use smartio_devices::gpu::spec::{GpuAddr, KernelId};
 use smartio_drivers::gpu::{DeviceBuffer, GpuContext, HostBuffer, RuntimeCosts, Stream};
@@ -17,6 +12,11 @@ use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
 use smartio_platform::{BusAddr, Clock, Notify, PhysAddr, Port, SimTime};
+use smartio_workloads::attach::Workbench;
+use smartio_workloads::fio::FioError;
+use smartio_workloads::gpu::Mismatch;
+use smartio_workloads::gpu::{close_all, host_memory, open_all, path, GpuWorkloadError};
+use smartio_workloads::progress;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -182,7 +182,10 @@ pub(super) async fn run(bench: &Workbench, s: Setup) -> Result<TrainResult, GpuW
                 0,
             )
         }
-        None => (Reader::Native(crate::fio::bind_nvme(bench).await?.0), 1),
+        None => (
+            Reader::Native(smartio_workloads::fio::bind_nvme(bench).await?.0),
+            1,
+        ),
     };
     let contexts = open_all(
         &s.kernels,
@@ -405,7 +408,7 @@ async fn load(
             })
             .collect();
         let outcomes: Vec<Result<(), GpuWorkloadError>> =
-            crate::booted::join_all(&machine, workers).await;
+            smartio_workloads::booted::join_all(&machine, workers).await;
         if let Some(Err(e)) = outcomes.into_iter().find(Result::is_err) {
             *shared.failed.borrow_mut() = Some(e);
             shared.ready.set(u64::MAX);
@@ -643,7 +646,7 @@ impl Steps<'_, '_> {
             let mut got = vec![0u8; kernels::result_bytes(sub) as usize];
             r.ctx.read_host(&r.readback, 0, &mut got).await?;
             let want = ids_of(order, &s.config, b, i);
-            let word = |j: usize| crate::gpu::get_u64(&got, 8 * j).unwrap_or(u64::MAX);
+            let word = |j: usize| smartio_workloads::gpu::get_u64(&got, 8 * j).unwrap_or(u64::MAX);
             let (wrong, first_wrong) = (word(0), word(1));
             let found: Vec<u64> = (0..sub as usize).map(|j| word(j + 2)).collect();
             if wrong != 0 {

@@ -8,11 +8,9 @@
 //!              └─ ntb0 ══ machine-b.ntb0 ── machine-b ── gpu0 (K40c), lent
 //! ```
 
+use smartio_apps::video::{video, FrameId, OutOfReach, VideoConfig, VideoError, VideoResult};
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
-use smartio_workloads::apps::video::{
-    video, FrameId, OutOfReach, VideoConfig, VideoError, VideoResult,
-};
 use smartio_workloads::progress::{install, Recorder};
 use smartio_workloads::{AttachError, GpuWorkloadError};
 use std::rc::Rc;

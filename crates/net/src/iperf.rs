@@ -88,7 +88,7 @@ pub enum IperfError {
     },
     /// The hosts did not boot or a host is unknown.
     #[error(transparent)]
-    Boot(#[from] crate::booted::BootError),
+    Boot(#[from] smartio_workloads::booted::BootError),
     /// SmartIO refused to find or lend a NIC.
     #[error("{0}")]
     SmartIo(#[from] smartio_smartio::SmartIoError),
@@ -105,7 +105,7 @@ pub enum IperfError {
     },
     /// The set-up never finished (an emulator bug).
     #[error(transparent)]
-    Stuck(#[from] crate::booted::Stuck),
+    Stuck(#[from] smartio_workloads::booted::Stuck),
     /// A client's interface sends larger frames than the server's takes: its full-size
     /// segments would be dropped at the server however often they were sent.
     #[error(
@@ -303,10 +303,10 @@ where
     let start = clock.now();
     spawn_server(machine, &clock, listener, &counts, streams, timing);
     // How far the writing is, for a person watching (virtual time of `-t`).
-    let progress = Rc::new(RefCell::new(crate::progress::begin(
+    let progress = Rc::new(RefCell::new(smartio_workloads::progress::begin(
         "iperf",
         timing.duration.as_ps(),
-        crate::progress::Unit::VirtualPs,
+        smartio_workloads::progress::Unit::VirtualPs,
     )));
     let mut number = 0u64;
     for (name, stack, n) in clients {
@@ -406,7 +406,7 @@ fn spawn_client<L, C>(
     stack: &NetStack<L, C>,
     end: Client,
     counts: &Rc<RefCell<Counts>>,
-    progress: &Rc<RefCell<crate::progress::Phase>>,
+    progress: &Rc<RefCell<smartio_workloads::progress::Phase>>,
     (start, timing): (SimTime, IperfTiming),
 ) where
     L: FrameLink + 'static,

@@ -36,13 +36,13 @@ mod pipeline;
 
 pub use frame::FrameId;
 
-use crate::attach::{check_device_name, AttachError};
-use crate::booted::UnknownHost;
-use crate::gpu::{BadParameter, GpuWorkloadError};
-use crate::stats::LatencySummary;
 use serde::Serialize;
 use smartio_cluster::Cluster;
 use smartio_fabric::EndpointId;
+use smartio_workloads::attach::{check_device_name, AttachError};
+use smartio_workloads::booted::UnknownHost;
+use smartio_workloads::gpu::{BadParameter, GpuWorkloadError};
+use smartio_workloads::LatencySummary;
 use thiserror::Error;
 
 /// Most streams in one run: Paper II ran up to 16; 64 is four times that, a run's wall time
@@ -262,8 +262,8 @@ impl From<AttachError> for VideoError {
     }
 }
 
-impl From<crate::booted::Stuck> for VideoError {
-    fn from(e: crate::booted::Stuck) -> Self {
+impl From<smartio_workloads::booted::Stuck> for VideoError {
+    fn from(e: smartio_workloads::booted::Stuck) -> Self {
         GpuWorkloadError::Stuck(e).into()
     }
 }
@@ -387,7 +387,8 @@ pub fn check_counts(config: &VideoConfig) -> Result<(), VideoError> {
     if let Some(id) = config.spoil {
         if id.stream >= config.streams || id.frame >= config.frames {
             return Err(GpuWorkloadError::from(BadParameter::SpoilFrame {
-                id,
+                stream: id.stream,
+                frame: id.frame,
                 streams: config.streams,
                 frames: config.frames,
             })

@@ -7,11 +7,11 @@
 
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, DeviceKind};
-use smartio_workloads::fio::pattern;
-use smartio_workloads::{
+use smartio_nvmeof::{
     nvmeof_compare, InitiatorChoice, IoChoice, IoPath, NvmeofCompare, NvmeofConfig, NvmeofError,
     NvmeofIo, NvmeofRow, TargetMode,
 };
+use smartio_workloads::fio::pattern;
 
 fn config() -> NvmeofConfig {
     NvmeofConfig {

@@ -15,11 +15,11 @@
 //! Every kernel runs one thread whose parameters are little-endian `u64`s; a missing
 //! parameter or an access outside device memory faults the launch.
 
-use crate::gpu::get_u64;
 use smartio_devices::gpu::kernel::{FaultReason, KernelFault, KernelFn, KernelFuture};
 use smartio_devices::gpu::spec::GpuAddr;
 use smartio_machine::Agent;
 use smartio_platform::SimDuration;
+use smartio_workloads::gpu::get_u64;
 use std::rc::Rc;
 
 /// Kernel names in the cluster's library.

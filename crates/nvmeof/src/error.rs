@@ -2,12 +2,12 @@
 //! drivers' refusals while it sets up, and the checks every I/O must pass (bytes, capsules,
 //! responses) whose failure is an emulator bug.
 
-use crate::booted::{BootError, Stuck};
 use smartio_devices::nvme::spec::Status;
 use smartio_drivers::nvme::NvmeError;
 use smartio_drivers::nvme_dist::DistError;
 use smartio_host::{HostError, RamError};
 use smartio_platform::AccessError;
+use smartio_workloads::booted::{BootError, Stuck};
 use thiserror::Error;
 
 /// Why [`super::nvmeof_compare`] could not run or did not finish.

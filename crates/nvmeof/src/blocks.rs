@@ -8,8 +8,6 @@
 
 use super::rdma::{Laps, Rdma, Stack};
 use super::{NvmeofError, NvmeofIo};
-use crate::fio::pattern;
-use crate::stats::LatencyRecorder;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smartio_drivers::nvme::{BlockOp, NvmeDevice};
@@ -18,6 +16,8 @@ use smartio_fabric::HostId;
 use smartio_host::HostOs;
 use smartio_machine::Machine;
 use smartio_platform::{Clock, PhysAddr};
+use smartio_workloads::fio::pattern;
+use smartio_workloads::LatencyRecorder;
 use std::cell::Cell;
 
 /// Random offsets are drawn from at most this many `bs`-sized blocks at the start of the
@@ -268,10 +268,10 @@ pub(super) async fn row(
         NvmeofIo::Write => blocks.version.get() + 1,
     };
     let mut measured = Measured::default();
-    let mut phase = crate::progress::begin(
+    let mut phase = smartio_workloads::progress::begin(
         &format!("{label} {}s", op.name()),
         blocks.lbas.ops,
-        crate::progress::Unit::Items(match op {
+        smartio_workloads::progress::Unit::Items(match op {
             NvmeofIo::Read => "reads",
             NvmeofIo::Write => "writes",
         }),

@@ -24,6 +24,21 @@
 //! other rows. Every byte moves and is checked: the namespace holds a known pattern in every
 //! block the rows touch, each read is checked where its reader ends up with it, and each
 //! write row writes a new version of the pattern that is read back afterwards ([`blocks`]).
+//!
+//! # Inside this crate
+//!
+//! `nvmeof_compare` runs the native driver with interrupts and the block
+//! layer, and local and remote SmartIO clients, against NVMe-oF over RDMA with a polled or a
+//! kernel initiator and an SPDK or offloading target, reads and writes, every byte checked:
+//! the NVMe command on the target is the emulated controller, the network, HCA, initiator
+//! and target steps are `[nvmeof]` calibration entries, plus an HCA's DMA read of work requests
+//! it was told about by a doorbell only — the kernel's mlx5 driver always posts that way,
+//! user-space libmlx5 only for more than one request at once (a single one it writes into the
+//! HCA's BAR, BlueFlame) — `[nvmeof] hca_wqe_fetch_ns`, a device's DMA read round trip as
+//! Neugebauer et al. measured it (the engine's own device reads on a direct link come to ~0.19
+//! µs, below that measurement). [`rdma`] has the steps of one I/O, [`blocks`] the offsets, the pattern versions and the rows' I/O loop.
+
+#![forbid(unsafe_code)]
 
 mod blocks;
 mod costs;
@@ -33,8 +48,6 @@ mod sgl;
 
 pub use error::NvmeofError;
 
-use crate::booted::{run_workload, Booted};
-use crate::stats::{LatencyRecorder, LatencySummary};
 use blocks::{Blocks, Measured, Offsets, Way, MAX_SPAN};
 use costs::RdmaCosts;
 use rdma::{Rdma, Stack};
@@ -45,6 +58,8 @@ use smartio_drivers::nvme::{CompletionMode, NvmeDevice, NvmeDriver, NvmeDriverCo
 use smartio_drivers::nvme_dist::{Client, ClientQueue, Manager, SqPlacement};
 use smartio_host::HostOs;
 use smartio_smartio::{Fdid, SegmentLocation, SmartIo};
+use smartio_workloads::booted::{run_workload, Booted};
+use smartio_workloads::{LatencyRecorder, LatencySummary};
 use std::rc::Rc;
 
 /// One NVMe operation.

@@ -16,10 +16,7 @@ use super::frame::{self, Features, FrameId, KernelParams, FEATURE_BYTES, FRAME_B
 use super::{
     LeftOut, OutOfReach, PoolGpu, VideoConfig, VideoError, VideoResult, IN_FLIGHT_PER_GPU,
 };
-use crate::apps::gpu_profile;
-use crate::attach::Workbench;
-use crate::gpu::{close_all, host_memory, open_all, GpuWorkloadError};
-use crate::progress::{self, Phase, Unit};
+use crate::gpu_profile;
 use smartio_cluster::Cluster;
 use smartio_devices::gpu::spec::KernelId;
 use smartio_devices::gpu::Gpu;
@@ -27,6 +24,9 @@ use smartio_drivers::gpu::{DeviceBuffer, GpuContext, GpuError, HostBuffer, Runti
 use smartio_host::HostOs;
 use smartio_machine::{Agent, Machine};
 use smartio_platform::{Clock, Notify, PhysAddr, SimDuration, SimTime};
+use smartio_workloads::attach::Workbench;
+use smartio_workloads::gpu::{close_all, host_memory, open_all, GpuWorkloadError};
+use smartio_workloads::progress::{self, Phase, Unit};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -217,7 +217,7 @@ pub(super) fn run(
     let machine = cluster.machine.clone();
     let scenario = machine.fabric().name.clone();
     let config = config.clone();
-    crate::booted::run_workload(&cluster.machine, async move {
+    smartio_workloads::booted::run_workload(&cluster.machine, async move {
         let work = async {
             let contexts = open_all(&kernels, costs, &bench, 0..pool.len()).await?;
             let (members, left_out) = enlist(contexts, pool, profiles, &config).await?;

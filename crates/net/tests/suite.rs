@@ -1,0 +1,4 @@
+//! The crate's integration tests, one module per file, in one test binary.
+
+mod iperf;
+mod progress;
