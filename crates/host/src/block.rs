@@ -115,9 +115,9 @@ impl Geometry {
 
 /// Why a driver failed a request. Drivers live in crates above this one and are kept as
 /// `dyn BlockDriver`, so the block layer cannot name their error types: a driver returns its
-/// own typed error, boxed, and the block layer keeps its message in [`BlockError::Io`] (as
-/// `ProbeError` does for binding).
-pub type IoError = Box<dyn std::error::Error>;
+/// own typed error, boxed, and the block layer keeps it in [`BlockError::Io`] as a
+/// [`crate::ForeignError`] (as [`crate::HostError::ProbeFailed`] does for binding).
+pub type IoError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a block driver implements to register a disk.
 pub trait BlockDriver {
@@ -193,7 +193,7 @@ pub enum BlockError {
         max: u64,
     },
     /// The driver failed the request.
-    #[error("disk {disk}: {op:?} of {blocks} blocks at LBA {lba} failed: {message}")]
+    #[error("disk {disk}: {op:?} of {blocks} blocks at LBA {lba} failed: {source}")]
     Io {
         /// The disk.
         disk: String,
@@ -203,8 +203,9 @@ pub enum BlockError {
         lba: u64,
         /// Blocks.
         blocks: u32,
-        /// The driver's reason.
-        message: String,
+        /// The driver's own error.
+        #[source]
+        source: crate::ForeignError,
     },
 }
 
@@ -273,7 +274,7 @@ impl BlockDevice {
             op: rq.op,
             lba: rq.lba,
             blocks: rq.blocks,
-            message: e.to_string(),
+            source: crate::ForeignError::boxed(e),
         })
     }
 

@@ -77,13 +77,44 @@ pub enum DmaError {
         /// The device.
         device: String,
     },
-    /// Anything a SmartIO-provided mapper reports (window exhausted, ...).
-    #[error("{device}: {message}")]
-    Window {
+    /// A borrowed device's DMA window, which covers the borrower's RAM from its first byte,
+    /// does not reach `len` bytes at `phys`.
+    #[error("{device}: {phys} + {len:#x} lies beyond the borrower RAM the DMA window covers")]
+    BeyondWindow {
         /// The device.
         device: String,
-        /// What is wrong.
-        message: String,
+        /// The first byte.
+        phys: PhysAddr,
+        /// Bytes.
+        len: u64,
+    },
+    /// A borrowed device's DMA window (of `window` bytes) has no room left for `len` bytes.
+    #[error(
+        "{device}: DMA window of {} is full mapping {len:#x} bytes",
+        smartio_fabric::units::format_size(*window)
+    )]
+    WindowFull {
+        /// The device.
+        device: String,
+        /// The window's size.
+        window: u64,
+        /// Bytes asked for.
+        len: u64,
+    },
+    /// The SmartIO service that lent the device is gone.
+    #[error("{device}: SmartIO is gone")]
+    ServiceGone {
+        /// The device.
+        device: String,
+    },
+    /// SmartIO could not make a peer's BAR reachable by the borrowed device.
+    #[error("{device}: {source}")]
+    PeerRefused {
+        /// The device.
+        device: String,
+        /// SmartIO's own error.
+        #[source]
+        source: crate::ForeignError,
     },
 }
 

@@ -11,9 +11,9 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
 /// Why a driver could not bind. Drivers live in crates above this one and are kept as
 /// `dyn Driver`, so the host cannot name their error types: each driver returns its own
-/// typed error, boxed, and the host keeps its message in [`crate::HostError::ProbeFailed`]
-/// (which stays `Clone` and comparable).
-pub type ProbeError = Box<dyn std::error::Error>;
+/// typed error, boxed, and the host keeps it in [`crate::HostError::ProbeFailed`] as a
+/// [`crate::ForeignError`] (so the host's error stays `Clone` and comparable).
+pub type ProbeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A driver: which functions it takes, and how it takes and releases one.
 pub trait Driver {

@@ -114,6 +114,7 @@ pub mod block;
 pub mod device;
 pub mod dma;
 pub mod driver;
+pub mod foreign;
 pub mod guest;
 pub mod hypervisor;
 pub mod memory;
@@ -126,6 +127,7 @@ pub use block::{BlockDevice, BlockDriver, BlockError, BlockRequest, Geometry, Io
 pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
 pub use driver::{BoxFuture, Driver, ProbeError};
+pub use foreign::ForeignError;
 pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
 pub use hypervisor::{GuestBar, PassThrough, Refusal, Vfio, Vm, VmConfig, VmContext, VmError};
 pub use memory::{RamAllocator, RamError};

@@ -86,14 +86,15 @@ pub enum HostError {
         class: u32,
     },
     /// The driver's probe failed.
-    #[error("driver {driver} failed to bind {device}: {message}")]
+    #[error("driver {driver} failed to bind {device}: {source}")]
     ProbeFailed {
         /// The driver.
         driver: String,
         /// The device.
         device: String,
-        /// The driver's reason.
-        message: String,
+        /// The driver's own error.
+        #[source]
+        source: crate::ForeignError,
     },
     /// The function is held by a driver or claimed by someone else (`vfio-pci`, `smartio`).
     #[error("{device} is held by {holder}")]
@@ -677,7 +678,7 @@ impl HostOs {
             .map_err(|e| HostError::ProbeFailed {
                 driver: driver.name().to_string(),
                 device: device.to_string(),
-                message: e.to_string(),
+                source: crate::ForeignError::boxed(e),
             })?;
         self.with_entry(device, |e| e.bound = Some((driver, state)));
         Ok(())

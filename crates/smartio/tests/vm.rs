@@ -1460,11 +1460,27 @@ fn legacy_intx_works_in_vms_by_mdev_and_vfio_but_not_for_a_bare_metal_borrower()
     });
     assert_eq!(local, pattern(4096, 6));
     match lent {
-        Err(SmartIoError::Host(smartio_host::HostError::ProbeFailed { message, .. })) => {
+        Err(SmartIoError::Host(smartio_host::HostError::ProbeFailed { source, .. })) => {
+            // The driver's own error, kept typed: the host refused it INTx across the NTB.
+            let driver_error = source.downcast_ref::<smartio_drivers::NvmeError>();
             assert!(
-                message.contains("legacy interrupts cannot cross the NTB"),
-                "{message}"
-            )
+                matches!(
+                    driver_error,
+                    Some(smartio_drivers::NvmeError::Host(
+                        smartio_host::HostError::NoIntx {
+                            why: smartio_host::os::NoIntx::AcrossNtb,
+                            ..
+                        }
+                    ))
+                ),
+                "{source:?}"
+            );
+            assert!(
+                source
+                    .to_string()
+                    .contains("legacy interrupts cannot cross the NTB"),
+                "{source}"
+            );
         }
         other => panic!("expected the driver's probe to fail for want of INTx, got {other:?}"),
     }

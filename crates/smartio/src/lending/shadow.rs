@@ -174,10 +174,9 @@ pub(crate) struct ShadowDma {
 }
 
 impl ShadowDma {
-    fn window_error(&self, message: String) -> DmaError {
-        DmaError::Window {
+    fn service_gone(&self) -> DmaError {
+        DmaError::ServiceGone {
             device: self.name.clone(),
-            message,
         }
     }
 
@@ -223,9 +222,11 @@ impl DmaMapper for ShadowDma {
         match &self.kind {
             WindowKind::WholeRam { ram_end } => {
                 if phys.get().saturating_add(len) > *ram_end {
-                    return Err(self.window_error(format!(
-                        "{phys} + {len:#x} lies beyond the borrower RAM the DMA window covers"
-                    )));
+                    return Err(DmaError::BeyondWindow {
+                        device: self.name.clone(),
+                        phys,
+                        len,
+                    });
                 }
                 Ok(BusAddr(self.device_base + phys.get()))
             }
@@ -238,17 +239,18 @@ impl DmaMapper for ShadowDma {
             } => {
                 let (first, span) = smartio_host::dma::pages(phys.get(), len);
                 let iova = space.borrow_mut().alloc(span, PAGE_SIZE).map_err(|_| {
-                    self.window_error(format!(
-                        "DMA window of {} is full mapping {len:#x} bytes",
-                        smartio_fabric::units::format_size(self.size)
-                    ))
+                    DmaError::WindowFull {
+                        device: self.name.clone(),
+                        window: self.size,
+                        len,
+                    }
                 })?;
                 let writable = dir != DmaDirection::ToDevice;
                 let host = *host;
                 let domain = *domain;
                 let machine = match self.service.upgrade() {
                     Some(s) => s.machine.clone(),
-                    None => return Err(self.window_error("SmartIO is gone".into())),
+                    None => return Err(self.service_gone()),
                 };
                 if let Err(e) = machine.with_fabric_mut(|f| {
                     f.iommu_mut(host)
@@ -309,12 +311,12 @@ impl DmaMapper for ShadowDma {
     }
 
     fn map_peer(&self, bar: &PeerBar) -> Result<BusAddr, DmaError> {
-        let service = self
-            .service
-            .upgrade()
-            .ok_or_else(|| self.window_error("SmartIO is gone".into()))?;
+        let service = self.service.upgrade().ok_or_else(|| self.service_gone())?;
         Service::map_peer(&service, self.fdid, bar)
             .map(BusAddr)
-            .map_err(|e| self.window_error(e.to_string()))
+            .map_err(|e| DmaError::PeerRefused {
+                device: self.name.clone(),
+                source: smartio_host::ForeignError::new(e),
+            })
     }
 }
