@@ -145,7 +145,7 @@ pub use gpu::{
     bench_gpu_bandwidth, bench_gpu_p2p, gpu_nvme_read, gpu_pingpong, gpu_pingpong_explained,
     CounterPlace, DrivenRead, GpuBandwidthConfig, GpuBandwidthResult, GpuCopyDirection,
     GpuNvmeConfig, GpuNvmeResult, GpuP2pConfig, GpuP2pResult, GpuPingPongConfig, GpuPingPongResult,
-    GpuWorkloadError, RttStep, MAX_GPU_NVME_BYTES, MAX_STEPS,
+    GpuSizeLimit, GpuWorkloadError, RttStep, MAX_GPU_NVME_BYTES, MAX_STEPS,
 };
 pub use migrate::{
     migrate, vm_glance, Leftover, MigrateConfig, MigrateError, MigrateResult, MigrateStep,
@@ -157,7 +157,7 @@ pub use multicast_identify::{
 };
 pub use nvme_client::{client_qd1, ClientQd1Config, ClientQd1Error, ClientQd1Result};
 pub use nvme_demo::{nvme_demo, NvmeDemoNamespace, NvmeDemoReport, NVME_DEMO_BYTES};
-pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError};
+pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError, P2pRoom};
 pub use pingpong::{pingpong, pingpong_explained, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use share::{

@@ -88,8 +88,8 @@ pub enum P2pError {
     BadSize {
         /// The size.
         size: u64,
-        /// Why.
-        why: String,
+        /// The two devices' memories, the smaller of which is the room.
+        why: P2pRoom,
     },
     /// The DMA API, the driver or the fabric failed.
     #[error("driver error: {0}")]
@@ -101,6 +101,20 @@ pub enum P2pError {
     /// waiting task waited for.
     #[error(transparent)]
     Stuck(#[from] Stuck),
+}
+
+/// Two devices' memories, which a peer-to-peer size must fit ([`P2pError::BadSize`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{from} has {from_bytes} bytes of memory and {to} has {to_bytes}")]
+pub struct P2pRoom {
+    /// The source device as given.
+    pub from: String,
+    /// Its memory.
+    pub from_bytes: u64,
+    /// The target device as given.
+    pub to: String,
+    /// Its memory.
+    pub to_bytes: u64,
 }
 
 /// A copy engine a peer-to-peer workload uses: the model behind a name given by the user.
@@ -164,13 +178,12 @@ pub fn bench_p2p(cluster: &Cluster, config: &P2pConfig) -> Result<Vec<DmaSample>
     if let Some(&size) = config.sizes.iter().find(|&&s| s == 0 || s > room) {
         return Err(P2pError::BadSize {
             size,
-            why: format!(
-                "{} has {} bytes of memory and {} has {}",
-                config.source,
-                source.model.memory_size(),
-                config.target,
-                target.model.memory_size()
-            ),
+            why: P2pRoom {
+                from: config.source.clone(),
+                from_bytes: source.model.memory_size(),
+                to: config.target.clone(),
+                to_bytes: target.model.memory_size(),
+            },
         });
     }
     let target_bar = target.model.memory_bar();

@@ -16,7 +16,8 @@ use smartio_cluster::Cluster;
 use smartio_workloads::gpu::BadParameter;
 use smartio_workloads::{
     bench_gpu_bandwidth, gpu_pingpong, CounterPlace, DmaSample, GpuBandwidthConfig,
-    GpuBandwidthResult, GpuCopyDirection, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError,
+    GpuBandwidthResult, GpuCopyDirection, GpuPingPongConfig, GpuPingPongResult, GpuSizeLimit,
+    GpuWorkloadError,
 };
 
 /// The sizes of the bandwidth runs, smallest first (so the last copy is the largest, and
@@ -352,7 +353,7 @@ fn bench_gpu_bandwidth_refuses_zero_counts_devices_that_are_not_gpus_and_sizes_b
     )
     .expect_err("two 5 GiB buffers do not fit 8 GiB");
     assert!(
-        matches!(&err, GpuWorkloadError::BadSize { size, why } if *size == 5 << 30 && why.contains("twice")),
+        matches!(&err, GpuWorkloadError::BadSize { size, why: GpuSizeLimit::DeviceMemory { twice: true, .. } } if *size == 5 << 30),
         "{err}"
     );
     let err = bench_gpu_bandwidth(
@@ -364,7 +365,13 @@ fn bench_gpu_bandwidth_refuses_zero_counts_devices_that_are_not_gpus_and_sizes_b
     )
     .expect_err("zero bytes");
     assert!(
-        matches!(err, GpuWorkloadError::BadSize { size: 0, .. }),
+        matches!(
+            err,
+            GpuWorkloadError::BadSize {
+                size: 0,
+                why: GpuSizeLimit::Empty
+            }
+        ),
         "{err}"
     );
     // Nothing was left half-open by the refusals.

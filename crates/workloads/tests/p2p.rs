@@ -17,8 +17,8 @@ use smartio_fabric::{EndpointId, NodeId, NodeKind};
 use smartio_machine::Agent;
 use smartio_workloads::{
     bench_gpu_p2p, bench_p2p, device_pingpong, gpu_pingpong, CounterPlace, DevicePingPongConfig,
-    GpuP2pConfig, GpuPingPongConfig, GpuPingPongResult, GpuWorkloadError, P2pConfig, P2pDirection,
-    P2pError,
+    GpuP2pConfig, GpuPingPongConfig, GpuPingPongResult, GpuSizeLimit, GpuWorkloadError, P2pConfig,
+    P2pDirection, P2pError,
 };
 use std::rc::Rc;
 
@@ -213,7 +213,13 @@ fn bench_gpu_p2p_refuses_devices_that_are_not_gpus_sizes_beyond_the_aperture_and
     )
     .expect_err("zero bytes");
     assert!(
-        matches!(err, GpuWorkloadError::BadSize { size: 0, .. }),
+        matches!(
+            err,
+            GpuWorkloadError::BadSize {
+                size: 0,
+                why: GpuSizeLimit::Empty
+            }
+        ),
         "{err}"
     );
     let err = bench_gpu_p2p(
@@ -567,7 +573,7 @@ fn a_vm_names_its_own_hosts_devices_without_a_lender_in_peer_workloads() {
     )
     .expect_err("1 GiB does not fit a DMA test device's 256 MiB");
     assert!(
-        matches!(err, P2pError::BadSize { size, .. } if size == 1 << 30),
+        matches!(&err, P2pError::BadSize { size, why } if *size == 1 << 30 && why.from_bytes == 256 << 20),
         "{err}"
     );
     let r = device_pingpong(

@@ -4,11 +4,11 @@
 //! `cudaEventElapsedTime`. Queueing lets the GPU's front end run the copies back to back;
 //! the host's calls and doorbells overlap with them.
 
-use super::Mismatch;
 use super::{
     check_count, gpu_endpoint, host_memory, open, pattern_differs, write_pattern, write_zeros,
     GpuWorkloadError,
 };
+use super::{GpuSizeLimit, Mismatch};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use serde::Serialize;
@@ -101,14 +101,17 @@ pub fn bench_gpu_bandwidth(
     if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
         return Err(GpuWorkloadError::BadSize {
             size,
-            why: "a copy moves at least one byte".into(),
+            why: GpuSizeLimit::Empty,
         });
     }
     let ram = cluster.machine.fabric().host(bench.home.id()).ram_bytes;
     if largest > ram / 4 {
         return Err(GpuWorkloadError::BadSize {
             size: largest,
-            why: format!("host {} has {ram} bytes of RAM", bench.home.name()),
+            why: GpuSizeLimit::HostRam {
+                host: bench.home.name().to_string(),
+                bytes: ram,
+            },
         });
     }
     let kernels = cluster.gpu_kernels().clone();
@@ -152,15 +155,11 @@ async fn measure(
     if needed > memory {
         return Err(GpuWorkloadError::BadSize {
             size: largest,
-            why: format!(
-                "{} has {memory} bytes of memory{}",
-                config.device,
-                if config.direction == GpuCopyDirection::DeviceToDevice {
-                    " (a device-to-device copy needs twice the size)"
-                } else {
-                    ""
-                }
-            ),
+            why: GpuSizeLimit::DeviceMemory {
+                device: config.device.clone(),
+                bytes: memory,
+                twice: config.direction == GpuCopyDirection::DeviceToDevice,
+            },
         });
     }
     let host = ctx.host_alloc(largest)?;

@@ -69,8 +69,8 @@ pub enum GpuWorkloadError {
     BadSize {
         /// The size.
         size: u64,
-        /// Why.
-        why: String,
+        /// What it does not fit in.
+        why: GpuSizeLimit,
     },
     /// A count, size or device given by the user is out of range or wrong.
     #[error("{0}")]
@@ -111,6 +111,47 @@ pub enum GpuWorkloadError {
     /// The run ended with the workload still waiting (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
+}
+
+/// What a GPU transfer size must fit in ([`GpuWorkloadError::BadSize`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GpuSizeLimit {
+    /// Zero fits nothing.
+    #[error("a copy moves at least one byte")]
+    Empty,
+    /// A quarter of the host's RAM (the pinned buffer and room for everything else).
+    #[error("host {host} has {bytes} bytes of RAM")]
+    HostRam {
+        /// The host.
+        host: String,
+        /// Its RAM.
+        bytes: u64,
+    },
+    /// The GPU's memory; a device-to-device copy (`twice`) needs two buffers of the size.
+    #[error(
+        "{device} has {bytes} bytes of memory{}",
+        if *twice { " (a device-to-device copy needs twice the size)" } else { "" }
+    )]
+    DeviceMemory {
+        /// The GPU as given.
+        device: String,
+        /// Its memory.
+        bytes: u64,
+        /// Whether the copy needs two buffers of the size.
+        twice: bool,
+    },
+    /// A peer copy's room: the source GPU's memory and the target's BAR1 aperture.
+    #[error("{from} has {memory} bytes of memory and {to} exposes {aperture} bytes through BAR1")]
+    PeerAperture {
+        /// The source GPU as given.
+        from: String,
+        /// Its memory.
+        memory: u64,
+        /// The target GPU as given.
+        to: String,
+        /// Its BAR1 aperture.
+        aperture: u64,
+    },
 }
 
 impl From<AttachError> for GpuWorkloadError {

@@ -6,11 +6,11 @@
 //! copies are queued first and released together, so the measured intervals hold the GPU's
 //! work only.
 
-use super::Mismatch;
 use super::{
     check_count, host_memory, on_two_gpus, path, pattern_differs, write_pattern, write_zeros,
     GpuWorkloadError,
 };
+use super::{GpuSizeLimit, Mismatch};
 use crate::attach::Workbench;
 use crate::dma_bench::DmaSample;
 use crate::p2p::P2pDirection;
@@ -88,7 +88,7 @@ pub fn bench_gpu_p2p(
     if let Some(&size) = config.sizes.iter().find(|&&s| s == 0) {
         return Err(GpuWorkloadError::BadSize {
             size,
-            why: "a copy moves at least one byte".into(),
+            why: GpuSizeLimit::Empty,
         });
     }
     let largest = config.sizes.iter().copied().max().unwrap_or(0);
@@ -209,13 +209,12 @@ fn check_room(
     if largest > room {
         return Err(GpuWorkloadError::BadSize {
             size: largest,
-            why: format!(
-                "{} has {} bytes of memory and {} exposes {} bytes through BAR1",
-                config.source,
-                source.properties().memory,
-                config.target,
-                target.properties().aperture
-            ),
+            why: GpuSizeLimit::PeerAperture {
+                from: config.source.clone(),
+                memory: source.properties().memory,
+                to: config.target.clone(),
+                aperture: target.properties().aperture,
+            },
         });
     }
     Ok(())
