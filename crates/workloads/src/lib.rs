@@ -161,7 +161,8 @@ pub use p2p::{bench_p2p, P2pConfig, P2pDirection, P2pError, P2pRoom};
 pub use pingpong::{pingpong, pingpong_explained, PingPongConfig, PingPongResult};
 pub use pio_bench::{bench_pio, PioBenchConfig, PioSample};
 pub use share::{
-    jain_fairness, share_clients, ClientStep, ShareClient, ShareConfig, ShareError, ShareResult,
+    jain_fairness, share_clients, ClientName, ClientStep, ShareClient, ShareConfig, ShareError,
+    ShareResult,
 };
 pub use shm::ShmError;
 pub use shm_demo::{shm_demo, ShmDemoReport};

@@ -110,8 +110,8 @@ pub enum ShareError {
     /// A client's step failed in the driver.
     #[error("{who}: {step}: {source}")]
     Client {
-        /// `client 3 on node04`, `extra client on node31`.
-        who: String,
+        /// Which client.
+        who: ClientName,
         /// What it was doing.
         step: ClientStep,
         /// The driver's refusal (boxed: it is large).
@@ -145,6 +145,25 @@ pub enum ShareError {
     /// The run ended before the workload finished (an emulator bug).
     #[error(transparent)]
     Stuck(#[from] Stuck),
+}
+
+/// Which client the driver refused ([`ShareError::Client`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ClientName {
+    /// One of the run's clients.
+    #[error("client {index} on {host}")]
+    Numbered {
+        /// Its index among the clients.
+        index: usize,
+        /// Its host.
+        host: String,
+    },
+    /// The client that asks for one queue pair more than the controller granted.
+    #[error("extra client on {host}")]
+    Extra {
+        /// Its host.
+        host: String,
+    },
 }
 
 /// What a client was doing when the driver refused ([`ShareError::Client`]).
@@ -480,7 +499,10 @@ async fn leave(members: Vec<Member>, cfg: &ShareConfig) -> Result<(), ShareError
             .leave()
             .await
             .map_err(|source| ShareError::Client {
-                who: format!("client {} on {host}", m.index),
+                who: ClientName::Numbered {
+                    index: m.index,
+                    host: host.to_string(),
+                },
                 step: ClientStep::Leave,
                 source: Box::new(source),
             })?;
@@ -502,7 +524,9 @@ async fn queue_limit(
     n: usize,
     placement: SqPlacement,
 ) -> Result<(Vec<u16>, usize, String), ShareError> {
-    let who = || format!("extra client on {name}");
+    let who = || ClientName::Extra {
+        host: name.to_string(),
+    };
     let extra = Client::connect(smartio, os, fdid, manager, layout.bs)
         .await
         .map_err(|source| ShareError::Client {
@@ -593,7 +617,10 @@ async fn set_up(
     l: Layout,
 ) -> Result<Member, ShareError> {
     let refused = |step: ClientStep| {
-        let who = format!("client {i} on {}", os.name());
+        let who = ClientName::Numbered {
+            index: i,
+            host: os.name().to_string(),
+        };
         move |source| ShareError::Client {
             who,
             step,
@@ -674,7 +701,10 @@ async fn read_and_verify(
             )
             .await
             .map_err(|source| ShareError::Client {
-                who: format!("client {} on {}", m.index, os.name()),
+                who: ClientName::Numbered {
+                    index: m.index,
+                    host: os.name().to_string(),
+                },
                 step: ClientStep::Read(lba),
                 source: Box::new(source),
             })?;
