@@ -159,6 +159,39 @@ mod tests {
         assert_eq!(bytes.held(), (1, 100 << 20));
     }
 
+    /// Runs `admit` on a thread of its own; whether it returned within a second.
+    fn admits_at_once(budget: &Arc<Budget>, cookie: u64, len: u64) -> bool {
+        let b = budget.clone();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            b.admit(cookie, len);
+            let _ = tx.send(());
+        });
+        let admitted = rx.recv_timeout(Duration::from_secs(1)).is_ok();
+        if !admitted {
+            // Let the waiting thread go so it does not outlive the test.
+            budget.close();
+        }
+        admitted
+    }
+
+    #[test]
+    fn a_request_that_exactly_fills_the_byte_budget_fits_and_one_alone_always_does() {
+        let budget = Arc::new(Budget::default());
+        assert!(admits_at_once(&budget, 1, MAX_IN_FLIGHT_BYTES / 2));
+        assert!(
+            admits_at_once(&budget, 2, MAX_IN_FLIGHT_BYTES / 2),
+            "the two halves make exactly the budget"
+        );
+        assert_eq!(budget.held(), (2, MAX_IN_FLIGHT_BYTES));
+        let empty = Arc::new(Budget::default());
+        assert!(
+            admits_at_once(&empty, 3, 2 * MAX_IN_FLIGHT_BYTES),
+            "with nothing in flight, a request larger than the budget goes in alone"
+        );
+        assert_eq!(empty.held(), (1, 2 * MAX_IN_FLIGHT_BYTES));
+    }
+
     #[test]
     fn a_reused_cookie_releases_its_requests_oldest_first_and_unknown_cookies_nothing() {
         let budget = Budget::default();
