@@ -46,7 +46,7 @@ pub enum Section<'a> {
 }
 
 impl<'a> Section<'a> {
-    /// The section pattern its rules are filed under ([`ranges::Rule::section`]).
+    /// The section pattern its rules are filed under ([`crate::ranges::Rule::section`]).
     pub fn pattern(self) -> &'static str {
         match self {
             Section::Pcie => "pcie",

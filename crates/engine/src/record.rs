@@ -13,7 +13,7 @@
 //! The critical path of an operation walks the causes back from the step that announced its
 //! end; each step covers the time from its cause's end to its own end, so the steps tile the
 //! operation and their durations sum to its latency exactly. The steps are kept in a ring
-//! (the last [`RING_STEPS`]); a walk that reaches a step no longer kept says so.
+//! (the last `RING_STEPS`); a walk that reaches a step no longer kept says so.
 
 use crate::timing::Timing;
 use smartio_fabric::{Dir, Fabric, HostId, NodeKind, Requester, Target};

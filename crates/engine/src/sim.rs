@@ -1,7 +1,7 @@
 //! The timed engine's handle: spawn agents, run, and give agents their ports.
 //!
 //! Agents are `async` tasks (drivers, workloads, device engines) polled by a small
-//! single-threaded executor ([`crate::executor`]). The run loop alternates: poll every ready
+//! single-threaded executor (`crate::executor`). The run loop alternates: poll every ready
 //! task at the current time, then advance to the next event. Nothing reads the wall clock.
 //! When a run ends with tasks still waiting, [`Sim::blocked_tasks`] says where each was
 //! spawned and what it waits for.

@@ -15,7 +15,7 @@
 //! A whole path is costed when the TLP is issued, so a link is booked in the order TLPs are
 //! *issued*, not the order they *reach* it: a TLP issued earlier on a long path may hold a
 //! link later than one issued afterwards on a short path. Each link direction therefore keeps
-//! the intervals booked on it ([`Timeline`]), and a TLP takes the first gap that fits from its
+//! the intervals booked on it (`Timeline`), and a TLP takes the first gap that fits from its
 //! arrival — as the port's arbiter would send it — instead of queueing behind every earlier
 //! booking (which once made a 64-byte read wait 840 ns on an idle link).
 //!
@@ -263,7 +263,7 @@ pub struct HopCost {
     pub link: u32,
     /// Direction index (0 down, 1 up).
     pub dir: u8,
-    /// Where that direction is in the engine's list of [`Lane`]s ([`lane`]`(link, dir)`).
+    /// Where that direction is in the engine's list of `Lane`s (`lane``(link, dir)`).
     pub lane: u32,
     /// The link's timing.
     pub timing: LinkTiming,
@@ -294,7 +294,7 @@ impl HopCost {
     }
 }
 
-/// Per-link, per-direction occupancy and statistics (a snapshot of a link's two [`Lane`]s).
+/// Per-link, per-direction occupancy and statistics (a snapshot of a link's two `Lane`s).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkState {
     /// The end of the latest interval booked in each direction.

@@ -1,6 +1,6 @@
 //! Non-transparent bridges: the look-up tables that translate one host's addresses into
 //! another's, the requester-id tables that let completions find their way back, cluster-wide
-//! node ids. (The cable paths between adapters are in [`crate::cables`].)
+//! node ids. (The cable paths between adapters are in `crate::cables`.)
 //!
 //! An adapter's window BAR is split into equally sized look-up-table entries. An entry maps its
 //! slice of the window onto an equally sized, aligned region of a far-side address space: the

@@ -6,16 +6,16 @@
 //!
 //! | target | input | subject |
 //! | --- | --- | --- |
-//! | [`scenario`] | scenario TOML | parse, enumeration (no overlapping BARs/windows, unique requester ids), cluster build |
-//! | [`calibration`] | calibration TOML | parse; a parsed calibration builds and times a cluster |
+//! | [`scenario`](mod@scenario) | scenario TOML | parse, enumeration (no overlapping BARs/windows, unique requester ids), cluster build |
+//! | [`calibration`](mod@calibration) | calibration TOML | parse; a parsed calibration builds and times a cluster |
 //! | [`nvme_commands`] | operations | the NVMe controller: SQEs, PRPs, doorbells, registers |
-//! | [`device_api`] | operations | SmartIO device API and SISCI calls; teardown restores every table |
-//! | [`config_space`] | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
-//! | [`vm_config`] | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
+//! | [`device_api`](mod@device_api) | operations | SmartIO device API and SISCI calls; teardown restores every table |
+//! | [`config_space`](mod@config_space) | layout and accesses | configuration space: write masks, RW1C bits, BAR sizing, capability lists |
+//! | [`vm_config`](mod@vm_config) | VM and guest operations | VFIO and MDEV pass-through: a guest's configuration and BAR accesses; shutdown gives everything back |
 //! | [`gpu_commands`] | operations | the GPU model: rings, ring entries (copies, launches, releases, acquires, garbage), `PUT`, `RESET`, registers, BAR1 |
 //! | [`nic_commands`] | operations | two NICs on a segment: registers, ring set-up, TX/RX descriptors and frames, doorbells; write-back statuses, frames byte-identical, counters |
 //! | [`nbd_requests`] | a client's bytes | the NBD server's side: handshake, requests, the export's checks, replies; in memory and through the connection loop |
-//! | [`adapter_dma`] | operations | an NTB adapter's DMA engine: registers, ring and done word set-up, descriptors (any length, flags, local and remote side), doorbells, aborts; statuses, done words, bytes moved and memory untouched against a model |
+//! | [`adapter_dma`](mod@adapter_dma) | operations | an NTB adapter's DMA engine: registers, ring and done word set-up, descriptors (any length, flags, local and remote side), doorbells, aborts; statuses, done words, bytes moved and memory untouched against a model |
 //! | [`live_requests`] | sessions and requests | the live engine's cluster daemon: SISCI requests of 2–3 sessions, with their own, strangers' and made-up handles; every request answered, SISCI error codes, strangers refused; closing every session gives back every table entry and device |
 //!
 //! They are deterministic: the same input gives the same [`Outcome`]. `fuzz/` (cargo-fuzz,

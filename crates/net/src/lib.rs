@@ -1,4 +1,4 @@
-//! Network workloads over the hosts' network stacks: [`iperf`], an iperf2-like throughput
+//! Network workloads over the hosts' network stacks: [`iperf`](mod@iperf), an iperf2-like throughput
 //! test (Paper V §7.1.6, Figs. 28 and 29) over any frame link — a NIC driver bound to a
 //! physical or virtual function, local or borrowed, or the test wire.
 //!
@@ -7,7 +7,7 @@
 //!
 //! # Inside this crate
 //!
-//! [`iperf`] is iperf2's client/server test over any `FrameLink` (`run_iperf`: clients with
+//! [`iperf`](mod@iperf) is iperf2's client/server test over any `FrameLink` (`run_iperf`: clients with
 //! parallel streams write for a duration of virtual time, the server reads and checks every byte
 //! against its stream's pattern, both ends' counts sampled every interval) and on a cluster
 //! (`iperf`: each end binds a NIC function — a host's own or a lender's borrowed by Device

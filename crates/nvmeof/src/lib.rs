@@ -17,13 +17,13 @@
 //! the kernel initiator with the native driver in interrupt mode under the block layer (seed
 //! 003 Fig. 10: the stock Linux driver locally, its NVMe-oF initiator remotely), so that what
 //! both pay — the block layer, an interrupt, the waiting thread's wake-up — cancels and the
-//! difference is NVMe-oF's own. The steps of an NVMe-oF I/O are in [`rdma`].
+//! difference is NVMe-oF's own. The steps of an NVMe-oF I/O are in `rdma`.
 //!
 //! The native row runs first, with the native driver bound to the controller on the target;
 //! it is then unbound, and the distributed driver's manager takes the controller for the
 //! other rows. Every byte moves and is checked: the namespace holds a known pattern in every
 //! block the rows touch, each read is checked where its reader ends up with it, and each
-//! write row writes a new version of the pattern that is read back afterwards ([`blocks`]).
+//! write row writes a new version of the pattern that is read back afterwards (`blocks`).
 //!
 //! # Inside this crate
 //!
@@ -36,7 +36,7 @@
 //! user-space libmlx5 only for more than one request at once (a single one it writes into the
 //! HCA's BAR, BlueFlame) — `[nvmeof] hca_wqe_fetch_ns`, a device's DMA read round trip as
 //! Neugebauer et al. measured it (the engine's own device reads on a direct link come to ~0.19
-//! µs, below that measurement). [`rdma`] has the steps of one I/O, [`blocks`] the offsets, the pattern versions and the rows' I/O loop.
+//! µs, below that measurement). `rdma` has the steps of one I/O, `blocks` the offsets, the pattern versions and the rows' I/O loop.
 
 #![forbid(unsafe_code)]
 

@@ -38,7 +38,7 @@ impl HostMemory for SparseMemory {
 /// A sparse byte array addressed by `u64` offsets.
 ///
 /// Invariants: `index` maps page `p` to slot `i` exactly when `frames[i]` holds page `p`'s
-/// bytes; the other slots are `None` and listed in `free`; `last` is [`NO_PAGE`] or names
+/// bytes; the other slots are `None` and listed in `free`; `last` is `NO_PAGE` or names
 /// an entry of `index` (the page looked up last: consecutive accesses to one page, the TLPs
 /// of a transfer, skip the map).
 #[derive(Debug, Clone)]

@@ -154,7 +154,7 @@ pub struct Stuck {
 
 /// Spawns `task` on `machine` and runs the simulation until nothing is left to do; the task's
 /// output, or — if it never finished, waiting for something that cannot happen — what every
-/// task still waiting waits for ([`stuck`]).
+/// task still waiting waits for (`stuck`).
 pub fn run_task<T: 'static>(
     machine: &Machine,
     task: impl Future<Output = T> + 'static,

@@ -124,7 +124,7 @@ impl LatencyRecorder {
         self.sum
     }
 
-    /// Whether percentiles are exact (at most [`EXACT_DISTINCT_VALUES`] distinct values so
+    /// Whether percentiles are exact (at most `EXACT_DISTINCT_VALUES` distinct values so
     /// far).
     pub fn is_exact(&self) -> bool {
         matches!(self.distribution, Distribution::Exact(_))
@@ -171,7 +171,7 @@ impl LatencyRecorder {
     }
 
     /// The middle two samples (the same one twice for an odd count), whose mean is the
-    /// median as [`median`] takes it; `(0, 0)` when empty.
+    /// median as `median` takes it; `(0, 0)` when empty.
     pub fn middle(&self) -> (u64, u64) {
         let half = self.count / 2;
         if self.count % 2 == 1 {

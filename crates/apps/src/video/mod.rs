@@ -16,7 +16,7 @@
 //!    so its copy engine brings the next frame in while its kernel works on the current one.
 //!    A frame whose GPU has both buffers taken waits, undecoded, in that GPU's queue.
 //! 3. **On the GPU**, queued on the buffer's own stream: the copy in (H2D), the feature
-//!    kernel ([`frame`]: it takes the GPU's ticket lock so the GPU's kernels run one at a
+//!    kernel (`frame`: it takes the GPU's ticket lock so the GPU's kernels run one at a
 //!    time, digests the frame it finds in its memory, works the profile's figure, writes a
 //!    64-byte feature vector), the copy back (D2H), a synchronize.
 //! 4. **Checking** on the CPU: the feature vector must carry the digest of the frame's

@@ -3,7 +3,7 @@
 //! and starts its engine. The cluster assembly walks this table and knows no kind by name, so
 //! a new kind plugs in with one entry here (and its factory).
 //!
-//! Invariant: models start kind by kind in [`REGISTRY`] order, and within a kind in fabric
+//! Invariant: models start kind by kind in `REGISTRY` order, and within a kind in fabric
 //! endpoint order. Starting spawns the model's engine, and the spawn order is part of what
 //! makes a run deterministic — append new kinds at the end, never reorder.
 

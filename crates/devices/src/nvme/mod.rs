@@ -4,7 +4,7 @@
 //! - [`spec`]: registers, opcodes, typed commands, status codes and entry formats, shared
 //!   with drivers.
 //! - [`controller`]: registers, doorbells, MSI-X, enable/reset, arbitration, completions.
-//! - [`admin`] and [`io`]: the commands.
+//! - `admin` and `io`: the commands.
 //! - [`prp`]: PRP entries and lists, built (drivers) and walked (the controller).
 //! - [`media`]: the time a command takes, by profile; [`namespace`]: where blocks live;
 //!   `buffers`: data buffers reused from one command to the next.

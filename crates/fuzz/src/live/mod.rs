@@ -24,7 +24,7 @@
 //! A daemon takes far longer to build than an input takes to run, so each thread keeps one
 //! and reuses it across inputs: the last check is what makes that sound (each input leaves
 //! it as it found it). An input that panics drops it; the next builds another. After
-//! [`REUSES`] inputs it is rebuilt all the same, so that what the check cannot see (memory
+//! `REUSES` inputs it is rebuilt all the same, so that what the check cannot see (memory
 //! of segments nobody can reach any more) does not pile up over a long run. The outcome counts replies by kind, never
 //! handle numbers (they keep growing in a reused daemon) nor whether a wait found a message
 //! or timed out (that is the wall clock's to decide).

@@ -182,7 +182,7 @@ pub enum Ask {
     /// `DisconnectDataInterrupt`.
     DisconnectDataInterrupt(Pick),
     /// `TriggerDataInterrupt` with a payload of `len` bytes counting up from `first`
-    /// ([`message_len`]: up to 256, past the 248 bytes a data interrupt takes).
+    /// (`message_len`: up to 256, past the 248 bytes a data interrupt takes).
     TriggerDataInterrupt(Pick, u16, u8),
     /// `WaitDataInterrupt` for up to [`MAX_WAIT_MS`].
     WaitDataInterrupt(Pick, u32),

@@ -13,7 +13,7 @@
 //!                                                        └ next list page ──► ┌ page k …
 //! ```
 //!
-//! - [`build`]: the driver's side, pure — the entries and list pages for a buffer.
+//! - [`build`](mod@build): the driver's side, pure — the entries and list pages for a buffer.
 //! - [`walk`]: the controller's side — the memory ranges a command's PRPs describe.
 
 pub mod build;
