@@ -51,6 +51,9 @@ pub mod wire;
 
 pub use check::Refused;
 pub use handshake::{negotiate, BlockSizes, Export, HandshakeError, Negotiated};
-pub use server::{serve_unix_connection, Event, Listener, Replier, ServeError, WriterEnded};
+pub use server::{
+    serve_unix_connection, ConnectionError, Event, Listener, Refusal, Replier, ServeError,
+    WriterEnded,
+};
 pub use socket_path::{check_socket_path, SocketPathError, SocketPathProblem};
 pub use wire::{Command, Errno, Outcome, Request, RequestError};

@@ -6,6 +6,7 @@
 //! in whatever order the device finishes them (NBD replies carry the request's cookie).
 
 use crate::budget::Budget;
+use crate::check::Refused;
 use crate::handshake::{negotiate, Export, HandshakeError};
 use crate::socket_path::{check_socket_path, SocketPathError};
 use crate::wire::{read_request, write_reply};
@@ -169,18 +170,52 @@ pub enum Event {
         conn: u64,
         /// The request's command.
         command: String,
-        /// The error sent.
-        errno: Errno,
-        /// Why.
-        message: String,
+        /// Why; its [`Refusal::errno`] is the error sent.
+        refusal: Refusal,
     },
     /// The connection ended: the client left (`None`) or it failed.
     Closed {
         /// The connection.
         conn: u64,
         /// What went wrong, if anything.
-        error: Option<String>,
+        error: Option<ConnectionError>,
     },
+}
+
+/// Why a connection's thread refused a request without passing it on.
+#[derive(Debug, Error)]
+pub enum Refusal {
+    /// The export's check refused it.
+    #[error(transparent)]
+    Checked(#[from] Refused),
+    /// A write longer than the largest payload ([`RequestError::TooLong`]; its data was read
+    /// and dropped, and the connection goes on).
+    #[error(transparent)]
+    TooLong(RequestError),
+}
+
+impl Refusal {
+    /// The error sent to the client.
+    pub fn errno(&self) -> Errno {
+        match self {
+            Refusal::Checked(refused) => refused.errno(),
+            Refusal::TooLong(_) => Errno::Inval,
+        }
+    }
+}
+
+/// Why a connection ended other than by the client leaving.
+#[derive(Debug, Error)]
+pub enum ConnectionError {
+    /// The handshake failed.
+    #[error("handshake: {0}")]
+    Handshake(#[source] HandshakeError),
+    /// A request could not be read: the connection failed or its stream is lost.
+    #[error(transparent)]
+    Request(RequestError),
+    /// The server stopped taking requests.
+    #[error("the server is shutting down")]
+    ShuttingDown,
 }
 
 /// One answer: the request's cookie, its offset (a structured read reply carries it) and
@@ -478,7 +513,7 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
         Err(e) => {
             let _ = events.send(Event::Closed {
                 conn,
-                error: Some(format!("handshake: {e}")),
+                error: Some(ConnectionError::Handshake(e)),
             });
             return;
         }
@@ -505,13 +540,12 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
             Ok(Some(req)) if req.command == Command::Disconnect => break None,
             Ok(Some(req)) => {
                 if let Err(refused) = export.check(&req) {
-                    let (errno, message) = (refused.errno(), refused.to_string());
-                    replier.refuse(req.cookie, req.offset, errno, message.clone());
+                    let refusal = Refusal::Checked(refused);
+                    replier.refuse(req.cookie, req.offset, refusal.errno(), refusal.to_string());
                     let _ = events.send(Event::Refused {
                         conn,
                         command: req.command.name(),
-                        errno,
-                        message,
+                        refusal,
                     });
                     continue;
                 }
@@ -528,20 +562,19 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
                     received: Instant::now(),
                 });
                 if sent.is_err() {
-                    break Some("the server is shutting down".into());
+                    break Some(ConnectionError::ShuttingDown);
                 }
             }
             Err(e @ RequestError::TooLong { cookie, .. }) => {
-                let message = e.to_string();
-                replier.refuse(cookie, 0, Errno::Inval, message.clone());
+                let refusal = Refusal::TooLong(e);
+                replier.refuse(cookie, 0, refusal.errno(), refusal.to_string());
                 let _ = events.send(Event::Refused {
                     conn,
                     command: "NBD_CMD_WRITE".into(),
-                    errno: Errno::Inval,
-                    message,
+                    refusal,
                 });
             }
-            Err(e) => break Some(e.to_string()),
+            Err(e) => break Some(ConnectionError::Request(e)),
         }
     };
     let _ = events.send(Event::Closed { conn, error });

@@ -466,13 +466,12 @@ impl NbdExport {
             Event::Refused {
                 conn,
                 command,
-                errno,
-                message,
+                refusal,
             } => {
                 state.stats.borrow_mut().refused += 1;
                 eprintln!(
-                    "nbd: connection {conn}: refused {command} with {}: {message}",
-                    errno.name()
+                    "nbd: connection {conn}: refused {command} with {}: {refusal}",
+                    refusal.errno().name()
                 );
             }
             Event::Request {
