@@ -3,10 +3,14 @@
 //! own error, or the command line's refusal naming the option and the value); `main` prints
 //! their message after `smartio: ` and exits with status 1.
 
-use crate::args::{Bench, Cli, Command, Direction, FioArgs, P2pArgs};
+use crate::args::{Bench, Cli, Command, FioArgs, P2pArgs};
 use crate::error::CliError;
+use crate::hosts::{first_host, host_of_device};
+use crate::nvme_options::{self, announce_backing, check_backing, nvme_key};
 use crate::outfile::OutputFile;
+use crate::output::print_json;
 use crate::usage::Usage;
+use crate::values::Direction;
 use crate::{budget, demo, exp, explain, gpu, render};
 use smartio_calibration::Calibration;
 use smartio_cluster::ClusterOptions;
@@ -320,7 +324,7 @@ pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, CliError> {
     if a.rwmixread.is_some() && rw != RwMode::RandRw {
         return Err(Usage::Rwmixread { rw: a.rw.clone() }.into());
     }
-    let method = fio_method(&a.method, a.manager.clone())?;
+    let method = nvme_options::method(&a.method, a.manager.clone())?;
     let mode: CompletionMode = match (&a.mode, &method) {
         (
             Some(m),
@@ -355,47 +359,6 @@ pub(crate) fn fio_config(a: &FioArgs) -> Result<FioConfig, CliError> {
     };
     config.check()?;
     Ok(config)
-}
-
-/// Refuses a `--backing` path that cannot be a file: a directory, or one in a directory that
-/// does not exist.
-pub(crate) fn check_backing(path: &str) -> Result<(), CliError> {
-    let p = std::path::Path::new(path);
-    if p.is_dir() {
-        return Err(Usage::BackingIsDirectory { path: path.into() }.into());
-    }
-    let parent = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(Usage::BackingDirectory {
-            path: path.into(),
-            dir: parent.to_path_buf(),
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// Says on stderr that `--backing` created `path`, and how big it is.
-pub(crate) fn announce_backing(path: &str, device: &str) {
-    match std::fs::metadata(path) {
-        Ok(m) => eprint!("{}", render::wrapped(&format!(
-            "smartio: note: created {path}, a sparse file of {} bytes ({:.1} GB) holding {device}'s namespaces; only blocks written take disk space",
-            m.len(),
-            m.len() as f64 / 1e9
-        ), "", "  ")),
-        Err(_) => eprint!("{}", render::wrapped(&format!(
-            "smartio: note: --backing {path} was not used: {device} is not an NVMe of the scenario"
-        ), "", "  ")),
-    }
-}
-
-/// Prints a result as pretty JSON.
-pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
 }
 
 /// `bench p2p`, and `bench gpu-p2p` (`gpu_only`): two GPUs (or one, whose partner the GPU
@@ -472,39 +435,6 @@ fn p2p(calibration: &Calibration, args: P2pArgs, gpu_only: bool) -> Result<(), C
     Ok(())
 }
 
-/// The scenario's first host (where commands run when no host is named).
-pub(crate) fn first_host(cluster: &Cluster) -> Result<String, CliError> {
-    cluster
-        .machine
-        .fabric()
-        .hosts()
-        .first()
-        .map(|h| h.name.clone())
-        .ok_or_else(|| Usage::NoHost.into())
-}
-
-pub(crate) fn host_of_device(cluster: &Cluster, device: &str) -> Result<String, CliError> {
-    let fabric = cluster.machine.fabric();
-    let owners: Vec<&str> = fabric
-        .endpoints()
-        .iter()
-        .filter(|e| e.name == device)
-        .map(|e| fabric.host(e.host).name.as_str())
-        .collect();
-    match owners.as_slice() {
-        [one] => Ok(one.to_string()),
-        [] => Err(Usage::NoOwner {
-            device: device.into(),
-        }
-        .into()),
-        many => Err(Usage::SeveralOwners {
-            device: device.into(),
-            owners: many.iter().map(|h| h.to_string()).collect(),
-        }
-        .into()),
-    }
-}
-
 /// Fills each device's `assigned` with the VMs the scenario passes it through to, as the VMs
 /// would get it when they start: an entry `lender:device` is passed through by SmartIO's MDEV
 /// parent (`host/vm (mdev)`, even when the lender is the VM's own host), a bare `device` of
@@ -523,30 +453,5 @@ fn declared_assignments(cluster: &Cluster, devices: &mut [smartio_workloads::Dev
                 }
             }
         }
-    }
-}
-
-/// The driver a `--method` (and `--manager`) names.
-pub(crate) fn fio_method(
-    method: &str,
-    manager: Option<String>,
-) -> Result<smartio_workloads::fio::FioMethod, CliError> {
-    Ok(match (method, manager) {
-        ("native", None) => smartio_workloads::fio::FioMethod::Native,
-        ("native", Some(_)) => return Err(Usage::ManagerWithNative.into()),
-        ("nvme-client", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeClient { manager },
-        ("nvme-block", Some(manager)) => smartio_workloads::fio::FioMethod::NvmeBlock { manager },
-        (m @ ("nvme-client" | "nvme-block"), None) => {
-            return Err(Usage::NoManager { method: m.into() }.into());
-        }
-        (m, _) => return Err(Usage::Method { method: m.into() }.into()),
-    })
-}
-
-/// The NVMe as the scenario names it (`host.device`): `lender:nvme0` is the lender's nvme0.
-pub(crate) fn nvme_key(host: &str, device: &str) -> String {
-    match device.split_once(':') {
-        Some((lender, device)) => format!("{lender}.{device}"),
-        None => format!("{host}.{device}"),
     }
 }

@@ -8,12 +8,14 @@
 //! and its poll), the largest what limits the throughput. Every size in between is the
 //! same mix in another proportion, so the two read better than a table per size.
 
-use crate::args::{Direction, DmaArgs};
-use crate::commands::{host_of_device, print_json};
+use crate::args::DmaArgs;
 use crate::error::CliError;
 use crate::explain;
+use crate::hosts::host_of_device;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
+use crate::values::Direction;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
@@ -24,7 +26,7 @@ use smartio_workloads::{
 /// Runs `bench dma`.
 pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
     if args.adapter {
-        if let Some(option) = explain_option(&args.explain) {
+        if let Some(option) = args.explain.given() {
             return Err(Usage::ExplainAdapter { option }.into());
         }
         let adapter = crate::adapter_dma::AdapterDmaArgs {
@@ -104,17 +106,6 @@ pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
     println!("{}", render::dma_table(&samples));
     print!("{}", explain::render(&explained, "copy"));
     Ok(())
-}
-
-/// The option of `e` given, if any (`--breakdown` first).
-pub(crate) fn explain_option(e: &explain::ExplainArgs) -> Option<&'static str> {
-    if e.breakdown {
-        Some("--breakdown")
-    } else if e.trace.is_some() {
-        Some("--trace")
-    } else {
-        None
-    }
 }
 
 /// The copies to explain: the one nearest the median time of the smallest size, and of the

@@ -3,8 +3,8 @@
 //! did); `pingpong`'s GPU form is in [`crate::pingpong`].
 
 use crate::args::{Counters, GpuDirection};
-use crate::commands::print_json;
 use crate::error::CliError;
+use crate::output::print_json;
 use crate::render;
 use smartio_cluster::Cluster;
 use smartio_workloads::{

@@ -3,8 +3,8 @@
 //! checked at the server.
 
 use crate::args::IperfArgs;
-use crate::commands::print_json;
 use crate::error::CliError;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
 use smartio_calibration::Calibration;

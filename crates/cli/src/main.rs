@@ -107,6 +107,7 @@ mod adapter_dma;
 mod app;
 mod args;
 mod budget;
+mod cells;
 mod cluster;
 mod commands;
 mod contrast;
@@ -116,7 +117,9 @@ mod error;
 mod exp;
 mod explain;
 mod gpu;
+mod hosts;
 mod iperf;
+mod nvme_options;
 mod outfile;
 mod output;
 mod picture;
@@ -128,6 +131,7 @@ mod serve;
 mod sweep;
 mod usage;
 mod value_error;
+mod values;
 mod web;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping

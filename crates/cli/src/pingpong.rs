@@ -6,9 +6,10 @@
 //! timeline.
 
 use crate::args::PingpongArgs;
-use crate::commands::{first_host, print_json};
 use crate::error::CliError;
 use crate::explain;
+use crate::hosts::first_host;
+use crate::output::print_json;
 use crate::usage::Usage;
 use crate::{gpu, render};
 use smartio_calibration::Calibration;

@@ -6,9 +6,10 @@
 use super::rates::*;
 use super::{bytes, Estimate};
 use crate::app::App;
-use crate::args::{Bench, Cli, Command, Direction, DmaArgs, FioArgs, IperfArgs, P2pArgs};
+use crate::args::{Bench, Cli, Command, DmaArgs, FioArgs, IperfArgs, P2pArgs};
 use crate::args::{GpuDirection, PingpongArgs};
 use crate::exp::{ExpArgs, ExpName};
+use crate::values::Direction;
 use smartio_calibration::Calibration;
 
 /// What a model may ask of the scenario a command names.

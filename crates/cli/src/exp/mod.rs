@@ -26,6 +26,7 @@ mod vm_p2p;
 pub use nvmeof::Options as NvmeofOptions;
 pub use plot::{Bar, Chart, Plot, PlotError, Series};
 
+pub use crate::cells::{ms, ns, table};
 use crate::error::CliError;
 use clap::ValueEnum;
 use comfy_table::Table;
@@ -128,7 +129,7 @@ pub struct ExpArgs {
     /// them on each client; multicast has no I/Os to count and refuses it; iommu-penalty:
     /// copies per transfer size, at most 1000; vm-p2p: ping-pong round trips; gpu-nvme:
     /// 64 KiB commands per read).
-    #[arg(long, value_name = "N", value_parser = crate::args::exp_ops)]
+    #[arg(long, value_name = "N", value_parser = crate::values::exp_ops)]
     pub ops: Option<u64>,
     /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
     /// its random choices: the same seed gives the same output byte for byte (any 64-bit
@@ -374,23 +375,6 @@ pub fn produce(setup: &Setup, name: ExpName, verify: bool) -> Result<Report, Cli
     }
 }
 
-/// A new table in the style every experiment uses.
-pub fn table(header: &[&str]) -> Table {
-    let mut t = crate::render::table();
-    t.set_header(header.to_vec());
-    t
-}
-
-/// Nanoseconds with one decimal.
-pub fn ns(v: f64) -> String {
-    format!("{v:.1}")
-}
-
-/// Nanoseconds as milliseconds with three decimals.
-pub fn ms(ns: f64) -> String {
-    format!("{:.3}", ns / 1e6)
-}
-
 /// Refuses the options `args` gives that experiment `args.name` does not take.
 fn check(args: &ExpArgs, setup: &Setup) -> Result<(), ExpError> {
     let exp = args.name;
@@ -409,10 +393,7 @@ fn check(args: &ExpArgs, setup: &Setup) -> Result<(), ExpError> {
             exp,
         });
     }
-    if let (Some(option), false) = (
-        crate::dma::explain_option(&args.explain),
-        exp == ExpName::VmNvme,
-    ) {
+    if let (Some(option), false) = (args.explain.given(), exp == ExpName::VmNvme) {
         return Err(ExpError::NotExplained { option, exp });
     }
     Ok(())

@@ -355,7 +355,7 @@ fn write_html(
 
 /// The verdicts as a table, and how many statements hold.
 fn print_table(outcomes: &[Outcome], holding: usize, html: Option<&Path>) {
-    let mut t = crate::exp::table(&["figure", "verdict", "the paper", "the emulator", "rule"]);
+    let mut t = crate::cells::table(&["figure", "verdict", "the paper", "the emulator", "rule"]);
     for o in outcomes {
         t.add_row(vec![
             format!("{}\n{}", o.id, o.paper),
