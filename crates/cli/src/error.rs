@@ -49,7 +49,7 @@ pub enum CliError {
     Repro(Box<crate::repro::ReproError>),
     /// A sweep.
     #[error(transparent)]
-    Sweep(Box<crate::sweep::SweepError>),
+    Sweep(Box<crate::sweep::error::SweepError>),
     /// A value the command line gives.
     #[error(transparent)]
     Value(Box<ValueError>),
@@ -214,7 +214,7 @@ boxed_from! {
     Exp: crate::exp::ExpError,
     Plot: crate::exp::PlotError,
     Repro: crate::repro::ReproError,
-    Sweep: crate::sweep::SweepError,
+    Sweep: crate::sweep::error::SweepError,
     Value: ValueError,
     Usage: crate::usage::Usage,
     Json: serde_json::Error,

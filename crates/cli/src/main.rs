@@ -103,20 +103,20 @@ macro_rules! print {
     };
 }
 
-mod adapter_dma;
 mod app;
 mod args;
+mod bench;
 mod budget;
 mod cells;
 mod cluster;
 mod commands;
 mod contrast;
 mod demo;
-mod dma;
+mod devices;
 mod error;
 mod exp;
 mod explain;
-mod gpu;
+mod fio;
 mod hosts;
 mod iperf;
 mod nvme_options;
@@ -127,8 +127,10 @@ mod pingpong;
 mod progress;
 mod render;
 mod repro;
+mod scenarios;
 mod serve;
 mod sweep;
+mod topo;
 mod usage;
 mod value_error;
 mod values;

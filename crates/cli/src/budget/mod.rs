@@ -1,9 +1,10 @@
 //! The budget every command's input must fit before the command starts.
 //!
-//! Ranges on each option (`args`) keep every value sane on its own; together they still
+//! Ranges on each option (`values`) keep every value sane on its own; together they still
 //! allow runs of hours or gigabytes (`bench gpu-bandwidth --sizes 1G --copies 1000` is five
 //! terabytes through the timed engine). So before a command starts, [`models::estimate`]
-//! reckons the wall time and the peak memory its input implies — a simple model per command,
+//! reckons the wall time and the peak memory its input implies — a simple model per command
+//! (a sweep's is its runs', [`sweep`]),
 //! the work it does (bytes moved, I/Os, round trips, frames, report rows, buffers) times
 //! what each unit costs on the emulator ([`rates`], measured) — and [`Budget::check`]
 //! refuses an estimate above [`WALL_BUDGET_S`] or [`MEMORY_BUDGET`] with a
@@ -16,6 +17,7 @@
 
 pub mod models;
 pub mod rates;
+pub mod sweep;
 
 use thiserror::Error;
 

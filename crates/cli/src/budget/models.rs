@@ -6,9 +6,12 @@
 use super::rates::*;
 use super::{bytes, Estimate};
 use crate::app::App;
-use crate::args::{Bench, Cli, Command, DmaArgs, FioArgs, IperfArgs, P2pArgs};
-use crate::args::{GpuDirection, PingpongArgs};
+use crate::args::{Cli, Command};
+use crate::bench::{Bench, DmaArgs, GpuBandwidthArgs, GpuDirection, P2pArgs};
 use crate::exp::{ExpArgs, ExpName};
+use crate::fio::FioArgs;
+use crate::iperf::IperfArgs;
+use crate::pingpong::PingpongArgs;
 use crate::values::Direction;
 use smartio_calibration::Calibration;
 
@@ -40,19 +43,19 @@ impl Facts<'_> {
 pub fn command_name(command: &Command) -> String {
     match command {
         Command::Scenarios => "scenarios".into(),
-        Command::Topo { .. } => "topo".into(),
-        Command::Devices { .. } => "devices".into(),
+        Command::Topo(_) => "topo".into(),
+        Command::Devices(_) => "devices".into(),
         Command::Bench { bench } => format!(
             "bench {}",
             match bench {
                 Bench::Dma(a) if a.adapter => "dma --adapter",
                 Bench::Dma(_) => "dma",
                 Bench::P2p(_) => "p2p",
-                Bench::GpuBandwidth { .. } => "gpu-bandwidth",
+                Bench::GpuBandwidth(_) => "gpu-bandwidth",
                 Bench::GpuP2p(_) => "gpu-p2p",
-                Bench::Pio { .. } => "pio",
-                Bench::Engine { .. } => "engine",
-                Bench::Topo { .. } => "topo",
+                Bench::Pio(_) => "pio",
+                Bench::Engine(_) => "engine",
+                Bench::Topo(_) => "topo",
             }
         ),
         Command::Pingpong(_) => "pingpong".into(),
@@ -78,7 +81,7 @@ pub fn command_name(command: &Command) -> String {
 pub fn estimate(cli: &Cli, facts: &Facts) -> Option<Estimate> {
     Some(match &cli.command {
         Command::Scenarios => fixed(0.0, 0, "listing the shipped scenarios"),
-        Command::Topo { .. } | Command::Devices { .. } => cluster_only(),
+        Command::Topo(_) | Command::Devices(_) => cluster_only(),
         Command::Bench { bench } => bench_estimate(bench, facts),
         Command::Pingpong(a) => pingpong(a),
         Command::Fio(a) => fio(a)?,
@@ -90,7 +93,11 @@ pub fn estimate(cli: &Cli, facts: &Facts) -> Option<Estimate> {
         Command::Exp(a) => exp(a)?,
         Command::Repro(a) => repro(a),
         Command::Demo => fixed(DEMO_S, DEMO_MEMORY, "the demo's fixed tour"),
-        Command::Sweep { sweep } => crate::sweep::estimate(sweep, cli, facts),
+        Command::Sweep { sweep } => {
+            super::sweep::estimate(sweep, cli.calibration.as_deref(), |run| {
+                estimate(run, facts)
+            })
+        }
         Command::Cluster { cluster } => match cluster {
             crate::cluster::ClusterCommand::Up { .. } => return None,
             _ => fixed(0.0, 0, "installing libsisci or stopping a daemon"),
@@ -230,48 +237,42 @@ fn bench_estimate(bench: &Bench, facts: &Facts) -> Estimate {
         Bench::Dma(a) => dma(a, facts),
         Bench::P2p(a) => p2p(a, facts, false),
         Bench::GpuP2p(a) => p2p(a, facts, true),
-        Bench::GpuBandwidth {
-            scenario,
-            device,
-            direction,
-            sizes,
-            copies,
-            repeat,
-            ..
-        } => {
-            let rate =
-                if matches!(direction, GpuDirection::H2d) && facts.reads_cut(scenario, device) {
-                    CUT_READ_NS_PER_BYTE
-                } else {
-                    GPU_NS_PER_BYTE
-                };
-            transfers(
-                sizes,
-                u64::from(*copies) * u64::from(*repeat),
-                rate,
-                GPU_BUFFERS,
-                ("GPU copy", "GPU copies"),
-            )
-        }
-        Bench::Pio { sizes, repeat, .. } => transfers(
-            sizes,
-            u64::from(*repeat),
+        Bench::GpuBandwidth(a) => gpu_bandwidth(a, facts),
+        Bench::Pio(a) => transfers(
+            &a.sizes,
+            u64::from(a.repeat),
             PIO_NS_PER_BYTE,
             DMA_BUFFERS,
             ("block of remote stores", "blocks of remote stores"),
         ),
-        Bench::Engine { bytes: b, .. } => Estimate::new(
-            START_S + *b as f64 * ENGINE_NS_PER_BYTE * 1e-9,
+        Bench::Engine(a) => Estimate::new(
+            START_S + a.bytes as f64 * ENGINE_NS_PER_BYTE * 1e-9,
             START_MEMORY,
-            format!("{} streamed as 4 MiB copies", moved_text(*b)),
+            format!("{} streamed as 4 MiB copies", moved_text(a.bytes)),
         ),
-        Bench::Topo { hosts, .. } => per_unit(
-            *hosts,
+        Bench::Topo(a) => per_unit(
+            a.hosts,
             HOST_S,
-            hosts.saturating_mul(HOST_MEMORY),
-            format!("a cluster of {hosts} hosts brought up"),
+            a.hosts.saturating_mul(HOST_MEMORY),
+            format!("a cluster of {} hosts brought up", a.hosts),
         ),
     }
+}
+
+fn gpu_bandwidth(a: &GpuBandwidthArgs, facts: &Facts) -> Estimate {
+    let rate =
+        if matches!(a.direction, GpuDirection::H2d) && facts.reads_cut(&a.scenario, &a.device) {
+            CUT_READ_NS_PER_BYTE
+        } else {
+            GPU_NS_PER_BYTE
+        };
+    transfers(
+        &a.sizes,
+        u64::from(a.copies) * u64::from(a.repeat),
+        rate,
+        GPU_BUFFERS,
+        ("GPU copy", "GPU copies"),
+    )
 }
 
 fn dma(a: &DmaArgs, facts: &Facts) -> Estimate {
@@ -342,7 +343,7 @@ fn pingpong(a: &PingpongArgs) -> Estimate {
 /// a verifying run first writes all of it).
 fn fio(a: &FioArgs) -> Option<Estimate> {
     use smartio_workloads::{Amount, RwMode};
-    let config = crate::commands::fio_config(a).ok()?;
+    let config = crate::fio::fio_config(a).ok()?;
     let slots = f64::from(config.jobs) * f64::from(config.iodepth);
     let (ios, amount) = match config.amount {
         Amount::Ops(n) => (n, count(n, "I/O", "I/Os")),
