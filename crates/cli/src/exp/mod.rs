@@ -12,8 +12,8 @@ mod iommu_penalty;
 mod migrate;
 mod multicast;
 mod nvmeof;
-mod plot;
-mod refusal;
+pub mod plot;
+pub(crate) mod refusal;
 mod share;
 mod sq_placement;
 pub(crate) mod sriov;
@@ -24,7 +24,7 @@ mod vm_nvme;
 mod vm_p2p;
 
 pub use nvmeof::Options as NvmeofOptions;
-pub use plot::{Bar, Chart, Plot, PlotError, Series};
+pub use plot::{Bar, Chart, Plot, Series};
 
 pub use crate::cells::{ms, ns, table};
 use crate::error::CliError;

@@ -9,7 +9,7 @@
 //! than their commands' defaults where the model is deterministic (a median of a few equal
 //! samples is the median of many).
 
-mod error;
+pub(crate) mod error;
 mod figures;
 mod html;
 mod paper1;
