@@ -7,13 +7,15 @@
 //! NVMe-oF white paper. Each claim is the paper's own words, quoted.
 //!
 //! The rules are the same everywhere: where the paper states a number or a range, the
-//! measurement holds within ±10 % of it ([`near`]); where it states that two things are the
+//! measurement holds within ±10 % of it ([`near`](super::rules::near)); where it states that two things are the
 //! same, they differ by at most the rule's stated tolerance; an order is tested as an order.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{Ctx, Figure, Finding};
+use super::rules::{near, near_rule, pct};
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, ExpName, Plot};
+use crate::exp::plot::{Bar, Chart, Plot};
+use crate::exp::ExpName;
 use serde_json::Value;
 use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
@@ -283,32 +285,6 @@ pub fn fitted(id: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
-}
-
-/// Whether `value` lies within ±10 % of what a paper states: a number (`lo == hi`) or the
-/// range `lo..=hi` (10 % below its low end to 10 % above its high end). The same rule for
-/// every statement that states a number.
-pub(super) fn near(value: f64, lo: f64, hi: f64) -> bool {
-    value >= 0.9 * lo && value <= 1.1 * hi
-}
-
-/// The rule [`near`] tests, in words: "`what` within ±10 % of `stated` (`lo`-`hi` `unit`)".
-pub(super) fn near_rule(what: &str, stated: &str, lo: f64, hi: f64, unit: &str) -> String {
-    // Four decimals at most, without trailing zeros: 9.18, 495, 515.7.
-    let short = |x: f64| {
-        let s = format!("{x:.4}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    };
-    format!(
-        "{what} within ±10 % of {stated} ({}-{} {unit})",
-        short(0.9 * lo),
-        short(1.1 * hi)
-    )
-}
-
-/// `a` relative to `b`, in percent.
-fn pct(a: f64, b: f64) -> f64 {
-    (a / b - 1.0) * 100.0
 }
 
 fn gbs(bytes_per_s: f64) -> String {

@@ -15,9 +15,11 @@
 //! own variation next to it. A stated number holds within ±10 %.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{why, Ctx, Figure, Finding};
+use super::rules::pct;
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, ExpName, Plot};
+use crate::exp::plot::{Bar, Chart, Plot};
+use crate::exp::ExpName;
 use serde_json::Value;
 use smartio_machine::StepClass;
 use smartio_workloads::fio::{run_fio_explained, LatencyNs};
@@ -75,11 +77,6 @@ pub fn figures() -> [Figure; 5] {
             run: smartio_faster_than_spdk,
         },
     ]
-}
-
-/// `a` relative to `b`, in percent.
-fn pct(a: f64, b: f64) -> f64 {
-    (a / b - 1.0) * 100.0
 }
 
 fn num(v: &Value) -> f64 {
@@ -403,7 +400,7 @@ fn smartio_faster_than_spdk(ctx: &Ctx) -> Result<Finding, CliError> {
              and no calibration entry holds it",
             faster[0],
             faster[1],
-            super::why(holds),
+            why(holds),
         ),
         rule: format!(
             "local SPDK's mean minus the SmartIO driver's, local and remote each, within ±{BOUND} \
