@@ -5,7 +5,8 @@
 use super::error::ReproError;
 use crate::error::CliError;
 use crate::exp::plot::Plot;
-use crate::exp::{Report, ScenarioLog, Setup};
+use crate::exp::setup::{Report, ScenarioLog, Setup};
+use crate::exp::Experiment;
 use serde::Serialize;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
@@ -52,8 +53,8 @@ pub struct Figure {
     pub run: fn(&Ctx) -> Result<Finding, CliError>,
 }
 
-/// An experiment and its `--ops`.
-type ExpRun = (crate::exp::ExpName, Option<u64>);
+/// An experiment (by its name) and its `--ops`.
+type ExpRun = (&'static str, Option<u64>);
 
 /// What a figure's run gets: the calibration, and what earlier figures already ran and
 /// showed — two figures may read one experiment or one set of runs, and show its plots once.
@@ -99,24 +100,27 @@ impl<'a> Ctx<'a> {
         self.seed
     }
 
-    /// Experiment `name` on its default scenario with `ops` (run once per repro).
-    pub fn exp(&self, name: crate::exp::ExpName, ops: Option<u64>) -> Result<Rc<Report>, CliError> {
-        if let Some(r) = self.reports.borrow().get(&(name, ops)) {
+    /// Experiment `exp` on its default scenario with `ops` (run once per repro).
+    pub fn exp(
+        &self,
+        exp: &'static dyn Experiment,
+        ops: Option<u64>,
+    ) -> Result<Rc<Report>, CliError> {
+        let key = (exp.name(), ops);
+        if let Some(r) = self.reports.borrow().get(&key) {
             return Ok(r.clone());
         }
         let setup = Setup {
-            scenario: name.default_scenario().to_string(),
-            calibration: self.calibration,
             ops,
-            seed: self.seed,
-            nvmeof: Default::default(),
-            traffic: Default::default(),
             used: self.scenarios.clone(),
+            ..Setup::new(
+                exp.default_scenario().to_string(),
+                self.calibration,
+                self.seed,
+            )
         };
-        let report = Rc::new(crate::exp::produce(&setup, name, false)?);
-        self.reports
-            .borrow_mut()
-            .insert((name, ops), report.clone());
+        let report = Rc::new(exp.run(&setup)?);
+        self.reports.borrow_mut().insert(key, report.clone());
         Ok(report)
     }
 

@@ -14,8 +14,8 @@ use super::error::ReproError;
 use super::figure::{Ctx, Figure, Finding};
 use super::rules::{near, near_rule, pct};
 use crate::error::CliError;
+use crate::exp;
 use crate::exp::plot::{Bar, Chart, Plot};
-use crate::exp::ExpName;
 use serde_json::Value;
 use smartio_workloads::apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
@@ -434,7 +434,7 @@ type Epochs = Vec<(String, f64)>;
 /// The mean epoch time of each placement of `exp train`, by label, and its plots that no
 /// earlier figure showed (IV-21 and V-30 read one run and one plot).
 fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), CliError> {
-    let report = ctx.exp(ExpName::Train, Some(1))?;
+    let report = ctx.exp(&exp::Train, Some(1))?;
     let rows = report
         .json
         .as_array()
@@ -526,7 +526,7 @@ fn keras_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn gpu_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::GpuNvme, Some(512))?;
+    let report = ctx.exp(&exp::GpuNvme, Some(512))?;
     let rows = report
         .json
         .as_array()
@@ -831,7 +831,7 @@ fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sriov_lent(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Sriov, Some(2))?;
+    let report = ctx.exp(&exp::Sriov, Some(2))?;
     let rows = report
         .json
         .as_array()
@@ -853,7 +853,7 @@ fn sriov_lent(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sriov_shared(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::SriovShare, Some(2))?;
+    let report = ctx.exp(&exp::SriovShare, Some(2))?;
     let rows = report
         .json
         .as_array()
@@ -898,7 +898,7 @@ fn sriov_shared(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn iommu_penalty(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::IommuPenalty, Some(2))?;
+    let report = ctx.exp(&exp::IommuPenalty, Some(2))?;
     let rows = report.json["rows"].as_array().ok_or(ReproError::NoRows {
         exp: "iommu-penalty",
     })?;
@@ -949,7 +949,7 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sq_placement(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::SqPlacement, Some(500))?;
+    let report = ctx.exp(&exp::SqPlacement, Some(500))?;
     let rows = report.json.as_array().ok_or(ReproError::NoRows {
         exp: "sq-placement",
     })?;
@@ -982,7 +982,7 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn share_30(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let report = ctx.exp(&exp::Share30, Some(100))?;
     let j = &report.json;
     let clients = j["clients"].as_array().cloned().unwrap_or_default();
     let each = clients
@@ -1005,7 +1005,7 @@ fn share_30(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn share_30_starvation(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let report = ctx.exp(&exp::Share30, Some(100))?;
     let j = &report.json;
     let (lo, hi) = (num(&j["p50_min_ns"]), num(&j["p50_max_ns"]));
     let fairness = num(&j["fairness"]);
@@ -1029,7 +1029,7 @@ fn share_30_starvation(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn multicast(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Multicast, None)?;
+    let report = ctx.exp(&exp::Multicast, None)?;
     let j = &report.json;
     let (verified, commands) = (num(&j["verified"]), num(&j["multicast_commands"]));
     Ok(Finding {
@@ -1047,7 +1047,7 @@ fn multicast(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn vm_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::VmNvme, Some(500))?;
+    let report = ctx.exp(&exp::VmNvme, Some(500))?;
     let rows = report.json["rows"]
         .as_array()
         .ok_or(ReproError::NoRows { exp: "vm-nvme" })?;
@@ -1098,7 +1098,7 @@ fn nvmeof_plots<'p>(plots: &'p [Plot], steps: &str) -> impl Iterator<Item = &'p 
 /// Seed 003 Fig. 10: the kernel initiator against the native driver with interrupts and
 /// the block layer, by the difference of the minimum latencies.
 fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let report = ctx.exp(&exp::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let (native, kernel) = (
         nvmeof_row(j, "local-native", io),
@@ -1135,7 +1135,7 @@ fn nvmeof_kernel_write(ctx: &Ctx) -> Result<Finding, CliError> {
 /// Seed 004 Fig. 10: SPDK on both sides, so the polled initiator against the polled local
 /// driver, by the 99th percentiles.
 fn nvmeof(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let report = ctx.exp(&exp::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let local = num(&nvmeof_row(j, "local-smartio", "read")["latency"]["p99"]);
     let smartio = num(&nvmeof_row(j, "remote-smartio", "read")["added"]["p99"]);

@@ -18,8 +18,8 @@ use super::error::ReproError;
 use super::figure::{why, Ctx, Figure, Finding};
 use super::rules::pct;
 use crate::error::CliError;
+use crate::exp;
 use crate::exp::plot::{Bar, Chart, Plot};
-use crate::exp::ExpName;
 use serde_json::Value;
 use smartio_machine::StepClass;
 use smartio_workloads::fio::{run_fio_explained, LatencyNs};
@@ -217,8 +217,8 @@ fn vm_p2p_row<'a>(j: &'a Value, name: &str) -> Result<&'a Value, CliError> {
 }
 
 /// vm-p2p, run once per repro.
-fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
-    ctx.exp(ExpName::VmP2p, Some(VM_P2P_ROUND_TRIPS))
+fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::setup::Report>, CliError> {
+    ctx.exp(&exp::VmP2p, Some(VM_P2P_ROUND_TRIPS))
 }
 
 /// What vm-p2p's devices are, for the findings.
@@ -306,8 +306,8 @@ fn mdev_pingpong_similar(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 /// nvmeof-compare, as seed 003's and seed 004's statements run it.
-fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
-    ctx.exp(ExpName::NvmeofCompare, Some(NVMEOF_OPS))
+fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::setup::Report>, CliError> {
+    ctx.exp(&exp::NvmeofCompare, Some(NVMEOF_OPS))
 }
 
 /// The read latencies of nvmeof-compare's row `path`.
