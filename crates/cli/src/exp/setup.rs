@@ -1,16 +1,18 @@
-//! What an experiment gets and what it gives back: the [`Setup`] (the scenario, the options,
-//! the calibration) and the [`Report`] (title, table, notes, figures, JSON). The links of every
-//! cluster an experiment boots are recorded as it is done with it ([`RecordedCluster`]).
+//! What an experiment gets and what it gives back: the [`Setup`] (the scenario, parsed once
+//! however many clusters are booted of it, the options, the calibration) and the [`Report`]
+//! (title, table, notes, figures, JSON). The links of every cluster an experiment boots are
+//! recorded as it is done with it ([`RecordedCluster`]).
 
 use super::nvmeof_options::Options as NvmeofOptions;
 use super::plot::Plot;
 use crate::error::CliError;
 use comfy_table::Table;
 use smartio_calibration::Calibration;
-use smartio_cluster::Cluster;
+use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
+use smartio_fabric::ClusterSpec;
 use smartio_machine::LinkTraffic;
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// The scenarios experiments booted, for a report that shows them (`repro`); clones share
@@ -49,6 +51,29 @@ pub struct Setup<'a> {
     pub traffic: Rc<RefCell<Vec<RunTraffic>>>,
     /// Where the scenarios booted are noted.
     pub used: ScenarioLog,
+    /// The scenarios parsed so far: each once, however many clusters and fabrics are made
+    /// of it.
+    pub specs: Specs,
+}
+
+/// The scenarios an experiment parsed, by name. A scenario is parsed the first time a
+/// cluster or fabric of it is asked for, not before: an option the experiment refuses is
+/// refused before the scenario is read, as it always was.
+#[derive(Default)]
+pub struct Specs(RefCell<BTreeMap<String, Rc<ClusterSpec>>>);
+
+impl Specs {
+    /// `scenario` (a shipped name or a file), parsed the first time it is asked for.
+    fn get(&self, scenario: &str) -> Result<Rc<ClusterSpec>, ClusterError> {
+        if let Some(spec) = self.0.borrow().get(scenario) {
+            return Ok(spec.clone());
+        }
+        let spec = Rc::new(smartio_cluster::load_spec(scenario)?);
+        self.0
+            .borrow_mut()
+            .insert(scenario.to_string(), spec.clone());
+        Ok(spec)
+    }
 }
 
 /// What the links of one cluster an experiment ran carried over its whole life (set-up
@@ -100,6 +125,7 @@ impl<'a> Setup<'a> {
             verify: false,
             traffic: Rc::default(),
             used: ScenarioLog::default(),
+            specs: Specs::default(),
         }
     }
 
@@ -111,7 +137,12 @@ impl<'a> Setup<'a> {
     /// A fresh cluster of another scenario, for experiments that compare two.
     pub fn cluster_of(&self, scenario: &str) -> Result<RecordedCluster, CliError> {
         self.used.record(scenario);
-        let cluster = Cluster::seeded(scenario, self.calibration, self.seed)?;
+        let options = ClusterOptions {
+            seed: self.seed,
+            ..ClusterOptions::default()
+        };
+        let spec = self.specs.get(scenario)?;
+        let cluster = Cluster::from_spec(&spec, self.calibration, &options)?;
         Ok(RecordedCluster {
             cluster,
             scenario: scenario.to_string(),
@@ -123,10 +154,8 @@ impl<'a> Setup<'a> {
     /// devices started, nothing booted).
     pub fn fabric(&self) -> Result<smartio_fabric::Fabric, CliError> {
         self.used.record(&self.scenario);
-        Ok(smartio_cluster::load_calibrated_fabric(
-            &self.scenario,
-            self.calibration,
-        )?)
+        let spec = self.specs.get(&self.scenario)?;
+        Ok(smartio_cluster::calibrated_fabric(&spec, self.calibration)?)
     }
 }
 
