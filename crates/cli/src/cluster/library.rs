@@ -26,8 +26,9 @@ pub enum LibraryError {
     NotFound { looked: Vec<String> },
 }
 
-/// The search for libsisci.so of the program at `exe` (in the order [`super::library`] gives), with the variable's value `named` and the
-/// build directory `built_in`.
+/// The search for libsisci.so of the program at `exe`, in the order `cluster install`
+/// searches (see the function `library` in `cluster/mod.rs`), with the variable's value
+/// `named` and the build directory `built_in`.
 pub fn find_library(
     exe: &std::path::Path,
     named: Option<&std::ffi::OsStr>,

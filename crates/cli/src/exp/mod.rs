@@ -4,7 +4,7 @@
 //!
 //! The experiments are a table: each is a file here implementing [`Experiment`] (its name
 //! and help, default scenario, the options it takes, its cost for the budget, its run from a
-//! [`Setup`] to a [`Report`]) and one line of [`EXPERIMENTS`], through which `exp` parses its
+//! [`Setup`] to a [`Report`](setup::Report)) and one line of [`EXPERIMENTS`], through which `exp` parses its
 //! name, lists them in `--help`, and runs them; the workloads they run live in
 //! `smartio-workloads`, an experiment only chooses their parameters and presents them.
 

@@ -7,8 +7,9 @@
 //! NVMe-oF white paper. Each claim is the paper's own words, quoted.
 //!
 //! The rules are the same everywhere: where the paper states a number or a range, the
-//! measurement holds within ±10 % of it ([`near`](super::rules::near)); where it states that two things are the
-//! same, they differ by at most the rule's stated tolerance; an order is tested as an order.
+//! measurement holds within ±10 % of it ([`super::rules::near`]); where it states that two
+//! things are the same, they differ by at most the rule's stated tolerance; an order is tested
+//! as an order.
 
 use super::error::ReproError;
 use super::figure::{Ctx, Figure, Finding};
