@@ -1,6 +1,10 @@
 //! The one error of the `smartio` command: what each layer refused or failed, kept as that
 //! layer's typed error, and the command line's own refusals. `main` prints its message after
 //! `smartio: `; the message is the layer's own, made where it is shown.
+//!
+//! Every command returns it, so it names no command: the errors of the CLI's own modules it
+//! wraps are each in a file of their own that imports no command (`exp/refusal.rs`,
+//! `sweep/error.rs`, `picture/error.rs`, …), and no import leads from here back to a command.
 
 use crate::value_error::ValueError;
 use smartio_calibration::CalibrationError;
@@ -31,25 +35,25 @@ pub enum CliError {
     Cluster(Box<ClusterError>),
     /// The topology picture.
     #[error(transparent)]
-    Picture(Box<crate::picture::PictureError>),
+    Picture(Box<crate::picture::error::PictureError>),
     /// An output file.
     #[error(transparent)]
     OutputFile(Box<crate::outfile::OutputFileError>),
     /// A sweep's grid.
     #[error(transparent)]
-    Grid(Box<crate::sweep::grid::GridError>),
+    Grid(Box<crate::sweep::error::GridError>),
     /// An experiment refused to run or found its result wrong.
     #[error(transparent)]
-    Exp(Box<crate::exp::ExpError>),
+    Exp(Box<crate::exp::refusal::ExpError>),
     /// A plot.
     #[error(transparent)]
-    Plot(Box<crate::exp::PlotError>),
+    Plot(Box<crate::exp::plot::PlotError>),
     /// `smartio repro`.
     #[error(transparent)]
-    Repro(Box<crate::repro::ReproError>),
+    Repro(Box<crate::repro::error::ReproError>),
     /// A sweep.
     #[error(transparent)]
-    Sweep(Box<crate::sweep::SweepError>),
+    Sweep(Box<crate::sweep::error::SweepError>),
     /// A value the command line gives.
     #[error(transparent)]
     Value(Box<ValueError>),
@@ -97,7 +101,7 @@ pub enum CliError {
     Daemon(Box<smartio_live::DaemonError>),
     /// The live view (`cluster up --web`) would not start.
     #[error(transparent)]
-    Web(Box<crate::web::WebError>),
+    Web(Box<crate::web::error::WebError>),
     /// No cluster daemon answers at the socket.
     #[error("no cluster daemon answers at {path}: {source}")]
     NoDaemon {
@@ -133,7 +137,7 @@ pub enum CliError {
     WhereAmI(#[source] std::io::Error),
     /// No libsisci.so to install.
     #[error(transparent)]
-    Library(Box<crate::cluster::LibraryError>),
+    Library(Box<crate::cluster::library::LibraryError>),
     /// The workbench (an unknown host or device, a refused attach).
     #[error(transparent)]
     Attach(Box<workloads::AttachError>),
@@ -208,20 +212,20 @@ boxed_from! {
     Calibration: CalibrationError,
     Budget: crate::budget::BudgetError,
     Cluster: ClusterError,
-    Picture: crate::picture::PictureError,
+    Picture: crate::picture::error::PictureError,
     OutputFile: crate::outfile::OutputFileError,
-    Grid: crate::sweep::grid::GridError,
-    Exp: crate::exp::ExpError,
-    Plot: crate::exp::PlotError,
-    Repro: crate::repro::ReproError,
-    Sweep: crate::sweep::SweepError,
+    Grid: crate::sweep::error::GridError,
+    Exp: crate::exp::refusal::ExpError,
+    Plot: crate::exp::plot::PlotError,
+    Repro: crate::repro::error::ReproError,
+    Sweep: crate::sweep::error::SweepError,
     Value: ValueError,
     Usage: crate::usage::Usage,
     Json: serde_json::Error,
     Daemon: smartio_live::DaemonError,
-    Web: crate::web::WebError,
+    Web: crate::web::error::WebError,
     Serve: smartio_nbd::server::ServeError,
-    Library: crate::cluster::LibraryError,
+    Library: crate::cluster::library::LibraryError,
     Attach: workloads::AttachError,
     Boot: workloads::BootError,
     Fio: workloads::FioError,

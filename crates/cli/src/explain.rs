@@ -118,6 +118,17 @@ impl ExplainArgs {
         self.breakdown || self.trace.is_some()
     }
 
+    /// The option given, if any (`--breakdown` first), for a command that refuses them.
+    pub fn given(&self) -> Option<&'static str> {
+        if self.breakdown {
+            Some("--breakdown")
+        } else if self.trace.is_some() {
+            Some("--trace")
+        } else {
+            None
+        }
+    }
+
     /// What to record: `targets` when breaking down, the trace when tracing.
     pub fn spec(&self, targets: Vec<Target>) -> ExplainSpec {
         ExplainSpec {

@@ -2,15 +2,52 @@
 //! report per interval (each client's rate and the server's) and the totals, every byte
 //! checked at the server.
 
-use crate::args::IperfArgs;
-use crate::commands::print_json;
 use crate::error::CliError;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
+use crate::values::{runtime, streams, write_len};
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_net::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming};
 use smartio_platform::SimDuration;
+
+/// `smartio iperf` arguments.
+#[derive(clap::Args, Debug)]
+pub struct IperfArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// The receiving host and its NIC: `HOST` (its nic0) or `HOST=DEVICE`.
+    #[arg(long, value_name = "HOST[=DEVICE]")]
+    pub server: String,
+    /// A sending host and the NIC it uses: its own (`lender=nic0`) or a lender's, borrowed
+    /// for the run (`borrower=lender:nic0`). Repeat for several clients.
+    #[arg(long, value_name = "HOST=DEVICE", required = true)]
+    pub client: Vec<String>,
+    /// Parallel streams per client, 1 to 64 (iperf -P).
+    #[arg(long, short = 'P', default_value = "1", value_name = "N", value_parser = streams)]
+    pub parallel: u32,
+    /// How long the clients write, in virtual time, e.g. 10ms, 1s (iperf -t); a
+    /// millisecond of 100 Gb/s takes about a tenth of a second of wall time.
+    #[arg(long, short = 't', default_value = "10ms", value_name = "TIME", value_parser = runtime)]
+    pub time: SimDuration,
+    /// Report interval in virtual time (iperf -i), at most --time [default: a quarter of
+    /// --time].
+    #[arg(long, short = 'i', value_name = "TIME", value_parser = runtime)]
+    pub interval: Option<SimDuration>,
+    /// Bytes per write, 1 to 16M (iperf -l).
+    #[arg(long, short = 'l', default_value = "128K", value_name = "SIZE", value_parser = write_len)]
+    pub len: u64,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Most interval reports a run may make.
 const MAX_REPORTS: u64 = 10_000;

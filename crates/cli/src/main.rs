@@ -2,9 +2,10 @@
 //!
 //! # Inside this crate
 //!
-//! Argument parsing and presentation only: `scenarios`, `topo`, `devices`, `bench dma` (with
-//! `--adapter`, module `adapter_dma`),
-//! `bench pio`, `bench p2p`, `bench gpu-bandwidth`, `bench gpu-p2p`, `bench engine`,
+//! Argument parsing and presentation only, as a table of commands: each command is a module
+//! (a folder for a command with subcommands) that owns its clap options and its run —
+//! `scenarios`, `topo`, `devices`, `bench` (`bench/`: `dma`, with `--adapter` in
+//! `adapter_dma`, `pio`, `p2p` and `gpu-p2p`, `gpu-bandwidth`, `engine`, `topo`),
 //! `pingpong`, `fio`, `iperf`, `app train`, `app video`, `exp`, `repro`, `sweep`, `serve nbd`
 //! (module `serve`: listens before anything boots, so a socket in use is an error at once, turns
 //! transparent huge pages off for the process — the first random writes into a namespace
@@ -16,28 +17,40 @@
 //! `web/`, below), `demo`; tables on the
 //! terminal and `--json`. `app` presents the applications (`smartio-apps`); `repro` (module
 //! `repro/`) runs the papers' figures — each a statement with its source line, a run of
-//! workloads or experiments (`exp::produce`, shared with `exp`), and a verdict computed by a
+//! workloads or experiments (an `exp::Experiment`'s run, shared with `exp`), and a verdict computed by a
 //! stated rule — and writes the HTML report (`Plot::svg` inlines the figures); Paper I's
 //! figures are in `repro/paper1.rs`, Paper III's (with Paper IV's versions, on `mesh-3`) in
 //! `repro/paper3.rs` (bandwidth) and `repro/paper3_latency.rs` (ping-pong), Paper V's Figs. 21, 33 and 38 in `repro/paper5.rs` (the older
-//! statements in `repro/figures.rs`, which registers the others). `args` holds the clap types and one typed range check per option;
-//! `main.rs` is argument dispatch only (parse, install the progress bar, run, map the error to the
-//! exit status); `budget` estimates what every command's input costs before it runs — one model
+//! statements in `repro/figures.rs`, which registers the others; `figure` is what a figure and
+//! its run are, `rules` the verdicts' shared rules). `args` holds the global options and the
+//! table of commands (each entry a command's own clap type); `main.rs` parses, installs the
+//! progress bar, runs and maps the error to the exit status; `commands` is the dispatcher
+//! (the calibration, the budget's check, the command's run). Below every command are leaf
+//! modules that import no command: `values` (one typed range check per option,
+//! and `--direction`), `output` (the pipe-safe `println!` and `--json`), `cells` (the
+//! experiments' tables and numbers), `hosts` (the host a command runs on when none is named),
+//! `nvme_options` (what fio and `serve nbd` share), `render`, `usage` and `value_error`, and
+//! `error`, whose `error::CliError` wraps each module's own error from a file of its own
+//! that imports no command. `budget` estimates what every command's input costs before it runs — one model
 //! per command (`budget::models`, an exhaustive match over the commands, so a new command
-//! needs one) over the work the input asks for, at rates measured on the emulator
+//! needs one; an experiment's is its own `cost`, a sweep's `budget::sweep`) over the work the input asks for, at rates measured on the emulator
 //! (`budget::rates`, each with the run it came from) — and refuses an estimate over 60 s or
 //! 2 GiB unless `--no-budget` (a global option) says to run it, in which case it says so on
 //! standard error first; the adversarial corpus checks that nothing runs longer or larger
-//! without that note. The servers (`serve nbd`, `cluster up`) have no estimate; `commands` runs them (`gpu` the GPU commands; `bench p2p` and device
-//! `pingpong` take the GPU path when a device is a GPU); `demo` tells the one story of `smartio demo` (all its
+//! without that note. The servers (`serve nbd`, `cluster up`) have no estimate (`bench p2p`
+//! and device `pingpong` take the GPU path when a device is a GPU); `demo` tells the one story of `smartio demo` (all its
 //! narration lives there): each row is a run's median operation, its critical path recorded in
 //! a second identical run, and `contrast` turns two critical paths into the parts of their
 //! difference (the steps one took and the other did not, each hardware class's share), which
 //! add up to it exactly — the demo's explanations are computed, and a test reads them back
 //! and checks their sums; `render` draws tables in at most 100 columns with units
 //! spelled out; `progress` draws an indicatif bar on a terminal after a second; `output` ends the
-//! program quietly when a pipe reader goes away. `exp` (module `exp/`, one file per experiment)
-//! chooses an experiment's parameters, runs its workload and presents it; `exp/plot.rs` draws
+//! program quietly when a pipe reader goes away. `exp` (module `exp/`) is a table of
+//! experiments: one file each, implementing `exp::Experiment` (name and help, default
+//! scenario, the options it takes, its cost for the budget, its run), and one list,
+//! `exp::EXPERIMENTS`, that `exp NAME` parses, lists in `--help` and runs through; an
+//! experiment chooses its workload's parameters, runs it and presents it, on a `Setup` that
+//! parses each scenario once however many clusters it boots of it; `exp/plot.rs` draws
 //! the SVG figures with plotters' SVG backend, written only with `--plots DIR`. `picture/`
 //! draws the whole cluster for `topo --svg` and for `repro`'s report (a picture of each scenario
 //! the figures ran on, and for `cluster up --web` with the devices borrowed now): `layout` turns
@@ -103,20 +116,23 @@ macro_rules! print {
     };
 }
 
-mod adapter_dma;
 mod app;
 mod args;
+mod bench;
 mod budget;
+mod cells;
 mod cluster;
 mod commands;
 mod contrast;
 mod demo;
-mod dma;
+mod devices;
 mod error;
 mod exp;
 mod explain;
-mod gpu;
+mod fio;
+mod hosts;
 mod iperf;
+mod nvme_options;
 mod outfile;
 mod output;
 mod picture;
@@ -124,10 +140,13 @@ mod pingpong;
 mod progress;
 mod render;
 mod repro;
+mod scenarios;
 mod serve;
 mod sweep;
+mod topo;
 mod usage;
 mod value_error;
+mod values;
 mod web;
 
 // Large DMA buffers come and go for every copy; mimalloc reuses them instead of mapping

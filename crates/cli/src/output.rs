@@ -1,6 +1,6 @@
 //! Standard output that survives a closed pipe: `smartio demo | head` must end quietly, not
 //! panic as `std::println!` does when the reader has gone. The crate's `println!` and
-//! `print!` (defined in `main.rs`) come here.
+//! `print!` (defined in `main.rs`) come here, and every command's `--json` ([`print_json`]).
 
 use std::io::{ErrorKind, Write};
 
@@ -15,4 +15,10 @@ pub fn write(args: std::fmt::Arguments<'_>) {
         eprintln!("smartio: cannot write to stdout: {e}");
         std::process::exit(1);
     }
+}
+
+/// Prints a result as pretty JSON.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), crate::error::CliError> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
 }

@@ -5,19 +5,78 @@
 //! critical paths, reported by the pinging task; with `--trace`, the recorded run's
 //! timeline.
 
-use crate::args::PingpongArgs;
-use crate::commands::{first_host, print_json};
 use crate::error::CliError;
 use crate::explain;
+use crate::hosts::first_host;
+use crate::output::print_json;
+use crate::render;
 use crate::usage::Usage;
-use crate::{gpu, render};
+use crate::values::{device, iterations};
+use clap::ValueEnum;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::gpu::is_gpu;
 use smartio_workloads::{
-    device_pingpong_explained, gpu_pingpong_explained, pingpong_explained, DevicePingPongConfig,
-    ExplainSpec, GpuPingPongConfig, PingPongConfig,
+    device_pingpong_explained, gpu_pingpong_explained, pingpong_explained, CounterPlace,
+    DevicePingPongConfig, ExplainSpec, GpuPingPongConfig, PingPongConfig,
 };
+
+/// `smartio pingpong` arguments.
+#[derive(clap::Args, Debug)]
+pub struct PingpongArgs {
+    /// A shipped scenario name or a scenario file.
+    #[arg(long)]
+    pub scenario: String,
+    /// The host that pings.
+    #[arg(
+        long,
+        required_unless_present = "device_a",
+        conflicts_with_all = ["device_a", "device_b"]
+    )]
+    pub from: Option<String>,
+    /// The host that echoes.
+    #[arg(long, required_unless_present = "device_a", conflicts_with_all = ["device_a", "device_b"])]
+    pub to: Option<String>,
+    /// The pinging device (a GPU or DMA test device): `gpu0`, or `lender:gpu0` to borrow it.
+    #[arg(long, requires = "device_b", value_parser = device)]
+    pub device_a: Option<String>,
+    /// The echoing device.
+    #[arg(long, requires = "device_a", value_parser = device)]
+    pub device_b: Option<String>,
+    /// Host the devices are attached to (default: the scenario's first host).
+    #[arg(long, requires = "device_a")]
+    pub host: Option<String>,
+    /// Run the ping-pong as kernels on two GPUs timed by the pinging GPU's cycle counter
+    /// (the default when both devices are GPUs; with --gpu, anything else is refused).
+    #[arg(long, requires = "device_a")]
+    pub gpu: bool,
+    /// Where the GPU kernels' counters live: each GPU's memory, or the host's RAM.
+    #[arg(long, value_enum, requires = "device_a")]
+    pub counters: Option<Counters>,
+    /// Round trips, 1 to 100000000 (about five minutes of wall time at the most; the
+    /// percentiles settle long before).
+    /// Default: 1000, or 100000 between GPUs (the papers' count).
+    #[arg(long, value_name = "N", value_parser = iterations)]
+    pub iterations: Option<u32>,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the time went (--breakdown, --trace).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
+}
+
+/// `--counters`: where the GPU kernels' counters live.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum Counters {
+    Gpu,
+    Host,
+}
 
 /// Round trips of a ping-pong when `--iterations` is not given.
 const PINGPONG_ITERATIONS: u32 = 1000;
@@ -58,7 +117,7 @@ fn devices(
             a: a.to_string(),
             b: b.to_string(),
             iterations: args.iterations.unwrap_or(GPU_PINGPONG_ITERATIONS),
-            counters: gpu::counter_place(args.counters),
+            counters: counter_place(args.counters),
         };
         let run = |cluster: &Cluster, spec: Option<&ExplainSpec>| {
             gpu_pingpong_explained(cluster, &config, spec)
@@ -155,4 +214,12 @@ fn report<R: serde::Serialize>(
     print!("{}", text(result));
     print!("{}", explain::render(explained, "round trip"));
     Ok(())
+}
+
+/// The workload's counter place for `--counters` (GPU memory unless told).
+fn counter_place(c: Option<Counters>) -> CounterPlace {
+    match c {
+        Some(Counters::Host) => CounterPlace::Host,
+        Some(Counters::Gpu) | None => CounterPlace::Gpu,
+    }
 }

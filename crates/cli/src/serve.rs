@@ -2,8 +2,8 @@
 //! unmodified clients. The cluster runs on this thread; the connections' threads hand it
 //! their requests ([`smartio_workloads::nbd`]).
 
-use crate::commands::{announce_backing, check_backing, fio_method};
 use crate::error::CliError;
+use crate::nvme_options::{self, announce_backing, check_backing, nvme_key};
 use crate::usage::Usage;
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterOptions};
@@ -36,7 +36,7 @@ pub struct NbdArgs {
     #[arg(long)]
     pub host: String,
     /// NVMe device in that host's tree, or `lender:nvme0` to borrow it (Device Lending).
-    #[arg(long, value_parser = crate::args::device)]
+    #[arg(long, value_parser = crate::values::device)]
     pub device: String,
     /// native (the NVMe driver on --host) or nvme-client (a client of the distributed
     /// driver on --host; needs --manager).
@@ -61,7 +61,7 @@ pub struct NbdArgs {
     pub nsid: u32,
     /// Export only this many bytes from the namespace's start (K, M, G = KiB, MiB, GiB), a
     /// multiple of its block size [default: the whole namespace].
-    #[arg(long, value_name = "SIZE", value_parser = crate::args::range_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::range_size)]
     pub size: Option<u64>,
     /// Refuse writes (clients see a read-only export).
     #[arg(long)]
@@ -79,7 +79,7 @@ pub struct NbdArgs {
     pub once: bool,
     /// Also print the figures so far every this long in wall time, whole seconds with their
     /// unit, 1s to 86400s (e.g. 1s, 10s).
-    #[arg(long, value_name = "TIME", value_parser = crate::args::wall_seconds)]
+    #[arg(long, value_name = "TIME", value_parser = crate::values::wall_seconds)]
     pub stats_every: Option<Duration>,
     /// Keep the NVMe's namespaces in this file (created sparse if missing), so what clients
     /// wrote outlives the server: a FLUSH, and a request with FUA, fdatasync it before
@@ -100,7 +100,7 @@ pub fn run(calibration: &Calibration, serve: Serve) -> Result<(), CliError> {
 }
 
 fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), CliError> {
-    let method = fio_method(&a.method, a.manager)?;
+    let method = nvme_options::method(&a.method, a.manager)?;
     let config = NbdConfig {
         host: a.host,
         device: a.device,
@@ -127,10 +127,9 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), CliError> {
         ..ClusterOptions::default()
     };
     let backing = a.backing.as_deref().map(|path| {
-        options.nvme_backing.push((
-            crate::commands::nvme_key(&config.host, &config.device),
-            path.into(),
-        ));
+        options
+            .nvme_backing
+            .push((nvme_key(&config.host, &config.device), path.into()));
         (path, std::path::Path::new(path).exists())
     });
     let cluster = Cluster::with_options(&a.scenario, calibration, &options)?;

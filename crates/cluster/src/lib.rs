@@ -124,11 +124,19 @@ pub fn load_calibrated_fabric(
     scenario: &str,
     calibration: &Calibration,
 ) -> Result<Fabric, ClusterError> {
-    let spec = load_spec(scenario)?;
-    let mut fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
+    calibrated_fabric(&load_spec(scenario)?, calibration)
+}
+
+/// [`load_calibrated_fabric`] for a scenario already parsed ([`load_spec`]): a command that
+/// reads names from a scenario and then boots it parses it once.
+pub fn calibrated_fabric(
+    spec: &ClusterSpec,
+    calibration: &Calibration,
+) -> Result<Fabric, ClusterError> {
+    let mut fabric = Fabric::build(spec, &smartio_devices::layout_for)?;
     let calibration = calibration.configured_by(fabric.pcie());
     calibration.configure_fabric(&mut fabric);
-    smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| located(Some(&spec), e))?;
+    smartio_engine::Timing::resolve(&fabric, &calibration).map_err(|e| located(Some(spec), e))?;
     Ok(fabric)
 }
 
@@ -270,9 +278,19 @@ impl Cluster {
         calibration: &Calibration,
         options: &ClusterOptions,
     ) -> Result<Cluster, ClusterError> {
-        let spec = load_spec(scenario)?;
-        let fabric = Fabric::build(&spec, &smartio_devices::layout_for)?;
-        Self::start(fabric, calibration, options, Some(&spec))
+        Self::from_spec(&load_spec(scenario)?, calibration, options)
+    }
+
+    /// [`Cluster::with_options`] for a scenario already parsed ([`load_spec`]): a command that
+    /// boots one scenario many times (an experiment's measured runs) parses it once. Errors
+    /// name the scenario's lines as [`Cluster::with_options`]'s do.
+    pub fn from_spec(
+        spec: &ClusterSpec,
+        calibration: &Calibration,
+        options: &ClusterOptions,
+    ) -> Result<Cluster, ClusterError> {
+        let fabric = Fabric::build(spec, &smartio_devices::layout_for)?;
+        Self::start(fabric, calibration, options, Some(spec))
     }
 
     /// [`Cluster::with_options`] on an engine the caller makes from the fabric (the live

@@ -1,13 +1,13 @@
 //! `smartio app train`: data-parallel CNN training on GPUs and an NVMe (Paper V Fig. 30),
 //! with the epoch times and where each epoch's time went.
 
-use crate::args::whole;
-use crate::commands::print_json;
+use crate::cells::{ms, table};
 use crate::error::CliError;
-use crate::exp::{ms, table};
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
 use crate::value_error::ValueError;
+use crate::values::{device, whole};
 use smartio_apps::train::{
     train, ExchangeRoute, Storage, TrainConfig, TrainResult, MAX_BATCH, MAX_EPOCHS, MAX_GPUS,
     MAX_IMAGES,
@@ -29,7 +29,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "G,...", value_parser = gpu_list)]
     pub gpus: GpuList,
     /// The NVMe holding the training set: `nvme0` or `lender:nvme0`.
-    #[arg(long, value_parser = crate::args::device)]
+    #[arg(long, value_parser = device)]
     pub nvme: String,
     /// Which driver reads it: `native` (the NVMe driver bound to it, borrowing it if remote)
     /// or `nvme-client` (a client of the distributed NVMe driver; needs --manager).
@@ -77,7 +77,7 @@ fn gpu_list(text: &str) -> Result<GpuList, ValueError> {
         return Err(ValueError::EmptyGpuName);
     }
     for name in &names {
-        crate::args::device(name)?;
+        device(name)?;
     }
     if names.len() > MAX_GPUS {
         return Err(ValueError::TooManyGpus {

@@ -3,8 +3,8 @@
 //! fraction), the streams' achieved rates and latency, and notes saying where the figures
 //! come from and where the time went; `--json` prints the whole result.
 
-use crate::commands::print_json;
 use crate::error::CliError;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
 use crate::value_error::ValueError;
@@ -48,7 +48,7 @@ pub struct VideoArgs {
 }
 
 fn whole_u32(text: &str, min: u32, max: u32, why: &'static str) -> Result<u32, ValueError> {
-    crate::args::whole_u32(text, u64::from(min), u64::from(max), why)
+    crate::values::whole_u32(text, u64::from(min), u64::from(max), why)
 }
 
 /// `--streams`.
@@ -79,7 +79,7 @@ pub fn frames(text: &str) -> Result<u32, ValueError> {
 /// One name of `--gpus`: `gpu`, `lender:gpu` (or a virtual function's name), by the one
 /// parser of device names.
 fn gpu_name(text: &str) -> Result<String, ValueError> {
-    crate::args::device(text.trim())
+    crate::values::device(text.trim())
 }
 
 /// The host and pool a run uses when the options leave them out: the first host with a

@@ -1,9 +1,10 @@
 //! The budget every command's input must fit before the command starts.
 //!
-//! Ranges on each option (`args`) keep every value sane on its own; together they still
+//! Ranges on each option (`values`) keep every value sane on its own; together they still
 //! allow runs of hours or gigabytes (`bench gpu-bandwidth --sizes 1G --copies 1000` is five
 //! terabytes through the timed engine). So before a command starts, [`models::estimate`]
-//! reckons the wall time and the peak memory its input implies — a simple model per command,
+//! reckons the wall time and the peak memory its input implies — a simple model per command
+//! (an experiment's is its own, [`ExpModel`]; a sweep's is its runs', [`sweep`]),
 //! the work it does (bytes moved, I/Os, round trips, frames, report rows, buffers) times
 //! what each unit costs on the emulator ([`rates`], measured) — and [`Budget::check`]
 //! refuses an estimate above [`WALL_BUDGET_S`] or [`MEMORY_BUDGET`] with a
@@ -16,6 +17,7 @@
 
 pub mod models;
 pub mod rates;
+pub mod sweep;
 
 use thiserror::Error;
 
@@ -53,6 +55,57 @@ impl Estimate {
     /// Whether it fits the budget.
     pub fn fits(&self) -> bool {
         self.wall_s <= WALL_BUDGET_S && self.memory <= MEMORY_BUDGET
+    }
+}
+
+/// What an experiment costs (its model for `exp NAME`): a fixed part and a part per unit of
+/// `--ops`, whose meaning is the experiment's own (I/Os, copies, round trips, milliseconds,
+/// epochs, frames). Each experiment states its own, measured with the default and a larger
+/// `--ops`, rounded up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpModel {
+    /// `--ops` when not given.
+    pub default_ops: u64,
+    /// The `--ops` the experiment takes (it refuses others itself).
+    pub ops: std::ops::RangeInclusive<u64>,
+    /// What one `--ops` counts, with everything it multiplies.
+    pub unit: &'static str,
+    /// Seconds besides the ops.
+    pub fixed_s: f64,
+    /// Seconds per op.
+    pub per_op_s: f64,
+    /// Memory besides the ops.
+    pub memory: u64,
+    /// Memory per op.
+    pub memory_per_op: u64,
+}
+
+impl ExpModel {
+    /// `default_ops` of `unit` when not given, each `per_op_s` seconds and `memory_per_op`
+    /// bytes, on top of `fixed_s` seconds and `memory_mb` MiB; any `--ops` taken.
+    pub fn new(
+        default_ops: u64,
+        unit: &'static str,
+        fixed_s: f64,
+        per_op_s: f64,
+        memory_mb: u64,
+        memory_per_op: u64,
+    ) -> ExpModel {
+        ExpModel {
+            default_ops,
+            ops: 0..=u64::MAX,
+            unit,
+            fixed_s,
+            per_op_s,
+            memory: memory_mb << 20,
+            memory_per_op,
+        }
+    }
+
+    /// The same model for an experiment that takes only `ops` (it refuses others itself,
+    /// naming its range).
+    pub fn within(self, ops: std::ops::RangeInclusive<u64>) -> ExpModel {
+        ExpModel { ops, ..self }
     }
 }
 

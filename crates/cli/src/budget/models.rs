@@ -6,9 +6,13 @@
 use super::rates::*;
 use super::{bytes, Estimate};
 use crate::app::App;
-use crate::args::{Bench, Cli, Command, Direction, DmaArgs, FioArgs, IperfArgs, P2pArgs};
-use crate::args::{GpuDirection, PingpongArgs};
-use crate::exp::{ExpArgs, ExpName};
+use crate::args::{Cli, Command};
+use crate::bench::{Bench, DmaArgs, GpuBandwidthArgs, GpuDirection, P2pArgs};
+use crate::exp::ExpArgs;
+use crate::fio::FioArgs;
+use crate::iperf::IperfArgs;
+use crate::pingpong::PingpongArgs;
+use crate::values::Direction;
 use smartio_calibration::Calibration;
 
 /// What a model may ask of the scenario a command names.
@@ -39,19 +43,19 @@ impl Facts<'_> {
 pub fn command_name(command: &Command) -> String {
     match command {
         Command::Scenarios => "scenarios".into(),
-        Command::Topo { .. } => "topo".into(),
-        Command::Devices { .. } => "devices".into(),
+        Command::Topo(_) => "topo".into(),
+        Command::Devices(_) => "devices".into(),
         Command::Bench { bench } => format!(
             "bench {}",
             match bench {
                 Bench::Dma(a) if a.adapter => "dma --adapter",
                 Bench::Dma(_) => "dma",
                 Bench::P2p(_) => "p2p",
-                Bench::GpuBandwidth { .. } => "gpu-bandwidth",
+                Bench::GpuBandwidth(_) => "gpu-bandwidth",
                 Bench::GpuP2p(_) => "gpu-p2p",
-                Bench::Pio { .. } => "pio",
-                Bench::Engine { .. } => "engine",
-                Bench::Topo { .. } => "topo",
+                Bench::Pio(_) => "pio",
+                Bench::Engine(_) => "engine",
+                Bench::Topo(_) => "topo",
             }
         ),
         Command::Pingpong(_) => "pingpong".into(),
@@ -77,7 +81,7 @@ pub fn command_name(command: &Command) -> String {
 pub fn estimate(cli: &Cli, facts: &Facts) -> Option<Estimate> {
     Some(match &cli.command {
         Command::Scenarios => fixed(0.0, 0, "listing the shipped scenarios"),
-        Command::Topo { .. } | Command::Devices { .. } => cluster_only(),
+        Command::Topo(_) | Command::Devices(_) => cluster_only(),
         Command::Bench { bench } => bench_estimate(bench, facts),
         Command::Pingpong(a) => pingpong(a),
         Command::Fio(a) => fio(a)?,
@@ -89,7 +93,11 @@ pub fn estimate(cli: &Cli, facts: &Facts) -> Option<Estimate> {
         Command::Exp(a) => exp(a)?,
         Command::Repro(a) => repro(a),
         Command::Demo => fixed(DEMO_S, DEMO_MEMORY, "the demo's fixed tour"),
-        Command::Sweep { sweep } => crate::sweep::estimate(sweep, cli, facts),
+        Command::Sweep { sweep } => {
+            super::sweep::estimate(sweep, cli.calibration.as_deref(), |run| {
+                estimate(run, facts)
+            })
+        }
         Command::Cluster { cluster } => match cluster {
             crate::cluster::ClusterCommand::Up { .. } => return None,
             _ => fixed(0.0, 0, "installing libsisci or stopping a daemon"),
@@ -229,48 +237,42 @@ fn bench_estimate(bench: &Bench, facts: &Facts) -> Estimate {
         Bench::Dma(a) => dma(a, facts),
         Bench::P2p(a) => p2p(a, facts, false),
         Bench::GpuP2p(a) => p2p(a, facts, true),
-        Bench::GpuBandwidth {
-            scenario,
-            device,
-            direction,
-            sizes,
-            copies,
-            repeat,
-            ..
-        } => {
-            let rate =
-                if matches!(direction, GpuDirection::H2d) && facts.reads_cut(scenario, device) {
-                    CUT_READ_NS_PER_BYTE
-                } else {
-                    GPU_NS_PER_BYTE
-                };
-            transfers(
-                sizes,
-                u64::from(*copies) * u64::from(*repeat),
-                rate,
-                GPU_BUFFERS,
-                ("GPU copy", "GPU copies"),
-            )
-        }
-        Bench::Pio { sizes, repeat, .. } => transfers(
-            sizes,
-            u64::from(*repeat),
+        Bench::GpuBandwidth(a) => gpu_bandwidth(a, facts),
+        Bench::Pio(a) => transfers(
+            &a.sizes,
+            u64::from(a.repeat),
             PIO_NS_PER_BYTE,
             DMA_BUFFERS,
             ("block of remote stores", "blocks of remote stores"),
         ),
-        Bench::Engine { bytes: b, .. } => Estimate::new(
-            START_S + *b as f64 * ENGINE_NS_PER_BYTE * 1e-9,
+        Bench::Engine(a) => Estimate::new(
+            START_S + a.bytes as f64 * ENGINE_NS_PER_BYTE * 1e-9,
             START_MEMORY,
-            format!("{} streamed as 4 MiB copies", moved_text(*b)),
+            format!("{} streamed as 4 MiB copies", moved_text(a.bytes)),
         ),
-        Bench::Topo { hosts, .. } => per_unit(
-            *hosts,
+        Bench::Topo(a) => per_unit(
+            a.hosts,
             HOST_S,
-            hosts.saturating_mul(HOST_MEMORY),
-            format!("a cluster of {hosts} hosts brought up"),
+            a.hosts.saturating_mul(HOST_MEMORY),
+            format!("a cluster of {} hosts brought up", a.hosts),
         ),
     }
+}
+
+fn gpu_bandwidth(a: &GpuBandwidthArgs, facts: &Facts) -> Estimate {
+    let rate =
+        if matches!(a.direction, GpuDirection::H2d) && facts.reads_cut(&a.scenario, &a.device) {
+            CUT_READ_NS_PER_BYTE
+        } else {
+            GPU_NS_PER_BYTE
+        };
+    transfers(
+        &a.sizes,
+        u64::from(a.copies) * u64::from(a.repeat),
+        rate,
+        GPU_BUFFERS,
+        ("GPU copy", "GPU copies"),
+    )
 }
 
 fn dma(a: &DmaArgs, facts: &Facts) -> Estimate {
@@ -341,7 +343,7 @@ fn pingpong(a: &PingpongArgs) -> Estimate {
 /// a verifying run first writes all of it).
 fn fio(a: &FioArgs) -> Option<Estimate> {
     use smartio_workloads::{Amount, RwMode};
-    let config = crate::commands::fio_config(a).ok()?;
+    let config = crate::fio::fio_config(a).ok()?;
     let slots = f64::from(config.jobs) * f64::from(config.iodepth);
     let (ios, amount) = match config.amount {
         Amount::Ops(n) => (n, count(n, "I/O", "I/Os")),
@@ -459,9 +461,9 @@ fn iperf(a: &IperfArgs) -> Option<Estimate> {
 
 /// `exp NAME`: each experiment's fixed part and its cost per unit of `--ops` (its own
 /// meaning: I/Os, copies, round trips, milliseconds, epochs, frames), from one run at the
-/// default and one at a larger `--ops` each.
+/// default and one at a larger `--ops` each ([`crate::exp::Experiment::cost`]).
 fn exp(a: &ExpArgs) -> Option<Estimate> {
-    let m = exp_model(a.name);
+    let m = a.name.cost();
     let ops = a.ops.unwrap_or(m.default_ops);
     if !m.ops.contains(&ops) {
         return None; // the experiment refuses it, naming its range
@@ -473,115 +475,11 @@ fn exp(a: &ExpArgs) -> Option<Estimate> {
             .saturating_add(ops.saturating_mul(m.memory_per_op)),
         format!("{ops} {}", m.unit),
     );
-    Some(if a.name == ExpName::VmNvme {
+    Some(if a.name.takes().explain {
         explained(e, &a.explain)
     } else {
         e
     })
-}
-
-/// An experiment's costs.
-pub struct ExpModel {
-    /// `--ops` when not given.
-    pub default_ops: u64,
-    /// The `--ops` the experiment takes (it refuses others itself).
-    pub ops: std::ops::RangeInclusive<u64>,
-    /// What one `--ops` counts, with everything it multiplies.
-    pub unit: &'static str,
-    /// Seconds besides the ops.
-    pub fixed_s: f64,
-    /// Seconds per op.
-    pub per_op_s: f64,
-    /// Memory besides the ops.
-    pub memory: u64,
-    /// Memory per op.
-    pub memory_per_op: u64,
-}
-
-/// Each experiment's model. Measured with the default and a larger `--ops` (`exp
-/// share-30`: 1000 0.8 s, 10 000 5.8 s; `exp gpu-nvme`: 16 384 20 s and 1.1 GB, 65 536 63
-/// s and 4.2 GB; `exp sriov`: 4 1.9 s, 40 15 s; `exp train`: 2 21 s, 6 93 s; `exp video`:
-/// 24 47 s, 48 107 s; `exp iommu-penalty`: 3 24 s, 5 30 s), rounded up.
-pub fn exp_model(name: ExpName) -> ExpModel {
-    let m = |default_ops, unit, fixed_s, per_op_s, memory_mb: u64, memory_per_op| ExpModel {
-        default_ops,
-        ops: 0..=u64::MAX,
-        unit,
-        fixed_s,
-        per_op_s,
-        memory: memory_mb << 20,
-        memory_per_op,
-    };
-    let within = |model: ExpModel, ops: std::ops::RangeInclusive<u64>| ExpModel { ops, ..model };
-    match name {
-        ExpName::SqPlacement => m(2000, "QD1 reads in each of 4 rows", 1.0, 100e-6, 64, 0),
-        ExpName::Multicast => m(0, "I/Os (none: one Identify per host)", 1.0, 0.0, 64, 0),
-        ExpName::Failover => m(2000, "I/Os through the failover", 1.0, 60e-6, 64, 2 << 10),
-        ExpName::Share30 => m(1000, "reads on each of 30 clients", 1.0, 0.8e-3, 128, 0),
-        ExpName::NvmeofCompare => m(1000, "I/Os in each row", 1.0, 200e-6, 64, 4 << 10),
-        ExpName::VmNvme => m(2000, "QD1 reads in each of 4 rows", 1.0, 200e-6, 64, 0),
-        ExpName::Migrate => m(
-            0,
-            "I/Os (none: 1 MiB written and read back)",
-            1.0,
-            0.0,
-            64,
-            0,
-        ),
-        ExpName::IommuPenalty => within(
-            m(
-                3,
-                "copies of each of 9 sizes up to 128 MiB in 3 configurations",
-                16.0,
-                3.5,
-                512,
-                0,
-            ),
-            1..=crate::exp::bandwidth::MAX_REPEAT,
-        ),
-        ExpName::VmP2p => m(1000, "round trips in each of 3 rows", 15.0, 21e-6, 640, 0),
-        ExpName::GpuNvme => within(
-            m(
-                16_384,
-                "64 KiB commands read twice",
-                6.0,
-                0.9e-3,
-                64,
-                64 << 10,
-            ),
-            1..=smartio_workloads::MAX_GPU_NVME_BYTES / (64 << 10),
-        ),
-        ExpName::Sriov => within(
-            m(
-                4,
-                "ms of iperf with 4 streams in each of 4 rows",
-                1.0,
-                0.45,
-                256,
-                0,
-            ),
-            1..=crate::exp::sriov::MAX_MILLISECONDS,
-        ),
-        ExpName::SriovShare => within(
-            m(4, "ms of iperf in each of 3 rows", 1.0, 0.3, 256, 0),
-            1..=crate::exp::sriov::MAX_MILLISECONDS,
-        ),
-        ExpName::Train => within(
-            m(2, "epochs in each of 7 placements", 5.0, 16.0, 384, 0),
-            1..=smartio_apps::train::MAX_EPOCHS,
-        ),
-        ExpName::Video => within(
-            m(
-                24,
-                "frames of each of 272 streams (1 to 16, two pools)",
-                1.0,
-                272.0 * FRAME_S,
-                128,
-                272 * FRAME_MEMORY,
-            ),
-            u64::from(smartio_apps::video::MIN_FRAMES)..=u64::from(smartio_apps::video::MAX_FRAMES),
-        ),
-    }
 }
 
 /// `repro`: the whole set, whatever is chosen (one statement can take a third of it: `II-3`

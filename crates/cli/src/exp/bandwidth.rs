@@ -2,8 +2,8 @@
 //! one curve per configuration, a table with the configurations side by side and the
 //! relative difference of two of them, and a figure per direction.
 
-use super::ExpError;
-use super::{Chart, Plot, Series};
+use super::plot::{Chart, Plot, Series};
+use super::refusal::ExpError;
 use crate::render::iec_size;
 use comfy_table::Table;
 use serde::Serialize;

@@ -1,12 +1,50 @@
 //! `failover` (Paper V §6.3): a client with two NTB adapters keeps a queue pair on each; the
 //! primary cable is cut mid-run, the client learns it and carries on over the backup.
 
-use super::ExpError;
-use super::{names, table, Chart, Plot, Report, Series, Setup};
+use super::experiment::{Experiment, Takes};
+use super::names;
+use super::plot::{Chart, Plot, Series};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::table;
 use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_platform::SimDuration;
 use smartio_workloads::{failover, FailoverConfig, FailoverResult};
+
+/// `exp failover`.
+pub struct Failover;
+
+impl Experiment for Failover {
+    fn name(&self) -> &'static str {
+        "failover"
+    }
+
+    fn help(&self) -> &'static str {
+        "A client with a queue pair on each of two NTB paths; the primary cable is cut mid-run \
+         and the client carries on over the backup"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "dual-path"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            checking: None,
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(2000, "I/Os through the failover", 1.0, 60e-6, 64, 2 << 10)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
 
 /// One table cell from a run's result.
 type Cell = dyn Fn(&FailoverResult) -> String;
@@ -14,8 +52,8 @@ type Cell = dyn Fn(&FailoverResult) -> String;
 /// I/Os unless `--ops` says otherwise.
 const OPS: u64 = 2000;
 
-pub fn run(setup: &Setup, verify: bool) -> Result<Report, CliError> {
-    let config = config(setup, verify)?;
+fn run(setup: &Setup) -> Result<Report, CliError> {
+    let config = config(setup, setup.verify)?;
     let ops = config.ops;
     let by_event = failover(&*setup.cluster()?, &config)?;
     let by_timeout = failover(
@@ -48,7 +86,10 @@ fn config(setup: &Setup, verify: bool) -> Result<FailoverConfig, CliError> {
     let (lender, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::Failover,
+            needs: Some(
+                "failover needs one, and another host with two cabled NTB adapters (such as \
+             dual-path)",
+            ),
         })?;
     let client =
         names::host_with_two_paths(&probe, &lender).ok_or_else(|| ExpError::NoDualPathHost {
@@ -224,15 +265,10 @@ mod tests {
     fn the_table_fits_100_columns_and_shows_each_measured_figure() {
         let calibration = Calibration::default_embedded();
         let setup = Setup {
-            scenario: "dual-path".into(),
-            calibration: &calibration,
             ops: Some(200),
-            seed: 1,
-            nvmeof: Default::default(),
-            traffic: Default::default(),
-            used: Default::default(),
+            ..Setup::new("dual-path".into(), &calibration, 1)
         };
-        let report = run(&setup, false).expect("runs");
+        let report = run(&setup).expect("runs");
         let text = report.table.to_string();
         let widest = text.lines().map(|l| l.chars().count()).max();
         assert!(

@@ -5,13 +5,60 @@
 //! The VM's two homes are the first two hosts of the scenario that declare a VM of the same
 //! name; the device is the first NVMe.
 
-use super::ExpError;
-use super::{table, Bar, Chart, Plot, Report, Setup};
+use super::experiment::{Experiment, Takes};
+use super::plot::{Bar, Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::table;
 use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{migrate, MigrateConfig};
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+/// `exp migrate`.
+pub struct Migrate;
+
+impl Experiment for Migrate {
+    fn name(&self) -> &'static str {
+        "migrate"
+    }
+
+    fn help(&self) -> &'static str {
+        "Cold migration of a VM with an NVMe passed through by MDEV, with verified data and \
+         the time of each step (Paper V §5.5)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "vm-cluster"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            no_ops: Some(
+                "migrate writes 1 MiB before the migration and reads it back after; it has no \
+                 I/O count to set",
+            ),
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(
+            0,
+            "I/Os (none: 1 MiB written and read back)",
+            1.0,
+            0.0,
+            64,
+            0,
+        )
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
+
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
     let nvme = probe
         .endpoints()
@@ -20,7 +67,7 @@ pub fn run(setup: &Setup) -> Result<Report, CliError> {
         .map(|e| format!("{}:{}", probe.host(e.host).name, e.name))
         .ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::Migrate,
+            needs: Some("migrate needs one"),
         })?;
     let homes: Vec<String> = probe
         .hosts()

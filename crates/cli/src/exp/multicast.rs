@@ -1,19 +1,59 @@
 //! `multicast` (Paper V §6.5, §8.6): one Identify whose data buffer is a multicast group
 //! lands in the memory of every other host; compared with one Identify per host.
 
-use super::ExpError;
-use super::{names, table, Bar, Chart, Plot, Report, Setup};
+use super::experiment::{Experiment, Takes};
+use super::names;
+use super::plot::{Bar, Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::table;
 use crate::error::CliError;
 use smartio_cluster::DeviceKind;
 use smartio_workloads::{multicast_identify, MulticastIdentifyConfig};
 use std::collections::BTreeMap;
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+/// `exp multicast`.
+pub struct Multicast;
+
+impl Experiment for Multicast {
+    fn name(&self) -> &'static str {
+        "multicast"
+    }
+
+    fn help(&self) -> &'static str {
+        "One Identify whose data buffer is a multicast group lands in every other host"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "cascade-60"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            no_ops: Some(
+                "multicast does one Identify through a multicast group and one per host; it has \
+                 no I/O count to set",
+            ),
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(0, "I/Os (none: one Identify per host)", 1.0, 0.0, 64, 0)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
+
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let cluster = setup.cluster()?;
     let (lender, nvme) = names::first_device(&cluster.machine.fabric(), DeviceKind::Nvme, None)
         .ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::Multicast,
+            needs: None,
         })?;
     let r = multicast_identify(
         &cluster,

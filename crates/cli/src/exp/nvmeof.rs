@@ -6,102 +6,49 @@
 //! The hosts come from the scenario: the target is the host of the first NVMe, the
 //! initiator the first other host (on `back-to-back`, lender and borrower).
 
-use super::ExpError;
-use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use super::experiment::{Experiment, Takes};
+use super::names;
+use super::plot::{Bar, Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::{ns, table};
 use crate::error::CliError;
-use clap::ValueEnum;
 use smartio_cluster::DeviceKind;
 use smartio_nvmeof::{
-    nvmeof_compare, InitiatorChoice, IoChoice, IoPath, NvmeofCompare, NvmeofConfig, NvmeofIo,
-    TargetMode,
+    nvmeof_compare, IoPath, NvmeofCompare as Compared, NvmeofConfig, NvmeofIo, TargetMode,
 };
 
-/// `--rw`: which I/O the rows do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Rw {
-    /// Random reads.
-    Randread,
-    /// Random writes (each row's written blocks are read back and checked).
-    Randwrite,
-    /// Random reads, then random writes.
-    Both,
-}
+/// `exp nvmeof-compare`.
+pub struct NvmeofCompare;
 
-/// `--initiator`: which NVMe-oF initiators, each against its own local baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Initiator {
-    /// The polled user-space initiator (SPDK's), against the local SmartIO driver.
-    Polled,
-    /// The kernel initiator (nvme-rdma, block layer, interrupts), against the native driver
-    /// with interrupts and the block layer.
-    Kernel,
-    /// Both.
-    Both,
-}
-
-/// `--target-mode`: how the NVMe-oF target serves commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Target {
-    /// SPDK's software target, polling (the seeds' target).
-    Spdk,
-    /// Target offload: the HCA hands commands to the NVMe and answers by itself.
-    Offload,
-}
-
-/// The options only `nvmeof-compare` takes (unset: reads and writes, both initiators, the
-/// SPDK target).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Options {
-    /// `--rw`.
-    pub rw: Option<Rw>,
-    /// `--initiator`.
-    pub initiator: Option<Initiator>,
-    /// `--target-mode`.
-    pub target_mode: Option<Target>,
-}
-
-impl Options {
-    /// The first option given, as `--name value`, if any (for experiments that take none).
-    pub fn first_given(&self) -> Option<String> {
-        let named = |name: &str, v: Option<clap::builder::PossibleValue>| {
-            v.map(|v| format!("--{name} {}", v.get_name()))
-        };
-        named("rw", self.rw.and_then(|v| v.to_possible_value()))
-            .or_else(|| {
-                named(
-                    "initiator",
-                    self.initiator.and_then(|v| v.to_possible_value()),
-                )
-            })
-            .or_else(|| {
-                named(
-                    "target-mode",
-                    self.target_mode.and_then(|v| v.to_possible_value()),
-                )
-            })
+impl Experiment for NvmeofCompare {
+    fn name(&self) -> &'static str {
+        "nvmeof-compare"
     }
 
-    fn io(self) -> IoChoice {
-        match self.rw {
-            Some(Rw::Randread) => IoChoice::Reads,
-            Some(Rw::Randwrite) => IoChoice::Writes,
-            Some(Rw::Both) | None => IoChoice::Both,
+    fn help(&self) -> &'static str {
+        "The SmartIO driver local and remote against NVMe-oF over RDMA (Paper V Fig. 36)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "back-to-back"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            nvmeof: true,
+            checking: Some("checks every byte it reads anyway"),
+            ..Takes::COMMON
         }
     }
 
-    fn initiators(self) -> InitiatorChoice {
-        match self.initiator {
-            Some(Initiator::Polled) => InitiatorChoice::Polled,
-            Some(Initiator::Kernel) => InitiatorChoice::Kernel,
-            Some(Initiator::Both) | None => InitiatorChoice::Both,
-        }
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(1000, "I/Os in each row", 1.0, 200e-6, 64, 4 << 10)
     }
 
-    fn target_mode(self) -> TargetMode {
-        match self.target_mode {
-            Some(Target::Offload) => TargetMode::Offload,
-            Some(Target::Spdk) | None => TargetMode::Spdk,
-        }
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
     }
 }
 
@@ -116,12 +63,12 @@ fn short(path: IoPath) -> &'static str {
     }
 }
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let probe = setup.fabric()?;
     let (target, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::NvmeofCompare,
+            needs: Some("nvmeof-compare needs one, and another host to read it from"),
         })?;
     let initiator = names::other_hosts(&probe, &target)
         .into_iter()
@@ -165,7 +112,7 @@ fn label(path: IoPath, config: &NvmeofConfig) -> String {
 }
 
 /// What the rows of `r` are, in words.
-fn legend(r: &NvmeofCompare, config: &NvmeofConfig) -> String {
+fn legend(r: &Compared, config: &NvmeofConfig) -> String {
     let mut paths: Vec<IoPath> = r.rows.iter().map(|x| x.path).collect();
     paths.sort();
     paths.dedup();
@@ -194,7 +141,7 @@ fn legend(r: &NvmeofCompare, config: &NvmeofConfig) -> String {
     format!("rows: {}", each.join("; "))
 }
 
-fn rows_table(r: &NvmeofCompare, config: &NvmeofConfig) -> comfy_table::Table {
+fn rows_table(r: &Compared, config: &NvmeofConfig) -> comfy_table::Table {
     let mut t = table(&[
         "",
         "I/O",
@@ -229,7 +176,7 @@ fn rows_table(r: &NvmeofCompare, config: &NvmeofConfig) -> comfy_table::Table {
     t
 }
 
-fn notes(r: &NvmeofCompare, config: &NvmeofConfig) -> Vec<String> {
+fn notes(r: &Compared, config: &NvmeofConfig) -> Vec<String> {
     let ios: Vec<&str> = {
         let mut v: Vec<NvmeofIo> = r.rows.iter().map(|x| x.io).collect();
         v.dedup();
@@ -309,7 +256,7 @@ fn notes(r: &NvmeofCompare, config: &NvmeofConfig) -> Vec<String> {
     notes
 }
 
-fn plots(r: &NvmeofCompare) -> Vec<Plot> {
+fn plots(r: &Compared) -> Vec<Plot> {
     let mut plots = vec![Plot {
         file: "nvmeof-compare.svg".into(),
         title: format!(

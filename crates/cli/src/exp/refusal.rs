@@ -2,7 +2,6 @@
 //! option it does not take, an `--ops` out of its range), and what it finds wrong after (an
 //! I/O lost or written twice): each with the scenario and the values.
 
-use super::ExpName;
 use smartio_apps::train::MAX_EPOCHS;
 use smartio_apps::video::{MAX_FRAMES, MIN_FRAMES};
 use thiserror::Error;
@@ -11,12 +10,13 @@ use thiserror::Error;
 #[derive(Debug, PartialEq, Eq, Error)]
 pub enum ExpError {
     /// No NVMe controller in the scenario.
-    #[error("{scenario} has no NVMe controller{}", nvme_need(*.exp))]
+    #[error("{scenario} has no NVMe controller{}", needs.map_or_else(String::new, |n| format!("; {n}")))]
     NoNvme {
         /// The scenario.
         scenario: String,
-        /// The experiment.
-        exp: ExpName,
+        /// What the experiment needs the NVMe for, and what else (`failover needs one, and
+        /// ...`), if it says.
+        needs: Option<&'static str>,
     },
     /// No host but the NVMe's for failover's program.
     #[error(
@@ -234,42 +234,44 @@ pub enum ExpError {
         ops: u64,
     },
     /// `--ops` for an experiment with no count to set.
-    #[error("--ops {ops}: {}", no_ops(*.exp))]
+    #[error("--ops {ops}: {why}")]
     NoOps {
         /// As given.
         ops: u64,
-        /// The experiment.
-        exp: ExpName,
+        /// Why the experiment has no count to set.
+        why: &'static str,
     },
     /// An NVMe-oF option for another experiment.
-    #[error("{given}: only with nvmeof-compare ({} has no NVMe-oF rows)", .exp.name())]
+    #[error("{given}: only with nvmeof-compare ({exp} has no NVMe-oF rows)")]
     NvmeofOption {
         /// The option and value given.
         given: String,
         /// The experiment.
-        exp: ExpName,
+        exp: &'static str,
     },
     /// `--verify` for another experiment than failover.
-    #[error("--verify: only with failover ({} {})", .exp.name(), verifies(*.exp))]
+    #[error("--verify: only with failover ({exp} {checking})")]
     Verify {
         /// The experiment.
-        exp: ExpName,
+        exp: &'static str,
+        /// What it does about checking instead.
+        checking: &'static str,
     },
     /// `--scenario` for an experiment with scenarios of its own.
-    #[error("--scenario {scenario}: {}", own_scenarios(*.exp))]
+    #[error("--scenario {scenario}: {why}")]
     OwnScenarios {
         /// As given.
         scenario: String,
-        /// The experiment.
-        exp: ExpName,
+        /// Which scenarios the experiment runs on, and why it takes no other.
+        why: String,
     },
     /// An explanation option for an experiment not explained yet.
-    #[error("{option}: only with vm-nvme ({} is not explained yet)", .exp.name())]
+    #[error("{option}: only with vm-nvme ({exp} is not explained yet)")]
     NotExplained {
         /// The option.
         option: &'static str,
         /// The experiment.
-        exp: ExpName,
+        exp: &'static str,
     },
     /// failover lost I/O or wrote it twice.
     #[error("I/O was lost or written twice: {}", lost(.runs))]
@@ -304,66 +306,6 @@ pub enum ExpError {
 /// Why sriov bounds its milliseconds.
 const SRIOV_WHY: &str =
     " (a millisecond of 100 Gbit/s takes about a tenth of a second of wall time per run)";
-
-/// What an experiment needs an NVMe for.
-fn nvme_need(exp: ExpName) -> &'static str {
-    match exp {
-        ExpName::Failover => {
-            "; failover needs one, and another host with two cabled NTB adapters (such as \
-             dual-path)"
-        }
-        ExpName::GpuNvme => "; gpu-nvme needs one and a GPU",
-        ExpName::Migrate => "; migrate needs one",
-        ExpName::NvmeofCompare => "; nvmeof-compare needs one, and another host to read it from",
-        ExpName::Share30 => "; share-30 needs one, and other hosts for its clients",
-        ExpName::SqPlacement => "; sq-placement needs one, and another host for the client",
-        ExpName::VmNvme => "; vm-nvme needs one",
-        _ => "",
-    }
-}
-
-/// Why an experiment has no I/O count.
-fn no_ops(exp: ExpName) -> &'static str {
-    match exp {
-        ExpName::Migrate => {
-            "migrate writes 1 MiB before the migration and reads it back after; it has no I/O \
-             count to set"
-        }
-        _ => {
-            "multicast does one Identify through a multicast group and one per host; it has no \
-             I/O count to set"
-        }
-    }
-}
-
-/// What an experiment other than failover does about checking.
-fn verifies(exp: ExpName) -> &'static str {
-    match exp {
-        ExpName::Share30 | ExpName::NvmeofCompare | ExpName::GpuNvme => {
-            "checks every byte it reads anyway"
-        }
-        ExpName::IommuPenalty | ExpName::VmP2p => "times its copies without checking them",
-        ExpName::Sriov | ExpName::SriovShare => "checks every byte the server reads anyway",
-        ExpName::Video => "checks every frame's features against its bytes anyway",
-        _ => "times its reads without checking them",
-    }
-}
-
-/// Which scenarios an experiment runs on, and why it takes no other.
-fn own_scenarios(exp: ExpName) -> String {
-    match exp {
-        ExpName::Train => "train compares its placements on local-chassis, back-to-back, \
-                           cluster-switch and vm-chassis; it takes no --scenario (run `smartio \
-                           app train` on another scenario)"
-            .to_string(),
-        _ => format!(
-            "iommu-penalty compares {} (no IOMMU) with {} (the same topology with the IOMMUs on) \
-             and runs on those two; it takes no --scenario",
-            super::iommu_penalty::NO_IOMMU_SCENARIO,
-            super::iommu_penalty::IOMMU_SCENARIO
-        ),
-    }
-}
 
 /// `name: lost N, twice M; ...`.
 fn lost(runs: &[(&'static str, u64, u64)]) -> String {

@@ -2,17 +2,48 @@
 //! queue decides how far the controller goes for every command it fetches. The CQ and the
 //! data stay in the client's RAM; only the SQ moves.
 
-use super::ExpError;
-use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use super::experiment::Experiment;
+use super::names;
+use super::plot::{Bar, Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::{ns, table};
 use crate::error::CliError;
 use smartio_cluster::DeviceKind;
-use smartio_drivers::nvme_dist::SqPlacement;
+use smartio_drivers::nvme_dist::SqPlacement as Placement;
 use smartio_workloads::{client_qd1, ClientQd1Config, ClientQd1Result};
+
+/// `exp sq-placement`.
+pub struct SqPlacement;
+
+impl Experiment for SqPlacement {
+    fn name(&self) -> &'static str {
+        "sq-placement"
+    }
+
+    fn help(&self) -> &'static str {
+        "QD1 4 KiB reads by a distributed-driver client with its SQ in borrower RAM, lender \
+         RAM, a GPU next to the controller, or the controller's memory (Paper V Fig. 34)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "cluster-switch"
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(2000, "QD1 reads in each of 4 rows", 1.0, 100e-6, 64, 0)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
 
 /// QD1 reads per placement unless `--ops` says otherwise.
 const OPS: u64 = 2000;
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let (runs, nvme) = placements(setup)?;
     let base = &runs[0];
     let (lender, client) = (&base.manager, &base.client);
@@ -77,7 +108,7 @@ fn placements(setup: &Setup) -> Result<(Vec<ClientQd1Config>, String), CliError>
     let (lender, nvme) =
         names::first_device(&probe, DeviceKind::Nvme, None).ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::SqPlacement,
+            needs: Some("sq-placement needs one, and another host for the client"),
         })?;
     let client = names::other_hosts(&probe, &lender)
         .into_iter()
@@ -93,7 +124,7 @@ fn placements(setup: &Setup) -> Result<(Vec<ClientQd1Config>, String), CliError>
         manager: lender.clone(),
         client: client.clone(),
         device: format!("{lender}:{nvme}"),
-        placement: SqPlacement::ClientRam,
+        placement: Placement::ClientRam,
         sq_device: None,
         ops: setup.ops.unwrap_or(OPS),
         bs: 4096,
@@ -102,7 +133,7 @@ fn placements(setup: &Setup) -> Result<(Vec<ClientQd1Config>, String), CliError>
     let mut runs = vec![
         base.clone(),
         ClientQd1Config {
-            placement: SqPlacement::LenderRam,
+            placement: Placement::LenderRam,
             ..base.clone()
         },
     ];
@@ -113,7 +144,7 @@ fn placements(setup: &Setup) -> Result<(Vec<ClientQd1Config>, String), CliError>
         });
     }
     runs.push(ClientQd1Config {
-        placement: SqPlacement::DeviceMemory,
+        placement: Placement::DeviceMemory,
         ..base.clone()
     });
     Ok((runs, nvme))

@@ -13,13 +13,51 @@
 //! NIC that has two VFs, the receiver the first other host with a NIC, the borrowers the
 //! others. `--ops` is milliseconds of virtual time (default 4).
 
-use super::ExpError;
-use super::{table, Chart, Plot, Report, Series, Setup};
+use super::experiment::{Experiment, Takes};
+use super::plot::{Chart, Plot, Series};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::table;
 use crate::error::CliError;
 use serde::Serialize;
 use smartio_cluster::DeviceKind;
 use smartio_net::{iperf, IperfConfig, IperfEnd, IperfResult, IperfTiming, DEFAULT_WRITE_BYTES};
 use smartio_platform::SimDuration;
+
+/// `exp sriov-share`.
+pub struct SriovShare;
+
+impl Experiment for SriovShare {
+    fn name(&self) -> &'static str {
+        "sriov-share"
+    }
+
+    fn help(&self) -> &'static str {
+        "One SR-IOV NIC shared by several hosts at once, a VF each (Paper V Fig. 29), and \
+         lender ↔ borrower through its internal switch; `--ops` is milliseconds (default 4)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "sriov-share"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            checking: Some("checks every byte the server reads anyway"),
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(4, "ms of iperf in each of 3 rows", 1.0, 0.3, 256, 0)
+            .within(1..=super::sriov::MAX_MILLISECONDS)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
 
 /// Streams per client (the paper: two threads per client).
 const STREAMS: u32 = 2;
@@ -43,7 +81,7 @@ fn end(host: &str, device: &str) -> IperfEnd {
     }
 }
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let Cast {
         lender,
         receiver,

@@ -5,12 +5,59 @@
 //! gain; the crossover is the fewest streams from which the borrowed GPUs add more than 1 %
 //! to the total. `--ops` is frames per stream.
 
-use super::ExpError;
-use super::{table, Chart, Plot, Report, Series, Setup};
+use super::experiment::{Experiment, Takes};
+use super::plot::{Chart, Plot, Series};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
 use crate::app::video::{default_pool, pool_capacity};
+use crate::budget::rates::{FRAME_MEMORY, FRAME_S};
+use crate::budget::ExpModel;
+use crate::cells::table;
 use crate::error::CliError;
 use serde::Serialize;
 use smartio_apps::video::{video, OutOfReach, VideoConfig, VideoResult, MAX_FRAMES, MIN_FRAMES};
+
+/// `exp video`.
+pub struct Video;
+
+impl Experiment for Video {
+    fn name(&self) -> &'static str {
+        "video"
+    }
+
+    fn help(&self) -> &'static str {
+        "Frames per second against the number of full-HD streams, with the local GPUs alone \
+         and with a borrowed one added (Paper II); `--ops` is frames per stream"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "video-lending"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            checking: Some("checks every frame's features against its bytes anyway"),
+            ..Takes::COMMON
+        }
+    }
+
+    /// Measured: 24 frames 47 s, 48 frames 107 s.
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(
+            24,
+            "frames of each of 272 streams (1 to 16, two pools)",
+            1.0,
+            272.0 * FRAME_S,
+            128,
+            272 * FRAME_MEMORY,
+        )
+        .within(u64::from(MIN_FRAMES)..=u64::from(MAX_FRAMES))
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
 
 /// Frames per stream unless `--ops` says otherwise: enough for a stream's rate to settle
 /// (a 7-stream run on the three local GPUs, 93 % loaded, is within 1 % of 30 fps), few
@@ -80,7 +127,7 @@ struct Row {
     gain_percent: f64,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let frames = frames(setup)?;
     let (host, pool) = default_pool(&*setup.cluster()?, None)?;
     let local: Vec<String> = pool.iter().filter(|g| !g.contains(':')).cloned().collect();

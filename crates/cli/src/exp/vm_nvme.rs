@@ -13,8 +13,12 @@
 //! recorded, and its p50 read's critical path is shown, with one table comparing the rows
 //! by kind of step: where the VM and the borrower spend what local does not.
 
-use super::ExpError;
-use super::{ns, table, Chart, Plot, Report, Setup};
+use super::experiment::{Experiment, Takes};
+use super::plot::{Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::{ns, table};
 use crate::error::CliError;
 use crate::explain::{self, ExplainArgs, Recorded};
 use smartio_drivers::CompletionMode;
@@ -24,6 +28,47 @@ use smartio_workloads::fio::run_fio_explained;
 use smartio_workloads::{
     pingpong, run_fio, Amount, Explained, FioConfig, FioResult, PingPongConfig, RwMode, Target,
 };
+
+/// `exp vm-nvme`.
+pub struct VmNvme;
+
+impl Experiment for VmNvme {
+    fn name(&self) -> &'static str {
+        "vm-nvme"
+    }
+
+    fn help(&self) -> &'static str {
+        "One NVMe read locally, from a local VFIO VM, a bare-metal borrower and an MDEV VM \
+         borrower, with interrupts and polling, and sequential bandwidth (ICPP'18 Fig. 7)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "vm-back-to-back"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            explain: true,
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(2000, "QD1 reads in each of 4 rows", 1.0, 200e-6, 64, 0)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+
+    fn run_explained(
+        &self,
+        setup: &Setup,
+        explain: &ExplainArgs,
+    ) -> Result<(Report, String), CliError> {
+        run_explained(setup, explain)
+    }
+}
 
 /// QD1 reads per row unless `--ops` says otherwise.
 const OPS: u64 = 2000;
@@ -49,7 +94,7 @@ struct Measured {
     sequential: FioResult,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     measure(setup, &ExplainArgs::default()).map(|(report, _)| report)
 }
 
@@ -69,7 +114,7 @@ pub struct RowBreakdown {
 /// when breaking down), the text to print after it, and what each row's recorded run
 /// explained. The traces of the four recorded runs are written to one file, a process per
 /// row and kind of track.
-pub fn run_explained(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, String), CliError> {
+fn run_explained(setup: &Setup, explain: &ExplainArgs) -> Result<(Report, String), CliError> {
     explain.check()?;
     let (mut report, rows) = measure(setup, explain)?;
     if let Some(path) = &explain.trace {
@@ -201,7 +246,7 @@ fn rows(setup: &Setup) -> Result<(Vec<Row>, f64), CliError> {
         .find(|e| smartio_cluster::DeviceKind::of(e) == Some(smartio_cluster::DeviceKind::Nvme))
         .ok_or_else(|| ExpError::NoNvme {
             scenario: setup.scenario.clone(),
-            exp: super::ExpName::VmNvme,
+            needs: Some("vm-nvme needs one"),
         })?;
     let lender = probe.host(nvme.host).name.clone();
     let device = nvme.name.clone();
@@ -470,7 +515,7 @@ fn plots(measured: &[Measured]) -> Vec<Plot> {
         Chart::Bars(
             measured
                 .iter()
-                .map(|m| super::Bar {
+                .map(|m| super::plot::Bar {
                     label: m.row.to_string(),
                     value: f(m),
                     range: None,

@@ -19,8 +19,13 @@
 //! the first other host with a VM the borrower.
 
 use super::bandwidth::{self, Curve, Difference};
-use super::ExpError;
-use super::{names, ns, table, Bar, Chart, Plot, Report, Setup};
+use super::experiment::{Experiment, Takes};
+use super::names;
+use super::plot::{Bar, Chart, Plot};
+use super::refusal::ExpError;
+use super::setup::{Report, Setup};
+use crate::budget::ExpModel;
+use crate::cells::{ns, table};
 use crate::error::CliError;
 use comfy_table::Table;
 use serde::Serialize;
@@ -30,6 +35,39 @@ use smartio_workloads::{
     bench_p2p, device_pingpong, DevicePingPongConfig, DevicePingPongResult, DmaSample, P2pConfig,
     P2pDirection,
 };
+
+/// `exp vm-p2p`.
+pub struct VmP2p;
+
+impl Experiment for VmP2p {
+    fn name(&self) -> &'static str {
+        "vm-p2p"
+    }
+
+    fn help(&self) -> &'static str {
+        "Device-to-device throughput and ping-pong latency with two devices passed through to \
+         a VM by local VFIO, by MDEV, and borrowed by a bare-metal host (Paper V Figs. 32-33)"
+    }
+
+    fn default_scenario(&self) -> &'static str {
+        "vm-back-to-back"
+    }
+
+    fn takes(&self) -> Takes {
+        Takes {
+            checking: Some("times its copies without checking them"),
+            ..Takes::COMMON
+        }
+    }
+
+    fn cost(&self) -> ExpModel {
+        ExpModel::new(1000, "round trips in each of 3 rows", 15.0, 21e-6, 640, 0)
+    }
+
+    fn run(&self, setup: &Setup) -> Result<Report, CliError> {
+        run(setup)
+    }
+}
 
 /// Ping-pong round trips per row unless `--ops` says otherwise.
 const ROUND_TRIPS: u32 = 1000;
@@ -61,7 +99,7 @@ struct Row {
     hops: usize,
 }
 
-pub fn run(setup: &Setup) -> Result<Report, CliError> {
+fn run(setup: &Setup) -> Result<Report, CliError> {
     let repeat = bandwidth::REPEAT;
     let iterations = match setup.ops {
         None => ROUND_TRIPS,

@@ -9,6 +9,7 @@
 //! text. This module boots the cluster for the ids SmartIO's registry gives its devices
 //! (as `smartio devices` does) and checks the layout before anything is written.
 
+pub mod error;
 pub mod geometry;
 mod grid;
 mod host;
@@ -17,38 +18,14 @@ pub(crate) mod parts;
 pub mod svg;
 mod switches;
 
-use crate::outfile::{OutputFile, OutputFileError};
-use geometry::{FrameKind, Picture, Violation};
+pub use error::PictureError;
+
+use crate::outfile::OutputFile;
+use geometry::{FrameKind, Picture};
 use parts::DeviceIds;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, ClusterError};
+use smartio_cluster::Cluster;
 use smartio_workloads::{AttachError, DeviceInfo, Workbench};
-use thiserror::Error;
-
-/// Why a picture was not made or written.
-#[derive(Debug, Error)]
-pub enum PictureError {
-    /// The scenario could not be loaded or started.
-    #[error("{0}")]
-    Cluster(#[source] Box<ClusterError>),
-    /// SmartIO's registry could not be read (its hosts did not boot).
-    #[error("{scenario}: listing the devices SmartIO registers failed: {source}")]
-    Devices {
-        scenario: String,
-        #[source]
-        source: Box<AttachError>,
-    },
-    /// The layout broke its own rule (a bug, whatever the scenario).
-    #[error("{scenario}: the picture's layout is wrong (a bug; please report it): {source}")]
-    Layout {
-        scenario: String,
-        #[source]
-        source: Violation,
-    },
-    /// The file could not be written.
-    #[error("--svg {0}")]
-    Write(#[source] OutputFileError),
-}
 
 /// Every device SmartIO's registry holds on `cluster`, as `smartio devices` lists them (the
 /// hosts are booted for it, so once per cluster).

@@ -7,13 +7,16 @@
 //! NVMe-oF white paper. Each claim is the paper's own words, quoted.
 //!
 //! The rules are the same everywhere: where the paper states a number or a range, the
-//! measurement holds within ±10 % of it ([`near`]); where it states that two things are the
-//! same, they differ by at most the rule's stated tolerance; an order is tested as an order.
+//! measurement holds within ±10 % of it ([`super::rules::near`]); where it states that two
+//! things are the same, they differ by at most the rule's stated tolerance; an order is tested
+//! as an order.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{Ctx, Figure, Finding};
+use super::rules::{near, near_rule, pct};
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, ExpName, Plot};
+use crate::exp;
+use crate::exp::plot::{Bar, Chart, Plot};
 use serde_json::Value;
 use smartio_apps::video::{video, OutOfReach, VideoConfig};
 use smartio_workloads::{
@@ -285,32 +288,6 @@ pub fn fitted(id: &str) -> Option<&'static str> {
     })
 }
 
-/// Whether `value` lies within ±10 % of what a paper states: a number (`lo == hi`) or the
-/// range `lo..=hi` (10 % below its low end to 10 % above its high end). The same rule for
-/// every statement that states a number.
-pub(super) fn near(value: f64, lo: f64, hi: f64) -> bool {
-    value >= 0.9 * lo && value <= 1.1 * hi
-}
-
-/// The rule [`near`] tests, in words: "`what` within ±10 % of `stated` (`lo`-`hi` `unit`)".
-pub(super) fn near_rule(what: &str, stated: &str, lo: f64, hi: f64, unit: &str) -> String {
-    // Four decimals at most, without trailing zeros: 9.18, 495, 515.7.
-    let short = |x: f64| {
-        let s = format!("{x:.4}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    };
-    format!(
-        "{what} within ±10 % of {stated} ({}-{} {unit})",
-        short(0.9 * lo),
-        short(1.1 * hi)
-    )
-}
-
-/// `a` relative to `b`, in percent.
-fn pct(a: f64, b: f64) -> f64 {
-    (a / b - 1.0) * 100.0
-}
-
 fn gbs(bytes_per_s: f64) -> String {
     format!("{:.2} GB/s", bytes_per_s / 1e9)
 }
@@ -458,7 +435,7 @@ type Epochs = Vec<(String, f64)>;
 /// The mean epoch time of each placement of `exp train`, by label, and its plots that no
 /// earlier figure showed (IV-21 and V-30 read one run and one plot).
 fn train_epochs(ctx: &Ctx) -> Result<(Epochs, Vec<Plot>), CliError> {
-    let report = ctx.exp(ExpName::Train, Some(1))?;
+    let report = ctx.exp(&exp::Train, Some(1))?;
     let rows = report
         .json
         .as_array()
@@ -550,7 +527,7 @@ fn keras_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn gpu_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::GpuNvme, Some(512))?;
+    let report = ctx.exp(&exp::GpuNvme, Some(512))?;
     let rows = report
         .json
         .as_array()
@@ -855,7 +832,7 @@ fn pingpong_two_lenders(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sriov_lent(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Sriov, Some(2))?;
+    let report = ctx.exp(&exp::Sriov, Some(2))?;
     let rows = report
         .json
         .as_array()
@@ -877,7 +854,7 @@ fn sriov_lent(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sriov_shared(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::SriovShare, Some(2))?;
+    let report = ctx.exp(&exp::SriovShare, Some(2))?;
     let rows = report
         .json
         .as_array()
@@ -922,7 +899,7 @@ fn sriov_shared(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn iommu_penalty(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::IommuPenalty, Some(2))?;
+    let report = ctx.exp(&exp::IommuPenalty, Some(2))?;
     let rows = report.json["rows"].as_array().ok_or(ReproError::NoRows {
         exp: "iommu-penalty",
     })?;
@@ -973,7 +950,7 @@ fn iommu_penalty(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn sq_placement(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::SqPlacement, Some(500))?;
+    let report = ctx.exp(&exp::SqPlacement, Some(500))?;
     let rows = report.json.as_array().ok_or(ReproError::NoRows {
         exp: "sq-placement",
     })?;
@@ -1006,7 +983,7 @@ fn sq_placement(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn share_30(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let report = ctx.exp(&exp::Share30, Some(100))?;
     let j = &report.json;
     let clients = j["clients"].as_array().cloned().unwrap_or_default();
     let each = clients
@@ -1029,7 +1006,7 @@ fn share_30(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn share_30_starvation(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Share30, Some(100))?;
+    let report = ctx.exp(&exp::Share30, Some(100))?;
     let j = &report.json;
     let (lo, hi) = (num(&j["p50_min_ns"]), num(&j["p50_max_ns"]));
     let fairness = num(&j["fairness"]);
@@ -1053,7 +1030,7 @@ fn share_30_starvation(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn multicast(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::Multicast, None)?;
+    let report = ctx.exp(&exp::Multicast, None)?;
     let j = &report.json;
     let (verified, commands) = (num(&j["verified"]), num(&j["multicast_commands"]));
     Ok(Finding {
@@ -1071,7 +1048,7 @@ fn multicast(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 fn vm_nvme(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::VmNvme, Some(500))?;
+    let report = ctx.exp(&exp::VmNvme, Some(500))?;
     let rows = report.json["rows"]
         .as_array()
         .ok_or(ReproError::NoRows { exp: "vm-nvme" })?;
@@ -1122,7 +1099,7 @@ fn nvmeof_plots<'p>(plots: &'p [Plot], steps: &str) -> impl Iterator<Item = &'p 
 /// Seed 003 Fig. 10: the kernel initiator against the native driver with interrupts and
 /// the block layer, by the difference of the minimum latencies.
 fn nvmeof_kernel(ctx: &Ctx, io: &str) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let report = ctx.exp(&exp::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let (native, kernel) = (
         nvmeof_row(j, "local-native", io),
@@ -1159,7 +1136,7 @@ fn nvmeof_kernel_write(ctx: &Ctx) -> Result<Finding, CliError> {
 /// Seed 004 Fig. 10: SPDK on both sides, so the polled initiator against the polled local
 /// driver, by the 99th percentiles.
 fn nvmeof(ctx: &Ctx) -> Result<Finding, CliError> {
-    let report = ctx.exp(ExpName::NvmeofCompare, Some(500))?;
+    let report = ctx.exp(&exp::NvmeofCompare, Some(500))?;
     let j = &report.json;
     let local = num(&nvmeof_row(j, "local-smartio", "read")["latency"]["p99"]);
     let smartio = num(&nvmeof_row(j, "remote-smartio", "read")["added"]["p99"]);

@@ -2,7 +2,7 @@
 //! plots as inline SVG, a picture of each scenario the figures ran on (`topo --svg`'s), and
 //! the calibration the run used.
 
-use super::Outcome;
+use super::figure::Outcome;
 use crate::error::CliError;
 // One escape for the page and the pictures in it: XML's is also HTML's.
 use crate::picture::svg::escape;

@@ -12,9 +12,10 @@
 //! failing verdict says why; nothing here is tuned to the paper's numbers.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{why, Ctx, Figure, Finding};
+use super::rules::{near, near_rule};
 use crate::error::CliError;
-use crate::exp::{Chart, Plot, Series};
+use crate::exp::plot::{Chart, Plot, Series};
 use smartio_cluster::Cluster;
 use smartio_fabric::LinkKind;
 use smartio_workloads::{
@@ -144,7 +145,7 @@ fn adapter_dma(ctx: &Ctx) -> Result<Finding, CliError> {
             off(w, PAPER_WRITE),
             gbs(r),
             off(r, PAPER_READ),
-            super::why(holds),
+            why(holds),
             c.calibration.pcie.max_payload_size.value,
             gbs(bound),
             c.calibration.pcie.max_payload_size.value,
@@ -217,7 +218,7 @@ fn borrowed_k40(ctx: &Ctx) -> Result<Finding, CliError> {
             off(w, PAPER_WRITE),
             gbs(r),
             off(r, PAPER_READ),
-            super::why(holds),
+            why(holds),
             cal.pcie.max_payload_size.value,
             gbs(bound),
             gbs(engine_rate),
@@ -258,7 +259,7 @@ fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, CliError> {
         },
     )?;
     let one_way = r.rtt_ns.p50 / 2.0;
-    let holds = super::figures::near(one_way, PAPER, PAPER);
+    let holds = near(one_way, PAPER, PAPER);
     Ok(Finding {
         measured: format!(
             "{one_way:.0} ns one way (p50), machine-a ↔ machine-b on {SCENARIO} ({:+.1} % from \
@@ -271,11 +272,11 @@ fn ram_to_remote_ram(ctx: &Ctx) -> Result<Finding, CliError> {
                     ". {}the store crosses the same chips as Paper III's pair (two PEX8733, \
                      the cable) over x8 links; see `smartio pingpong --scenario {SCENARIO} \
                      --from machine-a --to machine-b --breakdown`",
-                    super::why(holds)
+                    why(holds)
                 )
             }
         ),
-        rule: super::figures::near_rule(
+        rule: near_rule(
             "one way (half the median round trip)",
             "approximately 573 ns",
             PAPER,

@@ -17,20 +17,16 @@
 //! to the papers.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{self, Ctx, Figure, Finding};
+use super::mesh::{MESH, MESH_IOMMU};
+use super::rules::{pct, BOUND};
 use crate::error::CliError;
-use crate::exp::{Chart, Plot, Series};
+use crate::exp::plot::{Chart, Plot, Series};
 use smartio_cluster::Cluster;
 use smartio_fabric::LinkKind;
 use smartio_workloads::{bench_gpu_bandwidth, DmaSample, GpuBandwidthConfig, GpuCopyDirection};
 use std::rc::Rc;
 
-/// Paper III/IV's machines, the lenders' IOMMUs off.
-pub(super) const MESH: &str = "mesh-3";
-/// The same machines, the lenders' IOMMUs on.
-pub(super) const MESH_IOMMU: &str = "mesh-3-lender-iommu";
-/// How far from a stated number a measurement may lie, in percent.
-pub(super) const BOUND: f64 = 10.0;
 /// bandwidthTest's transfer sizes: two below 1 MB, two above (Paper IV: "for sizes of 1
 /// megabyte and more [...] the reported bandwidths starts to converge").
 const SIZES: [u64; 4] = [4 << 10, 64 << 10, 1 << 20, 4 << 20];
@@ -94,11 +90,6 @@ pub fn figures() -> [Figure; 7] {
 
 fn gbs(bytes_per_s: f64) -> String {
     format!("{:.2} GB/s", bytes_per_s / 1e9)
-}
-
-/// `a` relative to `b`, in percent.
-pub(super) fn pct(a: f64, b: f64) -> f64 {
-    (a / b - 1.0) * 100.0
 }
 
 /// The median throughput of the `size`-byte sample (NaN if none).
@@ -339,7 +330,7 @@ fn local_converges(ctx: &Ctx) -> Result<Finding, CliError> {
              cable's {} plus one walk is {}; reads keep enough requests open to hide the \
              walks",
             why.join("; "),
-            super::why(holds),
+            figure::why(holds),
             cal.iotlb_miss_ns.value,
             cal.iotlb_entries.value,
             gbs(cable),
@@ -417,7 +408,7 @@ fn bounce_through_ram(ctx: &Ctx) -> Result<Finding, CliError> {
             gbs(r),
             pct(r, PAPER),
             gbs(w),
-            super::why(holds),
+            figure::why(holds),
             gbs(cable),
             gbs(gpu_link),
             gbs(walked_writes(cable, miss)),

@@ -9,10 +9,11 @@
 //! ("less than 25 nanoseconds between minimum and maximum observed latency for each
 //! scenario", thesis line 4454). A stated number holds within ±10 %.
 
-use super::paper3::{pct, BOUND, MESH, MESH_IOMMU};
-use super::{Ctx, Finding};
+use super::figure::{why, Ctx, Finding};
+use super::mesh::{MESH, MESH_IOMMU};
+use super::rules::{pct, BOUND};
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, Plot};
+use crate::exp::plot::{Bar, Chart, Plot};
 use smartio_cluster::Cluster;
 use smartio_fabric::{LinkKind, NodeKind};
 use smartio_workloads::{
@@ -257,7 +258,7 @@ pub(super) fn two_lenders_add(ctx: &Ctx) -> Result<Finding, CliError> {
              also holds CPU legs no GPU store pays ([chips.PEX8733] latency_ns is derived from \
              it without them); at the datasheets' maxima the chips would add {worst:.0} ns a \
              way, {:.0} ns a round trip",
-            super::why(holds),
+            why(holds),
             far.chips
                 .iter()
                 .map(|c| c.0.as_str())

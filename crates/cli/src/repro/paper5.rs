@@ -15,9 +15,11 @@
 //! own variation next to it. A stated number holds within ±10 %.
 
 use super::error::ReproError;
-use super::{Ctx, Figure, Finding};
+use super::figure::{why, Ctx, Figure, Finding};
+use super::rules::pct;
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, ExpName, Plot};
+use crate::exp;
+use crate::exp::plot::{Bar, Chart, Plot};
 use serde_json::Value;
 use smartio_machine::StepClass;
 use smartio_workloads::fio::{run_fio_explained, LatencyNs};
@@ -75,11 +77,6 @@ pub fn figures() -> [Figure; 5] {
             run: smartio_faster_than_spdk,
         },
     ]
-}
-
-/// `a` relative to `b`, in percent.
-fn pct(a: f64, b: f64) -> f64 {
-    (a / b - 1.0) * 100.0
 }
 
 fn num(v: &Value) -> f64 {
@@ -220,8 +217,8 @@ fn vm_p2p_row<'a>(j: &'a Value, name: &str) -> Result<&'a Value, CliError> {
 }
 
 /// vm-p2p, run once per repro.
-fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
-    ctx.exp(ExpName::VmP2p, Some(VM_P2P_ROUND_TRIPS))
+fn vm_p2p(ctx: &Ctx) -> Result<Rc<crate::exp::setup::Report>, CliError> {
+    ctx.exp(&exp::VmP2p, Some(VM_P2P_ROUND_TRIPS))
 }
 
 /// What vm-p2p's devices are, for the findings.
@@ -309,8 +306,8 @@ fn mdev_pingpong_similar(ctx: &Ctx) -> Result<Finding, CliError> {
 }
 
 /// nvmeof-compare, as seed 003's and seed 004's statements run it.
-fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::Report>, CliError> {
-    ctx.exp(ExpName::NvmeofCompare, Some(NVMEOF_OPS))
+fn nvmeof(ctx: &Ctx) -> Result<Rc<crate::exp::setup::Report>, CliError> {
+    ctx.exp(&exp::NvmeofCompare, Some(NVMEOF_OPS))
 }
 
 /// The read latencies of nvmeof-compare's row `path`.
@@ -403,7 +400,7 @@ fn smartio_faster_than_spdk(ctx: &Ctx) -> Result<Finding, CliError> {
              and no calibration entry holds it",
             faster[0],
             faster[1],
-            super::why(holds),
+            why(holds),
         ),
         rule: format!(
             "local SPDK's mean minus the SmartIO driver's, local and remote each, within ±{BOUND} \

@@ -12,9 +12,10 @@
 //! baseline statement compares the two local drivers. Every run is fio at QD1, 4 KiB random,
 //! the same seed.
 
-use super::{Ctx, Finding};
+use super::figure::{Ctx, Finding};
+use super::rules::{near, near_rule};
 use crate::error::CliError;
-use crate::exp::{Bar, Chart, Plot};
+use crate::exp::plot::{Bar, Chart, Plot};
 use smartio_drivers::nvme::CompletionMode;
 use smartio_workloads::fio::LatencyNs;
 use smartio_workloads::fio::{run_fio, Amount, FioConfig, FioMethod, RwMode};
@@ -123,14 +124,14 @@ fn added(runs: &Runs, what: &str, stated: f64, file: &str) -> Finding {
             r.min - s.min,
             r.p50 - s.p50
         ),
-        rule: super::figures::near_rule(
+        rule: near_rule(
             "block client remote − local, by the minima,",
             &format!("around {:.0} µs", stated / 1000.0),
             stated,
             stated,
             "ns",
         ),
-        holds: super::figures::near(min, stated, stated),
+        holds: near(min, stated, stated),
         plots: vec![runs.plot(file, what)],
     };
     if !finding.holds {

@@ -1,4 +1,4 @@
-//! Why a sweep, one of its runs, or a merge of its shards failed.
+//! Why a sweep, its grid, one of its runs, or a merge of its shards failed.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -194,4 +194,45 @@ fn more(missing: &[usize]) -> String {
         0 => String::new(),
         more => format!(" and {more} more"),
     }
+}
+
+/// What is wrong with a grid.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GridError {
+    #[error("{file}: {message}")]
+    Toml { file: String, message: String },
+    #[error("{file}: no such file and no shipped grid of that name{} (shipped: {shipped}): {why}",
+        nearest.map_or_else(String::new, |n| format!("; did you mean `{n}`?")))]
+    Missing {
+        file: String,
+        nearest: Option<&'static str>,
+        shipped: String,
+        why: String,
+    },
+    #[error("{file}: command = [] names no command (allowed first words: {allowed})")]
+    NoCommand { file: String, allowed: String },
+    #[error("{file}: command {command:?} prints no JSON a sweep could collect (allowed first words: {allowed})")]
+    Command {
+        file: String,
+        command: String,
+        allowed: String,
+    },
+    #[error("{file}: {section}.{key}: {why}")]
+    Key {
+        file: String,
+        section: &'static str,
+        key: String,
+        why: String,
+    },
+    #[error("{file}: the grid expands to more than {max} runs")]
+    TooManyRuns { file: String, max: usize },
+    #[error("{file}: metric = {metric:?} is not a JSON pointer (it starts with '/', e.g. \"/lat_ns/p50\")")]
+    Metric { file: String, metric: String },
+    #[error("{file}: run {index} ({params}): {why}")]
+    Run {
+        file: String,
+        index: usize,
+        params: String,
+        why: String,
+    },
 }

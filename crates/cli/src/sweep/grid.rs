@@ -15,6 +15,7 @@
 //! seed = [1, 2, 3]
 //! ```
 
+use super::error::GridError;
 use crate::args::Cli;
 use clap::Parser;
 use serde::Deserialize;
@@ -50,47 +51,6 @@ pub const SHIPPED: [(&str, &str); 1] = [(
     "qd1-seeds",
     include_str!("../../../../sweeps/qd1-seeds.toml"),
 )];
-
-/// What is wrong with a grid.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum GridError {
-    #[error("{file}: {message}")]
-    Toml { file: String, message: String },
-    #[error("{file}: no such file and no shipped grid of that name{} (shipped: {shipped}): {why}",
-        nearest.map_or_else(String::new, |n| format!("; did you mean `{n}`?")))]
-    Missing {
-        file: String,
-        nearest: Option<&'static str>,
-        shipped: String,
-        why: String,
-    },
-    #[error("{file}: command = [] names no command (allowed first words: {allowed})")]
-    NoCommand { file: String, allowed: String },
-    #[error("{file}: command {command:?} prints no JSON a sweep could collect (allowed first words: {allowed})")]
-    Command {
-        file: String,
-        command: String,
-        allowed: String,
-    },
-    #[error("{file}: {section}.{key}: {why}")]
-    Key {
-        file: String,
-        section: &'static str,
-        key: String,
-        why: String,
-    },
-    #[error("{file}: the grid expands to more than {MAX_RUNS} runs")]
-    TooManyRuns { file: String },
-    #[error("{file}: metric = {metric:?} is not a JSON pointer (it starts with '/', e.g. \"/lat_ns/p50\")")]
-    Metric { file: String, metric: String },
-    #[error("{file}: run {index} ({params}): {why}")]
-    Run {
-        file: String,
-        index: usize,
-        params: String,
-        why: String,
-    },
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -357,7 +317,10 @@ fn vary(file: &str, raw: &RawGrid) -> Result<(Vec<Varied>, usize), GridError> {
         total = total
             .checked_mul(values.len())
             .filter(|&t| t <= MAX_RUNS)
-            .ok_or(GridError::TooManyRuns { file: file.into() })?;
+            .ok_or(GridError::TooManyRuns {
+                file: file.into(),
+                max: MAX_RUNS,
+            })?;
         vary.push((key.clone(), values));
     }
     Ok((vary, total))

@@ -4,141 +4,17 @@
 //! Kubernetes Indexed Jobs) spreads one sweep over machines as plain processes; `sweep merge`
 //! joins the shards' lines into exactly the lines of the whole sweep ([`merge`]).
 
-mod error;
+pub mod args;
+pub(crate) mod error;
 pub(crate) mod grid;
 mod merge;
 mod run;
 
-pub use error::SweepError;
-
-use crate::args::Cli;
 use crate::error::CliError;
-use crate::value_error::ValueError;
-use clap::Parser;
+use args::{RunArgs, Sweep};
+use error::SweepError;
 use std::io::Write;
 use std::time::Instant;
-
-/// Most shards one sweep may be split into.
-pub const MAX_SHARDS: usize = 10_000;
-
-/// Most worker threads.
-pub const MAX_JOBS: u16 = 256;
-
-#[derive(clap::Subcommand, Debug)]
-pub enum Sweep {
-    /// Run a grid's runs (or one shard of them) in parallel: one JSON line per run, in the
-    /// grid's order; with --out, the lines go to that file and a summary table is printed.
-    Run(RunArgs),
-    /// Join the JSON lines of a sweep's shards into the lines of the whole sweep, each run
-    /// once, checked against the grid.
-    Merge(MergeArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct RunArgs {
-    /// The grid: a TOML file, or a shipped grid's name (qd1-seeds).
-    pub grid: String,
-    /// Run only shard I of N (0 <= I < N <= 10000): the runs whose index modulo N is I.
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub shard: Option<Shard>,
-    /// Worker threads, each running one run at a time, 1 to 256 (default: one per core).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_JOBS)))]
-    pub jobs: Option<u16>,
-    /// Write the JSON lines to this file and print a summary table (default: the lines on
-    /// standard output).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<String>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct MergeArgs {
-    /// The grid the shards ran: a TOML file or a shipped grid's name.
-    pub grid: String,
-    /// The shards' JSON-lines files (--out of each `sweep run --shard`).
-    #[arg(required = true, value_name = "PART")]
-    pub parts: Vec<String>,
-    /// Write the merged lines to this file (default: standard output).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<String>,
-}
-
-/// One shard of a sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    /// Which one (0-based).
-    pub index: usize,
-    /// Of how many.
-    pub count: usize,
-}
-
-fn parse_shard(s: &str) -> Result<Shard, ValueError> {
-    let bad = || ValueError::Shard { max: MAX_SHARDS };
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let index: usize = i.trim().parse().map_err(|_| bad())?;
-    let count: usize = n.trim().parse().map_err(|_| bad())?;
-    if count == 0 || count > MAX_SHARDS || index >= count {
-        return Err(bad());
-    }
-    Ok(Shard { index, count })
-}
-
-/// The budget's estimate of `sweep` (see [`crate::budget::models`]): a run's estimate is
-/// its command's, the runs share the workers (the wall time is their sum over the workers,
-/// the memory one run's at most on each worker at once). A grid that does not load is
-/// estimated as nothing: the sweep then fails on it before any run.
-pub fn estimate(
-    sweep: &Sweep,
-    cli: &crate::args::Cli,
-    facts: &crate::budget::models::Facts,
-) -> crate::budget::Estimate {
-    use crate::budget::{models, rates, Estimate};
-    let Sweep::Run(args) = sweep else {
-        return Estimate::new(
-            rates::START_S,
-            rates::START_MEMORY,
-            "merging a sweep's shards",
-        );
-    };
-    let Ok(grid) = grid::load(&args.grid, cli.calibration.as_deref()) else {
-        return Estimate::new(
-            rates::START_S,
-            rates::START_MEMORY,
-            "a grid that does not load",
-        );
-    };
-    let runs: Vec<&grid::Run> = grid
-        .runs
-        .iter()
-        .filter(|r| args.shard.is_none_or(|s| r.index % s.count == s.index))
-        .collect();
-    let workers = jobs(args).min(runs.len()).max(1);
-    let (mut wall, mut memory) = (0.0, 0u64);
-    for r in &runs {
-        let parsed =
-            Cli::try_parse_from(std::iter::once("smartio".to_string()).chain(r.argv.clone()));
-        if let Some(e) = parsed
-            .ok()
-            .as_ref()
-            .and_then(|c| models::estimate(c, facts))
-        {
-            wall += e.wall_s;
-            memory = memory.max(e.memory);
-        }
-    }
-    Estimate::new(
-        rates::START_S + wall / workers as f64,
-        memory.saturating_mul(workers as u64),
-        format!("{} runs on {workers} workers", runs.len()),
-    )
-}
-
-/// The workers a sweep runs on: `--jobs`, or one per core.
-fn jobs(args: &RunArgs) -> usize {
-    match args.jobs {
-        Some(j) => usize::from(j),
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    }
-}
 
 /// Runs `sweep`; `calibration` is the command line's own `--calibration`, `no_budget` its
 /// `--no-budget` (which every run then gets too).
@@ -168,9 +44,9 @@ fn run_grid(args: &RunArgs, calibration: Option<&str>, no_budget: bool) -> Resul
     let runs: Vec<&grid::Run> = grid
         .runs
         .iter()
-        .filter(|r| args.shard.is_none_or(|s| r.index % s.count == s.index))
+        .filter(|r| args.in_shard(r.index))
         .collect();
-    let jobs = jobs(args);
+    let jobs = args.workers();
     let exe = std::env::current_exe().map_err(SweepError::NoProgram)?;
     let start = Instant::now();
     let outcomes = run::execute(&exe, &runs, jobs, no_budget)?;
@@ -263,19 +139,4 @@ fn summary(grid: &grid::Grid, runs: &[&grid::Run], outcomes: &[run::Outcome]) ->
         t.add_row(row);
     }
     format!("{t}\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shard_is_i_of_n_with_i_below_n() {
-        assert_eq!(parse_shard("0/3"), Ok(Shard { index: 0, count: 3 }));
-        assert_eq!(parse_shard("2/3"), Ok(Shard { index: 2, count: 3 }));
-        for bad in ["3/3", "0/0", "1", "a/3", "-1/3", "0/10001", ""] {
-            let e = parse_shard(bad).expect_err(bad).to_string();
-            assert!(e.contains("0 <= I < N <= 10000"), "{bad}: {e}");
-        }
-    }
 }

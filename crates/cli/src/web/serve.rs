@@ -4,8 +4,9 @@
 //! the latest update as a Server-Sent Event when it changes and at least every
 //! [`HEARTBEAT`], until the browser goes away.
 
+use super::error::WebError;
 use super::watch::{self, Latest, Update};
-use super::{metrics, page, WebError};
+use super::{metrics, page};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -99,13 +99,13 @@ impl Latest {
 }
 
 /// Starts the watch thread on the daemon at `socket`, which runs `scenario`.
-pub fn start(socket: &str, scenario: &str, latest: Latest) -> Result<(), super::WebError> {
+pub fn start(socket: &str, scenario: &str, latest: Latest) -> Result<(), super::error::WebError> {
     let (socket, scenario) = (socket.to_string(), scenario.to_string());
     std::thread::Builder::new()
         .name("web-watch".into())
         .spawn(move || watch(&socket, &scenario, &latest))
         .map(|_| ())
-        .map_err(|source| super::WebError::Thread {
+        .map_err(|source| super::error::WebError::Thread {
             what: "watch",
             source,
         })

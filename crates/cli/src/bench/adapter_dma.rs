@@ -2,10 +2,11 @@
 //! (write, a push) or remote RAM to RAM (read, a pull), driven through a DMA queue as SISCI
 //! drives it (Paper I Fig. 4a), with the table `bench dma` prints.
 
-use crate::args::Direction;
 use crate::error::CliError;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
+use crate::values::Direction;
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_workloads::{bench_adapter_dma, AdapterDmaBenchConfig, DmaDirection};
@@ -67,7 +68,7 @@ pub fn run(calibration: &Calibration, args: AdapterDmaArgs) -> Result<(), CliErr
     };
     let run = bench_adapter_dma(&cluster, &config)?;
     if args.json {
-        return crate::commands::print_json(&run);
+        return print_json(&run);
     }
     let what = match direction {
         DmaDirection::Write => format!("writes ({} RAM -> {} RAM)", run.host, run.peer),

@@ -1,6 +1,6 @@
 //! `smartio bench dma`: the DMA test device copying between its memory and host RAM, each
 //! copy timed until the CPU sees its completion word (like CUDA's `bandwidthTest`); with
-//! `--adapter`, the NTB adapter's own DMA engine instead ([`crate::adapter_dma`]).
+//! `--adapter`, the NTB adapter's own DMA engine instead ([`super::adapter_dma`]).
 //!
 //! With `--breakdown`, each copy is an operation, and the copy nearest the median time of
 //! the smallest size and of the largest size is explained: the smallest shows the fixed
@@ -8,12 +8,13 @@
 //! and its poll), the largest what limits the throughput. Every size in between is the
 //! same mix in another proportion, so the two read better than a table per size.
 
-use crate::args::{Direction, DmaArgs};
-use crate::commands::{host_of_device, print_json};
 use crate::error::CliError;
 use crate::explain;
+use crate::hosts::host_of_device;
+use crate::output::print_json;
 use crate::render;
 use crate::usage::Usage;
+use crate::values::{device, repeat, transfer_size, Direction};
 use smartio_calibration::Calibration;
 use smartio_cluster::Cluster;
 use smartio_platform::SimDuration;
@@ -21,13 +22,63 @@ use smartio_workloads::{
     bench_dma_explained, copy_kind, DmaBenchConfig, DmaDirection, DmaSample, Target,
 };
 
+/// `bench dma`'s options.
+#[derive(clap::Args, Debug)]
+pub struct DmaArgs {
+    /// A shipped scenario name or a scenario file (with --adapter: default
+    /// pxh810-back-to-back, Paper I's machines).
+    #[arg(long, required_unless_present = "adapter")]
+    pub scenario: Option<String>,
+    /// Host whose CPU drives the device (default: the host that has the device; with
+    /// --adapter, the first host with an NTB adapter).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The DMA test device.
+    #[arg(long, default_value = "dma0", conflicts_with = "adapter", value_parser = device)]
+    pub device: String,
+    /// Drive the DMA engine of the host's NTB adapter 0 instead (through a DMA queue, as
+    /// SISCI does): between a segment in the host's RAM and one in the RAM of the host its
+    /// adapter is cabled to (Paper I Fig. 4a).
+    #[arg(long)]
+    pub adapter: bool,
+    /// write: device memory to host RAM; read: host RAM to device memory. With --adapter,
+    /// write pushes host RAM into the peer's RAM, read pulls the peer's RAM into host RAM.
+    #[arg(long, value_enum, default_value = "write")]
+    pub direction: Direction,
+    /// Transfer sizes (K, M, G = KiB, MiB, GiB), each 1 byte to 1G and at most the
+    /// device's memory (with --adapter, what both hosts' RAM holds), e.g. 4K,64K,1M,128M.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SIZES",
+        value_parser = transfer_size,
+        default_value = "4K,16K,64K,256K,512K,1M,4M,16M,64M,128M"
+    )]
+    pub sizes: Vec<u64>,
+    /// Copies per size, 1 to 1000 (the median is reported; a deterministic model
+    /// settles within a few).
+    #[arg(long, default_value = "5", value_name = "N", value_parser = repeat)]
+    pub repeat: u32,
+    /// Seed of the run's variation (NVMe media, interrupt delivery, chip latencies) and of
+    /// its random choices: the same seed gives the same output byte for byte (any 64-bit
+    /// number).
+    #[arg(long, default_value_t = smartio_cluster::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the time went (--breakdown, --trace; not with --adapter).
+    #[command(flatten)]
+    pub explain: crate::explain::ExplainArgs,
+}
+
 /// Runs `bench dma`.
 pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
     if args.adapter {
-        if let Some(option) = explain_option(&args.explain) {
+        if let Some(option) = args.explain.given() {
             return Err(Usage::ExplainAdapter { option }.into());
         }
-        let adapter = crate::adapter_dma::AdapterDmaArgs {
+        let adapter = super::adapter_dma::AdapterDmaArgs {
             scenario: args.scenario,
             host: args.host,
             direction: args.direction,
@@ -36,7 +87,7 @@ pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
             seed: args.seed,
             json: args.json,
         };
-        return crate::adapter_dma::run(calibration, adapter);
+        return super::adapter_dma::run(calibration, adapter);
     }
     args.explain.check()?;
     // clap requires --scenario without --adapter.
@@ -104,17 +155,6 @@ pub fn run(calibration: &Calibration, args: DmaArgs) -> Result<(), CliError> {
     println!("{}", render::dma_table(&samples));
     print!("{}", explain::render(&explained, "copy"));
     Ok(())
-}
-
-/// The option of `e` given, if any (`--breakdown` first).
-pub(crate) fn explain_option(e: &explain::ExplainArgs) -> Option<&'static str> {
-    if e.breakdown {
-        Some("--breakdown")
-    } else if e.trace.is_some() {
-        Some("--trace")
-    } else {
-        None
-    }
 }
 
 /// The copies to explain: the one nearest the median time of the smallest size, and of the
