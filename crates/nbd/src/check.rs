@@ -156,3 +156,101 @@ impl Export {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handshake::BlockSizes;
+    use crate::wire::transmission_flags as tf;
+
+    fn export(flags: u16) -> Export {
+        Export {
+            name: String::new(),
+            description: String::new(),
+            size: 1 << 20,
+            flags,
+            block: BlockSizes {
+                minimum: 512,
+                preferred: 4096,
+                maximum: 64 << 10,
+            },
+        }
+    }
+
+    fn req(command: Command, len: u32, flags: u16) -> Request {
+        Request {
+            flags,
+            command,
+            cookie: 7,
+            offset: 0,
+            len,
+        }
+    }
+
+    #[test]
+    fn flush_write_zeroes_and_trim_are_taken_only_where_the_export_offers_them() {
+        let bare = export(0);
+        let offering = export(tf::SEND_FLUSH | tf::SEND_WRITE_ZEROES | tf::SEND_TRIM);
+        for (command, len) in [
+            (Command::Flush, 0),
+            (Command::WriteZeroes, 512),
+            (Command::Trim, 512),
+        ] {
+            let name = command.name();
+            assert_eq!(
+                bare.check(&req(command.clone(), len, 0)),
+                Err(Refused::NotOffered {
+                    command: name.clone()
+                }),
+                "{name} on an export that does not offer it"
+            );
+            assert_eq!(offering.check(&req(command, len, 0)), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_command_flags_names_exactly_the_flags_not_taken() {
+        // Without SEND_FUA, FUA is not taken; NO_HOLE is, on a write-zeroes.
+        let e = export(tf::SEND_WRITE_ZEROES);
+        let both = command_flags::FUA | command_flags::NO_HOLE;
+        assert_eq!(
+            e.check(&req(Command::WriteZeroes, 512, both)),
+            Err(Refused::Flags {
+                command: "NBD_CMD_WRITE_ZEROES".into(),
+                flags: command_flags::FUA,
+            })
+        );
+        assert_eq!(
+            e.check(&req(
+                Command::Write(vec![0; 512]),
+                512,
+                command_flags::NO_HOLE
+            )),
+            Err(Refused::Flags {
+                command: "NBD_CMD_WRITE".into(),
+                flags: command_flags::NO_HOLE,
+            })
+        );
+        // With SEND_FUA, FUA is taken on any command.
+        let fua = export(tf::SEND_FUA | tf::SEND_WRITE_ZEROES);
+        assert_eq!(fua.check(&req(Command::WriteZeroes, 512, both)), Ok(()));
+        assert_eq!(
+            fua.check(&req(Command::Write(vec![0; 512]), 512, command_flags::FUA)),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_read_of_exactly_the_largest_payload_is_taken_and_one_block_more_is_not() {
+        let e = export(0);
+        let max = e.block.maximum;
+        assert_eq!(e.check(&req(Command::Read, max, 0)), Ok(()));
+        assert_eq!(
+            e.check(&req(Command::Read, max + 512, 0)),
+            Err(Refused::ReadTooLong {
+                len: max + 512,
+                max
+            })
+        );
+    }
+}
