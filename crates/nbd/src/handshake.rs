@@ -482,4 +482,98 @@ mod tests {
             "a client that hangs up"
         );
     }
+    #[test]
+    fn list_and_structured_reply_with_data_are_invalid_and_without_it_are_answered() {
+        let mut c = 1u32.to_be_bytes().to_vec();
+        opt(&mut c, option::LIST, &[1]);
+        opt(&mut c, option::STRUCTURED_REPLY, &[1, 2]);
+        opt(&mut c, option::LIST, &[]);
+        opt(&mut c, option::STRUCTURED_REPLY, &[]);
+        opt(&mut c, option::ABORT, &[]);
+        let (r, out) = run(c);
+        assert!(matches!(r, Err(HandshakeError::Aborted)), "{r:?}");
+        let reps = replies(&out);
+        assert_eq!(
+            reps[0],
+            (
+                option::LIST,
+                reply::ERR_INVALID,
+                b"NBD_OPT_LIST takes no data".to_vec()
+            )
+        );
+        assert_eq!(
+            reps[1],
+            (
+                option::STRUCTURED_REPLY,
+                reply::ERR_INVALID,
+                b"NBD_OPT_STRUCTURED_REPLY takes no data".to_vec()
+            )
+        );
+        assert_eq!((reps[2].0, reps[2].1), (option::LIST, reply::SERVER));
+        assert_eq!((reps[3].0, reps[3].1), (option::LIST, reply::ACK));
+        assert_eq!(reps[4], (option::STRUCTURED_REPLY, reply::ACK, vec![]));
+    }
+
+    #[test]
+    fn option_data_up_to_the_limit_is_read_and_beyond_it_is_skipped_as_too_big() {
+        let mut c = 1u32.to_be_bytes().to_vec();
+        opt(&mut c, 10, &vec![0; MAX_OPTION_DATA as usize]);
+        opt(&mut c, 10, &vec![0; MAX_OPTION_DATA as usize + 1]);
+        opt(&mut c, option::ABORT, &[]);
+        let (r, out) = run(c);
+        assert!(matches!(r, Err(HandshakeError::Aborted)), "{r:?}");
+        let reps = replies(&out);
+        assert_eq!(
+            (reps[0].0, reps[0].1),
+            (10, reply::ERR_UNSUP),
+            "at the limit"
+        );
+        assert_eq!(
+            reps[1],
+            (10, reply::ERR_TOO_BIG, b"option data too long".to_vec())
+        );
+        // NBD_OPT_EXPORT_NAME has no error reply: too long a name ends the session.
+        let mut c = 1u32.to_be_bytes().to_vec();
+        opt(
+            &mut c,
+            option::EXPORT_NAME,
+            &vec![b'x'; MAX_OPTION_DATA as usize + 1],
+        );
+        let (r, _) = run(c);
+        assert!(
+            matches!(
+                r,
+                Err(HandshakeError::OptionTooLong { option: option::EXPORT_NAME, len })
+                    if len == MAX_OPTION_DATA + 1
+            ),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn info_names_and_describes_the_export_when_asked() {
+        let mut c = 1u32.to_be_bytes().to_vec();
+        opt(
+            &mut c,
+            option::INFO,
+            &go_data("", &[info::DESCRIPTION, info::NAME]),
+        );
+        opt(&mut c, option::ABORT, &[]);
+        let (_, out) = run(c);
+        let reps = replies(&out);
+        let texts: Vec<Vec<u8>> = reps
+            .iter()
+            .filter(|(o, t, d)| *o == option::INFO && *t == reply::INFO && d.len() > 2)
+            .map(|(_, _, d)| d.clone())
+            .collect();
+        let item = |what: u16, text: &[u8]| [&what.to_be_bytes()[..], text].concat();
+        assert!(
+            texts.contains(&item(info::DESCRIPTION, b"namespace 1")),
+            "{texts:?}"
+        );
+        assert!(
+            texts.contains(&item(info::NAME, b"borrower:lender:nvme0")),
+            "{texts:?}"
+        );
+    }
 }
