@@ -675,6 +675,31 @@ mod tests {
     }
 
     #[test]
+    fn a_disconnect_ends_the_connection_without_reaching_the_device() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let e = export(0);
+        let server = thread::spawn(move || serve_unix_connection(3, ours, &e, &tx));
+        let client = crate::client::Client::connect(theirs, "", false).unwrap();
+        client.disconnect().unwrap();
+        server.join().unwrap();
+        let events: Vec<Event> = rx.try_iter().collect();
+        assert!(
+            matches!(
+                events.as_slice(),
+                [
+                    Event::Opened { conn: 3, .. },
+                    Event::Closed {
+                        conn: 3,
+                        error: None
+                    }
+                ]
+            ),
+            "{events:?}"
+        );
+    }
+
+    #[test]
     fn a_closed_replier_writes_every_answer_handed_over_before_and_then_hangs_up() {
         use std::io::Read;
         let (ours, mut theirs) = UnixStream::pair().unwrap();
