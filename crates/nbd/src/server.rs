@@ -711,6 +711,7 @@ mod tests {
         // Handed over after the close: never written.
         let _ = replier.send(999, 0, Outcome::Done(None));
         assert!(ended.wait(Duration::from_secs(10)), "the writer ended");
+        assert!(ended.has_ended());
         let mut out = Vec::new();
         theirs.read_to_end(&mut out).unwrap();
         let cookies: Vec<u64> = out
