@@ -675,6 +675,31 @@ mod tests {
     }
 
     #[test]
+    fn each_connection_a_listener_accepts_gets_a_number_of_its_own() {
+        let listener = Listener::tcp(0).unwrap();
+        let addr = listener.uri().trim_start_matches("nbd://").to_string();
+        let (tx, rx) = mpsc::channel();
+        let _guard = listener.serve(export(0), tx).unwrap();
+        let connect = || {
+            let stream = TcpStream::connect(&addr).unwrap();
+            crate::client::Client::connect(stream, "", false).unwrap()
+        };
+        let (a, b) = (connect(), connect());
+        let mut opened = Vec::new();
+        while opened.len() < 2 {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(Event::Opened { conn, .. }) => opened.push(conn),
+                Ok(_) => {}
+                Err(e) => panic!("no second connection: {e}"),
+            }
+        }
+        opened.sort_unstable();
+        assert_eq!(opened, [0, 1]);
+        a.disconnect().unwrap();
+        b.disconnect().unwrap();
+    }
+
+    #[test]
     fn a_disconnect_ends_the_connection_without_reaching_the_device() {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let (tx, rx) = mpsc::channel();
