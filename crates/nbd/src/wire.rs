@@ -533,4 +533,106 @@ mod tests {
         assert_eq!(w[24..26], 5u16.to_be_bytes());
         assert_eq!(&w[26..], b"media");
     }
+    /// The numbers on the wire are the NBD specification's, written as it writes them.
+    #[test]
+    fn the_protocols_numbers_are_the_specifications() {
+        use transmission_flags as tf;
+        assert_eq!(
+            (handshake_flags::FIXED_NEWSTYLE, handshake_flags::NO_ZEROES),
+            (1, 2)
+        );
+        assert_eq!(
+            (client_flags::FIXED_NEWSTYLE, client_flags::NO_ZEROES),
+            (1, 2)
+        );
+        assert_eq!(
+            [
+                tf::HAS_FLAGS,
+                tf::READ_ONLY,
+                tf::SEND_FLUSH,
+                tf::SEND_FUA,
+                tf::SEND_TRIM,
+                tf::SEND_WRITE_ZEROES,
+                tf::CAN_MULTI_CONN
+            ],
+            [1, 2, 4, 8, 32, 64, 256]
+        );
+        assert_eq!(
+            [
+                reply::ERR_UNSUP,
+                reply::ERR_INVALID,
+                reply::ERR_UNKNOWN,
+                reply::ERR_TOO_BIG
+            ],
+            [0x8000_0001, 0x8000_0003, 0x8000_0006, 0x8000_0009]
+        );
+        assert_eq!((command_flags::FUA, command_flags::NO_HOLE), (1, 2));
+        assert_eq!((chunk::FLAG_DONE, chunk::ERROR), (1, 0x8001));
+    }
+
+    #[test]
+    fn errors_and_commands_carry_the_names_clients_and_logs_know() {
+        let errnos = [
+            Errno::Perm,
+            Errno::Io,
+            Errno::NoMem,
+            Errno::Inval,
+            Errno::NoSpc,
+            Errno::Overflow,
+            Errno::NotSup,
+            Errno::Shutdown,
+        ];
+        assert_eq!(
+            errnos.map(Errno::name),
+            [
+                "EPERM",
+                "EIO",
+                "ENOMEM",
+                "EINVAL",
+                "ENOSPC",
+                "EOVERFLOW",
+                "ENOTSUP",
+                "ESHUTDOWN"
+            ]
+        );
+        assert_eq!(Command::Read.name(), "NBD_CMD_READ");
+        assert_eq!(Command::WriteZeroes.name(), "NBD_CMD_WRITE_ZEROES");
+        assert_eq!(Command::Unknown(42).name(), "command type 42");
+    }
+
+    /// A reader that is interrupted once before each successful read.
+    struct Interrupting<'a> {
+        data: &'a [u8],
+        interrupt: bool,
+    }
+
+    impl Read for Interrupting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            self.data.read(buf)
+        }
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_request_is_an_error_and_an_interrupted_read_is_retried() {
+        let want = request(Command::Read, 4096, 512);
+        let mut bytes = Vec::new();
+        write_request(&mut bytes, &want).unwrap();
+        let cut = &bytes[..10];
+        assert!(
+            matches!(
+                read_request(&mut &cut[..], 1 << 20),
+                Err(RequestError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof
+            ),
+            "a header cut short"
+        );
+        let mut slow = Interrupting {
+            data: &bytes,
+            interrupt: false,
+        };
+        assert_eq!(read_request(&mut slow, 1 << 20).unwrap(), Some(want));
+    }
 }
