@@ -576,4 +576,12 @@ mod tests {
             "{texts:?}"
         );
     }
+    #[test]
+    fn has_flags_is_always_sent_even_when_the_export_sets_it_itself() {
+        let mut e = export();
+        let plain = e.transmission_flags();
+        e.flags |= transmission_flags::HAS_FLAGS;
+        assert_eq!(e.transmission_flags(), plain);
+        assert_ne!(plain & transmission_flags::HAS_FLAGS, 0);
+    }
 }
