@@ -474,6 +474,19 @@ mod tests {
             read_request(&mut r, 256).unwrap().unwrap().command,
             Command::Flush
         );
+        // A write of exactly the limit is read whole; one whose data is cut short, skipped
+        // or not, is an error.
+        let mut wire = Vec::new();
+        write_request(&mut wire, &request(Command::Write(vec![7; 256]), 0, 256)).unwrap();
+        let exact = read_request(&mut wire.as_slice(), 256).unwrap().unwrap();
+        assert_eq!(exact.command, Command::Write(vec![7; 256]));
+        let mut long = Vec::new();
+        write_request(&mut long, &request(Command::Write(vec![9; 300]), 0, 300)).unwrap();
+        let short = &long[..long.len() - 1];
+        assert!(matches!(
+            read_request(&mut &short[..], 256),
+            Err(RequestError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof
+        ));
     }
 
     #[test]
