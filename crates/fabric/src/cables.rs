@@ -19,9 +19,7 @@
 //! breadth-first search per call.
 
 use crate::ids::{LinkId, NodeId};
-use crate::ntb::AdapterId;
-use crate::route::Hop;
-use crate::topology::{Dir, Fabric, LinkKind, NodeKind};
+use crate::topology::{Dir, Hop, Link, LinkKind, Node, NodeKind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::OnceLock;
 
@@ -40,13 +38,14 @@ pub(crate) struct CablePaths {
 }
 
 impl CablePaths {
-    /// The switch graph of `fabric`: one pass over the cluster switches' cables.
-    pub(crate) fn build(fabric: &Fabric) -> CablePaths {
-        let mut ordinal = vec![None; fabric.nodes.len()];
+    /// The switch graph of the fabric's `nodes` and `links`: one pass over the cluster
+    /// switches' cables.
+    pub(crate) fn build(nodes: &[Node], links: &[Link]) -> CablePaths {
+        let mut ordinal = vec![None; nodes.len()];
         let mut switches = Vec::new();
         for (i, slot) in ordinal.iter_mut().enumerate() {
             let n = NodeId(i as u32);
-            if is_switch(fabric, n) {
+            if is_switch(nodes, n) {
                 *slot = Some(switches.len());
                 switches.push(n);
             }
@@ -54,11 +53,11 @@ impl CablePaths {
         let links = switches
             .iter()
             .map(|&s| {
-                fabric.nodes[s.index()]
+                nodes[s.index()]
                     .cables
                     .iter()
                     .filter_map(|&link| {
-                        let hop = cross(fabric, s, link);
+                        let hop = cross(links, s, link);
                         // An adapter is never a transit node.
                         ordinal[hop.node.index()].map(|t| (hop, t))
                     })
@@ -98,18 +97,52 @@ impl CablePaths {
         });
         Some(tree)
     }
+
+    /// The hops from the adapter at node `a` over cables (and cluster switches) to the
+    /// adapter at node `b` (another adapter), shortest first; `None` if they are not
+    /// connected. Adapters do not forward between cables; cluster switches do.
+    pub(crate) fn path(
+        &self,
+        nodes: &[Node],
+        links: &[Link],
+        a: NodeId,
+        b: NodeId,
+    ) -> Option<Vec<Hop>> {
+        let (a_cables, b_cables) = (&nodes[a.index()].cables, &nodes[b.index()].cables);
+        let (&[a_cable], &[b_cable]) = (a_cables.as_slice(), b_cables.as_slice()) else {
+            return search(nodes, links, a, b);
+        };
+        let first = cross(links, a, a_cable);
+        if first.node == b {
+            return Some(vec![first]);
+        }
+        let s1 = self.ordinal(first.node)?;
+        let tree = self.tree(s1)?;
+        let s2_node = cross(links, b, b_cable).node;
+        let mut at = self.ordinal(s2_node)?;
+        let mut middle = Vec::new();
+        while at != s1 {
+            let hop = tree.get(at).copied().flatten()?;
+            middle.push(hop);
+            let back = cross(links, hop.node, hop.link).node;
+            at = self.ordinal(back)?;
+        }
+        let last = cross(links, s2_node, b_cable);
+        let mut hops = Vec::with_capacity(middle.len() + 2);
+        hops.push(first);
+        hops.extend(middle.into_iter().rev());
+        hops.push(last);
+        Some(hops)
+    }
 }
 
-fn is_switch(fabric: &Fabric, node: NodeId) -> bool {
-    matches!(
-        fabric.nodes[node.index()].kind,
-        NodeKind::ClusterSwitch { .. }
-    )
+fn is_switch(nodes: &[Node], node: NodeId) -> bool {
+    matches!(nodes[node.index()].kind, NodeKind::ClusterSwitch { .. })
 }
 
 /// The hop that crosses `link` away from `from`.
-fn cross(fabric: &Fabric, from: NodeId, link: LinkId) -> Hop {
-    let l = &fabric.links[link.index()];
+fn cross(links: &[Link], from: NodeId, link: LinkId) -> Hop {
+    let l = &links[link.index()];
     if l.a == from {
         Hop {
             link,
@@ -125,83 +158,45 @@ fn cross(fabric: &Fabric, from: NodeId, link: LinkId) -> Hop {
     }
 }
 
-impl Fabric {
-    /// The hops from adapter `from` over cables (and cluster switches) to adapter `to`,
-    /// shortest first; `None` if they are not connected. Adapters do not forward between
-    /// cables; cluster switches do.
-    pub fn cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
-        let a = self.adapters.get(from.index())?;
-        if from == to {
-            return Some(Vec::new());
-        }
-        let b = self.adapters.get(to.index())?;
-        let (a_cables, b_cables) = (
-            &self.nodes[a.node.index()].cables,
-            &self.nodes[b.node.index()].cables,
-        );
-        let (&[a_cable], &[b_cable]) = (a_cables.as_slice(), b_cables.as_slice()) else {
-            return self.search_cable_path(from, to);
-        };
-        let first = cross(self, a.node, a_cable);
-        if first.node == b.node {
-            return Some(vec![first]);
-        }
-        let paths = &self.cable_paths;
-        let s1 = paths.ordinal(first.node)?;
-        let tree = paths.tree(s1)?;
-        let s2_node = cross(self, b.node, b_cable).node;
-        let mut at = paths.ordinal(s2_node)?;
-        let mut middle = Vec::new();
-        while at != s1 {
-            let hop = tree.get(at).copied().flatten()?;
-            middle.push(hop);
-            let back = cross(self, hop.node, hop.link).node;
-            at = paths.ordinal(back)?;
-        }
-        let last = cross(self, s2_node, b_cable);
-        let mut hops = Vec::with_capacity(middle.len() + 2);
-        hops.push(first);
-        hops.extend(middle.into_iter().rev());
-        hops.push(last);
-        Some(hops)
+/// Breadth-first search for [`CablePaths::path`] from an adapter with several cables: the
+/// hops from node `start` to node `goal`.
+pub(crate) fn search(
+    nodes: &[Node],
+    links: &[Link],
+    start: NodeId,
+    goal: NodeId,
+) -> Option<Vec<Hop>> {
+    if start == goal {
+        return Some(Vec::new());
     }
-
-    /// Breadth-first search for [`Fabric::cable_path`] from an adapter with several cables.
-    pub(crate) fn search_cable_path(&self, from: AdapterId, to: AdapterId) -> Option<Vec<Hop>> {
-        let start = self.adapters.get(from.index())?.node;
-        let goal = self.adapters.get(to.index())?.node;
-        if start == goal {
-            return Some(Vec::new());
+    let mut came: BTreeMap<NodeId, Hop> = BTreeMap::new();
+    let mut queue = VecDeque::from([start]);
+    while let Some(n) = queue.pop_front() {
+        if n == goal {
+            let mut hops = Vec::new();
+            let mut at = goal;
+            while at != start {
+                let hop = *came.get(&at)?;
+                hops.push(hop);
+                let l = &links[hop.link.index()];
+                at = if hop.dir == Dir::Down { l.a } else { l.b };
+            }
+            hops.reverse();
+            return Some(hops);
         }
-        let mut came: BTreeMap<NodeId, Hop> = BTreeMap::new();
-        let mut queue = VecDeque::from([start]);
-        while let Some(n) = queue.pop_front() {
-            if n == goal {
-                let mut hops = Vec::new();
-                let mut at = goal;
-                while at != start {
-                    let hop = *came.get(&at)?;
-                    hops.push(hop);
-                    let l = &self.links[hop.link.index()];
-                    at = if hop.dir == Dir::Down { l.a } else { l.b };
-                }
-                hops.reverse();
-                return Some(hops);
-            }
-            if n != start && !is_switch(self, n) {
-                continue;
-            }
-            for &link in &self.nodes[n.index()].cables {
-                debug_assert_eq!(self.links[link.index()].kind, LinkKind::Cable);
-                let hop = cross(self, n, link);
-                if hop.node != start && !came.contains_key(&hop.node) {
-                    came.insert(hop.node, hop);
-                    queue.push_back(hop.node);
-                }
+        if n != start && !is_switch(nodes, n) {
+            continue;
+        }
+        for &link in &nodes[n.index()].cables {
+            debug_assert_eq!(links[link.index()].kind, LinkKind::Cable);
+            let hop = cross(links, n, link);
+            if hop.node != start && !came.contains_key(&hop.node) {
+                came.insert(hop.node, hop);
+                queue.push_back(hop.node);
             }
         }
-        None
     }
+    None
 }
 
 #[cfg(test)]
@@ -279,9 +274,10 @@ connect = "island"
         let mut compared = 0;
         for from in (0..n).map(AdapterId) {
             for to in (0..n).map(AdapterId) {
+                let (a, b) = (f.adapter(from).node, f.adapter(to).node);
                 assert_eq!(
                     f.cable_path(from, to),
-                    f.search_cable_path(from, to),
+                    super::search(&f.nodes, &f.links, a, b),
                     "{} -> {}",
                     f.adapter_name(from),
                     f.adapter_name(to)

@@ -34,6 +34,15 @@ index_type!(
     /// An endpoint function (a device or an NTB adapter's function).
     EndpointId
 );
+index_type!(
+    /// An NTB adapter: the index in the fabric's adapter table.
+    AdapterId
+);
+
+/// A multicast group of the cluster switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct GroupId(pub u32);
 
 /// A PCI bus/device/function triple, defined with the platform contract (device models name
 /// functions by it too) and re-exported here where the fabric assigns them.

@@ -3,6 +3,8 @@
 //! The device layer supplies a layout per device kind; the fabric never looks further.
 
 use serde::Serialize;
+use smartio_platform::BusAddr;
+use std::ops::Range;
 use thiserror::Error;
 
 /// Why a device layout cannot be enumerated (a bug in the layout the device layer supplies,
@@ -196,6 +198,26 @@ impl SriovSpec {
             }
         }
         Ok(())
+    }
+}
+
+/// A BAR after enumeration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AssignedBar {
+    /// BAR index.
+    pub index: u8,
+    /// Decoding kind.
+    pub kind: BarKind,
+    /// Base address in the host's PCIe domain.
+    pub base: BusAddr,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+impl AssignedBar {
+    /// The address range the BAR decodes.
+    pub fn range(&self) -> Range<u64> {
+        self.base.get()..self.base.get() + self.size
     }
 }
 

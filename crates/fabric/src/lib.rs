@@ -36,12 +36,21 @@
 //! - `cables`: the shortest cable route between two adapters through cluster switches, from
 //!   per-switch search trees, each made the first time a route leaves its switch (building is
 //!   linear in the cables; 10,000 hosts parse, build and start in ~0.15 s).
-//! - `topology`: the graph — root complexes, switch chips, endpoints, NTB adapters, cluster
-//!   switches; tree links and cables. Device layouts (ids, class, BARs) come from a callback
-//!   (`LayoutSource`, generic over the device layer's error type, which the fabric only shows at
-//!   the device's scenario line), so the fabric does not depend on the device crate.
+//! - `topology`: the parts of the graph — root complexes, switch chips, endpoints, NTB
+//!   adapters, cluster switches; tree links and cables; the hops of a path.
+//! - `fabric`: the `Fabric` that holds the graph and the chips' tables, and its look-ups.
+//! - `build`: a `Fabric` from a validated scenario. Device layouts (ids, class, BARs) come from
+//!   a callback (`LayoutSource`, generic over the device layer's error type, which the fabric
+//!   only shows at the device's scenario line), so the fabric does not depend on the device
+//!   crate.
 //! - `enumerate`: per-host enumeration as firmware and Linux do it: bus numbers, requester ids,
-//!   naturally aligned BARs, bridge windows with 1 MiB granularity, the host address map (below).
+//!   naturally aligned BARs, bridge windows with 1 MiB granularity, in the regions of the
+//!   host's address map (`address_map`, below).
+//!
+//! The state the fabric keeps for NTB adapters (`adapter`), multicast groups
+//! (`multicast_groups`) and virtual functions (`functions`) is in modules of its own that name
+//! no `Fabric`, below `fabric`; what the fabric does with it is in `ntb`, `multicast` and
+//! `sriov`, above it, so no two modules import each other.
 //! - `route`: address routing. A device's request goes upstream until a switch port's window
 //!   claims the address (peer-to-peer through the lowest common switch), else to the root complex.
 //!   With the host IOMMU on, ACS redirects every device request to the root complex, where the
@@ -129,13 +138,19 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adapter;
+pub mod address_map;
+pub mod build;
 mod cables;
 pub mod device_ref;
 pub mod enumerate;
+pub mod fabric;
+pub mod functions;
 pub mod ids;
 pub mod iommu;
 pub mod layout;
 pub mod multicast;
+pub mod multicast_groups;
 pub mod ntb;
 pub mod report;
 pub mod route;
@@ -144,16 +159,16 @@ pub mod sriov;
 pub mod topology;
 pub mod units;
 
+pub use build::LayoutSource;
 pub use device_ref::{DeviceRef, DeviceRefError};
-pub use ids::{Bdf, EndpointId, HostId, LinkId, NodeId, Requester};
+pub use fabric::Fabric;
+pub use ids::{AdapterId, Bdf, EndpointId, GroupId, HostId, LinkId, NodeId, Requester};
 pub use iommu::{DomainId, Iommu, IommuError};
 pub use layout::{BarKind, BarSpec, EndpointLayout, LayoutError, SriovSpec};
-pub use multicast::{GroupId, MulticastError};
-pub use ntb::{
-    AdapterId, ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes,
-};
-pub use route::{Access, Branch, Hop, Route, RouteError, Target, Translation};
+pub use multicast::MulticastError;
+pub use ntb::{ClusterNodeId, LutTarget, NtbAdapter, NtbError, NtbMapping, NtbTableSizes};
+pub use route::{Access, Branch, Route, RouteError, Target, Translation};
 pub use spec::{parse_scenario, ClusterSpec, ConfiguredSize, PcieSpec, ScenarioError};
 pub use sriov::{vf_name, Function, SriovError, VirtualFunctions};
-pub use topology::{Dir, Endpoint, Fabric, Host, Link, LinkKind, Node, NodeKind};
+pub use topology::{Dir, Endpoint, Hop, Host, Link, LinkKind, Node, NodeKind};
 pub use units::{LinkError, LinkSpec, SizeError, SizeValueError};

@@ -6,40 +6,12 @@
 //! overlay BAR replaces the group address by a base in the member's own address space, so
 //! endpoints without multicast support (host RAM, a GPU BAR) receive it as a plain write.
 
-use crate::ntb::AdapterId;
-use crate::topology::Fabric;
-use serde::Serialize;
+use crate::fabric::Fabric;
+use crate::ids::AdapterId;
 use thiserror::Error;
 
-/// Multicast groups available when neither the scenario nor the calibration says otherwise.
-pub const DEFAULT_GROUPS: u32 = 64;
-
-/// A multicast group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct GroupId(pub u32);
-
-/// One member of a group: the overlay BAR of an adapter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Member {
-    /// The adapter whose overlay receives the group's writes.
-    pub adapter: AdapterId,
-    /// Where group offset 0 lands in the member's host (a bus address there).
-    pub overlay_base: u64,
-    /// Bytes of the group the overlay covers.
-    pub len: u64,
-}
-
-/// A group's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Group {
-    /// Its id.
-    pub id: GroupId,
-    /// Group size in bytes (writes beyond it are not replicated).
-    pub size: u64,
-    /// Members, in join order.
-    pub members: Vec<Member>,
-}
+pub use crate::ids::GroupId;
+pub use crate::multicast_groups::{Group, Member, Multicast, DEFAULT_GROUPS};
 
 /// Why a multicast operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -87,38 +59,6 @@ pub enum MulticastError {
         /// Members left.
         members: usize,
     },
-}
-
-/// The cluster's multicast groups.
-#[derive(Debug, Clone, Default)]
-pub struct Multicast {
-    limit: u32,
-    groups: Vec<Option<Group>>,
-}
-
-impl Multicast {
-    /// A table of `limit` groups.
-    pub fn new(limit: u32) -> Multicast {
-        Multicast {
-            limit,
-            groups: Vec::new(),
-        }
-    }
-
-    /// How many groups exist at most.
-    pub fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    /// Groups in use.
-    pub fn used(&self) -> usize {
-        self.groups.iter().flatten().count()
-    }
-
-    /// A group by id.
-    pub fn group(&self, id: GroupId) -> Option<&Group> {
-        self.groups.get(id.0 as usize).and_then(Option::as_ref)
-    }
 }
 
 impl Fabric {

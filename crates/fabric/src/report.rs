@@ -1,8 +1,10 @@
 //! A serializable picture of an enumerated fabric: what `smartio topo` prints.
 
+use crate::adapter::{ClusterNodeId, NtbAdapter};
+use crate::fabric::Fabric;
+use crate::ids::AdapterId;
 use crate::ids::HostId;
-use crate::ntb::{AdapterId, ClusterNodeId, NtbAdapter};
-use crate::topology::{BridgeRole, Fabric, LinkKind, NodeKind};
+use crate::topology::{BridgeRole, LinkKind, NodeKind};
 use crate::units::format_size;
 use serde::Serialize;
 

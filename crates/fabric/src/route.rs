@@ -13,13 +13,16 @@
 //! - Going downstream, a switch with no port claiming the address answers Unsupported Request;
 //!   so does an endpoint with no BAR containing it.
 
-use crate::ids::{EndpointId, HostId, LinkId, NodeId, Requester};
+use crate::adapter::{LutTarget, WINDOW_BAR};
+use crate::fabric::Fabric;
+use crate::ids::{AdapterId, EndpointId, GroupId, HostId, LinkId, NodeId, Requester};
 use crate::iommu::FaultReason;
-use crate::multicast::GroupId;
-use crate::ntb::{AdapterId, LutTarget, WINDOW_BAR};
-use crate::topology::{Dir, Fabric, NodeKind};
+use crate::layout::AssignedBar;
+use crate::topology::{Dir, Endpoint, NodeKind};
 use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use thiserror::Error;
+
+pub use crate::topology::Hop;
 
 /// What an access reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -66,17 +69,6 @@ pub struct Branch {
     pub target: Target,
     /// Links and chips from the requester to `target`; branches share their common prefix.
     pub hops: Vec<Hop>,
-}
-
-/// One step of a path: cross `link` in `dir`, arriving at `node`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub struct Hop {
-    /// The link crossed.
-    pub link: LinkId,
-    /// The direction.
-    pub dir: Dir,
-    /// The node reached.
-    pub node: NodeId,
 }
 
 /// The outcome of routing one access.
@@ -599,11 +591,7 @@ impl Fabric {
 
     /// The VF of PF `ep` whose BAR slice holds `addr`, with that slice, if the VF decodes it
     /// now (VF Enable and VF MSE set, n ≤ NumVFs); otherwise nobody claims the address.
-    fn vf_slice_at(
-        &self,
-        ep: &crate::topology::Endpoint,
-        addr: u64,
-    ) -> Option<(EndpointId, crate::topology::AssignedBar)> {
+    fn vf_slice_at(&self, ep: &Endpoint, addr: u64) -> Option<(EndpointId, AssignedBar)> {
         let v = ep.sriov.as_ref()?;
         let (n, bar) = v.slice_at(addr)?;
         let vf = *v.vfs.get(usize::from(n).checked_sub(1)?)?;

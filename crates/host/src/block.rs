@@ -22,8 +22,7 @@
 //! so). A CPU's requests go to hardware queue `cpu % hw_queues`, as blk-mq maps CPUs onto
 //! fewer hardware queues.
 
-use crate::driver::BoxFuture;
-use crate::os::HostOs;
+use crate::future::BoxFuture;
 use smartio_machine::Agent;
 use smartio_platform::{Clock, PhysAddr};
 use std::cell::RefCell;
@@ -67,9 +66,10 @@ impl BlockRequest {
 
 /// What a disk is, as its driver registers it.
 ///
-/// Invariants (checked by [`HostOs::register_disk`]): the block size is a power of two of
-/// at least 512 bytes, the capacity and the hardware queues are at least one, the queue
-/// depth at least one, and the largest request a whole number of blocks, at least one.
+/// Invariants (checked by [`HostOs::register_disk`](crate::HostOs::register_disk)): the
+/// block size is a power of two of at least 512 bytes, the capacity and the hardware queues
+/// are at least one, the queue depth at least one, and the largest request a whole number
+/// of blocks, at least one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
     /// Bytes per logical block.
@@ -317,11 +317,13 @@ pub(crate) struct Disks {
     list: RefCell<Vec<BlockDevice>>,
 }
 
-impl HostOs {
-    /// Registers `driver`'s disk as `name` (Linux's `add_disk`); returns it as programs
-    /// open it. Refused when the name is taken or the geometry describes no disk.
-    pub fn register_disk(
+impl Disks {
+    /// Registers `driver`'s disk as `name` for [`crate::HostOs::register_disk`]: `host` names
+    /// the kernel in errors, `cpu` is where the disk's block layer runs.
+    pub(crate) fn register(
         &self,
+        host: &str,
+        cpu: Agent,
         name: &str,
         driver: Rc<dyn BlockDriver>,
     ) -> Result<BlockDevice, BlockError> {
@@ -332,17 +334,17 @@ impl HostOs {
                 why,
             });
         }
-        let mut list = self.disks().list.borrow_mut();
+        let mut list = self.list.borrow_mut();
         if list.iter().any(|d| d.name() == name) {
             return Err(BlockError::DuplicateDisk {
-                host: self.name().to_string(),
+                host: host.to_string(),
                 disk: name.to_string(),
             });
         }
         let disk = BlockDevice {
             disk: Rc::new(Disk {
                 name: name.to_string(),
-                cpu: self.cpu(),
+                cpu,
                 driver,
                 geometry,
             }),
@@ -351,36 +353,34 @@ impl HostOs {
         Ok(disk)
     }
 
-    /// The disk called `name`, as a program opens it.
-    pub fn disk(&self, name: &str) -> Result<BlockDevice, BlockError> {
-        let list = self.disks().list.borrow();
+    /// The disk called `name` of the kernel called `host`.
+    pub(crate) fn get(&self, host: &str, name: &str) -> Result<BlockDevice, BlockError> {
+        let list = self.list.borrow();
         list.iter()
             .find(|d| d.name() == name)
             .cloned()
             .ok_or_else(|| BlockError::UnknownDisk {
-                host: self.name().to_string(),
+                host: host.to_string(),
                 disk: name.to_string(),
                 known: disk_names(&list),
             })
     }
 
     /// The names of the registered disks, in registration order.
-    pub fn disk_names(&self) -> Vec<String> {
-        self.disks()
-            .list
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.list
             .borrow()
             .iter()
             .map(|d| d.name().to_string())
             .collect()
     }
 
-    /// Takes disk `name` away (Linux's `del_gendisk`): no program can open it any more; one
-    /// that holds it keeps a handle whose driver the caller is about to stop.
-    pub fn unregister_disk(&self, name: &str) -> Result<(), BlockError> {
-        let mut list = self.disks().list.borrow_mut();
+    /// Takes disk `name` of the kernel called `host` away.
+    pub(crate) fn unregister(&self, host: &str, name: &str) -> Result<(), BlockError> {
+        let mut list = self.list.borrow_mut();
         let Some(at) = list.iter().position(|d| d.name() == name) else {
             return Err(BlockError::UnknownDisk {
-                host: self.name().to_string(),
+                host: host.to_string(),
                 disk: name.to_string(),
                 known: disk_names(&list),
             });

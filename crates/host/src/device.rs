@@ -14,8 +14,9 @@
 //! all-ones, as on hardware.
 
 use crate::dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, PeerBar};
-use crate::driver::BoxFuture;
-use crate::os::{HostError, NoIntx, OsShared};
+use crate::error::{HostError, NoIntx};
+use crate::future::BoxFuture;
+use crate::os::OsShared;
 use smartio_fabric::{EndpointId, HostId};
 use smartio_machine::Agent;
 use smartio_platform::pci::{self, command, msix};
@@ -23,16 +24,7 @@ use smartio_platform::{AccessError, BusAddr, Clock, MsiMessage, PhysAddr, Port, 
 use std::future::Future;
 use std::rc::Rc;
 
-/// Identity of a function, for driver matching.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PciId {
-    /// Vendor id.
-    pub vendor: u16,
-    /// Device id.
-    pub device: u16,
-    /// 24-bit class code.
-    pub class: u32,
-}
+pub use crate::pci::{BarWindow, PciId};
 
 /// The time the host's software steps take (from the calibration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,17 +33,6 @@ pub struct SoftwareCosts {
     pub block_submit: smartio_platform::SimDuration,
     /// Block layer + driver completion path.
     pub block_complete: smartio_platform::SimDuration,
-}
-
-/// A BAR as this host's CPU reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BarWindow {
-    /// BAR index.
-    pub index: u8,
-    /// CPU-visible base address.
-    pub base: BusAddr,
-    /// Bytes.
-    pub size: u64,
 }
 
 /// What differs between a local function and a lent one.

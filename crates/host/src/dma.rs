@@ -5,6 +5,7 @@
 //! buffer's pages, so a device reaching anywhere else faults.
 
 use crate::memory::{RamAllocator, RamError};
+use crate::pci::BarWindow;
 use smartio_fabric::{DomainId, EndpointId, HostId, IommuError};
 use smartio_machine::{CpuTiming, Machine};
 use smartio_platform::{BusAddr, PhysAddr, SimDuration, PAGE_SIZE};
@@ -139,7 +140,7 @@ pub struct PeerBar {
     /// BAR index.
     pub index: u8,
     /// The BAR as this host's CPU reaches it.
-    pub window: crate::device::BarWindow,
+    pub window: BarWindow,
 }
 
 /// Maps host memory for one device. Implementations: [`LocalDma`] for a local function;

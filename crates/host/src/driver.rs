@@ -1,13 +1,11 @@
 //! What a driver implements to be bound to devices by a host's kernel.
 
-use crate::device::{DeviceHandle, PciId};
+use crate::device::DeviceHandle;
+use crate::pci::PciId;
 use std::any::Any;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
-/// A boxed future of the engine's single-threaded executor.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+pub use crate::future::BoxFuture;
 
 /// Why a driver could not bind. Drivers live in crates above this one and are kept as
 /// `dyn Driver`, so the host cannot name their error types: each driver returns its own

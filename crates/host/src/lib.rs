@@ -11,6 +11,9 @@
 //! - [`dma`]: how a handle turns memory into addresses its device can use (identity, or the
 //!   host IOMMU).
 //! - [`driver`]: what a driver implements to be bound.
+//! - [`pci`], [`error`], [`future`]: what the kernel, the handles and the drivers share — a
+//!   function's ids and BAR windows, [`HostError`], the boxed future of the host's traits —
+//!   kept apart so that none of those modules is imported back by what it imports.
 //! - [`block`]: the block layer — disks drivers register, and a program's requests through
 //!   a system call, the block layer's submission and completion paths and the driver.
 //! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages.
@@ -114,21 +117,27 @@ pub mod block;
 pub mod device;
 pub mod dma;
 pub mod driver;
+pub mod error;
 pub mod foreign;
+pub mod future;
 pub mod guest;
 pub mod hypervisor;
 pub mod memory;
 pub mod os;
+pub mod pci;
 pub mod sriov;
 pub mod vcpu;
 pub mod vm;
 
 pub use block::{BlockDevice, BlockDriver, BlockError, BlockRequest, Geometry, IoError, ReqOp};
-pub use device::{BarWindow, DeviceBackend, DeviceHandle, IrqVector, Mmio, PciId, SoftwareCosts};
+pub use device::{DeviceBackend, DeviceHandle, IrqVector, Mmio, SoftwareCosts};
 pub use dma::{DmaBuffer, DmaDirection, DmaError, DmaMapper, LocalDma, PeerBar};
-pub use driver::{BoxFuture, Driver, ProbeError};
+pub use driver::{Driver, ProbeError};
+pub use error::HostError;
 pub use foreign::ForeignError;
+pub use future::BoxFuture;
 pub use guest::{GuestMemory, GuestMemoryError, HostPiece};
 pub use hypervisor::{GuestBar, PassThrough, Refusal, Vfio, Vm, VmConfig, VmContext, VmError};
 pub use memory::{RamAllocator, RamError};
-pub use os::{HostError, HostOs};
+pub use os::HostOs;
+pub use pci::{BarWindow, PciId};

@@ -14,9 +14,10 @@
 //! their handles gone, then clears VF Enable, VF MSE and NumVFs: accesses to the VFs' BARs
 //! become Unsupported Requests and configuration reads all-ones.
 
-use crate::device::{BarWindow, DeviceHandle, LocalFunction, PciId};
+use crate::device::{DeviceHandle, LocalFunction};
 use crate::dma::LocalDma;
-use crate::os::HostError;
+use crate::error::HostError;
+use crate::pci::{BarWindow, PciId};
 use smartio_fabric::EndpointId;
 use smartio_platform::pci::{self, ext_cap, sriov};
 use smartio_platform::{AccessError, BusAddr};

@@ -2,8 +2,10 @@
 //! interrupts. Each request is checked (its handles resolved to the caller's objects, its
 //! values against what the call takes) before the SISCI layer carries it out.
 
-use crate::daemon::{check_range, mapped, Answer, Daemon, FileOf, Landing, Object};
+use crate::answer::{mapped, Answer, FileOf};
+use crate::daemon::{check_range, Daemon, Landing};
 use crate::handles::Scope;
+use crate::objects::Object;
 use crate::protocol::{self, Handle, Reply, Request};
 use crate::refusal::{Refused, RequestError};
 use smartio_fabric::{ClusterNodeId, HostId, LutTarget};

@@ -7,9 +7,14 @@
 //! exits or dies leaves nothing behind. Calls that wait (a data interrupt) run as tasks of
 //! the engine and answer when they finish.
 
+use crate::answer::{error_reply, Answer, FileOf};
+use crate::dma_queue::Engines;
+use crate::objects::Object;
 use crate::pages::RegisterPages;
 use crate::protocol::{self, Handle, Reply, Request, WireError};
+use crate::reflective::Reflective;
 use crate::refusal::{Refused, RequestError};
+use crate::segment_events::Events;
 use crate::shm::SharedRam;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::{
@@ -22,11 +27,7 @@ use smartio_fabric::{Access, EndpointId, HostId, Requester, Target};
 use smartio_host::HostOs;
 use smartio_nbd::socket_path::{check_socket_path, SocketPathError};
 use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
-use smartio_smartio::sisci::{
-    LocalDataInterrupt, LocalMap, LocalSegment, RemoteDataInterrupt, RemoteMap, RemoteSegment,
-    Sisci,
-};
-use smartio_smartio::{CpuMap, DeviceBorrow, PeerRequester, Segment};
+use smartio_smartio::sisci::{LocalSegment, Sisci};
 use smartio_smartio::{SciError, SciErrorClass, SmartIo};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -88,86 +89,6 @@ const LEFT_LOOK: SimDuration = SimDuration::from_us(20_000);
 /// waits this long at worst).
 const PAGE_LOOK: Duration = Duration::from_micros(20);
 
-/// One object a descriptor made.
-pub(crate) enum Object {
-    Segment(LocalSegment),
-    Remote(RemoteSegment),
-    LocalMap(LocalMap),
-    RemoteMap(RemoteMap),
-    Interrupt(LocalDataInterrupt),
-    RemoteInterrupt(RemoteDataInterrupt),
-    /// A borrowed device.
-    Device(DeviceBorrow),
-    /// A connection to a device's segment: a BAR (whose segment record the connection
-    /// made, and removes), or memory made for the device.
-    DeviceRemote {
-        device: Handle,
-        seg: Segment,
-        bar: bool,
-    },
-    /// A device segment's map for the program, and the register page it uses, if any.
-    CpuMap {
-        map: CpuMap,
-        /// The device segment connection it was made through.
-        via: Handle,
-        page: Option<(EndpointId, u8)>,
-    },
-    /// A segment mapped for a device.
-    DeviceMap {
-        device: Handle,
-        seg: Segment,
-    },
-    /// Memory SmartIO placed for a device (`CreateDeviceSegment`), by the program's id.
-    Created {
-        fdid: u32,
-        id: u32,
-        seg: Segment,
-        shared: bool,
-    },
-    /// A function registered in the host's requester-id tables.
-    Requester(PeerRequester),
-    /// A DMA queue on one of the host's adapters.
-    DmaQueue(Rc<crate::dma::LiveDmaQueue>),
-    /// A broadcast segment's membership of its reflective memory group.
-    Member {
-        seg: LocalSegment,
-        adapter: u32,
-        id: u32,
-    },
-}
-
-impl Object {
-    /// Teardown order: maps first, then connections, segments and devices.
-    fn rank(&self) -> u8 {
-        match self {
-            // A DMA queue holds windows onto connections: it goes with the maps.
-            Object::LocalMap(_)
-            | Object::RemoteMap(_)
-            | Object::CpuMap { .. }
-            | Object::DmaQueue(_) => 0,
-            Object::RemoteInterrupt(_) | Object::DeviceMap { .. } => 1,
-            Object::Remote(_) | Object::DeviceRemote { .. } => 2,
-            Object::Interrupt(_) | Object::Requester(_) | Object::Member { .. } => 3,
-            // Returning a device gives back its maps, so segments mapped for it go after.
-            Object::Device(_) => 4,
-            Object::Segment(_) | Object::Created { .. } => 5,
-        }
-    }
-}
-
-/// Which memory file a map's reply carries.
-pub(crate) enum FileOf {
-    /// A host's RAM.
-    Ram(HostId),
-    /// A device BAR's register page.
-    Page(EndpointId, u8),
-    /// A broadcast map's window, by the map's id ([`crate::reflect`]).
-    Window(u32),
-}
-
-/// A request's answer: the reply, and the memory file that goes with it.
-pub(crate) type Answer = Option<(Reply, Option<FileOf>)>;
-
 /// The program a connection belongs to. Descriptors of one program may name each other's
 /// objects where a call takes a second object (Dolphin's handles are pointers of one
 /// process: a segment made on one descriptor can be mapped for a device borrowed on
@@ -219,13 +140,13 @@ pub struct Daemon {
     path: String,
     pub(crate) table: Rc<RefCell<Table>>,
     /// Adapters whose DMA engine carries a queue ([`crate::dma`]).
-    pub(crate) dma_engines: crate::dma::Engines,
+    pub(crate) dma_engines: Engines,
     /// DMA queues of closed programs still draining ([`Daemon::settle`]).
     pub(crate) dma_releasing: Rc<std::cell::Cell<u32>>,
     /// Reflective memory groups and senders' windows ([`crate::reflect`]).
-    pub(crate) reflective: crate::reflect::Reflective,
+    pub(crate) reflective: Reflective,
     /// Segment events waiting to be taken ([`crate::events`]).
-    pub(crate) segment_events: crate::events::Events,
+    pub(crate) segment_events: Events,
     stop: Rc<std::cell::Cell<bool>>,
     /// The scenario it runs, as `cluster up` named it.
     pub(crate) scenario: String,
@@ -310,7 +231,7 @@ impl Daemon {
             table: Rc::default(),
             dma_engines: Rc::default(),
             dma_releasing: Rc::default(),
-            reflective: crate::reflect::Reflective::default(),
+            reflective: Reflective::default(),
             segment_events: Rc::default(),
             stop: Rc::default(),
             scenario: scenario.to_string(),
@@ -984,22 +905,6 @@ impl Landing {
             },
         }
     }
-}
-
-/// The answer to a map: the reply and the memory file it hands out.
-pub(crate) fn mapped(handle: Handle, offset: u64, len: u64, file: FileOf) -> Answer {
-    Some((
-        Reply::Mapped {
-            handle,
-            offset,
-            len,
-        },
-        Some(file),
-    ))
-}
-
-pub(crate) fn error_reply(code: u32, message: String) -> Reply {
-    Reply::Error { code, message }
 }
 
 /// `Ok` if a map of `len` bytes at `offset` lies inside `size` bytes of a `what` (a map

@@ -2,9 +2,11 @@
 //! and memory SmartIO places for them), maps for the program and for the device, and
 //! requester-id registrations. A BAR a program maps is a register page ([`crate::pages`]).
 
+use crate::answer::{mapped, Answer, FileOf};
 use crate::calls::done;
-use crate::daemon::{check_range, mapped, Answer, Daemon, FileOf, Landing, Object};
+use crate::daemon::{check_range, Daemon, Landing};
 use crate::handles::Scope;
+use crate::objects::Object;
 use crate::pages::MAX_PAGE_BYTES;
 use crate::protocol::{DeviceEntry, Handle, Reply, Request};
 use crate::refusal::{Refused, RequestError};

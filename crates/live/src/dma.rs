@@ -11,81 +11,23 @@
 //! function takes an entry of its requester-id table while the queue exists (its reads
 //! through the window need one, as any device's do).
 
-use crate::daemon::{error_reply, Answer, Daemon, Object};
+use crate::answer::{error_reply, Answer};
+use crate::daemon::Daemon;
+use crate::dma_queue::LiveDmaQueue;
 use crate::handles::Scope;
+use crate::objects::Object;
 use crate::protocol::{DmaEntry, Handle, Reply, Request};
 use crate::refusal::{Refused, RequestError};
 use smartio_drivers::ntb_dma::{engine_registers, queue_memory_bytes, QueueMemory};
 use smartio_drivers::sisci_dma::{
     SisciDmaError, SisciDmaQueue, VecEntry, Vector, MAX_QUEUE_ENTRIES,
 };
-use smartio_fabric::{AdapterId, EndpointId, HostId, LutTarget, Requester};
-use smartio_machine::{Agent, Machine};
+use smartio_fabric::{HostId, LutTarget, Requester};
 use smartio_platform::{BusAddr, SimDuration};
-use smartio_smartio::sisci::{LocalSegment, RemoteMap, RemoteSegment, Sisci};
+use smartio_smartio::sisci::RemoteSegment;
 use smartio_smartio::SciError;
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 use std::rc::Rc;
-
-/// Adapters whose DMA engine carries a queue.
-pub(crate) type Engines = Rc<RefCell<BTreeSet<AdapterId>>>;
-
-/// A program's DMA queue.
-pub(crate) struct LiveDmaQueue {
-    host: HostId,
-    adapter: AdapterId,
-    number: u32,
-    endpoint: EndpointId,
-    ring: LocalSegment,
-    /// The queue, once the engine took its ring.
-    queue: RefCell<Option<Rc<SisciDmaQueue<Agent>>>>,
-    /// Windows onto remote segments of started vectors, by the end of their transfers.
-    windows: RefCell<Vec<(u64, RemoteMap)>>,
-}
-
-impl LiveDmaQueue {
-    fn queue(&self) -> Result<Rc<SisciDmaQueue<Agent>>, Refused> {
-        self.queue.borrow().clone().ok_or(Refused::QueueNotReady)
-    }
-
-    /// Transfers started and not waited for.
-    pub(crate) fn outstanding(&self) -> u64 {
-        self.queue.borrow().as_ref().map_or(0, |q| q.outstanding())
-    }
-
-    /// Gives back the windows of transfers that were waited for.
-    fn unmap_waited(&self, sisci: &Sisci) {
-        let oldest = self
-            .queue
-            .borrow()
-            .as_ref()
-            .and_then(|q| q.oldest_pending());
-        self.windows.borrow_mut().retain(|(end, window)| {
-            let keep = oldest.is_some_and(|o| *end > o);
-            if !keep {
-                let _ = sisci.unmap(window);
-            }
-            keep
-        });
-    }
-
-    /// Gives back everything the queue holds: its windows, its ring, the adapter's
-    /// requester-id entry and the engine. The engine is left idle, not disabled: a later
-    /// queue on the adapter sets it up again from a disabled state.
-    fn free(&self, sisci: &Sisci, machine: &Machine, engines: &Engines) {
-        for (_, window) in self.windows.borrow_mut().drain(..) {
-            let _ = sisci.unmap(&window);
-        }
-        let _ = machine.with_fabric_mut(|f| {
-            f.ntb_remove_requester(self.adapter, Requester::Device(self.endpoint))
-        });
-        if sisci.remove_segment(&self.ring).is_ok() {
-            machine.zero_memory(self.host, self.ring.phys, self.ring.size);
-        }
-        engines.borrow_mut().remove(&self.adapter);
-    }
-}
 
 /// The reply a DMA queue's outcome makes: its SISCI error when it failed.
 fn dma_reply(result: Result<Reply, SisciDmaError>) -> Reply {

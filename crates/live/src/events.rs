@@ -6,89 +6,26 @@
 //! died — with the connecting adapter's node id and the segment's adapter it came through.
 //! A connection sees `SCI_CB_LOST` when the segment's owner exits while it is connected (the
 //! segment stays until the last connection ends, but nobody owns it). Events wait in a
-//! queue per object (at most [`MAX_QUEUED`]; older ones are dropped) until a wait takes
-//! them; the queue goes with its object. The live engine injects no link failures, so
-//! `SCI_CB_NOT_OPERATIONAL` and `SCI_CB_OPERATIONAL` do not happen here.
+//! queue per object (at most [`MAX_QUEUED`](crate::segment_events::MAX_QUEUED); older ones
+//! are dropped) until a wait takes them; the queue goes with its object. The live engine
+//! injects no link failures, so `SCI_CB_NOT_OPERATIONAL` and `SCI_CB_OPERATIONAL` do not
+//! happen here.
 
-use crate::daemon::{Answer, Daemon, Object};
+use crate::answer::Answer;
+use crate::daemon::Daemon;
 use crate::handles::Scope;
+use crate::objects::Object;
 use crate::protocol::{Handle, Reply};
 use crate::refusal::{Refused, RequestError};
+use crate::segment_events::{Event, Reason};
 use smartio_fabric::{HostId, LutTarget};
 use smartio_platform::{Clock, SimDuration};
 use smartio_smartio::sisci::{LocalSegment, RemoteSegment};
 use smartio_smartio::SciError;
-use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-
-/// Events kept per object before the oldest are dropped.
-pub const MAX_QUEUED: usize = 256;
 
 /// How often a waiting call looks at its queue.
 const EVENT_LOOK: SimDuration = SimDuration::from_us(200);
-
-/// The `sci_segment_cb_reason_t` values the live engine reports, with SISCI's values (it
-/// injects no link failures, so `SCI_CB_NOT_OPERATIONAL` (3) and `SCI_CB_OPERATIONAL` (4)
-/// do not happen).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// `SCI_CB_CONNECT`.
-    Connect,
-    /// `SCI_CB_DISCONNECT`.
-    Disconnect,
-    /// `SCI_CB_LOST`.
-    Lost,
-}
-
-impl Reason {
-    /// The `sci_segment_cb_reason_t` value.
-    pub fn code(self) -> u32 {
-        match self {
-            Reason::Connect => 1,
-            Reason::Disconnect => 2,
-            Reason::Lost => 5,
-        }
-    }
-}
-
-/// One event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Event {
-    reason: Reason,
-    /// The other side's node id.
-    node_id: u32,
-    /// The local adapter it concerns.
-    adapter: u32,
-}
-
-/// Queues of events by object handle.
-#[derive(Default)]
-pub(crate) struct SegmentEvents {
-    queues: BTreeMap<Handle, VecDeque<Event>>,
-}
-
-impl SegmentEvents {
-    fn push(&mut self, handle: Handle, event: Event) {
-        let q = self.queues.entry(handle).or_default();
-        if q.len() == MAX_QUEUED {
-            q.pop_front();
-        }
-        q.push_back(event);
-    }
-
-    fn pop(&mut self, handle: Handle) -> Option<Event> {
-        self.queues.get_mut(&handle)?.pop_front()
-    }
-
-    /// Forgets an object's queue (the object is gone).
-    pub(crate) fn forget(&mut self, handle: Handle) {
-        self.queues.remove(&handle);
-    }
-}
-
-/// Shared with waiting tasks.
-pub(crate) type Events = Rc<RefCell<SegmentEvents>>;
 
 impl Daemon {
     /// The handle of the object recording `seg` (its owner's), if any.

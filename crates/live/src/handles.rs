@@ -2,7 +2,9 @@
 //! names — every request passes the one ownership check, [`Table::may_use`] — and ending
 //! them.
 
-use crate::daemon::{Answer, Daemon, Object, Table};
+use crate::answer::Answer;
+use crate::daemon::{Daemon, Table};
+use crate::objects::Object;
 use crate::protocol::{Handle, Reply};
 use smartio_smartio::SciError;
 

@@ -42,6 +42,11 @@
 //!   data interrupt, a borrow's enable) are engine tasks that answer when done, while other
 //!   connections are served. Sessions without a program (`open_session`, `request`,
 //!   `close_session`, `resources_in_use`) serve the tests and the fuzzer.
+//! - `answer`, `objects`, `dma_queue`, `segment_events`, `reflective`: what the daemon and its
+//!   request handlers (`handles`, `calls`, `dma`, `events`, `reflect`) share — a handler's
+//!   answer, the objects a descriptor makes, the state of DMA queues, segment events and
+//!   reflective memory — apart from the handlers, which act on the `Daemon`, so no handler is
+//!   imported by the daemon it imports; `gather` reads the daemon into `stats`' figures.
 //! - `device_api`: SISCI's SmartIO extension on the daemon's side (borrow, device segments by
 //!   access hints, maps for the program and for the device, requester registration).
 //! - `pages`: register pages — a BAR a program maps is a memory file the daemon's loop looks at
@@ -55,16 +60,22 @@
 //!   and the accesses and bytes each link carried each way; `NOT_COUNTED` says what it never
 //!   sees (programs' loads and stores into mapped segments).
 
+mod answer;
 mod calls;
 pub mod daemon;
 mod device_api;
 mod dma;
+mod dma_queue;
 mod events;
+mod gather;
 mod handles;
+mod objects;
 mod pages;
 pub mod protocol;
 mod reflect;
+mod reflective;
 mod refusal;
+mod segment_events;
 pub mod shm;
 pub mod stats;
 

@@ -2,8 +2,8 @@
 //! that apply them. Messages have the form `key = value: why (allowed: range)`; the caller
 //! prefixes the entity (`host "a": `) and the file and line.
 
-use crate::enumerate::{ram_top, MAX_RAM, MIN_RAM, MMIO64_GRANULE, MMIO64_MAX_BASE};
-use crate::ntb::CPU_RESERVED_REQUESTER_IDS;
+use crate::adapter::CPU_RESERVED_REQUESTER_IDS;
+use crate::address_map::{ram_top, MAX_RAM, MIN_RAM, MMIO64_GRANULE, MMIO64_MAX_BASE};
 use crate::units::format_size;
 use std::fmt::Display;
 use std::ops::RangeInclusive;

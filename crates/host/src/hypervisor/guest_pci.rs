@@ -10,9 +10,11 @@
 
 use super::virtual_function::{GuestDma, VirtualFunction};
 use super::VmContext;
-use crate::device::{BarWindow, DeviceHandle, PciId};
+use crate::device::DeviceHandle;
+use crate::error::HostError;
 use crate::memory::RamAllocator;
-use crate::os::{HostError, HostOs};
+use crate::os::HostOs;
+use crate::pci::{BarWindow, PciId};
 use crate::vm::{HIGH_MEMORY_BASE, PCI_HOLE_START};
 use crate::DeviceBackend;
 use smartio_platform::pci::{self, bar};

@@ -34,8 +34,10 @@ pub use peers::{PeerChange, PeerMapping, PeerMappings};
 pub use vfio::Vfio;
 
 use crate::device::DeviceHandle;
-use crate::driver::{BoxFuture, Driver};
-use crate::os::{HostError, HostOs};
+use crate::driver::Driver;
+use crate::error::HostError;
+use crate::future::BoxFuture;
+use crate::os::HostOs;
 use crate::vcpu::{Ept, VcpuPort};
 use crate::vm::{GuestPageSize, VmMemory, VmMemoryError, VmMemoryLayout};
 use smartio_fabric::topology::AssignedBar;

@@ -9,7 +9,7 @@
 
 use super::peers::{PeerChange, PeerMappings};
 use super::{GuestBar, PassThrough, Refusal, VmContext, VmError};
-use crate::driver::BoxFuture;
+use crate::future::BoxFuture;
 use crate::os::HostOs;
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{DomainId, EndpointId, HostId};

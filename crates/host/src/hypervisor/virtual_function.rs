@@ -14,8 +14,8 @@
 use super::{GuestBar, PassThrough, VmContext};
 use crate::device::DeviceBackend;
 use crate::dma::{DmaDirection, DmaError, DmaMapper, PeerBar};
-use crate::driver::BoxFuture;
-use crate::os::HostError;
+use crate::error::HostError;
+use crate::future::BoxFuture;
 use crate::vm::{HIGH_MEMORY_BASE, PCI_HOLE_START};
 use smartio_devices::config::VirtualBars;
 use smartio_fabric::topology::AssignedBar;
@@ -178,7 +178,7 @@ impl DeviceBackend for Rc<VirtualFunction> {
                 .await
                 .map_err(|e| HostError::NoIntx {
                     device: me.device.name(),
-                    why: crate::os::NoIntx::Vm(Box::new(e)),
+                    why: crate::error::NoIntx::Vm(Box::new(e)),
                 })?;
             Ok(vector)
         })
