@@ -14,6 +14,8 @@
 //! - [`pci`], [`error`], [`future`]: what the kernel, the handles and the drivers share — a
 //!   function's ids and BAR windows, [`HostError`], the boxed future of the host's traits —
 //!   kept apart so that none of those modules is imported back by what it imports.
+//! - [`foreign`]: a driver's or SmartIO's own error kept whole inside the host's errors
+//!   ([`ForeignError`]), since the host cannot name the types of the crates above it.
 //! - [`block`]: the block layer — disks drivers register, and a program's requests through
 //!   a system call, the block layer's submission and completion paths and the driver.
 //! - [`guest`]: a virtual machine's guest-physical address space over scattered host pages.
@@ -35,7 +37,7 @@
 //!   `unbind`); `hot_add` puts a new device handle into the tree and binds a driver, `hot_remove`
 //!   unbinds first and then removes. `driver_data` returns a bound driver's per-device state.
 //!   A driver's `probe` fails with its own error, boxed (`ProbeError`: drivers live above the
-//!   host crate), and `HostError::ProbeFailed` keeps its message.
+//!   host crate), and `HostError::ProbeFailed` keeps it, typed, as a `ForeignError`.
 //! - `device`: `DeviceHandle`, the Linux-like handle a driver gets: configuration reads and
 //!   writes, `enable` (memory decoding + bus mastering), `map_bar` (an `Mmio` of 32/64-bit and
 //!   block loads and stores from this host's CPU), the DMA API (`dma_map`/`dma_unmap`,
