@@ -700,6 +700,46 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_holds_back_a_read_that_would_overrun_its_byte_budget_until_one_is_answered() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let big = 100 << 20;
+        let e = Export {
+            size: 1 << 30,
+            block: BlockSizes {
+                minimum: 512,
+                preferred: 4096,
+                maximum: big,
+            },
+            ..export(0)
+        };
+        let server = thread::spawn(move || serve_unix_connection(0, ours, &e, &tx));
+        let mut client = crate::client::Client::connect(theirs, "", false).unwrap();
+        let first = client.send(Command::Read, 0, big, 0).unwrap();
+        let second = client.send(Command::Read, 0, big, 0).unwrap();
+        let next = |wait: u64| rx.recv_timeout(Duration::from_millis(wait));
+        let Ok(Event::Opened { replier, .. }) = next(10_000) else {
+            panic!("no connection");
+        };
+        assert!(
+            matches!(next(10_000), Ok(Event::Request { request, .. }) if request.cookie == first)
+        );
+        // Two reads of 100 MiB are more than a connection's 128 MiB: the second waits.
+        assert!(next(300).is_err(), "the second read came in over budget");
+        replier.send(first, 0, Outcome::Failed(Errno::Io, "answered".into()));
+        assert!(
+            matches!(next(10_000), Ok(Event::Request { request, .. }) if request.cookie == second),
+            "an answer lets the second in"
+        );
+        replier.send(second, 0, Outcome::Failed(Errno::Io, "answered".into()));
+        for _ in 0..2 {
+            client.receive(|_| 0).unwrap();
+        }
+        client.disconnect().unwrap();
+        server.join().unwrap();
+    }
+
+    #[test]
     fn a_disconnect_ends_the_connection_without_reaching_the_device() {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let (tx, rx) = mpsc::channel();
