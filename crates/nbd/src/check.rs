@@ -158,12 +158,13 @@ impl Export {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::handshake::BlockSizes;
     use crate::wire::transmission_flags as tf;
 
-    fn export(flags: u16) -> Export {
+    /// A 1 MiB export of 512-byte blocks, reads up to 64 KiB, with transmission `flags`.
+    pub(crate) fn export(flags: u16) -> Export {
         Export {
             name: String::new(),
             description: String::new(),

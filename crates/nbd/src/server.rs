@@ -583,23 +583,10 @@ fn connection(conn: u64, mut stream: Stream, export: &Export, events: &Sender<Ev
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::tests::export;
     use crate::handshake::BlockSizes;
     use crate::wire::command_flags;
     use crate::wire::transmission_flags as tf;
-
-    fn export(flags: u16) -> Export {
-        Export {
-            name: String::new(),
-            description: String::new(),
-            size: 1 << 20,
-            flags,
-            block: BlockSizes {
-                minimum: 512,
-                preferred: 4096,
-                maximum: 64 << 10,
-            },
-        }
-    }
 
     fn req(command: Command, offset: u64, len: u32, flags: u16) -> Request {
         Request {
