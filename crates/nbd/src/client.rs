@@ -370,6 +370,8 @@ mod tests {
             let cookies: Vec<u64> = (0..8)
                 .map(|i| c.send(Command::Read, i * 512, 512, 0).unwrap())
                 .collect();
+            let distinct: std::collections::BTreeSet<u64> = cookies.iter().copied().collect();
+            assert_eq!(distinct.len(), cookies.len(), "a cookie each: {cookies:?}");
             let mut seen: Vec<u64> = (0..8).map(|_| c.receive(|_| 512).unwrap().cookie).collect();
             seen.sort_unstable();
             assert_eq!(seen, cookies);
