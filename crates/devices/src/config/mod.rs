@@ -263,6 +263,21 @@ mod tests {
     }
 
     #[test]
+    fn bus_mastering_is_off_until_software_sets_its_bit_and_off_again_once_cleared() {
+        let c = space();
+        assert!(!c.bus_master(), "off after reset");
+        c.config_write(pci::COMMAND, &command::MEMORY_SPACE.to_le_bytes());
+        assert!(!c.bus_master(), "memory decoding alone does not allow DMA");
+        c.config_write(
+            pci::COMMAND,
+            &(command::MEMORY_SPACE | command::BUS_MASTER).to_le_bytes(),
+        );
+        assert!(c.bus_master());
+        c.config_write(pci::COMMAND, &command::INTX_DISABLE.to_le_bytes());
+        assert!(!c.bus_master(), "cleared again");
+    }
+
+    #[test]
     fn only_command_and_msix_control_bits_are_writable() {
         let c = space();
         let at = c.capability(cap::MSIX).expect("MSI-X");
