@@ -516,6 +516,8 @@ mod tests {
         /// Every write: where, how many bytes, when it landed.
         landed: Rc<RefCell<Vec<(u64, usize, SimTime)>>>,
         reads: Rc<Cell<usize>>,
+        /// Where each read started.
+        read_at: Rc<RefCell<Vec<u64>>>,
         /// The last completion word written.
         word: Rc<Cell<u64>>,
         refuse_reads: bool,
@@ -536,6 +538,7 @@ mod tests {
             buf: &mut [u8],
         ) -> impl Future<Output = Result<(), AccessError>> {
             self.reads.set(self.reads.get() + 1);
+            self.read_at.borrow_mut().push(addr.get());
             if addr.get() >= TARGET {
                 // Behind the writes on the path to the target.
                 self.now.set(self.now.get().max(self.target_free.get()));
@@ -681,6 +684,97 @@ mod tests {
             bus.word.get(),
             1 | COMPLETION_ERROR,
             "the sequence, marked failed"
+        );
+    }
+
+    /// Programs a copy with `flags`, rings the doorbell and lets the engine run it on `bus`;
+    /// returns the device (for its memory and STATUS).
+    fn run_copy(bus: &Bus, src: u64, dst: u64, len: u64, copy_flags: u64) -> DmaDevice {
+        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
+        for (r, value) in [
+            (reg::SRC, src),
+            (reg::DST, dst),
+            (reg::LEN, len),
+            (reg::FLAGS, copy_flags),
+            (reg::COMPLETION_ADDR, COMPLETION),
+            (reg::DOORBELL, 7),
+        ] {
+            dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
+                .expect("a register");
+        }
+        let waker = Waker::from(Arc::new(CountingWaker::default()));
+        let done = pin!(dev.run(bus.clone()))
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending();
+        assert!(done, "the engine waits for its next doorbell");
+        dev
+    }
+
+    fn status_of(dev: &DmaDevice) -> u64 {
+        let mut word = [0u8; 8];
+        dev.mmio_read(REGISTER_BAR, reg::STATUS, &mut word)
+            .expect("STATUS");
+        u64::from_le_bytes(word)
+    }
+
+    #[test]
+    fn a_copy_into_device_memory_lands_there_and_one_past_its_end_fails() {
+        let bus = Bus::default();
+        let dev = run_copy(&bus, TARGET, 4096, 512, flags::DST_LOCAL);
+        assert_eq!(status_of(&dev), status::IDLE);
+        assert_eq!(bus.word.get(), 7, "done, with its sequence number");
+        let mut back = [1u8; 512];
+        dev.mmio_read(dev.memory_bar(), 4096, &mut back)
+            .expect("device memory");
+        assert_eq!(back, [0u8; 512], "the bytes the bus read (zeroes)");
+        let past = run_copy(&bus, TARGET, (1 << 20) - 256, 512, flags::DST_LOCAL);
+        assert_eq!(status_of(&past), status::ERROR);
+        assert_eq!(bus.word.get(), 7 | COMPLETION_ERROR);
+    }
+
+    #[test]
+    fn the_flushing_read_reads_the_last_bytes_written_and_an_empty_copy_needs_none() {
+        let bus = Bus::default();
+        run_copy(&bus, 0, TARGET, 4096, flags::SRC_LOCAL);
+        assert_eq!(
+            *bus.read_at.borrow(),
+            [TARGET + 4096 - FLUSH_BYTES],
+            "one read, of the last bytes"
+        );
+        let empty = Bus::default();
+        let dev = run_copy(&empty, 0, TARGET, 0, flags::SRC_LOCAL);
+        assert_eq!(status_of(&dev), status::IDLE);
+        assert_eq!(empty.reads.get(), 0, "nothing written, nothing to flush");
+    }
+
+    #[test]
+    fn registers_are_written_word_by_word_and_none_lies_past_the_last() {
+        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
+        assert_eq!(
+            (dev.register_bar(), dev.memory_bar()),
+            (REGISTER_BAR, MEMORY_BAR)
+        );
+        // Two words at once: SRC then DST.
+        let both = [5u64.to_le_bytes(), 9u64.to_le_bytes()].concat();
+        dev.mmio_write(REGISTER_BAR, reg::SRC, &both)
+            .expect("two registers");
+        let read = |at: u64| {
+            let mut b = [0u8; 8];
+            dev.mmio_read(REGISTER_BAR, at, &mut b)
+                .map(|()| u64::from_le_bytes(b))
+        };
+        assert_eq!((read(reg::SRC), read(reg::DST)), (Ok(5), Ok(9)));
+        let past = (REGISTER_COUNT as u64) * 8;
+        assert_eq!(read(past), Err(CompleterError::OutOfRange));
+        assert_eq!(
+            dev.mmio_write(REGISTER_BAR, past, &[0; 8]),
+            Err(CompleterError::OutOfRange)
+        );
+        assert_eq!(
+            dev.mmio_write(REGISTER_BAR, reg::SRC, &[0; 4]),
+            Err(CompleterError::BadWidth(4)),
+            "half a register"
         );
     }
 
