@@ -278,6 +278,27 @@ mod tests {
     }
 
     #[test]
+    fn intx_is_the_routed_line_only_while_neither_disabled_nor_replaced_by_msix() {
+        let c = space();
+        let route = |line: u8| c.config_write(pci::INTERRUPT_LINE, &[line]);
+        assert_eq!(c.intx_line(), None, "no line routed after reset");
+        route(20);
+        assert_eq!(c.intx_line(), Some(20));
+        route(0xff);
+        assert_eq!(c.intx_line(), None, "0xFF: no line");
+        route(15);
+        assert_eq!(c.intx_line(), None, "below the lines the platform routes");
+        route(20);
+        c.config_write(pci::COMMAND, &command::INTX_DISABLE.to_le_bytes());
+        assert_eq!(c.intx_line(), None, "disabled in the command register");
+        c.config_write(pci::COMMAND, &0u16.to_le_bytes());
+        assert_eq!(c.intx_line(), Some(20));
+        let at = c.capability(cap::MSIX).expect("MSI-X");
+        c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        assert_eq!(c.intx_line(), None, "MSI-X on");
+    }
+
+    #[test]
     fn only_command_and_msix_control_bits_are_writable() {
         let c = space();
         let at = c.capability(cap::MSIX).expect("MSI-X");
