@@ -158,6 +158,11 @@ mod tests {
     fn mac_addresses_print_and_pack_like_hardware() {
         let m = MacAddr([0x02, 0x1b, 0x21, 0xaa, 0xbb, 0x0c]);
         assert_eq!(m.to_string(), "02:1b:21:aa:bb:0c");
+        assert_eq!(
+            format!("{m:?}"),
+            "02:1b:21:aa:bb:0c",
+            "the same in a Debug print"
+        );
         assert_eq!(m.to_u64(), 0x021b_21aa_bb0c);
         assert_eq!(MacAddr::from_u64(m.to_u64()), m);
         assert!(MacAddr::BROADCAST.is_group());
