@@ -647,5 +647,16 @@ mod tests {
             interrupt: false,
         };
         assert_eq!(read_request(&mut slow, 1 << 20).unwrap(), Some(want));
+        // Any other failure of the stream is the request's error, not retried.
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::ConnectionReset.into())
+            }
+        }
+        assert!(matches!(
+            read_request(&mut Broken, 1 << 20),
+            Err(RequestError::Io(e)) if e.kind() == io::ErrorKind::ConnectionReset
+        ));
     }
 }
