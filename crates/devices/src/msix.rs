@@ -219,4 +219,121 @@ mod tests {
         assert_eq!(t.signal(9), None);
         assert_eq!(t.write_table(64, &[0; 4]), Err(CompleterError::OutOfRange));
     }
+
+    /// Reads `n` bytes of the table at `offset`.
+    fn read(t: &MsixTable, offset: u64, n: usize) -> Result<Vec<u8>, CompleterError> {
+        let mut buf = vec![0u8; n];
+        t.read_table(offset, &mut buf).map(|()| buf)
+    }
+
+    fn dword(v: u32) -> [u8; 4] {
+        v.to_le_bytes()
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_written_field_by_field_and_whole() {
+        let t = MsixTable::new(3);
+        assert_eq!((t.len(), t.is_empty()), (3, false));
+        assert!(MsixTable::new(0).is_empty());
+        // Vector 2: a 64-bit address (the low two bits are not writable), data, unmasked.
+        let e = 2 * msix::ENTRY_SIZE;
+        t.write_table(e, &dword(0xfee0_1237)).expect("address low");
+        t.write_table(e + 4, &dword(0x1)).expect("address high");
+        t.write_table(e + 8, &dword(0x4242)).expect("data");
+        assert!(t.write_table(e + 12, &dword(0)).expect("control"));
+        assert_eq!(read(&t, e, 4), Ok(dword(0xfee0_1234).to_vec()));
+        assert_eq!(read(&t, e + 4, 4), Ok(dword(1).to_vec()));
+        assert_eq!(read(&t, e + 8, 4), Ok(dword(0x4242).to_vec()));
+        assert_eq!(read(&t, e + 12, 4), Ok(dword(0).to_vec()));
+        // A whole entry in one access: address low, high, data, control.
+        let whole: Vec<u8> = [0xfee0_1234, 1, 0x4242, 0]
+            .into_iter()
+            .flat_map(dword)
+            .collect();
+        assert_eq!(read(&t, e, 16), Ok(whole));
+        assert_eq!(
+            t.signal(2),
+            Some(MsiMessage {
+                address: BusAddr(0x1_fee0_1234),
+                data: 0x4242
+            })
+        );
+        // Only the mask bit of the control word is writable; masking again says so.
+        assert!(!t.write_table(e + 12, &dword(0xffff_ffff)).expect("mask"));
+        assert_eq!(read(&t, e + 12, 4), Ok(dword(msix::VECTOR_MASKED).to_vec()));
+        // Writing the high half keeps the low half, and the low half the high one.
+        t.write_table(e + 4, &dword(0x2)).expect("address high");
+        t.write_table(e, &dword(0xfee0_0000)).expect("address low");
+        assert_eq!(read(&t, e, 8), Ok([dword(0xfee0_0000), dword(2)].concat()));
+    }
+
+    #[test]
+    fn a_reset_masks_every_vector_and_forgets_what_was_pending() {
+        let t = MsixTable::new(2);
+        t.write_table(0, &dword(0xfee0_0000)).expect("address");
+        t.write_table(12, &dword(0)).expect("unmask");
+        t.write_table(16 + 12, &dword(msix::VECTOR_MASKED))
+            .expect("mask 1");
+        assert_eq!(t.signal(1), None, "pending");
+        t.reset();
+        assert_eq!(read(&t, 12, 4), Ok(dword(msix::VECTOR_MASKED).to_vec()));
+        assert_eq!(read(&t, 0, 4), Ok(dword(0).to_vec()), "the address cleared");
+        assert_eq!(t.signal(0), None, "masked again");
+        let mut pba = [0u8; 8];
+        t.read_pba(0, &mut pba).expect("pba");
+        assert_eq!(
+            pba,
+            [0b01, 0, 0, 0, 0, 0, 0, 0],
+            "only the signal after the reset"
+        );
+        t.write_table(16 + 12, &dword(0)).expect("unmask 1");
+        assert_eq!(
+            t.take_unmasked_pending(),
+            vec![],
+            "vector 1's pending bit is gone"
+        );
+    }
+
+    #[test]
+    fn the_pending_bits_of_vectors_past_the_first_byte_and_qword_read_where_they_belong() {
+        let t = MsixTable::new(70);
+        for v in [3u16, 9, 64, 69] {
+            assert_eq!(t.signal(v), None, "masked: pending");
+        }
+        let mut pba = [0u8; 16];
+        t.read_pba(0, &mut pba).expect("two qwords");
+        assert_eq!(pba[..2], [0b1000, 0b10]);
+        assert_eq!(pba[8], 0b10_0001, "vectors 64 and 69");
+        let mut second = [0u8; 8];
+        t.read_pba(8, &mut second).expect("the second qword");
+        assert_eq!(second[0], 0b10_0001);
+        assert_eq!(t.read_pba(16, &mut second), Err(CompleterError::OutOfRange));
+        // Unmasking one of them sends it and leaves the others pending.
+        t.write_table(9 * msix::ENTRY_SIZE + 12, &dword(0))
+            .expect("unmask 9");
+        assert_eq!(t.take_unmasked_pending().len(), 1);
+        t.read_pba(0, &mut pba).expect("pba");
+        assert_eq!((pba[0], pba[1], pba[8]), (0b1000, 0, 0b10_0001));
+        t.write_table(64 * msix::ENTRY_SIZE + 12, &dword(0))
+            .expect("unmask 64");
+        assert_eq!(t.take_unmasked_pending().len(), 1, "still more pending");
+    }
+
+    #[test]
+    fn accesses_are_whole_dwords_at_dword_offsets() {
+        let t = MsixTable::new(2);
+        let mut two = [0u8; 2];
+        assert_eq!(t.read_table(0, &mut two), Err(CompleterError::BadWidth(2)));
+        assert_eq!(
+            t.read_table(2, &mut [0u8; 4]),
+            Err(CompleterError::BadWidth(4))
+        );
+        assert_eq!(t.write_table(0, &[]), Err(CompleterError::BadWidth(0)));
+        assert_eq!(t.write_table(6, &[0; 4]), Err(CompleterError::BadWidth(4)));
+        assert_eq!(t.read_pba(0, &mut two), Err(CompleterError::BadWidth(2)));
+        assert_eq!(
+            read(&t, 2 * msix::ENTRY_SIZE, 4),
+            Err(CompleterError::OutOfRange)
+        );
+    }
 }
