@@ -730,7 +730,11 @@ mod tests {
         assert_eq!(back, [0u8; 512], "the bytes the bus read (zeroes)");
         let past = run_copy(&bus, TARGET, (1 << 20) - 256, 512, flags::DST_LOCAL);
         assert_eq!(status_of(&past), status::ERROR);
-        assert_eq!(bus.word.get(), 7 | COMPLETION_ERROR);
+        assert_eq!(
+            bus.word.get(),
+            0x8000_0000_0000_0007,
+            "the sequence with the top bit set"
+        );
     }
 
     #[test]

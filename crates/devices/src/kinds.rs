@@ -425,6 +425,11 @@ mod tests {
         params.insert("memory".into(), toml::Value::String("1G".into()));
         let layout = layout_for("dma", &params).expect("valid");
         assert_eq!(layout.bars[1].size, 1 << 30);
+        assert_eq!(
+            (layout.bars[0].index, layout.bars[0].size),
+            (0, 64 << 10),
+            "the registers: 64 KiB in BAR0, whatever the memory"
+        );
         params.insert("memory".into(), toml::Value::String("3M".into()));
         assert!(layout_for("dma", &params).is_err());
     }
