@@ -430,8 +430,11 @@ fn register_misuse_is_refused_with_its_error_and_never_panics() {
     store(&dma, reg::DONE_ADDR, DONE).expect("stored");
     refused(&dma, reg::CONTROL, 1 << 7, RegisterError::UnknownControl);
     assert_eq!(dma.state(), QueueState::Disabled);
+    assert_eq!(load(&dma, reg::DONE_ADDR), DONE, "reads back");
+    assert_eq!(load(&dma, reg::CONTROL), 0, "disabled");
     store(&dma, reg::CONTROL, control::ENABLE).expect("stored");
     assert_eq!(dma.state(), QueueState::Idle);
+    assert_eq!(load(&dma, reg::CONTROL), control::ENABLE, "enabled");
     refused(&dma, reg::RING_BASE, 0, RegisterError::Busy);
     assert_eq!(load(&dma, reg::RING_BASE), RING, "kept");
     refused(&dma, reg::TAIL, 5, RegisterError::TailOutOfRange);
