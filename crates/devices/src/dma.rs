@@ -591,26 +591,11 @@ mod tests {
     /// Programs a copy of `len` bytes from device memory to `dst`, rings the doorbell and lets
     /// the engine run it on `bus`; returns the completion word.
     fn copy_on(bus: &Bus, dst: u64, len: u64) -> u64 {
-        let dev = DmaDevice::new(1 << 20, SimDuration::from_ns(100));
-        for (r, value) in [
-            (reg::SRC, 0),
-            (reg::DST, dst),
-            (reg::LEN, len),
-            (reg::FLAGS, flags::SRC_LOCAL),
-            (reg::COMPLETION_ADDR, COMPLETION),
-            (reg::DOORBELL, 1),
-        ] {
-            dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
-                .expect("a register");
-        }
-        let waker = Waker::from(Arc::new(CountingWaker::default()));
-        let mut engine = pin!(dev.run(bus.clone()));
-        assert!(
-            engine
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending(),
-            "the engine waits for its next doorbell"
+        let dev = program(
+            bus,
+            SimDuration::from_ns(100),
+            1,
+            (0, dst, len, flags::SRC_LOCAL),
         );
         let landed = bus.landed.borrow();
         let &(at, len, _) = landed.last().expect("a completion word");
@@ -619,10 +604,7 @@ mod tests {
             (COMPLETION, 8),
             "the completion word is written last"
         );
-        let mut word = [0u8; 8];
-        dev.mmio_read(REGISTER_BAR, reg::STATUS, &mut word)
-            .expect("STATUS");
-        u64::from_le_bytes(word)
+        status_of(&dev)
     }
 
     #[test]
@@ -650,25 +632,8 @@ mod tests {
 
     #[test]
     fn a_copy_into_device_memory_needs_no_flushing_read() {
-        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
         let bus = Bus::default();
-        for (r, value) in [
-            (reg::SRC, TARGET),
-            (reg::DST, 0),
-            (reg::LEN, 4096),
-            (reg::FLAGS, flags::DST_LOCAL),
-            (reg::COMPLETION_ADDR, COMPLETION),
-            (reg::DOORBELL, 1),
-        ] {
-            dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
-                .expect("a register");
-        }
-        let waker = Waker::from(Arc::new(CountingWaker::default()));
-        let mut engine = pin!(dev.run(bus.clone()));
-        assert!(engine
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending());
+        run_copy(&bus, TARGET, 0, 4096, flags::DST_LOCAL);
         assert_eq!(bus.reads.get(), 1, "the source read only");
         assert_eq!(bus.landed.borrow().len(), 1, "the completion word only");
     }
@@ -687,28 +652,39 @@ mod tests {
         );
     }
 
-    /// Programs a copy with `flags`, rings the doorbell and lets the engine run it on `bus`;
-    /// returns the device (for its memory and STATUS).
-    fn run_copy(bus: &Bus, src: u64, dst: u64, len: u64, copy_flags: u64) -> DmaDevice {
-        let dev = DmaDevice::new(1 << 20, SimDuration::ZERO);
+    /// Programs a copy `(src, dst, len, flags)` as sequence `sequence` on a device whose setup
+    /// takes `setup`, rings the doorbell and lets the engine run it on `bus`; returns the
+    /// device (for its memory and STATUS).
+    fn program(
+        bus: &Bus,
+        setup: SimDuration,
+        sequence: u64,
+        (src, dst, len, copy_flags): (u64, u64, u64, u64),
+    ) -> DmaDevice {
+        let dev = DmaDevice::new(1 << 20, setup);
         for (r, value) in [
             (reg::SRC, src),
             (reg::DST, dst),
             (reg::LEN, len),
             (reg::FLAGS, copy_flags),
             (reg::COMPLETION_ADDR, COMPLETION),
-            (reg::DOORBELL, 7),
+            (reg::DOORBELL, sequence),
         ] {
             dev.mmio_write(REGISTER_BAR, r, &value.to_le_bytes())
                 .expect("a register");
         }
         let waker = Waker::from(Arc::new(CountingWaker::default()));
-        let done = pin!(dev.run(bus.clone()))
+        let waiting = pin!(dev.run(bus.clone()))
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
             .is_pending();
-        assert!(done, "the engine waits for its next doorbell");
+        assert!(waiting, "the engine waits for its next doorbell");
         dev
+    }
+
+    /// [`program`] with no setup time, as sequence 7.
+    fn run_copy(bus: &Bus, src: u64, dst: u64, len: u64, copy_flags: u64) -> DmaDevice {
+        program(bus, SimDuration::ZERO, 7, (src, dst, len, copy_flags))
     }
 
     fn status_of(dev: &DmaDevice) -> u64 {
