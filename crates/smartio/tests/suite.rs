@@ -4,6 +4,7 @@
 mod common;
 mod device_api;
 mod lending;
+mod mdev_parent;
 mod peer_to_peer;
 mod segments;
 mod sriov;

@@ -464,11 +464,12 @@ fn a_vm_larger_than_the_lender_ntb_window_is_refused_with_both_sizes_and_takes_n
         adapter,
         window: GIB,
         memory: 2 * GIB,
+        entry: 16 << 20,
     };
     assert_eq!(smartio_refusal(&err), &small);
     assert_eq!(
         small.to_string(),
-        "lender:nvme0: VM borrower/vm0 has 2G of memory, but lender.ntb0's NTB window is only 1G; MDEV maps all of it"
+        "lender:nvme0: VM borrower/vm0 has 2G of memory, but lender.ntb0's NTB window is only 1G; MDEV maps all of it, and an entry of 16M for the interrupts it relays"
     );
 }
 

@@ -476,6 +476,7 @@ mod tests {
                     adapter: s("a"),
                     window: 1 << 30,
                     memory: 1 << 32,
+                    entry: 1 << 24,
                 },
                 C::HwNospc,
             ),

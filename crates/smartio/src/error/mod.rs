@@ -364,11 +364,13 @@ pub enum SciError {
         /// The host whose IOMMU is off.
         host: String,
     },
-    /// `SCI_ERR_HW_NOSPC`: a VM's memory does not fit through the lender's NTB window.
+    /// `SCI_ERR_HW_NOSPC`: a VM's memory does not fit through the lender's NTB window
+    /// beside the entry that carries the relayed interrupts.
     #[error(
-        "{device}: VM {vm} has {} of memory, but {adapter}'s NTB window is only {}; MDEV maps all of it",
+        "{device}: VM {vm} has {} of memory, but {adapter}'s NTB window is only {}; MDEV maps all of it, and an entry of {} for the interrupts it relays",
         format_size(*memory),
-        format_size(*window)
+        format_size(*window),
+        format_size(*entry)
     )]
     VmWindowTooSmall {
         /// `lender:device`.
@@ -381,6 +383,8 @@ pub enum SciError {
         window: u64,
         /// The VM's memory in bytes.
         memory: u64,
+        /// The adapter's look-up-table entry size in bytes.
+        entry: u64,
     },
     /// `SCI_ERR_HW_NOSPC`: without a borrower IOMMU the lender must map all borrower RAM,
     /// and its NTB window is too small.

@@ -123,6 +123,8 @@ struct MdevEnds {
     borrower_iommu: bool,
     /// Bytes of the lender adapter's NTB window.
     window: u64,
+    /// The lender adapter's look-up-table entry size.
+    l_entry: u64,
     /// The device's BARs.
     bars: Vec<AssignedBar>,
     /// The borrower adapter's look-up-table entry size.
@@ -151,6 +153,7 @@ impl MdevEnds {
             lender_iommu: f.host(lender).iommu.enabled(),
             borrower_iommu: f.host(borrower).iommu.enabled(),
             window: la.window.end - la.window.start,
+            l_entry: la.entry_size,
             bars: f.endpoint(endpoint).bars.clone(),
             b_entry: f.adapter(b).entry_size,
             l_ep: la.endpoint,
@@ -301,14 +304,22 @@ impl Mdev {
                 });
             }
         }
-        let memory = vm.layout().size();
-        if memory > ends.window {
+        // Each range of guest memory is mapped in whole entries of the lender's adapter, and
+        // the relayed interrupts take one more (see `map_memory`, `take_windows`).
+        let entry = ends.l_entry;
+        let memory_entries: u64 = vm
+            .layout()
+            .ranges()
+            .map(|r| (r.end - r.start).div_ceil(entry))
+            .sum();
+        if memory_entries + 1 > ends.window / entry {
             return Err(SmartIoError::VmWindowTooSmall {
                 device: self.qualified.clone(),
                 vm: vm.name().to_string(),
                 adapter: svc.machine.fabric().adapter_name(adapters.1),
                 window: ends.window,
-                memory,
+                memory: vm.layout().size(),
+                entry,
             });
         }
         Ok(ends)
