@@ -3,5 +3,6 @@
 
 mod block;
 mod os;
+mod pass_through;
 mod sriov;
 mod vm;

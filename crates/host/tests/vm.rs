@@ -107,3 +107,38 @@ fn nothing_is_injected_into_a_stopped_vm() {
     });
     assert_eq!(raised, Some((true, false)));
 }
+
+/// A relayed interrupt reaches the guest as its own vector each time the host's fires, for
+/// as long as the VM runs; a stopped VM's guest gets none, and it cannot be powered on again.
+#[test]
+fn a_relayed_interrupt_reaches_the_guest_while_the_vm_runs_and_a_stopped_vm_stays_off() {
+    let (cluster, os) = borrower();
+    let vm = small_vm(&os);
+    let ctx = vm.context().clone();
+    let guest = vm.guest().cpu();
+    let host = os.id();
+    let machine = cluster.machine.clone();
+    let seen = cluster.machine.run_task(async move {
+        assert!(
+            vm.power_on(Vec::new()).await.is_ok(),
+            "a running VM powers on"
+        );
+        ctx.relay(50, 51);
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            machine.raise_interrupt(host, 50);
+            seen.push(guest.interrupt_timeout(51, SimDuration::from_us(50)).await);
+        }
+        vm.power_off().await.expect("powered off");
+        machine.raise_interrupt(host, 50);
+        seen.push(guest.interrupt_timeout(51, SimDuration::from_us(50)).await);
+        let again = vm.power_on(Vec::new()).await;
+        (seen, again)
+    });
+    let (seen, again) = seen.expect("the task finished");
+    assert_eq!(seen, [true, true, false]);
+    match again {
+        Err(smartio_host::VmError::NotRunning { vm }) => assert_eq!(vm, "borrower/vm0"),
+        other => panic!("a stopped VM stays off: {other:?}"),
+    }
+}

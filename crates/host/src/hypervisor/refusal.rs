@@ -103,3 +103,112 @@ impl Refusal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smartio_fabric::DomainId;
+    use smartio_platform::{BusAddr, GuestPhysAddr};
+
+    /// Two refusals of every kind that differ only in their payload (the kinds without one
+    /// once).
+    fn pairs() -> Vec<(Refusal, Option<Refusal>)> {
+        let s = |x: &str| x.to_string();
+        let access = |a: u64| AccessError::UnsupportedRequest {
+            host: s("h"),
+            addr: BusAddr(a),
+        };
+        let claim = |d: &str| {
+            Box::new(HostError::Claimed {
+                device: s(d),
+                holder: s("x"),
+            })
+        };
+        let one = Arc::new(std::io::Error::other("one"));
+        vec![
+            (
+                Refusal::OtherHost { host: s("a") },
+                Some(Refusal::OtherHost { host: s("b") }),
+            ),
+            (
+                Refusal::AlreadyPassedThrough { vm: s("a") },
+                Some(Refusal::AlreadyPassedThrough { vm: s("b") }),
+            ),
+            (
+                Refusal::InUse {
+                    driver: s("d"),
+                    host: s("h"),
+                },
+                Some(Refusal::InUse {
+                    driver: s("d"),
+                    host: s("k"),
+                }),
+            ),
+            (
+                Refusal::NoIommu { host: s("a") },
+                Some(Refusal::NoIommu { host: s("b") }),
+            ),
+            (
+                Refusal::Iommu(IommuError::UnknownDomain(DomainId(1))),
+                Some(Refusal::Iommu(IommuError::UnknownDomain(DomainId(2)))),
+            ),
+            (Refusal::Claim(claim("a")), Some(Refusal::Claim(claim("b")))),
+            (
+                Refusal::GuestMemory(GuestMemoryError::Unmapped {
+                    addr: GuestPhysAddr(1),
+                }),
+                Some(Refusal::GuestMemory(GuestMemoryError::Unmapped {
+                    addr: GuestPhysAddr(2),
+                })),
+            ),
+            (Refusal::Access(access(1)), Some(Refusal::Access(access(2)))),
+            (
+                Refusal::NoInterruptLine { host: None },
+                Some(Refusal::NoInterruptLine { host: Some(s("a")) }),
+            ),
+            (Refusal::NoIntxRoute, None),
+            (
+                Refusal::Backend(one),
+                Some(Refusal::backend(std::io::Error::other("two"))),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_refusal_equals_its_like_and_no_refusal_with_another_cause() {
+        let all = pairs();
+        for (i, (a, other)) in all.iter().enumerate() {
+            assert_eq!(a, &a.clone(), "{a:?}");
+            if let Some(b) = other {
+                assert_ne!(a, b, "{a:?} vs {b:?}");
+                assert_eq!(b, &b.clone(), "{b:?}");
+            }
+            for (j, (c, _)) in all.iter().enumerate() {
+                if i != j {
+                    assert_ne!(a, c, "{a:?} vs {c:?}");
+                }
+            }
+        }
+        // The InUse payload in both fields, and a backend error by what it says.
+        let in_use = |d: &str, h: &str| Refusal::InUse {
+            driver: d.into(),
+            host: h.into(),
+        };
+        assert_ne!(in_use("d", "h"), in_use("e", "h"));
+        assert_eq!(
+            Refusal::backend(std::io::Error::other("same")),
+            Refusal::backend(std::io::Error::other("same"))
+        );
+    }
+
+    #[test]
+    fn a_backend_error_is_found_by_its_type_and_only_in_a_backend_refusal() {
+        let r = Refusal::backend(std::io::Error::other("theirs"));
+        let found = r.backend_error::<std::io::Error>().map(|e| e.to_string());
+        assert_eq!(found.as_deref(), Some("theirs"));
+        assert!(r.backend_error::<std::fmt::Error>().is_none());
+        assert!(Refusal::NoIntxRoute
+            .backend_error::<std::io::Error>()
+            .is_none());
+    }
+}
