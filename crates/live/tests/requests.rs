@@ -1,0 +1,389 @@
+//! The daemon's answers to the requests a SISCI program sends, one kind at a time, and the
+//! daemon serving programs on its socket until one asks it to shut down.
+
+use smartio_calibration::Calibration;
+use smartio_live::protocol::{self, Connection, Reply, Request, MAX_NAME};
+use smartio_live::Daemon;
+use std::time::Duration;
+
+use smartio_smartio::SciErrorClass;
+use std::os::fd::AsFd;
+
+/// The SISCI code a `Reply::Error` carries for `class`.
+fn sci(class: SciErrorClass) -> Option<u32> {
+    Some(class.code())
+}
+
+fn socket_path(name: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("live-req-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory");
+    dir.join("cluster.sock")
+        .to_str()
+        .expect("utf-8")
+        .to_string()
+}
+
+fn daemon(name: &str) -> Daemon {
+    Daemon::up(
+        "back-to-back",
+        &Calibration::default_embedded(),
+        &socket_path(name),
+    )
+    .expect("the daemon starts")
+}
+
+fn ask(d: &mut Daemon, session: u64, request: Request) -> Reply {
+    d.request(session, request, Duration::from_secs(5))
+        .expect("an answer in time")
+}
+
+fn hello(d: &mut Daemon, host: &str) -> u64 {
+    let s = d.open_session().expect("a session");
+    let reply = ask(
+        d,
+        s,
+        Request::Hello {
+            host: host.into(),
+            attach: None,
+        },
+    );
+    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
+    s
+}
+
+fn code(reply: &Reply) -> Option<u32> {
+    match reply {
+        Reply::Error { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+fn handle(reply: Reply) -> u64 {
+    match reply {
+        Reply::Segment { handle, .. }
+        | Reply::Remote { handle, .. }
+        | Reply::Mapped { handle, .. }
+        | Reply::Interrupt { handle, .. }
+        | Reply::Made(handle) => handle,
+        other => panic!("no handle in {other:?}"),
+    }
+}
+
+#[test]
+fn programs_on_the_socket_get_their_answers_until_one_asks_for_a_shutdown() {
+    let path = socket_path("socket");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let client = std::thread::spawn(move || {
+        let call = |c: &Connection, r: Request| c.call(&r).map(|(reply, _)| reply);
+        let a = Connection::open(&path).expect("connects");
+        let b = Connection::open(&path).expect("connects");
+        let lender = Request::Hello {
+            host: "lender".into(),
+            attach: None,
+        };
+        let replies = [
+            call(&a, lender.clone()),
+            call(&a, lender),
+            call(&b, Request::LocalNodeId { adapter: 0 }),
+            call(&a, Request::LocalNodeId { adapter: 0 }),
+        ];
+        // A message that is no request: answered, and the connection goes on.
+        let raw = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            None,
+        )
+        .expect("a socket");
+        let at = rustix::net::SocketAddrUnix::new(path.as_str()).expect("a path");
+        rustix::net::connect(&raw, &at).expect("connects");
+        rustix::net::send(&raw, b"{not json", rustix::net::SendFlags::empty()).expect("sent");
+        let malformed = protocol::receive::<Reply>(raw.as_fd()).map(|(r, _)| r);
+        let hello = Request::Hello {
+            host: "borrower".into(),
+            attach: None,
+        };
+        protocol::send(raw.as_fd(), &hello, None).expect("sent");
+        let after = protocol::receive::<Reply>(raw.as_fd()).map(|(r, _)| r);
+        drop(b);
+        let done = call(&a, Request::Shutdown);
+        (replies, malformed, after, done)
+    });
+    let lender_id = d.hosts()[1].1[0];
+    let served = d.run();
+    // Gone with the daemon: the socket, so a client left waiting gets an error, not a hang.
+    drop(d);
+    let (replies, malformed, after, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    let [hello, again, no_hello, node] = replies.map(|r| r.expect("an answer"));
+    assert!(matches!(hello, Reply::Hello { .. }), "{hello:?}");
+    assert_eq!(
+        code(&again),
+        sci(SciErrorClass::IllegalParameter),
+        "a second hello: {again:?}"
+    );
+    assert_eq!(
+        code(&no_hello),
+        sci(SciErrorClass::IllegalParameter),
+        "no hello: {no_hello:?}"
+    );
+    assert_eq!(node, Reply::Value(u64::from(lender_id)));
+    let malformed = malformed.expect("an answer");
+    assert_eq!(
+        code(&malformed),
+        sci(SciErrorClass::IllegalParameter),
+        "{malformed:?}"
+    );
+    let after = after.expect("an answer");
+    assert!(
+        matches!(after, Reply::Hello { .. }),
+        "the connection goes on: {after:?}"
+    );
+    assert_eq!(done.expect("an answer"), Reply::Done);
+}
+
+#[test]
+fn node_ids_by_host_adapter_and_name() {
+    let mut d = daemon("nodes");
+    let hosts = d.hosts();
+    let names: Vec<&str> = hosts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["borrower", "lender"]);
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    for (session, (_, ids)) in [borrower, lender].into_iter().zip(&hosts) {
+        assert_eq!(ids.len(), 1, "{hosts:?}");
+        let node = ask(&mut d, session, Request::LocalNodeId { adapter: 0 });
+        assert_eq!(node, Reply::Value(u64::from(ids[0])));
+    }
+    assert_ne!(hosts[0].1, hosts[1].1);
+    let by_name =
+        |d: &mut Daemon, name: &str| ask(d, borrower, Request::NodeIdsByName { name: name.into() });
+    assert_eq!(
+        by_name(&mut d, "lender"),
+        Reply::NodeIds(hosts[1].1.clone())
+    );
+    assert_eq!(
+        by_name(&mut d, "lender.ntb0"),
+        Reply::NodeIds(hosts[1].1.clone())
+    );
+    assert_eq!(
+        by_name(&mut d, "borrower.ntb0"),
+        Reply::NodeIds(hosts[0].1.clone())
+    );
+    assert_eq!(by_name(&mut d, "nobody"), Reply::NodeIds(Vec::new()));
+    assert_eq!(
+        by_name(&mut d, &"x".repeat(MAX_NAME)),
+        Reply::NodeIds(Vec::new())
+    );
+    let long = by_name(&mut d, &"x".repeat(MAX_NAME + 1));
+    assert!(
+        code(&long).is_some(),
+        "a name past {MAX_NAME} bytes: {long:?}"
+    );
+    // The lender's node answers a probe from the borrower; a node nobody has does not.
+    let probe = |d: &mut Daemon, node_id: u32| {
+        ask(
+            d,
+            borrower,
+            Request::ProbeNode {
+                adapter: 0,
+                node_id,
+            },
+        )
+    };
+    assert_eq!(probe(&mut d, hosts[1].1[0]), Reply::Value(1));
+    assert!(code(&probe(&mut d, 1000)).is_some());
+}
+
+#[test]
+fn a_local_map_lies_at_its_offset_in_the_segment_and_one_outside_it_is_refused() {
+    let mut d = daemon("maps");
+    let lender = hello(&mut d, "lender");
+    let size = 1 << 20;
+    let segment = ask(&mut d, lender, Request::CreateSegment { id: Some(9), size });
+    let Reply::Segment { handle: seg, .. } = segment else {
+        panic!("{segment:?}")
+    };
+    let map = |d: &mut Daemon, offset: u64, size: u64| {
+        ask(
+            d,
+            lender,
+            Request::MapLocal {
+                segment: seg,
+                offset,
+                size,
+            },
+        )
+    };
+    let inside = map(&mut d, 4096, 8192);
+    let Reply::Mapped {
+        handle: m,
+        offset,
+        len,
+    } = inside
+    else {
+        panic!("{inside:?}")
+    };
+    let first = map(&mut d, 0, 4096);
+    let Reply::Mapped { offset: base, .. } = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        (offset - base, len),
+        (4096, 8192),
+        "the map starts at its offset"
+    );
+    assert_eq!(ask(&mut d, lender, Request::Flush { map: m }), Reply::Done);
+    assert_eq!(ask(&mut d, lender, Request::Unmap { map: m }), Reply::Done);
+    assert_eq!(
+        code(&ask(&mut d, lender, Request::Unmap { map: m })),
+        sci(SciErrorClass::IllegalParameter)
+    );
+    for (offset, len) in [(0, 0), (size - 4096, 8192), (size, 1)] {
+        let out = map(&mut d, offset, len);
+        assert_eq!(
+            code(&out),
+            sci(SciErrorClass::OutOfRange),
+            "{len} bytes at {offset}: {out:?}"
+        );
+    }
+    // Made unavailable, the segment takes no new connection.
+    let borrower = hello(&mut d, "borrower");
+    let node = d.hosts()[1].1[0];
+    let connect = |d: &mut Daemon| {
+        ask(
+            d,
+            borrower,
+            Request::ConnectSegment {
+                node_id: node,
+                segment_id: 9,
+                adapter: 0,
+            },
+        )
+    };
+    for r in [
+        Request::PrepareSegment {
+            segment: seg,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: seg,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, r), Reply::Done);
+    }
+    let remote = handle(connect(&mut d));
+    let mapped = handle(ask(
+        &mut d,
+        borrower,
+        Request::MapRemote {
+            remote,
+            offset: 0,
+            size: 4096,
+        },
+    ));
+    assert_eq!(
+        ask(&mut d, borrower, Request::Flush { map: mapped }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(
+            &mut d,
+            lender,
+            Request::SetUnavailable {
+                segment: seg,
+                adapter: 0
+            }
+        ),
+        Reply::Done
+    );
+    assert!(code(&connect(&mut d)).is_some(), "unavailable");
+}
+
+#[test]
+fn a_data_interrupt_triggered_on_one_host_is_waited_for_on_the_other_with_its_data() {
+    let mut d = daemon("interrupts");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let made = ask(
+        &mut d,
+        lender,
+        Request::CreateDataInterrupt {
+            adapter: 0,
+            number: Some(5),
+        },
+    );
+    let Reply::Interrupt {
+        handle: interrupt,
+        number,
+    } = made
+    else {
+        panic!("{made:?}")
+    };
+    assert_eq!(number, 5);
+    let node = d.hosts()[1].1[0];
+    let remote = handle(ask(
+        &mut d,
+        borrower,
+        Request::ConnectDataInterrupt {
+            node_id: node,
+            adapter: 0,
+            number: 5,
+        },
+    ));
+    let data = b"from the borrower".to_vec();
+    assert_eq!(
+        ask(
+            &mut d,
+            borrower,
+            Request::TriggerDataInterrupt {
+                remote,
+                data: data.clone()
+            }
+        ),
+        Reply::Done
+    );
+    let got = ask(
+        &mut d,
+        lender,
+        Request::WaitDataInterrupt {
+            interrupt,
+            timeout_ms: Some(1000),
+        },
+    );
+    assert_eq!(got, Reply::Data(data));
+    // Nothing more was triggered: the next wait times out.
+    let none = ask(
+        &mut d,
+        lender,
+        Request::WaitDataInterrupt {
+            interrupt,
+            timeout_ms: Some(1),
+        },
+    );
+    assert!(code(&none).is_some(), "{none:?}");
+    assert_eq!(
+        ask(
+            &mut d,
+            borrower,
+            Request::DisconnectDataInterrupt { remote }
+        ),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, lender, Request::RemoveDataInterrupt { interrupt }),
+        Reply::Done
+    );
+    let gone = ask(
+        &mut d,
+        borrower,
+        Request::ConnectDataInterrupt {
+            node_id: node,
+            adapter: 0,
+            number: 5,
+        },
+    );
+    assert!(code(&gone).is_some(), "removed: {gone:?}");
+}
