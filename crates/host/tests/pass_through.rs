@@ -25,13 +25,23 @@ fn scenario() -> String {
         .expect("shipped")
         .text;
     let gpu = "\n[[host.device]]\nname = \"gpu0\"\nkind = \"gpu\"\nparent = \"root\"\nlink = \"gen3 x16\"\n";
-    let path = std::env::temp_dir().join(format!("smartio-host-vfio-{}.toml", std::process::id()));
+    // Tests run in parallel: each gets a file of its own.
+    static FILES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "smartio-host-vfio-{}-{}.toml",
+        std::process::id(),
+        FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     std::fs::write(&path, format!("{text}{gpu}")).expect("temp file");
     path.to_str().expect("utf-8").to_string()
 }
 
 fn lender() -> (Cluster, HostOs, HostOs) {
-    let cluster = Cluster::new(&scenario(), &Calibration::default_embedded()).expect("cluster");
+    lender_on(&Calibration::default_embedded())
+}
+
+fn lender_on(calibration: &Calibration) -> (Cluster, HostOs, HostOs) {
+    let cluster = Cluster::new(&scenario(), calibration).expect("cluster");
     let mut hosts = HostOs::boot_all(&cluster.machine).expect("boots");
     let lender = hosts.remove(1);
     assert_eq!(lender.name(), "lender");
@@ -482,4 +492,283 @@ fn vfio_needs_the_hosts_iommu() {
         other => panic!("a pass-through refusal: {other:?}"),
     }
     assert_eq!((lender.ram_in_use(), tables(&cluster)), before);
+}
+
+/// A function that does not answer (configuration reads all ones), as a guest sees a slot
+/// with nothing in it.
+#[derive(Debug)]
+struct Absent(smartio_fabric::HostId, smartio_fabric::EndpointId);
+
+impl PassThrough for Absent {
+    fn name(&self) -> String {
+        "absent0".into()
+    }
+    fn reset(
+        &self,
+        _: &Rc<smartio_host::VmContext>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn bars(&self) -> Vec<smartio_fabric::topology::AssignedBar> {
+        Vec::new()
+    }
+    fn config_read(
+        &self,
+        _: u16,
+        len: usize,
+    ) -> smartio_host::BoxFuture<Result<Vec<u8>, smartio_platform::AccessError>> {
+        Box::pin(async move { Ok(vec![0xff; len]) })
+    }
+    fn config_write(
+        &self,
+        _: u16,
+        _: Vec<u8>,
+    ) -> smartio_host::BoxFuture<Result<(), smartio_platform::AccessError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn enable_dma(
+        &self,
+        _: &Rc<smartio_host::VmContext>,
+        _: Vec<smartio_host::GuestBar>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn interrupt(
+        &self,
+        vm: &Rc<smartio_host::VmContext>,
+        _: u32,
+    ) -> Result<smartio_platform::MsiMessage, VmError> {
+        Err(VmError::NotRunning {
+            vm: vm.name().to_string(),
+        })
+    }
+    fn function(&self) -> (smartio_fabric::HostId, smartio_fabric::EndpointId) {
+        (self.0, self.1)
+    }
+    fn release(
+        &self,
+        _: &Rc<smartio_host::VmContext>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// The guest's view of BAR0 of `dev`, and what the host reads in the real function's.
+async fn guest_and_host_bar0(os: &HostOs, dev: &DeviceHandle, name: &str) -> (u32, u32) {
+    let g = dev
+        .config_read(pci::BAR0, 4)
+        .await
+        .expect("guest config read");
+    let guest = u32::from_le_bytes([g[0], g[1], g[2], g[3]]);
+    (guest, host_config32(os, name, pci::BAR0).await)
+}
+
+#[test]
+fn a_guest_skips_an_empty_slot_and_its_bar_writes_stay_its_own() {
+    let (cluster, lender, _) = lender();
+    let endpoint = lender.endpoint_of("dma1").expect("a function");
+    let mut devices = vfio(&lender, &["dma0"]);
+    devices.insert(0, Rc::new(Absent(lender.id(), endpoint)));
+    let os = lender.clone();
+    let ram_before = lender.ram_in_use();
+    let (names, bar0, ram) = cluster
+        .machine
+        .run_task(async move {
+            let vm = Vm::start(&os, &vm0(), devices, &[]).await.expect("starts");
+            let dev = vm.device("dma0").expect("dma0");
+            let names = vm.device_names();
+            // One write from the header type to BAR0's low half: the header's bytes go to
+            // the function, BAR0's stay the guest's (the real BAR does not move).
+            let before = guest_and_host_bar0(&os, &dev, "dma0").await;
+            dev.config_write(pci::BAR0 - 4, &[0, 0, 0, 0, 0x00, 0x00, 0x10, 0xc1])
+                .await
+                .expect("guest config write");
+            let after = guest_and_host_bar0(&os, &dev, "dma0").await;
+            // BAR0 moved by the guest onto its own RAM: the RAM stays RAM for the guest.
+            let ram = 0x1000_0000u64;
+            let guest = vm.guest().clone();
+            guest
+                .write_memory(smartio_platform::PhysAddr(ram), &[0x5a; 8])
+                .expect("RAM");
+            let load = |at: u64| {
+                let cpu = guest.cpu().clone();
+                async move {
+                    let mut seen = [0u8; 8];
+                    cpu.read(BusAddr(at), &mut seen).await.map(|()| seen)
+                }
+            };
+            let move_bar0 = |to: u64| {
+                let dev = dev.clone();
+                async move {
+                    dev.config_write(pci::BAR0, &(to as u32).to_le_bytes())
+                        .await
+                        .expect("guest config write");
+                    dev.config_write(pci::BAR0 + 4, &((to >> 32) as u32).to_le_bytes())
+                        .await
+                        .expect("guest config write");
+                }
+            };
+            move_bar0(ram).await;
+            let on_ram = load(ram).await;
+            // Moved between RAM and the PCI hole (where no guest window routes it): not the
+            // function's registers there.
+            let nowhere = 2 * GIB;
+            move_bar0(nowhere).await;
+            let id = load(nowhere + reg::ID).await;
+            let seen = (on_ram, id.map(u64::from_le_bytes));
+            vm.shutdown_in_place().await.expect("shuts down");
+            (names, (before, after), seen)
+        })
+        .expect("the task finished");
+    assert_eq!(names, ["dma0"], "the empty slot is skipped");
+    let ((guest_before, host_before), (guest_after, host_after)) = bar0;
+    assert_eq!(host_after, host_before, "the real BAR stays where it is");
+    assert_ne!(guest_after, guest_before);
+    assert_eq!(
+        guest_after & !bar::FLAGS,
+        0xc110_0000,
+        "the guest's BAR0 took its write"
+    );
+    let (on_ram, nowhere) = ram;
+    assert_eq!(on_ram, Ok([0x5a; 8]), "guest RAM under a BAR moved onto it");
+    assert_ne!(
+        nowhere,
+        Ok(DEVICE_MAGIC),
+        "a BAR outside the guest's PCI windows is not reached"
+    );
+    assert_eq!(
+        lender.ram_in_use(),
+        ram_before,
+        "shut down in place: the memory went back"
+    );
+}
+
+#[test]
+fn peer_bars_are_mapped_when_the_guest_sets_bus_master_and_not_before() {
+    let (cluster, lender, _) = lender();
+    let devices = vfio(&lender, &["dma0", "dma1"]);
+    let os = lender.clone();
+    let machine = cluster.machine.clone();
+    let pages = move || -> usize { machine.fabric().tables_in_use().1[1].iter().sum() };
+    let (started, decoding, mastering) = cluster
+        .machine
+        .run_task(async move {
+            let vm = Vm::start(&os, &vm0(), devices, &[]).await.expect("starts");
+            let dev = vm.device("dma0").expect("dma0");
+            let started = pages();
+            let cmd = |bits: u16| bits.to_le_bytes();
+            dev.config_write(pci::COMMAND, &cmd(command::MEMORY_SPACE))
+                .await
+                .expect("write");
+            let decoding = pages();
+            let on = command::MEMORY_SPACE | command::BUS_MASTER;
+            dev.config_write(pci::COMMAND, &cmd(on))
+                .await
+                .expect("write");
+            let mastering = pages();
+            vm.shutdown().await.expect("shuts down");
+            (started, decoding, mastering)
+        })
+        .expect("the task finished");
+    assert_eq!(decoding, started, "decoding alone maps no peer");
+    // dma1's two BARs, in pages.
+    let peer = (65536 + (256 << 20)) / 4096;
+    assert_eq!(
+        mastering - started,
+        peer,
+        "Bus Master maps dma1's BARs for dma0"
+    );
+}
+
+#[test]
+fn a_refused_second_vm_leaves_the_first_vms_function_running() {
+    let (cluster, lender, _) = lender();
+    let dma0 = Vfio::new(&lender, "dma0").expect("a function") as Rc<dyn PassThrough>;
+    let os = lender.clone();
+    let (before, after) = cluster
+        .machine
+        .run_task(async move {
+            let vm = Vm::start(&os, &vm0(), vec![dma0.clone()], &[])
+                .await
+                .expect("starts");
+            vm.device("dma0")
+                .expect("dma0")
+                .enable()
+                .await
+                .expect("enabled");
+            let before = command_of(&os, "dma0").await;
+            let vm1 = VmConfig {
+                name: "vm1".into(),
+                ..vm0()
+            };
+            assert!(Vm::start(&os, &vm1, vec![dma0], &[]).await.is_err());
+            let after = command_of(&os, "dma0").await;
+            vm.shutdown().await.expect("shuts down");
+            (before, after)
+        })
+        .expect("the task finished");
+    let on = command::MEMORY_SPACE | command::BUS_MASTER;
+    assert_eq!(before & on, on);
+    assert_eq!(
+        after, before,
+        "the refused VM stopped nothing of the first's"
+    );
+}
+
+/// Starts lender/vm0 of `memory` bytes in 4 KiB pages with dma0 by VFIO, copies a page of
+/// dma0's memory to the VM's last page (in high memory); how long the start took, and what
+/// the guest reads there.
+fn high_memory_copy(calibration: &Calibration, memory: u64) -> (SimDuration, Vec<u8>) {
+    let (cluster, lender, _) = lender_on(calibration);
+    let devices = vfio(&lender, &["dma0"]);
+    let os = lender.clone();
+    let machine = cluster.machine.clone();
+    cluster
+        .machine
+        .run_task(async move {
+            let config = VmConfig {
+                memory,
+                page: GuestPageSize::Small,
+                ..vm0()
+            };
+            let t0 = machine.now();
+            let vm = Vm::start(&os, &config, devices, &[]).await.expect("starts");
+            let started = machine.now().since(t0);
+            let guest = vm.guest().clone();
+            let dev = vm.device("dma0").expect("dma0");
+            dev.enable().await.expect("Bus Master");
+            dev.map_bar(MEMORY_BAR)
+                .expect("BAR2")
+                .write(0, &pattern(4096, 3))
+                .await
+                .expect("guest store");
+            let word = dev.dma_alloc_coherent(8).expect("guest RAM");
+            let last = HIGH_MEMORY_BASE + (memory - PCI_HOLE_START) - 4096;
+            let w = copy(&guest, &dev, &word, (0, last, 4096, flags::SRC_LOCAL)).await;
+            assert_eq!(w, 7, "the copy to high memory succeeded");
+            let mut back = vec![0u8; 4096];
+            guest
+                .read_memory(smartio_platform::PhysAddr(last), &mut back)
+                .expect("guest RAM");
+            vm.shutdown().await.expect("shuts down");
+            (started, back)
+        })
+        .expect("the task finished")
+}
+
+#[test]
+fn vfio_maps_and_pins_all_of_a_vms_memory_low_and_high() {
+    let memory = PCI_HOLE_START + (64 << 20);
+    let plain = Calibration::default_embedded();
+    let mut slower = plain.clone();
+    slower.vm.page_pin_ns.value += 1.0;
+    let (a, back) = high_memory_copy(&plain, memory);
+    assert_eq!(back, pattern(4096, 3));
+    let (b, _) = high_memory_copy(&slower, memory);
+    assert_eq!(
+        b.as_ps() - a.as_ps(),
+        SimDuration::from_ns(memory / 4096).as_ps(),
+        "one more nanosecond for each of the {} pages pinned",
+        memory / 4096
+    );
 }

@@ -187,4 +187,16 @@ mod tests {
         );
         assert_eq!(m.iter().count(), 1);
     }
+
+    #[test]
+    fn a_bar_placed_right_after_a_mapped_one_leaves_it_mapped() {
+        let mut m = PeerMappings::new();
+        assert_eq!(sync(&mut m, &[bar(0xc000_0000, 0)]), [(false, 0xc000_0000)]);
+        // BAR2 starts where BAR0's 16 KiB end: not in its way.
+        assert_eq!(
+            sync(&mut m, &[bar(0xc000_0000, 0), bar(0xc000_4000, 2)]),
+            [(false, 0xc000_4000)]
+        );
+        assert_eq!(m.iter().count(), 2);
+    }
 }
