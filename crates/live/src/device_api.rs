@@ -475,3 +475,89 @@ fn hints_of(bits: u32) -> Hints {
         peer_to_peer: bits & P2P != 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_memory_type_decodes_to_its_own_and_no_other_number_does() {
+        assert_eq!(MemType::decode(1), Some(MemType::Bar));
+        assert_eq!(MemType::decode(2), Some(MemType::Private));
+        assert_eq!(MemType::decode(4), Some(MemType::Shared));
+        for other in [0, 3, 5, 6, 8, u32::MAX] {
+            assert_eq!(MemType::decode(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn each_access_hint_bit_sets_its_own_hint_alone() {
+        let none = Hints {
+            device_reads: false,
+            device_writes: false,
+            host_reads: false,
+            host_writes: false,
+            multi_host: false,
+            peer_to_peer: false,
+        };
+        assert_eq!(hints_of(0), none);
+        let each: [(u32, Hints); 6] = [
+            (
+                0x1,
+                Hints {
+                    device_reads: true,
+                    ..none
+                },
+            ),
+            (
+                0x2,
+                Hints {
+                    device_writes: true,
+                    ..none
+                },
+            ),
+            (
+                0x4,
+                Hints {
+                    host_reads: true,
+                    ..none
+                },
+            ),
+            (
+                0x8,
+                Hints {
+                    host_writes: true,
+                    ..none
+                },
+            ),
+            (
+                0x10,
+                Hints {
+                    multi_host: true,
+                    ..none
+                },
+            ),
+            (
+                0x20,
+                Hints {
+                    peer_to_peer: true,
+                    ..none
+                },
+            ),
+        ];
+        for (bit, hints) in each {
+            assert_eq!(hints_of(bit), hints, "{bit:#x}");
+        }
+        // The six bits are every hint SISCI defines, and nothing else.
+        assert_eq!(ALL_HINTS, 0x3f);
+        let all = hints_of(ALL_HINTS);
+        assert!(
+            all.device_reads
+                && all.device_writes
+                && all.host_reads
+                && all.host_writes
+                && all.multi_host
+                && all.peer_to_peer
+        );
+    }
+}

@@ -387,3 +387,260 @@ fn a_data_interrupt_triggered_on_one_host_is_waited_for_on_the_other_with_its_da
     );
     assert!(code(&gone).is_some(), "removed: {gone:?}");
 }
+
+/// lender:dma0's fdid, from the device list `session` gets.
+fn fdid_of(d: &mut Daemon, session: u64, name: &str) -> u32 {
+    match ask(d, session, Request::DeviceList) {
+        Reply::Devices(list) => list.iter().find(|e| e.name == name).expect("listed").fdid,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn borrow(d: &mut Daemon, session: u64, fdid: u32) -> u64 {
+    handle(ask(
+        d,
+        session,
+        Request::BorrowDevice {
+            fdid,
+            exclusive: false,
+        },
+    ))
+}
+
+#[test]
+fn device_segments_private_and_shared_bars_and_maps_for_the_device() {
+    let mut d = daemon("device-api");
+    let a = hello(&mut d, "borrower");
+    let b = hello(&mut d, "borrower");
+    let fdid = fdid_of(&mut d, a, "lender:dma0");
+    let (dev_a, dev_b) = (borrow(&mut d, a, fdid), borrow(&mut d, b, fdid));
+    let create = |d: &mut Daemon, id: u32, memtype: u32, hints: u32| {
+        ask(
+            d,
+            a,
+            Request::CreateDeviceSegment {
+                device: dev_a,
+                id,
+                size: 65536,
+                memtype,
+                hints,
+            },
+        )
+    };
+    let (private, shared) = (2, 4);
+    // Written by the device, read by the host: placed in the borrower's RAM.
+    assert_eq!(create(&mut d, 1, private, 0x2 | 0x4), Reply::Done);
+    assert_eq!(create(&mut d, 2, shared, 0x3f), Reply::Done);
+    let refused = [
+        create(&mut d, 1, private, 0),
+        create(&mut d, 3, 1, 0),
+        create(&mut d, 3, 3, 0),
+        create(&mut d, 3, private, 0x40),
+    ];
+    for r in &refused {
+        assert!(code(r).is_some(), "{r:?}");
+    }
+    let connect = |d: &mut Daemon, s: u64, device: u64, id: u32, memtype: u32| {
+        ask(
+            d,
+            s,
+            Request::ConnectDeviceSegment {
+                device,
+                id,
+                memtype,
+            },
+        )
+    };
+    // The maker reaches its private segment and the shared one; another program only the
+    // shared one.
+    let mine = connect(&mut d, a, dev_a, 1, private);
+    assert!(
+        matches!(mine, Reply::Remote { size: 65536, .. }),
+        "{mine:?}"
+    );
+    let theirs = connect(&mut d, b, dev_b, 1, private);
+    assert!(
+        code(&theirs).is_some(),
+        "another borrower's private memory: {theirs:?}"
+    );
+    let shared_seg = connect(&mut d, b, dev_b, 2, shared);
+    assert!(
+        matches!(shared_seg, Reply::Remote { size: 65536, .. }),
+        "{shared_seg:?}"
+    );
+    for (id, memtype) in [(9, private), (0, 7), (300, 1)] {
+        let r = connect(&mut d, a, dev_a, id, memtype);
+        assert!(code(&r).is_some(), "segment {id} of type {memtype}: {r:?}");
+    }
+    // BAR0 (64 KiB of registers) is a register page; BAR2 (256 MiB) is past what the live
+    // engine maps.
+    let bar0 = handle(connect(&mut d, a, dev_a, 0, 1));
+    let regs = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: bar0,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    let bar2 = handle(connect(&mut d, a, dev_a, 2, 1));
+    let big = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: bar2,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(code(&big).is_some(), "{big:?}");
+    let ram = handle(mine);
+    let in_ram = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: ram,
+            offset: 4096,
+            size: 4096,
+        },
+    );
+    let start = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: ram,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    match (&start, &in_ram) {
+        (
+            Reply::Mapped { offset: at0, .. },
+            Reply::Mapped {
+                offset: at1,
+                len: 4096,
+                ..
+            },
+        ) => {
+            assert_eq!(
+                at1 - at0,
+                4096,
+                "the map starts at its offset in the segment"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let past = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: ram,
+            offset: 65536,
+            size: 1,
+        },
+    );
+    assert!(code(&past).is_some(), "{past:?}");
+
+    // A segment of the program's own RAM, mapped for the device: the device's address of an
+    // offset is the segment's plus the offset, the same each time.
+    let local = handle(ask(
+        &mut d,
+        a,
+        Request::CreateSegment {
+            id: None,
+            size: 65536,
+        },
+    ));
+    let for_device = |d: &mut Daemon, offset: u64| {
+        ask(
+            d,
+            a,
+            Request::MapForDevice {
+                device: dev_a,
+                segment: local,
+                offset,
+                size: 4096,
+            },
+        )
+    };
+    let (Reply::Value(at0), Reply::Value(at1)) = (for_device(&mut d, 0), for_device(&mut d, 8192))
+    else {
+        panic!("device addresses")
+    };
+    assert_eq!(at1 - at0, 8192);
+    assert_eq!(for_device(&mut d, 0), Reply::Value(at0));
+    let unmap = |d: &mut Daemon| {
+        ask(
+            d,
+            a,
+            Request::UnmapForDevice {
+                device: dev_a,
+                segment: local,
+            },
+        )
+    };
+    assert_eq!(unmap(&mut d), Reply::Done);
+    assert!(code(&unmap(&mut d)).is_some(), "not mapped any more");
+
+    // Returned only once nothing of it is connected.
+    let give_back =
+        |d: &mut Daemon, s: u64, device: u64| ask(d, s, Request::ReturnDevice { device });
+    assert!(
+        code(&give_back(&mut d, b, dev_b)).is_some(),
+        "b is connected to segment 2"
+    );
+    let remote = handle(shared_seg);
+    assert_eq!(
+        ask(&mut d, b, Request::DisconnectSegment { remote }),
+        Reply::Done
+    );
+    assert_eq!(give_back(&mut d, b, dev_b), Reply::Done);
+    assert!(
+        code(&give_back(&mut d, b, dev_b)).is_some(),
+        "returned already"
+    );
+}
+
+#[test]
+fn a_requester_is_registered_by_the_bus_and_devfn_of_a_function_of_the_programs_host() {
+    let mut d = daemon("requester");
+    let s = hello(&mut d, "borrower");
+    // The borrower's only function is its NTB adapter: found at its bus and devfn, nothing
+    // at the devfn next to it.
+    let cluster = smartio_cluster::Cluster::new("back-to-back", &Calibration::default_embedded())
+        .expect("the scenario loads");
+    let fabric = cluster.machine.fabric();
+    let ntb = fabric
+        .endpoints()
+        .iter()
+        .find(|e| e.host.0 == 0 && e.name == "ntb0")
+        .expect("the borrower's adapter");
+    let (bus, devfn) = (
+        u32::from(ntb.bdf.bus),
+        u32::from(ntb.bdf.dev) << 3 | u32::from(ntb.bdf.func),
+    );
+    drop(fabric);
+    let register = |d: &mut Daemon, bus: u32, devfn: u32| match ask(
+        d,
+        s,
+        Request::RegisterRequester { bus, devfn },
+    ) {
+        Reply::Error { message, .. } => message,
+        other => panic!("{other:?}"),
+    };
+    let found = ask(&mut d, s, Request::RegisterRequester { bus, devfn });
+    let requester = handle(found);
+    let missing = register(&mut d, bus, devfn + 1);
+    assert!(
+        missing.contains(&format!(
+            "no function at bus {bus:#x} devfn {:#x}",
+            devfn + 1
+        )),
+        "{missing}"
+    );
+    let unregister = |d: &mut Daemon| ask(d, s, Request::UnregisterRequester { requester });
+    assert_eq!(unregister(&mut d), Reply::Done);
+    assert!(code(&unregister(&mut d)).is_some(), "unregistered already");
+}
