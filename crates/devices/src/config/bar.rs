@@ -246,4 +246,17 @@ mod tests {
         assert_eq!(v.base(1), None);
         assert!(VirtualBars::covers(0x0c, 8) && !VirtualBars::covers(0x04, 2));
     }
+
+    #[test]
+    fn the_bar_registers_are_the_six_dwords_from_0x10() {
+        // Touching them: any byte of 0x10..0x28.
+        assert!(VirtualBars::covers(0x10, 1));
+        assert!(VirtualBars::covers(0x27, 1));
+        assert!(VirtualBars::covers(0x0c, 5), "a write ending in BAR0");
+        assert!(VirtualBars::covers(0x24, 8), "a write starting in BAR5");
+        // Not touching them: ending at 0x10, starting at 0x28.
+        assert!(!VirtualBars::covers(0x0c, 4));
+        assert!(!VirtualBars::covers(0x28, 4));
+        assert!(!VirtualBars::covers(0x00, 16));
+    }
 }

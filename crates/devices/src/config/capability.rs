@@ -416,4 +416,35 @@ mod tests {
         s.set(0x40, &[0x09, 0x40]);
         assert_eq!(walk(|at| s.get8(at)).len(), MAX_HOPS);
     }
+
+    #[test]
+    fn the_shortest_capabilities_are_taken_and_shorter_ones_refused() {
+        let two = CapabilityList::new().with(Raw { id: 0x09, len: 2 });
+        assert!(two.lay_out(&mut space()).is_ok(), "a standard header alone");
+        let four = CapabilityList::new().with_extended(RawExtended(0x3, 4));
+        assert!(
+            four.lay_out(&mut space()).is_ok(),
+            "an extended header alone"
+        );
+        let three = CapabilityList::new().with_extended(RawExtended(0x3, 3));
+        assert!(matches!(
+            three.lay_out(&mut space()),
+            Err(CapabilityError::TooShort { id: 3, len: 3 })
+        ));
+    }
+
+    #[test]
+    fn an_extended_list_filling_the_space_with_headers_is_walked_whole() {
+        // 960 dword headers fill 0x100..0x1000: the most a list can have; a walk takes one
+        // hop more before it calls a list a loop.
+        let mut list = CapabilityList::new();
+        for _ in 0..960 {
+            list = list.with_extended(RawExtended(0x3, 4));
+        }
+        let mut s = space();
+        let placed = list.lay_out(&mut s).expect("960 headers fit");
+        assert_eq!(walk_extended(|at| s.get32(at)), placed.extended);
+        assert_eq!(placed.extended.len(), 960);
+        assert_eq!(MAX_EXTENDED_HOPS, 961);
+    }
 }

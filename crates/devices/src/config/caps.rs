@@ -304,4 +304,11 @@ mod tests {
         r.write(pcie::FLAGS, &[0xff, 0xff]);
         assert_eq!(r.get16(pcie::FLAGS), 0x0002);
     }
+
+    #[test]
+    fn pci_express_device_capabilities_say_role_based_error_reporting_and_128_byte_mps() {
+        let r = PciExpress.registers();
+        assert_eq!(r.get32(pcie::DEVICE_CAPABILITIES), 0x0000_8000);
+        assert_eq!(r.get16(pcie::FLAGS), 0x0002, "version 2, an endpoint");
+    }
 }

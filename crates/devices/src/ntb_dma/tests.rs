@@ -473,3 +473,64 @@ fn register_misuse_is_refused_with_its_error_and_never_panics() {
     assert_eq!(dma.error(), RegisterError::Busy);
     assert_eq!(load(&dma, reg::RING_ENTRIES), 4);
 }
+
+#[test]
+fn register_bounds_are_taken_at_the_limit_and_refused_past_it() {
+    // A ring of the largest size enables; one more entry was refused above.
+    let dma = enabled(64, MAX_RING_ENTRIES);
+    assert_eq!(load(&dma, reg::RING_ENTRIES), MAX_RING_ENTRIES);
+    // A tail a whole ring ahead of the head (every slot posted) is taken.
+    let dma = enabled(64, 4);
+    store(&dma, reg::TAIL, 4).expect("stored");
+    assert_eq!(
+        (dma.error(), load(&dma, reg::TAIL)),
+        (RegisterError::None, 4)
+    );
+    // Ringing the same tail again is no error (nothing new posted).
+    store(&dma, reg::TAIL, 4).expect("stored");
+    assert_eq!(dma.error(), RegisterError::None);
+    // An abort with nothing running changes nothing; ENABLE alone while running does not
+    // abort.
+    let dma = enabled(64, 4);
+    store(&dma, reg::CONTROL, control::ENABLE | control::ABORT).expect("stored");
+    assert_eq!(
+        (dma.state(), dma.error()),
+        (QueueState::Idle, RegisterError::None)
+    );
+    let bus = Bus::default();
+    bus.poke(LOCAL, &pattern(8192, 6));
+    post(
+        &bus,
+        &dma,
+        0,
+        &[transfer(LOCAL, REMOTE, 8192, Direction::Write)],
+    );
+    let waker = Waker::from(Arc::new(NoWake));
+    let mut cx = Context::from_waker(&waker);
+    let port = &bus;
+    let mut drain = pin!(dma.drain(&port));
+    assert!(drain.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(dma.state(), QueueState::Busy);
+    store(&dma, reg::CONTROL, control::ENABLE).expect("stored");
+    block_on(drain);
+    assert_eq!(status(&bus, &dma, 0), Some(DescriptorStatus::Done));
+    assert_eq!(bus.peek(REMOTE, 8192), pattern(8192, 6));
+    // Whole registers only: a misaligned offset or a width that is no multiple of 8.
+    let mut b = [0u8; 8];
+    for (offset, len) in [(BLOCK + 4, 8), (BLOCK, 12), (BLOCK + 8, 0)] {
+        let mut buf = vec![0u8; len];
+        let got = dma.mmio_read(0, offset, &mut buf);
+        assert_eq!(
+            got,
+            Err(CompleterError::BadWidth(len)),
+            "{len} bytes at {offset:#x}"
+        );
+    }
+    // Two registers in one read, in order.
+    let mut two = [0u8; 16];
+    dma.mmio_read(0, BLOCK + reg::RING_BASE, &mut two)
+        .expect("two registers");
+    b.copy_from_slice(&two[8..]);
+    assert_eq!(u64::from_le_bytes(two[..8].try_into().expect("8")), RING);
+    assert_eq!(u64::from_le_bytes(b), load(&dma, reg::RING_BASE + 8));
+}
