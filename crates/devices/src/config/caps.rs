@@ -311,4 +311,10 @@ mod tests {
         assert_eq!(r.get32(pcie::DEVICE_CAPABILITIES), 0x0000_8000);
         assert_eq!(r.get16(pcie::FLAGS), 0x0002, "version 2, an endpoint");
     }
+
+    #[test]
+    fn the_serial_number_capability_is_version_1() {
+        assert_eq!(DeviceSerialNumber(7).version(), 1);
+        assert_eq!(DeviceSerialNumber(7).id(), ext_cap::DEVICE_SERIAL_NUMBER);
+    }
 }

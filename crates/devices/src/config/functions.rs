@@ -419,4 +419,19 @@ mod tests {
         let message = signal().expect("enabled and unmasked");
         assert_eq!((message.address.get(), message.data), (0xfee0_0000, 0x141));
     }
+
+    #[test]
+    fn the_pf_reads_its_own_registers_and_only_clearing_vf_enable_resets_the_vfs() {
+        let f = fabric();
+        let pf = PfConfig(functions(&f));
+        assert_ne!(read16(&pf, pci::VENDOR_ID), 0xffff);
+        assert_ne!(read16(&pf, pci::VENDOR_ID), 0);
+        enable(&pf, 2, sriov::VF_ENABLE | sriov::VF_MSE);
+        let vf2 = VfConfig::new(pf.0.clone(), 2);
+        vf2.config_write(pci::COMMAND, &command::BUS_MASTER.to_le_bytes());
+        // A write to another PF register, and one that leaves VF Enable set: the VFs stay.
+        pf.config_write(pci::COMMAND, &command::MEMORY_SPACE.to_le_bytes());
+        enable(&pf, 2, sriov::VF_ENABLE);
+        assert_eq!(read16(&vf2, pci::COMMAND), command::BUS_MASTER, "not reset");
+    }
 }

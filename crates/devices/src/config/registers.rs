@@ -357,4 +357,21 @@ mod tests {
         placed.write(2, &[0xff, 0xff]);
         assert_eq!(placed.get16(2), 0xffff, "their write rules came along");
     }
+
+    #[test]
+    fn an_empty_block_is_empty_and_a_later_rule_replaces_an_earlier_one_where_it_lies() {
+        assert!(RegisterBlock::new(0).is_empty());
+        assert!(!RegisterBlock::new(4).is_empty());
+        // Byte 5 writable, then its low bit write-one-to-clear: that bit is RW1C only.
+        let mut r = RegisterBlock::new(8);
+        r.writable8(5, 0xff);
+        r.clear_on_one16(4, 0x0100);
+        r.set(5, &[0x01]);
+        r.write(5, &[0x00]);
+        assert_eq!(r.get8(5), 0x01, "a zero written leaves an RW1C bit set");
+        r.write(5, &[0x01]);
+        assert_eq!(r.get8(5), 0x00, "a one written clears it");
+        r.write(5, &[0x80]);
+        assert_eq!(r.get8(5), 0x80, "the other bits stay writable");
+    }
 }
