@@ -410,6 +410,10 @@ fn borrow(d: &mut Daemon, session: u64, fdid: u32) -> u64 {
 #[test]
 fn device_segments_private_and_shared_bars_and_maps_for_the_device() {
     let mut d = daemon("device-api");
+    assert!(
+        !d.resources_in_use().contains("lender:dma0"),
+        "nothing borrowed yet"
+    );
     let a = hello(&mut d, "borrower");
     let b = hello(&mut d, "borrower");
     let fdid = fdid_of(&mut d, a, "lender:dma0");
@@ -485,6 +489,19 @@ fn device_segments_private_and_shared_bars_and_maps_for_the_device() {
         },
     );
     assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    // A connection is not let go while the program maps it.
+    let disconnect = |d: &mut Daemon| ask(d, a, Request::DisconnectSegment { remote: bar0 });
+    assert!(code(&disconnect(&mut d)).is_some(), "mapped");
+    assert_eq!(
+        ask(&mut d, a, Request::Unmap { map: handle(regs) }),
+        Reply::Done
+    );
+    assert_eq!(disconnect(&mut d), Reply::Done);
+    assert!(
+        d.resources_in_use().contains("lender:dma0"),
+        "borrowed: {}",
+        d.resources_in_use()
+    );
     let bar2 = handle(connect(&mut d, a, dev_a, 2, 1));
     let big = ask(
         &mut d,
@@ -532,6 +549,11 @@ fn device_segments_private_and_shared_bars_and_maps_for_the_device() {
         }
         other => panic!("{other:?}"),
     }
+    let let_go = ask(&mut d, a, Request::DisconnectSegment { remote: ram });
+    assert!(
+        code(&let_go).is_some(),
+        "device memory mapped by the program: {let_go:?}"
+    );
     let past = ask(
         &mut d,
         a,
