@@ -381,3 +381,138 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
         self.interrupt(c, port).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{self, channel, status, Command, ErrorCode, GpuAddr, ENTRY_SIZE};
+    use super::super::testing::gpu_on;
+    use super::super::Gpu;
+    use crate::testing::World;
+    use smartio_platform::pci::{self, command};
+    use smartio_platform::{BarHandler, BusAddr, ConfigHandler, LocalTask};
+    use std::rc::Rc;
+
+    const RING: u64 = 0x10_0000;
+    const NOTIFIER: u64 = 0x20_0000;
+
+    fn store(gpu: &Gpu<World>, c: u16, register: u64, value: u64) {
+        gpu.mmio_write(
+            spec::REGISTER_BAR,
+            channel::base(c) + register,
+            &value.to_le_bytes(),
+        )
+        .expect("a channel register");
+    }
+
+    fn load(gpu: &Gpu<World>, c: u16, register: u64) -> u64 {
+        let mut b = [0u8; 8];
+        gpu.mmio_read(spec::REGISTER_BAR, channel::base(c) + register, &mut b)
+            .expect("a channel register");
+        u64::from_le_bytes(b)
+    }
+
+    /// A GPU in `world` with channel `c`'s ring of `entries` at [`RING`] holding `commands`,
+    /// and the channel's task running beside.
+    fn channel(
+        world: &World,
+        c: u16,
+        entries: u64,
+        commands: &[Command],
+    ) -> (Rc<Gpu<World>>, LocalTask) {
+        let gpu = Rc::new(gpu_on::<World>(1 << 24));
+        for (i, cmd) in commands.iter().enumerate() {
+            world.poke(RING + i as u64 * ENTRY_SIZE, &cmd.encode());
+        }
+        store(&gpu, c, channel::RING_BASE, RING);
+        store(&gpu, c, channel::RING_ENTRIES, entries);
+        store(&gpu, c, channel::NOTIFIER, NOTIFIER);
+        gpu.pci
+            .config_write(pci::COMMAND, &command::BUS_MASTER.to_le_bytes());
+        let task: LocalTask = Box::pin(gpu.clone().channel_task(c, world.clone()));
+        (gpu, task)
+    }
+
+    fn release(at: u64, value: u64) -> Command {
+        Command::Release {
+            dst: GpuAddr::Bus(BusAddr(at)),
+            value,
+            interrupt: false,
+        }
+    }
+
+    #[test]
+    fn a_channel_runs_what_put_posts_then_goes_idle_with_get_at_put() {
+        let world = World::default();
+        let cmds = [release(0x1000, 11), Command::Nop, release(0x1008, 22)];
+        let (gpu, task) = channel(&world, 3, 4, &cmds);
+        assert_eq!(load(&gpu, 3, channel::STATUS), status::IDLE);
+        store(&gpu, 3, channel::PUT, 3);
+        assert_eq!(
+            load(&gpu, 3, channel::STATUS),
+            status::RUNNING,
+            "work posted"
+        );
+        world.run([task]);
+        assert_eq!(world.peek(0x1000, 8), 11u64.to_le_bytes());
+        assert_eq!(world.peek(0x1008, 8), 22u64.to_le_bytes());
+        assert_eq!(load(&gpu, 3, channel::GET), 3);
+        assert_eq!(load(&gpu, 3, channel::STATUS), status::IDLE);
+    }
+
+    #[test]
+    fn a_put_equal_to_get_is_no_work_and_a_reset_keeps_the_ring_and_notifier() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 0, 4, &[release(0x1000, 5)]);
+        store(&gpu, 0, channel::PUT, 0);
+        assert_eq!(
+            load(&gpu, 0, channel::STATUS),
+            status::IDLE,
+            "nothing posted"
+        );
+        // Without Bus Master the channel cannot fetch what is posted.
+        gpu.pci.config_write(pci::COMMAND, &0u16.to_le_bytes());
+        store(&gpu, 0, channel::PUT, 1);
+        world.run([task]);
+        assert_eq!(world.peek(0x1000, 8), [0; 8]);
+        assert_eq!(
+            (
+                load(&gpu, 0, channel::STATUS),
+                load(&gpu, 0, channel::ERROR)
+            ),
+            (status::ERROR, ErrorCode::FetchFailed as u64)
+        );
+        assert_eq!(
+            load(&gpu, 0, channel::ERROR_INFO),
+            RING,
+            "where it could not fetch"
+        );
+        store(&gpu, 0, channel::RESET, 1);
+        assert_eq!(
+            (
+                load(&gpu, 0, channel::RING_BASE),
+                load(&gpu, 0, channel::RING_ENTRIES),
+                load(&gpu, 0, channel::NOTIFIER)
+            ),
+            (RING, 4, NOTIFIER)
+        );
+    }
+
+    #[test]
+    fn a_ring_that_is_no_power_of_two_or_misplaced_stops_the_channel_at_the_first_put() {
+        for (entries, base, info) in [(3, RING, 3), (1, RING, 1), (4, RING + 8, RING + 8)] {
+            let world = World::default();
+            let (gpu, task) = channel(&world, 1, entries, &[release(0x1000, 5)]);
+            store(&gpu, 1, channel::RING_BASE, base);
+            store(&gpu, 1, channel::PUT, 1);
+            world.run([task]);
+            assert_eq!(
+                load(&gpu, 1, channel::STATUS),
+                status::ERROR,
+                "{entries} at {base:#x}"
+            );
+            assert_eq!(load(&gpu, 1, channel::ERROR), ErrorCode::BadRing as u64);
+            assert_eq!(load(&gpu, 1, channel::ERROR_INFO), info);
+            assert_eq!(world.peek(0x1000, 8), [0; 8], "nothing run");
+        }
+    }
+}
