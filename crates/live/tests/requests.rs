@@ -1,10 +1,12 @@
 //! The daemon's answers to the requests a SISCI program sends, one kind at a time, and the
 //! daemon serving programs on its socket until one asks it to shut down.
 
+mod common;
+
+use common::{ask, daemon, handle, hello, socket_path};
 use smartio_calibration::Calibration;
 use smartio_live::protocol::{self, Connection, Reply, Request, MAX_NAME};
 use smartio_live::Daemon;
-use std::time::Duration;
 
 use smartio_smartio::SciErrorClass;
 use std::os::fd::AsFd;
@@ -14,59 +16,10 @@ fn sci(class: SciErrorClass) -> Option<u32> {
     Some(class.code())
 }
 
-fn socket_path(name: &str) -> String {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("live-req-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a directory");
-    dir.join("cluster.sock")
-        .to_str()
-        .expect("utf-8")
-        .to_string()
-}
-
-fn daemon(name: &str) -> Daemon {
-    Daemon::up(
-        "back-to-back",
-        &Calibration::default_embedded(),
-        &socket_path(name),
-    )
-    .expect("the daemon starts")
-}
-
-fn ask(d: &mut Daemon, session: u64, request: Request) -> Reply {
-    d.request(session, request, Duration::from_secs(5))
-        .expect("an answer in time")
-}
-
-fn hello(d: &mut Daemon, host: &str) -> u64 {
-    let s = d.open_session().expect("a session");
-    let reply = ask(
-        d,
-        s,
-        Request::Hello {
-            host: host.into(),
-            attach: None,
-        },
-    );
-    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
-    s
-}
-
 fn code(reply: &Reply) -> Option<u32> {
     match reply {
         Reply::Error { code, .. } => Some(*code),
         _ => None,
-    }
-}
-
-fn handle(reply: Reply) -> u64 {
-    match reply {
-        Reply::Segment { handle, .. }
-        | Reply::Remote { handle, .. }
-        | Reply::Mapped { handle, .. }
-        | Reply::Interrupt { handle, .. }
-        | Reply::Made(handle) => handle,
-        other => panic!("no handle in {other:?}"),
     }
 }
 

@@ -2,53 +2,13 @@
 //! session gives back everything it held — look-up-table and requester-id entries, IOMMU
 //! pages, borrowed devices — whatever state it was left in.
 
+mod common;
+
+use common::{ask, daemon, handle, hello};
 use smartio_calibration::Calibration;
 use smartio_live::protocol::{Reply, Request};
 use smartio_live::Daemon;
 use std::time::Duration;
-
-fn daemon(name: &str) -> Daemon {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("live-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("cluster.sock");
-    Daemon::up(
-        "back-to-back",
-        &Calibration::default_embedded(),
-        sock.to_str().unwrap(),
-    )
-    .expect("the daemon starts")
-}
-
-fn ask(d: &mut Daemon, session: u64, request: Request) -> Reply {
-    d.request(session, request, Duration::from_secs(5))
-        .expect("an answer in time")
-}
-
-fn hello(d: &mut Daemon, host: &str) -> u64 {
-    let s = d.open_session().unwrap();
-    let reply = ask(
-        d,
-        s,
-        Request::Hello {
-            host: host.into(),
-            attach: None,
-        },
-    );
-    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
-    s
-}
-
-fn handle(reply: Reply) -> u64 {
-    match reply {
-        Reply::Segment { handle, .. }
-        | Reply::Remote { handle, .. }
-        | Reply::Mapped { handle, .. }
-        | Reply::Interrupt { handle, .. }
-        | Reply::Made(handle) => handle,
-        other => panic!("no handle in {other:?}"),
-    }
-}
 
 #[test]
 fn a_session_closed_mid_way_gives_back_every_entry_and_device() {

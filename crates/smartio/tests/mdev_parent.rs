@@ -223,28 +223,10 @@ fn a_vm_shut_down_leaves_memory_decoding_and_bus_master_off_and_the_other_comman
     );
 }
 
-/// vm-back-to-back with the `nth` occurrence (from 0) of `from` replaced by `to`, written to
-/// a file of its own (its `window` lines: 0 the borrower's adapter, 1 the lender's).
+/// vm-back-to-back with the `nth` occurrence (from 0) of `from` replaced by `to` (its
+/// `window` lines: 0 the borrower's adapter, 1 the lender's).
 fn edited(nth: usize, from: &str, to: &str) -> String {
-    let text = smartio_cluster::SHIPPED
-        .iter()
-        .find(|s| s.name == "vm-back-to-back")
-        .expect("shipped")
-        .text;
-    let at = text
-        .match_indices(from)
-        .nth(nth)
-        .map(|(i, _)| i)
-        .expect("the text to edit is there");
-    let mut text = text.to_string();
-    text.replace_range(at..at + from.len(), to);
-    static FILES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "smartio-mdev-{}-{}.toml",
-        std::process::id(),
-        FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::write(&path, text).expect("temp file");
+    let path = crate::common::edited("vm-back-to-back", &[(nth, from, to)], "");
     path.to_str().expect("utf-8").to_string()
 }
 

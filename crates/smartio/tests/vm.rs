@@ -5,7 +5,7 @@ use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, EngineKind, SHIPPED};
+use smartio_cluster::{Cluster, EngineKind};
 use smartio_devices::dma::{MEMORY_BAR, REGISTER_BAR};
 use smartio_drivers::{BlockOp, DmaTestDriver, DriverError, Location, NvmeDevice, NvmeDriver};
 use smartio_host::vm::GuestPageSize;
@@ -14,7 +14,6 @@ use smartio_host::{Driver, HostOs, PassThrough, Refusal, Vfio, Vm, VmConfig, VmE
 use smartio_platform::{AccessError, BusAddr, PhysAddr};
 use smartio_smartio::{BorrowOptions, Fdid, SmartIo, SmartIoError};
 use std::future::Future;
-use std::path::PathBuf;
 use std::rc::Rc;
 
 /// SmartIO's own error inside an MDEV pass-through refusal.
@@ -46,37 +45,8 @@ fn setup(scenario: &str) -> Setup {
     }
 }
 
-/// Shipped scenario `name` with the `nth` occurrence (0-based) of each `from` replaced by
-/// `to`, and `extra` appended, written to a file of its own.
-fn edited(name: &str, edits: &[(usize, &str, &str)], extra: &str) -> PathBuf {
-    let mut text = SHIPPED
-        .iter()
-        .find(|s| s.name == name)
-        .expect("shipped")
-        .text
-        .to_string();
-    for &(nth, from, to) in edits {
-        let at = text
-            .match_indices(from)
-            .nth(nth)
-            .map(|(i, _)| i)
-            .expect("the text to edit is there");
-        text.replace_range(at..at + from.len(), to);
-    }
-    text.push_str(extra);
-    // Tests run in parallel: each edited scenario gets its own file.
-    static LOADS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "smartio-vm-{}-{}-{name}.toml",
-        std::process::id(),
-        LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::write(&path, text).expect("temp file");
-    path
-}
-
 fn setup_edited(name: &str, edits: &[(usize, &str, &str)], extra: &str) -> Setup {
-    let path = edited(name, edits, extra);
+    let path = common::edited(name, edits, extra);
     setup(path.to_str().expect("utf-8"))
 }
 
