@@ -619,3 +619,46 @@ fn a_requester_is_registered_by_the_bus_and_devfn_of_a_function_of_the_programs_
     assert_eq!(unregister(&mut d), Reply::Done);
     assert!(code(&unregister(&mut d)).is_some(), "unregistered already");
 }
+
+#[test]
+fn an_auxiliary_connection_attaches_to_its_descriptor_by_token_on_the_same_host_only() {
+    let mut d = daemon("attach");
+    let a = hello(&mut d, "borrower");
+    let attach = |d: &mut Daemon, host: &str, token: u64| {
+        let s = d.open_session().expect("a session");
+        let reply = ask(
+            d,
+            s,
+            Request::Hello {
+                host: host.into(),
+                attach: Some(token),
+            },
+        );
+        (s, reply)
+    };
+    let (b, joined) = attach(&mut d, "borrower", a);
+    let Reply::Hello { token: b_token, .. } = joined else {
+        panic!("attached: {joined:?}")
+    };
+    // What the auxiliary makes is its descriptor's: the descriptor's own connection ends it.
+    let seg = handle(ask(
+        &mut d,
+        b,
+        Request::CreateSegment {
+            id: None,
+            size: 4096,
+        },
+    ));
+    assert_eq!(
+        ask(&mut d, a, Request::RemoveSegment { segment: seg }),
+        Reply::Done
+    );
+    // Refused: another host's descriptor, an auxiliary's own token, a token nobody has.
+    for (host, token) in [("lender", a), ("borrower", b_token), ("borrower", 9999)] {
+        let (_, reply) = attach(&mut d, host, token);
+        assert!(
+            code(&reply).is_some(),
+            "{host} attaching to {token}: {reply:?}"
+        );
+    }
+}
