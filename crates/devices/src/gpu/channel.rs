@@ -515,4 +515,85 @@ mod tests {
             assert_eq!(world.peek(0x1000, 8), [0; 8], "nothing run");
         }
     }
+
+    /// Writes `put` to channel `c`'s PUT, then waits (in virtual time) until the channel
+    /// has nothing left to run: GET at PUT, or stopped.
+    async fn post_and_settle(gpu: &Gpu<World>, world: &World, c: u16, put: u64) {
+        use smartio_platform::{Clock, SimDuration};
+        store(gpu, c, channel::PUT, put);
+        for _ in 0..10_000 {
+            world.sleep(SimDuration::from_us(1)).await;
+            let (get, state) = (load(gpu, c, channel::GET), load(gpu, c, channel::STATUS));
+            if get == put || state == status::ERROR {
+                return;
+            }
+        }
+        panic!("the channel never settled");
+    }
+
+    #[test]
+    fn the_ring_wraps_and_a_put_behind_get_or_past_a_ring_stops_the_channel_with_a_notice() {
+        // Six releases through a ring of four: two posts, the second wrapping; then a PUT
+        // more than a ring ahead of GET.
+        let world = World::default();
+        let cmds: Vec<Command> = (0..4).map(|i| release(0x1000 + 8 * i, 100 + i)).collect();
+        let (gpu, task) = channel(&world, 2, 4, &cmds);
+        let (g, w) = (gpu.clone(), world.clone());
+        let gets = world.block_on(
+            async move {
+                post_and_settle(&g, &w, 2, 3).await;
+                let first = load(&g, 2, channel::GET);
+                // Slots 3, 0 and 1 now hold entries 3, 4 and 5.
+                w.poke(RING + 3 * ENTRY_SIZE, &release(0x1018, 103).encode());
+                w.poke(RING, &release(0x1020, 104).encode());
+                w.poke(RING + ENTRY_SIZE, &release(0x1028, 105).encode());
+                post_and_settle(&g, &w, 2, 6).await;
+                let second = load(&g, 2, channel::GET);
+                post_and_settle(&g, &w, 2, 11).await;
+                (first, second)
+            },
+            [task],
+        );
+        assert_eq!(gets, (3, 6));
+        for i in 0..6u64 {
+            assert_eq!(
+                world.peek(0x1000 + 8 * i, 8),
+                (100 + i).to_le_bytes(),
+                "entry {i}"
+            );
+        }
+        assert_eq!(load(&gpu, 2, channel::STATUS), status::ERROR);
+        assert_eq!(load(&gpu, 2, channel::ERROR), ErrorCode::BadPut as u64);
+        assert_eq!(load(&gpu, 2, channel::ERROR_INFO), 11);
+        let mut notice = [0u8; spec::ErrorNotice::SIZE];
+        notice.copy_from_slice(&world.peek(NOTIFIER, spec::ErrorNotice::SIZE));
+        assert_eq!(
+            spec::ErrorNotice::decode(&notice),
+            Some(spec::ErrorNotice {
+                code: ErrorCode::BadPut,
+                info: 11,
+                entry: 6
+            }),
+            "said in the notifier, with the entry it stopped at"
+        );
+        // A PUT of a whole ring is taken; one behind GET is not.
+        let world = World::default();
+        let (gpu, task) = channel(&world, 2, 4, &cmds);
+        let (g, w) = (gpu.clone(), world.clone());
+        let whole = world.block_on(
+            async move {
+                post_and_settle(&g, &w, 2, 4).await;
+                let whole = load(&g, 2, channel::GET);
+                post_and_settle(&g, &w, 2, 3).await;
+                whole
+            },
+            [task],
+        );
+        assert_eq!(whole, 4, "a whole ring");
+        assert_eq!(
+            load(&gpu, 2, channel::ERROR),
+            ErrorCode::BadPut as u64,
+            "behind GET"
+        );
+    }
 }
