@@ -5,7 +5,7 @@ use crate::common;
 
 use common::tables;
 use smartio_calibration::Calibration;
-use smartio_cluster::{Cluster, EngineKind, SHIPPED};
+use smartio_cluster::{Cluster, EngineKind};
 use smartio_devices::gpu::KernelLibrary;
 use smartio_drivers::gpu::{GpuContext, RuntimeCosts};
 use smartio_drivers::{BlockOp, DmaTestDriver, Location, NvmeDevice, NvmeDriver};
@@ -22,33 +22,7 @@ use std::rc::Rc;
 /// A shipped scenario with the `nth` occurrence (0-based) of `from` replaced by `to`, written
 /// to a file of its own.
 fn variant(name: &str, edits: &[(usize, &str, &str)]) -> PathBuf {
-    let mut text = SHIPPED
-        .iter()
-        .find(|s| s.name == name)
-        .expect("shipped")
-        .text
-        .to_string();
-    for &(nth, from, to) in edits {
-        let at = text
-            .match_indices(from)
-            .nth(nth)
-            .map(|(i, _)| i)
-            .expect("the text to edit is there");
-        text.replace_range(at..at + from.len(), to);
-    }
-    let tag: String = edits
-        .iter()
-        .map(|(n, _, to)| format!("{n}{}", to.len()))
-        .collect();
-    // Tests run in parallel and may edit the same way: each load gets its own file.
-    static LOADS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "smartio-lending-{}-{}-{name}-{tag}.toml",
-        std::process::id(),
-        LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::write(&path, text).expect("temp file");
-    path
+    crate::common::edited(name, edits, "")
 }
 
 struct Setup {

@@ -306,6 +306,27 @@ fn a_vm_fits_the_lender_window_with_one_entry_to_spare_for_interrupts_and_no_les
     }
 }
 
+/// What `look` sees while borrower/vm0 runs with `device` and no guest driver (the VM is
+/// shut down afterwards).
+fn while_running<T: 'static>(
+    s: &Setup,
+    device: Rc<dyn PassThrough>,
+    look: impl FnOnce() -> T + 'static,
+) -> T {
+    let borrower = s.host("borrower");
+    s.cluster
+        .machine
+        .run_task(async move {
+            let vm = Vm::start(&borrower, &vm0(GuestPageSize::Huge), vec![device], &[])
+                .await
+                .expect("starts");
+            let seen = look();
+            vm.shutdown().await.expect("shuts down");
+            seen
+        })
+        .expect("the task finished")
+}
+
 #[test]
 fn an_mdev_device_takes_one_lut_entry_per_entry_its_bars_span_and_one_for_interrupts() {
     // The borrower's adapter in 32 MiB entries: dma0's 64 KiB register BAR takes one, its
@@ -318,22 +339,10 @@ fn an_mdev_device_takes_one_lut_entry_per_entry_its_bars_span_and_one_for_interr
         "window = \"128 GiB\"\nlut_entries = 4096",
     );
     let s = setup(&scenario, &Calibration::default_embedded());
-    let borrower = s.host("borrower");
     let device = s.mdev("lender:dma0");
     let machine = s.cluster.machine.clone();
     let before = machine.fabric().tables_in_use().0;
-    let during = s
-        .cluster
-        .machine
-        .run_task(async move {
-            let vm = Vm::start(&borrower, &vm0(GuestPageSize::Huge), vec![device], &[])
-                .await
-                .expect("starts");
-            let during = machine.fabric().tables_in_use().0;
-            vm.shutdown().await.expect("shuts down");
-            during
-        })
-        .expect("the task finished");
+    let during = while_running(&s, device, move || machine.fabric().tables_in_use().0);
     let taken: Vec<(usize, usize)> = during
         .iter()
         .zip(&before)
@@ -375,7 +384,6 @@ fn each_bar_a_vm_is_given_reaches_the_real_bar_through_the_borrowers_adapter() {
         &format!("cable = \"gen3 x16\"{gpu}"),
     );
     let s = setup(&scenario, &Calibration::default_embedded());
-    let borrower = s.host("borrower");
     let lender = s.host("lender");
     let real = {
         let endpoint = lender.endpoint_of("gpu0").expect("a function");
@@ -385,18 +393,9 @@ fn each_bar_a_vm_is_given_reaches_the_real_bar_through_the_borrowers_adapter() {
     let device = s.mdev("lender:gpu0");
     let given = device.clone();
     let machine = s.cluster.machine.clone();
-    let reached = s
-        .cluster
-        .machine
-        .run_task(async move {
-            let vm = Vm::start(&borrower, &vm0(GuestPageSize::Huge), vec![device], &[])
-                .await
-                .expect("starts");
-            let reached = reached_through_borrower_adapter(&machine, &given.bars());
-            vm.shutdown().await.expect("shuts down");
-            reached
-        })
-        .expect("the task finished");
+    let reached = while_running(&s, device, move || {
+        reached_through_borrower_adapter(&machine, &given.bars())
+    });
     let expected: Vec<(u8, Option<u64>, u64)> = real
         .iter()
         .map(|b| (b.index, Some(b.base.get()), b.base.get() + b.size))

@@ -11,8 +11,6 @@ pub fn tables(machine: &Machine) -> (Vec<(usize, usize)>, Vec<Vec<usize>>) {
 
 /// Shipped scenario `name` with the `nth` occurrence (0-based) of each `from` replaced by
 /// `to`, and `extra` appended, written to a file of its own.
-// The suite on the direct engine edits no scenario.
-#[allow(dead_code)]
 pub fn edited(name: &str, edits: &[(usize, &str, &str)], extra: &str) -> PathBuf {
     let mut text = SHIPPED
         .iter()
