@@ -30,6 +30,9 @@ pub struct DirectEngine {
 
 struct Inner {
     state: RefCell<State>,
+    /// The CPU and software costs, fixed for the engine's life (outside `state`: the OS
+    /// model and drivers ask for them on every I/O).
+    cpu: CpuTiming,
     /// Accesses done and not yet handed out, named by tickets.
     accesses: RefCell<Accesses>,
     exec: RefCell<Executor>,
@@ -67,7 +70,6 @@ struct IrqLine {
 struct State {
     now: SimTime,
     fabric: Fabric,
-    cpu: CpuTiming,
     memory: Vec<Box<dyn HostMemory>>,
     bar_handlers: Vec<Option<Rc<dyn BarHandler>>>,
     config_handlers: Vec<Option<Rc<dyn ConfigHandler>>>,
@@ -126,10 +128,10 @@ impl DirectEngine {
         DirectEngine {
             inner: Rc::new(Inner {
                 accesses: RefCell::new(Accesses::default()),
+                cpu: calibration.cpu_timing(),
                 state: RefCell::new(State {
                     now: SimTime::ZERO,
                     fabric,
-                    cpu: calibration.cpu_timing(),
                     memory,
                     bar_handlers: vec![None; endpoints],
                     config_handlers: vec![None; endpoints],
@@ -745,8 +747,8 @@ impl Engine for DirectEngine {
             .collect()
     }
 
-    fn cpu_timing(&self) -> CpuTiming {
-        self.inner.state.borrow().cpu
+    fn cpu_timing(&self) -> &CpuTiming {
+        &self.inner.cpu
     }
 
     fn idle_read_cost(

@@ -131,8 +131,8 @@ impl Engine for Sim {
             .collect()
     }
 
-    fn cpu_timing(&self) -> CpuTiming {
-        self.timing().cpu
+    fn cpu_timing(&self) -> &CpuTiming {
+        self.cpu_costs()
     }
 
     fn idle_read_cost(

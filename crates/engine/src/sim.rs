@@ -11,7 +11,7 @@ use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
 use crate::executor::Executor;
 use crate::ops::{Access, AccessOp, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
-use crate::timing::{LinkState, Timing, TimingError};
+use crate::timing::{CpuTiming, LinkState, Timing, TimingError};
 use crate::wait::{BlockedTask, Wait};
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
 use smartio_machine::Ticket;
@@ -30,6 +30,9 @@ struct Inner {
     exec: Executor,
     /// The core's time, readable while the core is borrowed (by a BAR handler).
     now: Rc<std::cell::Cell<SimTime>>,
+    /// The CPU costs of the core's timing, which never change during a run: kept apart so
+    /// that the OS model and drivers, which ask for them on every I/O, borrow nothing.
+    cpu: CpuTiming,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -71,6 +74,7 @@ impl Sim {
         Ok(Sim {
             inner: Rc::new(Inner {
                 now: core.shared_now.clone(),
+                cpu: core.timing.cpu,
                 core: RefCell::new(core),
                 ops: RefCell::new(Ops::default()),
                 exec,
@@ -94,6 +98,12 @@ impl Sim {
         let out = f(&mut core.fabric);
         core.fabric_changed();
         out
+    }
+
+    /// The CPU and software costs of the resolved timing (the same as `timing().cpu`,
+    /// without borrowing the core).
+    pub fn cpu_costs(&self) -> &CpuTiming {
+        &self.inner.cpu
     }
 
     /// The resolved timing.

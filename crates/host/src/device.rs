@@ -427,7 +427,7 @@ impl DeviceHandle {
         let cost = self
             .inner
             .dma
-            .map_cost(phys, len, &self.inner.cpu.machine().cpu_timing());
+            .map_cost(phys, len, self.inner.cpu.machine().cpu_timing());
         self.inner.cpu.spend("DMA API: map the buffer", cost).await;
         self.dma_map(phys, len, dir)
     }
@@ -439,7 +439,7 @@ impl DeviceHandle {
         let cost = self
             .inner
             .dma
-            .unmap_cost(&self.inner.cpu.machine().cpu_timing());
+            .unmap_cost(self.inner.cpu.machine().cpu_timing());
         self.inner
             .cpu
             .spend("DMA API: unmap the buffer", cost)

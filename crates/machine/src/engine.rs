@@ -100,7 +100,7 @@ pub trait Engine: FabricControl + PayloadAccess {
 
     /// The CPU's and the host software's costs (block layer, interrupt delivery, ...), which
     /// the OS model and drivers charge themselves.
-    fn cpu_timing(&self) -> CpuTiming;
+    fn cpu_timing(&self) -> &CpuTiming;
 
     /// How the timing model costs a read of `len` bytes at `addr` by `requester` on an idle
     /// fabric; `None` from an engine without a timing model.

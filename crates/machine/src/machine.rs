@@ -254,7 +254,7 @@ impl Machine {
     }
 
     /// The CPU's and the host software's costs.
-    pub fn cpu_timing(&self) -> CpuTiming {
+    pub fn cpu_timing(&self) -> &CpuTiming {
         self.engine.cpu_timing()
     }
 

@@ -312,7 +312,7 @@ pub fn nvmeof_compare(
     cluster: &Cluster,
     config: &NvmeofConfig,
 ) -> Result<NvmeofCompare, NvmeofError> {
-    let costs = RdmaCosts::new(&cluster.calibration.nvmeof, &cluster.machine.cpu_timing())?;
+    let costs = RdmaCosts::new(&cluster.calibration.nvmeof, cluster.machine.cpu_timing())?;
     let local_name = check_config(config)?;
     let (booted, fdid) = Booted::with_device(cluster, &config.device)?;
     let (tos, ios) = (
