@@ -48,7 +48,17 @@ impl Read {
 /// A descriptor in flight through the transmit engine.
 struct InFlight {
     index: u64,
+    /// The setup of the ring it came from ([`Ring::setup`]).
+    setup: u64,
     read: Rc<Read>,
+}
+
+impl InFlight {
+    /// Whether `ring` still holds this descriptor for the NIC: the same setup of the ring,
+    /// enabled, and the descriptor below its tail (not taken back).
+    fn still_posted(&self, ring: &Ring) -> bool {
+        ring.enabled && ring.setup == self.setup && self.index < ring.tail
+    }
 }
 
 /// A transmit engine's work in hand: descriptors fetched and not yet started, frames whose
@@ -57,26 +67,19 @@ struct InFlight {
 struct TxWork {
     fetched: VecDeque<(u64, TxDescriptor)>,
     in_flight: VecDeque<InFlight>,
-    /// The ring's base, size and enable the work belongs to.
-    ring: (u64, u64, bool),
+    /// The ring's base, size, enable and setup the work belongs to (all zero before the
+    /// first look, as a ring never set up is).
+    ring: (u64, u64, bool, u64),
 }
 
 impl TxWork {
-    /// The lowest index of the work in hand (0 with none): a ring enabled again restarts at 0.
-    fn head(&self) -> u64 {
-        self.in_flight
-            .front()
-            .map(|f| f.index)
-            .or_else(|| self.fetched.front().map(|(i, _)| *i))
-            .unwrap_or(0)
-    }
-
-    /// Drops what `ring` no longer holds: all of it when the ring was disabled or set up
-    /// again (even between two looks), so no descriptor of the old ring is sent or written
-    /// back; the descriptors at or above a lowered tail, which are the driver's again.
+    /// Drops what `ring` no longer holds: all of it when the ring was disabled, moved or set
+    /// up again (even in place, even between two looks: a new setup restarts it at
+    /// descriptor 0), so no descriptor of the old ring is sent or written back; the
+    /// descriptors at or above a lowered tail, which are the driver's again.
     fn follow(&mut self, ring: &Ring) {
-        let now = (ring.base, ring.size, ring.enabled);
-        if !ring.enabled || now != self.ring || ring.head < self.head() {
+        let now = (ring.base, ring.size, ring.enabled, ring.setup);
+        if now != self.ring {
             self.fetched.clear();
             self.in_flight.clear();
             self.ring = now;
@@ -186,7 +189,11 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
                     }));
                 }
             }
-            work.in_flight.push_back(InFlight { index: i, read });
+            work.in_flight.push_back(InFlight {
+                index: i,
+                setup: ring.setup,
+                read,
+            });
         }
     }
 
@@ -203,7 +210,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
         match next.read.wait().await {
             Ok(frame) => {
                 port.sleep(self.config.timing.per_frame).await;
-                if next.index >= queue.tx.borrow().tail {
+                if !next.still_posted(&queue.tx.borrow()) {
                     return None;
                 }
                 self.send(index, frame, port).await;
@@ -227,7 +234,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
             return;
         };
         let ring = *queue.tx.borrow();
-        if !ring.enabled || next.index >= ring.tail {
+        if !next.still_posted(&ring) {
             return;
         }
         let at = ring
@@ -238,7 +245,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
         }
         {
             let mut ring = queue.tx.borrow_mut();
-            if ring.enabled && ring.head == next.index {
+            if ring.enabled && ring.setup == next.setup && ring.head == next.index {
                 ring.head += 1;
             }
         }
@@ -390,10 +397,10 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
             },
             status: status.code(),
         };
-        // The ring may have been reset while the frame was written.
+        // The ring may have been set up again (even in place) while the frame was written.
         let same = {
             let r = queue.rx.borrow();
-            r.enabled && r.base == ring.base && r.size == ring.size && r.head == index
+            r.enabled && r.setup == ring.setup && r.base == ring.base && r.head == index
         };
         if !same {
             return;
@@ -407,7 +414,7 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Nic<P> {
         }
         {
             let mut r = queue.rx.borrow_mut();
-            if r.enabled && r.head == index {
+            if r.enabled && r.setup == ring.setup && r.head == index {
                 r.head += 1;
             }
         }

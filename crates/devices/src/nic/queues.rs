@@ -5,7 +5,10 @@
 //! Invariants, enforced when registers are written: an enabled ring has a base aligned to
 //! [`RING_ALIGN`] and a power-of-two size in [`RING_ENTRIES`]; `head <= tail <= head + size`
 //! (a doorbell that would break it is refused with [`RingError::BadTail`] and ignored).
-//! Enabling or disabling a ring resets its indices to 0 and forgets fetched descriptors.
+//! Enabling or disabling a ring resets its indices to 0 and forgets fetched descriptors, and
+//! starts a new setup of it (`Ring::setup`): work the NIC began on an earlier setup — a
+//! buffer being read or written when the driver set the ring up again, even in place — is
+//! not this ring's and is dropped, never sent or written back.
 
 use super::spec::{queue, RingError, RxDescriptor, DESCRIPTOR_BYTES, RING_ALIGN, RING_ENTRIES};
 use smartio_platform::{BusAddr, CompleterError, Notify};
@@ -25,6 +28,9 @@ pub struct Ring {
     pub head: u64,
     /// Descriptors below this index are the NIC's.
     pub tail: u64,
+    /// How many times the ring was set up (its size written): tells a ring set up again in
+    /// place from the one the NIC's work in hand came from.
+    pub setup: u64,
 }
 
 impl Ring {
@@ -53,6 +59,7 @@ impl Ring {
     fn set_size(&mut self, size: u64) -> Result<(), RingError> {
         *self = Ring {
             base: self.base,
+            setup: self.setup.wrapping_add(1),
             ..Ring::default()
         };
         if size == 0 {
@@ -240,6 +247,7 @@ mod tests {
             enabled: true,
             head: 6,
             tail: 12,
+            setup: 1,
         };
         assert_eq!(ring.batch(6, 16), 2, "wraps after index 7");
         assert_eq!(ring.batch(8, 16), 4, "up to the tail");

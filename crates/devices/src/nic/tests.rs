@@ -25,33 +25,91 @@ struct World {
     memory: Rc<RefCell<SparseMemory>>,
     now: Rc<Cell<SimTime>>,
     spawned: Rc<RefCell<Vec<LocalTask>>>,
+    /// Every DMA access the NIC started, in the order started.
+    log: Rc<RefCell<Vec<Dma>>>,
+    /// Accesses to addresses in this range wait until the test lets them go (the range is
+    /// taken away and the world settled again).
+    held: Rc<Cell<Option<(u64, u64)>>>,
+    /// Writes (not reads) to addresses in this range wait the same way.
+    held_writes: Rc<Cell<Option<(u64, u64)>>>,
+}
+
+/// A DMA access: a read or a write of so many bytes at an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dma {
+    Read(u64, usize),
+    Write(u64, usize),
+}
+
+impl Dma {
+    fn addr(&self) -> u64 {
+        match *self {
+            Dma::Read(a, _) | Dma::Write(a, _) => a,
+        }
+    }
+}
+
+impl World {
+    /// Waits while accesses at `addr` (a write when `write`) are held (the settling loop
+    /// polls it again).
+    fn until_let_go(&self, addr: u64, write: bool) -> impl Future<Output = ()> {
+        let (held, held_writes) = (self.held.clone(), self.held_writes.clone());
+        std::future::poll_fn(move |_| {
+            let holds =
+                |range: Option<(u64, u64)>| range.is_some_and(|(s, e)| (s..e).contains(&addr));
+            if holds(held.get()) || (write && holds(held_writes.get())) {
+                std::task::Poll::Pending
+            } else {
+                std::task::Poll::Ready(())
+            }
+        })
+    }
+
+    /// The accesses started in `[start, end)`, in order.
+    fn accesses_in(&self, start: u64, end: u64) -> Vec<Dma> {
+        let log = self.log.borrow();
+        log.iter()
+            .filter(|a| (start..end).contains(&a.addr()))
+            .copied()
+            .collect()
+    }
 }
 
 impl Port for World {
     fn read(&self, addr: BusAddr, buf: &mut [u8]) -> impl Future<Output = Result<(), AccessError>> {
-        let r = if addr.get() + buf.len() as u64 <= MEMORY_END {
-            self.memory.borrow().read(addr.get(), buf);
-            Ok(())
-        } else {
-            Err(AccessError::UnsupportedRequest {
-                host: "test".into(),
-                addr,
-            })
-        };
-        ready(r)
+        self.log.borrow_mut().push(Dma::Read(addr.get(), buf.len()));
+        let world = self.clone();
+        async move {
+            world.until_let_go(addr.get(), false).await;
+            if addr.get() + buf.len() as u64 <= MEMORY_END {
+                world.memory.borrow().read(addr.get(), buf);
+                Ok(())
+            } else {
+                Err(AccessError::UnsupportedRequest {
+                    host: "test".into(),
+                    addr,
+                })
+            }
+        }
     }
 
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
-        let r = if addr.get() + data.len() as u64 <= MEMORY_END {
-            self.memory.borrow_mut().write(addr.get(), data);
-            Ok(())
-        } else {
-            Err(AccessError::UnsupportedRequest {
-                host: "test".into(),
-                addr,
-            })
-        };
-        ready(r)
+        self.log
+            .borrow_mut()
+            .push(Dma::Write(addr.get(), data.len()));
+        let world = self.clone();
+        async move {
+            world.until_let_go(addr.get(), true).await;
+            if addr.get() + data.len() as u64 <= MEMORY_END {
+                world.memory.borrow_mut().write(addr.get(), data);
+                Ok(())
+            } else {
+                Err(AccessError::UnsupportedRequest {
+                    host: "test".into(),
+                    addr,
+                })
+            }
+        }
     }
 }
 
@@ -208,6 +266,14 @@ fn rig(posted: u64) -> Rig {
 impl Rig {
     /// Function `f` sends `frame` (or a descriptor of `len` bytes when given).
     fn send(&mut self, f: usize, frame: &[u8], len: Option<u32>) -> u64 {
+        let i = self.post(f, frame, len);
+        self.doorbell(f);
+        i
+    }
+
+    /// Function `f` writes `frame` and its descriptor (of `len` bytes when given) into its
+    /// transmit ring without telling the NIC yet; the descriptor's index.
+    fn post(&mut self, f: usize, frame: &[u8], len: Option<u32>) -> u64 {
         let i = self.tx_tail[f];
         let addr = buffer(f, false, i);
         self.world.memory.borrow_mut().write(addr, frame);
@@ -221,9 +287,15 @@ impl Rig {
             .borrow_mut()
             .write(tx_ring(f) + (i % 8) * 16, &d.to_bytes());
         self.tx_tail[f] = i + 1;
-        write_reg(&self.functions[f], queue::base(0) + queue::TX_TAIL, i + 1);
-        self.world.settle(&mut self.tasks);
         i
+    }
+
+    /// Function `f` tells the NIC of every descriptor posted (writes `TX_TAIL`), then the
+    /// world settles.
+    fn doorbell(&mut self, f: usize) {
+        let tail = self.tx_tail[f];
+        write_reg(&self.functions[f], queue::base(0) + queue::TX_TAIL, tail);
+        self.world.settle(&mut self.tasks);
     }
 
     fn tx_status(&self, f: usize, i: u64) -> Option<Status> {
@@ -446,4 +518,465 @@ fn a_transmit_ring_set_up_again_starts_over_at_descriptor_zero() {
     assert_eq!((i, r.tx_status(0, 0)), (0, Some(Status::Ok)));
     assert_eq!(r.received(1, 2).1, f, "the third frame the VF got");
     assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 1);
+}
+
+/// Function `f`'s transmit buffers (2 KiB each, eight of them).
+fn tx_buffers(f: usize) -> (u64, u64) {
+    (buffer(f, false, 0), buffer(f, false, 0) + 8 * 0x800)
+}
+
+/// Function `f`'s receive buffers.
+fn rx_buffers(f: usize) -> (u64, u64) {
+    (buffer(f, true, 0), buffer(f, true, 0) + 8 * 0x800)
+}
+
+#[test]
+fn ready_transmit_descriptors_are_fetched_in_batches_with_one_read_each() {
+    let mut r = rig(8);
+    let frames: Vec<Vec<u8>> = (0..3).map(|n| frame(VF, PF, 100 + n)).collect();
+    for f in &frames {
+        r.post(0, f, None);
+    }
+    r.doorbell(0);
+    // Three descriptors, one read of all three; no read of nothing.
+    assert_eq!(
+        r.world.accesses_in(tx_ring(0), tx_ring(0) + 8 * 16),
+        [
+            Dma::Read(tx_ring(0), 48),
+            Dma::Write(tx_ring(0) + STATUS_OFFSET, 2),
+            Dma::Write(tx_ring(0) + 16 + STATUS_OFFSET, 2),
+            Dma::Write(tx_ring(0) + 32 + STATUS_OFFSET, 2),
+        ]
+    );
+    for (n, f) in frames.iter().enumerate() {
+        assert_eq!(r.tx_status(0, n as u64), Some(Status::Ok));
+        assert_eq!(&r.received(1, n as u64).1, f, "frame {n}, in order");
+    }
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        3
+    );
+    // Five more: the ring's last five slots, then three across its end (one read each side).
+    r.world.log.borrow_mut().clear();
+    for n in 0..8 {
+        r.post(0, &frame(FAR, PF, 60 + n), None);
+    }
+    r.doorbell(0);
+    let reads: Vec<Dma> = r
+        .world
+        .accesses_in(tx_ring(0), tx_ring(0) + 8 * 16)
+        .into_iter()
+        .filter(|a| matches!(a, Dma::Read(..)))
+        .collect();
+    assert_eq!(
+        reads,
+        [Dma::Read(tx_ring(0) + 48, 80), Dma::Read(tx_ring(0), 48)]
+    );
+    assert_eq!(read_reg(&r.functions[0], reg::WIRE_TX_FRAMES), 8);
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        11
+    );
+}
+
+#[test]
+fn at_most_tx_pipeline_frame_buffers_are_read_at_once() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..7 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    assert_eq!(
+        r.world.accesses_in(start, end).len(),
+        TIMING.tx_pipeline,
+        "buffer reads started while none has finished"
+    );
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(r.world.accesses_in(start, end).len(), 7);
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 7);
+    assert_eq!(r.received(1, 6).1, frame(VF, PF, 106));
+}
+
+#[test]
+fn a_lowered_transmit_tail_takes_back_the_descriptors_not_yet_sent() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..6 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    // The driver takes back descriptors 2..6 while the first buffers are being read.
+    write_reg(&r.functions[0], queue::base(0) + queue::TX_TAIL, 2);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 2);
+    assert_eq!(read_reg(&r.functions[0], reg::TX_FRAMES), 2);
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        2
+    );
+    for i in 2..6 {
+        assert_eq!(
+            r.tx_status(0, i),
+            None,
+            "descriptor {i} is the driver's again"
+        );
+    }
+    // Only the buffers of frames it still sends are read after the tail came down.
+    assert_eq!(r.received(1, 1).1, frame(VF, PF, 101));
+}
+
+#[test]
+fn a_transmit_ring_disabled_while_buffers_are_read_sends_nothing_of_it() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..3 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    let pf = r.functions[0].clone();
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
+    assert_eq!(read_reg(&pf, reg::TX_FRAMES), 0);
+    for i in 0..3 {
+        assert_eq!(
+            r.tx_status(0, i),
+            None,
+            "nothing written back to a disabled ring"
+        );
+    }
+}
+
+#[test]
+fn a_transmit_ring_moved_while_buffers_are_read_sends_only_the_new_rings_frames() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..6 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    // The driver sets the ring up again elsewhere (an empty ring) while buffers are read.
+    let pf = r.functions[0].clone();
+    let moved = tx_ring(0) + 0x4000;
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
+    write_reg(&pf, queue::base(0) + queue::TX_BASE, moved);
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    // None of the old ring's descriptors is sent or written back.
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
+    assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 0);
+    for i in 0..6 {
+        assert_eq!(r.tx_status(0, i), None, "descriptor {i} of the old ring");
+    }
+}
+
+#[test]
+fn a_sent_frame_raises_the_queue_pairs_vector_only_with_transmit_interrupts_on() {
+    use smartio_platform::pci::{cap, msix};
+    use smartio_platform::ConfigHandler;
+    let mut r = rig(8);
+    let pf = r.functions[0].clone();
+    pf.pci
+        .with(|c| {
+            let at = c.capability(cap::MSIX).expect("MSI-X capability");
+            c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        })
+        .expect("its own configuration space");
+    let message = 0x3000_0000u64;
+    let entry = spec::MSIX_TABLE; // vector 0 = queue pair 0
+    pf.mmio_write(0, entry, &(message as u32).to_le_bytes())
+        .expect("address");
+    pf.mmio_write(0, entry + 8, &0x5150u32.to_le_bytes())
+        .expect("data");
+    pf.mmio_write(0, entry + 12, &0u32.to_le_bytes())
+        .expect("unmask");
+    let messages = |r: &Rig| r.world.accesses_in(message, message + 4).len();
+    r.send(0, &frame(VF, PF, 64), None);
+    assert_eq!(messages(&r), 0, "interrupts off");
+    write_reg(&pf, queue::base(0) + queue::IRQ, spec::irq::RX);
+    r.send(0, &frame(VF, PF, 64), None);
+    assert_eq!(messages(&r), 0, "receive interrupts only");
+    write_reg(&pf, queue::base(0) + queue::IRQ, spec::irq::TX);
+    r.send(0, &frame(VF, PF, 64), None);
+    assert_eq!(messages(&r), 1, "the vector's message for the frame sent");
+    let mut b = [0u8; 4];
+    r.world.memory.borrow().read(message, &mut b);
+    assert_eq!(u32::from_le_bytes(b), 0x5150);
+}
+
+#[test]
+fn frames_for_the_wire_wait_for_the_transmitter() {
+    let mut r = rig(8);
+    let t0 = r.world.now();
+    let f = frame(FAR, PF, 1500 - HEADER_BYTES);
+    for _ in 0..3 {
+        r.post(0, &f, None);
+    }
+    r.doorbell(0);
+    // The first starts after its per-frame cost; each next one when the one before has
+    // left (the line time of a full frame is longer than the per-frame cost).
+    let line = port::line_time(f.len(), TIMING.line_rate_bps);
+    assert!(line > TIMING.per_frame);
+    assert_eq!(r.world.now(), t0 + TIMING.per_frame + line + line);
+    assert_eq!(read_reg(&r.functions[0], reg::WIRE_TX_FRAMES), 3);
+}
+
+#[test]
+fn a_frame_exactly_as_long_as_the_posted_buffer_is_taken() {
+    let mut r = rig(0);
+    let f = frame(VF, PF, 100);
+    let d = RxDescriptor {
+        buffer: BusAddr(buffer(1, true, 0)),
+        len: f.len() as u32,
+        status: 0,
+    };
+    r.world.memory.borrow_mut().write(rx_ring(1), &d.to_bytes());
+    write_reg(&r.functions[1], queue::base(0) + queue::RX_TAIL, 1);
+    r.send(0, &f, None);
+    let (d, got) = r.received(1, 0);
+    assert_eq!(Status::from_code(d.status), Some(Status::Ok));
+    assert_eq!(got, f);
+}
+
+#[test]
+fn posted_receive_descriptors_are_fetched_in_batches_with_one_read_each() {
+    let mut r = rig(8);
+    for n in 0..3 {
+        r.send(0, &frame(VF, PF, 100 + n), None);
+    }
+    let reads: Vec<Dma> = r
+        .world
+        .accesses_in(rx_ring(1), rx_ring(1) + 8 * 16)
+        .into_iter()
+        .filter(|a| matches!(a, Dma::Read(..)))
+        .collect();
+    assert_eq!(
+        reads,
+        [Dma::Read(rx_ring(1), 8 * 16)],
+        "one read for all eight"
+    );
+    for n in 0..3u64 {
+        let (d, got) = r.received(1, n);
+        assert_eq!(d.buffer, BusAddr(buffer(1, true, n)));
+        assert_eq!(got, frame(VF, PF, 100 + n as usize));
+    }
+}
+
+#[test]
+fn a_receive_ring_set_up_again_takes_its_new_descriptors() {
+    let mut r = rig(8);
+    r.send(0, &frame(VF, PF, 100), None);
+    // The VF's ring again, at the same place, with buffers elsewhere.
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    write_reg(&vf, q + queue::RX_SIZE, 0);
+    let elsewhere = |n: u64| 0x700000 + n * 0x800;
+    for n in 0..4 {
+        let d = RxDescriptor {
+            buffer: BusAddr(elsewhere(n)),
+            len: 2048,
+            status: 0,
+        };
+        r.world
+            .memory
+            .borrow_mut()
+            .write(rx_ring(1) + n * 16, &d.to_bytes());
+    }
+    write_reg(&vf, q + queue::RX_SIZE, 8);
+    write_reg(&vf, q + queue::RX_TAIL, 4);
+    let f = frame(VF, PF, 200);
+    r.send(0, &f, None);
+    let (d, got) = r.received(1, 0);
+    assert_eq!(d.buffer, BusAddr(elsewhere(0)));
+    assert_eq!(got, f);
+    assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 1);
+}
+
+#[test]
+fn a_receive_ring_moved_while_a_frame_is_written_gets_no_descriptor_back() {
+    let mut r = rig(8);
+    let (start, end) = rx_buffers(1);
+    r.world.held.set(Some((start, end)));
+    r.send(0, &frame(VF, PF, 100), None);
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    let moved = rx_ring(1) + 0x4000;
+    write_reg(&vf, q + queue::RX_SIZE, 0);
+    write_reg(&vf, q + queue::RX_BASE, moved);
+    write_reg(&vf, q + queue::RX_SIZE, 8);
+    r.world.log.borrow_mut().clear();
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(
+        r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16),
+        [],
+        "nothing written back to the old ring"
+    );
+    assert_eq!(
+        r.world.accesses_in(moved, moved + 8 * 16),
+        [],
+        "nor the new"
+    );
+    assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0);
+    assert_eq!(read_reg(&vf, reg::RX_FRAMES), 0);
+}
+
+#[test]
+fn a_receive_ring_disabled_while_a_frame_is_written_gets_no_descriptor_back() {
+    let mut r = rig(8);
+    let (start, end) = rx_buffers(1);
+    r.world.held.set(Some((start, end)));
+    r.send(0, &frame(VF, PF, 100), None);
+    let vf = r.functions[1].clone();
+    write_reg(&vf, queue::base(0) + queue::RX_SIZE, 0);
+    r.world.log.borrow_mut().clear();
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16), []);
+    assert_eq!(read_reg(&vf, reg::RX_FRAMES), 0);
+}
+
+#[test]
+fn a_receive_ring_set_up_again_in_place_while_a_frame_is_written_gets_no_descriptor_back() {
+    let mut r = rig(8);
+    let (start, end) = rx_buffers(1);
+    r.world.held.set(Some((start, end)));
+    r.send(0, &frame(VF, PF, 100), None);
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    write_reg(&vf, q + queue::RX_SIZE, 0);
+    write_reg(&vf, q + queue::RX_SIZE, 8);
+    r.world.log.borrow_mut().clear();
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16), []);
+    assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0);
+    assert_eq!(read_reg(&vf, q + queue::RX_TAIL), 0);
+    assert_eq!(read_reg(&vf, reg::RX_FRAMES), 0);
+}
+
+#[test]
+fn a_transmit_ring_set_up_again_in_place_while_buffers_are_read_keeps_its_new_descriptors() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..4 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    // Set up again in place, and two new frames posted, while the old buffers are read.
+    let pf = r.functions[0].clone();
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    r.tx_tail[0] = 0;
+    let new: Vec<Vec<u8>> = (0..2).map(|n| frame(VF, PF, 300 + n)).collect();
+    for f in &new {
+        r.post(0, f, None);
+    }
+    r.world.held.set(None);
+    r.doorbell(0);
+    // Both new frames go out, in order, and none of the old ring's.
+    assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 2);
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 2);
+    assert_eq!(r.received(1, 0).1, new[0]);
+    assert_eq!(r.received(1, 1).1, new[1]);
+    assert_eq!(r.tx_status(0, 0), Some(Status::Ok));
+    assert_eq!(r.tx_status(0, 1), Some(Status::Ok));
+}
+
+#[test]
+fn a_transmit_ring_set_up_again_while_a_status_is_written_back_keeps_its_head_at_zero() {
+    let mut r = rig(8);
+    let status = tx_ring(0) + STATUS_OFFSET;
+    r.world.held_writes.set(Some((status, status + 2)));
+    r.send(0, &frame(VF, PF, 100), None);
+    let pf = r.functions[0].clone();
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
+    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    r.world.held_writes.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(
+        read_reg(&pf, queue::base(0) + queue::TX_HEAD),
+        0,
+        "the new setup's"
+    );
+    assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_TAIL), 0);
+}
+
+#[test]
+fn a_receive_ring_set_up_again_while_a_descriptor_is_written_back_keeps_its_head_at_zero() {
+    let mut r = rig(8);
+    r.world.held_writes.set(Some((rx_ring(1), rx_ring(1) + 16)));
+    r.send(0, &frame(VF, PF, 100), None);
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    write_reg(&vf, q + queue::RX_SIZE, 0);
+    write_reg(&vf, q + queue::RX_SIZE, 8);
+    r.world.held_writes.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0, "the new setup's");
+    assert_eq!(read_reg(&vf, q + queue::RX_TAIL), 0);
+}
+
+#[test]
+fn a_receive_ring_moved_while_enabled_takes_its_descriptors_from_the_new_place() {
+    let mut r = rig(8);
+    let (start, end) = rx_buffers(1);
+    r.world.held.set(Some((start, end)));
+    r.send(0, &frame(VF, PF, 100), None);
+    // While the first frame is written, the driver points the enabled ring elsewhere.
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    let moved = rx_ring(1) + 0x4000;
+    let elsewhere = |n: u64| 0x700000 + n * 0x800;
+    for n in 0..8 {
+        let d = RxDescriptor {
+            buffer: BusAddr(elsewhere(n)),
+            len: 2048,
+            status: 0,
+        };
+        r.world
+            .memory
+            .borrow_mut()
+            .write(moved + n * 16, &d.to_bytes());
+    }
+    write_reg(&vf, q + queue::RX_BASE, moved);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    let f = frame(VF, PF, 200);
+    r.send(0, &f, None);
+    let mut got = vec![0u8; f.len()];
+    r.world.memory.borrow().read(elsewhere(0), &mut got);
+    assert_eq!(got, f, "in the new ring's first buffer");
+}
+
+#[test]
+fn a_lowered_transmit_tail_reads_no_buffer_of_the_descriptors_taken_back() {
+    let mut r = rig(8);
+    let (start, end) = tx_buffers(0);
+    r.world.held.set(Some((start, end)));
+    for n in 0..6 {
+        r.post(0, &frame(VF, PF, 100 + n), None);
+    }
+    r.doorbell(0);
+    // Four buffers are being read and two descriptors wait; the driver takes those two back.
+    write_reg(&r.functions[0], queue::base(0) + queue::TX_TAIL, 4);
+    r.world.held.set(None);
+    r.world.settle(&mut r.tasks);
+    assert_eq!(r.world.accesses_in(start, end).len(), 4, "buffers read");
+    assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 4);
+    assert_eq!(
+        read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
+        4
+    );
 }
