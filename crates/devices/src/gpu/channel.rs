@@ -903,4 +903,23 @@ mod tests {
             (ErrorCode::BadRing as u64, base)
         );
     }
+
+    #[test]
+    fn a_fetch_reaching_past_the_dma_address_limit_stops_the_channel_with_address_limit() {
+        // Entries 0 and 1 below the limit, 2 and 3 above: one fetch of all four crosses it.
+        let limit = 1u64 << super::super::testing::timing().dma_bits;
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 4, &[]);
+        store(&gpu, 1, channel::RING_BASE, limit - 2 * ENTRY_SIZE);
+        store(&gpu, 1, channel::PUT, 4);
+        world.run([task]);
+        assert_eq!(
+            (
+                load(&gpu, 1, channel::ERROR),
+                load(&gpu, 1, channel::ERROR_INFO)
+            ),
+            (ErrorCode::AddressLimit as u64, limit - 2 * ENTRY_SIZE)
+        );
+        assert_eq!(world.reads(), [], "nothing went on the bus");
+    }
 }
