@@ -391,7 +391,7 @@ mod tests {
     use super::super::{Gpu, ThreadContext};
     use crate::testing::World;
     use smartio_platform::pci::{self, command};
-    use smartio_platform::{BarHandler, BusAddr, ConfigHandler, LocalTask};
+    use smartio_platform::{BarHandler, BusAddr, ConfigHandler, LocalTask, SimDuration};
     use std::rc::Rc;
 
     const RING: u64 = 0x10_0000;
@@ -521,7 +521,7 @@ mod tests {
     /// Writes `put` to channel `c`'s PUT, then waits (in virtual time) until the channel
     /// has nothing left to run: GET at PUT, or stopped.
     async fn post_and_settle(gpu: &Gpu<World>, world: &World, c: u16, put: u64) {
-        use smartio_platform::{Clock, SimDuration};
+        use smartio_platform::Clock;
         store(gpu, c, channel::PUT, put);
         for _ in 0..10_000 {
             world.sleep(SimDuration::from_us(1)).await;
@@ -687,7 +687,7 @@ mod tests {
 
     #[test]
     fn a_launch_whose_parameters_are_not_posted_yet_waits_for_a_put_that_covers_them() {
-        use smartio_platform::{Clock, SimDuration};
+        use smartio_platform::Clock;
         let world = World::default();
         let (gpu, task) = channel(&world, 1, 8, &[]);
         let (entries, params) = launch_then_release(&gpu);
@@ -775,7 +775,7 @@ mod tests {
 
     #[test]
     fn an_acquire_holds_the_channel_until_its_word_reaches_the_value() {
-        use smartio_platform::{Clock, SimDuration};
+        use smartio_platform::Clock;
         let world = World::default();
         let acquire = Command::Acquire {
             offset: 64,
@@ -921,5 +921,86 @@ mod tests {
             (ErrorCode::AddressLimit as u64, limit - 2 * ENTRY_SIZE)
         );
         assert_eq!(world.reads(), [], "nothing went on the bus");
+    }
+
+    /// A kernel whose thread `t` sleeps `(t + 1) × step`, then stores `t + 1` at device
+    /// offset `at + 8 t`.
+    fn sleep_then_store(gpu: &Gpu<World>, step: SimDuration, at: u64) -> KernelId {
+        gpu.kernels().load(
+            "sleep_then_store",
+            Rc::new(move |t: ThreadContext<World>| {
+                Box::pin(async move {
+                    let i = u64::from(t.thread());
+                    t.nanosleep(SimDuration::from_ps(step.as_ps() * (i + 1)))
+                        .await;
+                    t.store_u64(GpuAddr::Device(at + 8 * i), i + 1).await
+                })
+            }),
+        )
+    }
+
+    #[test]
+    fn a_launch_ends_when_its_slowest_thread_returns() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 2, 4, &[]);
+        let kernel = sleep_then_store(&gpu, SimDuration::from_us(1), 0x100);
+        let launch = Command::Launch {
+            kernel,
+            threads: 4,
+            param_bytes: 0,
+        };
+        let stamp = Command::Timestamp {
+            dst: GpuAddr::Bus(BusAddr(0x1000)),
+        };
+        world.poke(RING, &launch.encode());
+        world.poke(RING + ENTRY_SIZE, &stamp.encode());
+        let (g, w) = (gpu.clone(), world.clone());
+        world.block_on(async move { post_and_settle(&g, &w, 2, 2).await }, [task]);
+        let t = super::super::testing::timing();
+        let slowest = SimDuration::from_us(4) + t.memory_access;
+        let after = t.command + t.launch + slowest + t.command;
+        assert_eq!(
+            world.peek(0x1000, 8),
+            (after.as_ps() / 1_000).to_le_bytes(),
+            "the timestamp behind the launch: decoded after the last thread returned"
+        );
+        let mut stored = [0u8; 32];
+        gpu.peek(0x100, &mut stored).expect("inside memory");
+        let want: Vec<u8> = (1..=4u64).flat_map(u64::to_le_bytes).collect();
+        assert_eq!(stored[..], want[..], "every thread ran");
+    }
+
+    #[test]
+    fn a_reset_during_a_launch_aborts_its_threads() {
+        use smartio_platform::Clock;
+        let world = World::default();
+        let (gpu, task) = channel(&world, 2, 4, &[]);
+        let kernel = sleep_then_store(&gpu, SimDuration::from_us(10), 0x100);
+        let launch = Command::Launch {
+            kernel,
+            threads: 2,
+            param_bytes: 0,
+        };
+        world.poke(RING, &launch.encode());
+        let (g, w) = (gpu.clone(), world.clone());
+        let during = world.block_on(
+            async move {
+                store(&g, 2, channel::PUT, 1);
+                w.sleep(SimDuration::from_us(5)).await;
+                let during = load(&g, 2, channel::STATUS);
+                store(&g, 2, channel::RESET, 1);
+                w.sleep(SimDuration::from_us(50)).await;
+                during
+            },
+            [task],
+        );
+        assert_eq!(during, status::RUNNING, "the threads were sleeping");
+        let mut stored = [0u8; 16];
+        gpu.peek(0x100, &mut stored).expect("inside memory");
+        assert_eq!(stored, [0; 16], "no thread ran on after the reset");
+        assert_eq!(
+            (load(&gpu, 2, channel::GET), load(&gpu, 2, channel::STATUS)),
+            (0, status::IDLE)
+        );
     }
 }

@@ -754,5 +754,6 @@ mod tests {
         );
         assert_eq!(at, at_ns(1_000_032), "the read costs 32 ns");
         assert_eq!(cycles, 1_480_047, "1,000,032 ns at 1.48 GHz");
+        assert_eq!(on(&world, &env).now(), at, "the simulation's time");
     }
 }
