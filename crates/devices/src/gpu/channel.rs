@@ -1003,4 +1003,28 @@ mod tests {
             (0, status::IDLE)
         );
     }
+
+    #[test]
+    fn an_entry_that_does_not_decode_stops_the_channel_with_its_opcode() {
+        let mut unknown = Command::Nop.encode();
+        unknown[0] = 9;
+        let mut flagged = release(0x1000, 1).encode();
+        flagged[4] = 1 << 6;
+        for (entry, opcode) in [(unknown, 9), (flagged, 4)] {
+            let world = World::default();
+            let (gpu, task) = channel(&world, 0, 4, &[]);
+            world.poke(RING, &entry);
+            let (g, w) = (gpu.clone(), world.clone());
+            world.block_on(async move { post_and_settle(&g, &w, 0, 1).await }, [task]);
+            assert_eq!(
+                (
+                    load(&gpu, 0, channel::ERROR),
+                    load(&gpu, 0, channel::ERROR_INFO),
+                    load(&gpu, 0, channel::GET)
+                ),
+                (ErrorCode::BadCommand as u64, opcode, 0)
+            );
+            assert_eq!(world.peek(0x1000, 8), [0; 8], "nothing run");
+        }
+    }
 }
