@@ -2,8 +2,9 @@
 //! models' unit tests: a port onto flat, byte-exact memory (accesses at or above
 //! [`MEMORY_END`] fail with an Unsupported Request, as a bus with nothing there answers), a
 //! clock whose sleeps wait for virtual time, a spawner, a log of every DMA write (an MSI-X
-//! message is a write, so interrupts are in it), and an executor that polls the tasks and,
-//! when none can go on, moves time to the earliest sleeper.
+//! message is a write, so interrupts are in it) and of every DMA read, and an executor that
+//! polls the tasks and, when none can go on, moves time to the earliest sleeper. Reads
+//! complete at once unless the world is given a read latency (a longer path).
 //!
 //! Time moves only when every task waits, so what a test reads off the clock is what the
 //! model's own costs add up to, with tasks overlapping as they would on an engine.
@@ -21,6 +22,20 @@ use std::task::{Context, Poll, Wake, Waker};
 /// Memory below this bus address exists; accesses reaching it or above fail.
 pub(crate) const MEMORY_END: u64 = 1 << 32;
 
+/// More DMA reads or writes than any test makes: a model that goes past it runs away (a
+/// loop that never ends), and the world stops it with a panic before its logs fill memory.
+const RUNAWAY: usize = 1_000_000;
+
+/// Appends `entry` to a DMA log, stopping a runaway model.
+fn log<T>(log: &RefCell<Vec<T>>, entry: T) {
+    let mut log = log.borrow_mut();
+    assert!(
+        log.len() < RUNAWAY,
+        "a runaway model: {RUNAWAY} DMA accesses"
+    );
+    log.push(entry);
+}
+
 /// The world a model runs in (cheap to clone: clones share it).
 #[derive(Clone, Default)]
 pub(crate) struct World {
@@ -36,6 +51,10 @@ struct Inner {
     spawned: RefCell<Vec<LocalTask>>,
     /// Every DMA write that landed, in order: address and bytes.
     writes: RefCell<Vec<(u64, Vec<u8>)>>,
+    /// Every DMA read that completed, in order: address and length.
+    reads: RefCell<Vec<(u64, usize)>>,
+    /// How long a DMA read takes to complete.
+    read_latency: Cell<SimDuration>,
 }
 
 impl World {
@@ -59,6 +78,16 @@ impl World {
     /// Every DMA write so far: address and bytes.
     pub fn writes(&self) -> Vec<(u64, Vec<u8>)> {
         self.inner.writes.borrow().clone()
+    }
+
+    /// Every DMA read so far, completed or refused: address and length.
+    pub fn reads(&self) -> Vec<(u64, usize)> {
+        self.inner.reads.borrow().clone()
+    }
+
+    /// Makes every DMA read from now on complete `latency` after it was issued.
+    pub fn set_read_latency(&self, latency: SimDuration) {
+        self.inner.read_latency.set(latency);
     }
 
     fn outside(addr: BusAddr, len: usize) -> Result<(), AccessError> {
@@ -133,19 +162,20 @@ impl Wake for Flag {
 
 impl Port for World {
     fn read(&self, addr: BusAddr, buf: &mut [u8]) -> impl Future<Output = Result<(), AccessError>> {
-        let r = World::outside(addr, buf.len()).map(|()| {
-            self.inner.memory.borrow().read(addr.get(), buf);
-        });
-        ready(r)
+        let latency = self.sleep(self.inner.read_latency.get());
+        async move {
+            latency.await;
+            log(&self.inner.reads, (addr.get(), buf.len()));
+            World::outside(addr, buf.len()).map(|()| {
+                self.inner.memory.borrow().read(addr.get(), buf);
+            })
+        }
     }
 
     fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
         let r = World::outside(addr, data.len()).map(|()| {
             self.inner.memory.borrow_mut().write(addr.get(), data);
-            self.inner
-                .writes
-                .borrow_mut()
-                .push((addr.get(), data.to_vec()));
+            log(&self.inner.writes, (addr.get(), data.to_vec()));
         });
         ready(r)
     }
@@ -200,6 +230,25 @@ mod tests {
             ],
             "side by side, not one after another"
         );
+    }
+
+    #[test]
+    fn reads_are_logged_and_complete_after_the_read_latency() {
+        let world = World::default();
+        world.poke(0x2000, &[5, 6, 7, 8]);
+        world.set_read_latency(SimDuration::from_ns(700));
+        let w = world.clone();
+        let (bytes, at) = world.block_on(
+            async move {
+                let mut b = [0u8; 4];
+                let r = w.read(BusAddr(0x2000), &mut b).await;
+                (r.map(|()| b), w.now())
+            },
+            [],
+        );
+        assert_eq!(bytes, Ok([5, 6, 7, 8]));
+        assert_eq!(at, SimTime::ZERO + SimDuration::from_ns(700));
+        assert_eq!(world.reads(), [(0x2000, 4)]);
     }
 
     #[test]

@@ -359,6 +359,21 @@ mod tests {
     }
 
     #[test]
+    fn vf_enable_and_vf_mse_are_read_each_from_its_own_bit() {
+        let (mut s, at) = laid_out();
+        for (control, enable, mse) in [
+            (0, false, false),
+            (sriov::VF_ENABLE, true, false),
+            (sriov::VF_MSE, false, true),
+            (sriov::VF_MSE | sriov::ARI_CAPABLE_HIERARCHY, false, true),
+        ] {
+            write16(&mut s, at + sriov::CONTROL, control);
+            let read = SrIovSettings::read(&s, at);
+            assert_eq!((read.vf_enable, read.vf_mse), (enable, mse), "{control:#x}");
+        }
+    }
+
+    #[test]
     fn an_unsupported_system_page_size_is_ignored() {
         let (mut s, at) = laid_out();
         for refused in [0, 1 << 1, 1 << 4, sriov::PAGE_4K | 1 << 1, u32::MAX] {

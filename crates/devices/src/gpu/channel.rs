@@ -384,12 +384,14 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::spec::{self, channel, status, Command, ErrorCode, GpuAddr, ENTRY_SIZE};
+    use super::super::spec::{
+        self, channel, status, Command, ErrorCode, GpuAddr, KernelId, ENTRY_SIZE,
+    };
     use super::super::testing::gpu_on;
-    use super::super::Gpu;
+    use super::super::{Gpu, ThreadContext};
     use crate::testing::World;
     use smartio_platform::pci::{self, command};
-    use smartio_platform::{BarHandler, BusAddr, ConfigHandler, LocalTask};
+    use smartio_platform::{BarHandler, BusAddr, ConfigHandler, LocalTask, SimDuration};
     use std::rc::Rc;
 
     const RING: u64 = 0x10_0000;
@@ -519,7 +521,7 @@ mod tests {
     /// Writes `put` to channel `c`'s PUT, then waits (in virtual time) until the channel
     /// has nothing left to run: GET at PUT, or stopped.
     async fn post_and_settle(gpu: &Gpu<World>, world: &World, c: u16, put: u64) {
-        use smartio_platform::{Clock, SimDuration};
+        use smartio_platform::Clock;
         store(gpu, c, channel::PUT, put);
         for _ in 0..10_000 {
             world.sleep(SimDuration::from_us(1)).await;
@@ -595,5 +597,434 @@ mod tests {
             ErrorCode::BadPut as u64,
             "behind GET"
         );
+    }
+
+    /// A kernel that writes, for each thread `t`, `(t, threads)` as two u64 at device offset
+    /// `16 t`, and (thread 0) its launch's parameter bytes at [`PARAMS_AT`].
+    fn tell_who_runs(gpu: &Gpu<World>) -> KernelId {
+        gpu.kernels().load(
+            "tell_who_runs",
+            Rc::new(|t: ThreadContext<World>| {
+                Box::pin(async move {
+                    let at = 16 * u64::from(t.thread());
+                    t.store_u64(GpuAddr::Device(at), u64::from(t.thread()))
+                        .await?;
+                    t.store_u64(GpuAddr::Device(at + 8), u64::from(t.threads()))
+                        .await?;
+                    if t.thread() == 0 {
+                        t.store(GpuAddr::Device(PARAMS_AT), t.params()).await?;
+                    }
+                    Ok(())
+                })
+            }),
+        )
+    }
+
+    /// Where [`tell_who_runs`] puts its parameters.
+    const PARAMS_AT: u64 = 0x10_0000;
+
+    /// A launch of 4 threads with 100 parameter bytes (two entries, the second padded),
+    /// then a release: the ring's first four entries, and the parameters.
+    fn launch_then_release(gpu: &Gpu<World>) -> (Vec<[u8; ENTRY_SIZE as usize]>, Vec<u8>) {
+        let kernel = tell_who_runs(gpu);
+        let params: Vec<u8> = (0..100u8).map(|i| i ^ 0x5a).collect();
+        let launch = Command::Launch {
+            kernel,
+            threads: 4,
+            param_bytes: 100,
+        };
+        let mut entries = vec![launch.encode()];
+        for chunk in params.chunks(ENTRY_SIZE as usize) {
+            let mut e = [0xeeu8; ENTRY_SIZE as usize];
+            e[..chunk.len()].copy_from_slice(chunk);
+            entries.push(e);
+        }
+        entries.push(release(0x1000, 77).encode());
+        (entries, params)
+    }
+
+    /// What [`tell_who_runs`] left in `gpu`'s memory: each thread's `(t, threads)` and
+    /// `len` parameter bytes.
+    fn who_ran(gpu: &Gpu<World>, len: usize) -> (Vec<(u64, u64)>, Vec<u8>) {
+        let word = |at| {
+            let mut b = [0u8; 8];
+            gpu.peek(at, &mut b).expect("inside memory");
+            u64::from_le_bytes(b)
+        };
+        let threads = (0..4).map(|t| (word(16 * t), word(16 * t + 8))).collect();
+        let mut params = vec![0u8; len];
+        gpu.peek(PARAMS_AT, &mut params).expect("inside memory");
+        (threads, params)
+    }
+
+    #[test]
+    fn a_launch_runs_its_threads_with_the_parameters_that_follow_it_and_get_skips_them() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 8, &[]);
+        let (entries, params) = launch_then_release(&gpu);
+        for (i, e) in entries.iter().enumerate() {
+            world.poke(RING + i as u64 * ENTRY_SIZE, e);
+        }
+        let (g, w) = (gpu.clone(), world.clone());
+        world.block_on(async move { post_and_settle(&g, &w, 1, 4).await }, [task]);
+        assert_eq!(load(&gpu, 1, channel::STATUS), status::IDLE);
+        assert_eq!(load(&gpu, 1, channel::GET), 4);
+        assert_eq!(
+            world.peek(0x1000, 8),
+            77u64.to_le_bytes(),
+            "the release ran"
+        );
+        let (threads, seen) = who_ran(&gpu, 128);
+        assert_eq!(threads, [(0, 4), (1, 4), (2, 4), (3, 4)]);
+        assert_eq!(seen[..100], params[..], "exactly the parameter bytes");
+        assert_eq!(seen[100..], [0; 28], "not the padding");
+        assert_eq!(
+            world.reads(),
+            [(RING, 4 * ENTRY_SIZE as usize)],
+            "one fetch"
+        );
+    }
+
+    #[test]
+    fn a_launch_whose_parameters_are_not_posted_yet_waits_for_a_put_that_covers_them() {
+        use smartio_platform::Clock;
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 8, &[]);
+        let (entries, params) = launch_then_release(&gpu);
+        for (i, e) in entries.iter().enumerate() {
+            world.poke(RING + i as u64 * ENTRY_SIZE, e);
+        }
+        let (g, w) = (gpu.clone(), world.clone());
+        let waiting = world.block_on(
+            async move {
+                // The launch and its first parameter entry, then its second, then the release.
+                store(&g, 1, channel::PUT, 2);
+                w.sleep(SimDuration::from_us(100)).await;
+                let first = (load(&g, 1, channel::GET), load(&g, 1, channel::STATUS));
+                store(&g, 1, channel::PUT, 3);
+                w.sleep(SimDuration::from_us(100)).await;
+                let second = load(&g, 1, channel::GET);
+                post_and_settle(&g, &w, 1, 4).await;
+                (first, second)
+            },
+            [task],
+        );
+        assert_eq!(
+            waiting,
+            ((0, status::RUNNING), 3),
+            "the launch waited for its parameters, then ran"
+        );
+        assert_eq!(load(&gpu, 1, channel::GET), 4);
+        assert_eq!(world.peek(0x1000, 8), 77u64.to_le_bytes());
+        let (threads, seen) = who_ran(&gpu, 100);
+        assert_eq!(threads, [(0, 4), (1, 4), (2, 4), (3, 4)]);
+        assert_eq!(seen, params);
+        let e = ENTRY_SIZE as usize;
+        assert_eq!(
+            world.reads(),
+            [
+                (RING, 2 * e),
+                (RING + 2 * ENTRY_SIZE, e),
+                (RING + 3 * ENTRY_SIZE, e)
+            ],
+            "each fetch from where the last ended, up to PUT"
+        );
+    }
+
+    #[test]
+    fn the_front_end_fetches_at_most_64_entries_a_read_and_never_across_the_wrap() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 4, 128, &[]);
+        // Entry i releases i at 0x1000 + 8 (i mod 128); 70 entries, then 60 more (wrapping).
+        for i in 0..128u64 {
+            world.poke(RING + i * ENTRY_SIZE, &release(0x1000 + 8 * i, i).encode());
+        }
+        let (g, w) = (gpu.clone(), world.clone());
+        let gets = world.block_on(
+            async move {
+                post_and_settle(&g, &w, 4, 70).await;
+                let first = load(&g, 4, channel::GET);
+                w.poke(RING, &release(0x1000, 128).encode());
+                w.poke(RING + ENTRY_SIZE, &release(0x1008, 129).encode());
+                post_and_settle(&g, &w, 4, 130).await;
+                (first, load(&g, 4, channel::GET))
+            },
+            [task],
+        );
+        assert_eq!(gets, (70, 130));
+        let e = ENTRY_SIZE as usize;
+        assert_eq!(
+            world.reads(),
+            [
+                (RING, 64 * e),
+                (RING + 64 * ENTRY_SIZE, 6 * e),
+                (RING + 70 * ENTRY_SIZE, 58 * e),
+                (RING, 2 * e),
+            ]
+        );
+        for i in 0..128u64 {
+            let want = if i < 2 { 128 + i } else { i };
+            assert_eq!(
+                world.peek(0x1000 + 8 * i, 8),
+                want.to_le_bytes(),
+                "slot {i}"
+            );
+        }
+        assert_eq!(load(&gpu, 4, channel::STATUS), status::IDLE);
+    }
+
+    #[test]
+    fn an_acquire_holds_the_channel_until_its_word_reaches_the_value() {
+        use smartio_platform::Clock;
+        let world = World::default();
+        let acquire = Command::Acquire {
+            offset: 64,
+            value: 5,
+        };
+        let (gpu, task) = channel(&world, 0, 4, &[acquire, release(0x1000, 9)]);
+        let (g, w) = (gpu.clone(), world.clone());
+        let held = world.block_on(
+            async move {
+                store(&g, 0, channel::PUT, 2);
+                let mut held = Vec::new();
+                for v in [0u64, 4, 5] {
+                    g.poke(64, &v.to_le_bytes()).expect("inside memory");
+                    w.sleep(SimDuration::from_us(10)).await;
+                    held.push((v, load(&g, 0, channel::GET)));
+                }
+                held
+            },
+            [task],
+        );
+        assert_eq!(held, [(0, 0), (4, 0), (5, 2)]);
+        assert_eq!(world.peek(0x1000, 8), 9u64.to_le_bytes());
+    }
+
+    #[test]
+    fn a_timestamp_is_the_gpu_timer_in_nanoseconds_when_it_runs() {
+        let world = World::default();
+        let cmds = [
+            Command::Timestamp {
+                dst: GpuAddr::Bus(BusAddr(0x1000)),
+            },
+            Command::Timestamp {
+                dst: GpuAddr::Device(0x40),
+            },
+        ];
+        let (gpu, task) = channel(&world, 0, 4, &cmds);
+        let (g, w) = (gpu.clone(), world.clone());
+        world.block_on(async move { post_and_settle(&g, &w, 0, 2).await }, [task]);
+        let command = super::super::testing::timing().command.as_ps() / 1_000;
+        assert_eq!(command, 100);
+        assert_eq!(
+            world.peek(0x1000, 8),
+            command.to_le_bytes(),
+            "after one entry's decoding"
+        );
+        let mut device = [0u8; 8];
+        gpu.peek(0x40, &mut device).expect("inside memory");
+        assert_eq!(u64::from_le_bytes(device), 2 * command, "after two");
+    }
+
+    #[test]
+    fn a_release_or_acquire_outside_reach_stops_the_channel_with_its_address() {
+        let beyond = 1u64 << super::super::testing::timing().dma_bits;
+        for (cmd, code, info) in [
+            (
+                Command::Release {
+                    dst: GpuAddr::Device(1 << 24),
+                    value: 1,
+                    interrupt: false,
+                },
+                ErrorCode::CopyFailed,
+                1 << 24,
+            ),
+            (release(beyond, 1), ErrorCode::AddressLimit, beyond),
+            (
+                release(crate::testing::MEMORY_END, 1),
+                ErrorCode::CopyFailed,
+                crate::testing::MEMORY_END,
+            ),
+            (
+                Command::Acquire {
+                    offset: 1 << 24,
+                    value: 1,
+                },
+                ErrorCode::CopyFailed,
+                1 << 24,
+            ),
+        ] {
+            let world = World::default();
+            let (gpu, task) = channel(&world, 0, 4, &[cmd, release(0x1000, 9)]);
+            let (g, w) = (gpu.clone(), world.clone());
+            world.block_on(async move { post_and_settle(&g, &w, 0, 2).await }, [task]);
+            assert_eq!(
+                (
+                    load(&gpu, 0, channel::STATUS),
+                    load(&gpu, 0, channel::ERROR),
+                    load(&gpu, 0, channel::ERROR_INFO),
+                    load(&gpu, 0, channel::GET)
+                ),
+                (status::ERROR, code as u64, info, 0),
+                "{cmd:?}"
+            );
+            assert_eq!(
+                world.peek(0x1000, 8),
+                [0; 8],
+                "{cmd:?}: nothing after it ran"
+            );
+        }
+    }
+
+    #[test]
+    fn a_channel_without_a_notifier_stops_without_writing_anywhere() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 3, &[release(0x1000, 5)]);
+        store(&gpu, 1, channel::NOTIFIER, 0);
+        store(&gpu, 1, channel::PUT, 1);
+        world.run([task]);
+        assert_eq!(load(&gpu, 1, channel::ERROR), ErrorCode::BadRing as u64);
+        assert_eq!(world.writes(), [], "no notice");
+    }
+
+    #[test]
+    fn a_ring_that_would_end_past_the_top_of_the_address_space_is_refused() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 4, &[]);
+        let base = 0u64.wrapping_sub(4 * ENTRY_SIZE);
+        store(&gpu, 1, channel::RING_BASE, base);
+        store(&gpu, 1, channel::PUT, 1);
+        world.run([task]);
+        assert_eq!(
+            (
+                load(&gpu, 1, channel::ERROR),
+                load(&gpu, 1, channel::ERROR_INFO)
+            ),
+            (ErrorCode::BadRing as u64, base)
+        );
+    }
+
+    #[test]
+    fn a_fetch_reaching_past_the_dma_address_limit_stops_the_channel_with_address_limit() {
+        // Entries 0 and 1 below the limit, 2 and 3 above: one fetch of all four crosses it.
+        let limit = 1u64 << super::super::testing::timing().dma_bits;
+        let world = World::default();
+        let (gpu, task) = channel(&world, 1, 4, &[]);
+        store(&gpu, 1, channel::RING_BASE, limit - 2 * ENTRY_SIZE);
+        store(&gpu, 1, channel::PUT, 4);
+        world.run([task]);
+        assert_eq!(
+            (
+                load(&gpu, 1, channel::ERROR),
+                load(&gpu, 1, channel::ERROR_INFO)
+            ),
+            (ErrorCode::AddressLimit as u64, limit - 2 * ENTRY_SIZE)
+        );
+        assert_eq!(world.reads(), [], "nothing went on the bus");
+    }
+
+    /// A kernel whose thread `t` sleeps `(t + 1) × step`, then stores `t + 1` at device
+    /// offset `at + 8 t`.
+    fn sleep_then_store(gpu: &Gpu<World>, step: SimDuration, at: u64) -> KernelId {
+        gpu.kernels().load(
+            "sleep_then_store",
+            Rc::new(move |t: ThreadContext<World>| {
+                Box::pin(async move {
+                    let i = u64::from(t.thread());
+                    t.nanosleep(SimDuration::from_ps(step.as_ps() * (i + 1)))
+                        .await;
+                    t.store_u64(GpuAddr::Device(at + 8 * i), i + 1).await
+                })
+            }),
+        )
+    }
+
+    #[test]
+    fn a_launch_ends_when_its_slowest_thread_returns() {
+        let world = World::default();
+        let (gpu, task) = channel(&world, 2, 4, &[]);
+        let kernel = sleep_then_store(&gpu, SimDuration::from_us(1), 0x100);
+        let launch = Command::Launch {
+            kernel,
+            threads: 4,
+            param_bytes: 0,
+        };
+        let stamp = Command::Timestamp {
+            dst: GpuAddr::Bus(BusAddr(0x1000)),
+        };
+        world.poke(RING, &launch.encode());
+        world.poke(RING + ENTRY_SIZE, &stamp.encode());
+        let (g, w) = (gpu.clone(), world.clone());
+        world.block_on(async move { post_and_settle(&g, &w, 2, 2).await }, [task]);
+        let t = super::super::testing::timing();
+        let slowest = SimDuration::from_us(4) + t.memory_access;
+        let after = t.command + t.launch + slowest + t.command;
+        assert_eq!(
+            world.peek(0x1000, 8),
+            (after.as_ps() / 1_000).to_le_bytes(),
+            "the timestamp behind the launch: decoded after the last thread returned"
+        );
+        let mut stored = [0u8; 32];
+        gpu.peek(0x100, &mut stored).expect("inside memory");
+        let want: Vec<u8> = (1..=4u64).flat_map(u64::to_le_bytes).collect();
+        assert_eq!(stored[..], want[..], "every thread ran");
+    }
+
+    #[test]
+    fn a_reset_during_a_launch_aborts_its_threads() {
+        use smartio_platform::Clock;
+        let world = World::default();
+        let (gpu, task) = channel(&world, 2, 4, &[]);
+        let kernel = sleep_then_store(&gpu, SimDuration::from_us(10), 0x100);
+        let launch = Command::Launch {
+            kernel,
+            threads: 2,
+            param_bytes: 0,
+        };
+        world.poke(RING, &launch.encode());
+        let (g, w) = (gpu.clone(), world.clone());
+        let during = world.block_on(
+            async move {
+                store(&g, 2, channel::PUT, 1);
+                w.sleep(SimDuration::from_us(5)).await;
+                let during = load(&g, 2, channel::STATUS);
+                store(&g, 2, channel::RESET, 1);
+                w.sleep(SimDuration::from_us(50)).await;
+                during
+            },
+            [task],
+        );
+        assert_eq!(during, status::RUNNING, "the threads were sleeping");
+        let mut stored = [0u8; 16];
+        gpu.peek(0x100, &mut stored).expect("inside memory");
+        assert_eq!(stored, [0; 16], "no thread ran on after the reset");
+        assert_eq!(
+            (load(&gpu, 2, channel::GET), load(&gpu, 2, channel::STATUS)),
+            (0, status::IDLE)
+        );
+    }
+
+    #[test]
+    fn an_entry_that_does_not_decode_stops_the_channel_with_its_opcode() {
+        let mut unknown = Command::Nop.encode();
+        unknown[0] = 9;
+        let mut flagged = release(0x1000, 1).encode();
+        flagged[4] = 1 << 6;
+        for (entry, opcode) in [(unknown, 9), (flagged, 4)] {
+            let world = World::default();
+            let (gpu, task) = channel(&world, 0, 4, &[]);
+            world.poke(RING, &entry);
+            let (g, w) = (gpu.clone(), world.clone());
+            world.block_on(async move { post_and_settle(&g, &w, 0, 1).await }, [task]);
+            assert_eq!(
+                (
+                    load(&gpu, 0, channel::ERROR),
+                    load(&gpu, 0, channel::ERROR_INFO),
+                    load(&gpu, 0, channel::GET)
+                ),
+                (ErrorCode::BadCommand as u64, opcode, 0)
+            );
+            assert_eq!(world.peek(0x1000, 8), [0; 8], "nothing run");
+        }
     }
 }

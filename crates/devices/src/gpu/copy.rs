@@ -140,10 +140,13 @@ impl<P: Port + Clock + Spawner + Clone + 'static> Gpu<P> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::spec::GpuAddr;
-    use super::super::testing::{gpu_on, timing};
+    use super::super::channel::Stop;
+    use super::super::spec::{ErrorCode, GpuAddr};
+    use super::super::testing::{gpu_on, gpu_timed, timing};
+    use super::super::Gpu;
+    use super::PIECE;
     use crate::testing::World;
-    use smartio_platform::{LocalTask, SimDuration, SimTime};
+    use smartio_platform::{BusAddr, LocalTask, SimDuration, SimTime};
     use std::rc::Rc;
 
     const MIB: u64 = 1 << 20;
@@ -214,5 +217,145 @@ mod tests {
                 timing().copy_engines
             );
         }
+    }
+
+    /// Channel 0's copy of `len` bytes from `src` to `dst` on `gpu` in `world`: its outcome
+    /// and when it ended.
+    fn copy_on(
+        world: &World,
+        gpu: &Rc<Gpu<World>>,
+        src: GpuAddr,
+        dst: GpuAddr,
+        len: u64,
+    ) -> (Result<(), Stop>, SimTime) {
+        let (g, w) = (gpu.clone(), world.clone());
+        world.block_on(
+            async move {
+                let r = g.copy(0, src, dst, len, &w).await;
+                (r, w.now())
+            },
+            [],
+        )
+    }
+
+    #[test]
+    fn a_copy_outside_memory_or_past_the_address_limit_fails_before_its_engine_starts() {
+        let world = World::default();
+        let gpu = Rc::new(gpu_on::<World>(MIB));
+        let beyond = 1u64 << timing().dma_bits;
+        for (src, dst, stop) in [
+            (
+                GpuAddr::Device(MIB - 8),
+                GpuAddr::Device(0),
+                Stop::new(ErrorCode::CopyFailed, MIB - 8),
+            ),
+            (
+                GpuAddr::Device(0),
+                GpuAddr::Device(MIB - 8),
+                Stop::new(ErrorCode::CopyFailed, MIB - 8),
+            ),
+            (
+                GpuAddr::Bus(BusAddr(beyond)),
+                GpuAddr::Device(0),
+                Stop::new(ErrorCode::AddressLimit, beyond),
+            ),
+            (
+                GpuAddr::Device(0),
+                GpuAddr::Bus(BusAddr(beyond - 8)),
+                Stop::new(ErrorCode::AddressLimit, beyond - 8),
+            ),
+        ] {
+            let (r, at) = copy_on(&world, &gpu, src, dst, 16);
+            assert_eq!(r, Err(stop), "{src:?} to {dst:?}");
+            assert_eq!(at, SimTime::ZERO, "{src:?} to {dst:?}: no engine started");
+        }
+        assert_eq!(world.reads(), [], "the bus not touched");
+        assert_eq!(world.writes(), []);
+    }
+
+    #[test]
+    fn a_copy_from_the_bus_reads_pieces_of_at_most_16_mib_into_device_memory() {
+        let world = World::default();
+        world.set_read_latency(SimDuration::from_ns(100));
+        let gpu = Rc::new(gpu_on::<World>(64 * MIB));
+        let (src, len) = (0x1000_0000, PIECE + 8);
+        let pattern: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        world.poke(src, &pattern);
+        let (r, at) = copy_on(
+            &world,
+            &gpu,
+            GpuAddr::Bus(BusAddr(src)),
+            GpuAddr::Device(MIB),
+            len,
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(world.reads(), [(src, PIECE as usize), (src + PIECE, 8)]);
+        assert_eq!(
+            at,
+            SimTime::ZERO + timing().copy_start + SimDuration::from_ns(200),
+            "the start, then two reads one after the other"
+        );
+        let mut landed = vec![0u8; len as usize];
+        gpu.peek(MIB, &mut landed).expect("inside memory");
+        assert!(landed == pattern, "device memory holds the bus's bytes");
+    }
+
+    #[test]
+    fn a_copy_to_the_bus_lands_byte_exact_and_ends_with_a_flushing_read_of_its_last_bytes() {
+        let world = World::default();
+        let gpu = Rc::new(gpu_on::<World>(MIB));
+        let pattern: Vec<u8> = (0..64u8).map(|i| i * 3 + 1).collect();
+        gpu.poke(4096, &pattern).expect("inside memory");
+        let dst = 0x2000_0000;
+        let (r, _) = copy_on(
+            &world,
+            &gpu,
+            GpuAddr::Device(4096),
+            GpuAddr::Bus(BusAddr(dst)),
+            64,
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(world.writes(), [(dst, pattern)]);
+        assert_eq!(
+            world.reads(),
+            [(dst + 60, 4)],
+            "the flush: the last 4 bytes"
+        );
+    }
+
+    /// A copy engine that moves at most 1 byte/ns of its own, on a path whose reads take
+    /// `latency`: when the copy of 4096 bytes from the bus ends.
+    fn paced_copy_end(latency: SimDuration) -> SimTime {
+        let world = World::default();
+        world.set_read_latency(latency);
+        let t = super::super::GpuTiming {
+            copy_bus_bandwidth: Some(1e9),
+            ..timing()
+        };
+        let gpu = Rc::new(gpu_timed::<World>(MIB, t));
+        let (r, at) = copy_on(
+            &world,
+            &gpu,
+            GpuAddr::Bus(BusAddr(0x1000)),
+            GpuAddr::Device(0),
+            4096,
+        );
+        assert_eq!(r, Ok(()));
+        at
+    }
+
+    #[test]
+    fn a_copy_engine_never_moves_bus_data_faster_than_its_own_bandwidth() {
+        let start = SimTime::ZERO + timing().copy_start;
+        assert_eq!(
+            paced_copy_end(SimDuration::from_ns(1000)),
+            start + SimDuration::from_ns(4096),
+            "a fast path: held to 4096 ns"
+        );
+        assert_eq!(
+            paced_copy_end(SimDuration::from_ns(5000)),
+            start + SimDuration::from_ns(5000),
+            "a slow path: its own pace"
+        );
     }
 }

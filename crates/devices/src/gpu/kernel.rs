@@ -431,6 +431,8 @@ impl<P: Port + Clock + Clone + 'static> ThreadContext<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::World;
+    use smartio_platform::{LocalTask, SimTime};
 
     fn nothing() -> KernelFn<()> {
         Rc::new(|_| Box::pin(async { Ok(()) }))
@@ -508,5 +510,250 @@ mod tests {
         );
         let fault = run(thread(&env, 0).atomic_add_u64(4092, 1)).expect_err("past the end");
         assert_eq!(fault.address, GpuAddr::Device(4092));
+    }
+
+    #[test]
+    fn a_library_shows_its_kernels_by_name() {
+        let lib = KernelLibrary::<()>::new();
+        lib.load("ping", nothing());
+        lib.load("pong", nothing());
+        assert_eq!(
+            format!("{lib:?}"),
+            r#"KernelLibrary { kernels: ["ping", "pong"] }"#
+        );
+    }
+
+    #[test]
+    fn a_fault_reports_the_address_it_started_at() {
+        let fault = |address| KernelFault {
+            address,
+            reason: FaultReason::OutsideMemory { memory: 4096 },
+        };
+        assert_eq!(fault(GpuAddr::Device(0x1238)).info(), 0x1238);
+        assert_eq!(
+            fault(GpuAddr::Bus(BusAddr(0xfee0_0000))).info(),
+            0xfee0_0000
+        );
+    }
+
+    #[test]
+    fn a_thread_knows_its_index_its_launch_and_the_gpu_it_runs_on() {
+        let env = Rc::new(ThreadEnv {
+            memory: Rc::new(DeviceMemory::new(3 << 20)),
+            memory_access: SimDuration::ZERO,
+            clock_read: SimDuration::ZERO,
+            clock_khz: 1_480_000,
+            dma_bits: 47,
+        });
+        let params: Rc<[u8]> = Rc::from(&[7u8, 5, 3][..]);
+        let t = ThreadContext::new(5, 9, params, super::super::testing::Stub::default(), env);
+        assert_eq!((t.thread(), t.threads()), (5, 9));
+        assert_eq!(t.params(), [7, 5, 3]);
+        assert_eq!(t.memory_size(), 3 << 20);
+        assert_eq!(t.clock_khz(), 1_480_000);
+    }
+
+    /// A GPU's thread environment: `memory` bytes, accesses costing `access`, a 32 ns clock
+    /// read at 1.48 GHz, 47 address bits.
+    fn env_of(memory: u64, access: SimDuration) -> Rc<ThreadEnv> {
+        Rc::new(ThreadEnv {
+            memory: Rc::new(DeviceMemory::new(memory)),
+            memory_access: access,
+            clock_read: SimDuration::from_ns(32),
+            clock_khz: 1_480_000,
+            dma_bits: 47,
+        })
+    }
+
+    /// Thread 0 of 1 on `world`'s port.
+    fn on(world: &World, env: &Rc<ThreadEnv>) -> ThreadContext<World> {
+        ThreadContext::new(0, 1, Rc::from(&[][..]), world.clone(), env.clone())
+    }
+
+    fn at_ns(ns: u64) -> SimTime {
+        SimTime::ZERO + SimDuration::from_ns(ns)
+    }
+
+    #[test]
+    fn loads_and_stores_reach_device_memory_and_the_bus_byte_exact() {
+        let world = World::default();
+        let env = env_of(1 << 20, SimDuration::from_ns(15));
+        let t = on(&world, &env);
+        world.poke(0x3000, &0x1122_3344_5566_7788u64.to_le_bytes());
+        let w = world.clone();
+        let (values, at) = world
+            .block_on(
+                async move {
+                    t.store(GpuAddr::Device(16), &[1, 2, 3, 4, 5]).await?;
+                    let mut back = [0u8; 5];
+                    t.load(GpuAddr::Device(16), &mut back).await?;
+                    t.store_u64(GpuAddr::Device(64), 0x0807_0605_0403_0201)
+                        .await?;
+                    let device = t.load_u64(GpuAddr::Device(64)).await?;
+                    let bus = t.load_u64(GpuAddr::Bus(BusAddr(0x3000))).await?;
+                    t.store_u64(GpuAddr::Bus(BusAddr(0x4000)), device).await?;
+                    t.store(GpuAddr::Bus(BusAddr(0x4008)), &back).await?;
+                    let mut tail = [0u8; 3];
+                    t.load(GpuAddr::Bus(BusAddr(0x400a)), &mut tail).await?;
+                    Ok::<_, KernelFault>(((back, device, bus, tail), w.now()))
+                },
+                [],
+            )
+            .expect("every access in range");
+        assert_eq!(
+            values,
+            (
+                [1, 2, 3, 4, 5],
+                0x0807_0605_0403_0201,
+                0x1122_3344_5566_7788,
+                [3, 4, 5]
+            )
+        );
+        let mut stored = [0u8; 8];
+        env.memory.read(64, &mut stored).expect("inside memory");
+        assert_eq!(stored, [1, 2, 3, 4, 5, 6, 7, 8], "little-endian");
+        assert_eq!(
+            world.writes(),
+            [
+                (0x4000, vec![1, 2, 3, 4, 5, 6, 7, 8]),
+                (0x4008, vec![1, 2, 3, 4, 5])
+            ]
+        );
+        assert_eq!(
+            at,
+            at_ns(4 * 15),
+            "four device-memory accesses, the bus's free"
+        );
+    }
+
+    #[test]
+    fn an_access_outside_memory_or_past_the_address_limit_faults_without_touching_the_bus() {
+        let world = World::default();
+        let env = env_of(4096, SimDuration::from_ns(15));
+        let t = on(&world, &env);
+        let beyond = BusAddr(1 << 47);
+        let nothing_there = BusAddr(crate::testing::MEMORY_END);
+        let faults = world.block_on(
+            async move {
+                let mut b = [0u8; 8];
+                vec![
+                    t.load(GpuAddr::Device(4092), &mut b).await,
+                    t.store(GpuAddr::Device(4096), &[1]).await,
+                    t.load(GpuAddr::Bus(beyond), &mut b).await,
+                    t.store(GpuAddr::Bus(BusAddr((1 << 47) - 4)), &b).await,
+                    t.poll_bus_until(beyond, |_| true).await.map(|_| ()),
+                    t.load(GpuAddr::Bus(nothing_there), &mut b).await,
+                ]
+            },
+            [],
+        );
+        let outside = FaultReason::OutsideMemory { memory: 4096 };
+        let limit = FaultReason::AddressLimit { bits: 47 };
+        let refused = FaultReason::Bus(AccessError::UnsupportedRequest {
+            host: "test world".into(),
+            addr: nothing_there,
+        });
+        let fault = |address, reason| Err(KernelFault { address, reason });
+        assert_eq!(
+            faults,
+            [
+                fault(GpuAddr::Device(4092), outside.clone()),
+                fault(GpuAddr::Device(4096), outside),
+                fault(GpuAddr::Bus(beyond), limit.clone()),
+                fault(GpuAddr::Bus(BusAddr((1 << 47) - 4)), limit.clone()),
+                fault(GpuAddr::Bus(beyond), limit),
+                fault(GpuAddr::Bus(nothing_there), refused),
+            ]
+        );
+        assert_eq!(
+            world.reads(),
+            [(nothing_there.get(), 8)],
+            "only the address below the limit went on the bus"
+        );
+        assert_eq!(world.writes(), []);
+        assert_eq!(world.now(), SimTime::ZERO, "no access was made");
+    }
+
+    /// A thread that starts spinning at 10 ns on device-memory word 64 until it is 7, while
+    /// another thread stores 3 there at 50 ns and 7 at 101 ns: the value it returns and when.
+    fn spin_on_stores(access: SimDuration) -> (Result<u64, KernelFault>, SimTime) {
+        let world = World::default();
+        let env = env_of(4096, access);
+        let (t, w) = (on(&world, &env), world.clone());
+        let memory = env.memory.clone();
+        let writer: LocalTask = Box::pin({
+            let w = world.clone();
+            async move {
+                for (ns, v) in [(50, 3u64), (101, 7)] {
+                    w.sleep(at_ns(ns).since(w.now())).await;
+                    memory.write(64, &v.to_le_bytes()).expect("inside memory");
+                }
+            }
+        });
+        world.block_on(
+            async move {
+                w.sleep(SimDuration::from_ns(10)).await;
+                let v = t.wait_until(64, |v| v == 7).await;
+                (v, w.now())
+            },
+            [writer],
+        )
+    }
+
+    #[test]
+    fn a_spinning_thread_reads_its_word_every_memory_access_from_when_it_started() {
+        // Reads at 25, 40, 55 (sees 3), then 70, 85, 100, 115: the store at 101 is seen at 115.
+        assert_eq!(
+            spin_on_stores(SimDuration::from_ns(15)),
+            (Ok(7), at_ns(115))
+        );
+        // Free accesses: the store is seen the moment it lands.
+        assert_eq!(spin_on_stores(SimDuration::ZERO), (Ok(7), at_ns(101)));
+    }
+
+    #[test]
+    fn a_thread_polling_the_bus_reads_again_as_soon_as_a_read_completes() {
+        let world = World::default();
+        world.set_read_latency(SimDuration::from_ns(300));
+        let env = env_of(4096, SimDuration::from_ns(15));
+        let (t, w) = (on(&world, &env), world.clone());
+        let host: LocalTask = Box::pin({
+            let w = world.clone();
+            async move {
+                w.sleep(SimDuration::from_ns(1000)).await;
+                w.poke(0x5000, &0x77u64.to_le_bytes());
+            }
+        });
+        let got = world.block_on(
+            async move {
+                let v = t.poll_bus_until(BusAddr(0x5000), |v| v == 0x77).await;
+                (v, w.now())
+            },
+            [host],
+        );
+        assert_eq!(
+            got,
+            (Ok(0x77), at_ns(1200)),
+            "reads done at 300, 600, 900, 1200"
+        );
+        assert_eq!(world.reads(), [(0x5000, 8); 4]);
+    }
+
+    #[test]
+    fn the_cycle_counter_counts_the_clock_from_time_zero_after_its_read_cost() {
+        let world = World::default();
+        let env = env_of(4096, SimDuration::ZERO);
+        let (t, w) = (on(&world, &env), world.clone());
+        let (cycles, at) = world.block_on(
+            async move {
+                w.sleep(SimDuration::from_us(1000)).await;
+                let c = t.clock64().await;
+                (c, w.now())
+            },
+            [],
+        );
+        assert_eq!(at, at_ns(1_000_032), "the read costs 32 ns");
+        assert_eq!(cycles, 1_480_047, "1,000,032 ns at 1.48 GHz");
+        assert_eq!(on(&world, &env).now(), at, "the simulation's time");
     }
 }

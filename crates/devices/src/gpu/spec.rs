@@ -575,6 +575,7 @@ mod tests {
         let mut e = Command::Nop.encode();
         e[0] = 9;
         assert_eq!(Command::decode(&e), Err(BadCommand::Opcode(9)));
+        assert_eq!(BadCommand::Opcode(9).opcode(), 9);
         let mut e = Command::Nop.encode();
         e[4] = flags::INTERRUPT as u8;
         assert_eq!(
@@ -626,6 +627,26 @@ mod tests {
             Command::decode(&e),
             Err(BadCommand::Argument { index: 0, .. })
         ));
+    }
+
+    #[test]
+    fn the_known_flags_are_exactly_those_some_command_takes() {
+        let taken = (0..32)
+            .map(|bit| 1u32 << bit)
+            .filter(|&flag| {
+                (opcode::NOP..=opcode::ACQUIRE).any(|op| {
+                    let mut e = Command::Nop.encode();
+                    e[0..4].copy_from_slice(&op.to_le_bytes());
+                    e[4..8].copy_from_slice(&flag.to_le_bytes());
+                    !matches!(Command::decode(&e), Err(BadCommand::Flags { .. }))
+                })
+            })
+            .fold(0, |all, flag| all | flag);
+        assert_eq!(taken, flags::KNOWN);
+        assert_eq!(
+            flags::KNOWN,
+            flags::SRC_DEVICE | flags::DST_DEVICE | flags::INTERRUPT
+        );
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub(crate) fn gpu(memory: u64) -> Gpu<Stub> {
 
 /// [`gpu`], for an engine of any kind (the device harness, [`crate::testing::World`]).
 pub(crate) fn gpu_on<P>(memory: u64) -> Gpu<P> {
+    gpu_timed(memory, timing())
+}
+
+/// [`gpu_on`] with `timing` instead of the P4000-like one.
+pub(crate) fn gpu_timed<P>(memory: u64, timing: GpuTiming) -> Gpu<P> {
     let layout = layout_for("gpu", &toml::Table::new()).expect("default layout");
     let bars: Vec<AssignedBar> = layout
         .bars
@@ -93,7 +98,7 @@ pub(crate) fn gpu_on<P>(memory: u64) -> Gpu<P> {
     let config = GpuConfig {
         memory,
         aperture: 1 << 20,
-        timing: timing(),
+        timing,
     };
     Gpu::new(config, pci, Rc::new(KernelLibrary::new()))
 }
