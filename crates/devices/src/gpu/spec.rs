@@ -629,6 +629,97 @@ mod tests {
         ));
     }
 
+    /// `e` with argument `index` set to `value`.
+    fn with_arg(mut e: [u8; ENTRY_SIZE as usize], index: usize, value: u64) -> [u8; 64] {
+        e[8 + 8 * index..16 + 8 * index].copy_from_slice(&value.to_le_bytes());
+        e
+    }
+
+    #[test]
+    fn each_command_refuses_its_first_unused_argument_and_takes_its_last_used_one() {
+        let commands = [
+            (Command::Nop, 0),
+            (
+                Command::Timestamp {
+                    dst: GpuAddr::Device(64),
+                },
+                1,
+            ),
+            (
+                Command::Release {
+                    dst: GpuAddr::Device(64),
+                    value: 0,
+                    interrupt: false,
+                },
+                2,
+            ),
+            (
+                Command::Acquire {
+                    offset: 8,
+                    value: 0,
+                },
+                2,
+            ),
+        ];
+        for (c, used) in commands {
+            let e = c.encode();
+            assert_eq!(
+                Command::decode(&with_arg(e, used, 5)),
+                Err(BadCommand::Argument {
+                    opcode: u32::from_le_bytes([e[0], e[1], e[2], e[3]]),
+                    index: used,
+                    value: 5
+                }),
+                "{c:?}: argument {used} is not its"
+            );
+            if used > 0 {
+                let taken = Command::decode(&with_arg(e, used - 1, 8));
+                assert!(
+                    taken.is_ok(),
+                    "{c:?}: argument {} is its: {taken:?}",
+                    used - 1
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_launch_takes_its_arguments_up_to_their_limits_and_refuses_one_past() {
+        let launch = Command::Launch {
+            kernel: KernelId(1),
+            threads: 1,
+            param_bytes: 0,
+        }
+        .encode();
+        let at_limits = [
+            (0, u64::from(u32::MAX)),
+            (1, u64::from(MAX_THREADS)),
+            (2, MAX_PARAM_BYTES),
+        ];
+        for (index, limit) in at_limits {
+            assert!(
+                Command::decode(&with_arg(launch, index, limit)).is_ok(),
+                "argument {index} = {limit}"
+            );
+            assert_eq!(
+                Command::decode(&with_arg(launch, index, limit + 1)),
+                Err(BadCommand::Argument {
+                    opcode: opcode::LAUNCH,
+                    index,
+                    value: limit + 1
+                })
+            );
+        }
+        assert!(matches!(
+            Command::decode(&with_arg(launch, 1, 0)),
+            Err(BadCommand::Argument {
+                index: 1,
+                value: 0,
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn the_known_flags_are_exactly_those_some_command_takes() {
         let taken = (0..32)
