@@ -254,6 +254,29 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_to_an_address_learned_on_its_own_ingress_port_is_filtered() {
+        let (_net, p) = ports(3);
+        // Addresses 1 and 3 both learned on port 0 (two stations behind it).
+        p[0].transmit(SimTime::ZERO, frame(0xff, 1, 100));
+        p[0].transmit(SimTime::ZERO, frame(0xff, 3, 100));
+        let before: Vec<usize> = p.iter().map(|q| q.inbound().len()).collect();
+        p[0].transmit(SimTime::ZERO, frame(3, 1, 100));
+        let after: Vec<usize> = p.iter().map(|q| q.inbound().len()).collect();
+        assert_eq!(after, before, "neither back to port 0 nor flooded");
+    }
+
+    #[test]
+    fn a_port_alone_on_its_segment_has_no_link_until_a_second_joins() {
+        let net = Network::new(TIMING);
+        let a = EthPort::new(100e9, 1500);
+        net.attach("lan", &a);
+        assert!(!a.link_up(), "nobody listens");
+        let b = EthPort::new(100e9, 1500);
+        net.attach("lan", &b);
+        assert!(a.link_up() && b.link_up());
+    }
+
+    #[test]
     fn two_senders_to_one_port_of_a_switch_contend_for_its_egress_link() {
         let (_net, p) = ports(3);
         p[0].transmit(SimTime::ZERO, frame(0xff, 1, 9014));
