@@ -16,6 +16,9 @@ fn sci(class: SciErrorClass) -> Option<u32> {
     Some(class.code())
 }
 
+/// `SCI_ERR_TIMEOUT`.
+const TIMEOUT: u32 = 0x4000_090A;
+
 fn code(reply: &Reply) -> Option<u32> {
     match reply {
         Reply::Error { code, .. } => Some(*code),
@@ -28,6 +31,7 @@ fn programs_on_the_socket_get_their_answers_until_one_asks_for_a_shutdown() {
     let path = socket_path("socket");
     let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
         .expect("the daemon starts");
+    let socket = path.clone();
     let client = std::thread::spawn(move || {
         let call = |c: &Connection, r: Request| c.call(&r).map(|(reply, _)| reply);
         let a = Connection::open(&path).expect("connects");
@@ -67,6 +71,10 @@ fn programs_on_the_socket_get_their_answers_until_one_asks_for_a_shutdown() {
     let served = d.run();
     // Gone with the daemon: the socket, so a client left waiting gets an error, not a hang.
     drop(d);
+    assert!(
+        !std::path::Path::new(&socket).exists(),
+        "the socket file went with the daemon"
+    );
     let (replies, malformed, after, done) = client.join().expect("the client ran");
     served.expect("served until the shutdown");
     let [hello, again, no_hello, node] = replies.map(|r| r.expect("an answer"));
@@ -307,16 +315,17 @@ fn a_data_interrupt_triggered_on_one_host_is_waited_for_on_the_other_with_its_da
         },
     );
     assert_eq!(got, Reply::Data(data));
-    // Nothing more was triggered: the next wait times out.
+    // Nothing more was triggered: the next wait times out, after longer than the daemon
+    // takes between looks whether the waiting program is still there.
     let none = ask(
         &mut d,
         lender,
         Request::WaitDataInterrupt {
             interrupt,
-            timeout_ms: Some(1),
+            timeout_ms: Some(100),
         },
     );
-    assert!(code(&none).is_some(), "{none:?}");
+    assert_eq!(code(&none), Some(TIMEOUT), "{none:?}");
     assert_eq!(
         ask(
             &mut d,
@@ -661,4 +670,194 @@ fn an_auxiliary_connection_attaches_to_its_descriptor_by_token_on_the_same_host_
             "{host} attaching to {token}: {reply:?}"
         );
     }
+}
+
+#[test]
+fn a_bar_connection_records_a_segment_its_disconnect_removes_while_memory_made_for_the_device_stays(
+) {
+    let mut d = daemon("device-records");
+    let a = hello(&mut d, "borrower");
+    let fdid = fdid_of(&mut d, a, "lender:dma0");
+    let device = borrow(&mut d, a, fdid);
+    let segments = |d: &Daemon| d.stats().segments;
+    let idle = segments(&d);
+    let connect = |d: &mut Daemon, id: u32, memtype: u32| {
+        ask(
+            d,
+            a,
+            Request::ConnectDeviceSegment {
+                device,
+                id,
+                memtype,
+            },
+        )
+    };
+    let disconnect = |d: &mut Daemon, remote: u64| {
+        assert_eq!(
+            ask(d, a, Request::DisconnectSegment { remote }),
+            Reply::Done
+        );
+    };
+    let (bar, private) = (1, 2);
+    // A BAR's connection makes its segment record, and its disconnect removes it.
+    let bar0 = handle(connect(&mut d, 0, bar));
+    assert_eq!(segments(&d), idle + 1, "BAR0's record");
+    disconnect(&mut d, bar0);
+    assert_eq!(segments(&d), idle, "BAR0's record removed");
+    // Memory made for the device stays after a disconnect, and is there to map again.
+    let made = ask(
+        &mut d,
+        a,
+        Request::CreateDeviceSegment {
+            device,
+            id: 1,
+            size: 65536,
+            memtype: private,
+            hints: 0x2 | 0x4,
+        },
+    );
+    assert_eq!(made, Reply::Done);
+    assert_eq!(segments(&d), idle + 1, "the device's memory");
+    let first = handle(connect(&mut d, 1, private));
+    disconnect(&mut d, first);
+    assert_eq!(segments(&d), idle + 1, "kept after the disconnect");
+    let again = handle(connect(&mut d, 1, private));
+    let map = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: again,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(matches!(map, Reply::Mapped { len: 4096, .. }), "{map:?}");
+    assert_eq!(
+        ask(&mut d, a, Request::Unmap { map: handle(map) }),
+        Reply::Done
+    );
+    disconnect(&mut d, again);
+    // Returning the device gives its memory back.
+    assert_eq!(
+        ask(&mut d, a, Request::ReturnDevice { device }),
+        Reply::Done
+    );
+    assert_eq!(segments(&d), idle, "given back with the device");
+}
+
+/// A program's socket to the daemon at `path`, for requests it sends without waiting for
+/// the answer.
+fn program_socket(path: &str) -> std::os::fd::OwnedFd {
+    let socket = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        None,
+    )
+    .expect("a socket");
+    let at = rustix::net::SocketAddrUnix::new(path).expect("a path");
+    rustix::net::connect(&socket, &at).expect("connects");
+    socket
+}
+
+/// `request`'s answer on `socket`.
+fn call_on(socket: &std::os::fd::OwnedFd, request: &Request) -> Reply {
+    protocol::send(socket.as_fd(), request, None).expect("sent");
+    protocol::receive::<Reply>(socket.as_fd())
+        .expect("an answer")
+        .0
+}
+
+#[test]
+fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_are_lost() {
+    let path = socket_path("dies-waiting");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let lender_node = d.hosts()[1].1[0];
+    let client = std::thread::spawn(move || {
+        let owner = program_socket(&path);
+        let user = program_socket(&path);
+        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
+            let hello = Request::Hello {
+                host: host.into(),
+                attach: None,
+            };
+            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
+        }
+        let made = call_on(
+            &owner,
+            &Request::CreateSegment {
+                id: None,
+                size: 1 << 16,
+            },
+        );
+        let Reply::Segment {
+            handle: segment,
+            id,
+            ..
+        } = made
+        else {
+            panic!("{made:?}")
+        };
+        for r in [
+            Request::PrepareSegment {
+                segment,
+                adapter: 0,
+            },
+            Request::SetAvailable {
+                segment,
+                adapter: 0,
+            },
+        ] {
+            assert_eq!(call_on(&owner, &r), Reply::Done);
+        }
+        let remote = handle(call_on(
+            &user,
+            &Request::ConnectSegment {
+                node_id: lender_node,
+                segment_id: id,
+                adapter: 0,
+            },
+        ));
+        let made = call_on(
+            &owner,
+            &Request::CreateDataInterrupt {
+                adapter: 0,
+                number: None,
+            },
+        );
+        let Reply::Interrupt {
+            handle: interrupt, ..
+        } = made
+        else {
+            panic!("{made:?}")
+        };
+        // The owner waits for an interrupt nobody triggers, and dies meanwhile.
+        let wait = Request::WaitDataInterrupt {
+            interrupt,
+            timeout_ms: None,
+        };
+        protocol::send(owner.as_fd(), &wait, None).expect("sent");
+        drop(owner);
+        let lost = call_on(
+            &user,
+            &Request::WaitSegmentEvent {
+                segment: remote,
+                timeout_ms: Some(5_000),
+            },
+        );
+        let done = call_on(&user, &Request::Shutdown);
+        (lost, done)
+    });
+    let served = d.run();
+    let (lost, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    let Reply::SegmentEvent {
+        reason, node_id, ..
+    } = lost
+    else {
+        panic!("the owner's leaving is not heard: {lost:?}")
+    };
+    // `SCI_CB_LOST`, from the lender's node.
+    assert_eq!((reason, node_id), (5, lender_node));
+    assert_eq!(done, Reply::Done);
 }

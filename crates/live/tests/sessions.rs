@@ -333,29 +333,35 @@ fn a_segment_of_one_descriptor_maps_for_a_device_borrowed_on_another_of_the_same
     );
 }
 
-#[test]
-fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-adapters");
+/// A daemon of one host, `wide`, with `adapters` NTB adapters and nothing at their other
+/// ends, its files in a directory of test `name`'s.
+fn wide_host(name: &str, adapters: u32) -> Result<Daemon, smartio_live::DaemonError> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("live-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut toml = String::from(
-        "name = \"five-adapters\"\ndescription = \"a host with five NTB adapters\"\n\n\
+    let mut toml = format!(
+        "name = \"wide\"\ndescription = \"a host with {adapters} NTB adapters\"\n\n\
          [[host]]\nname = \"wide\"\nram = \"1 GiB\"\niommu = false\ncores = 1\n",
     );
-    for n in 0..5 {
+    for n in 0..adapters {
         toml += &format!(
             "\n[[host.ntb]]\nname = \"ntb{n}\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
              link = \"gen3 x16\"\nwindow = \"1 GiB\"\n"
         );
     }
-    let scenario = dir.join("five.toml");
+    let scenario = dir.join("wide.toml");
     std::fs::write(&scenario, toml).unwrap();
     let sock = dir.join("cluster.sock");
-    match Daemon::up(
+    Daemon::up(
         scenario.to_str().unwrap(),
         &Calibration::default_embedded(),
         sock.to_str().unwrap(),
-    ) {
+    )
+}
+
+#[test]
+fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
+    match wide_host("adapters", 5) {
         Err(smartio_live::DaemonError::TooManyAdapters {
             host,
             adapters: 5,
@@ -364,6 +370,15 @@ fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
         Err(other) => panic!("refused for another reason: {other}"),
         Ok(_) => panic!("a host with five adapters was accepted"),
     }
+}
+
+#[test]
+fn a_host_with_as_many_adapters_as_dis_max_nscis_is_served_with_each_ones_node_id() {
+    let d = wide_host("four-adapters", 4).expect("four adapters are as many as SISCI names");
+    let hosts = d.hosts();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0].0, "wide");
+    assert_eq!(hosts[0].1.len(), 4, "{hosts:?}");
 }
 
 /// More `SCI_ERR_*` values.
@@ -666,4 +681,45 @@ fn the_daemons_figures_follow_a_borrow_and_its_return() {
     assert_eq!(back.descriptors, 0);
     assert!(back.devices.iter().all(|dev| dev.borrowers.is_empty()));
     assert_eq!(back.adapters, idle.adapters, "every table entry given back");
+}
+
+#[test]
+fn a_removed_segment_gives_its_memory_back_and_the_next_one_there_reads_zeroes() {
+    let mut d = daemon("give-back");
+    let s = hello(&mut d, "borrower");
+    let committed = |d: &Daemon| {
+        (
+            d.committed_ram("borrower").expect("a host"),
+            d.committed_ram("lender").expect("a host"),
+        )
+    };
+    let (borrower_before, lender_before) = committed(&d);
+    let size = 4 << 20;
+    let (seg, _, phys) = segment(&mut d, s, size);
+    let written: Vec<u8> = (0..size).map(|i| (i % 251) as u8 + 1).collect();
+    d.poke_ram("borrower", phys, &written).expect("a host");
+    let (borrower_written, lender_written) = committed(&d);
+    assert!(
+        borrower_written >= borrower_before + size,
+        "{borrower_before} -> {borrower_written} bytes committed on the borrower"
+    );
+    assert_eq!(
+        lender_written, lender_before,
+        "nothing written on the lender"
+    );
+    assert_eq!(
+        ask(&mut d, s, Request::RemoveSegment { segment: seg }),
+        Reply::Done
+    );
+    let (borrower_removed, _) = committed(&d);
+    assert!(
+        borrower_removed < borrower_before + size,
+        "{borrower_written} -> {borrower_removed} bytes committed after the removal"
+    );
+    let (_, _, again) = segment(&mut d, s, size);
+    assert_eq!(again, phys, "made where the removed one was");
+    let mut seen = vec![0xffu8; size as usize];
+    d.peek_ram("borrower", again, &mut seen).expect("a host");
+    assert!(seen.iter().all(|&b| b == 0), "the new segment reads zeroes");
+    assert_eq!(d.committed_ram("nowhere"), None);
 }
