@@ -547,6 +547,11 @@ fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes()
     );
     d.close_session(borrower);
     d.close_session(lender);
+    assert_ne!(
+        d.resources_in_use(),
+        before,
+        "the queue's ring and windows stay until its transfer is aborted and drained"
+    );
     assert!(d.settle(Duration::from_secs(5)), "the queue drains");
     assert_eq!(d.resources_in_use(), before);
 }
@@ -722,4 +727,176 @@ fn a_removed_segment_gives_its_memory_back_and_the_next_one_there_reads_zeroes()
     d.peek_ram("borrower", again, &mut seen).expect("a host");
     assert!(seen.iter().all(|&b| b == 0), "the new segment reads zeroes");
     assert_eq!(d.committed_ram("nowhere"), None);
+}
+
+/// `SCI_DMAQUEUE_IDLE`, `SCI_DMAQUEUE_POSTED`, `SCI_DMAQUEUE_ABORTED`.
+const DMAQUEUE_IDLE: u64 = 0;
+const DMAQUEUE_POSTED: u64 = 2;
+const DMAQUEUE_ABORTED: u64 = 4;
+/// The most entries a DMA queue's ring has (the PXH830-class engine's ring).
+const MAX_DMA_ENTRIES: u32 = 4096;
+
+/// A connection of `borrower` to a new 1 MiB segment of `lender`'s, made available on
+/// adapter 0.
+fn connection(d: &mut Daemon, lender: u64, borrower: u64) -> u64 {
+    let (far, far_id, _) = segment(d, lender, 1 << 20);
+    offer(d, lender, far);
+    handle(ask(
+        d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: far_id,
+            adapter: 0,
+        },
+    ))
+}
+
+#[test]
+fn an_idle_dma_queue_goes_at_once_and_a_wait_gives_back_the_windows_of_what_it_waited_for() {
+    let mut d = daemon("dma-windows");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let (first, second) = (
+        connection(&mut d, lender, borrower),
+        connection(&mut d, lender, borrower),
+    );
+    let (near, _, _) = segment(&mut d, borrower, 1 << 20);
+    let prepare = Request::PrepareSegment {
+        segment: near,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, borrower, prepare), Reply::Done);
+    let connected = d.resources_in_use();
+    // A ring of 1 to 4096 entries.
+    let create = |entries| Request::CreateDmaQueue {
+        adapter: 0,
+        entries,
+    };
+    for entries in [0, MAX_DMA_ENTRIES + 1] {
+        let reply = ask(&mut d, borrower, create(entries));
+        assert!(matches!(reply, Reply::Error { .. }), "{entries}: {reply:?}");
+    }
+    let queue = handle(ask(&mut d, borrower, create(MAX_DMA_ENTRIES)));
+    assert_eq!(
+        ask(&mut d, borrower, Request::DmaQueueState { queue }),
+        Reply::Value(DMAQUEUE_IDLE)
+    );
+    // Nothing started: removed at once, with its ring and the engine's requester id.
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveDmaQueue { queue }),
+        Reply::Done
+    );
+    assert_eq!(
+        d.resources_in_use(),
+        connected,
+        "the queue gave everything back"
+    );
+
+    let queue = handle(ask(&mut d, borrower, create(8)));
+    let start = |d: &mut Daemon, remote| match ask(
+        d,
+        borrower,
+        Request::StartDma {
+            queue,
+            local: near,
+            remote,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    ) {
+        Reply::Value(end) => end,
+        other => panic!("not started: {other:?}"),
+    };
+    let (end_first, end_second) = (start(&mut d, first), start(&mut d, second));
+    let wait = |d: &mut Daemon, until| {
+        ask(
+            d,
+            borrower,
+            Request::WaitDma {
+                queue,
+                until,
+                timeout_ms: Some(5_000),
+            },
+        )
+    };
+    let disconnect =
+        |d: &mut Daemon, remote| ask(d, borrower, Request::DisconnectSegment { remote });
+    // Waited for up to the first transfer (the queue is still POSTED: the second is not
+    // waited for): its window goes, the second's stays.
+    assert_eq!(wait(&mut d, Some(end_first)), Reply::Value(DMAQUEUE_POSTED));
+    assert_eq!(
+        refused(disconnect(&mut d, second)),
+        BUSY,
+        "the second transfer's window"
+    );
+    assert_eq!(disconnect(&mut d, first), Reply::Done);
+    assert_eq!(wait(&mut d, Some(end_second)), Reply::Value(DMAQUEUE_DONE));
+    assert_eq!(disconnect(&mut d, second), Reply::Done);
+    // An abort is answered, and a queue with a transfer not waited for is refused removal.
+    let third = connection(&mut d, lender, borrower);
+    start(&mut d, third);
+    assert_eq!(
+        ask(&mut d, borrower, Request::AbortDma { queue }),
+        Reply::Done
+    );
+    assert_eq!(
+        refused(ask(&mut d, borrower, Request::RemoveDmaQueue { queue })),
+        BUSY
+    );
+    let waited = wait(&mut d, None);
+    assert!(
+        [Reply::Value(DMAQUEUE_DONE), Reply::Value(DMAQUEUE_ABORTED)].contains(&waited),
+        "{waited:?}"
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveDmaQueue { queue }),
+        Reply::Done
+    );
+}
+
+#[test]
+fn a_dma_queue_moves_only_segments_of_its_own_host() {
+    let mut d = daemon("dma-hosts");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    // Another descriptor of the borrower's program, on the lender: its segment may be named,
+    // and is prepared on the lender's adapter 0, but is not the borrower's memory.
+    let beside = d.open_session_beside(borrower).expect("a session");
+    let reply = ask(
+        &mut d,
+        beside,
+        Request::Hello {
+            host: "lender".into(),
+            attach: None,
+        },
+    );
+    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
+    let remote = connection(&mut d, lender, borrower);
+    let (elsewhere, _, _) = segment(&mut d, beside, 1 << 20);
+    let prepare = Request::PrepareSegment {
+        segment: elsewhere,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, beside, prepare), Reply::Done);
+    let queue = handle(ask(
+        &mut d,
+        borrower,
+        Request::CreateDmaQueue {
+            adapter: 0,
+            entries: 8,
+        },
+    ));
+    let started = ask(
+        &mut d,
+        borrower,
+        Request::StartDma {
+            queue,
+            local: elsewhere,
+            remote,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    );
+    assert_eq!(refused(started), SEGMENT_NOT_PREPARED);
 }
