@@ -831,20 +831,23 @@ fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_a
         else {
             panic!("{made:?}")
         };
-        // The owner waits for an interrupt nobody triggers, and dies meanwhile.
+        // The user waits for its connection's events; a while later the owner waits for an
+        // interrupt nobody triggers, and dies meanwhile.
+        let heard = Request::WaitSegmentEvent {
+            segment: remote,
+            timeout_ms: Some(5_000),
+        };
+        protocol::send(user.as_fd(), &heard, None).expect("sent");
+        std::thread::sleep(std::time::Duration::from_millis(50));
         let wait = Request::WaitDataInterrupt {
             interrupt,
             timeout_ms: None,
         };
         protocol::send(owner.as_fd(), &wait, None).expect("sent");
         drop(owner);
-        let lost = call_on(
-            &user,
-            &Request::WaitSegmentEvent {
-                segment: remote,
-                timeout_ms: Some(5_000),
-            },
-        );
+        let lost = protocol::receive::<Reply>(user.as_fd())
+            .expect("an answer")
+            .0;
         let done = call_on(&user, &Request::Shutdown);
         (lost, done)
     });

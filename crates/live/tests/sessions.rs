@@ -621,10 +621,28 @@ fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave
     assert_eq!(event(&mut d, lender, seg), (CB_CONNECT, 4, 0));
     d.close_session(again);
     assert_eq!(event(&mut d, lender, seg), (CB_DISCONNECT, 4, 0));
-    // The owner leaving while connected: the connection is lost.
+    // The owner leaving while connected: the connection is lost; a connection to another
+    // owner's segment hears nothing.
     let remote = handle(ask(&mut d, borrower, connect));
+    let other_owner = hello(&mut d, "lender");
+    let (other, other_id, _) = segment(&mut d, other_owner, 1 << 16);
+    offer(&mut d, other_owner, other);
+    let untouched = handle(ask(
+        &mut d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: other_id,
+            adapter: 0,
+        },
+    ));
     d.close_session(lender);
     assert_eq!(event(&mut d, borrower, remote), (CB_LOST, 8, 0));
+    let quiet = Request::WaitSegmentEvent {
+        segment: untouched,
+        timeout_ms: Some(5),
+    };
+    assert_eq!(refused(ask(&mut d, borrower, quiet)), TIMEOUT);
     assert_eq!(
         refused(ask(
             &mut d,
@@ -899,4 +917,39 @@ fn a_dma_queue_moves_only_segments_of_its_own_host() {
         },
     );
     assert_eq!(refused(started), SEGMENT_NOT_PREPARED);
+}
+
+#[test]
+fn a_handle_named_where_another_kind_is_asked_for_is_refused_and_its_object_stays() {
+    let mut d = daemon("kinds");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let remote = connection(&mut d, lender, borrower);
+    let (local, _, _) = segment(&mut d, borrower, 1 << 16);
+    assert_eq!(
+        refused(ask(
+            &mut d,
+            borrower,
+            Request::DisconnectSegment { remote: local }
+        )),
+        ILLEGAL_PARAMETER,
+        "a segment is no connection"
+    );
+    assert_eq!(
+        refused(ask(
+            &mut d,
+            borrower,
+            Request::RemoveSegment { segment: remote }
+        )),
+        ILLEGAL_PARAMETER,
+        "a connection is no segment"
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::DisconnectSegment { remote }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveSegment { segment: local }),
+        Reply::Done
+    );
 }
