@@ -864,3 +864,127 @@ fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_a
     assert_eq!((reason, node_id), (5, lender_node));
     assert_eq!(done, Reply::Done);
 }
+
+#[test]
+fn a_device_maps_connections_and_device_segments_and_returning_another_device_leaves_its_own() {
+    let mut d = daemon("two-devices");
+    let lender = hello(&mut d, "lender");
+    let a = hello(&mut d, "borrower");
+    let (dma, nvme) = (
+        fdid_of(&mut d, a, "lender:dma0"),
+        fdid_of(&mut d, a, "lender:nvme0"),
+    );
+    let (first, second) = (borrow(&mut d, a, dma), borrow(&mut d, a, nvme));
+    // A connection to the lender's segment.
+    let Reply::Segment {
+        handle: far, id, ..
+    } = ask(
+        &mut d,
+        lender,
+        Request::CreateSegment {
+            id: None,
+            size: 1 << 16,
+        },
+    )
+    else {
+        panic!("no segment")
+    };
+    for r in [
+        Request::PrepareSegment {
+            segment: far,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: far,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, r), Reply::Done);
+    }
+    let node = d.hosts()[1].1[0];
+    let remote = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectSegment {
+            node_id: node,
+            segment_id: id,
+            adapter: 0,
+        },
+    ));
+    // Memory made for the first device, connected.
+    let made = Request::CreateDeviceSegment {
+        device: first,
+        id: 1,
+        size: 65536,
+        memtype: 2,
+        hints: 0x2 | 0x4,
+    };
+    assert_eq!(ask(&mut d, a, made), Reply::Done);
+    let memory = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectDeviceSegment {
+            device: first,
+            id: 1,
+            memtype: 2,
+        },
+    ));
+    // The second device maps both for itself.
+    let map_for = |d: &mut Daemon, segment| {
+        ask(
+            d,
+            a,
+            Request::MapForDevice {
+                device: second,
+                segment,
+                offset: 0,
+                size: 4096,
+            },
+        )
+    };
+    let unmap_for = |d: &mut Daemon, segment| {
+        ask(
+            d,
+            a,
+            Request::UnmapForDevice {
+                device: second,
+                segment,
+            },
+        )
+    };
+    for (segment, what) in [(remote, "a connection"), (memory, "a device segment")] {
+        let mapped = map_for(&mut d, segment);
+        assert!(matches!(mapped, Reply::Value(_)), "{what}: {mapped:?}");
+    }
+    assert_eq!(unmap_for(&mut d, memory), Reply::Done);
+    // The second device's BAR0 connection; then the first device is returned.
+    let bar0 = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectDeviceSegment {
+            device: second,
+            id: 0,
+            memtype: 1,
+        },
+    ));
+    assert_eq!(
+        ask(&mut d, a, Request::DisconnectSegment { remote: memory }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, a, Request::ReturnDevice { device: first }),
+        Reply::Done
+    );
+    // What the second device has is untouched.
+    let regs = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: bar0,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    assert_eq!(unmap_for(&mut d, remote), Reply::Done);
+}
