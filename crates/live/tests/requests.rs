@@ -988,3 +988,42 @@ fn a_device_maps_connections_and_device_segments_and_returning_another_device_le
     assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
     assert_eq!(unmap_for(&mut d, remote), Reply::Done);
 }
+
+#[test]
+fn a_program_that_stops_reading_its_answers_loses_its_connection_and_the_others_are_served() {
+    let path = socket_path("stops-reading");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let client = std::thread::spawn(move || {
+        let deaf = program_socket(&path);
+        // Requests whose answers it never reads, until the daemon lets it go (its answers
+        // fill the socket); while the daemon has not read the last ones, it tries again.
+        let mut sent = 0u32;
+        let gone = loop {
+            match protocol::send_now(deaf.as_fd(), &Request::Stats, None) {
+                Ok(()) => sent += 1,
+                Err(protocol::WireError::Socket(e)) if e == rustix::io::Errno::AGAIN => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => break e,
+            }
+        };
+        let other = Connection::open(&path).expect("connects");
+        let hello = Request::Hello {
+            host: "lender".into(),
+            attach: None,
+        };
+        let answered = other.call(&hello).map(|(r, _)| r);
+        let done = other.call(&Request::Shutdown).map(|(r, _)| r);
+        (sent, gone.to_string(), answered, done)
+    });
+    let served = d.run();
+    let (sent, gone, answered, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    assert!(sent > 0, "{gone}");
+    assert!(
+        matches!(answered, Ok(Reply::Hello { .. })),
+        "after {sent} unread answers ({gone}): {answered:?}"
+    );
+    assert_eq!(done.expect("an answer"), Reply::Done);
+}
