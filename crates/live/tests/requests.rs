@@ -1027,3 +1027,102 @@ fn a_program_that_stops_reading_its_answers_loses_its_connection_and_the_others_
     );
     assert_eq!(done.expect("an answer"), Reply::Done);
 }
+
+#[test]
+fn a_connection_a_dead_programs_dma_queue_kept_busy_goes_once_the_queue_drains() {
+    let path = socket_path("drained");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let lender_node = d.hosts()[1].1[0];
+    let client = std::thread::spawn(move || {
+        let owner = program_socket(&path);
+        let user = program_socket(&path);
+        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
+            let hello = Request::Hello {
+                host: host.into(),
+                attach: None,
+            };
+            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
+        }
+        let create = Request::CreateSegment {
+            id: None,
+            size: 1 << 20,
+        };
+        let Reply::Segment {
+            handle: segment,
+            id,
+            ..
+        } = call_on(&owner, &create)
+        else {
+            panic!("no segment")
+        };
+        let Reply::Segment { handle: local, .. } = call_on(&user, &create) else {
+            panic!("no segment")
+        };
+        let prepare = |segment| Request::PrepareSegment {
+            segment,
+            adapter: 0,
+        };
+        assert_eq!(call_on(&owner, &prepare(segment)), Reply::Done);
+        let available = Request::SetAvailable {
+            segment,
+            adapter: 0,
+        };
+        assert_eq!(call_on(&owner, &available), Reply::Done);
+        assert_eq!(call_on(&user, &prepare(local)), Reply::Done);
+        let remote = handle(call_on(
+            &user,
+            &Request::ConnectSegment {
+                node_id: lender_node,
+                segment_id: id,
+                adapter: 0,
+            },
+        ));
+        let heard = Request::WaitSegmentEvent {
+            segment,
+            timeout_ms: Some(5_000),
+        };
+        let connected = call_on(&owner, &heard);
+        let queue = handle(call_on(
+            &user,
+            &Request::CreateDmaQueue {
+                adapter: 0,
+                entries: 8,
+            },
+        ));
+        let start = Request::StartDma {
+            queue,
+            local,
+            remote,
+            entries: vec![protocol::DmaEntry {
+                size: 1 << 20,
+                local_offset: 0,
+                remote_offset: 0,
+                flags: 0,
+            }],
+            flags: 0,
+        };
+        assert!(matches!(call_on(&user, &start), Reply::Value(_)));
+        // The owner waits for its segment's next event; a while later the user dies with its
+        // transfer not waited for, which keeps its connection until the queue has drained.
+        protocol::send(owner.as_fd(), &heard, None).expect("sent");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(user);
+        let disconnected = protocol::receive::<Reply>(owner.as_fd())
+            .expect("an answer")
+            .0;
+        let done = call_on(&owner, &Request::Shutdown);
+        (connected, disconnected, done)
+    });
+    let served = d.run();
+    let (connected, disconnected, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    let reason = |r: &Reply| match r {
+        Reply::SegmentEvent { reason, .. } => *reason,
+        other => panic!("no event: {other:?}"),
+    };
+    // `SCI_CB_CONNECT`, then `SCI_CB_DISCONNECT` with no other request to the daemon.
+    assert_eq!(reason(&connected), 1);
+    assert_eq!(reason(&disconnected), 2);
+    assert_eq!(done, Reply::Done);
+}
