@@ -953,3 +953,72 @@ fn a_handle_named_where_another_kind_is_asked_for_is_refused_and_its_object_stay
         Reply::Done
     );
 }
+
+#[test]
+fn a_dma_queue_refuses_a_broadcast_connection_as_its_remote() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-dma-broadcast");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut d = Daemon::up(
+        "cluster-switch",
+        &Calibration::default_embedded(),
+        dir.join("cluster.sock").to_str().unwrap(),
+    )
+    .expect("the daemon starts");
+    let member = hello(&mut d, "lender");
+    let sender = hello(&mut d, "borrower");
+    let (broadcast, _) = match ask(
+        &mut d,
+        member,
+        Request::CreateSegment {
+            id: Some(21),
+            size: 1 << 16,
+        },
+    ) {
+        Reply::Segment { handle, phys, .. } => (handle, phys),
+        other => panic!("{other:?}"),
+    };
+    let join = Request::JoinReflective {
+        segment: broadcast,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, member, join), Reply::Done);
+    let group = handle(ask(
+        &mut d,
+        sender,
+        Request::ConnectReflective {
+            segment_id: 21,
+            adapter: 0,
+        },
+    ));
+    let (near, _, _) = segment(&mut d, sender, 1 << 16);
+    let prepare = Request::PrepareSegment {
+        segment: near,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, sender, prepare), Reply::Done);
+    let queue = handle(ask(
+        &mut d,
+        sender,
+        Request::CreateDmaQueue {
+            adapter: 0,
+            entries: 8,
+        },
+    ));
+    let started = ask(
+        &mut d,
+        sender,
+        Request::StartDma {
+            queue,
+            local: near,
+            remote: group,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    );
+    assert_eq!(
+        refused(started),
+        ILLEGAL_PARAMETER,
+        "a DMA queue moves to one host"
+    );
+}
