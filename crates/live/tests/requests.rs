@@ -1126,3 +1126,52 @@ fn a_connection_a_dead_programs_dma_queue_kept_busy_goes_once_the_queue_drains()
     assert_eq!(reason(&disconnected), 2);
     assert_eq!(done, Reply::Done);
 }
+
+#[test]
+fn a_requester_is_found_at_a_device_number_past_zero() {
+    // The lender's DMA device with nine VFs (routing ids PF + 1 ..= PF + 9): VF 9 sits at
+    // device 1, function 1 of the PF's bus.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-vf-requester");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let scenario = dir.join("vfs.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"vfs\"\ndescription = \"a host with a DMA device of nine VFs\"\n\n\
+         [[host]]\nname = \"lender\"\nram = \"1 GiB\"\niommu = false\ncores = 1\n\n\
+         [[host.device]]\nname = \"dma0\"\nkind = \"dma\"\nparent = \"root\"\n\
+         link = \"gen3 x16\"\nparams = { vfs = 9 }\n",
+    )
+    .expect("written");
+    let scenario = scenario.to_str().expect("utf-8").to_string();
+    let cluster = smartio_cluster::Cluster::new(&scenario, &Calibration::default_embedded())
+        .expect("the scenario loads");
+    let (bus, devfn) = {
+        let fabric = cluster.machine.fabric();
+        let vf = fabric
+            .endpoints()
+            .iter()
+            .find(|e| matches!(e.function, smartio_fabric::Function::Virtual { n: 9, .. }))
+            .expect("VF 9");
+        (
+            u32::from(vf.bdf.bus),
+            u32::from(vf.bdf.dev) << 3 | u32::from(vf.bdf.func),
+        )
+    };
+    assert_eq!(devfn & 0b111, 1, "function 1");
+    assert!(devfn >> 3 >= 1, "a device number past 0: {devfn:#x}");
+    let mut d = Daemon::up(
+        &scenario,
+        &Calibration::default_embedded(),
+        dir.join("cluster.sock").to_str().expect("utf-8"),
+    )
+    .expect("the daemon starts");
+    let s = hello(&mut d, "lender");
+    let reply = ask(&mut d, s, Request::RegisterRequester { bus, devfn });
+    if let Reply::Error { message, .. } = &reply {
+        assert!(
+            !message.contains("no function at"),
+            "VF 9 at bus {bus:#x} devfn {devfn:#x}: {message}"
+        );
+    }
+}
