@@ -374,14 +374,15 @@ mod tests {
             Reply::Done,
             "{host}"
         );
-        disconnect(&mut d, again);
         assert_eq!(groups(&d), 1, "a member left");
         let (_, s, seg, _) = members[1];
         assert_eq!(
             ask(&mut d, s, Request::RemoveSegment { segment: seg }),
             Reply::Done
         );
-        assert_eq!(groups(&d), 0, "gone with its last member");
+        assert_eq!(groups(&d), 1, "a sender left");
+        disconnect(&mut d, again);
+        assert_eq!(groups(&d), 0, "gone with its last user");
         assert!(
             matches!(ask(&mut d, sender, connect.clone()), Reply::Error { .. }),
             "no group to connect to"
