@@ -3,8 +3,9 @@
 //! values against what the call takes) before the SISCI layer carries it out.
 
 use crate::answer::{mapped, Answer, FileOf};
-use crate::daemon::{check_range, Daemon, Landing};
+use crate::daemon::{check_range, Daemon};
 use crate::handles::Scope;
+use crate::landing::Landing;
 use crate::objects::Object;
 use crate::protocol::{self, Handle, Reply, Request};
 use crate::refusal::{Refused, RequestError};

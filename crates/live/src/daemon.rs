@@ -23,10 +23,10 @@ use rustix::net::{
 use smartio_calibration::Calibration;
 use smartio_cluster::{Cluster, ClusterError, ClusterOptions};
 use smartio_direct::DirectEngine;
-use smartio_fabric::{Access, EndpointId, HostId, Requester, Target};
+use smartio_fabric::HostId;
 use smartio_host::HostOs;
 use smartio_nbd::socket_path::{check_socket_path, SocketPathError};
-use smartio_platform::{race, BusAddr, Clock, Either, HostMemory, SimDuration};
+use smartio_platform::{race, Clock, Either, HostMemory, SimDuration};
 use smartio_smartio::sisci::{LocalSegment, Sisci};
 use smartio_smartio::{SciError, SciErrorClass, SmartIo};
 use std::cell::RefCell;
@@ -688,52 +688,6 @@ impl Daemon {
         });
     }
 
-    /// Where `size` bytes from the CPU address `addr` of `host` land: one host's RAM or one
-    /// BAR, contiguous (a map of a segment).
-    pub(crate) fn landing(
-        &self,
-        host: HostId,
-        addr: BusAddr,
-        size: u64,
-    ) -> Result<Landing, Refused> {
-        let fabric = self.cluster.machine.fabric();
-        let mut first: Option<Landing> = None;
-        let mut done = 0;
-        while done < size {
-            let route = fabric
-                .route(
-                    Requester::Cpu(host),
-                    BusAddr(addr.get() + done),
-                    size - done,
-                    Access::Write,
-                )
-                .map_err(Refused::Unroutable)?;
-            let here = match route.target {
-                Target::Memory { host, addr } => Landing::Ram {
-                    host,
-                    phys: addr.get(),
-                },
-                Target::Bar {
-                    endpoint,
-                    bar,
-                    offset,
-                } => Landing::Bar {
-                    endpoint,
-                    bar,
-                    offset,
-                },
-                _ => return Err(Refused::NeitherRamNorBar),
-            };
-            match first {
-                None => first = Some(here),
-                Some(start) if start.advanced(done) == here => {}
-                Some(_) => return Err(Refused::NotContiguous),
-            }
-            done += route.len;
-        }
-        first.ok_or(Refused::EmptyMap)
-    }
-
     /// Releases everything the descriptor `id` made (and forgets its auxiliary
     /// connections), in teardown order.
     fn close(&mut self, id: u64) {
@@ -870,40 +824,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
         self.cluster.machine.shutdown();
-    }
-}
-
-/// Where a map lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Landing {
-    /// A host's RAM.
-    Ram { host: HostId, phys: u64 },
-    /// A device's BAR.
-    Bar {
-        endpoint: EndpointId,
-        bar: u8,
-        offset: u64,
-    },
-}
-
-impl Landing {
-    /// The same place `by` bytes further on.
-    fn advanced(self, by: u64) -> Landing {
-        match self {
-            Landing::Ram { host, phys } => Landing::Ram {
-                host,
-                phys: phys + by,
-            },
-            Landing::Bar {
-                endpoint,
-                bar,
-                offset,
-            } => Landing::Bar {
-                endpoint,
-                bar,
-                offset: offset + by,
-            },
-        }
     }
 }
 

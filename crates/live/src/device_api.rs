@@ -4,8 +4,9 @@
 
 use crate::answer::{mapped, Answer, FileOf};
 use crate::calls::done;
-use crate::daemon::{check_range, Daemon, Landing};
+use crate::daemon::{check_range, Daemon};
 use crate::handles::Scope;
+use crate::landing::Landing;
 use crate::objects::Object;
 use crate::pages::MAX_PAGE_BYTES;
 use crate::protocol::{DeviceEntry, Handle, Reply, Request};

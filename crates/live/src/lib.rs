@@ -69,6 +69,7 @@ mod dma_queue;
 mod events;
 mod gather;
 mod handles;
+mod landing;
 mod objects;
 mod pages;
 pub mod protocol;

@@ -201,3 +201,128 @@ fn read(engine: &DirectEngine, endpoint: EndpointId, bar: u8, i: usize) -> Optio
         .ok()
         .map(|()| u32::from_le_bytes(buf))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::Daemon;
+    use smartio_calibration::Calibration;
+
+    /// NVMe controller registers (NVMe 1.4 §3.1): VS, INTMS and INTMC (each reads the
+    /// interrupt mask), and BAR0's size.
+    const VS: u64 = 0x08;
+    const INTMS: u64 = 0x0c;
+    const INTMC: u64 = 0x10;
+    const BAR0_SIZE: u64 = 16 << 10;
+    /// VS of an NVMe 1.4 controller.
+    const NVME_1_4: u32 = 0x0001_0400;
+
+    /// A daemon on back-to-back (its files in a directory of test `name`'s) and the lender's
+    /// NVMe controller.
+    fn daemon_and_nvme(name: &str) -> (Daemon, EndpointId) {
+        let dir =
+            std::env::temp_dir().join(format!("smartio-live-pages-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let d = Daemon::up(
+            "back-to-back",
+            &Calibration::default_embedded(),
+            dir.join("cluster.sock").to_str().expect("utf-8"),
+        )
+        .expect("the daemon starts");
+        let nvme = d
+            .cluster
+            .machine
+            .fabric()
+            .endpoints()
+            .iter()
+            .position(|e| e.name == "nvme0")
+            .expect("the lender's NVMe controller");
+        (d, EndpointId(nvme as u32))
+    }
+
+    /// What the device answers for the dword at `offset` of BAR0.
+    fn device_reads(d: &Daemon, nvme: EndpointId, offset: u64) -> u32 {
+        let mut buf = [0u8; 4];
+        d.engine
+            .load_from_bar(nvme, 0, offset, &mut buf)
+            .expect("a register");
+        u32::from_le_bytes(buf)
+    }
+
+    /// A program's map of the page.
+    fn program_map(pages: &mut RegisterPages, d: &Daemon, nvme: EndpointId) -> Mapping {
+        let fd = pages.open(&d.engine, nvme, 0, BAR0_SIZE).expect("a page");
+        Mapping::new(fd, 0, BAR0_SIZE).expect("maps")
+    }
+
+    #[test]
+    fn a_store_in_the_page_reaches_the_device_and_what_it_changes_shows_in_the_page() {
+        let (d, nvme) = daemon_and_nvme("stores");
+        let mut pages = RegisterPages::default();
+        assert!(!pages.watched(), "no page yet");
+        assert!(pages.fd(nvme, 0).is_none());
+        let program = program_map(&mut pages, &d, nvme);
+        assert!(pages.watched());
+        assert!(pages.fd(nvme, 0).is_some());
+        assert_eq!(
+            program.load_u32(VS),
+            NVME_1_4,
+            "the page shows the registers"
+        );
+        assert!(!pages.poll(&d.engine), "nothing stored yet");
+        // INTMS sets mask bits; INTMC, which reads the mask too, shows them after the store.
+        program.write(INTMS, &5u32.to_le_bytes());
+        assert!(pages.poll(&d.engine), "a store delivered");
+        assert_eq!(device_reads(&d, nvme, INTMS), 5);
+        assert_eq!(program.load_u32(INTMC), 5, "refreshed after the store");
+        // A store to INTMC clears a bit: the device's INTMS changes, and so does the page's.
+        program.write(INTMC, &1u32.to_le_bytes());
+        assert!(pages.poll(&d.engine));
+        assert_eq!(device_reads(&d, nvme, INTMS), 4);
+        assert_eq!(program.load_u32(INTMS), 4);
+        assert_eq!(program.load_u32(INTMC), 4);
+        // A store the device refuses (VS is read-only): the page shows the register again.
+        program.write(VS, &0xdead_beefu32.to_le_bytes());
+        pages.poll(&d.engine);
+        assert_eq!(program.load_u32(VS), NVME_1_4);
+        assert!(!pages.poll(&d.engine), "nothing more stored");
+    }
+
+    #[test]
+    fn a_register_the_device_changes_shows_in_the_page_within_a_refresh_without_a_store() {
+        let (d, nvme) = daemon_and_nvme("refresh");
+        let mut pages = RegisterPages::default();
+        let program = program_map(&mut pages, &d, nvme);
+        assert_eq!(program.load_u32(INTMS), 0);
+        // Changed from elsewhere (another program's page, a kernel driver's store).
+        d.engine
+            .store_to_bar(nvme, 0, INTMS, &2u32.to_le_bytes())
+            .expect("stored");
+        std::thread::sleep(REFRESH * 2);
+        assert!(!pages.poll(&d.engine), "no store in the page");
+        assert_eq!(program.load_u32(INTMS), 2);
+    }
+
+    #[test]
+    fn a_page_nobody_maps_is_not_watched_and_shows_the_registers_anew_when_mapped_again() {
+        let (d, nvme) = daemon_and_nvme("users");
+        let mut pages = RegisterPages::default();
+        let first = program_map(&mut pages, &d, nvme);
+        let second = program_map(&mut pages, &d, nvme);
+        pages.close(nvme, 0);
+        assert!(pages.watched(), "one map is left");
+        pages.close(nvme, 0);
+        assert!(!pages.watched(), "nobody maps it");
+        // A store while nobody maps the page is not delivered ...
+        first.write(INTMS, &8u32.to_le_bytes());
+        assert!(!pages.poll(&d.engine));
+        assert_eq!(device_reads(&d, nvme, INTMS), 0);
+        // ... and the next map shows the register as the device has it.
+        drop(first);
+        let third = program_map(&mut pages, &d, nvme);
+        assert_eq!(third.load_u32(INTMS), 0);
+        assert_eq!(second.load_u32(VS), NVME_1_4);
+        assert!(pages.watched());
+    }
+}

@@ -200,3 +200,201 @@ impl Daemon {
 
 /// `DIS_BROADCAST_NODEID_GROUP_ALL`: the node id a broadcast connection names.
 pub const BROADCAST_NODE_ID: u32 = 252;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Request;
+    use crate::shm::Mapping;
+    use smartio_calibration::Calibration;
+    use std::time::Duration;
+
+    /// The broadcast segment id and the members' size: larger than the largest window.
+    const ID: u32 = 21;
+    const SIZE: u64 = 8 << 20;
+
+    fn ask(d: &mut Daemon, session: u64, request: Request) -> Reply {
+        d.request(session, request, Duration::from_secs(5))
+            .expect("an answer in time")
+    }
+
+    fn hello(d: &mut Daemon, host: &str) -> u64 {
+        let s = d.open_session().expect("a session");
+        let hello = Request::Hello {
+            host: host.into(),
+            attach: None,
+        };
+        assert!(matches!(ask(d, s, hello), Reply::Hello { .. }));
+        s
+    }
+
+    /// A broadcast segment of `size` bytes made on `session`'s host: its handle and address.
+    fn broadcast_segment(d: &mut Daemon, session: u64, size: u64) -> (Handle, u64) {
+        match ask(d, session, Request::CreateSegment { id: Some(ID), size }) {
+            Reply::Segment { handle, phys, .. } => (handle, phys),
+            other => panic!("no segment: {other:?}"),
+        }
+    }
+
+    /// Lets the engine run what is due (the CPU writes a delivery started).
+    fn let_run(d: &Daemon) {
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(1));
+            d.engine.advance();
+        }
+    }
+
+    fn member_reads(d: &Daemon, host: &str, at: u64, len: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; len];
+        d.peek_ram(host, at, &mut buf).expect("a host");
+        buf
+    }
+
+    #[test]
+    fn stores_in_a_senders_window_reach_every_member_and_the_group_goes_with_its_last_user() {
+        let dir = std::env::temp_dir().join(format!("smartio-live-reflect-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let mut d = Daemon::up(
+            "cluster-switch",
+            &Calibration::default_embedded(),
+            dir.join("cluster.sock").to_str().expect("utf-8"),
+        )
+        .expect("the daemon starts");
+        let join = |segment| Request::JoinReflective {
+            segment,
+            adapter: 0,
+        };
+        let mut members = Vec::new();
+        for host in ["lender", "lender2"] {
+            let s = hello(&mut d, host);
+            let (seg, phys) = broadcast_segment(&mut d, s, SIZE);
+            assert_eq!(ask(&mut d, s, join(seg)), Reply::Done);
+            members.push((host, s, seg, phys));
+        }
+        let sender = hello(&mut d, "borrower");
+        let (other_size, _) = broadcast_segment(&mut d, sender, 2 * SIZE);
+        assert!(
+            matches!(ask(&mut d, sender, join(other_size)), Reply::Error { .. }),
+            "a member of another size"
+        );
+        let connect = Request::ConnectReflective {
+            segment_id: ID,
+            adapter: 0,
+        };
+        let Reply::Remote {
+            handle: remote,
+            size,
+        } = ask(&mut d, sender, connect.clone())
+        else {
+            panic!("not connected")
+        };
+        assert_eq!(size, SIZE);
+        let map = |len| Request::MapRemote {
+            remote,
+            offset: 0,
+            size: len,
+        };
+        assert!(
+            matches!(
+                ask(&mut d, sender, map(MAX_WINDOW_BYTES + 4096)),
+                Reply::Error { .. }
+            ),
+            "a window larger than the daemon watches"
+        );
+        assert!(!d.reflective.watched());
+        let Reply::Mapped { handle: map, .. } = ask(&mut d, sender, map(MAX_WINDOW_BYTES)) else {
+            panic!("not mapped")
+        };
+        let id = match d.table.borrow().objects.get(&map) {
+            Some((_, Object::RemoteMap(m))) => m.id(),
+            _ => panic!("no map"),
+        };
+        let window = Mapping::new(
+            d.reflective.fd(id).expect("the window's file"),
+            0,
+            MAX_WINDOW_BYTES,
+        )
+        .expect("maps");
+        assert!(d.reflective.watched());
+
+        // Two runs of stores with two untouched 64-byte chunks between them, where lender2
+        // wrote into its own copy: that stays.
+        let (first, gap, second) = (130, 200, 330);
+        d.poke_ram("lender2", members[1].3 + gap, b"lender2's own")
+            .expect("a host");
+        window.write(first, b"the first run");
+        window.write(second, b"the second run");
+        assert!(d.reflective.poll(&d.cluster.machine), "stores delivered");
+        assert!(!d.reflective.poll(&d.cluster.machine), "nothing new");
+        let_run(&d);
+        for &(host, _, _, phys) in &members {
+            assert_eq!(member_reads(&d, host, phys + first, 13), b"the first run");
+            assert_eq!(member_reads(&d, host, phys + second, 14), b"the second run");
+        }
+        assert_eq!(
+            member_reads(&d, "lender2", members[1].3 + gap, 13),
+            b"lender2's own"
+        );
+        // A store barrier delivers at once; unmapping delivers what is left.
+        let near_end = MAX_WINDOW_BYTES - 100;
+        window.write(near_end, b"before the barrier");
+        assert_eq!(ask(&mut d, sender, Request::Flush { map }), Reply::Done);
+        let_run(&d);
+        for &(host, _, _, phys) in &members {
+            assert_eq!(
+                member_reads(&d, host, phys + near_end, 18),
+                b"before the barrier"
+            );
+        }
+        window.write(1000, b"before the unmap");
+        assert_eq!(ask(&mut d, sender, Request::Unmap { map }), Reply::Done);
+        let_run(&d);
+        for &(host, _, _, phys) in &members {
+            assert_eq!(member_reads(&d, host, phys + 1000, 16), b"before the unmap");
+        }
+        assert!(!d.reflective.watched(), "no window left");
+
+        // The group stays while a member or a sender is left.
+        let disconnect = |d: &mut Daemon, remote| {
+            assert_eq!(
+                ask(d, sender, Request::DisconnectSegment { remote }),
+                Reply::Done
+            );
+        };
+        disconnect(&mut d, remote);
+        let groups = |d: &Daemon| d.cluster.machine.fabric().multicast().used();
+        assert_eq!(groups(&d), 1, "two members left");
+        let Reply::Remote { handle: again, .. } = ask(&mut d, sender, connect.clone()) else {
+            panic!("the group is still there to connect to")
+        };
+        let (host, s, seg, _) = members[0];
+        assert_eq!(
+            ask(&mut d, s, Request::RemoveSegment { segment: seg }),
+            Reply::Done,
+            "{host}"
+        );
+        assert_eq!(groups(&d), 1, "a member left");
+        let (_, s, seg, _) = members[1];
+        assert_eq!(
+            ask(&mut d, s, Request::RemoveSegment { segment: seg }),
+            Reply::Done
+        );
+        assert_eq!(groups(&d), 1, "a sender left");
+        disconnect(&mut d, again);
+        assert_eq!(groups(&d), 0, "gone with its last user");
+        assert!(
+            matches!(ask(&mut d, sender, connect.clone()), Reply::Error { .. }),
+            "no group to connect to"
+        );
+        // The id's next member makes a group anew.
+        let s = hello(&mut d, "lender");
+        let (seg, _) = broadcast_segment(&mut d, s, SIZE);
+        assert_eq!(ask(&mut d, s, join(seg)), Reply::Done);
+        assert_eq!(groups(&d), 1);
+        assert!(
+            matches!(ask(&mut d, sender, connect), Reply::Remote { .. }),
+            "a sender of the new group"
+        );
+    }
+}

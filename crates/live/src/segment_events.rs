@@ -71,3 +71,34 @@ impl SegmentEvents {
 
 /// Shared with waiting tasks.
 pub(crate) type Events = Rc<RefCell<SegmentEvents>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(node_id: u32) -> Event {
+        Event {
+            reason: Reason::Connect,
+            node_id,
+            adapter: 0,
+        }
+    }
+
+    #[test]
+    fn events_are_taken_in_order_and_the_oldest_go_when_the_queue_is_full() {
+        let mut events = SegmentEvents::default();
+        events.push(7, event(1));
+        events.push(7, event(2));
+        events.push(8, event(3));
+        assert_eq!(events.pop(7), Some(event(1)));
+        assert_eq!(events.pop(7), Some(event(2)));
+        assert_eq!(events.pop(7), None);
+        for n in 0..=MAX_QUEUED as u32 {
+            events.push(9, event(n));
+        }
+        assert_eq!(events.pop(9), Some(event(1)), "the oldest went");
+        // A forgotten object's queue is gone.
+        events.forget(8);
+        assert_eq!(events.pop(8), None);
+    }
+}

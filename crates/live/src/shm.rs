@@ -396,6 +396,63 @@ mod tests {
         assert_eq!(b, [0u8; 16]);
     }
 
+    /// Lines of this process's memory maps that name the memory file `name`.
+    fn maps_of(name: &str) -> usize {
+        std::fs::read_to_string("/proc/self/maps")
+            .expect("the process's maps")
+            .lines()
+            .filter(|l| l.contains(name))
+            .count()
+    }
+
+    #[test]
+    fn a_mapping_is_as_long_as_asked_and_goes_from_the_process_when_dropped() {
+        let name = format!("smartio-test-dropped-{}", std::process::id());
+        let ram = SharedRam::new(&name, 1 << 30).expect("memfd");
+        assert_eq!(ram.size(), 1 << 30);
+        assert_eq!(maps_of(&name), 1, "the RAM's own mapping");
+        let program = Mapping::new(ram.fd(), 0x2000, 0x3000).expect("maps");
+        assert_eq!(program.len(), 0x3000);
+        assert!(!program.is_empty());
+        assert_eq!(maps_of(&name), 2);
+        drop(program);
+        assert_eq!(maps_of(&name), 1, "unmapped with the value");
+    }
+
+    #[test]
+    fn a_mapping_given_back_as_private_memory_keeps_its_bytes_and_shares_no_more() {
+        let mut ram = SharedRam::new("test-private", 1 << 20).expect("memfd");
+        ram.write(0x1_0000, b"registered user memory");
+        let program = Mapping::new(ram.fd(), 0x1_0000, 0x1_0000).expect("maps");
+        let (at, len) = (program.as_ptr(), program.len());
+        let seen = |at: *mut u8, n: usize| {
+            let mut buf = vec![0u8; n];
+            // SAFETY: `at` is the start of `len` bytes mapped in this process (shared, then
+            // private after `into_private`), and `n <= len`.
+            unsafe { std::ptr::copy_nonoverlapping(at, buf.as_mut_ptr(), n) };
+            buf
+        };
+        assert_eq!(seen(at, 22), b"registered user memory");
+        program.into_private().expect("private now");
+        assert_eq!(seen(at, 22), b"registered user memory", "kept");
+        // SAFETY: as above; the range is this test's private memory now.
+        unsafe { std::ptr::copy_nonoverlapping(b"the program's".as_ptr(), at, 13) };
+        ram.write(0x1_0100, b"a device's");
+        let mut back = [0u8; 22];
+        ram.read(0x1_0000, &mut back);
+        assert_eq!(
+            &back, b"registered user memory",
+            "the program's store stays its own"
+        );
+        assert_eq!(
+            seen(at.wrapping_add(0x100), 10),
+            [0u8; 10],
+            "the RAM's store is not seen"
+        );
+        // SAFETY: the private range `into_private` left, unmapped once.
+        let _ = unsafe { munmap(at.cast::<c_void>(), len) };
+    }
+
     #[test]
     #[should_panic(expected = "outside shared memory")]
     fn a_copy_past_the_end_is_refused_not_performed() {

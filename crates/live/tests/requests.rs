@@ -16,6 +16,9 @@ fn sci(class: SciErrorClass) -> Option<u32> {
     Some(class.code())
 }
 
+/// `SCI_ERR_TIMEOUT`.
+const TIMEOUT: u32 = 0x4000_090A;
+
 fn code(reply: &Reply) -> Option<u32> {
     match reply {
         Reply::Error { code, .. } => Some(*code),
@@ -28,6 +31,7 @@ fn programs_on_the_socket_get_their_answers_until_one_asks_for_a_shutdown() {
     let path = socket_path("socket");
     let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
         .expect("the daemon starts");
+    let socket = path.clone();
     let client = std::thread::spawn(move || {
         let call = |c: &Connection, r: Request| c.call(&r).map(|(reply, _)| reply);
         let a = Connection::open(&path).expect("connects");
@@ -67,6 +71,10 @@ fn programs_on_the_socket_get_their_answers_until_one_asks_for_a_shutdown() {
     let served = d.run();
     // Gone with the daemon: the socket, so a client left waiting gets an error, not a hang.
     drop(d);
+    assert!(
+        !std::path::Path::new(&socket).exists(),
+        "the socket file went with the daemon"
+    );
     let (replies, malformed, after, done) = client.join().expect("the client ran");
     served.expect("served until the shutdown");
     let [hello, again, no_hello, node] = replies.map(|r| r.expect("an answer"));
@@ -307,16 +315,17 @@ fn a_data_interrupt_triggered_on_one_host_is_waited_for_on_the_other_with_its_da
         },
     );
     assert_eq!(got, Reply::Data(data));
-    // Nothing more was triggered: the next wait times out.
+    // Nothing more was triggered: the next wait times out, after longer than the daemon
+    // takes between looks whether the waiting program is still there.
     let none = ask(
         &mut d,
         lender,
         Request::WaitDataInterrupt {
             interrupt,
-            timeout_ms: Some(1),
+            timeout_ms: Some(100),
         },
     );
-    assert!(code(&none).is_some(), "{none:?}");
+    assert_eq!(code(&none), Some(TIMEOUT), "{none:?}");
     assert_eq!(
         ask(
             &mut d,
@@ -659,6 +668,510 @@ fn an_auxiliary_connection_attaches_to_its_descriptor_by_token_on_the_same_host_
         assert!(
             code(&reply).is_some(),
             "{host} attaching to {token}: {reply:?}"
+        );
+    }
+}
+
+#[test]
+fn a_bar_connection_records_a_segment_its_disconnect_removes_while_memory_made_for_the_device_stays(
+) {
+    let mut d = daemon("device-records");
+    let a = hello(&mut d, "borrower");
+    let fdid = fdid_of(&mut d, a, "lender:dma0");
+    let device = borrow(&mut d, a, fdid);
+    let segments = |d: &Daemon| d.stats().segments;
+    let idle = segments(&d);
+    let connect = |d: &mut Daemon, id: u32, memtype: u32| {
+        ask(
+            d,
+            a,
+            Request::ConnectDeviceSegment {
+                device,
+                id,
+                memtype,
+            },
+        )
+    };
+    let disconnect = |d: &mut Daemon, remote: u64| {
+        assert_eq!(
+            ask(d, a, Request::DisconnectSegment { remote }),
+            Reply::Done
+        );
+    };
+    let (bar, private) = (1, 2);
+    // A BAR's connection makes its segment record, and its disconnect removes it.
+    let bar0 = handle(connect(&mut d, 0, bar));
+    assert_eq!(segments(&d), idle + 1, "BAR0's record");
+    disconnect(&mut d, bar0);
+    assert_eq!(segments(&d), idle, "BAR0's record removed");
+    // Memory made for the device stays after a disconnect, and is there to map again.
+    let made = ask(
+        &mut d,
+        a,
+        Request::CreateDeviceSegment {
+            device,
+            id: 1,
+            size: 65536,
+            memtype: private,
+            hints: 0x2 | 0x4,
+        },
+    );
+    assert_eq!(made, Reply::Done);
+    assert_eq!(segments(&d), idle + 1, "the device's memory");
+    let first = handle(connect(&mut d, 1, private));
+    disconnect(&mut d, first);
+    assert_eq!(segments(&d), idle + 1, "kept after the disconnect");
+    let again = handle(connect(&mut d, 1, private));
+    let map = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: again,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(matches!(map, Reply::Mapped { len: 4096, .. }), "{map:?}");
+    assert_eq!(
+        ask(&mut d, a, Request::Unmap { map: handle(map) }),
+        Reply::Done
+    );
+    disconnect(&mut d, again);
+    // Returning the device gives its memory back.
+    assert_eq!(
+        ask(&mut d, a, Request::ReturnDevice { device }),
+        Reply::Done
+    );
+    assert_eq!(segments(&d), idle, "given back with the device");
+}
+
+/// A program's socket to the daemon at `path`, for requests it sends without waiting for
+/// the answer.
+fn program_socket(path: &str) -> std::os::fd::OwnedFd {
+    let socket = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        None,
+    )
+    .expect("a socket");
+    let at = rustix::net::SocketAddrUnix::new(path).expect("a path");
+    rustix::net::connect(&socket, &at).expect("connects");
+    socket
+}
+
+/// `request`'s answer on `socket`.
+fn call_on(socket: &std::os::fd::OwnedFd, request: &Request) -> Reply {
+    protocol::send(socket.as_fd(), request, None).expect("sent");
+    protocol::receive::<Reply>(socket.as_fd())
+        .expect("an answer")
+        .0
+}
+
+#[test]
+fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_are_lost() {
+    let path = socket_path("dies-waiting");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let lender_node = d.hosts()[1].1[0];
+    let client = std::thread::spawn(move || {
+        let owner = program_socket(&path);
+        let user = program_socket(&path);
+        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
+            let hello = Request::Hello {
+                host: host.into(),
+                attach: None,
+            };
+            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
+        }
+        let made = call_on(
+            &owner,
+            &Request::CreateSegment {
+                id: None,
+                size: 1 << 16,
+            },
+        );
+        let Reply::Segment {
+            handle: segment,
+            id,
+            ..
+        } = made
+        else {
+            panic!("{made:?}")
+        };
+        for r in [
+            Request::PrepareSegment {
+                segment,
+                adapter: 0,
+            },
+            Request::SetAvailable {
+                segment,
+                adapter: 0,
+            },
+        ] {
+            assert_eq!(call_on(&owner, &r), Reply::Done);
+        }
+        let remote = handle(call_on(
+            &user,
+            &Request::ConnectSegment {
+                node_id: lender_node,
+                segment_id: id,
+                adapter: 0,
+            },
+        ));
+        let made = call_on(
+            &owner,
+            &Request::CreateDataInterrupt {
+                adapter: 0,
+                number: None,
+            },
+        );
+        let Reply::Interrupt {
+            handle: interrupt, ..
+        } = made
+        else {
+            panic!("{made:?}")
+        };
+        // The user waits for its connection's events; a while later the owner waits for an
+        // interrupt nobody triggers, and dies meanwhile.
+        let heard = Request::WaitSegmentEvent {
+            segment: remote,
+            timeout_ms: Some(5_000),
+        };
+        protocol::send(user.as_fd(), &heard, None).expect("sent");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let wait = Request::WaitDataInterrupt {
+            interrupt,
+            timeout_ms: None,
+        };
+        protocol::send(owner.as_fd(), &wait, None).expect("sent");
+        drop(owner);
+        let lost = protocol::receive::<Reply>(user.as_fd())
+            .expect("an answer")
+            .0;
+        let done = call_on(&user, &Request::Shutdown);
+        (lost, done)
+    });
+    let served = d.run();
+    let (lost, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    let Reply::SegmentEvent {
+        reason, node_id, ..
+    } = lost
+    else {
+        panic!("the owner's leaving is not heard: {lost:?}")
+    };
+    // `SCI_CB_LOST`, from the lender's node.
+    assert_eq!((reason, node_id), (5, lender_node));
+    assert_eq!(done, Reply::Done);
+}
+
+#[test]
+fn a_device_maps_connections_and_device_segments_and_returning_another_device_leaves_its_own() {
+    let mut d = daemon("two-devices");
+    let lender = hello(&mut d, "lender");
+    let a = hello(&mut d, "borrower");
+    let (dma, nvme) = (
+        fdid_of(&mut d, a, "lender:dma0"),
+        fdid_of(&mut d, a, "lender:nvme0"),
+    );
+    let (first, second) = (borrow(&mut d, a, dma), borrow(&mut d, a, nvme));
+    // A connection to the lender's segment.
+    let Reply::Segment {
+        handle: far, id, ..
+    } = ask(
+        &mut d,
+        lender,
+        Request::CreateSegment {
+            id: None,
+            size: 1 << 16,
+        },
+    )
+    else {
+        panic!("no segment")
+    };
+    for r in [
+        Request::PrepareSegment {
+            segment: far,
+            adapter: 0,
+        },
+        Request::SetAvailable {
+            segment: far,
+            adapter: 0,
+        },
+    ] {
+        assert_eq!(ask(&mut d, lender, r), Reply::Done);
+    }
+    let node = d.hosts()[1].1[0];
+    let remote = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectSegment {
+            node_id: node,
+            segment_id: id,
+            adapter: 0,
+        },
+    ));
+    // Memory made for the first device, connected.
+    let made = Request::CreateDeviceSegment {
+        device: first,
+        id: 1,
+        size: 65536,
+        memtype: 2,
+        hints: 0x2 | 0x4,
+    };
+    assert_eq!(ask(&mut d, a, made), Reply::Done);
+    let memory = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectDeviceSegment {
+            device: first,
+            id: 1,
+            memtype: 2,
+        },
+    ));
+    // The second device maps both for itself.
+    let map_for = |d: &mut Daemon, segment| {
+        ask(
+            d,
+            a,
+            Request::MapForDevice {
+                device: second,
+                segment,
+                offset: 0,
+                size: 4096,
+            },
+        )
+    };
+    let unmap_for = |d: &mut Daemon, segment| {
+        ask(
+            d,
+            a,
+            Request::UnmapForDevice {
+                device: second,
+                segment,
+            },
+        )
+    };
+    for (segment, what) in [(remote, "a connection"), (memory, "a device segment")] {
+        let mapped = map_for(&mut d, segment);
+        assert!(matches!(mapped, Reply::Value(_)), "{what}: {mapped:?}");
+    }
+    assert_eq!(unmap_for(&mut d, memory), Reply::Done);
+    // The second device's BAR0 connection; then the first device is returned.
+    let bar0 = handle(ask(
+        &mut d,
+        a,
+        Request::ConnectDeviceSegment {
+            device: second,
+            id: 0,
+            memtype: 1,
+        },
+    ));
+    assert_eq!(
+        ask(&mut d, a, Request::DisconnectSegment { remote: memory }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, a, Request::ReturnDevice { device: first }),
+        Reply::Done
+    );
+    // What the second device has is untouched.
+    let regs = ask(
+        &mut d,
+        a,
+        Request::MapRemote {
+            remote: bar0,
+            offset: 0,
+            size: 4096,
+        },
+    );
+    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    assert_eq!(unmap_for(&mut d, remote), Reply::Done);
+}
+
+#[test]
+fn a_program_that_stops_reading_its_answers_loses_its_connection_and_the_others_are_served() {
+    let path = socket_path("stops-reading");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let client = std::thread::spawn(move || {
+        let deaf = program_socket(&path);
+        // Requests whose answers it never reads, until the daemon lets it go (its answers
+        // fill the socket); while the daemon has not read the last ones, it tries again.
+        let mut sent = 0u32;
+        let gone = loop {
+            match protocol::send_now(deaf.as_fd(), &Request::Stats, None) {
+                Ok(()) => sent += 1,
+                Err(protocol::WireError::Socket(e)) if e == rustix::io::Errno::AGAIN => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => break e,
+            }
+        };
+        let other = Connection::open(&path).expect("connects");
+        let hello = Request::Hello {
+            host: "lender".into(),
+            attach: None,
+        };
+        let answered = other.call(&hello).map(|(r, _)| r);
+        let done = other.call(&Request::Shutdown).map(|(r, _)| r);
+        (sent, gone.to_string(), answered, done)
+    });
+    let served = d.run();
+    let (sent, gone, answered, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    assert!(sent > 0, "{gone}");
+    assert!(
+        matches!(answered, Ok(Reply::Hello { .. })),
+        "after {sent} unread answers ({gone}): {answered:?}"
+    );
+    assert_eq!(done.expect("an answer"), Reply::Done);
+}
+
+#[test]
+fn a_connection_a_dead_programs_dma_queue_kept_busy_goes_once_the_queue_drains() {
+    let path = socket_path("drained");
+    let mut d = Daemon::up("back-to-back", &Calibration::default_embedded(), &path)
+        .expect("the daemon starts");
+    let lender_node = d.hosts()[1].1[0];
+    let client = std::thread::spawn(move || {
+        let owner = program_socket(&path);
+        let user = program_socket(&path);
+        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
+            let hello = Request::Hello {
+                host: host.into(),
+                attach: None,
+            };
+            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
+        }
+        let create = Request::CreateSegment {
+            id: None,
+            size: 1 << 20,
+        };
+        let Reply::Segment {
+            handle: segment,
+            id,
+            ..
+        } = call_on(&owner, &create)
+        else {
+            panic!("no segment")
+        };
+        let Reply::Segment { handle: local, .. } = call_on(&user, &create) else {
+            panic!("no segment")
+        };
+        let prepare = |segment| Request::PrepareSegment {
+            segment,
+            adapter: 0,
+        };
+        assert_eq!(call_on(&owner, &prepare(segment)), Reply::Done);
+        let available = Request::SetAvailable {
+            segment,
+            adapter: 0,
+        };
+        assert_eq!(call_on(&owner, &available), Reply::Done);
+        assert_eq!(call_on(&user, &prepare(local)), Reply::Done);
+        let remote = handle(call_on(
+            &user,
+            &Request::ConnectSegment {
+                node_id: lender_node,
+                segment_id: id,
+                adapter: 0,
+            },
+        ));
+        let heard = Request::WaitSegmentEvent {
+            segment,
+            timeout_ms: Some(5_000),
+        };
+        let connected = call_on(&owner, &heard);
+        let queue = handle(call_on(
+            &user,
+            &Request::CreateDmaQueue {
+                adapter: 0,
+                entries: 8,
+            },
+        ));
+        let start = Request::StartDma {
+            queue,
+            local,
+            remote,
+            entries: vec![protocol::DmaEntry {
+                size: 1 << 20,
+                local_offset: 0,
+                remote_offset: 0,
+                flags: 0,
+            }],
+            flags: 0,
+        };
+        assert!(matches!(call_on(&user, &start), Reply::Value(_)));
+        // The owner waits for its segment's next event; a while later the user dies with its
+        // transfer not waited for, which keeps its connection until the queue has drained.
+        protocol::send(owner.as_fd(), &heard, None).expect("sent");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(user);
+        let disconnected = protocol::receive::<Reply>(owner.as_fd())
+            .expect("an answer")
+            .0;
+        let done = call_on(&owner, &Request::Shutdown);
+        (connected, disconnected, done)
+    });
+    let served = d.run();
+    let (connected, disconnected, done) = client.join().expect("the client ran");
+    served.expect("served until the shutdown");
+    let reason = |r: &Reply| match r {
+        Reply::SegmentEvent { reason, .. } => *reason,
+        other => panic!("no event: {other:?}"),
+    };
+    // `SCI_CB_CONNECT`, then `SCI_CB_DISCONNECT` with no other request to the daemon.
+    assert_eq!(reason(&connected), 1);
+    assert_eq!(reason(&disconnected), 2);
+    assert_eq!(done, Reply::Done);
+}
+
+#[test]
+fn a_requester_is_found_at_a_device_number_past_zero() {
+    // The lender's DMA device with nine VFs (routing ids PF + 1 ..= PF + 9): VF 9 sits at
+    // device 1, function 1 of the PF's bus.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-vf-requester");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let scenario = dir.join("vfs.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"vfs\"\ndescription = \"a host with a DMA device of nine VFs\"\n\n\
+         [[host]]\nname = \"lender\"\nram = \"1 GiB\"\niommu = false\ncores = 1\n\n\
+         [[host.device]]\nname = \"dma0\"\nkind = \"dma\"\nparent = \"root\"\n\
+         link = \"gen3 x16\"\nparams = { vfs = 9 }\n",
+    )
+    .expect("written");
+    let scenario = scenario.to_str().expect("utf-8").to_string();
+    let cluster = smartio_cluster::Cluster::new(&scenario, &Calibration::default_embedded())
+        .expect("the scenario loads");
+    let (bus, devfn) = {
+        let fabric = cluster.machine.fabric();
+        let vf = fabric
+            .endpoints()
+            .iter()
+            .find(|e| matches!(e.function, smartio_fabric::Function::Virtual { n: 9, .. }))
+            .expect("VF 9");
+        (
+            u32::from(vf.bdf.bus),
+            u32::from(vf.bdf.dev) << 3 | u32::from(vf.bdf.func),
+        )
+    };
+    assert_eq!(devfn & 0b111, 1, "function 1");
+    assert!(devfn >> 3 >= 1, "a device number past 0: {devfn:#x}");
+    let mut d = Daemon::up(
+        &scenario,
+        &Calibration::default_embedded(),
+        dir.join("cluster.sock").to_str().expect("utf-8"),
+    )
+    .expect("the daemon starts");
+    let s = hello(&mut d, "lender");
+    let reply = ask(&mut d, s, Request::RegisterRequester { bus, devfn });
+    if let Reply::Error { message, .. } = &reply {
+        assert!(
+            !message.contains("no function at"),
+            "VF 9 at bus {bus:#x} devfn {devfn:#x}: {message}"
         );
     }
 }

@@ -333,29 +333,35 @@ fn a_segment_of_one_descriptor_maps_for_a_device_borrowed_on_another_of_the_same
     );
 }
 
-#[test]
-fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-adapters");
+/// A daemon of one host, `wide`, with `adapters` NTB adapters and nothing at their other
+/// ends, its files in a directory of test `name`'s.
+fn wide_host(name: &str, adapters: u32) -> Result<Daemon, smartio_live::DaemonError> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("live-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut toml = String::from(
-        "name = \"five-adapters\"\ndescription = \"a host with five NTB adapters\"\n\n\
+    let mut toml = format!(
+        "name = \"wide\"\ndescription = \"a host with {adapters} NTB adapters\"\n\n\
          [[host]]\nname = \"wide\"\nram = \"1 GiB\"\niommu = false\ncores = 1\n",
     );
-    for n in 0..5 {
+    for n in 0..adapters {
         toml += &format!(
             "\n[[host.ntb]]\nname = \"ntb{n}\"\nchip = \"PEX8733\"\nparent = \"root\"\n\
              link = \"gen3 x16\"\nwindow = \"1 GiB\"\n"
         );
     }
-    let scenario = dir.join("five.toml");
+    let scenario = dir.join("wide.toml");
     std::fs::write(&scenario, toml).unwrap();
     let sock = dir.join("cluster.sock");
-    match Daemon::up(
+    Daemon::up(
         scenario.to_str().unwrap(),
         &Calibration::default_embedded(),
         sock.to_str().unwrap(),
-    ) {
+    )
+}
+
+#[test]
+fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
+    match wide_host("adapters", 5) {
         Err(smartio_live::DaemonError::TooManyAdapters {
             host,
             adapters: 5,
@@ -364,6 +370,15 @@ fn a_host_with_more_adapters_than_dis_max_nscis_is_refused_with_its_name() {
         Err(other) => panic!("refused for another reason: {other}"),
         Ok(_) => panic!("a host with five adapters was accepted"),
     }
+}
+
+#[test]
+fn a_host_with_as_many_adapters_as_dis_max_nscis_is_served_with_each_ones_node_id() {
+    let d = wide_host("four-adapters", 4).expect("four adapters are as many as SISCI names");
+    let hosts = d.hosts();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0].0, "wide");
+    assert_eq!(hosts[0].1.len(), 4, "{hosts:?}");
 }
 
 /// More `SCI_ERR_*` values.
@@ -532,6 +547,11 @@ fn a_dma_queue_pushes_and_pulls_bytes_and_refuses_bad_vectors_with_their_codes()
     );
     d.close_session(borrower);
     d.close_session(lender);
+    assert_ne!(
+        d.resources_in_use(),
+        before,
+        "the queue's ring and windows stay until its transfer is aborted and drained"
+    );
     assert!(d.settle(Duration::from_secs(5)), "the queue drains");
     assert_eq!(d.resources_in_use(), before);
 }
@@ -601,10 +621,28 @@ fn a_segment_sees_connects_and_disconnects_and_a_connection_sees_its_owner_leave
     assert_eq!(event(&mut d, lender, seg), (CB_CONNECT, 4, 0));
     d.close_session(again);
     assert_eq!(event(&mut d, lender, seg), (CB_DISCONNECT, 4, 0));
-    // The owner leaving while connected: the connection is lost.
+    // The owner leaving while connected: the connection is lost; a connection to another
+    // owner's segment hears nothing.
     let remote = handle(ask(&mut d, borrower, connect));
+    let other_owner = hello(&mut d, "lender");
+    let (other, other_id, _) = segment(&mut d, other_owner, 1 << 16);
+    offer(&mut d, other_owner, other);
+    let untouched = handle(ask(
+        &mut d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: other_id,
+            adapter: 0,
+        },
+    ));
     d.close_session(lender);
     assert_eq!(event(&mut d, borrower, remote), (CB_LOST, 8, 0));
+    let quiet = Request::WaitSegmentEvent {
+        segment: untouched,
+        timeout_ms: Some(5),
+    };
+    assert_eq!(refused(ask(&mut d, borrower, quiet)), TIMEOUT);
     assert_eq!(
         refused(ask(
             &mut d,
@@ -666,4 +704,321 @@ fn the_daemons_figures_follow_a_borrow_and_its_return() {
     assert_eq!(back.descriptors, 0);
     assert!(back.devices.iter().all(|dev| dev.borrowers.is_empty()));
     assert_eq!(back.adapters, idle.adapters, "every table entry given back");
+}
+
+#[test]
+fn a_removed_segment_gives_its_memory_back_and_the_next_one_there_reads_zeroes() {
+    let mut d = daemon("give-back");
+    let s = hello(&mut d, "borrower");
+    let committed = |d: &Daemon| {
+        (
+            d.committed_ram("borrower").expect("a host"),
+            d.committed_ram("lender").expect("a host"),
+        )
+    };
+    let (borrower_before, lender_before) = committed(&d);
+    let size = 4 << 20;
+    let (seg, _, phys) = segment(&mut d, s, size);
+    let written: Vec<u8> = (0..size).map(|i| (i % 251) as u8 + 1).collect();
+    d.poke_ram("borrower", phys, &written).expect("a host");
+    let (borrower_written, lender_written) = committed(&d);
+    assert!(
+        borrower_written >= borrower_before + size,
+        "{borrower_before} -> {borrower_written} bytes committed on the borrower"
+    );
+    assert_eq!(
+        lender_written, lender_before,
+        "nothing written on the lender"
+    );
+    assert_eq!(
+        ask(&mut d, s, Request::RemoveSegment { segment: seg }),
+        Reply::Done
+    );
+    let (borrower_removed, _) = committed(&d);
+    assert!(
+        borrower_removed < borrower_before + size,
+        "{borrower_written} -> {borrower_removed} bytes committed after the removal"
+    );
+    let (_, _, again) = segment(&mut d, s, size);
+    assert_eq!(again, phys, "made where the removed one was");
+    let mut seen = vec![0xffu8; size as usize];
+    d.peek_ram("borrower", again, &mut seen).expect("a host");
+    assert!(seen.iter().all(|&b| b == 0), "the new segment reads zeroes");
+    assert_eq!(d.committed_ram("nowhere"), None);
+}
+
+/// `SCI_DMAQUEUE_IDLE`, `SCI_DMAQUEUE_POSTED`, `SCI_DMAQUEUE_ABORTED`.
+const DMAQUEUE_IDLE: u64 = 0;
+const DMAQUEUE_POSTED: u64 = 2;
+const DMAQUEUE_ABORTED: u64 = 4;
+/// The most entries a DMA queue's ring has (the PXH830-class engine's ring).
+const MAX_DMA_ENTRIES: u32 = 4096;
+
+/// A connection of `borrower` to a new 1 MiB segment of `lender`'s, made available on
+/// adapter 0.
+fn connection(d: &mut Daemon, lender: u64, borrower: u64) -> u64 {
+    let (far, far_id, _) = segment(d, lender, 1 << 20);
+    offer(d, lender, far);
+    handle(ask(
+        d,
+        borrower,
+        Request::ConnectSegment {
+            node_id: 8,
+            segment_id: far_id,
+            adapter: 0,
+        },
+    ))
+}
+
+#[test]
+fn an_idle_dma_queue_goes_at_once_and_a_wait_gives_back_the_windows_of_what_it_waited_for() {
+    let mut d = daemon("dma-windows");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let (first, second) = (
+        connection(&mut d, lender, borrower),
+        connection(&mut d, lender, borrower),
+    );
+    let (near, _, _) = segment(&mut d, borrower, 1 << 20);
+    let prepare = Request::PrepareSegment {
+        segment: near,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, borrower, prepare), Reply::Done);
+    let connected = d.resources_in_use();
+    // A ring of 1 to 4096 entries.
+    let create = |entries| Request::CreateDmaQueue {
+        adapter: 0,
+        entries,
+    };
+    for entries in [0, MAX_DMA_ENTRIES + 1] {
+        let reply = ask(&mut d, borrower, create(entries));
+        assert!(matches!(reply, Reply::Error { .. }), "{entries}: {reply:?}");
+    }
+    let queue = handle(ask(&mut d, borrower, create(MAX_DMA_ENTRIES)));
+    assert_eq!(
+        ask(&mut d, borrower, Request::DmaQueueState { queue }),
+        Reply::Value(DMAQUEUE_IDLE)
+    );
+    // Nothing started: removed at once, with its ring and the engine's requester id.
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveDmaQueue { queue }),
+        Reply::Done
+    );
+    assert_eq!(
+        d.resources_in_use(),
+        connected,
+        "the queue gave everything back"
+    );
+
+    let queue = handle(ask(&mut d, borrower, create(8)));
+    let start = |d: &mut Daemon, remote| match ask(
+        d,
+        borrower,
+        Request::StartDma {
+            queue,
+            local: near,
+            remote,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    ) {
+        Reply::Value(end) => end,
+        other => panic!("not started: {other:?}"),
+    };
+    let (end_first, end_second) = (start(&mut d, first), start(&mut d, second));
+    let wait = |d: &mut Daemon, until| {
+        ask(
+            d,
+            borrower,
+            Request::WaitDma {
+                queue,
+                until,
+                timeout_ms: Some(5_000),
+            },
+        )
+    };
+    let disconnect =
+        |d: &mut Daemon, remote| ask(d, borrower, Request::DisconnectSegment { remote });
+    // Waited for up to the first transfer (the queue is still POSTED: the second is not
+    // waited for): its window goes, the second's stays.
+    assert_eq!(wait(&mut d, Some(end_first)), Reply::Value(DMAQUEUE_POSTED));
+    assert_eq!(
+        refused(disconnect(&mut d, second)),
+        BUSY,
+        "the second transfer's window"
+    );
+    assert_eq!(disconnect(&mut d, first), Reply::Done);
+    assert_eq!(wait(&mut d, Some(end_second)), Reply::Value(DMAQUEUE_DONE));
+    assert_eq!(disconnect(&mut d, second), Reply::Done);
+    // An abort is answered, and a queue with a transfer not waited for is refused removal.
+    let third = connection(&mut d, lender, borrower);
+    start(&mut d, third);
+    assert_eq!(
+        ask(&mut d, borrower, Request::AbortDma { queue }),
+        Reply::Done
+    );
+    assert_eq!(
+        refused(ask(&mut d, borrower, Request::RemoveDmaQueue { queue })),
+        BUSY
+    );
+    let waited = wait(&mut d, None);
+    assert!(
+        [Reply::Value(DMAQUEUE_DONE), Reply::Value(DMAQUEUE_ABORTED)].contains(&waited),
+        "{waited:?}"
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveDmaQueue { queue }),
+        Reply::Done
+    );
+}
+
+#[test]
+fn a_dma_queue_moves_only_segments_of_its_own_host() {
+    let mut d = daemon("dma-hosts");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    // Another descriptor of the borrower's program, on the lender: its segment may be named,
+    // and is prepared on the lender's adapter 0, but is not the borrower's memory.
+    let beside = d.open_session_beside(borrower).expect("a session");
+    let reply = ask(
+        &mut d,
+        beside,
+        Request::Hello {
+            host: "lender".into(),
+            attach: None,
+        },
+    );
+    assert!(matches!(reply, Reply::Hello { .. }), "{reply:?}");
+    let remote = connection(&mut d, lender, borrower);
+    let (elsewhere, _, _) = segment(&mut d, beside, 1 << 20);
+    let prepare = Request::PrepareSegment {
+        segment: elsewhere,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, beside, prepare), Reply::Done);
+    let queue = handle(ask(
+        &mut d,
+        borrower,
+        Request::CreateDmaQueue {
+            adapter: 0,
+            entries: 8,
+        },
+    ));
+    let started = ask(
+        &mut d,
+        borrower,
+        Request::StartDma {
+            queue,
+            local: elsewhere,
+            remote,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    );
+    assert_eq!(refused(started), SEGMENT_NOT_PREPARED);
+}
+
+#[test]
+fn a_handle_named_where_another_kind_is_asked_for_is_refused_and_its_object_stays() {
+    let mut d = daemon("kinds");
+    let lender = hello(&mut d, "lender");
+    let borrower = hello(&mut d, "borrower");
+    let remote = connection(&mut d, lender, borrower);
+    let (local, _, _) = segment(&mut d, borrower, 1 << 16);
+    assert_eq!(
+        refused(ask(
+            &mut d,
+            borrower,
+            Request::DisconnectSegment { remote: local }
+        )),
+        ILLEGAL_PARAMETER,
+        "a segment is no connection"
+    );
+    assert_eq!(
+        refused(ask(
+            &mut d,
+            borrower,
+            Request::RemoveSegment { segment: remote }
+        )),
+        ILLEGAL_PARAMETER,
+        "a connection is no segment"
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::DisconnectSegment { remote }),
+        Reply::Done
+    );
+    assert_eq!(
+        ask(&mut d, borrower, Request::RemoveSegment { segment: local }),
+        Reply::Done
+    );
+}
+
+#[test]
+fn a_dma_queue_refuses_a_broadcast_connection_as_its_remote() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-dma-broadcast");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut d = Daemon::up(
+        "cluster-switch",
+        &Calibration::default_embedded(),
+        dir.join("cluster.sock").to_str().unwrap(),
+    )
+    .expect("the daemon starts");
+    let member = hello(&mut d, "lender");
+    let sender = hello(&mut d, "borrower");
+    let (broadcast, _) = match ask(
+        &mut d,
+        member,
+        Request::CreateSegment {
+            id: Some(21),
+            size: 1 << 16,
+        },
+    ) {
+        Reply::Segment { handle, phys, .. } => (handle, phys),
+        other => panic!("{other:?}"),
+    };
+    let join = Request::JoinReflective {
+        segment: broadcast,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, member, join), Reply::Done);
+    let group = handle(ask(
+        &mut d,
+        sender,
+        Request::ConnectReflective {
+            segment_id: 21,
+            adapter: 0,
+        },
+    ));
+    let (near, _, _) = segment(&mut d, sender, 1 << 16);
+    let prepare = Request::PrepareSegment {
+        segment: near,
+        adapter: 0,
+    };
+    assert_eq!(ask(&mut d, sender, prepare), Reply::Done);
+    let queue = handle(ask(
+        &mut d,
+        sender,
+        Request::CreateDmaQueue {
+            adapter: 0,
+            entries: 8,
+        },
+    ));
+    let started = ask(
+        &mut d,
+        sender,
+        Request::StartDma {
+            queue,
+            local: near,
+            remote: group,
+            entries: vec![entry(4096, 0, 0)],
+            flags: 0,
+        },
+    );
+    assert_eq!(
+        refused(started),
+        ILLEGAL_PARAMETER,
+        "a DMA queue moves to one host"
+    );
 }
