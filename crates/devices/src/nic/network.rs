@@ -226,6 +226,7 @@ mod tests {
         p[0].transmit(SimTime::ZERO, frame(2, 1, 1514));
         let due = SimTime::ZERO + line_time(1514, 100e9) + TIMING.propagation;
         assert_eq!(p[1].inbound().next_due(), Some(due));
+        assert!(!p[1].inbound().is_empty(), "the peer's frame is queued");
         assert!(p[0].inbound().is_empty(), "nothing comes back");
     }
 
