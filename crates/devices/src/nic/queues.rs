@@ -240,6 +240,45 @@ mod tests {
     }
 
     #[test]
+    fn every_register_reads_back_what_the_queue_pair_holds() {
+        let q = enabled(0x1000, 64);
+        q.write(queue::RX_BASE, 0x8000).expect("base");
+        q.write(queue::RX_SIZE, 16).expect("size");
+        q.write(queue::TX_TAIL, 5).expect("posted");
+        q.write(queue::RX_TAIL, 7).expect("posted");
+        q.write(queue::IRQ, 3).expect("irq");
+        q.tx.borrow_mut().head = 2;
+        q.rx.borrow_mut().head = 4;
+        let regs = [
+            (queue::TX_BASE, 0x1000),
+            (queue::TX_SIZE, 64),
+            (queue::TX_TAIL, 5),
+            (queue::TX_HEAD, 2),
+            (queue::RX_BASE, 0x8000),
+            (queue::RX_SIZE, 16),
+            (queue::RX_TAIL, 7),
+            (queue::RX_HEAD, 4),
+            (queue::IRQ, 3),
+            (queue::ERROR, 0),
+        ];
+        for (r, want) in regs {
+            assert_eq!(q.read(r), Ok(want), "register {r:#x}");
+        }
+    }
+
+    #[test]
+    fn a_tail_may_come_down_to_the_head_and_no_further() {
+        let q = enabled(0x1000, 64);
+        q.write(queue::TX_TAIL, 6).expect("posted");
+        q.tx.borrow_mut().head = 3;
+        q.write(queue::TX_TAIL, 3).expect("taken back");
+        assert_eq!((q.read(queue::TX_TAIL), q.error()), (Ok(3), None));
+        q.write(queue::TX_TAIL, 2).expect("posted write");
+        assert_eq!(q.read(queue::TX_TAIL), Ok(3), "refused");
+        assert_eq!(q.error(), Some(RingError::BadTail));
+    }
+
+    #[test]
     fn batches_stop_at_the_tail_and_at_the_end_of_the_ring() {
         let ring = Ring {
             base: 0x1000,

@@ -267,6 +267,46 @@ mod tests {
     }
 
     #[test]
+    fn bar0_ends_where_each_region_ends_and_queue_registers_take_aligned_quadwords() {
+        let f = function();
+        assert_eq!(f.mac(), MacAddr([2, 0, 0, 0, 0, 7]));
+        let mut dword = [0u8; 4];
+        // The last vector's control dword is the table's; the dword after it is nothing.
+        let last = MSIX_TABLE + MSIX_TABLE_SIZE - 4;
+        f.mmio_read(0, last, &mut dword)
+            .expect("the table's last dword");
+        assert_eq!(u32::from_le_bytes(dword), msix::VECTOR_MASKED);
+        assert_eq!(
+            f.mmio_read(0, MSIX_TABLE + MSIX_TABLE_SIZE, &mut dword),
+            Err(CompleterError::OutOfRange)
+        );
+        // The pending bits: nothing pending, and nothing past them.
+        let mut quad = [0xffu8; 8];
+        f.mmio_read(0, MSIX_PBA, &mut quad).expect("the PBA");
+        assert_eq!(quad, [0; 8]);
+        assert_eq!(
+            f.mmio_read(0, MSIX_PBA + 8, &mut quad),
+            Err(CompleterError::OutOfRange)
+        );
+        // Past the global registers is nothing, not a read-only register.
+        assert_eq!(
+            f.mmio_write(0, reg::END, &[0; 8]),
+            Err(CompleterError::OutOfRange)
+        );
+        // A queue register takes an aligned quadword only.
+        let tx_base = queue::base(1) + queue::TX_BASE;
+        assert_eq!(
+            f.mmio_write(0, tx_base, &[0; 4]),
+            Err(CompleterError::BadWidth(4))
+        );
+        assert_eq!(
+            f.mmio_write(0, tx_base + 4, &[0; 8]),
+            Err(CompleterError::BadWidth(8))
+        );
+        assert_eq!(read(&f, tx_base), Ok(0), "nothing was written");
+    }
+
+    #[test]
     fn the_msix_table_takes_dwords_and_unmasking_wakes_the_function() {
         let f = function();
         let control = MSIX_TABLE + msix::ENTRY_SIZE + 12;

@@ -468,6 +468,7 @@ fn frames_from_the_wire_reach_the_function_they_are_addressed_to() {
     assert_eq!(r.received(1, 0).1, f);
     let c = r.nic.port().counters();
     assert_eq!((c.wire_rx, c.filtered), (2, 1));
+    assert_eq!(read_reg(&r.functions[0], reg::WIRE_RX_FRAMES), 2);
     assert_eq!(read_reg(&r.functions[0], reg::RX_FRAMES), 0);
 }
 
@@ -979,4 +980,36 @@ fn a_lowered_transmit_tail_reads_no_buffer_of_the_descriptors_taken_back() {
         read_reg(&r.functions[0], queue::base(0) + queue::TX_HEAD),
         4
     );
+}
+
+#[test]
+fn receive_descriptors_fetched_ahead_above_a_lowered_tail_are_fetched_again() {
+    let mut r = rig(8);
+    r.send(0, &frame(VF, PF, 100), None);
+    // Descriptors 1..8 were fetched ahead. The driver takes 2..8 back, puts a buffer
+    // elsewhere in descriptor 2, and gives 2..4 again.
+    let vf = r.functions[1].clone();
+    let q = queue::base(0);
+    write_reg(&vf, q + queue::RX_TAIL, 2);
+    let elsewhere = 0x700000;
+    let d = RxDescriptor {
+        buffer: BusAddr(elsewhere),
+        len: 2048,
+        status: 0,
+    };
+    r.world
+        .memory
+        .borrow_mut()
+        .write(rx_ring(1) + 2 * 16, &d.to_bytes());
+    write_reg(&vf, q + queue::RX_TAIL, 4);
+    r.send(0, &frame(VF, PF, 101), None);
+    let f = frame(VF, PF, 102);
+    r.send(0, &f, None);
+    let (d, got) = r.received(1, 2);
+    assert_eq!(
+        d.buffer,
+        BusAddr(elsewhere),
+        "the descriptor as given again"
+    );
+    assert_eq!(got, f);
 }
