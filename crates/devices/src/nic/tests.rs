@@ -321,6 +321,41 @@ impl Rig {
     }
 }
 
+/// Turns on MSI-X for function `f` and points its vector 0 (queue pair 0's) at `message`
+/// with `data`, unmasked.
+fn enable_vector0(f: &NicFunction, message: u64, data: u32) {
+    use smartio_platform::pci::{cap, msix};
+    use smartio_platform::ConfigHandler;
+    f.pci
+        .with(|c| {
+            let at = c.capability(cap::MSIX).expect("MSI-X capability");
+            c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
+        })
+        .expect("its own configuration space");
+    let entry = spec::MSIX_TABLE;
+    f.mmio_write(0, entry, &(message as u32).to_le_bytes())
+        .expect("address");
+    f.mmio_write(0, entry + 8, &data.to_le_bytes())
+        .expect("data");
+    f.mmio_write(0, entry + 12, &0u32.to_le_bytes())
+        .expect("unmask");
+}
+
+/// Writes `count` receive descriptors at `ring`, descriptor `n`'s buffer at `buffer(n)`.
+fn write_rx_descriptors(r: &Rig, ring: u64, count: u64, buffer: impl Fn(u64) -> u64) {
+    for n in 0..count {
+        let d = RxDescriptor {
+            buffer: BusAddr(buffer(n)),
+            len: 2048,
+            status: 0,
+        };
+        r.world
+            .memory
+            .borrow_mut()
+            .write(ring + n * 16, &d.to_bytes());
+    }
+}
+
 fn frame(dst: MacAddr, src: MacAddr, payload_len: usize) -> Vec<u8> {
     let payload: Vec<u8> = (0..payload_len).map(|i| (i * 7 + 3) as u8).collect();
     FrameHeader {
@@ -474,24 +509,10 @@ fn frames_from_the_wire_reach_the_function_they_are_addressed_to() {
 
 #[test]
 fn a_received_frame_raises_the_queue_pairs_msix_vector_when_enabled() {
-    use smartio_platform::pci::{cap, msix};
-    use smartio_platform::ConfigHandler;
     let mut r = rig(4);
     let vf = r.functions[1].clone();
-    vf.pci
-        .with(|c| {
-            let at = c.capability(cap::MSIX).expect("MSI-X capability");
-            c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
-        })
-        .expect("its own configuration space");
     let message = 0x3000_0000u64;
-    let entry = spec::MSIX_TABLE; // vector 0 = queue pair 0
-    vf.mmio_write(0, entry, &(message as u32).to_le_bytes())
-        .expect("address");
-    vf.mmio_write(0, entry + 8, &0xabcdu32.to_le_bytes())
-        .expect("data");
-    vf.mmio_write(0, entry + 12, &0u32.to_le_bytes())
-        .expect("unmask");
+    enable_vector0(&vf, message, 0xabcd);
     r.send(0, &frame(VF, PF, 64), None);
     let read_word = |r: &Rig| {
         let mut b = [0u8; 4];
@@ -683,24 +704,10 @@ fn a_transmit_ring_moved_while_buffers_are_read_sends_only_the_new_rings_frames(
 
 #[test]
 fn a_sent_frame_raises_the_queue_pairs_vector_only_with_transmit_interrupts_on() {
-    use smartio_platform::pci::{cap, msix};
-    use smartio_platform::ConfigHandler;
     let mut r = rig(8);
     let pf = r.functions[0].clone();
-    pf.pci
-        .with(|c| {
-            let at = c.capability(cap::MSIX).expect("MSI-X capability");
-            c.config_write(at + msix::CONTROL, &msix::ENABLE.to_le_bytes());
-        })
-        .expect("its own configuration space");
     let message = 0x3000_0000u64;
-    let entry = spec::MSIX_TABLE; // vector 0 = queue pair 0
-    pf.mmio_write(0, entry, &(message as u32).to_le_bytes())
-        .expect("address");
-    pf.mmio_write(0, entry + 8, &0x5150u32.to_le_bytes())
-        .expect("data");
-    pf.mmio_write(0, entry + 12, &0u32.to_le_bytes())
-        .expect("unmask");
+    enable_vector0(&pf, message, 0x5150);
     let messages = |r: &Rig| r.world.accesses_in(message, message + 4).len();
     r.send(0, &frame(VF, PF, 64), None);
     assert_eq!(messages(&r), 0, "interrupts off");
@@ -782,17 +789,7 @@ fn a_receive_ring_set_up_again_takes_its_new_descriptors() {
     let q = queue::base(0);
     write_reg(&vf, q + queue::RX_SIZE, 0);
     let elsewhere = |n: u64| 0x700000 + n * 0x800;
-    for n in 0..4 {
-        let d = RxDescriptor {
-            buffer: BusAddr(elsewhere(n)),
-            len: 2048,
-            status: 0,
-        };
-        r.world
-            .memory
-            .borrow_mut()
-            .write(rx_ring(1) + n * 16, &d.to_bytes());
-    }
+    write_rx_descriptors(&r, rx_ring(1), 4, elsewhere);
     write_reg(&vf, q + queue::RX_SIZE, 8);
     write_reg(&vf, q + queue::RX_TAIL, 4);
     let f = frame(VF, PF, 200);
@@ -940,17 +937,7 @@ fn a_receive_ring_moved_while_enabled_takes_its_descriptors_from_the_new_place()
     let q = queue::base(0);
     let moved = rx_ring(1) + 0x4000;
     let elsewhere = |n: u64| 0x700000 + n * 0x800;
-    for n in 0..8 {
-        let d = RxDescriptor {
-            buffer: BusAddr(elsewhere(n)),
-            len: 2048,
-            status: 0,
-        };
-        r.world
-            .memory
-            .borrow_mut()
-            .write(moved + n * 16, &d.to_bytes());
-    }
+    write_rx_descriptors(&r, moved, 8, elsewhere);
     write_reg(&vf, q + queue::RX_BASE, moved);
     r.world.held.set(None);
     r.world.settle(&mut r.tasks);
