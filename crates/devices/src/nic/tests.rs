@@ -298,6 +298,25 @@ impl Rig {
         self.world.settle(&mut self.tasks);
     }
 
+    /// The PF posts `count` frames for the VF and rings its doorbell while reads of its
+    /// transmit buffers are held (the NIC starts reading and waits); the held range.
+    fn post_while_reading(&mut self, count: usize) -> (u64, u64) {
+        let (start, end) = tx_buffers(0);
+        self.world.held.set(Some((start, end)));
+        for n in 0..count {
+            self.post(0, &frame(VF, PF, 100 + n), None);
+        }
+        self.doorbell(0);
+        (start, end)
+    }
+
+    /// Lets every held access go and settles.
+    fn let_go(&mut self) {
+        self.world.held.set(None);
+        self.world.held_writes.set(None);
+        self.world.settle(&mut self.tasks);
+    }
+
     fn tx_status(&self, f: usize, i: u64) -> Option<Status> {
         let mut b = [0u8; 2];
         self.world
@@ -604,20 +623,14 @@ fn ready_transmit_descriptors_are_fetched_in_batches_with_one_read_each() {
 #[test]
 fn at_most_tx_pipeline_frame_buffers_are_read_at_once() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..7 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    let (start, end) = r.post_while_reading(7);
     assert_eq!(
         r.world.accesses_in(start, end).len(),
         TIMING.tx_pipeline,
         "buffer reads started while none has finished"
     );
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(r.world.accesses_in(start, end).len(), 7);
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 7);
     assert_eq!(r.received(1, 6).1, frame(VF, PF, 106));
@@ -626,16 +639,10 @@ fn at_most_tx_pipeline_frame_buffers_are_read_at_once() {
 #[test]
 fn a_lowered_transmit_tail_takes_back_the_descriptors_not_yet_sent() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..6 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    r.post_while_reading(6);
     // The driver takes back descriptors 2..6 while the first buffers are being read.
     write_reg(&r.functions[0], queue::base(0) + queue::TX_TAIL, 2);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 2);
     assert_eq!(read_reg(&r.functions[0], reg::TX_FRAMES), 2);
     assert_eq!(
@@ -656,16 +663,10 @@ fn a_lowered_transmit_tail_takes_back_the_descriptors_not_yet_sent() {
 #[test]
 fn a_transmit_ring_disabled_while_buffers_are_read_sends_nothing_of_it() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..3 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    r.post_while_reading(3);
     let pf = r.functions[0].clone();
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
     assert_eq!(read_reg(&pf, reg::TX_FRAMES), 0);
     for i in 0..3 {
@@ -680,20 +681,14 @@ fn a_transmit_ring_disabled_while_buffers_are_read_sends_nothing_of_it() {
 #[test]
 fn a_transmit_ring_moved_while_buffers_are_read_sends_only_the_new_rings_frames() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..6 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    r.post_while_reading(6);
     // The driver sets the ring up again elsewhere (an empty ring) while buffers are read.
     let pf = r.functions[0].clone();
     let moved = tx_ring(0) + 0x4000;
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
     write_reg(&pf, queue::base(0) + queue::TX_BASE, moved);
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     // None of the old ring's descriptors is sent or written back.
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 0);
     assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 0);
@@ -813,8 +808,7 @@ fn a_receive_ring_moved_while_a_frame_is_written_gets_no_descriptor_back() {
     write_reg(&vf, q + queue::RX_BASE, moved);
     write_reg(&vf, q + queue::RX_SIZE, 8);
     r.world.log.borrow_mut().clear();
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(
         r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16),
         [],
@@ -838,8 +832,7 @@ fn a_receive_ring_disabled_while_a_frame_is_written_gets_no_descriptor_back() {
     let vf = r.functions[1].clone();
     write_reg(&vf, queue::base(0) + queue::RX_SIZE, 0);
     r.world.log.borrow_mut().clear();
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16), []);
     assert_eq!(read_reg(&vf, reg::RX_FRAMES), 0);
 }
@@ -855,8 +848,7 @@ fn a_receive_ring_set_up_again_in_place_while_a_frame_is_written_gets_no_descrip
     write_reg(&vf, q + queue::RX_SIZE, 0);
     write_reg(&vf, q + queue::RX_SIZE, 8);
     r.world.log.borrow_mut().clear();
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16), []);
     assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0);
     assert_eq!(read_reg(&vf, q + queue::RX_TAIL), 0);
@@ -866,12 +858,7 @@ fn a_receive_ring_set_up_again_in_place_while_a_frame_is_written_gets_no_descrip
 #[test]
 fn a_transmit_ring_set_up_again_in_place_while_buffers_are_read_keeps_its_new_descriptors() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..4 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    r.post_while_reading(4);
     // Set up again in place, and two new frames posted, while the old buffers are read.
     let pf = r.functions[0].clone();
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
@@ -901,8 +888,7 @@ fn a_transmit_ring_set_up_again_while_a_status_is_written_back_keeps_its_head_at
     let pf = r.functions[0].clone();
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
     write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
-    r.world.held_writes.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(
         read_reg(&pf, queue::base(0) + queue::TX_HEAD),
         0,
@@ -920,8 +906,7 @@ fn a_receive_ring_set_up_again_while_a_descriptor_is_written_back_keeps_its_head
     let q = queue::base(0);
     write_reg(&vf, q + queue::RX_SIZE, 0);
     write_reg(&vf, q + queue::RX_SIZE, 8);
-    r.world.held_writes.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0, "the new setup's");
     assert_eq!(read_reg(&vf, q + queue::RX_TAIL), 0);
 }
@@ -939,8 +924,7 @@ fn a_receive_ring_moved_while_enabled_takes_its_descriptors_from_the_new_place()
     let elsewhere = |n: u64| 0x700000 + n * 0x800;
     write_rx_descriptors(&r, moved, 8, elsewhere);
     write_reg(&vf, q + queue::RX_BASE, moved);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     let f = frame(VF, PF, 200);
     r.send(0, &f, None);
     let mut got = vec![0u8; f.len()];
@@ -951,16 +935,10 @@ fn a_receive_ring_moved_while_enabled_takes_its_descriptors_from_the_new_place()
 #[test]
 fn a_lowered_transmit_tail_reads_no_buffer_of_the_descriptors_taken_back() {
     let mut r = rig(8);
-    let (start, end) = tx_buffers(0);
-    r.world.held.set(Some((start, end)));
-    for n in 0..6 {
-        r.post(0, &frame(VF, PF, 100 + n), None);
-    }
-    r.doorbell(0);
+    let (start, end) = r.post_while_reading(6);
     // Four buffers are being read and two descriptors wait; the driver takes those two back.
     write_reg(&r.functions[0], queue::base(0) + queue::TX_TAIL, 4);
-    r.world.held.set(None);
-    r.world.settle(&mut r.tasks);
+    r.let_go();
     assert_eq!(r.world.accesses_in(start, end).len(), 4, "buffers read");
     assert_eq!(read_reg(&r.functions[1], reg::RX_FRAMES), 4);
     assert_eq!(
