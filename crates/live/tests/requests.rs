@@ -767,6 +767,21 @@ fn call_on(socket: &std::os::fd::OwnedFd, request: &Request) -> Reply {
         .0
 }
 
+/// Two programs on the daemon at `path`: one on the lender (the segments' owner), one on
+/// the borrower (their user), each past its hello.
+fn owner_and_user(path: &str) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    let owner = program_socket(path);
+    let user = program_socket(path);
+    for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
+        let hello = Request::Hello {
+            host: host.into(),
+            attach: None,
+        };
+        assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
+    }
+    (owner, user)
+}
+
 #[test]
 fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_are_lost() {
     let path = socket_path("dies-waiting");
@@ -774,15 +789,7 @@ fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_a
         .expect("the daemon starts");
     let lender_node = d.hosts()[1].1[0];
     let client = std::thread::spawn(move || {
-        let owner = program_socket(&path);
-        let user = program_socket(&path);
-        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
-            let hello = Request::Hello {
-                host: host.into(),
-                attach: None,
-            };
-            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
-        }
+        let (owner, user) = owner_and_user(&path);
         let made = call_on(
             &owner,
             &Request::CreateSegment {
@@ -1035,15 +1042,7 @@ fn a_connection_a_dead_programs_dma_queue_kept_busy_goes_once_the_queue_drains()
         .expect("the daemon starts");
     let lender_node = d.hosts()[1].1[0];
     let client = std::thread::spawn(move || {
-        let owner = program_socket(&path);
-        let user = program_socket(&path);
-        for (socket, host) in [(&owner, "lender"), (&user, "borrower")] {
-            let hello = Request::Hello {
-                host: host.into(),
-                attach: None,
-            };
-            assert!(matches!(call_on(socket, &hello), Reply::Hello { .. }));
-        }
+        let (owner, user) = owner_and_user(&path);
         let create = Request::CreateSegment {
             id: None,
             size: 1 << 20,
