@@ -47,6 +47,8 @@
 //!   answer, the objects a descriptor makes, the state of DMA queues, segment events and
 //!   reflective memory — apart from the handlers, which act on the `Daemon`, so no handler is
 //!   imported by the daemon it imports; `gather` reads the daemon into `stats`' figures.
+//! - `landing`: where a map lands — a mapped range resolved through the fabric to one host's
+//!   RAM or one BAR, across look-up-table entries, refused where its pieces lie apart.
 //! - `device_api`: SISCI's SmartIO extension on the daemon's side (borrow, device segments by
 //!   access hints, maps for the program and for the device, requester registration).
 //! - `pages`: register pages — a BAR a program maps is a memory file the daemon's loop looks at
