@@ -358,6 +358,18 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn a_transmit_descriptor_of_exactly_a_header_is_sent() {
+        let d = |len: u32| TxDescriptor {
+            buffer: BusAddr(0x1000),
+            len,
+            status: 0,
+        };
+        let header = HEADER_BYTES as u32;
+        assert_eq!(d(header).validate(1500), Ok(HEADER_BYTES));
+        assert_eq!(d(header - 1).validate(1500), Err(Status::TooShort));
+    }
+
+    #[test]
     fn a_transmit_descriptor_is_checked_against_the_mtu() {
         let d = |len| TxDescriptor {
             buffer: BusAddr(0x1000),

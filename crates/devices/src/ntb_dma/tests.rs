@@ -534,3 +534,14 @@ fn register_bounds_are_taken_at_the_limit_and_refused_past_it() {
     assert_eq!(u64::from_le_bytes(two[..8].try_into().expect("8")), RING);
     assert_eq!(u64::from_le_bytes(b), load(&dma, reg::RING_BASE + 8));
 }
+
+#[test]
+fn a_done_words_flags_are_bits_of_their_own_above_the_count() {
+    let flags = [done::FAILED, done::ABORTED, done::HALTED];
+    for f in flags {
+        assert_eq!(f.count_ones(), 1, "{f:#x}");
+        assert_eq!(f & done::COUNT, 0, "{f:#x} is apart from the count");
+    }
+    assert_eq!(flags.iter().fold(0, |all, f| all | f).count_ones(), 3);
+    assert_eq!(done::COUNT.count_ones() + 3, 64, "the count takes the rest");
+}
