@@ -545,3 +545,53 @@ fn a_done_words_flags_are_bits_of_their_own_above_the_count() {
     assert_eq!(flags.iter().fold(0, |all, f| all | f).count_ones(), 3);
     assert_eq!(done::COUNT.count_ones() + 3, 64, "the count takes the rest");
 }
+
+#[test]
+fn a_drain_with_nothing_posted_writes_no_done_word() {
+    let bus = Bus::default();
+    let dma = enabled(64, 8);
+    bus.poke(DONE, &0x5a5a_u64.to_le_bytes());
+    block_on(dma.drain(&&bus));
+    assert_eq!(bus.peek_u64(DONE), 0x5a5a, "untouched");
+    assert_eq!(dma.counters().completed, 0);
+}
+
+#[test]
+fn the_engine_serves_the_queue_at_each_doorbell() {
+    let bus = Bus::default();
+    let dma = enabled(64, 8);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut engine = pin!(dma.run(&bus));
+    assert!(
+        engine.as_mut().poll(&mut cx).is_pending(),
+        "it runs forever"
+    );
+    for n in 0..2u8 {
+        let data = pattern(100, n);
+        let at = LOCAL + u64::from(n) * 0x1000;
+        bus.poke(at, &data);
+        post(
+            &bus,
+            &dma,
+            u64::from(n),
+            &[transfer(
+                at,
+                REMOTE + u64::from(n) * 0x1000,
+                100,
+                Direction::Write,
+            )],
+        );
+        for _ in 0..1_000 {
+            if dma.head_and_tail() == (u64::from(n) + 1, u64::from(n) + 1) {
+                break;
+            }
+            assert!(engine.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(
+            bus.peek(REMOTE + u64::from(n) * 0x1000, 100),
+            data,
+            "transfer {n}"
+        );
+    }
+    assert_eq!(bus.peek_u64(DONE), 2);
+}
