@@ -595,3 +595,25 @@ fn the_engine_serves_the_queue_at_each_doorbell() {
     }
     assert_eq!(bus.peek_u64(DONE), 2);
 }
+
+#[test]
+fn a_status_is_a_failure_unless_pending_or_done_and_each_says_what_it_means() {
+    let mut said = std::collections::BTreeSet::new();
+    for s in DescriptorStatus::ALL {
+        let ok = matches!(s, DescriptorStatus::Pending | DescriptorStatus::Done);
+        assert_eq!(s.is_failure(), !ok, "{s:?}");
+        assert!(s.describe().len() > 3, "{s:?}: {}", s.describe());
+        assert!(said.insert(s.describe()), "{s:?} says what another says");
+    }
+    assert_eq!(DescriptorStatus::Done.describe(), "done");
+}
+
+#[test]
+fn a_descriptor_of_the_largest_transfer_is_taken_and_one_byte_more_refused() {
+    let d = |length| transfer(LOCAL, REMOTE, length, Direction::Write).encode();
+    assert!(Descriptor::decode(&d(MAX_TRANSFER_BYTES)).is_ok());
+    assert_eq!(
+        Descriptor::decode(&d(MAX_TRANSFER_BYTES + 1)),
+        Err(DescriptorStatus::TooLong)
+    );
+}
