@@ -617,3 +617,13 @@ fn a_descriptor_of_the_largest_transfer_is_taken_and_one_byte_more_refused() {
         Err(DescriptorStatus::TooLong)
     );
 }
+
+#[test]
+fn each_register_error_says_what_it_means_and_no_two_say_the_same() {
+    let mut said = std::collections::BTreeSet::new();
+    for e in RegisterError::ALL {
+        assert!(e.describe().len() > 3, "{e:?}: {}", e.describe());
+        assert!(said.insert(e.describe()), "{e:?} says what another says");
+    }
+    assert_eq!(RegisterError::None.describe(), "no error");
+}
