@@ -102,7 +102,7 @@ impl Sim {
 
     /// The CPU and software costs of the resolved timing (the same as `timing().cpu`,
     /// without borrowing the core).
-    pub fn cpu_costs(&self) -> &CpuTiming {
+    pub(crate) fn cpu_costs(&self) -> &CpuTiming {
         &self.inner.cpu
     }
 

@@ -441,16 +441,7 @@ fn device_segments_private_and_shared_bars_and_maps_for_the_device() {
     // BAR0 (64 KiB of registers) is a register page; BAR2 (256 MiB) is past what the live
     // engine maps.
     let bar0 = handle(connect(&mut d, a, dev_a, 0, 1));
-    let regs = ask(
-        &mut d,
-        a,
-        Request::MapRemote {
-            remote: bar0,
-            offset: 0,
-            size: 4096,
-        },
-    );
-    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    let regs = map_first_page(&mut d, a, bar0);
     // A connection is not let go while the program maps it.
     let disconnect = |d: &mut Daemon| ask(d, a, Request::DisconnectSegment { remote: bar0 });
     assert!(code(&disconnect(&mut d)).is_some(), "mapped");
@@ -782,6 +773,19 @@ fn owner_and_user(path: &str) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     (owner, user)
 }
 
+/// Descriptor `a` maps the first page of its connection `remote`, which must succeed; the
+/// reply.
+fn map_first_page(d: &mut Daemon, a: u64, remote: u64) -> Reply {
+    let request = Request::MapRemote {
+        remote,
+        offset: 0,
+        size: 4096,
+    };
+    let regs = ask(d, a, request);
+    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    regs
+}
+
 #[test]
 fn a_program_that_dies_while_it_waits_is_let_go_and_connections_to_its_segment_are_lost() {
     let path = socket_path("dies-waiting");
@@ -983,16 +987,7 @@ fn a_device_maps_connections_and_device_segments_and_returning_another_device_le
         Reply::Done
     );
     // What the second device has is untouched.
-    let regs = ask(
-        &mut d,
-        a,
-        Request::MapRemote {
-            remote: bar0,
-            offset: 0,
-            size: 4096,
-        },
-    );
-    assert!(matches!(regs, Reply::Mapped { len: 4096, .. }), "{regs:?}");
+    map_first_page(&mut d, a, bar0);
     assert_eq!(unmap_for(&mut d, remote), Reply::Done);
 }
 

@@ -67,9 +67,9 @@ impl InFlight {
 struct TxWork {
     fetched: VecDeque<(u64, TxDescriptor)>,
     in_flight: VecDeque<InFlight>,
-    /// The ring's base, size, enable and setup the work belongs to (all zero before the
-    /// first look, as a ring never set up is).
-    ring: (u64, u64, bool, u64),
+    /// The ring's base and setup the work belongs to (both zero before the first look, as a
+    /// ring never set up is); a setup fixes the size and the enable.
+    ring: (u64, u64),
 }
 
 impl TxWork {
@@ -78,7 +78,7 @@ impl TxWork {
     /// descriptor 0), so no descriptor of the old ring is sent or written back; the
     /// descriptors at or above a lowered tail, which are the driver's again.
     fn follow(&mut self, ring: &Ring) {
-        let now = (ring.base, ring.size, ring.enabled, ring.setup);
+        let now = (ring.base, ring.setup);
         if now != self.ring {
             self.fetched.clear();
             self.in_flight.clear();

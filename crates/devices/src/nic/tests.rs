@@ -310,6 +310,14 @@ impl Rig {
         (start, end)
     }
 
+    /// The PF sends a frame to the VF while writes of the VF's receive buffers are held (the
+    /// NIC starts writing the frame and waits).
+    fn send_while_receiving(&mut self) {
+        let (start, end) = rx_buffers(1);
+        self.world.held.set(Some((start, end)));
+        self.send(0, &frame(VF, PF, 100), None);
+    }
+
     /// Lets every held access go and settles.
     fn let_go(&mut self) {
         self.world.held.set(None);
@@ -358,6 +366,13 @@ fn enable_vector0(f: &NicFunction, message: u64, data: u32) {
         .expect("data");
     f.mmio_write(0, entry + 12, &0u32.to_le_bytes())
         .expect("unmask");
+}
+
+/// Function `f` sets a ring up again in place: its size register (`size_reg`) to 0, then
+/// to 8 again.
+fn set_up_in_place(f: &NicFunction, size_reg: u64) {
+    write_reg(f, size_reg, 0);
+    write_reg(f, size_reg, 8);
 }
 
 /// Writes `count` receive descriptors at `ring`, descriptor `n`'s buffer at `buffer(n)`.
@@ -550,8 +565,7 @@ fn a_transmit_ring_set_up_again_starts_over_at_descriptor_zero() {
     r.send(0, &frame(VF, PF, 100), None);
     r.send(0, &frame(VF, PF, 101), None);
     let pf = r.functions[0].clone();
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    set_up_in_place(&pf, queue::base(0) + queue::TX_SIZE);
     assert_eq!(read_reg(&pf, queue::base(0) + queue::TX_HEAD), 0);
     r.tx_tail[0] = 0;
     let f = frame(VF, PF, 300);
@@ -798,9 +812,7 @@ fn a_receive_ring_set_up_again_takes_its_new_descriptors() {
 #[test]
 fn a_receive_ring_moved_while_a_frame_is_written_gets_no_descriptor_back() {
     let mut r = rig(8);
-    let (start, end) = rx_buffers(1);
-    r.world.held.set(Some((start, end)));
-    r.send(0, &frame(VF, PF, 100), None);
+    r.send_while_receiving();
     let vf = r.functions[1].clone();
     let q = queue::base(0);
     let moved = rx_ring(1) + 0x4000;
@@ -826,9 +838,7 @@ fn a_receive_ring_moved_while_a_frame_is_written_gets_no_descriptor_back() {
 #[test]
 fn a_receive_ring_disabled_while_a_frame_is_written_gets_no_descriptor_back() {
     let mut r = rig(8);
-    let (start, end) = rx_buffers(1);
-    r.world.held.set(Some((start, end)));
-    r.send(0, &frame(VF, PF, 100), None);
+    r.send_while_receiving();
     let vf = r.functions[1].clone();
     write_reg(&vf, queue::base(0) + queue::RX_SIZE, 0);
     r.world.log.borrow_mut().clear();
@@ -840,13 +850,10 @@ fn a_receive_ring_disabled_while_a_frame_is_written_gets_no_descriptor_back() {
 #[test]
 fn a_receive_ring_set_up_again_in_place_while_a_frame_is_written_gets_no_descriptor_back() {
     let mut r = rig(8);
-    let (start, end) = rx_buffers(1);
-    r.world.held.set(Some((start, end)));
-    r.send(0, &frame(VF, PF, 100), None);
+    r.send_while_receiving();
     let vf = r.functions[1].clone();
     let q = queue::base(0);
-    write_reg(&vf, q + queue::RX_SIZE, 0);
-    write_reg(&vf, q + queue::RX_SIZE, 8);
+    set_up_in_place(&vf, q + queue::RX_SIZE);
     r.world.log.borrow_mut().clear();
     r.let_go();
     assert_eq!(r.world.accesses_in(rx_ring(1), rx_ring(1) + 8 * 16), []);
@@ -861,8 +868,7 @@ fn a_transmit_ring_set_up_again_in_place_while_buffers_are_read_keeps_its_new_de
     r.post_while_reading(4);
     // Set up again in place, and two new frames posted, while the old buffers are read.
     let pf = r.functions[0].clone();
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    set_up_in_place(&pf, queue::base(0) + queue::TX_SIZE);
     r.tx_tail[0] = 0;
     let new: Vec<Vec<u8>> = (0..2).map(|n| frame(VF, PF, 300 + n)).collect();
     for f in &new {
@@ -886,8 +892,7 @@ fn a_transmit_ring_set_up_again_while_a_status_is_written_back_keeps_its_head_at
     r.world.held_writes.set(Some((status, status + 2)));
     r.send(0, &frame(VF, PF, 100), None);
     let pf = r.functions[0].clone();
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 0);
-    write_reg(&pf, queue::base(0) + queue::TX_SIZE, 8);
+    set_up_in_place(&pf, queue::base(0) + queue::TX_SIZE);
     r.let_go();
     assert_eq!(
         read_reg(&pf, queue::base(0) + queue::TX_HEAD),
@@ -904,8 +909,7 @@ fn a_receive_ring_set_up_again_while_a_descriptor_is_written_back_keeps_its_head
     r.send(0, &frame(VF, PF, 100), None);
     let vf = r.functions[1].clone();
     let q = queue::base(0);
-    write_reg(&vf, q + queue::RX_SIZE, 0);
-    write_reg(&vf, q + queue::RX_SIZE, 8);
+    set_up_in_place(&vf, q + queue::RX_SIZE);
     r.let_go();
     assert_eq!(read_reg(&vf, q + queue::RX_HEAD), 0, "the new setup's");
     assert_eq!(read_reg(&vf, q + queue::RX_TAIL), 0);
@@ -914,9 +918,7 @@ fn a_receive_ring_set_up_again_while_a_descriptor_is_written_back_keeps_its_head
 #[test]
 fn a_receive_ring_moved_while_enabled_takes_its_descriptors_from_the_new_place() {
     let mut r = rig(8);
-    let (start, end) = rx_buffers(1);
-    r.world.held.set(Some((start, end)));
-    r.send(0, &frame(VF, PF, 100), None);
+    r.send_while_receiving();
     // While the first frame is written, the driver points the enabled ring elsewhere.
     let vf = r.functions[1].clone();
     let q = queue::base(0);
