@@ -55,6 +55,8 @@ struct Inner {
     reads: RefCell<Vec<(u64, usize)>>,
     /// How long a DMA read takes to complete.
     read_latency: Cell<SimDuration>,
+    /// Reads of addresses in these ranges wait until the test lets them go.
+    held_reads: RefCell<Vec<(u64, u64)>>,
 }
 
 impl World {
@@ -90,6 +92,31 @@ impl World {
         self.inner.read_latency.set(latency);
     }
 
+    /// Makes DMA reads that start in `[start, end)` wait (besides those held already: they
+    /// complete once let go with [`World::let_go`] and the world settled again), so a test
+    /// can act while a model's read is in flight.
+    pub fn hold_reads(&self, start: u64, end: u64) {
+        self.inner.held_reads.borrow_mut().push((start, end));
+    }
+
+    /// Lets every held read go.
+    pub fn let_go(&self) {
+        self.inner.held_reads.borrow_mut().clear();
+    }
+
+    /// Waits while reads at `addr` are held. Registers no waker: [`World::settle`] polls
+    /// it again after the test lets go.
+    fn until_let_go(&self, addr: u64) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |_| {
+            let held = self.inner.held_reads.borrow();
+            if held.iter().any(|&(s, e)| (s..e).contains(&addr)) {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+    }
+
     fn outside(addr: BusAddr, len: usize) -> Result<(), AccessError> {
         match addr.get().checked_add(len as u64) {
             Some(end) if end <= MEMORY_END => Ok(()),
@@ -105,6 +132,12 @@ impl World {
     /// waiting. Panics if the tasks keep waking one another without end.
     pub fn run(&self, tasks: impl IntoIterator<Item = LocalTask>) -> usize {
         let mut tasks: Vec<LocalTask> = tasks.into_iter().collect();
+        self.settle(&mut tasks)
+    }
+
+    /// As [`World::run`], keeping in `tasks` those left waiting (and what they spawned), so
+    /// a test can poke memory or registers and settle them again.
+    pub fn settle(&self, tasks: &mut Vec<LocalTask>) -> usize {
         let woken = Arc::new(Flag::default());
         let waker = Waker::from(woken.clone());
         let mut cx = Context::from_waker(&waker);
@@ -165,6 +198,7 @@ impl Port for World {
         let latency = self.sleep(self.inner.read_latency.get());
         async move {
             latency.await;
+            self.until_let_go(addr.get()).await;
             log(&self.inner.reads, (addr.get(), buf.len()));
             World::outside(addr, buf.len()).map(|()| {
                 self.inner.memory.borrow().read(addr.get(), buf);
@@ -249,6 +283,36 @@ mod tests {
         assert_eq!(bytes, Ok([5, 6, 7, 8]));
         assert_eq!(at, SimTime::ZERO + SimDuration::from_ns(700));
         assert_eq!(world.reads(), [(0x2000, 4)]);
+    }
+
+    #[test]
+    fn a_held_read_waits_across_settles_until_let_go_and_others_pass() {
+        let world = World::default();
+        world.poke(0x3000, &[1, 2]);
+        world.poke(0x5000, &[3, 4]);
+        world.hold_reads(0x3000, 0x3001);
+        world.hold_reads(0x9000, 0xa000);
+        let done = Rc::new(RefCell::new(Vec::new()));
+        let read = |addr: u64| -> LocalTask {
+            let (w, done) = (world.clone(), done.clone());
+            Box::pin(async move {
+                let mut b = [0u8; 2];
+                w.read(BusAddr(addr), &mut b).await.expect("memory");
+                done.borrow_mut().push(b);
+            })
+        };
+        let mut tasks = vec![read(0x3000), read(0x5000), read(0x2fff)];
+        assert_eq!(world.settle(&mut tasks), 1, "the held one waits");
+        assert_eq!(
+            *done.borrow(),
+            [[3, 4], [0, 1]],
+            "a read starting before the range passes"
+        );
+        assert_eq!(world.settle(&mut tasks), 1, "and keeps waiting");
+        world.let_go();
+        assert_eq!(world.settle(&mut tasks), 0);
+        assert_eq!(*done.borrow(), [[3, 4], [0, 1], [1, 2]]);
+        assert_eq!(world.reads(), [(0x5000, 2), (0x2fff, 2), (0x3000, 2)]);
     }
 
     #[test]

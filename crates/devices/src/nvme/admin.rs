@@ -506,3 +506,6 @@ fn ascii(field: &mut [u8], text: &str) {
     let n = text.len().min(field.len());
     field[..n].copy_from_slice(&text.as_bytes()[..n]);
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,6 +19,8 @@ pub mod params;
 pub mod prp;
 mod queues;
 pub mod spec;
+#[cfg(test)]
+mod testing;
 
 pub use controller::{NvmeConfig, NvmeController};
 pub use media::{Media, MediaOp, MediaProfile};
