@@ -164,3 +164,6 @@ impl NvmeController {
         Status::INTERNAL_ERROR
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -112,6 +112,12 @@ impl Rig {
 
     /// A controller with `config`, not enabled, bus mastering on.
     pub fn with(config: NvmeConfig) -> Rig {
+        let store = NamespaceStore::sparse(config.namespaces, config.capacity);
+        Rig::with_store(config, store)
+    }
+
+    /// [`Rig::with`] whose namespaces live in `store`.
+    pub fn with_store(config: NvmeConfig, store: NamespaceStore) -> Rig {
         let layout = layout_for("nvme", &toml::Table::new()).expect("the default layout");
         let bars: Vec<AssignedBar> = layout
             .bars
@@ -129,7 +135,6 @@ impl Rig {
             Some(NvmeController::msix_layout(config.queue_pairs)),
         ));
         pci.config_write(pci::COMMAND, &command::BUS_MASTER.to_le_bytes());
-        let store = NamespaceStore::sparse(config.namespaces, config.capacity);
         let pairs = vec![None; usize::from(config.queue_pairs)];
         let nvme = Rc::new(NvmeController::new(config, store, pci.clone()));
         let world = World::default();
