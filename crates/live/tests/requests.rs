@@ -1169,3 +1169,66 @@ fn a_requester_is_found_at_a_device_number_past_zero() {
         );
     }
 }
+
+/// Back-to-back with the lender's DMA device given `memory` bytes (its BAR2), written next to
+/// `socket`; the scenario's path.
+fn back_to_back_with_dma_memory(socket: &str, memory: &str) -> String {
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/back-to-back.toml"
+    );
+    let text = std::fs::read_to_string(shipped).expect("the shipped scenario");
+    let dma = "name = \"dma0\"\nkind = \"dma\"\n";
+    assert!(text.contains(dma), "back-to-back has a DMA device");
+    let text = text.replace(dma, &format!("{dma}params = {{ memory = \"{memory}\" }}\n"));
+    let path = std::path::Path::new(socket).with_file_name("scenario.toml");
+    std::fs::write(&path, text).expect("the scenario written");
+    path.to_str().expect("utf-8").to_string()
+}
+
+#[test]
+fn a_bar_of_a_register_page_is_mapped_and_a_larger_one_is_refused() {
+    for (memory, fits) in [("1 MiB", true), ("2 MiB", false)] {
+        let socket = socket_path(&format!("bar-{}", memory.replace(' ', "")));
+        let scenario = back_to_back_with_dma_memory(&socket, memory);
+        let mut d = Daemon::up(&scenario, &Calibration::default_embedded(), &socket)
+            .expect("the daemon starts");
+        let a = hello(&mut d, "borrower");
+        let fdid = fdid_of(&mut d, a, "lender:dma0");
+        let device = borrow(&mut d, a, fdid);
+        let bar2 = handle(ask(
+            &mut d,
+            a,
+            Request::ConnectDeviceSegment {
+                device,
+                id: 2,
+                memtype: 1,
+            },
+        ));
+        let map = Request::MapRemote {
+            remote: bar2,
+            offset: 0,
+            size: 4096,
+        };
+        let reply = ask(&mut d, a, map);
+        if fits {
+            assert!(
+                matches!(reply, Reply::Mapped { len: 4096, .. }),
+                "{reply:?}"
+            );
+        } else {
+            assert_eq!(
+                code(&reply),
+                sci(SciErrorClass::IllegalParameter),
+                "{reply:?}"
+            );
+            let Reply::Error { message, .. } = reply else {
+                unreachable!("an error, checked above")
+            };
+            assert!(
+                message.contains("BAR2 of 2097152 bytes") && message.contains("1048576"),
+                "{message}"
+            );
+        }
+    }
+}
