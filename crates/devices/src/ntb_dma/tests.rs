@@ -670,3 +670,26 @@ fn the_engine_never_waits_without_a_wake_up_to_come() {
     assert_eq!(bus.peek(REMOTE, data.len()), data);
     assert_eq!(status(&bus, &dma, 0), Some(DescriptorStatus::Done));
 }
+
+#[test]
+fn a_copy_on_a_bus_that_answers_at_once_goes_on_without_a_wake_up() {
+    // The device world completes each access on its first poll and wakes nobody, and polls
+    // a task again only when it was woken: a copy that stopped after a pass that moved data
+    // would never be polled again.
+    let world = crate::testing::World::default();
+    let dma = std::rc::Rc::new(enabled(4, 8));
+    let data = pattern(64 * 1024, 5);
+    world.poke(LOCAL, &data);
+    let descriptor = transfer(LOCAL, REMOTE, data.len() as u64, Direction::Write);
+    world.poke(RING, &descriptor.encode());
+    store(&dma, reg::TAIL, 1).expect("stored");
+    let (engine, port) = (dma.clone(), world.clone());
+    world.block_on(async move { engine.drain(&port).await }, []);
+    assert_eq!(world.peek(REMOTE, data.len()), data);
+    let code = world.peek(RING + desc::STATUS as u64, 4);
+    let code = u32::from_le_bytes([code[0], code[1], code[2], code[3]]);
+    assert_eq!(
+        DescriptorStatus::from_code(code),
+        Some(DescriptorStatus::Done)
+    );
+}
