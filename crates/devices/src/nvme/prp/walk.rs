@@ -162,6 +162,8 @@ mod tests {
             (buf, 3 * PAGE_SIZE, &[list]),
             (buf + 0x204, 32 * PAGE_SIZE, &[list]),
             (buf, 40 * PAGE_SIZE, &chained),
+            // A list of exactly as many entries as its page has slots left: no chain.
+            (buf, 9 * PAGE_SIZE, &[list + PAGE_SIZE - 64]),
             (buf + 8, 600 * PAGE_SIZE, &[list, list + PAGE_SIZE]),
         ] {
             assert_eq!(
