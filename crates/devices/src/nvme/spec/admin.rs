@@ -390,6 +390,8 @@ mod tests {
         assert_eq!(c.cdw, [0x02 | (1 << 15) | (0x7f << 16), 1, 0x200, 1, 0, 0]);
         assert_eq!(l.len(), (0x0001_007f + 1) * 4);
         assert_eq!(AdminCommand::from(&c), AdminCommand::GetLogPage(l));
+        let least = GetLogPage { numd: 0, ..l };
+        assert_eq!((least.len(), least.is_empty()), (4, false), "NUMD is 0-based");
     }
 
     #[test]
