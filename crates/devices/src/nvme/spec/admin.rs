@@ -408,6 +408,27 @@ mod tests {
         assert_eq!(name(IDENTIFY), Some("Identify"));
     }
 
+    #[test]
+    fn every_implemented_opcode_has_the_specifications_name() {
+        let names = [
+            (DELETE_IO_SQ, "Delete I/O SQ"),
+            (CREATE_IO_SQ, "Create I/O SQ"),
+            (GET_LOG_PAGE, "Get Log Page"),
+            (DELETE_IO_CQ, "Delete I/O CQ"),
+            (CREATE_IO_CQ, "Create I/O CQ"),
+            (IDENTIFY, "Identify"),
+            (ABORT, "Abort"),
+            (SET_FEATURES, "Set Features"),
+            (GET_FEATURES, "Get Features"),
+            (ASYNC_EVENT_REQUEST, "Asynchronous Event Request"),
+        ];
+        for (opcode, want) in names {
+            assert_eq!(name(opcode), Some(want), "{opcode:#04x}");
+        }
+        let named = (0..=u8::MAX).filter(|&op| name(op).is_some()).count();
+        assert_eq!(named, names.len(), "no other opcode is named");
+    }
+
     fn any_admin() -> impl Strategy<Value = AdminCommand> {
         prop_oneof![
             (any::<u32>(), any::<u8>())
