@@ -391,7 +391,11 @@ mod tests {
         assert_eq!(l.len(), (0x0001_007f + 1) * 4);
         assert_eq!(AdminCommand::from(&c), AdminCommand::GetLogPage(l));
         let least = GetLogPage { numd: 0, ..l };
-        assert_eq!((least.len(), least.is_empty()), (4, false), "NUMD is 0-based");
+        assert_eq!(
+            (least.len(), least.is_empty()),
+            (4, false),
+            "NUMD is 0-based"
+        );
     }
 
     #[test]

@@ -174,6 +174,36 @@ mod tests {
         assert_eq!(Command::decode(&Command::default().encode_with(f)).1, f);
     }
 
+    #[test]
+    fn a_command_is_plain_only_with_neither_fuse_nor_psdt() {
+        for (fuse, psdt, plain) in [(0, 0, true), (1, 0, false), (0, 1, false), (3, 2, false)] {
+            assert_eq!(Flags { fuse, psdt }.is_plain(), plain, "{fuse} {psdt}");
+        }
+    }
+
+    #[test]
+    fn with_prps_sets_both_pointers_and_keeps_the_rest() {
+        let c = Command {
+            opcode: 2,
+            cid: 9,
+            nsid: 1,
+            prp1: 1,
+            prp2: 2,
+            cdw: [3, 4, 5, 6, 7, 8],
+        };
+        let moved = c.with_prps(0x1000, 0x2000);
+        assert_eq!(
+            moved,
+            Command {
+                prp1: 0x1000,
+                prp2: 0x2000,
+                ..c
+            }
+        );
+        assert_eq!(moved.to_bytes(), moved.encode());
+        assert_eq!(Command::from_bytes(&moved.to_bytes()).0, moved);
+    }
+
     fn any_command() -> impl Strategy<Value = Command> {
         (
             any::<u8>(),
