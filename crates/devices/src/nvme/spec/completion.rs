@@ -321,6 +321,53 @@ mod tests {
         assert!(Status::generic(0).is_success() && !Status::INVALID_FIELD.is_success());
     }
 
+    #[test]
+    fn more_is_bit_14_of_the_status_field() {
+        assert_eq!(field::M, 0x4000);
+        assert_eq!(field::M & (field::DNR | (0xff << field::SC_SHIFT)), 0);
+    }
+
+    #[test]
+    fn every_status_the_controller_returns_has_its_own_name() {
+        let named = [
+            (Status::SUCCESS, "Successful Completion"),
+            (Status::INVALID_OPCODE, "Invalid Command Opcode"),
+            (Status::INVALID_FIELD, "Invalid Field in Command"),
+            (Status::COMMAND_ID_CONFLICT, "Command ID Conflict"),
+            (Status::DATA_TRANSFER_ERROR, "Data Transfer Error"),
+            (Status::INTERNAL_ERROR, "Internal Error"),
+            (Status::ABORT_REQUESTED, "Command Abort Requested"),
+            (
+                Status::ABORTED_SQ_DELETION,
+                "Command Aborted due to SQ Deletion",
+            ),
+            (Status::INVALID_NAMESPACE, "Invalid Namespace or Format"),
+            (Status::COMMAND_SEQUENCE_ERROR, "Command Sequence Error"),
+            (Status::PRP_OFFSET_INVALID, "PRP Offset Invalid"),
+            (Status::LBA_OUT_OF_RANGE, "LBA Out of Range"),
+            (Status::COMPLETION_QUEUE_INVALID, "Completion Queue Invalid"),
+            (Status::INVALID_QUEUE_ID, "Invalid Queue Identifier"),
+            (Status::INVALID_QUEUE_SIZE, "Invalid Queue Size"),
+            (Status::ABORT_LIMIT_EXCEEDED, "Abort Command Limit Exceeded"),
+            (
+                Status::AER_LIMIT_EXCEEDED,
+                "Asynchronous Event Request Limit Exceeded",
+            ),
+            (Status::INVALID_INTERRUPT_VECTOR, "Invalid Interrupt Vector"),
+            (Status::INVALID_LOG_PAGE, "Invalid Log Page"),
+            (Status::INVALID_QUEUE_DELETION, "Invalid Queue Deletion"),
+        ];
+        for (status, name) in named {
+            assert_eq!(status.name(), name, "{status:?}");
+        }
+        assert_eq!(Status::generic(0x05).name(), "unknown status");
+        assert_eq!(Status::specific(0x04).name(), "unknown status");
+        assert_eq!(
+            Status::INVALID_LOG_PAGE.to_string(),
+            "Invalid Log Page (SCT 0x1, SC 0x09)"
+        );
+    }
+
     fn any_status() -> impl Strategy<Value = Status> {
         (0u8..8, any::<u8>(), any::<bool>()).prop_map(|(sct, sc, dnr)| Status { sct, sc, dnr })
     }
