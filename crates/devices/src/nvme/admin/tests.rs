@@ -1003,10 +1003,14 @@ fn abort_of_a_queue_that_does_not_exist_is_an_invalid_field() {
     );
 }
 
-/// Queue 1 with fetches of one entry at a time and two Flushes posted while its entries
-/// cannot be read: the first being fetched, the second waiting; their ids.
+/// Queue 1 (8 entries) with fetches of one entry at a time and two Flushes posted across
+/// its wrap (slots 7 and 0) while its entries cannot be read: the first being fetched, the
+/// second waiting; their ids.
 fn two_flushes_waiting(rig: &mut Rig) -> (u16, u16) {
     rig.create_pair(1, 8);
+    for _ in 0..7 {
+        assert_eq!(rig.run(1, flush()).status, Status::SUCCESS);
+    }
     let one_at_a_time = set_feature(feature::ARBITRATION, 0);
     assert_eq!(rig.admin_status(one_at_a_time), Status::SUCCESS);
     rig.world.hold_reads(io_sq(1), io_sq(1) + 0x1000);
