@@ -32,6 +32,10 @@ pub(crate) const ADMIN_ENTRIES: u16 = 16;
 pub(crate) const DATA: u64 = 0x100_000;
 /// Where BAR0 is (the controller memory buffer's BAR follows it).
 pub(crate) const BAR0: u64 = 1 << 40;
+/// Where BAR 2, the controller memory buffer, is when the controller has one (BAR `i` is at
+/// `BAR0 + (i << 32)`): past [`crate::testing::MEMORY_END`], so only the controller answers
+/// there.
+pub(crate) const CMB: u64 = BAR0 + (2 << 32);
 
 /// I/O submission queue `qid`'s base.
 pub(crate) fn io_sq(qid: u16) -> u64 {
@@ -110,7 +114,8 @@ impl Rig {
         Rig::with(config())
     }
 
-    /// A controller with `config`, not enabled, bus mastering on.
+    /// A controller with `config`, not enabled, bus mastering on; its memory buffer, when
+    /// `config.cmb_size > 0`, in BAR 2 at [`CMB`].
     pub fn with(config: NvmeConfig) -> Rig {
         let store = NamespaceStore::sparse(config.namespaces, config.capacity);
         Rig::with_store(config, store)
@@ -118,7 +123,12 @@ impl Rig {
 
     /// [`Rig::with`] whose namespaces live in `store`.
     pub fn with_store(config: NvmeConfig, store: NamespaceStore) -> Rig {
-        let layout = layout_for("nvme", &toml::Table::new()).expect("the default layout");
+        let mut params = toml::Table::new();
+        if config.cmb_size > 0 {
+            let size = i64::try_from(config.cmb_size).expect("a memory buffer size");
+            params.insert("cmb".into(), toml::Value::Integer(size));
+        }
+        let layout = layout_for("nvme", &params).expect("the layout");
         let bars: Vec<AssignedBar> = layout
             .bars
             .iter()
