@@ -907,3 +907,6 @@ pub const DOORBELL_STRIDE: u32 = 0;
 pub fn doorbell(qid: u16, completion: bool) -> u64 {
     spec::doorbell_offset(qid, completion, DOORBELL_STRIDE)
 }
+
+#[cfg(test)]
+mod tests;
