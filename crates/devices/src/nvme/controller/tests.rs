@@ -346,6 +346,10 @@ fn registers_take_4_or_8_bytes_and_doorbells_multiples_of_4() {
         Err(CompleterError::OutOfRange),
         "no memory buffer, not even an empty access"
     );
+    assert_eq!(
+        rig.nvme.mmio_write(2, 0, &[]),
+        Err(CompleterError::OutOfRange)
+    );
 }
 
 #[test]
