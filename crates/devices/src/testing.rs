@@ -26,6 +26,10 @@ pub(crate) const MEMORY_END: u64 = 1 << 32;
 /// loop that never ends), and the world stops it with a panic before its logs fill memory.
 const RUNAWAY: usize = 1_000_000;
 
+/// More tasks than any test spawns: a model that goes past it spawns without end (each
+/// task holds memory, so the world stops it long before the machine runs out).
+const RUNAWAY_TASKS: usize = 10_000;
+
 /// Appends `entry` to a DMA log, stopping a runaway model.
 fn log<T>(log: &RefCell<Vec<T>>, entry: T) {
     let mut log = log.borrow_mut();
@@ -49,6 +53,8 @@ struct Inner {
     /// Tasks sleeping: when each wakes, and its waker.
     sleepers: RefCell<Vec<(SimTime, Waker)>>,
     spawned: RefCell<Vec<LocalTask>>,
+    /// Tasks spawned so far.
+    spawns: Cell<usize>,
     /// Every DMA write that landed, in order: address and bytes.
     writes: RefCell<Vec<(u64, Vec<u8>)>>,
     /// Every DMA read that completed, in order: address and length.
@@ -235,6 +241,9 @@ impl Clock for World {
 
 impl Spawner for World {
     fn spawn_task(&self, task: LocalTask) {
+        let n = self.inner.spawns.get() + 1;
+        assert!(n < RUNAWAY_TASKS, "a runaway model: {n} tasks spawned");
+        self.inner.spawns.set(n);
         self.inner.spawned.borrow_mut().push(task);
     }
 }
@@ -313,6 +322,15 @@ mod tests {
         assert_eq!(world.settle(&mut tasks), 0);
         assert_eq!(*done.borrow(), [[3, 4], [0, 1], [1, 2]]);
         assert_eq!(world.reads(), [(0x5000, 2), (0x2fff, 2), (0x3000, 2)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "a runaway model: 10000 tasks spawned")]
+    fn a_model_that_spawns_without_end_is_stopped() {
+        let world = World::default();
+        for _ in 0..RUNAWAY_TASKS {
+            world.spawn_task(Box::pin(async {}));
+        }
     }
 
     #[test]
