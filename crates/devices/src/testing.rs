@@ -9,6 +9,8 @@
 //! Time moves only when every task waits, so what a test reads off the clock is what the
 //! model's own costs add up to, with tasks overlapping as they would on an engine.
 
+use smartio_fabric::topology::AssignedBar;
+use smartio_fabric::EndpointLayout;
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, Port, SimDuration, SimTime, SparseMemory, Spawner,
 };
@@ -38,6 +40,21 @@ fn log<T>(log: &RefCell<Vec<T>>, entry: T) {
         "a runaway model: {RUNAWAY} DMA accesses"
     );
     log.push(entry);
+}
+
+/// `layout`'s BARs assigned where `base` says (given each BAR's index), for a model's
+/// configuration space in a test.
+pub(crate) fn assigned_bars(layout: &EndpointLayout, base: impl Fn(u8) -> u64) -> Vec<AssignedBar> {
+    layout
+        .bars
+        .iter()
+        .map(|b| AssignedBar {
+            index: b.index,
+            kind: b.kind,
+            base: BusAddr(base(b.index)),
+            size: b.size,
+        })
+        .collect()
 }
 
 /// The world a model runs in (cheap to clone: clones share it).

@@ -5,7 +5,6 @@
 use super::{Gpu, GpuConfig, GpuTiming, KernelLibrary};
 use crate::config::ConfigSpace;
 use crate::kinds::layout_for;
-use smartio_fabric::topology::AssignedBar;
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, Port, SimDuration, SimTime, Spawner,
 };
@@ -79,17 +78,7 @@ pub(crate) fn gpu_on<P>(memory: u64) -> Gpu<P> {
 /// [`gpu_on`] with `timing` instead of the P4000-like one.
 pub(crate) fn gpu_timed<P>(memory: u64, timing: GpuTiming) -> Gpu<P> {
     let layout = layout_for("gpu", &toml::Table::new()).expect("default layout");
-    let bars: Vec<AssignedBar> = layout
-        .bars
-        .iter()
-        .enumerate()
-        .map(|(i, b)| AssignedBar {
-            index: b.index,
-            kind: b.kind,
-            base: BusAddr((i as u64 + 1) << 40),
-            size: b.size,
-        })
-        .collect();
+    let bars = crate::testing::assigned_bars(&layout, |index| (u64::from(index) + 1) << 40);
     let pci = Rc::new(ConfigSpace::new(
         &layout,
         &bars,

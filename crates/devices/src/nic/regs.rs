@@ -192,21 +192,10 @@ impl BarHandler for NicFunction {
 mod tests {
     use super::*;
     use crate::kinds::layout_for;
-    use smartio_fabric::topology::AssignedBar;
-    use smartio_platform::BusAddr;
 
     pub(crate) fn function() -> NicFunction {
         let layout = layout_for("nic", &toml::Table::new()).expect("default layout");
-        let bars: Vec<AssignedBar> = layout
-            .bars
-            .iter()
-            .map(|b| AssignedBar {
-                index: b.index,
-                kind: b.kind,
-                base: BusAddr(1 << 40),
-                size: b.size,
-            })
-            .collect();
+        let bars = crate::testing::assigned_bars(&layout, |_| 1 << 40);
         let pci = Rc::new(crate::config::ConfigSpace::new(
             &layout,
             &bars,

@@ -8,7 +8,6 @@ use super::*;
 use crate::config::{ConfigSpace, FunctionSpace};
 use crate::ethernet::{FrameHeader, HEADER_BYTES};
 use crate::kinds::layout_for;
-use smartio_fabric::topology::AssignedBar;
 use smartio_platform::{AccessError, BarHandler, BusAddr, LocalTask, SimTime, SparseMemory};
 use std::cell::{Cell, RefCell};
 use std::future::{ready, Future};
@@ -175,16 +174,7 @@ const FAR: MacAddr = MacAddr([2, 9, 9, 9, 9, 9]);
 
 fn pci() -> FunctionSpace {
     let layout = layout_for("nic", &toml::Table::new()).expect("layout");
-    let bars: Vec<AssignedBar> = layout
-        .bars
-        .iter()
-        .map(|b| AssignedBar {
-            index: b.index,
-            kind: b.kind,
-            base: BusAddr(1 << 40),
-            size: b.size,
-        })
-        .collect();
+    let bars = crate::testing::assigned_bars(&layout, |_| 1 << 40);
     FunctionSpace::Own(Rc::new(ConfigSpace::new(
         &layout,
         &bars,

@@ -14,12 +14,9 @@ use super::spec::admin::{AdminCommand, CreateIoCq, CreateIoSq};
 use super::spec::{aqa, cc, reg, Command, Completion, Status, CQE_SIZE, SQE_SIZE};
 use crate::config::ConfigSpace;
 use crate::kinds::layout_for;
-use crate::testing::World;
-use smartio_fabric::topology::AssignedBar;
+use crate::testing::{assigned_bars, World};
 use smartio_platform::pci::{self, cap, command, msix};
-use smartio_platform::{
-    BarHandler, BusAddr, Cause, ConfigHandler, LocalTask, SimDuration, Spread, Stream,
-};
+use smartio_platform::{BarHandler, Cause, ConfigHandler, LocalTask, SimDuration, Spread, Stream};
 use std::rc::Rc;
 
 /// The admin submission queue.
@@ -129,16 +126,7 @@ impl Rig {
             params.insert("cmb".into(), toml::Value::Integer(size));
         }
         let layout = layout_for("nvme", &params).expect("the layout");
-        let bars: Vec<AssignedBar> = layout
-            .bars
-            .iter()
-            .map(|b| AssignedBar {
-                index: b.index,
-                kind: b.kind,
-                base: BusAddr(BAR0 + (u64::from(b.index) << 32)),
-                size: b.size,
-            })
-            .collect();
+        let bars = assigned_bars(&layout, |index| BAR0 + (u64::from(index) << 32));
         let pci = Rc::new(ConfigSpace::new(
             &layout,
             &bars,
@@ -246,6 +234,18 @@ impl Rig {
         p.sq_tail = (p.sq_tail + 1) % p.sq_entries;
         self.world.poke(addr, &cmd.to_bytes());
         slot
+    }
+
+    /// Posts `n` copies of `cmd` on queue `qid`, each with a fresh command id, without
+    /// ringing the doorbell; their ids.
+    pub fn post_many(&mut self, qid: u16, cmd: Command, n: usize) -> Vec<u16> {
+        (0..n)
+            .map(|_| {
+                let cid = self.cid();
+                self.post(qid, Command { cid, ..cmd });
+                cid
+            })
+            .collect()
     }
 
     /// Rings queue `qid`'s submission doorbell with the host's tail.

@@ -375,10 +375,7 @@ fn a_queue_holds_qsize_plus_one_entries() {
     use crate::nvme::controller::doorbell;
     let mut rig = Rig::enabled();
     rig.create_pair(1, 4);
-    for _ in 0..3 {
-        let cid = rig.cid();
-        rig.post(1, Command { cid, ..flush() });
-    }
+    rig.post_many(1, flush(), 3);
     rig.kick(1);
     assert_eq!(rig.reg(doorbell(1, false), 4), 3, "the last slot");
     rig.settle();
@@ -688,10 +685,7 @@ fn the_arbitration_burst_sets_how_many_entries_a_fetch_takes() {
         let c = rig.admin(get_feature(feature::ARBITRATION));
         assert_eq!(c.result, reported, "after {value:#x}");
         let from = rig.world.reads().len();
-        for _ in 0..posted {
-            let cid = rig.cid();
-            rig.post(1, Command { cid, ..flush() });
-        }
+        rig.post_many(1, flush(), posted);
         rig.kick(1);
         rig.settle();
         assert_eq!(rig.reap(1).len(), posted);
@@ -1014,47 +1008,42 @@ fn two_flushes_waiting(rig: &mut Rig) -> (u16, u16) {
     let one_at_a_time = set_feature(feature::ARBITRATION, 0);
     assert_eq!(rig.admin_status(one_at_a_time), Status::SUCCESS);
     rig.world.hold_reads(io_sq(1), io_sq(1) + 0x1000);
-    let a = rig.cid();
-    rig.post(1, Command { cid: a, ..flush() });
-    let b = rig.cid();
-    rig.post(1, Command { cid: b, ..flush() });
+    let ids = rig.post_many(1, flush(), 2);
     rig.kick(1);
     rig.settle();
-    (a, b)
+    (ids[0], ids[1])
+}
+
+/// [`two_flushes_waiting`], then an Abort of the first (`second` false) or the second, and
+/// the entries let go: the two ids, the Abort's dword 0, and the Flushes' statuses by id.
+fn abort_one_of_two(second: bool) -> ((u16, u16), u32, Vec<(u16, Status)>) {
+    let mut rig = Rig::enabled();
+    let (a, b) = two_flushes_waiting(&mut rig);
+    let target = if second { b } else { a };
+    let abort = rig.submit(0, abort(1, target).into());
+    rig.settle();
+    rig.world.let_go();
+    rig.settle();
+    let done = rig.reap(0);
+    assert_eq!((done[0].cid, done[0].status), (abort, Status::SUCCESS));
+    let mut flushes: Vec<_> = rig.reap(1).iter().map(|c| (c.cid, c.status)).collect();
+    flushes.sort_by_key(|d| d.0);
+    ((a, b), done[0].result, flushes)
 }
 
 #[test]
 fn abort_cancels_a_command_still_waiting_in_its_queue() {
-    let mut rig = Rig::enabled();
-    let (a, b) = two_flushes_waiting(&mut rig);
-    let abort = rig.submit(0, abort(1, b).into());
-    rig.settle();
-    rig.world.let_go();
-    rig.settle();
-    let done = rig.reap(0);
+    let ((a, b), result, flushes) = abort_one_of_two(true);
+    assert_eq!(result, 0, "aborted");
     assert_eq!(
-        (done[0].cid, done[0].status, done[0].result),
-        (abort, Status::SUCCESS, 0)
+        flushes,
+        [(a, Status::SUCCESS), (b, Status::ABORT_REQUESTED)]
     );
-    let mut done: Vec<_> = rig.reap(1).iter().map(|c| (c.cid, c.status)).collect();
-    done.sort_by_key(|d| d.0);
-    assert_eq!(done, [(a, Status::SUCCESS), (b, Status::ABORT_REQUESTED)]);
 }
 
 #[test]
 fn abort_leaves_a_command_the_controller_has_taken() {
-    let mut rig = Rig::enabled();
-    let (a, b) = two_flushes_waiting(&mut rig);
-    let abort = rig.submit(0, abort(1, a).into());
-    rig.settle();
-    rig.world.let_go();
-    rig.settle();
-    let done = rig.reap(0);
-    assert_eq!(
-        (done[0].cid, done[0].status, done[0].result),
-        (abort, Status::SUCCESS, 1)
-    );
-    let mut done: Vec<_> = rig.reap(1).iter().map(|c| (c.cid, c.status)).collect();
-    done.sort_by_key(|d| d.0);
-    assert_eq!(done, [(a, Status::SUCCESS), (b, Status::SUCCESS)]);
+    let ((a, b), result, flushes) = abort_one_of_two(false);
+    assert_eq!(result, 1, "not aborted");
+    assert_eq!(flushes, [(a, Status::SUCCESS), (b, Status::SUCCESS)]);
 }

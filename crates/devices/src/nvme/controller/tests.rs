@@ -613,10 +613,7 @@ fn a_cq_head_past_the_queue_or_freeing_unposted_entries_is_refused_and_reported(
         rig.run(1, flush());
     }
     // Four more: posted in slots 5, 6, 7 and 0, the host's head at 5.
-    for _ in 0..4 {
-        let cid = rig.cid();
-        rig.post(1, Command { cid, ..flush() });
-    }
+    rig.post_many(1, flush(), 4);
     rig.kick(1);
     rig.settle();
     for (head, why) in [
@@ -657,13 +654,7 @@ fn a_cq_of_n_entries_holds_n_minus_1_completions_until_the_head_moves() {
     );
     assert_eq!(rig.admin_status(create_sq(1, 8, io_sq(1))), Status::SUCCESS);
     rig.adopt(1, 8, 4);
-    let cids: Vec<u16> = (0..4)
-        .map(|_| {
-            let cid = rig.cid();
-            rig.post(1, Command { cid, ..flush() });
-            cid
-        })
-        .collect();
+    let cids = rig.post_many(1, flush(), 4);
     rig.kick(1);
     rig.settle();
     let first = rig.reap(1);
@@ -776,8 +767,7 @@ fn arbitration_visits_the_queues_round_robin_from_the_one_after_the_last() {
     let round = |rig: &mut Rig, queues: &[u16]| -> Vec<u16> {
         let from = rig.world.reads().len();
         for &q in queues {
-            let cid = rig.cid();
-            rig.post(q, Command { cid, ..flush() });
+            rig.post_many(q, flush(), 1);
         }
         for &q in queues {
             rig.kick(q);
@@ -805,13 +795,7 @@ fn a_fetch_takes_the_entries_up_to_the_tail_or_the_queue_end() {
     rig.create_pair(1, 8);
     let batch = |rig: &mut Rig, n: usize| -> (Vec<(u16, u64, usize)>, Vec<u16>) {
         let from = rig.world.reads().len();
-        let cids: Vec<u16> = (0..n)
-            .map(|_| {
-                let cid = rig.cid();
-                rig.post(1, Command { cid, ..flush() });
-                cid
-            })
-            .collect();
+        let cids = rig.post_many(1, flush(), n);
         rig.kick(1);
         rig.settle();
         let mut done: Vec<_> = rig.reap(1).iter().map(|c| (c.cid, c.sq_head)).collect();
