@@ -92,4 +92,24 @@ mod tests {
         buffers.give(Vec::with_capacity(KEPT_BYTES + 1));
         assert_eq!(buffers.take().capacity(), 0);
     }
+
+    #[test]
+    fn at_most_64_buffers_are_kept() {
+        let buffers = Buffers::<u8>::default();
+        for _ in 0..KEPT + 2 {
+            buffers.give(Vec::with_capacity(16));
+        }
+        let kept = (0..KEPT + 2)
+            .filter(|_| buffers.take().capacity() > 0)
+            .count();
+        assert_eq!(kept, KEPT);
+    }
+
+    #[test]
+    fn zeroes_as_large_as_asked_are_shared_not_made_again() {
+        let zeroes = Zeroes::default();
+        let first = zeroes.at_least(4096);
+        assert!(Rc::ptr_eq(&first, &zeroes.at_least(4096)));
+        assert!(Rc::ptr_eq(&first, &zeroes.at_least(1)));
+    }
 }

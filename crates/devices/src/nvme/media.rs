@@ -246,4 +246,50 @@ mod tests {
             "the second write waits its turn"
         );
     }
+
+    #[test]
+    fn the_iops_limit_spaces_admissions_and_none_is_no_limit() {
+        let limited = Media::new(
+            MediaProfile {
+                max_read_iops: 1e3,
+                parallel_units: 8,
+                ..profile()
+            },
+            stream(),
+        );
+        let t0 = SimTime::ZERO;
+        let a = limited.schedule(MediaOp::Read(512), t0);
+        let b = limited.schedule(MediaOp::Read(512), t0);
+        assert_eq!(a, t0 + SimDuration::from_us(10));
+        assert_eq!(b, t0 + SimDuration::from_us(1010));
+        let unlimited = Media::new(
+            MediaProfile {
+                max_read_iops: 0.0,
+                read_bandwidth: 0.5e9,
+                parallel_units: 8,
+                ..profile()
+            },
+            stream(),
+        );
+        // No IOPS figure: only the transfer spaces them (512 B at 0.5 GB/s: 1,024 ns).
+        let a = unlimited.schedule(MediaOp::Read(512), t0);
+        let b = unlimited.schedule(MediaOp::Read(512), t0);
+        assert_eq!(b - a, SimDuration::from_ns(1024));
+    }
+
+    #[test]
+    fn a_reset_forgets_the_work_queued() {
+        let m = Media::new(profile(), stream());
+        let t0 = SimTime::ZERO;
+        for _ in 0..10 {
+            m.schedule(MediaOp::Write(1 << 20), t0);
+        }
+        let t1 = t0 + SimDuration::from_us(5);
+        m.reset(t1);
+        assert_eq!(
+            m.schedule(MediaOp::Write(4096), t1),
+            t1 + SimDuration::from_us(20),
+            "as on an idle drive"
+        );
+    }
 }

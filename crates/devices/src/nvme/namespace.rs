@@ -368,4 +368,56 @@ mod tests {
         assert_eq!(e.source.kind(), std::io::ErrorKind::UnexpectedEof);
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
+
+    #[test]
+    fn a_new_file_is_sized_for_every_namespace_and_a_larger_one_is_kept() {
+        let (dir, path) = scratch("size");
+        let s = NamespaceStore::file(&path, 3, 1 << 20).expect("create");
+        assert_eq!((s.capacity(), s.count()), (1 << 20, 3));
+        let len = |p: &Path| std::fs::metadata(p).expect("the file").len();
+        assert_eq!(len(&path), 3 << 20);
+        drop(s);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(5 << 20))
+            .expect("grown");
+        let s = NamespaceStore::file(&path, 2, 1 << 20).expect("reopen");
+        assert_eq!(len(&path), 5 << 20, "not cut");
+        assert!(format!("{s:?}").contains("File"));
+        s.on_sync(|| Ok(()));
+        assert!(format!("{s:?}").contains("SyncHook"), "{s:?}");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn zeroing_more_than_a_chunk_of_a_file_clears_exactly_its_range() {
+        let (dir, path) = scratch("zero-big");
+        let s = NamespaceStore::file(&path, 1, 4 << 20).expect("create");
+        let data = vec![0xa5u8; 3 << 20];
+        s.write(1, 0, &data).expect("write");
+        let (at, len) = (4096u64, (3 << 19) as u64);
+        s.zero(1, at, len).expect("zero");
+        let mut got = vec![0u8; data.len()];
+        s.read(1, 0, &mut got).expect("read");
+        let mut want = data;
+        want[at as usize..(at + len) as usize].fill(0);
+        assert!(got == want, "only [{at}, {}) is zero", at + len);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn backing_errors_are_equal_only_for_the_same_file_kind_and_message() {
+        let error = |path: &str, kind, message: &str| BackingError {
+            path: PathBuf::from(path),
+            source: std::io::Error::new(kind, message.to_string()),
+        };
+        use std::io::ErrorKind::{NotFound, PermissionDenied};
+        let e = error("/a", NotFound, "gone");
+        assert_eq!(e, error("/a", NotFound, "gone"));
+        assert_eq!(e, e.clone());
+        assert_ne!(e, error("/b", NotFound, "gone"));
+        assert_ne!(e, error("/a", PermissionDenied, "gone"));
+        assert_ne!(e, error("/a", NotFound, "moved"));
+    }
 }

@@ -997,12 +997,12 @@ fn abort_of_a_queue_that_does_not_exist_is_an_invalid_field() {
     );
 }
 
-/// Queue 1 (8 entries) with fetches of one entry at a time and two Flushes posted across
-/// its wrap (slots 7 and 0) while its entries cannot be read: the first being fetched, the
-/// second waiting; their ids.
-fn two_flushes_waiting(rig: &mut Rig) -> (u16, u16) {
+/// Queue 1 (8 entries) with fetches of one entry at a time and two Flushes posted from slot
+/// `first` on (7: across the queue's wrap) while its entries cannot be read: the first being
+/// fetched, the second waiting; their ids.
+fn two_flushes_waiting(rig: &mut Rig, first: u16) -> (u16, u16) {
     rig.create_pair(1, 8);
-    for _ in 0..7 {
+    for _ in 0..first {
         assert_eq!(rig.run(1, flush()).status, Status::SUCCESS);
     }
     let one_at_a_time = set_feature(feature::ARBITRATION, 0);
@@ -1014,11 +1014,12 @@ fn two_flushes_waiting(rig: &mut Rig) -> (u16, u16) {
     (ids[0], ids[1])
 }
 
-/// [`two_flushes_waiting`], then an Abort of the first (`second` false) or the second, and
-/// the entries let go: the two ids, the Abort's dword 0, and the Flushes' statuses by id.
-fn abort_one_of_two(second: bool) -> ((u16, u16), u32, Vec<(u16, Status)>) {
+/// [`two_flushes_waiting`] from slot `first`, then an Abort of the first (`second` false) or
+/// the second, and the entries let go: the two ids, the Abort's dword 0, and the Flushes'
+/// statuses by id.
+fn abort_one_of_two(first: u16, second: bool) -> ((u16, u16), u32, Vec<(u16, Status)>) {
     let mut rig = Rig::enabled();
-    let (a, b) = two_flushes_waiting(&mut rig);
+    let (a, b) = two_flushes_waiting(&mut rig, first);
     let target = if second { b } else { a };
     let abort = rig.submit(0, abort(1, target).into());
     rig.settle();
@@ -1033,17 +1034,21 @@ fn abort_one_of_two(second: bool) -> ((u16, u16), u32, Vec<(u16, Status)>) {
 
 #[test]
 fn abort_cancels_a_command_still_waiting_in_its_queue() {
-    let ((a, b), result, flushes) = abort_one_of_two(true);
-    assert_eq!(result, 0, "aborted");
-    assert_eq!(
-        flushes,
-        [(a, Status::SUCCESS), (b, Status::ABORT_REQUESTED)]
-    );
+    // Slots 6 and 7, and 7 and 0 (the queue's wrap).
+    for first in [6, 7] {
+        let ((a, b), result, flushes) = abort_one_of_two(first, true);
+        assert_eq!(result, 0, "aborted");
+        let want = [(a, Status::SUCCESS), (b, Status::ABORT_REQUESTED)];
+        assert_eq!(flushes, want, "from slot {first}");
+    }
 }
 
 #[test]
 fn abort_leaves_a_command_the_controller_has_taken() {
-    let ((a, b), result, flushes) = abort_one_of_two(false);
-    assert_eq!(result, 1, "not aborted");
-    assert_eq!(flushes, [(a, Status::SUCCESS), (b, Status::SUCCESS)]);
+    for first in [6, 7] {
+        let ((a, b), result, flushes) = abort_one_of_two(first, false);
+        assert_eq!(result, 1, "not aborted");
+        let want = [(a, Status::SUCCESS), (b, Status::SUCCESS)];
+        assert_eq!(flushes, want, "from slot {first}");
+    }
 }

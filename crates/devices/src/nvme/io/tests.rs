@@ -221,6 +221,18 @@ fn write_zeroes_clears_its_range_only_without_data_after_a_write_time() {
     let mut want = data.clone();
     want[2 * 512..5 * 512].fill(0);
     assert_eq!(stored(&rig, 1, 0, 8), want);
+    // Counted as a write command, with no data units.
+    let smart = smart_page(&mut rig);
+    assert_eq!(
+        smart[80..96],
+        2u128.to_le_bytes(),
+        "the Write and the Write Zeroes"
+    );
+    assert_eq!(
+        smart[48..64],
+        8u128.div_ceil(1000).to_le_bytes(),
+        "the Write's 8 blocks"
+    );
     // No transfer limit without data; the namespace's end still holds.
     let all = IoCommand::WriteZeroes(range(1, 0, BLOCKS as u32));
     assert_eq!(rig.run(1, all).status, Status::SUCCESS);
@@ -237,6 +249,22 @@ fn write_zeroes_clears_its_range_only_without_data_after_a_write_time() {
     ] {
         assert_eq!(rig.run(1, io).status, status, "{io:?}");
     }
+}
+
+/// The SMART / Health Information page, read into [`DATA`].
+fn smart_page(rig: &mut Rig) -> Vec<u8> {
+    use crate::nvme::spec::admin::{AdminCommand, GetLogPage};
+    let (prp1, prp2) = rig.data_prps(512);
+    let page = AdminCommand::GetLogPage(GetLogPage {
+        nsid: 0xffff_ffff,
+        lid: log::SMART_HEALTH,
+        rae: false,
+        numd: 127,
+        offset: 0,
+    });
+    let c = rig.admin(Command::from(page).with_prps(prp1, prp2));
+    assert_eq!(c.status, Status::SUCCESS);
+    rig.world.peek(DATA, 512)
 }
 
 /// Dataset Management of `ranges` (the list at [`DATA`]).
@@ -330,6 +358,8 @@ fn one_bad_range_refuses_the_whole_list_before_anything_is_deallocated() {
         let cmd = dsm(&rig, nsid, &[DsmRange { slba: 0, blocks: 8 }], true);
         assert_eq!(rig.run(1, cmd).status, Status::INVALID_NAMESPACE);
     }
+    let last_namespace = dsm(&rig, 2, &[DsmRange { slba: 0, blocks: 8 }], true);
+    assert_eq!(rig.run(1, last_namespace).status, Status::SUCCESS);
     let unreadable = Command::from(IoCommand::DatasetManagement {
         nsid: 1,
         ranges: 1,
@@ -434,19 +464,8 @@ fn a_backing_file_that_fails_is_an_internal_error_counted_in_the_smart_log() {
         "a file is read, not assumed"
     );
     assert_eq!(rig.world.peek(DATA, 512), pattern(2, 512));
-    let (prp1, prp2) = rig.data_prps(512);
-    let smart = Command::from(crate::nvme::spec::admin::AdminCommand::GetLogPage(
-        crate::nvme::spec::admin::GetLogPage {
-            nsid: 0xffff_ffff,
-            lid: log::SMART_HEALTH,
-            rae: false,
-            numd: 127,
-            offset: 0,
-        },
-    ))
-    .with_prps(prp1, prp2);
-    assert_eq!(rig.admin_status(smart), Status::SUCCESS);
-    let page = rig.world.peek(DATA, 512);
+    let page = smart_page(&mut rig);
+    assert_eq!(page[80..96], 1u128.to_le_bytes(), "one write command");
     assert_eq!(page[160..176], 1u128.to_le_bytes(), "one media error");
     assert_eq!(page[176..192], 1u128.to_le_bytes(), "one error logged");
 }
