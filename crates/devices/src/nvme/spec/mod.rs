@@ -315,6 +315,66 @@ mod tests {
     }
 
     #[test]
+    fn cap_fields_are_read_from_their_bits() {
+        // MQES 0x0fff, CQR, TO 0x2a, DSTRD 3, CSS 0x41 (NVM and bit 6), MPSMIN 2, MPSMAX 9,
+        // CMBS; every other bit set too, to show each field takes only its own.
+        let value: u64 = 0x0fff
+            | cap::CQR
+            | 0x2a << cap::TO_SHIFT
+            | 3 << 32
+            | 0x41 << 37
+            | 2 << 48
+            | 9 << 52
+            | cap::CMBS;
+        let noise =
+            !(0xffff | 1 << 16 | 0xff << 24 | 0xf << 32 | 0xff << 37 | 0xff << 48) & !cap::CMBS;
+        for v in [value, value | noise] {
+            assert_eq!(cap::mqes(v), 0x0fff);
+            assert!(cap::cqr(v));
+            assert_eq!(cap::to(v), 0x2a);
+            assert_eq!(cap::dstrd(v), 3);
+            assert_eq!(cap::css(v), 0x41);
+            assert_eq!(cap::mpsmin(v), 2);
+            assert_eq!(cap::mpsmax(v), 9);
+            assert!(cap::cmbs(v));
+        }
+        assert_eq!(cap::CSS_NVM, 1 << 37);
+        assert!(!cap::cqr(!cap::CQR) && !cap::cmbs(!cap::CMBS));
+        assert_eq!(cap::mqes(0xffff_0000), 0);
+        assert_eq!(cap::to(0xff << 32 | 0xff << 16), 0);
+        assert_eq!(cap::dstrd(0xf << 28 | 0xf << 36), 0);
+    }
+
+    #[test]
+    fn cc_fields_are_read_from_their_bits() {
+        let v = cc::EN | 5 << 4 | 0xa << 7 | cc::SHN_MASK | cc::IOSQES_64 | cc::IOCQES_16;
+        assert_eq!(
+            (cc::css(v), cc::mps(v), cc::iosqes(v), cc::iocqes(v)),
+            (5, 0xa, 6, 4)
+        );
+        assert_eq!(cc::SHN_MASK, 0xc000);
+        assert_eq!((cc::IOSQES_64, cc::IOCQES_16), (0x6_0000, 0x40_0000));
+        let none = !(0x7 << 4 | 0xf << 7 | 0xf << 16 | 0xf << 20);
+        assert_eq!(
+            (
+                cc::css(none),
+                cc::mps(none),
+                cc::iosqes(none),
+                cc::iocqes(none)
+            ),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn csts_bits_sit_where_the_specification_puts_them() {
+        assert_eq!(
+            (csts::RDY, csts::CFS, csts::SHST_MASK, csts::SHST_COMPLETE),
+            (0b1, 0b10, 0b1100, 0b1000)
+        );
+    }
+
+    #[test]
     fn number_of_queues_values_round_trip() {
         assert_eq!(feature::queues(0xfffe, 3), 0x0003_fffe);
         assert_eq!(feature::queues_of(0x0003_fffe), (0xfffe, 3));
