@@ -860,8 +860,10 @@ fn the_smart_log_counts_commands_data_units_and_errors() {
     assert_eq!(rig.world.peek(DATA, 512), want);
 }
 
+/// Dword 0 of an Error event completion: type 0 (Error) in bits 2:0, `info` in 15:8, the
+/// Error Information log page (01h) in 23:16.
 fn error_event(info: u8) -> u32 {
-    async_event::dword0(async_event::TYPE_ERROR, info, log::ERROR_INFORMATION)
+    0x0001_0000 | u32::from(info) << 8
 }
 
 #[test]

@@ -375,6 +375,23 @@ mod tests {
     }
 
     #[test]
+    fn an_event_names_its_type_information_and_log_page_in_their_bytes() {
+        assert_eq!(
+            async_event::dword0(0x0f, 0xab, 0xcd),
+            0x00cd_ab07,
+            "type is 3 bits"
+        );
+        assert_eq!(
+            async_event::dword0(
+                async_event::TYPE_ERROR,
+                async_event::INVALID_DOORBELL_VALUE,
+                log::ERROR_INFORMATION
+            ),
+            0x0001_0100
+        );
+    }
+
+    #[test]
     fn number_of_queues_values_round_trip() {
         assert_eq!(feature::queues(0xfffe, 3), 0x0003_fffe);
         assert_eq!(feature::queues_of(0x0003_fffe), (0xfffe, 3));
