@@ -168,6 +168,13 @@
 //! - `namespace`: namespace blocks in sparse memory or in one file (data persists between runs).
 //! - `params`: the scenario parameters (`profile`, `backing`, `queues`, `namespaces`,
 //!   `capacity`, `lba_size`, `cmb`).
+//! - `testing` (tests only): a controller driven as a driver drives it — registers and
+//!   doorbells through BAR0, queues and data in the device world's memory, completions read
+//!   back — on which `controller`, `admin` and `io` are tested command by command.
+//!
+//! `testing` (tests only) is the device world the models' unit tests run in: flat memory
+//! behind a port, a virtual clock, logs of every DMA access, reads held on request, and an
+//! executor that polls only what was woken and moves time when every task waits.
 
 #![forbid(unsafe_code)]
 
