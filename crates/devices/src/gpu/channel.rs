@@ -415,6 +415,13 @@ mod tests {
 
     /// A GPU in `world` with channel `c`'s ring of `entries` at [`RING`] holding `commands`,
     /// and the channel's task running beside.
+    /// Writes `entries` into the ring from its first slot on.
+    fn write_ring<E: AsRef<[u8]>>(world: &World, entries: impl IntoIterator<Item = E>) {
+        for (i, e) in entries.into_iter().enumerate() {
+            world.poke(RING + i as u64 * ENTRY_SIZE, e.as_ref());
+        }
+    }
+
     fn channel(
         world: &World,
         c: u16,
@@ -422,9 +429,7 @@ mod tests {
         commands: &[Command],
     ) -> (Rc<Gpu<World>>, LocalTask) {
         let gpu = Rc::new(gpu_on::<World>(1 << 24));
-        for (i, cmd) in commands.iter().enumerate() {
-            world.poke(RING + i as u64 * ENTRY_SIZE, &cmd.encode());
-        }
+        write_ring(world, commands.iter().map(Command::encode));
         store(&gpu, c, channel::RING_BASE, RING);
         store(&gpu, c, channel::RING_ENTRIES, entries);
         store(&gpu, c, channel::NOTIFIER, NOTIFIER);
@@ -662,9 +667,7 @@ mod tests {
         let world = World::default();
         let (gpu, task) = channel(&world, 1, 8, &[]);
         let (entries, params) = launch_then_release(&gpu);
-        for (i, e) in entries.iter().enumerate() {
-            world.poke(RING + i as u64 * ENTRY_SIZE, e);
-        }
+        write_ring(&world, &entries);
         let (g, w) = (gpu.clone(), world.clone());
         world.block_on(async move { post_and_settle(&g, &w, 1, 4).await }, [task]);
         assert_eq!(load(&gpu, 1, channel::STATUS), status::IDLE);
@@ -691,9 +694,7 @@ mod tests {
         let world = World::default();
         let (gpu, task) = channel(&world, 1, 8, &[]);
         let (entries, params) = launch_then_release(&gpu);
-        for (i, e) in entries.iter().enumerate() {
-            world.poke(RING + i as u64 * ENTRY_SIZE, e);
-        }
+        write_ring(&world, &entries);
         let (g, w) = (gpu.clone(), world.clone());
         let waiting = world.block_on(
             async move {
