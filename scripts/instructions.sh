@@ -33,7 +33,7 @@
 # switches; the goal is at most 12x for 10x the hosts, i.e. no super-linear step).
 #
 # Usage: scripts/instructions.sh
-# Environment: SMARTIO (a built binary; default: build target/release/smartio with cargo),
+# Environment: SMARTIO (a built binary; default: build target/profiling/smartio with cargo),
 # OUT (a directory to keep the callgrind profiles in, for callgrind_annotate; default: a
 # temporary directory, removed), and the run lengths FIO_OPS, ENGINE_BYTES, SHARE_OPS,
 # TOPO_HOSTS (each "N1 N2"). The defaults take about half a minute once the binary is built.
@@ -58,12 +58,13 @@ fi
 if [ -n "${SMARTIO:-}" ]; then
     bin=$SMARTIO
 else
-    # A no-op when the binary is up to date. The release profile keeps line tables
-    # (debug = 1), so the profiles kept in OUT annotate by function and line.
-    cargo build --release -p smartio-cli --manifest-path "$root/Cargo.toml" >&2
+    # A no-op when the binary is up to date. The profiling profile is the release build
+    # with line tables, so the profiles kept in OUT annotate by function and line (the
+    # instructions are the release build's: debug information does not change the code).
+    cargo build --profile profiling -p smartio-cli --manifest-path "$root/Cargo.toml" >&2
     target=${CARGO_TARGET_DIR:-$root/target}
     case $target in /*) ;; *) target=$root/$target ;; esac
-    bin=$target/release/smartio
+    bin=$target/profiling/smartio
 fi
 
 if [ -n "${OUT:-}" ]; then
