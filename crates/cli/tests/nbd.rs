@@ -634,6 +634,35 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
     assert!(left.is_empty(), "left in the working directory: {left:?}");
 }
 
+/// The README's scripts wait for the server's socket only while the server runs: one that
+/// cannot start (its socket in a missing directory) ends the script with its error instead
+/// of a wait without end. (`timeout` turns such a wait into a failure here; needs no client.)
+#[test]
+fn the_readmes_fio_script_ends_with_the_servers_error_when_it_cannot_start() {
+    let d = dir("readme-no-server");
+    let bin = d.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = readme_script("# nbd-fio");
+    let out = Process::new("timeout")
+        .args(["120", "bash", "-c", &format!("set -euo pipefail\n{script}")])
+        .current_dir(&d)
+        .env("PATH", path)
+        .env("SOCK", d.join("missing").join("s.sock"))
+        .env("RUNTIME", "3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(124), "the script waited: {stderr}");
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("missing"), "the server's error: {stderr}");
+}
+
 /// fio writes with 32 requests in flight and is killed mid-run (SIGTERM, once it has
 /// reported progress, far from done with its 2 GiB: it saves which writes were
 /// acknowledged); a second fio dies with SIGKILL while writing elsewhere; a third connects and
@@ -642,7 +671,7 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
 const FIO_KILLED: &str = r#"
 smartio serve nbd --scenario back-to-back --host borrower --device lender:nvme0 --socket "$SOCK" --size 4G &
 SERVER=$!; trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-while [ ! -S "$SOCK" ]; do sleep 0.1; done
+while [ ! -S "$SOCK" ]; do kill -0 $SERVER 2>/dev/null || break; sleep 0.1; done
 URI="nbd+unix:///?socket=$SOCK"
 JOB=(--name=acked --ioengine=nbd "--uri=$URI" --rw=randwrite --bs=4k --iodepth=32 --size=2G
      --verify=crc32c --randseed=7)
