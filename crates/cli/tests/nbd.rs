@@ -589,14 +589,7 @@ fn have(tools: &[&str]) -> bool {
 /// Runs `script` with bash in a directory of its own; returns what it printed.
 fn run_script(name: &str, script: &str) -> String {
     let d = dir(name);
-    let bin = d.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = common::path_with_smartio(&d);
     let out = Process::new("bash")
         .args(["-c", &format!("set -euo pipefail\n{script}")])
         .current_dir(&d)
@@ -640,14 +633,7 @@ fn the_readmes_fio_script_verifies_a_borrowed_namespace_with_fios_nbd_engine() {
 #[test]
 fn the_readmes_fio_script_ends_with_the_servers_error_when_it_cannot_start() {
     let d = dir("readme-no-server");
-    let bin = d.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = common::path_with_smartio(&d);
     let script = readme_script("# nbd-fio");
     let out = Process::new("timeout")
         .args(["120", "bash", "-c", &format!("set -euo pipefail\n{script}")])

@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::live::{compiler, dir, finish, repo, succeeded, Live, Sdk, BIN};
+use common::live::{compiler, dir, finish, repo, succeeded, Live, Sdk};
 use common::readme_script;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -292,14 +292,7 @@ fn the_readmes_sisci_script_builds_and_runs_the_three_c_examples() {
         return;
     }
     let d = dir("readme");
-    let bin = d.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = common::path_with_smartio(&d);
     let script = readme_script("# sisci-c");
     let child = Command::new("bash")
         .args(["-c", &format!("set -euo pipefail\n{script}")])

@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::live::{dir, finish, repo, succeeded, Live, Sdk, BIN};
+use common::live::{dir, finish, repo, succeeded, Live, Sdk};
 use common::readme_script;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -375,15 +375,8 @@ fn the_readmes_web_script_serves_the_page_and_metrics() {
         return;
     }
     let d = dir("web-readme");
-    let bin = d.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(BIN, bin.join("smartio")).unwrap();
     let port = free_port();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = common::path_with_smartio(&d);
     let out = finish(
         Command::new("bash")
             .args(["-euo", "pipefail", "-c"])

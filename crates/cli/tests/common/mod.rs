@@ -26,6 +26,20 @@ pub fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
+/// A `PATH` for a README script run in `dir`: `dir/bin`, holding `smartio` (a link to the
+/// built binary), ahead of the test's own.
+pub fn path_with_smartio(dir: &std::path::Path) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("the script's bin directory");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_smartio"), bin.join("smartio"))
+        .expect("a link to smartio");
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// The script of the README's `bash` block that starts with `marker` (its first line,
 /// `# MARKER (run by FILE)`), unindented.
 pub fn readme_script(marker: &str) -> String {
