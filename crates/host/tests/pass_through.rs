@@ -11,7 +11,7 @@ use smartio_host::hypervisor::{PassThrough, Refusal, Vfio, Vm, VmConfig, VmError
 use smartio_host::vm::{GuestPageSize, HIGH_MEMORY_BASE, PCI_HOLE_START};
 use smartio_host::{DeviceHandle, DmaBuffer, HostOs};
 use smartio_platform::pci::{self, bar, command};
-use smartio_platform::{BusAddr, Clock, Port, SimDuration};
+use smartio_platform::{AccessError, BusAddr, Clock, Port, SimDuration};
 use std::rc::Rc;
 
 const GIB: u64 = 1 << 30;
@@ -678,6 +678,108 @@ fn peer_bars_are_mapped_when_the_guest_sets_bus_master_and_not_before() {
         peer,
         "Bus Master maps dma1's BARs for dma0"
     );
+}
+
+/// A function passed through as `inner` is, except that mapping the VM's memory for it fails.
+struct NoDma(Rc<dyn PassThrough>);
+
+impl PassThrough for NoDma {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn reset(
+        &self,
+        vm: &Rc<smartio_host::VmContext>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        self.0.reset(vm)
+    }
+    fn bars(&self) -> Vec<smartio_fabric::topology::AssignedBar> {
+        self.0.bars()
+    }
+    fn config_read(
+        &self,
+        offset: u16,
+        len: usize,
+    ) -> smartio_host::BoxFuture<Result<Vec<u8>, AccessError>> {
+        self.0.config_read(offset, len)
+    }
+    fn config_write(
+        &self,
+        offset: u16,
+        data: Vec<u8>,
+    ) -> smartio_host::BoxFuture<Result<(), AccessError>> {
+        self.0.config_write(offset, data)
+    }
+    fn enable_dma(
+        &self,
+        vm: &Rc<smartio_host::VmContext>,
+        _: Vec<smartio_host::GuestBar>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        let e = VmError::NotRunning {
+            vm: vm.name().to_string(),
+        };
+        Box::pin(async move { Err(e) })
+    }
+    fn interrupt(
+        &self,
+        vm: &Rc<smartio_host::VmContext>,
+        guest_vector: u32,
+    ) -> Result<smartio_platform::MsiMessage, VmError> {
+        self.0.interrupt(vm, guest_vector)
+    }
+    fn function(&self) -> (smartio_fabric::HostId, smartio_fabric::EndpointId) {
+        self.0.function()
+    }
+    fn release(
+        &self,
+        vm: &Rc<smartio_host::VmContext>,
+    ) -> smartio_host::BoxFuture<Result<(), VmError>> {
+        self.0.release(vm)
+    }
+}
+
+/// Bus Master set by the guest when the hypervisor cannot map the VM's memory for the
+/// function: the guest's configuration write fails with the hypervisor's error as its typed
+/// source, and the Command register keeps Bus Master off.
+#[test]
+fn a_bus_master_the_hypervisor_cannot_map_is_refused_with_its_error_as_the_source() {
+    let (cluster, lender, _) = lender();
+    let devices: Vec<Rc<dyn PassThrough>> = vfio(&lender, &["dma0"])
+        .into_iter()
+        .map(|d| Rc::new(NoDma(d)) as Rc<dyn PassThrough>)
+        .collect();
+    let os = lender.clone();
+    let (refused, command) = cluster
+        .machine
+        .run_task(async move {
+            let vm = Vm::start(&os, &vm0(), devices, &[]).await.expect("starts");
+            let dev = vm.device("dma0").expect("dma0");
+            let on = command::MEMORY_SPACE | command::BUS_MASTER;
+            let refused = dev.config_write(pci::COMMAND, &on.to_le_bytes()).await;
+            let seen = dev
+                .config_read(pci::COMMAND, 2)
+                .await
+                .expect("guest config read");
+            vm.shutdown().await.expect("shuts down");
+            (refused, u16::from_le_bytes([seen[0], seen[1]]))
+        })
+        .expect("the task finished");
+    let error = refused.expect_err("Bus Master refused");
+    let AccessError::Refused { target, reason } = &error else {
+        panic!("a refusal by the hypervisor: {error:?}");
+    };
+    assert_eq!(target, "dma0");
+    let cause = VmError::NotRunning {
+        vm: "lender/vm0".into(),
+    };
+    assert_eq!(reason.error().downcast_ref::<VmError>(), Some(&cause));
+    let source = std::error::Error::source(&error).expect("a source");
+    assert_eq!(source.to_string(), cause.to_string());
+    assert_eq!(
+        error.to_string(),
+        format!("configuration request to dma0 refused by the hypervisor: {cause}")
+    );
+    assert_eq!(command & command::BUS_MASTER, 0, "Bus Master stays off");
 }
 
 #[test]

@@ -82,7 +82,7 @@ pub use memory::{HostMemory, SparseMemory};
 pub use msi::MsiMessage;
 pub use notify::Notify;
 pub use pool::FifoPool;
-pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port};
+pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port, Reason};
 pub use race::{race, Either};
 pub use spawn::{LocalTask, Spawner};
 pub use time::{SimDuration, SimTime};

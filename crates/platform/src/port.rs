@@ -14,7 +14,48 @@
 use crate::addr::{BusAddr, PhysAddr};
 use crate::time::{SimDuration, SimTime};
 use std::future::Future;
+use std::sync::Arc;
 use thiserror::Error;
+
+/// The error of a layer above the platform that refused an access (the hypervisor's, for a
+/// configuration request it trapped), kept typed: the platform cannot name that layer's
+/// error types, so it holds the error behind a shared pointer. It reads as that error, its
+/// source is that error's source, and two are equal when they read the same (so that an
+/// [`AccessError`] stays comparable).
+#[derive(Debug, Clone)]
+pub struct Reason(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Reason {
+    /// `error`, as the reason of a refusal.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Reason {
+        Reason(Arc::new(error))
+    }
+
+    /// The error itself (to downcast to its type).
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Reason {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Reason {
+    fn eq(&self, other: &Reason) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Reason {}
 
 /// Why a fabric access failed, as the requester observes it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -51,7 +92,11 @@ pub enum AccessError {
     /// A hypervisor trapped a configuration request of a VM and could not carry it out (e.g.
     /// SmartIO could not map the VM's memory when the guest enabled Bus Master).
     #[error("configuration request to {target} refused by the hypervisor: {reason}")]
-    Refused { target: String, reason: String },
+    Refused {
+        target: String,
+        #[source]
+        reason: Reason,
+    },
     /// The function is gone: a virtual function removed when its physical function's driver
     /// disabled SR-IOV (or whose PF cleared VF Enable). Its handle answers every call so.
     #[error("{device} is gone: its physical function disabled SR-IOV")]

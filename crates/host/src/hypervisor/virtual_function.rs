@@ -21,7 +21,7 @@ use smartio_devices::config::VirtualBars;
 use smartio_fabric::topology::AssignedBar;
 use smartio_fabric::{EndpointId, HostId};
 use smartio_platform::pci::{self, command};
-use smartio_platform::{AccessError, BusAddr, GuestPhysAddr, MsiMessage, PhysAddr};
+use smartio_platform::{AccessError, BusAddr, GuestPhysAddr, MsiMessage, PhysAddr, Reason};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -148,7 +148,7 @@ impl DeviceBackend for Rc<VirtualFunction> {
                             .await
                             .map_err(|e| AccessError::Refused {
                                 target: me.device.name(),
-                                reason: e.to_string(),
+                                reason: Reason::new(e),
                             })?;
                     }
                     me.bus_master.set(master);
