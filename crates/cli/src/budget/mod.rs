@@ -13,7 +13,8 @@
 //! `--no-budget` (on every command) runs it anyway, after saying on standard error what
 //! the estimate is, so a long or large run never starts silently. The two servers (`serve
 //! nbd`, `cluster up`) run until they are stopped and have no estimate. Estimates are for
-//! an idle 2-core machine with a margin ([`rates::MARGIN`]); a loaded machine is slower.
+//! an idle 2-core machine with a margin (the [`rates`] were measured on a busy one and rounded
+//! up); a loaded machine is slower.
 
 pub mod models;
 pub mod rates;

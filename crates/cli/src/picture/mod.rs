@@ -108,7 +108,7 @@ fn title(scenario: &str) -> String {
     format!("smartio topo --scenario {scenario}")
 }
 
-/// What [`write`] wrote, to print.
+/// What [`write()`] wrote, to print.
 pub struct Drawn {
     /// The file, the scenario and the picture's size.
     pub written: String,

@@ -1,5 +1,5 @@
 //! `smartio sweep`: a grid of independent runs (scenario × options, [`grid`]) run in parallel
-//! on every core ([`run`]), one JSON line per run in the grid's order, and a summary table.
+//! on every core ([`run()`]), one JSON line per run in the grid's order, and a summary table.
 //! `--shard I/N` runs every N-th run from the I-th, so that a batch system (Slurm job arrays,
 //! Kubernetes Indexed Jobs) spreads one sweep over machines as plain processes; `sweep merge`
 //! joins the shards' lines into exactly the lines of the whole sweep ([`merge`]).
