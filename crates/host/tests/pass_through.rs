@@ -680,7 +680,8 @@ fn peer_bars_are_mapped_when_the_guest_sets_bus_master_and_not_before() {
     );
 }
 
-/// A function passed through as `inner` is, except that mapping the VM's memory for it fails.
+/// The function it wraps, passed through as that one is, except that mapping the VM's memory
+/// for it fails.
 struct NoDma(Rc<dyn PassThrough>);
 
 impl PassThrough for NoDma {

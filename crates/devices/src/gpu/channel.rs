@@ -413,15 +413,15 @@ mod tests {
         u64::from_le_bytes(b)
     }
 
-    /// A GPU in `world` with channel `c`'s ring of `entries` at [`RING`] holding `commands`,
-    /// and the channel's task running beside.
-    /// Writes `entries` into the ring from its first slot on.
+    /// Writes `entries` into the ring at [`RING`] from its first slot on.
     fn write_ring<E: AsRef<[u8]>>(world: &World, entries: impl IntoIterator<Item = E>) {
         for (i, e) in entries.into_iter().enumerate() {
             world.poke(RING + i as u64 * ENTRY_SIZE, e.as_ref());
         }
     }
 
+    /// A GPU in `world` with channel `c`'s ring of `entries` at [`RING`] holding `commands`,
+    /// and the channel's task running beside.
     fn channel(
         world: &World,
         c: u16,
