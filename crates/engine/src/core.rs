@@ -1076,7 +1076,7 @@ impl Core {
         }
         // The replicated TLP leaves the requester's link once, at its booked end.
         match path.forward.first() {
-            Some(h) => SimTime(self.lanes[lane(h.link, h.dir)].busy_until),
+            Some(h) => SimTime(self.lanes[lane(h.link, h.dir)].busy_until()),
             None => tlp.start,
         }
     }

@@ -319,7 +319,7 @@ impl LinkState {
             .map(|(pair, timing)| {
                 let both = |f: &dyn Fn(&Lane) -> u64| [f(&pair[0]), pair.get(1).map_or(0, f)];
                 LinkState {
-                    busy_until: both(&|l| l.busy_until),
+                    busy_until: both(&|l| l.busy_until()),
                     tlps: both(&|l| l.tlps),
                     wire_bytes: both(&|l| l.payload_bytes + l.tlps * timing.overhead as u64),
                     payload_bytes: both(&|l| l.payload_bytes),
@@ -336,8 +336,6 @@ impl LinkState {
 pub(crate) struct Lane {
     /// The intervals booked that have not ended yet.
     booked: Timeline,
-    /// The end of the latest interval booked.
-    pub busy_until: u64,
     /// TLPs sent.
     pub tlps: u64,
     /// Payload bytes (wire bytes add the link's per-TLP overhead to each TLP).
@@ -352,11 +350,15 @@ impl Lane {
     #[inline(always)]
     fn send(&mut self, who: Booking, head: u64, ser: u64, payload: u64) -> u64 {
         let begin = self.booked.book(who, head, ser);
-        self.busy_until = self.busy_until.max(begin + ser);
         self.tlps += 1;
         self.payload_bytes += payload;
         self.busy_ps += ser;
         begin
+    }
+
+    /// The end of the latest interval booked.
+    pub fn busy_until(&self) -> u64 {
+        self.booked.end
     }
 }
 
@@ -581,9 +583,16 @@ fn run_hops(
 ///
 /// Invariant: `slots[head..]` are the live intervals, in time order; `slots[..head]` have
 /// ended and are dropped in one go once all have (or when they outnumber the live ones), so
-/// dropping one is an index step and the common booking an append.
+/// dropping one is an index step and the common booking an append. `end` and `last_flow`
+/// are the end and the flow of the last interval ever booked in time order (the last of
+/// `slots` while there is one): the last interval ends last, so the usual booking asks these
+/// two fields and nothing else.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Timeline {
+    /// When the last interval booked ends (0 before any).
+    end: u64,
+    /// Whose the last interval booked is.
+    last_flow: Flow,
     slots: Vec<Slot>,
     head: usize,
 }
@@ -654,20 +663,25 @@ impl Timeline {
         // The usual case: after everything booked (in order, as a FIFO would). The last
         // interval ends last; if it ended by now, so did all, and a TLP arriving after it
         // starts on arrival as it would on an empty timeline.
-        let begin = match self.slots.last() {
-            None => head,
-            Some(last) if head >= last.end => head,
+        let begin = if head >= self.end {
+            head
+        } else if self.last_flow == who.flow && self.end > who.now {
             // The same flow booked last (the next TLP of a transfer): right behind it.
-            Some(last) if last.flow == who.flow && last.end > who.now => last.end,
-            _ => {
-                self.drop_ended(who.now);
-                return self.book_in_gap(who, head, ser);
-            }
+            self.end
+        } else {
+            self.drop_ended(who.now);
+            return self.book_in_gap(who, head, ser);
         };
-        if self.slots.len() >= COMPACT_AT {
+        if self.end <= who.now {
+            // Every interval kept has ended: none can matter to a later booking.
+            self.slots.clear();
+            self.head = 0;
+        } else if self.slots.len() >= COMPACT_AT {
             self.drop_ended(who.now);
         }
         self.slots.push(Slot::booked(who, head, begin, ser));
+        self.end = begin + ser;
+        self.last_flow = who.flow;
         begin
     }
 
@@ -694,6 +708,10 @@ impl Timeline {
                 break;
             }
             begin = begin.max(s.end);
+        }
+        if at == live.len() {
+            self.end = begin + ser;
+            self.last_flow = who.flow;
         }
         self.slots
             .insert(self.head + at, Slot::booked(who, head, begin, ser));
@@ -741,7 +759,7 @@ mod tests {
         let end = traverse(&mut links, &path, SimTime(0), 64, WHO, None, None).arrival;
         // 90 wire bytes at 1 ps each; cut-through: 2 ns + 150 ns, then 90 ps + 2 ns.
         assert_eq!(end, SimTime(2_000 + 150_000 + 90 + 2_000));
-        assert_eq!(links[lane(1, 1)].busy_until, 154_090 - 2_000);
+        assert_eq!(links[lane(1, 1)].busy_until(), 154_090 - 2_000);
         assert_eq!([links[lane(0, 0)].tlps, links[lane(0, 1)].tlps], [0, 1]);
     }
 
@@ -831,7 +849,7 @@ mod tests {
             None,
         );
         assert_eq!(third.arrival, SimTime(1_000_126 + 126 + 2_000));
-        assert_eq!(links[lane(0, 0)].busy_until, 1_000_252);
+        assert_eq!(links[lane(0, 0)].busy_until(), 1_000_252);
     }
 
     #[test]
