@@ -142,6 +142,19 @@ def units(out, key):
     return total
 
 
+def install_valgrind():
+    """Installs valgrind with apt-get when it is missing (as instructions.sh does)."""
+    if subprocess.run(["sh", "-c", "command -v valgrind"], capture_output=True).returncode == 0:
+        return
+    print("valgrind is missing: installing it with apt-get", file=sys.stderr)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    subprocess.run(sudo + ["apt-get", "update"], check=True)
+    subprocess.run(
+        sudo + ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "valgrind"],
+        check=True,
+    )
+
+
 def binary():
     if os.environ.get("SMARTIO"):
         return os.environ["SMARTIO"]
@@ -198,6 +211,7 @@ def main():
     for n in names:
         if n not in WORKLOADS:
             sys.exit(f"unknown workload {n!r} (fio, engine, share or all)")
+    install_valgrind()
     bin_path = binary()
     with tempfile.TemporaryDirectory() as tmp:
         for n in names:

@@ -973,5 +973,28 @@ mod tests {
             long.book(at(i * 10, 1), i * 10, 5);
             assert!(long.len() <= COMPACT_AT + 1, "{} kept", long.len());
         }
+        // Each booking there came after every earlier one had ended: it is all that is kept.
+        assert_eq!(long.len(), 1);
+    }
+
+    /// A TLP booked after everything by the slow path (it arrived early but found no gap)
+    /// becomes the last interval: a later TLP arriving inside it is not started on arrival.
+    #[test]
+    fn a_tlp_booked_last_through_the_gap_search_is_what_later_tlps_follow() {
+        let mut t = Timeline::default();
+        let at = |now, flow| Booking { now, flow };
+        assert_eq!(t.book(at(0, 1), 100, 10), 100);
+        assert_eq!(
+            t.book(at(0, 2), 50, 100),
+            110,
+            "no 100 ps gap before the first: after it"
+        );
+        assert_eq!(
+            t.book(at(0, 3), 150, 10),
+            210,
+            "arrived after the second reached the link: behind it"
+        );
+        assert_eq!(t.end, 220);
+        assert_eq!(t.last_flow, 3);
     }
 }
