@@ -76,6 +76,12 @@ impl LinkTiming {
         ((payload + self.overhead as u64) * self.fs_per_byte + 500) / 1000
     }
 
+    /// Whether a TLP takes as long to serialize on `other` as on this link (same rate and
+    /// per-TLP overhead; the propagation delay may differ, say a cable after a board link).
+    pub fn same_rate(&self, other: &LinkTiming) -> bool {
+        self.fs_per_byte == other.fs_per_byte && self.overhead == other.overhead
+    }
+
     /// Effective payload bandwidth in bytes per second for TLPs of `payload` bytes.
     pub fn payload_bandwidth(&self, payload: u64) -> f64 {
         payload as f64 / (self.serialization_ps(payload) as f64 * 1e-12)
@@ -250,7 +256,7 @@ impl Timing {
             })
             .collect();
         for i in 1..path.len() {
-            path[i - 1].same_rate_next = path[i - 1].timing == path[i].timing;
+            path[i - 1].same_rate_next = path[i - 1].timing.same_rate(&path[i].timing);
         }
         path
     }
@@ -271,8 +277,8 @@ pub struct HopCost {
     pub node_latency_ps: u64,
     /// How far one TLP's latency at that node may lie from the typical, either way.
     pub node_jitter_ps: u64,
-    /// Whether the next hop's link has the same timing (a TLP's serialization there is the
-    /// same, and there is no rate mismatch); false for the last hop.
+    /// Whether the next hop's link has the same rate and overhead (a TLP's serialization
+    /// there is the same, and there is no rate mismatch); false for the last hop.
     pub same_rate_next: bool,
 }
 
