@@ -983,6 +983,24 @@ mod tests {
         assert_eq!(long.len(), 1);
     }
 
+    /// A cable after a board link at the same rate serializes a TLP in the same time (the
+    /// crossing then skips recomputing it); another rate or per-TLP overhead does not.
+    #[test]
+    fn links_of_one_rate_serialize_alike_whatever_their_propagation() {
+        let board = link(1000);
+        let cable = LinkTiming {
+            prop_ps: 5_000,
+            ..board
+        };
+        assert!(board.same_rate(&cable));
+        assert_eq!(board.serialization_ps(256), cable.serialization_ps(256));
+        assert!(!board.same_rate(&link(2000)));
+        assert!(!board.same_rate(&LinkTiming {
+            overhead: 30,
+            ..board
+        }));
+    }
+
     /// A TLP booked after everything by the slow path (it arrived early but found no gap)
     /// becomes the last interval: a later TLP arriving inside it is not started on arrival.
     #[test]
