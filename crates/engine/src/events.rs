@@ -1,8 +1,12 @@
 //! The engine's event queue: events in order of time, ties first-in-first-out.
 //!
-//! The earliest event is often the one just scheduled (a transaction's next step while a
-//! task runs first), so the queue keeps its earliest entry apart from the heap: scheduling
-//! an event earlier than everything queued, then taking it, touches no heap.
+//! The earliest events (up to [`NEAR`], more than a run usually keeps) are kept in order in a
+//! `Vec`, latest first, and only the rest in a heap: taking the next event is a `pop` from the
+//! end, and scheduling one a push at the end when it is the next (a transaction's next step
+//! while a task runs first), else a step back past the few earlier ones, or a binary search
+//! and an insert that moves them. A
+//! heap's pop walks down its whole height each time: about 165 instructions per event with 30
+//! clients of one NVMe queueing 30 events.
 
 use smartio_platform::SimTime;
 use std::cmp::Ordering;
@@ -46,17 +50,28 @@ impl<E> Ord for Queued<E> {
 /// Events by `(time, sequence)`, earliest first.
 ///
 /// Invariant: when `first` holds an entry, it is earlier than every entry in `heap`.
+/// Events the queue keeps in order in [`EventQueue::near`], at most: more than a run keeps
+/// queued at once as a rule (30 clients of one NVMe keep about 30, at most 90); past it the
+/// latest ones wait in a heap.
+const NEAR: usize = 256;
+
+/// Up to this many near events, a new one finds its place by stepping back from the end
+/// (cheaper than a binary search and a move for the two or three a single requester keeps).
+const FEW: usize = 8;
+
 #[derive(Debug)]
 pub(crate) struct EventQueue<E> {
-    first: Option<Queued<E>>,
-    heap: BinaryHeap<Queued<E>>,
+    /// The earliest events, latest first (the next one is the last), at most [`NEAR`].
+    near: Vec<Queued<E>>,
+    /// The others. Invariant: every event here comes after every event in `near`.
+    far: BinaryHeap<Queued<E>>,
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> EventQueue<E> {
         EventQueue {
-            first: None,
-            heap: BinaryHeap::new(),
+            near: Vec::new(),
+            far: BinaryHeap::new(),
         }
     }
 }
@@ -70,35 +85,50 @@ impl<E: Copy> EventQueue<E> {
             key: (u128::from(at.as_ps()) << 64) | u128::from(seq),
             event,
         };
-        match self.first {
-            // Earlier than the first (which is earlier than the heap): it is the new first.
-            Some(first) if entry.key < first.key => {
-                self.heap.push(first);
-                self.first = Some(entry);
+        if self.far.peek().is_some_and(|first| first.key < entry.key) {
+            self.far.push(entry);
+            return;
+        }
+        // Earlier than everything in the heap: its place is among the near ones (at the end,
+        // moving nothing, when it is the next — the usual case).
+        match self.near.last() {
+            Some(next) if next.key < entry.key => {
+                if self.near.len() <= FEW {
+                    // Among a few: moved back past the earlier ones one by one.
+                    let mut i = self.near.len();
+                    self.near.push(entry);
+                    while i > 0 && self.near[i - 1].key < entry.key {
+                        self.near.swap(i - 1, i);
+                        i -= 1;
+                    }
+                    return;
+                }
+                let at = self.near.partition_point(|q| q.key > entry.key);
+                self.near.insert(at, entry);
+                if self.near.len() > NEAR {
+                    // The latest near one is still earlier than the whole heap.
+                    self.far.push(self.near.remove(0));
+                }
             }
-            Some(_) => self.heap.push(entry),
-            None => match self.heap.peek() {
-                Some(top) if top.key < entry.key => self.heap.push(entry),
-                _ => self.first = Some(entry),
-            },
+            _ => self.near.push(entry),
         }
     }
 
     /// The time of the earliest event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        match &self.first {
-            Some(first) => Some(first.time()),
-            None => self.heap.peek().map(Queued::time),
+        match self.near.last() {
+            Some(next) => Some(next.time()),
+            None => self.far.peek().map(Queued::time),
         }
     }
 
     /// Takes the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        let q = match self.first.take() {
-            Some(first) => first,
-            None => self.heap.pop()?,
+        let q = match self.near.pop() {
+            Some(next) => next,
+            None => self.far.pop()?,
         };
         Some((q.time(), q.event))
     }
@@ -106,7 +136,7 @@ impl<E: Copy> EventQueue<E> {
     /// Events queued.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.heap.len() + usize::from(self.first.is_some())
+        self.near.len() + self.far.len()
     }
 }
 
