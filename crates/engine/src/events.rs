@@ -55,8 +55,8 @@ impl<E> Ord for Queued<E> {
 /// latest ones wait in a heap.
 const NEAR: usize = 256;
 
-/// Up to this many near events, a new one finds its place by stepping back from the end
-/// (cheaper than a binary search and a move for the two or three a single requester keeps).
+/// A new event that is not the next one looks for its place among this many of the nearest
+/// first (most are due soon), then by a binary search among the rest.
 const FEW: usize = 8;
 
 #[derive(Debug)]
@@ -93,17 +93,14 @@ impl<E: Copy> EventQueue<E> {
         // moving nothing, when it is the next — the usual case).
         match self.near.last() {
             Some(next) if next.key < entry.key => {
-                if self.near.len() <= FEW {
-                    // Among a few: moved back past the earlier ones one by one.
-                    let mut i = self.near.len();
-                    self.near.push(entry);
-                    while i > 0 && self.near[i - 1].key < entry.key {
-                        self.near.swap(i - 1, i);
-                        i -= 1;
-                    }
-                    return;
-                }
-                let at = self.near.partition_point(|q| q.key > entry.key);
+                // Soon after the next one, usually: looked for among the last few first.
+                let n = self.near.len();
+                let few = n.saturating_sub(FEW);
+                let at = match self.near[few..].iter().rposition(|q| q.key > entry.key) {
+                    Some(i) => few + i + 1,
+                    None if few == 0 => 0,
+                    None => self.near[..few].partition_point(|q| q.key > entry.key),
+                };
                 self.near.insert(at, entry);
                 if self.near.len() > NEAR {
                     // The latest near one is still earlier than the whole heap.
