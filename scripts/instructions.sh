@@ -11,8 +11,9 @@
 #     per unit = (I(N2) - I(N1)) / (units(N2) - units(N1))
 #
 # The workloads and their units:
-#   - fio, a borrowed NVMe on back-to-back, random 4 KiB reads at QD1: units are the I/Os
-#     fio reports (`reads` of its JSON; equal to --ops).
+#   - fio, a borrowed NVMe on back-to-back, random 4 KiB reads at QD1 (and at QD32, the
+#     queue depth of the serve nbd comparison): units are the I/Os fio reports (`reads` of its
+#     JSON; equal to --ops).
 #   - bench engine --bytes B (4 MiB DMA copies on local-chassis): units are TLPs, the
 #     `tlp_arrivals` the command reports (TLPs delivered by the timed engine, read requests
 #     and completions included), so no TLP size has to be assumed.
@@ -144,6 +145,16 @@ row "fio randread QD1: allocations per I/O" "$fio_n1" "$fio_n2" "$fio_u1" "$fio_
     "$(allocations fio1)" "$(allocations fio2)"
 row "fio randread QD1: reallocations per I/O" "$fio_n1" "$fio_n2" "$fio_u1" "$fio_u2" \
     "$(reallocations fio1)" "$(reallocations fio2)"
+
+# The same at queue depth 32 (what serve nbd's QD32 runs ask of the emulation): its
+# emulation-side cost per I/O, events of 32 I/Os under way queued together.
+profile fio32a fio --scenario back-to-back --host borrower --device lender:nvme0 \
+    --rw randread --bs 4k --iodepth 32 --ops "$fio_n1" --json
+profile fio32b fio --scenario back-to-back --host borrower --device lender:nvme0 \
+    --rw randread --bs 4k --iodepth 32 --ops "$fio_n2" --json
+row "fio randread QD32: instructions per I/O" "$fio_n1" "$fio_n2" \
+    "$(json_sum fio32a reads)" "$(json_sum fio32b reads)" \
+    "$(instructions fio32a)" "$(instructions fio32b)"
 
 profile engine1 bench engine --bytes "$engine_n1" --json
 profile engine2 bench engine --bytes "$engine_n2" --json

@@ -15,7 +15,8 @@ of their own. Note for reading them: valgrind counts each iteration of a `rep mo
 stosb` as an instruction, and glibc uses those for copies and fills from about 16 KiB, so a
 large copy counts about one instruction per byte (a copy of up to 8 KiB about 0.1).
 
-Usage: python3 scripts/where-instructions-go.py [fio|engine|share|all] [TOP]
+Usage: python3 scripts/where-instructions-go.py [fio|fio32|engine|share|all] [TOP]
+(fio32: fio at queue depth 32, what serve nbd's QD32 runs ask of the emulation)
 Environment: SMARTIO (a built binary; default: build target/profiling/smartio with cargo),
 and the run lengths FIO_OPS, ENGINE_BYTES, SHARE_OPS (each "N1 N2", as instructions.sh).
 """
@@ -55,6 +56,15 @@ WORKLOADS = {
         "1000 5000",
         lambda n: ["fio", "--scenario", "back-to-back", "--host", "borrower", "--device",
                    "lender:nvme0", "--rw", "randread", "--bs", "4k", "--iodepth", "1",
+                   "--ops", n, "--json"],
+        "reads",
+        "I/O",
+    ),
+    "fio32": (
+        "FIO_OPS",
+        "1000 5000",
+        lambda n: ["fio", "--scenario", "back-to-back", "--host", "borrower", "--device",
+                   "lender:nvme0", "--rw", "randread", "--bs", "4k", "--iodepth", "32",
                    "--ops", n, "--json"],
         "reads",
         "I/O",
@@ -210,7 +220,7 @@ def main():
     names = list(WORKLOADS) if which == "all" else [which]
     for n in names:
         if n not in WORKLOADS:
-            sys.exit(f"unknown workload {n!r} (fio, engine, share or all)")
+            sys.exit(f"unknown workload {n!r} (fio, fio32, engine, share or all)")
     install_valgrind()
     bin_path = binary()
     with tempfile.TemporaryDirectory() as tmp:
