@@ -50,25 +50,19 @@ LAYERS = [
     (r"^(alloc|core|std)::", "std: other (not inlined)"),
 ]
 
+
+def fio(depth):
+    """fio's arguments for random 4 KiB reads of a borrowed NVMe at queue depth `depth`."""
+    return lambda n: ["fio", "--scenario", "back-to-back", "--host", "borrower", "--device",
+                      "lender:nvme0", "--rw", "randread", "--bs", "4k", "--iodepth", depth,
+                      "--ops", n, "--json"]
+
+
+# Each workload: the variable with its two run lengths and their default, its arguments for a
+# run length, the JSON key its units are counted by, and the unit's name.
 WORKLOADS = {
-    "fio": (
-        "FIO_OPS",
-        "1000 5000",
-        lambda n: ["fio", "--scenario", "back-to-back", "--host", "borrower", "--device",
-                   "lender:nvme0", "--rw", "randread", "--bs", "4k", "--iodepth", "1",
-                   "--ops", n, "--json"],
-        "reads",
-        "I/O",
-    ),
-    "fio32": (
-        "FIO_OPS",
-        "1000 5000",
-        lambda n: ["fio", "--scenario", "back-to-back", "--host", "borrower", "--device",
-                   "lender:nvme0", "--rw", "randread", "--bs", "4k", "--iodepth", "32",
-                   "--ops", n, "--json"],
-        "reads",
-        "I/O",
-    ),
+    "fio": ("FIO_OPS", "1000 5000", fio("1"), "reads", "I/O"),
+    "fio32": ("FIO_OPS", "1000 5000", fio("32"), "reads", "I/O"),
     "engine": (
         "ENGINE_BYTES",
         "8M 24M",
