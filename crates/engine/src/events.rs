@@ -4,9 +4,8 @@
 //! `Vec`, latest first, and only the rest in a heap: taking the next event is a `pop` from the
 //! end, and scheduling one a push at the end when it is the next (a transaction's next step
 //! while a task runs first), else a step back past the few earlier ones, or a binary search
-//! and an insert that moves them. A
-//! heap's pop walks down its whole height each time: about 165 instructions per event with 30
-//! clients of one NVMe queueing 30 events.
+//! and an insert that moves them. A heap's pop walks down its whole height each time: about
+//! 165 instructions per event with 30 clients of one NVMe queueing 30 events.
 
 use smartio_platform::SimTime;
 use std::cmp::Ordering;
@@ -47,9 +46,6 @@ impl<E> Ord for Queued<E> {
     }
 }
 
-/// Events by `(time, sequence)`, earliest first.
-///
-/// Invariant: when `first` holds an entry, it is earlier than every entry in `heap`.
 /// Events the queue keeps in order in [`EventQueue::near`], at most: more than a run keeps
 /// queued at once as a rule (30 clients of one NVMe keep about 30, at most 90); past it the
 /// latest ones wait in a heap.
@@ -59,11 +55,15 @@ const NEAR: usize = 256;
 /// first (most are due soon), then by a binary search among the rest.
 const FEW: usize = 8;
 
+/// Events by `(time, sequence)`, earliest first.
+///
+/// Invariant: `near` is sorted latest first and every event in `far` comes after every
+/// event in `near`, so the next event is `near`'s last, or `far`'s first when `near` is empty.
 #[derive(Debug)]
 pub(crate) struct EventQueue<E> {
     /// The earliest events, latest first (the next one is the last), at most [`NEAR`].
     near: Vec<Queued<E>>,
-    /// The others. Invariant: every event here comes after every event in `near`.
+    /// The others, each after every event in `near`.
     far: BinaryHeap<Queued<E>>,
 }
 
