@@ -126,6 +126,9 @@ pub(crate) struct Core {
     pub recorder: Option<Box<Recorder>>,
     /// A TLP's hops while it is costed (recording only).
     hop_scratch: Vec<HopRec>,
+    /// Write TLPs of the transaction being stepped that have landed in memory but whose
+    /// bytes are not copied yet (see [`Landed`]); copied before anything else can look.
+    landed: Option<Landed>,
     /// While recording: the step that last wrote each 64-byte line of host memory, by host
     /// and line, and whether a CPU has loaded the line since (what a polling load that sees
     /// new data was waiting for).
@@ -192,6 +195,7 @@ impl Core {
             ready,
             recorder: None,
             hop_scratch: Vec::new(),
+            landed: None,
             last_writer: FxHashMap::default(),
         }
     }
@@ -814,6 +818,7 @@ impl Core {
         loop {
             self.step_txn(id, &mut txn);
             if txn.detached && txn.finished() {
+                self.copy_landed(&txn);
                 self.free_txns.push(id);
                 self.park(txn);
                 return;
@@ -828,7 +833,18 @@ impl Core {
             self.shared_now.set(next);
             self.counters.events += 1;
         }
+        self.copy_landed(&txn);
         self.txns[id as usize] = Some(txn);
+    }
+
+    /// Copies the bytes of the write TLPs that have landed in memory but were left in
+    /// `txn`'s buffer (see [`Landed`]).
+    #[inline]
+    fn copy_landed(&mut self, txn: &Txn) {
+        if let Some(l) = self.landed.take() {
+            let data = &txn.data[l.offset as usize..(l.offset + l.len) as usize];
+            self.memory[l.host.index()].write(l.addr, data);
+        }
     }
 
     /// Does everything transaction `id` has due at `now` (it is out of its slot meanwhile).
@@ -1109,8 +1125,31 @@ impl Core {
 
     fn deliver_write(&mut self, txn: &Txn, r: InFlight) {
         let seg = &txn.segments[r.segment as usize];
+        let target = seg.copy_target_at(r.copy, r.offset - seg.offset);
+        if let Target::Memory { host, addr } = target {
+            if !self.recording() {
+                // Its watchers learn of it now; the bytes follow the transaction's earlier
+                // ones in one copy when they continue them (see `Landed`).
+                let len = u64::from(r.len);
+                match &mut self.landed {
+                    Some(l) if l.continued_by(host, addr.get(), r.offset, len) => l.len += len,
+                    _ => {
+                        self.copy_landed(txn);
+                        self.landed = Some(Landed {
+                            host,
+                            addr: addr.get(),
+                            offset: r.offset,
+                            len,
+                        });
+                    }
+                }
+                self.memory_changed(host, addr, len);
+                return;
+            }
+        }
+        self.copy_landed(txn);
         let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
-        match seg.copy_target_at(r.copy, r.offset - seg.offset) {
+        match target {
             // A multicast write with no member left to receive it.
             Target::Multicast { .. } => {}
             Target::Memory { host, addr } => self.write_memory(host, addr, data),
@@ -1347,6 +1386,39 @@ impl Core {
             });
             done += n;
         }
+    }
+}
+
+/// Most bytes [`Landed`] gathers for one copy: a page. glibc copies that in a vector loop; from
+/// about 16 KiB it uses `rep movsb`, no faster on hardware and counted by callgrind (this
+/// project's yardstick, `scripts/instructions.sh`) as an instruction per byte.
+const LANDED_BYTES: u64 = 4096;
+
+/// Write TLPs of one transaction that landed in memory back to back (each one continuing the
+/// last, in memory and in the transaction's buffer) while the transaction was stepped, whose
+/// bytes are still only in the transaction's buffer: [`Core::copy_landed`] copies them all
+/// at once when the run of steps ends, before anything else could look (a woken task runs
+/// after the step, a BAR handler or another transaction's delivery after the copy), or when
+/// the next write does not continue them. Their watchers were told as each landed.
+#[derive(Debug, Clone, Copy)]
+struct Landed {
+    host: HostId,
+    /// Where the first byte landed.
+    addr: u64,
+    /// Where the first byte is in the transaction's buffer.
+    offset: u64,
+    len: u64,
+}
+
+impl Landed {
+    /// Whether a write of `len` bytes to `addr` of `host` from `offset` in the buffer
+    /// continues these (up to [`LANDED_BYTES`] in all).
+    #[inline]
+    fn continued_by(&self, host: HostId, addr: u64, offset: u64, len: u64) -> bool {
+        self.host == host
+            && self.addr + self.len == addr
+            && self.offset + self.len == offset
+            && self.len + len <= LANDED_BYTES
     }
 }
 

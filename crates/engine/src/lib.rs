@@ -47,7 +47,9 @@
 //!   (`txn::Flights`) are a `Vec` with a head index that keeps when the first arrives, so a step
 //!   asks one field; a transaction stays out of its slot for the whole run of steps it makes
 //!   without the queue. A read's buffer is filled as its requests are answered (appended in
-//!   order, never zeroed first). Each link direction (`timing::Lane`, found by index from link
+//!   order, never zeroed first); a write's TLPs that land in memory one after the other in a
+//!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
+//!   anything else can look, and their watchers are told as each lands. Each link direction (`timing::Lane`, found by index from link
 //!   and direction) keeps the intervals booked on it that have not ended in a `Vec` with a head
 //!   index, and the end and requester of the last one beside it: the usual booking reads those
 //!   two fields and appends (after dropping every kept interval at once when the last has

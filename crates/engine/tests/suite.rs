@@ -5,6 +5,7 @@ mod common;
 mod executor;
 mod forwarding;
 mod iotlb;
+mod landing;
 mod reads;
 mod record;
 mod route_cache;

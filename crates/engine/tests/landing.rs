@@ -1,0 +1,67 @@
+//! When a device's DMA write lands in host memory: each TLP's bytes are there for whoever its
+//! arrival wakes, the first as much as the last, however the engine gathers the copies.
+
+use smartio_fabric::HostId;
+use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimTime};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::common;
+use common::sim;
+
+const BUFFER: u64 = 0x20_0000;
+/// Three pages: 48 TLPs of 256 bytes, more than the engine copies at once.
+const LEN: usize = 12 * 1024;
+
+/// What a task woken by a watched write saw: when it woke and the bytes it read then.
+type Seen = Rc<RefCell<Option<(SimTime, Vec<u8>)>>>;
+
+/// A CPU task that watches `len` bytes at `at`, then reads `read` bytes from `BUFFER` (spawned
+/// before the writer, it arms its watch first).
+fn watcher(sim: &smartio_engine::Sim, at: u64, len: u64, read: usize) -> Seen {
+    let seen: Seen = Rc::default();
+    let (cpu, out) = (sim.cpu(HostId(0)), seen.clone());
+    sim.spawn(async move {
+        cpu.written(PhysAddr(at), len).await;
+        let woke = cpu.now();
+        let mut buf = vec![0u8; read];
+        cpu.read(BusAddr(BUFFER), &mut buf).await.expect("own RAM");
+        *out.borrow_mut() = Some((woke, buf));
+    });
+    seen
+}
+
+#[test]
+fn every_tlp_of_a_dma_write_is_in_memory_for_the_task_its_arrival_wakes() {
+    let (sim, _) = sim();
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let pattern: Vec<u8> = (0..LEN as u32).map(|i| (i % 251) as u8 + 1).collect();
+    // Woken by the first TLP (its first bytes) and by the last (its last bytes).
+    let first = watcher(&sim, BUFFER, 4, 256);
+    let last = watcher(&sim, BUFFER + LEN as u64 - 4, 4, LEN);
+    let port = sim.device(dev);
+    let data = pattern.clone();
+    sim.spawn(async move {
+        port.write(BusAddr(BUFFER), &data).await.expect("DMA write");
+    });
+    sim.run();
+
+    let (first_woke, first_saw) = first.borrow_mut().take().expect("the first TLP woke it");
+    let (last_woke, last_saw) = last.borrow_mut().take().expect("the last TLP woke it");
+    assert!(
+        first_woke < last_woke,
+        "the first TLP lands before the last: {first_woke:?} vs {last_woke:?}"
+    );
+    assert_eq!(
+        first_saw,
+        pattern[..256],
+        "the first TLP's bytes, as it landed"
+    );
+    assert_eq!(last_saw, pattern, "every byte once the last has landed");
+    let mut after = vec![0u8; LEN];
+    sim.peek_memory(HostId(0), PhysAddr(BUFFER), &mut after);
+    assert_eq!(after, pattern);
+}
