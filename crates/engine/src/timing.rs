@@ -402,6 +402,7 @@ pub struct Crossing {
 /// flow's order), so variation never reorders one requester's TLPs.
 ///
 /// With `record`, each hop's timing is appended to it (for the engine's recording).
+#[inline(always)]
 pub(crate) fn traverse(
     links: &mut [Lane],
     path: &[HopCost],
