@@ -390,6 +390,7 @@ impl Core {
         self.memory_changed(host, addr, len);
     }
 
+    #[inline]
     fn memory_changed(&mut self, host: HostId, addr: PhysAddr, len: u64) {
         let end = addr.get().saturating_add(len);
         if self.watches.written(host, addr.get(), end) {

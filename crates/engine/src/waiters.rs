@@ -272,11 +272,19 @@ impl Watches {
 
     /// A write of `[start, end)` to `host`'s memory landed: fires and disarms every watch it
     /// overlaps; returns whether any waiting task was woken.
+    #[inline]
     pub fn written(&mut self, host: HostId, start: u64, end: u64) -> bool {
         match self.span.get(host.index()) {
-            Some(&(low, high)) if start < high && end > low && end > start => {}
-            _ => return false,
+            Some(&(low, high)) if start < high && end > low && end > start => {
+                self.written_in_span(host, start, end)
+            }
+            _ => false,
         }
+    }
+
+    /// [`Watches::written`] once the write is known to fall in the span of what is armed.
+    #[inline(never)]
+    fn written_in_span(&mut self, host: HostId, start: u64, end: u64) -> bool {
         let Some(list) = self.index.get_mut(host.index()) else {
             return false;
         };
