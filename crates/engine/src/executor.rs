@@ -48,6 +48,7 @@ impl Ready {
         self.context.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn push(&self, id: u32, gen: u32) {
         let cause = self.context();
         let mut q = self.queue.lock();
