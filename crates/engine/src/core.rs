@@ -455,6 +455,7 @@ impl Core {
     }
 
     /// Keeps a finished transaction for reuse (see [`Core::spare_txns`]).
+    #[inline]
     fn park(&mut self, mut t: Box<Txn>) {
         if self.spare_txns.len() < SPARE_TXNS {
             t.requests.clear();
@@ -567,6 +568,7 @@ impl Core {
     }
 
     /// Routes every byte of an access into segments, or fails without side effects.
+    #[inline]
     fn segments(
         &mut self,
         requester: Requester,
@@ -575,10 +577,22 @@ impl Core {
         access: Access,
     ) -> Result<Rc<[Segment]>, AccessError> {
         let key = (requester, addr.get(), len, access);
-        if let Some(hit) = self.route_cache.get(&key) {
-            return Ok(hit.clone());
+        match self.route_cache.get(&key) {
+            Some(hit) => Ok(hit.clone()),
+            None => self.segments_routed(key),
         }
-        let segments: Rc<[Segment]> = self.route_segments(requester, addr, len, access)?.into();
+    }
+
+    /// [`Core::segments`] for an access not routed before: routed, costed and remembered.
+    #[inline(never)]
+    fn segments_routed(
+        &mut self,
+        key: (Requester, u64, u64, Access),
+    ) -> Result<Rc<[Segment]>, AccessError> {
+        let (requester, addr, len, access) = key;
+        let segments: Rc<[Segment]> = self
+            .route_segments(requester, BusAddr(addr), len, access)?
+            .into();
         if self.route_cache.len() >= ROUTE_CACHE_ENTRIES {
             self.route_cache.clear();
         }
@@ -683,6 +697,7 @@ impl Core {
 
     /// Resolves an access that lands in the requester's own host RAM without crossing a link
     /// (a CPU touching local memory): `Some(phys)` if so.
+    #[inline]
     pub fn local_memory(
         &mut self,
         requester: Requester,
@@ -693,10 +708,21 @@ impl Core {
             return None;
         };
         let key = (h, addr.get(), len);
-        if let Some(hit) = self.local_cache.get(&key) {
-            return *hit;
+        match self.local_cache.get(&key) {
+            Some(hit) => *hit,
+            None => self.local_memory_routed(key),
         }
-        let local = match self.fabric.route(requester, addr, len, Access::Read) {
+    }
+
+    /// [`Core::local_memory`] for an access not asked before: routed, and remembered.
+    #[inline(never)]
+    fn local_memory_routed(&mut self, key: (HostId, u64, u64)) -> Option<PhysAddr> {
+        let (h, addr, len) = key;
+        let requester = Requester::Cpu(h);
+        let local = match self
+            .fabric
+            .route(requester, BusAddr(addr), len, Access::Read)
+        {
             Ok(route) => match route.target {
                 Target::Memory { host, addr }
                     if host == h && route.hops.is_empty() && route.len == len =>

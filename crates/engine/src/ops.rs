@@ -168,7 +168,7 @@ impl TimerOp {
     }
 
     /// Whether the timer fired; otherwise the task is woken when it does.
-    #[inline]
+    #[inline(always)]
     fn fired(&mut self, core: &mut Core, cx: &Context<'_>) -> bool {
         if self.done || core.timers.poll(self.timer, cx.waker()) {
             if !self.done {

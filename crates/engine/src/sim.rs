@@ -505,6 +505,7 @@ impl Sim {
         self.started(Op::Interrupt(InterruptOp::new(host, vector, timeout)))
     }
 
+    #[inline]
     fn started(&self, op: Op) -> Ticket {
         let started = self
             .inner
