@@ -49,14 +49,14 @@
 //!   without the queue. A read's buffer is filled as its requests are answered (appended in
 //!   order, never zeroed first); a write's TLPs that land in memory one after the other in a
 //!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
-//!   anything else can look, and their watchers are told as each lands. Each link direction (`timing::Lane`, found by index from link
-//!   and direction) keeps the intervals booked on it that have not ended in a `Vec` with a head
-//!   index, and the end and requester of the last one beside it: the usual booking reads those
-//!   two fields and appends (after dropping every kept interval at once when the last has
-//!   ended), a TLP that may start before the last interval ends searches the gaps (out of
-//!   line). A crossing's hop loop is compiled once per kind of chip
-//!   draw and hop log (none, the recording's hops, a multicast branch's start times), so the
-//!   usual one checks neither; `LinkState` is the per-link snapshot of the lanes' statistics. Memory watches keep a per-host span of what is armed, so a write outside it skips
+//!   anything else can look, and their watchers are told as each lands. Each link direction
+//!   (`timing::Lane`, found by index from link and direction) keeps the intervals booked on it
+//!   that have not ended in a `Vec` with a head index, and the end and requester of the last
+//!   one beside it: the usual booking reads those two fields and appends (after dropping every
+//!   kept interval at once when the last has ended), a TLP that may start before the last
+//!   interval ends searches the gaps (out of line). A crossing's hop loop is compiled once per
+//!   kind of chip draw and hop log (none, the recording's hops, a multicast branch's start
+//!   times), so the usual one checks neither; `LinkState` is the per-link snapshot of the lanes' statistics. Memory watches keep a per-host span of what is armed, so a write outside it skips
 //!   the index.
 //! - `iotlb`: each host IOMMU's translation cache (`[root_complex] iotlb_entries`, LRU, keyed by
 //!   the requester as that IOMMU sees it and the I/O virtual page). A TLP looks its page up at

@@ -732,6 +732,11 @@ mod tests {
 
     const WHO: Booking = Booking { now: 0, flow: 1 };
 
+    /// `flow` booking at time `now`.
+    fn at(now: u64, flow: Flow) -> Booking {
+        Booking { now, flow }
+    }
+
     fn link(fs_per_byte: u64) -> LinkTiming {
         LinkTiming {
             fs_per_byte,
@@ -934,7 +939,6 @@ mod tests {
     #[test]
     fn intervals_that_ended_are_dropped_and_gaps_between_bookings_are_used() {
         let mut t = Timeline::default();
-        let at = |now, flow| Booking { now, flow };
         assert_eq!(t.book(at(0, 1), 100, 10), 100);
         assert_eq!(t.book(at(0, 2), 300, 10), 300);
         assert_eq!(
@@ -1007,7 +1011,6 @@ mod tests {
     #[test]
     fn a_tlp_booked_last_through_the_gap_search_is_what_later_tlps_follow() {
         let mut t = Timeline::default();
-        let at = |now, flow| Booking { now, flow };
         assert_eq!(t.book(at(0, 1), 100, 10), 100);
         assert_eq!(
             t.book(at(0, 2), 50, 100),
