@@ -24,6 +24,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 
+mod burst;
+
 /// A scheduled event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Event {
@@ -129,6 +131,11 @@ pub(crate) struct Core {
     /// Write TLPs of the transaction being stepped that have landed in memory but whose
     /// bytes are not copied yet (see [`Landed`]); copied before anything else can look.
     landed: Option<Landed>,
+    /// Whether a write stream may run in bursts (see [`burst`]); off, every transaction goes
+    /// step by step, to the same results.
+    pub bursts: bool,
+    /// Steps run in bursts so far.
+    pub burst_steps: u64,
     /// While recording: the step that last wrote each 64-byte line of host memory, by host
     /// and line, and whether a CPU has loaded the line since (what a polling load that sees
     /// new data was waiting for).
@@ -196,6 +203,8 @@ impl Core {
             recorder: None,
             hop_scratch: Vec::new(),
             landed: None,
+            bursts: true,
+            burst_steps: 0,
             last_writer: FxHashMap::default(),
         }
     }
@@ -851,10 +860,14 @@ impl Core {
                 return;
             }
             let Some(next) = txn.next_time() else { break };
-            if self.woke || self.peek_time().is_some_and(|q| q <= next) {
+            let queued = self.peek_time();
+            if self.woke || !before_queued(next, queued) {
                 txn.scheduled = Some(next);
                 self.schedule(next, Event::Txn(id));
                 break;
+            }
+            if self.bursts && self.write_burst(&mut txn, queued) {
+                continue;
             }
             self.now = next;
             self.shared_now.set(next);
@@ -1158,18 +1171,7 @@ impl Core {
                 // Its watchers learn of it now; the bytes follow the transaction's earlier
                 // ones in one copy when they continue them (see `Landed`).
                 let len = u64::from(r.len);
-                match &mut self.landed {
-                    Some(l) if l.continued_by(host, addr.get(), r.offset, len) => l.len += len,
-                    _ => {
-                        self.copy_landed(txn);
-                        self.landed = Some(Landed {
-                            host,
-                            addr: addr.get(),
-                            offset: r.offset,
-                            len,
-                        });
-                    }
-                }
+                self.land(txn, host, addr.get(), r.offset, len);
                 self.memory_changed(host, addr, len);
                 return;
             }
@@ -1414,6 +1416,14 @@ impl Core {
             done += n;
         }
     }
+}
+
+/// Whether a transaction's step at `at` comes before the first event `queued`, so that it
+/// may run without the queue: at the same time the queued event comes first (ties resolve
+/// first-in-first-out, and the step would be queued after it).
+#[inline(always)]
+fn before_queued(at: SimTime, queued: Option<SimTime>) -> bool {
+    queued.is_none_or(|q| at < q)
 }
 
 /// Most bytes [`Landed`] gathers for one copy: a page. glibc copies that in a vector loop; from

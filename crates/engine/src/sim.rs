@@ -290,6 +290,18 @@ impl Sim {
         self.inner.core.borrow_mut().raise_interrupt(host, vector);
     }
 
+    /// Whether a posted write into memory may run its steps in bursts when nothing else can
+    /// come between them (on by default). Off, every transaction goes step by step: the
+    /// results are the same, bit for bit, the run slower (for comparisons and tests).
+    pub fn set_bursts(&self, on: bool) {
+        self.inner.core.borrow_mut().bursts = on;
+    }
+
+    /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
+    pub fn burst_steps(&self) -> u64 {
+        self.inner.core.borrow().burst_steps
+    }
+
     /// Starts recording where time goes from now on; with `trace_limit`, the run's first
     /// steps, up to that many trace slices, are also kept for [`Sim::take_trace`].
     pub fn start_recording(&self, trace_limit: Option<usize>) {

@@ -282,6 +282,15 @@ impl Watches {
         }
     }
 
+    /// Whether no watch armed on `host` overlaps `[start, end)`: a write there fires none.
+    #[inline]
+    pub fn none_on(&self, host: HostId, start: u64, end: u64) -> bool {
+        match self.span.get(host.index()) {
+            Some(&(low, high)) => start >= high || end <= low,
+            None => true,
+        }
+    }
+
     /// [`Watches::written`] once the write is known to fall in the span of what is armed.
     #[inline(never)]
     fn written_in_span(&mut self, host: HostId, start: u64, end: u64) -> bool {

@@ -1,0 +1,174 @@
+//! A posted write's steps that nothing else can come between, run as one burst.
+//!
+//! A write stream into memory (a device's DMA to a host buffer, say) is most of a run's
+//! TLPs, and between two of its steps — a TLP leaving, a TLP landing — nothing else happens
+//! when no event is due before the next one and the landings wake no one. The generic
+//! step loop ([`Core::on_txn_event`]) then goes on from step to step anyway, asking at each
+//! one everything any transaction may need (completions, tags, BAR and interrupt targets,
+//! IOMMUs, watches, the recording). A burst asks those questions once, for the stretch of
+//! steps before the next event, and does the same steps in the same order: the same TLPs
+//! leave at the same times and are booked the same way, the same bytes land, the same
+//! counters count (each distinct time the transaction steps to is one event, as in the
+//! loop). So a run's results are those of the step loop, bit for bit.
+
+use super::{before_queued, Core, Landed};
+use crate::record::NONE;
+use crate::timing::traverse;
+use crate::txn::{next_chunk, CostedPath, InFlight, Txn, TxnKind};
+use smartio_fabric::{HostId, Requester, Target};
+use smartio_platform::{SimDuration, SimTime};
+use std::rc::Rc;
+
+/// Where a burst's writes land: one contiguous range of one host's memory.
+#[derive(Debug, Clone, Copy)]
+struct Destination {
+    host: HostId,
+    /// Where the transaction's first byte lands.
+    addr: u64,
+    /// The transaction's offset of that byte.
+    offset: u64,
+}
+
+impl Core {
+    /// Where `txn`'s writes land if the rest of it may run in bursts: a posted write of
+    /// one unicast segment into memory, through no IOMMU, onto bytes no memory watch
+    /// covers, while nothing is recorded (the recording keeps each TLP's own steps).
+    #[inline]
+    fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
+        if txn.kind != TxnKind::Write || self.recording() {
+            return None;
+        }
+        let [seg] = &txn.segments[..] else {
+            return None;
+        };
+        if !seg.fanout.is_empty() || !seg.translations.is_empty() {
+            return None;
+        }
+        let Target::Memory { host, addr } = seg.target else {
+            return None;
+        };
+        let (start, end) = (addr.get(), addr.get().saturating_add(seg.len));
+        self.watches
+            .none_on(host, start, end)
+            .then_some(Destination {
+                host,
+                addr: start,
+                offset: seg.offset,
+            })
+    }
+
+    /// Runs the steps of `txn` (out of its slot) from now on while each comes before the
+    /// first event `queued`, when it may run in bursts; stops after
+    /// the step that issues its last TLP, which the step loop finishes (it wakes the
+    /// writer). Returns whether it stepped at all; the step loop goes on from `self.now`,
+    /// where nothing is left due.
+    pub(super) fn write_burst(&mut self, txn: &mut Txn, queued: Option<SimTime>) -> bool {
+        let Some(dest) = self.burst_destination(txn) else {
+            return false;
+        };
+        let path = Rc::clone(&txn.segments[0].path);
+        let limit = match txn.requester {
+            Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
+            Requester::Device(_) => self.timing.sizes.mps,
+        };
+        let mut stepped = false;
+        loop {
+            let issue = txn.can_issue().then_some(txn.next_issue);
+            let at = match (txn.requests.next_at(), issue) {
+                (Some(a), Some(i)) => a.min(i),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => break,
+            };
+            if !before_queued(at, queued) {
+                break;
+            }
+            // Each step is at a later time than the last (everything due at a time is
+            // done at once), as in the step loop.
+            self.now = at;
+            self.shared_now.set(at);
+            self.counters.events += 1;
+            self.burst_steps += 1;
+            stepped = true;
+            while let Some(r) = txn.requests.pop_due(at) {
+                self.counters.tlp_arrivals += 1;
+                let len = u64::from(r.len);
+                self.land(
+                    txn,
+                    dest.host,
+                    dest.addr + (r.offset - dest.offset),
+                    r.offset,
+                    len,
+                );
+                txn.done_bytes += len;
+                // A credit came back: the next TLP may go now.
+                txn.next_issue = txn.next_issue.max(at);
+            }
+            if txn.can_issue() && txn.next_issue <= at {
+                self.issue_in_burst(txn, &path, limit);
+                if txn.issued_all() && txn.result.is_none() {
+                    // The step loop finishes this step: the writer wakes.
+                    break;
+                }
+            }
+        }
+        stepped
+    }
+
+    /// Sends the next TLP of `txn`, a burst's write along `path` in TLPs of at most `limit`
+    /// bytes, as [`Core::issue`] does for it (one segment, no IOMMU, no recording).
+    #[inline(always)]
+    fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64) {
+        let seg = &txn.segments[0];
+        let len = next_chunk(
+            seg.bus_addr + txn.issue_offset,
+            seg.len - txn.issue_offset,
+            limit,
+        );
+        let offset = seg.offset + txn.issue_offset;
+        let start = txn.next_issue;
+        let who = self.booking(txn.requester);
+        let crossing = traverse(
+            &mut self.lanes,
+            &path.forward,
+            start,
+            len,
+            who,
+            Some(&mut self.chip_stream),
+            None,
+        );
+        txn.requests.insert(InFlight {
+            at: crossing.arrival + SimDuration(path.arrive_ps),
+            segment: 0,
+            offset,
+            len: len as u32,
+            last: false,
+            copy: 0,
+            step: NONE,
+        });
+        txn.next_issue = crossing.first_link_done.max(start);
+        txn.issue_offset += len;
+        if txn.issue_offset >= seg.len {
+            txn.issue_segment += 1;
+            txn.issue_offset = 0;
+        }
+    }
+
+    /// A write TLP of `len` bytes from `offset` in `txn`'s buffer landed at `addr` of
+    /// `host`'s memory: its bytes follow the transaction's earlier ones in one copy when
+    /// they continue them (see [`Landed`]), else those are copied now.
+    #[inline(always)]
+    pub(super) fn land(&mut self, txn: &Txn, host: HostId, addr: u64, offset: u64, len: u64) {
+        match &mut self.landed {
+            Some(l) if l.continued_by(host, addr, offset, len) => l.len += len,
+            _ => {
+                self.copy_landed(txn);
+                self.landed = Some(Landed {
+                    host,
+                    addr,
+                    offset,
+                    len,
+                });
+            }
+        }
+    }
+}
