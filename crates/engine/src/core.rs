@@ -778,7 +778,6 @@ impl Core {
                 t.issue_segment = 0;
                 t.issue_offset = 0;
                 t.next_issue = start;
-                t.done_bytes = 0;
                 t.waiting_for_tag = false;
                 t.waker = None;
                 t.result = None;
@@ -800,7 +799,6 @@ impl Core {
                 next_issue: start,
                 requests: Flights::default(),
                 completions: Flights::default(),
-                done_bytes: 0,
                 waiting_for_tag: false,
                 waker: None,
                 result: None,
@@ -866,7 +864,9 @@ impl Core {
                 self.schedule(next, Event::Txn(id));
                 break;
             }
-            if self.bursts && self.write_burst(&mut txn, queued) {
+            if self.bursts
+                && (self.write_burst(&mut txn, queued) || self.read_burst(id, &mut txn, queued))
+            {
                 continue;
             }
             self.now = next;
@@ -895,7 +895,6 @@ impl Core {
             if let Some(c) = txn.completions.pop_due(now) {
                 self.counters.tlp_arrivals += 1;
                 self.set_context(c.step);
-                txn.done_bytes += c.len as u64;
                 if c.last {
                     let forwarded_by = txn.segments[c.segment as usize].path.forwarded_by;
                     self.free_tag(txn.requester, forwarded_by, id, txn);
@@ -908,7 +907,6 @@ impl Core {
                 match txn.kind {
                     TxnKind::Write => {
                         self.deliver_write(txn, r);
-                        txn.done_bytes += r.len as u64;
                         // A credit came back: the next TLP may go now.
                         if self.recording() && txn.requests.len() + 1 == txn.window {
                             txn.gate = r.step;

@@ -163,6 +163,12 @@ impl Sim {
                 _ => break,
             }
             let Some((at, event)) = core.pop() else { break };
+            // Everything before `at` has been done: nothing ran ahead of the queue.
+            assert!(
+                at >= core.now,
+                "emulator bug: an event at {at:?} comes after the clock reached {:?}",
+                core.now
+            );
             core.now = at;
             core.shared_now.set(at);
             core.counters.events += 1;

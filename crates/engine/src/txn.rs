@@ -143,8 +143,6 @@ pub struct Txn {
     pub requests: Flights,
     /// Completions on their way back.
     pub completions: Flights,
-    /// Bytes delivered (writes) or received (reads).
-    pub done_bytes: u64,
     /// Read requests waiting for a free tag.
     pub waiting_for_tag: bool,
     /// The task waiting on it.

@@ -1,7 +1,8 @@
-//! Write streams run in bursts give the results of the step-by-step loop, bit for bit: the
-//! same completion times, counters, link occupancy and memory, with chip latencies varying,
-//! two devices contending for the same links, a CPU's timers falling between the TLPs, a
-//! watched buffer and more TLPs than a stream's posted credits.
+//! Transactions run in bursts give the results of the step-by-step loop, bit for bit: the
+//! same completion times, counters, link occupancy, memory and read data, with chip
+//! latencies varying, two devices contending for the same links, a CPU's timers falling
+//! between the TLPs, a watched buffer, more TLPs than a stream's posted credits and reads of
+//! a buffer being written.
 
 use smartio_engine::{Calibration, Counters, LinkState};
 use smartio_fabric::HostId;
@@ -26,6 +27,8 @@ const SHORT: usize = 8 * 1024;
 struct Outcome {
     /// When each write and each wake-up finished, by task, in order.
     times: Vec<(&'static str, SimTime)>,
+    /// What dev1's reads of dev0's buffer saw.
+    reads: Vec<Vec<u8>>,
     end: SimTime,
     counters: Counters,
     links: Vec<LinkState>,
@@ -44,9 +47,14 @@ fn run(bursts: bool) -> (Outcome, u64) {
     // credits: a stream waits for its earlier TLPs to land before it sends more.
     let mut cal = Calibration::default_embedded();
     cal.pcie.posted_credits_tlps.value = CREDITS;
+    // Few read tags: two reads of one device wait for each other's.
+    if let Some(device) = cal.devices.get_mut("default") {
+        device.max_outstanding_reads.value = 2.0;
+    }
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, cal);
     sim.set_bursts(bursts);
     let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
+    let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let endpoint = |name: &str| {
         sim.fabric()
             .endpoint_by_name(HostId(0), name)
@@ -62,7 +70,7 @@ fn run(bursts: bool) -> (Outcome, u64) {
             dev0.sleep(SimDuration::from_ns(150)).await;
         }
     });
-    let log = times.clone();
+    let (log, reads) = (times.clone(), seen.clone());
     sim.spawn(async move {
         dev1.sleep(SimDuration::from_ns(700)).await;
         for round in 0..6u32 {
@@ -70,9 +78,32 @@ fn run(bursts: bool) -> (Outcome, u64) {
             let data = pattern(SHORT, 100 + round);
             dev1.write(BusAddr(at), &data).await.expect("dev1 DMA");
             log.borrow_mut().push(("dev1", dev1.now()));
+            // A read of the buffer dev0 is writing: what it sees depends on when each
+            // request reaches memory.
+            let mut seen = vec![0u8; SHORT];
+            let from = BUF_A + u64::from(round) * 4096;
+            dev1.read(BusAddr(from), &mut seen)
+                .await
+                .expect("dev1 DMA read");
+            log.borrow_mut().push(("dev1 read", dev1.now()));
+            reads.borrow_mut().push(seen);
             dev1.sleep(SimDuration::from_ns(40)).await;
         }
     });
+    // Two reads of dev1's buffer by dev0 at once, sharing its tags, once all else is done.
+    for half in 0..2u64 {
+        let (port, reads, log) = (sim.device(endpoint("dev0")), seen.clone(), times.clone());
+        sim.spawn(async move {
+            port.sleep(SimDuration::from_ns(30_000 + 10 * half)).await;
+            let mut got = vec![0u8; LONG];
+            let from = BUF_B + half * SHORT as u64;
+            port.read(BusAddr(from), &mut got)
+                .await
+                .expect("dev0 DMA read");
+            log.borrow_mut().push(("dev0 read", port.now()));
+            reads.borrow_mut().push(got);
+        });
+    }
     // A CPU whose timers fall between the TLPs for a while (the bursts before and after run
     // long), and which watches the middle of dev1's buffer (writes there go step by step
     // and wake it).
@@ -100,6 +131,7 @@ fn run(bursts: bool) -> (Outcome, u64) {
     let times = times.borrow().clone();
     let outcome = Outcome {
         times,
+        reads: seen.take(),
         end: summary.end,
         counters: summary.counters,
         links: sim.link_states(),
@@ -110,16 +142,24 @@ fn run(bursts: bool) -> (Outcome, u64) {
 }
 
 #[test]
-fn write_streams_run_in_bursts_give_the_step_by_step_results_bit_for_bit() {
+fn transactions_run_in_bursts_give_the_step_by_step_results_bit_for_bit() {
     let (stepped, none) = run(false);
     let (burst, steps) = run(true);
     assert_eq!(none, 0, "bursts off: every step goes through the loop");
     assert!(
-        steps * 3 > burst.counters.events,
+        steps * 5 > burst.counters.events,
         "a good part of the run's {} steps ran in bursts: {steps}",
         burst.counters.events
     );
-    assert_eq!(stepped.times.len(), 3 + 6 + 2, "every task finished");
+    assert_eq!(
+        stepped.times.len(),
+        3 + 2 * 6 + 2 + 2,
+        "every task finished"
+    );
+    assert!(
+        stepped.reads.iter().any(|r| r.iter().any(|&b| b != 0)),
+        "dev1's reads saw some of dev0's bytes"
+    );
     assert_eq!(
         burst.buf_a,
         pattern(LONG, 2),

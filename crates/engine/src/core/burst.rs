@@ -99,7 +99,6 @@ impl Core {
                     r.offset,
                     len,
                 );
-                txn.done_bytes += len;
                 // A credit came back: the next TLP may go now.
                 txn.next_issue = txn.next_issue.max(at);
             }
@@ -109,6 +108,67 @@ impl Core {
                     // The step loop finishes this step: the writer wakes.
                     break;
                 }
+            }
+        }
+        stepped
+    }
+
+    /// Runs the steps of `txn` (out of its slot), a read, from now on while each comes
+    /// before the first event queued, when it may run in bursts: a read of one unicast
+    /// segment of memory through no IOMMU, while nothing is recorded. Each step does what
+    /// the step loop's would, in its order (completions, then requests reaching the
+    /// completer, then the next request); a tag given back to another transaction queues
+    /// it, and the queue is asked again. Stops after the step that receives the last
+    /// completion (it has nothing left to do), which the step loop finishes (it wakes the
+    /// reader). Returns whether it stepped at all.
+    pub(super) fn read_burst(
+        &mut self,
+        id: u32,
+        txn: &mut Txn,
+        mut queued: Option<SimTime>,
+    ) -> bool {
+        if txn.kind != TxnKind::Read || self.recording() {
+            return false;
+        }
+        let [seg] = &txn.segments[..] else {
+            return false;
+        };
+        if !seg.fanout.is_empty()
+            || !seg.translations.is_empty()
+            || !matches!(seg.target, Target::Memory { .. })
+        {
+            return false;
+        }
+        let forwarded_by = seg.path.forwarded_by;
+        let mut stepped = false;
+        while let Some(at) = txn.next_time() {
+            if !before_queued(at, queued) {
+                break;
+            }
+            self.now = at;
+            self.shared_now.set(at);
+            self.counters.events += 1;
+            self.burst_steps += 1;
+            stepped = true;
+            loop {
+                if let Some(c) = txn.completions.pop_due(at) {
+                    self.counters.tlp_arrivals += 1;
+                    if c.last {
+                        self.free_tag(txn.requester, forwarded_by, id, txn);
+                        queued = self.peek_time();
+                    }
+                    continue;
+                }
+                if let Some(r) = txn.requests.pop_due(at) {
+                    self.counters.tlp_arrivals += 1;
+                    self.answer_read(txn, r);
+                    continue;
+                }
+                if txn.can_issue() && txn.next_issue <= at {
+                    self.issue(id, txn);
+                    continue;
+                }
+                break;
             }
         }
         stepped
