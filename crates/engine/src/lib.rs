@@ -46,7 +46,11 @@
 //!   64) and reused with their TLP queues' capacity; a transaction's TLPs on their way
 //!   (`txn::Flights`) are a `Vec` with a head index that keeps when the first arrives, so a step
 //!   asks one field; a transaction stays out of its slot for the whole run of steps it makes
-//!   without the queue. A read's buffer is filled as its requests are answered (appended in
+//!   without the queue. A posted write into memory and a read of memory (one unicast segment,
+//!   no IOMMU, nothing recorded; for a write, no watch on its bytes) run those steps in bursts
+//!   (`core::burst`): the same steps in the same order before the next queued event, asking once
+//!   what the generic step asks at each (`Sim::set_bursts(false)` turns them off; a test
+//!   compares the two bit for bit). A read's buffer is filled as its requests are answered (appended in
 //!   order, never zeroed first); a write's TLPs that land in memory one after the other in a
 //!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
 //!   anything else can look, and their watchers are told as each lands. Each link direction
