@@ -14,7 +14,7 @@
 use super::{before_queued, Core, Landed};
 use crate::record::NONE;
 use crate::timing::traverse;
-use crate::txn::{next_chunk, CostedPath, InFlight, Txn, TxnKind};
+use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Requester, Target};
 use smartio_platform::{SimDuration, SimTime};
 use std::rc::Rc;
@@ -30,20 +30,26 @@ struct Destination {
 }
 
 impl Core {
-    /// Where `txn`'s writes land if the rest of it may run in bursts: a posted write of
-    /// one unicast segment into memory, through no IOMMU, onto bytes no memory watch
-    /// covers, while nothing is recorded (the recording keeps each TLP's own steps).
+    /// The one segment of `txn` if its steps may run in bursts: a transaction of `kind`
+    /// with one unicast segment in memory, through no IOMMU, while nothing is recorded (the
+    /// recording keeps each TLP's own steps).
     #[inline]
-    fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
-        if txn.kind != TxnKind::Write || self.recording() {
+    fn burst_segment<'t>(&self, txn: &'t Txn, kind: TxnKind) -> Option<&'t Segment> {
+        if txn.kind != kind || self.recording() {
             return None;
         }
         let [seg] = &txn.segments[..] else {
             return None;
         };
-        if !seg.fanout.is_empty() || !seg.translations.is_empty() {
-            return None;
-        }
+        let unicast = seg.fanout.is_empty() && seg.translations.is_empty();
+        (unicast && matches!(seg.target, Target::Memory { .. })).then_some(seg)
+    }
+
+    /// Where `txn`'s writes land if the rest of it may run in bursts: a posted write of a
+    /// [`Core::burst_segment`] onto bytes no memory watch covers.
+    #[inline]
+    fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
+        let seg = self.burst_segment(txn, TxnKind::Write)?;
         let Target::Memory { host, addr } = seg.target else {
             return None;
         };
@@ -55,6 +61,21 @@ impl Core {
                 addr: start,
                 offset: seg.offset,
             })
+    }
+
+    /// Moves the clock to a burst's next step at `at` if that comes before the first event
+    /// `queued` (see [`before_queued`]), counting it as the step loop counts its steps. Each
+    /// step is later than the last: everything due at a time is done at once.
+    #[inline(always)]
+    fn burst_step_to(&mut self, at: SimTime, queued: Option<SimTime>) -> bool {
+        if !before_queued(at, queued) {
+            return false;
+        }
+        self.now = at;
+        self.shared_now.set(at);
+        self.counters.events += 1;
+        self.burst_steps += 1;
+        true
     }
 
     /// Runs the steps of `txn` (out of its slot) from now on while each comes before the
@@ -73,21 +94,16 @@ impl Core {
         };
         let mut stepped = false;
         loop {
+            // A write's next step: a TLP lands, or the next one leaves (it has no completions).
             let issue = txn.can_issue().then_some(txn.next_issue);
             let at = match (txn.requests.next_at(), issue) {
                 (Some(a), Some(i)) => a.min(i),
                 (Some(t), None) | (None, Some(t)) => t,
                 (None, None) => break,
             };
-            if !before_queued(at, queued) {
+            if !self.burst_step_to(at, queued) {
                 break;
             }
-            // Each step is at a later time than the last (everything due at a time is
-            // done at once), as in the step loop.
-            self.now = at;
-            self.shared_now.set(at);
-            self.counters.events += 1;
-            self.burst_steps += 1;
             stepped = true;
             while let Some(r) = txn.requests.pop_due(at) {
                 self.counters.tlp_arrivals += 1;
@@ -114,8 +130,8 @@ impl Core {
     }
 
     /// Runs the steps of `txn` (out of its slot), a read, from now on while each comes
-    /// before the first event queued, when it may run in bursts: a read of one unicast
-    /// segment of memory through no IOMMU, while nothing is recorded. Each step does what
+    /// before the first event queued, when it may run in bursts (a read of a
+    /// [`Core::burst_segment`]). Each step does what
     /// the step loop's would, in its order (completions, then requests reaching the
     /// completer, then the next request); a tag given back to another transaction queues
     /// it, and the queue is asked again. Stops after the step that receives the last
@@ -127,28 +143,15 @@ impl Core {
         txn: &mut Txn,
         mut queued: Option<SimTime>,
     ) -> bool {
-        if txn.kind != TxnKind::Read || self.recording() {
-            return false;
-        }
-        let [seg] = &txn.segments[..] else {
+        let Some(seg) = self.burst_segment(txn, TxnKind::Read) else {
             return false;
         };
-        if !seg.fanout.is_empty()
-            || !seg.translations.is_empty()
-            || !matches!(seg.target, Target::Memory { .. })
-        {
-            return false;
-        }
         let forwarded_by = seg.path.forwarded_by;
         let mut stepped = false;
         while let Some(at) = txn.next_time() {
-            if !before_queued(at, queued) {
+            if !self.burst_step_to(at, queued) {
                 break;
             }
-            self.now = at;
-            self.shared_now.set(at);
-            self.counters.events += 1;
-            self.burst_steps += 1;
             stepped = true;
             loop {
                 if let Some(c) = txn.completions.pop_due(at) {
