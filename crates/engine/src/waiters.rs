@@ -286,9 +286,23 @@ impl Watches {
     #[inline]
     pub fn none_on(&self, host: HostId, start: u64, end: u64) -> bool {
         match self.span.get(host.index()) {
-            Some(&(low, high)) => start >= high || end <= low,
-            None => true,
+            Some(&(low, high)) if start < high && end > low => self.none_in_index(host, start, end),
+            _ => true,
         }
+    }
+
+    /// [`Watches::none_on`] once the range is known to fall in the span of what is armed.
+    #[inline(never)]
+    fn none_in_index(&self, host: HostId, start: u64, end: u64) -> bool {
+        let Some(list) = self.index.get(host.index()) else {
+            return true;
+        };
+        let from = start.saturating_sub(self.longest.saturating_sub(1));
+        let first = list.partition_point(|w| w.start < from);
+        !list[first..]
+            .iter()
+            .take_while(|w| w.start < end)
+            .any(|w| w.end > start)
     }
 
     /// [`Watches::written`] once the write is known to fall in the span of what is armed.
@@ -384,6 +398,30 @@ mod tests {
             w.remove(key);
         }
         assert_eq!((w.len(), w.indexed), (0, 0), "every slot given back");
+    }
+
+    #[test]
+    fn a_range_between_watches_has_none_on_it_and_one_touching_a_watch_has() {
+        let mut w = Watches::default();
+        let h = HostId(0);
+        // Armed span: 0x1000..0x3000 (two watches far apart, the first a long one).
+        let low = w.add(h, PhysAddr(0x1000), 0x100);
+        let high = w.add(h, PhysAddr(0x2ff8), 8);
+        assert!(
+            w.none_on(h, 0x1100, 0x2ff8),
+            "between the two, inside the span"
+        );
+        assert!(w.none_on(h, 0x0, 0x1000), "below, up to the first's start");
+        assert!(w.none_on(h, 0x3000, 0x4000), "above");
+        assert!(w.none_on(HostId(1), 0x1000, 0x1100), "another host");
+        assert!(!w.none_on(h, 0x10ff, 0x1100), "the long one's last byte");
+        assert!(!w.none_on(h, 0x2000, 0x2ff9), "the high one's first byte");
+        assert!(!w.none_on(h, 0x0, 0x4000), "both");
+        w.remove(low);
+        assert!(w.none_on(h, 0x1000, 0x1100), "given back");
+        w.written(h, 0x2ff8, 0x3000);
+        assert!(w.none_on(h, 0x2000, 0x3000), "fired and disarmed");
+        w.remove(high);
     }
 
     #[test]
