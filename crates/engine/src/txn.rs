@@ -304,10 +304,16 @@ impl Flights {
 
 /// Length of the next TLP from `addr` given `remaining` bytes, a size limit and 4 KiB
 /// boundaries (a TLP never crosses one).
+#[inline]
 pub fn next_chunk(addr: u64, remaining: u64, limit: u64) -> u64 {
     let to_boundary = 4096 - (addr % 4096);
-    let to_limit = limit - (addr % limit);
-    remaining.min(to_boundary).min(to_limit)
+    // PCIe's sizes are powers of two (a calibration may name others): a mask, not a division.
+    let past_limit = if limit.is_power_of_two() {
+        addr & (limit - 1)
+    } else {
+        addr % limit
+    };
+    remaining.min(to_boundary).min(limit - past_limit)
 }
 
 #[cfg(test)]
@@ -375,5 +381,18 @@ mod tests {
         assert_eq!(next_chunk(4000, 10_000, 256), 96);
         assert_eq!(next_chunk(4096 - 8, 100, 512), 8);
         assert_eq!(next_chunk(100, 50, 256), 50);
+        assert_eq!(
+            next_chunk(300, 10_000, 256),
+            212,
+            "to the next multiple of 256"
+        );
+        // A size that is not a power of two (a calibration may name one) cuts the same way.
+        assert_eq!(next_chunk(0, 10_000, 300), 300);
+        assert_eq!(next_chunk(350, 10_000, 300), 250);
+        assert_eq!(
+            next_chunk(3900, 10_000, 300),
+            196,
+            "the 4 KiB boundary first"
+        );
     }
 }
