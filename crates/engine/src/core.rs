@@ -131,8 +131,8 @@ pub(crate) struct Core {
     /// Write TLPs of the transaction being stepped that have landed in memory but whose
     /// bytes are not copied yet (see [`Landed`]); copied before anything else can look.
     landed: Option<Landed>,
-    /// Whether a write stream may run in bursts (see [`burst`]); off, every transaction goes
-    /// step by step, to the same results.
+    /// Whether writes into memory and reads of memory may run in bursts (see [`burst`]);
+    /// off, every transaction goes step by step, to the same results.
     pub bursts: bool,
     /// Steps run in bursts so far.
     pub burst_steps: u64,

@@ -1,8 +1,10 @@
-//! A posted write's steps that nothing else can come between, run as one burst.
+//! A transaction's steps that nothing else can come between, run as one burst.
 //!
-//! A write stream into memory (a device's DMA to a host buffer, say) is most of a run's
-//! TLPs, and between two of its steps — a TLP leaving, a TLP landing — nothing else happens
-//! when no event is due before the next one and the landings wake no one. The generic
+//! A write stream into memory (a device's DMA to a host buffer, say) and a read of memory
+//! are most of a run's TLPs, and between two of their steps — a TLP leaving, a TLP landing,
+//! a request answered, a completion received — nothing else happens when no event is due
+//! before the next one and the steps wake no one (a write's landings: no watch on its
+//! bytes; a read's steps wake only its reader, at its last completion). The generic
 //! step loop ([`Core::on_txn_event`]) then goes on from step to step anyway, asking at each
 //! one everything any transaction may need (completions, tags, BAR and interrupt targets,
 //! IOMMUs, watches, the recording). A burst asks those questions once, for the stretch of
