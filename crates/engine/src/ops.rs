@@ -5,7 +5,9 @@
 //! A slot of the slab, and the buffer beside it that holds a local read's data until the
 //! read is done, are reused once the operation is given back, so an everyday operation
 //! allocates nothing. Every future the engine hands out (the contract's, through
-//! [`smartio_machine::Agent`], and [`crate::Agent`]'s own) is a ticket into this slab.
+//! [`smartio_machine::Agent`], and [`crate::Agent`]'s own) is a ticket into this slab, but a
+//! sleep's: a sleep holds nothing but its timer, and its ticket names the timer itself
+//! ([`arm_sleep`]), so that the most frequent wait skips the slab.
 //!
 //! What a dropped operation gives back is what today's hardware model needs: a timer, a
 //! watch or an interrupt wait's timer is disarmed; an access goes on by itself (its TLPs
@@ -277,7 +279,6 @@ impl InterruptOp {
 #[derive(Debug)]
 pub(crate) enum Op {
     Access(AccessOp),
-    Sleep(TimerOp),
     Watch(WatchOp),
     Interrupt(InterruptOp),
 }
@@ -286,7 +287,6 @@ impl Op {
     fn cancel(&self, core: &mut Core) {
         match self {
             Op::Access(op) => op.cancel(core),
-            Op::Sleep(op) => op.cancel(core),
             Op::Watch(op) => op.cancel(core),
             Op::Interrupt(op) => op.cancel(core),
         }
@@ -307,6 +307,50 @@ struct Slot {
 pub(crate) struct Ops {
     slots: Vec<Slot>,
     free: Vec<u32>,
+}
+
+/// The generation bits of a slot's ticket: the top bit of a ticket is [`SLEEP`]'s.
+const GEN_MASK: u32 = u32::MAX >> 1;
+
+/// Marks a ticket that names a sleep's timer itself (see [`sleep_ticket`]), not a slot.
+const SLEEP: u64 = 1 << 63;
+
+/// Arms a sleep of `duration` for `requester` (see [`TimerOp::arm`]); its ticket names the
+/// timer itself, which is all a sleep holds (no slot of its own: [`poll_sleep`] and
+/// [`cancel_sleep`] take it). Timers' generations have 31 bits, so the ticket keeps them.
+pub(crate) fn arm_sleep(core: &mut Core, duration: SimDuration, requester: Requester) -> Ticket {
+    let timer = TimerOp::arm(core, duration, requester).timer;
+    Ticket(SLEEP | u64::from(timer.gen) << 32 | u64::from(timer.id))
+}
+
+/// The timer a sleep's ticket names, if it is one.
+#[inline]
+pub(crate) fn sleep_timer(ticket: Ticket) -> Option<TimerKey> {
+    (ticket.0 & SLEEP != 0).then_some(TimerKey {
+        id: ticket.0 as u32,
+        gen: (ticket.0 >> 32) as u32 & GEN_MASK,
+    })
+}
+
+/// Polls a sleep: ready once its timer fired (the timer is then given back).
+#[inline]
+pub(crate) fn poll_sleep(core: &mut Core, timer: TimerKey, cx: &Context<'_>) -> Poll<bool> {
+    if core.timers.poll(timer, cx.waker()) {
+        core.timers.remove(timer);
+        return Poll::Ready(true);
+    }
+    match core.timers.due(timer) {
+        Some(due) => {
+            core.waits.push(Wait::Timer { due });
+            Poll::Pending
+        }
+        None => panic!("emulator bug: the timed engine has no sleep under way for {timer:?}"),
+    }
+}
+
+/// Gives back a sleep whose future was dropped before it was ready.
+pub(crate) fn cancel_sleep(core: &mut Core, timer: TimerKey) {
+    core.timers.remove(timer);
 }
 
 /// What a ticket names that no slot holds: a bug of the port that polled it.
@@ -335,7 +379,7 @@ impl Ops {
         match start(&mut slot.local) {
             Ok(op) => {
                 slot.op = Some(op);
-                Ok(Ticket(u64::from(slot.gen) << 32 | u64::from(id)))
+                Ok(Ticket(u64::from(slot.gen & GEN_MASK) << 32 | u64::from(id)))
             }
             Err(e) => {
                 self.free.push(id);
@@ -348,7 +392,7 @@ impl Ops {
     fn slot(&mut self, ticket: Ticket) -> &mut Slot {
         let (gen, id) = ((ticket.0 >> 32) as u32, ticket.0 as u32);
         match self.slots.get_mut(id as usize) {
-            Some(slot) if slot.gen == gen && slot.op.is_some() => slot,
+            Some(slot) if slot.gen & GEN_MASK == gen && slot.op.is_some() => slot,
             _ => stale(ticket),
         }
     }
@@ -384,13 +428,12 @@ impl Ops {
         Poll::Ready(result)
     }
 
-    /// Polls a sleep, a watch or an interrupt wait; ready, it is given back. `true` unless
+    /// Polls a watch or an interrupt wait; ready, it is given back. `true` unless
     /// an interrupt wait timed out.
     #[inline]
     pub fn poll_wait(&mut self, core: &mut Core, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
         let slot = self.slot(ticket);
         let outcome = match &mut slot.op {
-            Some(Op::Sleep(op)) => op.fired(core, cx).then_some(true),
             Some(Op::Watch(op)) => op.poll(core, cx).is_ready().then_some(true),
             Some(Op::Interrupt(op)) => match op.poll(core, cx) {
                 Poll::Ready(came) => Some(came),

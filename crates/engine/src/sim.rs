@@ -498,9 +498,7 @@ impl Sim {
 
     /// Arms a timer `duration` after now for `requester`.
     pub(crate) fn arm_sleep(&self, duration: SimDuration, requester: Requester) -> Ticket {
-        let mut core = self.inner.core.borrow_mut();
-        let op = Op::Sleep(TimerOp::arm(&mut core, duration, requester));
-        self.started(op)
+        crate::ops::arm_sleep(&mut self.inner.core.borrow_mut(), duration, requester)
     }
 
     /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
@@ -570,12 +568,21 @@ impl Sim {
     #[inline]
     pub(crate) fn poll_wait(&self, ticket: Ticket, cx: &Context<'_>) -> Poll<bool> {
         let mut core = self.inner.core.borrow_mut();
+        if let Some(timer) = crate::ops::sleep_timer(ticket) {
+            return crate::ops::poll_sleep(&mut core, timer, cx);
+        }
         self.inner.ops.borrow_mut().poll_wait(&mut core, ticket, cx)
     }
 
     /// Gives back an operation dropped before it was ready. Dropped while the engine is
     /// busy (a task dropped from inside the engine), it is left as it is.
     pub(crate) fn cancel(&self, ticket: Ticket) {
+        if let Some(timer) = crate::ops::sleep_timer(ticket) {
+            if let Ok(mut core) = self.inner.core.try_borrow_mut() {
+                crate::ops::cancel_sleep(&mut core, timer);
+            }
+            return;
+        }
         let (Ok(mut core), Ok(mut ops)) = (
             self.inner.core.try_borrow_mut(),
             self.inner.ops.try_borrow_mut(),

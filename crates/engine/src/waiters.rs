@@ -121,7 +121,8 @@ impl Timers {
         if let Some(slot) = self.slot(key) {
             slot.live = false;
             slot.waker = None;
-            slot.gen = slot.gen.wrapping_add(1);
+            // 31 bits: a sleep's ticket keeps the generation beside a mark of its own.
+            slot.gen = slot.gen.wrapping_add(1) & (u32::MAX >> 1);
             self.free.push(key.id);
         }
     }

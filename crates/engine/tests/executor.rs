@@ -165,7 +165,8 @@ fn timers_watches_and_task_slots_are_given_back_so_long_runs_do_not_grow() {
     );
 }
 
-/// Through the platform contract every operation is a ticket into one slab: reads that
+/// Through the platform contract every operation is a ticket (into one slab, or a sleep's
+/// timer itself), and every one is given back: reads that
 /// lose a race (their transactions finish on their own), interrupt waits that time out and
 /// watches dropped unused all give their slots back, and a read's data lands in the
 /// caller's buffer — a DMA read's and a CPU's read of its own RAM alike.
