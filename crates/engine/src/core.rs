@@ -986,11 +986,7 @@ impl Core {
         let remaining = seg.len - txn.issue_offset;
         match txn.kind {
             TxnKind::Write => {
-                let limit = match txn.requester {
-                    Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
-                    Requester::Device(_) => self.timing.sizes.mps,
-                };
-                let n = next_chunk(addr, remaining, limit);
+                let n = next_chunk(addr, remaining, self.write_limit(txn.requester));
                 Some((n, n))
             }
             TxnKind::Read => {
@@ -1004,6 +1000,16 @@ impl Core {
                 pool.free -= 1;
                 Some((next_chunk(addr, remaining, max_read_request), 0))
             }
+        }
+    }
+
+    /// The largest write TLP `requester` sends: the MPS, and for a CPU at most what its
+    /// write combining gathers.
+    #[inline(always)]
+    fn write_limit(&self, requester: Requester) -> u64 {
+        match requester {
+            Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
+            Requester::Device(_) => self.timing.sizes.mps,
         }
     }
 

@@ -50,8 +50,8 @@
 //!   no IOMMU, nothing recorded; for a write, no watch on its bytes) run those steps in bursts
 //!   (`core::burst`): the same steps in the same order before the next queued event, asking once
 //!   what the generic step asks at each (`Sim::set_bursts(false)` turns them off; a test
-//!   compares the two bit for bit). A read's buffer is filled as its requests are answered (appended in
-//!   order, never zeroed first); a write's TLPs that land in memory one after the other in a
+//!   compares the two bit for bit). A read's buffer is filled as its requests are answered
+//!   (appended in order, never zeroed first); a write's TLPs that land in memory one after the other in a
 //!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
 //!   anything else can look, and their watchers are told as each lands. Each link direction
 //!   (`timing::Lane`, found by index from link and direction) keeps the intervals booked on it
@@ -75,8 +75,9 @@
 //!   memory latency and crosses no link; an MMIO access pays the core's issue cost and the root
 //!   complex. A future dropped before it is done (the loser of a `race`) gives its timer or
 //!   watch back and leaves its transaction to finish on its own.
-//! - `ops`: what agents have under way (accesses, timers, watches, interrupt waits) in a slab
-//!   whose slots the contract's tickets name; slots and the buffers of local reads are reused,
+//! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
+//!   slots the contract's tickets name (a sleep's ticket names its timer: it holds nothing
+//!   else); slots and the buffers of local reads are reused,
 //!   and a transaction's data buffer is the reused one of a parked transaction (a write's data
 //!   is copied into it, a read's copied out into the caller's buffer), so an everyday
 //!   operation allocates nothing.

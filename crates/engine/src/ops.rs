@@ -312,7 +312,7 @@ pub(crate) struct Ops {
 /// The generation bits of a slot's ticket: the top bit of a ticket is [`SLEEP`]'s.
 const GEN_MASK: u32 = u32::MAX >> 1;
 
-/// Marks a ticket that names a sleep's timer itself (see [`sleep_ticket`]), not a slot.
+/// Marks a ticket that names a sleep's timer itself (see [`arm_sleep`]), not a slot.
 const SLEEP: u64 = 1 << 63;
 
 /// Arms a sleep of `duration` for `requester` (see [`TimerOp::arm`]); its ticket names the

@@ -297,8 +297,9 @@ impl Sim {
     }
 
     /// Whether a posted write into memory or a read of memory may run its steps in bursts
-    /// when nothing else can come between them (on by default). Off, every transaction goes step by step: the
-    /// results are the same, bit for bit, the run slower (for comparisons and tests).
+    /// when nothing else can come between them (on by default). Off, every transaction goes
+    /// step by step: the results are the same, bit for bit, the run slower (for comparisons
+    /// and tests).
     pub fn set_bursts(&self, on: bool) {
         self.inner.core.borrow_mut().bursts = on;
     }

@@ -292,15 +292,22 @@ impl Watches {
         }
     }
 
+    /// Where in `list` (a host's watches by start) the first watch that may reach `start`
+    /// is: none before it ends past `start`, since none is longer than `longest` (see
+    /// [`Watches::longest`]).
+    #[inline]
+    fn first_reaching(list: &[Indexed], longest: u64, start: u64) -> usize {
+        let from = start.saturating_sub(longest.saturating_sub(1));
+        list.partition_point(|w| w.start < from)
+    }
+
     /// [`Watches::none_on`] once the range is known to fall in the span of what is armed.
     #[inline(never)]
     fn none_in_index(&self, host: HostId, start: u64, end: u64) -> bool {
         let Some(list) = self.index.get(host.index()) else {
             return true;
         };
-        let from = start.saturating_sub(self.longest.saturating_sub(1));
-        let first = list.partition_point(|w| w.start < from);
-        !list[first..]
+        !list[Self::first_reaching(list, self.longest, start)..]
             .iter()
             .take_while(|w| w.start < end)
             .any(|w| w.end > start)
@@ -309,11 +316,11 @@ impl Watches {
     /// [`Watches::written`] once the write is known to fall in the span of what is armed.
     #[inline(never)]
     fn written_in_span(&mut self, host: HostId, start: u64, end: u64) -> bool {
+        let longest = self.longest;
         let Some(list) = self.index.get_mut(host.index()) else {
             return false;
         };
-        let from = start.saturating_sub(self.longest - 1);
-        let mut i = list.partition_point(|w| w.start < from);
+        let mut i = Self::first_reaching(list, longest, start);
         let mut woke = false;
         while i < list.len() && list[i].start < end {
             if list[i].end <= start {

@@ -17,7 +17,7 @@ use super::{before_queued, Core, Landed};
 use crate::record::NONE;
 use crate::timing::traverse;
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
-use smartio_fabric::{HostId, Requester, Target};
+use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
 use std::rc::Rc;
 
@@ -81,19 +81,15 @@ impl Core {
     }
 
     /// Runs the steps of `txn` (out of its slot) from now on while each comes before the
-    /// first event `queued`, when it may run in bursts; stops after
-    /// the step that issues its last TLP, which the step loop finishes (it wakes the
-    /// writer). Returns whether it stepped at all; the step loop goes on from `self.now`,
-    /// where nothing is left due.
+    /// first event `queued`, when it may run in bursts; stops after the step that issues its
+    /// last TLP, which the step loop finishes (it wakes the writer). Returns whether it
+    /// stepped at all; the step loop goes on from `self.now`, where nothing is left due.
     pub(super) fn write_burst(&mut self, txn: &mut Txn, queued: Option<SimTime>) -> bool {
         let Some(dest) = self.burst_destination(txn) else {
             return false;
         };
         let path = Rc::clone(&txn.segments[0].path);
-        let limit = match txn.requester {
-            Requester::Cpu(_) => self.timing.sizes.mps.min(self.timing.cpu.max_store_bytes),
-            Requester::Device(_) => self.timing.sizes.mps,
-        };
+        let limit = self.write_limit(txn.requester);
         let mut stepped = false;
         loop {
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
@@ -133,9 +129,8 @@ impl Core {
 
     /// Runs the steps of `txn` (out of its slot), a read, from now on while each comes
     /// before the first event queued, when it may run in bursts (a read of a
-    /// [`Core::burst_segment`]). Each step does what
-    /// the step loop's would, in its order (completions, then requests reaching the
-    /// completer, then the next request); a tag given back to another transaction queues
+    /// [`Core::burst_segment`]). Each step does what the step loop's would, in its order
+    /// (completions, then requests reaching the completer, then the next request); a tag given back to another transaction queues
     /// it, and the queue is asked again. Stops after the step that receives the last
     /// completion (it has nothing left to do), which the step loop finishes (it wakes the
     /// reader). Returns whether it stepped at all.
