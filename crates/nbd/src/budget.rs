@@ -1,9 +1,8 @@
 //! A connection's budget: how many of its requests, and how many bytes of them, are on their
 //! way at once — read off the socket and not yet answered on it. The connection's reading
-//! thread admits a request (and waits while it does not fit); whoever writes replies (the
-//! connection's writing thread, or the device's thread writing a small batch itself) releases
-//! the ones written, so memory stays bounded whatever a client sends or however slowly it
-//! reads. The device's thread never waits here: only the reader does.
+//! thread admits a request (and waits while it does not fit); its writing thread releases the
+//! ones whose replies it has written, so memory stays bounded whatever a client sends or
+//! however slowly it reads, and the device's thread never touches the budget.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};

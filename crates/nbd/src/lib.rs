@@ -27,13 +27,12 @@
 //! `Export::check`: range, alignment, payload size, read-only, unknown commands and flags, with
 //! the errors the specification names — and hands the rest to the device's thread as `Event`s,
 //! at most 512 requests and 128 MiB of them on their way per connection (`budget`: admitted by
-//! the connection's reader, released once their replies are written; the reader looks for the
-//! next request without sleeping for 200 µs after each, as a CPU woken from sleep is slow to
-//! come); answers go through the connection's `Replier`: a small batch with nothing waiting
-//! before it straight to the socket, as far as the socket takes it without waiting, the rest
-//! to a writer thread of its own, which writes every batch waiting for it at once, in the
-//! order given, so a client that reads slowly never stalls the device's thread, and one that
-//! takes nothing for 10 s is disconnected; `close` has
+//! the connection's reader, released by its writer once their replies are written); answers go
+//! through the connection's `Replier` to a writer thread of its own, which writes every batch
+//! waiting for it at once (reader and writer each look for their next work without sleeping
+//! for 200 µs, as a thread asleep waits for a CPU woken from sleep), so a client that reads slowly
+//! never stalls the device's thread (it only hands answers over: that thread does emulation
+//! only), and one that takes nothing for 10 s is disconnected; `close` has
 //! it write what was handed over and hang up, and `WriterEnded` tells when it has) and `client` (a
 //! small client for the tests and the fuzz target's model) and `socket_path` (whether a path
 //! can be a server's Unix socket: not empty — `bind` would take "" as an automatically named

@@ -1,5 +1,5 @@
 //! A listener for one export. Each connection gets a thread that runs the handshake and then
-//! reads requests, and a thread that writes the replies its [`Replier`] does not write at once. A request the export cannot take
+//! reads requests, and a thread that writes replies. A request the export cannot take
 //! (out of range, misaligned, an unknown command or flag, a write to a read-only export) is
 //! answered at once by the connection's thread; every other request goes to the device's
 //! owner as an [`Event`], and its answer comes back through the connection's [`Replier`],
@@ -11,16 +11,14 @@ use crate::handshake::{negotiate, Export, HandshakeError};
 use crate::socket_path::{check_socket_path, SocketPathError};
 use crate::wire::{read_request, write_reply};
 use crate::wire::{Command, Errno, Outcome, Request, RequestError};
-use rustix::net::SendFlags;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -225,41 +223,14 @@ pub enum ConnectionError {
 /// the outcome.
 pub type Answer = (u64, u64, Outcome);
 
-/// Sends the answers to one connection's requests: a few, when nothing handed over before
-/// waits to be written, straight to the socket without waiting; otherwise (and whatever the
-/// socket did not take at once) to the connection's writing thread, which writes them in
-/// the order given. The device's thread never waits for a client; a client that takes no
-/// reply for [`WRITE_TIMEOUT`] is disconnected.
-///
-/// Writing a small batch itself spares the hand-over to another thread (a wake-up and its
-/// system calls per batch) when the writing thread would have had nothing else to do.
+/// Sends the answers to one connection's requests to the connection's writing thread, which
+/// writes them to the socket: the device's thread never waits for a client. A client that
+/// takes no reply for [`WRITE_TIMEOUT`] is disconnected.
 #[derive(Debug, Clone)]
 pub struct Replier {
     tx: Sender<Outgoing>,
     budget: Arc<Budget>,
     ended: WriterEnded,
-    socket: Arc<SharedSocket>,
-}
-
-/// The most reply bytes [`Replier::send_all`] writes to the socket itself; a larger batch
-/// goes to the writing thread (the device's thread has better things to do than copy it).
-pub const DIRECT_BYTES: usize = 64 << 10;
-
-/// A connection's socket as its writers share it: the writing thread, and
-/// [`Replier::send_all`] when it writes a few answers itself.
-///
-/// Invariant: whoever writes holds `turn`; `queued` counts what was handed to the writing
-/// thread and is not written yet (counted before it is handed over, counted down under
-/// `turn` once written). A direct write goes only when it holds `turn` and `queued` is 0, so
-/// replies reach the socket in the order they were given. A close, and whatever a failed
-/// write left, is never counted down: nothing is written directly after either.
-#[derive(Debug)]
-struct SharedSocket {
-    stream: Stream,
-    /// The client negotiated structured replies.
-    structured: bool,
-    turn: Mutex<()>,
-    queued: AtomicUsize,
 }
 
 /// What a connection's writing thread is given to write.
@@ -267,9 +238,6 @@ struct SharedSocket {
 enum Outgoing {
     /// Answers to requests the connection admitted: written, then released from its budget.
     Answers(Vec<Answer>),
-    /// The rest of replies the socket did not take at once (their requests' cookies are
-    /// released once it is written).
-    Rest(Vec<u8>, Vec<u64>),
     /// The answer to a request the connection's check refused (never admitted).
     Refusal(Answer),
     /// Write everything handed over before this, then close the connection.
@@ -333,29 +301,18 @@ impl Replier {
 
     fn start(stream: Stream, structured: bool, conn: u64) -> io::Result<Replier> {
         stream.set_write_timeout(WRITE_TIMEOUT)?;
-        let socket = Arc::new(SharedSocket {
-            stream: stream.try_clone()?,
-            structured,
-            turn: Mutex::new(()),
-            queued: AtomicUsize::new(0),
-        });
         let (tx, rx) = mpsc::channel();
         let budget = Arc::new(Budget::default());
+        let released = budget.clone();
         let ended = WriterEnded::default();
         let marks = EndsWriter(ended.clone());
-        let (released, shared) = (budget.clone(), socket.clone());
         thread::Builder::new()
             .name(format!("nbd-reply-{conn}"))
             .spawn(move || {
                 let _ended = marks;
-                replies(stream, &shared, &rx, &released)
+                replies(stream, structured, &rx, &released)
             })?;
-        Ok(Replier {
-            tx,
-            budget,
-            ended,
-            socket,
-        })
+        Ok(Replier { tx, budget, ended })
     }
 
     /// Answers request `cookie` (a read of `offset`); false if the client is gone.
@@ -364,66 +321,17 @@ impl Replier {
     }
 
     /// Answers several requests with one write to the socket; false if the client is gone.
-    /// Up to [`DIRECT_BYTES`] of replies are written here when nothing handed over before
-    /// waits (without waiting for the socket: what it does not take at once is handed
-    /// over); anything else is handed to the writing thread.
+    /// The caller's thread only hands them over: encoding, writing and the connection's
+    /// budget are the writing thread's.
     pub fn send_all(&self, answers: Vec<Answer>) -> bool {
-        let bytes: usize = answers.iter().map(|(_, _, o)| reply_bytes(o)).sum();
-        if bytes <= DIRECT_BYTES {
-            if let Ok(_turn) = self.socket.turn.try_lock() {
-                if self.socket.queued.load(Ordering::Acquire) == 0 {
-                    return self.write_now(answers, bytes);
-                }
-            }
-        }
-        self.hand_over(Outgoing::Answers(answers))
-    }
-
-    /// Writes `answers` (about `bytes` long) to the socket as far as it takes them without
-    /// waiting, and hands the rest over. The caller holds the socket's turn and nothing is
-    /// queued for the writing thread.
-    fn write_now(&self, answers: Vec<Answer>, bytes: usize) -> bool {
-        let mut out = Vec::with_capacity(bytes);
-        let structured = self.socket.structured;
-        let encoded = answers.iter().try_for_each(|(cookie, offset, outcome)| {
-            write_reply(&mut out, structured, *cookie, *offset, outcome)
-        });
-        if encoded.is_err() {
-            // A reply that cannot be encoded: the writing thread fails on it and closes.
-            return self.hand_over(Outgoing::Answers(answers));
-        }
-        let mut sent = 0;
-        while sent < out.len() {
-            let flags = SendFlags::DONTWAIT | SendFlags::NOSIGNAL;
-            match rustix::net::send(&self.socket.stream, &out[sent..], flags) {
-                Ok(0) => break,
-                Ok(n) => sent += n,
-                Err(rustix::io::Errno::INTR) => {}
-                // Full, or failed: the writing thread takes the rest (and sees a failure for
-                // itself).
-                Err(_) => break,
-            }
-        }
-        let cookies = answers.iter().map(|a| a.0);
-        if sent == out.len() {
-            self.budget.release(cookies);
-            return true;
-        }
-        out.drain(..sent);
-        self.hand_over(Outgoing::Rest(out, cookies.collect()))
-    }
-
-    /// Gives `out` to the writing thread (counted first: see [`SharedSocket`]).
-    fn hand_over(&self, out: Outgoing) -> bool {
-        self.socket.queued.fetch_add(1, Ordering::AcqRel);
-        self.tx.send(out).is_ok()
+        self.tx.send(Outgoing::Answers(answers)).is_ok()
     }
 
     /// Closes the connection once every answer handed over before is written: the server is
     /// stopping. The client's requests still unread are never read (the connection's thread
     /// ends and says [`Event::Closed`]); answers handed over after this are not sent.
     pub fn close(&self) {
-        let _ = self.hand_over(Outgoing::Close);
+        let _ = self.tx.send(Outgoing::Close);
     }
 
     /// Tells when the connection's writing thread has ended.
@@ -433,7 +341,7 @@ impl Replier {
 
     /// Answers a request the device never saw (refused by the connection's check).
     fn refuse(&self, cookie: u64, offset: u64, errno: Errno, message: String) {
-        let _ = self.hand_over(Outgoing::Refusal((
+        let _ = self.tx.send(Outgoing::Refusal((
             cookie,
             offset,
             Outcome::Failed(errno, message),
@@ -446,44 +354,32 @@ impl Replier {
 const GATHER_BYTES: usize = 1 << 20;
 
 /// A connection's writing thread: every batch waiting (up to [`GATHER_BYTES`]) in one
-/// write, holding the socket's turn, then their requests released from the connection's
-/// budget; on a failed or timed out write, or once everything before an
-/// [`Outgoing::Close`] is written, the connection is shut down (its reading thread then
-/// ends too).
-fn replies(stream: Stream, socket: &SharedSocket, rx: &Receiver<Outgoing>, budget: &Budget) {
+/// write, then their requests released from the connection's budget; on a failed or timed
+/// out write, or once everything before an [`Outgoing::Close`] is written, the connection
+/// is shut down (its reading thread then ends too).
+fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &Budget) {
     let mut w = BufWriter::with_capacity(256 << 10, stream);
     let mut answered = Vec::new();
     let mut closing = false;
-    while let Ok(first) = rx.recv() {
-        let turn = socket.turn.lock().unwrap_or_else(PoisonError::into_inner);
+    while let Ok(first) = next_outgoing(rx) {
         let mut next = Some(first);
         let mut gathered = 0;
-        let mut taken = 0;
         let mut written = Ok(());
         while let Some(out) = next.take() {
-            taken += 1;
             let answers = match &out {
                 Outgoing::Answers(answers) => {
                     answered.extend(answers.iter().map(|a| a.0));
                     answers.as_slice()
                 }
                 Outgoing::Refusal(answer) => std::slice::from_ref(answer),
-                Outgoing::Rest(bytes, cookies) => {
-                    answered.extend_from_slice(cookies);
-                    gathered += bytes.len();
-                    written = w.write_all(bytes);
-                    &[]
-                }
                 Outgoing::Close => {
                     closing = true;
                     break;
                 }
             };
-            written = written.and_then(|()| {
-                answers.iter().try_for_each(|(cookie, offset, outcome)| {
-                    gathered += reply_bytes(outcome);
-                    write_reply(&mut w, socket.structured, *cookie, *offset, outcome)
-                })
+            written = answers.iter().try_for_each(|(cookie, offset, outcome)| {
+                gathered += reply_bytes(outcome);
+                write_reply(&mut w, structured, *cookie, *offset, outcome)
             });
             if written.is_err() || gathered >= GATHER_BYTES {
                 break;
@@ -497,10 +393,22 @@ fn replies(stream: Stream, socket: &SharedSocket, rx: &Receiver<Outgoing>, budge
             w.get_ref().shutdown();
             return;
         }
-        socket.queued.fetch_sub(taken, Ordering::AcqRel);
-        drop(turn);
     }
     budget.close();
+}
+
+/// The next thing to write: looked for without sleeping (giving the CPU to any thread that
+/// wants it between looks) for [`WRITE_SPIN`], then waited for.
+fn next_outgoing(rx: &Receiver<Outgoing>) -> Result<Outgoing, mpsc::RecvError> {
+    let start = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(out) => return Ok(out),
+            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < WRITE_SPIN => thread::yield_now(),
+            Err(mpsc::TryRecvError::Empty) => return rx.recv(),
+        }
+    }
 }
 
 /// About how many bytes an answer's reply takes (its header and data).
@@ -629,6 +537,11 @@ fn spin_for_data(stream: &Stream, spin: Duration) {
         }
     }
 }
+
+/// How long a connection's writing thread, after writing, looks for the next answers
+/// without sleeping: a thread asleep is woken by the device's thread handing answers over
+/// and then waits for a CPU, as the reader does for requests ([`READ_SPIN`]).
+pub const WRITE_SPIN: Duration = Duration::from_micros(200);
 
 /// Serves one connection over a Unix socket the caller accepted or made (with
 /// `UnixStream::pair`): the handshake, then every request as an [`Event`] on `events`, until
@@ -919,69 +832,6 @@ mod tests {
             (1..=100).collect::<Vec<u64>>(),
             "nothing after the close"
         );
-    }
-
-    /// Whether replies handed to the writing thread wait to be written.
-    fn writing(replier: &Replier) -> bool {
-        replier.socket.queued.load(Ordering::Acquire) != 0
-    }
-
-    /// A small batch with nothing queued is written at once; once the socket is full the
-    /// rest of one, and every batch after it, waits for the writing thread; whatever path
-    /// each took, the client reads the replies whole and in the order they were given, and
-    /// once the writing thread is done, a batch is written at once again.
-    #[test]
-    fn replies_reach_the_client_in_order_whether_written_at_once_or_by_the_writing_thread() {
-        use std::io::Read;
-        let (ours, mut theirs) = UnixStream::pair().unwrap();
-        theirs
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let replier = Replier::over_unix(ours, false).unwrap();
-        let answer = |c: u64| vec![(c, 0, Outcome::Done(Some(vec![c as u8; 4096])))];
-        assert!(replier.send_all(answer(1)));
-        assert!(!writing(&replier), "written at once");
-        // Nobody reads: the socket fills up.
-        let mut given = 1;
-        while !writing(&replier) {
-            given += 1;
-            assert!(given < 10_000, "the socket never filled");
-            assert!(replier.send_all(answer(given)));
-        }
-        for _ in 0..40 {
-            given += 1;
-            assert!(replier.send_all(answer(given)));
-        }
-        let check = |theirs: &mut UnixStream, from: u64, to: u64| {
-            let mut got = vec![0u8; (to - from + 1) as usize * 4112];
-            theirs.read_exact(&mut got).unwrap();
-            for (reply, c) in got.chunks(4112).zip(from..=to) {
-                assert_eq!(reply[..4], [0x67, 0x44, 0x66, 0x98], "reply {c}: magic");
-                assert_eq!(reply[4..8], [0; 4], "reply {c}: no error");
-                assert_eq!(u64::from_be_bytes(reply[8..16].try_into().unwrap()), c);
-                assert!(reply[16..].iter().all(|&b| b == c as u8), "reply {c}: data");
-            }
-        };
-        check(&mut theirs, 1, given);
-        let start = Instant::now();
-        while writing(&replier) {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "the writer never finished"
-            );
-            thread::sleep(Duration::from_millis(1));
-        }
-        assert!(replier.send_all(answer(given + 1)));
-        assert!(!writing(&replier), "written at once again");
-        check(&mut theirs, given + 1, given + 1);
-        // The socket is free but an answer waits for the writing thread: the next one
-        // waits behind it rather than overtaking it.
-        let turn = replier.socket.turn.lock().unwrap();
-        assert!(replier.send_all(answer(given + 2)));
-        thread::sleep(Duration::from_millis(20));
-        drop(turn);
-        assert!(replier.send_all(answer(given + 3)));
-        check(&mut theirs, given + 2, given + 3);
     }
 
     #[test]
