@@ -92,7 +92,7 @@ fn serve_once() -> ServeControl<'static> {
 fn thousands_of_one_request_bursts_are_each_served_and_timed() {
     let (_cluster, export) = export(1, 4);
     let (tx, rx, mut theirs) = opened();
-    // One request at a time: each is a burst of its own, shorter than a slice.
+    // One request at a time: each is a burst of its own, of a slice or two.
     const N: u64 = 20_000;
     let client = std::thread::spawn(move || {
         for i in 0..N {
