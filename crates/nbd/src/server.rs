@@ -519,9 +519,10 @@ impl io::Write for Stream {
 /// How long a connection's thread, after a request, looks for the next one without
 /// sleeping. A thread asleep in `read` is woken by the client's write and then waits for a
 /// CPU, which on a virtual machine may first have to be woken itself: on a 2-vCPU one, fio
-/// at queue depth 1 saw a median of 46–49 µs per 4 KiB read with the thread asleep and
-/// 16–21 µs with it looking (no change at depth 32). A client that pauses longer costs the
-/// connection at most this much CPU time per pause; an idle connection sleeps.
+/// at queue depth 1 saw a median of 46–49 µs per 4 KiB read with both connection threads
+/// asleep and 23–25 µs with both looking (this and [`WRITE_SPIN`]; depth 32 no worse). A
+/// client that pauses longer costs the connection at most this much CPU time per pause; an
+/// idle connection sleeps.
 pub const READ_SPIN: Duration = Duration::from_micros(200);
 
 /// Looks (without sleeping, giving the CPU to any thread that wants it between looks) for
