@@ -169,6 +169,12 @@ impl Txn {
         self.issue_segment >= self.segments.len()
     }
 
+    /// Whether it has TLPs left to issue and no tag to wait for first (the window aside).
+    #[inline]
+    pub fn can_issue_ever(&self) -> bool {
+        !self.issued_all() && !self.waiting_for_tag
+    }
+
     /// Whether another TLP may be issued once its time comes.
     pub fn can_issue(&self) -> bool {
         !self.issued_all() && !self.waiting_for_tag && self.requests.len() < self.window

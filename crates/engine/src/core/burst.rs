@@ -15,7 +15,7 @@
 
 use super::{before_queued, Core, Landed};
 use crate::record::NONE;
-use crate::timing::traverse;
+use crate::timing::{traverse, Booking, Flow};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
@@ -90,14 +90,20 @@ impl Core {
         };
         let path = Rc::clone(&txn.segments[0].path);
         let limit = self.write_limit(txn.requester);
+        let flow = self.booking(txn.requester).flow;
+        // What stays the same through the burst, asked once: a write waits for no tag, and
+        // only its own issuing ends its issuing.
+        let window = txn.window;
+        let mut issuing = txn.can_issue_ever();
         let mut stepped = false;
         loop {
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
-            let issue = txn.can_issue().then_some(txn.next_issue);
-            let at = match (txn.requests.next_at(), issue) {
-                (Some(a), Some(i)) => a.min(i),
-                (Some(t), None) | (None, Some(t)) => t,
-                (None, None) => break,
+            let may_issue = issuing && txn.requests.len() < window;
+            let at = match (txn.requests.next_at(), may_issue) {
+                (Some(a), true) => a.min(txn.next_issue),
+                (Some(a), false) => a,
+                (None, true) => txn.next_issue,
+                (None, false) => break,
             };
             if !self.burst_step_to(at, queued) {
                 break;
@@ -116,11 +122,14 @@ impl Core {
                 // A credit came back: the next TLP may go now.
                 txn.next_issue = txn.next_issue.max(at);
             }
-            if txn.can_issue() && txn.next_issue <= at {
-                self.issue_in_burst(txn, &path, limit);
-                if txn.issued_all() && txn.result.is_none() {
-                    // The step loop finishes this step: the writer wakes.
-                    break;
+            if issuing && txn.next_issue <= at && txn.requests.len() < window {
+                self.issue_in_burst(txn, &path, limit, flow);
+                if txn.issued_all() {
+                    issuing = false;
+                    if txn.result.is_none() {
+                        // The step loop finishes this step: the writer wakes.
+                        break;
+                    }
                 }
             }
         }
@@ -175,9 +184,10 @@ impl Core {
     }
 
     /// Sends the next TLP of `txn`, a burst's write along `path` in TLPs of at most `limit`
-    /// bytes, as [`Core::issue`] does for it (one segment, no IOMMU, no recording).
+    /// bytes, booked for `flow` (its requester's), as [`Core::issue`] does for it (one
+    /// segment, no IOMMU, no recording).
     #[inline(always)]
-    fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64) {
+    fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
         let seg = &txn.segments[0];
         let len = next_chunk(
             seg.bus_addr + txn.issue_offset,
@@ -186,7 +196,10 @@ impl Core {
         );
         let offset = seg.offset + txn.issue_offset;
         let start = txn.next_issue;
-        let who = self.booking(txn.requester);
+        let who = Booking {
+            now: self.now.as_ps(),
+            flow,
+        };
         let crossing = traverse(
             &mut self.lanes,
             &path.forward,
