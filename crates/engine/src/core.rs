@@ -77,6 +77,8 @@ pub(crate) struct Core {
     pub config_handlers: Vec<Option<Rc<dyn smartio_platform::ConfigHandler>>>,
     txns: Vec<Option<Box<Txn>>>,
     free_txns: Vec<u32>,
+    /// The serial number of the last transaction started (see [`Txn::serial`]).
+    txn_serial: u32,
     /// Finished transactions kept for the next ones (their queues keep their capacity), at
     /// most [`SPARE_TXNS`]. Invariant: each has empty queues, empty data (its capacity
     /// kept, up to [`SPARE_DATA_BYTES`]), no waker and `empty_segments` for its segments.
@@ -185,6 +187,7 @@ impl Core {
             timing,
             txns: Vec::new(),
             free_txns: Vec::new(),
+            txn_serial: 0,
             spare_txns: Vec::new(),
             empty_segments: Rc::from(Vec::new()),
             timers: Timers::default(),
@@ -405,6 +408,11 @@ impl Core {
         if self.watches.written(host, addr.get(), end) {
             self.woke = true;
         }
+    }
+
+    /// Transactions started and not freed yet.
+    pub fn live_txns(&self) -> usize {
+        self.txns.len() - self.free_txns.len()
     }
 
     pub fn txn(&self, id: u32) -> Option<&Txn> {
@@ -767,6 +775,8 @@ impl Core {
             TxnKind::Write => self.timing.posted_credits * path_links,
             TxnKind::Read => usize::MAX,
         };
+        self.txn_serial = self.txn_serial.wrapping_add(1);
+        let serial = self.txn_serial;
         let txn = match self.spare_txns.pop() {
             // Set field by field: a spare's queues are empty (see `park`) and keep their
             // capacity, and no whole transaction is built to be copied over it.
@@ -787,6 +797,7 @@ impl Core {
                 t.gate = gate;
                 t.label = label;
                 t.issued_after = gate;
+                t.serial = serial;
                 t
             }
             None => Box::new(Txn {
@@ -808,6 +819,7 @@ impl Core {
                 gate,
                 label,
                 issued_after: gate,
+                serial,
             }),
         };
         let id = match self.free_txns.pop() {

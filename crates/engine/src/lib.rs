@@ -76,8 +76,9 @@
 //!   complex. A future dropped before it is done (the loser of a `race`) gives its timer or
 //!   watch back and leaves its transaction to finish on its own.
 //! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
-//!   slots the contract's tickets name (a sleep's ticket names its timer: it holds nothing
-//!   else); slots and the buffers of local reads are reused,
+//!   slots the contract's tickets name (a sleep's ticket names its timer, an access that
+//!   travels as a transaction names the transaction: each holds nothing else); slots and the
+//!   buffers of local reads are reused,
 //!   and a transaction's data buffer is the reused one of a parked transaction (a write's data
 //!   is copied into it, a read's copied out into the caller's buffer), so an everyday
 //!   operation allocates nothing.

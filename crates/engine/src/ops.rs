@@ -6,8 +6,10 @@
 //! read is done, are reused once the operation is given back, so an everyday operation
 //! allocates nothing. Every future the engine hands out (the contract's, through
 //! [`smartio_machine::Agent`], and [`crate::Agent`]'s own) is a ticket into this slab, but a
-//! sleep's: a sleep holds nothing but its timer, and its ticket names the timer itself
-//! ([`arm_sleep`]), so that the most frequent wait skips the slab.
+//! sleep's and an access's that travels as a transaction: a sleep holds nothing but its
+//! timer, and its ticket names the timer itself ([`arm_sleep`]); such an access holds
+//! nothing but its transaction, and its ticket names the transaction ([`txn_ticket`]). So
+//! the most frequent waits skip the slab.
 //!
 //! What a dropped operation gives back is what today's hardware model needs: a timer, a
 //! watch or an interrupt wait's timer is disarmed; an access goes on by itself (its TLPs
@@ -16,31 +18,33 @@
 
 use crate::core::{Core, TxnResult};
 use crate::record;
+use crate::txn::{Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{keep_waker, TimerKey, WatchKey};
 use smartio_fabric::{HostId, Requester};
 use smartio_machine::Ticket;
-use smartio_platform::{AccessError, SimDuration};
+use smartio_platform::{AccessError, BusAddr, SimDuration};
 use std::task::{Context, Poll};
 
 /// A local read's buffer is kept for the slot's next operation up to this capacity (a
 /// larger one is freed, so that one big read does not hold memory for the run).
 const KEPT_LOCAL_BYTES: usize = 64 * 1024;
 
-/// How an access travels.
+/// How an access travels, once started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Access {
-    /// A transaction of TLPs.
-    Txn(u32),
+    /// A transaction of TLPs, named by its ticket ([`txn_ticket`]).
+    Txn(Ticket),
     /// A CPU's access to its own RAM, done when the timer fires (a read's data is taken
     /// when it starts, into the buffer beside its slot).
     Local(TimerKey),
 }
 
-/// An access under way, and what its task is told it waits for.
+/// A CPU's access to its own RAM under way (see [`Access::Local`]), and what its task is
+/// told it waits for.
 #[derive(Debug)]
 pub(crate) struct AccessOp {
-    pub access: Access,
+    pub timer: TimerKey,
     pub wait: Wait,
 }
 
@@ -82,9 +86,8 @@ impl ReadInto for &mut Vec<u8> {
 }
 
 impl AccessOp {
-    /// Whether the access is done. When it is, a read's data — the transaction's, or
-    /// `local` for a local read — is in `into`, and the transaction is freed or, for a
-    /// posted write whose TLPs still travel, detached.
+    /// Whether the access is done. When it is, a read's data — `local`, taken when it
+    /// started — is in `into`.
     #[inline]
     fn poll(
         &self,
@@ -93,56 +96,79 @@ impl AccessOp {
         local: &[u8],
         into: impl ReadInto,
     ) -> Poll<Result<(), AccessError>> {
-        match self.access {
-            Access::Local(timer) => {
-                if !core.timers.poll(timer, cx.waker()) {
-                    core.waits.push(self.wait);
-                    return Poll::Pending;
-                }
-                core.timers.remove(timer);
-                into.local(local);
-                Poll::Ready(Ok(()))
-            }
-            Access::Txn(id) => {
-                let finished = match core.txn_mut(id) {
-                    Some(t) if t.result.is_some() => t.finished(),
-                    not_done => {
-                        if let Some(t) = not_done {
-                            keep_waker(&mut t.waker, cx.waker());
-                        }
-                        core.waits.push(self.wait);
-                        return Poll::Pending;
-                    }
-                };
-                let result = if finished {
-                    into.take(core, id).flatten()
-                } else {
-                    // A posted write: the requester is done; the TLPs still travel.
-                    core.txn_mut(id).and_then(|t| {
-                        t.detached = true;
-                        t.result.clone()
-                    })
-                };
-                Poll::Ready(result.unwrap_or(Ok(())))
-            }
+        if !core.timers.poll(self.timer, cx.waker()) {
+            core.waits.push(self.wait);
+            return Poll::Pending;
         }
+        core.timers.remove(self.timer);
+        into.local(local);
+        Poll::Ready(Ok(()))
     }
 
-    /// Dropped while waiting (the other side of a race won): the timer is given back, the
-    /// transaction left to finish on its own.
+    /// Dropped while waiting (the other side of a race won): the timer is given back.
     fn cancel(&self, core: &mut Core) {
-        match self.access {
-            Access::Local(timer) => core.timers.remove(timer),
-            Access::Txn(id) => {
-                if core.txn(id).is_some_and(|t| t.finished()) {
-                    core.take_txn(id, &mut []);
-                } else if let Some(t) = core.txn_mut(id) {
-                    t.detached = true;
-                    t.waker = None;
-                }
-            }
-        }
+        core.timers.remove(self.timer);
     }
+}
+
+/// Polls an access that travels as transaction `id` (its ticket's: see [`txn_of`]). When
+/// it is done, a read's data is in `into`, and the transaction is freed or, for a posted
+/// write whose TLPs still travel, detached.
+#[inline]
+pub(crate) fn poll_txn(
+    core: &mut Core,
+    (id, serial): (u32, u32),
+    cx: &Context<'_>,
+    into: impl ReadInto,
+) -> Poll<Result<(), AccessError>> {
+    let finished = match core.txn_mut(id) {
+        Some(t) if t.serial & SERIAL_MASK != serial => stale_txn(id),
+        Some(t) if t.result.is_some() => t.finished(),
+        Some(t) => {
+            keep_waker(&mut t.waker, cx.waker());
+            let wait = access_wait(t);
+            core.waits.push(wait);
+            return Poll::Pending;
+        }
+        None => stale_txn(id),
+    };
+    let result = if finished {
+        into.take(core, id).flatten()
+    } else {
+        // A posted write: the requester is done; the TLPs still travel.
+        core.txn_mut(id).and_then(|t| {
+            t.detached = true;
+            t.result.clone()
+        })
+    };
+    Poll::Ready(result.unwrap_or(Ok(())))
+}
+
+/// Gives back an access that travels as transaction `id`, dropped while waiting (the other
+/// side of a race won): the transaction is left to finish on its own.
+pub(crate) fn cancel_txn(core: &mut Core, (id, _): (u32, u32)) {
+    if core.txn(id).is_some_and(|t| t.finished()) {
+        core.take_txn(id, &mut []);
+    } else if let Some(t) = core.txn_mut(id) {
+        t.detached = true;
+        t.waker = None;
+    }
+}
+
+/// What the task of an access that travels as `t` waits for.
+fn access_wait(t: &Txn) -> Wait {
+    Wait::Access {
+        requester: t.requester,
+        addr: BusAddr(t.segments.first().map_or(0, |s| s.bus_addr)),
+        len: t.segments.last().map_or(0, |s| s.offset + s.len),
+        write: t.kind == TxnKind::Write,
+    }
+}
+
+/// What a transaction's ticket names that is not under way: a bug of the port that polled
+/// it.
+fn stale_txn(id: u32) -> ! {
+    panic!("emulator bug: the timed engine has no access under way as transaction {id}")
 }
 
 /// A sleep: a timer, given back when it fired or was dropped.
@@ -301,6 +327,14 @@ struct Slot {
     local: Vec<u8>,
 }
 
+/// What starting an operation gives [`Ops::start`]: an operation for a slot, or a ticket
+/// that names what it holds itself (an access's transaction).
+#[derive(Debug)]
+pub(crate) enum Begun {
+    Slot(Op),
+    Named(Ticket),
+}
+
 /// Every operation under way that a ticket names. A ticket is the slot's index and its
 /// generation: a slot given back and reused does not answer to an old ticket.
 #[derive(Debug, Default)]
@@ -309,11 +343,34 @@ pub(crate) struct Ops {
     free: Vec<u32>,
 }
 
-/// The generation bits of a slot's ticket: the top bit of a ticket is [`SLEEP`]'s.
-const GEN_MASK: u32 = u32::MAX >> 1;
+/// The generation bits of a slot's ticket: the top two bits of a ticket are [`SLEEP`]'s
+/// and [`TXN`]'s.
+const GEN_MASK: u32 = u32::MAX >> 2;
 
 /// Marks a ticket that names a sleep's timer itself (see [`arm_sleep`]), not a slot.
 const SLEEP: u64 = 1 << 63;
+
+/// Marks a ticket (without [`SLEEP`]) that names an access's transaction itself (see
+/// [`txn_ticket`]), not a slot.
+const TXN: u64 = 1 << 62;
+
+/// The bits of a transaction's serial number that its ticket keeps (see [`txn_ticket`]).
+pub(crate) const SERIAL_MASK: u32 = u32::MAX >> 2;
+
+/// The ticket of an access that travels as transaction `id`: all such an access holds is
+/// its transaction, so its ticket names it (no slot of its own: [`poll_txn`] and
+/// [`cancel_txn`] take it), with the transaction's serial number, so that a ticket of a
+/// transaction freed and reused does not name its successor.
+pub(crate) fn txn_ticket(id: u32, serial: u32) -> Ticket {
+    Ticket(TXN | u64::from(serial & SERIAL_MASK) << 32 | u64::from(id))
+}
+
+/// The transaction (id, serial number) an access's ticket names, if it is one.
+#[inline]
+pub(crate) fn txn_of(ticket: Ticket) -> Option<(u32, u32)> {
+    (ticket.0 & (SLEEP | TXN) == TXN)
+        .then_some((ticket.0 as u32, (ticket.0 >> 32) as u32 & SERIAL_MASK))
+}
 
 /// Arms a sleep of `duration` for `requester` (see [`TimerOp::arm`]); its ticket names the
 /// timer itself, which is all a sleep holds (no slot of its own: [`poll_sleep`] and
@@ -360,31 +417,32 @@ fn stale(ticket: Ticket) -> ! {
 
 impl Ops {
     /// Starts an operation in a free slot: `start` gets the slot's buffer (emptied) for a
-    /// local read's data. The slot stays free if it fails.
+    /// local read's data. The slot stays free if it fails, or if the operation needs none
+    /// ([`Begun::Named`]).
     #[inline]
     pub fn start<E>(
         &mut self,
-        start: impl FnOnce(&mut Vec<u8>) -> Result<Op, E>,
+        start: impl FnOnce(&mut Vec<u8>) -> Result<Begun, E>,
     ) -> Result<Ticket, E> {
-        let id = match self.free.pop() {
-            Some(id) => id,
+        let id = match self.free.last() {
+            Some(&id) => id,
             None => {
                 self.slots.push(Slot::default());
                 // 2^32 operations under way at once would need far more memory than exists.
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+                let id = u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX);
+                self.free.push(id);
+                id
             }
         };
         let slot = &mut self.slots[id as usize];
         slot.local.clear();
-        match start(&mut slot.local) {
-            Ok(op) => {
+        match start(&mut slot.local)? {
+            Begun::Slot(op) => {
+                self.free.pop();
                 slot.op = Some(op);
                 Ok(Ticket(u64::from(slot.gen & GEN_MASK) << 32 | u64::from(id)))
             }
-            Err(e) => {
-                self.free.push(id);
-                Err(e)
-            }
+            Begun::Named(ticket) => Ok(ticket),
         }
     }
 

@@ -9,7 +9,7 @@
 use crate::calibration::Calibration;
 use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
 use crate::executor::Executor;
-use crate::ops::{Access, AccessOp, InterruptOp, Op, Ops, TimerOp, WatchOp};
+use crate::ops::{Access, AccessOp, Begun, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
 use crate::timing::{CpuTiming, LinkState, Timing, TimingError};
 use crate::wait::{BlockedTask, Wait};
@@ -251,6 +251,12 @@ impl Sim {
         (core.timers.live(), core.watches.len())
     }
 
+    /// Transactions started and not freed yet (an access dropped before it was done leaves
+    /// its transaction to finish, and be freed, on its own).
+    pub fn live_transactions(&self) -> usize {
+        self.inner.core.borrow().live_txns()
+    }
+
     /// Task slots the executor holds: the most tasks ever alive at once, not the number
     /// ever spawned (finished tasks' slots are reused).
     pub fn task_slots(&self) -> usize {
@@ -474,7 +480,8 @@ impl Sim {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
-        Ok(Access::Txn(id))
+        let serial = core.txn(id).map_or(0, |t| t.serial);
+        Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
     }
 
     /// Starts an access of `requester` (a write of `write`, else a read of `len` bytes).
@@ -485,15 +492,20 @@ impl Sim {
         addr: BusAddr,
         len: u64,
     ) -> Result<Ticket, AccessError> {
-        let wait = Wait::Access {
-            requester,
-            addr,
-            len,
-            write: write.is_some(),
-        };
         self.inner.ops.borrow_mut().start(|local| {
-            let access = self.start(requester, write, addr, len, local)?;
-            Ok(Op::Access(AccessOp { access, wait }))
+            match self.start(requester, write, addr, len, local)? {
+                // All it holds is its transaction, which its ticket names.
+                Access::Txn(ticket) => Ok(Begun::Named(ticket)),
+                Access::Local(timer) => {
+                    let wait = Wait::Access {
+                        requester,
+                        addr,
+                        len,
+                        write: write.is_some(),
+                    };
+                    Ok(Begun::Slot(Op::Access(AccessOp { timer, wait })))
+                }
+            }
         })
     }
 
@@ -528,7 +540,7 @@ impl Sim {
             .inner
             .ops
             .borrow_mut()
-            .start(|_| Ok::<_, Infallible>(op));
+            .start(|_| Ok::<_, Infallible>(Begun::Slot(op)));
         match started {
             Ok(ticket) => ticket,
             Err(never) => match never {},
@@ -544,6 +556,9 @@ impl Sim {
         cx: &Context<'_>,
     ) -> Poll<Result<(), AccessError>> {
         let mut core = self.inner.core.borrow_mut();
+        if let Some(txn) = crate::ops::txn_of(ticket) {
+            return crate::ops::poll_txn(&mut core, txn, cx, buf);
+        }
         self.inner
             .ops
             .borrow_mut()
@@ -559,6 +574,10 @@ impl Sim {
     ) -> Poll<Result<Vec<u8>, AccessError>> {
         let mut core = self.inner.core.borrow_mut();
         let mut data = Vec::new();
+        if let Some(txn) = crate::ops::txn_of(ticket) {
+            return crate::ops::poll_txn(&mut core, txn, cx, &mut data)
+                .map(|result| result.map(|()| data));
+        }
         let ops = &mut self.inner.ops.borrow_mut();
         ops.poll_read(&mut core, ticket, &mut data, cx)
             .map(|result| result.map(|()| data))
@@ -581,6 +600,12 @@ impl Sim {
         if let Some(timer) = crate::ops::sleep_timer(ticket) {
             if let Ok(mut core) = self.inner.core.try_borrow_mut() {
                 crate::ops::cancel_sleep(&mut core, timer);
+            }
+            return;
+        }
+        if let Some(txn) = crate::ops::txn_of(ticket) {
+            if let Ok(mut core) = self.inner.core.try_borrow_mut() {
+                crate::ops::cancel_txn(&mut core, txn);
             }
             return;
         }

@@ -161,6 +161,9 @@ pub struct Txn {
     pub label: Option<&'static str>,
     /// While recording: what let the last TLP issued leave (a writer goes on after it).
     pub issued_after: crate::record::StepId,
+    /// Its number among the transactions started (wrapping): an access's ticket names its
+    /// transaction by slot and this ([`crate::ops::txn_ticket`]).
+    pub serial: u32,
 }
 
 impl Txn {

@@ -166,10 +166,10 @@ fn timers_watches_and_task_slots_are_given_back_so_long_runs_do_not_grow() {
 }
 
 /// Through the platform contract every operation is a ticket (into one slab, or a sleep's
-/// timer itself), and every one is given back: reads that
-/// lose a race (their transactions finish on their own), interrupt waits that time out and
-/// watches dropped unused all give their slots back, and a read's data lands in the
-/// caller's buffer — a DMA read's and a CPU's read of its own RAM alike.
+/// timer itself, or an access's transaction itself), and every one is given back: reads that
+/// lose a race (their transactions finish, and are freed, on their own), interrupt waits
+/// that time out and watches dropped unused all give their slots back, and a read's data
+/// lands in the caller's buffer — a DMA read's and a CPU's read of its own RAM alike.
 #[test]
 fn operations_through_the_contract_are_given_back_whether_they_finish_or_lose_a_race() {
     let (sim, _) = sim();
@@ -212,6 +212,7 @@ fn operations_through_the_contract_are_given_back_whether_they_finish_or_lose_a_
     assert_eq!(machine.run().blocked_tasks, 0);
     assert_eq!(rounds.get(), 1000);
     assert_eq!(sim.live_operations(), 0, "operations under way");
+    assert_eq!(sim.live_transactions(), 0, "transactions under way");
     assert_eq!(sim.armed_waiters(), (0, 0), "timers, watches");
 }
 
