@@ -162,7 +162,7 @@ pub struct Txn {
     /// While recording: what let the last TLP issued leave (a writer goes on after it).
     pub issued_after: crate::record::StepId,
     /// Its number among the transactions started (wrapping): an access's ticket names its
-    /// transaction by slot and this ([`crate::ops::txn_ticket`]).
+    /// transaction by slot and this (`ops::txn_ticket`).
     pub serial: u32,
 }
 
