@@ -122,7 +122,7 @@ pub(crate) fn poll_txn(
     into: impl ReadInto,
 ) -> Poll<Result<(), AccessError>> {
     let finished = match core.txn_mut(id) {
-        Some(t) if t.serial & SERIAL_MASK != serial => stale_txn(id),
+        Some(t) if t.serial & GEN_MASK != serial => stale_txn(id),
         Some(t) if t.result.is_some() => t.finished(),
         Some(t) => {
             keep_waker(&mut t.waker, cx.waker());
@@ -343,9 +343,13 @@ pub(crate) struct Ops {
     free: Vec<u32>,
 }
 
-/// The generation bits of a slot's ticket: the top two bits of a ticket are [`SLEEP`]'s
-/// and [`TXN`]'s.
+/// The generation bits a ticket keeps of a slot's generation or a transaction's serial
+/// number: the top two bits of a ticket are [`SLEEP`]'s and [`TXN`]'s.
 const GEN_MASK: u32 = u32::MAX >> 2;
+
+/// The generation bits a sleep's ticket keeps of its timer's: all of them (timers'
+/// generations have 31 bits), beside [`SLEEP`].
+const TIMER_GEN_MASK: u32 = u32::MAX >> 1;
 
 /// Marks a ticket that names a sleep's timer itself (see [`arm_sleep`]), not a slot.
 const SLEEP: u64 = 1 << 63;
@@ -354,30 +358,31 @@ const SLEEP: u64 = 1 << 63;
 /// [`txn_ticket`]), not a slot.
 const TXN: u64 = 1 << 62;
 
-/// The bits of a transaction's serial number that its ticket keeps (see [`txn_ticket`]).
-pub(crate) const SERIAL_MASK: u32 = u32::MAX >> 2;
-
 /// The ticket of an access that travels as transaction `id`: all such an access holds is
 /// its transaction, so its ticket names it (no slot of its own: [`poll_txn`] and
 /// [`cancel_txn`] take it), with the transaction's serial number, so that a ticket of a
 /// transaction freed and reused does not name its successor.
 pub(crate) fn txn_ticket(id: u32, serial: u32) -> Ticket {
-    Ticket(TXN | u64::from(serial & SERIAL_MASK) << 32 | u64::from(id))
+    Ticket(TXN | u64::from(serial & GEN_MASK) << 32 | u64::from(id))
 }
 
 /// The transaction (id, serial number) an access's ticket names, if it is one.
 #[inline]
 pub(crate) fn txn_of(ticket: Ticket) -> Option<(u32, u32)> {
     (ticket.0 & (SLEEP | TXN) == TXN)
-        .then_some((ticket.0 as u32, (ticket.0 >> 32) as u32 & SERIAL_MASK))
+        .then_some((ticket.0 as u32, (ticket.0 >> 32) as u32 & GEN_MASK))
 }
 
 /// Arms a sleep of `duration` for `requester` (see [`TimerOp::arm`]); its ticket names the
 /// timer itself, which is all a sleep holds (no slot of its own: [`poll_sleep`] and
 /// [`cancel_sleep`] take it). Timers' generations have 31 bits, so the ticket keeps them.
 pub(crate) fn arm_sleep(core: &mut Core, duration: SimDuration, requester: Requester) -> Ticket {
-    let timer = TimerOp::arm(core, duration, requester).timer;
-    Ticket(SLEEP | u64::from(timer.gen) << 32 | u64::from(timer.id))
+    sleep_ticket(TimerOp::arm(core, duration, requester).timer)
+}
+
+/// The ticket of a sleep on `timer`.
+fn sleep_ticket(timer: TimerKey) -> Ticket {
+    Ticket(SLEEP | u64::from(timer.gen & TIMER_GEN_MASK) << 32 | u64::from(timer.id))
 }
 
 /// The timer a sleep's ticket names, if it is one.
@@ -385,7 +390,7 @@ pub(crate) fn arm_sleep(core: &mut Core, duration: SimDuration, requester: Reque
 pub(crate) fn sleep_timer(ticket: Ticket) -> Option<TimerKey> {
     (ticket.0 & SLEEP != 0).then_some(TimerKey {
         id: ticket.0 as u32,
-        gen: (ticket.0 >> 32) as u32 & GEN_MASK,
+        gen: (ticket.0 >> 32) as u32 & TIMER_GEN_MASK,
     })
 }
 
@@ -521,5 +526,35 @@ impl Ops {
     /// Operations under way.
     pub fn live(&self) -> usize {
         self.slots.len() - self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+
+    /// A sleep's ticket gives back its timer whole, whatever its generation (all 31 bits),
+    /// a transaction's ticket its slot and serial number (30 bits), and neither is taken
+    /// for the other or for a slot's.
+    #[test]
+    fn tickets_that_name_what_they_hold_give_it_back_and_are_not_taken_for_others() {
+        for gen in [0, 1, 5, 1 << 29, 1 << 30, (1 << 30) | 7, TIMER_GEN_MASK] {
+            let timer = TimerKey { id: 42, gen };
+            let ticket = sleep_ticket(timer);
+            assert_eq!(sleep_timer(ticket), Some(timer), "generation {gen:#x}");
+            assert_eq!(txn_of(ticket), None);
+        }
+        for serial in [0, 1, 1 << 29, GEN_MASK] {
+            let ticket = txn_ticket(7, serial);
+            assert_eq!(txn_of(ticket), Some((7, serial)), "serial {serial:#x}");
+            assert_eq!(sleep_timer(ticket), None);
+        }
+        // A serial past 30 bits is kept as its low 30, as the poll compares it.
+        assert_eq!(txn_of(txn_ticket(7, u32::MAX)), Some((7, GEN_MASK)));
+        let mut ops = Ops::default();
+        let slot = ops.start(|_| Ok::<_, Infallible>(Begun::Named(txn_ticket(1, 2))));
+        assert_eq!(slot.ok(), Some(txn_ticket(1, 2)));
+        assert_eq!(ops.live(), 0, "a named operation takes no slot");
     }
 }
