@@ -9,7 +9,7 @@ use crate::events::EventQueue;
 use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
-use crate::timing::{lane, traverse, traverse_tree, Booking, Lane, Timing};
+use crate::timing::{lane, traverse, traverse_tree, Booking, Flow, Lane, Timing};
 use crate::txn::{next_chunk, CostedPath, Flights, InFlight, Segment, Txn, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
@@ -1297,10 +1297,12 @@ impl Core {
     /// Who books a link for `requester`'s TLPs, now: its read completions and requests keep
     /// their order, other requesters' TLPs may pass them.
     fn booking(&self, requester: Requester) -> Booking {
-        let flow = match requester {
-            Requester::Cpu(h) => h.0.saturating_mul(2),
-            Requester::Device(e) => e.0.saturating_mul(2).saturating_add(1),
-        };
+        self.booking_for(flow_of(requester))
+    }
+
+    /// [`Core::booking`] for a requester's `flow` already known.
+    #[inline(always)]
+    fn booking_for(&self, flow: Flow) -> Booking {
         Booking {
             now: self.now.as_ps(),
             flow,
@@ -1431,6 +1433,15 @@ impl Core {
             });
             done += n;
         }
+    }
+}
+
+/// The flow `requester`'s TLPs are booked in (see [`Core::booking`]).
+#[inline(always)]
+fn flow_of(requester: Requester) -> Flow {
+    match requester {
+        Requester::Cpu(h) => h.0.saturating_mul(2),
+        Requester::Device(e) => e.0.saturating_mul(2).saturating_add(1),
     }
 }
 

@@ -180,7 +180,7 @@ impl Txn {
 
     /// Whether another TLP may be issued once its time comes.
     pub fn can_issue(&self) -> bool {
-        !self.issued_all() && !self.waiting_for_tag && self.requests.len() < self.window
+        self.can_issue_ever() && self.requests.len() < self.window
     }
 
     /// Whether it has nothing left to do.

@@ -400,14 +400,26 @@ fn replies(stream: Stream, structured: bool, rx: &Receiver<Outgoing>, budget: &B
 /// The next thing to write: looked for without sleeping (giving the CPU to any thread that
 /// wants it between looks) for [`WRITE_SPIN`], then waited for.
 fn next_outgoing(rx: &Receiver<Outgoing>) -> Result<Outgoing, mpsc::RecvError> {
+    let looked = look_without_sleeping(WRITE_SPIN, || match rx.try_recv() {
+        Ok(out) => Some(Ok(out)),
+        Err(mpsc::TryRecvError::Disconnected) => Some(Err(mpsc::RecvError)),
+        Err(mpsc::TryRecvError::Empty) => None,
+    });
+    looked.unwrap_or_else(|| rx.recv())
+}
+
+/// Calls `look` until it finds something or `spin` has passed, giving the CPU to any thread
+/// that wants it between looks.
+fn look_without_sleeping<T>(spin: Duration, mut look: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
-        match rx.try_recv() {
-            Ok(out) => return Ok(out),
-            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
-            Err(mpsc::TryRecvError::Empty) if start.elapsed() < WRITE_SPIN => thread::yield_now(),
-            Err(mpsc::TryRecvError::Empty) => return rx.recv(),
+        if let Some(found) = look() {
+            return Some(found);
         }
+        if start.elapsed() >= spin {
+            return None;
+        }
+        thread::yield_now();
     }
 }
 
@@ -528,15 +540,13 @@ pub const READ_SPIN: Duration = Duration::from_micros(200);
 /// Looks (without sleeping, giving the CPU to any thread that wants it between looks) for
 /// data on `stream` for up to `spin`.
 fn spin_for_data(stream: &Stream, spin: Duration) {
-    let start = Instant::now();
     let mut byte = [0u8; 1];
     let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
-    while start.elapsed() < spin {
-        match rustix::net::recv(stream, &mut byte, flags) {
-            Err(rustix::io::Errno::AGAIN) => thread::yield_now(),
-            _ => return,
-        }
-    }
+    // Data, the end of the stream or an error: the blocking read that follows sees it.
+    look_without_sleeping(spin, || {
+        let peeked = rustix::net::recv(stream, &mut byte, flags);
+        (peeked != Err(rustix::io::Errno::AGAIN)).then_some(())
+    });
 }
 
 /// How long a connection's writing thread, after writing, looks for the next answers

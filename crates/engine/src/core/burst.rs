@@ -13,9 +13,9 @@
 //! counters count (each distinct time the transaction steps to is one event, as in the
 //! loop). So a run's results are those of the step loop, bit for bit.
 
-use super::{before_queued, Core, Landed};
+use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
-use crate::timing::{traverse, Booking, Flow};
+use crate::timing::{traverse, Flow};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
@@ -90,7 +90,7 @@ impl Core {
         };
         let path = Rc::clone(&txn.segments[0].path);
         let limit = self.write_limit(txn.requester);
-        let flow = self.booking(txn.requester).flow;
+        let flow = flow_of(txn.requester);
         // What stays the same through the burst, asked once: a write waits for no tag, and
         // only its own issuing ends its issuing.
         let window = txn.window;
@@ -139,10 +139,10 @@ impl Core {
     /// Runs the steps of `txn` (out of its slot), a read, from now on while each comes
     /// before the first event queued, when it may run in bursts (a read of a
     /// [`Core::burst_segment`]). Each step does what the step loop's would, in its order
-    /// (completions, then requests reaching the completer, then the next request); a tag given back to another transaction queues
-    /// it, and the queue is asked again. Stops after the step that receives the last
-    /// completion (it has nothing left to do), which the step loop finishes (it wakes the
-    /// reader). Returns whether it stepped at all.
+    /// (completions, then requests reaching the completer, then the next request); a tag
+    /// given back to another transaction queues it, and the queue is asked again. Stops
+    /// after the step that receives the last completion (it has nothing left to do), which
+    /// the step loop finishes (it wakes the reader). Returns whether it stepped at all.
     pub(super) fn read_burst(
         &mut self,
         id: u32,
@@ -196,10 +196,7 @@ impl Core {
         );
         let offset = seg.offset + txn.issue_offset;
         let start = txn.next_issue;
-        let who = Booking {
-            now: self.now.as_ps(),
-            flow,
-        };
+        let who = self.booking_for(flow);
         let crossing = traverse(
             &mut self.lanes,
             &path.forward,
