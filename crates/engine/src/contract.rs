@@ -57,6 +57,10 @@ impl PayloadAccess for Sim {
         Sim::peek_memory(self, host, addr, buf)
     }
 
+    fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
+        Sim::peek_memory_append(self, host, addr, len, out)
+    }
+
     fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
         Sim::poke_memory(self, host, addr, data)
     }

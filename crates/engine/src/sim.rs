@@ -384,6 +384,12 @@ impl Sim {
         self.inner.core.borrow().memory[host.index()].read(addr.get(), buf);
     }
 
+    /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (not zeroed
+    /// first: unwritten bytes append as zeroes).
+    pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
+        self.inner.core.borrow().memory[host.index()].read_append(addr.get(), len, out);
+    }
+
     /// Zeroes host memory directly, taking no time (freshly allocated memory); costs no
     /// memory for whole pages.
     pub fn zero_memory(&self, host: HostId, addr: PhysAddr, len: u64) {

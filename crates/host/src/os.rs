@@ -318,6 +318,24 @@ impl HostOs {
         Ok(())
     }
 
+    /// Appends `len` bytes of this kernel's memory at `addr` to `out` without taking
+    /// simulated time: [`HostOs::read_memory`] into a buffer that is not zeroed first. On
+    /// a refusal `out` is as it was.
+    pub fn read_memory_append(
+        &self,
+        addr: PhysAddr,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GuestMemoryError> {
+        let s = &self.inner.shared;
+        let pieces = s.host_pieces(addr, len as u64)?;
+        out.reserve(len);
+        for (host, n) in pieces {
+            s.machine.peek_memory_append(s.host, host, n as usize, out);
+        }
+        Ok(())
+    }
+
     /// Registers `driver`'s disk as `name` (Linux's `add_disk`); returns it as programs
     /// open it. Refused when the name is taken or the geometry describes no disk.
     pub fn register_disk(

@@ -212,3 +212,25 @@ fn msix_vectors_are_programmed_and_an_msi_write_wakes_the_handler() {
     c.machine.run();
     assert_eq!(hits.get(), 1);
 }
+
+/// `read_memory_append` appends what `read_memory` reads — written bytes across a page
+/// boundary, unwritten ones as zeroes — after what the buffer already holds.
+#[test]
+fn memory_read_by_appending_is_what_a_read_gives_after_what_was_there() {
+    let cluster = cluster("back-to-back");
+    let os = HostOs::boot_all(&cluster.machine).expect("boots").remove(0);
+    let buffer = os.alloc(3 * 4096).expect("ram");
+    let at = smartio_platform::PhysAddr(buffer.get() + 4096 - 100);
+    let written: Vec<u8> = (0..300u32).map(|i| (i * 7 % 251) as u8 + 1).collect();
+    os.write_memory(at, &written).expect("poke");
+
+    // 300 written bytes, then 50 never written.
+    let mut read = vec![0u8; 350];
+    os.read_memory(at, &mut read).expect("peek");
+    let mut appended = b"kept".to_vec();
+    os.read_memory_append(at, 350, &mut appended).expect("peek");
+    assert_eq!(&appended[..4], b"kept");
+    assert_eq!(&appended[4..], &read[..]);
+    assert_eq!(&appended[4..304], &written[..]);
+    assert!(appended[304..].iter().all(|&b| b == 0));
+}

@@ -50,6 +50,14 @@ pub trait PayloadAccess {
     /// Reads host memory.
     fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]);
 
+    /// Appends `len` bytes of host memory at `addr` to `out` ([`PayloadAccess::peek_memory`]
+    /// into a buffer that is not zeroed first).
+    fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.peek_memory(host, addr, &mut out[at..]);
+    }
+
     /// Writes host memory; memory watches of the range fire.
     fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]);
 

@@ -223,6 +223,12 @@ impl Machine {
         self.engine.peek_memory(host, addr, buf)
     }
 
+    /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (see
+    /// [`Machine::peek_memory`]).
+    pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
+        self.engine.peek_memory_append(host, addr, len, out)
+    }
+
     /// Writes host memory directly, taking no time (set-up).
     pub fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
         self.engine.poke_memory(host, addr, data)

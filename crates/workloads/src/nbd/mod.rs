@@ -818,13 +818,14 @@ impl Io {
         let (offset, len) = (req.offset, u64::from(req.len));
         match req.command {
             Command::Read => {
-                let mut data = vec![0u8; len as usize];
+                // Filled piece by piece as the commands complete (not zeroed first).
+                let mut data = Vec::with_capacity(len as usize);
                 let mut at = 0;
                 while at < len {
                     let n = self.transfer.min(len - at);
                     self.submit(BlockOp::Read, offset + at, n, buf).await?;
-                    let piece = &mut data[at as usize..(at + n) as usize];
-                    os.read_memory(buf.cpu, piece).map_err(|_| outside())?;
+                    os.read_memory_append(buf.cpu, n as usize, &mut data)
+                        .map_err(|_| outside())?;
                     at += n;
                 }
                 Ok(Some(data))
