@@ -65,8 +65,9 @@ impl NvmeController {
         moved
     }
 
-    /// Reads `len` bytes from the host buffer the command's PRPs describe, into a buffer of
-    /// [`NvmeController::buffers`] (give it back when done with it).
+    /// Reads `len` bytes from the host buffer the command's PRPs describe; the buffer they
+    /// come in goes to [`NvmeController::buffers`] when done with (one piece arrives in the
+    /// read's own buffer, several are read into one of those).
     pub(super) async fn fetch_from_host<P: Port>(
         &self,
         port: &P,
@@ -74,30 +75,34 @@ impl NvmeController {
         len: u64,
     ) -> Result<Vec<u8>, Status> {
         let mut segs = self.segment_lists.take();
-        let mut out = self.buffers.take();
         let fetched = async {
             segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            if let [s] = &segs[..] {
+                // One piece (the usual 4 KiB): the read's own buffer, not one zeroed and
+                // copied into.
+                activity::doing("data from the host");
+                return port
+                    .read_owned(BusAddr(s.addr), s.len as usize)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR);
+            }
+            let mut out = self.buffers.take();
             out.resize(len as usize, 0);
             let mut at = 0usize;
             for s in &segs {
                 activity::doing("data from the host");
                 let to = at + s.len as usize;
-                port.read(BusAddr(s.addr), &mut out[at..to])
-                    .await
-                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                if port.read(BusAddr(s.addr), &mut out[at..to]).await.is_err() {
+                    self.buffers.give(out);
+                    return Err(Status::DATA_TRANSFER_ERROR);
+                }
                 at = to;
             }
-            Ok(())
+            Ok(out)
         }
         .await;
         self.segment_lists.give(segs);
-        match fetched {
-            Ok(()) => Ok(out),
-            Err(e) => {
-                self.buffers.give(out);
-                Err(e)
-            }
-        }
+        fetched
     }
 
     /// Logical blocks per namespace.
