@@ -65,6 +65,9 @@ pub(crate) struct EventQueue<E> {
     near: Vec<Queued<E>>,
     /// The others, each after every event in `near`.
     far: BinaryHeap<Queued<E>>,
+    /// The last sequence number given (checked to increase in debug builds).
+    #[cfg(debug_assertions)]
+    last_seq: u64,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -72,34 +75,49 @@ impl<E> Default for EventQueue<E> {
         EventQueue {
             near: Vec::new(),
             far: BinaryHeap::new(),
+            #[cfg(debug_assertions)]
+            last_seq: 0,
         }
     }
 }
 
 impl<E: Copy> EventQueue<E> {
-    /// Queues `event` at `at`; `seq` orders events of equal time (callers give increasing
-    /// numbers).
+    /// Queues `event` at `at`; `seq` orders events of equal time.
+    ///
+    /// Callers give increasing numbers, so a new event comes after every queued one of its
+    /// time: its place is found by comparing times alone (one word, not the whole key).
     #[inline]
     pub fn push(&mut self, at: SimTime, seq: u64, event: E) {
         let entry = Queued {
             key: (u128::from(at.as_ps()) << 64) | u128::from(seq),
             event,
         };
-        if self.far.peek().is_some_and(|first| first.key < entry.key) {
+        #[cfg(debug_assertions)]
+        {
+            assert!(seq > self.last_seq, "sequence numbers must increase");
+            self.last_seq = seq;
+        }
+        let at = at.as_ps();
+        if self
+            .far
+            .peek()
+            .is_some_and(|first| first.time().as_ps() <= at)
+        {
             self.far.push(entry);
             return;
         }
         // Earlier than everything in the heap: its place is among the near ones (at the end,
         // moving nothing, when it is the next — the usual case).
         match self.near.last() {
-            Some(next) if next.key < entry.key => {
+            Some(next) if next.time().as_ps() <= at => {
                 // Soon after the next one, usually: looked for among the last few first.
+                let later = |q: &Queued<E>| q.time().as_ps() > at;
                 let n = self.near.len();
                 let few = n.saturating_sub(FEW);
-                let at = match self.near[few..].iter().rposition(|q| q.key > entry.key) {
+                let at = match self.near[few..].iter().rposition(later) {
                     Some(i) => few + i + 1,
                     None if few == 0 => 0,
-                    None => self.near[..few].partition_point(|q| q.key > entry.key),
+                    None => self.near[..few].partition_point(later),
                 };
                 self.near.insert(at, entry);
                 if self.near.len() > NEAR {
