@@ -278,3 +278,40 @@ pub trait AgentPort {
         data: Vec<u8>,
     ) -> LocalFuture<Result<(), AccessError>>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Memory of one host, byte per byte: only what [`PayloadAccess`] requires.
+    struct Bytes(RefCell<Vec<u8>>);
+
+    impl PayloadAccess for Bytes {
+        fn peek_memory(&self, _: HostId, addr: PhysAddr, buf: &mut [u8]) {
+            let at = addr.get() as usize;
+            buf.copy_from_slice(&self.0.borrow()[at..at + buf.len()]);
+        }
+
+        fn poke_memory(&self, _: HostId, addr: PhysAddr, data: &[u8]) {
+            let at = addr.get() as usize;
+            self.0.borrow_mut()[at..at + data.len()].copy_from_slice(data);
+        }
+
+        fn zero_memory(&self, _: HostId, addr: PhysAddr, len: u64) {
+            let at = addr.get() as usize;
+            self.0.borrow_mut()[at..at + len as usize].fill(0);
+        }
+    }
+
+    /// An engine that does not say how to append a read gets one that reads into what it
+    /// appends: the bytes peeked, after what the buffer held.
+    #[test]
+    fn appending_a_read_of_memory_by_default_appends_what_a_peek_reads() {
+        let memory = Bytes(RefCell::new((0..64u8).collect()));
+        let mut out = b"head".to_vec();
+        memory.peek_memory_append(HostId(0), PhysAddr(10), 5, &mut out);
+        memory.peek_memory_append(HostId(0), PhysAddr(60), 0, &mut out);
+        assert_eq!(out, [b'h', b'e', b'a', b'd', 10, 11, 12, 13, 14]);
+    }
+}
