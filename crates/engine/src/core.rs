@@ -663,8 +663,9 @@ impl Core {
         Ok(segments)
     }
 
-    /// Starts a posted write; returns the transaction id. While recording, `cause` is the
-    /// step its first TLP waits for and `label` what the requester said it was doing.
+    /// Starts a posted write; returns the transaction's id and serial number (what an
+    /// access's ticket names). While recording, `cause` is the step its first TLP waits for
+    /// and `label` what the requester said it was doing.
     pub fn start_write(
         &mut self,
         requester: Requester,
@@ -672,7 +673,7 @@ impl Core {
         data: &[u8],
         start: SimTime,
         (cause, label): (StepId, Option<&'static str>),
-    ) -> Result<u32, AccessError> {
+    ) -> Result<(u32, u32), AccessError> {
         let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
         let mut buf = self.spare_data();
         buf.extend_from_slice(data);
@@ -688,7 +689,8 @@ impl Core {
         ))
     }
 
-    /// Starts a non-posted read of `len` bytes (`cause` and `label` as for a write).
+    /// Starts a non-posted read of `len` bytes (what it returns, `cause` and `label` as for a
+    /// write).
     pub fn start_read(
         &mut self,
         requester: Requester,
@@ -696,7 +698,7 @@ impl Core {
         len: u64,
         start: SimTime,
         (cause, label): (StepId, Option<&'static str>),
-    ) -> Result<u32, AccessError> {
+    ) -> Result<(u32, u32), AccessError> {
         let segments = self.segments(requester, addr, len, Access::Read)?;
         // Filled as the requests are answered (see `answer_read`), to `len` when taken.
         let mut data = self.spare_data();
@@ -767,7 +769,7 @@ impl Core {
         start: SimTime,
         gate: StepId,
         label: Option<&'static str>,
-    ) -> u32 {
+    ) -> (u32, u32) {
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
         // Flow control is per link: every link on the path buffers its own share of posted
         // TLPs, so a longer path holds more of them in flight.
@@ -833,7 +835,7 @@ impl Core {
             }
         };
         self.reschedule(id);
-        id
+        (id, serial)
     }
 
     /// Makes sure the queue holds an entry at the transaction's next time.

@@ -97,29 +97,24 @@ impl<E: Copy> EventQueue<E> {
             assert!(seq > self.last_seq, "sequence numbers must increase");
             self.last_seq = seq;
         }
-        let at = at.as_ps();
-        if self
-            .far
-            .peek()
-            .is_some_and(|first| first.time().as_ps() <= at)
-        {
+        if self.far.peek().is_some_and(|first| first.time() <= at) {
             self.far.push(entry);
             return;
         }
         // Earlier than everything in the heap: its place is among the near ones (at the end,
         // moving nothing, when it is the next — the usual case).
         match self.near.last() {
-            Some(next) if next.time().as_ps() <= at => {
+            Some(next) if next.time() <= at => {
                 // Soon after the next one, usually: looked for among the last few first.
-                let later = |q: &Queued<E>| q.time().as_ps() > at;
+                let later = |q: &Queued<E>| q.time() > at;
                 let n = self.near.len();
                 let few = n.saturating_sub(FEW);
-                let at = match self.near[few..].iter().rposition(later) {
+                let place = match self.near[few..].iter().rposition(later) {
                     Some(i) => few + i + 1,
                     None if few == 0 => 0,
                     None => self.near[..few].partition_point(later),
                 };
-                self.near.insert(at, entry);
+                self.near.insert(place, entry);
                 if self.near.len() > NEAR {
                     // The latest near one is still earlier than the whole heap.
                     self.far.push(self.near.remove(0));

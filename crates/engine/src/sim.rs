@@ -482,11 +482,10 @@ impl Sim {
                 gate = core.record(record::Kind::CpuIssue { host }, now, start, cause, label);
             }
         }
-        let id = match write {
+        let (id, serial) = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
-        let serial = core.txn(id).map_or(0, |t| t.serial);
         Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
     }
 
