@@ -219,6 +219,14 @@ impl AgentPort for Agent {
         Started::Ticket(self.sim().arm_sleep(duration, self.requester()))
     }
 
+    fn spend(&self, duration: SimDuration) -> Started<()> {
+        if self.sim().pass_in_place(duration) {
+            Started::Ready(())
+        } else {
+            self.sleep(duration)
+        }
+    }
+
     fn written(&self, addr: PhysAddr, len: u64) -> Started<()> {
         Started::Ticket(self.sim().arm_watch(self.host(), addr, len))
     }

@@ -138,6 +138,14 @@ pub(crate) struct Core {
     pub bursts: bool,
     /// Steps run in bursts so far.
     pub burst_steps: u64,
+    /// Whether a cost a task spends may pass in place (see [`crate::Sim::pass_in_place`]);
+    /// off, every cost is a timer, to the same results.
+    pub in_place: bool,
+    /// While a task is polled by a run: the latest time the run may reach (its deadline).
+    /// `None` otherwise: no cost passes in place outside a task's poll.
+    pub horizon: Option<SimTime>,
+    /// Costs that passed in place so far.
+    pub passed_in_place: u64,
     /// While recording: the step that last wrote each 64-byte line of host memory, by host
     /// and line, and whether a CPU has loaded the line since (what a polling load that sees
     /// new data was waiting for).
@@ -208,6 +216,9 @@ impl Core {
             landed: None,
             bursts: true,
             burst_steps: 0,
+            in_place: true,
+            horizon: None,
+            passed_in_place: 0,
             last_writer: FxHashMap::default(),
         }
     }

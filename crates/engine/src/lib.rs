@@ -74,7 +74,14 @@
 //!   implements `Port`, `Clock` and `MemoryWatch`. A CPU access to its own RAM costs a calibrated
 //!   memory latency and crosses no link; an MMIO access pays the core's issue cost and the root
 //!   complex. A future dropped before it is done (the loser of a `race`) gives its timer or
-//!   watch back and leaves its transaction to finish on its own.
+//!   watch back and leaves its transaction to finish on its own. A cost a task spends
+//!   (`Clock::spend`, `AgentPort::spend`: awaited where it is made, never raced) passes in
+//!   place when its timer's event would be the next thing to happen — no other task ready,
+//!   nothing queued due at or before its end, within the run's deadline, not recording, not
+//!   inside a `race` (`platform::race::racing`): the clock moves on and the task goes on in
+//!   the same poll, without the timer, its event, the wake-up and the re-poll of the task's
+//!   futures. The results are the timer's, bit for bit (`Sim::set_in_place(false)` turns it
+//!   off; a test compares the two).
 //! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
 //!   slots the contract's tickets name (a sleep's ticket names its timer, an access that
 //!   travels as a transaction names the transaction: each holds nothing else); slots and the

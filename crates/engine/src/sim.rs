@@ -156,7 +156,7 @@ impl Sim {
     /// Runs until `deadline` (events after it stay pending).
     pub fn run_until(&self, deadline: SimTime) -> RunSummary {
         loop {
-            self.poll_ready();
+            self.poll_ready(deadline);
             let mut core = self.inner.core.borrow_mut();
             match core.peek_time() {
                 Some(t) if t <= deadline => {}
@@ -195,7 +195,9 @@ impl Sim {
         }
     }
 
-    fn poll_ready(&self) {
+    /// Polls the ready tasks, each once, in the order they woke, and those they wake; a cost
+    /// one spends may pass in place up to `deadline` ([`Sim::pass_in_place`]).
+    fn poll_ready(&self, deadline: SimTime) {
         if !self.inner.exec.any_ready() {
             return;
         }
@@ -203,6 +205,7 @@ impl Sim {
             {
                 let mut core = self.inner.core.borrow_mut();
                 core.waits.clear();
+                core.horizon = Some(deadline);
                 if core.recording() {
                     // The task acts on what woke it.
                     core.set_context(taken.cause);
@@ -211,7 +214,9 @@ impl Sim {
             }
             smartio_platform::waiting::clear();
             let mut cx = Context::from_waker(&taken.waker);
-            if taken.task.as_mut().poll(&mut cx).is_pending() {
+            let pending = taken.task.as_mut().poll(&mut cx).is_pending();
+            self.inner.core.borrow_mut().horizon = None;
+            if pending {
                 // What it waits for goes to its slot (the slot's old list comes back, to be
                 // cleared before the next poll).
                 let mut core = self.inner.core.borrow_mut();
@@ -308,6 +313,51 @@ impl Sim {
     /// and tests).
     pub fn set_bursts(&self, on: bool) {
         self.inner.core.borrow_mut().bursts = on;
+    }
+
+    /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place
+    /// when nothing else could happen meanwhile (on by default; see [`Sim::pass_in_place`]).
+    /// Off, every cost is a timer: the results are the same, bit for bit, the run slower
+    /// (for comparisons and tests).
+    pub fn set_in_place(&self, on: bool) {
+        self.inner.core.borrow_mut().in_place = on;
+    }
+
+    /// How many costs so far passed in place (see [`Sim::set_in_place`]).
+    pub fn passed_in_place(&self) -> u64 {
+        self.inner.core.borrow().passed_in_place
+    }
+
+    /// Lets a cost of `duration`, which the task being polled spends now and awaits at once,
+    /// pass in place: moves the clock to its end and returns `true` when that is what its
+    /// timer would come to. The timer's event would be the next one (nothing queued is due
+    /// at or before its end, and no other task is ready to run first), and it would wake
+    /// only this task, whose next poll would go on from the await; so the task goes on in
+    /// this poll instead, the event counted as the timer's would be. Not while recording
+    /// (the recording keeps each sleep as a step), not past the run's deadline, not outside
+    /// a task's poll, and never when the cost has no end. `false`, and nothing changed,
+    /// otherwise: the caller arms the timer.
+    pub(crate) fn pass_in_place(&self, duration: SimDuration) -> bool {
+        if self.inner.exec.any_ready() {
+            return false;
+        }
+        let mut core = self.inner.core.borrow_mut();
+        let Some(horizon) = core.horizon else {
+            return false;
+        };
+        let end = core.now + duration;
+        let passes = core.in_place
+            && !core.recording()
+            && end != SimTime::NEVER
+            && end <= horizon
+            && core.peek_time().is_none_or(|next| next > end);
+        if passes {
+            core.now = end;
+            core.shared_now.set(end);
+            core.counters.events += 1;
+            core.passed_in_place += 1;
+        }
+        passes
     }
 
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
@@ -841,6 +891,24 @@ impl smartio_platform::Clock for Agent {
         );
         async move {
             waiting.wait().await;
+        }
+    }
+
+    /// The cost may pass in place ([`Sim::pass_in_place`]); inside a race it is a timer.
+    fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
+        smartio_platform::activity::doing(what);
+        let passed = !smartio_platform::race::racing() && self.sim.pass_in_place(duration);
+        let waiting = (!passed).then(|| {
+            Pending::new(
+                &self.sim,
+                self.sim.arm_sleep(duration, self.requester),
+                &mut [],
+            )
+        });
+        async move {
+            if let Some(waiting) = waiting {
+                waiting.wait().await;
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ mod bursts;
 mod common;
 mod executor;
 mod forwarding;
+mod in_place;
 mod iotlb;
 mod landing;
 mod reads;

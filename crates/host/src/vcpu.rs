@@ -118,6 +118,13 @@ impl VcpuPort {
             overhead_ppm,
         }
     }
+
+    /// What `duration` of the guest's own work takes on the host: the virtualization
+    /// overhead on top.
+    fn on_host(&self, duration: SimDuration) -> SimDuration {
+        let extra = u128::from(duration.as_ps()) * u128::from(self.overhead_ppm) / 1_000_000;
+        duration + SimDuration::from_ps(u64::try_from(extra).unwrap_or(u64::MAX))
+    }
 }
 
 impl AgentPort for VcpuPort {
@@ -174,9 +181,13 @@ impl AgentPort for VcpuPort {
     /// The guest's own work (a software cost, a timer): what it takes on the host and the
     /// virtualization overhead on top.
     fn sleep(&self, duration: SimDuration) -> Started<()> {
-        let extra = u128::from(duration.as_ps()) * u128::from(self.overhead_ppm) / 1_000_000;
-        let extra = SimDuration::from_ps(u64::try_from(extra).unwrap_or(u64::MAX));
-        self.host.sleep(duration + extra)
+        self.host.sleep(self.on_host(duration))
+    }
+
+    /// A cost of the guest's own work, as [`AgentPort::sleep`] takes it: the host may let it
+    /// pass in place.
+    fn spend(&self, duration: SimDuration) -> Started<()> {
+        self.host.spend(self.on_host(duration))
     }
 
     /// Armed on the host page behind the watched range's first byte (a driver watches a

@@ -139,6 +139,12 @@ impl Clock for Agent {
     fn sleep(&self, duration: SimDuration) -> impl Future<Output = ()> {
         Armed::sleep(self.port.clone(), duration)
     }
+
+    /// The engine may let the cost pass in place ([`AgentPort::spend`]).
+    fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
+        smartio_platform::activity::doing(what);
+        Armed::spend(self.port.clone(), duration)
+    }
 }
 
 impl MemoryWatch for Agent {

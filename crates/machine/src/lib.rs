@@ -43,7 +43,9 @@
 //!   for large DMA data: `poll_read_owned` hands the engine's buffer over, no zeroing, no copy
 //!   (the timed engine moves the transaction's; the default zero-fills one) — `Write` from the
 //!   caller's slice, `Armed`, `InterruptWait`) poll the ticket through the port and give it
-//!   back when dropped early.
+//!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
+//!   default) may be `Started::Ready` at once: the engine let it pass in place (`Armed::spend`;
+//!   inside a `race` it asks for a plain sleep).
 //!   So an engine can run them without allocating per call (the timed engine does); the other
 //!   futures are boxed (`LocalFuture`).
 //! - `Machine` and `Agent` are the handles software holds: a `Machine` spawns tasks, runs, gives

@@ -17,7 +17,8 @@ use std::task::{ready, Context, Poll};
 
 /// Where one operation is.
 enum Progress<T> {
-    /// Not started: an access or an interrupt wait before its first poll.
+    /// Not started: an access or an interrupt wait before its first poll; or a cost that
+    /// passed in place ([`Armed::spend`]), whose start is `Ready`.
     Unstarted,
     /// Under way in the engine.
     Ticket(Ticket),
@@ -235,6 +236,22 @@ impl Armed {
     /// A timer `port` has armed for `duration`.
     pub fn sleep(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
         let progress = Progress::armed(port.sleep(duration));
+        Armed { port, progress }
+    }
+
+    /// A cost of `duration` ([`AgentPort::spend`]), which `port` may have let pass in
+    /// place: the future is then ready at its first poll (there is nothing to start, and the
+    /// poll's start gives `Ready`). Inside a [`smartio_platform::race`] it is a plain timer.
+    pub fn spend(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
+        let started = if smartio_platform::race::racing() {
+            port.sleep(duration)
+        } else {
+            port.spend(duration)
+        };
+        let progress = match started {
+            Started::Ready(()) => Progress::Unstarted,
+            started => Progress::armed(started),
+        };
         Armed { port, progress }
     }
 

@@ -42,7 +42,9 @@
 //!   leaving the queue or passing on what it was handed; `broadcast`: `Broadcast`, a signal
 //!   every waiter sees (a GPU's device-memory words, channel resets and launches, a VM's stop).
 //! - `race`: `race(a, b)`, whichever of two futures finishes first (a completion or a timeout,
-//!   a command or the news that its path is down).
+//!   a command or the news that its path is down); `racing()` says a race is polling them, so
+//!   that a `Clock::spend` made there is a plain timer (an engine may let a cost pass in place
+//!   only where nothing else could happen meanwhile).
 //! - `memory`: `SparseMemory`, byte-exact memory of any size, backed only where written (64 KiB
 //!   pages in reused slots, found through a map; the page looked up last is remembered, so the
 //!   TLPs of a transfer into one page skip the map).
