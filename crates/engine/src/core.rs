@@ -141,9 +141,6 @@ pub(crate) struct Core {
     /// Whether a cost a task spends may pass in place (see [`crate::Sim::pass_in_place`]);
     /// off, every cost is a timer, to the same results.
     pub in_place: bool,
-    /// While a task is polled by a run: the latest time the run may reach (its deadline).
-    /// `None` otherwise: no cost passes in place outside a task's poll.
-    pub horizon: Option<SimTime>,
     /// Costs that passed in place so far.
     pub passed_in_place: u64,
     /// While recording: the step that last wrote each 64-byte line of host memory, by host
@@ -217,7 +214,6 @@ impl Core {
             bursts: true,
             burst_steps: 0,
             in_place: true,
-            horizon: None,
             passed_in_place: 0,
             last_writer: FxHashMap::default(),
         }
@@ -596,7 +592,7 @@ impl Core {
     }
 
     /// Routes every byte of an access into segments, or fails without side effects.
-    #[inline]
+    #[inline(always)]
     fn segments(
         &mut self,
         requester: Requester,

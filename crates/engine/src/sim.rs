@@ -16,7 +16,7 @@ use crate::wait::{BlockedTask, Wait};
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
 use smartio_machine::Ticket;
 use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
-use std::cell::{Ref, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::convert::Infallible;
 use std::future::Future;
 use std::panic::Location;
@@ -33,6 +33,10 @@ struct Inner {
     /// The CPU costs of the core's timing, which never change during a run: kept apart so
     /// that the OS model and drivers, which ask for them on every I/O, borrow nothing.
     cpu: CpuTiming,
+    /// While a run polls a task: the latest time the run may reach (its deadline). `None`
+    /// otherwise: no cost passes in place outside a task's poll ([`Sim::pass_in_place`]).
+    /// Apart from the core, so that setting it around each poll borrows nothing.
+    horizon: Cell<Option<SimTime>>,
 }
 
 /// A handle to one timed simulation. Cheap to clone; not `Send`.
@@ -78,6 +82,7 @@ impl Sim {
                 core: RefCell::new(core),
                 ops: RefCell::new(Ops::default()),
                 exec,
+                horizon: Cell::new(None),
             }),
         })
     }
@@ -205,7 +210,6 @@ impl Sim {
             {
                 let mut core = self.inner.core.borrow_mut();
                 core.waits.clear();
-                core.horizon = Some(deadline);
                 if core.recording() {
                     // The task acts on what woke it.
                     core.set_context(taken.cause);
@@ -214,8 +218,9 @@ impl Sim {
             }
             smartio_platform::waiting::clear();
             let mut cx = Context::from_waker(&taken.waker);
+            self.inner.horizon.set(Some(deadline));
             let pending = taken.task.as_mut().poll(&mut cx).is_pending();
-            self.inner.core.borrow_mut().horizon = None;
+            self.inner.horizon.set(None);
             if pending {
                 // What it waits for goes to its slot (the slot's old list comes back, to be
                 // cleared before the next poll).
@@ -341,10 +346,10 @@ impl Sim {
         if self.inner.exec.any_ready() {
             return false;
         }
-        let mut core = self.inner.core.borrow_mut();
-        let Some(horizon) = core.horizon else {
+        let Some(horizon) = self.inner.horizon.get() else {
             return false;
         };
+        let mut core = self.inner.core.borrow_mut();
         let end = core.now + duration;
         let passes = core.in_place
             && !core.recording()
