@@ -141,8 +141,11 @@ pub(crate) struct Core {
     /// Whether a cost a task spends may pass in place (see [`crate::Sim::pass_in_place`]);
     /// off, every cost is a timer, to the same results.
     pub in_place: bool,
-    /// Costs that passed in place so far.
+    /// Costs that passed in place so far, and accesses whose first steps ran in place.
     pub passed_in_place: u64,
+    /// The transaction an access is stepping in place ([`Core::step_in_place`]): its
+    /// requester, though it holds no waker yet, counts as woken when it completes.
+    in_place_access: Option<u32>,
     /// While recording: the step that last wrote each 64-byte line of host memory, by host
     /// and line, and whether a CPU has loaded the line since (what a polling load that sees
     /// new data was waiting for).
@@ -215,6 +218,7 @@ impl Core {
             burst_steps: 0,
             in_place: true,
             passed_in_place: 0,
+            in_place_access: None,
             last_writer: FxHashMap::default(),
         }
     }
@@ -898,6 +902,31 @@ impl Core {
         self.txns[id as usize] = Some(txn);
     }
 
+    /// Runs the first steps of transaction `id`, just started by a task being polled, now:
+    /// what the run would do next, when its first step at `at` is the next event (nothing
+    /// else queued is due by then, no other task is ready, and `at` is within the run's
+    /// deadline — the caller knows). Its steps go on as [`Core::on_txn_event`] takes them,
+    /// until the access completes (its requester, which holds no waker yet, counts as woken
+    /// and goes on in its poll, at the clock's new time, as the run would have woken it
+    /// there) or something else must come first (it then waits as usual). Returns whether it
+    /// stepped (not when its first step is not queued at `at`: a read waiting for a tag).
+    pub fn step_in_place(&mut self, id: u32, at: SimTime) -> bool {
+        let first = self.txn(id).and_then(|t| t.scheduled);
+        if first != Some(at) || self.peek_time() != Some(at) {
+            return false;
+        }
+        // Its event is the next one: nothing else was due by `at`, and it was queued last.
+        let _ = self.queue.pop();
+        self.now = at;
+        self.shared_now.set(at);
+        self.counters.events += 1;
+        self.passed_in_place += 1;
+        self.in_place_access = Some(id);
+        self.on_txn_event(id, at);
+        self.in_place_access = None;
+        true
+    }
+
     /// Copies the bytes of the write TLPs that have landed in memory but were left in
     /// `txn`'s buffer (see [`Landed`]).
     #[inline]
@@ -958,6 +987,9 @@ impl Core {
                     self.set_context(txn.issued_after);
                 }
                 w.wake();
+                self.woke = true;
+            } else if self.in_place_access == Some(id) {
+                // Its requester goes on in place, as woken (see `step_in_place`).
                 self.woke = true;
             }
         }

@@ -80,8 +80,12 @@
 //!   nothing queued due at or before its end, within the run's deadline, not recording, not
 //!   inside a `race` (`platform::race::racing`): the clock moves on and the task goes on in
 //!   the same poll, without the timer, its event, the wake-up and the re-poll of the task's
-//!   futures. The results are the timer's, bit for bit (`Sim::set_in_place(false)` turns it
-//!   off; a test compares the two).
+//!   futures. Likewise an access a task starts whose first step would be the next event
+//!   takes its steps at once (`Core::step_in_place`, as `Core::on_txn_event` takes them) and,
+//!   when it completes before anything else must happen, its requester goes on in the same
+//!   poll at the clock's new time instead of being woken there. The results are the
+//!   timers' and events', bit for bit (`Sim::set_in_place(false)` turns both off; a test
+//!   compares the two).
 //! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
 //!   slots the contract's tickets name (a sleep's ticket names its timer, an access that
 //!   travels as a transaction names the transaction: each holds nothing else); slots and the

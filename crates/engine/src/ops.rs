@@ -35,16 +35,18 @@ const KEPT_LOCAL_BYTES: usize = 64 * 1024;
 pub(crate) enum Access {
     /// A transaction of TLPs, named by its ticket ([`txn_ticket`]).
     Txn(Ticket),
-    /// A CPU's access to its own RAM, done when the timer fires (a read's data is taken
-    /// when it starts, into the buffer beside its slot).
-    Local(TimerKey),
+    /// A CPU's access to its own RAM, done when the timer fires, or at once (`None`) when
+    /// its time passed in place (a read's data is taken when it starts, into the buffer
+    /// beside its slot).
+    Local(Option<TimerKey>),
 }
 
 /// A CPU's access to its own RAM under way (see [`Access::Local`]), and what its task is
 /// told it waits for.
 #[derive(Debug)]
 pub(crate) struct AccessOp {
-    pub timer: TimerKey,
+    /// When it is done; `None` when its time passed in place (it is done).
+    pub timer: Option<TimerKey>,
     pub wait: Wait,
 }
 
@@ -96,18 +98,22 @@ impl AccessOp {
         local: &[u8],
         into: impl ReadInto,
     ) -> Poll<Result<(), AccessError>> {
-        if !core.timers.poll(self.timer, cx.waker()) {
-            core.waits.push(self.wait);
-            return Poll::Pending;
+        if let Some(timer) = self.timer {
+            if !core.timers.poll(timer, cx.waker()) {
+                core.waits.push(self.wait);
+                return Poll::Pending;
+            }
+            core.timers.remove(timer);
         }
-        core.timers.remove(self.timer);
         into.local(local);
         Poll::Ready(Ok(()))
     }
 
     /// Dropped while waiting (the other side of a race won): the timer is given back.
     fn cancel(&self, core: &mut Core) {
-        core.timers.remove(self.timer);
+        if let Some(timer) = self.timer {
+            core.timers.remove(timer);
+        }
     }
 }
 

@@ -365,6 +365,18 @@ impl Sim {
         passes
     }
 
+    /// Whether what the task being polled starts now, due at `at`, would be the run's next
+    /// event: in place allowed, a task's poll within the run's deadline, no other task ready,
+    /// nothing queued due by `at`, not inside a race (the other future may be ready first).
+    #[inline]
+    fn next_in_place(&self, core: &Core, at: SimTime) -> bool {
+        core.in_place
+            && self.inner.horizon.get().is_some_and(|h| at <= h)
+            && !self.inner.exec.any_ready()
+            && core.peek_time().is_none_or(|next| next > at)
+            && !smartio_platform::race::racing()
+    }
+
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
     pub fn burst_steps(&self) -> u64 {
         self.inner.core.borrow().burst_steps
@@ -493,7 +505,7 @@ impl Sim {
         if len == 0 {
             // Nothing to move: no TLP leaves, and the access is done at once.
             let now = core.now;
-            return Ok(Access::Local(core.add_timer(now, cause)));
+            return Ok(Access::Local(Some(core.add_timer(now, cause))));
         }
         if let Some(pa) = core.local_memory(requester, addr, len) {
             let Requester::Cpu(host) = requester else {
@@ -526,7 +538,16 @@ impl Sim {
                 Some(data) => core.write_memory(host, pa, data),
                 None => core.memory[host.index()].read_append(pa.get(), len as usize, local),
             }
-            return Ok(Access::Local(core.add_timer(at, step)));
+            // Its time passes in place when its timer's event would be the next thing to
+            // happen (asked after the write, which may have woken a watcher).
+            if !recording && self.next_in_place(&core, at) {
+                core.now = at;
+                core.shared_now.set(at);
+                core.counters.events += 1;
+                core.passed_in_place += 1;
+                return Ok(Access::Local(None));
+            }
+            return Ok(Access::Local(Some(core.add_timer(at, step))));
         }
         let mut start = core.now;
         let mut gate = cause;
@@ -537,10 +558,15 @@ impl Sim {
                 gate = core.record(record::Kind::CpuIssue { host }, now, start, cause, label);
             }
         }
+        // Whether its first step will be the run's next event (see `Core::step_in_place`).
+        let in_place = !recording && self.next_in_place(&core, start);
         let (id, serial) = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
+        if in_place {
+            core.step_in_place(id, start);
+        }
         Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
     }
 

@@ -1,8 +1,9 @@
-//! A cost a task spends passes in place when nothing else could happen meanwhile, and the
-//! run's results are those of the timer it replaces, bit for bit: the same times, counters,
-//! link occupancy and memory, with DMA streams and interrupts of other requesters falling
-//! inside some costs and not others. A cost never passes in place inside a race (the other
-//! future may be ready first), past a run's deadline, or while recording.
+//! A cost a task spends passes in place, and an access it starts takes its first steps in
+//! place, when nothing else could happen meanwhile; the run's results are those of the
+//! timers and events they replace, bit for bit: the same times, counters, link occupancy
+//! and memory, with DMA streams of other requesters falling inside some costs and accesses
+//! and not others. Neither happens inside a race (the other future may be ready first),
+//! past a run's deadline, or while recording.
 
 use crate::common;
 
@@ -21,6 +22,8 @@ struct Outcome {
     times: Vec<(&'static str, SimTime)>,
     /// Who won each race.
     races: Vec<bool>,
+    /// A digest of what each of the CPU's loads saw.
+    loads: Vec<u64>,
     end: SimTime,
     counters: Counters,
     links: Vec<LinkState>,
@@ -57,8 +60,9 @@ fn run(in_place: bool) -> (Outcome, u64) {
     sim.set_in_place(in_place);
     let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
     let races: Rc<RefCell<Vec<bool>>> = Rc::default();
+    let loads: Rc<RefCell<Vec<u64>>> = Rc::default();
 
-    let (cpu, log) = (sim.cpu(HostId(0)), times.clone());
+    let (cpu, log, log_digest) = (sim.cpu(HostId(0)), times.clone(), loads.clone());
     sim.spawn(async move {
         for round in 0..40u64 {
             cpu.spend("work", SimDuration::from_ns(50 + 37 * (round % 7)))
@@ -69,6 +73,12 @@ fn run(in_place: bool) -> (Outcome, u64) {
                 .await
                 .expect("CPU store");
             cpu.spend("nothing", SimDuration::ZERO).await;
+            // A load of its own RAM that dev0's DMA may be writing.
+            let mut seen = [0u8; 64];
+            let from = BUF + 0x1000 * (1 + round % 3) + 8 * round;
+            cpu.read(BusAddr(from), &mut seen).await.expect("CPU load");
+            log.borrow_mut().push(("cpu load", cpu.now()));
+            log_digest.borrow_mut().push(fnv1a(&seen));
         }
     });
     let (dev, log) = (agent(&sim, "dev0"), times.clone());
@@ -79,6 +89,40 @@ fn run(in_place: bool) -> (Outcome, u64) {
             let at = BUF + 0x1000 * (1 + u64::from(round % 3));
             dev.write(BusAddr(at), &data).await.expect("DMA write");
             log.borrow_mut().push(("dev0", dev.now()));
+        }
+    });
+    let (dev, log) = (agent(&sim, "dev1"), times.clone());
+    sim.spawn(async move {
+        for round in 0..12u64 {
+            let mut seen = vec![0u8; 512];
+            let from = BUF + 0x1000 * (1 + round % 3) + 64 * round;
+            dev.read(BusAddr(from), &mut seen).await.expect("DMA read");
+            log.borrow_mut().push(("dev1 read", dev.now()));
+            let line = pattern(64, fnv1a(&seen) as u32);
+            dev.write(BusAddr(BUF + 0x3000 + 64 * round), &line)
+                .await
+                .expect("DMA write");
+            log.borrow_mut().push(("dev1 write", dev.now()));
+            dev.spend("think", SimDuration::from_ns(90 * (round % 4)))
+                .await;
+        }
+    });
+    let (dev, won) = (agent(&sim, "dev1"), races.clone());
+    sim.spawn(async move {
+        for round in 0..5u64 {
+            // Some while the others run, some once all else is done (nothing queued).
+            let pause = if round < 3 { 1_500 } else { 30_000 };
+            dev.sleep(SimDuration::from_ns(pause + 100 * round)).await;
+            let mut lost = [0u8; 64];
+            let raced = race(
+                async {
+                    dev.read(BusAddr(BUF), &mut lost).await.expect("DMA read");
+                    1
+                },
+                async { 2 },
+            )
+            .await;
+            won.borrow_mut().push(matches!(raced, Either::Right(2)));
         }
     });
     let (racer, won) = (sim.cpu(HostId(0)), races.clone());
@@ -102,6 +146,7 @@ fn run(in_place: bool) -> (Outcome, u64) {
     let outcome = Outcome {
         times: times.take(),
         races: races.take(),
+        loads: loads.take(),
         end: summary.end,
         counters: summary.counters,
         links: sim.link_states(),
@@ -120,10 +165,23 @@ fn costs_passed_in_place_give_the_timers_results_bit_for_bit() {
         passed >= 20,
         "many of the CPU's costs passed in place: {passed}"
     );
-    assert_eq!(timed.times.len(), 40 + 6, "every task finished");
+    assert_eq!(
+        timed.times.len(),
+        2 * 40 + 6 + 2 * 12,
+        "every task finished"
+    );
+    assert!(
+        timed
+            .loads
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            > 3,
+        "the CPU's loads saw dev0's writes land"
+    );
     assert_eq!(
         timed.races,
-        vec![true; 5],
+        vec![true; 10],
         "the future ready at once wins each race"
     );
     assert_eq!(
