@@ -320,15 +320,16 @@ impl Sim {
         self.inner.core.borrow_mut().bursts = on;
     }
 
-    /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place
-    /// when nothing else could happen meanwhile (on by default; see [`Sim::pass_in_place`]).
-    /// Off, every cost is a timer: the results are the same, bit for bit, the run slower
-    /// (for comparisons and tests).
+    /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place,
+    /// and an access it starts take its first steps in place, when nothing else could happen
+    /// meanwhile (on by default; see [`Sim::pass_in_place`] and `Core::step_in_place`).
+    /// Off, every cost is a timer and every step an event: the results are the same, bit for
+    /// bit, the run slower (for comparisons and tests).
     pub fn set_in_place(&self, on: bool) {
         self.inner.core.borrow_mut().in_place = on;
     }
 
-    /// How many costs so far passed in place (see [`Sim::set_in_place`]).
+    /// How many costs and accesses so far passed in place (see [`Sim::set_in_place`]).
     pub fn passed_in_place(&self) -> u64 {
         self.inner.core.borrow().passed_in_place
     }

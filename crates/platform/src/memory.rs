@@ -103,25 +103,27 @@ impl SparseMemory {
     fn page_backed(&mut self, page: u64) -> &mut [u8] {
         let slot = match self.slot(page) {
             Some(slot) => slot,
-            None => {
-                let zeroed = zeroed_page();
-                let slot = match self.free.pop() {
-                    Some(slot) => {
-                        self.frames[slot as usize] = Some(zeroed);
-                        slot
-                    }
-                    None => {
-                        self.frames.push(Some(zeroed));
-                        // 2^32 pages of 64 KiB would be 256 TiB of backed memory.
-                        u32::try_from(self.frames.len() - 1).unwrap_or(u32::MAX)
-                    }
-                };
-                self.index.insert(page, slot);
-                self.last.set((page, slot));
-                slot as usize
-            }
+            None => self.back(page, zeroed_page()),
         };
         self.frames[slot].get_or_insert_with(zeroed_page)
+    }
+
+    /// Backs `page`, which is not backed, with `frame` (its bytes); returns its slot.
+    fn back(&mut self, page: u64, frame: Box<[u8]>) -> usize {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.frames[slot as usize] = Some(frame);
+                slot
+            }
+            None => {
+                self.frames.push(Some(frame));
+                // 2^32 pages of 64 KiB would be 256 TiB of backed memory.
+                u32::try_from(self.frames.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.index.insert(page, slot);
+        self.last.set((page, slot));
+        slot as usize
     }
 
     /// Gives `page` back (it reads as zero again).
@@ -189,8 +191,13 @@ impl SparseMemory {
             let at = offset + done as u64;
             let in_page = (at & (PAGE_SIZE - 1)) as usize;
             let n = (PAGE_SIZE as usize - in_page).min(data.len() - done);
-            let page = self.page_backed(at >> PAGE_SHIFT);
-            page[in_page..in_page + n].copy_from_slice(&data[done..done + n]);
+            let (page, bytes) = (at >> PAGE_SHIFT, &data[done..done + n]);
+            if n == PAGE_SIZE as usize && self.slot(page).is_none() {
+                // A whole page not backed yet: backed by these bytes, no zeroes written first.
+                self.back(page, bytes.into());
+            } else {
+                self.page_backed(page)[in_page..in_page + n].copy_from_slice(bytes);
+            }
             done += n;
         }
     }
@@ -302,6 +309,38 @@ mod tests {
             assert_eq!(&got[..2], &[9, 9], "what was there is kept");
             assert_eq!(&got[2..], &want[..], "{offset}+{len}");
         }
+    }
+
+    /// Pages a write covers whole are backed by its bytes (new ones, reused slots and pages
+    /// already backed alike), and the partial pages at its ends keep the bytes beside it.
+    #[test]
+    fn a_write_reads_back_whether_it_covers_pages_whole_or_in_part() {
+        let mut m = SparseMemory::new();
+        let page = PAGE_SIZE as usize;
+        let old: Vec<u8> = (0..4 * page).map(|i| (i % 13) as u8 + 1).collect();
+        // Page 1 backed before; 0, 2 and 3 not.
+        m.write(PAGE_SIZE + 5, &old[page + 5..2 * page - 5]);
+        // A page given back leaves a slot to reuse (page 2's, whole).
+        m.write(9 * PAGE_SIZE, &[1]);
+        m.zero(9 * PAGE_SIZE, PAGE_SIZE);
+        let new: Vec<u8> = (0..4 * page - 200).map(|i| (i % 241) as u8 + 7).collect();
+        m.write(100, &new);
+        let mut got = vec![0xeeu8; 4 * page];
+        m.read(0, &mut got);
+        assert!(
+            got[..100].iter().all(|&b| b == 0),
+            "unwritten bytes of page 0"
+        );
+        assert_eq!(&got[100..4 * page - 100], &new[..]);
+        assert!(
+            got[4 * page - 100..].iter().all(|&b| b == 0),
+            "page 3's last bytes"
+        );
+        assert_eq!(m.resident_bytes(), 4 * PAGE_SIZE);
+        // Whole pages written over whole pages.
+        m.write(PAGE_SIZE, &old[..2 * page]);
+        m.read(PAGE_SIZE, &mut got[..2 * page]);
+        assert_eq!(&got[..2 * page], &old[..2 * page]);
     }
 
     #[test]
