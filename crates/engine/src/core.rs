@@ -902,6 +902,15 @@ impl Core {
         self.txns[id as usize] = Some(txn);
     }
 
+    /// Moves the clock to `at` in place of the next event, which would have been due then
+    /// (a timer, an access's first step), counting it as the run counts its events.
+    pub fn pass_to(&mut self, at: SimTime) {
+        self.now = at;
+        self.shared_now.set(at);
+        self.counters.events += 1;
+        self.passed_in_place += 1;
+    }
+
     /// Runs the first steps of transaction `id`, just started by a task being polled, now:
     /// what the run would do next, when its first step at `at` is the next event (nothing
     /// else queued is due by then, no other task is ready, and `at` is within the run's
@@ -917,10 +926,7 @@ impl Core {
         }
         // Its event is the next one: nothing else was due by `at`, and it was queued last.
         let _ = self.queue.pop();
-        self.now = at;
-        self.shared_now.set(at);
-        self.counters.events += 1;
-        self.passed_in_place += 1;
+        self.pass_to(at);
         self.in_place_access = Some(id);
         self.on_txn_event(id, at);
         self.in_place_access = None;

@@ -341,27 +341,14 @@ impl Sim {
     /// only this task, whose next poll would go on from the await; so the task goes on in
     /// this poll instead, the event counted as the timer's would be. Not while recording
     /// (the recording keeps each sleep as a step), not past the run's deadline, not outside
-    /// a task's poll, and never when the cost has no end. `false`, and nothing changed,
-    /// otherwise: the caller arms the timer.
+    /// a task's poll, not inside a race, and never when the cost has no end. `false`, and
+    /// nothing changed, otherwise: the caller arms the timer.
     pub(crate) fn pass_in_place(&self, duration: SimDuration) -> bool {
-        if self.inner.exec.any_ready() {
-            return false;
-        }
-        let Some(horizon) = self.inner.horizon.get() else {
-            return false;
-        };
         let mut core = self.inner.core.borrow_mut();
         let end = core.now + duration;
-        let passes = core.in_place
-            && !core.recording()
-            && end != SimTime::NEVER
-            && end <= horizon
-            && core.peek_time().is_none_or(|next| next > end);
+        let passes = end != SimTime::NEVER && !core.recording() && self.next_in_place(&core, end);
         if passes {
-            core.now = end;
-            core.shared_now.set(end);
-            core.counters.events += 1;
-            core.passed_in_place += 1;
+            core.pass_to(end);
         }
         passes
     }
@@ -542,10 +529,7 @@ impl Sim {
             // Its time passes in place when its timer's event would be the next thing to
             // happen (asked after the write, which may have woken a watcher).
             if !recording && self.next_in_place(&core, at) {
-                core.now = at;
-                core.shared_now.set(at);
-                core.counters.events += 1;
-                core.passed_in_place += 1;
+                core.pass_to(at);
                 return Ok(Access::Local(None));
             }
             return Ok(Access::Local(Some(core.add_timer(at, step))));
@@ -926,10 +910,10 @@ impl smartio_platform::Clock for Agent {
         }
     }
 
-    /// The cost may pass in place ([`Sim::pass_in_place`]); inside a race it is a timer.
+    /// The cost may pass in place ([`Sim::pass_in_place`]; inside a race it is a timer).
     fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
         smartio_platform::activity::doing(what);
-        let passed = !smartio_platform::race::racing() && self.sim.pass_in_place(duration);
+        let passed = self.sim.pass_in_place(duration);
         let waiting = (!passed).then(|| {
             Pending::new(
                 &self.sim,

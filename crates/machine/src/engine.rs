@@ -216,10 +216,11 @@ pub trait AgentPort {
     /// Arms a timer that completes `duration` after now.
     fn sleep(&self, duration: SimDuration) -> Started<()>;
 
-    /// [`AgentPort::sleep`] for a cost the caller awaits at once and never races
-    /// ([`smartio_platform::Clock::spend`]'s contract): an engine may let it pass in place
-    /// (the clock moved on by `duration` now, and [`Started::Ready`]) when nothing else could
-    /// happen meanwhile, with the same outcome as the timer. By default, the timer.
+    /// [`AgentPort::sleep`] for a cost the caller awaits at once ([`smartio_platform::Clock::spend`]'s
+    /// contract): an engine may let it pass in place (the clock moved on by `duration` now,
+    /// and [`Started::Ready`]) when nothing else could happen meanwhile, with the same
+    /// outcome as the timer — never inside a race ([`smartio_platform::race::racing`]), where
+    /// the other future may be ready first. By default, the timer.
     fn spend(&self, duration: SimDuration) -> Started<()> {
         self.sleep(duration)
     }

@@ -45,7 +45,7 @@
 //!   caller's slice, `Armed`, `InterruptWait`) poll the ticket through the port and give it
 //!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
 //!   default) may be `Started::Ready` at once: the engine let it pass in place (`Armed::spend`;
-//!   inside a `race` it asks for a plain sleep).
+//!   never inside a `race`).
 //!   So an engine can run them without allocating per call (the timed engine does); the other
 //!   futures are boxed (`LocalFuture`).
 //! - `Machine` and `Agent` are the handles software holds: a `Machine` spawns tasks, runs, gives

@@ -241,14 +241,9 @@ impl Armed {
 
     /// A cost of `duration` ([`AgentPort::spend`]), which `port` may have let pass in
     /// place: the future is then ready at its first poll (there is nothing to start, and the
-    /// poll's start gives `Ready`). Inside a [`smartio_platform::race`] it is a plain timer.
+    /// poll's start gives `Ready`).
     pub fn spend(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
-        let started = if smartio_platform::race::racing() {
-            port.sleep(duration)
-        } else {
-            port.spend(duration)
-        };
-        let progress = match started {
+        let progress = match port.spend(duration) {
             Started::Ready(()) => Progress::Unstarted,
             started => Progress::armed(started),
         };
