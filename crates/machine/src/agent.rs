@@ -3,7 +3,7 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
-use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Write};
+use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -143,7 +143,7 @@ impl Clock for Agent {
     /// The engine may let the cost pass in place ([`AgentPort::spend`]).
     fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
         smartio_platform::activity::doing(what);
-        Armed::spend(self.port.clone(), duration)
+        Spend::new(&self.port, duration)
     }
 }
 

@@ -44,8 +44,8 @@
 //!   (the timed engine moves the transaction's; the default zero-fills one) — `Write` from the
 //!   caller's slice, `Armed`, `InterruptWait`) poll the ticket through the port and give it
 //!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
-//!   default) may be `Started::Ready` at once: the engine let it pass in place (`Armed::spend`;
-//!   never inside a `race`).
+//!   default) may be `Started::Ready` at once: the engine let it pass in place (`Spend`, which
+//!   then holds nothing; never inside a `race`).
 //!   So an engine can run them without allocating per call (the timed engine does); the other
 //!   futures are boxed (`LocalFuture`).
 //! - `Machine` and `Agent` are the handles software holds: a `Machine` spawns tasks, runs, gives
@@ -93,7 +93,7 @@ pub use explain::{
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
-pub use ops::{Armed, InterruptWait, Read, ReadOwned, Write};
+pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write};
 pub use records::{
     Counters, FaultRecord, IdleReadCost, LaneTraffic, LinkEvent, LinkTraffic, RunSummary,
 };

@@ -17,8 +17,7 @@ use std::task::{ready, Context, Poll};
 
 /// Where one operation is.
 enum Progress<T> {
-    /// Not started: an access or an interrupt wait before its first poll; or a cost that
-    /// passed in place ([`Armed::spend`]), whose start is `Ready`.
+    /// Not started: an access or an interrupt wait before its first poll.
     Unstarted,
     /// Under way in the engine.
     Ticket(Ticket),
@@ -239,17 +238,6 @@ impl Armed {
         Armed { port, progress }
     }
 
-    /// A cost of `duration` ([`AgentPort::spend`]), which `port` may have let pass in
-    /// place: the future is then ready at its first poll (there is nothing to start, and the
-    /// poll's start gives `Ready`).
-    pub fn spend(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
-        let progress = match port.spend(duration) {
-            Started::Ready(()) => Progress::Unstarted,
-            started => Progress::armed(started),
-        };
-        Armed { port, progress }
-    }
-
     /// A watch `port` has armed on `len` bytes at `addr` of its host's memory.
     pub fn written(port: Rc<dyn AgentPort>, addr: smartio_platform::PhysAddr, len: u64) -> Armed {
         let progress = Progress::armed(port.written(addr, len));
@@ -278,6 +266,39 @@ impl Future for Armed {
 impl Drop for Armed {
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
+    }
+}
+
+/// A cost ([`AgentPort::spend`]): passed in place when made (ready at once, holding
+/// nothing), or a timer the port armed.
+pub enum Spend {
+    /// The engine let it pass in place.
+    Passed,
+    /// Its timer.
+    Waiting(Armed),
+}
+
+impl Spend {
+    /// A cost of `duration` on `port`.
+    pub fn new(port: &Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Spend {
+        match port.spend(duration) {
+            Started::Ready(()) => Spend::Passed,
+            started => Spend::Waiting(Armed {
+                port: port.clone(),
+                progress: Progress::armed(started),
+            }),
+        }
+    }
+}
+
+impl Future for Spend {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.get_mut() {
+            Spend::Passed => Poll::Ready(()),
+            Spend::Waiting(armed) => Pin::new(armed).poll(cx),
+        }
     }
 }
 
