@@ -322,7 +322,7 @@ impl Sim {
 
     /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place,
     /// and an access it starts take its first steps in place, when nothing else could happen
-    /// meanwhile (on by default; see [`Sim::pass_in_place`] and `Core::step_in_place`).
+    /// meanwhile (on by default; see `Sim::pass_in_place` and `Core::step_in_place`).
     /// Off, every cost is a timer and every step an event: the results are the same, bit for
     /// bit, the run slower (for comparisons and tests).
     pub fn set_in_place(&self, on: bool) {
@@ -910,7 +910,7 @@ impl smartio_platform::Clock for Agent {
         }
     }
 
-    /// The cost may pass in place ([`Sim::pass_in_place`]; inside a race it is a timer).
+    /// The cost may pass in place (`Sim::pass_in_place`; inside a race it is a timer).
     fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
         smartio_platform::activity::doing(what);
         let passed = self.sim.pass_in_place(duration);

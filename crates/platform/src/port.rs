@@ -169,7 +169,7 @@ pub trait Clock {
     /// A cost is awaited where it is made, never raced: the caller does nothing else until
     /// it has passed. So an engine may let it pass in place, the clock moved on at once, when
     /// nothing else could happen meanwhile (the timed engine does when no other task is ready
-    /// and nothing is due before its end; not inside a [`crate::race`], see
+    /// and nothing is due before its end; not inside a [`crate::race()`], see
     /// [`crate::race::racing`]). To wait for whichever comes first, race a [`Clock::sleep`].
     fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
         crate::activity::doing(what);
