@@ -138,8 +138,9 @@ pub(crate) struct Core {
     pub bursts: bool,
     /// Steps run in bursts so far.
     pub burst_steps: u64,
-    /// Whether a cost a task spends may pass in place (see [`crate::Sim::pass_in_place`]);
-    /// off, every cost is a timer, to the same results.
+    /// Whether a cost a task spends may pass in place and an access it starts take its
+    /// first steps in place (see [`crate::Sim::set_in_place`]); off, every cost is a timer
+    /// and every step an event, to the same results.
     pub in_place: bool,
     /// Costs that passed in place so far, and accesses whose first steps ran in place.
     pub passed_in_place: u64,
@@ -917,12 +918,12 @@ impl Core {
     /// deadline — the caller knows). Its steps go on as [`Core::on_txn_event`] takes them,
     /// until the access completes (its requester, which holds no waker yet, counts as woken
     /// and goes on in its poll, at the clock's new time, as the run would have woken it
-    /// there) or something else must come first (it then waits as usual). Returns whether it
-    /// stepped (not when its first step is not queued at `at`: a read waiting for a tag).
-    pub fn step_in_place(&mut self, id: u32, at: SimTime) -> bool {
+    /// there) or something else must come first (it then waits as usual). Nothing is done
+    /// when its first step is not queued at `at` (a read waiting for a tag).
+    pub fn step_in_place(&mut self, id: u32, at: SimTime) {
         let first = self.txn(id).and_then(|t| t.scheduled);
         if first != Some(at) || self.peek_time() != Some(at) {
-            return false;
+            return;
         }
         // Its event is the next one: nothing else was due by `at`, and it was queued last.
         let _ = self.queue.pop();
@@ -930,7 +931,6 @@ impl Core {
         self.in_place_access = Some(id);
         self.on_txn_event(id, at);
         self.in_place_access = None;
-        true
     }
 
     /// Copies the bytes of the write TLPs that have landed in memory but were left in

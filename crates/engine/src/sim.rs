@@ -346,7 +346,7 @@ impl Sim {
     pub(crate) fn pass_in_place(&self, duration: SimDuration) -> bool {
         let mut core = self.inner.core.borrow_mut();
         let end = core.now + duration;
-        let passes = end != SimTime::NEVER && !core.recording() && self.next_in_place(&core, end);
+        let passes = end != SimTime::NEVER && self.next_in_place(&core, end);
         if passes {
             core.pass_to(end);
         }
@@ -354,11 +354,13 @@ impl Sim {
     }
 
     /// Whether what the task being polled starts now, due at `at`, would be the run's next
-    /// event: in place allowed, a task's poll within the run's deadline, no other task ready,
-    /// nothing queued due by `at`, not inside a race (the other future may be ready first).
+    /// event: in place allowed, not recording (the recording keeps each step), a task's poll
+    /// within the run's deadline, no other task ready, nothing queued due by `at`, not
+    /// inside a race (the other future may be ready first).
     #[inline]
     fn next_in_place(&self, core: &Core, at: SimTime) -> bool {
         core.in_place
+            && !core.recording()
             && self.inner.horizon.get().is_some_and(|h| at <= h)
             && !self.inner.exec.any_ready()
             && core.peek_time().is_none_or(|next| next > at)
@@ -528,7 +530,7 @@ impl Sim {
             }
             // Its time passes in place when its timer's event would be the next thing to
             // happen (asked after the write, which may have woken a watcher).
-            if !recording && self.next_in_place(&core, at) {
+            if self.next_in_place(&core, at) {
                 core.pass_to(at);
                 return Ok(Access::Local(None));
             }
@@ -544,7 +546,7 @@ impl Sim {
             }
         }
         // Whether its first step will be the run's next event (see `Core::step_in_place`).
-        let in_place = !recording && self.next_in_place(&core, start);
+        let in_place = self.next_in_place(&core, start);
         let (id, serial) = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,
@@ -913,17 +915,10 @@ impl smartio_platform::Clock for Agent {
     /// The cost may pass in place (`Sim::pass_in_place`; inside a race it is a timer).
     fn spend(&self, what: &'static str, duration: SimDuration) -> impl Future<Output = ()> {
         smartio_platform::activity::doing(what);
-        let passed = self.sim.pass_in_place(duration);
-        let waiting = (!passed).then(|| {
-            Pending::new(
-                &self.sim,
-                self.sim.arm_sleep(duration, self.requester),
-                &mut [],
-            )
-        });
+        let waiting = (!self.sim.pass_in_place(duration)).then(|| self.sleep(duration));
         async move {
             if let Some(waiting) = waiting {
-                waiting.wait().await;
+                waiting.await;
             }
         }
     }

@@ -234,14 +234,22 @@ pub struct Armed {
 impl Armed {
     /// A timer `port` has armed for `duration`.
     pub fn sleep(port: Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Armed {
-        let progress = Progress::armed(port.sleep(duration));
-        Armed { port, progress }
+        let started = port.sleep(duration);
+        Armed::started(port, started)
     }
 
     /// A watch `port` has armed on `len` bytes at `addr` of its host's memory.
     pub fn written(port: Rc<dyn AgentPort>, addr: smartio_platform::PhysAddr, len: u64) -> Armed {
-        let progress = Progress::armed(port.written(addr, len));
-        Armed { port, progress }
+        let started = port.written(addr, len);
+        Armed::started(port, started)
+    }
+
+    /// What `port` armed (`started`), to be polled through it.
+    fn started(port: Rc<dyn AgentPort>, started: Started<()>) -> Armed {
+        Armed {
+            port,
+            progress: Progress::armed(started),
+        }
     }
 }
 
@@ -283,10 +291,7 @@ impl Spend {
     pub fn new(port: &Rc<dyn AgentPort>, duration: smartio_platform::SimDuration) -> Spend {
         match port.spend(duration) {
             Started::Ready(()) => Spend::Passed,
-            started => Spend::Waiting(Armed {
-                port: port.clone(),
-                progress: Progress::armed(started),
-            }),
+            started => Spend::Waiting(Armed::started(port.clone(), started)),
         }
     }
 }
