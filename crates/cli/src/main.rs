@@ -9,7 +9,7 @@
 //! `pingpong`, `fio`, `iperf`, `app train`, `app video`, `exp`, `repro`, `sweep`, `serve nbd`
 //! (module `serve`: listens before anything boots, so a socket in use is an error at once, turns
 //! transparent huge pages off for the process — the first random writes into a namespace
-//! otherwise had the kernel zero 2 MiB pages for 64 KiB ones, a third of the write rate — and
+//! otherwise had the kernel zero 2 MiB pages for 4 KiB ones, a third of the write rate — and
 //! stops on SIGINT/SIGTERM through `ctrlc`, printing the figures — `dropped: N` among them —
 //! and the controller's command counts, then flushing the writes acknowledged since the last
 //! FLUSH, exit status 1 if that fails), `cluster up`/`down`/`install`/`stats` (module

@@ -181,7 +181,7 @@ fn nbd(calibration: &Calibration, a: NbdArgs) -> Result<(), CliError> {
 
 /// Turns transparent huge pages off for this process, before the cluster allocates anything.
 ///
-/// An NVMe namespace's data lives in 64 KiB pages allocated as clients first write them;
+/// An NVMe namespace's data lives in 4 KiB pages allocated as clients first write them;
 /// mimalloc asks for huge pages for its arenas, so the first write into fresh memory makes
 /// the kernel zero a whole 2 MiB page. Random 4 KiB writes over an export of 1 GiB touch
 /// all of it within seconds: measured with fio (randwrite, QD32, crc32c verify) against a

@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
 
-const PAGE_SHIFT: u32 = 16;
+const PAGE_SHIFT: u32 = 12;
 const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 
 /// A host's RAM as an engine keeps it: byte-exact, addressed by physical address. The
@@ -117,7 +117,7 @@ impl SparseMemory {
             }
             None => {
                 self.frames.push(Some(frame));
-                // 2^32 pages of 64 KiB would be 256 TiB of backed memory.
+                // 2^32 pages of 4 KiB would be 16 TiB of backed memory.
                 u32::try_from(self.frames.len() - 1).unwrap_or(u32::MAX)
             }
         };
@@ -264,6 +264,29 @@ impl SparseMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random 4 KiB block writes (an NVMe namespace under fio) back only the blocks written:
+    /// memory follows what was written, not a larger page around it.
+    #[test]
+    fn a_block_write_backs_that_block_alone_with_its_own_bytes() {
+        let mut m = SparseMemory::new();
+        let block: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8 + 1).collect();
+        for n in [5u64, 1_000_003, 17] {
+            m.write(n * 4096, &block);
+        }
+        assert_eq!(m.resident_bytes(), 3 * 4096);
+        let mut back = vec![0u8; 3 * 4096];
+        m.read(1_000_002 * 4096, &mut back);
+        assert!(
+            back[..4096].iter().all(|&b| b == 0),
+            "the block before: unwritten"
+        );
+        assert_eq!(back[4096..8192], block[..]);
+        assert!(
+            back[8192..].iter().all(|&b| b == 0),
+            "the block after: unwritten"
+        );
+    }
 
     #[test]
     fn a_range_is_unwritten_until_a_byte_of_one_of_its_pages_is_written_and_again_once_zeroed() {
