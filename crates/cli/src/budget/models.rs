@@ -580,7 +580,7 @@ mod tests {
             "fio --scenario local-chassis --host local --device nvme0 --ops 1000000000",
             "fio --scenario local-chassis --host local --device nvme0 --runtime 3600s",
             "fio --scenario local-chassis --host local --device nvme0 --verify --size 4G",
-            "fio --scenario local-chassis --host local --device nvme0 --rw randwrite --size 100G --ops 100000",
+            "fio --scenario local-chassis --host local --device nvme0 --rw randwrite --bs 64k --size 100G --ops 100000",
             "pingpong --scenario back-to-back --from borrower --to lender --iterations 100000000",
             "iperf --scenario sriov --server receiver --client lender=nic0 -t 3600s",
             "iperf --scenario sriov --server receiver --client a=nic0 --client b=nic0 --client c=nic0 --client d=nic0 -P 64 -t 1ms",
