@@ -136,6 +136,14 @@ pub(crate) struct Core {
     /// Whether writes into memory and reads of memory may run in bursts (see [`burst`]);
     /// off, every transaction goes step by step, to the same results.
     pub bursts: bool,
+    /// Whether a burst's write TLPs that leave one after another are sent as a train, their
+    /// steps taken at once (see `burst`'s `issue_train`); off, one step at a time, to the
+    /// same results.
+    pub trains: bool,
+    /// The TLPs of the train being sent (kept for its capacity).
+    train: Vec<burst::TrainTlp>,
+    /// TLPs sent in trains so far.
+    pub train_tlps: u64,
     /// Steps run in bursts so far.
     pub burst_steps: u64,
     /// Whether a cost a task spends may pass in place and an access it starts take its
@@ -216,6 +224,9 @@ impl Core {
             hop_scratch: Vec::new(),
             landed: None,
             bursts: true,
+            trains: true,
+            train: Vec::new(),
+            train_tlps: 0,
             burst_steps: 0,
             in_place: true,
             passed_in_place: 0,

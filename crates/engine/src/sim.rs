@@ -320,6 +320,14 @@ impl Sim {
         self.inner.core.borrow_mut().bursts = on;
     }
 
+    /// Whether a burst's write TLPs that leave one after another may be sent as a train, the
+    /// steps between them taken at once (on by default; only within bursts). Off, one step at
+    /// a time: the results are the same, bit for bit, the run slower (for comparisons and
+    /// tests).
+    pub fn set_trains(&self, on: bool) {
+        self.inner.core.borrow_mut().trains = on;
+    }
+
     /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place,
     /// and an access it starts take its first steps in place, when nothing else could happen
     /// meanwhile (on by default; see `Sim::pass_in_place` and `Core::step_in_place`).
@@ -370,6 +378,11 @@ impl Sim {
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
     pub fn burst_steps(&self) -> u64 {
         self.inner.core.borrow().burst_steps
+    }
+
+    /// How many TLPs so far were sent in trains (see [`Sim::set_trains`]).
+    pub fn train_tlps(&self) -> u64 {
+        self.inner.core.borrow().train_tlps
     }
 
     /// Starts recording where time goes from now on; with `trace_limit`, the run's first

@@ -42,7 +42,7 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
-fn run(bursts: bool) -> (Outcome, u64) {
+fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
     // Chip latencies vary (the default calibration): each TLP draws its own. Few posted
     // credits: a stream waits for its earlier TLPs to land before it sends more.
     let mut cal = Calibration::default_embedded();
@@ -53,6 +53,7 @@ fn run(bursts: bool) -> (Outcome, u64) {
     }
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, cal);
     sim.set_bursts(bursts);
+    sim.set_trains(trains);
     let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
     let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let endpoint = |name: &str| {
@@ -138,13 +139,14 @@ fn run(bursts: bool) -> (Outcome, u64) {
         buf_a,
         buf_b,
     };
-    (outcome, sim.burst_steps())
+    (outcome, sim.burst_steps(), sim.train_tlps())
 }
 
 #[test]
 fn transactions_run_in_bursts_give_the_step_by_step_results_bit_for_bit() {
-    let (stepped, none) = run(false);
-    let (burst, steps) = run(true);
+    let (stepped, none, _) = run(false, true);
+    let (burst, steps, _) = run(true, false);
+    let (train, train_steps, train_tlps) = run(true, true);
     assert_eq!(none, 0, "bursts off: every step goes through the loop");
     assert!(
         steps * 5 > burst.counters.events,
@@ -166,4 +168,83 @@ fn transactions_run_in_bursts_give_the_step_by_step_results_bit_for_bit() {
         "dev0's last write is in memory"
     );
     assert_eq!(burst, stepped);
+    // Trains: a stream's TLPs sent one after another with the steps between them taken at
+    // once, the same again (the trains stop at the CPU's timers and at the credits, and
+    // are sent only where several TLPs can go before the next event).
+    assert!(
+        train_tlps >= 64,
+        "some of the {} written TLPs went in trains: {train_tlps}",
+        (LONG * 3 + SHORT * 6) / 256
+    );
+    assert_eq!(
+        train_steps, steps,
+        "the same steps, counted as the burst counts them"
+    );
+    assert_eq!(train, stepped);
+}
+
+/// A long write stream with room for all its TLPs goes in trains, each stopping before the
+/// next event: a CPU's timers and another device's write onto the same links fall inside
+/// the stream. With trains and without, the same results bit for bit.
+#[test]
+fn trains_stop_before_the_next_event_and_change_nothing() {
+    fn run(trains: bool) -> (Outcome, u64) {
+        let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+        sim.set_trains(trains);
+        let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
+        let endpoint = |name: &str| {
+            sim.fabric()
+                .endpoint_by_name(HostId(0), name)
+                .expect("device")
+        };
+        let (dev0, dev1) = (sim.device(endpoint("dev0")), sim.device(endpoint("dev1")));
+        let log = times.clone();
+        sim.spawn(async move {
+            dev0.write(BusAddr(BUF_A), &pattern(4 * LONG, 7))
+                .await
+                .expect("dev0 DMA");
+            log.borrow_mut().push(("dev0", dev0.now()));
+        });
+        let log = times.clone();
+        sim.spawn(async move {
+            dev1.sleep(SimDuration::from_ns(3_000)).await;
+            dev1.write(BusAddr(BUF_B), &pattern(SHORT, 9))
+                .await
+                .expect("dev1 DMA");
+            log.borrow_mut().push(("dev1", dev1.now()));
+        });
+        let (cpu, log) = (sim.cpu(HostId(0)), times.clone());
+        sim.spawn(async move {
+            for ns in [1_000, 2_500, 4_000] {
+                cpu.sleep(SimDuration::from_ns(ns)).await;
+                log.borrow_mut().push(("cpu", cpu.now()));
+            }
+        });
+        let summary = sim.run();
+        let mut buf_a = vec![0u8; 4 * LONG];
+        let mut buf_b = vec![0u8; SHORT];
+        sim.peek_memory(HostId(0), PhysAddr(BUF_A), &mut buf_a);
+        sim.peek_memory(HostId(0), PhysAddr(BUF_B), &mut buf_b);
+        let times = times.borrow().clone();
+        let outcome = Outcome {
+            times,
+            reads: Vec::new(),
+            end: summary.end,
+            counters: summary.counters,
+            links: sim.link_states(),
+            buf_a,
+            buf_b,
+        };
+        (outcome, sim.train_tlps())
+    }
+    let (one_by_one, none) = run(false);
+    let (trains, tlps) = run(true);
+    assert_eq!(none, 0);
+    assert!(
+        tlps * 2 > 4 * LONG as u64 / 256,
+        "most of dev0's TLPs: {tlps}"
+    );
+    assert_eq!(one_by_one.times.len(), 5, "every task finished");
+    assert_eq!(trains.buf_a, pattern(4 * LONG, 7));
+    assert_eq!(trains, one_by_one);
 }

@@ -15,11 +15,87 @@
 
 use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
-use crate::timing::{traverse, Flow};
+use crate::timing::{traverse, Booking, Flow};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
 use std::rc::Rc;
+
+/// A TLP of a train ([`Core::issue_train`]): when it left, when it lands, and its piece of
+/// the transaction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TrainTlp {
+    issued: SimTime,
+    at: SimTime,
+    offset: u64,
+    len: u32,
+}
+
+/// The steps a train stands for, counted as the burst would take them: each distinct time
+/// of a leaving or a landing, in time order (a landing and a leaving at the same time are one
+/// step, the landing first).
+struct Steps {
+    /// The last step counted (the train's first leaving, counted by the burst).
+    at: SimTime,
+    /// The train's next leaving not counted yet.
+    next_leaving: usize,
+    counted: u64,
+}
+
+impl Steps {
+    /// A landing at `at` (landings come in time order): the leavings before it are steps
+    /// first, then it.
+    #[inline(always)]
+    fn land_at(&mut self, at: SimTime, train: &[TrainTlp]) {
+        self.leave_before(at, train);
+        self.step(at);
+    }
+
+    /// The leavings not counted yet that come before `at`.
+    #[inline(always)]
+    fn leave_before(&mut self, at: SimTime, train: &[TrainTlp]) {
+        while let Some(t) = train.get(self.next_leaving).filter(|t| t.issued < at) {
+            self.step(t.issued);
+            self.next_leaving += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn step(&mut self, at: SimTime) {
+        if at > self.at {
+            self.at = at;
+            self.counted += 1;
+        }
+    }
+}
+
+/// The fewest TLPs a train is sent for: a shorter one costs more to set up and take apart
+/// than its steps would cost one by one.
+const TRAIN_MIN: u64 = 8;
+
+/// Whether `txn`'s next TLPs, due to leave at `at` along `path` in TLPs of at most `limit`
+/// bytes, would make a train of [`TRAIN_MIN`] or more: that many are left, the window has
+/// room for them, and that many full TLPs' serializations on the first link end before the
+/// first event `queued`. (An estimate: either way the results are the same.)
+#[inline(always)]
+fn train_worth_it(
+    txn: &Txn,
+    path: &CostedPath,
+    limit: u64,
+    window: usize,
+    at: SimTime,
+    queued: Option<SimTime>,
+) -> bool {
+    let Some(first) = path.forward.first() else {
+        return false;
+    };
+    let left = txn.segments[0].len - txn.issue_offset;
+    let room = (window - txn.requests.len()) as u64;
+    let time = queued.map_or(u64::MAX, |q| q.as_ps().saturating_sub(at.as_ps()));
+    left >= TRAIN_MIN * limit
+        && room >= TRAIN_MIN
+        && time / first.timing.serialization_ps(limit).max(1) >= TRAIN_MIN
+}
 
 /// Where a burst's writes land: one contiguous range of one host's memory.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +171,9 @@ impl Core {
         // only its own issuing ends its issuing.
         let window = txn.window;
         let mut issuing = txn.can_issue_ever();
+        // Whether to look for a train at the next issue: once a TLP goes alone, the rest of
+        // this burst has less time before `queued`, so it is not asked again.
+        let mut trains = self.trains;
         let mut stepped = false;
         loop {
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
@@ -123,7 +202,12 @@ impl Core {
                 txn.next_issue = txn.next_issue.max(at);
             }
             if issuing && txn.next_issue <= at && txn.requests.len() < window {
-                self.issue_in_burst(txn, &path, limit, flow);
+                if trains && train_worth_it(txn, &path, limit, window, at, queued) {
+                    self.issue_train(txn, dest, &path, limit, flow, queued);
+                } else {
+                    trains = false;
+                    self.issue_in_burst(txn, &path, limit, flow);
+                }
                 if txn.issued_all() {
                     issuing = false;
                     if txn.result.is_none() {
@@ -221,6 +305,121 @@ impl Core {
             txn.issue_segment += 1;
             txn.issue_offset = 0;
         }
+    }
+
+    /// Sends the next TLPs of `txn`, a burst's write to `dest` along `path` in TLPs of at most
+    /// `limit` bytes booked for `flow`, as a train: the one due now and those that leave one
+    /// after another at the burst's next steps, while each leaves before the first event
+    /// `queued`, the window cannot close (fewer are on their way than it admits, counting the
+    /// train's) and TLPs are left. Each is sent as [`Core::issue_in_burst`] sends it, in turn.
+    /// Then the steps the burst would have taken until the last one left are taken at once:
+    /// the TLPs due to land by then land, in time order (those already on their way first:
+    /// they left earlier on the same path), each distinct time counts as a step, and the clock
+    /// is at the last leaving. The train's TLPs still on their way join the transaction's.
+    /// Kept out of line: the step loop that calls it is the engine's hottest code.
+    #[inline(never)]
+    fn issue_train(
+        &mut self,
+        txn: &mut Txn,
+        dest: Destination,
+        path: &CostedPath,
+        limit: u64,
+        flow: Flow,
+        queued: Option<SimTime>,
+    ) {
+        let mut train = std::mem::take(&mut self.train);
+        train.clear();
+        let room = txn.window - txn.requests.len();
+        let (bus_addr, seg_len, seg_offset) = {
+            let seg = &txn.segments[0];
+            (seg.bus_addr, seg.len, seg.offset)
+        };
+        loop {
+            let len = next_chunk(
+                bus_addr + txn.issue_offset,
+                seg_len - txn.issue_offset,
+                limit,
+            );
+            let start = txn.next_issue;
+            let who = Booking {
+                now: start.as_ps(),
+                flow,
+            };
+            let crossing = traverse(
+                &mut self.lanes,
+                &path.forward,
+                start,
+                len,
+                who,
+                Some(&mut self.chip_stream),
+                None,
+            );
+            train.push(TrainTlp {
+                issued: start,
+                at: crossing.arrival + SimDuration(path.arrive_ps),
+                offset: seg_offset + txn.issue_offset,
+                len: len as u32,
+            });
+            txn.next_issue = crossing.first_link_done.max(start);
+            txn.issue_offset += len;
+            if txn.issue_offset >= seg_len {
+                txn.issue_segment += 1;
+                txn.issue_offset = 0;
+                break;
+            }
+            if train.len() == room || !before_queued(txn.next_issue, queued) {
+                break;
+            }
+        }
+        // The steps from the first leaving (taken already) to the last: each landing's and
+        // each leaving's distinct time once, in time order.
+        let last = train[train.len() - 1].issued;
+        let mut steps = Steps {
+            at: train[0].issued,
+            next_leaving: 1,
+            counted: 0,
+        };
+        while let Some(r) = txn.requests.pop_due(last) {
+            steps.land_at(r.at, &train);
+            self.land_in_train(txn, dest, r.offset, u64::from(r.len));
+        }
+        let mut landed = 0;
+        for t in train.iter().take_while(|t| t.at <= last) {
+            steps.land_at(t.at, &train);
+            self.land_in_train(txn, dest, t.offset, u64::from(t.len));
+            landed += 1;
+        }
+        for t in &train[landed..] {
+            txn.requests.insert(InFlight {
+                at: t.at,
+                segment: 0,
+                offset: t.offset,
+                len: t.len,
+                last: false,
+                copy: 0,
+                step: NONE,
+            });
+        }
+        steps.leave_before(SimTime::NEVER, &train);
+        self.counters.events += steps.counted;
+        self.burst_steps += steps.counted;
+        self.now = last;
+        self.shared_now.set(last);
+        self.train_tlps += train.len() as u64;
+        self.train = train;
+    }
+
+    /// A train's TLP from `offset` of `txn`'s buffer, `len` bytes, landed at `dest`.
+    #[inline(always)]
+    fn land_in_train(&mut self, txn: &Txn, dest: Destination, offset: u64, len: u64) {
+        self.counters.tlp_arrivals += 1;
+        self.land(
+            txn,
+            dest.host,
+            dest.addr + (offset - dest.offset),
+            offset,
+            len,
+        );
     }
 
     /// A write TLP of `len` bytes from `offset` in `txn`'s buffer landed at `addr` of
