@@ -56,12 +56,7 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
     sim.set_trains(trains);
     let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
     let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
-    let endpoint = |name: &str| {
-        sim.fabric()
-            .endpoint_by_name(HostId(0), name)
-            .expect("device")
-    };
-    let (dev0, dev1) = (sim.device(endpoint("dev0")), sim.device(endpoint("dev1")));
+    let (dev0, dev1) = devices(&sim);
     let log = times.clone();
     sim.spawn(async move {
         for round in 0..3u32 {
@@ -93,7 +88,7 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
     });
     // Two reads of dev1's buffer by dev0 at once, sharing its tags, once all else is done.
     for half in 0..2u64 {
-        let (port, reads, log) = (sim.device(endpoint("dev0")), seen.clone(), times.clone());
+        let (port, reads, log) = (devices(&sim).0, seen.clone(), times.clone());
         sim.spawn(async move {
             port.sleep(SimDuration::from_ns(30_000 + 10 * half)).await;
             let mut got = vec![0u8; LONG];
@@ -124,22 +119,42 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
             .await;
         log.borrow_mut().push(("watcher", watcher.now()));
     });
+    let outcome = run_to_the_end(&sim, &times, &seen, (LONG, 3 * SHORT));
+    (outcome, sim.burst_steps(), sim.train_tlps())
+}
+
+/// The two DMA devices of the two-switch fabric.
+fn devices(sim: &smartio_engine::Sim) -> (smartio_engine::Agent, smartio_engine::Agent) {
+    let endpoint = |name: &str| {
+        sim.fabric()
+            .endpoint_by_name(HostId(0), name)
+            .expect("device")
+    };
+    (sim.device(endpoint("dev0")), sim.device(endpoint("dev1")))
+}
+
+/// Runs `sim` to its end; what it left (the times and reads its tasks logged), with the
+/// first `lens` bytes of each buffer.
+fn run_to_the_end(
+    sim: &smartio_engine::Sim,
+    times: &RefCell<Vec<(&'static str, SimTime)>>,
+    reads: &RefCell<Vec<Vec<u8>>>,
+    lens: (usize, usize),
+) -> Outcome {
     let summary = sim.run();
-    let mut buf_a = vec![0u8; LONG];
-    let mut buf_b = vec![0u8; 3 * SHORT];
+    let mut buf_a = vec![0u8; lens.0];
+    let mut buf_b = vec![0u8; lens.1];
     sim.peek_memory(HostId(0), PhysAddr(BUF_A), &mut buf_a);
     sim.peek_memory(HostId(0), PhysAddr(BUF_B), &mut buf_b);
-    let times = times.borrow().clone();
-    let outcome = Outcome {
-        times,
-        reads: seen.take(),
+    Outcome {
+        times: times.borrow().clone(),
+        reads: reads.take(),
         end: summary.end,
         counters: summary.counters,
         links: sim.link_states(),
         buf_a,
         buf_b,
-    };
-    (outcome, sim.burst_steps(), sim.train_tlps())
+    }
 }
 
 #[test]
@@ -192,12 +207,7 @@ fn trains_stop_before_the_next_event_and_change_nothing() {
         let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
         sim.set_trains(trains);
         let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
-        let endpoint = |name: &str| {
-            sim.fabric()
-                .endpoint_by_name(HostId(0), name)
-                .expect("device")
-        };
-        let (dev0, dev1) = (sim.device(endpoint("dev0")), sim.device(endpoint("dev1")));
+        let (dev0, dev1) = devices(&sim);
         let log = times.clone();
         sim.spawn(async move {
             dev0.write(BusAddr(BUF_A), &pattern(4 * LONG, 7))
@@ -220,21 +230,7 @@ fn trains_stop_before_the_next_event_and_change_nothing() {
                 log.borrow_mut().push(("cpu", cpu.now()));
             }
         });
-        let summary = sim.run();
-        let mut buf_a = vec![0u8; 4 * LONG];
-        let mut buf_b = vec![0u8; SHORT];
-        sim.peek_memory(HostId(0), PhysAddr(BUF_A), &mut buf_a);
-        sim.peek_memory(HostId(0), PhysAddr(BUF_B), &mut buf_b);
-        let times = times.borrow().clone();
-        let outcome = Outcome {
-            times,
-            reads: Vec::new(),
-            end: summary.end,
-            counters: summary.counters,
-            links: sim.link_states(),
-            buf_a,
-            buf_b,
-        };
+        let outcome = run_to_the_end(&sim, &times, &RefCell::default(), (4 * LONG, SHORT));
         (outcome, sim.train_tlps())
     }
     let (one_by_one, none) = run(false);

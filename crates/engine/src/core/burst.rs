@@ -31,6 +31,22 @@ pub(crate) struct TrainTlp {
     len: u32,
 }
 
+impl TrainTlp {
+    /// It on its way, as the transaction keeps it (a unicast write of its one segment).
+    #[inline(always)]
+    fn in_flight(&self) -> InFlight {
+        InFlight {
+            at: self.at,
+            segment: 0,
+            offset: self.offset,
+            len: self.len,
+            last: false,
+            copy: 0,
+            step: NONE,
+        }
+    }
+}
+
 /// The steps a train stands for, counted as the burst would take them: each distinct time
 /// of a leaving or a landing, in time order (a landing and a leaving at the same time are one
 /// step, the landing first).
@@ -272,6 +288,21 @@ impl Core {
     /// segment, no IOMMU, no recording).
     #[inline(always)]
     fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
+        let t = self.send_in_burst(txn, path, limit, flow, self.now);
+        txn.requests.insert(t.in_flight());
+    }
+
+    /// Sends the next TLP of `txn` as [`Core::issue_in_burst`] does, its links booked as of
+    /// `now`, and moves the transaction's issue cursor past it; returns it.
+    #[inline(always)]
+    fn send_in_burst(
+        &mut self,
+        txn: &mut Txn,
+        path: &CostedPath,
+        limit: u64,
+        flow: Flow,
+        now: SimTime,
+    ) -> TrainTlp {
         let seg = &txn.segments[0];
         let len = next_chunk(
             seg.bus_addr + txn.issue_offset,
@@ -280,7 +311,10 @@ impl Core {
         );
         let offset = seg.offset + txn.issue_offset;
         let start = txn.next_issue;
-        let who = self.booking_for(flow);
+        let who = Booking {
+            now: now.as_ps(),
+            flow,
+        };
         let crossing = traverse(
             &mut self.lanes,
             &path.forward,
@@ -290,20 +324,17 @@ impl Core {
             Some(&mut self.chip_stream),
             None,
         );
-        txn.requests.insert(InFlight {
-            at: crossing.arrival + SimDuration(path.arrive_ps),
-            segment: 0,
-            offset,
-            len: len as u32,
-            last: false,
-            copy: 0,
-            step: NONE,
-        });
         txn.next_issue = crossing.first_link_done.max(start);
         txn.issue_offset += len;
         if txn.issue_offset >= seg.len {
             txn.issue_segment += 1;
             txn.issue_offset = 0;
+        }
+        TrainTlp {
+            issued: start,
+            at: crossing.arrival + SimDuration(path.arrive_ps),
+            offset,
+            len: len as u32,
         }
     }
 
@@ -330,44 +361,11 @@ impl Core {
         let mut train = std::mem::take(&mut self.train);
         train.clear();
         let room = txn.window - txn.requests.len();
-        let (bus_addr, seg_len, seg_offset) = {
-            let seg = &txn.segments[0];
-            (seg.bus_addr, seg.len, seg.offset)
-        };
         loop {
-            let len = next_chunk(
-                bus_addr + txn.issue_offset,
-                seg_len - txn.issue_offset,
-                limit,
-            );
-            let start = txn.next_issue;
-            let who = Booking {
-                now: start.as_ps(),
-                flow,
-            };
-            let crossing = traverse(
-                &mut self.lanes,
-                &path.forward,
-                start,
-                len,
-                who,
-                Some(&mut self.chip_stream),
-                None,
-            );
-            train.push(TrainTlp {
-                issued: start,
-                at: crossing.arrival + SimDuration(path.arrive_ps),
-                offset: seg_offset + txn.issue_offset,
-                len: len as u32,
-            });
-            txn.next_issue = crossing.first_link_done.max(start);
-            txn.issue_offset += len;
-            if txn.issue_offset >= seg_len {
-                txn.issue_segment += 1;
-                txn.issue_offset = 0;
-                break;
-            }
-            if train.len() == room || !before_queued(txn.next_issue, queued) {
+            // Each leaves as the step loop would send it at its step: booked as of then.
+            let leaving = txn.next_issue;
+            train.push(self.send_in_burst(txn, path, limit, flow, leaving));
+            if txn.issued_all() || train.len() == room || !before_queued(txn.next_issue, queued) {
                 break;
             }
         }
@@ -390,15 +388,7 @@ impl Core {
             landed += 1;
         }
         for t in &train[landed..] {
-            txn.requests.insert(InFlight {
-                at: t.at,
-                segment: 0,
-                offset: t.offset,
-                len: t.len,
-                last: false,
-                copy: 0,
-                step: NONE,
-            });
+            txn.requests.insert(t.in_flight());
         }
         steps.leave_before(SimTime::NEVER, &train);
         self.counters.events += steps.counted;
