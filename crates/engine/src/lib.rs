@@ -50,7 +50,10 @@
 //!   no IOMMU, nothing recorded; for a write, no watch on its bytes) run those steps in bursts
 //!   (`core::burst`): the same steps in the same order before the next queued event, asking once
 //!   what the generic step asks at each (`Sim::set_bursts(false)` turns them off; a test
-//!   compares the two bit for bit). A read's buffer is filled as its requests are answered
+//!   compares the two bit for bit). Where at least 8 of a write burst's TLPs can leave one
+//!   after another before the next event and within its credits, they go as a train: each
+//!   sent in turn as alone, the steps between them taken at once (`Sim::set_trains(false)`
+//!   turns trains off; tests compare, with a train cut short by the next event). A read's buffer is filled as its requests are answered
 //!   (appended in order, never zeroed first); a write's TLPs that land in memory one after the other in a
 //!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
 //!   anything else can look, and their watchers are told as each lands. Each link direction
