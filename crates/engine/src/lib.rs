@@ -53,10 +53,11 @@
 //!   compares the two bit for bit). Where at least 8 of a write burst's TLPs can leave one
 //!   after another before the next event and within its credits, they go as a train: each
 //!   sent in turn as alone, the steps between them taken at once (`Sim::set_trains(false)`
-//!   turns trains off; tests compare, with a train cut short by the next event). A read's buffer is filled as its requests are answered
-//!   (appended in order, never zeroed first); a write's TLPs that land in memory one after the other in a
-//!   run of steps are copied from its buffer in one go (up to a page) when the run ends, before
-//!   anything else can look, and their watchers are told as each lands. Each link direction
+//!   turns trains off; tests compare, with a train cut short by the next event). A read's
+//!   buffer is filled as its requests are answered (appended in order, never zeroed first);
+//!   a write's TLPs that land in memory one after the other in a run of steps are copied
+//!   from its buffer in one go (up to a page) when the run ends, before anything else can
+//!   look, and their watchers are told as each lands. Each link direction
 //!   (`timing::Lane`, found by index from link and direction) keeps the intervals booked on it
 //!   that have not ended in a `Vec` with a head index, and the end and requester of the last
 //!   one beside it: the usual booking reads those two fields and appends (after dropping every

@@ -47,8 +47,8 @@
 //!   only where nothing else could happen meanwhile).
 //! - `memory`: `SparseMemory`, byte-exact memory of any size, backed only where written (4 KiB
 //!   pages — the OS's and an NVMe block's, so a block write backs its page with its own bytes
-//!   and zeroes nothing — in reused slots, found through a map; the page looked up last is remembered, so the
-//!   TLPs of a transfer into one page skip the map).
+//!   and zeroes nothing — in reused slots, found through a map; the page looked up last is
+//!   remembered, so the TLPs of a transfer into one page skip the map).
 //! - `waiting`: `note(what)`, how a future that waits for something outside the engine (a
 //!   doorbell `Notify`, a driver's free command tag) says so; the engine keeps the notes of each
 //!   task's last poll for its report of tasks that never finish.

@@ -205,15 +205,7 @@ impl Core {
             }
             stepped = true;
             while let Some(r) = txn.requests.pop_due(at) {
-                self.counters.tlp_arrivals += 1;
-                let len = u64::from(r.len);
-                self.land(
-                    txn,
-                    dest.host,
-                    dest.addr + (r.offset - dest.offset),
-                    r.offset,
-                    len,
-                );
+                self.land_write(txn, dest, r.offset, u64::from(r.len));
                 // A credit came back: the next TLP may go now.
                 txn.next_issue = txn.next_issue.max(at);
             }
@@ -288,20 +280,20 @@ impl Core {
     /// segment, no IOMMU, no recording).
     #[inline(always)]
     fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
-        let t = self.send_in_burst(txn, path, limit, flow, self.now);
+        let who = self.booking_for(flow);
+        let t = self.send_in_burst(txn, path, limit, who);
         txn.requests.insert(t.in_flight());
     }
 
-    /// Sends the next TLP of `txn` as [`Core::issue_in_burst`] does, its links booked as of
-    /// `now`, and moves the transaction's issue cursor past it; returns it.
+    /// Sends the next TLP of `txn` as [`Core::issue_in_burst`] does, its links booked for
+    /// `who`, and moves the transaction's issue cursor past it; returns it.
     #[inline(always)]
     fn send_in_burst(
         &mut self,
         txn: &mut Txn,
         path: &CostedPath,
         limit: u64,
-        flow: Flow,
-        now: SimTime,
+        who: Booking,
     ) -> TrainTlp {
         let seg = &txn.segments[0];
         let len = next_chunk(
@@ -311,10 +303,6 @@ impl Core {
         );
         let offset = seg.offset + txn.issue_offset;
         let start = txn.next_issue;
-        let who = Booking {
-            now: now.as_ps(),
-            flow,
-        };
         let crossing = traverse(
             &mut self.lanes,
             &path.forward,
@@ -363,8 +351,11 @@ impl Core {
         let room = txn.window - txn.requests.len();
         loop {
             // Each leaves as the step loop would send it at its step: booked as of then.
-            let leaving = txn.next_issue;
-            train.push(self.send_in_burst(txn, path, limit, flow, leaving));
+            let who = Booking {
+                now: txn.next_issue.as_ps(),
+                flow,
+            };
+            train.push(self.send_in_burst(txn, path, limit, who));
             if txn.issued_all() || train.len() == room || !before_queued(txn.next_issue, queued) {
                 break;
             }
@@ -379,12 +370,12 @@ impl Core {
         };
         while let Some(r) = txn.requests.pop_due(last) {
             steps.land_at(r.at, &train);
-            self.land_in_train(txn, dest, r.offset, u64::from(r.len));
+            self.land_write(txn, dest, r.offset, u64::from(r.len));
         }
         let mut landed = 0;
         for t in train.iter().take_while(|t| t.at <= last) {
             steps.land_at(t.at, &train);
-            self.land_in_train(txn, dest, t.offset, u64::from(t.len));
+            self.land_write(txn, dest, t.offset, u64::from(t.len));
             landed += 1;
         }
         for t in &train[landed..] {
@@ -399,9 +390,9 @@ impl Core {
         self.train = train;
     }
 
-    /// A train's TLP from `offset` of `txn`'s buffer, `len` bytes, landed at `dest`.
+    /// A burst's write TLP from `offset` of `txn`'s buffer, `len` bytes, landed at `dest`.
     #[inline(always)]
-    fn land_in_train(&mut self, txn: &Txn, dest: Destination, offset: u64, len: u64) {
+    fn land_write(&mut self, txn: &Txn, dest: Destination, offset: u64, len: u64) {
         self.counters.tlp_arrivals += 1;
         self.land(
             txn,
