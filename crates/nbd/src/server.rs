@@ -310,6 +310,7 @@ impl Replier {
             .name(format!("nbd-reply-{conn}"))
             .spawn(move || {
                 let _ended = marks;
+                give_way_to_emulation();
                 replies(stream, structured, &rx, &released)
             })?;
         Ok(Replier { tx, budget, ended })
@@ -457,7 +458,10 @@ fn accept_loop(listener: Accepting, export: Export, events: Sender<Event>) {
         next += 1;
         let spawned = thread::Builder::new()
             .name(format!("nbd-conn-{conn}"))
-            .spawn(move || connection(conn, stream, &export, &events));
+            .spawn(move || {
+                give_way_to_emulation();
+                connection(conn, stream, &export, &events)
+            });
         if spawned.is_err() {
             // Out of threads: this client is dropped; the server goes on.
             continue;
@@ -553,6 +557,37 @@ fn spin_for_data(stream: &Stream, spin: Duration) {
 /// without sleeping: a thread asleep is woken by the device's thread handing answers over
 /// and then waits for a CPU, as the reader does for requests ([`READ_SPIN`]).
 pub const WRITE_SPIN: Duration = Duration::from_micros(200);
+
+/// How much lower than the process's own the priority (nice value) of a connection's
+/// threads is: they look for work without sleeping ([`READ_SPIN`], [`WRITE_SPIN`]), and a
+/// thread that looks is runnable like one that works, so at equal priority the scheduler
+/// shares the CPUs out evenly between them and the emulation's thread, which does the
+/// work. Measured with fio (nbd engine, random 4 KiB reads at queue depth 32) against
+/// `serve nbd` on a 2-vCPU machine, the emulation's thread ran 66 % of the time and waited
+/// for a CPU 33 %, at 92–98k IOPS; with the connection's threads 10 lower, 111–114k IOPS
+/// (5 lower: 101–117k; 19: 104–112k), and the median at queue depth 1 unchanged. A lower
+/// priority still leaves them a tenth of a CPU against a busy thread, more than their work
+/// (system calls reading requests and writing answers) takes.
+pub const CONNECTION_NICENESS: i32 = 10;
+
+/// Lowers the calling thread's priority to [`CONNECTION_NICENESS`] below the process's
+/// main thread's (Linux keeps a nice value per thread, and a new thread starts with its
+/// creator's: a writing thread started by a reading thread is already there; 19 is the
+/// lowest). Failing to changes nothing but the speed.
+fn give_way_to_emulation() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpid, getpriority_process, setpriority_process};
+        let me = Some(rustix::thread::gettid());
+        if let (Ok(main), Ok(mine)) = (getpriority_process(Some(getpid())), getpriority_process(me))
+        {
+            let lowered = (main + CONNECTION_NICENESS).min(19);
+            if mine < lowered {
+                let _ = setpriority_process(me, lowered);
+            }
+        }
+    }
+}
 
 /// Serves one connection over a Unix socket the caller accepted or made (with
 /// `UnixStream::pair`): the handshake, then every request as an [`Event`] on `events`, until
@@ -727,6 +762,103 @@ mod tests {
             Some(Errno::Perm)
         );
         assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));
+    }
+
+    /// The nice value of thread `tid` of this process (field 19 of its `stat`, counted
+    /// after the command name, which may hold spaces and parentheses).
+    #[cfg(target_os = "linux")]
+    fn nice_of(tid: &str) -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        let after_name = &stat[stat.rfind(')')? + 1..];
+        after_name.split_whitespace().nth(16)?.parse().ok()
+    }
+
+    /// This process's threads whose name starts with `prefix`, by thread id.
+    #[cfg(target_os = "linux")]
+    fn threads_named(prefix: &str) -> Vec<String> {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+        tasks
+            .filter_map(|t| t.ok())
+            .map(|t| t.file_name().to_string_lossy().into_owned())
+            .filter(|tid| {
+                std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                    .is_ok_and(|name| name.starts_with(prefix))
+            })
+            .collect()
+    }
+
+    /// The nice value a connection's thread should have: the main thread's, lowered.
+    #[cfg(target_os = "linux")]
+    fn given_way() -> i32 {
+        let main = nice_of(&std::process::id().to_string()).unwrap();
+        (main + CONNECTION_NICENESS).min(19)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn giving_way_lowers_the_calling_threads_priority_alone() {
+        let ours = rustix::thread::gettid().as_raw_nonzero().to_string();
+        let before = nice_of(&ours).unwrap();
+        let want = given_way();
+        let theirs = thread::spawn(|| {
+            give_way_to_emulation();
+            nice_of(&rustix::thread::gettid().as_raw_nonzero().to_string())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(theirs, Some(want));
+        assert!(before >= 19 || want > before, "nothing was lowered");
+        assert_eq!(
+            nice_of(&ours),
+            Some(before),
+            "the caller's thread alone gives way"
+        );
+    }
+
+    /// A connection's threads (reading requests, writing answers) run below the emulation's
+    /// priority as soon as they start.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_connections_threads_give_way_to_the_emulation() {
+        let listener = Listener::tcp(0).unwrap();
+        let addr = listener.uri().trim_start_matches("nbd://").to_string();
+        let (tx, rx) = mpsc::channel();
+        let _guard = listener.serve(export(0), tx).unwrap();
+        let stream = TcpStream::connect(&addr).unwrap();
+        let client = crate::client::Client::connect(stream, "", false).unwrap();
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Event::Opened { .. })
+        ));
+        // A writing thread started from a thread that has not given way (the listener's
+        // is started by the connection's reading thread).
+        let (ours, _theirs) = UnixStream::pair().unwrap();
+        let replier = Replier::over_unix(ours, false).unwrap();
+        let want = given_way();
+        // Other tests' connections may be starting meanwhile: every one gives way at once.
+        // A thread is looked for by the name it gives itself once started (the kernel
+        // keeps 15 bytes of it; `u64::MAX` is the number of a connection a `Replier` is
+        // made for with `over_unix`).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (prefix, ours) in [
+            ("nbd-conn-", "nbd-conn-"),
+            ("nbd-reply-", "nbd-reply-18446"),
+        ] {
+            loop {
+                let threads = threads_named(prefix);
+                let nice: Vec<Option<i32>> = threads.iter().map(|t| nice_of(t)).collect();
+                if !threads_named(ours).is_empty() && nice.iter().flatten().all(|n| *n == want) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{prefix}* threads at {nice:?}, not {want}"
+                );
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+        replier.close();
+        client.disconnect().unwrap();
     }
 
     #[test]
