@@ -30,7 +30,9 @@
 //! the connection's reader, released by its writer once their replies are written); answers go
 //! through the connection's `Replier` to a writer thread of its own, which writes every batch
 //! waiting for it at once (reader and writer each look for their next work without sleeping
-//! for 200 µs, as a thread asleep waits for a CPU woken from sleep), so a client that reads slowly
+//! for 200 µs, as a thread asleep waits for a CPU woken from sleep, and run 10 below the
+//! process's priority, `CONNECTION_NICENESS`, so that looking takes only CPU time the
+//! device's thread does not want), so a client that reads slowly
 //! never stalls the device's thread (it only hands answers over: that thread does emulation
 //! only), and one that takes nothing for 10 s is disconnected; `close` has
 //! it write what was handed over and hang up, and `WriterEnded` tells when it has) and `client` (a

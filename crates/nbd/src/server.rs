@@ -764,6 +764,16 @@ mod tests {
         assert_eq!(ro.check(&req(Command::Read, 0, 512, 0)), Ok(()));
     }
 
+    /// A listener on a free loopback TCP port, serving: its address, its events and its
+    /// guard.
+    fn listening() -> (String, mpsc::Receiver<Event>, SocketGuard) {
+        let listener = Listener::tcp(0).unwrap();
+        let addr = listener.uri().trim_start_matches("nbd://").to_string();
+        let (tx, rx) = mpsc::channel();
+        let guard = listener.serve(export(0), tx).unwrap();
+        (addr, rx, guard)
+    }
+
     /// The nice value of thread `tid` of this process (field 19 of its `stat`, counted
     /// after the command name, which may hold spaces and parentheses).
     #[cfg(target_os = "linux")]
@@ -820,10 +830,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_connections_threads_give_way_to_the_emulation() {
-        let listener = Listener::tcp(0).unwrap();
-        let addr = listener.uri().trim_start_matches("nbd://").to_string();
-        let (tx, rx) = mpsc::channel();
-        let _guard = listener.serve(export(0), tx).unwrap();
+        let (addr, rx, _guard) = listening();
         let stream = TcpStream::connect(&addr).unwrap();
         let client = crate::client::Client::connect(stream, "", false).unwrap();
         assert!(matches!(
@@ -863,10 +870,7 @@ mod tests {
 
     #[test]
     fn each_connection_a_listener_accepts_gets_a_number_of_its_own() {
-        let listener = Listener::tcp(0).unwrap();
-        let addr = listener.uri().trim_start_matches("nbd://").to_string();
-        let (tx, rx) = mpsc::channel();
-        let _guard = listener.serve(export(0), tx).unwrap();
+        let (addr, rx, _guard) = listening();
         let connect = || {
             let stream = TcpStream::connect(&addr).unwrap();
             crate::client::Client::connect(stream, "", false).unwrap()
