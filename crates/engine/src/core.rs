@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 mod burst;
+mod posted;
 
 /// A scheduled event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,6 +42,9 @@ pub(crate) enum Event {
     },
     /// A link goes down or comes up.
     LinkState { link: u32, up: bool },
+    /// A posted write of one TLP that travels without a transaction lands (its slot in
+    /// [`Core::posted`]).
+    Posted(u32),
 }
 
 #[derive(Debug, Default)]
@@ -87,6 +91,10 @@ pub(crate) struct Core {
     spare_txns: Vec<Box<Txn>>,
     /// The segments of a spare transaction (shared, so parking one allocates nothing).
     empty_segments: Rc<[Segment]>,
+    /// Posted writes of one TLP on their way without a transaction (see [`posted`]).
+    posted: posted::PostedWrites,
+    /// Posted writes sent without a transaction so far.
+    pub posted_alone: u64,
     pub timers: Timers,
     pub watches: Watches,
     /// What the task being polled waits for (filled by the engine's futures, moved into the
@@ -207,6 +215,8 @@ impl Core {
             txn_serial: 0,
             spare_txns: Vec::new(),
             empty_segments: Rc::from(Vec::new()),
+            posted: posted::PostedWrites::default(),
+            posted_alone: 0,
             timers: Timers::default(),
             watches: Watches::default(),
             waits: Vec::new(),
@@ -1252,6 +1262,11 @@ impl Core {
         }
         self.copy_landed(txn);
         let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
+        self.deliver_bytes(txn.requester, target, data, r.step);
+    }
+
+    /// `requester`'s write TLP of `data` lands at `target` (`step`: the TLP's recorded step).
+    fn deliver_bytes(&mut self, requester: Requester, target: Target, data: &[u8], step: StepId) {
         match target {
             // A multicast write with no member left to receive it.
             Target::Multicast { .. } => {}
@@ -1275,7 +1290,7 @@ impl Core {
                 let n = data.len().min(4);
                 v[..n].copy_from_slice(&data[..n]);
                 let delivery = self.timing.cpu.interrupt_delivery;
-                let raiser = match txn.requester {
+                let raiser = match requester {
                     Requester::Cpu(h) => h.index(),
                     Requester::Device(e) => self.fabric.hosts().len() + e.index(),
                 };
@@ -1284,11 +1299,12 @@ impl Core {
                     None => self.now + delivery.typical,
                 };
                 let vector = u32::from_le_bytes(v);
+                let cause = step;
                 let mut step = NONE;
                 if self.recording() {
                     self.hop_scratch.clear();
                     let kind = Kind::InterruptDelivery { host, vector };
-                    step = self.record(kind, self.now, at, r.step, None);
+                    step = self.record(kind, self.now, at, cause, None);
                 }
                 self.schedule(
                     at,

@@ -181,6 +181,7 @@ impl Sim {
                 Event::Txn(id) => core.on_txn_event(id, at),
                 Event::Timer(key) => core.fire_timer(key),
                 Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
+                Event::Posted(slot) => core.land_posted(slot),
                 Event::Interrupt { host, vector, step } => {
                     core.set_context(step);
                     let line = core.irqs[host as usize].entry(vector).or_default();
@@ -330,7 +331,9 @@ impl Sim {
 
     /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place,
     /// and an access it starts take its first steps in place, when nothing else could happen
-    /// meanwhile (on by default; see `Sim::pass_in_place` and `Core::step_in_place`).
+    /// meanwhile (on by default; see `Sim::pass_in_place` and `Core::step_in_place`; a
+    /// posted write of one TLP is then sent at once, without a transaction: see
+    /// [`Sim::posted_alone`]).
     /// Off, every cost is a timer and every step an event: the results are the same, bit for
     /// bit, the run slower (for comparisons and tests).
     pub fn set_in_place(&self, on: bool) {
@@ -378,6 +381,12 @@ impl Sim {
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
     pub fn burst_steps(&self) -> u64 {
         self.inner.core.borrow().burst_steps
+    }
+
+    /// How many posted writes of one TLP so far were sent at once, without a transaction
+    /// (when their first step was the next event; see [`Sim::set_in_place`]).
+    pub fn posted_alone(&self) -> u64 {
+        self.inner.core.borrow().posted_alone
     }
 
     /// How many TLPs so far were sent in trains (see [`Sim::set_trains`]).
@@ -560,6 +569,12 @@ impl Sim {
         }
         // Whether its first step will be the run's next event (see `Core::step_in_place`).
         let in_place = self.next_in_place(&core, start);
+        if let (true, Some(data)) = (in_place, write) {
+            if core.post_in_place(requester, addr, data, start)? {
+                // Sent: a posted write's requester goes on at once.
+                return Ok(Access::Local(None));
+            }
+        }
         let (id, serial) = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
             None => core.start_read(requester, addr, len, start, (gate, label))?,

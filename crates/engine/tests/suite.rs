@@ -8,6 +8,7 @@ mod forwarding;
 mod in_place;
 mod iotlb;
 mod landing;
+mod posted;
 mod reads;
 mod record;
 mod route_cache;
