@@ -42,8 +42,8 @@ pub(crate) enum Event {
     },
     /// A link goes down or comes up.
     LinkState { link: u32, up: bool },
-    /// A posted write of one TLP that travels without a transaction lands (its slot in
-    /// [`Core::posted`]).
+    /// A posted write of one TLP that travels without a transaction leaves or lands (its
+    /// slot in [`Core::posted`]).
     Posted(u32),
 }
 
@@ -93,7 +93,10 @@ pub(crate) struct Core {
     empty_segments: Rc<[Segment]>,
     /// Posted writes of one TLP on their way without a transaction (see [`posted`]).
     posted: posted::PostedWrites,
-    /// Posted writes sent without a transaction so far.
+    /// Whether a posted write of one TLP to one target may go without a transaction (see
+    /// [`posted`]); off, every write is a transaction, to the same results.
+    pub posts_alone: bool,
+    /// Posted writes that went without a transaction so far.
     pub posted_alone: u64,
     pub timers: Timers,
     pub watches: Watches,
@@ -216,6 +219,7 @@ impl Core {
             spare_txns: Vec::new(),
             empty_segments: Rc::from(Vec::new()),
             posted: posted::PostedWrites::default(),
+            posts_alone: true,
             posted_alone: 0,
             timers: Timers::default(),
             watches: Watches::default(),

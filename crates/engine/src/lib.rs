@@ -87,12 +87,15 @@
 //!   futures. Likewise an access a task starts whose first step would be the next event
 //!   takes its steps at once (`Core::step_in_place`, as `Core::on_txn_event` takes them) and,
 //!   when it completes before anything else must happen, its requester goes on in the same
-//!   poll at the clock's new time instead of being woken there. A posted write of one TLP
-//!   to one target (a doorbell, a queue entry, an MSI) started so goes without a transaction
-//!   at all (`core::posted`): booked as its step would book it, its writer done, its landing
-//!   queued as the transaction's would be and delivered as a transaction's TLP is. The
-//!   results are the timers' and events', bit for bit (`Sim::set_in_place(false)` turns all
-//!   three off; tests compare).
+//!   poll at the clock's new time instead of being woken there. The results are the
+//!   timers' and events', bit for bit (`Sim::set_in_place(false)` turns both off; a test
+//!   compares the two).
+//! - A posted write of one TLP to one target (a doorbell, a queue entry, an MSI) goes without
+//!   a transaction (`core::posted`): sent at once when its first step would be the next
+//!   event, else at its queued leaving, booked as the transaction's step would book it, its
+//!   landing queued where the transaction's would be and delivered as a transaction's TLP
+//!   is (`Sim::set_posted_alone(false)` turns this off; a test compares, with writers that
+//!   stop waiting before their write leaves).
 //! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
 //!   slots the contract's tickets name (a sleep's ticket names its timer, an access that
 //!   travels as a transaction names the transaction: each holds nothing else); slots and the

@@ -8,8 +8,9 @@
 //! [`smartio_machine::Agent`], and [`crate::Agent`]'s own) is a ticket into this slab, but a
 //! sleep's and an access's that travels as a transaction: a sleep holds nothing but its
 //! timer, and its ticket names the timer itself ([`arm_sleep`]); such an access holds
-//! nothing but its transaction, and its ticket names the transaction ([`txn_ticket`]). So
-//! the most frequent waits skip the slab.
+//! nothing but its transaction, and its ticket names the transaction ([`txn_ticket`]), or
+//! the posted write it travels as ([`posted_ticket`]). So the most frequent waits skip the
+//! slab.
 //!
 //! What a dropped operation gives back is what today's hardware model needs: a timer, a
 //! watch or an interrupt wait's timer is disarmed; an access goes on by itself (its TLPs
@@ -351,7 +352,7 @@ pub(crate) struct Ops {
 
 /// The generation bits a ticket keeps of a slot's generation or a transaction's serial
 /// number: the top two bits of a ticket are [`SLEEP`]'s and [`TXN`]'s.
-const GEN_MASK: u32 = u32::MAX >> 2;
+pub(crate) const GEN_MASK: u32 = u32::MAX >> 2;
 
 /// The generation bits a sleep's ticket keeps of its timer's: all of them (timers'
 /// generations have 31 bits), beside [`SLEEP`].
@@ -375,8 +376,28 @@ pub(crate) fn txn_ticket(id: u32, serial: u32) -> Ticket {
 /// The transaction (id, serial number) an access's ticket names, if it is one.
 #[inline]
 pub(crate) fn txn_of(ticket: Ticket) -> Option<(u32, u32)> {
-    (ticket.0 & (SLEEP | TXN) == TXN)
+    (ticket.0 & (SLEEP | TXN | POSTED) == TXN)
         .then_some((ticket.0 as u32, (ticket.0 >> 32) as u32 & GEN_MASK))
+}
+
+/// Marks a ticket (with [`TXN`]) that names a posted write travelling without a
+/// transaction (see [`posted_ticket`]): the top bit of the id's half, which transaction ids
+/// never reach.
+const POSTED: u64 = 1 << 31;
+
+/// The ticket of a write that travels as the posted write in `slot` of generation `gen`
+/// (see `core::posted`): like a transaction's, all its writer holds is the write.
+pub(crate) fn posted_ticket((slot, gen): (u32, u32)) -> Ticket {
+    Ticket(TXN | POSTED | u64::from(gen & GEN_MASK) << 32 | u64::from(slot & !(1 << 31)))
+}
+
+/// The posted write (slot, generation) a ticket names, if it is one.
+#[inline]
+pub(crate) fn posted_of(ticket: Ticket) -> Option<(u32, u32)> {
+    (ticket.0 & (SLEEP | TXN | POSTED) == TXN | POSTED).then_some((
+        ticket.0 as u32 & !(1 << 31),
+        (ticket.0 >> 32) as u32 & GEN_MASK,
+    ))
 }
 
 /// Arms a sleep of `duration` for `requester` (see [`TimerOp::arm`]); its ticket names the
@@ -550,11 +571,21 @@ mod tests {
             let ticket = sleep_ticket(timer);
             assert_eq!(sleep_timer(ticket), Some(timer), "generation {gen:#x}");
             assert_eq!(txn_of(ticket), None);
+            assert_eq!(posted_of(ticket), None);
         }
         for serial in [0, 1, 1 << 29, GEN_MASK] {
             let ticket = txn_ticket(7, serial);
             assert_eq!(txn_of(ticket), Some((7, serial)), "serial {serial:#x}");
             assert_eq!(sleep_timer(ticket), None);
+            assert_eq!(posted_of(ticket), None);
+            let posted = posted_ticket((7, serial));
+            assert_eq!(
+                posted_of(posted),
+                Some((7, serial)),
+                "generation {serial:#x}"
+            );
+            assert_eq!(txn_of(posted), None, "a posted write is no transaction");
+            assert_eq!(sleep_timer(posted), None);
         }
         // A serial past 30 bits is kept as its low 30, as the poll compares it.
         assert_eq!(txn_of(txn_ticket(7, u32::MAX)), Some((7, GEN_MASK)));

@@ -181,7 +181,7 @@ impl Sim {
                 Event::Txn(id) => core.on_txn_event(id, at),
                 Event::Timer(key) => core.fire_timer(key),
                 Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
-                Event::Posted(slot) => core.land_posted(slot),
+                Event::Posted(slot) => core.on_posted(slot),
                 Event::Interrupt { host, vector, step } => {
                     core.set_context(step);
                     let line = core.irqs[host as usize].entry(vector).or_default();
@@ -332,8 +332,7 @@ impl Sim {
     /// Whether a cost a task spends ([`smartio_platform::Clock::spend`]) may pass in place,
     /// and an access it starts take its first steps in place, when nothing else could happen
     /// meanwhile (on by default; see `Sim::pass_in_place` and `Core::step_in_place`; a
-    /// posted write of one TLP is then sent at once, without a transaction: see
-    /// [`Sim::posted_alone`]).
+    /// posted write of one TLP is then sent at once: see [`Sim::set_posted_alone`]).
     /// Off, every cost is a timer and every step an event: the results are the same, bit for
     /// bit, the run slower (for comparisons and tests).
     pub fn set_in_place(&self, on: bool) {
@@ -383,8 +382,15 @@ impl Sim {
         self.inner.core.borrow().burst_steps
     }
 
-    /// How many posted writes of one TLP so far were sent at once, without a transaction
-    /// (when their first step was the next event; see [`Sim::set_in_place`]).
+    /// Whether a posted write of one TLP to one target may go without a transaction (on by
+    /// default; see `core::posted`). Off, every write is a transaction: the results are the
+    /// same, bit for bit, the run slower (for comparisons and tests).
+    pub fn set_posted_alone(&self, on: bool) {
+        self.inner.core.borrow_mut().posts_alone = on;
+    }
+
+    /// How many posted writes so far went without a transaction (see
+    /// [`Sim::set_posted_alone`]).
     pub fn posted_alone(&self) -> u64 {
         self.inner.core.borrow().posted_alone
     }
@@ -569,10 +575,15 @@ impl Sim {
         }
         // Whether its first step will be the run's next event (see `Core::step_in_place`).
         let in_place = self.next_in_place(&core, start);
-        if let (true, Some(data)) = (in_place, write) {
-            if core.post_in_place(requester, addr, data, start)? {
-                // Sent: a posted write's requester goes on at once.
-                return Ok(Access::Local(None));
+        if let Some(data) = write {
+            // One TLP to one target goes without a transaction (see `core::posted`).
+            if in_place {
+                if core.post_in_place(requester, addr, data, start)? {
+                    // Sent: a posted write's requester goes on at once.
+                    return Ok(Access::Local(None));
+                }
+            } else if let Some(slot) = core.post_queued(requester, addr, data, start)? {
+                return Ok(Access::Txn(crate::ops::posted_ticket(slot)));
             }
         }
         let (id, serial) = match write {
@@ -660,6 +671,9 @@ impl Sim {
         if let Some(txn) = crate::ops::txn_of(ticket) {
             return crate::ops::poll_txn(&mut core, txn, cx, buf);
         }
+        if let Some(slot) = crate::ops::posted_of(ticket) {
+            return core.poll_posted(slot, cx).map(Ok);
+        }
         self.inner
             .ops
             .borrow_mut()
@@ -707,6 +721,12 @@ impl Sim {
         if let Some(txn) = crate::ops::txn_of(ticket) {
             if let Ok(mut core) = self.inner.core.try_borrow_mut() {
                 crate::ops::cancel_txn(&mut core, txn);
+            }
+            return;
+        }
+        if let Some(slot) = crate::ops::posted_of(ticket) {
+            if let Ok(mut core) = self.inner.core.try_borrow_mut() {
+                core.cancel_posted(slot);
             }
             return;
         }

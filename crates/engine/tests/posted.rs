@@ -1,23 +1,27 @@
-//! A posted write of one TLP whose first step is the run's next event travels without a
-//! transaction: sent at once, its writer done, its landing queued where the transaction's
-//! would be. The run's results are the transactions', bit for bit, whatever it lands on — a
-//! device's BAR (a doorbell), memory a task watches (a completion queue entry), the
-//! interrupt controller (an MSI) — with other requesters' DMA under way around it.
+//! A posted write of one TLP to one target travels without a transaction: sent at once when
+//! its first step is the run's next event, else at its queued leaving, its landing queued
+//! where the transaction's would be. The run's results are the transactions', bit for bit,
+//! whatever it lands on — a device's BAR (a doorbell), memory a task watches (a completion
+//! queue entry), the interrupt controller (an MSI) — with other requesters' DMA under way
+//! around it, in place on or off, and when its writer stops waiting before it leaves (the
+//! loser of a race: the write still goes).
 
 use crate::common;
 
 use smartio_engine::{Calibration, Counters, LinkState};
 use smartio_fabric::HostId;
 use smartio_platform::{
-    BarHandler, BusAddr, Clock, CompleterError, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
+    race, BarHandler, BusAddr, Clock, CompleterError, MemoryWatch, PhysAddr, Port, SimDuration,
+    SimTime,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
 
 /// Where dev0 writes its 16-byte entries in host memory, one after another.
 const ENTRIES: u64 = 0x40_0000;
-/// Where dev1's DMA stream lands.
+/// Where dev1's DMA stream lands, and the lines it writes after each piece.
 const STREAM: u64 = 0x80_0000;
+const LINES: u64 = STREAM + 6 * 8192;
 const ROUNDS: u64 = 24;
 
 /// dev1's BAR: every write it takes, in order.
@@ -49,16 +53,23 @@ struct Outcome {
     entries: Vec<Vec<u8>>,
     end: SimTime,
     counters: Counters,
+    /// Steps run in write bursts (a write whose writer gave up lands as in one).
+    burst_steps: u64,
     links: Vec<LinkState>,
-    memory: Vec<u8>,
+    /// The entries and lines in memory, and a digest (FNV-1a) of the stream.
+    entries_memory: Vec<u8>,
+    lines: Vec<u8>,
+    stream_digest: u64,
 }
 
-/// A CPU rings dev1's doorbell between costs; dev0 writes an entry into host memory and then
-/// an MSI for each; a second CPU task waits for each entry (a memory watch) and each
-/// interrupt; dev1 streams DMA writes into memory meanwhile, so that some single writes start
-/// with nothing else due and some do not. Variation on: the chips' latencies are drawn.
-fn run(in_place: bool) -> (Outcome, u64) {
+/// A CPU rings dev1's doorbell between costs (some inside a race it loses); dev0 writes an
+/// entry into host memory and then an MSI for each; a second CPU task waits for each entry
+/// (a memory watch) and each interrupt; dev1 streams DMA writes into memory meanwhile and
+/// writes a line after each (inside a race it loses), so that some single writes start with
+/// nothing else due and some do not. Variation on: the chips' latencies are drawn.
+fn run(alone: bool, in_place: bool) -> (Outcome, u64) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+    sim.set_posted_alone(alone);
     sim.set_in_place(in_place);
     let (dev0, dev1) = {
         let f = sim.fabric();
@@ -78,9 +89,13 @@ fn run(in_place: bool) -> (Outcome, u64) {
             cpu.spend("work", SimDuration::from_ns(40 + 53 * (round % 5)))
                 .await;
             let tail = (round as u32).to_le_bytes();
-            cpu.write(bar.offset(8 * (round % 4)), &tail)
-                .await
-                .expect("doorbell");
+            let ring = cpu.write(bar.offset(8 * (round % 4)), &tail);
+            if round % 5 == 2 {
+                // Given up at once: the doorbell still rings.
+                race(ring, async {}).await;
+            } else {
+                ring.await.expect("doorbell");
+            }
             log.borrow_mut().push(("rang", round, cpu.now()));
         }
     });
@@ -125,46 +140,65 @@ fn run(in_place: bool) -> (Outcome, u64) {
                 .await
                 .expect("DMA stream");
             log.borrow_mut().push(("streamed", round, dev.now()));
+            let line = [round as u8 ^ 0xa5; 64];
+            race(dev.write(BusAddr(LINES + 64 * round), &line), async {}).await;
             dev.sleep(SimDuration::from_ns(700)).await;
         }
     });
+    sim.run();
+    // Then, with nothing else under way, a line and a doorbell given up on: nothing can come
+    // before they land (nor wake anyone), so each lands as soon as it leaves.
+    let (dev, cpu) = (sim.device(dev1), sim.cpu(HostId(0)));
+    sim.spawn(async move {
+        race(dev.write(BusAddr(LINES + 6 * 64), &[0x3c; 64]), async {}).await;
+        dev.sleep(SimDuration::from_ns(1_000)).await;
+        race(cpu.write(bar.offset(0x40), &[7; 4]), async {}).await;
+    });
     let summary = sim.run();
-    let mut memory = vec![0u8; (16 * ROUNDS) as usize];
-    sim.peek_memory(HostId(0), PhysAddr(ENTRIES), &mut memory);
-    let mut stream = vec![0u8; 6 * 8192];
+    let mut entries_memory = vec![0u8; (16 * ROUNDS) as usize];
+    sim.peek_memory(HostId(0), PhysAddr(ENTRIES), &mut entries_memory);
+    let mut stream = vec![0u8; 6 * 8192 + 7 * 64];
     sim.peek_memory(HostId(0), PhysAddr(STREAM), &mut stream);
-    memory.extend_from_slice(&stream);
+    let lines = stream.split_off(6 * 8192);
+    let stream_digest = stream.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     let outcome = Outcome {
         times: times.take(),
         doorbells: doorbells.0.take(),
         entries: entries.take(),
         end: summary.end,
         counters: summary.counters,
+        burst_steps: sim.burst_steps(),
         links: sim.link_states(),
-        memory,
+        entries_memory,
+        lines,
+        stream_digest,
     };
     (outcome, sim.posted_alone())
 }
 
 #[test]
 fn posted_writes_sent_without_a_transaction_land_as_transactions_do() {
-    let (stepped, none) = run(false);
-    let (alone, sent) = run(true);
-    assert_eq!(none, 0, "in place off: every write is a transaction");
-    assert!(
-        sent >= ROUNDS,
-        "many single writes went alone (doorbells, entries, MSIs): {sent}"
-    );
-    assert!(
-        sent < 3 * ROUNDS,
-        "some started with something else due, and went as transactions: {sent}"
-    );
+    let (stepped, none) = run(false, true);
+    let (alone, sent) = run(true, true);
+    let (queued, all) = run(true, false);
+    assert_eq!(none, 0, "off: every write is a transaction");
+    // 24 doorbells, 24 entries, 24 MSIs and 7 lines, and the last doorbell: each one TLP
+    // to one target.
+    assert_eq!(all, 3 * ROUNDS + 8, "each single write went alone");
+    assert_eq!(sent, all, "in place or queued");
     assert_eq!(
         stepped.times.len(),
         (4 * ROUNDS + 6) as usize,
         "every task finished"
     );
-    assert_eq!(stepped.doorbells.len(), ROUNDS as usize);
+    assert_eq!(stepped.doorbells.len(), ROUNDS as usize + 1);
+    assert_eq!(
+        stepped.doorbells[ROUNDS as usize],
+        (0x40, vec![7; 4]),
+        "the doorbell given up on with nothing else under way rang"
+    );
     assert_eq!(
         stepped.doorbells[5],
         (8, 5u32.to_le_bytes().to_vec()),
@@ -175,5 +209,16 @@ fn posted_writes_sent_without_a_transaction_land_as_transactions_do() {
         stepped.entries[3], want,
         "the CPU read the entry dev0 wrote"
     );
+    assert_eq!(
+        stepped.lines[..64],
+        [0xa5; 64],
+        "a line given up on still landed"
+    );
+    assert_eq!(
+        stepped.lines[6 * 64..],
+        [0x3c; 64],
+        "so did the one given up on with nothing else under way"
+    );
     assert_eq!(alone, stepped);
+    assert_eq!(queued, stepped);
 }
