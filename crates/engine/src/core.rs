@@ -499,7 +499,7 @@ impl Core {
         Some(result)
     }
 
-    /// A data buffer for the next transaction: the spare's that [`Core::insert_txn`] will
+    /// A data buffer for the next transaction: the spare's that [`Core::new_txn`] will
     /// take, emptied, so that its capacity is reused.
     fn spare_data(&mut self) -> Vec<u8> {
         self.spare_txns
@@ -715,7 +715,7 @@ impl Core {
         let mut buf = self.spare_data();
         buf.extend_from_slice(data);
         let data = buf;
-        Ok(self.insert_txn(
+        let (id, serial) = self.new_txn(
             TxnKind::Write,
             requester,
             segments,
@@ -723,7 +723,9 @@ impl Core {
             start,
             cause,
             label,
-        ))
+        );
+        self.reschedule(id);
+        Ok((id, serial))
     }
 
     /// Starts a non-posted read of `len` bytes (what it returns, `cause` and `label` as for a
@@ -740,7 +742,7 @@ impl Core {
         // Filled as the requests are answered (see `answer_read`), to `len` when taken.
         let mut data = self.spare_data();
         data.reserve(len as usize);
-        Ok(self.insert_txn(
+        let (id, serial) = self.new_txn(
             TxnKind::Read,
             requester,
             segments,
@@ -748,7 +750,9 @@ impl Core {
             start,
             cause,
             label,
-        ))
+        );
+        self.reschedule(id);
+        Ok((id, serial))
     }
 
     /// Resolves an access that lands in the requester's own host RAM without crossing a link
@@ -796,8 +800,12 @@ impl Core {
         local
     }
 
+    /// Makes a transaction of `kind` whose first step is due at `start`, in a slot of its own
+    /// (a spare's if one is parked); its id and serial number. Nothing is queued: the caller
+    /// queues its first step ([`Core::reschedule`]) or takes it at once.
     #[allow(clippy::too_many_arguments)]
-    fn insert_txn(
+    #[inline(always)]
+    fn new_txn(
         &mut self,
         kind: TxnKind,
         requester: Requester,
@@ -871,7 +879,6 @@ impl Core {
                 self.txns.len() as u32 - 1
             }
         };
-        self.reschedule(id);
         (id, serial)
     }
 

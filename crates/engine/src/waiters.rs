@@ -27,6 +27,19 @@ pub(crate) fn keep_waker(kept: &mut Option<Waker>, waker: &Waker) {
     }
 }
 
+/// A slot of `slots` to fill: the last one `free` lists (taken off it), or a new default
+/// one. Slabs of more than 2^32 live slots would need as many waiting futures or writes
+/// under way, far more memory than exists, so an index always fits.
+pub(crate) fn free_slot<T: Default>(slots: &mut Vec<T>, free: &mut Vec<u32>) -> u32 {
+    match free.pop() {
+        Some(id) => id,
+        None => {
+            slots.push(T::default());
+            u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
+        }
+    }
+}
+
 /// A timer's slot and generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct TimerKey {
@@ -56,14 +69,7 @@ impl Timers {
     /// A new timer due at `at` that ends recorded step `step` (the caller schedules its
     /// event).
     pub fn add(&mut self, at: SimTime, step: StepId) -> TimerKey {
-        let id = match self.free.pop() {
-            Some(id) => id,
-            None => {
-                self.slots.push(TimerSlot::default());
-                // A slab of more than 2^32 live timers would need 2^32 waiting futures.
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
+        let id = free_slot(&mut self.slots, &mut self.free);
         let slot = &mut self.slots[id as usize];
         slot.live = true;
         slot.fired = false;

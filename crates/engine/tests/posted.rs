@@ -222,3 +222,55 @@ fn posted_writes_sent_without_a_transaction_land_as_transactions_do() {
     assert_eq!(alone, stepped);
     assert_eq!(queued, stepped);
 }
+
+/// A posted write queued before recording starts and leaving after goes on as its
+/// transaction, so the recording holds its steps as they would be: a CPU's doorbell waited
+/// for, and a device's line given up on in a race that starts the recording.
+fn recorded(alone: bool) -> (Option<smartio_machine::Trace>, Vec<SimTime>, Counters, u64) {
+    let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+    sim.set_posted_alone(alone);
+    let (dev0, dev1) = {
+        let f = sim.fabric();
+        let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
+        (by("dev0"), by("dev1"))
+    };
+    sim.attach_bar_handler(dev1, Rc::new(Doorbells::default()));
+    let bar = sim.fabric().endpoint(dev1).bars[0].base;
+    let times: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+    let (cpu, log) = (sim.cpu(HostId(0)), times.clone());
+    sim.spawn(async move {
+        // Queued: the recording's start (below) is due before it leaves.
+        cpu.write(bar, &[1; 4]).await.expect("doorbell");
+        log.borrow_mut().push(cpu.now());
+        cpu.write(bar.offset(8), &[2; 4]).await.expect("doorbell");
+        log.borrow_mut().push(cpu.now());
+    });
+    let (starter, dev, recorder) = (sim.cpu(HostId(0)), sim.device(dev0), sim.clone());
+    sim.spawn(async move {
+        starter.sleep(SimDuration::from_ns(10)).await;
+        race(dev.write(BusAddr(LINES), &[9; 64]), async {
+            recorder.start_recording(Some(64));
+        })
+        .await;
+    });
+    let summary = sim.run();
+    let end = times.take();
+    (sim.take_trace(), end, summary.counters, sim.posted_alone())
+}
+
+#[test]
+fn a_posted_write_queued_before_recording_starts_is_recorded_as_its_transaction() {
+    let (stepped, stepped_times, stepped_counters, none) = recorded(false);
+    let (alone, alone_times, alone_counters, sent) = recorded(true);
+    assert_eq!(none, 0);
+    assert_eq!(sent, 2, "the first doorbell and the line were queued alone");
+    let trace = stepped.expect("a trace was kept");
+    assert!(
+        trace.events.iter().any(|e| e.name.contains("TLP")),
+        "the recording holds the writes' TLPs: {:?}",
+        trace.events
+    );
+    assert_eq!(alone_times, stepped_times);
+    assert_eq!(alone_counters, stepped_counters);
+    assert_eq!(alone, Some(trace));
+}

@@ -24,9 +24,9 @@
 
 use super::{before_queued, Core, Event};
 use crate::record::NONE;
-use crate::txn::{next_chunk, CostedPath};
+use crate::txn::{next_chunk, CostedPath, Segment, TxnKind};
 use crate::wait::Wait;
-use crate::waiters::keep_waker;
+use crate::waiters::{free_slot, keep_waker};
 use smartio_fabric::{Access, Requester, Target};
 use smartio_platform::{AccessError, BusAddr, SimDuration, SimTime};
 use std::rc::Rc;
@@ -40,11 +40,12 @@ struct PostedWrite {
     data: Vec<u8>,
 }
 
-/// How a posted write whose leaving is queued goes: its path, its address (to say what its
-/// writer waits for) and its writer's waker (none once the writer gave up waiting).
+/// How a posted write whose leaving is queued goes: its one segment as routed when it was
+/// started (as a transaction keeps it), its address (to say what its writer waits for) and
+/// its writer's waker (none once the writer gave up waiting).
 #[derive(Debug)]
 struct Leaving {
-    path: Rc<CostedPath>,
+    segments: Rc<[Segment]>,
     addr: BusAddr,
     waker: Option<Waker>,
 }
@@ -88,14 +89,7 @@ impl PostedWrites {
             target,
             data: bytes,
         });
-        let id = match self.free.pop() {
-            Some(id) => id,
-            None => {
-                self.slots.push(Slot::default());
-                // 2^31 writes under way at once would need far more memory than exists.
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
+        let id = free_slot(&mut self.slots, &mut self.free);
         let slot = &mut self.slots[id as usize];
         slot.write = write;
         slot.leaving = leaving;
@@ -130,9 +124,9 @@ impl PostedWrites {
 /// rule: one or two per queue pair and device).
 const SPARE_BUFFERS: usize = 64;
 
-/// A write that may go as a [`PostedWrite`]: its one segment's path and target.
+/// A write that may go as a [`PostedWrite`]: its one segment, and that segment's target.
 struct Alone {
-    path: Rc<CostedPath>,
+    segments: Rc<[Segment]>,
     target: Target,
 }
 
@@ -161,10 +155,8 @@ impl Core {
             && seg.translations.is_empty()
             && !matches!(seg.target, Target::Multicast { .. })
             && !seg.path.forward.is_empty();
-        Ok((one_tlp && unicast).then(|| Alone {
-            path: Rc::clone(&seg.path),
-            target: seg.target,
-        }))
+        let target = seg.target;
+        Ok((one_tlp && unicast).then_some(Alone { segments, target }))
     }
 
     /// Sends `data`, `requester`'s write to `addr` whose first step, due at `start`, is the
@@ -183,7 +175,7 @@ impl Core {
         };
         // The transaction's first step would be taken at once, in place: an event.
         self.pass_to(start);
-        let at = self.send_posted(requester, &alone.path, data.len() as u64);
+        let at = self.send_posted(requester, &alone.segments[0].path, data.len() as u64);
         let (id, _) = self.posted.hold(requester, alone.target, data, None);
         self.schedule(at, Event::Posted(id));
         self.posted_alone += 1;
@@ -204,7 +196,7 @@ impl Core {
             return Ok(None);
         };
         let leaving = Leaving {
-            path: alone.path,
+            segments: alone.segments,
             addr,
             waker: None,
         };
@@ -241,14 +233,19 @@ impl Core {
     /// Sends the posted write in slot `id` now, as the transaction's first step would: its
     /// writer, if it still waits, goes on; its landing is queued, unless nobody was woken
     /// and nothing is due before it — then the step loop would go on to it at once, and so
-    /// does this (counted as that loop, or its write burst, counts it).
+    /// does this (counted as that loop, or its write burst, counts it). While recording
+    /// (started since it was queued), it goes on as the transaction it stands for.
     #[inline(never)]
     fn leave_posted(&mut self, id: u32, leaving: Leaving) {
+        if self.recording() {
+            self.leave_as_transaction(id, leaving);
+            return;
+        }
         let Some(write) = self.posted.slots[id as usize].write.as_ref() else {
             return;
         };
         let (requester, target, len) = (write.requester, write.target, write.data.len());
-        let at = self.send_posted(requester, &leaving.path, len as u64);
+        let at = self.send_posted(requester, &leaving.segments[0].path, len as u64);
         let woke = leaving.waker.is_some();
         if let Some(w) = leaving.waker {
             w.wake();
@@ -270,6 +267,33 @@ impl Core {
             }
         }
         self.land_posted(id);
+    }
+
+    /// The posted write in slot `id`, whose leaving is due now, goes on as the transaction it
+    /// stands for, made now and stepped at once as its queued first step would be (so what
+    /// it does is recorded as the transaction's steps are). Its writer's ticket is done with
+    /// the slot: the transaction wakes the writer when its TLP has left, and, detached, is
+    /// freed once it has landed.
+    fn leave_as_transaction(&mut self, id: u32, leaving: Leaving) {
+        let Some(write) = self.posted.take(id) else {
+            return;
+        };
+        let now = self.now;
+        let (txn, _) = self.new_txn(
+            TxnKind::Write,
+            write.requester,
+            leaving.segments,
+            write.data,
+            now,
+            NONE,
+            None,
+        );
+        if let Some(t) = self.txn_mut(txn) {
+            t.waker = leaving.waker;
+            t.detached = true;
+            t.scheduled = Some(now);
+        }
+        self.on_txn_event(txn, now);
     }
 
     /// The posted write in slot `id` lands now: delivered as a transaction's TLP is.
