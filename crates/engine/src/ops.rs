@@ -34,7 +34,8 @@ const KEPT_LOCAL_BYTES: usize = 64 * 1024;
 /// How an access travels, once started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Access {
-    /// A transaction of TLPs, named by its ticket ([`txn_ticket`]).
+    /// A transaction of TLPs, named by its ticket ([`txn_ticket`]), or a posted write of one
+    /// TLP travelling without one ([`posted_ticket`]).
     Txn(Ticket),
     /// A CPU's access to its own RAM, done when the timer fires, or at once (`None`) when
     /// its time passed in place (a read's data is taken when it starts, into the buffer
