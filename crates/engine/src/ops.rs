@@ -381,22 +381,25 @@ pub(crate) fn txn_of(ticket: Ticket) -> Option<(u32, u32)> {
         .then_some((ticket.0 as u32, (ticket.0 >> 32) as u32 & GEN_MASK))
 }
 
-/// Marks a ticket (with [`TXN`]) that names a posted write travelling without a
-/// transaction (see [`posted_ticket`]): the top bit of the id's half, which transaction ids
-/// never reach.
-const POSTED: u64 = 1 << 31;
+/// The top bit of a ticket's id half, which neither transaction ids nor posted writes'
+/// slots reach: with [`TXN`], it marks a ticket that names a posted write travelling
+/// without a transaction (see [`posted_ticket`]).
+const POSTED_ID: u32 = 1 << 31;
+
+/// [`POSTED_ID`] in a ticket.
+const POSTED: u64 = POSTED_ID as u64;
 
 /// The ticket of a write that travels as the posted write in `slot` of generation `gen`
 /// (see `core::posted`): like a transaction's, all its writer holds is the write.
 pub(crate) fn posted_ticket((slot, gen): (u32, u32)) -> Ticket {
-    Ticket(TXN | POSTED | u64::from(gen & GEN_MASK) << 32 | u64::from(slot & !(1 << 31)))
+    Ticket(TXN | POSTED | u64::from(gen & GEN_MASK) << 32 | u64::from(slot & !POSTED_ID))
 }
 
 /// The posted write (slot, generation) a ticket names, if it is one.
 #[inline]
 pub(crate) fn posted_of(ticket: Ticket) -> Option<(u32, u32)> {
     (ticket.0 & (SLEEP | TXN | POSTED) == TXN | POSTED).then_some((
-        ticket.0 as u32 & !(1 << 31),
+        ticket.0 as u32 & !POSTED_ID,
         (ticket.0 >> 32) as u32 & GEN_MASK,
     ))
 }

@@ -115,7 +115,7 @@ fn train_worth_it(
 
 /// Where a burst's writes land: one contiguous range of one host's memory.
 #[derive(Debug, Clone, Copy)]
-struct Destination {
+pub(super) struct Destination {
     host: HostId,
     /// Where the transaction's first byte lands.
     addr: u64,
@@ -143,7 +143,13 @@ impl Core {
     /// [`Core::burst_segment`] onto bytes no memory watch covers.
     #[inline]
     fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
-        let seg = self.burst_segment(txn, TxnKind::Write)?;
+        self.unwatched_memory(self.burst_segment(txn, TxnKind::Write)?)
+    }
+
+    /// Where `seg`'s writes land if it is memory no watch covers (what a write burst also
+    /// asks of its segment).
+    #[inline]
+    pub(super) fn unwatched_memory(&self, seg: &Segment) -> Option<Destination> {
         let Target::Memory { host, addr } = seg.target else {
             return None;
         };

@@ -41,12 +41,11 @@ struct PostedWrite {
 }
 
 /// How a posted write whose leaving is queued goes: its one segment as routed when it was
-/// started (as a transaction keeps it), its address (to say what its writer waits for) and
-/// its writer's waker (none once the writer gave up waiting).
+/// started (as a transaction keeps it) and its writer's waker (none once the writer gave up
+/// waiting).
 #[derive(Debug)]
 struct Leaving {
     segments: Rc<[Segment]>,
-    addr: BusAddr,
     waker: Option<Waker>,
 }
 
@@ -124,24 +123,18 @@ impl PostedWrites {
 /// rule: one or two per queue pair and device).
 const SPARE_BUFFERS: usize = 64;
 
-/// A write that may go as a [`PostedWrite`]: its one segment, and that segment's target.
-struct Alone {
-    segments: Rc<[Segment]>,
-    target: Target,
-}
-
 impl Core {
     /// Whether `requester`'s write of `len` bytes to `addr` may go as a [`PostedWrite`] (one
     /// TLP to one target, unicast, through no IOMMU, posted writes alone allowed, nothing
-    /// recorded): its path and target if so. Routed as a transaction is, so an address that
-    /// routes nowhere fails the same way.
+    /// recorded): its segments (the one) if so. Routed as a transaction is, so an address
+    /// that routes nowhere fails the same way.
     #[inline(always)]
     fn alone(
         &mut self,
         requester: Requester,
         addr: BusAddr,
         len: u64,
-    ) -> Result<Option<Alone>, AccessError> {
+    ) -> Result<Option<Rc<[Segment]>>, AccessError> {
         let limit = self.write_limit(requester);
         if !self.posts_alone || len > limit || self.recording() {
             return Ok(None);
@@ -155,8 +148,7 @@ impl Core {
             && seg.translations.is_empty()
             && !matches!(seg.target, Target::Multicast { .. })
             && !seg.path.forward.is_empty();
-        let target = seg.target;
-        Ok((one_tlp && unicast).then_some(Alone { segments, target }))
+        Ok((one_tlp && unicast).then_some(segments))
     }
 
     /// Sends `data`, `requester`'s write to `addr` whose first step, due at `start`, is the
@@ -170,13 +162,13 @@ impl Core {
         data: &[u8],
         start: SimTime,
     ) -> Result<bool, AccessError> {
-        let Some(alone) = self.alone(requester, addr, data.len() as u64)? else {
+        let Some(segments) = self.alone(requester, addr, data.len() as u64)? else {
             return Ok(false);
         };
         // The transaction's first step would be taken at once, in place: an event.
         self.pass_to(start);
-        let at = self.send_posted(requester, &alone.segments[0].path, data.len() as u64);
-        let (id, _) = self.posted.hold(requester, alone.target, data, None);
+        let at = self.send_posted(requester, &segments[0].path, data.len() as u64);
+        let (id, _) = self.posted.hold(requester, segments[0].target, data, None);
         self.schedule(at, Event::Posted(id));
         self.posted_alone += 1;
         Ok(true)
@@ -192,17 +184,15 @@ impl Core {
         data: &[u8],
         start: SimTime,
     ) -> Result<Option<(u32, u32)>, AccessError> {
-        let Some(alone) = self.alone(requester, addr, data.len() as u64)? else {
+        let Some(segments) = self.alone(requester, addr, data.len() as u64)? else {
             return Ok(None);
         };
+        let target = segments[0].target;
         let leaving = Leaving {
-            segments: alone.segments,
-            addr,
+            segments,
             waker: None,
         };
-        let slot = self
-            .posted
-            .hold(requester, alone.target, data, Some(leaving));
+        let slot = self.posted.hold(requester, target, data, Some(leaving));
         self.schedule(start, Event::Posted(slot.0));
         self.posted_alone += 1;
         Ok(Some(slot))
@@ -244,7 +234,7 @@ impl Core {
         let Some(write) = self.posted.slots[id as usize].write.as_ref() else {
             return;
         };
-        let (requester, target, len) = (write.requester, write.target, write.data.len());
+        let (requester, len) = (write.requester, write.data.len());
         let at = self.send_posted(requester, &leaving.segments[0].path, len as u64);
         let woke = leaving.waker.is_some();
         if let Some(w) = leaving.waker {
@@ -257,14 +247,9 @@ impl Core {
         self.now = at;
         self.shared_now.set(at);
         self.counters.events += 1;
-        if self.bursts {
-            if let Target::Memory { host, addr } = target {
-                let end = addr.get().saturating_add(len as u64);
-                if self.watches.none_on(host, addr.get(), end) {
-                    // A write burst's step.
-                    self.burst_steps += 1;
-                }
-            }
+        if self.bursts && self.unwatched_memory(&leaving.segments[0]).is_some() {
+            // A write burst's step.
+            self.burst_steps += 1;
         }
         self.land_posted(id);
     }
@@ -320,12 +305,12 @@ impl Core {
             return Poll::Ready(());
         };
         let requester = write.requester;
-        let len = write.data.len() as u64;
         keep_waker(&mut leaving.waker, cx.waker());
+        let seg = &leaving.segments[0];
         let wait = Wait::Access {
             requester,
-            addr: leaving.addr,
-            len,
+            addr: BusAddr(seg.bus_addr),
+            len: seg.len,
             write: true,
         };
         self.waits.push(wait);
