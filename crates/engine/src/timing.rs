@@ -988,6 +988,48 @@ mod tests {
         assert_eq!(long.len(), 1);
     }
 
+    /// The booking rule applied to every interval ever booked, none dropped: what
+    /// [`Timeline::book`] must answer however it keeps its intervals.
+    fn book_by_rule(all: &mut Vec<Slot>, who: Booking, head: u64, ser: u64) -> u64 {
+        let after_earlier = all
+            .iter()
+            .filter(|s| s.flow == who.flow || s.arrival <= head)
+            .map(|s| s.end)
+            .max()
+            .unwrap_or(0);
+        let mut begin = head.max(after_earlier);
+        all.sort_by_key(|s| s.begin);
+        for s in all.iter() {
+            if s.end <= begin {
+                continue;
+            }
+            if s.begin >= begin + ser {
+                break;
+            }
+            begin = s.end;
+        }
+        all.push(Slot::booked(who, head, begin, ser));
+        begin
+    }
+
+    proptest::proptest! {
+        /// Bookings of a few flows, some back to back, some arriving early into gaps: the
+        /// timeline (which answers most from its last interval and drops ended ones lazily)
+        /// answers each as the rule does on all of them.
+        #[test]
+        fn bookings_follow_the_rule_whatever_has_been_dropped(
+            steps in proptest::collection::vec((0u64..40, 0u32..3, 0u64..120, 1u64..40), 1..200)
+        ) {
+            let (mut t, mut all, mut now) = (Timeline::default(), Vec::new(), 0);
+            for (advance, flow, ahead, ser) in steps {
+                now += advance;
+                let who = at(now, flow);
+                let head = now + ahead;
+                proptest::prop_assert_eq!(t.book(who, head, ser), book_by_rule(&mut all, who, head, ser));
+            }
+        }
+    }
+
     /// A cable after a board link at the same rate serializes a TLP in the same time (the
     /// crossing then skips recomputing it); another rate or per-TLP overhead does not.
     #[test]
