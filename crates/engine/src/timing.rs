@@ -561,28 +561,28 @@ fn run_hops(
     chips: &mut impl ChipDraw,
     log: &mut impl HopLog,
 ) -> (u64, u64) {
-    let hops = &path[from..];
-    let Some((last, through)) = hops.split_last() else {
+    let Some((mut hop, rest)) = path[from..].split_first() else {
         return (head, head);
     };
-    let mut first = None;
-    for (i, hop) in through.iter().enumerate() {
-        let begin = links[hop.lane as usize].send(who, head, ser, payload);
-        first.get_or_insert(begin);
+    let first = links[hop.lane as usize].send(who, head, ser, payload);
+    let mut begin = first;
+    for next in rest {
+        // Through `hop`'s far node (a chip) onto the next link.
         let next_ser = if hop.same_rate_next {
             ser
         } else {
-            hops[i + 1].timing.serialization_ps(payload)
+            next.timing.serialization_ps(payload)
         };
         let node = chips.latency(hop);
         let mismatch = ser.saturating_sub(next_ser);
         log.hop(begin, || hop.record(head, begin, ser, node, mismatch));
         head = begin + hop.timing.prop_ps + node + mismatch;
         ser = next_ser;
+        begin = links[next.lane as usize].send(who, head, ser, payload);
+        hop = next;
     }
-    let begin = links[last.lane as usize].send(who, head, ser, payload);
-    log.hop(begin, || last.record(head, begin, ser, 0, 0));
-    (begin + ser + last.timing.prop_ps, first.unwrap_or(begin))
+    log.hop(begin, || hop.record(head, begin, ser, 0, 0));
+    (begin + ser + hop.timing.prop_ps, first)
 }
 
 /// The intervals booked on one direction of a link, in time order, that have not ended.
