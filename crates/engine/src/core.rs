@@ -26,6 +26,9 @@ use std::task::Waker;
 
 mod burst;
 mod posted;
+mod single_read;
+
+pub(crate) use single_read::ReadInPlace;
 
 /// A scheduled event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,6 +101,12 @@ pub(crate) struct Core {
     pub posts_alone: bool,
     /// Posted writes that went without a transaction so far.
     pub posted_alone: u64,
+    /// Whether a read of one request and one completion may run in place without a
+    /// transaction (see [`single_read`]); off, every read is a transaction, to the same
+    /// results.
+    pub reads_alone: bool,
+    /// Reads that ran in place without a transaction so far.
+    pub reads_in_place: u64,
     pub timers: Timers,
     pub watches: Watches,
     /// What the task being polled waits for (filled by the engine's futures, moved into the
@@ -221,6 +230,8 @@ impl Core {
             posted: posted::PostedWrites::default(),
             posts_alone: true,
             posted_alone: 0,
+            reads_alone: true,
+            reads_in_place: 0,
             timers: Timers::default(),
             watches: Watches::default(),
             waits: Vec::new(),

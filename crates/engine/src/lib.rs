@@ -96,6 +96,13 @@
 //!   landing queued where the transaction's would be and delivered as a transaction's TLP
 //!   is (`Sim::set_posted_alone(false)` turns this off; a test compares, with writers that
 //!   stop waiting before their write leaves).
+//! - A read of one request answered by one completion from memory (a queue entry a device
+//!   fetches) whose first step would be the next event runs in place without a transaction
+//!   (`core::single_read`) while nothing queued comes before its steps: the same tag, the
+//!   same two crossings, the memory read at the request's arrival, its bytes handed over as
+//!   a local read's; from a step something queued comes before, it goes on as the
+//!   transaction it stands for (`Sim::set_reads_alone(false)` turns this off; a test
+//!   compares, with its reader's own large reads holding the tags and DMA under way).
 //! - `ops`: what agents have under way (accesses, watches, interrupt waits) in a slab whose
 //!   slots the contract's tickets name (a sleep's ticket names its timer, an access that
 //!   travels as a transaction names the transaction: each holds nothing else); slots and the

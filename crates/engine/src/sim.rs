@@ -7,7 +7,7 @@
 //! spawned and what it waits for.
 
 use crate::calibration::Calibration;
-use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent};
+use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent, ReadInPlace};
 use crate::executor::Executor;
 use crate::ops::{Access, AccessOp, Begun, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
@@ -389,6 +389,20 @@ impl Sim {
         self.inner.core.borrow_mut().posts_alone = on;
     }
 
+    /// Whether a read of one request answered by one completion may run in place without a
+    /// transaction (on by default; see `core::single_read`). Off, every read is a
+    /// transaction: the results are the same, bit for bit, the run slower (for comparisons
+    /// and tests).
+    pub fn set_reads_alone(&self, on: bool) {
+        self.inner.core.borrow_mut().reads_alone = on;
+    }
+
+    /// How many reads so far ran in place without a transaction (see
+    /// [`Sim::set_reads_alone`]).
+    pub fn reads_in_place(&self) -> u64 {
+        self.inner.core.borrow().reads_in_place
+    }
+
     /// How many posted writes so far went without a transaction (see
     /// [`Sim::set_posted_alone`]).
     pub fn posted_alone(&self) -> u64 {
@@ -588,6 +602,15 @@ impl Sim {
         }
         let (id, serial) = match write {
             Some(data) => core.start_write(requester, addr, data, start, (gate, label))?,
+            // One request answered by one completion runs in place without a transaction
+            // (see `core::single_read`).
+            None if in_place => match core.read_in_place(requester, addr, len, start, local)? {
+                ReadInPlace::Done => return Ok(Access::Local(None)),
+                ReadInPlace::Txn(id, serial) => {
+                    return Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
+                }
+                ReadInPlace::No => core.start_read(requester, addr, len, start, (gate, label))?,
+            },
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };
         if in_place {

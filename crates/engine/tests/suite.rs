@@ -12,4 +12,5 @@ mod posted;
 mod reads;
 mod record;
 mod route_cache;
+mod single_read;
 mod timing;
