@@ -69,15 +69,7 @@ impl Core {
         let queued = self.peek_time();
         if !before_queued(request_at, queued) {
             let (id, serial) = self.read_as_transaction(requester, segments, next_issue);
-            let request = InFlight {
-                at: request_at,
-                segment: 0,
-                offset: 0,
-                len: len as u32,
-                last: false,
-                copy: 0,
-                step: NONE,
-            };
+            let request = on_its_way(request_at, len, false);
             self.go_on_as_transaction(id, |t| t.requests.insert(request), request_at);
             return Ok(ReadInPlace::Txn(id, serial));
         }
@@ -91,15 +83,7 @@ impl Core {
         let completion_at = crossing.arrival + SimDuration(path.return_ps);
         if !before_queued(completion_at, queued) {
             let (id, serial) = self.read_as_transaction(requester, segments, next_issue);
-            let completion = InFlight {
-                at: completion_at,
-                segment: 0,
-                offset: 0,
-                len: len as u32,
-                last: true,
-                copy: 0,
-                step: NONE,
-            };
+            let completion = on_its_way(completion_at, len, true);
             let data = out.split_off(mark);
             self.go_on_as_transaction(
                 id,
@@ -194,5 +178,19 @@ impl Core {
             t.scheduled = Some(at);
         }
         self.schedule(at, Event::Txn(id));
+    }
+}
+
+/// The read's request (or, `last`, its completion) of `len` bytes on its way, arriving at
+/// `at`, as its transaction keeps it (its one segment, nothing recorded).
+fn on_its_way(at: SimTime, len: u64, last: bool) -> InFlight {
+    InFlight {
+        at,
+        segment: 0,
+        offset: 0,
+        len: len as u32,
+        last,
+        copy: 0,
+        step: NONE,
     }
 }
