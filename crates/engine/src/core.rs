@@ -747,9 +747,21 @@ impl Core {
         addr: BusAddr,
         len: u64,
         start: SimTime,
-        (cause, label): (StepId, Option<&'static str>),
+        step: (StepId, Option<&'static str>),
     ) -> Result<(u32, u32), AccessError> {
         let segments = self.segments(requester, addr, len, Access::Read)?;
+        Ok(self.start_read_routed(requester, segments, len, start, step))
+    }
+
+    /// [`Core::start_read`] of the access `segments` are the route of.
+    pub fn start_read_routed(
+        &mut self,
+        requester: Requester,
+        segments: Rc<[Segment]>,
+        len: u64,
+        start: SimTime,
+        (cause, label): (StepId, Option<&'static str>),
+    ) -> (u32, u32) {
         // Filled as the requests are answered (see `answer_read`), to `len` when taken.
         let mut data = self.spare_data();
         data.reserve(len as usize);
@@ -763,7 +775,7 @@ impl Core {
             label,
         );
         self.reschedule(id);
-        Ok((id, serial))
+        (id, serial)
     }
 
     /// Resolves an access that lands in the requester's own host RAM without crossing a link
@@ -938,9 +950,7 @@ impl Core {
             {
                 continue;
             }
-            self.now = next;
-            self.shared_now.set(next);
-            self.counters.events += 1;
+            self.step_to(next);
         }
         self.copy_landed(&txn);
         self.txns[id as usize] = Some(txn);
@@ -949,10 +959,17 @@ impl Core {
     /// Moves the clock to `at` in place of the next event, which would have been due then
     /// (a timer, an access's first step), counting it as the run counts its events.
     pub fn pass_to(&mut self, at: SimTime) {
+        self.step_to(at);
+        self.passed_in_place += 1;
+    }
+
+    /// Moves the clock to `at`, a step taken without the queue, counted as the run counts
+    /// the events it takes from it.
+    #[inline(always)]
+    fn step_to(&mut self, at: SimTime) {
         self.now = at;
         self.shared_now.set(at);
         self.counters.events += 1;
-        self.passed_in_place += 1;
     }
 
     /// Runs the first steps of transaction `id`, just started by a task being polled, now:

@@ -609,7 +609,9 @@ impl Sim {
                 ReadInPlace::Txn(id, serial) => {
                     return Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
                 }
-                ReadInPlace::No => core.start_read(requester, addr, len, start, (gate, label))?,
+                ReadInPlace::No(segments) => {
+                    core.start_read_routed(requester, segments, len, start, (gate, label))
+                }
             },
             None => core.start_read(requester, addr, len, start, (gate, label))?,
         };

@@ -171,9 +171,7 @@ impl Core {
         if !before_queued(at, queued) {
             return false;
         }
-        self.now = at;
-        self.shared_now.set(at);
-        self.counters.events += 1;
+        self.step_to(at);
         self.burst_steps += 1;
         true
     }

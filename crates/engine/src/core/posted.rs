@@ -244,9 +244,7 @@ impl Core {
             self.schedule(at, Event::Posted(id));
             return;
         }
-        self.now = at;
-        self.shared_now.set(at);
-        self.counters.events += 1;
+        self.step_to(at);
         if self.bursts && self.unwatched_memory(&leaving.segments[0]).is_some() {
             // A write burst's step.
             self.burst_steps += 1;

@@ -33,8 +33,8 @@ pub enum ReadInPlace {
     /// It goes on as the transaction with this id and serial number (queued at its next
     /// step).
     Txn(u32, u32),
-    /// Not a read it takes: start it as a transaction.
-    No,
+    /// Not a read it takes: start it as a transaction, of these segments (its route).
+    No(Rc<[Segment]>),
 }
 
 impl Core {
@@ -55,7 +55,7 @@ impl Core {
     ) -> Result<ReadInPlace, smartio_platform::AccessError> {
         let segments = self.segments(requester, addr, len, smartio_fabric::Access::Read)?;
         let Some((host, pa)) = self.single_read(requester, &segments) else {
-            return Ok(ReadInPlace::No);
+            return Ok(ReadInPlace::No(segments));
         };
         let path = Rc::clone(&segments[0].path);
         // Its first step (`step_in_place`): the request takes a tag and leaves (`issue`).
@@ -139,9 +139,7 @@ impl Core {
     /// when bursts are on (see [`super::burst`]).
     #[inline(always)]
     fn step_in_burst(&mut self, at: SimTime) {
-        self.now = at;
-        self.shared_now.set(at);
-        self.counters.events += 1;
+        self.step_to(at);
         if self.bursts {
             self.burst_steps += 1;
         }
