@@ -433,6 +433,41 @@ pub(crate) fn traverse(
     }
 }
 
+/// [`traverse`] for a TLP whose serialization on the path's first link, `ser`, the caller
+/// has (a train's TLPs are of one size), chip latencies drawn from `chips`, not recorded.
+#[inline(always)]
+pub(crate) fn traverse_serialized(
+    links: &mut [Lane],
+    path: &[HopCost],
+    start: SimTime,
+    payload: u64,
+    ser: u64,
+    who: Booking,
+    chips: &mut Stream,
+) -> Crossing {
+    if path.is_empty() {
+        return Crossing {
+            arrival: start,
+            first_link_done: start,
+        };
+    }
+    let (arrival, first_begin) = run_hops(
+        links,
+        path,
+        0,
+        start.as_ps(),
+        ser,
+        payload,
+        who,
+        chips,
+        &mut (),
+    );
+    Crossing {
+        arrival: SimTime(arrival),
+        first_link_done: SimTime(first_begin + ser),
+    }
+}
+
 /// Sends one TLP along several paths that share prefixes (a multicast write replicated by
 /// the switches): a shared link carries the TLP once, and each path continues from the time
 /// the head reached the point where it branches off. Returns each path's arrival time.

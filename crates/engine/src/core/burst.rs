@@ -15,7 +15,7 @@
 
 use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
-use crate::timing::{traverse, Booking, Flow};
+use crate::timing::{traverse_serialized, Booking, Flow, HopCost};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
@@ -44,6 +44,27 @@ impl TrainTlp {
             copy: 0,
             step: NONE,
         }
+    }
+}
+
+/// A TLP's serialization on the first link of a burst's path, kept for the last length asked
+/// (a train's TLPs are of one size but for the last): asked per TLP, computed per size.
+#[derive(Default)]
+struct FirstLink {
+    /// The payload length and its serialization last computed (`len` 0: none yet).
+    len: u64,
+    ser: u64,
+}
+
+impl FirstLink {
+    /// The serialization of `len` payload bytes on `path`'s first link (0 for an empty path).
+    #[inline(always)]
+    fn serialization(&mut self, path: &[HopCost], len: u64) -> u64 {
+        if len != self.len {
+            self.len = len;
+            self.ser = path.first().map_or(0, |h| h.timing.serialization_ps(len));
+        }
+        self.ser
     }
 }
 
@@ -285,7 +306,7 @@ impl Core {
     #[inline(always)]
     fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
         let who = self.booking_for(flow);
-        let t = self.send_in_burst(txn, path, limit, who);
+        let t = self.send_in_burst(txn, path, limit, who, &mut FirstLink::default());
         txn.requests.insert(t.in_flight());
     }
 
@@ -298,6 +319,7 @@ impl Core {
         path: &CostedPath,
         limit: u64,
         who: Booking,
+        first: &mut FirstLink,
     ) -> TrainTlp {
         let seg = &txn.segments[0];
         let len = next_chunk(
@@ -307,14 +329,15 @@ impl Core {
         );
         let offset = seg.offset + txn.issue_offset;
         let start = txn.next_issue;
-        let crossing = traverse(
+        let ser = first.serialization(&path.forward, len);
+        let crossing = traverse_serialized(
             &mut self.lanes,
             &path.forward,
             start,
             len,
+            ser,
             who,
-            Some(&mut self.chip_stream),
-            None,
+            &mut self.chip_stream,
         );
         txn.next_issue = crossing.first_link_done.max(start);
         txn.issue_offset += len;
@@ -353,13 +376,14 @@ impl Core {
         let mut train = std::mem::take(&mut self.train);
         train.clear();
         let room = txn.window - txn.requests.len();
+        let mut first = FirstLink::default();
         loop {
             // Each leaves as the step loop would send it at its step: booked as of then.
             let who = Booking {
                 now: txn.next_issue.as_ps(),
                 flow,
             };
-            train.push(self.send_in_burst(txn, path, limit, who));
+            train.push(self.send_in_burst(txn, path, limit, who, &mut first));
             if txn.issued_all() || train.len() == room || !before_queued(txn.next_issue, queued) {
                 break;
             }
