@@ -227,7 +227,8 @@
 //! Because a whole path is costed when a TLP is issued, links are booked in issue order, not in
 //! the order TLPs reach them: a TLP issued first on a long path may hold a link later than one
 //! issued afterwards on a short path. Each link direction therefore keeps the intervals booked on
-//! it (`timing::Timeline`, at most the TLPs in flight), and a TLP takes the first gap from its
+//! it (`timing::Timeline`: the TLPs in flight, and ended ones until enough are kept to drop them
+//! in one go — at most twice the most in flight, or 64), and a TLP takes the first gap from its
 //! arrival that fits, behind every TLP that reached the link before it (the port is a FIFO in
 //! arrival order; PCIe lets no request pass an earlier posted write) and behind the same
 //! requester's earlier TLPs. With a single `busy_until` per direction, a 64-byte command fetch
