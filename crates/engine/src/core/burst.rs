@@ -48,7 +48,8 @@ impl TrainTlp {
 }
 
 /// A TLP's serialization on the first link of a burst's path, kept for the last length asked
-/// (a train's TLPs are of one size but for the last): asked per TLP, computed per size.
+/// (a train's TLPs are of one size but for the first and last): asked per TLP, computed per
+/// size.
 #[derive(Default)]
 struct FirstLink {
     /// The payload length and its serialization last computed (`len` 0: none yet).
