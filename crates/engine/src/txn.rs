@@ -189,17 +189,15 @@ impl Txn {
     }
 
     /// The next time it has something to do, if any.
+    #[inline]
     pub fn next_time(&self) -> Option<SimTime> {
-        let earliest = |a: Option<SimTime>, b: Option<SimTime>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, None) | (None, x) => x,
-        };
-        let arriving = earliest(self.requests.next_at(), self.completions.next_at());
-        if self.can_issue() {
-            earliest(arriving, Some(self.next_issue))
+        let arriving = self.requests.next().min(self.completions.next());
+        let next = if self.can_issue() {
+            arriving.min(self.next_issue)
         } else {
             arriving
-        }
+        };
+        (next != SimTime::NEVER).then_some(next)
     }
 }
 
@@ -209,12 +207,23 @@ impl Txn {
 /// have arrived and are dropped once all have (so `items` is empty when none is on its
 /// way), or on an append once they are most of `items` (a long stream's queue may never
 /// empty), so taking the first is an index step and the usual insert an append.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Flights {
     items: Vec<InFlight>,
     head: usize,
-    /// When the first arrives (`items[head].at`), kept apart: it is asked at every step.
-    next_at: Option<SimTime>,
+    /// When the first arrives (`items[head].at`; [`SimTime::NEVER`] when none is on its
+    /// way), kept apart: it is asked at every step.
+    next: SimTime,
+}
+
+impl Default for Flights {
+    fn default() -> Flights {
+        Flights {
+            items: Vec::new(),
+            head: 0,
+            next: SimTime::NEVER,
+        }
+    }
 }
 
 impl Flights {
@@ -227,15 +236,23 @@ impl Flights {
     /// When the first arrives.
     #[inline]
     pub fn next_at(&self) -> Option<SimTime> {
-        self.next_at
+        (self.next != SimTime::NEVER).then_some(self.next)
+    }
+
+    /// When the first arrives, [`SimTime::NEVER`] when none is on its way (a TLP arriving
+    /// then would never be taken anyway).
+    #[inline]
+    pub fn next(&self) -> SimTime {
+        self.next
     }
 
     /// Takes the first to arrive if it has arrived by `now`.
     #[inline]
     pub fn pop_due(&mut self, now: SimTime) -> Option<InFlight> {
-        match self.next_at {
-            Some(at) if at <= now => self.pop_front(),
-            _ => None,
+        if self.next <= now {
+            self.pop_front()
+        } else {
+            None
         }
     }
 
@@ -247,9 +264,9 @@ impl Flights {
         if self.head == self.items.len() {
             self.items.clear();
             self.head = 0;
-            self.next_at = None;
+            self.next = SimTime::NEVER;
         } else {
-            self.next_at = self.items.get(self.head).map(|t| t.at);
+            self.next = self.items[self.head].at;
         }
         Some(first)
     }
@@ -270,7 +287,7 @@ impl Flights {
     pub fn clear(&mut self) {
         self.items.clear();
         self.head = 0;
-        self.next_at = None;
+        self.next = SimTime::NEVER;
     }
 
     /// Inserts keeping arrival order (nearly always an append).
@@ -287,7 +304,7 @@ impl Flights {
                 self.items.push(item)
             }
             None => {
-                self.next_at = Some(item.at);
+                self.next = item.at;
                 self.items.push(item)
             }
         }
@@ -301,7 +318,7 @@ impl Flights {
             .rposition(|q| q.at <= item.at)
             .map_or(self.head, |p| self.head + p + 1);
         self.items.insert(pos, item);
-        self.next_at = self.items.get(self.head).map(|t| t.at);
+        self.next = self.items[self.head].at;
     }
 
     /// The arrival times, in order (for tests).

@@ -220,12 +220,14 @@ impl Core {
         loop {
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
             let may_issue = issuing && txn.requests.len() < window;
-            let at = match (txn.requests.next_at(), may_issue) {
-                (Some(a), true) => a.min(txn.next_issue),
-                (Some(a), false) => a,
-                (None, true) => txn.next_issue,
-                (None, false) => break,
+            let at = if may_issue {
+                txn.requests.next().min(txn.next_issue)
+            } else {
+                txn.requests.next()
             };
+            if at == SimTime::NEVER {
+                break;
+            }
             if !self.burst_step_to(at, queued) {
                 break;
             }
