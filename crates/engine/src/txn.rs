@@ -233,12 +233,6 @@ impl Flights {
         self.items.get(self.head)
     }
 
-    /// When the first arrives.
-    #[inline]
-    pub fn next_at(&self) -> Option<SimTime> {
-        (self.next != SimTime::NEVER).then_some(self.next)
-    }
-
     /// When the first arrives, [`SimTime::NEVER`] when none is on its way (a TLP arriving
     /// then would never be taken anyway).
     #[inline]
@@ -374,10 +368,10 @@ mod tests {
         assert!(q.is_empty());
         q.insert(tlp(1, 7));
         assert_eq!(q.front().map(|t| t.offset), Some(7));
-        assert_eq!(q.next_at(), Some(SimTime(1)));
+        assert_eq!(q.next(), SimTime(1));
         assert!(q.pop_due(SimTime(0)).is_none(), "not yet arrived");
         assert_eq!(q.pop_due(SimTime(1)).map(|t| t.offset), Some(7));
-        assert_eq!(q.next_at(), None);
+        assert_eq!(q.next(), SimTime::NEVER, "none on its way");
     }
 
     #[test]
