@@ -65,11 +65,7 @@ fn read_time(iommu: bool, cut: f64) -> SimDuration {
     cal.root_complex.forwarded_read_request_bytes.value = cut;
     cal.root_complex.iotlb_miss_ns.value = 0.0;
     let (sim, _) = common::sim_of(&text, cal);
-    let (dev0, dev1) = {
-        let f = sim.fabric();
-        let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
-        (by("dev0"), by("dev1"))
-    };
+    let (dev0, dev1) = common::two_devices(&sim);
     sim.attach_bar_handler(dev1, Rc::new(Counting));
     let bar = sim.fabric().endpoint(dev1).bars[0].base;
     let addr = if iommu {

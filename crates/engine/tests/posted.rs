@@ -71,11 +71,7 @@ fn run(alone: bool, in_place: bool) -> (Outcome, u64) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
     sim.set_posted_alone(alone);
     sim.set_in_place(in_place);
-    let (dev0, dev1) = {
-        let f = sim.fabric();
-        let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
-        (by("dev0"), by("dev1"))
-    };
+    let (dev0, dev1) = common::two_devices(&sim);
     let doorbells = Rc::new(Doorbells::default());
     sim.attach_bar_handler(dev1, doorbells.clone());
     let bar = sim.fabric().endpoint(dev1).bars[0].base;
@@ -229,11 +225,7 @@ fn posted_writes_sent_without_a_transaction_land_as_transactions_do() {
 fn recorded(alone: bool) -> (Option<smartio_machine::Trace>, Vec<SimTime>, Counters, u64) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
     sim.set_posted_alone(alone);
-    let (dev0, dev1) = {
-        let f = sim.fabric();
-        let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
-        (by("dev0"), by("dev1"))
-    };
+    let (dev0, dev1) = common::two_devices(&sim);
     sim.attach_bar_handler(dev1, Rc::new(Doorbells::default()));
     let bar = sim.fabric().endpoint(dev1).bars[0].base;
     let times: Rc<RefCell<Vec<SimTime>>> = Rc::default();

@@ -71,11 +71,7 @@ fn run(alone: bool, bursts: bool) -> (Outcome, u64) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
     sim.set_reads_alone(alone);
     sim.set_bursts(bursts);
-    let (dev0, dev1) = {
-        let f = sim.fabric();
-        let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
-        (by("dev0"), by("dev1"))
-    };
+    let (dev0, dev1) = common::two_devices(&sim);
     sim.attach_bar_handler(dev1, Rc::new(Registers));
     let bar = sim.fabric().endpoint(dev1).bars[0].base;
     let first: Vec<u8> = (0..64 * ROUNDS).map(|i| (i % 251) as u8).collect();

@@ -1,7 +1,9 @@
 //! The small fabric the engine's integration tests run on.
 
 use smartio_engine::{Calibration, Sim};
-use smartio_fabric::{parse_scenario, BarKind, BarSpec, EndpointLayout, Fabric};
+use smartio_fabric::{
+    parse_scenario, BarKind, BarSpec, EndpointId, EndpointLayout, Fabric, HostId,
+};
 
 /// host ── root port ── sw1 (PEX8796) ── sw2 (PEX8733) ─┬─ dev0
 ///                                                       └─ dev1
@@ -71,4 +73,12 @@ pub fn sim_of(text: &str, cal: Calibration) -> (Sim, Calibration) {
     let spec = parse_scenario("two-switches", text).expect("valid scenario");
     let fabric = Fabric::build(&spec, &test_layout).expect("enumerates");
     (Sim::new(fabric, &cal).expect("calibrated"), cal)
+}
+
+/// The endpoints named dev0 and dev1 on host 0 (the test scenarios' two devices).
+#[allow(dead_code)] // not every test target that includes this module uses it
+pub fn two_devices(sim: &Sim) -> (EndpointId, EndpointId) {
+    let f = sim.fabric();
+    let by = |n| f.endpoint_by_name(HostId(0), n).expect("device");
+    (by("dev0"), by("dev1"))
 }
