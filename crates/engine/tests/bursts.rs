@@ -86,13 +86,14 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
             dev1.sleep(SimDuration::from_ns(40)).await;
         }
     });
-    // Two reads of dev1's buffer by dev0 at once, sharing its tags, once all else is done.
+    // Two reads of dev1's buffer by dev0 at once, sharing its tags, once all else is done;
+    // the second starts off a read-completion boundary (its completions differ in size).
     for half in 0..2u64 {
         let (port, reads, log) = (devices(&sim).0, seen.clone(), times.clone());
         sim.spawn(async move {
             port.sleep(SimDuration::from_ns(30_000 + 10 * half)).await;
             let mut got = vec![0u8; LONG];
-            let from = BUF_B + half * SHORT as u64;
+            let from = BUF_B + half * (SHORT as u64 + 100);
             port.read(BusAddr(from), &mut got)
                 .await
                 .expect("dev0 DMA read");
