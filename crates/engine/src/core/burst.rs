@@ -286,9 +286,20 @@ impl Core {
             .first()
             .map_or(0, |h| h.timing.serialization_ps(0));
         let mut completion_first = FirstLink::default();
+        // Whether requests are left to send and no tag to wait for (`Txn::can_issue_ever`),
+        // asked again only when a request leaves or a tag comes back.
+        let window = txn.window;
+        let mut issuing = txn.can_issue_ever();
         let mut stepped = false;
-        while let Some(at) = txn.next_time() {
-            if !self.burst_step_to(at, queued) {
+        loop {
+            // `Txn::next_time`, with `issuing` known.
+            let arriving = txn.requests.next().min(txn.completions.next());
+            let at = if issuing && txn.requests.len() < window {
+                arriving.min(txn.next_issue)
+            } else {
+                arriving
+            };
+            if at == SimTime::NEVER || !self.burst_step_to(at, queued) {
                 break;
             }
             stepped = true;
@@ -297,6 +308,7 @@ impl Core {
                     self.counters.tlp_arrivals += 1;
                     if c.last {
                         self.free_tag(txn.requester, path.forwarded_by, id, txn);
+                        issuing = txn.can_issue_ever();
                         queued = self.peek_time();
                     }
                     continue;
@@ -307,8 +319,9 @@ impl Core {
                     self.complete_in_burst(txn, &path, r, flow, &mut completion_first);
                     continue;
                 }
-                if txn.can_issue() && txn.next_issue <= at {
+                if issuing && txn.next_issue <= at && txn.requests.len() < window {
                     self.request_in_burst(id, txn, &path, flow, request_ser);
+                    issuing = txn.can_issue_ever();
                     continue;
                 }
                 break;
