@@ -530,7 +530,7 @@ pub(crate) fn traverse_tree(
 
 /// Where a node's latency for one TLP comes from: a stream to draw it from, or `()` for the
 /// typical latency.
-trait ChipDraw {
+trait ChipDraw: Clone {
     /// The latency of the node `hop` reaches.
     fn latency(&mut self, hop: &HopCost) -> u64;
 }
@@ -602,6 +602,8 @@ fn run_hops(
     let Some((mut hop, rest)) = path[from..].split_first() else {
         return (head, head);
     };
+    // The generator's state in a local for the loop (put back at its end).
+    let mut draws = chips.clone();
     let first = links[hop.lane as usize].send(who, head, ser, payload);
     let mut begin = first;
     for next in rest {
@@ -611,7 +613,7 @@ fn run_hops(
         } else {
             next.timing.serialization_ps(payload)
         };
-        let node = chips.latency(hop);
+        let node = draws.latency(hop);
         let mismatch = ser.saturating_sub(next_ser);
         log.hop(begin, || hop.record(head, begin, ser, node, mismatch));
         head = begin + hop.timing.prop_ps + node + mismatch;
@@ -620,6 +622,7 @@ fn run_hops(
         hop = next;
     }
     log.hop(begin, || hop.record(head, begin, ser, 0, 0));
+    *chips = draws;
     (begin + ser + hop.timing.prop_ps, first)
 }
 
