@@ -796,6 +796,18 @@ mod tests {
         let mut short = [0u8; 5];
         pattern(7, 3, 2, &mut short);
         assert_eq!(short, want[..5]);
+        // A block's words: its first word's start stepped by the constant once per word
+        // (each word, not only the first few, and the cut last one).
+        let mut long = vec![0u8; 4096 + 3];
+        pattern(7, 3, 2, &mut long);
+        let first = u64::from_le_bytes(want[..8].try_into().unwrap_or_default());
+        // The start: the first word unfolded (x ^ (x >> 29) is undone from the top bits).
+        let mut x = first ^ (first >> 29) ^ (first >> 58);
+        for (i, bytes) in long.chunks(8).enumerate() {
+            let word = (x ^ (x >> 29)).to_le_bytes();
+            assert_eq!(bytes, &word[..bytes.len()], "word {i}");
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        }
     }
 
     #[test]
