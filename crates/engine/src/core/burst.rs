@@ -509,16 +509,46 @@ impl Core {
         train.clear();
         let room = txn.window - txn.requests.len();
         let mut first = FirstLink::default();
+        // The one segment's issue cursor in locals while the train leaves (put back after):
+        // each TLP as `send_in_burst` sends it.
+        let seg = &txn.segments[0];
+        let (bus, seg_len, seg_offset) = (seg.bus_addr, seg.len, seg.offset);
+        let (mut issued, mut next_issue) = (txn.issue_offset, txn.next_issue);
         loop {
+            let len = next_chunk(bus + issued, seg_len - issued, limit);
+            let ser = first.serialization(&path.forward, len);
             // Each leaves as the step loop would send it at its step: booked as of then.
             let who = Booking {
-                now: txn.next_issue.as_ps(),
+                now: next_issue.as_ps(),
                 flow,
             };
-            train.push(self.send_in_burst(txn, path, limit, who, &mut first));
-            if txn.issued_all() || train.len() == room || !before_queued(txn.next_issue, queued) {
+            let crossing = traverse_serialized(
+                &mut self.lanes,
+                &path.forward,
+                next_issue,
+                len,
+                ser,
+                who,
+                &mut self.chip_stream,
+            );
+            train.push(TrainTlp {
+                issued: next_issue,
+                at: crossing.arrival + SimDuration(path.arrive_ps),
+                offset: seg_offset + issued,
+                len: len as u32,
+            });
+            next_issue = crossing.first_link_done.max(next_issue);
+            issued += len;
+            if issued >= seg_len || train.len() == room || !before_queued(next_issue, queued) {
                 break;
             }
+        }
+        txn.next_issue = next_issue;
+        if issued >= seg_len {
+            txn.issue_segment += 1;
+            txn.issue_offset = 0;
+        } else {
+            txn.issue_offset = issued;
         }
         // The steps from the first leaving (taken already) to the last: each landing's and
         // each leaving's distinct time once, in time order.
@@ -535,8 +565,16 @@ impl Core {
         let mut landed = 0;
         for t in train.iter().take_while(|t| t.at <= last) {
             steps.land_at(t.at, &train);
-            self.land_write(txn, dest, t.offset, u64::from(t.len));
             landed += 1;
+        }
+        if landed > 0 {
+            // The train's TLPs that landed follow each other in the buffer and at `dest`:
+            // landed as one piece, as one after another they would continue it.
+            let (from, to) = (train[0], train[landed - 1]);
+            let bytes = to.offset + u64::from(to.len) - from.offset;
+            self.counters.tlp_arrivals += landed as u64;
+            let addr = dest.addr + (from.offset - dest.offset);
+            self.land(txn, dest.host, addr, from.offset, bytes);
         }
         for t in &train[landed..] {
             txn.requests.insert(t.in_flight());
