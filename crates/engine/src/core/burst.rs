@@ -47,6 +47,52 @@ impl TrainTlp {
     }
 }
 
+/// Where a burst's write is in its one segment: the segment's addresses and how far it has
+/// been sent, kept in locals while its TLPs leave one after another and put back in the
+/// transaction after ([`WriteCursor::put_back`]).
+struct WriteCursor {
+    bus_addr: u64,
+    len: u64,
+    /// The segment's offset in the transaction.
+    offset: u64,
+    /// Bytes of the segment sent.
+    issued: u64,
+    /// When the next TLP may leave.
+    next_issue: SimTime,
+}
+
+impl WriteCursor {
+    /// The cursor of `txn`, a write of one segment with bytes left to send.
+    #[inline(always)]
+    fn of(txn: &Txn) -> WriteCursor {
+        let seg = &txn.segments[0];
+        WriteCursor {
+            bus_addr: seg.bus_addr,
+            len: seg.len,
+            offset: seg.offset,
+            issued: txn.issue_offset,
+            next_issue: txn.next_issue,
+        }
+    }
+
+    /// Whether the whole segment has been sent.
+    #[inline(always)]
+    fn sent_all(&self) -> bool {
+        self.issued >= self.len
+    }
+
+    /// Moves `txn`'s issue cursor to this one (past the segment once it is all sent).
+    #[inline(always)]
+    fn put_back(self, txn: &mut Txn) {
+        txn.next_issue = self.next_issue;
+        txn.issue_offset = self.issued;
+        if self.sent_all() {
+            txn.issue_segment += 1;
+            txn.issue_offset = 0;
+        }
+    }
+}
+
 /// A TLP's serialization on the first link of a burst's path, kept for the last length asked
 /// (a train's TLPs are of one size but for the first and last): asked per TLP, computed per
 /// size.
@@ -438,29 +484,29 @@ impl Core {
     #[inline(always)]
     fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
         let who = self.booking_for(flow);
-        let t = self.send_in_burst(txn, path, limit, who, &mut FirstLink::default());
+        let mut cursor = WriteCursor::of(txn);
+        let t = self.send_in_burst(&mut cursor, path, limit, who, &mut FirstLink::default());
+        cursor.put_back(txn);
         txn.requests.insert(t.in_flight());
     }
 
-    /// Sends the next TLP of `txn` as [`Core::issue_in_burst`] does, its links booked for
-    /// `who`, and moves the transaction's issue cursor past it; returns it.
+    /// Sends the TLP at `cursor`, a burst's write, as [`Core::issue_in_burst`] does, its
+    /// links booked for `who`, and moves the cursor past it; returns it.
     #[inline(always)]
     fn send_in_burst(
         &mut self,
-        txn: &mut Txn,
+        cursor: &mut WriteCursor,
         path: &CostedPath,
         limit: u64,
         who: Booking,
         first: &mut FirstLink,
     ) -> TrainTlp {
-        let seg = &txn.segments[0];
         let len = next_chunk(
-            seg.bus_addr + txn.issue_offset,
-            seg.len - txn.issue_offset,
+            cursor.bus_addr + cursor.issued,
+            cursor.len - cursor.issued,
             limit,
         );
-        let offset = seg.offset + txn.issue_offset;
-        let start = txn.next_issue;
+        let start = cursor.next_issue;
         let ser = first.serialization(&path.forward, len);
         let crossing = traverse_serialized(
             &mut self.lanes,
@@ -471,18 +517,15 @@ impl Core {
             who,
             &mut self.chip_stream,
         );
-        txn.next_issue = crossing.first_link_done.max(start);
-        txn.issue_offset += len;
-        if txn.issue_offset >= seg.len {
-            txn.issue_segment += 1;
-            txn.issue_offset = 0;
-        }
-        TrainTlp {
+        let tlp = TrainTlp {
             issued: start,
             at: crossing.arrival + SimDuration(path.arrive_ps),
-            offset,
+            offset: cursor.offset + cursor.issued,
             len: len as u32,
-        }
+        };
+        cursor.next_issue = crossing.first_link_done.max(start);
+        cursor.issued += len;
+        tlp
     }
 
     /// Sends the next TLPs of `txn`, a burst's write to `dest` along `path` in TLPs of at most
@@ -509,47 +552,21 @@ impl Core {
         train.clear();
         let room = txn.window - txn.requests.len();
         let mut first = FirstLink::default();
-        // The one segment's issue cursor in locals while the train leaves (put back after):
-        // each TLP as `send_in_burst` sends it.
-        let seg = &txn.segments[0];
-        let (bus, seg_len, seg_offset) = (seg.bus_addr, seg.len, seg.offset);
-        let (mut issued, mut next_issue) = (txn.issue_offset, txn.next_issue);
+        // The issue cursor in locals while the train leaves, put back after.
+        let mut cursor = WriteCursor::of(txn);
         loop {
-            let len = next_chunk(bus + issued, seg_len - issued, limit);
-            let ser = first.serialization(&path.forward, len);
             // Each leaves as the step loop would send it at its step: booked as of then.
             let who = Booking {
-                now: next_issue.as_ps(),
+                now: cursor.next_issue.as_ps(),
                 flow,
             };
-            let crossing = traverse_serialized(
-                &mut self.lanes,
-                &path.forward,
-                next_issue,
-                len,
-                ser,
-                who,
-                &mut self.chip_stream,
-            );
-            train.push(TrainTlp {
-                issued: next_issue,
-                at: crossing.arrival + SimDuration(path.arrive_ps),
-                offset: seg_offset + issued,
-                len: len as u32,
-            });
-            next_issue = crossing.first_link_done.max(next_issue);
-            issued += len;
-            if issued >= seg_len || train.len() == room || !before_queued(next_issue, queued) {
+            train.push(self.send_in_burst(&mut cursor, path, limit, who, &mut first));
+            if cursor.sent_all() || train.len() == room || !before_queued(cursor.next_issue, queued)
+            {
                 break;
             }
         }
-        txn.next_issue = next_issue;
-        if issued >= seg_len {
-            txn.issue_segment += 1;
-            txn.issue_offset = 0;
-        } else {
-            txn.issue_offset = issued;
-        }
+        cursor.put_back(txn);
         // The steps from the first leaving (taken already) to the last: each landing's and
         // each leaving's distinct time once, in time order.
         let last = train[train.len() - 1].issued;
