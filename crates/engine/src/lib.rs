@@ -53,16 +53,19 @@
 //!   compares the two bit for bit). Where at least 8 of a write burst's TLPs can leave one
 //!   after another before the next event and within its credits, they go as a train: each
 //!   sent in turn as alone, the steps between them taken at once (`Sim::set_trains(false)`
-//!   turns trains off; tests compare, with a train cut short by the next event). A read's
+//!   turns trains off; tests compare, with a train cut short by the next event); a train's
+//!   TLPs that land before its last one leaves land as one piece. A read burst sends its
+//!   requests and completions itself, the path and flow asked once
+//!   (`Core::request_in_burst`, `Core::complete_in_burst`). A read's
 //!   buffer is filled as its requests are answered (appended in order, never zeroed first);
 //!   a write's TLPs that land in memory one after the other in a run of steps are copied
 //!   from its buffer in one go (up to a page) when the run ends, before anything else can
 //!   look, and their watchers are told as each lands. Each link direction
 //!   (`timing::Lane`, found by index from link and direction) keeps the intervals booked on it
 //!   that have not ended in a `Vec` with a head index, and the end and requester of the last
-//!   one beside it: the usual booking reads those two fields and appends (after dropping every
-//!   kept interval at once when the last has ended), a TLP that may start before the last
-//!   interval ends searches the gaps (out of line). A crossing's hop loop is compiled once per
+//!   one beside it: the usual booking reads those two fields and appends (the intervals that
+//!   ended are dropped in batches, once `compact_at` are kept), a TLP that may start before
+//!   the last interval ends searches the gaps (out of line). A crossing's hop loop is compiled once per
 //!   kind of chip draw and hop log (none, the recording's hops, a multicast branch's start
 //!   times), so the usual one checks neither; `LinkState` is the per-link snapshot of the lanes' statistics. Memory watches keep a per-host span of what is armed, so a write outside it skips
 //!   the index.
