@@ -206,6 +206,8 @@ struct Shared {
     /// What a verifying worker writes or reads, and what it expects: one pair for all
     /// workers, used only between two awaits.
     scratch: RefCell<(Vec<u8>, Vec<u8>)>,
+    /// The blocks with an I/O under way, kept while verifying only (a verifying worker
+    /// picks none of them: see `next_op`); see [`Shared::release`].
     in_flight: RefCell<HashSet<u64>>,
     hist: RefCell<Histogram<u64>>,
     sum_ns: Cell<f64>,
@@ -219,6 +221,15 @@ struct Shared {
     progress: RefCell<Option<(SimTime, progress::Phase)>>,
     /// While the run is recorded: where each I/O's end is reported.
     explainer: RefCell<Option<Rc<Explainer>>>,
+}
+
+impl Shared {
+    /// `block`'s I/O is over (or never started): a verifying worker may pick it again.
+    fn release(&self, block: u64) {
+        if self.cfg.verify {
+            self.in_flight.borrow_mut().remove(&block);
+        }
+    }
 }
 
 /// Runs `cfg` on `cluster`. The cluster's hosts are booted, the NVMe driver bound to the
@@ -622,7 +633,9 @@ fn next_op(s: &Shared, job: &RefCell<Job>, now: SimTime) -> Option<(u64, bool)> 
     if cfg.verify && in_flight.contains(&block) {
         return None; // more workers than blocks: this one rests
     }
-    in_flight.insert(block);
+    if cfg.verify {
+        in_flight.insert(block);
+    }
     j.issued += 1;
     Some((block, read))
 }
@@ -648,7 +661,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
             pattern(s.cfg.seed, block, v, data);
             if os.write_memory(buffer.cpu, data).is_err() {
                 s.error.borrow_mut().get_or_insert(OUTSIDE_MEMORY);
-                s.in_flight.borrow_mut().remove(&block);
+                s.release(block);
                 return;
             }
         }
@@ -662,7 +675,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         let t1 = cpu.now();
         if let Err(e) = r {
             s.error.borrow_mut().get_or_insert(e);
-            s.in_flight.borrow_mut().remove(&block);
+            s.release(block);
             return;
         }
         let ns = t1.since(t0).as_ps() / 1000;
@@ -722,7 +735,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
                 }
             }
         }
-        s.in_flight.borrow_mut().remove(&block);
+        s.release(block);
     }
 }
 
