@@ -1091,11 +1091,7 @@ impl Core {
         };
         // The next TLP may leave once this one has left the requester's link.
         txn.next_issue = first_link_done.max(start);
-        txn.issue_offset += len;
-        if txn.issue_offset >= txn.segments[txn.issue_segment].len {
-            txn.issue_segment += 1;
-            txn.issue_offset = 0;
-        }
+        txn.issued(len);
     }
 
     /// The length and payload of transaction `id`'s next TLP: a write's next piece, or a read
@@ -1112,17 +1108,27 @@ impl Core {
                 Some((n, n))
             }
             TxnKind::Read => {
-                let max_read_request = seg.path.max_read_request;
-                let pool = self.tag_pool(txn.requester, seg.path.forwarded_by);
-                if pool.free == 0 {
-                    pool.waiting.push_back(id);
-                    txn.waiting_for_tag = true;
-                    return None;
-                }
-                pool.free -= 1;
-                Some((next_chunk(addr, remaining, max_read_request), 0))
+                let (max_read_request, forwarded_by) =
+                    (seg.path.max_read_request, seg.path.forwarded_by);
+                self.take_tag(id, txn, forwarded_by)
+                    .then(|| (next_chunk(addr, remaining, max_read_request), 0))
             }
         }
+    }
+
+    /// Takes a tag for transaction `id`'s next read request (from the pool of its requester,
+    /// or of the root complex `forwarded_by`); when none is free, the transaction waits for
+    /// one (see [`Core::free_tag`]) and this answers false.
+    #[inline(always)]
+    pub(super) fn take_tag(&mut self, id: u32, txn: &mut Txn, forwarded_by: Option<usize>) -> bool {
+        let pool = self.tag_pool(txn.requester, forwarded_by);
+        if pool.free == 0 {
+            pool.waiting.push_back(id);
+            txn.waiting_for_tag = true;
+            return false;
+        }
+        pool.free -= 1;
+        true
     }
 
     /// The largest write TLP `requester` sends: the MPS, and for a CPU at most what its

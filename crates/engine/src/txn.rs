@@ -191,13 +191,32 @@ impl Txn {
     /// The next time it has something to do, if any.
     #[inline]
     pub fn next_time(&self) -> Option<SimTime> {
+        let next = self.next_step(self.can_issue());
+        (next != SimTime::NEVER).then_some(next)
+    }
+
+    /// When its next TLP arrives, or its next one leaves if `may_issue` (what
+    /// [`Txn::can_issue`] answers, or a burst that keeps the answer); [`SimTime::NEVER`]
+    /// when neither.
+    #[inline(always)]
+    pub fn next_step(&self, may_issue: bool) -> SimTime {
         let arriving = self.requests.next().min(self.completions.next());
-        let next = if self.can_issue() {
+        if may_issue {
             arriving.min(self.next_issue)
         } else {
             arriving
-        };
-        (next != SimTime::NEVER).then_some(next)
+        }
+    }
+
+    /// Moves the issue cursor past a TLP of `len` bytes just sent (to the next segment once
+    /// this one is all sent).
+    #[inline(always)]
+    pub fn issued(&mut self, len: u64) {
+        self.issue_offset += len;
+        if self.issue_offset >= self.segments[self.issue_segment].len {
+            self.issue_segment += 1;
+            self.issue_offset = 0;
+        }
     }
 }
 

@@ -265,12 +265,7 @@ impl Core {
         let mut stepped = false;
         loop {
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
-            let may_issue = issuing && txn.requests.len() < window;
-            let at = if may_issue {
-                txn.requests.next().min(txn.next_issue)
-            } else {
-                txn.requests.next()
-            };
+            let at = txn.next_step(issuing && txn.requests.len() < window);
             if at == SimTime::NEVER {
                 break;
             }
@@ -338,13 +333,7 @@ impl Core {
         let mut issuing = txn.can_issue_ever();
         let mut stepped = false;
         loop {
-            // `Txn::next_time`, with `issuing` known.
-            let arriving = txn.requests.next().min(txn.completions.next());
-            let at = if issuing && txn.requests.len() < window {
-                arriving.min(txn.next_issue)
-            } else {
-                arriving
-            };
+            let at = txn.next_step(issuing && txn.requests.len() < window);
             if at == SimTime::NEVER || !self.burst_step_to(at, queued) {
                 break;
             }
@@ -378,8 +367,8 @@ impl Core {
 
     /// Sends the next read request of `txn`, a burst's read along `path` booked for `flow`
     /// (its requester's), `ser` its serialization on the first link, as [`Core::issue`] does
-    /// for it (one segment, no IOMMU, no recording): once a tag is free, else the read waits
-    /// for one.
+    /// for it (one segment, no IOMMU, no recording): once a tag is free (`Core::take_tag`),
+    /// else the read waits for one.
     #[inline(always)]
     fn request_in_burst(
         &mut self,
@@ -389,13 +378,9 @@ impl Core {
         flow: Flow,
         ser: u64,
     ) {
-        let pool = self.tag_pool(txn.requester, path.forwarded_by);
-        if pool.free == 0 {
-            pool.waiting.push_back(id);
-            txn.waiting_for_tag = true;
+        if !self.take_tag(id, txn, path.forwarded_by) {
             return;
         }
-        pool.free -= 1;
         let seg = &txn.segments[0];
         let len = next_chunk(
             seg.bus_addr + txn.issue_offset,
@@ -425,11 +410,7 @@ impl Core {
             step: NONE,
         });
         txn.next_issue = crossing.first_link_done.max(start);
-        txn.issue_offset += len;
-        if txn.issue_offset >= seg.len {
-            txn.issue_segment += 1;
-            txn.issue_offset = 0;
-        }
+        txn.issued(len);
     }
 
     /// Sends request `r`'s completions back along `path` for `flow`, as
