@@ -28,7 +28,7 @@
 //! slow as the worst case. The PEX8733's typical value (100 ns) is derived from Paper III's
 //! RAM-to-RAM store latency back to back (550–580 ns, Fig. 7) less the CPU's and the far memory's
 //! legs; the other chips are scaled from it by their datasheets' maxima and say so. How far one
-//! TLP lies from a chip's typical value is a few of its clock cycles (`[pcie]
+//! transfer's TLPs lie from a chip's typical value is a few of its clock cycles (`[pcie]
 //! chip_latency_spread_ns`), not the distance to the datasheet's maximum, which bounds the latency
 //! under load. Where one published figure contains several legs (the borrowed NVMe's extra
 //! latency, the VM's interrupt relay, Paper V Fig. 21's DMA-hook cost), the file has one entry per
@@ -141,8 +141,9 @@ pub struct PcieParams {
     pub posted_credits_tlps: Param,
     pub link_propagation_ns: Param,
     pub cable_propagation_ns: Param,
-    /// How far one TLP's cut-through latency in a switch chip may lie from the chip's typical
-    /// latency, either way (at most up to its worst case).
+    /// How far one transfer's cut-through latency in a switch chip (every TLP of one
+    /// transaction's along a path: they follow each other at one phase of the chip's clocks)
+    /// may lie from the chip's typical latency, either way (at most up to its worst case).
     pub chip_latency_spread_ns: Param,
 }
 

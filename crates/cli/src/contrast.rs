@@ -58,7 +58,7 @@ fn class_words(class: StepClass) -> &'static str {
         StepClass::Software => "software",
         StepClass::Cpu => "the CPU's own loads, stores and path to its root port",
         StepClass::Link => "links (serialization and propagation)",
-        StepClass::Chip => "switch and adapter chips (each TLP's latency drawn in its range)",
+        StepClass::Chip => "switch and adapter chips (each transfer's latency drawn in its range)",
         StepClass::RootComplex => "root complexes",
         StepClass::Memory => "memory reads",
         StepClass::Device => "the device's own work (the media time drawn for each I/O)",

@@ -10,7 +10,7 @@ use crate::executor::Ready;
 use crate::iotlb::Iotlb;
 use crate::record::{HopRec, Kind, Recorder, Step, StepId, TlpKind, NONE};
 use crate::timing::{lane, traverse, traverse_tree, Booking, Flow, Lane, Timing};
-use crate::txn::{next_chunk, CostedPath, Flights, InFlight, Segment, Txn, TxnKind};
+use crate::txn::{next_chunk, CostedPath, Flights, InFlight, Segment, Txn, TxnChips, TxnKind};
 use crate::wait::Wait;
 use crate::waiters::{TimerKey, Timers, Watches};
 use rustc_hash::FxHashMap;
@@ -868,6 +868,7 @@ impl Core {
                 t.label = label;
                 t.issued_after = gate;
                 t.serial = serial;
+                t.chips.clear();
                 t
             }
             None => Box::new(Txn {
@@ -890,6 +891,7 @@ impl Core {
                 label,
                 issued_after: gate,
                 serial,
+                chips: TxnChips::default(),
             }),
         };
         let id = match self.free_txns.pop() {
@@ -1171,9 +1173,9 @@ impl Core {
         start
     }
 
-    /// Sends one TLP of `payload` bytes along `hops` from `start` for `who`, chip latencies
-    /// drawn from the engine's stream (see [`traverse`]); while recording, its hops are kept
-    /// in the scratch list for the step that records it.
+    /// Sends one TLP of `payload` bytes along `hops` from `start` for `who`, its chips'
+    /// latencies those drawn in `chips` (see [`traverse`]); while recording, its hops are
+    /// kept in the scratch list for the step that records it.
     #[inline(always)]
     fn cross(
         &mut self,
@@ -1182,6 +1184,7 @@ impl Core {
         payload: u64,
         who: Booking,
         recording: bool,
+        chips: &[u64],
     ) -> crate::timing::Crossing {
         let record = if recording {
             self.hop_scratch.clear();
@@ -1195,8 +1198,29 @@ impl Core {
             start,
             payload,
             who,
-            Some(&mut self.chip_stream),
+            Some(chips),
             record,
+        )
+    }
+
+    /// [`Core::cross`] for a TLP sent without a transaction (a lone posted write, a read in
+    /// place), not recorded: its chips' latencies drawn as it reaches them, what a
+    /// transaction of that one TLP would draw for them.
+    #[inline(always)]
+    pub(super) fn cross_alone(
+        &mut self,
+        hops: &[crate::timing::HopCost],
+        start: SimTime,
+        payload: u64,
+        who: Booking,
+    ) -> crate::timing::Crossing {
+        crate::timing::traverse_alone(
+            &mut self.lanes,
+            hops,
+            start,
+            payload,
+            who,
+            &mut self.chip_stream,
         )
     }
 
@@ -1206,7 +1230,10 @@ impl Core {
     fn send_unicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
         let recording = self.recording();
         let who = self.booking(txn.requester);
-        let crossing = self.cross(&path.forward, tlp.start, tlp.payload, who, recording);
+        let chips = txn
+            .chips
+            .of(tlp.segment, false, &path.forward, &mut self.chip_stream);
+        let crossing = self.cross(&path.forward, tlp.start, tlp.payload, who, recording, chips);
         let at = crossing.arrival + SimDuration(path.arrive_ps);
         let mut step = NONE;
         if recording {
@@ -1521,7 +1548,12 @@ impl Core {
                 r.len as u64 - done,
                 sizes.completion_max.max(sizes.rcb),
             );
-            let arrival = self.cross(&path.backward, start, n, who, recording).arrival;
+            let chips = txn
+                .chips
+                .of(r.segment, true, &path.backward, &mut self.chip_stream);
+            let arrival = self
+                .cross(&path.backward, start, n, who, recording, chips)
+                .arrival;
             let end = arrival + SimDuration(path.return_ps);
             let mut step = NONE;
             if recording {

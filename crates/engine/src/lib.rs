@@ -248,9 +248,13 @@
 //! plus an exponential tail reaching its `*_p99_ns`) for NVMe media time per command
 //! (`[nvme.*] read/write_latency_p99_ns`) and interrupt delivery (`[cpu]
 //! interrupt_delivery_p99_ns`), and a uniform draw within typical ± (worst − typical) for each
-//! chip a TLP crosses (typical ± `[pcie] chip_latency_spread_ns`, clipped to the chip's
-//! `latency_max_ns` and to zero; a TLP drawn faster than its predecessor still leaves each link
-//! after it, so a requester's order holds). GPU spin loops
+//! chip a transaction's TLPs cross (typical ± `[pcie] chip_latency_spread_ns`, clipped to the
+//! chip's `latency_max_ns` and to zero): drawn when its first TLP crosses a path
+//! (`txn::TxnChips`), and the same for all its TLPs along that path — one transfer's TLPs follow
+//! each other through a chip at one phase of its clock crossings and arbiter, and the latency
+//! varies from transfer to transfer (a TLP sent without a transaction, a lone posted write or a
+//! read in place, draws its own, as a transaction of that one TLP would; a transfer drawn faster
+//! than its predecessor still leaves each link after it, so a requester's order holds). GPU spin loops
 //! read their word every `memory_access`, so a store is noticed at the loop's next read, not at
 //! once: round trips fall on steps a poll period apart (Paper V Fig. 25's "three distinct
 //! steps"). Each cause draws from its own stream per entity (`Stream::new(seed, cause, index)`:

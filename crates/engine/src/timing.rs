@@ -397,7 +397,7 @@ pub struct Crossing {
 }
 
 /// Sends one TLP of `payload` bytes along `path` starting at `start`; each chip's latency is
-/// drawn from `chips` when given (the typical latency otherwise). A TLP drawn faster than
+/// the one drawn for it in `chips` when given ([`draw_chips`]; the typical latency otherwise). A TLP drawn faster than
 /// the one before it in its flow still leaves each link after it (the timeline keeps a
 /// flow's order), so variation never reorders one requester's TLPs.
 ///
@@ -409,7 +409,7 @@ pub(crate) fn traverse(
     start: SimTime,
     payload: u64,
     who: Booking,
-    chips: Option<&mut Stream>,
+    chips: Option<&[u64]>,
     record: Option<&mut Vec<HopRec>>,
 ) -> Crossing {
     let Some(h) = path.first() else {
@@ -422,9 +422,22 @@ pub(crate) fn traverse(
     let head = start.as_ps();
     // One loop per combination, each without the checks the others need.
     let (arrival, first_begin) = match (chips, record) {
-        (Some(chips), None) => run_hops(links, path, 0, head, ser, payload, who, chips, &mut ()),
+        (Some(chips), None) => {
+            let drawn = &mut Drawn(chips.iter());
+            run_hops(links, path, 0, head, ser, payload, who, drawn, &mut ())
+        }
         (None, None) => run_hops(links, path, 0, head, ser, payload, who, &mut (), &mut ()),
-        (Some(chips), Some(r)) => run_hops(links, path, 0, head, ser, payload, who, chips, r),
+        (Some(chips), Some(r)) => run_hops(
+            links,
+            path,
+            0,
+            head,
+            ser,
+            payload,
+            who,
+            &mut Drawn(chips.iter()),
+            r,
+        ),
         (None, Some(r)) => run_hops(links, path, 0, head, ser, payload, who, &mut (), r),
     };
     Crossing {
@@ -434,8 +447,8 @@ pub(crate) fn traverse(
 }
 
 /// [`traverse`] for a TLP whose serialization on the path's first link, `ser`, the caller
-/// has (a train's TLPs are of one size but for the first and last), chip latencies drawn
-/// from `chips`, not recorded. Written apart from `traverse` rather than under it: with
+/// has (a train's TLPs are of one size but for the first and last), chip latencies as drawn
+/// in `chips`, not recorded. Written apart from `traverse` rather than under it: with
 /// `traverse` calling it, the other crossings compiled ~160 instructions per share-30 I/O
 /// slower.
 #[inline(always)]
@@ -446,7 +459,7 @@ pub(crate) fn traverse_serialized(
     payload: u64,
     ser: u64,
     who: Booking,
-    chips: &mut Stream,
+    chips: &[u64],
 ) -> Crossing {
     if path.is_empty() {
         return Crossing {
@@ -462,7 +475,7 @@ pub(crate) fn traverse_serialized(
         ser,
         payload,
         who,
-        chips,
+        &mut Drawn(chips.iter()),
         &mut (),
     );
     Crossing {
@@ -528,8 +541,8 @@ pub(crate) fn traverse_tree(
     out
 }
 
-/// Where a node's latency for one TLP comes from: a stream to draw it from, or `()` for the
-/// typical latency.
+/// Where a node's latency for one TLP comes from: the latencies drawn for the chips of its
+/// path ([`Drawn`]), or `()` for the typical latency.
 trait ChipDraw: Clone {
     /// The latency of the node `hop` reaches.
     fn latency(&mut self, hop: &HopCost) -> u64;
@@ -543,14 +556,82 @@ impl ChipDraw for () {
 }
 
 impl ChipDraw for Stream {
-    /// Uniform within typical ± jitter (the typical value, and no draw, without jitter).
+    /// Drawn as it is reached: what [`draw_chips`] draws for the path, one by one.
     #[inline(always)]
     fn latency(&mut self, hop: &HopCost) -> u64 {
-        if hop.node_jitter_ps > 0 {
-            hop.node_latency_ps - hop.node_jitter_ps + self.up_to(2 * hop.node_jitter_ps)
-        } else {
-            hop.node_latency_ps
+        chip_latency(hop, self)
+    }
+}
+
+/// The latencies drawn for the chips of a path ([`draw_chips`]), in path order; a chip past
+/// them (none, when they were drawn for this path) has its typical latency.
+#[derive(Clone)]
+struct Drawn<'a>(std::slice::Iter<'a, u64>);
+
+impl ChipDraw for Drawn<'_> {
+    #[inline(always)]
+    fn latency(&mut self, hop: &HopCost) -> u64 {
+        match self.0.next() {
+            Some(&ps) => ps,
+            None => hop.node_latency_ps,
         }
+    }
+}
+
+/// Draws from `stream` the latency of each chip on `path` (the node each hop but the last
+/// reaches), in path order, onto `out`: uniform within typical ± jitter, and the typical
+/// value without a draw when the chip has no jitter.
+///
+/// A transaction draws them once per path, when its first TLP crosses it, and each of its
+/// TLPs along that path crosses each chip with the same latency (`txn::TxnChips`): TLPs of
+/// one transfer follow each other through a chip at one phase of its clocks and arbiter, and
+/// the latency varies from one transfer to the next.
+pub(crate) fn draw_chips(path: &[HopCost], stream: &mut Stream, out: &mut Vec<u64>) {
+    let chips = path.len().saturating_sub(1);
+    out.extend(path[..chips].iter().map(|hop| chip_latency(hop, stream)));
+}
+
+/// The latency of the chip `hop` reaches, drawn from `stream`.
+#[inline(always)]
+fn chip_latency(hop: &HopCost, stream: &mut Stream) -> u64 {
+    if hop.node_jitter_ps > 0 {
+        hop.node_latency_ps - hop.node_jitter_ps + stream.up_to(2 * hop.node_jitter_ps)
+    } else {
+        hop.node_latency_ps
+    }
+}
+
+/// [`traverse`] for a TLP sent without a transaction, not recorded: each chip's latency
+/// drawn from `chips` as the TLP reaches it (what [`draw_chips`] would draw for the path).
+pub(crate) fn traverse_alone(
+    links: &mut [Lane],
+    path: &[HopCost],
+    start: SimTime,
+    payload: u64,
+    who: Booking,
+    chips: &mut Stream,
+) -> Crossing {
+    let Some(h) = path.first() else {
+        return Crossing {
+            arrival: start,
+            first_link_done: start,
+        };
+    };
+    let ser = h.timing.serialization_ps(payload);
+    let (arrival, first_begin) = run_hops(
+        links,
+        path,
+        0,
+        start.as_ps(),
+        ser,
+        payload,
+        who,
+        chips,
+        &mut (),
+    );
+    Crossing {
+        arrival: SimTime(arrival),
+        first_link_done: SimTime(first_begin + ser),
     }
 }
 
@@ -966,10 +1047,18 @@ mod tests {
         let mut links = vec![Lane::default(); 4];
         let mut last = 0;
         let mut seen = std::collections::BTreeSet::new();
+        let draw = |stream: &mut Stream| {
+            let mut chips = Vec::new();
+            draw_chips(&path, stream, &mut chips);
+            assert_eq!(chips.len(), 1, "one chip between two links");
+            chips
+        };
         for i in 0..200u64 {
             // Alone on the links: the arrival is the chip's latency plus two serializations.
             let start = SimTime(i * 10_000_000);
-            let c = traverse(&mut links, &path, start, 4, WHO, Some(&mut stream), None);
+            let chips = draw(&mut stream);
+            let c = traverse(&mut links, &path, start, 4, WHO, Some(&chips), None);
+            assert_eq!(c.arrival.as_ps() - start.as_ps() - 30, chips[0]);
             let chip = c.arrival.as_ps() - start.as_ps() - 30;
             assert!((108_000..=132_000).contains(&chip), "{chip} ps");
             seen.insert(chip);
@@ -980,7 +1069,7 @@ mod tests {
                 start + SimDuration::from_ns(500),
                 4,
                 WHO,
-                Some(&mut stream),
+                Some(&draw(&mut stream)),
                 None,
             );
             let b = traverse(
@@ -989,7 +1078,7 @@ mod tests {
                 start + SimDuration::from_ns(501),
                 4,
                 WHO,
-                Some(&mut stream),
+                Some(&draw(&mut stream)),
                 None,
             );
             assert!(b.arrival > a.arrival && a.arrival.as_ps() > last);
@@ -1000,6 +1089,43 @@ mod tests {
             "the latencies vary: {} distinct",
             seen.len()
         );
+    }
+
+    /// A chip without jitter takes no draw: the stream gives a path's later chips what it
+    /// would give them alone.
+    #[test]
+    fn chips_without_jitter_draw_nothing() {
+        let hop = |latency, jitter| HopCost {
+            same_rate_next: false,
+            link: 0,
+            dir: 0,
+            lane: 0,
+            timing: LinkTiming {
+                fs_per_byte: 1_000,
+                overhead: 26,
+                prop_ps: 0,
+            },
+            node_latency_ps: latency,
+            node_jitter_ps: jitter,
+        };
+        let fixed_first = [hop(50_000, 0), hop(120_000, 12_000), hop(0, 7_000)];
+        let alone = [hop(120_000, 12_000), hop(0, 0)];
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        draw_chips(
+            &fixed_first,
+            &mut Stream::new(3, smartio_platform::Cause::Chip, 0),
+            &mut a,
+        );
+        draw_chips(
+            &alone,
+            &mut Stream::new(3, smartio_platform::Cause::Chip, 0),
+            &mut b,
+        );
+        // The last hop reaches the final node, not a chip: nothing is drawn for it.
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0], 50_000);
+        assert_eq!(a[1..], b[..]);
+        assert!((108_000..=132_000).contains(&b[0]), "{} ps", b[0]);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! completions back), each in arrival order, and an issue cursor. The engine asks it for its
 //! next event time and steps it; between steps nothing about it changes.
 
-use crate::timing::HopCost;
+use crate::timing::{draw_chips, HopCost};
 use smartio_fabric::{Requester, Target};
-use smartio_platform::{AccessError, SimTime};
+use smartio_platform::{AccessError, SimTime, Stream};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -164,6 +164,60 @@ pub struct Txn {
     /// Its number among the transactions started (wrapping): an access's ticket names its
     /// transaction by slot and this (`ops::txn_ticket`).
     pub serial: u32,
+    /// The latency of each chip on the paths its TLPs have crossed.
+    pub chips: TxnChips,
+}
+
+/// The latency of each chip on the paths a transaction's TLPs cross, drawn when its first
+/// TLP crosses a path ([`draw_chips`]): all its TLPs along one path cross each chip with the
+/// same latency.
+///
+/// Drawn at the first crossing, not when the transaction starts, so a transaction draws as
+/// its TLPs go, wherever they are sent from (the step loop, a burst, a train): the same draws
+/// in the same order whichever sends them.
+#[derive(Debug, Default)]
+pub struct TxnChips {
+    /// The latencies, path after path.
+    ps: Vec<u64>,
+    /// Which path each run of `ps` is for (its segment, shifted left, and 1 for the way
+    /// back), and where the run starts.
+    paths: Vec<(u32, u32)>,
+}
+
+impl TxnChips {
+    /// Forgets every path's latencies (a new transaction).
+    pub fn clear(&mut self) {
+        self.ps.clear();
+        self.paths.clear();
+    }
+
+    /// The latencies of `path`'s chips, the way there (or back, `back`) of segment
+    /// `segment`: drawn from `stream` when its first TLP crosses it, the same ones after.
+    #[inline(always)]
+    pub fn of(
+        &mut self,
+        segment: u32,
+        back: bool,
+        path: &[HopCost],
+        stream: &mut Stream,
+    ) -> &[u64] {
+        let key = (segment << 1) | u32::from(back);
+        let start = match self.paths.iter().find(|p| p.0 == key) {
+            Some(&(_, start)) => start as usize,
+            None => self.draw(key, path, stream),
+        };
+        let chips = path.len().saturating_sub(1);
+        &self.ps[start..start + chips]
+    }
+
+    /// Draws `path`'s latencies for `key`; where they start in `ps`.
+    #[inline(never)]
+    fn draw(&mut self, key: u32, path: &[HopCost], stream: &mut Stream) -> usize {
+        let start = self.ps.len();
+        draw_chips(path, stream, &mut self.ps);
+        self.paths.push((key, start as u32));
+        start
+    }
 }
 
 impl Txn {
@@ -358,6 +412,65 @@ pub fn next_chunk(addr: u64, remaining: u64, limit: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timing::LinkTiming;
+    use smartio_platform::Cause;
+
+    /// A path of `chips` chips of 100 ± 10 ns (and its last hop, to the final node).
+    fn path(chips: usize) -> Vec<HopCost> {
+        let hop = HopCost {
+            link: 0,
+            dir: 0,
+            lane: 0,
+            timing: LinkTiming {
+                fs_per_byte: 1_000,
+                overhead: 26,
+                prop_ps: 0,
+            },
+            node_latency_ps: 100_000,
+            node_jitter_ps: 10_000,
+            same_rate_next: true,
+        };
+        vec![hop; chips + 1]
+    }
+
+    /// A transaction draws a path's latencies at its first crossing, one per chip, and gives
+    /// the same ones for every later TLP along it; each path (segment and way) its own, in
+    /// the order first crossed; a new transaction draws anew.
+    #[test]
+    fn a_transactions_tlps_cross_a_path_with_the_latencies_drawn_at_its_first_crossing() {
+        let (there, back) = (path(3), path(2));
+        let mut stream = Stream::new(1, Cause::Chip, 0);
+        let mut chips = TxnChips::default();
+        let first = chips.of(0, false, &there, &mut stream).to_vec();
+        assert_eq!(first.len(), 3);
+        assert!(
+            first.iter().all(|ps| (90_000..=110_000).contains(ps)),
+            "{first:?}"
+        );
+        // The stream moved on by exactly those three draws.
+        let mut expected = Stream::new(1, Cause::Chip, 0);
+        let mut drawn = Vec::new();
+        crate::timing::draw_chips(&there, &mut expected, &mut drawn);
+        assert_eq!(drawn, first);
+        for _ in 0..5 {
+            assert_eq!(chips.of(0, false, &there, &mut stream), &first[..]);
+        }
+        let returning = chips.of(0, true, &back, &mut stream).to_vec();
+        let second_segment = chips.of(1, false, &there, &mut stream).to_vec();
+        let mut next = Vec::new();
+        crate::timing::draw_chips(&back, &mut expected, &mut next);
+        assert_eq!(next, returning, "the way back: the next draws");
+        next.clear();
+        crate::timing::draw_chips(&there, &mut expected, &mut next);
+        assert_eq!(next, second_segment, "segment 1: the draws after");
+        assert_eq!(chips.of(0, true, &back, &mut stream), &returning[..]);
+        assert_eq!(chips.of(0, false, &there, &mut stream), &first[..]);
+        chips.clear();
+        let anew = chips.of(0, false, &there, &mut stream).to_vec();
+        next.clear();
+        crate::timing::draw_chips(&there, &mut expected, &mut next);
+        assert_eq!(anew, next, "a new transaction draws again");
+    }
 
     #[test]
     fn tlps_queue_in_arrival_order_and_equal_times_keep_their_issue_order() {

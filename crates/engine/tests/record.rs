@@ -196,7 +196,7 @@ fn a_transfers_tlps_sent_back_to_back_are_one_row_with_their_count() {
 #[test]
 fn recording_changes_nothing_about_the_run() {
     let run = |record: bool| {
-        // With variation: chips' latencies are drawn per TLP.
+        // With variation: chips' latencies are drawn per transaction and path.
         let (sim, _) = sim_of(TWO_SWITCHES, Calibration::default_embedded());
         if record {
             sim.start_recording(Some(1_000));

@@ -58,7 +58,7 @@ impl Stream {
     }
 
     /// A draw in `0..=max` from one 64-bit word by multiply-and-shift (Lemire): one word per
-    /// draw whatever `max` — this runs per chip per TLP — and a bias below `max / 2^64`,
+    /// draw whatever `max` — this runs per chip per transfer — and a bias below `max / 2^64`,
     /// far under anything a picosecond latency can show.
     pub fn up_to(&mut self, max: u64) -> u64 {
         let word = u128::from(self.rng.next_u64());

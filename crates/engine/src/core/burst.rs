@@ -391,15 +391,9 @@ impl Core {
         let start = txn.next_issue;
         txn.issued_after = txn.gate;
         let who = self.booking_for(flow);
-        let crossing = traverse_serialized(
-            &mut self.lanes,
-            &path.forward,
-            start,
-            0,
-            ser,
-            who,
-            &mut self.chip_stream,
-        );
+        let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
+        let crossing =
+            traverse_serialized(&mut self.lanes, &path.forward, start, 0, ser, who, chips);
         txn.requests.insert(InFlight {
             at: crossing.arrival + SimDuration(path.arrive_ps),
             segment: 0,
@@ -433,19 +427,15 @@ impl Core {
         let bus = seg.bus_addr + (r.offset - seg.offset);
         let len = u64::from(r.len);
         let mut done = 0u64;
+        let chips = txn
+            .chips
+            .of(r.segment, true, &path.backward, &mut self.chip_stream);
         while done < len {
             let n = next_chunk(bus + done, len - done, split);
             let ser = first.serialization(&path.backward, n);
-            let arrival = traverse_serialized(
-                &mut self.lanes,
-                &path.backward,
-                start,
-                n,
-                ser,
-                who,
-                &mut self.chip_stream,
-            )
-            .arrival;
+            let arrival =
+                traverse_serialized(&mut self.lanes, &path.backward, start, n, ser, who, chips)
+                    .arrival;
             txn.completions.insert(InFlight {
                 at: arrival + SimDuration(path.return_ps),
                 segment: r.segment,
@@ -466,7 +456,15 @@ impl Core {
     fn issue_in_burst(&mut self, txn: &mut Txn, path: &CostedPath, limit: u64, flow: Flow) {
         let who = self.booking_for(flow);
         let mut cursor = WriteCursor::of(txn);
-        let t = self.send_in_burst(&mut cursor, path, limit, who, &mut FirstLink::default());
+        let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
+        let t = self.send_in_burst(
+            &mut cursor,
+            path,
+            limit,
+            who,
+            &mut FirstLink::default(),
+            chips,
+        );
         cursor.put_back(txn);
         txn.requests.insert(t.in_flight());
     }
@@ -481,6 +479,7 @@ impl Core {
         limit: u64,
         who: Booking,
         first: &mut FirstLink,
+        chips: &[u64],
     ) -> TrainTlp {
         let len = next_chunk(
             cursor.bus_addr + cursor.issued,
@@ -489,15 +488,8 @@ impl Core {
         );
         let start = cursor.next_issue;
         let ser = first.serialization(&path.forward, len);
-        let crossing = traverse_serialized(
-            &mut self.lanes,
-            &path.forward,
-            start,
-            len,
-            ser,
-            who,
-            &mut self.chip_stream,
-        );
+        let crossing =
+            traverse_serialized(&mut self.lanes, &path.forward, start, len, ser, who, chips);
         let tlp = TrainTlp {
             issued: start,
             at: crossing.arrival + SimDuration(path.arrive_ps),
@@ -535,13 +527,15 @@ impl Core {
         let mut first = FirstLink::default();
         // The issue cursor in locals while the train leaves, put back after.
         let mut cursor = WriteCursor::of(txn);
+        // Its TLPs cross each chip with the transaction's latency for it.
+        let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
         loop {
             // Each leaves as the step loop would send it at its step: booked as of then.
             let who = Booking {
                 now: cursor.next_issue.as_ps(),
                 flow,
             };
-            train.push(self.send_in_burst(&mut cursor, path, limit, who, &mut first));
+            train.push(self.send_in_burst(&mut cursor, path, limit, who, &mut first, chips));
             if cursor.sent_all() || train.len() == room || !before_queued(cursor.next_issue, queued)
             {
                 break;

@@ -202,7 +202,7 @@ impl Core {
     /// books it; when it lands.
     fn send_posted(&mut self, requester: Requester, path: &CostedPath, len: u64) -> SimTime {
         let who = self.booking(requester);
-        let crossing = self.cross(&path.forward, self.now, len, who, false);
+        let crossing = self.cross_alone(&path.forward, self.now, len, who);
         crossing.arrival + SimDuration(path.arrive_ps)
     }
 

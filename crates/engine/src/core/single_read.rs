@@ -62,7 +62,7 @@ impl Core {
         self.pass_to(start);
         self.woke = false;
         self.tag_pool(requester, path.forwarded_by).free -= 1;
-        let crossing = self.cross(&path.forward, start, 0, self.booking(requester), false);
+        let crossing = self.cross_alone(&path.forward, start, 0, self.booking(requester));
         let request_at = crossing.arrival + SimDuration(path.arrive_ps);
         let next_issue = crossing.first_link_done.max(start);
         // What is queued stays so until the read is done: it starts nothing, wakes nobody.
@@ -79,7 +79,7 @@ impl Core {
         let mark = out.len();
         self.memory[host.index()].read_append(pa, len as usize, out);
         let answer = self.now + SimDuration(path.read_ps);
-        let crossing = self.cross(&path.backward, answer, len, self.booking(requester), false);
+        let crossing = self.cross_alone(&path.backward, answer, len, self.booking(requester));
         let completion_at = crossing.arrival + SimDuration(path.return_ps);
         if !before_queued(completion_at, queued) {
             let (id, serial) = self.read_as_transaction(requester, segments, next_issue);
