@@ -162,6 +162,8 @@ pub(crate) struct Core {
     pub trains: bool,
     /// The TLPs of the train being sent (kept for its capacity).
     train: Vec<burst::TrainTlp>,
+    /// The hops of a train's TLP that others follow (see [`crate::timing::TrainRun`]).
+    train_shape: Vec<crate::timing::HopShape>,
     /// TLPs sent in trains so far.
     pub train_tlps: u64,
     /// Steps run in bursts so far.
@@ -251,6 +253,7 @@ impl Core {
             bursts: true,
             trains: true,
             train: Vec::new(),
+            train_shape: Vec::new(),
             train_tlps: 0,
             burst_steps: 0,
             in_place: true,

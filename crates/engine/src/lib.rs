@@ -51,10 +51,15 @@
 //!   (`core::burst`): the same steps in the same order before the next queued event, asking once
 //!   what the generic step asks at each (`Sim::set_bursts(false)` turns them off; a test
 //!   compares the two bit for bit). Where at least 8 of a write burst's TLPs can leave one
-//!   after another before the next event and within its credits, they go as a train: each
-//!   sent in turn as alone, the steps between them taken at once (`Sim::set_trains(false)`
-//!   turns trains off; tests compare, with a train cut short by the next event); a train's
-//!   TLPs that land before its last one leaves land as one piece. A read burst sends its
+//!   after another before the next event and within its credits, they go as a train, the
+//!   steps between them taken at once (`Sim::set_trains(false)` turns trains off; tests
+//!   compare, with a train cut short by the next event): a TLP crosses its path as alone, and
+//!   the TLPs of its size after it, which cross each chip with the same latency (the
+//!   transaction's), cross each link one period after it (`timing::TrainRun`: the largest
+//!   serialization up to that link) when it was booked last everywhere and waited only on
+//!   links it fills — costed in closed form and booked per link at once, one interval grown
+//!   where they follow back to back, one each where they leave gaps; a train's TLPs that
+//!   land before its last one leaves land as one piece. A read burst sends its
 //!   requests and completions itself, the path and flow asked once
 //!   (`Core::request_in_burst`, `Core::complete_in_burst`). A read's
 //!   buffer is filled as its requests are answered (appended in order, never zeroed first);
@@ -63,7 +68,8 @@
 //!   look, and their watchers are told as each lands. Each link direction
 //!   (`timing::Lane`, found by index from link and direction) keeps the intervals booked on it
 //!   that have not ended in a `Vec` with a head index, and the end and requester of the last
-//!   one beside it: the usual booking reads those two fields and appends (the intervals that
+//!   one beside it (an interval may stand for several back-to-back TLPs of one requester: a
+//!   later TLP finds no gap among them either way): the usual booking reads those two fields and appends (the intervals that
 //!   ended are dropped in batches, once `compact_at` are kept), a TLP that may start before
 //!   the last interval ends searches the gaps (out of line). A crossing's hop loop is compiled once per
 //!   kind of chip draw and hop log (none, the recording's hops, a multicast branch's start

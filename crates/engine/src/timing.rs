@@ -484,6 +484,169 @@ pub(crate) fn traverse_serialized(
     }
 }
 
+/// One hop of a train's first TLP, as its followers repeat it ([`TrainRun`]): when its head
+/// reached the link, when the link started sending it, and its serialization there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HopShape {
+    head: u64,
+    begin: u64,
+    ser: u64,
+}
+
+impl HopLog for Vec<HopShape> {
+    #[inline(always)]
+    fn hop(&mut self, _: u64, rec: impl FnOnce() -> HopRec) {
+        let r = rec();
+        self.push(HopShape {
+            head: r.head,
+            begin: r.begin,
+            ser: r.ser,
+        });
+    }
+}
+
+/// [`traverse_serialized`] keeping each hop's shape in `shape` (for a [`TrainRun`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn traverse_shaped(
+    links: &mut [Lane],
+    path: &[HopCost],
+    start: SimTime,
+    payload: u64,
+    ser: u64,
+    who: Booking,
+    chips: &[u64],
+    shape: &mut Vec<HopShape>,
+) -> Crossing {
+    shape.clear();
+    if path.is_empty() {
+        return Crossing {
+            arrival: start,
+            first_link_done: start,
+        };
+    }
+    let drawn = &mut Drawn(chips.iter());
+    let (arrival, first_begin) = run_hops(
+        links,
+        path,
+        0,
+        start.as_ps(),
+        ser,
+        payload,
+        who,
+        drawn,
+        shape,
+    );
+    Crossing {
+        arrival: SimTime(arrival),
+        first_link_done: SimTime(first_begin + ser),
+    }
+}
+
+/// TLPs of one size that follow a train's TLP (its first) along its path, each leaving its
+/// first link as the one before has left it, their chips' latencies the same (one
+/// transaction's): each crosses every link exactly one period after the one before, so
+/// they are costed in closed form and their links booked at once ([`TrainRun::book`]).
+///
+/// A link's period is the largest serialization up to it (the first link's is the time
+/// between two leavings): a TLP that reaches a link no sooner than one period after the one
+/// before leaves it one period after it, back to back when the link is the slowest so far.
+/// That holds when, on every link, the first was booked last (nothing of another flow after
+/// it: nothing else is booked while a train leaves) and either did not wait or waits on a
+/// link it fills (period equal to its serialization there, so each follower waits as long).
+/// The step loop books each follower to the same intervals, one TLP at a time.
+#[derive(Debug)]
+pub(crate) struct TrainRun {
+    /// The followers' payload, the first's.
+    pub len: u64,
+    /// The first link's serialization: between two leavings.
+    first_ser: u64,
+    /// When the first's last byte reached the final node.
+    arrival: u64,
+    /// The period on the last link.
+    last_period: u64,
+    /// Followers so far.
+    followers: u64,
+    /// When the next follower leaves: as the one before has left the first link.
+    next_leaving: SimTime,
+}
+
+impl TrainRun {
+    /// A run after the TLP of `len` bytes that has just crossed `path` as `shape` and
+    /// `crossing` tell, if its followers may be costed in closed form.
+    #[inline]
+    pub(crate) fn after(
+        links: &[Lane],
+        path: &[HopCost],
+        shape: &[HopShape],
+        len: u64,
+        crossing: Crossing,
+    ) -> Option<TrainRun> {
+        let first_ser = shape.first()?.ser;
+        let mut period = first_ser;
+        for (hop, s) in path.iter().zip(shape) {
+            period = period.max(s.ser);
+            let t = &links[hop.lane as usize].booked;
+            // Booked last: the link's last interval ends where its does (a TLP put in a gap
+            // ends before the next interval begins).
+            let last = t.end == s.begin + s.ser;
+            if !last || (s.begin != s.head && period != s.ser) {
+                return None;
+            }
+        }
+        Some(TrainRun {
+            len,
+            first_ser,
+            arrival: crossing.arrival.as_ps(),
+            last_period: period,
+            followers: 0,
+            next_leaving: crossing.first_link_done,
+        })
+    }
+
+    /// The next follower, leaving `now` (as the one before has left the first link): when
+    /// its last byte reaches the final node, and when it has left the first link.
+    #[inline(always)]
+    pub(crate) fn follow(&mut self, now: SimTime) -> Crossing {
+        debug_assert_eq!(
+            now, self.next_leaving,
+            "a follower leaves right after the one before"
+        );
+        self.followers += 1;
+        self.next_leaving = now + SimDuration(self.first_ser);
+        Crossing {
+            arrival: SimTime(self.arrival + self.followers * self.last_period),
+            first_link_done: self.next_leaving,
+        }
+    }
+
+    /// Books the followers on every link of `path` for `flow` (booked as of `now`), after
+    /// the first (`shape`), and counts them in each link's statistics: one interval grown on
+    /// a link they fill, one interval each where they leave gaps.
+    pub(crate) fn book(
+        &self,
+        links: &mut [Lane],
+        path: &[HopCost],
+        shape: &[HopShape],
+        flow: Flow,
+        now: u64,
+    ) {
+        let n = self.followers;
+        if n == 0 {
+            return;
+        }
+        let mut period = self.first_ser;
+        for (hop, s) in path.iter().zip(shape) {
+            period = period.max(s.ser);
+            let lane = &mut links[hop.lane as usize];
+            lane.booked.book_followers(s, period, n, flow, now);
+            lane.tlps += n;
+            lane.payload_bytes += n * self.len;
+            lane.busy_ps += n * s.ser;
+        }
+    }
+}
+
 /// Sends one TLP along several paths that share prefixes (a multicast write replicated by
 /// the switches): a shared link carries the TLP once, and each path continues from the time
 /// the head reached the point where it branches off. Returns each path's arrival time.
@@ -710,6 +873,10 @@ fn run_hops(
 /// The intervals booked on one direction of a link, in time order, that have not ended, and
 /// some that have until they are dropped (a few at a time: see `compact_at`).
 ///
+/// An interval may stand for several TLPs of one flow that follow each other back to back
+/// (a train's, [`TrainRun`]): a TLP booked later finds no gap among them, and one that
+/// reached the link after the first of them goes after all of them, as it would after each.
+///
 /// Invariant: `slots[head..]` holds, in time order, every interval that has not ended, and
 /// perhaps some first ones that have (not dropped yet); `slots[..head]` have ended and are
 /// dropped in one go once all have (or when they outnumber the others), so dropping one is
@@ -805,6 +972,36 @@ impl Timeline {
         self.slots.drain(..self.head);
         self.head = 0;
         self.compact_at = COMPACT_AT.max(2 * self.slots.len());
+    }
+
+    /// Books `n` TLPs of `flow` after the last interval booked, that of `first`, each
+    /// `period` after the one before, as [`Timeline::book`] books them one by one (see
+    /// [`TrainRun`]): back to back, the last interval grows (an interval may stand for
+    /// several TLPs of one flow that follow each other: a TLP booked later finds no gap among
+    /// them either way, and a TLP that reached the link after the first of them cannot go
+    /// before the rest); with gaps, one interval each.
+    fn book_followers(&mut self, first: &HopShape, period: u64, n: u64, flow: Flow, now: u64) {
+        let last_end = first.begin + n * period + first.ser;
+        match self.slots.last_mut() {
+            Some(last) if period == first.ser => last.end = last_end,
+            _ => {
+                if self.slots.len() + n as usize >= self.compact_at {
+                    self.compact(now);
+                }
+                // A follower that leaves gaps did not wait: it started as it arrived.
+                self.slots.extend((1..=n).map(|i| {
+                    let begin = first.begin + i * period;
+                    Slot {
+                        arrival: begin,
+                        begin,
+                        end: begin + first.ser,
+                        flow,
+                    }
+                }));
+            }
+        }
+        self.end = last_end;
+        self.last_flow = flow;
     }
 
     /// Books `ser` picoseconds for a TLP of `who` whose head arrives at `head`; returns when
@@ -1126,6 +1323,141 @@ mod tests {
         assert_eq!(a[0], 50_000);
         assert_eq!(a[1..], b[..]);
         assert!((108_000..=132_000).contains(&b[0]), "{} ps", b[0]);
+    }
+
+    /// A train's followers costed in closed form ([`TrainRun`]) arrive, leave their first
+    /// link and occupy every link exactly as booking them one by one does: same arrivals,
+    /// same statistics, and a TLP of another flow booked afterwards at any time finds the
+    /// same gaps. Links slower and faster than the first, with and without another flow's
+    /// intervals in the way (where the run must not start, or must stop at them).
+    #[test]
+    fn a_trains_followers_in_closed_form_book_what_one_by_one_bookings_book() {
+        let hop = |lane: u32, fs_per_byte: u64, same_rate_next: bool| HopCost {
+            link: lane / 2,
+            dir: (lane % 2) as u8,
+            lane,
+            timing: link(fs_per_byte),
+            node_latency_ps: 100_000,
+            node_jitter_ps: 0,
+            same_rate_next,
+        };
+        // Links of about 2, 4 and 8 GB/s: a 256-byte TLP takes 141, 70 and 35 ns.
+        let slow_first = vec![
+            hop(0, 500_000, false),
+            hop(2, 250_000, true),
+            hop(4, 250_000, false),
+            hop(6, 125_000, false),
+        ];
+        let fast_first = vec![
+            hop(0, 125_000, false),
+            hop(2, 250_000, false),
+            hop(4, 500_000, false),
+            hop(6, 250_000, false),
+        ];
+        /// Another flow's interval on a lane before the train: lane, head, serialization.
+        type Busy = Vec<(u32, u64, u64)>;
+        // The path, another flow's bookings before the train, and whether the first TLP's
+        // followers may be costed in closed form.
+        let cases: Vec<(Vec<HopCost>, Busy, bool)> = vec![
+            (slow_first.clone(), vec![], true),
+            (fast_first.clone(), vec![], true),
+            // Busy before the train arrives: the first waits on a link it does not fill.
+            (slow_first.clone(), vec![(4, 0, 3_000_000)], false),
+            // Another flow booked ahead, in the middle of the train's time.
+            (fast_first.clone(), vec![(4, 1_500_000, 200_000)], false),
+            (slow_first, vec![(2, 2_000_000, 100_000)], false),
+        ];
+        let chips = [150_000, 120_000, 90_000];
+        for (k, (path, busy, closed)) in cases.into_iter().enumerate() {
+            let mut before = vec![Lane::default(); 8];
+            for &(lane, head, ser) in &busy {
+                before[lane as usize].send(at(0, 7), head, ser, 64);
+            }
+            let (n, len) = (12u64, 256u64);
+            let ser = path[0].timing.serialization_ps(len);
+            // One by one, as the step loop books them.
+            let mut one = before.clone();
+            let mut expected = Vec::new();
+            let mut start = SimTime(10_000);
+            for _ in 0..n {
+                let who = at(start.as_ps(), 1);
+                let c = traverse_serialized(&mut one, &path, start, len, ser, who, &chips);
+                expected.push((c.arrival, c.first_link_done));
+                start = c.first_link_done.max(start);
+            }
+            // The first as alone, the rest in closed form while they may be.
+            let mut run_lanes = before.clone();
+            let mut got = Vec::new();
+            let mut shape = Vec::new();
+            let mut run: Option<TrainRun> = None;
+            let mut start = SimTime(10_000);
+            let mut followed = 0;
+            let mut from_first = None;
+            for _ in 0..n {
+                let who = at(start.as_ps(), 1);
+                let c = match &mut run {
+                    Some(r) => {
+                        followed += 1;
+                        r.follow(start)
+                    }
+                    None => {
+                        let c = traverse_shaped(
+                            &mut run_lanes,
+                            &path,
+                            start,
+                            len,
+                            ser,
+                            who,
+                            &chips,
+                            &mut shape,
+                        );
+                        run = TrainRun::after(&run_lanes, &path, &shape, len, c);
+                        from_first.get_or_insert(run.is_some());
+                        c
+                    }
+                };
+                got.push((c.arrival, c.first_link_done));
+                start = c.first_link_done.max(start);
+            }
+            if let Some(r) = run {
+                r.book(&mut run_lanes, &path, &shape, 1, start.as_ps());
+            }
+            assert_eq!(
+                from_first,
+                Some(closed),
+                "case {k}: the run starts at the first"
+            );
+            if closed {
+                assert_eq!(followed, n - 1, "case {k}: all follow the first");
+            }
+            assert_eq!(got, expected, "case {k}: arrivals and leavings");
+            for (lane, (a, b)) in run_lanes.iter().zip(&one).enumerate() {
+                assert_eq!(
+                    (a.tlps, a.payload_bytes, a.busy_ps, a.busy_until()),
+                    (b.tlps, b.payload_bytes, b.busy_ps, b.busy_until()),
+                    "case {k}: lane {lane}'s statistics"
+                );
+                // Another flow's TLP arriving anywhere in the train's time starts alike: on a
+                // grid, and at each TLP's arrival, start and end, and just before them.
+                let edges =
+                    b.booked.live().iter().flat_map(|s| {
+                        [s.arrival, s.begin, s.end].map(|t| [t.saturating_sub(1), t])
+                    });
+                let heads: Vec<u64> = (0..5_000_000)
+                    .step_by(7_001)
+                    .chain(edges.flatten())
+                    .collect();
+                for head in heads {
+                    for probe_ser in [10_000, 100_000] {
+                        let probe = |l: &Lane| {
+                            let mut l = l.clone();
+                            l.booked.book(at(head, 2), head, probe_ser)
+                        };
+                        assert_eq!(probe(a), probe(b), "case {k}: lane {lane}, probe at {head}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
-use crate::timing::{traverse_serialized, Booking, Flow, HopCost};
+use crate::timing::{traverse_serialized, traverse_shaped, Booking, Flow, HopCost, TrainRun};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
@@ -529,18 +529,60 @@ impl Core {
         let mut cursor = WriteCursor::of(txn);
         // Its TLPs cross each chip with the transaction's latency for it.
         let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
+        // The first TLP's hops, and the TLPs of its size that follow it in closed form (see
+        // `TrainRun`: booked when the run ends).
+        let mut shape = std::mem::take(&mut self.train_shape);
+        let mut run: Option<TrainRun> = None;
+        let forward = &path.forward[..];
         loop {
             // Each leaves as the step loop would send it at its step: booked as of then.
             let who = Booking {
                 now: cursor.next_issue.as_ps(),
                 flow,
             };
-            train.push(self.send_in_burst(&mut cursor, path, limit, who, &mut first, chips));
+            let len = next_chunk(
+                cursor.bus_addr + cursor.issued,
+                cursor.len - cursor.issued,
+                limit,
+            );
+            let start = cursor.next_issue;
+            let crossing = match &mut run {
+                Some(r) if r.len == len => r.follow(start),
+                _ => {
+                    if let Some(r) = run.take() {
+                        r.book(&mut self.lanes, forward, &shape, flow, who.now);
+                    }
+                    let ser = first.serialization(forward, len);
+                    let lanes = &mut self.lanes;
+                    let c =
+                        traverse_shaped(lanes, forward, start, len, ser, who, chips, &mut shape);
+                    run = TrainRun::after(&self.lanes, forward, &shape, len, c);
+                    c
+                }
+            };
+            train.push(TrainTlp {
+                issued: start,
+                at: crossing.arrival + SimDuration(path.arrive_ps),
+                offset: cursor.offset + cursor.issued,
+                len: len as u32,
+            });
+            cursor.next_issue = crossing.first_link_done.max(start);
+            cursor.issued += len;
             if cursor.sent_all() || train.len() == room || !before_queued(cursor.next_issue, queued)
             {
                 break;
             }
         }
+        if let Some(r) = run {
+            r.book(
+                &mut self.lanes,
+                forward,
+                &shape,
+                flow,
+                cursor.next_issue.as_ps(),
+            );
+        }
+        self.train_shape = shape;
         cursor.put_back(txn);
         // The steps from the first leaving (taken already) to the last: each landing's and
         // each leaving's distinct time once, in time order.
