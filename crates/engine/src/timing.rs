@@ -989,7 +989,7 @@ impl Timeline {
                     self.compact(now);
                 }
                 // A follower that leaves gaps did not wait: it started as it arrived.
-                self.slots.extend((1..=n).map(|i| {
+                self.slots.extend((1..n + 1).map(|i| {
                     let begin = first.begin + i * period;
                     Slot {
                         arrival: begin,
