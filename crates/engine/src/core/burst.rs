@@ -15,7 +15,9 @@
 
 use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
-use crate::timing::{traverse_serialized, traverse_shaped, Booking, Flow, HopCost, TrainRun};
+use crate::timing::{
+    traverse_serialized, traverse_shaped, Booking, Crossing, Flow, HopCost, TrainRun,
+};
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
@@ -79,6 +81,27 @@ impl WriteCursor {
     #[inline(always)]
     fn sent_all(&self) -> bool {
         self.issued >= self.len
+    }
+
+    /// The length of the next TLP: at most `limit` bytes, cut where [`next_chunk`] cuts.
+    #[inline(always)]
+    fn next_len(&self, limit: u64) -> u64 {
+        next_chunk(self.bus_addr + self.issued, self.len - self.issued, limit)
+    }
+
+    /// The next TLP, of `len` bytes, left at `start` and crossed its path as `crossing`
+    /// tells (landing `arrive_ps` after its arrival): moves past it and returns it.
+    #[inline(always)]
+    fn sent(&mut self, len: u64, start: SimTime, crossing: Crossing, arrive_ps: u64) -> TrainTlp {
+        let tlp = TrainTlp {
+            issued: start,
+            at: crossing.arrival + SimDuration(arrive_ps),
+            offset: self.offset + self.issued,
+            len: len as u32,
+        };
+        self.next_issue = crossing.first_link_done.max(start);
+        self.issued += len;
+        tlp
     }
 
     /// Moves `txn`'s issue cursor to this one (past the segment once it is all sent).
@@ -457,56 +480,26 @@ impl Core {
         let who = self.booking_for(flow);
         let mut cursor = WriteCursor::of(txn);
         let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
-        let t = self.send_in_burst(
-            &mut cursor,
-            path,
-            limit,
-            who,
-            &mut FirstLink::default(),
-            chips,
-        );
+        let len = cursor.next_len(limit);
+        let start = cursor.next_issue;
+        let ser = path
+            .forward
+            .first()
+            .map_or(0, |h| h.timing.serialization_ps(len));
+        let lanes = &mut self.lanes;
+        let crossing = traverse_serialized(lanes, &path.forward, start, len, ser, who, chips);
+        let t = cursor.sent(len, start, crossing, path.arrive_ps);
         cursor.put_back(txn);
         txn.requests.insert(t.in_flight());
-    }
-
-    /// Sends the TLP at `cursor`, a burst's write, as [`Core::issue_in_burst`] does, its
-    /// links booked for `who`, and moves the cursor past it; returns it.
-    #[inline(always)]
-    fn send_in_burst(
-        &mut self,
-        cursor: &mut WriteCursor,
-        path: &CostedPath,
-        limit: u64,
-        who: Booking,
-        first: &mut FirstLink,
-        chips: &[u64],
-    ) -> TrainTlp {
-        let len = next_chunk(
-            cursor.bus_addr + cursor.issued,
-            cursor.len - cursor.issued,
-            limit,
-        );
-        let start = cursor.next_issue;
-        let ser = first.serialization(&path.forward, len);
-        let crossing =
-            traverse_serialized(&mut self.lanes, &path.forward, start, len, ser, who, chips);
-        let tlp = TrainTlp {
-            issued: start,
-            at: crossing.arrival + SimDuration(path.arrive_ps),
-            offset: cursor.offset + cursor.issued,
-            len: len as u32,
-        };
-        cursor.next_issue = crossing.first_link_done.max(start);
-        cursor.issued += len;
-        tlp
     }
 
     /// Sends the next TLPs of `txn`, a burst's write to `dest` along `path` in TLPs of at most
     /// `limit` bytes booked for `flow`, as a train: the one due now and those that leave one
     /// after another at the burst's next steps, while each leaves before the first event
     /// `queued`, the window cannot close (fewer are on their way than it admits, counting the
-    /// train's) and TLPs are left. Each is sent as [`Core::issue_in_burst`] sends it, in turn.
-    /// Then the steps the burst would have taken until the last one left are taken at once:
+    /// train's) and TLPs are left. Each is booked as [`Core::issue_in_burst`] books it, in
+    /// turn: the first and any of another size crossing their path, the others after one of
+    /// their size in closed form (a [`TrainRun`], booked when it ends). Then the steps the burst would have taken until the last one left are taken at once:
     /// the TLPs due to land by then land, in time order (those already on their way first:
     /// they left earlier on the same path), each distinct time counts as a step, and the clock
     /// is at the last leaving. The train's TLPs still on their way join the transaction's.
@@ -540,11 +533,7 @@ impl Core {
                 now: cursor.next_issue.as_ps(),
                 flow,
             };
-            let len = next_chunk(
-                cursor.bus_addr + cursor.issued,
-                cursor.len - cursor.issued,
-                limit,
-            );
+            let len = cursor.next_len(limit);
             let start = cursor.next_issue;
             let crossing = match &mut run {
                 Some(r) if r.len == len => r.follow(start),
@@ -560,14 +549,7 @@ impl Core {
                     c
                 }
             };
-            train.push(TrainTlp {
-                issued: start,
-                at: crossing.arrival + SimDuration(path.arrive_ps),
-                offset: cursor.offset + cursor.issued,
-                len: len as u32,
-            });
-            cursor.next_issue = crossing.first_link_done.max(start);
-            cursor.issued += len;
+            train.push(cursor.sent(len, start, crossing, path.arrive_ps));
             if cursor.sent_all() || train.len() == room || !before_queued(cursor.next_issue, queued)
             {
                 break;
