@@ -461,23 +461,32 @@ pub(crate) fn traverse_serialized(
     who: Booking,
     chips: &[u64],
 ) -> Crossing {
+    let drawn = &mut Drawn(chips.iter());
+    cross_path(links, path, start, payload, ser, who, drawn, &mut ())
+}
+
+/// Crosses all of `path` from `start` with serialization `ser` on its first link (`start`
+/// itself for an empty path), chip latencies from `chips`, each hop kept in `log`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn cross_path(
+    links: &mut [Lane],
+    path: &[HopCost],
+    start: SimTime,
+    payload: u64,
+    ser: u64,
+    who: Booking,
+    chips: &mut impl ChipDraw,
+    log: &mut impl HopLog,
+) -> Crossing {
     if path.is_empty() {
         return Crossing {
             arrival: start,
             first_link_done: start,
         };
     }
-    let (arrival, first_begin) = run_hops(
-        links,
-        path,
-        0,
-        start.as_ps(),
-        ser,
-        payload,
-        who,
-        &mut Drawn(chips.iter()),
-        &mut (),
-    );
+    let head = start.as_ps();
+    let (arrival, first_begin) = run_hops(links, path, 0, head, ser, payload, who, chips, log);
     Crossing {
         arrival: SimTime(arrival),
         first_link_done: SimTime(first_begin + ser),
@@ -519,28 +528,8 @@ pub(crate) fn traverse_shaped(
     shape: &mut Vec<HopShape>,
 ) -> Crossing {
     shape.clear();
-    if path.is_empty() {
-        return Crossing {
-            arrival: start,
-            first_link_done: start,
-        };
-    }
     let drawn = &mut Drawn(chips.iter());
-    let (arrival, first_begin) = run_hops(
-        links,
-        path,
-        0,
-        start.as_ps(),
-        ser,
-        payload,
-        who,
-        drawn,
-        shape,
-    );
-    Crossing {
-        arrival: SimTime(arrival),
-        first_link_done: SimTime(first_begin + ser),
-    }
+    cross_path(links, path, start, payload, ser, who, drawn, shape)
 }
 
 /// TLPs of one size that follow a train's TLP (its first) along its path, each leaving its
@@ -774,28 +763,10 @@ pub(crate) fn traverse_alone(
     who: Booking,
     chips: &mut Stream,
 ) -> Crossing {
-    let Some(h) = path.first() else {
-        return Crossing {
-            arrival: start,
-            first_link_done: start,
-        };
-    };
-    let ser = h.timing.serialization_ps(payload);
-    let (arrival, first_begin) = run_hops(
-        links,
-        path,
-        0,
-        start.as_ps(),
-        ser,
-        payload,
-        who,
-        chips,
-        &mut (),
-    );
-    Crossing {
-        arrival: SimTime(arrival),
-        first_link_done: SimTime(first_begin + ser),
-    }
+    let ser = path
+        .first()
+        .map_or(0, |h| h.timing.serialization_ps(payload));
+    cross_path(links, path, start, payload, ser, who, chips, &mut ())
 }
 
 /// What a crossing keeps of each hop: nothing (`()`), the hops' timing for the recording
@@ -1070,6 +1041,25 @@ impl Timeline {
     }
 }
 
+/// A hop of 1 ps per byte on link 0's lane 0 reaching a chip of `latency_ps` ±
+/// `jitter_ps` (tests' paths are made of these, moved to other lanes where they need).
+#[cfg(test)]
+pub(crate) fn chip_hop(latency_ps: u64, jitter_ps: u64) -> HopCost {
+    HopCost {
+        same_rate_next: false,
+        link: 0,
+        dir: 0,
+        lane: 0,
+        timing: LinkTiming {
+            fs_per_byte: 1_000,
+            overhead: 26,
+            prop_ps: 0,
+        },
+        node_latency_ps: latency_ps,
+        node_jitter_ps: jitter_ps,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1224,19 +1214,7 @@ mod tests {
     /// draws vary, and one requester's back-to-back TLPs still arrive in the order sent.
     #[test]
     fn chip_latencies_vary_within_their_range_without_reordering_a_flow() {
-        let hop = |latency, jitter| HopCost {
-            same_rate_next: false,
-            link: 0,
-            dir: 0,
-            lane: 0,
-            timing: LinkTiming {
-                fs_per_byte: 1_000,
-                overhead: 26,
-                prop_ps: 0,
-            },
-            node_latency_ps: latency,
-            node_jitter_ps: jitter,
-        };
+        let hop = chip_hop;
         let mut path = vec![hop(120_000, 12_000), hop(0, 0)];
         path[1].link = 1;
         path[1].lane = 2;
@@ -1292,19 +1270,7 @@ mod tests {
     /// would give them alone.
     #[test]
     fn chips_without_jitter_draw_nothing() {
-        let hop = |latency, jitter| HopCost {
-            same_rate_next: false,
-            link: 0,
-            dir: 0,
-            lane: 0,
-            timing: LinkTiming {
-                fs_per_byte: 1_000,
-                overhead: 26,
-                prop_ps: 0,
-            },
-            node_latency_ps: latency,
-            node_jitter_ps: jitter,
-        };
+        let hop = chip_hop;
         let fixed_first = [hop(50_000, 0), hop(120_000, 12_000), hop(0, 7_000)];
         let alone = [hop(120_000, 12_000), hop(0, 0)];
         let (mut a, mut b) = (Vec::new(), Vec::new());

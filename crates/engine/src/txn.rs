@@ -169,7 +169,7 @@ pub struct Txn {
 }
 
 /// The latency of each chip on the paths a transaction's TLPs cross, drawn when its first
-/// TLP crosses a path ([`draw_chips`]): all its TLPs along one path cross each chip with the
+/// TLP crosses a path (`timing::draw_chips`): all its TLPs along one path cross each chip with the
 /// same latency.
 ///
 /// Drawn at the first crossing, not when the transaction starts, so a transaction draws as
@@ -416,25 +416,11 @@ pub fn next_chunk(addr: u64, remaining: u64, limit: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timing::LinkTiming;
     use smartio_platform::Cause;
 
     /// A path of `chips` chips of 100 ± 10 ns (and its last hop, to the final node).
     fn path(chips: usize) -> Vec<HopCost> {
-        let hop = HopCost {
-            link: 0,
-            dir: 0,
-            lane: 0,
-            timing: LinkTiming {
-                fs_per_byte: 1_000,
-                overhead: 26,
-                prop_ps: 0,
-            },
-            node_latency_ps: 100_000,
-            node_jitter_ps: 10_000,
-            same_rate_next: true,
-        };
-        vec![hop; chips + 1]
+        vec![crate::timing::chip_hop(100_000, 10_000); chips + 1]
     }
 
     /// A transaction draws a path's latencies at its first crossing, one per chip, and gives
