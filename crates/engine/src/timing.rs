@@ -609,6 +609,21 @@ impl TrainRun {
         }
     }
 
+    /// How many followers, the next leaving at `now` and each a first-link serialization
+    /// after the one before, leave before the first event `queued` (the next one counted
+    /// whatever: it is leaving now).
+    #[inline(always)]
+    pub(crate) fn leavings_before(&self, now: SimTime, queued: Option<SimTime>) -> u64 {
+        match queued {
+            None => u64::MAX,
+            Some(q) if q.as_ps() > now.as_ps() => match self.first_ser {
+                0 => u64::MAX,
+                ser => 1 + (q.as_ps() - now.as_ps() - 1) / ser,
+            },
+            Some(_) => 1,
+        }
+    }
+
     /// Books the followers on every link of `path` for `flow` (booked as of `now`), after
     /// the first (`shape`), and counts them in each link's statistics: one interval grown on
     /// a link they fill, one interval each where they leave gaps.
@@ -1424,6 +1439,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Followers leave a first-link serialization apart from now: those strictly before the
+    /// first event queued go (the next one whatever: it is leaving now).
+    #[test]
+    fn a_run_counts_the_followers_that_leave_before_the_first_event() {
+        let run = |first_ser| TrainRun {
+            len: 256,
+            first_ser,
+            arrival: 0,
+            last_period: first_ser,
+            followers: 0,
+            next_leaving: SimTime(1_000),
+        };
+        let now = SimTime(1_000);
+        let before = |q: Option<u64>, ser| run(ser).leavings_before(now, q.map(SimTime));
+        assert_eq!(before(None, 100), u64::MAX);
+        assert_eq!(
+            before(Some(0), 100),
+            1,
+            "queued before now: only the one leaving now"
+        );
+        assert_eq!(before(Some(1_000), 100), 1);
+        assert_eq!(before(Some(1_001), 100), 1);
+        assert_eq!(
+            before(Some(1_100), 100),
+            1,
+            "at the same time the event comes first"
+        );
+        assert_eq!(before(Some(1_101), 100), 2);
+        assert_eq!(before(Some(1_350), 100), 4);
+        assert_eq!(
+            before(Some(1_001), 0),
+            u64::MAX,
+            "no serialization: all leave now"
+        );
     }
 
     #[test]

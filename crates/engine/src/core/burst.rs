@@ -83,6 +83,20 @@ impl WriteCursor {
         self.issued >= self.len
     }
 
+    /// How many TLPs of `len` bytes come next, one after another (at least the next one,
+    /// which the caller knows is of that size): all that are left of it when `len` is the
+    /// limit and a power of two, else that one. A TLP of the whole limit starts at a
+    /// multiple of it (else [`next_chunk`] cuts it there), and a power of two no larger than
+    /// a page divides the page, so every TLP after it is of the whole limit too.
+    #[inline(always)]
+    fn more_of_size(&self, len: u64, limit: u64) -> u64 {
+        if len == limit && len.is_power_of_two() {
+            (self.len - self.issued) / len
+        } else {
+            1
+        }
+    }
+
     /// The length of the next TLP: at most `limit` bytes, cut where [`next_chunk`] cuts.
     #[inline(always)]
     fn next_len(&self, limit: u64) -> u64 {
@@ -536,7 +550,27 @@ impl Core {
             let len = cursor.next_len(limit);
             let start = cursor.next_issue;
             let crossing = match &mut run {
-                Some(r) if r.len == len => r.follow(start),
+                Some(r) if r.len == len => {
+                    // Those of its size that leave one after another from now, before the
+                    // loop would stop for room or the first event: all but the last here.
+                    let more = cursor.more_of_size(len, limit);
+                    let fit = (room - train.len()) as u64;
+                    let k = more.min(fit).min(r.leavings_before(start, queued));
+                    for _ in 1..k {
+                        let (at, c) = (cursor.next_issue, r.follow(cursor.next_issue));
+                        train.push(cursor.sent(len, at, c, path.arrive_ps));
+                    }
+                    let start = cursor.next_issue;
+                    let c = r.follow(start);
+                    train.push(cursor.sent(len, start, c, path.arrive_ps));
+                    if cursor.sent_all()
+                        || train.len() == room
+                        || !before_queued(cursor.next_issue, queued)
+                    {
+                        break;
+                    }
+                    continue;
+                }
                 _ => {
                     if let Some(r) = run.take() {
                         r.book(&mut self.lanes, forward, &shape, flow, who.now);
