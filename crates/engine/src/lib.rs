@@ -57,8 +57,9 @@
 //!   the TLPs of its size after it, which cross each chip with the same latency (the
 //!   transaction's), cross each link one period after it (`timing::TrainRun`: the largest
 //!   serialization up to that link) when it was booked last everywhere and waited only on
-//!   links it fills — costed in closed form and booked per link at once, one interval grown
-//!   where they follow back to back, one each where they leave gaps; a train's TLPs that
+//!   links it fills — costed in closed form (those that may leave one after another sent as a
+//!   batch) and booked per link at once, one interval grown where they follow back to back,
+//!   one each where they leave gaps; a train's TLPs that
 //!   land before its last one leaves land as one piece. A read burst sends its
 //!   requests and completions itself, the path and flow asked once
 //!   (`Core::request_in_burst`, `Core::complete_in_burst`). A read's

@@ -548,30 +548,24 @@ impl Core {
                 flow,
             };
             let len = cursor.next_len(limit);
-            let start = cursor.next_issue;
-            let crossing = match &mut run {
+            let (start, crossing) = match &mut run {
                 Some(r) if r.len == len => {
                     // Those of its size that leave one after another from now, before the
                     // loop would stop for room or the first event: all but the last here.
                     let more = cursor.more_of_size(len, limit);
                     let fit = (room - train.len()) as u64;
-                    let k = more.min(fit).min(r.leavings_before(start, queued));
+                    let k = more
+                        .min(fit)
+                        .min(r.leavings_before(cursor.next_issue, queued));
                     for _ in 1..k {
-                        let (at, c) = (cursor.next_issue, r.follow(cursor.next_issue));
+                        let at = cursor.next_issue;
+                        let c = r.follow(at);
                         train.push(cursor.sent(len, at, c, path.arrive_ps));
                     }
-                    let start = cursor.next_issue;
-                    let c = r.follow(start);
-                    train.push(cursor.sent(len, start, c, path.arrive_ps));
-                    if cursor.sent_all()
-                        || train.len() == room
-                        || !before_queued(cursor.next_issue, queued)
-                    {
-                        break;
-                    }
-                    continue;
+                    (cursor.next_issue, r.follow(cursor.next_issue))
                 }
                 _ => {
+                    let start = cursor.next_issue;
                     if let Some(r) = run.take() {
                         r.book(&mut self.lanes, forward, &shape, flow, who.now);
                     }
@@ -580,7 +574,7 @@ impl Core {
                     let c =
                         traverse_shaped(lanes, forward, start, len, ser, who, chips, &mut shape);
                     run = TrainRun::after(&self.lanes, forward, &shape, len, c);
-                    c
+                    (start, c)
                 }
             };
             train.push(cursor.sent(len, start, crossing, path.arrive_ps));
