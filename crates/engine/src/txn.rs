@@ -202,10 +202,11 @@ impl TxnChips {
         stream: &mut Stream,
     ) -> &[u64] {
         let key = (segment << 1) | u32::from(back);
-        // Most transactions cross one path: it is the first asked.
+        // Most transactions cross one path: it is the first asked. A transaction of many
+        // segments crosses them in order: the one asked is among the last drawn.
         let start = match self.paths.first() {
             Some(&(first, start)) if first == key => start as usize,
-            _ => match self.paths.iter().find(|p| p.0 == key) {
+            _ => match self.paths.iter().rev().find(|p| p.0 == key) {
                 Some(&(_, start)) => start as usize,
                 None => self.draw(key, path, stream),
             },
