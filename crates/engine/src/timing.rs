@@ -493,6 +493,14 @@ fn cross_path(
     }
 }
 
+/// The serialization of a TLP of `payload` bytes on `path`'s first link (0 for an empty
+/// path, which it crosses at once).
+#[inline(always)]
+pub(crate) fn first_serialization(path: &[HopCost], payload: u64) -> u64 {
+    path.first()
+        .map_or(0, |h| h.timing.serialization_ps(payload))
+}
+
 /// One hop of a train's first TLP, as its followers repeat it ([`TrainRun`]): when its head
 /// reached the link, when the link started sending it, and its serialization there.
 #[derive(Debug, Clone, Copy)]
@@ -778,9 +786,7 @@ pub(crate) fn traverse_alone(
     who: Booking,
     chips: &mut Stream,
 ) -> Crossing {
-    let ser = path
-        .first()
-        .map_or(0, |h| h.timing.serialization_ps(payload));
+    let ser = first_serialization(path, payload);
     cross_path(links, path, start, payload, ser, who, chips, &mut ())
 }
 

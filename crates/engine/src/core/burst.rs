@@ -16,7 +16,8 @@
 use super::{before_queued, flow_of, Core, Landed};
 use crate::record::NONE;
 use crate::timing::{
-    traverse_serialized, traverse_shaped, Booking, Crossing, Flow, HopCost, TrainRun,
+    first_serialization, traverse_serialized, traverse_shaped, Booking, Crossing, Flow, HopCost,
+    TrainRun,
 };
 use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
@@ -146,7 +147,7 @@ impl FirstLink {
     fn serialization(&mut self, path: &[HopCost], len: u64) -> u64 {
         if len != self.len {
             self.len = len;
-            self.ser = path.first().map_or(0, |h| h.timing.serialization_ps(len));
+            self.ser = first_serialization(path, len);
         }
         self.ser
     }
@@ -359,10 +360,7 @@ impl Core {
         let path = Rc::clone(&seg.path);
         let flow = flow_of(txn.requester);
         // A request carries no payload: one serialization for all of them.
-        let request_ser = path
-            .forward
-            .first()
-            .map_or(0, |h| h.timing.serialization_ps(0));
+        let request_ser = first_serialization(&path.forward, 0);
         let mut completion_first = FirstLink::default();
         // Whether requests are left to send and no tag to wait for (`Txn::can_issue_ever`),
         // asked again only when a request leaves or a tag comes back.
@@ -496,10 +494,7 @@ impl Core {
         let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
         let len = cursor.next_len(limit);
         let start = cursor.next_issue;
-        let ser = path
-            .forward
-            .first()
-            .map_or(0, |h| h.timing.serialization_ps(len));
+        let ser = first_serialization(&path.forward, len);
         let lanes = &mut self.lanes;
         let crossing = traverse_serialized(lanes, &path.forward, start, len, ser, who, chips);
         let t = cursor.sent(len, start, crossing, path.arrive_ps);
@@ -542,11 +537,6 @@ impl Core {
         let mut run: Option<TrainRun> = None;
         let forward = &path.forward[..];
         loop {
-            // Each leaves as the step loop would send it at its step: booked as of then.
-            let who = Booking {
-                now: cursor.next_issue.as_ps(),
-                flow,
-            };
             let len = cursor.next_len(limit);
             let (start, crossing) = match &mut run {
                 Some(r) if r.len == len => {
@@ -565,7 +555,12 @@ impl Core {
                     (cursor.next_issue, r.follow(cursor.next_issue))
                 }
                 _ => {
+                    // It leaves as the step loop would send it at its step: booked as of then.
                     let start = cursor.next_issue;
+                    let who = Booking {
+                        now: start.as_ps(),
+                        flow,
+                    };
                     if let Some(r) = run.take() {
                         r.book(&mut self.lanes, forward, &shape, flow, who.now);
                     }
