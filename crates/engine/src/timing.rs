@@ -868,6 +868,9 @@ fn run_hops(
 /// An interval may stand for several TLPs of one flow that follow each other back to back
 /// (a train's, [`TrainRun`]): a TLP booked later finds no gap among them, and one that
 /// reached the link after the first of them goes after all of them, as it would after each.
+/// One may also stand for a train's TLPs that leave gaps, a period apart ([`Periodic`]):
+/// the usual booking asks only when the last interval ends, and the slow path first makes
+/// it one interval per TLP.
 ///
 /// Invariant: `slots[head..]` holds, in time order, every interval that has not ended, and
 /// perhaps some first ones that have (not dropped yet); `slots[..head]` have ended and are
@@ -889,6 +892,9 @@ pub(crate) struct Timeline {
     /// Whose the last interval booked is.
     last_flow: Flow,
     slots: Vec<Slot>,
+    /// What the slots of several TLPs stand for ([`PERIODIC`]), in time order: one per such
+    /// slot in `slots` (live or not dropped yet).
+    periodic: Vec<Periodic>,
     head: usize,
     compact_at: usize,
 }
@@ -899,6 +905,7 @@ impl Default for Timeline {
             end: 0,
             last_flow: 0,
             slots: Vec::new(),
+            periodic: Vec::new(),
             head: 0,
             compact_at: COMPACT_AT,
         }
@@ -908,7 +915,8 @@ impl Default for Timeline {
 /// Intervals a [`Timeline`] keeps at least before an append drops those that ended.
 const COMPACT_AT: usize = 64;
 
-/// One TLP's occupancy of a link direction.
+/// One TLP's occupancy of a link direction, or several TLPs' of one flow a period apart
+/// (its `arrival` [`PERIODIC`]: see [`Periodic`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
     /// When its head reached the link.
@@ -917,6 +925,10 @@ struct Slot {
     end: u64,
     flow: Flow,
 }
+
+/// The `arrival` of a [`Slot`] that stands for the TLPs of a [`Periodic`] (no TLP arrives at
+/// the end of time).
+const PERIODIC: u64 = u64::MAX;
 
 impl Slot {
     /// The interval of `ser` picoseconds from `begin` booked for `who`'s TLP arriving at `head`.
@@ -927,6 +939,36 @@ impl Slot {
             end: begin + ser,
             flow: who.flow,
         }
+    }
+}
+
+/// TLPs of one flow that left gaps between them on a link, a period apart, each starting as
+/// it arrived (a train's followers: see [`Timeline::book_followers`]): booked as one
+/// [`Slot`] from the first one's begin to the last one's end, and made one slot each before
+/// the slow path looks at the gaps ([`Timeline::expand_periodic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Periodic {
+    /// Its slot's `begin`, the first TLP's.
+    begin: u64,
+    period: u64,
+    /// Each one's serialization.
+    ser: u64,
+    /// How many after the first.
+    more: u64,
+}
+
+impl Periodic {
+    /// When its last TLP ends: its slot's `end`.
+    fn end(&self) -> u64 {
+        self.begin + self.more * self.period + self.ser
+    }
+
+    /// Its TLPs' slots, one each, in time order.
+    fn each(self, flow: Flow) -> impl Iterator<Item = Slot> {
+        (0..=self.more).map(move |i| {
+            let begin = self.begin + i * self.period;
+            Slot::booked(Booking { now: begin, flow }, begin, begin, self.ser)
+        })
     }
 }
 
@@ -949,10 +991,20 @@ impl Timeline {
         self.head += self.live().partition_point(|s| s.end <= now);
         if self.head == self.slots.len() {
             self.slots.clear();
+            self.periodic.clear();
             self.head = 0;
         } else if self.head > 32 && self.head * 2 > self.slots.len() {
-            self.slots.drain(..self.head);
-            self.head = 0;
+            self.drain_dropped(now);
+        }
+    }
+
+    /// Takes the intervals before `head`, which ended by `now`, out of `slots`, and the runs
+    /// of those that stood for several TLPs with them (each ended when its slot did).
+    fn drain_dropped(&mut self, now: u64) {
+        self.slots.drain(..self.head);
+        self.head = 0;
+        if !self.periodic.is_empty() {
+            self.periodic.retain(|p| p.end() > now);
         }
     }
 
@@ -961,8 +1013,7 @@ impl Timeline {
     #[inline(never)]
     fn compact(&mut self, now: u64) {
         self.drop_ended(now);
-        self.slots.drain(..self.head);
-        self.head = 0;
+        self.drain_dropped(now);
         self.compact_at = COMPACT_AT.max(2 * self.slots.len());
     }
 
@@ -971,25 +1022,29 @@ impl Timeline {
     /// [`TrainRun`]): back to back, the last interval grows (an interval may stand for
     /// several TLPs of one flow that follow each other: a TLP booked later finds no gap among
     /// them either way, and a TLP that reached the link after the first of them cannot go
-    /// before the rest); with gaps, one interval each.
+    /// before the rest); with gaps, one interval for them all, a [`Periodic`] (a follower
+    /// that leaves gaps did not wait: it started as it arrived).
     fn book_followers(&mut self, first: &HopShape, period: u64, n: u64, flow: Flow, now: u64) {
         let last_end = first.begin + n * period + first.ser;
         match self.slots.last_mut() {
             Some(last) if period == first.ser => last.end = last_end,
             _ => {
-                if self.slots.len() + n as usize >= self.compact_at {
+                if self.slots.len() >= self.compact_at {
                     self.compact(now);
                 }
-                // A follower that leaves gaps did not wait: it started as it arrived.
-                self.slots.extend((1..n + 1).map(|i| {
-                    let begin = first.begin + i * period;
-                    Slot {
-                        arrival: begin,
-                        begin,
-                        end: begin + first.ser,
-                        flow,
-                    }
-                }));
+                let run = Periodic {
+                    begin: first.begin + period,
+                    period,
+                    ser: first.ser,
+                    more: n - 1,
+                };
+                self.slots.push(Slot {
+                    arrival: PERIODIC,
+                    begin: run.begin,
+                    end: last_end,
+                    flow,
+                });
+                self.periodic.push(run);
             }
         }
         self.end = last_end;
@@ -1016,7 +1071,6 @@ impl Timeline {
             // The same flow booked last (the next TLP of a transfer): right behind it.
             self.end
         } else {
-            self.drop_ended(who.now);
             return self.book_in_gap(who, head, ser);
         };
         if self.slots.len() >= self.compact_at {
@@ -1028,11 +1082,37 @@ impl Timeline {
         begin
     }
 
+    /// Makes each live slot of several TLPs ([`PERIODIC`]) one slot per TLP, as they would
+    /// have been booked one by one.
+    fn expand_periodic(&mut self) {
+        let mut runs = std::mem::take(&mut self.periodic).into_iter();
+        let mut slots = Vec::with_capacity(self.slots.len() - self.head);
+        for &s in self.live() {
+            if s.arrival != PERIODIC {
+                slots.push(s);
+                continue;
+            }
+            // Its run is the first left that begins with it: the runs are in time order,
+            // and those before it whose slots were dropped are skipped.
+            match runs.find(|r| r.begin == s.begin) {
+                Some(run) => slots.extend(run.each(s.flow)),
+                None => unreachable!("a periodic slot's run is kept while the slot is"),
+            }
+        }
+        self.slots = slots;
+        self.head = 0;
+    }
+
     /// [`Timeline::book`] on the live intervals, when the last one booked may not let the TLP
     /// simply follow it: the general rule (an empty timeline, a TLP arriving after the last
-    /// interval or behind its own flow's last one come out as in the usual case).
+    /// interval or behind its own flow's last one come out as in the usual case). Those of
+    /// several TLPs are made one per TLP first, then those that ended by `who.now` dropped.
     #[cold]
     fn book_in_gap(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
+        if !self.periodic.is_empty() {
+            self.expand_periodic();
+        }
+        self.drop_ended(who.now);
         let live = self.live();
         let after_earlier = live
             .iter()
@@ -1562,8 +1642,26 @@ mod tests {
     /// differently, or after which the timeline lacks an interval that has not ended (one
     /// dropped too early may not change an answer at once), if any.
     fn differ_from_rule(steps: &[(u64, u32, u64, u64)], early: u64) -> Option<String> {
+        let steps: Vec<_> = steps
+            .iter()
+            .map(|&(a, f, h, s)| (a, f, h, s, 0, 0))
+            .collect();
+        differ_from_rule_with_trains(&steps, early)
+    }
+
+    /// [`differ_from_rule`] for steps that may be the first TLP of a train: `followers` more
+    /// of its size, each `gap` after the one before has ended, booked at once
+    /// ([`Timeline::book_followers`]) when the first was booked last and did not wait (or
+    /// they follow back to back), as [`TrainRun`] books them; by the rule, one by one (each
+    /// must start as it arrives). Every answer is compared; the intervals kept are compared
+    /// when no train was booked at once (a timeline keeps one interval for several TLPs).
+    fn differ_from_rule_with_trains(
+        steps: &[(u64, u32, u64, u64, u64, u64)],
+        early: u64,
+    ) -> Option<String> {
         let (mut t, mut all, mut now, mut most_live) = (Timeline::default(), Vec::new(), 0, 0);
-        for (i, &(advance, flow, ahead, ser)) in steps.iter().enumerate() {
+        let mut trains = false;
+        for (i, &(advance, flow, ahead, ser, followers, gap)) in steps.iter().enumerate() {
             now += advance;
             let who = at(now, flow);
             let head = now + ahead.saturating_sub(early);
@@ -1574,21 +1672,59 @@ mod tests {
             if booked != by_rule {
                 return Some(format!("booking {i}: {booked}, by the rule {by_rule}"));
             }
+            let last = t.end == booked + ser;
+            if followers > 0 && last && (booked == head || gap == 0) {
+                trains = true;
+                let period = ser + gap;
+                let first = HopShape {
+                    head,
+                    begin: booked,
+                    ser,
+                };
+                t.book_followers(&first, period, followers, flow, now);
+                for k in 1..=followers {
+                    let arrives = booked + k * period;
+                    let by_rule = book_by_rule(&mut all, who, arrives, ser);
+                    if by_rule != arrives {
+                        return Some(format!("booking {i}: follower {k} at {by_rule}"));
+                    }
+                }
+            }
             let mut not_ended: Vec<Slot> = all.iter().filter(|s| s.end > now).copied().collect();
             not_ended.sort_by_key(|s| s.begin);
             let kept: Vec<Slot> = t.live().iter().filter(|s| s.end > now).copied().collect();
-            if kept != not_ended {
+            if !trains && kept != not_ended {
                 return Some(format!(
                     "after booking {i}: kept {kept:?}, not ended {not_ended:?}"
                 ));
             }
-            // Ended intervals are dropped in time: at most twice the most ever live are kept.
+            // Ended intervals are dropped in time: at most twice the most ever live are kept,
+            // and the runs of several TLPs no more than their slots.
             most_live = most_live.max(not_ended.len());
-            if t.slots.len() > COMPACT_AT.max(2 * most_live) + 1 {
-                return Some(format!("after booking {i}: {} kept", t.slots.len()));
+            let most = COMPACT_AT.max(2 * most_live) + 1;
+            let periodic = t.slots.iter().filter(|s| s.arrival == PERIODIC).count();
+            if t.slots.len() > most || t.periodic.len() != periodic {
+                return Some(format!(
+                    "after booking {i}: {} kept, {} runs",
+                    t.slots.len(),
+                    t.periodic.len()
+                ));
             }
         }
         None
+    }
+
+    /// A long stream of trains whose followers leave gaps, each after the last has ended: a
+    /// timeline keeps one interval per train's followers and what it stands for only while
+    /// that interval is kept (it forgets both when they are dropped), and another flow's TLP
+    /// arriving in the last train's gaps is booked there, as the rule books it among them.
+    #[test]
+    fn a_stream_of_trains_keeps_what_their_intervals_stand_for_only_while_they_are_kept() {
+        let steps: Vec<_> = (0..2_000u64)
+            .map(|i| (400, 1, 0, 20, i % 6, 10 + i % 7))
+            .chain([(0, 2, 30, 5, 0, 0), (1, 3, 80, 9, 0, 0)])
+            .collect();
+        assert_eq!(differ_from_rule_with_trains(&steps, 0), None);
     }
 
     proptest::proptest! {
@@ -1610,6 +1746,33 @@ mod tests {
             steps in proptest::collection::vec((0u64..60, 0u32..3, 0u64..3_000, 1u64..40), 1_000..1_500)
         ) {
             proptest::prop_assert_eq!(differ_from_rule(&steps, 200), None);
+        }
+
+        /// Trains' followers booked at once, back to back or a period apart (one interval
+        /// for them all), among other flows' bookings that arrive early into their gaps or
+        /// after them: every answer as the rule gives it on the TLPs one by one, whatever
+        /// has been dropped.
+        #[test]
+        fn trains_booked_at_once_follow_the_rule_whatever_has_been_dropped(
+            steps in proptest::collection::vec(
+                (0u64..60, 0u32..3, 0u64..400, 1u64..40, 0u64..6, 0u64..30),
+                1..400,
+            )
+        ) {
+            proptest::prop_assert_eq!(differ_from_rule_with_trains(&steps, 200), None);
+        }
+
+        /// The same with bookings far ahead, so that intervals of several TLPs are live when
+        /// a timeline drops the ended ones (it keeps what they stand for) and runs of them
+        /// end meanwhile (it forgets those).
+        #[test]
+        fn trains_booked_far_ahead_follow_the_rule_whatever_has_been_dropped(
+            steps in proptest::collection::vec(
+                (0u64..60, 0u32..3, 0u64..3_000, 1u64..40, 0u64..6, 0u64..30),
+                1_000..1_500,
+            )
+        ) {
+            proptest::prop_assert_eq!(differ_from_rule_with_trains(&steps, 200), None);
         }
     }
 
