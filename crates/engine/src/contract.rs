@@ -2,6 +2,7 @@
 //! and its [`Agent`]s are [`AgentPort`]s, so the OS model, SmartIO, drivers and workloads
 //! run on it through a [`Machine`] without naming it.
 
+use crate::core::WriteBytes;
 use crate::sim::{Agent, Sim};
 use crate::timing::{LinkTiming, Timing};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
@@ -189,6 +190,24 @@ impl Engine for Sim {
     }
 }
 
+impl Agent {
+    /// Starts a posted write of `data` ([`AgentPort::write`] and [`AgentPort::write_owned`]).
+    fn start_write(
+        &self,
+        addr: BusAddr,
+        data: impl WriteBytes,
+    ) -> Started<Result<(), AccessError>> {
+        let len = data.bytes().len() as u64;
+        match self
+            .sim()
+            .start_access(self.requester(), Some(data), addr, len)
+        {
+            Ok(ticket) => Started::Ticket(ticket),
+            Err(e) => Started::Ready(Err(e)),
+        }
+    }
+}
+
 impl AgentPort for Agent {
     fn requester(&self) -> Requester {
         Agent::requester(self)
@@ -197,7 +216,7 @@ impl AgentPort for Agent {
     fn read(&self, addr: BusAddr, len: usize) -> Started<Result<Vec<u8>, AccessError>> {
         match self
             .sim()
-            .start_access(self.requester(), None, addr, len as u64)
+            .start_access(self.requester(), None::<&[u8]>, addr, len as u64)
         {
             Ok(ticket) => Started::Ticket(ticket),
             Err(e) => Started::Ready(Err(e)),
@@ -205,14 +224,13 @@ impl AgentPort for Agent {
     }
 
     fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>> {
-        let len = data.len() as u64;
-        match self
-            .sim()
-            .start_access(self.requester(), Some(data), addr, len)
-        {
-            Ok(ticket) => Started::Ticket(ticket),
-            Err(e) => Started::Ready(Err(e)),
-        }
+        self.start_write(addr, data)
+    }
+
+    /// Kept as the write's transaction's bytes, not copied (a write of one TLP, which goes
+    /// without a transaction, copies it still).
+    fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Started<Result<(), AccessError>> {
+        self.start_write(addr, data)
     }
 
     fn sleep(&self, duration: SimDuration) -> Started<()> {

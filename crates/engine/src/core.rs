@@ -50,6 +50,43 @@ pub(crate) enum Event {
     Posted(u32),
 }
 
+/// The bytes of a write as its requester hands them over: a slice to be copied (its buffer
+/// is free once the write has started), or a buffer given away (kept as the transaction's,
+/// no copy). Generic, not an enum, so the usual copy costs what it did alone.
+pub(crate) trait WriteBytes {
+    /// The bytes.
+    fn bytes(&self) -> &[u8];
+
+    /// The bytes as a transaction's buffer: copied into a spare one of `core`'s, or this one.
+    fn into_buffer(self, core: &mut Core) -> Vec<u8>;
+}
+
+impl WriteBytes for &[u8] {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    #[inline(always)]
+    fn into_buffer(self, core: &mut Core) -> Vec<u8> {
+        let mut buf = core.spare_data();
+        buf.extend_from_slice(self);
+        buf
+    }
+}
+
+impl WriteBytes for Vec<u8> {
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    #[inline(always)]
+    fn into_buffer(self, _: &mut Core) -> Vec<u8> {
+        self
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct IrqLine {
     pub pending: u32,
@@ -721,14 +758,13 @@ impl Core {
         &mut self,
         requester: Requester,
         addr: BusAddr,
-        data: &[u8],
+        data: impl WriteBytes,
         start: SimTime,
         (cause, label): (StepId, Option<&'static str>),
     ) -> Result<(u32, u32), AccessError> {
-        let segments = self.segments(requester, addr, data.len() as u64, Access::Write)?;
-        let mut buf = self.spare_data();
-        buf.extend_from_slice(data);
-        let data = buf;
+        let len = data.bytes().len() as u64;
+        let segments = self.segments(requester, addr, len, Access::Write)?;
+        let data = data.into_buffer(self);
         let (id, serial) = self.new_txn(
             TxnKind::Write,
             requester,

@@ -7,7 +7,7 @@
 //! spawned and what it waits for.
 
 use crate::calibration::Calibration;
-use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent, ReadInPlace};
+use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent, ReadInPlace, WriteBytes};
 use crate::executor::Executor;
 use crate::ops::{Access, AccessOp, Begun, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
@@ -521,7 +521,7 @@ impl Sim {
     fn start(
         &self,
         requester: Requester,
-        write: Option<&[u8]>,
+        write: Option<impl WriteBytes>,
         addr: BusAddr,
         len: u64,
         local: &mut Vec<u8>,
@@ -566,8 +566,8 @@ impl Sim {
                 };
                 step = core.record(kind, now, at, cause, label);
             }
-            match write {
-                Some(data) => core.write_memory(host, pa, data),
+            match &write {
+                Some(data) => core.write_memory(host, pa, data.bytes()),
                 None => core.memory[host.index()].read_append(pa.get(), len as usize, local),
             }
             // Its time passes in place when its timer's event would be the next thing to
@@ -589,8 +589,9 @@ impl Sim {
         }
         // Whether its first step will be the run's next event (see `Core::step_in_place`).
         let in_place = self.next_in_place(&core, start);
-        if let Some(data) = write {
+        if let Some(data) = &write {
             // One TLP to one target goes without a transaction (see `core::posted`).
+            let data = data.bytes();
             if in_place {
                 if core.post_in_place(requester, addr, data, start)? {
                     // Sent: a posted write's requester goes on at once.
@@ -625,10 +626,11 @@ impl Sim {
     pub(crate) fn start_access(
         &self,
         requester: Requester,
-        write: Option<&[u8]>,
+        write: Option<impl WriteBytes>,
         addr: BusAddr,
         len: u64,
     ) -> Result<Ticket, AccessError> {
+        let is_write = write.is_some();
         self.inner.ops.borrow_mut().start(|local| {
             match self.start(requester, write, addr, len, local)? {
                 // All it holds is its transaction, which its ticket names.
@@ -638,7 +640,7 @@ impl Sim {
                         requester,
                         addr,
                         len,
-                        write: write.is_some(),
+                        write: is_write,
                     };
                     Ok(Begun::Slot(Op::Access(AccessOp { timer, wait })))
                 }
@@ -949,11 +951,21 @@ impl Agent {
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
         let len = buf.len() as u64;
-        let ticket = self.sim.start_access(self.requester, None, addr, len)?;
+        let ticket = self
+            .sim
+            .start_access(self.requester, None::<&[u8]>, addr, len)?;
         Pending::new(&self.sim, ticket, buf).access().await
     }
 
     async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
+        let len = data.len() as u64;
+        let ticket = self
+            .sim
+            .start_access(self.requester, Some(data), addr, len)?;
+        Pending::new(&self.sim, ticket, &mut []).access().await
+    }
+
+    async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
         let len = data.len() as u64;
         let ticket = self
             .sim

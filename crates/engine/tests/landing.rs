@@ -65,3 +65,55 @@ fn every_tlp_of_a_dma_write_is_in_memory_for_the_task_its_arrival_wakes() {
     sim.peek_memory(HostId(0), PhysAddr(BUFFER), &mut after);
     assert_eq!(after, pattern);
 }
+
+/// Through the machine's contract, a write of a buffer given away (`Port::write_owned`, what
+/// DMA engines use for large data: kept as the transaction's bytes, not copied) lands what a
+/// write of a slice (copied) lands, when it lands: a device's stream of many TLPs, a
+/// device's write of one TLP (sent alone: copied still) and a CPU's store to its own RAM.
+#[test]
+fn a_write_of_a_buffer_given_away_lands_what_a_copied_write_lands_and_when() {
+    let pieces: [(u64, usize, bool); 3] = [
+        (BUFFER, LEN, true),
+        (BUFFER + 0x1_0000, 64, true),
+        (BUFFER + 0x2_0000, 200, false),
+    ];
+    let bytes = |i: usize, len: usize| -> Vec<u8> {
+        (0..len).map(|k| (k * 7 + i * 31) as u8 | 1).collect()
+    };
+    let run = |owned: bool| {
+        let (sim, _) = sim();
+        let dev = sim
+            .fabric()
+            .endpoint_by_name(HostId(0), "dev0")
+            .expect("dev0");
+        let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
+        let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
+        let done: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+        let out = done.clone();
+        machine.spawn(async move {
+            for (i, &(at, len, by_device)) in pieces.iter().enumerate() {
+                let agent = if by_device { &device } else { &cpu };
+                let data = bytes(i, len);
+                let written = if owned {
+                    agent.write_owned(BusAddr(at), data).await
+                } else {
+                    agent.write(BusAddr(at), &data).await
+                };
+                written.expect("write");
+                out.borrow_mut().push(agent.now());
+            }
+        });
+        machine.run();
+        let mut memory = vec![0u8; 0x2_0000 + 200];
+        sim.peek_memory(HostId(0), PhysAddr(BUFFER), &mut memory);
+        let done = done.borrow().clone();
+        (done, memory, sim.now())
+    };
+    let (copied, owned) = (run(false), run(true));
+    assert_eq!(copied.0.len(), 3, "every write finished");
+    for (i, &(at, len, _)) in pieces.iter().enumerate() {
+        let from = (at - BUFFER) as usize;
+        assert_eq!(owned.1[from..from + len], bytes(i, len), "write {i} landed");
+    }
+    assert_eq!(owned, copied, "the same bytes, done at the same times");
+}

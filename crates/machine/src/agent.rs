@@ -3,7 +3,7 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
-use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write};
+use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -128,6 +128,14 @@ impl Port for Agent {
         len: usize,
     ) -> impl Future<Output = Result<Vec<u8>, AccessError>> {
         ReadOwned::new(self.port.clone(), addr, len)
+    }
+
+    fn write_owned(
+        &self,
+        addr: BusAddr,
+        data: Vec<u8>,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        WriteOwned::new(self.port.clone(), addr, data)
     }
 }
 

@@ -213,6 +213,13 @@ pub trait AgentPort {
     /// returns). Done when its last TLP has left the requester.
     fn write(&self, addr: BusAddr, data: &[u8]) -> Started<Result<(), AccessError>>;
 
+    /// [`AgentPort::write`] of a buffer the caller gives away: an engine that keeps a
+    /// write's bytes until they land may keep this buffer instead of a copy (large DMA
+    /// data). By default, copied as `write` copies it.
+    fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Started<Result<(), AccessError>> {
+        self.write(addr, &data)
+    }
+
     /// Arms a timer that completes `duration` after now.
     fn sleep(&self, duration: SimDuration) -> Started<()>;
 

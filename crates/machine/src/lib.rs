@@ -42,7 +42,9 @@
 //!   `Read` into the caller's buffer, `ReadOwned` into a buffer of its own — `Port::read_owned`,
 //!   for large DMA data: `poll_read_owned` hands the engine's buffer over, no zeroing, no copy
 //!   (the timed engine moves the transaction's; the default zero-fills one) — `Write` from the
-//!   caller's slice, `Armed`, `InterruptWait`) poll the ticket through the port and give it
+//!   caller's slice, `WriteOwned` of a buffer given away — `Port::write_owned`: the timed
+//!   engine keeps it as the transaction's, no copy (the default copies) —, `Armed`,
+//!   `InterruptWait`) poll the ticket through the port and give it
 //!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
 //!   default) may be `Started::Ready` at once: the engine let it pass in place (`Spend`, which
 //!   then holds nothing; never inside a `race`).
@@ -93,7 +95,7 @@ pub use explain::{
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
-pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write};
+pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned};
 pub use records::{
     Counters, FaultRecord, IdleReadCost, LaneTraffic, LinkEvent, LinkTraffic, RunSummary,
 };

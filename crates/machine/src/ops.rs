@@ -224,6 +224,53 @@ impl Drop for Write<'_> {
     }
 }
 
+/// A posted write of a buffer given away ([`AgentPort::write_owned`]), started when first
+/// polled (the buffer handed to the port then); dropped before it completes, its operation
+/// is cancelled as a [`Write`]'s is.
+pub struct WriteOwned {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    /// The buffer until the write starts.
+    data: Option<Vec<u8>>,
+    progress: Progress<Result<(), AccessError>>,
+}
+
+impl WriteOwned {
+    /// A write of `data` at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, data: Vec<u8>) -> WriteOwned {
+        WriteOwned {
+            port,
+            addr,
+            data: Some(data),
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for WriteOwned {
+    type Output = Result<(), AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, data) = (&this.port, this.addr, &mut this.data);
+        let start = || port.write_owned(addr, data.take().unwrap_or_default());
+        match ready!(this.progress.advance(cx, start)) {
+            Step::Own(result) => Poll::Ready(result),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_access(t, &mut [], cx));
+                this.progress.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl Drop for WriteOwned {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
 /// A timer or a memory watch, armed when made ([`AgentPort::sleep`],
 /// [`AgentPort::written`]); dropped before it completes, it is disarmed.
 pub struct Armed {

@@ -155,6 +155,7 @@ impl Core {
     /// run's next event (the caller knows: see [`Core::step_in_place`]), at once if it may go
     /// alone — then true, and the writer is done — or does nothing and answers false (it
     /// goes as a transaction).
+    #[inline(always)]
     pub fn post_in_place(
         &mut self,
         requester: Requester,
@@ -177,6 +178,7 @@ impl Core {
     /// Queues the leaving of `data`, `requester`'s write to `addr`, at `start` if it may go
     /// alone: its slot and generation (what its writer's ticket names), or `None` (it goes
     /// as a transaction).
+    #[inline(always)]
     pub fn post_queued(
         &mut self,
         requester: Requester,
