@@ -197,8 +197,8 @@ pub(crate) struct Core {
     /// steps taken at once (see `burst`'s `issue_train`); off, one step at a time, to the
     /// same results.
     pub trains: bool,
-    /// The TLPs of the train being sent (kept for its capacity).
-    train: Vec<burst::TrainTlp>,
+    /// The TLPs of the train being sent, in parts (kept for its capacity).
+    train: Vec<burst::TrainPart>,
     /// The hops of a train's TLP that others follow (see [`crate::timing::TrainRun`]).
     train_shape: Vec<crate::timing::HopShape>,
     /// TLPs sent in trains so far.

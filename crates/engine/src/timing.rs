@@ -603,18 +603,42 @@ impl TrainRun {
 
     /// The next follower, leaving `now` (as the one before has left the first link): when
     /// its last byte reaches the final node, and when it has left the first link.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn follow(&mut self, now: SimTime) -> Crossing {
+        let (arrival, first_link_done) = self.follow_batch(now, 1);
+        Crossing {
+            arrival,
+            first_link_done,
+        }
+    }
+
+    /// The next `k` followers, leaving one after another from `now` (as the one before has
+    /// left the first link), each [`TrainRun::leave_ps`] after the one before: when the
+    /// first's last byte reaches the final node (each next one's [`TrainRun::land_ps`]
+    /// later), and when the last has left the first link.
+    #[inline(always)]
+    pub(crate) fn follow_batch(&mut self, now: SimTime, k: u64) -> (SimTime, SimTime) {
         debug_assert_eq!(
             now, self.next_leaving,
             "a follower leaves right after the one before"
         );
-        self.followers += 1;
-        self.next_leaving = now + SimDuration(self.first_ser);
-        Crossing {
-            arrival: SimTime(self.arrival + self.followers * self.last_period),
-            first_link_done: self.next_leaving,
-        }
+        let arrival = SimTime(self.arrival + (self.followers + 1) * self.last_period);
+        self.followers += k;
+        self.next_leaving = now + SimDuration(k * self.first_ser);
+        (arrival, self.next_leaving)
+    }
+
+    /// The time from one follower's leaving to the next one's: the first link's
+    /// serialization.
+    #[inline(always)]
+    pub(crate) fn leave_ps(&self) -> u64 {
+        self.first_ser
+    }
+
+    /// The time from one follower's arrival to the next one's: the last link's period.
+    #[inline(always)]
+    pub(crate) fn land_ps(&self) -> u64 {
+        self.last_period
     }
 
     /// How many followers, the next leaving at `now` and each a first-link serialization

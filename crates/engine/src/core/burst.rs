@@ -24,24 +24,66 @@ use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
 use std::rc::Rc;
 
-/// A TLP of a train ([`Core::issue_train`]): when it left, when it lands, and its piece of
-/// the transaction.
+/// TLPs of a train ([`Core::issue_train`]) that leave one after another a fixed time apart
+/// and land a fixed time apart (one TLP, or a [`TrainRun`]'s followers sent as a batch), and
+/// their pieces of the transaction, one after another: each in closed form.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TrainTlp {
+pub(crate) struct TrainPart {
+    /// When the first leaves, and the time from one leaving to the next.
     issued: SimTime,
+    leave_ps: u64,
+    /// When the first lands, and the time from one landing to the next.
     at: SimTime,
+    land_ps: u64,
+    /// The first one's offset in the transaction (each next one's follows it).
     offset: u64,
     len: u32,
+    /// How many (at least one).
+    count: u64,
 }
 
-impl TrainTlp {
-    /// It on its way, as the transaction keeps it (a unicast write of its one segment).
+impl TrainPart {
+    /// When its TLP `i` leaves.
     #[inline(always)]
-    fn in_flight(&self) -> InFlight {
+    fn leaving(&self, i: u64) -> SimTime {
+        SimTime(self.issued.as_ps() + i * self.leave_ps)
+    }
+
+    /// When its TLP `i` lands.
+    #[inline(always)]
+    fn landing(&self, i: u64) -> SimTime {
+        SimTime(self.at.as_ps() + i * self.land_ps)
+    }
+
+    /// How many of its TLPs have landed by `t`.
+    #[inline(always)]
+    fn landed_by(&self, t: SimTime) -> u64 {
+        match t.as_ps().checked_sub(self.at.as_ps()) {
+            None => 0,
+            Some(_) if self.land_ps == 0 => self.count,
+            Some(after) => (after / self.land_ps + 1).min(self.count),
+        }
+    }
+
+    /// Whether `k` TLPs leaving from `start` and landing from `at` continue it.
+    #[inline(always)]
+    fn continued_by(&self, next: &TrainPart) -> bool {
+        self.len == next.len
+            && self.leave_ps == next.leave_ps
+            && self.land_ps == next.land_ps
+            && self.leaving(self.count) == next.issued
+            && self.landing(self.count) == next.at
+            && self.offset + self.count * u64::from(self.len) == next.offset
+    }
+
+    /// Its TLP `i` on its way, as the transaction keeps it (a unicast write of its one
+    /// segment).
+    #[inline(always)]
+    fn in_flight(&self, i: u64) -> InFlight {
         InFlight {
-            at: self.at,
+            at: self.landing(i),
             segment: 0,
-            offset: self.offset,
+            offset: self.offset + i * u64::from(self.len),
             len: self.len,
             last: false,
             copy: 0,
@@ -107,16 +149,46 @@ impl WriteCursor {
     /// The next TLP, of `len` bytes, left at `start` and crossed its path as `crossing`
     /// tells (landing `arrive_ps` after its arrival): moves past it and returns it.
     #[inline(always)]
-    fn sent(&mut self, len: u64, start: SimTime, crossing: Crossing, arrive_ps: u64) -> TrainTlp {
-        let tlp = TrainTlp {
+    fn sent(&mut self, len: u64, start: SimTime, crossing: Crossing, arrive_ps: u64) -> TrainPart {
+        let tlp = TrainPart {
             issued: start,
+            leave_ps: 0,
             at: crossing.arrival + SimDuration(arrive_ps),
+            land_ps: 0,
             offset: self.offset + self.issued,
             len: len as u32,
+            count: 1,
         };
         self.next_issue = crossing.first_link_done.max(start);
         self.issued += len;
         tlp
+    }
+
+    /// The next `k` TLPs, of `len` bytes each, followers of `run` leaving one after another
+    /// from the next issue time (landing `arrive_ps` after they arrive): moves past them and
+    /// returns them.
+    #[inline(always)]
+    fn sent_followers(
+        &mut self,
+        run: &mut TrainRun,
+        len: u64,
+        k: u64,
+        arrive_ps: u64,
+    ) -> TrainPart {
+        let start = self.next_issue;
+        let (arrival, done) = run.follow_batch(start, k);
+        let part = TrainPart {
+            issued: start,
+            leave_ps: run.leave_ps(),
+            at: arrival + SimDuration(arrive_ps),
+            land_ps: run.land_ps(),
+            offset: self.offset + self.issued,
+            len: len as u32,
+            count: k,
+        };
+        self.next_issue = done;
+        self.issued += k * len;
+        part
     }
 
     /// Moves `txn`'s issue cursor to this one (past the segment once it is all sent).
@@ -153,42 +225,120 @@ impl FirstLink {
     }
 }
 
-/// The steps a train stands for, counted as the burst would take them: each distinct time
-/// of a leaving or a landing, in time order (a landing and a leaving at the same time are one
-/// step, the landing first).
-struct Steps {
-    /// The last step counted (the train's first leaving, counted by the burst).
-    at: SimTime,
-    /// The train's next leaving not counted yet.
-    next_leaving: usize,
-    counted: u64,
+/// Times one after another a fixed time apart: `count` of them from `first`, each `step`
+/// after the one before (`step` 0 for one). What a train's leavings and landings are, per
+/// part ([`TrainPart`]), so that its steps are counted in closed form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Progression {
+    first: u64,
+    step: u64,
+    count: u64,
 }
 
-impl Steps {
-    /// A landing at `at` (landings come in time order): the leavings before it are steps
-    /// first, then it.
+impl Progression {
+    /// Whether `t` is one of its times.
     #[inline(always)]
-    fn land_at(&mut self, at: SimTime, train: &[TrainTlp]) {
-        self.leave_before(at, train);
-        self.step(at);
-    }
-
-    /// The leavings not counted yet that come before `at`.
-    #[inline(always)]
-    fn leave_before(&mut self, at: SimTime, train: &[TrainTlp]) {
-        while let Some(t) = train.get(self.next_leaving).filter(|t| t.issued < at) {
-            self.step(t.issued);
-            self.next_leaving += 1;
+    fn contains(&self, t: u64) -> bool {
+        let Some(after) = t.checked_sub(self.first) else {
+            return false;
+        };
+        match self.step {
+            0 => after == 0 && self.count > 0,
+            step => after % step == 0 && after / step < self.count,
         }
     }
 
+    /// How many of its times are also `other`'s.
+    fn common(&self, other: &Progression) -> u64 {
+        let (a, b) = (self, other);
+        if a.count == 0 || b.count == 0 {
+            return 0;
+        }
+        if a.count == 1 {
+            return u64::from(b.contains(a.first));
+        }
+        if b.count == 1 {
+            return u64::from(a.contains(b.first));
+        }
+        if a.step == b.step {
+            // b's time j is a's time j + shift, when they meet at all.
+            let d = i128::from(b.first) - i128::from(a.first);
+            let step = i128::from(a.step);
+            if d % step != 0 {
+                return 0;
+            }
+            let shift = d / step;
+            let from = (-shift).max(0);
+            let to = i128::from(b.count).min(i128::from(a.count) - shift);
+            return (to - from).max(0) as u64;
+        }
+        // Different periods (a link slower than the first on the way): one by one.
+        let (few, many) = if a.count <= b.count { (a, b) } else { (b, a) };
+        (0..few.count)
+            .filter(|&i| many.contains(few.first + i * few.step))
+            .count() as u64
+    }
+}
+
+impl TrainPart {
+    /// Its leavings.
     #[inline(always)]
-    fn step(&mut self, at: SimTime) {
-        if at > self.at {
-            self.at = at;
-            self.counted += 1;
+    fn leavings(&self) -> Progression {
+        Progression {
+            first: self.issued.as_ps(),
+            step: self.leave_ps,
+            count: self.count,
         }
     }
+
+    /// Its first `n` landings.
+    #[inline(always)]
+    fn landings(&self, n: u64) -> Progression {
+        Progression {
+            first: self.at.as_ps(),
+            step: self.land_ps,
+            count: n,
+        }
+    }
+}
+
+/// How many of `landings` are at the time of a leaving of `train`.
+#[inline(always)]
+fn at_leavings(landings: &Progression, train: &[TrainPart]) -> u64 {
+    train.iter().map(|p| p.leavings().common(landings)).sum()
+}
+
+/// The steps a train stands for after its first leaving (which the burst counted), up to its
+/// last leaving `last`: each distinct time of a leaving, or of a landing by `last` — of the
+/// TLPs on their way before it (`earlier`, the sum of their [`earlier_step`]s), then of its
+/// own first ones — once, as the step loop takes them (a landing and a leaving at one time
+/// are one step). The leavings after the first are as many distinct times, all later than
+/// it; so are the landings (those on their way before the train land first, later than its
+/// first leaving, which came after they were due); so a landing adds a step unless a
+/// leaving is at its time.
+#[inline(always)]
+fn train_steps(train: &[TrainPart], earlier: u64, last: SimTime) -> u64 {
+    let leavings = train.iter().map(|p| p.count).sum::<u64>() - 1;
+    let own: u64 = train
+        .iter()
+        .map(|p| match p.landed_by(last) {
+            0 => 0,
+            n => n - at_leavings(&p.landings(n), train),
+        })
+        .sum();
+    leavings + earlier + own
+}
+
+/// The step a TLP on its way before `train` adds to it, landing at `at` (by its last
+/// leaving): one, unless a leaving of the train is at that time.
+#[inline(always)]
+fn earlier_step(at: SimTime, train: &[TrainPart]) -> u64 {
+    let one = Progression {
+        first: at.as_ps(),
+        step: 0,
+        count: 1,
+    };
+    1 - at_leavings(&one, train)
 }
 
 /// The fewest TLPs a train is sent for: a shorter one costs more to set up and take apart
@@ -499,7 +649,7 @@ impl Core {
         let crossing = traverse_serialized(lanes, &path.forward, start, len, ser, who, chips);
         let t = cursor.sent(len, start, crossing, path.arrive_ps);
         cursor.put_back(txn);
-        txn.requests.insert(t.in_flight());
+        txn.requests.insert(t.in_flight(0));
     }
 
     /// Sends the next TLPs of `txn`, a burst's write to `dest` along `path` in TLPs of at most
@@ -508,11 +658,14 @@ impl Core {
     /// `queued`, the window cannot close (fewer are on their way than it admits, counting the
     /// train's) and TLPs are left. Each is booked as [`Core::issue_in_burst`] books it, in
     /// turn: the first and any of another size crossing their path, the others after one of
-    /// their size in closed form (a [`TrainRun`], booked when it ends). Then the steps the burst would have taken until the last one left are taken at once:
-    /// the TLPs due to land by then land, in time order (those already on their way first:
-    /// they left earlier on the same path), each distinct time counts as a step, and the clock
-    /// is at the last leaving. The train's TLPs still on their way join the transaction's.
-    /// Kept out of line: the step loop that calls it is the engine's hottest code.
+    /// their size in closed form (a [`TrainRun`], booked when it ends), kept as parts of the
+    /// train ([`TrainPart`]: a batch of followers is one part, its times arithmetic). Then
+    /// the steps the burst would have taken until the last one left are taken at once: the
+    /// TLPs due to land by then land, in time order (those already on their way first: they
+    /// left earlier on the same path; the train's own as one piece), each distinct time
+    /// counts as a step ([`train_steps`], in closed form), and the clock is at the last
+    /// leaving. The train's TLPs still on their way join the transaction's. Kept out of
+    /// line: the step loop that calls it is the engine's hottest code.
     #[inline(never)]
     fn issue_train(
         &mut self,
@@ -526,6 +679,8 @@ impl Core {
         let mut train = std::mem::take(&mut self.train);
         train.clear();
         let room = txn.window - txn.requests.len();
+        // TLPs in the train so far.
+        let mut sent = 0usize;
         let mut first = FirstLink::default();
         // The issue cursor in locals while the train leaves, put back after.
         let mut cursor = WriteCursor::of(txn);
@@ -538,21 +693,21 @@ impl Core {
         let forward = &path.forward[..];
         loop {
             let len = cursor.next_len(limit);
-            let (start, crossing) = match &mut run {
+            match &mut run {
                 Some(r) if r.len == len => {
                     // Those of its size that leave one after another from now, before the
-                    // loop would stop for room or the first event: all but the last here.
+                    // loop would stop for room or the first event: one part.
                     let more = cursor.more_of_size(len, limit);
-                    let fit = (room - train.len()) as u64;
+                    let fit = (room - sent) as u64;
                     let k = more
                         .min(fit)
                         .min(r.leavings_before(cursor.next_issue, queued));
-                    for _ in 1..k {
-                        let at = cursor.next_issue;
-                        let c = r.follow(at);
-                        train.push(cursor.sent(len, at, c, path.arrive_ps));
+                    let part = cursor.sent_followers(r, len, k, path.arrive_ps);
+                    match train.last_mut() {
+                        Some(last) if last.continued_by(&part) => last.count += k,
+                        _ => train.push(part),
                     }
-                    (cursor.next_issue, r.follow(cursor.next_issue))
+                    sent += k as usize;
                 }
                 _ => {
                     // It leaves as the step loop would send it at its step: booked as of then.
@@ -569,12 +724,11 @@ impl Core {
                     let c =
                         traverse_shaped(lanes, forward, start, len, ser, who, chips, &mut shape);
                     run = TrainRun::after(&self.lanes, forward, &shape, len, c);
-                    (start, c)
+                    train.push(cursor.sent(len, start, c, path.arrive_ps));
+                    sent += 1;
                 }
-            };
-            train.push(cursor.sent(len, start, crossing, path.arrive_ps));
-            if cursor.sent_all() || train.len() == room || !before_queued(cursor.next_issue, queued)
-            {
+            }
+            if cursor.sent_all() || sent == room || !before_queued(cursor.next_issue, queued) {
                 break;
             }
         }
@@ -589,41 +743,47 @@ impl Core {
         }
         self.train_shape = shape;
         cursor.put_back(txn);
-        // The steps from the first leaving (taken already) to the last: each landing's and
-        // each leaving's distinct time once, in time order.
-        let last = train[train.len() - 1].issued;
-        let mut steps = Steps {
-            at: train[0].issued,
-            next_leaving: 1,
-            counted: 0,
-        };
+        // Those on their way before it that land by its last leaving land first.
+        let tail = train[train.len() - 1];
+        let last = tail.leaving(tail.count - 1);
+        let mut earlier = 0;
         while let Some(r) = txn.requests.pop_due(last) {
-            steps.land_at(r.at, &train);
+            earlier += earlier_step(r.at, &train);
             self.land_write(txn, dest, r.offset, u64::from(r.len));
         }
-        let mut landed = 0;
-        for t in train.iter().take_while(|t| t.at <= last) {
-            steps.land_at(t.at, &train);
-            landed += 1;
+        // The steps from the first leaving (taken already) to the last.
+        let steps = train_steps(&train, earlier, last);
+        // The train's TLPs that landed by then: the first ones (they land in the order they
+        // left), in the buffer and at `dest` one after another, landed as one piece, as one
+        // after another they would continue it.
+        let (mut landed, mut bytes) = (0u64, 0u64);
+        let mut on_their_way = train.len();
+        for (i, p) in train.iter().enumerate() {
+            let n = p.landed_by(last);
+            landed += n;
+            bytes += n * u64::from(p.len);
+            if n < p.count {
+                on_their_way = i;
+                break;
+            }
         }
         if landed > 0 {
-            // The train's TLPs that landed follow each other in the buffer and at `dest`:
-            // landed as one piece, as one after another they would continue it.
-            let (from, to) = (train[0], train[landed - 1]);
-            let bytes = to.offset + u64::from(to.len) - from.offset;
-            self.counters.tlp_arrivals += landed as u64;
-            let addr = dest.addr + (from.offset - dest.offset);
-            self.land(txn, dest.host, addr, from.offset, bytes);
+            self.counters.tlp_arrivals += landed;
+            let from = train[0].offset;
+            let addr = dest.addr + (from - dest.offset);
+            self.land(txn, dest.host, addr, from, bytes);
         }
-        for t in &train[landed..] {
-            txn.requests.insert(t.in_flight());
+        // The rest join the transaction's TLPs on their way.
+        for p in train.iter().skip(on_their_way) {
+            for j in p.landed_by(last)..p.count {
+                txn.requests.insert(p.in_flight(j));
+            }
         }
-        steps.leave_before(SimTime::NEVER, &train);
-        self.counters.events += steps.counted;
-        self.burst_steps += steps.counted;
+        self.counters.events += steps;
+        self.burst_steps += steps;
         self.now = last;
         self.shared_now.set(last);
-        self.train_tlps += train.len() as u64;
+        self.train_tlps += sent as u64;
         self.train = train;
     }
 
@@ -655,6 +815,123 @@ impl Core {
                     offset,
                     len,
                 });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The times of `p`, one by one.
+    fn times(p: &Progression) -> Vec<u64> {
+        (0..p.count).map(|i| p.first + i * p.step).collect()
+    }
+
+    fn progression() -> impl proptest::strategy::Strategy<Value = Progression> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..60).prop_map(|first| Progression {
+                first,
+                step: 0,
+                count: 1,
+            }),
+            (0u64..60, 1u64..8, 0u64..12).prop_map(|(first, step, count)| Progression {
+                first,
+                step,
+                count,
+            }),
+        ]
+    }
+
+    /// A train of `lens` parts: the first one TLP leaving at `first_leaving` and landing at
+    /// `first_landing`, then parts of `count` TLPs leaving every `leave` and landing every
+    /// `land`, each part after the one before.
+    fn train(
+        first_leaving: u64,
+        first_landing: u64,
+        rest: &[(u64, u64, u64, u64)],
+    ) -> Vec<TrainPart> {
+        let mut parts = vec![TrainPart {
+            issued: SimTime(first_leaving),
+            leave_ps: 0,
+            at: SimTime(first_landing),
+            land_ps: 0,
+            offset: 0,
+            len: 256,
+            count: 1,
+        }];
+        for &(gap, leave, land, count) in rest {
+            let p = parts[parts.len() - 1];
+            let (left, landed) = (
+                p.leaving(p.count - 1).as_ps(),
+                p.landing(p.count - 1).as_ps(),
+            );
+            parts.push(TrainPart {
+                issued: SimTime(left + gap + 1),
+                leave_ps: leave,
+                at: SimTime(landed + gap + 1),
+                land_ps: land,
+                offset: p.offset + p.count * 256,
+                len: 256,
+                count,
+            });
+        }
+        parts
+    }
+
+    proptest::proptest! {
+        /// A train's steps are its distinct times after its first leaving, up to its last:
+        /// its leavings, the landings of TLPs on their way before it and its own landings by
+        /// then, listed one by one (landings and leavings often at one time here).
+        #[test]
+        fn a_trains_steps_are_its_distinct_times_listed_one_by_one(
+            first_landing in 1u64..40,
+            rest in proptest::collection::vec((0u64..6, 1u64..6, 1u64..6, 1u64..8), 0..3),
+            earlier in proptest::collection::btree_set(1u64..40, 0..4),
+        ) {
+            let parts = train(0, first_landing, &rest);
+            let tail = parts[parts.len() - 1];
+            let last = tail.leaving(tail.count - 1);
+            // Those on their way before land before the train's own.
+            let earlier: Vec<SimTime> = earlier
+                .into_iter()
+                .filter(|&t| t < first_landing && t <= last.as_ps())
+                .map(SimTime)
+                .collect();
+            let mut listed: Vec<SimTime> = parts
+                .iter()
+                .flat_map(|p| (0..p.count).map(move |i| p.leaving(i)))
+                .skip(1)
+                .chain(earlier.iter().copied())
+                .chain(
+                    parts
+                        .iter()
+                        .flat_map(|p| (0..p.count).map(move |i| p.landing(i)))
+                        .filter(|&t| t <= last),
+                )
+                .collect();
+            listed.sort();
+            listed.dedup();
+            let before = earlier.iter().map(|&t| earlier_step(t, &parts)).sum();
+            proptest::prop_assert_eq!(train_steps(&parts, before, last), listed.len() as u64);
+        }
+
+        /// Two progressions (one time, or several of one period, the same period or not)
+        /// have as many times in common as their times listed one by one, and each contains
+        /// exactly its listed times.
+        #[test]
+        fn progressions_have_in_common_the_times_they_list_alike(
+            a in progression(),
+            b in progression(),
+        ) {
+            let (ta, tb) = (times(&a), times(&b));
+            let listed = ta.iter().filter(|t| tb.contains(t)).count() as u64;
+            proptest::prop_assert_eq!(a.common(&b), listed);
+            proptest::prop_assert_eq!(b.common(&a), listed);
+            for t in 0..150 {
+                proptest::prop_assert_eq!(a.contains(t), ta.contains(&t), "{}", t);
             }
         }
     }
