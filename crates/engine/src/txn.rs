@@ -279,18 +279,70 @@ impl Txn {
     }
 }
 
+/// Write TLPs of one segment that arrive one after another a fixed time apart, one piece of
+/// the transaction after another (the rest of a train: `core::burst`), kept in closed form
+/// by [`Flights`] until taken. None when `count` is 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlightRun {
+    /// When the first arrives, and the time from one arrival to the next (not 0 for more
+    /// than one).
+    pub at: SimTime,
+    pub period: u64,
+    /// The first one's offset in the transaction, and each one's length.
+    pub offset: u64,
+    pub len: u32,
+    pub count: u64,
+}
+
+impl FlightRun {
+    /// Its first TLP, as [`Flights`] holds one (a unicast write of segment 0).
+    #[inline(always)]
+    fn first(&self) -> InFlight {
+        InFlight {
+            at: self.at,
+            segment: 0,
+            offset: self.offset,
+            len: self.len,
+            last: false,
+            copy: 0,
+            step: crate::record::NONE,
+        }
+    }
+
+    /// When its last TLP arrives.
+    #[inline(always)]
+    pub fn last_at(&self) -> SimTime {
+        SimTime(self.at.as_ps() + (self.count - 1) * self.period)
+    }
+
+    /// Its first `k` TLPs, and itself without them.
+    #[inline(always)]
+    fn split(self, k: u64) -> (FlightRun, FlightRun) {
+        let rest = FlightRun {
+            at: SimTime(self.at.as_ps() + k * self.period),
+            offset: self.offset + k * u64::from(self.len),
+            count: self.count - k,
+            ..self
+        };
+        (FlightRun { count: k, ..self }, rest)
+    }
+}
+
 /// TLPs on their way, in arrival order (equal times in the order inserted).
 ///
-/// Invariant: `items[head..]` are the TLPs on their way, ordered by `at`; `items[..head]`
-/// have arrived and are dropped once all have (so `items` is empty when none is on its
-/// way), or on an append once they are most of `items` (a long stream's queue may never
-/// empty), so taking the first is an index step and the usual insert an append.
+/// Invariant: `items[head..]` are the TLPs on their way, ordered by `at`, then the `run`'s
+/// (each arriving after every one of `items`); `items[..head]` have arrived and are dropped
+/// once all have (so `items` is empty when none of them is on its way), or on an append
+/// once they are most of `items` (a long stream's queue may never empty), so taking the
+/// first is an index step and the usual insert an append.
 #[derive(Debug)]
 pub struct Flights {
     items: Vec<InFlight>,
     head: usize,
-    /// When the first arrives (`items[head].at`; [`SimTime::NEVER`] when none is on its
-    /// way), kept apart: it is asked at every step.
+    /// TLPs after those of `items`, in closed form (see [`Flights::set_run`]).
+    run: FlightRun,
+    /// When the first arrives (`items[head].at`, else the run's first; [`SimTime::NEVER`]
+    /// when none is on its way), kept apart: it is asked at every step.
     next: SimTime,
 }
 
@@ -299,6 +351,7 @@ impl Default for Flights {
         Flights {
             items: Vec::new(),
             head: 0,
+            run: FlightRun::default(),
             next: SimTime::NEVER,
         }
     }
@@ -306,9 +359,74 @@ impl Default for Flights {
 
 impl Flights {
     /// The first to arrive.
+    #[cfg(test)]
+    fn front(&self) -> Option<InFlight> {
+        match self.items.get(self.head) {
+            Some(&first) => Some(first),
+            None => (self.run.count > 0).then(|| self.run.first()),
+        }
+    }
+
+    /// When the run's first arrives, [`SimTime::NEVER`] without one.
+    #[inline(always)]
+    fn run_next(&self) -> SimTime {
+        if self.run.count > 0 {
+            self.run.at
+        } else {
+            SimTime::NEVER
+        }
+    }
+
+    /// Adds `run` (`count` at least 2) after every TLP on its way (it arrives after them,
+    /// as a train's rest does): kept in closed form while it is the only run and arrives
+    /// last, else one by one.
+    pub fn set_run(&mut self, run: FlightRun) {
+        let last = self.items[self.head..].last().map(|l| l.at);
+        if self.run.count > 0 || last.is_some_and(|l| l > run.at) {
+            self.spill_run();
+            for i in 0..run.count {
+                self.insert(run.split(i).1.first());
+            }
+            return;
+        }
+        self.run = run;
+        if last.is_none() {
+            self.next = run.at;
+        }
+    }
+
+    /// Takes the run's first TLPs, those arriving before `queued` (all without it), if no
+    /// other TLP is on its way before them: their run.
     #[inline]
-    pub fn front(&self) -> Option<&InFlight> {
-        self.items.get(self.head)
+    pub fn take_run_before(&mut self, queued: Option<SimTime>) -> Option<FlightRun> {
+        if self.run.count == 0 || self.head != self.items.len() {
+            return None;
+        }
+        let k = match queued {
+            None => self.run.count,
+            Some(q) if q > self.run.at => {
+                ((q.as_ps() - 1 - self.run.at.as_ps()) / self.run.period.max(1) + 1)
+                    .min(self.run.count)
+            }
+            Some(_) => return None,
+        };
+        let (taken, rest) = self.run.split(k);
+        self.run = rest;
+        self.next = self.run_next();
+        Some(taken)
+    }
+
+    /// Makes the run's TLPs items (before another TLP is inserted).
+    #[cold]
+    fn spill_run(&mut self) {
+        let run = std::mem::take(&mut self.run);
+        self.items
+            .extend((0..run.count).map(|i| run.split(i).1.first()));
+        if self.head == self.items.len() {
+            self.next = SimTime::NEVER;
+        } else {
+            self.next = self.items[self.head].at;
+        }
     }
 
     /// When the first arrives, [`SimTime::NEVER`] when none is on its way (a TLP arriving
@@ -331,40 +449,58 @@ impl Flights {
     /// Takes the first to arrive.
     #[inline]
     pub fn pop_front(&mut self) -> Option<InFlight> {
-        let first = *self.items.get(self.head)?;
+        let Some(&first) = self.items.get(self.head) else {
+            return self.pop_run();
+        };
         self.head += 1;
         if self.head == self.items.len() {
             self.items.clear();
             self.head = 0;
-            self.next = SimTime::NEVER;
+            self.next = self.run_next();
         } else {
             self.next = self.items[self.head].at;
         }
         Some(first)
     }
 
+    /// Takes the run's first TLP, if it has one.
+    #[inline]
+    fn pop_run(&mut self) -> Option<InFlight> {
+        if self.run.count == 0 {
+            return None;
+        }
+        let first = self.run.first();
+        self.run = self.run.split(1).1;
+        self.next = self.run_next();
+        Some(first)
+    }
+
     /// How many are on their way.
     #[inline]
     pub fn len(&self) -> usize {
-        self.items.len() - self.head
+        self.items.len() - self.head + self.run.count as usize
     }
 
     /// Whether none is on its way.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.head == self.items.len()
+        self.head == self.items.len() && self.run.count == 0
     }
 
     /// Forgets them all (keeps the capacity).
     pub fn clear(&mut self) {
         self.items.clear();
         self.head = 0;
+        self.run = FlightRun::default();
         self.next = SimTime::NEVER;
     }
 
     /// Inserts keeping arrival order (nearly always an append).
     #[inline(always)]
     pub fn insert(&mut self, item: InFlight) {
+        if self.run.count > 0 {
+            self.spill_run();
+        }
         match self.items.last() {
             Some(last) if last.at > item.at => self.insert_before_later(item),
             Some(_) => {
@@ -393,10 +529,14 @@ impl Flights {
         self.next = self.items[self.head].at;
     }
 
-    /// The arrival times, in order (for tests).
+    /// Those on their way, in order (for tests).
     #[cfg(test)]
-    fn iter(&self) -> impl Iterator<Item = &InFlight> {
-        self.items[self.head..].iter()
+    fn iter(&self) -> impl Iterator<Item = InFlight> + '_ {
+        let run = self.run;
+        self.items[self.head..]
+            .iter()
+            .copied()
+            .chain((0..run.count).map(move |i| run.split(i).1.first()))
     }
 }
 
@@ -495,6 +635,73 @@ mod tests {
         assert!(q.pop_due(SimTime(0)).is_none(), "not yet arrived");
         assert_eq!(q.pop_due(SimTime(1)).map(|t| t.offset), Some(7));
         assert_eq!(q.next(), SimTime::NEVER, "none on its way");
+    }
+
+    /// A run of TLPs one after another (a train's rest) queues after the others as they
+    /// would one by one: taken in order, counted, made items when another is inserted, and
+    /// taken at once as far as it arrives before a time.
+    #[test]
+    fn a_run_of_tlps_queues_after_the_others_as_its_tlps_one_by_one() {
+        let tlp = |at: u64, offset: u64| InFlight {
+            at: SimTime(at),
+            segment: 0,
+            offset,
+            len: 100,
+            last: false,
+            copy: 0,
+            step: crate::record::NONE,
+        };
+        let run = FlightRun {
+            at: SimTime(50),
+            period: 10,
+            offset: 1_000,
+            len: 100,
+            count: 4,
+        };
+        let listed =
+            |q: &Flights| -> Vec<(u64, u64)> { q.iter().map(|t| (t.at.0, t.offset)).collect() };
+        let mut q = Flights::default();
+        q.set_run(run);
+        assert_eq!(q.next(), SimTime(50), "alone, the run's first is next");
+        let mut q = Flights::default();
+        q.insert(tlp(40, 900));
+        q.set_run(run);
+        assert_eq!((q.len(), q.next()), (5, SimTime(40)));
+        let all = [
+            (40, 900),
+            (50, 1_000),
+            (60, 1_100),
+            (70, 1_200),
+            (80, 1_300),
+        ];
+        assert_eq!(listed(&q), all);
+        assert_eq!(q.pop_due(SimTime(50)).map(|t| t.offset), Some(900));
+        assert_eq!(q.pop_due(SimTime(50)).map(|t| t.offset), Some(1_000));
+        assert!(q.pop_due(SimTime(59)).is_none(), "the next arrives at 60");
+        // Taken at once: those arriving before 80 (not the one at 80: the event then first).
+        let taken = q.take_run_before(Some(SimTime(80)));
+        assert_eq!(
+            taken.map(|r| (r.at, r.offset, r.count, r.last_at())),
+            Some((SimTime(60), 1_100, 2, SimTime(70)))
+        );
+        assert_eq!((q.len(), q.next()), (1, SimTime(80)));
+        assert!(
+            q.take_run_before(Some(SimTime(80))).is_none(),
+            "none before 80"
+        );
+        // Another inserted: the run's TLPs become items, in order.
+        q.insert(tlp(85, 7));
+        assert_eq!(listed(&q), [(80, 1_300), (85, 7)]);
+        assert!(q.take_run_before(None).is_none(), "no run left");
+        // A run arriving before the last on its way goes in one by one.
+        q.set_run(FlightRun {
+            at: SimTime(81),
+            count: 2,
+            ..run
+        });
+        assert_eq!(listed(&q), [(80, 1_300), (81, 1_000), (85, 7), (91, 1_100)]);
+        q.clear();
+        assert!(q.is_empty() && q.next() == SimTime::NEVER && q.len() == 0);
     }
 
     #[test]

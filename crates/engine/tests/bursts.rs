@@ -261,3 +261,44 @@ fn trains_change_nothing_with(mps: u64) {
     assert_eq!(trains.buf_a[SKEW as usize..][..SKEWED], pattern(SKEWED, 7));
     assert_eq!(trains, one_by_one);
 }
+
+/// Writes of a page each, one at a time with a pause between them (what an NVMe's read data
+/// is): each goes as a train that ends with TLPs still on their way, which then land one
+/// after another with nothing else due (the rest of a train, kept in closed form and landed
+/// at once), and a CPU that watches the last bytes sees them. With trains and without, the
+/// same results bit for bit, steps counted alike.
+#[test]
+fn a_trains_tlps_still_on_their_way_land_as_one_by_one_they_would() {
+    let run = |trains: bool| -> (Outcome, u64) {
+        let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+        sim.set_trains(trains);
+        let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
+        let (dev0, _) = devices(&sim);
+        let log = times.clone();
+        sim.spawn(async move {
+            for round in 0..4u32 {
+                let at = BUF_A + u64::from(round) * 4096;
+                dev0.write(BusAddr(at), &pattern(4096, round))
+                    .await
+                    .expect("dev0 DMA");
+                log.borrow_mut().push(("dev0", dev0.now()));
+                dev0.sleep(SimDuration::from_ns(5_000)).await;
+            }
+        });
+        let (cpu, log) = (sim.cpu(HostId(0)), times.clone());
+        sim.spawn(async move {
+            cpu.written(PhysAddr(BUF_A + 4 * 4096 - 8), 8).await;
+            log.borrow_mut().push(("cpu", cpu.now()));
+        });
+        let outcome = run_to_the_end(&sim, &times, &RefCell::default(), (4 * 4096, 0));
+        (outcome, sim.train_tlps())
+    };
+    let (one_by_one, none) = run(false);
+    let (trains, tlps) = run(true);
+    assert_eq!(none, 0);
+    assert!(tlps >= 4 * 8, "each page's TLPs went in a train: {tlps}");
+    assert_eq!(one_by_one.times.len(), 5, "every task finished");
+    let pages: Vec<u8> = (0..4).flat_map(|r| pattern(4096, r)).collect();
+    assert_eq!(trains.buf_a, pages);
+    assert_eq!(trains, one_by_one);
+}

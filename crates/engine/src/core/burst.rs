@@ -19,7 +19,7 @@ use crate::timing::{
     first_serialization, traverse_serialized, traverse_shaped, Booking, Crossing, Flow, HopCost,
     TrainRun,
 };
-use crate::txn::{next_chunk, CostedPath, InFlight, Segment, Txn, TxnKind};
+use crate::txn::{next_chunk, CostedPath, FlightRun, InFlight, Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_platform::{SimDuration, SimTime};
 use std::rc::Rc;
@@ -74,6 +74,18 @@ impl TrainPart {
             && self.leaving(self.count) == next.issued
             && self.landing(self.count) == next.at
             && self.offset + self.count * u64::from(self.len) == next.offset
+    }
+
+    /// Its TLPs from `i` on, on their way as one run.
+    #[inline(always)]
+    fn on_their_way(&self, i: u64) -> FlightRun {
+        FlightRun {
+            at: self.landing(i),
+            period: self.land_ps,
+            offset: self.offset + i * u64::from(self.len),
+            len: self.len,
+            count: self.count - i,
+        }
     }
 
     /// Its TLP `i` on its way, as the transaction keeps it (a unicast write of its one
@@ -261,16 +273,14 @@ impl Progression {
             return u64::from(a.contains(b.first));
         }
         if a.step == b.step {
-            // b's time j is a's time j + shift, when they meet at all.
-            let d = i128::from(b.first) - i128::from(a.first);
-            let step = i128::from(a.step);
-            if d % step != 0 {
+            // The later one's time j is the earlier one's time j + shift, when they meet.
+            let (early, late) = if a.first <= b.first { (a, b) } else { (b, a) };
+            let d = late.first - early.first;
+            if d % a.step != 0 {
                 return 0;
             }
-            let shift = d / step;
-            let from = (-shift).max(0);
-            let to = i128::from(b.count).min(i128::from(a.count) - shift);
-            return (to - from).max(0) as u64;
+            let shift = d / a.step;
+            return late.count.min(early.count.saturating_sub(shift));
         }
         // Different periods (a link slower than the first on the way): one by one.
         let (few, many) = if a.count <= b.count { (a, b) } else { (b, a) };
@@ -452,6 +462,15 @@ impl Core {
         let mut trains = self.trains;
         let mut stepped = false;
         loop {
+            if !issuing {
+                if let Some(run) = txn.requests.take_run_before(queued) {
+                    // Only landings are left, the first of TLPs one after another (the rest
+                    // of a train): each at its own time a step, landed as one piece.
+                    self.land_run(txn, dest, run);
+                    stepped = true;
+                    continue;
+                }
+            }
             // A write's next step: a TLP lands, or the next one leaves (it has no completions).
             let at = txn.next_step(issuing && txn.requests.len() < window);
             if at == SimTime::NEVER {
@@ -773,10 +792,16 @@ impl Core {
             let addr = dest.addr + (from - dest.offset);
             self.land(txn, dest.host, addr, from, bytes);
         }
-        // The rest join the transaction's TLPs on their way.
-        for p in train.iter().skip(on_their_way) {
-            for j in p.landed_by(last)..p.count {
-                txn.requests.insert(p.in_flight(j));
+        // The rest join the transaction's TLPs on their way, the last part's in closed form.
+        let parts = train.len();
+        for (i, p) in train.iter().enumerate().skip(on_their_way) {
+            let from = p.landed_by(last);
+            if i + 1 == parts && p.count - from > 1 {
+                txn.requests.set_run(p.on_their_way(from));
+            } else {
+                for j in from..p.count {
+                    txn.requests.insert(p.in_flight(j));
+                }
             }
         }
         self.counters.events += steps;
@@ -785,6 +810,23 @@ impl Core {
         self.shared_now.set(last);
         self.train_tlps += sent as u64;
         self.train = train;
+    }
+
+    /// The steps of a burst's write TLPs that land one after another (`run`, each later
+    /// than now and before the first event queued), taken at once: each lands at its time,
+    /// a step, as [`Core::write_burst`] would land it.
+    fn land_run(&mut self, txn: &mut Txn, dest: Destination, run: FlightRun) {
+        let last = run.last_at();
+        self.counters.events += run.count;
+        self.burst_steps += run.count;
+        self.now = last;
+        self.shared_now.set(last);
+        self.counters.tlp_arrivals += run.count;
+        let bytes = run.count * u64::from(run.len);
+        let addr = dest.addr + (run.offset - dest.offset);
+        self.land(txn, dest.host, addr, run.offset, bytes);
+        // A credit came back with each.
+        txn.next_issue = txn.next_issue.max(last);
     }
 
     /// A burst's write TLP from `offset` of `txn`'s buffer, `len` bytes, landed at `dest`.
