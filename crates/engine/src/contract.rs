@@ -2,7 +2,7 @@
 //! and its [`Agent`]s are [`AgentPort`]s, so the OS model, SmartIO, drivers and workloads
 //! run on it through a [`Machine`] without naming it.
 
-use crate::core::WriteBytes;
+use crate::core::{WriteBytes, Zeroes};
 use crate::sim::{Agent, Sim};
 use crate::timing::{LinkTiming, Timing};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
@@ -197,7 +197,7 @@ impl Agent {
         addr: BusAddr,
         data: impl WriteBytes,
     ) -> Started<Result<(), AccessError>> {
-        let len = data.bytes().len() as u64;
+        let len = data.len() as u64;
         match self
             .sim()
             .start_access(self.requester(), Some(data), addr, len)
@@ -231,6 +231,11 @@ impl AgentPort for Agent {
     /// without a transaction, copies it still).
     fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Started<Result<(), AccessError>> {
         self.start_write(addr, data)
+    }
+
+    /// Kept in no buffer: its TLPs land by zeroing memory (whole pages given back).
+    fn write_zeroes(&self, addr: BusAddr, len: usize) -> Started<Result<(), AccessError>> {
+        self.start_write(addr, Zeroes(len))
     }
 
     fn sleep(&self, duration: SimDuration) -> Started<()> {

@@ -19,6 +19,7 @@ pub use smartio_machine::{Counters, FaultRecord, LinkEvent};
 use smartio_platform::{
     AccessError, BarHandler, BusAddr, Cause, PhysAddr, SimDuration, SimTime, SparseMemory, Stream,
 };
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -51,20 +52,35 @@ pub(crate) enum Event {
 }
 
 /// The bytes of a write as its requester hands them over: a slice to be copied (its buffer
-/// is free once the write has started), or a buffer given away (kept as the transaction's,
-/// no copy). Generic, not an enum, so the usual copy costs what it did alone.
+/// is free once the write has started), a buffer given away (kept as the transaction's, no
+/// copy), or zeroes ([`Zeroes`]: no bytes kept). Generic, not an enum, so the usual copy
+/// costs what it did alone.
 pub(crate) trait WriteBytes {
-    /// The bytes.
-    fn bytes(&self) -> &[u8];
+    /// How many bytes.
+    fn len(&self) -> usize;
 
-    /// The bytes as a transaction's buffer: copied into a spare one of `core`'s, or this one.
+    /// The bytes (for zeroes, borrowed from [`ZERO_TLP`] when it holds as many).
+    fn bytes(&self) -> Cow<'_, [u8]>;
+
+    /// The bytes as a transaction's buffer: copied into a spare one of `core`'s, this one,
+    /// or none (zeroes).
     fn into_buffer(self, core: &mut Core) -> Vec<u8>;
+
+    /// Whether they are all zeroes, kept in no buffer.
+    fn zeroes(&self) -> bool {
+        false
+    }
 }
 
 impl WriteBytes for &[u8] {
     #[inline(always)]
-    fn bytes(&self) -> &[u8] {
-        self
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    #[inline(always)]
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self)
     }
 
     #[inline(always)]
@@ -77,13 +93,52 @@ impl WriteBytes for &[u8] {
 
 impl WriteBytes for Vec<u8> {
     #[inline(always)]
-    fn bytes(&self) -> &[u8] {
-        self
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    #[inline(always)]
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self)
     }
 
     #[inline(always)]
     fn into_buffer(self, _: &mut Core) -> Vec<u8> {
         self
+    }
+}
+
+/// PCIe's largest payload: no TLP carries more bytes.
+pub(crate) const MAX_PAYLOAD: usize = 4096;
+
+/// A TLP's payload of zeroes, borrowed for a write of [`Zeroes`].
+static ZERO_TLP: [u8; MAX_PAYLOAD] = [0; MAX_PAYLOAD];
+
+/// `len` zeroes to write ([`smartio_machine::AgentPort::write_zeroes`]): a transaction of
+/// them keeps no bytes ([`Txn::zeroes`]), and lands them by zeroing memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Zeroes(pub usize);
+
+impl WriteBytes for Zeroes {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0
+    }
+
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        match ZERO_TLP.get(..self.0) {
+            Some(zeroes) => Cow::Borrowed(zeroes),
+            None => Cow::Owned(vec![0; self.0]),
+        }
+    }
+
+    #[inline(always)]
+    fn into_buffer(self, _: &mut Core) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn zeroes(&self) -> bool {
+        true
     }
 }
 
@@ -762,8 +817,9 @@ impl Core {
         start: SimTime,
         (cause, label): (StepId, Option<&'static str>),
     ) -> Result<(u32, u32), AccessError> {
-        let len = data.bytes().len() as u64;
+        let len = data.len() as u64;
         let segments = self.segments(requester, addr, len, Access::Write)?;
+        let zeroes = data.zeroes();
         let data = data.into_buffer(self);
         let (id, serial) = self.new_txn(
             TxnKind::Write,
@@ -774,6 +830,11 @@ impl Core {
             cause,
             label,
         );
+        if zeroes {
+            if let Some(t) = self.txn_mut(id) {
+                t.zeroes = true;
+            }
+        }
         self.reschedule(id);
         Ok((id, serial))
     }
@@ -894,6 +955,7 @@ impl Core {
                 t.requester = requester;
                 t.segments = segments;
                 t.data = data;
+                t.zeroes = false;
                 t.issue_segment = 0;
                 t.issue_offset = 0;
                 t.next_issue = start;
@@ -915,6 +977,7 @@ impl Core {
                 requester,
                 segments,
                 data,
+                zeroes: false,
                 issue_segment: 0,
                 issue_offset: 0,
                 next_issue: start,
@@ -1039,8 +1102,15 @@ impl Core {
     #[inline]
     fn copy_landed(&mut self, txn: &Txn) {
         if let Some(l) = self.landed.take() {
-            let data = &txn.data[l.offset as usize..(l.offset + l.len) as usize];
-            self.memory[l.host.index()].write(l.addr, data);
+            let memory = &mut self.memory[l.host.index()];
+            if txn.zeroes {
+                memory.zero(l.addr, l.len);
+            } else {
+                memory.write(
+                    l.addr,
+                    &txn.data[l.offset as usize..(l.offset + l.len) as usize],
+                );
+            }
         }
     }
 
@@ -1375,7 +1445,11 @@ impl Core {
             }
         }
         self.copy_landed(txn);
-        let data = &txn.data[r.offset as usize..r.offset as usize + r.len as usize];
+        let data = if txn.zeroes {
+            &ZERO_TLP[..r.len as usize]
+        } else {
+            &txn.data[r.offset as usize..r.offset as usize + r.len as usize]
+        };
         self.deliver_bytes(txn.requester, target, data, r.step);
     }
 

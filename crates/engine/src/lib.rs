@@ -59,8 +59,16 @@
 //!   serialization up to that link) when it was booked last everywhere and waited only on
 //!   links it fills — costed in closed form (those that may leave one after another sent as a
 //!   batch) and booked per link at once, one interval grown where they follow back to back,
-//!   one each where they leave gaps; a train's TLPs that
-//!   land before its last one leaves land as one piece. A read burst sends its
+//!   one for them all where they leave gaps (`timing::Periodic`, made one per TLP only when
+//!   a booking looks for a gap among them). A train is kept as parts (`core::burst::TrainPart`:
+//!   one TLP, or a batch of followers whose leavings and landings are a period apart), its
+//!   steps counted from those progressions (`train_steps`); its TLPs that land before its
+//!   last one leaves land as one piece, and those still on their way when it ends stay one
+//!   run in closed form (`txn::FlightRun`), which a write burst with nothing left to send
+//!   lands at once up to the next event (`Core::land_run`). A write's bytes are copied into
+//!   its transaction's buffer; a buffer given away (`AgentPort::write_owned`) is kept as it,
+//!   and zeroes (`AgentPort::write_zeroes`: an NVMe's deallocated blocks) are kept in none
+//!   and land by zeroing memory (whole pages given back). A read burst sends its
 //!   requests and completions itself, the path and flow asked once
 //!   (`Core::request_in_burst`, `Core::complete_in_burst`). A read's
 //!   buffer is filled as its requests are answered (appended in order, never zeroed first);

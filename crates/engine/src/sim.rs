@@ -7,7 +7,9 @@
 //! spawned and what it waits for.
 
 use crate::calibration::Calibration;
-use crate::core::{Core, Counters, Event, FaultRecord, LinkEvent, ReadInPlace, WriteBytes};
+use crate::core::{
+    Core, Counters, Event, FaultRecord, LinkEvent, ReadInPlace, WriteBytes, Zeroes, MAX_PAYLOAD,
+};
 use crate::executor::Executor;
 use crate::ops::{Access, AccessOp, Begun, InterruptOp, Op, Ops, TimerOp, WatchOp};
 use crate::record;
@@ -567,7 +569,7 @@ impl Sim {
                 step = core.record(kind, now, at, cause, label);
             }
             match &write {
-                Some(data) => core.write_memory(host, pa, data.bytes()),
+                Some(data) => core.write_memory(host, pa, &data.bytes()),
                 None => core.memory[host.index()].read_append(pa.get(), len as usize, local),
             }
             // Its time passes in place when its timer's event would be the next thing to
@@ -589,9 +591,10 @@ impl Sim {
         }
         // Whether its first step will be the run's next event (see `Core::step_in_place`).
         let in_place = self.next_in_place(&core, start);
-        if let Some(data) = &write {
-            // One TLP to one target goes without a transaction (see `core::posted`).
-            let data = data.bytes();
+        // One TLP to one target goes without a transaction (see `core::posted`): no more
+        // bytes than a TLP's largest payload.
+        if let Some(data) = write.as_ref().filter(|d| d.len() <= MAX_PAYLOAD) {
+            let data = &data.bytes();
             if in_place {
                 if core.post_in_place(requester, addr, data, start)? {
                     // Sent: a posted write's requester goes on at once.
@@ -970,6 +973,13 @@ impl smartio_platform::Port for Agent {
         let ticket = self
             .sim
             .start_access(self.requester, Some(data), addr, len)?;
+        Pending::new(&self.sim, ticket, &mut []).access().await
+    }
+
+    async fn write_zeroes(&self, addr: BusAddr, len: usize) -> Result<(), AccessError> {
+        let ticket = self
+            .sim
+            .start_access(self.requester, Some(Zeroes(len)), addr, len as u64)?;
         Pending::new(&self.sim, ticket, &mut []).access().await
     }
 }

@@ -133,6 +133,9 @@ pub struct Txn {
     pub segments: Rc<[Segment]>,
     /// Write data, or the read buffer being filled.
     pub data: Vec<u8>,
+    /// Whether a write's bytes are all zeroes, kept in no buffer (`data` empty): its TLPs
+    /// land by zeroing memory.
+    pub zeroes: bool,
     /// Next segment to issue from.
     pub issue_segment: usize,
     /// Bytes of that segment already issued.

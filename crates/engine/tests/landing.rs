@@ -117,3 +117,63 @@ fn a_write_of_a_buffer_given_away_lands_what_a_copied_write_lands_and_when() {
     }
     assert_eq!(owned, copied, "the same bytes, done at the same times");
 }
+
+/// A write of zeroes (`Port::write_zeroes`: kept in no buffer, landed by zeroing memory,
+/// whole pages given back) lands what a write of a zeroed slice lands, when it lands, over
+/// bytes written before: a device's stream over parts of pages and a whole page (in bursts
+/// and step by step), a device's write of one TLP, a CPU's stores to its own RAM (one
+/// smaller and one larger than a TLP may carry). Around them the bytes written before stay.
+#[test]
+fn a_write_of_zeroes_lands_what_a_write_of_a_zeroed_slice_lands_and_when() {
+    const SPAN: usize = 0x3_0000 + 3 * 4096;
+    let pieces: [(u64, usize, bool); 4] = [
+        (BUFFER + 100, 2 * 4096 + 300, true),
+        (BUFFER + 0x1_0000, 64, true),
+        (BUFFER + 0x2_0000, 200, false),
+        (BUFFER + 0x3_0000, 2 * 4096, false),
+    ];
+    let run = |zeroes: bool, bursts: bool| {
+        let (sim, _) = sim();
+        sim.set_bursts(bursts);
+        sim.poke_memory(HostId(0), PhysAddr(BUFFER), &vec![0xa5; SPAN]);
+        let dev = sim
+            .fabric()
+            .endpoint_by_name(HostId(0), "dev0")
+            .expect("dev0");
+        let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
+        let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
+        let done: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+        let out = done.clone();
+        machine.spawn(async move {
+            for &(at, len, by_device) in &pieces {
+                let agent = if by_device { &device } else { &cpu };
+                let written = if zeroes {
+                    agent.write_zeroes(BusAddr(at), len).await
+                } else {
+                    agent.write(BusAddr(at), &vec![0u8; len]).await
+                };
+                written.expect("write");
+                out.borrow_mut().push(agent.now());
+            }
+        });
+        machine.run();
+        let mut memory = vec![0u8; SPAN];
+        sim.peek_memory(HostId(0), PhysAddr(BUFFER), &mut memory);
+        let done = done.borrow().clone();
+        (done, memory, sim.now())
+    };
+    let mut want = vec![0xa5u8; SPAN];
+    for &(at, len, _) in &pieces {
+        let from = (at - BUFFER) as usize;
+        want[from..from + len].fill(0);
+    }
+    for bursts in [true, false] {
+        let (slice, zeroes) = (run(false, bursts), run(true, bursts));
+        assert_eq!(slice.0.len(), 4, "every write finished");
+        assert!(zeroes.1 == want, "zeroes where written, the rest kept");
+        assert_eq!(
+            zeroes, slice,
+            "bursts {bursts}: the same bytes, at the same times"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
-use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned};
+use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteZeroes};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -136,6 +136,14 @@ impl Port for Agent {
         data: Vec<u8>,
     ) -> impl Future<Output = Result<(), AccessError>> {
         WriteOwned::new(self.port.clone(), addr, data)
+    }
+
+    fn write_zeroes(
+        &self,
+        addr: BusAddr,
+        len: usize,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        WriteZeroes::new(self.port.clone(), addr, len)
     }
 }
 

@@ -220,6 +220,12 @@ pub trait AgentPort {
         self.write(addr, &data)
     }
 
+    /// [`AgentPort::write`] of `len` zeroes: an engine that keeps a write's bytes until they
+    /// land may keep none. By default, written from a zeroed buffer.
+    fn write_zeroes(&self, addr: BusAddr, len: usize) -> Started<Result<(), AccessError>> {
+        self.write(addr, &vec![0u8; len])
+    }
+
     /// Arms a timer that completes `duration` after now.
     fn sleep(&self, duration: SimDuration) -> Started<()>;
 

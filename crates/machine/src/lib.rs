@@ -43,8 +43,9 @@
 //!   for large DMA data: `poll_read_owned` hands the engine's buffer over, no zeroing, no copy
 //!   (the timed engine moves the transaction's; the default zero-fills one) — `Write` from the
 //!   caller's slice, `WriteOwned` of a buffer given away — `Port::write_owned`: the timed
-//!   engine keeps it as the transaction's, no copy (the default copies) —, `Armed`,
-//!   `InterruptWait`) poll the ticket through the port and give it
+//!   engine keeps it as the transaction's, no copy (the default copies) —, `WriteZeroes` —
+//!   `Port::write_zeroes`: the timed engine keeps no bytes, and zeroes whole pages of memory
+//!   by giving them back —, `Armed`, `InterruptWait`) poll the ticket through the port and give it
 //!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
 //!   default) may be `Started::Ready` at once: the engine let it pass in place (`Spend`, which
 //!   then holds nothing; never inside a `race`).
@@ -95,7 +96,7 @@ pub use explain::{
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
-pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned};
+pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteZeroes};
 pub use records::{
     Counters, FaultRecord, IdleReadCost, LaneTraffic, LinkEvent, LinkTraffic, RunSummary,
 };

@@ -271,6 +271,50 @@ impl Drop for WriteOwned {
     }
 }
 
+/// A posted write of zeroes ([`AgentPort::write_zeroes`]), started when first polled;
+/// dropped before it completes, its operation is cancelled as a [`Write`]'s is.
+pub struct WriteZeroes {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    len: usize,
+    progress: Progress<Result<(), AccessError>>,
+}
+
+impl WriteZeroes {
+    /// A write of `len` zeroes at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, len: usize) -> WriteZeroes {
+        WriteZeroes {
+            port,
+            addr,
+            len,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for WriteZeroes {
+    type Output = Result<(), AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, len) = (&this.port, this.addr, this.len);
+        match ready!(this.progress.advance(cx, || port.write_zeroes(addr, len))) {
+            Step::Own(result) => Poll::Ready(result),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_access(t, &mut [], cx));
+                this.progress.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl Drop for WriteZeroes {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
 /// A timer or a memory watch, armed when made ([`AgentPort::sleep`],
 /// [`AgentPort::written`]); dropped before it completes, it is disarmed.
 pub struct Armed {

@@ -142,6 +142,16 @@ pub trait Port {
         async move { self.write(addr, &data).await }
     }
 
+    /// [`Port::write`] of `len` zeroes (deallocated blocks' data: an engine may keep them
+    /// without a buffer). By default, written from a zeroed buffer.
+    fn write_zeroes(
+        &self,
+        addr: BusAddr,
+        len: usize,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        async move { self.write(addr, &vec![0u8; len]).await }
+    }
+
     /// [`Port::read`] into a new buffer of `len` bytes (saves a copy of large DMA data).
     fn read_owned(
         &self,

@@ -65,6 +65,30 @@ impl NvmeController {
         moved
     }
 
+    /// Writes `len` zeroes to the host buffer the command's PRPs describe
+    /// ([`Port::write_zeroes`]: no buffer of them).
+    pub(super) async fn zeroes_to_host<P: Port>(
+        &self,
+        port: &P,
+        cmd: &Command,
+        len: u64,
+    ) -> Result<(), Status> {
+        let mut segs = self.segment_lists.take();
+        let moved = async {
+            segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            for s in &segs {
+                activity::doing("data to the host");
+                port.write_zeroes(BusAddr(s.addr), s.len as usize)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            }
+            Ok(())
+        }
+        .await;
+        self.segment_lists.give(segs);
+        moved
+    }
+
     /// Reads `len` bytes from the host buffer the command's PRPs describe; the buffer they
     /// come in goes to [`NvmeController::buffers`] when done with (one piece arrives in the
     /// read's own buffer, several are read into one of those).

@@ -3,7 +3,6 @@
 //! that an earlier command used, so a steady stream of commands allocates none.
 
 use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Buffers kept, at most (more than a controller has commands in flight is rare).
 const KEPT: usize = 64;
@@ -40,39 +39,9 @@ impl<T> Buffers<T> {
     }
 }
 
-/// Zeroes to send deallocated blocks from, shared by the commands in flight. Invariant:
-/// never written; grown (replaced) only when a transfer asks for more than it holds, so it
-/// is as large as the largest transfer (MDTS bounds it).
-#[derive(Debug, Default)]
-pub(super) struct Zeroes(RefCell<Rc<[u8]>>);
-
-impl Zeroes {
-    /// At least `len` zeroes.
-    pub fn at_least(&self, len: usize) -> Rc<[u8]> {
-        let mut zeroes = self.0.borrow_mut();
-        if zeroes.len() < len {
-            *zeroes = vec![0u8; len].into();
-        }
-        Rc::clone(&zeroes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn zeroes_grow_to_the_largest_transfer_asked_and_are_zero() {
-        let zeroes = Zeroes::default();
-        assert_eq!(zeroes.at_least(0).len(), 0);
-        let small = zeroes.at_least(4096);
-        assert_eq!(small.len(), 4096);
-        let big = zeroes.at_least(8192);
-        assert_eq!(big.len(), 8192);
-        assert!(big.iter().all(|&b| b == 0));
-        assert_eq!(zeroes.at_least(100).len(), 8192, "the larger one is kept");
-        assert_eq!(small.len(), 4096, "one handed out earlier is untouched");
-    }
 
     #[test]
     fn a_buffer_given_back_is_handed_out_again_empty_with_its_capacity() {
@@ -103,13 +72,5 @@ mod tests {
             .filter(|_| buffers.take().capacity() > 0)
             .count();
         assert_eq!(kept, KEPT);
-    }
-
-    #[test]
-    fn zeroes_as_large_as_asked_are_shared_not_made_again() {
-        let zeroes = Zeroes::default();
-        let first = zeroes.at_least(4096);
-        assert!(Rc::ptr_eq(&first, &zeroes.at_least(4096)));
-        assert!(Rc::ptr_eq(&first, &zeroes.at_least(1)));
     }
 }

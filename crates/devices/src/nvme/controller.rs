@@ -13,7 +13,7 @@
 //! - Everything a command does after a reset is discarded: tasks compare the controller
 //!   generation they started in with the current one.
 
-use super::buffers::{Buffers, Zeroes};
+use super::buffers::Buffers;
 use super::media::{Media, MediaProfile};
 use super::namespace::NamespaceStore;
 use super::prp::Segment;
@@ -175,8 +175,6 @@ pub struct NvmeController {
     cmb: RefCell<SparseMemory>,
     /// Buffers for media data and submission queue entries, reused.
     pub(super) buffers: Buffers,
-    /// Zeroes a read of deallocated blocks sends.
-    pub(super) zeroes: Zeroes,
     /// Lists of a command's PRP segments, reused.
     pub(super) segment_lists: Buffers<Segment>,
     pub(super) state: RefCell<State>,
@@ -209,7 +207,6 @@ impl NvmeController {
             store,
             cmb: RefCell::new(SparseMemory::new()),
             buffers: Buffers::default(),
-            zeroes: Zeroes::default(),
             segment_lists: Buffers::default(),
             state: RefCell::new(State {
                 cc: 0,

@@ -57,9 +57,8 @@ impl NvmeController {
         let done = self.media.schedule(MediaOp::Read(len), port.now());
         port.spend("media: read", done.since(port.now())).await;
         if self.store.reads_as_zero(r.nsid, offset, len) {
-            // Deallocated blocks: sent from the controller's zeroes, not read into a buffer.
-            let zeroes = self.zeroes.at_least(len as usize);
-            self.to_host(port, cmd, &zeroes[..len as usize]).await?;
+            // Deallocated blocks: zeroes, read into no buffer.
+            self.zeroes_to_host(port, cmd, len).await?;
         } else {
             let mut data = self.buffers.take();
             let moved = match self
