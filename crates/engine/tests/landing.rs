@@ -66,6 +66,23 @@ fn every_tlp_of_a_dma_write_is_in_memory_for_the_task_its_arrival_wakes() {
     assert_eq!(after, pattern);
 }
 
+/// `sim` behind the machine's contract: its machine, dev0's agent and host 0's CPU's.
+fn through_the_machine(
+    sim: &smartio_engine::Sim,
+) -> (
+    smartio_machine::Machine,
+    smartio_machine::Agent,
+    smartio_machine::Agent,
+) {
+    let dev = sim
+        .fabric()
+        .endpoint_by_name(HostId(0), "dev0")
+        .expect("dev0");
+    let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
+    let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
+    (machine, device, cpu)
+}
+
 /// Through the machine's contract, a write of a buffer given away (`Port::write_owned`, what
 /// DMA engines use for large data: kept as the transaction's bytes, not copied) lands what a
 /// write of a slice (copied) lands, when it lands: a device's stream of many TLPs, a
@@ -82,12 +99,7 @@ fn a_write_of_a_buffer_given_away_lands_what_a_copied_write_lands_and_when() {
     };
     let run = |owned: bool| {
         let (sim, _) = sim();
-        let dev = sim
-            .fabric()
-            .endpoint_by_name(HostId(0), "dev0")
-            .expect("dev0");
-        let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
-        let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
+        let (machine, device, cpu) = through_the_machine(&sim);
         let done: Rc<RefCell<Vec<SimTime>>> = Rc::default();
         let out = done.clone();
         machine.spawn(async move {
@@ -136,12 +148,7 @@ fn a_write_of_zeroes_lands_what_a_write_of_a_zeroed_slice_lands_and_when() {
         let (sim, _) = sim();
         sim.set_bursts(bursts);
         sim.poke_memory(HostId(0), PhysAddr(BUFFER), &vec![0xa5; SPAN]);
-        let dev = sim
-            .fabric()
-            .endpoint_by_name(HostId(0), "dev0")
-            .expect("dev0");
-        let machine = smartio_machine::Machine::new(Rc::new(sim.clone()));
-        let (device, cpu) = (machine.device(dev), machine.cpu(HostId(0)));
+        let (machine, device, cpu) = through_the_machine(&sim);
         let done: Rc<RefCell<Vec<SimTime>>> = Rc::default();
         let out = done.clone();
         machine.spawn(async move {
