@@ -65,7 +65,8 @@ impl TrainPart {
         }
     }
 
-    /// Whether `k` TLPs leaving from `start` and landing from `at` continue it.
+    /// Whether `next` continues it: TLPs of its size that leave and land a period after its
+    /// last, at its periods, and follow it in the transaction.
     #[inline(always)]
     fn continued_by(&self, next: &TrainPart) -> bool {
         self.len == next.len
