@@ -704,7 +704,8 @@ mod tests {
         });
         assert_eq!(listed(&q), [(80, 1_300), (81, 1_000), (85, 7), (91, 1_100)]);
         q.clear();
-        assert!(q.is_empty() && q.next() == SimTime::NEVER && q.len() == 0);
+        assert!(q.is_empty());
+        assert_eq!((q.len(), q.next()), (0, SimTime::NEVER));
     }
 
     #[test]
