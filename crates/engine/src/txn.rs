@@ -300,7 +300,7 @@ pub struct FlightRun {
 impl FlightRun {
     /// Its first TLP, as [`Flights`] holds one (a unicast write of segment 0).
     #[inline(always)]
-    fn first(&self) -> InFlight {
+    pub fn first(&self) -> InFlight {
         InFlight {
             at: self.at,
             segment: 0,

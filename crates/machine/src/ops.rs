@@ -91,6 +91,28 @@ impl<T: 'static> Progress<T> {
     }
 }
 
+impl Progress<Result<(), AccessError>> {
+    /// A posted write's progress through `port`: started by `start` when first polled, then
+    /// its ticket polled until the write is done (what [`Write`], [`WriteOwned`] and
+    /// [`WriteZeroes`] do alike).
+    #[inline]
+    fn poll_write(
+        &mut self,
+        port: &dyn AgentPort,
+        cx: &mut Context<'_>,
+        start: impl FnOnce() -> Started<Result<(), AccessError>>,
+    ) -> Poll<Result<(), AccessError>> {
+        match ready!(self.advance(cx, start)) {
+            Step::Own(result) => Poll::Ready(result),
+            Step::Ticket(t) => {
+                let result = ready!(port.poll_access(t, &mut [], cx));
+                self.finish();
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
 /// A non-posted read into the caller's buffer ([`AgentPort::read`]), started when first
 /// polled.
 pub struct Read<'a> {
@@ -207,14 +229,8 @@ impl Future for Write<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, data) = (&this.port, this.addr, this.data);
-        match ready!(this.progress.advance(cx, || port.write(addr, data))) {
-            Step::Own(result) => Poll::Ready(result),
-            Step::Ticket(t) => {
-                let result = ready!(port.poll_access(t, &mut [], cx));
-                this.progress.finish();
-                Poll::Ready(result)
-            }
-        }
+        this.progress
+            .poll_write(&**port, cx, || port.write(addr, data))
     }
 }
 
@@ -254,14 +270,7 @@ impl Future for WriteOwned {
         let this = self.get_mut();
         let (port, addr, data) = (&this.port, this.addr, &mut this.data);
         let start = || port.write_owned(addr, data.take().unwrap_or_default());
-        match ready!(this.progress.advance(cx, start)) {
-            Step::Own(result) => Poll::Ready(result),
-            Step::Ticket(t) => {
-                let result = ready!(port.poll_access(t, &mut [], cx));
-                this.progress.finish();
-                Poll::Ready(result)
-            }
-        }
+        this.progress.poll_write(&**port, cx, start)
     }
 }
 
@@ -298,14 +307,8 @@ impl Future for WriteZeroes {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, len) = (&this.port, this.addr, this.len);
-        match ready!(this.progress.advance(cx, || port.write_zeroes(addr, len))) {
-            Step::Own(result) => Poll::Ready(result),
-            Step::Ticket(t) => {
-                let result = ready!(port.poll_access(t, &mut [], cx));
-                this.progress.finish();
-                Poll::Ready(result)
-            }
-        }
+        this.progress
+            .poll_write(&**port, cx, || port.write_zeroes(addr, len))
     }
 }
 

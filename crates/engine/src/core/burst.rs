@@ -93,15 +93,7 @@ impl TrainPart {
     /// segment).
     #[inline(always)]
     fn in_flight(&self, i: u64) -> InFlight {
-        InFlight {
-            at: self.landing(i),
-            segment: 0,
-            offset: self.offset + i * u64::from(self.len),
-            len: self.len,
-            last: false,
-            copy: 0,
-            step: NONE,
-        }
+        self.on_their_way(i).first()
     }
 }
 
@@ -788,10 +780,7 @@ impl Core {
             }
         }
         if landed > 0 {
-            self.counters.tlp_arrivals += landed;
-            let from = train[0].offset;
-            let addr = dest.addr + (from - dest.offset);
-            self.land(txn, dest.host, addr, from, bytes);
+            self.land_tlps(txn, dest, landed, train[0].offset, bytes);
         }
         // The rest join the transaction's TLPs on their way, the last part's in closed form.
         let parts = train.len();
@@ -805,10 +794,7 @@ impl Core {
                 }
             }
         }
-        self.counters.events += steps;
-        self.burst_steps += steps;
-        self.now = last;
-        self.shared_now.set(last);
+        self.took_steps(steps, last);
         self.train_tlps += sent as u64;
         self.train = train;
     }
@@ -818,29 +804,36 @@ impl Core {
     /// a step, as [`Core::write_burst`] would land it.
     fn land_run(&mut self, txn: &mut Txn, dest: Destination, run: FlightRun) {
         let last = run.last_at();
-        self.counters.events += run.count;
-        self.burst_steps += run.count;
-        self.now = last;
-        self.shared_now.set(last);
-        self.counters.tlp_arrivals += run.count;
+        self.took_steps(run.count, last);
         let bytes = run.count * u64::from(run.len);
-        let addr = dest.addr + (run.offset - dest.offset);
-        self.land(txn, dest.host, addr, run.offset, bytes);
+        self.land_tlps(txn, dest, run.count, run.offset, bytes);
         // A credit came back with each.
         txn.next_issue = txn.next_issue.max(last);
+    }
+
+    /// `steps` steps of a burst taken at once, the last at `last` (each later than the one
+    /// before), counted as the step loop counts them.
+    #[inline(always)]
+    fn took_steps(&mut self, steps: u64, last: SimTime) {
+        self.counters.events += steps;
+        self.burst_steps += steps;
+        self.now = last;
+        self.shared_now.set(last);
     }
 
     /// A burst's write TLP from `offset` of `txn`'s buffer, `len` bytes, landed at `dest`.
     #[inline(always)]
     fn land_write(&mut self, txn: &Txn, dest: Destination, offset: u64, len: u64) {
-        self.counters.tlp_arrivals += 1;
-        self.land(
-            txn,
-            dest.host,
-            dest.addr + (offset - dest.offset),
-            offset,
-            len,
-        );
+        self.land_tlps(txn, dest, 1, offset, len);
+    }
+
+    /// `tlps` of a burst's write TLPs, one after another from `offset` of `txn`'s buffer,
+    /// `bytes` in all, landed at `dest`.
+    #[inline(always)]
+    fn land_tlps(&mut self, txn: &Txn, dest: Destination, tlps: u64, offset: u64, bytes: u64) {
+        self.counters.tlp_arrivals += tlps;
+        let addr = dest.addr + (offset - dest.offset);
+        self.land(txn, dest.host, addr, offset, bytes);
     }
 
     /// A write TLP of `len` bytes from `offset` in `txn`'s buffer landed at `addr` of
