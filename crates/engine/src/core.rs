@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 mod burst;
+mod deferred;
 mod posted;
 mod single_read;
 
@@ -248,6 +249,15 @@ pub(crate) struct Core {
     /// Whether writes into memory and reads of memory may run in bursts (see [`burst`]);
     /// off, every transaction goes step by step, to the same results.
     pub bursts: bool,
+    /// Whether the landings of a write that has sent all its TLPs may wait until someone
+    /// looks (see [`deferred`]); off, each is a step, to the same results.
+    pub defers: bool,
+    /// Writes whose landings wait (see [`deferred`]).
+    deferred: deferred::Deferred,
+    /// The moment after the deadline of the run going on (see [`Core::next_due`]).
+    pub after_deadline: SimTime,
+    /// Landing steps deferred so far (each distinct time one, as the step loop counts).
+    pub deferred_steps: u64,
     /// Whether a burst's write TLPs that leave one after another are sent as a train, their
     /// steps taken at once (see `burst`'s `issue_train`); off, one step at a time, to the
     /// same results.
@@ -343,6 +353,10 @@ impl Core {
             hop_scratch: Vec::new(),
             landed: None,
             bursts: true,
+            defers: true,
+            deferred: deferred::Deferred::default(),
+            after_deadline: SimTime::NEVER,
+            deferred_steps: 0,
             trains: true,
             train: Vec::new(),
             train_shape: Vec::new(),
@@ -399,6 +413,10 @@ impl Core {
     pub fn start_recording(&mut self, trace_limit: Option<usize>) {
         smartio_platform::activity::wanted();
         self.recorder = Some(Box::new(Recorder::new(trace_limit)));
+        // Every landing from now on is recorded as a step.
+        if !self.deferred.is_empty() {
+            self.undefer_overlapping(None);
+        }
     }
 
     /// The recording, if on.
@@ -477,6 +495,17 @@ impl Core {
         self.queue.peek_time()
     }
 
+    /// What a transaction's steps taken without the queue must come before: the queue's
+    /// next event, or the moment after the run's deadline (a run until a deadline takes no
+    /// step after it).
+    #[inline(always)]
+    pub fn next_due(&self) -> Option<SimTime> {
+        match self.queue.peek_time() {
+            Some(next) => Some(next.min(self.after_deadline)),
+            None => (self.after_deadline != SimTime::NEVER).then_some(self.after_deadline),
+        }
+    }
+
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
         self.queue.pop()
     }
@@ -524,6 +553,7 @@ impl Core {
 
     /// Writes host memory and wakes the watchers of the range.
     pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
+        self.settle();
         if self.recording() && !data.is_empty() {
             let step = self.context();
             if self.last_writer.len() >= LAST_WRITERS {
@@ -541,6 +571,7 @@ impl Core {
 
     /// Zeroes host memory (sparse: whole pages are dropped) and wakes the range's watchers.
     pub fn zero_memory(&mut self, host: HostId, addr: PhysAddr, len: u64) {
+        self.settle();
         self.memory[host.index()].zero(addr.get(), len);
         self.memory_changed(host, addr, len);
     }
@@ -596,6 +627,10 @@ impl Core {
     ) -> Option<TxnResult> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
+        if t.deferred {
+            // Taken once all has landed (its queue entry at its last landing still to come).
+            self.forget_deferral(id);
+        }
         if t.kind == TxnKind::Read && matches!(t.result, Some(Ok(()))) {
             let len = t.segments.last().map_or(0, |s| s.offset + s.len) as usize;
             read(&mut t.data, len);
@@ -938,6 +973,11 @@ impl Core {
         gate: StepId,
         label: Option<&'static str>,
     ) -> (u32, u32) {
+        if kind == TxnKind::Write && !self.deferred.is_empty() {
+            // Its landings are copied when its steps end: a deferred write onto its bytes
+            // must land its own in order with them, step by step.
+            self.undefer_segments(&segments);
+        }
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
         // Flow control is per link: every link on the path buffers its own share of posted
         // TLPs, so a longer path holds more of them in flight.
@@ -964,6 +1004,7 @@ impl Core {
                 t.result = None;
                 t.scheduled = None;
                 t.detached = false;
+                t.deferred = false;
                 t.window = window;
                 t.gate = gate;
                 t.label = label;
@@ -988,6 +1029,7 @@ impl Core {
                 result: None,
                 scheduled: None,
                 detached: false,
+                deferred: false,
                 window,
                 gate,
                 label,
@@ -1027,11 +1069,16 @@ impl Core {
     pub fn on_txn_event(&mut self, id: u32, at: SimTime) {
         self.woke = false;
         let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
+            self.uncounted_entry(id, at);
             return;
         };
         if txn.scheduled != Some(at) {
             self.txns[id as usize] = Some(txn);
+            self.uncounted_entry(id, at);
             return;
+        }
+        if txn.deferred {
+            self.end_deferral(id, &mut txn, at);
         }
         txn.scheduled = None;
         loop {
@@ -1043,8 +1090,14 @@ impl Core {
                 return;
             }
             let Some(next) = txn.next_time() else { break };
-            let queued = self.peek_time();
+            let queued = self.next_due();
             if self.woke || !before_queued(next, queued) {
+                let mut next = next;
+                if self.defers && txn.kind == TxnKind::Write && txn.issued_all() {
+                    if let Some(last) = self.defer_landings(id, &mut txn, queued) {
+                        next = last;
+                    }
+                }
                 txn.scheduled = Some(next);
                 self.schedule(next, Event::Txn(id));
                 break;
@@ -1588,6 +1641,7 @@ impl Core {
         let range = r.offset as usize..r.offset as usize + r.len as usize;
         let target = seg.target_at(r.offset - seg.offset);
         if let Target::Memory { host, addr } = target {
+            self.settle();
             if txn.data.len() == range.start {
                 // Answered in order (the usual case): the bytes are appended, never zeroed.
                 self.memory[host.index()].read_append(addr.get(), range.len(), &mut txn.data);

@@ -129,6 +129,8 @@ pub(crate) fn poll_txn(
     cx: &Context<'_>,
     into: impl ReadInto,
 ) -> Poll<Result<(), AccessError>> {
+    // A write is finished once all of it has landed, deferred landings too.
+    core.settle();
     let finished = match core.txn_mut(id) {
         Some(t) if t.serial & GEN_MASK != serial => stale_txn(id),
         Some(t) if t.result.is_some() => t.finished(),
@@ -155,6 +157,7 @@ pub(crate) fn poll_txn(
 /// Gives back an access that travels as transaction `id`, dropped while waiting (the other
 /// side of a race won): the transaction is left to finish on its own.
 pub(crate) fn cancel_txn(core: &mut Core, (id, _): (u32, u32)) {
+    core.settle();
     if core.txn(id).is_some_and(|t| t.finished()) {
         core.take_txn(id, &mut []);
     } else if let Some(t) = core.txn_mut(id) {
@@ -236,6 +239,12 @@ pub(crate) struct WatchOp {
 impl WatchOp {
     /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
     pub fn arm(core: &mut Core, host: HostId, addr: smartio_platform::PhysAddr, len: u64) -> Self {
+        if !core.deferred_is_empty() {
+            // The watch wakes at the landing it waits for: a deferred write onto its bytes
+            // lands step by step again.
+            let start = addr.get();
+            core.undefer_overlapping(Some((host, start, start.saturating_add(len))));
+        }
         WatchOp {
             key: core.watches.add(host, addr, len),
             wait: Wait::MemoryWrite { host, addr, len },

@@ -162,6 +162,7 @@ impl Sim {
 
     /// Runs until `deadline` (events after it stay pending).
     pub fn run_until(&self, deadline: SimTime) -> RunSummary {
+        self.inner.core.borrow_mut().after_deadline = deadline + SimDuration(1);
         loop {
             self.poll_ready(deadline);
             let mut core = self.inner.core.borrow_mut();
@@ -194,7 +195,8 @@ impl Sim {
                 }
             }
         }
-        let core = self.inner.core.borrow();
+        let mut core = self.inner.core.borrow_mut();
+        core.settle_to_deadline(deadline);
         let blocked = self.inner.exec.live();
         RunSummary {
             end: core.now,
@@ -411,6 +413,23 @@ impl Sim {
         self.inner.core.borrow().posted_alone
     }
 
+    /// Whether the landings of a posted write into memory that has sent all its TLPs may
+    /// wait until someone looks at those bytes, the engine's counters or the end of the run
+    /// (on by default; see `core::deferred`). Off, each landing is a step: the results are
+    /// the same, bit for bit, the run slower (for comparisons and tests).
+    pub fn set_deferred_landings(&self, on: bool) {
+        let mut core = self.inner.core.borrow_mut();
+        if !on {
+            core.undefer_overlapping(None);
+        }
+        core.defers = on;
+    }
+
+    /// How many landing steps so far were deferred (see [`Sim::set_deferred_landings`]).
+    pub fn deferred_steps(&self) -> u64 {
+        self.inner.core.borrow().deferred_steps
+    }
+
     /// How many TLPs so far were sent in trains (see [`Sim::set_trains`]).
     pub fn train_tlps(&self) -> u64 {
         self.inner.core.borrow().train_tlps
@@ -464,7 +483,9 @@ impl Sim {
 
     /// Engine counters so far.
     pub fn counters(&self) -> Counters {
-        self.inner.core.borrow().counters
+        let mut core = self.inner.core.borrow_mut();
+        core.settle();
+        core.counters
     }
 
     /// Per-link occupancy and statistics.
@@ -482,13 +503,17 @@ impl Sim {
 
     /// Reads host memory directly, taking no time (for set-up and verification).
     pub fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
-        self.inner.core.borrow().memory[host.index()].read(addr.get(), buf);
+        let mut core = self.inner.core.borrow_mut();
+        core.settle();
+        core.memory[host.index()].read(addr.get(), buf);
     }
 
     /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (not zeroed
     /// first: unwritten bytes append as zeroes).
     pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
-        self.inner.core.borrow().memory[host.index()].read_append(addr.get(), len, out);
+        let mut core = self.inner.core.borrow_mut();
+        core.settle();
+        core.memory[host.index()].read_append(addr.get(), len, out);
     }
 
     /// Zeroes host memory directly, taking no time (freshly allocated memory); costs no
@@ -570,7 +595,10 @@ impl Sim {
             }
             match &write {
                 Some(data) => core.write_memory(host, pa, &data.bytes()),
-                None => core.memory[host.index()].read_append(pa.get(), len as usize, local),
+                None => {
+                    core.settle();
+                    core.memory[host.index()].read_append(pa.get(), len as usize, local)
+                }
             }
             // Its time passes in place when its timer's event would be the next thing to
             // happen (asked after the write, which may have woken a watcher).

@@ -156,6 +156,8 @@ pub struct Txn {
     pub scheduled: Option<SimTime>,
     /// The requester no longer waits (a posted write still travelling); drop it when done.
     pub detached: bool,
+    /// Whether its landings are deferred (see `core::deferred`).
+    pub deferred: bool,
     /// Posted TLPs that may be on their way at once (flow-control credits); reads use tags.
     pub window: usize,
     /// While recording: the step that let the next TLP leave (what set `next_issue`).
@@ -429,6 +431,15 @@ impl Flights {
             self.next = SimTime::NEVER;
         } else {
             self.next = self.items[self.head].at;
+        }
+    }
+
+    /// When the last arrives, if any is on its way.
+    pub fn last_at(&self) -> Option<SimTime> {
+        if self.run.count > 0 {
+            Some(self.run.last_at())
+        } else {
+            self.items[self.head..].last().map(|l| l.at)
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod bursts;
 mod common;
+mod deferred;
 mod executor;
 mod forwarding;
 mod in_place;

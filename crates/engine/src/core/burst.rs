@@ -375,9 +375,9 @@ fn train_worth_it(
 /// Where a burst's writes land: one contiguous range of one host's memory.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Destination {
-    host: HostId,
+    pub(super) host: HostId,
     /// Where the transaction's first byte lands.
-    addr: u64,
+    pub(super) addr: u64,
     /// The transaction's offset of that byte.
     offset: u64,
 }
@@ -401,7 +401,7 @@ impl Core {
     /// Where `txn`'s writes land if the rest of it may run in bursts: a posted write of a
     /// [`Core::burst_segment`] onto bytes no memory watch covers.
     #[inline]
-    fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
+    pub(super) fn burst_destination(&self, txn: &Txn) -> Option<Destination> {
         self.unwatched_memory(self.burst_segment(txn, TxnKind::Write)?)
     }
 
@@ -541,7 +541,7 @@ impl Core {
                     if c.last {
                         self.free_tag(txn.requester, path.forwarded_by, id, txn);
                         issuing = txn.can_issue_ever();
-                        queued = self.peek_time();
+                        queued = self.next_due();
                     }
                     continue;
                 }

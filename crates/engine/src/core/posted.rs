@@ -242,7 +242,7 @@ impl Core {
         if let Some(w) = leaving.waker {
             w.wake();
         }
-        if woke || !before_queued(at, self.peek_time()) {
+        if woke || !before_queued(at, self.next_due()) {
             self.schedule(at, Event::Posted(id));
             return;
         }

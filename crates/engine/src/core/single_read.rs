@@ -66,7 +66,7 @@ impl Core {
         let request_at = crossing.arrival + SimDuration(path.arrive_ps);
         let next_issue = crossing.first_link_done.max(start);
         // What is queued stays so until the read is done: it starts nothing, wakes nobody.
-        let queued = self.peek_time();
+        let queued = self.next_due();
         if !before_queued(request_at, queued) {
             let (id, serial) = self.read_as_transaction(requester, segments, next_issue);
             let request = on_its_way(request_at, len, false);
@@ -77,6 +77,7 @@ impl Core {
         self.step_in_burst(request_at);
         self.counters.tlp_arrivals += 1;
         let mark = out.len();
+        self.settle();
         self.memory[host.index()].read_append(pa, len as usize, out);
         let answer = self.now + SimDuration(path.read_ps);
         let crossing = self.cross_alone(&path.backward, answer, len, self.booking(requester));

@@ -1,0 +1,327 @@
+//! A write's last landings, deferred until someone looks.
+//!
+//! Once a posted write into memory has sent its last TLP, what is left of it is its TLPs
+//! landing, each at its own time: bytes written into memory that nothing watches. The step
+//! loop takes each landing as an event, and with many flows on the way (thirty clients of
+//! one NVMe) each is one, cut from the next by others' events. But a landing nobody
+//! watches changes nothing anyone sees until someone reads or writes those bytes, or asks
+//! the engine's counters or its clock at the end of a run. So such a write's landings are
+//! *deferred*: its transaction is queued once, at its last landing, and whoever looks at
+//! memory first lands what is due by then ([`Core::settle`]):
+//!
+//! - a read of memory (a CPU's load, a device's read answered, a peek) and a write of it
+//!   applied at once (a CPU's store, a posted write landing) settle first: the bytes landed
+//!   by then are in memory, the later ones are not;
+//! - a write transaction started onto the bytes of a deferred one, a memory watch armed on
+//!   them, or the recording started end the deferral ([`Core::undefer_overlapping`]): the
+//!   deferred write's landings due by then settle and the rest go step by step again (a
+//!   transaction's landings are copied when its steps end, and a watch must wake at the
+//!   landing it waits for);
+//! - a writer polling its access settles first (the access is finished once all has
+//!   landed);
+//! - a run that stops at a deadline lands what is due by then, and its clock ends where the
+//!   step loop's would ([`Core::settle_to_deadline`]).
+//!
+//! The counters count what the step loop would: each landing a TLP arrival and each
+//! distinct landing time one event (the last is the queued event itself). So the results
+//! are the step loop's, bit for bit (off, with [`Core::defers`], every landing is a step).
+//!
+//! Invariant: a deferred transaction is a write that has sent all its TLPs, of one unicast
+//! segment into one host's memory, not recorded, that no watch covers and whose bytes no
+//! other deferred write covers; its queue entry is at its last landing (`Txn::scheduled`).
+
+use super::{Core, Event, LANDED_BYTES};
+use crate::txn::{FlightRun, Segment, Txn, TxnKind};
+use smartio_fabric::{HostId, Target};
+use smartio_machine::Counters;
+use smartio_platform::{SimTime, SparseMemory};
+
+/// A deferred write: its transaction, the host and bytes it lands in, and when its next TLP
+/// lands.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: u32,
+    host: HostId,
+    start: u64,
+    end: u64,
+    next: SimTime,
+}
+
+impl Entry {
+    /// Whether it lands in any of `start..end` of `host`.
+    fn overlaps(&self, host: HostId, start: u64, end: u64) -> bool {
+        self.host == host && self.start < end && start < self.end
+    }
+}
+
+/// The writes whose landings are deferred.
+#[derive(Debug, Default)]
+pub(crate) struct Deferred {
+    entries: Vec<Entry>,
+    /// Queue entries left behind by a deferral that ended early (a transaction's entry at
+    /// its last landing, once it steps again): not counted as events when they come up, as
+    /// the step loop never queued them.
+    uncounted: Vec<(u32, SimTime)>,
+}
+
+impl Deferred {
+    /// Whether no write is deferred.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl Core {
+    /// Whether no write's landings are deferred.
+    #[inline(always)]
+    pub(crate) fn deferred_is_empty(&self) -> bool {
+        self.deferred.is_empty()
+    }
+
+    /// Defers the landings of `txn` (transaction `id`, a write that has sent all its TLPs,
+    /// out of its slot), if it may be deferred and an event is due (`queued`) before its
+    /// last landing (else its landings go on as one burst anyway): answers the time of its
+    /// last landing, where its one queue entry goes.
+    #[inline(never)]
+    pub(super) fn defer_landings(
+        &mut self,
+        id: u32,
+        txn: &mut Txn,
+        queued: Option<SimTime>,
+    ) -> Option<SimTime> {
+        let last = txn.requests.last_at()?;
+        if queued.is_none_or(|q| q > last) || txn.requests.next() == last {
+            return None;
+        }
+        let dest = self.burst_destination(txn)?;
+        let (start, end) = (dest.addr, dest.addr + txn.segments[0].len);
+        // Another write onto these bytes lands its own in order with them, step by step (a
+        // transaction's landings are copied when its steps end): none may be on its way (a
+        // deferred one is among them, its transaction in its slot).
+        let other_write = self.txns.iter().flatten().any(|t| {
+            t.kind == TxnKind::Write
+                && !t.finished()
+                && t.segments
+                    .iter()
+                    .any(|s| lands_in(s, |h, a, b| h == dest.host && a < end && start < b))
+        });
+        if other_write {
+            return None;
+        }
+        txn.deferred = true;
+        self.deferred.entries.push(Entry {
+            id,
+            host: dest.host,
+            start,
+            end,
+            next: txn.requests.next(),
+        });
+        Some(last)
+    }
+
+    /// Lands every deferred TLP due by now: before memory is read, or written at once.
+    #[inline(always)]
+    pub(crate) fn settle(&mut self) {
+        if !self.deferred.is_empty() {
+            self.settle_through(self.now);
+        }
+    }
+
+    /// Lands every deferred TLP due by `through`; answers the time of the last one landed,
+    /// if any.
+    #[inline(never)]
+    fn settle_through(&mut self, through: SimTime) -> Option<SimTime> {
+        let mut latest = None;
+        for e in self.deferred.entries.iter_mut() {
+            if e.next > through {
+                continue;
+            }
+            let Some(txn) = self.txns[e.id as usize].as_deref_mut() else {
+                continue;
+            };
+            debug_assert!(txn.deferred, "a deferred write's slot holds it");
+            let counts = (&mut self.counters, &mut self.deferred_steps);
+            let landed = land_due(txn, through, &mut self.memory, counts);
+            latest = latest.max(landed);
+            e.next = txn.requests.next();
+        }
+        latest
+    }
+
+    /// A run stopping at `deadline` with writes deferred: what is due by then lands, and the
+    /// clock moves to the last landing if that came after the last event (where the step
+    /// loop's clock would be).
+    pub(crate) fn settle_to_deadline(&mut self, deadline: SimTime) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        if let Some(last) = self.settle_through(deadline) {
+            if last > self.now {
+                self.now = last;
+                self.shared_now.set(last);
+            }
+        }
+    }
+
+    /// A queue entry of transaction `id` at `at` that has nothing to do has come up: if a
+    /// deferral left one behind at that time, it is not counted. (When the transaction's
+    /// own step is at that time too, whichever entry comes first takes it and the other
+    /// is the one not counted.)
+    #[inline(always)]
+    pub(super) fn uncounted_entry(&mut self, id: u32, at: SimTime) {
+        if self.deferred.uncounted.is_empty() {
+            return;
+        }
+        if let Some(i) = self.deferred.uncounted.iter().position(|&u| u == (id, at)) {
+            self.deferred.uncounted.swap_remove(i);
+            self.counters.events -= 1;
+        }
+    }
+
+    /// The deferred `txn` (transaction `id`, out of its slot) is at its last landing `at`:
+    /// the landings before it land, and it steps as any transaction from here on.
+    #[inline(never)]
+    pub(super) fn end_deferral(&mut self, id: u32, txn: &mut Txn, at: SimTime) {
+        txn.deferred = false;
+        self.forget_deferral(id);
+        if let Some(before) = at.as_ps().checked_sub(1) {
+            let counts = (&mut self.counters, &mut self.deferred_steps);
+            land_due(txn, SimTime(before), &mut self.memory, counts);
+        }
+    }
+
+    /// Forgets the deferral of transaction `id`, which leaves its slot.
+    pub(super) fn forget_deferral(&mut self, id: u32) {
+        self.deferred.entries.retain(|e| e.id != id);
+    }
+
+    /// A write into `host`'s `start..end`, a watch on it or the recording (all hosts, all
+    /// bytes: `None`) begins now: every deferred write landing there lands what is due and
+    /// steps as any transaction again.
+    #[cold]
+    pub(crate) fn undefer_overlapping(&mut self, range: Option<(HostId, u64, u64)>) {
+        self.settle();
+        let now = self.now;
+        let mut i = 0;
+        while i < self.deferred.entries.len() {
+            let e = self.deferred.entries[i];
+            if range.is_some_and(|(host, start, end)| !e.overlaps(host, start, end)) {
+                i += 1;
+                continue;
+            }
+            self.deferred.entries.swap_remove(i);
+            let Some(txn) = self.txns[e.id as usize].as_deref_mut() else {
+                continue;
+            };
+            txn.deferred = false;
+            let next = txn.requests.next();
+            let Some(last) = txn.scheduled else { continue };
+            debug_assert!(next > now, "what was due has landed");
+            if next < last {
+                txn.scheduled = Some(next);
+                self.deferred.uncounted.push((e.id, last));
+                self.schedule(next, Event::Txn(e.id));
+            }
+        }
+    }
+
+    /// Ends the deferral of every write that lands in a memory target of `segments`, the
+    /// route of a write starting now.
+    #[cold]
+    pub(super) fn undefer_segments(&mut self, segments: &[Segment]) {
+        for seg in segments {
+            lands_in(seg, |host, start, end| {
+                self.undefer_overlapping(Some((host, start, end)));
+                false
+            });
+        }
+    }
+}
+
+/// Asks `f` of each range of memory `seg` lands in (its target's, or its copies' for a
+/// multicast write) as host, first byte and end; whether it answered true for any.
+fn lands_in(seg: &Segment, mut f: impl FnMut(HostId, u64, u64) -> bool) -> bool {
+    let mut range = |target: &Target| match *target {
+        Target::Memory { host, addr } => f(host, addr.get(), addr.get().saturating_add(seg.len)),
+        _ => false,
+    };
+    range(&seg.target) | seg.fanout.iter().fold(false, |any, (t, _)| range(t) | any)
+}
+
+/// Lands the TLPs of `txn`, a deferred write, due by `through` into `memory`, counting each
+/// as an arrival and each distinct time but that of its queue entry as an event (and a
+/// deferred step, the second of `counts`); answers
+/// the time of the last one landed, if any. Back-to-back ones are copied together (a
+/// train's rest, in closed form, at once).
+fn land_due(
+    txn: &mut Txn,
+    through: SimTime,
+    memory: &mut [SparseMemory],
+    (counters, deferred_steps): (&mut Counters, &mut u64),
+) -> Option<SimTime> {
+    debug_assert_eq!(txn.kind, TxnKind::Write);
+    let seg = &txn.segments[0];
+    let Target::Memory { host, addr } = seg.target else {
+        return None;
+    };
+    let memory = &mut memory[host.index()];
+    let queued = txn.scheduled;
+    let mut last: Option<SimTime> = None;
+    // Bytes landed back to back and not copied yet: their offset in the transaction, length.
+    let mut piece: Option<(u64, u64)> = None;
+    let copy = |memory: &mut SparseMemory, (offset, len): (u64, u64)| {
+        // A page at a time (see `LANDED_BYTES`).
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(LANDED_BYTES);
+            let (from, to) = (offset + done, addr.get() + (offset + done - seg.offset));
+            if txn.zeroes {
+                memory.zero(to, n);
+            } else {
+                memory.write(to, &txn.data[from as usize..(from + n) as usize]);
+            }
+            done += n;
+        }
+    };
+    let after = SimTime(through.as_ps().saturating_add(1));
+    loop {
+        // The TLPs landing next, one after another (a train's rest), or the next alone.
+        let run = match txn.requests.take_run_before(Some(after)) {
+            Some(run) => run,
+            None => match txn.requests.pop_due(through) {
+                Some(r) => FlightRun {
+                    at: r.at,
+                    period: 0,
+                    offset: r.offset,
+                    len: r.len,
+                    count: 1,
+                },
+                None => break,
+            },
+        };
+        counters.tlp_arrivals += run.count;
+        // Each at its own time (a run's are a period apart), one event each: not the one
+        // its first shares with the last landed, nor the queued one.
+        let end = run.last_at();
+        let steps = run.count
+            - u64::from(last == Some(run.at))
+            - u64::from(queued == Some(end) && (run.count > 1 || last != Some(end)));
+        counters.events += steps;
+        *deferred_steps += steps;
+        last = Some(end);
+        let bytes = run.count * u64::from(run.len);
+        piece = match piece {
+            Some((offset, n)) if offset + n == run.offset => Some((offset, n + bytes)),
+            Some(p) => {
+                copy(memory, p);
+                Some((run.offset, bytes))
+            }
+            None => Some((run.offset, bytes)),
+        };
+    }
+    if let Some(p) = piece {
+        copy(memory, p);
+    }
+    last
+}
