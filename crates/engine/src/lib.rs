@@ -65,7 +65,15 @@
 //!   steps counted from those progressions (`train_steps`); its TLPs that land before its
 //!   last one leaves land as one piece, and those still on their way when it ends stay one
 //!   run in closed form (`txn::FlightRun`), which a write burst with nothing left to send
-//!   lands at once up to the next event (`Core::land_run`). A write's bytes are copied into
+//!   lands at once up to the next event (`Core::land_run`). Once such a write has sent its
+//!   last TLP, its landings, cut from each other by other flows' events, are deferred until
+//!   someone looks (`core::deferred`): one queue entry at its last landing, and what is due
+//!   landed first wherever memory is read or written at once, a writer polls, the counters
+//!   are asked or a run stops at its deadline; a write started onto its bytes, a watch armed
+//!   on them or the recording end the deferral (`Sim::set_deferred_landings(false)` turns
+//!   it off; a test compares, with reads midway and stops at many deadlines). Steps taken
+//!   without the queue stop at the run's deadline as at the next event (`Core::next_due`).
+//!   A write's bytes are copied into
 //!   its transaction's buffer; a buffer given away (`AgentPort::write_owned`) is kept as it,
 //!   and zeroes (`AgentPort::write_zeroes`: an NVMe's deallocated blocks) are kept in none
 //!   and land by zeroing memory (whole pages given back). A read burst sends its

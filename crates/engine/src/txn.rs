@@ -543,9 +543,8 @@ impl Flights {
         self.next = self.items[self.head].at;
     }
 
-    /// Those on their way, in order (for tests).
-    #[cfg(test)]
-    fn iter(&self) -> impl Iterator<Item = InFlight> + '_ {
+    /// Those on their way, in order.
+    pub fn iter(&self) -> impl Iterator<Item = InFlight> + '_ {
         let run = self.run;
         self.items[self.head..]
             .iter()

@@ -95,13 +95,19 @@ fn scenario(defers: bool) -> (Sim, Log, Rc<RefCell<Vec<Vec<u8>>>>) {
     // to 1.46 us, the fifth from 2.84 to 3.34 us; each landing deferred): the CPU reads the
     // middle of the first, a watch is armed on bytes of the second still to land, and dev1
     // writes onto the middle of the fifth.
-    let (cpu, log, reads) = (sim.cpu(HostId(0)), times.clone(), seen.clone());
+    let (cpu, log, reads, peeker) = (sim.cpu(HostId(0)), times.clone(), seen.clone(), sim.clone());
     sim.spawn(async move {
-        cpu.sleep(SimDuration::from_ns(600)).await;
+        cpu.sleep(SimDuration::from_ns(670)).await;
+        // A peek (taking no time, the fabric held meanwhile) sees what is in memory now.
+        let fabric = peeker.fabric();
+        let mut peeked = vec![0u8; 2048];
+        peeker.peek_memory(HostId(0), PhysAddr(BUF_A + 1024), &mut peeked);
+        drop(fabric);
         let mut got = vec![0u8; 2048];
         cpu.read(BusAddr(BUF_A + 1024), &mut got)
             .await
             .expect("CPU read");
+        reads.borrow_mut().push(peeked);
         reads.borrow_mut().push(got);
         log.borrow_mut().push(("cpu in the first page", cpu.now()));
     });
@@ -168,10 +174,10 @@ fn deferred_landings_give_the_step_by_step_results_bit_for_bit() {
         .reads
         .iter()
         .find(|r| r.len() == 2048)
-        .expect("the read midway");
+        .expect("the peek midway");
     assert!(
         midway[..1024] == pattern(PAGE, 0)[1024..2048] && midway[1024..].contains(&0),
-        "the CPU's read midway saw the first page's first half landed, not all of its second"
+        "the peek midway saw the first page's first half landed, not all of its second"
     );
     let mut dev0_page_4 = pattern(PAGE, 4);
     dev0_page_4[1024..1536].copy_from_slice(&pattern(512, 99));
@@ -215,4 +221,51 @@ fn a_run_stopped_between_deferred_landings_shows_what_the_step_loop_shows() {
         assert_eq!((d.0, d.1), (s.0, s.1), "stop {i}: clock and counters");
         assert!(d.2 == s.2 && d.3 == s.3, "stop {i}: the buffers' bytes");
     }
+}
+
+/// A peek at memory (taking no time, with the fabric held meanwhile, as a harness may) between
+/// a deferred write's landings sees those landed by then and no others: a CPU peeking at
+/// the page every 13 ns while it lands sees what it sees when each landing is a step.
+#[test]
+fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
+    let run = |defers: bool| -> (Vec<Vec<u8>>, u64) {
+        let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+        sim.set_deferred_landings(defers);
+        let dev0 = sim.device(
+            sim.fabric()
+                .endpoint_by_name(HostId(0), "dev0")
+                .expect("device"),
+        );
+        sim.spawn(async move {
+            dev0.write(BusAddr(BUF_A), &pattern(PAGE, 1))
+                .await
+                .expect("dev0 DMA");
+        });
+        let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+        let (cpu, peeker, log) = (sim.cpu(HostId(0)), sim.clone(), seen.clone());
+        sim.spawn(async move {
+            for _ in 0..100 {
+                cpu.sleep(SimDuration::from_ns(13)).await;
+                let _fabric = peeker.fabric();
+                let mut page = vec![0u8; PAGE];
+                peeker.peek_memory(HostId(0), PhysAddr(BUF_A), &mut page);
+                log.borrow_mut().push(page);
+            }
+        });
+        sim.run();
+        (seen.take(), sim.deferred_steps())
+    };
+    let (stepped, _) = run(false);
+    let (deferred, steps) = run(true);
+    assert!(
+        steps > 4,
+        "the page's landings were deferred: {steps} steps"
+    );
+    let partial = |p: &Vec<u8>| p.iter().any(|&b| b != 0) && p[PAGE - 16..].iter().all(|&b| b == 0);
+    assert!(
+        stepped.iter().filter(|p| partial(p)).count() > 4,
+        "many peeks saw the page partly landed"
+    );
+    assert_eq!(stepped.last(), Some(&pattern(PAGE, 1)));
+    assert!(deferred == stepped, "the peeks saw the same bytes");
 }

@@ -120,6 +120,40 @@ impl Core {
         Some(last)
     }
 
+    /// Reads `buf.len()` bytes of `host`'s memory at `addr` as they are now, deferred
+    /// landings due by now included (without landing them: the core may be shared).
+    pub(crate) fn peek_memory(&self, host: HostId, addr: u64, buf: &mut [u8]) {
+        self.memory[host.index()].read(addr, buf);
+        let end = addr.saturating_add(buf.len() as u64);
+        for e in &self.deferred.entries {
+            if !e.overlaps(host, addr, end) {
+                continue;
+            }
+            let Some(txn) = self.txns[e.id as usize].as_deref() else {
+                continue;
+            };
+            let seg = &txn.segments[0];
+            let Target::Memory { addr: base, .. } = seg.target else {
+                continue;
+            };
+            for r in txn.requests.iter().take_while(|r| r.at <= self.now) {
+                // The TLP's bytes in memory, and those of them `buf` holds.
+                let at = base.get() + (r.offset - seg.offset);
+                let (lo, hi) = (at.max(addr), (at + u64::from(r.len)).min(end));
+                if lo >= hi {
+                    continue;
+                }
+                let to = &mut buf[(lo - addr) as usize..(hi - addr) as usize];
+                if txn.zeroes {
+                    to.fill(0);
+                } else {
+                    let from = (r.offset + (lo - at)) as usize;
+                    to.copy_from_slice(&txn.data[from..from + to.len()]);
+                }
+            }
+        }
+    }
+
     /// Lands every deferred TLP due by now: before memory is read, or written at once.
     #[inline(always)]
     pub(crate) fn settle(&mut self) {
