@@ -258,6 +258,9 @@ pub(crate) struct Core {
     pub after_deadline: SimTime,
     /// Landing steps deferred so far (each distinct time one, as the step loop counts).
     pub deferred_steps: u64,
+    /// Per host: the write transactions in their slots that land in its memory (see
+    /// `Core::count_writes_into`), so a deferral looks for another one only when there is.
+    writes_into: Vec<u32>,
     /// Whether a burst's write TLPs that leave one after another are sent as a train, their
     /// steps taken at once (see `burst`'s `issue_train`); off, one step at a time, to the
     /// same results.
@@ -357,6 +360,7 @@ impl Core {
             deferred: deferred::Deferred::default(),
             after_deadline: SimTime::NEVER,
             deferred_steps: 0,
+            writes_into: vec![0; hosts],
             trains: true,
             train: Vec::new(),
             train_shape: Vec::new(),
@@ -553,7 +557,7 @@ impl Core {
 
     /// Writes host memory and wakes the watchers of the range.
     pub fn write_memory(&mut self, host: HostId, addr: PhysAddr, data: &[u8]) {
-        self.settle();
+        self.settle_range(host, addr.get(), data.len() as u64);
         if self.recording() && !data.is_empty() {
             let step = self.context();
             if self.last_writer.len() >= LAST_WRITERS {
@@ -571,7 +575,7 @@ impl Core {
 
     /// Zeroes host memory (sparse: whole pages are dropped) and wakes the range's watchers.
     pub fn zero_memory(&mut self, host: HostId, addr: PhysAddr, len: u64) {
-        self.settle();
+        self.settle_range(host, addr.get(), len);
         self.memory[host.index()].zero(addr.get(), len);
         self.memory_changed(host, addr, len);
     }
@@ -627,6 +631,9 @@ impl Core {
     ) -> Option<TxnResult> {
         let mut t = self.txns.get_mut(id as usize)?.take()?;
         self.free_txns.push(id);
+        if t.kind == TxnKind::Write {
+            self.count_writes_into(&t.segments, false);
+        }
         if t.deferred {
             // Taken once all has landed (its queue entry at its last landing still to come).
             self.forget_deferral(id);
@@ -973,10 +980,13 @@ impl Core {
         gate: StepId,
         label: Option<&'static str>,
     ) -> (u32, u32) {
-        if kind == TxnKind::Write && !self.deferred.is_empty() {
-            // Its landings are copied when its steps end: a deferred write onto its bytes
-            // must land its own in order with them, step by step.
-            self.undefer_segments(&segments);
+        if kind == TxnKind::Write {
+            if !self.deferred.is_empty() {
+                // Its landings are copied when its steps end: a deferred write onto its
+                // bytes must land its own in order with them, step by step.
+                self.undefer_segments(&segments);
+            }
+            self.count_writes_into(&segments, true);
         }
         let path_links = segments.first().map_or(1, |s| s.path.forward.len().max(1));
         // Flow control is per link: every link on the path buffers its own share of posted
@@ -1086,6 +1096,9 @@ impl Core {
             if txn.detached && txn.finished() {
                 self.copy_landed(&txn);
                 self.free_txns.push(id);
+                if txn.kind == TxnKind::Write {
+                    self.count_writes_into(&txn.segments, false);
+                }
                 self.park(txn);
                 return;
             }
@@ -1641,7 +1654,7 @@ impl Core {
         let range = r.offset as usize..r.offset as usize + r.len as usize;
         let target = seg.target_at(r.offset - seg.offset);
         if let Target::Memory { host, addr } = target {
-            self.settle();
+            self.settle_range(host, addr.get(), range.len() as u64);
             if txn.data.len() == range.start {
                 // Answered in order (the usual case): the bytes are appended, never zeroed.
                 self.memory[host.index()].read_append(addr.get(), range.len(), &mut txn.data);

@@ -130,7 +130,7 @@ pub(crate) fn poll_txn(
     into: impl ReadInto,
 ) -> Poll<Result<(), AccessError>> {
     // A write is finished once all of it has landed, deferred landings too.
-    core.settle();
+    core.settle_txn(id);
     let finished = match core.txn_mut(id) {
         Some(t) if t.serial & GEN_MASK != serial => stale_txn(id),
         Some(t) if t.result.is_some() => t.finished(),
@@ -157,7 +157,7 @@ pub(crate) fn poll_txn(
 /// Gives back an access that travels as transaction `id`, dropped while waiting (the other
 /// side of a race won): the transaction is left to finish on its own.
 pub(crate) fn cancel_txn(core: &mut Core, (id, _): (u32, u32)) {
-    core.settle();
+    core.settle_txn(id);
     if core.txn(id).is_some_and(|t| t.finished()) {
         core.take_txn(id, &mut []);
     } else if let Some(t) = core.txn_mut(id) {

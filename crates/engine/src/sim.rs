@@ -600,7 +600,7 @@ impl Sim {
             match &write {
                 Some(data) => core.write_memory(host, pa, &data.bytes()),
                 None => {
-                    core.settle();
+                    core.settle_range(host, pa.get(), len);
                     core.memory[host.index()].read_append(pa.get(), len as usize, local)
                 }
             }

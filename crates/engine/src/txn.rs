@@ -450,6 +450,31 @@ impl Flights {
         self.next
     }
 
+    /// Takes those arrived by `through` before the run (one by one), giving each to `f` in
+    /// arrival order.
+    #[inline]
+    pub fn drain_due(&mut self, through: SimTime, mut f: impl FnMut(&InFlight)) {
+        let mut head = self.head;
+        while let Some(r) = self.items.get(head) {
+            if r.at > through {
+                break;
+            }
+            f(r);
+            head += 1;
+        }
+        if head == self.head {
+            return;
+        }
+        if head == self.items.len() {
+            self.items.clear();
+            self.head = 0;
+            self.next = self.run_next();
+        } else {
+            self.head = head;
+            self.next = self.items[head].at;
+        }
+    }
+
     /// Takes the first to arrive if it has arrived by `now`.
     #[inline]
     pub fn pop_due(&mut self, now: SimTime) -> Option<InFlight> {

@@ -31,7 +31,7 @@
 //! other deferred write covers; its queue entry is at its last landing (`Txn::scheduled`).
 
 use super::{Core, Event, LANDED_BYTES};
-use crate::txn::{FlightRun, Segment, Txn, TxnKind};
+use crate::txn::{Segment, Txn, TxnKind};
 use smartio_fabric::{HostId, Target};
 use smartio_machine::Counters;
 use smartio_platform::{SimTime, SparseMemory};
@@ -98,14 +98,17 @@ impl Core {
         let (start, end) = (dest.addr, dest.addr + txn.segments[0].len);
         // Another write onto these bytes lands its own in order with them, step by step (a
         // transaction's landings are copied when its steps end): none may be on its way (a
-        // deferred one is among them, its transaction in its slot).
-        let other_write = self.txns.iter().flatten().any(|t| {
-            t.kind == TxnKind::Write
-                && !t.finished()
-                && t.segments
-                    .iter()
-                    .any(|s| lands_in(s, |h, a, b| h == dest.host && a < end && start < b))
-        });
+        // deferred one is among them, its transaction in its slot). Looked for only when
+        // another write lands in this host at all.
+        let others = self.writes_into[dest.host.index()] > 1;
+        let other_write = others
+            && self.txns.iter().flatten().any(|t| {
+                t.kind == TxnKind::Write
+                    && !t.finished()
+                    && t.segments
+                        .iter()
+                        .any(|s| lands_in(s, |h, a, b| h == dest.host && a < end && start < b))
+            });
         if other_write {
             return None;
         }
@@ -154,21 +157,57 @@ impl Core {
         }
     }
 
-    /// Lands every deferred TLP due by now: before memory is read, or written at once.
+    /// Lands every deferred TLP due by now (before the counters are read).
     #[inline(always)]
     pub(crate) fn settle(&mut self) {
         if !self.deferred.is_empty() {
-            self.settle_through(self.now);
+            self.settle_through(self.now, None);
         }
     }
 
-    /// Lands every deferred TLP due by `through`; answers the time of the last one landed,
-    /// if any.
+    /// Lands the deferred TLPs due by now that land in `len` bytes of `host`'s memory at
+    /// `addr`: before they are read, or written at once.
+    #[inline(always)]
+    pub(crate) fn settle_range(&mut self, host: HostId, addr: u64, len: u64) {
+        if !self.deferred.is_empty() {
+            let range = (host, addr, addr.saturating_add(len));
+            self.settle_through(self.now, Some(range));
+        }
+    }
+
+    /// Lands the deferred TLPs of transaction `id` due by now, if it is deferred (before its
+    /// writer asks whether it is finished).
+    #[inline(always)]
+    pub(crate) fn settle_txn(&mut self, id: u32) {
+        if !self.deferred.is_empty() && self.txn(id).is_some_and(|t| t.deferred) {
+            self.settle_entries(self.now, |e| e.id == id);
+        }
+    }
+
+    /// Lands the deferred TLPs due by `through` that land in `range` (host, first byte, end;
+    /// all without one); answers the time of the last one landed, if any.
     #[inline(never)]
-    fn settle_through(&mut self, through: SimTime) -> Option<SimTime> {
+    fn settle_through(
+        &mut self,
+        through: SimTime,
+        range: Option<(HostId, u64, u64)>,
+    ) -> Option<SimTime> {
+        self.settle_entries(through, |e| {
+            range.is_none_or(|(host, start, end)| e.overlaps(host, start, end))
+        })
+    }
+
+    /// Lands the deferred TLPs due by `through` of the entries `which` picks; answers the
+    /// time of the last one landed, if any.
+    #[inline(always)]
+    fn settle_entries(
+        &mut self,
+        through: SimTime,
+        which: impl Fn(&Entry) -> bool,
+    ) -> Option<SimTime> {
         let mut latest = None;
         for e in self.deferred.entries.iter_mut() {
-            if e.next > through {
+            if e.next > through || !which(e) {
                 continue;
             }
             let Some(txn) = self.txns[e.id as usize].as_deref_mut() else {
@@ -190,7 +229,7 @@ impl Core {
         if self.deferred.is_empty() {
             return;
         }
-        if let Some(last) = self.settle_through(deadline) {
+        if let Some(last) = self.settle_through(deadline, None) {
             if last > self.now {
                 self.now = last;
                 self.shared_now.set(last);
@@ -235,8 +274,8 @@ impl Core {
     /// steps as any transaction again.
     #[cold]
     pub(crate) fn undefer_overlapping(&mut self, range: Option<(HostId, u64, u64)>) {
-        self.settle();
         let now = self.now;
+        self.settle_through(now, range);
         let mut i = 0;
         while i < self.deferred.entries.len() {
             let e = self.deferred.entries[i];
@@ -257,6 +296,19 @@ impl Core {
                 self.deferred.uncounted.push((e.id, last));
                 self.schedule(next, Event::Txn(e.id));
             }
+        }
+    }
+
+    /// Counts a write transaction whose route is `segments` into (`add`) or out of
+    /// [`Core::writes_into`]: once per memory range it lands in, by host.
+    #[inline(always)]
+    pub(super) fn count_writes_into(&mut self, segments: &[Segment], add: bool) {
+        for seg in segments {
+            lands_in(seg, |host, _, _| {
+                let n = &mut self.writes_into[host.index()];
+                *n = if add { *n + 1 } else { *n - 1 };
+                false
+            });
         }
     }
 
@@ -285,9 +337,8 @@ fn lands_in(seg: &Segment, mut f: impl FnMut(HostId, u64, u64) -> bool) -> bool 
 
 /// Lands the TLPs of `txn`, a deferred write, due by `through` into `memory`, counting each
 /// as an arrival and each distinct time but that of its queue entry as an event (and a
-/// deferred step, the second of `counts`); answers
-/// the time of the last one landed, if any. Back-to-back ones are copied together (a
-/// train's rest, in closed form, at once).
+/// deferred step, the second of `counts`); answers the time of the last one landed, if any.
+/// Back-to-back ones are copied together (a train's rest, in closed form, at once).
 fn land_due(
     txn: &mut Txn,
     through: SimTime,
@@ -300,62 +351,89 @@ fn land_due(
         return None;
     };
     let memory = &mut memory[host.index()];
-    let queued = txn.scheduled;
-    let mut last: Option<SimTime> = None;
-    // Bytes landed back to back and not copied yet: their offset in the transaction, length.
-    let mut piece: Option<(u64, u64)> = None;
-    let copy = |memory: &mut SparseMemory, (offset, len): (u64, u64)| {
+    let (data, zeroes) = (&txn.data, txn.zeroes);
+    let mut copy = |(offset, len): (u64, u64)| {
         // A page at a time (see `LANDED_BYTES`).
         let mut done = 0;
         while done < len {
             let n = (len - done).min(LANDED_BYTES);
             let (from, to) = (offset + done, addr.get() + (offset + done - seg.offset));
-            if txn.zeroes {
+            if zeroes {
                 memory.zero(to, n);
             } else {
-                memory.write(to, &txn.data[from as usize..(from + n) as usize]);
+                memory.write(to, &data[from as usize..(from + n) as usize]);
             }
             done += n;
         }
     };
+    let mut tally = Tally {
+        queued: txn.scheduled,
+        last: None,
+        steps: 0,
+        tlps: 0,
+        piece: None,
+    };
+    // The TLPs on their way one by one, then the run after them (a train's rest).
+    txn.requests.drain_due(through, |r| {
+        if let Some(p) = tally.add(r.at, r.at, 1, r.offset, u64::from(r.len)) {
+            copy(p);
+        }
+    });
     let after = SimTime(through.as_ps().saturating_add(1));
-    loop {
-        // The TLPs landing next, one after another (a train's rest), or the next alone.
-        let run = match txn.requests.take_run_before(Some(after)) {
-            Some(run) => run,
-            None => match txn.requests.pop_due(through) {
-                Some(r) => FlightRun {
-                    at: r.at,
-                    period: 0,
-                    offset: r.offset,
-                    len: r.len,
-                    count: 1,
-                },
-                None => break,
-            },
-        };
-        counters.tlp_arrivals += run.count;
-        // Each at its own time (a run's are a period apart), one event each: not the one
-        // its first shares with the last landed, nor the queued one.
-        let end = run.last_at();
-        let steps = run.count
-            - u64::from(last == Some(run.at))
-            - u64::from(queued == Some(end) && (run.count > 1 || last != Some(end)));
-        counters.events += steps;
-        *deferred_steps += steps;
-        last = Some(end);
+    if let Some(run) = txn.requests.take_run_before(Some(after)) {
         let bytes = run.count * u64::from(run.len);
-        piece = match piece {
-            Some((offset, n)) if offset + n == run.offset => Some((offset, n + bytes)),
-            Some(p) => {
-                copy(memory, p);
-                Some((run.offset, bytes))
+        if let Some(p) = tally.add(run.at, run.last_at(), run.count, run.offset, bytes) {
+            copy(p);
+        }
+    }
+    if let Some(p) = tally.piece {
+        copy(p);
+    }
+    counters.tlp_arrivals += tally.tlps;
+    counters.events += tally.steps;
+    *deferred_steps += tally.steps;
+    tally.last
+}
+
+/// What [`land_due`] has taken so far: the TLPs, the steps they count (each distinct time
+/// but that of the transaction's queue entry, `queued`), the time of the last one, and the
+/// bytes landed back to back not copied yet (their offset in the transaction, length).
+struct Tally {
+    queued: Option<SimTime>,
+    last: Option<SimTime>,
+    steps: u64,
+    tlps: u64,
+    piece: Option<(u64, u64)>,
+}
+
+impl Tally {
+    /// `count` TLPs landing from `first` to `end` a period apart (each at its own time),
+    /// `bytes` in all from `offset`: counted, and their bytes added to the piece; answers
+    /// the piece to copy first when they do not continue it.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        first: SimTime,
+        end: SimTime,
+        count: u64,
+        offset: u64,
+        bytes: u64,
+    ) -> Option<(u64, u64)> {
+        self.tlps += count;
+        // One step each: not the one the first shares with the last landed, nor the queued.
+        self.steps += count
+            - u64::from(self.last == Some(first))
+            - u64::from(self.queued == Some(end) && (count > 1 || self.last != Some(end)));
+        self.last = Some(end);
+        match self.piece {
+            Some((o, n)) if o + n == offset => {
+                self.piece = Some((o, n + bytes));
+                None
             }
-            None => Some((run.offset, bytes)),
-        };
+            done => {
+                self.piece = Some((offset, bytes));
+                done
+            }
+        }
     }
-    if let Some(p) = piece {
-        copy(memory, p);
-    }
-    last
 }

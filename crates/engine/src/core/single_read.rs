@@ -77,7 +77,7 @@ impl Core {
         self.step_in_burst(request_at);
         self.counters.tlp_arrivals += 1;
         let mark = out.len();
-        self.settle();
+        self.settle_range(host, pa, len);
         self.memory[host.index()].read_append(pa, len as usize, out);
         let answer = self.now + SimDuration(path.read_ps);
         let crossing = self.cross_alone(&path.backward, answer, len, self.booking(requester));
