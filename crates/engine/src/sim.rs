@@ -483,9 +483,7 @@ impl Sim {
 
     /// Engine counters so far.
     pub fn counters(&self) -> Counters {
-        let mut core = self.inner.core.borrow_mut();
-        core.settle();
-        core.counters
+        self.inner.core.borrow().counters_now()
     }
 
     /// Per-link occupancy and statistics.

@@ -22,18 +22,18 @@ const CREDITS: f64 = 6.0;
 /// dev1's writes: 8 KiB.
 const SHORT: usize = 8 * 1024;
 
-/// Everything a run leaves that a burst could get wrong.
+/// Everything a run leaves that a burst (or a deferred landing: `deferred`) could get wrong.
 #[derive(Debug, PartialEq)]
-struct Outcome {
+pub(crate) struct Outcome {
     /// When each write and each wake-up finished, by task, in order.
-    times: Vec<(&'static str, SimTime)>,
-    /// What dev1's reads of dev0's buffer saw.
-    reads: Vec<Vec<u8>>,
-    end: SimTime,
-    counters: Counters,
-    links: Vec<LinkState>,
-    buf_a: Vec<u8>,
-    buf_b: Vec<u8>,
+    pub times: Vec<(&'static str, SimTime)>,
+    /// What the tasks' reads of the buffers saw.
+    pub reads: Vec<Vec<u8>>,
+    pub end: SimTime,
+    pub counters: Counters,
+    pub links: Vec<LinkState>,
+    pub buf_a: Vec<u8>,
+    pub buf_b: Vec<u8>,
 }
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
@@ -136,7 +136,7 @@ fn devices(sim: &smartio_engine::Sim) -> (smartio_engine::Agent, smartio_engine:
 
 /// Runs `sim` to its end; what it left (the times and reads its tasks logged), with the
 /// first `lens` bytes of each buffer.
-fn run_to_the_end(
+pub(crate) fn run_to_the_end(
     sim: &smartio_engine::Sim,
     times: &RefCell<Vec<(&'static str, SimTime)>>,
     reads: &RefCell<Vec<Vec<u8>>>,

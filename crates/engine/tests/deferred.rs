@@ -4,32 +4,19 @@
 //! bytes whose landings wait; a run stopped at deadlines between the landings (its clock
 //! and counters at each stop).
 
-use smartio_engine::{Calibration, Counters, LinkState, Sim};
+use smartio_engine::{Calibration, Counters, Sim};
 use smartio_fabric::HostId;
 use smartio_platform::{BusAddr, Clock, MemoryWatch, PhysAddr, Port, SimDuration, SimTime};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::bursts::{run_to_the_end, Outcome};
 use crate::common;
 
 const BUF_A: u64 = 0x20_0000;
 const BUF_B: u64 = 0x40_0000;
 const PAGE: usize = 4096;
 const ROUNDS: u32 = 6;
-
-/// Everything a run leaves that a deferred landing could get wrong.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    /// When each write, read and wake-up finished, by task, in order.
-    times: Vec<(&'static str, SimTime)>,
-    /// What the CPU's reads of the buffers being written saw.
-    reads: Vec<Vec<u8>>,
-    end: SimTime,
-    counters: Counters,
-    links: Vec<LinkState>,
-    buf_a: Vec<u8>,
-    buf_b: Vec<u8>,
-}
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len as u32)
@@ -141,17 +128,8 @@ fn buffers(sim: &Sim) -> (Vec<u8>, Vec<u8>) {
 
 fn run(defers: bool) -> (Outcome, u64) {
     let (sim, times, seen) = scenario(defers);
-    let summary = sim.run();
-    let (buf_a, buf_b) = buffers(&sim);
-    let outcome = Outcome {
-        times: times.take(),
-        reads: seen.take(),
-        end: summary.end,
-        counters: summary.counters,
-        links: sim.link_states(),
-        buf_a,
-        buf_b,
-    };
+    let len = ROUNDS as usize * PAGE;
+    let outcome = run_to_the_end(&sim, &times, &seen, (len, len));
     (outcome, sim.deferred_steps())
 }
 
@@ -224,11 +202,13 @@ fn a_run_stopped_between_deferred_landings_shows_what_the_step_loop_shows() {
 }
 
 /// A peek at memory (taking no time, with the fabric held meanwhile, as a harness may) between
-/// a deferred write's landings sees those landed by then and no others: a CPU peeking at
-/// the page every 13 ns while it lands sees what it sees when each landing is a step.
+/// a deferred write's landings sees those landed by then and no others, and the counters
+/// count them: a CPU peeking at the page and the counters every 13 ns while it lands sees
+/// what it sees when each landing is a step.
 #[test]
 fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
-    let run = |defers: bool| -> (Vec<Vec<u8>>, u64) {
+    type Peek = (Vec<u8>, Counters);
+    let run = |defers: bool| -> (Vec<Peek>, u64) {
         let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
         sim.set_deferred_landings(defers);
         let dev0 = sim.device(
@@ -241,7 +221,7 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
                 .await
                 .expect("dev0 DMA");
         });
-        let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+        let seen: Rc<RefCell<Vec<Peek>>> = Rc::default();
         let (cpu, peeker, log) = (sim.cpu(HostId(0)), sim.clone(), seen.clone());
         sim.spawn(async move {
             for _ in 0..100 {
@@ -249,7 +229,7 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
                 let _fabric = peeker.fabric();
                 let mut page = vec![0u8; PAGE];
                 peeker.peek_memory(HostId(0), PhysAddr(BUF_A), &mut page);
-                log.borrow_mut().push(page);
+                log.borrow_mut().push((page, peeker.counters()));
             }
         });
         sim.run();
@@ -263,9 +243,13 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
     );
     let partial = |p: &Vec<u8>| p.iter().any(|&b| b != 0) && p[PAGE - 16..].iter().all(|&b| b == 0);
     assert!(
-        stepped.iter().filter(|p| partial(p)).count() > 4,
+        stepped.iter().filter(|(p, _)| partial(p)).count() > 4,
         "many peeks saw the page partly landed"
     );
-    assert_eq!(stepped.last(), Some(&pattern(PAGE, 1)));
-    assert!(deferred == stepped, "the peeks saw the same bytes");
+    assert_eq!(stepped.last().map(|(p, _)| p), Some(&pattern(PAGE, 1)));
+    for (i, (d, s)) in deferred.iter().zip(&stepped).enumerate() {
+        assert!(d.0 == s.0, "peek {i}: the same bytes");
+        assert_eq!(d.1, s.1, "peek {i}: the same counters");
+    }
+    assert_eq!(deferred.len(), stepped.len());
 }

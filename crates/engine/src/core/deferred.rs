@@ -4,31 +4,37 @@
 //! landing, each at its own time: bytes written into memory that nothing watches. The step
 //! loop takes each landing as an event, and with many flows on the way (thirty clients of
 //! one NVMe) each is one, cut from the next by others' events. But a landing nobody
-//! watches changes nothing anyone sees until someone reads or writes those bytes, or asks
-//! the engine's counters or its clock at the end of a run. So such a write's landings are
-//! *deferred*: its transaction is queued once, at its last landing, and whoever looks at
-//! memory first lands what is due by then ([`Core::settle`]):
+//! watches changes nothing anyone sees until someone reads or writes those bytes, asks
+//! whether the write is done, or asks the engine's counters or its clock at the end of a
+//! run. So when an event is due before such a write's last landing, its landings are
+//! *deferred* ([`Core::defer_landings`]): its transaction is queued once, at its last
+//! landing, and whoever looks first lands what is due by then:
 //!
-//! - a read of memory (a CPU's load, a device's read answered, a peek) and a write of it
-//!   applied at once (a CPU's store, a posted write landing) settle first: the bytes landed
-//!   by then are in memory, the later ones are not;
+//! - a read of memory (a CPU's load, a device's read answered) and a write of it applied at
+//!   once (a CPU's store, a posted write landing) land the deferred TLPs due in that range
+//!   first ([`Core::settle_range`]): the bytes landed by then are in memory, the later ones
+//!   are not; a peek reads them without landing them ([`Core::peek_memory`]);
+//! - a writer polling its access lands its own ([`Core::settle_txn`]: the access is
+//!   finished once all has landed);
+//! - the counters count those due by then ([`Core::counters_now`]), and a run that stops at
+//!   a deadline lands what is due by then, its clock ending where the step loop's would
+//!   ([`Core::settle_to_deadline`]);
 //! - a write transaction started onto the bytes of a deferred one, a memory watch armed on
 //!   them, or the recording started end the deferral ([`Core::undefer_overlapping`]): the
-//!   deferred write's landings due by then settle and the rest go step by step again (a
-//!   transaction's landings are copied when its steps end, and a watch must wake at the
-//!   landing it waits for);
-//! - a writer polling its access settles first (the access is finished once all has
-//!   landed);
-//! - a run that stops at a deadline lands what is due by then, and its clock ends where the
-//!   step loop's would ([`Core::settle_to_deadline`]).
+//!   deferred write's landings due by then land and the rest go step by step again (a
+//!   transaction's landings are copied when its steps end, a watch must wake at the
+//!   landing it waits for, and the recording keeps each step).
 //!
 //! The counters count what the step loop would: each landing a TLP arrival and each
-//! distinct landing time one event (the last is the queued event itself). So the results
-//! are the step loop's, bit for bit (off, with [`Core::defers`], every landing is a step).
+//! distinct landing time one event (the last is the queued event itself; the entry a
+//! deferral ended early leaves behind is not counted). So the results are the step loop's,
+//! bit for bit (`Sim::set_deferred_landings(false)` lands each at its step; a test
+//! compares).
 //!
-//! Invariant: a deferred transaction is a write that has sent all its TLPs, of one unicast
-//! segment into one host's memory, not recorded, that no watch covers and whose bytes no
-//! other deferred write covers; its queue entry is at its last landing (`Txn::scheduled`).
+//! Invariant: a deferred transaction is a write in its slot that has sent all its TLPs, of
+//! one unicast segment into one host's memory, not recorded, that no watch covers and whose
+//! bytes no other write on its way covers; its queue entry is at its last landing
+//! (`Txn::scheduled`).
 
 use super::{Core, Event, LANDED_BYTES};
 use crate::txn::{Segment, Txn, TxnKind};
@@ -157,12 +163,24 @@ impl Core {
         }
     }
 
-    /// Lands every deferred TLP due by now (before the counters are read).
-    #[inline(always)]
-    pub(crate) fn settle(&mut self) {
-        if !self.deferred.is_empty() {
-            self.settle_through(self.now, None);
+    /// The counters as they are now: the deferred landings due by now counted as they will
+    /// be when they land (without landing them: the core may be shared).
+    pub(crate) fn counters_now(&self) -> Counters {
+        let mut counters = self.counters;
+        for e in self.deferred.entries.iter().filter(|e| e.next <= self.now) {
+            let Some(txn) = self.txns[e.id as usize].as_deref() else {
+                continue;
+            };
+            let mut last = None;
+            for r in txn.requests.iter().take_while(|r| r.at <= self.now) {
+                counters.tlp_arrivals += 1;
+                if last != Some(r.at) && Some(r.at) != txn.scheduled {
+                    counters.events += 1;
+                }
+                last = Some(r.at);
+            }
         }
+        counters
     }
 
     /// Lands the deferred TLPs due by now that land in `len` bytes of `host`'s memory at
