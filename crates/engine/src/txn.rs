@@ -450,21 +450,23 @@ impl Flights {
         self.next
     }
 
-    /// Takes those arrived by `through` before the run (one by one), giving each to `f` in
-    /// arrival order.
+    /// Those arrived by `through` before the run (one by one), in arrival order: still on
+    /// their way until [`Flights::skip`] takes them.
     #[inline]
-    pub fn drain_due(&mut self, through: SimTime, mut f: impl FnMut(&InFlight)) {
-        let mut head = self.head;
-        while let Some(r) = self.items.get(head) {
-            if r.at > through {
-                break;
-            }
-            f(r);
-            head += 1;
-        }
-        if head == self.head {
+    pub fn due(&self, through: SimTime) -> &[InFlight] {
+        let waiting = &self.items[self.head..];
+        let n = waiting.iter().take_while(|r| r.at <= through).count();
+        &waiting[..n]
+    }
+
+    /// Takes the first `n` of those one by one (what [`Flights::due`] answered, or fewer).
+    #[inline]
+    pub fn skip(&mut self, n: usize) {
+        if n == 0 {
             return;
         }
+        let head = self.head + n;
+        debug_assert!(head <= self.items.len());
         if head == self.items.len() {
             self.items.clear();
             self.head = 0;
@@ -678,6 +680,48 @@ mod tests {
     /// A run of TLPs one after another (a train's rest) queues after the others as they
     /// would one by one: taken in order, counted, made items when another is inserted, and
     /// taken at once as far as it arrives before a time.
+    #[test]
+    fn those_due_are_the_first_ones_by_then_before_the_run_and_skipping_takes_them() {
+        let tlp = |at: u64, offset: u64| InFlight {
+            at: SimTime(at),
+            segment: 0,
+            offset,
+            len: 100,
+            last: false,
+            copy: 0,
+            step: crate::record::NONE,
+        };
+        let mut q = Flights::default();
+        for (at, offset) in [(10, 0), (20, 100), (20, 200), (30, 300)] {
+            q.insert(tlp(at, offset));
+        }
+        q.set_run(FlightRun {
+            at: SimTime(40),
+            period: 10,
+            offset: 400,
+            len: 100,
+            count: 3,
+        });
+        let due = |q: &Flights, t: u64| -> Vec<u64> {
+            q.due(SimTime(t)).iter().map(|r| r.offset).collect()
+        };
+        assert!(due(&q, 9).is_empty(), "none arrived by 9");
+        assert_eq!(due(&q, 20), [0, 100, 200], "by 20, equal times included");
+        assert_eq!(due(&q, 60), [0, 100, 200, 300], "not the run's");
+        q.skip(2);
+        assert_eq!((q.len(), q.next()), (5, SimTime(20)));
+        assert_eq!(due(&q, 35), [200, 300]);
+        q.skip(2);
+        assert_eq!((q.len(), q.next()), (3, SimTime(40)), "the run is next");
+        assert!(due(&q, 60).is_empty());
+        q.skip(0);
+        assert_eq!(
+            q.take_run_before(Some(SimTime(61))).map(|r| r.count),
+            Some(3)
+        );
+        assert!(q.is_empty());
+    }
+
     #[test]
     fn a_run_of_tlps_queues_after_the_others_as_its_tlps_one_by_one() {
         let tlp = |at: u64, offset: u64| InFlight {

@@ -391,12 +391,16 @@ fn land_due(
         tlps: 0,
         piece: None,
     };
-    // The TLPs on their way one by one, then the run after them (a train's rest).
-    txn.requests.drain_due(through, |r| {
+    // The TLPs on their way one by one (each at its own time, in order, most often each
+    // continuing the last in the transaction), then the run after them (a train's rest).
+    let due = txn.requests.due(through);
+    for r in due {
         if let Some(p) = tally.add(r.at, r.at, 1, r.offset, u64::from(r.len)) {
             copy(p);
         }
-    });
+    }
+    let taken = due.len();
+    txn.requests.skip(taken);
     let after = SimTime(through.as_ps().saturating_add(1));
     if let Some(run) = txn.requests.take_run_before(Some(after)) {
         let bytes = run.count * u64::from(run.len);
