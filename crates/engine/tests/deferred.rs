@@ -253,3 +253,95 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
     }
     assert_eq!(deferred.len(), stepped.len());
 }
+
+/// dev0 two switches down, dev1 on a root port of its own: their writes into memory meet in
+/// no link, so a later write of dev1's can land on bytes of dev0's write after them while
+/// dev0's other TLPs still land.
+const TWO_PORTS: &str = r#"
+[[host]]
+name = "h"
+ram = "4 GiB"
+[[host.switch]]
+name = "sw1"
+chip = "PEX8796"
+parent = "root"
+link = "gen3 x16"
+[[host.switch]]
+name = "sw2"
+chip = "PEX8733"
+parent = "sw1"
+link = "gen3 x16"
+[[host.device]]
+name = "dev0"
+kind = "test"
+parent = "sw2"
+link = "gen3 x16"
+[[host.device]]
+name = "dev1"
+kind = "test"
+parent = "root"
+link = "gen3 x16"
+"#;
+
+/// A write started onto the bytes of a write whose landings are deferred ends the deferral:
+/// dev1, on a path of its own, writes onto the start of the page dev0 has just sent, its
+/// bytes landing after dev0's there and before dev0's last ones. Whatever the moment dev1
+/// starts, memory and the counters end as when each landing is a step (the later write on
+/// top).
+#[test]
+fn a_write_onto_bytes_whose_landings_wait_lands_in_order_with_them() {
+    let run = |defers: bool, start_ns: u64| -> (Vec<u8>, Counters, u64) {
+        let (sim, _) = common::sim_of(TWO_PORTS, Calibration::default_embedded());
+        sim.set_deferred_landings(defers);
+        let endpoint = |name: &str| {
+            sim.fabric()
+                .endpoint_by_name(HostId(0), name)
+                .expect("device")
+        };
+        let (dev0, dev1) = (sim.device(endpoint("dev0")), sim.device(endpoint("dev1")));
+        sim.spawn(async move {
+            dev0.write(BusAddr(BUF_A), &pattern(PAGE, 3))
+                .await
+                .expect("dev0 DMA");
+        });
+        sim.spawn(async move {
+            dev1.sleep(SimDuration::from_ns(start_ns)).await;
+            dev1.write(BusAddr(BUF_A), &pattern(1024, 77))
+                .await
+                .expect("dev1 DMA");
+        });
+        // Timers between the landings, so that they are deferred.
+        let cpu = sim.cpu(HostId(0));
+        sim.spawn(async move {
+            for _ in 0..60 {
+                cpu.sleep(SimDuration::from_ns(17)).await;
+            }
+        });
+        let summary = sim.run();
+        let mut page = vec![0u8; PAGE];
+        sim.peek_memory(HostId(0), PhysAddr(BUF_A), &mut page);
+        (page, summary.counters, sim.deferred_steps())
+    };
+    let mut deferred_any = 0;
+    let (mut dev1_on_top, mut dev0_on_top) = (0, 0);
+    for start_ns in (150..600).step_by(25) {
+        let (stepped, counters, _) = run(false, start_ns);
+        let (deferred, deferred_counters, steps) = run(true, start_ns);
+        deferred_any += steps;
+        dev1_on_top += u64::from(stepped[..1024] == pattern(1024, 77)[..]);
+        dev0_on_top += u64::from(stepped[..1024] == pattern(PAGE, 3)[..1024]);
+        assert!(
+            deferred == stepped,
+            "dev1 starting at {start_ns} ns: the same page"
+        );
+        assert_eq!(
+            deferred_counters, counters,
+            "dev1 starting at {start_ns} ns"
+        );
+    }
+    assert!(deferred_any > 0, "dev0's landings were deferred");
+    assert!(
+        dev1_on_top > 0 && dev0_on_top > 0,
+        "dev1's bytes land before dev0's there at some starts, after them at others"
+    );
+}
