@@ -677,12 +677,9 @@ mod tests {
         assert_eq!(q.next(), SimTime::NEVER, "none on its way");
     }
 
-    /// A run of TLPs one after another (a train's rest) queues after the others as they
-    /// would one by one: taken in order, counted, made items when another is inserted, and
-    /// taken at once as far as it arrives before a time.
-    #[test]
-    fn those_due_are_the_first_ones_by_then_before_the_run_and_skipping_takes_them() {
-        let tlp = |at: u64, offset: u64| InFlight {
+    /// A unicast write TLP of 100 bytes of segment 0 at `offset`, arriving at `at`.
+    fn tlp(at: u64, offset: u64) -> InFlight {
+        InFlight {
             at: SimTime(at),
             segment: 0,
             offset,
@@ -690,7 +687,13 @@ mod tests {
             last: false,
             copy: 0,
             step: crate::record::NONE,
-        };
+        }
+    }
+
+    /// Those due by a time are the first ones on their way by then, one by one (the run
+    /// after them is taken apart), and skipping takes them as popping would.
+    #[test]
+    fn those_due_are_the_first_ones_by_then_before_the_run_and_skipping_takes_them() {
         let mut q = Flights::default();
         for (at, offset) in [(10, 0), (20, 100), (20, 200), (30, 300)] {
             q.insert(tlp(at, offset));
@@ -722,17 +725,11 @@ mod tests {
         assert!(q.is_empty());
     }
 
+    /// A run of TLPs one after another (a train's rest) queues after the others as they
+    /// would one by one: taken in order, counted, made items when another is inserted, and
+    /// taken at once as far as it arrives before a time.
     #[test]
     fn a_run_of_tlps_queues_after_the_others_as_its_tlps_one_by_one() {
-        let tlp = |at: u64, offset: u64| InFlight {
-            at: SimTime(at),
-            segment: 0,
-            offset,
-            len: 100,
-            last: false,
-            copy: 0,
-            step: crate::record::NONE,
-        };
         let run = FlightRun {
             at: SimTime(50),
             period: 10,

@@ -254,34 +254,14 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
     assert_eq!(deferred.len(), stepped.len());
 }
 
-/// dev0 two switches down, dev1 on a root port of its own: their writes into memory meet in
-/// no link, so a later write of dev1's can land on bytes of dev0's write after them while
-/// dev0's other TLPs still land.
-const TWO_PORTS: &str = r#"
-[[host]]
-name = "h"
-ram = "4 GiB"
-[[host.switch]]
-name = "sw1"
-chip = "PEX8796"
-parent = "root"
-link = "gen3 x16"
-[[host.switch]]
-name = "sw2"
-chip = "PEX8733"
-parent = "sw1"
-link = "gen3 x16"
-[[host.device]]
-name = "dev0"
-kind = "test"
-parent = "sw2"
-link = "gen3 x16"
-[[host.device]]
-name = "dev1"
-kind = "test"
-parent = "root"
-link = "gen3 x16"
-"#;
+/// The two-switch fabric with dev1 moved onto a root port of its own: its writes into memory
+/// and dev0's meet in no link, so a later write of dev1's can land on bytes of dev0's write
+/// after them while dev0's other TLPs still land.
+fn two_ports() -> String {
+    let dev1 = "name = \"dev1\"\nkind = \"test\"\nparent = \"sw2\"";
+    assert!(common::TWO_SWITCHES.contains(dev1));
+    common::TWO_SWITCHES.replace(dev1, "name = \"dev1\"\nkind = \"test\"\nparent = \"root\"")
+}
 
 /// A write started onto the bytes of a write whose landings are deferred ends the deferral:
 /// dev1, on a path of its own, writes onto the start of the page dev0 has just sent, its
@@ -291,7 +271,7 @@ link = "gen3 x16"
 #[test]
 fn a_write_onto_bytes_whose_landings_wait_lands_in_order_with_them() {
     let run = |defers: bool, start_ns: u64| -> (Vec<u8>, Counters, u64) {
-        let (sim, _) = common::sim_of(TWO_PORTS, Calibration::default_embedded());
+        let (sim, _) = common::sim_of(&two_ports(), Calibration::default_embedded());
         sim.set_deferred_landings(defers);
         let endpoint = |name: &str| {
             sim.fabric()
