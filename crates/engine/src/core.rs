@@ -1168,15 +1168,7 @@ impl Core {
     #[inline]
     fn copy_landed(&mut self, txn: &Txn) {
         if let Some(l) = self.landed.take() {
-            let memory = &mut self.memory[l.host.index()];
-            if txn.zeroes {
-                memory.zero(l.addr, l.len);
-            } else {
-                memory.write(
-                    l.addr,
-                    &txn.data[l.offset as usize..(l.offset + l.len) as usize],
-                );
-            }
+            txn.land_in(&mut self.memory[l.host.index()], l.addr, l.offset, l.len);
         }
     }
 

@@ -239,12 +239,7 @@ pub(crate) struct WatchOp {
 impl WatchOp {
     /// Arms a watch on `len` bytes at `addr` of `host`'s memory.
     pub fn arm(core: &mut Core, host: HostId, addr: smartio_platform::PhysAddr, len: u64) -> Self {
-        if !core.deferred_is_empty() {
-            // The watch wakes at the landing it waits for: a deferred write onto its bytes
-            // lands step by step again.
-            let start = addr.get();
-            core.undefer_overlapping(Some((host, start, start.saturating_add(len))));
-        }
+        core.watch_armed(host, addr.get(), len);
         WatchOp {
             key: core.watches.add(host, addr, len),
             wait: Wait::MemoryWrite { host, addr, len },

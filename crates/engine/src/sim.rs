@@ -502,20 +502,18 @@ impl Sim {
     /// Reads host memory directly, taking no time (for set-up and verification).
     pub fn peek_memory(&self, host: HostId, addr: PhysAddr, buf: &mut [u8]) {
         // Shared: a caller may hold the fabric meanwhile.
-        self.inner.core.borrow().peek_memory(host, addr.get(), buf);
+        let core = self.inner.core.borrow();
+        core.memory[host.index()].read(addr.get(), buf);
+        core.overlay_deferred(host, addr.get(), buf);
     }
 
     /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (not zeroed
     /// first: unwritten bytes append as zeroes).
     pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {
         let core = self.inner.core.borrow();
-        if core.deferred_is_empty() {
-            core.memory[host.index()].read_append(addr.get(), len, out);
-        } else {
-            let mark = out.len();
-            out.resize(mark + len, 0);
-            core.peek_memory(host, addr.get(), &mut out[mark..]);
-        }
+        let mark = out.len();
+        core.memory[host.index()].read_append(addr.get(), len, out);
+        core.overlay_deferred(host, addr.get(), &mut out[mark..]);
     }
 
     /// Zeroes host memory directly, taking no time (freshly allocated memory); costs no

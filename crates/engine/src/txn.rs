@@ -6,7 +6,7 @@
 
 use crate::timing::{draw_chips, HopCost};
 use smartio_fabric::{Requester, Target};
-use smartio_platform::{AccessError, SimTime, Stream};
+use smartio_platform::{AccessError, SimTime, SparseMemory, Stream};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -269,6 +269,17 @@ impl Txn {
             arriving.min(self.next_issue)
         } else {
             arriving
+        }
+    }
+
+    /// Lands `len` of a write's bytes from `offset` (zeroes for a write of them: see
+    /// [`Txn::zeroes`]) at `addr` of `memory`.
+    #[inline(always)]
+    pub fn land_in(&self, memory: &mut SparseMemory, addr: u64, offset: u64, len: u64) {
+        if self.zeroes {
+            memory.zero(addr, len);
+        } else {
+            memory.write(addr, &self.data[offset as usize..(offset + len) as usize]);
         }
     }
 

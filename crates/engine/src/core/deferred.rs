@@ -13,7 +13,7 @@
 //! - a read of memory (a CPU's load, a device's read answered) and a write of it applied at
 //!   once (a CPU's store, a posted write landing) land the deferred TLPs due in that range
 //!   first ([`Core::settle_range`]): the bytes landed by then are in memory, the later ones
-//!   are not; a peek reads them without landing them ([`Core::peek_memory`]);
+//!   are not; a peek reads them without landing them ([`Core::overlay_deferred`]);
 //! - a writer polling its access lands its own ([`Core::settle_txn`]: the access is
 //!   finished once all has landed);
 //! - the counters count those due by then ([`Core::counters_now`]), and a run that stops at
@@ -79,10 +79,13 @@ impl Deferred {
 }
 
 impl Core {
-    /// Whether no write's landings are deferred.
+    /// A watch is armed on `len` bytes of `host`'s memory at `addr`: it wakes at the landing
+    /// it waits for, so a deferred write onto those bytes lands step by step again.
     #[inline(always)]
-    pub(crate) fn deferred_is_empty(&self) -> bool {
-        self.deferred.is_empty()
+    pub(crate) fn watch_armed(&mut self, host: HostId, addr: u64, len: u64) {
+        if !self.deferred.is_empty() {
+            self.undefer_overlapping(Some((host, addr, addr.saturating_add(len))));
+        }
     }
 
     /// Defers the landings of `txn` (transaction `id`, a write that has sent all its TLPs,
@@ -129,10 +132,10 @@ impl Core {
         Some(last)
     }
 
-    /// Reads `buf.len()` bytes of `host`'s memory at `addr` as they are now, deferred
-    /// landings due by now included (without landing them: the core may be shared).
-    pub(crate) fn peek_memory(&self, host: HostId, addr: u64, buf: &mut [u8]) {
-        self.memory[host.index()].read(addr, buf);
+    /// Puts into `buf`, `buf.len()` bytes of `host`'s memory at `addr` as read from it, the
+    /// deferred landings due by now there (without landing them: the core may be shared), so
+    /// that it holds those bytes as they are now.
+    pub(crate) fn overlay_deferred(&self, host: HostId, addr: u64, buf: &mut [u8]) {
         let end = addr.saturating_add(buf.len() as u64);
         for e in &self.deferred.entries {
             if !e.overlaps(host, addr, end) {
@@ -171,14 +174,13 @@ impl Core {
             let Some(txn) = self.txns[e.id as usize].as_deref() else {
                 continue;
             };
-            let mut last = None;
+            // Counted as `land_due` will count them.
+            let mut tally = Tally::of(txn);
             for r in txn.requests.iter().take_while(|r| r.at <= self.now) {
-                counters.tlp_arrivals += 1;
-                if last != Some(r.at) && Some(r.at) != txn.scheduled {
-                    counters.events += 1;
-                }
-                last = Some(r.at);
+                tally.add(r.at, r.at, 1, r.offset, u64::from(r.len));
             }
+            counters.tlp_arrivals += tally.tlps;
+            counters.events += tally.steps;
         }
         counters
     }
@@ -364,39 +366,28 @@ fn land_due(
     (counters, deferred_steps): (&mut Counters, &mut u64),
 ) -> Option<SimTime> {
     debug_assert_eq!(txn.kind, TxnKind::Write);
-    let seg = &txn.segments[0];
-    let Target::Memory { host, addr } = seg.target else {
+    let Target::Memory { host, addr } = txn.segments[0].target else {
         return None;
     };
     let memory = &mut memory[host.index()];
-    let (data, zeroes) = (&txn.data, txn.zeroes);
-    let mut copy = |(offset, len): (u64, u64)| {
+    // The transaction's offset `offset` lands at `at`.
+    let at = |offset: u64| addr.get() + (offset - txn.segments[0].offset);
+    let copy = |txn: &Txn, memory: &mut SparseMemory, (offset, len): (u64, u64)| {
         // A page at a time (see `LANDED_BYTES`).
         let mut done = 0;
         while done < len {
             let n = (len - done).min(LANDED_BYTES);
-            let (from, to) = (offset + done, addr.get() + (offset + done - seg.offset));
-            if zeroes {
-                memory.zero(to, n);
-            } else {
-                memory.write(to, &data[from as usize..(from + n) as usize]);
-            }
+            txn.land_in(memory, at(offset + done), offset + done, n);
             done += n;
         }
     };
-    let mut tally = Tally {
-        queued: txn.scheduled,
-        last: None,
-        steps: 0,
-        tlps: 0,
-        piece: None,
-    };
+    let mut tally = Tally::of(txn);
     // The TLPs on their way one by one (each at its own time, in order, most often each
     // continuing the last in the transaction), then the run after them (a train's rest).
     let due = txn.requests.due(through);
     for r in due {
         if let Some(p) = tally.add(r.at, r.at, 1, r.offset, u64::from(r.len)) {
-            copy(p);
+            copy(txn, memory, p);
         }
     }
     let taken = due.len();
@@ -405,11 +396,11 @@ fn land_due(
     if let Some(run) = txn.requests.take_run_before(Some(after)) {
         let bytes = run.count * u64::from(run.len);
         if let Some(p) = tally.add(run.at, run.last_at(), run.count, run.offset, bytes) {
-            copy(p);
+            copy(txn, memory, p);
         }
     }
     if let Some(p) = tally.piece {
-        copy(p);
+        copy(txn, memory, p);
     }
     counters.tlp_arrivals += tally.tlps;
     counters.events += tally.steps;
@@ -429,6 +420,17 @@ struct Tally {
 }
 
 impl Tally {
+    /// Nothing taken yet of `txn`, a deferred write.
+    fn of(txn: &Txn) -> Tally {
+        Tally {
+            queued: txn.scheduled,
+            last: None,
+            steps: 0,
+            tlps: 0,
+            piece: None,
+        }
+    }
+
     /// `count` TLPs landing from `first` to `end` a period apart (each at its own time),
     /// `bytes` in all from `offset`: counted, and their bytes added to the piece; answers
     /// the piece to copy first when they do not continue it.
