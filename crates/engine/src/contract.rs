@@ -116,8 +116,9 @@ impl Engine for Sim {
     }
 
     fn link_traffic(&self) -> Vec<smartio_machine::LinkTraffic> {
+        let states = self.link_states();
         let fabric = self.fabric();
-        self.link_states()
+        states
             .iter()
             .zip(fabric.links())
             .map(|(s, l)| {

@@ -25,6 +25,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 
+mod ahead;
 mod burst;
 mod deferred;
 mod posted;
@@ -255,7 +256,20 @@ pub(crate) struct Core {
     /// Writes whose landings wait (see [`deferred`]).
     deferred: deferred::Deferred,
     /// The moment after the deadline of the run going on (see [`Core::next_due`]).
-    pub after_deadline: SimTime,
+    after_deadline: SimTime,
+    /// What a transaction's steps taken without the queue must come before besides the
+    /// queue's next event: the moment after the run's deadline, or the next step of the
+    /// transaction ahead if sooner (see [`Core::set_horizon`]).
+    horizon: SimTime,
+    /// Whether a write cut by an event may book its rest ahead (see [`ahead`]); off, it is
+    /// queued at its next step, to the same results.
+    pub ahead_on: bool,
+    /// The transaction ahead (see [`ahead`]).
+    ahead: ahead::Ahead,
+    /// Writes that went ahead so far, steps they took ahead, and how many were taken back.
+    pub aheads: u64,
+    pub ahead_steps: u64,
+    pub ahead_rollbacks: u64,
     /// Landing steps deferred so far (each distinct time one, as the step loop counts).
     pub deferred_steps: u64,
     /// Per host: the write transactions in their slots that land in its memory (see
@@ -359,6 +373,12 @@ impl Core {
             defers: true,
             deferred: deferred::Deferred::default(),
             after_deadline: SimTime::NEVER,
+            horizon: SimTime::NEVER,
+            ahead_on: true,
+            ahead: ahead::Ahead::default(),
+            aheads: 0,
+            ahead_steps: 0,
+            ahead_rollbacks: 0,
             deferred_steps: 0,
             writes_into: vec![0; hosts],
             trains: true,
@@ -416,6 +436,7 @@ impl Core {
     /// Starts recording (see [`crate::record`]).
     pub fn start_recording(&mut self, trace_limit: Option<usize>) {
         smartio_platform::activity::wanted();
+        self.rollback_ahead();
         self.recorder = Some(Box::new(Recorder::new(trace_limit)));
         // Every landing from now on is recorded as a step.
         if !self.deferred.is_empty() {
@@ -490,8 +511,10 @@ impl Core {
         }
     }
 
+    /// Queues `event` at `at` (not before now). Sequence numbers go up by two: the odd one
+    /// between two is a step taken ahead's (see [`ahead`]).
     pub fn schedule(&mut self, at: SimTime, event: Event) {
-        self.seq += 1;
+        self.seq += 2;
         self.queue.push(at.max(self.now), self.seq, event);
     }
 
@@ -505,9 +528,33 @@ impl Core {
     #[inline(always)]
     pub fn next_due(&self) -> Option<SimTime> {
         match self.queue.peek_time() {
-            Some(next) => Some(next.min(self.after_deadline)),
-            None => (self.after_deadline != SimTime::NEVER).then_some(self.after_deadline),
+            Some(next) => Some(next.min(self.horizon)),
+            None => (self.horizon != SimTime::NEVER).then_some(self.horizon),
         }
+    }
+
+    /// The next thing the run does: the queue's next event or the next step of the
+    /// transaction ahead, whichever comes first.
+    #[inline(always)]
+    pub fn next_time(&self) -> Option<SimTime> {
+        let ahead = (self.ahead.next() != SimTime::NEVER).then_some(self.ahead.next());
+        match (self.queue.peek_time(), ahead) {
+            (Some(q), Some(a)) => Some(q.min(a)),
+            (q, a) => q.or(a),
+        }
+    }
+
+    /// Sets the deadline of the run going on: no step is taken without the queue after it.
+    pub fn set_deadline(&mut self, deadline: SimTime) {
+        self.after_deadline = deadline + SimDuration(1);
+        self.set_horizon();
+    }
+
+    /// Keeps [`Core::horizon`] the sooner of the moment after the deadline and the next
+    /// step of the transaction ahead.
+    #[inline(always)]
+    fn set_horizon(&mut self) {
+        self.horizon = self.after_deadline.min(self.ahead.next());
     }
 
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
@@ -536,6 +583,7 @@ impl Core {
 
     /// Forgets every routed access: the fabric changed (a mapping, a link, a group).
     pub fn fabric_changed(&mut self) {
+        self.rollback_ahead();
         self.route_cache.clear();
         self.local_cache.clear();
     }
@@ -1091,6 +1139,13 @@ impl Core {
             self.end_deferral(id, &mut txn, at);
         }
         txn.scheduled = None;
+        if self.bursts && txn.issue_offset == 0 && txn.issue_segment == 0 {
+            // A write's first step, and those after it before the next event, as a burst
+            // when it may run in bursts (a device's DMA of a page goes as one train); once
+            // it is under way, the generic step costs less when an event cuts it after one.
+            let queued = self.next_due();
+            let _ = self.write_burst(&mut txn, queued, true);
+        }
         loop {
             self.step_txn(id, &mut txn);
             if txn.detached && txn.finished() {
@@ -1110,13 +1165,21 @@ impl Core {
                     if let Some(last) = self.defer_landings(id, &mut txn, queued) {
                         next = last;
                     }
+                } else if self.ahead_on
+                    && !self.woke
+                    && txn.kind == TxnKind::Write
+                    && !txn.issued_all()
+                    && self.go_ahead(id, &mut txn)
+                {
+                    break;
                 }
                 txn.scheduled = Some(next);
                 self.schedule(next, Event::Txn(id));
                 break;
             }
             if self.bursts
-                && (self.write_burst(&mut txn, queued) || self.read_burst(id, &mut txn, queued))
+                && (self.write_burst(&mut txn, queued, false)
+                    || self.read_burst(id, &mut txn, queued))
             {
                 continue;
             }
@@ -1152,7 +1215,7 @@ impl Core {
     /// when its first step is not queued at `at` (a read waiting for a tag).
     pub fn step_in_place(&mut self, id: u32, at: SimTime) {
         let first = self.txn(id).and_then(|t| t.scheduled);
-        if first != Some(at) || self.peek_time() != Some(at) {
+        if first != Some(at) || self.peek_time() != Some(at) || self.ahead.next() <= at {
             return;
         }
         // Its event is the next one: nothing else was due by `at`, and it was queued last.
@@ -1353,6 +1416,7 @@ impl Core {
         recording: bool,
         chips: &[u64],
     ) -> crate::timing::Crossing {
+        self.booking_on(hops);
         let record = if recording {
             self.hop_scratch.clear();
             Some(&mut self.hop_scratch)
@@ -1381,6 +1445,7 @@ impl Core {
         payload: u64,
         who: Booking,
     ) -> crate::timing::Crossing {
+        self.booking_on(hops);
         crate::timing::traverse_alone(
             &mut self.lanes,
             hops,
@@ -1434,6 +1499,9 @@ impl Core {
     /// it and shared links carry it once. Returns when it has left the requester's link.
     fn send_multicast(&mut self, txn: &mut Txn, path: &CostedPath, tlp: Outgoing) -> SimTime {
         let fanout = txn.segments[tlp.segment as usize].fanout.clone();
+        for (_, p) in fanout.iter() {
+            self.booking_on(&p.forward);
+        }
         let paths: Vec<&[crate::timing::HopCost]> =
             fanout.iter().map(|(_, p)| p.forward.as_slice()).collect();
         let who = self.booking(txn.requester);

@@ -124,6 +124,34 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    /// Queues `event` at `at` with `seq`, a sequence number that may be older than some
+    /// queued ones (given to a step the run took without the queue before those were
+    /// queued: see `core::ahead`): it comes after the events of its time queued with
+    /// smaller numbers and before those with larger ones.
+    pub fn push_behind(&mut self, at: SimTime, seq: u64, event: E) {
+        let entry = Queued {
+            key: (u128::from(at.as_ps()) << 64) | u128::from(seq),
+            event,
+        };
+        if self.far.peek().is_some_and(|first| first.key < entry.key) {
+            self.far.push(entry);
+            return;
+        }
+        // `near` is latest first: its place is after every later key.
+        let place = self.near.partition_point(|q| q.key > entry.key);
+        self.near.insert(place, entry);
+        if self.near.len() > NEAR {
+            self.far.push(self.near.remove(0));
+        }
+    }
+
+    /// The next event's time and sequence number, if any.
+    #[inline]
+    pub fn peek_key(&self) -> Option<(SimTime, u64)> {
+        let next = self.near.last().or_else(|| self.far.peek())?;
+        Some((next.time(), next.key as u64))
+    }
+
     /// The time of the earliest event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {

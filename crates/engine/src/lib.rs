@@ -71,8 +71,15 @@
 //!   landed first wherever memory is read or written at once, a writer polls, the counters
 //!   are asked or a run stops at its deadline; a write started onto its bytes, a watch armed
 //!   on them or the recording end the deferral (`Sim::set_deferred_landings(false)` turns
-//!   it off; a test compares, with reads midway and stops at many deadlines). Steps taken
-//!   without the queue stop at the run's deadline as at the next event (`Core::next_due`).
+//!   it off; a test compares, with reads midway and stops at many deadlines). Before that,
+//!   while it sends, such a write cut by an event with all its TLPs left fitting its credits
+//!   books them at once, provisionally, and is not queued: its steps are taken in their
+//!   place among the queued events (equal times ordered by the sequence number the run had
+//!   given when it last stepped), until its last TLP leaves or something else is about to
+//!   book on its links, which takes the provisional bookings back first and queues it
+//!   (`core::ahead`; `Sim::set_aheads(false)` turns it off; tests compare). Steps taken
+//!   without the queue stop at the run's deadline and at the next step of a write ahead as
+//!   at the next event (`Core::next_due`).
 //!   A write's bytes are copied into
 //!   its transaction's buffer; a buffer given away (`AgentPort::write_owned`) is kept as it,
 //!   and zeroes (`AgentPort::write_zeroes`: an NVMe's deallocated blocks) are kept in none

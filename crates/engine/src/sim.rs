@@ -162,10 +162,15 @@ impl Sim {
 
     /// Runs until `deadline` (events after it stay pending).
     pub fn run_until(&self, deadline: SimTime) -> RunSummary {
-        self.inner.core.borrow_mut().after_deadline = deadline + SimDuration(1);
+        self.inner.core.borrow_mut().set_deadline(deadline);
         loop {
             self.poll_ready(deadline);
             let mut core = self.inner.core.borrow_mut();
+            if core.ahead_due(deadline) {
+                // The write ahead's steps come first (see `core::ahead`).
+                core.cross_ahead(deadline);
+                continue;
+            }
             match core.peek_time() {
                 Some(t) if t <= deadline => {}
                 _ => break,
@@ -377,8 +382,25 @@ impl Sim {
             && !core.recording()
             && self.inner.horizon.get().is_some_and(|h| at <= h)
             && !self.inner.exec.any_ready()
-            && core.peek_time().is_none_or(|next| next > at)
+            && core.next_time().is_none_or(|next| next > at)
             && !smartio_platform::race::racing()
+    }
+
+    /// Whether a write cut by an event may book the rest of it ahead, its steps taken in
+    /// their place among the queued events until something else books on its links (on by
+    /// default; see `core::ahead`). Off, it is queued at each next step: the results are
+    /// the same, bit for bit, the run slower (for comparisons and tests).
+    pub fn set_aheads(&self, on: bool) {
+        let mut core = self.inner.core.borrow_mut();
+        core.rollback_ahead();
+        core.ahead_on = on;
+    }
+
+    /// Writes that went ahead so far, the steps they took ahead, and how many of them were
+    /// taken back (see [`Sim::set_aheads`]).
+    pub fn ahead_counts(&self) -> (u64, u64, u64) {
+        let core = self.inner.core.borrow();
+        (core.aheads, core.ahead_steps, core.ahead_rollbacks)
     }
 
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
@@ -488,10 +510,16 @@ impl Sim {
 
     /// Per-link occupancy and statistics.
     pub fn link_states(&self) -> Vec<LinkState> {
-        {
-            let core = self.inner.core.borrow();
-            LinkState::of_lanes(&core.lanes, &core.timing.links)
+        if let Ok(mut core) = self.inner.core.try_borrow_mut() {
+            // Booked ahead is not booked yet (see `core::ahead`).
+            core.rollback_ahead();
         }
+        let core = self.inner.core.borrow();
+        debug_assert!(
+            !core.is_ahead(),
+            "link statistics asked while the core is borrowed during a run"
+        );
+        LinkState::of_lanes(&core.lanes, &core.timing.links)
     }
 
     /// Faults recorded so far (IOMMU faults, unsupported requests, completer aborts).

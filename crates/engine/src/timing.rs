@@ -366,6 +366,66 @@ impl Lane {
     pub fn busy_until(&self) -> u64 {
         self.booked.end
     }
+
+    /// Makes the bookings from now on provisional: each is appended (none dropped, none
+    /// put in a gap: one that would be spoils them), so that [`Lane::restore`] with the
+    /// mark returned takes them all back, statistics included.
+    pub(crate) fn hold(&mut self) -> LaneMark {
+        let t = &mut self.booked;
+        let mark = LaneMark {
+            slots: t.slots.len(),
+            periodic: t.periodic.len(),
+            end: t.end,
+            last_flow: t.last_flow,
+            compact_at: t.compact_at,
+            tlps: self.tlps,
+            payload_bytes: self.payload_bytes,
+            busy_ps: self.busy_ps,
+        };
+        t.compact_at = usize::MAX;
+        t.held = true;
+        t.spoiled = false;
+        mark
+    }
+
+    /// Whether a provisional booking would have gone in a gap (see [`Lane::hold`]).
+    pub(crate) fn spoiled(&self) -> bool {
+        self.booked.spoiled
+    }
+
+    /// Keeps the provisional bookings made since `mark` as they are.
+    pub(crate) fn release(&mut self, mark: &LaneMark) {
+        self.booked.compact_at = mark.compact_at;
+        self.booked.held = false;
+    }
+
+    /// Takes back the provisional bookings made since `mark`: the lane is as it was then.
+    pub(crate) fn restore(&mut self, mark: &LaneMark) {
+        let t = &mut self.booked;
+        t.slots.truncate(mark.slots);
+        t.periodic.truncate(mark.periodic);
+        t.end = mark.end;
+        t.last_flow = mark.last_flow;
+        t.compact_at = mark.compact_at;
+        t.held = false;
+        t.spoiled = false;
+        self.tlps = mark.tlps;
+        self.payload_bytes = mark.payload_bytes;
+        self.busy_ps = mark.busy_ps;
+    }
+}
+
+/// A lane as it was before provisional bookings ([`Lane::hold`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LaneMark {
+    slots: usize,
+    periodic: usize,
+    end: u64,
+    last_flow: Flow,
+    compact_at: usize,
+    tlps: u64,
+    payload_bytes: u64,
+    busy_ps: u64,
 }
 
 /// Where direction `dir` (0 down, 1 up) of link `link` is in a list of [`Lane`]s.
@@ -921,6 +981,12 @@ pub(crate) struct Timeline {
     periodic: Vec<Periodic>,
     head: usize,
     compact_at: usize,
+    /// Whether its latest intervals are provisional ([`Lane::hold`]): each booking is
+    /// appended, so that they can be taken back by truncating (and one that would go in a
+    /// gap spoils them: see [`Lane::spoiled`]).
+    held: bool,
+    /// Whether a booking since [`Lane::hold`] went in a gap (appended all the same).
+    spoiled: bool,
 }
 
 impl Default for Timeline {
@@ -932,6 +998,8 @@ impl Default for Timeline {
             periodic: Vec::new(),
             head: 0,
             compact_at: COMPACT_AT,
+            held: false,
+            spoiled: false,
         }
     }
 }
@@ -1133,6 +1201,16 @@ impl Timeline {
     /// several TLPs are made one per TLP first, then those that ended by `who.now` dropped.
     #[cold]
     fn book_in_gap(&mut self, who: Booking, head: u64, ser: u64) -> u64 {
+        if self.held {
+            // Provisional: appended, and the provisional bookings spoiled (they are taken
+            // back, and made again the usual way).
+            self.spoiled = true;
+            let begin = head.max(self.end);
+            self.slots.push(Slot::booked(who, head, begin, ser));
+            self.end = begin + ser;
+            self.last_flow = who.flow;
+            return begin;
+        }
         if !self.periodic.is_empty() {
             self.expand_periodic();
         }

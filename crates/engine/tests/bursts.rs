@@ -12,8 +12,8 @@ use std::rc::Rc;
 
 use crate::common;
 
-const BUF_A: u64 = 0x20_0000;
-const BUF_B: u64 = 0x40_0000;
+pub(crate) const BUF_A: u64 = 0x20_0000;
+pub(crate) const BUF_B: u64 = 0x40_0000;
 /// dev0's writes: 40 KiB, 160 TLPs, more than a stream's posted credits.
 const LONG: usize = 40 * 1024;
 /// Posted TLPs a write stream may have on their way (the default is more than these
@@ -36,13 +36,23 @@ pub(crate) struct Outcome {
     pub buf_b: Vec<u8>,
 }
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
+pub(crate) fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len as u32)
         .map(|i| (i.wrapping_mul(31).wrapping_add(seed) % 251) as u8)
         .collect()
 }
 
-fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
+pub(crate) fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
+    run_with(bursts, trains, false).0
+}
+
+/// [`run`], with writes booked ahead or not (`Sim::set_aheads`); also the counts of
+/// `Sim::ahead_counts`.
+pub(crate) fn run_with(
+    bursts: bool,
+    trains: bool,
+    aheads: bool,
+) -> ((Outcome, u64, u64), (u64, u64, u64)) {
     // Chip latencies vary (the default calibration): each TLP draws its own. Few posted
     // credits: a stream waits for its earlier TLPs to land before it sends more.
     let mut cal = Calibration::default_embedded();
@@ -54,6 +64,7 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, cal);
     sim.set_bursts(bursts);
     sim.set_trains(trains);
+    sim.set_aheads(aheads);
     let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
     let seen: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
     let (dev0, dev1) = devices(&sim);
@@ -121,11 +132,14 @@ fn run(bursts: bool, trains: bool) -> (Outcome, u64, u64) {
         log.borrow_mut().push(("watcher", watcher.now()));
     });
     let outcome = run_to_the_end(&sim, &times, &seen, (LONG, 3 * SHORT));
-    (outcome, sim.burst_steps(), sim.train_tlps())
+    (
+        (outcome, sim.burst_steps(), sim.train_tlps()),
+        sim.ahead_counts(),
+    )
 }
 
 /// The two DMA devices of the two-switch fabric.
-fn devices(sim: &smartio_engine::Sim) -> (smartio_engine::Agent, smartio_engine::Agent) {
+pub(crate) fn devices(sim: &smartio_engine::Sim) -> (smartio_engine::Agent, smartio_engine::Agent) {
     let endpoint = |name: &str| {
         sim.fabric()
             .endpoint_by_name(HostId(0), name)

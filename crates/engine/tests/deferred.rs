@@ -257,7 +257,7 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
 /// The two-switch fabric with dev1 moved onto a root port of its own: its writes into memory
 /// and dev0's meet in no link, so a later write of dev1's can land on bytes of dev0's write
 /// after them while dev0's other TLPs still land.
-fn two_ports() -> String {
+pub(crate) fn two_ports() -> String {
     let dev1 = "name = \"dev1\"\nkind = \"test\"\nparent = \"sw2\"";
     assert!(common::TWO_SWITCHES.contains(dev1));
     common::TWO_SWITCHES.replace(dev1, "name = \"dev1\"\nkind = \"test\"\nparent = \"root\"")

@@ -45,7 +45,7 @@ type Marks = Vec<(&'static str, u64, SimTime)>;
 
 /// Everything a run leaves that a write sent without its transaction could get wrong.
 #[derive(Debug, PartialEq)]
-struct Outcome {
+pub(crate) struct Outcome {
     times: Marks,
     /// What dev1's BAR took, in order.
     doorbells: Vec<(u64, Vec<u8>)>,
@@ -54,7 +54,7 @@ struct Outcome {
     end: SimTime,
     counters: Counters,
     /// Steps run in write bursts (a write whose writer gave up lands as in one).
-    burst_steps: u64,
+    pub(crate) burst_steps: u64,
     links: Vec<LinkState>,
     /// The entries and lines in memory, and a digest (FNV-1a) of the stream.
     entries_memory: Vec<u8>,
@@ -68,9 +68,20 @@ struct Outcome {
 /// writes a line after each (inside a race it loses), so that some single writes start with
 /// nothing else due and some do not. Variation on: the chips' latencies are drawn.
 fn run(alone: bool, in_place: bool) -> (Outcome, u64) {
+    run_with(alone, in_place, false).0
+}
+
+/// [`run`], with writes booked ahead or not (`Sim::set_aheads`: the steps taken in bursts
+/// are others then); also the counts of `Sim::ahead_counts`.
+pub(crate) fn run_with(
+    alone: bool,
+    in_place: bool,
+    aheads: bool,
+) -> ((Outcome, u64), (u64, u64, u64)) {
     let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
     sim.set_posted_alone(alone);
     sim.set_in_place(in_place);
+    sim.set_aheads(aheads);
     let (dev0, dev1) = common::two_devices(&sim);
     let doorbells = Rc::new(Doorbells::default());
     sim.attach_bar_handler(dev1, doorbells.clone());
@@ -171,7 +182,7 @@ fn run(alone: bool, in_place: bool) -> (Outcome, u64) {
         lines,
         stream_digest,
     };
-    (outcome, sim.posted_alone())
+    ((outcome, sim.posted_alone()), sim.ahead_counts())
 }
 
 #[test]

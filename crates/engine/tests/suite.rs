@@ -1,6 +1,7 @@
 //! The crate's integration tests, one module per file, in one test binary (one link and
 //! one build of what they share, instead of one per file).
 
+mod ahead;
 mod bursts;
 mod common;
 mod deferred;

@@ -30,22 +30,22 @@ use std::rc::Rc;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TrainPart {
     /// When the first leaves, and the time from one leaving to the next.
-    issued: SimTime,
+    pub(super) issued: SimTime,
     leave_ps: u64,
     /// When the first lands, and the time from one landing to the next.
     at: SimTime,
     land_ps: u64,
     /// The first one's offset in the transaction (each next one's follows it).
     offset: u64,
-    len: u32,
+    pub(super) len: u32,
     /// How many (at least one).
-    count: u64,
+    pub(super) count: u64,
 }
 
 impl TrainPart {
     /// When its TLP `i` leaves.
     #[inline(always)]
-    fn leaving(&self, i: u64) -> SimTime {
+    pub(super) fn leaving(&self, i: u64) -> SimTime {
         SimTime(self.issued.as_ps() + i * self.leave_ps)
     }
 
@@ -92,7 +92,7 @@ impl TrainPart {
     /// Its TLP `i` on its way, as the transaction keeps it (a unicast write of its one
     /// segment).
     #[inline(always)]
-    fn in_flight(&self, i: u64) -> InFlight {
+    pub(super) fn in_flight(&self, i: u64) -> InFlight {
         self.on_their_way(i).first()
     }
 }
@@ -100,7 +100,7 @@ impl TrainPart {
 /// Where a burst's write is in its one segment: the segment's addresses and how far it has
 /// been sent, kept in locals while its TLPs leave one after another and put back in the
 /// transaction after ([`WriteCursor::put_back`]).
-struct WriteCursor {
+pub(super) struct WriteCursor {
     bus_addr: u64,
     len: u64,
     /// The segment's offset in the transaction.
@@ -114,7 +114,7 @@ struct WriteCursor {
 impl WriteCursor {
     /// The cursor of `txn`, a write of one segment with bytes left to send.
     #[inline(always)]
-    fn of(txn: &Txn) -> WriteCursor {
+    pub(super) fn of(txn: &Txn) -> WriteCursor {
         let seg = &txn.segments[0];
         WriteCursor {
             bus_addr: seg.bus_addr,
@@ -127,7 +127,7 @@ impl WriteCursor {
 
     /// Whether the whole segment has been sent.
     #[inline(always)]
-    fn sent_all(&self) -> bool {
+    pub(super) fn sent_all(&self) -> bool {
         self.issued >= self.len
     }
 
@@ -194,6 +194,18 @@ impl WriteCursor {
         self.next_issue = done;
         self.issued += k * len;
         part
+    }
+
+    /// When the TLP after the last one sent may leave.
+    pub(super) fn end_issue(&self) -> SimTime {
+        self.next_issue
+    }
+
+    /// Moves it back to `issued` bytes of the segment sent, the next TLP leaving at
+    /// `next_issue`.
+    pub(super) fn rewind(&mut self, issued: u64, next_issue: SimTime) {
+        self.issued = issued;
+        self.next_issue = next_issue;
     }
 
     /// Moves `txn`'s issue cursor to this one (past the segment once it is all sent).
@@ -379,7 +391,7 @@ pub(super) struct Destination {
     /// Where the transaction's first byte lands.
     pub(super) addr: u64,
     /// The transaction's offset of that byte.
-    offset: u64,
+    pub(super) offset: u64,
 }
 
 impl Core {
@@ -439,11 +451,19 @@ impl Core {
     /// first event `queued`, when it may run in bursts; stops after the step that issues its
     /// last TLP, which the step loop finishes (it wakes the writer). Returns whether it
     /// stepped at all; the step loop goes on from `self.now`, where nothing is left due.
-    pub(super) fn write_burst(&mut self, txn: &mut Txn, queued: Option<SimTime>) -> bool {
+    /// With `taken`, its step at `self.now` is one the run has taken already (its queue
+    /// entry came up): the burst does it first, and does not count it again.
+    pub(super) fn write_burst(
+        &mut self,
+        txn: &mut Txn,
+        queued: Option<SimTime>,
+        mut taken: bool,
+    ) -> bool {
         let Some(dest) = self.burst_destination(txn) else {
             return false;
         };
         let path = Rc::clone(&txn.segments[0].path);
+        self.booking_on(&path.forward);
         let limit = self.write_limit(txn.requester);
         let flow = flow_of(txn.requester);
         // What stays the same through the burst, asked once: a write waits for no tag, and
@@ -455,7 +475,7 @@ impl Core {
         let mut trains = self.trains;
         let mut stepped = false;
         loop {
-            if !issuing {
+            if !issuing && !taken {
                 if let Some(run) = txn.requests.take_run_before(queued) {
                     // Only landings are left, the first of TLPs one after another (the rest
                     // of a train): each at its own time a step, landed as one piece.
@@ -469,7 +489,10 @@ impl Core {
             if at == SimTime::NEVER {
                 break;
             }
-            if !self.burst_step_to(at, queued) {
+            if taken && at == self.now {
+                // The run has taken this step already (its queue entry came up).
+                taken = false;
+            } else if !self.burst_step_to(at, queued) {
                 break;
             }
             stepped = true;
@@ -520,6 +543,8 @@ impl Core {
             return false;
         };
         let path = Rc::clone(&seg.path);
+        self.booking_on(&path.forward);
+        self.booking_on(&path.backward);
         let flow = flow_of(txn.requester);
         // A request carries no payload: one serialization for all of them.
         let request_ser = first_serialization(&path.forward, 0);
@@ -691,13 +716,85 @@ impl Core {
         let mut train = std::mem::take(&mut self.train);
         train.clear();
         let room = txn.window - txn.requests.len();
-        // TLPs in the train so far.
-        let mut sent = 0usize;
-        let mut first = FirstLink::default();
         // The issue cursor in locals while the train leaves, put back after.
         let mut cursor = WriteCursor::of(txn);
         // Its TLPs cross each chip with the transaction's latency for it.
         let chips = txn.chips.of(0, false, &path.forward, &mut self.chip_stream);
+        let sent = self.book_train(
+            &mut cursor,
+            chips,
+            path,
+            limit,
+            flow,
+            room,
+            queued,
+            &mut train,
+        );
+        cursor.put_back(txn);
+        // Those on their way before it that land by its last leaving land first.
+        let tail = train[train.len() - 1];
+        let last = tail.leaving(tail.count - 1);
+        let mut earlier = 0;
+        while let Some(r) = txn.requests.pop_due(last) {
+            earlier += earlier_step(r.at, &train);
+            self.land_write(txn, dest, r.offset, u64::from(r.len));
+        }
+        // The steps from the first leaving (taken already) to the last.
+        let steps = train_steps(&train, earlier, last);
+        // The train's TLPs that landed by then: the first ones (they land in the order they
+        // left), in the buffer and at `dest` one after another, landed as one piece, as one
+        // after another they would continue it.
+        let (mut landed, mut bytes) = (0u64, 0u64);
+        let mut on_their_way = train.len();
+        for (i, p) in train.iter().enumerate() {
+            let n = p.landed_by(last);
+            landed += n;
+            bytes += n * u64::from(p.len);
+            if n < p.count {
+                on_their_way = i;
+                break;
+            }
+        }
+        if landed > 0 {
+            self.land_tlps(txn, dest, landed, train[0].offset, bytes);
+        }
+        // The rest join the transaction's TLPs on their way, the last part's in closed form.
+        let parts = train.len();
+        for (i, p) in train.iter().enumerate().skip(on_their_way) {
+            let from = p.landed_by(last);
+            if i + 1 == parts && p.count - from > 1 {
+                txn.requests.set_run(p.on_their_way(from));
+            } else {
+                for j in from..p.count {
+                    txn.requests.insert(p.in_flight(j));
+                }
+            }
+        }
+        self.took_steps(steps, last);
+        self.train_tlps += sent as u64;
+        self.train = train;
+    }
+
+    /// Books the next TLPs of a burst's write from `cursor` (moved past them) along `path`
+    /// in TLPs of at most `limit` bytes for `flow`, their chips' latencies those of `chips`,
+    /// as [`Core::issue_train`] sends them (at most `room`, while each leaves before the
+    /// first event `queued`), into `train` as its parts; answers how many.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn book_train(
+        &mut self,
+        cursor: &mut WriteCursor,
+        chips: &[u64],
+        path: &CostedPath,
+        limit: u64,
+        flow: Flow,
+        room: usize,
+        queued: Option<SimTime>,
+        train: &mut Vec<TrainPart>,
+    ) -> usize {
+        // TLPs in the train so far.
+        let mut sent = 0usize;
+        let mut first = FirstLink::default();
         // The first TLP's hops, and the TLPs of its size that follow it in closed form (see
         // `TrainRun`: booked when the run ends).
         let mut shape = std::mem::take(&mut self.train_shape);
@@ -754,49 +851,7 @@ impl Core {
             );
         }
         self.train_shape = shape;
-        cursor.put_back(txn);
-        // Those on their way before it that land by its last leaving land first.
-        let tail = train[train.len() - 1];
-        let last = tail.leaving(tail.count - 1);
-        let mut earlier = 0;
-        while let Some(r) = txn.requests.pop_due(last) {
-            earlier += earlier_step(r.at, &train);
-            self.land_write(txn, dest, r.offset, u64::from(r.len));
-        }
-        // The steps from the first leaving (taken already) to the last.
-        let steps = train_steps(&train, earlier, last);
-        // The train's TLPs that landed by then: the first ones (they land in the order they
-        // left), in the buffer and at `dest` one after another, landed as one piece, as one
-        // after another they would continue it.
-        let (mut landed, mut bytes) = (0u64, 0u64);
-        let mut on_their_way = train.len();
-        for (i, p) in train.iter().enumerate() {
-            let n = p.landed_by(last);
-            landed += n;
-            bytes += n * u64::from(p.len);
-            if n < p.count {
-                on_their_way = i;
-                break;
-            }
-        }
-        if landed > 0 {
-            self.land_tlps(txn, dest, landed, train[0].offset, bytes);
-        }
-        // The rest join the transaction's TLPs on their way, the last part's in closed form.
-        let parts = train.len();
-        for (i, p) in train.iter().enumerate().skip(on_their_way) {
-            let from = p.landed_by(last);
-            if i + 1 == parts && p.count - from > 1 {
-                txn.requests.set_run(p.on_their_way(from));
-            } else {
-                for j in from..p.count {
-                    txn.requests.insert(p.in_flight(j));
-                }
-            }
-        }
-        self.took_steps(steps, last);
-        self.train_tlps += sent as u64;
-        self.train = train;
+        sent
     }
 
     /// The steps of a burst's write TLPs that land one after another (`run`, each later

@@ -86,6 +86,9 @@ impl Core {
         if !self.deferred.is_empty() {
             self.undefer_overlapping(Some((host, addr, addr.saturating_add(len))));
         }
+        if self.is_ahead() {
+            self.ahead_touched(host, addr, len);
+        }
     }
 
     /// Defers the landings of `txn` (transaction `id`, a write that has sent all its TLPs,
