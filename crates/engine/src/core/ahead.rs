@@ -236,16 +236,18 @@ impl Core {
     /// last leaving it goes on as any transaction.
     #[inline(never)]
     pub(crate) fn cross_ahead(&mut self, deadline: SimTime) {
+        let (Some(id), Some(dest)) = (self.ahead.id, self.ahead.dest) else {
+            return;
+        };
+        let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
         while self.ahead_due(deadline) {
-            let (Some(id), Some(dest)) = (self.ahead.id, self.ahead.dest) else {
-                return;
-            };
-            let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
-                return;
-            };
             let at = self.ahead.next;
             self.step_to(at);
             self.ahead_steps += 1;
+            // It steps now: its next step comes after the events queued by now.
+            self.ahead.seq = self.seq;
             while let Some(r) = txn.requests.pop_due(at) {
                 let addr = dest.addr + (r.offset - dest.offset);
                 self.land(&txn, dest.host, addr, r.offset, u64::from(r.len));
@@ -280,12 +282,12 @@ impl Core {
                 self.on_txn_event(id, at);
                 return;
             }
-            self.copy_landed(&txn);
-            self.ahead.seq = self.seq;
             self.ahead.next = txn.next_step(true);
-            self.txns[id as usize] = Some(txn);
-            self.set_horizon();
         }
+        // Its landed bytes in memory before anything else looks.
+        self.copy_landed(&txn);
+        self.txns[id as usize] = Some(txn);
+        self.set_horizon();
     }
 
     /// The transaction ahead has sent its last TLP: its bookings are kept as they are.
