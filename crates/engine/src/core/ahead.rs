@@ -149,7 +149,7 @@ impl Core {
     /// answers whether it did (it is then not queued).
     #[inline(never)]
     pub(super) fn go_ahead(&mut self, id: u32, txn: &mut Txn) -> bool {
-        if self.is_ahead() || !self.bursts || !self.trains || self.in_place_access.is_some() {
+        if self.is_ahead() || !self.bursts || !self.trains {
             return false;
         }
         let Some(dest) = self.burst_destination(txn) else {
