@@ -53,8 +53,9 @@ use std::rc::Rc;
 pub(crate) struct Ahead {
     /// The transaction ahead.
     id: Option<u32>,
-    /// Where its writes land.
+    /// Where its writes land, and how many bytes.
     dest: Option<Destination>,
+    len: u64,
     /// Its lanes, held, and how each was before.
     marks: Vec<(u32, LaneMark)>,
     /// Its lanes, one bit each (lane modulo 64): a quick test that a path misses them.
@@ -79,6 +80,7 @@ impl Default for Ahead {
         Ahead {
             id: None,
             dest: None,
+            len: 0,
             marks: Vec::new(),
             mask: 0,
             parts: Vec::new(),
@@ -116,9 +118,17 @@ impl Ahead {
     }
 
     /// Whether its writes land in any of `start..end` of `host`.
-    fn lands_in(&self, host: HostId, start: u64, end: u64, len: u64) -> bool {
+    fn lands_in(&self, host: HostId, start: u64, end: u64) -> bool {
         self.dest
-            .is_some_and(|d| d.host == host && d.addr < end && start < d.addr + len)
+            .is_some_and(|d| d.host == host && d.addr < end && start < d.addr + self.len)
+    }
+
+    /// Forgets the transaction ahead (its lanes are restored or released already).
+    fn clear(&mut self) {
+        self.id = None;
+        self.dest = None;
+        self.mask = 0;
+        self.next = SimTime::NEVER;
     }
 }
 
@@ -202,6 +212,7 @@ impl Core {
         }
         ahead.id = Some(id);
         ahead.dest = Some(dest);
+        ahead.len = txn.segments[0].len;
         ahead.mask = mask;
         ahead.part = 0;
         ahead.within = 0;
@@ -295,10 +306,7 @@ impl Core {
         for (l, mark) in &self.ahead.marks {
             self.lanes[*l as usize].release(mark);
         }
-        self.ahead.id = None;
-        self.ahead.dest = None;
-        self.ahead.mask = 0;
-        self.ahead.next = SimTime::NEVER;
+        self.ahead.clear();
         self.set_horizon();
     }
 
@@ -317,10 +325,7 @@ impl Core {
             .map(|p| p.count)
             .sum::<u64>()
             + self.ahead.within;
-        self.ahead.id = None;
-        self.ahead.dest = None;
-        self.ahead.mask = 0;
-        self.ahead.next = SimTime::NEVER;
+        self.ahead.clear();
         self.set_horizon();
         self.ahead_rollbacks += 1;
         let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
@@ -360,14 +365,7 @@ impl Core {
     /// there goes step by step again (its landings there wake the watch).
     #[inline(always)]
     pub(crate) fn ahead_touched(&mut self, host: HostId, addr: u64, len: u64) {
-        let Some(id) = self.ahead.id else { return };
-        let seg_len = self.txns[id as usize]
-            .as_deref()
-            .map_or(0, |t| t.segments[0].len);
-        if self
-            .ahead
-            .lands_in(host, addr, addr.saturating_add(len), seg_len)
-        {
+        if self.ahead.lands_in(host, addr, addr.saturating_add(len)) {
             self.rollback_ahead();
         }
     }
