@@ -169,26 +169,62 @@ impl From<AttachError> for FioError {
 /// workloads generate a block's pattern for every read (the last word is cut to what is
 /// left).
 pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
-    const STEP: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut z = seed ^ block.wrapping_mul(STEP) ^ (u64::from(version) << 48);
-    z = z.wrapping_add(STEP);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    let mut x = z ^ (z >> 31);
-    let mut next = || {
-        let word = x ^ (x >> 29);
-        x = x.wrapping_add(STEP);
-        word
-    };
+    let mut x = pattern_start(seed, block, version);
     let mut words = buf.chunks_exact_mut(8);
     for word in &mut words {
-        word.copy_from_slice(&next().to_le_bytes());
+        word.copy_from_slice(&pattern_word(x).to_le_bytes());
+        x = x.wrapping_add(PATTERN_STEP);
     }
     let rest = words.into_remainder();
     if !rest.is_empty() {
         let n = rest.len();
-        rest.copy_from_slice(&next().to_le_bytes()[..n]);
+        rest.copy_from_slice(&pattern_word(x).to_le_bytes()[..n]);
     }
+}
+
+/// Where `got` first differs from the pattern [`pattern`] writes over its length (`block`
+/// at `version` from `seed`): `None` when it holds the pattern.
+///
+/// Checked word by word against the pattern as it is generated, with no buffer of the
+/// expected bytes and no branch per word (the differences are or-ed together, so the loop
+/// is vectorised); the differing byte is searched for only when there is one.
+pub fn pattern_difference(seed: u64, block: u64, version: u32, got: &[u8]) -> Option<usize> {
+    let mut x = pattern_start(seed, block, version);
+    let mut differ = 0u64;
+    let mut words = got.chunks_exact(8);
+    for word in &mut words {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        differ |= u64::from_le_bytes(bytes) ^ pattern_word(x);
+        x = x.wrapping_add(PATTERN_STEP);
+    }
+    let rest = words.remainder();
+    if differ == 0 && rest == &pattern_word(x).to_le_bytes()[..rest.len()] {
+        return None;
+    }
+    let mut want = vec![0u8; got.len()];
+    pattern(seed, block, version, &mut want);
+    crate::verify::first_difference(got, &want)
+}
+
+/// The odd constant a block's pattern steps by from word to word (and mixes the block into
+/// its start with).
+const PATTERN_STEP: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The state of a block's first pattern word: one splitmix64 draw from `seed`, `block` and
+/// `version`.
+fn pattern_start(seed: u64, block: u64, version: u32) -> u64 {
+    let mut z = seed ^ block.wrapping_mul(PATTERN_STEP) ^ (u64::from(version) << 48);
+    z = z.wrapping_add(PATTERN_STEP);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A pattern word from its state: the state folded by an xor-shift.
+#[inline(always)]
+fn pattern_word(x: u64) -> u64 {
+    x ^ (x >> 29)
 }
 
 struct Job {
@@ -203,9 +239,9 @@ struct Shared {
     blocks: u64,
     lba_size: u64,
     versions: RefCell<Vec<u32>>,
-    /// What a verifying worker writes or reads, and what it expects: one pair for all
-    /// workers, used only between two awaits.
-    scratch: RefCell<(Vec<u8>, Vec<u8>)>,
+    /// What a verifying worker writes or reads back: one buffer for all workers, used
+    /// only between two awaits.
+    scratch: RefCell<Vec<u8>>,
     /// The blocks with an I/O under way, kept while verifying only (a verifying worker
     /// picks none of them: see `next_op`); see [`Shared::release`].
     in_flight: RefCell<HashSet<u64>>,
@@ -363,7 +399,7 @@ async fn measure(
         } else {
             Vec::new()
         }),
-        scratch: RefCell::new((Vec::new(), Vec::new())),
+        scratch: RefCell::new(Vec::new()),
         in_flight: RefCell::new(HashSet::new()),
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(FioError::from)?,
@@ -656,7 +692,7 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
             } else {
                 1
             };
-            let (data, _) = &mut *s.scratch.borrow_mut();
+            let data = &mut *s.scratch.borrow_mut();
             data.resize(len, 0);
             pattern(s.cfg.seed, block, v, data);
             if os.write_memory(buffer.cpu, data).is_err() {
@@ -710,14 +746,12 @@ async fn worker(backend: &Backend, s: &Shared, job: &RefCell<Job>, index: usize,
         if read {
             s.reads.set(s.reads.get() + 1);
             if s.cfg.verify {
-                let (data, expect) = &mut *s.scratch.borrow_mut();
+                let data = &mut *s.scratch.borrow_mut();
                 data.resize(len, 0);
-                expect.resize(len, 0);
                 if os.read_memory(buffer.cpu, data).is_err() {
                     s.error.borrow_mut().get_or_insert(OUTSIDE_MEMORY);
                 }
-                pattern(s.cfg.seed, block, version(s, block), expect);
-                if let Some(at) = crate::verify::first_difference(data, expect) {
+                if let Some(at) = pattern_difference(s.cfg.seed, block, version(s, block), data) {
                     s.error.borrow_mut().get_or_insert(FioError::VerifyFailed {
                         block,
                         offset: block * bs,
@@ -794,7 +828,7 @@ pub fn read_back(
 
 #[cfg(test)]
 mod tests {
-    use super::pattern;
+    use super::{pattern, pattern_difference};
 
     #[test]
     fn the_pattern_steps_a_splitmix64_start_in_little_endian_words_cut_to_the_buffer() {
@@ -820,6 +854,43 @@ mod tests {
             let word = (x ^ (x >> 29)).to_le_bytes();
             assert_eq!(bytes, &word[..bytes.len()], "word {i}");
             x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    #[test]
+    fn a_block_is_checked_against_its_pattern_to_the_first_differing_byte() {
+        for len in [0usize, 1, 5, 8, 13, 16, 4096, 4099] {
+            let mut buf = vec![0u8; len];
+            pattern(7, 3, 2, &mut buf);
+            assert_eq!(pattern_difference(7, 3, 2, &buf), None, "{len} bytes");
+            // Another block, version or seed is caught at its first byte.
+            if len > 0 {
+                assert_eq!(pattern_difference(7, 4, 2, &buf), Some(0), "{len} bytes");
+                assert_eq!(pattern_difference(7, 3, 3, &buf), Some(0), "{len} bytes");
+                assert_eq!(pattern_difference(8, 3, 2, &buf), Some(0), "{len} bytes");
+            }
+            // One bit flipped anywhere, whole words and the cut last one alike; with a
+            // second flip after it, the first is found.
+            for at in [0, 1, 7, 8, 2048, 4090, 4095, 4096, 4098] {
+                if at >= len {
+                    continue;
+                }
+                let mut bad = buf.clone();
+                bad[at] ^= 0x10;
+                assert_eq!(
+                    pattern_difference(7, 3, 2, &bad),
+                    Some(at),
+                    "{len} bytes, {at}"
+                );
+                if at + 1 < len {
+                    bad[len - 1] ^= 0x01;
+                    assert_eq!(
+                        pattern_difference(7, 3, 2, &bad),
+                        Some(at),
+                        "{len} bytes, {at} and the last"
+                    );
+                }
+            }
         }
     }
 

@@ -18,7 +18,7 @@
 //! 4. Everyone leaves; the manager's owner table is reported (empty when all went well).
 
 use crate::booted::{run_workload, BootError, Booted, Stuck};
-use crate::fio::pattern;
+use crate::fio::{pattern, pattern_difference};
 use crate::progress;
 use crate::stats::{LatencyRecorder, LatencySummary};
 use rand::{Rng, SeedableRng};
@@ -683,7 +683,7 @@ async fn read_and_verify(
     let (buffer, _) = m.client.data();
     let mut rng = ChaCha8Rng::seed_from_u64(l.seed_of(m.index) ^ 0x5ead);
     let mut samples = LatencyRecorder::new();
-    let (mut got, mut want) = (vec![0u8; l.bs as usize], vec![0u8; l.bs as usize]);
+    let mut got = vec![0u8; l.bs as usize];
     let start = cpu.now();
     let mut last = start;
     for _ in 0..ops {
@@ -712,8 +712,9 @@ async fn read_and_verify(
         samples.record(last.since(t0).as_ps());
         progress.add(1);
         os.machine().peek_memory(os.id(), buffer, &mut got);
-        pattern(l.seed_of(m.index), block, 0, &mut want);
-        if let Some(at) = crate::verify::first_difference(&got, &want) {
+        if let Some(at) = pattern_difference(l.seed_of(m.index), block, 0, &got) {
+            let mut want = vec![0u8; got.len()];
+            pattern(l.seed_of(m.index), block, 0, &mut want);
             return Err(ShareError::VerifyFailed {
                 index: m.index,
                 host: os.name().to_string(),
