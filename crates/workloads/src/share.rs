@@ -338,6 +338,20 @@ impl Layout {
     fn lba_of(&self, block: u64) -> u64 {
         block * self.bs / self.lba_size
     }
+
+    /// Fills `buf` with what client `i` writes over `block` in the set-up: its pattern.
+    fn fill(&self, i: usize, block: u64, buf: &mut [u8]) {
+        pattern(self.seed_of(i), block, 0, buf);
+    }
+
+    /// Where `got`, read back by client `i` from `block`, first differs from what it wrote
+    /// there ([`Layout::fill`]): the byte's offset, the byte read and the byte written.
+    fn mismatch(&self, i: usize, block: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
+        let at = pattern_difference(self.seed_of(i), block, 0, got)?;
+        let mut want = vec![0u8; got.len()];
+        self.fill(i, block, &mut want);
+        Some((at, got[at], want[at]))
+    }
 }
 
 /// Runs `share-30` (or the variant `config` describes) on `cluster`.
@@ -644,7 +658,7 @@ async fn set_up(
         for b in 0..count {
             let at = (b * l.bs) as usize;
             let block = first_block + done + b;
-            pattern(l.seed_of(i), block, 0, &mut data[at..at + l.bs as usize]);
+            l.fill(i, block, &mut data[at..at + l.bs as usize]);
         }
         let len = count * l.bs;
         os.machine()
@@ -712,16 +726,14 @@ async fn read_and_verify(
         samples.record(last.since(t0).as_ps());
         progress.add(1);
         os.machine().peek_memory(os.id(), buffer, &mut got);
-        if let Some(at) = pattern_difference(l.seed_of(m.index), block, 0, &got) {
-            let mut want = vec![0u8; got.len()];
-            pattern(l.seed_of(m.index), block, 0, &mut want);
+        if let Some((at, got, want)) = l.mismatch(m.index, block, &got) {
             return Err(ShareError::VerifyFailed {
                 index: m.index,
                 host: os.name().to_string(),
                 lba,
                 at,
-                got: got[at],
-                want: want[at],
+                got,
+                want,
             });
         }
     }
@@ -746,6 +758,31 @@ async fn read_and_verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_reads_back_what_it_wrote_and_nothing_else_passes() {
+        let l = Layout {
+            nsid: 1,
+            lba_size: 512,
+            bs: 4096,
+            blocks: 256,
+            chunk: 1 << 20,
+            seed: 42,
+        };
+        let mut block = vec![0u8; 4096];
+        l.fill(3, 17, &mut block);
+        assert_eq!(l.mismatch(3, 17, &block), None);
+        // Another client's data, or another block's, is caught at the first byte.
+        assert!(l.mismatch(4, 17, &block).is_some_and(|(at, _, _)| at == 0));
+        assert!(l.mismatch(3, 18, &block).is_some_and(|(at, _, _)| at == 0));
+        // A torn byte is reported with what was read and what was written.
+        let written = block[1000];
+        block[1000] ^= 0x5a;
+        assert_eq!(
+            l.mismatch(3, 17, &block),
+            Some((1000, written ^ 0x5a, written))
+        );
+    }
 
     #[test]
     fn jain_index_is_one_for_equal_shares_and_one_over_n_for_a_monopoly() {
