@@ -166,8 +166,8 @@ impl From<AttachError> for FioError {
 /// The block's start is one splitmix64 draw from `seed`, `block` and `version`; word `i` is
 /// that start stepped `i` times by an odd constant (a bijection of `i`, so the words of a
 /// block differ) and folded by an xor-shift: a few instructions a word, since verifying
-/// workloads generate a block's pattern for every read (the last word is cut to what is
-/// left).
+/// workloads check every block they read against it ([`pattern_difference`]; the last word
+/// is cut to what is left).
 pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
     let mut x = pattern_start(seed, block, version);
     let mut words = buf.chunks_exact_mut(8);
