@@ -537,10 +537,10 @@ impl Core {
     /// transaction ahead, whichever comes first.
     #[inline(always)]
     pub fn next_time(&self) -> Option<SimTime> {
-        let ahead = (self.ahead.next() != SimTime::NEVER).then_some(self.ahead.next());
-        match (self.queue.peek_time(), ahead) {
-            (Some(q), Some(a)) => Some(q.min(a)),
-            (q, a) => q.or(a),
+        let ahead = self.ahead.next();
+        match self.queue.peek_time() {
+            Some(next) => Some(next.min(ahead)),
+            None => (ahead != SimTime::NEVER).then_some(ahead),
         }
     }
 

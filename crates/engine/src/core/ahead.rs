@@ -42,7 +42,7 @@
 
 use super::burst::{Destination, TrainPart, WriteCursor};
 use super::{flow_of, Core, Event};
-use crate::timing::{HopCost, LaneMark};
+use crate::timing::{HopCost, Lane, LaneMark};
 use crate::txn::Txn;
 use smartio_fabric::HostId;
 use smartio_platform::SimTime;
@@ -121,6 +121,13 @@ impl Ahead {
     fn lands_in(&self, host: HostId, start: u64, end: u64) -> bool {
         self.dest
             .is_some_and(|d| d.host == host && d.addr < end && start < d.addr + self.len)
+    }
+
+    /// Takes its provisional bookings back: its lanes as they were when it went ahead.
+    fn restore_lanes(&self, lanes: &mut [Lane]) {
+        for (l, mark) in &self.marks {
+            lanes[*l as usize].restore(mark);
+        }
     }
 
     /// Forgets the transaction ahead (its lanes are restored or released already).
@@ -205,9 +212,7 @@ impl Core {
         ahead.marks = marks;
         ahead.parts = parts;
         if spoiled || !cursor.sent_all() {
-            for (l, mark) in &ahead.marks {
-                self.lanes[*l as usize].restore(mark);
-            }
+            ahead.restore_lanes(&mut self.lanes);
             return false;
         }
         ahead.id = Some(id);
@@ -316,9 +321,7 @@ impl Core {
     #[cold]
     pub(crate) fn rollback_ahead(&mut self) {
         let Some(id) = self.ahead.id else { return };
-        for (l, mark) in &self.ahead.marks {
-            self.lanes[*l as usize].restore(mark);
-        }
+        self.ahead.restore_lanes(&mut self.lanes);
         let seq = self.ahead.seq;
         let left: u64 = self.ahead.parts[..self.ahead.part]
             .iter()
