@@ -165,20 +165,20 @@ impl From<AttachError> for FioError {
 ///
 /// The block's start is one splitmix64 draw from `seed`, `block` and `version`; word `i` is
 /// that start stepped `i` times by an odd constant (a bijection of `i`, so the words of a
-/// block differ) and folded by an xor-shift: a few instructions a word, since verifying
-/// workloads check every block they read against it ([`pattern_difference`]; the last word
-/// is cut to what is left).
+/// block differ): two instructions a word to make or check, since verifying workloads check
+/// every block they read against it ([`pattern_difference`]). The last word is cut to what
+/// is left.
 pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
     let mut x = pattern_start(seed, block, version);
     let mut words = buf.chunks_exact_mut(8);
     for word in &mut words {
-        word.copy_from_slice(&pattern_word(x).to_le_bytes());
+        word.copy_from_slice(&x.to_le_bytes());
         x = x.wrapping_add(PATTERN_STEP);
     }
     let rest = words.into_remainder();
     if !rest.is_empty() {
         let n = rest.len();
-        rest.copy_from_slice(&pattern_word(x).to_le_bytes()[..n]);
+        rest.copy_from_slice(&x.to_le_bytes()[..n]);
     }
 }
 
@@ -195,11 +195,11 @@ pub fn pattern_difference(seed: u64, block: u64, version: u32, got: &[u8]) -> Op
     for word in &mut words {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
-        differ |= u64::from_le_bytes(bytes) ^ pattern_word(x);
+        differ |= u64::from_le_bytes(bytes) ^ x;
         x = x.wrapping_add(PATTERN_STEP);
     }
     let rest = words.remainder();
-    if differ == 0 && rest == &pattern_word(x).to_le_bytes()[..rest.len()] {
+    if differ == 0 && rest == &x.to_le_bytes()[..rest.len()] {
         return None;
     }
     let mut want = vec![0u8; got.len()];
@@ -219,12 +219,6 @@ fn pattern_start(seed: u64, block: u64, version: u32) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// A pattern word from its state: the state folded by an xor-shift.
-#[inline(always)]
-fn pattern_word(x: u64) -> u64 {
-    x ^ (x >> 29)
 }
 
 struct Job {
@@ -836,7 +830,7 @@ mod tests {
         let mut buf = [0u8; 13];
         pattern(7, 3, 2, &mut buf);
         let want: [u8; 13] = [
-            0x94, 0x9e, 0x17, 0xe4, 0x50, 0x56, 0x33, 0xe5, 0xb5, 0x28, 0x81, 0x57, 0x15,
+            0x2a, 0x2c, 0x8d, 0xcd, 0x57, 0x56, 0x33, 0xe5, 0x3f, 0xa8, 0xd7, 0x4c, 0x11,
         ];
         assert_eq!(buf, want);
         // A shorter buffer gets the same bytes, cut.
@@ -848,10 +842,9 @@ mod tests {
         let mut long = vec![0u8; 4096 + 3];
         pattern(7, 3, 2, &mut long);
         let first = u64::from_le_bytes(want[..8].try_into().unwrap_or_default());
-        // The start: the first word unfolded (x ^ (x >> 29) is undone from the top bits).
-        let mut x = first ^ (first >> 29) ^ (first >> 58);
+        let mut x = first;
         for (i, bytes) in long.chunks(8).enumerate() {
-            let word = (x ^ (x >> 29)).to_le_bytes();
+            let word = x.to_le_bytes();
             assert_eq!(bytes, &word[..bytes.len()], "word {i}");
             x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
         }
