@@ -347,6 +347,16 @@ impl Armed {
     }
 }
 
+impl std::fmt::Debug for Armed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.progress {
+            Progress::Unstarted | Progress::Ticket(_) | Progress::Boxed(_) => "armed",
+            Progress::Done => "done",
+        };
+        f.debug_tuple("Armed").field(&state).finish()
+    }
+}
+
 impl Future for Armed {
     type Output = ();
 

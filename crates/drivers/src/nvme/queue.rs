@@ -6,9 +6,9 @@
 
 use smartio_devices::nvme::spec::{Command, Completion, CQE_SIZE, SQE_SIZE};
 use smartio_host::{DmaBuffer, IrqVector, Mmio};
-use smartio_machine::Agent;
+use smartio_machine::{Agent, Armed};
 use smartio_platform::activity;
-use smartio_platform::{AccessError, BusAddr, FifoPool, MemoryWatch, PhysAddr, Port};
+use smartio_platform::{AccessError, BusAddr, Either, FifoPool, PhysAddr, Port};
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::task::{Poll, Waker};
@@ -47,6 +47,10 @@ pub struct QueuePair {
     free: FifoPool<u16>,
     /// Per-tag PRP list pages, allocated on first use.
     pub(super) prp_lists: RefCell<Vec<Option<DmaBuffer>>>,
+    /// A watch on a CQ slot (index and phase) armed before that slot was found empty and
+    /// never polled: what the poller that armed it left for the next one (see
+    /// [`QueuePair::wait_polled`]).
+    next_watch: RefCell<Option<((u16, bool), Armed)>>,
 }
 
 impl QueuePair {
@@ -83,6 +87,7 @@ impl QueuePair {
                 (0..tags).rev().collect(),
             ),
             prp_lists: RefCell::new(vec![None; tags as usize]),
+            next_watch: RefCell::new(None),
         }
     }
 
@@ -219,22 +224,38 @@ impl QueuePair {
     /// Each CQ slot is watched *before* it is read: an entry that lands while the slot is
     /// being read (or while the head doorbell is rung) wakes the poller, instead of being
     /// missed until some later entry arrives — or forever, when it was the last one.
+    ///
+    /// A slot whose watch has just seen it written is read again without a new watch (the
+    /// entry that landed is there to consume; were it not, a watch is armed and the slot
+    /// read once more). The watch on the next slot that a poller leaves with, never polled,
+    /// is kept for the next poller of that slot (see `QueuePair::watch_head`): armed before
+    /// its read, it still sees every entry that lands after it.
     pub async fn wait_polled(&self, tag: u16) -> Result<Completion, AccessError> {
+        // The head slot (and phase) a watch of this poller last saw written.
+        let mut seen_written = None;
         loop {
             let mut consumed = 0;
             let landed = loop {
-                let landed = self
-                    .cpu
-                    .written(self.cq_slot(self.cq_head.get()), CQE_SIZE as u64);
+                let head = (self.cq_head.get(), self.phase.get());
+                let watch = if seen_written.take() == Some(head) {
+                    None
+                } else {
+                    Some(self.watch_head(head))
+                };
                 match self.consume_next().await? {
                     Next::Consumed => consumed += 1,
                     // Another poller moved the head meanwhile: look at the new one.
                     Next::Moved => {}
-                    Next::Empty => break landed,
+                    Next::Empty => {
+                        if let Some(watch) = watch {
+                            break (head, watch);
+                        }
+                    }
                 }
             };
             self.ring_cq_head(consumed).await?;
             if let Some(c) = self.take_done(tag) {
+                *self.next_watch.borrow_mut() = Some(landed);
                 return Ok(c);
             }
             // Wait for the next entry to land, or for another poller to reap ours.
@@ -251,7 +272,19 @@ impl QueuePair {
                     Poll::Pending
                 }
             });
-            smartio_platform::race(landed, handed_over).await;
+            let (slot, watch) = landed;
+            if let Either::Left(()) = smartio_platform::race(watch, handed_over).await {
+                seen_written = Some(slot);
+            }
+        }
+    }
+
+    /// A watch on the CQ slot at `head` (its index and phase): the one a poller left with,
+    /// if it is on that slot in that phase, else one armed now.
+    fn watch_head(&self, head: (u16, bool)) -> Armed {
+        match self.next_watch.borrow_mut().take() {
+            Some((slot, watch)) if slot == head => watch,
+            _ => self.cpu.watch(self.cq_slot(head.0), CQE_SIZE as u64),
         }
     }
 }
