@@ -198,12 +198,9 @@ impl Agent {
         addr: BusAddr,
         data: impl WriteBytes,
     ) -> Started<Result<(), AccessError>> {
-        let len = data.len() as u64;
-        match self
-            .sim()
-            .start_access(self.requester(), Some(data), addr, len)
-        {
-            Ok(ticket) => Started::Ticket(ticket),
+        match self.sim().start_write(self.requester(), data, addr) {
+            Ok(Some(ticket)) => Started::Ticket(ticket),
+            Ok(None) => Started::Ready(Ok(())),
             Err(e) => Started::Ready(Err(e)),
         }
     }
@@ -215,10 +212,7 @@ impl AgentPort for Agent {
     }
 
     fn read(&self, addr: BusAddr, len: usize) -> Started<Result<Vec<u8>, AccessError>> {
-        match self
-            .sim()
-            .start_access(self.requester(), None::<&[u8]>, addr, len as u64)
-        {
+        match self.sim().start_read(self.requester(), addr, len as u64) {
             Ok(ticket) => Started::Ticket(ticket),
             Err(e) => Started::Ready(Err(e)),
         }

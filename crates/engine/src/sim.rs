@@ -681,30 +681,57 @@ impl Sim {
         Ok(Access::Txn(crate::ops::txn_ticket(id, serial)))
     }
 
-    /// Starts an access of `requester` (a write of `write`, else a read of `len` bytes).
-    pub(crate) fn start_access(
+    /// Starts a read of `len` bytes at `addr` by `requester`.
+    pub(crate) fn start_read(
         &self,
         requester: Requester,
-        write: Option<impl WriteBytes>,
         addr: BusAddr,
         len: u64,
     ) -> Result<Ticket, AccessError> {
-        let is_write = write.is_some();
         self.inner.ops.borrow_mut().start(|local| {
-            match self.start(requester, write, addr, len, local)? {
+            match self.start(requester, None::<&[u8]>, addr, len, local)? {
                 // All it holds is its transaction, which its ticket names.
                 Access::Txn(ticket) => Ok(Begun::Named(ticket)),
-                Access::Local(timer) => {
-                    let wait = Wait::Access {
+                // Its data waits in the slot's buffer until it is polled, done or not.
+                Access::Local(timer) => Ok(Begun::Slot(Op::Access(AccessOp {
+                    timer,
+                    wait: Wait::Access {
                         requester,
                         addr,
                         len,
-                        write: is_write,
-                    };
-                    Ok(Begun::Slot(Op::Access(AccessOp { timer, wait })))
-                }
+                        write: false,
+                    },
+                }))),
             }
         })
+    }
+
+    /// Starts a write of `data` at `addr` by `requester`. One done at once (its time
+    /// passed in place, or a posted write sent) answers `None`: it holds nothing, and
+    /// there is nothing to poll.
+    pub(crate) fn start_write(
+        &self,
+        requester: Requester,
+        data: impl WriteBytes,
+        addr: BusAddr,
+    ) -> Result<Option<Ticket>, AccessError> {
+        let len = data.len() as u64;
+        // A write takes no data now: it needs no slot's buffer to start.
+        Ok(
+            match self.start(requester, Some(data), addr, len, &mut Vec::new())? {
+                Access::Txn(ticket) => Some(ticket),
+                Access::Local(None) => None,
+                Access::Local(timer) => Some(self.started(Op::Access(AccessOp {
+                    timer,
+                    wait: Wait::Access {
+                        requester,
+                        addr,
+                        len,
+                        write: true,
+                    },
+                }))),
+            },
+        )
     }
 
     /// Arms a timer `duration` after now for `requester`.
@@ -1010,33 +1037,29 @@ impl Agent {
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
         let len = buf.len() as u64;
-        let ticket = self
-            .sim
-            .start_access(self.requester, None::<&[u8]>, addr, len)?;
+        let ticket = self.sim.start_read(self.requester, addr, len)?;
         Pending::new(&self.sim, ticket, buf).access().await
     }
 
     async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
-        let len = data.len() as u64;
-        let ticket = self
-            .sim
-            .start_access(self.requester, Some(data), addr, len)?;
-        Pending::new(&self.sim, ticket, &mut []).access().await
+        match self.sim.start_write(self.requester, data, addr)? {
+            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
+            None => Ok(()),
+        }
     }
 
     async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
-        let len = data.len() as u64;
-        let ticket = self
-            .sim
-            .start_access(self.requester, Some(data), addr, len)?;
-        Pending::new(&self.sim, ticket, &mut []).access().await
+        match self.sim.start_write(self.requester, data, addr)? {
+            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
+            None => Ok(()),
+        }
     }
 
     async fn write_zeroes(&self, addr: BusAddr, len: usize) -> Result<(), AccessError> {
-        let ticket = self
-            .sim
-            .start_access(self.requester, Some(Zeroes(len)), addr, len as u64)?;
-        Pending::new(&self.sim, ticket, &mut []).access().await
+        match self.sim.start_write(self.requester, Zeroes(len), addr)? {
+            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
+            None => Ok(()),
+        }
     }
 }
 
