@@ -394,6 +394,9 @@ impl NvmeController {
                 None => Some(async_event::INVALID_DOORBELL_REGISTER),
             }
         };
+        // A valid completion queue head is only news to commands waiting for room in it
+        // (woken above): the arbiter has nothing new to fetch.
+        let arbitrate = index.is_multiple_of(2) || outcome.is_some();
         if let Some(info) = outcome {
             s.log_error(qid as u16, 0xffff, Status::INVALID_QUEUE_ID, 0, 0);
             if s.raise_error_event(info) {
@@ -403,7 +406,9 @@ impl NvmeController {
             }
         }
         drop(s);
-        self.wake.notify();
+        if arbitrate {
+            self.wake.notify();
+        }
     }
 
     /// The controller's main task: follows CC.EN, sends MSI-X messages software unmasked, and
