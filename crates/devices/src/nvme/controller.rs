@@ -613,16 +613,17 @@ impl NvmeController {
             count,
             generation,
         };
-        let started = self.start_fetched(&port, fetched, read.map(|()| &bytes[..]));
+        let more = self.start_fetched(&port, fetched, read.map(|()| &bytes[..]));
         self.buffers.give(bytes);
-        if started {
+        if more {
             self.wake.notify();
         }
     }
 
     /// Decodes the entries a fetch read (`bytes`, or why it could not) and starts a task
-    /// per command; `false` when nothing was started (the queue was deleted or reset
-    /// meanwhile, or is unreachable).
+    /// per command. Answers whether the queue has entries left to fetch, for the arbiter
+    /// to fetch at once (new ones come with a doorbell, which wakes it); `false` when
+    /// nothing was started (the queue was deleted or reset meanwhile, or is unreachable).
     fn start_fetched<P>(
         self: &Rc<Self>,
         port: &P,
@@ -700,9 +701,10 @@ impl NvmeController {
             }));
         }
         q.head = (head + count) % q.entries;
+        let more = q.head != q.tail;
         // No fetch in flight now: arbitration looks at it again.
         s.sqs.note(qid as usize);
-        true
+        more
     }
 
     /// A command fetched from `sqid` has finished (its completion is posted or discarded).
