@@ -276,6 +276,8 @@ impl QueuePair {
             if let Either::Left(()) = smartio_platform::race(watch, handed_over).await {
                 seen_written = Some(slot);
             }
+            // Looking again itself: consuming its own completion must not wake it.
+            self.tags.borrow_mut()[tag as usize].waker = None;
         }
     }
 
