@@ -447,8 +447,9 @@ impl Client {
         blocks: u32,
         offset: u64,
     ) -> Result<(), DistError> {
-        let never = std::future::pending::<String>();
-        self.io_within(q, op, nsid, lba, blocks, offset, never)
+        // Nothing to give up for: no race (whose futures may not let time pass in place).
+        let never: Option<std::future::Pending<String>> = None;
+        self.io_or_give_up(q, op, nsid, lba, blocks, offset, never)
             .await
     }
 
@@ -466,6 +467,22 @@ impl Client {
         blocks: u32,
         offset: u64,
         give_up: impl std::future::Future<Output = String>,
+    ) -> Result<(), DistError> {
+        self.io_or_give_up(q, op, nsid, lba, blocks, offset, Some(give_up))
+            .await
+    }
+
+    /// [`Client::io_within`], or [`Client::io`] when there is nothing to give up for.
+    #[allow(clippy::too_many_arguments)]
+    async fn io_or_give_up(
+        &self,
+        q: &ClientQueue,
+        op: BlockOp,
+        nsid: u32,
+        lba: u64,
+        blocks: u32,
+        offset: u64,
+        give_up: Option<impl std::future::Future<Output = String>>,
     ) -> Result<(), DistError> {
         let lba_size = self
             .manager
@@ -524,15 +541,18 @@ impl Client {
             q.pair.submit(tag, cmd).await.map_err(access("submit"))?;
             q.pair.wait_polled(tag).await.map_err(access("poll"))
         };
-        let result = match smartio_platform::race(io, give_up).await {
-            smartio_platform::Either::Left(result) => result,
-            smartio_platform::Either::Right(why) => {
-                return Err(DistError::Abandoned {
-                    qid: q.qid(),
-                    what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
-                    why,
-                })
-            }
+        let result = match give_up {
+            None => io.await,
+            Some(give_up) => match smartio_platform::race(io, give_up).await {
+                smartio_platform::Either::Left(result) => result,
+                smartio_platform::Either::Right(why) => {
+                    return Err(DistError::Abandoned {
+                        qid: q.qid(),
+                        what: format!("{op:?} of {blocks} blocks at LBA {lba}"),
+                        why,
+                    })
+                }
+            },
         };
         q.pair.release(tag);
         let c = result?;
