@@ -293,6 +293,10 @@ pub(crate) struct Core {
     pub in_place: bool,
     /// Costs that passed in place so far, and accesses whose first steps ran in place.
     pub passed_in_place: u64,
+    /// Of those, CPU accesses of their own RAM and posted writes that went on in place
+    /// once the run's next steps, taken from their task's poll, came to their own (see
+    /// `Sim::run_to_own_timer`).
+    pub ran_to_own: u64,
     /// The transaction an access is stepping in place ([`Core::step_in_place`]): its
     /// requester, though it holds no waker yet, counts as woken when it completes.
     in_place_access: Option<u32>,
@@ -388,6 +392,7 @@ impl Core {
             burst_steps: 0,
             in_place: true,
             passed_in_place: 0,
+            ran_to_own: 0,
             in_place_access: None,
             last_writer: FxHashMap::default(),
         }

@@ -120,9 +120,14 @@
 //!   futures. Likewise an access a task starts whose first step would be the next event
 //!   takes its steps at once (`Core::step_in_place`, as `Core::on_txn_event` takes them) and,
 //!   when it completes before anything else must happen, its requester goes on in the same
-//!   poll at the clock's new time instead of being woken there. The results are the
-//!   timers' and events', bit for bit (`Sim::set_in_place(false)` turns both off; a test
-//!   compares the two).
+//!   poll at the clock's new time instead of being woken there. A CPU's access of its own
+//!   RAM and a posted write whose end is not the next event (other flows' steps are due
+//!   before it) take the run's next steps from the task's poll, in their order, until their
+//!   own comes up (the access's timer, the write's leaving), and then go on in that poll —
+//!   unless one of those steps wakes a task, which is then polled next, at its time, while
+//!   the access waits as usual (`Sim::run_to_own_timer`). The results are the timers' and
+//!   events', bit for bit (`Sim::set_in_place(false)` turns all of these off; tests
+//!   compare the two).
 //! - A posted write of one TLP to one target (a doorbell, a queue entry, an MSI) goes without
 //!   a transaction (`core::posted`): sent at once when its first step would be the next
 //!   event, else at its queued leaving, booked as the transaction's step would book it, its

@@ -15,6 +15,7 @@ use crate::ops::{Access, AccessOp, Begun, InterruptOp, Op, Ops, TimerOp, WatchOp
 use crate::record;
 use crate::timing::{CpuTiming, LinkState, Timing, TimingError};
 use crate::wait::{BlockedTask, Wait};
+use crate::waiters::TimerKey;
 use smartio_fabric::{EndpointId, Fabric, HostId, Requester};
 use smartio_machine::Ticket;
 use smartio_platform::{AccessError, BarHandler, BusAddr, PhysAddr, SimDuration, SimTime};
@@ -176,29 +177,7 @@ impl Sim {
                 _ => break,
             }
             let Some((at, event)) = core.pop() else { break };
-            // Everything before `at` has been done: nothing ran ahead of the queue.
-            assert!(
-                at >= core.now,
-                "emulator bug: an event at {at:?} comes after the clock reached {:?}",
-                core.now
-            );
-            core.now = at;
-            core.shared_now.set(at);
-            core.counters.events += 1;
-            match event {
-                Event::Txn(id) => core.on_txn_event(id, at),
-                Event::Timer(key) => core.fire_timer(key),
-                Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
-                Event::Posted(slot) => core.on_posted(slot),
-                Event::Interrupt { host, vector, step } => {
-                    core.set_context(step);
-                    let line = core.irqs[host as usize].entry(vector).or_default();
-                    line.pending += 1;
-                    if let Some(w) = line.waker.take() {
-                        w.wake();
-                    }
-                }
-            }
+            take_event(&mut core, at, event);
         }
         let mut core = self.inner.core.borrow_mut();
         core.settle_to_deadline(deadline);
@@ -208,6 +187,81 @@ impl Sim {
             counters: core.counters,
             blocked_tasks: blocked,
         }
+    }
+
+    /// Takes the run's next steps from inside the poll of a task that just armed `timer`
+    /// (due at `at`) for a cost it spends, in their order, up to that timer, while none of
+    /// them wakes a task: `true` when the timer came up, given back (the cost passed in
+    /// place: the task goes on at once, as it would have when the timer woke it, since all
+    /// that happened meanwhile involved no task). `false` when a step woke a task, or
+    /// nothing may run in place now (see [`Sim::next_in_place`]): the timer stays, and a
+    /// woken task is polled next, at its time, as the run would have polled it.
+    fn run_to_own_timer(&self, core: &mut Core, timer: TimerKey, at: SimTime) -> bool {
+        if !self.may_run_in_place(core, at) {
+            return false;
+        }
+        loop {
+            if core.ahead_due(at) {
+                core.cross_ahead(at);
+            } else {
+                // The timer is queued at `at`: the queue holds an entry by then.
+                let Some((t, event)) = core.pop() else {
+                    return false;
+                };
+                if matches!(event, Event::Timer(key) if key == timer) {
+                    core.pass_to(t);
+                    core.timers.remove(timer);
+                    core.ran_to_own += 1;
+                    return true;
+                }
+                take_event(core, t, event);
+            }
+            if self.inner.exec.any_ready() {
+                return false;
+            }
+        }
+    }
+
+    /// [`Sim::run_to_own_timer`] for a posted write the task being polled has just queued
+    /// (`slot`, leaving at `at`): `true` when it has left with no task woken meanwhile (the
+    /// writer goes on at once, as it would have when woken by its leaving), `false` with it
+    /// still to leave or a task woken (the writer waits for it as usual).
+    fn run_to_posted_leaving(&self, core: &mut Core, slot: (u32, u32), at: SimTime) -> bool {
+        if !self.may_run_in_place(core, at) {
+            return false;
+        }
+        core.wait_posted_in_place(slot);
+        loop {
+            if core.ahead_due(at) {
+                core.cross_ahead(at);
+            } else {
+                // Its leaving is queued at `at`: the queue holds an entry by then.
+                let Some((t, event)) = core.pop() else {
+                    return false;
+                };
+                take_event(core, t, event);
+            }
+            if self.inner.exec.any_ready() {
+                return false;
+            }
+            if core.posted_left(slot) {
+                core.passed_in_place += 1;
+                core.ran_to_own += 1;
+                return true;
+            }
+        }
+    }
+
+    /// Whether the task being polled may take the run's next steps up to `at` from inside
+    /// its poll (see [`Sim::run_to_own_timer`]): as a cost may pass in place
+    /// ([`Sim::next_in_place`]), but with events due before `at`.
+    fn may_run_in_place(&self, core: &Core, at: SimTime) -> bool {
+        core.in_place
+            && at != SimTime::NEVER
+            && !core.recording()
+            && self.inner.horizon.get().is_some_and(|h| at <= h)
+            && !self.inner.exec.any_ready()
+            && !smartio_platform::race::racing()
     }
 
     /// Polls the ready tasks, each once, in the order they woke, and those they wake; a cost
@@ -351,6 +405,13 @@ impl Sim {
     /// How many costs and accesses so far passed in place (see [`Sim::set_in_place`]).
     pub fn passed_in_place(&self) -> u64 {
         self.inner.core.borrow().passed_in_place
+    }
+
+    /// How many of those went on once the steps their task took from its poll came to
+    /// their own (CPU accesses of their own RAM and posted writes with events due before
+    /// their end; see `Sim::run_to_own_timer`).
+    pub fn ran_to_own(&self) -> u64 {
+        self.inner.core.borrow().ran_to_own
     }
 
     /// Lets a cost of `duration`, which the task being polled spends now and awaits at once,
@@ -634,7 +695,11 @@ impl Sim {
                 core.pass_to(at);
                 return Ok(Access::Local(None));
             }
-            return Ok(Access::Local(Some(core.add_timer(at, step))));
+            let timer = core.add_timer(at, step);
+            if self.run_to_own_timer(&mut core, timer, at) {
+                return Ok(Access::Local(None));
+            }
+            return Ok(Access::Local(Some(timer)));
         }
         let mut start = core.now;
         let mut gate = cause;
@@ -657,6 +722,9 @@ impl Sim {
                     return Ok(Access::Local(None));
                 }
             } else if let Some(slot) = core.post_queued(requester, addr, data, start)? {
+                if self.run_to_posted_leaving(&mut core, slot, start) {
+                    return Ok(Access::Local(None));
+                }
                 return Ok(Access::Txn(crate::ops::posted_ticket(slot)));
             }
         }
@@ -861,6 +929,35 @@ impl Sim {
 
 /// An engine operation's future, polled through its ticket; dropped before it is ready, it
 /// gives the ticket back. A read's data lands in `buf`.
+/// Takes the queued `event`, due at `at`: the clock moves there, and what it stands for
+/// happens.
+#[inline(always)]
+fn take_event(core: &mut Core, at: SimTime, event: Event) {
+    // Everything before `at` has been done: nothing ran ahead of the queue.
+    assert!(
+        at >= core.now,
+        "emulator bug: an event at {at:?} comes after the clock reached {:?}",
+        core.now
+    );
+    core.now = at;
+    core.shared_now.set(at);
+    core.counters.events += 1;
+    match event {
+        Event::Txn(id) => core.on_txn_event(id, at),
+        Event::Timer(key) => core.fire_timer(key),
+        Event::LinkState { link, up } => core.set_link(smartio_fabric::LinkId(link), up),
+        Event::Posted(slot) => core.on_posted(slot),
+        Event::Interrupt { host, vector, step } => {
+            core.set_context(step);
+            let line = core.irqs[host as usize].entry(vector).or_default();
+            line.pending += 1;
+            if let Some(w) = line.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
 struct Pending<'a> {
     sim: &'a Sim,
     ticket: Option<Ticket>,

@@ -230,6 +230,58 @@ fn posted_writes_sent_without_a_transaction_land_as_transactions_do() {
     assert_eq!(queued, stepped);
 }
 
+/// A CPU rings dev1's doorbell while dev0's entry is on its way to memory, due to land before
+/// the doorbell leaves and nothing after: the CPU goes on when its write has left, not when it
+/// lands, whether the steps before the leaving are taken from the CPU's poll (in place: it goes
+/// on in that poll) or as events (it waits). Costs of every length put the entry's landing
+/// before and after the doorbell's leaving.
+#[test]
+fn a_doorbell_rung_behind_another_write_goes_on_when_it_leaves() {
+    let ring = |in_place: bool| {
+        let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
+        sim.set_in_place(in_place);
+        let (dev0, dev1) = common::two_devices(&sim);
+        let doorbells = Rc::new(Doorbells::default());
+        sim.attach_bar_handler(dev1, doorbells.clone());
+        let bar = sim.fabric().endpoint(dev1).bars[0].base;
+        let times: Rc<RefCell<Vec<SimTime>>> = Rc::default();
+        let (cpu, dev, log) = (sim.cpu(HostId(0)), sim.device(dev0), times.clone());
+        sim.spawn(async move {
+            for round in 0..60u64 {
+                // Nothing else under way when each round starts.
+                cpu.sleep(SimDuration::from_ns(5_000)).await;
+                dev.write(BusAddr(ENTRIES + 16 * round), &[round as u8; 16])
+                    .await
+                    .expect("entry");
+                cpu.spend("work", SimDuration::from_ns(10 * round)).await;
+                cpu.write(bar, &(round as u32).to_le_bytes())
+                    .await
+                    .expect("doorbell");
+                log.borrow_mut().push(cpu.now());
+            }
+        });
+        let end = sim.run().end;
+        (
+            times.take(),
+            doorbells.0.take().len(),
+            end,
+            sim.ran_to_own(),
+        )
+    };
+    let (timed, rung, end, none) = ring(false);
+    let (placed, placed_rung, placed_end, ran) = ring(true);
+    assert_eq!(
+        (none, rung),
+        (0, 60),
+        "off: every doorbell waited; all rang"
+    );
+    assert!(
+        ran >= 10,
+        "doorbells went on in place behind the entry: {ran}"
+    );
+    assert_eq!((placed, placed_rung, placed_end), (timed, rung, end));
+}
+
 /// A posted write queued before recording starts and leaving after goes on as its
 /// transaction, so the recording holds its steps as they would be: a CPU's doorbell waited
 /// for, and a device's line given up on in a race that starts the recording.

@@ -317,6 +317,26 @@ impl Core {
         Poll::Pending
     }
 
+    /// The writer of the posted write `slot` names waits for it to leave from inside its
+    /// poll (see `Sim::run_to_posted_leaving`): it counts as waiting, so that the write
+    /// leaves as it does when its writer waits, though no task is woken.
+    pub fn wait_posted_in_place(&mut self, slot: (u32, u32)) {
+        if let Some(Slot {
+            leaving: Some(leaving),
+            ..
+        }) = self.posted.get_mut(slot)
+        {
+            leaving.waker = Some(Waker::noop().clone());
+        }
+    }
+
+    /// Whether the posted write `slot` names has left (its writer may go on).
+    pub fn posted_left(&mut self, slot: (u32, u32)) -> bool {
+        self.posted
+            .get_mut(slot)
+            .is_none_or(|s| s.leaving.is_none())
+    }
+
     /// The writer of the posted write `slot` names gave up waiting: it still goes.
     pub fn cancel_posted(&mut self, slot: (u32, u32)) {
         if let Some(leaving) = self.posted.get_mut(slot).and_then(|s| s.leaving.as_mut()) {
