@@ -62,6 +62,16 @@ impl PayloadAccess for Sim {
         Sim::peek_memory_append(self, host, addr, len, out)
     }
 
+    fn inspect_memory(
+        &self,
+        host: HostId,
+        addr: PhysAddr,
+        len: usize,
+        look: &mut dyn FnMut(&[u8]),
+    ) {
+        Sim::inspect_memory(self, host, addr, len, look)
+    }
+
     fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]) {
         Sim::poke_memory(self, host, addr, data)
     }

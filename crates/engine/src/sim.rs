@@ -596,6 +596,30 @@ impl Sim {
         core.overlay_deferred(host, addr.get(), buf);
     }
 
+    /// Hands `len` bytes of host memory at `addr` to `look`, taking no time: in place when
+    /// they lie in one backed page and no deferred landing falls in them, else as
+    /// [`Sim::peek_memory`] reads them. `look` must not use the simulation.
+    pub fn inspect_memory(
+        &self,
+        host: HostId,
+        addr: PhysAddr,
+        len: usize,
+        look: &mut dyn FnMut(&[u8]),
+    ) {
+        {
+            let core = self.inner.core.borrow();
+            if !core.deferred_over(host, addr.get(), len as u64) {
+                if let Some(bytes) = core.memory[host.index()].backed(addr.get(), len) {
+                    look(bytes);
+                    return;
+                }
+            }
+        }
+        let mut buf = vec![0u8; len];
+        self.peek_memory(host, addr, &mut buf);
+        look(&buf);
+    }
+
     /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (not zeroed
     /// first: unwritten bytes append as zeroes).
     pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {

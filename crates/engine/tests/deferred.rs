@@ -211,6 +211,9 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
     let run = |defers: bool| -> (Vec<Peek>, u64) {
         let (sim, _) = common::sim_of(common::TWO_SWITCHES, Calibration::default_embedded());
         sim.set_deferred_landings(defers);
+        // Zeroes written first, so the page is held in memory while it lands (what an
+        // inspection hands over in place, but for the deferred landings).
+        sim.poke_memory(HostId(0), PhysAddr(BUF_A), &[0; PAGE]);
         let dev0 = sim.device(
             sim.fabric()
                 .endpoint_by_name(HostId(0), "dev0")
@@ -229,6 +232,12 @@ fn a_peek_between_deferred_landings_sees_those_landed_by_then() {
                 let _fabric = peeker.fabric();
                 let mut page = vec![0u8; PAGE];
                 peeker.peek_memory(HostId(0), PhysAddr(BUF_A), &mut page);
+                // Handed over in place where nothing deferred falls in it: the same bytes.
+                let mut inspected = Vec::new();
+                peeker.inspect_memory(HostId(0), PhysAddr(BUF_A), PAGE, &mut |bytes| {
+                    inspected = bytes.to_vec()
+                });
+                assert_eq!(inspected, page, "an inspection sees what a peek sees");
                 log.borrow_mut().push((page, peeker.counters()));
             }
         });

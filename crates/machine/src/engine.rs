@@ -58,6 +58,21 @@ pub trait PayloadAccess {
         self.peek_memory(host, addr, &mut out[at..]);
     }
 
+    /// Hands `len` bytes of host memory at `addr` to `look`, as [`PayloadAccess::peek_memory`]
+    /// reads them: in place where the engine holds them in one piece, else copied first.
+    /// `look` must not use the engine.
+    fn inspect_memory(
+        &self,
+        host: HostId,
+        addr: PhysAddr,
+        len: usize,
+        look: &mut dyn FnMut(&[u8]),
+    ) {
+        let mut buf = vec![0u8; len];
+        self.peek_memory(host, addr, &mut buf);
+        look(&buf);
+    }
+
     /// Writes host memory; memory watches of the range fire.
     fn poke_memory(&self, host: HostId, addr: PhysAddr, data: &[u8]);
 
@@ -335,5 +350,19 @@ mod tests {
         memory.peek_memory_append(HostId(0), PhysAddr(10), 5, &mut out);
         memory.peek_memory_append(HostId(0), PhysAddr(60), 0, &mut out);
         assert_eq!(out, [b'h', b'e', b'a', b'd', 10, 11, 12, 13, 14]);
+    }
+
+    /// An engine that cannot hand memory over in place hands over what a peek reads.
+    #[test]
+    fn inspecting_memory_by_default_looks_at_what_a_peek_reads() {
+        let memory = Bytes(RefCell::new((0..64u8).collect()));
+        let mut seen = Vec::new();
+        memory.inspect_memory(HostId(0), PhysAddr(20), 4, &mut |b| {
+            seen.extend_from_slice(b)
+        });
+        memory.inspect_memory(HostId(0), PhysAddr(63), 0, &mut |b| {
+            seen.extend_from_slice(b)
+        });
+        assert_eq!(seen, [20, 21, 22, 23]);
     }
 }

@@ -223,6 +223,19 @@ impl Machine {
         self.engine.peek_memory(host, addr, buf)
     }
 
+    /// Hands `len` bytes of host memory at `addr` to `look`, taking no time (see
+    /// [`PayloadAccess::inspect_memory`]: in place where the engine can; `look` must not use
+    /// the engine).
+    pub fn inspect_memory(
+        &self,
+        host: HostId,
+        addr: PhysAddr,
+        len: usize,
+        look: &mut dyn FnMut(&[u8]),
+    ) {
+        self.engine.inspect_memory(host, addr, len, look)
+    }
+
     /// Appends `len` bytes of host memory at `addr` to `out`, taking no time (see
     /// [`Machine::peek_memory`]).
     pub fn peek_memory_append(&self, host: HostId, addr: PhysAddr, len: usize, out: &mut Vec<u8>) {

@@ -153,6 +153,14 @@ impl SparseMemory {
         }
     }
 
+    /// The `len` bytes at `offset`, in place, when they lie in one backed page (`None`
+    /// otherwise: read them with [`SparseMemory::read`]).
+    pub fn backed(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let within = (offset & (PAGE_SIZE - 1)) as usize;
+        self.page(offset >> PAGE_SHIFT)?
+            .get(within..within.checked_add(len)?)
+    }
+
     /// Copies `buf.len()` bytes from `offset` into `buf`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         let mut done = 0usize;
@@ -348,6 +356,28 @@ mod tests {
             assert_eq!(&got[..2], &[9, 9], "what was there is kept");
             assert_eq!(&got[2..], &want[..], "{offset}+{len}");
         }
+    }
+
+    #[test]
+    fn bytes_in_one_backed_page_are_handed_over_in_place_and_no_others() {
+        let mut m = SparseMemory::new();
+        let pattern: Vec<u8> = (0..300).map(|i| (i % 251) as u8 + 1).collect();
+        m.write(PAGE_SIZE - 100, &pattern);
+        assert_eq!(m.backed(PAGE_SIZE - 100, 100), Some(&pattern[..100]));
+        assert_eq!(m.backed(PAGE_SIZE, 200), Some(&pattern[100..]));
+        assert_eq!(
+            m.backed(PAGE_SIZE, PAGE_SIZE as usize).map(<[u8]>::len),
+            Some(4096)
+        );
+        assert_eq!(m.backed(PAGE_SIZE - 100, 101), None, "across two pages");
+        assert_eq!(
+            m.backed(PAGE_SIZE + 1, PAGE_SIZE as usize),
+            None,
+            "past the page"
+        );
+        assert_eq!(m.backed(5 * PAGE_SIZE, 16), None, "an unbacked page");
+        assert_eq!(m.backed(PAGE_SIZE + 8, 0), Some(&[][..]));
+        assert_eq!(m.backed(PAGE_SIZE + 8, usize::MAX), None, "no overflow");
     }
 
     /// Pages a write covers whole are backed by its bytes (new ones, reused slots and pages

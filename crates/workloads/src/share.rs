@@ -697,7 +697,6 @@ async fn read_and_verify(
     let (buffer, _) = m.client.data();
     let mut rng = ChaCha8Rng::seed_from_u64(l.seed_of(m.index) ^ 0x5ead);
     let mut samples = LatencyRecorder::new();
-    let mut got = vec![0u8; l.bs as usize];
     let start = cpu.now();
     let mut last = start;
     for _ in 0..ops {
@@ -725,8 +724,13 @@ async fn read_and_verify(
         last = cpu.now();
         samples.record(last.since(t0).as_ps());
         progress.add(1);
-        os.machine().peek_memory(os.id(), buffer, &mut got);
-        if let Some((at, got, want)) = l.mismatch(m.index, block, &got) {
+        let mut mismatch = None;
+        let bs = l.bs as usize;
+        os.machine()
+            .inspect_memory(os.id(), buffer, bs, &mut |got| {
+                mismatch = l.mismatch(m.index, block, got);
+            });
+        if let Some((at, got, want)) = mismatch {
             return Err(ShareError::VerifyFailed {
                 index: m.index,
                 host: os.name().to_string(),

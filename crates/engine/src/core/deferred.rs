@@ -135,6 +135,15 @@ impl Core {
         Some(last)
     }
 
+    /// Whether a deferred landing may fall in `len` bytes of `host`'s memory at `addr`.
+    pub(crate) fn deferred_over(&self, host: HostId, addr: u64, len: u64) -> bool {
+        let end = addr.saturating_add(len);
+        self.deferred
+            .entries
+            .iter()
+            .any(|e| e.overlaps(host, addr, end))
+    }
+
     /// Puts into `buf`, `buf.len()` bytes of `host`'s memory at `addr` as read from it, the
     /// deferred landings due by now there (without landing them: the core may be shared), so
     /// that it holds those bytes as they are now.
