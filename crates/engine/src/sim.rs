@@ -201,23 +201,21 @@ impl Sim {
             return false;
         }
         loop {
-            if core.ahead_due(at) {
-                core.cross_ahead(at);
-            } else {
-                // The timer is queued at `at`: the queue holds an entry by then.
-                let Some((t, event)) = core.pop() else {
-                    return false;
-                };
-                if matches!(event, Event::Timer(key) if key == timer) {
+            match step_to_own(
+                core,
+                at,
+                |e| matches!(e, Event::Timer(key) if *key == timer),
+            ) {
+                InPoll::Own(t) => {
                     core.pass_to(t);
                     core.timers.remove(timer);
                     core.ran_to_own += 1;
                     return true;
                 }
-                take_event(core, t, event);
-            }
-            if self.inner.exec.any_ready() {
-                return false;
+                // The timer is queued at `at`: the queue holds an entry by then.
+                InPoll::Empty => return false,
+                InPoll::Stepped if self.inner.exec.any_ready() => return false,
+                InPoll::Stepped => {}
             }
         }
     }
@@ -232,22 +230,16 @@ impl Sim {
         }
         core.wait_posted_in_place(slot);
         loop {
-            if core.ahead_due(at) {
-                core.cross_ahead(at);
-            } else {
+            match step_to_own(core, at, |_| false) {
                 // Its leaving is queued at `at`: the queue holds an entry by then.
-                let Some((t, event)) = core.pop() else {
-                    return false;
-                };
-                take_event(core, t, event);
-            }
-            if self.inner.exec.any_ready() {
-                return false;
-            }
-            if core.posted_left(slot) {
-                core.passed_in_place += 1;
-                core.ran_to_own += 1;
-                return true;
+                InPoll::Own(_) | InPoll::Empty => return false,
+                InPoll::Stepped if self.inner.exec.any_ready() => return false,
+                InPoll::Stepped if core.posted_left(slot) => {
+                    core.passed_in_place += 1;
+                    core.ran_to_own += 1;
+                    return true;
+                }
+                InPoll::Stepped => {}
             }
         }
     }
@@ -953,6 +945,35 @@ impl Sim {
 
 /// An engine operation's future, polled through its ticket; dropped before it is ready, it
 /// gives the ticket back. A read's data lands in `buf`.
+/// What [`step_to_own`] did.
+enum InPoll {
+    /// It took the run's next step.
+    Stepped,
+    /// The next event is the task's own, due at this time: taken from the queue, not done.
+    Own(SimTime),
+    /// Nothing is queued.
+    Empty,
+}
+
+/// Takes the run's next step by `at` from inside a task's poll, as [`Sim::run_until`] would:
+/// the steps of a write ahead due first, else the next queued event — unless `own` says it
+/// is the task's own (then only taken from the queue).
+#[inline(always)]
+fn step_to_own(core: &mut Core, at: SimTime, own: impl Fn(&Event) -> bool) -> InPoll {
+    if core.ahead_due(at) {
+        core.cross_ahead(at);
+        return InPoll::Stepped;
+    }
+    let Some((t, event)) = core.pop() else {
+        return InPoll::Empty;
+    };
+    if own(&event) {
+        return InPoll::Own(t);
+    }
+    take_event(core, t, event);
+    InPoll::Stepped
+}
+
 /// Takes the queued `event`, due at `at`: the clock moves there, and what it stands for
 /// happens.
 #[inline(always)]
