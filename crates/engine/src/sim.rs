@@ -190,11 +190,11 @@ impl Sim {
     }
 
     /// Takes the run's next steps from inside the poll of a task that just armed `timer`
-    /// (due at `at`) for a cost it spends, in their order, up to that timer, while none of
-    /// them wakes a task: `true` when the timer came up, given back (the cost passed in
-    /// place: the task goes on at once, as it would have when the timer woke it, since all
-    /// that happened meanwhile involved no task). `false` when a step woke a task, or
-    /// nothing may run in place now (see [`Sim::next_in_place`]): the timer stays, and a
+    /// (due at `at`) for an access of its own RAM, in their order, up to that timer, while
+    /// none of them wakes a task: `true` when the timer came up, given back (the access is
+    /// done in place: the task goes on at once, as it would have when the timer woke it,
+    /// since all that happened meanwhile involved no task). `false` when a step woke a task,
+    /// or nothing may run in place now (see [`Sim::next_in_place`]): the timer stays, and a
     /// woken task is polled next, at its time, as the run would have polled it.
     fn run_to_own_timer(&self, core: &mut Core, timer: TimerKey, at: SimTime) -> bool {
         if !self.may_run_in_place(core, at) {

@@ -165,7 +165,7 @@ impl From<AttachError> for FioError {
 ///
 /// The block's start is one splitmix64 draw from `seed`, `block` and `version`; word `i` is
 /// that start stepped `i` times by an odd constant (a bijection of `i`, so the words of a
-/// block differ): two instructions a word to make or check, since verifying workloads check
+/// block differ): a few instructions a word to make or check, since verifying workloads check
 /// every block they read against it ([`pattern_difference`]). The last word is cut to what
 /// is left.
 pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
