@@ -224,8 +224,8 @@ impl Machine {
     }
 
     /// Hands `len` bytes of host memory at `addr` to `look`, taking no time (see
-    /// [`PayloadAccess::inspect_memory`]: in place where the engine can; `look` must not use
-    /// the engine).
+    /// [`crate::PayloadAccess::inspect_memory`]: in place where the engine can; `look`
+    /// must not use the engine).
     pub fn inspect_memory(
         &self,
         host: HostId,
