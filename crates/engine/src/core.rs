@@ -270,6 +270,8 @@ pub(crate) struct Core {
     pub aheads: u64,
     pub ahead_steps: u64,
     pub ahead_rollbacks: u64,
+    /// Of those taken back, how many went ahead again at once (see `Core::ahead_again`).
+    pub aheads_again: u64,
     /// Landing steps deferred so far (each distinct time one, as the step loop counts).
     pub deferred_steps: u64,
     /// Per host: the write transactions in their slots that land in its memory (see
@@ -383,6 +385,7 @@ impl Core {
             aheads: 0,
             ahead_steps: 0,
             ahead_rollbacks: 0,
+            aheads_again: 0,
             deferred_steps: 0,
             writes_into: vec![0; hosts],
             trains: true,
@@ -1450,15 +1453,19 @@ impl Core {
         payload: u64,
         who: Booking,
     ) -> crate::timing::Crossing {
-        self.booking_on(hops);
-        crate::timing::traverse_alone(
+        let taken_back = self.taking_back_on(hops);
+        let crossing = crate::timing::traverse_alone(
             &mut self.lanes,
             hops,
             start,
             payload,
             who,
             &mut self.chip_stream,
-        )
+        );
+        if let Some((id, seq)) = taken_back {
+            self.ahead_again(id, seq);
+        }
+        crossing
     }
 
     /// Sends `tlp` along `path` to the one target of its segment; returns when it has left

@@ -76,7 +76,8 @@
 //!   books them at once, provisionally, and is not queued: its steps are taken in their
 //!   place among the queued events (equal times ordered by the sequence number the run had
 //!   given when it last stepped), until its last TLP leaves or something else is about to
-//!   book on its links, which takes the provisional bookings back first and queues it
+//!   book on its links, which takes the provisional bookings back first and queues it — or,
+//!   for a single TLP sent alone, sends it ahead again once that TLP has booked
 //!   (`core::ahead`; `Sim::set_aheads(false)` turns it off; tests compare). Steps taken
 //!   without the queue stop at the run's deadline and at the next step of a write ahead as
 //!   at the next event (`Core::next_due`).

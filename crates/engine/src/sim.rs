@@ -456,6 +456,12 @@ impl Sim {
         (core.aheads, core.ahead_steps, core.ahead_rollbacks)
     }
 
+    /// Of the writes ahead taken back for a lone TLP of another flow on their links, how
+    /// many went ahead again once it had booked (see [`Sim::set_aheads`]).
+    pub fn aheads_again(&self) -> u64 {
+        self.inner.core.borrow().aheads_again
+    }
+
     /// How many of the run's steps so far ran in bursts (see [`Sim::set_bursts`]).
     pub fn burst_steps(&self) -> u64 {
         self.inner.core.borrow().burst_steps

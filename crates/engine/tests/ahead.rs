@@ -85,6 +85,95 @@ fn single_writes_meeting_a_write_ahead_take_it_back_first() {
     }
 }
 
+/// A device writing pages while it also sends single TLPs of its own — 16-byte entries
+/// (posted, alone) and queue-entry reads — onto the first links of its pages' path, as an
+/// NVMe posts completions and fetches commands while it moves data: a write ahead is taken
+/// back for each and goes ahead again at once, its rest booked after the single TLP. The
+/// same results as without writes ahead, and as without bursts.
+#[test]
+fn a_write_ahead_taken_back_for_a_single_tlp_of_its_device_goes_ahead_again() {
+    for exact in [false, true] {
+        single_tlps_of_a_writing_device(exact);
+    }
+}
+
+/// [`a_write_ahead_taken_back_for_a_single_tlp_of_its_device_goes_ahead_again`]'s run,
+/// with the chips' latencies drawn or `exact` (every step on a grid: ties between a write's
+/// steps and queued events, which come in the order the step loop queued them).
+fn single_tlps_of_a_writing_device(exact: bool) {
+    let run = |bursts: bool, aheads: bool| -> (bursts::Outcome, (u64, u64, u64), u64) {
+        let calibration = if exact {
+            Calibration::default_embedded().without_variation()
+        } else {
+            Calibration::default_embedded()
+        };
+        let (sim, _) = common::sim_of(common::TWO_SWITCHES, calibration);
+        sim.set_bursts(bursts);
+        sim.set_aheads(aheads);
+        let times: Rc<RefCell<Vec<(&'static str, SimTime)>>> = Rc::default();
+        let reads: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+        let (dev0, _) = bursts::devices(&sim);
+        let (pages, log) = (dev0.clone(), times.clone());
+        sim.spawn(async move {
+            for round in 0..10u32 {
+                let at = bursts::BUF_A + u64::from(round % 4) * 4096;
+                pages
+                    .write(BusAddr(at), &bursts::pattern(4096, round))
+                    .await
+                    .expect("page");
+                log.borrow_mut().push(("pages", pages.now()));
+                pages.sleep(SimDuration::from_ns(150)).await;
+            }
+        });
+        let (single, log, seen) = (dev0, times.clone(), reads.clone());
+        sim.spawn(async move {
+            for round in 0..40u64 {
+                single
+                    .sleep(SimDuration::from_ns(97 + 13 * (round % 5)))
+                    .await;
+                if round % 3 == 0 {
+                    let mut entry = vec![0u8; 64];
+                    single
+                        .read(BusAddr(bursts::BUF_A + 64 * (round % 8)), &mut entry)
+                        .await
+                        .expect("entry read");
+                    seen.borrow_mut().push(entry);
+                } else {
+                    single
+                        .write(
+                            BusAddr(bursts::BUF_B + 16 * round),
+                            &bursts::pattern(16, round as u32),
+                        )
+                        .await
+                        .expect("entry");
+                }
+                log.borrow_mut().push(("single", single.now()));
+            }
+        });
+        let outcome = bursts::run_to_the_end(&sim, &times, &reads, (4 * 4096, 16 * 40));
+        (outcome, sim.ahead_counts(), sim.aheads_again())
+    };
+    let (queued, none, none_again) = run(true, false);
+    let (ahead, (aheads, _, rollbacks), again) = run(true, true);
+    let (stepped, _, _) = run(false, true);
+    assert_eq!(
+        (none, none_again),
+        ((0, 0, 0), 0),
+        "off: no write goes ahead"
+    );
+    assert!(
+        rollbacks > 0,
+        "single TLPs took writes back: {rollbacks} of {aheads}"
+    );
+    assert!(
+        again > 0,
+        "and some went ahead again at once: {again} of {rollbacks}"
+    );
+    assert_eq!(queued.times.len(), 10 + 40, "every task finished");
+    assert_eq!(ahead, queued, "exact: {exact}");
+    assert_eq!(ahead, stepped, "exact: {exact}");
+}
+
 /// Two devices sending pages at the same moments on paths of one shape, so that their steps
 /// fall at the same picoseconds (ties, ordered by when each was queued), a CPU's timers
 /// cutting them: the same results with writes booked ahead as without.

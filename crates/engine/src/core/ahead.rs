@@ -22,7 +22,11 @@
 //! when it last stepped. So does what else could tell the difference: a watch armed on its
 //! bytes (its landings there must wake it), the recording starting, the fabric changing,
 //! the link statistics asked. So the results are the step loop's, bit for bit
-//! (`Sim::set_aheads(false)`; tests compare).
+//! (`Sim::set_aheads(false)`; tests compare). A single TLP sent alone onto its lanes (a
+//! device's completion entry or queue-entry fetch between its data TLPs: [`Core::cross_alone`])
+//! takes it back without queueing it; once that TLP has booked, the write goes ahead again at
+//! once if it may ([`Core::ahead_again`]): its rest booked after the TLP as its steps would
+//! book it, its steps keeping their place among the queued events (the same `Ahead::seq`).
 //!
 //! Ties. The queue orders events of one time by the sequence number they were queued with.
 //! The step loop queues a cut transaction at its next step with the next number when it
@@ -320,7 +324,63 @@ impl Core {
     /// at its next step as the step loop queued it when it last stepped.
     #[cold]
     pub(crate) fn rollback_ahead(&mut self) {
-        let Some(id) = self.ahead.id else { return };
+        if let Some((id, seq)) = self.take_back_ahead() {
+            self.queue_taken_back(id, seq);
+        }
+    }
+
+    /// A lone TLP is about to book on `hops` (see [`Core::cross_alone`]): a transaction ahead
+    /// on any of them is taken back, but not queued yet — [`Core::ahead_again`] does, or
+    /// sends it ahead again, once the lone TLP has booked. What to give it.
+    #[inline(always)]
+    pub(super) fn taking_back_on(&mut self, hops: &[HopCost]) -> Option<(u32, u64)> {
+        if self.ahead.mask != 0 && self.ahead.books_on(hops) {
+            return self.take_back_ahead();
+        }
+        None
+    }
+
+    /// Transaction `id`, taken back (`seq`: the sequence number of the run when it last
+    /// stepped) for a lone TLP that has now booked on its lanes, goes ahead again at once if
+    /// it may — its rest booked after that TLP, as its steps would book it, and its steps
+    /// ordered among the queued events as they were — else it is queued at its next step as
+    /// [`Core::rollback_ahead`] queues it.
+    #[cold]
+    pub(super) fn ahead_again(&mut self, id: u32, seq: u64) {
+        let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        let again = self.ahead_on
+            && txn.kind == crate::txn::TxnKind::Write
+            && !txn.issued_all()
+            && txn.next_time().is_some()
+            && self.go_ahead(id, &mut txn);
+        if again {
+            self.ahead.seq = seq;
+            self.aheads_again += 1;
+        }
+        self.txns[id as usize] = Some(txn);
+        if !again {
+            self.queue_taken_back(id, seq);
+        }
+    }
+
+    /// Queues transaction `id`, taken back, at its next step, as the step loop queued it
+    /// when it last stepped (`seq`: the run's sequence number then).
+    fn queue_taken_back(&mut self, id: u32, seq: u64) {
+        let now = self.now;
+        let Some(txn) = self.txn_mut(id) else { return };
+        if let Some(next) = txn.next_time() {
+            txn.scheduled = Some(next);
+            self.queue
+                .push_behind(next.max(now), seq + 1, Event::Txn(id));
+        }
+    }
+
+    /// [`Core::rollback_ahead`] but for the queueing: the transaction taken back and the
+    /// run's sequence number when it last stepped, if one was ahead.
+    fn take_back_ahead(&mut self) -> Option<(u32, u64)> {
+        let id = self.ahead.id?;
         self.ahead.restore_lanes(&mut self.lanes);
         let seq = self.ahead.seq;
         let left: u64 = self.ahead.parts[..self.ahead.part]
@@ -331,9 +391,7 @@ impl Core {
         self.ahead.clear();
         self.set_horizon();
         self.ahead_rollbacks += 1;
-        let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
-            return;
-        };
+        let mut txn = self.txns.get_mut(id as usize).and_then(Option::take)?;
         if left > 0 {
             let path = Rc::clone(&txn.segments[0].path);
             let limit = self.write_limit(txn.requester);
@@ -356,12 +414,8 @@ impl Core {
             self.train = parts;
             debug_assert_eq!(sent as u64, left, "the TLPs that left are booked again");
         }
-        if let Some(next) = txn.next_time() {
-            txn.scheduled = Some(next);
-            self.queue
-                .push_behind(next.max(self.now), seq + 1, Event::Txn(id));
-        }
         self.txns[id as usize] = Some(txn);
+        Some((id, seq))
     }
 
     /// A watch is armed on `len` bytes of `host` at `addr`: a transaction ahead landing
