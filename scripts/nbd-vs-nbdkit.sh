@@ -20,7 +20,10 @@
 # Runs alternate A B A B ... (REPS pairs per test), so a drift of the machine (other load,
 # frequency) falls on both alike. Each run is printed, then per test the mean of each side
 # and the ratio smartio / nbdkit (for IOPS above 1 is smartio faster; for latency below 1).
-# Both servers run throughout; the reads of test 3 see what test 2 wrote, on both sides.
+# Both servers run throughout. Before the first run each device is written whole (1 MiB
+# sequential writes, not timed), so every test reads written blocks and writes over written
+# ones on both sides: a fresh device would let smartio's NVMe answer reads of deallocated
+# blocks without data, and nbdkit's first writes allocate its memory.
 #
 # Usage: scripts/nbd-vs-nbdkit.sh
 # Environment: DURATION (seconds per run, default 10), REPS (A B pairs per test, default 2),
@@ -129,6 +132,17 @@ declare -A figure=(
     [randread-qd1]='.jobs[0].read.clat_ns.percentile["50.000000"] / 1000'
 )
 declare -A sum=()
+
+# Each device written whole first (see above).
+for server in smartio nbdkit; do
+    fio --name=fill --ioengine=nbd --uri="nbd+unix:///?socket=$work/$server.sock" \
+        --rw=write --bs=1M --iodepth=4 --size=1G --output="$work/$server-fill.fio" \
+        >/dev/null 2>&1 || {
+        echo "fio filling $server failed:" >&2
+        cat "$work/$server-fill.fio" >&2
+        exit 1
+    }
+done
 
 echo "${duration} s per run, ${reps} smartio/nbdkit pairs per test"
 for test in "${tests[@]}"; do
