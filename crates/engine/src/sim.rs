@@ -245,8 +245,10 @@ impl Sim {
     }
 
     /// Whether the task being polled may take the run's next steps up to `at` from inside
-    /// its poll (see [`Sim::run_to_own_timer`]): as a cost may pass in place
-    /// ([`Sim::next_in_place`]), but with events due before `at`.
+    /// its poll (see [`Sim::run_to_own_timer`]): in place allowed, `at` a time, not recording
+    /// (the recording keeps each step), a task's poll within the run's deadline, no other
+    /// task ready, not inside a race (the other future may be ready first).
+    #[inline]
     fn may_run_in_place(&self, core: &Core, at: SimTime) -> bool {
         core.in_place
             && at != SimTime::NEVER
@@ -426,17 +428,11 @@ impl Sim {
     }
 
     /// Whether what the task being polled starts now, due at `at`, would be the run's next
-    /// event: in place allowed, not recording (the recording keeps each step), a task's poll
-    /// within the run's deadline, no other task ready, nothing queued due by `at`, not
-    /// inside a race (the other future may be ready first).
+    /// event: it may run in place up to `at` ([`Sim::may_run_in_place`]) and nothing queued
+    /// is due by then.
     #[inline]
     fn next_in_place(&self, core: &Core, at: SimTime) -> bool {
-        core.in_place
-            && !core.recording()
-            && self.inner.horizon.get().is_some_and(|h| at <= h)
-            && !self.inner.exec.any_ready()
-            && core.next_time().is_none_or(|next| next > at)
-            && !smartio_platform::race::racing()
+        self.may_run_in_place(core, at) && core.next_time().is_none_or(|next| next > at)
     }
 
     /// Whether a write cut by an event may book the rest of it ahead, its steps taken in
@@ -1182,6 +1178,16 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// The end of a write [`Sim::start_write`] started: at once when it was done then.
+    async fn written(&self, started: Option<Ticket>) -> Result<(), AccessError> {
+        match started {
+            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
+            None => Ok(()),
+        }
+    }
+}
+
 impl smartio_platform::Port for Agent {
     async fn read(&self, addr: BusAddr, buf: &mut [u8]) -> Result<(), AccessError> {
         let len = buf.len() as u64;
@@ -1190,24 +1196,18 @@ impl smartio_platform::Port for Agent {
     }
 
     async fn write(&self, addr: BusAddr, data: &[u8]) -> Result<(), AccessError> {
-        match self.sim.start_write(self.requester, data, addr)? {
-            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
-            None => Ok(()),
-        }
+        let started = self.sim.start_write(self.requester, data, addr)?;
+        self.written(started).await
     }
 
     async fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Result<(), AccessError> {
-        match self.sim.start_write(self.requester, data, addr)? {
-            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
-            None => Ok(()),
-        }
+        let started = self.sim.start_write(self.requester, data, addr)?;
+        self.written(started).await
     }
 
     async fn write_zeroes(&self, addr: BusAddr, len: usize) -> Result<(), AccessError> {
-        match self.sim.start_write(self.requester, Zeroes(len), addr)? {
-            Some(ticket) => Pending::new(&self.sim, ticket, &mut []).access().await,
-            None => Ok(()),
-        }
+        let started = self.sim.start_write(self.requester, Zeroes(len), addr)?;
+        self.written(started).await
     }
 }
 

@@ -160,8 +160,8 @@ impl Core {
     /// back first.
     #[inline(always)]
     pub(super) fn booking_on(&mut self, hops: &[HopCost]) {
-        if self.ahead.mask != 0 && self.ahead.books_on(hops) {
-            self.rollback_ahead();
+        if let Some((id, seq)) = self.taking_back_on(hops) {
+            self.queue_taken_back(id, seq);
         }
     }
 
@@ -344,23 +344,19 @@ impl Core {
     /// stepped) for a lone TLP that has now booked on its lanes, goes ahead again at once if
     /// it may — its rest booked after that TLP, as its steps would book it, and its steps
     /// ordered among the queued events as they were — else it is queued at its next step as
-    /// [`Core::rollback_ahead`] queues it.
+    /// [`Core::rollback_ahead`] queues it. (Having been ahead, it is a write with TLPs left
+    /// to send, and writes may go ahead.)
     #[cold]
     pub(super) fn ahead_again(&mut self, id: u32, seq: u64) {
         let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
-        let again = self.ahead_on
-            && txn.kind == crate::txn::TxnKind::Write
-            && !txn.issued_all()
-            && txn.next_time().is_some()
-            && self.go_ahead(id, &mut txn);
+        let again = self.go_ahead(id, &mut txn);
+        self.txns[id as usize] = Some(txn);
         if again {
             self.ahead.seq = seq;
             self.aheads_again += 1;
-        }
-        self.txns[id as usize] = Some(txn);
-        if !again {
+        } else {
             self.queue_taken_back(id, seq);
         }
     }
