@@ -186,26 +186,48 @@ pub fn pattern(seed: u64, block: u64, version: u32, buf: &mut [u8]) {
 /// at `version` from `seed`): `None` when it holds the pattern.
 ///
 /// Checked word by word against the pattern as it is generated, with no buffer of the
-/// expected bytes and no branch per word (the differences are or-ed together, so the loop
-/// is vectorised); the differing byte is searched for only when there is one.
+/// expected bytes and no branch per word: eight words at a time, each against its own lane of
+/// the pattern (lane `j` holds word `i + j`, stepped eight words at once), the differences
+/// or-ed together, so the loop is vectorised; the differing byte is searched for only when
+/// there is one.
 pub fn pattern_difference(seed: u64, block: u64, version: u32, got: &[u8]) -> Option<usize> {
-    let mut x = pattern_start(seed, block, version);
-    let mut differ = 0u64;
-    let mut words = got.chunks_exact(8);
+    let start = pattern_start(seed, block, version);
+    let mut lanes: [u64; LANES] =
+        std::array::from_fn(|j| start.wrapping_add(PATTERN_STEP.wrapping_mul(j as u64)));
+    let mut differ = [0u64; LANES];
+    let mut runs = got.chunks_exact(8 * LANES);
+    for run in &mut runs {
+        for (j, word) in run.chunks_exact(8).enumerate() {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            differ[j] |= u64::from_le_bytes(bytes) ^ lanes[j];
+            lanes[j] = lanes[j].wrapping_add(LANE_STEP);
+        }
+    }
+    // The words after the last whole run, from lane 0's word on.
+    let mut x = lanes[0];
+    let mut any = differ.iter().fold(0, |a, d| a | d);
+    let mut words = runs.remainder().chunks_exact(8);
     for word in &mut words {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
-        differ |= u64::from_le_bytes(bytes) ^ x;
+        any |= u64::from_le_bytes(bytes) ^ x;
         x = x.wrapping_add(PATTERN_STEP);
     }
     let rest = words.remainder();
-    if differ == 0 && rest == &x.to_le_bytes()[..rest.len()] {
+    if any == 0 && rest == &x.to_le_bytes()[..rest.len()] {
         return None;
     }
     let mut want = vec![0u8; got.len()];
     pattern(seed, block, version, &mut want);
     crate::verify::first_difference(got, &want)
 }
+
+/// Words [`pattern_difference`] checks at a time.
+const LANES: usize = 8;
+
+/// A lane's step: [`LANES`] words.
+const LANE_STEP: u64 = PATTERN_STEP.wrapping_mul(LANES as u64);
 
 /// The odd constant a block's pattern steps by from word to word (and mixes the block into
 /// its start with).
@@ -852,7 +874,7 @@ mod tests {
 
     #[test]
     fn a_block_is_checked_against_its_pattern_to_the_first_differing_byte() {
-        for len in [0usize, 1, 5, 8, 13, 16, 4096, 4099] {
+        for len in [0usize, 1, 5, 8, 13, 16, 63, 64, 72, 130, 4096, 4099] {
             let mut buf = vec![0u8; len];
             pattern(7, 3, 2, &mut buf);
             assert_eq!(pattern_difference(7, 3, 2, &buf), None, "{len} bytes");
@@ -862,9 +884,14 @@ mod tests {
                 assert_eq!(pattern_difference(7, 3, 3, &buf), Some(0), "{len} bytes");
                 assert_eq!(pattern_difference(8, 3, 2, &buf), Some(0), "{len} bytes");
             }
-            // One bit flipped anywhere, whole words and the cut last one alike; with a
-            // second flip after it, the first is found.
-            for at in [0, 1, 7, 8, 2048, 4090, 4095, 4096, 4098] {
+            // One bit flipped anywhere — in any of the eight words checked at a time, the
+            // words after the last eight and the cut last one alike; with a second flip after
+            // it, the first is found.
+            let lanes = (0..8).map(|j| 8 * j + 3);
+            let after = [
+                0, 1, 7, 8, 63, 64, 71, 100, 129, 2048, 4090, 4095, 4096, 4098,
+            ];
+            for at in lanes.chain(after) {
                 if at >= len {
                     continue;
                 }
