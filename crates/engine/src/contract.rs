@@ -2,7 +2,7 @@
 //! and its [`Agent`]s are [`AgentPort`]s, so the OS model, SmartIO, drivers and workloads
 //! run on it through a [`Machine`] without naming it.
 
-use crate::core::{WriteBytes, Zeroes};
+use crate::core::{Swapped, WriteBytes, Zeroes};
 use crate::sim::{Agent, Sim};
 use crate::timing::{LinkTiming, Timing};
 use smartio_fabric::{Access, EndpointId, Fabric, HostId, LinkId, NodeKind, Requester, Target};
@@ -236,6 +236,13 @@ impl AgentPort for Agent {
     /// without a transaction, copies it still).
     fn write_owned(&self, addr: BusAddr, data: Vec<u8>) -> Started<Result<(), AccessError>> {
         self.start_write(addr, data)
+    }
+
+    /// Kept as the write's transaction's bytes, not copied, `data` left holding a spare
+    /// transaction buffer (a write of one TLP, which goes without a transaction, copies it
+    /// and leaves `data` as it was).
+    fn write_swapped(&self, addr: BusAddr, data: &mut Vec<u8>) -> Started<Result<(), AccessError>> {
+        self.start_write(addr, Swapped(data))
     }
 
     /// Kept in no buffer: its TLPs land by zeroing memory (whole pages given back).

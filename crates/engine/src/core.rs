@@ -110,6 +110,28 @@ impl WriteBytes for Vec<u8> {
     }
 }
 
+/// A caller's buffer whose bytes a transaction takes as they are, leaving a spare buffer of
+/// the engine's in their place ([`smartio_machine::AgentPort::write_swapped`]).
+pub(crate) struct Swapped<'a>(pub(crate) &'a mut Vec<u8>);
+
+impl WriteBytes for Swapped<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline(always)]
+    fn bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.0)
+    }
+
+    #[inline(always)]
+    fn into_buffer(self, core: &mut Core) -> Vec<u8> {
+        let spare = core.spare_data();
+        std::mem::replace(self.0, spare)
+    }
+}
+
 /// PCIe's largest payload: no TLP carries more bytes.
 pub(crate) const MAX_PAYLOAD: usize = 4096;
 

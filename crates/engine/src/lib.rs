@@ -83,6 +83,8 @@
 //!   at the next event (`Core::next_due`).
 //!   A write's bytes are copied into
 //!   its transaction's buffer; a buffer given away (`AgentPort::write_owned`) is kept as it,
+//!   as is one swapped (`AgentPort::write_swapped`: a spare transaction buffer left in its
+//!   place, so the caller reuses it without allocating),
 //!   and zeroes (`AgentPort::write_zeroes`: an NVMe's deallocated blocks) are kept in none
 //!   and land by zeroing memory (whole pages given back). A read burst sends its
 //!   requests and completions itself, the path and flow asked once

@@ -84,11 +84,19 @@ fn through_the_machine(
 }
 
 /// Through the machine's contract, a write of a buffer given away (`Port::write_owned`, what
-/// DMA engines use for large data: kept as the transaction's bytes, not copied) lands what a
-/// write of a slice (copied) lands, when it lands: a device's stream of many TLPs, a
-/// device's write of one TLP (sent alone: copied still) and a CPU's store to its own RAM.
+/// DMA engines use for large data: kept as the transaction's bytes, not copied) and one of a
+/// buffer swapped (`Port::write_swapped`, what an NVMe uses for a read's data: kept as the
+/// transaction's bytes, a spare buffer left in its place) land what a write of a slice
+/// (copied) lands, when it lands: a device's stream of many TLPs, a device's write of one TLP
+/// (sent alone: copied still) and a CPU's store to its own RAM.
 #[test]
-fn a_write_of_a_buffer_given_away_lands_what_a_copied_write_lands_and_when() {
+fn a_write_of_a_buffer_given_away_or_swapped_lands_what_a_copied_write_lands_and_when() {
+    #[derive(Clone, Copy, PartialEq)]
+    enum How {
+        Copied,
+        Owned,
+        Swapped,
+    }
     let pieces: [(u64, usize, bool); 3] = [
         (BUFFER, LEN, true),
         (BUFFER + 0x1_0000, 64, true),
@@ -97,37 +105,54 @@ fn a_write_of_a_buffer_given_away_lands_what_a_copied_write_lands_and_when() {
     let bytes = |i: usize, len: usize| -> Vec<u8> {
         (0..len).map(|k| (k * 7 + i * 31) as u8 | 1).collect()
     };
-    let run = |owned: bool| {
+    let run = |how: How| {
         let (sim, _) = sim();
         let (machine, device, cpu) = through_the_machine(&sim);
         let done: Rc<RefCell<Vec<SimTime>>> = Rc::default();
-        let out = done.clone();
+        let left: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+        let (out, out_left) = (done.clone(), left.clone());
         machine.spawn(async move {
             for (i, &(at, len, by_device)) in pieces.iter().enumerate() {
                 let agent = if by_device { &device } else { &cpu };
-                let data = bytes(i, len);
-                let written = if owned {
-                    agent.write_owned(BusAddr(at), data).await
-                } else {
-                    agent.write(BusAddr(at), &data).await
+                let mut data = bytes(i, len);
+                let written = match how {
+                    How::Copied => agent.write(BusAddr(at), &data).await,
+                    How::Owned => agent.write_owned(BusAddr(at), data.clone()).await,
+                    How::Swapped => agent.write_swapped(BusAddr(at), &mut data).await,
                 };
                 written.expect("write");
                 out.borrow_mut().push(agent.now());
+                out_left.borrow_mut().push(data);
             }
         });
         machine.run();
         let mut memory = vec![0u8; 0x2_0000 + 200];
         sim.peek_memory(HostId(0), PhysAddr(BUFFER), &mut memory);
         let done = done.borrow().clone();
-        (done, memory, sim.now())
+        let left = left.borrow().clone();
+        ((done, memory, sim.now()), left)
     };
-    let (copied, owned) = (run(false), run(true));
+    let (copied, _) = run(How::Copied);
     assert_eq!(copied.0.len(), 3, "every write finished");
-    for (i, &(at, len, _)) in pieces.iter().enumerate() {
-        let from = (at - BUFFER) as usize;
-        assert_eq!(owned.1[from..from + len], bytes(i, len), "write {i} landed");
+    for how in [How::Owned, How::Swapped] {
+        let (written, left) = run(how);
+        for (i, &(at, len, _)) in pieces.iter().enumerate() {
+            let from = (at - BUFFER) as usize;
+            assert_eq!(
+                written.1[from..from + len],
+                bytes(i, len),
+                "write {i} landed"
+            );
+        }
+        assert_eq!(written, copied, "the same bytes, done at the same times");
+        if how == How::Swapped {
+            // The stream's bytes were taken, a spare buffer left; the single TLP and the
+            // store were copied, their buffers left as they were.
+            assert!(left[0].is_empty(), "the stream's buffer was swapped");
+            assert_eq!(left[1], bytes(1, 64), "a single TLP's buffer is left");
+            assert_eq!(left[2], bytes(2, 200), "a store's buffer is left");
+        }
     }
-    assert_eq!(owned, copied, "the same bytes, done at the same times");
 }
 
 /// A write of zeroes (`Port::write_zeroes`: kept in no buffer, landed by zeroing memory,

@@ -3,7 +3,9 @@
 
 use crate::engine::AgentPort;
 use crate::machine::Machine;
-use crate::ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteZeroes};
+use crate::ops::{
+    Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteSwapped, WriteZeroes,
+};
 use smartio_fabric::{EndpointId, Requester};
 use smartio_platform::{
     AccessError, BusAddr, Clock, LocalTask, MemoryWatch, PhysAddr, Port, SimDuration, SimTime,
@@ -136,6 +138,14 @@ impl Port for Agent {
         data: Vec<u8>,
     ) -> impl Future<Output = Result<(), AccessError>> {
         WriteOwned::new(self.port.clone(), addr, data)
+    }
+
+    fn write_swapped(
+        &self,
+        addr: BusAddr,
+        data: &mut Vec<u8>,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        WriteSwapped::new(self.port.clone(), addr, data)
     }
 
     fn write_zeroes(

@@ -235,6 +235,13 @@ pub trait AgentPort {
         self.write(addr, &data)
     }
 
+    /// [`AgentPort::write`] of `data`'s bytes, which an engine that keeps a write's bytes
+    /// until they land may take as they are, leaving in `data` an empty buffer of its own
+    /// ([`smartio_platform::Port::write_swapped`]). By default, copied as `write` copies them.
+    fn write_swapped(&self, addr: BusAddr, data: &mut Vec<u8>) -> Started<Result<(), AccessError>> {
+        self.write(addr, data)
+    }
+
     /// [`AgentPort::write`] of `len` zeroes: an engine that keeps a write's bytes until they
     /// land may keep none. By default, written from a zeroed buffer.
     fn write_zeroes(&self, addr: BusAddr, len: usize) -> Started<Result<(), AccessError>> {

@@ -43,7 +43,10 @@
 //!   for large DMA data: `poll_read_owned` hands the engine's buffer over, no zeroing, no copy
 //!   (the timed engine moves the transaction's; the default zero-fills one) — `Write` from the
 //!   caller's slice, `WriteOwned` of a buffer given away — `Port::write_owned`: the timed
-//!   engine keeps it as the transaction's, no copy (the default copies) —, `WriteZeroes` —
+//!   engine keeps it as the transaction's, no copy (the default copies) —, `WriteSwapped` of
+//!   the caller's buffer taken in exchange for a spare one — `Port::write_swapped`: the timed
+//!   engine keeps it as the transaction's and leaves a spare transaction buffer, no copy and
+//!   no allocation (the default copies) —, `WriteZeroes` —
 //!   `Port::write_zeroes`: the timed engine keeps no bytes, and zeroes whole pages of memory
 //!   by giving them back —, `Armed`, `InterruptWait`) poll the ticket through the port and give it
 //!   back when dropped early. A cost (`Clock::spend` → `AgentPort::spend`, a sleep by
@@ -96,7 +99,9 @@ pub use explain::{
     TrackKind,
 };
 pub use machine::{Machine, WeakMachine};
-pub use ops::{Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteZeroes};
+pub use ops::{
+    Armed, InterruptWait, Read, ReadOwned, Spend, Write, WriteOwned, WriteSwapped, WriteZeroes,
+};
 pub use records::{
     Counters, FaultRecord, IdleReadCost, LaneTraffic, LinkEvent, LinkTraffic, RunSummary,
 };

@@ -93,8 +93,8 @@ impl<T: 'static> Progress<T> {
 
 impl Progress<Result<(), AccessError>> {
     /// A posted write's progress through `port`: started by `start` when first polled, then
-    /// its ticket polled until the write is done (what [`Write`], [`WriteOwned`] and
-    /// [`WriteZeroes`] do alike).
+    /// its ticket polled until the write is done (what [`Write`], [`WriteOwned`],
+    /// [`WriteSwapped`] and [`WriteZeroes`] do alike).
     #[inline]
     fn poll_write(
         &mut self,
@@ -275,6 +275,45 @@ impl Future for WriteOwned {
 }
 
 impl Drop for WriteOwned {
+    fn drop(&mut self) {
+        self.progress.cancel(&*self.port);
+    }
+}
+
+/// A posted write of the caller's buffer, which the port may take in exchange for one of its
+/// own ([`AgentPort::write_swapped`]), started when first polled; dropped before it
+/// completes, its operation is cancelled as a [`Write`]'s is.
+pub struct WriteSwapped<'a> {
+    port: Rc<dyn AgentPort>,
+    addr: BusAddr,
+    data: &'a mut Vec<u8>,
+    progress: Progress<Result<(), AccessError>>,
+}
+
+impl<'a> WriteSwapped<'a> {
+    /// A write of `data` at `addr` through `port`.
+    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, data: &'a mut Vec<u8>) -> WriteSwapped<'a> {
+        WriteSwapped {
+            port,
+            addr,
+            data,
+            progress: Progress::Unstarted,
+        }
+    }
+}
+
+impl Future for WriteSwapped<'_> {
+    type Output = Result<(), AccessError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (port, addr, data) = (&this.port, this.addr, &mut *this.data);
+        this.progress
+            .poll_write(&**port, cx, || port.write_swapped(addr, data))
+    }
+}
+
+impl Drop for WriteSwapped<'_> {
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }

@@ -142,6 +142,18 @@ pub trait Port {
         async move { self.write(addr, &data).await }
     }
 
+    /// [`Port::write`] of `data`'s bytes, which the engine may take as they are and leave
+    /// `data` holding an empty buffer of its own instead, for the caller to reuse (saves a
+    /// copy of large DMA data, and an allocation for the next). Afterwards `data` holds a
+    /// buffer whose contents are unspecified. By default, copied as `write` copies them.
+    fn write_swapped(
+        &self,
+        addr: BusAddr,
+        data: &mut Vec<u8>,
+    ) -> impl Future<Output = Result<(), AccessError>> {
+        async move { self.write(addr, data).await }
+    }
+
     /// [`Port::write`] of `len` zeroes (deallocated blocks' data: an engine may keep them
     /// without a buffer). By default, written from a zeroed buffer.
     fn write_zeroes(

@@ -38,17 +38,26 @@ impl NvmeController {
         }
     }
 
-    /// Copies `data` to the host buffer the command's PRPs describe.
+    /// Copies `data` to the host buffer the command's PRPs describe. Afterwards `data` is a
+    /// buffer to reuse, its contents unspecified: written in one piece, the port may take its
+    /// bytes as they are and leave a spare buffer ([`Port::write_swapped`]).
     pub(super) async fn to_host<P: Port>(
         &self,
         port: &P,
         cmd: &Command,
-        data: &[u8],
+        data: &mut Vec<u8>,
     ) -> Result<(), Status> {
         let mut segs = self.segment_lists.take();
         let moved = async {
             let len = data.len() as u64;
             segments_into(port, cmd.prp1, cmd.prp2, len, PAGE_SIZE, &mut segs).await?;
+            if let [one] = segs[..] {
+                activity::doing("data to the host");
+                return port
+                    .write_swapped(BusAddr(one.addr), data)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR);
+            }
             let mut at = 0usize;
             for s in &segs {
                 let chunk = &data[at..at + s.len as usize];
@@ -170,7 +179,7 @@ impl NvmeController {
         }
         // The controller reads its tables like a small media read.
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, &d).await.map(|()| 0)
+        self.to_host(port, cmd, &mut d).await.map(|()| 0)
     }
 
     fn identify_controller(&self, d: &mut [u8]) {
@@ -412,7 +421,7 @@ impl NvmeController {
         let n = avail.len().min(data.len());
         data[..n].copy_from_slice(&avail[..n]);
         port.sleep(self.config.profile.read_latency.typical).await;
-        self.to_host(port, cmd, &data).await.map(|()| 0)
+        self.to_host(port, cmd, &mut data).await.map(|()| 0)
     }
 
     fn error_log(&self) -> Vec<u8> {

@@ -65,7 +65,7 @@ impl NvmeController {
                 .store
                 .read_into(r.nsid, offset, len as usize, &mut data)
             {
-                Ok(()) => self.to_host(port, cmd, &data).await,
+                Ok(()) => self.to_host(port, cmd, &mut data).await,
                 Err(_) => Err(self.media_error()),
             };
             self.buffers.give(data);
