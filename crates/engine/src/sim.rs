@@ -417,6 +417,7 @@ impl Sim {
     /// (the recording keeps each sleep as a step), not past the run's deadline, not outside
     /// a task's poll, not inside a race, and never when the cost has no end. `false`, and
     /// nothing changed, otherwise: the caller arms the timer.
+    #[inline]
     pub(crate) fn pass_in_place(&self, duration: SimDuration) -> bool {
         let mut core = self.inner.core.borrow_mut();
         let end = core.now + duration;
@@ -769,6 +770,7 @@ impl Sim {
     }
 
     /// Starts a read of `len` bytes at `addr` by `requester`.
+    #[inline]
     pub(crate) fn start_read(
         &self,
         requester: Requester,

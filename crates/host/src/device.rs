@@ -138,6 +138,7 @@ impl Mmio {
         }
     }
 
+    #[inline]
     fn check(&self, offset: u64, len: usize) -> Result<BusAddr, AccessError> {
         if offset + len as u64 > self.window.size {
             return Err(AccessError::CrossesBoundary {

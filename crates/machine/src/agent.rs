@@ -158,6 +158,7 @@ impl Port for Agent {
 }
 
 impl Clock for Agent {
+    #[inline]
     fn now(&self) -> SimTime {
         self.machine.now()
     }

@@ -84,6 +84,7 @@ impl<T: 'static> Progress<T> {
     }
 
     /// Gives a ticket still under way back to `port` (the future is dropped).
+    #[inline]
     fn cancel(&mut self, port: &dyn AgentPort) {
         if let Progress::Ticket(t) = std::mem::replace(self, Progress::Done) {
             port.cancel(t);

@@ -155,6 +155,7 @@ impl SparseMemory {
 
     /// The `len` bytes at `offset`, in place, when they lie in one backed page (`None`
     /// otherwise: read them with [`SparseMemory::read`]).
+    #[inline]
     pub fn backed(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let within = (offset & (PAGE_SIZE - 1)) as usize;
         self.page(offset >> PAGE_SHIFT)?
@@ -176,6 +177,7 @@ impl SparseMemory {
 
     /// Whether none of the `len` bytes from `offset` was ever written (or all were given
     /// back): they all read as zero. One look-up per page.
+    #[inline]
     pub fn is_unwritten(&self, offset: u64, len: u64) -> bool {
         let Some(last) = len.checked_sub(1).and_then(|l| offset.checked_add(l)) else {
             return len == 0;

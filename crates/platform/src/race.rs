@@ -12,6 +12,7 @@ thread_local! {
 
 /// Whether a [`race`] is polling its futures on this thread now: what they do may lose to
 /// the other one, so none may let time pass in place ([`crate::Clock::spend`]).
+#[inline]
 pub fn racing() -> bool {
     RACING.with(|r| r.get() > 0)
 }

@@ -99,6 +99,7 @@ impl QueuePair {
     }
 
     /// Returns a tag (to the oldest waiter, if any).
+    #[inline]
     pub fn release(&self, tag: u16) {
         self.tags.borrow_mut()[tag as usize] = Tag::default();
         self.free.give(tag);
@@ -196,6 +197,7 @@ impl QueuePair {
     }
 
     /// The completion of `tag`, if it has arrived.
+    #[inline]
     fn take_done(&self, tag: u16) -> Option<Completion> {
         self.tags.borrow_mut()[tag as usize].done.take()
     }
