@@ -138,6 +138,7 @@ impl<'a> Read<'a> {
 impl Future for Read<'_> {
     type Output = Result<(), AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, len) = (&this.port, this.addr, this.buf.len());
@@ -154,6 +155,7 @@ impl Future for Read<'_> {
 }
 
 impl Drop for Read<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -183,6 +185,7 @@ impl ReadOwned {
 impl Future for ReadOwned {
     type Output = Result<Vec<u8>, AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, len) = (&this.port, this.addr, this.len);
@@ -198,6 +201,7 @@ impl Future for ReadOwned {
 }
 
 impl Drop for ReadOwned {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -227,6 +231,7 @@ impl<'a> Write<'a> {
 impl Future for Write<'_> {
     type Output = Result<(), AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, data) = (&this.port, this.addr, this.data);
@@ -236,6 +241,7 @@ impl Future for Write<'_> {
 }
 
 impl Drop for Write<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -267,6 +273,7 @@ impl WriteOwned {
 impl Future for WriteOwned {
     type Output = Result<(), AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, data) = (&this.port, this.addr, &mut this.data);
@@ -276,6 +283,7 @@ impl Future for WriteOwned {
 }
 
 impl Drop for WriteOwned {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -306,6 +314,7 @@ impl<'a> WriteSwapped<'a> {
 impl Future for WriteSwapped<'_> {
     type Output = Result<(), AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, data) = (&this.port, this.addr, &mut *this.data);
@@ -315,6 +324,7 @@ impl Future for WriteSwapped<'_> {
 }
 
 impl Drop for WriteSwapped<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -344,6 +354,7 @@ impl WriteZeroes {
 impl Future for WriteZeroes {
     type Output = Result<(), AccessError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (port, addr, len) = (&this.port, this.addr, this.len);
@@ -353,6 +364,7 @@ impl Future for WriteZeroes {
 }
 
 impl Drop for WriteZeroes {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -400,6 +412,7 @@ impl std::fmt::Debug for Armed {
 impl Future for Armed {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let port = &this.port;
@@ -416,6 +429,7 @@ impl Future for Armed {
 }
 
 impl Drop for Armed {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
@@ -443,6 +457,7 @@ impl Spend {
 impl Future for Spend {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         match self.get_mut() {
             Spend::Passed => Poll::Ready(()),
@@ -479,6 +494,7 @@ impl InterruptWait {
 impl Future for InterruptWait {
     type Output = bool;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
         let this = self.get_mut();
         let (port, vector, timeout) = (&this.port, this.vector, this.timeout);
@@ -497,6 +513,7 @@ impl Future for InterruptWait {
 }
 
 impl Drop for InterruptWait {
+    #[inline]
     fn drop(&mut self) {
         self.progress.cancel(&*self.port);
     }
