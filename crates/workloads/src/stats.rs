@@ -4,12 +4,14 @@
 //! [`LatencyRecorder`] takes one latency (picoseconds) at a time. It keeps the exact count,
 //! minimum, maximum and sum, and the distribution two ways:
 //!
-//! - **exactly**, as a map from value to count, while the run has at most
-//!   [`EXACT_DISTINCT_VALUES`] distinct values. The timing model is deterministic, so a run
+//! - **exactly**, as the distinct values in order with their counts, while the run has at most
+//!   [`EXACT_DISTINCT_VALUES`] distinct values (samples are kept as they come, up to
+//!   [`PENDING_SAMPLES`], and counted in by one sort and merge when that many have come or a
+//!   figure is asked for: recording one is a push). The timing model is deterministic, so a run
 //!   usually has few (a QD1 run on an idle path has one): percentiles are then the exact
 //!   nearest-rank values of the samples, as if every sample had been kept and sorted;
 //! - past that, as an HdrHistogram with 3 significant decimal digits (values within 0.1 %
-//!   of each other share a bucket), into which the map is folded once. Percentiles are then
+//!   of each other share a bucket), into which the counts are folded once. Percentiles are then
 //!   the upper end of their bucket, clamped to `[min, max]`.
 //!
 //! Either way the memory is bounded (at most a few hundred KiB per recorder) whatever the
@@ -17,10 +19,13 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 /// Distinct values a [`LatencyRecorder`] keeps exactly before it folds them into a histogram.
 pub const EXACT_DISTINCT_VALUES: usize = 4096;
+
+/// Samples a [`LatencyRecorder`] keeps as they came before it counts them in with the others.
+pub const PENDING_SAMPLES: usize = 4096;
 
 /// Significant decimal digits of the histogram a [`LatencyRecorder`] falls back to.
 const SIGNIFICANT_DIGITS: u8 = 3;
@@ -42,8 +47,12 @@ pub fn median(values: &mut [f64]) -> f64 {
 /// How a [`LatencyRecorder`] holds its distribution.
 #[derive(Debug, Clone)]
 enum Distribution {
-    /// Every distinct value and how often it was seen.
-    Exact(BTreeMap<u64, u64>),
+    /// Every distinct value counted so far and how often it was seen, in increasing order,
+    /// and the samples recorded since, not yet counted in (at most [`PENDING_SAMPLES`]).
+    Exact {
+        counted: Vec<(u64, u64)>,
+        pending: Vec<u64>,
+    },
     /// Too many distinct values: buckets of 3 significant digits.
     Histogram(Box<Histogram<u64>>),
 }
@@ -75,7 +84,10 @@ impl LatencyRecorder {
             min: u64::MAX,
             max: 0,
             sum: 0,
-            distribution: Distribution::Exact(BTreeMap::new()),
+            distribution: Distribution::Exact {
+                counted: Vec::new(),
+                pending: Vec::new(),
+            },
         }
     }
 
@@ -86,17 +98,72 @@ impl LatencyRecorder {
         self.max = self.max.max(ps);
         self.sum += u128::from(ps);
         match &mut self.distribution {
-            Distribution::Exact(map) => {
-                *map.entry(ps).or_insert(0) += 1;
-                if map.len() > EXACT_DISTINCT_VALUES {
-                    // Creating a histogram of 3 significant digits cannot fail; should it,
-                    // the map simply stays exact.
-                    if let Ok(h) = fold(map) {
-                        self.distribution = Distribution::Histogram(Box::new(h));
-                    }
+            Distribution::Exact { pending, .. } => {
+                pending.push(ps);
+                if pending.len() >= PENDING_SAMPLES {
+                    self.settle();
                 }
             }
             Distribution::Histogram(h) => put(h, ps, 1),
+        }
+    }
+
+    /// Counts the pending samples in with the others (sorted, then merged); past
+    /// [`EXACT_DISTINCT_VALUES`] distinct values, folds them all into the histogram.
+    fn settle(&mut self) {
+        let Distribution::Exact { counted, pending } = &mut self.distribution else {
+            return;
+        };
+        if pending.is_empty() {
+            return;
+        }
+        pending.sort_unstable();
+        let mut merged = Vec::with_capacity(counted.len() + pending.len());
+        let mut older = counted.iter().copied().peekable();
+        let mut newer = pending.iter().copied().peekable();
+        loop {
+            // The smaller of the two next values, with its count from both.
+            let next = match (older.peek().copied(), newer.peek().copied()) {
+                (None, None) => break,
+                (Some((v, n)), Some(p)) if v <= p => {
+                    older.next();
+                    (v, n)
+                }
+                (Some((v, n)), None) => {
+                    older.next();
+                    (v, n)
+                }
+                (_, Some(p)) => {
+                    newer.next();
+                    (p, 1)
+                }
+            };
+            match merged.last_mut() {
+                Some((v, n)) if *v == next.0 => *n += next.1,
+                _ => merged.push(next),
+            }
+        }
+        *counted = merged;
+        pending.clear();
+        if counted.len() > EXACT_DISTINCT_VALUES {
+            // Creating a histogram of 3 significant digits cannot fail; should it, the
+            // counts simply stay exact.
+            if let Ok(h) = fold(counted) {
+                self.distribution = Distribution::Histogram(Box::new(h));
+            }
+        }
+    }
+
+    /// This recorder with every sample counted in: itself when none is pending, else a
+    /// settled copy. Figures asked one after another are best asked of one settled view.
+    pub fn settled(&self) -> Cow<'_, LatencyRecorder> {
+        match &self.distribution {
+            Distribution::Exact { pending, .. } if !pending.is_empty() => {
+                let mut r = self.clone();
+                r.settle();
+                Cow::Owned(r)
+            }
+            _ => Cow::Borrowed(self),
         }
     }
 
@@ -127,7 +194,7 @@ impl LatencyRecorder {
     /// Whether percentiles are exact (at most `EXACT_DISTINCT_VALUES` distinct values so
     /// far).
     pub fn is_exact(&self) -> bool {
-        matches!(self.distribution, Distribution::Exact(_))
+        matches!(self.settled().distribution, Distribution::Exact { .. })
     }
 
     /// The sample of 1-based nearest rank `rank` (clamped to `1..=count`); 0 when empty.
@@ -136,10 +203,11 @@ impl LatencyRecorder {
             return 0;
         }
         let rank = rank.clamp(1, self.count);
-        match &self.distribution {
-            Distribution::Exact(map) => {
+        let settled = self.settled();
+        match &settled.distribution {
+            Distribution::Exact { counted, .. } => {
                 let mut seen = 0;
-                for (&value, &n) in map {
+                for &(value, n) in counted {
                     seen += n;
                     if seen >= rank {
                         return value;
@@ -173,12 +241,13 @@ impl LatencyRecorder {
     /// The middle two samples (the same one twice for an odd count), whose mean is the
     /// median as `median` takes it; `(0, 0)` when empty.
     pub fn middle(&self) -> (u64, u64) {
-        let half = self.count / 2;
-        if self.count % 2 == 1 {
-            let m = self.at_rank(half + 1);
+        let r = self.settled();
+        let half = r.count / 2;
+        if r.count % 2 == 1 {
+            let m = r.at_rank(half + 1);
             (m, m)
         } else {
-            (self.at_rank(half), self.at_rank(half + 1))
+            (r.at_rank(half), r.at_rank(half + 1))
         }
     }
 
@@ -193,10 +262,10 @@ impl LatencyRecorder {
 }
 
 /// An auto-resizing histogram (it grows with the largest value, not with the count) holding
-/// what `map` counted.
-fn fold(map: &BTreeMap<u64, u64>) -> Result<Histogram<u64>, hdrhistogram::CreationError> {
+/// what `counted` counted.
+fn fold(counted: &[(u64, u64)]) -> Result<Histogram<u64>, hdrhistogram::CreationError> {
     let mut h = Histogram::new(SIGNIFICANT_DIGITS)?;
-    for (&value, &n) in map {
+    for &(value, n) in counted {
         put(&mut h, value, n);
     }
     Ok(h)
@@ -239,6 +308,7 @@ impl LatencySummary {
 
     /// Summarizes a recorder (picoseconds) in nanoseconds.
     pub fn of(r: &LatencyRecorder) -> LatencySummary {
+        let r = r.settled();
         let ns = |ps: u64| ps as f64 / 1000.0;
         LatencySummary {
             min: ns(r.percentile(0.0)),
@@ -298,6 +368,82 @@ mod tests {
         assert_eq!(r.middle(), (2, 3));
         r.record(10);
         assert_eq!(r.middle(), (3, 3));
+    }
+
+    /// The nearest-rank `p`-th percentile of `samples`, sorting them all.
+    fn nearest_rank(samples: &[u64], p: f64) -> u64 {
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let rank = ((p / 100.0 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1]
+    }
+
+    #[test]
+    fn exact_percentiles_are_those_of_every_sample_sorted_whenever_they_are_asked() {
+        // Samples with repeats, out of order, over several batches of pending samples;
+        // figures asked after each count of samples, between batches and at their edges.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let samples: Vec<u64> = (0..3 * PENDING_SAMPLES + 7)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                1_000 + x % 3_000
+            })
+            .collect();
+        let mut r = LatencyRecorder::new();
+        for (i, &s) in samples.iter().enumerate() {
+            r.record(s);
+            let n = i + 1;
+            if [
+                1,
+                2,
+                99,
+                PENDING_SAMPLES - 1,
+                PENDING_SAMPLES,
+                PENDING_SAMPLES + 1,
+            ]
+            .contains(&n)
+                || n == samples.len()
+            {
+                let seen = &samples[..n];
+                for p in [0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0] {
+                    assert_eq!(r.percentile(p), nearest_rank(seen, p), "p{p} of {n}");
+                }
+                let mut sorted = seen.to_vec();
+                sorted.sort_unstable();
+                let middle = if n % 2 == 1 {
+                    (sorted[n / 2], sorted[n / 2])
+                } else {
+                    (sorted[n / 2 - 1], sorted[n / 2])
+                };
+                assert_eq!(r.middle(), middle, "middle of {n}");
+                assert!(r.is_exact(), "{n} samples of at most 3000 distinct values");
+            }
+        }
+        let s = LatencySummary::of(&r);
+        let ns = |p| nearest_rank(&samples, p) as f64 / 1000.0;
+        assert_eq!(
+            (s.min, s.p50, s.p99, s.max),
+            (ns(0.0), ns(50.0), ns(99.0), ns(100.0))
+        );
+    }
+
+    #[test]
+    fn distinct_values_past_the_limit_spread_over_batches_fold_into_the_histogram() {
+        // Each batch alone has fewer distinct values than the limit; together, more.
+        let mut r = LatencyRecorder::new();
+        let n = 2 * EXACT_DISTINCT_VALUES as u64 + 10;
+        for v in 0..n {
+            r.record(1_000_000 + (v * 7919) % n * 1_000);
+        }
+        assert!(!r.is_exact());
+        r.record(5);
+        let Distribution::Histogram(h) = &r.distribution else {
+            panic!("expected the histogram form once past the limit");
+        };
+        assert_eq!(h.len(), n + 1, "every sample is in the histogram");
+        assert_eq!((r.min(), r.percentile(0.0)), (5, 5));
     }
 
     #[test]

@@ -197,6 +197,7 @@ pub struct LatencyNs {
 impl LatencyNs {
     /// The figures of `r`'s samples (recorded in picoseconds); all 0 when empty.
     pub fn of(r: &crate::stats::LatencyRecorder) -> LatencyNs {
+        let r = r.settled();
         let ns = |ps: u64| ps as f64 / 1000.0;
         LatencyNs {
             min: ns(r.min()),
