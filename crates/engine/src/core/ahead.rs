@@ -262,7 +262,15 @@ impl Core {
         let Some(mut txn) = self.txns.get_mut(id as usize).and_then(Option::take) else {
             return;
         };
-        while self.ahead_due(deadline) {
+        // Its steps queue nothing (their landings go into unwatched memory), so the queue's
+        // next event stays what it is now throughout (as [`Core::ahead_due`] asks).
+        let queued = self.queue.peek_key();
+        let due = |next: SimTime, seq: u64| {
+            next != SimTime::NEVER
+                && next <= deadline
+                && queued.is_none_or(|(t, s)| next < t || (next == t && seq + 1 < s))
+        };
+        while due(self.ahead.next, self.ahead.seq) {
             let at = self.ahead.next;
             self.step_to(at);
             self.ahead_steps += 1;
@@ -274,7 +282,8 @@ impl Core {
                 self.counters.tlp_arrivals += 1;
             }
             // Its TLPs leaving now are its own.
-            while let Some((t, p)) = self.ahead.next_leaving() {
+            let mut leaving = self.ahead.next_leaving();
+            while let Some((t, p)) = leaving {
                 if t != at {
                     break;
                 }
@@ -285,12 +294,13 @@ impl Core {
                     self.ahead.part += 1;
                     self.ahead.within = 0;
                 }
-                txn.next_issue = match self.ahead.next_leaving() {
+                leaving = self.ahead.next_leaving();
+                txn.next_issue = match leaving {
                     Some((t, _)) => t,
                     None => self.ahead.end_issue,
                 };
             }
-            if self.ahead.next_leaving().is_none() {
+            if leaving.is_none() {
                 // The last one has left: the bookings are its own, and it goes on as any
                 // transaction from this step (its writer wakes).
                 self.end_ahead();
