@@ -570,6 +570,40 @@ impl Flights {
         }
     }
 
+    /// Adds a TLP on its way, given as a run of one at the period its own run goes on at
+    /// (a train's TLPs leaving one by one): it extends the run when it follows it there (no
+    /// item kept), starts it when nothing on its way arrives later, else is inserted.
+    #[inline]
+    pub fn push_following(&mut self, tlp: FlightRun) {
+        debug_assert_eq!(tlp.count, 1, "one TLP");
+        let run = &mut self.run;
+        if run.count > 0 {
+            if run.period > 0
+                && run.period == tlp.period
+                && run.len == tlp.len
+                && run.at.as_ps() + run.count * run.period == tlp.at.as_ps()
+                && run.offset + run.count * u64::from(run.len) == tlp.offset
+            {
+                run.count += 1;
+                return;
+            }
+        } else {
+            match self.items[self.head..].last() {
+                None => {
+                    self.run = tlp;
+                    self.next = tlp.at;
+                    return;
+                }
+                Some(last) if last.at <= tlp.at => {
+                    self.run = tlp;
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        self.insert(tlp.first());
+    }
+
     /// [`Flights::insert`] when the item arrives before the last one queued.
     #[cold]
     fn insert_before_later(&mut self, item: InFlight) {
@@ -734,6 +768,68 @@ mod tests {
             Some(3)
         );
         assert!(q.is_empty());
+    }
+
+    /// TLPs pushed one by one as runs of one (a train's TLPs leaving one at a time) are on
+    /// their way as if inserted: those that follow the run extend it (no item kept), one that
+    /// does not (another length, a gap, an earlier arrival, a period of 0) goes in as an item,
+    /// and all are taken in arrival order, equal times in the order pushed.
+    #[test]
+    fn tlps_pushed_one_by_one_are_on_their_way_as_if_inserted() {
+        let one = |at: u64, offset: u64, len: u32, period: u64| FlightRun {
+            at: SimTime(at),
+            period,
+            offset,
+            len,
+            count: 1,
+        };
+        let pushed = [
+            one(40, 9_000, 100, 10), // before the item on its way
+            one(50, 0, 100, 10),
+            one(60, 100, 100, 10),
+            one(70, 200, 100, 10),
+            one(80, 300, 60, 10),  // another length
+            one(95, 360, 60, 10),  // a gap
+            one(105, 420, 60, 10), // follows again
+            one(90, 480, 60, 10),  // arrives earlier than the last
+            one(105, 540, 60, 0),  // a tie, period 0
+            one(105, 600, 60, 0),  // period 0 never extends
+        ];
+        let (mut q, mut reference) = (Flights::default(), Flights::default());
+        reference.insert(tlp(45, 7_000));
+        q.insert(tlp(45, 7_000));
+        for (i, t) in pushed.iter().enumerate() {
+            q.push_following(*t);
+            reference.insert(t.first());
+            assert_eq!(
+                (q.len(), q.next()),
+                (reference.len(), reference.next()),
+                "after {i}"
+            );
+            assert!(
+                q.run.period > 0 || q.run.count <= 1,
+                "a run of several has a period"
+            );
+            if i == 3 {
+                assert_eq!(
+                    q.run.count, 3,
+                    "the three that follow each other make one run"
+                );
+            }
+        }
+        let drain = |q: &mut Flights| -> Vec<(u64, u64, u32)> {
+            std::iter::from_fn(|| q.pop_front())
+                .map(|t| (t.at.0, t.offset, t.len))
+                .collect()
+        };
+        let got = drain(&mut q);
+        assert_eq!(got, drain(&mut reference));
+        assert_eq!(got.len(), pushed.len() + 1);
+        // Alone, the first pushed starts the run and is next.
+        let mut q = Flights::default();
+        q.push_following(one(50, 0, 100, 10));
+        q.push_following(one(60, 100, 100, 10));
+        assert_eq!((q.len(), q.next(), q.items.len()), (2, SimTime(50), 0));
     }
 
     /// A run of TLPs one after another (a train's rest) queues after the others as they

@@ -287,7 +287,8 @@ impl Core {
                 if t != at {
                     break;
                 }
-                txn.requests.insert(p.in_flight(self.ahead.within));
+                txn.requests
+                    .push_following(p.one_on_its_way(self.ahead.within));
                 txn.issue_offset += u64::from(p.len);
                 self.ahead.within += 1;
                 if self.ahead.within == p.count {

@@ -89,6 +89,16 @@ impl TrainPart {
         }
     }
 
+    /// Its TLP `i` alone on its way, as a run of one at its landings' period
+    /// ([`crate::txn::Flights::push_following`]).
+    #[inline(always)]
+    pub(super) fn one_on_its_way(&self, i: u64) -> FlightRun {
+        FlightRun {
+            count: 1,
+            ..self.on_their_way(i)
+        }
+    }
+
     /// Its TLP `i` on its way, as the transaction keeps it (a unicast write of its one
     /// segment).
     #[inline(always)]
