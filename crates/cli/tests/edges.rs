@@ -278,7 +278,7 @@ fn a_copied_binary_installs_libsisci_or_says_where_it_looked() {
 fn cargo_install_gives_a_smartio_that_installs_libsisci() {
     if cfg!(debug_assertions) {
         eprintln!(
-            "skipped: cargo install builds the release profile; run the suite with --release"
+            "skipped: cargo install builds an optimised profile; run the suite with --profile suite"
         );
         return;
     }
@@ -287,6 +287,13 @@ fn cargo_install_gives_a_smartio_that_installs_libsisci() {
         .parent()
         .and_then(Path::parent)
         .expect("the target directory");
+    // Installed from the profile this suite was built in (the README's install is the
+    // release profile's; `target/<profile>` holds the binary), so nothing is compiled again.
+    let profile = exe
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(std::ffi::OsStr::to_str)
+        .expect("the binary's profile directory");
     let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let root = fresh("cargo-install");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -297,6 +304,8 @@ fn cargo_install_gives_a_smartio_that_installs_libsisci() {
             "--quiet",
             "--locked",
             "--offline",
+            "--profile",
+            profile,
             "--path",
             "crates/cli",
         ])

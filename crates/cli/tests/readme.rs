@@ -301,15 +301,19 @@ fn examples_are_found_in_sh_blocks_and_concrete_inline_spans_only() {
 
 /// The quick start's `cargo run --release -- demo` must pick this binary out of the
 /// workspace (a second binary once made `cargo run` refuse to choose). Run through cargo
-/// itself, in the profile this test was built in, so nothing new is compiled.
+/// itself, in the profile this test was built in (the directory its binary is in:
+/// `target/<profile>`, the dev profile's `debug`), so nothing new is compiled.
 #[test]
 fn cargo_run_at_the_top_of_the_workspace_runs_smartio() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut args = vec!["run", "--quiet"];
-    if !cfg!(debug_assertions) {
-        args.push("--release");
-    }
+    let profile = std::path::Path::new(env!("CARGO_BIN_EXE_smartio"))
+        .parent()
+        .and_then(std::path::Path::file_name)
+        .and_then(std::ffi::OsStr::to_str)
+        .map(|dir| if dir == "debug" { "dev" } else { dir })
+        .expect("the binary's profile directory");
+    let mut args = vec!["run", "--quiet", "--profile", profile];
     args.extend(["--", "--version"]);
     let out = std::process::Command::new(cargo)
         .args(&args)
