@@ -148,7 +148,7 @@ impl AgentPort for VcpuPort {
             let mut from = 0usize;
             for (at, n) in pieces {
                 let to = from + n as usize;
-                Read::new(host.clone(), at, &mut out[from..to]).await?;
+                Read::new(&*host, at, &mut out[from..to]).await?;
                 from = to;
             }
             Ok(out)
@@ -171,7 +171,7 @@ impl AgentPort for VcpuPort {
             let mut from = 0usize;
             for (at, n) in pieces {
                 let to = from + n as usize;
-                Write::new(host.clone(), at, &data[from..to]).await?;
+                Write::new(&*host, at, &data[from..to]).await?;
                 from = to;
             }
             Ok(())

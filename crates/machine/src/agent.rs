@@ -116,12 +116,20 @@ impl Agent {
 }
 
 impl Port for Agent {
-    fn read(&self, addr: BusAddr, buf: &mut [u8]) -> impl Future<Output = Result<(), AccessError>> {
-        Read::new(self.port.clone(), addr, buf)
+    fn read<'s, 'b>(
+        &'s self,
+        addr: BusAddr,
+        buf: &'b mut [u8],
+    ) -> impl Future<Output = Result<(), AccessError>> + use<'s, 'b> {
+        Read::new(&*self.port, addr, buf)
     }
 
-    fn write(&self, addr: BusAddr, data: &[u8]) -> impl Future<Output = Result<(), AccessError>> {
-        Write::new(self.port.clone(), addr, data)
+    fn write<'s, 'b>(
+        &'s self,
+        addr: BusAddr,
+        data: &'b [u8],
+    ) -> impl Future<Output = Result<(), AccessError>> + use<'s, 'b> {
+        Write::new(&*self.port, addr, data)
     }
 
     fn read_owned(
@@ -140,12 +148,12 @@ impl Port for Agent {
         WriteOwned::new(self.port.clone(), addr, data)
     }
 
-    fn write_swapped(
-        &self,
+    fn write_swapped<'s, 'b>(
+        &'s self,
         addr: BusAddr,
-        data: &mut Vec<u8>,
-    ) -> impl Future<Output = Result<(), AccessError>> {
-        WriteSwapped::new(self.port.clone(), addr, data)
+        data: &'b mut Vec<u8>,
+    ) -> impl Future<Output = Result<(), AccessError>> + use<'s, 'b> {
+        WriteSwapped::new(&*self.port, addr, data)
     }
 
     fn write_zeroes(

@@ -116,16 +116,16 @@ impl Progress<Result<(), AccessError>> {
 
 /// A non-posted read into the caller's buffer ([`AgentPort::read`]), started when first
 /// polled.
-pub struct Read<'a> {
-    port: Rc<dyn AgentPort>,
+pub struct Read<'p, 'a> {
+    port: &'p dyn AgentPort,
     addr: BusAddr,
     buf: &'a mut [u8],
     progress: Progress<Result<Vec<u8>, AccessError>>,
 }
 
-impl<'a> Read<'a> {
+impl<'p, 'a> Read<'p, 'a> {
     /// A read of `buf.len()` bytes at `addr` through `port`.
-    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, buf: &'a mut [u8]) -> Read<'a> {
+    pub fn new(port: &'p dyn AgentPort, addr: BusAddr, buf: &'a mut [u8]) -> Read<'p, 'a> {
         Read {
             port,
             addr,
@@ -135,7 +135,7 @@ impl<'a> Read<'a> {
     }
 }
 
-impl Future for Read<'_> {
+impl Future for Read<'_, '_> {
     type Output = Result<(), AccessError>;
 
     #[inline]
@@ -154,10 +154,10 @@ impl Future for Read<'_> {
     }
 }
 
-impl Drop for Read<'_> {
+impl Drop for Read<'_, '_> {
     #[inline]
     fn drop(&mut self) {
-        self.progress.cancel(&*self.port);
+        self.progress.cancel(self.port);
     }
 }
 
@@ -209,16 +209,16 @@ impl Drop for ReadOwned {
 
 /// A posted write of the caller's data ([`AgentPort::write`]), started when first polled
 /// (the data is copied then).
-pub struct Write<'a> {
-    port: Rc<dyn AgentPort>,
+pub struct Write<'p, 'a> {
+    port: &'p dyn AgentPort,
     addr: BusAddr,
     data: &'a [u8],
     progress: Progress<Result<(), AccessError>>,
 }
 
-impl<'a> Write<'a> {
+impl<'p, 'a> Write<'p, 'a> {
     /// A write of `data` at `addr` through `port`.
-    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, data: &'a [u8]) -> Write<'a> {
+    pub fn new(port: &'p dyn AgentPort, addr: BusAddr, data: &'a [u8]) -> Write<'p, 'a> {
         Write {
             port,
             addr,
@@ -228,7 +228,7 @@ impl<'a> Write<'a> {
     }
 }
 
-impl Future for Write<'_> {
+impl Future for Write<'_, '_> {
     type Output = Result<(), AccessError>;
 
     #[inline]
@@ -240,10 +240,10 @@ impl Future for Write<'_> {
     }
 }
 
-impl Drop for Write<'_> {
+impl Drop for Write<'_, '_> {
     #[inline]
     fn drop(&mut self) {
-        self.progress.cancel(&*self.port);
+        self.progress.cancel(self.port);
     }
 }
 
@@ -292,16 +292,20 @@ impl Drop for WriteOwned {
 /// A posted write of the caller's buffer, which the port may take in exchange for one of its
 /// own ([`AgentPort::write_swapped`]), started when first polled; dropped before it
 /// completes, its operation is cancelled as a [`Write`]'s is.
-pub struct WriteSwapped<'a> {
-    port: Rc<dyn AgentPort>,
+pub struct WriteSwapped<'p, 'a> {
+    port: &'p dyn AgentPort,
     addr: BusAddr,
     data: &'a mut Vec<u8>,
     progress: Progress<Result<(), AccessError>>,
 }
 
-impl<'a> WriteSwapped<'a> {
+impl<'p, 'a> WriteSwapped<'p, 'a> {
     /// A write of `data` at `addr` through `port`.
-    pub fn new(port: Rc<dyn AgentPort>, addr: BusAddr, data: &'a mut Vec<u8>) -> WriteSwapped<'a> {
+    pub fn new(
+        port: &'p dyn AgentPort,
+        addr: BusAddr,
+        data: &'a mut Vec<u8>,
+    ) -> WriteSwapped<'p, 'a> {
         WriteSwapped {
             port,
             addr,
@@ -311,7 +315,7 @@ impl<'a> WriteSwapped<'a> {
     }
 }
 
-impl Future for WriteSwapped<'_> {
+impl Future for WriteSwapped<'_, '_> {
     type Output = Result<(), AccessError>;
 
     #[inline]
@@ -323,10 +327,10 @@ impl Future for WriteSwapped<'_> {
     }
 }
 
-impl Drop for WriteSwapped<'_> {
+impl Drop for WriteSwapped<'_, '_> {
     #[inline]
     fn drop(&mut self) {
-        self.progress.cancel(&*self.port);
+        self.progress.cancel(self.port);
     }
 }
 
