@@ -87,6 +87,6 @@ pub use notify::Notify;
 pub use pool::FifoPool;
 pub use port::{AccessError, BarHandler, Clock, CompleterError, MemoryWatch, Port, Reason};
 pub use race::{race, Either};
-pub use spawn::{LocalTask, Spawner};
+pub use spawn::{task_of, LocalTask, Spawner};
 pub use time::{SimDuration, SimTime};
 pub use variation::{Cause, Spread, Stream};

@@ -26,7 +26,7 @@ use crate::config::{ConfigSpace, MsixLayout};
 use crate::msix::{self, MsixTable};
 use smartio_platform::activity;
 use smartio_platform::{
-    AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
+    task_of, AccessError, BarHandler, BusAddr, Clock, CompleterError, Notify, Port, SimDuration,
     SparseMemory, Spawner, Stream, PAGE_SIZE,
 };
 use std::cell::RefCell;
@@ -553,7 +553,7 @@ impl NvmeController {
                 s.rr_next = (qid + 1) % n;
                 let me = self.clone();
                 let p = port.clone();
-                port.spawn_task(Box::pin(async move {
+                port.spawn_task(task_of(move || async move {
                     me.fetch(p, qid as u16, base, head, count, generation).await;
                 }));
             }
@@ -679,7 +679,7 @@ impl NvmeController {
             let cqid = q.cqid;
             let me = self.clone();
             let p = port.clone();
-            port.spawn_task(Box::pin(async move {
+            port.spawn_task(task_of(move || async move {
                 let (status, result) = if aborted {
                     (Status::ABORT_REQUESTED, 0)
                 } else if !flags.is_plain() {
