@@ -20,14 +20,16 @@
 #   - exp share-30 --ops N (30 clients of the distributed driver, N verified reads each):
 #     units are the I/Os of all clients, the sum of each client's `ops` in its JSON (30 x N).
 #
-# Allocations are counted the same way, as calls to the Rust global allocator's entry points
-# in callgrind's call graph: `__rust_alloc` and `__rust_alloc_zeroed` (allocations) and
-# `__rust_realloc` (a block grown or shrunk; shown apart). Every allocation Rust code makes
-# goes through these shims, whichever allocator is installed. The binary installs mimalloc
-# as its `#[global_allocator]` (crates/cli/src/main.rs), which takes memory from the kernel
-# itself and never calls libc's malloc, so `valgrind --tool=dhat` (which intercepts malloc)
-# would see almost none of them; counting calls of the shims sees all of them. Allocations
-# made by C code in the process (libc internals) are not counted.
+# Allocations are counted the same way, as calls into the allocator in callgrind's call
+# graph. The binary installs mimalloc as its `#[global_allocator]` (crates/cli/src/main.rs),
+# and every allocation Rust code makes ends in one of its C entry points: `mi_malloc_aligned`
+# or `mi_zalloc_aligned` (allocations) and `mi_realloc_aligned` (a block grown or shrunk;
+# shown apart), called from outside mimalloc. (Rust's own shims, `__rust_alloc` and kin, are
+# inlined into their callers by the release build's link-time optimisation, so they cannot
+# be counted; mimalloc's C functions are never inlined into Rust code.) mimalloc takes memory
+# from the kernel itself and never calls libc's malloc, so `valgrind --tool=dhat` (which
+# intercepts malloc) would see almost none of them. Allocations made by C code in the
+# process (libc internals) are not counted.
 #
 # Last, the scaling of bringing up a large cluster: callgrind's total for
 # `bench topo --hosts 10000` over `--hosts 1000` (parse, build and start a cascade of cluster
@@ -91,9 +93,11 @@ instructions() {
     awk '/^summary:/ { print $2; exit }' "$out/$1.cg"
 }
 
-# calls NAME REGEX: calls of the functions whose names match REGEX, summed over all call
-# sites. In callgrind's format a `cfn=` line names a callee (`cfn=(id) name` the first time,
-# `cfn=(id)` after) and the `calls=COUNT ...` line that follows gives the call count.
+# calls NAME REGEX: calls of the functions whose names match REGEX from functions outside
+# mimalloc (an entry point calling another inside the allocator is the same allocation),
+# summed over all call sites. In callgrind's format an `fn=` line names the function whose
+# calls follow, a `cfn=` line names a callee (`(id) name` the first time, `(id)` after), and
+# the `calls=COUNT ...` line that follows gives the call count.
 calls() {
     awk -v pattern="$2" '
         /^c?fn=\(/ {
@@ -101,19 +105,19 @@ calls() {
             id = substr($0, RSTART, RLENGTH)
             rest = substr($0, RSTART + RLENGTH + 1)
             if (rest != "") name[id] = rest
-            if ($0 ~ /^cfn=/) callee = name[id]
+            if ($0 ~ /^cfn=/) callee = name[id]; else caller = name[id]
             next
         }
         /^calls=/ {
             split(substr($0, 7), count, " ")
-            if (callee ~ pattern) total += count[1]
+            if (callee ~ pattern && caller !~ /^_?mi_/) total += count[1]
         }
         END { printf "%.0f\n", total }
     ' "$out/$1.cg"
 }
 
-allocations() { calls "$1" '__rust_alloc(_zeroed)?$'; }
-reallocations() { calls "$1" '__rust_realloc$'; }
+allocations() { calls "$1" '^mi_(malloc|zalloc)_aligned$'; }
+reallocations() { calls "$1" '^mi_realloc_aligned$'; }
 
 # json_sum NAME KEY: the sum of every `"KEY": number` in what smartio printed.
 json_sum() {

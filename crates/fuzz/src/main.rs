@@ -201,6 +201,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            if cfg!(panic = "abort") {
+                eprintln!(
+                    "smartio-fuzz: this build aborts on a panic, so a finding would end the run \
+                     unreported: build the runner in a profile that unwinds \
+                     (cargo run -p smartio-fuzz --profile suite -- run ...)"
+                );
+                return ExitCode::from(2);
+            }
             quiet_panics();
             let current = Arc::new(Mutex::new(None::<Current>));
             watchdog(current.clone(), timeout, out.clone());
