@@ -25,6 +25,15 @@
 # ones on both sides: a fresh device would let smartio's NVMe answer reads of deallocated
 # blocks without data, and nbdkit's first writes allocate its memory.
 #
+# With each figure goes the CPU each side used during the run, in percent of one core: the
+# server process (all its threads, from /proc/PID/stat over the run's wall time) and fio
+# (its usr_cpu + sys_cpu). They say what bounds a side on this machine: a server near 100 %
+# with fio busy is bound by its own work (smartio's emulation is one thread), a pair well
+# under 200 % on a 2-core machine by waiting (a reply waking a sleeping thread). The ratio
+# is a property of the machine as much as of smartio: where waking a thread is dear,
+# nbdkit, which sleeps between requests, serves fewer; smartio's connection threads look for
+# work without sleeping.
+#
 # Usage: scripts/nbd-vs-nbdkit.sh
 # Environment: DURATION (seconds per run, default 10), REPS (A B pairs per test, default 2),
 # SMARTIO (a built binary; default: build target/release/smartio with cargo).
@@ -99,12 +108,28 @@ nbdkit --foreground --exit-with-parent --unix "$work/nbdkit.sock" memory 1G \
     >"$work/nbdkit.log" 2>&1 &
 pids+=($!)
 wait_for "$work/nbdkit.sock" "${pids[-1]}" nbdkit
+declare -A server_pid=([smartio]=${pids[0]} [nbdkit]=${pids[1]})
+ticks_per_second=$(getconf CLK_TCK)
+
+# cpu_ticks PID: the CPU time PID's threads have used so far, in clock ticks (utime +
+# stime, fields 14 and 15 of /proc/PID/stat; the command name before them is in
+# parentheses and may hold spaces, so fields are counted after its closing one).
+cpu_ticks() {
+    local stat
+    stat=$(<"/proc/$1/stat")
+    stat=${stat##*) }
+    # shellcheck disable=SC2086 # split into fields on purpose
+    set -- $stat
+    echo $((${12} + ${13}))
+}
 
 # run SERVER TEST FIO-ARGS...: one fio run against SERVER's socket; its JSON is
-# $work/SERVER-TEST.json.
+# $work/SERVER-TEST.json, and $server_cpu the server's CPU during it (percent of one core).
 run() {
-    local server=$1 test=$2
+    local server=$1 test=$2 t0 c0 t1 c1
     shift 2
+    t0=$(date +%s%N)
+    c0=$(cpu_ticks "${server_pid[$server]}")
     fio --name="$test" --ioengine=nbd --uri="nbd+unix:///?socket=$work/$server.sock" \
         --bs=4k --time_based --runtime="$duration" --output-format=json \
         --output="$work/$server-$test.json" "$@" >"$work/$server-$test.fio" 2>&1 || {
@@ -112,6 +137,15 @@ run() {
         cat "$work/$server-$test.fio" >&2
         exit 1
     }
+    c1=$(cpu_ticks "${server_pid[$server]}")
+    t1=$(date +%s%N)
+    server_cpu=$(awk -v c=$((c1 - c0)) -v hz="$ticks_per_second" -v ns=$((t1 - t0)) \
+        'BEGIN { printf "%.1f", 100 * c / hz / (ns / 1e9) }')
+}
+
+# add KEY VALUE: adds VALUE to sum[KEY].
+add() {
+    sum[$1]=$(awk -v s="${sum[$1]:-0}" -v v="$2" 'BEGIN { printf "%.6f", s + v }')
 }
 
 tests=(randread-qd32 randwrite-qd32-verify randread-qd1)
@@ -151,9 +185,12 @@ for test in "${tests[@]}"; do
             # shellcheck disable=SC2086 # the test's fio options, split on purpose
             run "$server" "$test" ${args[$test]}
             value=$(jq -r "${figure[$test]}" "$work/$server-$test.json")
-            printf '%-42s %-8s run %d: %12.1f\n' "${label[$test]}" "$server" "$rep" "$value"
-            sum[$server-$test]=$(awk -v s="${sum[$server-$test]:-0}" -v v="$value" \
-                'BEGIN { printf "%.6f", s + v }')
+            fio_cpu=$(jq -r '.jobs[0].usr_cpu + .jobs[0].sys_cpu' "$work/$server-$test.json")
+            printf '%-42s %-8s run %d: %12.1f   (CPU %%: server %5.1f, fio %5.1f)\n' \
+                "${label[$test]}" "$server" "$rep" "$value" "$server_cpu" "$fio_cpu"
+            add "$server-$test" "$value"
+            add "$server-$test-server-cpu" "$server_cpu"
+            add "$server-$test-fio-cpu" "$fio_cpu"
         done
     done
 done
@@ -165,3 +202,12 @@ for test in "${tests[@]}"; do
         -v n="$reps" 'BEGIN { printf "%-42s %12.1f %12.1f %16.3f\n", name, a / n, b / n, a / b }'
 done
 echo "(means over the runs; IOPS: above 1 smartio is faster; latency: below 1 it is faster)"
+echo
+printf '%-42s %24s %24s\n' "CPU, % of one core (mean)" "smartio: server, fio" "nbdkit: server, fio"
+for test in "${tests[@]}"; do
+    awk -v name="${label[$test]}" -v n="$reps" \
+        -v as="${sum[smartio-$test-server-cpu]}" -v af="${sum[smartio-$test-fio-cpu]}" \
+        -v bs="${sum[nbdkit-$test-server-cpu]}" -v bf="${sum[nbdkit-$test-fio-cpu]}" \
+        'BEGIN { printf "%-42s %16.1f %7.1f %16.1f %7.1f\n", name, as / n, af / n, bs / n, bf / n }'
+done
+echo "($(nproc) CPUs here)"
