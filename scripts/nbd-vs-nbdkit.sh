@@ -100,15 +100,17 @@ wait_for() {
     exit 1
 }
 
+declare -A server_pid=()
 "$bin" serve nbd --scenario back-to-back --host borrower --device lender:nvme0 \
     --socket "$work/smartio.sock" --size 1G >"$work/smartio.log" 2>&1 &
+server_pid[smartio]=$!
 pids+=($!)
 wait_for "$work/smartio.sock" "${pids[-1]}" smartio
 nbdkit --foreground --exit-with-parent --unix "$work/nbdkit.sock" memory 1G \
     >"$work/nbdkit.log" 2>&1 &
+server_pid[nbdkit]=$!
 pids+=($!)
 wait_for "$work/nbdkit.sock" "${pids[-1]}" nbdkit
-declare -A server_pid=([smartio]=${pids[0]} [nbdkit]=${pids[1]})
 ticks_per_second=$(getconf CLK_TCK)
 
 # cpu_ticks PID: the CPU time PID's threads have used so far, in clock ticks (utime +
